@@ -1,0 +1,31 @@
+"""Allocation: which task runs on which GPU at which step over the horizon.
+
+``problem.py`` (the scenario and its index view), ``solution.py`` (result,
+checker, evaluator), ``greedy.py`` (fast path), ``fifo.py`` (baseline);
+the formal model is ``models/allocation.md``.
+"""
+
+from gpuopt.allocation.fifo import solve_fifo
+from gpuopt.allocation.greedy import solve_greedy
+from gpuopt.allocation.problem import AllocationProblem, Task, load_problem, parse_problem
+from gpuopt.allocation.solution import (
+    AllocationResult,
+    Evaluation,
+    Metrics,
+    evaluate,
+    violations,
+)
+
+__all__ = [
+    "AllocationProblem",
+    "AllocationResult",
+    "Evaluation",
+    "Metrics",
+    "Task",
+    "evaluate",
+    "load_problem",
+    "parse_problem",
+    "solve_fifo",
+    "solve_greedy",
+    "violations",
+]

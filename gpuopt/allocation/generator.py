@@ -1,0 +1,169 @@
+"""Seeded random allocation instances of any size (for tests and benchmarks).
+
+The instances look like a day on a shared cluster: diurnal realtime curves,
+training jobs from hours to days, short quantization blocks, batch inference
+with deadlines, some tasks inherited as running. The same arguments always
+give the same problem.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+from gpuopt.allocation.problem import AllocationProblem
+
+
+def diurnal_curve(
+    rng: random.Random, horizon: int, low: int, high: int, step_minutes: int = 60
+) -> list[int]:
+    """A day-shaped demand curve between ``low`` and ``high`` GPUs (peak in the afternoon)."""
+    peak_hour = rng.uniform(11.0, 20.0)
+    noise = 0.35 * max(1, high - low) / 4
+    curve = []
+    for step in range(horizon):
+        hour = (step * step_minutes / 60.0) % 24.0
+        phase = math.cos(2 * math.pi * (hour - peak_hour) / 24.0)
+        level = low + (high - low) * (0.5 + 0.5 * phase) + rng.gauss(0.0, noise)
+        curve.append(int(min(high, max(low, round(level)))))
+    return curve
+
+
+def random_problem(
+    seed: int,
+    *,
+    gpus: int = 8,
+    tasks: int = 10,
+    horizon: int = 24,
+    realtime: int | None = None,
+    load: float = 1.3,
+    running_fraction: float = 0.15,
+    deadline_fraction: float = 0.25,
+    align_blocks: bool = False,
+    gpus_per_node: int | None = None,
+    max_swap: int | None = None,
+    uniform_priority: bool = False,
+    name: str | None = None,
+) -> AllocationProblem:
+    """A valid random scenario with ``tasks`` tasks on ``gpus`` GPUs.
+
+    Parameters
+    ----------
+    seed
+        Seed of the private random generator (the global one is untouched).
+    realtime
+        Number of realtime tasks (default: about one in eight tasks, at least
+        one when there are three tasks or more).
+    load
+        Batch GPU-steps asked, relative to the capacity left after realtime
+        demand; above 1 the cluster is contended.
+    running_fraction, deadline_fraction
+        Share of batch tasks inherited as running, and with a deadline.
+    """
+    rng = random.Random(seed)
+    if realtime is None:
+        realtime = 0 if tasks < 3 else max(1, tasks // 8)
+    realtime = min(realtime, tasks)
+    node = gpus_per_node or gpus
+    largest = 1 << int(math.log2(min(node, max(1, gpus // 2) if gpus > 1 else 1)))
+    spec: list[dict[str, Any]] = []
+    realtime_share = 0.35 if realtime else 0.0
+    demand_total = 0
+    for r in range(realtime):
+        high = max(1, round(gpus * realtime_share / realtime * rng.uniform(0.8, 1.4)))
+        low = max(0, round(high * rng.uniform(0.2, 0.5)))
+        curve = diurnal_curve(rng, horizon, low, high)
+        demand_total += sum(curve)
+        swap = max_swap if max_swap is not None else max(1, rng.choice([1, 1, 2, 2, 3]))
+        spec.append(
+            {
+                "id": f"rt-{r}",
+                "kind": "realtime",
+                "priority": rng.choice([8, 9, 10]),
+                "demand": curve,
+                "max_swap": swap,
+                "initial": curve[0],
+            }
+        )
+    batch = tasks - realtime
+    budget = max(1.0, load * (gpus * horizon - demand_total))
+    sizes = [1 << k for k in range(int(math.log2(largest)) + 1)]
+    wanted = []
+    for _ in range(batch):
+        kind = rng.choices(["training", "batch_inference", "quantization"], [0.45, 0.35, 0.2])[0]
+        if kind == "training":
+            gpus_asked = rng.choice(sizes[-3:])
+            duration = rng.randint(max(1, horizon // 6), max(2, horizon * 2))
+            priority = rng.randint(3, 7)
+        elif kind == "batch_inference":
+            gpus_asked = rng.choice(sizes[:3])
+            duration = rng.randint(2, max(2, horizon // 3))
+            priority = rng.randint(2, 6)
+        else:
+            gpus_asked = rng.choice(sizes[:3])
+            duration = rng.randint(1, 3)
+            priority = rng.randint(2, 4)
+        wanted.append((kind, gpus_asked, duration, priority))
+    asked = sum(g * min(d, horizon) for _, g, d, _ in wanted) or 1
+    scale = min(1.0, budget / asked) if load < 1 else 1.0
+    next_free = 0  # running tasks are packed from GPU 0 upwards, each inside one node
+    running_used = [0] * horizon
+    for j, (kind, gpus_asked, duration, priority) in enumerate(wanted):
+        duration = max(1, round(duration * scale)) if scale < 1 else duration
+        task: dict[str, Any] = {
+            "id": f"{kind[:2]}-{j}",
+            "kind": kind,
+            "priority": 5 if uniform_priority else priority,
+            "gpus": gpus_asked,
+            "duration": duration,
+            "arrival": rng.randint(0, max(0, horizon // 2)),
+        }
+        if rng.random() < running_fraction:
+            first = next_free
+            if first % gpus_asked:
+                first += gpus_asked - first % gpus_asked
+            if first // node != (first + gpus_asked - 1) // node:
+                first = (first // node + 1) * node
+            start = -rng.randint(0, max(0, duration - 1))
+            end = min(horizon, start + duration)
+            fits = first + gpus_asked <= gpus
+            if fits and _realtime_room(spec, running_used, gpus_asked, end, gpus):
+                task["arrival"] = 0
+                task["running"] = {"start": start, "first_gpu": first}
+                next_free = first + gpus_asked
+                for step in range(end):
+                    running_used[step] += gpus_asked
+        if "running" not in task and rng.random() < deadline_fraction:
+            slack = rng.randint(0, max(1, horizon // 3))
+            task["deadline"] = task["arrival"] + duration + slack
+        spec.append(task)
+    rng.shuffle(spec)
+    return AllocationProblem.model_validate(
+        {
+            "name": name or f"random-{seed}-{gpus}x{tasks}",
+            "gpus": gpus,
+            "horizon": horizon,
+            "step_minutes": 60,
+            "decay": 0.97,
+            "realtime_penalty": 8.0,
+            "align_blocks": align_blocks,
+            "gpus_per_node": gpus_per_node,
+            "tasks": spec,
+        }
+    )
+
+
+def _realtime_room(
+    spec: list[dict[str, Any]], running_used: list[int], size: int, end: int, gpus: int
+) -> bool:
+    """Keep the problem valid: realtime ramp-down from ``initial`` beside running tasks."""
+    for step in range(end):
+        forced = sum(
+            max(0, t["initial"] - t["max_swap"] * (step + 1))
+            for t in spec
+            if t["kind"] == "realtime"
+        )
+        if forced + running_used[step] + size > gpus:
+            return False
+    return True

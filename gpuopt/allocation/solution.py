@@ -1,0 +1,367 @@
+"""Allocation results, the independent checker and the evaluator.
+
+:func:`violations` checks any grid against the five rules of DESIGN.md section
+1 (labels A1..A5 of ``models/allocation.md``) and :func:`evaluate` computes the
+objective and metrics exactly as defined there. Neither knows anything about
+the methods that produced the grid.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpuopt.allocation.problem import AllocationProblem
+
+Grid = list[list[str | None]]
+Status = Literal["optimal", "feasible", "time_limit", "infeasible", "error"]
+
+
+class Metrics(BaseModel):
+    """What DESIGN.md section 1 reports for a grid."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    utilization: float = Field(description="Useful GPU-steps / (gpus * horizon).")
+    value: float = Field(description="Sum of priority over batch GPU-steps (undiscounted).")
+    completed: int = Field(description="Batch-like tasks that finish inside the horizon.")
+    shortfall: int = Field(description="Realtime GPU-steps missing against demand.")
+    scheduled: int = Field(default=0, description="Batch-like tasks that run in the plan.")
+
+
+class Evaluation(BaseModel):
+    """Objective and metrics of a grid, as computed by :func:`evaluate`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    objective: float
+    metrics: Metrics
+
+
+class AllocationResult(BaseModel):
+    """The result contract of DESIGN.md section 5.
+
+    ``grid[t][g]`` is the id of the task on GPU ``g`` at step ``t``, or None.
+    ``bound`` and ``gap`` are filled by exact methods only.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: str
+    name: str | None = None
+    grid: Grid
+    objective: float
+    bound: float | None = None
+    gap: float | None = None
+    status: Status = "feasible"
+    seconds: float
+    metrics: Metrics
+
+    def violations(self, problem: AllocationProblem) -> list[str]:
+        """Rule breaches of this result's grid for ``problem`` (empty when legal)."""
+        return violations(problem, self.grid)
+
+    def is_feasible(self, problem: AllocationProblem) -> bool:
+        return not self.violations(problem)
+
+    def summary(self) -> str:
+        """A one-line human summary."""
+        metrics = self.metrics
+        parts = [
+            f"{self.method}: objective {self.objective:,.1f}",
+            f"utilization {metrics.utilization:.1%}",
+            f"value {metrics.value:,.0f}",
+            f"completed {metrics.completed}",
+            f"shortfall {metrics.shortfall}",
+            f"{self.seconds * 1000:.2f} ms",
+        ]
+        if self.gap is not None:
+            parts.insert(1, f"gap {self.gap:.2%}")
+        return ", ".join(parts)
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        return self.model_dump_json(indent=indent)
+
+
+# --------------------------------------------------------------------------- helpers
+def _cell_ids(grid: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    return [list(row) for row in grid]
+
+
+def _runs(values: list[int]) -> list[tuple[int, int]]:
+    """Maximal runs of consecutive integers in a sorted list, as [start, end)."""
+    runs: list[tuple[int, int]] = []
+    for value in values:
+        if runs and runs[-1][1] == value:
+            runs[-1] = (runs[-1][0], value + 1)
+        else:
+            runs.append((value, value + 1))
+    return runs
+
+
+def _shape_violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) -> list[str]:
+    found: list[str] = []
+    if len(grid) != problem.horizon:
+        found.append(f"grid: has {len(grid)} steps but the horizon is {problem.horizon}")
+    for step, row in enumerate(grid):
+        if not isinstance(row, (list, tuple)):
+            found.append(f"grid: step {step} is not a list of cells")
+        elif len(row) != problem.gpus:
+            found.append(f"grid: step {step} has {len(row)} GPUs but the cluster has {problem.gpus}")
+    return found
+
+
+def occupancy(
+    problem: AllocationProblem, grid: Sequence[Sequence[Any]]
+) -> dict[str, dict[int, list[int]]]:
+    """Map task id -> step -> sorted GPUs it holds (cells with unknown ids are skipped)."""
+    known = problem.index.id2idx
+    cells: dict[str, dict[int, list[int]]] = {}
+    for step, row in enumerate(grid):
+        for gpu, cell in enumerate(row):
+            if isinstance(cell, str) and cell in known:
+                cells.setdefault(cell, {}).setdefault(step, []).append(gpu)
+    return cells
+
+
+# --------------------------------------------------------------------------- checker
+def violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) -> list[str]:
+    """Every breach of the five allocation rules in ``grid`` (empty list when legal).
+
+    Each message starts with the label of the broken rule (``A1``..``A5`` as in
+    ``models/allocation.md``) or ``grid`` for a malformed grid.
+
+    Parameters
+    ----------
+    problem
+        The scenario the grid claims to solve.
+    grid
+        ``grid[t][g]``: task id on GPU ``g`` at step ``t`` or None.
+
+    Examples
+    --------
+    >>> p = AllocationProblem(gpus=2, horizon=2, tasks=[
+    ...     {"id": "a", "kind": "training", "priority": 1, "gpus": 2, "duration": 2}])
+    >>> violations(p, [["a", "a"], ["a", None]])
+    ["A5: task 'a' changes GPUs from [0, 2) to [0, 1) at step 1"]
+    """
+    found = _shape_violations(problem, grid)
+    if found:
+        return found
+    index = problem.index
+    horizon, gpus = problem.horizon, problem.gpus
+    known = index.id2idx
+    # A1: one GPU serves at most one task per step; a cell holds one id or null.
+    for step, row in enumerate(grid):
+        for gpu, cell in enumerate(row):
+            if cell is None or isinstance(cell, str):
+                if isinstance(cell, str) and cell not in known:
+                    found.append(f"grid: unknown task id {cell!r} on GPU {gpu} at step {step}")
+                continue
+            found.append(
+                f"A1: GPU {gpu} at step {step} holds {cell!r}, not a single task id or null"
+            )
+    cells = occupancy(problem, grid)
+    node = index.node_size
+    for task in problem.tasks:
+        held = cells.get(task.id, {})
+        name = f"task {task.id!r}"
+        if task.is_realtime:
+            found.extend(_realtime_violations(problem, task.id, held))
+            continue
+        assert task.gpus is not None and task.duration is not None
+        if not held:
+            if task.running is not None:
+                found.append(f"A2: running {name} is missing from the grid")
+            continue
+        steps = sorted(held)
+        start, end = steps[0], steps[-1] + 1
+        # A5: once started, never interrupted ...
+        if len(steps) != end - start:
+            gap = next(s for s in range(start, end) if s not in held)
+            found.append(f"A5: {name} is interrupted at step {gap}")
+        # ... and never moved; every step holds the same block.
+        first_block = held[start]
+        for step in steps[1:]:
+            if held[step] != first_block:
+                found.append(
+                    f"A5: {name} changes GPUs from {_block_text(first_block)} to "
+                    f"{_block_text(held[step])} at step {step}"
+                )
+                break
+        block = first_block
+        runs = _runs(block)
+        # A3: one contiguous power-of-two block, aligned, inside one node.
+        if len(runs) != 1:
+            found.append(f"A3: {name} holds non-contiguous GPUs {block} at step {start}")
+        first = block[0]
+        if len(block) != task.gpus:
+            found.append(f"A2: {name} holds {len(block)} GPUs at step {start}, asked {task.gpus}")
+        elif len(runs) == 1:
+            if problem.align_blocks and first % task.gpus != 0:
+                found.append(f"A3: {name} block {_block_text(block)} is not aligned to {task.gpus}")
+            if first // node != (first + task.gpus - 1) // node:
+                found.append(f"A3: {name} block {_block_text(block)} crosses a node boundary")
+        # A2: exactly `duration` consecutive steps inside [arrival, deadline).
+        if task.running is not None:
+            expected_end = min(horizon, task.running.start + task.duration)
+            if start != 0 or end != expected_end or first != task.running.first_gpu:
+                found.append(
+                    f"A2: running {name} must keep GPUs from {task.running.first_gpu} "
+                    f"for steps [0, {expected_end}), found {_block_text(block)} "
+                    f"for steps [{start}, {end})"
+                )
+            continue
+        expected_end = min(horizon, start + task.duration)
+        if end != expected_end:
+            found.append(
+                f"A2: {name} runs steps [{start}, {end}) but needs {task.duration} "
+                f"consecutive steps from {start}"
+            )
+        if start < task.arrival:
+            found.append(f"A2: {name} starts at step {start} before its arrival {task.arrival}")
+        if task.deadline is not None and start + task.duration > task.deadline:
+            found.append(
+                f"A2: {name} finishes at step {start + task.duration} after its deadline "
+                f"{task.deadline}"
+            )
+    return found
+
+
+def _block_text(block: list[int]) -> str:
+    if block and block == list(range(block[0], block[-1] + 1)):
+        return f"[{block[0]}, {block[-1] + 1})"
+    return str(block)
+
+
+def _realtime_violations(
+    problem: AllocationProblem, task_id: str, held: dict[int, list[int]]
+) -> list[str]:
+    """A4: the GPU count changes by at most ``max_swap`` per step and from ``initial``."""
+    index = problem.index
+    r = int(np.flatnonzero(index.realtime_idx == index.id2idx[task_id])[0])
+    swap, previous = int(index.max_swap[r]), int(index.initial[r])
+    found = []
+    for step in range(problem.horizon):
+        count = len(held.get(step, ()))
+        if abs(count - previous) > swap:
+            where = "initial" if step == 0 else f"step {step - 1}"
+            found.append(
+                f"A4: realtime task {task_id!r} goes from {previous} GPUs ({where}) to {count} "
+                f"at step {step}, more than max_swap {swap}"
+            )
+        previous = count
+    return found
+
+
+# --------------------------------------------------------------------------- evaluator
+def evaluate(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) -> Evaluation:
+    """Objective and metrics of ``grid`` exactly as DESIGN.md section 1 defines them.
+
+    The grid is not checked (call :func:`violations` for that); cells with
+    unknown ids count as empty.
+    """
+    index = problem.index
+    horizon, gpus = problem.horizon, problem.gpus
+    weights = index.weights
+    counts = np.zeros((len(index.ids), horizon), dtype=np.int64)
+    known = index.id2idx
+    for step, row in enumerate(grid[:horizon]):
+        for cell in row:
+            if isinstance(cell, str):
+                task_idx = known.get(cell)
+                if task_idx is not None:
+                    counts[task_idx, step] += 1
+    batch_counts = counts[index.batch_idx]  # (B, T)
+    batch_priority = index.priority[index.batch_idx]
+    batch_value_w = float(batch_priority @ (batch_counts @ weights)) if index.num_batch else 0.0
+    value = float(batch_priority @ batch_counts.sum(axis=1)) if index.num_batch else 0.0
+    useful = int(batch_counts.sum())
+    shortfall_total = 0
+    penalty_w = 0.0
+    if index.num_realtime:
+        held = counts[index.realtime_idx]  # (R, T)
+        short = np.maximum(0, index.demand - held)
+        shortfall_total = int(short.sum())
+        useful += int(np.minimum(held, index.demand).sum())
+        realtime_priority = index.priority[index.realtime_idx]
+        penalty_w = float(realtime_priority @ (short @ weights))
+    completed = 0
+    scheduled = 0
+    for b in range(index.num_batch):
+        row = batch_counts[b]
+        steps = np.flatnonzero(row)
+        if steps.size == 0:
+            continue
+        scheduled += 1
+        if index.batch_running[b]:
+            end = int(index.batch_remaining[b])
+        else:
+            end = int(steps[0]) + int(index.batch_duration[b])
+        if end <= horizon:
+            completed += 1
+    objective = batch_value_w - problem.realtime_penalty * penalty_w
+    metrics = Metrics(
+        utilization=useful / (gpus * horizon),
+        value=value,
+        completed=completed,
+        shortfall=shortfall_total,
+        scheduled=scheduled,
+    )
+    return Evaluation(objective=objective, metrics=metrics)
+
+
+def make_result(
+    problem: AllocationProblem,
+    grid: Grid,
+    *,
+    method: str,
+    seconds: float,
+    status: Status = "feasible",
+    bound: float | None = None,
+) -> AllocationResult:
+    """Build an :class:`AllocationResult`, computing objective and metrics with :func:`evaluate`."""
+    evaluation = evaluate(problem, grid)
+    gap = None
+    if bound is not None:
+        gap = relative_gap(evaluation.objective, bound)
+    return AllocationResult(
+        method=method,
+        name=problem.name,
+        grid=grid,
+        objective=evaluation.objective,
+        bound=bound,
+        gap=gap,
+        status=status,
+        seconds=seconds,
+        metrics=evaluation.metrics,
+    )
+
+
+def relative_gap(objective: float, bound: float) -> float:
+    """``(bound - objective) / max(|bound|, 1e-9)``, never negative."""
+    return max(0.0, bound - objective) / max(abs(bound), 1e-9)
+
+
+def load_result(text: str) -> AllocationResult:
+    """Parse a result JSON string."""
+    return AllocationResult.model_validate(json.loads(text))
+
+
+__all__ = [
+    "AllocationResult",
+    "Evaluation",
+    "Grid",
+    "Metrics",
+    "Status",
+    "evaluate",
+    "load_result",
+    "make_result",
+    "occupancy",
+    "relative_gap",
+    "violations",
+]

@@ -1,0 +1,54 @@
+"""Errors raised for bad input, with one-sentence messages that name the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+
+class ProblemError(ValueError):
+    """An input (scenario, snapshot, state, options) is invalid.
+
+    The message is one sentence that names the offending field and value, so
+    that the CLI can print it as is.
+    """
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + str(part)
+    return text or "input"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def problem_error_from(exc: ValidationError, *, source: str | None = None) -> ProblemError:
+    """Turn the first pydantic validation error into a one-sentence ``ProblemError``."""
+    first = exc.errors(include_url=False)[0]
+    message = str(first.get("msg", "is invalid"))
+    kind = first.get("type", "")
+    if kind == "value_error" and message.startswith("Value error, "):
+        # Our own model validators already phrase a whole sentence.
+        text = message.removeprefix("Value error, ")
+    else:
+        loc = _format_loc(tuple(first.get("loc", ())))
+        if kind == "missing":
+            text = f"{loc} is required"
+        elif kind == "extra_forbidden":
+            text = f"{loc} is not a known field"
+        else:
+            text = f"{loc}: {message[:1].lower() + message[1:]} (got {_short(first.get('input'))})"
+    count = exc.error_count()
+    if count > 1:
+        text += f" (and {count - 1} more problem{'s' if count > 2 else ''})"
+    if source:
+        text = f"{source}: {text}"
+    return ProblemError(text.rstrip(".") + ".")
