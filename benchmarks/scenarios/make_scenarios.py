@@ -19,6 +19,7 @@ Usage: ``python benchmarks/scenarios/make_scenarios.py``
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -206,8 +207,32 @@ def oversubscribed():
 
 def scale():
     """64 GPUs in 8 nodes of 8, 30 tasks: the mixed workload at eight times the size."""
-    #          hour:  0  1  2  3  4  5  6   7   8   9  10  11  12  13  14  15  16  17  18  19  20  21  22  23
-    chat_demand = [8, 7, 6, 6, 6, 6, 8, 11, 14, 17, 19, 20, 20, 20, 19, 18, 17, 16, 15, 14, 13, 12, 10, 9]
+    chat_demand = [
+        8,
+        7,
+        6,
+        6,
+        6,
+        6,
+        8,
+        11,
+        14,
+        17,
+        19,
+        20,
+        20,
+        20,
+        19,
+        18,
+        17,
+        16,
+        15,
+        14,
+        13,
+        12,
+        10,
+        9,
+    ]
     code_demand = [1, 1, 1, 1, 1, 1, 2, 4, 6, 8, 8, 8, 6, 8, 8, 8, 7, 5, 3, 2, 2, 1, 1, 1]
     companion_demand = [4, 3, 2, 2, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 4, 4, 5, 6, 7, 8, 8, 8, 7, 5]
     tasks = [
@@ -277,8 +302,8 @@ def check(sc):
         if t["kind"] == "realtime":
             d = t["demand"]
             assert len(d) == HORIZON and all(0 <= v <= gpus for v in d), where
-            steps = [t["initial"]] + d
-            assert all(abs(a - b) <= t["max_swap"] for a, b in zip(steps, steps[1:])), where
+            steps = [t["initial"], *d]
+            assert all(abs(a - b) <= t["max_swap"] for a, b in itertools.pairwise(steps)), where
             held_at_zero += t["initial"]
             continue
         g = t["gpus"]

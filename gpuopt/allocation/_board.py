@@ -17,14 +17,13 @@ import numpy as np
 from gpuopt.allocation.problem import AllocationIndex
 from gpuopt.allocation.solution import Grid
 
-FREE = -1
-
 
 class Board:
     """Batch occupancy of the grid (bitmask per step) plus realtime reservations (counts)."""
 
     def __init__(self, index: AllocationIndex) -> None:
         self.index = index
+        self.batch = index.batch
         self.horizon = index.horizon
         self.gpus = index.gpus
         self.full = (1 << index.gpus) - 1
@@ -33,9 +32,11 @@ class Board:
         self.room = [index.gpus] * index.horizon
         self.value = 0.0  # discounted batch objective of the placed blocks
         self._cum_weights = np.concatenate(([0.0], np.cumsum(index.weights))).tolist()
-        self.owner = np.full((index.horizon, index.gpus), FREE, dtype=np.int64)
         self.starts: dict[int, tuple[int, int]] = {}  # batch position -> (start step, first GPU)
         self._legal: dict[int, int] = {}
+        self._walls: dict[int, tuple[int, int]] = {}
+        # realtime position -> step -> bitmask of its GPUs (filled by bind_realtime)
+        self.realtime_bits: dict[int, list[int]] = {}
 
     def copy(self) -> Board:
         """An independent copy (to try another order from the same start)."""
@@ -43,8 +44,8 @@ class Board:
         other.__dict__.update(self.__dict__)
         other.busy = list(self.busy)
         other.room = list(self.room)
-        other.owner = self.owner.copy()
         other.starts = dict(self.starts)
+        other.realtime_bits = {r: list(bits) for r, bits in self.realtime_bits.items()}
         return other
 
     # ------------------------------------------------------------------ blocks
@@ -61,6 +62,16 @@ class Board:
                     mask |= 1 << first
             self._legal[size] = mask
         return mask
+
+    def walls(self, size: int) -> tuple[int, int]:
+        """Bitmasks of first GPUs whose block of ``size`` starts / ends at a node wall."""
+        cached = self._walls.get(size)
+        if cached is None:
+            node, gpus = self.index.node_size, self.gpus
+            starts = sum(1 << g for g in range(0, gpus, node))
+            ends = (starts | (1 << gpus)) >> size
+            cached = self._walls[size] = (starts, ends)
+        return cached
 
     def free_firsts(self, size: int, start: int, end: int) -> tuple[int, int]:
         """Legal first GPUs whose block is free over steps ``[start, end)``, and the free mask."""
@@ -89,14 +100,23 @@ class Board:
                 return step
         return -1
 
-    def block_value(self, batch_pos: int, start: int) -> float:
-        """Discounted objective of task ``batch_pos`` started at ``start``."""
-        index = self.index
-        end = min(self.horizon, start + int(index.batch_duration[batch_pos]))
-        weight = self._cum_weights[end] - self._cum_weights[start]
-        return float(index.priority[index.batch_idx[batch_pos]]) * int(
-            index.batch_gpus[batch_pos]
-        ) * weight
+    def end_of(self, batch_pos: int, start: int) -> int:
+        """End step (exclusive, inside the horizon) of task ``batch_pos`` started at ``start``."""
+        batch = self.batch
+        if batch.running[batch_pos]:
+            return min(self.horizon, batch.remaining[batch_pos])
+        return min(self.horizon, start + batch.duration[batch_pos])
+
+    def block_value(self, batch_pos: int, start: int, end: int | None = None) -> float:
+        """Discounted objective of task ``batch_pos`` over steps ``[start, end)``.
+
+        ``end`` defaults to ``start + duration`` clipped to the horizon.
+        """
+        batch = self.batch
+        if end is None:
+            end = min(self.horizon, start + batch.duration[batch_pos])
+        weight: float = self._cum_weights[end] - self._cum_weights[start]
+        return batch.priority[batch_pos] * batch.size[batch_pos] * weight
 
     def place(self, batch_pos: int, size: int, first: int, start: int, end: int) -> None:
         """Write a block for all its steps at once (A5: never moved or interrupted)."""
@@ -105,82 +125,98 @@ class Board:
         for step in range(start, end):
             busy[step] |= mask
             room[step] -= size
-        self.owner[start:end, first : first + size] = self.index.batch_idx[batch_pos]
         self.starts[batch_pos] = (start, first)
-        self.value += self.block_value(batch_pos, start)
+        self.value += self.block_value(batch_pos, start, end)
 
     def remove(self, batch_pos: int) -> None:
         """Undo :meth:`place` for one task."""
         start, first = self.starts.pop(batch_pos)
-        index = self.index
-        size = int(index.batch_gpus[batch_pos])
-        end = min(self.horizon, start + int(index.batch_duration[batch_pos]))
+        size = self.batch.size[batch_pos]
+        end = self.end_of(batch_pos, start)
         mask = ~(((1 << size) - 1) << first)
         for step in range(start, end):
             self.busy[step] &= mask
             self.room[step] += size
-        self.owner[start:end, first : first + size] = FREE
-        self.value -= self.block_value(batch_pos, start)
+        self.value -= self.block_value(batch_pos, start, end)
 
     def pin_running(self) -> None:
         """Running tasks keep their inherited block from step 0 (A2)."""
-        index = self.index
-        for b in np.flatnonzero(index.batch_running):
-            size = int(index.batch_gpus[b])
-            end = min(self.horizon, int(index.batch_remaining[b]))
-            self.place(int(b), size, int(index.batch_first_gpu[b]), 0, end)
+        batch = self.batch
+        for b, running in enumerate(batch.running):
+            if running:
+                self.place(b, batch.size[b], batch.first_gpu[b], 0, self.end_of(b, 0))
 
     # ------------------------------------------------------------------ realtime
-    def bind_realtime(self, counts: np.ndarray, order: list[int]) -> None:
-        """Give each realtime task ``counts[r, t]`` concrete free GPUs at every step.
+    def bind_realtime(self, counts: np.ndarray, order: list[int], *, occupy: bool = False) -> None:
+        """Give each realtime task ``counts[r, t]`` concrete GPUs left free by batch blocks.
 
         A GPU kept from the previous step is kept again where possible, so a
-        service moves as little as the batch plan allows; new GPUs are those
-        that stay free longest ahead (ties: the highest index).
+        service moves as little as the batch plan allows; among the others,
+        those that stay free longest ahead are taken (ties: the highest
+        index), and when a service shrinks it releases the GPUs it would lose
+        soonest. With ``occupy`` the realtime GPUs also become busy for the
+        batch blocks placed afterwards (the FIFO baseline's fixed reservation).
         """
-        index = self.index
-        horizon, gpus = self.horizon, self.gpus
-        owner = self.owner
-        free = owner == FREE
-        ahead = np.zeros((horizon + 1, gpus), dtype=np.int64)
-        for step in range(horizon - 1, -1, -1):
-            ahead[step] = (ahead[step + 1] + 1) * free[step]
-        held: dict[int, np.ndarray] = {r: np.zeros(0, dtype=np.int64) for r in order}
-        gpu_ids = np.arange(gpus)
+        busy, full, horizon = self.busy, self.full, self.horizon
+        counts_list = counts.tolist()
+        held = dict.fromkeys(order, 0)
+        for r in order:
+            self.realtime_bits[r] = [0] * horizon
         for step in range(horizon):
-            row = owner[step]
+            available = full & ~busy[step]
+            taken = 0
             for r in order:
-                want = int(counts[r, step])
-                task_idx = int(index.realtime_idx[r])
-                keep = held[r]
-                keep = keep[row[keep] == FREE]
-                if keep.size > want:
-                    # release the GPUs that would be lost soonest anyway
-                    rank = np.lexsort((-keep, -ahead[step, keep]))
-                    keep = keep[rank[:want]]
-                elif keep.size < want:
-                    candidates = gpu_ids[row == FREE]
-                    if keep.size:
-                        candidates = np.setdiff1d(candidates, keep, assume_unique=True)
-                    rank = np.lexsort((-candidates, -ahead[step, candidates]))
-                    extra = candidates[rank[: want - keep.size]]
-                    keep = np.concatenate((keep, extra))
-                row[keep] = task_idx
+                want = counts_list[r][step]
+                keep = held[r] & available & ~taken
+                have = keep.bit_count()
+                if have > want:
+                    keep = self._longest_free(keep, want, step)
+                elif have < want:
+                    extra = self._longest_free(available & ~taken & ~keep, want - have, step)
+                    keep |= extra
                 held[r] = keep
+                taken |= keep
+                self.realtime_bits[r][step] = keep
+            if occupy:
+                busy[step] |= taken
+                self.room[step] -= taken.bit_count()
 
-    def sync_busy_from_owner(self) -> None:
-        """Rebuild the bitmasks from the owner array (after realtime was bound to GPUs)."""
-        weights = 1 << np.arange(self.gpus, dtype=object)
-        for step in range(self.horizon):
-            taken = np.flatnonzero(self.owner[step] != FREE)
-            self.busy[step] = int(weights[taken].sum()) if taken.size else 0
-            self.room[step] = self.gpus - int(taken.size)
+    def _longest_free(self, candidates: int, count: int, step: int) -> int:
+        """``count`` GPUs of ``candidates`` free of batch blocks longest after ``step``."""
+        busy, full = self.busy, self.full
+        for later in range(step + 1, self.horizon):
+            narrowed = candidates & ~busy[later] & full
+            if narrowed.bit_count() < count:
+                break
+            candidates = narrowed
+        chosen = 0
+        while count > 0 and candidates:
+            top = 1 << (candidates.bit_length() - 1)
+            chosen |= top
+            candidates ^= top
+            count -= 1
+        return chosen
 
     def grid(self) -> Grid:
         """The grid of task ids (None for an idle GPU)."""
-        ids = self.index.ids
-        lookup: list[str | None] = [*ids, None]  # FREE (-1) maps to the trailing None
-        return [[lookup[cell] for cell in row] for row in self.owner.tolist()]
+        index = self.index
+        ids = index.ids
+        rows: Grid = [[None] * self.gpus for _ in range(self.horizon)]
+        for b, (start, first) in self.starts.items():
+            task_id = ids[self.batch.task_idx[b]]
+            size = self.batch.size[b]
+            block = [task_id] * size
+            for step in range(start, self.end_of(b, start)):
+                rows[step][first : first + size] = block
+        for r, bits_per_step in self.realtime_bits.items():
+            task_id = ids[int(index.realtime_idx[r])]
+            for step, bits in enumerate(bits_per_step):
+                row = rows[step]
+                while bits:
+                    low = bits & -bits
+                    row[low.bit_length() - 1] = task_id
+                    bits ^= low
+        return rows
 
 
 def running_count(index: AllocationIndex) -> np.ndarray:

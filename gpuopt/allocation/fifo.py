@@ -29,16 +29,15 @@ def fifo_grid(problem: AllocationProblem) -> Grid:
     order = list(range(index.num_realtime))
     peak = np.repeat(index.demand.max(axis=1, initial=0)[:, None], index.horizon, axis=1)
     counts = realtime_curves(index, peak, order, index.gpus - running_count(index))
-    board.bind_realtime(counts, order)
-    board.sync_busy_from_owner()
+    board.bind_realtime(counts, order, occupy=True)
     # batch-like tasks in arrival order, earliest start, first fit
-    pending = [b for b in range(index.num_batch) if not index.batch_running[b]]
-    pending.sort(key=lambda b: (int(index.batch_arrival[b]), b))
+    batch = index.batch
+    pending = [b for b, running in enumerate(batch.running) if not running]
+    pending.sort(key=lambda b: (batch.arrival[b], b))
     horizon = index.horizon
     for b in pending:
-        size = int(index.batch_gpus[b])
-        duration = int(index.batch_duration[b])
-        start, last = int(index.batch_arrival[b]), int(index.batch_last_start[b])
+        size, duration = batch.size[b], batch.duration[b]
+        start, last = batch.arrival[b], batch.last_start[b]
         while start <= last:
             end = min(horizon, start + duration)
             short = board.last_short_step(size, start, end)

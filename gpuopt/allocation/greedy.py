@@ -49,22 +49,28 @@ OrderKey = Callable[[AllocationIndex, int], tuple[float, ...]]
 
 def _key_urgent_first(index: AllocationIndex, b: int) -> tuple[float, ...]:
     """Priority first; among equals the tightest window, then the largest area."""
-    priority = float(index.priority[index.batch_idx[b]])
-    return (-priority, int(index.batch_last_start[b]), int(index.batch_arrival[b]),
-            -int(index.batch_gpus[b]) * int(index.batch_duration[b]), b)
+    batch = index.batch
+    return (
+        -batch.priority[b],
+        batch.last_start[b],
+        batch.arrival[b],
+        -batch.size[b] * batch.duration[b],
+        b,
+    )
 
 
 def _key_value_first(index: AllocationIndex, b: int) -> tuple[float, ...]:
     """Largest total worth first: priority x GPUs x discounted steps from arrival."""
-    arrival = int(index.batch_arrival[b])
-    end = min(index.horizon, arrival + int(index.batch_duration[b]))
-    worth = float(index.priority[index.batch_idx[b]]) * int(index.batch_gpus[b])
-    return (-worth * float(index.weights[arrival:end].sum()), b)
+    batch = index.batch
+    arrival = batch.arrival[b]
+    end = min(index.horizon, arrival + batch.duration[b])
+    discounted = float(index.weights[arrival:end].sum())
+    return (-batch.priority[b] * batch.size[b] * discounted, b)
 
 
 def _key_arrival_first(index: AllocationIndex, b: int) -> tuple[float, ...]:
     """Arrival order, priority among equals: packs the early steps densely."""
-    return (int(index.batch_arrival[b]), -float(index.priority[index.batch_idx[b]]), b)
+    return (index.batch.arrival[b], -index.batch.priority[b], b)
 
 
 #: Tie-break orders tried in turn; the first is the greedy proper, the others are
@@ -73,40 +79,69 @@ def _key_arrival_first(index: AllocationIndex, b: int) -> tuple[float, ...]:
 ORDERS: tuple[OrderKey, ...] = (_key_urgent_first, _key_value_first, _key_arrival_first)
 
 
-def _best_fit(board: Board, firsts: int, free: int, size: int) -> int:
-    """The legal first GPU inside the shortest maximal free run (ties: leftmost)."""
+def _lowest_bits(mask: int, count: int) -> list[int]:
+    """Positions of the ``count`` lowest set bits of ``mask``."""
+    found = []
+    while mask and len(found) < count:
+        low = mask & -mask
+        found.append(low.bit_length() - 1)
+        mask ^= low
+    return found
+
+
+def _wall_candidates(board: Board, firsts: int, free: int, size: int) -> list[int]:
+    """Best-fit candidates without scanning runs: exact fits, else blocks against a wall.
+
+    A wall is a GPU busy over the interval, a node boundary or the cluster's
+    end. A block with walls on both sides fills its free run exactly; a block
+    against one wall leaves the rest of its run in one piece.
+    """
+    walls_left, walls_right = board.walls(size)
+    busy = (board.full & ~free) | (1 << board.gpus)
+    left = firsts & ((busy << 1) | walls_left)
+    right = firsts & ((busy >> size) | walls_right)
+    exact = left & right
+    if exact:
+        return _lowest_bits(exact, CANDIDATES)
+    return _lowest_bits(left | right, CANDIDATES) or _lowest_bits(firsts, 1)
+
+
+def _contact(board: Board, first: int, size: int, start: int, end: int) -> int:
+    """GPUs of the block busy just before ``start`` and just after ``end`` (the
+    horizon's ends count as busy).
+
+    A block that follows on from finished work and runs up to the next leaves
+    fewer slivers of idle GPU-steps that nothing can use (the "contact" rule of
+    2-D packing, in the time direction; the run length covers the GPU direction).
+    """
+    busy = board.busy
+    mask = ((1 << size) - 1) << first
+    touching = size if start == 0 else (busy[start - 1] & mask).bit_count()
+    touching += size if end >= board.horizon else (busy[end] & mask).bit_count()
+    return touching
+
+
+#: How many candidate positions the block choice scores by contact.
+CANDIDATES = 6
+
+
+def _choose_block(board: Board, firsts: int, free: int, size: int, start: int, end: int) -> int:
+    """Best fit (exact fits, else against a wall), then maximal contact in time
+    (ties: the lower GPU)."""
     if firsts & (firsts - 1) == 0:
         return firsts.bit_length() - 1
-    node = board.index.node_size
-    best_first, best_len = -1, board.gpus + 1
-    remaining = free
-    while remaining:
-        low = (remaining & -remaining).bit_length() - 1
-        shifted = remaining >> low
-        length = ((shifted + 1) & ~shifted).bit_length() - 1  # trailing ones
-        remaining &= ~(((1 << length) - 1) << low)
-        segment_start, run_end = low, low + length
-        while segment_start < run_end:  # split the run at node boundaries
-            segment_end = min(run_end, (segment_start // node + 1) * node)
-            seg_len = segment_end - segment_start
-            if size <= seg_len < best_len:
-                inside = (firsts >> segment_start) & ((1 << (seg_len - size + 1)) - 1)
-                if inside:
-                    best_len = seg_len
-                    best_first = segment_start + (inside & -inside).bit_length() - 1
-                    if seg_len == size:
-                        return best_first
-            segment_start = segment_end
-    return best_first
+    candidates = _wall_candidates(board, firsts, free, size)
+    if len(candidates) == 1:
+        return candidates[0]
+    return max(candidates, key=lambda first: (_contact(board, first, size, start, end), -first))
 
 
-def _place_earliest(board: Board, b: int) -> bool:
+def _place_earliest(board: Board, b: int, first_fit: bool = False) -> bool:
     """Place batch task ``b`` at its earliest feasible start, best fit; False if nowhere."""
-    index = board.index
-    size = int(index.batch_gpus[b])
-    duration = int(index.batch_duration[b])
+    batch = board.batch
+    size, duration = batch.size[b], batch.duration[b]
     horizon = board.horizon
-    start, last = int(index.batch_arrival[b]), int(index.batch_last_start[b])
+    start, last = batch.arrival[b], batch.last_start[b]
     while start <= last:
         end = min(horizon, start + duration)
         short = board.last_short_step(size, start, end)
@@ -115,16 +150,20 @@ def _place_earliest(board: Board, b: int) -> bool:
             continue
         firsts, free = board.free_firsts(size, start, end)
         if firsts:
-            board.place(b, size, _best_fit(board, firsts, free, size), start, end)
+            if first_fit:
+                first = (firsts & -firsts).bit_length() - 1
+            else:
+                first = _choose_block(board, firsts, free, size, start, end)
+            board.place(b, size, first, start, end)
             return True
         start += 1
     return False
 
 
-def _construct(base: Board, order: list[int]) -> Board:
+def _construct(base: Board, order: list[int], first_fit: bool = False) -> Board:
     board = base.copy()
     for b in order:
-        _place_earliest(board, b)
+        _place_earliest(board, b, first_fit)
     return board
 
 
@@ -138,19 +177,19 @@ def _improve(board: Board, pending: list[int], max_attempts: int, deadline: floa
     high-priority task can give way to a large one worth more in total);
     otherwise undo it exactly.
     """
-    index = board.index
-    priority = index.priority[index.batch_idx]
+    batch = board.batch
+    priority = batch.priority
     attempts = 0
-    left_out = sorted((b for b in pending if b not in board.starts), key=lambda b: (-priority[b], b))
+    left_out = sorted(
+        (b for b in pending if b not in board.starts), key=lambda b: (-priority[b], b)
+    )
     for u in left_out:
-        window_lo = int(index.batch_arrival[u])
-        window_hi = int(index.batch_last_start[u]) + int(index.batch_duration[u])
+        window_lo = batch.arrival[u]
+        window_hi = batch.last_start[u] + batch.duration[u]
         movable = [
             b
             for b, (start, _first) in board.starts.items()
-            if not index.batch_running[b]
-            and start < window_hi
-            and start + int(index.batch_duration[b]) > window_lo
+            if not batch.running[b] and start < window_hi and start + batch.duration[b] > window_lo
         ]
         movable.sort(key=lambda b: (board.block_value(b, board.starts[b][0]), b))
         for victim in movable:
@@ -167,9 +206,9 @@ def _improve(board: Board, pending: list[int], max_attempts: int, deadline: floa
                 board.remove(u)
                 if victim in board.starts:
                     board.remove(victim)
-            size = int(index.batch_gpus[victim])
-            end = min(board.horizon, old_start + int(index.batch_duration[victim]))
-            board.place(victim, size, old_first, old_start, end)
+            board.place(
+                victim, batch.size[victim], old_first, old_start, board.end_of(victim, old_start)
+            )
 
 
 def greedy_grid(
@@ -198,12 +237,10 @@ def greedy_grid(
     realtime_order = sorted(
         range(index.num_realtime), key=lambda r: (-index.priority[index.realtime_idx[r]], r)
     )
-    counts = realtime_curves(
-        index, index.demand, realtime_order, index.gpus - running_count(index)
-    )
+    counts = realtime_curves(index, index.demand, realtime_order, index.gpus - running_count(index))
     if index.num_realtime:
         base.reserve(counts.sum(axis=0))
-    pending = [b for b in range(index.num_batch) if not index.batch_running[b]]
+    pending = [b for b, running in enumerate(index.batch.running) if not running]
     orders = ORDERS if improve else ORDERS[:1]
     best: Board | None = None
     best_value = -np.inf

@@ -249,6 +249,12 @@ class AllocationProblem(BaseModel):
             )
 
     # ------------------------------------------------------------------ views
+    def model_copy(self, *, update: Any = None, deep: bool = False) -> AllocationProblem:
+        """A copy whose index view is rebuilt on first use (``update`` is not validated)."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("index", None)
+        return copy
+
     @cached_property
     def index(self) -> AllocationIndex:
         """Numpy arrays and id maps for the algorithms (built once, then cached)."""
@@ -275,6 +281,21 @@ def _nested_error(exc: ValidationError, prefix: str) -> ValueError:
     if not text.startswith("task "):
         text = f"{prefix}.{text}"
     return ValueError(text)
+
+
+@dataclass(frozen=True)
+class BatchTable:
+    """Batch-like tasks as lists indexed by batch position (see :class:`AllocationIndex`)."""
+
+    task_idx: list[int]
+    size: list[int]
+    duration: list[int]
+    arrival: list[int]
+    last_start: list[int]
+    running: list[bool]
+    first_gpu: list[int]
+    remaining: list[int]
+    priority: list[float]
 
 
 @dataclass(frozen=True)
@@ -308,6 +329,21 @@ class AllocationIndex:
     demand: np.ndarray  # (R, T)
     max_swap: np.ndarray  # (R,)
     initial: np.ndarray  # (R,)
+
+    @cached_property
+    def batch(self) -> BatchTable:
+        """The batch arrays as plain Python lists (faster than numpy for scalar access)."""
+        return BatchTable(
+            task_idx=self.batch_idx.tolist(),
+            size=self.batch_gpus.tolist(),
+            duration=self.batch_duration.tolist(),
+            arrival=self.batch_arrival.tolist(),
+            last_start=self.batch_last_start.tolist(),
+            running=self.batch_running.tolist(),
+            first_gpu=self.batch_first_gpu.tolist(),
+            remaining=self.batch_remaining.tolist(),
+            priority=self.priority[self.batch_idx].tolist(),
+        )
 
     @property
     def num_batch(self) -> int:
@@ -351,9 +387,7 @@ class AllocationIndex:
             batch_arrival=np.array([tasks[i].arrival for i in batch], dtype=np.int64),
             batch_last_start=np.array(last_start, dtype=np.int64),
             batch_running=np.array([tasks[i].running is not None for i in batch], dtype=bool),
-            batch_first_gpu=np.array(
-                [_running_first(tasks[i]) for i in batch], dtype=np.int64
-            ),
+            batch_first_gpu=np.array([_running_first(tasks[i]) for i in batch], dtype=np.int64),
             batch_remaining=np.array([_remaining(tasks[i]) for i in batch], dtype=np.int64),
             realtime_idx=np.array(realtime, dtype=np.int64),
             demand=demand,

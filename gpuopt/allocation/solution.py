@@ -111,7 +111,9 @@ def _shape_violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]])
         if not isinstance(row, (list, tuple)):
             found.append(f"grid: step {step} is not a list of cells")
         elif len(row) != problem.gpus:
-            found.append(f"grid: step {step} has {len(row)} GPUs but the cluster has {problem.gpus}")
+            found.append(
+                f"grid: step {step} has {len(row)} GPUs but the cluster has {problem.gpus}"
+            )
     return found
 
 
@@ -153,7 +155,7 @@ def violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) -> lis
     if found:
         return found
     index = problem.index
-    horizon, gpus = problem.horizon, problem.gpus
+    horizon, _gpus = problem.horizon, problem.gpus
     known = index.id2idx
     # A1: one GPU serves at most one task per step; a cell holds one id or null.
     for step, row in enumerate(grid):

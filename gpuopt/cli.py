@@ -1,0 +1,338 @@
+"""The ``gpuopt`` command line.
+
+Bad input prints one sentence on stderr and exits with code 2 (no traceback,
+nothing written); every output file is written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gpuopt.errors import ProblemError
+
+EXIT_OK, EXIT_ILLEGAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 2, as for every bad input
+        self.exit(EXIT_BAD_INPUT, f"gpuopt: error: {message}\n")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _console(quiet: bool = False) -> Any:
+    from rich.console import Console
+
+    console = Console(quiet=quiet, highlight=False)
+    if not console.is_terminal:
+        console.width = max(console.width, 160)  # pipes and files get the whole table
+    return console
+
+
+# --------------------------------------------------------------------------- allocate
+def _cmd_allocate(args: argparse.Namespace) -> int:
+    from gpuopt.allocation.problem import load_problem
+    from gpuopt.allocation.solution import violations
+    from gpuopt.api import solve
+    from gpuopt.io.files import write_text_atomic
+
+    _check_output_folder(args.out, "--out")
+    _check_output_folder(args.plot, "--plot")
+    problem = load_problem(args.scenario)
+    result = solve(problem, args.method, time_limit=args.time_limit)
+    broken = violations(problem, result.grid)
+    if broken:  # never expected: the methods are legal by construction
+        print(
+            f"gpuopt: internal error: {args.method} returned an illegal grid: {broken[0]}",
+            file=sys.stderr,
+        )
+        return EXIT_ILLEGAL
+    if args.out:
+        write_text_atomic(args.out, result.to_json(indent=None) + "\n")
+    if args.plot:
+        from gpuopt.plot import plot_results
+
+        shown = [result]
+        if args.baseline and args.method != "fifo":
+            shown.append(solve(problem, "fifo"))
+        plot_results(problem, shown, args.plot)
+    console = _console(args.quiet)
+    metrics = result.metrics
+    console.print(
+        f"{problem.name}: {result.method} [{result.status}] objective {result.objective:,.2f}, "
+        f"utilization {metrics.utilization:.1%}, value {metrics.value:,.0f}, "
+        f"completed {metrics.completed}, shortfall {metrics.shortfall}, "
+        f"{result.seconds * 1000:.2f} ms"
+        + (f", bound {result.bound:,.2f}, gap {result.gap:.2%}" if result.gap is not None else "")
+    )
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- check
+def _cmd_check(args: argparse.Namespace) -> int:
+    from gpuopt.allocation.problem import load_problem
+    from gpuopt.allocation.solution import evaluate, violations
+    from gpuopt.io.files import read_json
+
+    problem = load_problem(args.scenario)
+    data = read_json(args.result)
+    grid = data.get("grid") if isinstance(data, dict) else data
+    if not isinstance(grid, list):
+        raise ProblemError(
+            f"{args.result}: grid must be a list of steps (got {type(grid).__name__})."
+        )
+    broken = violations(problem, grid)
+    console = _console(args.quiet)
+    if broken:
+        for line in broken:
+            console.print(line)
+        console.print(f"{len(broken)} violation{'s' if len(broken) != 1 else ''}")
+        return EXIT_ILLEGAL
+    evaluation = evaluate(problem, grid)
+    console.print(
+        f"legal; objective {evaluation.objective:,.2f}, "
+        f"utilization {evaluation.metrics.utilization:.1%}, value {evaluation.metrics.value:,.0f}"
+    )
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- generate
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from gpuopt.allocation.generator import random_problem
+    from gpuopt.io.files import write_text_atomic
+
+    _check_output_folder(args.out, "--out")
+    try:
+        problem = random_problem(
+            args.seed,
+            gpus=args.gpus,
+            tasks=args.tasks,
+            horizon=args.horizon,
+            align_blocks=args.align,
+            gpus_per_node=args.gpus_per_node,
+            load=args.load,
+        )
+    except ValueError as exc:
+        raise ProblemError(str(exc).splitlines()[0]) from None
+    text = problem.to_json(indent=1) + "\n"
+    if args.out:
+        write_text_atomic(args.out, text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- bench
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from gpuopt.bench import BASELINE, run_bench, scenario_files
+    from gpuopt.io.files import write_text_atomic
+
+    paths = scenario_files(args.scenarios)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if BASELINE not in methods:
+        methods.insert(0, BASELINE)
+    if args.plot_dir:
+        Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
+    _check_output_folder(args.json, "--json")
+    valid = _allocation_methods()
+    for method in methods:
+        if method not in valid:
+            raise ProblemError(
+                f"--methods: {method!r} is not known; choose from {', '.join(valid)}."
+            )
+    console = _console(args.quiet)
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True, disable=args.quiet) as progress:
+        task = progress.add_task("benchmark", total=len(paths) * len(methods))
+
+        def advance(label: str) -> None:
+            progress.update(task, advance=1, description=label)
+
+        rows = run_bench(
+            paths, methods, repeat=args.repeat, time_limit=args.time_limit, on_progress=advance
+        )
+    _print_bench_table(console, rows, methods)
+    if args.plot_dir:
+        from gpuopt.plot import plot_results
+
+        for row in rows:
+            shown = [row.results[m] for m in reversed(methods)]  # best method on top
+            plot_results(row.problem, shown, Path(args.plot_dir) / f"{row.problem.name}.png")
+        console.print(f"pictures: {args.plot_dir}/<scenario>.png")
+    if args.json:
+        payload = {"methods": methods, "repeat": args.repeat, "rows": [r.to_dict() for r in rows]}
+        write_text_atomic(args.json, json.dumps(payload, indent=1) + "\n")
+    return EXIT_OK
+
+
+def _print_bench_table(console: Any, rows: list[Any], methods: list[str]) -> None:
+    from rich.table import Table
+
+    from gpuopt.bench import BASELINE
+
+    others = [m for m in methods if m != BASELINE]
+    table = Table(title="gpuopt allocation benchmark (FIFO -> method)")
+    for column in (
+        "scenario",
+        "GPUs x tasks",
+        "method",
+        "utilization",
+        "value",
+        "value gain",
+        "completed",
+        "shortfall",
+        "median ms",
+        "x FIFO time",
+    ):
+        table.add_column(column, justify="left" if column in ("scenario", "method") else "right")
+    gains: dict[str, list[float]] = {m: [] for m in others}
+    for row in rows:
+        base = row.results[BASELINE]
+        for method in others:
+            result = row.results[method]
+            gain = row.gain(method)
+            gains[method].append(gain)
+            ratio = row.median_seconds[method] / max(row.median_seconds[BASELINE], 1e-12)
+            table.add_row(
+                row.problem.name,
+                f"{row.problem.gpus} x {len(row.problem.tasks)}",
+                method,
+                f"{base.metrics.utilization:.1%} -> {result.metrics.utilization:.1%}",
+                f"{base.metrics.value:,.0f} -> {result.metrics.value:,.0f}",
+                f"{gain:+.1%}",
+                f"{base.metrics.completed} -> {result.metrics.completed}",
+                f"{base.metrics.shortfall} -> {result.metrics.shortfall}",
+                f"{row.median_seconds[method] * 1000:.2f}",
+                f"{ratio:.2f}",
+            )
+    console.print(table)
+    for method, values in gains.items():
+        if values:
+            console.print(f"{method}: mean value gain over FIFO {sum(values) / len(values):+.1%}")
+
+
+# --------------------------------------------------------------------------- main
+def _check_output_folder(path: str | None, flag: str) -> None:
+    if path and not Path(path).resolve().parent.is_dir():
+        raise ProblemError(f"{flag}: the folder of {path} does not exist.")
+
+
+def _allocation_methods() -> list[str]:
+    from gpuopt.allocation.problem import AllocationProblem
+    from gpuopt.api import METHODS
+
+    return list(METHODS[AllocationProblem])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="gpuopt", description="Decide how a shared GPU cluster's capacity is spent."
+    )
+    from gpuopt import __version__
+
+    parser.add_argument("--version", action="version", version=f"gpuopt {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    allocate = commands.add_parser(
+        "allocate", help="plan a scenario (which task, which GPU, which step)"
+    )
+    allocate.add_argument("scenario", help="scenario JSON file")
+    allocate.add_argument(
+        "--method",
+        default="greedy",
+        choices=_allocation_methods(),
+        help="greedy (default, milliseconds) or fifo (the baseline)",
+    )
+    allocate.add_argument("--out", help="write the result JSON here")
+    allocate.add_argument("--plot", help="write a picture of the grid here (.png, .svg, .pdf)")
+    allocate.add_argument(
+        "--baseline", action="store_true", help="in --plot, add the FIFO grid below for comparison"
+    )
+    allocate.add_argument(
+        "--time-limit", type=_positive_float, default=None, help="seconds the method may spend"
+    )
+    allocate.add_argument("--quiet", action="store_true", help="print nothing")
+    allocate.set_defaults(run=_cmd_allocate)
+
+    check = commands.add_parser("check", help="check a result's grid against a scenario")
+    check.add_argument("scenario")
+    check.add_argument("result", help="result JSON (with a grid) or a bare grid")
+    check.add_argument("--quiet", action="store_true")
+    check.set_defaults(run=_cmd_check)
+
+    bench = commands.add_parser("bench", help="compare methods on the bundled scenarios")
+    bench.add_argument(
+        "--scenarios", help="folder of scenario JSON files (default: benchmarks/scenarios)"
+    )
+    bench.add_argument("--methods", default="fifo,greedy", help="comma-separated methods")
+    bench.add_argument(
+        "--repeat",
+        type=_positive_int,
+        default=20,
+        help="runs per heuristic for the median latency (default 20)",
+    )
+    bench.add_argument("--time-limit", type=_positive_float, default=None)
+    bench.add_argument("--plot-dir", help="write one picture per scenario here")
+    bench.add_argument("--json", help="write the figures as JSON here")
+    bench.add_argument("--quiet", action="store_true", help="no progress and no table")
+    bench.set_defaults(run=_cmd_bench)
+
+    generate = commands.add_parser("generate", help="write a seeded random scenario")
+    generate.add_argument("--seed", type=int, default=0)
+    generate.add_argument("--gpus", type=_positive_int, default=8)
+    generate.add_argument("--tasks", type=_positive_int, default=10)
+    generate.add_argument("--horizon", type=_positive_int, default=24)
+    generate.add_argument("--gpus-per-node", type=_positive_int, default=None)
+    generate.add_argument("--align", action="store_true")
+    generate.add_argument("--load", type=_positive_float, default=1.3)
+    generate.add_argument("--out", help="write here instead of stdout")
+    generate.set_defaults(run=_cmd_generate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage errors (exit 2), --help and --version (exit 0)
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    try:
+        code: int = args.run(args)
+        return code
+    except ProblemError as exc:
+        print(f"gpuopt: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("gpuopt: interrupted; nothing was written.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

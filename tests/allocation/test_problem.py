@@ -1,0 +1,211 @@
+"""Scenario validation: every inconsistency is one sentence naming the field and value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from gpuopt.allocation.problem import AllocationProblem, load_problem, parse_problem
+from gpuopt.errors import ProblemError
+
+TRAIN = {"id": "t", "kind": "training", "priority": 3, "gpus": 2, "duration": 3}
+RT = {"id": "r", "kind": "realtime", "priority": 9, "demand": [1] * 4, "max_swap": 1}
+
+
+def scenario(*tasks: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"gpus": 4, "horizon": 4}
+    data.update(fields)
+    data["tasks"] = list(tasks)
+    return data
+
+
+BAD: dict[str, tuple[dict[str, Any], str]] = {
+    "gpus not power of two": (
+        scenario({**TRAIN, "gpus": 3}),
+        "gpus must be a power of two (got 3)",
+    ),
+    "gpus beyond cluster": (scenario({**TRAIN, "gpus": 8}), "gpus 8 exceeds the cluster's 4"),
+    "gpus beyond node": (
+        scenario({**TRAIN, "gpus": 4}, gpus_per_node=2),
+        "exceeds gpus_per_node 2",
+    ),
+    "node size not dividing": (scenario(gpus_per_node=3), "gpus_per_node 3 does not divide gpus 4"),
+    "demand length": (scenario({**RT, "demand": [1, 1]}), "demand has 2 values but horizon is 4"),
+    "demand above cluster": (scenario({**RT, "demand": [1, 9, 1, 1]}), "demand[1] = 9 exceeds"),
+    "negative demand": (scenario({**RT, "demand": [1, -1, 1, 1]}), "demand[1] must be >= 0"),
+    "duplicate ids": (scenario(TRAIN, TRAIN), "duplicate id 't'"),
+    "unknown kind": (scenario({**TRAIN, "kind": "gaming"}), "tasks[0].kind"),
+    "negative priority": (scenario({**TRAIN, "priority": -1}), "tasks[0].priority"),
+    "negative arrival": (scenario({**TRAIN, "arrival": -2}), "tasks[0].arrival"),
+    "zero duration": (scenario({**TRAIN, "duration": 0}), "tasks[0].duration"),
+    "zero gpus cluster": (
+        {"gpus": 0, "tasks": []},
+        "gpus: input should be greater than or equal to 1",
+    ),
+    "absurd cluster": ({"gpus": 2**40, "tasks": []}, "gpus: input should be less than or equal to"),
+    "string for number": ({"gpus": "8", "tasks": []}, "gpus: input should be a valid integer"),
+    "float for count": (
+        scenario({**TRAIN, "gpus": 2.0}),
+        "tasks[0].gpus: input should be a valid integer",
+    ),
+    "boolean for count": (scenario({**TRAIN, "duration": True}), "tasks[0].duration"),
+    "null gpus": ({"gpus": None, "tasks": []}, "gpus"),
+    "deadline too early": (
+        scenario({**TRAIN, "arrival": 1, "deadline": 3}),
+        "deadline 3 is before arrival + duration (1 + 3)",
+    ),
+    "arrival outside horizon": (
+        scenario({**TRAIN, "arrival": 4}),
+        "arrival 4 is not inside the horizon",
+    ),
+    "running outside cluster": (
+        scenario({**TRAIN, "running": {"start": 0, "first_gpu": 3}}),
+        "lies outside the cluster",
+    ),
+    "running crosses node": (
+        scenario({**TRAIN, "gpus": 2, "running": {"start": 0, "first_gpu": 1}}, gpus_per_node=2),
+        "crosses a node boundary",
+    ),
+    "running misaligned": (
+        scenario({**TRAIN, "running": {"start": 0, "first_gpu": 1}}, align_blocks=True),
+        "is not aligned",
+    ),
+    "running overlap": (
+        scenario(
+            {**TRAIN, "running": {"start": 0, "first_gpu": 0}},
+            {**TRAIN, "id": "u", "running": {"start": -1, "first_gpu": 1}},
+        ),
+        "overlaps task 't' on GPU 1",
+    ),
+    "running already finished": (
+        scenario({**TRAIN, "running": {"start": -3, "first_gpu": 0}}),
+        "ends before step 0",
+    ),
+    "running positive start": (
+        scenario({**TRAIN, "running": {"start": 1, "first_gpu": 0}}),
+        "running.start",
+    ),
+    "realtime with gpus": (scenario({**RT, "gpus": 2}), "gpus does not apply to a realtime task"),
+    "batch with demand": (
+        scenario({**TRAIN, "demand": [1] * 4}),
+        "demand applies only to realtime",
+    ),
+    "batch without duration": (
+        scenario({k: v for k, v in TRAIN.items() if k != "duration"}),
+        "duration is required",
+    ),
+    "realtime without demand": (
+        scenario({k: v for k, v in RT.items() if k != "demand"}),
+        "demand is required",
+    ),
+    "unknown field": (scenario({**TRAIN, "colour": "red"}), "tasks[0].colour is not a known field"),
+    "unknown top field": ({"gpus": 4, "tasks": [], "speed": 1}, "speed is not a known field"),
+    "missing gpus": ({"tasks": []}, "gpus is required"),
+    "negative max_swap": (scenario({**RT, "max_swap": -1}), "max_swap"),
+    "initial above cluster": (scenario({**RT, "initial": 5}), "initial 5 exceeds"),
+    "ramp-down impossible": (
+        scenario(
+            {**RT, "initial": 4, "max_swap": 1}, {**TRAIN, "running": {"start": 0, "first_gpu": 0}}
+        ),
+        "at step 0 running tasks and the realtime ramp-down",
+    ),
+    "decay above one": ({"gpus": 4, "decay": 1.5, "tasks": []}, "decay"),
+    "tasks not a list": ({"gpus": 4, "tasks": {"id": "x"}}, "tasks"),
+    "empty id": (scenario({**TRAIN, "id": ""}), "tasks[0].id"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_rejects_with_one_sentence(case: str) -> None:
+    data, expected = BAD[case]
+    with pytest.raises(ProblemError) as info:
+        parse_problem(data)
+    message = str(info.value)
+    assert expected in message
+    assert "\n" not in message
+    assert message.endswith(".")
+
+
+def test_nan_and_infinity_are_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "nan.json"
+    path.write_text('{"gpus": 4, "decay": NaN, "tasks": []}')
+    with pytest.raises(ProblemError, match="NaN is not a valid number"):
+        load_problem(path)
+    with pytest.raises(ProblemError, match="priority"):
+        parse_problem(scenario({**TRAIN, "priority": float("inf")}))
+
+
+def test_load_problem_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(ProblemError, match="no such file"):
+        load_problem(tmp_path / "missing.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"gpus": 4, "tasks": [')
+    with pytest.raises(ProblemError, match="not valid JSON"):
+        load_problem(broken)
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    with pytest.raises(ProblemError, match="must be a JSON object"):
+        load_problem(listed)
+
+
+def test_valid_edge_cases_are_accepted() -> None:
+    assert parse_problem({"gpus": 1, "horizon": 1, "tasks": []}).index.num_batch == 0
+    one = parse_problem(scenario({**TRAIN, "gpus": 4, "duration": 99}, horizon=1))
+    assert one.index.batch_last_start.tolist() == [0]
+    realtime_default = parse_problem(scenario({k: v for k, v in RT.items() if k != "max_swap"}))
+    assert realtime_default.index.max_swap.tolist() == [4]  # unlimited means the cluster size
+    assert realtime_default.index.initial.tolist() == [1]  # defaults to demand[0]
+
+
+def test_index_view() -> None:
+    problem = parse_problem(
+        scenario(
+            RT,
+            {**TRAIN, "arrival": 1, "deadline": 4},
+            {**TRAIN, "id": "old", "running": {"start": -1, "first_gpu": 2}},
+        )
+    )
+    index = problem.index
+    assert index is problem.index  # cached
+    assert index.ids == ("r", "t", "old")
+    assert index.id2idx == {"r": 0, "t": 1, "old": 2}
+    assert index.batch_idx.tolist() == [1, 2]
+    assert index.realtime_idx.tolist() == [0]
+    assert index.batch_last_start.tolist() == [1, 3]
+    assert index.batch_running.tolist() == [False, True]
+    assert index.batch_first_gpu.tolist() == [-1, 2]
+    assert index.batch_remaining.tolist() == [3, 2]
+    assert np.allclose(index.weights, 0.97 ** np.arange(4))
+    assert problem.task("old").running is not None
+
+
+def test_frozen_and_json_round_trip() -> None:
+    problem = parse_problem(scenario(TRAIN, RT))
+    with pytest.raises(ValidationError):
+        problem.gpus = 8  # type: ignore[misc]
+    again = AllocationProblem.model_validate(json.loads(problem.to_json()))
+    assert again == problem
+
+
+def test_bundled_scenarios_load() -> None:
+    folder = Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios"
+    sizes = {
+        load_problem(p).name: (load_problem(p).gpus, len(load_problem(p).tasks))
+        for p in folder.glob("*.json")
+    }
+    assert sizes == {
+        "mixed-control": (8, 10),
+        "realtime-contention": (8, 8),
+        "training-heavy": (8, 16),
+        "large-mixed": (14, 16),
+        "oversubscribed": (8, 9),
+        "scale": (64, 30),
+        "uniform-priority": (14, 16),
+    }
+    uniform = load_problem(folder / "uniform-priority.json")
+    assert len({t.priority for t in uniform.tasks}) == 1

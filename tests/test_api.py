@@ -1,0 +1,51 @@
+"""The one entry point and the top-level exports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import gpuopt
+from gpuopt.plot import plot_results
+from tests.conftest import assert_legal
+
+
+def test_top_level_exports(tiny: gpuopt.AllocationProblem) -> None:
+    result = gpuopt.solve(tiny)
+    assert isinstance(result, gpuopt.AllocationResult)
+    assert result.method == "greedy"
+    assert gpuopt.violations(tiny, result.grid) == []
+    assert gpuopt.evaluate(tiny, result.grid).objective == pytest.approx(result.objective)
+
+
+def test_unknown_method_lists_valid_ones(tiny: gpuopt.AllocationProblem) -> None:
+    with pytest.raises(ValueError, match="choose one of greedy, fifo"):
+        gpuopt.solve(tiny, "annealing")
+
+
+def test_unknown_option_names_method(tiny: gpuopt.AllocationProblem) -> None:
+    with pytest.raises(ValueError, match="option 'improve' does not apply to method 'fifo'"):
+        gpuopt.solve(tiny, "fifo", improve=False)
+    with pytest.raises(ValueError, match="does not take an initial solution"):
+        gpuopt.solve(tiny, "fifo", initial=[[None] * 4] * 4)
+
+
+def test_not_a_problem() -> None:
+    with pytest.raises(TypeError, match="problem: expected one of AllocationProblem"):
+        gpuopt.solve({"gpus": 4}, "greedy")  # type: ignore[arg-type]
+
+
+def test_greedy_options(tiny: gpuopt.AllocationProblem) -> None:
+    result = gpuopt.solve(tiny, "greedy", improve=False, time_limit=0.5, max_attempts=0)
+    assert_legal(tiny, result)
+
+
+def test_plot_writes_png_atomically(tiny: gpuopt.AllocationProblem, tmp_path: Path) -> None:
+    path = tmp_path / "grid.png"
+    plot_results(tiny, [gpuopt.solve(tiny), gpuopt.solve(tiny, "fifo")], path)
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    assert [p.name for p in tmp_path.iterdir()] == ["grid.png"]
+    svg = tmp_path / "grid.svg"
+    plot_results(tiny, [gpuopt.solve(tiny)], svg)
+    assert svg.read_text().lstrip().startswith("<?xml")

@@ -1,0 +1,170 @@
+"""The command line: outputs written atomically, bad input -> one line on stderr, exit 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuopt.allocation.problem import load_problem
+from gpuopt.allocation.solution import violations
+from gpuopt.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+MIXED = ROOT / "benchmarks" / "scenarios" / "mixed-control.json"
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_allocate_writes_result_and_picture(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, picture = tmp_path / "result.json", tmp_path / "grid.png"
+    code, stdout, _ = run(
+        [
+            "allocate",
+            str(MIXED),
+            "--method",
+            "greedy",
+            "--out",
+            str(out),
+            "--plot",
+            str(picture),
+            "--baseline",
+        ],
+        capsys,
+    )
+    assert code == 0
+    assert "objective" in stdout and "utilization" in stdout and "ms" in stdout
+    result = json.loads(out.read_text())
+    assert result["method"] == "greedy"
+    assert violations(load_problem(MIXED), result["grid"]) == []
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.png", "result.json"]
+
+
+def test_check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "fifo.json"
+    assert (
+        run(["allocate", str(MIXED), "--method", "fifo", "--out", str(out), "--quiet"], capsys)[0]
+        == 0
+    )
+    code, stdout, _ = run(["check", str(MIXED), str(out)], capsys)
+    assert code == 0 and stdout.startswith("legal")
+    data = json.loads(out.read_text())
+    data["grid"][0] = [None] * len(data["grid"][0])  # drops running tasks at step 0
+    out.write_text(json.dumps(data))
+    code, stdout, _ = run(["check", str(MIXED), str(out)], capsys)
+    assert code == 1 and "A2" in stdout
+
+
+BAD_SCENARIOS = {
+    "malformed.json": '{"gpus": 8, "tasks": [',
+    "not-object.json": "[]",
+    "power.json": json.dumps(
+        {
+            "gpus": 8,
+            "tasks": [{"id": "a", "kind": "training", "priority": 1, "gpus": 3, "duration": 2}],
+        }
+    ),
+    "string.json": json.dumps({"gpus": "eight", "tasks": []}),
+    "nan.json": '{"gpus": 8, "decay": NaN, "tasks": []}',
+    "empty.json": "",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_SCENARIOS))
+def test_bad_scenario_exit_2_nothing_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    scenario = tmp_path / name
+    scenario.write_text(BAD_SCENARIOS[name])
+    out = tmp_path / "out.json"
+    code, _stdout, stderr = run(["allocate", str(scenario), "--out", str(out)], capsys)
+    assert code == 2
+    assert stderr.startswith("gpuopt: error: ") and stderr.count("\n") == 1
+    assert "Traceback" not in stderr
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for args in (
+        ["allocate", str(MIXED), "--method", "simplex"],
+        ["allocate", str(MIXED), "--time-limit", "-1"],
+        ["allocate", str(tmp_path / "missing.json")],
+        ["allocate", str(MIXED), "--out", str(tmp_path / "no" / "such" / "dir.json")],
+        ["bench", "--scenarios", str(tmp_path / "nothing")],
+        ["bench", "--scenarios", str(tmp_path), "--methods", "fifo,magic"],
+        ["frobnicate"],
+        [],
+    ):
+        code, _, stderr = run(args, capsys)
+        assert code == 2, args
+        assert stderr.startswith("gpuopt: error: ") or stderr.startswith("usage:"), stderr
+        assert "Traceback" not in stderr
+
+
+def test_bench_table_pictures_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "scenarios"
+    folder.mkdir()
+    shutil.copy(MIXED, folder)
+    shutil.copy(ROOT / "benchmarks" / "scenarios" / "oversubscribed.json", folder)
+    plots, figures = tmp_path / "plots", tmp_path / "bench.json"
+    code, stdout, _ = run(
+        [
+            "bench",
+            "--scenarios",
+            str(folder),
+            "--repeat",
+            "2",
+            "--plot-dir",
+            str(plots),
+            "--json",
+            str(figures),
+        ],
+        capsys,
+    )
+    assert code == 0
+    assert "mixed-control" in stdout and "mean value gain" in stdout
+    assert sorted(p.name for p in plots.iterdir()) == ["mixed-control.png", "oversubscribed.png"]
+    payload = json.loads(figures.read_text())
+    assert {row["scenario"] for row in payload["rows"]} == {"mixed-control", "oversubscribed"}
+    assert set(payload["rows"][0]["methods"]) == {"fifo", "greedy"}
+
+
+def test_generate_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "random.json"
+    assert (
+        run(
+            ["generate", "--seed", "4", "--gpus", "16", "--tasks", "12", "--out", str(out)], capsys
+        )[0]
+        == 0
+    )
+    problem = load_problem(out)
+    assert problem.gpus == 16 and len(problem.tasks) == 12
+    assert run(["allocate", str(out), "--quiet"], capsys)[0] == 0
+
+
+def test_console_script_has_no_traceback(tmp_path: Path) -> None:
+    scenario = tmp_path / "bad.json"
+    scenario.write_text('{"gpus": 4, "tasks": [{"id": "x", "kind": "realtime", "priority": 1}]}')
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuopt.cli", "allocate", str(scenario)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr
+        == "gpuopt: error: " + f"{scenario}: task 'x': demand is required for a realtime task.\n"
+    )
+    assert done.stdout == ""
