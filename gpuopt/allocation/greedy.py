@@ -81,7 +81,7 @@ ORDERS: tuple[OrderKey, ...] = (_key_urgent_first, _key_value_first, _key_arriva
 
 def _lowest_bits(mask: int, count: int) -> list[int]:
     """Positions of the ``count`` lowest set bits of ``mask``."""
-    found = []
+    found: list[int] = []
     while mask and len(found) < count:
         low = mask & -mask
         found.append(low.bit_length() - 1)
