@@ -205,7 +205,7 @@ def _print_bench_table(console: Any, rows: list[Any], methods: list[str]) -> Non
         "value gain",
         "completed",
         "shortfall",
-        "median ms",
+        "decision ms",
         "x FIFO time",
     ):
         table.add_column(column, justify="left" if column in ("scenario", "method") else "right")
@@ -232,7 +232,12 @@ def _print_bench_table(console: Any, rows: list[Any], methods: list[str]) -> Non
     console.print(table)
     for method, values in gains.items():
         if values:
-            console.print(f"{method}: mean value gain over FIFO {sum(values) / len(values):+.1%}")
+            import statistics
+
+            console.print(
+                f"{method}: value gain over FIFO: mean {statistics.fmean(values):+.1%}, "
+                f"median {statistics.median(values):+.1%}, lowest {min(values):+.1%}"
+            )
 
 
 # --------------------------------------------------------------------------- main

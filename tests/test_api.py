@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,9 @@ def test_plot_writes_png_atomically(tiny: gpuopt.AllocationProblem, tmp_path: Pa
     plot_results(tiny, [gpuopt.solve(tiny), gpuopt.solve(tiny, "fifo")], path)
     assert path.read_bytes()[:4] == b"\x89PNG"
     assert [p.name for p in tmp_path.iterdir()] == ["grid.png"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask  # not mkstemp's 0600
     svg = tmp_path / "grid.svg"
     plot_results(tiny, [gpuopt.solve(tiny)], svg)
     assert svg.read_text().lstrip().startswith("<?xml")

@@ -134,7 +134,7 @@ def test_bench_table_pictures_and_json(tmp_path: Path, capsys: pytest.CaptureFix
         capsys,
     )
     assert code == 0
-    assert "mixed-control" in stdout and "mean value gain" in stdout
+    assert "mixed-control" in stdout and "value gain over FIFO: mean" in stdout
     assert sorted(p.name for p in plots.iterdir()) == ["mixed-control.png", "oversubscribed.png"]
     payload = json.loads(figures.read_text())
     assert {row["scenario"] for row in payload["rows"]} == {"mixed-control", "oversubscribed"}

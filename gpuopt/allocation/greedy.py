@@ -121,6 +121,9 @@ def _contact(board: Board, first: int, size: int, start: int, end: int) -> int:
     return touching
 
 
+#: How many placed tasks the improvement pass tries to move aside for one left-out task.
+VICTIMS = 4
+
 #: How many candidate positions the block choice scores by contact.
 CANDIDATES = 6
 
@@ -192,7 +195,7 @@ def _improve(board: Board, pending: list[int], max_attempts: int, deadline: floa
             if not batch.running[b] and start < window_hi and start + batch.duration[b] > window_lo
         ]
         movable.sort(key=lambda b: (board.block_value(b, board.starts[b][0]), b))
-        for victim in movable:
+        for victim in movable[:VICTIMS]:
             if attempts >= max_attempts or time.perf_counter() > deadline:
                 return
             attempts += 1
@@ -253,8 +256,8 @@ def greedy_grid(
         board = _construct(base, list(order))
         if board.value > best_value + 1e-9:
             best, best_value = board, board.value
-        if len(board.starts) == index.num_batch:
-            break  # everything fits: other orders can only shuffle starts
+        if all(board.starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending):
+            break  # every task starts on arrival: each has its best value, no order does better
     assert best is not None
     if improve and len(best.starts) < index.num_batch:
         budget = 2 * len(pending) if max_attempts is None else max_attempts

@@ -30,11 +30,18 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(handle)
     try:
         yield Path(temporary)
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; outputs are ordinary files
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
