@@ -6,8 +6,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from gpuopt.allocation.cpsat import solve_cpsat
 from gpuopt.allocation.fifo import solve_fifo
 from gpuopt.allocation.greedy import solve_greedy
+from gpuopt.allocation.milp import solve_milp
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult
 
@@ -18,6 +20,8 @@ METHODS: dict[type, dict[str, Solver]] = {
     AllocationProblem: {
         "greedy": solve_greedy,
         "fifo": solve_fifo,
+        "cpsat": solve_cpsat,
+        "milp": solve_milp,
     },
 }
 
@@ -47,9 +51,12 @@ def solve(
     problem
         A validated problem, e.g. :class:`gpuopt.AllocationProblem`.
     method
-        ``"greedy"`` (default, milliseconds) or ``"fifo"`` (the baseline).
+        ``"greedy"`` (default, milliseconds), ``"fifo"`` (the baseline), or the
+        exact ``"cpsat"`` (OR-Tools) and ``"milp"`` (Pyomo; ``solver="highs"``
+        by default), which start from the greedy grid and report a bound.
     time_limit
-        Seconds the method may spend (methods that run to completion ignore it).
+        Seconds the method may spend; None keeps the method's default (10 s
+        for the exact methods; the heuristics run to completion).
     seed
         Seed for methods that use randomness (the heuristics are deterministic).
     initial
@@ -79,6 +86,8 @@ def solve(
     call: dict[str, Any] = {}
     for name, value in given.items():
         if name in accepted:
+            if value is None and name in ("time_limit", "initial"):
+                continue  # keep the method's own default
             call[name] = value
         elif name in options:
             valid = ", ".join(p for p in accepted if p != "problem") or "none"

@@ -46,7 +46,7 @@ def _positive_int(text: str) -> int:
 def _console(quiet: bool = False) -> Any:
     from rich.console import Console
 
-    console = Console(quiet=quiet, highlight=False)
+    console = Console(quiet=quiet, highlight=False, markup=False)
     if not console.is_terminal:
         console.width = max(console.width, 160)  # pipes and files get the whole table
     return console
@@ -62,7 +62,15 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     _check_output_folder(args.out, "--out")
     _check_output_folder(args.plot, "--plot")
     problem = load_problem(args.scenario)
-    result = solve(problem, args.method, time_limit=args.time_limit)
+    options: dict[str, Any] = {}
+    if args.method in ("cpsat", "milp"):
+        options = {"threads": args.threads, "seed": args.seed}
+        if args.method == "milp":
+            options["solver"] = args.solver
+    elif args.solver is not None or args.threads is not None:
+        raise ProblemError("--solver and --threads apply only to --method cpsat or milp.")
+    options = {k: v for k, v in options.items() if v is not None}
+    result = solve(problem, args.method, time_limit=args.time_limit, **options)
     broken = violations(problem, result.grid)
     if broken:  # never expected: the methods are legal by construction
         print(
@@ -270,7 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--method",
         default="greedy",
         choices=_allocation_methods(),
-        help="greedy (default, milliseconds) or fifo (the baseline)",
+        help="greedy (default, milliseconds), fifo (the baseline), or the exact cpsat and "
+        "milp (they start from the greedy and report a bound)",
     )
     allocate.add_argument("--out", help="write the result JSON here")
     allocate.add_argument("--plot", help="write a picture of the grid here (.png, .svg, .pdf)")
@@ -278,8 +287,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--baseline", action="store_true", help="in --plot, add the FIFO grid below for comparison"
     )
     allocate.add_argument(
-        "--time-limit", type=_positive_float, default=None, help="seconds the method may spend"
+        "--time-limit",
+        type=_positive_float,
+        default=None,
+        help="seconds the method may spend (exact methods: default 10)",
     )
+    allocate.add_argument(
+        "--solver",
+        default=None,
+        help="MILP solver behind Pyomo: highs (default), cbc, glpk, scip, gurobi, cplex",
+    )
+    allocate.add_argument(
+        "--threads", type=_positive_int, default=None, help="solver threads (default 2)"
+    )
+    allocate.add_argument("--seed", type=int, default=None, help="solver random seed")
     allocate.add_argument("--quiet", action="store_true", help="print nothing")
     allocate.set_defaults(run=_cmd_allocate)
 

@@ -37,6 +37,20 @@ class Board:
         self._walls: dict[int, tuple[int, int]] = {}
         # realtime position -> step -> bitmask of its GPUs (filled by bind_realtime)
         self.realtime_bits: dict[int, list[int]] = {}
+        # realtime GPU counts reserved per task and step (unbound), and their penalty
+        self.counts = np.zeros((index.num_realtime, index.horizon), dtype=np.int64)
+        self.reserved = np.zeros(index.horizon, dtype=np.int64)
+        self.penalty = 0.0
+        self.realtime_order: list[int] = list(range(index.num_realtime))
+        self.trade_budget = 0  # realtime recomputations the greedy may still spend on trades
+        self._price = (index.penalty * index.priority[index.realtime_idx])[:, None] * index.weights[
+            None, :
+        ]
+        # step -> realtime GPUs reserved above demand (free to give back), cheapest price
+        self.over = [0] * index.horizon
+        self.cheapest_price = (
+            self._price.min(axis=0).tolist() if index.num_realtime else [0.0] * index.horizon
+        )
 
     def copy(self) -> Board:
         """An independent copy (to try another order from the same start)."""
@@ -45,6 +59,8 @@ class Board:
         other.busy = list(self.busy)
         other.room = list(self.room)
         other.starts = dict(self.starts)
+        other.counts = self.counts.copy()
+        other.reserved = self.reserved.copy()
         other.realtime_bits = {r: list(bits) for r, bits in self.realtime_bits.items()}
         return other
 
@@ -84,8 +100,28 @@ class Board:
             span += shift
         return runs & self.legal_firsts(size), free
 
+    @property
+    def objective(self) -> float:
+        """Batch value of the placed blocks minus the penalty of the realtime reservation."""
+        return self.value - self.penalty
+
+    def realtime_penalty(self, counts: np.ndarray) -> float:
+        """A4c priced: ``sum realtime_penalty * p_r * w_t * max(0, demand - counts)``."""
+        return float((self._price * np.maximum(0, self.index.demand - counts)).sum())
+
+    def set_realtime(self, counts: np.ndarray) -> None:
+        """Reserve ``counts[r, t]`` GPUs for realtime task ``r`` at step ``t`` (bound later)."""
+        reserved = counts.sum(axis=0) if counts.size else np.zeros(self.horizon, dtype=np.int64)
+        for step, change in enumerate((reserved - self.reserved).tolist()):
+            self.room[step] -= int(change)
+        self.counts = counts
+        self.reserved = reserved
+        self.penalty = self.realtime_penalty(counts) if counts.size else 0.0
+        if counts.size:
+            self.over = np.maximum(0, counts - self.index.demand).sum(axis=0).tolist()
+
     def reserve(self, counts: np.ndarray) -> None:
-        """Hold ``counts[t]`` GPUs of every step for realtime tasks (bound later)."""
+        """Hold ``counts[t]`` GPUs of every step for realtime tasks (no penalty bookkeeping)."""
         for step, count in enumerate(counts.tolist()):
             self.room[step] -= int(count)
 
@@ -248,28 +284,24 @@ def realtime_curves(
     """
     horizon = index.horizon
     steps = np.arange(1, horizon + 1, dtype=np.int64)
+    ramp = np.arange(horizon, dtype=np.int64)
     swap = index.max_swap
     lower = np.maximum(0, index.initial[:, None] - swap[:, None] * steps[None, :])
     upper = np.minimum(index.gpus, index.initial[:, None] + swap[:, None] * steps[None, :])
     counts = np.zeros_like(target)
     left = capacity.astype(np.int64) - lower.sum(axis=0)
+    # Each pass is a recurrence like ub[t] = min(ub[t], ub[t-1] + s), i.e. a running
+    # minimum of ub[t'] + s*(t - t'): one accumulate over ub - s*t, shifted back.
     for r in order:
         s = int(swap[r])
+        slope = s * ramp
         left += lower[r]  # this task's own forced ramp-down is now part of its curve
-        ub = np.minimum(left, upper[r]).tolist()
-        for t in range(1, horizon):
-            ub[t] = min(ub[t], ub[t - 1] + s)
-        for t in range(horizon - 2, -1, -1):
-            ub[t] = min(ub[t], ub[t + 1] + s)
-        want = np.minimum(target[r], ub).tolist()
-        for t in range(horizon - 2, -1, -1):
-            want[t] = max(want[t], want[t + 1] - s)
-        curve = [0] * horizon
-        previous = int(index.initial[r])
-        low = lower[r].tolist()
-        for t in range(horizon):
-            previous = max(want[t], previous - s, low[t])
-            curve[t] = previous
-        counts[r] = curve
+        ub = np.minimum(left, upper[r])
+        ub = np.minimum.accumulate(ub - slope) + slope  # rises at most s per step
+        ub = np.minimum.accumulate((ub + slope)[::-1])[::-1] - slope  # falls at most s
+        want = np.minimum(target[r], ub)
+        want = np.maximum.accumulate((want - slope)[::-1])[::-1] + slope  # ramp up early
+        floor = np.maximum(want, lower[r])
+        counts[r] = np.maximum.accumulate(floor + slope) - slope  # ramp down at most s
         left -= counts[r]
     return counts

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -139,50 +140,121 @@ def _choose_block(board: Board, firsts: int, free: int, size: int, start: int, e
     return max(candidates, key=lambda first: (_contact(board, first, size, start, end), -first))
 
 
-def _place_earliest(board: Board, b: int, first_fit: bool = False) -> bool:
-    """Place batch task ``b`` at its earliest feasible start, best fit; False if nowhere."""
+#: How many starts from its arrival a task weighs for a realtime trade.
+TRADE_STARTS = 4
+#: How many realtime recomputations one construction (or the swap pass) may spend on trades;
+#: a count, not a clock, so the result stays deterministic.
+TRADE_BUDGET = 32
+
+
+def _trade_counts(board: Board, b: int, start: int, end: int, beat: float) -> tuple[float, Any]:
+    """Gain of starting ``b`` at ``start`` by giving realtime less, and the realtime counts.
+
+    Returns ``(gain, counts)`` when the task's value minus the added realtime
+    penalty exceeds ``beat``, else ``(beat, None)``. Two cheap tests reject
+    most starts before the curves are recomputed: a lower bound on the added
+    penalty (GPUs missing beside the reservation, less what realtime holds
+    above demand, at the cheapest service's price), and a gain too small to
+    pay for one missing GPU-step.
+    """
+    size = board.batch.size[b]
+    value = board.block_value(b, start, end)
+    room, over, cheapest = board.room, board.over, board.cheapest_price
+    # Realtime held above demand is rarely free to give back (the swap rule made it), so a
+    # trade almost always costs at least one missing GPU-step (prices fall with t).
+    if value - beat < cheapest[end - 1]:
+        return beat, None
+    penalty_floor = 0.0
+    for step in range(start, end):
+        missing = size - room[step] - over[step]
+        if missing > 0:
+            penalty_floor += missing * cheapest[step]
+    if value - penalty_floor <= beat + 1e-9 or board.trade_budget <= 0:
+        return beat, None
+    if not board.free_firsts(size, start, end)[0]:
+        return beat, None
+    board.trade_budget -= 1
+    capacity = np.array(room, dtype=np.int64) + board.reserved
+    capacity[start:end] -= size
+    if (capacity < 0).any():
+        return beat, None
+    index = board.index
+    trial = realtime_curves(index, index.demand, board.realtime_order, capacity)
+    if (trial.sum(axis=0) > capacity).any():
+        return beat, None  # the forced ramp-down from initial would not fit
+    gain = value - (board.realtime_penalty(trial) - board.penalty)
+    return (gain, trial) if gain > beat + 1e-9 else (beat, None)
+
+
+def _place_earliest(board: Board, b: int, first_fit: bool = False, trade: bool = False) -> bool:
+    """Place batch task ``b`` at its earliest feasible start; False if it fits nowhere.
+
+    With ``trade``, the first :data:`TRADE_STARTS` starts from its arrival
+    that are earlier than that are weighed too, where the realtime
+    reservation is what leaves too little room: realtime services then get
+    less than their demand (A4c) if the task's value there exceeds the added
+    penalty by more than its value at the first start without a trade.
+    """
     batch = board.batch
     size, duration = batch.size[b], batch.duration[b]
     horizon = board.horizon
     start, last = batch.arrival[b], batch.last_start[b]
+    found = -1
     while start <= last:
         end = min(horizon, start + duration)
         short = board.last_short_step(size, start, end)
         if short >= 0:  # not enough GPUs left beside realtime: jump past that step
             start = short + 1
             continue
-        firsts, free = board.free_firsts(size, start, end)
-        if firsts:
-            if first_fit:
-                first = (firsts & -firsts).bit_length() - 1
-            else:
-                first = _choose_block(board, firsts, free, size, start, end)
-            board.place(b, size, first, start, end)
-            return True
+        if board.free_firsts(size, start, end)[0]:
+            found = start
+            break
         start += 1
-    return False
+    counts = None
+    if trade and board.counts.size:
+        best = board.block_value(b, found) if found >= 0 else 0.0
+        stop = min(found if found >= 0 else last + 1, batch.arrival[b] + TRADE_STARTS)
+        for option in range(batch.arrival[b], stop):
+            end = min(horizon, option + duration)
+            gain, trial = _trade_counts(board, b, option, end, best)
+            if trial is not None:
+                best, counts, found = gain, trial, option
+    if found < 0:
+        return False
+    if counts is not None:
+        board.set_realtime(counts)
+    end = min(horizon, found + duration)
+    firsts, free = board.free_firsts(size, found, end)
+    if first_fit:
+        first = (firsts & -firsts).bit_length() - 1
+    else:
+        first = _choose_block(board, firsts, free, size, found, end)
+    board.place(b, size, first, found, end)
+    return True
 
 
-def _construct(base: Board, order: list[int], first_fit: bool = False) -> Board:
+def _construct(base: Board, order: list[int]) -> Board:
     board = base.copy()
+    board.trade_budget = TRADE_BUDGET
     for b in order:
-        _place_earliest(board, b, first_fit)
+        _place_earliest(board, b, trade=True)
     return board
 
 
-def _improve(board: Board, pending: list[int], max_attempts: int, deadline: float) -> None:
-    """Make room for left-out tasks by re-placing one placed task (in place).
+def _improve(board: Board, pending: list[int], max_attempts: int, deadline: float) -> Board:
+    """Make room for left-out tasks by re-placing one placed task.
 
-    For each task left out (by priority), try each placed task whose steps
-    overlap the left-out task's window, cheapest first: remove it, place the
-    left-out task, put the removed task back at its earliest fit if it still
-    fits anywhere. Keep the change only if the batch value rises (so a small
-    high-priority task can give way to a large one worth more in total);
-    otherwise undo it exactly.
+    For each task left out (by priority), try up to :data:`VICTIMS` placed
+    tasks whose steps overlap its window, cheapest first: remove it, place the
+    left-out task (trading realtime GPUs where that pays), put the removed
+    task back at its earliest fit if it still fits anywhere. Keep the change
+    only if the objective rises (so a small high-priority task can give way to
+    a large one worth more in total). Returns the best board.
     """
     batch = board.batch
     priority = batch.priority
     attempts = 0
+    board.trade_budget = TRADE_BUDGET
     left_out = sorted(
         (b for b in pending if b not in board.starts), key=lambda b: (-priority[b], b)
     )
@@ -197,21 +269,17 @@ def _improve(board: Board, pending: list[int], max_attempts: int, deadline: floa
         movable.sort(key=lambda b: (board.block_value(b, board.starts[b][0]), b))
         for victim in movable[:VICTIMS]:
             if attempts >= max_attempts or time.perf_counter() > deadline:
-                return
+                return board
             attempts += 1
-            before = board.value
-            old_start, old_first = board.starts[victim]
-            board.remove(victim)
-            if _place_earliest(board, u):
-                _place_earliest(board, victim)
-                if board.value > before + 1e-9:
-                    break
-                board.remove(u)
-                if victim in board.starts:
-                    board.remove(victim)
-            board.place(
-                victim, batch.size[victim], old_first, old_start, board.end_of(victim, old_start)
-            )
+            trial = board.copy()
+            trial.remove(victim)
+            if not _place_earliest(trial, u, trade=True):
+                continue
+            _place_earliest(trial, victim, trade=True)
+            if trial.objective > board.objective + 1e-9:
+                board = trial
+                break
+    return board
 
 
 def greedy_grid(
@@ -241,8 +309,8 @@ def greedy_grid(
         range(index.num_realtime), key=lambda r: (-index.priority[index.realtime_idx[r]], r)
     )
     counts = realtime_curves(index, index.demand, realtime_order, index.gpus - running_count(index))
-    if index.num_realtime:
-        base.reserve(counts.sum(axis=0))
+    base.realtime_order = realtime_order
+    base.set_realtime(counts)
     pending = [b for b, running in enumerate(index.batch.running) if not running]
     orders = ORDERS if improve else ORDERS[:1]
     best: Board | None = None
@@ -254,16 +322,16 @@ def greedy_grid(
             continue
         seen.add(order)
         board = _construct(base, list(order))
-        if board.value > best_value + 1e-9:
-            best, best_value = board, board.value
+        if board.objective > best_value + 1e-9:
+            best, best_value = board, board.objective
         if all(board.starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending):
             break  # every task starts on arrival: each has its best value, no order does better
     assert best is not None
     if improve and len(best.starts) < index.num_batch:
         budget = 2 * len(pending) if max_attempts is None else max_attempts
         deadline = np.inf if time_limit is None else started + time_limit
-        _improve(best, pending, budget, float(deadline))
-    best.bind_realtime(counts, realtime_order)
+        best = _improve(best, pending, budget, float(deadline))
+    best.bind_realtime(best.counts, realtime_order)
     return best.grid()
 
 

@@ -1,0 +1,322 @@
+"""The data of the exact allocation model (``models/allocation.md``), shared by CP-SAT and MILP.
+
+One :class:`PatternSet` holds the variables' index sets and coefficients of
+sections 3-6 of the formal model: the placement patterns ``x[j,f,s]`` (pruned
+by arrival, deadline, alignment, node boundaries, running tasks and the
+capacity realtime must keep), the rows of A1a and A1b, and the realtime
+bounds. ``cpsat.py`` and ``milp.py`` read it and add the same families with the
+same labels, so there is one formulation written twice only in two solvers'
+syntax. It also turns grids into variable values (warm starts) and solver
+values back into grids.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuopt.allocation._board import Board
+from gpuopt.allocation.problem import AllocationProblem
+from gpuopt.allocation.solution import (
+    AllocationResult,
+    Grid,
+    Status,
+    evaluate,
+    make_result,
+    occupancy,
+    violations,
+)
+from gpuopt.errors import ProblemError
+
+#: Refuse to build exact models beyond this many pattern-cell non-zeros (memory).
+MAX_NONZEROS = 20_000_000
+
+
+@dataclass
+class PatternSet:
+    """Index sets and coefficients of the exact model (``models/allocation.md`` sections 3-6).
+
+    Pattern ``p`` is task ``task[p]`` (batch position) on GPUs ``[first[p],
+    first[p] + size[p])`` for steps ``[start[p], end[p])``; ``value[p]`` is its
+    objective coefficient ``p_j * k_j * W_j(s)``. Running tasks have no
+    pattern: they are constants (A2b), their cells are removed from the
+    patterns' domains and their GPUs from the capacity of A1b.
+    """
+
+    problem: AllocationProblem
+    task: np.ndarray
+    first: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    size: np.ndarray
+    value: np.ndarray
+    by_task: dict[int, list[int]]  # batch position -> its pattern ids (A2a)
+    cell_rows: list[np.ndarray]  # A1a: pattern ids covering one cell, rows with >= 2 only
+    step_rows: list[np.ndarray]  # A1b: pattern ids active at step t
+    capacity: np.ndarray  # (T,) GPUs left by running tasks
+    fixed_value: float  # objective of the running tasks (a constant)
+    y_lower: np.ndarray  # (R, T) forced ramp-down from initial
+    y_upper: np.ndarray  # (R, T) fastest ramp-up from initial, within capacity
+    penalty: np.ndarray  # (R, T) lambda * p_r * w_t
+    key2pattern: dict[tuple[int, int, int], int] = field(default_factory=dict)
+
+    @property
+    def num_patterns(self) -> int:
+        return int(self.task.size)
+
+    @property
+    def nonzeros(self) -> int:
+        return int(sum(row.size for row in self.cell_rows) + sum(r.size for r in self.step_rows))
+
+    @classmethod
+    def build(cls, problem: AllocationProblem) -> PatternSet:
+        """Enumerate the legal patterns and the rows (A1a, A1b) of ``problem``."""
+        index = problem.index
+        batch = index.batch
+        horizon, gpus = index.horizon, index.gpus
+        board = Board(index)
+        board.pin_running()
+        running_value = board.value
+        capacity = np.array(board.room, dtype=np.int64)
+        steps = np.arange(1, horizon + 1, dtype=np.int64)
+        swap = index.max_swap[:, None]
+        y_lower = np.maximum(0, index.initial[:, None] - swap * steps[None, :])
+        y_upper = np.minimum(capacity[None, :], index.initial[:, None] + swap * steps[None, :])
+        y_upper = np.maximum(y_upper, y_lower)  # V3 makes the lower curve fit
+        if index.num_realtime:
+            board.reserve(y_lower.sum(axis=0))  # capacity every batch block must leave (A1b)
+        cumulative = np.concatenate(([0.0], np.cumsum(index.weights)))
+        tasks: list[int] = []
+        firsts: list[int] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        sizes: list[int] = []
+        values: list[float] = []
+        by_task: dict[int, list[int]] = {}
+        key2pattern: dict[tuple[int, int, int], int] = {}
+        estimate = 0
+        for b in range(index.num_batch):
+            if batch.running[b]:
+                continue
+            size, duration = batch.size[b], batch.duration[b]
+            ids = by_task.setdefault(b, [])
+            for start in range(batch.arrival[b], batch.last_start[b] + 1):
+                end = min(horizon, start + duration)
+                if board.last_short_step(size, start, end) >= 0:
+                    continue  # not even the forced realtime ramp-down leaves room
+                mask, _free = board.free_firsts(size, start, end)
+                weight = float(cumulative[end] - cumulative[start])
+                coefficient = batch.priority[b] * size * weight
+                while mask:
+                    low = mask & -mask
+                    first = low.bit_length() - 1
+                    mask ^= low
+                    key2pattern[(b, first, start)] = len(tasks)
+                    ids.append(len(tasks))
+                    tasks.append(b)
+                    firsts.append(first)
+                    starts.append(start)
+                    ends.append(end)
+                    sizes.append(size)
+                    values.append(coefficient)
+                    estimate += size * (end - start)
+            if estimate > MAX_NONZEROS:
+                raise ProblemError(
+                    f"problem {problem.name!r} is too large for an exact model here (over "
+                    f"{MAX_NONZEROS:,} non-zeros); use method 'greedy' or split the horizon."
+                )
+        arrays = {
+            name: np.array(values_, dtype=np.int64)
+            for name, values_ in (
+                ("task", tasks),
+                ("first", firsts),
+                ("start", starts),
+                ("end", ends),
+                ("size", sizes),
+            )
+        }
+        cell_rows, step_rows = _rows(
+            arrays["first"], arrays["start"], arrays["end"], arrays["size"], gpus, horizon
+        )
+        penalty = (
+            problem.realtime_penalty
+            * index.priority[index.realtime_idx][:, None]
+            * index.weights[None, :]
+        )
+        return cls(
+            problem=problem,
+            task=arrays["task"],
+            first=arrays["first"],
+            start=arrays["start"],
+            end=arrays["end"],
+            size=arrays["size"],
+            value=np.array(values, dtype=np.float64),
+            by_task=by_task,
+            cell_rows=cell_rows,
+            step_rows=step_rows,
+            capacity=capacity,
+            fixed_value=running_value,
+            y_lower=y_lower,
+            y_upper=y_upper,
+            penalty=penalty if index.num_realtime else np.zeros((0, horizon)),
+            key2pattern=key2pattern,
+        )
+
+    # ------------------------------------------------------------------ grids <-> values
+    def encode(self, grid: Grid) -> tuple[list[int], np.ndarray]:
+        """Pattern ids and realtime counts ``y`` of a legal grid (for warm starts).
+
+        Raises
+        ------
+        ProblemError
+            If the grid breaks a rule or uses a block that is not a pattern.
+        """
+        problem = self.problem
+        broken = violations(problem, grid)
+        if broken:
+            raise ProblemError(f"initial: the starting grid is not legal: {broken[0]}.")
+        index = problem.index
+        held = occupancy(problem, grid)
+        chosen = []
+        for b in range(index.num_batch):
+            task_id = index.ids[index.batch.task_idx[b]]
+            cells = held.get(task_id)
+            if not cells or index.batch.running[b]:
+                continue
+            start = min(cells)
+            key = (b, cells[start][0], start)
+            if key not in self.key2pattern:
+                raise ProblemError(f"initial: task {task_id!r} uses a block with no pattern.")
+            chosen.append(self.key2pattern[key])
+        counts = np.zeros((index.num_realtime, index.horizon), dtype=np.int64)
+        for r, task_idx in enumerate(index.realtime_idx.tolist()):
+            for step, gpus in held.get(index.ids[task_idx], {}).items():
+                counts[r, step] = len(gpus)
+        return chosen, counts
+
+    def decode(self, chosen: Sequence[int], counts: np.ndarray) -> Grid:
+        """The grid of chosen patterns, with realtime counts bound to free GPUs."""
+        index = self.problem.index
+        board = Board(index)
+        board.pin_running()
+        for p in chosen:
+            board.place(
+                int(self.task[p]),
+                int(self.size[p]),
+                int(self.first[p]),
+                int(self.start[p]),
+                int(self.end[p]),
+            )
+        order = sorted(
+            range(index.num_realtime), key=lambda r: (-index.priority[index.realtime_idx[r]], r)
+        )
+        board.bind_realtime(np.asarray(counts, dtype=np.int64), order)
+        return board.grid()
+
+
+def _rows(
+    first: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    size: np.ndarray,
+    gpus: int,
+    horizon: int,
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """A1a rows (patterns per cell, cells with two or more) and A1b rows (patterns per step)."""
+    if first.size == 0:
+        return [], [np.zeros(0, dtype=np.int64) for _ in range(horizon)]
+    length = end - start
+    area = size * length
+    pattern = np.repeat(np.arange(first.size), area)
+    offset = np.arange(int(area.sum())) - np.repeat(np.cumsum(area) - area, area)
+    gpu = first[pattern] + offset // length[pattern]
+    step = start[pattern] + offset % length[pattern]
+    cell = gpu * horizon + step
+    order = np.argsort(cell, kind="stable")
+    counts = np.bincount(cell, minlength=gpus * horizon)
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    sorted_patterns = pattern[order]
+    cell_rows = [sorted_patterns[bounds[c] : bounds[c + 1]] for c in np.flatnonzero(counts >= 2)]
+    active = np.repeat(np.arange(first.size), length)
+    active_step = start[active] + (
+        np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
+    )
+    step_order = np.argsort(active_step, kind="stable")
+    step_counts = np.bincount(active_step, minlength=horizon)
+    step_bounds = np.concatenate(([0], np.cumsum(step_counts)))
+    step_sorted = active[step_order]
+    step_rows = [step_sorted[step_bounds[t] : step_bounds[t + 1]] for t in range(horizon)]
+    return cell_rows, step_rows
+
+
+# --------------------------------------------------------------------------- shared driver
+@dataclass
+class WarmStart:
+    """The starting grid of an exact method and what it is worth."""
+
+    grid: Grid
+    objective: float
+    source: str  # "greedy", "initial" or "empty"
+
+
+def warm_start(problem: AllocationProblem, initial: Any, use_greedy: bool) -> WarmStart:
+    """The grid an exact method starts from: ``initial`` if given, else the greedy's."""
+    from gpuopt.allocation.greedy import greedy_grid
+
+    if initial is not None:
+        grid = initial.grid if isinstance(initial, AllocationResult) else initial
+        if not isinstance(grid, list):
+            raise ProblemError("initial: expected an AllocationResult or a grid (list of steps).")
+        source = "initial"
+    elif use_greedy:
+        grid, source = greedy_grid(problem), "greedy"
+    else:
+        grid, source = empty_plan(problem), "empty"
+    return WarmStart(grid=grid, objective=evaluate(problem, grid).objective, source=source)
+
+
+def empty_plan(problem: AllocationProblem) -> Grid:
+    """The plan of the feasibility lemma: running tasks kept, realtime ramping down at once."""
+    index = problem.index
+    board = Board(index)
+    board.pin_running()
+    steps = np.arange(1, index.horizon + 1, dtype=np.int64)
+    lower = np.maximum(0, index.initial[:, None] - index.max_swap[:, None] * steps[None, :])
+    board.bind_realtime(lower, list(range(index.num_realtime)))
+    return board.grid()
+
+
+def finish(
+    problem: AllocationProblem,
+    *,
+    method: str,
+    started: float,
+    start: WarmStart | None,
+    grid: Grid | None,
+    bound: float | None,
+    status: Status,
+) -> AllocationResult:
+    """The exact method's result: the better of the solver's grid and the warm start.
+
+    The result is never worse than the warm start (``start`` is None when the
+    warm start may not be returned, e.g. it breaks a user's own constraint;
+    then, without a solver grid, the empty plan comes back with the solver's
+    status). ``bound`` is the solver's, never below the objective returned.
+    """
+    if start is None:
+        best_grid = grid if grid is not None else empty_plan(problem)
+    else:
+        best_grid = start.grid
+        if grid is not None and evaluate(problem, grid).objective > start.objective + 1e-9:
+            best_grid = grid
+    objective = evaluate(problem, best_grid).objective
+    if bound is not None:
+        bound = max(bound, objective)
+    seconds = time.perf_counter() - started
+    return make_result(
+        problem, best_grid, method=method, seconds=seconds, status=status, bound=bound
+    )

@@ -1,0 +1,212 @@
+"""Exact methods (CP-SAT, Pyomo MILP): known optima, warm starts, bounds, time limits."""
+
+from __future__ import annotations
+
+import pytest
+
+import gpuopt
+from gpuopt.allocation.cpsat import SCALE, CpsatModel
+from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.milp import SOLVERS, available_solvers, build_milp, solve_milp
+from gpuopt.allocation.patterns import PatternSet
+from gpuopt.allocation.problem import AllocationProblem
+from gpuopt.errors import ProblemError
+from tests.conftest import assert_legal, make_problem
+
+cp_model = pytest.importorskip("ortools.sat.python.cp_model")
+pyo = pytest.importorskip("pyomo.environ")
+
+EXACT = ["cpsat", "milp"]
+
+# Tiny instances a person can solve by hand (4 GPUs, 4 steps, decay 0.5 unless said).
+BIG_OVER_SMALL = make_problem(
+    [
+        {"id": "small", "kind": "quantization", "priority": 3, "gpus": 1, "duration": 4},
+        {"id": "big", "kind": "training", "priority": 1, "gpus": 4, "duration": 4},
+    ]
+)  # big alone: 1*4*(1+.5+.25+.125) = 7.5 beats small alone (3*1.875 = 5.625); both never fit
+LATE_HIGH = make_problem(
+    [
+        {"id": "early-low", "kind": "training", "priority": 1, "gpus": 4, "duration": 2},
+        {"id": "late-high", "kind": "training", "priority": 9, "gpus": 4, "duration": 2,
+         "arrival": 1},
+    ]
+)  # late-high at 1: 9*4*(.5+.25) = 27, early-low squeezed into step 3: 4*.125 -> 27.5
+TRADE = make_problem(
+    [
+        {"id": "svc", "kind": "realtime", "priority": 1, "demand": [2, 2], "max_swap": 2,
+         "initial": 2},
+        {"id": "job", "kind": "training", "priority": 2, "gpus": 4, "duration": 2},
+    ],
+    horizon=2, decay=1.0,
+)  # the job (2*4*2 = 16) is worth more than serving svc (penalty 2*1*(2+2) = 8): 16 - 8 = 8
+NO_TRADE = make_problem(
+    [
+        {"id": "svc", "kind": "realtime", "priority": 1, "demand": [2, 2], "max_swap": 2,
+         "initial": 2},
+        {"id": "job", "kind": "training", "priority": 0.5, "gpus": 4, "duration": 2},
+    ],
+    horizon=2, decay=1.0,
+)  # now the job is worth 4 < 8: serve svc, leave the job out -> 0
+RUNNING = make_problem(
+    [
+        {"id": "old", "kind": "batch_inference", "priority": 2, "gpus": 2, "duration": 3,
+         "running": {"start": -1, "first_gpu": 0}},
+        {"id": "new", "kind": "training", "priority": 4, "gpus": 4, "duration": 2},
+        {"id": "pair", "kind": "training", "priority": 1, "gpus": 2, "duration": 4},
+    ]
+)  # old holds GPUs 0-1 for steps 0-1 (2*2*1.5 = 6); pair on 2-3 from 0 (2*1.875 = 3.75)
+# blocks new until step 2... new at 2: 4*4*(.25+.125) = 6 needs all 4 GPUs -> clash with pair;
+# best: old 6 + new at step 2 (6) = 12 versus old 6 + pair 3.75 = 9.75 -> 12
+KNOWN = {
+    "big-over-small": (BIG_OVER_SMALL, 7.5),
+    "late-high": (LATE_HIGH, 27.5),
+    "trade": (TRADE, 8.0),
+    "no-trade": (NO_TRADE, 0.0),
+    "running": (RUNNING, 12.0),
+}
+
+
+@pytest.mark.parametrize("method", EXACT)
+@pytest.mark.parametrize("case", sorted(KNOWN))
+def test_exact_reaches_known_optimum(method: str, case: str) -> None:
+    problem, optimum = KNOWN[case]
+    result = gpuopt.solve(problem, method, time_limit=20)
+    assert_legal(problem, result)
+    assert result.status == "optimal"
+    assert result.objective == pytest.approx(optimum, abs=1e-6)
+    assert result.bound == pytest.approx(optimum, abs=1e-3)
+    assert result.gap == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("case", sorted(KNOWN))
+def test_greedy_legal_and_no_better_than_optimum(case: str) -> None:
+    problem, optimum = KNOWN[case]
+    result = gpuopt.solve(problem, "greedy")
+    assert_legal(problem, result)
+    assert result.objective <= optimum + 1e-9
+
+
+def test_cpsat_hint_is_complete_and_feasible() -> None:
+    for seed in range(4):
+        problem = random_problem(seed, gpus=16, tasks=14, realtime=2, running_fraction=0.3)
+        patterns = PatternSet.build(problem)
+        model = CpsatModel(patterns)
+        greedy = gpuopt.solve(problem, "greedy")
+        model.hint(*patterns.encode(greedy.grid))
+        proto = model.model.Proto()
+        assert len(proto.solution_hint.vars) == len(proto.variables)  # every variable hinted
+        solver = cp_model.CpSolver()
+        solver.parameters.fix_variables_to_their_hinted_value = True
+        solver.parameters.num_workers = 1
+        assert solver.solve(model.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        fixed_objective = solver.objective_value / SCALE + patterns.fixed_value
+        # the scaled objective rounds batch gains up and penalties down, by < 1/SCALE each
+        assert fixed_objective == pytest.approx(greedy.objective, abs=1e-3 * len(proto.variables))
+        assert fixed_objective >= greedy.objective - 1e-9
+
+
+@pytest.mark.parametrize("method", EXACT)
+def test_exact_legal_bound_and_never_worse_than_greedy(method: str) -> None:
+    for seed in range(6):
+        problem = random_problem(seed, gpus=8, tasks=10, align_blocks=seed % 2 == 0,
+                                 gpus_per_node=4 if seed % 3 == 0 else None)
+        greedy = gpuopt.solve(problem, "greedy")
+        result = gpuopt.solve(problem, method, time_limit=10)
+        assert_legal(problem, result)
+        assert result.objective >= greedy.objective - 1e-9
+        assert result.bound is not None and result.gap is not None
+        assert result.bound >= result.objective - 1e-9
+        assert greedy.objective <= result.bound + 1e-6
+
+
+def test_cpsat_and_milp_agree_on_small_instances() -> None:
+    for seed in range(5):
+        problem = random_problem(seed, gpus=8, tasks=9, realtime=2, running_fraction=0.3)
+        cpsat = gpuopt.solve(problem, "cpsat", time_limit=30)
+        milp = gpuopt.solve(problem, "milp", time_limit=30)
+        assert cpsat.status == milp.status == "optimal"
+        assert cpsat.objective == pytest.approx(milp.objective, abs=1e-6)
+
+
+@pytest.mark.parametrize("method", EXACT)
+def test_initial_solution_is_a_floor(method: str) -> None:
+    problem = random_problem(3, gpus=16, tasks=16)
+    fifo = gpuopt.solve(problem, "fifo")
+    result = gpuopt.solve(problem, method, initial=fifo, time_limit=10)
+    assert_legal(problem, result)
+    assert result.objective >= fifo.objective - 1e-9
+    illegal = [[None] * problem.gpus for _ in range(problem.horizon - 1)]
+    with pytest.raises(ProblemError, match="initial: the starting grid is not legal"):
+        gpuopt.solve(problem, method, initial=illegal)
+
+
+@pytest.mark.parametrize("method", EXACT)
+def test_time_limit_returns_warm_start_with_status(method: str) -> None:
+    problem = random_problem(1, gpus=64, tasks=40, gpus_per_node=8)
+    greedy = gpuopt.solve(problem, "greedy")
+    result = gpuopt.solve(problem, method, time_limit=1.5)
+    assert_legal(problem, result)
+    assert result.status in ("time_limit", "optimal")
+    assert result.objective >= greedy.objective - 1e-9
+    assert result.seconds < 1.5 * 1.5 + 0.5  # benchmarks measure the overrun precisely
+
+
+@pytest.mark.parametrize("method", EXACT)
+def test_cold_start_still_legal(method: str) -> None:
+    problem, optimum = KNOWN["running"]
+    result = gpuopt.solve(problem, method, warm=False, time_limit=10)
+    assert_legal(problem, result)
+    assert result.objective == pytest.approx(optimum)
+
+
+def test_user_constraint_changes_the_answer() -> None:
+    problem = BIG_OVER_SMALL
+    model = build_milp(problem)
+    big = problem.index.id2idx["big"]
+    big_batch = problem.index.batch_idx.tolist().index(big)
+    patterns = model.patterns
+    model.no_big = pyo.Constraint(
+        expr=sum(model.x[p] for p in patterns.by_task[big_batch]) == 0
+    )
+    result = solve_milp(problem, model=model, time_limit=10)
+    assert_legal(problem, result)
+    assert result.grid[0].count("big") == 0
+    assert result.objective == pytest.approx(3 * 1.875)  # the small task alone
+
+
+def test_model_components_follow_the_labels(tiny: AllocationProblem) -> None:
+    model = build_milp(tiny)
+    for name in ("x", "y", "u", "a1a", "a1b", "a2a", "a4a_up", "a4a_down", "a4b_up",
+                 "a4b_down", "a4c", "objective"):
+        assert hasattr(model, name), name
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_every_installed_pyomo_solver(solver: str) -> None:
+    if solver not in available_solvers():
+        pytest.skip(f"{solver} is not installed")
+    problem, optimum = KNOWN["late-high"]
+    result = gpuopt.solve(problem, "milp", solver=solver, time_limit=20)
+    assert_legal(problem, result)
+    assert result.objective == pytest.approx(optimum)
+
+
+def test_missing_solver_names_the_alternatives() -> None:
+    missing = [s for s in SOLVERS if s not in available_solvers()]
+    if not missing:
+        pytest.skip("every solver is installed")
+    with pytest.raises(ProblemError, match="is not installed here; available: "):
+        gpuopt.solve(BIG_OVER_SMALL, "milp", solver=missing[0])
+    with pytest.raises(ProblemError, match="is not known"):
+        gpuopt.solve(BIG_OVER_SMALL, "milp", solver="simplex-by-hand")
+
+
+def test_patterns_prune_running_cells_and_capacity() -> None:
+    patterns = PatternSet.build(RUNNING)
+    for p in range(patterns.num_patterns):
+        first, start = int(patterns.first[p]), int(patterns.start[p])
+        # no pattern overlaps the running task's GPUs 0-1 during steps 0-1
+        assert not (first < 2 and start < 2)
+    assert patterns.capacity.tolist() == [2, 2, 4, 4]
+    assert patterns.fixed_value == pytest.approx(2 * 2 * 1.5)
