@@ -14,7 +14,8 @@ How each rule of ``models/allocation.md`` holds by construction:
   are drawn only from the legal set ``F_j``.
 - **A4** (realtime swap rule): curves are computed before any batch task as
   the lowest swap-feasible curve at or above demand within the capacity left,
-  ramping up ahead of peaks; binding to GPUs never changes the counts.
+  ramping up ahead of peaks; a trade (below) recomputes them the same way
+  with less capacity; binding to GPUs never changes the counts.
 - **A5** (no interruption or movement): a block is written once for all its
   steps and never moved afterwards (the improvement pass removes and re-adds
   whole blocks only).
@@ -22,15 +23,20 @@ How each rule of ``models/allocation.md`` holds by construction:
 Strategy: the whole queue and horizon are seen before anything is placed.
 Realtime demand is served first (its shortfall costs ``realtime_penalty``
 times its priority, 5-10x any batch GPU-step), as a curve rather than a peak,
-so batch work fills the troughs. Batch-like tasks are then placed by
-priority (every GPU-step of task ``j`` is worth ``priority_j * decay**t``, so
-priority is the value density), larger and longer blocks first among equals,
-each at its earliest feasible start (decay rewards early work) and in the
-tightest free run of GPUs that holds it (best fit keeps large free runs whole
-for the tasks still to come). Every task that fits anywhere is placed, so
-holes are backfilled by whatever fits. Then a bounded, deterministic
-improvement pass tries two other tie-break orders and swaps that make room
-for a task left out; it keeps a change only when the objective rises.
+so batch work fills the troughs. Batch-like tasks are then placed by priority
+(every GPU-step of task ``j`` is worth ``priority_j * decay**t``, so priority
+is the value density), the tightest window and then the largest area first
+among equals, each at its earliest feasible start (decay rewards early work),
+in the tightest free run of GPUs that holds it (best fit keeps large free runs
+whole for the tasks still to come), touching as much finished or following
+work as possible. Realtime is elastic at its price, though: a task that finds
+GPUs free but no room beside the realtime reservation may *trade*, taking
+GPUs from the services for its steps when its value exceeds the added penalty
+(A4c) and beats its first start without a trade. Every task that fits
+anywhere is placed, so holes are backfilled by whatever fits. Then a bounded,
+deterministic improvement pass tries two other orders (total worth first,
+arrival first) and swaps that make room for a task left out; it keeps a
+change only when the objective rises.
 """
 
 from __future__ import annotations

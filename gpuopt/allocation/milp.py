@@ -1,24 +1,27 @@
-"""The exact allocation model as one Pyomo MILP (``models/allocation.md``).
+"""The exact allocation model as one MILP (``models/allocation.md``), for Pyomo and HiGHS.
 
-:func:`build_milp` returns the Pyomo model, so a user can inspect it, add
-constraints of their own and solve it with any solver Pyomo reaches.
-:func:`solve_milp` solves it (HiGHS through Pyomo's persistent ``appsi``
-interface by default, which takes the greedy grid as a MIP start; CBC, GLPK,
-SCIP, Gurobi or CPLEX where installed) and turns the answer into an
-:class:`AllocationResult`.
+The model is written once, as labelled *row families* over one column space
+(:class:`MilpData`): each family (A1a, A1b, A2a, A4a, A4b, A4c) is built by one
+private function that cites its label. Two back-ends read the same families:
 
-The model's components are named after the labels of the formal model:
-``x``, ``y``, ``u`` (variables), ``a1a``, ``a1b``, ``a2a``, ``a4a_up``,
-``a4a_down``, ``a4b_up``, ``a4b_down``, ``a4c`` (constraints) and
-``objective``. ``model.patterns`` is the :class:`PatternSet` it was built from
-(pattern ``p`` of ``x[p]`` is task ``patterns.task[p]`` on GPUs from
-``patterns.first[p]`` for steps ``patterns.start[p]`` to ``patterns.end[p]``).
+- :func:`build_milp` turns them into a Pyomo ``ConcreteModel`` (components
+  ``x``, ``y``, ``u``, ``a1a`` ... ``a4c``, ``objective``), which users can
+  inspect, extend with constraints of their own and solve with any solver
+  Pyomo reaches (``solver="pyomo-highs"``, ``cbc``, ``glpk``, ``scip``,
+  ``gurobi``, ``cplex``);
+- ``solver="highs"`` (the default) passes the same rows as one sparse matrix
+  straight to highspy, because building large models through Pyomo costs
+  more than solving them (``docs/benchmarks.md``).
+
+Both take the greedy grid as a MIP start where the solver accepts one.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,8 +32,9 @@ from gpuopt.allocation.solution import AllocationResult, Status
 from gpuopt.errors import ProblemError
 from gpuopt.solvers import require
 
-#: Pyomo solver names tried for ``solver=...``; "highs" uses the persistent appsi interface.
-SOLVERS = ("highs", "cbc", "glpk", "scip", "gurobi", "cplex")
+#: Solver names for ``solve_milp(solver=...)``: "highs" is highspy directly; the rest go
+#: through Pyomo ("pyomo-highs" is Pyomo's persistent appsi interface to HiGHS).
+SOLVERS = ("highs", "pyomo-highs", "cbc", "glpk", "scip", "gurobi", "cplex")
 #: Time-limit option of each solver behind Pyomo's SolverFactory.
 _TIME_OPTION = {
     "cbc": "sec",
@@ -40,10 +44,190 @@ _TIME_OPTION = {
     "cplex": "timelimit",
 }
 _WARMSTART = {"cbc", "gurobi", "cplex"}
+INF = math.inf
+#: ``progress(seconds, incumbent, bound)``: how the search moves (None: not known yet).
+Progress = Callable[[float, float | None, float | None], None]
+#: HiGHS options: prove optimality to 1e-6 rather than HiGHS's default 1e-4 relative gap.
+HIGHS_OPTIONS = {"mip_rel_gap": 1e-6}
 
 
-def build_milp(problem: AllocationProblem, patterns: PatternSet | None = None) -> Any:
-    """The Pyomo ``ConcreteModel`` of ``problem`` (one formulation, labelled as in the model).
+@dataclass
+class RowFamily:
+    """One labelled family of rows ``lower <= A x <= upper`` in CSR form."""
+
+    label: str
+    start: np.ndarray  # (rows + 1,) CSR row starts
+    index: np.ndarray  # column of each non-zero
+    value: np.ndarray  # coefficient of each non-zero
+    lower: np.ndarray  # (rows,) -inf allowed
+    upper: np.ndarray  # (rows,) +inf allowed
+
+    @property
+    def rows(self) -> int:
+        return int(self.lower.size)
+
+
+@dataclass
+class MilpData:
+    """Columns (x, then y, then u) and the row families of the MILP, from a :class:`PatternSet`.
+
+    Column ``p`` is ``x[p]``; ``y[r, t]`` is column ``P + r*T + t`` and ``u[r, t]``
+    is ``P + R*T + r*T + t``.
+    """
+
+    patterns: PatternSet
+    col_lower: np.ndarray
+    col_upper: np.ndarray
+    integer: np.ndarray  # bool per column
+    cost: np.ndarray  # objective coefficient per column (maximised)
+    offset: float  # constant objective (running tasks)
+    families: list[RowFamily]
+
+    @property
+    def num_cols(self) -> int:
+        return int(self.cost.size)
+
+    @property
+    def nonzeros(self) -> int:
+        return int(sum(f.index.size for f in self.families))
+
+    @classmethod
+    def build(cls, patterns: PatternSet) -> MilpData:
+        index = patterns.problem.index
+        num_x, rt = patterns.num_patterns, index.num_realtime * index.horizon
+        demand = index.demand.ravel()
+        y_lower, y_upper = patterns.y_lower.ravel(), patterns.y_upper.ravel()
+        col_lower = np.concatenate((np.zeros(num_x), y_lower, np.zeros(rt))).astype(float)
+        col_upper = np.concatenate(
+            (np.ones(num_x), y_upper, np.maximum(0, demand - y_lower))
+        ).astype(float)
+        integer = np.concatenate((np.ones(num_x + rt, dtype=bool), np.zeros(rt, dtype=bool)))
+        cost = np.concatenate((patterns.value, np.zeros(rt), -patterns.penalty.ravel()))
+        data = cls(patterns, col_lower, col_upper, integer, cost, patterns.fixed_value, [])
+        data.families = [
+            _a1a_gpu_step_conflicts(data),
+            _a1b_step_capacity(data),
+            _a2a_at_most_once(data),
+            _a4a_swap_between_steps(data),
+            _a4b_swap_from_initial(data),
+            _a4c_shortfall(data),
+        ]
+        return data
+
+    def y_col(self, r: int | np.ndarray, t: int | np.ndarray) -> Any:
+        return self.patterns.num_patterns + r * self.patterns.problem.horizon + t
+
+    def u_col(self, r: int | np.ndarray, t: int | np.ndarray) -> Any:
+        index = self.patterns.problem.index
+        return self.y_col(r, t) + index.num_realtime * index.horizon
+
+    def start_values(self, chosen: list[int], counts: np.ndarray) -> np.ndarray:
+        """Every column's value for a grid's patterns and realtime counts (a MIP start)."""
+        values = np.zeros(self.num_cols)
+        values[chosen] = 1.0
+        index = self.patterns.problem.index
+        if index.num_realtime:
+            flat = counts.ravel().astype(float)
+            offset = self.patterns.num_patterns
+            rt = flat.size
+            values[offset : offset + rt] = flat
+            values[offset + rt :] = np.maximum(0.0, index.demand.ravel() - flat)
+        return values
+
+    def read(self, values: np.ndarray) -> tuple[list[int], np.ndarray]:
+        """Chosen patterns and realtime counts from column values."""
+        index = self.patterns.problem.index
+        num_x = self.patterns.num_patterns
+        chosen = np.flatnonzero(values[:num_x] > 0.5).tolist()
+        rt = index.num_realtime * index.horizon
+        counts = np.rint(values[num_x : num_x + rt]).astype(np.int64)
+        return chosen, counts.reshape(index.num_realtime, index.horizon)
+
+
+def _family(
+    label: str, rows: list[tuple[list[int], list[float]]], lower: Any, upper: Any
+) -> RowFamily:
+    lengths = np.array([len(cols) for cols, _ in rows], dtype=np.int64)
+    start = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    index = np.array([c for cols, _ in rows for c in cols], dtype=np.int64)
+    value = np.array([v for _, coefs in rows for v in coefs], dtype=float)
+    count = len(rows)
+    return RowFamily(
+        label,
+        start,
+        index,
+        value,
+        np.broadcast_to(np.asarray(lower, dtype=float), (count,)).copy(),
+        np.broadcast_to(np.asarray(upper, dtype=float), (count,)).copy(),
+    )
+
+
+def _a1a_gpu_step_conflicts(data: MilpData) -> RowFamily:
+    """A1a: at most one pattern covers each (GPU, step) cell."""
+    rows = data.patterns.cell_rows
+    lengths = np.array([row.size for row in rows], dtype=np.int64)
+    start = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    index = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    return RowFamily(
+        "a1a", start, index, np.ones(index.size), np.full(len(rows), -INF), np.ones(len(rows))
+    )
+
+
+def _a1b_step_capacity(data: MilpData) -> RowFamily:
+    """A1b: batch GPUs plus realtime counts fit in what running tasks leave."""
+    patterns = data.patterns
+    index = patterns.problem.index
+    size = patterns.size.astype(float)
+    rows = []
+    for t, row in enumerate(patterns.step_rows):
+        cols = row.tolist() + [data.y_col(r, t) for r in range(index.num_realtime)]
+        rows.append((cols, size[row].tolist() + [1.0] * index.num_realtime))
+    return _family("a1b", rows, -INF, patterns.capacity)
+
+
+def _a2a_at_most_once(data: MilpData) -> RowFamily:
+    """A2a: each new task runs at most once (A2b: running tasks are constants; A2c: domains)."""
+    groups = [ids for ids in data.patterns.by_task.values() if len(ids) > 1]
+    return _family("a2a", [(ids, [1.0] * len(ids)) for ids in groups], -INF, 1.0)
+
+
+def _a4a_swap_between_steps(data: MilpData) -> RowFamily:
+    """A4a: -max_swap <= y[r,t] - y[r,t-1] <= max_swap (one ranged row per pair)."""
+    index = data.patterns.problem.index
+    rows, bounds = [], []
+    for r in range(index.num_realtime):
+        for t in range(1, index.horizon):
+            rows.append(([data.y_col(r, t), data.y_col(r, t - 1)], [1.0, -1.0]))
+            bounds.append(float(index.max_swap[r]))
+    return _family("a4a", rows, -np.array(bounds), np.array(bounds))
+
+
+def _a4b_swap_from_initial(data: MilpData) -> RowFamily:
+    """A4b: initial - max_swap <= y[r,0] <= initial + max_swap."""
+    index = data.patterns.problem.index
+    realtime = range(index.num_realtime)
+    rows = [([data.y_col(r, 0)], [1.0]) for r in realtime]
+    initial, swap = index.initial.astype(float), index.max_swap.astype(float)
+    return _family("a4b", rows, initial - swap, initial + swap)
+
+
+def _a4c_shortfall(data: MilpData) -> RowFamily:
+    """A4c: u[r,t] + y[r,t] >= demand[r,t] (u >= 0 by its bounds)."""
+    index = data.patterns.problem.index
+    rows = [
+        ([data.u_col(r, t), data.y_col(r, t)], [1.0, 1.0])
+        for r in range(index.num_realtime)
+        for t in range(index.horizon)
+    ]
+    return _family("a4c", rows, index.demand.ravel().astype(float), INF)
+
+
+# --------------------------------------------------------------------------- Pyomo
+def build_milp(problem: AllocationProblem, data: MilpData | None = None) -> Any:
+    """The Pyomo ``ConcreteModel`` of ``problem``, one constraint per row of each family.
+
+    ``model.x[p]`` is pattern ``p`` of ``model.data.patterns``; ``model.y[r, t]`` and
+    ``model.u[r, t]`` the realtime count and shortfall of realtime task ``r``.
 
     Examples
     --------
@@ -57,145 +241,265 @@ def build_milp(problem: AllocationProblem, patterns: PatternSet | None = None) -
     >>> solve_milp(problem, model=model).metrics.scheduled   # a constraint of your own
     0
     """
-    import pyomo.environ as pyo
-
-    patterns = patterns or PatternSet.build(problem)
+    pyo = require("pyomo.environ", "milp")
+    data = data or MilpData.build(PatternSet.build(problem))
+    patterns = data.patterns
     index = problem.index
     model = pyo.ConcreteModel(name=f"gpuopt allocation {problem.name}")
+    model.data = data
     model.patterns = patterns
     model.P = pyo.RangeSet(0, patterns.num_patterns - 1)
-    cells = [(r, t) for r in range(index.num_realtime) for t in range(index.horizon)]
-    model.RT = pyo.Set(initialize=cells, dimen=2, ordered=True)
+    model.RT = pyo.Set(
+        initialize=[(r, t) for r in range(index.num_realtime) for t in range(index.horizon)],
+        dimen=2,
+        ordered=True,
+    )
     model.x = pyo.Var(model.P, domain=pyo.Binary)
-
-    def y_bounds(_m: Any, r: int, t: int) -> tuple[int, int]:
-        return int(patterns.y_lower[r, t]), int(patterns.y_upper[r, t])
-
-    model.y = pyo.Var(model.RT, domain=pyo.NonNegativeIntegers, bounds=y_bounds)
-    model.u = pyo.Var(model.RT, domain=pyo.NonNegativeReals)
-    _add_a1a_gpu_step_conflicts(model, patterns)
-    _add_a1b_step_capacity(model, patterns)
-    _add_a2a_at_most_once(model, patterns)
-    _add_a4a_swap_between_steps(model, problem)
-    _add_a4b_swap_from_initial(model, problem)
-    _add_a4c_shortfall(model, problem)
-    _set_objective(model, patterns)
+    lower, upper = data.col_lower, data.col_upper
+    model.y = pyo.Var(
+        model.RT,
+        domain=pyo.NonNegativeIntegers,
+        bounds=lambda m, r, t: (lower[data.y_col(r, t)], upper[data.y_col(r, t)]),
+    )
+    model.u = pyo.Var(
+        model.RT, domain=pyo.NonNegativeReals, bounds=lambda m, r, t: (0.0, upper[data.u_col(r, t)])
+    )
+    variables = _column_variables(model, data)
+    for family in data.families:
+        model.add_component(family.label, _pyomo_rows(pyo, family, variables))
+    cost = data.cost
+    model.objective = pyo.Objective(
+        expr=data.offset
+        + pyo.quicksum(float(cost[c]) * variables[c] for c in np.flatnonzero(cost).tolist()),
+        sense=pyo.maximize,
+    )
     return model
 
 
-def _add_a1a_gpu_step_conflicts(model: Any, patterns: PatternSet) -> None:
-    """A1a: at most one pattern covers each (GPU, step) cell."""
-    import pyomo.environ as pyo
-
-    rows = patterns.cell_rows
-    model.A1A = pyo.RangeSet(0, len(rows) - 1)
-    model.a1a = pyo.Constraint(
-        model.A1A, rule=lambda m, i: sum(m.x[p] for p in rows[i].tolist()) <= 1
-    )
+def _column_variables(model: Any, data: MilpData) -> list[Any]:
+    index = data.patterns.problem.index
+    columns = [model.x[p] for p in range(data.patterns.num_patterns)]
+    columns += [model.y[r, t] for r in range(index.num_realtime) for t in range(index.horizon)]
+    columns += [model.u[r, t] for r in range(index.num_realtime) for t in range(index.horizon)]
+    return columns
 
 
-def _add_a1b_step_capacity(model: Any, patterns: PatternSet) -> None:
-    """A1b: batch GPUs plus realtime counts fit in what running tasks leave."""
-    import pyomo.environ as pyo
+def _pyomo_rows(pyo: Any, family: RowFamily, variables: list[Any]) -> Any:
+    start, cols, coefs = family.start, family.index.tolist(), family.value.tolist()
 
-    realtime = sorted({r for r, _t in model.RT})
-    size = patterns.size.tolist()
+    def rule(_model: Any, i: int) -> Any:
+        lo, hi = float(family.lower[i]), float(family.upper[i])
+        body = pyo.quicksum(coefs[k] * variables[cols[k]] for k in range(start[i], start[i + 1]))
+        return (None if lo == -INF else lo, body, None if hi == INF else hi)
 
-    def rule(m: Any, t: int) -> Any:
-        row = patterns.step_rows[t].tolist()
-        if not row and not realtime:
-            return pyo.Constraint.Skip
-        used = sum(size[p] * m.x[p] for p in row) + sum(m.y[r, t] for r in realtime)
-        return used <= int(patterns.capacity[t])
-
-    model.a1b = pyo.Constraint(pyo.RangeSet(0, patterns.problem.horizon - 1), rule=rule)
+    return pyo.Constraint(pyo.RangeSet(0, family.rows - 1), rule=rule)
 
 
-def _add_a2a_at_most_once(model: Any, patterns: PatternSet) -> None:
-    """A2a: each new task runs at most once (A2b: running tasks are constants; A2c: domains)."""
-    import pyomo.environ as pyo
-
-    groups = [ids for ids in patterns.by_task.values() if len(ids) > 1]
-    model.A2A = pyo.RangeSet(0, len(groups) - 1)
-    model.a2a = pyo.Constraint(model.A2A, rule=lambda m, i: sum(m.x[p] for p in groups[i]) <= 1)
-
-
-def _add_a4a_swap_between_steps(model: Any, problem: AllocationProblem) -> None:
-    """A4a: a realtime count changes by at most max_swap between adjacent steps."""
-    import pyomo.environ as pyo
-
-    swap = problem.index.max_swap.tolist()
-    pairs = [(r, t) for r, t in model.RT if t > 0]
-    model.a4a_up = pyo.Constraint(pairs, rule=lambda m, r, t: m.y[r, t] - m.y[r, t - 1] <= swap[r])
-    model.a4a_down = pyo.Constraint(
-        pairs, rule=lambda m, r, t: m.y[r, t - 1] - m.y[r, t] <= swap[r]
-    )
-
-
-def _add_a4b_swap_from_initial(model: Any, problem: AllocationProblem) -> None:
-    """A4b: the count at step 0 is within max_swap of initial."""
-    import pyomo.environ as pyo
-
-    index = problem.index
-    swap, initial = index.max_swap.tolist(), index.initial.tolist()
-    realtime = list(range(index.num_realtime))
-    model.a4b_up = pyo.Constraint(realtime, rule=lambda m, r: m.y[r, 0] - initial[r] <= swap[r])
-    model.a4b_down = pyo.Constraint(realtime, rule=lambda m, r: initial[r] - m.y[r, 0] <= swap[r])
-
-
-def _add_a4c_shortfall(model: Any, problem: AllocationProblem) -> None:
-    """A4c: shortfall u >= demand - y (and u >= 0 by its domain)."""
-    import pyomo.environ as pyo
-
-    demand = problem.index.demand
-    model.a4c = pyo.Constraint(
-        model.RT, rule=lambda m, r, t: m.u[r, t] >= int(demand[r, t]) - m.y[r, t]
-    )
-
-
-def _set_objective(model: Any, patterns: PatternSet) -> None:
-    """Section 6: batch value minus the realtime penalty (running tasks: a constant)."""
-    import pyomo.environ as pyo
-
-    value = patterns.value.tolist()
-    penalty = patterns.penalty
-    model.objective = pyo.Objective(
-        expr=patterns.fixed_value
-        + sum(value[p] * model.x[p] for p in model.P)
-        - sum(float(penalty[r, t]) * model.u[r, t] for r, t in model.RT),
-        sense=pyo.maximize,
-    )
-
-
+# --------------------------------------------------------------------------- solving
 def available_solvers() -> list[str]:
-    """The MILP solvers Pyomo can reach on this machine, in :data:`SOLVERS` order."""
-    found = []
-    for name in SOLVERS:
-        try:
-            if _solver_available(name):
-                found.append(name)
-        except Exception:  # a broken plugin means "not available", never a crash
-            continue
-    return found
+    """The MILP solvers reachable on this machine, in :data:`SOLVERS` order."""
+    return [name for name in SOLVERS if _solver_available(name)]
 
 
 def _solver_available(name: str) -> bool:
-    import pyomo.environ as pyo
+    try:
+        if name == "highs":
+            import highspy  # noqa: F401
 
-    if name == "highs":
-        return bool(pyo.SolverFactory("appsi_highs").available())
-    return bool(pyo.SolverFactory(name).available(exception_flag=False))
+            return True
+        import pyomo.environ as pyo
+
+        if name == "pyomo-highs":
+            return bool(pyo.SolverFactory("appsi_highs").available())
+        return bool(pyo.SolverFactory(name).available(exception_flag=False))
+    except Exception:  # a missing or broken plugin means "not available", never a crash
+        return False
 
 
-def _set_start(model: Any, chosen: list[int], counts: np.ndarray) -> None:
-    """Give every variable a start value from a grid (the MIP start)."""
-    chosen_set = set(chosen)
-    demand = model.patterns.problem.index.demand
-    for p in model.P:
-        model.x[p].set_value(1 if p in chosen_set else 0)
-    for r, t in model.RT:
-        model.y[r, t].set_value(int(counts[r, t]))
-        model.u[r, t].set_value(max(0, int(demand[r, t]) - int(counts[r, t])))
+def solve_milp(
+    problem: AllocationProblem,
+    *,
+    time_limit: float | None = 10.0,
+    seed: int = 0,
+    initial: Any = None,
+    threads: int = 2,
+    solver: str = "highs",
+    warm: bool = True,
+    model: Any = None,
+    log: bool = False,
+    progress: Progress | None = None,
+) -> AllocationResult:
+    """Solve ``problem`` with the MILP of ``models/allocation.md``, warm-started from the greedy.
+
+    Parameters
+    ----------
+    time_limit
+        Seconds for everything (greedy, building and solving); None: no limit.
+        HiGHS may overrun by one presolve or LP; the result's ``seconds`` tells.
+    solver
+        One of :data:`SOLVERS` that :func:`available_solvers` lists.
+    model
+        A Pyomo model from :func:`build_milp`, possibly with constraints of your
+        own; it is then solved through Pyomo (``"highs"`` means ``"pyomo-highs"``).
+    warm
+        Pass the greedy (or ``initial``) grid as a MIP start where the solver
+        takes one (HiGHS, CBC, Gurobi, CPLEX).
+    progress
+        ``progress(seconds, incumbent, bound)`` called as the search moves
+        (``solver="highs"`` only); seconds count from the solver's start.
+
+    Returns
+    -------
+    AllocationResult
+        With ``bound`` and ``gap`` when the solver reports a bound; status
+        ``optimal``, ``time_limit``, ``feasible`` or ``infeasible``.
+    """
+    if solver not in SOLVERS:
+        raise ProblemError(f"solver {solver!r} is not known; choose one of {', '.join(SOLVERS)}.")
+    if model is not None and solver == "highs":
+        solver = "pyomo-highs"
+    if not _solver_available(solver):
+        found = ", ".join(available_solvers()) or "none"
+        raise ProblemError(f"solver {solver!r} is not installed here; available: {found}.")
+    started = time.perf_counter()
+    start: WarmStart = warm_start(problem, initial, warm)
+    use_start = warm or initial is not None
+    fallback: WarmStart | None = start
+    data = MilpData.build(PatternSet.build(problem)) if model is None else model.data
+    start_values = data.start_values(*data.patterns.encode(start.grid)) if use_start else None
+    if solver == "highs":
+        remaining = _remaining(time_limit, started)
+        values, status, bound = _solve_highspy(
+            data, remaining, seed, threads, start_values, log, progress
+        )
+    else:
+        custom = model is not None
+        if model is None:
+            model = build_milp(problem, data)
+        if start_values is not None:
+            for variable, value in zip(_column_variables(model, data), start_values, strict=True):
+                variable.set_value(float(value))
+            if custom and not _satisfies(model):
+                fallback, use_start = None, False  # the start breaks a constraint the user added
+        remaining = _remaining(time_limit, started)
+        values, status, bound = _solve_pyomo(
+            model, data, solver, remaining, seed, threads, use_start, log
+        )
+    grid = None if values is None else data.patterns.decode(*data.read(values))
+    return finish(
+        problem,
+        method="milp",
+        started=started,
+        start=fallback,
+        grid=grid,
+        bound=bound,
+        status=status,
+    )
+
+
+def _remaining(time_limit: float | None, started: float) -> float | None:
+    if time_limit is None:
+        return None
+    return max(0.05, time_limit - (time.perf_counter() - started))
+
+
+def _report_progress(highs: Any, progress: Progress) -> None:
+    """Call ``progress(seconds, incumbent, bound)`` when HiGHS's incumbent or bound moves."""
+    last: list[tuple[float, float]] = []
+
+    def on_event(event: Any) -> None:
+        data = event.data_out
+        incumbent, bound = float(data.mip_primal_bound), float(data.mip_dual_bound)
+        if last and last[-1] == (incumbent, bound):
+            return
+        last[:] = [(incumbent, bound)]
+        progress(
+            float(data.running_time),
+            incumbent if math.isfinite(incumbent) else None,
+            bound if math.isfinite(bound) else None,
+        )
+
+    highs.cbMipImprovingSolution.subscribe(on_event)
+    highs.cbMipInterrupt.subscribe(on_event)
+
+
+def _solve_highspy(
+    data: MilpData,
+    time_limit: float | None,
+    seed: int,
+    threads: int,
+    start: np.ndarray | None,
+    log: bool,
+    progress: Progress | None = None,
+) -> tuple[np.ndarray | None, Status, float | None]:
+    """Pass the families as one row-wise sparse matrix to HiGHS and solve."""
+    highspy = require("highspy", "milp")
+    lp = highspy.HighsLp()
+    lp.num_col_ = data.num_cols
+    lp.num_row_ = sum(f.rows for f in data.families)
+    lp.col_cost_ = data.cost
+    lp.col_lower_ = data.col_lower
+    lp.col_upper_ = data.col_upper
+    lp.offset_ = data.offset
+    lp.sense_ = highspy.ObjSense.kMaximize
+    families = [f for f in data.families if f.rows]
+    lp.row_lower_ = np.concatenate([f.lower for f in families]) if families else np.zeros(0)
+    lp.row_upper_ = np.concatenate([f.upper for f in families]) if families else np.zeros(0)
+    starts, offset = [], 0
+    for family in families:
+        starts.append(family.start[:-1] + offset)
+        offset += int(family.start[-1])
+    matrix = lp.a_matrix_
+    matrix.format_ = highspy.MatrixFormat.kRowwise
+    matrix.num_col_, matrix.num_row_ = data.num_cols, lp.num_row_
+    matrix.start_ = np.concatenate([*starts, [offset]]).astype(np.int32)
+    matrix.index_ = (
+        np.concatenate([f.index for f in families]) if families else np.zeros(0)
+    ).astype(np.int32)
+    matrix.value_ = np.concatenate([f.value for f in families]) if families else np.zeros(0)
+    lp.integrality_ = [
+        highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+        for i in data.integer.tolist()
+    ]
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", log)
+    highs.setOptionValue("threads", max(1, threads))
+    highs.setOptionValue("random_seed", seed)
+    for option, value in HIGHS_OPTIONS.items():
+        highs.setOptionValue(option, value)
+    if time_limit is not None:
+        highs.setOptionValue("time_limit", float(time_limit))
+    highs.passModel(lp)
+    if progress is not None:
+        _report_progress(highs, progress)
+    if start is not None:
+        solution = highspy.HighsSolution()
+        solution.col_value = start.tolist()
+        solution.value_valid = True
+        highs.setSolution(solution)
+    highs.run()
+    model_status = highs.getModelStatus()
+    info = highs.getInfo()
+    found = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else None
+    statuses = highspy.HighsModelStatus
+    status: Status
+    if model_status == statuses.kOptimal:
+        status = "optimal"
+    elif model_status == statuses.kInfeasible:
+        status = "infeasible"
+    elif model_status in (
+        statuses.kTimeLimit,
+        statuses.kIterationLimit,
+        statuses.kSolutionLimit,
+        statuses.kInterrupt,
+    ):
+        status = "time_limit"
+    else:
+        status = "feasible" if found else "error"
+    if not found:
+        return None, status, bound
+    return np.asarray(highs.getSolution().col_value), status, bound
 
 
 def _satisfies(model: Any, tolerance: float = 1e-6) -> bool:
@@ -213,90 +517,30 @@ def _satisfies(model: Any, tolerance: float = 1e-6) -> bool:
     return True
 
 
-def _read_solution(model: Any) -> tuple[list[int], np.ndarray]:
-    patterns = model.patterns
-    index = patterns.problem.index
-    chosen = [p for p in model.P if (model.x[p].value or 0) > 0.5]
-    counts = np.zeros((index.num_realtime, index.horizon), dtype=np.int64)
-    for r, t in model.RT:
-        counts[r, t] = round(model.y[r, t].value or 0)
-    return chosen, counts
-
-
-def solve_milp(
-    problem: AllocationProblem,
-    *,
-    time_limit: float | None = 10.0,
-    seed: int = 0,
-    initial: Any = None,
-    threads: int = 2,
-    solver: str = "highs",
-    warm: bool = True,
-    model: Any = None,
-    log: bool = False,
-) -> AllocationResult:
-    """Solve ``problem`` with the Pyomo MILP, warm-started from the greedy grid.
-
-    Parameters
-    ----------
-    time_limit
-        Seconds for everything (greedy, building and solving); None: no limit.
-        HiGHS may overrun by the time of one presolve or LP; the result's
-        ``seconds`` reports the truth.
-    solver
-        One of :data:`SOLVERS` that :func:`available_solvers` lists.
-    model
-        A model from :func:`build_milp`, possibly with constraints added;
-        built here when None.
-    warm
-        Pass the greedy (or ``initial``) grid as a MIP start, where the
-        solver takes one (HiGHS, CBC, Gurobi, CPLEX).
-
-    Returns
-    -------
-    AllocationResult
-        With ``bound`` and ``gap`` when the solver reports a bound.
-    """
-    require("pyomo.environ", "milp")
-    if solver not in SOLVERS:
-        raise ProblemError(f"solver {solver!r} is not known; choose one of {', '.join(SOLVERS)}.")
-    if not _solver_available(solver):
-        found = ", ".join(available_solvers()) or "none"
-        raise ProblemError(f"solver {solver!r} is not installed here; available: {found}.")
-    started = time.perf_counter()
-    start: WarmStart = warm_start(problem, initial, warm)
-    custom = model is not None
-    if model is None:
-        model = build_milp(problem)
-    patterns: PatternSet = model.patterns
-    use_start = warm or initial is not None
-    if use_start:
-        _set_start(model, *patterns.encode(start.grid))
-    fallback: WarmStart | None = start
-    if custom and not _satisfies(model):
-        fallback, use_start = None, False  # the start breaks a constraint the user added
-    remaining = (
-        None if time_limit is None else max(0.05, time_limit - (time.perf_counter() - started))
-    )
-    if solver == "highs":
-        chosen_counts, status, bound = _solve_highs(model, remaining, seed, threads, use_start, log)
+def _solve_pyomo(
+    model: Any,
+    data: MilpData,
+    name: str,
+    time_limit: float | None,
+    seed: int,
+    threads: int,
+    warm: bool,
+    log: bool,
+) -> tuple[np.ndarray | None, Status, float | None]:
+    variables = _column_variables(model, data)
+    if name == "pyomo-highs":
+        found, status, bound = _solve_appsi(model, time_limit, seed, threads, warm, log)
     else:
-        chosen_counts, status, bound = _solve_factory(model, solver, remaining, use_start, log)
-    grid = None if chosen_counts is None else patterns.decode(*chosen_counts)
-    return finish(
-        problem,
-        method="milp",
-        started=started,
-        start=fallback,
-        grid=grid,
-        bound=bound,
-        status=status,
-    )
+        found, status, bound = _solve_factory(model, name, time_limit, warm, log)
+    if not found:
+        return None, status, bound
+    values = np.array([v.value if v.value is not None else 0.0 for v in variables])
+    return values, status, bound
 
 
-def _solve_highs(
+def _solve_appsi(
     model: Any, time_limit: float | None, seed: int, threads: int, warm: bool, log: bool
-) -> tuple[tuple[list[int], np.ndarray] | None, Status, float | None]:
+) -> tuple[bool, Status, float | None]:
     from pyomo.contrib.appsi.base import TerminationCondition
     from pyomo.contrib.appsi.solvers.highs import Highs
 
@@ -305,8 +549,7 @@ def _solve_highs(
     highs.config.warmstart = warm
     highs.config.load_solution = False
     highs.config.stream_solver = log
-    highs.config.mip_gap = 1e-6
-    highs.highs_options = {"threads": max(1, threads), "random_seed": seed}
+    highs.highs_options = {"threads": max(1, threads), "random_seed": seed, **HIGHS_OPTIONS}
     results = highs.solve(model)
     condition = results.termination_condition
     bound = results.best_objective_bound
@@ -321,23 +564,21 @@ def _solve_highs(
         status = "time_limit"
     else:
         status = "feasible" if found else "error"
-    if not found:
-        return None, status, bound
-    results.solution_loader.load_vars()
-    return _read_solution(model), status, bound
+    if found:
+        results.solution_loader.load_vars()
+    return found, status, bound
 
 
 def _solve_factory(
     model: Any, name: str, time_limit: float | None, warm: bool, log: bool
-) -> tuple[tuple[list[int], np.ndarray] | None, Status, float | None]:
+) -> tuple[bool, Status, float | None]:
     import pyomo.environ as pyo
     from pyomo.opt import SolverStatus, TerminationCondition
 
     opt = pyo.SolverFactory(name)
     if time_limit is not None:
-        opt.options[_TIME_OPTION[name]] = (
-            max(1, math.ceil(time_limit)) if name in ("glpk",) else time_limit
-        )
+        limit = max(1, math.ceil(time_limit)) if name == "glpk" else time_limit
+        opt.options[_TIME_OPTION[name]] = limit
     kwargs: dict[str, Any] = {"tee": log, "load_solutions": False}
     if warm and name in _WARMSTART:
         kwargs["warmstart"] = True
@@ -353,12 +594,10 @@ def _solve_factory(
     else:
         status = "feasible" if results.solver.status == SolverStatus.ok else "error"
     bound_value = results.problem.upper_bound
-    bound = (
-        float(bound_value)
-        if bound_value is not None and math.isfinite(float(bound_value))
-        else None
-    )
+    bound = None
+    if bound_value is not None and math.isfinite(float(bound_value)):
+        bound = float(bound_value)
     if len(results.solution) == 0:
-        return None, status, bound
+        return False, status, bound
     model.solutions.load_from(results)
-    return _read_solution(model), status, bound
+    return True, status, bound

@@ -89,9 +89,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
             arrival = 0
         if draw(st.integers(0, 2)) == 0:
             free = [
-                f
-                for f in _legal_firsts(gpus, size, align, node)
-                if not any(taken[f : f + size])
+                f for f in _legal_firsts(gpus, size, align, node) if not any(taken[f : f + size])
             ]
             if free:
                 first = draw(st.sampled_from(free))
@@ -237,7 +235,7 @@ def reference_figures(problem: AllocationProblem, grid: list[list[Any]]) -> dict
                 shortfall += short
                 penalty += task.priority * weights[t] * short
             continue
-        value_w += task.priority * sum(c * w for c, w in zip(counts, weights))
+        value_w += task.priority * sum(c * w for c, w in zip(counts, weights, strict=True))
         value += task.priority * sum(counts)
         useful += sum(counts)
         if sum(counts):
@@ -386,10 +384,7 @@ def test_checker_agrees_with_reference_on_single_cell_mutations(
 ) -> None:
     """Clearing one busy cell or filling one idle cell with a task id leaves a grid that
     is legal or not; the library's checker and the reference checker must agree."""
-    if method == "empty":
-        grid = empty_plan(problem)
-    else:
-        grid = gpuopt.solve(problem, method).grid
+    grid = empty_plan(problem) if method == "empty" else gpuopt.solve(problem, method).grid
     assert reference_violations(problem, grid) == []
     batch_ids = [t.id for t in problem.tasks if t.kind != "realtime"]
     all_ids = [t.id for t in problem.tasks]
