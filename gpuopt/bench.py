@@ -29,6 +29,7 @@ class BenchRow:
     """
 
     problem: AllocationProblem
+    source: Path
     results: dict[str, AllocationResult] = field(default_factory=dict)
     median_seconds: dict[str, float] = field(default_factory=dict)
 
@@ -101,7 +102,7 @@ def run_bench(
     rows = []
     for path in paths:
         problem = load_problem(path)
-        row = BenchRow(problem)
+        row = BenchRow(problem, Path(path))
         for method in methods:
             if on_progress:
                 on_progress(f"{problem.name}: {method}")

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpuopt.errors import ProblemError
+from pydantic import ValidationError
+
+from gpuopt.errors import ProblemError, problem_error_from
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -60,7 +62,7 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
     from gpuopt.io.files import write_text_atomic
 
     _check_output_folder(args.out, "--out")
-    _check_output_folder(args.plot, "--plot")
+    _check_output_folder(args.plot, "--plot", picture=True)
     problem = load_problem(args.scenario)
     options: dict[str, Any] = {}
     if args.method in ("cpsat", "milp"):
@@ -143,8 +145,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             gpus_per_node=args.gpus_per_node,
             load=args.load,
         )
-    except ValueError as exc:
-        raise ProblemError(str(exc).splitlines()[0]) from None
+    except ValidationError as exc:
+        raise problem_error_from(exc) from None
     text = problem.to_json(indent=1) + "\n"
     if args.out:
         write_text_atomic(args.out, text)
@@ -162,8 +164,6 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if BASELINE not in methods:
         methods.insert(0, BASELINE)
-    if args.plot_dir:
-        Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
     _check_output_folder(args.json, "--json")
     valid = _allocation_methods()
     for method in methods:
@@ -171,6 +171,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             raise ProblemError(
                 f"--methods: {method!r} is not known; choose from {', '.join(valid)}."
             )
+    if args.plot_dir:
+        if Path(args.plot_dir).exists() and not Path(args.plot_dir).is_dir():
+            raise ProblemError(f"--plot-dir: {args.plot_dir} exists and is not a folder.")
+        Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
     console = _console(args.quiet)
     from rich.progress import Progress
 
@@ -189,8 +193,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         for row in rows:
             shown = [row.results[m] for m in reversed(methods)]  # best method on top
-            plot_results(row.problem, shown, Path(args.plot_dir) / f"{row.problem.name}.png")
-        console.print(f"pictures: {args.plot_dir}/<scenario>.png")
+            # named after the scenario file, never after its (free-text) name field
+            plot_results(row.problem, shown, Path(args.plot_dir) / f"{row.source.stem}.png")
+        console.print(f"pictures: {args.plot_dir}/<scenario file>.png")
     if args.json:
         payload = {"methods": methods, "repeat": args.repeat, "rows": [r.to_dict() for r in rows]}
         write_text_atomic(args.json, json.dumps(payload, indent=1) + "\n")
@@ -249,9 +254,25 @@ def _print_bench_table(console: Any, rows: list[Any], methods: list[str]) -> Non
 
 
 # --------------------------------------------------------------------------- main
-def _check_output_folder(path: str | None, flag: str) -> None:
-    if path and not Path(path).resolve().parent.is_dir():
+def _check_output_folder(path: str | None, flag: str, *, picture: bool = False) -> None:
+    """Fail before any work if an output cannot be written where asked."""
+    if not path:
+        return
+    target = Path(path)
+    if not target.resolve().parent.is_dir():
         raise ProblemError(f"{flag}: the folder of {path} does not exist.")
+    if target.is_dir():
+        raise ProblemError(f"{flag}: {path} is a folder, not a file.")
+    if picture:
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        kinds = FigureCanvasBase.get_supported_filetypes()
+        suffix = target.suffix.lstrip(".").lower()
+        if suffix not in kinds:
+            raise ProblemError(
+                f"{flag}: cannot draw a {suffix or 'suffix-less'} file {path}; "
+                f"use one of {', '.join(sorted(kinds))}."
+            )
 
 
 def _allocation_methods() -> list[str]:

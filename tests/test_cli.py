@@ -168,3 +168,79 @@ def test_console_script_has_no_traceback(tmp_path: Path) -> None:
         == "gpuopt: error: " + f"{scenario}: task 'x': demand is required for a realtime task.\n"
     )
     assert done.stdout == ""
+
+
+def test_outputs_checked_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.json"
+    code, _, stderr = run(
+        ["allocate", str(MIXED), "--out", str(out), "--plot", str(tmp_path / "g.xyz")], capsys
+    )
+    assert code == 2 and "cannot draw a xyz file" in stderr
+    assert not out.exists()
+    code, _, stderr = run(["allocate", str(MIXED), "--out", str(tmp_path)], capsys)
+    assert code == 2 and "is a folder" in stderr
+    newdir = tmp_path / "pics"
+    code, _, _ = run(
+        ["bench", "--scenarios", str(MIXED), "--plot-dir", str(newdir), "--methods", "nonsense"],
+        capsys,
+    )
+    assert code == 2 and not newdir.exists()
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    code, _, stderr = run(["bench", "--scenarios", str(MIXED), "--plot-dir", str(afile)], capsys)
+    assert code == 2 and "is not a folder" in stderr
+    code, _, stderr = run(["generate", "--gpus", "8", "--gpus-per-node", "3"], capsys)
+    assert code == 2 and stderr.startswith("gpuopt: error: gpus_per_node 3 does not divide")
+
+
+def test_bench_pictures_named_after_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(MIXED.read_text())
+    data["name"] = "../escaped"
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "odd.json").write_text(json.dumps(data))
+    code, _, _ = run(
+        [
+            "bench",
+            "--scenarios",
+            str(tmp_path / "in"),
+            "--repeat",
+            "1",
+            "--plot-dir",
+            str(tmp_path / "pics"),
+            "--quiet",
+        ],
+        capsys,
+    )
+    assert code == 0
+    assert [p.name for p in (tmp_path / "pics").iterdir()] == ["odd.png"]
+    assert not (tmp_path / "escaped.png").exists()
+
+
+def test_exact_methods_from_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for method in ("cpsat", "milp"):
+        out = tmp_path / f"{method}.json"
+        code, stdout, _ = run(
+            [
+                "allocate",
+                str(MIXED),
+                "--method",
+                method,
+                "--time-limit",
+                "20",
+                "--threads",
+                "1",
+                "--out",
+                str(out),
+            ],
+            capsys,
+        )
+        assert code == 0 and "bound" in stdout and "[optimal]" in stdout
+        result = json.loads(out.read_text())
+        assert result["status"] == "optimal" and result["gap"] is not None
+        assert violations(load_problem(MIXED), result["grid"]) == []
+    code, _, stderr = run(["allocate", str(MIXED), "--solver", "cbc"], capsys)
+    assert code == 2 and "--solver and --threads apply only" in stderr

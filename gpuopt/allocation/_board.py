@@ -201,18 +201,22 @@ class Board:
         for step in range(horizon):
             available = full & ~busy[step]
             taken = 0
+            # first every service keeps what it held and still may, then the growing ones
+            # take new GPUs, so no service takes a GPU another one could have kept
             for r in order:
                 want = counts_list[r][step]
-                keep = held[r] & available & ~taken
-                have = keep.bit_count()
-                if have > want:
+                keep = held[r] & available
+                if keep.bit_count() > want:
                     keep = self._longest_free(keep, want, step)
-                elif have < want:
-                    extra = self._longest_free(available & ~taken & ~keep, want - have, step)
-                    keep |= extra
                 held[r] = keep
                 taken |= keep
-                self.realtime_bits[r][step] = keep
+            for r in order:
+                missing = counts_list[r][step] - held[r].bit_count()
+                if missing > 0:
+                    extra = self._longest_free(available & ~taken, missing, step)
+                    held[r] |= extra
+                    taken |= extra
+                self.realtime_bits[r][step] = held[r]
             if occupy:
                 busy[step] |= taken
                 self.room[step] -= taken.bit_count()

@@ -214,10 +214,8 @@ def solve_cpsat(
         bound = solver.best_objective_bound / SCALE + patterns.fixed_value
     elif code == cp_model.INFEASIBLE:
         status = "infeasible"
-    else:  # UNKNOWN: limit reached before a solution; keep the warm start
+    else:  # UNKNOWN: limit reached before any solution; CP-SAT's bound then proves nothing
         status = "time_limit"
-        if math.isfinite(solver.best_objective_bound):
-            bound = solver.best_objective_bound / SCALE + patterns.fixed_value
     return finish(
         problem, method="cpsat", started=started, start=start, grid=grid, bound=bound, status=status
     )

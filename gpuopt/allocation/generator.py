@@ -109,6 +109,7 @@ def random_problem(
     scale = min(1.0, budget / asked) if load < 1 else 1.0
     next_free = 0  # running tasks are packed from GPU 0 upwards, each inside one node
     running_used = [0] * horizon
+    held_before = sum(t["initial"] for t in spec)  # GPUs in use just before step 0
     for j, (kind, gpus_asked, duration, priority) in enumerate(wanted):
         duration = max(1, round(duration * scale)) if scale < 1 else duration
         task: dict[str, Any] = {
@@ -128,10 +129,13 @@ def random_problem(
             start = -rng.randint(0, max(0, duration - 1))
             end = min(horizon, start + duration)
             fits = first + gpus_asked <= gpus
+            if start < 0:
+                fits = fits and held_before + gpus_asked <= gpus
             if fits and _realtime_room(spec, running_used, gpus_asked, end, gpus):
                 task["arrival"] = 0
                 task["running"] = {"start": start, "first_gpu": first}
                 next_free = first + gpus_asked
+                held_before += gpus_asked if start < 0 else 0
                 for step in range(end):
                     running_used[step] += gpus_asked
         if "running" not in task and rng.random() < deadline_fraction:

@@ -403,6 +403,17 @@ def _remaining(time_limit: float | None, started: float) -> float | None:
     return max(0.05, time_limit - (time.perf_counter() - started))
 
 
+_SCHEDULER_THREADS: list[int] = []  # thread count of HiGHS's process-wide scheduler
+
+
+def _use_threads(highspy: Any, threads: int) -> None:
+    """HiGHS keeps one scheduler per process and refuses a run asking for another thread
+    count; reset it when the count changes."""
+    if _SCHEDULER_THREADS and _SCHEDULER_THREADS[0] != threads:
+        highspy.Highs.resetGlobalScheduler(True)
+    _SCHEDULER_THREADS[:] = [threads]
+
+
 def _report_progress(highs: Any, progress: Progress) -> None:
     """Call ``progress(seconds, incumbent, bound)`` when HiGHS's incumbent or bound moves."""
     last: list[tuple[float, float]] = []
@@ -463,6 +474,7 @@ def _solve_highspy(
     ]
     highs = highspy.Highs()
     highs.setOptionValue("output_flag", log)
+    _use_threads(highspy, max(1, threads))
     highs.setOptionValue("threads", max(1, threads))
     highs.setOptionValue("random_seed", seed)
     for option, value in HIGHS_OPTIONS.items():
@@ -544,6 +556,7 @@ def _solve_appsi(
     from pyomo.contrib.appsi.base import TerminationCondition
     from pyomo.contrib.appsi.solvers.highs import Highs
 
+    _use_threads(require("highspy", "milp"), max(1, threads))
     highs = Highs()
     highs.config.time_limit = time_limit
     highs.config.warmstart = warm

@@ -315,7 +315,10 @@ def finish(
             best_grid = grid
     objective = evaluate(problem, best_grid).objective
     if bound is not None:
-        bound = max(bound, objective)
+        if bound < objective - 1e-6 * max(1.0, abs(objective)):
+            bound = None  # inconsistent with a legal grid: not a proven bound, do not report it
+        else:
+            bound = max(bound, objective)  # the solver's rounding noise
     seconds = time.perf_counter() - started
     return make_result(
         problem, best_grid, method=method, seconds=seconds, status=status, bound=bound

@@ -27,6 +27,8 @@ BATCH_KINDS: tuple[str, ...] = ("training", "batch_inference", "quantization")
 #: 10,000 steps is already far beyond what the methods are meant for).
 MAX_GPUS = 65_536
 MAX_HORIZON = 10_000
+#: Largest duration, arrival or age (in steps) a task may state.
+MAX_STEPS = 1_000_000
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
@@ -41,8 +43,8 @@ class Running(BaseModel):
 
     model_config = _CONFIG
 
-    start: int = Field(le=0, description="Step at which the task started (0 or negative).")
-    first_gpu: int = Field(ge=0, description="First GPU of its block.")
+    start: int = Field(ge=-MAX_STEPS, le=0, description="Step at which it started (<= 0).")
+    first_gpu: int = Field(ge=0, le=MAX_GPUS, description="First GPU of its block.")
 
 
 class Task(BaseModel):
@@ -54,15 +56,15 @@ class Task(BaseModel):
     kind: TaskKind
     priority: float = Field(ge=0, le=1e9)
     # batch-like fields
-    gpus: int | None = Field(default=None, ge=1)
-    duration: int | None = Field(default=None, ge=1)
-    arrival: int = Field(default=0, ge=0)
-    deadline: int | None = Field(default=None, ge=1)
+    gpus: int | None = Field(default=None, ge=1, le=MAX_GPUS)
+    duration: int | None = Field(default=None, ge=1, le=MAX_STEPS)
+    arrival: int = Field(default=0, ge=0, le=MAX_STEPS)
+    deadline: int | None = Field(default=None, ge=1, le=2 * MAX_STEPS)
     running: Running | None = None
     # realtime fields
     demand: list[int] | None = None
-    max_swap: int | None = Field(default=None, ge=0)
-    initial: int | None = Field(default=None, ge=0)
+    max_swap: int | None = Field(default=None, ge=0, le=MAX_GPUS)
+    initial: int | None = Field(default=None, ge=0, le=MAX_GPUS)
 
     @property
     def is_realtime(self) -> bool:
@@ -94,7 +96,8 @@ class Task(BaseModel):
                 raise ValueError(f"{name}: duration is required for a {self.kind} task")
             if not is_power_of_two(self.gpus):
                 raise ValueError(f"{name}: gpus must be a power of two (got {self.gpus})")
-            if self.deadline is not None and self.deadline < self.arrival + self.duration:
+            late = self.deadline is not None and self.deadline < self.arrival + self.duration
+            if late and self.running is None:  # a running task's arrival and deadline are history
                 raise ValueError(
                     f"{name}: deadline {self.deadline} is before arrival + duration "
                     f"({self.arrival} + {self.duration})"
@@ -103,15 +106,6 @@ class Task(BaseModel):
                 raise ValueError(
                     f"{name}: running.start {self.running.start} plus duration {self.duration} "
                     "ends before step 0, so the task has already finished"
-                )
-            if (
-                self.running is not None
-                and self.deadline is not None
-                and self.running.start + self.duration > self.deadline
-            ):
-                raise ValueError(
-                    f"{name}: running task ends at step {self.running.start + self.duration}, "
-                    f"after its deadline {self.deadline}"
                 )
         return self
 
@@ -190,10 +184,6 @@ class AllocationProblem(BaseModel):
                     f"{name}: gpus {task.gpus} exceeds gpus_per_node {node}, "
                     "and a block may not cross a node boundary"
                 )
-            if task.arrival >= horizon and task.running is None:
-                raise ValueError(
-                    f"{name}: arrival {task.arrival} is not inside the horizon of {horizon} steps"
-                )
             if task.running is not None:
                 first = task.running.first_gpu
                 if first + task.gpus > gpus:
@@ -238,8 +228,16 @@ class AllocationProblem(BaseModel):
         steps = np.arange(1, horizon + 1, dtype=np.int64)
         for task in self.tasks:
             if task.is_realtime:
-                swap = self.gpus if task.max_swap is None else task.max_swap
+                swap = _swap_of(task, self.gpus)
                 need += np.maximum(0, _initial_of(task) - swap * steps)
+        before = sum(_initial_of(t) for t in self.tasks if t.is_realtime) + sum(
+            t.gpus or 0 for t in self.tasks if t.running is not None and t.running.start < 0
+        )
+        if before > self.gpus:
+            raise ValueError(
+                f"tasks: just before step 0 the realtime initial counts and the running tasks "
+                f"hold {before} GPUs but the cluster has {self.gpus}"
+            )
         over = np.flatnonzero(need > self.gpus)
         if over.size:
             step = int(over[0])
@@ -274,6 +272,11 @@ def _initial_of(task: Task) -> int:
         return task.initial
     assert task.demand is not None
     return task.demand[0] if task.demand else 0
+
+
+def _swap_of(task: Task, gpus: int) -> int:
+    """``max_swap``, where unset or above the cluster size means no limit (``gpus``)."""
+    return gpus if task.max_swap is None else min(gpus, task.max_swap)
 
 
 def _nested_error(exc: ValidationError, prefix: str) -> ValueError:
@@ -391,10 +394,7 @@ class AllocationIndex:
             batch_remaining=np.array([_remaining(tasks[i]) for i in batch], dtype=np.int64),
             realtime_idx=np.array(realtime, dtype=np.int64),
             demand=demand,
-            max_swap=np.array(
-                [gpus if tasks[i].max_swap is None else tasks[i].max_swap for i in realtime],
-                dtype=np.int64,
-            ),
+            max_swap=np.array([_swap_of(tasks[i], gpus) for i in realtime], dtype=np.int64),
             initial=np.array([_initial_of(tasks[i]) for i in realtime], dtype=np.int64),
         )
 

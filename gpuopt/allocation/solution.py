@@ -46,10 +46,11 @@ class AllocationResult(BaseModel):
     """The result contract of DESIGN.md section 5.
 
     ``grid[t][g]`` is the id of the task on GPU ``g`` at step ``t``, or None.
-    ``bound`` and ``gap`` are filled by exact methods only.
+    ``bound`` and ``gap`` are filled by exact methods only. Unknown fields in
+    a result JSON are ignored (the contract may gain optional fields).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     method: str
     name: str | None = None

@@ -30,7 +30,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(handle)
     try:
         yield Path(temporary)
-        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; outputs are ordinary files
+        os.chmod(temporary, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs are ordinary files
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -38,10 +38,15 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise
 
 
-def _umask() -> int:
+def _read_umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current
+
+
+#: Read once at import: os.umask can only be read by setting it, which is unsafe later
+#: while other threads may create files.
+_UMASK = _read_umask()
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

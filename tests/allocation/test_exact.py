@@ -238,3 +238,12 @@ def test_patterns_prune_running_cells_and_capacity() -> None:
         assert not (first < 2 and start < 2)
     assert patterns.capacity.tolist() == [2, 2, 4, 4]
     assert patterns.fixed_value == pytest.approx(2 * 2 * 1.5)
+
+
+@pytest.mark.parametrize("solver", ["highs", "pyomo-highs"])
+def test_thread_count_can_change_between_runs(solver: str) -> None:
+    problem, optimum = KNOWN["late-high"]
+    for threads in (1, 2, 1):
+        result = gpuopt.solve(problem, "milp", solver=solver, threads=threads)
+        assert result.status == "optimal", threads
+        assert result.objective == pytest.approx(optimum)

@@ -258,3 +258,55 @@ def test_fifo_ignores_priority() -> None:
     )
     result = solve_fifo(low_first)
     assert [row[0] for row in result.grid] == ["a", "a", "b", "b"]
+
+
+def test_late_arrival_is_never_scheduled() -> None:
+    problem = make_problem(
+        [{"id": "later", "kind": "training", "priority": 1, "gpus": 1, "duration": 1, "arrival": 6}]
+    )
+    for method in METHODS:
+        result = gpuopt.solve(problem, method)
+        assert_legal(problem, result)
+        assert result.metrics.scheduled == 0
+
+
+def test_huge_max_swap_means_no_limit() -> None:
+    problem = make_problem(
+        [
+            {
+                "id": "r",
+                "kind": "realtime",
+                "priority": 10,
+                "demand": [2, 2, 2, 2],
+                "initial": 0,
+                "max_swap": 60_000,
+            }
+        ],
+        gpus=2,
+    )
+    for method in METHODS:
+        result = gpuopt.solve(problem, method)
+        assert_legal(problem, result)
+        assert result.metrics.shortfall == 0
+
+
+def test_realtime_services_keep_their_gpus() -> None:
+    problem = make_problem(
+        [
+            {
+                "id": "old",
+                "kind": "training",
+                "priority": 1,
+                "gpus": 1,
+                "duration": 1,
+                "running": {"start": 0, "first_gpu": 0},
+            },
+            {"id": "web", "kind": "realtime", "priority": 9, "demand": [0, 1], "initial": 0},
+            {"id": "chat", "kind": "realtime", "priority": 5, "demand": [1, 1], "max_swap": 0},
+        ],
+        gpus=2,
+        horizon=2,
+    )
+    for method in METHODS:
+        grid = gpuopt.solve(problem, method).grid
+        assert grid[0][1] == grid[1][1] == "chat"  # web takes the freed GPU, chat stays put

@@ -59,10 +59,6 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
         scenario({**TRAIN, "arrival": 1, "deadline": 3}),
         "deadline 3 is before arrival + duration (1 + 3)",
     ),
-    "arrival outside horizon": (
-        scenario({**TRAIN, "arrival": 4}),
-        "arrival 4 is not inside the horizon",
-    ),
     "running outside cluster": (
         scenario({**TRAIN, "running": {"start": 0, "first_gpu": 3}}),
         "lies outside the cluster",
@@ -114,6 +110,19 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
         ),
         "at step 0 running tasks and the realtime ramp-down",
     ),
+    "state before step 0 over capacity": (
+        scenario(
+            {**TRAIN, "gpus": 4, "duration": 3, "running": {"start": -1, "first_gpu": 0}},
+            {**RT, "demand": [0] * 4, "initial": 2, "max_swap": 2},
+        ),
+        "just before step 0 the realtime initial counts and the running tasks hold 6 GPUs",
+    ),
+    "max_swap beyond any cluster": (scenario({**RT, "max_swap": 2**63}), "tasks[0].max_swap"),
+    "duration beyond reason": (scenario({**TRAIN, "duration": 2**63}), "tasks[0].duration"),
+    "running started ages ago": (
+        scenario({**TRAIN, "duration": 2**40, "running": {"start": -(2**40), "first_gpu": 0}}),
+        "tasks[0]",
+    ),
     "decay above one": ({"gpus": 4, "decay": 1.5, "tasks": []}, "decay"),
     "tasks not a list": ({"gpus": 4, "tasks": {"id": "x"}}, "tasks"),
     "empty id": (scenario({**TRAIN, "id": ""}), "tasks[0].id"),
@@ -154,6 +163,14 @@ def test_load_problem_file_errors(tmp_path: Path) -> None:
 
 
 def test_valid_edge_cases_are_accepted() -> None:
+    late = parse_problem(scenario({**TRAIN, "arrival": 9}))  # arrives after the horizon
+    assert late.index.batch_last_start.tolist() == [3]  # below its arrival: no legal start
+    overdue = parse_problem(  # a running job past its deadline is still kept (re-planning)
+        scenario({**TRAIN, "duration": 4, "deadline": 2, "running": {"start": -1, "first_gpu": 0}})
+    )
+    assert overdue.index.batch_remaining.tolist() == [3]
+    huge = parse_problem(scenario({**RT, "max_swap": 60_000}))  # no limit at all
+    assert huge.index.max_swap.tolist() == [4]
     assert parse_problem({"gpus": 1, "horizon": 1, "tasks": []}).index.num_batch == 0
     one = parse_problem(scenario({**TRAIN, "gpus": 4, "duration": 99}, horizon=1))
     assert one.index.batch_last_start.tolist() == [0]

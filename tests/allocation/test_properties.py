@@ -68,6 +68,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
 
     taken = [False] * gpus  # GPUs held by running tasks at step 0
     need = [0] * horizon  # V3: running GPUs + forced realtime ramp-down per step
+    before = 0  # GPUs held just before step 0: running tasks started earlier + realtime initial
     tasks: list[dict[str, Any]] = []
     # batch-like tasks first (running ones fix `need`), then realtime tasks
     batch_kinds = [k for k in kinds if k != "realtime"]
@@ -99,6 +100,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
                     taken[g] = True
                 for t in range(min(horizon, start + duration)):
                     need[t] += size
+                before += size if start < 0 else 0
         if draw(st.integers(0, 2)) == 0:
             task["deadline"] = arrival + duration + draw(st.integers(0, 3))
         tasks.append(task)
@@ -107,7 +109,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         max_swap = draw(st.none() | st.integers(0, 3))
         swap = gpus if max_swap is None else max_swap
         # largest initial that keeps V3: need[t] + max(0, c - swap*(t+1)) <= gpus
-        room = min(gpus, *(gpus - need[t] + swap * (t + 1) for t in range(horizon)))
+        room = min(gpus - before, *(gpus - need[t] + swap * (t + 1) for t in range(horizon)))
         initial = draw(st.none() | st.integers(0, room))
         if initial is None and demand[0] > room:
             initial = draw(st.integers(0, room))
@@ -122,6 +124,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         if initial is not None:
             task["initial"] = initial
         start_count = demand[0] if initial is None else initial
+        before += start_count
         for t in range(horizon):
             need[t] += max(0, start_count - swap * (t + 1))
         tasks.append(task)
