@@ -168,17 +168,20 @@ def _fmt(value: float | None, spec: str = ".2%") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def plot(rows: list[dict[str, Any]], path: str) -> None:
+def plot(rows: list[dict[str, Any]], solver_rows: list[dict[str, Any]], path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.6))
     names = [r["instance"] for r in rows]
     greedy = [100 * (r["greedy_gap"] or 0) for r in rows]
     axes[0].barh(names, greedy, color="tab:blue")
     axes[0].set_xlabel("greedy gap to best proven bound (%)")
+    for position, row in enumerate(rows):
+        if row["greedy_gap"] is None:
+            axes[0].text(0.05, position, "no bound proved", va="center", fontsize=7)
     axes[0].invert_yaxis()
     axes[0].tick_params(axis="y", labelsize=7)
     for method, color in (("cpsat", "tab:orange"), ("milp/highs", "tab:green")):
@@ -194,10 +197,33 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
                          label=f"{method} {'warm' if warm else 'cold'}")
     axes[1].set_xscale("log")
     axes[1].set_yscale("symlog", linthresh=0.1)
+    axes[1].set_ylim(0, 120)
     axes[1].set_xlabel("seconds")
     axes[1].set_ylabel("gap (%)")
     axes[1].legend(fontsize=8)
     axes[1].set_title("gap over time, one line per instance", fontsize=9)
+    if solver_rows:
+        instances = list(dict.fromkeys(r["instance"] for r in solver_rows))
+        solvers = list(dict.fromkeys(r["solver"] for r in solver_rows))
+        width = 0.8 / len(solvers)
+        for k, solver in enumerate(solvers):
+            times = []
+            for instance in instances:
+                row = next(r for r in solver_rows
+                           if r["instance"] == instance and r["solver"] == solver)
+                times.append(row["optimal_seconds"] if row["optimal_seconds"] is not None
+                             else float("nan"))
+            axes[2].barh([i + k * width for i in range(len(instances))], times, height=width,
+                         label=solver)
+        axes[2].set_yticks([i + 0.4 - width / 2 for i in range(len(instances))], instances,
+                           fontsize=7)
+        axes[2].invert_yaxis()
+        axes[2].set_xscale("log")
+        from matplotlib.ticker import NullFormatter
+
+        axes[2].xaxis.set_minor_formatter(NullFormatter())
+        axes[2].set_xlabel("seconds to a proven optimum, cold start (no bar: not within limit)")
+        axes[2].legend(fontsize=7)
     fig.tight_layout()
     from gpuopt.io.files import write_with
 
@@ -217,17 +243,25 @@ def main() -> int:
     parser.add_argument("--json")
     parser.add_argument("--plot")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--from-json", help="re-render tables and plot from a saved --json")
     args = parser.parse_args()
     if args.quick:
         args.limit, args.cold_limit, args.seeds, args.max_gpus = 10.0, 5.0, 1, 64
         args.solver_limit = 5.0
     console = Console(quiet=args.quiet, highlight=False, markup=False, width=160)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    problems = instances(args.seeds, args.max_gpus)
-    with Progress(console=console, transient=True, disable=args.quiet) as progress:
-        rows = part_gap(problems, args.limit, args.cold_limit, progress)
-        small = [p for p in problems if p.gpus <= 32]
-        solver_rows = [] if args.skip_solvers else part_solvers(small, args.solver_limit, progress)
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        rows, solver_rows, machine = saved["gap"], saved["solvers"], saved["machine"]
+        for name in ("limit", "cold_limit", "solver_limit"):
+            setattr(args, name, saved["args"][name])
+    else:
+        problems = instances(args.seeds, args.max_gpus)
+        with Progress(console=console, transient=True, disable=args.quiet) as progress:
+            rows = part_gap(problems, args.limit, args.cold_limit, progress)
+            small = [p for p in problems if p.gpus <= 32]
+            solver_rows = ([] if args.skip_solvers
+                           else part_solvers(small, args.solver_limit, progress))
     table = Table(title=f"greedy gap and exact methods (warm {args.limit:.0f} s, cold "
                         f"{args.cold_limit:.0f} s; {machine})")
     for column in ("instance", "GPUs x tasks", "greedy", "best", "best bound", "greedy gap",
@@ -263,11 +297,11 @@ def main() -> int:
                           _fmt(row["optimal_seconds"], ".2f"), row["status"],
                           f"{row['objective']:.1f}", _fmt(row["gap"], ".2%"))
         console.print(table)
-    if args.json:
+    if args.json and not args.from_json:
         payload = {"machine": machine, "args": vars(args), "gap": rows, "solvers": solver_rows}
         write_text_atomic(args.json, json.dumps(payload, indent=1) + "\n")
     if args.plot:
-        plot(rows, args.plot)
+        plot(rows, solver_rows, args.plot)
     return 0
 
 

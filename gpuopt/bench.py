@@ -38,6 +38,18 @@ class BenchRow:
         base = self.results[baseline].metrics.value
         return self.results[method].metrics.value / base - 1 if base > 0 else float("inf")
 
+    def best_bound(self) -> float | None:
+        """The tightest bound any exact method proved on this scenario."""
+        bounds = [r.bound for r in self.results.values() if r.bound is not None]
+        return min(bounds) if bounds else None
+
+    def gap_to_bound(self, method: str) -> float | None:
+        """``(best bound - objective) / |best bound|`` of ``method``, None without a bound."""
+        bound = self.best_bound()
+        if bound is None:
+            return None
+        return max(0.0, bound - self.results[method].objective) / max(abs(bound), 1e-9)
+
     def to_dict(self) -> dict[str, object]:
         return {
             "scenario": self.problem.name,
@@ -50,6 +62,7 @@ class BenchRow:
                     "gap": result.gap,
                     "status": result.status,
                     "median_seconds": self.median_seconds[name],
+                    "gap_to_best_bound": self.gap_to_bound(name),
                     **result.metrics.model_dump(),
                 }
                 for name, result in self.results.items()
@@ -86,7 +99,7 @@ def scenario_files(folder: str | Path | None) -> list[Path]:
 
 def run_bench(
     paths: Sequence[Path],
-    methods: Sequence[str] = (BASELINE, "greedy"),
+    methods: Sequence[str] = (BASELINE, "greedy", "cpsat"),
     *,
     repeat: int = 20,
     time_limit: float | None = None,

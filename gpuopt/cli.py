@@ -50,7 +50,7 @@ def _console(quiet: bool = False) -> Any:
 
     console = Console(quiet=quiet, highlight=False, markup=False)
     if not console.is_terminal:
-        console.width = max(console.width, 160)  # pipes and files get the whole table
+        console.width = max(console.width, 220)  # pipes and files get the whole table
     return console
 
 
@@ -203,53 +203,71 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _print_bench_table(console: Any, rows: list[Any], methods: list[str]) -> None:
+    import statistics
+
     from rich.table import Table
 
     from gpuopt.bench import BASELINE
 
     others = [m for m in methods if m != BASELINE]
     table = Table(title="gpuopt allocation benchmark (FIFO -> method)")
-    for column in (
+    columns = (
         "scenario",
         "GPUs x tasks",
         "method",
         "utilization",
         "value",
         "value gain",
+        "objective",
+        "gap to bound",
         "completed",
         "shortfall",
         "decision ms",
         "x FIFO time",
-    ):
+    )
+    for column in columns:
         table.add_column(column, justify="left" if column in ("scenario", "method") else "right")
     gains: dict[str, list[float]] = {m: [] for m in others}
+    gaps: dict[str, list[float]] = {m: [] for m in methods}
     for row in rows:
         base = row.results[BASELINE]
+        bound = row.best_bound()
         for method in others:
             result = row.results[method]
             gain = row.gain(method)
             gains[method].append(gain)
+            gap = row.gap_to_bound(method)
+            if gap is not None:
+                gaps[method].append(gap)
             ratio = row.median_seconds[method] / max(row.median_seconds[BASELINE], 1e-12)
             table.add_row(
                 row.problem.name,
                 f"{row.problem.gpus} x {len(row.problem.tasks)}",
-                method,
+                method + ("" if result.status == "feasible" else f" [{result.status}]"),
                 f"{base.metrics.utilization:.1%} -> {result.metrics.utilization:.1%}",
                 f"{base.metrics.value:,.0f} -> {result.metrics.value:,.0f}",
                 f"{gain:+.1%}",
+                f"{result.objective:,.1f}",
+                "-" if gap is None else f"{gap:.2%}",
                 f"{base.metrics.completed} -> {result.metrics.completed}",
                 f"{base.metrics.shortfall} -> {result.metrics.shortfall}",
                 f"{row.median_seconds[method] * 1000:.2f}",
                 f"{ratio:.2f}",
             )
+        if bound is not None and row.gap_to_bound(BASELINE) is not None:
+            gaps[BASELINE].append(row.gap_to_bound(BASELINE))
     console.print(table)
     for method, values in gains.items():
         if values:
-            import statistics
-
             console.print(
                 f"{method}: value gain over FIFO: mean {statistics.fmean(values):+.1%}, "
                 f"median {statistics.median(values):+.1%}, lowest {min(values):+.1%}"
+            )
+    for method, values in gaps.items():
+        if values:
+            console.print(
+                f"{method}: gap to the best proven bound: mean {statistics.fmean(values):.2%}, "
+                f"max {max(values):.2%} ({len(values)} scenarios)"
             )
 
 
@@ -335,7 +353,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--scenarios", help="folder of scenario JSON files (default: benchmarks/scenarios)"
     )
-    bench.add_argument("--methods", default="fifo,greedy", help="comma-separated methods")
+    bench.add_argument(
+        "--methods",
+        default="fifo,greedy,cpsat",
+        help="comma-separated methods (default fifo,greedy,cpsat; exact ones run once)",
+    )
     bench.add_argument(
         "--repeat",
         type=_positive_int,

@@ -138,7 +138,9 @@ def test_bench_table_pictures_and_json(tmp_path: Path, capsys: pytest.CaptureFix
     assert sorted(p.name for p in plots.iterdir()) == ["mixed-control.png", "oversubscribed.png"]
     payload = json.loads(figures.read_text())
     assert {row["scenario"] for row in payload["rows"]} == {"mixed-control", "oversubscribed"}
-    assert set(payload["rows"][0]["methods"]) == {"fifo", "greedy"}
+    assert set(payload["rows"][0]["methods"]) == {"fifo", "greedy", "cpsat"}
+    assert payload["rows"][0]["methods"]["cpsat"]["status"] == "optimal"
+    assert "gap to the best proven bound" in stdout
 
 
 def test_generate_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
