@@ -397,6 +397,26 @@ def solve_milp(
     )
 
 
+#: Solver termination names (HiGHS's, Pyomo's appsi and legacy ones) -> our statuses.
+_STATUS: dict[str, Status] = {
+    "kOptimal": "optimal",
+    "optimal": "optimal",
+    "kInfeasible": "infeasible",
+    "infeasible": "infeasible",
+    "kTimeLimit": "time_limit",
+    "kIterationLimit": "time_limit",
+    "kSolutionLimit": "time_limit",
+    "kInterrupt": "time_limit",
+    "maxTimeLimit": "time_limit",
+    "maxIterations": "time_limit",
+}
+
+
+def _status(condition: str, found: bool) -> Status:
+    """Our status for a solver's termination condition (anything else: feasible or error)."""
+    return _STATUS.get(condition, "feasible" if found else "error")
+
+
 def _remaining(time_limit: float | None, started: float) -> float | None:
     if time_limit is None:
         return None
@@ -494,21 +514,7 @@ def _solve_highspy(
     info = highs.getInfo()
     found = info.primal_solution_status == 2  # kSolutionStatusFeasible
     bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else None
-    statuses = highspy.HighsModelStatus
-    status: Status
-    if model_status == statuses.kOptimal:
-        status = "optimal"
-    elif model_status == statuses.kInfeasible:
-        status = "infeasible"
-    elif model_status in (
-        statuses.kTimeLimit,
-        statuses.kIterationLimit,
-        statuses.kSolutionLimit,
-        statuses.kInterrupt,
-    ):
-        status = "time_limit"
-    else:
-        status = "feasible" if found else "error"
+    status = _status(model_status.name, found)
     if not found:
         return None, status, bound
     return np.asarray(highs.getSolution().col_value), status, bound
@@ -553,7 +559,6 @@ def _solve_pyomo(
 def _solve_appsi(
     model: Any, time_limit: float | None, seed: int, threads: int, warm: bool, log: bool
 ) -> tuple[bool, Status, float | None]:
-    from pyomo.contrib.appsi.base import TerminationCondition
     from pyomo.contrib.appsi.solvers.highs import Highs
 
     _use_threads(require("highspy", "milp"), max(1, threads))
@@ -568,15 +573,7 @@ def _solve_appsi(
     bound = results.best_objective_bound
     bound = float(bound) if bound is not None and math.isfinite(bound) else None
     found = results.best_feasible_objective is not None
-    status: Status
-    if condition == TerminationCondition.optimal:
-        status = "optimal"
-    elif condition == TerminationCondition.infeasible:
-        status = "infeasible"
-    elif condition in (TerminationCondition.maxTimeLimit, TerminationCondition.maxIterations):
-        status = "time_limit"
-    else:
-        status = "feasible" if found else "error"
+    status = _status(condition.name, found)
     if found:
         results.solution_loader.load_vars()
     return found, status, bound
@@ -586,7 +583,7 @@ def _solve_factory(
     model: Any, name: str, time_limit: float | None, warm: bool, log: bool
 ) -> tuple[bool, Status, float | None]:
     import pyomo.environ as pyo
-    from pyomo.opt import SolverStatus, TerminationCondition
+    from pyomo.opt import SolverStatus
 
     opt = pyo.SolverFactory(name)
     if time_limit is not None:
@@ -597,15 +594,7 @@ def _solve_factory(
         kwargs["warmstart"] = True
     results = opt.solve(model, **kwargs)
     condition = results.solver.termination_condition
-    status: Status
-    if condition == TerminationCondition.optimal:
-        status = "optimal"
-    elif condition == TerminationCondition.infeasible:
-        status = "infeasible"
-    elif condition in (TerminationCondition.maxTimeLimit, TerminationCondition.maxIterations):
-        status = "time_limit"
-    else:
-        status = "feasible" if results.solver.status == SolverStatus.ok else "error"
+    status = _status(condition.name, results.solver.status == SolverStatus.ok)
     bound_value = results.problem.upper_bound
     bound = None
     if bound_value is not None and math.isfinite(float(bound_value)):
