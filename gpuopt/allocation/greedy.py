@@ -192,7 +192,7 @@ def _trade_counts(board: Board, b: int, start: int, end: int, beat: float) -> tu
     return (gain, trial) if gain > beat + 1e-9 else (beat, None)
 
 
-def _place_earliest(board: Board, b: int, first_fit: bool = False, trade: bool = False) -> bool:
+def _place_earliest(board: Board, b: int, trade: bool = False) -> bool:
     """Place batch task ``b`` at its earliest feasible start; False if it fits nowhere.
 
     With ``trade``, the first :data:`TRADE_STARTS` starts from its arrival
@@ -233,11 +233,7 @@ def _place_earliest(board: Board, b: int, first_fit: bool = False, trade: bool =
         board.set_realtime(counts)
     end = min(horizon, found + duration)
     firsts, free = board.free_firsts(size, found, end)
-    if first_fit:
-        first = (firsts & -firsts).bit_length() - 1
-    else:
-        first = _choose_block(board, firsts, free, size, found, end)
-    board.place(b, size, first, found, end)
+    board.place(b, size, _choose_block(board, firsts, free, size, found, end), found, end)
     return True
 
 
