@@ -176,11 +176,14 @@ def test_initial_solution_is_a_floor(method: str) -> None:
 def test_time_limit_returns_warm_start_with_status(method: str) -> None:
     problem = random_problem(1, gpus=64, tasks=40, gpus_per_node=8)
     greedy = gpuopt.solve(problem, "greedy")
-    result = gpuopt.solve(problem, method, time_limit=1.5)
+    limit = 2.0
+    result = gpuopt.solve(problem, method, time_limit=limit)
     assert_legal(problem, result)
     assert result.status in ("time_limit", "optimal")
     assert result.objective >= greedy.objective - 1e-9
-    assert result.seconds < 1.5 * 1.5 + 0.5  # benchmarks measure the overrun precisely
+    # a sanity bound only: a solver's first run may overrun by its start-up (about 0.6 s for
+    # CP-SAT here); docs/benchmarks.md reports the overruns measured on a quiet machine
+    assert result.seconds < limit * 1.5 + 0.5
 
 
 @pytest.mark.parametrize("method", EXACT)
