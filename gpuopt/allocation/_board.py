@@ -290,7 +290,7 @@ def realtime_curves(
     steps = np.arange(1, horizon + 1, dtype=np.int64)
     ramp = np.arange(horizon, dtype=np.int64)
     swap = index.max_swap
-    lower = np.maximum(0, index.initial[:, None] - swap[:, None] * steps[None, :])
+    lower = index.realtime_floor
     upper = np.minimum(index.gpus, index.initial[:, None] + swap[:, None] * steps[None, :])
     counts = np.zeros_like(target)
     left = capacity.astype(np.int64) - lower.sum(axis=0)

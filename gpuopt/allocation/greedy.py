@@ -220,8 +220,6 @@ def _place_earliest(board: Board, b: int, trade: bool = False) -> bool:
     if trade and board.counts.size:
         best = board.block_value(b, found) if found >= 0 else 0.0
         stop = min(found if found >= 0 else last + 1, batch.arrival[b] + TRADE_STARTS)
-        if board.block_value(b, batch.arrival[b]) - best < board.cheapest_price[-1]:
-            stop = 0  # no earlier start gains even one missing GPU-step's price (prices fall)
         for option in range(batch.arrival[b], stop):
             end = min(horizon, option + duration)
             gain, trial = _trade_counts(board, b, option, end, best)

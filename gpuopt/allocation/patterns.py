@@ -84,7 +84,7 @@ class PatternSet:
         capacity = np.array(board.room, dtype=np.int64)
         steps = np.arange(1, horizon + 1, dtype=np.int64)
         swap = index.max_swap[:, None]
-        y_lower = np.maximum(0, index.initial[:, None] - swap * steps[None, :])
+        y_lower = index.realtime_floor
         y_upper = np.minimum(capacity[None, :], index.initial[:, None] + swap * steps[None, :])
         y_upper = np.maximum(y_upper, y_lower)  # V3 makes the lower curve fit
         if index.num_realtime:
@@ -284,9 +284,7 @@ def empty_plan(problem: AllocationProblem) -> Grid:
     index = problem.index
     board = Board(index)
     board.pin_running()
-    steps = np.arange(1, index.horizon + 1, dtype=np.int64)
-    lower = np.maximum(0, index.initial[:, None] - index.max_swap[:, None] * steps[None, :])
-    board.bind_realtime(lower, list(range(index.num_realtime)))
+    board.bind_realtime(index.realtime_floor, list(range(index.num_realtime)))
     return board.grid()
 
 

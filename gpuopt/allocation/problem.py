@@ -348,6 +348,13 @@ class AllocationIndex:
             priority=self.priority[self.batch_idx].tolist(),
         )
 
+    @cached_property
+    def realtime_floor(self) -> np.ndarray:
+        """``(R, T)`` GPUs each realtime task must still hold: its fastest ramp-down from
+        ``initial`` (``ymin`` of the formal model; every legal curve stays at or above it)."""
+        steps = np.arange(1, self.horizon + 1, dtype=np.int64)
+        return np.maximum(0, self.initial[:, None] - self.max_swap[:, None] * steps[None, :])
+
     @property
     def num_batch(self) -> int:
         return int(self.batch_idx.size)
