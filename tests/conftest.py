@@ -24,6 +24,28 @@ def make_problem(tasks: list[dict[str, Any]], **fields: Any) -> AllocationProble
     return AllocationProblem.model_validate(data)
 
 
+# Tiny instances with hand-computed optima (4 GPUs, 4 steps, decay 0.5).
+BIG_OVER_SMALL = make_problem(
+    [
+        {"id": "small", "kind": "quantization", "priority": 3, "gpus": 1, "duration": 4},
+        {"id": "big", "kind": "training", "priority": 1, "gpus": 4, "duration": 4},
+    ]
+)  # big alone: 1*4*(1+.5+.25+.125) = 7.5 beats small alone (3*1.875 = 5.625); both never fit
+LATE_HIGH = make_problem(
+    [
+        {"id": "early-low", "kind": "training", "priority": 1, "gpus": 4, "duration": 2},
+        {
+            "id": "late-high",
+            "kind": "training",
+            "priority": 9,
+            "gpus": 4,
+            "duration": 2,
+            "arrival": 1,
+        },
+    ]
+)  # late-high at 1: 9*4*(.5+.25) = 27, early-low squeezed into step 3: 4*.125 -> 27.5
+
+
 def assert_legal(problem: AllocationProblem, result: AllocationResult) -> None:
     """A result passes the independent checker and reports what ``evaluate`` computes."""
     broken = violations(problem, result.grid)

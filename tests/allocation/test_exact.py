@@ -11,63 +11,39 @@ from gpuopt.allocation.milp import SOLVERS, available_solvers, build_milp, solve
 from gpuopt.allocation.patterns import PatternSet
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.errors import ProblemError
-from tests.conftest import assert_legal, make_problem
+from tests.conftest import BIG_OVER_SMALL, LATE_HIGH, assert_legal, make_problem
 
 cp_model = pytest.importorskip("ortools.sat.python.cp_model")
 pyo = pytest.importorskip("pyomo.environ")
 
 EXACT = ["cpsat", "milp"]
 
-# Tiny instances a person can solve by hand (4 GPUs, 4 steps, decay 0.5 unless said).
-BIG_OVER_SMALL = make_problem(
-    [
-        {"id": "small", "kind": "quantization", "priority": 3, "gpus": 1, "duration": 4},
-        {"id": "big", "kind": "training", "priority": 1, "gpus": 4, "duration": 4},
-    ]
-)  # big alone: 1*4*(1+.5+.25+.125) = 7.5 beats small alone (3*1.875 = 5.625); both never fit
-LATE_HIGH = make_problem(
-    [
-        {"id": "early-low", "kind": "training", "priority": 1, "gpus": 4, "duration": 2},
-        {
-            "id": "late-high",
-            "kind": "training",
-            "priority": 9,
-            "gpus": 4,
-            "duration": 2,
-            "arrival": 1,
-        },
-    ]
-)  # late-high at 1: 9*4*(.5+.25) = 27, early-low squeezed into step 3: 4*.125 -> 27.5
-TRADE = make_problem(
-    [
-        {
-            "id": "svc",
-            "kind": "realtime",
-            "priority": 1,
-            "demand": [2, 2],
-            "max_swap": 2,
-            "initial": 2,
-        },
-        {"id": "job", "kind": "training", "priority": 2, "gpus": 4, "duration": 2},
-    ],
-    horizon=2,
-    decay=1.0,
-)  # the job (2*4*2 = 16) is worth more than serving svc (penalty 2*1*(2+2) = 8): 16 - 8 = 8
-NO_TRADE = make_problem(
-    [
-        {
-            "id": "svc",
-            "kind": "realtime",
-            "priority": 1,
-            "demand": [2, 2],
-            "max_swap": 2,
-            "initial": 2,
-        },
-        {"id": "job", "kind": "training", "priority": 0.5, "gpus": 4, "duration": 2},
-    ],
-    horizon=2,
-    decay=1.0,
-)  # now the job is worth 4 < 8: serve svc, leave the job out -> 0
+# Tiny instances a person can solve by hand (4 GPUs, 4 steps, decay 0.5 unless said);
+# BIG_OVER_SMALL and LATE_HIGH live in conftest.py, shared with test_methods.py.
+
+
+def _trade(job_priority: float) -> AllocationProblem:
+    """One service (penalty 2*1*(2+2) = 8 if it gets nothing) and a 4-GPU job worth
+    job_priority*4*2: the job should take the whole cluster only when it is worth more."""
+    return make_problem(
+        [
+            {
+                "id": "svc",
+                "kind": "realtime",
+                "priority": 1,
+                "demand": [2, 2],
+                "max_swap": 2,
+                "initial": 2,
+            },
+            {"id": "job", "kind": "training", "priority": job_priority, "gpus": 4, "duration": 2},
+        ],
+        horizon=2,
+        decay=1.0,
+    )
+
+
+TRADE = _trade(2)  # 16 - 8 = 8
+NO_TRADE = _trade(0.5)  # 4 < 8: serve svc, leave the job out -> 0
 RUNNING = make_problem(
     [
         {

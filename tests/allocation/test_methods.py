@@ -16,7 +16,7 @@ from gpuopt.allocation.generator import random_problem
 from gpuopt.allocation.greedy import _construct, solve_greedy
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import evaluate
-from tests.conftest import assert_legal, make_problem
+from tests.conftest import BIG_OVER_SMALL, LATE_HIGH, assert_legal, make_problem
 
 METHODS = ["greedy", "fifo"]
 SCENARIOS = sorted(
@@ -35,19 +35,7 @@ def test_tiny_is_legal_and_complete(tiny: AllocationProblem, method: str) -> Non
 
 
 def test_greedy_places_by_priority_fifo_by_arrival() -> None:
-    problem = make_problem(
-        [
-            {"id": "early-low", "kind": "training", "priority": 1, "gpus": 4, "duration": 2},
-            {
-                "id": "late-high",
-                "kind": "training",
-                "priority": 9,
-                "gpus": 4,
-                "duration": 2,
-                "arrival": 1,
-            },
-        ]
-    )
+    problem = LATE_HIGH
     greedy, fifo = gpuopt.solve(problem, "greedy"), gpuopt.solve(problem, "fifo")
     assert_legal(problem, greedy)
     assert_legal(problem, fifo)
@@ -102,12 +90,7 @@ def test_realtime_troughs_go_to_batch_work() -> None:
 
 
 def test_improvement_pass_lets_a_large_task_replace_a_small_one() -> None:
-    problem = make_problem(
-        [
-            {"id": "small", "kind": "quantization", "priority": 3, "gpus": 1, "duration": 4},
-            {"id": "big", "kind": "training", "priority": 1, "gpus": 4, "duration": 4},
-        ]
-    )
+    problem = BIG_OVER_SMALL
     plain = solve_greedy(problem, improve=False)
     improved = solve_greedy(problem)
     assert_legal(problem, plain)
