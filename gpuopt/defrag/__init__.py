@@ -1,0 +1,32 @@
+"""Defragmentation: which running tasks to move so that whole nodes come free.
+
+``problem.py`` (the snapshot and its index view), ``solution.py`` (plan,
+checker, metrics), ``onehop.py`` (descheduler-style baseline), ``greedy.py``
+(IPC: partitions, eviction chains, rounds), ``milp.py`` / ``cpsat.py`` (exact),
+``diagnosis.py`` (idle GPUs by cause); the formal model is ``models/defrag.md``.
+"""
+
+from gpuopt.defrag.problem import DefragOptions, DefragProblem, load_snapshot, parse_snapshot
+from gpuopt.defrag.solution import (
+    MigrationPlan,
+    Move,
+    PlanMetrics,
+    apply_plan,
+    evaluate,
+    load_plan,
+    violations,
+)
+
+__all__ = [
+    "DefragOptions",
+    "DefragProblem",
+    "MigrationPlan",
+    "Move",
+    "PlanMetrics",
+    "apply_plan",
+    "evaluate",
+    "load_plan",
+    "load_snapshot",
+    "parse_snapshot",
+    "violations",
+]

@@ -1,0 +1,303 @@
+"""The search engine behind ``onehop`` and ``ipc``: one shard of nodes, emptied node by node.
+
+A :class:`Shard` is a plain, picklable payload (numpy arrays and ints) that
+holds a set of nodes and every task on them, so it can be solved in another
+process or on a Dask worker without the pydantic snapshot. :func:`empty_nodes`
+tries the shard's nodes in a given order and returns the moves it made, in an
+order that runs make-before-break (rule D3 of ``models/defrag.md``).
+
+How each rule holds (labels of ``models/defrag.md``):
+
+- D2: locked tasks are never chosen, and a node holding one is never tried.
+- D3: a move is made only when the target has room for the task's GPUs, CPUs
+  and memory while the source still holds it; an eviction chain makes the
+  victim's move first, so the plan runs from the chain's tail.
+- D4: targets are filtered by the task's selector mask.
+- D5: a target that already holds a task of the task's anti-affinity group is
+  never chosen (unless that task is the victim evicted first).
+- D6: the move budget and per-group budgets are checked before a node is
+  accepted; a node whose moves would exceed them is rolled back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Unlimited memory (a node that states none) as an integer that never binds.
+NO_LIMIT = np.int64(2**62)
+#: Candidate targets and victims tried per level of an eviction chain.
+CHAIN_TARGETS = 4
+CHAIN_VICTIMS = 2
+#: Placement attempts (direct or chained) spent on one node before giving up on it.
+NODE_BUDGET = 120
+
+
+@dataclass
+class Shard:
+    """Nodes of one partition and the tasks on them (positions are global)."""
+
+    node_pos: np.ndarray  # local node -> global node position
+    node_gpus: np.ndarray
+    node_cpus: np.ndarray
+    free_gpus: np.ndarray
+    free_cpus: np.ndarray
+    free_memory: np.ndarray  # NO_LIMIT where memory is not tracked
+    selector_masks: np.ndarray  # selector row -> bool per local node
+    task_pos: np.ndarray  # local task -> global task position
+    task_node: np.ndarray  # local task -> local node
+    task_gpus: np.ndarray
+    task_cpus: np.ndarray
+    task_memory: np.ndarray
+    task_locked: np.ndarray
+    task_hp: np.ndarray
+    task_group: np.ndarray
+    task_selector: np.ndarray
+    orders: list[np.ndarray]  # node orders to try (local nodes); the best result is kept
+    depth: int
+    max_moves: int | None = None
+    group_budget: dict[int, int] = field(default_factory=dict)
+    seconds: float | None = None
+
+
+@dataclass
+class _State:
+    shard: Shard
+    free_gpus: np.ndarray
+    free_cpus: np.ndarray
+    free_memory: np.ndarray
+    count: np.ndarray  # tasks per local node
+    tasks_on: list[list[int]]
+    task_node: np.ndarray
+    group_nodes: dict[int, set[int]]
+    blocked: np.ndarray  # nodes emptied or being emptied: never targets
+    cpu_scale: float
+    log: list[tuple[int, int, int]] = field(default_factory=list)
+    in_flight: set[int] = field(default_factory=set)
+    attempts: int = 0
+
+    def move(self, task: int, target: int) -> None:
+        shard, source = self.shard, int(self.task_node[task])
+        self.free_gpus[target] -= shard.task_gpus[task]
+        self.free_cpus[target] -= shard.task_cpus[task]
+        self.free_memory[target] -= shard.task_memory[task]
+        self.free_gpus[source] += shard.task_gpus[task]
+        self.free_cpus[source] += shard.task_cpus[task]
+        self.free_memory[source] += shard.task_memory[task]
+        self.count[target] += 1
+        self.count[source] -= 1
+        self.tasks_on[source].remove(task)
+        self.tasks_on[target].append(task)
+        self.task_node[task] = target
+        group = int(shard.task_group[task])
+        if group >= 0:
+            nodes = self.group_nodes[group]
+            nodes.discard(source)
+            nodes.add(target)
+        self.log.append((task, source, target))
+
+    def rollback(self, mark: int) -> None:
+        while len(self.log) > mark:
+            task, source, _ = self.log.pop()
+            self.move(task, source)
+            self.log.pop()
+
+    def targets(self, task: int, forbidden: set[int]) -> np.ndarray:
+        """Boolean mask of nodes that may receive ``task`` now (D3, D4, D5)."""
+        shard = self.shard
+        mask: np.ndarray = (
+            shard.selector_masks[shard.task_selector[task]] & ~self.blocked & (self.count > 0)
+        )
+        mask &= self.free_gpus >= shard.task_gpus[task]
+        mask &= self.free_cpus >= shard.task_cpus[task]
+        mask &= self.free_memory >= shard.task_memory[task]
+        mask[self.task_node[task]] = False
+        for node in forbidden:
+            mask[node] = False
+        group = int(shard.task_group[task])
+        if group >= 0:
+            for node in self.group_nodes[group]:
+                mask[node] = False
+        return mask
+
+    def best_fit(self, task: int, mask: np.ndarray) -> int:
+        """The fullest eligible node after placing ``task`` (GPUs first, CPUs to break ties)."""
+        candidates = np.flatnonzero(mask)
+        if candidates.size == 0:
+            return -1
+        shard = self.shard
+        score = (self.free_gpus[candidates] - shard.task_gpus[task]) + (
+            self.free_cpus[candidates] - shard.task_cpus[task]
+        ) * self.cpu_scale
+        return int(candidates[int(np.argmin(score))])
+
+    def place(self, task: int, depth: int, forbidden: set[int]) -> bool:
+        """Move ``task`` off its node, directly or through an eviction chain of ``depth`` moves."""
+        self.attempts += 1
+        if self.attempts > NODE_BUDGET:
+            return False
+        target = self.best_fit(task, self.targets(task, forbidden))
+        if target >= 0:
+            self.move(task, target)
+            return True
+        if depth <= 1:
+            return False
+        return self._chain(task, depth, forbidden)
+
+    def _chain(self, task: int, depth: int, forbidden: set[int]) -> bool:
+        """Make room on a near-fitting node by moving one of its tasks first (tail first)."""
+        shard = self.shard
+        gpus, cpus, memory = shard.task_gpus[task], shard.task_cpus[task], shard.task_memory[task]
+        mask = shard.selector_masks[shard.task_selector[task]] & ~self.blocked & (self.count > 0)
+        mask &= shard.node_gpus >= gpus
+        mask[self.task_node[task]] = False
+        for node in forbidden:
+            mask[node] = False
+        candidates = np.flatnonzero(mask)
+        if candidates.size == 0:
+            return False
+        deficit = np.maximum(gpus - self.free_gpus[candidates], 0)
+        ranked = candidates[np.argsort(deficit, kind="stable")[:CHAIN_TARGETS]]
+        group = int(shard.task_group[task])
+        for node in ranked.tolist():
+            need_gpus = max(0, int(gpus - self.free_gpus[node]))
+            need_cpus = max(0, int(cpus - self.free_cpus[node]))
+            need_memory = max(0, int(memory - self.free_memory[node]))
+            conflict = group >= 0 and node in self.group_nodes[group]
+            victims = [
+                victim
+                for victim in self.tasks_on[node]
+                if not shard.task_locked[victim]
+                and victim not in self.in_flight
+                and shard.task_gpus[victim] >= need_gpus
+                and shard.task_cpus[victim] >= need_cpus
+                and shard.task_memory[victim] >= need_memory
+                and (not conflict or shard.task_group[victim] == group)
+            ]
+            if not victims or (
+                need_gpus == 0 and need_cpus == 0 and need_memory == 0 and not conflict
+            ):
+                continue
+            victims.sort(key=lambda v: (int(shard.task_gpus[v]), int(shard.task_cpus[v])))
+            for victim in victims[:CHAIN_VICTIMS]:
+                mark = len(self.log)
+                self.in_flight.add(victim)
+                moved = self.place(victim, depth - 1, forbidden | {node})
+                self.in_flight.discard(victim)
+                if moved and self.targets(task, forbidden)[node]:
+                    self.move(task, node)
+                    return True
+                self.rollback(mark)
+        return False
+
+
+def _start(shard: Shard) -> _State:
+    num_nodes = shard.node_pos.size
+    tasks_on: list[list[int]] = [[] for _ in range(num_nodes)]
+    group_nodes: dict[int, set[int]] = {}
+    for task, node in enumerate(shard.task_node.tolist()):
+        tasks_on[node].append(task)
+        group = int(shard.task_group[task])
+        if group >= 0:
+            group_nodes.setdefault(group, set()).add(node)
+    max_cpus = float(shard.node_cpus.max()) if num_nodes else 0.0
+    return _State(
+        shard=shard,
+        free_gpus=shard.free_gpus.copy(),
+        free_cpus=shard.free_cpus.copy(),
+        free_memory=shard.free_memory.copy(),
+        count=np.bincount(shard.task_node, minlength=num_nodes).astype(np.int64),
+        tasks_on=tasks_on,
+        task_node=shard.task_node.copy(),
+        group_nodes=group_nodes,
+        blocked=np.zeros(num_nodes, dtype=bool),
+        cpu_scale=0.5 / (max_cpus + 1.0),
+    )
+
+
+def empty_nodes(shard: Shard) -> list[tuple[int, int, int]]:
+    """Empty the shard's nodes; return moves as global positions, in execution order.
+
+    Each order of ``shard.orders`` is tried from the same start and the best
+    result is kept: most nodes emptied, then fewest fragmented nodes, then
+    fewest moves. Along an order, a node is accepted only when every task on it
+    found a place (directly or through a chain of at most ``shard.depth``
+    moves) within the budgets; otherwise all its moves are rolled back.
+    Accepted nodes are never targets afterwards. Returns ``(task, source node,
+    target node)`` triples.
+    """
+    deadline = None if shard.seconds is None else time.monotonic() + shard.seconds
+    best: tuple[tuple[int, int, int], list[tuple[int, int, int]]] | None = None
+    for order in shard.orders:
+        if best is not None and deadline is not None and time.monotonic() > deadline:
+            break
+        state = _empty_along(shard, order, deadline)
+        used = shard.node_gpus - state.free_gpus
+        emptied = int(np.count_nonzero((state.count == 0) & (shard.free_gpus < shard.node_gpus)))
+        fragmented = int(np.count_nonzero((used > 0) & (used < shard.node_gpus)))
+        score = (emptied, -fragmented, -len(state.log))
+        if best is None or score > best[0]:
+            best = (score, state.log)
+    log = best[1] if best is not None else []
+    return [
+        (int(shard.task_pos[task]), int(shard.node_pos[source]), int(shard.node_pos[target]))
+        for task, source, target in log
+    ]
+
+
+def _room_left(state: _State, node: int) -> bool:
+    """Whether the other open nodes have, in sum, the free GPUs and CPUs ``node`` uses."""
+    shard = state.shard
+    open_nodes = ~state.blocked & (state.count > 0)
+    open_nodes[node] = False
+    used_gpus = shard.node_gpus[node] - state.free_gpus[node]
+    used_cpus = shard.node_cpus[node] - state.free_cpus[node]
+    return bool(
+        state.free_gpus[open_nodes].sum() >= used_gpus
+        and state.free_cpus[open_nodes].sum() >= used_cpus
+    )
+
+
+def _empty_along(shard: Shard, order: np.ndarray, deadline: float | None) -> _State:
+    state = _start(shard)
+    moves_left = shard.max_moves
+    group_left = dict(shard.group_budget)
+    for node in order.tolist():
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        if moves_left is not None and moves_left <= 0:
+            break
+        tasks = sorted(
+            state.tasks_on[node],
+            key=lambda t: (-int(shard.task_gpus[t]), -int(shard.task_cpus[t]), t),
+        )
+        if not tasks or any(shard.task_locked[t] for t in tasks) or not _room_left(state, node):
+            continue
+        state.blocked[node] = True
+        state.attempts = 0
+        mark = len(state.log)
+        if not all(state.place(task, shard.depth, set()) for task in tasks):
+            state.rollback(mark)
+            state.blocked[node] = False
+            continue
+        new = state.log[mark:]
+        spent_groups: dict[int, int] = {}
+        for task, _, _ in new:
+            group = int(shard.task_group[task])
+            if group >= 0 and group in group_left:
+                spent_groups[group] = spent_groups.get(group, 0) + 1
+        over_groups = any(spent > group_left[g] for g, spent in spent_groups.items())
+        if (moves_left is not None and len(new) > moves_left) or over_groups:
+            state.rollback(mark)
+            state.blocked[node] = False
+            continue
+        if moves_left is not None:
+            moves_left -= len(new)
+        for group, spent in spent_groups.items():
+            group_left[group] -= spent
+    return state
+
+
+__all__ = ["NO_LIMIT", "Shard", "empty_nodes"]

@@ -1,0 +1,484 @@
+"""Fragmentation diagnosis: why the idle GPUs of a snapshot cannot serve a request.
+
+For a request shape (GPUs, CPUs, optional memory, optional node selector and
+``same_asw`` grouping) every idle GPU of the snapshot falls in exactly one class:
+
+``usable``
+    It belongs to a copy of the request that fits now.
+``stranded``
+    Its node has too few free GPUs left for one more copy (``f mod G`` GPUs).
+``cpu_starved`` / ``memory_starved``
+    Its node has enough free GPUs for more copies but not the CPUs (memory)
+    to go with them; the GPUs go to the tightest of the two resources.
+``topology``
+    ``same_asw = N > 1``: the copies a switch could host are not a multiple of
+    ``N``; the GPUs of the left-over copies cannot form a group.
+``excluded``
+    Its node does not match the request's node selector.
+
+so that ``idle_gpus == usable + stranded + cpu_starved + memory_starved +
+topology + excluded`` holds exactly. Per node with ``f`` free GPUs and
+``k_gpu = f // G``, ``k_cpu = free_cpus // C``, ``k_mem = free_memory // M``
+(a resource the request does not ask for, or a node without stated memory,
+never binds) and ``k = min(k_gpu, k_cpu, k_mem)`` copies: ``usable = k*G``,
+starved ``= (k_gpu - k)*G``, ``stranded = f - k_gpu*G``. With ``same_asw = N``
+the copies of each access switch ``s`` (a node without ``asw`` is a switch of
+its own) are grouped: ``K_s = sum k``, ``(K_s // N)*N`` copies stay usable and
+the rest move to ``topology``. Copies of one group may share a node (a group
+is ``N`` copies of the shape under one switch, the same node counts).
+
+``fractional`` is reported beside these whole-GPU counts: the unused share of
+GPUs that shared tasks (``gpu_milli``) hold, in GPUs; those GPUs count as used.
+CPU and memory are compared exactly, in thousandths (:func:`scaled`).
+
+Examples
+--------
+>>> from gpuopt.defrag.problem import DefragProblem
+>>> problem = DefragProblem(
+...     nodes=[{"id": "a", "gpus": 8, "cpus": 64}, {"id": "b", "gpus": 8, "cpus": 64}],
+...     tasks=[{"id": "t1", "node": "a", "gpus": 3, "cpus": 8},
+...            {"id": "t2", "node": "b", "gpus": 2, "cpus": 60}])
+>>> d = diagnose(problem, parse_request("4G16C"))
+>>> d.idle_gpus, d.usable, d.stranded, d.cpu_starved, d.requests_servable
+(11, 4, 3, 4, 1)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gpuopt.defrag.problem import (
+    MAX_AMOUNT,
+    MAX_NODE_GPUS,
+    DefragProblem,
+    SelectorValue,
+    scaled,
+    selector_matches,
+)
+from gpuopt.defrag.solution import MigrationPlan, Move, apply_plan
+from gpuopt.errors import ProblemError, problem_error_from
+
+IntArray = npt.NDArray[np.int64]
+
+#: The expected form of a request text, quoted in error messages.
+REQUEST_FORM = "<GPUs>G[<CPUs>C][<memory>M], e.g. '8G64C', '8G64C256M' or '4G'"
+
+_TOKEN = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([gcm])", re.IGNORECASE)
+
+
+def _number(value: float) -> str:
+    """``64.0`` as ``'64'``, ``0.5`` as ``'0.5'`` (no exponent, no trailing zeros)."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+class Request(BaseModel):
+    """A request shape: ``gpus`` GPUs with ``cpus`` CPUs (and ``memory``) on one node.
+
+    ``same_asw = N`` asks for ``N`` copies of the shape under one access switch
+    (a gang); ``node_selector`` restricts the nodes like a task's selector.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+    gpus: int = Field(ge=1, le=MAX_NODE_GPUS)
+    cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
+    memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
+    same_asw: int = Field(default=1, ge=1, le=1_000_000)
+    node_selector: dict[str, SelectorValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_selector(self) -> Request:
+        for key, wanted in self.node_selector.items():
+            if isinstance(wanted, list) and not wanted:
+                raise ValueError(f"request: node_selector.{key} is an empty list")
+        return self
+
+    @property
+    def shape(self) -> str:
+        """The shape as request text, e.g. ``'8G64C'`` (grouping and selector left out)."""
+        text = f"{self.gpus}G"
+        if self.cpus:
+            text += f"{_number(self.cpus)}C"
+        if self.memory:
+            text += f"{_number(self.memory)}M"
+        return text
+
+    def __str__(self) -> str:
+        text = self.shape
+        if self.same_asw > 1:
+            text += f" x{self.same_asw} per switch"
+        return text
+
+
+def parse_request(
+    text: str,
+    *,
+    same_asw: int = 1,
+    node_selector: Mapping[str, SelectorValue] | None = None,
+) -> Request:
+    """Read a request shape such as ``"8G64C"``, ``"8G64C256M"`` or ``"4G"``.
+
+    Parameters
+    ----------
+    text
+        Numbers each followed by a unit letter: ``G`` (GPUs, a whole number,
+        required), ``C`` (CPUs) and ``M`` (memory, in the snapshot's unit).
+        Case and whitespace do not matter; a missing ``C`` means no CPU need.
+    same_asw
+        Copies of the shape needed under one access switch.
+    node_selector
+        Labels a node must carry, as in a task's ``node_selector``.
+
+    Returns
+    -------
+    Request
+        The validated request.
+
+    Raises
+    ------
+    ProblemError
+        When the text is not of the form ``<GPUs>G[<CPUs>C][<memory>M]`` or a
+        value is out of range.
+
+    Examples
+    --------
+    >>> parse_request(" 8g 64c 256m ")
+    Request(gpus=8, cpus=64.0, memory=256.0, same_asw=1, node_selector={})
+    """
+    if not isinstance(text, str):
+        raise ProblemError(f"request {text!r} is not text of the form {REQUEST_FORM}.")
+    amounts: dict[str, str] = {}
+    position = 0
+    stripped = text.rstrip()
+    while position < len(stripped):
+        match = _TOKEN.match(stripped, position)
+        if match is None or match.group(2).upper() in amounts:
+            raise ProblemError(f"request {text!r} is not of the form {REQUEST_FORM}.")
+        amounts[match.group(2).upper()] = match.group(1)
+        position = match.end()
+    gpus = amounts.get("G")
+    if gpus is None or not gpus.isdigit():
+        raise ProblemError(
+            f"request {text!r} needs a whole number of GPUs (the form is {REQUEST_FORM})."
+        )
+    data: dict[str, Any] = {
+        "gpus": int(gpus),
+        "cpus": float(amounts.get("C", "0")),
+        "same_asw": same_asw,
+        "node_selector": dict(node_selector or {}),
+    }
+    if "M" in amounts:
+        data["memory"] = float(amounts["M"])
+    try:
+        return Request.model_validate(data)
+    except ValidationError as exc:
+        raise problem_error_from(exc, source=f"request {text!r}") from None
+
+
+def _as_request(request: Request | str) -> Request:
+    return parse_request(request) if isinstance(request, str) else request
+
+
+class Counts(BaseModel):
+    """Idle GPUs by cause: ``idle_gpus`` is the sum of the six classes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    idle_gpus: int = Field(description="Free GPUs (not held by any task).")
+    usable: int = Field(description="Idle GPUs of request copies that fit now.")
+    stranded: int = Field(description="Too few free GPUs on the node for one more copy.")
+    cpu_starved: int = Field(description="GPUs free but the node's free CPUs are not enough.")
+    memory_starved: int = Field(description="GPUs free but the node's free memory is not.")
+    topology: int = Field(description="Copies that cannot form a same_asw group on their switch.")
+    excluded: int = Field(description="Free GPUs on nodes the request's selector excludes.")
+    requests_servable: int = Field(description="Copies (same_asw > 1: groups) that fit now.")
+
+    @property
+    def unusable(self) -> int:
+        """Idle GPUs the request cannot use (``idle_gpus - usable``)."""
+        return self.idle_gpus - self.usable
+
+
+class SwitchDiagnosis(Counts):
+    """The counts of one access switch (``asw=None``: all nodes without a switch)."""
+
+    asw: str | None
+    nodes: int
+
+
+class Diagnosis(Counts):
+    """Why the idle GPUs of a snapshot can or cannot serve ``request``.
+
+    ``fractional`` (GPUs of unused share on shared GPUs) is not part of
+    ``idle_gpus``: a shared GPU is held, so it counts as used.
+    """
+
+    request: Request
+    nodes: int
+    total_gpus: int
+    used_gpus: int
+    fractional: float = Field(description="Unused share of GPUs held by gpu_milli tasks, in GPUs.")
+    shared_gpus: int = Field(description="GPUs held by tasks with a gpu_milli share.")
+    fragmented_nodes: int = Field(description="Nodes with some but not all GPUs in use.")
+    idle_nodes: int = Field(description="Nodes running no task.")
+    switches: list[SwitchDiagnosis] | None = Field(
+        default=None, description="Per access switch (only when asked for)."
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``switches`` left out when not computed)."""
+        return self.model_dump(mode="json", exclude_none=self.switches is None)
+
+    def to_json(self, *, indent: int | None = 1) -> str:
+        return self.model_dump_json(indent=indent, exclude_none=self.switches is None)
+
+
+def _switch_ids(asw: list[str | None]) -> tuple[IntArray, list[str | None]]:
+    """Switch number of each node (a node without ``asw`` gets its own) and the names."""
+    named: dict[str, int] = {}
+    names: list[str | None] = []
+    ids = np.empty(len(asw), dtype=np.int64)
+    for pos, switch in enumerate(asw):
+        if switch is None:
+            ids[pos] = len(names)
+            names.append(None)
+        else:
+            number = named.get(switch)
+            if number is None:
+                number = named[switch] = len(names)
+                names.append(switch)
+            ids[pos] = number
+    return ids, names
+
+
+def _sum(values: IntArray, groups: IntArray, count: int) -> IntArray:
+    # bincount adds float64; every per-group sum here is below 2**53, so it is exact.
+    return np.bincount(groups, weights=values, minlength=count).astype(np.int64)
+
+
+def diagnose(problem: DefragProblem, request: Request | str, *, detail: bool = False) -> Diagnosis:
+    """Count the snapshot's idle GPUs by why they can or cannot serve ``request``.
+
+    Parameters
+    ----------
+    problem
+        The snapshot.
+    request
+        The request shape, or its text for :func:`parse_request`.
+    detail
+        Also give the counts of every access switch (``Diagnosis.switches``,
+        sorted by switch id; the nodes without a switch are summed in one last
+        entry with ``asw=None``).
+
+    Returns
+    -------
+    Diagnosis
+        ``idle_gpus == usable + stranded + cpu_starved + memory_starved +
+        topology + excluded`` holds exactly.
+
+    Examples
+    --------
+    >>> problem = DefragProblem(nodes=[
+    ...     {"id": "a", "gpus": 8, "cpus": 64, "asw": "s1"},
+    ...     {"id": "b", "gpus": 8, "cpus": 64, "asw": "s2"}])
+    >>> d = diagnose(problem, Request(gpus=8, cpus=64, same_asw=2))
+    >>> d.idle_gpus, d.usable, d.topology, d.requests_servable
+    (16, 0, 16, 0)
+    """
+    request = _as_request(request)
+    index = problem.index
+    n = index.num_nodes
+    size = request.gpus
+    group = request.same_asw
+
+    used_gpus = index.node_used_gpus
+    free = index.node_gpus - used_gpus
+    free_cpus = index.node_cpus - _sum(index.task_cpus, index.task_node, n)
+    k_gpu = free // size
+    need_cpus = scaled(request.cpus)
+    k_cpu = free_cpus // need_cpus if need_cpus > 0 else k_gpu
+    need_memory = 0 if request.memory is None else scaled(request.memory)
+    if need_memory > 0:
+        free_memory = index.node_memory - _sum(index.task_memory, index.task_node, n)
+        k_mem = np.where(index.node_memory >= 0, free_memory // need_memory, k_gpu)
+    else:
+        k_mem = k_gpu
+    if request.node_selector:
+        admitted = np.array(
+            [selector_matches(request.node_selector, node.labels) for node in problem.nodes],
+            dtype=bool,
+        ).reshape(n)
+    else:
+        admitted = np.ones(n, dtype=bool)
+
+    k = np.minimum(k_gpu, np.minimum(k_cpu, k_mem))
+    starved = (k_gpu - k) * size
+    cpu_binds = k_cpu <= k_mem  # a tie goes to CPU
+    none = np.zeros(n, dtype=np.int64)
+    per_node = {
+        "slots": np.where(admitted, k, none),
+        "stranded": np.where(admitted, free - k_gpu * size, none),
+        "cpu_starved": np.where(admitted & cpu_binds, starved, none),
+        "memory_starved": np.where(admitted & ~cpu_binds, starved, none),
+        "excluded": np.where(admitted, none, free),
+        "idle_gpus": free,
+        "nodes": np.ones(n, dtype=np.int64),
+    }
+
+    switch_of, names = _switch_ids(index.node_asw)
+    count = len(names)
+    per_switch = {key: _sum(values, switch_of, count) for key, values in per_node.items()}
+    slots = per_switch.pop("slots")
+    per_switch["requests_servable"] = slots // group
+    per_switch["usable"] = (slots // group) * group * size
+    per_switch["topology"] = (slots % group) * size
+
+    totals = {key: int(values.sum()) for key, values in per_switch.items()}
+    shares = [1000 - task.gpu_milli for task in problem.tasks if task.gpu_milli is not None]
+    switches = _switch_detail(per_switch, names) if detail else None
+    return Diagnosis(
+        request=request,
+        nodes=n,
+        total_gpus=int(index.node_gpus.sum()),
+        used_gpus=int(used_gpus.sum()),
+        idle_gpus=totals["idle_gpus"],
+        usable=totals["usable"],
+        stranded=totals["stranded"],
+        cpu_starved=totals["cpu_starved"],
+        memory_starved=totals["memory_starved"],
+        topology=totals["topology"],
+        excluded=totals["excluded"],
+        requests_servable=totals["requests_servable"],
+        fractional=sum(shares) / 1000,
+        shared_gpus=len(shares),
+        fragmented_nodes=int(((used_gpus > 0) & (used_gpus < index.node_gpus)).sum()),
+        idle_nodes=int((index.node_task_count == 0).sum()),
+        switches=switches,
+    )
+
+
+_COUNT_FIELDS = (
+    "nodes",
+    "idle_gpus",
+    "usable",
+    "stranded",
+    "cpu_starved",
+    "memory_starved",
+    "topology",
+    "excluded",
+    "requests_servable",
+)
+
+
+def _switch_detail(
+    per_switch: dict[str, IntArray], names: list[str | None]
+) -> list[SwitchDiagnosis]:
+    """One entry per named switch (sorted by id), then one summing the switchless nodes."""
+    named = sorted((name, pos) for pos, name in enumerate(names) if name is not None)
+    detail = [
+        SwitchDiagnosis(asw=name, **{key: int(per_switch[key][pos]) for key in _COUNT_FIELDS})
+        for name, pos in named
+    ]
+    alone = np.array([name is None for name in names], dtype=bool)
+    if alone.any():
+        sums = {key: int(per_switch[key][alone].sum()) for key in _COUNT_FIELDS}
+        detail.append(SwitchDiagnosis(asw=None, **sums))
+    return detail
+
+
+def diagnose_plan(
+    problem: DefragProblem,
+    plan: MigrationPlan | list[Move],
+    request: Request | str,
+    *,
+    detail: bool = False,
+) -> dict[str, Diagnosis]:
+    """The diagnosis before and after ``plan`` (``{"before": ..., "after": ...}``).
+
+    The plan is applied with :func:`~gpuopt.defrag.solution.apply_plan`, so it
+    must be legal (see :func:`~gpuopt.defrag.solution.violations`).
+    """
+    request = _as_request(request)
+    return {
+        "before": diagnose(problem, request, detail=detail),
+        "after": diagnose(apply_plan(problem, plan), request, detail=detail),
+    }
+
+
+#: Rows of :func:`format_table`: label and field (``fractional`` is a float).
+TABLE_ROWS: tuple[tuple[str, str], ...] = (
+    ("GPUs", "total_gpus"),
+    ("used GPUs", "used_gpus"),
+    ("idle GPUs", "idle_gpus"),
+    ("  usable", "usable"),
+    ("  stranded", "stranded"),
+    ("  CPU-starved", "cpu_starved"),
+    ("  memory-starved", "memory_starved"),
+    ("  topology", "topology"),
+    ("  excluded by selector", "excluded"),
+    ("fractional (unused share, GPUs)", "fractional"),
+    ("requests servable", "requests_servable"),
+    ("fragmented nodes", "fragmented_nodes"),
+    ("idle nodes", "idle_nodes"),
+)
+
+
+def _cell(value: float) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def format_table(
+    diagnoses: Mapping[str, Diagnosis], *, change: bool = False
+) -> list[tuple[str, ...]]:
+    """Plain-text rows (the first is the header) of one or more diagnoses side by side.
+
+    Parameters
+    ----------
+    diagnoses
+        Column title -> diagnosis, e.g. the result of :func:`diagnose_plan`.
+    change
+        Add a column with the second diagnosis minus the first (needs exactly two).
+
+    Examples
+    --------
+    >>> problem = DefragProblem(nodes=[{"id": "a", "gpus": 8, "cpus": 64}])
+    >>> format_table({"now": diagnose(problem, "8G")})[:2]
+    [('request 8G', 'now'), ('GPUs', '8')]
+    """
+    if change and len(diagnoses) != 2:
+        raise ValueError(f"change needs exactly two diagnoses, not {len(diagnoses)}")
+    columns = list(diagnoses.values())
+    requests = {str(d.request) for d in columns}
+    title = f"request {requests.pop()}" if len(requests) == 1 else "request"
+    header = (title, *diagnoses.keys(), *(("change",) if change else ()))
+    rows: list[tuple[str, ...]] = [header]
+    for label, field in TABLE_ROWS:
+        values: list[float] = [getattr(d, field) for d in columns]
+        cells = [_cell(value) for value in values]
+        if change:
+            delta = values[1] - values[0]
+            cells.append(f"{delta:+.3f}" if isinstance(delta, float) else f"{delta:+d}")
+        rows.append((label, *cells))
+    return rows
+
+
+__all__ = [
+    "REQUEST_FORM",
+    "TABLE_ROWS",
+    "Counts",
+    "Diagnosis",
+    "Request",
+    "SwitchDiagnosis",
+    "diagnose",
+    "diagnose_plan",
+    "format_table",
+    "parse_request",
+]

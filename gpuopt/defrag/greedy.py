@@ -1,0 +1,403 @@
+"""IPC: partitioned search with eviction chains and rounds (the fast path).
+
+The nodes are split at random into disjoint partitions (``partition_size``
+nodes each); each partition, with every task on its nodes, is solved on its
+own, so partitions run in parallel on any ``concurrent.futures``-style
+executor (local processes by default, or a Dask ``distributed.Client``).
+Inside a partition, nodes are tried easiest first (no HP task, then fewest
+tasks, then fewest used GPUs); every task of a node must move away, directly
+(best fit) or through an eviction chain of at most ``depth`` moves, to a node
+that is neither being emptied nor idle, or the node is left as it was. Rounds
+repeat with fresh partitions while they still empty nodes. How each rule of
+``models/defrag.md`` holds is written in :mod:`gpuopt.defrag._shard`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import numpy as np
+
+from gpuopt.defrag._shard import NO_LIMIT, Shard, empty_nodes
+from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.solution import MigrationPlan, make_plan
+
+#: Called after each partition with (partitions done, partitions in the round, round).
+Progress = Callable[[int, int, int], None]
+Ranking = Literal["easiest", "least_used"]
+#: The node orders ipc tries in every partition (the best result is kept).
+IPC_RANKINGS: tuple[Ranking, ...] = ("easiest", "least_used")
+
+#: Below this many nodes per worker, extra processes cost more than they save.
+MIN_NODES_PER_WORKER = 2000
+
+
+class ClusterState:
+    """Where every task is now and what every node has free (global positions)."""
+
+    def __init__(self, problem: DefragProblem) -> None:
+        index = problem.index
+        self.index = index
+        self.task_node = index.task_node.copy()
+        self.free_gpus = index.node_gpus - _bincount(index.task_node, index.task_gpus, index)
+        self.free_cpus = index.node_cpus - _bincount(index.task_node, index.task_cpus, index)
+        used_memory = _bincount(index.task_node, index.task_memory, index)
+        self.free_memory = np.where(
+            index.node_memory < 0, NO_LIMIT, index.node_memory - used_memory
+        )
+        self.moves: list[tuple[int, int, int]] = []
+
+    def apply(self, moves: list[tuple[int, int, int]]) -> None:
+        index = self.index
+        for task, source, target in moves:
+            if self.task_node[task] != source:
+                raise RuntimeError(f"move of task {index.task_ids[task]} from the wrong node")
+            self.task_node[task] = target
+            for free, amount in (
+                (self.free_gpus, index.task_gpus[task]),
+                (self.free_cpus, index.task_cpus[task]),
+                (self.free_memory, index.task_memory[task]),
+            ):
+                free[source] += amount
+                free[target] -= amount
+        self.moves.extend(moves)
+
+    def shard(
+        self,
+        nodes: np.ndarray,
+        *,
+        depth: int,
+        rankings: tuple[Ranking, ...],
+        rng: np.random.Generator,
+        max_moves: int | None = None,
+        group_budget: dict[int, int] | None = None,
+        seconds: float | None = None,
+    ) -> Shard:
+        """The payload for one partition (``nodes`` are global positions)."""
+        index = self.index
+        local = np.full(index.num_nodes, -1, dtype=np.int64)
+        local[nodes] = np.arange(nodes.size)
+        tasks = np.flatnonzero(local[self.task_node] >= 0)
+        task_node = local[self.task_node[tasks]]
+        orders = [_rank(self, nodes, tasks, task_node, ranking, rng) for ranking in rankings]
+        return Shard(
+            node_pos=nodes,
+            node_gpus=index.node_gpus[nodes],
+            node_cpus=index.node_cpus[nodes],
+            free_gpus=self.free_gpus[nodes],
+            free_cpus=self.free_cpus[nodes],
+            free_memory=self.free_memory[nodes],
+            selector_masks=index.selector_masks[:, nodes],
+            task_pos=tasks,
+            task_node=task_node,
+            task_gpus=index.task_gpus[tasks],
+            task_cpus=index.task_cpus[tasks],
+            task_memory=index.task_memory[tasks],
+            task_locked=index.task_locked[tasks],
+            task_hp=index.task_hp[tasks],
+            task_group=index.task_group[tasks],
+            task_selector=index.task_selector[tasks],
+            orders=orders,
+            depth=depth,
+            max_moves=max_moves,
+            group_budget=group_budget or {},
+            seconds=seconds,
+        )
+
+
+def _bincount(where: np.ndarray, amounts: np.ndarray, index: Any) -> np.ndarray:
+    out = np.zeros(index.num_nodes, dtype=np.int64)
+    np.add.at(out, where, amounts)
+    return out
+
+
+def _rank(
+    state: ClusterState,
+    nodes: np.ndarray,
+    tasks: np.ndarray,
+    task_node: np.ndarray,
+    ranking: Ranking,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Local node order: candidates only (GPU nodes with tasks and no locked task)."""
+    index = state.index
+    size = nodes.size
+    count = np.bincount(task_node, minlength=size)
+    used = index.node_gpus[nodes] - state.free_gpus[nodes]
+    locked = np.bincount(task_node, weights=index.task_locked[tasks], minlength=size) > 0
+    has_hp = np.bincount(task_node, weights=index.task_hp[tasks], minlength=size) > 0
+    candidate = (count > 0) & ~locked & (index.node_gpus[nodes] > 0)
+    tie = rng.permutation(size)
+    # easiest: no HP task, fewest tasks, fewest GPUs; least_used: as a descheduler's pass
+    keys: list[np.ndarray] = (
+        [tie, used, count, has_hp] if ranking == "easiest" else [tie, count, used]
+    )
+    order: np.ndarray = np.lexsort(keys)
+    ranked: np.ndarray = order[candidate[order]]
+    return ranked
+
+
+def _split_budget(total: int, parts: int) -> list[int]:
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+class _InProcess(Executor):
+    """Runs each job at submission (one partition, or no worker processes wanted)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        from concurrent.futures import Future
+
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # handed to the caller through the future
+            future.set_exception(exc)
+        return future
+
+
+@contextmanager
+def _executor_for(
+    executor: Any, workers: int | None, num_nodes: int, partitions: int
+) -> Iterator[Any]:
+    if executor is not None:
+        yield executor
+        return
+    wanted = workers if workers is not None else (os.cpu_count() or 1)
+    wanted = min(wanted, partitions, max(1, num_nodes // MIN_NODES_PER_WORKER))
+    if workers is not None:
+        wanted = min(workers, partitions)
+    if wanted <= 1:
+        yield _InProcess()
+        return
+    with ProcessPoolExecutor(max_workers=wanted) as pool:
+        yield pool
+
+
+def solve_ipc(
+    problem: DefragProblem,
+    *,
+    partition_size: int | None = None,
+    depth: int | None = None,
+    rounds: int | None = None,
+    time_limit: float | None = None,
+    max_moves: int | None = None,
+    group_budget: int | None = None,
+    seed: int | None = None,
+    workers: int | None = None,
+    executor: Any = None,
+    progress: Progress | None = None,
+) -> MigrationPlan:
+    """Plan migrations with IPC; options left as None come from ``problem.options``.
+
+    Parameters
+    ----------
+    problem
+        The snapshot.
+    partition_size
+        Nodes per partition (default 500).
+    depth
+        Longest eviction chain, in moves (default 3; 1 = direct moves only).
+    rounds
+        Most rounds with fresh partitions (default 5); stops early when a round
+        empties no node.
+    time_limit
+        Seconds; partitions stop trying new nodes when it runs out and no new
+        round starts.
+    max_moves, group_budget
+        Most moves in the plan, and most moved tasks per anti-affinity group.
+    seed
+        Seeds the partitions and the tie-breaking (same seed, same plan).
+    workers
+        Worker processes (default: one per core, when the snapshot is large
+        enough to gain from them).
+    executor
+        Any ``concurrent.futures``-style executor with ``submit(fn, arg)``,
+        e.g. a ``distributed.Client``; overrides ``workers``.
+    progress
+        Called after each partition with (done, partitions, round).
+
+    Examples
+    --------
+    >>> problem = DefragProblem(
+    ...     nodes=[{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b", "c")],
+    ...     tasks=[{"id": "t1", "node": "a", "gpus": 4}, {"id": "t2", "node": "b", "gpus": 2},
+    ...            {"id": "t3", "node": "c", "gpus": 2}])
+    >>> plan = solve_ipc(problem)
+    >>> plan.metrics.emptied, plan.metrics.fragmented_after
+    (2, 0)
+    """
+    options = problem.options
+    partition_size = options.partition_size if partition_size is None else partition_size
+    depth = options.depth if depth is None else depth
+    rounds = options.rounds if rounds is None else rounds
+    time_limit = options.time_limit if time_limit is None else time_limit
+    max_moves = options.max_moves if max_moves is None else max_moves
+    group_budget = options.group_budget if group_budget is None else group_budget
+    seed = options.seed if seed is None else seed
+    return _run(
+        problem,
+        method="ipc",
+        partition_size=partition_size,
+        depth=depth,
+        rounds=rounds,
+        rankings=IPC_RANKINGS,
+        time_limit=time_limit,
+        max_moves=max_moves,
+        group_budget=group_budget,
+        seed=seed,
+        workers=workers,
+        executor=executor,
+        progress=progress,
+    )
+
+
+def _run(
+    problem: DefragProblem,
+    *,
+    method: str,
+    partition_size: int,
+    depth: int,
+    rounds: int,
+    rankings: tuple[Ranking, ...],
+    time_limit: float | None,
+    max_moves: int | None,
+    group_budget: int | None,
+    seed: int,
+    workers: int | None,
+    executor: Any,
+    progress: Progress | None,
+) -> MigrationPlan:
+    started = time.perf_counter()
+    index = problem.index
+    state = ClusterState(problem)
+    rng = np.random.default_rng(seed)
+    num_nodes = index.num_nodes
+    parts = max(1, -(-num_nodes // partition_size))
+    status: Any = "heuristic"
+    moved_in_group: dict[int, set[int]] = {}
+    with _executor_for(executor, workers, num_nodes, parts) as pool:
+        for round_number in range(rounds):
+            remaining = None if time_limit is None else time_limit - (time.perf_counter() - started)
+            if remaining is not None and remaining <= 0:
+                status = "time_limit"
+                break
+            moves_left = None if max_moves is None else max_moves - len(state.moves)
+            if moves_left is not None and moves_left <= 0:
+                break
+            partitions = _partition(state, partition_size, round_number == 0, rng)
+            parts = len(partitions)
+            budgets = _split_budget(moves_left, parts) if moves_left is not None else None
+            group_left = _group_budgets(state, partitions, group_budget, moved_in_group)
+            jobs = [
+                pool.submit(
+                    empty_nodes,
+                    state.shard(
+                        np.sort(nodes),
+                        depth=depth,
+                        rankings=rankings,
+                        rng=rng,
+                        max_moves=None if budgets is None else budgets[i],
+                        group_budget=group_left[i],
+                        seconds=remaining,
+                    ),
+                )
+                for i, nodes in enumerate(partitions)
+            ]
+            gained = 0
+            for done, job in enumerate(jobs, start=1):
+                moves = job.result()
+                before = _emptied_count(state)
+                state.apply(moves)
+                gained += _emptied_count(state) - before
+                for task, _, _ in moves:
+                    group = int(index.task_group[task])
+                    if group >= 0:
+                        moved_in_group.setdefault(group, set()).add(task)
+                if progress is not None:
+                    progress(done, len(jobs), round_number + 1)
+            if gained <= 0:
+                break
+    named = [
+        (index.task_ids[task], index.node_ids[source], index.node_ids[target])
+        for task, source, target in state.moves
+    ]
+    return make_plan(problem, method, named, seconds=time.perf_counter() - started, status=status)
+
+
+def _partition(
+    state: ClusterState, partition_size: int, first: bool, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """Random disjoint partitions of about ``partition_size`` nodes.
+
+    The first round splits all nodes at random. Later rounds split only the
+    nodes that still matter: the *open* ones (running tasks, some GPUs free),
+    which are both the candidates to empty and the direct targets, dealt at
+    random into partitions filled to half their size, then topped up with
+    random full nodes (chain targets). Idle nodes are never targets, so they
+    are left out. Leftover room scattered over many first-round partitions thus
+    meets in a few.
+    """
+    num_nodes = state.index.num_nodes
+    if first:
+        parts = max(1, -(-num_nodes // partition_size))
+        if parts == 1:
+            return [np.arange(num_nodes)]
+        return np.array_split(rng.permutation(num_nodes), parts)
+    used = state.index.node_gpus - state.free_gpus
+    occupied = np.zeros(num_nodes, dtype=bool)
+    occupied[state.task_node] = True
+    open_nodes = np.flatnonzero(occupied & (state.free_gpus > 0) & (used > 0))
+    full_nodes = np.flatnonzero(occupied & (state.free_gpus == 0))
+    half = max(1, partition_size // 2)
+    parts = max(1, -(-open_nodes.size // half))
+    partitions = np.array_split(rng.permutation(open_nodes), parts)
+    extra = np.array_split(rng.permutation(full_nodes), parts)
+    return [
+        np.concatenate([nodes, more[: max(0, partition_size - nodes.size)]])
+        for nodes, more in zip(partitions, extra, strict=True)
+    ]
+
+
+def _emptied_count(state: ClusterState) -> int:
+    occupied = np.zeros(state.index.num_nodes, dtype=bool)
+    occupied[state.task_node] = True
+    return int(np.count_nonzero(~occupied))
+
+
+def _group_budgets(
+    state: ClusterState,
+    partitions: list[np.ndarray],
+    group_budget: int | None,
+    moved_in_group: dict[int, set[int]],
+) -> list[dict[int, int]]:
+    """Share each group's remaining budget among the partitions that hold its tasks."""
+    budgets: list[dict[int, int]] = [{} for _ in partitions]
+    if group_budget is None:
+        return budgets
+    index = state.index
+    part_of = np.full(index.num_nodes, -1, dtype=np.int64)
+    for number, nodes in enumerate(partitions):
+        part_of[nodes] = number
+    holders: dict[int, list[int]] = {}
+    for task in np.flatnonzero(index.task_group >= 0).tolist():
+        group = int(index.task_group[task])
+        part = int(part_of[state.task_node[task]])
+        holders.setdefault(group, [])
+        if part < 0:
+            continue
+        if part not in holders[group]:
+            holders[group].append(part)
+    for group, parts in holders.items():
+        left = max(0, group_budget - len(moved_in_group.get(group, ())))
+        for part, share in zip(sorted(parts), _split_budget(left, len(parts)), strict=True):
+            budgets[part][group] = share
+    return budgets
+
+
+__all__ = ["ClusterState", "Progress", "solve_ipc"]

@@ -1,0 +1,362 @@
+"""Migration plans: the result type, the independent checker and the metrics.
+
+A plan is an ordered list of moves ``task: from -> to`` (DESIGN.md section 5).
+Execution is make-before-break: while a task moves, its new instance starts on
+the target while the old one still holds the source, so the target needs room
+at that moment. :func:`violations` replays the moves in order, knows nothing
+about the methods, and reports every breach of the rules D1-D7 of
+``models/defrag.md``; :func:`evaluate` recomputes the metrics.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpuopt.defrag.problem import DefragProblem, scaled, selector_matches
+from gpuopt.errors import ProblemError, problem_error_from
+from gpuopt.io.files import read_json
+
+Status = Literal["optimal", "feasible", "time_limit", "heuristic", "partial", "infeasible"]
+
+
+class Move(BaseModel):
+    """One migration: ``task`` leaves node ``from`` for node ``to`` in wave ``wave``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    task: str
+    source: str = Field(alias="from")
+    to: str
+    wave: int = Field(default=0, ge=0)
+
+
+class PlanMetrics(BaseModel):
+    """What a plan achieves (recomputed by :func:`evaluate`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    fragmented_before: int
+    fragmented_after: int
+    emptied: int
+    moves: int
+    moved_gpus: int = 0
+    idle_nodes_before: int = 0
+    idle_nodes_after: int = 0
+    waves: int = 0
+
+
+class MigrationPlan(BaseModel):
+    """The plan JSON of DESIGN.md section 5, plus status, bound and gap.
+
+    ``bound`` is a proven upper bound on the number of nodes that can be
+    emptied (exact methods only) and ``gap`` = (bound - emptied) / bound.
+    """
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    method: str
+    status: Status = "heuristic"
+    moves: list[Move] = Field(default_factory=list)
+    emptied: list[str] = Field(default_factory=list)
+    seconds: float = 0.0
+    metrics: PlanMetrics
+    bound: int | None = None
+    gap: float | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    def to_json(self, *, indent: int | None = 1) -> str:
+        return self.model_dump_json(indent=indent, by_alias=True)
+
+    def summary(self) -> str:
+        m = self.metrics
+        text = (
+            f"{self.method}: emptied {m.emptied} nodes with {m.moves} moves in {m.waves} waves, "
+            f"fragmented {m.fragmented_before} -> {m.fragmented_after} ({self.seconds:.2f} s)"
+        )
+        if self.bound is not None:
+            text += f", bound {self.bound}"
+        return text
+
+
+@dataclass
+class _Replay:
+    """Plain-dict state of a cluster under replay (independent of the methods' views)."""
+
+    gpus: dict[str, int]
+    cpus: dict[str, int]
+    memory: dict[str, int]
+    tasks_on: dict[str, set[str]]
+    where: dict[str, str]
+
+    @classmethod
+    def start(cls, problem: DefragProblem) -> _Replay:
+        state = cls(
+            gpus={n.id: 0 for n in problem.nodes},
+            cpus={n.id: 0 for n in problem.nodes},
+            memory={n.id: 0 for n in problem.nodes},
+            tasks_on={n.id: set() for n in problem.nodes},
+            where={},
+        )
+        for task in problem.tasks:
+            state.add(task.id, task.node, task.gpus, scaled(task.cpus), _memory_of(task.memory))
+        return state
+
+    def add(self, task: str, node: str, gpus: int, cpus: int, memory: int) -> None:
+        self.gpus[node] += gpus
+        self.cpus[node] += cpus
+        self.memory[node] += memory
+        self.tasks_on[node].add(task)
+        self.where[task] = node
+
+    def remove(self, task: str, node: str, gpus: int, cpus: int, memory: int) -> None:
+        self.gpus[node] -= gpus
+        self.cpus[node] -= cpus
+        self.memory[node] -= memory
+        self.tasks_on[node].discard(task)
+
+
+def _memory_of(memory: float | None) -> int:
+    return 0 if memory is None else scaled(memory)
+
+
+def _as_moves(plan: MigrationPlan | Sequence[Move]) -> list[Move]:
+    return list(plan.moves) if isinstance(plan, MigrationPlan) else list(plan)
+
+
+def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> list[str]:
+    """Every breach of D1-D7 (``models/defrag.md``) when ``plan`` is replayed in order.
+
+    Returns an empty list when the plan is legal. Each message starts with its
+    rule label, e.g. ``"D3: move 4 (t7 n3->n4): node n4 lacks GPUs (needs 2, has 1 free)"``.
+    """
+    found: list[str] = []
+    moves = _as_moves(plan)
+    nodes = {n.id: n for n in problem.nodes}
+    tasks = {t.id: t for t in problem.tasks}
+    state = _Replay.start(problem)
+    group_on: dict[str, Counter[str]] = defaultdict(Counter)
+    for held in problem.tasks:
+        if held.anti_affinity is not None:
+            group_on[held.node][held.anti_affinity] += 1
+    moved_in_group: dict[str, set[str]] = defaultdict(set)
+    for number, move in enumerate(moves, start=1):
+        label = f"move {number} ({move.task} {move.source}->{move.to})"
+        task = tasks.get(move.task)
+        if task is None:
+            found.append(f"D1: {label}: task {move.task!r} is not in the snapshot")
+            continue
+        if move.source not in nodes or move.to not in nodes:
+            missing = move.source if move.source not in nodes else move.to
+            found.append(f"D1: {label}: node {missing!r} is not in the snapshot")
+            continue
+        if state.where[task.id] != move.source:
+            found.append(f"D1: {label}: the task is on {state.where[task.id]!r}, not on the source")
+            continue
+        if move.to == move.source:
+            found.append(f"D1: {label}: source and target are the same node")
+            continue
+        if task.locked:
+            found.append(f"D2: {label}: the task is locked")
+        target = nodes[move.to]
+        cpus, memory = scaled(task.cpus), _memory_of(task.memory)
+        if state.gpus[target.id] + task.gpus > target.gpus:
+            free = target.gpus - state.gpus[target.id]
+            found.append(
+                f"D3: {label}: node {target.id} lacks GPUs (needs {task.gpus}, has {free})"
+            )
+        if state.cpus[target.id] + cpus > scaled(target.cpus):
+            free_cpus = (scaled(target.cpus) - state.cpus[target.id]) / 1000
+            found.append(
+                f"D3: {label}: node {target.id} lacks CPUs (needs {task.cpus:g}, has {free_cpus:g})"
+            )
+        if target.memory is not None and state.memory[target.id] + memory > scaled(target.memory):
+            found.append(f"D3: {label}: node {target.id} lacks memory")
+        if not selector_matches(task.node_selector, target.labels):
+            found.append(f"D4: {label}: node {target.id} does not match the task's node_selector")
+        if task.anti_affinity is not None:
+            if group_on[target.id][task.anti_affinity] > 0:
+                found.append(
+                    f"D5: {label}: node {target.id} already runs a task of anti_affinity group "
+                    f"{task.anti_affinity!r}"
+                )
+            group_on[target.id][task.anti_affinity] += 1
+            group_on[move.source][task.anti_affinity] -= 1
+            moved_in_group[task.anti_affinity].add(task.id)
+        state.add(task.id, target.id, task.gpus, cpus, memory)
+        state.remove(task.id, move.source, task.gpus, cpus, memory)
+    options = problem.options
+    if options.max_moves is not None and len(moves) > options.max_moves:
+        found.append(f"D6: the plan has {len(moves)} moves, over max_moves={options.max_moves}")
+    if options.group_budget is not None:
+        for group, moved in sorted(moved_in_group.items()):
+            if len(moved) > options.group_budget:
+                found.append(
+                    f"D6: {len(moved)} tasks of anti_affinity group {group!r} move, over "
+                    f"group_budget={options.group_budget}"
+                )
+    found.extend(_wave_violations(moves))
+    if isinstance(plan, MigrationPlan):
+        occupied_before = {t.node for t in problem.tasks}
+        emptied = {n for n in occupied_before if not state.tasks_on[n]}
+        claimed = set(plan.emptied)
+        if claimed != emptied:
+            wrong = sorted(claimed ^ emptied)[:5]
+            found.append(
+                f"D1: the plan's emptied list differs from the replay's on nodes {wrong} "
+                f"(claims {len(claimed)}, replay empties {len(emptied)})"
+            )
+    return found
+
+
+def _wave_violations(moves: Sequence[Move]) -> list[str]:
+    """D7: waves never decrease, and the moves of one wave touch pairwise distinct nodes."""
+    found: list[str] = []
+    touched: set[str] = set()
+    wave = 0
+    for number, move in enumerate(moves, start=1):
+        if move.wave < wave:
+            found.append(f"D7: move {number} is in wave {move.wave} after a move of wave {wave}")
+            continue
+        if move.wave > wave:
+            wave, touched = move.wave, set()
+        shared = {move.source, move.to} & touched
+        if shared:
+            found.append(
+                f"D7: move {number} ({move.task}) shares node {sorted(shared)[0]} with another "
+                f"move of wave {wave}, so the two cannot run concurrently"
+            )
+        touched |= {move.source, move.to}
+    return found
+
+
+def assign_waves(moves: Iterable[tuple[str, str, str]]) -> list[Move]:
+    """Group ordered moves ``(task, source, target)`` into concurrent waves.
+
+    A move goes one wave after the latest earlier move that touches one of its
+    two nodes, so the order between dependent moves is kept and the moves of a
+    wave touch pairwise distinct nodes (rule D7). The result is sorted by wave.
+
+    >>> [m.wave for m in assign_waves([("a", "n1", "n2"), ("b", "n3", "n4"), ("c", "n2", "n5")])]
+    [0, 0, 1]
+    """
+    last: dict[str, int] = {}
+    placed: list[tuple[int, int, Move]] = []
+    for number, (task, source, target) in enumerate(moves):
+        wave = max(last.get(source, -1), last.get(target, -1)) + 1
+        last[source] = last[target] = wave
+        placed.append((wave, number, Move(task=task, source=source, to=target, wave=wave)))
+    placed.sort(key=lambda item: (item[0], item[1]))
+    return [move for _, _, move in placed]
+
+
+def _gpu_state(problem: DefragProblem, moves: Sequence[Move]) -> tuple[dict[str, int], set[str]]:
+    used = {n.id: 0 for n in problem.nodes}
+    where = {t.id: t.node for t in problem.tasks}
+    gpus = {t.id: t.gpus for t in problem.tasks}
+    for move in moves:
+        where[move.task] = move.to
+    occupied: set[str] = set()
+    for task_id, node in where.items():
+        used[node] += gpus[task_id]
+        occupied.add(node)
+    return used, occupied
+
+
+def count_fragmented(problem: DefragProblem, used: dict[str, int]) -> int:
+    """Nodes with some but not all of their GPUs in use."""
+    return sum(1 for n in problem.nodes if 0 < used[n.id] < n.gpus)
+
+
+def evaluate(problem: DefragProblem, moves: Sequence[Move]) -> tuple[PlanMetrics, list[str]]:
+    """Metrics of a (legal) move list and the nodes it empties, in snapshot order."""
+    before, occupied_before = _gpu_state(problem, ())
+    after, occupied_after = _gpu_state(problem, moves)
+    emptied = [
+        n.id for n in problem.nodes if n.id in occupied_before and n.id not in occupied_after
+    ]
+    metrics = PlanMetrics(
+        fragmented_before=count_fragmented(problem, before),
+        fragmented_after=count_fragmented(problem, after),
+        emptied=len(emptied),
+        moves=len(moves),
+        moved_gpus=sum(problem.index.task_gpus[problem.index.task_pos[m.task]] for m in moves),
+        idle_nodes_before=sum(1 for n in problem.nodes if n.id not in occupied_before),
+        idle_nodes_after=sum(1 for n in problem.nodes if n.id not in occupied_after),
+        waves=(max(m.wave for m in moves) + 1) if moves else 0,
+    )
+    return metrics, emptied
+
+
+def make_plan(
+    problem: DefragProblem,
+    method: str,
+    moves: Iterable[tuple[str, str, str]],
+    *,
+    seconds: float,
+    status: Status = "heuristic",
+    bound: int | None = None,
+    notes: Sequence[str] = (),
+) -> MigrationPlan:
+    """Build a :class:`MigrationPlan` from ordered ``(task, source, target)`` moves."""
+    waved = assign_waves(moves)
+    metrics, emptied = evaluate(problem, waved)
+    gap = None
+    if bound is not None:
+        gap = 0.0 if bound <= metrics.emptied else (bound - metrics.emptied) / bound
+    return MigrationPlan(
+        method=method,
+        status=status,
+        moves=waved,
+        emptied=emptied,
+        seconds=seconds,
+        metrics=metrics,
+        bound=bound,
+        gap=gap,
+        notes=list(notes),
+    )
+
+
+def parse_plan(data: Any, *, source: str | None = None) -> MigrationPlan:
+    """Validate a decoded plan (a dict) into a :class:`MigrationPlan`."""
+    if not isinstance(data, dict):
+        where = f"{source}: " if source else ""
+        raise ProblemError(f"{where}a plan must be a JSON object (got {type(data).__name__}).")
+    try:
+        return MigrationPlan.model_validate(data)
+    except ValidationError as exc:
+        raise problem_error_from(exc, source=source) from None
+
+
+def load_plan(path: str | Path) -> MigrationPlan:
+    """Read a plan JSON file written by ``gpuopt defrag``."""
+    return parse_plan(read_json(path), source=str(path))
+
+
+def apply_plan(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> DefragProblem:
+    """The snapshot after ``plan`` (which must be legal: see :func:`violations`)."""
+    where = {t.id: t.node for t in problem.tasks}
+    for move in _as_moves(plan):
+        where[move.task] = move.to
+    tasks = [t.model_copy(update={"node": where[t.id]}) for t in problem.tasks]
+    return problem.model_copy(update={"tasks": tasks})
+
+
+__all__ = [
+    "MigrationPlan",
+    "Move",
+    "PlanMetrics",
+    "apply_plan",
+    "assign_waves",
+    "count_fragmented",
+    "evaluate",
+    "load_plan",
+    "make_plan",
+    "parse_plan",
+    "violations",
+]
