@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from gpuopt.allocation.milp import Progress
 from gpuopt.allocation.patterns import PatternSet, WarmStart, finish, warm_start
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
 from gpuopt.solvers import require
+from gpuopt.solvers.highs import Progress
 
 #: Objective scale: coefficients are multiplied by this before rounding.
 SCALE = 10_000

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +30,15 @@ from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
 from gpuopt.errors import ProblemError
 from gpuopt.solvers import require
+from gpuopt.solvers.highs import (
+    HIGHS_OPTIONS,
+    Progress,
+    RowFamily,
+    row_family,
+    solve_rows,
+    status_of,
+    use_threads,
+)
 
 #: Solver names for ``solve_milp(solver=...)``: "highs" is highspy directly; the rest go
 #: through Pyomo ("pyomo-highs" is Pyomo's persistent appsi interface to HiGHS).
@@ -45,26 +53,6 @@ _TIME_OPTION = {
 }
 _WARMSTART = {"cbc", "gurobi", "cplex"}
 INF = math.inf
-#: ``progress(seconds, incumbent, bound)``: how the search moves (None: not known yet).
-Progress = Callable[[float, float | None, float | None], None]
-#: HiGHS options: prove optimality to 1e-6 rather than HiGHS's default 1e-4 relative gap.
-HIGHS_OPTIONS = {"mip_rel_gap": 1e-6}
-
-
-@dataclass
-class RowFamily:
-    """One labelled family of rows ``lower <= A x <= upper`` in CSR form."""
-
-    label: str
-    start: np.ndarray  # (rows + 1,) CSR row starts
-    index: np.ndarray  # column of each non-zero
-    value: np.ndarray  # coefficient of each non-zero
-    lower: np.ndarray  # (rows,) -inf allowed
-    upper: np.ndarray  # (rows,) +inf allowed
-
-    @property
-    def rows(self) -> int:
-        return int(self.lower.size)
 
 
 @dataclass
@@ -144,24 +132,6 @@ class MilpData:
         return chosen, counts.reshape(index.num_realtime, index.horizon)
 
 
-def _family(
-    label: str, rows: list[tuple[list[int], list[float]]], lower: Any, upper: Any
-) -> RowFamily:
-    lengths = np.array([len(cols) for cols, _ in rows], dtype=np.int64)
-    start = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-    index = np.array([c for cols, _ in rows for c in cols], dtype=np.int64)
-    value = np.array([v for _, coefs in rows for v in coefs], dtype=float)
-    count = len(rows)
-    return RowFamily(
-        label,
-        start,
-        index,
-        value,
-        np.broadcast_to(np.asarray(lower, dtype=float), (count,)).copy(),
-        np.broadcast_to(np.asarray(upper, dtype=float), (count,)).copy(),
-    )
-
-
 def _a1a_gpu_step_conflicts(data: MilpData) -> RowFamily:
     """A1a: at most one pattern covers each (GPU, step) cell."""
     rows = data.patterns.cell_rows
@@ -182,13 +152,13 @@ def _a1b_step_capacity(data: MilpData) -> RowFamily:
     for t, row in enumerate(patterns.step_rows):
         cols = row.tolist() + [data.y_col(r, t) for r in range(index.num_realtime)]
         rows.append((cols, size[row].tolist() + [1.0] * index.num_realtime))
-    return _family("a1b", rows, -INF, patterns.capacity)
+    return row_family("a1b", rows, -INF, patterns.capacity)
 
 
 def _a2a_at_most_once(data: MilpData) -> RowFamily:
     """A2a: each new task runs at most once (A2b: running tasks are constants; A2c: domains)."""
     groups = [ids for ids in data.patterns.by_task.values() if len(ids) > 1]
-    return _family("a2a", [(ids, [1.0] * len(ids)) for ids in groups], -INF, 1.0)
+    return row_family("a2a", [(ids, [1.0] * len(ids)) for ids in groups], -INF, 1.0)
 
 
 def _a4a_swap_between_steps(data: MilpData) -> RowFamily:
@@ -199,7 +169,7 @@ def _a4a_swap_between_steps(data: MilpData) -> RowFamily:
         for t in range(1, index.horizon):
             rows.append(([data.y_col(r, t), data.y_col(r, t - 1)], [1.0, -1.0]))
             bounds.append(float(index.max_swap[r]))
-    return _family("a4a", rows, -np.array(bounds), np.array(bounds))
+    return row_family("a4a", rows, -np.array(bounds), np.array(bounds))
 
 
 def _a4b_swap_from_initial(data: MilpData) -> RowFamily:
@@ -208,7 +178,7 @@ def _a4b_swap_from_initial(data: MilpData) -> RowFamily:
     realtime = range(index.num_realtime)
     rows = [([data.y_col(r, 0)], [1.0]) for r in realtime]
     initial, swap = index.initial.astype(float), index.max_swap.astype(float)
-    return _family("a4b", rows, initial - swap, initial + swap)
+    return row_family("a4b", rows, initial - swap, initial + swap)
 
 
 def _a4c_shortfall(data: MilpData) -> RowFamily:
@@ -219,7 +189,7 @@ def _a4c_shortfall(data: MilpData) -> RowFamily:
         for r in range(index.num_realtime)
         for t in range(index.horizon)
     ]
-    return _family("a4c", rows, index.demand.ravel().astype(float), INF)
+    return row_family("a4c", rows, index.demand.ravel().astype(float), INF)
 
 
 # --------------------------------------------------------------------------- Pyomo
@@ -369,7 +339,7 @@ def solve_milp(
     start_values = data.start_values(*data.patterns.encode(start.grid)) if use_start else None
     if solver == "highs":
         remaining = _remaining(time_limit, started)
-        values, status, bound = _solve_highspy(
+        values, status, bound = solve_rows(
             data, remaining, seed, threads, start_values, log, progress
         )
     else:
@@ -397,127 +367,10 @@ def solve_milp(
     )
 
 
-#: Solver termination names (HiGHS's, Pyomo's appsi and legacy ones) -> our statuses.
-_STATUS: dict[str, Status] = {
-    "kOptimal": "optimal",
-    "optimal": "optimal",
-    "kInfeasible": "infeasible",
-    "infeasible": "infeasible",
-    "kTimeLimit": "time_limit",
-    "kIterationLimit": "time_limit",
-    "kSolutionLimit": "time_limit",
-    "kInterrupt": "time_limit",
-    "maxTimeLimit": "time_limit",
-    "maxIterations": "time_limit",
-}
-
-
-def _status(condition: str, found: bool) -> Status:
-    """Our status for a solver's termination condition (anything else: feasible or error)."""
-    return _STATUS.get(condition, "feasible" if found else "error")
-
-
 def _remaining(time_limit: float | None, started: float) -> float | None:
     if time_limit is None:
         return None
     return max(0.05, time_limit - (time.perf_counter() - started))
-
-
-_SCHEDULER_THREADS: list[int] = []  # thread count of HiGHS's process-wide scheduler
-
-
-def _use_threads(highspy: Any, threads: int) -> None:
-    """HiGHS keeps one scheduler per process and refuses a run asking for another thread
-    count; reset it when the count changes."""
-    if _SCHEDULER_THREADS and _SCHEDULER_THREADS[0] != threads:
-        highspy.Highs.resetGlobalScheduler(True)
-    _SCHEDULER_THREADS[:] = [threads]
-
-
-def _report_progress(highs: Any, progress: Progress) -> None:
-    """Call ``progress(seconds, incumbent, bound)`` when HiGHS's incumbent or bound moves."""
-    last: list[tuple[float, float]] = []
-
-    def on_event(event: Any) -> None:
-        data = event.data_out
-        incumbent, bound = float(data.mip_primal_bound), float(data.mip_dual_bound)
-        if last and last[-1] == (incumbent, bound):
-            return
-        last[:] = [(incumbent, bound)]
-        progress(
-            float(data.running_time),
-            incumbent if math.isfinite(incumbent) else None,
-            bound if math.isfinite(bound) else None,
-        )
-
-    highs.cbMipImprovingSolution.subscribe(on_event)
-    highs.cbMipInterrupt.subscribe(on_event)
-
-
-def _solve_highspy(
-    data: MilpData,
-    time_limit: float | None,
-    seed: int,
-    threads: int,
-    start: np.ndarray | None,
-    log: bool,
-    progress: Progress | None = None,
-) -> tuple[np.ndarray | None, Status, float | None]:
-    """Pass the families as one row-wise sparse matrix to HiGHS and solve."""
-    highspy = require("highspy", "milp")
-    lp = highspy.HighsLp()
-    lp.num_col_ = data.num_cols
-    lp.num_row_ = sum(f.rows for f in data.families)
-    lp.col_cost_ = data.cost
-    lp.col_lower_ = data.col_lower
-    lp.col_upper_ = data.col_upper
-    lp.offset_ = data.offset
-    lp.sense_ = highspy.ObjSense.kMaximize
-    families = [f for f in data.families if f.rows]
-    lp.row_lower_ = np.concatenate([f.lower for f in families]) if families else np.zeros(0)
-    lp.row_upper_ = np.concatenate([f.upper for f in families]) if families else np.zeros(0)
-    starts, offset = [], 0
-    for family in families:
-        starts.append(family.start[:-1] + offset)
-        offset += int(family.start[-1])
-    matrix = lp.a_matrix_
-    matrix.format_ = highspy.MatrixFormat.kRowwise
-    matrix.num_col_, matrix.num_row_ = data.num_cols, lp.num_row_
-    matrix.start_ = np.concatenate([*starts, [offset]]).astype(np.int32)
-    matrix.index_ = (
-        np.concatenate([f.index for f in families]) if families else np.zeros(0)
-    ).astype(np.int32)
-    matrix.value_ = np.concatenate([f.value for f in families]) if families else np.zeros(0)
-    lp.integrality_ = [
-        highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
-        for i in data.integer.tolist()
-    ]
-    highs = highspy.Highs()
-    highs.setOptionValue("output_flag", log)
-    _use_threads(highspy, max(1, threads))
-    highs.setOptionValue("threads", max(1, threads))
-    highs.setOptionValue("random_seed", seed)
-    for option, value in HIGHS_OPTIONS.items():
-        highs.setOptionValue(option, value)
-    if time_limit is not None:
-        highs.setOptionValue("time_limit", float(time_limit))
-    highs.passModel(lp)
-    if progress is not None:
-        _report_progress(highs, progress)
-    if start is not None:
-        solution = highspy.HighsSolution()
-        solution.col_value = start.tolist()
-        solution.value_valid = True
-        highs.setSolution(solution)
-    highs.run()
-    model_status = highs.getModelStatus()
-    info = highs.getInfo()
-    found = info.primal_solution_status == 2  # kSolutionStatusFeasible
-    bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else None
-    status = _status(model_status.name, found)
-    if not found:
-        return None, status, bound
-    return np.asarray(highs.getSolution().col_value), status, bound
 
 
 def _satisfies(model: Any, tolerance: float = 1e-6) -> bool:
@@ -561,7 +414,7 @@ def _solve_appsi(
 ) -> tuple[bool, Status, float | None]:
     from pyomo.contrib.appsi.solvers.highs import Highs
 
-    _use_threads(require("highspy", "milp"), max(1, threads))
+    use_threads(require("highspy", "milp"), max(1, threads))
     highs = Highs()
     highs.config.time_limit = time_limit
     highs.config.warmstart = warm
@@ -573,7 +426,7 @@ def _solve_appsi(
     bound = results.best_objective_bound
     bound = float(bound) if bound is not None and math.isfinite(bound) else None
     found = results.best_feasible_objective is not None
-    status = _status(condition.name, found)
+    status = status_of(condition.name, found)
     if found:
         results.solution_loader.load_vars()
     return found, status, bound
@@ -594,7 +447,7 @@ def _solve_factory(
         kwargs["warmstart"] = True
     results = opt.solve(model, **kwargs)
     condition = results.solver.termination_condition
-    status = _status(condition.name, results.solver.status == SolverStatus.ok)
+    status = status_of(condition.name, results.solver.status == SolverStatus.ok)
     bound_value = results.problem.upper_bound
     bound = None
     if bound_value is not None and math.isfinite(float(bound_value)):

@@ -1,0 +1,575 @@
+"""The exact defragmentation model (``models/defrag.md``) as labelled row families, and HiGHS.
+
+Columns are ``x[t, n]`` (movable task ``t`` ends on eligible node ``n``) and
+``e[n]`` (candidate node ``n`` ends empty); each family of rows (X1 ... X5) is
+built by one private function citing its label. :func:`solve_milp` hands the
+rows to HiGHS, :func:`gpuopt.defrag.cpsat.solve_cpsat` to CP-SAT: one model,
+two solvers. Both start from the ``ipc`` plan and return an executable ordered
+plan: :func:`order_moves` turns the final placement into make-before-break
+moves (X6), with a buffer hop where a cycle (e.g. a swap) blocks every order.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuopt.defrag._shard import NO_LIMIT
+from gpuopt.defrag.greedy import solve_ipc
+from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.solution import MigrationPlan, Status, make_plan
+from gpuopt.solvers.highs import Progress, RowFamily, row_family, solve_rows
+
+#: Most x columns an exact model may have before it is refused (memory and time
+#: grow with it; use ``ipc`` on larger snapshots, or its partitions).
+MAX_COLUMNS = 2_000_000
+
+
+@dataclass
+class DefragRows:
+    """Columns and labelled row families of the exact model for one snapshot.
+
+    ``columns[k] = (task, node)`` for x columns ``k < num_x``; column
+    ``num_x + j`` is ``e[candidates[j]]``. The objective, maximised, is
+    ``weight * sum(e) - moves``: ``weight`` exceeds the largest possible move
+    count, so no number of saved moves is worth one emptied node.
+    """
+
+    problem: DefragProblem
+    columns: list[tuple[int, int]]
+    candidates: np.ndarray
+    weight: int
+    col_lower: np.ndarray
+    col_upper: np.ndarray
+    integer: np.ndarray
+    cost: np.ndarray
+    offset: float
+    families: list[RowFamily] = field(default_factory=list)
+    movable: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    stay_col: dict[int, int] = field(default_factory=dict)
+    max_moves: int | None = None
+    group_budget: int | None = None
+
+    @property
+    def num_cols(self) -> int:
+        return int(self.cost.size)
+
+    @property
+    def num_x(self) -> int:
+        return len(self.columns)
+
+    @classmethod
+    def build(
+        cls,
+        problem: DefragProblem,
+        *,
+        max_moves: int | None = None,
+        group_budget: int | None = None,
+    ) -> DefragRows:
+        index = problem.index
+        used = _node_use(problem)
+        occupied = index.node_task_count > 0
+        locked_on = np.zeros(index.num_nodes, dtype=bool)
+        locked_on[index.task_node[index.task_locked]] = True
+        candidates = np.flatnonzero(occupied & ~locked_on & (index.node_gpus > 0))
+        movable = np.flatnonzero(~index.task_locked)
+        columns: list[tuple[int, int]] = []
+        stay_col: dict[int, int] = {}
+        for task in movable.tolist():
+            home = int(index.task_node[task])
+            fits = (
+                index.selector_masks[index.task_selector[task]]
+                & occupied
+                & (index.node_gpus >= index.task_gpus[task])
+                & (index.node_cpus >= index.task_cpus[task])
+                & ((index.node_memory < 0) | (index.node_memory >= index.task_memory[task]))
+            )
+            fits[home] = True
+            for node in np.flatnonzero(fits).tolist():
+                if node == home:
+                    stay_col[task] = len(columns)
+                columns.append((task, node))
+                if len(columns) > MAX_COLUMNS:
+                    raise ValueError(
+                        f"the exact model would need more than {MAX_COLUMNS:,} task-node columns "
+                        f"({index.num_nodes} nodes, {movable.size} movable tasks); use ipc, "
+                        "whose partitions can each be solved exactly"
+                    )
+        num_x, num_e = len(columns), candidates.size
+        weight = movable.size + 1
+        cost = np.zeros(num_x + num_e)
+        cost[list(stay_col.values())] = 1.0  # moves = |movable| - sum of stays
+        cost[num_x:] = weight
+        rows = cls(
+            problem=problem,
+            columns=columns,
+            candidates=candidates,
+            weight=weight,
+            col_lower=np.zeros(num_x + num_e),
+            col_upper=np.ones(num_x + num_e),
+            integer=np.ones(num_x + num_e, dtype=bool),
+            cost=cost,
+            offset=-float(movable.size),
+            movable=movable,
+            stay_col=stay_col,
+            max_moves=max_moves,
+            group_budget=group_budget,
+        )
+        rows.families = [
+            rows._x1_assign_once(),
+            *rows._x2_capacity(used),
+            rows._x3_empty_nodes_hold_nothing(),
+            rows._x4_anti_affinity(),
+            *rows._x5_budgets(),
+        ]
+        return rows
+
+    def _x1_assign_once(self) -> RowFamily:
+        """X1: every movable task ends on exactly one eligible node."""
+        by_task: dict[int, list[int]] = {}
+        for col, (task, _) in enumerate(self.columns):
+            by_task.setdefault(task, []).append(col)
+        rows = [(cols, [1.0] * len(cols)) for cols in by_task.values()]
+        return row_family("x1", rows, 1.0, 1.0)
+
+    def _x2_capacity(self, used: dict[str, np.ndarray]) -> list[RowFamily]:
+        """X2: GPUs, CPUs and memory fit on every node; a node that ends empty holds nothing.
+
+        Per node and resource: sum of the movable tasks' use + locked use
+        <= capacity * (1 - e[n]), the aggregated form of "emptied => nothing
+        on it" (no locked task sits on a candidate node).
+        """
+        index = self.problem.index
+        e_col = {int(node): self.num_x + j for j, node in enumerate(self.candidates.tolist())}
+        families = []
+        for label, capacity, demand in (
+            ("x2_gpus", index.node_gpus, index.task_gpus),
+            ("x2_cpus", index.node_cpus, index.task_cpus),
+            ("x2_memory", index.node_memory, index.task_memory),
+        ):
+            by_node: dict[int, tuple[list[int], list[float]]] = {}
+            for col, (task, node) in enumerate(self.columns):
+                if demand[task] > 0 and capacity[node] >= 0:
+                    cols, coefs = by_node.setdefault(node, ([], []))
+                    cols.append(col)
+                    coefs.append(float(demand[task]))
+            rows, upper = [], []
+            for node, (cols, coefs) in sorted(by_node.items()):
+                room = float(capacity[node] - used[label][node])
+                if node in e_col:
+                    cols, coefs = [*cols, e_col[node]], [*coefs, float(capacity[node])]
+                    room = float(capacity[node])
+                if sum(coefs) <= room and node not in e_col:
+                    continue  # cannot bind
+                rows.append((cols, coefs))
+                upper.append(room)
+            families.append(row_family(label, rows, -math.inf, np.array(upper)))
+        return families
+
+    def _x3_empty_nodes_hold_nothing(self) -> RowFamily:
+        """X3: a task that uses no GPU, CPU or memory cannot end on an emptied node."""
+        index = self.problem.index
+        e_col = {int(node): self.num_x + j for j, node in enumerate(self.candidates.tolist())}
+        rows = []
+        for col, (task, node) in enumerate(self.columns):
+            weightless = (
+                index.task_gpus[task] == 0
+                and index.task_cpus[task] == 0
+                and index.task_memory[task] == 0
+            )
+            if weightless and node in e_col:
+                rows.append(([col, e_col[node]], [1.0, 1.0]))
+        return row_family("x3", rows, -math.inf, 1.0)
+
+    def _x4_anti_affinity(self) -> RowFamily:
+        """X4: at most one task of an anti-affinity group per node (locked members count)."""
+        index = self.problem.index
+        locked_groups: set[tuple[int, int]] = set()
+        for task in np.flatnonzero(index.task_locked & (index.task_group >= 0)).tolist():
+            locked_groups.add((int(index.task_group[task]), int(index.task_node[task])))
+        by_key: dict[tuple[int, int], list[int]] = {}
+        for col, (task, node) in enumerate(self.columns):
+            group = int(index.task_group[task])
+            if group >= 0:
+                by_key.setdefault((group, node), []).append(col)
+        rows, upper = [], []
+        for key, cols in sorted(by_key.items()):
+            room = 0.0 if key in locked_groups else 1.0
+            if len(cols) > room:
+                rows.append((cols, [1.0] * len(cols)))
+                upper.append(room)
+        return row_family("x4", rows, -math.inf, np.array(upper))
+
+    def _x5_budgets(self) -> list[RowFamily]:
+        """X5: at most ``max_moves`` moves, and ``group_budget`` moved tasks per group.
+
+        A task moves when its stay column is 0: moves = |tasks| - sum of stays,
+        so "moves <= B" is "sum of stays >= |tasks| - B".
+        """
+        index = self.problem.index
+        families = []
+        if self.max_moves is not None:
+            cols = sorted(self.stay_col.values())
+            lower = float(len(cols) - self.max_moves)
+            families.append(row_family("x5_moves", [(cols, [1.0] * len(cols))], lower, math.inf))
+        if self.group_budget is not None:
+            by_group: dict[int, list[int]] = {}
+            for task, col in self.stay_col.items():
+                group = int(index.task_group[task])
+                if group >= 0:
+                    by_group.setdefault(group, []).append(col)
+            rows, lower_bounds = [], []
+            for _, cols in sorted(by_group.items()):
+                if len(cols) > self.group_budget:
+                    rows.append((cols, [1.0] * len(cols)))
+                    lower_bounds.append(float(len(cols) - self.group_budget))
+            families.append(row_family("x5_groups", rows, np.array(lower_bounds), math.inf))
+        return families
+
+    def start_values(self, plan: MigrationPlan) -> np.ndarray:
+        """Column values of a plan's final placement (a MIP start / hint)."""
+        index = self.problem.index
+        final = index.task_node.copy()
+        for move in plan.moves:
+            final[index.task_pos[move.task]] = index.node_pos[move.to]
+        values = np.zeros(self.num_cols)
+        for col, (task, node) in enumerate(self.columns):
+            if final[task] == node:
+                values[col] = 1.0
+        emptied = {index.node_pos[n] for n in plan.emptied}
+        for j, node in enumerate(self.candidates.tolist()):
+            values[self.num_x + j] = 1.0 if node in emptied else 0.0
+        return values
+
+    def final_nodes(self, values: np.ndarray) -> np.ndarray:
+        """Each task's final node (global positions) from column values."""
+        final: np.ndarray = self.problem.index.task_node.copy()
+        for col in np.flatnonzero(values[: self.num_x] > 0.5).tolist():
+            task, node = self.columns[col]
+            final[task] = node
+        return final
+
+    def emptied_bound(self, objective_bound: float) -> int:
+        """A proven bound on the nodes that can be emptied, from a bound on the objective.
+
+        objective = weight * emptied - moves and moves <= weight - 1, so
+        emptied <= (bound + weight - 1) / weight.
+        """
+        return math.floor((objective_bound + self.weight - 1) / self.weight + 1e-9)
+
+
+def _node_use(problem: DefragProblem) -> dict[str, np.ndarray]:
+    """What the locked tasks use on every node (the movable ones are columns)."""
+    index = problem.index
+    locked = index.task_locked
+    out = {}
+    for label, amounts in (
+        ("x2_gpus", index.task_gpus),
+        ("x2_cpus", index.task_cpus),
+        ("x2_memory", index.task_memory),
+    ):
+        use = np.zeros(index.num_nodes, dtype=np.int64)
+        np.add.at(use, index.task_node[locked], amounts[locked])
+        out[label] = use
+    return out
+
+
+def order_moves(
+    problem: DefragProblem, final: np.ndarray
+) -> tuple[list[tuple[str, str, str]], int] | None:
+    """Make-before-break order (X6) of the moves from the snapshot to ``final`` placement.
+
+    Repeatedly makes any pending move whose target has room now (GPUs, CPUs,
+    memory, anti-affinity). When every pending move is blocked (a cycle such
+    as a swap), one blocked task first hops to a buffer node with room (an
+    extra move). Returns the moves and the number of buffer hops, or None when
+    no order is found that way.
+    """
+    index = problem.index
+    where = index.task_node.copy()
+    free_gpus = index.node_gpus - np.bincount(
+        where, weights=index.task_gpus, minlength=index.num_nodes
+    ).astype(np.int64)
+    free_cpus = index.node_cpus - np.bincount(
+        where, weights=index.task_cpus, minlength=index.num_nodes
+    ).astype(np.int64)
+    used_memory = np.bincount(where, weights=index.task_memory, minlength=index.num_nodes)
+    free_memory = np.where(index.node_memory < 0, NO_LIMIT, index.node_memory - used_memory)
+    free_memory = free_memory.astype(np.int64)
+    groups: set[tuple[int, int]] = {
+        (int(index.task_group[t]), int(where[t])) for t in np.flatnonzero(index.task_group >= 0)
+    }
+    moves: list[tuple[str, str, str]] = []
+
+    def fits(task: int, node: int) -> bool:
+        group = int(index.task_group[task])
+        return bool(
+            free_gpus[node] >= index.task_gpus[task]
+            and free_cpus[node] >= index.task_cpus[task]
+            and free_memory[node] >= index.task_memory[task]
+            and index.selector_masks[index.task_selector[task], node]
+            and (group < 0 or (group, node) not in groups)
+        )
+
+    def move(task: int, node: int) -> None:
+        source = int(where[task])
+        for free, amount in (
+            (free_gpus, index.task_gpus[task]),
+            (free_cpus, index.task_cpus[task]),
+            (free_memory, index.task_memory[task]),
+        ):
+            free[node] -= amount
+            free[source] += amount
+        group = int(index.task_group[task])
+        if group >= 0:
+            groups.discard((group, source))
+            groups.add((group, node))
+        where[task] = node
+        moves.append((index.task_ids[task], index.node_ids[source], index.node_ids[node]))
+
+    pending = [int(t) for t in np.flatnonzero(final != where)]
+    hops = 0
+    while pending:
+        progressed = False
+        for task in list(pending):
+            if fits(task, int(final[task])):
+                move(task, int(final[task]))
+                pending.remove(task)
+                progressed = True
+        if progressed:
+            continue
+        if hops >= len(final):
+            return None
+        buffered = False
+        for task in pending:
+            for node in range(index.num_nodes):
+                if node != where[task] and node != final[task] and fits(task, node):
+                    move(task, node)
+                    hops += 1
+                    buffered = True
+                    break
+            if buffered:
+                break
+        if not buffered:
+            return None
+    return moves, hops
+
+
+def finish_exact(
+    problem: DefragProblem,
+    *,
+    method: str,
+    started: float,
+    rows: DefragRows,
+    start: MigrationPlan,
+    values: np.ndarray | None,
+    status: Status,
+    emptied_bound: int | None,
+) -> MigrationPlan:
+    """The exact method's plan: ordered moves, never worse than the start, with bound and gap."""
+    bound = emptied_bound
+    notes: list[str] = []
+    moves: list[tuple[str, str, str]] | None = None
+    if values is not None:
+        ordered = order_moves(problem, rows.final_nodes(values))
+        if ordered is None:
+            notes.append("the solver's placement has no make-before-break order; kept the start")
+        else:
+            moves, hops = ordered
+            if hops:
+                notes.append(f"{hops} buffer hop(s) order a cycle of moves (make-before-break)")
+            budget = problem.options.max_moves
+            if budget is not None and len(moves) > budget:
+                notes.append("buffer hops would exceed max_moves; kept the start")
+                moves = None
+    plan = None
+    if moves is not None:
+        plan = make_plan(problem, method, moves, seconds=0.0, status=status, bound=bound)
+    if plan is None or _score(plan) < _score(start):
+        if values is not None and plan is not None:
+            notes.append(f"the {start.method} start was better than the solver's plan; kept it")
+        plan = make_plan(
+            problem,
+            method,
+            [(m.task, m.source, m.to) for m in start.moves],
+            seconds=0.0,
+            status=status if plan is not None or values is None else "feasible",
+            bound=bound,
+        )
+    return plan.model_copy(update={"seconds": time.perf_counter() - started, "notes": notes})
+
+
+def _score(plan: MigrationPlan) -> tuple[int, int]:
+    return plan.metrics.emptied, -plan.metrics.moves
+
+
+def warm_plan(
+    problem: DefragProblem,
+    initial: MigrationPlan | None,
+    warm: bool,
+    *,
+    seed: int,
+    max_moves: int | None,
+    group_budget: int | None,
+) -> MigrationPlan:
+    """The start of an exact method: ``initial``, else ``ipc`` (or no moves with ``warm=False``)."""
+    if initial is not None:
+        return initial
+    if warm:
+        return solve_ipc(problem, seed=seed, max_moves=max_moves, group_budget=group_budget)
+    return make_plan(problem, "none", [], seconds=0.0)
+
+
+def with_budgets(
+    problem: DefragProblem, max_moves: int | None, group_budget: int | None
+) -> tuple[DefragProblem, int | None, int | None]:
+    """The snapshot with the given budgets as its options (None keeps the snapshot's)."""
+    options = problem.options
+    max_moves = options.max_moves if max_moves is None else max_moves
+    group_budget = options.group_budget if group_budget is None else group_budget
+    if (max_moves, group_budget) != (options.max_moves, options.group_budget):
+        problem = problem.model_copy(
+            update={
+                "options": options.model_copy(
+                    update={"max_moves": max_moves, "group_budget": group_budget}
+                )
+            }
+        )
+    return problem, max_moves, group_budget
+
+
+def solve_milp(
+    problem: DefragProblem,
+    *,
+    time_limit: float | None = 10.0,
+    seed: int = 0,
+    initial: MigrationPlan | None = None,
+    threads: int = 1,
+    warm: bool = True,
+    max_moves: int | None = None,
+    group_budget: int | None = None,
+    log: bool = False,
+    progress: Progress | None = None,
+) -> MigrationPlan:
+    """Solve the exact model (``models/defrag.md``) with HiGHS, warm-started from ``ipc``.
+
+    Parameters
+    ----------
+    time_limit
+        Seconds for everything (ipc start, building, solving); None: no limit.
+    initial
+        A starting plan (default: the ``ipc`` plan).
+    threads
+        HiGHS threads (default 1: HiGHS's threads spin and overrun limits on a
+        busy 2-core machine).
+    progress
+        ``progress(seconds, incumbent, bound)`` in the solver's objective units
+        (``weight * emptied - moves``).
+
+    Returns
+    -------
+    MigrationPlan
+        An executable ordered plan with ``bound`` (most nodes that can be
+        emptied) and ``gap``; status ``optimal``, ``time_limit`` or ``feasible``.
+
+    Examples
+    --------
+    >>> problem = DefragProblem(
+    ...     nodes=[{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b", "c")],
+    ...     tasks=[{"id": "t1", "node": "a", "gpus": 4}, {"id": "t2", "node": "b", "gpus": 4},
+    ...            {"id": "t3", "node": "c", "gpus": 4}])
+    >>> plan = solve_milp(problem)
+    >>> plan.status, plan.metrics.emptied, plan.bound
+    ('optimal', 1, 1)
+    """
+    started = time.perf_counter()
+    problem, max_moves, group_budget = with_budgets(problem, max_moves, group_budget)
+    start = warm_plan(
+        problem, initial, warm, seed=seed, max_moves=max_moves, group_budget=group_budget
+    )
+    rows = DefragRows.build(problem, max_moves=max_moves, group_budget=group_budget)
+    start_values = rows.start_values(start) if (warm or initial is not None) else None
+    values, status, bound = _solve_lexicographic(
+        rows, started, time_limit, seed, threads, start_values, log, progress
+    )
+    return finish_exact(
+        problem,
+        method="milp",
+        started=started,
+        rows=rows,
+        start=start,
+        values=values,
+        status=status,
+        emptied_bound=bound,
+    )
+
+
+#: Share of the remaining time the first phase (most nodes emptied) may use.
+PHASE_ONE_SHARE = 0.7
+#: The objectives are integers: a bound within 1 of the incumbent proves it.
+INTEGER_GAP = {"mip_abs_gap": 0.99}
+
+
+def _solve_lexicographic(
+    rows: DefragRows,
+    started: float,
+    time_limit: float | None,
+    seed: int,
+    threads: int,
+    start_values: np.ndarray | None,
+    log: bool,
+    progress: Progress | None,
+) -> tuple[np.ndarray | None, Status, int | None]:
+    """Phase 1: most nodes emptied (its bound is the plan's bound); phase 2: fewest moves.
+
+    The objective ``weight * emptied - moves`` is solved in its two
+    lexicographic parts because HiGHS proves the emptied count far sooner
+    alone (``docs/benchmarks.md``). Phase 2 keeps phase 1's count as a row
+    (X0) and starts from its solution.
+    """
+    num_x = rows.num_x
+    weighted, offset = rows.cost.copy(), rows.offset
+    rows.cost = np.zeros(rows.num_cols)
+    rows.cost[num_x:] = 1.0
+    rows.offset = 0.0
+    remaining = _left(time_limit, started)
+    first = None if remaining is None else remaining * PHASE_ONE_SHARE
+    values, status, bound = solve_rows(
+        rows, first, seed, threads, start_values, log, progress, INTEGER_GAP
+    )
+    emptied_bound = None if bound is None else math.floor(bound + 1e-6)
+    if values is None:
+        rows.cost, rows.offset = weighted, offset
+        return None, _plan_status(status), emptied_bound
+    emptied = round(float(values[num_x:].sum()))
+    keep = [(list(range(num_x, rows.num_cols)), [1.0] * int(rows.candidates.size))]
+    rows.families.append(row_family("x0", keep, float(emptied), math.inf))
+    rows.cost = weighted.copy()
+    rows.cost[num_x:] = 0.0
+    rows.offset = offset
+    second, second_status, _ = solve_rows(
+        rows, _left(time_limit, started), seed, threads, values, log, progress, INTEGER_GAP
+    )
+    rows.families.pop()
+    rows.cost = weighted
+    if second is not None and round(float(second[num_x:].sum())) >= emptied:
+        values = second
+    proven = emptied_bound is not None and emptied_bound <= emptied
+    final: Status = "optimal" if proven and second_status == "optimal" else "time_limit"
+    return values, final, emptied_bound
+
+
+def _left(time_limit: float | None, started: float) -> float | None:
+    if time_limit is None:
+        return None
+    return max(0.05, time_limit - (time.perf_counter() - started))
+
+
+def _plan_status(status: str) -> Status:
+    return status if status in ("optimal", "feasible", "time_limit", "infeasible") else "feasible"  # type: ignore[return-value]
+
+
+__all__ = ["MAX_COLUMNS", "DefragRows", "Progress", "order_moves", "solve_milp"]

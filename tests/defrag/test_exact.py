@@ -1,0 +1,135 @@
+"""Exact defragmentation (HiGHS and CP-SAT): known optima, brute force, ordering, bounds."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from gpuopt.defrag.cpsat import solve_cpsat
+from gpuopt.defrag.generator import random_snapshot
+from gpuopt.defrag.greedy import solve_ipc
+from gpuopt.defrag.milp import DefragRows, order_moves, solve_milp
+from gpuopt.defrag.problem import DefragProblem
+from tests.defrag.conftest import CHAIN, HALVES, assert_legal, make_snapshot
+
+pytest.importorskip("highspy")
+pytest.importorskip("ortools")
+
+EXACT = [solve_milp, solve_cpsat]
+
+
+def brute_force_optimum(problem: DefragProblem) -> tuple[int, int]:
+    """Most nodes emptied, then fewest moves, over every final placement (rules X1-X5)."""
+    index = problem.index
+    occupied = index.node_task_count > 0
+    best = (0, 0)
+    options = []
+    for task in range(index.num_tasks):
+        home = int(index.task_node[task])
+        if index.task_locked[task]:
+            options.append([home])
+            continue
+        allowed = index.selector_masks[index.task_selector[task]] & occupied
+        allowed[home] = True
+        options.append(np.flatnonzero(allowed).tolist())
+    for final in itertools.product(*options):
+        where = np.array(final)
+        gpus = np.bincount(where, weights=index.task_gpus, minlength=index.num_nodes)
+        cpus = np.bincount(where, weights=index.task_cpus, minlength=index.num_nodes)
+        if (gpus > index.node_gpus).any() or (cpus > index.node_cpus).any():
+            continue
+        groups = [(g, n) for g, n in zip(index.task_group, where, strict=True) if g >= 0]
+        if len(groups) != len(set(groups)):
+            continue
+        emptied = int(np.count_nonzero(occupied & (np.bincount(where, minlength=index.num_nodes)
+                                                   == 0)))
+        moves = int(np.count_nonzero(where != index.task_node))
+        best = max(best, (emptied, -moves))
+    return best[0], -best[1]
+
+
+@pytest.mark.parametrize("solve", EXACT)
+def test_known_optima(solve: object) -> None:
+    for snapshot, emptied, moves in ((CHAIN, 1, 2), (HALVES, 1, 1)):
+        plan = solve(snapshot, time_limit=20)  # type: ignore[operator]
+        assert_legal(snapshot, plan)
+        assert plan.status == "optimal"
+        assert (plan.metrics.emptied, plan.metrics.moves) == (emptied, moves)
+        assert plan.bound == emptied and plan.gap == 0.0
+
+
+@pytest.mark.parametrize("solve", EXACT)
+def test_anti_affinity_blocks_consolidation(solve: object) -> None:
+    snapshot = make_snapshot(
+        [("a", 8, 64), ("b", 8, 64)],
+        [{"id": "t1", "node": "a", "gpus": 2, "anti_affinity": "g"},
+         {"id": "t2", "node": "b", "gpus": 2, "anti_affinity": "g"}],
+    )
+    plan = solve(snapshot, time_limit=20)  # type: ignore[operator]
+    assert plan.status == "optimal" and plan.metrics.emptied == 0 and plan.bound == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_matches_brute_force(seed: int) -> None:
+    snapshot = random_snapshot(
+        seed, nodes=4, gpus_per_node=4, cpus_per_node=32, memory_per_node=None, fill=0.5,
+        idle_fraction=0.0, group_fraction=0.4, groups=2, locked_fraction=0.15,
+    )
+    if len(snapshot.tasks) > 8:
+        pytest.skip("too many tasks to enumerate")
+    emptied, moves = brute_force_optimum(snapshot)
+    for solve in EXACT:
+        plan = solve(snapshot, time_limit=20)
+        assert_legal(snapshot, plan)
+        assert plan.status == "optimal"
+        assert plan.metrics.emptied == emptied
+        assert plan.metrics.moves >= moves  # buffer hops may add moves to order a cycle
+    assert solve_ipc(snapshot).metrics.emptied <= emptied
+
+
+def test_budget_rows() -> None:
+    plan = solve_milp(CHAIN, max_moves=1, time_limit=20)
+    assert_legal(CHAIN.model_copy(update={"options": CHAIN.options.model_copy(
+        update={"max_moves": 1})}), plan)
+    assert plan.metrics.emptied == 0 and plan.status == "optimal"
+
+
+def test_swap_needs_a_buffer_hop() -> None:
+    snapshot = make_snapshot(
+        [("a", 8, 64), ("b", 8, 64), ("spare", 8, 64)],
+        [{"id": "t1", "node": "a", "gpus": 8}, {"id": "t2", "node": "b", "gpus": 8}],
+    )
+    index = snapshot.index
+    swapped = np.array([index.node_pos["b"], index.node_pos["a"]])
+    ordered = order_moves(snapshot, swapped)
+    assert ordered is not None
+    moves, hops = ordered
+    assert hops == 1 and len(moves) == 3
+    assert moves[0] == ("t1", "a", "spare")
+    without_spare = make_snapshot(
+        [("a", 8, 64), ("b", 8, 64)],
+        [{"id": "t1", "node": "a", "gpus": 8}, {"id": "t2", "node": "b", "gpus": 8}],
+    )
+    assert order_moves(without_spare, swapped) is None
+
+
+def test_rows_are_labelled_and_bounded() -> None:
+    rows = DefragRows.build(CHAIN)
+    labels = [family.label for family in rows.families]
+    assert labels == ["x1", "x2_gpus", "x2_cpus", "x2_memory", "x3", "x4"]
+    assert rows.weight == 4  # three movable tasks + 1
+    assert rows.emptied_bound(4 * 1 - 2) == 1
+    assert rows.emptied_bound(4 * 1 - 0.5) == 1
+
+
+def test_warm_start_is_never_lost() -> None:
+    snapshot = random_snapshot(7, nodes=30, fill=0.7)
+    ipc = solve_ipc(snapshot)
+    for solve in EXACT:
+        plan = solve(snapshot, time_limit=0.5)
+        assert_legal(snapshot, plan)
+        assert plan.metrics.emptied >= ipc.metrics.emptied
+        if plan.bound is not None:
+            assert plan.bound >= plan.metrics.emptied

@@ -1,0 +1,113 @@
+"""onehop and ipc: legal on every snapshot, chains where one-hop is stuck, budgets, seeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuopt.defrag.generator import random_snapshot
+from gpuopt.defrag.greedy import solve_ipc
+from gpuopt.defrag.onehop import solve_onehop
+from tests.defrag.conftest import CHAIN, HALVES, assert_legal, make_snapshot
+
+
+def test_chain_empties_what_one_hop_cannot() -> None:
+    onehop = solve_onehop(CHAIN)
+    assert_legal(CHAIN, onehop)
+    assert onehop.metrics.emptied == 0
+    ipc = solve_ipc(CHAIN)
+    assert_legal(CHAIN, ipc)
+    assert ipc.emptied == ["a"]
+    assert [(m.task, m.source, m.to) for m in ipc.moves] == [("t2", "b", "c"), ("t1", "a", "b")]
+    assert [m.wave for m in ipc.moves] == [0, 1]
+    assert solve_ipc(CHAIN, depth=1).metrics.emptied == 0  # direct moves only
+
+
+def test_halves() -> None:
+    for plan in (solve_onehop(HALVES), solve_ipc(HALVES)):
+        assert_legal(HALVES, plan)
+        assert plan.metrics.emptied == 1 and plan.metrics.moves == 1
+
+
+def test_idle_nodes_are_never_targets() -> None:
+    snapshot = make_snapshot(
+        [("a", 8, 64), ("idle", 8, 64)], [{"id": "t1", "node": "a", "gpus": 4}]
+    )
+    assert solve_ipc(snapshot).moves == []
+    assert solve_onehop(snapshot).moves == []
+
+
+def test_cpu_starved_target_is_refused() -> None:
+    snapshot = make_snapshot(
+        [("a", 8, 64), ("b", 8, 10)],
+        [{"id": "t1", "node": "a", "gpus": 2, "cpus": 8}, {"id": "t2", "node": "b", "gpus": 2,
+                                                           "cpus": 4}],
+    )
+    plan = solve_ipc(snapshot)
+    assert_legal(snapshot, plan)
+    assert plan.emptied == ["b"]  # t1 cannot go to b (4 CPUs free), t2 can go to a
+
+
+def test_move_budget_is_kept() -> None:
+    snapshot = random_snapshot(3, nodes=60, fill=0.5, locked_fraction=0.0)
+    free = solve_ipc(snapshot)
+    assert free.metrics.moves > 5
+    limited = snapshot.model_copy(
+        update={"options": snapshot.options.model_copy(update={"max_moves": 5})}
+    )
+    plan = solve_ipc(limited)
+    assert_legal(limited, plan)
+    assert 0 < plan.metrics.moves <= 5
+    assert solve_ipc(snapshot, max_moves=5).metrics.moves <= 5
+
+
+def test_group_budget_is_kept() -> None:
+    snapshot = random_snapshot(5, nodes=80, fill=0.5, group_fraction=0.9, groups=3)
+    budget = snapshot.model_copy(
+        update={"options": snapshot.options.model_copy(update={"group_budget": 2})}
+    )
+    for plan in (solve_ipc(budget, partition_size=30), solve_onehop(budget)):
+        assert_legal(budget, plan)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_snapshots_are_legal(seed: int) -> None:
+    snapshot = random_snapshot(
+        seed,
+        nodes=20 + 15 * seed,
+        fill=0.4 + 0.04 * seed,
+        locked_fraction=0.05 * (seed % 5),
+        memory_per_node=None if seed % 3 == 0 else 1024,
+    )
+    onehop = solve_onehop(snapshot)
+    assert_legal(snapshot, onehop)
+    ipc = solve_ipc(snapshot, partition_size=max(2, len(snapshot.nodes) // 3), seed=seed)
+    assert_legal(snapshot, ipc)
+    assert ipc.metrics.fragmented_after <= ipc.metrics.fragmented_before
+
+
+def test_same_seed_same_plan() -> None:
+    snapshot = random_snapshot(11, nodes=120)
+    first = solve_ipc(snapshot, partition_size=40, seed=3)
+    again = solve_ipc(snapshot, partition_size=40, seed=3)
+    assert first.moves == again.moves
+
+
+def test_executor_and_progress() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    snapshot = random_snapshot(2, nodes=90)
+    calls: list[tuple[int, int, int]] = []
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        plan = solve_ipc(
+            snapshot, partition_size=30, executor=pool, progress=lambda *a: calls.append(a)
+        )
+    assert_legal(snapshot, plan)
+    assert calls and calls[0][1] == 3 and calls[0][2] == 1
+    assert plan.moves == solve_ipc(snapshot, partition_size=30).moves  # same as in-process
+
+
+def test_time_limit_stops_early() -> None:
+    snapshot = random_snapshot(4, nodes=400)
+    plan = solve_ipc(snapshot, time_limit=1e-6)
+    assert_legal(snapshot, plan)
+    assert plan.status == "time_limit"
