@@ -43,8 +43,9 @@ def brute_force_optimum(problem: DefragProblem) -> tuple[int, int]:
         groups = [(g, n) for g, n in zip(index.task_group, where, strict=True) if g >= 0]
         if len(groups) != len(set(groups)):
             continue
-        emptied = int(np.count_nonzero(occupied & (np.bincount(where, minlength=index.num_nodes)
-                                                   == 0)))
+        emptied = int(
+            np.count_nonzero(occupied & (np.bincount(where, minlength=index.num_nodes) == 0))
+        )
         moves = int(np.count_nonzero(where != index.task_node))
         best = max(best, (emptied, -moves))
     return best[0], -best[1]
@@ -64,8 +65,10 @@ def test_known_optima(solve: object) -> None:
 def test_anti_affinity_blocks_consolidation(solve: object) -> None:
     snapshot = make_snapshot(
         [("a", 8, 64), ("b", 8, 64)],
-        [{"id": "t1", "node": "a", "gpus": 2, "anti_affinity": "g"},
-         {"id": "t2", "node": "b", "gpus": 2, "anti_affinity": "g"}],
+        [
+            {"id": "t1", "node": "a", "gpus": 2, "anti_affinity": "g"},
+            {"id": "t2", "node": "b", "gpus": 2, "anti_affinity": "g"},
+        ],
     )
     plan = solve(snapshot, time_limit=20)  # type: ignore[operator]
     assert plan.status == "optimal" and plan.metrics.emptied == 0 and plan.bound == 0
@@ -74,8 +77,16 @@ def test_anti_affinity_blocks_consolidation(solve: object) -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_exact_matches_brute_force(seed: int) -> None:
     snapshot = random_snapshot(
-        seed, nodes=4, gpus_per_node=4, cpus_per_node=32, memory_per_node=None, fill=0.5,
-        idle_fraction=0.0, group_fraction=0.4, groups=2, locked_fraction=0.15,
+        seed,
+        nodes=4,
+        gpus_per_node=4,
+        cpus_per_node=32,
+        memory_per_node=None,
+        fill=0.5,
+        idle_fraction=0.0,
+        group_fraction=0.4,
+        groups=2,
+        locked_fraction=0.15,
     )
     if len(snapshot.tasks) > 8:
         pytest.skip("too many tasks to enumerate")
@@ -91,8 +102,10 @@ def test_exact_matches_brute_force(seed: int) -> None:
 
 def test_budget_rows() -> None:
     plan = solve_milp(CHAIN, max_moves=1, time_limit=20)
-    assert_legal(CHAIN.model_copy(update={"options": CHAIN.options.model_copy(
-        update={"max_moves": 1})}), plan)
+    assert_legal(
+        CHAIN.model_copy(update={"options": CHAIN.options.model_copy(update={"max_moves": 1})}),
+        plan,
+    )
     assert plan.metrics.emptied == 0 and plan.status == "optimal"
 
 

@@ -39,8 +39,10 @@ def test_idle_nodes_are_never_targets() -> None:
 def test_cpu_starved_target_is_refused() -> None:
     snapshot = make_snapshot(
         [("a", 8, 64), ("b", 8, 10)],
-        [{"id": "t1", "node": "a", "gpus": 2, "cpus": 8}, {"id": "t2", "node": "b", "gpus": 2,
-                                                           "cpus": 4}],
+        [
+            {"id": "t1", "node": "a", "gpus": 2, "cpus": 8},
+            {"id": "t2", "node": "b", "gpus": 2, "cpus": 4},
+        ],
     )
     plan = solve_ipc(snapshot)
     assert_legal(snapshot, plan)

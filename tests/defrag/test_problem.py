@@ -16,13 +16,27 @@ from tests.defrag.conftest import CHAIN
 def snapshot_dict(**changes: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
         "nodes": [
-            {"id": "n1", "gpus": 8, "cpus": 96, "memory": 512, "asw": "s1",
-             "labels": {"gpu_model": "H20"}},
+            {
+                "id": "n1",
+                "gpus": 8,
+                "cpus": 96,
+                "memory": 512,
+                "asw": "s1",
+                "labels": {"gpu_model": "H20"},
+            },
             {"id": "n2", "gpus": 8, "cpus": 96, "asw": "s1", "labels": {"gpu_model": "A100"}},
         ],
         "tasks": [
-            {"id": "t1", "node": "n1", "gpus": 2, "cpus": 16, "memory": 64, "priority": "HP",
-             "node_selector": {"gpu_model": "H20"}, "anti_affinity": "svc-a"},
+            {
+                "id": "t1",
+                "node": "n1",
+                "gpus": 2,
+                "cpus": 16,
+                "memory": 64,
+                "priority": "HP",
+                "node_selector": {"gpu_model": "H20"},
+                "anti_affinity": "svc-a",
+            },
             {"id": "t2", "node": "n2", "gpus": 4, "cpus": 8, "anti_affinity": "svc-a"},
         ],
     }
@@ -58,12 +72,19 @@ def bad(data: dict[str, Any]) -> str:
         ({"tasks": [{"id": "t", "node": "n1", "gpus": 1, "memory": 513}]}, "hold 513 memory"),
         ({"tasks": [{"id": "t", "node": "n2", "gpus": 1}] * 2}, "id 't' appears 2 times"),
         (
-            {"tasks": [{"id": "t", "node": "n2", "gpus": 1, "node_selector": {"gpu_model": "H20"}}]},
+            {
+                "tasks": [
+                    {"id": "t", "node": "n2", "gpus": 1, "node_selector": {"gpu_model": "H20"}}
+                ]
+            },
             "does not match its node_selector",
         ),
         (
-            {"tasks": [{"id": f"t{i}", "node": "n1", "gpus": 1, "anti_affinity": "g"}
-                       for i in range(2)]},
+            {
+                "tasks": [
+                    {"id": f"t{i}", "node": "n1", "gpus": 1, "anti_affinity": "g"} for i in range(2)
+                ]
+            },
             "already runs a task of anti_affinity group 'g'",
         ),
         ({"tasks": [{"id": "t", "node": "n1", "gpus": 2, "gpu_milli": 500}]}, "gpu_milli"),
@@ -90,7 +111,7 @@ def test_load_snapshot_round_trip(tmp_path: Path) -> None:
     path.write_text(CHAIN.to_json())
     assert load_snapshot(path) == CHAIN
     path.write_text('{"nodes": [')
-    with pytest.raises(ProblemError, match="snap.json"):
+    with pytest.raises(ProblemError, match=r"snap\.json"):
         load_snapshot(path)
     path.write_text(json.dumps({"nodes": [{"id": "a", "gpus": 1, "cpus": float("nan")}]}))
     with pytest.raises(ProblemError):

@@ -32,8 +32,13 @@ def only(problem_moves: list[str], label: str) -> None:
 def test_chain_runs_from_its_tail() -> None:
     assert violations(CHAIN, moves(("t2", "b", "c"), ("t1", "a", "b"))) == []
     # head first: b has only 2 GPUs free while t2 still holds them (make-before-break)
-    only(violations(CHAIN, [Move(task="t1", source="a", to="b"),
-                            Move(task="t2", source="b", to="c", wave=1)]), "D3")
+    only(
+        violations(
+            CHAIN,
+            [Move(task="t1", source="a", to="b"), Move(task="t2", source="b", to="c", wave=1)],
+        ),
+        "D3",
+    )
 
 
 def test_unknown_ids_and_wrong_source() -> None:
@@ -49,10 +54,14 @@ def test_locked_task_never_moves() -> None:
 
 def test_room_covers_cpus_and_memory() -> None:
     snapshot = make_snapshot(
-        [{"id": "a", "gpus": 8, "cpus": 16, "memory": 100},
-         {"id": "b", "gpus": 8, "cpus": 16, "memory": 100}],
-        [{"id": "t1", "node": "a", "gpus": 1, "cpus": 10, "memory": 10},
-         {"id": "t2", "node": "b", "gpus": 1, "cpus": 10, "memory": 95}],
+        [
+            {"id": "a", "gpus": 8, "cpus": 16, "memory": 100},
+            {"id": "b", "gpus": 8, "cpus": 16, "memory": 100},
+        ],
+        [
+            {"id": "t1", "node": "a", "gpus": 1, "cpus": 10, "memory": 10},
+            {"id": "t2", "node": "b", "gpus": 1, "cpus": 10, "memory": 95},
+        ],
     )
     found = violations(snapshot, moves(("t1", "a", "b")))
     assert any("lacks CPUs" in v for v in found) and any("lacks memory" in v for v in found)
@@ -60,11 +69,15 @@ def test_room_covers_cpus_and_memory() -> None:
 
 def test_selector_and_anti_affinity() -> None:
     snapshot = make_snapshot(
-        [{"id": "a", "gpus": 8, "cpus": 64, "labels": {"m": "x"}},
-         {"id": "b", "gpus": 8, "cpus": 64, "labels": {"m": "y"}},
-         {"id": "c", "gpus": 8, "cpus": 64, "labels": {"m": "x"}}],
-        [{"id": "t1", "node": "a", "gpus": 1, "node_selector": {"m": "x"}, "anti_affinity": "g"},
-         {"id": "t2", "node": "c", "gpus": 1, "anti_affinity": "g"}],
+        [
+            {"id": "a", "gpus": 8, "cpus": 64, "labels": {"m": "x"}},
+            {"id": "b", "gpus": 8, "cpus": 64, "labels": {"m": "y"}},
+            {"id": "c", "gpus": 8, "cpus": 64, "labels": {"m": "x"}},
+        ],
+        [
+            {"id": "t1", "node": "a", "gpus": 1, "node_selector": {"m": "x"}, "anti_affinity": "g"},
+            {"id": "t2", "node": "c", "gpus": 1, "anti_affinity": "g"},
+        ],
     )
     only(violations(snapshot, moves(("t1", "a", "b"))), "D4")
     only(violations(snapshot, moves(("t1", "a", "c"))), "D5")
@@ -73,15 +86,18 @@ def test_selector_and_anti_affinity() -> None:
 
 
 def test_budgets() -> None:
-    limited = HALVES.model_copy(update={"options": HALVES.options.model_copy(
-        update={"max_moves": 1})})
+    limited = HALVES.model_copy(
+        update={"options": HALVES.options.model_copy(update={"max_moves": 1})}
+    )
     assert violations(limited, moves(("t1", "a", "b"))) == []
     only(violations(limited, moves(("t1", "a", "b"), ("t3", "c", "a"))), "D6")
     grouped = make_snapshot(
         [("a", 8, 64), ("b", 8, 64), ("c", 8, 64)],
-        [{"id": "t1", "node": "a", "gpus": 1, "anti_affinity": "g"},
-         {"id": "t2", "node": "b", "gpus": 1, "anti_affinity": "g"},
-         {"id": "t3", "node": "c", "gpus": 1}],
+        [
+            {"id": "t1", "node": "a", "gpus": 1, "anti_affinity": "g"},
+            {"id": "t2", "node": "b", "gpus": 1, "anti_affinity": "g"},
+            {"id": "t3", "node": "c", "gpus": 1},
+        ],
         options={"group_budget": 1},
     )
     assert violations(grouped, moves(("t1", "a", "c"))) == []
@@ -89,12 +105,17 @@ def test_budgets() -> None:
 
 
 def test_waves_must_not_share_nodes() -> None:
-    found = violations(CHAIN, [Move(task="t2", source="b", to="c"),
-                               Move(task="t1", source="a", to="b")])
+    found = violations(
+        CHAIN, [Move(task="t2", source="b", to="c"), Move(task="t1", source="a", to="b")]
+    )
     assert any(v.startswith("D7") for v in found)
-    assert any(v.startswith("D7") for v in violations(
-        CHAIN, [Move(task="t2", source="b", to="c", wave=1), Move(task="t1", source="a", to="b")]
-    ))
+    assert any(
+        v.startswith("D7")
+        for v in violations(
+            CHAIN,
+            [Move(task="t2", source="b", to="c", wave=1), Move(task="t1", source="a", to="b")],
+        )
+    )
 
 
 def test_assign_waves_keeps_dependent_order() -> None:
