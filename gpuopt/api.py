@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 from gpuopt.allocation.cpsat import solve_cpsat
 from gpuopt.allocation.fifo import solve_fifo
@@ -12,6 +12,12 @@ from gpuopt.allocation.greedy import solve_greedy
 from gpuopt.allocation.milp import solve_milp
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult
+from gpuopt.defrag.cpsat import solve_cpsat as defrag_cpsat
+from gpuopt.defrag.greedy import solve_ipc
+from gpuopt.defrag.milp import solve_milp as defrag_milp
+from gpuopt.defrag.onehop import solve_onehop
+from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.solution import MigrationPlan
 
 Solver = Callable[..., Any]
 
@@ -22,6 +28,12 @@ METHODS: dict[type, dict[str, Solver]] = {
         "fifo": solve_fifo,
         "cpsat": solve_cpsat,
         "milp": solve_milp,
+    },
+    DefragProblem: {
+        "ipc": solve_ipc,
+        "onehop": solve_onehop,
+        "milp": defrag_milp,
+        "cpsat": defrag_cpsat,
     },
 }
 
@@ -35,30 +47,59 @@ def methods_for(problem: object) -> dict[str, Solver]:
     raise TypeError(f"problem: expected one of {known}, got {type(problem).__name__}")
 
 
+@overload
 def solve(
     problem: AllocationProblem,
-    method: str = "greedy",
+    method: str | None = ...,
+    *,
+    time_limit: float | None = ...,
+    seed: int | None = ...,
+    initial: Any = ...,
+    **options: Any,
+) -> AllocationResult: ...
+
+
+@overload
+def solve(
+    problem: DefragProblem,
+    method: str | None = ...,
+    *,
+    time_limit: float | None = ...,
+    seed: int | None = ...,
+    initial: Any = ...,
+    **options: Any,
+) -> MigrationPlan: ...
+
+
+def solve(
+    problem: AllocationProblem | DefragProblem,
+    method: str | None = None,
     *,
     time_limit: float | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     initial: Any = None,
     **options: Any,
-) -> AllocationResult:
+) -> AllocationResult | MigrationPlan:
     """Solve ``problem`` with ``method`` and return the problem's result type.
 
     Parameters
     ----------
     problem
-        A validated problem, e.g. :class:`gpuopt.AllocationProblem`.
+        A validated problem: :class:`gpuopt.AllocationProblem` or
+        :class:`gpuopt.DefragProblem`.
     method
-        ``"greedy"`` (default, milliseconds), ``"fifo"`` (the baseline), or the
-        exact ``"cpsat"`` (OR-Tools) and ``"milp"`` (Pyomo; ``solver="highs"``
-        by default), which start from the greedy grid and report a bound.
+        Allocation: ``"greedy"`` (default, milliseconds), ``"fifo"`` (the
+        baseline), or the exact ``"cpsat"`` (OR-Tools) and ``"milp"`` (Pyomo;
+        ``solver="highs"`` by default), which start from the greedy grid and
+        report a bound. Defragmentation: ``"ipc"`` (default), ``"onehop"``
+        (the baseline), ``"milp"`` (HiGHS) and ``"cpsat"``, which start from
+        ipc and report a bound.
     time_limit
         Seconds the method may spend; None keeps the method's default (10 s
         for the exact methods; the heuristics run to completion).
     seed
-        Seed for methods that use randomness (the heuristics are deterministic).
+        Seed for methods that use randomness (None: the method's default, or
+        the snapshot's ``options.seed``).
     initial
         A starting solution for methods that accept one.
     **options
@@ -78,6 +119,8 @@ def solve(
     1
     """
     table = methods_for(problem)
+    if method is None:
+        method = next(iter(table))
     if method not in table:
         raise ValueError(f"method {method!r} is not known; choose one of {', '.join(table)}")
     function = table[method]
@@ -86,7 +129,7 @@ def solve(
     call: dict[str, Any] = {}
     for name, value in given.items():
         if name in accepted:
-            if value is None and name in ("time_limit", "initial"):
+            if value is None and name in ("time_limit", "seed", "initial"):
                 continue  # keep the method's own default
             call[name] = value
         elif name in options:
@@ -96,5 +139,5 @@ def solve(
             )
         elif name == "initial" and value is not None:
             raise ValueError(f"method {method!r} does not take an initial solution")
-    result: AllocationResult = function(problem, **call)
+    result: AllocationResult | MigrationPlan = function(problem, **call)
     return result

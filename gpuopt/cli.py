@@ -103,11 +103,14 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- check
 def _cmd_check(args: argparse.Namespace) -> int:
-    from gpuopt.allocation.problem import load_problem
+    from gpuopt.allocation.problem import parse_problem
     from gpuopt.allocation.solution import evaluate, violations
     from gpuopt.io.files import read_json
 
-    problem = load_problem(args.scenario)
+    raw = read_json(args.scenario)
+    if isinstance(raw, dict) and "nodes" in raw:
+        return _check_plan(args, raw)
+    problem = parse_problem(raw, source=args.scenario)
     data = read_json(args.result)
     grid = data.get("grid") if isinstance(data, dict) else data
     if not isinstance(grid, list):
@@ -125,6 +128,28 @@ def _cmd_check(args: argparse.Namespace) -> int:
     console.print(
         f"legal; objective {evaluation.objective:,.2f}, "
         f"utilization {evaluation.metrics.utilization:.1%}, value {evaluation.metrics.value:,.0f}"
+    )
+    return EXIT_OK
+
+
+def _check_plan(args: argparse.Namespace, raw: Any) -> int:
+    """``gpuopt check SNAPSHOT PLAN``: replay a migration plan against its snapshot."""
+    from gpuopt.defrag.problem import parse_snapshot
+    from gpuopt.defrag.solution import evaluate, load_plan, violations
+
+    problem = parse_snapshot(raw, source=args.scenario)
+    plan = load_plan(args.result)
+    broken = violations(problem, plan)
+    console = _console(args.quiet)
+    if broken:
+        for line in broken:
+            console.print(line)
+        console.print(f"{len(broken)} violation{'s' if len(broken) != 1 else ''}")
+        return EXIT_ILLEGAL
+    metrics, _ = evaluate(problem, plan.moves)
+    console.print(
+        f"legal; {metrics.moves} moves in {metrics.waves} waves empty {metrics.emptied} nodes, "
+        f"fragmented {metrics.fragmented_before} -> {metrics.fragmented_after}"
     )
     return EXIT_OK
 
@@ -343,9 +368,13 @@ def build_parser() -> argparse.ArgumentParser:
     allocate.add_argument("--quiet", action="store_true", help="print nothing")
     allocate.set_defaults(run=_cmd_allocate)
 
-    check = commands.add_parser("check", help="check a result's grid against a scenario")
-    check.add_argument("scenario")
-    check.add_argument("result", help="result JSON (with a grid) or a bare grid")
+    check = commands.add_parser(
+        "check", help="check a result against its scenario, or a plan against its snapshot"
+    )
+    check.add_argument("scenario", help="scenario JSON, or snapshot JSON")
+    check.add_argument(
+        "result", help="result JSON (with a grid) or a bare grid; or a migration plan JSON"
+    )
     check.add_argument("--quiet", action="store_true")
     check.set_defaults(run=_cmd_check)
 
@@ -380,6 +409,10 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--load", type=_positive_float, default=1.3)
     generate.add_argument("--out", help="write here instead of stdout")
     generate.set_defaults(run=_cmd_generate)
+
+    from gpuopt.cli_defrag import add_commands
+
+    add_commands(commands)
     return parser
 
 

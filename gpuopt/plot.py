@@ -13,6 +13,8 @@ import numpy as np
 
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, occupancy
+from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.solution import MigrationPlan
 from gpuopt.io.files import write_with
 
 #: colormap per kind; darker shades mean higher priority
@@ -136,6 +138,67 @@ def plot_results(
             fontsize=10,
         )
         fig.tight_layout(rect=(0, 0, 1, 0.95))
+        suffix = Path(path).suffix.lstrip(".") or "png"
+        write_with(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=suffix))
+    finally:
+        plt.close(fig)
+
+
+def plot_occupancy(
+    problem: DefragProblem, plan: MigrationPlan, path: str | Path, *, dpi: int = 110
+) -> None:
+    """Write node occupancy before and after a migration plan side by side, atomically.
+
+    Each cell is one node (in snapshot order, row by row), coloured by the
+    share of its GPUs in use: white = idle, dark = full, and fragmented nodes
+    (some but not all GPUs used) in the shades between.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gpuopt.defrag.solution import apply_plan
+
+    after = apply_plan(problem, plan)
+    panels = [("before", problem), (f"after {plan.method}", after)]
+    count = len(problem.nodes)
+    columns = max(1, int(np.ceil(np.sqrt(count * 1.6))))
+    rows = max(1, -(-count // columns))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 12 * rows / columns / 2 + 1.2), squeeze=False)
+    try:
+        image = None
+        for ax, (title, snapshot) in zip(axes[0], panels, strict=True):
+            index = snapshot.index
+            share = np.full(rows * columns, np.nan)
+            gpus = np.maximum(index.node_gpus, 1)
+            share[:count] = index.node_used_gpus / gpus
+            fragmented = int(
+                np.count_nonzero(
+                    (index.node_used_gpus > 0) & (index.node_used_gpus < index.node_gpus)
+                )
+            )
+            idle = int(np.count_nonzero(index.node_task_count == 0))
+            image = ax.imshow(
+                share.reshape(rows, columns),
+                cmap="Blues",
+                vmin=0,
+                vmax=1,
+                interpolation="nearest",
+                aspect="auto",
+            )
+            ax.set_title(f"{title}: {fragmented} fragmented, {idle} idle nodes", fontsize=10)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        if image is not None:
+            fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="share of GPUs in use")
+        fig.suptitle(
+            f"{problem.name}: {count} nodes; {plan.metrics.moves} moves empty "
+            f"{plan.metrics.emptied} nodes",
+            x=0.01,
+            ha="left",
+            fontsize=10,
+        )
         suffix = Path(path).suffix.lstrip(".") or "png"
         write_with(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=suffix))
     finally:

@@ -54,3 +54,19 @@ def test_plot_writes_png_atomically(tiny: gpuopt.AllocationProblem, tmp_path: Pa
     svg = tmp_path / "grid.svg"
     plot_results(tiny, [gpuopt.solve(tiny)], svg)
     assert svg.read_text().lstrip().startswith("<?xml")
+
+
+def test_solve_dispatches_snapshots() -> None:
+    from gpuopt.defrag.generator import random_snapshot
+    from gpuopt.defrag.solution import violations as plan_violations
+
+    snapshot = random_snapshot(2, nodes=20)
+    plan = gpuopt.solve(snapshot)
+    assert plan.method == "ipc" and plan_violations(snapshot, plan) == []
+    assert gpuopt.solve(snapshot, "onehop").method == "onehop"
+    exact = gpuopt.solve(snapshot, "milp", time_limit=5, threads=1)
+    assert exact.metrics.emptied >= plan.metrics.emptied
+    with pytest.raises(ValueError, match="ipc, onehop, milp, cpsat"):
+        gpuopt.solve(snapshot, "greedy")
+    with pytest.raises(ValueError, match="option 'solver' does not apply"):
+        gpuopt.solve(snapshot, "ipc", solver="highs")

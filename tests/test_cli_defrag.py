@@ -1,0 +1,215 @@
+"""The defragmentation commands: defrag, diagnose, snapshot, and check on plans."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuopt.cli import main
+from gpuopt.defrag.generator import random_snapshot
+from gpuopt.defrag.problem import load_snapshot
+from gpuopt.defrag.solution import load_plan, violations
+
+FIXTURES = Path(__file__).parent / "io" / "fixtures"
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def snapshot_file(tmp_path: Path) -> Path:
+    path = tmp_path / "snap.json"
+    path.write_text(random_snapshot(4, nodes=40, fill=0.6).to_json())
+    return path
+
+
+@pytest.mark.parametrize("method", ["ipc", "onehop", "milp", "cpsat"])
+def test_defrag_writes_a_legal_plan(
+    method: str, snapshot_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "plan.json"
+    args = ["defrag", str(snapshot_file), "--method", method, "--out", str(out)]
+    if method in ("milp", "cpsat"):
+        args += ["--time-limit", "3", "--threads", "1"]
+    code, stdout, _ = run(args, capsys)
+    assert code == 0, stdout
+    plan = load_plan(out)
+    assert plan.method == method
+    assert violations(load_snapshot(snapshot_file), plan) == []
+    assert f"{method}: emptied {plan.metrics.emptied} nodes" in stdout
+    code, stdout, _ = run(["check", str(snapshot_file), str(out)], capsys)
+    assert code == 0 and stdout.startswith("legal;")
+
+
+def test_defrag_options_and_picture(
+    snapshot_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, picture = tmp_path / "plan.json", tmp_path / "occupancy.png"
+    code, _, _ = run(
+        [
+            "defrag",
+            str(snapshot_file),
+            "--max-moves",
+            "3",
+            "--depth",
+            "2",
+            "--partition-size",
+            "10",
+            "--rounds",
+            "2",
+            "--seed",
+            "5",
+            "--out",
+            str(out),
+            "--plot",
+            str(picture),
+            "--quiet",
+        ],
+        capsys,
+    )
+    assert code == 0
+    assert load_plan(out).metrics.moves <= 3
+    assert picture.read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--method", "milp", "--workers", "2"], "--workers applies only to --method ipc"),
+        (["--threads", "2"], "--threads applies only to --method milp or cpsat"),
+        (["--method", "best"], "invalid choice"),
+        (["--depth", "0"], "expected a positive integer"),
+    ],
+)
+def test_defrag_bad_flags(
+    args: list[str],
+    expected: str,
+    snapshot_file: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "plan.json"
+    code, _, stderr = run(["defrag", str(snapshot_file), "--out", str(out), *args], capsys)
+    assert code == 2 and expected in stderr
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr
+    assert not out.exists()
+
+
+def test_defrag_bad_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "nodes": [{"id": "a", "gpus": 8, "cpus": 8}],
+                "tasks": [{"id": "t", "node": "b", "gpus": 1}],
+            }
+        )
+    )
+    out = tmp_path / "plan.json"
+    code, _, stderr = run(["defrag", str(bad), "--out", str(out)], capsys)
+    assert code == 2
+    assert "node 'b' is not in nodes" in stderr and stderr.count("\n") == 1
+    assert not out.exists()
+
+
+def test_check_reports_an_illegal_plan(
+    snapshot_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshot = load_snapshot(snapshot_file)
+    task = snapshot.tasks[0]
+    plan = {
+        "method": "manual",
+        "moves": [{"task": task.id, "from": "nowhere", "to": task.node}],
+        "emptied": [],
+        "metrics": {"fragmented_before": 0, "fragmented_after": 0, "emptied": 0, "moves": 1},
+    }
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    code, stdout, _ = run(["check", str(snapshot_file), str(path)], capsys)
+    assert code == 1 and stdout.startswith("D1:")
+
+
+def test_diagnose_before_and_after(
+    snapshot_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan, out = tmp_path / "plan.json", tmp_path / "diagnosis.json"
+    assert run(["defrag", str(snapshot_file), "--out", str(plan), "--quiet"], capsys)[0] == 0
+    code, stdout, _ = run(
+        [
+            "diagnose",
+            str(snapshot_file),
+            "--request",
+            "8G64C",
+            "--plan",
+            str(plan),
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
+    assert code == 0 and "stranded" in stdout
+    data = json.loads(out.read_text())
+    assert set(data) == {"before", "after"}
+    assert data["after"]["usable"] >= data["before"]["usable"]
+    code, _, stderr = run(["diagnose", str(snapshot_file), "--request", "8 GPUs"], capsys)
+    assert code == 2 and "8 GPUs" in stderr
+
+
+def test_snapshot_kubectl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "snap.json"
+    code, stdout, _ = run(
+        ["snapshot", "kubectl", str(FIXTURES / "kubectl_small.json"), "--out", str(out)], capsys
+    )
+    assert code == 0
+    snapshot = load_snapshot(out)
+    assert f"{len(snapshot.nodes)} nodes" in stdout
+
+
+def test_snapshot_openb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,4,T4\nn1,32000,65536,4,T4\n"
+    )
+    pods = tmp_path / "pods.csv"
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+        "p0,4000,1024,1,1000\np1,4000,1024,2,1000\np2,4000,1024,1,500\n"
+    )
+    out = tmp_path / "snap.json"
+    code, stdout, _ = run(
+        [
+            "snapshot",
+            "openb",
+            "--nodes",
+            str(nodes),
+            "--pods",
+            str(pods),
+            "--out",
+            str(out),
+            "--policy",
+            "binpack",
+        ],
+        capsys,
+    )
+    assert code == 0 and "3 placed" in stdout
+    snapshot = load_snapshot(out)
+    assert len(snapshot.tasks) == 3 and snapshot.index.node_used_gpus.tolist() == [4, 0]
+    code, _, stderr = run(
+        [
+            "snapshot",
+            "openb",
+            "--nodes",
+            str(tmp_path / "missing.csv"),
+            "--pods",
+            str(pods),
+            "--out",
+            str(tmp_path / "x.json"),
+        ],
+        capsys,
+    )
+    assert code == 2 and "missing.csv" in stderr and not (tmp_path / "x.json").exists()
