@@ -60,6 +60,7 @@ class Shard:
     max_moves: int | None = None
     group_budget: dict[int, int] = field(default_factory=dict)
     seconds: float | None = None
+    fill: bool = True  # after emptying, fill fragmented nodes exactly (ipc; not onehop)
 
 
 @dataclass
@@ -297,7 +298,87 @@ def _empty_along(shard: Shard, order: np.ndarray, deadline: float | None) -> _St
             moves_left -= len(new)
         for group, spent in spent_groups.items():
             group_left[group] -= spent
+    if shard.fill and (deadline is None or time.monotonic() <= deadline):
+        _fill_open_nodes(state, moves_left, group_left)
     return state
+
+
+def _fill_with(state: _State, node: int, tasks: list[int]) -> bool:
+    """Move ``tasks`` (in order, skipping those that do not fit) onto ``node``; True when full."""
+    shard = state.shard
+    for task in tasks:
+        need = int(state.free_gpus[node])
+        if need == 0:
+            break
+        if shard.task_gpus[task] > need or state.task_node[task] == node:
+            continue
+        if state.free_gpus[int(state.task_node[task])] == 0:  # filled earlier: keep it full
+            continue
+        state.blocked[node] = False
+        fits = bool(state.targets(task, set())[node])
+        state.blocked[node] = True
+        if fits:
+            state.move(task, node)
+    return int(state.free_gpus[node]) == 0
+
+
+def _exact_subset(shard: Shard, pool: list[int], free: int) -> list[int]:
+    """Tasks of ``pool`` whose GPUs sum exactly to ``free`` (fewest, largest first), or []."""
+    reach: dict[int, list[int]] = {0: []}
+    for task in pool:
+        gpus = int(shard.task_gpus[task])
+        for total in sorted(reach, reverse=True):
+            if total + gpus <= free and total + gpus not in reach:
+                reach[total + gpus] = [*reach[total], task]
+        if free in reach:
+            return reach[free]
+    return []
+
+
+def _fill_open_nodes(state: _State, moves_left: int | None, group_left: dict[int, int]) -> None:
+    """Make fragmented nodes full with tasks from other fragmented nodes.
+
+    After the emptying pass, a node with ``f`` free GPUs is filled exactly with
+    movable tasks taken from other fragmented nodes (largest first, direct
+    moves only); a source stays fragmented or becomes empty, so each filled
+    node is one fragmented node fewer. A fill that cannot reach exactly
+    ``f`` is rolled back.
+    """
+    shard = state.shard
+    used = shard.node_gpus - state.free_gpus
+    open_nodes = np.flatnonzero((used > 0) & (state.free_gpus > 0) & ~state.blocked)
+    for node in open_nodes[np.argsort(state.free_gpus[open_nodes], kind="stable")].tolist():
+        free = int(state.free_gpus[node])
+        if free <= 0 or int(shard.node_gpus[node] - state.free_gpus[node]) <= 0:
+            continue
+        state.blocked[node] = True  # not a source or a chain target while it is filled
+        pool = [
+            task
+            for other in open_nodes.tolist()
+            if other != node and state.free_gpus[other] > 0 and state.count[other] > 0
+            for task in state.tasks_on[other]
+            if not shard.task_locked[task] and 0 < shard.task_gpus[task] <= free
+        ]
+        pool.sort(key=lambda t: (-int(shard.task_gpus[t]), t))
+        mark = len(state.log)
+        if not _fill_with(state, node, pool):
+            state.rollback(mark)
+            _fill_with(state, node, _exact_subset(shard, pool, free))
+        new = state.log[mark:]
+        spent: dict[int, int] = {}
+        for task, _, _ in new:
+            group = int(shard.task_group[task])
+            if group in group_left:
+                spent[group] = spent.get(group, 0) + 1
+        over = any(count > group_left[g] for g, count in spent.items())
+        if state.free_gpus[node] != 0 or over or (moves_left is not None and len(new) > moves_left):
+            state.rollback(mark)
+        else:
+            if moves_left is not None:
+                moves_left -= len(new)
+            for group, count in spent.items():
+                group_left[group] -= count
+        state.blocked[node] = False
 
 
 __all__ = ["NO_LIMIT", "Shard", "empty_nodes"]

@@ -77,6 +77,7 @@ class ClusterState:
         max_moves: int | None = None,
         group_budget: dict[int, int] | None = None,
         seconds: float | None = None,
+        fill: bool = True,
     ) -> Shard:
         """The payload for one partition (``nodes`` are global positions)."""
         index = self.index
@@ -107,6 +108,7 @@ class ClusterState:
             max_moves=max_moves,
             group_budget=group_budget or {},
             seconds=seconds,
+            fill=fill,
         )
 
 
@@ -266,6 +268,7 @@ def _run(
     rounds: int,
     rankings: tuple[Ranking, ...],
     time_limit: float | None,
+    fill: bool = True,
     max_moves: int | None,
     group_budget: int | None,
     seed: int,
@@ -305,6 +308,7 @@ def _run(
                         max_moves=None if budgets is None else budgets[i],
                         group_budget=group_left[i],
                         seconds=remaining,
+                        fill=fill,
                     ),
                 )
                 for i, nodes in enumerate(partitions)
@@ -335,23 +339,32 @@ def _partition(
 ) -> list[np.ndarray]:
     """Random disjoint partitions of about ``partition_size`` nodes.
 
-    The first round splits all nodes at random. Later rounds split only the
-    nodes that still matter: the *open* ones (running tasks, some GPUs free),
-    which are both the candidates to empty and the direct targets, dealt at
-    random into partitions filled to half their size, then topped up with
-    random full nodes (chain targets). Idle nodes are never targets, so they
-    are left out. Leftover room scattered over many first-round partitions thus
-    meets in a few.
+    The first round deals all nodes at random but *stratified*: nodes are
+    shuffled, sorted by (candidate to empty or not, free GPUs) and dealt
+    round-robin, so every partition gets its share of nodes to empty and of
+    room to fill (a purely random split leaves some partitions with room to
+    spare and others with nodes they cannot empty). Later rounds split only
+    the nodes that still matter: the *open* ones (running tasks, some GPUs
+    free), which are both the candidates to empty and the direct targets,
+    dealt at random into partitions filled to half their size, then topped up
+    with random full nodes (chain targets). Idle nodes are never targets, so
+    they are left out.
     """
-    num_nodes = state.index.num_nodes
+    index = state.index
+    num_nodes = index.num_nodes
+    occupied = np.zeros(num_nodes, dtype=bool)
+    occupied[state.task_node] = True
     if first:
         parts = max(1, -(-num_nodes // partition_size))
         if parts == 1:
             return [np.arange(num_nodes)]
-        return np.array_split(rng.permutation(num_nodes), parts)
-    used = state.index.node_gpus - state.free_gpus
-    occupied = np.zeros(num_nodes, dtype=bool)
-    occupied[state.task_node] = True
+        locked = np.zeros(num_nodes, dtype=bool)
+        locked[state.task_node[index.task_locked]] = True
+        candidate = occupied & ~locked
+        shuffled = rng.permutation(num_nodes)
+        dealt = shuffled[np.lexsort((state.free_gpus[shuffled], candidate[shuffled]))]
+        return [np.sort(dealt[part::parts]) for part in range(parts)]
+    used = index.node_gpus - state.free_gpus
     open_nodes = np.flatnonzero(occupied & (state.free_gpus > 0) & (used > 0))
     full_nodes = np.flatnonzero(occupied & (state.free_gpus == 0))
     half = max(1, partition_size // 2)

@@ -42,6 +42,7 @@ def solve_onehop(
         depth=1,
         rounds=1,
         rankings=("least_used",),
+        fill=False,
         time_limit=None,
         max_moves=options.max_moves if max_moves is None else max_moves,
         group_budget=options.group_budget if group_budget is None else group_budget,
