@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+
+from gpuopt.defrag.problem import SCALE
 
 #: Unlimited memory (a node that states none) as an integer that never binds.
 NO_LIMIT = np.int64(2**62)
@@ -61,6 +64,8 @@ class Shard:
     group_budget: dict[int, int] = field(default_factory=dict)
     seconds: float | None = None
     fill: bool = True  # after emptying, fill fragmented nodes exactly (ipc; not onehop)
+    exact: str | None = None  # "milp" or "cpsat": then improve the result exactly
+    exact_seconds: float = 5.0
 
 
 @dataclass
@@ -242,10 +247,85 @@ def empty_nodes(shard: Shard) -> list[tuple[int, int, int]]:
         if best is None or score > best[0]:
             best = (score, state.log)
     log = best[1] if best is not None else []
+    if shard.exact is not None and not shard.group_budget:
+        log = _improve_exactly(shard, log)
     return [
         (int(shard.task_pos[task]), int(shard.node_pos[source]), int(shard.node_pos[target]))
         for task, source, target in log
     ]
+
+
+def sub_snapshot(shard: Shard) -> Any:
+    """The shard as a snapshot of its own (local ids ``n<k>``, ``t<k>``), for the exact models.
+
+    Selectors become labels ``sel<r>`` on the nodes that selector ``r`` admits;
+    anti-affinity groups keep their numbers; capacities are the nodes' own,
+    the tasks are those on the shard's nodes now.
+    """
+    from gpuopt.defrag.problem import DefragProblem
+
+    nodes = []
+    for node in range(shard.node_pos.size):
+        labels = {
+            f"sel{row}": "1"
+            for row in range(1, shard.selector_masks.shape[0])
+            if shard.selector_masks[row, node]
+        }
+        memory = shard.free_memory[node]
+        used_memory = int(shard.task_memory[shard.task_node == node].sum())
+        nodes.append(
+            {
+                "id": f"n{node}",
+                "gpus": int(shard.node_gpus[node]),
+                "cpus": int(shard.node_cpus[node]) / SCALE,
+                "memory": None if memory >= NO_LIMIT // 2 else (int(memory) + used_memory) / SCALE,
+                "labels": labels,
+            }
+        )
+    tasks = []
+    for task in range(shard.task_pos.size):
+        row = int(shard.task_selector[task])
+        group = int(shard.task_group[task])
+        tasks.append(
+            {
+                "id": f"t{task}",
+                "node": f"n{int(shard.task_node[task])}",
+                "gpus": int(shard.task_gpus[task]),
+                "cpus": int(shard.task_cpus[task]) / SCALE,
+                "memory": int(shard.task_memory[task]) / SCALE,
+                "locked": bool(shard.task_locked[task]),
+                "priority": "HP" if shard.task_hp[task] else "LP",
+                "node_selector": {f"sel{row}": "1"} if row > 0 else {},
+                "anti_affinity": None if group < 0 else f"g{group}",
+            }
+        )
+    return DefragProblem.model_validate({"name": "partition", "nodes": nodes, "tasks": tasks})
+
+
+def _improve_exactly(shard: Shard, log: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Run the exact model on the shard, warm-started from ``log``; keep the better plan.
+
+    Not used with per-group budgets (the exact rows have one budget for all
+    groups, the shard one per group).
+    """
+    from gpuopt.defrag.solution import make_plan
+
+    problem = sub_snapshot(shard)
+    options = problem.options.model_copy(update={"max_moves": shard.max_moves})
+    problem = problem.model_copy(update={"options": options})
+    start = make_plan(problem, "ipc", [(f"t{t}", f"n{a}", f"n{b}") for t, a, b in log], seconds=0)
+    if shard.exact == "cpsat":
+        from gpuopt.defrag.cpsat import solve_cpsat as solve
+    else:
+        from gpuopt.defrag.milp import solve_milp as solve
+    plan = solve(problem, time_limit=shard.exact_seconds, initial=start, threads=1)
+
+    def score(m: Any) -> tuple[int, int, int]:  # the order empty_nodes ranks results by
+        return m.emptied, -m.fragmented_after, -m.moves
+
+    if score(plan.metrics) <= score(start.metrics):
+        return log
+    return [(int(m.task[1:]), int(m.source[1:]), int(m.to[1:])) for m in plan.moves]
 
 
 def _room_left(state: _State, node: int) -> bool:

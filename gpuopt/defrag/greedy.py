@@ -78,6 +78,8 @@ class ClusterState:
         group_budget: dict[int, int] | None = None,
         seconds: float | None = None,
         fill: bool = True,
+        exact: str | None = None,
+        exact_seconds: float = 5.0,
     ) -> Shard:
         """The payload for one partition (``nodes`` are global positions)."""
         index = self.index
@@ -109,6 +111,8 @@ class ClusterState:
             group_budget=group_budget or {},
             seconds=seconds,
             fill=fill,
+            exact=exact,
+            exact_seconds=exact_seconds,
         )
 
 
@@ -194,6 +198,9 @@ def solve_ipc(
     workers: int | None = None,
     executor: Any = None,
     progress: Progress | None = None,
+    exact: Literal["milp", "cpsat"] | None = None,
+    exact_nodes: int = 100,
+    exact_seconds: float = 5.0,
 ) -> MigrationPlan:
     """Plan migrations with IPC; options left as None come from ``problem.options``.
 
@@ -223,6 +230,10 @@ def solve_ipc(
         e.g. a ``distributed.Client``; overrides ``workers``.
     progress
         Called after each partition with (done, partitions, round).
+    exact, exact_nodes, exact_seconds
+        Improve every partition of at most ``exact_nodes`` nodes with the exact
+        model (``"milp"`` or ``"cpsat"``), warm-started from the heuristic's
+        result, for at most ``exact_seconds`` each (not with ``group_budget``).
 
     Examples
     --------
@@ -256,6 +267,9 @@ def solve_ipc(
         workers=workers,
         executor=executor,
         progress=progress,
+        exact=exact,
+        exact_nodes=exact_nodes,
+        exact_seconds=exact_seconds,
     )
 
 
@@ -269,6 +283,9 @@ def _run(
     rankings: tuple[Ranking, ...],
     time_limit: float | None,
     fill: bool = True,
+    exact: Literal["milp", "cpsat"] | None = None,
+    exact_nodes: int = 100,
+    exact_seconds: float = 5.0,
     max_moves: int | None,
     group_budget: int | None,
     seed: int,
@@ -309,6 +326,8 @@ def _run(
                         group_budget=group_left[i],
                         seconds=remaining,
                         fill=fill,
+                        exact=exact if nodes.size <= exact_nodes else None,
+                        exact_seconds=exact_seconds,
                     ),
                 )
                 for i, nodes in enumerate(partitions)

@@ -113,3 +113,22 @@ def test_time_limit_stops_early() -> None:
     plan = solve_ipc(snapshot, time_limit=1e-6)
     assert_legal(snapshot, plan)
     assert plan.status == "time_limit"
+
+
+def test_partitions_can_be_solved_exactly() -> None:
+    pytest.importorskip("highspy")
+    import numpy as np
+
+    from gpuopt.defrag._shard import sub_snapshot
+    from gpuopt.defrag.greedy import ClusterState
+
+    snapshot = random_snapshot(1, nodes=60, fill=0.75, locked_fraction=0.2)
+    state = ClusterState(snapshot)
+    shard = state.shard(np.arange(30), depth=3, rankings=("easiest",), rng=np.random.default_rng(0))
+    part = sub_snapshot(shard)
+    assert len(part.nodes) == 30
+    assert part.index.node_used_gpus.tolist() == (snapshot.index.node_used_gpus[:30].tolist())
+    heuristic = solve_ipc(snapshot, partition_size=30)
+    exact = solve_ipc(snapshot, partition_size=30, exact="milp", exact_nodes=30, exact_seconds=2)
+    assert_legal(snapshot, exact)
+    assert exact.metrics.emptied >= heuristic.metrics.emptied - 1  # rounds may diverge
