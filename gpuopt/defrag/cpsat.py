@@ -25,20 +25,20 @@ def build_cpsat(rows: DefragRows) -> tuple[Any, list[Any]]:
     """A CP-SAT model of ``rows``: one Boolean per column, one constraint per row."""
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
     model = cp_model.CpModel()
+    index = rows.problem.index
     variables = [
-        model.new_bool_var(f"x_{rows.problem.index.task_ids[t]}_{rows.problem.index.node_ids[n]}")
-        for t, n in rows.columns
+        model.new_bool_var(f"x_{index.task_ids[t]}_{index.node_ids[n]}")
+        for t, n in zip(rows.col_task.tolist(), rows.col_node.tolist(), strict=True)
     ]
-    variables += [
-        model.new_bool_var(f"e_{rows.problem.index.node_ids[n]}") for n in rows.candidates.tolist()
-    ]
+    variables += [model.new_bool_var(f"e_{index.node_ids[n]}") for n in rows.candidates.tolist()]
+    weighted_sum = cp_model.LinearExpr.weighted_sum
     for family in rows.families:
+        starts = family.start.tolist()
+        cols = family.index.tolist()
+        coefs = [int(c) for c in family.value.tolist()]
         for row in range(family.rows):
-            lo, hi = int(family.start[row]), int(family.start[row + 1])
-            expr = sum(
-                int(coef) * variables[int(col)]
-                for col, coef in zip(family.index[lo:hi], family.value[lo:hi], strict=True)
-            )
+            lo, hi = starts[row], starts[row + 1]
+            expr = weighted_sum([variables[c] for c in cols[lo:hi]], coefs[lo:hi])
             lower, upper = float(family.lower[row]), float(family.upper[row])
             if math.isfinite(lower) and math.isfinite(upper) and lower == upper:
                 model.add(expr == int(lower))
@@ -47,8 +47,10 @@ def build_cpsat(rows: DefragRows) -> tuple[Any, list[Any]]:
                 model.add(expr >= math.ceil(lower))
             if math.isfinite(upper):
                 model.add(expr <= math.floor(upper))
+    nonzero = np.flatnonzero(rows.cost)
     model.maximize(
-        sum(int(c) * v for c, v in zip(rows.cost, variables, strict=True) if c) + int(rows.offset)
+        weighted_sum([variables[c] for c in nonzero.tolist()], [int(rows.cost[c]) for c in nonzero])
+        + int(rows.offset)
     )
     return model, variables
 

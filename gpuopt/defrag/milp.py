@@ -21,7 +21,7 @@ from gpuopt.defrag._shard import NO_LIMIT
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import MigrationPlan, Status, make_plan
-from gpuopt.solvers.highs import Progress, RowFamily, row_family, solve_rows
+from gpuopt.solvers.highs import Progress, RowFamily, csr_family, row_family, solve_rows
 
 #: Most x columns an exact model may have before it is refused (memory and time
 #: grow with it; use ``ipc`` on larger snapshots, or its partitions).
@@ -32,14 +32,15 @@ MAX_COLUMNS = 2_000_000
 class DefragRows:
     """Columns and labelled row families of the exact model for one snapshot.
 
-    ``columns[k] = (task, node)`` for x columns ``k < num_x``; column
-    ``num_x + j`` is ``e[candidates[j]]``. The objective, maximised, is
-    ``weight * sum(e) - moves``: ``weight`` exceeds the largest possible move
-    count, so no number of saved moves is worth one emptied node.
+    x column ``k < num_x`` is ``x[col_task[k], col_node[k]]`` (grouped by
+    task); column ``num_x + j`` is ``e[candidates[j]]``. The objective,
+    maximised, is ``weight * sum(e) - moves``: ``weight`` exceeds the largest
+    possible move count, so no number of saved moves is worth one emptied node.
     """
 
     problem: DefragProblem
-    columns: list[tuple[int, int]]
+    col_task: np.ndarray
+    col_node: np.ndarray
     candidates: np.ndarray
     weight: int
     col_lower: np.ndarray
@@ -49,7 +50,8 @@ class DefragRows:
     offset: float
     families: list[RowFamily] = field(default_factory=list)
     movable: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    stay_col: dict[int, int] = field(default_factory=dict)
+    stay: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    e_col: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     max_moves: int | None = None
     group_budget: int | None = None
 
@@ -59,7 +61,7 @@ class DefragRows:
 
     @property
     def num_x(self) -> int:
-        return len(self.columns)
+        return int(self.col_task.size)
 
     @classmethod
     def build(
@@ -76,36 +78,41 @@ class DefragRows:
         locked_on[index.task_node[index.task_locked]] = True
         candidates = np.flatnonzero(occupied & ~locked_on & (index.node_gpus > 0))
         movable = np.flatnonzero(~index.task_locked)
-        columns: list[tuple[int, int]] = []
-        stay_col: dict[int, int] = {}
-        for task in movable.tolist():
-            home = int(index.task_node[task])
-            fits = (
-                index.selector_masks[index.task_selector[task]]
-                & occupied
-                & (index.node_gpus >= index.task_gpus[task])
-                & (index.node_cpus >= index.task_cpus[task])
-                & ((index.node_memory < 0) | (index.node_memory >= index.task_memory[task]))
+        eligible = (
+            (
+                index.selector_masks[index.task_selector[movable]]
+                & occupied[None, :]
+                & (index.node_gpus[None, :] >= index.task_gpus[movable, None])
+                & (index.node_cpus[None, :] >= index.task_cpus[movable, None])
+                & (
+                    (index.node_memory[None, :] < 0)
+                    | (index.node_memory[None, :] >= index.task_memory[movable, None])
+                )
             )
-            fits[home] = True
-            for node in np.flatnonzero(fits).tolist():
-                if node == home:
-                    stay_col[task] = len(columns)
-                columns.append((task, node))
-                if len(columns) > MAX_COLUMNS:
-                    raise ValueError(
-                        f"the exact model would need more than {MAX_COLUMNS:,} task-node columns "
-                        f"({index.num_nodes} nodes, {movable.size} movable tasks); use ipc, "
-                        "whose partitions can each be solved exactly"
-                    )
-        num_x, num_e = len(columns), candidates.size
+            if movable.size * index.num_nodes <= 50 * MAX_COLUMNS
+            else None
+        )
+        if eligible is None or int(eligible.sum()) + movable.size > MAX_COLUMNS:
+            raise ValueError(
+                f"the exact model would need more than {MAX_COLUMNS:,} task-node columns "
+                f"({index.num_nodes} nodes, {movable.size} movable tasks); use ipc, whose "
+                "partitions can each be solved exactly (ipc exact='milp')"
+            )
+        eligible[np.arange(movable.size), index.task_node[movable]] = True
+        rows_of, col_node = np.nonzero(eligible)  # row-major: grouped by task
+        col_task = movable[rows_of]
+        num_x, num_e = col_task.size, candidates.size
+        stay = np.flatnonzero(col_node == index.task_node[col_task])
         weight = movable.size + 1
         cost = np.zeros(num_x + num_e)
-        cost[list(stay_col.values())] = 1.0  # moves = |movable| - sum of stays
+        cost[stay] = 1.0  # moves = |movable| - sum of stays
         cost[num_x:] = weight
+        e_col = np.full(index.num_nodes, -1, dtype=np.int64)
+        e_col[candidates] = num_x + np.arange(num_e)
         rows = cls(
             problem=problem,
-            columns=columns,
+            col_task=col_task,
+            col_node=col_node,
             candidates=candidates,
             weight=weight,
             col_lower=np.zeros(num_x + num_e),
@@ -114,7 +121,8 @@ class DefragRows:
             cost=cost,
             offset=-float(movable.size),
             movable=movable,
-            stay_col=stay_col,
+            stay=stay,
+            e_col=e_col,
             max_moves=max_moves,
             group_budget=group_budget,
         )
@@ -129,79 +137,81 @@ class DefragRows:
 
     def _x1_assign_once(self) -> RowFamily:
         """X1: every movable task ends on exactly one eligible node."""
-        by_task: dict[int, list[int]] = {}
-        for col, (task, _) in enumerate(self.columns):
-            by_task.setdefault(task, []).append(col)
-        rows = [(cols, [1.0] * len(cols)) for cols in by_task.values()]
-        return row_family("x1", rows, 1.0, 1.0)
+        counts = np.bincount(
+            np.searchsorted(self.movable, self.col_task), minlength=self.movable.size
+        )
+        return csr_family("x1", np.arange(self.num_x), np.ones(self.num_x), counts, 1.0, 1.0)
 
     def _x2_capacity(self, used: dict[str, np.ndarray]) -> list[RowFamily]:
         """X2: GPUs, CPUs and memory fit on every node; a node that ends empty holds nothing.
 
         Per node and resource: sum of the movable tasks' use + locked use
         <= capacity * (1 - e[n]), the aggregated form of "emptied => nothing
-        on it" (no locked task sits on a candidate node).
+        on it" (no locked task sits on a candidate node). Rows that cannot
+        bind are left out.
         """
         index = self.problem.index
-        e_col = {int(node): self.num_x + j for j, node in enumerate(self.candidates.tolist())}
         families = []
         for label, capacity, demand in (
             ("x2_gpus", index.node_gpus, index.task_gpus),
             ("x2_cpus", index.node_cpus, index.task_cpus),
             ("x2_memory", index.node_memory, index.task_memory),
         ):
-            by_node: dict[int, tuple[list[int], list[float]]] = {}
-            for col, (task, node) in enumerate(self.columns):
-                if demand[task] > 0 and capacity[node] >= 0:
-                    cols, coefs = by_node.setdefault(node, ([], []))
-                    cols.append(col)
-                    coefs.append(float(demand[task]))
-            rows, upper = [], []
-            for node, (cols, coefs) in sorted(by_node.items()):
-                room = float(capacity[node] - used[label][node])
-                if node in e_col:
-                    cols, coefs = [*cols, e_col[node]], [*coefs, float(capacity[node])]
-                    room = float(capacity[node])
-                if sum(coefs) <= room and node not in e_col:
-                    continue  # cannot bind
-                rows.append((cols, coefs))
-                upper.append(room)
-            families.append(row_family(label, rows, -math.inf, np.array(upper)))
+            coef = demand[self.col_task].astype(float)
+            keep = (coef > 0) & (capacity[self.col_node] >= 0)
+            cols, nodes, coef = np.flatnonzero(keep), self.col_node[keep], coef[keep]
+            load = np.bincount(nodes, weights=coef, minlength=index.num_nodes)
+            is_candidate = self.e_col >= 0
+            room = np.where(is_candidate, capacity, capacity - used[label]).astype(float)
+            binding = ((load > room) | (is_candidate & (load > 0))) & (capacity >= 0)
+            take = binding[nodes]
+            cols, nodes, coef = cols[take], nodes[take], coef[take]
+            # append the e column of each binding candidate node, with coefficient = capacity
+            e_nodes = np.flatnonzero(binding & is_candidate)
+            cols = np.concatenate([cols, self.e_col[e_nodes]])
+            coef = np.concatenate([coef, capacity[e_nodes].astype(float)])
+            nodes = np.concatenate([nodes, e_nodes])
+            order = np.argsort(nodes, kind="stable")
+            row_nodes = np.flatnonzero(binding)
+            counts = np.bincount(nodes, minlength=index.num_nodes)[row_nodes]
+            families.append(
+                csr_family(label, cols[order], coef[order], counts, -math.inf, room[row_nodes])
+            )
         return families
 
     def _x3_empty_nodes_hold_nothing(self) -> RowFamily:
         """X3: a task that uses no GPU, CPU or memory cannot end on an emptied node."""
         index = self.problem.index
-        e_col = {int(node): self.num_x + j for j, node in enumerate(self.candidates.tolist())}
-        rows = []
-        for col, (task, node) in enumerate(self.columns):
-            weightless = (
-                index.task_gpus[task] == 0
-                and index.task_cpus[task] == 0
-                and index.task_memory[task] == 0
-            )
-            if weightless and node in e_col:
-                rows.append(([col, e_col[node]], [1.0, 1.0]))
-        return row_family("x3", rows, -math.inf, 1.0)
+        task, node = self.col_task, self.col_node
+        weightless = (
+            (index.task_gpus[task] == 0)
+            & (index.task_cpus[task] == 0)
+            & (index.task_memory[task] == 0)
+            & (self.e_col[node] >= 0)
+        )
+        cols = np.flatnonzero(weightless)
+        pairs = np.stack([cols, self.e_col[node[cols]]], axis=1).ravel()
+        return csr_family("x3", pairs, np.ones(pairs.size), np.full(cols.size, 2), -math.inf, 1.0)
 
     def _x4_anti_affinity(self) -> RowFamily:
         """X4: at most one task of an anti-affinity group per node (locked members count)."""
         index = self.problem.index
-        locked_groups: set[tuple[int, int]] = set()
-        for task in np.flatnonzero(index.task_locked & (index.task_group >= 0)).tolist():
-            locked_groups.add((int(index.task_group[task]), int(index.task_node[task])))
-        by_key: dict[tuple[int, int], list[int]] = {}
-        for col, (task, node) in enumerate(self.columns):
-            group = int(index.task_group[task])
-            if group >= 0:
-                by_key.setdefault((group, node), []).append(col)
-        rows, upper = [], []
-        for key, cols in sorted(by_key.items()):
-            room = 0.0 if key in locked_groups else 1.0
-            if len(cols) > room:
-                rows.append((cols, [1.0] * len(cols)))
-                upper.append(room)
-        return row_family("x4", rows, -math.inf, np.array(upper))
+        group = index.task_group[self.col_task]
+        cols = np.flatnonzero(group >= 0)
+        key = group[cols] * index.num_nodes + self.col_node[cols]
+        locked = np.flatnonzero(index.task_locked & (index.task_group >= 0))
+        locked_keys = set(
+            (index.task_group[locked] * index.num_nodes + index.task_node[locked]).tolist()
+        )
+        order = np.argsort(key, kind="stable")
+        cols, key = cols[order], key[order]
+        unique, counts = np.unique(key, return_counts=True)
+        room = np.array([0.0 if k in locked_keys else 1.0 for k in unique.tolist()])
+        binding = counts > room
+        take = np.repeat(binding, counts)
+        return csr_family(
+            "x4", cols[take], np.ones(int(take.sum())), counts[binding], -math.inf, room[binding]
+        )
 
     def _x5_budgets(self) -> list[RowFamily]:
         """X5: at most ``max_moves`` moves, and ``group_budget`` moved tasks per group.
@@ -212,21 +222,36 @@ class DefragRows:
         index = self.problem.index
         families = []
         if self.max_moves is not None:
-            cols = sorted(self.stay_col.values())
-            lower = float(len(cols) - self.max_moves)
-            families.append(row_family("x5_moves", [(cols, [1.0] * len(cols))], lower, math.inf))
+            lower = float(self.stay.size - self.max_moves)
+            families.append(
+                csr_family(
+                    "x5_moves",
+                    self.stay,
+                    np.ones(self.stay.size),
+                    np.array([self.stay.size]),
+                    lower,
+                    math.inf,
+                )
+            )
         if self.group_budget is not None:
-            by_group: dict[int, list[int]] = {}
-            for task, col in self.stay_col.items():
-                group = int(index.task_group[task])
-                if group >= 0:
-                    by_group.setdefault(group, []).append(col)
-            rows, lower_bounds = [], []
-            for _, cols in sorted(by_group.items()):
-                if len(cols) > self.group_budget:
-                    rows.append((cols, [1.0] * len(cols)))
-                    lower_bounds.append(float(len(cols) - self.group_budget))
-            families.append(row_family("x5_groups", rows, np.array(lower_bounds), math.inf))
+            group = index.task_group[self.col_task[self.stay]]
+            cols = self.stay[group >= 0]
+            group = group[group >= 0]
+            order = np.argsort(group, kind="stable")
+            cols, group = cols[order], group[order]
+            _, counts = np.unique(group, return_counts=True)
+            binding = counts > self.group_budget
+            take = np.repeat(binding, counts)
+            families.append(
+                csr_family(
+                    "x5_groups",
+                    cols[take],
+                    np.ones(int(take.sum())),
+                    counts[binding],
+                    (counts[binding] - self.group_budget).astype(float),
+                    math.inf,
+                )
+            )
         return families
 
     def start_values(self, plan: MigrationPlan) -> np.ndarray:
@@ -236,20 +261,17 @@ class DefragRows:
         for move in plan.moves:
             final[index.task_pos[move.task]] = index.node_pos[move.to]
         values = np.zeros(self.num_cols)
-        for col, (task, node) in enumerate(self.columns):
-            if final[task] == node:
-                values[col] = 1.0
-        emptied = {index.node_pos[n] for n in plan.emptied}
-        for j, node in enumerate(self.candidates.tolist()):
-            values[self.num_x + j] = 1.0 if node in emptied else 0.0
+        values[: self.num_x] = (final[self.col_task] == self.col_node).astype(float)
+        emptied = np.zeros(index.num_nodes, dtype=bool)
+        emptied[[index.node_pos[n] for n in plan.emptied]] = True
+        values[self.num_x :] = emptied[self.candidates].astype(float)
         return values
 
     def final_nodes(self, values: np.ndarray) -> np.ndarray:
         """Each task's final node (global positions) from column values."""
         final: np.ndarray = self.problem.index.task_node.copy()
-        for col in np.flatnonzero(values[: self.num_x] > 0.5).tolist():
-            task, node = self.columns[col]
-            final[task] = node
+        chosen = np.flatnonzero(values[: self.num_x] > 0.5)
+        final[self.col_task[chosen]] = self.col_node[chosen]
         return final
 
     def emptied_bound(self, objective_bound: float) -> int:

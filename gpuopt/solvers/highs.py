@@ -72,6 +72,27 @@ def row_family(
     )
 
 
+def csr_family(
+    label: str,
+    index: np.ndarray,
+    value: np.ndarray,
+    counts: np.ndarray,
+    lower: Any,
+    upper: Any,
+) -> RowFamily:
+    """A family from non-zeros already in row order and the number of non-zeros per row."""
+    rows = int(np.asarray(counts).size)
+    start = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    return RowFamily(
+        label,
+        start,
+        np.asarray(index, dtype=np.int64),
+        np.asarray(value, dtype=float),
+        np.broadcast_to(np.asarray(lower, dtype=float), (rows,)).copy(),
+        np.broadcast_to(np.asarray(upper, dtype=float), (rows,)).copy(),
+    )
+
+
 #: Solver termination names (HiGHS's, Pyomo's appsi and legacy ones) -> our statuses.
 _STATUS: dict[str, Status] = {
     "kOptimal": "optimal",
