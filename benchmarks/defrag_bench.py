@@ -116,6 +116,12 @@ def main() -> None:
                 progress.update(bar, description=f"{name} {method}")
                 limit = 10.0 if len(problem.nodes) <= 25 else args.limit
                 rows.append(row(name, problem, run_method(problem, method, limit)))
+                last = rows[-1]
+                progress.console.print(
+                    f"{name} {method}: emptied {last['emptied']} (bound {last['bound']}), "
+                    f"fragmented {last['fragmented_before']} -> {last['fragmented_after']}, "
+                    f"{last['moves']} moves, {last['seconds']:.2f} s [{last['status']}]"
+                )
             if name == "openb" and args.plot:
                 from gpuopt.plot import plot_occupancy
 

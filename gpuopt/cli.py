@@ -120,16 +120,20 @@ def _cmd_check(args: argparse.Namespace) -> int:
     broken = violations(problem, grid)
     console = _console(args.quiet)
     if broken:
-        for line in broken:
-            console.print(line)
-        console.print(f"{len(broken)} violation{'s' if len(broken) != 1 else ''}")
-        return EXIT_ILLEGAL
+        return _print_violations(console, broken)
     evaluation = evaluate(problem, grid)
     console.print(
         f"legal; objective {evaluation.objective:,.2f}, "
         f"utilization {evaluation.metrics.utilization:.1%}, value {evaluation.metrics.value:,.0f}"
     )
     return EXIT_OK
+
+
+def _print_violations(console: Any, broken: list[str]) -> int:
+    for line in broken:
+        console.print(line)
+    console.print(f"{len(broken)} violation{'s' if len(broken) != 1 else ''}")
+    return EXIT_ILLEGAL
 
 
 def _check_plan(args: argparse.Namespace, raw: Any) -> int:
@@ -142,10 +146,7 @@ def _check_plan(args: argparse.Namespace, raw: Any) -> int:
     broken = violations(problem, plan)
     console = _console(args.quiet)
     if broken:
-        for line in broken:
-            console.print(line)
-        console.print(f"{len(broken)} violation{'s' if len(broken) != 1 else ''}")
-        return EXIT_ILLEGAL
+        return _print_violations(console, broken)
     metrics, _ = evaluate(problem, plan.moves)
     console.print(
         f"legal; {metrics.moves} moves in {metrics.waves} waves empty {metrics.emptied} nodes, "

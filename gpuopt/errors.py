@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+
+Model = TypeVar("Model", bound=BaseModel)
 
 
 class ProblemError(ValueError):
@@ -52,3 +54,17 @@ def problem_error_from(exc: ValidationError, *, source: str | None = None) -> Pr
     if source:
         text = f"{source}: {text}"
     return ProblemError(text.rstrip(".") + ".")
+
+
+def validate_object(model: type[Model], data: Any, *, what: str, source: str | None) -> Model:
+    """Validate decoded JSON ``data`` into ``model``, or raise a one-sentence ``ProblemError``.
+
+    ``what`` names the document for the message, e.g. ``"a snapshot"``.
+    """
+    if not isinstance(data, dict):
+        where = f"{source}: " if source else ""
+        raise ProblemError(f"{where}{what} must be a JSON object (got {type(data).__name__}).")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise problem_error_from(exc, source=source) from None

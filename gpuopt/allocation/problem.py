@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gpuopt.errors import ProblemError, problem_error_from
+from gpuopt.errors import problem_error_from, validate_object
 from gpuopt.io.files import read_json
 
 BatchKind = Literal["training", "batch_inference", "quantization"]
@@ -425,13 +425,7 @@ def parse_problem(data: Any, *, source: str | None = None) -> AllocationProblem:
     ProblemError
         With one sentence naming the offending field and value.
     """
-    if not isinstance(data, dict):
-        where = f"{source}: " if source else ""
-        raise ProblemError(f"{where}a scenario must be a JSON object (got {type(data).__name__}).")
-    try:
-        return AllocationProblem.model_validate(data)
-    except ValidationError as exc:
-        raise problem_error_from(exc, source=source) from None
+    return validate_object(AllocationProblem, data, what="a scenario", source=source)
 
 
 def load_problem(path: str | Path) -> AllocationProblem:

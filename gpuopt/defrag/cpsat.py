@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuopt.defrag.milp import DefragRows, finish_exact, warm_plan, with_budgets
+from gpuopt.defrag.milp import DefragRows, finish_exact, prepare
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import MigrationPlan, Status
 from gpuopt.solvers import require
@@ -84,11 +84,7 @@ def solve_cpsat(
     """
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
     started = time.perf_counter()
-    problem, max_moves, group_budget = with_budgets(problem, max_moves, group_budget)
-    start = warm_plan(
-        problem, initial, warm, seed=seed, max_moves=max_moves, group_budget=group_budget
-    )
-    rows = DefragRows.build(problem, max_moves=max_moves, group_budget=group_budget)
+    problem, start, rows = prepare(problem, initial, warm, seed, max_moves, group_budget)
     model, variables = build_cpsat(rows)
     if warm or initial is not None:
         for variable, value in zip(variables, rows.start_values(start).tolist(), strict=True):

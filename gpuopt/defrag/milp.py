@@ -428,39 +428,33 @@ def _score(plan: MigrationPlan) -> tuple[int, int]:
     return plan.metrics.emptied, -plan.metrics.moves
 
 
-def warm_plan(
+def prepare(
     problem: DefragProblem,
     initial: MigrationPlan | None,
     warm: bool,
-    *,
     seed: int,
     max_moves: int | None,
     group_budget: int | None,
-) -> MigrationPlan:
-    """The start of an exact method: ``initial``, else ``ipc`` (or no moves with ``warm=False``)."""
-    if initial is not None:
-        return initial
-    if warm:
-        return solve_ipc(problem, seed=seed, max_moves=max_moves, group_budget=group_budget)
-    return make_plan(problem, "none", [], seconds=0.0)
+) -> tuple[DefragProblem, MigrationPlan, DefragRows]:
+    """What both exact methods start from: the snapshot with its budgets, the start, the rows.
 
-
-def with_budgets(
-    problem: DefragProblem, max_moves: int | None, group_budget: int | None
-) -> tuple[DefragProblem, int | None, int | None]:
-    """The snapshot with the given budgets as its options (None keeps the snapshot's)."""
+    Budgets given as None keep the snapshot's options; the start is
+    ``initial``, else the ``ipc`` plan (no moves with ``warm=False``).
+    """
     options = problem.options
     max_moves = options.max_moves if max_moves is None else max_moves
     group_budget = options.group_budget if group_budget is None else group_budget
     if (max_moves, group_budget) != (options.max_moves, options.group_budget):
-        problem = problem.model_copy(
-            update={
-                "options": options.model_copy(
-                    update={"max_moves": max_moves, "group_budget": group_budget}
-                )
-            }
-        )
-    return problem, max_moves, group_budget
+        budgets = {"max_moves": max_moves, "group_budget": group_budget}
+        problem = problem.model_copy(update={"options": options.model_copy(update=budgets)})
+    if initial is not None:
+        start = initial
+    elif warm:
+        start = solve_ipc(problem, seed=seed)
+    else:
+        start = make_plan(problem, "none", [], seconds=0.0)
+    rows = DefragRows.build(problem, max_moves=max_moves, group_budget=group_budget)
+    return problem, start, rows
 
 
 def solve_milp(
@@ -508,11 +502,7 @@ def solve_milp(
     ('optimal', 1, 1)
     """
     started = time.perf_counter()
-    problem, max_moves, group_budget = with_budgets(problem, max_moves, group_budget)
-    start = warm_plan(
-        problem, initial, warm, seed=seed, max_moves=max_moves, group_budget=group_budget
-    )
-    rows = DefragRows.build(problem, max_moves=max_moves, group_budget=group_budget)
+    problem, start, rows = prepare(problem, initial, warm, seed, max_moves, group_budget)
     start_values = rows.start_values(start) if (warm or initial is not None) else None
     values, status, bound = _solve_lexicographic(
         rows, started, time_limit, seed, threads, start_values, log, progress

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuopt.errors import ProblemError, problem_error_from
+from gpuopt.errors import validate_object
 from gpuopt.io.files import read_json
 
 #: Largest snapshot the models accept (the methods are built for tens of
@@ -334,13 +334,7 @@ def parse_snapshot(data: Any, *, source: str | None = None) -> DefragProblem:
     ProblemError
         With one sentence naming the offending field and value.
     """
-    if not isinstance(data, dict):
-        where = f"{source}: " if source else ""
-        raise ProblemError(f"{where}a snapshot must be a JSON object (got {type(data).__name__}).")
-    try:
-        return DefragProblem.model_validate(data)
-    except ValidationError as exc:
-        raise problem_error_from(exc, source=source) from None
+    return validate_object(DefragProblem, data, what="a snapshot", source=source)
 
 
 def load_snapshot(path: str | Path) -> DefragProblem:

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt.defrag.problem import DefragProblem, scaled, selector_matches
-from gpuopt.errors import ProblemError, problem_error_from
+from gpuopt.errors import validate_object
 from gpuopt.io.files import read_json
 
 Status = Literal["optimal", "feasible", "time_limit", "heuristic", "partial", "infeasible"]
@@ -324,13 +324,7 @@ def make_plan(
 
 def parse_plan(data: Any, *, source: str | None = None) -> MigrationPlan:
     """Validate a decoded plan (a dict) into a :class:`MigrationPlan`."""
-    if not isinstance(data, dict):
-        where = f"{source}: " if source else ""
-        raise ProblemError(f"{where}a plan must be a JSON object (got {type(data).__name__}).")
-    try:
-        return MigrationPlan.model_validate(data)
-    except ValidationError as exc:
-        raise problem_error_from(exc, source=source) from None
+    return validate_object(MigrationPlan, data, what="a plan", source=source)
 
 
 def load_plan(path: str | Path) -> MigrationPlan:
