@@ -1,0 +1,215 @@
+"""Switch-level placement: access switches with free capacity and the jobs to place.
+
+The state JSON (``gpuopt topology STATE.json``) maps onto
+:class:`TopologyProblem`::
+
+    {"switches": [{"id": "asw-1", "free_gpus": 12},
+                  {"id": "asw-2", "nodes": [{"id": "n1", "gpus": 8, "free_gpus": 8,
+                                             "free_cpus": 96}]}],
+     "jobs": [{"id": "train", "gpus": 16},
+              {"id": "infer", "gpus": 8, "one_switch": true, "cpus_per_gpu": 8},
+              {"id": "pretrain", "gpus": 16, "whole_nodes": true}]}
+
+A switch gives either ``free_gpus`` (a pool of GPUs) or its ``nodes`` (then
+its free GPUs are theirs, and CPUs and whole nodes can be checked). Rules
+T1-T6 of ``models/placement.md`` say what a placement must keep.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gpuopt.errors import validate_object
+from gpuopt.io.files import read_json
+
+MAX_GPUS = 1_000_000
+MAX_ITEMS = 100_000
+_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class SwitchNode(BaseModel):
+    """A node under a switch: its size and what is free on it."""
+
+    model_config = _CONFIG
+
+    id: str = Field(min_length=1)
+    gpus: int = Field(ge=0, le=1024)
+    free_gpus: int = Field(ge=0, le=1024)
+    free_cpus: float | None = Field(default=None, ge=0, le=1e9)
+
+    @model_validator(mode="after")
+    def _check_free(self) -> SwitchNode:
+        if self.free_gpus > self.gpus:
+            raise ValueError(
+                f"node {self.id!r}: free_gpus {self.free_gpus} exceeds its gpus {self.gpus}"
+            )
+        return self
+
+
+class Switch(BaseModel):
+    """An access switch: a pool of free GPUs, or the nodes under it."""
+
+    model_config = _CONFIG
+
+    id: str = Field(min_length=1)
+    free_gpus: int | None = Field(default=None, ge=0, le=MAX_GPUS)
+    nodes: list[SwitchNode] | None = Field(default=None, max_length=MAX_ITEMS)
+
+    @model_validator(mode="after")
+    def _check_capacity(self) -> Switch:
+        if self.nodes is None:
+            if self.free_gpus is None:
+                raise ValueError(f"switch {self.id!r}: give free_gpus or nodes")
+        elif self.free_gpus is not None:
+            total = sum(node.free_gpus for node in self.nodes)
+            if total != self.free_gpus:
+                raise ValueError(
+                    f"switch {self.id!r}: free_gpus {self.free_gpus} differs from its nodes' "
+                    f"free GPUs ({total})"
+                )
+        return self
+
+    @property
+    def capacity(self) -> int:
+        if self.nodes is None:
+            assert self.free_gpus is not None
+            return self.free_gpus
+        return sum(node.free_gpus for node in self.nodes)
+
+
+class Job(BaseModel):
+    """A job asking for ``gpus`` GPUs, with optional placement constraints."""
+
+    model_config = _CONFIG
+
+    id: str = Field(min_length=1)
+    gpus: int = Field(ge=1, le=MAX_GPUS)
+    one_switch: bool = Field(default=False, description="All GPUs under one access switch.")
+    whole_nodes: bool = Field(
+        default=False, description="Only completely free nodes, each taken whole."
+    )
+    cpus_per_gpu: float = Field(default=0.0, ge=0, le=1e6)
+    priority: float = Field(default=1.0, gt=0, le=1e9)
+
+
+class TopologyProblem(BaseModel):
+    """Switches with free capacity and jobs to place (see the module docstring).
+
+    Examples
+    --------
+    >>> problem = TopologyProblem(switches=[{"id": "a", "free_gpus": 8}],
+    ...                           jobs=[{"id": "j", "gpus": 4}])
+    >>> problem.index.node_free.tolist()
+    [8]
+    """
+
+    model_config = _CONFIG
+
+    name: str = "topology"
+    switches: list[Switch] = Field(max_length=MAX_ITEMS)
+    jobs: list[Job] = Field(default_factory=list, max_length=MAX_ITEMS)
+
+    @model_validator(mode="after")
+    def _check_ids(self) -> TopologyProblem:
+        for what, ids in (
+            ("switches", [s.id for s in self.switches]),
+            ("jobs", [j.id for j in self.jobs]),
+            ("nodes", [n.id for s in self.switches for n in s.nodes or ()]),
+        ):
+            for item, count in Counter(ids).items():
+                if count > 1:
+                    raise ValueError(f"{what}: id {item!r} appears {count} times")
+        has_nodes = any(s.nodes is not None for s in self.switches)
+        for job in self.jobs:
+            if (job.whole_nodes or job.cpus_per_gpu > 0) and not has_nodes:
+                field = "whole_nodes" if job.whole_nodes else "cpus_per_gpu"
+                raise ValueError(f"job {job.id!r}: {field} needs switches that list their nodes")
+        return self
+
+    @cached_property
+    def index(self) -> TopologyIndex:
+        """Array view: every node (a switch without nodes is one pseudo-node) by position."""
+        return TopologyIndex.build(self)
+
+    def model_copy(self, *, update: Any = None, deep: bool = False) -> TopologyProblem:
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("index", None)
+        return copy
+
+    def to_json(self, *, indent: int | None = 1) -> str:
+        return self.model_dump_json(indent=indent)
+
+
+@dataclass(frozen=True)
+class TopologyIndex:
+    """Nodes by position; ``node_switch`` is the switch position of each node.
+
+    A switch given as a pool becomes one pseudo-node of that many GPUs with no
+    CPU limit (``node_cpus = inf``) that is never a whole node.
+    """
+
+    switch_ids: list[str]
+    node_ids: list[str]
+    node_switch: np.ndarray
+    node_gpus: np.ndarray
+    node_free: np.ndarray
+    node_cpus: np.ndarray  # free CPUs; inf when not stated
+    node_whole: np.ndarray  # a real node with all its GPUs free
+
+    @classmethod
+    def build(cls, problem: TopologyProblem) -> TopologyIndex:
+        node_ids: list[str] = []
+        switch, gpus, free, cpus, whole = [], [], [], [], []
+        for position, sw in enumerate(problem.switches):
+            if sw.nodes is None:
+                node_ids.append(sw.id)
+                switch.append(position)
+                gpus.append(sw.capacity)
+                free.append(sw.capacity)
+                cpus.append(np.inf)
+                whole.append(False)
+                continue
+            for node in sw.nodes:
+                node_ids.append(node.id)
+                switch.append(position)
+                gpus.append(node.gpus)
+                free.append(node.free_gpus)
+                cpus.append(np.inf if node.free_cpus is None else node.free_cpus)
+                whole.append(node.gpus > 0 and node.free_gpus == node.gpus)
+        return cls(
+            switch_ids=[s.id for s in problem.switches],
+            node_ids=node_ids,
+            node_switch=np.array(switch, dtype=np.int64),
+            node_gpus=np.array(gpus, dtype=np.int64),
+            node_free=np.array(free, dtype=np.int64),
+            node_cpus=np.array(cpus, dtype=float),
+            node_whole=np.array(whole, dtype=bool),
+        )
+
+
+def parse_state(data: Any, *, source: str | None = None) -> TopologyProblem:
+    """Validate a decoded topology state (a dict) into a :class:`TopologyProblem`."""
+    return validate_object(TopologyProblem, data, what="a topology state", source=source)
+
+
+def load_state(path: str | Path) -> TopologyProblem:
+    """Read a topology state JSON file."""
+    return parse_state(read_json(path), source=str(path))
+
+
+__all__ = [
+    "Job",
+    "Switch",
+    "SwitchNode",
+    "TopologyIndex",
+    "TopologyProblem",
+    "load_state",
+    "parse_state",
+]
