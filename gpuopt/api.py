@@ -18,6 +18,10 @@ from gpuopt.defrag.milp import solve_milp as defrag_milp
 from gpuopt.defrag.onehop import solve_onehop
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import MigrationPlan
+from gpuopt.placement.greedy import solve_greedy as topology_greedy
+from gpuopt.placement.milp import solve_milp as topology_milp
+from gpuopt.placement.problem import TopologyProblem
+from gpuopt.placement.solution import TopologyResult
 
 Solver = Callable[..., Any]
 
@@ -35,6 +39,7 @@ METHODS: dict[type, dict[str, Solver]] = {
         "milp": defrag_milp,
         "cpsat": defrag_cpsat,
     },
+    TopologyProblem: {"greedy": topology_greedy, "milp": topology_milp},
 }
 
 
@@ -61,6 +66,18 @@ def solve(
 
 @overload
 def solve(
+    problem: TopologyProblem,
+    method: str | None = ...,
+    *,
+    time_limit: float | None = ...,
+    seed: int | None = ...,
+    initial: Any = ...,
+    **options: Any,
+) -> TopologyResult: ...
+
+
+@overload
+def solve(
     problem: DefragProblem,
     method: str | None = ...,
     *,
@@ -72,14 +89,14 @@ def solve(
 
 
 def solve(
-    problem: AllocationProblem | DefragProblem,
+    problem: AllocationProblem | DefragProblem | TopologyProblem,
     method: str | None = None,
     *,
     time_limit: float | None = None,
     seed: int | None = None,
     initial: Any = None,
     **options: Any,
-) -> AllocationResult | MigrationPlan:
+) -> AllocationResult | MigrationPlan | TopologyResult:
     """Solve ``problem`` with ``method`` and return the problem's result type.
 
     Parameters
@@ -139,5 +156,5 @@ def solve(
             )
         elif name == "initial" and value is not None:
             raise ValueError(f"method {method!r} does not take an initial solution")
-    result: AllocationResult | MigrationPlan = function(problem, **call)
+    result: AllocationResult | MigrationPlan | TopologyResult = function(problem, **call)
     return result

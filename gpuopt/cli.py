@@ -411,9 +411,10 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--out", help="write here instead of stdout")
     generate.set_defaults(run=_cmd_generate)
 
-    from gpuopt.cli_defrag import add_commands
+    from gpuopt import cli_defrag, cli_placement
 
-    add_commands(commands)
+    cli_defrag.add_commands(commands)
+    cli_placement.add_commands(commands)
     return parser
 
 

@@ -1,0 +1,69 @@
+"""The placement and preemption commands of ``gpuopt``: ``topology`` and ``preempt``.
+
+Same rules as every command: bad input prints one sentence on stderr and exits
+with code 2 (no traceback, nothing written); outputs are written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from gpuopt.errors import ProblemError
+
+
+def _cli() -> Any:
+    from gpuopt import cli
+
+    return cli
+
+
+def _cmd_topology(args: argparse.Namespace) -> int:
+    from gpuopt.io.files import write_text_atomic
+    from gpuopt.placement.greedy import solve_greedy
+    from gpuopt.placement.problem import load_state
+    from gpuopt.placement.solution import violations
+
+    cli = _cli()
+    cli._check_output_folder(args.out, "--out")
+    problem = load_state(args.state)
+    if args.method == "milp":
+        from gpuopt.placement.milp import solve_milp
+
+        result = solve_milp(problem, time_limit=args.time_limit or 10.0)
+    else:
+        if args.time_limit is not None:
+            raise ProblemError("--time-limit applies only to --method milp.")
+        result = solve_greedy(problem)
+    broken = violations(problem, result)
+    if broken:  # never expected: the methods are legal by construction
+        print(f"gpuopt: internal error: illegal placement: {broken[0]}", file=sys.stderr)
+        return int(cli.EXIT_ILLEGAL)
+    if args.out:
+        write_text_atomic(args.out, result.to_json(indent=None) + "\n")
+    console = cli._console(args.quiet)
+    console.print(f"{problem.name}: {result.summary()} [{result.status}]")
+    for job_id, parts in result.placements.items():
+        spread = ", ".join(f"{switch}: {gpus}" for switch, gpus in parts.items())
+        console.print(f"  {job_id}: {spread} (entropy {result.entropy[job_id]:.3f})")
+    if result.unplaced:
+        console.print(f"  unplaced: {', '.join(result.unplaced)}")
+    return int(cli.EXIT_OK)
+
+
+def add_commands(commands: Any) -> None:
+    """Add ``topology`` to the ``gpuopt`` parser."""
+    cli = _cli()
+    topology = commands.add_parser(
+        "topology", help="place jobs over access switches (fewest switches, lowest entropy)"
+    )
+    topology.add_argument("state", help="state JSON: switches (free GPUs or nodes) and jobs")
+    topology.add_argument("--method", choices=("greedy", "milp"), default="greedy")
+    topology.add_argument("--out", help="write the placements JSON here")
+    topology.add_argument("--time-limit", type=cli._positive_float, default=None)
+    topology.add_argument("--quiet", action="store_true")
+    topology.set_defaults(run=_cmd_topology)
+
+
+__all__ = ["add_commands"]
