@@ -22,6 +22,7 @@ from gpuopt.placement.greedy import solve_greedy as topology_greedy
 from gpuopt.placement.milp import solve_milp as topology_milp
 from gpuopt.placement.problem import TopologyProblem
 from gpuopt.placement.solution import TopologyResult
+from gpuopt.preemption import Decision, PreemptionProblem, solve_exact, solve_heuristic
 
 Solver = Callable[..., Any]
 
@@ -40,6 +41,7 @@ METHODS: dict[type, dict[str, Solver]] = {
         "cpsat": defrag_cpsat,
     },
     TopologyProblem: {"greedy": topology_greedy, "milp": topology_milp},
+    PreemptionProblem: {"heuristic": solve_heuristic, "exact": solve_exact},
 }
 
 
@@ -62,6 +64,18 @@ def solve(
     initial: Any = ...,
     **options: Any,
 ) -> AllocationResult: ...
+
+
+@overload
+def solve(
+    problem: PreemptionProblem,
+    method: str | None = ...,
+    *,
+    time_limit: float | None = ...,
+    seed: int | None = ...,
+    initial: Any = ...,
+    **options: Any,
+) -> Decision: ...
 
 
 @overload
@@ -89,14 +103,14 @@ def solve(
 
 
 def solve(
-    problem: AllocationProblem | DefragProblem | TopologyProblem,
+    problem: AllocationProblem | DefragProblem | TopologyProblem | PreemptionProblem,
     method: str | None = None,
     *,
     time_limit: float | None = None,
     seed: int | None = None,
     initial: Any = None,
     **options: Any,
-) -> AllocationResult | MigrationPlan | TopologyResult:
+) -> AllocationResult | MigrationPlan | TopologyResult | Decision:
     """Solve ``problem`` with ``method`` and return the problem's result type.
 
     Parameters
@@ -156,5 +170,5 @@ def solve(
             )
         elif name == "initial" and value is not None:
             raise ValueError(f"method {method!r} does not take an initial solution")
-    result: AllocationResult | MigrationPlan | TopologyResult = function(problem, **call)
+    result: AllocationResult | MigrationPlan | TopologyResult | Decision = function(problem, **call)
     return result

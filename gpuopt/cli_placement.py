@@ -52,8 +52,29 @@ def _cmd_topology(args: argparse.Namespace) -> int:
     return int(cli.EXIT_OK)
 
 
+def _cmd_preempt(args: argparse.Namespace) -> int:
+    from gpuopt.io.files import write_text_atomic
+    from gpuopt.preemption import load_state, solve_exact, solve_heuristic, violations
+
+    cli = _cli()
+    cli._check_output_folder(args.out, "--out")
+    problem = load_state(args.state)
+    decision = solve_exact(problem) if args.method == "exact" else solve_heuristic(problem)
+    broken = violations(problem, decision)
+    if broken:  # never expected: both methods are legal by construction
+        print(f"gpuopt: internal error: illegal decision: {broken[0]}", file=sys.stderr)
+        return int(cli.EXIT_ILLEGAL)
+    if args.out:
+        write_text_atomic(args.out, decision.to_json(indent=None) + "\n")
+    console = cli._console(args.quiet)
+    console.print(decision.summary())
+    if decision.victims:
+        console.print(f"  victims: {', '.join(decision.victims)}")
+    return int(cli.EXIT_OK)
+
+
 def add_commands(commands: Any) -> None:
-    """Add ``topology`` to the ``gpuopt`` parser."""
+    """Add ``topology`` and ``preempt`` to the ``gpuopt`` parser."""
     cli = _cli()
     topology = commands.add_parser(
         "topology", help="place jobs over access switches (fewest switches, lowest entropy)"
@@ -64,6 +85,15 @@ def add_commands(commands: Any) -> None:
     topology.add_argument("--time-limit", type=cli._positive_float, default=None)
     topology.add_argument("--quiet", action="store_true")
     topology.set_defaults(run=_cmd_topology)
+
+    preempt = commands.add_parser(
+        "preempt", help="place one request, stopping the cheapest LP tasks if it must (HP only)"
+    )
+    preempt.add_argument("state", help="state JSON: now, nodes, tasks and the request")
+    preempt.add_argument("--method", choices=("heuristic", "exact"), default="heuristic")
+    preempt.add_argument("--out", help="write the decision JSON here")
+    preempt.add_argument("--quiet", action="store_true")
+    preempt.set_defaults(run=_cmd_preempt)
 
 
 __all__ = ["add_commands"]

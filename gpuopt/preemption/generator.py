@@ -1,0 +1,135 @@
+"""Seeded random preemption states of any size (for tests and benchmarks).
+
+A state looks like a busy shared cluster: 8-GPU nodes, each filled to a share
+of its GPUs drawn around the cluster's occupancy (60-90 % unless given),
+tasks of 1, 2, 4 and 8 GPUs with CPUs proportional to GPUs, 30-50 % of them
+HP, checkpoints 0-2 h old, and nodes that were preempted a few times before.
+Checkpoints may follow a common clock
+(``checkpoint_period``), as when every job saves on the hour. The request is
+an HP or LP job of 1-8 GPUs; ``contended=True`` makes it ask
+for one GPU more than any node has free, so an HP request needs preemption
+(stage 2). The same arguments always give the same state.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from gpuopt.preemption.problem import PreemptionProblem, Priority
+
+SIZES = (1, 2, 4, 8)
+SIZE_WEIGHTS = (0.5, 0.3, 0.15, 0.05)
+
+
+def random_state(
+    seed: int,
+    *,
+    nodes: int = 1000,
+    gpus_per_node: int = 8,
+    cpus_per_node: int = 96,
+    occupancy: float | None = None,
+    hp_fraction: float | None = None,
+    max_age: int = 7200,
+    now: int = 86_400,
+    checkpoint_period: int | None = None,
+    request_gpus: int | None = None,
+    request_cpus: float | None = None,
+    request_priority: Priority = "HP",
+    contended: bool = False,
+) -> PreemptionProblem:
+    """A valid random state of ``nodes`` nodes and one request.
+
+    Parameters
+    ----------
+    seed
+        Seed of the private random generator (the global one is untouched).
+    occupancy
+        Mean share of GPUs in use (default: drawn in [0.6, 0.9]); per-node
+        shares vary around it (a Beta distribution of concentration 4).
+    hp_fraction
+        Share of HP tasks (default: drawn in [0.3, 0.5]).
+    max_age
+        Checkpoints are between 0 and ``max_age`` time units old (whole units).
+    checkpoint_period
+        When given, every checkpoint time is a multiple of it (tasks that
+        checkpoint on a common clock), which makes many victim costs equal.
+    request_gpus
+        GPUs of the request (default: 1, 2, 4 or 8 at random); ignored when
+        ``contended``.
+    request_cpus
+        CPUs of the request (default: 4 to 8 per GPU, at most a node's).
+    contended
+        The request asks for one GPU more than the most free GPUs of any node
+        (at most ``gpus_per_node``), so no node holds it without preemption
+        unless some node is entirely free.
+
+    Examples
+    --------
+    >>> state = random_state(1, nodes=10, contended=True)
+    >>> len(state.nodes), state.request.gpus > int(state.index.node_free_gpus.max())
+    (10, True)
+    """
+    rng = random.Random(seed)
+    fill = rng.uniform(0.6, 0.9) if occupancy is None else occupancy
+    hp_share = rng.uniform(0.3, 0.5) if hp_fraction is None else hp_fraction
+    if not 0 <= fill <= 1 or not 0 <= hp_share <= 1:
+        raise ValueError(f"occupancy and hp_fraction must be in [0, 1], got {fill}, {hp_share}")
+    concentration = 4.0
+    alpha, beta = max(0.05, fill * concentration), max(0.05, (1 - fill) * concentration)
+    node_rows: list[dict[str, Any]] = []
+    task_rows: list[dict[str, Any]] = []
+    most_free = 0
+    for node_number in range(nodes):
+        node_id = f"n{node_number:05d}"
+        node_rows.append(
+            {
+                "id": node_id,
+                "gpus": gpus_per_node,
+                "cpus": cpus_per_node,
+                "preemptions": min(int(rng.expovariate(0.5)), 20),
+            }
+        )
+        target = round(rng.betavariate(alpha, beta) * gpus_per_node)
+        used_gpus = used_cpus = 0
+        while used_gpus < target:
+            size = rng.choices(SIZES, SIZE_WEIGHTS)[0]
+            if size > target - used_gpus:
+                size = 1 << ((target - used_gpus).bit_length() - 1)
+            cpus = min(cpus_per_node - used_cpus, size * rng.randint(6, 11))
+            checkpoint = now - rng.randint(0, max_age)
+            if checkpoint_period:
+                checkpoint -= checkpoint % checkpoint_period
+            task_rows.append(
+                {
+                    "id": f"t{len(task_rows):06d}",
+                    "node": node_id,
+                    "gpus": size,
+                    "cpus": cpus,
+                    "priority": "HP" if rng.random() < hp_share else "LP",
+                    "last_checkpoint": max(checkpoint, 0),
+                }
+            )
+            used_gpus += size
+            used_cpus += cpus
+        most_free = max(most_free, gpus_per_node - used_gpus)
+    if contended:
+        gpus = min(gpus_per_node, most_free + 1)
+    elif request_gpus is not None:
+        gpus = request_gpus
+    else:
+        gpus = min(gpus_per_node, rng.choices(SIZES, SIZE_WEIGHTS)[0])
+    request = {
+        "id": f"job-{seed}",
+        "gpus": gpus,
+        "cpus": min(cpus_per_node, gpus * rng.randint(4, 8))
+        if request_cpus is None
+        else request_cpus,
+        "priority": request_priority,
+    }
+    return PreemptionProblem.model_validate(
+        {"now": now, "nodes": node_rows, "tasks": task_rows, "request": request}
+    )
+
+
+__all__ = ["random_state"]

@@ -1,0 +1,224 @@
+"""The heuristic: best-fit placement, else the cheapest cheapest-first prefix of LP tasks.
+
+Stage 1 (P8, shared with the exact method, which it already solves exactly:
+it is a lexicographic minimum) is a handful of array operations over the
+nodes. Stage 2 (P9) reads the LP tasks sorted by node and cost once
+(:meth:`PreemptionIndex.lp_by_cost`, cached) and finds, for every node at
+once, the shortest prefix of its helpful LP tasks (those holding what the
+node lacks) that covers the GPU and the CPU deficit, with two binary
+searches in the prefix sums; the node with the cheapest prefix wins.
+
+How each rule holds: P1 the node is an index position; P2 victims are taken
+from the node's own LP segment, and LP requests stop after stage 1; P3 the
+prefix covers both deficits by construction; P4/P5 ``make_decision``
+computes the cost and the flags from the victims; P6 stage 2 runs only when
+stage 1 found nothing; P7 a node qualifies exactly when all its LP tasks
+cover the deficits, so ``node`` is null only when none does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuopt.preemption.problem import Holding, PreemptionIndex, PreemptionProblem
+from gpuopt.preemption.solution import Decision, make_decision
+
+
+def lex_first(keys: Sequence[np.ndarray]) -> int:
+    """Position of the lexicographically smallest row of ``keys`` (first on ties).
+
+    Keys are filtered one after the other, so the cost is one pass per key
+    over the entries still tied.
+
+    >>> lex_first([np.array([2, 1, 1]), np.array([0, 5, 3])])
+    2
+    """
+    candidates = np.arange(len(keys[0]))
+    for key in keys:
+        values = key[candidates]
+        candidates = candidates[values == values.min()]
+        if len(candidates) == 1:
+            break
+    return int(candidates[0])
+
+
+def stage_one(index: PreemptionIndex) -> int | None:
+    """The node the request goes to without preemption (P8), or None when none has room.
+
+    Best fit (fewest free GPUs after placement, then fewest free CPUs), then
+    the request's own node class, then idle nodes, then the other class, then
+    for an LP request the least-preempted node and for an HP request the
+    most-preempted one, then node order.
+    """
+    free_gpus, free_cpus = index.node_free_gpus, index.node_free_cpus
+    nodes = np.flatnonzero((free_gpus >= index.request_gpus) & (free_cpus >= index.request_cpus))
+    if len(nodes) == 0:
+        return None
+    preemptions = index.node_preemptions[nodes]
+    keys = (
+        free_gpus[nodes],
+        free_cpus[nodes],
+        index.node_class_rank[nodes],
+        -preemptions if index.request_hp else preemptions,
+    )
+    return int(nodes[lex_first(keys)])
+
+
+@dataclass(frozen=True)
+class Deficits:
+    """The nodes that can make room by preemption and what each lacks (P7).
+
+    ``nodes`` are the positions of the nodes whose free capacity plus all
+    their LP tasks hold the request; ``gpus`` and ``cpus`` are what they lack
+    without preemption (0 when nothing is lacking in that resource).
+    """
+
+    nodes: np.ndarray
+    gpus: np.ndarray
+    cpus: np.ndarray
+
+    @classmethod
+    def of(cls, index: PreemptionIndex) -> Deficits:
+        need_gpus = index.request_gpus - index.node_free_gpus
+        need_cpus = index.request_cpus - index.node_free_cpus
+        nodes = np.flatnonzero(
+            (index.node_lp_gpus >= need_gpus) & (index.node_lp_cpus >= need_cpus)
+        )
+        return cls(
+            nodes=nodes,
+            gpus=np.maximum(need_gpus[nodes], 0),
+            cpus=np.maximum(need_cpus[nodes], 0),
+        )
+
+
+def holding(need_gpus: int, need_cpus: int) -> Holding:
+    """Which LP tasks can help a node that lacks ``need_gpus`` GPUs and ``need_cpus`` CPUs.
+
+    >>> holding(2, 0), holding(0, 500), holding(2, 500)
+    ('gpus', 'cpus', 'any')
+    """
+    if need_cpus <= 0 < need_gpus:
+        return "gpus"
+    if need_gpus <= 0 < need_cpus:
+        return "cpus"
+    return "any"
+
+
+def _groups(deficits: Deficits) -> list[tuple[Holding, np.ndarray]]:
+    """The entries of ``deficits`` split by which LP tasks can help them."""
+    lacks_gpus, lacks_cpus = deficits.gpus > 0, deficits.cpus > 0
+    groups: list[tuple[Holding, np.ndarray]] = [
+        ("gpus", np.flatnonzero(lacks_gpus & ~lacks_cpus)),
+        ("cpus", np.flatnonzero(lacks_cpus & ~lacks_gpus)),
+        ("any", np.flatnonzero(lacks_gpus == lacks_cpus)),
+    ]
+    return [(kind, entries) for kind, entries in groups if len(entries)]
+
+
+def cheapest_first_prefixes(
+    index: PreemptionIndex, deficits: Deficits
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For each node of ``deficits``: the length, cost, GPUs and CPUs of its covering prefix.
+
+    The prefix is the shortest run of the node's helpful LP tasks in
+    :meth:`PreemptionIndex.lp_by_cost` order whose GPUs and CPUs cover both
+    deficits (P9); all nodes are handled at once with binary searches in the
+    cluster-wide prefix sums (once per kind of deficit). Costs are in
+    thousandths.
+    """
+    size = len(deficits.nodes)
+    length, cost, gpus, cpus = (np.zeros(size, dtype=np.int64) for _ in range(4))
+    for kind, entries in _groups(deficits):
+        segments = index.lp_by_cost(kind)
+        start = segments.start[deficits.nodes[entries]]
+        # The first j with cum[start + j] >= cum[start] + deficit, for GPUs and CPUs alike;
+        # a zero deficit lands at or before start and clips to 0.
+        need_gpus = segments.cum_gpus[start] + deficits.gpus[entries]
+        need_cpus = segments.cum_cpus[start] + deficits.cpus[entries]
+        stop = np.maximum(
+            np.maximum(
+                np.searchsorted(segments.cum_gpus, need_gpus),
+                np.searchsorted(segments.cum_cpus, need_cpus),
+            ),
+            start,
+        )
+        length[entries] = stop - start
+        cost[entries] = segments.cum_cost[stop] - segments.cum_cost[start]
+        gpus[entries] = segments.cum_gpus[stop] - segments.cum_gpus[start]
+        cpus[entries] = segments.cum_cpus[stop] - segments.cum_cpus[start]
+    return length, cost, gpus, cpus
+
+
+def stage_two_heuristic(index: PreemptionIndex) -> tuple[int, np.ndarray] | None:
+    """The node and victims of P9, or None when no node can make room by preemption.
+
+    Among the nodes that can make room, the cheapest covering prefix wins;
+    ties go to fewer victims, then best fit afterwards (fewest free GPUs,
+    then fewest free CPUs after placement), then node order.
+    """
+    deficits = Deficits.of(index)
+    if len(deficits.nodes) == 0:
+        return None
+    length, cost, gpus, cpus = cheapest_first_prefixes(index, deficits)
+    nodes = deficits.nodes
+    # Free capacity after placement differs from the freed one by a per-node constant.
+    keys = (
+        cost,
+        length,
+        index.node_free_gpus[nodes] + gpus,
+        index.node_free_cpus[nodes] + cpus,
+    )
+    best = lex_first(keys)
+    node = int(nodes[best])
+    segments = index.lp_by_cost(holding(int(deficits.gpus[best]), int(deficits.cpus[best])))
+    start = int(segments.start[node])
+    return node, segments.tasks[start : start + int(length[best])]
+
+
+def solve_heuristic(problem: PreemptionProblem) -> Decision:
+    """Place the request by best fit, else stop the cheapest cheapest-first prefix (P8, P9).
+
+    Examples
+    --------
+    >>> problem = PreemptionProblem(
+    ...     now=100,
+    ...     nodes=[{"id": "a", "gpus": 8, "cpus": 64}, {"id": "b", "gpus": 8, "cpus": 64}],
+    ...     tasks=[{"id": "hp", "node": "a", "gpus": 6, "priority": "HP", "last_checkpoint": 0},
+    ...            {"id": "old", "node": "b", "gpus": 4, "priority": "LP", "last_checkpoint": 0},
+    ...            {"id": "new", "node": "b", "gpus": 4, "priority": "LP", "last_checkpoint": 90}],
+    ...     request={"id": "r", "gpus": 4, "priority": "HP"})
+    >>> decision = solve_heuristic(problem)
+    >>> decision.node, decision.victims, decision.cost, decision.stage
+    ('b', ['new'], 40.0, 2)
+    """
+    started = time.perf_counter()
+    index = problem.index
+    node = stage_one(index)
+    if node is not None:
+        return make_decision(
+            problem, "heuristic", node, stage=1, seconds=time.perf_counter() - started
+        )
+    found = stage_two_heuristic(index) if index.request_hp else None
+    if found is None:
+        return make_decision(
+            problem, "heuristic", None, stage=None, seconds=time.perf_counter() - started
+        )
+    node, victims = found
+    return make_decision(
+        problem, "heuristic", node, victims, stage=2, seconds=time.perf_counter() - started
+    )
+
+
+__all__ = [
+    "Deficits",
+    "cheapest_first_prefixes",
+    "holding",
+    "lex_first",
+    "solve_heuristic",
+    "stage_one",
+    "stage_two_heuristic",
+]

@@ -1,0 +1,451 @@
+"""The preemption problem: a cluster state (nodes, running tasks, clock) and one request.
+
+The state JSON maps one to one onto :class:`PreemptionProblem`. Validation
+rejects every inconsistency with one sentence that names the field and value
+(unknown node, duplicate ids, over-committed node, a checkpoint in the future,
+a request no node could hold even when empty, ...), so the state itself is
+always legal; the rules a decision must keep are written in
+``models/preemption.md`` (P1-P7) and the choices the methods make in P8-P10.
+
+CPUs and times are exact: the index view stores them as integers in
+thousandths (``cpus=0.5`` is 500 milli-CPUs, ``last_checkpoint=6000.25`` is
+6,000,250 milli-units), so capacity checks never round and victim costs,
+``gpus * (now - last_checkpoint)``, are exact integers that both methods and
+the checker compare without tolerance.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gpuopt.defrag.problem import MAX_NODE_GPUS, SCALE, scaled
+from gpuopt.errors import validate_object
+from gpuopt.io.files import read_json
+
+#: Largest state the model accepts (only keeps absurd inputs out).
+MAX_NODES = 1_000_000
+MAX_TASKS = 10_000_000
+#: Largest CPU count of one node, task or request (keeps every sum of
+#: milli-CPUs over the whole cluster inside int64).
+MAX_CPUS = 1e6
+#: Largest time (any unit; 4e12 leaves room for Unix times in milliseconds).
+MAX_TIME = 4e12
+#: Largest preemption count of one node.
+MAX_PREEMPTIONS = 10**9
+#: Bound on the sum of all task costs in thousandths, so that every sum of
+#: costs the methods form (prefix sums over the whole cluster included) is an
+#: exact int64.
+MAX_TOTAL_COST = 2**62
+
+Priority = Literal["HP", "LP"]
+#: Which LP tasks can help cover a deficit: those holding GPUs, CPUs, or either.
+Holding = Literal["gpus", "cpus", "any"]
+
+#: Node classes in the index view (``models/preemption.md``, P8).
+IDLE, LP_NODE, HP_NODE = 0, 1, 2
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class Node(BaseModel):
+    """One machine: its GPUs, CPUs, and how often tasks on it were preempted so far."""
+
+    model_config = _CONFIG
+
+    id: str = Field(min_length=1)
+    gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
+    cpus: float = Field(ge=0, le=MAX_CPUS)
+    preemptions: int = Field(
+        default=0, ge=0, le=MAX_PREEMPTIONS, description="Preemptions on this node so far."
+    )
+
+
+class Task(BaseModel):
+    """One running task: where it runs, what it holds, its class and its last checkpoint."""
+
+    model_config = _CONFIG
+
+    id: str = Field(min_length=1)
+    node: str = Field(min_length=1)
+    gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
+    cpus: float = Field(default=0.0, ge=0, le=MAX_CPUS)
+    priority: Priority
+    last_checkpoint: float = Field(
+        ge=0, le=MAX_TIME, description="Time of its last checkpoint (work since then is lost)."
+    )
+
+
+class Request(BaseModel):
+    """The job to place: what it asks for and its class."""
+
+    model_config = _CONFIG
+
+    id: str = Field(min_length=1)
+    gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
+    cpus: float = Field(default=0.0, ge=0, le=MAX_CPUS)
+    priority: Priority
+
+
+class PreemptionProblem(BaseModel):
+    """A cluster state and one request: where does the request go, and whom does it stop?
+
+    Examples
+    --------
+    >>> problem = PreemptionProblem(
+    ...     now=7200,
+    ...     nodes=[{"id": "n1", "gpus": 8, "cpus": 96, "preemptions": 3}],
+    ...     tasks=[{"id": "t1", "node": "n1", "gpus": 2, "cpus": 16, "priority": "LP",
+    ...             "last_checkpoint": 6000}],
+    ...     request={"id": "job-9", "gpus": 4, "cpus": 32, "priority": "HP"})
+    >>> problem.index.node_free_gpus.tolist(), problem.index.task_cost.tolist()
+    ([6], [2400000])
+    """
+
+    model_config = _CONFIG
+
+    now: float = Field(
+        ge=0, le=MAX_TIME, description="The current time (same unit as checkpoints)."
+    )
+    nodes: list[Node] = Field(min_length=1, max_length=MAX_NODES)
+    tasks: list[Task] = Field(default_factory=list, max_length=MAX_TASKS)
+    request: Request
+
+    @model_validator(mode="after")
+    def _check_state(self) -> PreemptionProblem:
+        node_ids = Counter(node.id for node in self.nodes)
+        for node_id, count in node_ids.items():
+            if count > 1:
+                raise ValueError(f"nodes: id {node_id!r} appears {count} times")
+        task_ids = Counter(task.id for task in self.tasks)
+        for task_id, count in task_ids.items():
+            if count > 1:
+                raise ValueError(f"tasks: id {task_id!r} appears {count} times")
+        if self.request.id in task_ids:
+            raise ValueError(f"request: id {self.request.id!r} is already the id of a task")
+        by_id = {node.id: node for node in self.nodes}
+        gpus: Counter[str] = Counter()
+        cpus: Counter[str] = Counter()
+        now = scaled(self.now)
+        total_cost = 0
+        for task in self.tasks:
+            if task.node not in by_id:
+                raise ValueError(f"task {task.id!r}: node {task.node!r} is not in nodes")
+            if task.last_checkpoint > self.now:
+                raise ValueError(
+                    f"task {task.id!r}: last_checkpoint {task.last_checkpoint:g} is after "
+                    f"now {self.now:g}"
+                )
+            gpus[task.node] += task.gpus
+            cpus[task.node] += scaled(task.cpus)
+            total_cost += task.gpus * (now - scaled(task.last_checkpoint))
+        for node in self.nodes:
+            if gpus[node.id] > node.gpus:
+                raise ValueError(
+                    f"node {node.id!r}: its tasks hold {gpus[node.id]} GPUs but it has {node.gpus}"
+                )
+            if cpus[node.id] > scaled(node.cpus):
+                raise ValueError(
+                    f"node {node.id!r}: its tasks hold {cpus[node.id] / SCALE:g} CPUs "
+                    f"but it has {node.cpus:g}"
+                )
+        if total_cost >= MAX_TOTAL_COST:
+            raise ValueError(
+                f"tasks: their GPU-time since the last checkpoints, {total_cost / SCALE:g}, "
+                f"is too large to add exactly (limit {MAX_TOTAL_COST / SCALE:g})"
+            )
+        self._check_request()
+        return self
+
+    def _check_request(self) -> None:
+        request = self.request
+        most_gpus = max(node.gpus for node in self.nodes)
+        most_cpus = max(node.cpus for node in self.nodes)
+        if request.gpus > most_gpus:
+            raise ValueError(
+                f"request {request.id!r}: asks for {request.gpus} GPUs but the largest node "
+                f"has {most_gpus}"
+            )
+        if scaled(request.cpus) > scaled(most_cpus):
+            raise ValueError(
+                f"request {request.id!r}: asks for {request.cpus:g} CPUs but the largest node "
+                f"has {most_cpus:g}"
+            )
+        wanted = scaled(request.cpus)
+        if not any(n.gpus >= request.gpus and scaled(n.cpus) >= wanted for n in self.nodes):
+            raise ValueError(
+                f"request {request.id!r}: no node has both {request.gpus} GPUs and "
+                f"{request.cpus:g} CPUs"
+            )
+
+    def model_copy(self, *, update: Any = None, deep: bool = False) -> PreemptionProblem:
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("index", None)  # a copy with other fields needs its own view
+        return copy
+
+    @cached_property
+    def index(self) -> PreemptionIndex:
+        """The array view the methods read (built once)."""
+        return PreemptionIndex.build(self)
+
+    def to_json(self, *, indent: int | None = 1) -> str:
+        return self.model_dump_json(indent=indent)
+
+
+@dataclass(frozen=True)
+class LPSegments:
+    """The LP tasks sorted by node, then by a per-node order, with prefix sums.
+
+    Entries ``start[n]:end[n]`` of ``tasks`` are the LP tasks of node ``n`` in
+    that order. ``cum_gpus``, ``cum_cpus`` and ``cum_cost`` have one entry more
+    than ``tasks`` (a leading 0): the sum over the first ``j`` LP tasks of node
+    ``n`` is ``cum[start[n] + j] - cum[start[n]]``. The sums run over the whole
+    cluster, which validation keeps inside int64 (``MAX_TOTAL_COST``).
+    """
+
+    tasks: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    cum_gpus: np.ndarray
+    cum_cpus: np.ndarray
+    cum_cost: np.ndarray
+
+    @classmethod
+    def build(cls, index: PreemptionIndex, order: np.ndarray) -> LPSegments:
+        tasks = order.astype(np.int64)
+        nodes = index.task_node[tasks]
+        positions = np.arange(index.num_nodes)
+        zero = np.zeros(1, dtype=np.int64)
+        return cls(
+            tasks=tasks,
+            start=np.searchsorted(nodes, positions, side="left"),
+            end=np.searchsorted(nodes, positions, side="right"),
+            cum_gpus=np.concatenate([zero, np.cumsum(index.task_gpus[tasks])]),
+            cum_cpus=np.concatenate([zero, np.cumsum(index.task_cpus[tasks])]),
+            cum_cost=np.concatenate([zero, np.cumsum(index.task_cost[tasks])]),
+        )
+
+
+@dataclass(frozen=True)
+class PreemptionIndex:
+    """Numpy view of a state: nodes and tasks by position, CPUs and times as integers.
+
+    CPUs are milli-CPUs; ``task_age`` is ``now - last_checkpoint`` and
+    ``task_cost`` is ``gpus * task_age``, both in thousandths of the time
+    unit. The request's fields are ``request_gpus``, ``request_cpus``
+    (milli-CPUs) and ``request_hp``. What the methods derive from the state
+    alone (free capacity, node classes, the LP tasks in their three per-node
+    orders with prefix sums) is cached, built on first use, so a decision only
+    does the work that depends on the request's size.
+    """
+
+    node_ids: list[str]
+    node_pos: dict[str, int]
+    node_gpus: np.ndarray
+    node_cpus: np.ndarray
+    node_preemptions: np.ndarray
+    task_ids: list[str]
+    task_pos: dict[str, int]
+    task_node: np.ndarray
+    task_gpus: np.ndarray
+    task_cpus: np.ndarray
+    task_hp: np.ndarray
+    task_age: np.ndarray
+    task_cost: np.ndarray
+    request_gpus: int
+    request_cpus: int
+    request_hp: bool
+    _lp_segments: dict[str, LPSegments] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_ids)
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.task_ids)
+
+    def _per_node(self, values: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        nodes = self.task_node if mask is None else self.task_node[mask]
+        values = values if mask is None else values[mask]
+        # Per-node sums of GPUs and milli-CPUs stay below 2**53 (validated capacities), so the
+        # float weights of bincount add them exactly.
+        total = np.bincount(nodes, weights=values, minlength=self.num_nodes)
+        return total.astype(np.int64)
+
+    @cached_property
+    def node_free_gpus(self) -> np.ndarray:
+        free: np.ndarray = self.node_gpus - self._per_node(self.task_gpus)
+        return free
+
+    @cached_property
+    def node_free_cpus(self) -> np.ndarray:
+        free: np.ndarray = self.node_cpus - self._per_node(self.task_cpus)
+        return free
+
+    @cached_property
+    def node_lp_gpus(self) -> np.ndarray:
+        """GPUs held by the LP tasks of each node (what preempting all of them frees)."""
+        return self._per_node(self.task_gpus, ~self.task_hp)
+
+    @cached_property
+    def node_lp_cpus(self) -> np.ndarray:
+        return self._per_node(self.task_cpus, ~self.task_hp)
+
+    @cached_property
+    def node_class(self) -> np.ndarray:
+        """``HP_NODE`` runs an HP task, ``LP_NODE`` runs only LP tasks, ``IDLE`` runs none."""
+        runs = np.zeros(self.num_nodes, dtype=bool)
+        runs[self.task_node] = True
+        runs_hp = np.zeros(self.num_nodes, dtype=bool)
+        runs_hp[self.task_node[self.task_hp]] = True
+        return np.where(runs_hp, HP_NODE, np.where(runs, LP_NODE, IDLE)).astype(np.int64)
+
+    @cached_property
+    def node_class_rank(self) -> np.ndarray:
+        """0 for the request's own class, 1 for idle, 2 for the other class (P8)."""
+        own = HP_NODE if self.request_hp else LP_NODE
+        node_class = self.node_class
+        return np.where(node_class == own, 0, np.where(node_class == IDLE, 1, 2)).astype(np.int64)
+
+    @cached_property
+    def _lp_cost_order(self) -> np.ndarray:
+        lp = np.flatnonzero(~self.task_hp)
+        order = np.lexsort(
+            (lp, -self.task_cpus[lp], -self.task_gpus[lp], self.task_cost[lp], self.task_node[lp])
+        )
+        ordered: np.ndarray = lp[order]
+        return ordered
+
+    def lp_by_cost(self, holding: Holding = "any") -> LPSegments:
+        """LP tasks per node by cost, then more GPUs, more CPUs, input order (P9).
+
+        Only the tasks that can help are kept: those holding GPUs
+        (``holding="gpus"``), CPUs (``"cpus"``) or either (``"any"``). Each of
+        the three is built once, by filtering one sorted order.
+        """
+        segments = self._lp_segments.get(holding)
+        if segments is None:
+            order = self._lp_cost_order
+            gpus, cpus = self.task_gpus[order] > 0, self.task_cpus[order] > 0
+            keep = {"gpus": gpus, "cpus": cpus, "any": gpus | cpus}[holding]
+            segments = self._lp_segments[holding] = LPSegments.build(self, order[keep])
+        return segments
+
+    @cached_property
+    def lp_by_age(self) -> LPSegments:
+        """LP tasks per node by age (cost per GPU), for the exact method's lower bound (P10)."""
+        lp = np.flatnonzero(~self.task_hp)
+        order = np.lexsort((lp, self.task_age[lp], self.task_node[lp]))
+        return LPSegments.build(self, lp[order])
+
+    @cached_property
+    def task_cpu_price(self) -> np.ndarray:
+        """Cost per milli-CPU of each task (infinite for a task without CPUs)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            price = self.task_cost / self.task_cpus
+        return np.where(self.task_cpus > 0, price, np.inf)
+
+    @cached_property
+    def lp_by_cpu_price(self) -> LPSegments:
+        """LP tasks per node by cost per CPU, for the exact method's lower bound (P10)."""
+        lp = np.flatnonzero(~self.task_hp)
+        order = np.lexsort((lp, self.task_cpu_price[lp], self.task_node[lp]))
+        return LPSegments.build(self, lp[order])
+
+    @classmethod
+    def build(cls, problem: PreemptionProblem) -> PreemptionIndex:
+        nodes, tasks, request = problem.nodes, problem.tasks, problem.request
+        node_ids = [node.id for node in nodes]
+        node_pos = {node_id: pos for pos, node_id in enumerate(node_ids)}
+        task_ids = [t.id for t in tasks]
+        gpus = np.array([t.gpus for t in tasks], dtype=np.int64)
+        checkpoints = scaled_array([t.last_checkpoint for t in tasks])
+        age = scaled(problem.now) - checkpoints
+        return cls(
+            node_ids=node_ids,
+            node_pos=node_pos,
+            node_gpus=np.array([n.gpus for n in nodes], dtype=np.int64),
+            node_cpus=scaled_array([n.cpus for n in nodes]),
+            node_preemptions=np.array([n.preemptions for n in nodes], dtype=np.int64),
+            task_ids=task_ids,
+            task_pos={task_id: pos for pos, task_id in enumerate(task_ids)},
+            task_node=np.array([node_pos[t.node] for t in tasks], dtype=np.int64),
+            task_gpus=gpus,
+            task_cpus=scaled_array([t.cpus for t in tasks]),
+            task_hp=np.array([t.priority == "HP" for t in tasks], dtype=bool),
+            task_age=age,
+            task_cost=gpus * age,
+            request_gpus=request.gpus,
+            request_cpus=scaled(request.cpus),
+            request_hp=request.priority == "HP",
+        )
+
+
+def scaled_array(amounts: list[float]) -> np.ndarray:
+    """:func:`~gpuopt.defrag.problem.scaled` of every amount, as int64.
+
+    ``np.rint`` rounds half to even like Python's ``round``, on the same
+    float products, so the results are identical.
+
+    >>> scaled_array([0.5, 1.0005, 96]).tolist() == [scaled(x) for x in (0.5, 1.0005, 96)]
+    True
+    """
+    return np.rint(np.array(amounts, dtype=np.float64) * SCALE).astype(np.int64)
+
+
+def parse_state(data: Any, *, source: str | None = None) -> PreemptionProblem:
+    """Validate a decoded state (a dict) into a :class:`PreemptionProblem`.
+
+    Raises
+    ------
+    ProblemError
+        With one sentence naming the offending field and value.
+
+    Examples
+    --------
+    >>> parse_state({"now": 10, "nodes": [{"id": "n1", "gpus": 8, "cpus": 8}],
+    ...              "request": {"id": "r", "gpus": 16, "priority": "HP"}})
+    Traceback (most recent call last):
+    ...
+    gpuopt.errors.ProblemError: request 'r': asks for 16 GPUs but the largest node has 8.
+    """
+    return validate_object(PreemptionProblem, data, what="a state", source=source)
+
+
+def load_state(path: str | Path) -> PreemptionProblem:
+    """Read a state JSON file into a :class:`PreemptionProblem`.
+
+    Raises
+    ------
+    ProblemError
+        When the file is missing, is not JSON, or does not describe a valid state.
+    """
+    return parse_state(read_json(path), source=str(path))
+
+
+__all__ = [
+    "HP_NODE",
+    "IDLE",
+    "LP_NODE",
+    "MAX_CPUS",
+    "MAX_NODES",
+    "MAX_TIME",
+    "Holding",
+    "LPSegments",
+    "Node",
+    "PreemptionIndex",
+    "PreemptionProblem",
+    "Priority",
+    "Request",
+    "Task",
+    "load_state",
+    "parse_state",
+    "scaled_array",
+]

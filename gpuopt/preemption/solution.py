@@ -1,0 +1,265 @@
+"""Preemption decisions: the result type, the independent checker and the cost.
+
+A decision names the node the request goes to and the LP tasks stopped to
+make room (``victims``). :func:`violations` knows nothing about the methods:
+it rebuilds the state from the problem's own fields and reports every breach
+of the rules P1-P7 of ``models/preemption.md``; :func:`evaluate` recomputes
+the cost of a victim set.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpuopt.defrag.problem import SCALE, scaled
+from gpuopt.errors import ProblemError, validate_object
+from gpuopt.io.files import read_json
+from gpuopt.preemption.problem import PreemptionProblem, Task
+
+Method = Literal["heuristic", "exact"]
+Stage = Literal[1, 2]
+
+
+class Decision(BaseModel):
+    """Where the request goes and whom it stops.
+
+    ``node`` is None when nothing can make room (then ``victims`` is empty
+    and ``cost`` 0); ``stage`` is 1 when the request fits without preemption,
+    2 when LP tasks are stopped, None when ``node`` is None; ``cost`` is the
+    work the victims redo, ``sum(gpus * (now - last_checkpoint))``;
+    ``seconds`` is the decision time.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: Method
+    node: str | None
+    victims: list[str] = Field(default_factory=list)
+    cost: float = 0.0
+    preempted: bool = False
+    stage: Stage | None = None
+    seconds: float = 0.0
+
+    def to_json(self, *, indent: int | None = 1) -> str:
+        return self.model_dump_json(indent=indent)
+
+    def summary(self) -> str:
+        if self.node is None:
+            return f"{self.method}: no node can make room ({self.seconds * 1000:.3f} ms)"
+        stopped = f"stops {len(self.victims)} LP tasks" if self.victims else "no preemption"
+        return (
+            f"{self.method}: node {self.node}, stage {self.stage}, {stopped}, cost {self.cost:g} "
+            f"({self.seconds * 1000:.3f} ms)"
+        )
+
+
+def _milli_cost(problem: PreemptionProblem, victims: Iterable[str]) -> int:
+    tasks = {t.id: t for t in problem.tasks}
+    now = scaled(problem.now)
+    total = 0
+    for victim in victims:
+        task = tasks.get(victim)
+        if task is None:
+            raise ProblemError(f"victim {victim!r} is not a task of the state.")
+        total += task.gpus * (now - scaled(task.last_checkpoint))
+    return total
+
+
+def evaluate(problem: PreemptionProblem, victims: Decision | Iterable[str]) -> float:
+    """The cost of stopping ``victims``: ``sum(gpus * (now - last_checkpoint))`` (P4).
+
+    Times are taken in thousandths, as everywhere in the package, so the
+    result is exactly what the methods report.
+
+    Raises
+    ------
+    ProblemError
+        When a victim is not a task of the state.
+
+    Examples
+    --------
+    >>> lp = {"node": "n1", "priority": "LP"}
+    >>> problem = PreemptionProblem(
+    ...     now=7200, nodes=[{"id": "n1", "gpus": 8, "cpus": 96}],
+    ...     tasks=[{"id": "t1", "gpus": 2, "last_checkpoint": 6000, **lp},
+    ...            {"id": "t2", "gpus": 1, "last_checkpoint": 7000, **lp}],
+    ...     request={"id": "r", "gpus": 8, "priority": "HP"})
+    >>> evaluate(problem, ["t1", "t2"])
+    2600.0
+    """
+    ids = victims.victims if isinstance(victims, Decision) else victims
+    return _milli_cost(problem, ids) / SCALE
+
+
+def violations(problem: PreemptionProblem, decision: Decision) -> list[str]:
+    """Every breach of P1-P7 (``models/preemption.md``) by ``decision``.
+
+    Returns an empty list when the decision is legal. Each message starts with
+    its rule label, e.g. ``"P3: node n1 lacks GPUs for the request (needs 4,
+    has 3 free after the victims)"``.
+
+    Examples
+    --------
+    >>> problem = PreemptionProblem(
+    ...     now=10, nodes=[{"id": "n1", "gpus": 8, "cpus": 8}],
+    ...     tasks=[{"id": "t1", "node": "n1", "gpus": 8, "priority": "LP", "last_checkpoint": 4}],
+    ...     request={"id": "r", "gpus": 2, "priority": "HP"})
+    >>> violations(problem, Decision(method="exact", node="n1", victims=["t1"], cost=48,
+    ...                              preempted=True, stage=2))
+    []
+    >>> violations(problem, Decision(method="exact", node="n1", stage=1))
+    ['P3: node n1 lacks GPUs for the request (needs 2, has 0 free after the victims)']
+    """
+    found: list[str] = []
+    request = problem.request
+    wanted_cpus = scaled(request.cpus)
+    nodes = {n.id: n for n in problem.nodes}
+    tasks = {t.id: t for t in problem.tasks}
+    free_gpus = {n.id: n.gpus for n in problem.nodes}
+    free_cpus = {n.id: scaled(n.cpus) for n in problem.nodes}
+    lp_gpus = dict.fromkeys(nodes, 0)
+    lp_cpus = dict.fromkeys(nodes, 0)
+    for held in problem.tasks:
+        free_gpus[held.node] -= held.gpus
+        free_cpus[held.node] -= scaled(held.cpus)
+        if held.priority == "LP":
+            lp_gpus[held.node] += held.gpus
+            lp_cpus[held.node] += scaled(held.cpus)
+    room_now = [n for n in nodes if free_gpus[n] >= request.gpus and free_cpus[n] >= wanted_cpus]
+    room_by_preemption = [
+        n
+        for n in nodes
+        if free_gpus[n] + lp_gpus[n] >= request.gpus and free_cpus[n] + lp_cpus[n] >= wanted_cpus
+    ]
+
+    # P1: the node exists, or null with nothing else claimed.
+    if decision.node is None:
+        if decision.victims or decision.cost != 0 or decision.preempted:
+            found.append("P1: no node is chosen but victims, a cost or preempted are reported")
+        if decision.stage is not None:
+            found.append(f"P5: no node is chosen but stage is {decision.stage}, not null")
+        # P7: null only when nothing can make room.
+        if room_now:
+            found.append(
+                f"P7: no node is chosen but node {room_now[0]} has room without preemption"
+            )
+        elif request.priority == "HP" and room_by_preemption:
+            found.append(
+                f"P7: no node is chosen but node {room_by_preemption[0]} has room once its "
+                "LP tasks are stopped"
+            )
+        return found
+    node = nodes.get(decision.node)
+    if node is None:
+        return [f"P1: node {decision.node!r} is not in the state"]
+
+    # P2: victims are distinct LP tasks on the node; none for an LP request.
+    counts = Counter(decision.victims)
+    victims: list[Task] = []
+    for victim, count in counts.items():
+        task = tasks.get(victim)
+        if count > 1:
+            found.append(f"P2: victim {victim!r} is listed {count} times")
+        if task is None:
+            found.append(f"P2: victim {victim!r} is not a task of the state")
+            continue
+        if task.node != node.id:
+            found.append(f"P2: victim {victim!r} runs on {task.node}, not on {node.id}")
+            continue
+        if task.priority != "LP":
+            found.append(f"P2: victim {victim!r} is an HP task")
+            continue
+        victims.append(task)
+    if request.priority == "LP" and decision.victims:
+        found.append("P2: an LP request never preempts, but victims are listed")
+
+    # P3: the request fits once the victims are gone.
+    gpus_after = free_gpus[node.id] + sum(task.gpus for task in victims)
+    cpus_after = free_cpus[node.id] + sum(scaled(task.cpus) for task in victims)
+    if gpus_after < request.gpus:
+        found.append(
+            f"P3: node {node.id} lacks GPUs for the request (needs {request.gpus}, "
+            f"has {gpus_after} free after the victims)"
+        )
+    if cpus_after < wanted_cpus:
+        found.append(
+            f"P3: node {node.id} lacks CPUs for the request (needs {request.cpus:g}, "
+            f"has {cpus_after / SCALE:g} free after the victims)"
+        )
+
+    # P4: the cost is the victims' work to redo.
+    now = scaled(problem.now)
+    cost = sum(t.gpus * (now - scaled(t.last_checkpoint)) for t in victims) / SCALE
+    if len(victims) == len(counts) and not math.isclose(
+        decision.cost, cost, rel_tol=1e-9, abs_tol=1e-9
+    ):
+        found.append(f"P4: cost is {decision.cost:g} but the victims' cost is {cost:g}")
+
+    # P5: the flags agree with the victims.
+    if decision.preempted != bool(decision.victims):
+        found.append(f"P5: preempted is {decision.preempted} with {len(decision.victims)} victims")
+    expected_stage = 2 if decision.victims else 1
+    if decision.stage != expected_stage:
+        found.append(
+            f"P5: stage is {decision.stage} but {len(decision.victims)} victims means "
+            f"stage {expected_stage}"
+        )
+
+    # P6: nobody is preempted when some node has room already.
+    if decision.victims and room_now:
+        found.append(f"P6: victims are stopped but node {room_now[0]} has room without preemption")
+    return found
+
+
+def make_decision(
+    problem: PreemptionProblem,
+    method: Method,
+    node: int | None,
+    victims: Iterable[int] = (),
+    *,
+    stage: Stage | None,
+    seconds: float,
+) -> Decision:
+    """Build a :class:`Decision` from a node position and victim positions of the index view."""
+    index = problem.index
+    if node is None:
+        return Decision(method=method, node=None, seconds=seconds)
+    positions = [int(victim) for victim in victims]
+    cost = int(index.task_cost[positions].sum()) if positions else 0
+    return Decision(
+        method=method,
+        node=index.node_ids[node],
+        victims=[index.task_ids[victim] for victim in positions],
+        cost=cost / SCALE,
+        preempted=bool(positions),
+        stage=stage,
+        seconds=seconds,
+    )
+
+
+def parse_decision(data: Any, *, source: str | None = None) -> Decision:
+    """Validate a decoded decision (a dict) into a :class:`Decision`."""
+    return validate_object(Decision, data, what="a decision", source=source)
+
+
+def load_decision(path: str | Path) -> Decision:
+    """Read a decision JSON file."""
+    return parse_decision(read_json(path), source=str(path))
+
+
+__all__ = [
+    "Decision",
+    "Method",
+    "Stage",
+    "evaluate",
+    "load_decision",
+    "make_decision",
+    "parse_decision",
+    "violations",
+]

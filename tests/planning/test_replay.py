@@ -1,0 +1,85 @@
+"""The replay: victims by cost vs at random, spread vs binpack, standby windows, invariants."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuopt.planning.replay import ClusterNode, Job, Policy, replay
+from gpuopt.planning.workload import bandwidths, generate_jobs
+
+HOUR = 3600.0
+
+
+def two_lp_one_hp() -> tuple[list[ClusterNode], list[Job]]:
+    # a ran 3,500 s (last checkpoint at 1,800 s: 1,700 s to redo); b ran 1,800 s (just saved)
+    nodes = [ClusterNode("n", 8, 64)]
+    jobs = [
+        Job("a", 0, 10_000, 4, 8, hp=False),
+        Job("b", 1_700, 10_000, 4, 8, hp=False),
+        Job("hp", 3_500, 1_000, 4, 8, hp=True),
+    ]
+    return nodes, jobs
+
+
+def test_cost_aware_victim_loses_no_work() -> None:
+    nodes, jobs = two_lp_one_hp()
+    cost = replay(nodes, jobs, Policy("cost", victims="cost", topology=False))
+    assert cost.preemptions == 1 and cost.lp_wasted_gpu_hours == 0.0
+    wasted = {
+        replay(
+            nodes, jobs, Policy("random", victims="random", topology=False, seed=s)
+        ).lp_wasted_gpu_hours
+        for s in range(20)
+    }
+    assert sorted(round(w, 9) for w in wasted) == [0.0, round(4 * 1_700 / HOUR, 9)]  # random hits a
+    assert cost.hp_mean_wait_minutes == 0.0
+
+
+def test_binpack_keeps_a_whole_node_for_the_8_gpu_job() -> None:
+    nodes = [ClusterNode("n0", 8, 64), ClusterNode("n1", 8, 64)]
+    jobs = [
+        Job("s1", 0, 10 * HOUR, 1, 4, hp=False),
+        Job("s2", 1, 10 * HOUR, 1, 4, hp=False),
+        Job("big", 2, HOUR, 8, 8, hp=False),
+    ]
+    spread = replay(nodes, jobs, Policy("spread", placement="spread", topology=False))
+    binpack = replay(nodes, jobs, Policy("binpack", placement="binpack", topology=False))
+    assert spread.eight_gpu_on_arrival == 0.0 and binpack.eight_gpu_on_arrival == 1.0
+    assert spread.mean_fragmented_nodes > binpack.mean_fragmented_nodes
+
+
+def test_standby_lends_gpus_and_takes_them_back_after_grace() -> None:
+    nodes = [ClusterNode("n", 8, 64)]
+    jobs = [
+        Job("hp", 0, 10 * HOUR, 8, 8, hp=True, standby=(HOUR, 2 * HOUR)),
+        Job("lp", 0.5 * HOUR, 5 * HOUR, 8, 8, hp=False),
+    ]
+    metrics = replay(nodes, jobs, Policy("standby", topology=False, grace_seconds=60))
+    assert metrics.standby_stops == 1 and metrics.preemptions == 0
+    assert metrics.lent_gpu_hours_used == pytest.approx(8 * (2 * HOUR + 60) / HOUR)
+    assert metrics.lp_wasted_gpu_hours == 0.0
+    # lp: waits 0.5 h, runs 2 h + 60 s on lent GPUs, then waits for hp's remaining 9 h
+    assert metrics.finished == 2
+    assert metrics.hp_mean_wait_minutes == 0.0
+
+
+def test_topology_keeps_a_numa_half_for_a_four_gpu_job() -> None:
+    nodes = [ClusterNode("n", 8, 96, "pcie8")]
+    jobs = [Job("one", 0, HOUR, 1, 4, hp=False), Job("four", 1, HOUR, 4, 4, hp=False)]
+    metrics = replay(nodes, jobs, Policy("topo"), bandwidth=bandwidths())
+    assert metrics.finished == 2 and metrics.eight_gpu_on_arrival == 1.0
+
+
+@pytest.mark.parametrize("placement", ["spread", "binpack"])
+@pytest.mark.parametrize("victims", ["cost", "random"])
+def test_random_streams_finish_and_free_everything(placement: str, victims: str) -> None:
+    nodes = [ClusterNode(f"n{i}", 8, 96, "pcie8" if i % 2 else "nvswitch8") for i in range(12)]
+    jobs = generate_jobs(3, nodes, jobs=300, load=1.1)
+    metrics = replay(
+        nodes,
+        jobs,
+        Policy("p", placement=placement, victims=victims),  # type: ignore[arg-type]
+        bandwidth=bandwidths(),
+    )
+    assert metrics.finished == len(jobs)
+    assert 0.0 <= metrics.eight_gpu_on_arrival <= 1.0

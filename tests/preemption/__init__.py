@@ -1,0 +1,146 @@
+"""Shared helpers of the preemption tests: state builders and a brute-force reference."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+from gpuopt.defrag.problem import scaled
+from gpuopt.preemption.problem import PreemptionProblem
+
+NOW = 1000
+
+
+def node(node_id: str, gpus: int = 8, cpus: float = 64, preemptions: int = 0) -> dict[str, Any]:
+    return {"id": node_id, "gpus": gpus, "cpus": cpus, "preemptions": preemptions}
+
+
+def task(
+    task_id: str,
+    on: str,
+    gpus: int,
+    *,
+    age: float = 0,
+    priority: str = "LP",
+    cpus: float = 0,
+) -> dict[str, Any]:
+    """A task on node ``on`` whose last checkpoint is ``age`` before ``NOW``."""
+    return {
+        "id": task_id,
+        "node": on,
+        "gpus": gpus,
+        "cpus": cpus,
+        "priority": priority,
+        "last_checkpoint": NOW - age,
+    }
+
+
+def state(
+    nodes: list[dict[str, Any]],
+    tasks: list[dict[str, Any]],
+    gpus: int,
+    *,
+    cpus: float = 0,
+    priority: str = "HP",
+) -> PreemptionProblem:
+    request = {"id": "req", "gpus": gpus, "cpus": cpus, "priority": priority}
+    return PreemptionProblem.model_validate(
+        {"now": NOW, "nodes": nodes, "tasks": tasks, "request": request}
+    )
+
+
+def small_random_state(seed: int) -> PreemptionProblem:
+    """A small random state with many ties: few ages, zero-GPU tasks, CPU-bound requests."""
+    rng = random.Random(seed)
+    nodes = []
+    tasks = []
+    for number in range(rng.randint(1, 4)):
+        gpus = rng.choice((4, 8))
+        cpus = rng.choice((16, 32))
+        nodes.append(node(f"n{number}", gpus, cpus, preemptions=rng.randint(0, 2)))
+        free_gpus, free_cpus = gpus, cpus * 1000
+        for _ in range(rng.randint(0, 6)):
+            size = rng.choice((0, 1, 1, 2, 2, 4))
+            want = rng.choice((0, 1000, 2000, 4000, 500))
+            if size > free_gpus or want > free_cpus:
+                continue
+            free_gpus -= size
+            free_cpus -= want
+            tasks.append(
+                task(
+                    f"t{len(tasks)}",
+                    f"n{number}",
+                    size,
+                    age=rng.choice((0, 10, 20, 30, 40, 60)),
+                    priority="HP" if rng.random() < 0.3 else "LP",
+                    cpus=want / 1000,
+                )
+            )
+    most = max(n["gpus"] for n in nodes)
+    most_cpus = max(n["cpus"] for n in nodes)
+    gpus = rng.randint(0, most)
+    cpus = rng.choice((0, 0, 2, 8, most_cpus))
+    if not any(n["gpus"] >= gpus and n["cpus"] >= cpus for n in nodes):
+        cpus = 0
+    priority = "HP" if rng.random() < 0.8 else "LP"
+    return state(nodes, tasks, gpus, cpus=cpus, priority=priority)
+
+
+Choice = tuple[str | None, list[str], int | None]
+
+
+def brute_force(problem: PreemptionProblem) -> Choice:
+    """The exact method's answer (node, victims in input order, stage) by enumeration.
+
+    Written from models/preemption.md (P8, P10) on the pydantic objects, without the index.
+    """
+    request = problem.request
+    want_cpus = scaled(request.cpus)
+    now = scaled(problem.now)
+    free_gpus = {n.id: n.gpus for n in problem.nodes}
+    free_cpus = {n.id: scaled(n.cpus) for n in problem.nodes}
+    on_node: dict[str, list[int]] = {n.id: [] for n in problem.nodes}
+    classes: dict[str, str] = {n.id: "idle" for n in problem.nodes}
+    for position, held in enumerate(problem.tasks):
+        free_gpus[held.node] -= held.gpus
+        free_cpus[held.node] -= scaled(held.cpus)
+        on_node[held.node].append(position)
+        if held.priority == "HP":
+            classes[held.node] = "HP"
+        elif classes[held.node] == "idle":
+            classes[held.node] = "LP"
+    rank = {request.priority: 0, "idle": 1, "LP" if request.priority == "HP" else "HP": 2}
+    fitting = [
+        (
+            free_gpus[n.id] - request.gpus,
+            free_cpus[n.id] - want_cpus,
+            rank[classes[n.id]],
+            -n.preemptions if request.priority == "HP" else n.preemptions,
+            order,
+            n.id,
+        )
+        for order, n in enumerate(problem.nodes)
+        if free_gpus[n.id] >= request.gpus and free_cpus[n.id] >= want_cpus
+    ]
+    if fitting:
+        return min(fitting)[-1], [], 1
+    if request.priority == "LP":
+        return None, [], None
+    best: tuple[Any, ...] | None = None
+    for order, n in enumerate(problem.nodes):
+        lp = [p for p in on_node[n.id] if problem.tasks[p].priority == "LP"]
+        for size in range(len(lp) + 1):
+            for chosen in itertools.combinations(lp, size):
+                victims = [problem.tasks[p] for p in chosen]
+                gpus = free_gpus[n.id] + sum(v.gpus for v in victims)
+                cpus = free_cpus[n.id] + sum(scaled(v.cpus) for v in victims)
+                if gpus < request.gpus or cpus < want_cpus:
+                    continue
+                cost = sum(v.gpus * (now - scaled(v.last_checkpoint)) for v in victims)
+                key = (cost, size, gpus - request.gpus, cpus - want_cpus, order, chosen)
+                if best is None or key < best:
+                    best = key
+    if best is None:
+        return None, [], None
+    return problem.nodes[best[4]].id, [problem.tasks[p].id for p in best[5]], 2

@@ -1,0 +1,184 @@
+"""The state model: validation messages, JSON contract, index view."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuopt.errors import ProblemError
+from gpuopt.preemption.problem import HP_NODE, IDLE, LP_NODE, load_state, parse_state
+from tests.preemption import node, state, task
+
+
+def state_dict(**changes: Any) -> dict[str, Any]:
+    """The example state of the brief, with top-level fields replaced."""
+    data: dict[str, Any] = {
+        "now": 7200,
+        "nodes": [{"id": "n1", "gpus": 8, "cpus": 96, "preemptions": 3}],
+        "tasks": [
+            {
+                "id": "t1",
+                "node": "n1",
+                "gpus": 2,
+                "cpus": 16,
+                "priority": "LP",
+                "last_checkpoint": 6000,
+            }
+        ],
+        "request": {"id": "job-9", "gpus": 4, "cpus": 32, "priority": "HP"},
+    }
+    data.update(changes)
+    return data
+
+
+def test_example_state_is_accepted() -> None:
+    problem = parse_state(state_dict())
+    index = problem.index
+    assert index.node_free_gpus.tolist() == [6]
+    assert index.node_free_cpus.tolist() == [80_000]
+    assert index.task_age.tolist() == [1_200_000]
+    assert index.task_cost.tolist() == [2_400_000]  # 2 GPUs x 1200 s, in thousandths
+    assert (index.request_gpus, index.request_cpus, index.request_hp) == (4, 32_000, True)
+    assert index.node_class.tolist() == [LP_NODE]
+
+
+def test_defaults() -> None:
+    problem = parse_state(
+        {
+            "now": 5,
+            "nodes": [{"id": "n1", "gpus": 8, "cpus": 8}],
+            "tasks": [{"id": "t", "node": "n1", "gpus": 1, "priority": "HP", "last_checkpoint": 5}],
+            "request": {"id": "r", "gpus": 1, "priority": "LP"},
+        }
+    )
+    assert problem.nodes[0].preemptions == 0
+    assert problem.tasks[0].cpus == 0 and problem.request.cpus == 0
+    assert problem.index.task_cost.tolist() == [0]
+
+
+def test_node_classes_and_ranks() -> None:
+    problem = state(
+        [node("hp"), node("lp"), node("idle"), node("mixed")],
+        [
+            task("a", "hp", 1, priority="HP"),
+            task("b", "lp", 1),
+            task("c", "mixed", 1),
+            task("d", "mixed", 1, priority="HP"),
+        ],
+        1,
+    )
+    assert problem.index.node_class.tolist() == [HP_NODE, LP_NODE, IDLE, HP_NODE]
+    assert problem.index.node_class_rank.tolist() == [0, 2, 1, 0]  # an HP request
+
+
+def test_cpus_are_compared_exactly() -> None:
+    # 0.1 + 0.2 > 0.3 in binary floating point, but not in milli-CPUs.
+    problem = state(
+        [node("n1", gpus=2, cpus=0.3)],
+        [task("a", "n1", 1, cpus=0.1), task("b", "n1", 1, cpus=0.2)],
+        0,
+    )
+    assert problem.index.node_free_cpus.tolist() == [0]
+
+
+def bad(data: Any) -> str:
+    with pytest.raises(ProblemError) as caught:
+        parse_state(data, source="state.json")
+    message = str(caught.value)
+    assert message.startswith("state.json: ") and message.endswith(".")
+    assert "\n" not in message
+    return message
+
+
+def one_task(**fields: Any) -> dict[str, Any]:
+    """A ``tasks`` change: one LP task on n1, with fields replaced (None drops a field)."""
+    row = {"id": "t", "node": "n1", "gpus": 1, "priority": "LP", "last_checkpoint": 0, **fields}
+    return {"tasks": [{key: value for key, value in row.items() if value is not None}]}
+
+
+def one_node(**fields: Any) -> dict[str, Any]:
+    return {"nodes": [{"id": "n1", "gpus": 8, "cpus": 96, **fields}], "tasks": []}
+
+
+def request(**fields: Any) -> dict[str, Any]:
+    row = {"id": "r", "gpus": 1, "priority": "HP", **fields}
+    return {"request": {key: value for key, value in row.items() if value is not None}}
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"nodes": [{"id": "n1", "gpus": 8, "cpus": 96}] * 2}, "nodes: id 'n1' appears 2 times"),
+        ({"nodes": []}, "nodes: list should have at least 1 item"),
+        ({"tasks": one_task()["tasks"] * 2}, "tasks: id 't' appears 2 times"),
+        (one_task(node="zz"), "task 't': node 'zz' is not in nodes"),
+        (one_task(gpus=9), "node 'n1': its tasks hold 9 GPUs but it has 8"),
+        (one_task(cpus=96.001), "node 'n1': its tasks hold 96.001 CPUs but it has 96"),
+        (one_task(last_checkpoint=8e3), "task 't': last_checkpoint 8000 is after now 7200"),
+        (one_task(gpus=-1), "tasks[0].gpus: input should be greater than or equal to 0"),
+        (
+            one_task(last_checkpoint=-1),
+            "tasks[0].last_checkpoint: input should be greater than or equal to 0 (got -1)",
+        ),
+        (one_task(priority="MP"), "tasks[0].priority: input should be 'HP' or 'LP' (got 'MP')"),
+        (one_task(priority=None), "tasks[0].priority is required"),
+        (one_task(last_checkpoint=None), "tasks[0].last_checkpoint is required"),
+        (one_task(id="job-9"), "request: id 'job-9' is already the id of a task"),
+        ({"now": -5}, "now: input should be greater than or equal to 0 (got -5)"),
+        ({"now": "7200"}, "now: input should be a valid number"),
+        (one_node(preemptions=-1), "nodes[0].preemptions: input should be greater than"),
+        (one_node(cpus=-1), "nodes[0].cpus: input should be greater than or equal to 0"),
+        (one_node(rack="r1"), "nodes[0].rack is not a known field"),
+        (request(gpus=16), "request 'r': asks for 16 GPUs but the largest node has 8"),
+        (request(cpus=97), "request 'r': asks for 97 CPUs but the largest node has 96"),
+        (request(gpus=-2), "request.gpus: input should be greater than or equal to 0"),
+        (request(priority=None), "request.priority is required"),
+        ({"extra": 1}, "extra is not a known field"),
+    ],
+)
+def test_bad_states_name_the_field(change: dict[str, Any], expected: str) -> None:
+    assert expected in bad(state_dict(**change))
+
+
+def test_request_needing_both_resources_of_one_node() -> None:
+    nodes = [{"id": "big-gpu", "gpus": 8, "cpus": 16}, {"id": "big-cpu", "gpus": 2, "cpus": 96}]
+    data = state_dict(
+        nodes=nodes, tasks=[], request={"id": "r", "gpus": 8, "cpus": 32, "priority": "HP"}
+    )
+    assert "request 'r': no node has both 8 GPUs and 32 CPUs" in bad(data)
+
+
+def test_cost_overflow_is_refused() -> None:
+    nodes = [{"id": name, "gpus": 1024, "cpus": 1} for name in ("n1", "n2")]
+    tasks = [
+        {"id": name, "node": name, "gpus": 1024, "priority": "LP", "last_checkpoint": 0}
+        for name in ("n1", "n2")
+    ]  # 2 x 1024 GPUs x 4e15 milli-units > 2**62
+    data = state_dict(
+        now=4e12, nodes=nodes, tasks=tasks, request={"id": "r", "gpus": 1, "priority": "HP"}
+    )
+    assert "too large to add exactly" in bad(data)
+
+
+def test_not_an_object() -> None:
+    assert bad([1, 2]) == "state.json: a state must be a JSON object (got list)."
+
+
+def test_load_state(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(state_dict()))
+    problem = load_state(path)
+    assert problem.request.id == "job-9"
+    assert parse_state(json.loads(problem.to_json())) == problem
+    with pytest.raises(ProblemError, match="no such file"):
+        load_state(tmp_path / "missing.json")
+
+
+def test_model_copy_gets_its_own_index() -> None:
+    problem = parse_state(state_dict())
+    assert problem.index.request_gpus == 4
+    request = problem.request.model_copy(update={"gpus": 2})
+    assert problem.model_copy(update={"request": request}).index.request_gpus == 2
