@@ -91,6 +91,11 @@ def _cmd_allocate(args: argparse.Namespace) -> int:
         plot_results(problem, shown, args.plot)
     console = _console(args.quiet)
     metrics = result.metrics
+    if args.report:
+        from gpuopt.cli_placement import _print_plan_report
+        from gpuopt.planning.rolling import coverage_risks, idle_windows
+
+        _print_plan_report(console, coverage_risks(problem, result), idle_windows(problem, result))
     console.print(
         f"{problem.name}: {result.method} [{result.status}] objective {result.objective:,.2f}, "
         f"utilization {metrics.utilization:.1%}, value {metrics.value:,.0f}, "
@@ -366,6 +371,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads", type=_positive_int, default=None, help="solver threads (default 2)"
     )
     allocate.add_argument("--seed", type=int, default=None, help="solver random seed")
+    allocate.add_argument(
+        "--report",
+        action="store_true",
+        help="also list realtime coverage risks and idle windows of the plan",
+    )
     allocate.add_argument("--quiet", action="store_true", help="print nothing")
     allocate.set_defaults(run=_cmd_allocate)
 

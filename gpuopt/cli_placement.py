@@ -73,8 +73,74 @@ def _cmd_preempt(args: argparse.Namespace) -> int:
     return int(cli.EXIT_OK)
 
 
+def _cmd_rolling(args: argparse.Namespace) -> int:
+    from gpuopt.allocation.problem import load_problem
+    from gpuopt.io.files import write_text_atomic
+    from gpuopt.planning.rolling import (
+        coverage_risks,
+        idle_windows,
+        make_forecaster,
+        rolling_replay,
+    )
+
+    cli = _cli()
+    cli._check_output_folder(args.out, "--out")
+    problem = load_problem(args.scenario)
+    make_forecaster(args.forecast, problem)  # a bad --forecast fails before any work
+    report = rolling_replay(
+        problem,
+        method=args.method,
+        forecast=args.forecast,
+        seed=args.seed,
+        replan_every=args.replan_every,
+        headroom=args.headroom,
+    )
+    result = report.rolling
+    if args.out:
+        write_text_atomic(args.out, result.to_json(indent=None) + "\n")
+    console = cli._console(args.quiet)
+    console.print(
+        f"{problem.name}: rolling {args.method} with {args.forecast} forecasts, "
+        f"{report.replans} re-plans in {report.seconds:.2f} s"
+    )
+    for label, shown in (
+        ("rolling", result),
+        ("one-shot (full knowledge)", report.one_shot),
+        ("fifo", report.fifo),
+    ):
+        m = shown.metrics
+        console.print(
+            f"  {label:26s} objective {shown.objective:10,.2f}  value {m.value:8,.0f}  "
+            f"completed {m.completed:3d}  shortfall {m.shortfall:3d}  "
+            f"utilization {m.utilization:.1%}"
+        )
+    _print_plan_report(console, coverage_risks(problem, result), idle_windows(problem, result))
+    return int(cli.EXIT_OK)
+
+
+def _print_plan_report(
+    console: Any, risks: list[dict[str, Any]], idle: list[dict[str, int]]
+) -> None:
+    shortfall = [r for r in risks if r["kind"] == "shortfall"]
+    thin = [r for r in risks if r["kind"] == "thin"]
+    console.print(f"  coverage risks: {len(shortfall)} steps short, {len(thin)} with a thin margin")
+    for risk in (shortfall + thin)[:5]:
+        console.print(
+            f"    step {risk['step']:3d} {risk['task']}: demand {risk['demand']}, "
+            f"planned {risk['planned']} ({risk['kind']})"
+        )
+    total = sum(w["gpus"] * w["steps"] for w in idle)
+    console.print(f"  idle windows: {len(idle)} ({total} GPU-steps)")
+    for window in idle[:3]:
+        last = window["first_gpu"] + window["gpus"] - 1
+        console.print(
+            f"    GPUs {window['first_gpu']}-{last}, steps {window['start']}-"
+            f"{window['start'] + window['steps'] - 1}"
+        )
+
+
 def add_commands(commands: Any) -> None:
-    """Add ``topology`` and ``preempt`` to the ``gpuopt`` parser."""
+    """Add ``topology``, ``preempt`` and ``rolling`` to the ``gpuopt`` parser."""
     cli = _cli()
     topology = commands.add_parser(
         "topology", help="place jobs over access switches (fewest switches, lowest entropy)"
@@ -94,6 +160,28 @@ def add_commands(commands: Any) -> None:
     preempt.add_argument("--out", help="write the decision JSON here")
     preempt.add_argument("--quiet", action="store_true")
     preempt.set_defaults(run=_cmd_preempt)
+
+    rolling = commands.add_parser(
+        "rolling", help="execute a scenario step by step, re-planning with forecasts"
+    )
+    rolling.add_argument("scenario", help="scenario JSON file")
+    rolling.add_argument("--method", default="greedy", choices=("greedy", "fifo", "cpsat", "milp"))
+    rolling.add_argument(
+        "--forecast",
+        default="oracle",
+        help="oracle (default), seasonal, or noisy:X (e.g. noisy:0.2)",
+    )
+    rolling.add_argument("--replan-every", type=cli._positive_int, default=1)
+    rolling.add_argument(
+        "--headroom",
+        type=float,
+        default=None,
+        help="margin on forecast demand (default 0 for oracle, 0.1 otherwise)",
+    )
+    rolling.add_argument("--seed", type=int, default=0, help="seed of the noisy forecasts")
+    rolling.add_argument("--out", help="write the executed result JSON here")
+    rolling.add_argument("--quiet", action="store_true")
+    rolling.set_defaults(run=_cmd_rolling)
 
 
 __all__ = ["add_commands"]

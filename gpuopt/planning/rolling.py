@@ -1,0 +1,460 @@
+"""Rolling-horizon planning: plan the window, commit the current step, advance, re-plan.
+
+Only the current step of a plan is real. :class:`RollingPlanner` keeps the
+cluster state (which batch tasks started where, how many GPUs each realtime
+service held), and at every step builds an allocation problem for the window
+ahead: tasks that started are pinned as ``running`` (start <= 0, same GPUs),
+known tasks not yet started keep their deadline shifted to the window, and
+each realtime service gets its demand *forecast* for the window and its
+current GPU count as ``initial``, so the swap rule holds across steps. The
+plan's first row is committed. With ``replan_every=k`` the plan is followed
+for ``k - 1`` steps in between (new arrivals wait for the next re-plan), and
+``exact_every`` runs an exact method (with ``time_limit``) at those steps for
+a periodic review.
+
+:func:`rolling_replay` executes a whole scenario this way: a task becomes
+known only at its ``arrival``; the current step's realtime demand is
+observed, and the demand of the steps after it comes from a forecaster
+(``oracle``: the scenario's own curve; ``noisy:x``: the truth times
+``1 + N(0, x)``, drawn afresh at every re-plan; ``seasonal``: the realtime
+forecaster of :mod:`gpuopt.forecast.realtime` fed the demand seen so far).
+The executed grid is a result for the full scenario and passes its checker.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuopt.allocation.problem import AllocationProblem, Task
+from gpuopt.allocation.solution import AllocationResult, make_result, violations
+from gpuopt.errors import ProblemError
+
+#: forecaster(task id, demand seen so far (steps 0..now-1), now, steps ahead) -> demand
+Forecaster = Callable[[str, Sequence[int], int, int], Sequence[float]]
+Cell = str | None
+#: Margin added to forecast (not observed) realtime demand when the forecast is not the
+#: oracle: with 20 % forecast noise, 0.1 kept every bundled scenario at or above FIFO
+#: (docs/benchmarks.md).
+DEFAULT_HEADROOM = 0.1
+
+
+@dataclass
+class StepResult:
+    """What one call of :meth:`RollingPlanner.step` committed, and the plan it came from."""
+
+    now: int
+    committed: list[Cell]
+    plan: AllocationResult | None
+    problem: AllocationProblem | None
+    replanned: bool
+
+
+@dataclass
+class RollingPlanner:
+    """Holds the cluster state and re-plans the window ahead at every step.
+
+    Parameters
+    ----------
+    scenario
+        Supplies the cluster (``gpus``, ``gpus_per_node``, ``align_blocks``),
+        step length, decay and realtime penalty; its tasks are not read here.
+    method
+        Allocation method for re-plans (default ``greedy``).
+    window
+        Steps planned ahead (default: up to the scenario's horizon).
+    replan_every
+        Re-plan every k steps and follow the plan in between.
+    exact_every, exact_method, time_limit
+        Every ``exact_every`` re-plans use ``exact_method`` (``cpsat`` or
+        ``milp``) with ``time_limit`` seconds instead of ``method``.
+
+    Examples
+    --------
+    >>> scenario = AllocationProblem(gpus=4, horizon=3, tasks=[])
+    >>> planner = RollingPlanner(scenario)
+    >>> job = Task(id="a", kind="training", priority=1, gpus=2, duration=2)
+    >>> planner.step(0, [job], {}).committed
+    ['a', 'a', None, None]
+    >>> planner.step(1, [], {}).committed
+    ['a', 'a', None, None]
+    """
+
+    scenario: AllocationProblem
+    method: str = "greedy"
+    window: int | None = None
+    replan_every: int = 1
+    exact_every: int | None = None
+    exact_method: str = "cpsat"
+    time_limit: float | None = None
+    known: dict[str, Task] = field(default_factory=dict)
+    started: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (step, first GPU)
+    held: dict[str, int] = field(default_factory=dict)  # realtime id -> GPUs at the last step
+    rows: list[list[Cell]] = field(default_factory=list)
+    _plan: StepResult | None = None
+    _replans: int = 0
+
+    def step(
+        self, now: int, arrivals: Sequence[Task], demand_forecasts: dict[str, Sequence[float]]
+    ) -> StepResult:
+        """Commit step ``now``: add ``arrivals``, re-plan if due, return the committed row.
+
+        ``demand_forecasts[r]`` is realtime service ``r``'s demand for steps
+        ``now, now+1, ...`` (at least the window); a realtime task arrives
+        like any other (its ``demand`` field is then ignored in favour of the
+        forecasts).
+        """
+        if now != len(self.rows):
+            raise ProblemError(f"step {now}: the planner is at step {len(self.rows)}")
+        for task in arrivals:
+            if task.id in self.known:
+                raise ProblemError(f"task {task.id!r} arrived twice")
+            self.known[task.id] = task
+        due = self._plan is None or (now - self._plan.now) % self.replan_every == 0
+        if not due and self._plan is not None and self._plan.plan is not None:
+            offset = now - self._plan.now
+            grid = self._plan.plan.grid
+            row: list[Cell] = (
+                list(grid[offset]) if offset < len(grid) else [None] * self.scenario.gpus
+            )
+            result = StepResult(now, row, self._plan.plan, self._plan.problem, replanned=False)
+        else:
+            problem = self.window_problem(now, demand_forecasts)
+            plan = self._solve(problem)
+            result = StepResult(now, list(plan.grid[0]), plan, problem, replanned=True)
+            self._plan = result
+        self._commit(now, result.committed)
+        return result
+
+    def _solve(self, problem: AllocationProblem) -> AllocationResult:
+        from gpuopt.api import solve
+
+        self._replans += 1
+        exact = self.exact_every is not None and (self._replans - 1) % self.exact_every == 0
+        method = self.exact_method if exact else self.method
+        limit = self.time_limit if method in ("cpsat", "milp") else None
+        result: AllocationResult = solve(problem, method, time_limit=limit)
+        return result
+
+    def _commit(self, now: int, row: list[Cell]) -> None:
+        counts: dict[str, int] = {}
+        for gpu, cell in enumerate(row):
+            if cell is None:
+                continue
+            task = self.known.get(cell)
+            if task is not None and task.is_realtime:
+                counts[cell] = counts.get(cell, 0) + 1
+            elif cell not in self.started and (task is None or task.running is None):
+                self.started[cell] = (now, gpu)  # inherited running tasks keep their own start
+        for task in self.known.values():
+            if task.is_realtime:
+                self.held[task.id] = counts.get(task.id, 0)
+        self.rows.append(row)
+
+    def window_problem(
+        self, now: int, demand_forecasts: dict[str, Sequence[float]]
+    ) -> AllocationProblem:
+        """The allocation problem for the window starting at ``now`` (started tasks pinned)."""
+        scenario = self.scenario
+        horizon = max(1, self.window if self.window is not None else scenario.horizon - now)
+        tasks: list[dict[str, Any]] = []
+        for task in self.known.values():
+            if task.is_realtime:
+                forecast = demand_forecasts.get(task.id)
+                if forecast is None or len(forecast) < horizon:
+                    raise ProblemError(
+                        f"task {task.id!r}: needs a demand forecast of {horizon} steps "
+                        f"at step {now}"
+                    )
+                demand = [int(min(scenario.gpus, max(0, round(v)))) for v in forecast[:horizon]]
+                initial = self.held.get(task.id, _initial_of(task))
+                tasks.append(
+                    {
+                        "id": task.id,
+                        "kind": "realtime",
+                        "priority": task.priority,
+                        "demand": demand,
+                        "max_swap": task.max_swap,
+                        "initial": initial,
+                    }
+                )
+                continue
+            assert task.gpus is not None and task.duration is not None
+            row = {
+                "id": task.id,
+                "kind": task.kind,
+                "priority": task.priority,
+                "gpus": task.gpus,
+                "duration": task.duration,
+            }
+            pinned = self.started.get(task.id)
+            if pinned is None and task.running is not None:
+                pinned = (task.running.start, task.running.first_gpu)
+            if pinned is not None:
+                start, first = pinned
+                if start + task.duration <= now:
+                    continue  # finished
+                row["running"] = {"start": start - now, "first_gpu": first}
+            else:
+                if task.deadline is not None:
+                    if task.deadline - now < task.duration:
+                        continue  # can no longer finish in time: dropped
+                    row["deadline"] = task.deadline - now
+                row["arrival"] = max(0, task.arrival - now)
+            tasks.append(row)
+        return AllocationProblem.model_validate(
+            {
+                "name": f"{scenario.name}@{now}",
+                "gpus": scenario.gpus,
+                "horizon": horizon,
+                "step_minutes": scenario.step_minutes,
+                "decay": scenario.decay,
+                "realtime_penalty": scenario.realtime_penalty,
+                "align_blocks": scenario.align_blocks,
+                "gpus_per_node": scenario.gpus_per_node,
+                "tasks": tasks,
+            }
+        )
+
+
+def _initial_of(task: Task) -> int:
+    if task.initial is not None:
+        return task.initial
+    assert task.demand is not None
+    return task.demand[0] if task.demand else 0
+
+
+# --------------------------------------------------------------------------- forecasters
+def oracle_forecaster(scenario: AllocationProblem) -> Forecaster:
+    """The scenario's own demand curve (perfect foresight)."""
+    curves = {t.id: list(t.demand or []) for t in scenario.tasks if t.is_realtime}
+
+    def forecast(task_id: str, seen: Sequence[int], now: int, ahead: int) -> Sequence[float]:
+        return [float(v) for v in curves[task_id][now : now + ahead]] if ahead > 0 else []
+
+    return forecast
+
+
+def noisy_forecaster(scenario: AllocationProblem, sigma: float, seed: int = 0) -> Forecaster:
+    """The truth times ``1 + N(0, sigma)`` per step, drawn afresh at every call (seeded)."""
+    truth = oracle_forecaster(scenario)
+    rng = random.Random(seed)
+
+    def forecast(task_id: str, seen: Sequence[int], now: int, ahead: int) -> Sequence[float]:
+        return [max(0.0, v * (1 + rng.gauss(0.0, sigma))) for v in truth(task_id, seen, now, ahead)]
+
+    return forecast
+
+
+def seasonal_forecaster(scenario: AllocationProblem) -> Forecaster:
+    """The realtime forecaster fed the demand seen so far (last value when it has none)."""
+
+    def forecast(task_id: str, seen: Sequence[int], now: int, ahead: int) -> Sequence[float]:
+        if not seen:
+            task = next(t for t in scenario.tasks if t.id == task_id)
+            return [float(_initial_of(task))] * ahead
+        try:
+            from gpuopt.forecast.realtime import forecast_hourly
+        except ImportError:  # pragma: no cover - the forecast module ships with the package
+            return [float(seen[-1])] * ahead
+        values = forecast_hourly([float(v) for v in seen], ahead, start_hour_of_week=0)
+        return [float(v) for v in values]
+
+    return forecast
+
+
+def make_forecaster(spec: str, scenario: AllocationProblem, *, seed: int = 0) -> Forecaster:
+    """``oracle``, ``seasonal`` or ``noisy:X`` (X the relative standard deviation, e.g. 0.2)."""
+    if spec == "oracle":
+        return oracle_forecaster(scenario)
+    if spec == "seasonal":
+        return seasonal_forecaster(scenario)
+    if spec.startswith("noisy:"):
+        try:
+            sigma = float(spec.removeprefix("noisy:"))
+        except ValueError:
+            sigma = math.nan
+        if not 0 <= sigma <= 10:
+            raise ProblemError(f"forecast {spec!r}: noisy:X needs a number X in [0, 10].")
+        return noisy_forecaster(scenario, sigma, seed)
+    raise ProblemError(f"forecast {spec!r} is not known; use oracle, seasonal or noisy:X.")
+
+
+# --------------------------------------------------------------------------- replay
+@dataclass
+class RollingReport:
+    """A rolling execution of a scenario, with the one-shot plan and FIFO for comparison."""
+
+    rolling: AllocationResult
+    one_shot: AllocationResult
+    fifo: AllocationResult
+    replans: int
+    seconds: float
+
+
+def rolling_replay(
+    scenario: AllocationProblem,
+    *,
+    method: str = "greedy",
+    forecast: str = "oracle",
+    seed: int = 0,
+    replan_every: int = 1,
+    exact_every: int | None = None,
+    time_limit: float | None = None,
+    headroom: float | None = None,
+) -> RollingReport:
+    """Execute ``scenario`` step by step with re-planning; see the module docstring.
+
+    ``headroom`` inflates forecast realtime demand (steps after the current
+    one) by that share; None: 0 for the oracle, :data:`DEFAULT_HEADROOM`
+    otherwise.
+
+    Examples
+    --------
+    >>> from gpuopt.allocation.generator import random_problem
+    >>> report = rolling_replay(random_problem(1, gpus=8, tasks=10))
+    >>> report.rolling.violations(random_problem(1, gpus=8, tasks=10))
+    []
+    """
+    started = time.perf_counter()
+    forecaster = make_forecaster(forecast, scenario, seed=seed)
+    if headroom is None:
+        headroom = 0.0 if forecast == "oracle" else DEFAULT_HEADROOM
+    planner = RollingPlanner(
+        scenario,
+        method=method,
+        replan_every=replan_every,
+        exact_every=exact_every,
+        time_limit=time_limit,
+    )
+    by_arrival: dict[int, list[Task]] = {}
+    for task in scenario.tasks:
+        arrival = 0 if task.running is not None or task.is_realtime else task.arrival
+        by_arrival.setdefault(arrival, []).append(task)
+    truth = {t.id: list(t.demand or []) for t in scenario.tasks if t.is_realtime}
+    for now in range(scenario.horizon):
+        ahead = scenario.horizon - now
+        # the current step's demand is observed; the steps after it are forecast
+        forecasts: dict[str, Sequence[float]] = {
+            task_id: [
+                float(curve[now]),
+                *(
+                    v * (1 + headroom)
+                    for v in forecaster(task_id, curve[: now + 1], now + 1, ahead - 1)
+                ),
+            ]
+            for task_id, curve in truth.items()
+        }
+        planner.step(now, by_arrival.get(now, []), forecasts)
+    seconds = time.perf_counter() - started
+    grid = planner.rows
+    rolling = make_result(scenario, grid, method=f"rolling-{method}", seconds=seconds)
+    broken = violations(scenario, grid)
+    if broken:  # never expected: every committed row comes from a legal plan
+        raise RuntimeError(f"rolling execution broke a rule: {broken[0]}")
+    from gpuopt.api import solve
+
+    return RollingReport(
+        rolling=rolling,
+        one_shot=solve(scenario, method),
+        fifo=solve(scenario, "fifo"),
+        replans=planner._replans,
+        seconds=seconds,
+    )
+
+
+# --------------------------------------------------------------------------- plan as a product
+def coverage_risks(
+    problem: AllocationProblem, result: AllocationResult, *, margin: float = 0.1
+) -> list[dict[str, Any]]:
+    """Steps where a realtime service's planned GPUs fall short of, or barely cover, its demand.
+
+    A step is a risk when ``planned < demand`` (``kind: "shortfall"``) or
+    ``planned - demand < margin * demand`` with demand > 0 (``kind: "thin"``:
+    a forecast error of ``margin`` would not be absorbed).
+    """
+    counts = _counts(problem, result)
+    risks = []
+    for task in problem.tasks:
+        if not task.is_realtime:
+            continue
+        assert task.demand is not None
+        for step, demand in enumerate(task.demand):
+            planned = counts[task.id][step]
+            if planned < demand:
+                kind = "shortfall"
+            elif demand > 0 and planned - demand < margin * demand:
+                kind = "thin"
+            else:
+                continue
+            risks.append(
+                {"step": step, "task": task.id, "demand": demand, "planned": planned, "kind": kind}
+            )
+    return risks
+
+
+def idle_windows(
+    problem: AllocationProblem, result: AllocationResult, *, min_steps: int = 2
+) -> list[dict[str, int]]:
+    """Runs of at least ``min_steps`` free steps on adjacent GPUs, as rectangles.
+
+    Each window is ``{"first_gpu", "gpus", "start", "steps"}``: GPUs
+    ``[first_gpu, first_gpu + gpus)`` are free for steps ``[start, start +
+    steps)``; adjacent GPUs with the same free run are merged. Sorted by size
+    (GPU-steps), largest first.
+    """
+    grid = result.grid
+    runs: list[tuple[int, int, int]] = []  # (gpu, start, steps)
+    for gpu in range(problem.gpus):
+        start = None
+        for step in range(problem.horizon + 1):
+            free = step < problem.horizon and grid[step][gpu] is None
+            if free and start is None:
+                start = step
+            elif not free and start is not None:
+                if step - start >= min_steps:
+                    runs.append((gpu, start, step - start))
+                start = None
+    windows: list[dict[str, int]] = []
+    for gpu, start, steps in runs:
+        last = windows[-1] if windows else None
+        if (
+            last is not None
+            and last["start"] == start
+            and last["steps"] == steps
+            and last["first_gpu"] + last["gpus"] == gpu
+        ):
+            last["gpus"] += 1
+        else:
+            windows.append({"first_gpu": gpu, "gpus": 1, "start": start, "steps": steps})
+    windows.sort(key=lambda w: (-w["gpus"] * w["steps"], w["start"], w["first_gpu"]))
+    return windows
+
+
+def _counts(problem: AllocationProblem, result: AllocationResult) -> dict[str, np.ndarray]:
+    counts = {
+        t.id: np.zeros(problem.horizon, dtype=np.int64) for t in problem.tasks if t.is_realtime
+    }
+    for step, row in enumerate(result.grid):
+        for cell in row:
+            if cell in counts:
+                counts[cell][step] += 1
+    return counts
+
+
+__all__ = [
+    "Forecaster",
+    "RollingPlanner",
+    "RollingReport",
+    "StepResult",
+    "coverage_risks",
+    "idle_windows",
+    "make_forecaster",
+    "rolling_replay",
+]

@@ -1,0 +1,113 @@
+"""Rolling-horizon planning: pinned tasks, re-plan intervals, legality, FIFO, plan reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import gpuopt
+from gpuopt.allocation.problem import AllocationProblem, Task
+from gpuopt.allocation.solution import violations
+from gpuopt.cli import main
+from gpuopt.errors import ProblemError
+from gpuopt.planning.rolling import (
+    RollingPlanner,
+    coverage_risks,
+    idle_windows,
+    make_forecaster,
+    rolling_replay,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = sorted((ROOT / "benchmarks" / "scenarios").glob("*.json"))
+
+
+def test_started_tasks_are_pinned_as_running() -> None:
+    scenario = AllocationProblem(gpus=4, horizon=4, tasks=[])
+    planner = RollingPlanner(scenario)
+    job = Task(id="a", kind="training", priority=1, gpus=2, duration=3)
+    planner.step(0, [job], {})
+    window = planner.window_problem(1, {})
+    pinned = window.task("a")
+    assert pinned.running is not None and pinned.running.start == -1
+    assert window.horizon == 3
+    with pytest.raises(ProblemError, match="planner is at step 1"):
+        planner.step(3, [], {})
+
+
+def test_deadlines_shift_and_expire() -> None:
+    scenario = AllocationProblem(gpus=2, horizon=6, tasks=[])
+    planner = RollingPlanner(scenario)
+    blocker = Task(id="big", kind="training", priority=9, gpus=2, duration=4)
+    late = Task(id="late", kind="training", priority=1, gpus=2, duration=2, deadline=3)
+    planner.step(0, [blocker, late], {})
+    assert "late" not in {t.id for t in planner.window_problem(2, {}).tasks}  # cannot finish
+
+
+def test_replan_every_follows_the_plan_in_between() -> None:
+    scenario = gpuopt.load_problem(SCENARIOS[0])
+    report = rolling_replay(scenario, replan_every=4)
+    assert report.replans == 6
+    assert violations(scenario, report.rolling.grid) == []
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("forecast", ["oracle", "noisy:0.2"])
+def test_rolling_is_legal_and_not_worse_than_fifo(path: Path, forecast: str) -> None:
+    scenario = gpuopt.load_problem(path)
+    for seed in range(2 if forecast != "oracle" else 1):
+        report = rolling_replay(scenario, forecast=forecast, seed=seed)
+        assert violations(scenario, report.rolling.grid) == []
+        assert report.rolling.objective >= report.fifo.objective - 1e-9
+        assert report.one_shot.method == "greedy"
+
+
+def test_forecaster_specs() -> None:
+    scenario = gpuopt.load_problem(SCENARIOS[0])
+    realtime = next(t for t in scenario.tasks if t.is_realtime)
+    assert realtime.demand is not None
+    oracle = make_forecaster("oracle", scenario)
+    assert list(oracle(realtime.id, [], 2, 3)) == [float(v) for v in realtime.demand[2:5]]
+    noisy = make_forecaster("noisy:0.5", scenario, seed=1)
+    assert list(noisy(realtime.id, [], 0, 4)) != list(oracle(realtime.id, [], 0, 4))
+    for bad in ("crystal-ball", "noisy:x", "noisy:-1"):
+        with pytest.raises(ProblemError):
+            make_forecaster(bad, scenario)
+
+
+def test_coverage_risks_and_idle_windows() -> None:
+    problem = AllocationProblem(
+        gpus=3,
+        horizon=3,
+        tasks=[
+            {
+                "id": "rt",
+                "kind": "realtime",
+                "priority": 1,
+                "demand": [2, 2, 1],
+                "initial": 1,
+                "max_swap": 1,
+            },
+        ],
+    )
+    result = gpuopt.solve(problem, "fifo")
+    risks = coverage_risks(problem, result)
+    assert all(r["task"] == "rt" for r in risks)
+    grid = [["rt", None, None], ["rt", "rt", None], ["rt", None, None]]
+    hand = result.model_copy(update={"grid": grid})
+    kinds = {(r["step"], r["kind"]) for r in coverage_risks(problem, hand)}
+    assert kinds == {(0, "shortfall"), (1, "thin"), (2, "thin")}
+    assert idle_windows(problem, hand) == [{"first_gpu": 2, "gpus": 1, "start": 0, "steps": 3}]
+
+
+def test_rolling_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "rolling.json"
+    code = main(["rolling", str(SCENARIOS[0]), "--forecast", "noisy:0.2", "--out", str(out)])
+    stdout = capsys.readouterr().out
+    assert code == 0 and "one-shot" in stdout and "coverage risks" in stdout
+    grid = json.loads(out.read_text())["grid"]
+    assert violations(gpuopt.load_problem(SCENARIOS[0]), grid) == []
+    code = main(["rolling", str(SCENARIOS[0]), "--forecast", "tarot", "--out", str(out)])
+    assert code == 2 and "tarot" in capsys.readouterr().err
