@@ -40,7 +40,15 @@ def _cmd_defrag(args: argparse.Namespace) -> int:
     problem = load_snapshot(args.snapshot)
     updates = {
         name: getattr(args, name)
-        for name in ("partition_size", "depth", "rounds", "max_moves", "group_budget", "seed")
+        for name in (
+            "partition_size",
+            "depth",
+            "rounds",
+            "max_moves",
+            "group_budget",
+            "seed",
+            "min_node_gpus",
+        )
         if getattr(args, name) is not None
     }
     if updates:
@@ -245,6 +253,12 @@ def add_commands(commands: Any) -> None:
         type=cli._positive_int,
         default=None,
         help="most moved tasks per anti-affinity group",
+    )
+    defrag.add_argument(
+        "--min-node-gpus",
+        type=cli._positive_int,
+        default=None,
+        help="empty only nodes with at least this many GPUs (e.g. 8 for whole 8-GPU nodes)",
     )
     defrag.add_argument("--workers", type=cli._positive_int, default=None, help="processes")
     defrag.add_argument("--scheduler", default=None, help="Dask scheduler address (ipc)")

@@ -51,6 +51,7 @@ class ClusterState:
             index.node_memory < 0, NO_LIMIT, index.node_memory - used_memory
         )
         self.moves: list[tuple[int, int, int]] = []
+        self.min_node_gpus = max(1, problem.options.min_node_gpus)
 
     def apply(self, moves: list[tuple[int, int, int]]) -> None:
         index = self.index
@@ -137,7 +138,7 @@ def _rank(
     used = index.node_gpus[nodes] - state.free_gpus[nodes]
     locked = np.bincount(task_node, weights=index.task_locked[tasks], minlength=size) > 0
     has_hp = np.bincount(task_node, weights=index.task_hp[tasks], minlength=size) > 0
-    candidate = (count > 0) & ~locked & (index.node_gpus[nodes] > 0)
+    candidate = (count > 0) & ~locked & (index.node_gpus[nodes] >= state.min_node_gpus)
     tie = rng.permutation(size)
     # easiest: no HP task, fewest tasks, fewest GPUs; least_used: as a descheduler's pass
     keys: list[np.ndarray] = (
@@ -379,7 +380,7 @@ def _partition(
             return [np.arange(num_nodes)]
         locked = np.zeros(num_nodes, dtype=bool)
         locked[state.task_node[index.task_locked]] = True
-        candidate = occupied & ~locked
+        candidate = occupied & ~locked & (index.node_gpus >= state.min_node_gpus)
         shuffled = rng.permutation(num_nodes)
         dealt = shuffled[np.lexsort((state.free_gpus[shuffled], candidate[shuffled]))]
         return [np.sort(dealt[part::parts]) for part in range(parts)]

@@ -76,7 +76,8 @@ class DefragRows:
         occupied = index.node_task_count > 0
         locked_on = np.zeros(index.num_nodes, dtype=bool)
         locked_on[index.task_node[index.task_locked]] = True
-        candidates = np.flatnonzero(occupied & ~locked_on & (index.node_gpus > 0))
+        smallest = max(1, problem.options.min_node_gpus)
+        candidates = np.flatnonzero(occupied & ~locked_on & (index.node_gpus >= smallest))
         movable = np.flatnonzero(~index.task_locked)
         eligible = (
             (

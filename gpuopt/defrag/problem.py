@@ -134,6 +134,13 @@ class DefragOptions(BaseModel):
         default=None, ge=0, le=MAX_TASKS, description="Most tasks of one anti-affinity group moved."
     )
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    min_node_gpus: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_NODE_GPUS,
+        description="Only nodes with at least this many GPUs are emptied (e.g. 8 to free "
+        "whole 8-GPU nodes); smaller nodes still take tasks.",
+    )
 
 
 class DefragProblem(BaseModel):

@@ -132,3 +132,27 @@ def test_partitions_can_be_solved_exactly() -> None:
     exact = solve_ipc(snapshot, partition_size=30, exact="milp", exact_nodes=30, exact_seconds=2)
     assert_legal(snapshot, exact)
     assert exact.metrics.emptied >= heuristic.metrics.emptied - 1  # rounds may diverge
+
+
+def test_min_node_gpus_empties_only_large_nodes() -> None:
+    snapshot = make_snapshot(
+        [("big", 8, 64), ("small", 2, 64), ("other", 8, 64)],
+        [
+            {"id": "b1", "node": "big", "gpus": 2},
+            {"id": "s1", "node": "small", "gpus": 1},
+            {"id": "o1", "node": "other", "gpus": 4},
+        ],
+    )
+    assert set(solve_ipc(snapshot).emptied) >= {"small"}
+    large = snapshot.model_copy(
+        update={"options": snapshot.options.model_copy(update={"min_node_gpus": 8})}
+    )
+    for plan in (solve_ipc(large), solve_onehop(large)):
+        assert_legal(large, plan)
+        assert plan.emptied and all(node in ("big", "other") for node in plan.emptied)
+    pytest.importorskip("highspy")
+    from gpuopt.defrag.milp import solve_milp
+
+    exact = solve_milp(large, time_limit=20)
+    assert_legal(large, exact)
+    assert exact.status == "optimal" and "small" not in exact.emptied
