@@ -1,0 +1,98 @@
+"""The estimator commands of ``gpuopt``: ``estimate`` and ``calibrate``.
+
+Same rules as every command: bad input prints one sentence on stderr and exits
+with code 2 (no traceback, nothing written); outputs are written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def _cli() -> Any:
+    from gpuopt import cli
+
+    return cli
+
+
+def _cmd_estimate(args: argparse.Namespace) -> int:
+    from gpuopt.estimate import estimate, load_calibration, parse_job
+    from gpuopt.io.files import read_json, write_text_atomic
+
+    cli = _cli()
+    cli._check_output_folder(args.out, "--out")
+    calibration = load_calibration(args.calibration) if args.calibration else None
+    job = parse_job(read_json(args.job), source=args.job)
+    result = estimate(job, calibration)
+    if args.out:
+        write_text_atomic(args.out, json.dumps(result.to_dict(), indent=1) + "\n")
+    console = cli._console(args.quiet)
+    console.print(
+        f"{args.job}: {result.gpus} GPUs for {result.duration_hours:,.2f} h "
+        f"({result.gpu_hours:,.1f} GPU-hours; 80% band {result.low:,.2f}-{result.high:,.2f} h)"
+    )
+    console.print(f"  {result.explanation}")
+    return int(cli.EXIT_OK)
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from gpuopt.estimate import fit, load_calibration
+
+    cli = _cli()
+    cli._check_output_folder(args.out, "--out")
+    base = load_calibration(args.base) if args.base else None
+    fitted = fit(args.history, base=base, holdout=args.holdout, seed=args.seed)
+    if args.out:
+        fitted.save(args.out)
+    console = cli._console(args.quiet)
+    report = fitted.report
+    console.print(f"{args.history}: fitted on {report['rows']} jobs")
+    heldout = report.get("heldout")
+    if heldout:
+        for label in ("base", "calibrated"):
+            m = heldout[label]
+            console.print(
+                f"  held-out ({heldout['rows']} jobs) {label:10s} median |log error| "
+                f"{m['median_abs_log_error']:.3f} (x{m['median_factor']:.2f}), "
+                f"within 2x {m['within_2x']:.0%}"
+            )
+    for variant in report["variants"]:
+        console.print(f"  {variant}: factor {fitted.variant_factor[variant]:.3f}")
+    return int(cli.EXIT_OK)
+
+
+def _holdout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1), got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1), got {text!r}")
+    return value
+
+
+def add_commands(commands: Any) -> None:
+    """Add ``estimate`` and ``calibrate`` to the ``gpuopt`` parser."""
+    estimate = commands.add_parser(
+        "estimate", help="estimate GPUs and hours of a training or quantization job"
+    )
+    estimate.add_argument("job", help='job JSON, e.g. {"kind": "training", "params_b": 7, ...}')
+    estimate.add_argument("--out", help="write the estimate JSON here")
+    estimate.add_argument("--calibration", help="calibration JSON (default: the shipped one)")
+    estimate.add_argument("--quiet", action="store_true", help="print nothing")
+    estimate.set_defaults(run=_cmd_estimate)
+
+    calibrate = commands.add_parser(
+        "calibrate", help="fit the training estimator's factors on a CSV of finished jobs"
+    )
+    calibrate.add_argument("history", help="CSV: job features, gpus, and gpu_hours")
+    calibrate.add_argument("--out", help="write the calibration JSON here")
+    calibrate.add_argument("--base", help="calibration to start from (default: the shipped one)")
+    calibrate.add_argument(
+        "--holdout", type=_holdout, default=0.2, help="share of jobs held out (default 0.2)"
+    )
+    calibrate.add_argument("--seed", type=int, default=0)
+    calibrate.add_argument("--quiet", action="store_true", help="print nothing")
+    calibrate.set_defaults(run=_cmd_calibrate)

@@ -1,0 +1,487 @@
+"""Training jobs: GPUs (memory) and duration (FLOPs) from first principles, then calibrated.
+
+A training job is a model size, a token count, a *strategy* (which weights
+train: ``full``, ``lora``, ``qlora``, ``freeze``) times a *technique* (what the
+training loop does: ``sft``, ``cpt``, ``dpo``, ``rlhf``, ``rlvr``), and a GPU
+type. Twenty named variants (``"lora-dpo"``, ...) follow; their multipliers
+(trainable share, optimizer bytes, extra models, generation) are the tables
+below and are written out with their sources in ``models/estimators.md``.
+
+Memory (sharding assumption: ZeRO-3 / FSDP *full shard* over all the job's
+GPUs, pure data parallel): every model state (weights, gradients, optimizer
+states, frozen reference/reward models) is divided by the GPU count; the
+activations of one micro-batch, the KV cache of RL generation, one gathered
+layer and a fixed runtime overhead are per GPU. The smallest power of two
+that fits in 90 % of a GPU's memory is the GPU count (more when ``gpus`` or
+``max_hours`` asks for more).
+
+Duration: ``tokens x FLOPs per token / (GPUs x peak x MFU)`` for the training
+passes plus ``generated tokens x forward FLOPs / (GPUs x peak x generation
+MFU)`` for RL sampling, times the calibrated variant and GPU factors, plus a
+fixed start-up overhead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gpuopt.errors import ProblemError, validate_object
+from gpuopt.estimate.calibration import Z_80, Calibration, default_calibration
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU type: memory, dense BF16/FP16 peak, memory bandwidth, FP8 support."""
+
+    memory_gb: float
+    peak_tflops: float
+    bandwidth_tbs: float
+    fp8: bool = False
+
+
+#: GPU types (vendor datasheets; dense tensor-core BF16/FP16 peak, no sparsity).
+GPUS: dict[str, GpuSpec] = {
+    "V100-32GB": GpuSpec(32, 125, 0.9),
+    "A10G-24GB": GpuSpec(24, 70, 0.6),
+    "L4-24GB": GpuSpec(24, 121, 0.3, fp8=True),
+    "A6000-48GB": GpuSpec(48, 155, 0.768),
+    "L40S-48GB": GpuSpec(48, 362, 0.864, fp8=True),
+    "A100-40GB": GpuSpec(40, 312, 1.555),
+    "A100-80GB": GpuSpec(80, 312, 2.0),
+    "H100-80GB": GpuSpec(80, 989, 3.35, fp8=True),
+    "H200-141GB": GpuSpec(141, 989, 4.8, fp8=True),
+    "B200-192GB": GpuSpec(192, 2250, 8.0, fp8=True),
+    "MI300X-192GB": GpuSpec(192, 1307, 5.3, fp8=True),
+}
+
+STRATEGIES: tuple[str, ...] = ("full", "lora", "qlora", "freeze")
+TECHNIQUES: tuple[str, ...] = ("sft", "cpt", "dpo", "rlhf", "rlvr")
+VARIANTS: tuple[str, ...] = tuple(f"{s}-{t}" for s in STRATEGIES for t in TECHNIQUES)
+
+Precision = Literal["bf16", "fp16", "fp8", "fp32"]
+Optimizer = Literal["adamw", "adamw-8bit", "adafactor", "sgd"]
+Interconnect = Literal["nvlink", "infiniband", "roce", "ethernet", "pcie"]
+
+#: Bytes per trainable parameter for the fp32 master copy plus optimizer states.
+OPTIMIZER_BYTES: dict[str, float] = {"adamw": 12.0, "adamw-8bit": 6.0, "adafactor": 4.5, "sgd": 8.0}
+#: Bytes per frozen weight: 16-bit, or 4-bit NF4 with double quantization (QLoRA).
+WEIGHT_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 2.0, "fp32": 4.0}
+QLORA_WEIGHT_BYTES = 0.55
+#: LoRA adapter weights per layer, in units of ``rank x hidden``: q, k, v, o take
+#: ``2 hidden`` each, gate, up and down ``hidden + 2.7 hidden`` each (Llama shapes),
+#: so rank 16 on all linear layers of Llama-7B trains about 40 M weights (0.6 %).
+LORA_WEIGHTS_PER_RANK_HIDDEN = 19.1
+#: Default trainable share of ``freeze`` (the top quarter of the layers).
+FREEZE_SHARE = 0.25
+#: Generated tokens per trained token (response share of an RL sequence).
+GENERATION_SHARE: dict[str, float] = {"rlhf": 0.5, "rlvr": 0.8}
+#: Training-pass MFU when more than one node is spanned, by interconnect.
+INTERCONNECT_EFFICIENCY: dict[str, float] = {
+    "nvlink": 1.0,
+    "infiniband": 1.0,
+    "roce": 0.95,
+    "ethernet": 0.8,
+    "pcie": 0.85,
+}
+GPUS_PER_NODE = 8
+#: Share of a GPU's memory a plan may fill, and per-GPU runtime overhead (CUDA
+#: context, NCCL buffers, allocator fragmentation).
+MEMORY_USABLE = 0.9
+RUNTIME_OVERHEAD_GB = 3.0
+MAX_ESTIMATE_GPUS = 65_536
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def known(names: Any) -> str:
+    return ", ".join(names)
+
+
+class TrainingJob(BaseModel):
+    """A training job's description (about two dozen features; see ``models/estimators.md``).
+
+    Examples
+    --------
+    >>> job = TrainingJob(params_b=7, tokens_b=2000, strategy="full", technique="cpt",
+    ...                   gpu_type="A100-80GB", seq_len=4096)
+    >>> job.variant, job.total_tokens
+    ('full-cpt', 2000000000000.0)
+    """
+
+    model_config = _CONFIG
+
+    kind: Literal["training"] = "training"
+    params_b: float = Field(gt=0, le=100_000, description="Parameters, billions.")
+    tokens_b: float | None = Field(default=None, gt=0, le=1e6, description="Tokens processed.")
+    dataset_tokens_b: float | None = Field(default=None, gt=0, le=1e6)
+    epochs: float | None = Field(default=None, gt=0, le=10_000)
+    strategy: str
+    technique: str
+    gpu_type: str
+    seq_len: int = Field(default=4096, ge=1, le=10_000_000)
+    layers: int | None = Field(default=None, ge=1, le=10_000)
+    hidden: int | None = Field(default=None, ge=1, le=1_000_000)
+    vocab: int = Field(default=32_000, ge=1, le=10_000_000)
+    global_batch: int | None = Field(default=None, ge=1, le=100_000_000, description="Sequences.")
+    micro_batch: int = Field(default=1, ge=1, le=100_000)
+    precision: Precision = "bf16"
+    optimizer: Optimizer = "adamw"
+    interconnect: Interconnect = "infiniband"
+    lora_rank: int = Field(default=16, ge=1, le=65_536)
+    trainable_fraction: float | None = Field(default=None, gt=0, le=1)
+    generation_share: float | None = Field(default=None, ge=0, le=1000)
+    generation_batch: int = Field(default=8, ge=1, le=100_000)
+    kv_fraction: float = Field(default=0.25, gt=0, le=1, description="KV heads / heads.")
+    reward_params_b: float | None = Field(default=None, gt=0, le=100_000)
+    activation_checkpointing: bool = True
+    mfu: float | None = Field(default=None, gt=0, le=1, description="Overrides the calibration.")
+    gpus: int | None = Field(default=None, ge=1, le=MAX_ESTIMATE_GPUS)
+    max_hours: float | None = Field(default=None, gt=0, le=1e7)
+    overhead_hours: float = Field(default=0.1, ge=0, le=1000)
+
+    @model_validator(mode="after")
+    def _check_job(self) -> TrainingJob:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(
+                f"strategy {self.strategy!r} is not known; use one of {known(STRATEGIES)}"
+            )
+        if self.technique not in TECHNIQUES:
+            raise ValueError(
+                f"technique {self.technique!r} is not known; use one of {known(TECHNIQUES)}"
+            )
+        if self.gpu_type not in GPUS:
+            raise ValueError(f"gpu_type {self.gpu_type!r} is not known; use one of {known(GPUS)}")
+        if self.tokens_b is None and (self.dataset_tokens_b is None or self.epochs is None):
+            raise ValueError("tokens_b (or dataset_tokens_b and epochs) is required")
+        if self.tokens_b is not None and self.dataset_tokens_b is not None:
+            raise ValueError("give tokens_b or dataset_tokens_b with epochs, not both")
+        if self.gpus is not None and self.gpus & (self.gpus - 1):
+            raise ValueError(f"gpus must be a power of two (got {self.gpus})")
+        if self.precision == "fp8" and not GPUS[self.gpu_type].fp8:
+            raise ValueError(f"precision 'fp8' is not supported by gpu_type {self.gpu_type!r}")
+        if self.strategy == "qlora" and self.precision == "fp32":
+            raise ValueError("precision 'fp32' does not apply to strategy 'qlora'")
+        return self
+
+    @classmethod
+    def parse(cls, data: Any, *, source: str | None = None) -> TrainingJob:
+        """Validate decoded JSON into a job, or raise a one-sentence ``ProblemError``."""
+        return validate_object(cls, data, what="a training job", source=source)
+
+    @property
+    def variant(self) -> str:
+        return f"{self.strategy}-{self.technique}"
+
+    @property
+    def total_tokens(self) -> float:
+        if self.tokens_b is not None:
+            return self.tokens_b * 1e9
+        assert self.dataset_tokens_b is not None and self.epochs is not None
+        return self.dataset_tokens_b * self.epochs * 1e9
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(layers, hidden)``: given, or from ``params = 12 layers hidden^2``."""
+        params = self.params_b * 1e9
+        layers = self.layers
+        if layers is None:
+            if self.hidden is not None:
+                layers = max(1, round(params / (12 * self.hidden**2)))
+            else:
+                layers = max(1, round((params / (12 * 128**2)) ** (1 / 3)))
+        hidden = self.hidden or max(64, round(math.sqrt(params / (12 * layers))))
+        return layers, hidden
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The estimate of one job: GPUs (a power of two), wall-clock hours, GPU-hours, band.
+
+    ``low`` and ``high`` bound ``duration_hours`` (an 80 % band from the
+    calibration's spread of log errors); ``explanation`` says how.
+    """
+
+    gpus: int
+    duration_hours: float
+    gpu_hours: float
+    low: float
+    high: float
+    explanation: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpus": self.gpus,
+            "duration_hours": round(self.duration_hours, 4),
+            "gpu_hours": round(self.gpu_hours, 4),
+            "low": round(self.low, 4),
+            "high": round(self.high, 4),
+            "explanation": self.explanation,
+        }
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes of one job: sharded model states (all GPUs together) and per-GPU needs."""
+
+    sharded: dict[str, float]
+    per_gpu: dict[str, float]
+    gathered_layer: float = 0.0
+
+    def per_gpu_bytes(self, gpus: int) -> float:
+        """Bytes on each of ``gpus`` GPUs (a sharded run also holds one gathered layer)."""
+        gathered = self.gathered_layer if gpus > 1 else 0.0
+        return sum(self.sharded.values()) / gpus + sum(self.per_gpu.values()) + gathered
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The first-principles plan before rounding: what :func:`estimate_training` reports."""
+
+    gpus: int
+    min_gpus: int
+    hours: float
+    gpu_hours: float
+    train_flops: float
+    generation_flops: float
+    mfu: float
+    factor: float
+    memory: Memory
+
+
+def trainable_share(job: TrainingJob) -> float:
+    """Share of the policy's weights that train (1 for full, the adapters for LoRA, ...)."""
+    if job.trainable_fraction is not None:
+        return job.trainable_fraction
+    if job.strategy == "full":
+        return 1.0
+    if job.strategy == "freeze":
+        return FREEZE_SHARE
+    layers, hidden = job.shape
+    adapters = LORA_WEIGHTS_PER_RANK_HIDDEN * job.lora_rank * hidden * layers
+    return min(1.0, adapters / (job.params_b * 1e9))
+
+
+def _model_state_bytes(job: TrainingJob, params: float) -> float:
+    """Weights, gradients and optimizer states of one trained model of ``params`` weights."""
+    share = trainable_share(job)
+    optimizer = OPTIMIZER_BYTES[job.optimizer]
+    if job.strategy in ("lora", "qlora"):
+        frozen = QLORA_WEIGHT_BYTES if job.strategy == "qlora" else WEIGHT_BYTES[job.precision]
+        # adapters live in fp32: the weight is its own master copy, fp32 gradient
+        return params * frozen + share * params * (optimizer + 4.0)
+    weight = WEIGHT_BYTES[job.precision]
+    return params * weight + share * params * (optimizer + weight)
+
+
+def memory(job: TrainingJob) -> Memory:
+    """Memory of ``job`` split into sharded model states and per-GPU needs (bytes)."""
+    params = job.params_b * 1e9
+    reward = (job.reward_params_b or job.params_b) * 1e9
+    frozen_bytes = QLORA_WEIGHT_BYTES if job.strategy == "qlora" else WEIGHT_BYTES[job.precision]
+    sharded = {"policy": _model_state_bytes(job, params)}
+    technique = job.technique
+    if technique in ("dpo", "rlhf", "rlvr") and job.strategy not in ("lora", "qlora"):
+        # LoRA's reference is the frozen base itself (adapters disabled): no copy.
+        sharded["reference"] = params * WEIGHT_BYTES[job.precision]
+    if technique == "rlhf":
+        sharded["reward"] = reward * frozen_bytes
+        sharded["value"] = _model_state_bytes(job, reward)
+    layers, hidden = job.shape
+    seq, batch = job.seq_len, job.micro_batch
+    if technique == "dpo":
+        batch *= 2  # chosen and rejected go through together
+    elif technique == "rlhf":
+        batch *= 2  # policy and value activations
+    if job.activation_checkpointing:
+        activations = batch * seq * hidden * (2.0 * layers + 34.0)
+    else:
+        activations = batch * seq * hidden * 34.0 * layers
+    per_gpu = {
+        "activations": activations,
+        "logits": batch * seq * job.vocab * 4.0,
+        "runtime": RUNTIME_OVERHEAD_GB * GIB,
+    }
+    if technique in ("rlhf", "rlvr"):
+        per_gpu["kv_cache"] = (
+            job.generation_batch * seq * 2 * layers * hidden * job.kv_fraction * 2.0
+        )
+    gathered = 2 * (params / layers) * WEIGHT_BYTES[job.precision]  # ZeRO-3 prefetch of 2 layers
+    return Memory(sharded=sharded, per_gpu=per_gpu, gathered_layer=gathered)
+
+
+def flops(job: TrainingJob) -> tuple[float, float]:
+    """``(training FLOPs, generation FLOPs)`` of the whole job (model FLOPs, no recompute).
+
+    Forward per token and model: ``2 N + 4 layers hidden seq`` (PaLM, appendix B);
+    a full training pass is three forwards, LoRA two forwards plus the
+    adapters' weight gradients, freeze one forward plus the backward of its
+    trainable top share.
+    """
+    params = job.params_b * 1e9
+    reward = (job.reward_params_b or job.params_b) * 1e9
+    layers, hidden = job.shape
+    attention = 4.0 * layers * hidden * job.seq_len
+    share = trainable_share(job)
+
+    def forward(weights: float) -> float:
+        return 2.0 * weights + attention
+
+    def train(weights: float) -> float:
+        if job.strategy == "full":
+            return 3.0 * forward(weights)
+        if job.strategy == "freeze":
+            return forward(weights) * (1.0 + 2.0 * share)
+        return 2.0 * forward(weights) + 6.0 * share * weights
+
+    per_token = train(params)
+    if job.technique in ("dpo", "rlhf", "rlvr"):
+        per_token += forward(params)  # the reference model's log-probabilities
+    if job.technique == "rlhf":
+        per_token += train(reward) + forward(reward)  # value model trains, reward model scores
+    tokens = job.total_tokens
+    generated = tokens * generation_share(job)
+    return tokens * per_token, generated * forward(params)
+
+
+def generation_share(job: TrainingJob) -> float:
+    if job.generation_share is not None:
+        return job.generation_share if job.technique in ("rlhf", "rlvr") else 0.0
+    return GENERATION_SHARE.get(job.technique, 0.0)
+
+
+def _peak_flops(job: TrainingJob) -> float:
+    spec = GPUS[job.gpu_type]
+    peak = spec.peak_tflops * 1e12
+    if job.precision == "fp8":
+        return 2 * peak
+    if job.precision == "fp32":
+        return peak / 2  # TF32 tensor cores run at half the BF16 rate
+    return peak
+
+
+def _hours(
+    job: TrainingJob, gpus: int, train: float, generated: float, mfu: float, cal: Calibration
+) -> float:
+    peak = _peak_flops(job)
+    link = INTERCONNECT_EFFICIENCY[job.interconnect]
+    if job.interconnect == "nvlink" and gpus > GPUS_PER_NODE:
+        link = INTERCONNECT_EFFICIENCY["infiniband"]
+    if job.interconnect != "pcie" and gpus <= GPUS_PER_NODE:
+        link = 1.0
+    seconds = train / (gpus * peak * mfu * link)
+    seconds += generated / (gpus * peak * cal.generation_mfu)
+    return seconds / 3600 * cal.factor(job.variant, job.gpu_type) + job.overhead_hours
+
+
+def min_gpus(job: TrainingJob, mem: Memory | None = None) -> int:
+    """The smallest power-of-two GPU count whose per-GPU memory fits ``job``."""
+    mem = mem or memory(job)
+    usable = GPUS[job.gpu_type].memory_gb * GIB * MEMORY_USABLE
+    if mem.per_gpu_bytes(1) <= usable:
+        return 1
+    fixed = sum(mem.per_gpu.values()) + mem.gathered_layer
+    if fixed >= usable:
+        raise ProblemError(
+            f"{job.gpu_type}: the per-GPU needs alone ({fixed / GIB:,.1f} GiB of activations, "
+            f"logits, KV cache, gathered layers and runtime) exceed the usable "
+            f"{usable / GIB:,.1f} GiB; lower seq_len, micro_batch or generation_batch, turn on "
+            "activation_checkpointing, or use a GPU with more memory."
+        )
+    gpus = 1
+    while mem.per_gpu_bytes(gpus) > usable:
+        gpus *= 2
+        if gpus > MAX_ESTIMATE_GPUS:
+            raise ProblemError(
+                f"params_b {job.params_b:g}: the job does not fit in {MAX_ESTIMATE_GPUS} "
+                f"{job.gpu_type} GPUs."
+            )
+    return gpus
+
+
+def first_principles(job: TrainingJob, cal: Calibration | None = None) -> Plan:
+    """GPU count and hours of ``job`` before the uncertainty band (see the module doc)."""
+    cal = cal or default_calibration()
+    mem = memory(job)
+    needed = min_gpus(job, mem)
+    if job.gpus is not None and job.gpus < needed:
+        raise ProblemError(
+            f"gpus {job.gpus} is too few: the job needs at least {needed} {job.gpu_type} GPUs "
+            "to fit in memory."
+        )
+    gpus = job.gpus or needed
+    mfu = job.mfu if job.mfu is not None else cal.mfu.get(job.variant)
+    if mfu is None:
+        raise ProblemError(f"calibration: mfu has no value for variant {job.variant!r}.")
+    train, generated = flops(job)
+    hours = _hours(job, gpus, train, generated, mfu, cal)
+    if job.max_hours is not None and job.gpus is None:
+        ceiling = MAX_ESTIMATE_GPUS
+        if job.global_batch is not None:  # pure data parallel: a sequence per GPU at least
+            ceiling = min(ceiling, 1 << (job.global_batch.bit_length() - 1))
+        while hours > job.max_hours and gpus * 2 <= ceiling:
+            gpus *= 2
+            hours = _hours(job, gpus, train, generated, mfu, cal)
+    return Plan(
+        gpus=gpus,
+        min_gpus=needed,
+        hours=hours,
+        gpu_hours=hours * gpus,
+        train_flops=train,
+        generation_flops=generated,
+        mfu=mfu,
+        factor=cal.factor(job.variant, job.gpu_type),
+        memory=mem,
+    )
+
+
+def estimate_training(job: TrainingJob, cal: Calibration | None = None) -> Estimate:
+    """Estimate GPUs and duration of a training job.
+
+    Examples
+    --------
+    >>> job = TrainingJob(params_b=7, tokens_b=2000, strategy="full", technique="cpt",
+    ...                   gpu_type="A100-80GB", seq_len=4096)
+    >>> est = estimate_training(job)
+    >>> est.gpus, 100_000 < est.gpu_hours < 400_000
+    (2, True)
+    """
+    cal = cal or default_calibration()
+    plan = first_principles(job, cal)
+    band = math.exp(Z_80 * cal.sigma_log)
+    mem = plan.memory
+    spec = GPUS[job.gpu_type]
+    per_gpu = mem.per_gpu_bytes(plan.gpus) / GIB
+    parts = ", ".join(f"{k} {v / GIB:,.1f}" for k, v in mem.sharded.items())
+    local = ", ".join(f"{k} {v / GIB:,.1f}" for k, v in mem.per_gpu.items())
+    layers, hidden = job.shape
+    lines = [
+        f"{job.variant} of {job.params_b:g}B parameters on {job.total_tokens / 1e9:,.4g}B tokens, "
+        f"{job.gpu_type} ({spec.memory_gb:g} GB, {_peak_flops(job) / 1e12:,.0f} TFLOP/s "
+        f"{job.precision}), {layers} layers x {hidden} hidden, trainable share "
+        f"{trainable_share(job):.4g}.",
+        f"Memory (ZeRO-3/FSDP full shard over the GPUs): sharded GiB: {parts}; per GPU GiB: "
+        f"{local}; at {plan.gpus} GPUs {per_gpu:,.1f} of {spec.memory_gb * MEMORY_USABLE:,.1f} "
+        f"usable GiB (fits from {plan.min_gpus} GPUs).",
+        f"Compute: {plan.train_flops:.3e} training FLOPs at MFU {plan.mfu:.3g}"
+        + (
+            f" + {plan.generation_flops:.3e} generation FLOPs at MFU {cal.generation_mfu:.3g}"
+            if plan.generation_flops
+            else ""
+        )
+        + f"; calibration factor {plan.factor:.3g}; start-up {job.overhead_hours:g} h.",
+        f"80% band x/÷ {band:.2f} (sigma_log {cal.sigma_log:.3g}).",
+    ]
+    return Estimate(
+        gpus=plan.gpus,
+        duration_hours=plan.hours,
+        gpu_hours=plan.gpu_hours,
+        low=plan.hours / band,
+        high=plan.hours * band,
+        explanation=" ".join(lines),
+    )

@@ -1,0 +1,149 @@
+"""Training estimator: memory -> GPUs, FLOPs -> hours, variants, errors."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from gpuopt.errors import ProblemError
+from gpuopt.estimate import STRATEGIES, TECHNIQUES, VARIANTS, estimate
+from gpuopt.estimate.training import (
+    GIB,
+    GPUS,
+    MEMORY_USABLE,
+    TrainingJob,
+    first_principles,
+    flops,
+    memory,
+    trainable_share,
+)
+
+BASE: dict[str, Any] = {
+    "kind": "training",
+    "params_b": 7,
+    "tokens_b": 1,
+    "strategy": "full",
+    "technique": "sft",
+    "gpu_type": "A100-80GB",
+    "seq_len": 4096,
+    "layers": 32,
+    "hidden": 4096,
+}
+
+
+def job(**changes: Any) -> TrainingJob:
+    return TrainingJob.parse({**BASE, **changes})
+
+
+def test_twenty_named_variants() -> None:
+    assert len(VARIANTS) == len(STRATEGIES) * len(TECHNIQUES) == 20
+    for variant in VARIANTS:
+        strategy, technique = variant.split("-")
+        result = estimate({**BASE, "strategy": strategy, "technique": technique})
+        assert result.gpus >= 1 and result.gpus & (result.gpus - 1) == 0
+        assert result.low < result.duration_hours < result.high
+        assert math.isclose(result.gpu_hours, result.gpus * result.duration_hours)
+        assert variant in result.explanation
+
+
+def test_full_training_is_six_n_d_plus_attention() -> None:
+    train, generated = flops(job(technique="cpt", tokens_b=2000))
+    expected = 2000e9 * (6 * 7e9 + 12 * 32 * 4096 * 4096)
+    assert math.isclose(train, expected)
+    assert generated == 0
+
+
+def test_lora_trains_few_weights_and_needs_far_less_memory() -> None:
+    lora, full = job(strategy="lora"), job()
+    assert 0.004 < trainable_share(lora) < 0.008  # about 40 M of 7 B at rank 16
+    assert sum(memory(lora).sharded.values()) < 0.2 * sum(memory(full).sharded.values())
+    assert flops(lora)[0] < 0.7 * flops(full)[0]  # no weight gradients of the base
+    assert sum(memory(job(strategy="qlora")).sharded.values()) < sum(memory(lora).sharded.values())
+
+
+def test_extra_models_per_technique() -> None:
+    assert set(memory(job(technique="sft")).sharded) == {"policy"}
+    assert set(memory(job(technique="dpo")).sharded) == {"policy", "reference"}
+    assert set(memory(job(technique="rlhf")).sharded) == {"policy", "reference", "reward", "value"}
+    assert set(memory(job(technique="rlvr")).sharded) == {"policy", "reference"}
+    # LoRA's reference is the base with adapters off: no copy
+    assert "reference" not in memory(job(strategy="lora", technique="dpo")).sharded
+    assert "kv_cache" in memory(job(technique="rlvr")).per_gpu
+    assert flops(job(technique="dpo"))[1] == 0  # no sampling
+    assert flops(job(technique="rlhf"))[1] > 0 and flops(job(technique="rlvr"))[1] > 0
+    assert flops(job(technique="rlhf"))[0] > flops(job(technique="dpo"))[0] > flops(job())[0]
+
+
+@pytest.mark.parametrize("params_b", [1, 7, 13, 34, 70, 180, 405])
+@pytest.mark.parametrize("gpu_type", ["A100-40GB", "H100-80GB", "L4-24GB"])
+def test_gpu_count_is_smallest_power_of_two_that_fits(params_b: float, gpu_type: str) -> None:
+    big = job(params_b=params_b, gpu_type=gpu_type, layers=None, hidden=None)
+    if params_b == 405 and gpu_type == "L4-24GB":  # two gathered 405B layers exceed 24 GB
+        with pytest.raises(ProblemError, match="per-GPU needs alone"):
+            first_principles(big)
+        return
+    plan = first_principles(big)
+    usable = GPUS[gpu_type].memory_gb * GIB * MEMORY_USABLE
+    assert plan.memory.per_gpu_bytes(plan.gpus) <= usable
+    if plan.gpus > 1:
+        assert plan.memory.per_gpu_bytes(plan.gpus // 2) > usable
+
+
+def test_more_gpus_shorten_the_job_not_the_gpu_hours() -> None:
+    small = estimate({**BASE, "tokens_b": 100})
+    big = estimate({**BASE, "tokens_b": 100, "gpus": small.gpus * 8})
+    assert big.duration_hours < small.duration_hours / 6
+    assert big.gpu_hours == pytest.approx(small.gpu_hours, rel=0.2)
+
+
+def test_max_hours_grows_the_gpu_count() -> None:
+    result = estimate({**BASE, "tokens_b": 100, "max_hours": 24})
+    assert result.duration_hours <= 24
+    assert estimate({**BASE, "tokens_b": 100, "gpus": result.gpus // 2}).duration_hours > 24
+
+
+def test_mfu_override_and_dataset_epochs() -> None:
+    one = estimate({**BASE, "mfu": 0.5, "overhead_hours": 0})
+    two = estimate({**BASE, "mfu": 0.25, "overhead_hours": 0})
+    assert two.duration_hours == pytest.approx(2 * one.duration_hours)
+    epochs = estimate(
+        {**{k: v for k, v in BASE.items() if k != "tokens_b"}, "dataset_tokens_b": 0.5, "epochs": 2}
+    )
+    assert epochs.gpu_hours == pytest.approx(estimate(BASE).gpu_hours)
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        (
+            {"strategy": "dora"},
+            "strategy 'dora' is not known; use one of full, lora, qlora, freeze",
+        ),
+        ({"technique": "kto"}, "technique 'kto' is not known; use one of sft, cpt, dpo, rlhf"),
+        ({"gpu_type": "TPU"}, "gpu_type 'TPU' is not known; use one of V100-32GB"),
+        ({"gpus": 3}, "gpus must be a power of two (got 3)"),
+        ({"tokens_b": None}, "tokens_b (or dataset_tokens_b and epochs) is required"),
+        ({"precision": "fp8"}, "not supported by gpu_type 'A100-80GB'"),
+        ({"params_b": -1}, "params_b"),
+        ({"colour": "red"}, "colour is not a known field"),
+    ],
+)
+def test_bad_jobs_raise_one_sentence(changes: dict[str, Any], words: str) -> None:
+    data = {**BASE, **changes}
+    data = {k: v for k, v in data.items() if v is not None}
+    with pytest.raises(ProblemError, match=None) as info:
+        estimate(data)
+    assert words in str(info.value)
+    assert str(info.value).endswith(".")
+
+
+def test_too_few_gpus_is_an_error() -> None:
+    with pytest.raises(ProblemError, match="gpus 1 is too few"):
+        estimate({**BASE, "params_b": 70, "layers": None, "hidden": None, "gpus": 1})
+
+
+def test_unknown_kind() -> None:
+    with pytest.raises(ProblemError, match="kind 'inference' is not known"):
+        estimate({"kind": "inference"})
