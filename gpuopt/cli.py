@@ -421,11 +421,12 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--out", help="write here instead of stdout")
     generate.set_defaults(run=_cmd_generate)
 
-    from gpuopt import cli_defrag, cli_estimate, cli_placement
+    from gpuopt import cli_defrag, cli_estimate, cli_forecast, cli_placement
 
     cli_defrag.add_commands(commands)
     cli_placement.add_commands(commands)
     cli_estimate.add_commands(commands)
+    cli_forecast.add_commands(commands)
     return parser
 
 

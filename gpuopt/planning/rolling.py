@@ -256,6 +256,8 @@ def seasonal_forecaster(scenario: AllocationProblem) -> Forecaster:
     """The realtime forecaster fed the demand seen so far (last value when it has none)."""
 
     def forecast(task_id: str, seen: Sequence[int], now: int, ahead: int) -> Sequence[float]:
+        if ahead <= 0:
+            return []
         if not seen:
             task = next(t for t in scenario.tasks if t.id == task_id)
             return [float(_initial_of(task))] * ahead

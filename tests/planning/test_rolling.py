@@ -64,6 +64,13 @@ def test_rolling_is_legal_and_not_worse_than_fifo(path: Path, forecast: str) -> 
         assert report.one_shot.method == "greedy"
 
 
+@pytest.mark.parametrize("path", SCENARIOS[:3], ids=lambda p: p.stem)
+def test_seasonal_forecasts_give_a_legal_execution(path: Path) -> None:
+    scenario = gpuopt.load_problem(path)
+    report = rolling_replay(scenario, forecast="seasonal")
+    assert violations(scenario, report.rolling.grid) == []
+
+
 def test_forecaster_specs() -> None:
     scenario = gpuopt.load_problem(SCENARIOS[0])
     realtime = next(t for t in scenario.tasks if t.is_realtime)

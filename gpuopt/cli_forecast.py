@@ -1,0 +1,188 @@
+"""The forecast commands of ``gpuopt``: ``forecast realtime``.
+
+    gpuopt forecast realtime HISTORY.csv [--horizon 24] [--model blend]
+        [--per-gpu RATE [--headroom 0.2] [--max-swap S] [--initial N] [--maximum N]]
+        [--out OUT.json] [--quiet]
+
+``HISTORY.csv`` holds ``timestamp,value`` rows (see :func:`gpuopt.io.traffic.read_hourly_csv`);
+the output is ``{"model", "horizon", "forecast": [...], "gpus": [...]}`` (``gpus`` only
+with ``--per-gpu``), written to ``--out`` or, without it, to stdout. Same rules as every
+command: bad input prints one sentence on stderr and exits with code 2 (no traceback,
+nothing written); outputs are written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from gpuopt.errors import ProblemError
+
+
+def _cli() -> Any:
+    from gpuopt import cli
+
+    return cli
+
+
+def _positive_rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive rate, got {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a positive rate, got {text!r}")
+    return value
+
+
+def _headroom(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a share >= 0 such as 0.2, got {text!r}"
+        ) from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a share >= 0 such as 0.2, got {text!r}")
+    return value
+
+
+def _gpu_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a GPU count >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a GPU count >= 0, got {text!r}")
+    return value
+
+
+def _cmd_realtime(args: argparse.Namespace) -> int:
+    from gpuopt.forecast.realtime import forecast_hourly, gpus_for
+    from gpuopt.io.files import write_text_atomic
+    from gpuopt.io.traffic import read_hourly_csv
+
+    cli = _cli()
+    cli._check_output_folder(args.out, "--out")
+    if args.per_gpu is None:
+        for flag, value in (
+            ("--headroom", args.headroom),
+            ("--max-swap", args.max_swap),
+            ("--initial", args.initial),
+            ("--maximum", args.maximum),
+        ):
+            if value is not None:
+                raise ProblemError(f"{flag} applies only with --per-gpu.")
+    series = read_hourly_csv(args.history)
+    forecast = forecast_hourly(
+        series.values,
+        args.horizon,
+        model=args.model,
+        start_hour_of_week=series.start_hour_of_week,
+    )
+    payload: dict[str, Any] = {
+        "model": args.model,
+        "horizon": args.horizon,
+        "forecast": [round(float(value), 6) for value in forecast],
+    }
+    gpus: list[int] | None = None
+    if args.per_gpu is not None:
+        gpus = gpus_for(
+            forecast,
+            args.per_gpu,
+            0.2 if args.headroom is None else args.headroom,
+            args.max_swap,
+            args.initial,
+            maximum=args.maximum,
+        )
+        payload["gpus"] = gpus
+    text = json.dumps(payload) + "\n"
+    if not args.out:
+        sys.stdout.write(text)
+        return int(cli.EXIT_OK)
+    write_text_atomic(args.out, text)
+    console = cli._console(args.quiet)
+    line = (
+        f"{args.history}: {len(series)} hours ({series.missing} missing) -> {args.model} "
+        f"forecast of {args.horizon} h: mean {float(forecast.mean()):,.2f}, "
+        f"peak {float(forecast.max()):,.2f}"
+    )
+    if gpus is not None:
+        line += f"; GPUs {min(gpus)} to {max(gpus)}, {sum(gpus):,} GPU-hours"
+    console.print(line)
+    return int(cli.EXIT_OK)
+
+
+def add_commands(commands: Any) -> None:
+    """Add ``forecast`` (with its sub-command ``realtime``) to the ``gpuopt`` parser."""
+    from gpuopt.forecast.realtime import DEFAULT_MODEL, MODEL_SUMMARIES, MODELS
+
+    cli = _cli()
+    forecast = commands.add_parser("forecast", help="forecast demand (realtime: request rates)")
+    kinds = forecast.add_subparsers(dest="forecast_kind", required=True)
+    realtime = kinds.add_parser(
+        "realtime",
+        help="day-ahead hourly request rates from a history, and GPUs per step",
+        description="Forecast the next hours of a realtime service's request rate from its "
+        "hourly history, and optionally the GPUs per step that serve it (ramped so the count "
+        "changes by at most --max-swap per step).",
+    )
+    realtime.add_argument("history", help="CSV of timestamp,value rows (ISO 8601 or seconds)")
+    realtime.add_argument(
+        "--horizon",
+        type=cli._positive_int,
+        default=24,
+        metavar="H",
+        help="hours to forecast (default 24)",
+    )
+    realtime.add_argument(
+        "--model",
+        choices=list(MODELS),
+        default=DEFAULT_MODEL,
+        metavar="NAME",
+        help="; ".join(f"{name}: {text}" for name, text in MODEL_SUMMARIES.items()),
+    )
+    realtime.add_argument(
+        "--per-gpu",
+        type=_positive_rate,
+        metavar="RATE",
+        default=None,
+        help="rate one GPU serves: adds gpus",
+    )
+    realtime.add_argument(
+        "--headroom",
+        type=_headroom,
+        metavar="H",
+        default=None,
+        help="spare share on top (default 0.2)",
+    )
+    realtime.add_argument(
+        "--max-swap",
+        type=_gpu_count,
+        metavar="S",
+        default=None,
+        help="largest change per step (no limit)",
+    )
+    realtime.add_argument(
+        "--initial",
+        type=_gpu_count,
+        metavar="N",
+        default=None,
+        help="GPUs held just before the first step",
+    )
+    realtime.add_argument(
+        "--maximum",
+        type=_gpu_count,
+        metavar="N",
+        default=None,
+        help="never ask for more GPUs than this",
+    )
+    realtime.add_argument("--out", metavar="OUT.json", help="write the JSON here (default: stdout)")
+    realtime.add_argument("--quiet", action="store_true", help="print nothing")
+    realtime.set_defaults(run=_cmd_realtime)
+
+
+__all__ = ["add_commands"]

@@ -1,0 +1,638 @@
+"""Realtime demand: day-ahead hourly request rates, and the GPUs that serve them.
+
+Three steps, each usable alone:
+
+1. :func:`forecast_hourly` turns an hourly rate history into the next
+   ``horizon`` hours (default 24) with one of the models of :data:`MODELS`;
+   the default, ``blend``, was chosen by rolling-origin day-ahead error on
+   the ServeGen traces (``models/forecast.md``, ``benchmarks/forecast_realtime.py``).
+2. :func:`gpus_for` converts a rate forecast into GPUs per step, with headroom,
+   ramped ahead of peaks so that the count changes by at most ``max_swap``
+   between steps, the rule the allocation planner enforces (A4).
+3. :func:`realtime_task` wraps the curve into a realtime task dict that
+   :class:`~gpuopt.allocation.problem.AllocationProblem` accepts.
+
+>>> day = [10.0] * 8 + [40.0] * 10 + [20.0] * 6
+>>> forecast = forecast_hourly(day * 8, 24)   # eight identical days: recovered exactly
+>>> gpus = gpus_for(forecast, per_gpu=10, headroom=0.0, max_swap=1)
+>>> gpus   # up 1 -> 4 from hour 6 on, so 4 are there at hour 8; down one per hour
+[1, 1, 1, 1, 1, 1, 2, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 3, 2, 2, 2, 2, 2]
+>>> realtime_task("chat", gpus, priority=9, max_swap=1)["kind"]
+'realtime'
+
+Missing hours are ``NaN`` and zero hours are data; short histories fall back
+to simpler models (see :func:`forecast_hourly`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import ValidationError
+
+from gpuopt.errors import ProblemError, problem_error_from
+
+HOURS_PER_DAY = 24
+HOURS_PER_WEEK = 168
+#: Longest forecast (the allocation problem's longest horizon).
+MAX_HORIZON = 10_000
+#: Days whose normalised shapes make the daily profile, and weeks of the weekly one.
+PROFILE_DAYS = 14
+PROFILE_WEEKS = 4
+#: Whole weeks needed before weekday factors are estimated (their median then
+#: ignores one odd week, such as a level shift on the last day).
+WEEKDAY_WEEKS = 3
+#: Hours whose profile is below this share of the daily mean do not set the level
+#: (their ratio to the profile is mostly noise).
+_LEVEL_MIN_SHAPE = 0.1
+
+ModelName = Literal[
+    "blend", "naive-24", "naive-168", "weekly-profile", "daily-profile", "holt-winters", "mstl"
+]
+DEFAULT_MODEL: ModelName = "blend"
+
+Model = Callable[[np.ndarray, int], np.ndarray]
+
+
+# --------------------------------------------------------------------------- members
+def _naive(history: np.ndarray, horizon: int, period: int) -> np.ndarray:
+    """The value ``period`` hours before each forecast hour (repeated past one period)."""
+    size = history.size
+    return np.array(history[size - period + np.arange(horizon) % period])
+
+
+def _same_phase_median(
+    history: np.ndarray, times: np.ndarray, period: int, cycles: int
+) -> np.ndarray:
+    """For each hour ``t``: median of the last ``cycles`` history values at ``t - j*period``.
+
+    Only values inside the history count; ``NaN`` where there is none.
+    """
+    size = history.size
+    out = np.full(times.size, np.nan)
+    for position, hour in enumerate(times.tolist()):
+        first_lag = max(1, -((size - 1 - hour) // period))  # smallest j with hour - j*p < size
+        lags = hour - period * np.arange(first_lag, first_lag + cycles)
+        lags = lags[lags >= 0]
+        if lags.size:
+            out[position] = float(np.median(history[lags]))
+    return out
+
+
+def _weekday_factors(history: np.ndarray) -> np.ndarray | None:
+    """Level of each of the 7 days (end-aligned 24-hour blocks) relative to its week.
+
+    The median over the last (up to 4) whole weeks of each day's mean over its
+    week's mean, normalised to mean 1; ``factors[j]`` belongs to the days
+    ``j``, ``j + 7``, ... after the forecast origin. ``None`` (no weekday
+    effect) with fewer than three whole weeks with traffic: one or two weeks
+    cannot tell a weekly pattern from a level shift.
+    """
+    size = history.size
+    weeks = min(PROFILE_WEEKS, size // HOURS_PER_WEEK)
+    if weeks < WEEKDAY_WEEKS:
+        return None
+    days = history[size - HOURS_PER_WEEK * weeks :].reshape(weeks, 7, HOURS_PER_DAY).mean(axis=2)
+    week_means = days.mean(axis=1)
+    busy = week_means > 0
+    if busy.sum() < WEEKDAY_WEEKS:
+        return None
+    factors = np.median(days[busy] / week_means[busy, None], axis=0)
+    if factors.sum() <= 0:
+        return None
+    return np.asarray(factors / factors.mean())
+
+
+def _day_slots(offsets: np.ndarray) -> np.ndarray:
+    """Weekday slot (0-6) of hours given as offsets from the forecast origin."""
+    return np.asarray(np.floor_divide(offsets, HOURS_PER_DAY) % 7)
+
+
+def _daily_profile(
+    history: np.ndarray, horizon: int, *, level_hours: int = 24, days: int = PROFILE_DAYS
+) -> np.ndarray:
+    """Daily shape times weekday factors times a recalibrated level.
+
+    Shape: the median over the last ``days`` whole days of each day divided by
+    its own mean (so days at different levels share one shape), normalised to
+    mean 1; days whose mean is 0 carry no shape. Weekday factors: see
+    :func:`_weekday_factors` (all 1 below three weeks of history). Level: the
+    median of ``value / (shape * factor)`` over the last ``level_hours`` hours,
+    robust to outage and spike hours; hours whose expected share is below 10 %
+    of the mean are left out (their ratio is mostly noise), and if that leaves
+    none, the level is the mean of those hours.
+    """
+    size = history.size
+    whole = min(days, size // HOURS_PER_DAY)
+    block = history[size - HOURS_PER_DAY * whole :].reshape(whole, HOURS_PER_DAY)
+    means = block.mean(axis=1)
+    busy = means > 0
+    if not busy.any():
+        return np.zeros(horizon)
+    ratios = block[busy] / means[busy, None]
+    shape = np.median(ratios, axis=0)
+    if shape.sum() <= 0:  # traffic in a different hour every day: the median is all zero
+        shape = ratios.mean(axis=0)
+    shape = shape / shape.mean()
+    factors = _weekday_factors(history)
+    hours = min(level_hours, size)
+    past = np.arange(-hours, 0)
+    future = np.arange(horizon)
+    expected_past = shape[past % HOURS_PER_DAY]
+    expected_future = shape[future % HOURS_PER_DAY]
+    if factors is not None:
+        expected_past = expected_past * factors[_day_slots(past)]
+        expected_future = expected_future * factors[_day_slots(future)]
+    recent = history[size - hours :]
+    usable = expected_past >= _LEVEL_MIN_SHAPE
+    if usable.any():
+        level = float(np.median(recent[usable] / expected_past[usable]))
+    else:
+        level = float(recent.mean())
+    return np.asarray(level * expected_future)
+
+
+def _naive_day(history: np.ndarray, horizon: int) -> np.ndarray:
+    """The same hour yesterday, scaled by the weekday factors (from three weeks of history).
+
+    Where yesterday's factor is under 10 % (a day without traffic) the daily
+    profile is used instead.
+    """
+    values = _naive(history, horizon, HOURS_PER_DAY)
+    factors = _weekday_factors(history)
+    if factors is None:
+        return values
+    source = factors[_day_slots(np.array([-1]))[0]]
+    if source < _LEVEL_MIN_SHAPE:
+        return _daily_profile(history, horizon)
+    return np.asarray(values * factors[_day_slots(np.arange(horizon))] / source)
+
+
+def _weekly_profile(history: np.ndarray, horizon: int, *, level_hours: int = 24) -> np.ndarray:
+    """Weekly profile times the level ratio of the last ``level_hours`` hours.
+
+    Profile: at each forecast hour, the median of the last (up to 4) weeks at
+    the same hour of week. Level: the sum of the last ``level_hours`` hours
+    over the sum of *their* profile (built from the weeks before them). With
+    less than a week of history: the daily profile.
+    """
+    size = history.size
+    if size < HOURS_PER_WEEK:
+        return _daily_profile(history, horizon)
+    future = _same_phase_median(
+        history, np.arange(size, size + horizon), HOURS_PER_WEEK, PROFILE_WEEKS
+    )
+    hours = min(level_hours, size)
+    past = _same_phase_median(history, np.arange(size - hours, size), HOURS_PER_WEEK, PROFILE_WEEKS)
+    known = ~np.isnan(past)  # hours of the first week have no earlier week
+    expected = float(past[known].sum())
+    ratio = float(history[size - hours :][known].sum()) / expected if expected > 0 else 1.0
+    return ratio * future
+
+
+def _blend(history: np.ndarray, horizon: int) -> np.ndarray:
+    """Median of four forecasts (three below a week of history).
+
+    The daily profile with levels of the last 24 h and of the last 168 h, the
+    same hour yesterday (weekday-scaled from three weeks on), and the median of
+    the last (up to 4) weeks at the same hour of week. With four members the
+    median is the mean of the middle two, so one member that is far off (an
+    outage copied from yesterday, a level shift the weekly median has not
+    seen) is ignored.
+    """
+    size = history.size
+    members = [
+        _daily_profile(history, horizon, level_hours=HOURS_PER_DAY),
+        _daily_profile(history, horizon, level_hours=HOURS_PER_WEEK),
+        _naive_day(history, horizon),
+    ]
+    if size >= HOURS_PER_WEEK:
+        members.append(
+            _same_phase_median(
+                history, np.arange(size, size + horizon), HOURS_PER_WEEK, PROFILE_WEEKS
+            )
+        )
+    return np.asarray(np.median(np.vstack(members), axis=0))
+
+
+def _statsmodels(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ProblemError(
+            "this model needs statsmodels, which is not installed (pip install statsmodels)."
+        ) from None
+
+
+def _holt_winters(history: np.ndarray, horizon: int) -> np.ndarray:
+    """statsmodels Holt-Winters: additive seasonality of 168 h (24 h below two weeks), no trend.
+
+    Below two days of history, or if the fit fails: the daily profile.
+    """
+    size = history.size
+    if size < 2 * HOURS_PER_DAY:
+        return _daily_profile(history, horizon)
+    period = HOURS_PER_WEEK if size >= 2 * HOURS_PER_WEEK else HOURS_PER_DAY
+    holtwinters = _statsmodels("statsmodels.tsa.holtwinters")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fitted = holtwinters.ExponentialSmoothing(
+                history,
+                trend=None,
+                seasonal="add",
+                seasonal_periods=period,
+                initialization_method="estimated",
+            ).fit()
+            values = np.asarray(fitted.forecast(horizon), dtype=np.float64)
+    except (ValueError, np.linalg.LinAlgError):
+        return _daily_profile(history, horizon)
+    if not np.isfinite(values).all():
+        return _daily_profile(history, horizon)
+    return values
+
+
+def _mstl(history: np.ndarray, horizon: int) -> np.ndarray:
+    """statsmodels MSTL (24 h and, from two weeks on, 168 h) plus exponential smoothing.
+
+    The seasonal components repeat their last cycle; the seasonally adjusted
+    series is forecast by simple exponential smoothing (a flat level). Below
+    two days of history, or if the fit fails: the daily profile.
+    """
+    size = history.size
+    if size < 2 * HOURS_PER_DAY + 1:
+        return _daily_profile(history, horizon)
+    periods = (HOURS_PER_DAY, HOURS_PER_WEEK) if size > 2 * HOURS_PER_WEEK else (HOURS_PER_DAY,)
+    seasonal_module = _statsmodels("statsmodels.tsa.seasonal")
+    smoothing = _statsmodels("statsmodels.tsa.holtwinters")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = seasonal_module.MSTL(history, periods=periods).fit()
+            seasonal = np.asarray(result.seasonal, dtype=np.float64).reshape(size, -1)
+            adjusted = history - seasonal.sum(axis=1)
+            level = smoothing.SimpleExpSmoothing(adjusted, initialization_method="estimated").fit()
+            values = np.asarray(level.forecast(horizon), dtype=np.float64)
+    except (ValueError, np.linalg.LinAlgError):
+        return _daily_profile(history, horizon)
+    steps = np.arange(horizon)
+    for column, period in enumerate(periods):
+        values = values + seasonal[size - period + steps % period, column]
+    if not np.isfinite(values).all():
+        return _daily_profile(history, horizon)
+    return values
+
+
+def _naive_24(history: np.ndarray, horizon: int) -> np.ndarray:
+    return _naive(history, horizon, HOURS_PER_DAY)
+
+
+def _naive_168(history: np.ndarray, horizon: int) -> np.ndarray:
+    if history.size < HOURS_PER_WEEK:
+        return _naive(history, horizon, HOURS_PER_DAY)
+    return _naive(history, horizon, HOURS_PER_WEEK)
+
+
+def _daily(history: np.ndarray, horizon: int) -> np.ndarray:
+    return _daily_profile(history, horizon)
+
+
+#: Model name -> function ``(history with at least 24 hours and no NaN, horizon) -> forecast``.
+MODELS: dict[str, Model] = {
+    "blend": _blend,
+    "naive-24": _naive_24,
+    "naive-168": _naive_168,
+    "weekly-profile": _weekly_profile,
+    "daily-profile": _daily,
+    "holt-winters": _holt_winters,
+    "mstl": _mstl,
+}
+
+#: One line per model, for help texts and tables.
+MODEL_SUMMARIES: dict[str, str] = {
+    "blend": "median of daily-profile (24 h and 168 h levels), weekly median and naive-24",
+    "naive-24": "the same hour yesterday",
+    "naive-168": "the same hour last week",
+    "weekly-profile": "median of past weeks at the same hour of week x level of the last 24 h",
+    "daily-profile": "median daily shape of 14 days x robust level of the last 24 h",
+    "holt-winters": "statsmodels Holt-Winters, additive 168 h (24 h below two weeks) seasonality",
+    "mstl": "statsmodels MSTL (24 h, 168 h) + exponential smoothing of the adjusted series",
+}
+
+
+# --------------------------------------------------------------------------- API
+def _history_array(history: Sequence[float] | np.ndarray) -> np.ndarray:
+    try:
+        values = np.asarray(history, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ProblemError("history must be a sequence of numbers.") from None
+    if values.ndim != 1:
+        raise ProblemError(f"history must be one-dimensional (got shape {values.shape}).")
+    if values.size == 0:
+        raise ProblemError("history is empty; at least one hour is needed.")
+    infinite = np.flatnonzero(np.isinf(values))
+    if infinite.size:
+        raise ProblemError(f"history[{infinite[0]}] is {values[infinite[0]]}, not a finite rate.")
+    negative = np.flatnonzero(values < 0)
+    if negative.size:
+        position = int(negative[0])
+        raise ProblemError(f"history[{position}] is {values[position]}; rates must be >= 0.")
+    if np.isnan(values).all():
+        raise ProblemError("history has no known hour (every value is missing).")
+    return values
+
+
+def _fill_forward_back(values: np.ndarray) -> np.ndarray:
+    """Each NaN takes the nearest earlier known value, else the nearest later one."""
+    positions = np.arange(values.size)
+    earlier = np.maximum.accumulate(np.where(np.isnan(values), -1, positions))
+    filled = np.where(earlier >= 0, values[np.maximum(earlier, 0)], np.nan)
+    later = np.minimum.accumulate(np.where(np.isnan(values), values.size, positions)[::-1])[::-1]
+    use_later = np.isnan(filled) & (later < values.size)
+    filled[use_later] = values[np.minimum(later, values.size - 1)][use_later]
+    return filled
+
+
+def fill_missing(history: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Fill missing hours (``NaN``) from the nearest known hour at the same hour of day.
+
+    Earlier days first, then later ones; an hour of day never observed takes
+    the nearest known hour. Known values are kept as they are (zeros too).
+
+    >>> fill_missing([1.0, float("nan"), 3.0] + [5.0] * 22 + [7.0]).tolist()[:3]
+    [1.0, 7.0, 3.0]
+    """
+    values = np.array(_history_array(history), dtype=np.float64)
+    if not np.isnan(values).any():
+        return values
+    for phase in range(min(HOURS_PER_DAY, values.size)):
+        column = values[phase::HOURS_PER_DAY]
+        if (~np.isnan(column)).any():
+            values[phase::HOURS_PER_DAY] = _fill_forward_back(column)
+    return _fill_forward_back(values)
+
+
+def forecast_hourly(
+    history: Sequence[float] | np.ndarray,
+    horizon: int = 24,
+    *,
+    model: str = DEFAULT_MODEL,
+    start_hour_of_week: int = 0,
+) -> np.ndarray:
+    """Forecast the next ``horizon`` hourly rates from an hourly history.
+
+    Parameters
+    ----------
+    history
+        Mean rate per hour, oldest first, the last value being the hour just
+        before the forecast. ``NaN`` marks a missing hour; zeros are data.
+        Values must be finite or ``NaN`` and >= 0.
+    horizon
+        Hours to forecast (1 to 10,000).
+    model
+        A name of :data:`MODELS` (default :data:`DEFAULT_MODEL`, ``"blend"``).
+    start_hour_of_week
+        Hour of week (0 = Monday 00:00) of ``history[0]``, 0 to 167. The
+        built-in models see seasonality only through lags of 24 and 168 hours,
+        so their forecasts do not depend on it; it is part of the interface for
+        calendar-aware models (holidays, weekday effects) and is checked.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``horizon`` non-negative floats.
+
+    Notes
+    -----
+    Missing hours are first filled by :func:`fill_missing`. Histories shorter
+    than a model needs fall back, never fail:
+
+    - under 24 hours, every model returns the last known value;
+    - under 168 hours, ``naive-168`` is ``naive-24``, ``weekly-profile`` is
+      ``daily-profile`` and ``blend`` drops its weekly member;
+    - under 48 hours (49 for ``mstl``), the statsmodels models are
+      ``daily-profile``; Holt-Winters and MSTL use the weekly period only from
+      two weeks of history on.
+
+    Raises
+    ------
+    ProblemError
+        For an empty history, one without a known hour, a negative or infinite
+        value, a horizon out of range, an unknown model or hour of week.
+
+    Examples
+    --------
+    >>> week = [1.0, 2.0, 3.0, 2.0] * 42           # 168 hours, a 4-hour pattern
+    >>> forecast_hourly(week, 4, model="naive-168").tolist()
+    [1.0, 2.0, 3.0, 2.0]
+    >>> forecast_hourly([5.0, 7.0], 3).tolist()     # under a day: the last value
+    [7.0, 7.0, 7.0]
+    """
+    if model not in MODELS:
+        raise ProblemError(f"model {model!r} is not known; choose from {', '.join(MODELS)}.")
+    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)):
+        raise ProblemError(f"horizon must be an integer (got {horizon!r}).")
+    if not 1 <= horizon <= MAX_HORIZON:
+        raise ProblemError(f"horizon must be between 1 and {MAX_HORIZON} (got {horizon}).")
+    if not 0 <= start_hour_of_week < HOURS_PER_WEEK:
+        raise ProblemError(f"start_hour_of_week must be 0 to 167 (got {start_hour_of_week}).")
+    values = fill_missing(history)
+    horizon = int(horizon)
+    if values.size < HOURS_PER_DAY:
+        return np.full(horizon, values[-1])
+    forecast = MODELS[model](values, horizon)
+    return np.maximum(np.asarray(forecast, dtype=np.float64), 0.0)
+
+
+def gpus_for(
+    forecast: Sequence[float] | np.ndarray,
+    per_gpu: float,
+    headroom: float = 0.2,
+    max_swap: int | None = None,
+    initial: int | None = None,
+    minimum: int = 0,
+    maximum: int | None = None,
+) -> list[int]:
+    """GPUs per step for a rate forecast, ramped so the count changes by at most ``max_swap``.
+
+    Parameters
+    ----------
+    forecast
+        Rate per step (>= 0), in the unit of ``per_gpu``.
+    per_gpu
+        Rate one GPU serves (> 0).
+    headroom
+        Spare share on top of the forecast (>= 0); a target utilisation ``u`` is
+        ``headroom = 1/u - 1``.
+    max_swap
+        Largest change of the count between consecutive steps (and from
+        ``initial`` to step 0); ``None`` for no limit.
+    initial
+        GPUs held just before step 0, or ``None`` when the curve may start anywhere.
+    minimum
+        GPUs held at every step whatever the forecast.
+    maximum
+        GPUs never asked for (the cluster's size, a quota, or a peak
+        reservation that need not be exceeded); ``None`` for no cap. At least
+        ``minimum``.
+
+    Returns
+    -------
+    list[int]
+        ``gpus[t]``, the curve to hand to the planner as a realtime ``demand``.
+
+    Notes
+    -----
+    The need is ``need[t] = max(minimum, ceil(forecast[t] * (1 + headroom) / per_gpu))``,
+    capped at ``maximum``. With ``S = max_swap`` and ``I = initial``, the only
+    steps no legal curve can cover are those with ``need[t] > I + S*(t+1)`` (a
+    rise faster than the rule allows from ``I``), so the target is
+    ``c[t] = min(need[t], I + S*(t+1))`` (``c = need`` without ``I``). Then
+
+    - backward pass (rises): ``b[T-1] = c[T-1]``, ``b[t] = max(c[t], b[t+1] - S)``;
+    - forward pass (falls): ``g[t] = max(b[t], g[t-1] - S)`` with ``g[-1] = I``
+      (``g[0] = b[0]`` without ``I``).
+
+    Claims, for every ``t``:
+
+    1. ``g[t] >= c[t]``: both passes only take maxima with ``c``. Hence
+       ``g[t] >= need[t]`` unless the need is out of reach from ``initial``,
+       where ``g[t] = I + S*(t+1)``, the fastest legal ramp.
+    2. ``g[t+1] - g[t] <= S`` (rise): after the backward pass
+       ``b[t] >= b[t+1] - S``; the forward pass gives ``g[t+1] = b[t+1]`` (then
+       ``g[t+1] - g[t] <= b[t+1] - b[t] <= S`` since ``g[t] >= b[t]``) or
+       ``g[t+1] = g[t] - S``. From ``I``: with ``cap[t] = I + S*(t+1)``,
+       ``c[t] <= cap[t]`` and ``b[t+1] - S <= cap[t+1] - S = cap[t]`` give
+       ``b[t] <= cap[t]`` (backward induction); the forward pass keeps it
+       (``g[t-1] - S <= cap[t-1] - S < cap[t]``, ``I - S < cap[0]``), so
+       ``g[0] - I <= S``.
+    3. ``g[t] - g[t+1] <= S`` (fall): ``g[t+1] >= g[t] - S`` by the forward pass
+       (and ``g[0] >= I - S``).
+    4. ``g`` is the pointwise smallest curve with 1-3: any such curve ``h``
+       satisfies ``h[t] >= h[t+1] - S``, so by induction ``h >= b``, then
+       ``h[t] >= h[t-1] - S`` gives ``h >= g``. No legal curve reserves fewer
+       GPU-hours.
+    5. ``g[t] <= maximum`` unless ``I > maximum``: ``b <= max(c) <= maximum``,
+       and the forward pass exceeds ``b`` only to step down from ``I`` no faster
+       than ``S``.
+
+    Examples
+    --------
+    >>> gpus_for([10, 10, 80, 10], per_gpu=10, headroom=0.0, max_swap=3)
+    [2, 5, 8, 5]
+    >>> gpus_for([0, 0], per_gpu=10, headroom=0.0, max_swap=1, initial=4)
+    [3, 2]
+    """
+    values = np.asarray(forecast, dtype=np.float64)
+    if values.ndim != 1:
+        raise ProblemError(f"forecast must be one-dimensional (got shape {values.shape}).")
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
+    if bad.size:
+        position = int(bad[0])
+        raise ProblemError(
+            f"forecast[{position}] is {values[position]}; a rate must be finite and >= 0."
+        )
+    if not (math.isfinite(per_gpu) and per_gpu > 0):
+        raise ProblemError(f"per_gpu must be a positive rate (got {per_gpu}).")
+    if not (math.isfinite(headroom) and headroom >= 0):
+        raise ProblemError(f"headroom must be >= 0 (got {headroom}).")
+    swap = _count("max_swap", max_swap)
+    start = _count("initial", initial)
+    floor = _count("minimum", minimum) or 0
+    cap = _count("maximum", maximum)
+    if cap is not None and cap < floor:
+        raise ProblemError(f"maximum {cap} is below minimum {floor}.")
+    if values.size == 0:
+        return []
+    raw = values * (1.0 + headroom) / per_gpu
+    need = np.maximum(np.ceil(raw - 1e-9), floor)  # 1e-9: 3 * 0.1 / 0.1 is 3, not 4
+    if cap is not None:
+        need = np.minimum(need, cap)
+    if not np.all(need < 2**62):
+        raise ProblemError(f"forecast / per_gpu needs more than 2**62 GPUs (per_gpu {per_gpu}).")
+    gpus = need.astype(np.int64).tolist()
+    if swap is None:
+        return [int(g) for g in gpus]
+    steps = len(gpus)
+    if start is not None:
+        gpus = [min(g, start + swap * (t + 1)) for t, g in enumerate(gpus)]
+    for t in range(steps - 2, -1, -1):  # rises: ramp ahead of peaks
+        gpus[t] = max(gpus[t], gpus[t + 1] - swap)
+    previous = gpus[0] if start is None else start
+    for t in range(steps):  # falls: step down no faster than the rule
+        gpus[t] = max(gpus[t], previous - swap)
+        previous = gpus[t]
+    return [int(g) for g in gpus]
+
+
+def _count(name: str, value: int | None) -> int | None:
+    """``value`` as a non-negative int (numpy integers welcome), or a one-sentence error."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ProblemError(f"{name} must be an integer (got {value!r}).")
+    if value < 0:
+        raise ProblemError(f"{name} must be >= 0 (got {value}).")
+    return int(value)
+
+
+def realtime_task(
+    task_id: str,
+    demand: Sequence[int],
+    *,
+    priority: float,
+    max_swap: int | None = None,
+    initial: int | None = None,
+) -> dict[str, Any]:
+    """A realtime task dict for an allocation scenario (validated as a scenario task).
+
+    ``demand`` is typically :func:`gpus_for`'s curve; pass it the same
+    ``max_swap`` and ``initial`` so the planner can serve it exactly.
+
+    >>> task = realtime_task("chat", [2, 3], priority=9, max_swap=1, initial=2)
+    >>> task["kind"], task["priority"], task["demand"], task["max_swap"], task["initial"]
+    ('realtime', 9.0, [2, 3], 1, 2)
+    """
+    from gpuopt.allocation.problem import Task
+
+    task: dict[str, Any] = {
+        "id": task_id,
+        "kind": "realtime",
+        "priority": float(priority),
+        "demand": [int(g) for g in demand],
+    }
+    if max_swap is not None:
+        task["max_swap"] = int(max_swap)
+    if initial is not None:
+        task["initial"] = int(initial)
+    try:
+        Task.model_validate(task)
+    except ValidationError as exc:
+        raise problem_error_from(exc) from None
+    return task
+
+
+def model_names() -> list[str]:
+    """The names of :data:`MODELS`, default first."""
+    return list(MODELS)
+
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "HOURS_PER_DAY",
+    "HOURS_PER_WEEK",
+    "MAX_HORIZON",
+    "MODELS",
+    "MODEL_SUMMARIES",
+    "ModelName",
+    "fill_missing",
+    "forecast_hourly",
+    "gpus_for",
+    "model_names",
+    "realtime_task",
+]

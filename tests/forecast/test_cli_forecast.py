@@ -1,0 +1,147 @@
+"""``gpuopt forecast realtime``: success and error paths.
+
+Until ``cli_forecast`` is registered in ``gpuopt.cli.build_parser`` the tests
+run the real ``gpuopt.cli.main`` on a parser with only this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuopt import cli, cli_forecast
+
+DAY = [10.0] * 8 + [40.0] * 10 + [20.0] * 6
+
+Runner = Callable[[list[str]], tuple[int, str, str]]
+
+
+def _registered() -> bool:
+    parser = cli.build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return "forecast" in action.choices
+    return False
+
+
+def _forecast_only_parser() -> argparse.ArgumentParser:
+    parser = cli._Parser(prog="gpuopt")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=cli._Parser)
+    cli_forecast.add_commands(commands)
+    return parser
+
+
+@pytest.fixture
+def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Runner:
+    """``gpuopt`` on the given arguments: (exit code, stdout, stderr)."""
+    if not _registered():
+        monkeypatch.setattr(cli, "build_parser", _forecast_only_parser)
+
+    def invoke(args: list[str]) -> tuple[int, str, str]:
+        code = cli.main(args)
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return invoke
+
+
+def history_csv(path: Path, days: int = 8) -> Path:
+    lines = ["timestamp,value"]
+    for hour, value in enumerate(DAY * days):
+        lines.append(f"{hour * 3600},{value}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_forecast_and_gpus_written(run: Runner, tmp_path: Path) -> None:
+    history, out = history_csv(tmp_path / "h.csv"), tmp_path / "out.json"
+    code, stdout, stderr = run(
+        [
+            "forecast",
+            "realtime",
+            str(history),
+            "--per-gpu",
+            "10",
+            "--max-swap",
+            "1",
+            "--headroom",
+            "0",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0, stderr
+    data = json.loads(out.read_text())
+    assert data["model"] == "blend" and data["horizon"] == 24
+    assert data["forecast"] == DAY
+    assert data["gpus"] == [1] * 6 + [2, 3] + [4] * 10 + [3] + [2] * 5
+    assert "192 hours (0 missing)" in stdout and "GPUs 1 to 4" in stdout
+
+
+def test_forecast_to_stdout_with_model_and_horizon(run: Runner, tmp_path: Path) -> None:
+    history = history_csv(tmp_path / "h.csv", days=2)
+    code, stdout, _ = run(
+        ["forecast", "realtime", str(history), "--horizon", "3", "--model", "naive-24"]
+    )
+    assert code == 0
+    data = json.loads(stdout)
+    assert data == {"model": "naive-24", "horizon": 3, "forecast": [10.0, 10.0, 10.0]}
+
+
+def test_quiet_prints_nothing(run: Runner, tmp_path: Path) -> None:
+    history, out = history_csv(tmp_path / "h.csv"), tmp_path / "out.json"
+    code, stdout, _ = run(["forecast", "realtime", str(history), "--out", str(out), "--quiet"])
+    assert code == 0 and stdout == "" and "gpus" not in json.loads(out.read_text())
+
+
+@pytest.mark.parametrize(
+    ("content", "options", "message"),
+    [
+        (None, [], "no such file"),
+        ("timestamp,value\n0,1\n3600,many\n", [], "line 3: value 'many' is not a number"),
+        ("0,1\n3600,-2\n", [], "line 2: value -2 is negative"),
+        ("0,1\n", ["--horizon", "0"], "argument --horizon: expected a positive integer"),
+        ("0,1\n", ["--per-gpu", "0"], "argument --per-gpu: expected a positive rate"),
+        ("0,1\n", ["--per-gpu", "-3"], "argument --per-gpu: expected a positive rate"),
+        ("0,1\n", ["--per-gpu", "1", "--headroom", "-1"], "expected a share >= 0"),
+        ("0,1\n", ["--max-swap", "2"], "--max-swap applies only with --per-gpu"),
+        ("0,1\n", ["--model", "prophet"], "argument --model: invalid choice"),
+        ("0,1\n", ["--horizon", "20000"], "horizon must be between 1 and 10000"),
+    ],
+)
+def test_bad_input_exits_2_without_writing(
+    run: Runner, tmp_path: Path, content: str | None, options: list[str], message: str
+) -> None:
+    history, out = tmp_path / "h.csv", tmp_path / "out.json"
+    if content is not None:
+        history.write_text(content)
+    code, stdout, stderr = run(["forecast", "realtime", str(history), "--out", str(out), *options])
+    assert code == 2
+    assert message in stderr
+    assert stderr.startswith("gpuopt: error: ") and stderr.count("\n") == 1
+    assert "Traceback" not in stderr and stdout == ""
+    assert not out.exists()
+
+
+def test_missing_output_folder_is_checked_first(run: Runner, tmp_path: Path) -> None:
+    history = history_csv(tmp_path / "h.csv")
+    code, _, stderr = run(
+        ["forecast", "realtime", str(history), "--out", str(tmp_path / "no" / "out.json")]
+    )
+    assert code == 2 and "--out: the folder of" in stderr
+
+
+def test_gaps_in_the_csv_are_filled(run: Runner, tmp_path: Path) -> None:
+    lines = ["timestamp,value"] + [
+        f"{hour * 3600},{value}" for hour, value in enumerate(DAY * 3) if hour % 7 != 3
+    ]
+    history, out = tmp_path / "h.csv", tmp_path / "out.json"
+    history.write_text("\n".join(lines) + "\n")
+    code, stdout, _ = run(["forecast", "realtime", str(history), "--out", str(out)])
+    assert code == 0 and "missing" in stdout
+    np.testing.assert_allclose(json.loads(out.read_text())["forecast"], DAY)
