@@ -3,7 +3,8 @@
     python benchmarks/rolling_bench.py [--seeds 5] [--random 40]
 
 For the seven bundled scenarios and ``--random`` seeded contended instances
-(``random_problem(seed, gpus=16, tasks=20, load=1.3)``), each forecast
+(``random_problem(seed, gpus=16, tasks=20, load=1.3, history_days=14)``: realtime
+tasks carry 14 days of past demand for the seasonal forecaster), each forecast
 (oracle; noisy 10/20/30 % over ``--seeds`` seeds; seasonal) drives a rolling
 greedy execution (re-plan every step, default headroom). Reported: the
 executed objective relative to the one-shot greedy plan made with full
@@ -32,8 +33,8 @@ def main() -> None:
     parser.add_argument("--random", type=int, default=40)
     args = parser.parse_args()
     scenarios = [gpuopt.load_problem(p) for p in sorted(glob.glob("benchmarks/scenarios/*.json"))]
-    randoms = [random_problem(s, gpus=16, tasks=20, load=1.3, name=f"random-{s}")
-               for s in range(args.random)]
+    randoms = [random_problem(s, gpus=16, tasks=20, load=1.3, history_days=14,
+                              name=f"random-{s}") for s in range(args.random)]
     table = Table(title="rolling greedy vs one-shot (full knowledge) and FIFO")
     for column in ("instances", "forecast", "runs", "rolling / one-shot (median)", "min",
                    "below FIFO", "mean shortfall", "one-shot shortfall", "median s"):

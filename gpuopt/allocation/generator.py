@@ -44,6 +44,8 @@ def random_problem(
     gpus_per_node: int | None = None,
     max_swap: int | None = None,
     uniform_priority: bool = False,
+    history_days: int = 0,
+    step_minutes: int = 60,
     name: str | None = None,
 ) -> AllocationProblem:
     """A valid random scenario with ``tasks`` tasks on ``gpus`` GPUs.
@@ -58,6 +60,9 @@ def random_problem(
     load
         Batch GPU-steps asked, relative to the capacity left after realtime
         demand; above 1 the cluster is contended.
+    history_days
+        Days of past realtime demand (same daily shape, fresh noise) given to
+        each realtime task as ``history``, for forecasters.
     running_fraction, deadline_fraction
         Share of batch tasks inherited as running, and with a deadline.
     """
@@ -73,7 +78,9 @@ def random_problem(
     for r in range(realtime):
         high = max(1, round(gpus * realtime_share / realtime * rng.uniform(0.8, 1.4)))
         low = max(0, round(high * rng.uniform(0.2, 0.5)))
-        curve = diurnal_curve(rng, horizon, low, high)
+        past_steps = history_days * 24 * 60 // step_minutes
+        whole = diurnal_curve(rng, past_steps + horizon, low, high, step_minutes)
+        curve, past = whole[past_steps:], whole[:past_steps]
         demand_total += sum(curve)
         swap = max_swap if max_swap is not None else max(1, rng.choice([1, 1, 2, 2, 3]))
         spec.append(
@@ -84,6 +91,7 @@ def random_problem(
                 "demand": curve,
                 "max_swap": swap,
                 "initial": curve[0],
+                **({"history": [float(v) for v in past]} if past else {}),
             }
         )
     batch = tasks - realtime
@@ -148,7 +156,7 @@ def random_problem(
             "name": name or f"random-{seed}-{gpus}x{tasks}",
             "gpus": gpus,
             "horizon": horizon,
-            "step_minutes": 60,
+            "step_minutes": step_minutes,
             "decay": 0.97,
             "realtime_penalty": 8.0,
             "align_blocks": align_blocks,

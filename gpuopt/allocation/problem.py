@@ -65,6 +65,12 @@ class Task(BaseModel):
     demand: list[int] | None = None
     max_swap: int | None = Field(default=None, ge=0, le=MAX_GPUS)
     initial: int | None = Field(default=None, ge=0, le=MAX_GPUS)
+    history: list[float] | None = Field(
+        default=None,
+        max_length=MAX_STEPS,
+        description="Realtime demand (GPUs) in the steps before step 0, oldest first; read "
+        "only by forecasters (gpuopt rolling --forecast seasonal).",
+    )
 
     @property
     def is_realtime(self) -> bool:
@@ -86,8 +92,11 @@ class Task(BaseModel):
             for step, value in enumerate(self.demand):
                 if value < 0:
                     raise ValueError(f"{name}: demand[{step}] must be >= 0 (got {value})")
+            for step, past in enumerate(self.history or ()):
+                if past < 0:
+                    raise ValueError(f"{name}: history[{step}] must be >= 0 (got {past})")
         else:
-            for field in ("demand", "max_swap", "initial"):
+            for field in ("demand", "max_swap", "initial", "history"):
                 if getattr(self, field) is not None:
                     raise ValueError(f"{name}: {field} applies only to realtime tasks")
             if self.gpus is None:

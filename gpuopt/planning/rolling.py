@@ -17,7 +17,8 @@ known only at its ``arrival``; the current step's realtime demand is
 observed, and the demand of the steps after it comes from a forecaster
 (``oracle``: the scenario's own curve; ``noisy:x``: the truth times
 ``1 + N(0, x)``, drawn afresh at every re-plan; ``seasonal``: the realtime
-forecaster of :mod:`gpuopt.forecast.realtime` fed the demand seen so far).
+forecaster of :mod:`gpuopt.forecast.realtime` fed the task's ``history`` and
+the demand seen so far).
 The executed grid is a result for the full scenario and passes its checker.
 """
 
@@ -253,20 +254,24 @@ def noisy_forecaster(scenario: AllocationProblem, sigma: float, seed: int = 0) -
 
 
 def seasonal_forecaster(scenario: AllocationProblem) -> Forecaster:
-    """The realtime forecaster fed the demand seen so far (last value when it has none)."""
+    """The realtime forecaster fed the task's ``history`` and the demand seen so far.
+
+    Steps are taken as hours (the forecaster's daily and weekly lags); with no
+    history at all the forecast is the task's initial count.
+    """
+
+    from gpuopt.forecast.realtime import forecast_hourly
+
+    past = {t.id: list(t.history or []) for t in scenario.tasks if t.is_realtime}
 
     def forecast(task_id: str, seen: Sequence[int], now: int, ahead: int) -> Sequence[float]:
         if ahead <= 0:
             return []
-        if not seen:
+        history = [*past[task_id], *(float(v) for v in seen)]
+        if not history:
             task = next(t for t in scenario.tasks if t.id == task_id)
             return [float(_initial_of(task))] * ahead
-        try:
-            from gpuopt.forecast.realtime import forecast_hourly
-        except ImportError:  # pragma: no cover - the forecast module ships with the package
-            return [float(seen[-1])] * ahead
-        values = forecast_hourly([float(v) for v in seen], ahead, start_hour_of_week=0)
-        return [float(v) for v in values]
+        return [float(v) for v in forecast_hourly(history, ahead)]
 
     return forecast
 
