@@ -118,3 +118,40 @@ def test_rolling_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert violations(gpuopt.load_problem(SCENARIOS[0]), grid) == []
     code = main(["rolling", str(SCENARIOS[0]), "--forecast", "tarot", "--out", str(out)])
     assert code == 2 and "tarot" in capsys.readouterr().err
+
+
+def test_seasonal_reads_the_realtime_history() -> None:
+    from gpuopt.allocation.generator import random_problem
+
+    scenario = random_problem(2, gpus=16, tasks=12, history_days=7)
+    realtime = [t for t in scenario.tasks if t.is_realtime]
+    assert realtime and all(t.history is not None and len(t.history) == 7 * 24 for t in realtime)
+    task = realtime[0]
+    seasonal = make_forecaster("seasonal", scenario)
+    ahead = list(seasonal(task.id, [], 0, 24))
+    assert len(ahead) == 24 and max(ahead) > min(ahead)  # a daily shape, not a flat last value
+    report = rolling_replay(scenario, forecast="seasonal")
+    assert violations(scenario, report.rolling.grid) == []
+    with pytest.raises(ValueError, match="history"):
+        AllocationProblem(
+            gpus=2,
+            horizon=1,
+            tasks=[
+                {"id": "r", "kind": "realtime", "priority": 1, "demand": [1], "history": [-1.0]}
+            ],
+        )
+    with pytest.raises(ValueError, match="history applies only to realtime"):
+        AllocationProblem(
+            gpus=2,
+            horizon=1,
+            tasks=[
+                {
+                    "id": "b",
+                    "kind": "training",
+                    "priority": 1,
+                    "gpus": 1,
+                    "duration": 1,
+                    "history": [1.0],
+                }
+            ],
+        )
