@@ -50,6 +50,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpuopt.defrag.problem import SCALE, scaled
 from gpuopt.errors import validate_object
 from gpuopt.io.files import read_json
 
@@ -59,8 +60,6 @@ MAX_NODES = 1_000_000
 MAX_AMOUNT = 1e12
 #: Highest bandwidth accepted, in GB/s (keeps absurd inputs out).
 MAX_BANDWIDTH = 1e6
-#: CPU and memory are compared as integers in units of 1/SCALE.
-SCALE = 1000
 
 #: NVLink 4 through NVSwitch on an HGX H100 board: 18 links x 25 GB/s per direction
 #: (the marketed 900 GB/s counts both directions); any pair reaches it (non-blocking).
@@ -83,11 +82,6 @@ FreeGpus = int | npt.NDArray[Any] | Iterable[int]
 _CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 _NO_MEMORY = -1
 _UNBOUNDED = np.iinfo(np.int64).max
-
-
-def scaled(amount: float) -> int:
-    """``amount`` in thousandths, rounded to the nearest integer (exact for milli-units)."""
-    return round(amount * SCALE)
 
 
 # --------------------------------------------------------------------------- topologies
