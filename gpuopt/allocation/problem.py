@@ -76,6 +76,13 @@ class Task(BaseModel):
     def is_realtime(self) -> bool:
         return self.kind == "realtime"
 
+    @property
+    def initial_gpus(self) -> int:
+        """GPUs a realtime task holds just before step 0 (``initial``, default ``demand[0]``)."""
+        if self.initial is not None:
+            return self.initial
+        return self.demand[0] if self.demand else 0
+
     @model_validator(mode="after")
     def _check_kind_fields(self) -> Task:
         name = f"task {self.id!r}"
@@ -238,8 +245,8 @@ class AllocationProblem(BaseModel):
         for task in self.tasks:
             if task.is_realtime:
                 swap = _swap_of(task, self.gpus)
-                need += np.maximum(0, _initial_of(task) - swap * steps)
-        before = sum(_initial_of(t) for t in self.tasks if t.is_realtime) + sum(
+                need += np.maximum(0, task.initial_gpus - swap * steps)
+        before = sum(t.initial_gpus for t in self.tasks if t.is_realtime) + sum(
             t.gpus or 0 for t in self.tasks if t.running is not None and t.running.start < 0
         )
         if before > self.gpus:
@@ -274,13 +281,6 @@ class AllocationProblem(BaseModel):
     def to_json(self, *, indent: int | None = 1) -> str:
         """The scenario JSON (fields that are unset stay out)."""
         return self.model_dump_json(indent=indent, exclude_none=True)
-
-
-def _initial_of(task: Task) -> int:
-    if task.initial is not None:
-        return task.initial
-    assert task.demand is not None
-    return task.demand[0] if task.demand else 0
 
 
 def _swap_of(task: Task, gpus: int) -> int:
@@ -411,7 +411,7 @@ class AllocationIndex:
             realtime_idx=np.array(realtime, dtype=np.int64),
             demand=demand,
             max_swap=np.array([_swap_of(tasks[i], gpus) for i in realtime], dtype=np.int64),
-            initial=np.array([_initial_of(tasks[i]) for i in realtime], dtype=np.int64),
+            initial=np.array([tasks[i].initial_gpus for i in realtime], dtype=np.int64),
         )
 
 

@@ -174,7 +174,7 @@ class RollingPlanner:
                         f"at step {now}"
                     )
                 demand = [int(min(scenario.gpus, max(0, round(v)))) for v in forecast[:horizon]]
-                initial = self.held.get(task.id, _initial_of(task))
+                initial = self.held.get(task.id, task.initial_gpus)
                 tasks.append(
                     {
                         "id": task.id,
@@ -224,13 +224,6 @@ class RollingPlanner:
         )
 
 
-def _initial_of(task: Task) -> int:
-    if task.initial is not None:
-        return task.initial
-    assert task.demand is not None
-    return task.demand[0] if task.demand else 0
-
-
 # --------------------------------------------------------------------------- forecasters
 def oracle_forecaster(scenario: AllocationProblem) -> Forecaster:
     """The scenario's own demand curve (perfect foresight)."""
@@ -270,7 +263,7 @@ def seasonal_forecaster(scenario: AllocationProblem) -> Forecaster:
         history = [*past[task_id], *(float(v) for v in seen)]
         if not history:
             task = next(t for t in scenario.tasks if t.id == task_id)
-            return [float(_initial_of(task))] * ahead
+            return [float(task.initial_gpus)] * ahead
         return [float(v) for v in forecast_hourly(history, ahead)]
 
     return forecast
