@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gpuopt._model import IndexedModel
 from gpuopt.errors import problem_error_from, validate_object
 from gpuopt.io.files import read_json
 
@@ -126,7 +127,7 @@ class Task(BaseModel):
         return self
 
 
-class AllocationProblem(BaseModel):
+class AllocationProblem(IndexedModel):
     """A cluster of ``gpus`` GPUs planned over ``horizon`` steps, and the tasks that compete for it.
 
     Examples
@@ -263,12 +264,6 @@ class AllocationProblem(BaseModel):
             )
 
     # ------------------------------------------------------------------ views
-    def model_copy(self, *, update: Any = None, deep: bool = False) -> AllocationProblem:
-        """A copy whose index view is rebuilt on first use (``update`` is not validated)."""
-        copy = super().model_copy(update=update, deep=deep)
-        copy.__dict__.pop("index", None)
-        return copy
-
     @cached_property
     def index(self) -> AllocationIndex:
         """Numpy arrays and id maps for the algorithms (built once, then cached)."""

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpuopt._model import IndexedModel
 from gpuopt.errors import validate_object
 from gpuopt.io.files import read_json
 
@@ -143,7 +144,7 @@ class DefragOptions(BaseModel):
     )
 
 
-class DefragProblem(BaseModel):
+class DefragProblem(IndexedModel):
     """A snapshot: nodes, the tasks running on them, and optional method options.
 
     Examples
@@ -216,18 +217,10 @@ class DefragProblem(BaseModel):
                 )
         return self
 
-    def model_copy(self, *, update: Any = None, deep: bool = False) -> DefragProblem:
-        copy = super().model_copy(update=update, deep=deep)
-        copy.__dict__.pop("index", None)  # a copy with other fields needs its own view
-        return copy
-
     @cached_property
     def index(self) -> DefragIndex:
         """The array view the methods and the checker read (built once)."""
         return DefragIndex.build(self)
-
-    def to_json(self, *, indent: int | None = 1) -> str:
-        return self.model_dump_json(indent=indent, exclude_defaults=False)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpuopt._model import IndexedModel
 from gpuopt.defrag.problem import SCALE, scaled
 from gpuopt.errors import validate_object
 from gpuopt.io.files import read_json
@@ -518,7 +519,7 @@ class GpuRequest(BaseModel):
     whole_node: bool = False
 
 
-class NodePlacementProblem(BaseModel):
+class NodePlacementProblem(IndexedModel):
     """Topologies, nodes with what they use, and one request to place.
 
     Examples
@@ -565,18 +566,10 @@ class NodePlacementProblem(BaseModel):
                     )
         return self
 
-    def model_copy(self, *, update: Any = None, deep: bool = False) -> NodePlacementProblem:
-        copy = super().model_copy(update=update, deep=deep)
-        copy.__dict__.pop("index", None)  # a copy with other fields needs its own view
-        return copy
-
     @cached_property
     def index(self) -> NodeIndex:
         """The array view :func:`place` reads (built once)."""
         return NodeIndex.build(self)
-
-    def to_json(self, *, indent: int | None = 1) -> str:
-        return self.model_dump_json(indent=indent)
 
 
 @dataclass(frozen=True)

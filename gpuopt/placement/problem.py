@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpuopt._model import IndexedModel
 from gpuopt.errors import validate_object
 from gpuopt.io.files import read_json
 
@@ -99,7 +100,7 @@ class Job(BaseModel):
     priority: float = Field(default=1.0, gt=0, le=1e9)
 
 
-class TopologyProblem(BaseModel):
+class TopologyProblem(IndexedModel):
     """Switches with free capacity and jobs to place (see the module docstring).
 
     Examples
@@ -137,14 +138,6 @@ class TopologyProblem(BaseModel):
     def index(self) -> TopologyIndex:
         """Array view: every node (a switch without nodes is one pseudo-node) by position."""
         return TopologyIndex.build(self)
-
-    def model_copy(self, *, update: Any = None, deep: bool = False) -> TopologyProblem:
-        copy = super().model_copy(update=update, deep=deep)
-        copy.__dict__.pop("index", None)
-        return copy
-
-    def to_json(self, *, indent: int | None = 1) -> str:
-        return self.model_dump_json(indent=indent)
 
 
 @dataclass(frozen=True)

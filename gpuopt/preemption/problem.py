@@ -25,6 +25,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpuopt._model import IndexedModel
 from gpuopt.defrag.problem import MAX_NODE_GPUS, SCALE, scaled
 from gpuopt.errors import validate_object
 from gpuopt.io.files import read_json
@@ -93,7 +94,7 @@ class Request(BaseModel):
     priority: Priority
 
 
-class PreemptionProblem(BaseModel):
+class PreemptionProblem(IndexedModel):
     """A cluster state and one request: where does the request go, and whom does it stop?
 
     Examples
@@ -184,18 +185,10 @@ class PreemptionProblem(BaseModel):
                 f"{request.cpus:g} CPUs"
             )
 
-    def model_copy(self, *, update: Any = None, deep: bool = False) -> PreemptionProblem:
-        copy = super().model_copy(update=update, deep=deep)
-        copy.__dict__.pop("index", None)  # a copy with other fields needs its own view
-        return copy
-
     @cached_property
     def index(self) -> PreemptionIndex:
         """The array view the methods read (built once)."""
         return PreemptionIndex.build(self)
-
-    def to_json(self, *, indent: int | None = 1) -> str:
-        return self.model_dump_json(indent=indent)
 
 
 @dataclass(frozen=True)
