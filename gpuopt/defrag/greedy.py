@@ -175,10 +175,10 @@ def _executor_for(
     if executor is not None:
         yield executor
         return
-    wanted = workers if workers is not None else (os.cpu_count() or 1)
-    wanted = min(wanted, partitions, max(1, num_nodes // MIN_NODES_PER_WORKER))
     if workers is not None:
         wanted = min(workers, partitions)
+    else:  # one process per core, when the snapshot is large enough to gain from it
+        wanted = min(os.cpu_count() or 1, partitions, num_nodes // MIN_NODES_PER_WORKER)
     if wanted <= 1:
         yield _InProcess()
         return

@@ -274,17 +274,14 @@ class DefragIndex:
         node_ids = [node.id for node in problem.nodes]
         node_pos = {node_id: pos for pos, node_id in enumerate(node_ids)}
         tasks = problem.tasks
-        group_ids: list[str] = []
-        group_pos: dict[str, int] = {}
+        group_pos: dict[str, int] = {}  # anti-affinity group -> position, in order of first use
         selector_pos: dict[str, int] = {"{}": 0}
         selector_rows: list[np.ndarray] = [np.ones(len(node_ids), dtype=bool)]
         task_group = np.full(len(tasks), -1, dtype=np.int64)
         task_selector = np.zeros(len(tasks), dtype=np.int64)
         for pos, task in enumerate(tasks):
             if task.anti_affinity is not None:
-                task_group[pos] = group_pos.setdefault(task.anti_affinity, len(group_ids))
-                if task_group[pos] == len(group_ids):
-                    group_ids.append(task.anti_affinity)
+                task_group[pos] = group_pos.setdefault(task.anti_affinity, len(group_pos))
             if task.node_selector:
                 key = repr(sorted(task.node_selector.items()))
                 row = selector_pos.get(key)
@@ -318,7 +315,7 @@ class DefragIndex:
             task_locked=np.array([t.locked for t in tasks], dtype=bool),
             task_hp=np.array([t.priority == "HP" for t in tasks], dtype=bool),
             task_group=task_group,
-            group_ids=group_ids,
+            group_ids=list(group_pos),
             task_selector=task_selector,
             selector_masks=np.array(selector_rows, dtype=bool).reshape(
                 len(selector_rows), len(node_ids)
