@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from gpuopt.errors import ProblemError, problem_error_from
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+Number = TypeVar("Number", int, float)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,24 +27,29 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"gpuopt: error: {message}\n")
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
+def number_type(
+    convert: Callable[[str], Number], accept: Callable[[Number], bool], expected: str
+) -> Callable[[str], Number]:
+    """An argparse ``type``: ``convert(text)`` if ``accept`` admits it, else a one-line error.
+
+    >>> number_type(int, lambda v: v >= 1, "a positive integer")("3")
+    3
+    """
+
+    def parse(text: str) -> Number:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+_positive_float = number_type(float, lambda v: 0 < v < math.inf, "a positive number of seconds")
+_positive_int = number_type(int, lambda v: v >= 1, "a positive integer")
 
 
 def _console(quiet: bool = False) -> Any:

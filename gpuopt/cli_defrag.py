@@ -13,6 +13,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from gpuopt.cli import number_type
 from gpuopt.errors import ProblemError
 
 DEFRAG_METHODS = ("ipc", "onehop", "milp", "cpsat")
@@ -217,14 +218,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     return int(cli.EXIT_OK)
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
-    return value
+_fraction = number_type(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 
 def add_commands(commands: Any) -> None:

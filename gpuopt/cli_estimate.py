@@ -10,6 +10,8 @@ import argparse
 import json
 from typing import Any
 
+from gpuopt.cli import number_type
+
 
 def _cli() -> Any:
     from gpuopt import cli
@@ -63,14 +65,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     return int(cli.EXIT_OK)
 
 
-def _holdout(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a share in [0, 1), got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a share in [0, 1), got {text!r}")
-    return value
+_holdout = number_type(float, lambda v: 0 <= v < 1, "a share in [0, 1)")
 
 
 def add_commands(commands: Any) -> None:

@@ -19,6 +19,7 @@ import math
 import sys
 from typing import Any
 
+from gpuopt.cli import number_type
 from gpuopt.errors import ProblemError
 
 
@@ -28,36 +29,9 @@ def _cli() -> Any:
     return cli
 
 
-def _positive_rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive rate, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"expected a positive rate, got {text!r}")
-    return value
-
-
-def _headroom(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a share >= 0 such as 0.2, got {text!r}"
-        ) from None
-    if not (value >= 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"expected a share >= 0 such as 0.2, got {text!r}")
-    return value
-
-
-def _gpu_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a GPU count >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a GPU count >= 0, got {text!r}")
-    return value
+_positive_rate = number_type(float, lambda v: 0 < v < math.inf, "a positive rate")
+_headroom = number_type(float, lambda v: 0 <= v < math.inf, "a share >= 0 such as 0.2")
+_gpu_count = number_type(int, lambda v: v >= 0, "a GPU count >= 0")
 
 
 def _cmd_realtime(args: argparse.Namespace) -> int:
