@@ -50,6 +50,7 @@ def number_type(
 
 _positive_float = number_type(float, lambda v: 0 < v < math.inf, "a positive number of seconds")
 _positive_int = number_type(int, lambda v: v >= 1, "a positive integer")
+_nonnegative_int = number_type(int, lambda v: v >= 0, "an integer >= 0")
 
 
 def _console(quiet: bool = False) -> Any:

@@ -94,6 +94,7 @@ def _cmd_rolling(args: argparse.Namespace) -> int:
         seed=args.seed,
         replan_every=args.replan_every,
         headroom=args.headroom,
+        lookahead=args.lookahead,
     )
     result = report.rolling
     if args.out:
@@ -141,6 +142,8 @@ def _print_plan_report(
 
 def add_commands(commands: Any) -> None:
     """Add ``topology``, ``preempt`` and ``rolling`` to the ``gpuopt`` parser."""
+    from gpuopt.planning.rolling import DEFAULT_LOOKAHEAD
+
     cli = _cli()
     topology = commands.add_parser(
         "topology", help="place jobs over access switches (fewest switches, lowest entropy)"
@@ -178,7 +181,16 @@ def add_commands(commands: Any) -> None:
         default=None,
         help="margin on forecast demand (default 0 for oracle, 0.1 otherwise)",
     )
-    rolling.add_argument("--seed", type=int, default=0, help="seed of the noisy forecasts")
+    rolling.add_argument(
+        "--lookahead",
+        type=cli._nonnegative_int,
+        default=DEFAULT_LOOKAHEAD,
+        help=f"sampled futures that price a commitment against FIFO's (default "
+        f"{DEFAULT_LOOKAHEAD}; 0: commit the plan's first row)",
+    )
+    rolling.add_argument(
+        "--seed", type=int, default=0, help="seed of the noisy forecasts and sampled futures"
+    )
     rolling.add_argument("--out", help="write the executed result JSON here")
     rolling.add_argument("--quiet", action="store_true")
     rolling.set_defaults(run=_cmd_rolling)

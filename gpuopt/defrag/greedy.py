@@ -301,12 +301,13 @@ def _run(
     num_nodes = index.num_nodes
     parts = max(1, -(-num_nodes // partition_size))
     status: Any = "heuristic"
+    notes: list[str] = []
     moved_in_group: dict[int, set[int]] = {}
     with _executor_for(executor, workers, num_nodes, parts) as pool:
         for round_number in range(rounds):
             remaining = None if time_limit is None else time_limit - (time.perf_counter() - started)
             if remaining is not None and remaining <= 0:
-                status = "time_limit"
+                status = "time_limit" if status == "heuristic" else status
                 break
             moves_left = None if max_moves is None else max_moves - len(state.moves)
             if moves_left is not None and moves_left <= 0:
@@ -315,27 +316,28 @@ def _run(
             parts = len(partitions)
             budgets = _split_budget(moves_left, parts) if moves_left is not None else None
             group_left = _group_budgets(state, partitions, group_budget, moved_in_group)
-            jobs = [
-                pool.submit(
-                    empty_nodes,
-                    state.shard(
-                        np.sort(nodes),
-                        depth=depth,
-                        rankings=rankings,
-                        rng=rng,
-                        max_moves=None if budgets is None else budgets[i],
-                        group_budget=group_left[i],
-                        seconds=remaining,
-                        fill=fill,
-                        exact=exact if nodes.size <= exact_nodes else None,
-                        exact_seconds=exact_seconds,
-                    ),
+            shards = [
+                state.shard(
+                    np.sort(nodes),
+                    depth=depth,
+                    rankings=rankings,
+                    rng=rng,
+                    max_moves=None if budgets is None else budgets[i],
+                    group_budget=group_left[i],
+                    seconds=remaining,
+                    fill=fill,
+                    exact=exact if nodes.size <= exact_nodes else None,
+                    exact_seconds=exact_seconds,
                 )
                 for i, nodes in enumerate(partitions)
             ]
+            jobs = [_submit(pool, shard) for shard in shards]
             gained = 0
-            for done, job in enumerate(jobs, start=1):
-                moves = job.result()
+            for done, (job, shard) in enumerate(zip(jobs, shards, strict=True), start=1):
+                moves = _result(job, shard, round_number + 1, done, notes)
+                if moves is None:
+                    status = "partial"
+                    continue
                 before = _emptied_count(state)
                 state.apply(moves)
                 gained += _emptied_count(state) - before
@@ -351,7 +353,48 @@ def _run(
         (index.task_ids[task], index.node_ids[source], index.node_ids[target])
         for task, source, target in state.moves
     ]
-    return make_plan(problem, method, named, seconds=time.perf_counter() - started, status=status)
+    return make_plan(
+        problem, method, named, seconds=time.perf_counter() - started, status=status, notes=notes
+    )
+
+
+def _submit(pool: Any, shard: Any) -> Any:
+    """Submit one partition; an executor that cannot take it (shut down, broken) gives None."""
+    try:
+        return pool.submit(empty_nodes, shard)
+    except Exception:
+        return None
+
+
+def _result(
+    job: Any, shard: Any, round_number: int, position: int, notes: list[str]
+) -> list[tuple[int, int, int]] | None:
+    """A partition's moves; a failed worker's partition is re-run in this process once.
+
+    Partitions touch disjoint nodes, so one that fails twice is left out and
+    the others' moves stand (the caller marks the plan ``partial``).
+    """
+    if job is not None:
+        try:
+            moves: list[tuple[int, int, int]] = job.result()
+            return moves
+        except Exception as exc:
+            failure = f"{type(exc).__name__}: {exc}".strip()
+    else:
+        failure = "the executor did not accept it"
+    try:
+        moves = empty_nodes(shard)
+    except Exception as exc:
+        notes.append(
+            f"round {round_number}, partition {position}: failed ({failure}) and again in "
+            f"this process ({type(exc).__name__}: {exc}); its nodes are left as they were"
+        )
+        return None
+    notes.append(
+        f"round {round_number}, partition {position}: the worker failed ({failure[:200]}); "
+        "re-run in this process"
+    )
+    return moves
 
 
 def _partition(
