@@ -440,12 +440,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # usage errors (exit 2), --help and --version (exit 0)
-        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
-    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # usage errors (exit 2), --help and --version (exit 0)
+            return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
         code: int = args.run(args)
         return code
     except ProblemError as exc:
