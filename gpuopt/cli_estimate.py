@@ -45,7 +45,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     cli = _cli()
     cli._check_output_folder(args.out, "--out")
     base = load_calibration(args.base) if args.base else None
-    fitted = fit(args.history, base=base, holdout=args.holdout, seed=args.seed)
+    fitted = fit(
+        args.history,
+        base=base,
+        holdout=args.holdout,
+        seed=args.seed,
+        leave_out=args.leave_out or (),
+    )
     if args.out:
         fitted.save(args.out)
     console = cli._console(args.quiet)
@@ -60,6 +66,18 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
                 f"{m['median_abs_log_error']:.3f} (x{m['median_factor']:.2f}), "
                 f"within 2x {m['within_2x']:.0%}"
             )
+    console.print(
+        f"  in sample median |log error| {report['in_sample']['median_abs_log_error']:.3f} "
+        f"(x{report['in_sample']['median_factor']:.2f}), "
+        f"within 2x {report['in_sample']['within_2x']:.0%}"
+    )
+    for way, part in report.get("leave_one_out", {}).items():
+        m = part["heldout"]
+        console.print(
+            f"  leave one {way} out ({part['groups']} groups) median |log error| "
+            f"{m['median_abs_log_error']:.3f} (x{m['median_factor']:.2f}), "
+            f"within 2x {m['within_2x']:.0%}"
+        )
     for variant in report["variants"]:
         console.print(f"  {variant}: factor {fitted.variant_factor[variant]:.3f}")
     return int(cli.EXIT_OK)
@@ -89,5 +107,12 @@ def add_commands(commands: Any) -> None:
         "--holdout", type=_holdout, default=0.2, help="share of jobs held out (default 0.2)"
     )
     calibrate.add_argument("--seed", type=int, default=0)
+    calibrate.add_argument(
+        "--leave-out",
+        action="append",
+        choices=("row", "family"),
+        help="add a leave-one-out report: each row (or each value of the family column) "
+        "predicted by a fit without it; repeatable",
+    )
     calibrate.add_argument("--quiet", action="store_true", help="print nothing")
     calibrate.set_defaults(run=_cmd_calibrate)

@@ -7,7 +7,8 @@
 (1, 1.0)
 
 Training jobs are estimated from first principles (memory -> GPUs, FLOPs ->
-hours) and calibrated (:func:`fit`); quantization jobs by parameter tier and
+hours) and calibrated (:func:`fit`; the shipped default is the priors fitted
+on the published runs of :func:`public_runs`); quantization jobs by parameter tier and
 algorithm. :func:`to_tasks` turns jobs into allocation tasks. The formulas,
 multipliers and sources are in ``models/estimators.md``.
 """
@@ -25,6 +26,8 @@ from gpuopt.estimate.calibration import (
     fit,
     huber_regression,
     load_calibration,
+    prior_calibration,
+    public_runs,
     read_history,
 )
 from gpuopt.estimate.quantization import (
@@ -135,6 +138,8 @@ __all__ = [
     "huber_regression",
     "load_calibration",
     "parse_job",
+    "prior_calibration",
+    "public_runs",
     "read_history",
     "to_tasks",
 ]

@@ -5,11 +5,17 @@ utilisation (MFU) each variant reaches, the generation MFU of RL sampling, and
 two sets of duration multipliers fitted on a history of finished jobs
 (``variant_factor`` per strategy-technique, ``gpu_factor`` per GPU type), plus
 ``sigma_log``, the robust spread of log errors that sets the ``low``/``high``
-band. The default ships as package data (``data/default_calibration.json``);
-its provenance is written in ``models/estimators.md``.
+band.
+
+:func:`prior_calibration` is the unfitted starting point (MFU priors, all
+factors 1). The default shipped as package data (``data/default_calibration.json``)
+is :func:`fit` of those priors on the published runs in ``data/public_runs.json``
+(:func:`public_runs`), with its leave-one-out report; ``models/estimators.md``
+states the provenance and the figures.
 
 :func:`fit` reads a CSV of finished jobs and adjusts the factors by a robust
-(Huber, IRLS) regression on log duration, with a held-out error report.
+(Huber, IRLS) regression on log duration, with a held-out error report and,
+on request, a leave-one-out (or leave-one-family-out) report.
 """
 
 from __future__ import annotations
@@ -34,6 +40,24 @@ Z_80 = 1.2815515655446004
 HUBER_K = 1.345
 #: Smallest history that is split into fit and held-out parts.
 MIN_HOLDOUT_ROWS = 10
+#: Prior MFU of the training passes: strategy base x technique multiplier. These
+#: are judgement (see models/estimators.md), not fitted to any history.
+PRIOR_STRATEGY_MFU: dict[str, float] = {"full": 0.40, "freeze": 0.38, "lora": 0.32, "qlora": 0.20}
+PRIOR_TECHNIQUE_MFU: dict[str, float] = {
+    "sft": 0.65,
+    "cpt": 1.0,
+    "dpo": 0.60,
+    "rlhf": 0.50,
+    "rlvr": 0.55,
+}
+#: Prior MFU of RL generation (decoding is memory bound) and prior band.
+PRIOR_GENERATION_MFU = 0.08
+PRIOR_SIGMA_LOG = 0.5
+#: Ways to hold rows out in :func:`fit`'s leave-one-out report: each row on its
+#: own, or every row sharing a ``family`` value at once.
+LEAVE_OUT = ("row", "family")
+#: Columns of a history that describe a row but are not job features.
+META_COLUMNS = ("name", "family", "source", "note")
 
 
 @dataclass(frozen=True)
@@ -113,6 +137,41 @@ def _positive_map(value: Any, name: str, upper: float = math.inf) -> dict[str, f
     if not isinstance(value, dict):
         raise ProblemError(f"{name} must be an object of numbers.")
     return {str(k): _positive_number(v, f"{name}.{k}", upper) for k, v in value.items()}
+
+
+def prior_calibration() -> Calibration:
+    """The unfitted priors: MFU = strategy base x technique multiplier, factors 1."""
+    from gpuopt.estimate.training import GPUS
+
+    mfu = {
+        f"{strategy}-{technique}": round(base * multiplier, 4)
+        for strategy, base in PRIOR_STRATEGY_MFU.items()
+        for technique, multiplier in PRIOR_TECHNIQUE_MFU.items()
+    }
+    return Calibration(
+        mfu=mfu,
+        generation_mfu=PRIOR_GENERATION_MFU,
+        variant_factor={variant: 1.0 for variant in mfu},
+        gpu_factor={gpu: 1.0 for gpu in GPUS},
+        sigma_log=PRIOR_SIGMA_LOG,
+        provenance=(
+            "gpuopt priors (not fitted): training MFU = strategy base (full 0.40, freeze 0.38, "
+            "lora 0.32, qlora 0.20) x technique multiplier (cpt 1.0, sft 0.65, dpo 0.60, "
+            "rlhf 0.50, rlvr 0.55); generation MFU 0.08; all factors 1.0; sigma_log 0.5."
+        ),
+    )
+
+
+def public_runs() -> dict[str, list[dict[str, Any]]]:
+    """Published runs with their reported GPU-hours (package data, sources in models/).
+
+    ``{"training": [...], "quantization": [...]}``; each row is a job plus
+    ``gpu_hours`` (reported) and the metadata columns ``name``, ``family``,
+    ``source`` and ``note``. Training rows are a history for :func:`fit`.
+    """
+    text = resources.files("gpuopt.estimate").joinpath("data/public_runs.json")
+    data = json.loads(text.read_text(encoding="utf-8"))
+    return {"training": list(data["training"]), "quantization": list(data["quantization"])}
 
 
 def load_calibration(path: str | Path | None = None) -> Calibration:
@@ -197,6 +256,29 @@ class _Row:
     gpu_type: str
     log_base: float  # log GPU-hours predicted with factors 1
     log_actual: float
+    name: str = ""
+    family: str = ""
+
+
+def history_job(record: Mapping[str, Any], *, source: str = "history row") -> dict[str, Any]:
+    """The training job of one history row: without outcome and metadata columns.
+
+    ``gpus`` (the GPUs the job ran on, any count) becomes the power of two at
+    or below it: the estimator plans powers of two, and GPU-hours depend on
+    the count only through the interconnect factor and the start-up overhead.
+    """
+    job = {
+        key: value
+        for key, value in record.items()
+        if key not in META_COLUMNS and key not in _TARGET_COLUMNS
+    }
+    job.setdefault("kind", "training")
+    ran = job.get("gpus")
+    if ran is not None:
+        if isinstance(ran, bool) or not isinstance(ran, int) or ran < 1:
+            raise ProblemError(f"{source}: gpus must be a positive integer (got {ran!r}).")
+        job["gpus"] = 1 << (ran.bit_length() - 1)
+    return job
 
 
 def _rows(history: Iterable[Mapping[str, Any]], base: Calibration) -> list[_Row]:
@@ -205,27 +287,37 @@ def _rows(history: Iterable[Mapping[str, Any]], base: Calibration) -> list[_Row]
     neutral = replace(base, variant_factor={}, gpu_factor={})
     rows: list[_Row] = []
     for position, record in enumerate(history):
-        record = dict(record)
-        record.setdefault("kind", "training")
-        gpu_hours = record.pop("gpu_hours", None)
-        duration = record.pop("duration_hours", None)
         where = f"history row {position + 1}"
-        if "gpus" not in record:
-            raise ProblemError(f"{where}: gpus (the GPUs the job ran on) is required.")
+        gpu_hours = record.get("gpu_hours")
+        duration = record.get("duration_hours")
+        meta = {key: str(record.get(key, "")) for key in META_COLUMNS}
+        ran = record.get("gpus")
+        record = history_job(record, source=where)
         if gpu_hours is None:
             if duration is None:
                 raise ProblemError(f"{where}: gpu_hours or duration_hours is required.")
-            gpu_hours = float(duration) * int(record["gpus"])
-        if not float(gpu_hours) > 0:
-            raise ProblemError(f"{where}: gpu_hours must be > 0 (got {gpu_hours!r}).")
+            if ran is None:
+                raise ProblemError(
+                    f"{where}: gpus (the GPUs the job ran on) is required with duration_hours."
+                )
+            gpu_hours = float(duration) * ran
+        if not (float(gpu_hours) > 0 and math.isfinite(float(gpu_hours))):
+            raise ProblemError(
+                f"{where}: gpu_hours must be a finite number > 0 (got {gpu_hours!r})."
+            )
         job = TrainingJob.parse(record, source=where)
-        plan = first_principles(job, neutral)
+        try:
+            plan = first_principles(job, neutral)
+        except ProblemError as exc:
+            raise ProblemError(f"{where} (ran on {ran} GPUs): {exc}") from None
         rows.append(
             _Row(
                 variant=job.variant,
                 gpu_type=job.gpu_type,
                 log_base=math.log(plan.gpu_hours),
                 log_actual=math.log(float(gpu_hours)),
+                name=meta["name"] or where,
+                family=meta["family"] or meta["name"] or where,
             )
         )
     return rows
@@ -259,25 +351,54 @@ def huber_regression(
     return beta, scale
 
 
+def _fixed_gpus(rows: list[_Row]) -> set[str]:
+    """GPU types whose factor stays at the base value so that the fit is identifiable.
+
+    Variants and GPU types are linked by the rows that pair them; in each
+    connected group one GPU type keeps its factor (A100-80GB when the group
+    has it, else the group's most frequent type), since only the products
+    ``variant factor x GPU factor`` within a group are seen.
+    """
+    parent: dict[str, str] = {}
+
+    def find(node: str) -> str:
+        while parent.setdefault(node, node) != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for row in rows:
+        parent[find("v:" + row.variant)] = find("g:" + row.gpu_type)
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.gpu_type] = counts.get(row.gpu_type, 0) + 1
+    groups: dict[str, list[str]] = {}
+    for gpu in sorted(counts):
+        groups.setdefault(find("g:" + gpu), []).append(gpu)
+    fixed = set()
+    for members in groups.values():
+        if "A100-80GB" in members:
+            fixed.add("A100-80GB")
+        else:
+            fixed.add(max(members, key=lambda g: (counts[g], g)))
+    return fixed
+
+
 def _fit_rows(rows: list[_Row], base: Calibration) -> Calibration:
     variants = sorted({row.variant for row in rows})
     gpu_types = sorted({row.gpu_type for row in rows})
-    counts = {g: sum(row.gpu_type == g for row in rows) for g in gpu_types}
-    # One GPU type keeps its factor so that variant and GPU effects are identifiable.
-    reference = "A100-80GB" if "A100-80GB" in counts else max(gpu_types, key=lambda g: counts[g])
-    free_gpus = [g for g in gpu_types if g != reference]
+    fixed = _fixed_gpus(rows)
+    free_gpus = [g for g in gpu_types if g not in fixed]
     design = np.zeros((len(rows), len(variants) + len(free_gpus)))
     target = np.empty(len(rows))
     v_idx = {v: i for i, v in enumerate(variants)}
     g_idx = {g: len(variants) + i for i, g in enumerate(free_gpus)}
-    reference_log = math.log(base.gpu_factor.get(reference, 1.0))
     for r, row in enumerate(rows):
         design[r, v_idx[row.variant]] = 1.0
         if row.gpu_type in g_idx:
             design[r, g_idx[row.gpu_type]] = 1.0
-        target[r] = (
-            row.log_actual - row.log_base - (reference_log if row.gpu_type == reference else 0)
-        )
+        fixed_log = math.log(base.gpu_factor.get(row.gpu_type, 1.0)) if row.gpu_type in fixed else 0
+        target[r] = row.log_actual - row.log_base - fixed_log
     beta, _ = huber_regression(design, target)
     residual = target - design @ beta
     sigma = float(np.median(np.abs(residual))) * 1.4826 if len(rows) > 1 else base.sigma_log
@@ -313,26 +434,74 @@ def _summary(errors: np.ndarray) -> dict[str, float]:
     }
 
 
+def _leave_one_out(rows: list[_Row], base: Calibration, by: str) -> dict[str, Any]:
+    """Held-out errors: each row predicted by a fit on the rows outside its group.
+
+    ``by`` is ``"row"`` (every row on its own) or ``"family"`` (all rows of a
+    family at once). A row whose variant (or GPU type) has no other row keeps
+    the ``base`` factor for it: that prediction is the prior's.
+    """
+    groups: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        key = str(index) if by == "row" else row.family
+        groups.setdefault(key, []).append(index)
+    heldout = np.empty(len(rows))
+    for members in groups.values():
+        rest = [row for i, row in enumerate(rows) if i not in members]
+        trial = _fit_rows(rest, base) if rest else base
+        held = [rows[i] for i in members]
+        heldout[members] = _log_errors(held, trial)
+    return {
+        "by": by,
+        "groups": len(groups),
+        "heldout": _summary(heldout),
+        "rows": [
+            {
+                "name": row.name,
+                "family": row.family,
+                "variant": row.variant,
+                "gpu_type": row.gpu_type,
+                "log_error": round(float(error), 4),
+            }
+            for row, error in zip(rows, heldout, strict=True)
+        ],
+    }
+
+
 def fit(
     history: str | Path | Iterable[Mapping[str, Any]],
     *,
     base: Calibration | None = None,
     holdout: float = 0.2,
     seed: int = 0,
+    leave_out: str | Iterable[str] = (),
 ) -> Calibration:
     """Fit per-variant and per-GPU duration factors on a history of finished jobs.
 
     ``history`` is a CSV path (see :func:`read_history`) or rows as dicts. The
     model is ``log(actual) = log(predicted with factors 1) + b_variant + c_gpu``
-    with one GPU type held at its ``base`` factor (A100-80GB when present),
-    fitted by a Huber regression (IRLS) so that a few wild jobs do not move
-    the factors. A seeded ``holdout`` share of the rows (when there are at
-    least 10) is first kept out to measure the error of a fit on the rest,
-    against the ``base`` calibration on the same rows; the returned
-    calibration is then refitted on every row, and ``report`` says all this.
+    with one GPU type per connected group of variants and GPU types held at
+    its ``base`` factor (A100-80GB when present), fitted by a Huber
+    regression (IRLS) so that a few wild jobs do not move the factors. A
+    seeded ``holdout`` share of the rows (when there are at least 10) is first
+    kept out to measure the error of a fit on the rest, against the ``base``
+    calibration on the same rows; the returned calibration is then refitted
+    on every row, and ``report`` says all this.
+
+    ``leave_out`` (``"row"``, ``"family"`` or both) adds a leave-one-out report
+    per way: each row predicted by a fit without it (or without its whole
+    ``family``, a metadata column). Then ``sigma_log``, the band, comes from
+    the largest of those held-out spreads (1.4826 x median |log error|)
+    rather than from the in-sample residuals.
     """
     if not 0 <= holdout < 1:
         raise ProblemError(f"holdout must be in [0, 1) (got {holdout!r}).")
+    ways = (leave_out,) if isinstance(leave_out, str) else tuple(leave_out)
+    for way in ways:
+        if way not in LEAVE_OUT:
+            raise ProblemError(
+                f"leave_out {way!r} is not known; use one of {', '.join(LEAVE_OUT)}."
+            )
     base = base or default_calibration()
     records = read_history(history) if isinstance(history, (str, Path)) else list(history)
     rows = _rows(records, base)
@@ -352,7 +521,17 @@ def fit(
         }
     fitted = _fit_rows(rows, base)
     report["in_sample"] = _summary(_log_errors(rows, fitted))
+    report["base_on_rows"] = _summary(_log_errors(rows, base))
     report["variants"] = sorted({row.variant for row in rows})
     report["gpu_types"] = sorted({row.gpu_type for row in rows})
+    report["fixed_gpu_types"] = sorted(_fixed_gpus(rows))
+    if ways:
+        loo = {way: _leave_one_out(rows, base, way) for way in ways}
+        report["leave_one_out"] = loo
+        spreads = [
+            1.4826 * float(np.median([abs(r["log_error"]) for r in part["rows"]]))
+            for part in loo.values()
+        ]
+        fitted = replace(fitted, sigma_log=max(max(spreads), 0.01))
     provenance = f"fitted by gpuopt.estimate.fit on {len(rows)} finished jobs"
     return replace(fitted, provenance=provenance, report=report)

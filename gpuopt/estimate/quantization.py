@@ -158,6 +158,17 @@ def _speed(job: QuantizationJob) -> float:
     return math.sqrt(spec.peak_tflops / ref.peak_tflops * spec.bandwidth_tbs / ref.bandwidth_tbs)
 
 
+def quantization_hours(job: QuantizationJob) -> float:
+    """Hours of the job on one GPU before the safety margin and the rounding.
+
+    >>> round(quantization_hours(QuantizationJob(params_b=175, algorithm="gptq",
+    ...                                          gpu_type="A100-80GB")), 2)
+    4.21
+    """
+    cost = ALGORITHM_COSTS[job.algorithm]
+    return (cost.fixed_hours + cost.hours_per_b * job.tier_b) / _speed(job)
+
+
 def estimate_quantization(job: QuantizationJob) -> Estimate:
     """Estimate GPUs and duration of a quantization job (whole GPU-hours).
 
@@ -185,7 +196,7 @@ def estimate_quantization(job: QuantizationJob) -> Estimate:
             )
         gpus = job.gpus
     cost = ALGORITHM_COSTS[job.algorithm]
-    raw_hours = (cost.fixed_hours + cost.hours_per_b * job.tier_b) / _speed(job)
+    raw_hours = quantization_hours(job)
     # the passes are sequential over blocks: more GPUs hold more, they do not go faster
     gpu_hours = float(math.ceil(raw_hours * margin * gpus - 1e-9))
     duration = gpu_hours / gpus

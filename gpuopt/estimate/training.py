@@ -13,7 +13,11 @@ states, frozen reference/reward models) is divided by the GPU count; the
 activations of one micro-batch, the KV cache of RL generation, one gathered
 layer and a fixed runtime overhead are per GPU. The smallest power of two
 that fits in 90 % of a GPU's memory is the GPU count (more when ``gpus`` or
-``max_hours`` asks for more).
+``max_hours`` asks for more). Paged optimizers (``paged-adamw``,
+``paged-adamw-8bit``, bitsandbytes / QLoRA) keep their states in CUDA unified
+memory, which the driver evicts to host RAM when the GPU is full and pages
+back for the optimizer step: those states are counted in host memory, not in
+the GPU fit, and their worst-case transfer time is added to the duration.
 
 Duration: ``tokens x FLOPs per token / (GPUs x peak x MFU)`` for the training
 passes plus ``generated tokens x forward FLOPs / (GPUs x peak x generation
@@ -24,7 +28,7 @@ fixed start-up overhead.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -65,11 +69,36 @@ TECHNIQUES: tuple[str, ...] = ("sft", "cpt", "dpo", "rlhf", "rlvr")
 VARIANTS: tuple[str, ...] = tuple(f"{s}-{t}" for s in STRATEGIES for t in TECHNIQUES)
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
-Optimizer = Literal["adamw", "adamw-8bit", "adafactor", "sgd"]
+Optimizer = Literal["adamw", "adamw-8bit", "adafactor", "sgd", "paged-adamw", "paged-adamw-8bit"]
+AdapterPrecision = Literal["fp32", "bf16"]
 Interconnect = Literal["nvlink", "infiniband", "roce", "ethernet", "pcie"]
 
-#: Bytes per trainable parameter for the fp32 master copy plus optimizer states.
-OPTIMIZER_BYTES: dict[str, float] = {"adamw": 12.0, "adamw-8bit": 6.0, "adafactor": 4.5, "sgd": 8.0}
+#: Bytes of optimizer state per trainable parameter (Adam: m and v in fp32; 8-bit
+#: Adam: both in 8 bits; Adafactor: factored second moment, about 0.5; SGD:
+#: momentum). The paged variants hold the same states in CUDA unified memory.
+OPTIMIZER_STATE_BYTES: dict[str, float] = {
+    "adamw": 8.0,
+    "adamw-8bit": 2.0,
+    "adafactor": 0.5,
+    "sgd": 4.0,
+    "paged-adamw": 8.0,
+    "paged-adamw-8bit": 2.0,
+}
+#: Optimizers whose states may live in host memory (bitsandbytes paged optimizers).
+PAGED_OPTIMIZERS: frozenset[str] = frozenset({"paged-adamw", "paged-adamw-8bit"})
+#: fp32 master copy kept for a 16-bit trained weight (mixed precision).
+MASTER_BYTES = 4.0
+#: Master copy plus optimizer states per trainable 16-bit parameter.
+OPTIMIZER_BYTES: dict[str, float] = {
+    name: MASTER_BYTES + state for name, state in OPTIMIZER_STATE_BYTES.items()
+}
+#: Bytes of one adapter weight and of its gradient: fp32 adapters are their own
+#: master copy; bf16 adapters (QLoRA: ``--bf16`` casts the LoRA layers to bf16,
+#: Dettmers et al. 2023, section 3) are updated in place, without a master copy.
+ADAPTER_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0}
+#: Host-to-GPU bandwidth assumed for paging optimizer states (PCIe 4.0 x16 is
+#: 32 GB/s per direction on paper; 16 GB/s effective is an assumption).
+HOST_LINK_BYTES_PER_S = 16e9
 #: Bytes per frozen weight: 16-bit, or 4-bit NF4 with double quantization (QLoRA).
 WEIGHT_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 2.0, "fp32": 4.0}
 QLORA_WEIGHT_BYTES = 0.55
@@ -132,6 +161,9 @@ class TrainingJob(BaseModel):
     micro_batch: int = Field(default=1, ge=1, le=100_000)
     precision: Precision = "bf16"
     optimizer: Optimizer = "adamw"
+    adapter_precision: AdapterPrecision | None = Field(
+        default=None, description="LoRA/QLoRA adapters: fp32 (lora) or bf16 (qlora) by default."
+    )
     interconnect: Interconnect = "infiniband"
     lora_rank: int = Field(default=16, ge=1, le=65_536)
     trainable_fraction: float | None = Field(default=None, gt=0, le=1)
@@ -167,6 +199,10 @@ class TrainingJob(BaseModel):
             raise ValueError(f"precision 'fp8' is not supported by gpu_type {self.gpu_type!r}")
         if self.strategy == "qlora" and self.precision == "fp32":
             raise ValueError("precision 'fp32' does not apply to strategy 'qlora'")
+        if self.adapter_precision is not None and self.strategy not in ("lora", "qlora"):
+            raise ValueError(
+                f"adapter_precision applies to strategy 'lora' or 'qlora', not {self.strategy!r}"
+            )
         return self
 
     @classmethod
@@ -184,6 +220,18 @@ class TrainingJob(BaseModel):
             return self.tokens_b * 1e9
         assert self.dataset_tokens_b is not None and self.epochs is not None
         return self.dataset_tokens_b * self.epochs * 1e9
+
+    @property
+    def adapters(self) -> AdapterPrecision:
+        """Precision of LoRA/QLoRA adapters: as given, else bf16 for qlora, fp32 for lora."""
+        if self.adapter_precision is not None:
+            return self.adapter_precision
+        return "bf16" if self.strategy == "qlora" else "fp32"
+
+    @property
+    def paged(self) -> bool:
+        """Whether the optimizer states are paged (may live in host memory)."""
+        return self.optimizer in PAGED_OPTIMIZERS
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -227,11 +275,16 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Memory:
-    """Bytes of one job: sharded model states (all GPUs together) and per-GPU needs."""
+    """Bytes of one job: sharded model states (all GPUs together) and per-GPU needs.
+
+    ``host`` holds what paged optimizers may keep in host RAM (all GPUs
+    together); it is not part of the GPU fit.
+    """
 
     sharded: dict[str, float]
     per_gpu: dict[str, float]
     gathered_layer: float = 0.0
+    host: dict[str, float] = field(default_factory=dict)
 
     def per_gpu_bytes(self, gpus: int) -> float:
         """Bytes on each of ``gpus`` GPUs (a sharded run also holds one gathered layer)."""
@@ -252,6 +305,7 @@ class Plan:
     mfu: float
     factor: float
     memory: Memory
+    paging_hours: float = 0.0
 
 
 def trainable_share(job: TrainingJob) -> float:
@@ -267,16 +321,21 @@ def trainable_share(job: TrainingJob) -> float:
     return min(1.0, adapters / (job.params_b * 1e9))
 
 
-def _model_state_bytes(job: TrainingJob, params: float) -> float:
-    """Weights, gradients and optimizer states of one trained model of ``params`` weights."""
+def _model_state_bytes(job: TrainingJob, params: float) -> tuple[float, float]:
+    """``(GPU bytes, optimizer-state bytes)`` of one trained model of ``params`` weights.
+
+    The first part holds the weights, gradients and (for 16-bit trained
+    weights) the fp32 master copy; the second the optimizer states, which a
+    paged optimizer may keep in host memory.
+    """
     share = trainable_share(job)
-    optimizer = OPTIMIZER_BYTES[job.optimizer]
+    states = share * params * OPTIMIZER_STATE_BYTES[job.optimizer]
     if job.strategy in ("lora", "qlora"):
         frozen = QLORA_WEIGHT_BYTES if job.strategy == "qlora" else WEIGHT_BYTES[job.precision]
-        # adapters live in fp32: the weight is its own master copy, fp32 gradient
-        return params * frozen + share * params * (optimizer + 4.0)
+        adapter = ADAPTER_BYTES[job.adapters]  # weight (its own master copy) and gradient
+        return params * frozen + share * params * 2 * adapter, states
     weight = WEIGHT_BYTES[job.precision]
-    return params * weight + share * params * (optimizer + weight)
+    return params * weight + share * params * (weight + MASTER_BYTES), states
 
 
 def memory(job: TrainingJob) -> Memory:
@@ -284,14 +343,16 @@ def memory(job: TrainingJob) -> Memory:
     params = job.params_b * 1e9
     reward = (job.reward_params_b or job.params_b) * 1e9
     frozen_bytes = QLORA_WEIGHT_BYTES if job.strategy == "qlora" else WEIGHT_BYTES[job.precision]
-    sharded = {"policy": _model_state_bytes(job, params)}
+    policy, policy_states = _model_state_bytes(job, params)
+    sharded = {"policy": policy}
+    states = {"policy": policy_states}
     technique = job.technique
     if technique in ("dpo", "rlhf", "rlvr") and job.strategy not in ("lora", "qlora"):
         # LoRA's reference is the frozen base itself (adapters disabled): no copy.
         sharded["reference"] = params * WEIGHT_BYTES[job.precision]
     if technique == "rlhf":
         sharded["reward"] = reward * frozen_bytes
-        sharded["value"] = _model_state_bytes(job, reward)
+        sharded["value"], states["value"] = _model_state_bytes(job, reward)
     layers, hidden = job.shape
     seq, batch = job.seq_len, job.micro_batch
     if technique == "dpo":
@@ -312,7 +373,13 @@ def memory(job: TrainingJob) -> Memory:
             job.generation_batch * seq * 2 * layers * hidden * job.kv_fraction * 2.0
         )
     gathered = 2 * (params / layers) * WEIGHT_BYTES[job.precision]  # ZeRO-3 prefetch of 2 layers
-    return Memory(sharded=sharded, per_gpu=per_gpu, gathered_layer=gathered)
+    host: dict[str, float] = {}
+    for model, state in states.items():
+        if job.paged:  # evicted to host RAM when the GPU is full, paged in for the step
+            host[f"{model}_optimizer"] = state
+        else:
+            sharded[model] += state
+    return Memory(sharded=sharded, per_gpu=per_gpu, gathered_layer=gathered, host=host)
 
 
 def flops(job: TrainingJob) -> tuple[float, float]:
@@ -365,8 +432,30 @@ def _peak_flops(job: TrainingJob) -> float:
     return peak
 
 
+def paging_hours(job: TrainingJob, mem: Memory, gpus: int) -> float:
+    """Worst-case hours spent paging optimizer states in and out of host memory.
+
+    Upper bound: every optimizer step moves each GPU's share of the paged
+    states to the GPU and back at :data:`HOST_LINK_BYTES_PER_S`. The step
+    count needs ``global_batch`` (sequences); without it the cost is taken as
+    0, in line with the QLoRA paper, which found paged optimizers as fast as
+    regular ones for 65B models on 48 GB GPUs at batch size 16.
+    """
+    if not mem.host or job.global_batch is None:
+        return 0.0
+    steps = job.total_tokens / (job.global_batch * job.seq_len)
+    per_gpu = sum(mem.host.values()) / gpus
+    return steps * 2 * per_gpu / HOST_LINK_BYTES_PER_S / 3600
+
+
 def _hours(
-    job: TrainingJob, gpus: int, train: float, generated: float, mfu: float, cal: Calibration
+    job: TrainingJob,
+    gpus: int,
+    train: float,
+    generated: float,
+    mfu: float,
+    cal: Calibration,
+    paging: float = 0.0,
 ) -> float:
     peak = _peak_flops(job)
     link = INTERCONNECT_EFFICIENCY[job.interconnect]
@@ -376,7 +465,8 @@ def _hours(
         link = 1.0
     seconds = train / (gpus * peak * mfu * link)
     seconds += generated / (gpus * peak * cal.generation_mfu)
-    return seconds / 3600 * cal.factor(job.variant, job.gpu_type) + job.overhead_hours
+    factor = cal.factor(job.variant, job.gpu_type)
+    return seconds / 3600 * factor + paging + job.overhead_hours
 
 
 def min_gpus(job: TrainingJob, mem: Memory | None = None) -> int:
@@ -419,14 +509,14 @@ def first_principles(job: TrainingJob, cal: Calibration | None = None) -> Plan:
     if mfu is None:
         raise ProblemError(f"calibration: mfu has no value for variant {job.variant!r}.")
     train, generated = flops(job)
-    hours = _hours(job, gpus, train, generated, mfu, cal)
+    hours = _hours(job, gpus, train, generated, mfu, cal, paging_hours(job, mem, gpus))
     if job.max_hours is not None and job.gpus is None:
         ceiling = MAX_ESTIMATE_GPUS
         if job.global_batch is not None:  # pure data parallel: a sequence per GPU at least
             ceiling = min(ceiling, 1 << (job.global_batch.bit_length() - 1))
         while hours > job.max_hours and gpus * 2 <= ceiling:
             gpus *= 2
-            hours = _hours(job, gpus, train, generated, mfu, cal)
+            hours = _hours(job, gpus, train, generated, mfu, cal, paging_hours(job, mem, gpus))
     return Plan(
         gpus=gpus,
         min_gpus=needed,
@@ -437,6 +527,7 @@ def first_principles(job: TrainingJob, cal: Calibration | None = None) -> Plan:
         mfu=mfu,
         factor=cal.factor(job.variant, job.gpu_type),
         memory=mem,
+        paging_hours=paging_hours(job, mem, gpus),
     )
 
 
@@ -464,10 +555,20 @@ def estimate_training(job: TrainingJob, cal: Calibration | None = None) -> Estim
         f"{job.variant} of {job.params_b:g}B parameters on {job.total_tokens / 1e9:,.4g}B tokens, "
         f"{job.gpu_type} ({spec.memory_gb:g} GB, {_peak_flops(job) / 1e12:,.0f} TFLOP/s "
         f"{job.precision}), {layers} layers x {hidden} hidden, trainable share "
-        f"{trainable_share(job):.4g}.",
+        f"{trainable_share(job):.4g}"
+        + (f" ({job.adapters} adapters)" if job.strategy in ("lora", "qlora") else "")
+        + f", optimizer {job.optimizer}.",
         f"Memory (ZeRO-3/FSDP full shard over the GPUs): sharded GiB: {parts}; per GPU GiB: "
         f"{local}; at {plan.gpus} GPUs {per_gpu:,.1f} of {spec.memory_gb * MEMORY_USABLE:,.1f} "
-        f"usable GiB (fits from {plan.min_gpus} GPUs).",
+        f"usable GiB (fits from {plan.min_gpus} GPUs)"
+        + (
+            "; paged optimizer states in host RAM GiB: "
+            + ", ".join(f"{k} {v / GIB:,.1f}" for k, v in mem.host.items())
+            + f" (worst-case paging {plan.paging_hours:.3g} h)"
+            if mem.host
+            else ""
+        )
+        + ".",
         f"Compute: {plan.train_flops:.3e} training FLOPs at MFU {plan.mfu:.3g}"
         + (
             f" + {plan.generation_flops:.3e} generation FLOPs at MFU {cal.generation_mfu:.3g}"

@@ -65,3 +65,23 @@ def test_main_when_registered(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     job.write_text(json.dumps({**JOB, "strategy": "nope"}))
     assert cli.main(["estimate", str(job)]) == cli.EXIT_BAD_INPUT
     assert "strategy 'nope' is not known" in capsys.readouterr().err
+
+
+def test_calibrate_leave_one_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    history, out = tmp_path / "h.csv", tmp_path / "cal.json"
+    lines = ["name,family,params_b,tokens_b,strategy,technique,gpu_type,gpus,gpu_hours"]
+    lines += [
+        f"job{i},team{i % 3},7,{0.1 * (i + 1)},lora,sft,A100-80GB,{6 if i % 2 else 8},"
+        f"{10 * (i + 1)}"
+        for i in range(12)
+    ]
+    history.write_text("\n".join(lines) + "\n")
+    args = ["calibrate", str(history), "--out", str(out), "--leave-out", "row"]
+    assert run([*args, "--leave-out", "family"]) == 0
+    report = json.loads(out.read_text())["report"]
+    assert report["leave_one_out"]["row"]["groups"] == 12
+    assert report["leave_one_out"]["family"]["groups"] == 3
+    assert [r["name"] for r in report["leave_one_out"]["row"]["rows"]][:2] == ["job0", "job1"]
+    printed = capsys.readouterr().out
+    assert "leave one row out (12 groups)" in printed
+    assert "leave one family out (3 groups)" in printed

@@ -9,7 +9,9 @@ from gpuopt.estimate import estimate
 from gpuopt.estimate.quantization import QuantizationJob
 
 
-def quant(params_b: float, algorithm: str, gpu_type: str = "A100-80GB", **extra: object) -> dict:
+def quant(
+    params_b: float, algorithm: str, gpu_type: str = "A100-80GB", **extra: object
+) -> dict[str, object]:
     return {
         "kind": "quantization",
         "params_b": params_b,

@@ -17,6 +17,7 @@ from gpuopt.estimate.training import (
     first_principles,
     flops,
     memory,
+    paging_hours,
     trainable_share,
 )
 
@@ -147,3 +148,75 @@ def test_too_few_gpus_is_an_error() -> None:
 def test_unknown_kind() -> None:
     with pytest.raises(ProblemError, match="kind 'inference' is not known"):
         estimate({"kind": "inference"})
+
+
+GUANACO: dict[str, Any] = {
+    "kind": "training",
+    "params_b": 65.2,
+    "tokens_b": 1875 * 16 * 512 / 1e9,
+    "strategy": "qlora",
+    "technique": "sft",
+    "gpu_type": "A6000-48GB",
+    "seq_len": 512,
+    "layers": 80,
+    "hidden": 8192,
+    "lora_rank": 64,
+    "micro_batch": 4,
+    "global_batch": 16,
+    "optimizer": "paged-adamw",
+}
+
+
+def test_paged_optimizer_states_live_in_host_memory() -> None:
+    """QLoRA paper: 65B on one 48 GB GPU with paged AdamW (32-bit states, bf16 adapters)."""
+    paged = job(**{k: v for k, v in GUANACO.items() if k != "kind"})
+    mem = memory(paged)
+    share = trainable_share(paged)
+    adapters = share * 65.2e9
+    assert 780e6 < adapters < 820e6  # r=64 on every linear layer of LLaMA-65B: ~800 M
+    assert mem.host == {"policy_optimizer": pytest.approx(adapters * 8.0)}  # fp32 m and v
+    # bf16 adapters: weight and gradient, 2 bytes each, no master copy
+    assert mem.sharded["policy"] == pytest.approx(65.2e9 * 0.55 + adapters * 4.0)
+    assert first_principles(paged).gpus == 1
+    assert estimate({**GUANACO, "gpus": 1}).gpus == 1
+    # the same job with the states on the GPU needs two 48 GB GPUs
+    resident = job(**{**GUANACO, "optimizer": "adamw", "kind": "training"})
+    assert not memory(resident).host
+    assert memory(resident).sharded["policy"] == pytest.approx(mem.sharded["policy"] + adapters * 8)
+    assert first_principles(resident).gpus == 2
+    with pytest.raises(ProblemError, match="gpus 1 is too few"):
+        estimate({**GUANACO, "optimizer": "adamw", "gpus": 1})
+    assert "host RAM" in estimate(GUANACO).explanation
+
+
+def test_paging_cost_is_a_small_bounded_addition() -> None:
+    paged = job(**{k: v for k, v in GUANACO.items() if k != "kind"})
+    plan = first_principles(paged)
+    mem = memory(paged)
+    # worst case: all states (6.4 GB) in and out over 16 GB/s once per step, 1875 steps
+    steps = 1875
+    expected = steps * 2 * sum(mem.host.values()) / 16e9 / 3600
+    assert paging_hours(paged, mem, 1) == pytest.approx(expected, rel=1e-6)
+    assert plan.paging_hours == pytest.approx(expected, rel=1e-6)
+    assert 0 < plan.paging_hours < 0.05 * plan.hours
+    # without a batch size the step count is unknown and no cost is added
+    unknown = job(**{k: v for k, v in GUANACO.items() if k not in ("kind", "global_batch")})
+    assert paging_hours(unknown, memory(unknown), 1) == 0.0
+    # non-paged optimizers never pay it
+    resident = job(**{k: v for k, v in GUANACO.items() if k != "kind"} | {"optimizer": "adamw"})
+    assert first_principles(resident).paging_hours == 0.0
+
+
+def test_adapter_precision() -> None:
+    lora, qlora = job(strategy="lora"), job(strategy="qlora")
+    assert lora.adapters == "fp32" and qlora.adapters == "bf16"
+    share = trainable_share(lora)
+    # fp32 adapters: weight (own master) 4 + gradient 4 + Adam 8 = 16 bytes
+    assert memory(lora).sharded["policy"] == pytest.approx(7e9 * 2 + share * 7e9 * 16)
+    bf16 = job(strategy="lora", adapter_precision="bf16")
+    assert memory(bf16).sharded["policy"] == pytest.approx(7e9 * 2 + share * 7e9 * 12)
+    with pytest.raises(ProblemError, match="adapter_precision applies to strategy"):
+        estimate({**BASE, "adapter_precision": "bf16"})
+    # 8-bit paged Adam keeps 2 bytes per adapter weight in host memory
+    eight = job(strategy="qlora", optimizer="paged-adamw-8bit")
+    assert memory(eight).host["policy_optimizer"] == pytest.approx(share * 7e9 * 2)
