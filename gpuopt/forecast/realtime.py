@@ -6,6 +6,8 @@ Three steps, each usable alone:
    ``horizon`` hours (default 24) with one of the models of :data:`MODELS`;
    the default, ``blend``, was chosen by rolling-origin day-ahead error on
    the ServeGen traces (``models/forecast.md``, ``benchmarks/forecast_realtime.py``).
+   :func:`forecast_interval` adds an upper bound calibrated on the model's
+   past errors inside the history (split-conformal), for ``gpus_for``.
 2. :func:`gpus_for` converts a rate forecast into GPUs per step, with headroom,
    ramped ahead of peaks so that the count changes by at most ``max_swap``
    between steps, the rule the allocation planner enforces (A4).
@@ -30,7 +32,7 @@ import importlib
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from pydantic import ValidationError
@@ -50,9 +52,22 @@ WEEKDAY_WEEKS = 3
 #: Hours whose profile is below this share of the daily mean do not set the level
 #: (their ratio to the profile is mostly noise).
 _LEVEL_MIN_SHAPE = 0.1
+#: The blend's one-step error correction at most doubles or halves the forecast.
+_CORRECTION_LIMIT = math.log(2.0)
+#: Calibration origins of :func:`forecast_interval` have at least this much history.
+CALIBRATION_MIN_HISTORY = 48
+#: Upper multiplier when no calibration origin exists: ``gpus_for``'s default headroom.
+UNCALIBRATED_MULTIPLIER = 1.2
 
 ModelName = Literal[
-    "blend", "naive-24", "naive-168", "weekly-profile", "daily-profile", "holt-winters", "mstl"
+    "blend",
+    "blend-median",
+    "naive-24",
+    "naive-168",
+    "weekly-profile",
+    "daily-profile",
+    "holt-winters",
+    "mstl",
 ]
 DEFAULT_MODEL: ModelName = "blend"
 
@@ -113,6 +128,27 @@ def _day_slots(offsets: np.ndarray) -> np.ndarray:
     return np.asarray(np.floor_divide(offsets, HOURS_PER_DAY) % 7)
 
 
+def _daily_shape(history: np.ndarray, days: int = PROFILE_DAYS) -> np.ndarray | None:
+    """Mean-1 shape of the day: median over the last ``days`` whole days of each day / its mean.
+
+    Days are end-aligned 24-hour blocks, so ``shape[j]`` belongs to the hours
+    ``j``, ``j + 24``, ... of the last ``24 * days`` hours and of the forecast.
+    Days whose mean is 0 carry no shape; ``None`` if every day is 0.
+    """
+    size = history.size
+    whole = min(days, size // HOURS_PER_DAY)
+    block = history[size - HOURS_PER_DAY * whole :].reshape(whole, HOURS_PER_DAY)
+    means = block.mean(axis=1)
+    busy = means > 0
+    if not busy.any():
+        return None
+    ratios = block[busy] / means[busy, None]
+    shape = np.median(ratios, axis=0)
+    if shape.sum() <= 0:  # traffic in a different hour every day: the median is all zero
+        shape = ratios.mean(axis=0)
+    return np.asarray(shape / shape.mean())
+
+
 def _daily_profile(
     history: np.ndarray, horizon: int, *, level_hours: int = 24, days: int = PROFILE_DAYS
 ) -> np.ndarray:
@@ -128,17 +164,9 @@ def _daily_profile(
     none, the level is the mean of those hours.
     """
     size = history.size
-    whole = min(days, size // HOURS_PER_DAY)
-    block = history[size - HOURS_PER_DAY * whole :].reshape(whole, HOURS_PER_DAY)
-    means = block.mean(axis=1)
-    busy = means > 0
-    if not busy.any():
+    shape = _daily_shape(history, days)
+    if shape is None:
         return np.zeros(horizon)
-    ratios = block[busy] / means[busy, None]
-    shape = np.median(ratios, axis=0)
-    if shape.sum() <= 0:  # traffic in a different hour every day: the median is all zero
-        shape = ratios.mean(axis=0)
-    shape = shape / shape.mean()
     factors = _weekday_factors(history)
     hours = min(level_hours, size)
     past = np.arange(-hours, 0)
@@ -195,8 +223,8 @@ def _weekly_profile(history: np.ndarray, horizon: int, *, level_hours: int = 24)
     return ratio * future
 
 
-def _blend(history: np.ndarray, horizon: int) -> np.ndarray:
-    """Median of four forecasts (three below a week of history).
+def _blend_median(history: np.ndarray, horizon: int) -> np.ndarray:
+    """Median of four forecasts (three below a week of history): ``blend-median``.
 
     The daily profile with levels of the last 24 h and of the last 168 h, the
     same hour yesterday (weekday-scaled from three weeks on), and the median of
@@ -218,6 +246,66 @@ def _blend(history: np.ndarray, horizon: int) -> np.ndarray:
             )
         )
     return np.asarray(np.median(np.vstack(members), axis=0))
+
+
+def _persistence(history: np.ndarray) -> float:
+    """How much of an hour's deviation from its day's level carries to the next hour.
+
+    Deseasonalise the last (up to 14) whole days by the daily shape
+    (:func:`_daily_shape`; hours with a shape under 10 % of the mean and zero
+    hours left out), take each hour's log ratio to the median of its day, and
+    return the least-squares lag-1 coefficient of that series (consecutive
+    hours, across midnight too), clipped to ``[0, 1]``: ``phi`` of an AR(1)
+    model of the deviations. 0 when there are fewer than 24 pairs or no
+    deviation at all (a noise-free history).
+    """
+    shape = _daily_shape(history)
+    if shape is None:
+        return 0.0
+    days = min(PROFILE_DAYS, history.size // HOURS_PER_DAY)
+    block = history[history.size - HOURS_PER_DAY * days :].reshape(days, HOURS_PER_DAY)
+    usable = (shape >= _LEVEL_MIN_SHAPE)[None, :] & (block > 0)
+    ratio = np.divide(block, shape[None, :], out=np.full(block.shape, np.nan), where=usable)
+    deviation = np.full(block.shape, np.nan)
+    for day in range(days):
+        known = usable[day]
+        if known.any():
+            deviation[day, known] = np.log(ratio[day, known] / np.median(ratio[day, known]))
+    series = deviation.ravel()
+    before, after = series[:-1], series[1:]
+    pairs = np.isfinite(before) & np.isfinite(after)
+    if pairs.sum() < HOURS_PER_DAY:
+        return 0.0
+    spread = float(np.sum(before[pairs] ** 2))
+    if spread <= 0:
+        return 0.0
+    return float(np.clip(np.sum(before[pairs] * after[pairs]) / spread, 0.0, 1.0))
+
+
+def _blend(history: np.ndarray, horizon: int) -> np.ndarray:
+    """``blend-median`` corrected by the persistence of its last one-step error.
+
+    ``e = log(y[n-1] / f)``, with ``f`` the blend-median forecast of the last
+    hour made one hour earlier (from ``y[:n-1]``), clipped to ``±log 2``; the
+    forecast ``h`` hours ahead (``h = 1, 2, ...``) is the blend-median's times
+    ``exp(e * phi**h)``, ``phi`` from :func:`_persistence`. An hour busier
+    than the blend expected lifts the next hours, by a share that decays as
+    fast as deviations have decayed in the history (a seasonal model with
+    AR(1) errors). No correction below two days of history, when the last hour
+    or its one-step forecast is 0 (an outage is no level), or when ``phi`` is 0.
+    """
+    forecast = _blend_median(history, horizon)
+    if history.size < 2 * HOURS_PER_DAY:
+        return forecast
+    last = float(history[-1])
+    previous = float(_blend_median(history[:-1], 1)[0])
+    if last <= 0 or previous <= 0:
+        return forecast
+    phi = _persistence(history)
+    if phi == 0:
+        return forecast
+    error = float(np.clip(math.log(last / previous), -_CORRECTION_LIMIT, _CORRECTION_LIMIT))
+    return np.asarray(forecast * np.exp(error * phi ** np.arange(1, horizon + 1)))
 
 
 def _statsmodels(module: str) -> Any:
@@ -305,6 +393,7 @@ def _daily(history: np.ndarray, horizon: int) -> np.ndarray:
 #: Model name -> function ``(history with at least 24 hours and no NaN, horizon) -> forecast``.
 MODELS: dict[str, Model] = {
     "blend": _blend,
+    "blend-median": _blend_median,
     "naive-24": _naive_24,
     "naive-168": _naive_168,
     "weekly-profile": _weekly_profile,
@@ -315,7 +404,8 @@ MODELS: dict[str, Model] = {
 
 #: One line per model, for help texts and tables.
 MODEL_SUMMARIES: dict[str, str] = {
-    "blend": "median of daily-profile (24 h and 168 h levels), weekly median and naive-24",
+    "blend": "blend-median x the persistence (AR(1)) of its last one-step error",
+    "blend-median": "median of daily-profile (24 h and 168 h levels), weekly median and naive-24",
     "naive-24": "the same hour yesterday",
     "naive-168": "the same hour last week",
     "weekly-profile": "median of past weeks at the same hour of week x level of the last 24 h",
@@ -414,10 +504,12 @@ def forecast_hourly(
 
     - under 24 hours, every model returns the last known value;
     - under 168 hours, ``naive-168`` is ``naive-24``, ``weekly-profile`` is
-      ``daily-profile`` and ``blend`` drops its weekly member;
+      ``daily-profile`` and ``blend`` and ``blend-median`` drop their weekly
+      member;
     - under 48 hours (49 for ``mstl``), the statsmodels models are
-      ``daily-profile``; Holt-Winters and MSTL use the weekly period only from
-      two weeks of history on.
+      ``daily-profile`` and ``blend`` is ``blend-median`` (no error
+      correction); Holt-Winters and MSTL use the weekly period only from two
+      weeks of history on.
 
     Raises
     ------
@@ -447,6 +539,159 @@ def forecast_hourly(
         return np.full(horizon, values[-1])
     forecast = MODELS[model](values, horizon)
     return np.maximum(np.asarray(forecast, dtype=np.float64), 0.0)
+
+
+class Interval(NamedTuple):
+    """A forecast and its one-sided upper bound (:func:`forecast_interval`)."""
+
+    #: The point forecast, as :func:`forecast_hourly` returns it.
+    forecast: np.ndarray
+    #: ``forecast * multiplier``: the estimated ``quantile``-quantile of the rate at each hour.
+    upper: np.ndarray
+    #: :func:`conformal_multiplier` of ``ratios`` (below 1 for low quantiles, possibly).
+    multiplier: float
+    #: Past ``actual / forecast`` ratios behind the multiplier, sorted (empty: uncalibrated).
+    ratios: np.ndarray
+
+
+def conformal_multiplier(ratios: Sequence[float] | np.ndarray, quantile: float) -> float:
+    """The split-conformal ``quantile`` of past ``actual / forecast`` ratios.
+
+    With ``m`` finite ratios sorted, the ``ceil(quantile * (m + 1))``-th, or
+    the largest when that rank exceeds ``m`` (then short of the finite-sample
+    guarantee); :data:`UNCALIBRATED_MULTIPLIER` without ratios.
+
+    >>> conformal_multiplier([0.8, 1.0, 1.1, 1.3], 0.5)   # rank ceil(0.5 * 5) = 3
+    1.1
+    >>> conformal_multiplier([0.8, 1.0], 0.9)             # rank 3 > 2: the largest
+    1.0
+    """
+    if isinstance(quantile, bool) or not isinstance(quantile, (int, float, np.floating)):
+        raise ProblemError(f"quantile must be a number in (0, 1] (got {quantile!r}).")
+    if not (math.isfinite(quantile) and 0 < quantile <= 1):
+        raise ProblemError(f"quantile must be in (0, 1] (got {quantile}).")
+    values = np.asarray(ratios, dtype=np.float64).ravel()
+    values = np.sort(values[np.isfinite(values)])
+    if values.size == 0:
+        return UNCALIBRATED_MULTIPLIER
+    rank = math.ceil(quantile * (values.size + 1) - 1e-9)  # 1e-9: 0.95 * 20 is 19, not 20
+    return float(values[min(rank, values.size) - 1])
+
+
+def calibration_ratios(
+    history: Sequence[float] | np.ndarray,
+    horizon: int = 24,
+    *,
+    model: str = DEFAULT_MODEL,
+    calibration_days: int = PROFILE_DAYS,
+) -> np.ndarray:
+    """Sorted ``actual / forecast`` ratios of past forecasts of ``model``, on rolling origins.
+
+    Origins ``n - 24 j`` for ``j = 1 ... calibration_days``, each with at
+    least :data:`CALIBRATION_MIN_HISTORY` hours before it: the model forecasts
+    the next ``min(horizon, 24)`` hours from the history before the origin
+    only (missing hours filled from that prefix, so nothing after the origin
+    is seen). Every hour with a known actual gives a ratio, except hours
+    whose forecast is at most 10 % of the prefix's median hour: a relative
+    error of a near-zero forecast (made just after an outage day, say) is no
+    measure of the next day's (the bound of such an hour is near zero anyway).
+    Empty when the history is too short (under 72 hours for day-ahead).
+    """
+    days = _count("calibration_days", calibration_days)
+    if not days:
+        raise ProblemError(f"calibration_days must be at least 1 (got {calibration_days}).")
+    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
+        raise ProblemError(f"horizon must be a positive integer (got {horizon!r}).")
+    values = _history_array(history)
+    lead = min(int(horizon), HOURS_PER_DAY)
+    found: list[np.ndarray] = []
+    for back in range(1, days + 1):
+        origin = values.size - HOURS_PER_DAY * back
+        if origin < CALIBRATION_MIN_HISTORY:
+            break
+        prefix = values[:origin]
+        if np.isnan(prefix).all():
+            break
+        past = forecast_hourly(prefix, lead, model=model)
+        floor = _LEVEL_MIN_SHAPE * float(np.nanmedian(prefix))
+        actual = values[origin : origin + lead]
+        known = np.isfinite(actual) & (past > floor) & (past > 0)
+        found.append(actual[known] / past[known])
+    return np.sort(np.concatenate(found)) if found else np.zeros(0)
+
+
+def forecast_interval(
+    history: Sequence[float] | np.ndarray,
+    horizon: int = 24,
+    *,
+    quantile: float = 0.95,
+    model: str = DEFAULT_MODEL,
+    calibration_days: int = PROFILE_DAYS,
+    start_hour_of_week: int = 0,
+) -> Interval:
+    """The forecast and an upper bound that past forecasts of the same model kept to.
+
+    Split-conformal on rolling origins inside the history: the multiplier is
+    :func:`conformal_multiplier` of :func:`calibration_ratios` (past day-ahead
+    ``actual / forecast`` ratios of ``model``, from origins 1 to
+    ``calibration_days`` days back, each forecast made from the history before
+    its origin only), and ``upper = forecast * multiplier``.
+
+    If past ratios are exchangeable with the coming ones, at least a share
+    ``quantile`` of future hours is at or under ``upper`` (in expectation,
+    when the conformal rank exists). On real traffic, whose errors are
+    correlated within a day and whose level drifts, it is a calibrated
+    estimate, not a guarantee. One multiplier serves every hour of the
+    horizon: per-hour quantiles from one or two weeks of origins would rest on
+    7-14 ratios each, so at 0.9 and above they would be each hour's maximum.
+    Hours past the first day get the day-ahead multiplier, which understates
+    their uncertainty.
+
+    Parameters
+    ----------
+    history, horizon, model, start_hour_of_week
+        As for :func:`forecast_hourly`.
+    quantile
+        Target share of hours at or under ``upper``: ``0 < quantile <= 1`` (1:
+        the largest past ratio).
+    calibration_days
+        Most origins to calibrate on (the latest ones), at least 1.
+
+    Returns
+    -------
+    Interval
+        ``forecast``, ``upper``, ``multiplier`` and the sorted ``ratios``;
+        with no ratio (under 72 hours of history for a day-ahead horizon) the
+        multiplier is :data:`UNCALIBRATED_MULTIPLIER`, ``gpus_for``'s default
+        headroom.
+
+    Notes
+    -----
+    GPUs for the bound: ``gpus_for(interval.upper, per_gpu, headroom=0.0,
+    max_swap=...)``, the calibrated multiplier taking the place of a fixed
+    headroom. Another quantile of the same call:
+    ``interval.forecast * conformal_multiplier(interval.ratios, q)``. Each call
+    makes up to ``calibration_days + 1`` forecasts.
+
+    Raises
+    ------
+    ProblemError
+        As :func:`forecast_hourly`, and for a quantile outside ``(0, 1]`` or
+        ``calibration_days`` below 1.
+
+    Examples
+    --------
+    >>> day = [10.0] * 8 + [40.0] * 10 + [20.0] * 6
+    >>> noisy = [v * (1.1 if (hour * 7) % 10 < 3 else 1.0) for hour, v in enumerate(day * 6)]
+    >>> interval = forecast_interval(noisy, 24, quantile=0.9, model="daily-profile")
+    >>> round(interval.multiplier, 3), interval.ratios.size   # origins at 120, 96, 72, 48 h
+    (1.1, 96)
+    """
+    conformal_multiplier([], quantile)  # checks the quantile before any forecast
+    forecast = forecast_hourly(history, horizon, model=model, start_hour_of_week=start_hour_of_week)
+    ratios = calibration_ratios(history, horizon, model=model, calibration_days=calibration_days)
+    multiplier = conformal_multiplier(ratios, quantile)
+    return Interval(forecast, forecast * multiplier, multiplier, ratios)
 
 
 def gpus_for(
@@ -623,15 +868,21 @@ def model_names() -> list[str]:
 
 
 __all__ = [
+    "CALIBRATION_MIN_HISTORY",
     "DEFAULT_MODEL",
     "HOURS_PER_DAY",
     "HOURS_PER_WEEK",
     "MAX_HORIZON",
     "MODELS",
     "MODEL_SUMMARIES",
+    "UNCALIBRATED_MULTIPLIER",
+    "Interval",
     "ModelName",
+    "calibration_ratios",
+    "conformal_multiplier",
     "fill_missing",
     "forecast_hourly",
+    "forecast_interval",
     "gpus_for",
     "model_names",
     "realtime_task",

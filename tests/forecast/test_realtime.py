@@ -14,11 +14,15 @@ from gpuopt.errors import ProblemError
 from gpuopt.forecast import (
     DEFAULT_MODEL,
     MODELS,
+    calibration_ratios,
+    conformal_multiplier,
     fill_missing,
     forecast_hourly,
+    forecast_interval,
     gpus_for,
     realtime_task,
 )
+from gpuopt.forecast.realtime import UNCALIBRATED_MULTIPLIER, _persistence
 
 # A day with a night trough, a working-day peak and an evening shoulder.
 DAY = np.array([10.0] * 7 + [30.0] * 4 + [60.0] * 6 + [40.0] * 4 + [20.0] * 3)
@@ -33,7 +37,9 @@ def weeks(count: float) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- forecasts
-@pytest.mark.parametrize("model", ["blend", "weekly-profile", "naive-168", "daily-profile"])
+@pytest.mark.parametrize(
+    "model", ["blend", "blend-median", "weekly-profile", "naive-168", "daily-profile"]
+)
 def test_weekly_pattern_is_recovered(model: str) -> None:
     history = weeks(4)  # ends on Sunday night: the next day is a full-level Monday
     forecast = forecast_hourly(history, 48, model=model)
@@ -49,6 +55,57 @@ def test_blend_recovers_the_weekend_after_three_weeks() -> None:
 def test_default_model_is_the_blend() -> None:
     assert DEFAULT_MODEL == "blend"
     assert next(iter(MODELS)) == DEFAULT_MODEL
+    assert "blend-median" in MODELS  # the default before the error correction, for comparison
+
+
+def ar1_noisy_days(days: int, phi: float, sigma: float, seed: int) -> np.ndarray:
+    """``DAY`` repeated, times ``exp(x)`` with ``x`` an AR(1) series (coefficient ``phi``)."""
+    rng = np.random.default_rng(seed)
+    shocks = sigma * math.sqrt(1 - phi**2) * rng.standard_normal(24 * days)
+    noise = np.empty_like(shocks)
+    noise[0] = shocks[0] / math.sqrt(1 - phi**2)
+    for hour in range(1, noise.size):
+        noise[hour] = phi * noise[hour - 1] + shocks[hour]
+    return np.tile(DAY, days) * np.exp(noise)
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.5, 0.8])
+def test_persistence_recovers_the_ar1_coefficient(phi: float) -> None:
+    # Deviations are taken from each day's median, which absorbs part of a
+    # persistent deviation: the estimate is biased low (by about 0.07-0.14 for
+    # phi 0.5-0.9 on 14 days), so the correction errs on the cautious side.
+    estimates = [_persistence(ar1_noisy_days(14, phi, 0.2, seed=seed)) for seed in range(8)]
+    assert phi - 0.15 <= float(np.mean(estimates)) <= phi + 0.04
+    assert all(0.0 <= e <= 1.0 for e in estimates)
+    assert _persistence(np.tile(DAY, 14)) == 0.0  # no deviation at all: no correction
+
+
+def test_blend_corrects_persistent_errors_and_beats_the_plain_median() -> None:
+    series = ar1_noisy_days(28, 0.8, 0.25, seed=2)
+    errors: dict[str, list[float]] = {"blend": [], "blend-median": []}
+    for origin in range(14 * 24, 27 * 24, 7):  # origins at many hours of the day
+        actual = series[origin : origin + 6]
+        for model, found in errors.items():
+            forecast = forecast_hourly(series[:origin], 6, model=model)
+            found.append(float(np.abs(forecast - actual).mean()))
+    # The first six hours ahead: the correction carries the current deviation.
+    assert np.mean(errors["blend"]) < 0.85 * np.mean(errors["blend-median"])
+
+
+def test_blend_correction_is_bounded_and_skips_outages() -> None:
+    series = ar1_noisy_days(10, 0.8, 0.2, seed=3)
+    plain = forecast_hourly(series, 24, model="blend-median")
+    spike = series.copy()
+    spike[-1] *= 50  # a last hour 50x busier than expected
+    corrected = forecast_hourly(spike, 24)
+    assert (corrected <= 2 * forecast_hourly(spike, 24, model="blend-median") + 1e-9).all()
+    assert corrected[0] > plain[0]
+    assert abs(corrected[-1] / plain[-1] - 1) < 0.2  # decayed by the end of the day
+    outage = series.copy()
+    outage[-1] = 0.0  # a zero last hour is an outage, not a level
+    np.testing.assert_array_equal(
+        forecast_hourly(outage, 24), forecast_hourly(outage, 24, model="blend-median")
+    )
 
 
 def test_level_shift_is_recalibrated() -> None:
@@ -157,6 +214,131 @@ def test_bad_forecast_input(history: list[float], options: dict[str, object], me
         forecast_hourly(history, **options)  # type: ignore[arg-type]
     assert message in str(caught.value)
     assert str(caught.value).endswith(".")
+
+
+# --------------------------------------------------------------------------- intervals
+def lognormal_days(days: int, sigma: float, seed: int) -> np.ndarray:
+    """``DAY`` repeated, times independent ``exp(sigma * N(0, 1))`` noise per hour."""
+    rng = np.random.default_rng(seed)
+    return np.tile(DAY, days) * np.exp(sigma * rng.standard_normal(24 * days))
+
+
+@pytest.mark.parametrize(
+    ("model", "quantile", "normal_quantile"),
+    [
+        ("daily-profile", 0.5, 0.0),
+        ("daily-profile", 0.8, 0.8416),
+        ("daily-profile", 0.95, 1.6449),
+        ("blend", 0.9, 1.2816),
+    ],
+)
+def test_interval_coverage_is_close_to_the_quantile(
+    model: str, quantile: float, normal_quantile: float
+) -> None:
+    sigma = 0.2
+    series = lognormal_days(30, sigma, seed=4)
+    covered, multipliers = [], []
+    for day in range(16, 30):  # 14 origins x 24 hours, each calibrated on its 14 days before
+        interval = forecast_interval(series[: 24 * day], 24, quantile=quantile, model=model)
+        assert interval.ratios.size == 14 * 24
+        covered.append(series[24 * day : 24 * (day + 1)] <= interval.upper)
+        multipliers.append(interval.multiplier)
+    assert abs(float(np.mean(covered)) - quantile) <= 0.05
+    # The multiplier estimates the noise's quantile exp(sigma * z) (plus forecast error).
+    assert np.median(multipliers) == pytest.approx(math.exp(sigma * normal_quantile), rel=0.08)
+
+
+def test_interval_by_hand_and_without_noise() -> None:
+    series = lognormal_days(4, 0.3, seed=5)
+    # 96 hours: origins at 72 and 48 (at least 48 hours before each), 24 ratios each.
+    interval = forecast_interval(series, 24, quantile=0.9, model="daily-profile")
+    ratios = np.sort(
+        np.concatenate(
+            [
+                series[origin : origin + 24]
+                / forecast_hourly(series[:origin], 24, model="daily-profile")
+                for origin in (72, 48)
+            ]
+        )
+    )
+    assert interval.ratios.tolist() == ratios.tolist()
+    assert interval.multiplier == ratios[math.ceil(0.9 * 49) - 1]
+    np.testing.assert_array_equal(
+        interval.forecast, forecast_hourly(series, 24, model="daily-profile")
+    )
+    np.testing.assert_allclose(interval.upper, interval.forecast * interval.multiplier)
+    highest = forecast_interval(series, 24, quantile=1.0, model="daily-profile")
+    assert highest.multiplier == ratios[-1]
+    assert forecast_interval(series, 24, quantile=0.9, calibration_days=1).ratios.size == 24
+    other = interval.forecast * conformal_multiplier(interval.ratios, 0.5)  # another quantile
+    np.testing.assert_allclose(
+        other, forecast_interval(series, 24, quantile=0.5, model="daily-profile").upper
+    )
+    exact = forecast_interval(np.tile(DAY, 10), 24, quantile=0.99)
+    assert exact.multiplier == 1.0
+    np.testing.assert_allclose(exact.upper, DAY)
+
+
+def test_interval_skips_missing_actuals_and_needs_three_days() -> None:
+    series = lognormal_days(5, 0.1, seed=6)
+    series[100:110] = np.nan  # ten unknown hours inside the calibration windows
+    assert forecast_interval(series, 24).ratios.size == 3 * 24 - 10
+    short = forecast_interval(np.tile(DAY, 2), 24)  # 48 hours: no origin with 48 h before it
+    assert short.ratios.size == 0 and short.multiplier == UNCALIBRATED_MULTIPLIER
+    hourly = forecast_interval(lognormal_days(5, 0.1, seed=6), 3)  # calibrated on 3-hour leads
+    assert hourly.ratios.size == 3 * 3 and hourly.upper.shape == (3,)
+
+
+def test_calibration_sees_no_hour_after_its_origins() -> None:
+    series = lognormal_days(6, 0.2, seed=8)  # 144 hours: origins at 120 and 96 for two days
+
+    def ratios(history: np.ndarray, days: int) -> np.ndarray:
+        return calibration_ratios(history, 24, model="daily-profile", calibration_days=days)
+
+    at_120, at_96 = ratios(series, 1), ratios(series[:120], 1)
+    np.testing.assert_array_equal(ratios(series, 2), np.sort(np.concatenate([at_120, at_96])))
+    # Tripling the last day (after both origins) triples the ratios of the origin at
+    # 120 h, whose actuals it is, and leaves the forecasts themselves untouched.
+    changed = series.copy()
+    changed[-24:] *= 3.0
+    expected = np.sort(np.concatenate([3.0 * at_120, at_96]))
+    np.testing.assert_allclose(ratios(changed, 2), expected, rtol=1e-12)
+
+
+def test_calibration_ignores_near_zero_forecasts() -> None:
+    # After a day at 1 % of the usual level the model forecasts about 1 % for the next
+    # day; its ratios (~100) are left out: hours forecast at <= 10 % of the median hour.
+    series = lognormal_days(8, 0.1, seed=9)
+    series[24 * 4 : 24 * 5] *= 0.01
+    ratios = calibration_ratios(series, 24, model="daily-profile")
+    assert ratios.size == 5 * 24  # origins at 48 ... 168; the one at 120 (after the dip) is out
+    assert ratios.max() < 2.0
+    assert conformal_multiplier([], 0.9) == UNCALIBRATED_MULTIPLIER
+    assert conformal_multiplier([np.nan, 2.0, 1.0], 0.5) == 2.0  # NaN ignored, rank 2 of 2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"quantile": 0.0}, "quantile must be in (0, 1] (got 0.0)."),
+        ({"quantile": 1.5}, "quantile must be in (0, 1] (got 1.5)."),
+        ({"quantile": math.nan}, "quantile must be in (0, 1] (got nan)."),
+        ({"quantile": True}, "quantile must be a number in (0, 1] (got True)."),
+        ({"quantile": "high"}, "quantile must be a number in (0, 1] (got 'high')."),
+        ({"calibration_days": 0}, "calibration_days must be at least 1 (got 0)."),
+        ({"model": "prophet"}, "model 'prophet' is not known"),
+    ],
+)
+def test_bad_interval_input(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ProblemError) as caught:
+        forecast_interval(np.tile(DAY, 4), 24, **options)  # type: ignore[arg-type]
+    assert message in str(caught.value)
+
+
+def test_interval_gpus_cover_the_bound() -> None:
+    interval = forecast_interval(lognormal_days(10, 0.2, seed=7), 24, quantile=0.9)
+    gpus = gpus_for(interval.upper, per_gpu=10, headroom=0.0, max_swap=3)
+    assert all(g * 10 >= u - 1e-9 for g, u in zip(gpus, interval.upper, strict=True))
 
 
 # --------------------------------------------------------------------------- gpus_for
