@@ -1,14 +1,16 @@
 """The forecast commands of ``gpuopt``: ``forecast realtime``.
 
     gpuopt forecast realtime HISTORY.csv [--horizon 24] [--model blend]
-        [--per-gpu RATE [--headroom 0.2] [--max-swap S] [--initial N] [--maximum N]]
+        [--per-gpu RATE [--headroom 0.2 | --coverage Q] [--max-swap S] [--initial N]
+        [--maximum N]]
         [--out OUT.json] [--quiet]
 
 ``HISTORY.csv`` holds ``timestamp,value`` rows (see :func:`gpuopt.io.traffic.read_hourly_csv`);
 the output is ``{"model", "horizon", "forecast": [...], "gpus": [...]}`` (``gpus`` only
-with ``--per-gpu``), written to ``--out`` or, without it, to stdout. Same rules as every
-command: bad input prints one sentence on stderr and exits with code 2 (no traceback,
-nothing written); outputs are written atomically.
+with ``--per-gpu``; with ``--coverage Q`` also ``"upper"``, the calibrated bound the GPUs
+are sized for, and its ``"multiplier"``), written to ``--out`` or, without it, to
+stdout. Same rules as every command: bad input prints one sentence on stderr and exits
+with code 2 (no traceback, nothing written); outputs are written atomically.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ def _cli() -> Any:
 _positive_rate = number_type(float, lambda v: 0 < v < math.inf, "a positive rate")
 _headroom = number_type(float, lambda v: 0 <= v < math.inf, "a share >= 0 such as 0.2")
 _gpu_count = number_type(int, lambda v: v >= 0, "a GPU count >= 0")
+_coverage = number_type(float, lambda v: 0 < v <= 1, "a share in (0, 1] such as 0.95")
 
 
 def _cmd_realtime(args: argparse.Namespace) -> int:
-    from gpuopt.forecast.realtime import forecast_hourly, gpus_for
+    from gpuopt.forecast.realtime import forecast_hourly, forecast_interval, gpus_for
     from gpuopt.io.files import write_text_atomic
     from gpuopt.io.traffic import read_hourly_csv
 
@@ -47,27 +50,48 @@ def _cmd_realtime(args: argparse.Namespace) -> int:
             ("--max-swap", args.max_swap),
             ("--initial", args.initial),
             ("--maximum", args.maximum),
+            ("--coverage", args.coverage),
         ):
             if value is not None:
                 raise ProblemError(f"{flag} applies only with --per-gpu.")
+    if args.coverage is not None and args.headroom is not None:
+        raise ProblemError(
+            "--coverage and --headroom both size the margin; give one of them "
+            f"(got --coverage {args.coverage} and --headroom {args.headroom})."
+        )
     series = read_hourly_csv(args.history)
-    forecast = forecast_hourly(
-        series.values,
-        args.horizon,
-        model=args.model,
-        start_hour_of_week=series.start_hour_of_week,
-    )
+    upper = None
+    if args.coverage is not None:
+        interval = forecast_interval(
+            series.values,
+            args.horizon,
+            quantile=args.coverage,
+            model=args.model,
+            start_hour_of_week=series.start_hour_of_week,
+        )
+        forecast, upper = interval.forecast, interval.upper
+    else:
+        forecast = forecast_hourly(
+            series.values,
+            args.horizon,
+            model=args.model,
+            start_hour_of_week=series.start_hour_of_week,
+        )
     payload: dict[str, Any] = {
         "model": args.model,
         "horizon": args.horizon,
         "forecast": [round(float(value), 6) for value in forecast],
     }
+    if upper is not None:
+        payload["upper"] = [round(float(value), 6) for value in upper]
+        payload["multiplier"] = round(float(interval.multiplier), 6)
     gpus: list[int] | None = None
     if args.per_gpu is not None:
+        margin = 0.0 if upper is not None else 0.2 if args.headroom is None else args.headroom
         gpus = gpus_for(
-            forecast,
+            forecast if upper is None else upper,
             args.per_gpu,
-            0.2 if args.headroom is None else args.headroom,
+            margin,
             args.max_swap,
             args.initial,
             maximum=args.maximum,
@@ -132,6 +156,14 @@ def add_commands(commands: Any) -> None:
         metavar="H",
         default=None,
         help="spare share on top (default 0.2)",
+    )
+    realtime.add_argument(
+        "--coverage",
+        type=_coverage,
+        metavar="Q",
+        default=None,
+        help="instead of --headroom: size the GPUs for the calibrated upper bound that past "
+        "day-ahead forecasts kept to in a share Q of hours (e.g. 0.95; conformal)",
     )
     realtime.add_argument(
         "--max-swap",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -93,6 +94,22 @@ def test_forecast_to_stdout_with_model_and_horizon(run: Runner, tmp_path: Path) 
     assert data == {"model": "naive-24", "horizon": 3, "forecast": [10.0, 10.0, 10.0]}
 
 
+def test_coverage_sizes_gpus_for_the_calibrated_bound(run: Runner, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    noisy = [v * (1 + 0.2 * rng.standard_normal()) for v in DAY * 21]
+    lines = ["timestamp,value", *(f"{h * 3600},{max(v, 0.0)}" for h, v in enumerate(noisy))]
+    history, out = tmp_path / "h.csv", tmp_path / "out.json"
+    history.write_text("\n".join(lines) + "\n")
+    options = ["--per-gpu", "5", "--coverage", "0.9", "--out", str(out)]
+    code, _, stderr = run(["forecast", "realtime", str(history), *options])
+    assert code == 0, stderr
+    data = json.loads(out.read_text())
+    forecast, upper = np.array(data["forecast"]), np.array(data["upper"])
+    assert data["multiplier"] > 1  # 20 % noise: the bound sits above the point forecast
+    assert np.allclose(upper, forecast * data["multiplier"], rtol=1e-5)
+    assert data["gpus"] == [math.ceil(v / 5 - 1e-9) for v in upper]  # no swap limit, no margin
+
+
 def test_quiet_prints_nothing(run: Runner, tmp_path: Path) -> None:
     history, out = history_csv(tmp_path / "h.csv"), tmp_path / "out.json"
     code, stdout, _ = run(["forecast", "realtime", str(history), "--out", str(out), "--quiet"])
@@ -112,6 +129,13 @@ def test_quiet_prints_nothing(run: Runner, tmp_path: Path) -> None:
         ("0,1\n", ["--max-swap", "2"], "--max-swap applies only with --per-gpu"),
         ("0,1\n", ["--model", "prophet"], "argument --model: invalid choice"),
         ("0,1\n", ["--horizon", "20000"], "horizon must be between 1 and 10000"),
+        ("0,1\n", ["--coverage", "0.9"], "--coverage applies only with --per-gpu"),
+        ("0,1\n", ["--per-gpu", "1", "--coverage", "1.5"], "expected a share in (0, 1]"),
+        (
+            "0,1\n",
+            ["--per-gpu", "1", "--coverage", "0.9", "--headroom", "0.1"],
+            "--coverage and --headroom both size the margin",
+        ),
     ],
 )
 def test_bad_input_exits_2_without_writing(
