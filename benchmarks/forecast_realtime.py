@@ -145,6 +145,9 @@ def main() -> None:
         frontier(e, args.train_days, args.max_swap, args.gpus_at_mean) for e in evaluations
     ]
     print_frontier(console, frontiers, args)
+    print_frontier(
+        console, frontiers, args, "matched_daily", "daily peak (yesterday's peak all day)"
+    )
     burst = azure_burstiness(data / "azure-llm-inference-2023")
     for line in burst:
         console.print(line)
@@ -517,6 +520,11 @@ def frontier(e: Evaluation, train_days: int, max_swap: int, gpus_at_mean: float)
         }
 
     peak = [point("peak", h, [np.full(24, top * (1 + h)) for top in tops]) for h in PEAK_SWEEP]
+    yesterday = [float(np.nanmax(values[24 * (day - 1) : 24 * day])) for day in test_days]
+    daily = [
+        point("daily-peak", h, [np.full(24, top * (1 + h)) for top in yesterday])
+        for h in PEAK_SWEEP
+    ]
     headroom = [point("headroom", h, [f * (1 + h) for f in forecasts]) for h in SWEEP]
     # One calibration per origin; each quantile is a multiplier of the same ratios.
     intervals = [forecast_interval(values[: 24 * day], 24) for day in test_days]
@@ -531,17 +539,23 @@ def frontier(e: Evaluation, train_days: int, max_swap: int, gpus_at_mean: float)
     for row, share, multiplier in zip(bound, coverage, multipliers, strict=True):
         row["coverage"] = share
         row["median_multiplier"] = multiplier
-    matched = []
-    for reference in peak:
-        entry: dict[str, Any] = {"peak": reference}
-        for family, points in (("quantile", bound), ("headroom", headroom)):
-            fitting = [p for p in points if p["shortfall"] <= reference["shortfall"]]
-            best = min(fitting, key=lambda p: p["gpu_hours"]) if fitting else None
-            entry[family] = best
-            entry[f"{family}_saved"] = (
-                None if best is None else 1 - best["gpu_hours"] / reference["gpu_hours"]
-            )
-        matched.append(entry)
+
+    def matching(references: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        rows = []
+        for reference in references:
+            entry: dict[str, Any] = {"peak": reference}
+            for family, points in (("quantile", bound), ("headroom", headroom)):
+                fitting = [p for p in points if p["shortfall"] <= reference["shortfall"]]
+                best = min(fitting, key=lambda p: p["gpu_hours"]) if fitting else None
+                entry[family] = best
+                entry[f"{family}_saved"] = (
+                    None if best is None else 1 - best["gpu_hours"] / reference["gpu_hours"]
+                )
+            rows.append(entry)
+        return rows
+
+    matched = matching(peak)
+    matched_daily = matching(daily)
     return {
         "series": e.series.name,
         "kind": e.series.kind,
@@ -552,6 +566,9 @@ def frontier(e: Evaluation, train_days: int, max_swap: int, gpus_at_mean: float)
         "quantile": bound,
         "matched": matched,
         "verdict": _verdict(matched),
+        "daily_peak": daily,
+        "matched_daily": matched_daily,
+        "verdict_daily": _verdict(matched_daily),
     }
 
 
@@ -572,10 +589,16 @@ def _verdict(matched: list[dict[str, Any]]) -> str:
 
 
 def print_frontier(
-    console: Console, frontiers: list[dict[str, Any]], args: argparse.Namespace
+    console: Console,
+    frontiers: list[dict[str, Any]],
+    args: argparse.Namespace,
+    key: str = "matched",
+    baseline: str = "peak reservation (the history's peak all day)",
 ) -> None:
+    verdict_key = "verdict" if key == "matched" else "verdict_daily"
     table = Table(
-        title="GPU-hours at matched shortfall: for each peak-reservation headroom, the cheapest "
+        title=f"GPU-hours at matched shortfall against {baseline}: for each baseline headroom, "
+        "the cheapest "
         f"calibrated-bound quantile and the cheapest fixed headroom of the {DEFAULT_MODEL} "
         f"forecast with shortfall <= the peak's (no cap; max_swap {args.max_swap}); "
         "saved = 1 - GPU-h / peak GPU-h, negative = more GPU-hours than the peak"
@@ -593,7 +616,7 @@ def print_frontier(
     ):
         table.add_column(column, justify="left" if column == "series" else "right")
     for f in frontiers:
-        for number, entry in enumerate(f["matched"]):
+        for number, entry in enumerate(f[key]):
             peak = entry["peak"]
             cells = [
                 f["series"] if number == 0 else "",
@@ -610,13 +633,15 @@ def print_frontier(
                     f"{best['gpu_hours']:,.0f} / {best['shortfall']:,.0f}",
                     f"{entry[f'{family}_saved']:+.1%}",
                 ]
-            table.add_row(*cells, end_section=number == len(f["matched"]) - 1)
+            table.add_row(*cells, end_section=number == len(f[key]) - 1)
     console.print(table)
-    verdicts = ", ".join(f"{f['series']} {f['verdict']}" for f in frontiers)
+    verdicts = ", ".join(f"{f['series']} {f[verdict_key]}" for f in frontiers)
     console.print(
-        f"far fewer GPU-hours (>= {FAR_FEWER:.0%} saved) at equal or lower shortfall than peak "
-        f"reservation at every headroom >= 0: {verdicts}"
+        f"far fewer GPU-hours (>= {FAR_FEWER:.0%} saved) at equal or lower shortfall than "
+        f"{baseline} at every headroom >= 0: {verdicts}"
     )
+    if key != "matched":
+        return
     sweep = Table(
         title="calibrated bound forecast_interval(quantile=q): GPU-hours / shortfall, and the "
         "share of test hours at or under the bound (coverage), median multiplier"
