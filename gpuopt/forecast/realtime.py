@@ -43,6 +43,10 @@ HOURS_PER_DAY = 24
 HOURS_PER_WEEK = 168
 #: Longest forecast (the allocation problem's longest horizon).
 MAX_HORIZON = 10_000
+#: Largest rate a history may hold (the readers' limit; beyond it sums overflow), and
+#: largest GPU count ``gpus_for`` takes (the allocation problem's ``MAX_GPUS``).
+MAX_RATE = 1e15
+MAX_COUNT = 65_536
 #: Days whose normalised shapes make the daily profile, and weeks of the weekly one.
 PROFILE_DAYS = 14
 PROFILE_WEEKS = 4
@@ -428,6 +432,13 @@ def _history_array(history: Sequence[float] | np.ndarray) -> np.ndarray:
     infinite = np.flatnonzero(np.isinf(values))
     if infinite.size:
         raise ProblemError(f"history[{infinite[0]}] is {values[infinite[0]]}, not a finite rate.")
+    huge = np.flatnonzero(values > MAX_RATE)
+    if huge.size:
+        position = int(huge[0])
+        raise ProblemError(
+            f"history[{position}] is {values[position]:g}, more than {MAX_RATE:g}: too large to "
+            "forecast (the models' sums would overflow)."
+        )
     negative = np.flatnonzero(values < 0)
     if negative.size:
         position = int(negative[0])
@@ -821,8 +832,8 @@ def _count(name: str, value: int | None) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ProblemError(f"{name} must be an integer (got {value!r}).")
-    if value < 0:
-        raise ProblemError(f"{name} must be >= 0 (got {value}).")
+    if not 0 <= value <= MAX_COUNT:
+        raise ProblemError(f"{name} must be between 0 and {MAX_COUNT} (got {value}).")
     return int(value)
 
 
@@ -845,11 +856,18 @@ def realtime_task(
     """
     from gpuopt.allocation.problem import Task
 
+    counts = []
+    for step, value in enumerate(demand):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ProblemError(f"demand[{step}] must be a GPU count (got {value!r}).")
+        if not (math.isfinite(value) and float(value).is_integer() and value >= 0):
+            raise ProblemError(f"demand[{step}] must be a whole GPU count >= 0 (got {value!r}).")
+        counts.append(int(value))
     task: dict[str, Any] = {
         "id": task_id,
         "kind": "realtime",
-        "priority": float(priority),
-        "demand": [int(g) for g in demand],
+        "priority": float(priority) if isinstance(priority, (int, float)) else priority,
+        "demand": counts,
     }
     if max_swap is not None:
         task["max_swap"] = int(max_swap)

@@ -45,10 +45,16 @@ Cell = str | None
 #: oracle: with 20 % forecast noise, 0.1 kept every bundled scenario at or above FIFO
 #: (docs/benchmarks.md).
 DEFAULT_HEADROOM = 0.1
+MAX_HEADROOM = 100
 #: Sampled futures per candidate commitment (:meth:`RollingPlanner._hedge`): with 4, no
 #: rolling execution fell below FIFO on the bundled and random contended instances
 #: (docs/benchmarks.md); 0 commits the plan's first row as it is.
 DEFAULT_LOOKAHEAD = 4
+MAX_LOOKAHEAD = 1_000
+#: Longest window planned by default (a week of hourly steps): a longer scenario is
+#: planned a week ahead at each step, so a replay costs linear, not quadratic, time.
+DEFAULT_WINDOW = 168
+MAX_WINDOW = 10_000
 
 
 @dataclass
@@ -114,6 +120,33 @@ class RollingPlanner:
     rows: list[list[Cell]] = field(default_factory=list)
     _plan: StepResult | None = None
     _replans: int = 0
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("window", self.window, 1, MAX_WINDOW),
+            ("replan_every", self.replan_every, 1, MAX_WINDOW),
+            ("exact_every", self.exact_every, 1, MAX_WINDOW),
+            ("lookahead", self.lookahead, 0, MAX_LOOKAHEAD),
+            ("seed", self.seed, 0, 2**32 - 1),
+        )
+        for name, value, low, high in checks:
+            if value is None and name in ("window", "exact_every"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ProblemError(
+                    f"{name} must be an integer from {low} to {high} (got {value!r})."
+                )
+        if self.exact_method not in ("cpsat", "milp"):
+            raise ProblemError(f"exact_method must be cpsat or milp (got {self.exact_method!r}).")
+        if self.time_limit is not None and not 0 < self.time_limit < math.inf:
+            raise ProblemError(f"time_limit must be a positive number (got {self.time_limit!r}).")
+
+    def horizon_at(self, now: int) -> int:
+        """Steps the window starting at ``now`` plans: ``window``, else the rest of the
+        scenario up to :data:`DEFAULT_WINDOW` (at least 1)."""
+        if self.window is not None:
+            return self.window
+        return max(1, min(DEFAULT_WINDOW, self.scenario.horizon - now))
 
     def step(
         self, now: int, arrivals: Sequence[Task], demand_forecasts: Mapping[str, Sequence[float]]
@@ -273,7 +306,7 @@ class RollingPlanner:
             rows=list(self.rows),
         )
         clone._commit(now, row)
-        ahead = problem.horizon - 1 if self.window is None else self.window
+        ahead = clone.horizon_at(now + 1)
         shifted = {
             task_id: [*curve[1 : ahead + 1]] + [curve[-1]] * max(0, ahead + 1 - len(curve))
             for task_id, curve in demand_forecasts.items()
@@ -301,7 +334,7 @@ class RollingPlanner:
     ) -> AllocationProblem:
         """The allocation problem for the window starting at ``now`` (started tasks pinned)."""
         scenario = self.scenario
-        horizon = max(1, self.window if self.window is not None else scenario.horizon - now)
+        horizon = self.horizon_at(now)
         tasks: list[dict[str, Any]] = []
         for task in self.known.values():
             if task.is_realtime:
@@ -409,6 +442,8 @@ def seasonal_forecaster(scenario: AllocationProblem) -> Forecaster:
 
 def make_forecaster(spec: str, scenario: AllocationProblem, *, seed: int = 0) -> Forecaster:
     """``oracle``, ``seasonal`` or ``noisy:X`` (X the relative standard deviation, e.g. 0.2)."""
+    if not isinstance(spec, str):
+        raise ProblemError(f"forecast must be a string such as 'oracle' (got {spec!r}).")
     if spec == "oracle":
         return oracle_forecaster(scenario)
     if spec == "seasonal":
@@ -465,6 +500,10 @@ def rolling_replay(
     forecaster = make_forecaster(forecast, scenario, seed=seed)
     if headroom is None:
         headroom = 0.0 if forecast == "oracle" else DEFAULT_HEADROOM
+    if isinstance(headroom, bool) or not isinstance(headroom, int | float):
+        raise ProblemError(f"headroom must be a number (got {headroom!r}).")
+    if not 0 <= headroom <= MAX_HEADROOM:
+        raise ProblemError(f"headroom must be between 0 and {MAX_HEADROOM} (got {headroom!r}).")
     planner = RollingPlanner(
         scenario,
         method=method,
@@ -480,7 +519,7 @@ def rolling_replay(
         by_arrival.setdefault(arrival, []).append(task)
     truth = {t.id: list(t.demand or []) for t in scenario.tasks if t.is_realtime}
     for now in range(scenario.horizon):
-        ahead = scenario.horizon - now
+        ahead = planner.horizon_at(now)
         # the current step's demand is observed; the steps after it are forecast
         forecasts: dict[str, Sequence[float]] = {
             task_id: [

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -368,7 +371,7 @@ def test_gpus_for_from_initial() -> None:
         ({"per_gpu": 0}, "per_gpu must be a positive rate"),
         ({"per_gpu": math.nan}, "per_gpu must be a positive rate"),
         ({"per_gpu": 1, "headroom": -0.1}, "headroom must be >= 0"),
-        ({"per_gpu": 1, "max_swap": -1}, "max_swap must be >= 0"),
+        ({"per_gpu": 1, "max_swap": -1}, "max_swap must be between 0 and 65536 (got -1)"),
         ({"per_gpu": 1, "initial": 1.5}, "initial must be an integer"),
         ({"per_gpu": 1, "minimum": 3, "maximum": 2}, "maximum 2 is below minimum 3"),
     ],
@@ -476,3 +479,23 @@ def test_statsmodels_missing_is_one_sentence(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(ProblemError, match="needs statsmodels, which is not installed"):
         forecast_hourly(np.tile(DAY, 3), 24, model="holt-winters")
     assert forecast_hourly(np.tile(DAY, 3), 24).tolist() == DAY.tolist()  # the default needs none
+
+
+_NAN_DEMAND: Any = [1, float("nan")]
+_HALF_DEMAND: Any = [1.5]
+_TEXT_DEMAND: Any = ["2"]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: realtime_task("a", _NAN_DEMAND, priority=1), "demand[1] must be a whole"),
+        (lambda: realtime_task("a", _HALF_DEMAND, priority=1), "demand[0] must be a whole GPU"),
+        (lambda: realtime_task("a", _TEXT_DEMAND, priority=1), "demand[0] must be a GPU count"),
+        (lambda: forecast_hourly([1e300] * 48), "history[0] is 1e+300, more than 1e+15"),
+        (lambda: gpus_for([1.0], 1.0, 0.0, 1, 2**40), "initial must be between 0 and 65536"),
+    ],
+)
+def test_hostile_values_get_one_sentence(call: Callable[[], object], message: str) -> None:
+    with pytest.raises(ProblemError, match=re.escape(message)):
+        call()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from gpuopt.allocation.solution import violations
 from gpuopt.cli import main
 from gpuopt.errors import ProblemError
 from gpuopt.planning.rolling import (
+    DEFAULT_WINDOW,
     RollingPlanner,
     coverage_risks,
     idle_windows,
@@ -107,6 +109,38 @@ def test_seasonal_forecasts_give_a_legal_execution(path: Path) -> None:
     scenario = gpuopt.load_problem(path)
     report = rolling_replay(scenario, forecast="seasonal")
     assert violations(scenario, report.rolling.grid) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"replan_every": 0}, "replan_every must be an integer from 1"),
+        ({"lookahead": -1}, "lookahead must be an integer from 0"),
+        ({"lookahead": 2**40}, "lookahead must be an integer from 0 to 1000"),
+        ({"seed": -1}, "seed must be an integer from 0"),
+        ({"headroom": float("nan")}, "headroom must be between 0 and 100 (got nan)"),
+        ({"headroom": float("inf")}, "headroom must be between 0 and 100 (got inf)"),
+        ({"headroom": -0.5}, "headroom must be between 0 and 100"),
+        ({"headroom": "0.1"}, "headroom must be a number"),
+        ({"exact_every": 0}, "exact_every must be an integer from 1"),
+        ({"forecast": 5}, "forecast must be a string"),
+        ({"time_limit": 0.0}, "time_limit must be a positive number"),
+    ],
+)
+def test_bad_options_get_one_clear_sentence(options: dict[str, object], message: str) -> None:
+    scenario = random_problem(1, gpus=4, tasks=3)
+    with pytest.raises(ProblemError, match=re.escape(message)):
+        rolling_replay(scenario, **options)  # type: ignore[arg-type]
+
+
+def test_long_scenarios_are_planned_a_week_ahead() -> None:
+    scenario = random_problem(2, gpus=4, tasks=6, horizon=400)
+    planner = RollingPlanner(scenario)
+    assert planner.horizon_at(0) == DEFAULT_WINDOW == 168
+    assert planner.horizon_at(300) == 100
+    report = rolling_replay(scenario, lookahead=0)
+    assert violations(scenario, report.rolling.grid) == []
+    assert len(report.rolling.grid) == 400
 
 
 def test_forecaster_specs() -> None:
