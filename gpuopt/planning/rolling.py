@@ -176,10 +176,9 @@ class RollingPlanner:
         else:
             problem = self.window_problem(now, demand_forecasts)
             plan = self._solve(problem)
-            row = list(plan.grid[0])
-            if self.lookahead > 0:
-                row = self._hedge(now, problem, row, demand_forecasts)
-            result = StepResult(now, row, plan, problem, replanned=True)
+            if self.lookahead > 0:  # the plan followed in between is the one committed
+                plan = self._hedge(now, problem, plan, demand_forecasts)
+            result = StepResult(now, list(plan.grid[0]), plan, problem, replanned=True)
             self._plan = result
         self._commit(now, result.committed)
         return result
@@ -209,9 +208,9 @@ class RollingPlanner:
         self,
         now: int,
         problem: AllocationProblem,
-        row: list[Cell],
+        plan: AllocationResult,
         demand_forecasts: Mapping[str, Sequence[float]],
-    ) -> list[Cell]:
+    ) -> AllocationResult:
         """Choose the step-``now`` commitment by its value over sampled futures.
 
         Candidates: the plan's first row and FIFO's first row on the same
@@ -220,25 +219,27 @@ class RollingPlanner:
         task shapes bootstrapped from the tasks that arrived after step 0),
         and the rest of the window is planned greedily with them; the
         candidate with the higher mean of (value of step ``now`` + decayed
-        objective of the rest) wins, the plan's row on ties.
+        objective of the rest) wins, the plan's row on ties. Returns the
+        winner's whole plan: with ``replan_every > 1`` its later rows are
+        followed, and they assume its own first row.
         """
         from gpuopt.api import solve
 
-        candidates = [row]
-        fifo_row = list(solve(problem, "fifo").grid[0])
-        if self._new_starts(fifo_row) != self._new_starts(row):
-            candidates.append(fifo_row)
+        row = list(plan.grid[0])
+        fifo: AllocationResult = solve(problem, "fifo")
+        fifo_row = list(fifo.grid[0])
+        if self._new_starts(fifo_row) == self._new_starts(row):
+            return plan
         futures = self._sample_futures(now, problem.horizon)
-        if len(candidates) == 1 or not futures:
-            return row
+        if not futures:
+            return plan
         scores = [
             statistics.fmean(
                 self._score(now, candidate, future, problem, demand_forecasts) for future in futures
             )
-            for candidate in candidates
+            for candidate in (row, fifo_row)
         ]
-        best = max(range(len(candidates)), key=lambda i: (scores[i] - 1e-9 * i, -i))
-        return candidates[best]
+        return fifo if scores[1] > scores[0] + 1e-9 else plan
 
     def _sample_futures(self, now: int, horizon: int) -> list[list[Task]]:
         pool = [
