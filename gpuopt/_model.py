@@ -4,16 +4,47 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from typing_extensions import Self
+
+from gpuopt.errors import problem_error_from
+
+#: Longest id (of a node, task, switch, job, ...) a problem accepts: a Kubernetes
+#: ``namespace/name`` (63 + 1 + 253 characters) fits, and messages quoting ids stay short.
+MAX_ID_LENGTH = 320
 
 
 class IndexedModel(BaseModel):
     """A problem whose ``index`` (a ``cached_property`` of the subclass) is built once.
 
     A copy made with other fields must not keep the original's view, so
-    :meth:`model_copy` drops it; it is rebuilt on first use.
+    :meth:`model_copy` drops it; it is rebuilt on first use. Building a
+    problem from bad data raises :class:`gpuopt.errors.ProblemError` with one
+    sentence naming the field and value, never pydantic's multi-line
+    ``ValidationError``.
     """
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise problem_error_from(exc) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        """Validate ``obj`` into a problem, or raise a one-sentence ``ProblemError``."""
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise problem_error_from(exc) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
+        """Validate a JSON text into a problem, or raise a one-sentence ``ProblemError``."""
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as exc:
+            raise problem_error_from(exc) from None
 
     def model_copy(self, *, update: Any = None, deep: bool = False) -> Self:
         """A copy whose index view is rebuilt on first use (``update`` is not validated)."""

@@ -16,8 +16,9 @@ from gpuopt.defrag.cpsat import solve_cpsat as defrag_cpsat
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.milp import solve_milp as defrag_milp
 from gpuopt.defrag.onehop import solve_onehop
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import MAX_NODES, MAX_TASKS, DefragProblem
 from gpuopt.defrag.solution import MigrationPlan
+from gpuopt.errors import ProblemError, ProblemTypeError, short
 from gpuopt.placement.greedy import solve_greedy as topology_greedy
 from gpuopt.placement.milp import solve_milp as topology_milp
 from gpuopt.placement.problem import TopologyProblem
@@ -25,6 +26,10 @@ from gpuopt.placement.solution import TopologyResult
 from gpuopt.preemption import Decision, PreemptionProblem, solve_exact, solve_heuristic
 
 Solver = Callable[..., Any]
+#: Longest time limit (a year), largest seed and most threads or worker processes.
+MAX_SECONDS = 365 * 24 * 3600.0
+MAX_SEED = 2**31 - 1
+MAX_THREADS = 256
 
 #: problem type -> method name -> function(problem, **options)
 METHODS: dict[type, dict[str, Solver]] = {
@@ -45,13 +50,72 @@ METHODS: dict[type, dict[str, Solver]] = {
 }
 
 
+def _whole(low: int, high: int) -> tuple[Callable[[Any], bool], str]:
+    def accept(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+    return accept, f"an integer from {low:,} to {high:,}"
+
+
+def _seconds(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MAX_SECONDS
+    )
+
+
+#: Options checked by :func:`solve` before any method runs: name -> (accept, what it must be).
+#: None always means "the method's default". The bounds are those of the snapshot's
+#: ``options`` and of the solvers (CP-SAT and HiGHS take 32-bit seeds).
+OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "time_limit": (_seconds, f"a number of seconds in (0, {MAX_SECONDS:g}]"),
+    "exact_seconds": (_seconds, f"a number of seconds in (0, {MAX_SECONDS:g}]"),
+    "seed": _whole(0, MAX_SEED),
+    "threads": _whole(1, MAX_THREADS),
+    "workers": _whole(1, MAX_THREADS),
+    "max_attempts": _whole(0, 10**9),
+    "partition_size": _whole(2, MAX_NODES),
+    "depth": _whole(1, 6),
+    "rounds": _whole(1, 100),
+    "max_moves": _whole(0, MAX_TASKS),
+    "group_budget": _whole(0, MAX_TASKS),
+    "exact_nodes": _whole(1, MAX_NODES),
+    "enumerate_limit": _whole(-(2**63), 2**63 - 1),
+    "improve": (lambda value: isinstance(value, bool), "true or false"),
+    "warm": (lambda value: isinstance(value, bool), "true or false"),
+    "log": (lambda value: isinstance(value, bool), "true or false"),
+    "solver": (lambda value: isinstance(value, str), "a solver name"),
+    "exact": (lambda value: value in ("milp", "cpsat"), "'milp' or 'cpsat'"),
+    "progress": (callable, "a function"),
+    "model": (
+        lambda value: hasattr(value, "data") and hasattr(value, "x"),
+        "a Pyomo model from gpuopt.allocation.milp.build_milp",
+    ),
+}
+
+
+def check_options(options: dict[str, Any]) -> None:
+    """Raise a one-sentence :class:`ProblemError` for an option value no method can take."""
+    for name, value in options.items():
+        rule = OPTION_RULES.get(name)
+        if value is None or rule is None:
+            continue
+        accept, what = rule
+        if not accept(value):
+            raise ProblemError(f"{name} must be {what} (got {short(value)}).")
+
+
 def methods_for(problem: object) -> dict[str, Solver]:
     """The methods that can solve ``problem``, by name."""
     for problem_type, table in METHODS.items():
         if isinstance(problem, problem_type):
             return table
     known = ", ".join(t.__name__ for t in METHODS)
-    raise TypeError(f"problem: expected one of {known}, got {type(problem).__name__}")
+    hint = " (build one from a dict with, e.g., AllocationProblem(**data))"
+    raise ProblemTypeError(
+        f"problem: expected one of {known}, got {type(problem).__name__}"
+        + (hint if isinstance(problem, dict) else "")
+        + "."
+    )
 
 
 @overload
@@ -140,6 +204,11 @@ def solve(
     ------
     ValueError
         For an unknown method or an option the method does not take.
+    ProblemError
+        (a ``ValueError``) for an option value no method can take (see
+        :data:`OPTION_RULES`), or a problem too large for the method;
+        :class:`~gpuopt.errors.ProblemTypeError` (also a ``TypeError``) when
+        ``problem`` is not a problem (e.g. a dict).
 
     Examples
     --------
@@ -152,11 +221,14 @@ def solve(
     table = methods_for(problem)
     if method is None:
         method = next(iter(table))
-    if method not in table:
-        raise ValueError(f"method {method!r} is not known; choose one of {', '.join(table)}")
+    if not isinstance(method, str) or method not in table:
+        raise ValueError(f"method {short(method)} is not known; choose one of {', '.join(table)}")
     function = table[method]
     accepted = inspect.signature(function).parameters
     given = {"time_limit": time_limit, "seed": seed, "initial": initial, **options}
+    check_options(given)
+    if isinstance(problem, DefragProblem) and not isinstance(initial, (MigrationPlan, type(None))):
+        raise ProblemError(f"initial must be a MigrationPlan (got {type(initial).__name__}).")
     call: dict[str, Any] = {}
     for name, value in given.items():
         if name in accepted:

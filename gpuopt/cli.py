@@ -53,6 +53,21 @@ _positive_int = number_type(int, lambda v: v >= 1, "a positive integer")
 _nonnegative_int = number_type(int, lambda v: v >= 0, "an integer >= 0")
 
 
+def int_range(low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer from ``low`` to ``high``.
+
+    >>> int_range(1, 6)("3")
+    3
+    """
+    return number_type(int, lambda v: low <= v <= high, f"an integer from {low:,} to {high:,}")
+
+
+#: Seeds: numpy and the solvers take 0 to 2^31 - 1.
+_seed = int_range(0, 2**31 - 1)
+#: Solver threads and worker processes (each takes memory of its own).
+_workers = int_range(1, 256)
+
+
 def _console(quiet: bool = False) -> Any:
     from rich.console import Console
 
@@ -376,9 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="MILP solver behind Pyomo: highs (default), cbc, glpk, scip, gurobi, cplex",
     )
     allocate.add_argument(
-        "--threads", type=_positive_int, default=None, help="solver threads (default 2)"
+        "--threads", type=_workers, default=None, help="solver threads (default 2)"
     )
-    allocate.add_argument("--seed", type=int, default=None, help="solver random seed")
+    allocate.add_argument("--seed", type=_seed, default=None, help="solver random seed")
     allocate.add_argument(
         "--report",
         action="store_true",
@@ -408,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--repeat",
-        type=_positive_int,
+        type=int_range(1, 10_000),
         default=20,
         help="runs per heuristic for the median latency (default 20)",
     )
@@ -418,12 +433,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quiet", action="store_true", help="no progress and no table")
     bench.set_defaults(run=_cmd_bench)
 
+    from gpuopt.allocation.problem import MAX_GPUS, MAX_HORIZON, MAX_TASKS
+
     generate = commands.add_parser("generate", help="write a seeded random scenario")
     generate.add_argument("--seed", type=int, default=0)
-    generate.add_argument("--gpus", type=_positive_int, default=8)
-    generate.add_argument("--tasks", type=_positive_int, default=10)
-    generate.add_argument("--horizon", type=_positive_int, default=24)
-    generate.add_argument("--gpus-per-node", type=_positive_int, default=None)
+    generate.add_argument("--gpus", type=int_range(1, MAX_GPUS), default=8)
+    generate.add_argument("--tasks", type=int_range(1, MAX_TASKS), default=10)
+    generate.add_argument("--horizon", type=int_range(1, MAX_HORIZON), default=24)
+    generate.add_argument("--gpus-per-node", type=int_range(1, MAX_GPUS), default=None)
     generate.add_argument("--align", action="store_true")
     generate.add_argument("--load", type=_positive_float, default=1.3)
     generate.add_argument("--out", help="write here instead of stdout")

@@ -31,8 +31,9 @@ def _cli() -> Any:
 # --------------------------------------------------------------------------- defrag
 def _cmd_defrag(args: argparse.Namespace) -> int:
     from gpuopt.api import solve
-    from gpuopt.defrag.problem import load_snapshot
+    from gpuopt.defrag.problem import DefragOptions, load_snapshot
     from gpuopt.defrag.solution import violations
+    from gpuopt.errors import validate_object
     from gpuopt.io.files import write_text_atomic
 
     cli = _cli()
@@ -53,7 +54,9 @@ def _cmd_defrag(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None
     }
     if updates:
-        problem = problem.model_copy(update={"options": problem.options.model_copy(update=updates)})
+        merged = {**problem.options.model_dump(), **updates}
+        checked = validate_object(DefragOptions, merged, what="options", source="options")
+        problem = problem.model_copy(update={"options": checked})
     exact = args.method in ("milp", "cpsat")
     ipc_only = {"--workers": args.workers, "--scheduler": args.scheduler}
     for flag, value in ipc_only.items():
@@ -192,9 +195,10 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     if args.source == "openb":
         from gpuopt.io.openb import read_openb
 
-        folder = Path(args.data) / OPENB_FOLDER if args.data else DEFAULT_DATA / OPENB_FOLDER
-        nodes = args.nodes or folder / "openb_node_list_gpu_node.csv"
-        pods = args.pods or folder / "openb_pod_list_default.csv"
+        folder = (DEFAULT_DATA if args.data is None else Path(args.data)) / OPENB_FOLDER
+        # an empty --nodes or --pods is a bad path, not "use the default"
+        nodes = folder / "openb_node_list_gpu_node.csv" if args.nodes is None else args.nodes
+        pods = folder / "openb_pod_list_default.csv" if args.pods is None else args.pods
         problem, report = read_openb(
             nodes,
             pods,
@@ -223,6 +227,8 @@ _fraction = number_type(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 def add_commands(commands: Any) -> None:
     """Add ``defrag``, ``diagnose`` and ``snapshot`` to the ``gpuopt`` parser."""
+    from gpuopt.defrag.problem import MAX_NODE_GPUS, MAX_NODES, MAX_TASKS
+
     cli = _cli()
     defrag = commands.add_parser(
         "defrag", help="plan migrations so that whole nodes come free (snapshot -> plan)"
@@ -237,27 +243,28 @@ def add_commands(commands: Any) -> None:
     )
     defrag.add_argument("--out", help="write the plan JSON here")
     defrag.add_argument("--plot", help="write a picture of node occupancy before and after here")
-    defrag.add_argument("--partition-size", type=cli._positive_int, default=None)
-    defrag.add_argument("--depth", type=cli._positive_int, default=None, help="longest chain")
-    defrag.add_argument("--rounds", type=cli._positive_int, default=None)
+    # the bounds of DefragOptions, so that a bad flag fails as a usage error
+    defrag.add_argument("--partition-size", type=cli.int_range(2, MAX_NODES), default=None)
+    defrag.add_argument("--depth", type=cli.int_range(1, 6), default=None, help="longest chain")
+    defrag.add_argument("--rounds", type=cli.int_range(1, 100), default=None)
     defrag.add_argument("--time-limit", type=cli._positive_float, default=None)
-    defrag.add_argument("--max-moves", type=cli._positive_int, default=None)
+    defrag.add_argument("--max-moves", type=cli.int_range(1, MAX_TASKS), default=None)
     defrag.add_argument(
         "--group-budget",
-        type=cli._positive_int,
+        type=cli.int_range(1, MAX_TASKS),
         default=None,
         help="most moved tasks per anti-affinity group",
     )
     defrag.add_argument(
         "--min-node-gpus",
-        type=cli._positive_int,
+        type=cli.int_range(1, MAX_NODE_GPUS),
         default=None,
         help="empty only nodes with at least this many GPUs (e.g. 8 for whole 8-GPU nodes)",
     )
-    defrag.add_argument("--workers", type=cli._positive_int, default=None, help="processes")
+    defrag.add_argument("--workers", type=cli._workers, default=None, help="processes")
     defrag.add_argument("--scheduler", default=None, help="Dask scheduler address (ipc)")
-    defrag.add_argument("--threads", type=cli._positive_int, default=None, help="solver threads")
-    defrag.add_argument("--seed", type=int, default=None)
+    defrag.add_argument("--threads", type=cli._workers, default=None, help="solver threads")
+    defrag.add_argument("--seed", type=cli._seed, default=None)
     defrag.add_argument("--quiet", action="store_true", help="print nothing, no progress bar")
     defrag.set_defaults(run=_cmd_defrag)
 

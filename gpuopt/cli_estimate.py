@@ -106,7 +106,7 @@ def add_commands(commands: Any) -> None:
     calibrate.add_argument(
         "--holdout", type=_holdout, default=0.2, help="share of jobs held out (default 0.2)"
     )
-    calibrate.add_argument("--seed", type=int, default=0)
+    calibrate.add_argument("--seed", type=_cli()._seed, default=0)
     calibrate.add_argument(
         "--leave-out",
         action="append",

@@ -21,6 +21,9 @@ import math
 import sys
 from typing import Any
 
+import numpy as np
+
+from gpuopt.allocation.problem import MAX_GPUS
 from gpuopt.cli import number_type
 from gpuopt.errors import ProblemError
 
@@ -33,7 +36,7 @@ def _cli() -> Any:
 
 _positive_rate = number_type(float, lambda v: 0 < v < math.inf, "a positive rate")
 _headroom = number_type(float, lambda v: 0 <= v < math.inf, "a share >= 0 such as 0.2")
-_gpu_count = number_type(int, lambda v: v >= 0, "a GPU count >= 0")
+_gpu_count = number_type(int, lambda v: 0 <= v <= MAX_GPUS, f"a GPU count from 0 to {MAX_GPUS:,}")
 _coverage = number_type(float, lambda v: 0 < v <= 1, "a share in (0, 1] such as 0.95")
 
 
@@ -77,6 +80,12 @@ def _cmd_realtime(args: argparse.Namespace) -> int:
             model=args.model,
             start_hour_of_week=series.start_hour_of_week,
         )
+    for name, values in (("forecast", forecast), ("upper bound", upper)):
+        if values is not None and not np.isfinite(values).all():  # never written as NaN
+            raise ProblemError(
+                f"{args.history}: the {name} is not finite; the history's rates are too large "
+                "to forecast."
+            )
     payload: dict[str, Any] = {
         "model": args.model,
         "horizon": args.horizon,

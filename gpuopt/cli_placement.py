@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import Any
 
+from gpuopt.cli import number_type
 from gpuopt.errors import ProblemError
 
 
@@ -140,6 +141,9 @@ def _print_plan_report(
         )
 
 
+_headroom = number_type(float, lambda v: 0 <= v <= 10, "a share from 0 to 10 such as 0.1")
+
+
 def add_commands(commands: Any) -> None:
     """Add ``topology``, ``preempt`` and ``rolling`` to the ``gpuopt`` parser."""
     from gpuopt.planning.rolling import DEFAULT_LOOKAHEAD
@@ -177,19 +181,19 @@ def add_commands(commands: Any) -> None:
     rolling.add_argument("--replan-every", type=cli._positive_int, default=1)
     rolling.add_argument(
         "--headroom",
-        type=float,
+        type=_headroom,
         default=None,
         help="margin on forecast demand (default 0 for oracle, 0.1 otherwise)",
     )
     rolling.add_argument(
         "--lookahead",
-        type=cli._nonnegative_int,
+        type=cli.int_range(0, 1000),
         default=DEFAULT_LOOKAHEAD,
         help=f"sampled futures that price a commitment against FIFO's (default "
         f"{DEFAULT_LOOKAHEAD}; 0: commit the plan's first row)",
     )
     rolling.add_argument(
-        "--seed", type=int, default=0, help="seed of the noisy forecasts and sampled futures"
+        "--seed", type=cli._seed, default=0, help="seed of the noisy forecasts and sampled futures"
     )
     rolling.add_argument("--out", help="write the executed result JSON here")
     rolling.add_argument("--quiet", action="store_true")

@@ -17,6 +17,14 @@ class ProblemError(ValueError):
     """
 
 
+class ProblemTypeError(ProblemError, TypeError):
+    """Something that is not a problem was given where a problem is expected.
+
+    Both a :class:`ProblemError` (the library's error for bad input) and a
+    ``TypeError`` (what Python raises for an argument of the wrong type).
+    """
+
+
 def _format_loc(loc: tuple[int | str, ...]) -> str:
     text = ""
     for part in loc:
@@ -27,9 +35,14 @@ def _format_loc(loc: tuple[int | str, ...]) -> str:
     return text or "input"
 
 
-def _short(value: Any) -> str:
+def short(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for quoting hostile input in a message.
+
+    >>> short("x" * 100, 10)
+    "'xxxxxx..."
+    """
     text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def problem_error_from(exc: ValidationError, *, source: str | None = None) -> ProblemError:
@@ -47,7 +60,7 @@ def problem_error_from(exc: ValidationError, *, source: str | None = None) -> Pr
         elif kind == "extra_forbidden":
             text = f"{loc} is not a known field"
         else:
-            text = f"{loc}: {message[:1].lower() + message[1:]} (got {_short(first.get('input'))})"
+            text = f"{loc}: {message[:1].lower() + message[1:]} (got {short(first.get('input'))})"
     count = exc.error_count()
     if count > 1:
         text += f" (and {count - 1} more problem{'s' if count > 2 else ''})"
@@ -68,3 +81,7 @@ def validate_object(model: type[Model], data: Any, *, what: str, source: str | N
         return model.model_validate(data)
     except ValidationError as exc:
         raise problem_error_from(exc, source=source) from None
+    except ProblemError as exc:  # a problem model converts its own validation errors
+        if source:
+            raise ProblemError(f"{source}: {exc}") from None
+        raise

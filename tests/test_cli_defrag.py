@@ -83,7 +83,9 @@ def test_defrag_options_and_picture(
         (["--method", "milp", "--workers", "2"], "--workers applies only to --method ipc"),
         (["--threads", "2"], "--threads applies only to --method milp or cpsat"),
         (["--method", "best"], "invalid choice"),
-        (["--depth", "0"], "expected a positive integer"),
+        (["--depth", "0"], "expected an integer from 1 to 6"),
+        (["--depth", "7"], "expected an integer from 1 to 6"),
+        (["--seed", "-1"], "expected an integer from 0 to"),
     ],
 )
 def test_defrag_bad_flags(

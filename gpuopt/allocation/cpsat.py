@@ -13,7 +13,6 @@ always recomputed by ``evaluate`` on the returned grid.
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
@@ -22,27 +21,47 @@ from gpuopt.allocation.patterns import PatternSet, WarmStart, finish, warm_start
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
 from gpuopt.solvers import require
+from gpuopt.solvers.deadline import (
+    BUILD_SHARE,
+    Deadline,
+    DeadlineExceeded,
+    cpsat_seconds,
+    solver_limit,
+)
 from gpuopt.solvers.highs import Progress
 
 #: Objective scale: coefficients are multiplied by this before rounding.
 SCALE = 10_000
+#: Variables created between two deadline checks.
+_CHUNK = 4096
 
 
 class CpsatModel:
-    """The CP-SAT model of one problem; variables keyed as in the formal model."""
+    """The CP-SAT model of one problem; variables keyed as in the formal model.
 
-    def __init__(self, patterns: PatternSet) -> None:
+    With a ``deadline``, building raises
+    :class:`gpuopt.solvers.deadline.DeadlineExceeded` once it passes (checked
+    every few thousand variables and at every row).
+    """
+
+    def __init__(self, patterns: PatternSet, deadline: Deadline | None = None) -> None:
         from ortools.sat.python import cp_model
 
         self.patterns = patterns
         self.problem = patterns.problem
         self.model = cp_model.CpModel()
+        self.deadline = deadline or Deadline(None)
         index = self.problem.index
         model = self.model
-        self.x = [model.new_bool_var(f"x[{p}]") for p in range(patterns.num_patterns)]  # p -> x
+        self.x: list[Any] = []  # p -> x
+        for low in range(0, patterns.num_patterns, _CHUNK):
+            self.deadline.check()
+            high = min(patterns.num_patterns, low + _CHUNK)
+            self.x += [model.new_bool_var(f"x[{p}]") for p in range(low, high)]
         self.y: dict[tuple[int, int], Any] = {}  # (realtime position, step) -> y
         self.u: dict[tuple[int, int], Any] = {}  # (realtime position, step) -> u
         for r in range(index.num_realtime):
+            self.deadline.check()
             for t in range(index.horizon):
                 low, high = int(patterns.y_lower[r, t]), int(patterns.y_upper[r, t])
                 self.y[r, t] = model.new_int_var(low, high, f"y[{r},{t}]")
@@ -59,12 +78,14 @@ class CpsatModel:
     def _add_a1a_gpu_step_conflicts(self) -> None:
         """A1a: at most one pattern covers each (GPU, step) cell."""
         for row in self.patterns.cell_rows:
+            self.deadline.check()
             self.model.add_at_most_one([self.x[p] for p in row.tolist()])
 
     def _add_a1b_step_capacity(self) -> None:
         """A1b: batch GPUs plus realtime counts fit in what running tasks leave."""
         patterns, index = self.patterns, self.problem.index
         for t, row in enumerate(patterns.step_rows):
+            self.deadline.check()
             terms = [int(patterns.size[p]) * self.x[p] for p in row.tolist()]
             terms += [self.y[r, t] for r in range(index.num_realtime)]
             if terms:
@@ -73,6 +94,7 @@ class CpsatModel:
     def _add_a2a_at_most_once(self) -> None:
         """A2a: each new task runs at most once (A2b, running tasks: constants; A2c: domains)."""
         for ids in self.patterns.by_task.values():
+            self.deadline.check()
             if len(ids) > 1:
                 self.model.add_at_most_one([self.x[p] for p in ids])
 
@@ -102,6 +124,7 @@ class CpsatModel:
     def _set_objective(self) -> None:
         """Section 6: batch value minus the realtime penalty, scaled to integers."""
         patterns = self.patterns
+        self.deadline.check()
         gains = [math.ceil(v * SCALE) for v in patterns.value.tolist()]
         terms = [g * x for g, x in zip(gains, self.x, strict=True) if g]
         for (r, t), short in self.u.items():
@@ -113,12 +136,16 @@ class CpsatModel:
     def hint(self, chosen: list[int], counts: np.ndarray) -> None:
         """Hint every variable from a grid's patterns and realtime counts."""
         index = self.problem.index
-        chosen_set = set(chosen)
-        for p, var in enumerate(self.x):
-            self.model.add_hint(var, 1 if p in chosen_set else 0)
+        self.deadline.check()
+        values = np.zeros(len(self.x), dtype=np.int64)
+        values[list(chosen)] = 1
+        variables, hinted = [var.index for var in self.x], values.tolist()
         for (r, t), var in self.y.items():
-            self.model.add_hint(var, int(counts[r, t]))
-            self.model.add_hint(self.u[r, t], max(0, int(index.demand[r, t]) - int(counts[r, t])))
+            variables += [var.index, self.u[r, t].index]
+            hinted += [int(counts[r, t]), max(0, int(index.demand[r, t]) - int(counts[r, t]))]
+        hint = self.model.proto.solution_hint  # in bulk: add_hint costs ~5 us per variable
+        hint.vars.extend(variables)
+        hint.values.extend(hinted)
 
 
 def _progress_callback(cp_model: Any, solver: Any, progress: Progress, offset: float) -> Any:
@@ -161,10 +188,15 @@ def solve_cpsat(
     Parameters
     ----------
     time_limit
-        Seconds for everything (greedy, model building and search); None: no limit.
+        Seconds for everything (greedy, model building and search), counted from
+        the call: building stops when it passes, and CP-SAT gets what is left
+        (it is not started when that cannot cover loading the model; see
+        :func:`gpuopt.solvers.deadline.solver_limit`); the greedy (or
+        ``initial``) grid then comes back with status ``time_limit``. None: no limit.
     seed, threads
-        CP-SAT's random seed and number of workers; a fixed pair gives a
-        reproducible answer when the search finishes within its limit.
+        CP-SAT's random seed and number of workers. With ``threads=1`` a seed
+        gives a reproducible answer when the search finishes within its limit;
+        more workers race, so equally good grids may then differ between runs.
     initial
         A starting grid or result (default: the greedy's grid).
     warm
@@ -182,18 +214,33 @@ def solve_cpsat(
         ``time_limit`` (limit reached, best grid so far returned) or
         ``infeasible`` (never for a valid problem: the empty plan is legal).
     """
+    deadline = Deadline(time_limit)
+    started = deadline.started
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
-    started = time.perf_counter()
     start: WarmStart = warm_start(problem, initial, warm)
-    patterns = PatternSet.build(problem)
-    model = CpsatModel(patterns)
-    if warm or initial is not None:
-        chosen, counts = patterns.encode(start.grid)
-        model.hint(chosen, counts)
+    try:
+        patterns = PatternSet.build(problem, deadline)
+        deadline.require(cpsat_seconds(_nonzeros(patterns), patterns.num_patterns))
+        model = CpsatModel(patterns, deadline.part(BUILD_SHARE))  # time to free it if stopped
+        if warm or initial is not None:
+            chosen, counts = patterns.encode(start.grid)
+            model.hint(chosen, counts)
+        solver_limit(deadline, "cpsat", _nonzeros(patterns), len(model.x))
+    except DeadlineExceeded:
+        return finish(
+            problem,
+            method="cpsat",
+            started=started,
+            start=start,
+            grid=None,
+            bound=None,
+            status="time_limit",
+        )
     solver = cp_model.CpSolver()
     params = solver.parameters
-    if time_limit is not None:
-        params.max_time_in_seconds = max(0.01, time_limit - (time.perf_counter() - started))
+    left = deadline.remaining()
+    if left is not None:
+        params.max_time_in_seconds = max(0.01, left)
     params.num_workers = max(1, threads)
     params.random_seed = seed
     params.log_search_progress = log
@@ -205,10 +252,12 @@ def solve_cpsat(
     grid = None
     bound = None
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        chosen = [p for p, var in enumerate(model.x) if solver.boolean_value(var)]
+        solution = np.asarray(solver.response_proto.solution, dtype=np.int64)
+        x_index = np.array([var.index for var in model.x], dtype=np.int64)
+        chosen = np.flatnonzero(solution[x_index] > 0).tolist()
         counts = np.zeros((problem.index.num_realtime, problem.horizon), dtype=np.int64)
         for (r, t), var in model.y.items():
-            counts[r, t] = solver.value(var)
+            counts[r, t] = solution[var.index]
         grid = patterns.decode(chosen, counts)
         status = "optimal" if code == cp_model.OPTIMAL else "time_limit"
         bound = solver.best_objective_bound / SCALE + patterns.fixed_value
@@ -219,3 +268,9 @@ def solve_cpsat(
     return finish(
         problem, method="cpsat", started=started, start=start, grid=grid, bound=bound, status=status
     )
+
+
+def _nonzeros(patterns: PatternSet) -> int:
+    """Non-zeros of the CP-SAT model: pattern rows plus the realtime terms."""
+    index = patterns.problem.index
+    return patterns.nonzeros + 6 * index.num_realtime * index.horizon

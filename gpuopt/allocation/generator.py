@@ -12,7 +12,15 @@ import math
 import random
 from typing import Any
 
-from gpuopt.allocation.problem import AllocationProblem
+from gpuopt.allocation.problem import (
+    MAX_CELLS,
+    MAX_GPUS,
+    MAX_HORIZON,
+    MAX_STEPS,
+    MAX_TASKS,
+    AllocationProblem,
+)
+from gpuopt.errors import ProblemError, short
 
 
 def diurnal_curve(
@@ -66,6 +74,19 @@ def random_problem(
     running_fraction, deadline_fraction
         Share of batch tasks inherited as running, and with a deadline.
     """
+    _check_arguments(
+        gpus=gpus,
+        tasks=tasks,
+        horizon=horizon,
+        realtime=realtime,
+        load=load,
+        running_fraction=running_fraction,
+        deadline_fraction=deadline_fraction,
+        gpus_per_node=gpus_per_node,
+        max_swap=max_swap,
+        history_days=history_days,
+        step_minutes=step_minutes,
+    )
     rng = random.Random(seed)
     if realtime is None:
         realtime = 0 if tasks < 3 else max(1, tasks // 8)
@@ -75,6 +96,7 @@ def random_problem(
     spec: list[dict[str, Any]] = []
     realtime_share = 0.35 if realtime else 0.0
     demand_total = 0
+    initial_total = 0  # GPUs the services hold just before step 0: at most the cluster's
     for r in range(realtime):
         high = max(1, round(gpus * realtime_share / realtime * rng.uniform(0.8, 1.4)))
         low = max(0, round(high * rng.uniform(0.2, 0.5)))
@@ -90,10 +112,11 @@ def random_problem(
                 "priority": rng.choice([8, 9, 10]),
                 "demand": curve,
                 "max_swap": swap,
-                "initial": curve[0],
+                "initial": min(curve[0], gpus - initial_total),
                 **({"history": [float(v) for v in past]} if past else {}),
             }
         )
+        initial_total += spec[-1]["initial"]
     batch = tasks - realtime
     budget = max(1.0, load * (gpus * horizon - demand_total))
     sizes = [1 << k for k in range(int(math.log2(largest)) + 1)]
@@ -164,6 +187,50 @@ def random_problem(
             "tasks": spec,
         }
     )
+
+
+def _check_arguments(**arguments: Any) -> None:
+    """One-sentence errors for arguments no scenario can be made from (before any work)."""
+    whole = {
+        "gpus": (1, MAX_GPUS),
+        "tasks": (0, MAX_TASKS),
+        "horizon": (1, MAX_HORIZON),
+        "realtime": (0, MAX_TASKS),
+        "gpus_per_node": (1, MAX_GPUS),
+        "max_swap": (0, MAX_GPUS),
+        "history_days": (0, MAX_STEPS // (24 * 60)),
+        "step_minutes": (1, 7 * 24 * 60),
+    }
+    for name, (low, high) in whole.items():
+        value = arguments[name]
+        if value is None and name in ("realtime", "gpus_per_node", "max_swap"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ProblemError(
+                f"{name} must be an integer from {low} to {high:,} (got {short(value)})."
+            )
+    shares = {"load": (0.0, 1e6), "running_fraction": (0.0, 1.0), "deadline_fraction": (0.0, 1.0)}
+    for name, (smallest, largest) in shares.items():
+        share = arguments[name]
+        if (
+            isinstance(share, bool)
+            or not isinstance(share, (int, float))
+            or not smallest <= share <= largest
+        ):
+            raise ProblemError(
+                f"{name} must be a number from {smallest:g} to {largest:g} (got {short(share)})."
+            )
+    cells = arguments["gpus"] * arguments["horizon"]
+    if cells > MAX_CELLS:
+        raise ProblemError(
+            f"gpus {arguments['gpus']} x horizon {arguments['horizon']} is {cells:,} GPU-steps, "
+            f"more than the {MAX_CELLS:,} a scenario may plan."
+        )
+    history = arguments["history_days"] * 24 * 60 // arguments["step_minutes"]
+    if history > MAX_STEPS:
+        raise ProblemError(
+            f"history_days {arguments['history_days']} is more than {MAX_STEPS:,} steps."
+        )
 
 
 def _realtime_room(

@@ -19,7 +19,7 @@ Both take the greedy grid as a MIP start where the solver accepts one.
 from __future__ import annotations
 
 import math
-import time
+import subprocess
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +30,10 @@ from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
 from gpuopt.errors import ProblemError
 from gpuopt.solvers import require
+from gpuopt.solvers.deadline import BUILD_SHARE, Deadline, DeadlineExceeded
 from gpuopt.solvers.highs import (
     HIGHS_OPTIONS,
+    TIME_LIMITED_OPTIONS,
     Progress,
     RowFamily,
     row_family,
@@ -52,7 +54,16 @@ _TIME_OPTION = {
     "cplex": "timelimit",
 }
 _WARMSTART = {"cbc", "gurobi", "cplex"}
+#: Solvers whose time limit Pyomo sets itself from ``timelimit=`` (and whose process it kills
+#: 1 s, or 1 %, after it).
+_KILLED_AT_LIMIT = {"cbc", "glpk", "scip"}
 INF = math.inf
+#: Seconds per non-zero Pyomo spends handing a model to a solver and reading the answer back
+#: (writing the LP file or filling appsi's HiGHS model), measured at about 10-20 us on a busy
+#: 2-core machine; the solver's own time limit is what is left after it.
+PYOMO_SECONDS_PER_NONZERO = 15e-6
+#: Rows of a Pyomo constraint built between two deadline checks.
+_CHUNK = 1024
 
 
 @dataclass
@@ -193,8 +204,13 @@ def _a4c_shortfall(data: MilpData) -> RowFamily:
 
 
 # --------------------------------------------------------------------------- Pyomo
-def build_milp(problem: AllocationProblem, data: MilpData | None = None) -> Any:
+def build_milp(
+    problem: AllocationProblem, data: MilpData | None = None, deadline: Deadline | None = None
+) -> Any:
     """The Pyomo ``ConcreteModel`` of ``problem``, one constraint per row of each family.
+
+    With a ``deadline``, raises :class:`gpuopt.solvers.deadline.DeadlineExceeded`
+    once it passes (checked every thousand rows).
 
     ``model.x[p]`` is pattern ``p`` of ``model.data.patterns``; ``model.y[r, t]`` and
     ``model.u[r, t]`` the realtime count and shortfall of realtime task ``r``.
@@ -212,7 +228,7 @@ def build_milp(problem: AllocationProblem, data: MilpData | None = None) -> Any:
     0
     """
     pyo = require("pyomo.environ", "milp")
-    data = data or MilpData.build(PatternSet.build(problem))
+    data = data or MilpData.build(PatternSet.build(problem, deadline))
     patterns = data.patterns
     index = problem.index
     model = pyo.ConcreteModel(name=f"gpuopt allocation {problem.name}")
@@ -236,7 +252,9 @@ def build_milp(problem: AllocationProblem, data: MilpData | None = None) -> Any:
     )
     variables = _column_variables(model, data)
     for family in data.families:
-        model.add_component(family.label, _pyomo_rows(pyo, family, variables))
+        rows = pyo.Constraint(pyo.RangeSet(0, family.rows - 1))
+        model.add_component(family.label, rows)
+        _fill_rows(pyo, rows, family, variables, deadline)
     cost = data.cost
     model.objective = pyo.Objective(
         expr=data.offset
@@ -254,15 +272,18 @@ def _column_variables(model: Any, data: MilpData) -> list[Any]:
     return columns
 
 
-def _pyomo_rows(pyo: Any, family: RowFamily, variables: list[Any]) -> Any:
-    start, cols, coefs = family.start, family.index.tolist(), family.value.tolist()
-
-    def rule(_model: Any, i: int) -> Any:
-        lo, hi = float(family.lower[i]), float(family.upper[i])
+def _fill_rows(
+    pyo: Any, rows: Any, family: RowFamily, variables: list[Any], deadline: Deadline | None
+) -> None:
+    """Row ``i`` of ``family`` as ``rows[i]`` (a constructed, indexed Pyomo constraint)."""
+    start, cols, coefs = family.start.tolist(), family.index.tolist(), family.value.tolist()
+    lower, upper = family.lower.tolist(), family.upper.tolist()
+    for i in range(family.rows):
+        if deadline is not None and i % _CHUNK == 0:
+            deadline.check()
+        lo, hi = lower[i], upper[i]
         body = pyo.quicksum(coefs[k] * variables[cols[k]] for k in range(start[i], start[i + 1]))
-        return (None if lo == -INF else lo, body, None if hi == INF else hi)
-
-    return pyo.Constraint(pyo.RangeSet(0, family.rows - 1), rule=rule)
+        rows[i] = (None if lo == -INF else lo, body, None if hi == INF else hi)
 
 
 # --------------------------------------------------------------------------- solving
@@ -292,7 +313,7 @@ def solve_milp(
     time_limit: float | None = 10.0,
     seed: int = 0,
     initial: Any = None,
-    threads: int = 2,
+    threads: int = 1,
     solver: str = "highs",
     warm: bool = True,
     model: Any = None,
@@ -304,8 +325,17 @@ def solve_milp(
     Parameters
     ----------
     time_limit
-        Seconds for everything (greedy, building and solving); None: no limit.
-        HiGHS may overrun by one presolve or LP; the result's ``seconds`` tells.
+        Seconds for everything (greedy, building and solving), counted from the
+        call; None: no limit. Building stops when it passes and the solver gets
+        what is left (after Pyomo's estimated hand-over, for the Pyomo solvers);
+        a solver that cannot start in time is skipped. The greedy (or
+        ``initial``) grid then comes back with status ``time_limit``. HiGHS reads
+        its clock only between steps of its own: ``docs/reliability.md`` ("Time
+        limits") has the overruns measured.
+    threads
+        HiGHS threads (default 1: HiGHS's idle threads spin, and on a busy
+        2-core machine two threads overran a 5 s limit by 0-24 s where one
+        thread held it; ``docs/reliability.md``).
     solver
         One of :data:`SOLVERS` that :func:`available_solvers` lists.
     model
@@ -324,6 +354,7 @@ def solve_milp(
         With ``bound`` and ``gap`` when the solver reports a bound; status
         ``optimal``, ``time_limit``, ``feasible`` or ``infeasible``.
     """
+    deadline = Deadline(time_limit)  # importing the solver counts too
     if solver not in SOLVERS:
         raise ProblemError(f"solver {solver!r} is not known; choose one of {', '.join(SOLVERS)}.")
     if model is not None and solver == "highs":
@@ -331,30 +362,52 @@ def solve_milp(
     if not _solver_available(solver):
         found = ", ".join(available_solvers()) or "none"
         raise ProblemError(f"solver {solver!r} is not installed here; available: {found}.")
-    started = time.perf_counter()
+    started = deadline.started
     start: WarmStart = warm_start(problem, initial, warm)
     use_start = warm or initial is not None
     fallback: WarmStart | None = start
-    data = MilpData.build(PatternSet.build(problem)) if model is None else model.data
-    start_values = data.start_values(*data.patterns.encode(start.grid)) if use_start else None
-    if solver == "highs":
-        remaining = _remaining(time_limit, started)
-        values, status, bound = solve_rows(
-            data, remaining, seed, threads, start_values, log, progress
-        )
-    else:
-        custom = model is not None
-        if model is None:
-            model = build_milp(problem, data)
-        if start_values is not None:
-            for variable, value in zip(_column_variables(model, data), start_values, strict=True):
-                variable.set_value(float(value))
-            if custom and not _satisfies(model):
-                fallback, use_start = None, False  # the start breaks a constraint the user added
-        remaining = _remaining(time_limit, started)
-        values, status, bound = _solve_pyomo(
-            model, data, solver, remaining, seed, threads, use_start, log
-        )
+    values: np.ndarray | None = None
+    status: Status = "time_limit"
+    bound: float | None = None
+    try:
+        data = MilpData.build(PatternSet.build(problem, deadline)) if model is None else model.data
+        deadline.check()
+        start_values = data.start_values(*data.patterns.encode(start.grid)) if use_start else None
+        if solver == "highs":
+            values, status, bound = solve_rows(
+                data, deadline.remaining(), seed, threads, start_values, log, progress
+            )
+        else:
+            custom = model is not None
+            if model is None:  # stopped at BUILD_SHARE: freeing the rows takes time too
+                deadline.require(2 * PYOMO_SECONDS_PER_NONZERO * data.nonzeros)  # build, hand-over
+                model = build_milp(problem, data, deadline.part(BUILD_SHARE))
+            if start_values is not None:
+                deadline.check()
+                for variable, value in zip(
+                    _column_variables(model, data), start_values, strict=True
+                ):
+                    variable.set_value(float(value))
+                if custom and not _satisfies(model, deadline=deadline):
+                    fallback, use_start = None, False  # it breaks a constraint the user added
+            left = deadline.remaining()
+            solver_limit = None
+            if left is not None:  # the solver's clock starts after Pyomo's hand-over
+                solver_limit = left - PYOMO_SECONDS_PER_NONZERO * data.nonzeros
+                if solver_limit < (1.0 if solver == "glpk" else 0.1):  # glpk: whole seconds
+                    raise DeadlineExceeded
+            values, status, bound = _solve_pyomo(
+                model,
+                data,
+                solver,
+                solver_limit,
+                seed,
+                threads,
+                use_start,
+                log,
+            )
+    except DeadlineExceeded:
+        pass  # the warm start (or the empty plan) comes back with status time_limit
     grid = None if values is None else data.patterns.decode(*data.read(values))
     return finish(
         problem,
@@ -367,17 +420,13 @@ def solve_milp(
     )
 
 
-def _remaining(time_limit: float | None, started: float) -> float | None:
-    if time_limit is None:
-        return None
-    return max(0.05, time_limit - (time.perf_counter() - started))
-
-
-def _satisfies(model: Any, tolerance: float = 1e-6) -> bool:
+def _satisfies(model: Any, tolerance: float = 1e-6, deadline: Deadline | None = None) -> bool:
     """True when the current variable values meet every active constraint of ``model``."""
     import pyomo.environ as pyo
 
-    for constraint in model.component_data_objects(pyo.Constraint, active=True):
+    for number, constraint in enumerate(model.component_data_objects(pyo.Constraint, active=True)):
+        if deadline is not None and number % _CHUNK == 0:
+            deadline.check()
         value = pyo.value(constraint.body, exception=False)
         if value is None:
             return False
@@ -420,7 +469,13 @@ def _solve_appsi(
     highs.config.warmstart = warm
     highs.config.load_solution = False
     highs.config.stream_solver = log
-    highs.highs_options = {"threads": max(1, threads), "random_seed": seed, **HIGHS_OPTIONS}
+    limited = TIME_LIMITED_OPTIONS if time_limit is not None else {}
+    highs.highs_options = {
+        "threads": max(1, threads),
+        "random_seed": seed,
+        **HIGHS_OPTIONS,
+        **limited,
+    }
     results = highs.solve(model)
     condition = results.termination_condition
     bound = results.best_objective_bound
@@ -439,13 +494,22 @@ def _solve_factory(
     from pyomo.opt import SolverStatus
 
     opt = pyo.SolverFactory(name)
-    if time_limit is not None:
-        limit = max(1, math.ceil(time_limit)) if name == "glpk" else time_limit
-        opt.options[_TIME_OPTION[name]] = limit
     kwargs: dict[str, Any] = {"tee": log, "load_solutions": False}
+    if time_limit is not None:
+        limit = max(1, math.floor(time_limit)) if name == "glpk" else time_limit
+        if name in _KILLED_AT_LIMIT:
+            # Pyomo passes it as the solver's own limit (CBC: wall-clock time, where its
+            # default, CPU time, ran 11 s past a 5 s limit on a busy machine) and kills the
+            # solver process 1 s after it
+            kwargs["timelimit"] = limit
+        else:
+            opt.options[_TIME_OPTION[name]] = limit
     if warm and name in _WARMSTART:
         kwargs["warmstart"] = True
-    results = opt.solve(model, **kwargs)
+    try:
+        results = opt.solve(model, **kwargs)
+    except subprocess.TimeoutExpired:  # killed: no solution comes back from the solver
+        return False, "time_limit", None
     condition = results.solver.termination_condition
     status = status_of(condition.name, results.solver.status == SolverStatus.ok)
     bound_value = results.problem.upper_bound

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gpuopt._model import IndexedModel
+from gpuopt._model import MAX_ID_LENGTH, IndexedModel
 from gpuopt.errors import problem_error_from, validate_object
 from gpuopt.io.files import read_json
 
@@ -28,6 +28,12 @@ BATCH_KINDS: tuple[str, ...] = ("training", "batch_inference", "quantization")
 #: 10,000 steps is already far beyond what the methods are meant for).
 MAX_GPUS = 65_536
 MAX_HORIZON = 10_000
+#: Largest grid (GPUs x steps) and realtime demand table (realtime tasks x
+#: steps): every method holds a few grids of this size (the greedy about 25
+#: bytes a cell, 0.5 GB and a minute at the limit; the result JSON 150 MB).
+MAX_CELLS = 20_000_000
+#: Most tasks a scenario may list.
+MAX_TASKS = 100_000
 #: Largest duration, arrival or age (in steps) a task may state.
 MAX_STEPS = 1_000_000
 
@@ -53,7 +59,7 @@ class Task(BaseModel):
 
     model_config = _CONFIG
 
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     kind: TaskKind
     priority: float = Field(ge=0, le=1e9)
     # batch-like fields
@@ -148,7 +154,7 @@ class AllocationProblem(IndexedModel):
     realtime_penalty: float = Field(default=8.0, ge=0, le=1e6)
     align_blocks: bool = False
     gpus_per_node: int | None = Field(default=None, ge=1)
-    tasks: list[Task] = Field(default_factory=list)
+    tasks: list[Task] = Field(default_factory=list, max_length=MAX_TASKS)
 
     @model_validator(mode="before")
     @classmethod
@@ -169,6 +175,17 @@ class AllocationProblem(IndexedModel):
     @model_validator(mode="after")
     def _check_consistency(self) -> AllocationProblem:
         gpus, horizon, node = self.gpus, self.horizon, self.gpus_per_node
+        if gpus * horizon > MAX_CELLS:
+            raise ValueError(
+                f"gpus {gpus} x horizon {horizon} is {gpus * horizon:,} GPU-steps, more than "
+                f"the {MAX_CELLS:,} a scenario may plan (use fewer GPUs or a shorter horizon)"
+            )
+        realtime = sum(task.is_realtime for task in self.tasks)
+        if realtime * horizon > MAX_CELLS:
+            raise ValueError(
+                f"tasks: {realtime} realtime tasks x horizon {horizon} is more than the "
+                f"{MAX_CELLS:,} demand values a scenario may hold"
+            )
         if node is not None and gpus % node != 0:
             raise ValueError(f"gpus_per_node {node} does not divide gpus {gpus}")
         seen: set[str] = set()
@@ -445,8 +462,10 @@ def load_problem(path: str | Path) -> AllocationProblem:
 
 __all__ = [
     "BATCH_KINDS",
+    "MAX_CELLS",
     "MAX_GPUS",
     "MAX_HORIZON",
+    "MAX_TASKS",
     "AllocationIndex",
     "AllocationProblem",
     "Running",

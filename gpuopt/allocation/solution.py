@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt.allocation.problem import AllocationProblem
+from gpuopt.errors import short
 
 Grid = list[list[str | None]]
 Status = Literal["optimal", "feasible", "time_limit", "infeasible", "error"]
@@ -163,10 +164,10 @@ def violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) -> lis
         for gpu, cell in enumerate(row):
             if cell is None or isinstance(cell, str):
                 if isinstance(cell, str) and cell not in known:
-                    found.append(f"grid: unknown task id {cell!r} on GPU {gpu} at step {step}")
+                    found.append(f"grid: unknown task id {short(cell)} on GPU {gpu} at step {step}")
                 continue
             found.append(
-                f"A1: GPU {gpu} at step {step} holds {cell!r}, not a single task id or null"
+                f"A1: GPU {gpu} at step {step} holds {short(cell)}, not a single task id or null"
             )
     cells = occupancy(problem, grid)
     node = index.node_size

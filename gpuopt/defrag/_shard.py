@@ -63,6 +63,7 @@ class Shard:
     max_moves: int | None = None
     group_budget: dict[int, int] = field(default_factory=dict)
     seconds: float | None = None
+    deadline: float | None = None  # as time.time(): the call's deadline, shared by all shards
     fill: bool = True  # after emptying, fill fragmented nodes exactly (ipc; not onehop)
     exact: str | None = None  # "milp" or "cpsat": then improve the result exactly
     exact_seconds: float = 5.0
@@ -234,7 +235,7 @@ def empty_nodes(shard: Shard) -> list[tuple[int, int, int]]:
     Accepted nodes are never targets afterwards. Returns ``(task, source node,
     target node)`` triples.
     """
-    deadline = None if shard.seconds is None else time.monotonic() + shard.seconds
+    deadline = _monotonic_deadline(shard)
     best: tuple[tuple[int, int, int], list[tuple[int, int, int]]] | None = None
     for order in shard.orders:
         if best is not None and deadline is not None and time.monotonic() > deadline:
@@ -248,11 +249,25 @@ def empty_nodes(shard: Shard) -> list[tuple[int, int, int]]:
             best = (score, state.log)
     log = best[1] if best is not None else []
     if shard.exact is not None and not shard.group_budget:
-        log = _improve_exactly(shard, log)
+        left = shard.exact_seconds
+        if deadline is not None:
+            left = min(left, deadline - time.monotonic())
+        if left > 0:
+            log = _improve_exactly(shard, log, left)
     return [
         (int(shard.task_pos[task]), int(shard.node_pos[source]), int(shard.node_pos[target]))
         for task, source, target in log
     ]
+
+
+def _monotonic_deadline(shard: Shard) -> float | None:
+    """The earlier of ``seconds`` from now and the shared ``deadline``, on this process's
+    monotonic clock (the shared one is wall-clock time, comparable across processes)."""
+    deadline = None if shard.seconds is None else time.monotonic() + shard.seconds
+    if shard.deadline is not None:
+        shared = time.monotonic() + (shard.deadline - time.time())
+        deadline = shared if deadline is None else min(deadline, shared)
+    return deadline
 
 
 def sub_snapshot(shard: Shard) -> Any:
@@ -302,8 +317,11 @@ def sub_snapshot(shard: Shard) -> Any:
     return DefragProblem.model_validate({"name": "partition", "nodes": nodes, "tasks": tasks})
 
 
-def _improve_exactly(shard: Shard, log: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """Run the exact model on the shard, warm-started from ``log``; keep the better plan.
+def _improve_exactly(
+    shard: Shard, log: list[tuple[int, int, int]], seconds: float
+) -> list[tuple[int, int, int]]:
+    """Run the exact model on the shard for ``seconds``, warm-started from ``log``; keep the
+    better plan.
 
     Not used with per-group budgets (the exact rows have one budget for all
     groups, the shard one per group).
@@ -318,7 +336,7 @@ def _improve_exactly(shard: Shard, log: list[tuple[int, int, int]]) -> list[tupl
         from gpuopt.defrag.cpsat import solve_cpsat as solve
     else:
         from gpuopt.defrag.milp import solve_milp as solve
-    plan = solve(problem, time_limit=shard.exact_seconds, initial=start, threads=1)
+    plan = solve(problem, time_limit=seconds, initial=start, threads=1)
 
     def score(m: Any) -> tuple[int, int, int]:  # the order empty_nodes ranks results by
         return m.emptied, -m.fragmented_after, -m.moves

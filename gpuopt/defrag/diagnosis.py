@@ -62,7 +62,7 @@ from gpuopt.defrag.problem import (
     selector_matches,
 )
 from gpuopt.defrag.solution import MigrationPlan, Move, apply_plan
-from gpuopt.errors import ProblemError, problem_error_from
+from gpuopt.errors import ProblemError, problem_error_from, short
 
 IntArray = npt.NDArray[np.int64]
 
@@ -154,21 +154,23 @@ def parse_request(
     Request(gpus=8, cpus=64.0, memory=256.0, same_asw=1, node_selector={})
     """
     if not isinstance(text, str):
-        raise ProblemError(f"request {text!r} is not text of the form {REQUEST_FORM}.")
+        raise ProblemError(f"request {short(text)} is not text of the form {REQUEST_FORM}.")
     amounts: dict[str, str] = {}
     position = 0
     stripped = text.rstrip()
     while position < len(stripped):
         match = _TOKEN.match(stripped, position)
         if match is None or match.group(2).upper() in amounts:
-            raise ProblemError(f"request {text!r} is not of the form {REQUEST_FORM}.")
+            raise ProblemError(f"request {short(text)} is not of the form {REQUEST_FORM}.")
         amounts[match.group(2).upper()] = match.group(1)
         position = match.end()
     gpus = amounts.get("G")
     if gpus is None or not gpus.isdigit():
         raise ProblemError(
-            f"request {text!r} needs a whole number of GPUs (the form is {REQUEST_FORM})."
+            f"request {short(text)} needs a whole number of GPUs (the form is {REQUEST_FORM})."
         )
+    if len(gpus) > 18:  # int() refuses 4,300 digits; no node has 10**18 GPUs anyway
+        raise ProblemError(f"request {short(text)} asks for more GPUs than any node can have.")
     data: dict[str, Any] = {
         "gpus": int(gpus),
         "cpus": float(amounts.get("C", "0")),
@@ -180,7 +182,7 @@ def parse_request(
     try:
         return Request.model_validate(data)
     except ValidationError as exc:
-        raise problem_error_from(exc, source=f"request {text!r}") from None
+        raise problem_error_from(exc, source=f"request {short(text)}") from None
 
 
 def _as_request(request: Request | str) -> Request:

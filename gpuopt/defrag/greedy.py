@@ -26,6 +26,7 @@ import numpy as np
 from gpuopt.defrag._shard import NO_LIMIT, Shard, empty_nodes
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import MigrationPlan, make_plan
+from gpuopt.solvers.deadline import Deadline
 
 #: Called after each partition with (partitions done, partitions in the round, round).
 Progress = Callable[[int, int, int], None]
@@ -35,6 +36,15 @@ IPC_RANKINGS: tuple[Ranking, ...] = ("easiest", "least_used")
 
 #: Below this many nodes per worker, extra processes cost more than they save.
 MIN_NODES_PER_WORKER = 2000
+#: Seconds :func:`make_plan` takes per task of the snapshot and per move of the plan (waves,
+#: metrics, validation) on the 2-core machine: 7 us and 40 us at a load average of 5, up to
+#: 38 us and 110 us at 8. Under a time limit the search stops early enough to leave this much
+#: for the plan (a load above 5 can take more: ``docs/reliability.md``).
+PLAN_SECONDS_PER_TASK = 10e-6
+PLAN_SECONDS_PER_MOVE = 55e-6
+#: Moves a round is expected to add, as a share of the snapshot's tasks (about 0.3 measured
+#: on random snapshots), for the time reserved for the plan.
+ROUND_MOVES_SHARE = 1 / 3
 
 
 class ClusterState:
@@ -78,6 +88,7 @@ class ClusterState:
         max_moves: int | None = None,
         group_budget: dict[int, int] | None = None,
         seconds: float | None = None,
+        deadline: float | None = None,
         fill: bool = True,
         exact: str | None = None,
         exact_seconds: float = 5.0,
@@ -111,6 +122,7 @@ class ClusterState:
             max_moves=max_moves,
             group_budget=group_budget or {},
             seconds=seconds,
+            deadline=deadline,
             fill=fill,
             exact=exact,
             exact_seconds=exact_seconds,
@@ -217,8 +229,10 @@ def solve_ipc(
         Most rounds with fresh partitions (default 5); stops early when a round
         empties no node.
     time_limit
-        Seconds; partitions stop trying new nodes when it runs out and no new
-        round starts.
+        Seconds for the whole call, counted from its start: partitions stop
+        trying new nodes early enough to leave time for building the plan
+        (:data:`PLAN_SECONDS_PER_TASK`, :data:`PLAN_SECONDS_PER_MOVE`), no new
+        round starts after that, and the plan then has status ``time_limit``.
     max_moves, group_budget
         Most moves in the plan, and most moved tasks per anti-affinity group.
     seed
@@ -294,7 +308,8 @@ def _run(
     executor: Any,
     progress: Progress | None,
 ) -> MigrationPlan:
-    started = time.perf_counter()
+    deadline = Deadline(time_limit)
+    started = deadline.started
     index = problem.index
     state = ClusterState(problem)
     rng = np.random.default_rng(seed)
@@ -305,10 +320,11 @@ def _run(
     moved_in_group: dict[int, set[int]] = {}
     with _executor_for(executor, workers, num_nodes, parts) as pool:
         for round_number in range(rounds):
-            remaining = None if time_limit is None else time_limit - (time.perf_counter() - started)
+            remaining = _search_seconds(deadline, index.num_tasks, len(state.moves))
             if remaining is not None and remaining <= 0:
                 status = "time_limit" if status == "heuristic" else status
                 break
+            search_end = deadline.elapsed() + (remaining or 0.0)
             moves_left = None if max_moves is None else max_moves - len(state.moves)
             if moves_left is not None and moves_left <= 0:
                 break
@@ -325,6 +341,7 @@ def _run(
                     max_moves=None if budgets is None else budgets[i],
                     group_budget=group_left[i],
                     seconds=remaining,
+                    deadline=None if remaining is None else time.time() + remaining,
                     fill=fill,
                     exact=exact if nodes.size <= exact_nodes else None,
                     exact_seconds=exact_seconds,
@@ -347,6 +364,9 @@ def _run(
                         moved_in_group.setdefault(group, set()).add(task)
                 if progress is not None:
                     progress(done, len(jobs), round_number + 1)
+            if remaining is not None and deadline.elapsed() >= search_end:
+                status = "time_limit" if status == "heuristic" else status  # cut short
+                break
             if gained <= 0:
                 break
     named = [
@@ -356,6 +376,15 @@ def _run(
     return make_plan(
         problem, method, named, seconds=time.perf_counter() - started, status=status, notes=notes
     )
+
+
+def _search_seconds(deadline: Deadline, tasks: int, moves: int) -> float | None:
+    """Seconds a round may search: the time left less what the plan is expected to take."""
+    left = deadline.remaining()
+    if left is None:
+        return None
+    expected_moves = moves + ROUND_MOVES_SHARE * tasks
+    return left - PLAN_SECONDS_PER_TASK * tasks - PLAN_SECONDS_PER_MOVE * expected_moves
 
 
 def _submit(pool: Any, shard: Any) -> Any:
@@ -464,11 +493,11 @@ def _group_budgets(
     for task in np.flatnonzero(index.task_group >= 0).tolist():
         group = int(index.task_group[task])
         part = int(part_of[state.task_node[task]])
-        holders.setdefault(group, [])
         if part < 0:
-            continue
-        if part not in holders[group]:
-            holders[group].append(part)
+            continue  # on a node outside this round's partitions (later rounds take only some)
+        held = holders.setdefault(group, [])
+        if part not in held:
+            held.append(part)
     for group, parts in holders.items():
         left = max(0, group_budget - len(moved_in_group.get(group, ())))
         for part, share in zip(sorted(parts), _split_budget(left, len(parts)), strict=True):

@@ -21,11 +21,16 @@ from gpuopt.defrag._shard import NO_LIMIT
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import MigrationPlan, Status, make_plan
+from gpuopt.errors import ProblemError
+from gpuopt.solvers.deadline import Deadline, DeadlineExceeded
 from gpuopt.solvers.highs import Progress, RowFamily, csr_family, row_family, solve_rows
 
 #: Most x columns an exact model may have before it is refused (memory and time
 #: grow with it; use ``ipc`` on larger snapshots, or its partitions).
 MAX_COLUMNS = 2_000_000
+#: Seconds per (movable task, node) pair of building the rows (numpy, not interruptible) on
+#: the busy 2-core machine: 0.3 us at a load average of 4, up to 2.6 us at 7.
+ROWS_SECONDS_PER_PAIR = 2.5e-6
 
 
 @dataclass
@@ -94,10 +99,10 @@ class DefragRows:
             else None
         )
         if eligible is None or int(eligible.sum()) + movable.size > MAX_COLUMNS:
-            raise ValueError(
+            raise ProblemError(
                 f"the exact model would need more than {MAX_COLUMNS:,} task-node columns "
                 f"({index.num_nodes} nodes, {movable.size} movable tasks); use ipc, whose "
-                "partitions can each be solved exactly (ipc exact='milp')"
+                "partitions can each be solved exactly (ipc exact='milp')."
             )
         eligible[np.arange(movable.size), index.task_node[movable]] = True
         rows_of, col_node = np.nonzero(eligible)  # row-major: grouped by task
@@ -301,7 +306,7 @@ def _node_use(problem: DefragProblem) -> dict[str, np.ndarray]:
 
 
 def order_moves(
-    problem: DefragProblem, final: np.ndarray
+    problem: DefragProblem, final: np.ndarray, deadline: Deadline | None = None
 ) -> tuple[list[tuple[str, str, str]], int] | None:
     """Make-before-break order (X6) of the moves from the snapshot to ``final`` placement.
 
@@ -309,7 +314,8 @@ def order_moves(
     memory, anti-affinity). When every pending move is blocked (a cycle such
     as a swap), one blocked task first hops to a buffer node with room (an
     extra move). Returns the moves and the number of buffer hops, or None when
-    no order is found that way.
+    no order is found that way. With a ``deadline``, raises
+    :class:`gpuopt.solvers.deadline.DeadlineExceeded` once it passes.
     """
     index = problem.index
     where = index.task_node.copy()
@@ -356,6 +362,8 @@ def order_moves(
     pending = [int(t) for t in np.flatnonzero(final != where)]
     hops = 0
     while pending:
+        if deadline is not None:
+            deadline.check()
         progressed = False
         for task in list(pending):
             if fits(task, int(final[task])):
@@ -368,6 +376,8 @@ def order_moves(
             return None
         buffered = False
         for task in pending:
+            if deadline is not None:
+                deadline.check()
             for node in range(index.num_nodes):
                 if node != where[task] and node != final[task] and fits(task, node):
                     move(task, node)
@@ -386,20 +396,32 @@ def finish_exact(
     *,
     method: str,
     started: float,
-    rows: DefragRows,
+    rows: DefragRows | None,
     start: MigrationPlan,
     values: np.ndarray | None,
     status: Status,
     emptied_bound: int | None,
+    deadline: Deadline | None = None,
 ) -> MigrationPlan:
-    """The exact method's plan: ordered moves, never worse than the start, with bound and gap."""
+    """The exact method's plan: ordered moves, never worse than the start, with bound and gap.
+
+    ``rows`` may be None only without ``values`` (the time ran out before the
+    model was built). Ordering the moves stops at the ``deadline`` (the start
+    is kept then, with status ``time_limit``).
+    """
     bound = emptied_bound
     notes: list[str] = []
     moves: list[tuple[str, str, str]] | None = None
-    if values is not None:
-        ordered = order_moves(problem, rows.final_nodes(values))
+    if values is not None and rows is not None:
+        try:
+            ordered = order_moves(problem, rows.final_nodes(values), deadline)
+        except DeadlineExceeded:
+            ordered, status = None, "time_limit"
+            notes.append("the time limit passed while ordering the solver's moves; kept the start")
+            values = None
         if ordered is None:
-            notes.append("the solver's placement has no make-before-break order; kept the start")
+            if values is not None:
+                notes.append("the solver's placement has no make-before-break order; kept it")
         else:
             moves, hops = ordered
             if hops:
@@ -436,12 +458,24 @@ def prepare(
     seed: int,
     max_moves: int | None,
     group_budget: int | None,
-) -> tuple[DefragProblem, MigrationPlan, DefragRows]:
+    deadline: Deadline | None = None,
+) -> tuple[DefragProblem, MigrationPlan, DefragRows | None]:
     """What both exact methods start from: the snapshot with its budgets, the start, the rows.
 
     Budgets given as None keep the snapshot's options; the start is
-    ``initial``, else the ``ipc`` plan (no moves with ``warm=False``).
+    ``initial``, else the ``ipc`` plan (no moves with ``warm=False``), which
+    gets at most the time left before the ``deadline``. The rows are None
+    when the deadline leaves no time to build them.
     """
+    index = problem.index
+    movable = int(np.count_nonzero(~index.task_locked))
+    if movable * int(np.count_nonzero(index.node_task_count)) > 50 * MAX_COLUMNS:
+        # refused before ipc runs (DefragRows.build counts the eligible pairs exactly)
+        raise ProblemError(
+            f"the exact model would need more than {MAX_COLUMNS:,} task-node columns "
+            f"({index.num_nodes} nodes, {movable} movable tasks); use ipc, whose "
+            "partitions can each be solved exactly (ipc exact='milp')."
+        )
     options = problem.options
     max_moves = options.max_moves if max_moves is None else max_moves
     group_budget = options.group_budget if group_budget is None else group_budget
@@ -451,9 +485,15 @@ def prepare(
     if initial is not None:
         start = initial
     elif warm:
-        start = solve_ipc(problem, seed=seed)
+        left = None if deadline is None else deadline.remaining()
+        start = solve_ipc(problem, seed=seed, time_limit=left)
     else:
         start = make_plan(problem, "none", [], seconds=0.0)
+    if deadline is not None:
+        index = problem.index
+        pairs = int(np.count_nonzero(~index.task_locked)) * index.num_nodes
+        if not deadline.affords(ROWS_SECONDS_PER_PAIR * pairs):
+            return problem, start, None
     rows = DefragRows.build(problem, max_moves=max_moves, group_budget=group_budget)
     return problem, start, rows
 
@@ -476,7 +516,11 @@ def solve_milp(
     Parameters
     ----------
     time_limit
-        Seconds for everything (ipc start, building, solving); None: no limit.
+        Seconds for everything (ipc start, building, both phases, ordering the
+        moves), counted from the call; None: no limit. Each phase gets only the
+        time left, HiGHS is skipped when that cannot cover its set-up (see
+        :func:`gpuopt.solvers.highs.solve_rows`), and the ``ipc`` start (or the
+        phase-1 plan) comes back with status ``time_limit`` when the time runs out.
     initial
         A starting plan (default: the ``ipc`` plan).
     threads
@@ -502,21 +546,26 @@ def solve_milp(
     >>> plan.status, plan.metrics.emptied, plan.bound
     ('optimal', 1, 1)
     """
-    started = time.perf_counter()
-    problem, start, rows = prepare(problem, initial, warm, seed, max_moves, group_budget)
-    start_values = rows.start_values(start) if (warm or initial is not None) else None
-    values, status, bound = _solve_lexicographic(
-        rows, started, time_limit, seed, threads, start_values, log, progress
-    )
+    deadline = Deadline(time_limit)
+    problem, start, rows = prepare(problem, initial, warm, seed, max_moves, group_budget, deadline)
+    values: np.ndarray | None = None
+    status: Status = "time_limit"
+    bound: int | None = None
+    if rows is not None and not deadline.expired():
+        start_values = rows.start_values(start) if (warm or initial is not None) else None
+        values, status, bound = _solve_lexicographic(
+            rows, deadline, seed, threads, start_values, log, progress
+        )
     return finish_exact(
         problem,
         method="milp",
-        started=started,
+        started=deadline.started,
         rows=rows,
         start=start,
         values=values,
         status=status,
         emptied_bound=bound,
+        deadline=deadline,
     )
 
 
@@ -528,8 +577,7 @@ INTEGER_GAP = {"mip_abs_gap": 0.99}
 
 def _solve_lexicographic(
     rows: DefragRows,
-    started: float,
-    time_limit: float | None,
+    deadline: Deadline,
     seed: int,
     threads: int,
     start_values: np.ndarray | None,
@@ -541,15 +589,16 @@ def _solve_lexicographic(
     The objective ``weight * emptied - moves`` is solved in its two
     lexicographic parts because HiGHS proves the emptied count far sooner
     alone (``docs/benchmarks.md``). Phase 2 keeps phase 1's count as a row
-    (X0) and starts from its solution.
+    (X0) and starts from its solution; it gets what phase 1 left before the
+    ``deadline`` and is skipped (phase 1's plan, status ``time_limit``) when
+    that is too little for HiGHS.
     """
     num_x = rows.num_x
     weighted, offset = rows.cost.copy(), rows.offset
     rows.cost = np.zeros(rows.num_cols)
     rows.cost[num_x:] = 1.0
     rows.offset = 0.0
-    remaining = _left(time_limit, started)
-    first = None if remaining is None else remaining * PHASE_ONE_SHARE
+    first = deadline.share(PHASE_ONE_SHARE)
     values, status, bound = solve_rows(
         rows, first, seed, threads, start_values, log, progress, INTEGER_GAP
     )
@@ -564,7 +613,7 @@ def _solve_lexicographic(
     rows.cost[num_x:] = 0.0
     rows.offset = offset
     second, second_status, _ = solve_rows(
-        rows, _left(time_limit, started), seed, threads, values, log, progress, INTEGER_GAP
+        rows, deadline.remaining(), seed, threads, values, log, progress, INTEGER_GAP
     )
     rows.families.pop()
     rows.cost = weighted
@@ -573,12 +622,6 @@ def _solve_lexicographic(
     proven = emptied_bound is not None and emptied_bound <= emptied
     final: Status = "optimal" if proven and second_status == "optimal" else "time_limit"
     return values, final, emptied_bound
-
-
-def _left(time_limit: float | None, started: float) -> float | None:
-    if time_limit is None:
-        return None
-    return max(0.05, time_limit - (time.perf_counter() - started))
 
 
 def _plan_status(status: str) -> Status:

@@ -22,14 +22,18 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuopt._model import IndexedModel
-from gpuopt.errors import validate_object
+from gpuopt._model import MAX_ID_LENGTH, IndexedModel
+from gpuopt.errors import short, validate_object
 from gpuopt.io.files import read_json
 
-#: Largest snapshot the models accept (the methods are built for tens of
-#: thousands of nodes; this bound only keeps absurd inputs out).
-MAX_NODES = 1_000_000
-MAX_TASKS = 10_000_000
+#: Largest snapshot the models accept: the methods are built for tens of
+#: thousands of nodes, and a snapshot costs about 3 KB of memory per task
+#: while it is read and planned (125,000 nodes and 500,000 tasks: 1.5 GB with
+#: ipc), so these keep a snapshot within a few GB.
+MAX_NODES = 200_000
+MAX_TASKS = 2_000_000
+#: Most (distinct node selector, node) pairs: the index keeps one boolean per pair.
+MAX_SELECTOR_CELLS = 200_000_000
 #: Largest GPU count of one node or task, and largest CPU / memory figure.
 MAX_NODE_GPUS = 1024
 MAX_AMOUNT = 1e12
@@ -75,13 +79,15 @@ class Node(BaseModel):
 
     model_config = _CONFIG
 
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
     cpus: float = Field(ge=0, le=MAX_AMOUNT)
     memory: float | None = Field(
         default=None, ge=0, le=MAX_AMOUNT, description="Memory (any unit, same as the tasks')."
     )
-    asw: str | None = Field(default=None, min_length=1, description="Access switch id.")
+    asw: str | None = Field(
+        default=None, min_length=1, max_length=MAX_ID_LENGTH, description="Access switch id."
+    )
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -90,8 +96,8 @@ class Task(BaseModel):
 
     model_config = _CONFIG
 
-    id: str = Field(min_length=1)
-    node: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    node: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
     cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
@@ -106,7 +112,10 @@ class Task(BaseModel):
     priority: Priority = "LP"
     node_selector: dict[str, SelectorValue] = Field(default_factory=dict)
     anti_affinity: str | None = Field(
-        default=None, min_length=1, description="Group: at most one task of it per node."
+        default=None,
+        min_length=1,
+        max_length=MAX_ID_LENGTH,
+        description="Group: at most one task of it per node.",
     )
 
     @model_validator(mode="after")
@@ -134,7 +143,7 @@ class DefragOptions(BaseModel):
     group_budget: int | None = Field(
         default=None, ge=0, le=MAX_TASKS, description="Most tasks of one anti-affinity group moved."
     )
-    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    seed: int = Field(default=0, ge=0, le=2**31 - 1, description="CP-SAT and HiGHS take 32 bits.")
     min_node_gpus: int = Field(
         default=0,
         ge=0,
@@ -174,6 +183,12 @@ class DefragProblem(IndexedModel):
         for task_id, count in task_ids.items():
             if count > 1:
                 raise ValueError(f"tasks: id {task_id!r} appears {count} times")
+        selectors = len({_selector_key(task.node_selector) for task in self.tasks})
+        if selectors * len(self.nodes) > MAX_SELECTOR_CELLS:
+            raise ValueError(
+                f"tasks: {selectors:,} distinct node_selectors over {len(self.nodes):,} nodes are "
+                f"more than the {MAX_SELECTOR_CELLS:,} selector-node pairs a snapshot may have"
+            )
         by_id = {node.id: node for node in self.nodes}
         gpus: Counter[str] = Counter()
         cpus: Counter[str] = Counter()
@@ -186,7 +201,7 @@ class DefragProblem(IndexedModel):
             if not selector_matches(task.node_selector, node.labels):
                 raise ValueError(
                     f"task {task.id!r}: its node {node.id!r} does not match its node_selector "
-                    f"{task.node_selector!r}"
+                    f"{short(task.node_selector, 120)}"
                 )
             if task.anti_affinity is not None:
                 key = (task.anti_affinity, node.id)
@@ -283,7 +298,7 @@ class DefragIndex:
             if task.anti_affinity is not None:
                 task_group[pos] = group_pos.setdefault(task.anti_affinity, len(group_pos))
             if task.node_selector:
-                key = repr(sorted(task.node_selector.items()))
+                key = _selector_key(task.node_selector)
                 row = selector_pos.get(key)
                 if row is None:
                     row = selector_pos[key] = len(selector_rows)
@@ -321,6 +336,11 @@ class DefragIndex:
                 len(selector_rows), len(node_ids)
             ),
         )
+
+
+def _selector_key(selector: dict[str, SelectorValue]) -> str:
+    """One key per distinct node selector (the empty one included)."""
+    return repr(sorted(selector.items())) if selector else "{}"
 
 
 def parse_snapshot(data: Any, *, source: str | None = None) -> DefragProblem:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpuopt._model import MAX_ID_LENGTH
 from gpuopt.defrag.problem import DefragProblem, scaled, selector_matches
 from gpuopt.errors import validate_object
 from gpuopt.io.files import read_json
@@ -30,9 +31,9 @@ class Move(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    task: str
-    source: str = Field(alias="from")
-    to: str
+    task: str = Field(max_length=MAX_ID_LENGTH)
+    source: str = Field(alias="from", max_length=MAX_ID_LENGTH)
+    to: str = Field(max_length=MAX_ID_LENGTH)
     wave: int = Field(default=0, ge=0)
 
 

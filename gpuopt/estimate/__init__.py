@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuopt.errors import ProblemError
+from gpuopt.errors import ProblemError, short
 from gpuopt.estimate.calibration import (
     Calibration,
     default_calibration,
@@ -63,7 +63,7 @@ def parse_job(data: Any, *, source: str | None = None) -> Job:
         return TrainingJob.parse(dict(data), source=source)
     if kind == "quantization":
         return QuantizationJob.parse(dict(data), source=source)
-    raise ProblemError(f"{where}kind {kind!r} is not known; use one of {', '.join(KINDS)}.")
+    raise ProblemError(f"{where}kind {short(kind)} is not known; use one of {', '.join(KINDS)}.")
 
 
 def estimate(job: Mapping[str, Any] | Job, calibration: Calibration | None = None) -> Estimate:
@@ -97,7 +97,7 @@ def to_tasks(
     [{'id': 'q', 'kind': 'quantization', 'priority': 1.0, 'gpus': 1, 'duration': 2}]
     """
     if isinstance(step_minutes, bool) or not isinstance(step_minutes, int) or step_minutes < 1:
-        raise ProblemError(f"step_minutes must be a positive integer (got {step_minutes!r}).")
+        raise ProblemError(f"step_minutes must be a positive integer (got {short(step_minutes)}).")
     tasks: list[dict[str, Any]] = []
     for position, job in enumerate(jobs):
         if not isinstance(job, Mapping):

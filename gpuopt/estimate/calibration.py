@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuopt.errors import ProblemError
+from gpuopt.errors import ProblemError, short
 from gpuopt.io.files import read_json, write_text_atomic
 
 #: z for the two-sided 80 % band of a normal distribution (``low``/``high``).
@@ -127,9 +127,9 @@ class Calibration:
 
 def _positive_number(value: Any, name: str, upper: float = math.inf) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProblemError(f"{name} must be a number (got {value!r}).")
+        raise ProblemError(f"{name} must be a number (got {short(value)}).")
     if not 0 < value <= upper or not math.isfinite(value):
-        raise ProblemError(f"{name} must be in (0, {upper:g}] (got {value!r}).")
+        raise ProblemError(f"{name} must be in (0, {upper:g}] (got {short(value)}).")
     return float(value)
 
 
@@ -224,7 +224,7 @@ def read_history(path: str | Path) -> list[dict[str, Any]]:
             rows = list(csv.DictReader(handle))
     except FileNotFoundError:
         raise ProblemError(f"{path}: no such file.") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as exc:  # ValueError: NUL in path
         raise ProblemError(f"{path}: cannot be read as CSV ({exc}).") from None
     history: list[dict[str, Any]] = []
     for number, row in enumerate(rows, start=2):
@@ -233,17 +233,25 @@ def read_history(path: str | Path) -> list[dict[str, Any]]:
             if key is None or text is None or text.strip() == "":
                 continue
             key, text = key.strip(), text.strip()
+            if key not in _INT_COLUMNS + _FLOAT_COLUMNS + _TARGET_COLUMNS:
+                record[key] = text
+                continue
             try:
-                if key in _INT_COLUMNS:
-                    record[key] = int(float(text))
-                elif key in _FLOAT_COLUMNS or key in _TARGET_COLUMNS:
-                    record[key] = float(text)
-                else:
-                    record[key] = text
+                value = float(text)
             except ValueError:
+                value = math.nan
+            if not math.isfinite(value):
                 raise ProblemError(
-                    f"{path}: line {number}: {key} must be a number (got {text!r})."
-                ) from None
+                    f"{path}: line {number}: {key} must be a number (got {short(text)})."
+                )
+            if key in _INT_COLUMNS:
+                if not value.is_integer():
+                    raise ProblemError(
+                        f"{path}: line {number}: {key} must be a whole number (got {short(text)})."
+                    )
+                record[key] = int(value)
+            else:
+                record[key] = value
         history.append(record)
     if not history:
         raise ProblemError(f"{path}: the history has no rows.")
@@ -276,9 +284,19 @@ def history_job(record: Mapping[str, Any], *, source: str = "history row") -> di
     ran = job.get("gpus")
     if ran is not None:
         if isinstance(ran, bool) or not isinstance(ran, int) or ran < 1:
-            raise ProblemError(f"{source}: gpus must be a positive integer (got {ran!r}).")
+            raise ProblemError(f"{source}: gpus must be a positive integer (got {short(ran)}).")
         job["gpus"] = 1 << (ran.bit_length() - 1)
     return job
+
+
+def _outcome(record: Mapping[str, Any], key: str, where: str) -> float | None:
+    """``record[key]`` as a finite number > 0, or None when absent."""
+    value = record.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ProblemError(f"{where}: {key} must be a finite number > 0 (got {short(value)}).")
+    return float(value)
 
 
 def _rows(history: Iterable[Mapping[str, Any]], base: Calibration) -> list[_Row]:
@@ -288,8 +306,10 @@ def _rows(history: Iterable[Mapping[str, Any]], base: Calibration) -> list[_Row]
     rows: list[_Row] = []
     for position, record in enumerate(history):
         where = f"history row {position + 1}"
-        gpu_hours = record.get("gpu_hours")
-        duration = record.get("duration_hours")
+        if not isinstance(record, Mapping):
+            raise ProblemError(f"{where}: a row must be an object (got {type(record).__name__}).")
+        gpu_hours = _outcome(record, "gpu_hours", where)
+        duration = _outcome(record, "duration_hours", where)
         meta = {key: str(record.get(key, "")) for key in META_COLUMNS}
         ran = record.get("gpus")
         record = history_job(record, source=where)
@@ -303,7 +323,7 @@ def _rows(history: Iterable[Mapping[str, Any]], base: Calibration) -> list[_Row]
             gpu_hours = float(duration) * ran
         if not (float(gpu_hours) > 0 and math.isfinite(float(gpu_hours))):
             raise ProblemError(
-                f"{where}: gpu_hours must be a finite number > 0 (got {gpu_hours!r})."
+                f"{where}: gpu_hours must be a finite number > 0 (got {short(gpu_hours)})."
             )
         job = TrainingJob.parse(record, source=where)
         try:
@@ -495,12 +515,12 @@ def fit(
     rather than from the in-sample residuals.
     """
     if not 0 <= holdout < 1:
-        raise ProblemError(f"holdout must be in [0, 1) (got {holdout!r}).")
+        raise ProblemError(f"holdout must be in [0, 1) (got {short(holdout)}).")
     ways = (leave_out,) if isinstance(leave_out, str) else tuple(leave_out)
     for way in ways:
         if way not in LEAVE_OUT:
             raise ProblemError(
-                f"leave_out {way!r} is not known; use one of {', '.join(LEAVE_OUT)}."
+                f"leave_out {short(way)} is not known; use one of {', '.join(LEAVE_OUT)}."
             )
     base = base or default_calibration()
     records = read_history(history) if isinstance(history, (str, Path)) else list(history)

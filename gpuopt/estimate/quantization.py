@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuopt.errors import ProblemError, validate_object
+from gpuopt.errors import ProblemError, short, validate_object
 from gpuopt.estimate.calibration import Z_80
 from gpuopt.estimate.training import (
     GIB,
@@ -96,10 +96,12 @@ class QuantizationJob(BaseModel):
     def _check_job(self) -> QuantizationJob:
         if self.algorithm not in ALGORITHMS:
             raise ValueError(
-                f"algorithm {self.algorithm!r} is not known; use one of {known(ALGORITHMS)}"
+                f"algorithm {short(self.algorithm)} is not known; use one of {known(ALGORITHMS)}"
             )
         if self.gpu_type not in GPUS:
-            raise ValueError(f"gpu_type {self.gpu_type!r} is not known; use one of {known(GPUS)}")
+            raise ValueError(
+                f"gpu_type {short(self.gpu_type)} is not known; use one of {known(GPUS)}"
+            )
         if self.gpus is not None and self.gpus & (self.gpus - 1):
             raise ValueError(f"gpus must be a power of two (got {self.gpus})")
         return self

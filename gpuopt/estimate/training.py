@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuopt.errors import ProblemError, validate_object
+from gpuopt.errors import ProblemError, short, validate_object
 from gpuopt.estimate.calibration import Z_80, Calibration, default_calibration
 
 GIB = 1024**3
@@ -181,14 +181,16 @@ class TrainingJob(BaseModel):
     def _check_job(self) -> TrainingJob:
         if self.strategy not in STRATEGIES:
             raise ValueError(
-                f"strategy {self.strategy!r} is not known; use one of {known(STRATEGIES)}"
+                f"strategy {short(self.strategy)} is not known; use one of {known(STRATEGIES)}"
             )
         if self.technique not in TECHNIQUES:
             raise ValueError(
-                f"technique {self.technique!r} is not known; use one of {known(TECHNIQUES)}"
+                f"technique {short(self.technique)} is not known; use one of {known(TECHNIQUES)}"
             )
         if self.gpu_type not in GPUS:
-            raise ValueError(f"gpu_type {self.gpu_type!r} is not known; use one of {known(GPUS)}")
+            raise ValueError(
+                f"gpu_type {short(self.gpu_type)} is not known; use one of {known(GPUS)}"
+            )
         if self.tokens_b is None and (self.dataset_tokens_b is None or self.epochs is None):
             raise ValueError("tokens_b (or dataset_tokens_b and epochs) is required")
         if self.tokens_b is not None and self.dataset_tokens_b is not None:
@@ -196,12 +198,13 @@ class TrainingJob(BaseModel):
         if self.gpus is not None and self.gpus & (self.gpus - 1):
             raise ValueError(f"gpus must be a power of two (got {self.gpus})")
         if self.precision == "fp8" and not GPUS[self.gpu_type].fp8:
-            raise ValueError(f"precision 'fp8' is not supported by gpu_type {self.gpu_type!r}")
+            raise ValueError(f"precision 'fp8' is not supported by gpu_type {short(self.gpu_type)}")
         if self.strategy == "qlora" and self.precision == "fp32":
             raise ValueError("precision 'fp32' does not apply to strategy 'qlora'")
         if self.adapter_precision is not None and self.strategy not in ("lora", "qlora"):
             raise ValueError(
-                f"adapter_precision applies to strategy 'lora' or 'qlora', not {self.strategy!r}"
+                "adapter_precision applies to strategy 'lora' or 'qlora', "
+                f"not {short(self.strategy)}"
             )
         return self
 

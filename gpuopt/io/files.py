@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -66,22 +67,69 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a valid number")
 
 
+#: Largest JSON file read (1 GB): decoding takes about ten times the file's size in
+#: memory. The largest snapshot the models accept (2M tasks) is about 300 MB of JSON;
+#: ``kubectl get -o json`` writes 10-20 KB a pod (``managedFields`` can be dropped).
+MAX_JSON_BYTES = 1 << 30
+
+
+#: NaN or an infinity as a JSON value, after the key (if any) it belongs to.
+_CONSTANT = re.compile(r'(?:"((?:[^"\\\n]|\\.){1,60})"\s*:|[\[,])\s*(-?Infinity|NaN)\b')
+
+
+def _where_constant(text: str, message: str) -> str:
+    """``message`` about a NaN or Infinity value, with its key, line and column when found."""
+    match = _CONSTANT.search(text) if message.endswith("is not a valid number") else None
+    if match is None:
+        return message
+    start = match.start(2)
+    line = text.count("\n", 0, start) + 1
+    column = start - text.rfind("\n", 0, start)
+    key = f"{match.group(1)}: " if match.group(1) else ""
+    return f"{key}{message} at line {line} column {column}"
+
+
 def read_json(path: str | Path) -> Any:
     """Read a JSON file, with a one-sentence :class:`ProblemError` for every failure."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        # decoded, JSON takes about ten times its size in memory: a larger file is not read
+        text = path.read_text(encoding="utf-8") if size <= MAX_JSON_BYTES else ""
     except FileNotFoundError:
         raise ProblemError(f"{path}: no such file.") from None
     except IsADirectoryError:
         raise ProblemError(f"{path}: is a folder, not a JSON file.") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL in the path
         raise ProblemError(f"{path}: cannot be read ({exc}).") from None
+    if size > MAX_JSON_BYTES:
+        raise ProblemError(
+            f"{path}: is {size / 2**20:,.0f} MB; a JSON input may have at most "
+            f"{MAX_JSON_BYTES // 2**20:,} MB."
+        )
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise ProblemError(
             f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})."
         ) from None
     except (ValueError, RecursionError) as exc:
-        raise ProblemError(f"{path}: not valid JSON ({exc}).") from None
+        raise ProblemError(f"{path}: not valid JSON ({_where_constant(text, str(exc))}).") from None
+    if _SURROGATE_ESCAPE.search(text):
+        _reject_lone_surrogates(path, data)
+    return data
+
+
+#: A JSON escape of a UTF-16 surrogate: valid in pairs (``\ud83d\ude00``), never alone.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _reject_lone_surrogates(path: Path, data: Any) -> None:
+    """A lone surrogate decodes to a str that cannot be written back as UTF-8: refuse it."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise ProblemError(
+            f"{path}: not valid JSON (a string holds the lone UTF-16 surrogate {bad!r})."
+        ) from None

@@ -69,10 +69,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pydantic import ValidationError
-
-from gpuopt.defrag.problem import DefragProblem
-from gpuopt.errors import ProblemError, problem_error_from
+from gpuopt.defrag.problem import MAX_NODE_GPUS, DefragProblem
+from gpuopt.errors import ProblemError, short, validate_object
 from gpuopt.io.files import read_json
 
 _QUANTITY = re.compile(
@@ -142,23 +140,23 @@ def parse_quantity(value: str | int | float) -> Fraction:
     ValueError: '12x' is not a Kubernetes quantity
     """
     if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+        raise ValueError(f"{short(value)} is not a Kubernetes quantity")
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError(f"{value!r} is not a Kubernetes quantity")
+            raise ValueError(f"{short(value)} is not a Kubernetes quantity")
         return Fraction(repr(value))
     if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+        raise ValueError(f"{short(value)} is not a Kubernetes quantity")
     match = _QUANTITY.fullmatch(value.strip())
     if match is None:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+        raise ValueError(f"{short(value)} is not a Kubernetes quantity")
     number = Fraction(match["number"])
     if match["exponent"]:
         exponent = int(match["exponent"][1:])
         if abs(exponent) > _MAX_EXPONENT:
-            raise ValueError(f"{value!r} is out of range")
+            raise ValueError(f"{short(value)} is out of range")
         return number * Fraction(10) ** exponent
     if match["suffix"]:
         return number * _SUFFIX[match["suffix"]]
@@ -198,7 +196,7 @@ class _Reader:
         if value is None or value == "":
             return None
         if not isinstance(value, str):
-            self.fail(where, f"{path} must be a string (got {value!r})")
+            self.fail(where, f"{path} must be a string (got {short(value)})")
         return value
 
     def strings(self, parent: Mapping[str, Any], key: str, where: str, path: str) -> dict[str, str]:
@@ -206,7 +204,7 @@ class _Reader:
         value = self.mapping(parent, key, where, path)
         for name, item in value.items():
             if not isinstance(item, str):
-                self.fail(where, f"{path}.{name} must be a string (got {item!r})")
+                self.fail(where, f"{path}.{short(name)[1:-1]} must be a string (got {short(item)})")
         return value
 
     def quantity(self, value: Any, where: str, path: str) -> Fraction:
@@ -215,7 +213,7 @@ class _Reader:
         except ValueError as exc:
             self.fail(where, f"{path}: {exc}")
         if amount < 0:
-            self.fail(where, f"{path} is negative ({value!r})")
+            self.fail(where, f"{path} is negative ({short(value)})")
         return amount
 
     def resources(
@@ -251,6 +249,8 @@ def _mebibytes(amount: Fraction) -> float:
 def _whole_gpus(reader: _Reader, amount: Fraction, where: str, path: str) -> int:
     if amount.denominator != 1:
         reader.fail(where, f"{path} is {float(amount):g}, not a whole number of GPUs")
+    if amount > MAX_NODE_GPUS:  # named here, with the item, rather than as a snapshot field
+        reader.fail(where, f"{path} is {float(amount):g}, more than {MAX_NODE_GPUS} GPUs")
     return int(amount)
 
 
@@ -261,7 +261,7 @@ def _read_node(
     name = reader.text(metadata, "name", where, "metadata.name")
     if name is None:
         reader.fail(where, "metadata.name is missing")
-    where = f"{where} (Node {name!r})"
+    where = f"{where} (Node {short(name)})"
     labels = reader.strings(metadata, "labels", where, "metadata.labels")
     status = reader.mapping(item, "status", where, "status")
     allocatable = reader.mapping(status, "allocatable", where, "status.allocatable")
@@ -385,7 +385,7 @@ def _read_pod(
         reader.fail(where, "metadata.name is missing")
     namespace = reader.text(metadata, "namespace", where, "metadata.namespace") or "default"
     task_id = f"{namespace}/{name}"
-    where = f"{where} (Pod {task_id!r})"
+    where = f"{where} (Pod {short(task_id)})"
     spec = reader.mapping(item, "spec", where, "spec")
     status = reader.mapping(item, "status", where, "status")
     node = reader.text(spec, "nodeName", where, "spec.nodeName")
@@ -413,7 +413,7 @@ def _read_pod(
         reader.fail(
             where,
             f"metadata.labels.{priority_label} must be 'HP' or 'LP' "
-            f"(got {labels[priority_label]!r})",
+            f"(got {short(labels[priority_label])})",
         )
     task: dict[str, Any] = {
         "id": task_id,
@@ -534,10 +534,7 @@ def read_kubectl(
             if task is not None:
                 tasks.append(task)
     snapshot = {"name": name or default_name, "nodes": nodes, "tasks": tasks}
-    try:
-        return DefragProblem.model_validate(snapshot)
-    except ValidationError as exc:
-        raise problem_error_from(exc, source=source) from None
+    return validate_object(DefragProblem, snapshot, what="a snapshot", source=source)
 
 
 __all__ = ["parse_quantity", "read_kubectl"]

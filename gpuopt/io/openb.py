@@ -100,10 +100,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import ValidationError
 
 from gpuopt.defrag.problem import MAX_AMOUNT, MAX_NODE_GPUS, DefragProblem
-from gpuopt.errors import ProblemError, problem_error_from
+from gpuopt.errors import ProblemError, short, validate_object
 
 Policy = Literal["spread", "binpack", "random"]
 Fractional = Literal["round", "drop"]
@@ -222,17 +221,17 @@ class _Table:
     def whole(self, line: int, row: list[str], column: str, limit: float = MAX_AMOUNT) -> int:
         text = self.cell(row, column)
         if not (text.isascii() and text.isdigit()):
-            what = "is blank" if not text else f"is {text!r}"
+            what = "is blank" if not text else f"is {short(text)}"
             raise ProblemError(
                 f"{self.path}: line {line}, column {column!r} {what}, expected a whole number >= 0."
             )
-        value = int(text)
-        if value > limit:
+        if len(text) > 20 or int(text) > limit:  # int() refuses 4,300 digits and more
+            shown = text if len(text) <= 20 else f"a number of {len(text)} digits"
             raise ProblemError(
-                f"{self.path}: line {line}, column {column!r} is {text}, more than the most "
+                f"{self.path}: line {line}, column {column!r} is {shown}, more than the most "
                 f"allowed ({limit:g})."
             )
-        return value
+        return int(text)
 
     def moment(self, line: int, row: list[str], column: str) -> float | None:
         text = self.cell(row, column)
@@ -244,7 +243,7 @@ class _Table:
             value = math.nan
         if not math.isfinite(value):
             raise ProblemError(
-                f"{self.path}: line {line}, column {column!r} is {text!r}, expected a time in "
+                f"{self.path}: line {line}, column {column!r} is {short(text)}, expected a time in "
                 "seconds."
             )
         return value
@@ -272,7 +271,9 @@ def _read_table(path: str | Path, required: tuple[str, ...]) -> _Table:
         raise ProblemError(f"{path}: no such file.") from None
     except IsADirectoryError:
         raise ProblemError(f"{path}: is a folder, not a CSV file.") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except ProblemError:
+        raise
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as exc:  # ValueError: NUL in path
         raise ProblemError(f"{path}: cannot be read as CSV ({exc}).") from None
     columns: dict[str, int] = {}
     for position, name in enumerate(header):
@@ -326,7 +327,7 @@ def _read_pods(path: str | Path) -> tuple[list[_Pod], bool]:
             raise ProblemError(f"{table.path}: line {line}, column 'name' is blank.")
         if name in lines:
             raise ProblemError(
-                f"{table.path}: line {line}, column 'name': pod {name!r} already appears on "
+                f"{table.path}: line {line}, column 'name': pod {short(name)} already appears on "
                 f"line {lines[name]}."
             )
         lines[name] = line
@@ -570,12 +571,12 @@ def read_openb(
 
     tasks = [_task(pods[k], nodes[node]["id"], locked_qos) for k, node in placed_at.items()]
     snapshot_name = name if name is not None else f"openb-{Path(pods_csv).stem}"
-    try:
-        problem = DefragProblem.model_validate(
-            {"name": snapshot_name, "nodes": nodes, "tasks": tasks}
-        )
-    except ValidationError as exc:
-        raise problem_error_from(exc, source=str(pods_csv)) from None
+    problem = validate_object(
+        DefragProblem,
+        {"name": snapshot_name, "nodes": nodes, "tasks": tasks},
+        what="a snapshot",
+        source=str(pods_csv),
+    )
     report = OpenbReport(
         pods_read=len(pods),
         placed=len(tasks),

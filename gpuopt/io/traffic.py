@@ -55,11 +55,17 @@ from typing import Literal
 
 import numpy as np
 
-from gpuopt.errors import ProblemError
+from gpuopt.errors import ProblemError, short
 
 #: Longest span a series may cover, in steps (ten years of hours): a stray
 #: timestamp must not make the reader allocate gigabytes.
 MAX_STEPS = 10 * 366 * 24
+#: Largest timestamp, in seconds from the epoch either way: beyond it the step numbers
+#: would not fit in int64 (and any span is refused by MAX_STEPS anyway).
+MAX_SECONDS = 1e18
+#: Largest rate a reader accepts: rates near 1e308 overflow the forecasters' sums (the
+#: forecast came out NaN), and no service sees a quadrillion requests per second.
+MAX_RATE = 1e15
 #: Hours from the Monday 00:00 UTC before the Unix epoch (a Thursday) to the epoch.
 _EPOCH_HOUR_OF_WEEK = 72
 
@@ -127,6 +133,12 @@ def aggregate(
         raise ProblemError(f"{source}: no rows.")
     if step_seconds < 1:
         raise ProblemError(f"step_seconds must be at least 1 (got {step_seconds}).")
+    outside = np.flatnonzero(~(np.abs(times) <= MAX_SECONDS))  # NaN included
+    if outside.size:
+        raise ProblemError(
+            f"{source}: timestamp {times[outside[0]]:g} s is more than {MAX_SECONDS:g} s "
+            "from the epoch."
+        )
     bins = np.floor(times / step_seconds).astype(np.int64)
     first, last = int(bins.min()), int(bins.max())
     if last - first + 1 > MAX_STEPS:
@@ -167,7 +179,7 @@ def parse_timestamp(text: str) -> float:
         pass
     else:
         if not math.isfinite(number):
-            raise ValueError(f"{text!r} is not a finite number of seconds")
+            raise ValueError(f"{short(text)} is not a finite number of seconds")
         return number
     iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
     # Python 3.10 accepts only 3 or 6 fractional digits; traces carry 7.
@@ -186,11 +198,15 @@ def _rate(text: str, where: str, column: str) -> float:
     try:
         value = float(stripped)
     except ValueError:
-        raise ProblemError(f"{where}: {column} {stripped!r} is not a number.") from None
+        raise ProblemError(f"{where}: {column} {short(stripped)} is not a number.") from None
     if not math.isfinite(value):
-        raise ProblemError(f"{where}: {column} {stripped!r} is not a finite number.")
+        raise ProblemError(f"{where}: {column} {short(stripped)} is not a finite number.")
     if value < 0:
-        raise ProblemError(f"{where}: {column} {stripped} is negative; a rate must be >= 0.")
+        raise ProblemError(f"{where}: {column} {value:g} is negative; a rate must be >= 0.")
+    if value > MAX_RATE:
+        raise ProblemError(
+            f"{where}: {column} {short(stripped)} is more than {MAX_RATE:g}, too large to forecast."
+        )
     return value
 
 
@@ -212,6 +228,8 @@ def _rows(path: str | Path) -> Iterator[tuple[int, list[str]]]:
         raise ProblemError(f"{path}: not a valid CSV file ({exc}).") from None
     except OSError as exc:
         raise ProblemError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise ProblemError(f"{path}: cannot be read ({exc}).") from None
 
 
 def _header(row: list[str]) -> list[str]:
@@ -239,14 +257,14 @@ def read_hourly_csv(path: str | Path) -> RateSeries:
             seconds = parse_timestamp(stamp)
         except (ValueError, OverflowError):
             raise ProblemError(
-                f"{where}: timestamp {stamp!r} is neither ISO 8601 nor a number of seconds."
+                f"{where}: timestamp {short(stamp)} is neither ISO 8601 nor a number of seconds."
             ) from None
         row_kind = "seconds" if _is_number(stamp) else "ISO 8601"
         if kind is None:
             kind = row_kind
         elif row_kind != kind:
             raise ProblemError(
-                f"{where}: timestamp {stamp!r} is {row_kind} but earlier rows are {kind}."
+                f"{where}: timestamp {short(stamp)} is {row_kind} but earlier rows are {kind}."
             )
         times.append(seconds)
         values.append(_rate(row[1], where, "value"))
@@ -310,9 +328,11 @@ def _seconds(text: str, where: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ProblemError(f"{where}: window_start_s {text.strip()!r} is not a number.") from None
+        raise ProblemError(
+            f"{where}: window_start_s {short(text.strip())} is not a number."
+        ) from None
     if not math.isfinite(value):
-        raise ProblemError(f"{where}: window_start_s {text.strip()!r} is not finite.")
+        raise ProblemError(f"{where}: window_start_s {short(text.strip())} is not finite.")
     return value
 
 
@@ -322,7 +342,7 @@ def _client_windows(path: str | Path) -> dict[float, float]:
     for number, row in _rows(path):
         where = f"{path}, line {number}"
         if len(row) < 2:
-            raise ProblemError(f"{where}: expected window_start_s,rate_rps,..., got {row!r}.")
+            raise ProblemError(f"{where}: expected window_start_s,rate_rps,..., got {short(row)}.")
         start = _seconds(row[0], where)
         rate = _rate(row[1], where, "rate_rps")
         windows[start] = rate
@@ -395,7 +415,7 @@ def read_azure_llm(
         try:
             times.append(parse_timestamp(stamp))
         except (ValueError, OverflowError):
-            raise ProblemError(f"{where}: TIMESTAMP {stamp!r} is not ISO 8601.") from None
+            raise ProblemError(f"{where}: TIMESTAMP {short(stamp)} is not ISO 8601.") from None
         if column is None:
             amounts.append(1.0)
         else:

@@ -19,7 +19,8 @@ rule does not. Inside a switch, GPUs go to nodes by the same rule (fewest
 nodes). A job that cannot be placed is listed in ``unplaced``. How each rule
 T1-T6 of ``models/placement.md`` holds: the GPUs given never exceed what the
 nodes have free (T2, T3), CPUs cap the usable GPUs (T6), whole-node jobs see
-only completely free nodes and take them whole (T5), ``one_switch`` jobs only
+only completely free nodes with the CPUs for all their GPUs and take them
+whole (T5, T6), ``one_switch`` jobs only
 the best-fit branch (T4), and a job is placed whole or not at all (T1).
 """
 
@@ -46,7 +47,10 @@ def usable_gpus(index: TopologyIndex, job: Job, free: np.ndarray, cpus: np.ndarr
     """GPUs each node can give ``job`` now (whole nodes, CPUs per GPU considered)."""
     usable: np.ndarray
     if job.whole_nodes:
-        usable = np.where(index.node_whole & (free == index.node_gpus), free, 0)
+        whole = index.node_whole & (free == index.node_gpus)
+        if job.cpus_per_gpu > 0:  # T6: the whole node's GPUs need their CPUs too
+            whole &= cpus + 1e-9 >= free * job.cpus_per_gpu
+        usable = np.where(whole, free, 0)
     elif job.cpus_per_gpu > 0:
         by_cpu = np.floor(cpus / job.cpus_per_gpu + 1e-9)
         usable = np.minimum(free, np.where(np.isfinite(by_cpu), by_cpu, free)).astype(np.int64)

@@ -18,10 +18,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuopt.errors import ProblemError
 from gpuopt.placement.greedy import place_job, solve_greedy, usable_gpus
 from gpuopt.placement.problem import TopologyProblem
 from gpuopt.placement.solution import Status, TopologyResult, make_result
+from gpuopt.solvers.deadline import Deadline, DeadlineExceeded
 from gpuopt.solvers.highs import RowFamily, csr_family, solve_rows
+
+#: Most job-node columns (``z``) an exact model may have before it is refused (memory;
+#: the same bound as the defragmentation model's task-node columns).
+MAX_COLUMNS = 2_000_000
 
 
 @dataclass
@@ -57,48 +63,69 @@ class TopologyRows:
         return self.num_jobs + self.u_job.size + k
 
     @classmethod
-    def build(cls, problem: TopologyProblem) -> TopologyRows:
+    def build(cls, problem: TopologyProblem, deadline: Deadline | None = None) -> TopologyRows:
+        """The columns and rows of ``problem``; with a ``deadline``, raises
+        :class:`gpuopt.solvers.deadline.DeadlineExceeded` once it passes (checked per job
+        and per job-switch pair)."""
+        deadline = deadline or Deadline(None)
         index = problem.index
-        z_job, z_node, z_size, z_upper = [], [], [], []
+        z_job: list[np.ndarray] = []
+        z_node: list[np.ndarray] = []
+        z_size: list[np.ndarray] = []
+        z_upper: list[np.ndarray] = []
+        columns = 0
         for j, job in enumerate(problem.jobs):
+            deadline.check()
             usable = usable_gpus(index, job, index.node_free, index.node_cpus)
-            for node in np.flatnonzero(usable > 0).tolist():
-                z_job.append(j)
-                z_node.append(node)
-                size = int(usable[node]) if job.whole_nodes else 1
-                z_size.append(size)
-                z_upper.append(1 if job.whole_nodes else min(int(usable[node]), job.gpus))
-        z_job_a = np.array(z_job, dtype=np.int64)
-        z_node_a = np.array(z_node, dtype=np.int64)
-        pairs = sorted({(j, int(index.node_switch[n])) for j, n in zip(z_job, z_node, strict=True)})
-        u_job = np.array([p[0] for p in pairs], dtype=np.int64)
-        u_switch = np.array([p[1] for p in pairs], dtype=np.int64)
-        weight = len(pairs) + 1
-        rows = cls(
-            problem, z_job_a, z_node_a, np.array(z_size, dtype=np.int64), u_job, u_switch, weight
-        )
-        num = len(problem.jobs) + len(pairs) + len(z_job)
+            columns += int(np.count_nonzero(usable > 0))
+            if columns > MAX_COLUMNS:  # refused before memory runs out
+                raise ProblemError(
+                    f"the exact model would need more than {MAX_COLUMNS:,} job-node columns "
+                    f"({len(problem.jobs)} jobs, {len(index.node_ids)} nodes); "
+                    "use method 'greedy'."
+                )
+            nodes = np.flatnonzero(usable > 0)  # one column per node, in node order
+            whole = np.ones(nodes.size, dtype=np.int64)
+            z_job.append(np.full(nodes.size, j, dtype=np.int64))
+            z_node.append(nodes.astype(np.int64))
+            z_size.append(usable[nodes].astype(np.int64) if job.whole_nodes else whole)
+            z_upper.append(whole if job.whole_nodes else np.minimum(usable[nodes], job.gpus))
+        deadline.check()
+        z_job_a = np.concatenate(z_job) if z_job else np.zeros(0, dtype=np.int64)
+        z_node_a = np.concatenate(z_node) if z_node else np.zeros(0, dtype=np.int64)
+        # the (job, switch) pairs, sorted by job then switch
+        switches = int(index.node_switch.max()) + 1 if index.node_switch.size else 1
+        pairs = np.unique(z_job_a * switches + index.node_switch[z_node_a].astype(np.int64))
+        u_job, u_switch = pairs // switches, pairs % switches
+        weight = int(pairs.size) + 1
+        z_size_a = np.concatenate(z_size) if z_size else np.zeros(0, dtype=np.int64)
+        rows = cls(problem, z_job_a, z_node_a, z_size_a, u_job, u_switch, weight)
+        num = len(problem.jobs) + int(pairs.size) + int(z_job_a.size)
         rows.col_lower = np.zeros(num)
-        rows.col_upper = np.concatenate(
-            [np.ones(len(problem.jobs) + len(pairs)), np.array(z_upper, dtype=float)]
-        )
+        z_upper_a = np.concatenate(z_upper).astype(float) if z_upper else np.zeros(0)
+        rows.col_upper = np.concatenate([np.ones(len(problem.jobs) + int(pairs.size)), z_upper_a])
         rows.integer = np.ones(num, dtype=bool)
         rows.cost = np.concatenate(
-            [np.full(len(problem.jobs), float(weight)), -np.ones(len(pairs)), np.zeros(len(z_job))]
+            [
+                np.full(len(problem.jobs), float(weight)),
+                -np.ones(int(pairs.size)),
+                np.zeros(int(z_job_a.size)),
+            ]
         )
         rows.families = [
-            rows._t1_whole_job(),
+            rows._t1_whole_job(deadline),
             rows._t2_node_gpus(),
-            rows._t3_switch_link(),
+            rows._t3_switch_link(deadline),
             rows._t4_one_switch(),
             rows._t6_node_cpus(),
         ]
         return rows
 
-    def _t1_whole_job(self) -> RowFamily:
+    def _t1_whole_job(self, deadline: Deadline) -> RowFamily:
         """T1: a job gets all its GPUs or none: sum of its z (in GPUs) = gpus * x[j]."""
         cols, coefs, counts = [], [], []
         for j, job in enumerate(self.problem.jobs):
+            deadline.check()
             mine = np.flatnonzero(self.z_job == j)
             cols += [*np.asarray(self.z_col(mine)).tolist(), j]
             coefs += [*self.z_size[mine].astype(float).tolist(), -float(job.gpus)]
@@ -120,12 +147,14 @@ class TopologyRows:
             index.node_free[unique].astype(float),
         )
 
-    def _t3_switch_link(self) -> RowFamily:
+    def _t3_switch_link(self, deadline: Deadline) -> RowFamily:
         """T3: GPUs under switch s only when u[j,s] = 1: sum of z - gpus * u[j,s] <= 0."""
         index = self.problem.index
         cols, coefs, counts = [], [], []
         switch_of = index.node_switch[self.z_node]
         for k, (j, s) in enumerate(zip(self.u_job.tolist(), self.u_switch.tolist(), strict=True)):
+            if k % 64 == 0:
+                deadline.check()
             mine = np.flatnonzero((self.z_job == j) & (switch_of == s))
             cols += [*np.asarray(self.z_col(mine)).tolist(), int(self.u_col(k))]
             coefs += [*self.z_size[mine].astype(float).tolist(), -float(self.problem.jobs[j].gpus)]
@@ -165,12 +194,14 @@ class TopologyRows:
             index.node_cpus[unique],
         )
 
-    def start_values(self, result: TopologyResult) -> np.ndarray:
+    def start_values(self, result: TopologyResult, deadline: Deadline | None = None) -> np.ndarray:
         """Column values of a result (a MIP start)."""
         index = self.problem.index
         node_pos = {node_id: n for n, node_id in enumerate(index.node_ids)}
         values = np.zeros(self.num_cols)
         for j, job in enumerate(self.problem.jobs):
+            if deadline is not None:
+                deadline.check()
             if job.id not in result.placements:
                 continue
             values[j] = 1.0
@@ -184,16 +215,16 @@ class TopologyRows:
         return values
 
     def read(self, values: np.ndarray) -> dict[str, dict[int, int]]:
-        placed: dict[str, dict[int, int]] = {}
-        for j, job in enumerate(self.problem.jobs):
-            if values[j] < 0.5:
-                continue
-            parts = {}
-            for k in np.flatnonzero(self.z_job == j).tolist():
-                amount = round(float(values[int(self.z_col(k))])) * int(self.z_size[k])
-                if amount:
-                    parts[int(self.z_node[k])] = amount
-            placed[job.id] = parts
+        """GPUs per node of every placed job (one pass over the z columns)."""
+        jobs = self.problem.jobs
+        placed: dict[str, dict[int, int]] = {
+            job.id: {} for j, job in enumerate(jobs) if values[j] >= 0.5
+        }
+        z_values = np.rint(values[int(self.z_col(0)) :]).astype(np.int64) * self.z_size
+        for k in np.flatnonzero(z_values).tolist():
+            parts = placed.get(jobs[int(self.z_job[k])].id)
+            if parts is not None:
+                parts[int(self.z_node[k])] = int(z_values[k])
         return placed
 
 
@@ -212,9 +243,14 @@ def _node_parts(
 
 
 def concentrate_each(
-    problem: TopologyProblem, placed: dict[str, dict[int, int]]
+    problem: TopologyProblem,
+    placed: dict[str, dict[int, int]],
+    deadline: Deadline | None = None,
 ) -> dict[str, dict[int, int]]:
-    """Re-place each job, largest first, most concentrated within the switches it spans."""
+    """Re-place each job, largest first, most concentrated within the switches it spans.
+
+    Stops at the ``deadline``: the jobs not reached keep their GPUs (still legal).
+    """
     from gpuopt.placement.greedy import job_order
 
     index = problem.index
@@ -227,6 +263,8 @@ def concentrate_each(
             cpus[node] -= gpus * job.cpus_per_gpu
     out = dict(placed)
     for job in job_order(problem):
+        if deadline is not None and deadline.expired():
+            break
         if not placed.get(job.id):
             continue
         parts = placed[job.id]
@@ -255,6 +293,11 @@ def solve_milp(
 ) -> TopologyResult:
     """Place the jobs exactly: most jobs placed, then fewest switches spanned (HiGHS).
 
+    ``time_limit`` (seconds; None: no limit) counts from the call and covers the
+    greedy start, building the rows, HiGHS and re-concentrating the jobs; when
+    the rows or HiGHS cannot be had in time, the greedy placement comes back
+    with status ``time_limit``.
+
     Examples
     --------
     >>> problem = TopologyProblem(
@@ -264,18 +307,21 @@ def solve_milp(
     >>> result.status, result.metrics.placed, result.bound
     ('optimal', 2, 2)
     """
-    started = time.perf_counter()
+    deadline = Deadline(time_limit)
+    started = deadline.started
     start = solve_greedy(problem)
-    rows = TopologyRows.build(problem)
-    remaining = (
-        None if time_limit is None else max(0.05, time_limit - (time.perf_counter() - started))
-    )
+    try:
+        rows = TopologyRows.build(problem, deadline)
+        start_values = rows.start_values(start, deadline)
+    except DeadlineExceeded:  # the greedy comes back, with status time_limit
+        update = {"method": "milp", "status": "time_limit", "bound": None}
+        return start.model_copy(update={**update, "seconds": time.perf_counter() - started})
     values, status, bound = solve_rows(
         rows,
-        remaining,
+        deadline.remaining(),
         seed,
         threads,
-        rows.start_values(start),
+        start_values,
         log,
         None,
         {"mip_abs_gap": 0.99},
@@ -287,7 +333,7 @@ def solve_milp(
     if values is None:
         result = start.model_copy(update={"method": "milp", "status": final})
     else:
-        placed = concentrate_each(problem, rows.read(values))
+        placed = concentrate_each(problem, rows.read(values), deadline)
         result = make_result(problem, "milp", placed, seconds=0.0, status=final)
         if (result.metrics.placed, -result.metrics.switches_spanned) < (
             start.metrics.placed,
@@ -298,4 +344,4 @@ def solve_milp(
     return result.model_copy(update={"bound": jobs_bound, "seconds": time.perf_counter() - started})
 
 
-__all__ = ["TopologyRows", "concentrate_each", "solve_milp"]
+__all__ = ["MAX_COLUMNS", "TopologyRows", "concentrate_each", "solve_milp"]

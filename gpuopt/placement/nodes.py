@@ -50,7 +50,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuopt._model import IndexedModel
+from gpuopt._model import MAX_ID_LENGTH, IndexedModel
 from gpuopt.defrag.problem import SCALE, scaled
 from gpuopt.errors import validate_object
 from gpuopt.io.files import read_json
@@ -470,8 +470,10 @@ class PlacementNode(BaseModel):
 
     model_config = _CONFIG
 
-    id: str = Field(min_length=1)
-    topology: str = Field(min_length=1, description="Key into the problem's topologies.")
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    topology: str = Field(
+        min_length=1, max_length=MAX_ID_LENGTH, description="Key into the problem's topologies."
+    )
     cpus: float = Field(ge=0, le=MAX_AMOUNT)
     memory: float | None = Field(
         default=None, ge=0, le=MAX_AMOUNT, description="Memory (any unit, same as the request's)."
@@ -511,7 +513,7 @@ class GpuRequest(BaseModel):
 
     model_config = _CONFIG
 
-    id: str = Field(default="job", min_length=1)
+    id: str = Field(default="job", min_length=1, max_length=MAX_ID_LENGTH)
     gpus: int = Field(ge=1, le=MAX_TOPOLOGY_GPUS)
     min_bandwidth: float = Field(default=0.0, ge=0, le=MAX_BANDWIDTH)
     cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)

@@ -26,12 +26,15 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuopt._model import IndexedModel
+from gpuopt._model import MAX_ID_LENGTH, IndexedModel
 from gpuopt.errors import validate_object
 from gpuopt.io.files import read_json
 
 MAX_GPUS = 1_000_000
 MAX_ITEMS = 100_000
+#: Most nodes over all switches (a switch given as a pool counts as one): the
+#: problem and its index hold about 1 KB a node.
+MAX_NODES = 1_000_000
 _CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
@@ -40,7 +43,7 @@ class SwitchNode(BaseModel):
 
     model_config = _CONFIG
 
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     gpus: int = Field(ge=0, le=1024)
     free_gpus: int = Field(ge=0, le=1024)
     free_cpus: float | None = Field(default=None, ge=0, le=1e9)
@@ -59,7 +62,7 @@ class Switch(BaseModel):
 
     model_config = _CONFIG
 
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     free_gpus: int | None = Field(default=None, ge=0, le=MAX_GPUS)
     nodes: list[SwitchNode] | None = Field(default=None, max_length=MAX_ITEMS)
 
@@ -90,7 +93,7 @@ class Job(BaseModel):
 
     model_config = _CONFIG
 
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     gpus: int = Field(ge=1, le=MAX_GPUS)
     one_switch: bool = Field(default=False, description="All GPUs under one access switch.")
     whole_nodes: bool = Field(
@@ -119,6 +122,11 @@ class TopologyProblem(IndexedModel):
 
     @model_validator(mode="after")
     def _check_ids(self) -> TopologyProblem:
+        nodes = sum(1 if s.nodes is None else len(s.nodes) for s in self.switches)
+        if nodes > MAX_NODES:
+            raise ValueError(
+                f"switches: they hold {nodes:,} nodes, more than the {MAX_NODES:,} a state may have"
+            )
         for what, ids in (
             ("switches", [s.id for s in self.switches]),
             ("jobs", [j.id for j in self.jobs]),

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuopt.errors import ProblemError, short
 from gpuopt.preemption.greedy import Deficits, cheapest_first_prefixes, holding, stage_one
 from gpuopt.preemption.problem import PreemptionIndex, PreemptionProblem
 from gpuopt.preemption.solution import Decision, make_decision
@@ -44,6 +45,16 @@ from gpuopt.preemption.solution import Decision, make_decision
 #: Nodes with at most this many LP tasks are solved by enumerating all subsets; by
 #: default none (the dynamic programme is faster at every size, see above).
 ENUMERATE_LIMIT = 0
+#: Most LP tasks ever enumerated, whatever ``enumerate_limit`` says (the dynamic
+#: programme takes larger nodes): 2**20 subsets take 32 MB, and memory doubles per task.
+MAX_ENUMERATE = 20
+#: Most cells the dynamic programme of one node may need, by its bound
+#: ``min(2**k, (gpu deficit + 1) * (cpu deficit + 1))`` (k: the LP tasks that hold
+#: something): a cell costs about 350 bytes, twice while a task is added, and 2**20
+#: cells took 0.4 GB and 2.6 s, so 2M stay under 1.5 GB. Hostile states reach it (30
+#: LP tasks of distinct CPU amounts and no GPUs on one node); real ones have few
+#: LP tasks per node or small deficits.
+MAX_COVER_CELLS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -85,7 +96,7 @@ def cheapest_cover(
     >>> cheapest_cover([1, 4], [0, 0], [100, 400], need_gpus=4, need_cpus=0)
     Cover(cost=400, count=1, gpus=4, cpus=0, chosen=(1,))
     """
-    if len(gpus) <= enumerate_limit:
+    if len(gpus) <= min(enumerate_limit, MAX_ENUMERATE):
         return _enumerate(gpus, cpus, costs, need_gpus, need_cpus, bound)
     return _dynamic_programme(gpus, cpus, costs, need_gpus, need_cpus, bound)
 
@@ -213,6 +224,22 @@ def lower_bounds(index: PreemptionIndex, deficits: Deficits) -> np.ndarray:
     return bound
 
 
+def _check_cells(
+    index: PreemptionIndex, node: int, tasks: np.ndarray, need_gpus: int, need_cpus: int
+) -> None:
+    """Refuse a node whose dynamic programme could exceed :data:`MAX_COVER_CELLS` cells."""
+    useful = int(np.count_nonzero((index.task_gpus[tasks] > 0) | (index.task_cpus[tasks] > 0)))
+    cells = (need_gpus + 1) * (need_cpus + 1)
+    if useful < 63:
+        cells = min(cells, 2**useful)
+    if cells > MAX_COVER_CELLS:
+        raise ProblemError(
+            f"node {index.node_ids[node]!r}: the exact cover of its {useful} LP tasks could "
+            f"need {cells:,} states, more than the {MAX_COVER_CELLS:,} this method keeps in "
+            "memory; use method 'heuristic'."
+        )
+
+
 def stage_two_exact(
     index: PreemptionIndex, *, enumerate_limit: int = ENUMERATE_LIMIT
 ) -> tuple[int, list[int]] | None:
@@ -234,6 +261,8 @@ def stage_two_exact(
         need_gpus, need_cpus = int(deficits.gpus[entry]), int(deficits.cpus[entry])
         segments = index.lp_by_cost(holding(need_gpus, need_cpus))  # tasks that can help
         tasks = np.sort(segments.tasks[segments.start[node] : segments.end[node]])
+        if len(tasks) > min(enumerate_limit, MAX_ENUMERATE):
+            _check_cells(index, node, tasks, need_gpus, need_cpus)
         cover = cheapest_cover(
             index.task_gpus[tasks].tolist(),
             index.task_cpus[tasks].tolist(),
@@ -265,8 +294,15 @@ def solve_exact(problem: PreemptionProblem, *, enumerate_limit: int = ENUMERATE_
     """Place the request by best fit, else stop a minimum-cost set of LP tasks (P8, P10).
 
     ``enumerate_limit`` is the largest number of LP tasks on a node that is
-    solved by enumerating subsets (default 0: none); nodes with more use the
-    exact dynamic programme. Both give the same answer.
+    solved by enumerating subsets (default 0: none; never more than
+    :data:`MAX_ENUMERATE`); nodes with more use the exact dynamic programme.
+    Both give the same answer.
+
+    Raises
+    ------
+    ProblemError
+        When a node's dynamic programme could need more than
+        :data:`MAX_COVER_CELLS` cells (use :func:`solve_heuristic`).
 
     Examples
     --------
@@ -281,6 +317,8 @@ def solve_exact(problem: PreemptionProblem, *, enumerate_limit: int = ENUMERATE_
     (['big'], 400.0)
     """
     started = time.perf_counter()
+    if isinstance(enumerate_limit, bool) or not isinstance(enumerate_limit, int):
+        raise ProblemError(f"enumerate_limit must be an integer (got {short(enumerate_limit)}).")
     index = problem.index
     node = stage_one(index)
     if node is not None:
@@ -298,6 +336,8 @@ def solve_exact(problem: PreemptionProblem, *, enumerate_limit: int = ENUMERATE_
 
 __all__ = [
     "ENUMERATE_LIMIT",
+    "MAX_COVER_CELLS",
+    "MAX_ENUMERATE",
     "Cover",
     "cheapest_cover",
     "lower_bounds",

@@ -25,14 +25,15 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuopt._model import IndexedModel
+from gpuopt._model import MAX_ID_LENGTH, IndexedModel
 from gpuopt.defrag.problem import MAX_NODE_GPUS, SCALE, scaled
 from gpuopt.errors import validate_object
 from gpuopt.io.files import read_json
 
-#: Largest state the model accepts (only keeps absurd inputs out).
-MAX_NODES = 1_000_000
-MAX_TASKS = 10_000_000
+#: Largest state the model accepts: like a defragmentation snapshot, a state
+#: costs a few KB of memory per task, so these keep it within a few GB.
+MAX_NODES = 200_000
+MAX_TASKS = 2_000_000
 #: Largest CPU count of one node, task or request (keeps every sum of
 #: milli-CPUs over the whole cluster inside int64).
 MAX_CPUS = 1e6
@@ -60,7 +61,7 @@ class Node(BaseModel):
 
     model_config = _CONFIG
 
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
     cpus: float = Field(ge=0, le=MAX_CPUS)
     preemptions: int = Field(
@@ -73,8 +74,8 @@ class Task(BaseModel):
 
     model_config = _CONFIG
 
-    id: str = Field(min_length=1)
-    node: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    node: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
     cpus: float = Field(default=0.0, ge=0, le=MAX_CPUS)
     priority: Priority
@@ -88,7 +89,7 @@ class Request(BaseModel):
 
     model_config = _CONFIG
 
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
     cpus: float = Field(default=0.0, ge=0, le=MAX_CPUS)
     priority: Priority

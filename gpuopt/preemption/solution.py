@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt.defrag.problem import SCALE, scaled
-from gpuopt.errors import ProblemError, validate_object
+from gpuopt.errors import ProblemError, short, validate_object
 from gpuopt.io.files import read_json
 from gpuopt.preemption.problem import PreemptionProblem, Task
 
@@ -66,7 +66,7 @@ def _milli_cost(problem: PreemptionProblem, victims: Iterable[str]) -> int:
     for victim in victims:
         task = tasks.get(victim)
         if task is None:
-            raise ProblemError(f"victim {victim!r} is not a task of the state.")
+            raise ProblemError(f"victim {short(victim)} is not a task of the state.")
         total += task.gpus * (now - scaled(task.last_checkpoint))
     return total
 
@@ -157,7 +157,7 @@ def violations(problem: PreemptionProblem, decision: Decision) -> list[str]:
         return found
     node = nodes.get(decision.node)
     if node is None:
-        return [f"P1: node {decision.node!r} is not in the state"]
+        return [f"P1: node {short(decision.node)} is not in the state"]
 
     # P2: victims are distinct LP tasks on the node; none for an LP request.
     counts = Counter(decision.victims)
@@ -165,15 +165,15 @@ def violations(problem: PreemptionProblem, decision: Decision) -> list[str]:
     for victim, count in counts.items():
         task = tasks.get(victim)
         if count > 1:
-            found.append(f"P2: victim {victim!r} is listed {count} times")
+            found.append(f"P2: victim {short(victim)} is listed {count} times")
         if task is None:
-            found.append(f"P2: victim {victim!r} is not a task of the state")
+            found.append(f"P2: victim {short(victim)} is not a task of the state")
             continue
         if task.node != node.id:
-            found.append(f"P2: victim {victim!r} runs on {task.node}, not on {node.id}")
+            found.append(f"P2: victim {short(victim)} runs on {task.node}, not on {node.id}")
             continue
         if task.priority != "LP":
-            found.append(f"P2: victim {victim!r} is an HP task")
+            found.append(f"P2: victim {short(victim)} is an HP task")
             continue
         victims.append(task)
     if request.priority == "LP" and decision.victims:

@@ -227,3 +227,13 @@ def test_seasonal_reads_the_realtime_history() -> None:
                 }
             ],
         )
+
+
+@pytest.mark.parametrize("number", [2, 81, 92, 115, 127])
+def test_followed_plan_is_the_committed_one(number: int) -> None:
+    # Sweep instances (replan_every 2-3) that broke A2/A5 when the hedge committed FIFO's
+    # row but the steps in between followed the greedy plan's rows.
+    from gpuopt.legality import check
+
+    outcome = check("rolling/greedy", number)
+    assert outcome.error is None and outcome.violations == []

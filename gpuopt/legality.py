@@ -1,0 +1,468 @@
+"""Legality at scale: every method on seeded random instances of varied size and shape.
+
+Each *case* is one method of one problem (``"allocation/greedy"``,
+``"defrag/ipc"``, ... and ``"rolling/greedy"``, the rolling-horizon replay
+of :mod:`gpuopt.planning.rolling`). Instance ``k`` of a case is drawn from a
+random generator seeded with ``"<case>:<k>"`` (string seeds hash with
+SHA-512, so the instance is the same in every process whatever
+``PYTHONHASHSEED``): first the size and shape (number of GPUs, nodes,
+switches, tasks, horizon, node sizes, fill, shares of locked / HP / selector /
+anti-affinity tasks, budgets, method options), then the problem's own
+generator (:mod:`gpuopt.allocation.generator`,
+:mod:`gpuopt.defrag.generator`, :mod:`gpuopt.placement.generator`,
+:mod:`gpuopt.preemption.generator`) with a seed drawn from it. Heuristics see
+instances from tiny to medium; the exact methods tiny to small ones, with
+``threads=1`` and a short time limit (:data:`EXACT_TIME_LIMIT`), so that a
+sweep of thousands finishes in reasonable time. Every output goes through its
+problem's independent checker (``violations``); a method that raises counts
+as an error.
+
+Used by ``benchmarks/legality_sweep.py`` and ``tests/test_legality_scale.py``.
+
+Examples
+--------
+>>> outcome = check("preemption/heuristic", 0)
+>>> outcome.violations, outcome.error
+([], None)
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Seconds the exact methods get per instance in the sweep (all in: warm start, model, search).
+EXACT_TIME_LIMIT = 2.0
+#: Failures described per case (the lowest-numbered; every failing number is kept).
+KEPT_EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One instance of a case: the problem, the method's options and a short shape label."""
+
+    problem: Any
+    options: dict[str, Any]
+    shape: str
+
+
+@dataclass
+class Outcome:
+    """What one instance gave: the checker's violations, or the error raised."""
+
+    case: str
+    number: int
+    shape: str = ""
+    violations: list[str] = field(default_factory=list)
+    error: str | None = None
+    status: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def legal(self) -> bool:
+        return not self.violations and self.error is None
+
+
+@dataclass
+class Tally:
+    """Counts over many outcomes of one case (merge tallies of chunks with :meth:`merge`)."""
+
+    case: str
+    instances: int = 0
+    illegal: int = 0
+    errors: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+    slowest: float = 0.0
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)  # every illegal or failing instance
+
+    def add(self, outcome: Outcome) -> None:
+        self.instances += 1
+        self.illegal += bool(outcome.violations)
+        self.errors += outcome.error is not None
+        if outcome.status is not None:
+            self.statuses[outcome.status] += 1
+        self.seconds += outcome.seconds
+        self.slowest = max(self.slowest, outcome.seconds)
+        if outcome.legal:
+            return
+        self.failed.append(outcome.number)
+        if len(self.examples) < KEPT_EXAMPLES:
+            self.examples.append(
+                {
+                    "instance": outcome.number,
+                    "shape": outcome.shape,
+                    "violations": outcome.violations[:3],
+                    "error": outcome.error,
+                }
+            )
+
+    def merge(self, other: Tally) -> None:
+        self.instances += other.instances
+        self.illegal += other.illegal
+        self.errors += other.errors
+        self.statuses.update(other.statuses)
+        self.seconds += other.seconds
+        self.slowest = max(self.slowest, other.slowest)
+        examples = sorted(self.examples + other.examples, key=lambda e: e["instance"])
+        self.examples = examples[:KEPT_EXAMPLES]  # the lowest-numbered failures
+        self.failed = sorted(self.failed + other.failed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "instances": self.instances,
+            "illegal": self.illegal,
+            "errors": self.errors,
+            "statuses": dict(sorted(self.statuses.items())),
+            "seconds": round(self.seconds, 3),
+            "mean_seconds": round(self.seconds / self.instances, 5) if self.instances else None,
+            "slowest_seconds": round(self.slowest, 3),
+            "examples": self.examples,
+            "failed_instances": self.failed,
+        }
+
+
+# --------------------------------------------------------------------------- instances
+def _pick_size(rng: random.Random, exact: bool) -> str:
+    if exact:
+        return rng.choice(("tiny", "small"))
+    return rng.choice(("tiny", "small", "medium"))
+
+
+def _allocation(rng: random.Random, exact: bool) -> Instance:
+    from gpuopt.allocation.generator import random_problem
+
+    size = _pick_size(rng, exact)
+    if exact:
+        gpus = rng.choice((1, 2, 2, 4, 4, 8) if size == "tiny" else (4, 8, 8))
+        tasks = rng.randint(0, 4) if size == "tiny" else rng.randint(3, 8)
+        horizon = rng.choice((1, 2, 3, 4, 6) if size == "tiny" else (6, 8, 12, 24))
+    elif size == "tiny":
+        gpus, tasks, horizon = rng.choice((1, 2, 3, 4)), rng.randint(0, 4), rng.randint(1, 6)
+    elif size == "small":
+        gpus = rng.choice((4, 6, 8, 12, 16))
+        tasks, horizon = rng.randint(3, 16), rng.choice((6, 8, 12, 24))
+    else:
+        gpus = rng.choice((16, 24, 32, 48, 64))
+        tasks, horizon = rng.randint(12, 48), rng.choice((12, 24, 36, 48))
+    divisors = [d for d in (1, 2, 4, 8, 16) if d <= gpus and gpus % d == 0]
+    node = rng.choice(divisors) if rng.random() < 0.5 else None
+    problem = random_problem(
+        rng.randrange(2**31),
+        gpus=gpus,
+        tasks=tasks,
+        horizon=horizon,
+        realtime=None if rng.random() < 0.6 else rng.randint(0, min(3, tasks)),
+        load=rng.uniform(0.3, 2.5),
+        running_fraction=rng.uniform(0.0, 0.5),
+        deadline_fraction=rng.uniform(0.0, 0.7),
+        align_blocks=rng.random() < 0.4,
+        gpus_per_node=node,
+        max_swap=rng.choice((None, None, 1, 2, 4)),
+        uniform_priority=rng.random() < 0.15,
+        step_minutes=rng.choice((60, 60, 30)),
+    )
+    shape = f"{size} {gpus} GPUs x {tasks} tasks, {horizon} steps, node {node}"
+    return Instance(problem, {}, shape)
+
+
+def _exact_options(rng: random.Random, number: int) -> dict[str, Any]:
+    return {
+        "time_limit": EXACT_TIME_LIMIT,
+        "threads": 1,
+        "seed": number % 7,
+        "warm": rng.random() >= 0.1,
+    }
+
+
+def _allocation_case(method: str) -> Callable[[random.Random, int], Instance]:
+    exact = method in ("cpsat", "milp")
+
+    def build(rng: random.Random, number: int) -> Instance:
+        instance = _allocation(rng, exact)
+        options: dict[str, Any] = {}
+        if exact:
+            options = _exact_options(rng, number)
+        elif method == "greedy" and rng.random() < 0.2:
+            options = {"improve": rng.random() < 0.5, "max_attempts": rng.choice((0, 1, 5))}
+        return Instance(instance.problem, options, instance.shape)
+
+    return build
+
+
+def _rolling(rng: random.Random, number: int) -> Instance:
+    from gpuopt.allocation.generator import random_problem
+
+    size = rng.choice(("tiny", "small", "small", "medium"))
+    gpus = rng.choice({"tiny": (1, 2, 4), "small": (4, 8, 16), "medium": (16, 32)}[size])
+    tasks = rng.randint(*{"tiny": (0, 4), "small": (3, 12), "medium": (10, 24)}[size])
+    horizon = rng.choice({"tiny": (2, 4, 6), "small": (8, 12, 24), "medium": (12, 24)}[size])
+    forecast = rng.choice(("oracle", "oracle", "noisy:0.2", "noisy:0.5", "seasonal"))
+    divisors = [d for d in (2, 4, 8) if d <= gpus and gpus % d == 0]
+    problem = random_problem(
+        rng.randrange(2**31),
+        gpus=gpus,
+        tasks=tasks,
+        horizon=horizon,
+        load=rng.uniform(0.5, 2.0),
+        running_fraction=rng.uniform(0.0, 0.4),
+        deadline_fraction=rng.uniform(0.0, 0.5),
+        align_blocks=rng.random() < 0.3,
+        gpus_per_node=rng.choice(divisors) if divisors and rng.random() < 0.4 else None,
+        history_days=rng.choice((0, 1, 2)) if forecast == "seasonal" else 0,
+    )
+    options = {
+        "forecast": forecast,
+        "seed": number % 11,
+        "replan_every": rng.choice((1, 1, 2, 3)),
+    }
+    return Instance(problem, options, f"{size} {gpus}x{tasks}, {horizon} steps, {forecast}")
+
+
+def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
+    exact = method in ("milp", "cpsat")
+
+    def build(rng: random.Random, number: int) -> Instance:
+        from gpuopt.defrag.generator import random_snapshot
+        from gpuopt.defrag.problem import DefragProblem
+
+        size = _pick_size(rng, exact)
+        if exact:
+            nodes = rng.randint(1, 4) if size == "tiny" else rng.randint(5, 10)
+        else:
+            nodes = rng.randint(*{"tiny": (1, 5), "small": (6, 40), "medium": (41, 300)}[size])
+        gpus_per_node = rng.choice((1, 2, 4, 8, 8, 8, 16))
+        snapshot = random_snapshot(
+            rng.randrange(2**31),
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            cpus_per_node=rng.choice((16, 64, 128, 192)),
+            memory_per_node=rng.choice((None, 512, 2048)),
+            fill=rng.uniform(0.0, 1.0),
+            locked_fraction=rng.uniform(0.0, 0.4),
+            hp_fraction=rng.uniform(0.0, 0.6),
+            selector_fraction=rng.uniform(0.0, 0.6),
+            group_fraction=rng.uniform(0.0, 0.6),
+            groups=rng.choice((None, 1, 2, 3, 5)),
+            cpu_only_fraction=rng.uniform(0.0, 0.2),
+            asw_size=rng.choice((2, 8, 32)),
+            idle_fraction=rng.uniform(0.0, 0.3),
+        )
+        data = snapshot.model_dump(mode="json", exclude_none=True)
+        if rng.random() < 0.3:  # mixed node sizes: some nodes twice as large
+            for row in data["nodes"]:
+                if rng.random() < 0.4:
+                    row["gpus"] *= 2
+                    row["cpus"] *= 2
+                    if "memory" in row:
+                        row["memory"] *= 2
+        data["options"] = {
+            "partition_size": rng.choice((500, 2, 3, 5, 10, 25, 100)),
+            "depth": rng.randint(1, 4),
+            "rounds": rng.randint(1, 5),
+            "max_moves": None if rng.random() < 0.6 else rng.randint(0, 30),
+            "group_budget": None if rng.random() < 0.7 else rng.randint(0, 3),
+            "min_node_gpus": rng.choice((0, 0, 0, gpus_per_node, 2 * gpus_per_node)),
+            "seed": rng.randrange(1000),
+        }
+        problem = DefragProblem.model_validate(data)
+        options: dict[str, Any] = {}
+        if exact:
+            options = _exact_options(rng, number)
+        elif method == "ipc":
+            if number % 97 == 5:
+                options["workers"] = 2  # a local process pool (partitions in other processes)
+            elif number % 50 == 3 and nodes <= 40:
+                options["exact"] = rng.choice(("milp", "cpsat"))
+                options["exact_seconds"] = 1.0
+        shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, {len(problem.tasks)} tasks"
+        return Instance(problem, options, shape)
+
+    return build
+
+
+def _topology_case(method: str) -> Callable[[random.Random, int], Instance]:
+    exact = method == "milp"
+
+    def build(rng: random.Random, number: int) -> Instance:
+        from gpuopt.placement.generator import random_topology
+
+        size = _pick_size(rng, exact)
+        if exact:
+            switches = rng.randint(1, 4) if size == "tiny" else rng.randint(4, 10)
+            jobs: int | None = rng.randint(0, 4) if size == "tiny" else rng.randint(3, 12)
+            max_nodes = rng.randint(1, 4)
+        else:
+            switches = rng.randint(*{"tiny": (1, 3), "small": (4, 16), "medium": (17, 64)}[size])
+            jobs = None if rng.random() < 0.5 else rng.randint(0, 40)
+            max_nodes = rng.randint(1, 8)
+        problem = random_topology(
+            rng.randrange(2**31),
+            switches=switches,
+            jobs=jobs,
+            node_fraction=rng.choice((0.0, 1.0, rng.uniform(0.0, 1.0))),
+            max_nodes=max_nodes,
+            gpus_per_node=rng.choice((2, 4, 8, 8, 16)),
+            free_node_fraction=rng.uniform(0.0, 0.6),
+            cpus_per_node=rng.choice((None, 32, 96, 192)),
+            load=rng.uniform(0.3, 2.0),
+            one_switch_fraction=rng.uniform(0.0, 0.5),
+            whole_nodes_fraction=rng.uniform(0.0, 0.3),
+            cpu_fraction=rng.uniform(0.0, 0.5),
+        )
+        options = (
+            {"time_limit": EXACT_TIME_LIMIT, "threads": 1, "seed": number % 7} if exact else {}
+        )
+        shape = f"{size} {switches} switches, {len(problem.jobs)} jobs"
+        return Instance(problem, options, shape)
+
+    return build
+
+
+def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
+    def build(rng: random.Random, number: int) -> Instance:
+        from gpuopt.preemption.generator import random_state
+        from gpuopt.preemption.problem import PreemptionProblem
+
+        size = _pick_size(rng, False)
+        nodes = rng.randint(*{"tiny": (1, 3), "small": (4, 50), "medium": (51, 1000)}[size])
+        gpus_per_node = rng.choice((1, 2, 4, 8, 8, 16))
+        cpus_per_node = rng.choice((8, 32, 96, 192))
+        state = random_state(
+            rng.randrange(2**31),
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            cpus_per_node=cpus_per_node,
+            occupancy=None if rng.random() < 0.5 else rng.uniform(0.0, 1.0),
+            hp_fraction=None if rng.random() < 0.5 else rng.uniform(0.0, 1.0),
+            max_age=rng.choice((0, 60, 7200, 86_400)),
+            now=rng.choice((7200, 86_400)),
+            checkpoint_period=rng.choice((None, None, 60, 600, 3600)),
+            request_gpus=None if rng.random() < 0.5 else rng.randint(0, gpus_per_node),
+            request_cpus=None if rng.random() < 0.6 else rng.randint(0, 2 * cpus_per_node) / 2,
+            request_priority="HP" if rng.random() < 0.8 else "LP",
+            contended=rng.random() < 0.5,
+        )
+        data = state.model_dump(mode="json")
+        if rng.random() < 0.3:  # mixed node sizes and fractional CPUs
+            for row in data["nodes"]:
+                if rng.random() < 0.3:
+                    row["gpus"] += rng.choice((0, gpus_per_node))
+                    row["cpus"] += rng.choice((0.5, cpus_per_node))
+            for task in data["tasks"]:
+                if rng.random() < 0.2:
+                    task["cpus"] = task["cpus"] / 2
+        problem = PreemptionProblem.model_validate(data)
+        options: dict[str, Any] = {}
+        if method == "exact" and rng.random() < 0.3:
+            options["enumerate_limit"] = rng.choice((4, 10))  # the subset enumeration path
+        shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, {problem.request.priority}"
+        return Instance(problem, options, shape)
+
+    return build
+
+
+#: case name -> instance builder(rng, number)
+BUILDERS: dict[str, Callable[[random.Random, int], Instance]] = {
+    **{f"allocation/{m}": _allocation_case(m) for m in ("greedy", "fifo", "cpsat", "milp")},
+    **{f"defrag/{m}": _defrag_case(m) for m in ("ipc", "onehop", "milp", "cpsat")},
+    **{f"topology/{m}": _topology_case(m) for m in ("greedy", "milp")},
+    **{f"preemption/{m}": _preemption_case(m) for m in ("heuristic", "exact")},
+    "rolling/greedy": _rolling,
+}
+#: Every case, in the order of the table.
+CASES: tuple[str, ...] = tuple(BUILDERS)
+#: Cases whose method is exact (small instances, time limits).
+EXACT_CASES: frozenset[str] = frozenset(
+    {"allocation/cpsat", "allocation/milp", "defrag/milp", "defrag/cpsat", "topology/milp"}
+)
+
+
+def instance(case: str, number: int) -> Instance:
+    """Instance ``number`` of ``case`` (the same in every process)."""
+    if case not in BUILDERS:
+        raise ValueError(f"case {case!r} is not known; choose from {', '.join(CASES)}")
+    rng = random.Random(f"{case}:{number}")
+    return BUILDERS[case](rng, number)
+
+
+def _solve_and_check(case: str, built: Instance) -> tuple[list[str], str | None]:
+    """Run the case's method on the instance and its problem's checker on the output."""
+    family, method = case.split("/")
+    problem, options = built.problem, built.options
+    if family == "rolling":
+        from gpuopt.allocation.solution import violations as allocation_violations
+        from gpuopt.planning.rolling import rolling_replay
+
+        try:
+            report = rolling_replay(problem, method=method, **options)
+        except RuntimeError as exc:  # the replay's own check refused an illegal row
+            if "broke a rule" in str(exc):
+                return [str(exc)], "illegal"
+            raise
+        return allocation_violations(problem, report.rolling.grid), report.rolling.status
+    from gpuopt.api import solve
+
+    output = solve(problem, method, **options)
+    if family == "allocation":
+        from gpuopt.allocation.solution import violations as allocation_violations
+
+        return allocation_violations(problem, output.grid), output.status
+    if family == "defrag":
+        from gpuopt.defrag.solution import violations as defrag_violations
+
+        return defrag_violations(problem, output), output.status
+    if family == "topology":
+        from gpuopt.placement.solution import violations as topology_violations
+
+        return topology_violations(problem, output), output.status
+    from gpuopt.preemption.solution import violations as preemption_violations
+
+    stage = "none" if output.node is None else f"stage {output.stage}"
+    return preemption_violations(problem, output), stage
+
+
+def check(case: str, number: int) -> Outcome:
+    """Build instance ``number`` of ``case``, solve it and check the output."""
+    outcome = Outcome(case=case, number=number)
+    try:
+        built = instance(case, number)
+    except Exception as exc:  # a generator that fails is a finding too
+        outcome.error = f"instance: {type(exc).__name__}: {exc}"
+        return outcome
+    outcome.shape = built.shape
+    started = time.perf_counter()
+    try:
+        outcome.violations, outcome.status = _solve_and_check(case, built)
+    except Exception as exc:
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        outcome.error = f"{type(exc).__name__}: {exc} ({last.filename}:{last.lineno})"
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def check_range(case: str, start: int, stop: int) -> Tally:
+    """Check instances ``start .. stop - 1`` of ``case`` and count (picklable: for pools)."""
+    tally = Tally(case)
+    for number in range(start, stop):
+        tally.add(check(case, number))
+    return tally
+
+
+__all__ = [
+    "CASES",
+    "EXACT_CASES",
+    "EXACT_TIME_LIMIT",
+    "Instance",
+    "Outcome",
+    "Tally",
+    "check",
+    "check_range",
+    "instance",
+]
