@@ -10,9 +10,11 @@ exact methods). Instances are checked in chunks on ``--workers`` processes
 (default: one per core). Reported per case: instances, illegal outputs (the
 checker found a violation), errors (the method or the generator raised), the
 statuses returned, mean and slowest seconds per instance (solve and check),
-and the first few failures with their instance numbers, which
-``gpuopt.legality.check(case, k)`` reproduces. The exit code is 1 when any
-output was illegal or any method raised.
+and the first few failures (every failing instance number is in the JSON),
+which ``gpuopt.legality.check(case, k)`` reproduces. With ``--json`` the
+partial counts are written every minute; ``--resume`` continues an
+interrupted run from them. The exit code is 1 when any output was illegal or
+any method raised.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def _write(
     args: argparse.Namespace,
     cases: list[str],
     tallies: dict[str, Tally],
+    done: dict[str, list[list[int]]],
     wall: float,
     *,
     complete: bool,
@@ -81,13 +84,37 @@ def _write(
         "complete": complete,
         "instances_per_method": args.instances,
         "first_instance": args.start,
+        "chunk": args.chunk,
         "workers": args.workers,
         "exact_time_limit": EXACT_TIME_LIMIT,
         "exact_methods": sorted(EXACT_CASES & set(cases)),
         "wall_seconds": round(wall, 1),
+        "resumed": args.resumed,
         "methods": {case: tally.to_dict() for case, tally in tallies.items()},
+        "done_chunks": {case: sorted(done[case]) for case in cases},
     }
     write_text_atomic(Path(args.json), json.dumps(payload, indent=1) + "\n")
+
+
+def _resume(
+    args: argparse.Namespace, cases: list[str]
+) -> tuple[dict[str, Tally], dict[str, list[list[int]]], float]:
+    """Tallies, finished chunks and wall seconds of an interrupted run with the same settings."""
+    tallies = {case: Tally(case) for case in cases}
+    done: dict[str, list[list[int]]] = {case: [] for case in cases}
+    path = Path(args.json) if args.json else None
+    if not args.resume or path is None or not path.exists():
+        return tallies, done, 0.0
+    old = json.loads(path.read_text())
+    same = (old.get("instances_per_method"), old.get("first_instance"), old.get("chunk"))
+    if same != (args.instances, args.start, args.chunk):
+        raise SystemExit(f"--resume: {path} was written with other --instances, --start or --chunk")
+    for case in cases:
+        if case in old["methods"] and case in old.get("done_chunks", {}):
+            tallies[case] = Tally.from_dict(case, old["methods"][case])
+            done[case] = [list(pair) for pair in old["done_chunks"][case]]
+    args.resumed = int(old.get("resumed", 0)) + 1
+    return tallies, done, float(old.get("wall_seconds", 0.0))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,15 +127,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--chunk", type=int, default=25, help="instances per job")
     parser.add_argument("--json", help="write the counts here (atomically)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run whose partial counts are in --json",
+    )
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
+    args.resumed = 0
     if args.instances < 1 or args.workers < 1 or args.chunk < 1:
         parser.error("--instances, --workers and --chunk must be positive")
+    if args.resume and not args.json:
+        parser.error("--resume needs --json")
     cases = select(args.methods)
     console = Console(quiet=args.quiet, highlight=False, width=None if sys.stdout.isatty() else 150)
-    tallies = {case: Tally(case) for case in cases}
-    started = saved = time.perf_counter()
+    tallies, done, before = _resume(args, cases)
+    started = saved = time.perf_counter() - before
     columns = (
         TextColumn("{task.description:<22}"),
         BarColumn(),
@@ -121,15 +156,22 @@ def main(argv: list[str] | None = None) -> int:
         ProcessPoolExecutor(max_workers=args.workers, initializer=_silence) as pool,
     ):
         bars = {
-            case: progress.add_task(case, total=args.instances, illegal=0, errors=0)
+            case: progress.add_task(
+                case,
+                total=args.instances,
+                completed=tallies[case].instances,
+                illegal=tallies[case].illegal,
+                errors=tallies[case].errors,
+            )
             for case in cases
         }
-        jobs: dict[Future[Tally], str] = {}
+        jobs: dict[Future[Tally], tuple[str, int, int]] = {}
         # interleave the cases so that every bar moves and slow cases do not come last
         ranges = {
             case: [
                 (lo, min(lo + args.chunk, args.start + args.instances))
                 for lo in range(args.start, args.start + args.instances, args.chunk)
+                if [lo, min(lo + args.chunk, args.start + args.instances)] not in done[case]
             ]
             for case in cases
         }
@@ -137,11 +179,12 @@ def main(argv: list[str] | None = None) -> int:
             for case in cases:
                 if position < len(ranges[case]):
                     lo, hi = ranges[case][position]
-                    jobs[pool.submit(check_range, case, lo, hi)] = case
+                    jobs[pool.submit(check_range, case, lo, hi)] = (case, lo, hi)
         for job in as_completed(jobs):
-            case = jobs[job]
+            case, lo, hi = jobs[job]
             tally = tallies[case]
             tally.merge(job.result())
+            done[case].append([lo, hi])
             progress.update(
                 bars[case],
                 completed=tally.instances,
@@ -149,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 errors=tally.errors,
             )
             if args.json and time.perf_counter() - saved > SAVE_EVERY:
-                _write(args, cases, tallies, time.perf_counter() - started, complete=False)
+                _write(args, cases, tallies, done, time.perf_counter() - started, complete=False)
                 saved = time.perf_counter()
     wall = time.perf_counter() - started
     table = Table(
@@ -176,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"[red]{case} #{example['instance']}[/] ({example['shape']}): ", end="")
             console.print(example["error"] or "; ".join(example["violations"]), markup=False)
     if args.json:
-        _write(args, cases, tallies, wall, complete=True)
+        _write(args, cases, tallies, done, wall, complete=True)
     failed = any(t.illegal or t.errors for t in tallies.values())
     return 1 if failed else 0
 

@@ -391,7 +391,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="MILP solver behind Pyomo: highs (default), cbc, glpk, scip, gurobi, cplex",
     )
     allocate.add_argument(
-        "--threads", type=_workers, default=None, help="solver threads (default 2)"
+        "--threads",
+        type=_workers,
+        default=None,
+        help="solver threads (default: 1 for milp, 2 for cpsat)",
     )
     allocate.add_argument("--seed", type=_seed, default=None, help="solver random seed")
     allocate.add_argument(

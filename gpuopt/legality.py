@@ -114,6 +114,21 @@ class Tally:
         self.examples = examples[:KEPT_EXAMPLES]  # the lowest-numbered failures
         self.failed = sorted(self.failed + other.failed)
 
+    @classmethod
+    def from_dict(cls, case: str, data: dict[str, Any]) -> Tally:
+        """The tally :meth:`to_dict` wrote (to resume a sweep)."""
+        return cls(
+            case=case,
+            instances=int(data["instances"]),
+            illegal=int(data["illegal"]),
+            errors=int(data["errors"]),
+            statuses=Counter(data["statuses"]),
+            seconds=float(data["seconds"]),
+            slowest=float(data["slowest_seconds"]),
+            examples=list(data["examples"]),
+            failed=[int(k) for k in data.get("failed_instances", [])],
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "instances": self.instances,

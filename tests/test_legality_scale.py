@@ -43,17 +43,10 @@ SAMPLE["rolling/greedy"] = 10
 SAMPLE["topology/greedy"] = 60
 #: Instances per method in the slow sweep.
 FULL = 10_000
-#: Faults found in code outside this change (reported in docs/reliability.md): the case,
-#: why, and which instances they hit. Only those instances may fail, and the test then
-#: xfails; every other failure fails it.
-KNOWN: dict[str, tuple[str, Callable[[Instance], bool]]] = {
-    "rolling/greedy": (
-        "rolling replay with lookahead and replan_every > 1: when the hedge commits FIFO's "
-        "row, the steps in between follow the stored greedy plan, which conflicts with it "
-        "(gpuopt/planning/rolling.py; docs/reliability.md)",
-        lambda built: int(built.options.get("replan_every", 1)) > 1,
-    )
-}
+#: Faults found and not yet fixed (reported in docs/reliability.md): the case, why, and
+#: which instances they hit. Only those instances may fail, and the test then xfails;
+#: every other failure fails it. Empty: the rolling replay's (replan_every > 1) is fixed.
+KNOWN: dict[str, tuple[str, Callable[[Instance], bool]]] = {}
 
 
 def describe(outcome: Outcome) -> str:

@@ -394,6 +394,8 @@ def solve_milp(
             solver_limit = None
             if left is not None:  # the solver's clock starts after Pyomo's hand-over
                 solver_limit = left - PYOMO_SECONDS_PER_NONZERO * data.nonzeros
+                if solver in _KILLED_AT_LIMIT:  # Pyomo kills it 1 s after its limit
+                    solver_limit -= 1.0
                 if solver_limit < (1.0 if solver == "glpk" else 0.1):  # glpk: whole seconds
                     raise DeadlineExceeded
             values, status, bound = _solve_pyomo(

@@ -39,9 +39,9 @@ MIN_NODES_PER_WORKER = 2000
 #: Seconds :func:`make_plan` takes per task of the snapshot and per move of the plan (waves,
 #: metrics, validation) on the 2-core machine: 7 us and 40 us at a load average of 5, up to
 #: 38 us and 110 us at 8. Under a time limit the search stops early enough to leave this much
-#: for the plan (a load above 5 can take more: ``docs/reliability.md``).
-PLAN_SECONDS_PER_TASK = 10e-6
-PLAN_SECONDS_PER_MOVE = 55e-6
+#: for the plan (a load above 6 can take more: ``docs/reliability.md``).
+PLAN_SECONDS_PER_TASK = 20e-6
+PLAN_SECONDS_PER_MOVE = 80e-6
 #: Moves a round is expected to add, as a share of the snapshot's tasks (about 0.3 measured
 #: on random snapshots), for the time reserved for the plan.
 ROUND_MOVES_SHARE = 1 / 3

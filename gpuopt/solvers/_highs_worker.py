@@ -22,6 +22,7 @@ import importlib
 import math
 import os
 import pickle
+import signal
 import sys
 import time
 from typing import Any, BinaryIO
@@ -81,6 +82,9 @@ def run(job: dict[str, Any], out: BinaryIO) -> None:
 
 
 def main() -> None:
+    # Ctrl-C reaches the whole process group: the parent stops this process itself (one
+    # line on the terminal, no traceback from here)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with os.fdopen(int(sys.argv[1]), "wb") as out:
         run(pickle.load(sys.stdin.buffer), out)
 

@@ -39,10 +39,10 @@ TIME_LIMITED_OPTIONS: dict[str, float | int | bool] = {
     "presolve_rule_off": (1 << 15) | (1 << 16),  # probing, enumeration
 }
 #: Under a time limit, models with at least this many non-zeros run HiGHS in a child process
-#: that is killed at the deadline (``_highs_worker.py``): with fewer, HiGHS overran its limit
-#: by at most 0.1 s on the busy 2-core machine, with more by up to 39 s (an 8 s limit, 1.2 M
-#: non-zeros) in steps that read no clock.
-ISOLATE_NONZEROS = 50_000
+#: that is killed at the deadline (``_highs_worker.py``): below 20 k, HiGHS overran its limit
+#: by at most 0.1 s on the busy 2-core machine; at 38 k by 1 s once in 3 runs, at 90 k by up
+#: to 2.3 s, at 1.2 M by up to 39 s (an 8 s limit), in steps that read no clock.
+ISOLATE_NONZEROS = 20_000
 #: Seconds the child needs before HiGHS starts (Python, numpy, highspy: 0.6-0.8 s measured on
 #: the busy 2-core machine); with less time left HiGHS is not started.
 CHILD_STARTUP = 1.0
@@ -208,7 +208,12 @@ def solve_rows(
         **limited,
         **(options or {}),
     }
-    if time_limit is not None and nonzeros >= ISOLATE_NONZEROS and os.name == "posix":
+    if (
+        time_limit is not None
+        and nonzeros >= ISOLATE_NONZEROS
+        and os.name == "posix"
+        and sys.executable
+    ):
         if not deadline.affords(CHILD_STARTUP):
             return None, "time_limit", None
         job = {
@@ -286,6 +291,7 @@ def _solve_in_child(
         child = subprocess.Popen(
             [sys.executable, str(_WORKER), str(write_fd)],
             stdin=subprocess.PIPE,
+            stdout=None if job["options"].get("output_flag") else subprocess.DEVNULL,
             pass_fds=(write_fd,),
         )
     except BaseException:
