@@ -1,0 +1,691 @@
+"""The one cluster model: a snapshot of nodes, the tasks on them and the waiting demand.
+
+Every cluster-side question reads a :class:`Cluster`: diagnosis and
+defragmentation directly (:data:`gpuopt.DefragProblem` is this class),
+switch- and node-level placement and preemption through a view built from it
+(:meth:`gpuopt.placement.problem.TopologyProblem.from_cluster`,
+:meth:`gpuopt.placement.nodes.NodePlacementProblem.from_cluster`,
+:meth:`gpuopt.preemption.problem.PreemptionProblem.from_cluster`). The
+snapshot JSON of DESIGN.md section 5 is this model's JSON; every field added
+since is optional, so older snapshot files keep loading.
+
+What a snapshot carries (``models/cluster.md`` writes it out, rules C1-C6):
+
+- **nodes**: GPUs, CPUs, memory, labels, the GPU model, topology domains
+  ``{"level": "domain"}`` for the cluster's ``levels`` (coarse to fine, e.g.
+  ``["zone", "block", "rack", "switch"]``; the legacy ``asw`` is the
+  ``switch`` level), the GPU interconnect kind (for node-level GPU sets) and
+  how often tasks on the node were preempted;
+- **tasks** (running): node, GPUs (optionally which ones), CPUs, memory, a
+  shared GPU's used share, an integer priority or the class ``"HP"``/``"LP"``
+  (an integer at or above ``hp_priority`` is HP), locked, node selector,
+  anti-affinity group, start time and last checkpoint;
+- **pending**: waiting requests (the demand a plan should make room for);
+- ``now``: the snapshot's clock, in the unit of ``start_time`` and
+  ``last_checkpoint``.
+
+Validation rejects every inconsistency with one sentence that names the field
+and value (unknown node, over-committed node, duplicate ids, a task on a node
+its selector excludes, two tasks of one anti-affinity group on one node, a
+topology level not in ``levels``, ...), so a snapshot is always a legal state.
+
+CPU and memory are exact: the index view stores them as integers in
+thousandths (``cpus=0.5`` is 500 milli-CPUs), so capacity checks never round.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+from gpuopt._model import MAX_ID_LENGTH, IndexedModel
+from gpuopt.errors import short, validate_object
+from gpuopt.io.files import read_json
+
+#: Largest snapshot the models accept: the methods are built for tens of
+#: thousands of nodes, and a snapshot costs about 3 KB of memory per task
+#: while it is read and planned (125,000 nodes and 500,000 tasks: 1.5 GB with
+#: ipc), so these keep a snapshot within a few GB.
+MAX_NODES = 200_000
+MAX_TASKS = 2_000_000
+#: Most (distinct node selector, node) pairs: the index keeps one boolean per pair.
+MAX_SELECTOR_CELLS = 200_000_000
+#: Largest GPU count of one node or task, and largest CPU / memory figure.
+MAX_NODE_GPUS = 1024
+MAX_AMOUNT = 1e12
+#: Largest time (any unit; 4e12 leaves room for Unix times in milliseconds).
+MAX_TIME = 4e12
+#: Most topology levels (zone > block > rack > switch > ... fits easily).
+MAX_LEVELS = 16
+#: Kubernetes priorities are 32-bit integers.
+MIN_PRIORITY, MAX_PRIORITY = -(2**31), 2**31 - 1
+#: Default threshold of the HP class: an integer priority at or above it is HP.
+HP_PRIORITY = 1000
+#: CPU and memory are compared as integers in units of 1/SCALE.
+SCALE = 1000
+
+PriorityClass = Literal["HP", "LP"]
+#: A class name, or a Kubernetes-style integer priority (higher wins).
+Priority = PriorityClass | int
+SelectorValue = str | list[str]
+#: How a node's GPUs are joined, for node-level GPU sets (``gpuopt.placement.nodes``):
+#: every pair through an NVSwitch, NVLink bridges between neighbours, or PCIe in two
+#: NUMA halves. None: unknown, every pair treated alike.
+Interconnect = Literal["nvswitch", "nvlink-pairs", "pcie-two-numa"]
+
+#: The legacy name of the switch level (``asw`` on nodes) and the levels every cluster has.
+SWITCH_LEVEL = "switch"
+NODE_LEVEL = "node"
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def scaled(amount: float) -> int:
+    """``amount`` in thousandths, rounded to the nearest integer (exact for milli-units)."""
+    return round(amount * SCALE)
+
+
+def selector_matches(selector: dict[str, SelectorValue], labels: dict[str, str]) -> bool:
+    """True when every selector key is among ``labels`` with an accepted value.
+
+    A value may be one string (equality) or a list of strings (any of them,
+    like Kubernetes' ``In`` operator).
+
+    >>> selector_matches({"gpu_model": ["T4", "P100"]}, {"gpu_model": "T4"})
+    True
+    >>> selector_matches({"gpu_model": "H20"}, {})
+    False
+    """
+    for key, wanted in selector.items():
+        have = labels.get(key)
+        if have is None:
+            return False
+        if isinstance(wanted, str):
+            if have != wanted:
+                return False
+        elif have not in wanted:
+            return False
+    return True
+
+
+def priority_value(priority: Priority, hp_priority: int = HP_PRIORITY) -> int:
+    """An integer priority: ``"LP"`` is 0, ``"HP"`` is ``hp_priority``, integers as given.
+
+    >>> priority_value("HP"), priority_value("LP"), priority_value(7)
+    (1000, 0, 7)
+    """
+    if priority == "HP":
+        return hp_priority
+    if priority == "LP":
+        return 0
+    return int(priority)
+
+
+def is_hp(priority: Priority, hp_priority: int = HP_PRIORITY) -> bool:
+    """The class of a priority: ``"HP"``, or an integer at or above ``hp_priority``.
+
+    >>> is_hp("HP"), is_hp(999), is_hp(1000), is_hp(5, hp_priority=5)
+    (True, False, True, True)
+    """
+    return priority_value(priority, hp_priority) >= hp_priority
+
+
+class _Extended(BaseModel):
+    """A model whose fields added after the first snapshot format are left out while at default.
+
+    Snapshots written before those fields existed stay byte for byte the same
+    when read and written again.
+    """
+
+    #: Fields written only when they differ from their default.
+    _quiet_defaults: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _drop_quiet_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        fields = type(self).model_fields
+        for name in self._quiet_defaults:
+            if name in data and getattr(self, name) == fields[name].get_default(
+                call_default_factory=True
+            ):
+                del data[name]
+        return data
+
+
+def _check_selector(owner: str, selector: dict[str, SelectorValue]) -> None:
+    for key, wanted in selector.items():
+        if isinstance(wanted, list) and not wanted:
+            raise ValueError(f"{owner}: node_selector.{key} is an empty list")
+
+
+class Node(_Extended):
+    """One machine: its GPUs, CPUs, optional memory, labels and place in the topology."""
+
+    model_config = _CONFIG
+    _quiet_defaults: ClassVar[frozenset[str]] = frozenset(
+        {"gpu_model", "topology", "interconnect", "preemptions"}
+    )
+
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
+    cpus: float = Field(ge=0, le=MAX_AMOUNT)
+    memory: float | None = Field(
+        default=None, ge=0, le=MAX_AMOUNT, description="Memory (any unit, same as the tasks')."
+    )
+    asw: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_ID_LENGTH,
+        description="Access switch id (the legacy name of the 'switch' topology level).",
+    )
+    labels: dict[str, str] = Field(default_factory=dict)
+    gpu_model: str | None = Field(
+        default=None, min_length=1, max_length=MAX_ID_LENGTH, description="E.g. 'H100-SXM'."
+    )
+    topology: dict[str, str] = Field(
+        default_factory=dict, description="Domain of this node at each topology level."
+    )
+    interconnect: Interconnect | None = Field(
+        default=None, description="How its GPUs are joined (for node-level GPU sets)."
+    )
+    preemptions: int = Field(
+        default=0, ge=0, le=10**9, description="Preemptions of tasks on this node so far."
+    )
+
+    @model_validator(mode="after")
+    def _check_topology(self) -> Node:
+        switch = self.topology.get(SWITCH_LEVEL)
+        if switch is not None and self.asw is not None and switch != self.asw:
+            raise ValueError(
+                f"node {self.id!r}: asw {self.asw!r} differs from its topology switch {switch!r}"
+            )
+        for level, domain in self.topology.items():
+            if not level or not domain or len(domain) > MAX_ID_LENGTH:
+                raise ValueError(
+                    f"node {self.id!r}: topology {short({level: domain})} needs a non-empty "
+                    f"level and a domain of 1 to {MAX_ID_LENGTH} characters"
+                )
+        return self
+
+    def domain(self, level: str) -> str | None:
+        """Its domain at ``level`` (``switch`` falls back to ``asw``; ``node`` is the id)."""
+        if level == NODE_LEVEL:
+            return self.id
+        found = self.topology.get(level)
+        if found is None and level in (SWITCH_LEVEL, "asw"):
+            return self.asw
+        return found
+
+
+class Task(_Extended):
+    """One running task (pod): where it runs and what it holds."""
+
+    model_config = _CONFIG
+    _quiet_defaults: ClassVar[frozenset[str]] = frozenset(
+        {"gpu_indices", "start_time", "last_checkpoint"}
+    )
+
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    node: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
+    cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
+    memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
+    gpu_milli: int | None = Field(
+        default=None,
+        ge=1,
+        le=999,
+        description="Share of its one GPU actually used, in thousandths (a shared GPU); "
+        "the task still holds the whole GPU.",
+    )
+    gpu_indices: list[int] | None = Field(
+        default=None,
+        max_length=MAX_NODE_GPUS,
+        description="Which GPUs of its node it holds (default: the lowest free ones, "
+        "in task order).",
+    )
+    locked: bool = False
+    priority: Priority = Field(
+        default="LP",
+        description="'HP', 'LP', or an integer (higher wins; HP from the cluster's hp_priority).",
+    )
+    node_selector: dict[str, SelectorValue] = Field(default_factory=dict)
+    anti_affinity: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_ID_LENGTH,
+        description="Group: at most one task of it per node.",
+    )
+    start_time: float | None = Field(default=None, ge=0, le=MAX_TIME)
+    last_checkpoint: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TIME,
+        description="Time of its last checkpoint (work since then is lost when it stops); "
+        "default: its start_time.",
+    )
+
+    @model_validator(mode="after")
+    def _check_task(self) -> Task:
+        if self.gpu_milli is not None and self.gpus != 1:
+            raise ValueError(
+                f"task {self.id!r}: gpu_milli applies to a one-GPU task, not gpus={self.gpus}"
+            )
+        if isinstance(self.priority, int) and not MIN_PRIORITY <= self.priority <= MAX_PRIORITY:
+            raise ValueError(
+                f"task {self.id!r}: priority {self.priority} is outside the 32-bit range"
+            )
+        if self.gpu_indices is not None:
+            if len(self.gpu_indices) != self.gpus:
+                raise ValueError(
+                    f"task {self.id!r}: gpu_indices lists {len(self.gpu_indices)} GPUs "
+                    f"but it holds {self.gpus}"
+                )
+            if len(set(self.gpu_indices)) != len(self.gpu_indices):
+                raise ValueError(f"task {self.id!r}: gpu_indices repeats a GPU")
+        _check_selector(f"task {self.id!r}", self.node_selector)
+        return self
+
+    @property
+    def checkpoint(self) -> float | None:
+        """The time since which its work is lost when it stops: last checkpoint, else start."""
+        return self.last_checkpoint if self.last_checkpoint is not None else self.start_time
+
+
+class Pending(BaseModel):
+    """A waiting request (an unbound pod or a queued job): the demand a plan makes room for."""
+
+    model_config = _CONFIG
+
+    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
+    cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
+    memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
+    priority: Priority = "LP"
+    node_selector: dict[str, SelectorValue] = Field(default_factory=dict)
+    since: float | None = Field(
+        default=None, ge=0, le=MAX_TIME, description="When it started waiting."
+    )
+
+    @model_validator(mode="after")
+    def _check_pending(self) -> Pending:
+        if isinstance(self.priority, int) and not MIN_PRIORITY <= self.priority <= MAX_PRIORITY:
+            raise ValueError(
+                f"pending {self.id!r}: priority {self.priority} is outside the 32-bit range"
+            )
+        _check_selector(f"pending {self.id!r}", self.node_selector)
+        return self
+
+
+class ClusterOptions(BaseModel):
+    """Defragmentation options a snapshot may carry (CLI flags and arguments override them)."""
+
+    model_config = _CONFIG
+
+    partition_size: int = Field(default=500, ge=2, le=MAX_NODES)
+    depth: int = Field(default=3, ge=1, le=6, description="Longest eviction chain.")
+    rounds: int = Field(default=5, ge=1, le=100)
+    time_limit: float | None = Field(default=None, gt=0, le=1e6)
+    max_moves: int | None = Field(default=None, ge=0, le=MAX_TASKS)
+    group_budget: int | None = Field(
+        default=None, ge=0, le=MAX_TASKS, description="Most tasks of one anti-affinity group moved."
+    )
+    seed: int = Field(default=0, ge=0, le=2**31 - 1, description="CP-SAT and HiGHS take 32 bits.")
+    min_node_gpus: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_NODE_GPUS,
+        description="Only nodes with at least this many GPUs are emptied (e.g. 8 to free "
+        "whole 8-GPU nodes); smaller nodes still take tasks.",
+    )
+
+
+class Cluster(IndexedModel, _Extended):
+    """A snapshot: nodes, the tasks running on them, the waiting demand, and options.
+
+    :data:`DefragProblem` is this class: ``gpuopt.solve(cluster, "ipc")`` defragments it.
+
+    Examples
+    --------
+    >>> problem = Cluster(
+    ...     nodes=[{"id": "a", "gpus": 8, "cpus": 64}, {"id": "b", "gpus": 8, "cpus": 64}],
+    ...     tasks=[{"id": "t1", "node": "a", "gpus": 2, "cpus": 8},
+    ...            {"id": "t2", "node": "b", "gpus": 4, "cpus": 8}])
+    >>> problem.index.node_used_gpus.tolist()
+    [2, 4]
+    """
+
+    model_config = _CONFIG
+    _quiet_defaults: ClassVar[frozenset[str]] = frozenset(
+        {"levels", "pending", "now", "hp_priority"}
+    )
+
+    name: str = "snapshot"
+    levels: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_LEVELS,
+        description="Topology levels from coarse to fine, e.g. ['zone', 'rack', 'switch'].",
+    )
+    nodes: list[Node] = Field(max_length=MAX_NODES)
+    tasks: list[Task] = Field(default_factory=list, max_length=MAX_TASKS)
+    pending: list[Pending] = Field(default_factory=list, max_length=MAX_TASKS)
+    now: float | None = Field(
+        default=None, ge=0, le=MAX_TIME, description="The snapshot's clock (unit of checkpoints)."
+    )
+    hp_priority: int = Field(
+        default=HP_PRIORITY,
+        ge=MIN_PRIORITY,
+        le=MAX_PRIORITY,
+        description="An integer priority at or above this is of the HP class.",
+    )
+    options: ClusterOptions = Field(default_factory=ClusterOptions)
+
+    @model_validator(mode="after")
+    def _check_snapshot(self) -> Cluster:
+        self._check_levels()
+        node_ids = Counter(node.id for node in self.nodes)
+        for node_id, count in node_ids.items():
+            if count > 1:
+                raise ValueError(f"nodes: id {node_id!r} appears {count} times")
+        task_ids = Counter(task.id for task in self.tasks)
+        for task_id, count in task_ids.items():
+            if count > 1:
+                raise ValueError(f"tasks: id {task_id!r} appears {count} times")
+        selectors = len({_selector_key(task.node_selector) for task in self.tasks})
+        if selectors * len(self.nodes) > MAX_SELECTOR_CELLS:
+            raise ValueError(
+                f"tasks: {selectors:,} distinct node_selectors over {len(self.nodes):,} nodes are "
+                f"more than the {MAX_SELECTOR_CELLS:,} selector-node pairs a snapshot may have"
+            )
+        by_id = {node.id: node for node in self.nodes}
+        gpus: Counter[str] = Counter()
+        cpus: Counter[str] = Counter()
+        memory: Counter[str] = Counter()
+        groups: set[tuple[str, str]] = set()
+        for task in self.tasks:
+            node = by_id.get(task.node)
+            if node is None:
+                raise ValueError(f"task {task.id!r}: node {task.node!r} is not in nodes")
+            if not selector_matches(task.node_selector, node.labels):
+                raise ValueError(
+                    f"task {task.id!r}: its node {node.id!r} does not match its node_selector "
+                    f"{short(task.node_selector, 120)}"
+                )
+            self._check_task_place(task, node)
+            if task.anti_affinity is not None:
+                key = (task.anti_affinity, node.id)
+                if key in groups:
+                    raise ValueError(
+                        f"task {task.id!r}: node {node.id!r} already runs a task of "
+                        f"anti_affinity group {task.anti_affinity!r}"
+                    )
+                groups.add(key)
+            gpus[node.id] += task.gpus
+            cpus[node.id] += scaled(task.cpus)
+            if task.memory is not None:
+                memory[node.id] += scaled(task.memory)
+        for node in self.nodes:
+            if gpus[node.id] > node.gpus:
+                raise ValueError(
+                    f"node {node.id!r}: its tasks hold {gpus[node.id]} GPUs but it has {node.gpus}"
+                )
+            if cpus[node.id] > scaled(node.cpus):
+                raise ValueError(
+                    f"node {node.id!r}: its tasks hold {cpus[node.id] / SCALE:g} CPUs "
+                    f"but it has {node.cpus:g}"
+                )
+            if node.memory is not None and memory[node.id] > scaled(node.memory):
+                raise ValueError(
+                    f"node {node.id!r}: its tasks hold {memory[node.id] / SCALE:g} memory "
+                    f"but it has {node.memory:g}"
+                )
+        self._check_gpu_indices()
+        pending_ids = Counter(item.id for item in self.pending)
+        for item_id, count in pending_ids.items():
+            if count > 1:
+                raise ValueError(f"pending: id {item_id!r} appears {count} times")
+        return self
+
+    def _check_levels(self) -> None:
+        """C1: levels are distinct names; every node's domains are at known levels."""
+        for level, count in Counter(self.levels).items():
+            if not level or level == NODE_LEVEL:
+                raise ValueError(
+                    f"levels: {level!r} is not a level name (the node level is implied)"
+                )
+            if count > 1:
+                raise ValueError(f"levels: {level!r} appears {count} times")
+        known = set(self.levels)
+        for node in self.nodes:
+            for level in node.topology:
+                if level not in known:
+                    raise ValueError(
+                        f"node {node.id!r}: topology level {level!r} is not in levels "
+                        f"{short(self.levels, 120)}"
+                    )
+
+    def _check_task_place(self, task: Task, node: Node) -> None:
+        """C4: checkpoints and starts are not after ``now``; GPU indices are on the node."""
+        if self.now is not None:
+            for field, value in (
+                ("start_time", task.start_time),
+                ("last_checkpoint", task.last_checkpoint),
+            ):
+                if value is not None and value > self.now:
+                    raise ValueError(
+                        f"task {task.id!r}: {field} {value:g} is after now {self.now:g}"
+                    )
+        for gpu in task.gpu_indices or ():
+            if not 0 <= gpu < node.gpus:
+                raise ValueError(
+                    f"task {task.id!r}: GPU index {gpu} is outside 0 to {node.gpus - 1} "
+                    f"of node {node.id!r}"
+                )
+
+    def _check_gpu_indices(self) -> None:
+        """C3: no GPU of a node is held by two tasks that name their GPUs."""
+        held: dict[tuple[str, int], str] = {}
+        for task in self.tasks:
+            for gpu in task.gpu_indices or ():
+                other = held.setdefault((task.node, gpu), task.id)
+                if other != task.id:
+                    raise ValueError(
+                        f"task {task.id!r}: GPU {gpu} of node {task.node!r} is already held "
+                        f"by task {other!r}"
+                    )
+
+    def domains(self, level: str) -> list[str | None]:
+        """Each node's domain at ``level``, in node order (None where a node states none).
+
+        ``"node"`` gives the node ids; ``"switch"`` (or ``"asw"``) falls back to
+        the nodes' legacy ``asw``.
+        """
+        if level != NODE_LEVEL and level not in self.levels and level not in (SWITCH_LEVEL, "asw"):
+            known = ", ".join(repr(name) for name in [*self.levels, NODE_LEVEL])
+            raise ValueError(f"level {level!r} is not a topology level of this cluster ({known})")
+        return [node.domain(level) for node in self.nodes]
+
+    def is_hp(self, priority: Priority) -> bool:
+        """The class of ``priority`` in this cluster (see :attr:`hp_priority`)."""
+        return is_hp(priority, self.hp_priority)
+
+    @cached_property
+    def index(self) -> ClusterIndex:
+        """The array view the methods and the checker read (built once)."""
+        return ClusterIndex.build(self)
+
+
+@dataclass(frozen=True)
+class ClusterIndex:
+    """Numpy view of a snapshot: nodes and tasks by position, resources as integers.
+
+    ``node_memory`` is -1 where a node states no memory (memory is then not
+    checked on it). ``task_selector`` indexes ``selector_masks``: one boolean
+    row per distinct node selector, True on the nodes it admits.
+    """
+
+    node_ids: list[str]
+    node_pos: dict[str, int]
+    node_gpus: np.ndarray
+    node_cpus: np.ndarray
+    node_memory: np.ndarray
+    node_asw: list[str | None]
+    task_ids: list[str]
+    task_pos: dict[str, int]
+    task_node: np.ndarray
+    task_gpus: np.ndarray
+    task_cpus: np.ndarray
+    task_memory: np.ndarray
+    task_locked: np.ndarray
+    task_hp: np.ndarray
+    task_group: np.ndarray
+    group_ids: list[str]
+    task_selector: np.ndarray
+    selector_masks: np.ndarray
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_ids)
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.task_ids)
+
+    @cached_property
+    def node_used_gpus(self) -> np.ndarray:
+        return np.bincount(self.task_node, weights=self.task_gpus, minlength=self.num_nodes).astype(
+            np.int64
+        )
+
+    @cached_property
+    def node_task_count(self) -> np.ndarray:
+        return np.bincount(self.task_node, minlength=self.num_nodes).astype(np.int64)
+
+    @classmethod
+    def build(cls, problem: Cluster) -> ClusterIndex:
+        node_ids = [node.id for node in problem.nodes]
+        node_pos = {node_id: pos for pos, node_id in enumerate(node_ids)}
+        tasks = problem.tasks
+        group_pos: dict[str, int] = {}  # anti-affinity group -> position, in order of first use
+        selector_pos: dict[str, int] = {"{}": 0}
+        selector_rows: list[np.ndarray] = [np.ones(len(node_ids), dtype=bool)]
+        task_group = np.full(len(tasks), -1, dtype=np.int64)
+        task_selector = np.zeros(len(tasks), dtype=np.int64)
+        for pos, task in enumerate(tasks):
+            if task.anti_affinity is not None:
+                task_group[pos] = group_pos.setdefault(task.anti_affinity, len(group_pos))
+            if task.node_selector:
+                key = _selector_key(task.node_selector)
+                row = selector_pos.get(key)
+                if row is None:
+                    row = selector_pos[key] = len(selector_rows)
+                    selector_rows.append(
+                        np.array(
+                            [selector_matches(task.node_selector, n.labels) for n in problem.nodes],
+                            dtype=bool,
+                        )
+                    )
+                task_selector[pos] = row
+        return cls(
+            node_ids=node_ids,
+            node_pos=node_pos,
+            node_gpus=np.array([n.gpus for n in problem.nodes], dtype=np.int64),
+            node_cpus=np.array([scaled(n.cpus) for n in problem.nodes], dtype=np.int64),
+            node_memory=np.array(
+                [-1 if n.memory is None else scaled(n.memory) for n in problem.nodes],
+                dtype=np.int64,
+            ),
+            node_asw=[n.asw for n in problem.nodes],
+            task_ids=[t.id for t in tasks],
+            task_pos={t.id: pos for pos, t in enumerate(tasks)},
+            task_node=np.array([node_pos[t.node] for t in tasks], dtype=np.int64),
+            task_gpus=np.array([t.gpus for t in tasks], dtype=np.int64),
+            task_cpus=np.array([scaled(t.cpus) for t in tasks], dtype=np.int64),
+            task_memory=np.array(
+                [0 if t.memory is None else scaled(t.memory) for t in tasks], dtype=np.int64
+            ),
+            task_locked=np.array([t.locked for t in tasks], dtype=bool),
+            task_hp=np.array([problem.is_hp(t.priority) for t in tasks], dtype=bool),
+            task_group=task_group,
+            group_ids=list(group_pos),
+            task_selector=task_selector,
+            selector_masks=np.array(selector_rows, dtype=bool).reshape(
+                len(selector_rows), len(node_ids)
+            ),
+        )
+
+
+def _selector_key(selector: dict[str, SelectorValue]) -> str:
+    """One key per distinct node selector (the empty one included)."""
+    return repr(sorted(selector.items())) if selector else "{}"
+
+
+def parse_cluster(data: Any, *, source: str | None = None) -> Cluster:
+    """Validate a decoded snapshot (a dict) into a :class:`Cluster`.
+
+    Raises
+    ------
+    ProblemError
+        With one sentence naming the offending field and value.
+    """
+    return validate_object(Cluster, data, what="a snapshot", source=source)
+
+
+def load_cluster(path: str | Path) -> Cluster:
+    """Read a snapshot JSON file (DESIGN.md section 5) into a :class:`Cluster`.
+
+    Raises
+    ------
+    ProblemError
+        When the file is missing, is not JSON, or does not describe a valid snapshot.
+    """
+    return parse_cluster(read_json(path), source=str(path))
+
+
+#: The defragmentation problem is the cluster itself (and its options).
+DefragProblem = Cluster
+DefragIndex = ClusterIndex
+DefragOptions = ClusterOptions
+parse_snapshot = parse_cluster
+load_snapshot = load_cluster
+
+__all__ = [
+    "HP_PRIORITY",
+    "MAX_AMOUNT",
+    "MAX_NODES",
+    "MAX_NODE_GPUS",
+    "MAX_TASKS",
+    "MAX_TIME",
+    "NODE_LEVEL",
+    "SCALE",
+    "SWITCH_LEVEL",
+    "Cluster",
+    "ClusterIndex",
+    "ClusterOptions",
+    "DefragIndex",
+    "DefragOptions",
+    "DefragProblem",
+    "Node",
+    "Pending",
+    "Task",
+    "is_hp",
+    "load_cluster",
+    "load_snapshot",
+    "parse_cluster",
+    "parse_snapshot",
+    "priority_value",
+    "scaled",
+    "selector_matches",
+]

@@ -1,0 +1,142 @@
+"""Request shapes: what one waiting job asks of a node (``"8G64C"``, ``"4G16C128M"``).
+
+Diagnosis, placement and preemption all take a request; on the command line it
+is written as a shape text, read by :func:`parse_request`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gpuopt.cluster.model import MAX_AMOUNT, MAX_NODE_GPUS, SelectorValue
+from gpuopt.errors import ProblemError, problem_error_from, short
+
+#: The expected form of a request text, quoted in error messages.
+REQUEST_FORM = "<GPUs>G[<CPUs>C][<memory>M], e.g. '8G64C', '8G64C256M' or '4G'"
+
+_TOKEN = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([gcm])", re.IGNORECASE)
+
+
+def _number(value: float) -> str:
+    """``64.0`` as ``'64'``, ``0.5`` as ``'0.5'`` (no exponent, no trailing zeros)."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+class Request(BaseModel):
+    """A request shape: ``gpus`` GPUs with ``cpus`` CPUs (and ``memory``) on one node.
+
+    ``same_asw = N`` asks for ``N`` copies of the shape under one access switch
+    (a gang); ``node_selector`` restricts the nodes like a task's selector.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+    gpus: int = Field(ge=1, le=MAX_NODE_GPUS)
+    cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
+    memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
+    same_asw: int = Field(default=1, ge=1, le=1_000_000)
+    node_selector: dict[str, SelectorValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_selector(self) -> Request:
+        for key, wanted in self.node_selector.items():
+            if isinstance(wanted, list) and not wanted:
+                raise ValueError(f"request: node_selector.{key} is an empty list")
+        return self
+
+    @property
+    def shape(self) -> str:
+        """The shape as request text, e.g. ``'8G64C'`` (grouping and selector left out)."""
+        text = f"{self.gpus}G"
+        if self.cpus:
+            text += f"{_number(self.cpus)}C"
+        if self.memory:
+            text += f"{_number(self.memory)}M"
+        return text
+
+    def __str__(self) -> str:
+        text = self.shape
+        if self.same_asw > 1:
+            text += f" x{self.same_asw} per switch"
+        return text
+
+
+def parse_request(
+    text: str,
+    *,
+    same_asw: int = 1,
+    node_selector: Mapping[str, SelectorValue] | None = None,
+) -> Request:
+    """Read a request shape such as ``"8G64C"``, ``"8G64C256M"`` or ``"4G"``.
+
+    Parameters
+    ----------
+    text
+        Numbers each followed by a unit letter: ``G`` (GPUs, a whole number,
+        required), ``C`` (CPUs) and ``M`` (memory, in the snapshot's unit).
+        Case and whitespace do not matter; a missing ``C`` means no CPU need.
+    same_asw
+        Copies of the shape needed under one access switch.
+    node_selector
+        Labels a node must carry, as in a task's ``node_selector``.
+
+    Returns
+    -------
+    Request
+        The validated request.
+
+    Raises
+    ------
+    ProblemError
+        When the text is not of the form ``<GPUs>G[<CPUs>C][<memory>M]`` or a
+        value is out of range.
+
+    Examples
+    --------
+    >>> parse_request(" 8g 64c 256m ")
+    Request(gpus=8, cpus=64.0, memory=256.0, same_asw=1, node_selector={})
+    """
+    if not isinstance(text, str):
+        raise ProblemError(f"request {short(text)} is not text of the form {REQUEST_FORM}.")
+    amounts: dict[str, str] = {}
+    position = 0
+    stripped = text.rstrip()
+    while position < len(stripped):
+        match = _TOKEN.match(stripped, position)
+        if match is None or match.group(2).upper() in amounts:
+            raise ProblemError(f"request {short(text)} is not of the form {REQUEST_FORM}.")
+        amounts[match.group(2).upper()] = match.group(1)
+        position = match.end()
+    gpus = amounts.get("G")
+    if gpus is None or not gpus.isdigit():
+        raise ProblemError(
+            f"request {short(text)} needs a whole number of GPUs (the form is {REQUEST_FORM})."
+        )
+    if len(gpus) > 18:  # int() refuses 4,300 digits; no node has 10**18 GPUs anyway
+        raise ProblemError(f"request {short(text)} asks for more GPUs than any node can have.")
+    data: dict[str, Any] = {
+        "gpus": int(gpus),
+        "cpus": float(amounts.get("C", "0")),
+        "same_asw": same_asw,
+        "node_selector": dict(node_selector or {}),
+    }
+    if "M" in amounts:
+        data["memory"] = float(amounts["M"])
+    try:
+        return Request.model_validate(data)
+    except ValidationError as exc:
+        raise problem_error_from(exc, source=f"request {short(text)}") from None
+
+
+def as_request(request: Request | str) -> Request:
+    """``request`` itself, or the shape text read by :func:`parse_request`."""
+    return parse_request(request) if isinstance(request, str) else request
+
+
+__all__ = ["REQUEST_FORM", "Request", "as_request", "parse_request"]
