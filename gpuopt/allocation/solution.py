@@ -17,8 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.errors import short
+from gpuopt.result import Result
+from gpuopt.result import Status as ResultStatus
 
 Grid = list[list[str | None]]
+#: The statuses allocation methods report (values of :class:`gpuopt.Status`).
 Status = Literal["optimal", "feasible", "time_limit", "infeasible", "error"]
 
 
@@ -43,7 +46,7 @@ class Evaluation(BaseModel):
     metrics: Metrics
 
 
-class AllocationResult(BaseModel):
+class AllocationResult(Result):
     """The result contract of DESIGN.md section 5.
 
     ``grid[t][g]`` is the id of the task on GPU ``g`` at step ``t``, or None.
@@ -53,14 +56,11 @@ class AllocationResult(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    method: str
+    status: ResultStatus = ResultStatus.FEASIBLE
+    objective: float
+    seconds: float
     name: str | None = None
     grid: Grid
-    objective: float
-    bound: float | None = None
-    gap: float | None = None
-    status: Status = "feasible"
-    seconds: float
     metrics: Metrics
 
     def violations(self, problem: AllocationProblem) -> list[str]:

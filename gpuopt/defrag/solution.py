@@ -22,7 +22,10 @@ from gpuopt._model import MAX_ID_LENGTH
 from gpuopt.defrag.problem import DefragProblem, scaled, selector_matches
 from gpuopt.errors import validate_object
 from gpuopt.io.files import read_json
+from gpuopt.result import Result
+from gpuopt.result import Status as ResultStatus
 
+#: The statuses defragmentation methods report (values of :class:`gpuopt.Status`).
 Status = Literal["optimal", "feasible", "time_limit", "heuristic", "partial", "infeasible"]
 
 
@@ -52,8 +55,8 @@ class PlanMetrics(BaseModel):
     waves: int = 0
 
 
-class MigrationPlan(BaseModel):
-    """The plan JSON of DESIGN.md section 5, plus status, bound and gap.
+class MigrationPlan(Result):
+    """The plan JSON of DESIGN.md section 5: a :class:`gpuopt.Result` with moves and metrics.
 
     ``bound`` is a proven upper bound on the number of nodes that can be
     emptied (exact methods only) and ``gap`` = (bound - emptied) / bound.
@@ -61,15 +64,14 @@ class MigrationPlan(BaseModel):
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
-    method: str
-    status: Status = "heuristic"
+    status: ResultStatus = ResultStatus.HEURISTIC
+    objective: int | None = Field(
+        default=None, description="Nodes emptied (what every method maximises first)."
+    )
+    bound: int | None = None
     moves: list[Move] = Field(default_factory=list)
     emptied: list[str] = Field(default_factory=list)
-    seconds: float = 0.0
     metrics: PlanMetrics
-    bound: int | None = None
-    gap: float | None = None
-    notes: list[str] = Field(default_factory=list)
 
     def to_json(self, *, indent: int | None = 1) -> str:
         return self.model_dump_json(indent=indent, by_alias=True)
@@ -313,6 +315,7 @@ def make_plan(
     return MigrationPlan(
         method=method,
         status=status,
+        objective=metrics.emptied,
         moves=waved,
         emptied=emptied,
         seconds=seconds,

@@ -40,7 +40,7 @@ import itertools
 import math
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -51,9 +51,11 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
-from gpuopt.defrag.problem import SCALE, scaled
-from gpuopt.errors import validate_object
+from gpuopt.cluster.model import SCALE, Cluster, Interconnect, scaled, selector_matches
+from gpuopt.cluster.request import Request, as_request
+from gpuopt.errors import ProblemError, validate_object
 from gpuopt.io.files import read_json
+from gpuopt.result import Result, Status
 
 #: Most GPUs of one node (one bandwidth matrix): subset tables have ``2**n`` entries.
 MAX_TOPOLOGY_GPUS = 16
@@ -144,6 +146,29 @@ def nvlink_pairs(
     for first in range(0, num_gpus, 2):
         matrix[first][first + 1] = matrix[first + 1][first] = nvlink
     return matrix
+
+
+#: A cluster node's ``interconnect`` -> the function that builds its bandwidth matrix.
+INTERCONNECT_MATRICES: dict[str, Callable[[int], list[list[float]]]] = {
+    "nvswitch": hgx_nvswitch,
+    "nvlink-pairs": nvlink_pairs,
+    "pcie-two-numa": pcie_two_numa,
+}
+
+
+def interconnect_matrix(kind: Interconnect | None, num_gpus: int) -> list[list[float]]:
+    """The bandwidth matrix of a node of ``num_gpus`` GPUs joined by ``kind``.
+
+    None (unknown) gives every pair alike (:func:`hgx_nvswitch`); a
+    ``pcie-two-numa`` or ``nvlink-pairs`` node of an odd GPU count is treated
+    as uniform too, since it has no two equal halves.
+
+    >>> interconnect_matrix("nvlink-pairs", 4)[0][1], interconnect_matrix(None, 2)[0][1]
+    (300.0, 450.0)
+    """
+    if kind in ("pcie-two-numa", "nvlink-pairs") and num_gpus % 2 == 0:
+        return INTERCONNECT_MATRICES[kind](num_gpus)
+    return hgx_nvswitch(num_gpus)
 
 
 def _check_size(num_gpus: int) -> None:
@@ -573,6 +598,84 @@ class NodePlacementProblem(IndexedModel):
         """The array view :func:`place` reads (built once)."""
         return NodeIndex.build(self)
 
+    @classmethod
+    def from_cluster(
+        cls,
+        cluster: Cluster,
+        request: Request | str,
+        *,
+        request_id: str = "job",
+        min_bandwidth: float = 0.0,
+        whole_node: bool = False,
+    ) -> NodePlacementProblem:
+        """The node-level question asked of a cluster snapshot: where does ``request`` go?
+
+        Each node's bandwidth matrix comes from its ``interconnect``
+        (:data:`INTERCONNECT_MATRICES`; a node that states none has every
+        pair alike, as under an NVSwitch). GPUs in use are the tasks'
+        ``gpu_indices``, or else the lowest free GPUs in task order. Nodes
+        with no GPUs, or whose labels the request's ``node_selector``
+        excludes, are left out.
+
+        Raises
+        ------
+        ProblemError
+            When a node has more GPUs than node-level placement enumerates
+            (:data:`MAX_TOPOLOGY_GPUS`).
+
+        Examples
+        --------
+        >>> cluster = Cluster(nodes=[{"id": "a", "gpus": 8, "cpus": 64,
+        ...                           "interconnect": "pcie-two-numa"}],
+        ...                   tasks=[{"id": "t", "node": "a", "gpus": 2, "cpus": 8}])
+        >>> problem = NodePlacementProblem.from_cluster(cluster, "2G8C")
+        >>> problem.nodes[0].used_gpus, place(problem).gpus
+        ([0, 1], [2, 3])
+        """
+        shape = as_request(request)
+        topologies: dict[str, dict[str, Any]] = {}
+        nodes: list[dict[str, Any]] = []
+        on_node: dict[str, list[Any]] = {}
+        for task in cluster.tasks:
+            on_node.setdefault(task.node, []).append(task)
+        for node in cluster.nodes:
+            if node.gpus == 0 or not selector_matches(shape.node_selector, node.labels):
+                continue
+            if node.gpus > MAX_TOPOLOGY_GPUS:
+                raise ProblemError(
+                    f"node {node.id!r}: node-level placement handles nodes of at most "
+                    f"{MAX_TOPOLOGY_GPUS} GPUs (it has {node.gpus}); use --level switch."
+                )
+            kind = f"{node.interconnect or 'uniform'}-{node.gpus}"
+            if kind not in topologies:
+                topologies[kind] = {"bandwidth": interconnect_matrix(node.interconnect, node.gpus)}
+            tasks = on_node.get(node.id, [])
+            used = [gpu for task in tasks for gpu in task.gpu_indices or ()]
+            free = (gpu for gpu in range(node.gpus) if gpu not in set(used))
+            for task in tasks:
+                if task.gpu_indices is None:
+                    used.extend(next(free) for _ in range(task.gpus))
+            entry: dict[str, Any] = {
+                "id": node.id,
+                "topology": kind,
+                "cpus": node.cpus,
+                "used_gpus": sorted(used),
+                "used_cpus": sum(scaled(task.cpus) for task in tasks) / SCALE,
+            }
+            if node.memory is not None:
+                entry["memory"] = node.memory
+                entry["used_memory"] = sum(scaled(t.memory or 0.0) for t in tasks) / SCALE
+            nodes.append(entry)
+        gpu_request: dict[str, Any] = {
+            "id": request_id,
+            "gpus": shape.gpus,
+            "min_bandwidth": min_bandwidth,
+            "cpus": shape.cpus,
+            "memory": shape.memory or 0.0,
+            "whole_node": whole_node,
+        }
+        return cls(name=cluster.name, topologies=topologies, nodes=nodes, request=gpu_request)
+
 
 @dataclass(frozen=True)
 class NodeIndex:
@@ -657,8 +760,12 @@ def load_node_problem(path: str | Path) -> NodePlacementProblem:
 # --------------------------------------------------------------------------- placing
 
 
-class NodePlacement(BaseModel):
+class NodePlacement(Result):
     """Where the request goes: a node and its GPUs, or ``node=None`` with the reason.
+
+    A :class:`gpuopt.Result` whose ``method`` is the policy; ``status`` is
+    heuristic when placed (the policy ranks, it does not optimise) and
+    infeasible when no node can take the request (the filters are exact).
 
     ``min_pair_bandwidth`` is the lowest bandwidth between two of ``gpus``
     (None for fewer than two GPUs or no placement). ``reason`` says why this
@@ -667,20 +774,17 @@ class NodePlacement(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
+    method: str = "binpack"
     node: str | None
     gpus: list[int] = Field(default_factory=list)
     min_pair_bandwidth: float | None = None
     reason: str = ""
     request: str = ""
     policy: Policy = "binpack"
-    seconds: float = 0.0
 
     @property
     def placed(self) -> bool:
         return self.node is not None
-
-    def to_json(self, *, indent: int | None = 1) -> str:
-        return self.model_dump_json(indent=indent)
 
 
 def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlacement:
@@ -731,6 +835,7 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
         topology = index.topologies[int(index.node_topology[node_pos])]
         node_id = index.node_ids[node_pos]
         return NodePlacement(
+            method=policy,
             node=node_id,
             gpus=list(gpus),
             min_pair_bandwidth=topology.min_pair_bandwidth(gpus),
@@ -740,12 +845,24 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
             seconds=time.perf_counter() - started,
         )
     return NodePlacement(
+        method=policy,
+        status=Status.INFEASIBLE,
         node=None,
         reason=_why_not(index, request),
         request=request.id,
         policy=policy,
         seconds=time.perf_counter() - started,
     )
+
+
+def solve_binpack(problem: NodePlacementProblem) -> NodePlacement:
+    """Method ``"binpack"`` of :func:`gpuopt.solve`: :func:`place` with that policy."""
+    return place(problem, "binpack")
+
+
+def solve_spread(problem: NodePlacementProblem) -> NodePlacement:
+    """Method ``"spread"`` of :func:`gpuopt.solve`: :func:`place` with that policy."""
+    return place(problem, "spread")
 
 
 def _completely_free(index: NodeIndex) -> npt.NDArray[np.bool_]:

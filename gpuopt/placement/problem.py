@@ -27,7 +27,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
-from gpuopt.errors import validate_object
+from gpuopt.cluster.model import SCALE, SWITCH_LEVEL, Cluster, scaled, selector_matches
+from gpuopt.cluster.request import Request, as_request
+from gpuopt.errors import ProblemError, validate_object
 from gpuopt.io.files import read_json
 
 MAX_GPUS = 1_000_000
@@ -141,6 +143,88 @@ class TopologyProblem(IndexedModel):
                 field = "whole_nodes" if job.whole_nodes else "cpus_per_gpu"
                 raise ValueError(f"job {job.id!r}: {field} needs switches that list their nodes")
         return self
+
+    @classmethod
+    def from_cluster(
+        cls,
+        cluster: Cluster,
+        jobs: Request | str | list[Job] | list[dict[str, Any]],
+        *,
+        level: str = SWITCH_LEVEL,
+        one_switch: bool = False,
+        whole_nodes: bool = False,
+        job_id: str = "job",
+    ) -> TopologyProblem:
+        """The switch-level question asked of a cluster snapshot, at topology ``level``.
+
+        Every domain of ``level`` (default the access switch; ``asw`` on
+        nodes counts) becomes a switch listing its nodes with their free
+        GPUs and CPUs. ``jobs`` is a list of jobs, or one request shape whose
+        CPUs are spread evenly over its GPUs (``cpus_per_gpu``); a request's
+        node selector leaves out the nodes it excludes.
+
+        Raises
+        ------
+        ProblemError
+            When ``level`` is not a level of the cluster or a node has no
+            domain at it.
+
+        Examples
+        --------
+        >>> cluster = Cluster(levels=["rack"], nodes=[
+        ...     {"id": "a", "gpus": 8, "cpus": 64, "topology": {"rack": "r1"}},
+        ...     {"id": "b", "gpus": 8, "cpus": 64, "topology": {"rack": "r2"}}],
+        ...     tasks=[{"id": "t", "node": "a", "gpus": 6, "cpus": 8}])
+        >>> problem = TopologyProblem.from_cluster(cluster, "4G16C", level="rack")
+        >>> [(s.id, s.capacity) for s in problem.switches], problem.jobs[0].cpus_per_gpu
+        ([('r1', 2), ('r2', 8)], 4.0)
+        """
+        try:
+            domains = cluster.domains(level)
+        except ValueError as exc:
+            raise ProblemError(f"{exc}.") from None
+        selector: dict[str, Any] = {}
+        if isinstance(jobs, (Request, str)):
+            shape = as_request(jobs)
+            selector = shape.node_selector
+            job_list: list[Any] = [
+                {
+                    "id": job_id,
+                    "gpus": shape.gpus,
+                    "one_switch": one_switch,
+                    "whole_nodes": whole_nodes,
+                    "cpus_per_gpu": shape.cpus / shape.gpus,
+                }
+            ]
+        else:
+            job_list = list(jobs)
+        used_gpus: dict[str, int] = {}
+        used_cpus: dict[str, int] = {}
+        for task in cluster.tasks:
+            used_gpus[task.node] = used_gpus.get(task.node, 0) + task.gpus
+            used_cpus[task.node] = used_cpus.get(task.node, 0) + scaled(task.cpus)
+        switches: dict[str, list[dict[str, Any]]] = {}
+        for node, domain in zip(cluster.nodes, domains, strict=True):
+            if domain is None:
+                raise ProblemError(
+                    f"node {node.id!r} has no domain at topology level {level!r} "
+                    f"(give it topology.{level}, or asw for the switch level)."
+                )
+            if not selector_matches(selector, node.labels):
+                continue
+            switches.setdefault(domain, []).append(
+                {
+                    "id": node.id,
+                    "gpus": node.gpus,
+                    "free_gpus": node.gpus - used_gpus.get(node.id, 0),
+                    "free_cpus": (scaled(node.cpus) - used_cpus.get(node.id, 0)) / SCALE,
+                }
+            )
+        return cls(
+            name=cluster.name,
+            switches=[{"id": domain, "nodes": nodes} for domain, nodes in switches.items()],
+            jobs=job_list,
+        )
 
     @cached_property
     def index(self) -> TopologyIndex:

@@ -17,7 +17,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt.placement.problem import TopologyProblem
+from gpuopt.result import Result
+from gpuopt.result import Status as ResultStatus
 
+#: The statuses switch-level placement methods report (values of :class:`gpuopt.Status`).
 Status = Literal["heuristic", "optimal", "time_limit", "feasible"]
 
 
@@ -46,20 +49,19 @@ class TopologyMetrics(BaseModel):
     mean_entropy: float
 
 
-class TopologyResult(BaseModel):
+class TopologyResult(Result):
     """The output JSON of ``gpuopt topology``."""
 
     model_config = ConfigDict(extra="ignore")
 
-    method: str
-    status: Status = "heuristic"
+    status: ResultStatus = ResultStatus.HEURISTIC
+    objective: int | None = Field(default=None, description="Jobs placed.")
+    bound: int | None = Field(default=None, description="Proven most jobs placeable.")
     placements: dict[str, dict[str, int]] = Field(default_factory=dict)
     nodes: dict[str, dict[str, int]] = Field(default_factory=dict)
     unplaced: list[str] = Field(default_factory=list)
     entropy: dict[str, float] = Field(default_factory=dict)
     metrics: TopologyMetrics
-    bound: int | None = None
-    seconds: float = 0.0
 
     def to_json(self, *, indent: int | None = 1) -> str:
         return self.model_dump_json(indent=indent)
@@ -71,6 +73,13 @@ class TopologyResult(BaseModel):
             f"({m.gpus_placed} GPUs) over {m.switches_spanned} job-switch pairs, mean entropy "
             f"{m.mean_entropy:.3f} ({self.seconds * 1000:.2f} ms)"
         )
+
+
+def job_gap(placed: int, bound: int | None) -> float | None:
+    """``(bound - placed) / bound``, 0 when the bound is met, None without a bound."""
+    if bound is None:
+        return None
+    return 0.0 if bound <= placed else (bound - placed) / bound
 
 
 def make_result(
@@ -112,6 +121,8 @@ def make_result(
     return TopologyResult(
         method=method,
         status=status,
+        objective=metrics.placed,
+        gap=job_gap(metrics.placed, bound),
         placements=placements,
         nodes=nodes,
         unplaced=unplaced,

@@ -26,8 +26,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
-from gpuopt.defrag.problem import MAX_NODE_GPUS, SCALE, scaled
-from gpuopt.errors import validate_object
+from gpuopt.cluster.model import MAX_NODE_GPUS, SCALE, Cluster, PriorityClass, scaled
+from gpuopt.cluster.request import Request as RequestShape
+from gpuopt.cluster.request import as_request
+from gpuopt.errors import ProblemError, validate_object
 from gpuopt.io.files import read_json
 
 #: Largest state the model accepts: like a defragmentation snapshot, a state
@@ -46,7 +48,7 @@ MAX_PREEMPTIONS = 10**9
 #: exact int64.
 MAX_TOTAL_COST = 2**62
 
-Priority = Literal["HP", "LP"]
+Priority = PriorityClass
 #: Which LP tasks can help cover a deficit: those holding GPUs, CPUs, or either.
 Holding = Literal["gpus", "cpus", "any"]
 
@@ -185,6 +187,76 @@ class PreemptionProblem(IndexedModel):
                 f"request {request.id!r}: no node has both {request.gpus} GPUs and "
                 f"{request.cpus:g} CPUs"
             )
+
+    @classmethod
+    def from_cluster(
+        cls,
+        cluster: Cluster,
+        request: RequestShape | str,
+        *,
+        priority: Priority | int = "HP",
+        now: float | None = None,
+        request_id: str = "job",
+    ) -> PreemptionProblem:
+        """The preemption question asked of a cluster snapshot: whom does ``request`` stop?
+
+        Tasks keep their class (an integer priority is HP at or above the
+        cluster's ``hp_priority``) and lose the work since their
+        ``last_checkpoint`` (else their ``start_time``); ``now`` defaults to
+        the cluster's. The request's class comes from ``priority`` the same way.
+
+        Raises
+        ------
+        ProblemError
+            When no clock is known, a task has neither a checkpoint nor a
+            start time, or the request cannot fit any node even when empty.
+
+        Examples
+        --------
+        >>> cluster = Cluster(now=100, nodes=[{"id": "n", "gpus": 8, "cpus": 64}],
+        ...                   tasks=[{"id": "t", "node": "n", "gpus": 8, "cpus": 8,
+        ...                           "priority": 10, "start_time": 40}])
+        >>> problem = PreemptionProblem.from_cluster(cluster, "4G8C", priority=5000)
+        >>> problem.request.priority, problem.tasks[0].priority, problem.tasks[0].last_checkpoint
+        ('HP', 'LP', 40.0)
+        """
+        shape = as_request(request)
+        clock = now if now is not None else cluster.now
+        if clock is None:
+            raise ProblemError("now: the cluster states no clock; give now (--now T).")
+        tasks = []
+        for task in cluster.tasks:
+            checkpoint = task.checkpoint
+            if checkpoint is None:
+                raise ProblemError(
+                    f"task {task.id!r} has neither last_checkpoint nor start_time, so the "
+                    "work it would lose is unknown."
+                )
+            tasks.append(
+                {
+                    "id": task.id,
+                    "node": task.node,
+                    "gpus": task.gpus,
+                    "cpus": task.cpus,
+                    "priority": "HP" if cluster.is_hp(task.priority) else "LP",
+                    "last_checkpoint": checkpoint,
+                }
+            )
+        data = {
+            "now": float(clock),
+            "nodes": [
+                {"id": n.id, "gpus": n.gpus, "cpus": n.cpus, "preemptions": n.preemptions}
+                for n in cluster.nodes
+            ],
+            "tasks": tasks,
+            "request": {
+                "id": request_id,
+                "gpus": shape.gpus,
+                "cpus": shape.cpus,
+                "priority": "HP" if cluster.is_hp(priority) else "LP",
+            },
+        }
+        return validate_object(cls, data, what="a preemption state", source=None)
 
     @cached_property
     def index(self) -> PreemptionIndex:

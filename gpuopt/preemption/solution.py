@@ -15,25 +15,29 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from gpuopt.defrag.problem import SCALE, scaled
 from gpuopt.errors import ProblemError, short, validate_object
 from gpuopt.io.files import read_json
 from gpuopt.preemption.problem import PreemptionProblem, Task
+from gpuopt.result import Result, Status
 
 Method = Literal["heuristic", "exact"]
 Stage = Literal[1, 2]
 
 
-class Decision(BaseModel):
-    """Where the request goes and whom it stops.
+class Decision(Result):
+    """Where the request goes and whom it stops: a :class:`gpuopt.Result`.
 
     ``node`` is None when nothing can make room (then ``victims`` is empty
     and ``cost`` 0); ``stage`` is 1 when the request fits without preemption,
     2 when LP tasks are stopped, None when ``node`` is None; ``cost`` is the
     work the victims redo, ``sum(gpus * (now - last_checkpoint))``;
-    ``seconds`` is the decision time.
+    ``seconds`` is the decision time. ``objective`` is ``cost`` (minimised);
+    the exact method proves it (``status`` optimal, ``bound`` = ``cost``), the
+    heuristic does not (``status`` heuristic); ``status`` is infeasible when
+    no node can make room.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -229,11 +233,18 @@ def make_decision(
     """Build a :class:`Decision` from a node position and victim positions of the index view."""
     index = problem.index
     if node is None:
-        return Decision(method=method, node=None, seconds=seconds)
+        return Decision(
+            method=method, status=Status.INFEASIBLE, node=None, objective=0.0, seconds=seconds
+        )
     positions = [int(victim) for victim in victims]
     cost = int(index.task_cost[positions].sum()) if positions else 0
+    proven = method == "exact"
     return Decision(
         method=method,
+        status=Status.OPTIMAL if proven else Status.HEURISTIC,
+        objective=cost / SCALE,
+        bound=cost / SCALE if proven else None,
+        gap=0.0 if proven else None,
         node=index.node_ids[node],
         victims=[index.task_ids[victim] for victim in positions],
         cost=cost / SCALE,
