@@ -1,4 +1,10 @@
-"""One entry point for every problem: :func:`solve`."""
+"""One entry point for every problem: :func:`solve`, :func:`violations` and :func:`evaluate`.
+
+Each dispatches on the problem's type through a plain table
+(:data:`METHODS`, :data:`CHECKERS`), so one call serves allocation,
+defragmentation (the :class:`~gpuopt.cluster.Cluster` itself), switch- and
+node-level placement and preemption.
+"""
 
 from __future__ import annotations
 
@@ -12,18 +18,31 @@ from gpuopt.allocation.greedy import solve_greedy
 from gpuopt.allocation.milp import solve_milp
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult
+from gpuopt.allocation.solution import evaluate as allocation_evaluate
+from gpuopt.allocation.solution import violations as allocation_violations
 from gpuopt.defrag.cpsat import solve_cpsat as defrag_cpsat
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.milp import solve_milp as defrag_milp
 from gpuopt.defrag.onehop import solve_onehop
 from gpuopt.defrag.problem import MAX_NODES, MAX_TASKS, DefragProblem
 from gpuopt.defrag.solution import MigrationPlan
+from gpuopt.defrag.solution import evaluate as defrag_evaluate
+from gpuopt.defrag.solution import violations as defrag_violations
 from gpuopt.errors import ProblemError, ProblemTypeError, short
 from gpuopt.placement.greedy import solve_greedy as topology_greedy
 from gpuopt.placement.milp import solve_milp as topology_milp
+from gpuopt.placement.nodes import NodePlacement, NodePlacementProblem, solve_binpack, solve_spread
+from gpuopt.placement.nodes import violations as node_violations
 from gpuopt.placement.problem import TopologyProblem
 from gpuopt.placement.solution import TopologyResult
-from gpuopt.preemption import Decision, PreemptionProblem, solve_exact, solve_heuristic
+from gpuopt.placement.solution import violations as topology_violations
+from gpuopt.preemption.exact import solve_exact
+from gpuopt.preemption.greedy import solve_heuristic
+from gpuopt.preemption.problem import PreemptionProblem
+from gpuopt.preemption.solution import Decision
+from gpuopt.preemption.solution import evaluate as preemption_evaluate
+from gpuopt.preemption.solution import violations as preemption_violations
+from gpuopt.result import Result
 
 Solver = Callable[..., Any]
 #: Longest time limit (a year), largest seed and most threads or worker processes.
@@ -46,7 +65,19 @@ METHODS: dict[type, dict[str, Solver]] = {
         "cpsat": defrag_cpsat,
     },
     TopologyProblem: {"greedy": topology_greedy, "milp": topology_milp},
+    NodePlacementProblem: {"binpack": solve_binpack, "spread": solve_spread},
     PreemptionProblem: {"heuristic": solve_heuristic, "exact": solve_exact},
+}
+
+#: problem type -> (the problem's independent checker, its evaluator or None).
+#: A checker takes ``(problem, result)`` and returns rule breaches (empty when
+#: legal); an evaluator recomputes what the result claims, from the problem alone.
+CHECKERS: dict[type, tuple[Callable[[Any, Any], list[str]], Callable[[Any, Any], Any] | None]] = {
+    AllocationProblem: (allocation_violations, allocation_evaluate),
+    DefragProblem: (defrag_violations, defrag_evaluate),
+    TopologyProblem: (topology_violations, None),
+    NodePlacementProblem: (node_violations, None),
+    PreemptionProblem: (preemption_violations, preemption_evaluate),
 }
 
 
@@ -104,11 +135,10 @@ def check_options(options: dict[str, Any]) -> None:
             raise ProblemError(f"{name} must be {what} (got {short(value)}).")
 
 
-def methods_for(problem: object) -> dict[str, Solver]:
-    """The methods that can solve ``problem``, by name."""
-    for problem_type, table in METHODS.items():
+def _problem_type(problem: object) -> type:
+    for problem_type in METHODS:
         if isinstance(problem, problem_type):
-            return table
+            return problem_type
     known = ", ".join(t.__name__ for t in METHODS)
     hint = " (build one from a dict with, e.g., AllocationProblem(**data))"
     raise ProblemTypeError(
@@ -116,6 +146,72 @@ def methods_for(problem: object) -> dict[str, Solver]:
         + (hint if isinstance(problem, dict) else "")
         + "."
     )
+
+
+def methods_for(problem: object) -> dict[str, Solver]:
+    """The methods that can solve ``problem``, by name."""
+    return METHODS[_problem_type(problem)]
+
+
+def options_of(problem: object, method: str) -> list[str]:
+    """The keyword options ``method`` takes for ``problem`` (``time_limit``, ``seed``, ...).
+
+    >>> from gpuopt.allocation.problem import AllocationProblem
+    >>> problem = AllocationProblem(gpus=1, horizon=1, tasks=[])
+    >>> options_of(problem, "fifo"), "time_limit" in options_of(problem, "cpsat")
+    ([], True)
+    """
+    table = methods_for(problem)
+    if method not in table:
+        raise ValueError(f"method {short(method)} is not known; choose one of {', '.join(table)}")
+    return [name for name in inspect.signature(table[method]).parameters if name != "problem"]
+
+
+def _result_grid(result: Any) -> Any:
+    return result.grid if isinstance(result, AllocationResult) else result
+
+
+def violations(problem: object, result: Any) -> list[str]:
+    """Every rule ``result`` breaks for ``problem`` (an empty list when it is legal).
+
+    Dispatches on the problem's type to its independent checker (rules A, D,
+    T, N and P of ``models/``). An allocation result may also be given as its
+    grid, a migration plan as its list of moves.
+
+    >>> from gpuopt.allocation.problem import AllocationProblem
+    >>> problem = AllocationProblem(gpus=2, horizon=1, tasks=[
+    ...     {"id": "a", "kind": "training", "priority": 1, "gpus": 2, "duration": 1}])
+    >>> violations(problem, solve(problem)), violations(problem, [["a", None]])[0][:3]
+    ([], 'A2:')
+    """
+    check, _ = CHECKERS[_problem_type(problem)]
+    if isinstance(problem, AllocationProblem):
+        result = _result_grid(result)
+    return check(problem, result)
+
+
+def evaluate(problem: object, result: Any) -> Any:
+    """What ``result`` achieves, recomputed from ``problem`` alone by the problem's evaluator.
+
+    Allocation: an :class:`~gpuopt.allocation.solution.Evaluation` (objective
+    and metrics); defragmentation: ``(metrics, emptied node ids)``;
+    preemption: the victims' lost work. Placement results carry no objective
+    beyond what :func:`violations` checks, so they have no evaluator.
+
+    Raises
+    ------
+    ValueError
+        For a problem type without an evaluator.
+    """
+    problem_type = _problem_type(problem)
+    _, measure = CHECKERS[problem_type]
+    if measure is None:
+        raise ValueError(f"{problem_type.__name__} results have no evaluator; use violations.")
+    if isinstance(problem, AllocationProblem):
+        result = _result_grid(result)
+    elif isinstance(problem, DefragProblem) and isinstance(result, MigrationPlan):
+        result = result.moves
+    return measure(problem, result)
 
 
 @overload
@@ -156,6 +252,18 @@ def solve(
 
 @overload
 def solve(
+    problem: NodePlacementProblem,
+    method: str | None = ...,
+    *,
+    time_limit: float | None = ...,
+    seed: int | None = ...,
+    initial: Any = ...,
+    **options: Any,
+) -> NodePlacement: ...
+
+
+@overload
+def solve(
     problem: DefragProblem,
     method: str | None = ...,
     *,
@@ -167,31 +275,42 @@ def solve(
 
 
 def solve(
-    problem: AllocationProblem | DefragProblem | TopologyProblem | PreemptionProblem,
+    problem: AllocationProblem
+    | DefragProblem
+    | TopologyProblem
+    | NodePlacementProblem
+    | PreemptionProblem,
     method: str | None = None,
     *,
     time_limit: float | None = None,
     seed: int | None = None,
     initial: Any = None,
     **options: Any,
-) -> AllocationResult | MigrationPlan | TopologyResult | Decision:
-    """Solve ``problem`` with ``method`` and return the problem's result type.
+) -> Result:
+    """Solve ``problem`` with ``method`` and return the problem's :class:`~gpuopt.Result`.
 
     Parameters
     ----------
     problem
-        A validated problem: :class:`gpuopt.AllocationProblem` or
-        :class:`gpuopt.DefragProblem`.
+        A validated problem: :class:`gpuopt.AllocationProblem`, a
+        :class:`gpuopt.Cluster` (defragmentation; ``gpuopt.DefragProblem`` is
+        the same class), :class:`gpuopt.TopologyProblem` (switch level),
+        :class:`gpuopt.NodePlacementProblem` (node level) or
+        :class:`gpuopt.PreemptionProblem`; the last three are built from a
+        cluster with their ``from_cluster``.
     method
         Allocation: ``"greedy"`` (default, milliseconds), ``"fifo"`` (the
         baseline), or the exact ``"cpsat"`` (OR-Tools) and ``"milp"`` (Pyomo;
         ``solver="highs"`` by default), which start from the greedy grid and
         report a bound. Defragmentation: ``"ipc"`` (default), ``"onehop"``
         (the baseline), ``"milp"`` (HiGHS) and ``"cpsat"``, which start from
-        ipc and report a bound.
+        ipc and report a bound. Switch-level placement: ``"greedy"``
+        (default), ``"milp"``. Node-level placement: ``"binpack"`` (default),
+        ``"spread"``. Preemption: ``"heuristic"`` (default), ``"exact"``.
     time_limit
         Seconds the method may spend; None keeps the method's default (10 s
-        for the exact methods; the heuristics run to completion).
+        for the exact methods; the heuristics run to completion). A method
+        that takes no time limit refuses one (see :func:`options_of`).
     seed
         Seed for methods that use randomness (None: the method's default, or
         the snapshot's ``options.seed``).
@@ -203,7 +322,8 @@ def solve(
     Raises
     ------
     ValueError
-        For an unknown method or an option the method does not take.
+        For an unknown method, or an option (``time_limit`` and ``seed``
+        included) the method would ignore.
     ProblemError
         (a ``ValueError``) for an option value no method can take (see
         :data:`OPTION_RULES`), or a problem too large for the method;
@@ -235,12 +355,12 @@ def solve(
             if value is None and name in ("time_limit", "seed", "initial"):
                 continue  # keep the method's own default
             call[name] = value
-        elif name in options:
+        elif name == "initial" and value is not None:
+            raise ValueError(f"method {method!r} does not take an initial solution")
+        elif name in options or value is not None:
             valid = ", ".join(p for p in accepted if p != "problem") or "none"
             raise ValueError(
                 f"option {name!r} does not apply to method {method!r}; its options: {valid}"
             )
-        elif name == "initial" and value is not None:
-            raise ValueError(f"method {method!r} does not take an initial solution")
-    result: AllocationResult | MigrationPlan | TopologyResult | Decision = function(problem, **call)
+    result: Result = function(problem, **call)
     return result

@@ -142,7 +142,7 @@ def test_exact_defrag_counts_eligible_columns(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_snapshot_selector_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpuopt.defrag.problem as defrag_problem
+    import gpuopt.cluster.model as defrag_problem
 
     data = json.loads(random_snapshot(1, nodes=10, selector_fraction=0.0).to_json())
     for number, task in enumerate(data["tasks"][:3]):

@@ -327,7 +327,10 @@ def test_design_example_and_json_round_trip(tmp_path: Path) -> None:
     assert NodePlacement.model_validate_json(result.to_json()) == result
     assert parse_node_problem(json.loads(problem.to_json())) == problem
     data = json.loads(result.to_json())
-    assert list(data)[:4] == ["node", "gpus", "min_pair_bandwidth", "reason"]
+    # the result contract's fields first (gpuopt.Result), then the placement's own
+    assert list(data)[:7] == ["method", "status", "objective", "bound", "gap", "seconds", "notes"]
+    assert list(data)[7:11] == ["node", "gpus", "min_pair_bandwidth", "reason"]
+    assert (data["method"], data["status"]) == ("binpack", "heuristic")
 
 
 def bad(data: dict[str, Any]) -> str:

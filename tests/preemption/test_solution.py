@@ -152,6 +152,12 @@ def test_decision_json(tmp_path: Path, full: PreemptionProblem) -> None:
         "preempted": True,
         "stage": 2,
         "seconds": 0.0001,
+        # the result contract's fields (gpuopt.Result)
+        "status": "heuristic",
+        "objective": None,
+        "bound": None,
+        "gap": None,
+        "notes": [],
     }
     path = tmp_path / "decision.json"
     path.write_text(decision.to_json())
