@@ -1,0 +1,87 @@
+"""Griffe extension for the API reference: doctest blocks as code, roles as code spans.
+
+gpuopt's docstrings put short doctests in the description (STYLE.md 7), outside
+a numpy ``Examples`` section. Markdown would read those ``>>>`` lines as nested
+block quotes and ``[0, 0, 1]`` outputs as reference links (a warning under
+``mkdocs build --strict``), so this extension wraps every such block (from a
+``>>>`` line to the next blank line) in a ``pycon`` code fence. It changes only
+what the documentation renders: pytest still runs the doctests from the source.
+``Examples`` sections are left to the numpy parser, which already reads them as
+code. Sphinx roles (``:func:`violations```, ``:class:`~gpuopt.errors.ProblemError```)
+become plain code spans (``violations``, ``ProblemError``) instead of showing
+the role's markup.
+
+Loaded by ``mkdocs.yml`` (mkdocstrings handler option ``extensions``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import griffe
+
+FENCE = "```"
+DOCTEST_FLAG = re.compile(r"\s*#\s*doctest:.*$")
+DASHES = re.compile(r"^\s*-{3,}\s*$")
+ROLE = re.compile(r":(?:py:)?(?:func|class|data|meth|attr|mod|exc|obj|const):`(~?)([^`]+)`")
+
+
+def plain_roles(line: str) -> str:
+    """Turn Sphinx cross-reference roles into code spans (``~`` keeps the last name).
+
+    >>> plain_roles("see :func:`evaluate` and :class:`~gpuopt.errors.ProblemError`")
+    'see `evaluate` and `ProblemError`'
+    """
+    return ROLE.sub(
+        lambda match: f"`{match[2].rsplit('.', 1)[-1] if match[1] else match[2]}`", line
+    )
+
+
+def fence_doctests(text: str) -> str:
+    """Fence the doctest blocks of ``text`` outside ``Examples`` and plain its roles.
+
+    >>> fence_doctests("Sum.\\n\\n>>> 1 + 1\\n2").splitlines()
+    ['Sum.', '', '```pycon', '>>> 1 + 1', '2', '```']
+    """
+    lines = text.split("\n")
+    out: list[str] = []
+    section = ""
+    in_fence = False
+    in_doctest = False
+    indent = ""
+    for position, line in enumerate(lines):
+        stripped = line.strip()
+        following = lines[position + 1] if position + 1 < len(lines) else ""
+        if in_doctest and not stripped:
+            out.append(indent + FENCE)
+            in_doctest = False
+        if not in_doctest and not in_fence and stripped and DASHES.match(following):
+            section = stripped.lower()  # a numpy section header: its title over a dashed line
+        if stripped.startswith(FENCE) and not in_doctest:
+            in_fence = not in_fence
+        elif (
+            not in_fence
+            and not in_doctest
+            and section != "examples"
+            and (stripped == ">>>" or stripped.startswith(">>> "))
+        ):
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(indent + FENCE + "pycon")
+            in_doctest = True
+        if in_doctest:
+            out.append(DOCTEST_FLAG.sub("", line))
+        else:
+            out.append(line if in_fence else plain_roles(line))
+    if in_doctest:
+        out.append(indent + FENCE)
+    return "\n".join(out)
+
+
+class DoctestBlocks(griffe.Extension):
+    """Fence the free-standing doctests and plain the roles of every docstring griffe loads."""
+
+    def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
+        """Rewrite ``obj``'s docstring text in place (the source is untouched)."""
+        if obj.docstring is not None:
+            obj.docstring.value = fence_doctests(obj.docstring.value)
