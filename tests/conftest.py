@@ -71,3 +71,68 @@ def tiny() -> AllocationProblem:
             },
         ]
     )
+
+
+# ---------------------------------------------------------------- one run per method
+# As PyJobShop runs each behaviour test once per solver: a test that takes one
+# of these fixtures runs once per method of its problem in gpuopt.api.METHODS,
+# restricted by ``--methods`` and skipped where the method's backend is missing.
+def _per_method_fixtures() -> dict[str, type]:
+    from gpuopt.allocation.problem import AllocationProblem as Allocation
+    from gpuopt.cluster import Cluster
+    from gpuopt.placement.nodes import NodePlacementProblem
+    from gpuopt.placement.problem import TopologyProblem
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    return {
+        "allocation_method": Allocation,
+        "defrag_method": Cluster,
+        "topology_method": TopologyProblem,
+        "node_method": NodePlacementProblem,
+        "preemption_method": PreemptionProblem,
+    }
+
+
+#: Modules a method needs, by (problem fixture, method); methods not listed need nothing extra.
+BACKENDS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("allocation_method", "cpsat"): ("ortools",),
+    ("allocation_method", "milp"): ("pyomo", "highspy"),
+    ("defrag_method", "cpsat"): ("ortools",),
+    ("defrag_method", "milp"): ("highspy",),
+    ("topology_method", "milp"): ("highspy",),
+}
+#: Methods that prove a bound (their tests get a time limit and check the proof).
+EXACT = frozenset({"cpsat", "milp", "exact"})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--methods",
+        default="all",
+        help="comma-separated method names: per-method behaviour tests run only these "
+        "(default: every method of each problem in gpuopt.api.METHODS)",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    import importlib.util
+
+    from gpuopt.api import METHODS
+
+    wanted = metafunc.config.getoption("--methods")
+    chosen = None if wanted == "all" else {name.strip() for name in wanted.split(",")}
+    for fixture, problem_type in _per_method_fixtures().items():
+        if fixture not in metafunc.fixturenames:
+            continue
+        params = []
+        for method in METHODS[problem_type]:
+            if chosen is not None and method not in chosen:
+                continue
+            missing = [
+                module
+                for module in BACKENDS.get((fixture, method), ())
+                if importlib.util.find_spec(module) is None
+            ]
+            marks = [pytest.mark.skip(reason=f"needs {', '.join(missing)}")] if missing else []
+            params.append(pytest.param(method, marks=marks, id=method))
+        metafunc.parametrize(fixture, params)

@@ -16,7 +16,7 @@ from gpuopt.allocation.generator import random_problem
 from gpuopt.allocation.greedy import _construct, solve_greedy
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import evaluate
-from tests.conftest import BIG_OVER_SMALL, LATE_HIGH, assert_legal, make_problem
+from tests.conftest import BIG_OVER_SMALL, EXACT, LATE_HIGH, assert_legal, make_problem
 
 METHODS = ["greedy", "fifo"]
 SCENARIOS = sorted(
@@ -24,14 +24,16 @@ SCENARIOS = sorted(
 )
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_tiny_is_legal_and_complete(tiny: AllocationProblem, method: str) -> None:
-    result = gpuopt.solve(tiny, method)
+def test_tiny_is_legal_and_complete(tiny: AllocationProblem, allocation_method: str) -> None:
+    result = gpuopt.solve(tiny, allocation_method)
     assert_legal(tiny, result)
     assert result.metrics.completed == 1
     assert result.metrics.shortfall == 0
-    assert result.status == "feasible"
-    assert result.bound is None and result.gap is None
+    if allocation_method in EXACT:  # a tiny instance is proven at once
+        assert result.status == "optimal" and result.gap == pytest.approx(0.0, abs=1e-6)
+    else:
+        assert result.status == "feasible"
+        assert result.bound is None and result.gap is None
 
 
 def test_greedy_places_by_priority_fifo_by_arrival() -> None:
@@ -161,11 +163,19 @@ def _instances() -> list[AllocationProblem]:
 INSTANCES = _instances()
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_legal_on_random_instances(method: str) -> None:
+def test_legal_on_random_instances(allocation_method: str) -> None:
     assert len(INSTANCES) >= 200
+    if allocation_method in EXACT:  # one of each shape, warm-started, under a time limit
+        for problem in INSTANCES[:10]:
+            result = gpuopt.solve(problem, allocation_method, time_limit=3)
+            assert_legal(problem, result)
+            greedy = gpuopt.solve(problem, "greedy")
+            assert result.objective >= greedy.objective - 1e-6 * max(1.0, abs(greedy.objective))
+            if result.bound is not None:
+                assert result.bound >= result.objective - 1e-6 * max(1.0, abs(result.objective))
+        return
     for problem in INSTANCES:
-        result = gpuopt.solve(problem, method)
+        result = gpuopt.solve(problem, allocation_method)
         assert_legal(problem, result)
 
 

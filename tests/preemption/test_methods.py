@@ -2,33 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
-from gpuopt.preemption import solve_exact, solve_heuristic
+import gpuopt
 from gpuopt.preemption.generator import random_state
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import Decision, evaluate, violations
 from tests.preemption import node, state, task
 
-Solver = Callable[[PreemptionProblem], Decision]
-METHODS: list[Solver] = [solve_heuristic, solve_exact]
+Solver = str
+
+
+@pytest.fixture
+def method(preemption_method: str) -> str:
+    """Each test that takes ``method`` runs once per preemption method (root conftest)."""
+    return preemption_method
 
 
 def solve(method: Solver, problem: PreemptionProblem) -> Decision:
     """Run ``method`` and check its decision with the independent checker and ``evaluate``."""
-    decision = method(problem)
+    decision = gpuopt.solve(problem, method)
     assert violations(problem, decision) == []
     assert decision.cost == evaluate(problem, decision)
-    assert decision.method == ("exact" if method is solve_exact else "heuristic")
+    assert decision.method == method
+    assert decision.objective == decision.cost
     return decision
 
 
 # ---------------------------------------------------------------- stage 1 (P8), both methods
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_best_fit_on_gpus(method: Solver) -> None:
     problem = state(
         [node("roomy"), node("snug"), node("tight")],
@@ -40,7 +43,6 @@ def test_best_fit_on_gpus(method: Solver) -> None:
     assert (decision.cost, decision.preempted) == (0, False)
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_best_fit_then_cpus(method: Solver) -> None:
     problem = state(
         [node("a", cpus=64), node("b", cpus=64)],
@@ -51,7 +53,6 @@ def test_best_fit_then_cpus(method: Solver) -> None:
     assert solve(method, problem).node == "b"  # both keep 2 GPUs free; b keeps 44 CPUs, a 52
 
 
-@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize(
     ("priority", "nodes", "expected"),
     [
@@ -74,7 +75,6 @@ def test_node_class_order(method: Solver, priority: str, nodes: list[str], expec
     assert solve(method, problem).node == expected
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_preemption_history_order(method: Solver) -> None:
     nodes = [node("calm", preemptions=1), node("hot", preemptions=7), node("mid", preemptions=3)]
     tasks = [task("a", "calm", 2), task("b", "hot", 2), task("c", "mid", 2)]  # all LP nodes
@@ -82,7 +82,6 @@ def test_preemption_history_order(method: Solver) -> None:
     assert solve(method, state(nodes, tasks, 2, priority="HP")).node == "hot"  # most preempted
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_node_order_breaks_remaining_ties(method: Solver) -> None:
     problem = state([node("first"), node("second")], [], 8, priority="LP")
     assert solve(method, problem).node == "first"
@@ -91,7 +90,6 @@ def test_node_order_breaks_remaining_ties(method: Solver) -> None:
 # ---------------------------------------------------------------- stage 2 (P9, P10)
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_cheapest_node_wins(method: Solver) -> None:
     problem = state(
         [node("old"), node("fresh")],
@@ -108,7 +106,6 @@ def test_cheapest_node_wins(method: Solver) -> None:
     assert (decision.stage, decision.preempted) == (2, True)
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_hp_tasks_are_never_victims(method: Solver) -> None:
     problem = state(
         [node("a"), node("b")],
@@ -119,7 +116,6 @@ def test_hp_tasks_are_never_victims(method: Solver) -> None:
     assert (decision.node, decision.victims, decision.cost) == ("b", ["pricey"], 720)
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_cpu_deficit_must_be_covered(method: Solver) -> None:
     # GPUs are free on a, CPUs are not: only tasks holding CPUs can help, so the cheap
     # CPU-less task is left alone.
@@ -133,7 +129,6 @@ def test_cpu_deficit_must_be_covered(method: Solver) -> None:
     assert (decision.victims, decision.cost) == (["cpu"], 50)
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_tasks_that_free_nothing_needed_are_left_alone(method: Solver) -> None:
     # A CPU-only LP task costs nothing to stop (no GPU work is lost), but the node lacks
     # only GPUs, so stopping it would free nothing the request needs.
@@ -159,7 +154,7 @@ def test_both_deficits_cheapest_first_takes_a_useless_prefix() -> None:
         7,
         cpus=8,
     )
-    heuristic, exact = solve(solve_heuristic, problem), solve(solve_exact, problem)
+    heuristic, exact = solve("heuristic", problem), solve("exact", problem)
     assert (heuristic.victims, heuristic.cost) == (["gpu-only", "both"], 101)
     assert (exact.victims, exact.cost) == (["both"], 100)
 
@@ -176,7 +171,7 @@ def test_cheapest_first_prefix_is_not_optimal() -> None:
         ],
         4,
     )
-    heuristic, exact = solve(solve_heuristic, problem), solve(solve_exact, problem)
+    heuristic, exact = solve("heuristic", problem), solve("exact", problem)
     assert (heuristic.victims, heuristic.cost) == (["small", "big"], 500)
     assert (exact.victims, exact.cost) == (["big"], 400)
 
@@ -195,12 +190,11 @@ def test_exact_may_choose_another_node() -> None:
         ],
         2,
     )
-    heuristic, exact = solve(solve_heuristic, problem), solve(solve_exact, problem)
+    heuristic, exact = solve("heuristic", problem), solve("exact", problem)
     assert (heuristic.node, heuristic.victims, heuristic.cost) == ("q", ["q1"], 250)
     assert (exact.node, exact.victims, exact.cost) == ("p", ["p2"], 160)
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_equal_cost_prefers_fewer_victims(method: Solver) -> None:
     problem = state(
         [node("two"), node("one")],
@@ -217,7 +211,6 @@ def test_equal_cost_prefers_fewer_victims(method: Solver) -> None:
     assert (decision.node, decision.victims, decision.cost) == ("one", ["c"], 60)
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_equal_cost_and_count_prefers_best_fit_after(method: Solver) -> None:
     # Both stop one task for 40: x frees 4 GPUs (2 left over), y frees exactly 2.
     problem = state(
@@ -233,7 +226,6 @@ def test_equal_cost_and_count_prefers_best_fit_after(method: Solver) -> None:
     assert solve(method, problem).node == "exact"
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_full_ties_go_to_node_order(method: Solver) -> None:
     tasks = [task(f"{n}-lp", n, 8, age=10) for n in ("first", "second")]
     assert solve(method, state([node("first"), node("second")], tasks, 8)).node == "first"
@@ -251,14 +243,14 @@ def test_heuristic_order_within_a_node() -> None:
         ],
         2,
     )
-    assert solve(solve_heuristic, problem).victims == ["two"]
+    assert solve("heuristic", problem).victims == ["two"]
     # A task checkpointed just now costs nothing and comes first.
     problem = state(
         [node("a")],
         [task("hp", "a", 6, priority="HP"), task("one", "a", 1, age=100), task("fresh", "a", 1)],
         2,
     )
-    assert solve(solve_heuristic, problem).victims == ["fresh", "one"]
+    assert solve("heuristic", problem).victims == ["fresh", "one"]
 
 
 def test_exact_prefers_fewer_freed_resources_then_input_order() -> None:
@@ -273,14 +265,13 @@ def test_exact_prefers_fewer_freed_resources_then_input_order() -> None:
         ],
         2,
     )
-    decision = solve(solve_exact, problem)
+    decision = solve("exact", problem)
     assert (decision.victims, decision.cost) == (["first"], 60)
 
 
 # ---------------------------------------------------------------- LP requests, null decisions
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_lp_request_never_preempts(method: Solver) -> None:
     problem = state([node("a")], [task("lp", "a", 8, age=1)], 1, priority="LP")
     decision = solve(method, problem)
@@ -289,7 +280,6 @@ def test_lp_request_never_preempts(method: Solver) -> None:
     assert (hp.node, hp.victims) == ("a", ["lp"])
 
 
-@pytest.mark.parametrize("method", METHODS)
 def test_null_when_nothing_makes_room(method: Solver) -> None:
     problem = state(
         [node("a"), node("b", cpus=16)],
@@ -317,6 +307,6 @@ def test_null_when_nothing_makes_room(method: Solver) -> None:
 @pytest.mark.parametrize("seed", range(4))
 def test_random_large_states_are_legal(seed: int) -> None:
     problem = random_state(seed, nodes=300, contended=True, occupancy=0.95)
-    heuristic, exact = solve(solve_heuristic, problem), solve(solve_exact, problem)
+    heuristic, exact = solve("heuristic", problem), solve("exact", problem)
     assert exact.cost <= heuristic.cost
     assert heuristic.stage == exact.stage
