@@ -23,12 +23,15 @@ on one node) and CPUs. The rules:
   ``"cost"`` the heuristic (per node the cheapest-first prefix of LP jobs
   that frees enough, on the cheapest node, P9), ``"exact"`` the minimum-cost
   victim set (P10), both through :func:`gpuopt.solve`; ``"random"`` (the
-  baseline) a random node where stopping LP jobs frees enough, and its LP
-  jobs in random order until enough. In every case a node that has room by
-  its GPU count alone (no set has the bandwidth) is taken first, without
-  victims (P8), and the job then gets the best set there regardless of
-  bandwidth. A stopped LP job loses the work since its last checkpoint (LP
-  jobs checkpoint every ``checkpoint_minutes`` of running) and waits again.
+  baseline) a random node where stopping LP jobs frees enough
+  (:class:`~gpuopt.preemption.greedy.Deficits`), and its LP jobs in random
+  order until enough. The preemption model counts GPUs and has no
+  topology: a node whose free GPUs are enough in number but hold no set
+  with the bandwidth has room (P8, taken first, without victims), and on
+  the chosen node the job gets the best set with the bandwidth if there is
+  one, else the best set without it. A stopped LP job loses the work since
+  its last checkpoint (LP jobs checkpoint every ``checkpoint_minutes`` of
+  running) and waits again.
 - **Waiting.** Jobs that cannot start wait in a queue (HP first, then
   arrival); after every release the queue is scanned and every job that fits
   starts (backfilling), HP jobs preempting as above.
@@ -66,6 +69,8 @@ from gpuopt.preemption.problem import PreemptionIndex, PreemptionProblem
 
 Placement = Literal["spread", "binpack"]
 Victims = Literal["cost", "exact", "random"]
+
+_NEVER = 2**63  # more milli-CPUs than any job has
 
 #: The :func:`gpuopt.solve` method of each victims policy ("random" is the replay's baseline).
 PREEMPTION_METHODS: dict[str, str] = {"cost": "heuristic", "exact": "exact"}
@@ -502,14 +507,25 @@ def replay(
         occupy(position, node, gpus, now)
         return True
 
-    def try_start(position: int, now: float) -> bool:
+    def try_start(position: int, now: float, failed: dict[tuple[int, bool], int]) -> bool:
+        """Start job ``position`` now if it fits (an HP job preempting), else False.
+
+        ``failed`` maps (GPUs, may use lent GPUs) to the fewest milli-CPUs
+        that found no place since resources were last freed: starting jobs
+        only takes GPUs and CPUs, so a job of as many GPUs and at least as
+        many CPUs finds no place either, and the waiting-queue scan skips it.
+        """
         run = state.runs[position]
-        found = place(run, allow_lent=not run.job.hp)
-        if found is not None:
-            occupy(position, *found, now)
+        key = (run.job.gpus, not run.job.hp)
+        if run.cpus < failed.get(key, _NEVER):
+            found = place(run, allow_lent=key[1])
+            if found is not None:
+                occupy(position, *found, now)
+                return True
+            failed[key] = run.cpus
+        if run.job.hp and preempt_for(position, now):
+            failed.clear()  # the victims may free more than the job takes
             return True
-        if run.job.hp:
-            return preempt_for(position, now)
         return False
 
     while events:
@@ -520,7 +536,7 @@ def replay(
         if kind == "arrive":
             if run.job.gpus >= 8:
                 eight_total += 1
-            if try_start(position, now):
+            if try_start(position, now, {}):
                 if run.job.gpus >= 8:
                     eight_on_arrival += 1
             else:
@@ -586,8 +602,9 @@ def replay(
         if waiting and kind in ("finish", "stop", "resume", "lend", "arrive"):
             waiting.sort(key=lambda p: (not state.runs[p].job.hp, state.runs[p].job.arrival, p))
             still = []
+            failed: dict[tuple[int, bool], int] = {}
             for p in waiting:
-                if state.runs[p].node < 0 and not try_start(p, now):
+                if state.runs[p].node < 0 and not try_start(p, now, failed):
                     still.append(p)
             waiting[:] = still
     leaked = [n.id for i, n in enumerate(nodes) if state.free[i] != (1 << n.gpus) - 1]
