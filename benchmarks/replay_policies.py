@@ -12,7 +12,9 @@ PCIe two-NUMA, see ``gpuopt.planning.workload``). Job streams:
 
 Policies (one run each, same stream): binpack + topology + cost-aware
 victims (the default), the same with random victims, and spread (no topology)
-with cost-aware victims.
+with cost-aware victims; ``--exact`` adds both placements with the exact
+(minimum-cost) victims. The replay places through ``gpuopt.placement.nodes``
+and chooses victims with ``gpuopt.solve`` (``"heuristic"`` / ``"exact"``).
 
     python benchmarks/replay_policies.py --json out/replay.json --plot docs/images/replay.png
 """
@@ -37,6 +39,10 @@ POLICIES = [
     Policy("binpack+topology, random victims", victims="random"),
     Policy("spread, cost victims", placement="spread", topology=False),
 ]
+EXACT_POLICIES = [
+    Policy("binpack+topology, exact victims", victims="exact"),
+    Policy("spread, exact victims", placement="spread", topology=False, victims="exact"),
+]
 FIELDS = [
     ("lp_wasted_gpu_hours", "LP GPU-h wasted"),
     ("lp_mean_completion_hours", "LP completion h"),
@@ -59,6 +65,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--json")
     parser.add_argument("--plot")
+    parser.add_argument("--exact", action="store_true", help="also replay the exact victims")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
     console = Console(quiet=args.quiet)
@@ -76,7 +83,7 @@ def main() -> None:
         streams.append(("openb", openb_jobs(pods, nodes, load=args.load)))
     rows = []
     for stream, jobs in streams:
-        for policy in POLICIES:
+        for policy in POLICIES + (EXACT_POLICIES if args.exact else []):
             metrics = replay(nodes, jobs, policy, bandwidth=matrices)
             row = {"stream": stream, "jobs": len(jobs), **metrics.as_dict()}
             rows.append(row)
@@ -123,6 +130,19 @@ def _summary(rows: list[dict[str, Any]]) -> list[str]:
     if cuts:
         lines.append(f"cost-aware victims cut LP wasted GPU-hours vs random by "
                      f"{min(cuts):.1%} to {max(cuts):.1%} (median {statistics.median(cuts):.1%})")
+    exact = [
+        (r["stream"], r["policy"].split(",")[0], r["lp_wasted_gpu_hours"])
+        for r in rows
+        if r["policy"] in {p.name for p in EXACT_POLICIES}
+    ]
+    for stream, placement, wasted in exact:
+        heuristic = next(
+            r["lp_wasted_gpu_hours"]
+            for r in rows
+            if r["stream"] == stream and r["policy"] == f"{placement}, cost victims"
+        )
+        lines.append(f"{stream}, {placement}: LP GPU-h wasted, exact victims {wasted:.2f} "
+                     f"vs cost (heuristic) {heuristic:.2f}")
     lines.append(
         f"8-GPU jobs placed on arrival: binpack+topology {min(eight_binpack):.1%}-"
         f"{max(eight_binpack):.1%}, spread {min(eight_spread):.1%}-{max(eight_spread):.1%}"

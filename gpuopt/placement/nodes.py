@@ -896,18 +896,65 @@ def _rank(
     candidates: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.int64]:
     """Order of ``candidates`` (positions into it), best first, by the policy's keys."""
-    free_after = (index.node_free_gpus - taken)[candidates]
-    cpus_after = index.node_cpus_free[candidates] - scaled(request.cpus)
-    memory_free = index.node_memory_free[candidates]
-    memory_after = np.where(
-        memory_free == _NO_MEMORY, _UNBOUNDED, memory_free - scaled(request.memory)
+    return rank_nodes(
+        policy,
+        candidates,
+        node_gpus=index.node_gpus,
+        free_gpus=index.node_free_gpus,
+        cpus_free=index.node_cpus_free,
+        taken=taken,
+        request_cpus=scaled(request.cpus),
+        whole_node=request.whole_node,
+        memory_free=index.node_memory_free,
+        request_memory=scaled(request.memory),
     )
+
+
+def rank_nodes(
+    policy: Policy,
+    candidates: npt.NDArray[np.int64],
+    *,
+    node_gpus: npt.NDArray[np.int64],
+    free_gpus: npt.NDArray[np.int64],
+    cpus_free: npt.NDArray[np.int64],
+    taken: npt.NDArray[np.int64] | int,
+    request_cpus: int,
+    whole_node: bool = False,
+    memory_free: npt.NDArray[np.int64] | None = None,
+    request_memory: int = 0,
+) -> npt.NDArray[np.int64]:
+    """Order of ``candidates`` (positions into it), best first, by ``policy``'s keys.
+
+    The node ranking of :func:`place`, on plain arrays for simulators that
+    keep their own state (:mod:`gpuopt.planning.replay`). Every array has
+    one entry per node and ``candidates`` are the positions of the nodes
+    that pass the filters; ``taken`` is how many GPUs the request takes on
+    each node (or on all); CPUs and memory are integers in one unit
+    (thousandths in :func:`place`) and ``memory_free`` is -1 where a node
+    states no memory (None: no node does).
+
+    >>> free = np.array([8, 3, 5])
+    >>> rank_nodes("binpack", np.arange(3), node_gpus=np.full(3, 8), free_gpus=free,
+    ...            cpus_free=np.full(3, 64), taken=2, request_cpus=8).tolist()
+    [1, 2, 0]
+    >>> rank_nodes("spread", np.arange(3), node_gpus=np.full(3, 8), free_gpus=free,
+    ...            cpus_free=np.full(3, 64), taken=2, request_cpus=8).tolist()
+    [0, 2, 1]
+    """
+    taken = np.broadcast_to(np.asarray(taken, dtype=np.int64), node_gpus.shape)
+    free_after = (free_gpus - taken)[candidates]
+    cpus_after = cpus_free[candidates] - request_cpus
+    memory_keys: tuple[npt.NDArray[Any], ...] = ()
+    if memory_free is not None:
+        memory = memory_free[candidates]
+        memory_after = np.where(memory == _NO_MEMORY, _UNBOUNDED, memory - request_memory)
+        memory_keys = (memory_after if policy == "binpack" else -memory_after,)
     keys: tuple[npt.NDArray[Any], ...]
     if policy == "binpack":
-        kept = _completely_free(index)[candidates] & (not request.whole_node)
-        keys = (candidates, memory_after, cpus_after, taken[candidates], free_after, kept)
+        kept = (free_gpus == node_gpus)[candidates] & (not whole_node)
+        keys = (candidates, *memory_keys, cpus_after, taken[candidates], free_after, kept)
     else:
-        keys = (candidates, -memory_after, -cpus_after, -free_after)
+        keys = (candidates, *memory_keys, -cpus_after, -free_after)
     return np.lexsort(keys).astype(np.int64)  # the last key is the primary one
 
 
@@ -1183,5 +1230,6 @@ __all__ = [
     "parse_node_problem",
     "pcie_two_numa",
     "place",
+    "rank_nodes",
     "violations",
 ]

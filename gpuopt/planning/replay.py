@@ -6,18 +6,32 @@ on one node) and CPUs. The rules:
 
 - **Arrival.** A job is placed at once if a node has the GPUs (a set with the
   required pairwise bandwidth when ``topology`` is on and the job needs more
-  than one GPU) and CPUs; ``placement`` picks the node: ``"spread"`` the node
-  with the most free GPUs (what a least-allocated scheduler does),
-  ``"binpack"`` the node with the fewest free GPUs after placement, keeping
-  completely free nodes for 8-GPU (whole-node) jobs.
+  than one GPU and less than a whole node) and CPUs. The node and the GPUs
+  are chosen by :mod:`gpuopt.placement.nodes`: ``placement`` is
+  :func:`~gpuopt.placement.nodes.place`'s policy (:func:`~gpuopt.placement.nodes.rank_nodes`),
+  ``"spread"`` the node with the most free GPUs after placement (what a
+  least-allocated scheduler does), ``"binpack"`` the node with the fewest,
+  keeping completely free nodes for 8-GPU (whole-node) jobs; the GPU set is
+  :func:`~gpuopt.placement.nodes.best_gpu_set`'s (with ``topology`` off,
+  every pair of GPUs counts as alike, which takes the lowest free GPUs).
 - **Preemption.** An HP job that does not fit may stop LP jobs (LP jobs never
-  preempt, HP jobs are never stopped). ``victims="cost"``: per node the
-  cheapest-first prefix of LP jobs by work to redo, ``gpus * (now -
-  last_checkpoint)``, that frees enough, on the cheapest node (the heuristic
-  of :mod:`gpuopt.preemption`); ``victims="random"``: a random node where
-  stopping LP jobs frees enough, and LP jobs in random order until enough.
-  A stopped LP job loses the work since its last checkpoint (LP jobs
-  checkpoint every ``checkpoint_minutes`` of running) and waits again.
+  preempt, HP jobs are never stopped). The replay state (GPUs that are lent
+  or coming back left out, LP jobs on lent GPUs counted as not stoppable)
+  becomes a :class:`~gpuopt.preemption.problem.PreemptionProblem` whose
+  costs are the work to redo, ``gpus * (now - last_checkpoint)``, and
+  ``victims`` names the method that decides (``models/preemption.md``):
+  ``"cost"`` the heuristic (per node the cheapest-first prefix of LP jobs
+  that frees enough, on the cheapest node, P9), ``"exact"`` the minimum-cost
+  victim set (P10), both through :func:`gpuopt.solve`; ``"random"`` (the
+  baseline) a random node where stopping LP jobs frees enough
+  (:class:`~gpuopt.preemption.greedy.Deficits`), and its LP jobs in random
+  order until enough. The preemption model counts GPUs and has no
+  topology: a node whose free GPUs are enough in number but hold no set
+  with the bandwidth has room (P8, taken first, without victims), and on
+  the chosen node the job gets the best set with the bandwidth if there is
+  one, else the best set without it. A stopped LP job loses the work since
+  its last checkpoint (LP jobs checkpoint every ``checkpoint_minutes`` of
+  running) and waits again.
 - **Waiting.** Jobs that cannot start wait in a queue (HP first, then
   arrival); after every release the queue is scanned and every job that fits
   starts (backfilling), HP jobs preempting as above.
@@ -47,8 +61,19 @@ from typing import Any, Literal
 
 import numpy as np
 
+from gpuopt.api import solve
+from gpuopt.defrag.problem import scaled
+from gpuopt.placement.nodes import MAX_TOPOLOGY_GPUS, GpuTopology, gpu_topology, rank_nodes
+from gpuopt.preemption.greedy import Deficits, stage_one
+from gpuopt.preemption.problem import PreemptionIndex, PreemptionProblem
+
 Placement = Literal["spread", "binpack"]
-Victims = Literal["cost", "random"]
+Victims = Literal["cost", "exact", "random"]
+
+_NEVER = 2**63  # more milli-CPUs than any job has
+
+#: The :func:`gpuopt.solve` method of each victims policy ("random" is the replay's baseline).
+PREEMPTION_METHODS: dict[str, str] = {"cost": "heuristic", "exact": "exact"}
 
 
 @dataclass(frozen=True)
@@ -114,6 +139,7 @@ class _Run:
     """A job while it is known to the replay."""
 
     job: Job
+    cpus: int  # milli-CPUs
     done: float = 0.0  # seconds of work saved (at the last checkpoint or stop)
     start: float = math.nan  # start of the current run
     node: int = -1
@@ -128,12 +154,16 @@ class _Run:
 @dataclass
 class _State:
     nodes: Sequence[ClusterNode]
-    topologies: dict[str, Any]  # name -> gpuopt.placement.nodes.GpuTopology
+    # Per node: the GPU-set search (None for a node without GPUs), and whether it is a
+    # measured matrix (then a job of 2..n-1 GPUs needs min_bandwidth between every pair).
+    topologies: list[GpuTopology | None]
+    measured: list[bool]
     free: list[int]  # bitmask of free GPUs per node
     lent: list[int]  # bitmask of GPUs lent by standby HP jobs (LP only)
     reserved: list[int]  # bitmask of lent GPUs whose lender is coming back (no one starts there)
-    free_cpus: np.ndarray
+    free_cpus: np.ndarray  # milli-CPUs per node
     free_count: np.ndarray
+    node_preemptions: list[int]  # LP jobs stopped on each node so far
     running: list[set[int]]  # job positions per node
     fragmented: int = 0
     runs: list[_Run] = field(default_factory=list)
@@ -143,36 +173,164 @@ def _popcount(mask: int) -> int:
     return bin(mask).count("1")
 
 
-def _first_bits(mask: int, k: int) -> tuple[int, ...] | None:
-    bits = [i for i in range(mask.bit_length()) if mask >> i & 1]
-    return tuple(bits[:k]) if len(bits) >= k else None
+def _node_topologies(
+    nodes: Sequence[ClusterNode], bandwidth: dict[str, np.ndarray], use: bool
+) -> tuple[list[GpuTopology | None], list[bool]]:
+    """The GPU-set search of every node, and whether it reads a measured bandwidth matrix.
 
-
-def _gpu_set(state: _State, node: int, mask: int, k: int, policy: Policy) -> tuple[int, ...] | None:
-    """k GPUs out of ``mask`` on ``node``: by bandwidth when topology is on, else the lowest.
-
-    With topology on, a job of more than one GPU and less than a whole node
-    takes a set whose every pair has ``policy.min_bandwidth`` (e.g. one PCIe
-    NUMA half, or NVLink), chosen by :func:`gpuopt.placement.nodes.best_gpu_set`
-    so the GPUs left stay well connected.
+    A node without a known matrix, or every node with ``use`` off, gets the
+    matrix in which all pairs are alike: :func:`~gpuopt.placement.nodes.best_gpu_set`
+    then takes the lowest free GPUs.
     """
-    size = state.nodes[node].gpus
-    topo = state.nodes[node].topology
-    if policy.topology and topo is not None and topo in state.topologies:
-        from gpuopt.placement.nodes import best_gpu_set
+    measured = {name: gpu_topology(matrix) for name, matrix in bandwidth.items()} if use else {}
+    topologies: list[GpuTopology | None] = []
+    known: list[bool] = []
+    for node in nodes:
+        if not 0 <= node.gpus <= MAX_TOPOLOGY_GPUS:
+            raise ValueError(
+                f"node {node.id!r}: has {node.gpus} GPUs; the replay takes 0 to "
+                f"{MAX_TOPOLOGY_GPUS} per node"
+            )
+        found = measured.get(node.topology) if node.topology is not None else None
+        if found is not None and found.num_gpus != node.gpus:
+            raise ValueError(
+                f"node {node.id!r}: has {node.gpus} GPUs but topology {node.topology!r} "
+                f"has {found.num_gpus}"
+            )
+        known.append(found is not None)
+        if found is None and node.gpus:
+            found = gpu_topology(np.ones((node.gpus, node.gpus)))
+        topologies.append(found)
+    return topologies, known
 
-        need = policy.min_bandwidth if 1 < k < size else 0.0
-        found = best_gpu_set(state.topologies[topo], mask, k, need)
-        return None if found is None else tuple(int(g) for g in found)
-    return _first_bits(mask, k)
+
+def _gpu_set(
+    state: _State, node: int, mask: int, k: int, min_bandwidth: float
+) -> tuple[int, ...] | None:
+    """k GPUs out of ``mask`` on ``node``, by :func:`~gpuopt.placement.nodes.best_gpu_set`.
+
+    On a node with a measured matrix, a job of more than one GPU and less
+    than the whole node takes a set whose every pair has ``min_bandwidth``
+    (e.g. one PCIe NUMA half, or NVLink); pass 0 to drop that need.
+    """
+    if k == 0:
+        return ()
+    topology = state.topologies[node]
+    if topology is None:
+        return None
+    need = min_bandwidth if state.measured[node] and 1 < k < topology.num_gpus else 0.0
+    return topology.best_set(mask, k, need)
 
 
-def _topologies(bandwidth: dict[str, np.ndarray]) -> dict[str, Any]:
-    if not bandwidth:
-        return {}
-    from gpuopt.placement.nodes import gpu_topology
+def _lost_work(run: _Run, now: float, period: float) -> float:
+    """Seconds of ``run``'s work since its last checkpoint (all of it is redone when stopped)."""
+    ran = now - run.start
+    return ran - math.floor(ran / period) * period if period > 0 else 0.0
 
-    return {name: gpu_topology(matrix) for name, matrix in bandwidth.items()}
+
+def _preemption_problem(
+    state: _State, position: int, now: float, period: float, origin: float
+) -> PreemptionProblem | None:
+    """The replay state as the preemption problem of job ``position``; None if no node can hold it.
+
+    Node ids are node positions (``"3"``) and LP task ids job positions;
+    times are seconds since ``origin``. GPUs that are lent or coming back
+    are left out of their node. What may not be stopped on a node (HP jobs,
+    LP jobs on lent GPUs) enters as one HP task holding all of it: the
+    methods only read its capacity and that the node runs HP work, and the
+    problem stays small.
+    """
+    request = state.runs[position]
+    nodes: list[dict[str, Any]] = []
+    tasks: list[dict[str, Any]] = []
+    holds = False
+    for node_pos, node in enumerate(state.nodes):
+        closed = state.lent[node_pos] | state.reserved[node_pos]
+        usable = node.gpus - _popcount(closed & state.free[node_pos])
+        holds = holds or (usable >= request.job.gpus and scaled(node.cpus) >= request.cpus)
+        node_id = str(node_pos)
+        nodes.append(
+            {
+                "id": node_id,
+                "gpus": usable,
+                "cpus": node.cpus,
+                "preemptions": state.node_preemptions[node_pos],
+            }
+        )
+        kept_gpus = kept_cpus = 0
+        for task_pos in sorted(state.running[node_pos]):
+            run = state.runs[task_pos]
+            if run.job.hp or run.on_lent:
+                kept_gpus += len(run.gpus)
+                kept_cpus += run.cpus
+                continue
+            checkpoint = now - _lost_work(run, now, period) - origin
+            tasks.append(
+                {
+                    "id": str(task_pos),
+                    "node": node_id,
+                    "gpus": len(run.gpus),
+                    "cpus": run.job.cpus,
+                    "priority": "LP",
+                    "last_checkpoint": min(max(checkpoint, 0.0), now - origin),
+                }
+            )
+        if kept_gpus or kept_cpus:
+            tasks.append(
+                {
+                    "id": f"kept-{node_id}",
+                    "node": node_id,
+                    "gpus": kept_gpus,
+                    "cpus": kept_cpus / 1000,
+                    "priority": "HP",
+                    "last_checkpoint": now - origin,
+                }
+            )
+    if not holds:
+        return None
+    return PreemptionProblem(
+        now=now - origin,
+        nodes=nodes,
+        tasks=tasks,
+        request={
+            "id": f"job-{position}",
+            "gpus": request.job.gpus,
+            "cpus": request.job.cpus,
+            "priority": "HP",
+        },
+    )
+
+
+def _random_victims(
+    index: PreemptionIndex, state: _State, rng: random.Random
+) -> tuple[int, list[int]] | None:
+    """The random baseline: a random node that can make room, its LP jobs in random order.
+
+    The nodes that can make room and what each lacks are the library's
+    (:class:`~gpuopt.preemption.greedy.Deficits`); victims are taken until
+    both deficits are covered. Returns the node and the victims' job
+    positions, or None when no node can make room.
+    """
+    deficits = Deficits.of(index)
+    options: list[tuple[int, list[int]]] = []
+    for entry, node in enumerate(deficits.nodes.tolist()):
+        lp = [
+            p for p in state.running[node] if not state.runs[p].job.hp and not state.runs[p].on_lent
+        ]
+        if not lp:
+            continue
+        rng.shuffle(lp)
+        need_gpus, need_cpus = int(deficits.gpus[entry]), int(deficits.cpus[entry])
+        chosen: list[int] = []
+        gpus = cpus = 0
+        for p in lp:
+            if gpus >= need_gpus and cpus >= need_cpus:
+                break
+            chosen.append(p)
+            gpus += len(state.runs[p].gpus)
+            cpus += state.runs[p].cpus
+        options.append((node, chosen))
+    return options[rng.randrange(len(options))] if options else None
 
 
 def replay(
@@ -185,6 +343,12 @@ def replay(
 ) -> Metrics:
     """Replay ``jobs`` on ``nodes`` under ``policy`` until every job has finished.
 
+    Raises
+    ------
+    ValueError
+        For a node of more than 16 GPUs, or whose GPU count differs from its
+        topology's.
+
     Examples
     --------
     >>> nodes = [ClusterNode("n0", 8, 64), ClusterNode("n1", 8, 64)]
@@ -194,19 +358,27 @@ def replay(
     (2, 0, 1.0)
     """
     started = time.perf_counter()
+    if policy.victims not in (*PREEMPTION_METHODS, "random"):
+        raise ValueError(
+            f"victims {policy.victims!r} is not known; choose one of "
+            f"{', '.join([*PREEMPTION_METHODS, 'random'])}"
+        )
     rng = random.Random(policy.seed)
+    topologies, measured = _node_topologies(nodes, bandwidth or {}, policy.topology)
     state = _State(
         nodes=nodes,
-        topologies=_topologies(bandwidth or {}),
+        topologies=topologies,
+        measured=measured,
         free=[(1 << n.gpus) - 1 for n in nodes],
         lent=[0 for _ in nodes],
         reserved=[0 for _ in nodes],
-        free_cpus=np.array([n.cpus for n in nodes], dtype=float),
+        free_cpus=np.array([scaled(n.cpus) for n in nodes], dtype=np.int64),
         free_count=np.array([n.gpus for n in nodes], dtype=np.int64),
+        node_preemptions=[0 for _ in nodes],
         running=[set() for _ in nodes],
     )
     node_gpus = np.array([n.gpus for n in nodes], dtype=np.int64)
-    state.runs = [_Run(job) for job in jobs]
+    state.runs = [_Run(job, scaled(job.cpus)) for job in jobs]
     events: list[tuple[float, int, str, int, int]] = []
     sequence = 0
 
@@ -220,6 +392,7 @@ def replay(
     waiting: list[int] = []
     lent_nodes: set[int] = set()  # nodes with GPUs lent by a standby HP job
     period = policy.checkpoint_minutes * 60.0
+    origin = min((job.arrival for job in jobs), default=0.0)  # preemption problems count from it
     wasted = 0.0
     preemptions = 0
     standby_stops = 0
@@ -242,7 +415,7 @@ def replay(
         run.on_lent = bool(mask & state.lent[node])
         state.free[node] &= ~mask
         state.free_count[node] -= len(gpus)
-        state.free_cpus[node] -= run.job.cpus
+        state.free_cpus[node] -= run.cpus
         state.running[node].add(position)
         state.fragmented += int(is_fragmented(node)) - int(before)
         run.node, run.gpus, run.start = node, gpus, now
@@ -264,105 +437,95 @@ def replay(
             state.lent[node] |= mask
             lent_nodes.add(node)
         state.free_count[node] += len(run.gpus)
-        state.free_cpus[node] += run.job.cpus
+        state.free_cpus[node] += run.cpus
         state.running[node].discard(position)
         state.fragmented += int(is_fragmented(node)) - int(before)
         run.node, run.gpus = -1, ()
 
-    def candidates(run: _Run, allow_lent: bool) -> list[tuple[int, tuple[int, ...]]]:
+    def place(run: _Run, allow_lent: bool) -> tuple[int, tuple[int, ...]] | None:
+        """The node and GPUs ``run`` gets without preemption (placement.nodes' rules), or None."""
         k = run.job.gpus
         free_count = state.free_count.copy()
         for node in lent_nodes:
             closed = state.reserved[node] | (0 if allow_lent else state.lent[node])
             free_count[node] -= _popcount(closed & state.free[node])
-        fits = np.flatnonzero((free_count >= k) & (state.free_cpus >= run.job.cpus - 1e-9))
+        fits = np.flatnonzero((free_count >= k) & (state.free_cpus >= run.cpus))
         if fits.size == 0:
-            return []
-        after = free_count[fits] - k
-        if policy.placement == "spread":
-            order = fits[np.lexsort((fits, -state.free_cpus[fits], -after))]
-        else:
-            whole = (free_count[fits] == node_gpus[fits]) & (k < node_gpus[fits])
-            order = fits[np.lexsort((fits, state.free_cpus[fits], after, whole))]
-        out = []
-        for node in order.tolist():
+            return None
+        order = rank_nodes(
+            policy.placement,
+            fits,
+            node_gpus=node_gpus,
+            free_gpus=free_count,
+            cpus_free=state.free_cpus,
+            taken=k,
+            request_cpus=run.cpus,
+        )
+        for node in fits[order].tolist():
             closed = state.reserved[node] | (0 if allow_lent else state.lent[node])
-            mask = state.free[node] & ~closed
-            gpus = _gpu_set(state, node, mask, k, policy)
+            gpus = _gpu_set(state, node, state.free[node] & ~closed, k, policy.min_bandwidth)
             if gpus is not None:
-                out.append((node, gpus))
-                break
-        return out
-
-    def lost_work(position: int, now: float) -> float:
-        run = state.runs[position]
-        ran = now - run.start
-        return ran - math.floor(ran / period) * period if period > 0 else 0.0
+                return node, gpus
+        return None
 
     def preempt_for(position: int, now: float) -> bool:
         nonlocal wasted, preemptions
-        run = state.runs[position]
-        k, cpus = run.job.gpus, run.job.cpus
-        options: list[tuple[float, int, int, list[int]]] = []
-        for node in range(len(nodes)):
-            if node_gpus[node] < k:
-                continue
-            lp = [
-                p
-                for p in state.running[node]
-                if not state.runs[p].job.hp and not state.runs[p].on_lent
-            ]
-            if not lp:
-                continue
-            closed = state.lent[node] | state.reserved[node]
-            spare = int(state.free_count[node] - _popcount(closed & state.free[node]))
-            spare_cpus = float(state.free_cpus[node])
-            total = spare + sum(len(state.runs[p].gpus) for p in lp)
-            if total < k or spare_cpus + sum(state.runs[p].job.cpus for p in lp) < cpus - 1e-9:
-                continue
-            if policy.victims == "cost":
-                lp.sort(key=lambda p: (len(state.runs[p].gpus) * lost_work(p, now), p))
-            else:
-                rng.shuffle(lp)
-            chosen, gpus, cpu = [], spare, spare_cpus
-            for p in lp:
-                if gpus >= k and cpu >= cpus - 1e-9:
-                    break
-                chosen.append(p)
-                gpus += len(state.runs[p].gpus)
-                cpu += state.runs[p].job.cpus
-            cost = sum(len(state.runs[p].gpus) * lost_work(p, now) for p in chosen)
-            options.append((cost, len(chosen), node, chosen))
-        if not options:
+        problem = _preemption_problem(state, position, now, period, origin)
+        if problem is None:
             return False
-        if policy.victims == "cost":
-            _, _, node, chosen = min(options, key=lambda o: (o[0], o[1], o[2]))
+        choice: tuple[int, list[int]] | None
+        if policy.victims == "random":
+            room = stage_one(problem.index)
+            choice = (room, []) if room is not None else _random_victims(problem.index, state, rng)
         else:
-            _, _, node, chosen = options[rng.randrange(len(options))]
-        for p in chosen:
+            decision = solve(problem, PREEMPTION_METHODS[policy.victims])
+            choice = (
+                None
+                if decision.node is None
+                else (int(decision.node), [int(victim) for victim in decision.victims])
+            )
+        if choice is None:
+            return False
+        node, victims = choice
+        for p in victims:
             victim = state.runs[p]
-            lost = lost_work(p, now)
+            lost = _lost_work(victim, now, period)
             wasted += len(victim.gpus) * lost
             victim.done += (now - victim.start) - lost
             release(p, now)
             victim.version += 1
             waiting.append(p)
             preemptions += 1
+            state.node_preemptions[node] += 1
+        k = state.runs[position].job.gpus
         mask = state.free[node] & ~(state.lent[node] | state.reserved[node])
-        gpus_set = _gpu_set(state, node, mask, k, policy) or _first_bits(mask, k)
-        if gpus_set is None:
-            return False
-        occupy(position, node, gpus_set, now)
+        gpus = _gpu_set(state, node, mask, k, policy.min_bandwidth) or _gpu_set(
+            state, node, mask, k, 0.0
+        )
+        if gpus is None:  # unreachable: the problem left the closed GPUs out
+            raise AssertionError(f"no {k} free GPUs on node {nodes[node].id!r} after preemption")
+        occupy(position, node, gpus, now)
         return True
 
-    def try_start(position: int, now: float) -> bool:
+    def try_start(position: int, now: float, failed: dict[tuple[int, bool], int]) -> bool:
+        """Start job ``position`` now if it fits (an HP job preempting), else False.
+
+        ``failed`` maps (GPUs, may use lent GPUs) to the fewest milli-CPUs
+        that found no place since resources were last freed: starting jobs
+        only takes GPUs and CPUs, so a job of as many GPUs and at least as
+        many CPUs finds no place either, and the waiting-queue scan skips it.
+        """
         run = state.runs[position]
-        found = candidates(run, allow_lent=not run.job.hp)
-        if found:
-            occupy(position, *found[0], now)
+        key = (run.job.gpus, not run.job.hp)
+        if run.cpus < failed.get(key, _NEVER):
+            found = place(run, allow_lent=key[1])
+            if found is not None:
+                occupy(position, *found, now)
+                return True
+            failed[key] = run.cpus
+        if run.job.hp and preempt_for(position, now):
+            failed.clear()  # the victims may free more than the job takes
             return True
-        if run.job.hp:
-            return preempt_for(position, now)
         return False
 
     while events:
@@ -373,7 +536,7 @@ def replay(
         if kind == "arrive":
             if run.job.gpus >= 8:
                 eight_total += 1
-            if try_start(position, now):
+            if try_start(position, now, {}):
                 if run.job.gpus >= 8:
                     eight_on_arrival += 1
             else:
@@ -439,8 +602,9 @@ def replay(
         if waiting and kind in ("finish", "stop", "resume", "lend", "arrive"):
             waiting.sort(key=lambda p: (not state.runs[p].job.hp, state.runs[p].job.arrival, p))
             still = []
+            failed: dict[tuple[int, bool], int] = {}
             for p in waiting:
-                if state.runs[p].node < 0 and not try_start(p, now):
+                if state.runs[p].node < 0 and not try_start(p, now, failed):
                     still.append(p)
             waiting[:] = still
     leaked = [n.id for i, n in enumerate(nodes) if state.free[i] != (1 << n.gpus) - 1]

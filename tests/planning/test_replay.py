@@ -1,4 +1,4 @@
-"""The replay: victims by cost vs at random, spread vs binpack, standby windows, invariants."""
+"""The replay: victims by cost, exact or random, spread vs binpack, standby windows, invariants."""
 
 from __future__ import annotations
 
@@ -33,6 +33,52 @@ def test_cost_aware_victim_loses_no_work() -> None:
     }
     assert sorted(round(w, 9) for w in wasted) == [0.0, round(4 * 1_700 / HOUR, 9)]  # random hits a
     assert cost.hp_mean_wait_minutes == 0.0
+
+
+def one_hp_two_lp_full_node() -> tuple[list[ClusterNode], list[Job]]:
+    # At 1,000 s the node is full: hp0 (3 GPUs), small (1 GPU, 1,000 GPU-s to redo) and
+    # big (4 GPUs, 4,000 GPU-s); hp needs 4 GPUs.
+    nodes = [ClusterNode("n", 8, 64)]
+    jobs = [
+        Job("hp0", 0, 10_000, 3, 8, hp=True),
+        Job("small", 0, 10_000, 1, 8, hp=False),
+        Job("big", 0, 10_000, 4, 8, hp=False),
+        Job("hp", 1_000, 1_000, 4, 8, hp=True),
+    ]
+    return nodes, jobs
+
+
+def test_cost_victims_are_the_heuristic_and_exact_victims_the_optimum() -> None:
+    nodes, jobs = one_hp_two_lp_full_node()
+    # cheapest first (P9): small, then big (5,000 GPU-s); the optimum (P10): big alone (4,000)
+    cost = replay(nodes, jobs, Policy("cost", victims="cost", topology=False))
+    exact = replay(nodes, jobs, Policy("exact", victims="exact", topology=False))
+    assert (cost.preemptions, cost.lp_wasted_gpu_hours) == (2, pytest.approx(5_000 / HOUR))
+    assert (exact.preemptions, exact.lp_wasted_gpu_hours) == (1, pytest.approx(4_000 / HOUR))
+    assert cost.hp_mean_wait_minutes == exact.hp_mean_wait_minutes == 0.0
+
+
+def test_lp_jobs_on_lent_gpus_are_not_victims() -> None:
+    # lp borrows hp0's 8 lent GPUs; hp1 (8 GPUs) may not stop it, so it waits for hp0's
+    # return: the grace period (60 s) stops lp, hp0 resumes, hp1 waits until hp0 ends.
+    nodes = [ClusterNode("n", 8, 64)]
+    jobs = [
+        Job("hp0", 0, 3 * HOUR, 8, 8, hp=True, standby=(HOUR, HOUR)),
+        Job("lp", 1.5 * HOUR, HOUR, 8, 8, hp=False),
+        Job("hp1", 1.75 * HOUR, HOUR, 8, 8, hp=True),
+    ]
+    metrics = replay(nodes, jobs, Policy("lent", topology=False))
+    assert metrics.preemptions == 0 and metrics.standby_stops == 1
+    # hp1 starts when hp0 finishes: 2 h + 60 s (grace) + 2 h of hp0's remaining work
+    assert metrics.hp_mean_wait_minutes == pytest.approx((4 * HOUR + 60 - 1.75 * HOUR) / 60 / 2)
+
+
+def test_unknown_victims_and_oversized_nodes_are_refused() -> None:
+    nodes, jobs = two_lp_one_hp()
+    with pytest.raises(ValueError, match="victims 'oldest' is not known"):
+        replay(nodes, jobs, Policy("p", victims="oldest"))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="node 'big': has 32 GPUs"):
+        replay([ClusterNode("big", 32, 64)], jobs, Policy("p"))
 
 
 def test_binpack_keeps_a_whole_node_for_the_8_gpu_job() -> None:
@@ -71,7 +117,7 @@ def test_topology_keeps_a_numa_half_for_a_four_gpu_job() -> None:
 
 
 @pytest.mark.parametrize("placement", ["spread", "binpack"])
-@pytest.mark.parametrize("victims", ["cost", "random"])
+@pytest.mark.parametrize("victims", ["cost", "exact", "random"])
 def test_random_streams_finish_and_free_everything(placement: str, victims: str) -> None:
     nodes = [ClusterNode(f"n{i}", 8, 96, "pcie8" if i % 2 else "nvswitch8") for i in range(12)]
     jobs = generate_jobs(3, nodes, jobs=300, load=1.1)
