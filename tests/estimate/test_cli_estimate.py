@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuopt import cli, cli_estimate
+from gpuopt import cli
+from gpuopt.cli import estimate as cli_estimate
 from gpuopt.errors import ProblemError
 
 JOB = {

@@ -1,6 +1,6 @@
 """``gpuopt forecast realtime``: success and error paths.
 
-Until ``cli_forecast`` is registered in ``gpuopt.cli.build_parser`` the tests
+Until ``gpuopt.cli.forecast`` is registered in ``gpuopt.cli.build_parser`` the tests
 run the real ``gpuopt.cli.main`` on a parser with only this command.
 """
 
@@ -15,7 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuopt import cli, cli_forecast
+from gpuopt import cli
+from gpuopt.cli import app
+from gpuopt.cli import forecast as cli_forecast
+from gpuopt.cli.common import Parser
 
 DAY = [10.0] * 8 + [40.0] * 10 + [20.0] * 6
 
@@ -31,8 +34,8 @@ def _registered() -> bool:
 
 
 def _forecast_only_parser() -> argparse.ArgumentParser:
-    parser = cli._Parser(prog="gpuopt")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=cli._Parser)
+    parser = Parser(prog="gpuopt")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     cli_forecast.add_commands(commands)
     return parser
 
@@ -41,7 +44,7 @@ def _forecast_only_parser() -> argparse.ArgumentParser:
 def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Runner:
     """``gpuopt`` on the given arguments: (exit code, stdout, stderr)."""
     if not _registered():
-        monkeypatch.setattr(cli, "build_parser", _forecast_only_parser)
+        monkeypatch.setattr(app, "build_parser", _forecast_only_parser)
 
     def invoke(args: list[str]) -> tuple[int, str, str]:
         code = cli.main(args)

@@ -1,8 +1,4 @@
-"""The estimator commands of ``gpuopt``: ``estimate`` and ``calibrate``.
-
-Same rules as every command: bad input prints one sentence on stderr and exits
-with code 2 (no traceback, nothing written); outputs are written atomically.
-"""
+"""The estimator commands of ``gpuopt``: ``estimate`` and ``calibrate``."""
 
 from __future__ import annotations
 
@@ -10,40 +6,43 @@ import argparse
 import json
 from typing import Any
 
-from gpuopt.cli import number_type
+from gpuopt.cli.common import (
+    EXIT_OK,
+    add_out,
+    add_quiet,
+    add_seed,
+    check_outputs,
+    console,
+    number_type,
+    write_text,
+)
 
 
-def _cli() -> Any:
-    from gpuopt import cli
-
-    return cli
-
-
-def _cmd_estimate(args: argparse.Namespace) -> int:
+def run_estimate(args: argparse.Namespace) -> int:
+    """``gpuopt estimate JOB``: GPUs and hours of a training or quantization job."""
     from gpuopt.estimate import estimate, load_calibration, parse_job
-    from gpuopt.io.files import read_json, write_text_atomic
+    from gpuopt.io.files import read_json
 
-    cli = _cli()
-    cli._check_output_folder(args.out, "--out")
+    check_outputs(args)
     calibration = load_calibration(args.calibration) if args.calibration else None
     job = parse_job(read_json(args.job), source=args.job)
     result = estimate(job, calibration)
     if args.out:
-        write_text_atomic(args.out, json.dumps(result.to_dict(), indent=1) + "\n")
-    console = cli._console(args.quiet)
-    console.print(
+        write_text(args.out, json.dumps(result.to_dict(), indent=1) + "\n")
+    shown = console(args.quiet)
+    shown.print(
         f"{args.job}: {result.gpus} GPUs for {result.duration_hours:,.2f} h "
         f"({result.gpu_hours:,.1f} GPU-hours; 80% band {result.low:,.2f}-{result.high:,.2f} h)"
     )
-    console.print(f"  {result.explanation}")
-    return int(cli.EXIT_OK)
+    shown.print(f"  {result.explanation}")
+    return EXIT_OK
 
 
-def _cmd_calibrate(args: argparse.Namespace) -> int:
+def run_calibrate(args: argparse.Namespace) -> int:
+    """``gpuopt calibrate HISTORY``: fit the training estimator on finished jobs."""
     from gpuopt.estimate import fit, load_calibration
 
-    cli = _cli()
-    cli._check_output_folder(args.out, "--out")
+    check_outputs(args)
     base = load_calibration(args.base) if args.base else None
     fitted = fit(
         args.history,
@@ -54,36 +53,36 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     )
     if args.out:
         fitted.save(args.out)
-    console = cli._console(args.quiet)
+    shown = console(args.quiet)
     report = fitted.report
-    console.print(f"{args.history}: fitted on {report['rows']} jobs")
+    shown.print(f"{args.history}: fitted on {report['rows']} jobs")
     heldout = report.get("heldout")
     if heldout:
         for label in ("base", "calibrated"):
             m = heldout[label]
-            console.print(
+            shown.print(
                 f"  held-out ({heldout['rows']} jobs) {label:10s} median |log error| "
                 f"{m['median_abs_log_error']:.3f} (x{m['median_factor']:.2f}), "
                 f"within 2x {m['within_2x']:.0%}"
             )
-    console.print(
+    shown.print(
         f"  in sample median |log error| {report['in_sample']['median_abs_log_error']:.3f} "
         f"(x{report['in_sample']['median_factor']:.2f}), "
         f"within 2x {report['in_sample']['within_2x']:.0%}"
     )
     for way, part in report.get("leave_one_out", {}).items():
         m = part["heldout"]
-        console.print(
+        shown.print(
             f"  leave one {way} out ({part['groups']} groups) median |log error| "
             f"{m['median_abs_log_error']:.3f} (x{m['median_factor']:.2f}), "
             f"within 2x {m['within_2x']:.0%}"
         )
     for variant in report["variants"]:
-        console.print(f"  {variant}: factor {fitted.variant_factor[variant]:.3f}")
-    return int(cli.EXIT_OK)
+        shown.print(f"  {variant}: factor {fitted.variant_factor[variant]:.3f}")
+    return EXIT_OK
 
 
-_holdout = number_type(float, lambda v: 0 <= v < 1, "a share in [0, 1)")
+holdout_share = number_type(float, lambda v: 0 <= v < 1, "a share in [0, 1)")
 
 
 def add_commands(commands: Any) -> None:
@@ -92,21 +91,21 @@ def add_commands(commands: Any) -> None:
         "estimate", help="estimate GPUs and hours of a training or quantization job"
     )
     estimate.add_argument("job", help='job JSON, e.g. {"kind": "training", "params_b": 7, ...}')
-    estimate.add_argument("--out", help="write the estimate JSON here")
+    add_out(estimate, "write the estimate JSON here")
     estimate.add_argument("--calibration", help="calibration JSON (default: the shipped one)")
-    estimate.add_argument("--quiet", action="store_true", help="print nothing")
-    estimate.set_defaults(run=_cmd_estimate)
+    add_quiet(estimate)
+    estimate.set_defaults(run=run_estimate)
 
     calibrate = commands.add_parser(
         "calibrate", help="fit the training estimator's factors on a CSV of finished jobs"
     )
     calibrate.add_argument("history", help="CSV: job features, gpus, and gpu_hours")
-    calibrate.add_argument("--out", help="write the calibration JSON here")
+    add_out(calibrate, "write the calibration JSON here")
     calibrate.add_argument("--base", help="calibration to start from (default: the shipped one)")
     calibrate.add_argument(
-        "--holdout", type=_holdout, default=0.2, help="share of jobs held out (default 0.2)"
+        "--holdout", type=holdout_share, default=0.2, help="share of jobs held out (default 0.2)"
     )
-    calibrate.add_argument("--seed", type=_cli()._seed, default=0)
+    add_seed(calibrate, "seed of the held-out split (default 0)", default=0)
     calibrate.add_argument(
         "--leave-out",
         action="append",
@@ -114,5 +113,8 @@ def add_commands(commands: Any) -> None:
         help="add a leave-one-out report: each row (or each value of the family column) "
         "predicted by a fit without it; repeatable",
     )
-    calibrate.add_argument("--quiet", action="store_true", help="print nothing")
-    calibrate.set_defaults(run=_cmd_calibrate)
+    add_quiet(calibrate)
+    calibrate.set_defaults(run=run_calibrate)
+
+
+__all__ = ["add_commands", "run_calibrate", "run_estimate"]

@@ -24,29 +24,30 @@ from typing import Any
 import numpy as np
 
 from gpuopt.allocation.problem import MAX_GPUS
-from gpuopt.cli import number_type
+from gpuopt.cli.common import (
+    EXIT_OK,
+    add_out,
+    add_quiet,
+    check_outputs,
+    console,
+    number_type,
+    positive_int,
+    write_text,
+)
 from gpuopt.errors import ProblemError
 
-
-def _cli() -> Any:
-    from gpuopt import cli
-
-    return cli
-
-
-_positive_rate = number_type(float, lambda v: 0 < v < math.inf, "a positive rate")
-_headroom = number_type(float, lambda v: 0 <= v < math.inf, "a share >= 0 such as 0.2")
-_gpu_count = number_type(int, lambda v: 0 <= v <= MAX_GPUS, f"a GPU count from 0 to {MAX_GPUS:,}")
-_coverage = number_type(float, lambda v: 0 < v <= 1, "a share in (0, 1] such as 0.95")
+positive_rate = number_type(float, lambda v: 0 < v < math.inf, "a positive rate")
+headroom_share = number_type(float, lambda v: 0 <= v < math.inf, "a share >= 0 such as 0.2")
+gpu_count = number_type(int, lambda v: 0 <= v <= MAX_GPUS, f"a GPU count from 0 to {MAX_GPUS:,}")
+coverage_share = number_type(float, lambda v: 0 < v <= 1, "a share in (0, 1] such as 0.95")
 
 
-def _cmd_realtime(args: argparse.Namespace) -> int:
+def run_realtime(args: argparse.Namespace) -> int:
+    """``gpuopt forecast realtime HISTORY``: the forecast (and GPUs), to ``--out`` or stdout."""
     from gpuopt.forecast.realtime import forecast_hourly, forecast_interval, gpus_for
-    from gpuopt.io.files import write_text_atomic
     from gpuopt.io.traffic import read_hourly_csv
 
-    cli = _cli()
-    cli._check_output_folder(args.out, "--out")
+    check_outputs(args)
     if args.per_gpu is None:
         for flag, value in (
             ("--headroom", args.headroom),
@@ -109,9 +110,9 @@ def _cmd_realtime(args: argparse.Namespace) -> int:
     text = json.dumps(payload) + "\n"
     if not args.out:
         sys.stdout.write(text)
-        return int(cli.EXIT_OK)
-    write_text_atomic(args.out, text)
-    console = cli._console(args.quiet)
+        return EXIT_OK
+    write_text(args.out, text)
+    shown = console(args.quiet)
     line = (
         f"{args.history}: {len(series)} hours ({series.missing} missing) -> {args.model} "
         f"forecast of {args.horizon} h: mean {float(forecast.mean()):,.2f}, "
@@ -119,15 +120,14 @@ def _cmd_realtime(args: argparse.Namespace) -> int:
     )
     if gpus is not None:
         line += f"; GPUs {min(gpus)} to {max(gpus)}, {sum(gpus):,} GPU-hours"
-    console.print(line)
-    return int(cli.EXIT_OK)
+    shown.print(line)
+    return EXIT_OK
 
 
 def add_commands(commands: Any) -> None:
     """Add ``forecast`` (with its sub-command ``realtime``) to the ``gpuopt`` parser."""
     from gpuopt.forecast.realtime import DEFAULT_MODEL, MODEL_SUMMARIES, MODELS
 
-    cli = _cli()
     forecast = commands.add_parser("forecast", help="forecast demand (realtime: request rates)")
     kinds = forecast.add_subparsers(dest="forecast_kind", required=True)
     realtime = kinds.add_parser(
@@ -140,7 +140,7 @@ def add_commands(commands: Any) -> None:
     realtime.add_argument("history", help="CSV of timestamp,value rows (ISO 8601 or seconds)")
     realtime.add_argument(
         "--horizon",
-        type=cli._positive_int,
+        type=positive_int,
         default=24,
         metavar="H",
         help="hours to forecast (default 24)",
@@ -154,21 +154,21 @@ def add_commands(commands: Any) -> None:
     )
     realtime.add_argument(
         "--per-gpu",
-        type=_positive_rate,
+        type=positive_rate,
         metavar="RATE",
         default=None,
         help="rate one GPU serves: adds gpus",
     )
     realtime.add_argument(
         "--headroom",
-        type=_headroom,
+        type=headroom_share,
         metavar="H",
         default=None,
         help="spare share on top (default 0.2)",
     )
     realtime.add_argument(
         "--coverage",
-        type=_coverage,
+        type=coverage_share,
         metavar="Q",
         default=None,
         help="instead of --headroom: size the GPUs for the calibrated upper bound that past "
@@ -176,28 +176,28 @@ def add_commands(commands: Any) -> None:
     )
     realtime.add_argument(
         "--max-swap",
-        type=_gpu_count,
+        type=gpu_count,
         metavar="S",
         default=None,
         help="largest change per step (no limit)",
     )
     realtime.add_argument(
         "--initial",
-        type=_gpu_count,
+        type=gpu_count,
         metavar="N",
         default=None,
         help="GPUs held just before the first step",
     )
     realtime.add_argument(
         "--maximum",
-        type=_gpu_count,
+        type=gpu_count,
         metavar="N",
         default=None,
         help="never ask for more GPUs than this",
     )
-    realtime.add_argument("--out", metavar="OUT.json", help="write the JSON here (default: stdout)")
-    realtime.add_argument("--quiet", action="store_true", help="print nothing")
-    realtime.set_defaults(run=_cmd_realtime)
+    add_out(realtime, "write the JSON here (default: stdout)", metavar="OUT.json")
+    add_quiet(realtime)
+    realtime.set_defaults(run=run_realtime)
 
 
-__all__ = ["add_commands"]
+__all__ = ["add_commands", "run_realtime"]

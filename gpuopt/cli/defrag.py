@@ -1,8 +1,4 @@
-"""The defragmentation commands of ``gpuopt``: ``defrag``, ``diagnose`` and ``snapshot``.
-
-Same rules as every command: bad input prints one sentence on stderr and exits
-with code 2 (no traceback, nothing written); outputs are written atomically.
-"""
+"""The defragmentation commands of ``gpuopt``: ``defrag``, ``diagnose`` and ``snapshot``."""
 
 from __future__ import annotations
 
@@ -13,50 +9,70 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from gpuopt.cli import number_type
+from gpuopt.cli.common import (
+    EXIT_OK,
+    add_method,
+    add_out,
+    add_quiet,
+    add_seed,
+    add_time_limit,
+    check_outputs,
+    console,
+    int_range,
+    number_type,
+    positive_int,
+    solve_command,
+    worker_count,
+    write_text,
+)
 from gpuopt.errors import ProblemError
 
-DEFRAG_METHODS = ("ipc", "onehop", "milp", "cpsat")
 #: Where the real traces live when this repository sits beside ``shared/``.
 DEFAULT_DATA = Path("../shared/data")
 OPENB_FOLDER = "alibaba-openb-gpu-2023"
-
-
-def _cli() -> Any:
-    from gpuopt import cli
-
-    return cli
+#: The flags that override the snapshot's own ``options`` (argparse dest names).
+OPTION_FLAGS = (
+    "partition_size",
+    "depth",
+    "rounds",
+    "max_moves",
+    "group_budget",
+    "seed",
+    "min_node_gpus",
+)
 
 
 # --------------------------------------------------------------------------- defrag
-def _cmd_defrag(args: argparse.Namespace) -> int:
-    from gpuopt.api import solve
-    from gpuopt.defrag.problem import DefragOptions, load_snapshot
-    from gpuopt.defrag.solution import violations
-    from gpuopt.errors import validate_object
-    from gpuopt.io.files import write_text_atomic
+def run_defrag(args: argparse.Namespace) -> int:
+    """``gpuopt defrag SNAPSHOT``: plan migrations so that whole nodes come free."""
+    return solve_command(
+        args,
+        build=lambda: defrag_problem(args),
+        options=lambda problem: defrag_options(args, problem),
+        session=lambda: ipc_session(args),
+        draw=draw_defrag,
+        show=show_defrag,
+    )
 
-    cli = _cli()
-    cli._check_output_folder(args.out, "--out")
-    cli._check_output_folder(args.plot, "--plot", picture=True)
+
+def defrag_problem(args: argparse.Namespace) -> Any:
+    """The snapshot, its ``options`` overridden by the flags given."""
+    from gpuopt.defrag.problem import DefragOptions, load_snapshot
+    from gpuopt.errors import validate_object
+
     problem = load_snapshot(args.snapshot)
     updates = {
-        name: getattr(args, name)
-        for name in (
-            "partition_size",
-            "depth",
-            "rounds",
-            "max_moves",
-            "group_budget",
-            "seed",
-            "min_node_gpus",
-        )
-        if getattr(args, name) is not None
+        name: getattr(args, name) for name in OPTION_FLAGS if getattr(args, name) is not None
     }
     if updates:
         merged = {**problem.options.model_dump(), **updates}
         checked = validate_object(DefragOptions, merged, what="options", source="options")
         problem = problem.model_copy(update={"options": checked})
+    return problem
+
+
+def defrag_options(args: argparse.Namespace, problem: Any) -> dict[str, Any]:
+    """The snapshot's seed, ``--threads`` (exact methods) and ``--workers`` (ipc)."""
     exact = args.method in ("milp", "cpsat")
     ipc_only = {"--workers": args.workers, "--scheduler": args.scheduler}
     for flag, value in ipc_only.items():
@@ -64,44 +80,23 @@ def _cmd_defrag(args: argparse.Namespace) -> int:
             raise ProblemError(f"{flag} applies only to --method ipc (got --method {args.method}).")
     if args.threads is not None and not exact:
         raise ProblemError(f"--threads applies only to --method milp or cpsat (got {args.method}).")
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"seed": problem.options.seed}
     if exact and args.threads is not None:
         options["threads"] = args.threads
     if args.method == "ipc":
         options["workers"] = args.workers
-    console = cli._console(args.quiet)
-    with _executor(args.scheduler) as executor, _progress(args.quiet) as progress:
-        if args.method == "ipc":
-            options["executor"] = executor
-            options["progress"] = progress
-        plan = solve(
-            problem,
-            args.method,
-            time_limit=args.time_limit,
-            seed=problem.options.seed,
-            **options,
-        )
-    broken = violations(problem, plan)
-    if broken:  # never expected: every method is legal by construction
-        print(
-            f"gpuopt: internal error: {args.method} returned an illegal plan: {broken[0]}",
-            file=sys.stderr,
-        )
-        return int(cli.EXIT_ILLEGAL)
-    if args.out:
-        write_text_atomic(args.out, plan.to_json(indent=None) + "\n")
-    if args.plot:
-        from gpuopt.plot import plot_occupancy
-
-        plot_occupancy(problem, plan, args.plot)
-    console.print(f"{problem.name}: {plan.summary()} [{plan.status}]")
-    for note in plan.notes:
-        console.print(f"  note: {note}")
-    return int(cli.EXIT_OK)
+    return options
 
 
 @contextmanager
-def _executor(address: str | None) -> Iterator[Any]:
+def ipc_session(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """For ipc, the executor (``--scheduler``) and the progress bar, live around the solve."""
+    with executor_for(args.scheduler) as executor, progress_bar(args.quiet) as progress:
+        yield {"executor": executor, "progress": progress} if args.method == "ipc" else {}
+
+
+@contextmanager
+def executor_for(address: str | None) -> Iterator[Any]:
     """A Dask client for ``--scheduler ADDRESS``, else None (ipc picks local processes)."""
     if address is None:
         yield None
@@ -121,7 +116,7 @@ def _executor(address: str | None) -> Iterator[Any]:
 
 
 @contextmanager
-def _progress(quiet: bool) -> Iterator[Any]:
+def progress_bar(quiet: bool) -> Iterator[Any]:
     """A rich progress bar on stderr over the partitions of each round (None when quiet)."""
     if quiet:
         yield None
@@ -148,15 +143,28 @@ def _progress(quiet: bool) -> Iterator[Any]:
         yield advance if sys.stderr.isatty() else None
 
 
+def draw_defrag(problem: Any, plan: Any, path: str) -> None:
+    """Node occupancy before and after the plan."""
+    from gpuopt.plot import plot_occupancy
+
+    plot_occupancy(problem, plan, path)
+
+
+def show_defrag(shown: Any, problem: Any, plan: Any) -> None:
+    """The plan's summary and its notes."""
+    shown.print(f"{problem.name}: {plan.summary()} [{plan.status}]")
+    for note in plan.notes:
+        shown.print(f"  note: {note}")
+
+
 # --------------------------------------------------------------------------- diagnose
-def _cmd_diagnose(args: argparse.Namespace) -> int:
+def run_diagnose(args: argparse.Namespace) -> int:
+    """``gpuopt diagnose SNAPSHOT --request SHAPE``: idle GPUs that cannot serve it, by cause."""
     from gpuopt.defrag.diagnosis import diagnose, diagnose_plan, format_table, parse_request
     from gpuopt.defrag.problem import load_snapshot
     from gpuopt.defrag.solution import load_plan, violations
-    from gpuopt.io.files import write_text_atomic
 
-    cli = _cli()
-    cli._check_output_folder(args.out, "--out")
+    check_outputs(args)
     problem = load_snapshot(args.snapshot)
     request = parse_request(args.request, same_asw=args.same_asw)
     if args.plan:
@@ -171,8 +179,8 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         import json
 
         data = {key: value.to_dict() for key, value in results.items()}
-        write_text_atomic(args.out, json.dumps(data, indent=1) + "\n")
-    console = cli._console(args.quiet)
+        write_text(args.out, json.dumps(data, indent=1) + "\n")
+    shown = console(args.quiet)
     from rich.table import Table
 
     rows = format_table(results, change=len(results) == 2)
@@ -181,17 +189,15 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         table.add_column(header, justify="left" if header == rows[0][0] else "right")
     for row in rows[1:]:
         table.add_row(*row)
-    console.print(table)
-    return int(cli.EXIT_OK)
+    shown.print(table)
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------- snapshot
-def _cmd_snapshot(args: argparse.Namespace) -> int:
-    from gpuopt.io.files import write_text_atomic
-
-    cli = _cli()
-    cli._check_output_folder(args.out, "--out")
-    console = cli._console(args.quiet)
+def run_snapshot(args: argparse.Namespace) -> int:
+    """``gpuopt snapshot openb|kubectl``: a snapshot from a trace or a cluster."""
+    check_outputs(args)
+    shown = console(args.quiet)
     if args.source == "openb":
         from gpuopt.io.openb import read_openb
 
@@ -210,63 +216,88 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
             lock_qos=tuple(args.lock_qos or ()),
             seed=args.seed,
         )
-        console.print(report.summary())
+        shown.print(report.summary())
     else:
         from gpuopt.io.kubectl import read_kubectl
 
         if not args.file:
             raise ProblemError("snapshot kubectl: give the file written by kubectl get -o json.")
         problem = read_kubectl(args.file)
-    write_text_atomic(args.out, problem.to_json(indent=None) + "\n")
-    console.print(f"{problem.name}: {len(problem.nodes)} nodes, {len(problem.tasks)} tasks")
-    return int(cli.EXIT_OK)
+    write_text(args.out, problem.to_json(indent=None) + "\n")
+    shown.print(f"{problem.name}: {len(problem.nodes)} nodes, {len(problem.tasks)} tasks")
+    return EXIT_OK
 
 
-_fraction = number_type(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
+# --------------------------------------------------------------------------- parsers
+fraction = number_type(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 
 def add_commands(commands: Any) -> None:
     """Add ``defrag``, ``diagnose`` and ``snapshot`` to the ``gpuopt`` parser."""
-    from gpuopt.defrag.problem import MAX_NODE_GPUS, MAX_NODES, MAX_TASKS
+    from gpuopt.defrag.problem import MAX_NODE_GPUS, MAX_NODES, MAX_TASKS, DefragProblem
 
-    cli = _cli()
     defrag = commands.add_parser(
         "defrag", help="plan migrations so that whole nodes come free (snapshot -> plan)"
     )
     defrag.add_argument("snapshot", help="snapshot JSON file (nodes and the tasks on them)")
-    defrag.add_argument(
-        "--method",
+    add_method(
+        defrag,
+        DefragProblem,
         default="ipc",
-        choices=DEFRAG_METHODS,
         help="ipc (default: partitions, eviction chains, rounds), onehop (the baseline), or the "
         "exact milp (HiGHS) and cpsat (they start from ipc and report a bound)",
     )
-    defrag.add_argument("--out", help="write the plan JSON here")
+    add_out(defrag, "write the plan JSON here")
     defrag.add_argument("--plot", help="write a picture of node occupancy before and after here")
-    # the bounds of DefragOptions, so that a bad flag fails as a usage error
-    defrag.add_argument("--partition-size", type=cli.int_range(2, MAX_NODES), default=None)
-    defrag.add_argument("--depth", type=cli.int_range(1, 6), default=None, help="longest chain")
-    defrag.add_argument("--rounds", type=cli.int_range(1, 100), default=None)
-    defrag.add_argument("--time-limit", type=cli._positive_float, default=None)
-    defrag.add_argument("--max-moves", type=cli.int_range(1, MAX_TASKS), default=None)
-    defrag.add_argument(
-        "--group-budget",
-        type=cli.int_range(1, MAX_TASKS),
-        default=None,
-        help="most moved tasks per anti-affinity group",
+    add_time_limit(
+        defrag,
+        "seconds the method may spend "
+        "(default: ipc the snapshot's, else no limit; exact methods 10)",
     )
+    # the bounds of DefragOptions, so that a bad flag fails as a usage error;
+    # None keeps the snapshot's options: flag -> (type, meaning, DefragOptions' default)
+    snapshot_options = {
+        "--partition-size": (int_range(2, MAX_NODES), "nodes per partition", "500"),
+        "--depth": (
+            int_range(1, 6),
+            "longest eviction chain in moves, 1: direct moves only",
+            "3",
+        ),
+        "--rounds": (int_range(1, 100), "most ipc rounds with fresh partitions", "5"),
+        "--max-moves": (int_range(1, MAX_TASKS), "most moves in the plan", "no limit"),
+        "--group-budget": (
+            int_range(1, MAX_TASKS),
+            "most moved tasks per anti-affinity group",
+            "no limit",
+        ),
+        "--min-node-gpus": (
+            int_range(1, MAX_NODE_GPUS),
+            "empty only nodes with at least this many GPUs, e.g. 8 for whole 8-GPU nodes",
+            "every node",
+        ),
+    }
+    for flag, (convert, meaning, default) in snapshot_options.items():
+        defrag.add_argument(
+            flag,
+            type=convert,
+            default=None,
+            help=f"{meaning} (default: the snapshot's, else {default})",
+        )
     defrag.add_argument(
-        "--min-node-gpus",
-        type=cli.int_range(1, MAX_NODE_GPUS),
+        "--workers",
+        type=worker_count,
         default=None,
-        help="empty only nodes with at least this many GPUs (e.g. 8 for whole 8-GPU nodes)",
+        help="ipc: worker processes (default: one per core when the snapshot is large)",
     )
-    defrag.add_argument("--workers", type=cli._workers, default=None, help="processes")
     defrag.add_argument("--scheduler", default=None, help="Dask scheduler address (ipc)")
-    defrag.add_argument("--threads", type=cli._workers, default=None, help="solver threads")
-    defrag.add_argument("--seed", type=cli._seed, default=None)
-    defrag.add_argument("--quiet", action="store_true", help="print nothing, no progress bar")
-    defrag.set_defaults(run=_cmd_defrag)
+    defrag.add_argument(
+        "--threads", type=worker_count, default=None, help="milp, cpsat: solver threads"
+    )
+    add_seed(
+        defrag, "seed of the partitions, tie-breaks and solvers (default: the snapshot's, else 0)"
+    )
+    add_quiet(defrag, "print nothing, no progress bar")
+    defrag.set_defaults(run=run_defrag)
 
     diag = commands.add_parser(
         "diagnose", help="count idle GPUs that cannot serve a request shape, by cause"
@@ -275,31 +306,56 @@ def add_commands(commands: Any) -> None:
     diag.add_argument("--request", required=True, help="request shape, e.g. 8G64C or 4G32C256M")
     diag.add_argument(
         "--same-asw",
-        type=cli._positive_int,
+        type=positive_int,
         default=1,
         help="the request needs this many copies under one access switch",
     )
     diag.add_argument("--plan", help="a plan JSON: diagnose before and after it")
-    diag.add_argument("--out", help="write the diagnosis JSON here")
-    diag.add_argument("--quiet", action="store_true")
-    diag.set_defaults(run=_cmd_diagnose)
+    add_out(diag, "write the diagnosis JSON here")
+    add_quiet(diag)
+    diag.set_defaults(run=run_diagnose)
 
     snap = commands.add_parser("snapshot", help="write a snapshot from a trace or a cluster")
-    snap.add_argument("source", choices=("openb", "kubectl"))
+    snap.add_argument(
+        "source",
+        choices=("openb", "kubectl"),
+        help="openb (the Alibaba GPU trace, replayed) or kubectl (a cluster's JSON)",
+    )
     snap.add_argument("file", nargs="?", help="kubectl: the JSON of kubectl get nodes,pods -o json")
-    snap.add_argument("--out", required=True, help="write the snapshot JSON here")
+    add_out(snap, "write the snapshot JSON here", required=True)
     snap.add_argument("--data", help="folder of the traces (default ../shared/data)")
     snap.add_argument("--nodes", help="openb node CSV (default: the GPU node list)")
     snap.add_argument("--pods", help="openb pod CSV (default: openb_pod_list_default.csv)")
-    snap.add_argument("--at", type=float, default=None, help="openb: trace time of the snapshot")
-    snap.add_argument("--fill", type=_fraction, default=None, help="openb: stop at this GPU share")
-    snap.add_argument("--policy", choices=("spread", "binpack", "random"), default="spread")
-    snap.add_argument("--fractional", choices=("round", "drop"), default="round")
-    snap.add_argument("--asw-size", type=cli._positive_int, default=16)
+    snap.add_argument(
+        "--at",
+        type=float,
+        default=None,
+        help="openb: trace time of the snapshot in seconds (default: every pod, none leaves)",
+    )
+    snap.add_argument("--fill", type=fraction, default=None, help="openb: stop at this GPU share")
+    snap.add_argument(
+        "--policy",
+        choices=("spread", "binpack", "random"),
+        default="spread",
+        help="openb: where the replay puts pods (default spread: least-allocated node)",
+    )
+    snap.add_argument(
+        "--fractional",
+        choices=("round", "drop"),
+        default="round",
+        help="openb: a pod asking for part of a GPU gets a whole one, or is left out "
+        "(default round)",
+    )
+    snap.add_argument(
+        "--asw-size",
+        type=positive_int,
+        default=16,
+        help="openb: nodes per access switch (default 16)",
+    )
     snap.add_argument("--lock-qos", action="append", help="openb: lock pods of this qos class")
-    snap.add_argument("--seed", type=int, default=0)
-    snap.add_argument("--quiet", action="store_true")
-    snap.set_defaults(run=_cmd_snapshot)
+    add_seed(snap, "openb: seed of the random policy (default 0)", default=0, convert=int)
+    add_quiet(snap)
+    snap.set_defaults(run=run_snapshot)
 
 
-__all__ = ["DEFRAG_METHODS", "add_commands"]
+__all__ = ["add_commands", "run_defrag", "run_diagnose", "run_snapshot"]

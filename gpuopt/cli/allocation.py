@@ -1,0 +1,336 @@
+"""The allocation commands of ``gpuopt``: ``allocate``, ``generate`` and ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpuopt.cli.common import (
+    EXIT_OK,
+    add_json,
+    add_method,
+    add_out,
+    add_quiet,
+    add_seed,
+    add_time_limit,
+    check_output_folder,
+    console,
+    int_range,
+    positive_number,
+    print_plan_report,
+    solve_command,
+    worker_count,
+    write_text,
+)
+from gpuopt.errors import ProblemError
+
+
+# --------------------------------------------------------------------------- allocate
+def run_allocate(args: argparse.Namespace) -> int:
+    """``gpuopt allocate SCENARIO``: plan a scenario with one method."""
+    from gpuopt.allocation.problem import load_problem
+
+    return solve_command(
+        args,
+        build=lambda: load_problem(args.scenario),
+        options=lambda problem: allocate_options(args),
+        draw=lambda problem, result, path: draw_allocation(args, problem, result, path),
+        show=lambda shown, problem, result: show_allocation(args, shown, problem, result),
+    )
+
+
+def allocate_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--threads``, ``--seed`` and ``--solver`` for the exact methods; refused otherwise."""
+    options: dict[str, Any] = {}
+    if args.method in ("cpsat", "milp"):
+        options = {"threads": args.threads, "seed": args.seed}
+        if args.method == "milp":
+            options["solver"] = args.solver
+    elif args.solver is not None or args.threads is not None:
+        raise ProblemError("--solver and --threads apply only to --method cpsat or milp.")
+    return {name: value for name, value in options.items() if value is not None}
+
+
+def draw_allocation(args: argparse.Namespace, problem: Any, result: Any, path: str) -> None:
+    """The grid (with ``--baseline``, FIFO's grid below it) as a picture."""
+    from gpuopt.api import solve
+    from gpuopt.plot import plot_results
+
+    shown = [result]
+    if args.baseline and args.method != "fifo":
+        shown.append(solve(problem, "fifo"))
+    plot_results(problem, shown, path)
+
+
+def show_allocation(args: argparse.Namespace, shown: Any, problem: Any, result: Any) -> None:
+    """With ``--report``, risks and idle windows; then one line of figures."""
+    if args.report:
+        from gpuopt.planning.rolling import coverage_risks, idle_windows
+
+        print_plan_report(shown, coverage_risks(problem, result), idle_windows(problem, result))
+    metrics = result.metrics
+    shown.print(
+        f"{problem.name}: {result.method} [{result.status}] objective {result.objective:,.2f}, "
+        f"utilization {metrics.utilization:.1%}, value {metrics.value:,.0f}, "
+        f"completed {metrics.completed}, shortfall {metrics.shortfall}, "
+        f"{result.seconds * 1000:.2f} ms"
+        + (f", bound {result.bound:,.2f}, gap {result.gap:.2%}" if result.gap is not None else "")
+    )
+
+
+# --------------------------------------------------------------------------- generate
+def run_generate(args: argparse.Namespace) -> int:
+    """``gpuopt generate``: a seeded random scenario, to ``--out`` or stdout."""
+    from pydantic import ValidationError
+
+    from gpuopt.allocation.generator import random_problem
+    from gpuopt.errors import problem_error_from
+
+    check_output_folder(args.out, "--out")
+    try:
+        problem = random_problem(
+            args.seed,
+            gpus=args.gpus,
+            tasks=args.tasks,
+            horizon=args.horizon,
+            align_blocks=args.align,
+            gpus_per_node=args.gpus_per_node,
+            load=args.load,
+        )
+    except ValidationError as exc:
+        raise problem_error_from(exc) from None
+    text = problem.to_json(indent=1) + "\n"
+    if args.out:
+        write_text(args.out, text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- bench
+def allocation_methods() -> list[str]:
+    """The allocation methods of :func:`gpuopt.solve`, in its order."""
+    from gpuopt.allocation.problem import AllocationProblem
+    from gpuopt.api import METHODS
+
+    return list(METHODS[AllocationProblem])
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """``gpuopt bench``: FIFO against the other methods on a folder of scenarios."""
+    from gpuopt.bench import BASELINE, scenario_files
+    from gpuopt.bench import run_bench as bench
+
+    paths = scenario_files(args.scenarios)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if BASELINE not in methods:
+        methods.insert(0, BASELINE)
+    check_output_folder(args.json, "--json")
+    valid = allocation_methods()
+    for method in methods:
+        if method not in valid:
+            raise ProblemError(
+                f"--methods: {method!r} is not known; choose from {', '.join(valid)}."
+            )
+    if args.plot_dir:
+        if Path(args.plot_dir).exists() and not Path(args.plot_dir).is_dir():
+            raise ProblemError(f"--plot-dir: {args.plot_dir} exists and is not a folder.")
+        Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
+    shown = console(args.quiet)
+    from rich.progress import Progress
+
+    with Progress(console=shown, transient=True, disable=args.quiet) as progress:
+        task = progress.add_task("benchmark", total=len(paths) * len(methods))
+
+        def advance(label: str) -> None:
+            progress.update(task, advance=1, description=label)
+
+        rows = bench(
+            paths, methods, repeat=args.repeat, time_limit=args.time_limit, on_progress=advance
+        )
+    print_bench_table(shown, rows, methods)
+    if args.plot_dir:
+        from gpuopt.plot import plot_results
+
+        for row in rows:
+            pictured = [row.results[m] for m in reversed(methods)]  # best method on top
+            # named after the scenario file, never after its (free-text) name field
+            plot_results(row.problem, pictured, Path(args.plot_dir) / f"{row.source.stem}.png")
+        shown.print(f"pictures: {args.plot_dir}/<scenario file>.png")
+    if args.json:
+        payload = {"methods": methods, "repeat": args.repeat, "rows": [r.to_dict() for r in rows]}
+        write_text(args.json, json.dumps(payload, indent=1) + "\n")
+    return EXIT_OK
+
+
+def print_bench_table(shown: Any, rows: list[Any], methods: list[str]) -> None:
+    """One table row per scenario and method, then the mean gains and gaps."""
+    import statistics
+
+    from rich.table import Table
+
+    from gpuopt.bench import BASELINE
+
+    others = [m for m in methods if m != BASELINE]
+    table = Table(title="gpuopt allocation benchmark (FIFO -> method)")
+    columns = (
+        "scenario",
+        "GPUs x tasks",
+        "method",
+        "utilization",
+        "value",
+        "value gain",
+        "objective",
+        "gap to bound",
+        "completed",
+        "shortfall",
+        "decision ms",
+        "x FIFO time",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("scenario", "method") else "right")
+    gains: dict[str, list[float]] = {m: [] for m in others}
+    gaps: dict[str, list[float]] = {m: [] for m in methods}
+    for row in rows:
+        base = row.results[BASELINE]
+        bound = row.best_bound()
+        for method in others:
+            result = row.results[method]
+            gain = row.gain(method)
+            gains[method].append(gain)
+            gap = row.gap_to_bound(method)
+            if gap is not None:
+                gaps[method].append(gap)
+            ratio = row.median_seconds[method] / max(row.median_seconds[BASELINE], 1e-12)
+            table.add_row(
+                row.problem.name,
+                f"{row.problem.gpus} x {len(row.problem.tasks)}",
+                method + ("" if result.status == "feasible" else f" [{result.status}]"),
+                f"{base.metrics.utilization:.1%} -> {result.metrics.utilization:.1%}",
+                f"{base.metrics.value:,.0f} -> {result.metrics.value:,.0f}",
+                f"{gain:+.1%}",
+                f"{result.objective:,.1f}",
+                "-" if gap is None else f"{gap:.2%}",
+                f"{base.metrics.completed} -> {result.metrics.completed}",
+                f"{base.metrics.shortfall} -> {result.metrics.shortfall}",
+                f"{row.median_seconds[method] * 1000:.2f}",
+                f"{ratio:.2f}",
+            )
+        if bound is not None and row.gap_to_bound(BASELINE) is not None:
+            gaps[BASELINE].append(row.gap_to_bound(BASELINE))
+    shown.print(table)
+    for method, values in gains.items():
+        if values:
+            shown.print(
+                f"{method}: value gain over FIFO: mean {statistics.fmean(values):+.1%}, "
+                f"median {statistics.median(values):+.1%}, lowest {min(values):+.1%}"
+            )
+    for method, values in gaps.items():
+        if values:
+            shown.print(
+                f"{method}: gap to the best proven bound: mean {statistics.fmean(values):.2%}, "
+                f"max {max(values):.2%} ({len(values)} scenarios)"
+            )
+
+
+# --------------------------------------------------------------------------- parsers
+def add_commands(commands: Any) -> None:
+    """Add ``allocate``, ``bench`` and ``generate`` to the ``gpuopt`` parser."""
+    from gpuopt.allocation.problem import MAX_GPUS, MAX_HORIZON, MAX_TASKS, AllocationProblem
+
+    allocate = commands.add_parser(
+        "allocate", help="plan a scenario (which task, which GPU, which step)"
+    )
+    allocate.add_argument("scenario", help="scenario JSON file")
+    add_method(
+        allocate,
+        AllocationProblem,
+        default="greedy",
+        help="greedy (default, milliseconds), fifo (the baseline), or the exact cpsat and "
+        "milp (they start from the greedy and report a bound)",
+    )
+    add_out(allocate, "write the result JSON here")
+    allocate.add_argument("--plot", help="write a picture of the grid here (.png, .svg, .pdf)")
+    allocate.add_argument(
+        "--baseline", action="store_true", help="in --plot, add the FIFO grid below for comparison"
+    )
+    add_time_limit(allocate, "seconds the method may spend (exact methods: default 10)")
+    allocate.add_argument(
+        "--solver",
+        default=None,
+        help="MILP solver behind Pyomo: highs (default), cbc, glpk, scip, gurobi, cplex",
+    )
+    allocate.add_argument(
+        "--threads",
+        type=worker_count,
+        default=None,
+        help="solver threads (default: 1 for milp, 2 for cpsat)",
+    )
+    add_seed(allocate, "solver random seed (default 0)")
+    allocate.add_argument(
+        "--report",
+        action="store_true",
+        help="also list realtime coverage risks and idle windows of the plan",
+    )
+    add_quiet(allocate)
+    allocate.set_defaults(run=run_allocate)
+
+    bench = commands.add_parser("bench", help="compare methods on the bundled scenarios")
+    bench.add_argument(
+        "--scenarios", help="folder of scenario JSON files (default: benchmarks/scenarios)"
+    )
+    bench.add_argument(
+        "--methods",
+        default="fifo,greedy,cpsat",
+        help="comma-separated methods (default fifo,greedy,cpsat; exact ones run once)",
+    )
+    bench.add_argument(
+        "--repeat",
+        type=int_range(1, 10_000),
+        default=20,
+        help="runs per heuristic for the median latency (default 20)",
+    )
+    add_time_limit(bench, "seconds per run of an exact method (default 10)")
+    bench.add_argument("--plot-dir", help="write one picture per scenario here")
+    add_json(bench, "write the figures as JSON here")
+    add_quiet(bench, "no progress and no table")
+    bench.set_defaults(run=run_bench)
+
+    generate = commands.add_parser("generate", help="write a seeded random scenario")
+    add_seed(generate, "random seed of the scenario (default 0)", default=0, convert=int)
+    generate.add_argument(
+        "--gpus", type=int_range(1, MAX_GPUS), default=8, help="GPUs in the cluster (default 8)"
+    )
+    generate.add_argument(
+        "--tasks", type=int_range(1, MAX_TASKS), default=10, help="tasks (default 10)"
+    )
+    generate.add_argument(
+        "--horizon",
+        type=int_range(1, MAX_HORIZON),
+        default=24,
+        help="steps to plan (default 24)",
+    )
+    generate.add_argument(
+        "--gpus-per-node",
+        type=int_range(1, MAX_GPUS),
+        default=None,
+        help="GPUs per node; no block crosses a node boundary (default: one node)",
+    )
+    generate.add_argument(
+        "--align", action="store_true", help="blocks start at a multiple of their size"
+    )
+    generate.add_argument(
+        "--load",
+        type=positive_number,
+        default=1.3,
+        help="batch GPU-steps asked, relative to the capacity left by realtime demand "
+        "(default 1.3; above 1 the cluster is contended)",
+    )
+    add_out(generate, "write here instead of stdout")
+    generate.set_defaults(run=run_generate)
+
+
+__all__ = ["add_commands", "run_allocate", "run_bench", "run_generate"]

@@ -1,0 +1,341 @@
+"""What every ``gpuopt`` command shares.
+
+The parser class (one-line errors, exit 2), the argparse number types, the
+flags that several commands take (each defined once here), the exit codes,
+output checks, the console, and :func:`solve_command`: the one skeleton of a
+command that solves something.
+
+A command module has ``add_commands(commands)``, which adds its sub-parsers
+with ``set_defaults(run=...)``, and one ``run`` function per command. A
+command that solves a problem is a call of :func:`solve_command`::
+
+    def run_topology(args: argparse.Namespace) -> int:
+        return solve_command(args, build=lambda: load_state(args.state), show=show_topology)
+
+This module imports no command module and no part of ``gpuopt.cli`` (the
+package's ``__init__`` only re-exports), so that the command modules can all
+import it without a cycle. Heavy imports (the solvers, rich, matplotlib) are
+made inside the functions that need them, so that parsing stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+EXIT_OK, EXIT_ILLEGAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+Number = TypeVar("Number", int, float)
+Problem = TypeVar("Problem")
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> Any:  # one line, exit 2, as for every bad input
+        self.exit(EXIT_BAD_INPUT, f"gpuopt: error: {message}\n")
+
+
+# --------------------------------------------------------------------------- number types
+def number_type(
+    convert: Callable[[str], Number], accept: Callable[[Number], bool], expected: str
+) -> Callable[[str], Number]:
+    """An argparse ``type``: ``convert(text)`` if ``accept`` admits it, else a one-line error.
+
+    >>> number_type(int, lambda v: v >= 1, "a positive integer")("3")
+    3
+    """
+
+    def parse(text: str) -> Number:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+def int_range(low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer from ``low`` to ``high``.
+
+    >>> int_range(1, 6)("3")
+    3
+    """
+    return number_type(int, lambda v: low <= v <= high, f"an integer from {low:,} to {high:,}")
+
+
+#: Seconds (time limits): finite and above zero.
+positive_seconds = number_type(float, lambda v: 0 < v < math.inf, "a positive number of seconds")
+#: A finite number above zero (a factor such as generate's --load).
+positive_number = number_type(float, lambda v: 0 < v < math.inf, "a positive number")
+positive_int = number_type(int, lambda v: v >= 1, "a positive integer")
+#: Seeds: numpy and the solvers take 0 to 2^31 - 1.
+seed_number = int_range(0, 2**31 - 1)
+#: Solver threads and worker processes (each takes memory of its own).
+worker_count = int_range(1, 256)
+
+
+# --------------------------------------------------------------------------- shared flags
+def add_method(
+    parser: argparse.ArgumentParser, problem_type: type, *, default: str, help: str
+) -> None:
+    """``--method``: the methods :func:`gpuopt.solve` knows for ``problem_type``."""
+    from gpuopt.api import METHODS
+
+    parser.add_argument("--method", default=default, choices=list(METHODS[problem_type]), help=help)
+
+
+def add_out(
+    parser: argparse.ArgumentParser,
+    help: str,
+    *,
+    required: bool = False,
+    metavar: str | None = None,
+) -> None:
+    """``--out``: the command's output file, checked before any work, written atomically."""
+    parser.add_argument("--out", required=required, metavar=metavar, help=help)
+
+
+def add_json(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--json``: figures as JSON, checked before any work, written atomically."""
+    parser.add_argument("--json", help=help)
+
+
+def add_time_limit(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--time-limit S``: seconds, a positive number; None keeps the method's default."""
+    parser.add_argument("--time-limit", type=positive_seconds, default=None, help=help)
+
+
+def add_seed(
+    parser: argparse.ArgumentParser,
+    help: str,
+    *,
+    default: int | None = None,
+    convert: Callable[[str], int] = seed_number,
+) -> None:
+    """``--seed K``: a solver seed (0 to 2^31 - 1) unless ``convert`` says otherwise."""
+    parser.add_argument("--seed", type=convert, default=default, help=help)
+
+
+def add_quiet(parser: argparse.ArgumentParser, help: str = "print nothing") -> None:
+    """``--quiet``: nothing on stdout (errors still go to stderr)."""
+    parser.add_argument("--quiet", action="store_true", help=help)
+
+
+# --------------------------------------------------------------------------- outputs
+#: The output flags that every command checks before any work: dest -> (flag, is a picture).
+OUTPUT_FLAGS = {"out": ("--out", False), "json": ("--json", False), "plot": ("--plot", True)}
+
+
+def check_output_folder(path: str | None, flag: str, *, picture: bool = False) -> None:
+    """Fail before any work if an output cannot be written where asked."""
+    from gpuopt.errors import ProblemError
+
+    if not path:
+        return
+    target = Path(path)
+    if not target.resolve().parent.is_dir():
+        raise ProblemError(f"{flag}: the folder of {path} does not exist.")
+    if target.is_dir():
+        raise ProblemError(f"{flag}: {path} is a folder, not a file.")
+    if picture:
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        kinds = FigureCanvasBase.get_supported_filetypes()
+        suffix = target.suffix.lstrip(".").lower()
+        if suffix not in kinds:
+            raise ProblemError(
+                f"{flag}: cannot draw a {suffix or 'suffix-less'} file {path}; "
+                f"use one of {', '.join(sorted(kinds))}."
+            )
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Check every output flag the command has (:data:`OUTPUT_FLAGS`), in that order."""
+    for dest, (flag, picture) in OUTPUT_FLAGS.items():
+        check_output_folder(getattr(args, dest, None), flag, picture=picture)
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (all or nothing, even on Ctrl-C)."""
+    from gpuopt.io.files import write_text_atomic
+
+    write_text_atomic(path, text)
+
+
+def console(quiet: bool = False) -> Any:
+    """A rich console on stdout; silent with ``quiet``; wide when not a terminal."""
+    from rich.console import Console
+
+    shown = Console(quiet=quiet, highlight=False, markup=False)
+    if not shown.is_terminal:
+        shown.width = max(shown.width, 220)  # pipes and files get the whole table
+    return shown
+
+
+def print_violations(shown: Any, broken: list[str]) -> int:
+    """Print every violation and their count; return :data:`EXIT_ILLEGAL`."""
+    for line in broken:
+        shown.print(line)
+    shown.print(f"{len(broken)} violation{'s' if len(broken) != 1 else ''}")
+    return EXIT_ILLEGAL
+
+
+def print_plan_report(shown: Any, risks: list[dict[str, Any]], idle: list[dict[str, int]]) -> None:
+    """Realtime coverage risks and idle windows of an allocation plan, a few of each."""
+    shortfall = [r for r in risks if r["kind"] == "shortfall"]
+    thin = [r for r in risks if r["kind"] == "thin"]
+    shown.print(f"  coverage risks: {len(shortfall)} steps short, {len(thin)} with a thin margin")
+    for risk in (shortfall + thin)[:5]:
+        shown.print(
+            f"    step {risk['step']:3d} {risk['task']}: demand {risk['demand']}, "
+            f"planned {risk['planned']} ({risk['kind']})"
+        )
+    total = sum(w["gpus"] * w["steps"] for w in idle)
+    shown.print(f"  idle windows: {len(idle)} ({total} GPU-steps)")
+    for window in idle[:3]:
+        last = window["first_gpu"] + window["gpus"] - 1
+        shown.print(
+            f"    GPUs {window['first_gpu']}-{last}, steps {window['start']}-"
+            f"{window['start'] + window['steps'] - 1}"
+        )
+
+
+# --------------------------------------------------------------------------- the skeleton
+class Answer(Protocol):
+    """What :func:`gpuopt.solve` returns for every problem type, as far as a command needs."""
+
+    def to_json(self, *, indent: int | None = ...) -> str: ...
+
+
+Checker = Callable[[Any, Any], "list[str]"]
+
+
+def checker_for(problem: object) -> tuple[str, Checker]:
+    """The name of ``problem``'s answer and its independent checker (answer -> violations)."""
+    from gpuopt.allocation.problem import AllocationProblem
+    from gpuopt.allocation.solution import violations as allocation_violations
+    from gpuopt.defrag.problem import DefragProblem
+    from gpuopt.defrag.solution import violations as defrag_violations
+    from gpuopt.placement.problem import TopologyProblem
+    from gpuopt.placement.solution import violations as topology_violations
+    from gpuopt.preemption import PreemptionProblem
+    from gpuopt.preemption import violations as preemption_violations
+
+    def allocation(problem: AllocationProblem, result: Any) -> list[str]:
+        return allocation_violations(problem, result.grid)
+
+    checkers: dict[type, tuple[str, Checker]] = {
+        AllocationProblem: ("grid", allocation),
+        DefragProblem: ("plan", defrag_violations),
+        TopologyProblem: ("placement", topology_violations),
+        PreemptionProblem: ("decision", preemption_violations),
+    }
+    for problem_type, found in checkers.items():
+        if isinstance(problem, problem_type):
+            return found
+    raise TypeError(f"no checker for {type(problem).__name__}")  # a bug: add it above
+
+
+def no_options(problem: Any) -> dict[str, Any]:
+    """No options beyond the method and the time limit."""
+    return {}
+
+
+@contextmanager
+def no_session() -> Iterator[dict[str, Any]]:
+    """No live options (such as an executor or a progress callback) around the solve."""
+    yield {}
+
+
+def solve_command(
+    args: argparse.Namespace,
+    *,
+    build: Callable[[], Problem],
+    show: Callable[[Any, Problem, Any], None],
+    options: Callable[[Problem], dict[str, Any]] = no_options,
+    session: Callable[[], AbstractContextManager[dict[str, Any]]] = no_session,
+    draw: Callable[[Problem, Any, str], None] | None = None,
+) -> int:
+    """Run a command that solves a problem; return its exit code.
+
+    The steps, in this order:
+
+    1. check that every output (``--out``, ``--plot``) can be written, before any work;
+    2. ``build()`` the problem (bad input raises a one-sentence ``ProblemError``);
+    3. ``options(problem)``: method options from the flags (may refuse a flag that does
+       not apply, with a ``ProblemError``);
+    4. :func:`gpuopt.solve` with ``args.method``, ``args.time_limit`` (if the command has
+       the flag), those options and the live ones ``session()`` yields around the call;
+    5. run the problem's independent checker on the answer: an illegal answer (never
+       expected: every method is legal by construction) is reported on stderr, nothing
+       is written, exit code 1;
+    6. write ``--out`` (the answer's JSON) atomically, then ``draw(problem, answer,
+       path)`` for ``--plot``;
+    7. ``show(console, problem, answer)``: the summary on stdout, nothing with ``--quiet``.
+    """
+    from gpuopt.api import solve
+
+    check_outputs(args)
+    problem = build()
+    given = options(problem)
+    with session() as live:
+        answer: Answer = solve(
+            problem,  # type: ignore[call-overload]  # one of the problem types
+            args.method,
+            time_limit=getattr(args, "time_limit", None),
+            **given,
+            **live,
+        )
+    noun, checker = checker_for(problem)
+    broken = checker(problem, answer)
+    if broken:
+        print(
+            f"gpuopt: internal error: {args.method} returned an illegal {noun}: {broken[0]}",
+            file=sys.stderr,
+        )
+        return EXIT_ILLEGAL
+    if args.out:
+        write_text(args.out, answer.to_json(indent=None) + "\n")
+    if draw is not None and getattr(args, "plot", None):
+        draw(problem, answer, args.plot)
+    show(console(args.quiet), problem, answer)
+    return EXIT_OK
+
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_ILLEGAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "OUTPUT_FLAGS",
+    "Parser",
+    "add_json",
+    "add_method",
+    "add_out",
+    "add_quiet",
+    "add_seed",
+    "add_time_limit",
+    "check_output_folder",
+    "check_outputs",
+    "checker_for",
+    "console",
+    "int_range",
+    "number_type",
+    "positive_int",
+    "positive_number",
+    "positive_seconds",
+    "print_plan_report",
+    "print_violations",
+    "seed_number",
+    "solve_command",
+    "worker_count",
+    "write_text",
+]

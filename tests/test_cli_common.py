@@ -1,0 +1,83 @@
+"""``gpuopt.cli.common``: the skeleton every solving command runs through."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuopt.cli import build_parser, common, main
+from gpuopt.errors import ProblemError
+from gpuopt.placement.problem import TopologyProblem
+
+STATE = {"switches": [{"id": "a", "free_gpus": 8}], "jobs": [{"id": "j", "gpus": 4}]}
+
+
+def topology_args(out: Path | None, *, quiet: bool = False) -> argparse.Namespace:
+    return argparse.Namespace(
+        method="greedy", time_limit=None, out=None if out is None else str(out), quiet=quiet
+    )
+
+
+def build() -> TopologyProblem:
+    return TopologyProblem(**STATE)
+
+
+def show(shown: Any, problem: Any, answer: Any) -> None:
+    shown.print(answer.summary())
+
+
+def test_skeleton_writes_checks_and_shows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.json"
+    assert common.solve_command(topology_args(out), build=build, show=show) == common.EXIT_OK
+    assert json.loads(out.read_text())["placements"] == {"j": {"a": 4}}
+    assert "placed 1 of 1 jobs" in capsys.readouterr().out
+
+
+def test_skeleton_quiet_prints_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = topology_args(tmp_path / "out.json", quiet=True)
+    assert common.solve_command(args, build=build, show=show) == common.EXIT_OK
+    assert capsys.readouterr().out == ""
+
+
+def test_skeleton_checks_outputs_before_any_work(tmp_path: Path) -> None:
+    def never() -> TopologyProblem:
+        raise AssertionError("built the problem before checking --out")
+
+    args = topology_args(tmp_path / "missing" / "out.json")
+    with pytest.raises(ProblemError, match="--out: the folder of"):
+        common.solve_command(args, build=never, show=show)
+
+
+def test_skeleton_refuses_an_illegal_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def illegal(problem: object) -> tuple[str, common.Checker]:
+        return "placement", lambda problem, answer: ["j: on a switch that does not exist"]
+
+    monkeypatch.setattr(common, "checker_for", illegal)
+    state, out = tmp_path / "state.json", tmp_path / "out.json"
+    state.write_text(json.dumps(STATE))
+    assert main(["topology", str(state), "--out", str(out)]) == common.EXIT_ILLEGAL
+    captured = capsys.readouterr()
+    assert captured.out == "" and not out.exists()
+    assert captured.err == (
+        "gpuopt: internal error: greedy returned an illegal placement: "
+        "j: on a switch that does not exist\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["allocate", "rolling", "defrag", "topology", "preempt"])
+def test_method_choices_come_from_solve(command: str) -> None:
+    """Every --method lists exactly the methods gpuopt.solve knows for its problem type."""
+    from gpuopt.api import METHODS
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    method = next(a for a in commands.choices[command]._actions if a.dest == "method")
+    assert list(method.choices or ()) in [list(table) for table in METHODS.values()]
