@@ -80,6 +80,15 @@ CHECKERS: dict[type, tuple[Callable[[Any, Any], list[str]], Callable[[Any, Any],
     PreemptionProblem: (preemption_violations, preemption_evaluate),
 }
 
+#: problem type -> what its answer is called in messages.
+ANSWER_NAMES: dict[type, str] = {
+    AllocationProblem: "grid",
+    DefragProblem: "plan",
+    TopologyProblem: "placement",
+    NodePlacementProblem: "placement",
+    PreemptionProblem: "decision",
+}
+
 
 def _whole(low: int, high: int) -> tuple[Callable[[Any], bool], str]:
     def accept(value: Any) -> bool:
@@ -165,6 +174,11 @@ def options_of(problem: object, method: str) -> list[str]:
     if method not in table:
         raise ValueError(f"method {short(method)} is not known; choose one of {', '.join(table)}")
     return [name for name in inspect.signature(table[method]).parameters if name != "problem"]
+
+
+def answer_name(problem: object) -> str:
+    """What an answer to ``problem`` is called: ``"grid"``, ``"plan"``, ``"placement"``, ..."""
+    return ANSWER_NAMES[_problem_type(problem)]
 
 
 def _result_grid(result: Any) -> Any:
@@ -356,11 +370,11 @@ def solve(
                 continue  # keep the method's own default
             call[name] = value
         elif name == "initial" and value is not None:
-            raise ValueError(f"method {method!r} does not take an initial solution")
+            raise ProblemError(f"method {method!r} does not take an initial solution.")
         elif name in options or value is not None:
             valid = ", ".join(p for p in accepted if p != "problem") or "none"
-            raise ValueError(
-                f"option {name!r} does not apply to method {method!r}; its options: {valid}"
+            raise ProblemError(
+                f"option {name!r} does not apply to method {method!r}; its options: {valid}."
             )
     result: Result = function(problem, **call)
     return result

@@ -1,9 +1,13 @@
 """``gpuopt check``: an answer against its input, with the problem's independent checker.
 
-The input's shape says which problem it is: a snapshot (with ``nodes``) and a
-migration plan, or a scenario and an allocation result (or a bare grid). A new
-input kind is one more branch in :func:`run_check` and one more ``check_*``
-function.
+The input's shape says which problem it is: a scenario (allocation), a
+cluster snapshot (with ``nodes``), or an older state file (``switches``, or
+``nodes`` with a ``request``). With a cluster, the answer's shape says which
+question it answers — a migration plan (``moves``), a node-level placement
+(``gpus`` on a ``node``), a switch-level placement (``placements``) or a
+preemption decision (``victims``) — and the answer names what was asked (its
+request, level and clock), so the question's view of the cluster is rebuilt
+and the answer checked against it with :func:`gpuopt.violations`.
 """
 
 from __future__ import annotations
@@ -14,25 +18,142 @@ from typing import Any
 from gpuopt.cli.common import EXIT_OK, add_quiet, console, print_violations
 from gpuopt.errors import ProblemError
 
+#: What ``check`` takes, for its messages.
+INPUTS = "a scenario, a cluster snapshot, or a switch-level or preemption state file"
+ANSWERS = "an allocation result or grid, a migration plan, a placement or a preemption decision"
+
 
 def run_check(args: argparse.Namespace) -> int:
     """``gpuopt check INPUT ANSWER``: exit 0 when legal, 1 with the violations."""
     from gpuopt.io.files import read_json
 
     raw = read_json(args.scenario)
-    if isinstance(raw, dict) and "nodes" in raw:
-        return check_plan(args, raw)
-    return check_allocation(args, raw)
+    answer = read_json(args.result)
+    if isinstance(raw, dict) and ("nodes" in raw or "switches" in raw):
+        problem, result = cluster_question(args, raw, answer)
+        return report(args, problem, result)
+    return check_allocation(args, raw, answer)
 
 
-def check_allocation(args: argparse.Namespace, raw: Any) -> int:
+def answer_kind(answer: Any, source: str) -> str:
+    """Which answer a decoded answer file is: plan, node, switch or decision."""
+    if isinstance(answer, dict):
+        if "moves" in answer:
+            return "plan"
+        if "victims" in answer:
+            return "decision"
+        if "placements" in answer:
+            return "switch"
+        if "gpus" in answer and "node" in answer:
+            return "node"
+        if "grid" in answer:
+            raise ProblemError(
+                f"{source}: expected an answer about a cluster, got an allocation result "
+                "(check it against its scenario)."
+            )
+    raise ProblemError(f"{source}: expected {ANSWERS}, got {kind_of(answer)}.")
+
+
+def kind_of(data: Any) -> str:
+    """A few words on what a decoded JSON value is, for messages."""
+    if isinstance(data, dict):
+        keys = ", ".join(sorted(data)[:5]) or "no fields"
+        return f"an object with {keys}"
+    return f"a JSON {type(data).__name__}"
+
+
+def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[Any, Any]:
+    """The problem the answer answers (rebuilt from the cluster), and the answer."""
+    from gpuopt.cluster.model import parse_cluster
+    from gpuopt.cluster.request import Request
+    from gpuopt.defrag.solution import parse_plan
+    from gpuopt.placement.nodes import NodePlacement, NodePlacementProblem
+    from gpuopt.placement.problem import TopologyProblem, parse_state
+    from gpuopt.placement.solution import TopologyResult
+    from gpuopt.preemption.problem import PreemptionProblem
+    from gpuopt.preemption.problem import parse_state as parse_preemption_state
+    from gpuopt.preemption.solution import parse_decision
+
+    kind = answer_kind(answer, args.result)
+    where = args.result
+    if "switches" in raw:
+        if kind != "switch":
+            raise ProblemError(f"{where}: a switch-level state takes a placement, not a {kind}.")
+        return parse_state(raw, source=args.scenario), _parse(TopologyResult, answer, args)
+    if "request" in raw:
+        if kind != "decision":
+            raise ProblemError(f"{where}: a preemption state takes a decision, not a {kind}.")
+        problem = parse_preemption_state(raw, source=args.scenario)
+        return problem, parse_decision(answer, source=where)
+    cluster = parse_cluster(raw, source=args.scenario)
+    if kind == "plan":
+        return cluster, parse_plan(answer, source=where)
+    if kind == "decision":
+        decision = parse_decision(answer, source=where)
+        asked = decision.request
+        if asked is None or asked.gpus == 0:
+            raise ProblemError(f"{where}: the decision does not say which request it decides.")
+        preemption = PreemptionProblem.from_cluster(
+            cluster,
+            Request(gpus=asked.gpus, cpus=asked.cpus),
+            priority=asked.priority,
+            now=decision.now,
+            request_id=asked.id,
+        )
+        return preemption, decision
+    if kind == "node":
+        placement = _parse(NodePlacement, answer, args)
+        job = placement.job
+        if job is None:
+            raise ProblemError(f"{where}: the placement does not say what it placed (job).")
+        node_level = NodePlacementProblem.from_cluster(
+            cluster,
+            Request(gpus=job.gpus, cpus=job.cpus, memory=job.memory or None),
+            request_id=job.id,
+            min_bandwidth=job.min_bandwidth,
+            whole_node=job.whole_node,
+        )
+        return node_level, placement
+    result = _parse(TopologyResult, answer, args)
+    if result.level is None:
+        raise ProblemError(f"{where}: the placement does not say which topology level it used.")
+    switch_level = TopologyProblem.from_cluster(cluster, list(result.jobs), level=result.level)
+    return switch_level, result
+
+
+def _parse(model: Any, data: Any, args: argparse.Namespace) -> Any:
+    from gpuopt.errors import validate_object
+
+    return validate_object(model, data, what="an answer", source=args.result)
+
+
+def report(args: argparse.Namespace, problem: Any, result: Any) -> int:
+    """Check ``result`` with :func:`gpuopt.violations`; print what it achieves when legal."""
+    from gpuopt.api import answer_name, violations
+    from gpuopt.defrag.solution import MigrationPlan
+    from gpuopt.defrag.solution import evaluate as plan_metrics
+
+    broken = violations(problem, result)
+    shown = console(args.quiet)
+    if broken:
+        return print_violations(shown, broken)
+    if isinstance(result, MigrationPlan):
+        metrics, _ = plan_metrics(problem, result.moves)
+        shown.print(
+            f"legal; {metrics.moves} moves in {metrics.waves} waves empty {metrics.emptied} "
+            f"nodes, fragmented {metrics.fragmented_before} -> {metrics.fragmented_after}"
+        )
+    else:
+        shown.print(f"legal {answer_name(problem)}; {result.summary()}")
+    return EXIT_OK
+
+
+def check_allocation(args: argparse.Namespace, raw: Any, data: Any) -> int:
     """A result (or a bare grid) against its scenario."""
     from gpuopt.allocation.problem import parse_problem
     from gpuopt.allocation.solution import evaluate, violations
-    from gpuopt.io.files import read_json
 
     problem = parse_problem(raw, source=args.scenario)
-    data = read_json(args.result)
     grid = data.get("grid") if isinstance(data, dict) else data
     if not isinstance(grid, list):
         raise ProblemError(
@@ -50,34 +171,15 @@ def check_allocation(args: argparse.Namespace, raw: Any) -> int:
     return EXIT_OK
 
 
-def check_plan(args: argparse.Namespace, raw: Any) -> int:
-    """A migration plan, replayed against its snapshot."""
-    from gpuopt.defrag.problem import parse_snapshot
-    from gpuopt.defrag.solution import evaluate, load_plan, violations
-
-    problem = parse_snapshot(raw, source=args.scenario)
-    plan = load_plan(args.result)
-    broken = violations(problem, plan)
-    shown = console(args.quiet)
-    if broken:
-        return print_violations(shown, broken)
-    metrics, _ = evaluate(problem, plan.moves)
-    shown.print(
-        f"legal; {metrics.moves} moves in {metrics.waves} waves empty {metrics.emptied} nodes, "
-        f"fragmented {metrics.fragmented_before} -> {metrics.fragmented_after}"
-    )
-    return EXIT_OK
-
-
 def add_commands(commands: Any) -> None:
     """Add ``check`` to the ``gpuopt`` parser."""
     check = commands.add_parser(
-        "check", help="check a result against its scenario, or a plan against its snapshot"
+        "check",
+        help="check an answer against its input: an allocation result against its scenario, or "
+        "a plan, placement or decision against its cluster snapshot",
     )
-    check.add_argument("scenario", help="scenario JSON, or snapshot JSON")
-    check.add_argument(
-        "result", help="result JSON (with a grid) or a bare grid; or a migration plan JSON"
-    )
+    check.add_argument("scenario", help=f"the input: {INPUTS}")
+    check.add_argument("result", help=f"the answer: {ANSWERS}")
     add_quiet(check, "print nothing; the exit code says legal (0) or not (1)")
     check.set_defaults(run=run_check)
 

@@ -84,12 +84,18 @@ worker_count = int_range(1, 256)
 
 # --------------------------------------------------------------------------- shared flags
 def add_method(
-    parser: argparse.ArgumentParser, problem_type: type, *, default: str, help: str
+    parser: argparse.ArgumentParser,
+    problem_type: type | tuple[type, ...],
+    *,
+    default: str | None,
+    help: str,
 ) -> None:
-    """``--method``: the methods :func:`gpuopt.solve` knows for ``problem_type``."""
+    """``--method``: the methods :func:`gpuopt.solve` knows for ``problem_type`` (or several)."""
     from gpuopt.api import METHODS
 
-    parser.add_argument("--method", default=default, choices=list(METHODS[problem_type]), help=help)
+    types = problem_type if isinstance(problem_type, tuple) else (problem_type,)
+    choices = list(dict.fromkeys(name for kind in types for name in METHODS[kind]))
+    parser.add_argument("--method", default=default, choices=choices, help=help)
 
 
 def add_out(
@@ -219,29 +225,10 @@ Checker = Callable[[Any, Any], "list[str]"]
 
 
 def checker_for(problem: object) -> tuple[str, Checker]:
-    """The name of ``problem``'s answer and its independent checker (answer -> violations)."""
-    from gpuopt.allocation.problem import AllocationProblem
-    from gpuopt.allocation.solution import violations as allocation_violations
-    from gpuopt.defrag.problem import DefragProblem
-    from gpuopt.defrag.solution import violations as defrag_violations
-    from gpuopt.placement.problem import TopologyProblem
-    from gpuopt.placement.solution import violations as topology_violations
-    from gpuopt.preemption import PreemptionProblem
-    from gpuopt.preemption import violations as preemption_violations
+    """The name of ``problem``'s answer and its independent checker (:func:`gpuopt.violations`)."""
+    from gpuopt.api import answer_name, violations
 
-    def allocation(problem: AllocationProblem, result: Any) -> list[str]:
-        return allocation_violations(problem, result.grid)
-
-    checkers: dict[type, tuple[str, Checker]] = {
-        AllocationProblem: ("grid", allocation),
-        DefragProblem: ("plan", defrag_violations),
-        TopologyProblem: ("placement", topology_violations),
-        PreemptionProblem: ("decision", preemption_violations),
-    }
-    for problem_type, found in checkers.items():
-        if isinstance(problem, problem_type):
-            return found
-    raise TypeError(f"no checker for {type(problem).__name__}")  # a bug: add it above
+    return answer_name(problem), violations
 
 
 def no_options(problem: Any) -> dict[str, Any]:

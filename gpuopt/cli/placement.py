@@ -1,12 +1,100 @@
-"""The placement and preemption commands of ``gpuopt``: ``topology`` and ``preempt``."""
+"""The placement and preemption commands of ``gpuopt``: ``place``, ``topology`` and ``preempt``.
+
+``place`` and ``preempt`` read a cluster snapshot (``gpuopt snapshot ...
+--out cluster.json``) and ask it one question about a request shape such as
+``8G32C``; they still read the older state files (a switch-level state with
+``switches``, a preemption state with its ``request``), converted on read.
+``topology`` is the older name of ``place --level switch`` for state files.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuopt.cli.common import add_method, add_out, add_quiet, add_time_limit, solve_command
+from gpuopt.cluster.model import Priority
 from gpuopt.errors import ProblemError
+
+if TYPE_CHECKING:
+    from gpuopt.cluster.model import Priority
+
+#: ``--level`` values other than a cluster's own topology levels.
+NODE_LEVEL = "node"
+
+
+# --------------------------------------------------------------------------- place
+def build_placement(args: argparse.Namespace) -> Any:
+    """The placement problem ``place`` asks: of a cluster at ``--level``, or a state file."""
+    from gpuopt.cluster.model import parse_cluster
+    from gpuopt.io.files import read_json
+    from gpuopt.placement.nodes import NodePlacementProblem
+    from gpuopt.placement.problem import TopologyProblem, parse_state
+
+    raw = read_json(args.cluster)
+    if isinstance(raw, dict) and "switches" in raw:  # a switch-level state file
+        if args.request is not None or args.level not in (None, "switch"):
+            raise ProblemError(
+                f"{args.cluster}: a switch-level state file names its own jobs; give a cluster "
+                "snapshot for --request or --level."
+            )
+        args.method = args.method or "greedy"
+        return parse_state(raw, source=args.cluster)
+    cluster = parse_cluster(raw, source=args.cluster)
+    if args.request is None:
+        raise ProblemError("--request is required with a cluster snapshot (e.g. --request 8G32C).")
+    level = args.level or NODE_LEVEL
+    if level == NODE_LEVEL:
+        if args.one_switch:
+            raise ProblemError("--one-switch applies to a switch-level placement (--level switch).")
+        args.method = args.method or "binpack"
+        return NodePlacementProblem.from_cluster(
+            cluster,
+            args.request,
+            request_id=args.id,
+            min_bandwidth=args.min_bandwidth,
+            whole_node=args.whole_node,
+        )
+    if args.min_bandwidth:
+        raise ProblemError("--min-bandwidth applies to a node-level placement (--level node).")
+    args.method = args.method or "greedy"
+    return TopologyProblem.from_cluster(
+        cluster,
+        args.request,
+        level=level,
+        one_switch=args.one_switch,
+        whole_nodes=args.whole_node,
+        job_id=args.id,
+    )
+
+
+def run_place(args: argparse.Namespace) -> int:
+    """``gpuopt place CLUSTER --request SHAPE``: where one job goes."""
+    from gpuopt.api import METHODS
+
+    def build() -> Any:
+        problem = build_placement(args)
+        valid = METHODS[type(problem)]
+        if args.method not in valid:
+            kind = "node" if args.level in (None, NODE_LEVEL) else "switch"
+            raise ProblemError(
+                f"--method {args.method} does not place at the {kind} level; choose "
+                f"{' or '.join(valid)}."
+            )
+        return problem
+
+    return solve_command(args, build=build, show=show_place)
+
+
+def show_place(shown: Any, problem: Any, result: Any) -> None:
+    """A node-level placement's node and GPUs, or a switch-level placement's switches."""
+    from gpuopt.placement.nodes import NodePlacement
+
+    if not isinstance(result, NodePlacement):
+        show_topology(shown, problem, result)
+        return
+    shown.print(result.summary())
+    shown.print(f"  {result.reason}")
 
 
 # --------------------------------------------------------------------------- topology
@@ -40,11 +128,47 @@ def show_topology(shown: Any, problem: Any, result: Any) -> None:
 
 
 # --------------------------------------------------------------------------- preempt
+def build_preemption(args: argparse.Namespace) -> Any:
+    """The preemption problem: of a cluster for ``--request``, or a state file with its request."""
+    from gpuopt.cluster.model import parse_cluster
+    from gpuopt.io.files import read_json
+    from gpuopt.preemption.problem import PreemptionProblem, parse_state
+
+    raw = read_json(args.state)
+    if isinstance(raw, dict) and "request" in raw:  # a preemption state file
+        if args.request is not None or args.now is not None or args.priority is not None:
+            raise ProblemError(
+                f"{args.state}: a preemption state file names its own request and clock; give a "
+                "cluster snapshot for --request, --priority or --now."
+            )
+        return parse_state(raw, source=args.state)
+    cluster = parse_cluster(raw, source=args.state)
+    if args.request is None:
+        raise ProblemError("--request is required with a cluster snapshot (e.g. --request 8G32C).")
+    return PreemptionProblem.from_cluster(
+        cluster,
+        args.request,
+        priority=parse_priority(args.priority or "HP"),
+        now=args.now,
+        request_id=args.id,
+    )
+
+
+def parse_priority(text: str) -> Priority:
+    """``HP``, ``LP`` or an integer priority (higher wins)."""
+    if text.upper() == "HP":
+        return "HP"
+    if text.upper() == "LP":
+        return "LP"
+    try:
+        return int(text)
+    except ValueError:
+        raise ProblemError(f"--priority must be HP, LP or an integer (got {text!r}).") from None
+
+
 def run_preempt(args: argparse.Namespace) -> int:
     """``gpuopt preempt STATE``: place one request, stopping the cheapest LP tasks if it must."""
-    from gpuopt.preemption import load_state
-
-    return solve_command(args, build=lambda: load_state(args.state), show=show_preempt)
+    return solve_command(args, build=lambda: build_preemption(args), show=show_preempt)
 
 
 def show_preempt(shown: Any, problem: Any, decision: Any) -> None:
@@ -55,13 +179,63 @@ def show_preempt(shown: Any, problem: Any, decision: Any) -> None:
 
 
 # --------------------------------------------------------------------------- parsers
+def add_request(parser: argparse.ArgumentParser) -> None:
+    """``--request SHAPE`` and ``--id``: what one job asks for."""
+    from gpuopt.cluster.request import REQUEST_FORM
+
+    parser.add_argument(
+        "--request",
+        help=f"the job's shape, {REQUEST_FORM} (memory in the snapshot's unit); "
+        "required with a cluster snapshot",
+    )
+    parser.add_argument("--id", default="job", help="the job's id in the answer (default: job)")
+
+
 def add_commands(commands: Any) -> None:
-    """Add ``topology`` and ``preempt`` to the ``gpuopt`` parser."""
+    """Add ``place``, ``topology`` and ``preempt`` to the ``gpuopt`` parser."""
+    from gpuopt.placement.nodes import NodePlacementProblem
     from gpuopt.placement.problem import TopologyProblem
     from gpuopt.preemption import PreemptionProblem
 
+    place = commands.add_parser(
+        "place", help="where one job goes: a node and its GPUs, or switches (--level)"
+    )
+    place.add_argument(
+        "cluster", help="cluster snapshot JSON (or a switch-level state file with its jobs)"
+    )
+    add_request(place)
+    place.add_argument(
+        "--level",
+        help="node (default: a node and its GPUs, NVLink-aware) or a topology level of the "
+        "cluster to place over its domains (switch: the access switches, or e.g. rack)",
+    )
+    add_method(
+        place,
+        (NodePlacementProblem, TopologyProblem),
+        default=None,
+        help="node level: binpack (default: fullest node first, whole nodes kept) or spread; "
+        "switch level: greedy (default: minimum entropy) or the exact milp",
+    )
+    place.add_argument(
+        "--min-bandwidth",
+        type=float,
+        default=0.0,
+        help="node level: GB/s every pair of the job's GPUs needs (default 0: any)",
+    )
+    place.add_argument(
+        "--whole-node", action="store_true", help="only nodes none of whose GPUs is in use"
+    )
+    place.add_argument(
+        "--one-switch", action="store_true", help="switch level: all GPUs in one domain"
+    )
+    add_out(place, "write the placement JSON here")
+    add_time_limit(place, "seconds the switch-level milp may spend (default 10)")
+    add_quiet(place)
+    place.set_defaults(run=run_place)
+
     topology = commands.add_parser(
-        "topology", help="place jobs over access switches (fewest switches, lowest entropy)"
+        "topology",
+        help="place the jobs of a switch-level state file (same as place --level switch)",
     )
     topology.add_argument("state", help="state JSON: switches (free GPUs or nodes) and jobs")
     add_method(
@@ -78,7 +252,21 @@ def add_commands(commands: Any) -> None:
     preempt = commands.add_parser(
         "preempt", help="place one request, stopping the cheapest LP tasks if it must (HP only)"
     )
-    preempt.add_argument("state", help="state JSON: now, nodes, tasks and the request")
+    preempt.add_argument(
+        "state", help="cluster snapshot JSON (or a preemption state file with its request)"
+    )
+    add_request(preempt)
+    preempt.add_argument(
+        "--priority",
+        help="the request's priority: HP (default), LP, or an integer (HP at or above the "
+        "cluster's hp_priority, default 1000)",
+    )
+    preempt.add_argument(
+        "--now",
+        type=float,
+        help="the clock, in the unit of the tasks' start and checkpoint times "
+        "(default: the snapshot's now)",
+    )
     add_method(
         preempt,
         PreemptionProblem,
@@ -91,4 +279,4 @@ def add_commands(commands: Any) -> None:
     preempt.set_defaults(run=run_preempt)
 
 
-__all__ = ["add_commands", "run_preempt", "run_topology"]
+__all__ = ["add_commands", "run_place", "run_preempt", "run_topology"]

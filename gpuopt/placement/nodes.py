@@ -781,10 +781,27 @@ class NodePlacement(Result):
     reason: str = ""
     request: str = ""
     policy: Policy = "binpack"
+    job: GpuRequest | None = Field(
+        default=None, description="What was asked for, so the answer can be checked."
+    )
 
     @property
     def placed(self) -> bool:
         return self.node is not None
+
+    def summary(self) -> str:
+        """One line: the node and GPUs, or that no node fits."""
+        if self.node is None:
+            return f"{self.method}: {self.request} fits no node ({self.seconds * 1000:.2f} ms)"
+        pair = (
+            f", slowest pair {self.min_pair_bandwidth:g} GB/s"
+            if self.min_pair_bandwidth is not None
+            else ""
+        )
+        return (
+            f"{self.method}: {self.request} on node {self.node}, GPUs "
+            f"{', '.join(map(str, self.gpus))}{pair} ({self.seconds * 1000:.2f} ms)"
+        )
 
 
 def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlacement:
@@ -842,6 +859,7 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
             reason=_why(index, request, policy, int(node_pos), len(gpus)),
             request=request.id,
             policy=policy,
+            job=request,
             seconds=time.perf_counter() - started,
         )
     return NodePlacement(
@@ -851,6 +869,7 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
         reason=_why_not(index, request),
         request=request.id,
         policy=policy,
+        job=request,
         seconds=time.perf_counter() - started,
     )
 

@@ -119,6 +119,12 @@ class TopologyProblem(IndexedModel):
     model_config = _CONFIG
 
     name: str = "topology"
+    level: str | None = Field(
+        default=None,
+        max_length=MAX_ID_LENGTH,
+        description="The cluster's topology level the switches are the domains of "
+        "(set by from_cluster).",
+    )
     switches: list[Switch] = Field(max_length=MAX_ITEMS)
     jobs: list[Job] = Field(default_factory=list, max_length=MAX_ITEMS)
 
@@ -222,6 +228,7 @@ class TopologyProblem(IndexedModel):
             )
         return cls(
             name=cluster.name,
+            level=level,
             switches=[{"id": domain, "nodes": nodes} for domain, nodes in switches.items()],
             jobs=job_list,
         )

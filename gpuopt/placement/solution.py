@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuopt.placement.problem import TopologyProblem
+from gpuopt.placement.problem import Job, TopologyProblem
 from gpuopt.result import Result
 from gpuopt.result import Status as ResultStatus
 
@@ -62,6 +62,12 @@ class TopologyResult(Result):
     unplaced: list[str] = Field(default_factory=list)
     entropy: dict[str, float] = Field(default_factory=dict)
     metrics: TopologyMetrics
+    level: str | None = Field(
+        default=None, description="The cluster's topology level placed over (None: a state file)."
+    )
+    jobs: list[Job] = Field(
+        default_factory=list, description="The jobs asked for, so the answer can be checked."
+    )
 
     def to_json(self, *, indent: int | None = 1) -> str:
         return self.model_dump_json(indent=indent)
@@ -130,6 +136,8 @@ def make_result(
         metrics=metrics,
         bound=bound,
         seconds=seconds,
+        level=problem.level,
+        jobs=list(problem.jobs),
     )
 
 

@@ -20,7 +20,7 @@ from pydantic import ConfigDict, Field
 from gpuopt.defrag.problem import SCALE, scaled
 from gpuopt.errors import ProblemError, short, validate_object
 from gpuopt.io.files import read_json
-from gpuopt.preemption.problem import PreemptionProblem, Task
+from gpuopt.preemption.problem import PreemptionProblem, Request, Task
 from gpuopt.result import Result, Status
 
 Method = Literal["heuristic", "exact"]
@@ -48,6 +48,10 @@ class Decision(Result):
     cost: float = 0.0
     preempted: bool = False
     stage: Stage | None = None
+    request: Request | None = Field(
+        default=None, description="The request decided on, so the answer can be checked."
+    )
+    now: float | None = Field(default=None, description="The clock the costs were taken at.")
     seconds: float = 0.0
 
     def to_json(self, *, indent: int | None = 1) -> str:
@@ -234,7 +238,13 @@ def make_decision(
     index = problem.index
     if node is None:
         return Decision(
-            method=method, status=Status.INFEASIBLE, node=None, objective=0.0, seconds=seconds
+            method=method,
+            status=Status.INFEASIBLE,
+            node=None,
+            objective=0.0,
+            seconds=seconds,
+            request=problem.request,
+            now=problem.now,
         )
     positions = [int(victim) for victim in victims]
     cost = int(index.task_cost[positions].sum()) if positions else 0
@@ -251,6 +261,8 @@ def make_decision(
         preempted=bool(positions),
         stage=stage,
         seconds=seconds,
+        request=problem.request,
+        now=problem.now,
     )
 
 

@@ -158,6 +158,9 @@ def test_decision_json(tmp_path: Path, full: PreemptionProblem) -> None:
         "bound": None,
         "gap": None,
         "notes": [],
+        # what was asked (filled by the methods, so that check can rebuild the question)
+        "request": None,
+        "now": None,
     }
     path = tmp_path / "decision.json"
     path.write_text(decision.to_json())
