@@ -2,19 +2,51 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 from typing_extensions import Self
 
-from gpuopt.errors import problem_error_from
+from gpuopt.errors import problem_error_from, validate_object
+from gpuopt.io.files import read_json
 
 #: Longest id (of a node, task, switch, job, ...) a problem accepts: a Kubernetes
 #: ``namespace/name`` (63 + 1 + 253 characters) fits, and messages quoting ids stay short.
 MAX_ID_LENGTH = 320
 
 
-class IndexedModel(BaseModel):
+class Document(BaseModel):
+    """A model that is also a JSON document: :meth:`parse` a decoded one, :meth:`load` a file."""
+
+    #: What the document is called in messages, e.g. ``"a snapshot"``.
+    document: ClassVar[str] = "a document"
+
+    @classmethod
+    def parse(cls, data: Any, *, source: str | None = None) -> Self:
+        """Validate decoded JSON (a dict) into this model.
+
+        Raises
+        ------
+        ProblemError
+            With one sentence naming the offending field and value (and
+            ``source``, the file, when given).
+        """
+        return validate_object(cls, data, what=cls.document, source=source)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        """Read a JSON file into this model.
+
+        Raises
+        ------
+        ProblemError
+            When the file is missing, is not JSON, or does not describe a valid document.
+        """
+        return cls.parse(read_json(path), source=str(path))
+
+
+class IndexedModel(Document):
     """A problem whose ``index`` (a ``cached_property`` of the subclass) is built once.
 
     A copy made with other fields must not keep the original's view, so

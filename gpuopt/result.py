@@ -27,8 +27,11 @@ the same fields everywhere:
 from __future__ import annotations
 
 from enum import Enum
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from gpuopt._model import Document
 
 
 class Status(str, Enum):
@@ -63,10 +66,11 @@ class Status(str, Enum):
         return repr(self.value)
 
 
-class Result(BaseModel):
+class Result(Document):
     """Fields every problem's result carries (see the module docstring)."""
 
     model_config = ConfigDict(extra="ignore")
+    document: ClassVar[str] = "a result"
 
     method: str
     status: Status = Status.HEURISTIC

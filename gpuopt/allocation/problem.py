@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
-from gpuopt.errors import problem_error_from, validate_object
-from gpuopt.io.files import read_json
+from gpuopt.errors import problem_error_from
 
 BatchKind = Literal["training", "batch_inference", "quantization"]
 TaskKind = Literal["training", "batch_inference", "quantization", "realtime"]
@@ -145,6 +143,7 @@ class AllocationProblem(IndexedModel):
     """
 
     model_config = _CONFIG
+    document: ClassVar[str] = "a scenario"
 
     name: str = "scenario"
     gpus: int = Field(ge=1, le=MAX_GPUS)
@@ -438,26 +437,8 @@ def _remaining(task: Task) -> int:
     return task.running.start + task.duration
 
 
-def parse_problem(data: Any, *, source: str | None = None) -> AllocationProblem:
-    """Validate a decoded scenario (a dict) into an :class:`AllocationProblem`.
-
-    Raises
-    ------
-    ProblemError
-        With one sentence naming the offending field and value.
-    """
-    return validate_object(AllocationProblem, data, what="a scenario", source=source)
-
-
-def load_problem(path: str | Path) -> AllocationProblem:
-    """Read a scenario JSON file (DESIGN.md section 5) into an :class:`AllocationProblem`.
-
-    Raises
-    ------
-    ProblemError
-        When the file is missing, is not JSON, or does not describe a valid scenario.
-    """
-    return parse_problem(read_json(path), source=str(path))
+parse_problem = AllocationProblem.parse
+load_problem = AllocationProblem.load
 
 
 __all__ = [

@@ -38,7 +38,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -52,8 +51,7 @@ from pydantic import (
 )
 
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
-from gpuopt.errors import short, validate_object
-from gpuopt.io.files import read_json
+from gpuopt.errors import short
 
 #: Largest snapshot the models accept: the methods are built for tens of
 #: thousands of nodes, and a snapshot costs about 3 KB of memory per task
@@ -368,6 +366,7 @@ class Cluster(IndexedModel, _Extended):
     """
 
     model_config = _CONFIG
+    document: ClassVar[str] = "a snapshot"
     _quiet_defaults: ClassVar[frozenset[str]] = frozenset(
         {"levels", "pending", "now", "hp_priority"}
     )
@@ -632,34 +631,15 @@ def _selector_key(selector: dict[str, SelectorValue]) -> str:
     return repr(sorted(selector.items())) if selector else "{}"
 
 
-def parse_cluster(data: Any, *, source: str | None = None) -> Cluster:
-    """Validate a decoded snapshot (a dict) into a :class:`Cluster`.
-
-    Raises
-    ------
-    ProblemError
-        With one sentence naming the offending field and value.
-    """
-    return validate_object(Cluster, data, what="a snapshot", source=source)
-
-
-def load_cluster(path: str | Path) -> Cluster:
-    """Read a snapshot JSON file (DESIGN.md section 5) into a :class:`Cluster`.
-
-    Raises
-    ------
-    ProblemError
-        When the file is missing, is not JSON, or does not describe a valid snapshot.
-    """
-    return parse_cluster(read_json(path), source=str(path))
-
-
 #: The defragmentation problem is the cluster itself (and its options).
 DefragProblem = Cluster
 DefragIndex = ClusterIndex
 DefragOptions = ClusterOptions
+parse_cluster = Cluster.parse
+load_cluster = Cluster.load
 parse_snapshot = parse_cluster
 load_snapshot = load_cluster
+
 
 __all__ = [
     "HP_PRIORITY",

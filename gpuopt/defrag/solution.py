@@ -13,15 +13,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt._model import MAX_ID_LENGTH
 from gpuopt.defrag.problem import DefragProblem, scaled, selector_matches
-from gpuopt.errors import validate_object
-from gpuopt.io.files import read_json
 from gpuopt.result import Result
 from gpuopt.result import Status as ResultStatus
 
@@ -63,6 +60,7 @@ class MigrationPlan(Result):
     """
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    document: ClassVar[str] = "a plan"
 
     status: ResultStatus = ResultStatus.HEURISTIC
     objective: int | None = Field(
@@ -326,16 +324,6 @@ def make_plan(
     )
 
 
-def parse_plan(data: Any, *, source: str | None = None) -> MigrationPlan:
-    """Validate a decoded plan (a dict) into a :class:`MigrationPlan`."""
-    return validate_object(MigrationPlan, data, what="a plan", source=source)
-
-
-def load_plan(path: str | Path) -> MigrationPlan:
-    """Read a plan JSON file written by ``gpuopt defrag``."""
-    return parse_plan(read_json(path), source=str(path))
-
-
 def apply_plan(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> DefragProblem:
     """The snapshot after ``plan`` (which must be legal: see :func:`violations`)."""
     where = {t.id: t.node for t in problem.tasks}
@@ -343,6 +331,10 @@ def apply_plan(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
         where[move.task] = move.to
     tasks = [t.model_copy(update={"node": where[t.id]}) for t in problem.tasks]
     return problem.model_copy(update={"tasks": tasks})
+
+
+parse_plan = MigrationPlan.parse
+load_plan = MigrationPlan.load
 
 
 __all__ = [

@@ -43,8 +43,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -53,8 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
 from gpuopt.cluster.model import SCALE, Cluster, Interconnect, scaled, selector_matches
 from gpuopt.cluster.request import Request, as_request
-from gpuopt.errors import ProblemError, validate_object
-from gpuopt.io.files import read_json
+from gpuopt.errors import ProblemError
 from gpuopt.result import Result, Status
 
 #: Most GPUs of one node (one bandwidth matrix): subset tables have ``2**n`` entries.
@@ -560,6 +558,7 @@ class NodePlacementProblem(IndexedModel):
     """
 
     model_config = _CONFIG
+    document: ClassVar[str] = "a placement problem"
 
     name: str = "placement"
     topologies: dict[str, Topology]
@@ -733,28 +732,6 @@ class NodeIndex:
                 dtype=np.int64,
             ),
         )
-
-
-def parse_node_problem(data: Any, *, source: str | None = None) -> NodePlacementProblem:
-    """Validate a decoded placement problem (a dict) into a :class:`NodePlacementProblem`.
-
-    Raises
-    ------
-    ProblemError
-        With one sentence naming the offending field and value.
-    """
-    return validate_object(NodePlacementProblem, data, what="a placement problem", source=source)
-
-
-def load_node_problem(path: str | Path) -> NodePlacementProblem:
-    """Read a placement problem JSON file into a :class:`NodePlacementProblem`.
-
-    Raises
-    ------
-    ProblemError
-        When the file is missing, is not JSON, or does not describe a valid problem.
-    """
-    return parse_node_problem(read_json(path), source=str(path))
 
 
 # --------------------------------------------------------------------------- placing
@@ -1222,6 +1199,10 @@ def apply_placement(
             }
         )
     return problem.model_copy(update={"nodes": nodes, "request": request or problem.request})
+
+
+parse_node_problem = NodePlacementProblem.parse
+load_node_problem = NodePlacementProblem.load
 
 
 __all__ = [

@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -29,8 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
 from gpuopt.cluster.model import SCALE, SWITCH_LEVEL, Cluster, scaled, selector_matches
 from gpuopt.cluster.request import Request, as_request
-from gpuopt.errors import ProblemError, validate_object
-from gpuopt.io.files import read_json
+from gpuopt.errors import ProblemError
 
 MAX_GPUS = 1_000_000
 MAX_ITEMS = 100_000
@@ -117,6 +115,7 @@ class TopologyProblem(IndexedModel):
     """
 
     model_config = _CONFIG
+    document: ClassVar[str] = "a topology state"
 
     name: str = "topology"
     level: str | None = Field(
@@ -286,14 +285,8 @@ class TopologyIndex:
         )
 
 
-def parse_state(data: Any, *, source: str | None = None) -> TopologyProblem:
-    """Validate a decoded topology state (a dict) into a :class:`TopologyProblem`."""
-    return validate_object(TopologyProblem, data, what="a topology state", source=source)
-
-
-def load_state(path: str | Path) -> TopologyProblem:
-    """Read a topology state JSON file."""
-    return parse_state(read_json(path), source=str(path))
+parse_state = TopologyProblem.parse
+load_state = TopologyProblem.load
 
 
 __all__ = [

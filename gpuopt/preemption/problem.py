@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -30,7 +29,6 @@ from gpuopt.cluster.model import MAX_NODE_GPUS, SCALE, Cluster, PriorityClass, s
 from gpuopt.cluster.request import Request as RequestShape
 from gpuopt.cluster.request import as_request
 from gpuopt.errors import ProblemError, validate_object
-from gpuopt.io.files import read_json
 
 #: Largest state the model accepts: like a defragmentation snapshot, a state
 #: costs a few KB of memory per task, so these keep it within a few GB.
@@ -113,6 +111,7 @@ class PreemptionProblem(IndexedModel):
     """
 
     model_config = _CONFIG
+    document: ClassVar[str] = "a state"
 
     now: float = Field(
         ge=0, le=MAX_TIME, description="The current time (same unit as checkpoints)."
@@ -466,34 +465,8 @@ def scaled_array(amounts: list[float]) -> np.ndarray:
     return np.rint(np.array(amounts, dtype=np.float64) * SCALE).astype(np.int64)
 
 
-def parse_state(data: Any, *, source: str | None = None) -> PreemptionProblem:
-    """Validate a decoded state (a dict) into a :class:`PreemptionProblem`.
-
-    Raises
-    ------
-    ProblemError
-        With one sentence naming the offending field and value.
-
-    Examples
-    --------
-    >>> parse_state({"now": 10, "nodes": [{"id": "n1", "gpus": 8, "cpus": 8}],
-    ...              "request": {"id": "r", "gpus": 16, "priority": "HP"}})
-    Traceback (most recent call last):
-    ...
-    gpuopt.errors.ProblemError: request 'r': asks for 16 GPUs but the largest node has 8.
-    """
-    return validate_object(PreemptionProblem, data, what="a state", source=source)
-
-
-def load_state(path: str | Path) -> PreemptionProblem:
-    """Read a state JSON file into a :class:`PreemptionProblem`.
-
-    Raises
-    ------
-    ProblemError
-        When the file is missing, is not JSON, or does not describe a valid state.
-    """
-    return parse_state(read_json(path), source=str(path))
+parse_state = PreemptionProblem.parse
+load_state = PreemptionProblem.load
 
 
 __all__ = [

@@ -12,14 +12,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
 from gpuopt.defrag.problem import SCALE, scaled
-from gpuopt.errors import ProblemError, short, validate_object
-from gpuopt.io.files import read_json
+from gpuopt.errors import ProblemError, short
 from gpuopt.preemption.problem import PreemptionProblem, Request, Task
 from gpuopt.result import Result, Status
 
@@ -41,6 +39,7 @@ class Decision(Result):
     """
 
     model_config = ConfigDict(extra="forbid")
+    document: ClassVar[str] = "a decision"
 
     method: Method
     node: str | None
@@ -266,14 +265,8 @@ def make_decision(
     )
 
 
-def parse_decision(data: Any, *, source: str | None = None) -> Decision:
-    """Validate a decoded decision (a dict) into a :class:`Decision`."""
-    return validate_object(Decision, data, what="a decision", source=source)
-
-
-def load_decision(path: str | Path) -> Decision:
-    """Read a decision JSON file."""
-    return parse_decision(read_json(path), source=str(path))
+parse_decision = Decision.parse
+load_decision = Decision.load
 
 
 __all__ = [
