@@ -36,6 +36,7 @@ thousandths (``cpus=0.5`` is 500 milli-CPUs), so capacity checks never round.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar, Literal
@@ -161,6 +162,48 @@ class _Extended(BaseModel):
             ):
                 del data[name]
         return data
+
+
+def check_unique(what: str, ids: Iterable[str]) -> None:
+    """Raise a one-sentence ``ValueError`` naming the first id that ``ids`` repeats.
+
+    >>> check_unique("nodes", ["a", "b", "a"])
+    Traceback (most recent call last):
+    ...
+    ValueError: nodes: id 'a' appears 2 times
+    """
+    for item, count in Counter(ids).items():
+        if count > 1:
+            raise ValueError(f"{what}: id {item!r} appears {count} times")
+
+
+def check_node_use(
+    nodes: Iterable[Any],
+    gpus: Counter[str],
+    cpus: Counter[str],
+    memory: Counter[str] | None = None,
+) -> None:
+    """C3: what the tasks hold on each node (CPU and memory in thousandths) fits the node.
+
+    ``nodes`` have ``id``, ``gpus``, ``cpus`` (and ``memory``, not checked
+    where None); the counters map a node id to what its tasks hold.
+    """
+    for node in nodes:
+        if gpus[node.id] > node.gpus:
+            raise ValueError(
+                f"node {node.id!r}: its tasks hold {gpus[node.id]} GPUs but it has {node.gpus}"
+            )
+        if cpus[node.id] > scaled(node.cpus):
+            raise ValueError(
+                f"node {node.id!r}: its tasks hold {cpus[node.id] / SCALE:g} CPUs "
+                f"but it has {node.cpus:g}"
+            )
+        limit = getattr(node, "memory", None)
+        if memory is not None and limit is not None and memory[node.id] > scaled(limit):
+            raise ValueError(
+                f"node {node.id!r}: its tasks hold {memory[node.id] / SCALE:g} memory "
+                f"but it has {limit:g}"
+            )
 
 
 def _check_selector(owner: str, selector: dict[str, SelectorValue]) -> None:
@@ -394,14 +437,8 @@ class Cluster(IndexedModel, _Extended):
     @model_validator(mode="after")
     def _check_snapshot(self) -> Cluster:
         self._check_levels()
-        node_ids = Counter(node.id for node in self.nodes)
-        for node_id, count in node_ids.items():
-            if count > 1:
-                raise ValueError(f"nodes: id {node_id!r} appears {count} times")
-        task_ids = Counter(task.id for task in self.tasks)
-        for task_id, count in task_ids.items():
-            if count > 1:
-                raise ValueError(f"tasks: id {task_id!r} appears {count} times")
+        check_unique("nodes", (node.id for node in self.nodes))
+        check_unique("tasks", (task.id for task in self.tasks))
         selectors = len({_selector_key(task.node_selector) for task in self.tasks})
         if selectors * len(self.nodes) > MAX_SELECTOR_CELLS:
             raise ValueError(
@@ -435,26 +472,9 @@ class Cluster(IndexedModel, _Extended):
             cpus[node.id] += scaled(task.cpus)
             if task.memory is not None:
                 memory[node.id] += scaled(task.memory)
-        for node in self.nodes:
-            if gpus[node.id] > node.gpus:
-                raise ValueError(
-                    f"node {node.id!r}: its tasks hold {gpus[node.id]} GPUs but it has {node.gpus}"
-                )
-            if cpus[node.id] > scaled(node.cpus):
-                raise ValueError(
-                    f"node {node.id!r}: its tasks hold {cpus[node.id] / SCALE:g} CPUs "
-                    f"but it has {node.cpus:g}"
-                )
-            if node.memory is not None and memory[node.id] > scaled(node.memory):
-                raise ValueError(
-                    f"node {node.id!r}: its tasks hold {memory[node.id] / SCALE:g} memory "
-                    f"but it has {node.memory:g}"
-                )
+        check_node_use(self.nodes, gpus, cpus, memory)
         self._check_gpu_indices()
-        pending_ids = Counter(item.id for item in self.pending)
-        for item_id, count in pending_ids.items():
-            if count > 1:
-                raise ValueError(f"pending: id {item_id!r} appears {count} times")
+        check_unique("pending", (item.id for item in self.pending))
         return self
 
     def _check_levels(self) -> None:

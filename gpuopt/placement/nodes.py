@@ -50,7 +50,14 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
-from gpuopt.cluster.model import SCALE, Cluster, Interconnect, scaled, selector_matches
+from gpuopt.cluster.model import (
+    SCALE,
+    Cluster,
+    Interconnect,
+    check_unique,
+    scaled,
+    selector_matches,
+)
 from gpuopt.cluster.request import Request, as_request
 from gpuopt.errors import ProblemError
 from gpuopt.result import Result, Status
@@ -573,10 +580,7 @@ class NodePlacementProblem(IndexedModel):
             error = _bandwidth_error(topology.bandwidth)
             if error is not None:
                 raise ValueError(f"topology {topology_id!r}: bandwidth {error}")
-        node_ids = Counter(node.id for node in self.nodes)
-        for node_id, count in node_ids.items():
-            if count > 1:
-                raise ValueError(f"nodes: id {node_id!r} appears {count} times")
+        check_unique("nodes", (node.id for node in self.nodes))
         for node in self.nodes:
             kind = self.topologies.get(node.topology)
             if kind is None:

@@ -17,7 +17,6 @@ T1-T6 of ``models/placement.md`` say what a placement must keep.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
@@ -26,7 +25,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
-from gpuopt.cluster.model import SCALE, SWITCH_LEVEL, Cluster, scaled, selector_matches
+from gpuopt.cluster.model import (
+    SCALE,
+    SWITCH_LEVEL,
+    Cluster,
+    check_unique,
+    scaled,
+    selector_matches,
+)
 from gpuopt.cluster.request import Request, as_request
 from gpuopt.errors import ProblemError
 
@@ -139,9 +145,7 @@ class TopologyProblem(IndexedModel):
             ("jobs", [j.id for j in self.jobs]),
             ("nodes", [n.id for s in self.switches for n in s.nodes or ()]),
         ):
-            for item, count in Counter(ids).items():
-                if count > 1:
-                    raise ValueError(f"{what}: id {item!r} appears {count} times")
+            check_unique(what, ids)
         has_nodes = any(s.nodes is not None for s in self.switches)
         for job in self.jobs:
             if (job.whole_nodes or job.cpus_per_gpu > 0) and not has_nodes:

@@ -25,7 +25,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
-from gpuopt.cluster.model import MAX_NODE_GPUS, SCALE, Cluster, PriorityClass, scaled
+from gpuopt.cluster.model import (
+    MAX_NODE_GPUS,
+    SCALE,
+    Cluster,
+    PriorityClass,
+    check_node_use,
+    check_unique,
+    scaled,
+)
 from gpuopt.cluster.request import Request as RequestShape
 from gpuopt.cluster.request import as_request
 from gpuopt.errors import ProblemError, validate_object
@@ -122,15 +130,9 @@ class PreemptionProblem(IndexedModel):
 
     @model_validator(mode="after")
     def _check_state(self) -> PreemptionProblem:
-        node_ids = Counter(node.id for node in self.nodes)
-        for node_id, count in node_ids.items():
-            if count > 1:
-                raise ValueError(f"nodes: id {node_id!r} appears {count} times")
-        task_ids = Counter(task.id for task in self.tasks)
-        for task_id, count in task_ids.items():
-            if count > 1:
-                raise ValueError(f"tasks: id {task_id!r} appears {count} times")
-        if self.request.id in task_ids:
+        check_unique("nodes", (node.id for node in self.nodes))
+        check_unique("tasks", (task.id for task in self.tasks))
+        if any(task.id == self.request.id for task in self.tasks):
             raise ValueError(f"request: id {self.request.id!r} is already the id of a task")
         by_id = {node.id: node for node in self.nodes}
         gpus: Counter[str] = Counter()
@@ -148,16 +150,7 @@ class PreemptionProblem(IndexedModel):
             gpus[task.node] += task.gpus
             cpus[task.node] += scaled(task.cpus)
             total_cost += task.gpus * (now - scaled(task.last_checkpoint))
-        for node in self.nodes:
-            if gpus[node.id] > node.gpus:
-                raise ValueError(
-                    f"node {node.id!r}: its tasks hold {gpus[node.id]} GPUs but it has {node.gpus}"
-                )
-            if cpus[node.id] > scaled(node.cpus):
-                raise ValueError(
-                    f"node {node.id!r}: its tasks hold {cpus[node.id] / SCALE:g} CPUs "
-                    f"but it has {node.cpus:g}"
-                )
+        check_node_use(self.nodes, gpus, cpus)
         if total_cost >= MAX_TOTAL_COST:
             raise ValueError(
                 f"tasks: their GPU-time since the last checkpoints, {total_cost / SCALE:g}, "
