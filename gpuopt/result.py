@@ -85,4 +85,18 @@ class Result(Document):
         return self.model_dump_json(indent=indent)
 
 
-__all__ = ["Result", "Status"]
+def count_gap(achieved: int, bound: int | None) -> float | None:
+    """The gap of a count to a proven upper bound: ``(bound - achieved) / bound``.
+
+    0 when the bound is met, None without a bound (a maximised count: nodes
+    emptied, jobs placed).
+
+    >>> count_gap(3, 4), count_gap(4, 4), count_gap(2, None)
+    (0.25, 0.0, None)
+    """
+    if bound is None:
+        return None
+    return 0.0 if bound <= achieved else (bound - achieved) / bound
+
+
+__all__ = ["Result", "Status", "count_gap"]

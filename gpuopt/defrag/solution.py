@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt._model import MAX_ID_LENGTH
 from gpuopt.defrag.problem import DefragProblem, scaled, selector_matches
-from gpuopt.result import Result
+from gpuopt.result import Result, count_gap
 from gpuopt.result import Status as ResultStatus
 
 #: The statuses defragmentation methods report (values of :class:`gpuopt.Status`).
@@ -307,9 +307,6 @@ def make_plan(
     """Build a :class:`MigrationPlan` from ordered ``(task, source, target)`` moves."""
     waved = assign_waves(moves)
     metrics, emptied = evaluate(problem, waved)
-    gap = None
-    if bound is not None:
-        gap = 0.0 if bound <= metrics.emptied else (bound - metrics.emptied) / bound
     return MigrationPlan(
         method=method,
         status=status,
@@ -319,7 +316,7 @@ def make_plan(
         seconds=seconds,
         metrics=metrics,
         bound=bound,
-        gap=gap,
+        gap=count_gap(metrics.emptied, bound),
         notes=list(notes),
     )
 

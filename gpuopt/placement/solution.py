@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt.placement.problem import Job, TopologyProblem
-from gpuopt.result import Result
+from gpuopt.result import Result, count_gap
 from gpuopt.result import Status as ResultStatus
 
 #: The statuses switch-level placement methods report (values of :class:`gpuopt.Status`).
@@ -81,13 +81,6 @@ class TopologyResult(Result):
         )
 
 
-def job_gap(placed: int, bound: int | None) -> float | None:
-    """``(bound - placed) / bound``, 0 when the bound is met, None without a bound."""
-    if bound is None:
-        return None
-    return 0.0 if bound <= placed else (bound - placed) / bound
-
-
 def make_result(
     problem: TopologyProblem,
     method: str,
@@ -128,7 +121,7 @@ def make_result(
         method=method,
         status=status,
         objective=metrics.placed,
-        gap=job_gap(metrics.placed, bound),
+        gap=count_gap(metrics.placed, bound),
         placements=placements,
         nodes=nodes,
         unplaced=unplaced,
