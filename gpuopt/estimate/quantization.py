@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt.errors import ProblemError, short, validate_object
-from gpuopt.estimate.calibration import Z_80
+from gpuopt.estimate.parameters import Z_80
 from gpuopt.estimate.training import (
     GIB,
     GPUS,
@@ -34,6 +34,7 @@ from gpuopt.estimate.training import (
     MEMORY_USABLE,
     RUNTIME_OVERHEAD_GB,
     Estimate,
+    check_gpus,
     known,
 )
 
@@ -98,12 +99,7 @@ class QuantizationJob(BaseModel):
             raise ValueError(
                 f"algorithm {short(self.algorithm)} is not known; use one of {known(ALGORITHMS)}"
             )
-        if self.gpu_type not in GPUS:
-            raise ValueError(
-                f"gpu_type {short(self.gpu_type)} is not known; use one of {known(GPUS)}"
-            )
-        if self.gpus is not None and self.gpus & (self.gpus - 1):
-            raise ValueError(f"gpus must be a power of two (got {self.gpus})")
+        check_gpus(self.gpu_type, self.gpus)
         return self
 
     @classmethod

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt.errors import ProblemError, short, validate_object
-from gpuopt.estimate.calibration import Z_80, Calibration, default_calibration
+from gpuopt.estimate.parameters import Z_80, Calibration, default_calibration
 
 GIB = 1024**3
 
@@ -132,6 +132,14 @@ def known(names: Any) -> str:
     return ", ".join(names)
 
 
+def check_gpus(gpu_type: str, gpus: int | None) -> None:
+    """A job's ``gpu_type`` is a known GPU and its ``gpus``, when given, a power of two."""
+    if gpu_type not in GPUS:
+        raise ValueError(f"gpu_type {short(gpu_type)} is not known; use one of {known(GPUS)}")
+    if gpus is not None and gpus & (gpus - 1):
+        raise ValueError(f"gpus must be a power of two (got {gpus})")
+
+
 class TrainingJob(BaseModel):
     """A training job's description (about two dozen features; see ``models/estimators.md``).
 
@@ -188,15 +196,12 @@ class TrainingJob(BaseModel):
                 f"technique {short(self.technique)} is not known; use one of {known(TECHNIQUES)}"
             )
         if self.gpu_type not in GPUS:
-            raise ValueError(
-                f"gpu_type {short(self.gpu_type)} is not known; use one of {known(GPUS)}"
-            )
+            check_gpus(self.gpu_type, None)
         if self.tokens_b is None and (self.dataset_tokens_b is None or self.epochs is None):
             raise ValueError("tokens_b (or dataset_tokens_b and epochs) is required")
         if self.tokens_b is not None and self.dataset_tokens_b is not None:
             raise ValueError("give tokens_b or dataset_tokens_b with epochs, not both")
-        if self.gpus is not None and self.gpus & (self.gpus - 1):
-            raise ValueError(f"gpus must be a power of two (got {self.gpus})")
+        check_gpus(self.gpu_type, self.gpus)
         if self.precision == "fp8" and not GPUS[self.gpu_type].fp8:
             raise ValueError(f"precision 'fp8' is not supported by gpu_type {short(self.gpu_type)}")
         if self.strategy == "qlora" and self.precision == "fp32":
