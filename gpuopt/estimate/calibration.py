@@ -39,6 +39,7 @@ from gpuopt.estimate.parameters import (
     load_calibration,
 )
 from gpuopt.estimate.training import GPUS, TrainingJob, first_principles
+from gpuopt.io.csvfile import open_csv
 
 #: Huber's tuning constant (95 % efficiency under normal errors).
 HUBER_K = 1.345
@@ -123,13 +124,8 @@ def read_history(path: str | Path) -> list[dict[str, Any]]:
     column. Empty cells are left out.
     """
     path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
-    except FileNotFoundError:
-        raise ProblemError(f"{path}: no such file.") from None
-    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as exc:  # ValueError: NUL in path
-        raise ProblemError(f"{path}: cannot be read as CSV ({exc}).") from None
+    with open_csv(path) as handle:
+        rows = list(csv.DictReader(handle))
     history: list[dict[str, Any]] = []
     for number, row in enumerate(rows, start=2):
         record: dict[str, Any] = {}

@@ -103,6 +103,7 @@ import numpy as np
 
 from gpuopt.defrag.problem import MAX_AMOUNT, MAX_NODE_GPUS, DefragProblem
 from gpuopt.errors import ProblemError, short, validate_object
+from gpuopt.io.csvfile import open_csv
 
 Policy = Literal["spread", "binpack", "random"]
 Fractional = Literal["round", "drop"]
@@ -251,30 +252,21 @@ class _Table:
 
 def _read_table(path: str | Path, required: tuple[str, ...]) -> _Table:
     path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle)
-            header = [name.strip() for name in next(reader, [])]
-            if not header:
-                raise ProblemError(f"{path}: the file is empty, expected a CSV header line.")
-            rows: list[tuple[int, list[str]]] = []
-            for row in reader:
-                if not row or (len(row) == 1 and not row[0].strip()):
-                    continue
-                if len(row) != len(header):
-                    raise ProblemError(
-                        f"{path}: line {reader.line_num} has {len(row)} fields but the header "
-                        f"has {len(header)}."
-                    )
-                rows.append((reader.line_num, row))
-    except FileNotFoundError:
-        raise ProblemError(f"{path}: no such file.") from None
-    except IsADirectoryError:
-        raise ProblemError(f"{path}: is a folder, not a CSV file.") from None
-    except ProblemError:
-        raise
-    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as exc:  # ValueError: NUL in path
-        raise ProblemError(f"{path}: cannot be read as CSV ({exc}).") from None
+    with open_csv(path, encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
+        header = [name.strip() for name in next(reader, [])]
+        if not header:
+            raise ProblemError(f"{path}: the file is empty, expected a CSV header line.")
+        rows: list[tuple[int, list[str]]] = []
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if len(row) != len(header):
+                raise ProblemError(
+                    f"{path}: line {reader.line_num} has {len(row)} fields but the header "
+                    f"has {len(header)}."
+                )
+            rows.append((reader.line_num, row))
     columns: dict[str, int] = {}
     for position, name in enumerate(header):
         columns.setdefault(name, position)

@@ -1,0 +1,52 @@
+"""One way to open a CSV file, for every reader of traces and tables, with one-sentence errors."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+from gpuopt.errors import ProblemError
+
+
+@contextlib.contextmanager
+def open_csv(path: str | Path, *, encoding: str = "utf-8") -> Iterator[TextIO]:
+    """Open ``path`` for :mod:`csv`; reading errors inside the block become one sentence.
+
+    Read the rows inside the ``with`` block (``csv.reader(handle)`` or
+    ``csv.DictReader(handle)``): a missing file, a folder, text that is not
+    UTF-8, a malformed CSV or any other failure to read raises
+    :class:`~gpuopt.errors.ProblemError` naming ``path``. A ``ProblemError``
+    raised in the block passes through unchanged.
+
+    Examples
+    --------
+    >>> with open_csv("absent.csv") as handle:
+    ...     rows = list(csv.reader(handle))
+    Traceback (most recent call last):
+    ...
+    gpuopt.errors.ProblemError: absent.csv: no such file.
+    """
+    path = Path(path)
+    try:
+        with path.open(encoding=encoding, newline="") as handle:
+            yield handle
+    except ProblemError:
+        raise
+    except FileNotFoundError:
+        raise ProblemError(f"{path}: no such file.") from None
+    except IsADirectoryError:
+        raise ProblemError(f"{path}: is a folder, not a CSV file.") from None
+    except UnicodeDecodeError:
+        raise ProblemError(f"{path}: cannot be read as UTF-8 text.") from None
+    except csv.Error as exc:
+        raise ProblemError(f"{path}: not a valid CSV file ({exc}).") from None
+    except OSError as exc:
+        raise ProblemError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise ProblemError(f"{path}: cannot be read ({exc}).") from None
+
+
+__all__ = ["open_csv"]
