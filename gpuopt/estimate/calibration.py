@@ -39,7 +39,7 @@ from gpuopt.estimate.parameters import (
     load_calibration,
 )
 from gpuopt.estimate.training import GPUS, TrainingJob, first_principles
-from gpuopt.io.csvfile import open_csv
+from gpuopt.io.csvfile import finite_number, open_csv
 
 #: Huber's tuning constant (95 % efficiency under normal errors).
 HUBER_K = 1.345
@@ -136,11 +136,8 @@ def read_history(path: str | Path) -> list[dict[str, Any]]:
             if key not in _INT_COLUMNS + _FLOAT_COLUMNS + _TARGET_COLUMNS:
                 record[key] = text
                 continue
-            try:
-                value = float(text)
-            except ValueError:
-                value = math.nan
-            if not math.isfinite(value):
+            value = finite_number(text)
+            if value is None:
                 raise ProblemError(
                     f"{path}: line {number}: {key} must be a number (got {short(text)})."
                 )

@@ -1,9 +1,10 @@
-"""One way to open a CSV file, for every reader of traces and tables, with one-sentence errors."""
+"""One way to open a CSV file and read a number from a cell, for every trace and table reader."""
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
@@ -49,4 +50,17 @@ def open_csv(path: str | Path, *, encoding: str = "utf-8") -> Iterator[TextIO]:
         raise ProblemError(f"{path}: cannot be read ({exc}).") from None
 
 
-__all__ = ["open_csv"]
+def finite_number(text: str) -> float | None:
+    """The finite number a cell holds, or None (not a number, or NaN, or infinite).
+
+    >>> finite_number("2.5"), finite_number("inf"), finite_number("x")
+    (2.5, None, None)
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+__all__ = ["finite_number", "open_csv"]
