@@ -36,7 +36,14 @@ from gpuopt.solvers.deadline import (
     cpsat_seconds,
     solver_limit,
 )
-from gpuopt.solvers.highs import Progress, RowFamily, csr_family, row_family, solve_rows
+from gpuopt.solvers.highs import (
+    Progress,
+    RowCounts,
+    RowFamily,
+    csr_family,
+    row_family,
+    solve_rows,
+)
 
 ExactSolver = Literal["milp", "cpsat"]
 
@@ -55,7 +62,7 @@ _CHUNK = 4096
 
 
 @dataclass
-class DefragRows:
+class DefragRows(RowCounts):
     """Columns and labelled row families of the exact model for one snapshot.
 
     x column ``k < num_x`` is ``x[col_task[k], col_node[k]]`` (grouped by
@@ -80,10 +87,6 @@ class DefragRows:
     e_col: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     max_moves: int | None = None
     group_budget: int | None = None
-
-    @property
-    def num_cols(self) -> int:
-        return int(self.cost.size)
 
     @property
     def num_x(self) -> int:
@@ -666,7 +669,7 @@ def _solve_cpsat(
     try:
         if rows is None:
             raise DeadlineExceeded
-        nonzeros = sum(int(f.index.size) for f in rows.families)
+        nonzeros = rows.nonzeros
         deadline.require(cpsat_seconds(nonzeros, rows.num_cols))
         model, variables = build_cpsat(rows, deadline.part(BUILD_SHARE))  # time to free it
         if hinted:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -125,7 +125,7 @@ MEMORY_USABLE = 0.9
 RUNTIME_OVERHEAD_GB = 3.0
 MAX_ESTIMATE_GPUS = 65_536
 
-_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+_JobT = TypeVar("_JobT", bound="JobModel")
 
 
 def known(names: Any) -> str:
@@ -140,7 +140,20 @@ def check_gpus(gpu_type: str, gpus: int | None) -> None:
         raise ValueError(f"gpus must be a power of two (got {gpus})")
 
 
-class TrainingJob(BaseModel):
+class JobModel(BaseModel):
+    """What every job description shares: frozen, strict, no unknown field, one-sentence errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    #: The job in an error message ("a training job").
+    what: ClassVar[str] = "a job"
+
+    @classmethod
+    def parse(cls: type[_JobT], data: Any, *, source: str | None = None) -> _JobT:
+        """Validate decoded JSON into a job, or raise a one-sentence ``ProblemError``."""
+        return validate_object(cls, data, what=cls.what, source=source)
+
+
+class TrainingJob(JobModel):
     """A training job's description (about two dozen features; see ``models/estimators.md``).
 
     Examples
@@ -151,7 +164,7 @@ class TrainingJob(BaseModel):
     ('full-cpt', 2000000000000.0)
     """
 
-    model_config = _CONFIG
+    what: ClassVar[str] = "a training job"
 
     kind: Literal["training"] = "training"
     params_b: float = Field(gt=0, le=100_000, description="Parameters, billions.")
@@ -212,11 +225,6 @@ class TrainingJob(BaseModel):
                 f"not {short(self.strategy)}"
             )
         return self
-
-    @classmethod
-    def parse(cls, data: Any, *, source: str | None = None) -> TrainingJob:
-        """Validate decoded JSON into a job, or raise a one-sentence ``ProblemError``."""
-        return validate_object(cls, data, what="a training job", source=source)
 
     @property
     def variant(self) -> str:
