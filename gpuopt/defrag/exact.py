@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -415,25 +415,29 @@ def order_moves(
     return moves, hops
 
 
+class Solved(NamedTuple):
+    """What a solver returned: column values (None: no solution), status, emptied-node bound."""
+
+    values: np.ndarray | None
+    status: Status
+    emptied_bound: int | None
+
+
 def finish_exact(
     problem: DefragProblem,
-    *,
-    method: str,
-    started: float,
-    rows: DefragRows | None,
+    method: ExactSolver,
     start: MigrationPlan,
-    values: np.ndarray | None,
-    status: Status,
-    emptied_bound: int | None,
-    deadline: Deadline | None = None,
+    rows: DefragRows | None,
+    solved: Solved,
+    deadline: Deadline,
 ) -> MigrationPlan:
     """The exact method's plan: ordered moves, never worse than the start, with bound and gap.
 
-    ``rows`` may be None only without ``values`` (the time ran out before the
+    ``rows`` may be None only without values (the time ran out before the
     model was built). Ordering the moves stops at the ``deadline`` (the start
-    is kept then, with status ``time_limit``).
+    is kept then, with status ``time_limit``); seconds count from its start.
     """
-    bound = emptied_bound
+    values, status, bound = solved
     notes: list[str] = []
     moves: list[tuple[str, str, str]] | None = None
     if values is not None and rows is not None:
@@ -468,7 +472,9 @@ def finish_exact(
             status=status if plan is not None or values is None else "feasible",
             bound=bound,
         )
-    return plan.model_copy(update={"seconds": time.perf_counter() - started, "notes": notes})
+    return plan.model_copy(
+        update={"seconds": time.perf_counter() - deadline.started, "notes": notes}
+    )
 
 
 def _score(plan: MigrationPlan) -> tuple[int, int]:
@@ -535,7 +541,7 @@ def _solve_lexicographic(
     start_values: np.ndarray | None,
     log: bool,
     progress: Progress | None,
-) -> tuple[np.ndarray | None, Status, int | None]:
+) -> Solved:
     """Phase 1: most nodes emptied (its bound is the plan's bound); phase 2: fewest moves.
 
     The objective ``weight * emptied - moves`` is solved in its two
@@ -557,7 +563,7 @@ def _solve_lexicographic(
     emptied_bound = None if bound is None else math.floor(bound + 1e-6)
     if values is None:
         rows.cost, rows.offset = weighted, offset
-        return None, _plan_status(status), emptied_bound
+        return Solved(None, _plan_status(status), emptied_bound)
     emptied = round(float(values[num_x:].sum()))
     keep = [(list(range(num_x, rows.num_cols)), [1.0] * int(rows.candidates.size))]
     rows.families.append(row_family("x0", keep, float(emptied), math.inf))
@@ -573,7 +579,7 @@ def _solve_lexicographic(
         values = second
     proven = emptied_bound is not None and emptied_bound <= emptied
     final: Status = "optimal" if proven and second_status == "optimal" else "time_limit"
-    return values, final, emptied_bound
+    return Solved(values, final, emptied_bound)
 
 
 def _plan_status(status: str) -> Status:
@@ -633,26 +639,13 @@ def solve_from(
             problem, max_moves=options.max_moves, group_budget=options.group_budget
         )
     if solver == "cpsat":
-        values, status, bound = _solve_cpsat(rows, start, deadline, seed, threads, hinted, log)
-        emptied_bound = None if bound is None or rows is None else rows.emptied_bound(bound)
+        solved = _solve_cpsat(rows, start, deadline, seed, threads, hinted, log)
+    elif rows is None or deadline.expired():
+        solved = Solved(None, "time_limit", None)
     else:
-        values, status, emptied_bound = None, "time_limit", None
-        if rows is not None and not deadline.expired():
-            start_values = rows.start_values(start) if hinted else None
-            values, status, emptied_bound = _solve_lexicographic(
-                rows, deadline, seed, threads, start_values, log, progress
-            )
-    return finish_exact(
-        problem,
-        method=solver,
-        started=deadline.started,
-        rows=rows,
-        start=start,
-        values=values,
-        status=status,
-        emptied_bound=emptied_bound,
-        deadline=deadline,
-    )
+        start_values = rows.start_values(start) if hinted else None
+        solved = _solve_lexicographic(rows, deadline, seed, threads, start_values, log, progress)
+    return finish_exact(problem, solver, start, rows, solved, deadline)
 
 
 def _solve_cpsat(
@@ -663,8 +656,8 @@ def _solve_cpsat(
     threads: int,
     hinted: bool,
     log: bool,
-) -> tuple[np.ndarray | None, Status, float | None]:
-    """Column values, status and objective bound of CP-SAT on ``rows`` (None: no time)."""
+) -> Solved:
+    """CP-SAT on ``rows`` (None: no time to build them)."""
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
     try:
         if rows is None:
@@ -681,13 +674,13 @@ def _solve_cpsat(
             )
         solver_limit(deadline, "cpsat", nonzeros, len(variables))
     except DeadlineExceeded:
-        return None, "time_limit", None  # the start comes back with status time_limit
+        return Solved(None, "time_limit", None)  # the start comes back with status time_limit
     outcome = run_cpsat(cp_model, model, deadline, seed=seed, threads=threads, log=log)
     # never infeasible for a valid snapshot: staying put is legal
-    values = None
-    if outcome.values is not None:
-        values = outcome.values[[v.index for v in variables]].astype(float)
-    return values, outcome.status, outcome.bound
+    if outcome.values is None or outcome.bound is None:
+        return Solved(None, outcome.status, None)
+    values = outcome.values[[v.index for v in variables]].astype(float)
+    return Solved(values, outcome.status, rows.emptied_bound(outcome.bound))
 
 
 __all__ = [
