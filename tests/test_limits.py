@@ -118,10 +118,11 @@ def test_cli_refuses_absurd_generate(tmp_path: Path, capsys: pytest.CaptureFixtu
 # --------------------------------------------------------------------------- defragmentation
 @pytest.mark.parametrize("method", ["milp", "cpsat"])
 def test_exact_defrag_refuses_before_ipc(method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpuopt.defrag.exact as exact
     import gpuopt.defrag.milp as milp
 
     snapshot = random_snapshot(3, nodes=40, fill=0.6)
-    monkeypatch.setattr(milp, "MAX_COLUMNS", 10)  # the pre-check refuses above 50x this
+    monkeypatch.setattr(exact, "MAX_COLUMNS", 10)  # the pre-check refuses above 50x this
 
     def no_ipc(*args: object, **kwargs: object) -> None:
         raise AssertionError("ipc ran before the size check")
@@ -133,12 +134,12 @@ def test_exact_defrag_refuses_before_ipc(method: str, monkeypatch: pytest.Monkey
 
 
 def test_exact_defrag_counts_eligible_columns(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpuopt.defrag.milp as milp
+    import gpuopt.defrag.exact as exact
 
     snapshot = random_snapshot(3, nodes=40, fill=0.6)
-    monkeypatch.setattr(milp, "MAX_COLUMNS", 200)  # passes the pre-check, not the count
+    monkeypatch.setattr(exact, "MAX_COLUMNS", 200)  # passes the pre-check, not the count
     with pytest.raises(ProblemError, match="more than 200 task-node columns"):
-        milp.DefragRows.build(snapshot)
+        exact.DefragRows.build(snapshot)
 
 
 def test_snapshot_selector_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,6 +21,7 @@ from gpuopt.allocation.patterns import PatternSet, WarmStart, finish, warm_start
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
 from gpuopt.solvers import require
+from gpuopt.solvers.cpsat import hint_all, run_cpsat
 from gpuopt.solvers.deadline import (
     BUILD_SHARE,
     Deadline,
@@ -143,9 +144,7 @@ class CpsatModel:
         for (r, t), var in self.y.items():
             variables += [var.index, self.u[r, t].index]
             hinted += [int(counts[r, t]), max(0, int(index.demand[r, t]) - int(counts[r, t]))]
-        hint = self.model.proto.solution_hint  # in bulk: add_hint costs ~5 us per variable
-        hint.vars.extend(variables)
-        hint.values.extend(hinted)
+        hint_all(self.model, variables, hinted)
 
 
 def _progress_callback(cp_model: Any, solver: Any, progress: Progress, offset: float) -> Any:
@@ -237,34 +236,30 @@ def solve_cpsat(
             status="time_limit",
         )
     solver = cp_model.CpSolver()
-    params = solver.parameters
-    left = deadline.remaining()
-    if left is not None:
-        params.max_time_in_seconds = max(0.01, left)
-    params.num_workers = max(1, threads)
-    params.random_seed = seed
-    params.log_search_progress = log
     callback = None
     if progress is not None:
         callback = _progress_callback(cp_model, solver, progress, patterns.fixed_value)
-    code = solver.solve(model.model, callback)
-    status: Status
+    outcome = run_cpsat(
+        cp_model,
+        model.model,
+        deadline,
+        seed=seed,
+        threads=threads,
+        log=log,
+        solver=solver,
+        callback=callback,
+    )
     grid = None
     bound = None
-    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        solution = np.asarray(solver.response_proto.solution, dtype=np.int64)
+    if outcome.values is not None and outcome.bound is not None:
         x_index = np.array([var.index for var in model.x], dtype=np.int64)
-        chosen = np.flatnonzero(solution[x_index] > 0).tolist()
+        chosen = np.flatnonzero(outcome.values[x_index] > 0).tolist()
         counts = np.zeros((problem.index.num_realtime, problem.horizon), dtype=np.int64)
         for (r, t), var in model.y.items():
-            counts[r, t] = solution[var.index]
+            counts[r, t] = outcome.values[var.index]
         grid = patterns.decode(chosen, counts)
-        status = "optimal" if code == cp_model.OPTIMAL else "time_limit"
-        bound = solver.best_objective_bound / SCALE + patterns.fixed_value
-    elif code == cp_model.INFEASIBLE:
-        status = "infeasible"
-    else:  # UNKNOWN: limit reached before any solution; CP-SAT's bound then proves nothing
-        status = "time_limit"
+        bound = outcome.bound / SCALE + patterns.fixed_value
+    status: Status = outcome.status
     return finish(
         problem, method="cpsat", started=started, start=start, grid=grid, bound=bound, status=status
     )

@@ -35,6 +35,7 @@ from gpuopt.solvers.highs import (
     HIGHS_OPTIONS,
     TIME_LIMITED_OPTIONS,
     Progress,
+    RowCounts,
     RowFamily,
     row_family,
     solve_rows,
@@ -67,7 +68,7 @@ _CHUNK = 1024
 
 
 @dataclass
-class MilpData:
+class MilpData(RowCounts):
     """Columns (x, then y, then u) and the row families of the MILP, from a :class:`PatternSet`.
 
     Column ``p`` is ``x[p]``; ``y[r, t]`` is column ``P + r*T + t`` and ``u[r, t]``
@@ -81,14 +82,6 @@ class MilpData:
     cost: np.ndarray  # objective coefficient per column (maximised)
     offset: float  # constant objective (running tasks)
     families: list[RowFamily]
-
-    @property
-    def num_cols(self) -> int:
-        return int(self.cost.size)
-
-    @property
-    def nonzeros(self) -> int:
-        return int(sum(f.index.size for f in self.families))
 
     @classmethod
     def build(cls, patterns: PatternSet) -> MilpData:

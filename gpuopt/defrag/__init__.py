@@ -2,7 +2,8 @@
 
 ``problem.py`` (the snapshot and its index view), ``solution.py`` (plan,
 checker, metrics), ``onehop.py`` (descheduler-style baseline), ``greedy.py``
-(IPC: partitions, eviction chains, rounds), ``milp.py`` / ``cpsat.py`` (exact),
+(IPC: partitions, eviction chains, rounds), ``exact.py`` (the exact model, HiGHS
+and CP-SAT), ``milp.py`` / ``cpsat.py`` (exact, from the IPC plan),
 ``diagnosis.py`` (idle GPUs by cause); the formal model is ``models/defrag.md``.
 """
 

@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from gpuopt.defrag.problem import SCALE
+from gpuopt.defrag.exact import NO_LIMIT, ExactSolver, budgeted, solve_from
+from gpuopt.defrag.problem import SCALE, DefragProblem
+from gpuopt.defrag.solution import make_plan
+from gpuopt.solvers.deadline import Deadline
 
-#: Unlimited memory (a node that states none) as an integer that never binds.
-NO_LIMIT = np.int64(2**62)
 #: Candidate targets and victims tried per level of an eviction chain.
 CHAIN_TARGETS = 4
 CHAIN_VICTIMS = 2
@@ -270,15 +271,13 @@ def _monotonic_deadline(shard: Shard) -> float | None:
     return deadline
 
 
-def sub_snapshot(shard: Shard) -> Any:
+def sub_snapshot(shard: Shard) -> DefragProblem:
     """The shard as a snapshot of its own (local ids ``n<k>``, ``t<k>``), for the exact models.
 
     Selectors become labels ``sel<r>`` on the nodes that selector ``r`` admits;
     anti-affinity groups keep their numbers; capacities are the nodes' own,
     the tasks are those on the shard's nodes now.
     """
-    from gpuopt.defrag.problem import DefragProblem
-
     nodes = []
     for node in range(shard.node_pos.size):
         labels = {
@@ -326,17 +325,13 @@ def _improve_exactly(
     Not used with per-group budgets (the exact rows have one budget for all
     groups, the shard one per group).
     """
-    from gpuopt.defrag.solution import make_plan
-
     problem = sub_snapshot(shard)
     options = problem.options.model_copy(update={"max_moves": shard.max_moves})
     problem = problem.model_copy(update={"options": options})
     start = make_plan(problem, "ipc", [(f"t{t}", f"n{a}", f"n{b}") for t, a, b in log], seconds=0)
-    if shard.exact == "cpsat":
-        from gpuopt.defrag.cpsat import solve_cpsat as solve
-    else:
-        from gpuopt.defrag.milp import solve_milp as solve
-    plan = solve(problem, time_limit=seconds, initial=start, threads=1)
+    deadline = Deadline(seconds)
+    solver: ExactSolver = "cpsat" if shard.exact == "cpsat" else "milp"
+    plan = solve_from(budgeted(problem, None, None), start, solver=solver, deadline=deadline)
 
     def score(m: Any) -> tuple[int, int, int]:  # the order empty_nodes ranks results by
         return m.emptied, -m.fragmented_after, -m.moves

@@ -12,7 +12,7 @@ share of locked tasks. The same arguments always give the same snapshot.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuopt.defrag.problem import DefragProblem
 
@@ -66,6 +66,7 @@ def random_snapshot(
     num_groups = groups if groups is not None else max(2, nodes // 10)
     node_rows: list[dict[str, Any]] = []
     task_rows: list[dict[str, Any]] = []
+    shares = _Shares(locked_fraction, hp_fraction, selector_fraction, group_fraction)
     # A U-shaped Beta with mean `fill`: concentration 0.9 spreads nodes to both ends.
     concentration = 0.9
     alpha = max(0.05, fill * concentration)
@@ -104,33 +105,13 @@ def random_snapshot(
                     break
                 task["memory"] = memory
                 used_memory += memory
-            _decorate(
-                rng,
-                task,
-                model,
-                node_groups,
-                num_groups,
-                locked_fraction,
-                hp_fraction,
-                selector_fraction,
-                group_fraction,
-            )
+            _decorate(rng, task, model, node_groups, num_groups, shares)
             task_rows.append(task)
             used_gpus += size
             used_cpus += cpus
         if rng.random() < cpu_only_fraction * 4 and used_cpus + 8 <= cpus_per_node:
             task = _task(rng, len(task_rows), node_id, 0, rng.randint(2, 8))
-            _decorate(
-                rng,
-                task,
-                model,
-                node_groups,
-                num_groups,
-                locked_fraction,
-                hp_fraction,
-                selector_fraction,
-                0.0,
-            )
+            _decorate(rng, task, model, node_groups, num_groups, shares._replace(group=0.0))
             task_rows.append(task)
     return DefragProblem.model_validate(
         {
@@ -145,24 +126,30 @@ def _task(rng: random.Random, number: int, node: str, gpus: int, cpus: int) -> d
     return {"id": f"t{number:06d}", "node": node, "gpus": gpus, "cpus": cpus}
 
 
+class _Shares(NamedTuple):
+    """Shares of tasks that are locked, HP, carry a selector, and join an anti-affinity group."""
+
+    locked: float
+    hp: float
+    selector: float
+    group: float
+
+
 def _decorate(
     rng: random.Random,
     task: dict[str, Any],
     model: str,
     node_groups: set[int],
     num_groups: int,
-    locked_fraction: float,
-    hp_fraction: float,
-    selector_fraction: float,
-    group_fraction: float,
+    shares: _Shares,
 ) -> None:
-    if rng.random() < locked_fraction:
+    if rng.random() < shares.locked:
         task["locked"] = True
-    if rng.random() < hp_fraction:
+    if rng.random() < shares.hp:
         task["priority"] = "HP"
-    if rng.random() < selector_fraction:
+    if rng.random() < shares.selector:
         task["node_selector"] = {"gpu_model": model}
-    if rng.random() < group_fraction:
+    if rng.random() < shares.group:
         group = rng.randrange(num_groups)
         if group not in node_groups:
             node_groups.add(group)

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from gpuopt.errors import ProblemError, short, validate_object
-from gpuopt.estimate.calibration import Z_80
+from gpuopt.errors import ProblemError, short
+from gpuopt.estimate.parameters import Z_80
 from gpuopt.estimate.training import (
     GIB,
     GPUS,
@@ -34,6 +34,8 @@ from gpuopt.estimate.training import (
     MEMORY_USABLE,
     RUNTIME_OVERHEAD_GB,
     Estimate,
+    JobModel,
+    check_gpus,
     known,
 )
 
@@ -64,10 +66,8 @@ ALGORITHM_COSTS: dict[str, AlgorithmCost] = {
 QUANTIZATION_SIGMA_LOG = 0.6
 REFERENCE_GPU = "A100-80GB"
 
-_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
-
-class QuantizationJob(BaseModel):
+class QuantizationJob(JobModel):
     """A post-training quantization job.
 
     Examples
@@ -77,7 +77,7 @@ class QuantizationJob(BaseModel):
     72
     """
 
-    model_config = _CONFIG
+    what: ClassVar[str] = "a quantization job"
 
     kind: Literal["quantization"] = "quantization"
     params_b: float = Field(gt=0, le=100_000)
@@ -98,18 +98,8 @@ class QuantizationJob(BaseModel):
             raise ValueError(
                 f"algorithm {short(self.algorithm)} is not known; use one of {known(ALGORITHMS)}"
             )
-        if self.gpu_type not in GPUS:
-            raise ValueError(
-                f"gpu_type {short(self.gpu_type)} is not known; use one of {known(GPUS)}"
-            )
-        if self.gpus is not None and self.gpus & (self.gpus - 1):
-            raise ValueError(f"gpus must be a power of two (got {self.gpus})")
+        check_gpus(self.gpu_type, self.gpus)
         return self
-
-    @classmethod
-    def parse(cls, data: Any, *, source: str | None = None) -> QuantizationJob:
-        """Validate decoded JSON into a job, or raise a one-sentence ``ProblemError``."""
-        return validate_object(cls, data, what="a quantization job", source=source)
 
     @property
     def tier_b(self) -> float:

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt.errors import ProblemError, short, validate_object
-from gpuopt.estimate.calibration import Z_80, Calibration, default_calibration
+from gpuopt.estimate.parameters import Z_80, Calibration, default_calibration
 
 GIB = 1024**3
 
@@ -125,14 +125,35 @@ MEMORY_USABLE = 0.9
 RUNTIME_OVERHEAD_GB = 3.0
 MAX_ESTIMATE_GPUS = 65_536
 
-_CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+_JobT = TypeVar("_JobT", bound="JobModel")
 
 
 def known(names: Any) -> str:
     return ", ".join(names)
 
 
-class TrainingJob(BaseModel):
+def check_gpus(gpu_type: str, gpus: int | None) -> None:
+    """A job's ``gpu_type`` is a known GPU and its ``gpus``, when given, a power of two."""
+    if gpu_type not in GPUS:
+        raise ValueError(f"gpu_type {short(gpu_type)} is not known; use one of {known(GPUS)}")
+    if gpus is not None and gpus & (gpus - 1):
+        raise ValueError(f"gpus must be a power of two (got {gpus})")
+
+
+class JobModel(BaseModel):
+    """What every job description shares: frozen, strict, no unknown field, one-sentence errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    #: The job in an error message ("a training job").
+    what: ClassVar[str] = "a job"
+
+    @classmethod
+    def parse(cls: type[_JobT], data: Any, *, source: str | None = None) -> _JobT:
+        """Validate decoded JSON into a job, or raise a one-sentence ``ProblemError``."""
+        return validate_object(cls, data, what=cls.what, source=source)
+
+
+class TrainingJob(JobModel):
     """A training job's description (about two dozen features; see ``models/estimators.md``).
 
     Examples
@@ -143,7 +164,7 @@ class TrainingJob(BaseModel):
     ('full-cpt', 2000000000000.0)
     """
 
-    model_config = _CONFIG
+    what: ClassVar[str] = "a training job"
 
     kind: Literal["training"] = "training"
     params_b: float = Field(gt=0, le=100_000, description="Parameters, billions.")
@@ -188,15 +209,12 @@ class TrainingJob(BaseModel):
                 f"technique {short(self.technique)} is not known; use one of {known(TECHNIQUES)}"
             )
         if self.gpu_type not in GPUS:
-            raise ValueError(
-                f"gpu_type {short(self.gpu_type)} is not known; use one of {known(GPUS)}"
-            )
+            check_gpus(self.gpu_type, None)
         if self.tokens_b is None and (self.dataset_tokens_b is None or self.epochs is None):
             raise ValueError("tokens_b (or dataset_tokens_b and epochs) is required")
         if self.tokens_b is not None and self.dataset_tokens_b is not None:
             raise ValueError("give tokens_b or dataset_tokens_b with epochs, not both")
-        if self.gpus is not None and self.gpus & (self.gpus - 1):
-            raise ValueError(f"gpus must be a power of two (got {self.gpus})")
+        check_gpus(self.gpu_type, self.gpus)
         if self.precision == "fp8" and not GPUS[self.gpu_type].fp8:
             raise ValueError(f"precision 'fp8' is not supported by gpu_type {short(self.gpu_type)}")
         if self.strategy == "qlora" and self.precision == "fp32":
@@ -207,11 +225,6 @@ class TrainingJob(BaseModel):
                 f"not {short(self.strategy)}"
             )
         return self
-
-    @classmethod
-    def parse(cls, data: Any, *, source: str | None = None) -> TrainingJob:
-        """Validate decoded JSON into a job, or raise a one-sentence ``ProblemError``."""
-        return validate_object(cls, data, what="a training job", source=source)
 
     @property
     def variant(self) -> str:

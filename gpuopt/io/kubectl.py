@@ -77,22 +77,12 @@ _QUANTITY = re.compile(
     r"(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
     r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?"
 )
+#: Quantity suffixes: binary ones are powers of 1024, decimal ones powers of 10.
+_BINARY = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _SUFFIX: dict[str, Fraction] = {
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50),
-    "Ei": Fraction(2**60),
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 10**3),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
+    **{suffix: Fraction(1024) ** power for power, suffix in enumerate(_BINARY, start=1)},
+    **{suffix: Fraction(10) ** power for suffix, power in _DECIMAL.items()},
 }
 #: Largest decimal exponent accepted (``1e30`` is already far beyond any resource).
 _MAX_EXPONENT = 30

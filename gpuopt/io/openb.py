@@ -103,6 +103,7 @@ import numpy as np
 
 from gpuopt.defrag.problem import MAX_AMOUNT, MAX_NODE_GPUS, DefragProblem
 from gpuopt.errors import ProblemError, short, validate_object
+from gpuopt.io.csvfile import finite_number, open_csv
 
 Policy = Literal["spread", "binpack", "random"]
 Fractional = Literal["round", "drop"]
@@ -218,6 +219,21 @@ class _Table:
     def cell(self, row: list[str], column: str) -> str:
         return row[self.columns[column]].strip()
 
+    def identifier(
+        self, line: int, row: list[str], column: str, what: str, lines: dict[str, int]
+    ) -> str:
+        """The row's id in ``column``: not blank and not on an earlier line (kept in ``lines``)."""
+        name = self.cell(row, column)
+        if not name:
+            raise ProblemError(f"{self.path}: line {line}, column {column!r} is blank.")
+        if name in lines:
+            raise ProblemError(
+                f"{self.path}: line {line}, column {column!r}: {what} {short(name)} already "
+                f"appears on line {lines[name]}."
+            )
+        lines[name] = line
+        return name
+
     def whole(self, line: int, row: list[str], column: str, limit: float = MAX_AMOUNT) -> int:
         text = self.cell(row, column)
         if not (text.isascii() and text.isdigit()):
@@ -237,11 +253,8 @@ class _Table:
         text = self.cell(row, column)
         if not text:
             return None
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value):
+        value = finite_number(text)
+        if value is None:
             raise ProblemError(
                 f"{self.path}: line {line}, column {column!r} is {short(text)}, expected a time in "
                 "seconds."
@@ -251,30 +264,21 @@ class _Table:
 
 def _read_table(path: str | Path, required: tuple[str, ...]) -> _Table:
     path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle)
-            header = [name.strip() for name in next(reader, [])]
-            if not header:
-                raise ProblemError(f"{path}: the file is empty, expected a CSV header line.")
-            rows: list[tuple[int, list[str]]] = []
-            for row in reader:
-                if not row or (len(row) == 1 and not row[0].strip()):
-                    continue
-                if len(row) != len(header):
-                    raise ProblemError(
-                        f"{path}: line {reader.line_num} has {len(row)} fields but the header "
-                        f"has {len(header)}."
-                    )
-                rows.append((reader.line_num, row))
-    except FileNotFoundError:
-        raise ProblemError(f"{path}: no such file.") from None
-    except IsADirectoryError:
-        raise ProblemError(f"{path}: is a folder, not a CSV file.") from None
-    except ProblemError:
-        raise
-    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as exc:  # ValueError: NUL in path
-        raise ProblemError(f"{path}: cannot be read as CSV ({exc}).") from None
+    with open_csv(path, encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
+        header = [name.strip() for name in next(reader, [])]
+        if not header:
+            raise ProblemError(f"{path}: the file is empty, expected a CSV header line.")
+        rows: list[tuple[int, list[str]]] = []
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if len(row) != len(header):
+                raise ProblemError(
+                    f"{path}: line {reader.line_num} has {len(row)} fields but the header "
+                    f"has {len(header)}."
+                )
+            rows.append((reader.line_num, row))
     columns: dict[str, int] = {}
     for position, name in enumerate(header):
         columns.setdefault(name, position)
@@ -292,15 +296,7 @@ def _read_nodes(path: str | Path, asw_size: int | None) -> list[dict[str, Any]]:
     nodes: list[dict[str, Any]] = []
     lines: dict[str, int] = {}
     for position, (line, row) in enumerate(table.rows):
-        node_id = table.cell(row, "sn")
-        if not node_id:
-            raise ProblemError(f"{table.path}: line {line}, column 'sn' is blank.")
-        if node_id in lines:
-            raise ProblemError(
-                f"{table.path}: line {line}, column 'sn': node {node_id!r} already appears on "
-                f"line {lines[node_id]}."
-            )
-        lines[node_id] = line
+        node_id = table.identifier(line, row, "sn", "node", lines)
         node: dict[str, Any] = {
             "id": node_id,
             "gpus": table.whole(line, row, "gpu", MAX_NODE_GPUS),
@@ -322,15 +318,7 @@ def _read_pods(path: str | Path) -> tuple[list[_Pod], bool]:
     lines: dict[str, int] = {}
     pods: list[_Pod] = []
     for line, row in table.rows:
-        name = table.cell(row, "name")
-        if not name:
-            raise ProblemError(f"{table.path}: line {line}, column 'name' is blank.")
-        if name in lines:
-            raise ProblemError(
-                f"{table.path}: line {line}, column 'name': pod {short(name)} already appears on "
-                f"line {lines[name]}."
-            )
-        lines[name] = line
+        name = table.identifier(line, row, "name", "pod", lines)
         gpu_milli = table.whole(line, row, "gpu_milli")
         if gpu_milli > 1000:
             raise ProblemError(

@@ -56,6 +56,7 @@ from typing import Literal
 import numpy as np
 
 from gpuopt.errors import ProblemError, short
+from gpuopt.io.csvfile import open_csv
 
 #: Longest span a series may cover, in steps (ten years of hours): a stray
 #: timestamp must not make the reader allocate gigabytes.
@@ -212,24 +213,10 @@ def _rate(text: str, where: str, column: str) -> float:
 
 def _rows(path: str | Path) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of every non-blank CSV row, with one-sentence errors."""
-    path = Path(path)
-    try:
-        with path.open(encoding="utf-8", newline="") as handle:
-            for number, row in enumerate(csv.reader(handle), start=1):
-                if row and any(field.strip() for field in row):
-                    yield number, row
-    except FileNotFoundError:
-        raise ProblemError(f"{path}: no such file.") from None
-    except IsADirectoryError:
-        raise ProblemError(f"{path}: is a folder, not a CSV file.") from None
-    except UnicodeDecodeError:
-        raise ProblemError(f"{path}: cannot be read as UTF-8 text.") from None
-    except csv.Error as exc:
-        raise ProblemError(f"{path}: not a valid CSV file ({exc}).") from None
-    except OSError as exc:
-        raise ProblemError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
-    except ValueError as exc:  # a NUL byte in the path
-        raise ProblemError(f"{path}: cannot be read ({exc}).") from None
+    with open_csv(path) as handle:
+        for number, row in enumerate(csv.reader(handle), start=1):
+            if row and any(field.strip() for field in row):
+                yield number, row
 
 
 def _header(row: list[str]) -> list[str]:

@@ -25,7 +25,7 @@ from gpuopt.placement.problem import TopologyProblem
 from gpuopt.placement.solution import Status, TopologyResult, make_result
 from gpuopt.result import count_gap
 from gpuopt.solvers.deadline import Deadline, DeadlineExceeded
-from gpuopt.solvers.highs import RowFamily, csr_family, solve_rows
+from gpuopt.solvers.highs import RowCounts, RowFamily, csr_family, solve_rows
 
 #: Most job-node columns (``z``) an exact model may have before it is refused (memory;
 #: the same bound as the defragmentation model's task-node columns).
@@ -33,7 +33,7 @@ MAX_COLUMNS = 2_000_000
 
 
 @dataclass
-class TopologyRows:
+class TopologyRows(RowCounts):
     """Columns (x, then u, then z) and labelled rows of the exact placement model."""
 
     problem: TopologyProblem
@@ -53,10 +53,6 @@ class TopologyRows:
     @property
     def num_jobs(self) -> int:
         return len(self.problem.jobs)
-
-    @property
-    def num_cols(self) -> int:
-        return int(self.cost.size)
 
     def u_col(self, k: int | np.ndarray) -> np.ndarray | int:
         return self.num_jobs + k

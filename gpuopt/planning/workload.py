@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuopt.errors import ProblemError
+from gpuopt.io.csvfile import open_csv
 from gpuopt.planning.replay import ClusterNode, Job
 
 SXM = ("A100-SXM4-80GB", "A800-SXM4-80GB", "H800")
@@ -48,11 +49,8 @@ def bandwidths() -> dict[str, np.ndarray]:
 def spot_nodes(path: str | Path, *, gpus: int = 8, limit: int | None = None) -> list[ClusterNode]:
     """The nodes of the spot-GPU table with ``gpus`` GPUs (the first ``limit`` in file order)."""
     path = Path(path)
-    try:
-        with path.open(newline="") as handle:
-            rows = list(csv.DictReader(handle))
-    except OSError as exc:
-        raise ProblemError(f"{path}: cannot read the spot node table ({exc.strerror}).") from None
+    with open_csv(path) as handle:
+        rows = list(csv.DictReader(handle))
     nodes = []
     for line, row in enumerate(rows, start=2):
         try:
@@ -122,11 +120,8 @@ def openb_jobs(
     gaps, scaled so the stream offers ``load`` of the cluster's GPUs.
     """
     path = Path(path)
-    try:
-        with path.open(newline="") as handle:
-            rows = list(csv.DictReader(handle))
-    except OSError as exc:
-        raise ProblemError(f"{path}: cannot read the pod list ({exc.strerror}).") from None
+    with open_csv(path) as handle:
+        rows = list(csv.DictReader(handle))
     pods = []
     for row in rows:
         try:

@@ -38,9 +38,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuopt.errors import ProblemError, short
-from gpuopt.preemption.greedy import Deficits, cheapest_first_prefixes, holding, stage_one
+from gpuopt.preemption.greedy import (
+    Deficits,
+    cheapest_first_prefixes,
+    decide,
+    holding,
+    stage_one,
+)
 from gpuopt.preemption.problem import PreemptionIndex, PreemptionProblem
-from gpuopt.preemption.solution import Decision, make_decision
+from gpuopt.preemption.solution import Decision
 
 #: Nodes with at most this many LP tasks are solved by enumerating all subsets; by
 #: default none (the dynamic programme is faster at every size, see above).
@@ -321,17 +327,10 @@ def solve_exact(problem: PreemptionProblem, *, enumerate_limit: int = ENUMERATE_
         raise ProblemError(f"enumerate_limit must be an integer (got {short(enumerate_limit)}).")
     index = problem.index
     node = stage_one(index)
-    if node is not None:
-        return make_decision(problem, "exact", node, stage=1, seconds=time.perf_counter() - started)
-    found = stage_two_exact(index, enumerate_limit=enumerate_limit) if index.request_hp else None
-    if found is None:
-        return make_decision(
-            problem, "exact", None, stage=None, seconds=time.perf_counter() - started
-        )
-    node, victims = found
-    return make_decision(
-        problem, "exact", node, victims, stage=2, seconds=time.perf_counter() - started
-    )
+    found = None
+    if node is None and index.request_hp:
+        found = stage_two_exact(index, enumerate_limit=enumerate_limit)
+    return decide(problem, "exact", node, found, started=started)
 
 
 __all__ = [

@@ -19,13 +19,13 @@ cover the deficits, so ``node`` is null only when none does.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpuopt.preemption.problem import Holding, PreemptionIndex, PreemptionProblem
-from gpuopt.preemption.solution import Decision, make_decision
+from gpuopt.preemption.solution import Decision, Method, make_decision
 
 
 def lex_first(keys: Sequence[np.ndarray]) -> int:
@@ -198,24 +198,34 @@ def solve_heuristic(problem: PreemptionProblem) -> Decision:
     started = time.perf_counter()
     index = problem.index
     node = stage_one(index)
+    found = stage_two_heuristic(index) if node is None and index.request_hp else None
+    return decide(problem, "heuristic", node, found, started=started)
+
+
+def decide(
+    problem: PreemptionProblem,
+    method: Method,
+    node: int | None,
+    found: tuple[int, Iterable[int]] | None,
+    *,
+    started: float,
+) -> Decision:
+    """Stage one's ``node`` (P8), else stage two's ``found`` (node, victims), else no node.
+
+    ``seconds`` counts from ``started`` (``time.perf_counter``).
+    """
+    seconds = time.perf_counter() - started
     if node is not None:
-        return make_decision(
-            problem, "heuristic", node, stage=1, seconds=time.perf_counter() - started
-        )
-    found = stage_two_heuristic(index) if index.request_hp else None
+        return make_decision(problem, method, node, stage=1, seconds=seconds)
     if found is None:
-        return make_decision(
-            problem, "heuristic", None, stage=None, seconds=time.perf_counter() - started
-        )
-    node, victims = found
-    return make_decision(
-        problem, "heuristic", node, victims, stage=2, seconds=time.perf_counter() - started
-    )
+        return make_decision(problem, method, None, stage=None, seconds=seconds)
+    return make_decision(problem, method, found[0], found[1], stage=2, seconds=seconds)
 
 
 __all__ = [
     "Deficits",
     "cheapest_first_prefixes",
+    "decide",
     "holding",
     "lex_first",
     "solve_heuristic",

@@ -79,6 +79,21 @@ class RowModel(Protocol):
     def num_cols(self) -> int: ...
 
 
+class RowCounts:
+    """``num_cols`` and ``nonzeros`` of a row model (mixed into the models' dataclasses)."""
+
+    cost: np.ndarray
+    families: list[RowFamily]
+
+    @property
+    def num_cols(self) -> int:
+        return int(self.cost.size)
+
+    @property
+    def nonzeros(self) -> int:
+        return int(sum(f.index.size for f in self.families))
+
+
 def row_family(
     label: str, rows: list[tuple[list[int], list[float]]], lower: Any, upper: Any
 ) -> RowFamily:

@@ -26,8 +26,10 @@ def test_spot_nodes(tmp_path: Path) -> None:
     table.write_text("gpu_model,gpu_capacity_num,cpu_num,node_name\nA10,x,128,0\n")
     with pytest.raises(ProblemError, match="line 2"):
         spot_nodes(table)
-    with pytest.raises(ProblemError, match="cannot read"):
+    with pytest.raises(ProblemError, match=r"missing\.csv: no such file\.$"):  # gpuopt.io.csvfile
         spot_nodes(tmp_path / "missing.csv")
+    with pytest.raises(ProblemError, match="is a folder, not a CSV file"):
+        spot_nodes(tmp_path)
 
 
 def test_openb_jobs_compress_to_the_load(tmp_path: Path) -> None:

@@ -1,0 +1,696 @@
+"""The exact defragmentation model (``models/defrag.md``): labelled row families, two solvers.
+
+Columns are ``x[t, n]`` (movable task ``t`` ends on eligible node ``n``) and
+``e[n]`` (candidate node ``n`` ends empty); each family of rows (X1 ... X5) is
+built by one private function citing its label. :func:`solve_from` hands the
+rows to HiGHS (two lexicographic phases) or to CP-SAT (every row an integer
+linear constraint, every variable hinted): one model, two solvers. The plan
+is executable and ordered: :func:`order_moves` turns the final placement into
+make-before-break moves (X6), with a buffer hop where a cycle (e.g. a swap)
+blocks every order.
+
+This module starts from a given plan; :func:`gpuopt.defrag.milp.solve_milp`
+and :func:`gpuopt.defrag.cpsat.solve_cpsat` start from the ``ipc`` plan, and
+``ipc`` improves its partitions with :func:`solve_from`, so this module sits
+below both.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+
+from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.solution import MigrationPlan, Status, make_plan
+from gpuopt.errors import ProblemError
+from gpuopt.solvers import require
+from gpuopt.solvers.cpsat import hint_all, run_cpsat
+from gpuopt.solvers.deadline import (
+    BUILD_SHARE,
+    Deadline,
+    DeadlineExceeded,
+    cpsat_seconds,
+    solver_limit,
+)
+from gpuopt.solvers.highs import (
+    Progress,
+    RowCounts,
+    RowFamily,
+    csr_family,
+    row_family,
+    solve_rows,
+)
+
+ExactSolver = Literal["milp", "cpsat"]
+
+#: Unlimited memory (a node that states none) as an integer that never binds.
+NO_LIMIT = np.int64(2**62)
+#: Most x columns an exact model may have before it is refused (memory and time
+#: grow with it; use ``ipc`` on larger snapshots, or its partitions).
+MAX_COLUMNS = 2_000_000
+#: Seconds per (movable task, node) pair of building the rows (numpy, not interruptible) on
+#: the busy 2-core machine: 0.3 us at a load average of 4, up to 2.6 us at 7.
+ROWS_SECONDS_PER_PAIR = 2.5e-6
+
+
+#: Variables created between two deadline checks.
+_CHUNK = 4096
+
+
+@dataclass
+class DefragRows(RowCounts):
+    """Columns and labelled row families of the exact model for one snapshot.
+
+    x column ``k < num_x`` is ``x[col_task[k], col_node[k]]`` (grouped by
+    task); column ``num_x + j`` is ``e[candidates[j]]``. The objective,
+    maximised, is ``weight * sum(e) - moves``: ``weight`` exceeds the largest
+    possible move count, so no number of saved moves is worth one emptied node.
+    """
+
+    problem: DefragProblem
+    col_task: np.ndarray
+    col_node: np.ndarray
+    candidates: np.ndarray
+    weight: int
+    col_lower: np.ndarray
+    col_upper: np.ndarray
+    integer: np.ndarray
+    cost: np.ndarray
+    offset: float
+    families: list[RowFamily] = field(default_factory=list)
+    movable: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    stay: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    e_col: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    max_moves: int | None = None
+    group_budget: int | None = None
+
+    @property
+    def num_x(self) -> int:
+        return int(self.col_task.size)
+
+    @classmethod
+    def build(
+        cls,
+        problem: DefragProblem,
+        *,
+        max_moves: int | None = None,
+        group_budget: int | None = None,
+    ) -> DefragRows:
+        index = problem.index
+        used = _node_use(problem)
+        occupied = index.node_task_count > 0
+        locked_on = np.zeros(index.num_nodes, dtype=bool)
+        locked_on[index.task_node[index.task_locked]] = True
+        smallest = max(1, problem.options.min_node_gpus)
+        candidates = np.flatnonzero(occupied & ~locked_on & (index.node_gpus >= smallest))
+        movable = np.flatnonzero(~index.task_locked)
+        eligible = (
+            (
+                index.selector_masks[index.task_selector[movable]]
+                & occupied[None, :]
+                & (index.node_gpus[None, :] >= index.task_gpus[movable, None])
+                & (index.node_cpus[None, :] >= index.task_cpus[movable, None])
+                & (
+                    (index.node_memory[None, :] < 0)
+                    | (index.node_memory[None, :] >= index.task_memory[movable, None])
+                )
+            )
+            if movable.size * index.num_nodes <= 50 * MAX_COLUMNS
+            else None
+        )
+        if eligible is None or int(eligible.sum()) + movable.size > MAX_COLUMNS:
+            raise ProblemError(
+                f"the exact model would need more than {MAX_COLUMNS:,} task-node columns "
+                f"({index.num_nodes} nodes, {movable.size} movable tasks); use ipc, whose "
+                "partitions can each be solved exactly (ipc exact='milp')."
+            )
+        eligible[np.arange(movable.size), index.task_node[movable]] = True
+        rows_of, col_node = np.nonzero(eligible)  # row-major: grouped by task
+        col_task = movable[rows_of]
+        num_x, num_e = col_task.size, candidates.size
+        stay = np.flatnonzero(col_node == index.task_node[col_task])
+        weight = movable.size + 1
+        cost = np.zeros(num_x + num_e)
+        cost[stay] = 1.0  # moves = |movable| - sum of stays
+        cost[num_x:] = weight
+        e_col = np.full(index.num_nodes, -1, dtype=np.int64)
+        e_col[candidates] = num_x + np.arange(num_e)
+        rows = cls(
+            problem=problem,
+            col_task=col_task,
+            col_node=col_node,
+            candidates=candidates,
+            weight=weight,
+            col_lower=np.zeros(num_x + num_e),
+            col_upper=np.ones(num_x + num_e),
+            integer=np.ones(num_x + num_e, dtype=bool),
+            cost=cost,
+            offset=-float(movable.size),
+            movable=movable,
+            stay=stay,
+            e_col=e_col,
+            max_moves=max_moves,
+            group_budget=group_budget,
+        )
+        rows.families = [
+            rows._x1_assign_once(),
+            *rows._x2_capacity(used),
+            rows._x3_empty_nodes_hold_nothing(),
+            rows._x4_anti_affinity(),
+            *rows._x5_budgets(),
+        ]
+        return rows
+
+    def _x1_assign_once(self) -> RowFamily:
+        """X1: every movable task ends on exactly one eligible node."""
+        counts = np.bincount(
+            np.searchsorted(self.movable, self.col_task), minlength=self.movable.size
+        )
+        return csr_family("x1", np.arange(self.num_x), np.ones(self.num_x), counts, 1.0, 1.0)
+
+    def _x2_capacity(self, used: dict[str, np.ndarray]) -> list[RowFamily]:
+        """X2: GPUs, CPUs and memory fit on every node; a node that ends empty holds nothing.
+
+        Per node and resource: sum of the movable tasks' use + locked use
+        <= capacity * (1 - e[n]), the aggregated form of "emptied => nothing
+        on it" (no locked task sits on a candidate node). Rows that cannot
+        bind are left out.
+        """
+        index = self.problem.index
+        families = []
+        for label, capacity, demand in (
+            ("x2_gpus", index.node_gpus, index.task_gpus),
+            ("x2_cpus", index.node_cpus, index.task_cpus),
+            ("x2_memory", index.node_memory, index.task_memory),
+        ):
+            coef = demand[self.col_task].astype(float)
+            keep = (coef > 0) & (capacity[self.col_node] >= 0)
+            cols, nodes, coef = np.flatnonzero(keep), self.col_node[keep], coef[keep]
+            load = np.bincount(nodes, weights=coef, minlength=index.num_nodes)
+            is_candidate = self.e_col >= 0
+            room = np.where(is_candidate, capacity, capacity - used[label]).astype(float)
+            binding = ((load > room) | (is_candidate & (load > 0))) & (capacity >= 0)
+            take = binding[nodes]
+            cols, nodes, coef = cols[take], nodes[take], coef[take]
+            # append the e column of each binding candidate node, with coefficient = capacity
+            e_nodes = np.flatnonzero(binding & is_candidate)
+            cols = np.concatenate([cols, self.e_col[e_nodes]])
+            coef = np.concatenate([coef, capacity[e_nodes].astype(float)])
+            nodes = np.concatenate([nodes, e_nodes])
+            order = np.argsort(nodes, kind="stable")
+            row_nodes = np.flatnonzero(binding)
+            counts = np.bincount(nodes, minlength=index.num_nodes)[row_nodes]
+            families.append(
+                csr_family(label, cols[order], coef[order], counts, -math.inf, room[row_nodes])
+            )
+        return families
+
+    def _x3_empty_nodes_hold_nothing(self) -> RowFamily:
+        """X3: a task that uses no GPU, CPU or memory cannot end on an emptied node."""
+        index = self.problem.index
+        task, node = self.col_task, self.col_node
+        weightless = (
+            (index.task_gpus[task] == 0)
+            & (index.task_cpus[task] == 0)
+            & (index.task_memory[task] == 0)
+            & (self.e_col[node] >= 0)
+        )
+        cols = np.flatnonzero(weightless)
+        pairs = np.stack([cols, self.e_col[node[cols]]], axis=1).ravel()
+        return csr_family("x3", pairs, np.ones(pairs.size), np.full(cols.size, 2), -math.inf, 1.0)
+
+    def _x4_anti_affinity(self) -> RowFamily:
+        """X4: at most one task of an anti-affinity group per node (locked members count)."""
+        index = self.problem.index
+        group = index.task_group[self.col_task]
+        cols = np.flatnonzero(group >= 0)
+        key = group[cols] * index.num_nodes + self.col_node[cols]
+        locked = np.flatnonzero(index.task_locked & (index.task_group >= 0))
+        locked_keys = set(
+            (index.task_group[locked] * index.num_nodes + index.task_node[locked]).tolist()
+        )
+        order = np.argsort(key, kind="stable")
+        cols, key = cols[order], key[order]
+        unique, counts = np.unique(key, return_counts=True)
+        room = np.array([0.0 if k in locked_keys else 1.0 for k in unique.tolist()])
+        binding = counts > room
+        take = np.repeat(binding, counts)
+        return csr_family(
+            "x4", cols[take], np.ones(int(take.sum())), counts[binding], -math.inf, room[binding]
+        )
+
+    def _x5_budgets(self) -> list[RowFamily]:
+        """X5: at most ``max_moves`` moves, and ``group_budget`` moved tasks per group.
+
+        A task moves when its stay column is 0: moves = |tasks| - sum of stays,
+        so "moves <= B" is "sum of stays >= |tasks| - B".
+        """
+        index = self.problem.index
+        families = []
+        if self.max_moves is not None:
+            lower = float(self.stay.size - self.max_moves)
+            families.append(
+                csr_family(
+                    "x5_moves",
+                    self.stay,
+                    np.ones(self.stay.size),
+                    np.array([self.stay.size]),
+                    lower,
+                    math.inf,
+                )
+            )
+        if self.group_budget is not None:
+            group = index.task_group[self.col_task[self.stay]]
+            cols = self.stay[group >= 0]
+            group = group[group >= 0]
+            order = np.argsort(group, kind="stable")
+            cols, group = cols[order], group[order]
+            _, counts = np.unique(group, return_counts=True)
+            binding = counts > self.group_budget
+            take = np.repeat(binding, counts)
+            families.append(
+                csr_family(
+                    "x5_groups",
+                    cols[take],
+                    np.ones(int(take.sum())),
+                    counts[binding],
+                    (counts[binding] - self.group_budget).astype(float),
+                    math.inf,
+                )
+            )
+        return families
+
+    def start_values(self, plan: MigrationPlan) -> np.ndarray:
+        """Column values of a plan's final placement (a MIP start / hint)."""
+        index = self.problem.index
+        final = index.task_node.copy()
+        for move in plan.moves:
+            final[index.task_pos[move.task]] = index.node_pos[move.to]
+        values = np.zeros(self.num_cols)
+        values[: self.num_x] = (final[self.col_task] == self.col_node).astype(float)
+        emptied = np.zeros(index.num_nodes, dtype=bool)
+        emptied[[index.node_pos[n] for n in plan.emptied]] = True
+        values[self.num_x :] = emptied[self.candidates].astype(float)
+        return values
+
+    def final_nodes(self, values: np.ndarray) -> np.ndarray:
+        """Each task's final node (global positions) from column values."""
+        final: np.ndarray = self.problem.index.task_node.copy()
+        chosen = np.flatnonzero(values[: self.num_x] > 0.5)
+        final[self.col_task[chosen]] = self.col_node[chosen]
+        return final
+
+    def emptied_bound(self, objective_bound: float) -> int:
+        """A proven bound on the nodes that can be emptied, from a bound on the objective.
+
+        objective = weight * emptied - moves and moves <= weight - 1, so
+        emptied <= (bound + weight - 1) / weight.
+        """
+        return math.floor((objective_bound + self.weight - 1) / self.weight + 1e-9)
+
+
+def _node_use(problem: DefragProblem) -> dict[str, np.ndarray]:
+    """What the locked tasks use on every node (the movable ones are columns)."""
+    index = problem.index
+    locked = index.task_locked
+    out = {}
+    for label, amounts in (
+        ("x2_gpus", index.task_gpus),
+        ("x2_cpus", index.task_cpus),
+        ("x2_memory", index.task_memory),
+    ):
+        use = np.zeros(index.num_nodes, dtype=np.int64)
+        np.add.at(use, index.task_node[locked], amounts[locked])
+        out[label] = use
+    return out
+
+
+def order_moves(
+    problem: DefragProblem, final: np.ndarray, deadline: Deadline | None = None
+) -> tuple[list[tuple[str, str, str]], int] | None:
+    """Make-before-break order (X6) of the moves from the snapshot to ``final`` placement.
+
+    Repeatedly makes any pending move whose target has room now (GPUs, CPUs,
+    memory, anti-affinity). When every pending move is blocked (a cycle such
+    as a swap), one blocked task first hops to a buffer node with room (an
+    extra move). Returns the moves and the number of buffer hops, or None when
+    no order is found that way. With a ``deadline``, raises
+    :class:`gpuopt.solvers.deadline.DeadlineExceeded` once it passes.
+    """
+    index = problem.index
+    where = index.task_node.copy()
+    free_gpus = index.node_gpus - np.bincount(
+        where, weights=index.task_gpus, minlength=index.num_nodes
+    ).astype(np.int64)
+    free_cpus = index.node_cpus - np.bincount(
+        where, weights=index.task_cpus, minlength=index.num_nodes
+    ).astype(np.int64)
+    used_memory = np.bincount(where, weights=index.task_memory, minlength=index.num_nodes)
+    free_memory = np.where(index.node_memory < 0, NO_LIMIT, index.node_memory - used_memory)
+    free_memory = free_memory.astype(np.int64)
+    groups: set[tuple[int, int]] = {
+        (int(index.task_group[t]), int(where[t])) for t in np.flatnonzero(index.task_group >= 0)
+    }
+    moves: list[tuple[str, str, str]] = []
+
+    def fits(task: int, node: int) -> bool:
+        group = int(index.task_group[task])
+        return bool(
+            free_gpus[node] >= index.task_gpus[task]
+            and free_cpus[node] >= index.task_cpus[task]
+            and free_memory[node] >= index.task_memory[task]
+            and index.selector_masks[index.task_selector[task], node]
+            and (group < 0 or (group, node) not in groups)
+        )
+
+    def move(task: int, node: int) -> None:
+        source = int(where[task])
+        for free, amount in (
+            (free_gpus, index.task_gpus[task]),
+            (free_cpus, index.task_cpus[task]),
+            (free_memory, index.task_memory[task]),
+        ):
+            free[node] -= amount
+            free[source] += amount
+        group = int(index.task_group[task])
+        if group >= 0:
+            groups.discard((group, source))
+            groups.add((group, node))
+        where[task] = node
+        moves.append((index.task_ids[task], index.node_ids[source], index.node_ids[node]))
+
+    pending = [int(t) for t in np.flatnonzero(final != where)]
+    hops = 0
+    while pending:
+        if deadline is not None:
+            deadline.check()
+        progressed = False
+        for task in list(pending):
+            if fits(task, int(final[task])):
+                move(task, int(final[task]))
+                pending.remove(task)
+                progressed = True
+        if progressed:
+            continue
+        if hops >= len(final):
+            return None
+        buffered = False
+        for task in pending:
+            if deadline is not None:
+                deadline.check()
+            for node in range(index.num_nodes):
+                if node != where[task] and node != final[task] and fits(task, node):
+                    move(task, node)
+                    hops += 1
+                    buffered = True
+                    break
+            if buffered:
+                break
+        if not buffered:
+            return None
+    return moves, hops
+
+
+class Solved(NamedTuple):
+    """What a solver returned: column values (None: no solution), status, emptied-node bound."""
+
+    values: np.ndarray | None
+    status: Status
+    emptied_bound: int | None
+
+
+def finish_exact(
+    problem: DefragProblem,
+    method: ExactSolver,
+    start: MigrationPlan,
+    rows: DefragRows | None,
+    solved: Solved,
+    deadline: Deadline,
+) -> MigrationPlan:
+    """The exact method's plan: ordered moves, never worse than the start, with bound and gap.
+
+    ``rows`` may be None only without values (the time ran out before the
+    model was built). Ordering the moves stops at the ``deadline`` (the start
+    is kept then, with status ``time_limit``); seconds count from its start.
+    """
+    values, status, bound = solved
+    notes: list[str] = []
+    moves: list[tuple[str, str, str]] | None = None
+    if values is not None and rows is not None:
+        try:
+            ordered = order_moves(problem, rows.final_nodes(values), deadline)
+        except DeadlineExceeded:
+            ordered, status = None, "time_limit"
+            notes.append("the time limit passed while ordering the solver's moves; kept the start")
+            values = None
+        if ordered is None:
+            if values is not None:
+                notes.append("the solver's placement has no make-before-break order; kept it")
+        else:
+            moves, hops = ordered
+            if hops:
+                notes.append(f"{hops} buffer hop(s) order a cycle of moves (make-before-break)")
+            budget = problem.options.max_moves
+            if budget is not None and len(moves) > budget:
+                notes.append("buffer hops would exceed max_moves; kept the start")
+                moves = None
+    plan = None
+    if moves is not None:
+        plan = make_plan(problem, method, moves, seconds=0.0, status=status, bound=bound)
+    if plan is None or _score(plan) < _score(start):
+        if values is not None and plan is not None:
+            notes.append(f"the {start.method} start was better than the solver's plan; kept it")
+        plan = make_plan(
+            problem,
+            method,
+            [(m.task, m.source, m.to) for m in start.moves],
+            seconds=0.0,
+            status=status if plan is not None or values is None else "feasible",
+            bound=bound,
+        )
+    return plan.model_copy(
+        update={"seconds": time.perf_counter() - deadline.started, "notes": notes}
+    )
+
+
+def _score(plan: MigrationPlan) -> tuple[int, int]:
+    return plan.metrics.emptied, -plan.metrics.moves
+
+
+def build_cpsat(rows: DefragRows, deadline: Deadline | None = None) -> tuple[Any, list[Any]]:
+    """A CP-SAT model of ``rows``: one Boolean per column, one constraint per row.
+
+    With a ``deadline``, raises :class:`gpuopt.solvers.deadline.DeadlineExceeded`
+    once it passes (checked every few thousand variables and at every row).
+    """
+    cp_model = require("ortools.sat.python.cp_model", "cpsat")
+    deadline = deadline or Deadline(None)
+    model = cp_model.CpModel()
+    index = rows.problem.index
+    variables: list[Any] = []
+    for low in range(0, rows.num_x, _CHUNK):
+        deadline.check()
+        tasks = rows.col_task[low : low + _CHUNK].tolist()
+        nodes = rows.col_node[low : low + _CHUNK].tolist()
+        variables += [
+            model.new_bool_var(f"x_{index.task_ids[t]}_{index.node_ids[n]}")
+            for t, n in zip(tasks, nodes, strict=True)
+        ]
+    deadline.check()
+    variables += [model.new_bool_var(f"e_{index.node_ids[n]}") for n in rows.candidates.tolist()]
+    weighted_sum = cp_model.LinearExpr.weighted_sum
+    for family in rows.families:
+        starts = family.start.tolist()
+        cols = family.index.tolist()
+        coefs = [int(c) for c in family.value.tolist()]
+        for row in range(family.rows):
+            deadline.check()  # a row (X2) can hold a term for every task eligible on its node
+            lo, hi = starts[row], starts[row + 1]
+            expr = weighted_sum([variables[c] for c in cols[lo:hi]], coefs[lo:hi])
+            lower, upper = float(family.lower[row]), float(family.upper[row])
+            if math.isfinite(lower) and math.isfinite(upper) and lower == upper:
+                model.add(expr == int(lower))
+                continue
+            if math.isfinite(lower):
+                model.add(expr >= math.ceil(lower))
+            if math.isfinite(upper):
+                model.add(expr <= math.floor(upper))
+    nonzero = np.flatnonzero(rows.cost)
+    model.maximize(
+        weighted_sum([variables[c] for c in nonzero.tolist()], [int(rows.cost[c]) for c in nonzero])
+        + int(rows.offset)
+    )
+    return model, variables
+
+
+#: Share of the remaining time the first phase (most nodes emptied) may use.
+PHASE_ONE_SHARE = 0.7
+#: The objectives are integers: a bound within 1 of the incumbent proves it.
+INTEGER_GAP = {"mip_abs_gap": 0.99}
+
+
+def _solve_lexicographic(
+    rows: DefragRows,
+    deadline: Deadline,
+    seed: int,
+    threads: int,
+    start_values: np.ndarray | None,
+    log: bool,
+    progress: Progress | None,
+) -> Solved:
+    """Phase 1: most nodes emptied (its bound is the plan's bound); phase 2: fewest moves.
+
+    The objective ``weight * emptied - moves`` is solved in its two
+    lexicographic parts because HiGHS proves the emptied count far sooner
+    alone (``docs/benchmarks.md``). Phase 2 keeps phase 1's count as a row
+    (X0) and starts from its solution; it gets what phase 1 left before the
+    ``deadline`` and is skipped (phase 1's plan, status ``time_limit``) when
+    that is too little for HiGHS.
+    """
+    num_x = rows.num_x
+    weighted, offset = rows.cost.copy(), rows.offset
+    rows.cost = np.zeros(rows.num_cols)
+    rows.cost[num_x:] = 1.0
+    rows.offset = 0.0
+    first = deadline.share(PHASE_ONE_SHARE)
+    values, status, bound = solve_rows(
+        rows, first, seed, threads, start_values, log, progress, INTEGER_GAP
+    )
+    emptied_bound = None if bound is None else math.floor(bound + 1e-6)
+    if values is None:
+        rows.cost, rows.offset = weighted, offset
+        return Solved(None, _plan_status(status), emptied_bound)
+    emptied = round(float(values[num_x:].sum()))
+    keep = [(list(range(num_x, rows.num_cols)), [1.0] * int(rows.candidates.size))]
+    rows.families.append(row_family("x0", keep, float(emptied), math.inf))
+    rows.cost = weighted.copy()
+    rows.cost[num_x:] = 0.0
+    rows.offset = offset
+    second, second_status, _ = solve_rows(
+        rows, deadline.remaining(), seed, threads, values, log, progress, INTEGER_GAP
+    )
+    rows.families.pop()
+    rows.cost = weighted
+    if second is not None and round(float(second[num_x:].sum())) >= emptied:
+        values = second
+    proven = emptied_bound is not None and emptied_bound <= emptied
+    final: Status = "optimal" if proven and second_status == "optimal" else "time_limit"
+    return Solved(values, final, emptied_bound)
+
+
+def _plan_status(status: str) -> Status:
+    return status if status in ("optimal", "feasible", "time_limit", "infeasible") else "feasible"  # type: ignore[return-value]
+
+
+def budgeted(
+    problem: DefragProblem, max_moves: int | None, group_budget: int | None
+) -> DefragProblem:
+    """The snapshot with the budgets given (None keeps the snapshot's options).
+
+    Refuses a snapshot whose model would be too large before anything runs on
+    it (:meth:`DefragRows.build` counts the eligible pairs exactly).
+    """
+    index = problem.index
+    movable = int(np.count_nonzero(~index.task_locked))
+    if movable * int(np.count_nonzero(index.node_task_count)) > 50 * MAX_COLUMNS:
+        raise ProblemError(
+            f"the exact model would need more than {MAX_COLUMNS:,} task-node columns "
+            f"({index.num_nodes} nodes, {movable} movable tasks); use ipc, whose "
+            "partitions can each be solved exactly (ipc exact='milp')."
+        )
+    options = problem.options
+    max_moves = options.max_moves if max_moves is None else max_moves
+    group_budget = options.group_budget if group_budget is None else group_budget
+    if (max_moves, group_budget) != (options.max_moves, options.group_budget):
+        budgets = {"max_moves": max_moves, "group_budget": group_budget}
+        problem = problem.model_copy(update={"options": options.model_copy(update=budgets)})
+    return problem
+
+
+def solve_from(
+    problem: DefragProblem,
+    start: MigrationPlan,
+    *,
+    solver: ExactSolver,
+    deadline: Deadline,
+    seed: int = 0,
+    threads: int = 1,
+    hinted: bool = True,
+    log: bool = False,
+    progress: Progress | None = None,
+) -> MigrationPlan:
+    """Solve the exact model of ``problem`` (budgets in its options) from the ``start`` plan.
+
+    The rows are not built when the ``deadline`` leaves no time for them;
+    ``hinted`` starts the solver from ``start`` (a MIP start, or a hint on
+    every variable); ``progress`` is for HiGHS only. The plan is never worse
+    than ``start``, which comes back with status ``time_limit`` when the time
+    runs out first.
+    """
+    rows = None
+    pairs = int(np.count_nonzero(~problem.index.task_locked)) * problem.index.num_nodes
+    if deadline.affords(ROWS_SECONDS_PER_PAIR * pairs):
+        options = problem.options
+        rows = DefragRows.build(
+            problem, max_moves=options.max_moves, group_budget=options.group_budget
+        )
+    if solver == "cpsat":
+        solved = _solve_cpsat(rows, start, deadline, seed, threads, hinted, log)
+    elif rows is None or deadline.expired():
+        solved = Solved(None, "time_limit", None)
+    else:
+        start_values = rows.start_values(start) if hinted else None
+        solved = _solve_lexicographic(rows, deadline, seed, threads, start_values, log, progress)
+    return finish_exact(problem, solver, start, rows, solved, deadline)
+
+
+def _solve_cpsat(
+    rows: DefragRows | None,
+    start: MigrationPlan,
+    deadline: Deadline,
+    seed: int,
+    threads: int,
+    hinted: bool,
+    log: bool,
+) -> Solved:
+    """CP-SAT on ``rows`` (None: no time to build them)."""
+    cp_model = require("ortools.sat.python.cp_model", "cpsat")
+    try:
+        if rows is None:
+            raise DeadlineExceeded
+        nonzeros = rows.nonzeros
+        deadline.require(cpsat_seconds(nonzeros, rows.num_cols))
+        model, variables = build_cpsat(rows, deadline.part(BUILD_SHARE))  # time to free it
+        if hinted:
+            deadline.check()
+            hint_all(
+                model,
+                [v.index for v in variables],
+                rows.start_values(start).astype(np.int64).tolist(),
+            )
+        solver_limit(deadline, "cpsat", nonzeros, len(variables))
+    except DeadlineExceeded:
+        return Solved(None, "time_limit", None)  # the start comes back with status time_limit
+    outcome = run_cpsat(cp_model, model, deadline, seed=seed, threads=threads, log=log)
+    # never infeasible for a valid snapshot: staying put is legal
+    if outcome.values is None or outcome.bound is None:
+        return Solved(None, outcome.status, None)
+    values = outcome.values[[v.index for v in variables]].astype(float)
+    return Solved(values, outcome.status, rows.emptied_bound(outcome.bound))
+
+
+__all__ = [
+    "MAX_COLUMNS",
+    "NO_LIMIT",
+    "DefragRows",
+    "ExactSolver",
+    "budgeted",
+    "build_cpsat",
+    "finish_exact",
+    "order_moves",
+    "solve_from",
+]
