@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from numbers import Integral, Real
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -43,6 +44,41 @@ def short(value: Any, limit: int = 60) -> str:
     """
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_arguments(
+    arguments: dict[str, Any],
+    *,
+    whole: dict[str, tuple[int, int]] | None = None,
+    numbers: dict[str, tuple[float, float]] | None = None,
+    optional: tuple[str, ...] = (),
+) -> None:
+    """One-sentence ``ProblemError`` for the first argument out of its range (before any work).
+
+    ``whole`` maps a name to its integer range and ``numbers`` to its real
+    range (both inclusive); names in ``optional`` may be None. Booleans are
+    never numbers here. Every seeded generator checks its arguments with it.
+
+    >>> check_arguments({"nodes": 0}, whole={"nodes": (1, 10)})
+    Traceback (most recent call last):
+    ...
+    gpuopt.errors.ProblemError: nodes must be an integer from 1 to 10 (got 0).
+    >>> check_arguments({"fill": 0.5, "groups": None}, numbers={"fill": (0.0, 1.0)},
+    ...                 whole={"groups": (1, 10)}, optional=("groups",))
+    """
+    ranges: list[tuple[str, float, float, bool]]
+    ranges = [(name, *bounds, True) for name, bounds in (whole or {}).items()]
+    ranges += [(name, *bounds, False) for name, bounds in (numbers or {}).items()]
+    for name, low, high, integral in ranges:
+        value = arguments[name]
+        if value is None and name in optional:
+            continue
+        kind = Integral if integral else Real
+        if isinstance(value, kind) and not isinstance(value, bool) and low <= float(value) <= high:
+            continue
+        what = f"an integer from {low:,}" if integral else f"a number from {low:g}"
+        top = f"{high:,}" if integral else f"{high:g}"
+        raise ProblemError(f"{name} must be {what} to {top} (got {short(value)}).")
 
 
 def problem_error_from(exc: ValidationError, *, source: str | None = None) -> ProblemError:

@@ -20,7 +20,7 @@ from gpuopt.allocation.problem import (
     MAX_TASKS,
     AllocationProblem,
 )
-from gpuopt.errors import ProblemError, short
+from gpuopt.errors import ProblemError, check_arguments
 
 
 def diurnal_curve(
@@ -201,25 +201,16 @@ def _check_arguments(**arguments: Any) -> None:
         "history_days": (0, MAX_STEPS // (24 * 60)),
         "step_minutes": (1, 7 * 24 * 60),
     }
-    for name, (low, high) in whole.items():
-        value = arguments[name]
-        if value is None and name in ("realtime", "gpus_per_node", "max_swap"):
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ProblemError(
-                f"{name} must be an integer from {low} to {high:,} (got {short(value)})."
-            )
-    shares = {"load": (0.0, 1e6), "running_fraction": (0.0, 1.0), "deadline_fraction": (0.0, 1.0)}
-    for name, (smallest, largest) in shares.items():
-        share = arguments[name]
-        if (
-            isinstance(share, bool)
-            or not isinstance(share, (int, float))
-            or not smallest <= share <= largest
-        ):
-            raise ProblemError(
-                f"{name} must be a number from {smallest:g} to {largest:g} (got {short(share)})."
-            )
+    check_arguments(
+        arguments,
+        whole=whole,
+        numbers={
+            "load": (0.0, 1e6),
+            "running_fraction": (0.0, 1.0),
+            "deadline_fraction": (0.0, 1.0),
+        },
+        optional=("realtime", "gpus_per_node", "max_swap"),
+    )
     cells = arguments["gpus"] * arguments["horizon"]
     if cells > MAX_CELLS:
         raise ProblemError(

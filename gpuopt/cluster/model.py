@@ -546,8 +546,23 @@ class Cluster(IndexedModel, _Extended):
         return ClusterIndex.build(self)
 
 
+class NodesAndTasks:
+    """Counts of an index view that lists ``node_ids`` and ``task_ids`` by position."""
+
+    node_ids: list[str]
+    task_ids: list[str]
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_ids)
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.task_ids)
+
+
 @dataclass(frozen=True)
-class ClusterIndex:
+class ClusterIndex(NodesAndTasks):
     """Numpy view of a snapshot: nodes and tasks by position, resources as integers.
 
     ``node_memory`` is -1 where a node states no memory (memory is then not
@@ -573,14 +588,6 @@ class ClusterIndex:
     group_ids: list[str]
     task_selector: np.ndarray
     selector_masks: np.ndarray
-
-    @property
-    def num_nodes(self) -> int:
-        return len(self.node_ids)
-
-    @property
-    def num_tasks(self) -> int:
-        return len(self.task_ids)
 
     @cached_property
     def node_used_gpus(self) -> np.ndarray:

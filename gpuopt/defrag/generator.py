@@ -14,7 +14,8 @@ from __future__ import annotations
 import random
 from typing import Any, NamedTuple
 
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import MAX_NODE_GPUS, MAX_NODES, DefragProblem
+from gpuopt.errors import check_arguments
 
 SIZES = (1, 2, 4, 8)
 SIZE_WEIGHTS = (0.35, 0.3, 0.2, 0.15)
@@ -60,8 +61,30 @@ def random_snapshot(
     >>> len(snapshot.nodes), snapshot.index.node_used_gpus.sum() > 0
     (10, np.True_)
     """
-    if not 0 <= fill <= 1:
-        raise ValueError(f"fill must be in [0, 1], got {fill}")
+    check_arguments(
+        locals(),
+        whole={
+            "nodes": (1, MAX_NODES),
+            "gpus_per_node": (0, MAX_NODE_GPUS),
+            "cpus_per_node": (0, 10**9),
+            "memory_per_node": (0, 10**12),
+            "groups": (1, MAX_NODES),
+            "asw_size": (1, MAX_NODES),
+        },
+        numbers={
+            name: (0.0, 1.0)
+            for name in (
+                "fill",
+                "locked_fraction",
+                "hp_fraction",
+                "selector_fraction",
+                "group_fraction",
+                "cpu_only_fraction",
+                "idle_fraction",
+            )
+        },
+        optional=("memory_per_node", "groups"),
+    )
     rng = random.Random(seed)
     num_groups = groups if groups is not None else max(2, nodes // 10)
     node_rows: list[dict[str, Any]] = []

@@ -14,7 +14,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from gpuopt.placement.problem import TopologyProblem
+from gpuopt.errors import check_arguments
+from gpuopt.placement.problem import MAX_ITEMS, TopologyProblem
 
 JOB_SIZES = (1, 2, 4, 8, 8, 16, 16, 32, 64)
 POOL_SIZES = (0, 4, 8, 12, 16, 24, 32, 48, 64)
@@ -62,8 +63,30 @@ def random_topology(
     >>> len(state.switches), len(state.jobs) > 0
     (4, True)
     """
-    if not 0 <= node_fraction <= 1:
-        raise ValueError(f"node_fraction must be in [0, 1], got {node_fraction}")
+    check_arguments(
+        locals(),
+        whole={
+            "switches": (1, MAX_ITEMS),
+            "jobs": (0, MAX_ITEMS),
+            "max_nodes": (1, MAX_ITEMS),
+            "gpus_per_node": (1, 1024),
+            "cpus_per_node": (0, 10**9),
+        },
+        numbers={
+            "load": (0.0, 1e6),
+            **{
+                name: (0.0, 1.0)
+                for name in (
+                    "node_fraction",
+                    "free_node_fraction",
+                    "one_switch_fraction",
+                    "whole_nodes_fraction",
+                    "cpu_fraction",
+                )
+            },
+        },
+        optional=("jobs", "cpus_per_node"),
+    )
     rng = random.Random(seed)
     rows: list[dict[str, Any]] = []
     for number in range(switches):

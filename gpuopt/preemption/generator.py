@@ -16,7 +16,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from gpuopt.preemption.problem import PreemptionProblem, Priority
+from gpuopt.cluster.model import MAX_NODE_GPUS
+from gpuopt.errors import check_arguments
+from gpuopt.preemption.problem import MAX_NODES, PreemptionProblem, Priority
 
 SIZES = (1, 2, 4, 8)
 SIZE_WEIGHTS = (0.5, 0.3, 0.15, 0.05)
@@ -70,11 +72,23 @@ def random_state(
     >>> len(state.nodes), state.request.gpus > int(state.index.node_free_gpus.max())
     (10, True)
     """
+    check_arguments(
+        locals(),
+        whole={
+            "nodes": (1, MAX_NODES),
+            "gpus_per_node": (1, MAX_NODE_GPUS),
+            "cpus_per_node": (0, 10**6),
+            "max_age": (0, 10**12),
+            "now": (0, 10**12),
+            "checkpoint_period": (1, 10**12),
+            "request_gpus": (0, MAX_NODE_GPUS),
+        },
+        numbers={"occupancy": (0.0, 1.0), "hp_fraction": (0.0, 1.0), "request_cpus": (0.0, 1e6)},
+        optional=("occupancy", "hp_fraction", "checkpoint_period", "request_gpus", "request_cpus"),
+    )
     rng = random.Random(seed)
     fill = rng.uniform(0.6, 0.9) if occupancy is None else occupancy
     hp_share = rng.uniform(0.3, 0.5) if hp_fraction is None else hp_fraction
-    if not 0 <= fill <= 1 or not 0 <= hp_share <= 1:
-        raise ValueError(f"occupancy and hp_fraction must be in [0, 1], got {fill}, {hp_share}")
     concentration = 4.0
     alpha, beta = max(0.05, fill * concentration), max(0.05, (1 - fill) * concentration)
     node_rows: list[dict[str, Any]] = []

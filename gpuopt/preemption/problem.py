@@ -29,6 +29,7 @@ from gpuopt.cluster.model import (
     MAX_NODE_GPUS,
     SCALE,
     Cluster,
+    NodesAndTasks,
     PriorityClass,
     check_node_use,
     check_unique,
@@ -291,7 +292,7 @@ class LPSegments:
 
 
 @dataclass(frozen=True)
-class PreemptionIndex:
+class PreemptionIndex(NodesAndTasks):
     """Numpy view of a state: nodes and tasks by position, CPUs and times as integers.
 
     CPUs are milli-CPUs; ``task_age`` is ``now - last_checkpoint`` and
@@ -320,14 +321,6 @@ class PreemptionIndex:
     request_cpus: int
     request_hp: bool
     _lp_segments: dict[str, LPSegments] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def num_nodes(self) -> int:
-        return len(self.node_ids)
-
-    @property
-    def num_tasks(self) -> int:
-        return len(self.task_ids)
 
     def _per_node(self, values: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         nodes = self.task_node if mask is None else self.task_node[mask]
