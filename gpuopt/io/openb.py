@@ -426,7 +426,7 @@ class _Cluster:
         self.free_memory[node] -= sign * pod.memory_mib
 
 
-def _task(pod: _Pod, node_id: str, locked_qos: frozenset[str]) -> dict[str, Any]:
+def _task(pod: _Pod, node_id: str, locked_qos: frozenset[str], timed: bool) -> dict[str, Any]:
     task: dict[str, Any] = {
         "id": pod.name,
         "node": node_id,
@@ -440,6 +440,8 @@ def _task(pod: _Pod, node_id: str, locked_qos: frozenset[str]) -> dict[str, Any]
         task["gpu_milli"] = pod.gpu_milli
     if pod.spec:
         task["node_selector"] = {MODEL_LABEL: pod.spec[0] if len(pod.spec) == 1 else list(pod.spec)}
+    if timed and pod.created >= 0:
+        task["start_time"] = pod.created
     return task
 
 
@@ -557,11 +559,16 @@ def read_openb(
         leave(at)
         snapshot_time = float(at)
 
-    tasks = [_task(pods[k], nodes[node]["id"], locked_qos) for k, node in placed_at.items()]
+    # the snapshot's clock and the tasks' start times, when the trace has (non-negative) times
+    timed = has_times and snapshot_time is not None and snapshot_time >= 0
+    tasks = [_task(pods[k], nodes[node]["id"], locked_qos, timed) for k, node in placed_at.items()]
     snapshot_name = name if name is not None else f"openb-{Path(pods_csv).stem}"
+    snapshot: dict[str, Any] = {"name": snapshot_name, "nodes": nodes, "tasks": tasks}
+    if timed:
+        snapshot["now"] = snapshot_time
     problem = validate_object(
         DefragProblem,
-        {"name": snapshot_name, "nodes": nodes, "tasks": tasks},
+        snapshot,
         what="a snapshot",
         source=str(pods_csv),
     )

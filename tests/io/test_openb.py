@@ -354,3 +354,18 @@ def test_crlf_and_bom_and_blank_lines(tmp_path: Path) -> None:
     pods_csv = write(tmp_path / "pods.csv", POD_HEADER, [pod("p"), ""])
     problem, _ = read_openb(nodes_csv, pods_csv)
     assert where(problem) == {"p": "n8"}
+
+
+def test_times_become_the_clock_and_start_times(tmp_path: Path) -> None:
+    """A timed trace gives the snapshot a clock and each task its start, for preemption."""
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    problem, report = replay(tmp_path, TIMED_PODS, at=20)
+    assert problem.now == report.time == 20
+    starts = {task.id: task.start_time for task in problem.tasks}
+    assert all(start is not None and start <= 20 for start in starts.values())
+    preemption = PreemptionProblem.from_cluster(problem, "1G")
+    assert preemption.now == 20
+    assert [t.last_checkpoint for t in preemption.tasks] == [starts[t.id] for t in preemption.tasks]
+    untimed, _ = replay(tmp_path, TIMED_PODS, at=-1)
+    assert untimed.now is None
