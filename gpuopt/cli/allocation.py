@@ -11,6 +11,7 @@ from typing import Any
 from gpuopt.cli.common import (
     EXIT_OK,
     add_json,
+    add_method,
     add_out,
     add_quiet,
     add_seed,
@@ -21,7 +22,6 @@ from gpuopt.cli.common import (
     positive_number,
     print_plan_report,
     solve_command,
-    solving_parser,
     worker_count,
     write_text,
 )
@@ -241,15 +241,15 @@ def add_commands(commands: Any) -> None:
     """Add ``allocate``, ``bench`` and ``generate`` to the ``gpuopt`` parser."""
     from gpuopt.allocation.problem import MAX_GPUS, MAX_HORIZON, MAX_TASKS, AllocationProblem
 
-    allocate = solving_parser(
-        commands,
-        "allocate",
-        help="plan a scenario (which task, which GPU, which step)",
-        input="scenario",
-        input_help="scenario JSON file",
-        problem=AllocationProblem,
+    allocate = commands.add_parser(
+        "allocate", help="plan a scenario (which task, which GPU, which step)"
+    )
+    allocate.add_argument("scenario", help="scenario JSON file")
+    add_method(
+        allocate,
+        AllocationProblem,
         default="greedy",
-        methods="greedy (default, milliseconds), fifo (the baseline), or the exact cpsat and "
+        help="greedy (default, milliseconds), fifo (the baseline), or the exact cpsat and "
         "milp (they start from the greedy and report a bound)",
     )
     add_out(allocate, "write the result JSON here")

@@ -98,24 +98,6 @@ def add_method(
     parser.add_argument("--method", default=default, choices=choices, help=help)
 
 
-def solving_parser(
-    commands: Any,
-    name: str,
-    *,
-    help: str,
-    input: str,
-    input_help: str,
-    problem: type | tuple[type, ...],
-    default: str | None,
-    methods: str,
-) -> argparse.ArgumentParser:
-    """A command that solves its input: the sub-parser, its input argument and ``--method``."""
-    parser: argparse.ArgumentParser = commands.add_parser(name, help=help)
-    parser.add_argument(input, help=input_help)
-    add_method(parser, problem, default=default, help=methods)
-    return parser
-
-
 def add_out(
     parser: argparse.ArgumentParser,
     help: str,
@@ -341,7 +323,6 @@ __all__ = [
     "print_violations",
     "seed_number",
     "solve_command",
-    "solving_parser",
     "worker_count",
     "write_text",
 ]

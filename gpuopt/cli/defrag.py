@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuopt.cli.common import (
     EXIT_OK,
+    add_method,
     add_out,
     add_quiet,
     add_seed,
@@ -21,7 +22,6 @@ from gpuopt.cli.common import (
     number_type,
     positive_int,
     solve_command,
-    solving_parser,
     worker_count,
     write_text,
 )
@@ -236,15 +236,15 @@ def add_commands(commands: Any) -> None:
     """Add ``defrag``, ``diagnose`` and ``snapshot`` to the ``gpuopt`` parser."""
     from gpuopt.defrag.problem import MAX_NODE_GPUS, MAX_NODES, MAX_TASKS, DefragProblem
 
-    defrag = solving_parser(
-        commands,
-        "defrag",
-        help="plan migrations so that whole nodes come free (snapshot -> plan)",
-        input="snapshot",
-        input_help="snapshot JSON file (nodes and the tasks on them)",
-        problem=DefragProblem,
+    defrag = commands.add_parser(
+        "defrag", help="plan migrations so that whole nodes come free (snapshot -> plan)"
+    )
+    defrag.add_argument("snapshot", help="snapshot JSON file (nodes and the tasks on them)")
+    add_method(
+        defrag,
+        DefragProblem,
         default="ipc",
-        methods="ipc (default: partitions, eviction chains, rounds), onehop (the baseline), or the "
+        help="ipc (default: partitions, eviction chains, rounds), onehop (the baseline), or the "
         "exact milp (HiGHS) and cpsat (they start from ipc and report a bound)",
     )
     add_out(defrag, "write the plan JSON here")

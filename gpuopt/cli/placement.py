@@ -13,11 +13,11 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from gpuopt.cli.common import (
+    add_method,
     add_out,
     add_quiet,
     add_time_limit,
     solve_command,
-    solving_parser,
 )
 from gpuopt.cluster.model import Priority
 from gpuopt.errors import ProblemError
@@ -203,15 +203,17 @@ def add_commands(commands: Any) -> None:
     from gpuopt.placement.problem import TopologyProblem
     from gpuopt.preemption import PreemptionProblem
 
-    place = solving_parser(
-        commands,
-        "place",
-        help="where one job goes: a node and its GPUs, or switches (--level)",
-        input="cluster",
-        input_help="cluster snapshot JSON (or a switch-level state file with its jobs)",
-        problem=(NodePlacementProblem, TopologyProblem),
+    place = commands.add_parser(
+        "place", help="where one job goes: a node and its GPUs, or switches (--level)"
+    )
+    place.add_argument(
+        "cluster", help="cluster snapshot JSON (or a switch-level state file with its jobs)"
+    )
+    add_method(
+        place,
+        (NodePlacementProblem, TopologyProblem),
         default=None,
-        methods="node level: binpack (default: fullest node first, whole nodes kept) or spread; "
+        help="node level: binpack (default: fullest node first, whole nodes kept) or spread; "
         "switch level: greedy (default: minimum entropy) or the exact milp",
     )
     add_request(place)
@@ -237,30 +239,33 @@ def add_commands(commands: Any) -> None:
     add_quiet(place)
     place.set_defaults(run=run_place)
 
-    topology = solving_parser(
-        commands,
+    topology = commands.add_parser(
         "topology",
         help="place the jobs of a switch-level state file (same as place --level switch)",
-        input="state",
-        input_help="state JSON: switches (free GPUs or nodes) and jobs",
-        problem=TopologyProblem,
+    )
+    topology.add_argument("state", help="state JSON: switches (free GPUs or nodes) and jobs")
+    add_method(
+        topology,
+        TopologyProblem,
         default="greedy",
-        methods="greedy (default: minimum entropy, largest job first) or the exact milp",
+        help="greedy (default: minimum entropy, largest job first) or the exact milp",
     )
     add_out(topology, "write the placements JSON here")
     add_time_limit(topology, "seconds the milp may spend (default 10)")
     add_quiet(topology)
     topology.set_defaults(run=run_topology)
 
-    preempt = solving_parser(
-        commands,
-        "preempt",
-        help="place one request, stopping the cheapest LP tasks if it must (HP only)",
-        input="state",
-        input_help="cluster snapshot JSON (or a preemption state file with its request)",
-        problem=PreemptionProblem,
+    preempt = commands.add_parser(
+        "preempt", help="place one request, stopping the cheapest LP tasks if it must (HP only)"
+    )
+    preempt.add_argument(
+        "state", help="cluster snapshot JSON (or a preemption state file with its request)"
+    )
+    add_method(
+        preempt,
+        PreemptionProblem,
         default="heuristic",
-        methods="heuristic (default: the cheapest cheapest-first prefix) or exact "
+        help="heuristic (default: the cheapest cheapest-first prefix) or exact "
         "(a minimum-cost set of victims)",
     )
     add_request(preempt)

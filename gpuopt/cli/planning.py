@@ -7,6 +7,7 @@ from typing import Any
 
 from gpuopt.cli.common import (
     EXIT_OK,
+    add_method,
     add_out,
     add_quiet,
     add_seed,
@@ -16,7 +17,6 @@ from gpuopt.cli.common import (
     number_type,
     positive_int,
     print_plan_report,
-    solving_parser,
     write_text,
 )
 
@@ -74,15 +74,15 @@ def add_commands(commands: Any) -> None:
     from gpuopt.allocation.problem import AllocationProblem
     from gpuopt.planning.rolling import DEFAULT_LOOKAHEAD
 
-    rolling = solving_parser(
-        commands,
-        "rolling",
-        help="execute a scenario step by step, re-planning with forecasts",
-        input="scenario",
-        input_help="scenario JSON file",
-        problem=AllocationProblem,
+    rolling = commands.add_parser(
+        "rolling", help="execute a scenario step by step, re-planning with forecasts"
+    )
+    rolling.add_argument("scenario", help="scenario JSON file")
+    add_method(
+        rolling,
+        AllocationProblem,
         default="greedy",
-        methods="the allocation method of every re-plan (default greedy)",
+        help="the allocation method of every re-plan (default greedy)",
     )
     rolling.add_argument(
         "--forecast",

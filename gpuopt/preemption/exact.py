@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -102,24 +103,30 @@ def cheapest_cover(
     >>> cheapest_cover([1, 4], [0, 0], [100, 400], need_gpus=4, need_cpus=0)
     Cover(cost=400, count=1, gpus=4, cpus=0, chosen=(1,))
     """
+    question = CoverQuestion(gpus, cpus, costs, need_gpus, need_cpus, bound)
     if len(gpus) <= min(enumerate_limit, MAX_ENUMERATE):
-        return _enumerate(gpus, cpus, costs, need_gpus, need_cpus, bound)
-    return _dynamic_programme(gpus, cpus, costs, need_gpus, need_cpus, bound)
+        return _enumerate(question)
+    return _dynamic_programme(question)
 
 
-def _enumerate(
-    gpus: list[int],
-    cpus: list[int],
-    costs: list[int],
-    need_gpus: int,
-    need_cpus: int,
-    bound: int | None,
-) -> Cover | None:
+class CoverQuestion(NamedTuple):
+    """What :func:`cheapest_cover` solves: the items and the needs they must cover."""
+
+    gpus: list[int]
+    cpus: list[int]
+    costs: list[int]
+    need_gpus: int
+    need_cpus: int
+    bound: int | None
+
+
+def _enumerate(question: CoverQuestion) -> Cover | None:
     """All 2^k subsets at once: column ``mask`` holds item ``i`` when bit ``k - 1 - i`` is set.
 
     With that bit order, among sets of equal size the one whose items come
     first has the larger mask, so the last column of a tie wins.
     """
+    gpus, cpus, costs, need_gpus, need_cpus, bound = question
     count = len(gpus)
     sums = np.zeros((4, 1), dtype=np.int64)  # rows: cost, items, GPUs, CPUs
     for item in reversed(range(count)):  # item k - 1 becomes bit 0
@@ -141,14 +148,7 @@ def _enumerate(
     return Cover(cost, items, freed_gpus, freed_cpus, chosen)
 
 
-def _dynamic_programme(
-    gpus: list[int],
-    cpus: list[int],
-    costs: list[int],
-    need_gpus: int,
-    need_cpus: int,
-    bound: int | None,
-) -> Cover | None:
+def _dynamic_programme(question: CoverQuestion) -> Cover | None:
     """Exact DP over covered (GPUs, CPUs), each capped at its need.
 
     Two partial sets that cover the same capped amounts can be completed by
@@ -159,6 +159,7 @@ def _dynamic_programme(
     There are at most ``(need_gpus + 1) * (need_cpus + 1)`` cells, and in
     practice far fewer (only reachable sums).
     """
+    gpus, cpus, costs, need_gpus, need_cpus, bound = question
     count = len(gpus)
     # cell -> (cost, items, GPUs, CPUs, -mask)
     cells: dict[tuple[int, int], tuple[int, int, int, int, int]] = {(0, 0): (0, 0, 0, 0, 0)}

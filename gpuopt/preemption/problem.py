@@ -389,12 +389,16 @@ class PreemptionIndex(NodesAndTasks):
             segments = self._lp_segments[holding] = LPSegments.build(self, order[keep])
         return segments
 
+    def _lp_sorted_by(self, key: np.ndarray) -> LPSegments:
+        """LP tasks per node in increasing ``key`` (ties: task order)."""
+        lp = np.flatnonzero(~self.task_hp)
+        order = np.lexsort((lp, key[lp], self.task_node[lp]))
+        return LPSegments.build(self, lp[order])
+
     @cached_property
     def lp_by_age(self) -> LPSegments:
         """LP tasks per node by age (cost per GPU), for the exact method's lower bound (P10)."""
-        lp = np.flatnonzero(~self.task_hp)
-        order = np.lexsort((lp, self.task_age[lp], self.task_node[lp]))
-        return LPSegments.build(self, lp[order])
+        return self._lp_sorted_by(self.task_age)
 
     @cached_property
     def task_cpu_price(self) -> np.ndarray:
@@ -406,9 +410,7 @@ class PreemptionIndex(NodesAndTasks):
     @cached_property
     def lp_by_cpu_price(self) -> LPSegments:
         """LP tasks per node by cost per CPU, for the exact method's lower bound (P10)."""
-        lp = np.flatnonzero(~self.task_hp)
-        order = np.lexsort((lp, self.task_cpu_price[lp], self.task_node[lp]))
-        return LPSegments.build(self, lp[order])
+        return self._lp_sorted_by(self.task_cpu_price)
 
     @classmethod
     def build(cls, problem: PreemptionProblem) -> PreemptionIndex:
