@@ -47,6 +47,18 @@ PLAN_SECONDS_PER_MOVE = 80e-6
 ROUND_MOVES_SHARE = 1 / 3
 
 
+#: The index's per-task arrays a shard carries, restricted to its tasks.
+SHARD_TASK_ARRAYS = (
+    "task_gpus",
+    "task_cpus",
+    "task_memory",
+    "task_locked",
+    "task_hp",
+    "task_group",
+    "task_selector",
+)
+
+
 class ClusterState:
     """Where every task is now and what every node has free (global positions)."""
 
@@ -110,13 +122,7 @@ class ClusterState:
             selector_masks=index.selector_masks[:, nodes],
             task_pos=tasks,
             task_node=task_node,
-            task_gpus=index.task_gpus[tasks],
-            task_cpus=index.task_cpus[tasks],
-            task_memory=index.task_memory[tasks],
-            task_locked=index.task_locked[tasks],
-            task_hp=index.task_hp[tasks],
-            task_group=index.task_group[tasks],
-            task_selector=index.task_selector[tasks],
+            **{name: getattr(index, name)[tasks] for name in SHARD_TASK_ARRAYS},
             orders=orders,
             depth=depth,
             max_moves=max_moves,

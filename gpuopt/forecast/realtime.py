@@ -883,25 +883,3 @@ def realtime_task(
 def model_names() -> list[str]:
     """The names of :data:`MODELS`, default first."""
     return list(MODELS)
-
-
-__all__ = [
-    "CALIBRATION_MIN_HISTORY",
-    "DEFAULT_MODEL",
-    "HOURS_PER_DAY",
-    "HOURS_PER_WEEK",
-    "MAX_HORIZON",
-    "MODELS",
-    "MODEL_SUMMARIES",
-    "UNCALIBRATED_MULTIPLIER",
-    "Interval",
-    "ModelName",
-    "calibration_ratios",
-    "conformal_multiplier",
-    "fill_missing",
-    "forecast_hourly",
-    "forecast_interval",
-    "gpus_for",
-    "model_names",
-    "realtime_task",
-]
