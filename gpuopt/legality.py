@@ -1,7 +1,8 @@
 """Legality at scale: every method on seeded random instances of varied size and shape.
 
 Each *case* is one method of one problem (``"allocation/greedy"``,
-``"defrag/ipc"``, ... and ``"rolling/greedy"``, the rolling-horizon replay
+``"defrag/ipc"``, ``"node/binpack"`` (node-level placement on a cluster
+snapshot's view), ... and ``"rolling/greedy"``, the rolling-horizon replay
 of :mod:`gpuopt.planning.rolling`). Instance ``k`` of a case is drawn from a
 random generator seeded with ``"<case>:<k>"`` (string seeds hash with
 SHA-512, so the instance is the same in every process whatever
@@ -383,11 +384,54 @@ def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
     return build
 
 
+def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
+    def build(rng: random.Random, number: int) -> Instance:
+        from gpuopt.cluster.model import Cluster
+        from gpuopt.cluster.request import Request
+        from gpuopt.defrag.generator import random_snapshot
+        from gpuopt.placement.nodes import NodePlacementProblem
+
+        size = _pick_size(rng, False)
+        nodes = rng.randint(*{"tiny": (1, 5), "small": (6, 40), "medium": (41, 300)}[size])
+        gpus_per_node = rng.choice((1, 2, 4, 8, 8, 16))
+        snapshot = random_snapshot(
+            rng.randrange(2**31),
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            cpus_per_node=rng.choice((16, 64, 128)),
+            memory_per_node=rng.choice((None, 512, 2048)),
+            fill=rng.uniform(0.0, 1.0),
+            idle_fraction=rng.uniform(0.0, 0.3),
+        )
+        data = snapshot.model_dump(mode="json", exclude_none=True)
+        for row in data["nodes"]:  # every interconnect, and nodes that state none
+            kind = rng.choice(("nvswitch", "nvlink-pairs", "pcie-two-numa", None))
+            if kind is not None:
+                row["interconnect"] = kind
+        cluster = Cluster.model_validate(data)
+        request = Request(
+            gpus=rng.choice([g for g in (1, 2, 3, 4, 8, 16) if g <= gpus_per_node]),
+            cpus=rng.choice((0.0, 4.0, 16.0)),
+            memory=rng.choice((None, 64.0)),
+        )
+        problem = NodePlacementProblem.from_cluster(
+            cluster,
+            request,
+            min_bandwidth=rng.choice((0.0, 0.0, 16.0, 32.0, 300.0)),
+            whole_node=rng.random() < 0.1,
+        )
+        shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, request {request}"
+        return Instance(problem, {}, shape)
+
+    return build
+
+
 #: case name -> instance builder(rng, number)
 BUILDERS: dict[str, Callable[[random.Random, int], Instance]] = {
     **{f"allocation/{m}": _allocation_case(m) for m in ("greedy", "fifo", "cpsat", "milp")},
     **{f"defrag/{m}": _defrag_case(m) for m in ("ipc", "onehop", "milp", "cpsat")},
     **{f"topology/{m}": _topology_case(m) for m in ("greedy", "milp")},
+    **{f"node/{m}": _node_case(m) for m in ("binpack", "spread")},
     **{f"preemption/{m}": _preemption_case(m) for m in ("heuristic", "exact")},
     "rolling/greedy": _rolling,
 }
@@ -422,25 +466,14 @@ def _solve_and_check(case: str, built: Instance) -> tuple[list[str], str | None]
                 return [str(exc)], "illegal"
             raise
         return allocation_violations(problem, report.rolling.grid), report.rolling.status
-    from gpuopt.api import solve
+    from gpuopt.api import solve, violations
 
     output = solve(problem, method, **options)
-    if family == "allocation":
-        from gpuopt.allocation.solution import violations as allocation_violations
-
-        return allocation_violations(problem, output.grid), output.status
-    if family == "defrag":
-        from gpuopt.defrag.solution import violations as defrag_violations
-
-        return defrag_violations(problem, output), output.status
-    if family == "topology":
-        from gpuopt.placement.solution import violations as topology_violations
-
-        return topology_violations(problem, output), output.status
-    from gpuopt.preemption.solution import violations as preemption_violations
-
-    stage = "none" if output.node is None else f"stage {output.stage}"
-    return preemption_violations(problem, output), stage
+    if family == "preemption":
+        return violations(problem, output), (
+            "none" if output.node is None else f"stage {output.stage}"
+        )
+    return violations(problem, output), str(output.status)
 
 
 def check(case: str, number: int) -> Outcome:

@@ -49,6 +49,8 @@ NUMBERS: dict[str, tuple[int, ...]] = {
     "topology/milp": (3, 9, 13),
     "preemption/heuristic": (0, 7, 9, 11),
     "preemption/exact": (2, 5, 13),
+    "node/binpack": (0, 3, 8, 12),
+    "node/spread": (1, 4, 9),
     "rolling/greedy": (1, 13),
 }
 #: The exact methods' instances finish in well under a second; a long limit keeps them
