@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gpuopt
 from gpuopt.errors import ProblemError
 from gpuopt.placement.greedy import concentrate, solve_greedy
 from gpuopt.placement.problem import TopologyProblem, parse_state
@@ -59,10 +60,15 @@ def test_largest_first_and_unplaced_are_reported() -> None:
     assert result.metrics.placed == 2 and result.metrics.gpus_placed == 14
 
 
-def test_one_switch() -> None:
+def solve(problem: TopologyProblem, method: str) -> TopologyResult:
+    """``method`` through ``gpuopt.solve``, its answer checked (T1-T6)."""
+    return legal(problem, gpuopt.solve(problem, method))
+
+
+def test_one_switch(topology_method: str) -> None:
     problem = state([6, 6], [{"id": "j", "gpus": 8, "one_switch": True}])
-    result = legal(problem, solve_greedy(problem))
-    assert result.unplaced == ["j"]
+    assert solve(problem, topology_method).unplaced == ["j"]
+    assert solve(state([6, 8], problem.jobs), topology_method).placements == {"j": {"s1": 8}}
 
 
 def nodes_state(jobs: list[dict[str, Any]]) -> TopologyProblem:
@@ -83,21 +89,19 @@ def nodes_state(jobs: list[dict[str, Any]]) -> TopologyProblem:
     )
 
 
-def test_whole_nodes_take_only_free_nodes() -> None:
+def test_whole_nodes_take_only_free_nodes(topology_method: str) -> None:
     problem = nodes_state([{"id": "j", "gpus": 16, "whole_nodes": True}])
-    result = legal(problem, solve_greedy(problem))
-    assert result.nodes == {"j": {"a": 8, "c": 8}}
+    assert solve(problem, topology_method).nodes == {"j": {"a": 8, "c": 8}}
     too_big = nodes_state([{"id": "j", "gpus": 20, "whole_nodes": True}])
-    assert solve_greedy(too_big).unplaced == ["j"]
+    assert solve(too_big, topology_method).unplaced == ["j"]
 
 
-def test_cpus_per_gpu_cap_the_gpus() -> None:
+def test_cpus_per_gpu_cap_the_gpus(topology_method: str) -> None:
     # node b has 4 GPUs free but 8 CPUs: at 4 CPUs per GPU it gives only 2
     problem = nodes_state([{"id": "j", "gpus": 18, "cpus_per_gpu": 4}])
-    result = legal(problem, solve_greedy(problem))
-    assert result.nodes["j"]["b"] == 2
+    assert solve(problem, topology_method).nodes["j"]["b"] == 2
     problem = nodes_state([{"id": "j", "gpus": 19, "cpus_per_gpu": 4}])
-    assert solve_greedy(problem).unplaced == ["j"]
+    assert solve(problem, topology_method).unplaced == ["j"]
 
 
 @pytest.mark.parametrize(
