@@ -341,14 +341,21 @@ def _topology_case(method: str) -> Callable[[random.Random, int], Instance]:
     return build
 
 
+def _cluster_shape(
+    rng: random.Random, tiny: tuple[int, int], small: tuple[int, int], medium: tuple[int, int]
+) -> tuple[str, int, int]:
+    """A heuristic's instance size, its node count in that size's range, and GPUs per node."""
+    size = _pick_size(rng, False)
+    nodes = rng.randint(*{"tiny": tiny, "small": small, "medium": medium}[size])
+    return size, nodes, rng.choice((1, 2, 4, 8, 8, 16))
+
+
 def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
     def build(rng: random.Random, number: int) -> Instance:
         from gpuopt.preemption.generator import random_state
         from gpuopt.preemption.problem import PreemptionProblem
 
-        size = _pick_size(rng, False)
-        nodes = rng.randint(*{"tiny": (1, 3), "small": (4, 50), "medium": (51, 1000)}[size])
-        gpus_per_node = rng.choice((1, 2, 4, 8, 8, 16))
+        size, nodes, gpus_per_node = _cluster_shape(rng, (1, 3), (4, 50), (51, 1000))
         cpus_per_node = rng.choice((8, 32, 96, 192))
         state = random_state(
             rng.randrange(2**31),
@@ -391,9 +398,7 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
         from gpuopt.defrag.generator import random_snapshot
         from gpuopt.placement.nodes import NodePlacementProblem
 
-        size = _pick_size(rng, False)
-        nodes = rng.randint(*{"tiny": (1, 5), "small": (6, 40), "medium": (41, 300)}[size])
-        gpus_per_node = rng.choice((1, 2, 4, 8, 8, 16))
+        size, nodes, gpus_per_node = _cluster_shape(rng, (1, 5), (6, 40), (41, 300))
         snapshot = random_snapshot(
             rng.randrange(2**31),
             nodes=nodes,
