@@ -42,6 +42,7 @@ from gpuopt.solvers.highs import (
     status_of,
     use_threads,
 )
+from gpuopt.solvers.quiet import solver_output
 
 #: Solver names for ``solve_milp(solver=...)``: "highs" is highspy directly; the rest go
 #: through Pyomo ("pyomo-highs" is Pyomo's persistent appsi interface to HiGHS).
@@ -459,7 +460,8 @@ def _solve_appsi(
     from pyomo.contrib.appsi.solvers.highs import Highs
 
     use_threads(require("highspy", "milp"), max(1, threads))
-    highs = Highs()
+    with solver_output(log):  # HiGHS prints its banner when the object is made
+        highs = Highs()
     highs.config.time_limit = time_limit
     highs.config.warmstart = warm
     highs.config.load_solution = False
@@ -471,7 +473,8 @@ def _solve_appsi(
         **HIGHS_OPTIONS,
         **limited,
     }
-    results = highs.solve(model)
+    with solver_output(log):
+        results = highs.solve(model)
     condition = results.termination_condition
     bound = results.best_objective_bound
     bound = float(bound) if bound is not None and math.isfinite(bound) else None
@@ -502,7 +505,8 @@ def _solve_factory(
     if warm and name in _WARMSTART:
         kwargs["warmstart"] = True
     try:
-        results = opt.solve(model, **kwargs)
+        with solver_output(log):  # the solver's log (tee) goes to stderr, never to stdout
+            results = opt.solve(model, **kwargs)
     except subprocess.TimeoutExpired:  # killed: no solution comes back from the solver
         return False, "time_limit", None
     condition = results.solver.termination_condition

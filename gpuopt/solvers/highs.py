@@ -24,6 +24,7 @@ import numpy as np
 
 from gpuopt.solvers import require
 from gpuopt.solvers.deadline import Deadline, DeadlineExceeded, overhead_seconds, solver_limit
+from gpuopt.solvers.quiet import solver_output
 
 #: ``progress(seconds, incumbent, bound)``: how the search moves (None: not known yet).
 Progress = Callable[[float, float | None, float | None], None]
@@ -243,7 +244,8 @@ def solve_rows(
     except DeadlineExceeded:
         return None, "time_limit", None
     overhead = overhead_seconds("highs", nonzeros, data.num_cols)
-    highs = highspy.Highs()
+    with solver_output(log):  # the banner comes with the object, whatever output_flag says
+        highs = highspy.Highs()
     use_threads(highspy, max(1, threads))
     for option, value in settings.items():
         highs.setOptionValue(option, value)
@@ -260,7 +262,8 @@ def solve_rows(
         if left <= overhead:  # passing the model took longer than estimated
             return None, "time_limit", None
         highs.setOptionValue("time_limit", left - overhead)
-    highs.run()
+    with solver_output(log):
+        highs.run()
     model_status = highs.getModelStatus()
     info = highs.getInfo()
     found = info.primal_solution_status == 2  # kSolutionStatusFeasible
@@ -306,7 +309,8 @@ def _solve_in_child(
         child = subprocess.Popen(
             [sys.executable, str(_WORKER), str(write_fd)],
             stdin=subprocess.PIPE,
-            stdout=None if job["options"].get("output_flag") else subprocess.DEVNULL,
+            # the child's banner and log never reach our stdout: the log goes to stderr
+            stdout=sys.stderr if job["options"].get("output_flag") else subprocess.DEVNULL,
             pass_fds=(write_fd,),
         )
     except BaseException:
