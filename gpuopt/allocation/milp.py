@@ -286,6 +286,15 @@ def available_solvers() -> list[str]:
     return [name for name in SOLVERS if _solver_available(name)]
 
 
+#: How to get each solver Pyomo reaches (HiGHS comes with the exact extra).
+INSTALL_HINTS = {
+    "highs": "install HiGHS and Pyomo with: pip install 'gpuopt[exact]'",
+    "pyomo-highs": "install HiGHS and Pyomo with: pip install 'gpuopt[exact]'",
+    "cbc": "install it with: apt-get install coinor-cbc (and Pyomo: pip install 'gpuopt[exact]')",
+    "glpk": "install it with: apt-get install glpk-utils (and Pyomo: pip install 'gpuopt[exact]')",
+}
+
+
 def _solver_available(name: str) -> bool:
     try:
         if name == "highs":
@@ -355,7 +364,8 @@ def solve_milp(
         solver = "pyomo-highs"
     if not _solver_available(solver):
         found = ", ".join(available_solvers()) or "none"
-        raise ProblemError(f"solver {solver!r} is not installed here; available: {found}.")
+        hint = INSTALL_HINTS.get(solver, f"put the {solver} executable on the PATH")
+        raise ProblemError(f"solver {solver!r} is not installed here (available: {found}); {hint}.")
     started = deadline.started
     start: WarmStart = warm_start(problem, initial, warm)
     use_start = warm or initial is not None
