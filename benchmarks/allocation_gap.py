@@ -40,7 +40,7 @@ from gpuopt.allocation.patterns import PatternSet
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.io.files import write_text_atomic
 
-SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[1] / "gpuopt" / "scenarios"
 #: random instances: (GPUs, tasks, gpus_per_node, align_blocks)
 RANDOM_SIZES = [(8, 10, None, False), (16, 16, None, False), (32, 24, 8, False),
                 (64, 30, 8, False), (128, 60, 8, True), (256, 120, 8, True)]

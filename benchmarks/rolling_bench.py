@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
     lookaheads = [int(v) for v in args.lookahead.split(",")]
-    scenarios = [gpuopt.load_problem(p) for p in sorted(glob.glob("benchmarks/scenarios/*.json"))]
+    scenarios = [gpuopt.load_problem(p) for p in sorted(glob.glob("gpuopt/scenarios/*.json"))]
     randoms = [
         random_problem(s, gpus=16, tasks=20, load=1.3, history_days=14, name=f"random-{s}")
         for s in range(args.random)

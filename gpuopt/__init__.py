@@ -6,7 +6,7 @@ One call per question: build a problem (an allocation scenario, or a
 every method returns a :class:`Result`.
 
 >>> import gpuopt
->>> problem = gpuopt.load_problem("benchmarks/scenarios/mixed-control.json")  # doctest: +SKIP
+>>> problem = gpuopt.load_problem("gpuopt/scenarios/mixed-control.json")  # doctest: +SKIP
 >>> result = gpuopt.solve(problem, method="greedy")  # doctest: +SKIP
 """
 

@@ -71,12 +71,9 @@ class BenchRow:
 
 
 def default_scenario_dir() -> Path | None:
-    """``benchmarks/scenarios`` under the working folder, else beside the package source."""
-    here = Path.cwd() / "benchmarks" / "scenarios"
-    if here.is_dir():
-        return here
-    source = Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios"
-    return source if source.is_dir() else None
+    """The seven scenarios bundled with the package (``gpuopt/scenarios``, package data)."""
+    bundled = Path(__file__).resolve().parent / "scenarios"
+    return bundled if bundled.is_dir() else None
 
 
 def scenario_files(folder: str | Path | None) -> list[Path]:

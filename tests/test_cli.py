@@ -15,7 +15,7 @@ from gpuopt.allocation.solution import violations
 from gpuopt.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-MIXED = ROOT / "benchmarks" / "scenarios" / "mixed-control.json"
+MIXED = ROOT / "gpuopt" / "scenarios" / "mixed-control.json"
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -117,7 +117,7 @@ def test_bench_table_pictures_and_json(tmp_path: Path, capsys: pytest.CaptureFix
     folder = tmp_path / "scenarios"
     folder.mkdir()
     shutil.copy(MIXED, folder)
-    shutil.copy(ROOT / "benchmarks" / "scenarios" / "oversubscribed.json", folder)
+    shutil.copy(ROOT / "gpuopt" / "scenarios" / "oversubscribed.json", folder)
     plots, figures = tmp_path / "plots", tmp_path / "bench.json"
     code, stdout, _ = run(
         [
@@ -246,3 +246,19 @@ def test_exact_methods_from_the_cli(tmp_path: Path, capsys: pytest.CaptureFixtur
         assert violations(load_problem(MIXED), result["grid"]) == []
     code, _, stderr = run(["allocate", str(MIXED), "--solver", "cbc"], capsys)
     assert code == 2 and "--solver and --threads apply only" in stderr
+
+
+def test_bench_finds_the_bundled_scenarios_from_any_folder(tmp_path: Path) -> None:
+    """The scenarios are package data: no checkout needed in the working folder."""
+    out = tmp_path / "bench.json"
+    command = ["bench", "--methods", "fifo,greedy", "--repeat", "1", "--json", str(out), "--quiet"]
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuopt.cli", *command],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert len(json.loads(out.read_text())["rows"]) == 7

@@ -66,7 +66,7 @@ from gpuopt.preemption import violations as preemption_violations
 from gpuopt.preemption.generator import random_state
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = sorted((ROOT / "benchmarks" / "scenarios").glob("*.json"))
+SCENARIOS = sorted((ROOT / "gpuopt" / "scenarios").glob("*.json"))
 KUBECTL = ROOT / "tests" / "io" / "fixtures" / "kubectl_small.json"
 #: Seconds one case may take before it counts as a hang.
 DEADLINE = 60.0

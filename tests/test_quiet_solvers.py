@@ -15,7 +15,7 @@ from gpuopt.placement.problem import TopologyProblem
 
 pytest.importorskip("highspy")
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIO = ROOT / "benchmarks" / "scenarios" / "mixed-control.json"
+SCENARIO = ROOT / "gpuopt" / "scenarios" / "mixed-control.json"
 BANNER = "HiGHS"
 
 

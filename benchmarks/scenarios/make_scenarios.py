@@ -24,6 +24,8 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: The scenarios ship with the package (gpuopt bench runs them from any folder).
+OUT = HERE.parents[1] / "gpuopt" / "scenarios"
 
 HORIZON = 24
 COMMON = {
@@ -339,7 +341,7 @@ def main():
     for make in SCENARIOS:
         sc = make()
         check(sc)
-        path = HERE / f"{sc['name']}.json"
+        path = OUT / f"{sc['name']}.json"
         path.write_text(to_json(sc), encoding="utf-8")
         print(f"wrote {path.name}: {sc['gpus']} GPUs, {len(sc['tasks'])} tasks")
 

@@ -280,7 +280,8 @@ def add_commands(commands: Any) -> None:
 
     bench = commands.add_parser("bench", help="compare methods on the bundled scenarios")
     bench.add_argument(
-        "--scenarios", help="folder of scenario JSON files (default: benchmarks/scenarios)"
+        "--scenarios",
+        help="folder of scenario JSON files (default: the seven bundled with gpuopt)",
     )
     bench.add_argument(
         "--methods",

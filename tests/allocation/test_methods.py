@@ -19,9 +19,7 @@ from gpuopt.allocation.solution import evaluate
 from tests.conftest import BIG_OVER_SMALL, EXACT, LATE_HIGH, assert_legal, make_problem
 
 METHODS = ["greedy", "fifo"]
-SCENARIOS = sorted(
-    (Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios").glob("*.json")
-)
+SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "gpuopt" / "scenarios").glob("*.json"))
 
 
 def test_tiny_is_legal_and_complete(tiny: AllocationProblem, allocation_method: str) -> None:

@@ -210,7 +210,7 @@ def test_frozen_and_json_round_trip() -> None:
 
 
 def test_bundled_scenarios_load() -> None:
-    folder = Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios"
+    folder = Path(__file__).resolve().parents[2] / "gpuopt" / "scenarios"
     sizes = {
         load_problem(p).name: (load_problem(p).gpus, len(load_problem(p).tasks))
         for p in folder.glob("*.json")

@@ -24,7 +24,7 @@ from gpuopt.planning.rolling import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = sorted((ROOT / "benchmarks" / "scenarios").glob("*.json"))
+SCENARIOS = sorted((ROOT / "gpuopt" / "scenarios").glob("*.json"))
 
 
 def test_started_tasks_are_pinned_as_running() -> None:
