@@ -215,3 +215,19 @@ def test_snapshot_openb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         capsys,
     )
     assert code == 2 and "missing.csv" in stderr and not (tmp_path / "x.json").exists()
+
+
+def test_snapshot_openb_refuses_an_empty_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,4,T4\n")
+    pods = tmp_path / "pods.csv"
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time\np0,4000,1024,1,1000,10\n"
+    )
+    out = tmp_path / "snap.json"
+    args = ["snapshot", "openb", "--nodes", str(nodes), "--pods", str(pods), "--at", "-5"]
+    code, stdout, stderr = run([*args, "--out", str(out)], capsys)
+    assert (code, stdout) == (2, "") and not out.exists()
+    assert "no pod runs at --at -5 s" in stderr and stderr.count("\n") == 1

@@ -216,6 +216,11 @@ def run_snapshot(args: argparse.Namespace) -> int:
             lock_qos=tuple(args.lock_qos or ()),
             seed=args.seed,
         )
+        if not problem.tasks:  # nothing to diagnose, defragment or preempt: say why
+            when = f"at --at {args.at:g} s" if args.at is not None else "in the replay"
+            raise ProblemError(
+                f"snapshot openb: no pod runs {when} ({report.summary()}); nothing was written."
+            )
         shown.print(report.summary())
     else:
         from gpuopt.io.kubectl import read_kubectl

@@ -61,8 +61,8 @@ class Decision(Result):
             return f"{self.method}: no node can make room ({self.seconds * 1000:.3f} ms)"
         stopped = f"stops {len(self.victims)} LP tasks" if self.victims else "no preemption"
         return (
-            f"{self.method}: node {self.node}, stage {self.stage}, {stopped}, cost {self.cost:g} "
-            f"({self.seconds * 1000:.3f} ms)"
+            f"{self.method}: node {self.node}, stage {self.stage}, {stopped}, "
+            f"cost {self.cost:g} GPU x time units lost ({self.seconds * 1000:.3f} ms)"
         )
 
 
