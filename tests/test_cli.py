@@ -262,3 +262,26 @@ def test_bench_finds_the_bundled_scenarios_from_any_folder(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     assert len(json.loads(out.read_text())["rows"]) == 7
+
+
+def test_check_groups_alike_violations_and_names_wrong_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "other.json"
+    data = json.loads(MIXED.read_text())
+    data["tasks"] = [t for t in data["tasks"] if t["kind"] != "realtime"][:1]
+    other.write_text(json.dumps(data))
+    result = tmp_path / "result.json"
+    assert main(["allocate", str(MIXED), "--out", str(result), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(other), str(result)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    unknown = [line for line in lines if "unknown task id" in line]
+    # every unknown task is named once, its other cells counted, not listed
+    assert unknown and all("more like it" in line for line in unknown if "(and" in line)
+    assert len({line.split("'")[1] for line in unknown}) == len(unknown)
+    assert lines[-1].endswith("violations") and int(lines[-1].split()[0]) > len(lines)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"method": "ipc", "moves": [], "metrics": {}}))
+    assert main(["check", str(MIXED), str(plan)]) == 2
+    assert "expected an allocation result (with a grid) or a bare grid" in capsys.readouterr().err

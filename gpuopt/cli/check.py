@@ -157,7 +157,8 @@ def check_allocation(args: argparse.Namespace, raw: Any, data: Any) -> int:
     grid = data.get("grid") if isinstance(data, dict) else data
     if not isinstance(grid, list):
         raise ProblemError(
-            f"{args.result}: grid must be a list of steps (got {type(grid).__name__})."
+            f"{args.result}: expected an allocation result (with a grid) or a bare grid for a "
+            f"scenario, got {kind_of(data)}."
         )
     broken = violations(problem, grid)
     shown = console(args.quiet)

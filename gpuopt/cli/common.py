@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -186,9 +187,34 @@ def console(quiet: bool = False) -> Any:
     return shown
 
 
-def print_violations(shown: Any, broken: list[str]) -> int:
-    """Print every violation and their count; return :data:`EXIT_ILLEGAL`."""
+#: A quoted id (kept whole, so two tasks never group together), or a number outside quotes.
+_NUMBERS_OUTSIDE_QUOTES = re.compile(r"'[^']*'|(\d+)")
+
+
+def _mask(match: re.Match[str]) -> str:
+    return "#" if match.group(1) else match.group(0)
+
+
+def group_violations(broken: list[str]) -> list[str]:
+    """One line per kind of violation: the first of messages that differ only in numbers.
+
+    Numbers inside quotes (ids such as ``'tr-3'``) are part of the kind.
+
+    >>> group_violations(["A1: GPU 2 at step 4", "A1: GPU 3 at step 4", "A2: 't1'", "A2: 't2'"])
+    ['A1: GPU 2 at step 4 (and 1 more like it)', "A2: 't1'", "A2: 't2'"]
+    """
+    groups: dict[str, list[str]] = {}
     for line in broken:
+        groups.setdefault(_NUMBERS_OUTSIDE_QUOTES.sub(_mask, line), []).append(line)
+    return [
+        lines[0] + (f" (and {len(lines) - 1:,} more like it)" if len(lines) > 1 else "")
+        for lines in groups.values()
+    ]
+
+
+def print_violations(shown: Any, broken: list[str]) -> int:
+    """Print the violations, alike ones grouped, and their count; return :data:`EXIT_ILLEGAL`."""
+    for line in group_violations(broken):
         shown.print(line)
     shown.print(f"{len(broken)} violation{'s' if len(broken) != 1 else ''}")
     return EXIT_ILLEGAL
@@ -314,6 +340,7 @@ __all__ = [
     "check_outputs",
     "checker_for",
     "console",
+    "group_violations",
     "int_range",
     "number_type",
     "positive_int",
