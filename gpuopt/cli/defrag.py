@@ -6,7 +6,6 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
 from typing import Any
 
 from gpuopt.cli.common import (
@@ -28,8 +27,6 @@ from gpuopt.cli.common import (
 from gpuopt.errors import ProblemError
 
 #: Where the real traces live when this repository sits beside ``shared/``.
-DEFAULT_DATA = Path("../shared/data")
-OPENB_FOLDER = "alibaba-openb-gpu-2023"
 #: The flags that override the snapshot's own ``options`` (argparse dest names).
 OPTION_FLAGS = (
     "partition_size",
@@ -199,12 +196,15 @@ def run_snapshot(args: argparse.Namespace) -> int:
     check_outputs(args)
     shown = console(args.quiet)
     if args.source == "openb":
+        from gpuopt.io.data import trace_folder
         from gpuopt.io.openb import read_openb
 
-        folder = (DEFAULT_DATA if args.data is None else Path(args.data)) / OPENB_FOLDER
         # an empty --nodes or --pods is a bad path, not "use the default"
-        nodes = folder / "openb_node_list_gpu_node.csv" if args.nodes is None else args.nodes
-        pods = folder / "openb_pod_list_default.csv" if args.pods is None else args.pods
+        nodes, pods = args.nodes, args.pods
+        if nodes is None or pods is None:
+            folder = trace_folder("openb", args.data)
+            nodes = folder / "openb_node_list_gpu_node.csv" if nodes is None else nodes
+            pods = folder / "openb_pod_list_default.csv" if pods is None else pods
         problem, report = read_openb(
             nodes,
             pods,
@@ -328,7 +328,11 @@ def add_commands(commands: Any) -> None:
     )
     snap.add_argument("file", nargs="?", help="kubectl: the JSON of kubectl get nodes,pods -o json")
     add_out(snap, "write the snapshot JSON here", required=True)
-    snap.add_argument("--data", help="folder of the traces (default ../shared/data)")
+    snap.add_argument(
+        "--data",
+        help="folder of the traces, laid out as in docs/data.md (default: $GPUOPT_DATA, else "
+        "../shared/data beside the working folder or the checkout)",
+    )
     snap.add_argument("--nodes", help="openb node CSV (default: the GPU node list)")
     snap.add_argument("--pods", help="openb pod CSV (default: openb_pod_list_default.csv)")
     snap.add_argument(
