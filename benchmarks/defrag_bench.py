@@ -27,7 +27,6 @@ import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -41,6 +40,7 @@ from gpuopt.defrag.milp import solve_milp
 from gpuopt.defrag.onehop import solve_onehop
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import MigrationPlan, violations
+from gpuopt.io.data import data_folder
 from gpuopt.io.files import write_text_atomic
 
 OPENB = "alibaba-openb-gpu-2023"
@@ -54,7 +54,7 @@ def snapshots(args: argparse.Namespace) -> list[tuple[str, DefragProblem]]:
             name = f"random-{nodes}-s{seed}"
             out.append((name, random_snapshot(seed, nodes=nodes, fill=0.75, locked_fraction=0.2,
                                               name=name)))
-    folder = Path(args.data) / OPENB
+    folder = data_folder(args.data) / OPENB  # openb is optional here: skipped when absent
     if folder.is_dir():
         from gpuopt.io.openb import read_openb
 
@@ -93,7 +93,9 @@ def row(name: str, problem: DefragProblem, plan: MigrationPlan) -> dict[str, Any
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="../shared/data")
+    parser.add_argument(
+        "--data", help="folder of the traces (docs/data.md; default: $GPUOPT_DATA, ../shared/data)"
+    )
     parser.add_argument("--limit", type=float, default=60.0, help="exact seconds (default 60)")
     parser.add_argument("--exact-max-nodes", type=int, default=500)
     parser.add_argument("--quick", action="store_true")

@@ -46,6 +46,7 @@ import json
 import math
 import platform
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from gpuopt.errors import ProblemError
 from gpuopt.forecast.realtime import (
     DEFAULT_MODEL,
     MODEL_SUMMARIES,
@@ -64,6 +66,7 @@ from gpuopt.forecast.realtime import (
     forecast_interval,
     gpus_for,
 )
+from gpuopt.io.data import data_folder, trace_folder
 from gpuopt.io.files import write_text_atomic, write_with
 from gpuopt.io.traffic import (
     RateSeries,
@@ -108,7 +111,9 @@ class Evaluation:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--data", default="../shared/data")
+    parser.add_argument(
+        "--data", help="folder of the traces (docs/data.md; default: $GPUOPT_DATA, ../shared/data)"
+    )
     parser.add_argument("--train-days", type=int, default=7)
     parser.add_argument("--clients", type=int, default=5, help="largest m-small clients to add")
     parser.add_argument("--headroom", type=float, default=0.2)
@@ -125,7 +130,8 @@ def main() -> None:
     console.print(
         f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}"
     )
-    data = Path(args.data)
+    data = data_folder(args.data)
+    trace_folder("servegen", data)  # a missing trace: one sentence, no traceback
     series, skipped = load_series(data, args.train_days, args.clients)
     for name, hours in skipped:
         console.print(f"skipped {name}: {hours} hours, not more than {args.train_days} days")
@@ -811,4 +817,8 @@ def plot(e: Evaluation, args: argparse.Namespace, path: str) -> None:
 __all__ = ["MODEL_SUMMARIES", "main"]
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ProblemError as exc:
+        print(f"{Path(__file__).name}: error: {exc}", file=sys.stderr)
+        sys.exit(2)

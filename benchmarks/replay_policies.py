@@ -24,12 +24,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from gpuopt.errors import ProblemError
+from gpuopt.io.data import data_folder, trace_folder
 from gpuopt.io.files import write_text_atomic, write_with
 from gpuopt.planning.replay import Policy, replay
 from gpuopt.planning.workload import bandwidths, generate_jobs, openb_jobs, spot_nodes
@@ -58,7 +61,9 @@ FIELDS = [
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="../shared/data")
+    parser.add_argument(
+        "--data", help="folder of the traces (docs/data.md; default: $GPUOPT_DATA, ../shared/data)"
+    )
     parser.add_argument("--nodes", type=int, default=128)
     parser.add_argument("--jobs", type=int, default=4000)
     parser.add_argument("--load", type=float, default=0.9)
@@ -71,7 +76,8 @@ def main() -> None:
     console = Console(quiet=args.quiet)
     if not console.is_terminal:
         console.width = max(console.width, 200)
-    data = Path(args.data)
+    data = data_folder(args.data)
+    trace_folder("spot", data)  # a missing trace: one sentence, no traceback
     nodes = spot_nodes(data / "alibaba-spot-gpu-2026" / "node_info_df.csv", limit=args.nodes)
     matrices = bandwidths()
     streams: list[tuple[str, Any]] = [
@@ -182,4 +188,8 @@ def _plot(rows: list[dict[str, Any]], path: str, nodes: int, load: float) -> Non
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ProblemError as exc:
+        print(f"{Path(__file__).name}: error: {exc}", file=sys.stderr)
+        sys.exit(2)
