@@ -170,10 +170,24 @@ def options_of(problem: object, method: str) -> list[str]:
     >>> options_of(problem, "fifo"), "time_limit" in options_of(problem, "cpsat")
     ([], True)
     """
+    function = method_function(problem, method)
+    return [name for name in inspect.signature(function).parameters if name != "problem"]
+
+
+def method_function(problem: object, method: str | None) -> Solver:
+    """The function of ``method`` (None: the problem's default) for ``problem``.
+
+    Raises
+    ------
+    ValueError
+        For a method the problem does not have, listing those it has.
+    """
     table = methods_for(problem)
-    if method not in table:
+    if method is None:
+        return next(iter(table.values()))
+    if not isinstance(method, str) or method not in table:
         raise ValueError(f"method {short(method)} is not known; choose one of {', '.join(table)}")
-    return [name for name in inspect.signature(table[method]).parameters if name != "problem"]
+    return table[method]
 
 
 def answer_name(problem: object) -> str:
@@ -352,12 +366,8 @@ def solve(
     >>> gpuopt.solve(problem).metrics.completed
     1
     """
-    table = methods_for(problem)
-    if method is None:
-        method = next(iter(table))
-    if not isinstance(method, str) or method not in table:
-        raise ValueError(f"method {short(method)} is not known; choose one of {', '.join(table)}")
-    function = table[method]
+    function = method_function(problem, method)
+    method = method or next(iter(methods_for(problem)))
     accepted = inspect.signature(function).parameters
     given = {"time_limit": time_limit, "seed": seed, "initial": initial, **options}
     check_options(given)

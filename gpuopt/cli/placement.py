@@ -19,7 +19,6 @@ from gpuopt.cli.common import (
     add_time_limit,
     solve_command,
 )
-from gpuopt.cluster.model import Priority
 from gpuopt.errors import ProblemError
 
 if TYPE_CHECKING:
@@ -29,26 +28,49 @@ if TYPE_CHECKING:
 NODE_LEVEL = "node"
 
 
+# --------------------------------------------------------------------------- inputs
+def cluster_or_state(
+    path: str, request: str | None, *, state_key: str, state: Any, flags: str | None
+) -> Any:
+    """The cluster snapshot at ``path``, or the older state file it is (converted on read).
+
+    A state file (a JSON object with ``state_key``) is parsed with ``state``
+    and names its own question, so ``flags`` (the names of the question flags
+    that were given, or None) are refused; a cluster needs ``--request``.
+    """
+    from gpuopt.cluster.model import parse_cluster
+    from gpuopt.io.files import read_json
+
+    raw = read_json(path)
+    if isinstance(raw, dict) and state_key in raw:
+        if flags is not None:
+            raise ProblemError(
+                f"{path}: a state file names its own question; give a cluster snapshot for {flags}."
+            )
+        return state(raw, source=path)
+    if request is None:
+        raise ProblemError("--request is required with a cluster snapshot (e.g. --request 8G32C).")
+    return parse_cluster(raw, source=path)
+
+
 # --------------------------------------------------------------------------- place
 def build_placement(args: argparse.Namespace) -> Any:
     """The placement problem ``place`` asks: of a cluster at ``--level``, or a state file."""
-    from gpuopt.cluster.model import parse_cluster
-    from gpuopt.io.files import read_json
+    from gpuopt.cluster.model import Cluster
     from gpuopt.placement.nodes import NodePlacementProblem
     from gpuopt.placement.problem import TopologyProblem, parse_state
 
-    raw = read_json(args.cluster)
-    if isinstance(raw, dict) and "switches" in raw:  # a switch-level state file
-        if args.request is not None or args.level not in (None, "switch"):
-            raise ProblemError(
-                f"{args.cluster}: a switch-level state file names its own jobs; give a cluster "
-                "snapshot for --request or --level."
-            )
+    asked = args.request is not None or args.level not in (None, "switch")
+    cluster = cluster_or_state(
+        args.cluster,
+        args.request,
+        state_key="switches",
+        state=parse_state,
+        flags="--request or --level" if asked else None,
+    )
+    if not isinstance(cluster, Cluster):  # a switch-level state file with its jobs
         args.method = args.method or "greedy"
-        return parse_state(raw, source=args.cluster)
-    cluster = parse_cluster(raw, source=args.cluster)
-    if args.request is None:
-        raise ProblemError("--request is required with a cluster snapshot (e.g. --request 8G32C).")
+        return cluster
     level = args.level or NODE_LEVEL
     if level == NODE_LEVEL:
         if args.one_switch:
@@ -136,21 +158,19 @@ def show_topology(shown: Any, problem: Any, result: Any) -> None:
 # --------------------------------------------------------------------------- preempt
 def build_preemption(args: argparse.Namespace) -> Any:
     """The preemption problem: of a cluster for ``--request``, or a state file with its request."""
-    from gpuopt.cluster.model import parse_cluster
-    from gpuopt.io.files import read_json
+    from gpuopt.cluster.model import Cluster
     from gpuopt.preemption.problem import PreemptionProblem, parse_state
 
-    raw = read_json(args.state)
-    if isinstance(raw, dict) and "request" in raw:  # a preemption state file
-        if args.request is not None or args.now is not None or args.priority is not None:
-            raise ProblemError(
-                f"{args.state}: a preemption state file names its own request and clock; give a "
-                "cluster snapshot for --request, --priority or --now."
-            )
-        return parse_state(raw, source=args.state)
-    cluster = parse_cluster(raw, source=args.state)
-    if args.request is None:
-        raise ProblemError("--request is required with a cluster snapshot (e.g. --request 8G32C).")
+    asked = args.request is not None or args.now is not None or args.priority is not None
+    cluster = cluster_or_state(
+        args.state,
+        args.request,
+        state_key="request",
+        state=parse_state,
+        flags="--request, --priority or --now" if asked else None,
+    )
+    if not isinstance(cluster, Cluster):  # a preemption state file with its request and clock
+        return cluster
     return PreemptionProblem.from_cluster(
         cluster,
         args.request,

@@ -596,6 +596,21 @@ class ClusterIndex(NodesAndTasks):
         )
 
     @cached_property
+    def node_used_cpus(self) -> np.ndarray:
+        """Milli-CPUs the tasks hold on each node (summed in int64: exact)."""
+        return self._per_node(self.task_cpus)
+
+    @cached_property
+    def node_used_memory(self) -> np.ndarray:
+        """Memory the tasks hold on each node, in thousandths (tasks that state none: 0)."""
+        return self._per_node(self.task_memory)
+
+    def _per_node(self, values: np.ndarray) -> np.ndarray:
+        total = np.zeros(self.num_nodes, dtype=np.int64)
+        np.add.at(total, self.task_node, values)
+        return total
+
+    @cached_property
     def node_task_count(self) -> np.ndarray:
         return np.bincount(self.task_node, minlength=self.num_nodes).astype(np.int64)
 

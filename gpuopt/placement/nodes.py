@@ -641,7 +641,8 @@ class NodePlacementProblem(IndexedModel):
         on_node: dict[str, list[Any]] = {}
         for task in cluster.tasks:
             on_node.setdefault(task.node, []).append(task)
-        for node in cluster.nodes:
+        index = cluster.index
+        for pos, node in enumerate(cluster.nodes):
             if node.gpus == 0 or not selector_matches(shape.node_selector, node.labels):
                 continue
             if node.gpus > MAX_TOPOLOGY_GPUS:
@@ -653,21 +654,19 @@ class NodePlacementProblem(IndexedModel):
             if kind not in topologies:
                 topologies[kind] = {"bandwidth": interconnect_matrix(node.interconnect, node.gpus)}
             tasks = on_node.get(node.id, [])
-            used = [gpu for task in tasks for gpu in task.gpu_indices or ()]
-            free = (gpu for gpu in range(node.gpus) if gpu not in set(used))
-            for task in tasks:
-                if task.gpu_indices is None:
-                    used.extend(next(free) for _ in range(task.gpus))
+            named = {gpu for task in tasks for gpu in task.gpu_indices or ()}
+            free = (gpu for gpu in range(node.gpus) if gpu not in named)
+            unnamed = sum(task.gpus for task in tasks if task.gpu_indices is None)
             entry: dict[str, Any] = {
                 "id": node.id,
                 "topology": kind,
                 "cpus": node.cpus,
-                "used_gpus": sorted(used),
-                "used_cpus": sum(scaled(task.cpus) for task in tasks) / SCALE,
+                "used_gpus": sorted([*named, *(next(free) for _ in range(unnamed))]),
+                "used_cpus": int(index.node_used_cpus[pos]) / SCALE,
             }
             if node.memory is not None:
                 entry["memory"] = node.memory
-                entry["used_memory"] = sum(scaled(t.memory or 0.0) for t in tasks) / SCALE
+                entry["used_memory"] = int(index.node_used_memory[pos]) / SCALE
             nodes.append(entry)
         gpu_request: dict[str, Any] = {
             "id": request_id,

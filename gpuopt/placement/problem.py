@@ -207,13 +207,9 @@ class TopologyProblem(IndexedModel):
             ]
         else:
             job_list = list(jobs)
-        used_gpus: dict[str, int] = {}
-        used_cpus: dict[str, int] = {}
-        for task in cluster.tasks:
-            used_gpus[task.node] = used_gpus.get(task.node, 0) + task.gpus
-            used_cpus[task.node] = used_cpus.get(task.node, 0) + scaled(task.cpus)
+        index = cluster.index
         switches: dict[str, list[dict[str, Any]]] = {}
-        for node, domain in zip(cluster.nodes, domains, strict=True):
+        for pos, (node, domain) in enumerate(zip(cluster.nodes, domains, strict=True)):
             if domain is None:
                 raise ProblemError(
                     f"node {node.id!r} has no domain at topology level {level!r} "
@@ -225,8 +221,8 @@ class TopologyProblem(IndexedModel):
                 {
                     "id": node.id,
                     "gpus": node.gpus,
-                    "free_gpus": node.gpus - used_gpus.get(node.id, 0),
-                    "free_cpus": (scaled(node.cpus) - used_cpus.get(node.id, 0)) / SCALE,
+                    "free_gpus": node.gpus - int(index.node_used_gpus[pos]),
+                    "free_cpus": (scaled(node.cpus) - int(index.node_used_cpus[pos])) / SCALE,
                 }
             )
         return cls(

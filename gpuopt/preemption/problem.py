@@ -37,7 +37,7 @@ from gpuopt.cluster.model import (
 )
 from gpuopt.cluster.request import Request as RequestShape
 from gpuopt.cluster.request import as_request
-from gpuopt.errors import ProblemError, validate_object
+from gpuopt.errors import ProblemError
 
 #: Largest state the model accepts: like a defragmentation snapshot, a state
 #: costs a few KB of memory per task, so these keep it within a few GB.
@@ -249,7 +249,7 @@ class PreemptionProblem(IndexedModel):
                 "priority": "HP" if cluster.is_hp(priority) else "LP",
             },
         }
-        return validate_object(cls, data, what="a preemption state", source=None)
+        return cls.parse(data)
 
     @cached_property
     def index(self) -> PreemptionIndex:
