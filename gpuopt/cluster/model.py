@@ -35,7 +35,7 @@ thousandths (``cpus=0.5`` is 500 milli-CPUs), so capacity checks never round.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -52,6 +52,20 @@ from pydantic import (
 )
 
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
+from gpuopt.cluster.kube import (
+    HOSTNAME_KEY,
+    MAX_KEY,
+    Budget,
+    NodeSelectorTerm,
+    PinReason,
+    PodAffinityTerm,
+    SelectorValue,
+    Taint,
+    Toleration,
+    affinity_matches,
+    selector_matches,
+)
+from gpuopt.cluster.rules import constraints, placement_key
 from gpuopt.errors import short
 
 #: Largest snapshot the models accept: the methods are built for tens of
@@ -65,6 +79,8 @@ MAX_SELECTOR_CELLS = 200_000_000
 #: Largest GPU count of one node or task, and largest CPU / memory figure.
 MAX_NODE_GPUS = 1024
 MAX_AMOUNT = 1e12
+#: Largest amount of an extended resource (bytes of hugepages or storage fit easily).
+MAX_RESOURCE = 10**18
 #: Largest time (any unit; 4e12 leaves room for Unix times in milliseconds).
 MAX_TIME = 4e12
 #: Most topology levels (zone > block > rack > switch > ... fits easily).
@@ -79,7 +95,6 @@ SCALE = 1000
 PriorityClass = Literal["HP", "LP"]
 #: A class name, or a Kubernetes-style integer priority (higher wins).
 Priority = PriorityClass | int
-SelectorValue = str | list[str]
 #: How a node's GPUs are joined, for node-level GPU sets (``gpuopt.placement.nodes``):
 #: every pair through an NVSwitch, NVLink bridges between neighbours, or PCIe in two
 #: NUMA halves. None: unknown, every pair treated alike.
@@ -95,29 +110,6 @@ _CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=Fal
 def scaled(amount: float) -> int:
     """``amount`` in thousandths, rounded to the nearest integer (exact for milli-units)."""
     return round(amount * SCALE)
-
-
-def selector_matches(selector: dict[str, SelectorValue], labels: dict[str, str]) -> bool:
-    """True when every selector key is among ``labels`` with an accepted value.
-
-    A value may be one string (equality) or a list of strings (any of them,
-    like Kubernetes' ``In`` operator).
-
-    >>> selector_matches({"gpu_model": ["T4", "P100"]}, {"gpu_model": "T4"})
-    True
-    >>> selector_matches({"gpu_model": "H20"}, {})
-    False
-    """
-    for key, wanted in selector.items():
-        have = labels.get(key)
-        if have is None:
-            return False
-        if isinstance(wanted, str):
-            if have != wanted:
-                return False
-        elif have not in wanted:
-            return False
-    return True
 
 
 def priority_value(priority: Priority, hp_priority: int = HP_PRIORITY) -> int:
@@ -206,6 +198,24 @@ def check_node_use(
             )
 
 
+def namespace_of(item_id: str, namespace: str | None) -> str:
+    """A pod's namespace: as given, else the part of ``item_id`` before '/', else 'default'."""
+    if namespace is not None:
+        return namespace
+    head, slash, _ = item_id.partition("/")
+    return head if slash and head else "default"
+
+
+def _check_resources(owner: str, resources: dict[str, int]) -> None:
+    for name, amount in resources.items():
+        if not name or len(name) > MAX_KEY:
+            raise ValueError(f"{owner}: resource name {short(name)} must have 1 to {MAX_KEY} chars")
+        if not 0 <= amount <= MAX_RESOURCE:
+            raise ValueError(
+                f"{owner}: resources.{short(name)[1:-1]} = {amount} is outside 0 to {MAX_RESOURCE}"
+            )
+
+
 def _check_selector(owner: str, selector: dict[str, SelectorValue]) -> None:
     for key, wanted in selector.items():
         if isinstance(wanted, list) and not wanted:
@@ -217,7 +227,17 @@ class Node(_Extended):
 
     model_config = _CONFIG
     _quiet_defaults: ClassVar[frozenset[str]] = frozenset(
-        {"gpu_model", "topology", "interconnect", "preemptions"}
+        {
+            "gpu_model",
+            "topology",
+            "interconnect",
+            "preemptions",
+            "ready",
+            "unschedulable",
+            "taints",
+            "resources",
+            "locked",
+        }
     )
 
     id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
@@ -245,6 +265,19 @@ class Node(_Extended):
     preemptions: int = Field(
         default=0, ge=0, le=10**9, description="Preemptions of tasks on this node so far."
     )
+    ready: bool = Field(default=True, description="K1: its Ready condition is True.")
+    unschedulable: bool = Field(default=False, description="K1: cordoned (spec.unschedulable).")
+    taints: list[Taint] = Field(default_factory=list, max_length=1000)
+    resources: dict[str, int] = Field(
+        default_factory=dict,
+        description="K4: allocatable extended resources (RDMA devices, hugepages in bytes, "
+        "ephemeral storage in bytes, any named resource), as integers.",
+    )
+    locked: bool = Field(
+        default=False,
+        description="Nothing moves onto or off it (e.g. its pods hold more than its "
+        "allocatable); capacity rules C3 are not checked on it.",
+    )
 
     @model_validator(mode="after")
     def _check_topology(self) -> Node:
@@ -261,6 +294,23 @@ class Node(_Extended):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _check_resources(self) -> Node:
+        _check_resources(f"node {self.id!r}", self.resources)
+        return self
+
+    @property
+    def open(self) -> bool:
+        """K1: a pod may be placed here now: Ready, not cordoned, not locked."""
+        return self.ready and not self.unschedulable and not self.locked
+
+    def label(self, key: str) -> str | None:
+        """Its value of a node label; ``kubernetes.io/hostname`` defaults to the id."""
+        found = self.labels.get(key)
+        if found is None and key == HOSTNAME_KEY:
+            return self.id
+        return found
+
     def domain(self, level: str) -> str | None:
         """Its domain at ``level`` (``switch`` falls back to ``asw``; ``node`` is the id)."""
         if level == NODE_LEVEL:
@@ -276,7 +326,19 @@ class Task(_Extended):
 
     model_config = _CONFIG
     _quiet_defaults: ClassVar[frozenset[str]] = frozenset(
-        {"gpu_indices", "start_time", "last_checkpoint"}
+        {
+            "gpu_indices",
+            "start_time",
+            "last_checkpoint",
+            "namespace",
+            "labels",
+            "tolerations",
+            "node_affinity",
+            "pod_affinity",
+            "pod_anti_affinity",
+            "resources",
+            "pinned",
+        }
     )
 
     id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
@@ -317,9 +379,32 @@ class Task(_Extended):
         description="Time of its last checkpoint (work since then is lost when it stops); "
         "default: its start_time.",
     )
+    namespace: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_KEY,
+        description="Kubernetes namespace (default: the part of the id before '/', "
+        "else 'default').",
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Pod labels.")
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=1000)
+    node_affinity: list[NodeSelectorTerm] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="K3: required node affinity terms (ORed; none: every node).",
+    )
+    pod_affinity: list[PodAffinityTerm] = Field(default_factory=list, max_length=1000)
+    pod_anti_affinity: list[PodAffinityTerm] = Field(default_factory=list, max_length=1000)
+    resources: dict[str, int] = Field(
+        default_factory=dict, description="K4: extended resource requests, as integers."
+    )
+    pinned: PinReason | None = Field(
+        default=None, description="K6: why it is never moved (a DaemonSet pod, ...)."
+    )
 
     @model_validator(mode="after")
     def _check_task(self) -> Task:
+        _check_resources(f"task {self.id!r}", self.resources)
         if self.gpu_milli is not None and self.gpus != 1:
             raise ValueError(
                 f"task {self.id!r}: gpu_milli applies to a one-GPU task, not gpus={self.gpus}"
@@ -340,15 +425,28 @@ class Task(_Extended):
         return self
 
     @property
+    def fixed(self) -> bool:
+        """Never moved: locked (by the user) or pinned (by a Kubernetes rule, K6)."""
+        return self.locked or self.pinned is not None
+
+    @property
+    def space(self) -> str:
+        """Its namespace: as given, else the part of the id before '/', else 'default'."""
+        return namespace_of(self.id, self.namespace)
+
+    @property
     def checkpoint(self) -> float | None:
         """The time since which its work is lost when it stops: last checkpoint, else start."""
         return self.last_checkpoint if self.last_checkpoint is not None else self.start_time
 
 
-class Pending(BaseModel):
+class Pending(_Extended):
     """A waiting request (an unbound pod or a queued job): the demand a plan makes room for."""
 
     model_config = _CONFIG
+    _quiet_defaults: ClassVar[frozenset[str]] = frozenset(
+        {"namespace", "labels", "tolerations", "node_affinity", "resources", "preemption_policy"}
+    )
 
     id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
@@ -359,9 +457,19 @@ class Pending(BaseModel):
     since: float | None = Field(
         default=None, ge=0, le=MAX_TIME, description="When it started waiting."
     )
+    namespace: str | None = Field(default=None, min_length=1, max_length=MAX_KEY)
+    labels: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=1000)
+    node_affinity: list[NodeSelectorTerm] = Field(default_factory=list, max_length=1000)
+    resources: dict[str, int] = Field(default_factory=dict)
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] = Field(
+        default="PreemptLowerPriority",
+        description="K8: 'Never' waits for room and evicts nobody.",
+    )
 
     @model_validator(mode="after")
     def _check_pending(self) -> Pending:
+        _check_resources(f"pending {self.id!r}", self.resources)
         if isinstance(self.priority, int) and not MIN_PRIORITY <= self.priority <= MAX_PRIORITY:
             raise ValueError(
                 f"pending {self.id!r}: priority {self.priority} is outside the 32-bit range"
@@ -411,7 +519,7 @@ class Cluster(IndexedModel, _Extended):
     model_config = _CONFIG
     document: ClassVar[str] = "a snapshot"
     _quiet_defaults: ClassVar[frozenset[str]] = frozenset(
-        {"levels", "pending", "now", "hp_priority"}
+        {"levels", "pending", "now", "hp_priority", "budgets"}
     )
 
     name: str = "snapshot"
@@ -432,6 +540,11 @@ class Cluster(IndexedModel, _Extended):
         le=MAX_PRIORITY,
         description="An integer priority at or above this is of the HP class.",
     )
+    budgets: list[Budget] = Field(
+        default_factory=list,
+        max_length=MAX_TASKS,
+        description="K7: PodDisruptionBudgets over the tasks.",
+    )
     options: ClusterOptions = Field(default_factory=ClusterOptions)
 
     @model_validator(mode="after")
@@ -439,25 +552,33 @@ class Cluster(IndexedModel, _Extended):
         self._check_levels()
         check_unique("nodes", (node.id for node in self.nodes))
         check_unique("tasks", (task.id for task in self.tasks))
-        selectors = len({_selector_key(task.node_selector) for task in self.tasks})
+        selectors = len({placement_key(task) for task in self.tasks})
         if selectors * len(self.nodes) > MAX_SELECTOR_CELLS:
             raise ValueError(
-                f"tasks: {selectors:,} distinct node_selectors over {len(self.nodes):,} nodes are "
-                f"more than the {MAX_SELECTOR_CELLS:,} selector-node pairs a snapshot may have"
+                f"tasks: {selectors:,} distinct placement rules (node selector, node affinity, "
+                f"tolerations) over {len(self.nodes):,} nodes are more than the "
+                f"{MAX_SELECTOR_CELLS:,} rule-node pairs a snapshot may have"
             )
         by_id = {node.id: node for node in self.nodes}
         gpus: Counter[str] = Counter()
         cpus: Counter[str] = Counter()
         memory: Counter[str] = Counter()
+        extra: defaultdict[str, Counter[str]] = defaultdict(Counter)
         groups: set[tuple[str, str]] = set()
         for task in self.tasks:
             node = by_id.get(task.node)
             if node is None:
                 raise ValueError(f"task {task.id!r}: node {task.node!r} is not in nodes")
-            if not selector_matches(task.node_selector, node.labels):
+            if not task.fixed and not selector_matches(task.node_selector, node.labels):
                 raise ValueError(
                     f"task {task.id!r}: its node {node.id!r} does not match its node_selector "
-                    f"{short(task.node_selector, 120)}"
+                    f"{short(task.node_selector, 120)} (a task whose node no longer matches "
+                    "must be locked or pinned)"
+                )
+            if not task.fixed and not affinity_matches(task.node_affinity, node.id, node.labels):
+                raise ValueError(
+                    f"task {task.id!r}: its node {node.id!r} does not satisfy its required "
+                    "node_affinity (a task whose node no longer matches must be locked or pinned)"
                 )
             self._check_task_place(task, node)
             if task.anti_affinity is not None:
@@ -472,9 +593,21 @@ class Cluster(IndexedModel, _Extended):
             cpus[node.id] += scaled(task.cpus)
             if task.memory is not None:
                 memory[node.id] += scaled(task.memory)
-        check_node_use(self.nodes, gpus, cpus, memory)
+            for name, amount in task.resources.items():
+                extra[node.id][name] += amount
+        unlocked = [node for node in self.nodes if not node.locked]
+        check_node_use(unlocked, gpus, cpus, memory)
+        for node in unlocked:
+            for name, amount in extra[node.id].items():
+                if amount > node.resources.get(name, 0):
+                    raise ValueError(
+                        f"node {node.id!r}: its tasks hold {amount} {name} but it has "
+                        f"{node.resources.get(name, 0)} (a node whose pods hold more than it "
+                        "has must be locked)"
+                    )
         self._check_gpu_indices()
         check_unique("pending", (item.id for item in self.pending))
+        check_unique("budgets", (budget.id for budget in self.budgets))
         return self
 
     def _check_levels(self) -> None:
@@ -567,7 +700,11 @@ class ClusterIndex(NodesAndTasks):
 
     ``node_memory`` is -1 where a node states no memory (memory is then not
     checked on it). ``task_selector`` indexes ``selector_masks``: one boolean
-    row per distinct node selector, True on the nodes it admits.
+    row per eligibility class (tasks with the same node selector, required
+    node affinity and tolerations), True on the nodes that may take its tasks
+    by rules K1-K3. ``task_locked`` marks the tasks that never move and
+    ``task_group`` the anti-affinity groups, both including what the
+    Kubernetes rules derive (:func:`gpuopt.cluster.rules.constraints`).
     """
 
     node_ids: list[str]
@@ -588,6 +725,8 @@ class ClusterIndex(NodesAndTasks):
     group_ids: list[str]
     task_selector: np.ndarray
     selector_masks: np.ndarray
+    #: Tasks never moved (``task_locked``) with the reason (``gpuopt.cluster.rules.constraints``).
+    fixed: dict[str, str]
 
     @cached_property
     def node_used_gpus(self) -> np.ndarray:
@@ -619,26 +758,15 @@ class ClusterIndex(NodesAndTasks):
         node_ids = [node.id for node in problem.nodes]
         node_pos = {node_id: pos for pos, node_id in enumerate(node_ids)}
         tasks = problem.tasks
+        rules = constraints(problem)
         group_pos: dict[str, int] = {}  # anti-affinity group -> position, in order of first use
-        selector_pos: dict[str, int] = {"{}": 0}
-        selector_rows: list[np.ndarray] = [np.ones(len(node_ids), dtype=bool)]
-        task_group = np.full(len(tasks), -1, dtype=np.int64)
-        task_selector = np.zeros(len(tasks), dtype=np.int64)
-        for pos, task in enumerate(tasks):
-            if task.anti_affinity is not None:
-                task_group[pos] = group_pos.setdefault(task.anti_affinity, len(group_pos))
-            if task.node_selector:
-                key = _selector_key(task.node_selector)
-                row = selector_pos.get(key)
-                if row is None:
-                    row = selector_pos[key] = len(selector_rows)
-                    selector_rows.append(
-                        np.array(
-                            [selector_matches(task.node_selector, n.labels) for n in problem.nodes],
-                            dtype=bool,
-                        )
-                    )
-                task_selector[pos] = row
+        groups = rules.task_group
+        task_group = np.array(
+            [-1 if g is None else group_pos.setdefault(g, len(group_pos)) for g in groups],
+            dtype=np.int64,
+        ).reshape(len(tasks))
+        task_selector = np.array(rules.task_class, dtype=np.int64)
+        selector_rows = rules.masks
         return cls(
             node_ids=node_ids,
             node_pos=node_pos,
@@ -657,7 +785,7 @@ class ClusterIndex(NodesAndTasks):
             task_memory=np.array(
                 [0 if t.memory is None else scaled(t.memory) for t in tasks], dtype=np.int64
             ),
-            task_locked=np.array([t.locked for t in tasks], dtype=bool),
+            task_locked=np.array([t.id in rules.fixed for t in tasks], dtype=bool),
             task_hp=np.array([problem.is_hp(t.priority) for t in tasks], dtype=bool),
             task_group=task_group,
             group_ids=list(group_pos),
@@ -665,12 +793,8 @@ class ClusterIndex(NodesAndTasks):
             selector_masks=np.array(selector_rows, dtype=bool).reshape(
                 len(selector_rows), len(node_ids)
             ),
+            fixed=rules.fixed,
         )
-
-
-def _selector_key(selector: dict[str, SelectorValue]) -> str:
-    """One key per distinct node selector (the empty one included)."""
-    return repr(sorted(selector.items())) if selector else "{}"
 
 
 #: The defragmentation problem is the cluster itself (and its options).

@@ -12,7 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gpuopt.cluster.model import MAX_AMOUNT, MAX_NODE_GPUS, SelectorValue
+from gpuopt.cluster.kube import SelectorValue
+from gpuopt.cluster.model import MAX_AMOUNT, MAX_NODE_GPUS
 from gpuopt.errors import ProblemError, problem_error_from, short
 
 #: The expected form of a request text, quoted in error messages.

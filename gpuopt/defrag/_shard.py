@@ -274,16 +274,20 @@ def _monotonic_deadline(shard: Shard) -> float | None:
 def sub_snapshot(shard: Shard) -> DefragProblem:
     """The shard as a snapshot of its own (local ids ``n<k>``, ``t<k>``), for the exact models.
 
-    Selectors become labels ``sel<r>`` on the nodes that selector ``r`` admits;
-    anti-affinity groups keep their numbers; capacities are the nodes' own,
-    the tasks are those on the shard's nodes now.
+    Eligibility classes (rules K1-K3) that exclude a node of the shard become
+    labels ``sel<r>`` on the nodes class ``r`` admits and a node selector on
+    its tasks; a task that sits on a node its class no longer admits (a
+    cordon or taint added since it started) may also stay where it is, by a
+    required node affinity on its own node. Anti-affinity groups keep their
+    numbers; capacities are the nodes' own, the tasks are those on the
+    shard's nodes now.
     """
+    masks = shard.selector_masks
+    partial = [not bool(masks[row].all()) for row in range(masks.shape[0])]
     nodes = []
     for node in range(shard.node_pos.size):
         labels = {
-            f"sel{row}": "1"
-            for row in range(1, shard.selector_masks.shape[0])
-            if shard.selector_masks[row, node]
+            f"sel{row}": "1" for row in range(masks.shape[0]) if partial[row] and masks[row, node]
         }
         memory = shard.free_memory[node]
         used_memory = int(shard.task_memory[shard.task_node == node].sum())
@@ -300,6 +304,17 @@ def sub_snapshot(shard: Shard) -> DefragProblem:
     for task in range(shard.task_pos.size):
         row = int(shard.task_selector[task])
         group = int(shard.task_group[task])
+        here = int(shard.task_node[task])
+        stays: list[dict[str, object]] = []
+        if partial[row] and not masks[row, here] and not shard.task_locked[task]:
+            stays = [
+                {"match_expressions": [{"key": f"sel{row}", "operator": "Exists"}]},
+                {
+                    "match_fields": [
+                        {"key": "metadata.name", "operator": "In", "values": [f"n{here}"]}
+                    ]
+                },
+            ]
         tasks.append(
             {
                 "id": f"t{task}",
@@ -309,7 +324,8 @@ def sub_snapshot(shard: Shard) -> DefragProblem:
                 "memory": int(shard.task_memory[task]) / SCALE,
                 "locked": bool(shard.task_locked[task]),
                 "priority": "HP" if shard.task_hp[task] else "LP",
-                "node_selector": {f"sel{row}": "1"} if row > 0 else {},
+                "node_selector": {f"sel{row}": "1"} if partial[row] and not stays else {},
+                "node_affinity": stays,
                 "anti_affinity": None if group < 0 else f"g{group}",
             }
         )

@@ -5,7 +5,8 @@ Execution is make-before-break: while a task moves, its new instance starts on
 the target while the old one still holds the source, so the target needs room
 at that moment. :func:`violations` replays the moves in order, knows nothing
 about the methods, and reports every breach of the rules D1-D7 of
-``models/defrag.md``; :func:`evaluate` recomputes the metrics.
+``models/defrag.md`` and of the Kubernetes rules K1-K7 of
+``models/cluster.md``; :func:`evaluate` recomputes the metrics.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt._model import MAX_ID_LENGTH
+from gpuopt.cluster.rules import PodTerms, budget_allowance, refusal
 from gpuopt.defrag.problem import DefragProblem, scaled, selector_matches
 from gpuopt.result import Result, count_gap
 from gpuopt.result import Status as ResultStatus
@@ -94,6 +96,7 @@ class _Replay:
     memory: dict[str, int]
     tasks_on: dict[str, set[str]]
     where: dict[str, str]
+    extra: defaultdict[str, Counter[str]]
 
     @classmethod
     def start(cls, problem: DefragProblem) -> _Replay:
@@ -103,9 +106,11 @@ class _Replay:
             memory={n.id: 0 for n in problem.nodes},
             tasks_on={n.id: set() for n in problem.nodes},
             where={},
+            extra=defaultdict(Counter),
         )
         for task in problem.tasks:
             state.add(task.id, task.node, task.gpus, scaled(task.cpus), _memory_of(task.memory))
+            state.extra[task.node].update(task.resources)
         return state
 
     def add(self, task: str, node: str, gpus: int, cpus: int, memory: int) -> None:
@@ -131,16 +136,18 @@ def _as_moves(plan: MigrationPlan | Sequence[Move]) -> list[Move]:
 
 
 def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> list[str]:
-    """Every breach of D1-D7 (``models/defrag.md``) when ``plan`` is replayed in order.
+    """Every breach of D1-D7 (``models/defrag.md``) and K1-K7 (``models/cluster.md``).
 
-    Returns an empty list when the plan is legal. Each message starts with its
-    rule label, e.g. ``"D3: move 4 (t7 n3->n4): node n4 lacks GPUs (needs 2, has 1 free)"``.
+    The plan is replayed in order. Returns an empty list when the plan is
+    legal. Each message starts with its rule label, e.g. ``"D3: move 4 (t7
+    n3->n4): node n4 lacks GPUs (needs 2, has 1 free)"``.
     """
     found: list[str] = []
     moves = _as_moves(plan)
     nodes = {n.id: n for n in problem.nodes}
     tasks = {t.id: t for t in problem.tasks}
     state = _Replay.start(problem)
+    terms = PodTerms(problem)
     group_on: dict[str, Counter[str]] = defaultdict(Counter)
     for held in problem.tasks:
         if held.anti_affinity is not None:
@@ -164,7 +171,20 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
             continue
         if task.locked:
             found.append(f"D2: {label}: the task is locked")
+        if task.pinned is not None:
+            found.append(f"K6: {label}: the task is pinned ({task.pinned})")
+        if nodes[move.source].locked:
+            found.append(f"K6: {label}: its node {move.source} is locked")
         target = nodes[move.to]
+        refused = refusal(target, task, selector=False)
+        if refused is not None:
+            found.append(f"{refused[:3]} {label}: {refused[4:]}")
+        for name, amount in task.resources.items():
+            free = target.resources.get(name, 0) - state.extra[target.id][name]
+            if amount > free:
+                found.append(
+                    f"K4: {label}: node {target.id} lacks {name} (needs {amount}, has {free})"
+                )
         cpus, memory = scaled(task.cpus), _memory_of(task.memory)
         if state.gpus[target.id] + task.gpus > target.gpus:
             free = target.gpus - state.gpus[target.id]
@@ -189,8 +209,15 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
             group_on[target.id][task.anti_affinity] += 1
             group_on[move.source][task.anti_affinity] -= 1
             moved_in_group[task.anti_affinity].add(task.id)
+        if terms.active:
+            found.extend(
+                f"{text[:3]} {label}: {text[4:]}"
+                for text in terms.move(task.id, move.source, target.id)
+            )
         state.add(task.id, target.id, task.gpus, cpus, memory)
         state.remove(task.id, move.source, task.gpus, cpus, memory)
+        state.extra[target.id].update(task.resources)
+        state.extra[move.source].subtract(task.resources)
     options = problem.options
     if options.max_moves is not None and len(moves) > options.max_moves:
         found.append(f"D6: the plan has {len(moves)} moves, over max_moves={options.max_moves}")
@@ -202,6 +229,7 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
                     f"group_budget={options.group_budget}"
                 )
     found.extend(_wave_violations(moves))
+    found.extend(_budget_violations(problem, moves))
     if isinstance(plan, MigrationPlan):
         occupied_before = {t.node for t in problem.tasks}
         emptied = {n for n in occupied_before if not state.tasks_on[n]}
@@ -212,6 +240,21 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
                 f"D1: the plan's emptied list differs from the replay's on nodes {wrong} "
                 f"(claims {len(claimed)}, replay empties {len(emptied)})"
             )
+    return found
+
+
+def _budget_violations(problem: DefragProblem, moves: Sequence[Move]) -> list[str]:
+    """K7: no wave evicts more pods of a PodDisruptionBudget than it allows."""
+    found: list[str] = []
+    for budget, members, allowed in budget_allowance(problem):
+        selected = set(members)
+        per_wave = Counter(move.wave for move in moves if move.task in selected)
+        for wave, count in sorted(per_wave.items()):
+            if count > allowed:
+                found.append(
+                    f"K7: wave {wave} evicts {count} pods of budget {budget.id!r}, "
+                    f"which allows {allowed} at a time"
+                )
     return found
 
 
@@ -236,20 +279,37 @@ def _wave_violations(moves: Sequence[Move]) -> list[str]:
     return found
 
 
-def assign_waves(moves: Iterable[tuple[str, str, str]]) -> list[Move]:
+def assign_waves(
+    moves: Iterable[tuple[str, str, str]], problem: DefragProblem | None = None
+) -> list[Move]:
     """Group ordered moves ``(task, source, target)`` into concurrent waves.
 
     A move goes one wave after the latest earlier move that touches one of its
     two nodes, so the order between dependent moves is kept and the moves of a
-    wave touch pairwise distinct nodes (rule D7). The result is sorted by wave.
+    wave touch pairwise distinct nodes (rule D7); with ``problem``, a move
+    whose PodDisruptionBudget is used up in that wave goes to the first later
+    wave with room (rule K7). The result is sorted by wave.
 
     >>> [m.wave for m in assign_waves([("a", "n1", "n2"), ("b", "n3", "n4"), ("c", "n2", "n5")])]
     [0, 0, 1]
     """
+    budgets: defaultdict[str, list[int]] = defaultdict(list)
+    allowed: list[int] = []
+    for position, (_, members, count) in enumerate(
+        budget_allowance(problem) if problem is not None else ()
+    ):
+        allowed.append(count)
+        for task_id in members:
+            budgets[task_id].append(position)
+    used: Counter[tuple[int, int]] = Counter()  # (wave, budget) -> evictions
     last: dict[str, int] = {}
     placed: list[tuple[int, int, Move]] = []
     for number, (task, source, target) in enumerate(moves):
         wave = max(last.get(source, -1), last.get(target, -1)) + 1
+        mine = [b for b in budgets.get(task, ()) if allowed[b] > 0]  # 0: the task is fixed
+        while any(used[wave, b] >= allowed[b] for b in mine):
+            wave += 1
+        used.update((wave, b) for b in mine)
         last[source] = last[target] = wave
         placed.append((wave, number, Move(task=task, source=source, to=target, wave=wave)))
     placed.sort(key=lambda item: (item[0], item[1]))
@@ -305,7 +365,7 @@ def make_plan(
     notes: Sequence[str] = (),
 ) -> MigrationPlan:
     """Build a :class:`MigrationPlan` from ordered ``(task, source, target)`` moves."""
-    waved = assign_waves(moves)
+    waved = assign_waves(moves, problem)
     metrics, emptied = evaluate(problem, waved)
     return MigrationPlan(
         method=method,

@@ -1,0 +1,397 @@
+"""The Kubernetes rules K1-K7 over the cluster model, for the checker and for the methods.
+
+Two views of the same rules (``models/cluster.md`` states them):
+
+- **Judging** a placement: :func:`refusal` says why a node cannot take a pod
+  (K1 readiness and cordons, K2 taints, K3 node selector and required node
+  affinity); :class:`PodTerms` follows where every pod is while moves are
+  replayed and says which required pod affinity or anti-affinity (K5) a move
+  breaks, in either direction; :func:`budget_allowance` gives each
+  PodDisruptionBudget's allowed disruptions (K7).
+- **Planning** under them: :func:`constraints` turns the rules into what every
+  method already understands, once per snapshot: one eligibility class per
+  distinct (node selector, node affinity, tolerations) with a node mask
+  (K1-K3), anti-affinity groups (at most one task of a group per node) for
+  required anti-affinity on the hostname, and the tasks that never move with
+  the reason (K6, plus pods whose rules the methods cannot yet keep while
+  moving them, which are then kept in place so the rules hold).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gpuopt.cluster.kube import (
+    HOSTNAME_KEY,
+    Budget,
+    NodeSelectorTerm,
+    PodAffinityTerm,
+    SelectorValue,
+    Taint,
+    Toleration,
+    affinity_matches,
+    selector_matches,
+    untolerated,
+)
+
+# The rules read the cluster model through these protocols (``gpuopt.cluster.model``
+# imports this module, so it cannot be imported here).
+
+
+class PodSpec(Protocol):
+    """What decides where a pod may go: a running task or a pending request."""
+
+    @property
+    def node_selector(self) -> dict[str, SelectorValue]: ...
+    @property
+    def tolerations(self) -> list[Toleration]: ...
+    @property
+    def node_affinity(self) -> list[NodeSelectorTerm]: ...
+
+
+class Node(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def labels(self) -> dict[str, str]: ...
+    @property
+    def ready(self) -> bool: ...
+    @property
+    def unschedulable(self) -> bool: ...
+    @property
+    def locked(self) -> bool: ...
+    @property
+    def taints(self) -> list[Taint]: ...
+    def label(self, key: str) -> str | None: ...
+
+
+class Task(PodSpec, Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def node(self) -> str: ...
+    @property
+    def space(self) -> str: ...
+    @property
+    def labels(self) -> dict[str, str]: ...
+    @property
+    def locked(self) -> bool: ...
+    @property
+    def pinned(self) -> str | None: ...
+    @property
+    def resources(self) -> dict[str, int]: ...
+    @property
+    def anti_affinity(self) -> str | None: ...
+    @property
+    def pod_affinity(self) -> list[PodAffinityTerm]: ...
+    @property
+    def pod_anti_affinity(self) -> list[PodAffinityTerm]: ...
+
+
+class Cluster(Protocol):
+    @property
+    def nodes(self) -> Sequence[Node]: ...
+    @property
+    def tasks(self) -> Sequence[Task]: ...
+    @property
+    def budgets(self) -> Sequence[Budget]: ...
+
+
+def refusal(node: Node, pod: PodSpec, *, selector: bool = True) -> str | None:
+    """Why ``node`` cannot take ``pod`` by rules K1-K3 (None: it can, resources aside).
+
+    With ``selector=False`` the node selector is not checked (a checker that
+    reports it under a rule of its own).
+
+    >>> from gpuopt.cluster.model import Node, Task
+    >>> node = Node(id="n", gpus=8, cpus=64, taints=[{"key": "gpu", "effect": "NoSchedule"}])
+    >>> refusal(node, Task(id="t", node="n", gpus=1))
+    'K2: node n has the taint gpu:NoSchedule, which the pod does not tolerate'
+    """
+    if not node.ready:
+        return f"K1: node {node.id} is NotReady"
+    if node.unschedulable:
+        return f"K1: node {node.id} is cordoned (unschedulable)"
+    if node.locked:
+        return f"K1: node {node.id} is locked"
+    refused = untolerated(pod.tolerations, node.taints)
+    if refused:
+        taint = refused[0]
+        shown = taint.key if taint.value is None else f"{taint.key}={taint.value}"
+        return (
+            f"K2: node {node.id} has the taint {shown}:{taint.effect}, "
+            "which the pod does not tolerate"
+        )
+    if selector and not selector_matches(pod.node_selector, node.labels):
+        return f"K3: node {node.id} does not match the pod's node_selector"
+    if not affinity_matches(pod.node_affinity, node.id, node.labels):
+        return f"K3: node {node.id} does not satisfy the pod's required node affinity"
+    return None
+
+
+def placement_key(pod: PodSpec) -> str:
+    """One key per distinct (node selector, node affinity, tolerations): pods alike for K1-K3."""
+    if not pod.node_selector and not pod.node_affinity and not pod.tolerations:
+        return "{}"
+    return json.dumps(
+        [
+            sorted(pod.node_selector.items()),
+            [term.model_dump(mode="json") for term in pod.node_affinity],
+            [toleration.model_dump(mode="json") for toleration in pod.tolerations],
+        ],
+        sort_keys=True,
+    )
+
+
+def budget_allowance(cluster: Cluster) -> list[tuple[Budget, list[str], int]]:
+    """K7: each budget, the tasks it selects, and the disruptions it allows.
+
+    Expected pods are the tasks it selects; healthy ones are those not pinned
+    as terminating or not running.
+    """
+    found = []
+    for budget in cluster.budgets:
+        members = [t for t in cluster.tasks if budget.selects(t.space, t.labels)]
+        healthy = sum(t.pinned not in ("terminating", "not-running") for t in members)
+        found.append((budget, [t.id for t in members], budget.allowed(len(members), healthy)))
+    return found
+
+
+def _term_key(owner: Task, term: PodAffinityTerm) -> str:
+    namespaces = ["*"] if term.all_namespaces else sorted(term.namespaces or [owner.space])
+    return json.dumps(
+        [namespaces, term.selector.model_dump(mode="json"), term.topology_key], sort_keys=True
+    )
+
+
+def domain_of(node: Node, key: str) -> str | None:
+    """The domain of ``node`` for a topology key (a node label; the hostname is the node)."""
+    return node.label(key)
+
+
+class PodTerms:
+    """K5 while moves are replayed: where every pod is, and which pod terms a move breaks.
+
+    Only moves are judged: a rule already broken in the snapshot (labels
+    changed after scheduling) is not reported until a move touches it.
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.nodes = {node.id: node for node in cluster.nodes}
+        self.tasks = {task.id: task for task in cluster.tasks}
+        self.where = {task.id: task.node for task in cluster.tasks}
+        self.keys = {
+            term.topology_key
+            for task in cluster.tasks
+            for term in (*task.pod_affinity, *task.pod_anti_affinity)
+        }
+        # (topology key, domain) -> tasks there, for the keys some term uses
+        self.members: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
+        for task in cluster.tasks:
+            self._enter(task.id, task.node)
+        self.owners = [t for t in cluster.tasks if t.pod_affinity or t.pod_anti_affinity]
+
+    @property
+    def active(self) -> bool:
+        """True when some pod has a required pod (anti-)affinity term."""
+        return bool(self.owners)
+
+    def _enter(self, task_id: str, node_id: str) -> None:
+        for key in self.keys:
+            domain = domain_of(self.nodes[node_id], key)
+            if domain is not None:
+                self.members[key, domain].add(task_id)
+
+    def _leave(self, task_id: str, node_id: str) -> None:
+        for key in self.keys:
+            domain = domain_of(self.nodes[node_id], key)
+            if domain is not None:
+                self.members[key, domain].discard(task_id)
+
+    def _near(self, node_id: str, key: str, but: str) -> Iterable[Task]:
+        domain = domain_of(self.nodes[node_id], key)
+        if domain is None:
+            return ()
+        return (self.tasks[t] for t in self.members[key, domain] if t != but)
+
+    def _satisfied(self, owner: Task, term: PodAffinityTerm, node_id: str) -> bool:
+        """An affinity term of ``owner`` holds with ``owner`` on ``node_id``."""
+        near = self._near(node_id, term.topology_key, owner.id)
+        if any(term.selects(owner.space, t.space, t.labels) for t in near):
+            return True
+        # Kubernetes lets the first pod of a group that selects itself go anywhere.
+        others = any(
+            term.selects(owner.space, t.space, t.labels)
+            for t in self.tasks.values()
+            if t.id != owner.id
+        )
+        return not others and term.selects(owner.space, owner.space, owner.labels)
+
+    def move(self, task_id: str, source: str, target: str) -> list[str]:
+        """Replay one move and return the K5 breaches it causes (each one sentence)."""
+        task = self.tasks[task_id]
+        found: list[str] = []
+        for term in task.pod_anti_affinity:
+            for other in self._near(target, term.topology_key, task_id):
+                if term.selects(task.space, other.space, other.labels):
+                    found.append(
+                        f"K5: {task_id} requires anti-affinity on {term.topology_key} with "
+                        f"{other.id}, which is in the same domain as node {target}"
+                    )
+                    break
+        for term in task.pod_affinity:
+            if not self._satisfied(task, term, target):
+                found.append(
+                    f"K5: {task_id} requires affinity on {term.topology_key} with pods that are "
+                    f"not in the domain of node {target}"
+                )
+        for key in self.keys:
+            for other in self._near(target, key, task_id):
+                for term in other.pod_anti_affinity:
+                    if term.topology_key == key and term.selects(
+                        other.space, task.space, task.labels
+                    ):
+                        found.append(
+                            f"K5: {other.id} requires anti-affinity on {key} with {task_id}, "
+                            f"which moves into its domain (node {target})"
+                        )
+        self._leave(task_id, source)
+        self.where[task_id] = target
+        self._enter(task_id, target)
+        for key in self.keys:
+            for other in self._near(source, key, task_id):
+                for term in other.pod_affinity:
+                    if (
+                        term.topology_key == key
+                        and term.selects(other.space, task.space, task.labels)
+                        and not self._satisfied(other, term, self.where[other.id])
+                    ):
+                        found.append(
+                            f"K5: {other.id} requires affinity on {key} with pods like "
+                            f"{task_id}, which leaves its domain (node {source})"
+                        )
+        return found
+
+
+@dataclass
+class Constraints:
+    """The K rules as the methods read them (see :func:`constraints`)."""
+
+    #: Per task: index of its eligibility class in ``masks``.
+    task_class: list[int]
+    #: One row per eligibility class: True on the nodes that may take its pods (K1-K3).
+    masks: list[list[bool]]
+    #: Per task: its anti-affinity group (explicit or from a hostname anti-affinity), or None.
+    task_group: list[str | None]
+    #: Tasks never moved, with the reason.
+    fixed: dict[str, str] = field(default_factory=dict)
+
+
+def constraints(cluster: Cluster) -> Constraints:
+    """The K rules in the terms every method knows: node masks, groups, fixed tasks.
+
+    - K1-K3: tasks alike for them share an eligibility class whose mask admits
+      the open nodes they tolerate and match.
+    - K6: locked and pinned tasks, and every task on a locked node, are fixed.
+    - K5: a required anti-affinity on the hostname becomes an anti-affinity
+      group holding the pod and every pod its term selects (at most one per
+      node: stricter than the rule when the selected pods may share a node,
+      never looser); when a task would belong to two groups, the term's pods
+      are fixed instead. Required anti-affinity on a wider topology key and
+      required pod affinity fix the pods they involve (kept in place, the
+      rule holds).
+    - K4: tasks that request extended resources are fixed (the methods plan
+      GPUs, CPUs and memory; keeping these pods in place keeps the rule).
+    - K7: the pods of a budget that allows no disruption are fixed.
+    """
+    nodes = {node.id: node for node in cluster.nodes}
+    fixed: dict[str, str] = {}
+    for task in cluster.tasks:
+        if task.pinned is not None:
+            fixed[task.id] = task.pinned
+        elif task.locked:
+            fixed[task.id] = "locked"
+        elif nodes[task.node].locked:
+            fixed[task.id] = "node-locked"
+        elif task.resources:
+            fixed[task.id] = "extended-resources"
+    for _, members, allowed in budget_allowance(cluster):
+        if allowed == 0:
+            for task_id in members:
+                fixed.setdefault(task_id, "budget")
+    groups = _groups(cluster, fixed)
+    keys: dict[str, int] = {}
+    masks: list[list[bool]] = []
+    task_class: list[int] = []
+    for task in cluster.tasks:
+        key = placement_key(task)
+        row = keys.get(key)
+        if row is None:
+            row = keys[key] = len(masks)
+            masks.append([refusal(node, task) is None for node in cluster.nodes])
+        task_class.append(row)
+    return Constraints(task_class=task_class, masks=masks, task_group=groups, fixed=fixed)
+
+
+def _groups(cluster: Cluster, fixed: dict[str, str]) -> list[str | None]:
+    """K5 as groups and fixed tasks (see :func:`constraints`); fills ``fixed``."""
+    tasks = {t.id: t for t in cluster.tasks}
+    group: dict[str, str] = {t.id: t.anti_affinity for t in cluster.tasks if t.anti_affinity}
+    terms: dict[str, tuple[Task, PodAffinityTerm, bool]] = {}
+    for task in cluster.tasks:
+        for term in task.pod_anti_affinity:
+            terms.setdefault(_term_key(task, term), (task, term, True))
+        for term in task.pod_affinity:
+            terms.setdefault(_term_key(task, term) + "+", (task, term, False))
+    owners: defaultdict[str, list[str]] = defaultdict(list)
+    for task in cluster.tasks:
+        for term in task.pod_anti_affinity:
+            owners[_term_key(task, term)].append(task.id)
+        for term in task.pod_affinity:
+            owners[_term_key(task, term) + "+"].append(task.id)
+    for key, (owner, term, anti) in terms.items():
+        selected = [t.id for t in cluster.tasks if term.selects(owner.space, t.space, t.labels)]
+        involved = list(dict.fromkeys([*owners[key], *selected]))
+        name = f"k8s:{key}"
+        on_node = Counter(tasks[t].node for t in involved)
+        if (
+            anti
+            and term.topology_key == HOSTNAME_KEY
+            and all(group.get(t, name) == name for t in involved)
+            and max(on_node.values(), default=0) <= 1
+        ):
+            for task_id in involved:
+                group[task_id] = name
+            continue
+        reason = "pod-anti-affinity" if anti else "pod-affinity"
+        for task_id in involved:
+            fixed.setdefault(task_id, reason)
+    return [group.get(task.id) for task in cluster.tasks]
+
+
+def fixed_counts(fixed: Mapping[str, str]) -> Counter[str]:
+    """How many tasks are fixed for each reason."""
+    return Counter(fixed.values())
+
+
+def describe(counts: Mapping[str, int]) -> str:
+    """``"3 daemonset, 2 critical"``: counts by reason, largest first."""
+    return ", ".join(f"{count} {reason}" for reason, count in Counter(counts).most_common())
+
+
+__all__ = [
+    "Constraints",
+    "PodSpec",
+    "PodTerms",
+    "budget_allowance",
+    "constraints",
+    "describe",
+    "domain_of",
+    "fixed_counts",
+    "placement_key",
+    "refusal",
+]
