@@ -179,4 +179,187 @@ def _decorate(
             task["anti_affinity"] = f"svc-{group}"
 
 
-__all__ = ["random_snapshot"]
+def with_kubernetes(
+    problem: DefragProblem,
+    seed: int,
+    *,
+    tainted: float = 0.1,
+    cordoned: float = 0.05,
+    not_ready: float = 0.02,
+    tolerating: float = 0.3,
+    affinity: float = 0.2,
+    services: int = 3,
+    replicas: float = 0.15,
+    zone_spread: float = 0.3,
+    pod_affinity: float = 0.03,
+    pinned: float = 0.05,
+    extended: float = 0.05,
+    budgets: bool = True,
+) -> DefragProblem:
+    """``problem`` with the Kubernetes facts that decide where pods may go (rules K1-K7).
+
+    The snapshot stays a legal state: every pod's node satisfies its node
+    affinity, replicas of a service with a required anti-affinity run on
+    distinct nodes (or zones), and extended resources fit.
+
+    Parameters
+    ----------
+    seed
+        Seed of the private random generator.
+    tainted, cordoned, not_ready
+        Shares of nodes with a ``NoSchedule`` taint ``dedicated=<team>``, cordoned, NotReady.
+    tolerating
+        Share of pods that tolerate the taint (some with ``Exists``, some with ``Equal``).
+    affinity
+        Share of pods with a required node affinity (``In``/``NotIn`` on the zone,
+        ``Gt`` on a numeric label, ``Exists``), always true on their node.
+    services, replicas
+        Services whose replicas (this share of the pods, spread over the services)
+        carry ``app=<service>`` and a required anti-affinity on the hostname (or,
+        for ``zone_spread`` of the services, on the zone) selecting their own app.
+    pod_affinity
+        Share of pods with a required pod affinity to a pod on their own node.
+    pinned
+        Share of pods pinned for a Kubernetes reason (DaemonSet, no controller, ...).
+    extended
+        Share of pods that request ``rdma/hca`` (nodes advertise 4).
+    budgets
+        One PodDisruptionBudget per service (``maxUnavailable: 1`` or ``minAvailable: 50%``).
+
+    Examples
+    --------
+    >>> cluster = with_kubernetes(random_snapshot(3, nodes=20), 3)
+    >>> sum(not n.ready for n in cluster.nodes) + sum(n.unschedulable for n in cluster.nodes) >= 0
+    True
+    """
+    check_arguments(
+        locals(),
+        whole={"seed": (0, 2**63), "services": (0, 1000)},
+        numbers={
+            name: (0.0, 1.0)
+            for name in (
+                "tainted",
+                "cordoned",
+                "not_ready",
+                "tolerating",
+                "affinity",
+                "replicas",
+                "zone_spread",
+                "pod_affinity",
+                "pinned",
+                "extended",
+            )
+        },
+    )
+    rng = random.Random(seed)
+    data = problem.model_dump(mode="json")
+    zones = ["z0", "z1", "z2"]
+    node_zone: dict[str, str] = {}
+    for node in data["nodes"]:
+        zone = rng.choice(zones)
+        node_zone[node["id"]] = zone
+        labels = dict(node.get("labels", {}))
+        labels["topology.kubernetes.io/zone"] = zone
+        labels["gpu-memory"] = str(rng.choice([16, 32, 80]))
+        node["labels"] = labels
+        node["resources"] = {"rdma/hca": 4}
+        if rng.random() < tainted:
+            node["taints"] = [
+                {"key": "dedicated", "value": rng.choice(["a", "b"]), "effect": "NoSchedule"}
+            ]
+        if rng.random() < cordoned:
+            node["unschedulable"] = True
+        if rng.random() < not_ready:
+            node["ready"] = False
+    labels_of = {node["id"]: node["labels"] for node in data["nodes"]}
+    used_rdma: dict[str, int] = {}
+    app_nodes: dict[str, set[str]] = {}
+    app_zones: dict[str, set[str]] = {}
+    zone_apps = {f"svc{k}" for k in range(services) if rng.random() < zone_spread}
+    tasks = data["tasks"]
+    for task in tasks:
+        node = task["node"]
+        pod_labels: dict[str, str] = {}
+        if rng.random() < tolerating:
+            task["tolerations"] = [
+                rng.choice(
+                    [
+                        {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"},
+                        {"key": "dedicated", "value": "a"},
+                        {"operator": "Exists"},
+                    ]
+                )
+            ]
+        if rng.random() < affinity:
+            task["node_affinity"] = [_true_term(rng, labels_of[node], zones)]
+        if services and rng.random() < replicas:
+            app = f"svc{rng.randrange(services)}"
+            taken = app_zones if app in zone_apps else app_nodes
+            place = node_zone[node] if app in zone_apps else node
+            if place not in taken.setdefault(app, set()):
+                taken[app].add(place)
+                pod_labels["app"] = app
+                key = (
+                    "topology.kubernetes.io/zone" if app in zone_apps else "kubernetes.io/hostname"
+                )
+                task["pod_anti_affinity"] = [
+                    {"selector": {"match_labels": {"app": app}}, "topology_key": key}
+                ]
+        if rng.random() < pinned:
+            task["pinned"] = rng.choice(["daemonset", "no-controller", "critical", "local-storage"])
+        if rng.random() < extended and used_rdma.get(node, 0) < 4:
+            used_rdma[node] = used_rdma.get(node, 0) + 1
+            task["resources"] = {"rdma/hca": 1}
+        if pod_labels:
+            task["labels"] = pod_labels
+    by_node: dict[str, list[dict[str, Any]]] = {}
+    for task in tasks:
+        by_node.setdefault(task["node"], []).append(task)
+    for task in tasks:
+        mates = [t for t in by_node[task["node"]] if t is not task]
+        if mates and rng.random() < pod_affinity:
+            mate = rng.choice(mates)
+            mate_labels = dict(mate.get("labels", {}))
+            mate_labels.setdefault("role", f"peer-{mate['id']}")
+            mate["labels"] = mate_labels
+            task["pod_affinity"] = [
+                {
+                    "selector": {"match_labels": {"role": mate_labels["role"]}},
+                    "topology_key": "kubernetes.io/hostname",
+                }
+            ]
+    if budgets:
+        data["budgets"] = [
+            {
+                "id": f"pdb-svc{k}",
+                "namespace": "default",
+                "selector": {"match_labels": {"app": f"svc{k}"}},
+            }
+            | ({"max_unavailable": 1} if k % 2 == 0 else {"min_available": "50%"})
+            for k in range(services)
+        ]
+    return DefragProblem.model_validate(data)
+
+
+def _true_term(rng: random.Random, labels: dict[str, str], zones: list[str]) -> dict[str, Any]:
+    """A required node-affinity term that the node with ``labels`` satisfies."""
+    zone = labels["topology.kubernetes.io/zone"]
+    memory = int(labels["gpu-memory"])
+    choices = [
+        {
+            "key": "topology.kubernetes.io/zone",
+            "operator": "In",
+            "values": [zone, rng.choice(zones)],
+        },
+        {
+            "key": "topology.kubernetes.io/zone",
+            "operator": "NotIn",
+            "values": [z for z in zones if z != zone][:1],
+        },
+        {"key": "gpu-memory", "operator": "Gt", "values": [str(memory - 1 - rng.randrange(20))]},
+        {"key": "gpu-memory", "operator": "Exists"},
+    ]
+    return {"match_expressions": [rng.choice(choices)]}
+
+
+__all__ = ["random_snapshot", "with_kubernetes"]
