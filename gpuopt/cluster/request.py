@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gpuopt.cluster.kube import SelectorValue
+from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, Toleration
 from gpuopt.cluster.model import MAX_AMOUNT, MAX_NODE_GPUS
 from gpuopt.errors import ProblemError, problem_error_from, short
 
@@ -33,7 +33,9 @@ class Request(BaseModel):
     """A request shape: ``gpus`` GPUs with ``cpus`` CPUs (and ``memory``) on one node.
 
     ``same_asw = N`` asks for ``N`` copies of the shape under one access switch
-    (a gang); ``node_selector`` restricts the nodes like a task's selector.
+    (a gang); ``node_selector``, ``node_affinity`` and ``tolerations``
+    restrict the nodes like a task's (rules K1-K3: closed nodes are never
+    offered either).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
@@ -43,6 +45,15 @@ class Request(BaseModel):
     memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
     same_asw: int = Field(default=1, ge=1, le=1_000_000)
     node_selector: dict[str, SelectorValue] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(
+        default_factory=list, max_length=1000, description="K2: taints it tolerates."
+    )
+    node_affinity: list[NodeSelectorTerm] = Field(
+        default_factory=list, max_length=1000, description="K3: required node affinity terms."
+    )
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] = Field(
+        default="PreemptLowerPriority", description="K8: 'Never' evicts nobody."
+    )
 
     @model_validator(mode="after")
     def _check_selector(self) -> Request:

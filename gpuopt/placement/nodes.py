@@ -56,9 +56,9 @@ from gpuopt.cluster.model import (
     Interconnect,
     check_unique,
     scaled,
-    selector_matches,
 )
 from gpuopt.cluster.request import Request, as_request
+from gpuopt.cluster.rules import refusal
 from gpuopt.errors import ProblemError
 from gpuopt.result import Result, Status
 
@@ -617,8 +617,9 @@ class NodePlacementProblem(IndexedModel):
         (:data:`INTERCONNECT_MATRICES`; a node that states none has every
         pair alike, as under an NVSwitch). GPUs in use are the tasks'
         ``gpu_indices``, or else the lowest free GPUs in task order. Nodes
-        with no GPUs, or whose labels the request's ``node_selector``
-        excludes, are left out.
+        with no GPUs, and nodes the request may not use by rules K1-K3
+        (NotReady, cordoned, locked, an untolerated taint, its node selector
+        or required node affinity), are left out.
 
         Raises
         ------
@@ -643,7 +644,7 @@ class NodePlacementProblem(IndexedModel):
             on_node.setdefault(task.node, []).append(task)
         index = cluster.index
         for pos, node in enumerate(cluster.nodes):
-            if node.gpus == 0 or not selector_matches(shape.node_selector, node.labels):
+            if node.gpus == 0 or refusal(node, shape) is not None:  # K1-K3
                 continue
             if node.gpus > MAX_TOPOLOGY_GPUS:
                 raise ProblemError(

@@ -31,9 +31,9 @@ from gpuopt.cluster.model import (
     Cluster,
     check_unique,
     scaled,
-    selector_matches,
 )
 from gpuopt.cluster.request import Request, as_request
+from gpuopt.cluster.rules import refusal
 from gpuopt.errors import ProblemError
 
 MAX_GPUS = 1_000_000
@@ -170,7 +170,9 @@ class TopologyProblem(IndexedModel):
         nodes counts) becomes a switch listing its nodes with their free
         GPUs and CPUs. ``jobs`` is a list of jobs, or one request shape whose
         CPUs are spread evenly over its GPUs (``cpus_per_gpu``); a request's
-        node selector leaves out the nodes it excludes.
+        node selector, node affinity and tolerations leave out the nodes they
+        exclude, and nodes that are NotReady, cordoned or locked are left out
+        for every job (rules K1-K3 of ``models/cluster.md``).
 
         Raises
         ------
@@ -192,10 +194,9 @@ class TopologyProblem(IndexedModel):
             domains = cluster.domains(level)
         except ValueError as exc:
             raise ProblemError(f"{exc}.") from None
-        selector: dict[str, Any] = {}
+        shape: Request = Request(gpus=1)  # jobs as a list: no pod rules beyond K1
         if isinstance(jobs, (Request, str)):
             shape = as_request(jobs)
-            selector = shape.node_selector
             job_list: list[Any] = [
                 {
                     "id": job_id,
@@ -215,7 +216,7 @@ class TopologyProblem(IndexedModel):
                     f"node {node.id!r} has no domain at topology level {level!r} "
                     f"(give it topology.{level}, or asw for the switch level)."
                 )
-            if not selector_matches(selector, node.labels):
+            if refusal(node, shape) is not None:  # K1-K3
                 continue
             switches.setdefault(domain, []).append(
                 {

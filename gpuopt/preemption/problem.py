@@ -33,10 +33,12 @@ from gpuopt.cluster.model import (
     PriorityClass,
     check_node_use,
     check_unique,
+    priority_value,
     scaled,
 )
 from gpuopt.cluster.request import Request as RequestShape
 from gpuopt.cluster.request import as_request
+from gpuopt.cluster.rules import refusal
 from gpuopt.errors import ProblemError
 
 #: Largest state the model accepts: like a defragmentation snapshot, a state
@@ -193,10 +195,16 @@ class PreemptionProblem(IndexedModel):
     ) -> PreemptionProblem:
         """The preemption question asked of a cluster snapshot: whom does ``request`` stop?
 
-        Tasks keep their class (an integer priority is HP at or above the
-        cluster's ``hp_priority``) and lose the work since their
-        ``last_checkpoint`` (else their ``start_time``); ``now`` defaults to
-        the cluster's. The request's class comes from ``priority`` the same way.
+        A task may be a victim (class LP in the view) only when its integer
+        priority is below the request's, it is not fixed (pinned, locked, on a
+        locked node, ...), and the request's ``preemption_policy`` is not
+        ``Never`` (rule K8 of ``models/cluster.md``); every other task is HP
+        in the view and the request is HP. With the classes alone this is the
+        old rule: an HP request may stop LP tasks. Tasks lose the work since
+        their ``last_checkpoint`` (else their ``start_time``); ``now``
+        defaults to the cluster's. Nodes the request may not use by rules
+        K1-K3 (NotReady, cordoned, locked, untolerated taints, its selector
+        or node affinity) are left out with their tasks.
 
         Raises
         ------
@@ -217,8 +225,14 @@ class PreemptionProblem(IndexedModel):
         clock = now if now is not None else cluster.now
         if clock is None:
             raise ProblemError("now: the cluster states no clock; give now (--now T).")
+        wanted = priority_value(priority, cluster.hp_priority)
+        fixed = cluster.index.fixed
+        may_preempt = shape.preemption_policy != "Never"
+        usable = {node.id for node in cluster.nodes if refusal(node, shape) is None}
         tasks = []
         for task in cluster.tasks:
+            if task.node not in usable:
+                continue
             checkpoint = task.checkpoint
             if checkpoint is None:
                 raise ProblemError(
@@ -231,7 +245,11 @@ class PreemptionProblem(IndexedModel):
                     "node": task.node,
                     "gpus": task.gpus,
                     "cpus": task.cpus,
-                    "priority": "HP" if cluster.is_hp(task.priority) else "LP",
+                    "priority": "LP"
+                    if may_preempt
+                    and task.id not in fixed
+                    and priority_value(task.priority, cluster.hp_priority) < wanted
+                    else "HP",
                     "last_checkpoint": checkpoint,
                 }
             )
@@ -240,13 +258,14 @@ class PreemptionProblem(IndexedModel):
             "nodes": [
                 {"id": n.id, "gpus": n.gpus, "cpus": n.cpus, "preemptions": n.preemptions}
                 for n in cluster.nodes
+                if n.id in usable
             ],
             "tasks": tasks,
             "request": {
                 "id": request_id,
                 "gpus": shape.gpus,
                 "cpus": shape.cpus,
-                "priority": "HP" if cluster.is_hp(priority) else "LP",
+                "priority": "HP",
             },
         }
         return cls.parse(data)

@@ -12,6 +12,7 @@ import pytest
 
 import gpuopt
 from gpuopt.cluster import Cluster, parse_request
+from gpuopt.cluster.model import priority_value
 from gpuopt.defrag.diagnosis import diagnose
 from gpuopt.defrag.generator import random_snapshot
 from gpuopt.errors import ProblemError
@@ -98,14 +99,21 @@ def test_preemption(preemption_method: str, seed: int) -> None:
     problem = PreemptionProblem.from_cluster(cluster, "8G16C", priority=5000)
     assert problem.now == cluster.now
     assert [t.last_checkpoint for t in problem.tasks] == [t.start_time for t in cluster.tasks]
-    hp = [cluster.is_hp(t.priority) for t in cluster.tasks]
-    assert [t.priority == "HP" for t in problem.tasks] == hp
+    # K8: a task may be a victim only when below the request's priority and not fixed
+    protected = [
+        priority_value(t.priority, cluster.hp_priority) >= 5000 or t.id in cluster.index.fixed
+        for t in cluster.tasks
+    ]
+    assert [t.priority == "HP" for t in problem.tasks] == protected
     decision = gpuopt.solve(problem, preemption_method)
     assert gpuopt.violations(problem, decision) == []
     assert decision.cost == gpuopt.evaluate(problem, decision) == decision.objective
     assert_contract(decision, preemption_method)
     by_id = {t.id: t for t in cluster.tasks}
-    assert all(not cluster.is_hp(by_id[victim].priority) for victim in decision.victims)
+    assert all(
+        priority_value(by_id[victim].priority, cluster.hp_priority) < 5000
+        for victim in decision.victims
+    )
 
 
 def test_preemption_needs_a_clock_and_checkpoints() -> None:
