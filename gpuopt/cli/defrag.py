@@ -48,8 +48,18 @@ def run_defrag(args: argparse.Namespace) -> int:
         options=lambda problem: defrag_options(args, problem),
         session=lambda: ipc_session(args),
         draw=draw_defrag,
-        show=show_defrag,
+        show=lambda shown, problem, plan: emit_or_show(args, shown, problem, plan),
     )
+
+
+def emit_or_show(args: argparse.Namespace, shown: Any, problem: Any, plan: Any) -> None:
+    """``--emit kubernetes``: the plan's Kubernetes steps on stdout; else the summary."""
+    if args.emit == "kubernetes":
+        from gpuopt.defrag.kubernetes import kubernetes_yaml
+
+        sys.stdout.write(kubernetes_yaml(problem, plan))
+        return
+    show_defrag(shown, problem, plan)
 
 
 def defrag_problem(args: argparse.Namespace) -> Any:
@@ -301,7 +311,15 @@ def add_commands(commands: Any) -> None:
     add_seed(
         defrag, "seed of the partitions, tie-breaks and solvers (default: the snapshot's, else 0)"
     )
-    add_quiet(defrag, "print nothing, no progress bar")
+    defrag.add_argument(
+        "--emit",
+        choices=["summary", "kubernetes"],
+        default="summary",
+        help="what to print: the plan's summary (default) or, with kubernetes, the plan as "
+        "Kubernetes steps wave by wave (placeholder pods that hold the room, Evictions, "
+        "releases; YAML with the kubectl command of each step; printed even with --quiet)",
+    )
+    add_quiet(defrag, "print no summary and no progress bar")
     defrag.set_defaults(run=run_defrag)
 
     diag = commands.add_parser(
