@@ -14,7 +14,9 @@ For a request shape (GPUs, CPUs, optional memory, optional node selector and
     ``same_asw = N > 1``: the copies a switch could host are not a multiple of
     ``N``; the GPUs of the left-over copies cannot form a group.
 ``excluded``
-    Its node does not match the request's node selector.
+    Its node may not take the request (rules K1-K3 of ``models/cluster.md``):
+    NotReady, cordoned or locked, a taint the request does not tolerate, or
+    the request's node selector or node affinity excludes it.
 
 so that ``idle_gpus == usable + stranded + cpu_starved + memory_starved +
 topology + excluded`` holds exactly. Per node with ``f`` free GPUs and
@@ -52,8 +54,9 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuopt.cluster.model import DefragProblem, scaled, selector_matches
+from gpuopt.cluster.model import DefragProblem, scaled
 from gpuopt.cluster.request import REQUEST_FORM, Request, as_request, parse_request
+from gpuopt.cluster.rules import refusal
 from gpuopt.defrag.solution import MigrationPlan, Move, apply_plan
 
 IntArray = npt.NDArray[np.int64]
@@ -70,7 +73,11 @@ class Counts(BaseModel):
     cpu_starved: int = Field(description="GPUs free but the node's free CPUs are not enough.")
     memory_starved: int = Field(description="GPUs free but the node's free memory is not.")
     topology: int = Field(description="Copies that cannot form a same_asw group on their switch.")
-    excluded: int = Field(description="Free GPUs on nodes the request's selector excludes.")
+    excluded: int = Field(
+        description="Free GPUs on nodes the request may not use (rules K1-K3): its node "
+        "selector or node affinity excludes them, a taint it does not tolerate, or the node "
+        "is NotReady, cordoned or locked."
+    )
     requests_servable: int = Field(description="Copies (same_asw > 1: groups) that fit now.")
 
     @property
@@ -183,13 +190,9 @@ def diagnose(problem: DefragProblem, request: Request | str, *, detail: bool = F
         k_mem = np.where(index.node_memory >= 0, free_memory // need_memory, k_gpu)
     else:
         k_mem = k_gpu
-    if request.node_selector:
-        admitted = np.array(
-            [selector_matches(request.node_selector, node.labels) for node in problem.nodes],
-            dtype=bool,
-        ).reshape(n)
-    else:
-        admitted = np.ones(n, dtype=bool)
+    admitted = np.array(  # K1-K3: open nodes the request tolerates and matches
+        [refusal(node, request) is None for node in problem.nodes], dtype=bool
+    ).reshape(n)
 
     k = np.minimum(k_gpu, np.minimum(k_cpu, k_mem))
     starved = (k_gpu - k) * size
@@ -295,7 +298,7 @@ TABLE_ROWS: tuple[tuple[str, str], ...] = (
     ("  CPU-starved", "cpu_starved"),
     ("  memory-starved", "memory_starved"),
     ("  topology", "topology"),
-    ("  excluded by selector", "excluded"),
+    ("  excluded (selector, taint, closed)", "excluded"),
     ("fractional (unused share, GPUs)", "fractional"),
     ("requests servable", "requests_servable"),
     ("fragmented nodes", "fragmented_nodes"),
