@@ -256,29 +256,29 @@ def add_commands(commands: Any) -> None:
     defrag.add_argument("--plot", help="write a picture of node occupancy before and after here")
     add_time_limit(
         defrag,
-        "seconds the method may spend "
-        "(default: ipc the snapshot's, else no limit; exact methods 10)",
+        "seconds the method may spend, all in "
+        "(default: ipc the snapshot's, else no limit; milp and cpsat 10 s)",
     )
     # the bounds of DefragOptions, so that a bad flag fails as a usage error;
     # None keeps the snapshot's options: flag -> (type, meaning, DefragOptions' default)
     snapshot_options = {
-        "--partition-size": (int_range(2, MAX_NODES), "nodes per partition", "500"),
+        "--partition-size": (int_range(2, MAX_NODES), "ipc: nodes per partition", "500"),
         "--depth": (
             int_range(1, 6),
-            "longest eviction chain in moves, 1: direct moves only",
+            "ipc: longest eviction chain, in moves (1: direct moves only)",
             "3",
         ),
-        "--rounds": (int_range(1, 100), "most ipc rounds with fresh partitions", "5"),
+        "--rounds": (int_range(1, 100), "ipc: most rounds, each with fresh partitions", "5"),
         "--max-moves": (int_range(1, MAX_TASKS), "most moves in the plan", "no limit"),
         "--group-budget": (
             int_range(1, MAX_TASKS),
-            "most moved tasks per anti-affinity group",
+            "most tasks moved per anti-affinity group",
             "no limit",
         ),
         "--min-node-gpus": (
             int_range(1, MAX_NODE_GPUS),
             "empty only nodes with at least this many GPUs, e.g. 8 for whole 8-GPU nodes",
-            "every node",
+            "every node counts",
         ),
     }
     for flag, (convert, meaning, default) in snapshot_options.items():
@@ -294,9 +294,18 @@ def add_commands(commands: Any) -> None:
         default=None,
         help="ipc: worker processes (default: one per core when the snapshot is large)",
     )
-    defrag.add_argument("--scheduler", default=None, help="Dask scheduler address (ipc)")
     defrag.add_argument(
-        "--threads", type=worker_count, default=None, help="milp, cpsat: solver threads"
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="ipc: run the partitions on this Dask scheduler, e.g. tcp://scheduler:8786 "
+        "(default: none, local processes; needs gpuopt[dask])",
+    )
+    defrag.add_argument(
+        "--threads",
+        type=worker_count,
+        default=None,
+        help="milp, cpsat: solver threads (default: 1 for milp, 2 for cpsat)",
     )
     add_seed(
         defrag, "seed of the partitions, tie-breaks and solvers (default: the snapshot's, else 0)"
@@ -308,12 +317,17 @@ def add_commands(commands: Any) -> None:
         "diagnose", help="count idle GPUs that cannot serve a request shape, by cause"
     )
     diag.add_argument("snapshot", help="snapshot JSON file")
-    diag.add_argument("--request", required=True, help="request shape, e.g. 8G64C or 4G32C256M")
+    diag.add_argument(
+        "--request",
+        required=True,
+        help="request shape <GPUs>G[<CPUs>C][<memory>M], e.g. 8G64C or 4G32C256M "
+        "(memory in the snapshot's unit)",
+    )
     diag.add_argument(
         "--same-asw",
         type=positive_int,
         default=1,
-        help="the request needs this many copies under one access switch",
+        help="the request needs this many copies under one access switch (default 1)",
     )
     diag.add_argument("--plan", help="a plan JSON: diagnose before and after it")
     add_out(diag, "write the diagnosis JSON here")
@@ -339,29 +353,41 @@ def add_commands(commands: Any) -> None:
         "--at",
         type=float,
         default=None,
-        help="openb: trace time of the snapshot in seconds (default: every pod, none leaves)",
+        help="openb: trace time of the snapshot, in seconds since the trace's start "
+        "(default: every pod placed, none leaves)",
     )
-    snap.add_argument("--fill", type=fraction, default=None, help="openb: stop at this GPU share")
+    snap.add_argument(
+        "--fill",
+        type=fraction,
+        default=None,
+        help="openb: stop once this share (0 to 1) of all GPUs is in use (default: no such stop)",
+    )
     snap.add_argument(
         "--policy",
         choices=("spread", "binpack", "random"),
         default="spread",
-        help="openb: where the replay puts pods (default spread: least-allocated node)",
+        help="openb: where the replay puts pods: spread (least-allocated node), binpack "
+        "(most-allocated node that fits) or random (default spread)",
     )
     snap.add_argument(
         "--fractional",
         choices=("round", "drop"),
         default="round",
-        help="openb: a pod asking for part of a GPU gets a whole one, or is left out "
-        "(default round)",
+        help="openb: a pod asking for part of a GPU gets a whole one (round) or is left out "
+        "(drop) (default round)",
     )
     snap.add_argument(
         "--asw-size",
         type=positive_int,
         default=16,
-        help="openb: nodes per access switch (default 16)",
+        help="openb: nodes per access switch, in trace order (default 16)",
     )
-    snap.add_argument("--lock-qos", action="append", help="openb: lock pods of this qos class")
+    snap.add_argument(
+        "--lock-qos",
+        action="append",
+        metavar="QOS",
+        help="openb: lock pods of this qos class, e.g. LS; repeatable (default: none locked)",
+    )
     add_seed(snap, "openb: seed of the random policy (default 0)", default=0, convert=int)
     add_quiet(snap)
     snap.set_defaults(run=run_snapshot)

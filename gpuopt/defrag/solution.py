@@ -78,10 +78,11 @@ class MigrationPlan(Result):
         m = self.metrics
         text = (
             f"{self.method}: emptied {m.emptied} nodes with {m.moves} moves in {m.waves} waves, "
-            f"fragmented {m.fragmented_before} -> {m.fragmented_after} ({self.seconds:.2f} s)"
+            f"fragmented nodes {m.fragmented_before} -> {m.fragmented_after} "
+            f"({self.seconds:.2f} s)"
         )
         if self.bound is not None:
-            text += f", bound {self.bound}"
+            text += f", bound {self.bound} nodes"
         return text
 
 
