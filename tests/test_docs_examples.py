@@ -3,9 +3,10 @@
 The conventions (CONTRIBUTING.md, section 2, states them for writers):
 
 - **Which blocks**: every fenced block whose info string is ``python`` in
-  ``README.md``, ``CONTRIBUTING.md``, ``docs/**/*.md`` and ``models/*.md``
-  (the site includes the last two). A snippet that is not meant to run takes
-  another fence (``text``, ``bash``, ``json``).
+  ``README.md``, ``CONTRIBUTING.md``, ``CHANGELOG.md``, ``docs/**/*.md``,
+  ``models/*.md`` (the site includes them) and ``benchmarks/README.md``. A
+  snippet that is not meant to run takes another fence (``text``, ``bash``,
+  ``json``).
 - **How they run**: the blocks of one file run in order in one namespace, in
   a fresh interpreter (one subprocess per file) whose working folder is an
   empty temporary folder: a block may use what an earlier block of its file
@@ -18,8 +19,10 @@ The conventions (CONTRIBUTING.md, section 2, states them for writers):
   for figures that vary such as times. A block without such a block must
   print nothing.
 - **Optional packages**: a block that fails with ``ModuleNotFoundError`` for
-  a package of an extra is skipped, with the install command in the reason,
-  and so is the rest of its file (it may build on the skipped block).
+  a package of an extra, or with gpuopt's "... is not installed; install ..."
+  error of a missing solver, is skipped with the install command in the
+  reason, and so is the rest of its file (it may build on the skipped block).
+  Any other error fails the block.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 from dataclasses import dataclass, replace
 from functools import cache
@@ -109,8 +113,9 @@ def python_blocks(path: str, text: str) -> list[Block]:
 
 def documents() -> list[str]:
     """The Markdown files whose python blocks must run, relative to the root."""
-    paths = [ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
+    paths = [ROOT / name for name in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")]
     paths += sorted((ROOT / "docs").rglob("*.md")) + sorted((ROOT / "models").glob("*.md"))
+    paths.append(ROOT / "benchmarks" / "README.md")
     return [str(path.relative_to(ROOT)) for path in paths if path.is_file()]
 
 
@@ -142,7 +147,11 @@ for path, line, source in json.load(sys.stdin):
         why = f"needs {top}: pip install 'gpuopt[{extras[top]}]'"
         outcomes.append({"state": "skip", "why": why})
         stop = f"skipped with the block at {path}:{line} ({why})"
-    except BaseException:
+    except BaseException as error:
+        if type(error).__name__ == "ProblemError" and "is not installed" in str(error):
+            outcomes.append({"state": "skip", "why": str(error)})  # gpuopt's missing solver
+            stop = f"skipped with the block at {path}:{line} ({error})"
+            continue
         outcomes.append({"state": "error", "why": traceback.format_exc()})
         stop = f"the block at {path}:{line} failed"
     else:
@@ -155,9 +164,15 @@ with open(sys.argv[1], "w", encoding="utf-8") as out:
 @cache
 def run_file(path: str) -> tuple[dict[str, str], ...]:
     """Run every python block of ``path`` in order in one fresh interpreter; their outcomes."""
-    import tempfile
+    return run_blocks([block for block in BLOCKS if block.path == path])
 
-    blocks = [block for block in BLOCKS if block.path == path]
+
+def run_blocks(blocks: list[Block], extras: dict[str, str] = EXTRAS) -> tuple[dict[str, str], ...]:
+    """Run ``blocks`` in order in one namespace of a fresh interpreter in an empty folder.
+
+    One outcome per block: ``state`` ok (with ``printed``), skip, error or not-run
+    (with ``why``).
+    """
     with tempfile.TemporaryDirectory(prefix="gpuopt-docs-") as folder:
         outcomes = Path(folder) / "outcomes.json"
         work = Path(folder) / "work"
@@ -165,7 +180,7 @@ def run_file(path: str) -> tuple[dict[str, str], ...]:
         env = {**os.environ, "MPLBACKEND": "Agg"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         completed = subprocess.run(
-            [sys.executable, "-c", RUNNER, str(outcomes), json.dumps(EXTRAS)],
+            [sys.executable, "-c", RUNNER, str(outcomes), json.dumps(extras)],
             input=json.dumps([(block.path, block.line, block.source) for block in blocks]),
             capture_output=True,
             text=True,
@@ -175,7 +190,7 @@ def run_file(path: str) -> tuple[dict[str, str], ...]:
             check=False,
         )
         if completed.returncode != 0 or not outcomes.is_file():
-            pytest.fail(f"the blocks of {path} did not run:\n{completed.stderr}")
+            pytest.fail(f"the blocks of {blocks[0].path} did not run:\n{completed.stderr}")
         return tuple(json.loads(outcomes.read_text(encoding="utf-8")))
 
 
@@ -283,3 +298,21 @@ def test_extraction_pairs_a_block_with_the_text_block_right_after_it() -> None:
 )
 def test_output_comparison(expected: str, got: str, same: bool) -> None:
     assert output_matches(expected, got) is same
+
+
+def test_the_runner_skips_a_missing_extra_and_stops_at_an_error() -> None:
+    """One namespace per file, printed text captured, a missing extra skipped, an error kept."""
+    sources = [
+        "x = 2\nprint('x is', x)\n",
+        "print(x + 1)\n",
+        "import gpuopt_no_such_package\n",
+        "print('never')\n",
+    ]
+    blocks = [Block("x.md", 10 * n + 1, "python", source) for n, source in enumerate(sources)]
+    ran = run_blocks(blocks, extras={"gpuopt_no_such_package": "dask"})
+    assert [outcome["state"] for outcome in ran] == ["ok", "ok", "skip", "not-run"]
+    assert (ran[0]["printed"], ran[1]["printed"]) == ("x is 2\n", "3\n")
+    assert "pip install 'gpuopt[dask]'" in ran[2]["why"]
+    failing = run_blocks([Block("y.md", 5, "python", "\n1 / 0\n"), blocks[0]])
+    assert [outcome["state"] for outcome in failing] == ["error", "not-run"]
+    assert 'File "y.md", line 6' in failing[0]["why"]  # the Markdown file and line
