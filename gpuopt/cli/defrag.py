@@ -54,7 +54,7 @@ def run_defrag(args: argparse.Namespace) -> int:
 
 def defrag_problem(args: argparse.Namespace) -> Any:
     """The snapshot, its ``options`` overridden by the flags given."""
-    from gpuopt.defrag.problem import DefragOptions, load_snapshot
+    from gpuopt.defrag.problem import DefragOptions, check_options, load_snapshot
     from gpuopt.errors import validate_object
 
     problem = load_snapshot(args.snapshot)
@@ -65,13 +65,20 @@ def defrag_problem(args: argparse.Namespace) -> Any:
         merged = {**problem.options.model_dump(), **updates}
         checked = validate_object(DefragOptions, merged, what="options", source="options")
         problem = problem.model_copy(update={"options": checked})
+    try:
+        check_options(problem)
+    except ProblemError as exc:
+        if args.min_node_gpus is None:
+            raise
+        # name the flag, not the snapshot's field
+        raise ProblemError(str(exc).replace("min_node_gpus", "--min-node-gpus")) from None
     return problem
 
 
 def defrag_options(args: argparse.Namespace, problem: Any) -> dict[str, Any]:
     """The snapshot's seed, ``--threads`` (exact methods) and ``--workers`` (ipc)."""
     exact = args.method in ("milp", "cpsat")
-    ipc_only = {"--workers": args.workers, "--scheduler": args.scheduler}
+    ipc_only = {"--workers": args.workers, "--scheduler": args.scheduler, "--exact": args.exact}
     for flag, value in ipc_only.items():
         if value is not None and args.method != "ipc":
             raise ProblemError(f"{flag} applies only to --method ipc (got --method {args.method}).")
@@ -82,6 +89,7 @@ def defrag_options(args: argparse.Namespace, problem: Any) -> dict[str, Any]:
         options["threads"] = args.threads
     if args.method == "ipc":
         options["workers"] = args.workers
+        options["exact"] = args.exact
     return options
 
 
@@ -300,6 +308,15 @@ def add_commands(commands: Any) -> None:
         metavar="ADDRESS",
         help="ipc: run the partitions on this Dask scheduler, e.g. tcp://scheduler:8786 "
         "(default: none, local processes; needs gpuopt[dask])",
+    )
+    defrag.add_argument(
+        "--exact",
+        choices=("milp", "cpsat"),
+        default=None,
+        help="ipc: also solve each partition of at most 100 nodes with this exact model "
+        "(HiGHS or CP-SAT), warm-started from the heuristic, at most 5 s each; pair with "
+        "--partition-size 100 (default: none, heuristic partitions only). milp and cpsat do "
+        "this themselves above 2,000,000 task-node columns",
     )
     defrag.add_argument(
         "--threads",

@@ -4,7 +4,7 @@ A plan is an ordered list of moves ``task: from -> to`` (DESIGN.md section 5).
 Execution is make-before-break: while a task moves, its new instance starts on
 the target while the old one still holds the source, so the target needs room
 at that moment. :func:`violations` replays the moves in order, knows nothing
-about the methods, and reports every breach of the rules D1-D7 of
+about the methods, and reports every breach of the rules D1-D8 of
 ``models/defrag.md``; :func:`evaluate` recomputes the metrics.
 """
 
@@ -132,7 +132,7 @@ def _as_moves(plan: MigrationPlan | Sequence[Move]) -> list[Move]:
 
 
 def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> list[str]:
-    """Every breach of D1-D7 (``models/defrag.md``) when ``plan`` is replayed in order.
+    """Every breach of D1-D8 (``models/defrag.md``) when ``plan`` is replayed in order.
 
     Returns an empty list when the plan is legal. Each message starts with its
     rule label, e.g. ``"D3: move 4 (t7 n3->n4): node n4 lacks GPUs (needs 2, has 1 free)"``.
@@ -203,9 +203,15 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
                     f"group_budget={options.group_budget}"
                 )
     found.extend(_wave_violations(moves))
+    occupied_before = {t.node for t in problem.tasks}
+    emptied = {n for n in occupied_before if not state.tasks_on[n]}
+    small = sorted(n for n in emptied if nodes[n].gpus < options.min_node_gpus)
+    if small:
+        found.append(
+            f"D8: the plan empties {len(small)} node(s) with fewer GPUs than min_node_gpus="
+            f"{options.min_node_gpus}, e.g. {small[0]} ({nodes[small[0]].gpus} GPUs)"
+        )
     if isinstance(plan, MigrationPlan):
-        occupied_before = {t.node for t in problem.tasks}
-        emptied = {n for n in occupied_before if not state.tasks_on[n]}
         claimed = set(plan.emptied)
         if claimed != emptied:
             wrong = sorted(claimed ^ emptied)[:5]
