@@ -79,7 +79,9 @@ def training_table(runs: list[dict[str, Any]], fitted: Calibration) -> dict[str,
     loo = fitted.report["leave_one_out"]
     rows = []
     for position, run in enumerate(runs):
-        job = history_job(run)
+        # at the GPU count the calibration was fitted at (the run's, else the memory fit):
+        # the largest max_hours turns off estimate's default 72 h target
+        job = {"max_hours": 1e7, **history_job(run)}
         reported = float(run["gpu_hours"])
         with_prior = estimate(job, prior)
         with_default = estimate(job, shipped)

@@ -13,11 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuopt.allocation.problem import AllocationProblem, load_problem
-from gpuopt.allocation.solution import AllocationResult, violations
+from gpuopt.allocation.solution import AllocationResult, relative_gap, violations
 from gpuopt.api import options_of, solve
 from gpuopt.errors import ProblemError
 
 BASELINE = "fifo"
+#: The heuristics: run ``repeat`` times for a median time; every other method runs once.
+REPEATED = (BASELINE, "greedy")
+
+#: A proven bound is *useful* when the best plan found on the scenario (by any
+#: method) is within this share of it: the bound then certifies that plan, and
+#: the gap of any method against it overstates how far that method is below the
+#: optimum by at most this much. A weaker bound (an exact method stopped early,
+#: far from its proof) proves little, so no gap is shown against it.
+USEFUL_BOUND_GAP = 0.05
 
 
 @dataclass
@@ -43,18 +52,36 @@ class BenchRow:
         bounds = [r.bound for r in self.results.values() if r.bound is not None]
         return min(bounds) if bounds else None
 
-    def gap_to_bound(self, method: str) -> float | None:
-        """``(best bound - objective) / |best bound|`` of ``method``, None without a bound."""
+    def best_objective(self) -> float:
+        """The highest objective any method reached on this scenario."""
+        return max(result.objective for result in self.results.values())
+
+    def useful_bound(self) -> float | None:
+        """The best bound if it certifies the best plan (:data:`USEFUL_BOUND_GAP`), else None."""
         bound = self.best_bound()
-        if bound is None:
+        if bound is None or relative_gap(self.best_objective(), bound) > USEFUL_BOUND_GAP:
             return None
-        return max(0.0, bound - self.results[method].objective) / max(abs(bound), 1e-9)
+        return bound
+
+    def exact_seconds(self) -> float | None:
+        """The longest time a method not in :data:`REPEATED` spent; None if none ran."""
+        spent = [seconds for name, seconds in self.median_seconds.items() if name not in REPEATED]
+        return max(spent) if spent else None
+
+    def gap_to_bound(self, method: str) -> float | None:
+        """``(useful bound - objective) / |bound|`` of ``method``; None without a useful bound."""
+        bound = self.useful_bound()
+        return None if bound is None else relative_gap(self.results[method].objective, bound)
 
     def to_dict(self) -> dict[str, object]:
+        """The figures as plain data; the gaps are None where no bound (or no useful one) exists."""
+        bound = self.best_bound()
         return {
             "scenario": self.problem.name,
             "gpus": self.problem.gpus,
             "tasks": len(self.problem.tasks),
+            "best_bound": bound,
+            "bound_is_useful": self.useful_bound() is not None,
             "methods": {
                 name: {
                     "objective": result.objective,
@@ -62,7 +89,10 @@ class BenchRow:
                     "gap": result.gap,
                     "status": result.status,
                     "median_seconds": self.median_seconds[name],
-                    "gap_to_best_bound": self.gap_to_bound(name),
+                    "gap_to_best_bound": None
+                    if bound is None
+                    else relative_gap(result.objective, bound),
+                    "gap_to_useful_bound": self.gap_to_bound(name),
                     **result.metrics.model_dump(),
                 }
                 for name, result in self.results.items()
@@ -116,7 +146,7 @@ def run_bench(
         for method in methods:
             if on_progress:
                 on_progress(f"{problem.name}: {method}")
-            runs = max(1, repeat if method in (BASELINE, "greedy") else 1)
+            runs = max(1, repeat if method in REPEATED else 1)
             times = []
             result = None
             for _ in range(runs):

@@ -278,13 +278,15 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
                     row["cpus"] *= 2
                     if "memory" in row:
                         row["memory"] *= 2
+        largest = max((row["gpus"] for row in data["nodes"]), default=0)
         data["options"] = {
             "partition_size": rng.choice((500, 2, 3, 5, 10, 25, 100)),
             "depth": rng.randint(1, 4),
             "rounds": rng.randint(1, 5),
             "max_moves": None if rng.random() < 0.6 else rng.randint(0, 30),
             "group_budget": None if rng.random() < 0.7 else rng.randint(0, 3),
-            "min_node_gpus": rng.choice((0, 0, 0, gpus_per_node, 2 * gpus_per_node)),
+            # a size some node has (a larger one is refused: no node could be emptied)
+            "min_node_gpus": rng.choice((0, 0, 0, gpus_per_node, largest)),
             "seed": rng.randrange(1000),
         }
         problem = DefragProblem.model_validate(data)

@@ -119,7 +119,7 @@ def test_bench_table_pictures_and_json(tmp_path: Path, capsys: pytest.CaptureFix
     shutil.copy(MIXED, folder)
     shutil.copy(ROOT / "gpuopt" / "scenarios" / "oversubscribed.json", folder)
     plots, figures = tmp_path / "plots", tmp_path / "bench.json"
-    code, stdout, _ = run(
+    code, stdout, stderr = run(
         [
             "bench",
             "--scenarios",
@@ -134,13 +134,31 @@ def test_bench_table_pictures_and_json(tmp_path: Path, capsys: pytest.CaptureFix
         capsys,
     )
     assert code == 0
-    assert "mixed-control" in stdout and "value gain over FIFO: mean" in stdout
+    assert "mixed-control" in stdout and "greedy value vs FIFO: mean" in stdout
     assert sorted(p.name for p in plots.iterdir()) == ["mixed-control.png", "oversubscribed.png"]
     payload = json.loads(figures.read_text())
     assert {row["scenario"] for row in payload["rows"]} == {"mixed-control", "oversubscribed"}
     assert set(payload["rows"][0]["methods"]) == {"fifo", "greedy", "cpsat"}
     assert payload["rows"][0]["methods"]["cpsat"]["status"] == "optimal"
-    assert "gap to the best proven bound" in stdout
+    assert payload["rows"][0]["bound_is_useful"] is True
+    assert "greedy gap to bound: mean" in stdout
+    # stdout carries the table and its legend only; where the pictures went is a note on stderr
+    assert "pictures:" not in stdout and f"pictures: {plots}/<scenario file>.png" in stderr
+    assert stdout.rstrip().splitlines()[-1].startswith("cpsat gap to bound: mean")
+
+
+def test_bench_quiet_prints_nothing_and_wide_shows_every_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    heuristics = ["bench", "--scenarios", str(MIXED), "--methods", "fifo,greedy", "--repeat", "1"]
+    code, stdout, stderr = run([*heuristics, "--quiet", "--plot-dir", str(tmp_path)], capsys)
+    assert (code, stdout, stderr) == (0, "", "")
+    assert [p.name for p in tmp_path.iterdir()] == ["mixed-control.png"]
+    code, stdout, _ = run([*heuristics, "--wide"], capsys)
+    assert code == 0 and "…" not in stdout
+    assert "time vs FIFO" in stdout and "GPUs x tasks" in stdout
+    # without an exact method there is no bound, and the summary says so
+    assert "mixed-control: no bound (no exact method ran)" in stdout
 
 
 def test_generate_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

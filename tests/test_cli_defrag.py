@@ -231,3 +231,51 @@ def test_snapshot_openb_refuses_an_empty_cluster(
     code, stdout, stderr = run([*args, "--out", str(out)], capsys)
     assert (code, stdout) == (2, "") and not out.exists()
     assert "no pod runs at --at -5 s" in stderr and stderr.count("\n") == 1
+
+
+def test_min_node_gpus_no_node_has_is_refused(
+    snapshot_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "plan.json"
+    for method in ("ipc", "onehop", "milp", "cpsat"):
+        args = ["defrag", str(snapshot_file), "--method", method, "--min-node-gpus", "16"]
+        code, stdout, stderr = run([*args, "--out", str(out)], capsys)
+        assert code == 2 and stdout == "" and not out.exists()
+        assert stderr == (
+            "gpuopt: error: --min-node-gpus 16 leaves no node to empty: the largest has 8 GPUs.\n"
+        )
+
+
+def test_exact_partitions_flag(
+    snapshot_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "plan.json"
+    args = ["defrag", str(snapshot_file), "--exact", "milp", "--partition-size", "10"]
+    code, stdout, _ = run([*args, "--out", str(out)], capsys)
+    assert code == 0 and violations(load_snapshot(snapshot_file), load_plan(out)) == []
+    code, _, stderr = run(
+        ["defrag", str(snapshot_file), "--method", "milp", "--exact", "milp"], capsys
+    )
+    assert code == 2 and "--exact applies only to --method ipc (got --method milp)" in stderr
+    code, stdout, _ = run(["defrag", "--help"], capsys)
+    assert "--exact {milp,cpsat}" in stdout
+
+
+def test_exact_methods_say_when_they_solve_partitions(
+    snapshot_file: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gpuopt.defrag.exact as exact
+
+    monkeypatch.setattr(exact, "MAX_COLUMNS", 100)
+    out = tmp_path / "plan.json"
+    for limit in ("2", "5"):  # the same kind of answer at every time limit
+        args = ["defrag", str(snapshot_file), "--method", "milp", "--time-limit", limit]
+        code, stdout, _ = run([*args, "--out", str(out)], capsys)
+        assert code == 0, stdout
+        plan = load_plan(out)
+        assert violations(load_snapshot(snapshot_file), plan) == []
+        assert "so milp solved ipc's partitions of at most" in stdout
+        assert f", bound {plan.bound} nodes [" in stdout and plan.bound is not None

@@ -117,20 +117,16 @@ def test_cli_refuses_absurd_generate(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 # --------------------------------------------------------------------------- defragmentation
 @pytest.mark.parametrize("method", ["milp", "cpsat"])
-def test_exact_defrag_refuses_before_ipc(method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_exact_defrag_too_large_solves_partitions(
+    method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import gpuopt.defrag.exact as exact
-    import gpuopt.defrag.milp as milp
 
     snapshot = random_snapshot(3, nodes=40, fill=0.6)
-    monkeypatch.setattr(exact, "MAX_COLUMNS", 10)  # the pre-check refuses above 50x this
-
-    def no_ipc(*args: object, **kwargs: object) -> None:
-        raise AssertionError("ipc ran before the size check")
-
-    monkeypatch.setattr(milp, "solve_ipc", no_ipc)
-    with pytest.raises(ProblemError) as caught:
-        gpuopt.solve(snapshot, method)
-    assert "task-node columns" in one_line(caught) and "use ipc" in one_line(caught)
+    monkeypatch.setattr(exact, "MAX_COLUMNS", 10)  # over 50x this: not even counted
+    plan = gpuopt.solve(snapshot, method, time_limit=3)
+    assert gpuopt.violations(snapshot, plan) == []
+    assert "task-node columns" in plan.notes[0] and "partitions" in plan.notes[0]
 
 
 def test_exact_defrag_counts_eligible_columns(monkeypatch: pytest.MonkeyPatch) -> None:

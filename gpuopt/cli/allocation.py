@@ -140,9 +140,13 @@ def run_bench(args: argparse.Namespace) -> int:
             raise ProblemError(f"--plot-dir: {args.plot_dir} exists and is not a folder.")
         Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
     shown = console(args.quiet)
+    from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(console=shown, transient=True, disable=args.quiet) as progress:
+    # progress and notes go to stderr: stdout carries only the table and its legend
+    progress_console = Console(stderr=True, quiet=args.quiet)
+    hidden = args.quiet or not progress_console.is_terminal
+    with Progress(console=progress_console, transient=True, disable=hidden) as progress:
         task = progress.add_task("benchmark", total=len(paths) * len(methods))
 
         def advance(label: str) -> None:
@@ -151,7 +155,11 @@ def run_bench(args: argparse.Namespace) -> int:
         rows = bench(
             paths, methods, repeat=args.repeat, time_limit=args.time_limit, on_progress=advance
         )
-    print_bench_table(shown, rows, methods)
+    from gpuopt.cli.bench_table import print_bench
+
+    print_bench(
+        shown, rows, methods, wide=args.wide, repeat=args.repeat, time_limit=args.time_limit
+    )
     if args.plot_dir:
         from gpuopt.plot import plot_results
 
@@ -159,81 +167,12 @@ def run_bench(args: argparse.Namespace) -> int:
             pictured = [row.results[m] for m in reversed(methods)]  # best method on top
             # named after the scenario file, never after its (free-text) name field
             plot_results(row.problem, pictured, Path(args.plot_dir) / f"{row.source.stem}.png")
-        shown.print(f"pictures: {args.plot_dir}/<scenario file>.png")
+        if not args.quiet:
+            print(f"pictures: {args.plot_dir}/<scenario file>.png", file=sys.stderr)
     if args.json:
         payload = {"methods": methods, "repeat": args.repeat, "rows": [r.to_dict() for r in rows]}
         write_text(args.json, json.dumps(payload, indent=1) + "\n")
     return EXIT_OK
-
-
-def print_bench_table(shown: Any, rows: list[Any], methods: list[str]) -> None:
-    """One table row per scenario and method, then the mean gains and gaps."""
-    import statistics
-
-    from rich.table import Table
-
-    from gpuopt.bench import BASELINE
-
-    others = [m for m in methods if m != BASELINE]
-    table = Table(title="gpuopt allocation benchmark (FIFO -> method)")
-    columns = (
-        "scenario",
-        "GPUs x tasks",
-        "method",
-        "utilization",
-        "value",
-        "value gain",
-        "objective",
-        "gap to bound",
-        "completed",
-        "shortfall",
-        "decision ms",
-        "x FIFO time",
-    )
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("scenario", "method") else "right")
-    gains: dict[str, list[float]] = {m: [] for m in others}
-    gaps: dict[str, list[float]] = {m: [] for m in methods}
-    for row in rows:
-        base = row.results[BASELINE]
-        bound = row.best_bound()
-        for method in others:
-            result = row.results[method]
-            gain = row.gain(method)
-            gains[method].append(gain)
-            gap = row.gap_to_bound(method)
-            if gap is not None:
-                gaps[method].append(gap)
-            ratio = row.median_seconds[method] / max(row.median_seconds[BASELINE], 1e-12)
-            table.add_row(
-                row.problem.name,
-                f"{row.problem.gpus} x {len(row.problem.tasks)}",
-                method + ("" if result.status == "feasible" else f" [{result.status}]"),
-                f"{base.metrics.utilization:.1%} -> {result.metrics.utilization:.1%}",
-                f"{base.metrics.value:,.0f} -> {result.metrics.value:,.0f}",
-                f"{gain:+.1%}",
-                f"{result.objective:,.1f}",
-                "-" if gap is None else f"{gap:.2%}",
-                f"{base.metrics.completed} -> {result.metrics.completed}",
-                f"{base.metrics.shortfall} -> {result.metrics.shortfall}",
-                f"{row.median_seconds[method] * 1000:.2f}",
-                f"{ratio:.2f}",
-            )
-        if bound is not None and row.gap_to_bound(BASELINE) is not None:
-            gaps[BASELINE].append(row.gap_to_bound(BASELINE))
-    shown.print(table)
-    for method, values in gains.items():
-        if values:
-            shown.print(
-                f"{method}: value gain over FIFO: mean {statistics.fmean(values):+.1%}, "
-                f"median {statistics.median(values):+.1%}, lowest {min(values):+.1%}"
-            )
-    for method, values in gaps.items():
-        if values:
-            shown.print(
-                f"{method}: gap to the best proven bound: mean {statistics.fmean(values):.2%}, "
-                f"max {max(values):.2%} ({len(values)} scenarios)"
-            )
 
 
 # --------------------------------------------------------------------------- parsers
@@ -295,6 +234,12 @@ def add_commands(commands: Any) -> None:
         help="runs per heuristic for the median latency (default 20)",
     )
     add_time_limit(bench, "seconds per run of an exact method (default 10)")
+    bench.add_argument(
+        "--wide",
+        action="store_true",
+        help="show every column (value, bound, status, time vs FIFO); the default table "
+        "fits 80 columns",
+    )
     bench.add_argument("--plot-dir", help="write one picture per scenario here")
     add_json(bench, "write the figures as JSON here")
     add_quiet(bench, "no progress and no table")

@@ -141,7 +141,7 @@ def report(args: argparse.Namespace, problem: Any, result: Any) -> int:
         metrics, _ = plan_metrics(problem, result.moves)
         shown.print(
             f"legal; {metrics.moves} moves in {metrics.waves} waves empty {metrics.emptied} "
-            f"nodes, fragmented {metrics.fragmented_before} -> {metrics.fragmented_after}"
+            f"nodes, fragmented nodes {metrics.fragmented_before} -> {metrics.fragmented_after}"
         )
     else:
         shown.print(f"legal {answer_name(problem)}; {result.summary()}")

@@ -227,7 +227,7 @@ def print_plan_report(shown: Any, risks: list[dict[str, Any]], idle: list[dict[s
     shown.print(f"  coverage risks: {len(shortfall)} steps short, {len(thin)} with a thin margin")
     for risk in (shortfall + thin)[:5]:
         shown.print(
-            f"    step {risk['step']:3d} {risk['task']}: demand {risk['demand']}, "
+            f"    step {risk['step']:3d} {risk['task']}: demand {risk['demand']} GPUs, "
             f"planned {risk['planned']} ({risk['kind']})"
         )
     total = sum(w["gpus"] * w["steps"] for w in idle)

@@ -64,7 +64,7 @@ def emit_or_show(args: argparse.Namespace, shown: Any, problem: Any, plan: Any) 
 
 def defrag_problem(args: argparse.Namespace) -> Any:
     """The snapshot, its ``options`` overridden by the flags given."""
-    from gpuopt.defrag.problem import DefragOptions, load_snapshot
+    from gpuopt.defrag.problem import DefragOptions, check_options, load_snapshot
     from gpuopt.errors import validate_object
 
     problem = load_snapshot(args.snapshot)
@@ -75,13 +75,20 @@ def defrag_problem(args: argparse.Namespace) -> Any:
         merged = {**problem.options.model_dump(), **updates}
         checked = validate_object(DefragOptions, merged, what="options", source="options")
         problem = problem.model_copy(update={"options": checked})
+    try:
+        check_options(problem)
+    except ProblemError as exc:
+        if args.min_node_gpus is None:
+            raise
+        # name the flag, not the snapshot's field
+        raise ProblemError(str(exc).replace("min_node_gpus", "--min-node-gpus")) from None
     return problem
 
 
 def defrag_options(args: argparse.Namespace, problem: Any) -> dict[str, Any]:
     """The snapshot's seed, ``--threads`` (exact methods) and ``--workers`` (ipc)."""
     exact = args.method in ("milp", "cpsat")
-    ipc_only = {"--workers": args.workers, "--scheduler": args.scheduler}
+    ipc_only = {"--workers": args.workers, "--scheduler": args.scheduler, "--exact": args.exact}
     for flag, value in ipc_only.items():
         if value is not None and args.method != "ipc":
             raise ProblemError(f"{flag} applies only to --method ipc (got --method {args.method}).")
@@ -92,6 +99,7 @@ def defrag_options(args: argparse.Namespace, problem: Any) -> dict[str, Any]:
         options["threads"] = args.threads
     if args.method == "ipc":
         options["workers"] = args.workers
+        options["exact"] = args.exact
     return options
 
 
@@ -266,29 +274,29 @@ def add_commands(commands: Any) -> None:
     defrag.add_argument("--plot", help="write a picture of node occupancy before and after here")
     add_time_limit(
         defrag,
-        "seconds the method may spend "
-        "(default: ipc the snapshot's, else no limit; exact methods 10)",
+        "seconds the method may spend, all in "
+        "(default: ipc the snapshot's, else no limit; milp and cpsat 10 s)",
     )
     # the bounds of DefragOptions, so that a bad flag fails as a usage error;
     # None keeps the snapshot's options: flag -> (type, meaning, DefragOptions' default)
     snapshot_options = {
-        "--partition-size": (int_range(2, MAX_NODES), "nodes per partition", "500"),
+        "--partition-size": (int_range(2, MAX_NODES), "ipc: nodes per partition", "500"),
         "--depth": (
             int_range(1, 6),
-            "longest eviction chain in moves, 1: direct moves only",
+            "ipc: longest eviction chain, in moves (1: direct moves only)",
             "3",
         ),
-        "--rounds": (int_range(1, 100), "most ipc rounds with fresh partitions", "5"),
+        "--rounds": (int_range(1, 100), "ipc: most rounds, each with fresh partitions", "5"),
         "--max-moves": (int_range(1, MAX_TASKS), "most moves in the plan", "no limit"),
         "--group-budget": (
             int_range(1, MAX_TASKS),
-            "most moved tasks per anti-affinity group",
+            "most tasks moved per anti-affinity group",
             "no limit",
         ),
         "--min-node-gpus": (
             int_range(1, MAX_NODE_GPUS),
             "empty only nodes with at least this many GPUs, e.g. 8 for whole 8-GPU nodes",
-            "every node",
+            "every node counts",
         ),
     }
     for flag, (convert, meaning, default) in snapshot_options.items():
@@ -304,9 +312,27 @@ def add_commands(commands: Any) -> None:
         default=None,
         help="ipc: worker processes (default: one per core when the snapshot is large)",
     )
-    defrag.add_argument("--scheduler", default=None, help="Dask scheduler address (ipc)")
     defrag.add_argument(
-        "--threads", type=worker_count, default=None, help="milp, cpsat: solver threads"
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="ipc: run the partitions on this Dask scheduler, e.g. tcp://scheduler:8786 "
+        "(default: none, local processes; needs gpuopt[dask])",
+    )
+    defrag.add_argument(
+        "--exact",
+        choices=("milp", "cpsat"),
+        default=None,
+        help="ipc: also solve each partition of at most 100 nodes with this exact model "
+        "(HiGHS or CP-SAT), warm-started from the heuristic, at most 5 s each; pair with "
+        "--partition-size 100 (default: none, heuristic partitions only). milp and cpsat do "
+        "this themselves above 2,000,000 task-node columns",
+    )
+    defrag.add_argument(
+        "--threads",
+        type=worker_count,
+        default=None,
+        help="milp, cpsat: solver threads (default: 1 for milp, 2 for cpsat)",
     )
     add_seed(
         defrag, "seed of the partitions, tie-breaks and solvers (default: the snapshot's, else 0)"
@@ -326,12 +352,17 @@ def add_commands(commands: Any) -> None:
         "diagnose", help="count idle GPUs that cannot serve a request shape, by cause"
     )
     diag.add_argument("snapshot", help="snapshot JSON file")
-    diag.add_argument("--request", required=True, help="request shape, e.g. 8G64C or 4G32C256M")
+    diag.add_argument(
+        "--request",
+        required=True,
+        help="request shape <GPUs>G[<CPUs>C][<memory>M], e.g. 8G64C or 4G32C256M "
+        "(memory in the snapshot's unit)",
+    )
     diag.add_argument(
         "--same-asw",
         type=positive_int,
         default=1,
-        help="the request needs this many copies under one access switch",
+        help="the request needs this many copies under one access switch (default 1)",
     )
     diag.add_argument("--plan", help="a plan JSON: diagnose before and after it")
     add_out(diag, "write the diagnosis JSON here")
@@ -357,29 +388,41 @@ def add_commands(commands: Any) -> None:
         "--at",
         type=float,
         default=None,
-        help="openb: trace time of the snapshot in seconds (default: every pod, none leaves)",
+        help="openb: trace time of the snapshot, in seconds since the trace's start "
+        "(default: every pod placed, none leaves)",
     )
-    snap.add_argument("--fill", type=fraction, default=None, help="openb: stop at this GPU share")
+    snap.add_argument(
+        "--fill",
+        type=fraction,
+        default=None,
+        help="openb: stop once this share (0 to 1) of all GPUs is in use (default: no such stop)",
+    )
     snap.add_argument(
         "--policy",
         choices=("spread", "binpack", "random"),
         default="spread",
-        help="openb: where the replay puts pods (default spread: least-allocated node)",
+        help="openb: where the replay puts pods: spread (least-allocated node), binpack "
+        "(most-allocated node that fits) or random (default spread)",
     )
     snap.add_argument(
         "--fractional",
         choices=("round", "drop"),
         default="round",
-        help="openb: a pod asking for part of a GPU gets a whole one, or is left out "
-        "(default round)",
+        help="openb: a pod asking for part of a GPU gets a whole one (round) or is left out "
+        "(drop) (default round)",
     )
     snap.add_argument(
         "--asw-size",
         type=positive_int,
         default=16,
-        help="openb: nodes per access switch (default 16)",
+        help="openb: nodes per access switch, in trace order (default 16)",
     )
-    snap.add_argument("--lock-qos", action="append", help="openb: lock pods of this qos class")
+    snap.add_argument(
+        "--lock-qos",
+        action="append",
+        metavar="QOS",
+        help="openb: lock pods of this qos class, e.g. LS; repeatable (default: none locked)",
+    )
     add_seed(snap, "openb: seed of the random policy (default 0)", default=0, convert=int)
     add_quiet(snap)
     snap.set_defaults(run=run_snapshot)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from gpuopt.cli.common import (
@@ -34,6 +35,8 @@ def run_estimate(args: argparse.Namespace) -> int:
         f"{args.job}: {result.gpus} GPUs for {result.duration_hours:,.2f} h "
         f"({result.gpu_hours:,.1f} GPU-hours; 80% band {result.low:,.2f}-{result.high:,.2f} h)"
     )
+    if result.target:
+        shown.print(f"  {result.target}")
     shown.print(f"  {result.explanation}")
     return EXIT_OK
 
@@ -41,6 +44,7 @@ def run_estimate(args: argparse.Namespace) -> int:
 def run_calibrate(args: argparse.Namespace) -> int:
     """``gpuopt calibrate HISTORY``: fit the training estimator on finished jobs."""
     from gpuopt.estimate import fit, load_calibration
+    from gpuopt.estimate.calibration import MAX_BAND_ROWS, band_warning
 
     check_outputs(args)
     base = load_calibration(args.base) if args.base else None
@@ -77,8 +81,22 @@ def run_calibrate(args: argparse.Namespace) -> int:
             f"{m['median_abs_log_error']:.3f} (x{m['median_factor']:.2f}), "
             f"within 2x {m['within_2x']:.0%}"
         )
+    band = report["band"]
+    heldout = band["heldout_row"]
+    shown.print(
+        f"  80% band x/÷ {band['in_sample']['factor']:.2f} in sample, "
+        + (
+            f"x/÷ {heldout['factor']:.2f} held out (leave one row out)"
+            if heldout
+            else f"held out not computed (over {MAX_BAND_ROWS} rows; --leave-out row computes it)"
+        )
+        + f"; estimates use x/÷ {band['used']['factor']:.2f}"
+    )
     for variant in report["variants"]:
         shown.print(f"  {variant}: factor {fitted.variant_factor[variant]:.3f}")
+    warning = band_warning(report)
+    if warning:
+        print(f"gpuopt: warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -90,7 +108,12 @@ def add_commands(commands: Any) -> None:
     estimate = commands.add_parser(
         "estimate", help="estimate GPUs and hours of a training or quantization job"
     )
-    estimate.add_argument("job", help='job JSON, e.g. {"kind": "training", "params_b": 7, ...}')
+    estimate.add_argument(
+        "job",
+        help='job JSON, e.g. {"kind": "training", "params_b": 7, ...}; a training job gets '
+        "the fewest GPUs (a power of two) that fit in memory and finish within its "
+        "max_hours (default 72 h), unless it fixes gpus",
+    )
     add_out(estimate, "write the estimate JSON here")
     estimate.add_argument("--calibration", help="calibration JSON (default: the shipped one)")
     add_quiet(estimate)
@@ -99,7 +122,11 @@ def add_commands(commands: Any) -> None:
     calibrate = commands.add_parser(
         "calibrate", help="fit the training estimator's factors on a CSV of finished jobs"
     )
-    calibrate.add_argument("history", help="CSV: job features, gpus, and gpu_hours")
+    calibrate.add_argument(
+        "history",
+        help="CSV: job features, gpus, and gpu_hours; fewer than 20 rows gives a warning on "
+        "stderr, as the in-sample band then understates the error",
+    )
     add_out(calibrate, "write the calibration JSON here")
     calibrate.add_argument("--base", help="calibration to start from (default: the shipped one)")
     calibrate.add_argument(

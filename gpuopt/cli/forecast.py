@@ -116,7 +116,7 @@ def run_realtime(args: argparse.Namespace) -> int:
     line = (
         f"{args.history}: {len(series)} hours ({series.missing} missing) -> {args.model} "
         f"forecast of {args.horizon} h: mean {float(forecast.mean()):,.2f}, "
-        f"peak {float(forecast.max()):,.2f}"
+        f"peak {float(forecast.max()):,.2f} (the history's rate unit)"
     )
     if gpus is not None:
         line += f"; GPUs {min(gpus)} to {max(gpus)}, {sum(gpus):,} GPU-hours"
@@ -150,50 +150,55 @@ def add_commands(commands: Any) -> None:
         choices=list(MODELS),
         default=DEFAULT_MODEL,
         metavar="NAME",
-        help="; ".join(f"{name}: {text}" for name, text in MODEL_SUMMARIES.items()),
+        help=f"the forecasting model (default {DEFAULT_MODEL}): "
+        + "; ".join(f"{name}: {text}" for name, text in MODEL_SUMMARIES.items()),
     )
     realtime.add_argument(
         "--per-gpu",
         type=positive_rate,
         metavar="RATE",
         default=None,
-        help="rate one GPU serves: adds gpus",
+        help="rate one GPU serves, in the history's unit; adds the GPUs per step to the "
+        "output (default: the forecast alone)",
     )
     realtime.add_argument(
         "--headroom",
         type=headroom_share,
         metavar="H",
         default=None,
-        help="spare share on top (default 0.2)",
+        help="with --per-gpu: spare share on top of the forecast, e.g. 0.2 for 20%% (default 0.2)",
     )
     realtime.add_argument(
         "--coverage",
         type=coverage_share,
         metavar="Q",
         default=None,
-        help="instead of --headroom: size the GPUs for the calibrated upper bound that past "
-        "day-ahead forecasts kept to in a share Q of hours (e.g. 0.95; conformal)",
+        help="with --per-gpu, instead of --headroom: size the GPUs for the calibrated upper "
+        "bound that past day-ahead forecasts kept to in a share Q of hours, e.g. 0.95 "
+        "(conformal; default: none, --headroom sizes the margin)",
     )
     realtime.add_argument(
         "--max-swap",
         type=gpu_count,
         metavar="S",
         default=None,
-        help="largest change per step (no limit)",
+        help="with --per-gpu: largest change of the GPU count per step, in GPUs "
+        "(default: no limit)",
     )
     realtime.add_argument(
         "--initial",
         type=gpu_count,
         metavar="N",
         default=None,
-        help="GPUs held just before the first step",
+        help="with --per-gpu: GPUs held just before the first step (default: none, the "
+        "curve may start anywhere)",
     )
     realtime.add_argument(
         "--maximum",
         type=gpu_count,
         metavar="N",
         default=None,
-        help="never ask for more GPUs than this",
+        help="with --per-gpu: never ask for more GPUs than this (default: no cap)",
     )
     add_out(realtime, "write the JSON here (default: stdout)", metavar="OUT.json")
     add_quiet(realtime)

@@ -150,7 +150,7 @@ def show_topology(shown: Any, problem: Any, result: Any) -> None:
     shown.print(f"{problem.name}: {result.summary()} [{result.status}]")
     for job_id, parts in result.placements.items():
         spread = ", ".join(f"{switch}: {gpus}" for switch, gpus in parts.items())
-        shown.print(f"  {job_id}: {spread} (entropy {result.entropy[job_id]:.3f})")
+        shown.print(f"  {job_id}: {spread} (entropy {result.entropy[job_id]:.3f} nats)")
     if result.unplaced:
         shown.print(f"  unplaced: {', '.join(result.unplaced)}")
 

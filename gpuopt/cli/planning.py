@@ -62,6 +62,10 @@ def run_rolling(args: argparse.Namespace) -> int:
             f"completed {m.completed:3d}  shortfall {m.shortfall:3d}  "
             f"utilization {m.utilization:.1%}"
         )
+    shown.print(
+        "  (value: priority x GPU-steps, undiscounted; completed: tasks; shortfall: realtime "
+        "GPU-steps missing)"
+    )
     print_plan_report(shown, coverage_risks(problem, result), idle_windows(problem, result))
     return EXIT_OK
 
@@ -87,7 +91,9 @@ def add_commands(commands: Any) -> None:
     rolling.add_argument(
         "--forecast",
         default="oracle",
-        help="oracle (default), seasonal, or noisy:X (e.g. noisy:0.2)",
+        help="realtime demand of the steps ahead: oracle (default: the scenario's own curve), "
+        "seasonal (gpuopt's hourly forecaster on the task's history and the demand seen so "
+        "far), or noisy:X (the true curve times 1 + N(0, X), e.g. noisy:0.2)",
     )
     rolling.add_argument(
         "--replan-every",
@@ -99,7 +105,8 @@ def add_commands(commands: Any) -> None:
         "--headroom",
         type=headroom_share,
         default=None,
-        help="margin on forecast demand (default 0 for oracle, 0.1 otherwise)",
+        help="spare share planned on top of forecast demand, e.g. 0.1 for 10%% "
+        "(default 0 for oracle, 0.1 otherwise)",
     )
     rolling.add_argument(
         "--lookahead",

@@ -17,6 +17,8 @@ How each rule holds (labels of ``models/defrag.md``):
   never chosen (unless that task is the victim evicted first).
 - D6: the move budget and per-group budgets are checked before a node is
   accepted; a node whose moves would exceed them is rolled back.
+- D8: the node orders hold only nodes with at least ``min_node_gpus`` GPUs,
+  and a fill that would empty a smaller node is rolled back.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 from gpuopt.defrag.exact import NO_LIMIT, ExactSolver, budgeted, solve_from
 from gpuopt.defrag.problem import SCALE, DefragProblem
 from gpuopt.defrag.solution import make_plan
+from gpuopt.errors import ProblemError
 from gpuopt.solvers.deadline import Deadline
 
 #: Candidate targets and victims tried per level of an eviction chain.
@@ -68,6 +71,7 @@ class Shard:
     fill: bool = True  # after emptying, fill fragmented nodes exactly (ipc; not onehop)
     exact: str | None = None  # "milp" or "cpsat": then improve the result exactly
     exact_seconds: float = 5.0
+    min_node_gpus: int = 0  # nodes with fewer GPUs are never emptied (D8)
 
 
 @dataclass
@@ -342,12 +346,15 @@ def _improve_exactly(
     groups, the shard one per group).
     """
     problem = sub_snapshot(shard)
-    options = problem.options.model_copy(update={"max_moves": shard.max_moves})
-    problem = problem.model_copy(update={"options": options})
+    budgets = {"max_moves": shard.max_moves, "min_node_gpus": shard.min_node_gpus}
+    problem = problem.model_copy(update={"options": problem.options.model_copy(update=budgets)})
     start = make_plan(problem, "ipc", [(f"t{t}", f"n{a}", f"n{b}") for t, a, b in log], seconds=0)
     deadline = Deadline(seconds)
     solver: ExactSolver = "cpsat" if shard.exact == "cpsat" else "milp"
-    plan = solve_from(budgeted(problem, None, None), start, solver=solver, deadline=deadline)
+    try:
+        plan = solve_from(budgeted(problem, None, None), start, solver=solver, deadline=deadline)
+    except ProblemError:  # the partition's model is too large: keep the heuristic's result
+        return log
 
     def score(m: Any) -> tuple[int, int, int]:  # the order empty_nodes ranks results by
         return m.emptied, -m.fragmented_after, -m.moves
@@ -451,7 +458,8 @@ def _fill_open_nodes(state: _State, moves_left: int | None, group_left: dict[int
     movable tasks taken from other fragmented nodes (largest first, direct
     moves only); a source stays fragmented or becomes empty, so each filled
     node is one fragmented node fewer. A fill that cannot reach exactly
-    ``f`` is rolled back.
+    ``f`` is rolled back, and so is one that would empty a node with fewer
+    than ``min_node_gpus`` GPUs (D8).
     """
     shard = state.shard
     used = shard.node_gpus - state.free_gpus
@@ -480,7 +488,12 @@ def _fill_open_nodes(state: _State, moves_left: int | None, group_left: dict[int
             if group in group_left:
                 spent[group] = spent.get(group, 0) + 1
         over = any(count > group_left[g] for g, count in spent.items())
-        if state.free_gpus[node] != 0 or over or (moves_left is not None and len(new) > moves_left):
+        emptied_small = any(
+            state.count[source] == 0 and shard.node_gpus[source] < shard.min_node_gpus
+            for _, source, _ in new
+        )
+        over = over or emptied_small or (moves_left is not None and len(new) > moves_left)
+        if state.free_gpus[node] != 0 or over:
             state.rollback(mark)
         else:
             if moves_left is not None:

@@ -9,12 +9,11 @@ integers, and every variable hinted from the ``ipc`` plan.
 
 from __future__ import annotations
 
-from gpuopt.defrag.exact import build_cpsat, solve_from
-from gpuopt.defrag.milp import prepare
+from gpuopt.defrag.exact import build_cpsat
+from gpuopt.defrag.milp import solve_exact
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import MigrationPlan
 from gpuopt.solvers import require
-from gpuopt.solvers.deadline import Deadline
 
 
 def solve_cpsat(
@@ -48,17 +47,17 @@ def solve_cpsat(
     >>> plan.status, plan.metrics.emptied, plan.bound
     ('optimal', 1, 1)
     """
-    deadline = Deadline(time_limit)
     require("ortools.sat.python.cp_model", "cpsat")  # before ipc runs
-    problem, start = prepare(problem, initial, warm, seed, max_moves, group_budget, deadline)
-    return solve_from(
+    return solve_exact(
         problem,
-        start,
-        solver="cpsat",
-        deadline=deadline,
+        "cpsat",
+        time_limit=time_limit,
         seed=seed,
+        initial=initial,
         threads=threads,
-        hinted=warm or initial is not None,
+        warm=warm,
+        max_moves=max_moves,
+        group_budget=group_budget,
         log=log,
     )
 

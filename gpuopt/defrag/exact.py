@@ -49,8 +49,8 @@ ExactSolver = Literal["milp", "cpsat"]
 
 #: Unlimited memory (a node that states none) as an integer that never binds.
 NO_LIMIT = np.int64(2**62)
-#: Most x columns an exact model may have before it is refused (memory and time
-#: grow with it; use ``ipc`` on larger snapshots, or its partitions).
+#: Most x columns the exact model may have (memory and time grow with it); above it,
+#: ``milp`` and ``cpsat`` solve ipc's partitions exactly instead of the whole snapshot.
 MAX_COLUMNS = 2_000_000
 #: Seconds per (movable task, node) pair of building the rows (numpy, not interruptible) on
 #: the busy 2-core machine: 0.3 us at a load average of 4, up to 2.6 us at 7.
@@ -102,33 +102,14 @@ class DefragRows(RowCounts):
     ) -> DefragRows:
         index = problem.index
         used = _node_use(problem)
-        occupied = index.node_task_count > 0
-        locked_on = np.zeros(index.num_nodes, dtype=bool)
-        locked_on[index.task_node[index.task_locked]] = True
-        smallest = max(1, problem.options.min_node_gpus)
-        candidates = np.flatnonzero(occupied & ~locked_on & (index.node_gpus >= smallest))
-        movable = np.flatnonzero(~index.task_locked)
-        eligible = (
-            (
-                index.selector_masks[index.task_selector[movable]]
-                & occupied[None, :]
-                & (index.node_gpus[None, :] >= index.task_gpus[movable, None])
-                & (index.node_cpus[None, :] >= index.task_cpus[movable, None])
-                & (
-                    (index.node_memory[None, :] < 0)
-                    | (index.node_memory[None, :] >= index.task_memory[movable, None])
-                )
-            )
-            if movable.size * index.num_nodes <= 50 * MAX_COLUMNS
-            else None
-        )
-        if eligible is None or int(eligible.sum()) + movable.size > MAX_COLUMNS:
+        candidates = candidate_nodes(problem)
+        movable, eligible = _eligible(problem)
+        if eligible is None or int(eligible.sum()) > MAX_COLUMNS:
             raise ProblemError(
                 f"the exact model would need more than {MAX_COLUMNS:,} task-node columns "
-                f"({index.num_nodes} nodes, {movable.size} movable tasks); use ipc, whose "
-                "partitions can each be solved exactly (ipc exact='milp')."
+                f"({index.num_nodes} nodes, {movable.size} movable tasks); solve its "
+                "partitions exactly instead (ipc with exact='milp', gpuopt defrag --exact milp)."
             )
-        eligible[np.arange(movable.size), index.task_node[movable]] = True
         rows_of, col_node = np.nonzero(eligible)  # row-major: grouped by task
         col_task = movable[rows_of]
         num_x, num_e = col_task.size, candidates.size
@@ -162,6 +143,7 @@ class DefragRows(RowCounts):
             rows._x3_empty_nodes_hold_nothing(),
             rows._x4_anti_affinity(),
             *rows._x5_budgets(),
+            *rows._x7_small_nodes_keep_a_task(),
         ]
         return rows
 
@@ -284,6 +266,24 @@ class DefragRows(RowCounts):
             )
         return families
 
+    def _x7_small_nodes_keep_a_task(self) -> list[RowFamily]:
+        """X7: a node with fewer GPUs than ``min_node_gpus`` keeps at least one of its tasks.
+
+        Only nodes that run movable tasks alone need the row (a locked task
+        stays); no family when there are none.
+        """
+        index = self.problem.index
+        small = index.node_gpus < self.problem.options.min_node_gpus
+        small[index.task_node[index.task_locked]] = False
+        small &= index.node_task_count > 0
+        if not small.any():
+            return []
+        take = small[self.col_node]
+        cols, nodes = np.flatnonzero(take), self.col_node[take]
+        order = np.argsort(nodes, kind="stable")
+        counts = np.bincount(nodes, minlength=index.num_nodes)[np.flatnonzero(small)]
+        return [csr_family("x7", cols[order], np.ones(cols.size), counts, 1.0, math.inf)]
+
     def start_values(self, plan: MigrationPlan) -> np.ndarray:
         """Column values of a plan's final placement (a MIP start / hint)."""
         index = self.problem.index
@@ -311,6 +311,79 @@ class DefragRows(RowCounts):
         emptied <= (bound + weight - 1) / weight.
         """
         return math.floor((objective_bound + self.weight - 1) / self.weight + 1e-9)
+
+
+def candidate_nodes(problem: DefragProblem) -> np.ndarray:
+    """The nodes that may be emptied: GPUs >= max(1, ``min_node_gpus``), tasks, none locked."""
+    index = problem.index
+    locked_on = np.zeros(index.num_nodes, dtype=bool)
+    locked_on[index.task_node[index.task_locked]] = True
+    smallest = max(1, problem.options.min_node_gpus)
+    occupied = index.node_task_count > 0
+    return np.flatnonzero(occupied & ~locked_on & (index.node_gpus >= smallest))
+
+
+def _eligible(problem: DefragProblem) -> tuple[np.ndarray, np.ndarray | None]:
+    """The movable tasks and their eligible nodes (``E_t``; None: too many pairs to count)."""
+    index = problem.index
+    occupied = index.node_task_count > 0
+    movable = np.flatnonzero(~index.task_locked)
+    if movable.size * index.num_nodes > 50 * MAX_COLUMNS:
+        return movable, None
+    eligible: np.ndarray = (
+        index.selector_masks[index.task_selector[movable]]
+        & occupied[None, :]
+        & (index.node_gpus[None, :] >= index.task_gpus[movable, None])
+        & (index.node_cpus[None, :] >= index.task_cpus[movable, None])
+        & (
+            (index.node_memory[None, :] < 0)
+            | (index.node_memory[None, :] >= index.task_memory[movable, None])
+        )
+    )
+    eligible[np.arange(movable.size), index.task_node[movable]] = True
+    return movable, eligible
+
+
+def model_columns(problem: DefragProblem) -> int:
+    """The x columns the exact model of ``problem`` has (at least this many when too many to count).
+
+    Depends on the snapshot alone, never on a time limit, so the choice between
+    the whole model and its partitions is the same at every limit.
+    """
+    movable, eligible = _eligible(problem)
+    if eligible is None:
+        return int(movable.size * np.count_nonzero(problem.index.node_task_count))
+    return int(eligible.sum())
+
+
+def capacity_bound(problem: DefragProblem) -> int:
+    """A proven upper bound on the nodes any legal plan empties, from capacity alone.
+
+    Every task ends on a node that is not emptied, so the emptied nodes' GPUs
+    (and CPUs) sum to at most what the whole cluster has free: the bound is the
+    most candidate nodes, smallest first, whose capacities fit in the free
+    GPUs, and likewise for CPUs (the smaller count), and at most ``max_moves``
+    (each emptied node needs a move).
+
+    >>> problem = DefragProblem(
+    ...     nodes=[{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b", "c")],
+    ...     tasks=[{"id": "t1", "node": "a", "gpus": 4}, {"id": "t2", "node": "b", "gpus": 4},
+    ...            {"id": "t3", "node": "c", "gpus": 4}])
+    >>> capacity_bound(problem)
+    1
+    """
+    index = problem.index
+    candidates = candidate_nodes(problem)
+    bound = int(candidates.size)
+    for capacity, demand in (
+        (index.node_gpus, index.task_gpus),
+        (index.node_cpus, index.task_cpus),
+    ):
+        free = int(capacity.sum()) - int(demand.sum())
+        sizes = np.cumsum(np.sort(capacity[candidates]))
+        bound = min(bound, int(np.searchsorted(sizes, free, side="right")))
+    max_moves = problem.options.max_moves
+    return bound if max_moves is None else min(bound, max_moves)
 
 
 def _node_use(problem: DefragProblem) -> dict[str, np.ndarray]:
@@ -461,7 +534,7 @@ def finish_exact(
     plan = None
     if moves is not None:
         plan = make_plan(problem, method, moves, seconds=0.0, status=status, bound=bound)
-    if plan is None or _score(plan) < _score(start):
+    if plan is None or plan_score(plan) < plan_score(start):
         if values is not None and plan is not None:
             notes.append(f"the {start.method} start was better than the solver's plan; kept it")
         plan = make_plan(
@@ -477,7 +550,8 @@ def finish_exact(
     )
 
 
-def _score(plan: MigrationPlan) -> tuple[int, int]:
+def plan_score(plan: MigrationPlan) -> tuple[int, int]:
+    """Better plans score higher: most nodes emptied, then fewest moves."""
     return plan.metrics.emptied, -plan.metrics.moves
 
 
@@ -589,19 +663,7 @@ def _plan_status(status: str) -> Status:
 def budgeted(
     problem: DefragProblem, max_moves: int | None, group_budget: int | None
 ) -> DefragProblem:
-    """The snapshot with the budgets given (None keeps the snapshot's options).
-
-    Refuses a snapshot whose model would be too large before anything runs on
-    it (:meth:`DefragRows.build` counts the eligible pairs exactly).
-    """
-    index = problem.index
-    movable = int(np.count_nonzero(~index.task_locked))
-    if movable * int(np.count_nonzero(index.node_task_count)) > 50 * MAX_COLUMNS:
-        raise ProblemError(
-            f"the exact model would need more than {MAX_COLUMNS:,} task-node columns "
-            f"({index.num_nodes} nodes, {movable} movable tasks); use ipc, whose "
-            "partitions can each be solved exactly (ipc exact='milp')."
-        )
+    """The snapshot with the budgets given (None keeps the snapshot's options)."""
     options = problem.options
     max_moves = options.max_moves if max_moves is None else max_moves
     group_budget = options.group_budget if group_budget is None else group_budget
@@ -690,7 +752,11 @@ __all__ = [
     "ExactSolver",
     "budgeted",
     "build_cpsat",
+    "candidate_nodes",
+    "capacity_bound",
     "finish_exact",
+    "model_columns",
     "order_moves",
+    "plan_score",
     "solve_from",
 ]

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 
 from gpuopt.defrag._shard import NO_LIMIT, Shard, empty_nodes
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import DefragProblem, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
 from gpuopt.solvers.deadline import Deadline
 
@@ -132,6 +132,7 @@ class ClusterState:
             fill=fill,
             exact=exact,
             exact_seconds=exact_seconds,
+            min_node_gpus=self.min_node_gpus,
         )
 
 
@@ -316,13 +317,14 @@ def _run(
 ) -> MigrationPlan:
     deadline = Deadline(time_limit)
     started = deadline.started
+    check_options(problem)
     index = problem.index
     state = ClusterState(problem)
     rng = np.random.default_rng(seed)
     num_nodes = index.num_nodes
     parts = max(1, -(-num_nodes // partition_size))
     status: Any = "heuristic"
-    notes: list[str] = []
+    notes = _exact_notes(exact, exact_nodes, group_budget, num_nodes, parts)
     moved_in_group: dict[int, set[int]] = {}
     with _executor_for(executor, workers, num_nodes, parts) as pool:
         for round_number in range(rounds):
@@ -382,6 +384,23 @@ def _run(
     return make_plan(
         problem, method, named, seconds=time.perf_counter() - started, status=status, notes=notes
     )
+
+
+def _exact_notes(
+    exact: str | None, exact_nodes: int, group_budget: int | None, num_nodes: int, parts: int
+) -> list[str]:
+    """Why ``exact`` partitions will not be solved exactly, if they will not."""
+    if exact is None:
+        return []
+    if group_budget is not None:
+        return [f"exact={exact!r} is not used with group_budget; the partitions are heuristic"]
+    if num_nodes // parts > exact_nodes:
+        return [
+            f"the first round's partitions have {num_nodes // parts}+ nodes, over exact_nodes="
+            f"{exact_nodes}: only smaller partitions of later rounds are solved with {exact} "
+            f"(set partition_size <= {exact_nodes})"
+        ]
+    return []
 
 
 def _search_seconds(deadline: Deadline, tasks: int, moves: int) -> float | None:

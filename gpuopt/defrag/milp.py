@@ -8,12 +8,33 @@ model, two solvers. This module adds the warm start: the ``ipc`` plan.
 
 from __future__ import annotations
 
-from gpuopt.defrag.exact import MAX_COLUMNS, DefragRows, budgeted, order_moves, solve_from
+import math
+import time
+
+from gpuopt.defrag import exact
+from gpuopt.defrag.exact import (
+    MAX_COLUMNS,
+    DefragRows,
+    ExactSolver,
+    budgeted,
+    capacity_bound,
+    model_columns,
+    order_moves,
+    plan_score,
+    solve_from,
+)
 from gpuopt.defrag.greedy import solve_ipc
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import DefragProblem, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
+from gpuopt.result import Status, count_gap
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import Progress
+
+#: Most nodes in a partition that the exact methods solve when the whole snapshot
+#: is too large for the model (ipc's ``exact_nodes``): about 100 x 550 columns on openb.
+PARTITION_NODES = 100
+#: Seconds per partition without a time limit (ipc's ``exact_seconds``).
+PARTITION_SECONDS = 5.0
 
 
 def prepare(
@@ -27,10 +48,9 @@ def prepare(
 ) -> tuple[DefragProblem, MigrationPlan]:
     """What both exact methods start from: the snapshot with its budgets, and the start.
 
-    Budgets given as None keep the snapshot's options (a snapshot too large
-    for the model is refused before ipc runs); the start is ``initial``, else
-    the ``ipc`` plan (no moves with ``warm=False``), which gets at most the
-    time left before the ``deadline``.
+    Budgets given as None keep the snapshot's options; the start is
+    ``initial``, else the ``ipc`` plan (no moves with ``warm=False``), which
+    gets at most the time left before the ``deadline``.
     """
     problem = budgeted(problem, max_moves, group_budget)
     if initial is not None:
@@ -38,6 +58,107 @@ def prepare(
     if warm:
         return problem, solve_ipc(problem, seed=seed, time_limit=deadline.remaining())
     return problem, make_plan(problem, "none", [], seconds=0.0)
+
+
+def solve_exact(
+    problem: DefragProblem,
+    solver: ExactSolver,
+    *,
+    time_limit: float | None,
+    seed: int,
+    initial: MigrationPlan | None,
+    threads: int,
+    warm: bool,
+    max_moves: int | None,
+    group_budget: int | None,
+    log: bool,
+    progress: Progress | None = None,
+) -> MigrationPlan:
+    """The exact model of the whole snapshot with ``solver``, or of ipc's partitions.
+
+    The choice rests on the model's size alone (:func:`gpuopt.defrag.exact.model_columns`
+    against :data:`gpuopt.defrag.exact.MAX_COLUMNS`), so a snapshot gets the same
+    kind of answer at every time limit; see :func:`solve_milp` for the options.
+    """
+    deadline = Deadline(time_limit)
+    check_options(problem)
+    budgets = budgeted(problem, max_moves, group_budget)
+    columns = model_columns(budgets)
+    if columns > exact.MAX_COLUMNS:  # ipc's own heuristic runs inside: no separate start
+        return solve_partitions(budgets, solver, columns, deadline, seed, initial)
+    problem, start = prepare(problem, initial, warm, seed, max_moves, group_budget, deadline)
+    return solve_from(
+        problem,
+        start,
+        solver=solver,
+        deadline=deadline,
+        seed=seed,
+        threads=threads,
+        hinted=warm or initial is not None,
+        log=log,
+        progress=progress,
+    )
+
+
+def solve_partitions(
+    problem: DefragProblem,
+    solver: ExactSolver,
+    columns: int,
+    deadline: Deadline,
+    seed: int,
+    start: MigrationPlan | None,
+) -> MigrationPlan:
+    """ipc with every partition solved exactly by ``solver``, for a snapshot too large for
+    the whole model; the notes say so, and the bound is :func:`capacity_bound`.
+
+    Partitions hold at most :data:`PARTITION_NODES` nodes, fewer when their models
+    would still be too large (the columns grow about with the square of the
+    nodes: a partition's tasks grow with its nodes); each gets an equal share
+    of half the time left (the other half: later rounds and the plan). The
+    plan is never worse than ``start`` (the ``initial`` plan, or ipc's with its
+    own partitions).
+    """
+    num_nodes = problem.index.num_nodes
+    fitting = num_nodes * math.sqrt(exact.MAX_COLUMNS / columns) / 2
+    size = max(2, min(PARTITION_NODES, int(fitting)))
+    partitions = -(-num_nodes // size)
+    left = deadline.remaining()
+    share = PARTITION_SECONDS if left is None else max(left, 1e-3) / (2 * partitions)
+    plan = solve_ipc(
+        problem,
+        partition_size=size,
+        time_limit=None if left is None else max(left, 1e-3),
+        seed=seed,
+        exact=solver,
+        exact_nodes=size,
+        exact_seconds=min(share, PARTITION_SECONDS),
+    )
+    notes = [
+        f"the whole snapshot's model would need {columns:,} task-node columns (over "
+        f"{exact.MAX_COLUMNS:,}), so {solver} solved ipc's partitions of at most {size} nodes "
+        f"exactly (at most {min(share, PARTITION_SECONDS):.2g} s each), not the whole snapshot",
+        *plan.notes,
+    ]
+    if start is not None and plan_score(start) > plan_score(plan):
+        notes.append(f"the {start.method} start was better than the partitions' plan; kept it")
+        moves = [(m.task, m.source, m.to) for m in start.moves]
+        plan = make_plan(problem, solver, moves, seconds=0.0)
+    bound = capacity_bound(problem)
+    notes.append(
+        f"bound {bound}: the most nodes whose GPUs and CPUs fit in the cluster's free "
+        "capacity (a count, not a proof that this plan is optimal)"
+    )
+    status = Status.FEASIBLE if plan.status == Status.HEURISTIC else plan.status
+    return plan.model_copy(
+        update={
+            "method": solver,
+            "status": status,
+            "bound": bound,
+            "gap": count_gap(plan.metrics.emptied, bound),
+            "seconds": time.perf_counter() - deadline.started,
+            "notes": notes,
+        }
+    )
 
 
 def solve_milp(
@@ -54,6 +175,11 @@ def solve_milp(
     progress: Progress | None = None,
 ) -> MigrationPlan:
     """Solve the exact model (``models/defrag.md``) with HiGHS, warm-started from ``ipc``.
+
+    A snapshot whose model would have more than :data:`MAX_COLUMNS` task-node
+    columns (e.g. openb's 1,213 nodes) is solved as ipc's partitions, each
+    exactly (:func:`solve_partitions`), at every time limit: the plan's notes
+    say so, and its ``bound`` is then a capacity count, not a proof.
 
     Parameters
     ----------
@@ -88,19 +214,29 @@ def solve_milp(
     >>> plan.status, plan.metrics.emptied, plan.bound
     ('optimal', 1, 1)
     """
-    deadline = Deadline(time_limit)
-    problem, start = prepare(problem, initial, warm, seed, max_moves, group_budget, deadline)
-    return solve_from(
+    return solve_exact(
         problem,
-        start,
-        solver="milp",
-        deadline=deadline,
+        "milp",
+        time_limit=time_limit,
         seed=seed,
+        initial=initial,
         threads=threads,
-        hinted=warm or initial is not None,
+        warm=warm,
+        max_moves=max_moves,
+        group_budget=group_budget,
         log=log,
         progress=progress,
     )
 
 
-__all__ = ["MAX_COLUMNS", "DefragRows", "Progress", "order_moves", "prepare", "solve_milp"]
+__all__ = [
+    "MAX_COLUMNS",
+    "PARTITION_NODES",
+    "DefragRows",
+    "Progress",
+    "order_moves",
+    "prepare",
+    "solve_exact",
+    "solve_milp",
+    "solve_partitions",
+]

@@ -1,7 +1,7 @@
 """The defragmentation problem is the cluster snapshot itself (:class:`gpuopt.cluster.Cluster`).
 
 This module keeps the names under which defragmentation code and older user
-code know it.
+code know it, and the check every method makes of the snapshot's options.
 """
 
 from gpuopt.cluster.model import (
@@ -20,6 +20,28 @@ from gpuopt.cluster.model import (
     scaled,
     selector_matches,
 )
+from gpuopt.errors import ProblemError
+
+
+def check_options(problem: DefragProblem) -> None:
+    """Refuse options no node of the snapshot can satisfy, in one sentence naming the option.
+
+    ``min_node_gpus`` above every node's GPUs leaves no node that may be
+    emptied (nodes below it are never emptied, ``models/defrag.md`` D8).
+
+    >>> check_options(DefragProblem(nodes=[{"id": "a", "gpus": 8, "cpus": 64}],
+    ...     options={"min_node_gpus": 16}))
+    Traceback (most recent call last):
+    ...
+    gpuopt.errors.ProblemError: min_node_gpus 16 leaves no node to empty: the largest has 8 GPUs.
+    """
+    wanted = problem.options.min_node_gpus
+    largest = int(problem.index.node_gpus.max()) if problem.nodes else 0
+    if wanted > largest:
+        raise ProblemError(
+            f"min_node_gpus {wanted} leaves no node to empty: the largest has {largest} GPUs."
+        )
+
 
 __all__ = [
     "MAX_AMOUNT",
@@ -32,6 +54,7 @@ __all__ = [
     "DefragProblem",
     "Node",
     "Task",
+    "check_options",
     "load_snapshot",
     "parse_snapshot",
     "scaled",

@@ -4,7 +4,7 @@ A plan is an ordered list of moves ``task: from -> to`` (DESIGN.md section 5).
 Execution is make-before-break: while a task moves, its new instance starts on
 the target while the old one still holds the source, so the target needs room
 at that moment. :func:`violations` replays the moves in order, knows nothing
-about the methods, and reports every breach of the rules D1-D7 of
+about the methods, and reports every breach of the rules D1-D8 of
 ``models/defrag.md`` and of the Kubernetes rules K1-K7 of
 ``models/cluster.md``; :func:`evaluate` recomputes the metrics.
 """
@@ -80,10 +80,11 @@ class MigrationPlan(Result):
         m = self.metrics
         text = (
             f"{self.method}: emptied {m.emptied} nodes with {m.moves} moves in {m.waves} waves, "
-            f"fragmented {m.fragmented_before} -> {m.fragmented_after} ({self.seconds:.2f} s)"
+            f"fragmented nodes {m.fragmented_before} -> {m.fragmented_after} "
+            f"({self.seconds:.2f} s)"
         )
         if self.bound is not None:
-            text += f", bound {self.bound}"
+            text += f", bound {self.bound} nodes"
         return text
 
 
@@ -136,7 +137,7 @@ def _as_moves(plan: MigrationPlan | Sequence[Move]) -> list[Move]:
 
 
 def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> list[str]:
-    """Every breach of D1-D7 (``models/defrag.md``) and K1-K7 (``models/cluster.md``).
+    """Every breach of D1-D8 (``models/defrag.md``) and K1-K7 (``models/cluster.md``).
 
     The plan is replayed in order. Returns an empty list when the plan is
     legal. Each message starts with its rule label, e.g. ``"D3: move 4 (t7
@@ -230,9 +231,15 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
                 )
     found.extend(_wave_violations(moves))
     found.extend(_budget_violations(problem, moves))
+    occupied_before = {t.node for t in problem.tasks}
+    emptied = {n for n in occupied_before if not state.tasks_on[n]}
+    small = sorted(n for n in emptied if nodes[n].gpus < options.min_node_gpus)
+    if small:
+        found.append(
+            f"D8: the plan empties {len(small)} node(s) with fewer GPUs than min_node_gpus="
+            f"{options.min_node_gpus}, e.g. {small[0]} ({nodes[small[0]].gpus} GPUs)"
+        )
     if isinstance(plan, MigrationPlan):
-        occupied_before = {t.node for t in problem.tasks}
-        emptied = {n for n in occupied_before if not state.tasks_on[n]}
         claimed = set(plan.emptied)
         if claimed != emptied:
             wrong = sorted(claimed ^ emptied)[:5]

@@ -12,8 +12,10 @@ GPUs, pure data parallel): every model state (weights, gradients, optimizer
 states, frozen reference/reward models) is divided by the GPU count; the
 activations of one micro-batch, the KV cache of RL generation, one gathered
 layer and a fixed runtime overhead are per GPU. The smallest power of two
-that fits in 90 % of a GPU's memory is the GPU count (more when ``gpus`` or
-``max_hours`` asks for more). Paged optimizers (``paged-adamw``,
+that fits in 90 % of a GPU's memory is the least GPU count; :func:`estimate_training`
+then doubles it until the job finishes within ``max_hours`` (default
+:data:`DEFAULT_MAX_HOURS`, 72 h) or the count reaches its ceiling, unless the
+job fixes ``gpus``. Paged optimizers (``paged-adamw``,
 ``paged-adamw-8bit``, bitsandbytes / QLoRA) keep their states in CUDA unified
 memory, which the driver evicts to host RAM when the GPU is full and pages
 back for the optimizer step: those states are counted in host memory, not in
@@ -124,6 +126,10 @@ GPUS_PER_NODE = 8
 MEMORY_USABLE = 0.9
 RUNTIME_OVERHEAD_GB = 3.0
 MAX_ESTIMATE_GPUS = 65_536
+#: Wall-clock hours a training job should finish within when it states no ``max_hours``
+#: (three days): :func:`estimate_training` doubles the GPU count from the memory fit
+#: until the estimate meets it (an 11-year answer at the memory fit is no plan).
+DEFAULT_MAX_HOURS = 72.0
 
 _JobT = TypeVar("_JobT", bound="JobModel")
 
@@ -195,7 +201,12 @@ class TrainingJob(JobModel):
     activation_checkpointing: bool = True
     mfu: float | None = Field(default=None, gt=0, le=1, description="Overrides the calibration.")
     gpus: int | None = Field(default=None, ge=1, le=MAX_ESTIMATE_GPUS)
-    max_hours: float | None = Field(default=None, gt=0, le=1e7)
+    max_hours: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e7,
+        description="Finish within this many hours (estimate_training's default: 72).",
+    )
     overhead_hours: float = Field(default=0.1, ge=0, le=1000)
 
     @model_validator(mode="after")
@@ -269,6 +280,9 @@ class Estimate:
 
     ``low`` and ``high`` bound ``duration_hours`` (an 80 % band from the
     calibration's spread of log errors); ``explanation`` says how.
+    ``max_hours`` is the duration target the GPU count was chosen for (None:
+    the job fixed ``gpus``), ``meets_target`` whether the estimate is within
+    it, and ``target`` says so in one sentence.
     """
 
     gpus: int
@@ -277,6 +291,9 @@ class Estimate:
     low: float
     high: float
     explanation: str
+    max_hours: float | None = None
+    meets_target: bool | None = None
+    target: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -285,6 +302,9 @@ class Estimate:
             "gpu_hours": round(self.gpu_hours, 4),
             "low": round(self.low, 4),
             "high": round(self.high, 4),
+            "max_hours": self.max_hours,
+            "meets_target": self.meets_target,
+            "target": self.target,
             "explanation": self.explanation,
         }
 
@@ -322,6 +342,8 @@ class Plan:
     factor: float
     memory: Memory
     paging_hours: float = 0.0
+    max_hours: float | None = None  # the duration target the count was grown for
+    ceiling: int = MAX_ESTIMATE_GPUS  # the most GPUs it could grow to
 
 
 def trainable_share(job: TrainingJob) -> float:
@@ -510,8 +532,15 @@ def min_gpus(job: TrainingJob, mem: Memory | None = None) -> int:
     return gpus
 
 
-def first_principles(job: TrainingJob, cal: Calibration | None = None) -> Plan:
-    """GPU count and hours of ``job`` before the uncertainty band (see the module doc)."""
+def first_principles(
+    job: TrainingJob, cal: Calibration | None = None, *, default_max_hours: float | None = None
+) -> Plan:
+    """GPU count and hours of ``job`` before the uncertainty band (see the module doc).
+
+    Without ``gpus``, the count grows from the memory fit until the hours meet
+    the job's ``max_hours``, else ``default_max_hours`` (None: no target; what
+    :func:`gpuopt.estimate.fit` uses, so that calibrating is unchanged).
+    """
     cal = cal or default_calibration()
     mem = memory(job)
     needed = min_gpus(job, mem)
@@ -526,11 +555,12 @@ def first_principles(job: TrainingJob, cal: Calibration | None = None) -> Plan:
         raise ProblemError(f"calibration: mfu has no value for variant {job.variant!r}.")
     train, generated = flops(job)
     hours = _hours(job, gpus, train, generated, mfu, cal, paging_hours(job, mem, gpus))
-    if job.max_hours is not None and job.gpus is None:
-        ceiling = MAX_ESTIMATE_GPUS
-        if job.global_batch is not None:  # pure data parallel: a sequence per GPU at least
-            ceiling = min(ceiling, 1 << (job.global_batch.bit_length() - 1))
-        while hours > job.max_hours and gpus * 2 <= ceiling:
+    target = job.max_hours if job.max_hours is not None else default_max_hours
+    ceiling = MAX_ESTIMATE_GPUS
+    if job.global_batch is not None:  # pure data parallel: a sequence per GPU at least
+        ceiling = min(ceiling, 1 << (job.global_batch.bit_length() - 1))
+    if target is not None and job.gpus is None:
+        while hours > target and gpus * 2 <= ceiling:
             gpus *= 2
             hours = _hours(job, gpus, train, generated, mfu, cal, paging_hours(job, mem, gpus))
     return Plan(
@@ -544,6 +574,31 @@ def first_principles(job: TrainingJob, cal: Calibration | None = None) -> Plan:
         factor=cal.factor(job.variant, job.gpu_type),
         memory=mem,
         paging_hours=paging_hours(job, mem, gpus),
+        max_hours=None if job.gpus is not None else target,
+        ceiling=max(ceiling, needed),
+    )
+
+
+def target_sentence(job: TrainingJob, plan: Plan) -> tuple[bool | None, str]:
+    """Whether the plan meets its duration target, and one sentence that says which target."""
+    if plan.max_hours is None:
+        return None, f"gpus {plan.gpus} is fixed by the job, so no duration target applies."
+    source = (
+        f"the job's max_hours {plan.max_hours:g} h"
+        if job.max_hours is not None
+        else f"the default target of {plan.max_hours:g} h (set max_hours to change it)"
+    )
+    if plan.hours <= plan.max_hours:
+        fits = "fits in memory" if plan.gpus == plan.min_gpus else "finishes within it"
+        return True, f"Meets {source}: {plan.gpus} GPUs is the fewest that {fits}."
+    limit = (
+        f"global_batch {job.global_batch} allows"
+        if plan.ceiling < MAX_ESTIMATE_GPUS
+        else "the estimator plans"
+    )
+    return False, (
+        f"No GPU count within the limits meets {source}: {plan.gpus:,} GPUs, the most "
+        f"{limit}, take {plan.hours:,.2f} h."
     )
 
 
@@ -555,11 +610,16 @@ def estimate_training(job: TrainingJob, cal: Calibration | None = None) -> Estim
     >>> job = TrainingJob(params_b=7, tokens_b=2000, strategy="full", technique="cpt",
     ...                   gpu_type="A100-80GB", seq_len=4096)
     >>> est = estimate_training(job)
-    >>> est.gpus, 100_000 < est.gpu_hours < 400_000
-    (2, True)
+    >>> est.gpus, round(est.duration_hours, 1), est.meets_target
+    (4096, 48.9, True)
+    >>> est.target.startswith("Meets the default target of 72 h")
+    True
+    >>> estimate_training(job.model_copy(update={"max_hours": 1e6})).gpus  # memory fit only
+    2
     """
     cal = cal or default_calibration()
-    plan = first_principles(job, cal)
+    plan = first_principles(job, cal, default_max_hours=DEFAULT_MAX_HOURS)
+    meets, target = target_sentence(job, plan)
     band = math.exp(Z_80 * cal.sigma_log)
     mem = plan.memory
     spec = GPUS[job.gpu_type]
@@ -601,4 +661,7 @@ def estimate_training(job: TrainingJob, cal: Calibration | None = None) -> Estim
         low=plan.hours / band,
         high=plan.hours * band,
         explanation=" ".join(lines),
+        max_hours=plan.max_hours,
+        meets_target=meets,
+        target=target,
     )

@@ -77,7 +77,7 @@ class TopologyResult(Result):
         return (
             f"{self.method}: placed {m.placed} of {m.placed + m.unplaced} jobs "
             f"({m.gpus_placed} GPUs) over {m.switches_spanned} job-switch pairs, mean entropy "
-            f"{m.mean_entropy:.3f} ({self.seconds * 1000:.2f} ms)"
+            f"{m.mean_entropy:.3f} nats ({self.seconds * 1000:.2f} ms)"
         )
 
 

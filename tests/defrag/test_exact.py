@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
 
+from gpuopt.defrag import exact
 from gpuopt.defrag.cpsat import solve_cpsat
+from gpuopt.defrag.exact import capacity_bound, model_columns
 from gpuopt.defrag.generator import random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.milp import DefragRows, order_moves, solve_milp
@@ -146,3 +149,84 @@ def test_warm_start_is_never_lost() -> None:
         assert plan.metrics.emptied >= ipc.metrics.emptied
         if plan.bound is not None:
             assert plan.bound >= plan.metrics.emptied
+
+
+# --------------------------------------------------------------------------- too large
+def test_capacity_bound_by_hand() -> None:
+    # HALVES: 24 GPUs, 12 used, 12 free: one 8-GPU node fits in them, two (16) do not
+    assert capacity_bound(HALVES) == 1
+    # CHAIN: b holds a locked task; a and c are candidates, 8 GPUs free: one node
+    assert capacity_bound(CHAIN) == 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_capacity_bound_is_never_below_the_optimum(seed: int) -> None:
+    snapshot = random_snapshot(seed, nodes=12, fill=0.5)
+    plan = solve_milp(snapshot, time_limit=20)
+    assert plan.status == "optimal"
+    assert plan.bound is not None and plan.bound <= capacity_bound(snapshot)
+
+
+@pytest.mark.parametrize("solve", EXACT)
+def test_too_large_a_model_solves_the_partitions_exactly(
+    solve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gpuopt.defrag._shard as shard
+
+    snapshot = random_snapshot(3, nodes=40, fill=0.6)
+    columns = model_columns(snapshot)
+    monkeypatch.setattr(exact, "MAX_COLUMNS", columns // 3)  # partitions of about 11 nodes
+    solved: list[int] = []
+    real_solve_from = shard.solve_from
+
+    def counting(problem: DefragProblem, *args: Any, **kwargs: Any) -> Any:
+        solved.append(len(problem.nodes))
+        return real_solve_from(problem, *args, **kwargs)
+
+    monkeypatch.setattr(shard, "solve_from", counting)
+    plans = [solve(snapshot, time_limit=limit, threads=1) for limit in (3, 8)]
+    assert solved and max(solved) <= 11  # partitions, each solved exactly
+    for plan in plans:
+        assert_legal(snapshot, plan)
+        assert plan.method == solve.__name__.removeprefix("solve_")
+        assert plan.status in ("feasible", "time_limit")
+        assert plan.notes[0].startswith(
+            f"the whole snapshot's model would need {columns:,} task-node columns (over "
+            f"{columns // 3:,}), so {plan.method} solved ipc's partitions of at most 11 nodes "
+            "exactly"
+        )
+        assert plan.bound == capacity_bound(snapshot) >= plan.metrics.emptied
+        assert plan.notes[-1].startswith(f"bound {plan.bound}: the most nodes")
+
+
+def test_partitions_too_large_for_the_model_keep_the_heuristic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    snapshot = random_snapshot(3, nodes=40, fill=0.6)
+    monkeypatch.setattr(exact, "MAX_COLUMNS", 3)  # even 2-node partitions are refused
+    plan = solve_milp(snapshot, time_limit=5)
+    assert_legal(snapshot, plan)
+    assert plan.status == "feasible" and "partitions of at most 2 nodes" in plan.notes[0]
+
+
+def test_small_nodes_keep_a_task_in_the_exact_model() -> None:
+    # Without the option the optimum is 2 (s1 and o1 move onto big: 2 + 1 + 5 = 8 GPUs).
+    # X7: with min_node_gpus 8 the 2-GPU node "small" keeps s1, so only one 8-GPU node
+    # can empty (o1 -> big or b1 -> other).
+    snapshot = make_snapshot(
+        [("big", 8, 64), ("small", 2, 64), ("other", 8, 64)],
+        [
+            {"id": "b1", "node": "big", "gpus": 2},
+            {"id": "s1", "node": "small", "gpus": 1},
+            {"id": "o1", "node": "other", "gpus": 5},
+        ],
+        options={"min_node_gpus": 8},
+    )
+    assert [f.label for f in DefragRows.build(snapshot).families][-1] == "x7"
+    anywhere = snapshot.model_copy(update={"options": type(snapshot.options)()})
+    for solve in EXACT:
+        assert solve(anywhere, time_limit=10).metrics.emptied == 2
+        plan = solve(snapshot, time_limit=10)
+        assert_legal(snapshot, plan)
+        assert plan.status == "optimal" and plan.metrics.emptied == plan.bound == 1
+        assert "small" not in plan.emptied

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+import gpuopt
 from gpuopt.defrag.generator import random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.onehop import solve_onehop
+from gpuopt.defrag.problem import DefragProblem
+from gpuopt.errors import ProblemError
 from tests.defrag.conftest import CHAIN, HALVES, assert_legal, make_snapshot
 
 
@@ -156,3 +161,64 @@ def test_min_node_gpus_empties_only_large_nodes() -> None:
     exact = solve_milp(large, time_limit=20)
     assert_legal(large, exact)
     assert exact.status == "optimal" and "small" not in exact.emptied
+
+
+# big: 7 of 8 GPUs used (1 free); small: 1 of 2 used. Neither can be emptied by moving
+# its own tasks once small may not be (big's 7 GPUs fit nowhere), but the fill pass makes
+# big full with small's 1-GPU task, which empties small: allowed by default, not when only
+# 8-GPU nodes may be emptied (D8).
+FILL_EMPTIES_SMALL = make_snapshot(
+    [("big", 8, 64), ("small", 2, 64)],
+    [
+        {"id": "b1", "node": "big", "gpus": 7},
+        {"id": "s1", "node": "small", "gpus": 1},
+    ],
+)
+
+
+def with_options(snapshot: DefragProblem, **options: object) -> DefragProblem:
+    update = {"options": snapshot.options.model_copy(update=options)}
+    return snapshot.model_copy(update=update)
+
+
+def test_fill_pass_never_empties_a_node_below_min_node_gpus() -> None:
+    assert solve_ipc(FILL_EMPTIES_SMALL).emptied == ["small"]
+    large = with_options(FILL_EMPTIES_SMALL, min_node_gpus=8)
+    for plan in (solve_ipc(large), solve_onehop(large)):
+        assert_legal(large, plan)  # the checker's D8 included
+        assert plan.emptied == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_min_node_gpus_holds_on_mixed_node_sizes(seed: int) -> None:
+    snapshot = random_snapshot(seed, nodes=30, gpus_per_node=2, fill=0.5)
+    # a third of the nodes get 8 GPUs: the 2-GPU nodes may take tasks but never empty
+    nodes = [
+        node.model_copy(update={"gpus": 8}) if number % 3 == 0 else node
+        for number, node in enumerate(snapshot.nodes)
+    ]
+    mixed = with_options(snapshot.model_copy(update={"nodes": nodes}), min_node_gpus=8)
+    mixed = DefragProblem.model_validate(json.loads(mixed.to_json()))
+    for plan in (solve_ipc(mixed), solve_onehop(mixed), solve_ipc(mixed, exact="milp")):
+        assert_legal(mixed, plan)
+        assert all(mixed.nodes[mixed.index.node_pos[n]].gpus >= 8 for n in plan.emptied)
+
+
+@pytest.mark.parametrize("method", ["ipc", "onehop", "milp", "cpsat"])
+def test_min_node_gpus_no_node_can_meet_is_refused(method: str) -> None:
+    impossible = with_options(HALVES, min_node_gpus=16)
+    with pytest.raises(ProblemError) as caught:
+        gpuopt.solve(impossible, method)
+    message = str(caught.value)
+    assert message == "min_node_gpus 16 leaves no node to empty: the largest has 8 GPUs."
+
+
+def test_exact_option_of_ipc() -> None:
+    snapshot = random_snapshot(2, nodes=40, fill=0.6)
+    plan = gpuopt.solve(snapshot, "ipc", exact="milp", partition_size=10, seed=0)
+    assert_legal(snapshot, plan)
+    assert plan.notes == []
+    unused = gpuopt.solve(snapshot, "ipc", exact="cpsat", exact_nodes=5)
+    assert "over exact_nodes=5" in unused.notes[0]
+    with pytest.raises(ProblemError, match="exact must be 'milp' or 'cpsat'"):
+        gpuopt.solve(snapshot, "ipc", exact="glpk")

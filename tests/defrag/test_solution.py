@@ -1,4 +1,4 @@
-"""The plan checker (D1-D7), waves, metrics and the plan JSON contract."""
+"""The plan checker (D1-D8), waves, metrics and the plan JSON contract."""
 
 from __future__ import annotations
 
@@ -147,3 +147,16 @@ def test_plan_json_uses_from() -> None:
     with pytest.raises(ProblemError, match="metrics"):
         parse_plan({"method": "x", "moves": []})
     assert isinstance(parse_plan(data), MigrationPlan)
+
+
+def test_emptying_a_node_below_min_node_gpus_is_d8() -> None:
+    snapshot = make_snapshot(
+        [("big", 8, 64), ("small", 2, 64)],
+        [{"id": "b1", "node": "big", "gpus": 7}, {"id": "s1", "node": "small", "gpus": 1}],
+        options={"min_node_gpus": 8},
+    )
+    broken = violations(snapshot, moves(("s1", "small", "big")))
+    only(broken, "D8")
+    assert broken == [
+        "D8: the plan empties 1 node(s) with fewer GPUs than min_node_gpus=8, e.g. small (2 GPUs)"
+    ]

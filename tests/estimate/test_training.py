@@ -10,6 +10,7 @@ import pytest
 from gpuopt.errors import ProblemError
 from gpuopt.estimate import STRATEGIES, TECHNIQUES, VARIANTS, estimate
 from gpuopt.estimate.training import (
+    DEFAULT_MAX_HOURS,
     GIB,
     GPUS,
     MEMORY_USABLE,
@@ -20,6 +21,7 @@ from gpuopt.estimate.training import (
     paging_hours,
     trainable_share,
 )
+from tests.estimate.conftest import README_JOB
 
 BASE: dict[str, Any] = {
     "kind": "training",
@@ -105,9 +107,40 @@ def test_max_hours_grows_the_gpu_count() -> None:
     assert estimate({**BASE, "tokens_b": 100, "gpus": result.gpus // 2}).duration_hours > 24
 
 
+def test_the_default_target_sizes_the_gpu_count() -> None:
+    result = estimate(README_JOB)
+    assert result.max_hours == DEFAULT_MAX_HOURS == 72 and result.meets_target is True
+    assert result.duration_hours <= 72
+    assert estimate({**README_JOB, "gpus": result.gpus // 2}).duration_hours > 72
+    assert result.target == (
+        f"Meets the default target of 72 h (set max_hours to change it): {result.gpus} GPUs "
+        "is the fewest that finishes within it."
+    )
+
+
+def test_max_hours_overrides_the_default_target() -> None:
+    relaxed = estimate({**README_JOB, "max_hours": 1e6})
+    assert relaxed.gpus == 2 and relaxed.meets_target is True  # the memory fit: 2 GPUs
+    assert relaxed.target.startswith("Meets the job's max_hours 1e+06 h: 2 GPUs is the fewest")
+    assert "fits in memory" in relaxed.target
+    fixed = estimate({**README_JOB, "gpus": 8})
+    assert fixed.max_hours is None and fixed.meets_target is None
+    assert fixed.target == "gpus 8 is fixed by the job, so no duration target applies."
+
+
+def test_an_unreachable_target_says_the_best_count() -> None:
+    capped = estimate({**README_JOB, "global_batch": 64})
+    assert capped.gpus == 64 and capped.meets_target is False and capped.duration_hours > 72
+    assert capped.target == (
+        "No GPU count within the limits meets the default target of 72 h (set max_hours to "
+        "change it): 64 GPUs, the most global_batch 64 allows, "
+        f"take {capped.duration_hours:,.2f} h."
+    )
+
+
 def test_mfu_override_and_dataset_epochs() -> None:
-    one = estimate({**BASE, "mfu": 0.5, "overhead_hours": 0})
-    two = estimate({**BASE, "mfu": 0.25, "overhead_hours": 0})
+    one = estimate({**BASE, "mfu": 0.5, "overhead_hours": 0, "gpus": 2})
+    two = estimate({**BASE, "mfu": 0.25, "overhead_hours": 0, "gpus": 2})
     assert two.duration_hours == pytest.approx(2 * one.duration_hours)
     epochs = estimate(
         {**{k: v for k, v in BASE.items() if k != "tokens_b"}, "dataset_tokens_b": 0.5, "epochs": 2}

@@ -1,0 +1,98 @@
+"""Every option and positional of every ``gpuopt`` command has a help text that states its default.
+
+The test walks the whole parser (:func:`gpuopt.cli.app.build_parser`), sub-commands of
+sub-commands included. argparse has no public way to list a parser's arguments, so the
+walk reads ``parser._actions``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+
+import pytest
+
+from gpuopt.cli.app import build_parser
+
+#: (command, option) -> why its help need not state its default. Empty today: every
+#: option with a default says it. An entry needs a reason a reader accepts.
+EXEMPT: dict[tuple[str, str], str] = {}
+
+
+def walk(
+    parser: argparse.ArgumentParser, command: str = "gpuopt"
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """``(command, parser)`` for ``parser`` and every sub-command below it."""
+    yield command, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from walk(sub, f"{command} {name}")
+
+
+def arguments(parser: argparse.ArgumentParser) -> Iterator[argparse.Action]:
+    """The options and positionals of ``parser`` (not --help, --version or sub-commands)."""
+    for action in parser._actions:
+        if not isinstance(
+            action, argparse._HelpAction | argparse._VersionAction | argparse._SubParsersAction
+        ):
+            yield action
+
+
+def default_text(value: object) -> str:
+    """How a help text writes ``value``: 0.2, 24, spread (floats as %g, lists joined by commas)."""
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value))
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+PARSERS = list(walk(build_parser()))
+ARGUMENTS = [(command, action) for command, parser in PARSERS for action in arguments(parser)]
+
+
+def name_of(action: argparse.Action) -> str:
+    return "/".join(action.option_strings) or action.dest
+
+
+@pytest.mark.parametrize(
+    ("command", "action"),
+    ARGUMENTS,
+    ids=[f"{command} {name_of(action)}" for command, action in ARGUMENTS],
+)
+def test_every_argument_has_help_with_its_default(command: str, action: argparse.Action) -> None:
+    name = name_of(action)
+    text = (action.help or "").strip()
+    assert text and text != argparse.SUPPRESS, f"{command} {name}: no help text"
+    default = action.default
+    if default is None or default is False or default == argparse.SUPPRESS:
+        return
+    if (command, name) in EXEMPT:
+        return
+    assert "default" in text.lower() and default_text(default) in text, (
+        f"{command} {name}: the help does not state its default {default!r}: {text!r}"
+    )
+
+
+@pytest.mark.parametrize("command", [command for command, _ in PARSERS])
+def test_every_command_is_described_and_its_help_renders(command: str) -> None:
+    parser = dict(PARSERS)[command]
+    parser.format_help()  # a stray % in a help text fails here, not on a user's screen
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            described = {choice.dest for choice in action._choices_actions}
+            missing = sorted(set(action.choices) - described)
+            assert not missing, f"{command}: sub-commands without help: {missing}"
+
+
+def test_the_walk_reaches_nested_commands_and_can_fail() -> None:
+    """The walk finds ``forecast realtime``; an option without help would be caught."""
+    commands = [command for command, _ in PARSERS]
+    assert "gpuopt forecast realtime" in commands and "gpuopt defrag" in commands
+    assert len(ARGUMENTS) > 100
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5, help="most rounds")
+    (rounds,) = [a for a in arguments(parser) if a.dest == "rounds"]
+    with pytest.raises(AssertionError, match="does not state its default 5"):
+        test_every_argument_has_help_with_its_default("x", rounds)
