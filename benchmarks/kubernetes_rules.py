@@ -42,7 +42,6 @@ from gpuopt.errors import ProblemError
 from gpuopt.io.data import trace_folder
 
 
-
 def measure(problem: DefragProblem) -> dict[str, float]:
     started = time.perf_counter()
     plan = gpuopt.solve(problem, "ipc")

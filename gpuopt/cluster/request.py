@@ -111,8 +111,9 @@ def parse_request(
 
     Examples
     --------
-    >>> parse_request(" 8g 64c 256m ")
-    Request(gpus=8, cpus=64.0, memory=256.0, same_asw=1, node_selector={})
+    >>> request = parse_request(" 8g 64c 256m ")
+    >>> request.gpus, request.cpus, request.memory, request.same_asw, request.node_selector
+    (8, 64.0, 256.0, 1, {})
     """
     if not isinstance(text, str):
         raise ProblemError(f"request {short(text)} is not text of the form {REQUEST_FORM}.")
