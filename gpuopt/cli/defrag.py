@@ -241,11 +241,25 @@ def run_snapshot(args: argparse.Namespace) -> int:
             )
         shown.print(report.summary())
     else:
-        from gpuopt.io.kubectl import read_kubectl
+        from gpuopt.io.kubectl import read_kubernetes
 
         if not args.file:
-            raise ProblemError("snapshot kubectl: give the file written by kubectl get -o json.")
-        problem = read_kubectl(args.file)
+            raise ProblemError(
+                "snapshot kubectl: give the files or folders written by kubectl get -o json "
+                "or -o yaml."
+            )
+        problem, kube_report = read_kubernetes(
+            *args.file,
+            gpu_resources=args.gpu_resource,
+            topology_labels=args.topology_label or (),
+            critical_priority=args.critical_priority,
+            hp_priority=args.hp_priority,
+            allow_emptydir=args.allow_emptydir,
+            pin_unresolved_claims=args.pin_unresolved_pvc,
+            strict=args.strict,
+        )
+        if not args.quiet:  # what was skipped or simplified, by reason
+            print(kube_report.summary(), file=sys.stderr)
     write_text(args.out, problem.to_json(indent=None) + "\n")
     shown.print(f"{problem.name}: {len(problem.nodes)} nodes, {len(problem.tasks)} tasks")
     return EXIT_OK
@@ -375,7 +389,12 @@ def add_commands(commands: Any) -> None:
         choices=("openb", "kubectl"),
         help="openb (the Alibaba GPU trace, replayed) or kubectl (a cluster's JSON)",
     )
-    snap.add_argument("file", nargs="?", help="kubectl: the JSON of kubectl get nodes,pods -o json")
+    snap.add_argument(
+        "file",
+        nargs="*",
+        help="kubectl: files or folders of kubectl get nodes,pods,pdb,priorityclasses -A "
+        "-o json (or -o yaml)",
+    )
     add_out(snap, "write the snapshot JSON here", required=True)
     snap.add_argument(
         "--data",
@@ -424,8 +443,58 @@ def add_commands(commands: Any) -> None:
         help="openb: lock pods of this qos class, e.g. LS; repeatable (default: none locked)",
     )
     add_seed(snap, "openb: seed of the random policy (default 0)", default=0, convert=int)
-    add_quiet(snap)
+    add_kubectl_options(snap)
+    add_quiet(snap, "print nothing (kubectl: not even the report on stderr)")
     snap.set_defaults(run=run_snapshot)
+
+
+def add_kubectl_options(snap: argparse.ArgumentParser) -> None:
+    """The flags of ``snapshot kubectl`` (``gpuopt.io.kubectl.read_kubernetes``'s options)."""
+    from gpuopt.cluster.kube import CRITICAL_PRIORITY
+    from gpuopt.io.kubectl import KUBE_HP_PRIORITY
+
+    snap.add_argument(
+        "--gpu-resource",
+        action="append",
+        help="kubectl: a resource name counted as GPUs, repeatable (default: every "
+        "<vendor>/gpu and <vendor>/gpu-count, e.g. nvidia.com/gpu, amd.com/gpu)",
+    )
+    snap.add_argument(
+        "--topology-label",
+        action="append",
+        help="kubectl: a node label of a topology level below the zone, LABEL or NAME=LABEL, "
+        "repeatable, coarse to fine (e.g. a rack, a switch, nvidia.com/gpu.clique)",
+    )
+    priority = int_range(-(2**31), 2**31 - 1)
+    snap.add_argument(
+        "--critical-priority",
+        type=priority,
+        default=CRITICAL_PRIORITY,
+        help=f"kubectl: pods at or above this priority never move (default {CRITICAL_PRIORITY:,})",
+    )
+    snap.add_argument(
+        "--hp-priority",
+        type=priority,
+        default=KUBE_HP_PRIORITY,
+        help=f"kubectl: pods at or above this priority are HP (default {KUBE_HP_PRIORITY:,})",
+    )
+    snap.add_argument(
+        "--allow-emptydir",
+        action="store_true",
+        help="kubectl: pods with emptyDir volumes may move (their scratch data is lost)",
+    )
+    snap.add_argument(
+        "--pin-unresolved-pvc",
+        action="store_true",
+        help="kubectl: pin pods whose PersistentVolumeClaims are not traced to a volume read "
+        "(default: taken as network storage)",
+    )
+    snap.add_argument(
+        "--strict",
+        action="store_true",
+        help="kubectl: refuse the input at the first problem (malformed object, pod on an "
+        "unknown node, over-committed node, ...) instead of reporting it",
+    )
 
 
 __all__ = ["add_commands", "run_defrag", "run_diagnose", "run_snapshot"]

@@ -1,62 +1,140 @@
-"""Read the JSON of ``kubectl get nodes,pods -A -o json`` into a defragmentation snapshot.
+"""Read ``kubectl get ... -o json`` or ``-o yaml`` output into a cluster snapshot.
 
-The input is a ``{"kind": "List", "items": [...]}`` object whose items are of
-kind ``Node`` and ``Pod`` (a ``NodeList`` or ``PodList`` from the API, whose
-items carry no kind, is read too). Items of other kinds are ignored. Every
-mapping below is what :func:`read_kubectl` does; the label, annotation and
-resource names are keyword arguments.
+:func:`read_kubernetes` reads one or several files or folders (or decoded
+objects) holding Nodes, Pods, PodDisruptionBudgets and PriorityClasses
+(together or apart; PersistentVolumeClaims and PersistentVolumes too, to tell
+local volumes from network ones) and returns the :class:`~gpuopt.cluster.Cluster`
+and a :class:`KubectlReport` that counts, by reason, every object skipped or
+simplified. :func:`read_kubectl` is the older entry point: one input, the
+cluster only, and (because it has no report to return) strict by default.
+``docs/kubernetes.md`` explains the choices below for operators.
 
-Nodes (``Node`` items, in order)
---------------------------------
-* ``id`` = ``metadata.name``; ``labels`` = ``metadata.labels``.
-* ``gpus``, ``cpus``, ``memory`` from ``status.allocatable``, each resource
-  falling back to ``status.capacity`` when allocatable does not list it:
-  ``gpus`` = ``nvidia.com/gpu`` (a whole number; 0 when absent), ``cpus`` =
-  ``cpu`` in cores (required), ``memory`` = ``memory`` in MiB (None when
-  absent, and memory is then not checked on the node).
-* ``asw`` = the node label ``gpuopt.io/asw`` (None when absent).
+Inputs
+------
+* A file ending in ``.json`` is JSON; any other file is YAML (one or several
+  documents separated by ``---``). A folder is every ``*.json``, ``*.yaml``
+  and ``*.yml`` file in it (not below), in name order.
+* A document is a list (``kind: List``, ``NodeList``, ``PodList``,
+  ``PodDisruptionBudgetList``, ``PriorityClassList``, ...; the items of a
+  typed list may omit ``kind``) or a single object. Objects of other kinds
+  are counted and ignored; an object read twice (same kind and name) is kept
+  once.
 
-Pods (``Pod`` items, in order)
-------------------------------
-* Skipped: pods without ``spec.nodeName`` (not bound to a node) and pods whose
-  ``status.phase`` is ``Succeeded`` or ``Failed`` (they hold nothing). Pending,
-  Running, Unknown and terminating pods on a node are kept: they hold their
-  requests.
-* ``id`` = ``"<metadata.namespace>/<metadata.name>"`` (namespace ``default``
-  when absent); ``node`` = ``spec.nodeName``.
-* ``gpus``, ``cpus``, ``memory``: the pod's requests as the Kubernetes
-  scheduler counts them. A container's request for a resource is
-  ``resources.requests[r]``, else ``resources.limits[r]`` (the API server
-  defaults a missing request to the limit, and GPUs are often given only as
-  limits), else 0. The pod's request is the sum over ``spec.containers``, plus
-  the sidecar init containers (``restartPolicy: Always``), raised to the
-  largest ordinary init container (plus the sidecars started before it) when
-  that is larger, plus ``spec.overhead``. GPUs must come to a whole number.
-* ``node_selector`` = ``spec.nodeSelector``; a required node affinity with
-  exactly one term whose expressions all use the ``In`` operator adds one
-  any-of entry per key (``{"key": [values]}``, a single value as a string).
-* ``locked`` when the annotation ``gpuopt.io/locked`` is ``"true"``
-  (any case), and also, because the model could not keep them where they
-  belong, for DaemonSet pods (an owner of kind ``DaemonSet``), static pods
-  (annotation ``kubernetes.io/config.mirror``) and pods with any other
-  required node affinity.
-* ``anti_affinity`` = the pod label ``gpuopt.io/anti-affinity`` (pod
-  anti-affinity rules themselves and topology spread constraints are not
-  read).
-* ``priority`` = the pod label ``gpuopt.io/priority``, ``"HP"`` or ``"LP"``
-  (any case); ``"LP"`` when absent.
-* ``gpu_milli`` is not set (Kubernetes has no standard GPU-share request).
+Nodes
+-----
+* ``id`` = ``metadata.name``; ``labels`` = ``metadata.labels`` (all kept,
+  ``nvidia.com/gpu.memory`` included).
+* Resources from ``status.allocatable``; a resource it lacks is taken from
+  ``status.capacity`` (reported). ``cpus`` = ``cpu`` in cores (required),
+  ``memory`` = ``memory`` in MiB (None when absent: not checked).
+* ``gpus`` = the sum of the GPU resources: the names given as
+  ``gpu_resources``, by default every ``<vendor>/gpu`` and
+  ``<vendor>/gpu-count`` (``nvidia.com/gpu``, ``amd.com/gpu``,
+  ``alibabacloud.com/gpu-count``, ...). Whole numbers only.
+* ``resources`` = every other allocatable resource as an integer, rounded
+  down (MIG profiles ``nvidia.com/mig-*``, RDMA devices, ``hugepages-*`` and
+  ``ephemeral-storage`` in bytes, ...), except ``cpu``, ``memory``, ``pods``
+  (the pod-count limit is not modelled) and ``alibabacloud.com/gpu-milli``
+  (GPU shares, which mirror the GPU count).
+* A node in MIG single strategy (label ``nvidia.com/mig.strategy=single``,
+  or a product name containing ``-MIG-``) advertises MIG slices as
+  ``nvidia.com/gpu``: it gets the label ``gpuopt.io/mig=single`` and a report
+  line, so that nobody takes its slices for whole GPUs.
+* ``gpu_model`` = label ``nvidia.com/gpu.product``.
+* ``topology``: level ``zone`` = label ``topology.kubernetes.io/zone``, then
+  one level per ``topology_labels`` entry (``LABEL`` or ``NAME=LABEL``, coarse
+  to fine); the hostname is the node level. ``asw`` = label ``gpuopt.io/asw``
+  (the legacy switch level).
+* ``ready``: the ``Ready`` condition of ``status.conditions`` is ``True``; a
+  node without a Ready condition is taken as Ready (reported).
+  ``unschedulable`` = ``spec.unschedulable``; ``taints`` = ``spec.taints``
+  (``PreferNoSchedule`` ones are kept but are only a preference).
+* ``locked`` when its pods hold more than it has of any resource (GPUs, CPU,
+  memory, any extended resource) or when a pod on it could not be read.
 
-Units: CPUs are in cores, rounded up to a thousandth like the scheduler's
-milli-CPU accounting; memory is in MiB (bytes / 2**20, bytes rounded up like
-the scheduler, MiB rounded down to a thousandth, so pods that fit a node in
-bytes still fit it in MiB). Quantities are read by :func:`parse_quantity`.
+Pods
+----
+* Succeeded and Failed pods are skipped (counted). A pod with
+  ``spec.nodeName`` is a task on that node; an unbound ``Pending`` pod is a
+  ``pending`` request; other unbound pods are skipped (counted).
+* ``id`` = ``"<namespace>/<name>"`` (namespace ``default`` when absent);
+  ``namespace``, ``labels``; ``start_time`` (tasks) = ``status.startTime``
+  and ``since`` (pending) = ``metadata.creationTimestamp``, in Unix seconds;
+  the cluster's ``now`` is the latest time read (start times, creation
+  times, nodes' Ready heartbeats).
+* Requests as the scheduler counts them: per container ``requests[r]``, else
+  ``limits[r]``, else 0; the sum over containers plus sidecar init containers
+  (``restartPolicy: Always``), raised to the largest ordinary init container
+  (plus the sidecars started before it), plus ``spec.overhead``. ``gpus`` =
+  the GPU resources (whole), ``cpus`` in cores, ``memory`` in MiB,
+  ``resources`` = every other request above zero as an integer, rounded up.
+* Shares of one GPU: a pod that requests no GPU resource but has the KAI
+  Scheduler annotation ``gpu-fraction`` (a share, e.g. ``"0.5"``) or
+  ``gpu-memory`` (MiB, over the node's ``nvidia.com/gpu.memory``), or that
+  requests ``alibabacloud.com/gpu-milli`` below 1000, is read as ``gpus=1``
+  with ``gpu_milli`` = the share in thousandths (reported; the model still
+  counts the whole GPU). A pending pod's share is one whole GPU.
+* ``priority``: the legacy label ``gpuopt.io/priority`` (``HP``/``LP``) when
+  present, else ``spec.priority``, else the value of the PriorityClass
+  ``spec.priorityClassName`` among those read (``system-node-critical`` =
+  2000001000 and ``system-cluster-critical`` = 2000000000 are known without
+  the objects; an unknown class gives 0, reported), else the
+  ``globalDefault`` class read, else 0. The cluster's ``hp_priority`` is
+  1,000,000 unless given. ``preemption_policy`` (pending) =
+  ``spec.preemptionPolicy``, else the class's.
+* ``tolerations``, ``node_selector`` = ``spec.nodeSelector``,
+  ``node_affinity`` = every term of the required node affinity (all
+  operators, ``matchFields`` on ``metadata.name``), ``pod_affinity`` and
+  ``pod_anti_affinity`` = the required terms (``labelSelector``,
+  ``namespaces``, ``topologyKey``; ``namespaceSelector: {}`` is every
+  namespace). A term without ``labelSelector`` selects no pod and is dropped.
+  A non-empty ``namespaceSelector`` cannot be evaluated without Namespace
+  objects: the term is read as every namespace (stricter for anti-affinity;
+  the pods an affinity involves are kept in place anyway) and its pod is
+  pinned (``pod-affinity``); ``--strict`` refuses it.
+* ``pinned`` (never moved), the first that applies: ``terminating``
+  (``metadata.deletionTimestamp``), ``not-running`` (phase not ``Running``:
+  Pending-but-bound, Unknown; a pod without a phase is taken as Running),
+  ``mirror`` (annotation ``kubernetes.io/config.mirror``), ``daemonset`` (an
+  owner of kind DaemonSet), ``critical`` (priority at or above
+  ``critical_priority``, default 2,000,000,000), ``no-controller`` (no owner
+  reference with ``controller: true``: nothing would recreate it),
+  ``local-storage`` (a ``hostPath`` or ``emptyDir`` volume, the latter unless
+  ``allow_emptydir``; a ``persistentVolumeClaim`` or generic ``ephemeral``
+  volume whose PersistentVolume is ``local`` or ``hostPath``; a claim whose
+  volume was not read is taken as network storage, reported, and pinned only
+  with ``pin_unresolved_claims``), ``pod-affinity`` (see above),
+  ``misplaced`` (its node no longer matches its node selector or required
+  node affinity; reported), ``budget`` (a PodDisruptionBudget of its
+  namespace could not be read). ``locked`` = annotation ``gpuopt.io/locked``
+  is ``"true"`` (any case).
+* ``anti_affinity`` = the legacy label ``gpuopt.io/anti-affinity``; a second
+  pod of one group on a node loses it (reported).
 
-Errors: a malformed file or item raises :class:`~gpuopt.errors.ProblemError`
-with one sentence naming the item and field; a cluster the snapshot model
-rejects (for instance a node whose allocatable GPUs dropped below what its pods
-hold, or a pod on a node whose labels no longer match its selector) raises the
-model's one-sentence error.
+PodDisruptionBudgets and PriorityClasses
+----------------------------------------
+* Budget ``id`` = ``"<namespace>/<name>"``, ``selector`` = ``spec.selector``,
+  ``min_available`` / ``max_unavailable`` (an integer or ``"N%"``). A budget
+  without a selector (it selects nothing) or without either limit (it limits
+  nothing) is skipped (reported).
+* PriorityClasses: ``value``, ``globalDefault``, ``preemptionPolicy``.
+
+Tolerance
+---------
+A malformed object is reported and skipped, with what it implies: the node of
+an unreadable pod is locked (what it holds is unknown), the pods of the
+namespace of an unreadable budget are pinned. Pods on nodes not read are
+skipped. With ``strict`` the first such problem (and an over-committed node,
+a misplaced pod, a non-empty ``namespaceSelector``, two pods of one legacy
+group on a node) raises :class:`~gpuopt.errors.ProblemError` instead, one
+sentence naming the object and the field. Fields read but not modelled
+(topology spread constraints, preferred affinities, ``PreferNoSchedule``
+taints, ``tolerationSeconds``, ...) are counted in the report.
+
+Units: CPUs in cores rounded up to a milli-CPU; memory in MiB (bytes rounded
+up, MiB rounded down to a thousandth on nodes and pods alike, so that pods
+that fit a node in bytes fit it in MiB). Quantities are read by
+:func:`parse_quantity`.
 """
 
 from __future__ import annotations
@@ -64,14 +142,60 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gpuopt.defrag.problem import MAX_NODE_GPUS, DefragProblem
-from gpuopt.errors import ProblemError, short, validate_object
-from gpuopt.io.files import read_json
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from gpuopt.cluster.kube import CRITICAL_PRIORITY, Budget, affinity_matches, selector_matches
+from gpuopt.cluster.model import (
+    MAX_NODE_GPUS,
+    MAX_RESOURCE,
+    Cluster,
+    Node,
+    Pending,
+    Task,
+    scaled,
+)
+from gpuopt.errors import ProblemError, problem_error_from, short, validate_object
+from gpuopt.io.files import MAX_JSON_BYTES, read_json
+
+#: Default threshold of the HP class for Kubernetes input: user PriorityClasses for
+#: production work are usually around a million, and system classes far above.
+KUBE_HP_PRIORITY = 1_000_000
+#: The built-in PriorityClasses, known even when their objects are not read.
+SYSTEM_PRIORITY_CLASSES = {
+    "system-node-critical": 2_000_001_000,
+    "system-cluster-critical": 2_000_000_000,
+}
+ZONE_LABEL = "topology.kubernetes.io/zone"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+#: The label gpuopt puts on a node whose GPUs are MIG slices (single strategy).
+MIG_LABEL = "gpuopt.io/mig"
+MIG_PREFIX = "nvidia.com/mig-"
+#: KAI Scheduler's GPU-sharing annotations (a share of one GPU; GPU memory in MiB).
+GPU_FRACTION_ANNOTATION = "gpu-fraction"
+GPU_MEMORY_ANNOTATION = "gpu-memory"
+#: A share of one GPU in thousandths, as a resource (Alibaba's GPU-sharing scheduler).
+GPU_MILLI_RESOURCE = "alibabacloud.com/gpu-milli"
+#: Default GPU resource names: ``<vendor>/gpu`` and ``<vendor>/gpu-count``.
+_GPU_NAME = re.compile(r"[^/\s]+/gpu(?:-count)?")
+#: Allocatable names that are neither GPUs nor extended resources of the model.
+_NOT_EXTENDED = frozenset({"cpu", "memory", "pods", GPU_MILLI_RESOURCE})
+_DONE_PHASES = frozenset({"Succeeded", "Failed"})
+_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+_TERMS = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+_MIB = 2**20
+_FILE_SUFFIXES = (".json", ".yaml", ".yml")
 
 _QUANTITY = re.compile(
     r"(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
@@ -86,9 +210,6 @@ _SUFFIX: dict[str, Fraction] = {
 }
 #: Largest decimal exponent accepted (``1e30`` is already far beyond any resource).
 _MAX_EXPONENT = 30
-_MIB = 2**20
-_DONE_PHASES = frozenset({"Succeeded", "Failed"})
-_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 def parse_quantity(value: str | int | float) -> Fraction:
@@ -154,75 +275,130 @@ def parse_quantity(value: str | int | float) -> Fraction:
 
 
 class _Reader:
-    """Typed access to the decoded JSON, with one-sentence errors naming item and field."""
+    """Typed access to one decoded object, with one-sentence errors naming it and the field."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, where: str = "the top level") -> None:
         self.source = source
+        self.where = where
 
-    def fail(self, where: str, text: str) -> NoReturn:
-        raise ProblemError(f"{self.source}: {where}: {text}.")
+    def at(self, where: str) -> _Reader:
+        """The same source, another object."""
+        return _Reader(self.source, where)
 
-    def mapping(self, parent: Mapping[str, Any], key: str, where: str, path: str) -> dict[str, Any]:
+    def fail(self, text: str) -> NoReturn:
+        raise ProblemError(f"{self.source}: {self.where}: {text}.")
+
+    def mapping(self, parent: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
         """``parent[key]`` as an object; absent or null gives ``{}``."""
         value = parent.get(key)
         if value is None:
             return {}
         if not isinstance(value, dict):
-            self.fail(where, f"{path} must be an object (got {type(value).__name__})")
+            self.fail(f"{path} must be an object (got {type(value).__name__})")
         return value
 
-    def listing(self, parent: Mapping[str, Any], key: str, where: str, path: str) -> list[Any]:
+    def listing(self, parent: Mapping[str, Any], key: str, path: str) -> list[Any]:
         """``parent[key]`` as a list; absent or null gives ``[]``."""
         value = parent.get(key)
         if value is None:
             return []
         if not isinstance(value, list):
-            self.fail(where, f"{path} must be a list (got {type(value).__name__})")
+            self.fail(f"{path} must be a list (got {type(value).__name__})")
         return value
 
-    def text(self, parent: Mapping[str, Any], key: str, where: str, path: str) -> str | None:
+    def objects(self, parent: Mapping[str, Any], key: str, path: str) -> list[dict[str, Any]]:
+        """``parent[key]`` as a list of objects."""
+        found = self.listing(parent, key, path)
+        for position, value in enumerate(found):
+            if not isinstance(value, dict):
+                self.fail(f"{path}[{position}] must be an object (got {type(value).__name__})")
+        return found
+
+    def text(self, parent: Mapping[str, Any], key: str, path: str) -> str | None:
         """``parent[key]`` as a string; absent, null or empty gives None."""
         value = parent.get(key)
         if value is None or value == "":
             return None
         if not isinstance(value, str):
-            self.fail(where, f"{path} must be a string (got {short(value)})")
+            self.fail(f"{path} must be a string (got {short(value)})")
         return value
 
-    def strings(self, parent: Mapping[str, Any], key: str, where: str, path: str) -> dict[str, str]:
+    def texts(self, parent: Mapping[str, Any], key: str, path: str) -> list[str]:
+        """``parent[key]`` as a list of strings."""
+        found = self.listing(parent, key, path)
+        for position, value in enumerate(found):
+            if not isinstance(value, str):
+                self.fail(f"{path}[{position}] must be a string (got {short(value)})")
+        return found
+
+    def flag(self, parent: Mapping[str, Any], key: str, path: str) -> bool:
+        """``parent[key]`` as a boolean; absent or null gives False."""
+        value = parent.get(key)
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            self.fail(f"{path} must be true or false (got {short(value)})")
+        return value
+
+    def integer(self, parent: Mapping[str, Any], key: str, path: str) -> int | None:
+        """``parent[key]`` as an integer; absent or null gives None."""
+        value = parent.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(f"{path} must be an integer (got {short(value)})")
+        return value
+
+    def strings(self, parent: Mapping[str, Any], key: str, path: str) -> dict[str, str]:
         """``parent[key]`` as a string-to-string map (labels, annotations, selectors)."""
-        value = self.mapping(parent, key, where, path)
+        value = self.mapping(parent, key, path)
         for name, item in value.items():
             if not isinstance(item, str):
-                self.fail(where, f"{path}.{short(name)[1:-1]} must be a string (got {short(item)})")
+                self.fail(f"{path}.{short(name)[1:-1]} must be a string (got {short(item)})")
         return value
 
-    def quantity(self, value: Any, where: str, path: str) -> Fraction:
+    def quantity(self, value: Any, path: str) -> Fraction:
         try:
             amount = parse_quantity(value)
         except ValueError as exc:
-            self.fail(where, f"{path}: {exc}")
+            self.fail(f"{path}: {exc}")
         if amount < 0:
-            self.fail(where, f"{path} is negative ({short(value)})")
+            self.fail(f"{path} is negative ({short(value)})")
         return amount
 
-    def resources(
-        self, parent: Mapping[str, Any], keys: tuple[str, ...], where: str, path: str
-    ) -> dict[str, Fraction]:
-        """A container's requests for ``keys``: requests, else limits, else 0."""
-        resources = self.mapping(parent, "resources", where, f"{path}.resources")
-        requests = self.mapping(resources, "requests", where, f"{path}.resources.requests")
-        limits = self.mapping(resources, "limits", where, f"{path}.resources.limits")
+    def time(self, parent: Mapping[str, Any], key: str, path: str) -> float | None:
+        """An RFC 3339 time (``2026-01-02T03:04:05Z``) in Unix seconds; absent gives None."""
+        value = parent.get(key)
+        if value is None:
+            return None
+        if isinstance(value, datetime):  # a YAML timestamp
+            moment = value
+        else:
+            if not isinstance(value, str):
+                self.fail(f"{path} must be a time (got {short(value)})")
+            try:
+                moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                self.fail(f"{path} is not an RFC 3339 time (got {short(value)})")
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return max(0.0, moment.timestamp())
+
+    def model(self, kind: type[BaseModel], data: dict[str, Any]) -> Any:
+        """``data`` validated as ``kind``; its first error as one sentence naming this object."""
+        try:
+            return kind.model_validate(data)
+        except ValidationError as exc:
+            self.fail(str(problem_error_from(exc)).rstrip("."))
+
+    def container_requests(self, container: Mapping[str, Any], path: str) -> dict[str, Fraction]:
+        """A container's requests: ``requests[r]``, else ``limits[r]`` (the API's default)."""
+        resources = self.mapping(container, "resources", f"{path}.resources")
         amounts: dict[str, Fraction] = {}
-        for key in keys:
-            if key in requests:
-                amounts[key] = self.quantity(
-                    requests[key], where, f"{path}.resources.requests.{key}"
-                )
-            elif key in limits:
-                amounts[key] = self.quantity(limits[key], where, f"{path}.resources.limits.{key}")
-            else:
-                amounts[key] = Fraction(0)
+        for field_name in ("limits", "requests"):  # requests override limits
+            table = self.mapping(resources, field_name, f"{path}.resources.{field_name}")
+            for key, value in table.items():
+                amounts[key] = self.quantity(value, f"{path}.resources.{field_name}.{key}")
         return amounts
 
 
@@ -236,209 +412,1145 @@ def _mebibytes(amount: Fraction) -> float:
     return math.floor(Fraction(math.ceil(amount)) * 1000 / _MIB) / 1000
 
 
-def _whole_gpus(reader: _Reader, amount: Fraction, where: str, path: str) -> int:
+def _whole(reader: _Reader, amount: Fraction, path: str, *, limit: int, unit: str) -> int:
     if amount.denominator != 1:
-        reader.fail(where, f"{path} is {float(amount):g}, not a whole number of GPUs")
-    if amount > MAX_NODE_GPUS:  # named here, with the item, rather than as a snapshot field
-        reader.fail(where, f"{path} is {float(amount):g}, more than {MAX_NODE_GPUS} GPUs")
+        reader.fail(f"{path} is {float(amount):g}, not a whole number of {unit}")
+    if amount > limit:  # named here, with the object, rather than as a snapshot field
+        reader.fail(f"{path} is {float(amount):g}, more than {limit} {unit}")
     return int(amount)
 
 
-def _read_node(
-    reader: _Reader, item: Mapping[str, Any], where: str, asw_label: str, gpu_resource: str
-) -> dict[str, Any]:
-    metadata = reader.mapping(item, "metadata", where, "metadata")
-    name = reader.text(metadata, "name", where, "metadata.name")
-    if name is None:
-        reader.fail(where, "metadata.name is missing")
-    where = f"{where} (Node {short(name)})"
-    labels = reader.strings(metadata, "labels", where, "metadata.labels")
-    status = reader.mapping(item, "status", where, "status")
-    allocatable = reader.mapping(status, "allocatable", where, "status.allocatable")
-    capacity = reader.mapping(status, "capacity", where, "status.capacity")
-
-    def amount(key: str) -> tuple[Fraction | None, str]:
-        for field, table in (("allocatable", allocatable), ("capacity", capacity)):
-            if key in table:
-                path = f"status.{field}.{key}"
-                return reader.quantity(table[key], where, path), path
-        return None, f"status.allocatable.{key}"
-
-    gpus, gpu_path = amount(gpu_resource)
-    cpus, cpu_path = amount("cpu")
-    memory, _ = amount("memory")
-    if cpus is None:
-        reader.fail(where, f"{cpu_path} is missing (and status.capacity.cpu too)")
-    node: dict[str, Any] = {
-        "id": name,
-        "gpus": 0 if gpus is None else _whole_gpus(reader, gpus, where, gpu_path),
-        "cpus": _cpus(cpus),
-        "labels": labels,
-    }
-    if memory is not None:
-        node["memory"] = _mebibytes(memory)
-    asw = labels.get(asw_label)
-    if asw:
-        node["asw"] = asw
-    return node
-
-
-def _pod_requests(
-    reader: _Reader, spec: Mapping[str, Any], keys: tuple[str, ...], where: str
-) -> dict[str, Fraction]:
+def _pod_requests(reader: _Reader, spec: Mapping[str, Any]) -> dict[str, Fraction]:
     """The pod's requests as the scheduler counts them (containers, init containers, overhead)."""
-    total = dict.fromkeys(keys, Fraction(0))
-    for position, container in enumerate(
-        reader.listing(spec, "containers", where, "spec.containers")
-    ):
-        path = f"spec.containers[{position}]"
-        if not isinstance(container, dict):
-            reader.fail(where, f"{path} must be an object")
-        for key, value in reader.resources(container, keys, where, path).items():
+    total: defaultdict[str, Fraction] = defaultdict(Fraction)
+    for position, container in enumerate(reader.objects(spec, "containers", "spec.containers")):
+        for key, value in reader.container_requests(
+            container, f"spec.containers[{position}]"
+        ).items():
             total[key] += value
-    sidecars = dict.fromkeys(keys, Fraction(0))
-    init_peak = dict.fromkeys(keys, Fraction(0))
-    init_containers = reader.listing(spec, "initContainers", where, "spec.initContainers")
+    sidecars: defaultdict[str, Fraction] = defaultdict(Fraction)
+    init_peak: defaultdict[str, Fraction] = defaultdict(Fraction)
+    init_containers = reader.objects(spec, "initContainers", "spec.initContainers")
     for position, container in enumerate(init_containers):
-        path = f"spec.initContainers[{position}]"
-        if not isinstance(container, dict):
-            reader.fail(where, f"{path} must be an object")
-        amounts = reader.resources(container, keys, where, path)
+        amounts = reader.container_requests(container, f"spec.initContainers[{position}]")
         sidecar = container.get("restartPolicy") == "Always"
-        for key in keys:
+        for key in {*amounts, *sidecars}:
+            amount = amounts.get(key, Fraction(0))
             if sidecar:
-                total[key] += amounts[key]
-                sidecars[key] += amounts[key]
+                total[key] += amount
+                sidecars[key] += amount
                 running = sidecars[key]
             else:
-                running = amounts[key] + sidecars[key]
+                running = amount + sidecars[key]
             init_peak[key] = max(init_peak[key], running)
-    overhead = reader.mapping(spec, "overhead", where, "spec.overhead")
-    for key in keys:
+    overhead = reader.mapping(spec, "overhead", "spec.overhead")
+    for key in {*init_peak, *overhead}:
         total[key] = max(total[key], init_peak[key])
         if key in overhead:
-            total[key] += reader.quantity(overhead[key], where, f"spec.overhead.{key}")
-    return total
+            total[key] += reader.quantity(overhead[key], f"spec.overhead.{key}")
+    return dict(total)
 
 
-def _affinity_selector(
-    reader: _Reader, spec: Mapping[str, Any], where: str
-) -> tuple[dict[str, list[str]], bool]:
-    """Selector entries from a required node affinity, and whether some of it cannot be kept."""
-    affinity = reader.mapping(spec, "affinity", where, "spec.affinity")
-    node_affinity = reader.mapping(affinity, "nodeAffinity", where, "spec.affinity.nodeAffinity")
-    path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    required = reader.mapping(
-        node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", where, path
-    )
-    terms = reader.listing(required, "nodeSelectorTerms", where, f"{path}.nodeSelectorTerms")
-    if not terms:
-        return {}, False
-    term = terms[0]
-    if len(terms) != 1 or not isinstance(term, dict) or term.get("matchFields"):
-        return {}, True
-    selector: dict[str, list[str]] = {}
-    expressions = reader.listing(
-        term, "matchExpressions", where, f"{path}.nodeSelectorTerms[0].matchExpressions"
-    )
-    for expression in expressions:
-        if not isinstance(expression, dict) or expression.get("operator") != "In":
-            return {}, True
-        key, values = expression.get("key"), expression.get("values")
-        if (
-            not isinstance(key, str)
-            or not isinstance(values, list)
-            or not values
-            or not all(isinstance(value, str) for value in values)
-        ):
-            return {}, True
-        kept = values if key not in selector else [v for v in selector[key] if v in values]
-        if not kept:
-            return {}, True
-        selector[key] = list(dict.fromkeys(kept))
-    return selector, False
-
-
-def _read_pod(
-    reader: _Reader,
-    item: Mapping[str, Any],
-    where: str,
-    *,
-    lock_annotation: str,
-    group_label: str,
-    priority_label: str,
-    gpu_resource: str,
-) -> dict[str, Any] | None:
-    metadata = reader.mapping(item, "metadata", where, "metadata")
-    name = reader.text(metadata, "name", where, "metadata.name")
-    if name is None:
-        reader.fail(where, "metadata.name is missing")
-    namespace = reader.text(metadata, "namespace", where, "metadata.namespace") or "default"
-    task_id = f"{namespace}/{name}"
-    where = f"{where} (Pod {short(task_id)})"
-    spec = reader.mapping(item, "spec", where, "spec")
-    status = reader.mapping(item, "status", where, "status")
-    node = reader.text(spec, "nodeName", where, "spec.nodeName")
-    if node is None or reader.text(status, "phase", where, "status.phase") in _DONE_PHASES:
-        return None
-    keys = (gpu_resource, "cpu", "memory")
-    requests = _pod_requests(reader, spec, keys, where)
-    labels = reader.strings(metadata, "labels", where, "metadata.labels")
-    annotations = reader.strings(metadata, "annotations", where, "metadata.annotations")
-    selector: dict[str, str | list[str]] = dict(
-        reader.strings(spec, "nodeSelector", where, "spec.nodeSelector")
-    )
-    from_affinity, unrepresented = _affinity_selector(reader, spec, where)
-    for key, values in from_affinity.items():
-        if key not in selector:  # a nodeSelector equality is at least as strict
-            selector[key] = values[0] if len(values) == 1 else values
-    owners = reader.listing(metadata, "ownerReferences", where, "metadata.ownerReferences")
-    pinned = (
-        unrepresented
-        or _MIRROR_ANNOTATION in annotations
-        or any(isinstance(owner, dict) and owner.get("kind") == "DaemonSet" for owner in owners)
-    )
-    priority = labels.get(priority_label, "LP").upper()
-    if priority not in ("HP", "LP"):
-        reader.fail(
-            where,
-            f"metadata.labels.{priority_label} must be 'HP' or 'LP' "
-            f"(got {short(labels[priority_label])})",
-        )
-    task: dict[str, Any] = {
-        "id": task_id,
-        "node": node,
-        "gpus": _whole_gpus(reader, requests[gpu_resource], where, f"the {gpu_resource} request"),
-        "cpus": _cpus(requests["cpu"]),
-        "memory": _mebibytes(requests["memory"]),
-        "locked": pinned or annotations.get(lock_annotation, "").lower() == "true",
-        "priority": priority,
-        "node_selector": selector,
+#: What the report says for each reason (``{n}``: how many objects), in the order it says it.
+#: Reasons marked as problems are what ``strict`` refuses.
+_LINES: dict[str, str] = {
+    "document": "skipped {n} malformed documents",
+    "malformed-Node": "skipped {n} malformed nodes",
+    "malformed-Pod": "skipped {n} malformed pods (their nodes are locked: what they hold is "
+    "unknown)",
+    "malformed-PodDisruptionBudget": "skipped {n} malformed PodDisruptionBudgets (the pods of "
+    "their namespaces are pinned: budget)",
+    "malformed-PriorityClass": "skipped {n} malformed PriorityClasses",
+    "malformed-PersistentVolumeClaim": "skipped {n} malformed PersistentVolumeClaims",
+    "malformed-PersistentVolume": "skipped {n} malformed PersistentVolumes",
+    "malformed-item": "skipped {n} malformed list items",
+    "duplicate": "skipped {n} objects read twice (the first copy is kept)",
+    "done": "skipped {n} Succeeded or Failed pods",
+    "unbound": "skipped {n} unbound pods that are neither Pending nor alive",
+    "unknown-node": "skipped {n} pods bound to nodes that were not read",
+    "pending": "{n} unbound pods became pending demand",
+    "not-ready": "{n} nodes NotReady: nothing will move there",
+    "no-ready-condition": "{n} nodes report no Ready condition: taken as Ready",
+    "cordoned": "{n} nodes cordoned (spec.unschedulable): nothing will move there",
+    "tainted": "{n} nodes have NoSchedule or NoExecute taints: only pods that tolerate them go "
+    "there",
+    "overcommitted": "{n} nodes hold pods that need more than their allocatable: kept and locked, "
+    "nothing moves on or off",
+    "unreadable-pod": "{n} nodes locked because a pod on them could not be read",
+    "capacity": "{n} node resources read from status.capacity (absent from status.allocatable)",
+    "gpu-names": "{n} nodes advertise GPUs under several resource names: the node has their sum",
+    "mig-single": "{n} nodes in MIG single strategy: their GPUs are MIG slices, not whole GPUs "
+    f"(label {MIG_LABEL}=single)",
+    "mig-profiles": "{n} nodes offer MIG profiles (nvidia.com/mig-*): resources of their own, "
+    "not GPUs",
+    "fraction": "{n} pods ask for a share of one GPU: read as one GPU with gpu_milli (the model "
+    "counts the whole GPU; shares are not packed yet)",
+    "fraction-whole": "{n} pods ask for GPU memory (gpu-memory) or a share while pending, "
+    "where the GPU's size is unknown: read as one whole GPU",
+    "no-phase": "{n} bound pods report no status.phase: taken as Running",
+    "misplaced": "{n} pods run on nodes that no longer match their node selector or required node "
+    "affinity: pinned (misplaced)",
+    "namespace-selector": "{n} pods have pod (anti-)affinity terms with a non-empty "
+    "namespaceSelector, which needs Namespace objects: read as every namespace, pods pinned",
+    "null-selector": "{n} pods have pod (anti-)affinity terms without a labelSelector "
+    "(they select no pod): terms dropped",
+    "group-clash": "{n} pods share a node with another pod of their gpuopt.io/anti-affinity "
+    "group: group dropped",
+    "unknown-class": "{n} pods name a PriorityClass that was not read and have no spec.priority: "
+    "priority 0",
+    "legacy-priority": "{n} pods take their class from the gpuopt.io/priority label",
+    "locked": "{n} pods locked by the gpuopt.io/locked annotation",
+    "claim": "{n} pods mount PersistentVolumeClaims whose volume was not read: taken as network "
+    "storage (movable; read PVs and PVCs too, or pin them)",
+    "claim-pinned": "{n} pods mount PersistentVolumeClaims whose volume was not read: pinned "
+    "(local-storage)",
+    "budget-selector": "skipped {n} PodDisruptionBudgets without a selector (they select no pod)",
+    "budget-limit": "skipped {n} PodDisruptionBudgets with neither minAvailable nor "
+    "maxUnavailable (they limit nothing)",
+}
+_PROBLEMS = frozenset(
+    {
+        "document",
+        *(key for key in _LINES if key.startswith("malformed-")),
+        "unknown-node",
+        "overcommitted",
+        "misplaced",
+        "namespace-selector",
+        "group-clash",
     }
-    group = labels.get(group_label)
-    if group:
-        task["anti_affinity"] = group
-    return task
+)
+#: Fields gpuopt reads but does not plan with (``{n}``: how many objects carry one).
+_UNMODELLED: dict[str, str] = {
+    "topology-spread": "topologySpreadConstraints on {n} pods",
+    "preferred-node-affinity": "preferred node affinity on {n} pods",
+    "preferred-pod-affinity": "preferred pod (anti-)affinity on {n} pods",
+    "label-keys": "matchLabelKeys/mismatchLabelKeys of pod (anti-)affinity on {n} pods "
+    "(terms read without them)",
+    "pending-pod-affinity": "required pod (anti-)affinity of {n} pending pods",
+    "prefer-no-schedule": "PreferNoSchedule taints on {n} nodes",
+    "toleration-seconds": "tolerationSeconds on {n} pods",
+    "pod-limit": "pod-count limits (status.allocatable.pods) of {n} nodes",
+    "scheduler": "another scheduler (spec.schedulerName) on {n} pods",
+    "resource-claims": "dynamic resource claims (spec.resourceClaims) on {n} pods",
+}
+#: How many object names a report line quotes.
+_EXAMPLES = 3
+
+
+@dataclass
+class KubectlReport:
+    """What :func:`read_kubernetes` did with every object it read.
+
+    ``read`` counts the objects read by kind; ``reasons`` lists, per reason
+    (the keys of the summary's lines), the objects skipped or simplified for
+    it; ``pinned`` counts the pods never moved by reason; ``unmodelled``
+    counts the objects that carry a field gpuopt reads but does not plan with;
+    ``ignored_kinds`` counts the objects of other kinds.
+    """
+
+    read: Counter[str] = field(default_factory=Counter)
+    reasons: dict[str, list[str]] = field(default_factory=dict)
+    pinned: Counter[str] = field(default_factory=Counter)
+    unmodelled: Counter[str] = field(default_factory=Counter)
+    ignored_kinds: Counter[str] = field(default_factory=Counter)
+    #: The first sentence said about each problem reason (shown in the summary).
+    first: dict[str, str] = field(default_factory=dict)
+
+    def count(self, reason: str) -> int:
+        """How many objects were skipped or simplified for ``reason``."""
+        return len(self.reasons.get(reason, ()))
+
+    @property
+    def problems(self) -> int:
+        """Objects that ``strict`` would have refused."""
+        return sum(self.count(reason) for reason in _PROBLEMS)
+
+    def lines(self) -> list[str]:
+        """The summary, one line per reason."""
+        kinds = ", ".join(f"{count} {kind}" for kind, count in self.read.items())
+        lines = [f"read {kinds or 'nothing'}"]
+        for reason, text in _LINES.items():
+            names = self.reasons.get(reason)
+            if not names:
+                continue
+            shown = ", ".join(names[:_EXAMPLES]) + (", ..." if len(names) > _EXAMPLES else "")
+            line = f"{text.format(n=len(names))} ({shown})"
+            if reason in self.first:
+                line += f"; first: {self.first[reason]}"
+            lines.append(line)
+        if self.pinned:
+            counts = ", ".join(f"{count} {why}" for why, count in self.pinned.most_common())
+            lines.append(f"{sum(self.pinned.values())} pods pinned (never moved): {counts}")
+        if self.ignored_kinds:
+            kinds = ", ".join(f"{count} {kind}" for kind, count in self.ignored_kinds.items())
+            lines.append(f"ignored objects of other kinds: {kinds}")
+        if self.unmodelled:
+            found = "; ".join(
+                text.format(n=self.unmodelled[key])
+                for key, text in _UNMODELLED.items()
+                if self.unmodelled[key]
+            )
+            lines.append(
+                f"read but not modelled (preferences or facts gpuopt does not plan): {found}"
+            )
+        return lines
+
+    def summary(self) -> str:
+        """The report for people: one block, one line per reason."""
+        return "\n".join(self.lines())
+
+
+@dataclass(frozen=True)
+class _Object:
+    """One Kubernetes object read, with where it was found."""
+
+    kind: str
+    item: dict[str, Any]
+    reader: _Reader
+
+
+@dataclass(frozen=True)
+class _Options:
+    gpu_resources: frozenset[str] | None
+    levels: tuple[tuple[str, str], ...]  # (level name, node label), coarse to fine
+    critical_priority: int
+    allow_emptydir: bool
+    pin_unresolved_claims: bool
+    strict: bool
+    asw_label: str
+    lock_annotation: str
+    group_label: str
+    priority_label: str
+
+    def is_gpu(self, name: str) -> bool:
+        if self.gpu_resources is not None:
+            return name in self.gpu_resources
+        return _GPU_NAME.fullmatch(name) is not None
+
+
+@dataclass(frozen=True)
+class _PriorityClass:
+    value: int
+    global_default: bool
+    preemption_policy: str | None
+
+
+class _ClusterReader:
+    """Reads the objects of every input into the cluster's parts and fills the report."""
+
+    def __init__(self, options: _Options) -> None:
+        self.options = options
+        self.report = KubectlReport()
+        self.seen: set[tuple[str, str]] = set()
+        self.classes: dict[str, _PriorityClass] = {}
+        self.claims: dict[tuple[str, str], str | None] = {}  # (namespace, claim) -> volume
+        self.local_volumes: dict[str, bool] = {}  # PersistentVolume -> is node-local
+        self.nodes: dict[str, Node] = {}
+        self.gpu_memory: dict[str, Fraction] = {}  # node -> MiB per GPU, when labelled
+        self.tasks: list[Task] = []
+        self.pending: list[Pending] = []
+        self.budgets: list[Budget] = []
+        self.locked_nodes: set[str] = set()
+        self.pinned_namespaces: set[str] = set()
+        self.times: list[float] = []
+
+    # ------------------------------------------------------------------ report
+    def note(self, reason: str, name: str) -> None:
+        self.report.reasons.setdefault(reason, []).append(name)
+
+    def problem(self, reason: str, name: str, error: ProblemError) -> None:
+        """A problem: ``strict`` refuses the input with it, else it is counted."""
+        if self.options.strict:
+            raise error
+        self.note(reason, name)
+        self.report.first.setdefault(reason, str(error))
+
+    # ------------------------------------------------------------------ objects
+    def add_document(self, reader: _Reader, data: Any) -> list[_Object]:
+        """The objects of one decoded document (a list or one object)."""
+        if data is None:  # an empty YAML document
+            return []
+        if not isinstance(data, Mapping):
+            raise ProblemError(
+                f"{reader.source}: expected a JSON object with items (got {type(data).__name__})."
+            )
+        try:
+            kind = data.get("kind")
+            if "items" not in data and not (isinstance(kind, str) and kind.endswith("List")):
+                if not isinstance(kind, str) or not kind:
+                    reader.fail("kind is missing (expected kubectl get -o json or -o yaml output)")
+                return [_Object(kind, dict(data), reader)]
+            if "items" not in data:
+                reader.fail("items is missing (expected kubectl get -o json output)")
+            items = reader.listing(data, "items", "items")
+        except ProblemError as exc:
+            self.problem("document", reader.where, exc)
+            return []
+        implied = kind[:-4] if isinstance(kind, str) and kind.endswith("List") else None
+        prefix = "" if reader.where == "the top level" else f"{reader.where}, "
+        found = []
+        for position, item in enumerate(items):
+            at = reader.at(f"{prefix}items[{position}]")
+            if not isinstance(item, dict):
+                error = ProblemError(
+                    f"{at.source}: {at.where}: must be an object (got {type(item).__name__})."
+                )
+                self.problem("malformed-item", at.where, error)
+                continue
+            item_kind = item.get("kind") or implied
+            if not isinstance(item_kind, str) or not item_kind:
+                error = ProblemError(f"{at.source}: {at.where}: kind is missing.")
+                self.problem("malformed-item", at.where, error)
+                continue
+            found.append(_Object(item_kind, item, at))
+        return found
+
+    def read(self, objects: Sequence[_Object]) -> None:
+        """Read every object: classes and volumes first, then nodes, pods and budgets."""
+        order = {
+            "PriorityClass": (0, self._priority_class),
+            "PersistentVolume": (0, self._volume),
+            "PersistentVolumeClaim": (0, self._claim),
+            "Node": (1, self._node),
+            "Pod": (2, self._pod),
+            "PodDisruptionBudget": (3, self._budget),
+        }
+        for obj in objects:
+            if obj.kind not in order:
+                self.report.ignored_kinds[obj.kind] += 1
+        for stage in range(4):
+            for obj in objects:
+                rank, read = order.get(obj.kind, (-1, None))
+                if rank != stage or read is None:
+                    continue
+                metadata = obj.item.get("metadata")
+                name = metadata.get("name") if isinstance(metadata, dict) else None
+                space = metadata.get("namespace") if isinstance(metadata, dict) else None
+                key = (obj.kind, f"{space}/{name}")
+                if isinstance(name, str) and key in self.seen:
+                    self.note("duplicate", f"{obj.kind} {name}")
+                    continue
+                self.seen.add(key)
+                try:
+                    read(obj)
+                except ProblemError as error:
+                    self._unreadable(obj, error)
+                else:
+                    self.report.read[obj.kind] += 1
+
+    def _unreadable(self, obj: _Object, error: ProblemError) -> None:
+        """A malformed object: counted (or refused), with what it implies."""
+        self.problem(f"malformed-{obj.kind}", obj.reader.where, error)
+        metadata = obj.item.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        if obj.kind == "Pod":
+            spec = obj.item.get("spec")
+            node = spec.get("nodeName") if isinstance(spec, dict) else None
+            if isinstance(node, str) and node:
+                self.locked_nodes.add(node)
+        elif obj.kind == "PodDisruptionBudget":
+            space = metadata.get("namespace")
+            self.pinned_namespaces.add(space if isinstance(space, str) and space else "default")
+
+    @staticmethod
+    def _name(reader: _Reader, item: Mapping[str, Any], kind: str) -> tuple[dict[str, Any], str]:
+        """The object's metadata and name, naming the object in the reader from now on."""
+        metadata = reader.mapping(item, "metadata", "metadata")
+        name = reader.text(metadata, "name", "metadata.name")
+        if name is None:
+            reader.fail("metadata.name is missing")
+        reader.where = f"{reader.where} ({kind} {short(name)})"
+        return metadata, name
+
+    # ------------------------------------------------------------------ small kinds
+    def _priority_class(self, obj: _Object) -> None:
+        reader = obj.reader
+        _, name = self._name(reader, obj.item, "PriorityClass")
+        value = reader.integer(obj.item, "value", "value")
+        if value is None:
+            reader.fail("value is missing")
+        policy = reader.text(obj.item, "preemptionPolicy", "preemptionPolicy")
+        default = reader.flag(obj.item, "globalDefault", "globalDefault")
+        self.classes[name] = _PriorityClass(value, default, policy)
+
+    def _volume(self, obj: _Object) -> None:
+        reader = obj.reader
+        _, name = self._name(reader, obj.item, "PersistentVolume")
+        spec = reader.mapping(obj.item, "spec", "spec")
+        self.local_volumes[name] = spec.get("local") is not None or spec.get("hostPath") is not None
+
+    def _claim(self, obj: _Object) -> None:
+        reader = obj.reader
+        metadata, name = self._name(reader, obj.item, "PersistentVolumeClaim")
+        space = reader.text(metadata, "namespace", "metadata.namespace") or "default"
+        spec = reader.mapping(obj.item, "spec", "spec")
+        self.claims[space, name] = reader.text(spec, "volumeName", "spec.volumeName")
+
+    # ------------------------------------------------------------------ nodes
+    def _node(self, obj: _Object) -> None:
+        reader, options = obj.reader, self.options
+        metadata, name = self._name(reader, obj.item, "Node")
+        labels = dict(reader.strings(metadata, "labels", "metadata.labels"))
+        spec = reader.mapping(obj.item, "spec", "spec")
+        status = reader.mapping(obj.item, "status", "status")
+        allocatable = reader.mapping(status, "allocatable", "status.allocatable")
+        capacity = reader.mapping(status, "capacity", "status.capacity")
+        amounts: dict[str, tuple[Fraction, str]] = {}
+        for key in dict.fromkeys([*allocatable, *capacity]):
+            table = "allocatable" if key in allocatable else "capacity"
+            path = f"status.{table}.{key}"
+            amounts[key] = (reader.quantity(status[table][key], path), path)
+            if table == "capacity" and key != "pods":
+                self.note("capacity", f"{name} {key}")
+        if "cpu" not in amounts:
+            reader.fail("status.allocatable.cpu is missing (and status.capacity.cpu too)")
+        gpus = 0
+        gpu_names = [key for key in amounts if options.is_gpu(key)]
+        for key in gpu_names:
+            amount, path = amounts[key]
+            gpus += _whole(reader, amount, path, limit=MAX_NODE_GPUS, unit="GPUs")
+        if sum(amounts[key][0] > 0 for key in gpu_names) > 1:
+            self.note("gpu-names", name)
+        resources: dict[str, int] = {}
+        for key, (amount, path) in amounts.items():
+            if key in _NOT_EXTENDED or key in gpu_names:
+                continue
+            resources[key] = math.floor(amount)
+            if resources[key] > MAX_RESOURCE:
+                reader.fail(f"{path} is more than {MAX_RESOURCE}")
+        if "pods" in amounts:
+            self.report.unmodelled["pod-limit"] += 1
+        if any(key.startswith(MIG_PREFIX) and amount > 0 for key, amount in resources.items()):
+            self.note("mig-profiles", name)
+        product = labels.get(GPU_PRODUCT_LABEL)
+        if labels.get(MIG_STRATEGY_LABEL) == "single" or "-MIG-" in (product or ""):
+            labels[MIG_LABEL] = "single"
+            self.note("mig-single", name)
+        gpu_memory = labels.get(GPU_MEMORY_LABEL)
+        if gpu_memory and gpu_memory.isdigit() and int(gpu_memory) > 0:
+            self.gpu_memory[name] = Fraction(int(gpu_memory))
+        node: dict[str, Any] = {
+            "id": name,
+            "gpus": gpus,
+            "cpus": _cpus(amounts["cpu"][0]),
+            "labels": labels,
+            "ready": self._ready(reader, status, name),
+            "unschedulable": reader.flag(spec, "unschedulable", "spec.unschedulable"),
+            "taints": self._taints(reader, spec, name),
+            "resources": resources,
+        }
+        if node["unschedulable"]:
+            self.note("cordoned", name)
+        if "memory" in amounts:
+            node["memory"] = _mebibytes(amounts["memory"][0])
+        if product:
+            node["gpu_model"] = product
+        topology = {level: labels[label] for level, label in options.levels if labels.get(label)}
+        if topology:
+            node["topology"] = topology
+        if labels.get(options.asw_label):
+            node["asw"] = labels[options.asw_label]
+        self.nodes[name] = reader.model(Node, node)
+
+    def _ready(self, reader: _Reader, status: Mapping[str, Any], name: str) -> bool:
+        conditions = reader.objects(status, "conditions", "status.conditions")
+        for position, condition in enumerate(conditions):
+            if condition.get("type") != "Ready":
+                continue
+            path = f"status.conditions[{position}]"
+            heartbeat = reader.time(condition, "lastHeartbeatTime", f"{path}.lastHeartbeatTime")
+            if heartbeat is not None:
+                self.times.append(heartbeat)
+            ready = reader.text(condition, "status", f"{path}.status") == "True"
+            if not ready:
+                self.note("not-ready", name)
+            return ready
+        self.note("no-ready-condition", name)
+        return True
+
+    def _taints(self, reader: _Reader, spec: Mapping[str, Any], name: str) -> list[dict[str, str]]:
+        taints = []
+        for position, taint in enumerate(reader.objects(spec, "taints", "spec.taints")):
+            path = f"spec.taints[{position}]"
+            entry = {
+                "key": reader.text(taint, "key", f"{path}.key"),
+                "value": reader.text(taint, "value", f"{path}.value"),
+                "effect": reader.text(taint, "effect", f"{path}.effect"),
+            }
+            taints.append({key: value for key, value in entry.items() if value is not None})
+        effects = {taint.get("effect") for taint in taints}
+        if "PreferNoSchedule" in effects:
+            self.report.unmodelled["prefer-no-schedule"] += 1
+        if effects & {"NoSchedule", "NoExecute"}:
+            self.note("tainted", name)
+        return taints
+
+    # ------------------------------------------------------------------ pods
+    def _pod(self, obj: _Object) -> None:
+        reader, options = obj.reader, self.options
+        metadata = reader.mapping(obj.item, "metadata", "metadata")
+        name = reader.text(metadata, "name", "metadata.name")
+        if name is None:
+            reader.fail("metadata.name is missing")
+        namespace = reader.text(metadata, "namespace", "metadata.namespace") or "default"
+        pod_id = f"{namespace}/{name}"
+        reader.where = f"{reader.where} (Pod {short(pod_id)})"
+        spec = reader.mapping(obj.item, "spec", "spec")
+        status = reader.mapping(obj.item, "status", "status")
+        phase = reader.text(status, "phase", "status.phase")
+        node = reader.text(spec, "nodeName", "spec.nodeName")
+        if phase in _DONE_PHASES:
+            self.note("done", pod_id)
+            return
+        deleting = metadata.get("deletionTimestamp") is not None
+        if node is None and (deleting or phase not in (None, "Pending")):
+            self.note("unbound", pod_id)
+            return
+        labels = reader.strings(metadata, "labels", "metadata.labels")
+        annotations = reader.strings(metadata, "annotations", "metadata.annotations")
+        requests = _pod_requests(reader, spec)
+        gpus, gpu_milli = self._gpus(reader, requests, annotations, node, pod_id)
+        priority, class_policy = self._priority(reader, spec, labels, pod_id)
+        affinity = reader.mapping(spec, "affinity", "spec.affinity")
+        pod: dict[str, Any] = {
+            "id": pod_id,
+            "gpus": gpus,
+            "cpus": _cpus(requests.get("cpu", Fraction(0))),
+            "memory": _mebibytes(requests.get("memory", Fraction(0))),
+            "priority": priority,
+            "node_selector": reader.strings(spec, "nodeSelector", "spec.nodeSelector"),
+            "namespace": namespace,
+            "labels": labels,
+            "tolerations": self._tolerations(reader, spec, pod_id),
+            "node_affinity": self._node_affinity(reader, affinity),
+            "resources": {
+                key: math.ceil(amount)
+                for key, amount in requests.items()
+                if amount > 0 and key not in _NOT_EXTENDED and not options.is_gpu(key)
+            },
+        }
+        terms, unresolved = self._pod_terms(reader, affinity, pod_id)
+        self._unmodelled_pod_fields(reader, spec, affinity)
+        if node is None:
+            policy = reader.text(spec, "preemptionPolicy", "spec.preemptionPolicy")
+            pod["preemption_policy"] = policy or class_policy or "PreemptLowerPriority"
+            since = reader.time(metadata, "creationTimestamp", "metadata.creationTimestamp")
+            if since is not None:
+                pod["since"] = since
+                self.times.append(since)
+            if any(terms.values()):
+                self.report.unmodelled["pending-pod-affinity"] += 1
+            self.pending.append(reader.model(Pending, pod))
+            self.note("pending", pod_id)
+            return
+        if node not in self.nodes:
+            error = ProblemError(
+                f"{reader.source}: {reader.where}: spec.nodeName {short(node)} is not a node "
+                "that was read."
+            )
+            self.problem("unknown-node", pod_id, error)
+            return
+        if phase is None:
+            self.note("no-phase", pod_id)
+        pod.update(terms, node=node)
+        if gpu_milli is not None:
+            pod["gpu_milli"] = gpu_milli
+        started = reader.time(status, "startTime", "status.startTime")
+        if started is not None:
+            pod["start_time"] = started
+            self.times.append(started)
+        group = labels.get(options.group_label)
+        if group:
+            pod["anti_affinity"] = group
+        if annotations.get(options.lock_annotation, "").lower() == "true":
+            pod["locked"] = True
+            self.note("locked", pod_id)
+        owners = reader.objects(metadata, "ownerReferences", "metadata.ownerReferences")
+        reasons = {
+            "terminating": deleting,
+            "not-running": phase not in (None, "Running"),
+            "mirror": _MIRROR_ANNOTATION in annotations,
+            "daemonset": any(owner.get("kind") == "DaemonSet" for owner in owners),
+            "critical": isinstance(priority, int) and priority >= options.critical_priority,
+            "no-controller": not any(owner.get("controller") is True for owner in owners),
+            "local-storage": self._local_storage(reader, spec, namespace, name, pod_id),
+            "pod-affinity": unresolved,
+        }
+        pod["pinned"] = next((reason for reason, holds in reasons.items() if holds), None)
+        if unresolved:
+            error = ProblemError(
+                f"{reader.source}: {reader.where}: a required pod (anti-)affinity term has a "
+                "non-empty namespaceSelector, which cannot be evaluated without Namespace objects."
+            )
+            self.problem("namespace-selector", pod_id, error)
+        self.tasks.append(reader.model(Task, pod))
+
+    def _gpus(
+        self,
+        reader: _Reader,
+        requests: Mapping[str, Fraction],
+        annotations: Mapping[str, str],
+        node: str | None,
+        pod_id: str,
+    ) -> tuple[int, int | None]:
+        """Its GPUs and, for a share of one GPU, the share in thousandths."""
+        gpus = 0
+        for key, amount in requests.items():
+            if self.options.is_gpu(key):
+                path = f"the {key} request"
+                gpus += _whole(reader, amount, path, limit=MAX_NODE_GPUS, unit="GPUs")
+        if gpus > 1:
+            return gpus, None
+        share: Fraction | None = None  # of one GPU
+        milli = requests.get(GPU_MILLI_RESOURCE, Fraction(0))
+        if 0 < milli < 1000:
+            share = milli / 1000
+        elif gpus == 0 and milli >= 1000:  # whole GPUs in thousandths
+            return _whole(
+                reader,
+                milli / 1000,
+                f"the {GPU_MILLI_RESOURCE} request / 1000",
+                limit=MAX_NODE_GPUS,
+                unit="GPUs",
+            ), None
+        elif gpus == 0 and GPU_FRACTION_ANNOTATION in annotations:
+            share = self._share(reader, annotations[GPU_FRACTION_ANNOTATION])
+            if share > 1:
+                reader.fail(f"metadata.annotations.{GPU_FRACTION_ANNOTATION} is more than 1")
+        elif gpus == 0 and GPU_MEMORY_ANNOTATION in annotations:
+            wanted = self._share(reader, annotations[GPU_MEMORY_ANNOTATION])
+            size = self.gpu_memory.get(node or "")
+            if size is None:
+                self.note("fraction-whole", pod_id)
+                return 1, None
+            share = min(Fraction(1), wanted / size)
+        if share is None or share == 1:
+            return max(gpus, 0 if share is None else 1), None
+        if node is None:
+            self.note("fraction-whole", pod_id)
+            return 1, None
+        self.note("fraction", pod_id)
+        return 1, min(999, max(1, math.ceil(share * 1000)))
+
+    @staticmethod
+    def _share(reader: _Reader, text: str) -> Fraction:
+        try:
+            amount = Fraction(text.strip())
+        except (ValueError, ZeroDivisionError):
+            reader.fail(f"the GPU-sharing annotation {short(text)} is not a number")
+        if amount <= 0:
+            reader.fail(f"the GPU-sharing annotation {short(text)} is not positive")
+        return amount
+
+    def _priority(
+        self, reader: _Reader, spec: Mapping[str, Any], labels: Mapping[str, str], pod_id: str
+    ) -> tuple[int | str, str | None]:
+        """Its priority (an integer, or the legacy class) and its class's preemption policy."""
+        class_name = reader.text(spec, "priorityClassName", "spec.priorityClassName")
+        found = self.classes.get(class_name or "")
+        if class_name is None:
+            found = next((c for c in self.classes.values() if c.global_default), None)
+        policy = found.preemption_policy if found else None
+        legacy = labels.get(self.options.priority_label)
+        if legacy is not None:
+            if legacy.upper() not in ("HP", "LP"):
+                reader.fail(
+                    f"metadata.labels.{self.options.priority_label} must be 'HP' or 'LP' "
+                    f"(got {short(legacy)})"
+                )
+            self.note("legacy-priority", pod_id)
+            return legacy.upper(), policy
+        value = reader.integer(spec, "priority", "spec.priority")
+        if value is not None:
+            return value, policy
+        if found is not None:
+            return found.value, policy
+        if class_name in SYSTEM_PRIORITY_CLASSES:
+            return SYSTEM_PRIORITY_CLASSES[class_name], policy
+        if class_name is not None:
+            self.note("unknown-class", pod_id)
+        return 0, policy
+
+    def _tolerations(
+        self, reader: _Reader, spec: Mapping[str, Any], pod_id: str
+    ) -> list[dict[str, str]]:
+        tolerations = []
+        for position, item in enumerate(reader.objects(spec, "tolerations", "spec.tolerations")):
+            path = f"spec.tolerations[{position}]"
+            entry = {
+                name: reader.text(item, name, f"{path}.{name}")
+                for name in ("key", "operator", "value", "effect")
+            }
+            tolerations.append({key: value for key, value in entry.items() if value is not None})
+        if any(item.get("tolerationSeconds") is not None for item in spec.get("tolerations") or ()):
+            self.report.unmodelled["toleration-seconds"] += 1
+        return tolerations
+
+    @staticmethod
+    def _requirements(reader: _Reader, parent: Mapping[str, Any], key: str, path: str) -> list[Any]:
+        found = []
+        for position, item in enumerate(reader.objects(parent, key, path)):
+            where = f"{path}[{position}]"
+            found.append(
+                {
+                    "key": reader.text(item, "key", f"{where}.key"),
+                    "operator": reader.text(item, "operator", f"{where}.operator"),
+                    "values": reader.texts(item, "values", f"{where}.values"),
+                }
+            )
+        return found
+
+    def _node_affinity(self, reader: _Reader, affinity: Mapping[str, Any]) -> list[Any]:
+        """Every required node affinity term (ORed)."""
+        path = "spec.affinity.nodeAffinity"
+        node_affinity = reader.mapping(affinity, "nodeAffinity", path)
+        required = reader.mapping(node_affinity, _TERMS, f"{path}.{_TERMS}")
+        path = f"{path}.{_TERMS}.nodeSelectorTerms"
+        terms = []
+        for position, term in enumerate(reader.objects(required, "nodeSelectorTerms", path)):
+            where = f"{path}[{position}]"
+            terms.append(
+                {
+                    "match_expressions": self._requirements(
+                        reader, term, "matchExpressions", f"{where}.matchExpressions"
+                    ),
+                    "match_fields": self._requirements(
+                        reader, term, "matchFields", f"{where}.matchFields"
+                    ),
+                }
+            )
+        return terms
+
+    def _pod_terms(
+        self, reader: _Reader, affinity: Mapping[str, Any], pod_id: str
+    ) -> tuple[dict[str, list[Any]], bool]:
+        """Its required pod affinity and anti-affinity terms, and whether one needs Namespaces."""
+        found: dict[str, list[Any]] = {}
+        unresolved = dropped = False
+        for kind, field_name in (
+            ("podAffinity", "pod_affinity"),
+            ("podAntiAffinity", "pod_anti_affinity"),
+        ):
+            section = reader.mapping(affinity, kind, f"spec.affinity.{kind}")
+            path = f"spec.affinity.{kind}.{_TERMS}"
+            terms = []
+            for position, term in enumerate(reader.objects(section, _TERMS, path)):
+                where = f"{path}[{position}]"
+                if term.get("labelSelector") is None:
+                    dropped = True  # a null selector selects no pod: the term holds everywhere
+                    continue
+                topology_key = reader.text(term, "topologyKey", f"{where}.topologyKey")
+                if topology_key is None:
+                    reader.fail(f"{where}.topologyKey is missing")
+                namespace_selector = term.get("namespaceSelector")
+                if namespace_selector is not None:
+                    selector = reader.mapping(
+                        term, "namespaceSelector", f"{where}.namespaceSelector"
+                    )
+                    unresolved = unresolved or any(selector.values())
+                entry: dict[str, Any] = {
+                    "selector": self._label_selector(
+                        reader, term, "labelSelector", f"{where}.labelSelector"
+                    ),
+                    "topology_key": topology_key,
+                    "all_namespaces": namespace_selector is not None,
+                }
+                namespaces = reader.texts(term, "namespaces", f"{where}.namespaces")
+                if namespaces:
+                    entry["namespaces"] = namespaces
+                if term.get("matchLabelKeys") or term.get("mismatchLabelKeys"):
+                    self.report.unmodelled["label-keys"] += 1
+                terms.append(entry)
+            found[field_name] = terms
+        if dropped:
+            self.note("null-selector", pod_id)
+        return found, unresolved
+
+    def _label_selector(
+        self, reader: _Reader, parent: Mapping[str, Any], key: str, path: str
+    ) -> dict[str, Any]:
+        selector = reader.mapping(parent, key, path)
+        return {
+            "match_labels": reader.strings(selector, "matchLabels", f"{path}.matchLabels"),
+            "match_expressions": self._requirements(
+                reader, selector, "matchExpressions", f"{path}.matchExpressions"
+            ),
+        }
+
+    def _unmodelled_pod_fields(
+        self, reader: _Reader, spec: Mapping[str, Any], affinity: Mapping[str, Any]
+    ) -> None:
+        """Count the fields of a pod that gpuopt reads but does not plan with."""
+        unmodelled = self.report.unmodelled
+        if spec.get("topologySpreadConstraints"):
+            unmodelled["topology-spread"] += 1
+        if (affinity.get("nodeAffinity") or {}).get(_PREFERRED):
+            unmodelled["preferred-node-affinity"] += 1
+        if any(
+            (affinity.get(kind) or {}).get(_PREFERRED)
+            for kind in ("podAffinity", "podAntiAffinity")
+        ):
+            unmodelled["preferred-pod-affinity"] += 1
+        scheduler = reader.text(spec, "schedulerName", "spec.schedulerName")
+        if scheduler not in (None, "default-scheduler"):
+            unmodelled["scheduler"] += 1
+        if spec.get("resourceClaims"):
+            unmodelled["resource-claims"] += 1
+
+    def _local_storage(
+        self, reader: _Reader, spec: Mapping[str, Any], namespace: str, name: str, pod_id: str
+    ) -> bool:
+        """True when a volume of the pod lives on its node (it cannot follow the pod)."""
+        unresolved = False
+        for position, volume in enumerate(reader.objects(spec, "volumes", "spec.volumes")):
+            if volume.get("hostPath") is not None:
+                return True
+            if volume.get("emptyDir") is not None and not self.options.allow_emptydir:
+                return True
+            claim_field = volume.get("persistentVolumeClaim")
+            if claim_field is not None:
+                path = f"spec.volumes[{position}].persistentVolumeClaim"
+                claim = reader.text(
+                    reader.mapping(volume, "persistentVolumeClaim", path),
+                    "claimName",
+                    f"{path}.claimName",
+                )
+            elif volume.get("ephemeral") is not None:
+                claim = f"{name}-{volume.get('name')}"  # the claim a generic ephemeral volume gets
+            else:
+                continue
+            volume_name = self.claims.get((namespace, claim or ""))
+            local = self.local_volumes.get(volume_name or "")
+            if local:
+                return True
+            unresolved = unresolved or local is None
+        if unresolved:
+            self.note("claim-pinned" if self.options.pin_unresolved_claims else "claim", pod_id)
+            return self.options.pin_unresolved_claims
+        return False
+
+    # ------------------------------------------------------------------ budgets
+    def _budget(self, obj: _Object) -> None:
+        reader = obj.reader
+        metadata, name = self._name(reader, obj.item, "PodDisruptionBudget")
+        namespace = reader.text(metadata, "namespace", "metadata.namespace") or "default"
+        budget_id = f"{namespace}/{name}"
+        spec = reader.mapping(obj.item, "spec", "spec")
+        if spec.get("selector") is None:
+            self.note("budget-selector", budget_id)
+            return
+        budget: dict[str, Any] = {
+            "id": budget_id,
+            "namespace": namespace,
+            "selector": self._label_selector(reader, spec, "selector", "spec.selector"),
+        }
+        for key, field_name in (
+            ("minAvailable", "min_available"),
+            ("maxUnavailable", "max_unavailable"),
+        ):
+            value = spec.get(key)
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int | str):
+                    reader.fail(
+                        f"spec.{key} must be an integer or a percentage (got {short(value)})"
+                    )
+                budget[field_name] = value
+        if len(budget) == 3:
+            self.note("budget-limit", budget_id)
+            return
+        self.budgets.append(reader.model(Budget, budget))
+
+    # ------------------------------------------------------------------ checks
+    def finish(self, name: str, levels: list[str], hp_priority: int) -> Cluster:
+        """The cluster: legacy groups, over-committed and misplaced pods settled, then validated."""
+        tasks = self._settle_groups(self.tasks)
+        nodes = self._lock_overcommitted(tasks)
+        settled = []
+        for task in tasks:
+            node = nodes[task.node]
+            if not task.fixed and not (
+                selector_matches(task.node_selector, node.labels)
+                and affinity_matches(task.node_affinity, node.id, node.labels)
+            ):
+                error = ProblemError(
+                    f"pod {task.id!r}: its node {node.id!r} no longer matches its node selector "
+                    "or required node affinity."
+                )
+                self.problem("misplaced", task.id, error)
+                task = task.model_copy(update={"pinned": "misplaced"})
+            elif not task.fixed and task.space in self.pinned_namespaces:
+                task = task.model_copy(update={"pinned": "budget"})
+            if task.pinned is not None:
+                self.report.pinned[task.pinned] += 1
+            settled.append(task)
+        snapshot = {
+            "name": name,
+            "levels": levels,
+            "nodes": list(nodes.values()),
+            "tasks": settled,
+            "pending": self.pending,
+            "budgets": self.budgets,
+            "hp_priority": hp_priority,
+            "now": max(self.times, default=None),
+        }
+        return validate_object(Cluster, snapshot, what="a snapshot", source=None)
+
+    def _settle_groups(self, tasks: list[Task]) -> list[Task]:
+        """At most one pod of a legacy anti-affinity group per node: later ones lose the group."""
+        held: set[tuple[str, str]] = set()
+        settled = []
+        for task in tasks:
+            if task.anti_affinity is not None:
+                key = (task.anti_affinity, task.node)
+                if key in held:
+                    error = ProblemError(
+                        f"pod {task.id!r}: node {task.node!r} already runs a pod of "
+                        f"{self.options.group_label} group {task.anti_affinity!r}."
+                    )
+                    self.problem("group-clash", task.id, error)
+                    task = task.model_copy(update={"anti_affinity": None})
+                held.add(key)
+            settled.append(task)
+        return settled
+
+    def _lock_overcommitted(self, tasks: Iterable[Task]) -> dict[str, Node]:
+        """The nodes, those whose pods hold more than they have (or could not be read) locked."""
+        used: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        for task in tasks:
+            held = used[task.node]
+            held["GPUs"] += task.gpus
+            held["CPUs"] += scaled(task.cpus)
+            held["memory"] += scaled(task.memory or 0)
+            held.update(task.resources)
+        nodes = dict(self.nodes)
+        for node_id, node in self.nodes.items():
+            have = {"GPUs": node.gpus, "CPUs": scaled(node.cpus), **node.resources}
+            if node.memory is not None:
+                have["memory"] = scaled(node.memory)
+            over = [
+                (key, amount, have.get(key, 0))
+                for key, amount in used[node_id].items()
+                if amount > have.get(key, 0) and (key != "memory" or node.memory is not None)
+            ]
+            if over:
+                key, amount, limit = over[0]
+                unit = 1000 if key in ("CPUs", "memory") else 1  # CPU and memory in thousandths
+                error = ProblemError(
+                    f"node {node_id!r}: its pods hold {amount / unit:g} {key} but it has "
+                    f"{limit / unit:g}."
+                )
+                self.problem("overcommitted", node_id, error)
+            elif node_id in self.locked_nodes:
+                self.note("unreadable-pod", node_id)
+            else:
+                continue
+            nodes[node_id] = node.model_copy(update={"locked": True})
+        return nodes
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML without implicit timestamps: times stay the strings kubectl wrote."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+Source = str | os.PathLike[str] | Mapping[str, Any]
+
+
+def _read_yaml(path: Path) -> list[Any]:
+    """The documents of a YAML file, with a one-sentence :class:`ProblemError` for every failure."""
+    try:
+        if path.stat().st_size > MAX_JSON_BYTES:
+            raise ProblemError(f"{path}: is larger than {MAX_JSON_BYTES // 2**20:,} MB.")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProblemError(f"{path}: no such file.") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise ProblemError(f"{path}: cannot be read ({exc}).") from None
+    try:
+        return list(yaml.load_all(text, Loader=_Loader))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ProblemError(f"{path}: not valid YAML ({problem}{where}).") from None
+    except RecursionError:
+        raise ProblemError(f"{path}: not valid YAML (nested too deeply).") from None
+
+
+def _documents(source: Source) -> list[tuple[_Reader, Any]]:
+    """Every decoded document of one input (a mapping, a file or a folder of files)."""
+    if isinstance(source, Mapping):
+        return [(_Reader("kubectl JSON"), source)]
+    if not isinstance(source, str | os.PathLike):
+        raise ProblemError(
+            "kubectl input: expected a path or a decoded JSON object "
+            f"(got {type(source).__name__})."
+        )
+    path = Path(source)
+    if str(source) and path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in _FILE_SUFFIXES and p.is_file())
+        if not files:
+            raise ProblemError(f"{path}: the folder holds no .json, .yaml or .yml file.")
+        return [found for file in files for found in _documents(file)]
+    if path.suffix == ".json":
+        return [(_Reader(str(path)), read_json(path))]
+    documents = _read_yaml(path)
+    if len(documents) == 1:
+        return [(_Reader(str(path)), documents[0])]
+    return [(_Reader(str(path), f"document {n}"), doc) for n, doc in enumerate(documents, 1)]
+
+
+def _levels(topology_labels: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """(level, node label) pairs from ``LABEL`` or ``NAME=LABEL`` entries, the zone first."""
+    levels = [("zone", ZONE_LABEL)]
+    for entry in topology_labels:
+        level, equals, label = entry.partition("=")
+        if not equals:
+            level, label = entry, entry
+        if not level or not label or level == "node":
+            raise ProblemError(
+                f"topology label {short(entry)}: give LABEL or NAME=LABEL (the level 'node' is "
+                "implied)."
+            )
+        if any(level == known for known, _ in levels):
+            raise ProblemError(f"topology label {short(entry)}: level {level!r} is given twice.")
+        levels.append((level, label))
+    return tuple(levels)
+
+
+def read_kubernetes(
+    *sources: Source,
+    gpu_resources: Iterable[str] | None = None,
+    topology_labels: Iterable[str] = (),
+    critical_priority: int = CRITICAL_PRIORITY,
+    hp_priority: int = KUBE_HP_PRIORITY,
+    allow_emptydir: bool = False,
+    pin_unresolved_claims: bool = False,
+    strict: bool = False,
+    asw_label: str = "gpuopt.io/asw",
+    lock_annotation: str = "gpuopt.io/locked",
+    group_label: str = "gpuopt.io/anti-affinity",
+    priority_label: str = "gpuopt.io/priority",
+    name: str | None = None,
+) -> tuple[Cluster, KubectlReport]:
+    """A cluster from ``kubectl get ... -o json`` or ``-o yaml`` output, and what was done.
+
+    The mapping of every field is in the module docstring; ``docs/kubernetes.md``
+    explains it for operators.
+
+    Parameters
+    ----------
+    *sources
+        Files (``.json`` is JSON, anything else YAML), folders of them, or
+        decoded objects; nodes, pods, PodDisruptionBudgets and PriorityClasses
+        together or apart.
+    gpu_resources
+        Resource names counted as GPUs; default every ``<vendor>/gpu`` and
+        ``<vendor>/gpu-count``.
+    topology_labels
+        Node labels of topology levels below the zone, coarse to fine, each
+        ``LABEL`` or ``NAME=LABEL`` (the level's name; default the label).
+    critical_priority
+        Pods at or above this priority are never moved.
+    hp_priority
+        The cluster's HP class threshold.
+    allow_emptydir
+        Let pods with ``emptyDir`` volumes move (their scratch data is lost).
+    pin_unresolved_claims
+        Pin pods whose PersistentVolumeClaims could not be traced to a volume.
+    strict
+        Refuse the input at the first problem instead of reporting it.
+    asw_label, lock_annotation, group_label, priority_label
+        The legacy gpuopt label and annotation names.
+    name
+        Snapshot name; default the first file's name without extension, or ``"kubectl"``.
+
+    Returns
+    -------
+    tuple[Cluster, KubectlReport]
+        The validated cluster (nodes in the order read, then the bound pods and
+        the pending ones) and the report.
+
+    Raises
+    ------
+    ProblemError
+        With one sentence, for a missing or unreadable input, an option out of
+        range, or (with ``strict``) the first problem, naming the object and field.
+
+    Examples
+    --------
+    >>> cluster, report = read_kubernetes({"kind": "List", "items": [
+    ...     {"kind": "Node", "metadata": {"name": "n1"},
+    ...      "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "amd.com/gpu": "2"}}},
+    ...     {"kind": "Pod", "metadata": {"name": "w", "namespace": "ml"},
+    ...      "spec": {"containers": [{"resources": {"limits": {"amd.com/gpu": "1"}}}]},
+    ...      "status": {"phase": "Pending"}}]})
+    >>> cluster.nodes[0].gpus, cluster.pending[0].id, cluster.pending[0].gpus
+    (2, 'ml/w', 1)
+    >>> print(report.summary())
+    read 1 Node, 1 Pod
+    1 unbound pods became pending demand (ml/w)
+    1 nodes report no Ready condition: taken as Ready (n1)
+    """
+    if not sources:
+        raise ProblemError("kubectl input: give at least one file, folder or object.")
+    options = _Options(
+        gpu_resources=None if gpu_resources is None else frozenset(gpu_resources),
+        levels=_levels(topology_labels),
+        critical_priority=critical_priority,
+        allow_emptydir=allow_emptydir,
+        pin_unresolved_claims=pin_unresolved_claims,
+        strict=strict,
+        asw_label=asw_label,
+        lock_annotation=lock_annotation,
+        group_label=group_label,
+        priority_label=priority_label,
+    )
+    reader = _ClusterReader(options)
+    objects = [
+        found
+        for source in sources
+        for document_reader, data in _documents(source)
+        for found in reader.add_document(document_reader, data)
+    ]
+    reader.read(objects)
+    first = sources[0]
+    default = "kubectl" if isinstance(first, Mapping) else (Path(first).stem or "kubectl")
+    used = {level for node in reader.nodes.values() for level in node.topology}
+    levels = [level for level, _ in options.levels if level != "zone" or "zone" in used]
+    try:
+        cluster = reader.finish(name or default, levels, hp_priority)
+    except ProblemError as exc:
+        where = "kubectl JSON" if isinstance(first, Mapping) else str(first)
+        raise ProblemError(f"{where}: {exc}") from None
+    return cluster, reader.report
 
 
 def read_kubectl(
-    data_or_path: str | os.PathLike[str] | Mapping[str, Any],
+    data_or_path: Source,
     *,
     asw_label: str = "gpuopt.io/asw",
     lock_annotation: str = "gpuopt.io/locked",
     group_label: str = "gpuopt.io/anti-affinity",
     priority_label: str = "gpuopt.io/priority",
-    gpu_resource: str = "nvidia.com/gpu",
+    gpu_resource: str | None = None,
     name: str | None = None,
-) -> DefragProblem:
-    """A snapshot from the JSON of ``kubectl get nodes,pods -A -o json``.
+    strict: bool = True,
+) -> Cluster:
+    """A snapshot from the JSON of ``kubectl get nodes,pods -A -o json`` (strict by default).
 
-    The mapping of every field is in the module docstring.
+    The older entry point of :func:`read_kubernetes`, for one input: it
+    returns the cluster only, so it refuses (``strict``) what the other would
+    report. The mapping of every field is in the module docstring.
 
     Parameters
     ----------
     data_or_path
-        The decoded JSON (a mapping) or the path of a file holding it.
+        The decoded JSON (a mapping), or the path of a file or folder.
     asw_label
         Node label holding the node's access switch.
     lock_annotation
@@ -446,22 +1558,26 @@ def read_kubectl(
     group_label
         Pod label holding its anti-affinity group (at most one per node).
     priority_label
-        Pod label holding ``"HP"`` or ``"LP"`` (default ``"LP"``).
+        Pod label holding ``"HP"`` or ``"LP"`` (it overrides the pod's priority).
     gpu_resource
-        Extended resource name of the GPUs.
+        The one resource name of the GPUs; default every ``<vendor>/gpu`` and
+        ``<vendor>/gpu-count``.
     name
         Snapshot name; default the file name without extension, or ``"kubectl"``.
+    strict
+        Refuse the input at the first problem (False: skip and work around it silently;
+        use :func:`read_kubernetes` to get the report).
 
     Returns
     -------
-    DefragProblem
+    Cluster
         The validated snapshot: nodes in item order, then the bound pods.
 
     Raises
     ------
     ProblemError
         With one sentence naming the item and field, for a missing or
-        malformed file or item, or for a cluster the snapshot model rejects.
+        malformed file or item, or (``strict``) a cluster that needs working around.
 
     Examples
     --------
@@ -474,57 +1590,27 @@ def read_kubectl(
     ...          "limits": {"nvidia.com/gpu": "1"}}}]},
     ...      "status": {"phase": "Running"}}]})
     >>> task = problem.tasks[0]
-    >>> task.id, task.node, task.gpus, task.cpus, task.memory
-    ('ml/p', 'n1', 1, 0.5, 1024.0)
+    >>> task.id, task.node, task.gpus, task.cpus, task.memory, task.pinned
+    ('ml/p', 'n1', 1, 0.5, 1024.0, 'no-controller')
     """
-    if isinstance(data_or_path, Mapping):
-        data: Any = data_or_path
-        source = "kubectl JSON"
-        default_name = "kubectl"
-    elif isinstance(data_or_path, str | os.PathLike):
-        path = Path(data_or_path)
-        data = read_json(path)
-        source = str(path)
-        default_name = path.stem or "kubectl"
-    else:
-        raise ProblemError(
-            f"kubectl input: expected a path or a decoded JSON object "
-            f"(got {type(data_or_path).__name__})."
-        )
-    reader = _Reader(source)
-    if not isinstance(data, Mapping):
-        raise ProblemError(
-            f"{source}: expected a JSON object with items (got {type(data).__name__})."
-        )
-    if "items" not in data:
-        reader.fail("the top level", "items is missing (expected kubectl get -o json output)")
-    items = reader.listing(data, "items", "the top level", "items")
-    implied = {"NodeList": "Node", "PodList": "Pod"}.get(str(data.get("kind")))
-    nodes: list[dict[str, Any]] = []
-    tasks: list[dict[str, Any]] = []
-    for position, item in enumerate(items):
-        where = f"items[{position}]"
-        if not isinstance(item, dict):
-            reader.fail(where, f"must be an object (got {type(item).__name__})")
-        kind = item.get("kind", implied)
-        if kind is None:
-            reader.fail(where, "kind is missing")
-        if kind == "Node":
-            nodes.append(_read_node(reader, item, where, asw_label, gpu_resource))
-        elif kind == "Pod":
-            task = _read_pod(
-                reader,
-                item,
-                where,
-                lock_annotation=lock_annotation,
-                group_label=group_label,
-                priority_label=priority_label,
-                gpu_resource=gpu_resource,
-            )
-            if task is not None:
-                tasks.append(task)
-    snapshot = {"name": name or default_name, "nodes": nodes, "tasks": tasks}
-    return validate_object(DefragProblem, snapshot, what="a snapshot", source=source)
+    cluster, _ = read_kubernetes(
+        data_or_path,
+        gpu_resources=None if gpu_resource is None else (gpu_resource,),
+        strict=strict,
+        asw_label=asw_label,
+        lock_annotation=lock_annotation,
+        group_label=group_label,
+        priority_label=priority_label,
+        name=name,
+    )
+    return cluster
 
 
-__all__ = ["parse_quantity", "read_kubectl"]
+__all__ = [
+    "KUBE_HP_PRIORITY",
+    "SYSTEM_PRIORITY_CLASSES",
+    "KubectlReport",
+    "parse_quantity",
+    "read_kubectl",
+    "read_kubernetes",
+]

@@ -111,9 +111,12 @@ def test_fixture_gives_the_expected_snapshot() -> None:
         "memory": 66048.0,  # 64Gi + 512Mi in MiB
         "gpu_milli": None,
         "locked": True,
-        "priority": "HP",
+        "priority": "HP",  # the legacy label overrides spec.priority
         "node_selector": {"gpu_model": "A100"},
         "anti_affinity": "train",
+        "namespace": "ml",
+        "labels": {"gpuopt.io/priority": "HP", "gpuopt.io/anti-affinity": "train"},
+        "pinned": "no-controller",  # a bare pod: nothing would recreate it
     }
     assert tasks["serve/infer-1"] == {
         "id": "serve/infer-1",
@@ -123,9 +126,19 @@ def test_fixture_gives_the_expected_snapshot() -> None:
         "memory": 4096.0,  # the server's 4Gi exceed the init container's 1Gi
         "gpu_milli": None,
         "locked": False,
-        "priority": "LP",
-        "node_selector": {"gpu_model": ["T4", "A10"]},  # from the node affinity
+        "priority": 0,  # no spec.priority, no class
+        "node_selector": {},
+        "node_affinity": [  # read whole, no longer folded into the node selector
+            {
+                "match_expressions": [
+                    {"key": "gpu_model", "operator": "In", "values": ["T4", "A10"]}
+                ],
+                "match_fields": [],
+            }
+        ],
         "anti_affinity": "infer",
+        "namespace": "serve",
+        "labels": {"gpuopt.io/anti-affinity": "infer"},
     }
     assert tasks["gpu-operator/dcgm-exporter-x"] == {
         "id": "gpu-operator/dcgm-exporter-x",
@@ -134,11 +147,15 @@ def test_fixture_gives_the_expected_snapshot() -> None:
         "cpus": 0.1,
         "memory": 128.0,
         "gpu_milli": None,
-        "locked": True,  # a DaemonSet pod cannot move
-        "priority": "LP",
+        "locked": False,
+        "priority": 0,
         "node_selector": {},
         "anti_affinity": None,
+        "namespace": "gpu-operator",
+        "pinned": "daemonset",  # a DaemonSet pod cannot move
     }
+    # the unbound Pending pod is demand, no longer dropped
+    assert [(item.id, item.gpus) for item in problem.pending] == [("ml/waiting", 8)]
 
 
 def test_mapping_and_path_give_the_same_snapshot() -> None:
@@ -252,17 +269,23 @@ def test_locks_and_labels() -> None:
         priority_label="team/prio",
         group_label="team/group",
     )
-    locked = {task.id: task.locked for task in problem.tasks}
-    assert locked == {
-        "ns/static": True,
-        "ns/upper": True,
-        "ns/false": False,
-        "ns/not-in": True,
-        "ns/custom": False,
+    # the pods of pod() have no controller, so they are pinned; mirror pods say so
+    held = {task.id: (task.locked, task.pinned) for task in problem.tasks}
+    assert held == {
+        "ns/static": (False, "mirror"),
+        "ns/upper": (True, "no-controller"),
+        "ns/false": (False, "no-controller"),
+        "ns/not-in": (False, "no-controller"),
+        "ns/custom": (False, "no-controller"),
     }
     assert problem.tasks[-1].priority == "HP"
     assert problem.tasks[-1].anti_affinity == "g"
-    assert problem.tasks[3].node_selector == {}
+    not_in = problem.tasks[3]
+    assert not_in.node_selector == {}
+    # any required node affinity is read whole (it used to lock the pod)
+    assert [r.model_dump() for r in not_in.node_affinity[0].match_expressions] == [
+        {"key": "zone", "operator": "NotIn", "values": ["x"]}
+    ]
 
 
 def test_custom_gpu_resource_and_node_list() -> None:
@@ -341,15 +364,15 @@ def broken(path: str, value: Any) -> dict[str, Any]:
         ),
         (
             broken("items/3/spec/nodeName", "gpu-z"),
-            "task 'serve/infer-1': node 'gpu-z' is not in nodes",
+            "items[3] (Pod 'serve/infer-1'): spec.nodeName 'gpu-z' is not a node that was read",
         ),
         (
             broken("items/1/status/capacity/nvidia.com/gpu", "0"),
-            "node 'gpu-b': its tasks hold 1 GPUs but it has 0",
+            "node 'gpu-b': its pods hold 1 GPUs but it has 0",
         ),
         (
             broken("items/1/metadata/labels/gpu_model", "V100"),
-            "task 'serve/infer-1': its node 'gpu-b' does not match its node_selector",
+            "pod 'serve/infer-1': its node 'gpu-b' no longer matches its node selector",
         ),
     ],
 )
