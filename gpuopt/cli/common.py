@@ -276,8 +276,13 @@ def solve_command(
     options: Callable[[Problem], dict[str, Any]] = no_options,
     session: Callable[[], AbstractContextManager[dict[str, Any]]] = no_session,
     draw: Callable[[Problem, Any, str], None] | None = None,
+    solver: Callable[..., Any] | None = None,
 ) -> int:
     """Run a command that solves a problem; return its exit code.
+
+    ``solver`` replaces :func:`gpuopt.solve` (same arguments) for a command
+    that asks a question of its own of the same problem (``defrag
+    --for-pending``).
 
     The steps, in this order:
 
@@ -300,7 +305,7 @@ def solve_command(
     problem = build()
     given = options(problem)
     with session() as live:
-        answer: Answer = solve(
+        answer: Answer = (solver or solve)(
             problem,  # type: ignore[call-overload]  # one of the problem types
             args.method,
             time_limit=getattr(args, "time_limit", None),

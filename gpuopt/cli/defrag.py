@@ -49,7 +49,15 @@ def run_defrag(args: argparse.Namespace) -> int:
         session=lambda: ipc_session(args),
         draw=draw_defrag,
         show=lambda shown, problem, plan: emit_or_show(args, shown, problem, plan),
+        solver=for_pending if args.for_pending else None,
     )
+
+
+def for_pending(problem: Any, method: str, **options: Any) -> Any:
+    """``--for-pending``: the plan that makes room for the waiting pods."""
+    from gpuopt.defrag.pending import plan_for_pending
+
+    return plan_for_pending(problem, method, **options)[0]
 
 
 def emit_or_show(args: argparse.Namespace, shown: Any, problem: Any, plan: Any) -> None:
@@ -60,6 +68,33 @@ def emit_or_show(args: argparse.Namespace, shown: Any, problem: Any, plan: Any) 
         sys.stdout.write(kubernetes_yaml(problem, plan))
         return
     show_defrag(shown, problem, plan)
+    if args.for_pending:
+        show_pending(shown, problem, plan.moves)
+
+
+def show_pending(shown: Any, problem: Any, moves: Any) -> None:
+    """Each waiting pod: where it fits now and after the ``moves``, or why not."""
+    from rich.table import Table
+
+    from gpuopt.defrag.pending import fit_pending
+    from gpuopt.defrag.solution import apply_plan
+
+    before = fit_pending(problem)
+    after = fit_pending(apply_plan(problem, moves)) if moves else before
+    table = Table(title=f"{problem.name}: waiting pods ({len(before)})")
+    for header in ("pod", "GPUs", "priority", "fits now", "after the plan"):
+        table.add_column(header, justify="right" if header == "GPUs" else "left")
+    for now, then in zip(before, after, strict=True):
+        table.add_row(
+            now.pod.id,
+            str(now.pod.gpus),
+            str(now.pod.priority),
+            now.node or f"no: {now.reason}",
+            then.node or f"no: {then.reason}",
+        )
+    shown.print(table)
+    fitted = sum(f.node is not None for f in before), sum(f.node is not None for f in after)
+    shown.print(f"waiting pods that fit: {fitted[0]} now, {fitted[1]} after the plan")
 
 
 def defrag_problem(args: argparse.Namespace) -> Any:
@@ -180,13 +215,27 @@ def run_diagnose(args: argparse.Namespace) -> int:
     from gpuopt.defrag.solution import load_plan, violations
 
     check_outputs(args)
+    if args.request is None and not args.pending:
+        raise ProblemError("diagnose: give --request SHAPE, --pending, or both.")
     problem = load_snapshot(args.snapshot)
-    request = parse_request(args.request, same_asw=args.same_asw)
+    plan = None
     if args.plan:
         plan = load_plan(args.plan)
         broken = violations(problem, plan)
         if broken:
             raise ProblemError(f"{args.plan}: the plan is not legal on this snapshot: {broken[0]}")
+    if args.pending:
+        if not problem.pending:
+            raise ProblemError(f"{args.snapshot}: --pending: the snapshot has no waiting pods.")
+        from gpuopt.defrag.solution import make_plan
+
+        show_pending(
+            console(args.quiet), problem, plan or make_plan(problem, "none", [], seconds=0)
+        )
+        if args.request is None:
+            return EXIT_OK
+    request = parse_request(args.request, same_asw=args.same_asw)
+    if plan is not None:
         results = diagnose_plan(problem, plan, request)
     else:
         results = {"now": diagnose(problem, request)}
@@ -359,6 +408,13 @@ def add_commands(commands: Any) -> None:
         "Kubernetes steps wave by wave (placeholder pods that hold the room, Evictions, "
         "releases; YAML with the kubectl command of each step; printed even with --quiet)",
     )
+    defrag.add_argument(
+        "--for-pending",
+        action="store_true",
+        help="plan for the snapshot's waiting pods: empty only nodes at least as large as the "
+        "smallest one that does not fit, keep the fewest waves after which the most fit, "
+        "and list each waiting pod before and after (default: plan for whole free nodes)",
+    )
     add_quiet(defrag, "print no summary and no progress bar")
     defrag.set_defaults(run=run_defrag)
 
@@ -367,8 +423,14 @@ def add_commands(commands: Any) -> None:
     )
     diag.add_argument("snapshot", help="snapshot JSON file")
     diag.add_argument(
+        "--pending",
+        action="store_true",
+        help="list the snapshot's waiting pods: where each fits now (and after --plan), or "
+        "which rules keep it out (default: off)",
+    )
+    diag.add_argument(
         "--request",
-        required=True,
+        default=None,
         help="request shape <GPUs>G[<CPUs>C][<memory>M], e.g. 8G64C or 4G32C256M "
         "(memory in the snapshot's unit)",
     )

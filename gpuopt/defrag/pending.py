@@ -1,0 +1,191 @@
+"""Waiting pods: which fit now, which a plan makes fit, and plans made for them.
+
+A cluster's ``pending`` requests (unbound Pending pods, queued jobs) are the
+demand a defragmentation plan should make room for. :func:`fit_pending`
+places them one by one, highest priority first (then longest waiting), each
+on the fullest node that can take it by the Kubernetes rules (K1-K3: an open
+node it tolerates and matches; K4: room for its GPUs, CPUs, memory and
+extended resources); the room one takes is no longer free for the next. This
+is how a scheduler would bind them in one pass, so "fits" means "fits
+together with the waiting pods before it".
+
+:func:`plan_for_pending` plans defragmentation for the pods that do not fit:
+it runs a method with ``min_node_gpus`` set to the smallest GPU count among
+them (smaller nodes are never emptied for nothing), then keeps the shortest
+prefix of the plan after which the waiting pods fit best (more of the
+highest priority first, then more pods), so no move is made that the
+waiting pods do not need.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
+from gpuopt.cluster.rules import refusal
+from gpuopt.defrag.solution import MigrationPlan, apply_plan, make_plan
+
+#: Longest plan whose every prefix is tried; longer plans are cut only at wave ends.
+MAX_PREFIXES = 200
+
+
+@dataclass(frozen=True)
+class PendingFit:
+    """Where a waiting pod would go (``node`` None: nowhere), and why not."""
+
+    pod: Pending
+    node: str | None
+    reason: str | None = None
+
+
+def fit_pending(cluster: Cluster) -> list[PendingFit]:
+    """Bind the waiting pods one by one (highest priority first) where they fit now.
+
+    Examples
+    --------
+    >>> cluster = Cluster(
+    ...     nodes=[{"id": "a", "gpus": 8, "cpus": 64}, {"id": "b", "gpus": 8, "cpus": 64}],
+    ...     tasks=[{"id": "t", "node": "a", "gpus": 4, "cpus": 8},
+    ...            {"id": "u", "node": "b", "gpus": 4, "cpus": 8}],
+    ...     pending=[{"id": "p", "gpus": 8, "cpus": 8}, {"id": "q", "gpus": 4}])
+    >>> [(f.pod.id, f.node) for f in fit_pending(cluster)]
+    [('p', None), ('q', 'a')]
+    """
+    index = cluster.index
+    free_gpus = {n.id: n.gpus - int(index.node_used_gpus[p]) for p, n in enumerate(cluster.nodes)}
+    free_cpus = {
+        n.id: scaled(n.cpus) - int(index.node_used_cpus[p]) for p, n in enumerate(cluster.nodes)
+    }
+    free_memory = {
+        n.id: None if n.memory is None else scaled(n.memory) - int(index.node_used_memory[p])
+        for p, n in enumerate(cluster.nodes)
+    }
+    free_extra: dict[str, Counter[str]] = {n.id: Counter(n.resources) for n in cluster.nodes}
+    for task in cluster.tasks:
+        free_extra[task.node].subtract(task.resources)
+    order = sorted(
+        range(len(cluster.pending)),
+        key=lambda i: (
+            -priority_value(cluster.pending[i].priority, cluster.hp_priority),
+            cluster.pending[i].since if cluster.pending[i].since is not None else float("inf"),
+            i,
+        ),
+    )
+    found: dict[int, PendingFit] = {}
+    for position in order:
+        pod = cluster.pending[position]
+        cpus = scaled(pod.cpus)
+        memory = 0 if pod.memory is None else scaled(pod.memory)
+        best: str | None = None
+        why: Counter[str] = Counter()
+        for node in cluster.nodes:
+            refused = refusal(node, pod)
+            if refused is not None:
+                why[refused.split(":")[0]] += 1
+                continue
+            room = free_memory[node.id]
+            if (
+                free_gpus[node.id] < pod.gpus
+                or free_cpus[node.id] < cpus
+                or (room is not None and room < memory)
+                or any(free_extra[node.id][r] < amount for r, amount in pod.resources.items())
+            ):
+                why["K4"] += 1
+                continue
+            if best is None or free_gpus[node.id] < free_gpus[best]:
+                best = node.id
+        if best is None:
+            found[position] = PendingFit(pod, None, _reason(why, len(cluster.nodes)))
+            continue
+        free_gpus[best] -= pod.gpus
+        free_cpus[best] -= cpus
+        room = free_memory[best]
+        if room is not None:
+            free_memory[best] = room - memory
+        free_extra[best].subtract(pod.resources)
+        found[position] = PendingFit(pod, best)
+    return [found[position] for position in range(len(cluster.pending))]
+
+
+def _reason(why: Counter[str], nodes: int) -> str:
+    """Why no node took the pod: the rules that refused, with node counts."""
+    names = {
+        "K1": "closed (NotReady, cordoned or locked)",
+        "K2": "an untolerated taint",
+        "K3": "its selector or node affinity",
+        "K4": "too little free room",
+    }
+    parts = [f"{count} {names.get(rule, rule)}" for rule, count in why.most_common()]
+    return f"no node of {nodes} takes it: " + ", ".join(parts) if parts else "no nodes"
+
+
+def plan_for_pending(
+    cluster: Cluster,
+    method: str = "ipc",
+    *,
+    time_limit: float | None = None,
+    **options: Any,
+) -> tuple[MigrationPlan, list[PendingFit], list[PendingFit]]:
+    """A plan that makes room for the waiting pods that do not fit now.
+
+    ``options`` go to the method (``gpuopt.solve``). Returns the plan (the
+    shortest prefix of waves after which the most waiting pods fit; no moves
+    when all fit already or none can be helped), and the fit of every
+    waiting pod before and after it.
+    """
+    from gpuopt.api import options_of, solve
+
+    before = fit_pending(cluster)
+    largest = max((node.gpus for node in cluster.nodes), default=0)
+    # a pod larger than every node, or asking no GPU, is not helped by emptying nodes
+    unfit = [f.pod for f in before if f.node is None and 0 < f.pod.gpus <= largest]
+    empty = make_plan(cluster, method, [], seconds=0.0)
+    if not unfit:
+        return empty, before, before
+    smallest = min(pod.gpus for pod in unfit)
+    given = cluster.options.model_copy(
+        update={"min_node_gpus": max(smallest, cluster.options.min_node_gpus)}
+    )
+    focused = cluster.model_copy(update={"options": given})
+    if time_limit is not None and "time_limit" in options_of(focused, method):
+        options["time_limit"] = time_limit
+    plan = solve(focused, method, **options)
+    best_plan, best_after = empty, before
+    # every prefix of the move list is a legal plan (moves depend only on earlier moves
+    # that touch their nodes); try each (each wave's end on long plans)
+    ends = [
+        number
+        for number in range(1, len(plan.moves) + 1)
+        if len(plan.moves) <= MAX_PREFIXES
+        or number == len(plan.moves)
+        or plan.moves[number].wave != plan.moves[number - 1].wave
+    ]
+    for end in ends:
+        prefix = plan.moves[:end]
+        after = fit_pending(apply_plan(cluster, prefix))
+        if _score(after, cluster.hp_priority) > _score(best_after, cluster.hp_priority):
+            best_plan = make_plan(
+                cluster,
+                method,
+                [(m.task, m.source, m.to) for m in prefix],
+                seconds=plan.seconds,
+                status="heuristic" if method in ("ipc", "onehop") else "feasible",
+                notes=[*plan.notes, f"for pending: kept {end} of {len(plan.moves)} moves"],
+            )
+            best_after = after
+    return best_plan, before, best_after
+
+
+def _score(fits: Sequence[PendingFit], hp_priority: int) -> list[int]:
+    """The priorities of the pods that fit, highest first: compared as lists, more
+    high-priority pods win, then more pods."""
+    return sorted(
+        (priority_value(f.pod.priority, hp_priority) for f in fits if f.node is not None),
+        reverse=True,
+    )
+
+
+__all__ = ["PendingFit", "fit_pending", "plan_for_pending"]

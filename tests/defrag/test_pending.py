@@ -1,0 +1,71 @@
+"""Waiting pods: where they fit now, which plan makes them fit, and the CLI that shows it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gpuopt
+from gpuopt.cli import main
+from gpuopt.defrag.pending import fit_pending, plan_for_pending
+from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.solution import apply_plan
+
+HALF = {"gpus": 4, "cpus": 8}
+
+
+def cluster(**fields: Any) -> DefragProblem:
+    """Four 8-GPU nodes each half used; node d tainted; a waiting 8-GPU pod."""
+    nodes = [{"id": n, "gpus": 8, "cpus": 64} for n in "abc"]
+    nodes.append(
+        {"id": "d", "gpus": 8, "cpus": 64, "taints": [{"key": "x", "effect": "NoSchedule"}]}
+    )
+    tasks = [{"id": f"t{n}", "node": n, **HALF} for n in "abcd"]
+    pending = [{"id": "big", "gpus": 8, "cpus": 8, "priority": 5}, {"id": "small", "gpus": 2}]
+    return DefragProblem.model_validate(
+        {"nodes": nodes, "tasks": tasks, "pending": pending, **fields}
+    )
+
+
+def test_fit_pending_binds_highest_priority_first_and_names_the_rules() -> None:
+    fits = {fit.pod.id: fit for fit in fit_pending(cluster())}
+    assert fits["big"].node is None
+    assert (
+        fits["big"].reason
+        == "no node of 4 takes it: 3 too little free room, 1 an untolerated taint"
+    )
+    assert fits["small"].node in {"a", "b", "c"}
+
+
+def test_plan_for_pending_makes_the_waiting_pod_fit_with_one_move() -> None:
+    problem = cluster()
+    plan, before, after = plan_for_pending(problem, "ipc")
+    assert gpuopt.violations(problem, plan) == []
+    assert [f.node is not None for f in before] == [False, True]
+    assert all(f.node is not None for f in after)
+    assert len(plan.moves) == 1  # one move frees one node; nothing more is needed
+    moved = plan.moves[0]
+    assert moved.to != "d"  # the tainted node takes no pod that does not tolerate it
+    assert fit_pending(apply_plan(problem, plan.moves))[0].node == moved.source
+
+
+def test_nothing_moves_when_every_waiting_pod_fits_or_none_can_be_helped() -> None:
+    fits = cluster(pending=[{"id": "p", "gpus": 4}])
+    assert plan_for_pending(fits, "ipc")[0].moves == []
+    too_big = cluster(pending=[{"id": "p", "gpus": 16}])
+    assert plan_for_pending(too_big, "ipc")[0].moves == []
+
+
+def test_cli_for_pending_and_diagnose_pending(tmp_path: Path, capsys: Any) -> None:
+    path = tmp_path / "cluster.json"
+    path.write_text(cluster().to_json())
+    out = tmp_path / "plan.json"
+    assert main(["defrag", str(path), "--for-pending", "--out", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "waiting pods that fit: 1 now, 2 after the plan" in shown
+    assert len(json.loads(out.read_text())["moves"]) == 1
+    assert main(["diagnose", str(path), "--pending", "--plan", str(out)]) == 0
+    assert "waiting pods that fit: 1 now, 2 after the plan" in capsys.readouterr().out
+    assert main(["diagnose", str(path)]) == 2
+    assert "give --request SHAPE, --pending, or both" in capsys.readouterr().err
