@@ -87,6 +87,17 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
         return problem, parse_decision(answer, source=where)
     cluster = parse_cluster(raw, source=args.scenario)
     if kind == "plan":
+        if "method" not in answer:  # a plan written by hand: its moves alone, waves as given
+            from gpuopt.defrag.solution import Move
+            from gpuopt.errors import validate_object
+
+            moves = answer["moves"]
+            if not isinstance(moves, list):
+                raise ProblemError(f"{where}: moves must be a list of moves.")
+            return cluster, [
+                validate_object(Move, move, what=f"moves[{number}]", source=where)
+                for number, move in enumerate(moves)
+            ]
         return cluster, parse_plan(answer, source=where)
     if kind == "decision":
         decision = parse_decision(answer, source=where)
@@ -137,8 +148,8 @@ def report(args: argparse.Namespace, problem: Any, result: Any) -> int:
     shown = console(args.quiet)
     if broken:
         return print_violations(shown, broken)
-    if isinstance(result, MigrationPlan):
-        metrics, _ = plan_metrics(problem, result.moves)
+    if isinstance(result, MigrationPlan | list):
+        metrics, _ = plan_metrics(problem, result if isinstance(result, list) else result.moves)
         shown.print(
             f"legal; {metrics.moves} moves in {metrics.waves} waves empty {metrics.emptied} "
             f"nodes, fragmented nodes {metrics.fragmented_before} -> {metrics.fragmented_after}"
