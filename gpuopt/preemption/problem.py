@@ -229,6 +229,12 @@ class PreemptionProblem(IndexedModel):
         fixed = cluster.index.fixed
         may_preempt = shape.preemption_policy != "Never"
         usable = {node.id for node in cluster.nodes if refusal(node, shape) is None}
+        if not usable:
+            raise ProblemError(
+                f"request: no node of {len(cluster.nodes)} may take it by the Kubernetes rules "
+                "K1-K3 (every node is NotReady, cordoned, locked, tainted against it or "
+                "outside its selector or node affinity)."
+            )
         tasks = []
         for task in cluster.tasks:
             if task.node not in usable:

@@ -360,3 +360,66 @@ def test_exact_methods_keep_every_kubernetes_rule(
     limit = {"time_limit": 2} if "time_limit" in gpuopt.options_of(problem, defrag_method) else {}
     plan = gpuopt.solve(problem, defrag_method, **limit)
     assert_legal(problem, plan)
+
+
+# --- placement and preemption keep the rules too ----------------------------------------
+
+REQUEST = {
+    "gpus": 4,
+    "cpus": 8,
+    "tolerations": [{"key": "dedicated", "value": "a"}],
+    "node_affinity": [
+        {
+            "match_expressions": [
+                {"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": ["z0"]}
+            ]
+        }
+    ],
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=kubernetes_clusters, priority=st.integers(0, 2000))
+def test_placement_and_preemption_keep_every_kubernetes_rule(
+    problem: DefragProblem, priority: int
+) -> None:
+    from gpuopt.cluster.model import priority_value
+    from gpuopt.cluster.request import Request
+    from gpuopt.cluster.rules import refusal
+    from gpuopt.placement.nodes import NodePlacementProblem
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    request = Request.model_validate(REQUEST)
+    nodes = {node.id: node for node in problem.nodes}
+    for policy in ("binpack", "spread"):
+        placed = gpuopt.solve(NodePlacementProblem.from_cluster(problem, request), policy)
+        if placed.node is not None:
+            assert refusal(nodes[placed.node], request) is None
+    timed = problem.model_copy(
+        update={
+            "now": 100.0,
+            "tasks": [t.model_copy(update={"start_time": 10.0}) for t in problem.tasks],
+        }
+    )
+    if all(refusal(node, request) is not None for node in timed.nodes):
+        with pytest.raises(gpuopt.ProblemError, match=r"no node of .* may take it"):
+            PreemptionProblem.from_cluster(timed, request, priority=priority)
+        return
+    question = PreemptionProblem.from_cluster(timed, request, priority=priority)
+    tasks = {task.id: task for task in timed.tasks}
+    for method in ("heuristic", "exact"):
+        decision = gpuopt.solve(question, method)
+        assert gpuopt.violations(question, decision) == []
+        if decision.node is not None:
+            assert refusal(nodes[decision.node], request) is None
+        for victim in decision.victims:
+            task = tasks[victim]
+            assert priority_value(task.priority, timed.hp_priority) < priority  # K8
+            assert victim not in timed.index.fixed  # K6
+    never = request.model_copy(update={"preemption_policy": "Never"})
+    assert (
+        gpuopt.solve(
+            PreemptionProblem.from_cluster(timed, never, priority=priority), "exact"
+        ).victims
+        == []
+    )
