@@ -10,8 +10,10 @@ is how a scheduler would bind them in one pass, so "fits" means "fits
 together with the waiting pods before it".
 
 :func:`plan_for_pending` plans defragmentation for the pods that do not fit:
-it runs a method with ``min_node_gpus`` set to the smallest GPU count among
-them (smaller nodes are never emptied for nothing), then keeps the shortest
+it runs a method on the cluster with the tasks locked on every node that
+none of them could use once empty (too small, or closed to them by rules
+K1-K3: such nodes still take tasks, they are just never emptied for
+nothing), then keeps the shortest
 prefix of the plan after which the waiting pods fit best (more of the
 highest priority first, then more pods), so no move is made that the
 waiting pods do not need.
@@ -145,11 +147,27 @@ def plan_for_pending(
     empty = make_plan(cluster, method, [], seconds=0.0)
     if not unfit:
         return empty, before, before
-    smallest = min(pod.gpus for pod in unfit)
-    given = cluster.options.model_copy(
-        update={"min_node_gpus": max(smallest, cluster.options.min_node_gpus)}
+    # only nodes that one of them could use once empty are worth emptying: the tasks on
+    # the others stay (they are still targets), so no move serves nothing
+    worth = {
+        node.id
+        for node in cluster.nodes
+        if any(
+            refusal(node, pod) is None
+            and node.gpus >= pod.gpus
+            and scaled(node.cpus) >= scaled(pod.cpus)
+            and (node.memory is None or pod.memory is None or node.memory >= pod.memory)
+            for pod in unfit
+        )
+    }
+    focused = cluster.model_copy(
+        update={
+            "tasks": [
+                task if task.node in worth else task.model_copy(update={"locked": True})
+                for task in cluster.tasks
+            ]
+        }
     )
-    focused = cluster.model_copy(update={"options": given})
     if time_limit is not None and "time_limit" in options_of(focused, method):
         options["time_limit"] = time_limit
     plan = solve(focused, method, **options)
