@@ -203,8 +203,9 @@ def violations(problem: object, result: Any) -> list[str]:
     """Every rule ``result`` breaks for ``problem`` (an empty list when it is legal).
 
     Dispatches on the problem's type to its independent checker (rules A, D,
-    T, N and P of ``models/``). An allocation result may also be given as its
-    grid, a migration plan as its list of moves.
+    T, N and P of ``models/``). An allocation result's schedule is checked
+    against its grid too (rules S); an allocation result may also be given as
+    its grid, a migration plan as its list of moves.
 
     >>> from gpuopt.allocation.problem import AllocationProblem
     >>> problem = AllocationProblem(gpus=2, horizon=1, tasks=[
@@ -213,8 +214,6 @@ def violations(problem: object, result: Any) -> list[str]:
     ([], 'A2:')
     """
     check, _ = CHECKERS[_problem_type(problem)]
-    if isinstance(problem, AllocationProblem):
-        result = _result_grid(result)
     return check(problem, result)
 
 
