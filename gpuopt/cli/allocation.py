@@ -140,16 +140,17 @@ def run_bench(args: argparse.Namespace) -> int:
             raise ProblemError(f"--plot-dir: {args.plot_dir} exists and is not a folder.")
         Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
     shown = console(args.quiet)
-    from rich.progress import Progress
+    from gpuopt.progress import task
 
-    with Progress(console=shown, transient=True, disable=args.quiet) as progress:
-        task = progress.add_task("benchmark", total=len(paths) * len(methods))
+    with task("bench", total=len(paths) * len(methods)) as progress:  # on stderr (--quiet: off)
+        begun: list[str] = []
 
-        def advance(label: str) -> None:
-            progress.update(task, advance=1, description=label)
+        def begin(label: str) -> None:
+            progress.update(description=f"bench {label}", completed=len(begun))
+            begun.append(label)
 
         rows = bench(
-            paths, methods, repeat=args.repeat, time_limit=args.time_limit, on_progress=advance
+            paths, methods, repeat=args.repeat, time_limit=args.time_limit, on_progress=begin
         )
     print_bench_table(shown, rows, methods)
     if args.plot_dir:
