@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, overload
 
+import gpuopt.progress
 from gpuopt.allocation.cpsat import solve_cpsat
 from gpuopt.allocation.fifo import solve_fifo
 from gpuopt.allocation.greedy import solve_greedy
@@ -385,5 +386,10 @@ def solve(
             raise ProblemError(
                 f"option {name!r} does not apply to method {method!r}; its options: {valid}."
             )
-    result: Result = function(problem, **call)
+    limit = call.get("time_limit", getattr(accepted.get("time_limit"), "default", None))
+    if limit is None:  # a heuristic: its long steps report themselves
+        result: Result = function(problem, **call)
+        return result
+    with gpuopt.progress.task(method, time_limit=limit):  # time used of the limit, when shown
+        result = function(problem, **call)
     return result

@@ -196,20 +196,17 @@ def run_bench(args: argparse.Namespace) -> int:
             raise ProblemError(f"--plot-dir: {args.plot_dir} exists and is not a folder.")
         Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
     shown = console(args.quiet)
-    from rich.console import Console
-    from rich.progress import Progress
+    from gpuopt.progress import task
 
-    # progress and notes go to stderr: stdout carries only the table and its legend
-    progress_console = Console(stderr=True, quiet=args.quiet)
-    hidden = args.quiet or not progress_console.is_terminal
-    with Progress(console=progress_console, transient=True, disable=hidden) as progress:
-        task = progress.add_task("benchmark", total=len(paths) * len(methods))
+    with task("bench", total=len(paths) * len(methods)) as progress:  # on stderr (--quiet: off)
+        begun: list[str] = []
 
-        def advance(label: str) -> None:
-            progress.update(task, advance=1, description=label)
+        def begin(label: str) -> None:
+            progress.update(description=f"bench {label}", completed=len(begun))
+            begun.append(label)
 
         rows = bench(
-            paths, methods, repeat=args.repeat, time_limit=args.time_limit, on_progress=advance
+            paths, methods, repeat=args.repeat, time_limit=args.time_limit, on_progress=begin
         )
     from gpuopt.cli.bench_table import print_bench
 
