@@ -25,6 +25,7 @@ import argparse
 import json
 import statistics
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from gpuopt.io.data import data_folder, trace_folder
 from gpuopt.io.files import write_text_atomic, write_with
 from gpuopt.planning.replay import Policy, replay
 from gpuopt.planning.workload import bandwidths, generate_jobs, openb_jobs, spot_nodes
+from gpuopt.progress import shown
 
 POLICIES = [
     Policy("binpack+topology, cost victims"),
@@ -90,7 +92,8 @@ def main() -> None:
     rows = []
     for stream, jobs in streams:
         for policy in POLICIES + (EXACT_POLICIES if args.exact else []):
-            metrics = replay(nodes, jobs, policy, bandwidth=matrices)
+            with nullcontext() if args.quiet else shown():  # on stderr, after 2 s of a replay
+                metrics = replay(nodes, jobs, policy, bandwidth=matrices)
             row = {"stream": stream, "jobs": len(jobs), **metrics.as_dict()}
             rows.append(row)
             console.print(

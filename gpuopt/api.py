@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, overload
 
+import gpuopt.progress
 from gpuopt.allocation.cpsat import solve_cpsat
 from gpuopt.allocation.fifo import solve_fifo
 from gpuopt.allocation.greedy import solve_greedy
@@ -203,8 +204,9 @@ def violations(problem: object, result: Any) -> list[str]:
     """Every rule ``result`` breaks for ``problem`` (an empty list when it is legal).
 
     Dispatches on the problem's type to its independent checker (rules A, D,
-    T, N and P of ``models/``). An allocation result may also be given as its
-    grid, a migration plan as its list of moves.
+    T, N and P of ``models/``). An allocation result's schedule is checked
+    against its grid too (rules S); an allocation result may also be given as
+    its grid, a migration plan as its list of moves.
 
     >>> from gpuopt.allocation.problem import AllocationProblem
     >>> problem = AllocationProblem(gpus=2, horizon=1, tasks=[
@@ -213,8 +215,6 @@ def violations(problem: object, result: Any) -> list[str]:
     ([], 'A2:')
     """
     check, _ = CHECKERS[_problem_type(problem)]
-    if isinstance(problem, AllocationProblem):
-        result = _result_grid(result)
     return check(problem, result)
 
 
@@ -386,5 +386,10 @@ def solve(
             raise ProblemError(
                 f"option {name!r} does not apply to method {method!r}; its options: {valid}."
             )
-    result: Result = function(problem, **call)
+    limit = call.get("time_limit", getattr(accepted.get("time_limit"), "default", None))
+    if limit is None:  # a heuristic: its long steps report themselves
+        result: Result = function(problem, **call)
+        return result
+    with gpuopt.progress.task(method, time_limit=limit):  # time used of the limit, when shown
+        result = function(problem, **call)
     return result

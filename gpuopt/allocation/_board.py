@@ -14,8 +14,7 @@ from operator import or_
 
 import numpy as np
 
-from gpuopt.allocation.problem import AllocationIndex
-from gpuopt.allocation.solution import Grid
+from gpuopt.allocation.problem import AllocationIndex, Grid
 
 
 class Board:

@@ -147,30 +147,6 @@ class CpsatModel:
         hint_all(self.model, variables, hinted)
 
 
-def _progress_callback(cp_model: Any, solver: Any, progress: Progress, offset: float) -> Any:
-    """A solution callback (and bound callback) that reports ``(seconds, incumbent, bound)``."""
-    state: dict[str, float | None] = {"incumbent": None, "bound": None}
-
-    class Reporter(cp_model.CpSolverSolutionCallback):  # type: ignore[misc]
-        def on_solution_callback(self) -> None:
-            state["incumbent"] = self.objective_value / SCALE + offset
-            state["bound"] = self.best_objective_bound / SCALE + offset
-            progress(self.wall_time, state["incumbent"], state["bound"])
-
-    reporter = Reporter()
-
-    def on_bound(bound: float) -> None:
-        state["bound"] = bound / SCALE + offset
-        progress(
-            reporter.wall_time if state["incumbent"] is not None else 0.0,
-            state["incumbent"],
-            state["bound"],
-        )
-
-    solver.best_bound_callback = on_bound
-    return reporter
-
-
 def solve_cpsat(
     problem: AllocationProblem,
     *,
@@ -235,10 +211,6 @@ def solve_cpsat(
             bound=None,
             status="time_limit",
         )
-    solver = cp_model.CpSolver()
-    callback = None
-    if progress is not None:
-        callback = _progress_callback(cp_model, solver, progress, patterns.fixed_value)
     outcome = run_cpsat(
         cp_model,
         model.model,
@@ -246,8 +218,9 @@ def solve_cpsat(
         seed=seed,
         threads=threads,
         log=log,
-        solver=solver,
-        callback=callback,
+        progress=progress,
+        scale=SCALE,
+        offset=patterns.fixed_value,
     )
     grid = None
     bound = None

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+import gpuopt.progress
 from gpuopt.allocation._board import Board, realtime_curves, running_count
 from gpuopt.allocation.problem import AllocationIndex, AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Grid, make_result
@@ -84,6 +85,8 @@ def _key_arrival_first(index: AllocationIndex, b: int) -> tuple[float, ...]:
 #: the improvement pass (chosen on seeded random instances: together they beat
 #: any single order by about 3 %).
 ORDERS: tuple[OrderKey, ...] = (_key_urgent_first, _key_value_first, _key_arrival_first)
+#: Tasks placed between two progress reports (a report per task would cost the fast path).
+PROGRESS_EVERY = 512
 
 
 def _lowest_bits(mask: int, count: int) -> list[int]:
@@ -235,15 +238,26 @@ def _place_earliest(board: Board, b: int, trade: bool = False) -> bool:
     return True
 
 
-def _construct(base: Board, order: list[int]) -> Board:
+def _construct(
+    base: Board, order: list[int], shown: gpuopt.progress.Task = gpuopt.progress.NO_TASK
+) -> Board:
     board = base.copy()
     board.trade_budget = TRADE_BUDGET
-    for b in order:
+    for placed, b in enumerate(order, start=1):
         _place_earliest(board, b, trade=True)
+        if not placed % PROGRESS_EVERY:
+            shown.advance(PROGRESS_EVERY)
+    shown.update(completed=len(order))
     return board
 
 
-def _improve(board: Board, pending: list[int], max_attempts: int, deadline: float) -> Board:
+def _improve(
+    board: Board,
+    pending: list[int],
+    max_attempts: int,
+    deadline: float,
+    shown: gpuopt.progress.Task = gpuopt.progress.NO_TASK,
+) -> Board:
     """Make room for left-out tasks by re-placing one placed task.
 
     For each task left out (by priority), try up to :data:`VICTIMS` placed
@@ -260,7 +274,9 @@ def _improve(board: Board, pending: list[int], max_attempts: int, deadline: floa
     left_out = sorted(
         (b for b in pending if b not in board.starts), key=lambda b: (-priority[b], b)
     )
+    shown.update(description="greedy: making room", completed=0, total=len(left_out))
     for u in left_out:
+        shown.advance()  # each costs a sort of the placed tasks: one call more is nothing
         window_lo = batch.arrival[u]
         window_hi = batch.last_start[u] + batch.duration[u]
         movable = [
@@ -318,21 +334,23 @@ def greedy_grid(
     best: Board | None = None
     best_value = -np.inf
     seen: set[tuple[int, ...]] = set()
-    for key in orders:
-        order = tuple(sorted(pending, key=lambda b, key=key: key(index, b)))  # type: ignore[misc]
-        if order in seen:
-            continue
-        seen.add(order)
-        board = _construct(base, list(order))
-        if board.objective > best_value + 1e-9:
-            best, best_value = board, board.objective
-        if all(board.starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending):
-            break  # every task starts on arrival: each has its best value, no order does better
-    assert best is not None
-    if improve and len(best.starts) < index.num_batch:
-        budget = 2 * len(pending) if max_attempts is None else max_attempts
-        deadline = np.inf if time_limit is None else started + time_limit
-        best = _improve(best, pending, budget, float(deadline))
+    with gpuopt.progress.task("greedy", total=len(pending)) as shown:
+        for number, key in enumerate(orders, start=1):
+            order = tuple(sorted(pending, key=lambda b, key=key: key(index, b)))  # type: ignore[misc]
+            if order in seen:
+                continue
+            seen.add(order)
+            shown.update(description=f"greedy: order {number} of {len(orders)}", completed=0)
+            board = _construct(base, list(order), shown)
+            if board.objective > best_value + 1e-9:
+                best, best_value = board, board.objective
+            if all(board.starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending):
+                break  # every task starts on arrival: each has its best value, none does better
+        assert best is not None
+        if improve and len(best.starts) < index.num_batch:
+            budget = 2 * len(pending) if max_attempts is None else max_attempts
+            deadline = np.inf if time_limit is None else started + time_limit
+            best = _improve(best, pending, budget, float(deadline), shown)
     best.bind_realtime(best.counts, realtime_order)
     return best.grid()
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+import gpuopt.progress
 from gpuopt.allocation.patterns import PatternSet, WarmStart, finish, warm_start
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
@@ -402,16 +403,10 @@ def solve_milp(
                     solver_limit -= 1.0
                 if solver_limit < (1.0 if solver == "glpk" else 0.1):  # glpk: whole seconds
                     raise DeadlineExceeded
-            values, status, bound = _solve_pyomo(
-                model,
-                data,
-                solver,
-                solver_limit,
-                seed,
-                threads,
-                use_start,
-                log,
-            )
+            with gpuopt.progress.task(f"{solver} (Pyomo)", time_limit=solver_limit):
+                values, status, bound = _solve_pyomo(
+                    model, data, solver, solver_limit, seed, threads, use_start, log
+                )
     except DeadlineExceeded:
         pass  # the warm start (or the empty plan) comes back with status time_limit
     grid = None if values is None else data.patterns.decode(*data.read(values))

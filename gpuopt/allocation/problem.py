@@ -21,6 +21,8 @@ from gpuopt.errors import problem_error_from
 BatchKind = Literal["training", "batch_inference", "quantization"]
 TaskKind = Literal["training", "batch_inference", "quantization", "realtime"]
 BATCH_KINDS: tuple[str, ...] = ("training", "batch_inference", "quantization")
+#: A plan: ``grid[t][g]`` is the id of the task on GPU ``g`` at step ``t``, or None.
+Grid = list[list[str | None]]
 
 #: Largest cluster and horizon a scenario may describe (a grid of 2^16 GPUs x
 #: 10,000 steps is already far beyond what the methods are meant for).
@@ -449,6 +451,7 @@ __all__ = [
     "MAX_TASKS",
     "AllocationIndex",
     "AllocationProblem",
+    "Grid",
     "Running",
     "Task",
     "is_power_of_two",

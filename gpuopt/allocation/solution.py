@@ -1,9 +1,10 @@
 """Allocation results, the independent checker and the evaluator.
 
 :func:`violations` checks any grid against the five rules of DESIGN.md section
-1 (labels A1..A5 of ``models/allocation.md``) and :func:`evaluate` computes the
-objective and metrics exactly as defined there. Neither knows anything about
-the methods that produced the grid.
+1 (labels A1..A5 of ``models/allocation.md``), and a result's schedule against
+its grid (S1..S4, built in :mod:`gpuopt.allocation.schedule`); :func:`evaluate`
+computes the objective and metrics exactly as defined there. Neither knows
+anything about the methods that produced the grid.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuopt.allocation.problem import AllocationProblem
+from gpuopt.allocation.problem import AllocationProblem, Grid
+from gpuopt.allocation.schedule import ScheduleEntry, build_schedule, schedule_violations
 from gpuopt.errors import short
 from gpuopt.result import Result
 from gpuopt.result import Status as ResultStatus
 
-Grid = list[list[str | None]]
 #: The statuses allocation methods report (values of :class:`gpuopt.Status`).
 Status = Literal["optimal", "feasible", "time_limit", "infeasible", "error"]
 
@@ -50,8 +51,12 @@ class AllocationResult(Result):
     """The result contract of DESIGN.md section 5.
 
     ``grid[t][g]`` is the id of the task on GPU ``g`` at step ``t``, or None.
-    ``bound`` and ``gap`` are filled by exact methods only. Unknown fields in
-    a result JSON are ignored (the contract may gain optional fields).
+    ``schedule`` reads the grid task by task (one entry per task: status,
+    start, end, GPUs, or why it was left out; ``models/allocation.md``
+    section 12); results written before it existed load with ``schedule``
+    None. ``bound`` and ``gap`` are filled by exact methods only. Unknown
+    fields in a result JSON are ignored (the contract may gain optional
+    fields).
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -62,10 +67,11 @@ class AllocationResult(Result):
     name: str | None = None
     grid: Grid
     metrics: Metrics
+    schedule: list[ScheduleEntry] | None = None
 
     def violations(self, problem: AllocationProblem) -> list[str]:
-        """Rule breaches of this result's grid for ``problem`` (empty when legal)."""
-        return violations(problem, self.grid)
+        """Rule breaches of this result's grid and schedule for ``problem`` (empty when legal)."""
+        return violations(problem, self)
 
     def is_feasible(self, problem: AllocationProblem) -> bool:
         return not self.violations(problem)
@@ -133,18 +139,23 @@ def occupancy(
 
 
 # --------------------------------------------------------------------------- checker
-def violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) -> list[str]:
-    """Every breach of the five allocation rules in ``grid`` (empty list when legal).
+def violations(
+    problem: AllocationProblem, solution: AllocationResult | Sequence[Sequence[Any]]
+) -> list[str]:
+    """Every breach of the five allocation rules in a grid (empty list when legal).
 
     Each message starts with the label of the broken rule (``A1``..``A5`` as in
-    ``models/allocation.md``) or ``grid`` for a malformed grid.
+    ``models/allocation.md``) or ``grid`` for a malformed grid. A result's
+    schedule, when it has one, must also agree with its grid (``S1``..``S4``,
+    section 12 there); a result without one is checked on its grid alone.
 
     Parameters
     ----------
     problem
         The scenario the grid claims to solve.
-    grid
-        ``grid[t][g]``: task id on GPU ``g`` at step ``t`` or None.
+    solution
+        An :class:`AllocationResult`, or its grid: ``grid[t][g]`` is the task
+        id on GPU ``g`` at step ``t`` or None.
 
     Examples
     --------
@@ -153,6 +164,26 @@ def violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) -> lis
     >>> violations(p, [["a", "a"], ["a", None]])
     ["A5: task 'a' changes GPUs from [0, 2) to [0, 1) at step 1"]
     """
+    if isinstance(solution, AllocationResult):
+        return result_violations(problem, solution.grid, solution.schedule)
+    return _grid_violations(problem, solution)
+
+
+def result_violations(
+    problem: AllocationProblem,
+    grid: Sequence[Sequence[Any]],
+    schedule: Sequence[ScheduleEntry] | None,
+) -> list[str]:
+    """A1..A5 on ``grid``, then S1..S4 on ``schedule`` against it (None: no schedule to check)."""
+    found = _grid_violations(problem, grid)
+    # S1-S4: a schedule is read against a grid of the right shape only
+    if schedule is not None and not _shape_violations(problem, grid):
+        found.extend(schedule_violations(problem, grid, schedule))
+    return found
+
+
+def _grid_violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) -> list[str]:
+    """A1..A5 on a grid (``grid:`` messages alone when its shape is wrong)."""
     found = _shape_violations(problem, grid)
     if found:
         return found
@@ -343,6 +374,7 @@ def make_result(
         status=status,
         seconds=seconds,
         metrics=evaluation.metrics,
+        schedule=build_schedule(problem, grid),
     )
 
 
@@ -361,11 +393,13 @@ __all__ = [
     "Evaluation",
     "Grid",
     "Metrics",
+    "ScheduleEntry",
     "Status",
     "evaluate",
     "load_result",
     "make_result",
     "occupancy",
     "relative_gap",
+    "result_violations",
     "violations",
 ]

@@ -66,10 +66,12 @@ def draw_allocation(args: argparse.Namespace, problem: Any, result: Any, path: s
 
 
 def show_allocation(args: argparse.Namespace, shown: Any, problem: Any, result: Any) -> None:
-    """With ``--report``, risks and idle windows; then one line of figures."""
+    """With ``--report``, the schedule, risks and idle windows; then the figures and what
+    was left out."""
     if args.report:
         from gpuopt.planning.rolling import coverage_risks, idle_windows
 
+        print_schedule(shown, problem, result.schedule)
         print_plan_report(shown, coverage_risks(problem, result), idle_windows(problem, result))
     metrics = result.metrics
     shown.print(
@@ -79,6 +81,60 @@ def show_allocation(args: argparse.Namespace, shown: Any, problem: Any, result: 
         f"{result.seconds * 1000:.2f} ms"
         + (f", bound {result.bound:,.2f}, gap {result.gap:.2%}" if result.gap is not None else "")
     )
+    for line in left_out_lines(result.schedule):
+        shown.print(line)
+
+
+def left_out_lines(schedule: Any, *, most: int = 8) -> list[str]:
+    """What the plan leaves out: a count, then one line per reason with the task ids."""
+    from gpuopt.allocation.schedule import REASON_TEXT, left_out_groups
+
+    groups = left_out_groups(schedule)
+    batch = sum(entry.kind != "realtime" for entry in schedule)
+    if not groups:
+        return [f"left out: none of {batch} batch tasks"]
+    total = sum(len(ids) for ids in groups.values())
+    lines = [f"left out: {total} of {batch} batch tasks"]
+    for reason, ids in groups.items():
+        named = ", ".join(repr(task_id) for task_id in ids[:most])
+        more = f" and {len(ids) - most} more" if len(ids) > most else ""
+        lines.append(f"  {reason} ({REASON_TEXT.get(reason, 'no reason given')}): {named}{more}")
+    return lines
+
+
+def print_schedule(shown: Any, problem: Any, schedule: Any) -> None:
+    """The schedule as a table: one row per task, steps with their clock time."""
+    from rich.table import Table
+
+    minutes = problem.step_minutes
+
+    def at(step: int | None) -> str:
+        return "-" if step is None else f"{step} ({step * minutes / 60:g} h)"
+
+    table = Table(
+        title=f"schedule: {problem.horizon} steps of {minutes} min; start and end as step "
+        "(hours from the plan's start); end is the step by which a task finishes",
+        title_justify="left",
+    )
+    for column in ("task", "kind", "status", "start", "end", "GPUs", "note"):
+        table.add_column(column, justify="right" if column in ("start", "end") else "left")
+    for entry in schedule:
+        gpus = "-"
+        note = ""
+        if entry.first_gpu is not None and entry.gpus is not None:
+            last = entry.first_gpu + entry.gpus - 1
+            gpus = f"{entry.first_gpu}{'' if entry.gpus == 1 else f'-{last}'} ({entry.gpus})"
+        if entry.kind == "realtime":
+            note = (
+                f"served {entry.served}/{entry.demand} GPU-steps, shortfall {entry.shortfall}, "
+                f"held {entry.held}"
+            )
+        elif entry.left_out:
+            note = f"{entry.reason}: {entry.detail}"
+        table.add_row(
+            entry.id, entry.kind, entry.status, at(entry.start), at(entry.end), gpus, note
+        )
+    shown.print(table)
 
 
 # --------------------------------------------------------------------------- generate
@@ -140,20 +196,17 @@ def run_bench(args: argparse.Namespace) -> int:
             raise ProblemError(f"--plot-dir: {args.plot_dir} exists and is not a folder.")
         Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
     shown = console(args.quiet)
-    from rich.console import Console
-    from rich.progress import Progress
+    from gpuopt.progress import task
 
-    # progress and notes go to stderr: stdout carries only the table and its legend
-    progress_console = Console(stderr=True, quiet=args.quiet)
-    hidden = args.quiet or not progress_console.is_terminal
-    with Progress(console=progress_console, transient=True, disable=hidden) as progress:
-        task = progress.add_task("benchmark", total=len(paths) * len(methods))
+    with task("bench", total=len(paths) * len(methods)) as progress:  # on stderr (--quiet: off)
+        begun: list[str] = []
 
-        def advance(label: str) -> None:
-            progress.update(task, advance=1, description=label)
+        def begin(label: str) -> None:
+            progress.update(description=f"bench {label}", completed=len(begun))
+            begun.append(label)
 
         rows = bench(
-            paths, methods, repeat=args.repeat, time_limit=args.time_limit, on_progress=advance
+            paths, methods, repeat=args.repeat, time_limit=args.time_limit, on_progress=begin
         )
     from gpuopt.cli.bench_table import print_bench
 
@@ -212,7 +265,8 @@ def add_commands(commands: Any) -> None:
     allocate.add_argument(
         "--report",
         action="store_true",
-        help="also list realtime coverage risks and idle windows of the plan",
+        help="also print the schedule (every task's status, start and end step, GPUs, and why "
+        "a task was left out) and the realtime coverage risks and idle windows of the plan",
     )
     add_quiet(allocate)
     allocate.set_defaults(run=run_allocate)

@@ -14,7 +14,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from gpuopt.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, Parser
+from gpuopt.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Parser,
+    progress_display,
+)
 from gpuopt.errors import ProblemError
 
 
@@ -45,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # usage errors (exit 2), --help and --version (exit 0)
             return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
-        code: int = args.run(args)
+        with progress_display(args):
+            code: int = args.run(args)
         return code
     except ProblemError as exc:
         print(f"gpuopt: error: {exc}", file=sys.stderr)

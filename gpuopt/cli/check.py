@@ -160,9 +160,9 @@ def report(args: argparse.Namespace, problem: Any, result: Any) -> int:
 
 
 def check_allocation(args: argparse.Namespace, raw: Any, data: Any) -> int:
-    """A result (or a bare grid) against its scenario."""
+    """A result (or a bare grid) against its scenario; a result's schedule against its grid."""
     from gpuopt.allocation.problem import parse_problem
-    from gpuopt.allocation.solution import evaluate, violations
+    from gpuopt.allocation.solution import evaluate, result_violations
 
     problem = parse_problem(raw, source=args.scenario)
     grid = data.get("grid") if isinstance(data, dict) else data
@@ -171,7 +171,8 @@ def check_allocation(args: argparse.Namespace, raw: Any, data: Any) -> int:
             f"{args.result}: expected an allocation result (with a grid) or a bare grid for a "
             f"scenario, got {kind_of(data)}."
         )
-    broken = violations(problem, grid)
+    schedule = read_schedule(args, data)
+    broken = result_violations(problem, grid, schedule)  # A1-A5, then S1-S4
     shown = console(args.quiet)
     if broken:
         return print_violations(shown, broken)
@@ -179,8 +180,27 @@ def check_allocation(args: argparse.Namespace, raw: Any, data: Any) -> int:
     shown.print(
         f"legal; objective {evaluation.objective:,.2f}, "
         f"utilization {evaluation.metrics.utilization:.1%}, value {evaluation.metrics.value:,.0f}"
+        + ("" if schedule is None else f"; the schedule of {len(schedule)} tasks agrees")
     )
     return EXIT_OK
+
+
+def read_schedule(args: argparse.Namespace, data: Any) -> Any:
+    """The result's schedule (None for a bare grid or a result written before schedules)."""
+    from pydantic import BaseModel, ValidationError
+
+    from gpuopt.allocation.schedule import ScheduleEntry
+    from gpuopt.errors import problem_error_from
+
+    class Scheduled(BaseModel):  # only the schedule, so that errors name "schedule[i]"
+        schedule: list[ScheduleEntry]
+
+    if not isinstance(data, dict) or data.get("schedule") is None:
+        return None
+    try:
+        return Scheduled.model_validate({"schedule": data["schedule"]}).schedule
+    except ValidationError as exc:
+        raise problem_error_from(exc, source=args.result) from None
 
 
 def add_commands(commands: Any) -> None:

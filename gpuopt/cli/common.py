@@ -2,7 +2,8 @@
 
 The parser class (one-line errors, exit 2), the argparse number types, the
 flags that several commands take (each defined once here), the exit codes,
-output checks, the console, and :func:`solve_command`: the one skeleton of a
+output checks, the console, the progress display (:func:`progress_display`,
+on around every command) and :func:`solve_command`: the one skeleton of a
 command that solves something.
 
 A command module has ``add_commands(commands)``, which adds its sub-parsers
@@ -187,6 +188,22 @@ def console(quiet: bool = False) -> Any:
     return shown
 
 
+def progress_display(args: argparse.Namespace) -> AbstractContextManager[None]:
+    """Progress of the command's long steps on stderr (:mod:`gpuopt.progress`).
+
+    Shown only when stderr is a terminal and the command was not given
+    ``--quiet``, once the command has run for two seconds
+    (:data:`gpuopt.progress.SHOW_AFTER`), and only while a long step runs: it
+    is cleared when the step ends, before the command prints on stdout.
+    """
+    from contextlib import nullcontext
+
+    from gpuopt.progress import shown
+
+    wanted = sys.stderr.isatty() and not getattr(args, "quiet", False)
+    return shown() if wanted else nullcontext()
+
+
 #: A quoted id (kept whole, so two tasks never group together), or a number outside quotes.
 _NUMBERS_OUTSIDE_QUOTES = re.compile(r"'[^']*'|(\d+)")
 
@@ -353,6 +370,7 @@ __all__ = [
     "positive_seconds",
     "print_plan_report",
     "print_violations",
+    "progress_display",
     "seed_number",
     "solve_command",
     "worker_count",

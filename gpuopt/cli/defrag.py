@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 from gpuopt.cli.common import (
@@ -140,9 +139,9 @@ def defrag_options(args: argparse.Namespace, problem: Any) -> dict[str, Any]:
 
 @contextmanager
 def ipc_session(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
-    """For ipc, the executor (``--scheduler``) and the progress bar, live around the solve."""
-    with executor_for(args.scheduler) as executor, progress_bar(args.quiet) as progress:
-        yield {"executor": executor, "progress": progress} if args.method == "ipc" else {}
+    """For ipc, the executor (``--scheduler``), live around the solve."""
+    with executor_for(args.scheduler) as executor:
+        yield {"executor": executor} if args.method == "ipc" else {}
 
 
 @contextmanager
@@ -163,34 +162,6 @@ def executor_for(address: str | None) -> Iterator[Any]:
         raise ProblemError(f"--scheduler: cannot reach {address} ({exc}).") from None
     with client:
         yield client
-
-
-@contextmanager
-def progress_bar(quiet: bool) -> Iterator[Any]:
-    """A rich progress bar on stderr over the partitions of each round (None when quiet)."""
-    if quiet:
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    bar = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
-    rounds: dict[int, Any] = {}
-
-    def advance(done: int, total: int, round_number: int) -> None:
-        if round_number not in rounds:
-            rounds[round_number] = bar.add_task(f"round {round_number} partitions", total=total)
-        bar.update(rounds[round_number], completed=done)
-
-    with bar if sys.stderr.isatty() else nullcontext():
-        yield advance if sys.stderr.isatty() else None
 
 
 def draw_defrag(problem: Any, plan: Any, path: str) -> None:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+import gpuopt.progress
 from gpuopt.defrag._shard import NO_LIMIT, Shard, empty_nodes
 from gpuopt.defrag.problem import DefragProblem, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
@@ -326,7 +327,10 @@ def _run(
     status: Any = "heuristic"
     notes = _exact_notes(exact, exact_nodes, group_budget, num_nodes, parts)
     moved_in_group: dict[int, set[int]] = {}
-    with _executor_for(executor, workers, num_nodes, parts) as pool:
+    with (
+        _executor_for(executor, workers, num_nodes, parts) as pool,
+        gpuopt.progress.task(method, time_limit=time_limit) as shown,
+    ):
         for round_number in range(rounds):
             remaining = _search_seconds(deadline, index.num_tasks, len(state.moves))
             if remaining is not None and remaining <= 0:
@@ -357,9 +361,12 @@ def _run(
                 for i, nodes in enumerate(partitions)
             ]
             jobs = [_submit(pool, shard) for shard in shards]
+            description = f"{method} round {round_number + 1}: partitions"
+            shown.update(description=description, completed=0, total=len(jobs))
             gained = 0
             for done, (job, shard) in enumerate(zip(jobs, shards, strict=True), start=1):
                 moves = _result(job, shard, round_number + 1, done, notes)
+                shown.advance()
                 if moves is None:
                     status = "partial"
                     continue

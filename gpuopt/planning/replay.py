@@ -61,6 +61,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+import gpuopt.progress
 from gpuopt.api import solve
 from gpuopt.defrag.problem import scaled
 from gpuopt.placement.nodes import MAX_TOPOLOGY_GPUS, GpuTopology, gpu_topology, rank_nodes
@@ -357,6 +358,22 @@ def replay(
     >>> m.finished, m.preemptions, m.eight_gpu_on_arrival
     (2, 0, 1.0)
     """
+    with gpuopt.progress.task(f"replay {policy.name}: jobs finished", total=len(jobs)) as shown:
+
+        def show(done: int, total: int) -> None:
+            shown.update(completed=done, total=total)
+
+        progress = progress or (show if shown.active else None)
+        return _replay(nodes, jobs, policy, bandwidth, progress)
+
+
+def _replay(
+    nodes: Sequence[ClusterNode],
+    jobs: Sequence[Job],
+    policy: Policy,
+    bandwidth: dict[str, np.ndarray] | None,
+    progress: Callable[[int, int], None] | None,
+) -> Metrics:
     started = time.perf_counter()
     if policy.victims not in (*PREEMPTION_METHODS, "random"):
         raise ValueError(

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+import gpuopt.progress
 from gpuopt.allocation.problem import AllocationProblem, Task
 from gpuopt.allocation.solution import AllocationResult, make_result, violations
 from gpuopt.errors import ProblemError
@@ -519,20 +520,22 @@ def rolling_replay(
         arrival = 0 if task.running is not None or task.is_realtime else task.arrival
         by_arrival.setdefault(arrival, []).append(task)
     truth = {t.id: list(t.demand or []) for t in scenario.tasks if t.is_realtime}
-    for now in range(scenario.horizon):
-        ahead = planner.horizon_at(now)
-        # the current step's demand is observed; the steps after it are forecast
-        forecasts: dict[str, Sequence[float]] = {
-            task_id: [
-                float(curve[now]),
-                *(
-                    v * (1 + headroom)
-                    for v in forecaster(task_id, curve[: now + 1], now + 1, ahead - 1)
-                ),
-            ]
-            for task_id, curve in truth.items()
-        }
-        planner.step(now, by_arrival.get(now, []), forecasts)
+    with gpuopt.progress.task(f"rolling {method}: steps", total=scenario.horizon) as shown:
+        for now in range(scenario.horizon):
+            ahead = planner.horizon_at(now)
+            # the current step's demand is observed; the steps after it are forecast
+            forecasts: dict[str, Sequence[float]] = {
+                task_id: [
+                    float(curve[now]),
+                    *(
+                        v * (1 + headroom)
+                        for v in forecaster(task_id, curve[: now + 1], now + 1, ahead - 1)
+                    ),
+                ]
+                for task_id, curve in truth.items()
+            }
+            planner.step(now, by_arrival.get(now, []), forecasts)
+            shown.advance()
     seconds = time.perf_counter() - started
     grid = planner.rows
     rolling = make_result(scenario, grid, method=f"rolling-{method}", seconds=seconds)

@@ -38,6 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+import gpuopt.progress
 from gpuopt.errors import ProblemError, short
 from gpuopt.preemption.greedy import (
     Deficits,
@@ -261,37 +262,40 @@ def stage_two_exact(
     hopeful = hopeful[np.argsort(lower[hopeful], kind="stable")]  # node order within a bound
     best_key: tuple[int, int, int, int, int] | None = None
     best_victims: list[int] = []
-    for entry in hopeful.tolist():
-        if lower[entry] > bound:
-            break
-        node = int(deficits.nodes[entry])
-        need_gpus, need_cpus = int(deficits.gpus[entry]), int(deficits.cpus[entry])
-        segments = index.lp_by_cost(holding(need_gpus, need_cpus))  # tasks that can help
-        tasks = np.sort(segments.tasks[segments.start[node] : segments.end[node]])
-        if len(tasks) > min(enumerate_limit, MAX_ENUMERATE):
-            _check_cells(index, node, tasks, need_gpus, need_cpus)
-        cover = cheapest_cover(
-            index.task_gpus[tasks].tolist(),
-            index.task_cpus[tasks].tolist(),
-            index.task_cost[tasks].tolist(),
-            need_gpus,
-            need_cpus,
-            bound=bound,
-            enumerate_limit=enumerate_limit,
-        )
-        if cover is None:
-            continue
-        key = (
-            cover.cost,
-            cover.count,
-            int(index.node_free_gpus[node]) + cover.gpus,
-            int(index.node_free_cpus[node]) + cover.cpus,
-            node,
-        )
-        if best_key is None or key < best_key:
-            best_key = key
-            best_victims = [int(tasks[item]) for item in cover.chosen]
-            bound = cover.cost
+    with gpuopt.progress.task("preemption exact: nodes", total=len(hopeful)) as shown:
+        for searched, entry in enumerate(hopeful.tolist()):
+            if lower[entry] > bound:
+                break
+            if shown.active:  # the best cost so far, and no node left can cost less than its bound
+                shown.update(completed=searched, incumbent=bound, bound=float(lower[entry]))
+            node = int(deficits.nodes[entry])
+            need_gpus, need_cpus = int(deficits.gpus[entry]), int(deficits.cpus[entry])
+            segments = index.lp_by_cost(holding(need_gpus, need_cpus))  # tasks that can help
+            tasks = np.sort(segments.tasks[segments.start[node] : segments.end[node]])
+            if len(tasks) > min(enumerate_limit, MAX_ENUMERATE):
+                _check_cells(index, node, tasks, need_gpus, need_cpus)
+            cover = cheapest_cover(
+                index.task_gpus[tasks].tolist(),
+                index.task_cpus[tasks].tolist(),
+                index.task_cost[tasks].tolist(),
+                need_gpus,
+                need_cpus,
+                bound=bound,
+                enumerate_limit=enumerate_limit,
+            )
+            if cover is None:
+                continue
+            key = (
+                cover.cost,
+                cover.count,
+                int(index.node_free_gpus[node]) + cover.gpus,
+                int(index.node_free_cpus[node]) + cover.cpus,
+                node,
+            )
+            if best_key is None or key < best_key:
+                best_key = key
+                best_victims = [int(tasks[item]) for item in cover.chosen]
+                bound = cover.cost
     if best_key is None:  # unreachable: the heuristic's node has a cover within its bound
         raise AssertionError("no exact cover within the heuristic's cost")
     return best_key[4], best_victims

@@ -15,19 +15,19 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 import numpy as np
 
+import gpuopt.progress
 from gpuopt.solvers import require
 from gpuopt.solvers.deadline import Deadline, DeadlineExceeded, overhead_seconds, solver_limit
 from gpuopt.solvers.quiet import solver_output
 
 #: ``progress(seconds, incumbent, bound)``: how the search moves (None: not known yet).
-Progress = Callable[[float, float | None, float | None], None]
+Progress = gpuopt.progress.SearchProgress
 #: HiGHS options: prove optimality to 1e-6 rather than HiGHS's default 1e-4 relative gap.
 HIGHS_OPTIONS = {"mip_rel_gap": 1e-6}
 Status = Literal["optimal", "feasible", "time_limit", "infeasible", "error"]
@@ -207,7 +207,9 @@ def solve_rows(
     ones run here, with what is left minus the stretch HiGHS may run without
     reading its clock, and are not started when that leaves too little
     (:func:`gpuopt.solvers.deadline.solver_limit`). Either way, no values and
-    no bound come back when HiGHS could not be started in time.
+    no bound come back when HiGHS could not be started in time. Without
+    ``progress``, the search is shown on the progress display when one is on
+    (:mod:`gpuopt.progress`).
     """
     highspy = require("highspy", "milp")
     if data.num_cols == 0:
@@ -238,7 +240,8 @@ def solve_rows(
             "start": None if start is None else np.asarray(start, dtype=np.float64),
             "deadline": deadline.wall_clock(),
         }
-        return _solve_in_child(job, deadline, progress)
+        with gpuopt.progress.search("HiGHS", progress, deadline.remaining()) as report:
+            return _solve_in_child(job, deadline, report)
     try:
         solver_limit(deadline, "highs", nonzeros, data.num_cols)
     except DeadlineExceeded:
@@ -250,8 +253,6 @@ def solve_rows(
     for option, value in settings.items():
         highs.setOptionValue(option, value)
     highs.passModel(*_model_arguments(highspy, data, families))
-    if progress is not None:
-        report_progress(highs, progress)
     if start is not None:
         solution = highspy.HighsSolution()
         solution.col_value = start.tolist()
@@ -262,7 +263,9 @@ def solve_rows(
         if left <= overhead:  # passing the model took longer than estimated
             return None, "time_limit", None
         highs.setOptionValue("time_limit", left - overhead)
-    with solver_output(log):
+    with gpuopt.progress.search("HiGHS", progress, left) as report, solver_output(log):
+        if report is not None:
+            report_progress(highs, report)
         highs.run()
     model_status = highs.getModelStatus()
     info = highs.getInfo()
