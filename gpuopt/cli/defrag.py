@@ -504,13 +504,13 @@ def add_kubectl_options(snap: argparse.ArgumentParser) -> None:
         "--critical-priority",
         type=priority,
         default=CRITICAL_PRIORITY,
-        help=f"kubectl: pods at or above this priority never move (default {CRITICAL_PRIORITY:,})",
+        help=f"kubectl: pods at or above this priority never move (default {CRITICAL_PRIORITY})",
     )
     snap.add_argument(
         "--hp-priority",
         type=priority,
         default=KUBE_HP_PRIORITY,
-        help=f"kubectl: pods at or above this priority are HP (default {KUBE_HP_PRIORITY:,})",
+        help=f"kubectl: pods at or above this priority are HP (default {KUBE_HP_PRIORITY})",
     )
     snap.add_argument(
         "--allow-emptydir",

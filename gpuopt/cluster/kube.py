@@ -366,6 +366,7 @@ PinReason = Literal[
     "pod-affinity",
     "budget",
     "misplaced",
+    "topology-spread",
 ]
 
 __all__ = [

@@ -153,7 +153,13 @@ from typing import Any, NoReturn
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from gpuopt.cluster.kube import CRITICAL_PRIORITY, Budget, affinity_matches, selector_matches
+from gpuopt.cluster.kube import (
+    CRITICAL_PRIORITY,
+    Budget,
+    LabelSelector,
+    affinity_matches,
+    selector_matches,
+)
 from gpuopt.cluster.model import (
     MAX_NODE_GPUS,
     MAX_RESOURCE,
@@ -652,6 +658,8 @@ class _ClusterReader:
         self.budgets: list[Budget] = []
         self.locked_nodes: set[str] = set()
         self.pinned_namespaces: set[str] = set()
+        # (namespace, selector) of every DoNotSchedule topology spread constraint read
+        self.spread: list[tuple[str, LabelSelector]] = []
         self.times: list[float] = []
 
     # ------------------------------------------------------------------ report
@@ -931,6 +939,7 @@ class _ClusterReader:
         }
         terms, unresolved = self._pod_terms(reader, affinity, pod_id)
         self._unmodelled_pod_fields(reader, spec, affinity)
+        spread = self._hard_spread(reader, spec, namespace) if node is not None else False
         if node is None:
             policy = reader.text(spec, "preemptionPolicy", "spec.preemptionPolicy")
             pod["preemption_policy"] = policy or class_policy or "PreemptLowerPriority"
@@ -975,6 +984,7 @@ class _ClusterReader:
             "no-controller": not any(owner.get("controller") is True for owner in owners),
             "local-storage": self._local_storage(reader, spec, namespace, name, pod_id),
             "pod-affinity": unresolved,
+            "topology-spread": spread,
         }
         pod["pinned"] = next((reason for reason, holds in reasons.items() if holds), None)
         if unresolved:
@@ -1177,6 +1187,25 @@ class _ClusterReader:
             ),
         }
 
+    def _hard_spread(self, reader: _Reader, spec: Mapping[str, Any], namespace: str) -> bool:
+        """Note the pod's DoNotSchedule spread constraints; True when it has one.
+
+        gpuopt does not plan with spreads yet; the pod and every pod its
+        constraints select are pinned (:meth:`finish`), so no move changes a
+        count the constraint compares and the rule keeps holding.
+        """
+        hard = False
+        for position, constraint in enumerate(
+            reader.objects(spec, "topologySpreadConstraints", "spec.topologySpreadConstraints")
+        ):
+            if constraint.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+                continue
+            hard = True
+            path = f"spec.topologySpreadConstraints[{position}].labelSelector"
+            selector = self._label_selector(reader, constraint, "labelSelector", path)
+            self.spread.append((namespace, reader.model(LabelSelector, selector)))
+        return hard
+
     def _unmodelled_pod_fields(
         self, reader: _Reader, spec: Mapping[str, Any], affinity: Mapping[str, Any]
     ) -> None:
@@ -1280,6 +1309,11 @@ class _ClusterReader:
                 task = task.model_copy(update={"pinned": "misplaced"})
             elif not task.fixed and task.space in self.pinned_namespaces:
                 task = task.model_copy(update={"pinned": "budget"})
+            elif not task.fixed and any(
+                space == task.space and selector.matches(task.labels)
+                for space, selector in self.spread
+            ):
+                task = task.model_copy(update={"pinned": "topology-spread"})
             if task.pinned is not None:
                 self.report.pinned[task.pinned] += 1
             settled.append(task)

@@ -637,3 +637,58 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cluster.hp_priority == 100
     pinned = {t.id: t.pinned for t in cluster.tasks}
     assert pinned["ml/rocm-train-0"] == "critical"  # 1000 >= 999
+
+
+def test_a_hard_topology_spread_pins_its_pod_and_the_pods_it_counts() -> None:
+    from gpuopt.io.kubectl import read_kubernetes
+
+    def pod(name: str, node: str, app: str, spread: str | None = None) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "nodeName": node,
+            "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        }
+        if spread is not None:
+            spec["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": spread,
+                    "labelSelector": {"matchLabels": {"app": app}},
+                }
+            ]
+        owner = {"kind": "ReplicaSet", "name": "rs", "controller": True}
+        return {
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": "ml",
+                "labels": {"app": app},
+                "ownerReferences": [owner],
+            },
+            "spec": spec,
+            "status": {"phase": "Running"},
+        }
+
+    nodes = [
+        {
+            "kind": "Node",
+            "metadata": {"name": n},
+            "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"}},
+        }
+        for n in ("a", "b")
+    ]
+    items = [
+        *nodes,
+        pod("hard", "a", "web", "DoNotSchedule"),
+        pod("peer", "b", "web"),
+        pod("soft", "a", "db", "ScheduleAnyway"),
+        pod("free", "b", "other"),
+    ]
+    cluster, _ = read_kubernetes({"kind": "List", "items": items})
+    pinned = {task.id: task.pinned for task in cluster.tasks}
+    assert pinned == {
+        "ml/hard": "topology-spread",
+        "ml/peer": "topology-spread",
+        "ml/soft": None,
+        "ml/free": None,
+    }
