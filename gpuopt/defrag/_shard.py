@@ -255,10 +255,14 @@ def _start(shard: Shard) -> _State:
 
 def _has_room(free: np.ndarray, request: np.ndarray) -> np.ndarray:
     """Per node (row of ``free``, nodes x resources): room for every resource ``request`` names."""
+    room: np.ndarray
+    if free.shape[1] == 1:  # the common case (RDMA alone, say): no reduction needed
+        room = free[:, 0] >= request[0] if request[0] else np.ones(free.shape[0], dtype=bool)
+        return room
     wanted = np.flatnonzero(request)
     if wanted.size == 0:
         return np.ones(free.shape[0], dtype=bool)
-    room: np.ndarray = np.all(free[:, wanted] >= request[wanted], axis=1)
+    room = np.all(free[:, wanted] >= request[wanted], axis=1)
     return room
 
 
