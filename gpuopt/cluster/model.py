@@ -705,6 +705,12 @@ class ClusterIndex(NodesAndTasks):
     by rules K1-K3. ``task_locked`` marks the tasks that never move and
     ``task_group`` the anti-affinity groups, both including what the
     Kubernetes rules derive (:func:`gpuopt.cluster.rules.constraints`).
+
+    Extended resources (K4) are columns: ``resource_names`` lists, sorted,
+    every name some task requests (names only nodes offer never bind);
+    ``node_extra`` (nodes x names) is each node's allocatable, 0 where it
+    offers none, and ``task_extra`` (tasks x names) each task's request. Both
+    have no columns when no task requests any (most snapshots).
     """
 
     node_ids: list[str]
@@ -725,6 +731,9 @@ class ClusterIndex(NodesAndTasks):
     group_ids: list[str]
     task_selector: np.ndarray
     selector_masks: np.ndarray
+    resource_names: list[str]
+    node_extra: np.ndarray
+    task_extra: np.ndarray
     #: Tasks never moved (``task_locked``) with the reason (``gpuopt.cluster.rules.constraints``).
     fixed: dict[str, str]
 
@@ -750,6 +759,14 @@ class ClusterIndex(NodesAndTasks):
         return total
 
     @cached_property
+    def node_used_extra(self) -> np.ndarray:
+        """What the tasks request of each extended resource on each node (nodes x names)."""
+        total = np.zeros((self.num_nodes, len(self.resource_names)), dtype=np.int64)
+        if self.resource_names:
+            np.add.at(total, self.task_node, self.task_extra)
+        return total
+
+    @cached_property
     def node_task_count(self) -> np.ndarray:
         return np.bincount(self.task_node, minlength=self.num_nodes).astype(np.int64)
 
@@ -767,6 +784,7 @@ class ClusterIndex(NodesAndTasks):
         ).reshape(len(tasks))
         task_selector = np.array(rules.task_class, dtype=np.int64)
         selector_rows = rules.masks
+        node_extra, task_extra, names = _extended_arrays(problem)
         return cls(
             node_ids=node_ids,
             node_pos=node_pos,
@@ -793,8 +811,33 @@ class ClusterIndex(NodesAndTasks):
             selector_masks=np.array(selector_rows, dtype=bool).reshape(
                 len(selector_rows), len(node_ids)
             ),
+            resource_names=names,
+            node_extra=node_extra,
+            task_extra=task_extra,
             fixed=rules.fixed,
         )
+
+
+def _extended_arrays(problem: Cluster) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """K4's extended resources as (nodes x names, tasks x names) integer arrays and the names.
+
+    The names are those some task requests, sorted; without any, both arrays
+    have no columns and nothing else is read.
+    """
+    requesting = [(pos, t.resources) for pos, t in enumerate(problem.tasks) if t.resources]
+    names = sorted({name for _, resources in requesting for name in resources})
+    node_extra = np.zeros((len(problem.nodes), len(names)), dtype=np.int64)
+    task_extra = np.zeros((len(problem.tasks), len(names)), dtype=np.int64)
+    if names:
+        column = {name: col for col, name in enumerate(names)}
+        for pos, node in enumerate(problem.nodes):
+            for name, amount in node.resources.items():
+                if name in column:
+                    node_extra[pos, column[name]] = amount
+        for pos, resources in requesting:
+            for name, amount in resources.items():
+                task_extra[pos, column[name]] = amount
+    return node_extra, task_extra, names
 
 
 #: The defragmentation problem is the cluster itself (and its options).

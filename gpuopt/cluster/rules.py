@@ -304,8 +304,8 @@ def constraints(cluster: Cluster) -> Constraints:
       are fixed instead. Required anti-affinity on a wider topology key and
       required pod affinity fix the pods they involve (kept in place, the
       rule holds).
-    - K4: tasks that request extended resources are fixed (the methods plan
-      GPUs, CPUs and memory; keeping these pods in place keeps the rule).
+    - K4 is not here: the methods plan every extended resource in the index
+      (``resource_names``, ``node_extra``, ``task_extra``) like CPUs.
     - K7: the pods of a budget that allows no disruption are fixed.
     """
     nodes = {node.id: node for node in cluster.nodes}
@@ -317,8 +317,6 @@ def constraints(cluster: Cluster) -> Constraints:
             fixed[task.id] = "locked"
         elif nodes[task.node].locked:
             fixed[task.id] = "node-locked"
-        elif task.resources:
-            fixed[task.id] = "extended-resources"
     for _, members, allowed in budget_allowance(cluster):
         if allowed == 0:
             for task_id in members:

@@ -9,9 +9,10 @@ order that runs make-before-break (rule D3 of ``models/defrag.md``).
 How each rule holds (labels of ``models/defrag.md``):
 
 - D2: locked tasks are never chosen, and a node holding one is never tried.
-- D3: a move is made only when the target has room for the task's GPUs, CPUs
-  and memory while the source still holds it; an eviction chain makes the
-  victim's move first, so the plan runs from the chain's tail.
+- D3 and K4: a move is made only when the target has room for the task's
+  GPUs, CPUs, memory and every extended resource it requests while the source
+  still holds it; an eviction chain makes the victim's move first, so the
+  plan runs from the chain's tail.
 - D4: targets are filtered by the task's selector mask.
 - D5: a target that already holds a task of the task's anti-affinity group is
   never chosen (unless that task is the victim evicted first).
@@ -52,12 +53,15 @@ class Shard:
     free_gpus: np.ndarray
     free_cpus: np.ndarray
     free_memory: np.ndarray  # NO_LIMIT where memory is not tracked
+    node_extra: np.ndarray  # local node x extended resource: allocatable (K4)
+    free_extra: np.ndarray  # local node x extended resource: free now
     selector_masks: np.ndarray  # selector row -> bool per local node
     task_pos: np.ndarray  # local task -> global task position
     task_node: np.ndarray  # local task -> local node
     task_gpus: np.ndarray
     task_cpus: np.ndarray
     task_memory: np.ndarray
+    task_extra: np.ndarray  # local task x extended resource: request
     task_locked: np.ndarray
     task_hp: np.ndarray
     task_group: np.ndarray
@@ -80,6 +84,7 @@ class _State:
     free_gpus: np.ndarray
     free_cpus: np.ndarray
     free_memory: np.ndarray
+    free_extra: np.ndarray  # no columns when no task requests an extended resource
     count: np.ndarray  # tasks per local node
     tasks_on: list[list[int]]
     task_node: np.ndarray
@@ -98,6 +103,9 @@ class _State:
         self.free_gpus[source] += shard.task_gpus[task]
         self.free_cpus[source] += shard.task_cpus[task]
         self.free_memory[source] += shard.task_memory[task]
+        if self.free_extra.shape[1]:
+            self.free_extra[target] -= shard.task_extra[task]
+            self.free_extra[source] += shard.task_extra[task]
         self.count[target] += 1
         self.count[source] -= 1
         self.tasks_on[source].remove(task)
@@ -117,7 +125,7 @@ class _State:
             self.log.pop()
 
     def targets(self, task: int, forbidden: set[int]) -> np.ndarray:
-        """Boolean mask of nodes that may receive ``task`` now (D3, D4, D5)."""
+        """Boolean mask of nodes that may receive ``task`` now (D3, D4, D5, K4)."""
         shard = self.shard
         mask: np.ndarray = (
             shard.selector_masks[shard.task_selector[task]] & ~self.blocked & (self.count > 0)
@@ -125,6 +133,8 @@ class _State:
         mask &= self.free_gpus >= shard.task_gpus[task]
         mask &= self.free_cpus >= shard.task_cpus[task]
         mask &= self.free_memory >= shard.task_memory[task]
+        if self.free_extra.shape[1]:
+            mask &= _has_room(self.free_extra, shard.task_extra[task])
         mask[self.task_node[task]] = False
         for node in forbidden:
             mask[node] = False
@@ -164,6 +174,9 @@ class _State:
         gpus, cpus, memory = shard.task_gpus[task], shard.task_cpus[task], shard.task_memory[task]
         mask = shard.selector_masks[shard.task_selector[task]] & ~self.blocked & (self.count > 0)
         mask &= shard.node_gpus >= gpus
+        extra = shard.task_extra[task]
+        if self.free_extra.shape[1]:
+            mask &= _has_room(shard.node_extra, extra)
         mask[self.task_node[task]] = False
         for node in forbidden:
             mask[node] = False
@@ -177,6 +190,11 @@ class _State:
             need_gpus = max(0, int(gpus - self.free_gpus[node]))
             need_cpus = max(0, int(cpus - self.free_cpus[node]))
             need_memory = max(0, int(memory - self.free_memory[node]))
+            need_extra = extra  # what a victim must free of each extended resource (K4)
+            short_extra = False
+            if self.free_extra.shape[1]:
+                need_extra = np.maximum(extra - self.free_extra[node], 0)
+                short_extra = bool(need_extra.any())
             conflict = group >= 0 and node in self.group_nodes[group]
             victims = [
                 victim
@@ -186,10 +204,15 @@ class _State:
                 and shard.task_gpus[victim] >= need_gpus
                 and shard.task_cpus[victim] >= need_cpus
                 and shard.task_memory[victim] >= need_memory
+                and (not short_extra or bool((shard.task_extra[victim] >= need_extra).all()))
                 and (not conflict or shard.task_group[victim] == group)
             ]
             if not victims or (
-                need_gpus == 0 and need_cpus == 0 and need_memory == 0 and not conflict
+                need_gpus == 0
+                and need_cpus == 0
+                and need_memory == 0
+                and not short_extra
+                and not conflict
             ):
                 continue
             victims.sort(key=lambda v: (int(shard.task_gpus[v]), int(shard.task_cpus[v])))
@@ -220,6 +243,7 @@ def _start(shard: Shard) -> _State:
         free_gpus=shard.free_gpus.copy(),
         free_cpus=shard.free_cpus.copy(),
         free_memory=shard.free_memory.copy(),
+        free_extra=shard.free_extra.copy(),
         count=np.bincount(shard.task_node, minlength=num_nodes).astype(np.int64),
         tasks_on=tasks_on,
         task_node=shard.task_node.copy(),
@@ -227,6 +251,19 @@ def _start(shard: Shard) -> _State:
         blocked=np.zeros(num_nodes, dtype=bool),
         cpu_scale=0.5 / (max_cpus + 1.0),
     )
+
+
+def _has_room(free: np.ndarray, request: np.ndarray) -> np.ndarray:
+    """Per node (row of ``free``, nodes x resources): room for every resource ``request`` names."""
+    room: np.ndarray
+    if free.shape[1] == 1:  # the common case (RDMA alone, say): no reduction needed
+        room = free[:, 0] >= request[0] if request[0] else np.ones(free.shape[0], dtype=bool)
+        return room
+    wanted = np.flatnonzero(request)
+    if wanted.size == 0:
+        return np.ones(free.shape[0], dtype=bool)
+    room = np.all(free[:, wanted] >= request[wanted], axis=1)
+    return room
 
 
 def empty_nodes(shard: Shard) -> list[tuple[int, int, int]]:
@@ -283,11 +320,13 @@ def sub_snapshot(shard: Shard) -> DefragProblem:
     its tasks; a task that sits on a node its class no longer admits (a
     cordon or taint added since it started) may also stay where it is, by a
     required node affinity on its own node. Anti-affinity groups keep their
-    numbers; capacities are the nodes' own, the tasks are those on the
-    shard's nodes now.
+    numbers; capacities are the nodes' own (extended resources as ``r<k>``,
+    K4), the tasks are those on the shard's nodes now. A node whose tasks hold
+    more than it has (locked in the snapshot) is locked here too.
     """
     masks = shard.selector_masks
     partial = [not bool(masks[row].all()) for row in range(masks.shape[0])]
+    names = [f"r{col}" for col in range(shard.task_extra.shape[1])]
     nodes = []
     for node in range(shard.node_pos.size):
         labels = {
@@ -302,6 +341,13 @@ def sub_snapshot(shard: Shard) -> DefragProblem:
                 "cpus": int(shard.node_cpus[node]) / SCALE,
                 "memory": None if memory >= NO_LIMIT // 2 else (int(memory) + used_memory) / SCALE,
                 "labels": labels,
+                "resources": _named(names, shard.node_extra[node]),
+                "locked": bool(
+                    shard.free_gpus[node] < 0
+                    or shard.free_cpus[node] < 0
+                    or memory < 0
+                    or (shard.free_extra[node] < 0).any()
+                ),
             }
         )
     tasks = []
@@ -331,9 +377,15 @@ def sub_snapshot(shard: Shard) -> DefragProblem:
                 "node_selector": {f"sel{row}": "1"} if partial[row] and not stays else {},
                 "node_affinity": stays,
                 "anti_affinity": None if group < 0 else f"g{group}",
+                "resources": _named(names, shard.task_extra[task]),
             }
         )
     return DefragProblem.model_validate({"name": "partition", "nodes": nodes, "tasks": tasks})
+
+
+def _named(names: list[str], amounts: np.ndarray) -> dict[str, int]:
+    """The nonzero ``amounts`` by resource name (a snapshot's ``resources``)."""
+    return {names[col]: int(amounts[col]) for col in np.flatnonzero(amounts).tolist()}
 
 
 def _improve_exactly(
@@ -365,16 +417,23 @@ def _improve_exactly(
 
 
 def _room_left(state: _State, node: int) -> bool:
-    """Whether the other open nodes have, in sum, the free GPUs and CPUs ``node`` uses."""
+    """Whether the other open nodes have, in sum, the free GPUs, CPUs and extended
+    resources ``node`` uses."""
     shard = state.shard
     open_nodes = ~state.blocked & (state.count > 0)
     open_nodes[node] = False
     used_gpus = shard.node_gpus[node] - state.free_gpus[node]
     used_cpus = shard.node_cpus[node] - state.free_cpus[node]
-    return bool(
+    if not (
         state.free_gpus[open_nodes].sum() >= used_gpus
         and state.free_cpus[open_nodes].sum() >= used_cpus
-    )
+    ):
+        return False
+    if state.free_extra.shape[1]:
+        used_extra = shard.node_extra[node] - state.free_extra[node]
+        room = np.maximum(state.free_extra[open_nodes], 0).sum(axis=0)
+        return bool((room >= used_extra).all())
+    return True
 
 
 def _empty_along(shard: Shard, order: np.ndarray, deadline: float | None) -> _State:

@@ -1,7 +1,7 @@
 """The exact defragmentation model (``models/defrag.md``): labelled row families, two solvers.
 
 Columns are ``x[t, n]`` (movable task ``t`` ends on eligible node ``n``) and
-``e[n]`` (candidate node ``n`` ends empty); each family of rows (X1 ... X5) is
+``e[n]`` (candidate node ``n`` ends empty); each family of rows (X1-X5, X7, X8) is
 built by one private function citing its label. :func:`solve_from` hands the
 rows to HiGHS (two lexicographic phases) or to CP-SAT (every row an integer
 linear constraint, every variable hinted): one model, two solvers. The plan
@@ -140,6 +140,7 @@ class DefragRows(RowCounts):
         rows.families = [
             rows._x1_assign_once(),
             *rows._x2_capacity(used),
+            *rows._x8_extended_resources(used),
             rows._x3_empty_nodes_hold_nothing(),
             rows._x4_anti_affinity(),
             *rows._x5_budgets(),
@@ -163,36 +164,70 @@ class DefragRows(RowCounts):
         bind are left out.
         """
         index = self.problem.index
+        return [
+            self._capacity_rows(label, capacity, demand, used[label])
+            for label, capacity, demand in (
+                ("x2_gpus", index.node_gpus, index.task_gpus),
+                ("x2_cpus", index.node_cpus, index.task_cpus),
+                ("x2_memory", index.node_memory, index.task_memory),
+            )
+        ]
+
+    def _x8_extended_resources(self, used: dict[str, np.ndarray]) -> list[RowFamily]:
+        """X8: every extended resource fits on every node, in X2's form (one family per name).
+
+        The rows of a resource are divided by the greatest common divisor of
+        its requests (exact: both sides are integers), so that bytes of
+        hugepages or storage do not make huge coefficients.
+        """
+        index = self.problem.index
         families = []
-        for label, capacity, demand in (
-            ("x2_gpus", index.node_gpus, index.task_gpus),
-            ("x2_cpus", index.node_cpus, index.task_cpus),
-            ("x2_memory", index.node_memory, index.task_memory),
-        ):
-            coef = demand[self.col_task].astype(float)
-            keep = (coef > 0) & (capacity[self.col_node] >= 0)
-            cols, nodes, coef = np.flatnonzero(keep), self.col_node[keep], coef[keep]
-            load = np.bincount(nodes, weights=coef, minlength=index.num_nodes)
-            is_candidate = self.e_col >= 0
-            room = np.where(is_candidate, capacity, capacity - used[label]).astype(float)
-            binding = ((load > room) | (is_candidate & (load > 0))) & (capacity >= 0)
-            take = binding[nodes]
-            cols, nodes, coef = cols[take], nodes[take], coef[take]
-            # append the e column of each binding candidate node, with coefficient = capacity
-            e_nodes = np.flatnonzero(binding & is_candidate)
-            cols = np.concatenate([cols, self.e_col[e_nodes]])
-            coef = np.concatenate([coef, capacity[e_nodes].astype(float)])
-            nodes = np.concatenate([nodes, e_nodes])
-            order = np.argsort(nodes, kind="stable")
-            row_nodes = np.flatnonzero(binding)
-            counts = np.bincount(nodes, minlength=index.num_nodes)[row_nodes]
+        for col, name in enumerate(index.resource_names):
+            demand = index.task_extra[:, col]
+            unit = max(1, int(np.gcd.reduce(demand[self.movable])))
+            label = f"x8_{name}"
             families.append(
-                csr_family(label, cols[order], coef[order], counts, -math.inf, room[row_nodes])
+                self._capacity_rows(label, index.node_extra[:, col], demand, used[label], unit)
             )
         return families
 
+    def _capacity_rows(
+        self,
+        label: str,
+        capacity: np.ndarray,
+        demand: np.ndarray,
+        used: np.ndarray,
+        unit: int = 1,
+    ) -> RowFamily:
+        """One row per node where it can bind: movable use + ``used`` (locked) <= ``capacity``
+        (capacity * (1 - e[n]) on a candidate node); a negative capacity is no limit.
+
+        Every movable task's demand is a multiple of ``unit``: the row is divided
+        by it and its right side rounded down (exact in integers).
+        """
+        index = self.problem.index
+        coef = (demand[self.col_task] // unit).astype(float)
+        keep = (coef > 0) & (capacity[self.col_node] >= 0)
+        cols, nodes, coef = np.flatnonzero(keep), self.col_node[keep], coef[keep]
+        load = np.bincount(nodes, weights=coef, minlength=index.num_nodes)
+        is_candidate = self.e_col >= 0
+        room = (np.where(is_candidate, capacity, capacity - used) // unit).astype(float)
+        binding = ((load > room) | (is_candidate & (load > 0))) & (capacity >= 0)
+        take = binding[nodes]
+        cols, nodes, coef = cols[take], nodes[take], coef[take]
+        # append the e column of each binding candidate node, with coefficient = capacity
+        e_nodes = np.flatnonzero(binding & is_candidate)
+        cols = np.concatenate([cols, self.e_col[e_nodes]])
+        coef = np.concatenate([coef, (capacity[e_nodes] // unit).astype(float)])
+        nodes = np.concatenate([nodes, e_nodes])
+        order = np.argsort(nodes, kind="stable")
+        row_nodes = np.flatnonzero(binding)
+        counts = np.bincount(nodes, minlength=index.num_nodes)[row_nodes]
+        return csr_family(label, cols[order], coef[order], counts, -math.inf, room[row_nodes])
+
     def _x3_empty_nodes_hold_nothing(self) -> RowFamily:
-        """X3: a task that uses no GPU, CPU or memory cannot end on an emptied node."""
+        """X3: a task that uses no GPU, CPU, memory or extended resource cannot end on an
+        emptied node."""
         index = self.problem.index
         task, node = self.col_task, self.col_node
         weightless = (
@@ -201,6 +236,8 @@ class DefragRows(RowCounts):
             & (index.task_memory[task] == 0)
             & (self.e_col[node] >= 0)
         )
+        if index.resource_names:
+            weightless &= ~index.task_extra[task].any(axis=1)
         cols = np.flatnonzero(weightless)
         pairs = np.stack([cols, self.e_col[node[cols]]], axis=1).ravel()
         return csr_family("x3", pairs, np.ones(pairs.size), np.full(cols.size, 2), -math.inf, 1.0)
@@ -340,6 +377,10 @@ def _eligible(problem: DefragProblem) -> tuple[np.ndarray, np.ndarray | None]:
             | (index.node_memory[None, :] >= index.task_memory[movable, None])
         )
     )
+    for col in range(len(index.resource_names)):  # K4: nodes with the allocatable asked for
+        request = index.task_extra[movable, col]
+        asking = np.flatnonzero(request)
+        eligible[asking] &= index.node_extra[None, :, col] >= request[asking, None]
     eligible[np.arange(movable.size), index.task_node[movable]] = True
     return movable, eligible
 
@@ -399,6 +440,10 @@ def _node_use(problem: DefragProblem) -> dict[str, np.ndarray]:
         use = np.zeros(index.num_nodes, dtype=np.int64)
         np.add.at(use, index.task_node[locked], amounts[locked])
         out[label] = use
+    for col, name in enumerate(index.resource_names):
+        use = np.zeros(index.num_nodes, dtype=np.int64)
+        np.add.at(use, index.task_node[locked], index.task_extra[locked, col])
+        out[f"x8_{name}"] = use
     return out
 
 
@@ -408,9 +453,9 @@ def order_moves(
     """Make-before-break order (X6) of the moves from the snapshot to ``final`` placement.
 
     Repeatedly makes any pending move whose target has room now (GPUs, CPUs,
-    memory, anti-affinity). When every pending move is blocked (a cycle such
-    as a swap), one blocked task first hops to a buffer node with room (an
-    extra move). Returns the moves and the number of buffer hops, or None when
+    memory, extended resources, anti-affinity). When every pending move is
+    blocked (a cycle such as a swap), one blocked task first hops to a buffer
+    node with room (an extra move). Returns the moves and the number of buffer hops, or None when
     no order is found that way. With a ``deadline``, raises
     :class:`gpuopt.solvers.deadline.DeadlineExceeded` once it passes.
     """
@@ -425,6 +470,8 @@ def order_moves(
     used_memory = np.bincount(where, weights=index.task_memory, minlength=index.num_nodes)
     free_memory = np.where(index.node_memory < 0, NO_LIMIT, index.node_memory - used_memory)
     free_memory = free_memory.astype(np.int64)
+    free_extra = index.node_extra - index.node_used_extra  # K4; no columns: none asked
+    extended = bool(index.resource_names)
     groups: set[tuple[int, int]] = {
         (int(index.task_group[t]), int(where[t])) for t in np.flatnonzero(index.task_group >= 0)
     }
@@ -438,6 +485,7 @@ def order_moves(
             and free_memory[node] >= index.task_memory[task]
             and index.selector_masks[index.task_selector[task], node]
             and (group < 0 or (group, node) not in groups)
+            and (not extended or bool((free_extra[node] >= index.task_extra[task]).all()))
         )
 
     def move(task: int, node: int) -> None:
@@ -449,6 +497,9 @@ def order_moves(
         ):
             free[node] -= amount
             free[source] += amount
+        if extended:
+            free_extra[node] -= index.task_extra[task]
+            free_extra[source] += index.task_extra[task]
         group = int(index.task_group[task])
         if group >= 0:
             groups.discard((group, source))

@@ -194,6 +194,7 @@ def with_kubernetes(
     pod_affinity: float = 0.03,
     pinned: float = 0.05,
     extended: float = 0.05,
+    rdma_per_node: int = 4,
     budgets: bool = True,
 ) -> DefragProblem:
     """``problem`` with the Kubernetes facts that decide where pods may go (rules K1-K7).
@@ -221,8 +222,9 @@ def with_kubernetes(
         Share of pods with a required pod affinity to a pod on their own node.
     pinned
         Share of pods pinned for a Kubernetes reason (DaemonSet, no controller, ...).
-    extended
-        Share of pods that request ``rdma/hca`` (nodes advertise 4).
+    extended, rdma_per_node
+        Share of pods that request one ``rdma/hca`` (while their node has one left), and
+        how many each node advertises.
     budgets
         One PodDisruptionBudget per service (``maxUnavailable: 1`` or ``minAvailable: 50%``).
 
@@ -234,7 +236,7 @@ def with_kubernetes(
     """
     check_arguments(
         locals(),
-        whole={"seed": (0, 2**63), "services": (0, 1000)},
+        whole={"seed": (0, 2**63), "services": (0, 1000), "rdma_per_node": (0, 1000)},
         numbers={
             name: (0.0, 1.0)
             for name in (
@@ -262,7 +264,7 @@ def with_kubernetes(
         labels["topology.kubernetes.io/zone"] = zone
         labels["gpu-memory"] = str(rng.choice([16, 32, 80]))
         node["labels"] = labels
-        node["resources"] = {"rdma/hca": 4}
+        node["resources"] = {"rdma/hca": rdma_per_node}
         if rng.random() < tainted:
             node["taints"] = [
                 {"key": "dedicated", "value": rng.choice(["a", "b"]), "effect": "NoSchedule"}
@@ -307,7 +309,7 @@ def with_kubernetes(
                 ]
         if rng.random() < pinned:
             task["pinned"] = rng.choice(["daemonset", "no-controller", "critical", "local-storage"])
-        if rng.random() < extended and used_rdma.get(node, 0) < 4:
+        if rng.random() < extended and used_rdma.get(node, 0) < rdma_per_node:
             used_rdma[node] = used_rdma.get(node, 0) + 1
             task["resources"] = {"rdma/hca": 1}
         if pod_labels:

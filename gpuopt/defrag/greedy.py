@@ -53,6 +53,7 @@ SHARD_TASK_ARRAYS = (
     "task_gpus",
     "task_cpus",
     "task_memory",
+    "task_extra",
     "task_locked",
     "task_hp",
     "task_group",
@@ -73,6 +74,7 @@ class ClusterState:
         self.free_memory = np.where(
             index.node_memory < 0, NO_LIMIT, index.node_memory - used_memory
         )
+        self.free_extra = index.node_extra - index.node_used_extra  # K4; no columns: none asked
         self.moves: list[tuple[int, int, int]] = []
         self.min_node_gpus = max(1, problem.options.min_node_gpus)
 
@@ -89,6 +91,9 @@ class ClusterState:
             ):
                 free[source] += amount
                 free[target] -= amount
+            if self.free_extra.shape[1]:
+                self.free_extra[source] += index.task_extra[task]
+                self.free_extra[target] -= index.task_extra[task]
         self.moves.extend(moves)
 
     def shard(
@@ -120,6 +125,8 @@ class ClusterState:
             free_gpus=self.free_gpus[nodes],
             free_cpus=self.free_cpus[nodes],
             free_memory=self.free_memory[nodes],
+            node_extra=index.node_extra[nodes],
+            free_extra=self.free_extra[nodes],
             selector_masks=index.selector_masks[:, nodes],
             task_pos=tasks,
             task_node=task_node,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -318,6 +319,124 @@ def test_a_wave_never_evicts_more_than_a_budget_allows() -> None:
     assert broken(problem, *waved) == []
 
 
+# --- K4: extended resources are planned, not fixed --------------------------------------
+
+#: (name, unit): an RDMA device, a MIG slice, 1 GiB of hugepages, 10 GB of ephemeral storage.
+RESOURCES = [
+    ("rdma/hca", 1),
+    ("nvidia.com/mig-1g.5gb", 1),
+    ("hugepages-2Mi", 2**30),
+    ("ephemeral-storage", 10**10),
+]
+
+
+def room_on_c_only(name: str, unit: int, c_offers: int) -> DefragProblem:
+    """t (2 GPUs, 1 unit) can leave a only for c (b has the GPUs, c the resource).
+
+    a: t, 6 GPUs free, its one unit held by t. b: u (6 GPUs, 1 unit) holds b's
+    only unit: 2 GPUs free, the best GPU fit for t, but no unit. c: v (3 GPUs,
+    1 unit), 5 GPUs free and ``c_offers - 1`` units. u fits on no other node
+    (b's 6 GPUs: c has 5 free; a has no unit), v neither (a: no unit; b: 2 GPUs),
+    so a is the only node any plan empties, by t a->c, when c has a unit left.
+    """
+    return cluster(
+        [
+            {"id": "a", "resources": {name: unit}},
+            {"id": "b", "resources": {name: unit}},
+            {"id": "c", "resources": {name: c_offers * unit}},
+        ],
+        [
+            {"id": "t", "node": "a", "gpus": 2, "resources": {name: unit}},
+            {"id": "u", "node": "b", "gpus": 6, "resources": {name: unit}},
+            {"id": "v", "node": "c", "gpus": 3, "resources": {name: unit}},
+        ],
+    )
+
+
+def planned(problem: DefragProblem, method: str, **options: Any) -> list[tuple[str, str, str]]:
+    if "time_limit" in gpuopt.options_of(problem, method):
+        options.setdefault("time_limit", 10)
+    plan = gpuopt.solve(problem, method, **options)
+    assert_legal(problem, plan)
+    return [(m.task, m.source, m.to) for m in plan.moves]
+
+
+@pytest.mark.parametrize(("name", "unit"), RESOURCES)
+def test_a_pod_with_an_extended_resource_moves_where_it_fits(
+    defrag_method: str, name: str, unit: int
+) -> None:
+    problem = room_on_c_only(name, unit, c_offers=2)
+    assert problem.index.fixed == {}
+    assert planned(problem, defrag_method) == [("t", "a", "c")]
+    if "warm" in gpuopt.options_of(problem, defrag_method):  # the exact rows alone (X8)
+        assert planned(problem, defrag_method, warm=False) == [("t", "a", "c")]
+
+
+@pytest.mark.parametrize(("name", "unit"), RESOURCES)
+def test_a_pod_with_an_extended_resource_stays_when_no_node_has_it(
+    defrag_method: str, name: str, unit: int
+) -> None:
+    assert planned(room_on_c_only(name, unit, c_offers=1), defrag_method) == []
+
+
+@pytest.mark.parametrize("exact", ["milp", "cpsat"])
+def test_ipc_partitions_solved_exactly_plan_extended_resources(exact: str) -> None:
+    pytest.importorskip("highspy" if exact == "milp" else "ortools")
+    problem = room_on_c_only("rdma/hca", 1, c_offers=2)
+    assert planned(problem, "ipc", exact=exact) == [("t", "a", "c")]
+    assert planned(room_on_c_only("rdma/hca", 1, c_offers=1), "ipc", exact=exact) == []
+
+
+def test_an_eviction_chain_frees_the_extended_resource_first() -> None:
+    # a: t (2 GPUs, 1 rdma). b: w (1 GPU, 1 rdma: all of b's) and a locked 4-GPU pod,
+    # so 3 GPUs free but no rdma. c: a locked 7-GPU pod, 1 GPU and 1 rdma free.
+    # b and c hold locked pods, so a is the only candidate: w b->c frees b's rdma,
+    # then t a->b (2 moves). One hop cannot do it.
+    problem = cluster(
+        [{"id": n, "resources": {"rdma/hca": 1}} for n in ("a", "b", "c")],
+        [
+            {"id": "t", "node": "a", "gpus": 2, "resources": {"rdma/hca": 1}},
+            {"id": "w", "node": "b", "gpus": 1, "resources": {"rdma/hca": 1}},
+            {"id": "x", "node": "b", "gpus": 4, "locked": True},
+            {"id": "y", "node": "c", "gpus": 7, "locked": True},
+        ],
+    )
+    assert planned(problem, "onehop") == []
+    assert planned(problem, "ipc") == [("w", "b", "c"), ("t", "a", "b")]
+
+
+def test_the_index_has_a_column_per_requested_resource() -> None:
+    problem = cluster(
+        [
+            {"id": "a", "resources": {"rdma/hca": 2, "only-offered": 9}},
+            {"id": "b", "resources": {"hugepages-2Mi": 2**31}},
+        ],
+        [
+            {"id": "t", "node": "a", "gpus": 1, "resources": {"rdma/hca": 1}},
+            {"id": "u", "node": "b", "gpus": 1, "resources": {"hugepages-2Mi": 2**30}},
+            {"id": "v", "node": "b", "gpus": 1},
+        ],
+    )
+    index = problem.index
+    assert index.resource_names == ["hugepages-2Mi", "rdma/hca"]
+    assert index.node_extra.tolist() == [[0, 2], [2**31, 0]]
+    assert index.task_extra.tolist() == [[0, 1], [2**30, 0], [0, 0]]
+    plain = cluster([{"id": "a"}], [{"id": "t", "node": "a", "gpus": 1}]).index
+    assert plain.resource_names == [] and plain.node_extra.shape == (1, 0)
+
+
+def test_a_partition_snapshot_carries_extended_resources() -> None:
+    from gpuopt.defrag._shard import sub_snapshot
+    from gpuopt.defrag.greedy import ClusterState
+
+    problem = room_on_c_only("rdma/hca", 1, c_offers=2)
+    state = ClusterState(problem)
+    shard = state.shard(np.arange(3), depth=1, rankings=("easiest",), rng=np.random.default_rng(0))
+    part = sub_snapshot(shard)
+    assert [node.resources for node in part.nodes] == [{"r0": 1}, {"r0": 1}, {"r0": 2}]
+    assert [task.resources for task in part.tasks] == [{"r0": 1}] * 3
+
+
 # --- every method keeps every rule ----------------------------------------------------
 
 kubernetes_clusters = st.builds(
@@ -350,6 +469,53 @@ kubernetes_clusters = st.builds(
 def test_heuristics_keep_every_kubernetes_rule(problem: DefragProblem, partition_size: int) -> None:
     assert_legal(problem, gpuopt.solve(problem, "onehop"))
     assert_legal(problem, gpuopt.solve(problem, "ipc", partition_size=partition_size))
+
+
+#: Clusters where up to every pod asks for RDMA devices and nodes offer only 1 to 3 of them
+#: (K4 binds everywhere), with few other rules, so that many pods may move.
+extended_clusters = st.builds(
+    lambda seed, nodes, extended, offered: with_kubernetes(
+        random_snapshot(seed, nodes=nodes, selector_fraction=0.1, group_fraction=0.1),
+        seed,
+        tainted=0.1,
+        cordoned=0.05,
+        pinned=0.05,
+        replicas=0.1,
+        extended=extended,
+        rdma_per_node=offered,
+    ),
+    st.integers(0, 10**6),
+    st.integers(2, 40),
+    st.floats(0.5, 1.0),
+    st.integers(1, 3),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=extended_clusters, partition_size=st.integers(2, 30))
+def test_heuristics_keep_every_extended_resource(
+    problem: DefragProblem, partition_size: int
+) -> None:
+    assert_legal(problem, gpuopt.solve(problem, "onehop"))
+    assert_legal(problem, gpuopt.solve(problem, "ipc", partition_size=partition_size))
+    assert_legal(problem, gpuopt.solve(problem, "ipc", partition_size=partition_size, depth=1))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=extended_clusters)
+def test_exact_methods_keep_every_extended_resource(
+    problem: DefragProblem, defrag_method: str
+) -> None:
+    limit = {"time_limit": 2} if "time_limit" in gpuopt.options_of(problem, defrag_method) else {}
+    assert_legal(problem, gpuopt.solve(problem, defrag_method, **limit))
+
+
+def test_pods_with_extended_resources_move_on_a_generated_cluster() -> None:
+    problem = with_kubernetes(random_snapshot(1, nodes=60, fill=0.6), 1, extended=0.8)
+    asking = {t.id for t in problem.tasks if t.resources}
+    plan = gpuopt.solve(problem, "ipc")
+    assert_legal(problem, plan)
+    assert any(m.task in asking for m in plan.moves)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -140,6 +140,29 @@ def test_rows_are_labelled_and_bounded() -> None:
     assert rows.emptied_bound(4 * 1 - 0.5) == 1
 
 
+def test_extended_resources_get_rows_in_units_of_their_requests() -> None:
+    # Requests of 1 and 2 GiB of hugepages: rows in GiB (gcd), c's 2.5 GiB rounds down to 2.
+    gib = 2**30
+    problem = make_snapshot(
+        [
+            {"id": "a", "gpus": 8, "cpus": 64, "resources": {"hugepages-2Mi": 2 * gib}},
+            {"id": "b", "gpus": 8, "cpus": 64, "resources": {"hugepages-2Mi": 2 * gib}},
+            {"id": "c", "gpus": 8, "cpus": 64, "resources": {"hugepages-2Mi": 5 * gib // 2}},
+        ],
+        [
+            {"id": "t", "node": "a", "gpus": 1, "resources": {"hugepages-2Mi": gib}},
+            {"id": "u", "node": "b", "gpus": 1, "resources": {"hugepages-2Mi": 2 * gib}},
+            {"id": "v", "node": "c", "gpus": 1},
+        ],
+    )
+    rows = DefragRows.build(problem)
+    labels = [family.label for family in rows.families]
+    assert labels == ["x1", "x2_gpus", "x2_cpus", "x2_memory", "x8_hugepages-2Mi", "x3", "x4"]
+    family = rows.families[labels.index("x8_hugepages-2Mi")]
+    assert family.upper.tolist() == [2.0, 2.0, 2.0]  # every node is a candidate: its capacity
+    assert sorted(set(family.value.tolist())) == [1.0, 2.0]
+
+
 def test_warm_start_is_never_lost() -> None:
     snapshot = random_snapshot(7, nodes=30, fill=0.7)
     ipc = solve_ipc(snapshot)
