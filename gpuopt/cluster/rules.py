@@ -189,11 +189,15 @@ class PodTerms:
             for task in cluster.tasks
             for term in (*task.pod_affinity, *task.pod_anti_affinity)
         }
-        # (topology key, domain) -> tasks there, for the keys some term uses
+        self.owners = [t for t in cluster.tasks if t.pod_affinity or t.pod_anti_affinity]
+        owning = {t.id for t in self.owners}
+        # (topology key, domain) -> tasks there, and those of them that carry terms,
+        # for the keys some term uses
         self.members: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
+        self.holders: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
+        self.owning = owning
         for task in cluster.tasks:
             self._enter(task.id, task.node)
-        self.owners = [t for t in cluster.tasks if t.pod_affinity or t.pod_anti_affinity]
 
     @property
     def active(self) -> bool:
@@ -205,18 +209,24 @@ class PodTerms:
             domain = domain_of(self.nodes[node_id], key)
             if domain is not None:
                 self.members[key, domain].add(task_id)
+                if task_id in self.owning:
+                    self.holders[key, domain].add(task_id)
 
     def _leave(self, task_id: str, node_id: str) -> None:
         for key in self.keys:
             domain = domain_of(self.nodes[node_id], key)
             if domain is not None:
                 self.members[key, domain].discard(task_id)
+                self.holders[key, domain].discard(task_id)
 
-    def _near(self, node_id: str, key: str, but: str) -> Iterable[Task]:
+    def _near(self, node_id: str, key: str, but: str, *, holders: bool = False) -> Iterable[Task]:
+        """The tasks in the domain of ``node_id`` at ``key`` but ``but`` (``holders``: those
+        that carry terms)."""
         domain = domain_of(self.nodes[node_id], key)
         if domain is None:
             return ()
-        return (self.tasks[t] for t in self.members[key, domain] if t != but)
+        found = (self.holders if holders else self.members)[key, domain]
+        return (self.tasks[t] for t in found if t != but)
 
     def _satisfied(self, owner: Task, term: PodAffinityTerm, node_id: str) -> bool:
         """An affinity term of ``owner`` holds with ``owner`` on ``node_id``."""
@@ -250,7 +260,7 @@ class PodTerms:
                     f"not in the domain of node {target}"
                 )
         for key in self.keys:
-            for other in self._near(target, key, task_id):
+            for other in self._near(target, key, task_id, holders=True):
                 for term in other.pod_anti_affinity:
                     if term.topology_key == key and term.selects(
                         other.space, task.space, task.labels
@@ -263,7 +273,7 @@ class PodTerms:
         self.where[task_id] = target
         self._enter(task_id, target)
         for key in self.keys:
-            for other in self._near(source, key, task_id):
+            for other in self._near(source, key, task_id, holders=True):
                 for term in other.pod_affinity:
                     if (
                         term.topology_key == key
@@ -323,16 +333,57 @@ def constraints(cluster: Cluster) -> Constraints:
                 fixed.setdefault(task_id, "budget")
     groups = _groups(cluster, fixed)
     keys: dict[str, int] = {}
-    masks: list[list[bool]] = []
+    first: list[Task] = []  # the first task of each class
     task_class: list[int] = []
     for task in cluster.tasks:
         key = placement_key(task)
         row = keys.get(key)
         if row is None:
-            row = keys[key] = len(masks)
-            masks.append([refusal(node, task) is None for node in cluster.nodes])
+            row = keys[key] = len(first)
+            first.append(task)
         task_class.append(row)
-    return Constraints(task_class=task_class, masks=masks, task_group=groups, fixed=fixed)
+    return Constraints(
+        task_class=task_class, masks=_masks(cluster, first), task_group=groups, fixed=fixed
+    )
+
+
+def _masks(cluster: Cluster, pods: Sequence[PodSpec]) -> list[list[bool]]:
+    """K1-K3 for each of ``pods`` on every node, judged once per kind of node.
+
+    Nodes alike in everything the rules read (open or not, taints, the labels
+    some selector or affinity names, and the name when a term matches on it)
+    share one verdict, so the cost follows the kinds of nodes, not their number
+    (real nodes all differ by their hostname label).
+    """
+    named = {key for pod in pods for key in pod.node_selector}
+    by_name = False
+    for pod in pods:
+        for term in pod.node_affinity:
+            named.update(requirement.key for requirement in term.match_expressions)
+            by_name = by_name or bool(term.match_fields)
+    names = sorted(named)
+    kinds: dict[tuple[object, ...], int] = {}
+    kind_of: list[int] = []
+    sample: list[Node] = []
+    for node in cluster.nodes:
+        signature = (
+            node.ready,
+            node.unschedulable,
+            node.locked,
+            tuple((t.key, t.value, t.effect) for t in node.taints),
+            tuple(node.labels.get(name) for name in names),
+            node.id if by_name else None,
+        )
+        kind = kinds.get(signature)
+        if kind is None:
+            kind = kinds[signature] = len(sample)
+            sample.append(node)
+        kind_of.append(kind)
+    masks = []
+    for pod in pods:
+        verdict = [refusal(node, pod) is None for node in sample]
+        masks.append([verdict[kind] for kind in kind_of])
+    return masks
 
 
 def _groups(cluster: Cluster, fixed: dict[str, str]) -> list[str | None]:
@@ -351,8 +402,10 @@ def _groups(cluster: Cluster, fixed: dict[str, str]) -> list[str | None]:
             owners[_term_key(task, term)].append(task.id)
         for term in task.pod_affinity:
             owners[_term_key(task, term) + "+"].append(task.id)
+    pods = _PodIndex(cluster.tasks) if terms else None
     for key, (owner, term, anti) in terms.items():
-        selected = [t.id for t in cluster.tasks if term.selects(owner.space, t.space, t.labels)]
+        assert pods is not None
+        selected = pods.selected(owner, term)
         involved = list(dict.fromkeys([*owners[key], *selected]))
         name = f"k8s:{key}"
         on_node = Counter(tasks[t].node for t in involved)
@@ -369,6 +422,33 @@ def _groups(cluster: Cluster, fixed: dict[str, str]) -> list[str | None]:
         for task_id in involved:
             fixed.setdefault(task_id, reason)
     return [group.get(task.id) for task in cluster.tasks]
+
+
+class _PodIndex:
+    """Tasks by label, so that a term's selector scans only the tasks that can match it."""
+
+    def __init__(self, tasks: Sequence[Task]) -> None:
+        self.tasks = list(tasks)
+        self.spaces = [task.space for task in self.tasks]
+        self.by_label: defaultdict[tuple[str, str], list[int]] = defaultdict(list)
+        for position, task in enumerate(self.tasks):
+            for item in task.labels.items():
+                self.by_label[item].append(position)
+
+    def selected(self, owner: Task, term: PodAffinityTerm) -> list[str]:
+        """The ids of the tasks ``term`` of ``owner`` selects, in task order."""
+        wanted = term.selector.match_labels
+        candidates: Sequence[int] = range(len(self.tasks))
+        for item in wanted.items():
+            posting = self.by_label.get(item, [])
+            if len(posting) < len(candidates):
+                candidates = posting
+        space = owner.space
+        return [
+            self.tasks[p].id
+            for p in candidates
+            if term.selects(space, self.spaces[p], self.tasks[p].labels)
+        ]
 
 
 def fixed_counts(fixed: Mapping[str, str]) -> Counter[str]:
