@@ -23,9 +23,15 @@ def instances(count: int) -> list[AllocationProblem]:
     problems = []
     for seed in range(count):
         gpus = [8, 14, 16, 32, 64][seed % 5]
-        problems.append(random_problem(
-            seed, gpus=gpus, tasks=[10, 16, 30, 12, 40][seed % 5], align_blocks=seed % 3 == 0,
-            gpus_per_node=8 if seed % 4 == 0 and gpus % 8 == 0 else None))
+        problems.append(
+            random_problem(
+                seed,
+                gpus=gpus,
+                tasks=[10, 16, 30, 12, 40][seed % 5],
+                align_blocks=seed % 3 == 0,
+                gpus_per_node=8 if seed % 4 == 0 and gpus % 8 == 0 else None,
+            )
+        )
     return problems
 
 

@@ -42,8 +42,14 @@ from gpuopt.io.files import write_text_atomic
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "gpuopt" / "scenarios"
 #: random instances: (GPUs, tasks, gpus_per_node, align_blocks)
-RANDOM_SIZES = [(8, 10, None, False), (16, 16, None, False), (32, 24, 8, False),
-                (64, 30, 8, False), (128, 60, 8, True), (256, 120, 8, True)]
+RANDOM_SIZES = [
+    (8, 10, None, False),
+    (16, 16, None, False),
+    (32, 24, 8, False),
+    (64, 30, 8, False),
+    (128, 60, 8, True),
+    (256, 120, 8, True),
+]
 CHECKPOINTS = (1.0, 10.0, 60.0)
 
 
@@ -54,13 +60,17 @@ def instances(seeds: int, max_gpus: int) -> list[AllocationProblem]:
             continue
         for seed in range(seeds):
             name = f"random-{gpus}x{tasks}-s{seed}"
-            problems.append(random_problem(seed, gpus=gpus, tasks=tasks, gpus_per_node=node,
-                                           align_blocks=align, name=name))
+            problems.append(
+                random_problem(
+                    seed, gpus=gpus, tasks=tasks, gpus_per_node=node, align_blocks=align, name=name
+                )
+            )
     return problems
 
 
-def run_exact(problem: AllocationProblem, method: str, limit: float, warm: bool,
-              solver: str = "highs") -> dict[str, Any]:
+def run_exact(
+    problem: AllocationProblem, method: str, limit: float, warm: bool, solver: str = "highs"
+) -> dict[str, Any]:
     """One exact run with its trajectory [(seconds, incumbent, bound)]."""
     trajectory: list[tuple[float, float | None, float | None]] = []
     options: dict[str, Any] = {"warm": warm, "progress": lambda *a: trajectory.append(a)}
@@ -74,8 +84,13 @@ def run_exact(problem: AllocationProblem, method: str, limit: float, warm: bool,
     assert not gpuopt.violations(problem, result.grid)
     return {
         "method": method if method == "cpsat" else f"milp/{solver}",
-        "warm": warm, "limit": limit, "status": result.status, "objective": result.objective,
-        "bound": result.bound, "gap": result.gap, "seconds": wall,
+        "warm": warm,
+        "limit": limit,
+        "status": result.status,
+        "objective": result.objective,
+        "bound": result.bound,
+        "gap": result.gap,
+        "seconds": wall,
         "trajectory": trajectory,
     }
 
@@ -100,8 +115,9 @@ def gap_at(run: dict[str, Any], seconds: float, start_objective: float | None) -
     return max(0.0, bound - incumbent) / abs(bound)
 
 
-def part_gap(problems: list[AllocationProblem], limit: float, cold_limit: float,
-             progress: Progress) -> list[dict[str, Any]]:
+def part_gap(
+    problems: list[AllocationProblem], limit: float, cold_limit: float, progress: Progress
+) -> list[dict[str, Any]]:
     rows = []
     task = progress.add_task("gaps", total=len(problems))
     for problem in problems:
@@ -113,11 +129,16 @@ def part_gap(problems: list[AllocationProblem], limit: float, cold_limit: float,
         best_bound = min(bounds) if bounds else None
         best = max(r["objective"] for r in runs)
         row = {
-            "instance": problem.name, "gpus": problem.gpus, "tasks": len(problem.tasks),
-            "greedy": greedy.objective, "greedy_ms": greedy.seconds * 1000,
-            "best": best, "best_bound": best_bound,
-            "greedy_gap": (None if best_bound is None
-                           else (best_bound - greedy.objective) / best_bound),
+            "instance": problem.name,
+            "gpus": problem.gpus,
+            "tasks": len(problem.tasks),
+            "greedy": greedy.objective,
+            "greedy_ms": greedy.seconds * 1000,
+            "best": best,
+            "best_bound": best_bound,
+            "greedy_gap": (
+                None if best_bound is None else (best_bound - greedy.objective) / best_bound
+            ),
             "runs": runs,
         }
         for run in runs:
@@ -127,8 +148,9 @@ def part_gap(problems: list[AllocationProblem], limit: float, cold_limit: float,
     return rows
 
 
-def part_solvers(problems: list[AllocationProblem], limit: float,
-                 progress: Progress) -> list[dict[str, Any]]:
+def part_solvers(
+    problems: list[AllocationProblem], limit: float, progress: Progress
+) -> list[dict[str, Any]]:
     rows = []
     solvers = ["cpsat", *[f"milp/{name}" for name in available_solvers()]]
     task = progress.add_task("solvers", total=len(problems) * len(solvers))
@@ -146,14 +168,20 @@ def part_solvers(problems: list[AllocationProblem], limit: float,
             method, _, solver = name.partition("/")
             run = run_exact(problem, method, limit, False, solver or "highs")
             first = next((m for m, value, _ in run["trajectory"] if value is not None), None)
-            rows.append({
-                "instance": problem.name, "solver": name,
-                "build_seconds": pattern_time + build.get(name, pyomo_time),
-                "first_solution_seconds": first,
-                "optimal_seconds": run["seconds"] if run["status"] == "optimal" else None,
-                "status": run["status"], "objective": run["objective"], "bound": run["bound"],
-                "gap": run["gap"], "seconds": run["seconds"],
-            })
+            rows.append(
+                {
+                    "instance": problem.name,
+                    "solver": name,
+                    "build_seconds": pattern_time + build.get(name, pyomo_time),
+                    "first_solution_seconds": first,
+                    "optimal_seconds": run["seconds"] if run["status"] == "optimal" else None,
+                    "status": run["status"],
+                    "objective": run["objective"],
+                    "bound": run["bound"],
+                    "gap": run["gap"],
+                    "seconds": run["seconds"],
+                }
+            )
             progress.advance(task)
     return rows
 
@@ -188,13 +216,21 @@ def plot(rows: list[dict[str, Any]], solver_rows: list[dict[str, Any]], path: st
         for warm, style in ((True, "-"), (False, ":")):
             for row in rows:
                 run = next(r for r in row["runs"] if r["method"] == method and r["warm"] == warm)
-                points = [(c, 100 * g) for c, g in ((float(k), v) for k, v in run["gap_at"].items())
-                          if g is not None]
+                points = [
+                    (c, 100 * g)
+                    for c, g in ((float(k), v) for k, v in run["gap_at"].items())
+                    if g is not None
+                ]
                 if points:
-                    axes[1].plot(*zip(*points, strict=True), style, color=color, alpha=0.35,
-                                 marker="o", markersize=2)
-            axes[1].plot([], [], style, color=color,
-                         label=f"{method} {'warm' if warm else 'cold'}")
+                    axes[1].plot(
+                        *zip(*points, strict=True),
+                        style,
+                        color=color,
+                        alpha=0.35,
+                        marker="o",
+                        markersize=2,
+                    )
+            axes[1].plot([], [], style, color=color, label=f"{method} {'warm' if warm else 'cold'}")
     axes[1].set_xscale("log")
     axes[1].set_yscale("symlog", linthresh=0.1)
     axes[1].set_ylim(0, 120)
@@ -209,14 +245,18 @@ def plot(rows: list[dict[str, Any]], solver_rows: list[dict[str, Any]], path: st
         for k, solver in enumerate(solvers):
             times = []
             for instance in instances:
-                row = next(r for r in solver_rows
-                           if r["instance"] == instance and r["solver"] == solver)
-                times.append(row["optimal_seconds"] if row["optimal_seconds"] is not None
-                             else float("nan"))
-            axes[2].barh([i + k * width for i in range(len(instances))], times, height=width,
-                         label=solver)
-        axes[2].set_yticks([i + 0.4 - width / 2 for i in range(len(instances))], instances,
-                           fontsize=7)
+                row = next(
+                    r for r in solver_rows if r["instance"] == instance and r["solver"] == solver
+                )
+                times.append(
+                    row["optimal_seconds"] if row["optimal_seconds"] is not None else float("nan")
+                )
+            axes[2].barh(
+                [i + k * width for i in range(len(instances))], times, height=width, label=solver
+            )
+        axes[2].set_yticks(
+            [i + 0.4 - width / 2 for i in range(len(instances))], instances, fontsize=7
+        )
         axes[2].invert_yaxis()
         axes[2].set_xscale("log")
         from matplotlib.ticker import NullFormatter
@@ -260,42 +300,85 @@ def main() -> int:
         with Progress(console=console, transient=True, disable=args.quiet) as progress:
             rows = part_gap(problems, args.limit, args.cold_limit, progress)
             small = [p for p in problems if p.gpus <= 32]
-            solver_rows = ([] if args.skip_solvers
-                           else part_solvers(small, args.solver_limit, progress))
-    table = Table(title=f"greedy gap and exact methods (warm {args.limit:.0f} s, cold "
-                        f"{args.cold_limit:.0f} s; {machine})")
-    for column in ("instance", "GPUs x tasks", "greedy", "best", "best bound", "greedy gap",
-                   "CP-SAT warm 1/10/60 s", "HiGHS warm 1/10/60 s", "CP-SAT cold 1/10 s",
-                   "HiGHS cold 1/10 s", "optimal in (s)"):
+            solver_rows = (
+                [] if args.skip_solvers else part_solvers(small, args.solver_limit, progress)
+            )
+    table = Table(
+        title=f"greedy gap and exact methods (warm {args.limit:.0f} s, cold "
+        f"{args.cold_limit:.0f} s; {machine})"
+    )
+    for column in (
+        "instance",
+        "GPUs x tasks",
+        "greedy",
+        "best",
+        "best bound",
+        "greedy gap",
+        "CP-SAT warm 1/10/60 s",
+        "HiGHS warm 1/10/60 s",
+        "CP-SAT cold 1/10 s",
+        "HiGHS cold 1/10 s",
+        "optimal in (s)",
+    ):
         table.add_column(column, justify="left" if column == "instance" else "right")
     for row in rows:
         cells = []
-        for method, warm in (("cpsat", True), ("milp/highs", True), ("cpsat", False),
-                             ("milp/highs", False)):
+        for method, warm in (
+            ("cpsat", True),
+            ("milp/highs", True),
+            ("cpsat", False),
+            ("milp/highs", False),
+        ):
             run = next(r for r in row["runs"] if r["method"] == method and r["warm"] == warm)
             marks = CHECKPOINTS if warm else CHECKPOINTS[:2]
             cells.append(" / ".join(_fmt(run["gap_at"][str(int(c))], ".1%") for c in marks))
-        optimal = [f"{r['method'].split('/')[0]}{'' if r['warm'] else ' cold'} {r['seconds']:.1f}"
-                   for r in row["runs"] if r["status"] == "optimal"]
-        table.add_row(row["instance"], f"{row['gpus']} x {row['tasks']}", f"{row['greedy']:.1f}",
-                      f"{row['best']:.1f}", _fmt(row["best_bound"], ".1f"),
-                      _fmt(row["greedy_gap"], ".2%"), *cells, ", ".join(optimal) or "-")
+        optimal = [
+            f"{r['method'].split('/')[0]}{'' if r['warm'] else ' cold'} {r['seconds']:.1f}"
+            for r in row["runs"]
+            if r["status"] == "optimal"
+        ]
+        table.add_row(
+            row["instance"],
+            f"{row['gpus']} x {row['tasks']}",
+            f"{row['greedy']:.1f}",
+            f"{row['best']:.1f}",
+            _fmt(row["best_bound"], ".1f"),
+            _fmt(row["greedy_gap"], ".2%"),
+            *cells,
+            ", ".join(optimal) or "-",
+        )
     console.print(table)
     gaps = [r["greedy_gap"] for r in rows if r["greedy_gap"] is not None and r["gpus"] <= 64]
     if gaps:
-        console.print(f"greedy gap over {len(gaps)} instances up to 64 GPUs: mean "
-                      f"{sum(gaps) / len(gaps):.2%}, max {max(gaps):.2%}")
+        console.print(
+            f"greedy gap over {len(gaps)} instances up to 64 GPUs: mean "
+            f"{sum(gaps) / len(gaps):.2%}, max {max(gaps):.2%}"
+        )
     if solver_rows:
         table = Table(title=f"solvers, cold start, {args.solver_limit:.0f} s limit")
-        for column in ("instance", "solver", "build s", "first solution s", "optimal s",
-                       "status", "objective", "gap"):
+        for column in (
+            "instance",
+            "solver",
+            "build s",
+            "first solution s",
+            "optimal s",
+            "status",
+            "objective",
+            "gap",
+        ):
             left = column in ("instance", "solver")
             table.add_column(column, justify="left" if left else "right")
         for row in solver_rows:
-            table.add_row(row["instance"], row["solver"], f"{row['build_seconds']:.2f}",
-                          _fmt(row["first_solution_seconds"], ".2f"),
-                          _fmt(row["optimal_seconds"], ".2f"), row["status"],
-                          f"{row['objective']:.1f}", _fmt(row["gap"], ".2%"))
+            table.add_row(
+                row["instance"],
+                row["solver"],
+                f"{row['build_seconds']:.2f}",
+                _fmt(row["first_solution_seconds"], ".2f"),
+                _fmt(row["optimal_seconds"], ".2f"),
+                row["status"],
+                f"{row['objective']:.1f}",
+                _fmt(row["gap"], ".2%"),
+            )
         console.print(table)
     if args.json and not args.from_json:
         payload = {"machine": machine, "args": vars(args), "gap": rows, "solvers": solver_rows}

@@ -54,8 +54,9 @@ def latency(seeds: int, repeat: int, progress: Progress) -> list[dict[str, Any]]
     for label, gpus, tasks, node, realtime, target in SIZES:
         greedy_ms, fifo_ms, ratios = [], [], []
         for seed in range(seeds):
-            problem = random_problem(seed, gpus=gpus, tasks=tasks, gpus_per_node=node,
-                                     realtime=realtime)
+            problem = random_problem(
+                seed, gpus=gpus, tasks=tasks, gpus_per_node=node, realtime=realtime
+            )
             _ = problem.index  # built once, outside the timed region, as in a long-lived planner
             runs = repeat if gpus < 1000 else max(3, repeat // 10)
             g_times, f_times = [], []
@@ -67,11 +68,20 @@ def latency(seeds: int, repeat: int, progress: Progress) -> list[dict[str, Any]]
             fifo_ms.append(f * 1000)
             ratios.append(g / f)
             progress.update(task, advance=1, description=f"latency {label}")
-        rows.append({
-            "size": label, "gpus": gpus, "tasks": tasks, "seeds": seeds, "runs": runs,
-            "greedy_ms": statistics.median(greedy_ms), "fifo_ms": statistics.median(fifo_ms),
-            "ratio": statistics.median(ratios), "ratio_max": max(ratios), "target_ms": target,
-        })
+        rows.append(
+            {
+                "size": label,
+                "gpus": gpus,
+                "tasks": tasks,
+                "seeds": seeds,
+                "runs": runs,
+                "greedy_ms": statistics.median(greedy_ms),
+                "fifo_ms": statistics.median(fifo_ms),
+                "ratio": statistics.median(ratios),
+                "ratio_max": max(ratios),
+                "target_ms": target,
+            }
+        )
     return rows
 
 
@@ -104,10 +114,15 @@ def quality(count: int, progress: Progress) -> dict[str, Any]:
             gains.append(g / f - 1)
         progress.update(task, advance=1)
     return {
-        "instances": count, "illegal": illegal, "greedy_worse": len(worse),
-        "worse_cases": worse[:20], "ties": ties,
-        "median_gain": statistics.median(gains), "mean_gain": statistics.fmean(gains),
-        "worst_gain": min(gains), "best_gain": max(gains),
+        "instances": count,
+        "illegal": illegal,
+        "greedy_worse": len(worse),
+        "worse_cases": worse[:20],
+        "ties": ties,
+        "median_gain": statistics.median(gains),
+        "mean_gain": statistics.fmean(gains),
+        "worst_gain": min(gains),
+        "best_gain": max(gains),
     }
 
 
@@ -123,19 +138,35 @@ def main() -> int:
     if args.quick:
         args.seeds, args.repeat, args.instances = 2, 10, 70
     console = Console(quiet=args.quiet, highlight=False)
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, " \
-              f"Python {platform.python_version()}"
+    machine = (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}"
+    )
     with Progress(console=console, transient=True, disable=args.quiet) as progress:
         lat = latency(args.seeds, args.repeat, progress)
         qual = quality(args.instances, progress)
-    table = Table(title=f"greedy vs FIFO latency (median of {args.repeat} runs x {args.seeds} "
-                        f"seeds; {machine})")
-    for column in ("GPUs x tasks", "greedy ms", "target ms", "FIFO ms", "greedy / FIFO",
-                   "worst ratio"):
+    table = Table(
+        title=f"greedy vs FIFO latency (median of {args.repeat} runs x {args.seeds} "
+        f"seeds; {machine})"
+    )
+    for column in (
+        "GPUs x tasks",
+        "greedy ms",
+        "target ms",
+        "FIFO ms",
+        "greedy / FIFO",
+        "worst ratio",
+    ):
         table.add_column(column, justify="right")
     for row in lat:
-        table.add_row(row["size"], f"{row['greedy_ms']:.3f}", f"{row['target_ms']:.0f}",
-                      f"{row['fifo_ms']:.3f}", f"{row['ratio']:.2f}", f"{row['ratio_max']:.2f}")
+        table.add_row(
+            row["size"],
+            f"{row['greedy_ms']:.3f}",
+            f"{row['target_ms']:.0f}",
+            f"{row['fifo_ms']:.3f}",
+            f"{row['ratio']:.2f}",
+            f"{row['ratio_max']:.2f}",
+        )
     console.print(table)
     console.print(
         f"random contended instances: {qual['instances']}, illegal grids {qual['illegal']}, "

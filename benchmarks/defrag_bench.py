@@ -52,18 +52,29 @@ def snapshots(args: argparse.Namespace) -> list[tuple[str, DefragProblem]]:
     for nodes in sizes:
         for seed in (1, 2, 3):
             name = f"random-{nodes}-s{seed}"
-            out.append((name, random_snapshot(seed, nodes=nodes, fill=0.75, locked_fraction=0.2,
-                                              name=name)))
+            out.append(
+                (
+                    name,
+                    random_snapshot(seed, nodes=nodes, fill=0.75, locked_fraction=0.2, name=name),
+                )
+            )
     folder = data_folder(args.data) / OPENB  # openb is optional here: skipped when absent
     if folder.is_dir():
         from gpuopt.io.openb import read_openb
 
-        problem, _ = read_openb(folder / "openb_node_list_gpu_node.csv",
-                                folder / "openb_pod_list_default.csv")
+        problem, _ = read_openb(
+            folder / "openb_node_list_gpu_node.csv", folder / "openb_pod_list_default.csv"
+        )
         out.append(("openb", problem))
     if not args.quick:
-        out.append(("random-20000", random_snapshot(1, nodes=20000, fill=0.75,
-                                                    locked_fraction=0.4, name="random-20000")))
+        out.append(
+            (
+                "random-20000",
+                random_snapshot(
+                    1, nodes=20000, fill=0.75, locked_fraction=0.4, name="random-20000"
+                ),
+            )
+        )
     return out
 
 
@@ -83,11 +94,20 @@ def row(name: str, problem: DefragProblem, plan: MigrationPlan) -> dict[str, Any
         raise SystemExit(f"{name}: {plan.method} returned an illegal plan: {broken[0]}")
     m = plan.metrics
     return {
-        "snapshot": name, "nodes": len(problem.nodes), "tasks": len(problem.tasks),
-        "gpus": int(problem.index.node_gpus.sum()), "method": plan.method,
-        "status": plan.status, "emptied": m.emptied, "fragmented_before": m.fragmented_before,
-        "fragmented_after": m.fragmented_after, "moves": m.moves, "waves": m.waves,
-        "seconds": round(plan.seconds, 3), "bound": plan.bound, "gap": plan.gap,
+        "snapshot": name,
+        "nodes": len(problem.nodes),
+        "tasks": len(problem.tasks),
+        "gpus": int(problem.index.node_gpus.sum()),
+        "method": plan.method,
+        "status": plan.status,
+        "emptied": m.emptied,
+        "fragmented_before": m.fragmented_before,
+        "fragmented_after": m.fragmented_after,
+        "moves": m.moves,
+        "waves": m.waves,
+        "seconds": round(plan.seconds, 3),
+        "bound": plan.bound,
+        "gap": plan.gap,
     }
 
 
@@ -130,24 +150,49 @@ def main() -> None:
                 plot_occupancy(problem, solve_ipc(problem), args.plot)
             progress.advance(bar)
     table = Table(title="defragmentation: nodes emptied, fragmented nodes before -> after")
-    for column in ("snapshot", "nodes", "method", "status", "emptied", "bound", "fragmented",
-                   "moves", "waves", "seconds"):
-        table.add_column(column, justify="left" if column in ("snapshot", "method", "status")
-                         else "right")
+    for column in (
+        "snapshot",
+        "nodes",
+        "method",
+        "status",
+        "emptied",
+        "bound",
+        "fragmented",
+        "moves",
+        "waves",
+        "seconds",
+    ):
+        table.add_column(
+            column, justify="left" if column in ("snapshot", "method", "status") else "right"
+        )
     for r in rows:
-        table.add_row(r["snapshot"], str(r["nodes"]), r["method"], r["status"], str(r["emptied"]),
-                      "" if r["bound"] is None else str(r["bound"]),
-                      f"{r['fragmented_before']} -> {r['fragmented_after']}", str(r["moves"]),
-                      str(r["waves"]), f"{r['seconds']:.2f}")
+        table.add_row(
+            r["snapshot"],
+            str(r["nodes"]),
+            r["method"],
+            r["status"],
+            str(r["emptied"]),
+            "" if r["bound"] is None else str(r["bound"]),
+            f"{r['fragmented_before']} -> {r['fragmented_after']}",
+            str(r["moves"]),
+            str(r["waves"]),
+            f"{r['seconds']:.2f}",
+        )
     console.print(table)
     summary = summarise(rows)
     for line in summary["lines"]:
         console.print(line)
     if args.json:
-        machine = {"python": sys.version.split()[0], "platform": platform.platform(),
-                   "cpus": os.cpu_count()}
-        write_text_atomic(args.json, json.dumps({"machine": machine, "rows": rows,
-                                                 "summary": summary["figures"]}, indent=1) + "\n")
+        machine = {
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        }
+        write_text_atomic(
+            args.json,
+            json.dumps({"machine": machine, "rows": rows, "summary": summary["figures"]}, indent=1)
+            + "\n",
+        )
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -178,8 +223,10 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ratios = [v for k, v in figures.items() if k.endswith("ipc_over_best_exact")]
     lines.append(f"ipc vs onehop: better on {beats}, equal on {ties}, worse on {worse} snapshots")
     if ratios:
-        lines.append(f"ipc emptied / best exact: min {min(ratios):.3f}, "
-                     f"median {statistics.median(ratios):.3f} over {len(ratios)} snapshots")
+        lines.append(
+            f"ipc emptied / best exact: min {min(ratios):.3f}, "
+            f"median {statistics.median(ratios):.3f} over {len(ratios)} snapshots"
+        )
     figures.update({"ipc_beats": beats, "ipc_ties": ties, "ipc_worse": worse})
     return {"lines": lines, "figures": figures}
 

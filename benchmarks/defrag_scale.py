@@ -28,9 +28,11 @@ def main() -> None:
     started = time.perf_counter()
     snapshot = random_snapshot(1, nodes=args.nodes, fill=0.75, locked_fraction=0.4)
     snapshot.index  # noqa: B018 - build the index view outside the timings
-    print(f"snapshot: {len(snapshot.nodes)} nodes, {len(snapshot.tasks)} tasks, "
-          f"{int(snapshot.index.node_gpus.sum())} GPUs, built and validated in "
-          f"{time.perf_counter() - started:.1f} s")
+    print(
+        f"snapshot: {len(snapshot.nodes)} nodes, {len(snapshot.tasks)} tasks, "
+        f"{int(snapshot.index.node_gpus.sum())} GPUs, built and validated in "
+        f"{time.perf_counter() - started:.1f} s"
+    )
     runs = {
         "onehop": lambda: solve_onehop(snapshot),
         "ipc, 1 process": lambda: solve_ipc(snapshot, workers=1),
@@ -49,8 +51,10 @@ def main() -> None:
             plan = run()
             seconds.append(plan.seconds)
         assert plan is not None and violations(snapshot, plan) == []
-        print(f"{name:20s} median {statistics.median(seconds):6.2f} s  (runs: "
-              f"{', '.join(f'{s:.2f}' for s in seconds)});  {plan.summary()}")
+        print(
+            f"{name:20s} median {statistics.median(seconds):6.2f} s  (runs: "
+            f"{', '.join(f'{s:.2f}' for s in seconds)});  {plan.summary()}"
+        )
     if client is not None:
         client.close()
 

@@ -50,10 +50,11 @@ SCENARIOS: list[tuple[str, dict[str, Any]]] = [
     ("LP request, random size", {"request_priority": "LP"}),
     ("HP, contended", {"contended": True}),
     ("HP, contended, 97 % full", {"contended": True, "occupancy": 0.97}),
-    ("HP, contended, 97 %, hourly ckpt", {"contended": True, "occupancy": 0.97,
-                                          "checkpoint_period": 3600}),
-    ("HP, CPU-bound (1 GPU, 90 CPUs)", {"request_gpus": 1, "request_cpus": 90,
-                                        "occupancy": 0.85}),
+    (
+        "HP, contended, 97 %, hourly ckpt",
+        {"contended": True, "occupancy": 0.97, "checkpoint_period": 3600},
+    ),
+    ("HP, CPU-bound (1 GPU, 90 CPUs)", {"request_gpus": 1, "request_cpus": 90, "occupancy": 0.85}),
     ("LP, contended (no preemption)", {"contended": True, "request_priority": "LP"}),
 ]
 
@@ -96,14 +97,24 @@ def latency(nodes: int, seeds: int, repeat: int, progress: Progress) -> list[dic
             for name in medians:
                 medians[name].append(statistics.median(runs[name]))
             progress.update(bar, advance=1, description=f"latency {label}")
-        rows.append({
-            "scenario": label, "nodes": nodes, "tasks": round(statistics.fmean(tasks)),
-            "seeds": seeds, "runs": repeat,
-            "stage": "/".join(str(s) if s is not None else "-" for s in stages),
-            **{f"{name}_ms": statistics.median(times) * 1000 for name, times in medians.items()},
-            **{f"{name}_worst_ms": max(times) * 1000 for name, times in medians.items()},
-            **{f"{name}_cold_ms": statistics.median(times) * 1000 for name, times in cold.items()},
-        })
+        rows.append(
+            {
+                "scenario": label,
+                "nodes": nodes,
+                "tasks": round(statistics.fmean(tasks)),
+                "seeds": seeds,
+                "runs": repeat,
+                "stage": "/".join(str(s) if s is not None else "-" for s in stages),
+                **{
+                    f"{name}_ms": statistics.median(times) * 1000 for name, times in medians.items()
+                },
+                **{f"{name}_worst_ms": max(times) * 1000 for name, times in medians.items()},
+                **{
+                    f"{name}_cold_ms": statistics.median(times) * 1000
+                    for name, times in cold.items()
+                },
+            }
+        )
     return rows
 
 
@@ -136,8 +147,12 @@ def quality(count: int, nodes: int, progress: Progress) -> dict[str, Any]:
             worse_cases.append((seed, heuristic.cost, exact.cost))
     worse_cases.sort(key=lambda case: case[1] / case[2], reverse=True)
     return {
-        "instances": count, "nodes": nodes, "stage_two": stage_two, "heuristic_optimal": equal,
-        "exact_above_heuristic": 0, "exact_zero_heuristic_positive": zero_exact_positive_heuristic,
+        "instances": count,
+        "nodes": nodes,
+        "stage_two": stage_two,
+        "heuristic_optimal": equal,
+        "exact_above_heuristic": 0,
+        "exact_zero_heuristic_positive": zero_exact_positive_heuristic,
         "mean_excess": statistics.fmean(excess) if excess else 0.0,
         "max_excess": max(excess, default=0.0),
         "mean_absolute_excess": statistics.fmean(absolute) if absolute else 0.0,
@@ -158,24 +173,43 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.repeat, args.instances = 2, 30, 100
-    console = Console(quiet=args.quiet, highlight=False,
-                      width=None if sys.stdout.isatty() else 150)
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, " \
-              f"Python {platform.python_version()}"
+    console = Console(quiet=args.quiet, highlight=False, width=None if sys.stdout.isatty() else 150)
+    machine = (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}"
+    )
     with Progress(console=console, transient=True, disable=args.quiet) as progress:
         lat = latency(args.nodes, args.seeds, args.repeat, progress)
         qual = quality(args.instances, args.quality_nodes, progress)
-    table = Table(title=f"preemption decision time, ms (median of {args.repeat} runs; median and "
-                        f"worst of {args.seeds} seeds; index built; {machine})")
-    for column in ("scenario", "nodes", "tasks", "stage", "heuristic", "worst", "exact", "worst",
-                   "cold heur.", "cold exact"):
+    table = Table(
+        title=f"preemption decision time, ms (median of {args.repeat} runs; median and "
+        f"worst of {args.seeds} seeds; index built; {machine})"
+    )
+    for column in (
+        "scenario",
+        "nodes",
+        "tasks",
+        "stage",
+        "heuristic",
+        "worst",
+        "exact",
+        "worst",
+        "cold heur.",
+        "cold exact",
+    ):
         table.add_column(column, justify="right")
     for row in lat:
         table.add_row(
-            row["scenario"], str(row["nodes"]), str(row["tasks"]), row["stage"],
-            f"{row['heuristic_ms']:.3f}", f"{row['heuristic_worst_ms']:.3f}",
-            f"{row['exact_ms']:.3f}", f"{row['exact_worst_ms']:.3f}",
-            f"{row['heuristic_cold_ms']:.2f}", f"{row['exact_cold_ms']:.2f}",
+            row["scenario"],
+            str(row["nodes"]),
+            str(row["tasks"]),
+            row["stage"],
+            f"{row['heuristic_ms']:.3f}",
+            f"{row['heuristic_worst_ms']:.3f}",
+            f"{row['exact_ms']:.3f}",
+            f"{row['exact_worst_ms']:.3f}",
+            f"{row['heuristic_cold_ms']:.2f}",
+            f"{row['exact_cold_ms']:.2f}",
         )
     console.print(table)
     console.print(

@@ -112,8 +112,12 @@ def main() -> None:
     for line in summary:
         console.print(line)
     if args.json:
-        write_text_atomic(args.json, json.dumps({"nodes": len(nodes), "load": args.load,
-                                                 "rows": rows, "summary": summary}, indent=1))
+        write_text_atomic(
+            args.json,
+            json.dumps(
+                {"nodes": len(nodes), "load": args.load, "rows": rows, "summary": summary}, indent=1
+            ),
+        )
     if args.plot:
         _plot(rows, args.plot, len(nodes), args.load)
 
@@ -137,8 +141,10 @@ def _summary(rows: list[dict[str, Any]]) -> list[str]:
         eight_binpack.append(cost["eight_gpu_on_arrival"])
         eight_spread.append(spread["eight_gpu_on_arrival"])
     if cuts:
-        lines.append(f"cost-aware victims cut LP wasted GPU-hours vs random by "
-                     f"{min(cuts):.1%} to {max(cuts):.1%} (median {statistics.median(cuts):.1%})")
+        lines.append(
+            f"cost-aware victims cut LP wasted GPU-hours vs random by "
+            f"{min(cuts):.1%} to {max(cuts):.1%} (median {statistics.median(cuts):.1%})"
+        )
     exact = [
         (r["stream"], r["policy"].split(",")[0], r["lp_wasted_gpu_hours"])
         for r in rows
@@ -150,8 +156,10 @@ def _summary(rows: list[dict[str, Any]]) -> list[str]:
             for r in rows
             if r["stream"] == stream and r["policy"] == f"{placement}, cost victims"
         )
-        lines.append(f"{stream}, {placement}: LP GPU-h wasted, exact victims {wasted:.2f} "
-                     f"vs cost (heuristic) {heuristic:.2f}")
+        lines.append(
+            f"{stream}, {placement}: LP GPU-h wasted, exact victims {wasted:.2f} "
+            f"vs cost (heuristic) {heuristic:.2f}"
+        )
     lines.append(
         f"8-GPU jobs placed on arrival: binpack+topology {min(eight_binpack):.1%}-"
         f"{max(eight_binpack):.1%}, spread {min(eight_spread):.1%}-{max(eight_spread):.1%}"
@@ -166,25 +174,38 @@ def _plot(rows: list[dict[str, Any]], path: str, nodes: int, load: float) -> Non
     import matplotlib.pyplot as plt
 
     streams = list(dict.fromkeys(r["stream"] for r in rows))
-    shown = [("lp_wasted_gpu_hours", "LP GPU-hours wasted"),
-             ("lp_mean_completion_hours", "LP completion time (h)"),
-             ("eight_gpu_on_arrival", "8-GPU jobs placed on arrival"),
-             ("mean_fragmented_nodes", "fragmented nodes (time average)")]
+    shown = [
+        ("lp_wasted_gpu_hours", "LP GPU-hours wasted"),
+        ("lp_mean_completion_hours", "LP completion time (h)"),
+        ("eight_gpu_on_arrival", "8-GPU jobs placed on arrival"),
+        ("mean_fragmented_nodes", "fragmented nodes (time average)"),
+    ]
     fig, axes = plt.subplots(1, len(shown), figsize=(16, 4))
     width = 0.8 / len(POLICIES)
     colors = ["#2b6cb0", "#c05621", "#718096"]
     for ax, (key, title) in zip(axes, shown, strict=True):
         for k, policy in enumerate(POLICIES):
-            values = [next(r[key] for r in rows if r["stream"] == s and r["policy"] == policy.name)
-                      for s in streams]
-            ax.bar([i + k * width for i in range(len(streams))], values, width,
-                   label=policy.name, color=colors[k])
+            values = [
+                next(r[key] for r in rows if r["stream"] == s and r["policy"] == policy.name)
+                for s in streams
+            ]
+            ax.bar(
+                [i + k * width for i in range(len(streams))],
+                values,
+                width,
+                label=policy.name,
+                color=colors[k],
+            )
         ax.set_xticks([i + width for i in range(len(streams))])
         ax.set_xticklabels(streams, fontsize=8)
         ax.set_title(title, fontsize=10)
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"replay on {nodes} spot-pool 8-GPU nodes, offered load {load}", fontsize=10,
-                 x=0.01, ha="left")
+    fig.suptitle(
+        f"replay on {nodes} spot-pool 8-GPU nodes, offered load {load}",
+        fontsize=10,
+        x=0.01,
+        ha="left",
+    )
     fig.tight_layout()
     write_with(path, lambda tmp: fig.savefig(tmp, dpi=110, format=Path(path).suffix.lstrip(".")))
     plt.close(fig)

@@ -24,8 +24,10 @@ from gpuopt.placement.solution import entropy, violations
 
 def random_state(seed: int) -> TopologyProblem:
     rng = random.Random(seed)
-    switches = [{"id": f"asw-{i}", "free_gpus": rng.choice([0, 4, 8, 12, 16, 24, 32, 48, 64])}
-                for i in range(rng.randint(8, 48))]
+    switches = [
+        {"id": f"asw-{i}", "free_gpus": rng.choice([0, 4, 8, 12, 16, 24, 32, 48, 64])}
+        for i in range(rng.randint(8, 48))
+    ]
     free = sum(s["free_gpus"] for s in switches)
     target = free * rng.uniform(0.8, 1.5)
     jobs, asked = [], 0
@@ -76,13 +78,19 @@ def main() -> None:
             largest_gap += abs(greedy.entropy[first.id] - min_entropy(problem, first.gpus))
     n = args.instances
     print(f"{n} random states; MILP limit {args.limit:g} s (proved optimal on {optimal})")
-    print(f"jobs placed: greedy {sum(placed_g)}, MILP {sum(placed_m)} "
-          f"({sum(placed_g) / max(1, sum(placed_m)):.1%}); greedy reaches the MILP bound on "
-          f"{bound_hits} of {n}")
-    print(f"job-switch pairs: greedy {sum(span_g)}, MILP {sum(span_m)}; mean entropy per state: "
-          f"greedy {statistics.mean(ent_g):.3f}, MILP {statistics.mean(ent_m):.3f}")
-    print(f"median decision time: greedy {statistics.median(time_g) * 1000:.2f} ms, "
-          f"MILP {statistics.median(time_m):.2f} s (max {max(time_m):.2f} s)")
+    print(
+        f"jobs placed: greedy {sum(placed_g)}, MILP {sum(placed_m)} "
+        f"({sum(placed_g) / max(1, sum(placed_m)):.1%}); greedy reaches the MILP bound on "
+        f"{bound_hits} of {n}"
+    )
+    print(
+        f"job-switch pairs: greedy {sum(span_g)}, MILP {sum(span_m)}; mean entropy per state: "
+        f"greedy {statistics.mean(ent_g):.3f}, MILP {statistics.mean(ent_m):.3f}"
+    )
+    print(
+        f"median decision time: greedy {statistics.median(time_g) * 1000:.2f} ms, "
+        f"MILP {statistics.median(time_m):.2f} s (max {max(time_m):.2f} s)"
+    )
     print(f"largest job: entropy above the majorizing split's, summed: {largest_gap:.1e}")
 
 
