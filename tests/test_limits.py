@@ -149,7 +149,8 @@ def test_snapshot_selector_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(defrag_problem, "MAX_SELECTOR_CELLS", 30)  # 4 selectors x 10 nodes
     with pytest.raises(ProblemError) as caught:
         gpuopt.DefragProblem.model_validate(data)
-    assert "distinct node_selectors" in one_line(caught)
+    expected = "distinct placement rules (node selector, node affinity, tolerations)"
+    assert expected in one_line(caught)
 
 
 def test_defrag_options_are_validated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
