@@ -64,8 +64,8 @@ def kind_of(data: Any) -> str:
 
 def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[Any, Any]:
     """The problem the answer answers (rebuilt from the cluster), and the answer."""
-    from gpuopt.cluster.model import parse_cluster
-    from gpuopt.cluster.request import Request
+    from gpuopt.cluster.model import Priority, parse_cluster
+    from gpuopt.cluster.request import Request, pending_request
     from gpuopt.defrag.solution import parse_plan
     from gpuopt.placement.nodes import NodePlacement, NodePlacementProblem
     from gpuopt.placement.problem import TopologyProblem, parse_state
@@ -104,12 +104,17 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
         asked = decision.request
         if asked is None or asked.gpus == 0:
             raise ProblemError(f"{where}: the decision does not say which request it decides.")
+        shape = Request(gpus=asked.gpus, cpus=asked.cpus)
+        priority: Priority = asked.priority
+        if asked.pending is not None:  # asked for a waiting pod: its rules too
+            shape, priority = pending_request(cluster, asked.pending)
         preemption = PreemptionProblem.from_cluster(
             cluster,
-            Request(gpus=asked.gpus, cpus=asked.cpus),
-            priority=asked.priority,
+            shape,
+            priority=asked.rank if asked.rank is not None else priority,
             now=decision.now,
             request_id=asked.id,
+            pending=asked.pending,
         )
         return preemption, decision
     if kind == "node":
@@ -117,12 +122,16 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
         job = placement.job
         if job is None:
             raise ProblemError(f"{where}: the placement does not say what it placed (job).")
+        asked_shape = Request(gpus=job.gpus, cpus=job.cpus, memory=job.memory or None)
+        if job.pending is not None:  # placed for a waiting pod: its rules too
+            asked_shape = pending_request(cluster, job.pending)[0]
         node_level = NodePlacementProblem.from_cluster(
             cluster,
-            Request(gpus=job.gpus, cpus=job.cpus, memory=job.memory or None),
+            asked_shape,
             request_id=job.id,
             min_bandwidth=job.min_bandwidth,
             whole_node=job.whole_node,
+            pending=job.pending,
         )
         return node_level, placement
     result = _parse(TopologyResult, answer, args)

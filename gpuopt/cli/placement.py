@@ -49,8 +49,26 @@ def cluster_or_state(
             )
         return state(raw, source=path)
     if request is None:
-        raise ProblemError("--request is required with a cluster snapshot (e.g. --request 8G32C).")
+        raise ProblemError(
+            "--request is required with a cluster snapshot (e.g. --request 8G32C), or --pending ID."
+        )
     return parse_cluster(raw, source=path)
+
+
+def asked_request(args: argparse.Namespace, cluster: Any) -> tuple[Any, Any]:
+    """``--request SHAPE`` (priority from ``--priority``) or ``--pending ID``: the waiting
+    pod's shape, rules and priority; ``(request, priority or None)``."""
+    from gpuopt.cluster.request import pending_request
+
+    if args.pending is None:
+        return args.request, None
+    if args.request is not None:
+        raise ProblemError("give --request or --pending, not both.")
+    if getattr(args, "priority", None) is not None:
+        raise ProblemError("--priority: a waiting pod states its own priority (--pending).")
+    request, priority = pending_request(cluster, args.pending)
+    args.id = args.pending if args.id == "job" else args.id
+    return request, priority
 
 
 # --------------------------------------------------------------------------- place
@@ -60,35 +78,39 @@ def build_placement(args: argparse.Namespace) -> Any:
     from gpuopt.placement.nodes import NodePlacementProblem
     from gpuopt.placement.problem import TopologyProblem, parse_state
 
-    asked = args.request is not None or args.level not in (None, "switch")
+    asked = (
+        args.request is not None or args.pending is not None or args.level not in (None, "switch")
+    )
     cluster = cluster_or_state(
         args.cluster,
-        args.request,
+        args.request or args.pending,
         state_key="switches",
         state=parse_state,
-        flags="--request or --level" if asked else None,
+        flags="--request, --pending or --level" if asked else None,
     )
     if not isinstance(cluster, Cluster):  # a switch-level state file with its jobs
         args.method = args.method or "greedy"
         return cluster
     level = args.level or NODE_LEVEL
+    request, _ = asked_request(args, cluster)
     if level == NODE_LEVEL:
         if args.one_switch:
             raise ProblemError("--one-switch applies to a switch-level placement (--level switch).")
         args.method = args.method or "binpack"
         return NodePlacementProblem.from_cluster(
             cluster,
-            args.request,
+            request,
             request_id=args.id,
             min_bandwidth=args.min_bandwidth,
             whole_node=args.whole_node,
+            pending=args.pending,
         )
     if args.min_bandwidth:
         raise ProblemError("--min-bandwidth applies to a node-level placement (--level node).")
     args.method = args.method or "greedy"
     return TopologyProblem.from_cluster(
         cluster,
-        args.request,
+        request,
         level=level,
         one_switch=args.one_switch,
         whole_nodes=args.whole_node,
@@ -161,22 +183,29 @@ def build_preemption(args: argparse.Namespace) -> Any:
     from gpuopt.cluster.model import Cluster
     from gpuopt.preemption.problem import PreemptionProblem, parse_state
 
-    asked = args.request is not None or args.now is not None or args.priority is not None
+    asked = (
+        args.request is not None
+        or args.pending is not None
+        or args.now is not None
+        or args.priority is not None
+    )
     cluster = cluster_or_state(
         args.state,
-        args.request,
+        args.request or args.pending,
         state_key="request",
         state=parse_state,
-        flags="--request, --priority or --now" if asked else None,
+        flags="--request, --pending, --priority or --now" if asked else None,
     )
     if not isinstance(cluster, Cluster):  # a preemption state file with its request and clock
         return cluster
+    request, priority = asked_request(args, cluster)
     return PreemptionProblem.from_cluster(
         cluster,
-        args.request,
-        priority=parse_priority(args.priority or "HP"),
+        request,
+        priority=priority if priority is not None else parse_priority(args.priority or "HP"),
         now=args.now,
         request_id=args.id,
+        pending=args.pending,
     )
 
 
@@ -214,7 +243,18 @@ def add_request(parser: argparse.ArgumentParser) -> None:
         help=f"the job's shape, {REQUEST_FORM} (memory in the snapshot's unit); "
         "required with a cluster snapshot",
     )
-    parser.add_argument("--id", default="job", help="the job's id in the answer (default: job)")
+    parser.add_argument(
+        "--pending",
+        metavar="ID",
+        help="a waiting pod of the cluster snapshot (its pending list, e.g. ml/train-0) "
+        "instead of --request: its shape, tolerations, node selector and affinity, priority "
+        "and preemption policy (default: none)",
+    )
+    parser.add_argument(
+        "--id",
+        default="job",
+        help="the job's id in the answer (default: job; with --pending, the pod's id)",
+    )
 
 
 def add_commands(commands: Any) -> None:

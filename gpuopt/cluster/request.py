@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, Toleration
-from gpuopt.cluster.model import MAX_AMOUNT, MAX_NODE_GPUS
+from gpuopt.cluster.model import MAX_AMOUNT, MAX_NODE_GPUS, Cluster, Priority
 from gpuopt.errors import ProblemError, problem_error_from, short
 
 #: The expected form of a request text, quoted in error messages.
@@ -147,9 +147,39 @@ def parse_request(
         raise problem_error_from(exc, source=f"request {short(text)}") from None
 
 
+def pending_request(cluster: Cluster, pod_id: str) -> tuple[Request, Priority]:
+    """What the cluster's waiting pod ``pod_id`` asks for, as a request, and its priority.
+
+    The request keeps the pod's node selector, tolerations, required node
+    affinity and preemption policy, so the views judge nodes by its rules
+    (K1-K3, K8).
+
+    Raises
+    ------
+    ProblemError
+        When the cluster has no waiting pod of that id.
+    """
+    for pod in cluster.pending:
+        if pod.id == pod_id:
+            request = Request(
+                gpus=max(pod.gpus, 1),
+                cpus=pod.cpus,
+                memory=pod.memory,
+                node_selector=pod.node_selector,
+                tolerations=pod.tolerations,
+                node_affinity=pod.node_affinity,
+                preemption_policy=pod.preemption_policy,
+            )
+            return request, pod.priority
+    known = ", ".join(repr(pod.id) for pod in cluster.pending[:5]) or "none"
+    raise ProblemError(
+        f"pending: the cluster has no waiting pod {pod_id!r} (its waiting pods: {known})."
+    )
+
+
 def as_request(request: Request | str) -> Request:
     """``request`` itself, or the shape text read by :func:`parse_request`."""
     return parse_request(request) if isinstance(request, str) else request
 
 
-__all__ = ["REQUEST_FORM", "Request", "as_request", "parse_request"]
+__all__ = ["REQUEST_FORM", "Request", "as_request", "parse_request", "pending_request"]

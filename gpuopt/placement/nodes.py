@@ -549,6 +549,11 @@ class GpuRequest(BaseModel):
     cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     memory: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     whole_node: bool = False
+    pending: str | None = Field(
+        default=None,
+        description="The cluster's waiting pod it stands for (a view of a cluster), so a "
+        "check can rebuild the question with the pod's rules.",
+    )
 
 
 class NodePlacementProblem(IndexedModel):
@@ -610,6 +615,7 @@ class NodePlacementProblem(IndexedModel):
         request_id: str = "job",
         min_bandwidth: float = 0.0,
         whole_node: bool = False,
+        pending: str | None = None,
     ) -> NodePlacementProblem:
         """The node-level question asked of a cluster snapshot: where does ``request`` go?
 
@@ -677,6 +683,8 @@ class NodePlacementProblem(IndexedModel):
             "memory": shape.memory or 0.0,
             "whole_node": whole_node,
         }
+        if pending is not None:
+            gpu_request["pending"] = pending
         return cls(name=cluster.name, topologies=topologies, nodes=nodes, request=gpu_request)
 
 

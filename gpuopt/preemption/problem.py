@@ -104,6 +104,14 @@ class Request(BaseModel):
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
     cpus: float = Field(default=0.0, ge=0, le=MAX_CPUS)
     priority: Priority
+    rank: int | None = Field(
+        default=None,
+        description="The integer priority asked for (a view of a cluster), so a check can "
+        "rebuild the question.",
+    )
+    pending: str | None = Field(
+        default=None, description="The cluster's waiting pod it stands for, if any."
+    )
 
 
 class PreemptionProblem(IndexedModel):
@@ -192,6 +200,7 @@ class PreemptionProblem(IndexedModel):
         priority: Priority | int = "HP",
         now: float | None = None,
         request_id: str = "job",
+        pending: str | None = None,
     ) -> PreemptionProblem:
         """The preemption question asked of a cluster snapshot: whom does ``request`` stop?
 
@@ -272,6 +281,8 @@ class PreemptionProblem(IndexedModel):
                 "gpus": shape.gpus,
                 "cpus": shape.cpus,
                 "priority": "HP",
+                "rank": wanted,
+                "pending": pending,
             },
         }
         return cls.parse(data)
