@@ -33,6 +33,9 @@ MAX_VALUES = 1000
 #: Default priority floor: pods at or above it are never moved (the system-critical
 #: classes ``system-cluster-critical`` = 2,000,000,000 and ``system-node-critical``).
 CRITICAL_PRIORITY = 2_000_000_000
+#: Node label the Kubernetes reader sets to ``single`` on a node in MIG single strategy:
+#: what it advertises as GPUs are MIG slices.
+MIG_LABEL = "gpuopt.io/mig"
 #: The node level's topology key.
 HOSTNAME_KEY = "kubernetes.io/hostname"
 
@@ -373,6 +376,7 @@ __all__ = [
     "CRITICAL_PRIORITY",
     "HARD_EFFECTS",
     "HOSTNAME_KEY",
+    "MIG_LABEL",
     "Budget",
     "LabelRequirement",
     "LabelSelector",

@@ -13,13 +13,16 @@ For a request shape (GPUs, CPUs, optional memory, optional node selector and
 ``topology``
     ``same_asw = N > 1``: the copies a switch could host are not a multiple of
     ``N``; the GPUs of the left-over copies cannot form a group.
+``mig_slices``
+    Its node is in MIG single strategy (label ``gpuopt.io/mig=single``, set
+    by the Kubernetes reader): what it advertises as GPUs are MIG slices.
 ``excluded``
     Its node may not take the request (rules K1-K3 of ``models/cluster.md``):
     NotReady, cordoned or locked, a taint the request does not tolerate, or
     the request's node selector or node affinity excludes it.
 
 so that ``idle_gpus == usable + stranded + cpu_starved + memory_starved +
-topology + excluded`` holds exactly. Per node with ``f`` free GPUs and
+topology + excluded + mig_slices`` holds exactly. Per node with ``f`` free GPUs and
 ``k_gpu = f // G``, ``k_cpu = free_cpus // C``, ``k_mem = free_memory // M``
 (a resource the request does not ask for, or a node without stated memory,
 never binds) and ``k = min(k_gpu, k_cpu, k_mem)`` copies: ``usable = k*G``,
@@ -54,6 +57,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpuopt.cluster.kube import MIG_LABEL
 from gpuopt.cluster.model import DefragProblem, scaled
 from gpuopt.cluster.request import REQUEST_FORM, Request, as_request, parse_request
 from gpuopt.cluster.rules import refusal
@@ -63,7 +67,7 @@ IntArray = npt.NDArray[np.int64]
 
 
 class Counts(BaseModel):
-    """Idle GPUs by cause: ``idle_gpus`` is the sum of the six classes."""
+    """Idle GPUs by cause: ``idle_gpus`` is the sum of the seven classes."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -77,6 +81,11 @@ class Counts(BaseModel):
         description="Free GPUs on nodes the request may not use (rules K1-K3): its node "
         "selector or node affinity excludes them, a taint it does not tolerate, or the node "
         "is NotReady, cordoned or locked."
+    )
+    mig_slices: int = Field(
+        default=0,
+        description="Free GPUs of nodes in MIG single strategy (label gpuopt.io/mig=single): "
+        "slices, not whole GPUs, so never usable for a whole-GPU request.",
     )
     requests_servable: int = Field(description="Copies (same_asw > 1: groups) that fit now.")
 
@@ -161,7 +170,7 @@ def diagnose(problem: DefragProblem, request: Request | str, *, detail: bool = F
     -------
     Diagnosis
         ``idle_gpus == usable + stranded + cpu_starved + memory_starved +
-        topology + excluded`` holds exactly.
+        topology + excluded + mig_slices`` holds exactly.
 
     Examples
     --------
@@ -190,9 +199,15 @@ def diagnose(problem: DefragProblem, request: Request | str, *, detail: bool = F
         k_mem = np.where(index.node_memory >= 0, free_memory // need_memory, k_gpu)
     else:
         k_mem = k_gpu
-    admitted = np.array(  # K1-K3: open nodes the request tolerates and matches
-        [refusal(node, request) is None for node in problem.nodes], dtype=bool
+    sliced = np.array(  # MIG single strategy: the "GPUs" are slices, never whole GPUs
+        [node.labels.get(MIG_LABEL) == "single" for node in problem.nodes], dtype=bool
     ).reshape(n)
+    admitted = (
+        np.array(  # K1-K3: open nodes the request tolerates and matches
+            [refusal(node, request) is None for node in problem.nodes], dtype=bool
+        ).reshape(n)
+        & ~sliced
+    )
 
     k = np.minimum(k_gpu, np.minimum(k_cpu, k_mem))
     starved = (k_gpu - k) * size
@@ -203,7 +218,8 @@ def diagnose(problem: DefragProblem, request: Request | str, *, detail: bool = F
         "stranded": np.where(admitted, free - k_gpu * size, none),
         "cpu_starved": np.where(admitted & cpu_binds, starved, none),
         "memory_starved": np.where(admitted & ~cpu_binds, starved, none),
-        "excluded": np.where(admitted, none, free),
+        "excluded": np.where(admitted | sliced, none, free),
+        "mig_slices": np.where(sliced, free, none),
         "idle_gpus": free,
         "nodes": np.ones(n, dtype=np.int64),
     }
@@ -231,6 +247,7 @@ def diagnose(problem: DefragProblem, request: Request | str, *, detail: bool = F
         memory_starved=totals["memory_starved"],
         topology=totals["topology"],
         excluded=totals["excluded"],
+        mig_slices=totals["mig_slices"],
         requests_servable=totals["requests_servable"],
         fractional=sum(shares) / 1000,
         shared_gpus=len(shares),
@@ -249,6 +266,7 @@ _COUNT_FIELDS = (
     "memory_starved",
     "topology",
     "excluded",
+    "mig_slices",
     "requests_servable",
 )
 
@@ -299,6 +317,7 @@ TABLE_ROWS: tuple[tuple[str, str], ...] = (
     ("  memory-starved", "memory_starved"),
     ("  topology", "topology"),
     ("  excluded (selector, taint, closed)", "excluded"),
+    ("  MIG slices (not whole GPUs)", "mig_slices"),
     ("fractional (unused share, GPUs)", "fractional"),
     ("requests servable", "requests_servable"),
     ("fragmented nodes", "fragmented_nodes"),

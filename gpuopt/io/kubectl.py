@@ -155,6 +155,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpuopt.cluster.kube import (
     CRITICAL_PRIORITY,
+    MIG_LABEL,
     Budget,
     LabelSelector,
     affinity_matches,
@@ -185,7 +186,6 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 #: The label gpuopt puts on a node whose GPUs are MIG slices (single strategy).
-MIG_LABEL = "gpuopt.io/mig"
 MIG_PREFIX = "nvidia.com/mig-"
 #: KAI Scheduler's GPU-sharing annotations (a share of one GPU; GPU memory in MiB).
 GPU_FRACTION_ANNOTATION = "gpu-fraction"

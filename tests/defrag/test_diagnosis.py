@@ -24,7 +24,15 @@ from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import make_plan
 from gpuopt.errors import ProblemError
 
-CAUSES = ("usable", "stranded", "cpu_starved", "memory_starved", "topology", "excluded")
+CAUSES = (
+    "usable",
+    "stranded",
+    "cpu_starved",
+    "memory_starved",
+    "topology",
+    "excluded",
+    "mig_slices",
+)
 
 FAST = settings(
     max_examples=150,
@@ -418,3 +426,19 @@ def test_idle_gpus_split_exactly(problem: DefragProblem, request: Request, detai
             assert s.idle_gpus == sum(getattr(s, name) for name in CAUSES)
     else:
         assert d.switches is None
+
+
+def test_mig_slices_are_never_whole_gpus() -> None:
+    """A node in MIG single strategy advertises slices: idle, but no whole-GPU request's."""
+    problem = DefragProblem.model_validate(
+        {
+            "nodes": [
+                {"id": "mig", "gpus": 7, "cpus": 64, "labels": {"gpuopt.io/mig": "single"}},
+                {"id": "whole", "gpus": 8, "cpus": 64},
+            ],
+            "tasks": [{"id": "t", "node": "mig", "gpus": 1}],
+        }
+    )
+    d = diagnose(problem, "1G")
+    assert (d.idle_gpus, d.mig_slices, d.usable, d.requests_servable) == (14, 6, 8, 8)
+    assert d.idle_gpus == sum(getattr(d, name) for name in CAUSES)
