@@ -289,7 +289,7 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
             "min_node_gpus": rng.choice((0, 0, 0, gpus_per_node, largest)),
             "seed": rng.randrange(1000),
         }
-        problem = DefragProblem.model_validate(data)
+        problem = _kubernetes(rng, DefragProblem.model_validate(data))
         options: dict[str, Any] = {}
         if exact:
             options = _exact_options(rng, number)
@@ -300,6 +300,8 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
                 options["exact"] = rng.choice(("milp", "cpsat"))
                 options["exact_seconds"] = 1.0
         shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, {len(problem.tasks)} tasks"
+        if problem.budgets or any(node.taints for node in problem.nodes):
+            shape += ", Kubernetes rules"
         return Instance(problem, options, shape)
 
     return build
@@ -393,8 +395,33 @@ def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
     return build
 
 
+def _kubernetes(rng: random.Random, cluster: Any) -> Any:
+    """Half the clusters carry the Kubernetes facts of rules K1-K7, at random shares."""
+    if rng.random() < 0.5:
+        return cluster
+    from gpuopt.defrag.generator import with_kubernetes
+
+    return with_kubernetes(
+        cluster,
+        rng.randrange(2**31),
+        tainted=rng.uniform(0.0, 0.5),
+        cordoned=rng.uniform(0.0, 0.2),
+        not_ready=rng.uniform(0.0, 0.1),
+        tolerating=rng.uniform(0.0, 1.0),
+        affinity=rng.uniform(0.0, 0.5),
+        services=rng.randint(0, 4),
+        replicas=rng.uniform(0.0, 0.5),
+        zone_spread=rng.uniform(0.0, 1.0),
+        pod_affinity=rng.uniform(0.0, 0.1),
+        pinned=rng.uniform(0.0, 0.2),
+        extended=rng.uniform(0.0, 0.5),
+        budgets=rng.random() < 0.7,
+    )
+
+
 def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
     def build(rng: random.Random, number: int) -> Instance:
+        from gpuopt.cluster.kube import Toleration
         from gpuopt.cluster.model import Cluster
         from gpuopt.cluster.request import Request
         from gpuopt.defrag.generator import random_snapshot
@@ -415,11 +442,14 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
             kind = rng.choice(("nvswitch", "nvlink-pairs", "pcie-two-numa", None))
             if kind is not None:
                 row["interconnect"] = kind
-        cluster = Cluster.model_validate(data)
+        cluster = _kubernetes(rng, Cluster.model_validate(data))
         request = Request(
             gpus=rng.choice([g for g in (1, 2, 3, 4, 8, 16) if g <= gpus_per_node]),
             cpus=rng.choice((0.0, 4.0, 16.0)),
             memory=rng.choice((None, 64.0)),
+            tolerations=[Toleration(key="dedicated", operator="Exists")]
+            if rng.random() < 0.5
+            else [],
         )
         problem = NodePlacementProblem.from_cluster(
             cluster,
