@@ -173,10 +173,15 @@ def draw_defrag(problem: Any, plan: Any, path: str) -> None:
 
 
 def show_defrag(shown: Any, problem: Any, plan: Any) -> None:
-    """The plan's summary and its notes."""
+    """The plan's summary, its notes, and the tasks no method may move, by reason."""
+    from gpuopt.cluster.rules import describe, fixed_counts
+
     shown.print(f"{problem.name}: {plan.summary()} [{plan.status}]")
     for note in plan.notes:
         shown.print(f"  note: {note}")
+    fixed = problem.index.fixed
+    if fixed:
+        shown.print(f"  kept in place: {len(fixed)} tasks ({describe(fixed_counts(fixed))})")
 
 
 # --------------------------------------------------------------------------- diagnose
@@ -283,6 +288,11 @@ def run_snapshot(args: argparse.Namespace) -> int:
             print(kube_report.summary(), file=sys.stderr)
     write_text(args.out, problem.to_json(indent=None) + "\n")
     shown.print(f"{problem.name}: {len(problem.nodes)} nodes, {len(problem.tasks)} tasks")
+    fixed = problem.index.fixed
+    if fixed:  # pinned by the reader, and what the rules keep in place on top
+        from gpuopt.cluster.rules import describe, fixed_counts
+
+        shown.print(f"  never moved: {len(fixed)} tasks ({describe(fixed_counts(fixed))})")
     return EXIT_OK
 
 
