@@ -16,9 +16,10 @@ Inputs
   and ``*.yml`` file in it (not below), in name order.
 * A document is a list (``kind: List``, ``NodeList``, ``PodList``,
   ``PodDisruptionBudgetList``, ``PriorityClassList``, ...; the items of a
-  typed list may omit ``kind``) or a single object. Objects of other kinds
-  are counted and ignored; an object read twice (same kind and name) is kept
-  once.
+  typed list may omit ``kind``) or a single object. An object without
+  ``kind`` (client-go's JSON) takes it from its fields (reported). Objects of
+  other kinds are counted and ignored; an object read twice (same kind and
+  name) is kept once.
 
 Nodes
 -----
@@ -29,15 +30,18 @@ Nodes
   ``memory`` = ``memory`` in MiB (None when absent: not checked).
 * ``gpus`` = the sum of the GPU resources: the names given as
   ``gpu_resources``, by default every ``<vendor>/gpu`` and
-  ``<vendor>/gpu-count`` (``nvidia.com/gpu``, ``amd.com/gpu``,
-  ``alibabacloud.com/gpu-count``, ...). Whole numbers only.
+  ``<vendor>/gpu-count`` and ``<vendor>/gpu-number`` (``nvidia.com/gpu``,
+  ``amd.com/gpu``, ``alibabacloud.com/gpu-count``, ``volcano.sh/gpu-number``,
+  ...). Whole numbers only. A node with neither ``status.allocatable`` nor
+  ``status.capacity`` is read empty and locked (reported).
 * ``resources`` = every other allocatable resource as an integer, rounded
   down (MIG profiles ``nvidia.com/mig-*``, RDMA devices, ``hugepages-*`` and
   ``ephemeral-storage`` in bytes, ...), except ``cpu``, ``memory``, ``pods``
   (the pod-count limit is not modelled) and ``alibabacloud.com/gpu-milli``
   (GPU shares, which mirror the GPU count).
-* A node in MIG single strategy (label ``nvidia.com/mig.strategy=single``,
-  or a product name containing ``-MIG-``) advertises MIG slices as
+* A node in MIG single strategy (a product name containing ``-MIG-``, or
+  label ``nvidia.com/mig.strategy=single`` with ``nvidia.com/gpu.slices.gi``;
+  the strategy label alone is on every GPU node) advertises MIG slices as
   ``nvidia.com/gpu``: it gets the label ``gpuopt.io/mig=single`` and a report
   line, so that nobody takes its slices for whole GPUs.
 * ``gpu_model`` = label ``nvidia.com/gpu.product``.
@@ -71,7 +75,10 @@ Pods
 * Shares of one GPU: a pod that requests no GPU resource but has the KAI
   Scheduler annotation ``gpu-fraction`` (a share, e.g. ``"0.5"``) or
   ``gpu-memory`` (MiB, over the node's ``nvidia.com/gpu.memory``), or that
-  requests ``alibabacloud.com/gpu-milli`` below 1000, is read as ``gpus=1``
+  requests ``alibabacloud.com/gpu-milli`` below 1000 (or carries it as an
+  annotation, the openb simulator's form, with ``alibabacloud.com/gpu-count``),
+  or requests GPU memory (``aliyun.com/gpu-mem``, ``volcano.sh/gpu-memory``:
+  a share of the node's amount per GPU), is read as ``gpus=1``
   with ``gpu_milli`` = the share in thousandths (reported; the model still
   counts the whole GPU). A pending pod's share is one whole GPU.
 * ``priority``: the legacy label ``gpuopt.io/priority`` (``HP``/``LP``) when
@@ -185,6 +192,8 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+#: GPU feature discovery's label of the GPU instances of a MIG slice (single strategy only).
+MIG_SLICES_LABEL = "nvidia.com/gpu.slices.gi"
 #: The label gpuopt puts on a node whose GPUs are MIG slices (single strategy).
 MIG_PREFIX = "nvidia.com/mig-"
 #: KAI Scheduler's GPU-sharing annotations (a share of one GPU; GPU memory in MiB).
@@ -192,8 +201,14 @@ GPU_FRACTION_ANNOTATION = "gpu-fraction"
 GPU_MEMORY_ANNOTATION = "gpu-memory"
 #: A share of one GPU in thousandths, as a resource (Alibaba's GPU-sharing scheduler).
 GPU_MILLI_RESOURCE = "alibabacloud.com/gpu-milli"
-#: Default GPU resource names: ``<vendor>/gpu`` and ``<vendor>/gpu-count``.
-_GPU_NAME = re.compile(r"[^/\s]+/gpu(?:-count)?")
+#: The openb simulator's pod annotation beside ``alibabacloud.com/gpu-milli``: how many GPUs.
+GPU_COUNT_ANNOTATION = "alibabacloud.com/gpu-count"
+#: GPU memory as a resource of its own, on nodes (the pool) and pods (a slice of one GPU):
+#: Alibaba's gpushare device plugin (GiB) and Volcano's GPU sharing (MiB).
+GPU_MEMORY_RESOURCES = ("aliyun.com/gpu-mem", "volcano.sh/gpu-memory")
+#: Default GPU resource names: ``<vendor>/gpu``, ``<vendor>/gpu-count`` and
+#: ``<vendor>/gpu-number`` (Volcano's whole GPUs).
+_GPU_NAME = re.compile(r"[^/\s]+/gpu(?:-count|-number)?")
 #: Allocatable names that are neither GPUs nor extended resources of the model.
 _NOT_EXTENDED = frozenset({"cpu", "memory", "pods", GPU_MILLI_RESOURCE})
 _DONE_PHASES = frozenset({"Succeeded", "Failed"})
@@ -470,6 +485,7 @@ _LINES: dict[str, str] = {
     "malformed-PersistentVolumeClaim": "skipped {n} malformed PersistentVolumeClaims",
     "malformed-PersistentVolume": "skipped {n} malformed PersistentVolumes",
     "malformed-item": "skipped {n} malformed list items",
+    "kind-inferred": "{n} objects have no kind: their kind was taken from their fields",
     "duplicate": "skipped {n} objects read twice (the first copy is kept)",
     "done": "skipped {n} Succeeded or Failed pods",
     "unbound": "skipped {n} unbound pods that are neither Pending nor alive",
@@ -484,6 +500,8 @@ _LINES: dict[str, str] = {
     "nothing moves on or off",
     "unreadable-pod": "{n} nodes locked because a pod on them could not be read",
     "capacity": "{n} node resources read from status.capacity (absent from status.allocatable)",
+    "no-allocatable": "{n} nodes report neither status.allocatable nor status.capacity: read as "
+    "empty and locked (nothing goes there)",
     "gpu-names": "{n} nodes advertise GPUs under several resource names: the node has their sum",
     "mig-single": "{n} nodes in MIG single strategy: their GPUs are MIG slices, not whole GPUs "
     f"(label {MIG_LABEL}=single)",
@@ -491,7 +509,8 @@ _LINES: dict[str, str] = {
     "not GPUs",
     "fraction": "{n} pods ask for a share of one GPU: read as one GPU with gpu_milli (the model "
     "counts the whole GPU; shares are not packed yet)",
-    "fraction-whole": "{n} pods ask for GPU memory (gpu-memory) or a share while pending, "
+    "fraction-whole": "{n} pods ask for GPU memory (gpu-memory, aliyun.com/gpu-mem, "
+    "volcano.sh/gpu-memory) or a share while pending, "
     "where the GPU's size is unknown: read as one whole GPU",
     "no-phase": "{n} bound pods report no status.phase: taken as Running",
     "misplaced": "{n} pods run on nodes that no longer match their node selector or required node "
@@ -653,6 +672,8 @@ class _ClusterReader:
         self.local_volumes: dict[str, bool] = {}  # PersistentVolume -> is node-local
         self.nodes: dict[str, Node] = {}
         self.gpu_memory: dict[str, Fraction] = {}  # node -> MiB per GPU, when labelled
+        # (node, GPU memory resource) -> its amount per GPU of the node
+        self.gpu_memory_pool: dict[tuple[str, str], Fraction] = {}
         self.tasks: list[Task] = []
         self.pending: list[Pending] = []
         self.budgets: list[Budget] = []
@@ -686,6 +707,8 @@ class _ClusterReader:
             kind = data.get("kind")
             if "items" not in data and not (isinstance(kind, str) and kind.endswith("List")):
                 if not isinstance(kind, str) or not kind:
+                    kind = self._infer_kind(data, reader.where)
+                if kind is None:
                     reader.fail("kind is missing (expected kubectl get -o json or -o yaml output)")
                 return [_Object(kind, dict(data), reader)]
             if "items" not in data:
@@ -705,13 +728,39 @@ class _ClusterReader:
                 )
                 self.problem("malformed-item", at.where, error)
                 continue
-            item_kind = item.get("kind") or implied
+            item_kind = item.get("kind") or implied or self._infer_kind(item, at.where)
             if not isinstance(item_kind, str) or not item_kind:
                 error = ProblemError(f"{at.source}: {at.where}: kind is missing.")
                 self.problem("malformed-item", at.where, error)
                 continue
             found.append(_Object(item_kind, item, at))
         return found
+
+    def _infer_kind(self, item: Mapping[str, Any], where: str) -> str | None:
+        """The kind of an object written without one, from its shape (reported), or None.
+
+        Objects serialized by client-go rather than kubectl (must-gather and
+        Insights archives, some tools' test data) omit ``kind`` and ``apiVersion``.
+        """
+        spec, status = item.get("spec"), item.get("status")
+        spec = spec if isinstance(spec, Mapping) else {}
+        status = status if isinstance(status, Mapping) else {}
+        if "containers" in spec:
+            kind = "Pod"
+        elif "nodeInfo" in status or "allocatable" in status or "capacity" in status:
+            kind = "Node"
+        elif "selector" in spec and ("minAvailable" in spec or "maxUnavailable" in spec):
+            kind = "PodDisruptionBudget"
+        elif isinstance(item.get("value"), int) and "metadata" in item and not spec:
+            kind = "PriorityClass"
+        else:
+            return None
+        metadata = item.get("metadata")
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        self.note(
+            "kind-inferred", f"{kind} {name}" if isinstance(name, str) else f"{where} ({kind})"
+        )
+        return kind
 
     def read(self, objects: Sequence[_Object]) -> None:
         """Read every object: classes and volumes first, then nodes, pods and budgets."""
@@ -811,7 +860,11 @@ class _ClusterReader:
             if table == "capacity" and key != "pods":
                 self.note("capacity", f"{name} {key}")
         if "cpu" not in amounts:
-            reader.fail("status.allocatable.cpu is missing (and status.capacity.cpu too)")
+            if allocatable or capacity:
+                reader.fail("status.allocatable.cpu is missing (and status.capacity.cpu too)")
+            # a node that has just registered (or a trimmed dump): nothing fits there yet
+            amounts["cpu"] = (Fraction(0), "status.allocatable.cpu")
+            self.note("no-allocatable", name)
         gpus = 0
         gpu_names = [key for key in amounts if options.is_gpu(key)]
         for key in gpu_names:
@@ -831,9 +884,17 @@ class _ClusterReader:
         if any(key.startswith(MIG_PREFIX) and amount > 0 for key, amount in resources.items()):
             self.note("mig-profiles", name)
         product = labels.get(GPU_PRODUCT_LABEL)
-        if labels.get(MIG_STRATEGY_LABEL) == "single" or "-MIG-" in (product or ""):
+        # GPU feature discovery writes its strategy label on every GPU node, MIG or not
+        # (vGPU and whole GPUs too); slices are named in the product, and their count
+        # of GPU instances has a label of its own.
+        if "-MIG-" in (product or "") or (
+            labels.get(MIG_STRATEGY_LABEL) == "single" and MIG_SLICES_LABEL in labels
+        ):
             labels[MIG_LABEL] = "single"
             self.note("mig-single", name)
+        for key in GPU_MEMORY_RESOURCES:
+            if key in amounts and gpus > 0 and amounts[key][0] > 0:
+                self.gpu_memory_pool[name, key] = amounts[key][0] / gpus
         gpu_memory = labels.get(GPU_MEMORY_LABEL)
         if gpu_memory and gpu_memory.isdigit() and int(gpu_memory) > 0:
             self.gpu_memory[name] = Fraction(int(gpu_memory))
@@ -847,6 +908,8 @@ class _ClusterReader:
             "taints": self._taints(reader, spec, name),
             "resources": resources,
         }
+        if not (allocatable or capacity):
+            node["locked"] = True
         if node["unschedulable"]:
             self.note("cordoned", name)
         if "memory" in amounts:
@@ -1023,6 +1086,10 @@ class _ClusterReader:
                 limit=MAX_NODE_GPUS,
                 unit="GPUs",
             ), None
+        elif gpus == 0 and GPU_MILLI_RESOURCE in annotations:
+            whole, share = self._openb_annotations(reader, annotations)
+            if share is None:
+                return whole, None
         elif gpus == 0 and GPU_FRACTION_ANNOTATION in annotations:
             share = self._share(reader, annotations[GPU_FRACTION_ANNOTATION])
             if share > 1:
@@ -1034,6 +1101,13 @@ class _ClusterReader:
                 self.note("fraction-whole", pod_id)
                 return 1, None
             share = min(Fraction(1), wanted / size)
+        elif gpus == 0 and any(requests.get(key, 0) > 0 for key in GPU_MEMORY_RESOURCES):
+            key = next(key for key in GPU_MEMORY_RESOURCES if requests.get(key, 0) > 0)
+            pool = self.gpu_memory_pool.get((node or "", key))
+            if pool is None:
+                self.note("fraction-whole", pod_id)
+                return 1, None
+            share = min(Fraction(1), requests[key] / pool)
         if share is None or share == 1:
             return max(gpus, 0 if share is None else 1), None
         if node is None:
@@ -1041,6 +1115,41 @@ class _ClusterReader:
             return 1, None
         self.note("fraction", pod_id)
         return 1, min(999, max(1, math.ceil(share * 1000)))
+
+    @classmethod
+    def _openb_annotations(
+        cls, reader: _Reader, annotations: Mapping[str, str]
+    ) -> tuple[int, Fraction | None]:
+        """Whole GPUs, or a share of one, from the openb simulator's pod annotations.
+
+        The FGD simulator (and the openb trace it replays) writes a pod's GPUs as
+        annotations: ``alibabacloud.com/gpu-milli`` per GPU (1000 is a whole
+        one) and ``alibabacloud.com/gpu-count`` GPUs (1 when absent).
+        """
+        milli = cls._share(reader, annotations[GPU_MILLI_RESOURCE])
+        count_text = annotations.get(GPU_COUNT_ANNOTATION, "1")
+        count = cls._share(reader, count_text)
+        if count.denominator != 1:
+            reader.fail(
+                f"metadata.annotations.{GPU_COUNT_ANNOTATION} is {short(count_text)}, "
+                "not a whole number of GPUs"
+            )
+        if milli >= 1000:
+            whole = count * milli / 1000
+            return _whole(
+                reader,
+                whole,
+                f"metadata.annotations.{GPU_MILLI_RESOURCE} x {GPU_COUNT_ANNOTATION} / 1000",
+                limit=MAX_NODE_GPUS,
+                unit="GPUs",
+            ), None
+        if count != 1:
+            reader.fail(
+                f"metadata.annotations.{GPU_MILLI_RESOURCE} is a share of one GPU "
+                f"({short(annotations[GPU_MILLI_RESOURCE])}) but {GPU_COUNT_ANNOTATION} is "
+                f"{short(count_text)}"
+            )
+        return 0, milli / 1000
 
     @staticmethod
     def _share(reader: _Reader, text: str) -> Fraction:
