@@ -127,6 +127,14 @@ NodeOperator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
 LabelOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 
 
+def _check_values(what: str, key: str, operator: str, values: list[str]) -> None:
+    """``In``/``NotIn`` need values, ``Exists``/``DoesNotExist`` take none (one sentence)."""
+    if operator in ("In", "NotIn") and not values:
+        raise ValueError(f"{what} {key!r}: operator {operator} needs values")
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise ValueError(f"{what} {key!r}: operator {operator} takes no values")
+
+
 class Requirement(BaseModel):
     """A node selector requirement (``matchExpressions[]``; ``Gt``/``Lt`` compare integers)."""
 
@@ -139,10 +147,7 @@ class Requirement(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> Requirement:
         count = len(self.values)
-        if self.operator in ("In", "NotIn") and count == 0:
-            raise ValueError(f"requirement {self.key!r}: operator {self.operator} needs values")
-        if self.operator in ("Exists", "DoesNotExist") and count:
-            raise ValueError(f"requirement {self.key!r}: operator {self.operator} takes no values")
+        _check_values("requirement", self.key, self.operator, self.values)
         if self.operator in ("Gt", "Lt") and (count != 1 or _integer(self.values[0]) is None):
             raise ValueError(
                 f"requirement {self.key!r}: operator {self.operator} needs one integer value"
@@ -223,12 +228,7 @@ class LabelRequirement(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> LabelRequirement:
-        if self.operator in ("In", "NotIn") and not self.values:
-            raise ValueError(f"label selector {self.key!r}: operator {self.operator} needs values")
-        if self.operator in ("Exists", "DoesNotExist") and self.values:
-            raise ValueError(
-                f"label selector {self.key!r}: operator {self.operator} takes no values"
-            )
+        _check_values("label selector", self.key, self.operator, self.values)
         return self
 
 
