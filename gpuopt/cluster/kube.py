@@ -370,6 +370,7 @@ PinReason = Literal[
     "budget",
     "misplaced",
     "topology-spread",
+    "not-ready",
 ]
 
 __all__ = [

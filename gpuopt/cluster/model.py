@@ -467,6 +467,11 @@ class Pending(_Extended):
         description="K8: 'Never' waits for room and evicts nobody.",
     )
 
+    @property
+    def space(self) -> str:
+        """Its namespace: as given, else the part of the id before '/', else 'default'."""
+        return namespace_of(self.id, self.namespace)
+
     @model_validator(mode="after")
     def _check_pending(self) -> Pending:
         _check_resources(f"pending {self.id!r}", self.resources)

@@ -27,6 +27,7 @@ from typing import Protocol
 
 from gpuopt.cluster.kube import (
     HOSTNAME_KEY,
+    MIG_LABEL,
     Budget,
     NodeSelectorTerm,
     PodAffinityTerm,
@@ -92,6 +93,13 @@ class Task(PodSpec, Protocol):
     def pod_anti_affinity(self) -> list[PodAffinityTerm]: ...
 
 
+class Pending(Protocol):
+    @property
+    def space(self) -> str: ...
+    @property
+    def labels(self) -> dict[str, str]: ...
+
+
 class Cluster(Protocol):
     @property
     def nodes(self) -> Sequence[Node]: ...
@@ -99,6 +107,8 @@ class Cluster(Protocol):
     def tasks(self) -> Sequence[Task]: ...
     @property
     def budgets(self) -> Sequence[Budget]: ...
+    @property
+    def pending(self) -> Sequence[Pending]: ...
 
 
 def refusal(node: Node, pod: PodSpec, *, selector: bool = True) -> str | None:
@@ -118,6 +128,8 @@ def refusal(node: Node, pod: PodSpec, *, selector: bool = True) -> str | None:
         return f"K1: node {node.id} is cordoned (unschedulable)"
     if node.locked:
         return f"K1: node {node.id} is locked"
+    if node.labels.get(MIG_LABEL) == "single":
+        return f"K1: node {node.id} is in MIG single strategy (its GPUs are slices, not GPUs)"
     refused = untolerated(pod.tolerations, node.taints)
     if refused:
         taint = refused[0]
@@ -150,14 +162,20 @@ def placement_key(pod: PodSpec) -> str:
 def budget_allowance(cluster: Cluster) -> list[tuple[Budget, list[str], int]]:
     """K7: each budget, the tasks it selects, and the disruptions it allows.
 
-    Expected pods are the tasks it selects; healthy ones are those not pinned
-    as terminating or not running.
+    Expected pods are the tasks and the waiting pods it selects (the
+    disruption controller expects every replica its controller wants, and a
+    waiting replica is one of them); healthy ones are the tasks not pinned as
+    terminating, not running or not ready, and not on a NotReady node.
     """
+    unhealthy = ("terminating", "not-running", "not-ready")
+    ready = {node.id: node.ready for node in cluster.nodes}
     found = []
     for budget in cluster.budgets:
         members = [t for t in cluster.tasks if budget.selects(t.space, t.labels)]
-        healthy = sum(t.pinned not in ("terminating", "not-running") for t in members)
-        found.append((budget, [t.id for t in members], budget.allowed(len(members), healthy)))
+        waiting = sum(budget.selects(p.space, p.labels) for p in cluster.pending)
+        healthy = sum(t.pinned not in unhealthy and ready[t.node] for t in members)
+        allowed = budget.allowed(len(members) + waiting, healthy)
+        found.append((budget, [t.id for t in members], allowed))
     return found
 
 
@@ -327,10 +345,17 @@ def constraints(cluster: Cluster) -> Constraints:
             fixed[task.id] = "locked"
         elif nodes[task.node].locked:
             fixed[task.id] = "node-locked"
+        elif not nodes[task.node].ready:  # its kubelet would never confirm the eviction
+            fixed[task.id] = "node-not-ready"
+    covered: Counter[str] = Counter()
     for _, members, allowed in budget_allowance(cluster):
+        covered.update(members)
         if allowed == 0:
             for task_id in members:
                 fixed.setdefault(task_id, "budget")
+    for task_id, budgets in covered.items():  # the Eviction API refuses such a pod (500)
+        if budgets > 1:
+            fixed.setdefault(task_id, "two-budgets")
     groups = _groups(cluster, fixed)
     keys: dict[str, int] = {}
     first: list[Task] = []  # the first task of each class

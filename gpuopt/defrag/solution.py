@@ -176,6 +176,11 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
             found.append(f"K6: {label}: the task is pinned ({task.pinned})")
         if nodes[move.source].locked:
             found.append(f"K6: {label}: its node {move.source} is locked")
+        if not nodes[move.source].ready:
+            found.append(
+                f"K6: {label}: its node {move.source} is NotReady (the eviction would never "
+                "complete)"
+            )
         target = nodes[move.to]
         refused = refusal(target, task, selector=False)
         if refused is not None:
@@ -253,6 +258,15 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
 def _budget_violations(problem: DefragProblem, moves: Sequence[Move]) -> list[str]:
     """K7: no wave evicts more pods of a PodDisruptionBudget than it allows."""
     found: list[str] = []
+    covered: Counter[str] = Counter()
+    for _, members, _ in budget_allowance(problem):
+        covered.update(members)
+    for move in moves:
+        if covered[move.task] > 1:
+            found.append(
+                f"K7: {move.task} is selected by {covered[move.task]} budgets; the Eviction API "
+                "refuses to evict such a pod"
+            )
     for budget, members, allowed in budget_allowance(problem):
         selected = set(members)
         per_wave = Counter(move.wave for move in moves if move.task in selected)
