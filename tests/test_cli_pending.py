@@ -105,3 +105,30 @@ def test_pending_flags_are_refused_clearly(tmp_path: Path, capsys: Any) -> None:
     assert "give --request or --pending, not both" in capsys.readouterr().err
     assert main(["preempt", str(path), "--pending", "ml/plain", "--priority", "9"]) == 2
     assert "states its own priority" in capsys.readouterr().err
+
+
+def test_a_waiting_pods_extended_resources_keep_it_off_nodes_without_them(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """Review finding: place and preempt for a waiting pod asking rdma/hca."""
+    data = json.loads(cluster().to_json())
+    data["nodes"][1]["resources"] = {}  # b offers no RDMA
+    data["nodes"][0]["resources"] = {"rdma/hca": 8}  # a does
+    data["pending"] = [
+        {
+            "id": "ml/rdma",
+            "gpus": 4,
+            "priority": 5000,
+            "resources": {"rdma/hca": 4},
+            "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        }
+    ]
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(data))
+    out = tmp_path / "answer.json"
+    assert main(["place", str(path), "--pending", "ml/rdma", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["node"] == "a"
+    assert main(["check", str(path), str(out)]) == 0
+    assert main(["preempt", str(path), "--pending", "ml/rdma", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["node"] == "a"  # never b, which has no RDMA
+    assert main(["check", str(path), str(out)]) == 0

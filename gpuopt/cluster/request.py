@@ -54,6 +54,10 @@ class Request(BaseModel):
     preemption_policy: Literal["PreemptLowerPriority", "Never"] = Field(
         default="PreemptLowerPriority", description="K8: 'Never' evicts nobody."
     )
+    resources: dict[str, int] = Field(
+        default_factory=dict,
+        description="K4: extended resources it requests (RDMA, hugepages, ...), as integers.",
+    )
 
     @model_validator(mode="after")
     def _check_selector(self) -> Request:
@@ -169,6 +173,7 @@ def pending_request(cluster: Cluster, pod_id: str) -> tuple[Request, Priority]:
                 tolerations=pod.tolerations,
                 node_affinity=pod.node_affinity,
                 preemption_policy=pod.preemption_policy,
+                resources=pod.resources,
             )
             return request, pod.priority
     known = ", ".join(repr(pod.id) for pod in cluster.pending[:5]) or "none"

@@ -58,6 +58,8 @@ class Node(Protocol):
     @property
     def id(self) -> str: ...
     @property
+    def resources(self) -> dict[str, int]: ...
+    @property
     def labels(self) -> dict[str, str]: ...
     @property
     def ready(self) -> bool: ...
@@ -143,6 +145,45 @@ def refusal(node: Node, pod: PodSpec, *, selector: bool = True) -> str | None:
     if not affinity_matches(pod.node_affinity, node.id, node.labels):
         return f"K3: node {node.id} does not satisfy the pod's required node affinity"
     return None
+
+
+def short_of(
+    node_id: str, offered: Mapping[str, int], used: Mapping[str, int], wanted: Mapping[str, int]
+) -> str | None:
+    """K4 for extended resources: why ``node_id`` lacks room for ``wanted`` (None: it has it).
+
+    ``offered`` is its allocatable, ``used`` what its pods hold.
+    """
+    for name, amount in wanted.items():
+        free = offered.get(name, 0) - used.get(name, 0)
+        if amount > free:
+            return f"K4: node {node_id} lacks {name} (needs {amount}, has {free})"
+    return None
+
+
+class Asking(PodSpec, Protocol):
+    """A request a view places: its pod rules and extended resources."""
+
+    @property
+    def resources(self) -> dict[str, int]: ...
+
+
+def admitted(cluster: Cluster, request: Asking) -> list[bool]:
+    """Per node: may ``request`` go there now by rules K1-K3 and, for its extended
+    resources, K4 (GPUs, CPUs and memory are the views' own business)?"""
+    used: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    if request.resources:
+        for task in cluster.tasks:
+            if task.resources:
+                used[task.node].update(task.resources)
+    return [
+        refusal(node, request) is None
+        and (
+            not request.resources
+            or short_of(node.id, node.resources, used[node.id], request.resources) is None
+        )
+        for node in cluster.nodes
+    ]
 
 
 def placement_key(pod: PodSpec) -> str:

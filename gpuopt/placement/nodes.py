@@ -58,7 +58,7 @@ from gpuopt.cluster.model import (
     scaled,
 )
 from gpuopt.cluster.request import Request, as_request
-from gpuopt.cluster.rules import refusal
+from gpuopt.cluster.rules import admitted
 from gpuopt.errors import ProblemError
 from gpuopt.result import Result, Status
 
@@ -649,8 +649,9 @@ class NodePlacementProblem(IndexedModel):
         for task in cluster.tasks:
             on_node.setdefault(task.node, []).append(task)
         index = cluster.index
+        allowed = admitted(cluster, shape)  # K1-K3, and K4 for extended resources
         for pos, node in enumerate(cluster.nodes):
-            if node.gpus == 0 or refusal(node, shape) is not None:  # K1-K3
+            if node.gpus == 0 or not allowed[pos]:
                 continue
             if node.gpus > MAX_TOPOLOGY_GPUS:
                 raise ProblemError(

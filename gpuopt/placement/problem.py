@@ -33,7 +33,7 @@ from gpuopt.cluster.model import (
     scaled,
 )
 from gpuopt.cluster.request import Request, as_request
-from gpuopt.cluster.rules import refusal
+from gpuopt.cluster.rules import admitted
 from gpuopt.errors import ProblemError
 
 MAX_GPUS = 1_000_000
@@ -209,6 +209,7 @@ class TopologyProblem(IndexedModel):
         else:
             job_list = list(jobs)
         index = cluster.index
+        allowed = admitted(cluster, shape)  # K1-K3, and K4 for extended resources
         switches: dict[str, list[dict[str, Any]]] = {}
         for pos, (node, domain) in enumerate(zip(cluster.nodes, domains, strict=True)):
             if domain is None:
@@ -216,7 +217,7 @@ class TopologyProblem(IndexedModel):
                     f"node {node.id!r} has no domain at topology level {level!r} "
                     f"(give it topology.{level}, or asw for the switch level)."
                 )
-            if refusal(node, shape) is not None:  # K1-K3
+            if not allowed[pos]:
                 continue
             switches.setdefault(domain, []).append(
                 {

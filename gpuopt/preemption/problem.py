@@ -38,7 +38,7 @@ from gpuopt.cluster.model import (
 )
 from gpuopt.cluster.request import Request as RequestShape
 from gpuopt.cluster.request import as_request
-from gpuopt.cluster.rules import refusal
+from gpuopt.cluster.rules import admitted
 from gpuopt.errors import ProblemError
 
 #: Largest state the model accepts: like a defragmentation snapshot, a state
@@ -213,7 +213,9 @@ class PreemptionProblem(IndexedModel):
         their ``last_checkpoint`` (else their ``start_time``); ``now``
         defaults to the cluster's. Nodes the request may not use by rules
         K1-K3 (NotReady, cordoned, locked, untolerated taints, its selector
-        or node affinity) are left out with their tasks.
+        or node affinity), and nodes without the extended resources it asks
+        for free now (K4; victims are chosen for GPUs and CPUs), are left
+        out with their tasks.
 
         Raises
         ------
@@ -237,12 +239,15 @@ class PreemptionProblem(IndexedModel):
         wanted = priority_value(priority, cluster.hp_priority)
         fixed = cluster.index.fixed
         may_preempt = shape.preemption_policy != "Never"
-        usable = {node.id for node in cluster.nodes if refusal(node, shape) is None}
+        # K1-K3, and K4 for extended resources: victims free GPUs and CPUs, so a node must
+        # have the extended resources free already
+        allowed = admitted(cluster, shape)
+        usable = {node.id for node, ok in zip(cluster.nodes, allowed, strict=True) if ok}
         if not usable:
             raise ProblemError(
                 f"request: no node of {len(cluster.nodes)} may take it by the Kubernetes rules "
-                "K1-K3 (every node is NotReady, cordoned, locked, tainted against it or "
-                "outside its selector or node affinity)."
+                "K1-K4 (every node is NotReady, cordoned, locked, tainted against it, outside "
+                "its selector or node affinity, or short of an extended resource it asks for)."
             )
         tasks = []
         for task in cluster.tasks:
