@@ -36,6 +36,10 @@ CRITICAL_PRIORITY = 2_000_000_000
 #: Node label the Kubernetes reader sets to ``single`` on a node in MIG single strategy:
 #: what it advertises as GPUs are MIG slices.
 MIG_LABEL = "gpuopt.io/mig"
+#: Node label the Kubernetes reader sets when a node's GPUs are advertised under another
+#: resource name than ``nvidia.com/gpu`` (``amd.com/gpu``, ...): what a pod asks for.
+GPU_RESOURCE_LABEL = "gpuopt.io/gpu-resource"
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 #: The node level's topology key.
 HOSTNAME_KEY = "kubernetes.io/hostname"
 
@@ -375,6 +379,8 @@ PinReason = Literal[
 
 __all__ = [
     "CRITICAL_PRIORITY",
+    "DEFAULT_GPU_RESOURCE",
+    "GPU_RESOURCE_LABEL",
     "HARD_EFFECTS",
     "HOSTNAME_KEY",
     "MIG_LABEL",

@@ -424,9 +424,10 @@ def _room_left(state: _State, node: int) -> bool:
     open_nodes[node] = False
     used_gpus = shard.node_gpus[node] - state.free_gpus[node]
     used_cpus = shard.node_cpus[node] - state.free_cpus[node]
+    # free room below zero (an over-committed node kept locked) offers nothing to others
     if not (
-        state.free_gpus[open_nodes].sum() >= used_gpus
-        and state.free_cpus[open_nodes].sum() >= used_cpus
+        np.maximum(state.free_gpus[open_nodes], 0).sum() >= used_gpus
+        and np.maximum(state.free_cpus[open_nodes], 0).sum() >= used_cpus
     ):
         return False
     if state.free_extra.shape[1]:

@@ -212,7 +212,10 @@ class DefragRows(RowCounts):
         load = np.bincount(nodes, weights=coef, minlength=index.num_nodes)
         is_candidate = self.e_col >= 0
         room = (np.where(is_candidate, capacity, capacity - used) // unit).astype(float)
-        binding = ((load > room) | (is_candidate & (load > 0))) & (capacity >= 0)
+        # a row binds only where movable tasks may land: on a node they cannot reach, the
+        # locked use alone decides, and it may exceed capacity (an over-committed node the
+        # reader locked) without any plan being able to change it
+        binding = ((load > room) | is_candidate) & (load > 0) & (capacity >= 0)
         take = binding[nodes]
         cols, nodes, coef = cols[take], nodes[take], coef[take]
         # append the e column of each binding candidate node, with coefficient = capacity

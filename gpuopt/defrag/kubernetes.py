@@ -10,8 +10,13 @@ For each move, make-before-break:
    an eviction its PodDisruptionBudget does not allow;
 3. **release** the placeholder once the replacement runs.
 
-Before the first wave the nodes the plan empties are cordoned, so that no
-replacement returns to them. Waves come from the plan (rule D7: moves of a
+A node the plan empties is cordoned before the first wave after the last
+move into it, so that no replacement returns to it, and every such node is
+uncordoned once the plan is done, so the freed room takes new pods. A pod
+moved twice is evicted the second time under its replacement's name, which
+the step says how to look up. A placeholder asks for the GPUs under the
+target node's resource name (``gpuopt.io/gpu-resource``, set by the reader
+for ``amd.com/gpu`` and the like). Waves come from the plan (rule D7: moves of a
 wave touch distinct nodes; K7: no wave evicts more pods of a budget than it
 allows), so a wave's steps may run together and the next wave starts when
 the previous one's replacements run.
@@ -28,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
 from gpuopt.cluster.model import Cluster, Task
 from gpuopt.defrag.solution import MigrationPlan
 
@@ -60,6 +66,7 @@ def _requests(task: Task, gpu_resource: str) -> dict[str, str]:
 
 def _placeholder(task: Task, target: str, gpu_resource: str) -> dict[str, Any]:
     namespace, name = _namespace_and_name(task)
+    hold = _hold_name(name)
     requests = _requests(task, gpu_resource)
     # extended resources (GPUs among them) must have limits equal to requests
     limits = {k: v for k, v in requests.items() if k not in ("cpu", "memory")}
@@ -81,13 +88,18 @@ def _placeholder(task: Task, target: str, gpu_resource: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": f"gpuopt-hold-{name}"[:MAX_NAME],
+            "name": hold,
             "namespace": namespace,
             "labels": {"app.kubernetes.io/managed-by": "gpuopt"},
             "annotations": {"gpuopt.io/hold-for": task.id},
         },
         "spec": spec,
     }
+
+
+def _hold_name(name: str) -> str:
+    """The placeholder's name: a valid DNS-1123 subdomain of at most 253 characters."""
+    return f"gpuopt-hold-{name}"[:MAX_NAME].rstrip("-.")
 
 
 def _camel(name: str) -> str:
@@ -109,8 +121,8 @@ def kubernetes_steps(
     ...                          {"id": "ml/u", "node": "b", "gpus": 4, "cpus": 4}])
     >>> plan = gpuopt.solve(cluster, "onehop")
     >>> [comment.split(":")[0] for comment, _ in kubernetes_steps(cluster, plan)][1:]
-    ['cordon', 'wave 0, move 1 (ml/t a -> b) hold', 'wave 0, move 1 (ml/t a -> b) evict', \
-'wave 0, move 1 (ml/t a -> b) release']
+    ['before wave 0, cordon', 'wave 0, move 1 (ml/t a -> b) hold', \
+'wave 0, move 1 (ml/t a -> b) evict', 'wave 0, move 1 (ml/t a -> b) release', 'done']
     """
     tasks = {task.id: task for task in cluster.tasks}
     yield (
@@ -125,28 +137,69 @@ def kubernetes_steps(
             "description": "gpuopt placeholders that hold a node's room during a move",
         },
     )
-    if plan.emptied:
-        yield ("cordon: kubectl cordon " + " ".join(plan.emptied), None)
+    nodes = {node.id: node for node in cluster.nodes}
+    # a node the plan empties is cordoned once no later move targets it, so that no
+    # replacement returns to it; every such node is uncordoned when the plan is done
+    last_in = {move.to: move.wave for move in plan.moves}
+    cordon_at: dict[int, list[str]] = {}
+    for node_id in plan.emptied:
+        cordon_at.setdefault(last_in.get(node_id, -1) + 1, []).append(node_id)
+    moved: dict[str, int] = {}
+    wave = -1
     for number, move in enumerate(plan.moves, start=1):
+        if move.wave != wave:
+            for later in range(wave + 1, move.wave + 1):
+                if cordon_at.get(later):
+                    yield (
+                        f"before wave {later}, cordon: kubectl cordon "
+                        + " ".join(cordon_at.pop(later)),
+                        None,
+                    )
+            wave = move.wave
         task = tasks[move.task]
         namespace, name = _namespace_and_name(task)
         where = f"wave {move.wave}, move {number} ({task.id} {move.source} -> {move.to})"
+        resource = nodes[move.to].labels.get(GPU_RESOURCE_LABEL, gpu_resource)
         yield (
             f"{where} hold: kubectl apply -f - (a placeholder bound to {move.to})",
-            _placeholder(task, move.to, gpu_resource),
+            _placeholder(task, move.to, resource),
         )
-        yield (
-            f"{where} evict: kubectl create --raw "
-            f"/api/v1/namespaces/{namespace}/pods/{name}/eviction -f -",
-            {
-                "apiVersion": "policy/v1",
-                "kind": "Eviction",
-                "metadata": {"name": name, "namespace": namespace},
-            },
-        )
+        moved[task.id] = moved.get(task.id, 0) + 1
+        if moved[task.id] > 1:  # its first move's replacement has a name of its own
+            yield (
+                f"{where} evict: the replacement of {task.id} from its move before (look its "
+                f"name up: kubectl get pods -n {namespace} --field-selector "
+                f"spec.nodeName={move.source}), then kubectl create --raw "
+                f"/api/v1/namespaces/{namespace}/pods/<that name>/eviction -f - with this "
+                "Eviction's name changed to it",
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": f"<replacement of {name}>", "namespace": namespace},
+                },
+            )
+        else:
+            yield (
+                f"{where} evict: kubectl create --raw "
+                f"/api/v1/namespaces/{namespace}/pods/{name}/eviction -f -",
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": name, "namespace": namespace},
+                },
+            )
         yield (
             f"{where} release: once the replacement of {task.id} runs, kubectl delete pod "
-            f"-n {namespace} gpuopt-hold-{name}"[: MAX_NAME + 200],
+            f"-n {namespace} {_hold_name(name)}",
+            None,
+        )
+    for later in sorted(cordon_at):
+        yield (f"after the last wave, cordon: kubectl cordon {' '.join(cordon_at[later])}", None)
+    if plan.emptied:
+        yield (
+            "done: once every replacement runs, kubectl uncordon "
+            + " ".join(plan.emptied)
+            + " (the freed nodes take new pods again)",
             None,
         )
 

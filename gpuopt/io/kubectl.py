@@ -162,6 +162,8 @@ from pydantic import BaseModel, ValidationError
 
 from gpuopt.cluster.kube import (
     CRITICAL_PRIORITY,
+    DEFAULT_GPU_RESOURCE,
+    GPU_RESOURCE_LABEL,
     MIG_LABEL,
     Budget,
     LabelSelector,
@@ -429,8 +431,23 @@ def _cpus(amount: Fraction) -> float:
 
 
 def _mebibytes(amount: Fraction) -> float:
-    """Bytes (rounded up to a byte) in MiB, rounded down to a thousandth."""
+    """A node's bytes (rounded up to a byte) in MiB, rounded down to a thousandth."""
     return math.floor(Fraction(math.ceil(amount)) * 1000 / _MIB) / 1000
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> str | None:
+    """The status (``"True"``, ``"False"``, ``"Unknown"``) of a condition, None when absent."""
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, dict) and condition.get("type") == kind:
+            value = condition.get("status")
+            return value if isinstance(value, str) else None
+    return None
+
+
+def _requested_mebibytes(amount: Fraction) -> float:
+    """A pod's bytes in MiB, rounded up to a thousandth: a pod too large for a node in
+    bytes stays too large in MiB (nodes round down)."""
+    return math.ceil(Fraction(math.ceil(amount)) * 1000 / _MIB) / 1000
 
 
 def _whole(reader: _Reader, amount: Fraction, path: str, *, limit: int, unit: str) -> int:
@@ -464,6 +481,13 @@ def _pod_requests(reader: _Reader, spec: Mapping[str, Any]) -> dict[str, Fractio
             else:
                 running = amount + sidecars[key]
             init_peak[key] = max(init_peak[key], running)
+    # pod-level resources (PodLevelResources): the pod's request for what they name
+    pod_level = reader.mapping(
+        reader.mapping(spec, "resources", "spec.resources"), "requests", "spec.resources.requests"
+    )
+    for key, value in pod_level.items():
+        total[key] = reader.quantity(value, f"spec.resources.requests.{key}")
+        init_peak.pop(key, None)
     overhead = reader.mapping(spec, "overhead", "spec.overhead")
     for key in {*init_peak, *overhead}:
         total[key] = max(total[key], init_peak[key])
@@ -489,6 +513,8 @@ _LINES: dict[str, str] = {
     "duplicate": "skipped {n} objects read twice (the first copy is kept)",
     "done": "skipped {n} Succeeded or Failed pods",
     "unbound": "skipped {n} unbound pods that are neither Pending nor alive",
+    "gated": "skipped {n} waiting pods with schedulingGates (the scheduler does not consider "
+    "them yet, so they are not pending demand)",
     "unknown-node": "skipped {n} pods bound to nodes that were not read",
     "pending": "{n} unbound pods became pending demand",
     "not-ready": "{n} nodes NotReady: nothing will move there",
@@ -553,7 +579,8 @@ _UNMODELLED: dict[str, str] = {
     "(terms read without them)",
     "pending-pod-affinity": "required pod (anti-)affinity of {n} pending pods",
     "prefer-no-schedule": "PreferNoSchedule taints on {n} nodes",
-    "toleration-seconds": "tolerationSeconds on {n} pods",
+    "toleration-seconds": "tolerationSeconds on {n} pods (such a toleration is not counted: "
+    "a pod moved there would be evicted when the time runs out)",
     "pod-limit": "pod-count limits (status.allocatable.pods) of {n} nodes",
     "scheduler": "another scheduler (spec.schedulerName) on {n} pods",
     "resource-claims": "dynamic resource claims (spec.resourceClaims) on {n} pods",
@@ -682,6 +709,11 @@ class _ClusterReader:
         # (namespace, selector) of every DoNotSchedule topology spread constraint read
         self.spread: list[tuple[str, LabelSelector]] = []
         self.times: list[float] = []
+        # exact bytes of node allocatable and pod requests: memory is read in MiB rounded
+        # to a thousandth (nodes down, pods up), and a node its pods fill exactly in bytes
+        # is set to their rounded sum (:meth:`_lock_overcommitted`)
+        self.memory_bytes: dict[str, Fraction] = {}
+        self.pod_bytes: dict[str, Fraction] = {}
 
     # ------------------------------------------------------------------ report
     def note(self, reason: str, name: str) -> None:
@@ -872,6 +904,9 @@ class _ClusterReader:
             gpus += _whole(reader, amount, path, limit=MAX_NODE_GPUS, unit="GPUs")
         if sum(amounts[key][0] > 0 for key in gpu_names) > 1:
             self.note("gpu-names", name)
+        offered = [key for key in gpu_names if amounts[key][0] > 0]
+        if offered and offered[0] != DEFAULT_GPU_RESOURCE:
+            labels[GPU_RESOURCE_LABEL] = offered[0]  # what a pod asks for to get these GPUs
         resources: dict[str, int] = {}
         for key, (amount, path) in amounts.items():
             if key in _NOT_EXTENDED or key in gpu_names:
@@ -914,6 +949,7 @@ class _ClusterReader:
             self.note("cordoned", name)
         if "memory" in amounts:
             node["memory"] = _mebibytes(amounts["memory"][0])
+            self.memory_bytes[name] = amounts["memory"][0]
         if product:
             node["gpu_model"] = product
         topology = {level: labels[label] for level, label in options.levels if labels.get(label)}
@@ -977,6 +1013,9 @@ class _ClusterReader:
         if node is None and (deleting or phase not in (None, "Pending")):
             self.note("unbound", pod_id)
             return
+        if node is None and spec.get("schedulingGates"):
+            self.note("gated", pod_id)  # the scheduler does not consider it yet
+            return
         labels = reader.strings(metadata, "labels", "metadata.labels")
         annotations = reader.strings(metadata, "annotations", "metadata.annotations")
         requests = _pod_requests(reader, spec)
@@ -987,7 +1026,7 @@ class _ClusterReader:
             "id": pod_id,
             "gpus": gpus,
             "cpus": _cpus(requests.get("cpu", Fraction(0))),
-            "memory": _mebibytes(requests.get("memory", Fraction(0))),
+            "memory": _requested_mebibytes(requests.get("memory", Fraction(0))),
             "priority": priority,
             "node_selector": reader.strings(spec, "nodeSelector", "spec.nodeSelector"),
             "namespace": namespace,
@@ -1041,6 +1080,7 @@ class _ClusterReader:
         reasons = {
             "terminating": deleting,
             "not-running": phase not in (None, "Running"),
+            "not-ready": _condition(status, "Ready") == "False",
             "mirror": _MIRROR_ANNOTATION in annotations,
             "daemonset": any(owner.get("kind") == "DaemonSet" for owner in owners),
             "critical": isinstance(priority, int) and priority >= options.critical_priority,
@@ -1056,6 +1096,7 @@ class _ClusterReader:
                 "non-empty namespaceSelector, which cannot be evaluated without Namespace objects."
             )
             self.problem("namespace-selector", pod_id, error)
+        self.pod_bytes[pod_id] = requests.get("memory", Fraction(0))
         self.tasks.append(reader.model(Task, pod))
 
     def _gpus(
@@ -1196,6 +1237,10 @@ class _ClusterReader:
         tolerations = []
         for position, item in enumerate(reader.objects(spec, "tolerations", "spec.tolerations")):
             path = f"spec.tolerations[{position}]"
+            if item.get("tolerationSeconds") is not None:
+                # tolerates a NoExecute taint only for a while: a pod moved there would be
+                # evicted when the time runs out, so it does not tolerate it for planning
+                continue
             entry = {
                 name: reader.text(item, name, f"{path}.{name}")
                 for name in ("key", "operator", "value", "effect")
@@ -1458,6 +1503,7 @@ class _ClusterReader:
 
     def _lock_overcommitted(self, tasks: Iterable[Task]) -> dict[str, Node]:
         """The nodes, those whose pods hold more than they have (or could not be read) locked."""
+        tasks = list(tasks)
         used: defaultdict[str, Counter[str]] = defaultdict(Counter)
         for task in tasks:
             held = used[task.node]
@@ -1466,6 +1512,20 @@ class _ClusterReader:
             held["memory"] += scaled(task.memory or 0)
             held.update(task.resources)
         nodes = dict(self.nodes)
+        held_bytes: defaultdict[str, Fraction] = defaultdict(Fraction)
+        for task in tasks:
+            held_bytes[task.node] += self.pod_bytes.get(task.id, Fraction(0))
+        for node_id, node in self.nodes.items():
+            allocatable = self.memory_bytes.get(node_id)
+            rounded = used[node_id]["memory"]
+            if (
+                node.memory is not None
+                and allocatable is not None
+                and rounded > scaled(node.memory)
+                and held_bytes[node_id] <= allocatable
+            ):  # full in bytes, over by rounding: the node is as full as its pods say
+                node = node.model_copy(update={"memory": rounded / 1000})
+                self.nodes[node_id] = nodes[node_id] = node
         for node_id, node in self.nodes.items():
             have = {"GPUs": node.gpus, "CPUs": scaled(node.cpus), **node.resources}
             if node.memory is not None:

@@ -253,3 +253,35 @@ def test_small_nodes_keep_a_task_in_the_exact_model() -> None:
         assert_legal(snapshot, plan)
         assert plan.status == "optimal" and plan.metrics.emptied == plan.bound == 1
         assert "small" not in plan.emptied
+
+
+def test_an_over_committed_locked_node_does_not_make_the_exact_model_infeasible(
+    defrag_method: str,
+) -> None:
+    """Review finding: a locked node whose pods hold more than it has (a device-plugin
+    restart) made the exact models infeasible for the whole cluster."""
+    import gpuopt
+    from gpuopt.defrag.problem import DefragProblem
+
+    problem = DefragProblem.model_validate(
+        {
+            "nodes": [
+                {"id": "oc", "gpus": 4, "cpus": 64, "locked": True},
+                {"id": "a", "gpus": 8, "cpus": 64},
+                {"id": "b", "gpus": 8, "cpus": 64},
+            ],
+            "tasks": [
+                {"id": "x", "node": "oc", "gpus": 6, "cpus": 8},
+                {"id": "t", "node": "a", "gpus": 4, "cpus": 8},
+                {"id": "u", "node": "b", "gpus": 4, "cpus": 8},
+            ],
+        }
+    )
+    options = (
+        {"time_limit": 10} if "time_limit" in gpuopt.options_of(problem, defrag_method) else {}
+    )
+    plan = gpuopt.solve(problem, defrag_method, **options)
+    assert gpuopt.violations(problem, plan) == []
+    assert plan.metrics.emptied == 1
+    if defrag_method in ("milp", "cpsat"):
+        assert plan.status == "optimal" and plan.bound == 1

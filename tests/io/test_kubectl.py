@@ -221,9 +221,31 @@ def test_units_keep_a_full_node_valid() -> None:
             pod("b", "n1", cpu="0.5", memory="500M"),
         )
     )
-    assert problem.nodes[0].memory == 953.674
-    assert [task.memory for task in problem.tasks] == [476.837, 476.837]
+    # pods round up, nodes down; a node its pods fill exactly in bytes is as full as they say
+    assert [task.memory for task in problem.tasks] == [476.838, 476.838]
+    assert problem.nodes[0].memory == 953.676
     assert [task.cpus for task in problem.tasks] == [0.5, 0.5]
+
+
+def test_memory_rounding_never_lets_a_pod_fit_that_does_not_fit_in_bytes() -> None:
+    """Review finding: 8 pods of 1G on a node of 7812499Ki (8,000,000,000 > 7,999,998,976)."""
+    import gpuopt
+
+    pods = [pod(f"p{k}", "n1", cpu="1", memory="1G") for k in range(7)]
+    problem = read_kubectl(
+        listing(
+            node("n1", cpu="64", memory="7812499Ki"),
+            node("n2", cpu="64", memory="7812499Ki"),
+            *pods,
+            pod("last", "n2", cpu="1", memory="1G"),
+        )
+    )
+    plan = gpuopt.solve(problem, "ipc")
+    assert all(move.to != "n1" for move in plan.moves)
+    from gpuopt.defrag.solution import Move
+
+    moved = [Move.model_validate({"task": "ns/last", "from": "n2", "to": "n1"})]
+    assert any("lacks memory" in text for text in gpuopt.violations(problem, moved))
 
 
 def test_cpu_rounds_up_to_a_milli_cpu() -> None:
