@@ -375,6 +375,7 @@ PinReason = Literal[
     "misplaced",
     "topology-spread",
     "not-ready",
+    "host-port",
 ]
 
 __all__ = [

@@ -435,6 +435,46 @@ def _mebibytes(amount: Fraction) -> float:
     return math.floor(Fraction(math.ceil(amount)) * 1000 / _MIB) / 1000
 
 
+#: Most node selector terms a pod's affinity ANDed with its volumes' may expand to.
+_MAX_TERMS = 64
+
+
+def _and_terms(alternatives: list[list[Any]]) -> list[Any] | None:
+    """Node selector terms (each list ORed) ANDed together, as one list of terms (ORed):
+    every combination of one term from each list, their requirements joined. An empty
+    list admits every node. None when the product would exceed :data:`_MAX_TERMS`."""
+    result: list[Any] = [{"match_expressions": [], "match_fields": []}]
+    for terms in alternatives:
+        if not terms:
+            continue
+        if len(result) * len(terms) > _MAX_TERMS:
+            return None
+        result = [
+            {
+                "match_expressions": [*left["match_expressions"], *right["match_expressions"]],
+                "match_fields": [*left["match_fields"], *right["match_fields"]],
+            }
+            for left in result
+            for right in terms
+        ]
+    return result
+
+
+def _host_ports(spec: Mapping[str, Any]) -> bool:
+    """The pod binds ports of its node (``hostNetwork``, or a container's ``hostPort``):
+    gpuopt does not plan ports, so such a pod is pinned and no move can make two pods
+    share one."""
+    if spec.get("hostNetwork") is True:
+        return True
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    return any(
+        isinstance(port, dict) and port.get("hostPort")
+        for container in containers
+        if isinstance(container, dict)
+        for port in container.get("ports") or ()
+    )
+
+
 def _condition(status: Mapping[str, Any], kind: str) -> str | None:
     """The status (``"True"``, ``"False"``, ``"Unknown"``) of a condition, None when absent."""
     for condition in status.get("conditions") or ():
@@ -513,6 +553,8 @@ _LINES: dict[str, str] = {
     "duplicate": "skipped {n} objects read twice (the first copy is kept)",
     "done": "skipped {n} Succeeded or Failed pods",
     "unbound": "skipped {n} unbound pods that are neither Pending nor alive",
+    "volume-affinity": "{n} pods mount volumes reachable from some nodes only (zonal disks): "
+    "their node affinity includes the volumes'",
     "gated": "skipped {n} waiting pods with schedulingGates (the scheduler does not consider "
     "them yet, so they are not pending demand)",
     "unknown-node": "skipped {n} pods bound to nodes that were not read",
@@ -714,6 +756,10 @@ class _ClusterReader:
         # is set to their rounded sum (:meth:`_lock_overcommitted`)
         self.memory_bytes: dict[str, Fraction] = {}
         self.pod_bytes: dict[str, Fraction] = {}
+        # PersistentVolume -> its required node affinity terms; the terms of the volumes of
+        # the pod being read (set by _local_storage)
+        self.volume_affinity: dict[str, list[Any]] = {}
+        self.pod_volume_terms: list[list[Any]] = []
 
     # ------------------------------------------------------------------ report
     def note(self, reason: str, name: str) -> None:
@@ -867,6 +913,10 @@ class _ClusterReader:
         _, name = self._name(reader, obj.item, "PersistentVolume")
         spec = reader.mapping(obj.item, "spec", "spec")
         self.local_volumes[name] = spec.get("local") is not None or spec.get("hostPath") is not None
+        # a volume reachable from some nodes only (a zonal disk): its pod must stay there
+        terms = self._terms(reader, spec, "nodeAffinity", "spec.nodeAffinity", key="required")
+        if terms:
+            self.volume_affinity[name] = terms
 
     def _claim(self, obj: _Object) -> None:
         reader = obj.reader
@@ -1088,8 +1138,16 @@ class _ClusterReader:
             "local-storage": self._local_storage(reader, spec, namespace, name, pod_id),
             "pod-affinity": unresolved,
             "topology-spread": spread,
+            "host-port": _host_ports(spec),
         }
         pod["pinned"] = next((reason for reason, holds in reasons.items() if holds), None)
+        if self.pod_volume_terms:  # a pod goes where its node affinity AND its volumes allow
+            merged = _and_terms([pod["node_affinity"], *self.pod_volume_terms])
+            if merged is None:
+                pod["pinned"] = pod["pinned"] or "local-storage"
+            else:
+                pod["node_affinity"] = merged
+                self.note("volume-affinity", pod_id)
         if unresolved:
             error = ProblemError(
                 f"{reader.source}: {reader.where}: a required pod (anti-)affinity term has a "
@@ -1266,10 +1324,22 @@ class _ClusterReader:
 
     def _node_affinity(self, reader: _Reader, affinity: Mapping[str, Any]) -> list[Any]:
         """Every required node affinity term (ORed)."""
-        path = "spec.affinity.nodeAffinity"
-        node_affinity = reader.mapping(affinity, "nodeAffinity", path)
-        required = reader.mapping(node_affinity, _TERMS, f"{path}.{_TERMS}")
-        path = f"{path}.{_TERMS}.nodeSelectorTerms"
+        return self._terms(reader, affinity, "nodeAffinity", "spec.affinity.nodeAffinity")
+
+    def _terms(
+        self,
+        reader: _Reader,
+        parent: Mapping[str, Any],
+        field: str,
+        path: str,
+        *,
+        key: str = _TERMS,
+    ) -> list[Any]:
+        """The node selector terms (ORed) of ``parent[field][key]`` (a pod's required node
+        affinity, or a PersistentVolume's ``nodeAffinity.required``)."""
+        node_affinity = reader.mapping(parent, field, path)
+        required = reader.mapping(node_affinity, key, f"{path}.{key}")
+        path = f"{path}.{key}.nodeSelectorTerms"
         terms = []
         for position, term in enumerate(reader.objects(required, "nodeSelectorTerms", path)):
             where = f"{path}[{position}]"
@@ -1385,6 +1455,7 @@ class _ClusterReader:
     ) -> bool:
         """True when a volume of the pod lives on its node (it cannot follow the pod)."""
         unresolved = False
+        self.pod_volume_terms = []
         for position, volume in enumerate(reader.objects(spec, "volumes", "spec.volumes")):
             if volume.get("hostPath") is not None:
                 return True
@@ -1403,6 +1474,8 @@ class _ClusterReader:
             else:
                 continue
             volume_name = self.claims.get((namespace, claim or ""))
+            if volume_name in self.volume_affinity:
+                self.pod_volume_terms.append(self.volume_affinity[volume_name])
             local = self.local_volumes.get(volume_name or "")
             if local:
                 return True

@@ -687,3 +687,76 @@ def test_a_hard_topology_spread_pins_its_pod_and_the_pods_it_counts() -> None:
         "ml/soft": None,
         "ml/free": None,
     }
+
+
+def test_zonal_volumes_and_host_ports_keep_their_pods_where_kubernetes_would() -> None:
+    """Review findings: a zonal disk's node affinity, and host ports."""
+    from gpuopt.io.kubectl import read_kubernetes
+
+    def node(name: str, zone: str) -> dict[str, Any]:
+        return {
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}},
+            "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"}},
+        }
+
+    owner = [{"kind": "StatefulSet", "name": "db", "controller": True}]
+    db = {
+        "kind": "Pod",
+        "metadata": {"name": "db-0", "namespace": "data", "ownerReferences": owner},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data-db-0"}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    web = {
+        "kind": "Pod",
+        "metadata": {"name": "web-0", "namespace": "data", "ownerReferences": owner},
+        "spec": {
+            "nodeName": "n2",
+            "containers": [{"ports": [{"containerPort": 80, "hostPort": 8000}]}],
+        },
+        "status": {"phase": "Running"},
+    }
+    claim = {
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data-db-0", "namespace": "data"},
+        "spec": {"volumeName": "pv-1"},
+    }
+    volume = {
+        "kind": "PersistentVolume",
+        "metadata": {"name": "pv-1"},
+        "spec": {
+            "csi": {"driver": "ebs.csi.aws.com"},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": "topology.kubernetes.io/zone",
+                                    "operator": "In",
+                                    "values": ["za"],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            },
+        },
+    }
+    items = [node("n1", "za"), node("n2", "zb"), node("n3", "za"), db, web, claim, volume]
+    cluster, report = read_kubernetes({"kind": "List", "items": items})
+    tasks = {task.id: task for task in cluster.tasks}
+    assert tasks["data/web-0"].pinned == "host-port"
+    [term] = tasks["data/db-0"].node_affinity
+    assert [(r.key, r.values) for r in term.match_expressions] == [
+        ("topology.kubernetes.io/zone", ["za"])
+    ]
+    assert "zonal disks" in report.summary()
+    import gpuopt
+
+    plan = gpuopt.solve(cluster, "ipc")
+    assert all(m.to != "n2" for m in plan.moves if m.task == "data/db-0")
