@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -147,13 +147,22 @@ class _Extended(BaseModel):
     @model_serializer(mode="wrap")
     def _drop_quiet_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        fields = type(self).model_fields
-        for name in self._quiet_defaults:
-            if name in data and getattr(self, name) == fields[name].get_default(
-                call_default_factory=True
-            ):
+        defaults = _quiet_defaults_of(type(self))
+        for name, default in defaults.items():
+            if name in data and getattr(self, name) == default:
                 del data[name]
         return data
+
+
+@cache
+def _quiet_defaults_of(model: type[_Extended]) -> dict[str, Any]:
+    """The default of each quiet field of ``model``, built once (a default factory's
+    resolution inspects its signature, far too slow to repeat for every task)."""
+    fields = model.model_fields
+    return {
+        name: fields[name].get_default(call_default_factory=True)
+        for name in sorted(model._quiet_defaults)
+    }
 
 
 def check_unique(what: str, ids: Iterable[str]) -> None:
