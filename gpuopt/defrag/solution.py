@@ -194,9 +194,8 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
         cpus, memory = scaled(task.cpus), _memory_of(task.memory)
         if state.gpus[target.id] + task.gpus > target.gpus:
             free = target.gpus - state.gpus[target.id]
-            found.append(
-                f"D3: {label}: node {target.id} lacks GPUs (needs {task.gpus}, has {free})"
-            )
+            room = f"has {free} free" if free >= 0 else f"its pods already hold {-free} over"
+            found.append(f"D3: {label}: node {target.id} lacks GPUs (needs {task.gpus}, {room})")
         if state.cpus[target.id] + cpus > scaled(target.cpus):
             free_cpus = (scaled(target.cpus) - state.cpus[target.id]) / 1000
             found.append(
