@@ -174,14 +174,13 @@ def draw_defrag(problem: Any, plan: Any, path: str) -> None:
 
 def show_defrag(shown: Any, problem: Any, plan: Any) -> None:
     """The plan's summary, its notes, and the tasks no method may move, by reason."""
-    from gpuopt.cluster.rules import describe, fixed_counts
+    from gpuopt.cluster.rules import describe_fixed
 
     shown.print(f"{problem.name}: {plan.summary()} [{plan.status}]")
     for note in plan.notes:
         shown.print(f"  note: {note}")
-    fixed = problem.index.fixed
-    if fixed:
-        shown.print(f"  kept in place: {len(fixed)} tasks ({describe(fixed_counts(fixed))})")
+    if problem.index.fixed:
+        shown.print(f"  kept in place: {describe_fixed(problem.index.fixed)}")
 
 
 # --------------------------------------------------------------------------- diagnose
@@ -288,11 +287,10 @@ def run_snapshot(args: argparse.Namespace) -> int:
             print(kube_report.summary(), file=sys.stderr)
     write_text(args.out, problem.to_json(indent=None) + "\n")
     shown.print(f"{problem.name}: {len(problem.nodes)} nodes, {len(problem.tasks)} tasks")
-    fixed = problem.index.fixed
-    if fixed:  # pinned by the reader, and what the rules keep in place on top
-        from gpuopt.cluster.rules import describe, fixed_counts
+    if problem.index.fixed:  # pinned by the reader, and what the rules keep in place on top
+        from gpuopt.cluster.rules import describe_fixed
 
-        shown.print(f"  never moved: {len(fixed)} tasks ({describe(fixed_counts(fixed))})")
+        shown.print(f"  never moved: {describe_fixed(problem.index.fixed)}")
     return EXIT_OK
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -139,26 +139,24 @@ def _check_values(what: str, key: str, operator: str, values: list[str]) -> None
         raise ValueError(f"{what} {key!r}: operator {operator} takes no values")
 
 
-class Requirement(BaseModel):
-    """A node selector requirement (``matchExpressions[]``; ``Gt``/``Lt`` compare integers)."""
+class LabelRequirement(BaseModel):
+    """A label selector requirement (``matchExpressions[]`` of a ``LabelSelector``)."""
 
     model_config = _CONFIG
+    #: How its errors name it.
+    _what: ClassVar[str] = "label selector"
 
     key: str = Field(min_length=1, max_length=MAX_KEY)
-    operator: NodeOperator
+    operator: LabelOperator
     values: list[str] = Field(default_factory=list, max_length=MAX_VALUES)
 
     @model_validator(mode="after")
-    def _check(self) -> Requirement:
-        count = len(self.values)
-        _check_values("requirement", self.key, self.operator, self.values)
-        if self.operator in ("Gt", "Lt") and (count != 1 or _integer(self.values[0]) is None):
-            raise ValueError(
-                f"requirement {self.key!r}: operator {self.operator} needs one integer value"
-            )
+    def _check(self) -> LabelRequirement:
+        _check_values(self._what, self.key, self.operator, self.values)
         return self
 
     def matches(self, labels: Mapping[str, str]) -> bool:
+        """``In``, ``NotIn``, ``Exists`` and ``DoesNotExist`` on ``labels``."""
         have = labels.get(self.key)
         if self.operator == "Exists":
             return have is not None
@@ -166,8 +164,30 @@ class Requirement(BaseModel):
             return have is None
         if self.operator == "In":
             return have is not None and have in self.values
-        if self.operator == "NotIn":
-            return have is None or have not in self.values
+        return have is None or have not in self.values  # NotIn
+
+
+class Requirement(LabelRequirement):
+    """A node selector requirement (``matchExpressions[]``): a label requirement that may
+    also compare integers (``Gt``/``Lt``)."""
+
+    _what: ClassVar[str] = "requirement"
+
+    operator: NodeOperator  # type: ignore[assignment]  # the label operators and Gt, Lt
+
+    @model_validator(mode="after")
+    def _check_integer(self) -> Requirement:
+        count = len(self.values)
+        if self.operator in ("Gt", "Lt") and (count != 1 or _integer(self.values[0]) is None):
+            raise ValueError(
+                f"requirement {self.key!r}: operator {self.operator} needs one integer value"
+            )
+        return self
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.operator not in ("Gt", "Lt"):
+            return super().matches(labels)
+        have = labels.get(self.key)
         number = None if have is None else _integer(have)
         if number is None:
             return False
@@ -221,21 +241,6 @@ def affinity_matches(
     return not terms or any(term.matches(node_id, labels) for term in terms)
 
 
-class LabelRequirement(BaseModel):
-    """A label selector requirement (``matchExpressions[]`` of a ``LabelSelector``)."""
-
-    model_config = _CONFIG
-
-    key: str = Field(min_length=1, max_length=MAX_KEY)
-    operator: LabelOperator
-    values: list[str] = Field(default_factory=list, max_length=MAX_VALUES)
-
-    @model_validator(mode="after")
-    def _check(self) -> LabelRequirement:
-        _check_values("label selector", self.key, self.operator, self.values)
-        return self
-
-
 class LabelSelector(BaseModel):
     """A ``metav1.LabelSelector``: labels and expressions, all ANDed; empty selects everything."""
 
@@ -248,18 +253,7 @@ class LabelSelector(BaseModel):
         for key, value in self.match_labels.items():
             if labels.get(key) != value:
                 return False
-        for requirement in self.match_expressions:
-            have = labels.get(requirement.key)
-            operator = requirement.operator
-            if operator == "Exists" and have is None:
-                return False
-            if operator == "DoesNotExist" and have is not None:
-                return False
-            if operator == "In" and (have is None or have not in requirement.values):
-                return False
-            if operator == "NotIn" and have is not None and have in requirement.values:
-                return False
-        return True
+        return all(requirement.matches(labels) for requirement in self.match_expressions)
 
 
 class PodAffinityTerm(BaseModel):

@@ -220,6 +220,15 @@ def budget_allowance(cluster: Cluster) -> list[tuple[Budget, list[str], int]]:
     return found
 
 
+def budget_cover(allowances: Iterable[tuple[Budget, list[str], int]]) -> Counter[str]:
+    """How many budgets select each task (of :func:`budget_allowance`'s answer); the
+    Eviction API refuses to evict a pod more than one budget selects."""
+    covered: Counter[str] = Counter()
+    for _, members, _ in allowances:
+        covered.update(members)
+    return covered
+
+
 def _term_key(owner: Task, term: PodAffinityTerm) -> str:
     namespaces = ["*"] if term.all_namespaces else sorted(term.namespaces or [owner.space])
     return json.dumps(
@@ -388,13 +397,14 @@ def constraints(cluster: Cluster) -> Constraints:
             fixed[task.id] = "node-locked"
         elif not nodes[task.node].ready:  # its kubelet would never confirm the eviction
             fixed[task.id] = "node-not-ready"
-    covered: Counter[str] = Counter()
-    for _, members, allowed in budget_allowance(cluster):
-        covered.update(members)
+    allowances = budget_allowance(cluster)
+    for _, members, allowed in allowances:
         if allowed == 0:
             for task_id in members:
                 fixed.setdefault(task_id, "budget")
-    for task_id, budgets in covered.items():  # the Eviction API refuses such a pod (500)
+    for task_id, budgets in budget_cover(
+        allowances
+    ).items():  # the Eviction API refuses such a pod (500)
         if budgets > 1:
             fixed.setdefault(task_id, "two-budgets")
     groups = _groups(cluster, fixed)
@@ -456,18 +466,16 @@ def _groups(cluster: Cluster, fixed: dict[str, str]) -> list[str | None]:
     """K5 as groups and fixed tasks (see :func:`constraints`); fills ``fixed``."""
     tasks = {t.id: t for t in cluster.tasks}
     group: dict[str, str] = {t.id: t.anti_affinity for t in cluster.tasks if t.anti_affinity}
+    # each distinct term (by namespaces, selector and key; "+" marks affinity), its first
+    # owner, and every task that carries it
     terms: dict[str, tuple[Task, PodAffinityTerm, bool]] = {}
-    for task in cluster.tasks:
-        for term in task.pod_anti_affinity:
-            terms.setdefault(_term_key(task, term), (task, term, True))
-        for term in task.pod_affinity:
-            terms.setdefault(_term_key(task, term) + "+", (task, term, False))
     owners: defaultdict[str, list[str]] = defaultdict(list)
     for task in cluster.tasks:
-        for term in task.pod_anti_affinity:
-            owners[_term_key(task, term)].append(task.id)
-        for term in task.pod_affinity:
-            owners[_term_key(task, term) + "+"].append(task.id)
+        for anti, held in ((True, task.pod_anti_affinity), (False, task.pod_affinity)):
+            for term in held:
+                key = _term_key(task, term) + ("" if anti else "+")
+                terms.setdefault(key, (task, term, anti))
+                owners[key].append(task.id)
     pods = _PodIndex(cluster.tasks) if terms else None
     for key, (owner, term, anti) in terms.items():
         assert pods is not None
@@ -527,13 +535,20 @@ def describe(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{count} {reason}" for reason, count in Counter(counts).most_common())
 
 
+def describe_fixed(fixed: Mapping[str, str]) -> str:
+    """``"5 tasks (3 daemonset, 2 critical)"``: the fixed tasks, by reason."""
+    return f"{len(fixed)} tasks ({describe(fixed_counts(fixed))})"
+
+
 __all__ = [
     "Constraints",
     "PodSpec",
     "PodTerms",
     "budget_allowance",
+    "budget_cover",
     "constraints",
     "describe",
+    "describe_fixed",
     "domain_of",
     "fixed_counts",
     "placement_key",

@@ -19,7 +19,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt._model import MAX_ID_LENGTH
-from gpuopt.cluster.rules import PodTerms, budget_allowance, refusal
+from gpuopt.cluster.rules import PodTerms, budget_allowance, budget_cover, refusal
 from gpuopt.defrag.problem import DefragProblem, scaled, selector_matches
 from gpuopt.result import Result, count_gap
 from gpuopt.result import Status as ResultStatus
@@ -257,16 +257,15 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
 def _budget_violations(problem: DefragProblem, moves: Sequence[Move]) -> list[str]:
     """K7: no wave evicts more pods of a PodDisruptionBudget than it allows."""
     found: list[str] = []
-    covered: Counter[str] = Counter()
-    for _, members, _ in budget_allowance(problem):
-        covered.update(members)
+    allowances = budget_allowance(problem)
+    covered = budget_cover(allowances)
     for move in moves:
         if covered[move.task] > 1:
             found.append(
                 f"K7: {move.task} is selected by {covered[move.task]} budgets; the Eviction API "
                 "refuses to evict such a pod"
             )
-    for budget, members, allowed in budget_allowance(problem):
+    for budget, members, allowed in allowances:
         selected = set(members)
         per_wave = Counter(move.wave for move in moves if move.task in selected)
         for wave, count in sorted(per_wave.items()):
