@@ -125,3 +125,27 @@ def test_checker_frees_a_gpu_only_when_its_last_share_leaves() -> None:
     ]
     moves.insert(1, Move(task="s2", source="a", to="b", wave=1))
     assert violations(snapshot, moves) == []
+
+
+def test_placement_and_preemption_views_count_a_shared_gpu_once() -> None:
+    from gpuopt.placement.nodes import NodePlacementProblem, place
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    snapshot = Cluster.model_validate(
+        {
+            "now": 10,
+            "nodes": [{"id": "a", "gpus": 2, "cpus": 16}],
+            "tasks": [
+                share("s1", "a", 500, start_time=0),
+                share("s2", "a", 400, start_time=0),
+                share("s3", "a", 100, start_time=0),
+            ],
+        }
+    )
+    view = NodePlacementProblem.from_cluster(snapshot, "1G")
+    assert view.nodes[0].used_gpus == [0]
+    assert place(view).gpus == [1]
+    preemption = PreemptionProblem.from_cluster(snapshot, "2G", priority=5000)
+    # the shares share GPU 0: they count it once and are never victims (shared-gpu)
+    assert sorted(t.gpus for t in preemption.tasks) == [0, 0, 1]
+    assert {t.priority for t in preemption.tasks} == {"HP"}
