@@ -67,3 +67,36 @@ def test_memo_rows_match_a_fresh_computation() -> None:
     assert float(rows[2] @ np.array(WORKLOAD.frequencies)) == pytest.approx(
         0.25 * 1500 + 0.25 * 500
     )
+
+
+def test_share_state_from_a_cluster() -> None:
+    from gpuopt.cluster.model import Cluster
+
+    cluster = Cluster.model_validate(
+        {
+            "nodes": [
+                {"id": "n1", "gpus": 2, "cpus": 8, "memory": 100, "gpu_model": "T4"},
+                {"id": "n2", "gpus": 1, "cpus": 4, "labels": {"gpu_model": "P100"}},
+            ],
+            "tasks": [
+                {
+                    "id": "t1",
+                    "node": "n1",
+                    "gpus": 1,
+                    "cpus": 1,
+                    "gpu_milli": 300,
+                    "gpu_indices": [1],
+                },
+                {"id": "t2", "node": "n1", "gpus": 1, "cpus": 0.5, "memory": 10, "gpu_milli": 200},
+                {"id": "t3", "node": "n2", "gpus": 1, "cpus": 2},
+            ],
+        }
+    )
+    state = ShareState.from_cluster(cluster)
+    # t2 has no index: best fit, the GPU with the least share left that fits (GPU 1, 700)
+    assert state.left[0].tolist()[:2] == [1000, 500]
+    assert state.left[1].tolist()[0] == 0
+    assert state.cpu_left.tolist() == [6500, 2000]
+    assert state.mem_left[0] == 90
+    assert [state.model_names[c] for c in state.model_code] == ["T4", "P100"]
+    assert state.allocated_milli == 1500
