@@ -114,10 +114,10 @@ class Fragmentation:
 def node_fragmentation(state: ShareState, workload: Workload) -> Fragmentation:
     """F_n(M) of every node of ``state`` for the target ``workload``, and the cluster's.
 
+    >>> from gpuopt.sharing.state import Pod
     >>> from gpuopt.sharing.workload import Shape
     >>> state = ShareState.from_nodes(["a"], gpus=[2], cpu_milli=[4000])
-    >>> state.left[0, :2] = [1000, 300]  # as if 700 of GPU 1 were taken
-    >>> state.total_left[0] = 1300
+    >>> state.place(Pod(Shape(0, 700, 1)), (0, (1,)))  # GPU shares left: 1000, 300
     >>> w = Workload((Shape(1000, 500, 1), Shape(1000, 0, 0)), (0.5, 0.5))
     >>> frag = node_fragmentation(state, w)
     >>> float(frag.total), frag.idle, round(frag.share_of_idle, 3)

@@ -245,6 +245,8 @@ def replay(
     hook, hook_every
         Called every ``hook_every`` arrivals (module docstring); off by default.
 
+    Examples
+    --------
     >>> state = ShareState.from_nodes(["a", "b"], gpus=[1, 1], cpu_milli=[4000, 4000])
     >>> pods = [Pod(Shape(1000, 500, 1)), Pod(Shape(1000, 1000, 1))]
     >>> result = replay(state, pods, "bestfit", [1, 2])
