@@ -27,14 +27,23 @@ from gpuopt.errors import ProblemError
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every ``gpuopt`` command (each sets ``run`` to its function)."""
     from gpuopt import __version__
-    from gpuopt.cli import allocation, check, defrag, estimate, forecast, placement, planning
+    from gpuopt.cli import (
+        allocation,
+        check,
+        defrag,
+        estimate,
+        forecast,
+        placement,
+        planning,
+        replay,
+    )
 
     parser = Parser(
         prog="gpuopt", description="Decide how a shared GPU cluster's capacity is spent."
     )
     parser.add_argument("--version", action="version", version=f"gpuopt {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in (allocation, check, defrag, placement, planning, estimate, forecast):
+    for module in (allocation, check, defrag, placement, planning, estimate, forecast, replay):
         module.add_commands(commands)
     return parser
 

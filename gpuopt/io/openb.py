@@ -213,6 +213,12 @@ class _Pod:
         return self.gpus == 1 and 0 < self.gpu_milli < 1000
 
 
+#: One row of an openb pod CSV: ``name``, ``cpu_milli``, ``memory_mib``, ``gpus``
+#: (``num_gpu``), ``gpu_milli``, ``spec`` (the allowed GPU models of ``gpu_spec``,
+#: empty = any), ``qos``, ``created``, ``deleted``, ``scheduled``.
+OpenbPod = _Pod
+
+
 @dataclass(frozen=True)
 class _Table:
     """A CSV file: its header positions and its rows with their line numbers."""
@@ -361,6 +367,22 @@ def _read_pods(path: str | Path) -> tuple[list[_Pod], bool]:
             )
         )
     return pods, has_times
+
+
+def read_openb_nodes(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of an openb node CSV as node dicts, validated (see the module docstring).
+
+    Each dict has ``id``, ``gpus``, ``cpus`` (cores), ``memory`` (MiB) and
+    ``labels`` (``{"gpu_model": model}`` when the model is not blank); bad
+    rows raise :class:`~gpuopt.errors.ProblemError` naming the file, line and
+    column. No access switches are made up.
+    """
+    return _read_nodes(path, None)
+
+
+def read_openb_pods(path: str | Path) -> list[OpenbPod]:
+    """The rows of an openb pod CSV as :class:`OpenbPod` records, in file order, validated."""
+    return _read_pods(path)[0]
 
 
 def _check_options(
@@ -626,4 +648,12 @@ def read_openb(
     return problem, report
 
 
-__all__ = ["HP_QOS", "MODEL_LABEL", "OpenbReport", "read_openb"]
+__all__ = [
+    "HP_QOS",
+    "MODEL_LABEL",
+    "OpenbPod",
+    "OpenbReport",
+    "read_openb",
+    "read_openb_nodes",
+    "read_openb_pods",
+]

@@ -1,0 +1,42 @@
+"""GPU sharing: per-GPU shares, FGD's workload-aware fragmentation, placement policies, replay.
+
+A reimplementation of the experiment of Weng et al., "Beware of Fragmentation:
+Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent" (USENIX
+ATC '23) and their simulator ``hkust-adsl/kubernetes-scheduler-simulator``
+(``benchmarks/fgd/NOTES.md`` documents every rule followed here):
+
+- :mod:`~gpuopt.sharing.workload`: pod shapes and target workloads
+  (:func:`typical_workload`, FGD's "typical pods");
+- :mod:`~gpuopt.sharing.state`: :class:`ShareState`, the free CPU, memory
+  and GPU shares of every node, as numpy arrays;
+- :mod:`~gpuopt.sharing.fragmentation`: FGD's node fragmentation F_n(M);
+- :mod:`~gpuopt.sharing.policies`: random, bestfit, packing, clustering,
+  dotprod and fgd, as the simulator scores them;
+- :mod:`~gpuopt.sharing.replay`: the simulator's experiment protocol
+  (``gpuopt replay openb``).
+"""
+
+from gpuopt.sharing.fragmentation import Fragmentation, node_fragmentation
+from gpuopt.sharing.policies import POLICIES, Policy, make_policy, register_policy
+from gpuopt.sharing.replay import OPENB_TRACES, ReplayResult, load_openb, replay
+from gpuopt.sharing.state import Placement, Pod, ShareState
+from gpuopt.sharing.workload import Shape, Workload, typical_workload
+
+__all__ = [
+    "OPENB_TRACES",
+    "POLICIES",
+    "Fragmentation",
+    "Placement",
+    "Pod",
+    "Policy",
+    "ReplayResult",
+    "Shape",
+    "ShareState",
+    "Workload",
+    "load_openb",
+    "make_policy",
+    "node_fragmentation",
+    "register_policy",
+    "replay",
+    "typical_workload",
+]

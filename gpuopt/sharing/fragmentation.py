@@ -1,0 +1,163 @@
+"""FGD's workload-aware GPU fragmentation (Weng et al., ATC'23), vectorised and memoised.
+
+For a target workload M (shapes m with frequencies p_m, :class:`Workload`), the
+fragment of node n for shape m (``benchmarks/fgd/NOTES.md`` section 1.3, the
+simulator's ``GetNodePodFrag`` and ``NodeGpuShareFragAmount``) is
+
+- all of n's idle GPU (the sum of its GPUs' shares left) when m cannot run on
+  n: m is CPU-only, or n's GPU model is not among m's models, or fewer than
+  ``m.gpus`` GPUs have ``left >= m.gpu_milli``, or n has less CPU left than m
+  asks;
+- otherwise the shares left on the GPUs whose share left is below
+  ``m.gpu_milli`` (too small for m).
+
+Memory plays no part. ``F_n(M) = sum_m p_m f_n(m)`` in thousandths of a GPU;
+the cluster's fragmentation is the sum over nodes. A node without GPUs has
+none.
+
+:func:`node_fragmentation` computes F for every node of a
+:class:`~gpuopt.sharing.state.ShareState`; :func:`fragment_matrix` is the
+vectorised core (one integer ``f_n(m)`` per shape and row) that the FGD policy
+also uses; :class:`FragmentMemo` caches the rows of interned node states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuopt.sharing.state import ShareState
+from gpuopt.sharing.workload import MILLI, Workload
+
+
+@dataclass(frozen=True)
+class TargetArrays:
+    """A workload as arrays for one cluster: per shape CPU, share, GPUs, frequency, and
+    ``access[t, code]`` = shape t may run on GPU model ``code`` of the cluster."""
+
+    cpu: np.ndarray
+    milli: np.ndarray
+    gpus: np.ndarray
+    frequency: np.ndarray
+    access: np.ndarray
+
+    @classmethod
+    def build(cls, workload: Workload, model_names: list[str]) -> TargetArrays:
+        access = np.array(
+            [
+                [(not s.models) or (name in s.models) for name in model_names]
+                for s in workload.shapes
+            ],
+            dtype=bool,
+        )
+        return cls(
+            cpu=np.array([s.cpu_milli for s in workload.shapes], dtype=np.int64),
+            milli=np.array([s.gpu_milli for s in workload.shapes], dtype=np.int64),
+            gpus=np.array([s.gpus for s in workload.shapes], dtype=np.int64),
+            frequency=np.array(workload.frequencies, dtype=np.float64),
+            access=access,
+        )
+
+
+def fragment_matrix(
+    target: TargetArrays, left: np.ndarray, cpu_left: np.ndarray, model_code: np.ndarray
+) -> np.ndarray:
+    """``f[r, t]``: the fragment (GPU thousandths, integer) of row r for target shape t.
+
+    ``left`` is (rows x GPUs) with -1 for missing GPUs, ``cpu_left`` and
+    ``model_code`` one entry per row. ``F = f @ target.frequency``.
+    """
+    usable = np.where(left >= 0, left, 0)  # rows x g
+    idle = usable.sum(axis=1)  # rows
+    need = target.milli[None, :, None]  # 1 x t x 1
+    fits = (left[:, None, :] >= need).sum(axis=2)  # rows x t
+    small = np.where(left[:, None, :] < need, usable[:, None, :], 0).sum(axis=2)  # rows x t
+    runs = (
+        (target.gpus[None, :] > 0)
+        & target.access[:, model_code].T
+        & (fits >= target.gpus[None, :])
+        & (cpu_left[:, None] >= target.cpu[None, :])
+    )
+    return np.asarray(np.where(runs, small, idle[:, None]), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Fragmentation:
+    """Workload-aware fragmentation of a cluster.
+
+    Attributes
+    ----------
+    per_node
+        F_n in thousandths of a GPU, one per node (state order).
+    total
+        Sum over nodes, thousandths of a GPU.
+    idle
+        Unallocated GPU thousandths over all nodes.
+    """
+
+    per_node: np.ndarray
+    total: float
+    idle: int
+
+    @property
+    def gpus(self) -> float:
+        """The fragmentation in GPUs."""
+        return self.total / MILLI
+
+    @property
+    def share_of_idle(self) -> float:
+        """Fragmented share of the idle GPU (0 when nothing is idle)."""
+        return self.total / self.idle if self.idle else 0.0
+
+
+def node_fragmentation(state: ShareState, workload: Workload) -> Fragmentation:
+    """F_n(M) of every node of ``state`` for the target ``workload``, and the cluster's.
+
+    >>> from gpuopt.sharing.state import Pod
+    >>> from gpuopt.sharing.workload import Shape
+    >>> state = ShareState.from_nodes(["a"], gpus=[2], cpu_milli=[4000])
+    >>> state.place(Pod(Shape(0, 700, 1)), (0, (1,)))  # GPU shares left: 1000, 300
+    >>> w = Workload((Shape(1000, 500, 1), Shape(1000, 0, 0)), (0.5, 0.5))
+    >>> frag = node_fragmentation(state, w)
+    >>> float(frag.total), frag.idle, round(frag.share_of_idle, 3)
+    (800.0, 1300, 0.615)
+    """
+    target = TargetArrays.build(workload, state.model_names)
+    matrix = fragment_matrix(target, state.left, state.cpu_left, state.model_code)
+    per_node = matrix @ target.frequency
+    return Fragmentation(
+        per_node=per_node, total=float(per_node.sum()), idle=int(state.total_left.sum())
+    )
+
+
+class FragmentMemo:
+    """The fragment rows ``f[state id, :]`` of interned node states, computed once each."""
+
+    def __init__(self, target: TargetArrays) -> None:
+        self.target = target
+        self.rows = np.zeros((64, len(target.cpu)), dtype=np.int64)
+        self.count = 0
+
+    def of(self, state: ShareState, state_ids: np.ndarray) -> np.ndarray:
+        """Rows of ``state_ids`` (of ``state.table``), computing the missing ones in one batch."""
+        table = state.table
+        if len(table) > self.count:
+            fresh = np.arange(self.count, len(table))
+            rows = fragment_matrix(
+                self.target, table.left[fresh], table.cpu[fresh], table.model[fresh]
+            )
+            while len(self.rows) < len(table):
+                self.rows = np.concatenate([self.rows, np.zeros_like(self.rows)])
+            self.rows[self.count : len(table)] = rows
+            self.count = len(table)
+        return np.asarray(self.rows[state_ids], dtype=np.int64)
+
+
+__all__ = [
+    "FragmentMemo",
+    "Fragmentation",
+    "TargetArrays",
+    "fragment_matrix",
+    "node_fragmentation",
+]
