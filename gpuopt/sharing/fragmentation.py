@@ -11,7 +11,11 @@ simulator's ``GetNodePodFrag`` and ``NodeGpuShareFragAmount``) is
 - otherwise the shares left on the GPUs whose share left is below
   ``m.gpu_milli`` (too small for m).
 
-Memory plays no part. ``F_n(M) = sum_m p_m f_n(m)`` in thousandths of a GPU;
+Memory plays no part in FGD's definition. A workload may state each shape's
+memory (:attr:`Workload.memory_mib`; gpuopt's own policy does): then a shape
+also cannot run where the node has less memory left than it asks, and all of
+the node's idle GPU is its fragment there. ``F_n(M) = sum_m p_m f_n(m)`` in
+thousandths of a GPU;
 the cluster's fragmentation is the sum over nodes. A node without GPUs has
 none.
 
@@ -33,14 +37,21 @@ from gpuopt.sharing.workload import MILLI, Workload
 
 @dataclass(frozen=True)
 class TargetArrays:
-    """A workload as arrays for one cluster: per shape CPU, share, GPUs, frequency, and
-    ``access[t, code]`` = shape t may run on GPU model ``code`` of the cluster."""
+    """A workload as arrays for one cluster: per shape CPU, share, GPUs, frequency, memory
+    (MiB, all 0 when the workload states none) and ``access[t, code]`` = shape t may run on
+    GPU model ``code`` of the cluster."""
 
     cpu: np.ndarray
     milli: np.ndarray
     gpus: np.ndarray
     frequency: np.ndarray
     access: np.ndarray
+    memory: np.ndarray
+
+    @property
+    def reads_memory(self) -> bool:
+        """Whether some shape asks for memory (then fragments depend on memory left)."""
+        return bool(self.memory.any())
 
     @classmethod
     def build(cls, workload: Workload, model_names: list[str]) -> TargetArrays:
@@ -57,16 +68,22 @@ class TargetArrays:
             gpus=np.array([s.gpus for s in workload.shapes], dtype=np.int64),
             frequency=np.array(workload.frequencies, dtype=np.float64),
             access=access,
+            memory=np.array(workload.memory_mib or [0] * len(workload), dtype=np.int64),
         )
 
 
 def fragment_matrix(
-    target: TargetArrays, left: np.ndarray, cpu_left: np.ndarray, model_code: np.ndarray
+    target: TargetArrays,
+    left: np.ndarray,
+    cpu_left: np.ndarray,
+    model_code: np.ndarray,
+    mem_left: np.ndarray | None = None,
 ) -> np.ndarray:
     """``f[r, t]``: the fragment (GPU thousandths, integer) of row r for target shape t.
 
-    ``left`` is (rows x GPUs) with -1 for missing GPUs, ``cpu_left`` and
-    ``model_code`` one entry per row. ``F = f @ target.frequency``.
+    ``left`` is (rows x GPUs) with -1 for missing GPUs, ``cpu_left``,
+    ``model_code`` and ``mem_left`` (read only when the target states memory)
+    one entry per row. ``F = f @ target.frequency``.
     """
     usable = np.where(left >= 0, left, 0)  # rows x g
     idle = usable.sum(axis=1)  # rows
@@ -79,6 +96,8 @@ def fragment_matrix(
         & (fits >= target.gpus[None, :])
         & (cpu_left[:, None] >= target.cpu[None, :])
     )
+    if mem_left is not None and target.reads_memory:
+        runs &= mem_left[:, None] >= target.memory[None, :]
     return np.asarray(np.where(runs, small, idle[:, None]), dtype=np.int64)
 
 
@@ -124,7 +143,7 @@ def node_fragmentation(state: ShareState, workload: Workload) -> Fragmentation:
     (800.0, 1300, 0.615)
     """
     target = TargetArrays.build(workload, state.model_names)
-    matrix = fragment_matrix(target, state.left, state.cpu_left, state.model_code)
+    matrix = fragment_matrix(target, state.left, state.cpu_left, state.model_code, state.mem_left)
     per_node = matrix @ target.frequency
     return Fragmentation(
         per_node=per_node, total=float(per_node.sum()), idle=int(state.total_left.sum())
@@ -145,7 +164,11 @@ class FragmentMemo:
         if len(table) > self.count:
             fresh = np.arange(self.count, len(table))
             rows = fragment_matrix(
-                self.target, table.left[fresh], table.cpu[fresh], table.model[fresh]
+                self.target,
+                table.left[fresh],
+                table.cpu[fresh],
+                table.model[fresh],
+                table.mem[fresh],
             )
             while len(self.rows) < len(table):
                 self.rows = np.concatenate([self.rows, np.zeros_like(self.rows)])

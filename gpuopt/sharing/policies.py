@@ -50,6 +50,8 @@ from gpuopt.sharing.fragmentation import FragmentMemo, TargetArrays, fragment_ma
 from gpuopt.sharing.state import Placement, Pod, ShareState
 from gpuopt.sharing.workload import MILLI, Shape, Workload
 
+#: What an FGD score depends on besides the node's state: (CPU, share, GPUs, memory or 0).
+ShapeKey = tuple[int, int, int, int]
 #: The simulator's normalisers (``MaxSpecCpu``, ``MaxSpecGpu``).
 MAX_SPEC_CPU = 128_000
 MAX_SPEC_GPU = 8_000
@@ -249,6 +251,8 @@ class FgdPolicy(Policy):
 
     name = "fgd"
     gpu_choice = "fgd"
+    #: Whether the target's memory counts (FGD's does not: its shapes have no memory).
+    reads_memory: ClassVar[bool] = False
 
     def __init__(
         self, rank: np.ndarray, rng: np.random.Generator, workload: Workload | None = None
@@ -258,15 +262,18 @@ class FgdPolicy(Policy):
             raise ProblemError("policy 'fgd' needs a target workload.")
         self.target: TargetArrays | None = None
         self.memo: FragmentMemo | None = None
-        self._scores: dict[tuple[int, int, int], np.ndarray] = {}
+        self._scores: dict[ShapeKey, np.ndarray] = {}
         #: (state id, shape key) -> {share left of a GPU: score of putting the share there}
-        self._options: dict[tuple[int, tuple[int, int, int]], dict[int, int]] = {}
+        self._options: dict[tuple[int, ShapeKey], dict[int, int]] = {}
         self._table: object = None
 
     def _bind(self, state: ShareState) -> FragmentMemo:
         if self._table is not state.table:  # a new cluster: forget the memos
             assert self.workload is not None
-            self.target = TargetArrays.build(self.workload, state.model_names)
+            workload = self.workload
+            if not self.reads_memory:
+                workload = Workload(workload.shapes, workload.frequencies)
+            self.target = TargetArrays.build(workload, state.model_names)
             self.memo = FragmentMemo(self.target)
             self._scores.clear()
             self._options.clear()
@@ -275,12 +282,21 @@ class FgdPolicy(Policy):
         return self.memo
 
     def scores(self, state: ShareState, pod: Pod, candidates: np.ndarray) -> np.ndarray:
-        return self.state_scores(state, pod.shape, state.state_id[candidates])
+        return self.state_scores(state, pod.shape, state.state_id[candidates], pod.memory_mib)
 
-    def state_scores(self, state: ShareState, shape: Shape, state_ids: np.ndarray) -> np.ndarray:
-        """The FGD score of placing ``shape`` on nodes in the states ``state_ids``."""
+    def _key(self, shape: Shape, memory: int) -> ShapeKey:
+        """What a score depends on besides the node state (memory only for a target with it)."""
+        assert self.target is not None
+        reads = self.target.reads_memory
+        return (shape.cpu_milli, shape.gpu_milli, shape.gpus, memory if reads else 0)
+
+    def state_scores(
+        self, state: ShareState, shape: Shape, state_ids: np.ndarray, memory: int = 0
+    ) -> np.ndarray:
+        """The FGD score of placing ``shape`` (``memory`` MiB) on nodes in the states
+        ``state_ids``."""
         memo = self._bind(state)
-        key = (shape.cpu_milli, shape.gpu_milli, shape.gpus)
+        key = self._key(shape, memory)
         table = self._scores.get(key)
         if table is None or len(table) < len(state.table):
             grown = np.full(max(64, 2 * len(state.table)), -1, dtype=np.int64)
@@ -299,7 +315,7 @@ class FgdPolicy(Policy):
         state: ShareState,
         memo: FragmentMemo,
         shape: Shape,
-        key: tuple[int, int, int],
+        key: ShapeKey,
         state_ids: np.ndarray,
     ) -> np.ndarray:
         assert self.target is not None
@@ -307,11 +323,12 @@ class FgdPolicy(Policy):
         before = memo.of(state, state_ids)  # u x t
         lefts = state.table.left[state_ids]  # sorted descending, -1 last
         cpu_after = state.table.cpu[state_ids] - shape.cpu_milli
+        mem_after = state.table.mem[state_ids] - key[3]
         models = state.table.model[state_ids]
         if not shape.is_share:
             after = lefts.copy()
             after[:, : shape.gpus] -= shape.gpu_milli  # the first k are free GPUs (sorted)
-            fragments = fragment_matrix(self.target, after, cpu_after, models)
+            fragments = fragment_matrix(self.target, after, cpu_after, models, mem_after)
             return sigmoid_score((before - fragments) @ frequency)
         # a share: one option per distinct share left that fits
         distinct = np.ones_like(lefts, dtype=bool)
@@ -319,7 +336,9 @@ class FgdPolicy(Policy):
         rows, slots = np.nonzero((lefts >= shape.gpu_milli) & distinct)
         after = lefts[rows].copy()
         after[np.arange(rows.size), slots] -= shape.gpu_milli
-        fragments = fragment_matrix(self.target, after, cpu_after[rows], models[rows])
+        fragments = fragment_matrix(
+            self.target, after, cpu_after[rows], models[rows], mem_after[rows]
+        )
         option_scores = sigmoid_score((before[rows] - fragments) @ frequency)
         best = np.full(state_ids.size, -1, dtype=np.int64)
         np.maximum.at(best, rows, option_scores)
@@ -333,13 +352,39 @@ class FgdPolicy(Policy):
         if not shape.is_share:
             return state.default_devices(node, shape)
         state_id = int(state.state_id[node])
-        key = (shape.cpu_milli, shape.gpu_milli, shape.gpus)
-        best = int(self.state_scores(state, shape, np.array([state_id]))[0])
+        best = int(self.state_scores(state, shape, np.array([state_id]), pod.memory_mib)[0])
+        key = self._key(shape, pod.memory_mib)
         options = self._options[(state_id, key)]
         for gpu, left in enumerate(state.left[node].tolist()):
             if left >= shape.gpu_milli and options[left] == best:
                 return (gpu,)
         raise AssertionError("no GPU has the best FGD score")  # pragma: no cover
+
+
+@register_policy
+class GpuoptPolicy(FgdPolicy):
+    """gpuopt's own policy: FGD whose fragmentation also counts memory.
+
+    On openb, once the cluster is nearly full most pods that FGD cannot place
+    are refused for memory, not for GPUs or CPUs: FGD's fragmentation has no
+    memory (its shapes carry none), so it strands GPUs on nodes whose memory is
+    spent. Here each target shape asks for the median memory of the trace's
+    pods of that shape (:meth:`Workload.with_memory`), and a shape cannot run
+    where memory is short, so such a node's idle GPUs count as fragment. The
+    score, the GPU choice and the tie-break are FGD's.
+    """
+
+    name = "gpuopt"
+    reads_memory = True
+
+    def __init__(
+        self, rank: np.ndarray, rng: np.random.Generator, workload: Workload | None = None
+    ) -> None:
+        super().__init__(rank, rng, workload)
+        if workload is not None and not workload.memory_mib:
+            raise ProblemError(
+                "policy 'gpuopt' needs a target workload with memory (Workload.with_memory)."
+            )
 
 
 def fgd_node_score(
@@ -401,6 +446,7 @@ __all__ = [
     "ClusteringPolicy",
     "DotProductPolicy",
     "FgdPolicy",
+    "GpuoptPolicy",
     "PackingPolicy",
     "Policy",
     "RandomPolicy",

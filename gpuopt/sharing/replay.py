@@ -241,7 +241,8 @@ def replay(
     inflation
         Arrived GPU request to reach, as a multiple of the GPU capacity.
     workload
-        FGD's target workload (default: :func:`typical_workload` of ``pods``).
+        The target workload (default: :func:`typical_workload` of ``pods``, with
+        each shape's median memory, which only the ``gpuopt`` policy reads).
     hook, hook_every
         Called every ``hook_every`` arrivals (module docstring); off by default.
 
@@ -265,7 +266,9 @@ def replay(
     if state.gpu_capacity_milli == 0:
         raise ProblemError("replay: the cluster has no GPUs.")
     if workload is None:
-        workload = typical_workload(p.shape for p in pods)
+        workload = typical_workload(p.shape for p in pods).with_memory(
+            (p.shape, p.memory_mib) for p in pods
+        )
     make_policy(policy, rank=np.arange(1), rng=np.random.default_rng(0), workload=workload)
     started = time.perf_counter()
     last = round(inflation * 100)

@@ -20,8 +20,8 @@ Derived arrays are updated on every :meth:`~ShareState.place` and
 with a few vectorised comparisons: the total left per node, the number of
 fully free GPUs, the largest share left, the counts of the pods' GPU tags (for
 GpuClustering) and an interned **state id** per node: nodes with the same GPU
-model, CPU left and multiset of GPU shares left have the same id, so a score
-that depends on nothing else (FGD's) is computed once per id.
+model, CPU left, memory left and multiset of GPU shares left have the same
+id, so a score that depends on nothing else (FGD's) is computed once per id.
 """
 
 from __future__ import annotations
@@ -62,25 +62,29 @@ Placement = tuple[int, tuple[int, ...]]
 
 
 class StateTable:
-    """Interned node states: id -> (model code, CPU left, GPU shares left sorted descending).
+    """Interned node states: id -> (model code, CPU left, memory left, GPU shares left sorted
+    descending).
 
     Append-only and shared by copies of a :class:`ShareState`, so that memos
-    keyed by state id stay valid across copies.
+    keyed by state id stay valid across copies. Memory is part of the state
+    because a memory-aware target workload (:attr:`Workload.memory_mib
+    <gpuopt.sharing.workload.Workload.memory_mib>`) reads it.
     """
 
     def __init__(self) -> None:
         self.ids: dict[tuple[int, ...], int] = {}
         self.left = np.full((64, MAX_GPUS), -1, dtype=np.int64)
         self.cpu = np.zeros(64, dtype=np.int64)
+        self.mem = np.zeros(64, dtype=np.int64)
         self.model = np.zeros(64, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def intern(self, model: int, cpu: int, left: np.ndarray) -> int:
+    def intern(self, model: int, cpu: int, left: np.ndarray, mem: int = 0) -> int:
         """The id of the state (``left``: one node's row, any order)."""
         ordered = sorted(left.tolist(), reverse=True)
-        key = (model, cpu, *ordered)
+        key = (model, cpu, mem, *ordered)
         found = self.ids.get(key)
         if found is not None:
             return found
@@ -88,10 +92,12 @@ class StateTable:
         if state_id == len(self.cpu):
             self.left = np.concatenate([self.left, np.full_like(self.left, -1)])
             self.cpu = np.concatenate([self.cpu, np.zeros_like(self.cpu)])
+            self.mem = np.concatenate([self.mem, np.zeros_like(self.mem)])
             self.model = np.concatenate([self.model, np.zeros_like(self.model)])
         self.ids[key] = state_id
         self.left[state_id] = ordered
         self.cpu[state_id] = cpu
+        self.mem[state_id] = mem
         self.model[state_id] = model
         return state_id
 
@@ -144,7 +150,12 @@ class ShareState:
         self.table = StateTable()
         self.state_id = np.array(
             [
-                self.table.intern(int(self.model_code[i]), int(self.cpu_left[i]), self.left[i])
+                self.table.intern(
+                    int(self.model_code[i]),
+                    int(self.cpu_left[i]),
+                    self.left[i],
+                    int(self.mem_left[i]),
+                )
                 for i in range(n)
             ],
             dtype=np.int64,
@@ -342,7 +353,7 @@ class ShareState:
             elif before == 1 and sign < 0:
                 self.tag_kinds[node] -= 1
         self.state_id[node] = self.table.intern(
-            int(self.model_code[node]), int(self.cpu_left[node]), row
+            int(self.model_code[node]), int(self.cpu_left[node]), row, int(self.mem_left[node])
         )
 
     def copy(self) -> ShareState:

@@ -13,14 +13,16 @@ most common shapes covering 95 % of the pods by count (NOTES section 1.2).
 JSON
 ----
 A workload file is a JSON list of objects ``{"cpu_milli": int, "gpu_milli":
-int, "gpus": int, "models": [str, ...], "weight": number}``; ``models`` may be
-left out (any model), weights are relative (they are divided by their sum).
+int, "gpus": int, "models": [str, ...], "weight": number, "memory_mib": int}``;
+``models`` may be left out (any model), ``memory_mib`` too (no memory asked),
+weights are relative (they are divided by their sum).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -130,8 +132,19 @@ class Workload:
 
     shapes: tuple[Shape, ...]
     frequencies: tuple[float, ...]
+    #: Memory (MiB) each shape asks for, or empty: FGD's workload states none.
+    memory_mib: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.memory_mib and len(self.memory_mib) != len(self.shapes):
+            raise ProblemError(
+                f"workload: {len(self.shapes)} shapes but {len(self.memory_mib)} memory amounts."
+            )
+        for memory in self.memory_mib:
+            if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
+                raise ProblemError(
+                    f"workload: memory_mib {short(memory)} is not a whole number of MiB >= 0."
+                )
         if not self.shapes:
             raise ProblemError("workload: it needs at least one shape.")
         if len(self.shapes) != len(self.frequencies):
@@ -158,7 +171,9 @@ class Workload:
         return len(self.shapes)
 
     @classmethod
-    def from_weights(cls, shapes: Sequence[Shape], weights: Sequence[float]) -> Workload:
+    def from_weights(
+        cls, shapes: Sequence[Shape], weights: Sequence[float], memory_mib: Sequence[int] = ()
+    ) -> Workload:
         """The workload with frequencies proportional to ``weights`` (all above 0)."""
         if len(shapes) != len(weights):
             raise ProblemError(f"workload: {len(shapes)} shapes but {len(weights)} weights.")
@@ -168,7 +183,25 @@ class Workload:
             if not (math.isfinite(weight) and weight > 0):
                 raise ProblemError(f"workload: every weight must be above 0 (got {weight}).")
         total = math.fsum(weights)
-        return cls(tuple(shapes), tuple(w / total for w in weights))
+        return cls(tuple(shapes), tuple(w / total for w in weights), tuple(memory_mib))
+
+    def with_memory(self, pods: Iterable[tuple[Shape, int]]) -> Workload:
+        """This workload with each shape's memory: the median of ``pods``' (shape, MiB) of it.
+
+        A shape no pod has keeps 0. gpuopt's own policy reads it (a shape cannot
+        run where memory is short); FGD's fragmentation does not.
+
+        >>> w = Workload((Shape(1000, 500, 1),), (1.0,))
+        >>> w.with_memory([(Shape(1000, 500, 1), 10), (Shape(1000, 500, 1), 30)]).memory_mib
+        (20,)
+        """
+        seen: dict[Shape, list[int]] = {}
+        for shape, memory in pods:
+            seen.setdefault(shape, []).append(memory)
+        medians = tuple(
+            int(statistics.median(seen[shape])) if shape in seen else 0 for shape in self.shapes
+        )
+        return Workload(self.shapes, self.frequencies, medians)
 
     def to_json(self) -> str:
         """The workload as a JSON list (see the module docstring); weights are the frequencies."""
@@ -182,6 +215,8 @@ class Workload:
             }
             for s, f in zip(self.shapes, self.frequencies, strict=True)
         ]
+        for row, memory in zip(rows, self.memory_mib, strict=False):
+            row["memory_mib"] = memory
         return json.dumps(rows, indent=1) + "\n"
 
     @classmethod
@@ -200,7 +235,8 @@ class Workload:
             raise ProblemError(f"{source}: expected a non-empty JSON list of shapes.")
         shapes: list[Shape] = []
         weights: list[float] = []
-        known = {"cpu_milli", "gpu_milli", "gpus", "models", "weight"}
+        known = {"cpu_milli", "gpu_milli", "gpus", "models", "weight", "memory_mib"}
+        memory: list[int] = []
         for position, row in enumerate(data):
             where = f"{source}: item {position}"
             if not isinstance(row, dict):
@@ -219,10 +255,11 @@ class Workload:
             try:
                 shapes.append(Shape(row["cpu_milli"], row["gpu_milli"], row["gpus"], tuple(models)))
                 weights.append(row["weight"])
+                memory.append(row.get("memory_mib", 0))
             except ProblemError as exc:
                 raise ProblemError(f"{where}: {str(exc).removeprefix('shape: ')}") from None
         try:
-            return cls.from_weights(shapes, weights)
+            return cls.from_weights(shapes, weights, memory if any(memory) else ())
         except ProblemError as exc:
             raise ProblemError(f"{source}: {str(exc).removeprefix('workload: ')}") from None
 
