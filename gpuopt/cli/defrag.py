@@ -467,10 +467,10 @@ def add_commands(commands: Any) -> None:
     )
     snap.add_argument(
         "--fractional",
-        choices=("round", "drop"),
-        default="round",
-        help="openb: a pod asking for part of a GPU gets a whole one (round) or is left out "
-        "(drop) (default round)",
+        choices=("share", "round", "drop"),
+        default="share",
+        help="openb: a pod asking for part of a GPU takes that share of one GPU (share), gets "
+        "a whole one (round) or is left out (drop) (default share)",
     )
     snap.add_argument(
         "--asw-size",

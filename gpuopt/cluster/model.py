@@ -66,6 +66,7 @@ from gpuopt.cluster.kube import (
     selector_matches,
 )
 from gpuopt.cluster.rules import constraints, placement_key
+from gpuopt.cluster.shares import MILLI, Devices, gpus_needed, layout, share_of
 from gpuopt.errors import short
 
 #: Largest snapshot the models accept: the methods are built for tens of
@@ -359,8 +360,8 @@ class Task(_Extended):
         default=None,
         ge=1,
         le=999,
-        description="Share of its one GPU actually used, in thousandths (a shared GPU); "
-        "the task still holds the whole GPU.",
+        description="C7: it takes this share of one GPU, in thousandths (gpus=1); other "
+        "shares may use the rest of that GPU.",
     )
     gpu_indices: list[int] | None = Field(
         default=None,
@@ -610,6 +611,8 @@ class Cluster(IndexedModel, _Extended):
             for name, amount in task.resources.items():
                 extra[node.id][name] += amount
         unlocked = [node for node in self.nodes if not node.locked]
+        self._check_gpu_indices()
+        self._check_shares(unlocked, gpus)
         check_node_use(unlocked, gpus, cpus, memory)
         for node in unlocked:
             for name, amount in extra[node.id].items():
@@ -619,7 +622,6 @@ class Cluster(IndexedModel, _Extended):
                         f"{node.resources.get(name, 0)} (a node whose pods hold more than it "
                         "has must be locked)"
                     )
-        self._check_gpu_indices()
         check_unique("pending", (item.id for item in self.pending))
         check_unique("budgets", (budget.id for budget in self.budgets))
         return self
@@ -661,16 +663,54 @@ class Cluster(IndexedModel, _Extended):
                 )
 
     def _check_gpu_indices(self) -> None:
-        """C3: no GPU of a node is held by two tasks that name their GPUs."""
-        held: dict[tuple[str, int], str] = {}
+        """C3, C7: a GPU two tasks name holds only shares, summing to at most 1000."""
+        held: dict[tuple[str, int], list[Task]] = {}
         for task in self.tasks:
             for gpu in task.gpu_indices or ():
-                other = held.setdefault((task.node, gpu), task.id)
-                if other != task.id:
+                holders = held.setdefault((task.node, gpu), [])
+                holders.append(task)
+                if len(holders) == 1:
+                    continue
+                whole = next((t for t in holders if share_of(t) >= MILLI), None)
+                if whole is not None:
+                    other = holders[0] if whole is task else whole
                     raise ValueError(
                         f"task {task.id!r}: GPU {gpu} of node {task.node!r} is already held "
-                        f"by task {other!r}"
+                        f"by task {other.id!r}"
                     )
+                total = sum(share_of(t) for t in holders)
+                if total > MILLI:
+                    raise ValueError(
+                        f"task {task.id!r}: GPU {gpu} of node {task.node!r} would hold "
+                        f"{total} thousandths of shares, over {MILLI} "
+                        f"(with {short([t.id for t in holders[:-1]])})"
+                    )
+
+    def _check_shares(self, nodes: Iterable[Node], gpus: Counter[str]) -> None:
+        """C7: on nodes with GPU shares, count the GPUs the shares need once packed."""
+        sharing: dict[str, list[Task]] = {}
+        for task in self.tasks:
+            if task.gpu_milli is not None:
+                sharing[task.node] = []
+        if not sharing:
+            return
+        for task in self.tasks:
+            if task.node in sharing:
+                sharing[task.node].append(task)
+        for node in nodes:
+            tasks = sharing.get(node.id)
+            if tasks is None:
+                continue
+            devices, out = layout(node.gpus, tasks)
+            if not out:
+                gpus[node.id] = devices.used
+                continue
+            gpus[node.id] = gpus_needed(tasks)
+            if gpus[node.id] <= node.gpus:  # the GPUs some tasks name leave no room
+                raise ValueError(
+                    f"task {out[0].id!r}: no GPU of node {node.id!r} has room for it beside "
+                    "the GPUs its tasks name (gpu_indices)"
+                )
 
     def domains(self, level: str) -> list[str | None]:
         """Each node's domain at ``level``, in node order (None where a node states none).
@@ -725,6 +765,12 @@ class ClusterIndex(NodesAndTasks):
     ``node_extra`` (nodes x names) is each node's allocatable, 0 where it
     offers none, and ``task_extra`` (tasks x names) each task's request. Both
     have no columns when no task requests any (most snapshots).
+
+    GPU shares (C7): ``task_gpus`` counts each GPU once, so ``node_used_gpus``
+    is the GPUs in use: a share alone on its GPU counts 1 (it moves as a
+    one-GPU task), and of the shares on one GPU the first counts 1 and the
+    others 0 (they are fixed, ``shared-gpu``: only :mod:`gpuopt.sharing`
+    moves them).
     """
 
     node_ids: list[str]
@@ -750,6 +796,10 @@ class ClusterIndex(NodesAndTasks):
     task_extra: np.ndarray
     #: Tasks never moved (``task_locked``) with the reason (``gpuopt.cluster.rules.constraints``).
     fixed: dict[str, str]
+    #: C7: each task's share of one GPU in thousandths (1000: whole GPUs).
+    task_milli: np.ndarray
+    #: C7: the GPUs of each node that runs a share, laid out (other nodes: none).
+    devices: dict[str, Devices]
 
     @cached_property
     def node_used_gpus(self) -> np.ndarray:
@@ -799,6 +849,12 @@ class ClusterIndex(NodesAndTasks):
         task_selector = np.array(rules.task_class, dtype=np.int64)
         selector_rows = rules.masks
         node_extra, task_extra, names = _extended_arrays(problem)
+        task_gpus = np.array([t.gpus for t in tasks], dtype=np.int64)
+        task_pos = {t.id: pos for pos, t in enumerate(tasks)}
+        for devices in rules.devices.values():
+            for sharing in devices.sharing().values():
+                for task_id in sharing[1:]:  # the GPU counts once, with the first share
+                    task_gpus[task_pos[task_id]] = 0
         return cls(
             node_ids=node_ids,
             node_pos=node_pos,
@@ -810,9 +866,9 @@ class ClusterIndex(NodesAndTasks):
             ),
             node_asw=[n.asw for n in problem.nodes],
             task_ids=[t.id for t in tasks],
-            task_pos={t.id: pos for pos, t in enumerate(tasks)},
+            task_pos=task_pos,
             task_node=np.array([node_pos[t.node] for t in tasks], dtype=np.int64),
-            task_gpus=np.array([t.gpus for t in tasks], dtype=np.int64),
+            task_gpus=task_gpus,
             task_cpus=np.array([scaled(t.cpus) for t in tasks], dtype=np.int64),
             task_memory=np.array(
                 [0 if t.memory is None else scaled(t.memory) for t in tasks], dtype=np.int64
@@ -829,6 +885,8 @@ class ClusterIndex(NodesAndTasks):
             node_extra=node_extra,
             task_extra=task_extra,
             fixed=rules.fixed,
+            task_milli=np.array([share_of(t) for t in tasks], dtype=np.int64),
+            devices=rules.devices,
         )
 
 

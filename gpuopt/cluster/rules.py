@@ -38,6 +38,7 @@ from gpuopt.cluster.kube import (
     selector_matches,
     untolerated,
 )
+from gpuopt.cluster.shares import Devices, share_layouts
 
 # The rules read the cluster model through these protocols (``gpuopt.cluster.model``
 # imports this module, so it cannot be imported here).
@@ -70,6 +71,8 @@ class Node(Protocol):
     @property
     def taints(self) -> list[Taint]: ...
     def label(self, key: str) -> str | None: ...
+    @property
+    def gpus(self) -> int: ...
 
 
 class Task(PodSpec, Protocol):
@@ -93,6 +96,12 @@ class Task(PodSpec, Protocol):
     def pod_affinity(self) -> list[PodAffinityTerm]: ...
     @property
     def pod_anti_affinity(self) -> list[PodAffinityTerm]: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def gpu_milli(self) -> int | None: ...
+    @property
+    def gpu_indices(self) -> list[int] | None: ...
 
 
 class Pending(Protocol):
@@ -367,6 +376,8 @@ class Constraints:
     task_group: list[str | None]
     #: Tasks never moved, with the reason.
     fixed: dict[str, str] = field(default_factory=dict)
+    #: C7: the GPUs of each node that runs a GPU share, laid out (other nodes: none).
+    devices: dict[str, Devices] = field(default_factory=dict)
 
 
 def constraints(cluster: Cluster) -> Constraints:
@@ -385,6 +396,10 @@ def constraints(cluster: Cluster) -> Constraints:
     - K4 is not here: the methods plan every extended resource in the index
       (``resource_names``, ``node_extra``, ``task_extra``) like CPUs.
     - K7: the pods of a budget that allows no disruption are fixed.
+    - C7: a GPU share that shares its GPU with another task is fixed
+      (``shared-gpu``): the methods move a share only when it is alone on its
+      GPU, as a one-GPU task, so that a move frees exactly what they count;
+      :mod:`gpuopt.sharing` moves shares between GPUs.
     """
     nodes = {node.id: node for node in cluster.nodes}
     fixed: dict[str, str] = {}
@@ -407,6 +422,11 @@ def constraints(cluster: Cluster) -> Constraints:
     ).items():  # the Eviction API refuses such a pod (500)
         if budgets > 1:
             fixed.setdefault(task_id, "two-budgets")
+    devices = share_layouts(cluster.nodes, cluster.tasks)
+    for node_devices in devices.values():
+        for tasks in node_devices.sharing().values():
+            for task_id in tasks:
+                fixed.setdefault(task_id, "shared-gpu")
     groups = _groups(cluster, fixed)
     keys: dict[str, int] = {}
     first: list[Task] = []  # the first task of each class
@@ -419,7 +439,11 @@ def constraints(cluster: Cluster) -> Constraints:
             first.append(task)
         task_class.append(row)
     return Constraints(
-        task_class=task_class, masks=_masks(cluster, first), task_group=groups, fixed=fixed
+        task_class=task_class,
+        masks=_masks(cluster, first),
+        task_group=groups,
+        fixed=fixed,
+        devices=devices,
     )
 
 

@@ -32,8 +32,9 @@ its own) are grouped: ``K_s = sum k``, ``(K_s // N)*N`` copies stay usable and
 the rest move to ``topology``. Copies of one group may share a node (a group
 is ``N`` copies of the shape under one switch, the same node counts).
 
-``fractional`` is reported beside these whole-GPU counts: the unused share of
-GPUs that shared tasks (``gpu_milli``) hold, in GPUs; those GPUs count as used.
+``fractional`` is reported beside these whole-GPU counts: what is left of the
+GPUs that hold shares (``gpu_milli``, packed as rule C7 lays them out), in
+GPUs; those ``shared_gpus`` count as used.
 CPU and memory are compared exactly, in thousandths (:func:`scaled`).
 
 Examples
@@ -61,6 +62,7 @@ from gpuopt.cluster.kube import MIG_LABEL
 from gpuopt.cluster.model import DefragProblem, scaled
 from gpuopt.cluster.request import REQUEST_FORM, Request, as_request, parse_request
 from gpuopt.cluster.rules import refusal
+from gpuopt.cluster.shares import MILLI
 from gpuopt.defrag.solution import MigrationPlan, Move, apply_plan
 
 IntArray = npt.NDArray[np.int64]
@@ -113,8 +115,8 @@ class Diagnosis(Counts):
     nodes: int
     total_gpus: int
     used_gpus: int
-    fractional: float = Field(description="Unused share of GPUs held by gpu_milli tasks, in GPUs.")
-    shared_gpus: int = Field(description="GPUs held by tasks with a gpu_milli share.")
+    fractional: float = Field(description="What is left of the GPUs holding shares, in GPUs.")
+    shared_gpus: int = Field(description="GPUs holding one or more gpu_milli shares.")
     fragmented_nodes: int = Field(description="Nodes with some but not all GPUs in use.")
     idle_nodes: int = Field(description="Nodes running no task.")
     switches: list[SwitchDiagnosis] | None = Field(
@@ -233,7 +235,12 @@ def diagnose(problem: DefragProblem, request: Request | str, *, detail: bool = F
     per_switch["topology"] = (slots % group) * size
 
     totals = {key: int(values.sum()) for key, values in per_switch.items()}
-    shares = [1000 - task.gpu_milli for task in problem.tasks if task.gpu_milli is not None]
+    shared = [
+        left
+        for devices in index.devices.values()
+        for gpu, left in enumerate(devices.left)
+        if any(milli < MILLI and gpu in held for held, milli in devices.holders.values())
+    ]
     switches = _switch_detail(per_switch, names) if detail else None
     return Diagnosis(
         request=request,
@@ -249,8 +256,8 @@ def diagnose(problem: DefragProblem, request: Request | str, *, detail: bool = F
         excluded=totals["excluded"],
         mig_slices=totals["mig_slices"],
         requests_servable=totals["requests_servable"],
-        fractional=sum(shares) / 1000,
-        shared_gpus=len(shares),
+        fractional=sum(shared) / MILLI,
+        shared_gpus=len(shared),
         fragmented_nodes=int(((used_gpus > 0) & (used_gpus < index.node_gpus)).sum()),
         idle_nodes=int((index.node_task_count == 0).sum()),
         switches=switches,

@@ -12,14 +12,16 @@ about the methods, and reports every breach of the rules D1-D8 of
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt._model import MAX_ID_LENGTH
+from gpuopt.cluster.model import Node, Task
 from gpuopt.cluster.rules import PodTerms, budget_allowance, budget_cover, refusal
+from gpuopt.cluster.shares import MILLI, Devices, layout, share_of
 from gpuopt.defrag.problem import DefragProblem, scaled, selector_matches
 from gpuopt.result import Result, count_gap
 from gpuopt.result import Status as ResultStatus
@@ -88,11 +90,42 @@ class MigrationPlan(Result):
         return text
 
 
+class _Placed(NamedTuple):
+    """What the GPU layout reads of a task at a new place (its old GPU indices dropped)."""
+
+    id: str
+    gpus: int
+    gpu_milli: int | None
+    gpu_indices: list[int] | None = None
+
+
+def _layouts(
+    problem: DefragProblem, where: Mapping[str, str], moved: set[str]
+) -> tuple[dict[str, Devices], Counter[str]]:
+    """C7: each node's GPUs with the tasks ``where`` puts there; GPUs held beyond a node's.
+
+    A task that moved takes its GPUs as :func:`~gpuopt.cluster.shares.layout`
+    gives them (best fit for a share); one that stayed keeps the GPUs it names.
+    """
+    on: defaultdict[str, list[Any]] = defaultdict(list)
+    for task in problem.tasks:
+        on[where[task.id]].append(
+            _Placed(task.id, task.gpus, task.gpu_milli) if task.id in moved else task
+        )
+    devices: dict[str, Devices] = {}
+    over: Counter[str] = Counter()
+    for node in problem.nodes:
+        devices[node.id], out = layout(node.gpus, on.get(node.id, ()))
+        over[node.id] = sum(task.gpus for task in out)
+    return devices, over
+
+
 @dataclass
 class _Replay:
     """Plain-dict state of a cluster under replay (independent of the methods' views)."""
 
-    gpus: dict[str, int]
+    devices: dict[str, Devices]
+    over: Counter[str]
     cpus: dict[str, int]
     memory: dict[str, int]
     tasks_on: dict[str, set[str]]
@@ -101,8 +134,11 @@ class _Replay:
 
     @classmethod
     def start(cls, problem: DefragProblem) -> _Replay:
+        where = {task.id: task.node for task in problem.tasks}
+        devices, over = _layouts(problem, where, set())
         state = cls(
-            gpus={n.id: 0 for n in problem.nodes},
+            devices=devices,
+            over=over,
             cpus={n.id: 0 for n in problem.nodes},
             memory={n.id: 0 for n in problem.nodes},
             tasks_on={n.id: set() for n in problem.nodes},
@@ -110,19 +146,41 @@ class _Replay:
             extra=defaultdict(Counter),
         )
         for task in problem.tasks:
-            state.add(task.id, task.node, task.gpus, scaled(task.cpus), _memory_of(task.memory))
+            state.add(task.id, task.node, scaled(task.cpus), _memory_of(task.memory))
             state.extra[task.node].update(task.resources)
         return state
 
-    def add(self, task: str, node: str, gpus: int, cpus: int, memory: int) -> None:
-        self.gpus[node] += gpus
+    def gpu_room(self, task: Task, node: Node) -> str | None:
+        """Why ``node``'s GPUs cannot take ``task`` now (None: they can)."""
+        devices = self.devices[node.id]
+        if self.over[node.id]:
+            return f"needs {task.gpus}, its pods already hold {self.over[node.id]} over"
+        milli = share_of(task)
+        if devices.choose(task.gpus, milli) is not None:
+            return None
+        if milli < MILLI:
+            return (
+                f"needs {milli} thousandths of one GPU, the most one has left is "
+                f"{devices.best_share()}"
+            )
+        return f"needs {task.gpus}, has {devices.free} free"
+
+    def move_gpus(self, task: Task, source: str, target: str) -> None:
+        """``task``'s GPUs leave ``source`` for ``target`` (best fit there; see C7)."""
+        if task.id in self.devices[source].holders:
+            self.devices[source].release(task.id)
+        else:  # it was held over its node's GPUs
+            self.over[source] -= task.gpus
+        if self.devices[target].take(task.id, task.gpus, share_of(task)) is None:
+            self.over[target] += task.gpus
+
+    def add(self, task: str, node: str, cpus: int, memory: int) -> None:
         self.cpus[node] += cpus
         self.memory[node] += memory
         self.tasks_on[node].add(task)
         self.where[task] = node
 
-    def remove(self, task: str, node: str, gpus: int, cpus: int, memory: int) -> None:
-        self.gpus[node] -= gpus
+    def remove(self, task: str, node: str, cpus: int, memory: int) -> None:
         self.cpus[node] -= cpus
         self.memory[node] -= memory
         self.tasks_on[node].discard(task)
@@ -192,10 +250,9 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
                     f"K4: {label}: node {target.id} lacks {name} (needs {amount}, has {free})"
                 )
         cpus, memory = scaled(task.cpus), _memory_of(task.memory)
-        if state.gpus[target.id] + task.gpus > target.gpus:
-            free = target.gpus - state.gpus[target.id]
-            room = f"has {free} free" if free >= 0 else f"its pods already hold {-free} over"
-            found.append(f"D3: {label}: node {target.id} lacks GPUs (needs {task.gpus}, {room})")
+        short_of_gpus = state.gpu_room(task, target)
+        if short_of_gpus is not None:
+            found.append(f"D3: {label}: node {target.id} lacks GPUs ({short_of_gpus})")
         if state.cpus[target.id] + cpus > scaled(target.cpus):
             free_cpus = (scaled(target.cpus) - state.cpus[target.id]) / 1000
             found.append(
@@ -219,8 +276,9 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
                 f"{text[:3]} {label}: {text[4:]}"
                 for text in terms.move(task.id, move.source, target.id)
             )
-        state.add(task.id, target.id, task.gpus, cpus, memory)
-        state.remove(task.id, move.source, task.gpus, cpus, memory)
+        state.move_gpus(task, move.source, target.id)
+        state.add(task.id, target.id, cpus, memory)
+        state.remove(task.id, move.source, cpus, memory)
         state.extra[target.id].update(task.resources)
         state.extra[move.source].subtract(task.resources)
     options = problem.options
@@ -336,15 +394,20 @@ def assign_waves(
 
 
 def _gpu_state(problem: DefragProblem, moves: Sequence[Move]) -> tuple[dict[str, int], set[str]]:
-    used = {n.id: 0 for n in problem.nodes}
+    """GPUs in use on each node after ``moves`` (C7: a shared GPU counts once); nodes in use."""
+    index = problem.index
     where = {t.id: t.node for t in problem.tasks}
-    gpus = {t.id: t.gpus for t in problem.tasks}
     for move in moves:
         where[move.task] = move.to
-    occupied: set[str] = set()
-    for task_id, node in where.items():
-        used[node] += gpus[task_id]
-        occupied.add(node)
+    used = {n.id: 0 for n in problem.nodes}
+    occupied = set(where.values())
+    if index.task_milli.size and int(index.task_milli.min()) < MILLI:
+        devices, over = _layouts(problem, where, {move.task for move in moves})
+        for node_id, node_devices in devices.items():
+            used[node_id] = node_devices.used + over[node_id]
+        return used, occupied
+    for task in problem.tasks:
+        used[where[task.id]] += task.gpus
     return used, occupied
 
 

@@ -79,8 +79,8 @@ Pods
   annotation, the openb simulator's form, with ``alibabacloud.com/gpu-count``),
   or requests GPU memory (``aliyun.com/gpu-mem``, ``volcano.sh/gpu-memory``:
   a share of the node's amount per GPU), is read as ``gpus=1``
-  with ``gpu_milli`` = the share in thousandths (reported; the model still
-  counts the whole GPU). A pending pod's share is one whole GPU.
+  with ``gpu_milli`` = the share in thousandths (reported): shares of a node
+  pack onto its GPUs (rule C7). A pending pod's share is one whole GPU.
 * ``priority``: the legacy label ``gpuopt.io/priority`` (``HP``/``LP``) when
   present, else ``spec.priority``, else the value of the PriorityClass
   ``spec.priorityClassName`` among those read (``system-node-critical`` =
@@ -575,8 +575,8 @@ _LINES: dict[str, str] = {
     f"(label {MIG_LABEL}=single)",
     "mig-profiles": "{n} nodes offer MIG profiles (nvidia.com/mig-*): resources of their own, "
     "not GPUs",
-    "fraction": "{n} pods ask for a share of one GPU: read as one GPU with gpu_milli (the model "
-    "counts the whole GPU; shares are not packed yet)",
+    "fraction": "{n} pods ask for a share of one GPU: read as gpu_milli of one GPU (shares of a "
+    "node pack onto its GPUs; which GPU each holds is not read, so they are laid out best fit)",
     "fraction-whole": "{n} pods ask for GPU memory (gpu-memory, aliyun.com/gpu-mem, "
     "volcano.sh/gpu-memory) or a share while pending, "
     "where the GPU's size is unknown: read as one whole GPU",

@@ -41,10 +41,14 @@ selector).
   hold CPUs and memory on GPU nodes, which is how GPUs end up idle for want of
   CPUs.
 * Fractional pods (``num_gpu == 1`` and ``0 < gpu_milli < 1000``): with
-  ``fractional="round"`` (default) each holds one whole GPU and the task
-  records ``gpu_milli``; with ``fractional="drop"`` they are left out and
-  counted in :attr:`OpenbReport.dropped_fractional`. ``gpu_milli`` is ignored
-  for pods that do not ask for exactly one GPU.
+  ``fractional="share"`` (default) each takes ``gpu_milli`` thousandths of
+  one GPU (rule C7 of ``models/cluster.md``): it fits a node when one GPU
+  has that much left, goes to the GPU with the least room that holds it
+  (best fit), and the task records the share and that GPU
+  (``gpu_indices``); with ``fractional="round"`` each holds one whole GPU
+  and the task records ``gpu_milli``; with ``fractional="drop"`` they are
+  left out and counted in :attr:`OpenbReport.dropped_fractional`.
+  ``gpu_milli`` is ignored for pods that do not ask for exactly one GPU.
 * Pods that were never scheduled (blank ``scheduled_time``; in the trace these
   are exactly the ``Pending`` pods) are skipped. All other pods are replayed by
   their times whatever their final ``pod_phase`` (``Failed`` and
@@ -101,16 +105,17 @@ from typing import Any, Literal
 
 import numpy as np
 
+from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.defrag.problem import MAX_AMOUNT, MAX_NODE_GPUS, DefragProblem
 from gpuopt.errors import ProblemError, short, validate_object
 from gpuopt.io.csvfile import finite_number, open_csv
 
 Policy = Literal["spread", "binpack", "random"]
-Fractional = Literal["round", "drop"]
+Fractional = Literal["share", "round", "drop"]
 StopReason = Literal["end", "at", "fill"]
 
 POLICIES: tuple[str, ...] = ("spread", "binpack", "random")
-FRACTIONAL_MODES: tuple[str, ...] = ("round", "drop")
+FRACTIONAL_MODES: tuple[str, ...] = ("share", "round", "drop")
 #: Node label that carries the GPU model (the key of the pods' node selectors).
 MODEL_LABEL = "gpu_model"
 #: Quality-of-service classes whose pods become high-priority tasks.
@@ -409,20 +414,28 @@ def _check_options(
 
 
 class _Cluster:
-    """Free resources per node (numpy arrays) and the placement policies."""
+    """Free resources per node (numpy arrays, each node's GPUs) and the placement policies."""
 
-    def __init__(self, nodes: list[dict[str, Any]], policy: str, seed: int) -> None:
+    def __init__(self, nodes: list[dict[str, Any]], policy: str, seed: int, shares: bool) -> None:
+        self.devices = [Devices(n["gpus"]) for n in nodes]
         self.free_gpus = np.array([n["gpus"] for n in nodes], dtype=np.int64)
+        # the largest share one GPU of each node can still take (0 without GPUs)
+        self.best_share = np.where(self.free_gpus > 0, MILLI, 0).astype(np.int64)
         self.free_cpus = np.array([round(n["cpus"] * 1000) for n in nodes], dtype=np.int64)
         self.free_memory = np.array([int(n["memory"]) for n in nodes], dtype=np.int64)
         self.models = np.array([n["labels"].get(MODEL_LABEL, "") for n in nodes], dtype=object)
         self.policy = policy
+        self.shares = shares
         self.rng = np.random.default_rng(seed)
         self._spec_masks: dict[tuple[str, ...], np.ndarray] = {}
 
+    def _milli(self, pod: _Pod) -> int:
+        return pod.gpu_milli if self.shares and pod.fractional else MILLI
+
     def choose(self, pod: _Pod) -> int | None:
         """The node ``pod`` goes to, or None when it fits nowhere."""
-        fits = self.free_gpus >= pod.gpus
+        milli = self._milli(pod)
+        fits = self.best_share >= milli if milli < MILLI else self.free_gpus >= pod.gpus
         fits &= self.free_cpus >= pod.cpu_milli
         fits &= self.free_memory >= pod.memory_mib
         if pod.spec:
@@ -442,13 +455,27 @@ class _Cluster:
         pick = cpus.argmax() if self.policy == "spread" else cpus.argmin()
         return int(candidates[pick])
 
-    def take(self, node: int, pod: _Pod, sign: int = 1) -> None:
-        self.free_gpus[node] -= sign * pod.gpus
+    def take(self, node: int, pod: _Pod, sign: int = 1) -> tuple[int, ...]:
+        """Give ``pod`` (sign 1) or take back (-1) its resources; its GPUs and the change in use."""
+        devices = self.devices[node]
+        used = devices.used
+        if sign > 0:
+            chosen = devices.take(pod.name, pod.gpus, self._milli(pod))
+            assert chosen is not None  # choose() checked it
+        else:
+            chosen = ()
+            devices.release(pod.name)
+        self.free_gpus[node] = devices.free
+        self.best_share[node] = devices.best_share()
         self.free_cpus[node] -= sign * pod.cpu_milli
         self.free_memory[node] -= sign * pod.memory_mib
+        self.change = devices.used - used
+        return chosen
 
 
-def _task(pod: _Pod, node_id: str, locked_qos: frozenset[str], timed: bool) -> dict[str, Any]:
+def _task(
+    pod: _Pod, node_id: str, locked_qos: frozenset[str], timed: bool, gpu: int | None
+) -> dict[str, Any]:
     task: dict[str, Any] = {
         "id": pod.name,
         "node": node_id,
@@ -460,6 +487,8 @@ def _task(pod: _Pod, node_id: str, locked_qos: frozenset[str], timed: bool) -> d
     }
     if pod.fractional:
         task["gpu_milli"] = pod.gpu_milli
+    if gpu is not None:
+        task["gpu_indices"] = [gpu]
     if pod.spec:
         task["node_selector"] = {MODEL_LABEL: pod.spec[0] if len(pod.spec) == 1 else list(pod.spec)}
     if timed and pod.created >= 0:
@@ -474,7 +503,7 @@ def read_openb(
     at: float | None = None,
     fill: float | None = None,
     policy: Policy = "spread",
-    fractional: Fractional = "round",
+    fractional: Fractional = "share",
     asw_size: int | None = 16,
     lock_qos: Collection[str] = (),
     seed: int = 0,
@@ -499,8 +528,9 @@ def read_openb(
         ``"spread"`` (least-allocated, default), ``"binpack"`` (most-allocated)
         or ``"random"``.
     fractional
-        ``"round"`` gives a fractional pod one whole GPU and records its
-        ``gpu_milli``; ``"drop"`` leaves fractional pods out.
+        ``"share"`` (default) gives a fractional pod its ``gpu_milli`` of
+        one GPU (rule C7); ``"round"`` gives it one whole GPU (recording its
+        ``gpu_milli``); ``"drop"`` leaves fractional pods out.
     asw_size
         Nodes per made-up access switch (file order); None for no switches.
     lock_qos
@@ -529,13 +559,14 @@ def read_openb(
     if at is not None and not has_times:
         raise ProblemError(f"{pods_csv}: has no creation_time column, so at= cannot be used.")
 
-    cluster = _Cluster(nodes, policy, seed)
+    cluster = _Cluster(nodes, policy, seed, shares=fractional == "share")
     gpus_total = sum(node["gpus"] for node in nodes)
     target = None if fill is None else fill * gpus_total
     order = (
         sorted(range(len(pods)), key=lambda k: pods[k].created) if has_times else range(len(pods))
     )
     placed_at: dict[int, int] = {}  # pod position -> node position, in placement order
+    share_gpu: dict[int, int] = {}  # pod position -> the GPU its share sits on
     leaving: list[tuple[float, int]] = []  # (deletion time, pod position) of placed pods
     allocated = departed = dropped_unfit = dropped_fractional = 0
     snapshot_time: float | None = None
@@ -546,7 +577,8 @@ def read_openb(
         while leaving and leaving[0][0] <= until:
             _, k = heapq.heappop(leaving)
             cluster.take(placed_at.pop(k), pods[k], sign=-1)
-            allocated -= pods[k].gpus
+            share_gpu.pop(k, None)
+            allocated += cluster.change
             departed += 1
 
     for k in order:
@@ -569,9 +601,11 @@ def read_openb(
         if node is None:
             dropped_unfit += 1
             continue
-        cluster.take(node, pod)
+        chosen = cluster.take(node, pod)
         placed_at[k] = node
-        allocated += pod.gpus
+        if fractional == "share" and pod.fractional:
+            share_gpu[k] = chosen[0]
+        allocated += cluster.change
         if at is not None and math.isfinite(pod.deleted):
             heapq.heappush(leaving, (pod.deleted, k))
     else:
@@ -583,7 +617,10 @@ def read_openb(
 
     # the snapshot's clock and the tasks' start times, when the trace has (non-negative) times
     timed = has_times and snapshot_time is not None and snapshot_time >= 0
-    tasks = [_task(pods[k], nodes[node]["id"], locked_qos, timed) for k, node in placed_at.items()]
+    tasks = [
+        _task(pods[k], nodes[node]["id"], locked_qos, timed, share_gpu.get(k))
+        for k, node in placed_at.items()
+    ]
     snapshot_name = name if name is not None else f"openb-{Path(pods_csv).stem}"
     snapshot: dict[str, Any] = {"name": snapshot_name, "nodes": nodes, "tasks": tasks}
     if timed:

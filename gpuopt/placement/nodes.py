@@ -59,6 +59,7 @@ from gpuopt.cluster.model import (
 )
 from gpuopt.cluster.request import Request, as_request
 from gpuopt.cluster.rules import admitted
+from gpuopt.cluster.shares import MILLI
 from gpuopt.errors import ProblemError
 from gpuopt.result import Result, Status
 
@@ -662,14 +663,19 @@ class NodePlacementProblem(IndexedModel):
             if kind not in topologies:
                 topologies[kind] = {"bandwidth": interconnect_matrix(node.interconnect, node.gpus)}
             tasks = on_node.get(node.id, [])
-            named = {gpu for task in tasks for gpu in task.gpu_indices or ()}
-            free = (gpu for gpu in range(node.gpus) if gpu not in named)
-            unnamed = sum(task.gpus for task in tasks if task.gpu_indices is None)
+            devices = index.devices.get(node.id)
+            if devices is not None:  # C7: GPUs holding shares, laid out
+                used = [gpu for gpu, left in enumerate(devices.left) if left < MILLI]
+            else:
+                named = {gpu for task in tasks for gpu in task.gpu_indices or ()}
+                free = (gpu for gpu in range(node.gpus) if gpu not in named)
+                unnamed = sum(task.gpus for task in tasks if task.gpu_indices is None)
+                used = sorted([*named, *(next(free) for _ in range(unnamed))])
             entry: dict[str, Any] = {
                 "id": node.id,
                 "topology": kind,
                 "cpus": node.cpus,
-                "used_gpus": sorted([*named, *(next(free) for _ in range(unnamed))]),
+                "used_gpus": used,
                 "used_cpus": int(index.node_used_cpus[pos]) / SCALE,
             }
             if node.memory is not None:

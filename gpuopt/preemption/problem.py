@@ -250,7 +250,8 @@ class PreemptionProblem(IndexedModel):
                 "its selector or node affinity, or short of an extended resource it asks for)."
             )
         tasks = []
-        for task in cluster.tasks:
+        held = cluster.index.task_gpus  # C7: a GPU shared by several shares counts once
+        for pos, task in enumerate(cluster.tasks):
             if task.node not in usable:
                 continue
             checkpoint = task.checkpoint
@@ -263,7 +264,7 @@ class PreemptionProblem(IndexedModel):
                 {
                     "id": task.id,
                     "node": task.node,
-                    "gpus": task.gpus,
+                    "gpus": int(held[pos]),
                     "cpus": task.cpus,
                     "priority": "LP"
                     if may_preempt

@@ -4,6 +4,7 @@ the before/after view of a plan, and the exact split of the idle GPUs as a prope
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -238,10 +239,10 @@ def test_fractional() -> None:
     )
     d = diagnose(problem, "1G")
     assert_split(d)
-    # Shared GPUs are held: one GPU idle, plus 0.75 + 0.5 GPUs of unused share beside it.
-    assert (d.used_gpus, d.idle_gpus, causes(d)) == (3, 1, {"usable": 1})
-    assert d.fractional == pytest.approx(1.25)
-    assert d.shared_gpus == 2
+    # C7: both shares sit on one GPU (250 + 500), which keeps 0.25 GPU unused; two GPUs idle.
+    assert (d.used_gpus, d.idle_gpus, causes(d)) == (2, 2, {"usable": 2})
+    assert d.fractional == pytest.approx(0.25)
+    assert d.shared_gpus == 1
 
 
 def test_excluded_by_selector() -> None:
@@ -328,13 +329,34 @@ def test_json_round_trip() -> None:
 # ---------------------------------------------------------------- the exact split
 
 
+def fewest_gpus(shares: list[int]) -> int:
+    """The fewest GPUs that hold ``shares`` (thousandths), by trying every assignment."""
+    count = -(-sum(shares) // 1000)
+    while not any(
+        all(
+            sum(s for s, g in zip(shares, where, strict=True) if g == gpu) <= 1000
+            for gpu in set(where)
+        )
+        for where in itertools.product(range(count), repeat=len(shares))
+    ):
+        count += 1
+    return count
+
+
+def used_gpus(tasks: list[Any]) -> tuple[int, int]:
+    """C7 by definition: whole GPUs plus the fewest GPUs the shares fit on; what those keep."""
+    shares = [t.gpu_milli for t in tasks if t.gpu_milli is not None]
+    bins = fewest_gpus(shares)
+    return sum(t.gpus for t in tasks if t.gpu_milli is None) + bins, bins * 1000 - sum(shares)
+
+
 def reference(problem: DefragProblem, request: Request) -> dict[str, int]:
     """The split from the definitions, per node in plain Python (all amounts in thousandths)."""
     out = dict.fromkeys((*CAUSES, "idle_gpus", "requests_servable"), 0)
     slots_of: dict[str, int] = {}
     for node in problem.nodes:
         mine = [t for t in problem.tasks if t.node == node.id]
-        free = node.gpus - sum(t.gpus for t in mine)
+        free = node.gpus - used_gpus(mine)[0]
         free_cpus = round(node.cpus * 1000) - sum(round(t.cpus * 1000) for t in mine)
         out["idle_gpus"] += free
         labels = node.labels
@@ -415,8 +437,8 @@ def test_idle_gpus_split_exactly(problem: DefragProblem, request: Request, detai
     assert_split(d)
     expected = reference(problem, request)
     assert {key: getattr(d, key) for key in expected} == expected
-    shares = [1000 - t.gpu_milli for t in problem.tasks if t.gpu_milli is not None]
-    assert d.fractional == pytest.approx(sum(shares) / 1000)
+    kept = [used_gpus([t for t in problem.tasks if t.node == n.id])[1] for n in problem.nodes]
+    assert d.fractional == pytest.approx(sum(kept) / 1000)
     if detail:
         switches = d.switches or []
         assert sum(s.nodes for s in switches) == d.nodes
