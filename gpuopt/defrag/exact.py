@@ -839,7 +839,11 @@ def finish_exact(
                 )
                 if plan.status == "optimal":
                     plan = plan.model_copy(update={"status": "feasible"})
-    if plan is None or plan_score(plan) < plan_score(start):
+    if rows is not None and rows.slots is not None:
+        score = _model_score(problem, rows.slots)
+    else:
+        score = plan_score
+    if plan is None or score(plan) < score(start):
         if values is not None and plan is not None:
             notes.append(f"the {start.method} start was better than the solver's plan; kept it")
         plan = make_plan(
@@ -854,6 +858,19 @@ def finish_exact(
     return plan.model_copy(
         update={"seconds": time.perf_counter() - deadline.started, "notes": notes}
     )
+
+
+def _model_score(problem: DefragProblem, slots: SlotModel) -> Any:
+    """Plans scored by X9's count of the workload slots (the model's), then fewest moves."""
+    index = problem.index
+
+    def score(plan: MigrationPlan) -> tuple[float, int]:
+        final = index.task_node.copy()
+        for move in plan.moves:
+            final[index.task_pos[move.task]] = index.node_pos[move.to]
+        return float(slots.placement_value(problem, final)), -plan.metrics.moves
+
+    return score
 
 
 def plan_score(plan: MigrationPlan) -> tuple[float, int]:

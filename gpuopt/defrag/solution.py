@@ -540,10 +540,8 @@ def make_plan(
     """
     waved = assign_waves(moves, problem)
     metrics, emptied = evaluate(problem, waved)
-    objective: int | float = metrics.emptied
-    if maximises == "workload":
-        if metrics.workload_slots_after is None:
-            raise ValueError("maximises='workload' needs a snapshot with options.workload")
+    objective: int | float | None = metrics.emptied
+    if maximises == "workload":  # None on a snapshot without options.workload
         objective = metrics.workload_slots_after
     return MigrationPlan(
         method=method,
@@ -555,7 +553,7 @@ def make_plan(
         seconds=seconds,
         metrics=metrics,
         bound=bound,
-        gap=count_gap(objective, bound),
+        gap=None if objective is None else count_gap(objective, bound),
         notes=list(notes),
     )
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -226,18 +227,50 @@ class SlotModel:
             labels=self.labels,
         )
 
-    def slots(self, free_gpus: np.ndarray, free_cpus: np.ndarray, partial: np.ndarray) -> np.ndarray:
+    def slots(
+        self,
+        free_gpus: np.ndarray,
+        free_cpus: np.ndarray,
+        partial: np.ndarray,
+        nodes: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Slots (nodes x shapes) of nodes with these free GPUs, milli-CPUs and partial-GPU
-        slots (``fixed_slots`` plus the ``task_slots`` of the movable shares on them)."""
+        slots (``fixed_slots`` plus the ``task_slots`` of the movable shares on them); with
+        ``nodes``, the arguments are those nodes' rows (positions of ``admit``)."""
+        admit = self.admit if nodes is None else self.admit[nodes]
+        gpu_times, gpu_div, gpu_add, cpu_times, cpu_div, cpu_add = self._factors
         gpus = np.maximum(free_gpus, 0)[:, None]
         cpus = np.maximum(free_cpus, 0)[:, None]
-        big = np.int64(2**40)
-        by_cpu = np.where(self.cpus > 0, cpus // np.maximum(self.cpus, 1), big)
-        whole = gpus // self.gpus
-        share = gpus * self.per_gpu + partial
-        by_gpu = np.where(self.kind == WHOLE, whole, np.where(self.kind == SHARE, share, big))
-        out: np.ndarray = np.where(self.admit, np.minimum(by_gpu, by_cpu), 0)
+        # whole: gpus // g; share: gpus * per_gpu + partial; CPU-only: no GPU limit (gpu_add)
+        by_gpu = (gpus * gpu_times) // gpu_div + partial + gpu_add
+        by_cpu = (cpus * cpu_times) // cpu_div + cpu_add  # a shape asking no CPU: no limit
+        out: np.ndarray = np.minimum(by_gpu, by_cpu) * admit
         return out
+
+    @cached_property
+    def _factors(self) -> tuple[np.ndarray, ...]:
+        """Per shape, ``slots = min((gpus * a) // b + partial + c, (cpus * d) // e + f)``."""
+        big = np.int64(2**40)
+        whole, share = self.kind == WHOLE, self.kind == SHARE
+        gpu_times = np.where(whole, 1, np.where(share, self.per_gpu, 0)).astype(np.int64)
+        gpu_div = np.where(whole, self.gpus, 1).astype(np.int64)
+        gpu_add = np.where(whole | share, 0, big).astype(np.int64)
+        asks = self.cpus > 0
+        cpu_times = asks.astype(np.int64)
+        cpu_div = np.where(asks, self.cpus, 1).astype(np.int64)
+        cpu_add = np.where(asks, 0, big).astype(np.int64)
+        return gpu_times, gpu_div, gpu_add, cpu_times, cpu_div, cpu_add
+
+    def node_values(
+        self,
+        free_gpus: np.ndarray,
+        free_cpus: np.ndarray,
+        partial: np.ndarray,
+        nodes: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Integer-weighted slots of each node (see :meth:`slots`)."""
+        values: np.ndarray = self.slots(free_gpus, free_cpus, partial, nodes) @ self.weights
+        return values
 
     def value(self, free_gpus: np.ndarray, free_cpus: np.ndarray, partial: np.ndarray) -> int:
         """Integer-weighted slots ``sum weights * slots`` of these nodes."""
