@@ -206,7 +206,6 @@ class _State:
         lost: np.ndarray = now - after
         return lost
 
-
     def place(self, task: int, depth: int, forbidden: set[int]) -> bool:
         """Move ``task`` off its node, directly or through an eviction chain of ``depth`` moves."""
         self.attempts += 1
@@ -358,10 +357,11 @@ def empty_nodes(shard: Shard) -> list[tuple[int, int, int]]:
         if best is None or score > best[0]:
             best, best_state = (score, state.log), state
     log = best[1] if best is not None else []
-    if shard.slots is not None and shard.fill and best_state is not None:
-        if deadline is None or time.monotonic() <= deadline:  # once, on the best order's result
-            _raise_slots(best_state, best_state.moves_left, best_state.group_left, deadline)
-            log = best_state.log
+    in_time = deadline is None or time.monotonic() <= deadline
+    if shard.slots is not None and shard.fill and best_state is not None and in_time:
+        # once, on the best order's result
+        _raise_slots(best_state, best_state.moves_left, best_state.group_left, deadline)
+        log = best_state.log
     if shard.exact is not None and not shard.group_budget:
         left = shard.exact_seconds
         if deadline is not None:

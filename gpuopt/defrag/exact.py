@@ -255,7 +255,9 @@ class DefragRows(RowCounts):
             {
                 (int(n), int(index.task_milli[t]))
                 for n, t in zip(
-                    self.col_node[share_cols].tolist(), self.col_task[share_cols].tolist(), strict=True
+                    self.col_node[share_cols].tolist(),
+                    self.col_task[share_cols].tolist(),
+                    strict=True,
                 )
             }
         )
@@ -268,9 +270,7 @@ class DefragRows(RowCounts):
         for col in share_cols.tolist():
             key = (int(self.col_node[col]), int(index.task_milli[self.col_task[col]]))
             members.setdefault(u_of[key], []).append(col)
-        u_rows = [
-            ([*cols, u_col], [1.0] * len(cols) + [-1.0]) for u_col, cols in members.items()
-        ]
+        u_rows = [([*cols, u_col], [1.0] * len(cols) + [-1.0]) for u_col, cols in members.items()]
         families.append(row_family("x9_shares", u_rows, 0.0, 0.0))
         shares_on: dict[int, list[tuple[int, int]]] = {}
         for n, share in keys:
@@ -301,16 +301,16 @@ class DefragRows(RowCounts):
                 gpu_upper.append(0.0)
             elif kind == SHARE:
                 per_gpu = int(slots.per_gpu[shape])
-                cols = [col, int(self.y_col[node])]
-                coefs = [1.0, -float(per_gpu)]
+                row_cols = [col, int(self.y_col[node])]
+                row_coefs = [1.0, -float(per_gpu)]
                 # what a movable share's GPU leaves: (1000 - s) // s_m, as SlotModel.task_slots
                 size = int(slots.milli[shape])
                 for share, u_col in shares_on.get(node, ()):
                     leave = (1000 - share) // size
                     if leave:
-                        cols.append(u_col)
-                        coefs.append(-float(leave))
-                gpu_rows.append((cols, coefs))
+                        row_cols.append(u_col)
+                        row_coefs.append(-float(leave))
+                gpu_rows.append((row_cols, row_coefs))
                 gpu_upper.append(float(fixed[node, shape]))
             if int(slots.cpus[shape]) > 0 or kind == CPU_ONLY:
                 cpu_rows.append(([col, int(self.z_col[node])], [float(slots.cpus[shape]), -1.0]))
@@ -829,7 +829,9 @@ def finish_exact(
             problem, method, moves, seconds=0.0, status=status, bound=bound, maximises=maximises
         )
         if rows is not None and rows.slots is not None and values is not None:
-            counted = rows.slots.weighted(rows.slots.placement_value(problem, rows.final_nodes(values)))
+            counted = rows.slots.weighted(
+                rows.slots.placement_value(problem, rows.final_nodes(values))
+            )
             laid_out = plan.metrics.workload_slots_after
             if laid_out is not None and abs(counted - laid_out) > 1e-6:
                 notes.append(
@@ -917,7 +919,7 @@ def build_cpsat(rows: DefragRows, deadline: Deadline | None = None) -> tuple[Any
             model.new_int_var(0, int(rows.col_upper[col]), names[col])
             for col in range(first, rows.num_cols)
         ]
-        for col in np.flatnonzero(rows.col_upper[: first] < 0.5).tolist():
+        for col in np.flatnonzero(rows.col_upper[:first] < 0.5).tolist():
             model.add(variables[col] == 0)  # e columns fixed at 0 (X9)
     weighted_sum = cp_model.LinearExpr.weighted_sum
     for family in rows.families:

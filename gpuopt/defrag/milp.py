@@ -158,7 +158,9 @@ def solve_partitions(
             plan = make_plan(problem, solver, moves, seconds=0.0, maximises=maximises)
     bound: int | float
     if maximises == "workload":
-        bound = capacity_slots_bound(problem, SlotModel.build(problem, problem.options.target_workload()))
+        bound = capacity_slots_bound(
+            problem, SlotModel.build(problem, problem.options.target_workload())
+        )
         notes.append(
             f"bound {bound:.1f}: the weighted slots of each shape with every movable task gone "
             "from each node and within the cluster's free GPUs and CPUs (a count, not a proof "

@@ -114,8 +114,7 @@ class MigrationPlan(Result):
         )
         if m.workload_slots_before is not None and m.workload_slots_after is not None:
             text += (
-                f", workload slots {m.workload_slots_before:.1f} -> "
-                f"{m.workload_slots_after:.1f}"
+                f", workload slots {m.workload_slots_before:.1f} -> {m.workload_slots_after:.1f}"
             )
         if self.bound is not None:
             unit = "workload slots" if self.maximises == "workload" else "nodes"

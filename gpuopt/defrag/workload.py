@@ -137,9 +137,9 @@ def resolve(cluster: Cluster) -> tuple[Cluster, Objective]:
             for s, f in zip(workload.shapes, workload.frequencies, strict=True)
         ]
         update = {"workload": items, "objective": "workload"}
-        cluster = cluster.model_copy(update={"options": options.model_validate(
-            {**options.model_dump(), **update}
-        )})
+        cluster = cluster.model_copy(
+            update={"options": options.model_validate({**options.model_dump(), **update})}
+        )
     check_workload(workload)
     return cluster, objective
 
@@ -278,7 +278,7 @@ class SlotModel:
 
     def partial_of(self, task_node: np.ndarray, num_nodes: int) -> np.ndarray:
         """``fixed_slots`` plus the movable shares' ``task_slots``, per node of ``task_node``."""
-        partial = self.fixed_slots.copy()
+        partial: np.ndarray = self.fixed_slots.copy()
         if self.task_slots.size:
             np.add.at(partial, task_node, self.task_slots)
         return partial

@@ -663,7 +663,9 @@ def _typical_items(pods: list[_Pod]) -> list[dict[str, Any]]:
     shapes = []
     for pod in pods:
         try:
-            shapes.append(Shape(pod.cpu_milli, pod.gpu_milli if pod.gpus else 0, pod.gpus, pod.spec))
+            shapes.append(
+                Shape(pod.cpu_milli, pod.gpu_milli if pod.gpus else 0, pod.gpus, pod.spec)
+            )
         except ProblemError:
             continue  # a shape the simulator could not run either (e.g. over 8 GPUs)
     typical = typical_workload(shapes)
