@@ -884,7 +884,8 @@ def plan_score(plan: MigrationPlan) -> tuple[float, int]:
 
 
 def build_cpsat(rows: DefragRows, deadline: Deadline | None = None) -> tuple[Any, list[Any]]:
-    """A CP-SAT model of ``rows``: one Boolean per column, one constraint per row.
+    """A CP-SAT model of ``rows``: one Boolean per x and e column (an integer per X9 column),
+    one constraint per row.
 
     With a ``deadline``, raises :class:`gpuopt.solvers.deadline.DeadlineExceeded`
     once it passes (checked every few thousand variables and at every row).

@@ -1,6 +1,6 @@
 """The exact defragmentation model (``models/defrag.md``) solved with HiGHS, from the ``ipc`` plan.
 
-The labelled row families (X1-X5, X7, X8), the two lexicographic HiGHS phases and
+The labelled row families (X1-X5, X7-X9), the two lexicographic HiGHS phases and
 the make-before-break ordering (X6) are in :mod:`gpuopt.defrag.exact`, which
 feeds the same rows to CP-SAT (:func:`gpuopt.defrag.cpsat.solve_cpsat`): one
 model, two solvers. This module adds the warm start: the ``ipc`` plan.

@@ -44,7 +44,7 @@ from gpuopt.cluster.request import Request
 from gpuopt.cluster.rules import admitted
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.errors import ProblemError
-from gpuopt.sharing.workload import Shape, Workload
+from gpuopt.sharing.workload import MAX_GPUS, Shape, Workload
 
 #: The integer weight of a shape in the exact models is ``round(f * WEIGHT_SCALE)``
 #: (at least 1): the frequencies to 1e-4; the bound adds back what the rounding may hide.
@@ -94,14 +94,16 @@ def pending_workload(cluster: Cluster) -> Workload | None:
     """The waiting pods' shapes weighted by how many wait (None: nobody waits).
 
     A waiting pod asks for whole GPUs (``Pending`` has no share); its node
-    selector and tolerations are not part of a shape.
+    selector and tolerations are not part of a shape; pods of more than 8
+    GPUs (the most a shape has) or asking for nothing are left out.
     """
-    if not cluster.pending:
-        return None
     counts = Counter(
-        Shape(round(pod.cpus * 1000), MILLI if pod.gpus else 0, min(pod.gpus, 8))
+        Shape(round(pod.cpus * 1000), MILLI if pod.gpus else 0, pod.gpus)
         for pod in cluster.pending
+        if pod.gpus <= MAX_GPUS and (pod.gpus or pod.cpus)
     )
+    if not counts:
+        return None
     shapes = list(counts)
     return Workload.from_weights(shapes, [float(counts[s]) for s in shapes])
 

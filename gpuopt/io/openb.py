@@ -631,8 +631,9 @@ def read_openb(
     snapshot: dict[str, Any] = {"name": snapshot_name, "nodes": nodes, "tasks": tasks}
     if timed:
         snapshot["now"] = snapshot_time
-    if workload:
-        snapshot["options"] = {"workload": _typical_items(pods)}
+    typical = _typical_items(pods) if workload else None
+    if typical:
+        snapshot["options"] = {"workload": typical}
     problem = validate_object(
         DefragProblem,
         snapshot,
@@ -656,8 +657,9 @@ def read_openb(
     return problem, report
 
 
-def _typical_items(pods: list[_Pod]) -> list[dict[str, Any]]:
-    """The typical workload of ``pods`` as ``options.workload`` items (FGD's shapes)."""
+def _typical_items(pods: list[_Pod]) -> list[dict[str, Any]] | None:
+    """The typical workload of ``pods`` as ``options.workload`` items (FGD's shapes); pods
+    asking for neither CPU nor GPU are left out (they fit anywhere). None: no such pod."""
     from gpuopt.sharing.workload import Shape, typical_workload
 
     shapes = []
@@ -668,6 +670,9 @@ def _typical_items(pods: list[_Pod]) -> list[dict[str, Any]]:
             )
         except ProblemError:
             continue  # a shape the simulator could not run either (e.g. over 8 GPUs)
+    shapes = [s for s in shapes if s.gpus or s.cpu_milli]
+    if not shapes:
+        return None
     typical = typical_workload(shapes)
     return [
         {
