@@ -326,3 +326,20 @@ def test_cli_objective_and_workload_file(
     assert code == 2 and "needs a workload" in err and err.count("\n") == 1
     code, _, err = run(["defrag", str(snapshot), "--workload", str(tmp_path / "none.json")], capsys)
     assert code == 2 and "no such workload file" in err
+
+
+def test_rounded_weights_keep_the_bound_valid() -> None:
+    # frequencies 1/3 and 2/3 are not multiples of 1e-4: the bound adds the rounding slack
+    problem = with_workload(
+        MIXED,
+        [
+            {"cpu_milli": 4000, "gpu_milli": 1000, "gpus": 4, "weight": 1},
+            {"cpu_milli": 8000, "gpu_milli": 1000, "gpus": 1, "weight": 2},
+        ],
+    )
+    best, _ = brute_force(problem)
+    for method in ("milp", "cpsat"):
+        plan = gpuopt.solve(problem, method, time_limit=30, threads=1)
+        assert_legal(problem, plan)
+        assert plan.objective == pytest.approx(best)
+        assert plan.bound is not None and best - 1e-9 <= plan.bound < best + 0.01
