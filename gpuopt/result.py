@@ -85,7 +85,7 @@ class Result(Document):
         return self.model_dump_json(indent=indent)
 
 
-def count_gap(achieved: int, bound: int | None) -> float | None:
+def count_gap(achieved: float, bound: float | None) -> float | None:
     """The gap of a count to a proven upper bound: ``(bound - achieved) / bound``.
 
     0 when the bound is met, None without a bound (a maximised count: nodes

@@ -103,9 +103,25 @@ def defrag_problem(args: argparse.Namespace) -> Any:
     from gpuopt.errors import validate_object
 
     problem = load_snapshot(args.snapshot)
-    updates = {
+    updates: dict[str, Any] = {
         name: getattr(args, name) for name in OPTION_FLAGS if getattr(args, name) is not None
     }
+    if args.objective is not None:
+        updates["objective"] = args.objective
+    if args.workload is not None:
+        from gpuopt.sharing.workload import Workload
+
+        workload = Workload.load(args.workload)
+        updates["workload"] = [
+            {
+                "cpu_milli": s.cpu_milli,
+                "gpu_milli": s.gpu_milli,
+                "gpus": s.gpus,
+                "models": list(s.models),
+                "weight": f,
+            }
+            for s, f in zip(workload.shapes, workload.frequencies, strict=True)
+        ]
     if updates:
         merged = {**problem.options.model_dump(), **updates}
         checked = validate_object(DefragOptions, merged, what="options", source="options")
@@ -258,6 +274,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
             asw_size=args.asw_size,
             lock_qos=tuple(args.lock_qos or ()),
             seed=args.seed,
+            workload=not args.no_workload,
         )
         if not problem.tasks:  # nothing to diagnose, defragment or preempt: say why
             when = f"at --at {args.at:g} s" if args.at is not None else "in the replay"
@@ -349,6 +366,23 @@ def add_commands(commands: Any) -> None:
             default=None,
             help=f"{meaning} (default: the snapshot's, else {default})",
         )
+    defrag.add_argument(
+        "--objective",
+        choices=("emptied", "workload"),
+        default=None,
+        help="what to maximise first, then fewest moves: emptied (nodes emptied) or workload "
+        "(weighted slots of the target workload: copies of its shapes that fit; with no "
+        "workload, the waiting pods' shapes) (default: the snapshot's, else workload when "
+        "a workload is given, else emptied)",
+    )
+    defrag.add_argument(
+        "--workload",
+        default=None,
+        metavar="FILE",
+        help="target workload: a JSON list of shapes {cpu_milli, gpu_milli, gpus, models, "
+        "weight} (gpuopt.sharing.Workload); replaces the snapshot's (default: the "
+        "snapshot's options.workload, e.g. the trace's typical shapes from snapshot openb)",
+    )
     defrag.add_argument(
         "--workers",
         type=worker_count,
@@ -444,6 +478,13 @@ def add_commands(commands: Any) -> None:
         "../shared/data beside the working folder or the checkout)",
     )
     snap.add_argument("--nodes", help="openb node CSV (default: the GPU node list)")
+    snap.add_argument(
+        "--no-workload",
+        action="store_true",
+        help="openb: do not record the trace's typical workload (its most common shapes "
+        "covering 95 %% of the pods) as the snapshot's options.workload, which makes "
+        "defrag maximise their slots (default: record it)",
+    )
     snap.add_argument("--pods", help="openb pod CSV (default: openb_pod_list_default.csv)")
     snap.add_argument(
         "--at",

@@ -35,6 +35,7 @@ thousandths (``cpus=0.5`` is 500 milli-CPUs), so capacity checks never round.
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -493,10 +494,32 @@ class Pending(_Extended):
         return self
 
 
-class ClusterOptions(BaseModel):
+class WorkloadShape(BaseModel):
+    """One shape of a target workload (``gpuopt.sharing.workload``'s JSON list item)."""
+
+    model_config = _CONFIG
+
+    cpu_milli: int = Field(ge=0, le=10**12, description="CPU in thousandths of a core.")
+    gpu_milli: int = Field(
+        ge=0, le=1000, description="Share of each GPU in thousandths (1000: whole GPUs)."
+    )
+    gpus: int = Field(ge=0, le=8, description="GPUs (0: a CPU-only pod; a share pod has 1).")
+    models: list[str] = Field(
+        default_factory=list, max_length=100, description="GPU models it may run on (any)."
+    )
+    weight: float = Field(gt=0, le=1e12, description="Relative frequency.")
+
+
+#: What defragmentation maximises first (``models/defrag.md``): nodes emptied, or the
+#: frequency-weighted slots of a target workload (X9).
+Objective = Literal["emptied", "workload"]
+
+
+class ClusterOptions(_Extended):
     """Defragmentation options a snapshot may carry (CLI flags and arguments override them)."""
 
     model_config = _CONFIG
+    _quiet_defaults: ClassVar[frozenset[str]] = frozenset({"objective", "workload"})
 
     partition_size: int = Field(default=500, ge=2, le=MAX_NODES)
     depth: int = Field(default=3, ge=1, le=6, description="Longest eviction chain.")
@@ -514,6 +537,46 @@ class ClusterOptions(BaseModel):
         description="Only nodes with at least this many GPUs are emptied (e.g. 8 to free "
         "whole 8-GPU nodes); smaller nodes still take tasks.",
     )
+    objective: Objective | None = Field(
+        default=None,
+        description="What defragmentation maximises first: 'emptied' (nodes emptied) or "
+        "'workload' (weighted slots of the target workload); default: 'workload' when a "
+        "workload is given, else 'emptied'.",
+    )
+    workload: list[WorkloadShape] | None = Field(
+        default=None,
+        max_length=10_000,
+        description="The target workload: shapes with weights (the JSON list of "
+        "gpuopt.sharing.Workload).",
+    )
+
+    @model_validator(mode="after")
+    def _check_workload(self) -> ClusterOptions:
+        if self.workload is not None:
+            from gpuopt.errors import ProblemError
+
+            try:
+                self.target_workload()
+            except ProblemError as exc:
+                raise ValueError(str(exc).rstrip(".")) from None
+        return self
+
+    def target_workload(self) -> Any:
+        """The workload as a :class:`gpuopt.sharing.Workload` (None when none is given)."""
+        if self.workload is None:
+            return None
+        from gpuopt.sharing.workload import Workload
+
+        return Workload.from_json(
+            json.dumps([item.model_dump() for item in self.workload]), source="options.workload"
+        )
+
+    @property
+    def chosen_objective(self) -> Objective:
+        """``objective``, or its default: 'workload' with a workload, else 'emptied'."""
+        if self.objective is not None:
+            return self.objective
+        return "workload" if self.workload is not None else "emptied"
 
 
 class Cluster(IndexedModel, _Extended):
@@ -939,8 +1002,10 @@ __all__ = [
     "DefragOptions",
     "DefragProblem",
     "Node",
+    "Objective",
     "Pending",
     "Task",
+    "WorkloadShape",
     "is_hp",
     "load_cluster",
     "load_snapshot",

@@ -1,4 +1,5 @@
-"""Defragmentation: which running tasks to move so that whole nodes come free.
+"""Defragmentation: which running tasks to move so that whole nodes come free (or more
+requests of a target workload fit: ``workload.py``).
 
 ``problem.py`` (the snapshot and its index view), ``solution.py`` (plan,
 checker, metrics), ``onehop.py`` (descheduler-style baseline), ``greedy.py``

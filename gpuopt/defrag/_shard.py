@@ -20,6 +20,11 @@ How each rule holds (labels of ``models/defrag.md``):
   accepted; a node whose moves would exceed them is rolled back.
 - D8: the node orders hold only nodes with at least ``min_node_gpus`` GPUs,
   and a fill that would empty a smaller node is rolled back.
+
+With a workload (``Shard.slots``, X9) a node's evacuation is kept only when
+it raises the shard's integer-weighted slots, targets are chosen where the
+fewest slots are lost, and the fill pass becomes single moves that raise the
+slots (:func:`_raise_slots`); the rules hold as above.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import numpy as np
 from gpuopt.defrag.exact import NO_LIMIT, ExactSolver, budgeted, solve_from
 from gpuopt.defrag.problem import SCALE, DefragProblem
 from gpuopt.defrag.solution import make_plan
+from gpuopt.defrag.workload import SlotModel
 from gpuopt.errors import ProblemError
 from gpuopt.solvers.deadline import Deadline
 
@@ -41,6 +47,8 @@ CHAIN_TARGETS = 4
 CHAIN_VICTIMS = 2
 #: Placement attempts (direct or chained) spent on one node before giving up on it.
 NODE_BUDGET = 120
+#: Targets (the best fitting) whose workload slots are weighed for one placement.
+SLOT_TARGETS = 24
 
 
 @dataclass
@@ -76,6 +84,8 @@ class Shard:
     exact: str | None = None  # "milp" or "cpsat": then improve the result exactly
     exact_seconds: float = 5.0
     min_node_gpus: int = 0  # nodes with fewer GPUs are never emptied (D8)
+    slots: SlotModel | None = None  # the workload objective (X9), local positions
+    partial: np.ndarray | None = None  # local node x shape: partly used GPUs' slots now
 
 
 @dataclass
@@ -94,6 +104,22 @@ class _State:
     log: list[tuple[int, int, int]] = field(default_factory=list)
     in_flight: set[int] = field(default_factory=set)
     attempts: int = 0
+    partial: np.ndarray | None = None  # local node x shape (workload objective only)
+    value_now: np.ndarray | None = None  # local node -> integer-weighted slots (kept current)
+    moves_left: int | None = None  # budgets left after the emptying pass (D6)
+    group_left: dict[int, int] = field(default_factory=dict)
+
+    def values(self, nodes: np.ndarray) -> np.ndarray:
+        """Integer-weighted workload slots of ``nodes`` now, computed afresh."""
+        slots = self.shard.slots
+        assert slots is not None and self.partial is not None
+        return slots.node_values(
+            self.free_gpus[nodes], self.free_cpus[nodes], self.partial[nodes], nodes
+        )
+
+    def total(self) -> int:
+        """Integer-weighted workload slots of the shard (0 without a workload)."""
+        return 0 if self.value_now is None else int(self.value_now.sum())
 
     def move(self, task: int, target: int) -> None:
         shard, source = self.shard, int(self.task_node[task])
@@ -106,11 +132,17 @@ class _State:
         if self.free_extra.shape[1]:
             self.free_extra[target] -= shard.task_extra[task]
             self.free_extra[source] += shard.task_extra[task]
+        if self.partial is not None and shard.slots is not None:
+            self.partial[target] += shard.slots.task_slots[task]
+            self.partial[source] -= shard.slots.task_slots[task]
         self.count[target] += 1
         self.count[source] -= 1
         self.tasks_on[source].remove(task)
         self.tasks_on[target].append(task)
         self.task_node[task] = target
+        if self.value_now is not None:
+            pair = np.array([source, target])
+            self.value_now[pair] = self.values(pair)
         group = int(shard.task_group[task])
         if group >= 0:
             nodes = self.group_nodes[group]
@@ -153,7 +185,26 @@ class _State:
         score = (self.free_gpus[candidates] - shard.task_gpus[task]) + (
             self.free_cpus[candidates] - shard.task_cpus[task]
         ) * self.cpu_scale
+        if shard.slots is not None:  # fewest workload slots lost first, then best fit
+            candidates, score = _best_scored(candidates, score)
+            loss = self.loss(task, candidates)
+            return int(candidates[np.lexsort((score, loss))[0]])
         return int(candidates[int(np.argmin(score))])
+
+    def loss(self, task: int, candidates: np.ndarray) -> np.ndarray:
+        """Workload slots ``candidates`` would lose by taking ``task`` (X9's count)."""
+        shard = self.shard
+        slots = shard.slots
+        assert slots is not None and self.partial is not None and self.value_now is not None
+        now = self.value_now[candidates]
+        after = slots.node_values(
+            self.free_gpus[candidates] - shard.task_gpus[task],
+            self.free_cpus[candidates] - shard.task_cpus[task],
+            self.partial[candidates] + slots.task_slots[task],
+            candidates,
+        )
+        lost: np.ndarray = now - after
+        return lost
 
     def place(self, task: int, depth: int, forbidden: set[int]) -> bool:
         """Move ``task`` off its node, directly or through an eviction chain of ``depth`` moves."""
@@ -228,6 +279,14 @@ class _State:
         return False
 
 
+def _best_scored(candidates: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The :data:`SLOT_TARGETS` candidates of lowest ``score`` (all when fewer)."""
+    if candidates.size <= SLOT_TARGETS:
+        return candidates, score
+    best = np.argpartition(score, SLOT_TARGETS)[:SLOT_TARGETS]
+    return candidates[best], score[best]
+
+
 def _start(shard: Shard) -> _State:
     num_nodes = shard.node_pos.size
     tasks_on: list[list[int]] = [[] for _ in range(num_nodes)]
@@ -238,6 +297,9 @@ def _start(shard: Shard) -> _State:
         if group >= 0:
             group_nodes.setdefault(group, set()).add(node)
     max_cpus = float(shard.node_cpus.max()) if num_nodes else 0.0
+    value_now = None
+    if shard.slots is not None and shard.partial is not None:
+        value_now = shard.slots.node_values(shard.free_gpus, shard.free_cpus, shard.partial)
     return _State(
         shard=shard,
         free_gpus=shard.free_gpus.copy(),
@@ -250,6 +312,8 @@ def _start(shard: Shard) -> _State:
         group_nodes=group_nodes,
         blocked=np.zeros(num_nodes, dtype=bool),
         cpu_scale=0.5 / (max_cpus + 1.0),
+        partial=None if shard.partial is None else shard.partial.copy(),
+        value_now=value_now,
     )
 
 
@@ -279,6 +343,7 @@ def empty_nodes(shard: Shard) -> list[tuple[int, int, int]]:
     """
     deadline = _monotonic_deadline(shard)
     best: tuple[tuple[int, int, int], list[tuple[int, int, int]]] | None = None
+    best_state: _State | None = None
     for order in shard.orders:
         if best is not None and deadline is not None and time.monotonic() > deadline:
             break
@@ -287,9 +352,16 @@ def empty_nodes(shard: Shard) -> list[tuple[int, int, int]]:
         emptied = int(np.count_nonzero((state.count == 0) & (shard.free_gpus < shard.node_gpus)))
         fragmented = int(np.count_nonzero((used > 0) & (used < shard.node_gpus)))
         score = (emptied, -fragmented, -len(state.log))
+        if shard.slots is not None:
+            score = (state.total(), 0, -len(state.log))
         if best is None or score > best[0]:
-            best = (score, state.log)
+            best, best_state = (score, state.log), state
     log = best[1] if best is not None else []
+    in_time = deadline is None or time.monotonic() <= deadline
+    if shard.slots is not None and shard.fill and best_state is not None and in_time:
+        # once, on the best order's result
+        _raise_slots(best_state, best_state.moves_left, best_state.group_left, deadline)
+        log = best_state.log
     if shard.exact is not None and not shard.group_budget:
         left = shard.exact_seconds
         if deadline is not None:
@@ -403,15 +475,29 @@ def _improve_exactly(
     start = make_plan(problem, "ipc", [(f"t{t}", f"n{a}", f"n{b}") for t, a, b in log], seconds=0)
     deadline = Deadline(seconds)
     solver: ExactSolver = "cpsat" if shard.exact == "cpsat" else "milp"
+    if shard.slots is not None:
+        start = start.model_copy(update={"maximises": "workload"})
     try:
-        plan = solve_from(budgeted(problem, None, None), start, solver=solver, deadline=deadline)
+        plan = solve_from(
+            budgeted(problem, None, None),
+            start,
+            solver=solver,
+            deadline=deadline,
+            slots=shard.slots,
+        )
     except ProblemError:  # the partition's model is too large: keep the heuristic's result
         return log
 
-    def score(m: Any) -> tuple[int, int, int]:  # the order empty_nodes ranks results by
+    def score(found: Any) -> tuple[int, int, int]:  # the order empty_nodes ranks results by
+        m = found.metrics
+        if shard.slots is not None:  # X9's count of the partition's workload slots
+            final = problem.index.task_node.copy()
+            for move in found.moves:
+                final[int(move.task[1:])] = int(move.to[1:])
+            return shard.slots.placement_value(problem, final), 0, -m.moves
         return m.emptied, -m.fragmented_after, -m.moves
 
-    if score(plan.metrics) <= score(start.metrics):
+    if score(plan) <= score(start):
         return log
     return [(int(m.task[1:]), int(m.source[1:]), int(m.to[1:])) for m in plan.moves]
 
@@ -455,7 +541,10 @@ def _empty_along(shard: Shard, order: np.ndarray, deadline: float | None) -> _St
         state.blocked[node] = True
         state.attempts = 0
         mark = len(state.log)
-        if not all(state.place(task, shard.depth, set()) for task in tasks):
+        value = state.total()
+        if not all(state.place(task, shard.depth, set()) for task in tasks) or (
+            shard.slots is not None and state.total() <= value  # X9: keep only what gains
+        ):
             state.rollback(mark)
             state.blocked[node] = False
             continue
@@ -474,9 +563,65 @@ def _empty_along(shard: Shard, order: np.ndarray, deadline: float | None) -> _St
             moves_left -= len(new)
         for group, spent in spent_groups.items():
             group_left[group] -= spent
-    if shard.fill and (deadline is None or time.monotonic() <= deadline):
+    state.moves_left, state.group_left = moves_left, group_left
+    if shard.slots is None and shard.fill and (deadline is None or time.monotonic() <= deadline):
         _fill_open_nodes(state, moves_left, group_left)
     return state
+
+
+def _raise_slots(
+    state: _State, moves_left: int | None, group_left: dict[int, int], deadline: float | None
+) -> None:
+    """Workload objective: single direct moves that raise the shard's weighted slots (X9).
+
+    Tasks of open nodes (not emptied by the first pass), from the nodes with
+    the fewest tasks; each goes where the source's gain plus the target's
+    change is largest, when that is above 0. A move that would empty a node
+    with fewer than ``min_node_gpus`` GPUs (D8) or exceed a budget (D6) is
+    not made.
+    """
+    shard = state.shard
+    open_nodes = np.flatnonzero(~state.blocked & (state.count > 0))
+    order = open_nodes[np.argsort(state.count[open_nodes], kind="stable")]
+    for node in order.tolist():
+        for task in sorted(state.tasks_on[node]):
+            if deadline is not None and time.monotonic() > deadline:
+                return
+            if moves_left is not None and moves_left <= 0:
+                return
+            if shard.task_locked[task]:
+                continue
+            group = int(shard.task_group[task])
+            if group in group_left and group_left[group] <= 0:
+                continue
+            source = int(state.task_node[task])
+            if state.count[source] == 1 and shard.node_gpus[source] < shard.min_node_gpus:
+                continue
+            candidates = np.flatnonzero(state.targets(task, set()))
+            if candidates.size == 0:
+                continue
+            score = state.free_gpus[candidates] + state.free_cpus[candidates] * state.cpu_scale
+            candidates, _ = _best_scored(candidates, score)
+            slots = shard.slots
+            assert slots is not None and state.partial is not None and state.value_now is not None
+            here = np.array([source])
+            gain = int(
+                slots.node_values(
+                    state.free_gpus[here] + shard.task_gpus[task],
+                    state.free_cpus[here] + shard.task_cpus[task],
+                    state.partial[here] - slots.task_slots[task],
+                    here,
+                )[0]
+                - state.value_now[source]
+            )
+            change = gain - state.loss(task, candidates)
+            best = int(np.argmax(change))
+            if change[best] > 0:
+                state.move(task, int(candidates[best]))
+                if moves_left is not None:
+                    moves_left -= 1
+                if group in group_left:
+                    group_left[group] -= 1
 
 
 def _fill_with(state: _State, node: int, tasks: list[int]) -> bool:

@@ -1,7 +1,9 @@
 """The exact defragmentation model (``models/defrag.md``): labelled row families, two solvers.
 
 Columns are ``x[t, n]`` (movable task ``t`` ends on eligible node ``n``) and
-``e[n]`` (candidate node ``n`` ends empty); each family of rows (X1-X5, X7, X8) is
+``e[n]`` (candidate node ``n`` ends empty), and for the workload objective the
+slot columns of X9 (free GPUs ``y[n]``, free CPUs ``z[n]``, movable shares by
+size ``u[n, s]`` and slots ``k[n, m]``); each family of rows (X1-X5, X7-X9) is
 built by one private function citing its label. :func:`solve_from` hands the
 rows to HiGHS (two lexicographic phases) or to CP-SAT (every row an integer
 linear constraint, every variable hinted): one model, two solvers. The plan
@@ -24,8 +26,10 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from gpuopt.cluster.model import Objective
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import MigrationPlan, Status, make_plan
+from gpuopt.defrag.workload import CPU_ONLY, SHARE, WHOLE, SlotModel
 from gpuopt.errors import ProblemError
 from gpuopt.solvers import require
 from gpuopt.solvers.cpsat import hint_all, run_cpsat
@@ -67,8 +71,12 @@ class DefragRows(RowCounts):
 
     x column ``k < num_x`` is ``x[col_task[k], col_node[k]]`` (grouped by
     task); column ``num_x + j`` is ``e[candidates[j]]``. The objective,
-    maximised, is ``weight * sum(e) - moves``: ``weight`` exceeds the largest
-    possible move count, so no number of saved moves is worth one emptied node.
+    maximised, is ``weight * primary - moves``: ``weight`` exceeds the largest
+    possible move count, so no number of saved moves is worth one unit of the
+    primary objective: ``sum(e)`` (nodes emptied), or with ``slots`` the
+    integer-weighted workload slots ``sum w_m k[n, m]`` plus the slots of the
+    nodes no task can reach (``primary_offset``; X9, the e columns then fixed
+    at 0). ``primary`` holds the primary objective's column costs.
     """
 
     problem: DefragProblem
@@ -87,6 +95,22 @@ class DefragRows(RowCounts):
     e_col: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     max_moves: int | None = None
     group_budget: int | None = None
+    slots: SlotModel | None = None
+    primary: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    primary_offset: float = 0.0
+    #: X9 columns: node -> y (free GPUs) and z (free milli-CPUs) column (-1: none)
+    y_col: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    z_col: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: X9: (node, shape, column) of each slot column k[n, m]
+    k_cols: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
+    #: X9: (node, share in thousandths, column) of each u[n, s]
+    u_cols: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
+    #: X9: most slots of each shape over the whole snapshot (for the rounding slack)
+    most_slots: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def objective(self) -> Objective:
+        return "emptied" if self.slots is None else "workload"
 
     @property
     def num_x(self) -> int:
@@ -99,7 +123,9 @@ class DefragRows(RowCounts):
         *,
         max_moves: int | None = None,
         group_budget: int | None = None,
+        slots: SlotModel | None = None,
     ) -> DefragRows:
+        """The rows of ``problem``; with ``slots``, for the workload objective (X9)."""
         index = problem.index
         used = _node_use(problem)
         candidates = candidate_nodes(problem)
@@ -136,7 +162,13 @@ class DefragRows(RowCounts):
             e_col=e_col,
             max_moves=max_moves,
             group_budget=group_budget,
+            slots=slots,
         )
+        rows.primary = np.zeros(num_x + num_e)
+        rows.primary[num_x:] = 1.0
+        extra_families = []
+        if slots is not None:
+            extra_families = rows._x9_workload_slots(used)
         rows.families = [
             rows._x1_assign_once(),
             *rows._x2_capacity(used),
@@ -145,8 +177,153 @@ class DefragRows(RowCounts):
             rows._x4_anti_affinity(),
             *rows._x5_budgets(),
             *rows._x7_small_nodes_keep_a_task(),
+            *extra_families,
         ]
         return rows
+
+    def _add_columns(self, count: int, upper: np.ndarray) -> np.ndarray:
+        """Append ``count`` integer columns in [0, upper]; return their positions."""
+        first = self.num_cols
+        self.col_lower = np.concatenate([self.col_lower, np.zeros(count)])
+        self.col_upper = np.concatenate([self.col_upper, upper.astype(float)])
+        self.integer = np.concatenate([self.integer, np.ones(count, dtype=bool)])
+        self.cost = np.concatenate([self.cost, np.zeros(count)])
+        self.primary = np.concatenate([self.primary, np.zeros(count)])
+        return first + np.arange(count, dtype=np.int64)
+
+    def _x9_workload_slots(self, used: dict[str, np.ndarray]) -> list[RowFamily]:
+        """X9: the slots ``k[n, m]`` of every shape on every node a movable task can reach.
+
+        Free GPUs ``y[n] = G_n - L_n - sum g_t x[t, n]`` and free milli-CPUs
+        ``z[n]`` (equalities); movable shares alone on their GPU counted by size
+        ``u[n, s] = sum_{t: share s} x[t, n]``; then per shape ``g_m k <= y``
+        (whole GPUs), ``k <= (1000 // s_m) y + sum_s ((1000 - s) // s_m) u[n, s]
+        + F[n, m]`` (shares: free GPUs and what the partly used GPUs leave),
+        ``c_m k <= z`` (CPU). The e columns are fixed at 0 and cost nothing;
+        the objective's primary part is ``sum w_m k`` plus the constant slots of
+        the nodes without x columns.
+        """
+        slots = self.slots
+        assert slots is not None
+        index = self.problem.index
+        num_nodes = index.num_nodes
+        self.col_upper[self.num_x :] = 0.0  # e: emptying earns nothing here
+        self.cost[self.num_x :] = 0.0
+        self.primary[self.num_x :] = 0.0
+        weight = self.weight
+        gpu_room = np.maximum(index.node_gpus - used["x2_gpus"], 0)
+        cpu_room = np.maximum(index.node_cpus - used["x2_cpus"], 0)
+        reached = np.zeros(num_nodes, dtype=bool)
+        reached[self.col_node] = True
+        # constant slots of the nodes no movable task can reach (tasks there stay)
+        locked_where = index.task_node.copy()
+        start_partial = slots.partial_of(locked_where, num_nodes)
+        start_slots = slots.slots(
+            index.node_gpus - index.node_used_gpus,
+            index.node_cpus - index.node_used_cpus,
+            start_partial,
+        )
+        constant = start_slots[~reached]
+        self.primary_offset = float((constant @ slots.weights).sum())
+        nodes = np.flatnonzero(reached)
+        self.y_col = np.full(num_nodes, -1, dtype=np.int64)
+        self.z_col = np.full(num_nodes, -1, dtype=np.int64)
+        self.y_col[nodes] = self._add_columns(nodes.size, gpu_room[nodes])
+        self.z_col[nodes] = self._add_columns(nodes.size, cpu_room[nodes])
+        families: list[RowFamily] = []
+        for label, room, demand, col_of in (
+            ("x9_free_gpus", gpu_room, index.task_gpus, self.y_col),
+            ("x9_free_cpus", cpu_room, index.task_cpus, self.z_col),
+        ):
+            coef = demand[self.col_task].astype(float)
+            keep = np.flatnonzero(coef > 0)
+            order = keep[np.argsort(self.col_node[keep], kind="stable")]
+            counts = np.bincount(self.col_node[order], minlength=num_nodes)[nodes]
+            starts = np.concatenate([[0], np.cumsum(counts)])
+            cols, coefs = [], []
+            for row, node in enumerate(nodes.tolist()):
+                part = order[starts[row] : starts[row + 1]]
+                cols.append([*part.tolist(), int(col_of[node])])
+                coefs.append([*coef[part].tolist(), 1.0])
+            families.append(
+                row_family(label, list(zip(cols, coefs, strict=True)), room[nodes], room[nodes])
+            )
+        # u[n, s]: movable shares alone on their GPU, by share, per node
+        share_task = slots.task_slots[self.col_task].any(axis=1)
+        share_cols = np.flatnonzero(share_task)
+        keys = sorted(
+            {
+                (int(n), int(index.task_milli[t]))
+                for n, t in zip(
+                    self.col_node[share_cols].tolist(),
+                    self.col_task[share_cols].tolist(),
+                    strict=True,
+                )
+            }
+        )
+        u_pos = self._add_columns(len(keys), np.full(len(keys), float(index.num_tasks)))
+        u_of = {key: int(col) for key, col in zip(keys, u_pos.tolist(), strict=True)}
+        self.u_cols = np.array(
+            [(n, share, u_of[n, share]) for n, share in keys], dtype=np.int64
+        ).reshape(-1, 3)
+        members: dict[int, list[int]] = {}
+        for col in share_cols.tolist():
+            key = (int(self.col_node[col]), int(index.task_milli[self.col_task[col]]))
+            members.setdefault(u_of[key], []).append(col)
+        u_rows = [([*cols, u_col], [1.0] * len(cols) + [-1.0]) for u_col, cols in members.items()]
+        families.append(row_family("x9_shares", u_rows, 0.0, 0.0))
+        shares_on: dict[int, list[tuple[int, int]]] = {}
+        for n, share in keys:
+            shares_on.setdefault(n, []).append((share, u_of[n, share]))
+        # k[n, m] and its rows
+        k_keys: list[tuple[int, int]] = []
+        k_upper: list[float] = []
+        fixed = slots.fixed_slots
+        for node in nodes.tolist():
+            for shape in range(slots.num_shapes):
+                if not slots.admit[node, shape]:
+                    continue
+                upper = _slot_upper(slots, shape, gpu_room[node], cpu_room[node], fixed[node])
+                if upper > 0:
+                    k_keys.append((node, shape))
+                    k_upper.append(float(upper))
+        k_pos = self._add_columns(len(k_keys), np.array(k_upper, dtype=float))
+        self.k_cols = np.array(
+            [(n, m, c) for (n, m), c in zip(k_keys, k_pos.tolist(), strict=True)], dtype=np.int64
+        ).reshape(-1, 3)
+        gpu_rows: list[tuple[list[int], list[float]]] = []
+        gpu_upper: list[float] = []
+        cpu_rows: list[tuple[list[int], list[float]]] = []
+        for (node, shape), col in zip(k_keys, k_pos.tolist(), strict=True):
+            kind = int(slots.kind[shape])
+            if kind == WHOLE:
+                gpu_rows.append(([col, int(self.y_col[node])], [float(slots.gpus[shape]), -1.0]))
+                gpu_upper.append(0.0)
+            elif kind == SHARE:
+                per_gpu = int(slots.per_gpu[shape])
+                row_cols = [col, int(self.y_col[node])]
+                row_coefs = [1.0, -float(per_gpu)]
+                # what a movable share's GPU leaves: (1000 - s) // s_m, as SlotModel.task_slots
+                size = int(slots.milli[shape])
+                for share, u_col in shares_on.get(node, ()):
+                    leave = (1000 - share) // size
+                    if leave:
+                        row_cols.append(u_col)
+                        row_coefs.append(-float(leave))
+                gpu_rows.append((row_cols, row_coefs))
+                gpu_upper.append(float(fixed[node, shape]))
+            if int(slots.cpus[shape]) > 0 or kind == CPU_ONLY:
+                cpu_rows.append(([col, int(self.z_col[node])], [float(slots.cpus[shape]), -1.0]))
+        families.append(row_family("x9_slots_gpus", gpu_rows, -math.inf, gpu_upper))
+        families.append(row_family("x9_slots_cpus", cpu_rows, -math.inf, 0.0))
+        shape_weight = slots.weights[self.k_cols[:, 1]].astype(float)
+        self.primary[self.k_cols[:, 2]] = shape_weight
+        self.cost[self.k_cols[:, 2]] = weight * shape_weight
+        self.offset += weight * self.primary_offset
+        most = np.zeros(slots.num_shapes)
+        np.add.at(most, self.k_cols[:, 1], np.array(k_upper, dtype=float))
+        self.most_slots = most + constant.sum(axis=0)
+        return families
 
     def _x1_assign_once(self) -> RowFamily:
         """X1: every movable task ends on exactly one eligible node."""
@@ -332,10 +509,39 @@ class DefragRows(RowCounts):
             final[index.task_pos[move.task]] = index.node_pos[move.to]
         values = np.zeros(self.num_cols)
         values[: self.num_x] = (final[self.col_task] == self.col_node).astype(float)
-        emptied = np.zeros(index.num_nodes, dtype=bool)
-        emptied[[index.node_pos[n] for n in plan.emptied]] = True
-        values[self.num_x :] = emptied[self.candidates].astype(float)
+        num_e = self.candidates.size
+        if self.slots is None:
+            emptied = np.zeros(index.num_nodes, dtype=bool)
+            emptied[[index.node_pos[n] for n in plan.emptied]] = True
+            values[self.num_x : self.num_x + num_e] = emptied[self.candidates].astype(float)
+        else:
+            self._slot_values(final, values)
         return values
+
+    def _slot_values(self, final: np.ndarray, values: np.ndarray) -> None:
+        """The X9 columns' values for tasks on ``final`` (written into ``values``)."""
+        slots = self.slots
+        assert slots is not None
+        index = self.problem.index
+        free_gpus = index.node_gpus - np.bincount(
+            final, weights=index.task_gpus, minlength=index.num_nodes
+        ).astype(np.int64)
+        used_cpus = np.zeros(index.num_nodes, dtype=np.int64)
+        np.add.at(used_cpus, final, index.task_cpus)
+        free_cpus = index.node_cpus - used_cpus
+        reached = self.y_col >= 0
+        values[self.y_col[reached]] = free_gpus[reached]
+        values[self.z_col[reached]] = free_cpus[reached]
+        for node, share, col in self.u_cols.tolist():
+            on = (final == node) & (index.task_milli == share) & slots.task_slots.any(axis=1)
+            on &= ~index.task_locked
+            values[col] = float(np.count_nonzero(on))
+        table = slots.slots(free_gpus, free_cpus, slots.partial_of(final, index.num_nodes))
+        values[self.k_cols[:, 2]] = table[self.k_cols[:, 0], self.k_cols[:, 1]]
+
+    def primary_value(self, values: np.ndarray) -> float:
+        """The primary objective (emptied nodes, or integer-weighted slots) of column values."""
+        return float(self.primary @ values) + self.primary_offset
 
     def final_nodes(self, values: np.ndarray) -> np.ndarray:
         """Each task's final node (global positions) from column values."""
@@ -345,12 +551,37 @@ class DefragRows(RowCounts):
         return final
 
     def emptied_bound(self, objective_bound: float) -> int:
-        """A proven bound on the nodes that can be emptied, from a bound on the objective.
+        """A proven bound on the primary objective (nodes emptied, or integer-weighted slots),
+        from a bound on the weighted objective.
 
-        objective = weight * emptied - moves and moves <= weight - 1, so
-        emptied <= (bound + weight - 1) / weight.
+        objective = weight * primary - moves and moves <= weight - 1, so
+        primary <= (bound + weight - 1) / weight.
         """
         return math.floor((objective_bound + self.weight - 1) / self.weight + 1e-9)
+
+    def workload_bound(self, primary_bound: float) -> float:
+        """A proven bound on the weighted slots (frequencies, not integer weights) from a
+        bound on ``sum w_m slots_m``: divided by the weight scale, plus what rounding the
+        frequencies to integer weights may hide (0 when they are exact)."""
+        assert self.slots is not None
+        slack = self.slots.rounding_slack(self.most_slots)
+        return round(self.slots.weighted(primary_bound + slack), 6)
+
+
+def _slot_upper(
+    slots: SlotModel, shape: int, gpu_room: int, cpu_room: int, fixed: np.ndarray
+) -> int:
+    """Most slots of ``shape`` on a node with this room (no movable task on it) (X9)."""
+    kind = int(slots.kind[shape])
+    big = 2**40
+    by_cpu = cpu_room // int(slots.cpus[shape]) if int(slots.cpus[shape]) > 0 else big
+    if kind == WHOLE:
+        by_gpu = gpu_room // int(slots.gpus[shape])
+    elif kind == SHARE:
+        by_gpu = gpu_room * int(slots.per_gpu[shape]) + int(fixed[shape])
+    else:
+        by_gpu = big
+    return int(min(by_gpu, by_cpu))
 
 
 def candidate_nodes(problem: DefragProblem) -> np.ndarray:
@@ -543,7 +774,8 @@ def order_moves(
 
 
 class Solved(NamedTuple):
-    """What a solver returned: column values (None: no solution), status, emptied-node bound."""
+    """What a solver returned: column values (None: no solution), status, and a bound on
+    the primary objective (nodes emptied, or integer-weighted workload slots)."""
 
     values: np.ndarray | None
     status: Status
@@ -564,7 +796,13 @@ def finish_exact(
     model was built). Ordering the moves stops at the ``deadline`` (the start
     is kept then, with status ``time_limit``); seconds count from its start.
     """
-    values, status, bound = solved
+    values, status, primary_bound = solved
+    maximises: Objective = "emptied" if rows is None else rows.objective
+    if rows is None and problem.options.chosen_objective == "workload":
+        maximises = "workload"
+    bound: int | float | None = primary_bound
+    if primary_bound is not None and rows is not None and rows.slots is not None:
+        bound = rows.workload_bound(primary_bound)
     notes: list[str] = []
     moves: list[tuple[str, str, str]] | None = None
     if values is not None and rows is not None:
@@ -587,8 +825,27 @@ def finish_exact(
                 moves = None
     plan = None
     if moves is not None:
-        plan = make_plan(problem, method, moves, seconds=0.0, status=status, bound=bound)
-    if plan is None or plan_score(plan) < plan_score(start):
+        plan = make_plan(
+            problem, method, moves, seconds=0.0, status=status, bound=bound, maximises=maximises
+        )
+        if rows is not None and rows.slots is not None and values is not None:
+            counted = rows.slots.weighted(
+                rows.slots.placement_value(problem, rows.final_nodes(values))
+            )
+            laid_out = plan.metrics.workload_slots_after
+            if laid_out is not None and abs(counted - laid_out) > 1e-6:
+                notes.append(
+                    f"the model counts {counted:.4g} workload slots after the plan, the C7 "
+                    f"layout {laid_out:.4g} (moved shares go best fit onto partly used GPUs); "
+                    "the bound is on the model's count"
+                )
+                if plan.status == "optimal":
+                    plan = plan.model_copy(update={"status": "feasible"})
+    if rows is not None and rows.slots is not None:
+        score = _model_score(problem, rows.slots)
+    else:
+        score = plan_score
+    if plan is None or score(plan) < score(start):
         if values is not None and plan is not None:
             notes.append(f"the {start.method} start was better than the solver's plan; kept it")
         plan = make_plan(
@@ -598,19 +855,37 @@ def finish_exact(
             seconds=0.0,
             status=status if plan is not None or values is None else "feasible",
             bound=bound,
+            maximises=maximises,
         )
     return plan.model_copy(
         update={"seconds": time.perf_counter() - deadline.started, "notes": notes}
     )
 
 
-def plan_score(plan: MigrationPlan) -> tuple[int, int]:
-    """Better plans score higher: most nodes emptied, then fewest moves."""
+def _model_score(problem: DefragProblem, slots: SlotModel) -> Any:
+    """Plans scored by X9's count of the workload slots (the model's), then fewest moves."""
+    index = problem.index
+
+    def score(plan: MigrationPlan) -> tuple[float, int]:
+        final = index.task_node.copy()
+        for move in plan.moves:
+            final[index.task_pos[move.task]] = index.node_pos[move.to]
+        return float(slots.placement_value(problem, final)), -plan.metrics.moves
+
+    return score
+
+
+def plan_score(plan: MigrationPlan) -> tuple[float, int]:
+    """Better plans score higher: most nodes emptied (or, for the workload objective, most
+    weighted workload slots), then fewest moves."""
+    if plan.maximises == "workload" and plan.metrics.workload_slots_after is not None:
+        return plan.metrics.workload_slots_after, -plan.metrics.moves
     return plan.metrics.emptied, -plan.metrics.moves
 
 
 def build_cpsat(rows: DefragRows, deadline: Deadline | None = None) -> tuple[Any, list[Any]]:
-    """A CP-SAT model of ``rows``: one Boolean per column, one constraint per row.
+    """A CP-SAT model of ``rows``: one Boolean per x and e column (an integer per X9 column),
+    one constraint per row.
 
     With a ``deadline``, raises :class:`gpuopt.solvers.deadline.DeadlineExceeded`
     once it passes (checked every few thousand variables and at every row).
@@ -630,6 +905,23 @@ def build_cpsat(rows: DefragRows, deadline: Deadline | None = None) -> tuple[Any
         ]
     deadline.check()
     variables += [model.new_bool_var(f"e_{index.node_ids[n]}") for n in rows.candidates.tolist()]
+    if rows.slots is not None:  # X9: integer columns, named by what they count
+        names = [""] * rows.num_cols
+        for node, col in enumerate(rows.y_col.tolist()):
+            if col >= 0:
+                names[col] = f"y_{index.node_ids[node]}"
+                names[int(rows.z_col[node])] = f"z_{index.node_ids[node]}"
+        for node, share, col in rows.u_cols.tolist():
+            names[col] = f"u_{index.node_ids[node]}_{share}"
+        for node, shape, col in rows.k_cols.tolist():
+            names[col] = f"k_{index.node_ids[node]}_{shape}"
+        first = len(variables)
+        variables += [
+            model.new_int_var(0, int(rows.col_upper[col]), names[col])
+            for col in range(first, rows.num_cols)
+        ]
+        for col in np.flatnonzero(rows.col_upper[:first] < 0.5).tolist():
+            model.add(variables[col] == 0)  # e columns fixed at 0 (X9)
     weighted_sum = cp_model.LinearExpr.weighted_sum
     for family in rows.families:
         starts = family.start.tolist()
@@ -670,44 +962,43 @@ def _solve_lexicographic(
     log: bool,
     progress: Progress | None,
 ) -> Solved:
-    """Phase 1: most nodes emptied (its bound is the plan's bound); phase 2: fewest moves.
+    """Phase 1: the primary objective (its bound is the plan's bound); phase 2: fewest moves.
 
-    The objective ``weight * emptied - moves`` is solved in its two
-    lexicographic parts because HiGHS proves the emptied count far sooner
-    alone (``docs/benchmarks.md``). Phase 2 keeps phase 1's count as a row
-    (X0) and starts from its solution; it gets what phase 1 left before the
+    The objective ``weight * primary - moves`` (primary: nodes emptied, or the
+    integer-weighted workload slots of X9) is solved in its two lexicographic
+    parts because HiGHS proves the primary part far sooner alone
+    (``docs/benchmarks.md``). Phase 2 keeps phase 1's value as a row (X0) and
+    starts from its solution; it gets what phase 1 left before the
     ``deadline`` and is skipped (phase 1's plan, status ``time_limit``) when
     that is too little for HiGHS.
     """
-    num_x = rows.num_x
     weighted, offset = rows.cost.copy(), rows.offset
-    rows.cost = np.zeros(rows.num_cols)
-    rows.cost[num_x:] = 1.0
-    rows.offset = 0.0
+    rows.cost = rows.primary.copy()
+    rows.offset = rows.primary_offset
     first = deadline.share(PHASE_ONE_SHARE)
     values, status, bound = solve_rows(
         rows, first, seed, threads, start_values, log, progress, INTEGER_GAP
     )
-    emptied_bound = None if bound is None else math.floor(bound + 1e-6)
+    primary_bound = None if bound is None else math.floor(bound + 1e-6)
     if values is None:
         rows.cost, rows.offset = weighted, offset
-        return Solved(None, _plan_status(status), emptied_bound)
-    emptied = round(float(values[num_x:].sum()))
-    keep = [(list(range(num_x, rows.num_cols)), [1.0] * int(rows.candidates.size))]
-    rows.families.append(row_family("x0", keep, float(emptied), math.inf))
-    rows.cost = weighted.copy()
-    rows.cost[num_x:] = 0.0
-    rows.offset = offset
+        return Solved(None, _plan_status(status), primary_bound)
+    reached = round(rows.primary_value(values))
+    nonzero = np.flatnonzero(rows.primary)
+    keep = [(nonzero.tolist(), rows.primary[nonzero].tolist())]
+    rows.families.append(row_family("x0", keep, reached - rows.primary_offset, math.inf))
+    rows.cost = weighted - rows.weight * rows.primary
+    rows.offset = offset - rows.weight * rows.primary_offset
     second, second_status, _ = solve_rows(
         rows, deadline.remaining(), seed, threads, values, log, progress, INTEGER_GAP
     )
     rows.families.pop()
-    rows.cost = weighted
-    if second is not None and round(float(second[num_x:].sum())) >= emptied:
+    rows.cost, rows.offset = weighted, offset
+    if second is not None and round(rows.primary_value(second)) >= reached:
         values = second
-    proven = emptied_bound is not None and emptied_bound <= emptied
+    proven = primary_bound is not None and primary_bound <= reached
     final: Status = "optimal" if proven and second_status == "optimal" else "time_limit"
-    return Solved(values, final, emptied_bound)
+    return Solved(values, final, primary_bound)
 
 
 def _plan_status(status: str) -> Status:
@@ -738,8 +1029,12 @@ def solve_from(
     hinted: bool = True,
     log: bool = False,
     progress: Progress | None = None,
+    slots: SlotModel | None = None,
 ) -> MigrationPlan:
     """Solve the exact model of ``problem`` (budgets in its options) from the ``start`` plan.
+
+    With ``slots`` the primary objective is the workload's slots (X9; the
+    snapshot's ``options.workload`` gives the metrics), else nodes emptied.
 
     The rows are not built when the ``deadline`` leaves no time for them;
     ``hinted`` starts the solver from ``start`` (a MIP start, or a hint on
@@ -752,7 +1047,7 @@ def solve_from(
     if deadline.affords(ROWS_SECONDS_PER_PAIR * pairs):
         options = problem.options
         rows = DefragRows.build(
-            problem, max_moves=options.max_moves, group_budget=options.group_budget
+            problem, max_moves=options.max_moves, group_budget=options.group_budget, slots=slots
         )
     if solver == "cpsat":
         solved = _solve_cpsat(rows, start, deadline, seed, threads, hinted, log)

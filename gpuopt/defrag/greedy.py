@@ -10,6 +10,14 @@ tasks, then fewest used GPUs); every task of a node must move away, directly
 that is neither being emptied nor idle, or the node is left as it was. Rounds
 repeat with fresh partitions while they still empty nodes. How each rule of
 ``models/defrag.md`` holds is written in :mod:`gpuopt.defrag._shard`.
+
+For the workload objective (``options.objective``, X9 of ``models/defrag.md``)
+the same engine keeps a node's evacuation only when it raises the workload's
+weighted slots, places each task where the fewest slots are lost (then best
+fit), tries first the nodes whose evacuation would gain most, and replaces the
+fill pass by single moves that raise the slots; rounds go on while they gain.
+Every step it keeps raises the slots (as X9 counts them), so the plan never
+lowers them.
 """
 
 from __future__ import annotations
@@ -24,16 +32,20 @@ from typing import Any, Literal
 import numpy as np
 
 import gpuopt.progress
+from gpuopt.cluster.model import Objective
 from gpuopt.defrag._shard import NO_LIMIT, Shard, empty_nodes
 from gpuopt.defrag.problem import DefragProblem, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
+from gpuopt.defrag.workload import SlotModel, resolve
 from gpuopt.solvers.deadline import Deadline
 
 #: Called after each partition with (partitions done, partitions in the round, round).
 Progress = Callable[[int, int, int], None]
-Ranking = Literal["easiest", "least_used"]
+Ranking = Literal["easiest", "least_used", "gain"]
 #: The node orders ipc tries in every partition (the best result is kept).
 IPC_RANKINGS: tuple[Ranking, ...] = ("easiest", "least_used")
+#: ... for the workload objective: the nodes whose evacuation gains most slots first.
+WORKLOAD_RANKINGS: tuple[Ranking, ...] = ("gain", "easiest")
 
 #: Below this many nodes per worker, extra processes cost more than they save.
 MIN_NODES_PER_WORKER = 2000
@@ -64,8 +76,10 @@ SHARD_TASK_ARRAYS = (
 class ClusterState:
     """Where every task is now and what every node has free (global positions)."""
 
-    def __init__(self, problem: DefragProblem) -> None:
+    def __init__(self, problem: DefragProblem, slots: SlotModel | None = None) -> None:
         index = problem.index
+        self.slots = slots
+        self.partial = None if slots is None else slots.partial_of(index.task_node, index.num_nodes)
         self.index = index
         self.task_node = index.task_node.copy()
         self.free_gpus = index.node_gpus - _bincount(index.task_node, index.task_gpus, index)
@@ -94,7 +108,16 @@ class ClusterState:
             if self.free_extra.shape[1]:
                 self.free_extra[source] += index.task_extra[task]
                 self.free_extra[target] -= index.task_extra[task]
+            if self.slots is not None and self.partial is not None:
+                self.partial[source] -= self.slots.task_slots[task]
+                self.partial[target] += self.slots.task_slots[task]
         self.moves.extend(moves)
+
+    def value(self) -> int:
+        """Integer-weighted workload slots now (X9's count; 0 without a workload)."""
+        if self.slots is None or self.partial is None:
+            return 0
+        return self.slots.value(self.free_gpus, self.free_cpus, self.partial)
 
     def shard(
         self,
@@ -141,6 +164,8 @@ class ClusterState:
             exact=exact,
             exact_seconds=exact_seconds,
             min_node_gpus=self.min_node_gpus,
+            slots=None if self.slots is None else self.slots.take(nodes, tasks),
+            partial=None if self.partial is None else self.partial[nodes],
         )
 
 
@@ -167,10 +192,22 @@ def _rank(
     has_hp = np.bincount(task_node, weights=index.task_hp[tasks], minlength=size) > 0
     candidate = (count > 0) & ~locked & (index.node_gpus[nodes] >= state.min_node_gpus)
     tie = rng.permutation(size)
-    # easiest: no HP task, fewest tasks, fewest GPUs; least_used: as a descheduler's pass
-    keys: list[np.ndarray] = (
-        [tie, used, count, has_hp] if ranking == "easiest" else [tie, count, used]
-    )
+    # easiest: no HP task, fewest tasks, fewest GPUs; least_used: as a descheduler's pass;
+    # gain: most workload slots gained when the node is free of its tasks, then fewest tasks
+    keys: list[np.ndarray]
+    if ranking == "gain" and state.slots is not None and state.partial is not None:
+        slots = state.slots
+        now = slots.node_values(
+            state.free_gpus[nodes], state.free_cpus[nodes], state.partial[nodes], nodes
+        )
+        freed = slots.node_values(
+            index.node_gpus[nodes], index.node_cpus[nodes], slots.fixed_slots[nodes], nodes
+        )
+        keys = [tie, count, now - freed]
+    elif ranking == "easiest":
+        keys = [tie, used, count, has_hp]
+    else:
+        keys = [tie, count, used]
     order: np.ndarray = np.lexsort(keys)
     ranked: np.ndarray = order[candidate[order]]
     return ranked
@@ -275,6 +312,7 @@ def solve_ipc(
     >>> plan.metrics.emptied, plan.metrics.fragmented_after
     (2, 0)
     """
+    problem, objective = resolve(problem)
     options = problem.options
     partition_size = options.partition_size if partition_size is None else partition_size
     depth = options.depth if depth is None else depth
@@ -289,7 +327,8 @@ def solve_ipc(
         partition_size=partition_size,
         depth=depth,
         rounds=rounds,
-        rankings=IPC_RANKINGS,
+        rankings=WORKLOAD_RANKINGS if objective == "workload" else IPC_RANKINGS,
+        objective=objective,
         time_limit=time_limit,
         max_moves=max_moves,
         group_budget=group_budget,
@@ -322,12 +361,16 @@ def _run(
     workers: int | None,
     executor: Any,
     progress: Progress | None,
+    objective: Objective = "emptied",
 ) -> MigrationPlan:
     deadline = Deadline(time_limit)
     started = deadline.started
     check_options(problem)
     index = problem.index
-    state = ClusterState(problem)
+    slots = None
+    if objective == "workload":
+        slots = SlotModel.build(problem, problem.options.target_workload())
+    state = ClusterState(problem, slots)
     rng = np.random.default_rng(seed)
     num_nodes = index.num_nodes
     parts = max(1, -(-num_nodes // partition_size))
@@ -377,9 +420,9 @@ def _run(
                 if moves is None:
                     status = "partial"
                     continue
-                before = _emptied_count(state)
+                before = _emptied_count(state) if slots is None else state.value()
                 state.apply(moves)
-                gained += _emptied_count(state) - before
+                gained += (_emptied_count(state) if slots is None else state.value()) - before
                 for task, _, _ in moves:
                     group = int(index.task_group[task])
                     if group >= 0:
@@ -396,7 +439,13 @@ def _run(
         for task, source, target in state.moves
     ]
     return make_plan(
-        problem, method, named, seconds=time.perf_counter() - started, status=status, notes=notes
+        problem,
+        method,
+        named,
+        seconds=time.perf_counter() - started,
+        status=status,
+        notes=notes,
+        maximises=objective,
     )
 
 

@@ -1,6 +1,6 @@
 """The exact defragmentation model (``models/defrag.md``) solved with HiGHS, from the ``ipc`` plan.
 
-The labelled row families (X1-X5, X7, X8), the two lexicographic HiGHS phases and
+The labelled row families (X1-X5, X7-X9), the two lexicographic HiGHS phases and
 the make-before-break ordering (X6) are in :mod:`gpuopt.defrag.exact`, which
 feeds the same rows to CP-SAT (:func:`gpuopt.defrag.cpsat.solve_cpsat`): one
 model, two solvers. This module adds the warm start: the ``ipc`` plan.
@@ -26,6 +26,7 @@ from gpuopt.defrag.exact import (
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.problem import DefragProblem, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
+from gpuopt.defrag.workload import SlotModel, capacity_slots_bound, resolve
 from gpuopt.result import Status, count_gap
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import Progress
@@ -57,7 +58,8 @@ def prepare(
         return problem, initial
     if warm:
         return problem, solve_ipc(problem, seed=seed, time_limit=deadline.remaining())
-    return problem, make_plan(problem, "none", [], seconds=0.0)
+    objective = problem.options.chosen_objective
+    return problem, make_plan(problem, "none", [], seconds=0.0, maximises=objective)
 
 
 def solve_exact(
@@ -82,11 +84,18 @@ def solve_exact(
     """
     deadline = Deadline(time_limit)
     check_options(problem)
+    problem, objective = resolve(problem)
     budgets = budgeted(problem, max_moves, group_budget)
     columns = model_columns(budgets)
     if columns > exact.MAX_COLUMNS:  # ipc's own heuristic runs inside: no separate start
         return solve_partitions(budgets, solver, columns, deadline, seed, initial)
     problem, start = prepare(problem, initial, warm, seed, max_moves, group_budget, deadline)
+    slots = None
+    if objective == "workload":
+        slots = SlotModel.build(problem, problem.options.target_workload())
+        if start.maximises != "workload":  # an initial plan made for another objective
+            moves = [(m.task, m.source, m.to) for m in start.moves]
+            start = make_plan(problem, start.method, moves, seconds=0.0, maximises="workload")
     return solve_from(
         problem,
         start,
@@ -97,6 +106,7 @@ def solve_exact(
         hinted=warm or initial is not None,
         log=log,
         progress=progress,
+        slots=slots,
     )
 
 
@@ -139,22 +149,36 @@ def solve_partitions(
         f"exactly (at most {min(share, PARTITION_SECONDS):.2g} s each), not the whole snapshot",
         *plan.notes,
     ]
-    if start is not None and plan_score(start) > plan_score(plan):
-        notes.append(f"the {start.method} start was better than the partitions' plan; kept it")
+    maximises = plan.maximises
+    if start is not None:
         moves = [(m.task, m.source, m.to) for m in start.moves]
-        plan = make_plan(problem, solver, moves, seconds=0.0)
-    bound = capacity_bound(problem)
-    notes.append(
-        f"bound {bound}: the most nodes whose GPUs and CPUs fit in the cluster's free "
-        "capacity (a count, not a proof that this plan is optimal)"
-    )
+        start = make_plan(problem, start.method, moves, seconds=0.0, maximises=maximises)
+        if plan_score(start) > plan_score(plan):
+            notes.append(f"the {start.method} start was better than the partitions' plan; kept it")
+            plan = make_plan(problem, solver, moves, seconds=0.0, maximises=maximises)
+    bound: int | float
+    if maximises == "workload":
+        bound = capacity_slots_bound(
+            problem, SlotModel.build(problem, problem.options.target_workload())
+        )
+        notes.append(
+            f"bound {bound:.1f}: the weighted slots of each shape with every movable task gone "
+            "from each node and within the cluster's free GPUs and CPUs (a count, not a proof "
+            "that this plan is optimal)"
+        )
+    else:
+        bound = capacity_bound(problem)
+        notes.append(
+            f"bound {bound}: the most nodes whose GPUs and CPUs fit in the cluster's free "
+            "capacity (a count, not a proof that this plan is optimal)"
+        )
     status = Status.FEASIBLE if plan.status == Status.HEURISTIC else plan.status
     return plan.model_copy(
         update={
             "method": solver,
             "status": status,
             "bound": bound,
-            "gap": count_gap(plan.metrics.emptied, bound),
+            "gap": count_gap(plan.objective if plan.objective is not None else 0, bound),
             "seconds": time.perf_counter() - deadline.started,
             "notes": notes,
         }

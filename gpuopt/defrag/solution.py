@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt._model import MAX_ID_LENGTH
-from gpuopt.cluster.model import Node, Task
+from gpuopt.cluster.model import Node, Objective, Task
 from gpuopt.cluster.rules import PodTerms, budget_allowance, budget_cover, refusal
 from gpuopt.cluster.shares import MILLI, Devices, layout, share_of
 from gpuopt.defrag.problem import DefragProblem, scaled, selector_matches
@@ -41,8 +41,25 @@ class Move(BaseModel):
     wave: int = Field(default=0, ge=0)
 
 
+class ShapeSlots(BaseModel):
+    """Slots of one shape of the target workload before and after a plan (X9)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    shape: str
+    frequency: float
+    before: int
+    after: int
+
+
 class PlanMetrics(BaseModel):
-    """What a plan achieves (recomputed by :func:`evaluate`)."""
+    """What a plan achieves (recomputed by :func:`evaluate`).
+
+    With a target workload (``options.workload``), ``workload_slots_before``
+    and ``workload_slots_after`` are its weighted slots (``models/defrag.md``,
+    X9: the sum over shapes of frequency x copies that fit at once, counted on
+    the C7 layout) and ``shapes`` the slots of each shape; None otherwise.
+    """
 
     model_config = ConfigDict(extra="ignore")
 
@@ -54,23 +71,33 @@ class PlanMetrics(BaseModel):
     idle_nodes_before: int = 0
     idle_nodes_after: int = 0
     waves: int = 0
+    workload_slots_before: float | None = None
+    workload_slots_after: float | None = None
+    shapes: list[ShapeSlots] | None = None
 
 
 class MigrationPlan(Result):
     """The plan JSON of DESIGN.md section 5: a :class:`gpuopt.Result` with moves and metrics.
 
-    ``bound`` is a proven upper bound on the number of nodes that can be
-    emptied (exact methods only) and ``gap`` = (bound - emptied) / bound.
+    ``maximises`` names the objective: ``emptied`` (nodes emptied, then
+    fewest moves) or ``workload`` (weighted slots of the target workload, then
+    fewest moves). ``objective`` is its value (nodes emptied, or
+    ``metrics.workload_slots_after``); ``bound`` is a proven upper bound on it
+    (exact methods only) and ``gap`` = (bound - objective) / bound.
     """
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
     document: ClassVar[str] = "a plan"
 
     status: ResultStatus = ResultStatus.HEURISTIC
-    objective: int | None = Field(
-        default=None, description="Nodes emptied (what every method maximises first)."
+    maximises: Objective = Field(
+        default="emptied", description="What the method maximised first: 'emptied' or 'workload'."
     )
-    bound: int | None = None
+    objective: int | float | None = Field(
+        default=None,
+        description="Nodes emptied, or the weighted workload slots after the plan (maximises).",
+    )
+    bound: int | float | None = None
     moves: list[Move] = Field(default_factory=list)
     emptied: list[str] = Field(default_factory=list)
     metrics: PlanMetrics
@@ -85,8 +112,14 @@ class MigrationPlan(Result):
             f"fragmented nodes {m.fragmented_before} -> {m.fragmented_after} "
             f"({self.seconds:.2f} s)"
         )
+        if m.workload_slots_before is not None and m.workload_slots_after is not None:
+            text += (
+                f", workload slots {m.workload_slots_before:.1f} -> {m.workload_slots_after:.1f}"
+            )
         if self.bound is not None:
-            text += f", bound {self.bound} nodes"
+            unit = "workload slots" if self.maximises == "workload" else "nodes"
+            shown = f"{self.bound:.1f}" if isinstance(self.bound, float) else str(self.bound)
+            text += f", bound {shown} {unit}"
         return text
 
 
@@ -393,22 +426,51 @@ def assign_waves(
     return [move for _, _, move in placed]
 
 
-def _gpu_state(problem: DefragProblem, moves: Sequence[Move]) -> tuple[dict[str, int], set[str]]:
-    """GPUs in use on each node after ``moves`` (C7: a shared GPU counts once); nodes in use."""
+class _GpuState(NamedTuple):
+    used: dict[str, int]  # GPUs in use per node (C7: a shared GPU counts once)
+    occupied: set[str]  # nodes running a task
+    devices: dict[str, Devices] | None  # the laid-out GPUs (None: no task holds a share)
+    cpus: dict[str, int]  # milli-CPUs in use per node
+
+
+def _gpu_state(problem: DefragProblem, moves: Sequence[Move]) -> _GpuState:
+    """GPUs and CPUs in use on each node after ``moves``; nodes in use; the GPU layout."""
     index = problem.index
     where = {t.id: t.node for t in problem.tasks}
     for move in moves:
         where[move.task] = move.to
     used = {n.id: 0 for n in problem.nodes}
+    cpus = {n.id: 0 for n in problem.nodes}
+    for task in problem.tasks:
+        cpus[where[task.id]] += scaled(task.cpus)
     occupied = set(where.values())
     if index.task_milli.size and int(index.task_milli.min()) < MILLI:
         devices, over = _layouts(problem, where, {move.task for move in moves})
         for node_id, node_devices in devices.items():
             used[node_id] = node_devices.used + over[node_id]
-        return used, occupied
+        return _GpuState(used, occupied, devices, cpus)
     for task in problem.tasks:
         used[where[task.id]] += task.gpus
-    return used, occupied
+    return _GpuState(used, occupied, None, cpus)
+
+
+def workload_slots(
+    problem: DefragProblem, states: Sequence[_GpuState]
+) -> list[tuple[float, list[int]]]:
+    """Weighted slots of the target workload and the slots of each shape, per state (X9)."""
+    from gpuopt.defrag.workload import layout_slots, shape_admits
+
+    workload = problem.options.target_workload()
+    admits = shape_admits(problem, workload)
+    out = []
+    for state in states:
+        free_gpus = {n.id: n.gpus - state.used[n.id] for n in problem.nodes}
+        free_cpus = {n.id: scaled(n.cpus) - state.cpus[n.id] for n in problem.nodes}
+        table = layout_slots(problem, workload, admits, state.devices, free_gpus, free_cpus)
+        per_shape = [int(v) for v in table.sum(axis=1)]
+        weighted = sum(f * v for f, v in zip(workload.frequencies, per_shape, strict=True))
+        out.append((round(weighted, 6), per_shape))
+    return out
 
 
 def count_fragmented(problem: DefragProblem, used: dict[str, int]) -> int:
@@ -418,8 +480,10 @@ def count_fragmented(problem: DefragProblem, used: dict[str, int]) -> int:
 
 def evaluate(problem: DefragProblem, moves: Sequence[Move]) -> tuple[PlanMetrics, list[str]]:
     """Metrics of a (legal) move list and the nodes it empties, in snapshot order."""
-    before, occupied_before = _gpu_state(problem, ())
-    after, occupied_after = _gpu_state(problem, moves)
+    state_before = _gpu_state(problem, ())
+    state_after = _gpu_state(problem, moves)
+    before, occupied_before = state_before.used, state_before.occupied
+    after, occupied_after = state_after.used, state_after.occupied
     emptied = [
         n.id for n in problem.nodes if n.id in occupied_before and n.id not in occupied_after
     ]
@@ -433,6 +497,27 @@ def evaluate(problem: DefragProblem, moves: Sequence[Move]) -> tuple[PlanMetrics
         idle_nodes_after=sum(1 for n in problem.nodes if n.id not in occupied_after),
         waves=(max(m.wave for m in moves) + 1) if moves else 0,
     )
+    if problem.options.workload is not None:
+        (slots_before, shapes_before), (slots_after, shapes_after) = workload_slots(
+            problem, (state_before, state_after)
+        )
+        workload = problem.options.target_workload()
+        metrics = metrics.model_copy(
+            update={
+                "workload_slots_before": slots_before,
+                "workload_slots_after": slots_after,
+                "shapes": [
+                    ShapeSlots(shape=str(shape), frequency=f, before=b, after=a)
+                    for shape, f, b, a in zip(
+                        workload.shapes,
+                        workload.frequencies,
+                        shapes_before,
+                        shapes_after,
+                        strict=True,
+                    )
+                ],
+            }
+        )
     return metrics, emptied
 
 
@@ -443,22 +528,31 @@ def make_plan(
     *,
     seconds: float,
     status: Status = "heuristic",
-    bound: int | None = None,
+    bound: int | float | None = None,
     notes: Sequence[str] = (),
+    maximises: Objective = "emptied",
 ) -> MigrationPlan:
-    """Build a :class:`MigrationPlan` from ordered ``(task, source, target)`` moves."""
+    """Build a :class:`MigrationPlan` from ordered ``(task, source, target)`` moves.
+
+    With ``maximises="workload"`` the objective is the weighted workload slots
+    after the plan (the snapshot must carry ``options.workload``).
+    """
     waved = assign_waves(moves, problem)
     metrics, emptied = evaluate(problem, waved)
+    objective: int | float | None = metrics.emptied
+    if maximises == "workload":  # None on a snapshot without options.workload
+        objective = metrics.workload_slots_after
     return MigrationPlan(
         method=method,
         status=status,
-        objective=metrics.emptied,
+        maximises=maximises,
+        objective=objective,
         moves=waved,
         emptied=emptied,
         seconds=seconds,
         metrics=metrics,
         bound=bound,
-        gap=count_gap(metrics.emptied, bound),
+        gap=None if objective is None else count_gap(objective, bound),
         notes=list(notes),
     )
 
@@ -480,6 +574,7 @@ __all__ = [
     "MigrationPlan",
     "Move",
     "PlanMetrics",
+    "ShapeSlots",
     "apply_plan",
     "assign_waves",
     "count_fragmented",

@@ -508,6 +508,7 @@ def read_openb(
     lock_qos: Collection[str] = (),
     seed: int = 0,
     name: str | None = None,
+    workload: bool = True,
 ) -> tuple[DefragProblem, OpenbReport]:
     """Replay an openb trace onto its nodes and return the snapshot and a report.
 
@@ -539,6 +540,11 @@ def read_openb(
         Seed of the ``"random"`` policy.
     name
         Snapshot name; default ``openb-<pod file name without extension>``.
+    workload
+        Record the trace's typical workload (FGD's most common shapes covering
+        95 % of the pod file's pods, :func:`gpuopt.sharing.typical_workload`)
+        as the snapshot's ``options.workload``, so that defragmentation
+        maximises their slots by default (``models/defrag.md``, X9).
 
     Returns
     -------
@@ -625,6 +631,9 @@ def read_openb(
     snapshot: dict[str, Any] = {"name": snapshot_name, "nodes": nodes, "tasks": tasks}
     if timed:
         snapshot["now"] = snapshot_time
+    typical = _typical_items(pods) if workload else None
+    if typical:
+        snapshot["options"] = {"workload": typical}
     problem = validate_object(
         DefragProblem,
         snapshot,
@@ -646,6 +655,35 @@ def read_openb(
         seconds=time.perf_counter() - started,
     )
     return problem, report
+
+
+def _typical_items(pods: list[_Pod]) -> list[dict[str, Any]] | None:
+    """The typical workload of ``pods`` as ``options.workload`` items (FGD's shapes); pods
+    asking for neither CPU nor GPU are left out (they fit anywhere). None: no such pod."""
+    from gpuopt.sharing.workload import Shape, typical_workload
+
+    shapes = []
+    for pod in pods:
+        try:
+            shapes.append(
+                Shape(pod.cpu_milli, pod.gpu_milli if pod.gpus else 0, pod.gpus, pod.spec)
+            )
+        except ProblemError:
+            continue  # a shape the simulator could not run either (e.g. over 8 GPUs)
+    shapes = [s for s in shapes if s.gpus or s.cpu_milli]
+    if not shapes:
+        return None
+    typical = typical_workload(shapes)
+    return [
+        {
+            "cpu_milli": s.cpu_milli,
+            "gpu_milli": s.gpu_milli,
+            "gpus": s.gpus,
+            "models": list(s.models),
+            "weight": f,
+        }
+        for s, f in zip(typical.shapes, typical.frequencies, strict=True)
+    ]
 
 
 __all__ = [

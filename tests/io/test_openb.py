@@ -369,3 +369,22 @@ def test_times_become_the_clock_and_start_times(tmp_path: Path) -> None:
     assert [t.last_checkpoint for t in preemption.tasks] == [starts[t.id] for t in preemption.tasks]
     untimed, _ = replay(tmp_path, TIMED_PODS, at=-1)
     assert untimed.now is None
+
+
+def test_the_snapshot_records_the_typical_workload(tmp_path: Path) -> None:
+    # 6 pods of 1 GPU with 1000m CPU, 3 of 0.5 GPU on model A, 1 CPU-only: the typical
+    # workload (95 % by count) keeps all three shapes, by count 6:3:1
+    pods = [pod(f"w{k}") for k in range(6)]
+    pods += [pod(f"s{k}", milli=500, spec="A") for k in range(3)]
+    pods += [pod("c0", 0, cpu=2000)]
+    problem, _ = replay(tmp_path, pods, fractional="round")  # the shapes come from the file
+    workload = problem.options.target_workload()
+    assert [str(shape) for shape in workload.shapes] == [
+        "cpu 1000m, 1x1000m GPU",
+        "cpu 1000m, 1x500m GPU on A",
+        "cpu 2000m, no GPU",
+    ]
+    assert workload.frequencies == pytest.approx((0.6, 0.3, 0.1))
+    assert problem.options.chosen_objective == "workload"
+    problem, _ = replay(tmp_path, pods, fractional="round", workload=False)
+    assert problem.options.workload is None and problem.options.chosen_objective == "emptied"
