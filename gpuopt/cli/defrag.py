@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuopt.cli.common import (
     EXIT_OK,
@@ -25,6 +25,12 @@ from gpuopt.cli.common import (
     write_text,
 )
 from gpuopt.errors import ProblemError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from gpuopt.defrag.problem import DefragProblem
+    from gpuopt.defrag.solution import MigrationPlan
 
 #: Where the real traces live when this repository sits beside ``shared/``.
 #: The flags that override the snapshot's own ``options`` (argparse dest names).
@@ -207,8 +213,8 @@ def run_diagnose(args: argparse.Namespace) -> int:
     from gpuopt.defrag.solution import load_plan, violations
 
     check_outputs(args)
-    if args.request is None and not args.pending:
-        raise ProblemError("diagnose: give --request SHAPE, --pending, or both.")
+    if args.request is None and not args.pending and args.workload is None:
+        raise ProblemError("diagnose: give --request SHAPE, --pending, --workload, or several.")
     problem = load_snapshot(args.snapshot)
     plan = None
     if args.plan:
@@ -224,7 +230,16 @@ def run_diagnose(args: argparse.Namespace) -> int:
         show_pending(
             console(args.quiet), problem, plan or make_plan(problem, "none", [], seconds=0)
         )
+        if args.request is None and args.workload is None:
+            return EXIT_OK
+    fragmentation: dict[str, Any] = {}
+    if args.workload is not None:
+        fragmentation = show_workload(console(args.quiet), problem, plan, args.workload)
         if args.request is None:
+            if args.out:
+                import json
+
+                write_text(args.out, json.dumps({"workload": fragmentation}, indent=1) + "\n")
             return EXIT_OK
     request = parse_request(args.request, same_asw=args.same_asw)
     if plan is not None:
@@ -234,7 +249,9 @@ def run_diagnose(args: argparse.Namespace) -> int:
     if args.out:
         import json
 
-        data = {key: value.to_dict() for key, value in results.items()}
+        data: dict[str, Any] = {key: value.to_dict() for key, value in results.items()}
+        if fragmentation:
+            data["workload"] = fragmentation
         write_text(args.out, json.dumps(data, indent=1) + "\n")
     shown = console(args.quiet)
     from rich.table import Table
@@ -247,6 +264,46 @@ def run_diagnose(args: argparse.Namespace) -> int:
         table.add_row(*row)
     shown.print(table)
     return EXIT_OK
+
+
+def show_workload(
+    shown: Console, problem: DefragProblem, plan: MigrationPlan | None, source: str
+) -> dict[str, Any]:
+    """Print the workload-aware fragmentation (now, and after ``plan``); return it as JSON."""
+    from rich.table import Table
+
+    from gpuopt.defrag.solution import apply_plan
+    from gpuopt.defrag.workload import pending_workload
+    from gpuopt.sharing.diagnosis import workload_fragmentation
+    from gpuopt.sharing.workload import Workload
+
+    workload: Workload | None
+    if source:
+        workload = Workload.load(source)
+        origin = source
+    else:
+        workload = problem.options.target_workload()
+        origin = "the snapshot's workload"
+        if workload is None:
+            workload = pending_workload(problem)
+            origin = "the waiting pods' shapes"
+        if workload is None:
+            raise ProblemError(
+                "diagnose --workload: the snapshot carries no workload and no waiting pods; "
+                "give a workload file (--workload FILE)."
+            )
+    reports = {"now": workload_fragmentation(problem, workload)}
+    if plan is not None:
+        reports["after"] = workload_fragmentation(apply_plan(problem, plan), workload)
+    table = Table(title=f"{problem.name}: fragmentation for {origin} ({len(workload)} shapes)")
+    table.add_column("")
+    for name in reports:
+        table.add_column(name, justify="right")
+    table.add_row("fragmented GPUs", *(f"{r.fragmented_gpus:,.1f}" for r in reports.values()))
+    table.add_row("idle GPUs", *(f"{r.idle_gpus:,.1f}" for r in reports.values()))
+    table.add_row("share of idle", *(f"{100 * r.share_of_idle:.1f} %" for r in reports.values()))
+    shown.print(table)
+    return {name: report.to_dict() for name, report in reports.items()}
 
 
 # --------------------------------------------------------------------------- snapshot
@@ -453,6 +510,16 @@ def add_commands(commands: Any) -> None:
         type=positive_int,
         default=1,
         help="the request needs this many copies under one access switch (default 1)",
+    )
+    diag.add_argument(
+        "--workload",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="FILE",
+        help="report the workload-aware fragmentation (FGD's, models/sharing.md F1) in GPUs and "
+        "as a share of idle GPU, for the workload in FILE (a JSON list of shapes), or, without "
+        "FILE, the snapshot's own workload, else its waiting pods' shapes (default: off)",
     )
     diag.add_argument("--plan", help="a plan JSON: diagnose before and after it")
     add_out(diag, "write the diagnosis JSON here")

@@ -1,7 +1,8 @@
 """The replay commands of ``gpuopt``: ``replay openb`` and ``replay plot``.
 
     gpuopt replay openb [--data DIR] [--trace default] [--policy fgd] [--seeds 42-51]
-        [--inflation 1.3] [--out r.json] [--plot r.png] [--quiet]
+        [--inflation 1.3] [--defrag-every K] [--defrag-moves B] [--repair]
+        [--out r.json] [--plot r.png] [--quiet]
     gpuopt replay plot r1.json r2.json ... --out fig.png
 
 ``replay openb`` replays an openb pod list on the 1,213 GPU nodes with the FGD
@@ -32,6 +33,7 @@ from gpuopt.errors import ProblemError
 
 DEFAULT_SEEDS = "42-51"
 inflation_factor = number_type(float, lambda v: 0.01 <= v <= 10, "a number from 0.01 to 10")
+whole_number = number_type(int, lambda v: 0 <= v <= 10**9, "a whole number from 0 to 10^9")
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -56,7 +58,9 @@ def parse_seeds(text: str) -> list[int]:
 def run_openb(args: argparse.Namespace) -> int:
     """``gpuopt replay openb``: one policy's allocation curve on an openb trace."""
     from gpuopt.io.data import trace_folder
+    from gpuopt.sharing.defrag import ShareDefrag
     from gpuopt.sharing.replay import load_openb, replay
+    from gpuopt.sharing.workload import typical_workload
 
     to_stdout = args.out == "-"
     if not to_stdout:
@@ -64,8 +68,23 @@ def run_openb(args: argparse.Namespace) -> int:
     check_output_folder(args.plot, "--plot", picture=True)
     folder = trace_folder("openb", args.data)
     state, pods = load_openb(folder, args.trace)
+    workload = typical_workload(p.shape for p in pods).with_memory(
+        (p.shape, p.memory_mib) for p in pods
+    )
+    defrag = None
+    if args.defrag_every or args.repair:
+        defrag = ShareDefrag(workload, budget=args.defrag_moves)
     result = replay(
-        state, pods, args.policy, args.seeds, inflation=args.inflation, trace=args.trace
+        state,
+        pods,
+        args.policy,
+        args.seeds,
+        inflation=args.inflation,
+        trace=args.trace,
+        workload=workload,
+        hook=defrag if args.defrag_every else None,
+        hook_every=args.defrag_every,
+        repair=defrag if args.repair else None,
     )
     data = result.to_dict()
     text = json.dumps(data, indent=None) + "\n"
@@ -167,6 +186,27 @@ def add_commands(commands: Any) -> None:
         "--out",
         help="write the result JSON here ('-': stdout, instead of the summary) "
         "(default: not written)",
+    )
+    openb.add_argument(
+        "--defrag-every",
+        type=whole_number,
+        default=0,
+        metavar="K",
+        help="every K arrivals, move running pods so that the workload's fragmentation falls "
+        "(gpuopt.sharing.defrag; 0: never) (default 0)",
+    )
+    openb.add_argument(
+        "--defrag-moves",
+        type=whole_number,
+        default=16,
+        metavar="B",
+        help="moves at most per defragmentation round (default 16)",
+    )
+    openb.add_argument(
+        "--repair",
+        action="store_true",
+        help="when a pod fits nowhere, try to make room by moving a few running pods "
+        "(counted as moves) (default: off, the simulator's protocol)",
     )
     openb.add_argument("--plot", help="write a picture of the curve here (default: none)")
     add_quiet(openb, "print nothing on stdout (default: the summary line)")

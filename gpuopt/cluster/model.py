@@ -494,10 +494,11 @@ class Pending(_Extended):
         return self
 
 
-class WorkloadShape(BaseModel):
+class WorkloadShape(_Extended):
     """One shape of a target workload (``gpuopt.sharing.workload``'s JSON list item)."""
 
     model_config = _CONFIG
+    _quiet_defaults: ClassVar[frozenset[str]] = frozenset({"memory_mib"})
 
     cpu_milli: int = Field(ge=0, le=10**12, description="CPU in thousandths of a core.")
     gpu_milli: int = Field(
@@ -508,6 +509,9 @@ class WorkloadShape(BaseModel):
         default_factory=list, max_length=100, description="GPU models it may run on (any)."
     )
     weight: float = Field(gt=0, le=1e12, description="Relative frequency.")
+    memory_mib: int = Field(
+        default=0, ge=0, le=10**12, description="Memory it asks for, in MiB (0: none stated)."
+    )
 
 
 #: What defragmentation maximises first (``models/defrag.md``): nodes emptied, or the

@@ -562,7 +562,13 @@ def apply_plan(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
     where = {t.id: t.node for t in problem.tasks}
     for move in _as_moves(plan):
         where[move.task] = move.to
-    tasks = [t.model_copy(update={"node": where[t.id]}) for t in problem.tasks]
+    # a moved task's GPU indices named GPUs of its old node: it takes GPUs anew (C7 layout)
+    tasks = [
+        t
+        if where[t.id] == t.node
+        else t.model_copy(update={"node": where[t.id], "gpu_indices": None})
+        for t in problem.tasks
+    ]
     return problem.model_copy(update={"tasks": tasks})
 
 

@@ -61,7 +61,13 @@ class ShareDefrag:
     """
 
     def __init__(
-        self, workload: Workload, *, budget: int = 16, nodes: int = 64, min_gain: float = 1.0
+        self,
+        workload: Workload,
+        *,
+        budget: int = 16,
+        nodes: int = 64,
+        min_gain: float = 1.0,
+        tries: int = 16,
     ) -> None:
         if budget < 0 or nodes < 1 or min_gain < 0:
             raise ProblemError(
@@ -72,6 +78,7 @@ class ShareDefrag:
         self.budget = budget
         self.nodes = nodes
         self.min_gain = min_gain
+        self.tries = tries
         self.moves = 0
         self._table: object = None
         self._target: TargetArrays | None = None
@@ -205,6 +212,153 @@ class ShareDefrag:
             made += 1
         self.moves += made
         return made
+
+    def _free_cpu(
+        self, state: ShareState, running: dict[int, tuple[Pod, Placement]], pod: Pod
+    ) -> tuple[Placement | None, int]:
+        """Place ``pod`` where its GPUs fit but CPU or memory is short, by moving CPU-only
+        pods off that node (fewest moves first; at most :attr:`tries` nodes tried)."""
+        shape = pod.shape
+        fits = (
+            (state.max_left >= shape.gpu_milli)
+            if shape.is_share
+            else (state.free_count >= shape.gpus)
+        )
+        if shape.gpus and shape.models:
+            fits &= state.model_mask(shape.models)
+        fits &= (state.cpu_left < shape.cpu_milli) | (state.mem_left < pod.memory_mib)
+        candidates = np.flatnonzero(fits)
+        if candidates.size == 0:
+            return None, 0
+        cpu_only: dict[int, list[tuple[int, int, int]]] = {}
+        wanted = set(candidates.tolist())
+        for key, (other, (node, _)) in running.items():
+            if other.shape.gpus == 0 and node in wanted:
+                cpu_only.setdefault(node, []).append((other.shape.cpu_milli, other.memory_mib, key))
+        plans: list[tuple[int, int, list[int]]] = []
+        for node, pods in cpu_only.items():
+            cpu_short = shape.cpu_milli - int(state.cpu_left[node])
+            mem_short = pod.memory_mib - int(state.mem_left[node])
+            chosen: list[int] = []
+            for cpu, mem, key in sorted(pods, reverse=True):
+                if cpu_short <= 0 and mem_short <= 0:
+                    break
+                chosen.append(key)
+                cpu_short -= cpu
+                mem_short -= mem
+            if cpu_short <= 0 and mem_short <= 0:
+                plans.append((len(chosen), int(self._rank_of(node)), chosen))
+        plans.sort(key=lambda plan: plan[:2])
+        for _, _, keys in plans[: self.tries]:
+            node = running[keys[0]][1][0]
+            moved = _move_all(self, state, running, keys, node)
+            if moved is None:
+                continue
+            devices = state.default_devices(node, shape)
+            if state.why_not(node, pod, devices) is None:
+                for key, other, _, new in moved:
+                    running[key] = (other, new)
+                self.moves += len(moved)
+                return (node, devices), len(moved)
+            for _, other, old, new in reversed(moved):  # pragma: no cover - undo
+                state.remove(other, new)
+                state.place(other, old)
+        return None, 0
+
+    def _rank_of(self, node: int) -> int:
+        return node
+
+    def make_room(
+        self, state: ShareState, running: dict[int, tuple[Pod, Placement]], pod: Pod
+    ) -> tuple[Placement | None, int]:
+        """Place ``pod``, which fits nowhere now, by emptying one GPU for it (the repair).
+
+        The GPU is one whose pods (GPU shares or a one-GPU pod) can all move to
+        other nodes (each where fragmentation grows least) and whose node then
+        has the CPU and memory ``pod`` asks; GPUs holding fewest pods are tried
+        first, at most :attr:`tries` of them. Returns the pod's placement (None
+        when no GPU can be emptied; nothing changes then) and the moves made.
+        Only one-GPU pods (whole or a share) are repaired this way.
+        """
+        shape = pod.shape
+        placed = self._free_cpu(state, running, pod)
+        if placed[0] is not None or shape.gpus != 1:
+            return placed
+        nodes, gpus = state.left.shape
+        count = np.zeros((nodes, gpus), dtype=np.int64)
+        cpu = np.zeros((nodes, gpus), dtype=np.int64)
+        mem = np.zeros((nodes, gpus), dtype=np.int64)
+        wide = np.zeros((nodes, gpus), dtype=bool)
+        holders: dict[tuple[int, int], list[int]] = {}
+        for key, (other, (node, devices)) in running.items():
+            for gpu in devices:
+                count[node, gpu] += 1
+                cpu[node, gpu] += other.shape.cpu_milli
+                mem[node, gpu] += other.memory_mib
+                wide[node, gpu] |= len(devices) > 1
+                holders.setdefault((node, gpu), []).append(key)
+        ok = (count > 0) & ~wide & (state.left >= 0)
+        ok &= (state.cpu_left[:, None] + cpu) >= shape.cpu_milli
+        ok &= (state.mem_left[:, None] + mem) >= pod.memory_mib
+        if shape.models:
+            ok &= state.model_mask(shape.models)[:, None]
+        rows, slots = np.nonzero(ok)
+        if rows.size == 0:
+            return None, 0
+        order = np.lexsort(
+            (count[rows, slots] * MILLI - state.left[rows, slots], count[rows, slots])
+        )
+        for pick in order[: self.tries].tolist():
+            node, gpu = int(rows[pick]), int(slots[pick])
+            moved: list[tuple[int, Pod, Placement, Placement]] = []
+            for key in holders[(node, gpu)]:
+                other, placement = running[key]
+                state.remove(other, placement)
+                moved.append((key, other, placement, placement))
+            done = True
+            for number, (key, other, placement, _) in enumerate(moved):
+                found = self.best_target(state, other, node)
+                if found is None:
+                    done = False
+                    break
+                state.place(other, found[0])
+                moved[number] = (key, other, placement, found[0])
+            target = (node, (gpu,))
+            if done and state.why_not(node, pod, target[1]) is None:
+                for key, other, _, new in moved:
+                    running[key] = (other, new)
+                self.moves += len(moved)
+                return target, len(moved)
+            for _, other, old, new in reversed(moved):  # undo
+                if new is not old:
+                    state.remove(other, new)
+                state.place(other, old)
+        return None, 0
+
+
+def _move_all(
+    defrag: ShareDefrag,
+    state: ShareState,
+    running: dict[int, tuple[Pod, Placement]],
+    keys: list[int],
+    source: int,
+) -> list[tuple[int, Pod, Placement, Placement]] | None:
+    """Move the pods ``keys`` off node ``source``, each where F grows least; None (and no
+    change) when one of them fits nowhere else."""
+    moved: list[tuple[int, Pod, Placement, Placement]] = []
+    for key in keys:
+        other, placement = running[key]
+        state.remove(other, placement)
+        found = defrag.best_target(state, other, source)
+        if found is None:
+            state.place(other, placement)
+            for _, back, old, new in reversed(moved):
+                state.remove(back, new)
+                state.place(back, old)
+            return None
+        state.place(other, found[0])
+        moved.append((key, other, placement, found[0]))
+    return moved
 
 
 def total_fragmentation(state: ShareState, workload: Workload) -> float:

@@ -57,6 +57,16 @@ OPENB_TRACES = ("default", "multigpu50", "gpushare100", "gpuspec33")
 OPENB_NODES = "openb_node_list_gpu_node.csv"
 
 
+class RepairHook(Protocol):
+    """Asked to make room when a pod fits nowhere (:meth:`ShareDefrag.make_room
+    <gpuopt.sharing.defrag.ShareDefrag.make_room>`): the pod's placement or None, and the
+    moves made."""
+
+    def make_room(
+        self, state: ShareState, running: dict[int, tuple[Pod, Placement]], pod: Pod
+    ) -> tuple[Placement | None, int]: ...
+
+
 class ReplayHook(Protocol):
     """Called every K arrivals with the state and the running pods; returns the moves made."""
 
@@ -225,6 +235,7 @@ def replay(
     trace: str = "trace",
     hook: ReplayHook | None = None,
     hook_every: int = 0,
+    repair: RepairHook | None = None,
 ) -> ReplayResult:
     """Replay ``pods`` on (a copy of) ``state`` with ``policy`` for each seed.
 
@@ -301,6 +312,9 @@ def replay(
                 tick = clock()
                 placement = chooser.choose(current, pod)
                 decisions.append(clock() - tick)
+                if placement is None and repair is not None:
+                    placement, made = repair.make_room(current, running, pod)
+                    moves += made
                 if placement is None:
                     fails += 1
                 else:

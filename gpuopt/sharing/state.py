@@ -235,6 +235,8 @@ class ShareState:
             for node in cluster.nodes
         ]
         state = cls.from_node_dicts(nodes)
+        index = getattr(cluster, "index", None)
+        layouts = getattr(index, "devices", None) or {}
         # shares named by index first, so that the ones placed best-fit see them
         tasks = sorted(cluster.tasks, key=lambda t: getattr(t, "gpu_indices", None) is None)
         for task in tasks:
@@ -249,6 +251,9 @@ class ShareState:
             memory = 0 if task.memory is None else round(float(task.memory))
             pod = Pod(shape, memory)
             indices = getattr(task, "gpu_indices", None)
+            laid_out = layouts.get(task.node)
+            if indices is None and laid_out is not None and task.id in laid_out.holders:
+                indices = list(laid_out.holders[task.id][0])  # C7: as the cluster lays it out
             devices = tuple(indices) if indices is not None else state.default_devices(node, shape)
             problem = state.why_not(node, pod, devices)
             if problem:

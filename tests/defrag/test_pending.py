@@ -68,4 +68,4 @@ def test_cli_for_pending_and_diagnose_pending(tmp_path: Path, capsys: Any) -> No
     assert main(["diagnose", str(path), "--pending", "--plan", str(out)]) == 0
     assert "waiting pods that fit: 1 now, 2 after the plan" in capsys.readouterr().out
     assert main(["diagnose", str(path)]) == 2
-    assert "give --request SHAPE, --pending, or both" in capsys.readouterr().err
+    assert "give --request SHAPE, --pending, --workload, or several" in capsys.readouterr().err

@@ -187,7 +187,15 @@ def test_unknown_policy_and_fgd_without_workload() -> None:
         make_policy("nope", rank=np.arange(2), rng=np.random.default_rng(0))
     with pytest.raises(ProblemError, match="needs a target workload"):
         make_policy("fgd", rank=np.arange(2), rng=np.random.default_rng(0))
-    assert set(POLICIES) == {"random", "bestfit", "packing", "clustering", "dotprod", "fgd"}
+    assert set(POLICIES) == {
+        "random",
+        "bestfit",
+        "packing",
+        "clustering",
+        "dotprod",
+        "fgd",
+        "gpuopt",
+    }
 
 
 def test_place_and_remove_keep_the_derived_arrays() -> None:
