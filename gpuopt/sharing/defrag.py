@@ -1,4 +1,4 @@
-"""Defragmentation for a target workload over GPU shares: moves that lower FGD's fragmentation.
+"""Defragmentation for a target workload over GPU shares (rules M1-M3 of ``models/sharing.md``).
 
 :class:`ShareDefrag` moves running pods (GPU shares, one-GPU pods and CPU-only
 pods) between nodes so that the cluster's workload-aware fragmentation

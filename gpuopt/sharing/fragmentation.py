@@ -1,4 +1,4 @@
-"""FGD's workload-aware GPU fragmentation (Weng et al., ATC'23), vectorised and memoised.
+"""FGD's workload-aware GPU fragmentation (rules F1-F2 of ``models/sharing.md``), vectorised.
 
 For a target workload M (shapes m with frequencies p_m, :class:`Workload`), the
 fragment of node n for shape m (``benchmarks/fgd/NOTES.md`` section 1.3, the

@@ -1,4 +1,4 @@
-"""Where one arriving pod goes: the FGD simulator's six policies, exactly as it scores them.
+"""Where one arriving pod goes: the FGD simulator's six policies and gpuopt's (P1-P5).
 
 Every policy answers ``choose(state, pod) -> (node, GPU indices)`` or None
 when the pod fits nowhere, over a :class:`~gpuopt.sharing.state.ShareState`.

@@ -1,4 +1,4 @@
-"""Replay a pod trace with the FGD simulator's protocol and measure the allocation ratio.
+"""Replay a pod trace with the FGD simulator's protocol (rules R1-R3) and measure allocation.
 
 The protocol (``benchmarks/fgd/NOTES.md`` sections 3 and 6; Weng et al., ATC'23,
 ``hkust-adsl/kubernetes-scheduler-simulator``), per seed:
