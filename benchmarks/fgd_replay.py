@@ -24,7 +24,9 @@ from pathlib import Path
 
 from gpuopt.cli.replay import parse_seeds
 from gpuopt.io.data import trace_folder
+from gpuopt.sharing.defrag import ShareDefrag
 from gpuopt.sharing.replay import OPENB_TRACES, load_openb, replay
+from gpuopt.sharing.workload import typical_workload
 
 HERE = Path(__file__).resolve().parent
 POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
@@ -60,6 +62,9 @@ def main() -> int:
     parser.add_argument("--traces", default=",".join(OPENB_TRACES))
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--results", default="fgd-results", help="folder of per-run JSON")
+    parser.add_argument("--defrag-every", type=int, default=0, help="as gpuopt replay openb")
+    parser.add_argument("--defrag-moves", type=int, default=16, help="as gpuopt replay openb")
+    parser.add_argument("--repair", action="store_true", help="as gpuopt replay openb")
     parser.add_argument("--out", default=None, help="markdown table (default: stdout)")
     args = parser.parse_args()
     folder = trace_folder("openb", args.data)
@@ -70,12 +75,29 @@ def main() -> int:
     timing: dict[str, list[float]] = {}
     for trace in args.traces.split(","):
         state, pods = load_openb(folder, trace)
+        workload = typical_workload(p.shape for p in pods).with_memory(
+            (p.shape, p.memory_mib) for p in pods
+        )
         for policy in args.policies.split(","):
-            path = results / f"{trace}-{policy}.json"
+            moving = args.defrag_every or args.repair
+            suffix = f"-every{args.defrag_every}-moves{args.defrag_moves}" if moving else ""
+            suffix += "-repair" if args.repair else ""
+            path = results / f"{trace}-{policy}{suffix}.json"
             data = json.loads(path.read_text()) if path.exists() else None
             if data is None or data["seeds"] != args.seeds:
                 started = time.perf_counter()
-                result = replay(state, pods, policy, args.seeds, trace=trace)
+                defrag = ShareDefrag(workload, budget=args.defrag_moves) if moving else None
+                result = replay(
+                    state,
+                    pods,
+                    policy,
+                    args.seeds,
+                    trace=trace,
+                    workload=workload,
+                    hook=defrag if args.defrag_every else None,
+                    hook_every=args.defrag_every,
+                    repair=defrag if args.repair else None,
+                )
                 data = result.to_dict()
                 path.write_text(json.dumps(data) + "\n")
                 print(
@@ -84,9 +106,12 @@ def main() -> int:
                     flush=True,
                 )
             ours = (data["allocated"][100], data["allocated"][130])
-            theirs = reference[(trace, policy)]
+            # gpuopt's own policy is compared with the published FGD: it must be at or above
+            theirs = reference[(trace, "fgd" if policy == "gpuopt" else policy)]
             timing.setdefault(policy, []).append(data["decision_ms_median"])
-            rows.append((trace, policy, ours, theirs, data["seconds"], data["failed_pods"]))
+            label = f"{policy} (vs FGD)" if policy == "gpuopt" else policy
+            label += f", {data['moves'] / len(args.seeds):.0f} moves/seed" if moving else ""
+            rows.append((trace, label, ours, theirs, data["seconds"], data["failed_pods"]))
     lines = [
         f"Seeds {args.seeds[0]}-{args.seeds[-1]} ({len(args.seeds)}), allocation ratio (% of "
         "the 6,212 GPUs), mean over the seeds; published = the simulator's "
@@ -99,14 +124,16 @@ def main() -> int:
     worst = 0.0
     for trace, policy, ours, theirs, seconds, failed in rows:
         diffs = [o - t for o, t in zip(ours, theirs, strict=True)]
-        worst = max(worst, *(abs(d) for d in diffs))
+        if not policy.startswith("gpuopt") and not args.defrag_every and not args.repair:
+            worst = max(worst, *(abs(d) for d in diffs))
         lines.append(
             f"| {trace} | {policy} | {ours[0]:.2f} | {theirs[0]:.2f} | {diffs[0]:+.2f} "
             f"| {ours[1]:.2f} | {theirs[1]:.2f} | {diffs[1]:+.2f} | {failed:.0f} | {seconds:.0f} |"
         )
     lines += [
         "",
-        f"Largest difference: {worst:.2f} point(s) (target: within {TOLERANCE}).",
+        f"Largest difference of the simulator's policies: {worst:.2f} point(s) (target: "
+        f"within {TOLERANCE}).",
         "",
         "| policy | median ms per pod (each trace) |",
         "| --- | --- |",
