@@ -31,7 +31,7 @@ import numpy as np
 from gpuopt.errors import ProblemError
 from gpuopt.sharing.fragmentation import FragmentMemo, TargetArrays, fragment_matrix
 from gpuopt.sharing.state import Placement, Pod, ShareState
-from gpuopt.sharing.workload import MILLI, Workload
+from gpuopt.sharing.workload import MILLI, Shape, Workload
 
 
 @dataclass(frozen=True)
@@ -174,24 +174,54 @@ class ShareDefrag:
             devices = state.default_devices(node, shape)
         return (node, devices), float(change[pick])
 
+    def _two_best(self, state: ShareState, pod: Pod) -> list[tuple[Placement, float]]:
+        """The two nodes (with the pod's GPUs) where ``pod``'s arrival lowers F most."""
+        candidates = np.flatnonzero(state.feasible(pod))
+        if candidates.size == 0:
+            return []
+        change, lefts = self._arrival(state, pod, state.state_id[candidates])
+        best: list[tuple[Placement, float]] = []
+        for pick in np.argsort(change, kind="stable")[:2].tolist():
+            node = int(candidates[pick])
+            if pod.shape.is_share:
+                devices: tuple[int, ...] = (
+                    int(np.flatnonzero(state.left[node] == lefts[pick])[0]),
+                )
+            else:
+                devices = state.default_devices(node, pod.shape)
+            best.append(((node, devices), float(change[pick])))
+        return best
+
     def __call__(self, state: ShareState, running: dict[int, tuple[Pod, Placement]]) -> int:
         """One round on ``state``; moves are applied to it and to ``running``. Returns moves."""
         if self.budget == 0 or not running:
             return 0
         frag = self.fragmentation(state, state.state_id)
         worst = set(np.argsort(-frag, kind="stable")[: self.nodes].tolist())
+        chosen = [
+            (key, pod, placement)
+            for key, (pod, placement) in running.items()
+            if placement[0] in worst and pod.shape.gpus <= 1
+        ]
+        if not chosen:
+            return 0
+        # F of each source once its candidate has left, in one batch
+        gone = np.array([self._without(state, pod, placement) for _, pod, placement in chosen])
+        leave = self.fragmentation(state, gone)
+        # per kind of pod (shape and memory), the two best targets over all nodes: a
+        # candidate takes the best unless it is its own node, then the second
+        targets: dict[tuple[Shape, int], list[tuple[Placement, float]]] = {}
         proposals: list[Move] = []
-        for key, (pod, placement) in running.items():
-            node = placement[0]
-            if node not in worst or pod.shape.gpus > 1:
-                continue
-            leave = self.fragmentation(state, np.array([self._without(state, pod, placement)]))
-            left_change = float(leave[0] - frag[node])
-            found = self.best_target(state, pod, node)
+        for number, (key, pod, placement) in enumerate(chosen):
+            kind = (pod.shape, pod.memory_mib)
+            if kind not in targets:
+                targets[kind] = self._two_best(state, pod)
+            source = placement[0]
+            found = next((t for t in targets[kind] if t[0][0] != source), None)
             if found is None:
                 continue
             destination, arrive_change = found
-            gain = -(left_change + arrive_change)
+            gain = -(float(leave[number] - frag[source]) + arrive_change)
             if gain >= self.min_gain:
                 proposals.append(Move(key, pod, placement, destination, gain))
         proposals.sort(key=lambda move: -move.gain)

@@ -1,0 +1,66 @@
+"""gpuopt diagnose --workload: FGD's fragmentation of a snapshot (F1-F3), from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuopt.cli import main
+from gpuopt.cluster.model import Cluster
+from gpuopt.sharing.diagnosis import workload_fragmentation
+from gpuopt.sharing.workload import Shape, Workload
+
+NODES = [
+    {"id": "a", "gpus": 2, "cpus": 16, "memory": 100},
+    {"id": "b", "gpus": 1, "cpus": 16, "memory": 100},
+]
+TASKS = [{"id": "s", "node": "a", "gpus": 1, "gpu_milli": 700, "cpus": 2, "memory": 10}]
+HALF = Workload((Shape(4000, 500, 1),), (1.0,))
+
+
+def cluster(nodes: list[dict[str, object]]) -> Cluster:
+    return Cluster.model_validate({"nodes": nodes, "tasks": TASKS})
+
+
+def test_a_tainted_node_counts_all_its_idle_gpu() -> None:
+    tainted = [NODES[0], {**NODES[1], "taints": [{"key": "x", "effect": "NoSchedule"}]}]
+    open_nodes = workload_fragmentation(
+        Cluster.model_validate({"nodes": NODES, "tasks": TASKS}), HALF
+    )
+    closed = workload_fragmentation(
+        Cluster.model_validate({"nodes": tainted, "tasks": TASKS}), HALF
+    )
+    assert (open_nodes.fragmented_gpus, closed.fragmented_gpus) == (0.3, 1.3)
+    assert closed.idle_gpus == 2.3
+
+
+def test_memory_counts_when_the_workload_states_it() -> None:
+    hungry = Workload(HALF.shapes, HALF.frequencies, (95,))  # a has 90 MiB left, b 100
+    assert workload_fragmentation(cluster(NODES), hungry).fragmented_gpus == 1.3
+
+
+def test_cli_reports_the_snapshots_workload_and_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshot = tmp_path / "snap.json"
+    options = {"workload": json.loads(HALF.to_json())}
+    snapshot.write_text(json.dumps({"nodes": NODES, "tasks": TASKS, "options": options}))
+    out = tmp_path / "diag.json"
+    assert main(["diagnose", str(snapshot), "--workload", "--out", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "fragmented GPUs" in shown and "13.0 %" in shown
+    data = json.loads(out.read_text())
+    assert data["workload"]["now"]["fragmented_gpus"] == 0.3
+    whole = tmp_path / "whole.json"
+    whole.write_text(Workload((Shape(1000, 1000, 1),), (1.0,)).to_json())
+    assert main(["diagnose", str(snapshot), "--workload", str(whole), "--quiet"]) == 0
+
+
+def test_cli_without_a_workload_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snapshot = tmp_path / "snap.json"
+    snapshot.write_text(json.dumps({"nodes": NODES, "tasks": TASKS}))
+    assert main(["diagnose", str(snapshot), "--workload"]) == 2
+    err = capsys.readouterr().err
+    assert "carries no workload and no waiting pods" in err and "Traceback" not in err
