@@ -80,6 +80,7 @@ class ShareDefrag:
         self.min_gain = min_gain
         self.tries = tries
         self.moves = 0
+        self._held: _Holdings | None = None
         self._table: object = None
         self._target: TargetArrays | None = None
         self._memo: FragmentMemo | None = None
@@ -298,6 +299,13 @@ class ShareDefrag:
     def _rank_of(self, node: int) -> int:
         return node
 
+    def _holdings(self, state: ShareState, running: dict[int, tuple[Pod, Placement]]) -> _Holdings:
+        """Who holds each GPU, brought up to date with ``running`` (built once per replay)."""
+        if self._held is None or self._held.running is not running:
+            self._held = _Holdings(running, *state.left.shape)
+        self._held.sync()
+        return self._held
+
     def make_room(
         self, state: ShareState, running: dict[int, tuple[Pod, Placement]], pod: Pod
     ) -> tuple[Placement | None, int]:
@@ -314,20 +322,9 @@ class ShareDefrag:
         placed = self._free_cpu(state, running, pod)
         if placed[0] is not None or shape.gpus != 1:
             return placed
-        nodes, gpus = state.left.shape
-        count = np.zeros((nodes, gpus), dtype=np.int64)
-        cpu = np.zeros((nodes, gpus), dtype=np.int64)
-        mem = np.zeros((nodes, gpus), dtype=np.int64)
-        wide = np.zeros((nodes, gpus), dtype=bool)
-        holders: dict[tuple[int, int], list[int]] = {}
-        for key, (other, (node, devices)) in running.items():
-            for gpu in devices:
-                count[node, gpu] += 1
-                cpu[node, gpu] += other.shape.cpu_milli
-                mem[node, gpu] += other.memory_mib
-                wide[node, gpu] |= len(devices) > 1
-                holders.setdefault((node, gpu), []).append(key)
-        ok = (count > 0) & ~wide & (state.left >= 0)
+        held = self._holdings(state, running)
+        count, cpu, mem, wide, holders = held.count, held.cpu, held.mem, held.wide, held.on_gpu
+        ok = (count > 0) & (wide == 0) & (state.left >= 0)
         ok &= (state.cpu_left[:, None] + cpu) >= shape.cpu_milli
         ok &= (state.mem_left[:, None] + mem) >= pod.memory_mib
         if shape.models:
@@ -341,7 +338,7 @@ class ShareDefrag:
         for pick in order[: self.tries].tolist():
             node, gpu = int(rows[pick]), int(slots[pick])
             moved: list[tuple[int, Pod, Placement, Placement]] = []
-            for key in holders[(node, gpu)]:
+            for key in sorted(holders[(node, gpu)]):
                 other, placement = running[key]
                 state.remove(other, placement)
                 moved.append((key, other, placement, placement))
@@ -364,6 +361,51 @@ class ShareDefrag:
                     state.remove(other, new)
                 state.place(other, old)
         return None, 0
+
+
+class _Holdings:
+    """The pods on each GPU of a replay's running pods, kept up to date incrementally."""
+
+    def __init__(self, running: dict[int, tuple[Pod, Placement]], nodes: int, gpus: int) -> None:
+        self.running = running
+        self.count = np.zeros((nodes, gpus), dtype=np.int64)
+        self.cpu = np.zeros((nodes, gpus), dtype=np.int64)
+        self.mem = np.zeros((nodes, gpus), dtype=np.int64)
+        self.wide = np.zeros((nodes, gpus), dtype=np.int64)  # pods of several GPUs here
+        self.on_gpu: dict[tuple[int, int], set[int]] = {}
+        self.where: dict[int, Placement] = {}
+        self.pods: dict[int, Pod] = {}
+
+    def _change(self, key: int, pod: Pod, placement: Placement, sign: int) -> None:
+        node, devices = placement
+        for gpu in devices:
+            self.count[node, gpu] += sign
+            self.cpu[node, gpu] += sign * pod.shape.cpu_milli
+            self.mem[node, gpu] += sign * pod.memory_mib
+            self.wide[node, gpu] += sign * (len(devices) > 1)
+            holders = self.on_gpu.setdefault((node, gpu), set())
+            if sign > 0:
+                holders.add(key)
+            else:
+                holders.discard(key)
+
+    def sync(self) -> None:
+        """Follow the pods that arrived, moved or left since the last call."""
+        for key, (pod, placement) in self.running.items():
+            known = self.where.get(key)
+            if known == placement:
+                continue
+            if known is not None:
+                self._change(key, pod, known, -1)
+            self._change(key, pod, placement, 1)
+            self.where[key] = placement
+            self.pods[key] = pod
+        if len(self.where) > len(self.running):
+            for key in [k for k in self.where if k not in self.running]:
+                self._gone(key)
+
+    def _gone(self, key: int) -> None:  # pragma: no cover - the replay never removes pods
+        self._change(key, self.pods.pop(key), self.where.pop(key), -1)
 
 
 def _move_all(
