@@ -8,8 +8,8 @@ and works on any :class:`~gpuopt.sharing.state.ShareState`.
 
 One call (a *round*):
 
-1. Rank the nodes by fragmentation ``F_n`` and take the pods on the
-   ``nodes`` most fragmented ones as candidates (pods of at most one GPU).
+1. The candidates are the running pods of at most one GPU (with ``nodes``
+   set, only those on the ``nodes`` most fragmented nodes).
 2. For each candidate ``q`` on node ``a``: the change of ``F_a`` when ``q``
    leaves, plus the least change of ``F_b`` over the nodes ``b != a`` where
    ``q`` fits now (for a share, over the GPUs of ``b`` that hold it), computed
@@ -55,7 +55,7 @@ class ShareDefrag:
     budget
         Moves per round.
     nodes
-        How many of the most fragmented nodes give candidates each round.
+        How many of the most fragmented nodes give candidates each round (None: all).
     min_gain
         Least decrease of the cluster's fragmentation (GPU thousandths) a move must bring.
     """
@@ -65,11 +65,11 @@ class ShareDefrag:
         workload: Workload,
         *,
         budget: int = 16,
-        nodes: int = 64,
+        nodes: int | None = None,
         min_gain: float = 1.0,
         tries: int = 16,
     ) -> None:
-        if budget < 0 or nodes < 1 or min_gain < 0:
+        if budget < 0 or (nodes is not None and nodes < 1) or min_gain < 0:
             raise ProblemError(
                 f"defragmentation: budget {budget} must be >= 0, nodes {nodes} >= 1 and "
                 f"min_gain {min_gain} >= 0."
@@ -198,7 +198,7 @@ class ShareDefrag:
         if self.budget == 0 or not running:
             return 0
         frag = self.fragmentation(state, state.state_id)
-        worst = set(np.argsort(-frag, kind="stable")[: self.nodes].tolist())
+        worst = set(np.argsort(-frag, kind="stable")[: self.nodes or len(frag)].tolist())
         chosen = [
             (key, pod, placement)
             for key, (pod, placement) in running.items()
