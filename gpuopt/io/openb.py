@@ -396,7 +396,7 @@ def _check_options(
     if policy not in POLICIES:
         raise ProblemError(f"policy: expected 'spread', 'binpack' or 'random' (got {policy!r}).")
     if fractional not in FRACTIONAL_MODES:
-        raise ProblemError(f"fractional: expected 'round' or 'drop' (got {fractional!r}).")
+        raise ProblemError(f"fractional: expected 'share', 'round' or 'drop' (got {fractional!r}).")
     if fill is not None and (
         isinstance(fill, bool) or not isinstance(fill, int | float) or not 0 <= fill <= 1
     ):

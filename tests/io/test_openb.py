@@ -68,7 +68,7 @@ def replay(
         == report.pods_read
     )
     assert report.placed == len(problem.tasks)
-    assert report.gpus_allocated == sum(task.gpus for task in problem.tasks)
+    assert report.gpus_allocated == int(problem.index.node_used_gpus.sum())  # C7: GPUs in use
     assert report.gpus_total == sum(node.gpus for node in problem.nodes)
     return problem, report
 
@@ -175,6 +175,20 @@ def test_fractional_round_and_drop(tmp_path: Path) -> None:
     problem, report = replay(tmp_path, pods, fractional="drop")
     assert [task.id for task in problem.tasks] == ["whole", "two"]
     assert report.dropped_fractional == 1
+
+
+def test_shares_pack_onto_one_gpu(tmp_path: Path) -> None:
+    # C7: three shares (300 + 300 + 400) fill one GPU of a node; "round" gives each a GPU.
+    pods = [pod(f"s{i}", 1, milli=milli, created=i) for i, milli in enumerate((300, 300, 400))]
+    problem, report = replay(tmp_path, pods, policy="binpack", workload=False)
+    tasks = {task.id: task for task in problem.tasks}
+    assert {task.node for task in tasks.values()} == {tasks["s0"].node}
+    assert {tuple(task.gpu_indices or ()) for task in tasks.values()} == {(0,)}
+    assert report.gpus_allocated == 1
+    node = problem.index.node_pos[tasks["s0"].node]
+    assert int(problem.index.node_used_gpus[node]) == 1
+    _, rounded = replay(tmp_path, pods, policy="binpack", fractional="round", workload=False)
+    assert rounded.gpus_allocated == 3
 
 
 def test_qos_gives_priority_and_locks(tmp_path: Path) -> None:
@@ -335,7 +349,7 @@ def test_missing_file_and_column(tmp_path: Path) -> None:
     ("options", "message"),
     [
         ({"policy": "best"}, "policy: expected 'spread', 'binpack' or 'random' (got 'best')"),
-        ({"fractional": "keep"}, "fractional: expected 'round' or 'drop'"),
+        ({"fractional": "keep"}, "fractional: expected 'share', 'round' or 'drop'"),
         ({"fill": 1.5}, "fill: expected a share from 0 to 1 (got 1.5)"),
         ({"at": float("nan")}, "at: expected a time in seconds"),
         ({"asw_size": 0}, "asw_size: expected a whole number >= 1 or None (got 0)"),
