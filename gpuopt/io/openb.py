@@ -46,7 +46,8 @@ selector).
   has that much left, goes to the GPU with the least room that holds it
   (best fit), and the task records the share and that GPU
   (``gpu_indices``); with ``fractional="round"`` each holds one whole GPU
-  and the task records ``gpu_milli``; with ``fractional="drop"`` they are
+  and the task records ``gpu_milli`` and that GPU (so it is not packed with
+  other shares); with ``fractional="drop"`` they are
   left out and counted in :attr:`OpenbReport.dropped_fractional`.
   ``gpu_milli`` is ignored for pods that do not ask for exactly one GPU.
 * Pods that were never scheduled (blank ``scheduled_time``; in the trace these
@@ -609,7 +610,7 @@ def read_openb(
             continue
         chosen = cluster.take(node, pod)
         placed_at[k] = node
-        if fractional == "share" and pod.fractional:
+        if pod.fractional:  # its GPU: shared (share) or its own (round), as the replay put it
             share_gpu[k] = chosen[0]
         allocated += cluster.change
         if at is not None and math.isfinite(pod.deleted):
