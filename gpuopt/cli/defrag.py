@@ -118,16 +118,7 @@ def defrag_problem(args: argparse.Namespace) -> Any:
         from gpuopt.sharing.workload import Workload
 
         workload = Workload.load(args.workload)
-        updates["workload"] = [
-            {
-                "cpu_milli": s.cpu_milli,
-                "gpu_milli": s.gpu_milli,
-                "gpus": s.gpus,
-                "models": list(s.models),
-                "weight": f,
-            }
-            for s, f in zip(workload.shapes, workload.frequencies, strict=True)
-        ]
+        updates["workload"] = workload.to_items()
     if updates:
         merged = {**problem.options.model_dump(), **updates}
         checked = validate_object(DefragOptions, merged, what="options", source="options")

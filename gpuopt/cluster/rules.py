@@ -38,7 +38,7 @@ from gpuopt.cluster.kube import (
     selector_matches,
     untolerated,
 )
-from gpuopt.cluster.shares import Devices, share_layouts
+from gpuopt.cluster.shares import Devices, Holder, share_layouts
 
 # The rules read the cluster model through these protocols (``gpuopt.cluster.model``
 # imports this module, so it cannot be imported here).
@@ -75,9 +75,7 @@ class Node(Protocol):
     def gpus(self) -> int: ...
 
 
-class Task(PodSpec, Protocol):
-    @property
-    def id(self) -> str: ...
+class Task(PodSpec, Holder, Protocol):
     @property
     def node(self) -> str: ...
     @property
@@ -96,12 +94,6 @@ class Task(PodSpec, Protocol):
     def pod_affinity(self) -> list[PodAffinityTerm]: ...
     @property
     def pod_anti_affinity(self) -> list[PodAffinityTerm]: ...
-    @property
-    def gpus(self) -> int: ...
-    @property
-    def gpu_milli(self) -> int | None: ...
-    @property
-    def gpu_indices(self) -> list[int] | None: ...
 
 
 class Pending(Protocol):

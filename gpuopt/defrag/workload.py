@@ -128,16 +128,7 @@ def resolve(cluster: Cluster) -> tuple[Cluster, Objective]:
                 "objective 'workload' needs a workload (options.workload, --workload FILE) or "
                 "waiting pods in the snapshot; it has neither."
             )
-        items = [
-            {
-                "cpu_milli": s.cpu_milli,
-                "gpu_milli": s.gpu_milli,
-                "gpus": s.gpus,
-                "models": list(s.models),
-                "weight": f,
-            }
-            for s, f in zip(workload.shapes, workload.frequencies, strict=True)
-        ]
+        items = workload.to_items()
         update = {"workload": items, "objective": "workload"}
         cluster = cluster.model_copy(
             update={"options": options.model_validate({**options.model_dump(), **update})}

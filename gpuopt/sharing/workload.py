@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpuopt.errors import ProblemError, short
 
@@ -205,7 +206,11 @@ class Workload:
 
     def to_json(self) -> str:
         """The workload as a JSON list (see the module docstring); weights are the frequencies."""
-        rows = [
+        return json.dumps(self.to_items(), indent=1) + "\n"
+
+    def to_items(self) -> list[dict[str, Any]]:
+        """The workload as the list :meth:`from_json` reads (``memory_mib`` when stated)."""
+        rows: list[dict[str, Any]] = [
             {
                 "cpu_milli": s.cpu_milli,
                 "gpu_milli": s.gpu_milli,
@@ -217,7 +222,7 @@ class Workload:
         ]
         for row, memory in zip(rows, self.memory_mib, strict=False):
             row["memory_mib"] = memory
-        return json.dumps(rows, indent=1) + "\n"
+        return rows
 
     @classmethod
     def from_json(cls, text: str, *, source: str = "workload") -> Workload:
