@@ -27,6 +27,7 @@ also uses; :class:`FragmentMemo` caches the rows of interned node states.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,11 +151,63 @@ def node_fragmentation(state: ShareState, workload: Workload) -> Fragmentation:
     )
 
 
-class FragmentMemo:
-    """The fragment rows ``f[state id, :]`` of interned node states, computed once each."""
+#: A per-shape node measure: ``matrix(target, left, cpu_left, model_code, mem_left)`` ->
+#: rows x shapes, integers; :func:`fragment_matrix` (F1) or :func:`lost_usable_matrix` (U1).
+Measure = Callable[
+    [TargetArrays, np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None"], np.ndarray
+]
 
-    def __init__(self, target: TargetArrays) -> None:
+#: Slots of a shape that asks for no GPU, counted as unlimited (they weigh nothing in U1).
+NO_GPU_SLOTS = 1 << 20
+
+
+def slot_matrix(
+    target: TargetArrays,
+    left: np.ndarray,
+    cpu_left: np.ndarray,
+    model_code: np.ndarray,
+    mem_left: np.ndarray | None = None,
+) -> np.ndarray:
+    """``k[r, t]``: copies of shape t that fit on row r at once (rule U1 of models/sharing.md).
+
+    A share fits ``floor(l_g / s)`` times on each GPU, ``k`` whole GPUs fit
+    ``free // k`` times; CPU (and memory when the target states it) caps the
+    count; a GPU model the shape may not use gives 0.
+    """
+    usable = np.where(left >= 0, left, 0)  # rows x g
+    milli = np.maximum(target.milli, 1)[None, :, None]
+    share = (target.gpus == 1) & (target.milli < MILLI)
+    on_gpus = np.where(
+        share[None, :, None], usable[:, None, :] // milli, left[:, None, :] == MILLI
+    ).sum(axis=2)  # rows x t
+    by_gpu = np.where(share[None, :], on_gpus, on_gpus // np.maximum(target.gpus, 1)[None, :])
+    by_gpu = np.where(target.gpus[None, :] == 0, NO_GPU_SLOTS, by_gpu)
+    slots = np.minimum(by_gpu, cpu_left[:, None] // np.maximum(target.cpu, 1)[None, :])
+    if mem_left is not None and target.reads_memory:
+        slots = np.minimum(slots, mem_left[:, None] // np.maximum(target.memory, 1)[None, :])
+    return np.asarray(np.where(target.access[:, model_code].T, slots, 0), dtype=np.int64)
+
+
+def lost_usable_matrix(
+    target: TargetArrays,
+    left: np.ndarray,
+    cpu_left: np.ndarray,
+    model_code: np.ndarray,
+    mem_left: np.ndarray | None = None,
+) -> np.ndarray:
+    """Minus the GPU thousandths each shape could still take on each row (U1): the slots
+    times the shape's GPU request, negated so that, like F, lower is better."""
+    slots = slot_matrix(target, left, cpu_left, model_code, mem_left)
+    return np.asarray(-(slots * (target.milli * target.gpus)[None, :]), dtype=np.int64)
+
+
+class FragmentMemo:
+    """The rows ``f[state id, :]`` of a measure (F1 by default) of interned node states,
+    computed once each."""
+
+    def __init__(self, target: TargetArrays, measure: Measure | None = None) -> None:
         self.target = target
+        self.measure: Measure = measure or fragment_matrix
         self.rows = np.zeros((64, len(target.cpu)), dtype=np.int64)
         self.count = 0
 
@@ -163,7 +216,7 @@ class FragmentMemo:
         table = state.table
         if len(table) > self.count:
             fresh = np.arange(self.count, len(table))
-            rows = fragment_matrix(
+            rows = self.measure(
                 self.target,
                 table.left[fresh],
                 table.cpu[fresh],
@@ -178,9 +231,13 @@ class FragmentMemo:
 
 
 __all__ = [
+    "NO_GPU_SLOTS",
     "FragmentMemo",
     "Fragmentation",
+    "Measure",
     "TargetArrays",
     "fragment_matrix",
+    "lost_usable_matrix",
     "node_fragmentation",
+    "slot_matrix",
 ]

@@ -46,7 +46,12 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from gpuopt.errors import ProblemError
-from gpuopt.sharing.fragmentation import FragmentMemo, TargetArrays, fragment_matrix
+from gpuopt.sharing.fragmentation import (
+    FragmentMemo,
+    TargetArrays,
+    fragment_matrix,
+    lost_usable_matrix,
+)
 from gpuopt.sharing.state import Placement, Pod, ShareState
 from gpuopt.sharing.workload import MILLI, Shape, Workload
 
@@ -253,6 +258,8 @@ class FgdPolicy(Policy):
     gpu_choice = "fgd"
     #: Whether the target's memory counts (FGD's does not: its shapes have no memory).
     reads_memory: ClassVar[bool] = False
+    #: The sigmoid's argument is the decrease in GPUs times this (FGD: 1).
+    scale: ClassVar[float] = 1.0
 
     def __init__(
         self, rank: np.ndarray, rng: np.random.Generator, workload: Workload | None = None
@@ -274,12 +281,23 @@ class FgdPolicy(Policy):
             if not self.reads_memory:
                 workload = Workload(workload.shapes, workload.frequencies)
             self.target = TargetArrays.build(workload, state.model_names)
-            self.memo = FragmentMemo(self.target)
+            self.memo = FragmentMemo(self.target, self.measure)
             self._scores.clear()
             self._options.clear()
             self._table = state.table
         assert self.memo is not None
         return self.memo
+
+    def measure(
+        self,
+        target: TargetArrays,
+        left: np.ndarray,
+        cpu_left: np.ndarray,
+        model_code: np.ndarray,
+        mem_left: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The node measure whose decrease the score rewards (FGD: its fragmentation, F1)."""
+        return fragment_matrix(target, left, cpu_left, model_code, mem_left)
 
     def scores(self, state: ShareState, pod: Pod, candidates: np.ndarray) -> np.ndarray:
         return self.state_scores(state, pod.shape, state.state_id[candidates], pod.memory_mib)
@@ -328,18 +346,16 @@ class FgdPolicy(Policy):
         if not shape.is_share:
             after = lefts.copy()
             after[:, : shape.gpus] -= shape.gpu_milli  # the first k are free GPUs (sorted)
-            fragments = fragment_matrix(self.target, after, cpu_after, models, mem_after)
-            return sigmoid_score((before - fragments) @ frequency)
+            fragments = self.measure(self.target, after, cpu_after, models, mem_after)
+            return sigmoid_score((before - fragments) @ frequency * self.scale)
         # a share: one option per distinct share left that fits
         distinct = np.ones_like(lefts, dtype=bool)
         distinct[:, 1:] = lefts[:, 1:] != lefts[:, :-1]
         rows, slots = np.nonzero((lefts >= shape.gpu_milli) & distinct)
         after = lefts[rows].copy()
         after[np.arange(rows.size), slots] -= shape.gpu_milli
-        fragments = fragment_matrix(
-            self.target, after, cpu_after[rows], models[rows], mem_after[rows]
-        )
-        option_scores = sigmoid_score((before[rows] - fragments) @ frequency)
+        fragments = self.measure(self.target, after, cpu_after[rows], models[rows], mem_after[rows])
+        option_scores = sigmoid_score((before[rows] - fragments) @ frequency * self.scale)
         best = np.full(state_ids.size, -1, dtype=np.int64)
         np.maximum.at(best, rows, option_scores)
         values = lefts[rows, slots].tolist()
@@ -363,19 +379,29 @@ class FgdPolicy(Policy):
 
 @register_policy
 class GpuoptPolicy(FgdPolicy):
-    """gpuopt's own policy: FGD whose fragmentation also counts memory.
+    """gpuopt's own policy: FGD over a measure that also counts memory and usable shares (P5).
 
-    On openb, once the cluster is nearly full most pods that FGD cannot place
-    are refused for memory, not for GPUs or CPUs: FGD's fragmentation has no
-    memory (its shapes carry none), so it strands GPUs on nodes whose memory is
-    spent. Here each target shape asks for the median memory of the trace's
-    pods of that shape (:meth:`Workload.with_memory`), and a shape cannot run
-    where memory is short, so such a node's idle GPUs count as fragment. The
-    score, the GPU choice and the tie-break are FGD's.
+    Two things FGD's fragmentation (F1) does not see:
+
+    - **memory** (F2): each target shape asks for the median memory of the
+      trace's pods of that shape (:meth:`Workload.with_memory`); a shape cannot
+      run where memory is short, so such a node's idle GPU is fragment;
+    - **how much of a GPU's remainder shares can still use** (U1): F counts a
+      remainder as fragment for a share shape only when it is smaller than the
+      share; :data:`USABLE_WEIGHT` x the GPU thousandths the target's share
+      shapes could still take (copies that fit, times their share) is
+      subtracted, so a placement that leaves remainders fitting more shares
+      scores higher.
+
+    The score (``int(100 sigmoid(decrease / 1000))``), the GPU choice and the
+    tie-break are FGD's, and so is the speed (the measure is memoised per node
+    state like F).
     """
 
     name = "gpuopt"
     reads_memory = True
+    #: Weight of the share shapes' usable GPU thousandths against F (U1 in P5).
+    USABLE_WEIGHT: ClassVar[float] = 0.1
 
     def __init__(
         self, rank: np.ndarray, rng: np.random.Generator, workload: Workload | None = None
@@ -385,6 +411,21 @@ class GpuoptPolicy(FgdPolicy):
             raise ProblemError(
                 "policy 'gpuopt' needs a target workload with memory (Workload.with_memory)."
             )
+
+    def measure(
+        self,
+        target: TargetArrays,
+        left: np.ndarray,
+        cpu_left: np.ndarray,
+        model_code: np.ndarray,
+        mem_left: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """F2 minus :data:`USABLE_WEIGHT` x the share shapes' usable GPU thousandths (U1)."""
+        fragment = fragment_matrix(target, left, cpu_left, model_code, mem_left)
+        lost = lost_usable_matrix(target, left, cpu_left, model_code, mem_left)
+        shares = (target.gpus == 1) & (target.milli < MILLI)
+        mixed = fragment + self.USABLE_WEIGHT * np.where(shares[None, :], lost, 0)
+        return np.asarray(np.rint(mixed), dtype=np.int64)
 
 
 def fgd_node_score(
