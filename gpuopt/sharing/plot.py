@@ -38,9 +38,11 @@ def plot_curves(results: Sequence[dict[str, Any]], path: str | Path) -> None:
             if y is not None
         ]
         xs, ys = [p[0] for p in points], [p[1] for p in points]
-        label = (
-            str(result["policy"]) if len(traces) == 1 else f"{result['policy']} ({result['trace']})"
-        )
+        name = str(result["policy"])
+        if result.get("moves"):
+            per_seed = int(result["moves"]) / max(1, len(result.get("seeds") or [1]))
+            name += f" + moves ({per_seed:,.0f}/seed)"
+        label = name if len(traces) == 1 else f"{name} ({result['trace']})"
         for ax in (whole, zoom):
             ax.plot(xs, ys, label=label, linewidth=1.4)
     whole.plot([0, 100], [0, 100], color="grey", linestyle=":", linewidth=0.8)
