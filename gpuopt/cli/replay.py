@@ -87,6 +87,12 @@ def run_openb(args: argparse.Namespace) -> int:
         repair=defrag if args.repair else None,
     )
     data = result.to_dict()
+    data["settings"] = {
+        "inflation": args.inflation,
+        "defrag_every": args.defrag_every,
+        "defrag_moves": args.defrag_moves if defrag is not None else 0,
+        "repair": args.repair,
+    }
     text = json.dumps(data, indent=None) + "\n"
     if to_stdout:
         sys.stdout.write(text)
