@@ -286,7 +286,8 @@ def show_workload(
     reports = {"now": workload_fragmentation(problem, workload)}
     if plan is not None:
         reports["after"] = workload_fragmentation(apply_plan(problem, plan), workload)
-    table = Table(title=f"{problem.name}: fragmentation for {origin} ({len(workload)} shapes)")
+    shapes = f"{len(workload)} shape{'s' if len(workload) != 1 else ''}"
+    table = Table(title=f"{problem.name}: fragmentation for {origin} ({shapes})")
     table.add_column("")
     for name in reports:
         table.add_column(name, justify="right")
