@@ -13,9 +13,10 @@ state of one node's GPUs; :func:`layout` lays a node's tasks out on it:
    holds them (best fit, lowest index on ties): what GPU-sharing schedulers
    do (the openb simulator's ``best`` choice, Alibaba's binpack).
 
-When step 3 leaves a share out, an exact search over the shares (small
-nodes: at most :data:`EXACT_SHARES` of them) decides whether some other
-packing fits, so a legal snapshot is never refused for a heuristic's sake.
+When step 3 leaves a share out, an exact search over the node's shares
+(GPUs with equal room are not tried twice; at most :data:`EXACT_STEPS`
+steps) decides whether some other packing fits, so a legal snapshot is not
+refused for a heuristic's sake.
 
 >>> devices = Devices(2)
 >>> devices.take("a", 1, 600), devices.take("b", 1, 300), devices.take("c", 1, 500)
@@ -36,8 +37,9 @@ from typing import Protocol
 
 #: Thousandths of one GPU.
 MILLI = 1000
-#: Shares on one node up to which :func:`layout` searches exhaustively when best fit fails.
-EXACT_SHARES = 16
+#: Steps of the exact search :func:`layout` runs when best fit leaves a share out (a node
+#: whose shares need more is treated as if they did not fit; none has been seen).
+EXACT_STEPS = 200_000
 
 
 class Holder(Protocol):
@@ -171,7 +173,7 @@ def layout(gpus: int, tasks: Iterable[Holder]) -> tuple[Devices, list[Holder]]:
     shares.sort(key=share_of, reverse=True)
     before = devices.copy()
     missed = [task for task in shares if devices.take(task.id, 1, share_of(task)) is None]
-    if missed and len(shares) <= EXACT_SHARES:
+    if missed:
         packed = _pack_exactly(before.left, [share_of(task) for task in shares])
         if packed is not None:
             devices = before
@@ -185,10 +187,16 @@ def _pack_exactly(left: list[int], sizes: list[int]) -> list[int] | None:
     """A GPU for each share (sizes largest first) within ``left``, or None if none exists."""
     room = list(left)
     chosen: list[int] = []
+    if sum(sizes) > sum(max(free, 0) for free in room):
+        return None
+    steps = [EXACT_STEPS]
 
     def place(item: int) -> bool:
         if item == len(sizes):
             return True
+        steps[0] -= 1
+        if steps[0] < 0:
+            return False
         tried: set[int] = set()
         for gpu, free in enumerate(room):
             if free >= sizes[item] and free not in tried:  # GPUs with equal room are alike
@@ -215,7 +223,7 @@ def gpus_needed(tasks: Sequence[Holder]) -> int:
         devices = Devices(count)
         if all(devices.take(str(i), 1, size) is not None for i, size in enumerate(largest)):
             return whole + count
-        if len(shares) <= EXACT_SHARES and _pack_exactly([MILLI] * count, largest):
+        if _pack_exactly([MILLI] * count, largest):
             return whole + count
     return whole + len(shares)
 
@@ -248,7 +256,7 @@ def share_layouts(nodes: Iterable[_Node], tasks: Iterable[_Placed]) -> dict[str,
 
 
 __all__ = [
-    "EXACT_SHARES",
+    "EXACT_STEPS",
     "MILLI",
     "Devices",
     "Holder",

@@ -159,6 +159,9 @@ class _Replay:
 
     devices: dict[str, Devices]
     over: Counter[str]
+    tasks: dict[str, Task]
+    nodes: dict[str, Node]
+    moved: set[str]
     cpus: dict[str, int]
     memory: dict[str, int]
     tasks_on: dict[str, set[str]]
@@ -172,6 +175,9 @@ class _Replay:
         state = cls(
             devices=devices,
             over=over,
+            tasks={task.id: task for task in problem.tasks},
+            nodes={node.id: node for node in problem.nodes},
+            moved=set(),
             cpus={n.id: 0 for n in problem.nodes},
             memory={n.id: 0 for n in problem.nodes},
             tasks_on={n.id: set() for n in problem.nodes},
@@ -184,13 +190,20 @@ class _Replay:
         return state
 
     def gpu_room(self, task: Task, node: Node) -> str | None:
-        """Why ``node``'s GPUs cannot take ``task`` now (None: they can)."""
-        devices = self.devices[node.id]
+        """Why ``node``'s GPUs cannot take ``task`` now (None: they can).
+
+        C7 decides: the node's tasks and ``task`` laid out together (the tasks
+        that moved, ``task`` too, take GPUs anew); so the order of the moves does
+        not matter, only what is on the node.
+        """
         if self.over[node.id]:
             return f"needs {task.gpus}, its pods already hold {self.over[node.id]} over"
-        milli = share_of(task)
-        if devices.choose(task.gpus, milli) is not None:
+        here = [self._holder(other) for other in sorted(self.tasks_on[node.id])]
+        _, out = layout(node.gpus, [*here, _Placed(task.id, task.gpus, task.gpu_milli)])
+        if not out:
             return None
+        devices = self.devices[node.id]
+        milli = share_of(task)
         if milli < MILLI:
             return (
                 f"needs {milli} thousandths of one GPU, the most one has left is "
@@ -198,14 +211,22 @@ class _Replay:
             )
         return f"needs {task.gpus}, has {devices.free} free"
 
+    def _holder(self, task_id: str) -> Any:
+        task = self.tasks[task_id]
+        if task_id in self.moved:
+            return _Placed(task.id, task.gpus, task.gpu_milli)
+        return task
+
     def move_gpus(self, task: Task, source: str, target: str) -> None:
-        """``task``'s GPUs leave ``source`` for ``target`` (best fit there; see C7)."""
-        if task.id in self.devices[source].holders:
-            self.devices[source].release(task.id)
-        else:  # it was held over its node's GPUs
-            self.over[source] -= task.gpus
-        if self.devices[target].take(task.id, task.gpus, share_of(task)) is None:
-            self.over[target] += task.gpus
+        """``task``'s GPUs leave ``source`` for ``target``: both nodes are laid out anew (C7)."""
+        self.moved.add(task.id)
+        for node_id, joining in ((source, None), (target, task.id)):
+            ids = sorted(self.tasks_on[node_id] - {task.id})
+            if joining is not None:
+                ids.append(joining)
+            holders = [self._holder(other) for other in ids]
+            self.devices[node_id], out = layout(self.nodes[node_id].gpus, holders)
+            self.over[node_id] = sum(other.gpus for other in out)
 
     def add(self, task: str, node: str, cpus: int, memory: int) -> None:
         self.cpus[node] += cpus

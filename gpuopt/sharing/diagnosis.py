@@ -76,7 +76,10 @@ def workload_fragmentation(cluster: Any, workload: Workload) -> WorkloadFragment
     from gpuopt.defrag.workload import shape_admits
 
     state = ShareState.from_cluster(cluster)
-    target = TargetArrays.build(workload, state.model_names)
+    scaled = tuple(memory * state.memory_scale for memory in workload.memory_mib)
+    target = TargetArrays.build(
+        Workload(workload.shapes, workload.frequencies, scaled), state.model_names
+    )
     matrix = fragment_matrix(target, state.left, state.cpu_left, state.model_code, state.mem_left)
     idle = np.asarray(state.total_left, dtype=np.int64)
     admits = shape_admits(cluster, workload).T  # nodes x shapes

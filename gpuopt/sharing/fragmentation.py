@@ -182,7 +182,10 @@ def slot_matrix(
     ).sum(axis=2)  # rows x t
     by_gpu = np.where(share[None, :], on_gpus, on_gpus // np.maximum(target.gpus, 1)[None, :])
     by_gpu = np.where(target.gpus[None, :] == 0, NO_GPU_SLOTS, by_gpu)
-    slots = np.minimum(by_gpu, cpu_left[:, None] // np.maximum(target.cpu, 1)[None, :])
+    by_cpu = np.where(
+        target.cpu[None, :] > 0, cpu_left[:, None] // np.maximum(target.cpu, 1)[None, :], by_gpu
+    )  # a shape asking no CPU: no CPU limit
+    slots = np.minimum(by_gpu, by_cpu)
     if mem_left is not None and target.reads_memory:
         slots = np.minimum(slots, mem_left[:, None] // np.maximum(target.memory, 1)[None, :])
     return np.asarray(np.where(target.access[:, model_code].T, slots, 0), dtype=np.int64)

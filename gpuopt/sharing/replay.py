@@ -136,7 +136,9 @@ class ReplayResult:
             "failed_pods": self.failed_pods,
             "moves": self.moves,
             "seconds": round(self.seconds, 3),
-            "decision_ms_median": round(self.decision_ms, 4),
+            "decision_ms_median": (
+                round(self.decision_ms, 4) if math.isfinite(self.decision_ms) else None
+            ),
             "failed_per_seed": self.failed_per_seed,
             "pods_per_seed": self.pods_per_seed,
             "allocated_per_seed": self.per_seed,

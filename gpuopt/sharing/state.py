@@ -161,6 +161,9 @@ class ShareState:
             dtype=np.int64,
         )
         self.gpu_capacity_milli = int(self.gpus.sum()) * MILLI
+        #: Units of memory per MiB of a workload's ``memory_mib`` (1; 1000 from a snapshot,
+        #: whose memory is kept in thousandths of its unit).
+        self.memory_scale = 1
         self._model_masks: dict[tuple[str, ...], np.ndarray] = {}
 
     # ------------------------------------------------------------------ constructors
@@ -229,12 +232,15 @@ class ShareState:
                 "id": node.id,
                 "gpus": node.gpus,
                 "cpus": node.cpus,
-                "memory": node.memory,
+                # memory in thousandths of the snapshot's unit, exact like its checks
+                "memory": None if node.memory is None else round(float(node.memory) * 1000),
                 "gpu_model": node.gpu_model or node.labels.get("gpu_model"),
             }
             for node in cluster.nodes
         ]
         state = cls.from_node_dicts(nodes)
+        state.memory_scale = 1000
+        locked = {node.id for node in cluster.nodes if getattr(node, "locked", False)}
         index = getattr(cluster, "index", None)
         layouts = getattr(index, "devices", None) or {}
         # shares named by index first, so that the ones placed best-fit see them
@@ -248,7 +254,7 @@ class ShareState:
                 gpu_milli=0 if gpus == 0 else (int(milli) if milli else MILLI),
                 gpus=gpus,
             )
-            memory = 0 if task.memory is None else round(float(task.memory))
+            memory = 0 if task.memory is None else round(float(task.memory) * 1000)
             pod = Pod(shape, memory)
             indices = getattr(task, "gpu_indices", None)
             laid_out = layouts.get(task.node)
@@ -256,6 +262,8 @@ class ShareState:
                 indices = list(laid_out.holders[task.id][0])  # C7: as the cluster lays it out
             devices = tuple(indices) if indices is not None else state.default_devices(node, shape)
             problem = state.why_not(node, pod, devices)
+            if problem and task.node in locked:
+                continue  # a locked node may hold more than it has (C3); nothing goes there
             if problem:
                 raise ProblemError(f"task {task.id!r} on node {task.node!r}: {problem}.")
             state.place(pod, (node, devices))

@@ -149,3 +149,32 @@ def test_placement_and_preemption_views_count_a_shared_gpu_once() -> None:
     # the shares share GPU 0: they count it once and are never victims (shared-gpu)
     assert sorted(t.gpus for t in preemption.tasks) == [0, 0, 1]
     assert {t.priority for t in preemption.tasks} == {"HP"}
+
+
+SIZES = {"a": 300, "b": 300, "c": 700, "d": 700}
+
+
+def test_the_checker_follows_the_layout_not_the_order_of_the_moves() -> None:
+    # An empty 2-GPU node t receives 300, 300, 700, 700: best fit move by move would put the
+    # two 300s on one GPU and refuse the second 700; C7 lays 700+300 and 700+300 out.
+    sources = [{"id": f"s{i}", "gpus": 1, "cpus": 8} for i in range(4)]
+    snapshot = cluster(
+        [*sources, {"id": "t", "gpus": 2, "cpus": 32}],
+        [share(name, f"s{i}", milli) for i, (name, milli) in enumerate(SIZES.items())],
+    )
+    moves = [Move(task=name, source=f"s{i}", to="t", wave=i) for i, name in enumerate("abcd")]
+    assert violations(snapshot, moves) == []
+
+
+def test_many_shares_on_one_node_are_packed_exactly() -> None:
+    # 25 shares that fill 8 GPUs exactly; best fit, largest first, needs a ninth.
+    gpus = [
+        [400, 300, 200, 100], [400, 350, 100, 150], [50, 500, 100, 350], [100, 400, 200, 300],
+        [350, 650], [500, 500], [150, 850], [300, 200, 500],
+    ]  # fmt: skip
+    sizes = [milli for gpu in gpus for milli in gpu]
+    snapshot = cluster(
+        [{"id": "t", "gpus": 8, "cpus": 64}],
+        [share(f"x{i}", "t", milli) for i, milli in enumerate(sizes)],
+    )
+    assert snapshot.index.devices["t"].left == [0] * 8

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpuopt.cli import main
@@ -64,3 +65,28 @@ def test_cli_without_a_workload_says_so(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["diagnose", str(snapshot), "--workload"]) == 2
     err = capsys.readouterr().err
     assert "carries no workload and no waiting pods" in err and "Traceback" not in err
+
+
+def test_a_locked_node_over_its_gpus_and_fractional_memory_are_read() -> None:
+    nodes = [
+        {"id": "a", "gpus": 1, "cpus": 16, "locked": True},
+        {"id": "b", "gpus": 1, "cpus": 16, "memory": 1.4},
+    ]
+    tasks = [
+        {"id": "t1", "node": "a", "gpus": 1},
+        {"id": "t2", "node": "a", "gpus": 1},
+        {"id": "m1", "node": "b", "gpus": 0, "cpus": 1, "memory": 0.7},
+        {"id": "m2", "node": "b", "gpus": 0, "cpus": 1, "memory": 0.7},
+    ]
+    snapshot = Cluster.model_validate({"nodes": nodes, "tasks": tasks})
+    report = workload_fragmentation(snapshot, HALF)
+    # a is locked (K1: closed): it has no idle GPU left; b's free GPU takes the 500 share
+    assert (report.fragmented_gpus, report.idle_gpus) == (0.0, 1.0)
+
+
+def test_a_shape_asking_no_cpu_has_no_cpu_limit() -> None:
+    from gpuopt.sharing.fragmentation import TargetArrays, slot_matrix
+
+    target = TargetArrays.build(Workload((Shape(0, 250, 1),), (1.0,)), [""])
+    left = np.array([[1000, -1, -1, -1, -1, -1, -1, -1]])
+    assert slot_matrix(target, left, np.array([2]), np.array([0])).tolist() == [[4]]

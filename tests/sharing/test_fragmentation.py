@@ -97,7 +97,8 @@ def test_share_state_from_a_cluster() -> None:
     assert state.left[0].tolist()[:2] == [1000, 500]
     assert state.left[1].tolist()[0] == 0
     assert state.cpu_left.tolist() == [6500, 2000]
-    assert state.mem_left[0] == 90
+    assert state.mem_left[0] == 90 * 1000  # thousandths of the snapshot unit (memory_scale)
+    assert state.memory_scale == 1000
     assert [state.model_names[c] for c in state.model_code] == ["T4", "P100"]
     assert state.allocated_milli == 1500
 
