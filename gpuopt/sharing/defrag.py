@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuopt.errors import ProblemError
-from gpuopt.sharing.fragmentation import FragmentMemo, TargetArrays, fragment_matrix
+from gpuopt.sharing.fragmentation import FragmentMemo, Measure, TargetArrays, fragment_matrix
 from gpuopt.sharing.state import Placement, Pod, ShareState
 from gpuopt.sharing.workload import MILLI, Shape, Workload
 
@@ -68,6 +68,7 @@ class ShareDefrag:
         nodes: int | None = None,
         min_gain: float = 1.0,
         tries: int = 16,
+        measure: Measure | None = None,
     ) -> None:
         if budget < 0 or (nodes is not None and nodes < 1) or min_gain < 0:
             raise ProblemError(
@@ -79,6 +80,9 @@ class ShareDefrag:
         self.nodes = nodes
         self.min_gain = min_gain
         self.tries = tries
+        #: The node measure the moves lower (F1/F2 by default; gpuopt's policy measure also
+        #: works, see :meth:`GpuoptPolicy.measure <gpuopt.sharing.policies.GpuoptPolicy.measure>`).
+        self.measure: Measure = measure or fragment_matrix
         self.moves = 0
         self._held: _Holdings | None = None
         self._table: object = None
@@ -90,7 +94,7 @@ class ShareDefrag:
     def _bind(self, state: ShareState) -> tuple[TargetArrays, FragmentMemo]:
         if self._table is not state.table:
             self._target = TargetArrays.build(self.workload, state.model_names)
-            self._memo = FragmentMemo(self._target)
+            self._memo = FragmentMemo(self._target, self.measure)
             self._best.clear()
             self._table = state.table
         assert self._target is not None and self._memo is not None
@@ -137,7 +141,7 @@ class ShareDefrag:
                 rows, slots = np.nonzero((lefts >= shape.gpu_milli) & distinct)
                 after = lefts[rows].copy()
                 after[np.arange(rows.size), slots] -= shape.gpu_milli
-                frag = fragment_matrix(target, after, cpu[rows], models[rows], mem[rows])
+                frag = self.measure(target, after, cpu[rows], models[rows], mem[rows])
                 change = frag @ target.frequency - before[rows]
                 for row, slot, delta in zip(
                     rows.tolist(), slots.tolist(), change.tolist(), strict=True
@@ -148,7 +152,7 @@ class ShareDefrag:
             else:
                 after = lefts.copy()
                 after[:, : shape.gpus] -= shape.gpu_milli
-                frag = fragment_matrix(target, after, cpu, models, mem)
+                frag = self.measure(target, after, cpu, models, mem)
                 change = frag @ target.frequency - before
                 for state_id, delta in zip(missing, change.tolist(), strict=True):
                     self._best[(key, state_id)] = (delta, -1)
