@@ -33,7 +33,7 @@ which may put a moved share on a partly used GPU (best fit).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -206,18 +206,11 @@ class SlotModel:
 
     def take(self, nodes: np.ndarray, tasks: np.ndarray) -> SlotModel:
         """The model restricted to ``nodes`` and ``tasks`` (in that order: local positions)."""
-        return SlotModel(
-            frequencies=self.frequencies,
-            weights=self.weights,
-            kind=self.kind,
-            gpus=self.gpus,
-            cpus=self.cpus,
-            per_gpu=self.per_gpu,
-            milli=self.milli,
+        return replace(
+            self,
             admit=self.admit[nodes],
             fixed_slots=self.fixed_slots[nodes],
             task_slots=self.task_slots[tasks],
-            labels=self.labels,
         )
 
     def slots(

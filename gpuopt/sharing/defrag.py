@@ -80,8 +80,8 @@ class ShareDefrag:
         self.nodes = nodes
         self.min_gain = min_gain
         self.tries = tries
-        #: The node measure the moves lower (F1/F2 by default; gpuopt's policy measure also
-        #: works, see :meth:`GpuoptPolicy.measure <gpuopt.sharing.policies.GpuoptPolicy.measure>`).
+        #: The node measure the moves lower (F1/F2 by default; gpuopt's policy measure,
+        #: :func:`~gpuopt.sharing.fragmentation.gpuopt_matrix`, also works).
         self.measure: Measure = measure or fragment_matrix
         self.moves = 0
         self._held: _Holdings | None = None

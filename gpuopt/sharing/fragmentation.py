@@ -204,6 +204,26 @@ def lost_usable_matrix(
     return np.asarray(-(slots * (target.milli * target.gpus)[None, :]), dtype=np.int64)
 
 
+#: Weight of the share shapes' usable GPU thousandths against F in gpuopt's measure (P5).
+USABLE_WEIGHT = 0.1
+
+
+def gpuopt_matrix(
+    target: TargetArrays,
+    left: np.ndarray,
+    cpu_left: np.ndarray,
+    model_code: np.ndarray,
+    mem_left: np.ndarray | None = None,
+) -> np.ndarray:
+    """gpuopt's measure (P5): F (with F2) minus :data:`USABLE_WEIGHT` x the GPU thousandths
+    the share shapes could still take (U1), each shape's term rounded to whole thousandths."""
+    fragment = fragment_matrix(target, left, cpu_left, model_code, mem_left)
+    lost = lost_usable_matrix(target, left, cpu_left, model_code, mem_left)
+    shares = (target.gpus == 1) & (target.milli < MILLI)
+    mixed = fragment + USABLE_WEIGHT * np.where(shares[None, :], lost, 0)
+    return np.asarray(np.rint(mixed), dtype=np.int64)
+
+
 class FragmentMemo:
     """The rows ``f[state id, :]`` of a measure (F1 by default) of interned node states,
     computed once each."""
@@ -235,11 +255,13 @@ class FragmentMemo:
 
 __all__ = [
     "NO_GPU_SLOTS",
+    "USABLE_WEIGHT",
     "FragmentMemo",
     "Fragmentation",
     "Measure",
     "TargetArrays",
     "fragment_matrix",
+    "gpuopt_matrix",
     "lost_usable_matrix",
     "node_fragmentation",
     "slot_matrix",

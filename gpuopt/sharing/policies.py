@@ -48,9 +48,10 @@ import numpy as np
 from gpuopt.errors import ProblemError
 from gpuopt.sharing.fragmentation import (
     FragmentMemo,
+    Measure,
     TargetArrays,
     fragment_matrix,
-    lost_usable_matrix,
+    gpuopt_matrix,
 )
 from gpuopt.sharing.state import Placement, Pod, ShareState
 from gpuopt.sharing.workload import MILLI, Shape, Workload
@@ -258,8 +259,6 @@ class FgdPolicy(Policy):
     gpu_choice = "fgd"
     #: Whether the target's memory counts (FGD's does not: its shapes have no memory).
     reads_memory: ClassVar[bool] = False
-    #: The sigmoid's argument is the decrease in GPUs times this (FGD: 1).
-    scale: ClassVar[float] = 1.0
 
     def __init__(
         self, rank: np.ndarray, rng: np.random.Generator, workload: Workload | None = None
@@ -269,6 +268,8 @@ class FgdPolicy(Policy):
             raise ProblemError("policy 'fgd' needs a target workload.")
         self.target: TargetArrays | None = None
         self.memo: FragmentMemo | None = None
+        #: The node measure whose decrease the score rewards (FGD: its fragmentation, F1).
+        self.measure: Measure = fragment_matrix
         self._scores: dict[ShapeKey, np.ndarray] = {}
         #: (state id, shape key) -> {share left of a GPU: score of putting the share there}
         self._options: dict[tuple[int, ShapeKey], dict[int, int]] = {}
@@ -287,17 +288,6 @@ class FgdPolicy(Policy):
             self._table = state.table
         assert self.memo is not None
         return self.memo
-
-    def measure(
-        self,
-        target: TargetArrays,
-        left: np.ndarray,
-        cpu_left: np.ndarray,
-        model_code: np.ndarray,
-        mem_left: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """The node measure whose decrease the score rewards (FGD: its fragmentation, F1)."""
-        return fragment_matrix(target, left, cpu_left, model_code, mem_left)
 
     def scores(self, state: ShareState, pod: Pod, candidates: np.ndarray) -> np.ndarray:
         return self.state_scores(state, pod.shape, state.state_id[candidates], pod.memory_mib)
@@ -347,7 +337,7 @@ class FgdPolicy(Policy):
             after = lefts.copy()
             after[:, : shape.gpus] -= shape.gpu_milli  # the first k are free GPUs (sorted)
             fragments = self.measure(self.target, after, cpu_after, models, mem_after)
-            return sigmoid_score((before - fragments) @ frequency * self.scale)
+            return sigmoid_score((before - fragments) @ frequency)
         # a share: one option per distinct share left that fits
         distinct = np.ones_like(lefts, dtype=bool)
         distinct[:, 1:] = lefts[:, 1:] != lefts[:, :-1]
@@ -355,7 +345,7 @@ class FgdPolicy(Policy):
         after = lefts[rows].copy()
         after[np.arange(rows.size), slots] -= shape.gpu_milli
         fragments = self.measure(self.target, after, cpu_after[rows], models[rows], mem_after[rows])
-        option_scores = sigmoid_score((before[rows] - fragments) @ frequency * self.scale)
+        option_scores = sigmoid_score((before[rows] - fragments) @ frequency)
         best = np.full(state_ids.size, -1, dtype=np.int64)
         np.maximum.at(best, rows, option_scores)
         values = lefts[rows, slots].tolist()
@@ -388,10 +378,11 @@ class GpuoptPolicy(FgdPolicy):
       run where memory is short, so such a node's idle GPU is fragment;
     - **how much of a GPU's remainder shares can still use** (U1): F counts a
       remainder as fragment for a share shape only when it is smaller than the
-      share; :data:`USABLE_WEIGHT` x the GPU thousandths the target's share
-      shapes could still take (copies that fit, times their share) is
-      subtracted, so a placement that leaves remainders fitting more shares
-      scores higher.
+      share; :data:`~gpuopt.sharing.fragmentation.USABLE_WEIGHT` x the GPU
+      thousandths the target's share shapes could still take (copies that fit,
+      times their share) is subtracted (:func:`gpuopt_matrix
+      <gpuopt.sharing.fragmentation.gpuopt_matrix>`), so a placement that leaves
+      remainders fitting more shares scores higher.
 
     The score (``int(100 sigmoid(decrease / 1000))``), the GPU choice and the
     tie-break are FGD's, and so is the speed (the measure is memoised per node
@@ -400,8 +391,6 @@ class GpuoptPolicy(FgdPolicy):
 
     name = "gpuopt"
     reads_memory = True
-    #: Weight of the share shapes' usable GPU thousandths against F (U1 in P5).
-    USABLE_WEIGHT: ClassVar[float] = 0.1
 
     def __init__(
         self, rank: np.ndarray, rng: np.random.Generator, workload: Workload | None = None
@@ -411,21 +400,7 @@ class GpuoptPolicy(FgdPolicy):
             raise ProblemError(
                 "policy 'gpuopt' needs a target workload with memory (Workload.with_memory)."
             )
-
-    def measure(
-        self,
-        target: TargetArrays,
-        left: np.ndarray,
-        cpu_left: np.ndarray,
-        model_code: np.ndarray,
-        mem_left: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """F2 minus :data:`USABLE_WEIGHT` x the share shapes' usable GPU thousandths (U1)."""
-        fragment = fragment_matrix(target, left, cpu_left, model_code, mem_left)
-        lost = lost_usable_matrix(target, left, cpu_left, model_code, mem_left)
-        shares = (target.gpus == 1) & (target.milli < MILLI)
-        mixed = fragment + self.USABLE_WEIGHT * np.where(shares[None, :], lost, 0)
-        return np.asarray(np.rint(mixed), dtype=np.int64)
+        self.measure = gpuopt_matrix
 
 
 def fgd_node_score(

@@ -129,7 +129,7 @@ def test_slot_matrix_counts_copies_that_fit() -> None:
 def test_gpuopt_keeps_remainders_that_fit_more_shares() -> None:
     # GPU 0 has 900 left, GPU 1 has 500. A 300 share on GPU 0 leaves 600 (two more 300s fit),
     # on GPU 1 it leaves 200 (none fits, and 200 becomes fragment): gpuopt takes GPU 0.
-    from gpuopt.sharing.fragmentation import TargetArrays
+    from gpuopt.sharing.fragmentation import TargetArrays, gpuopt_matrix
     from gpuopt.sharing.policies import GpuoptPolicy
     from gpuopt.sharing.state import Pod, ShareState
     from gpuopt.sharing.workload import Shape, Workload
@@ -140,7 +140,7 @@ def test_gpuopt_keeps_remainders_that_fit_more_shares() -> None:
     state.place(Pod(Shape(1000, 500, 1)), (0, (1,)))  # GPU 1: 500 left
     ours = GpuoptPolicy(np.arange(1), np.random.default_rng(0), workload)
     target = TargetArrays.build(workload, state.model_names)
-    measure = ours.measure(target, state.left, state.cpu_left, state.model_code, state.mem_left)
+    measure = gpuopt_matrix(target, state.left, state.cpu_left, state.model_code, state.mem_left)
     # no remainder is below 300, so F is 0; usable: 3 + 1 copies of 300 thousandths
     assert measure.tolist() == [[round(-0.1 * 4 * 300)]]
     assert ours.choose(state, Pod(Shape(1000, 300, 1))) == (0, (0,))
