@@ -163,21 +163,7 @@ class ShareDefrag:
         self, state: ShareState, pod: Pod, source: int
     ) -> tuple[Placement, float] | None:
         """Where ``pod`` lowers F most off node ``source``, and the change there (None: nowhere)."""
-        fits = state.feasible(pod)
-        fits[source] = False
-        candidates = np.flatnonzero(fits)
-        if candidates.size == 0:
-            return None
-        change, lefts = self._arrival(state, pod, state.state_id[candidates])
-        pick = int(np.argmin(change))
-        node = int(candidates[pick])
-        shape = pod.shape
-        if shape.is_share:
-            gpu = int(np.flatnonzero(state.left[node] == lefts[pick])[0])
-            devices: tuple[int, ...] = (gpu,)
-        else:
-            devices = state.default_devices(node, shape)
-        return (node, devices), float(change[pick])
+        return next((best for best in self._two_best(state, pod) if best[0][0] != source), None)
 
     def _two_best(self, state: ShareState, pod: Pod) -> list[tuple[Placement, float]]:
         """The two nodes (with the pod's GPUs) where ``pod``'s arrival lowers F most."""
@@ -282,26 +268,36 @@ class ShareDefrag:
                 cpu_short -= cpu
                 mem_short -= mem
             if cpu_short <= 0 and mem_short <= 0:
-                plans.append((len(chosen), int(self._rank_of(node)), chosen))
+                plans.append((len(chosen), node, chosen))
         plans.sort(key=lambda plan: plan[:2])
-        for _, _, keys in plans[: self.tries]:
-            node = running[keys[0]][1][0]
-            moved = _move_all(self, state, running, keys, node)
-            if moved is None:
-                continue
-            devices = state.default_devices(node, shape)
-            if state.why_not(node, pod, devices) is None:
-                for key, other, _, new in moved:
-                    running[key] = (other, new)
-                self.moves += len(moved)
-                return (node, devices), len(moved)
-            for _, other, old, new in reversed(moved):  # pragma: no cover - undo
-                state.remove(other, new)
-                state.place(other, old)
+        for _, node, keys in plans[: self.tries]:
+            done = self._room_by_moving(state, running, keys, node, pod, None)
+            if done is not None:
+                return done
         return None, 0
 
-    def _rank_of(self, node: int) -> int:
-        return node
+    def _room_by_moving(
+        self,
+        state: ShareState,
+        running: dict[int, tuple[Pod, Placement]],
+        keys: list[int],
+        node: int,
+        pod: Pod,
+        devices: tuple[int, ...] | None,
+    ) -> tuple[Placement, int] | None:
+        """Move the pods ``keys`` off ``node`` and give ``pod`` its ``devices`` there (its
+        default GPUs when None): the placement and the moves, or None and no change."""
+        moved = _move_all(self, state, running, keys, node)
+        if moved is None:
+            return None
+        chosen = state.default_devices(node, pod.shape) if devices is None else devices
+        if state.why_not(node, pod, chosen) is not None:
+            _undo(state, moved)
+            return None
+        for key, other, _, new in moved:
+            running[key] = (other, new)
+        self.moves += len(moved)
+        return (node, chosen), len(moved)
 
     def _holdings(self, state: ShareState, running: dict[int, tuple[Pod, Placement]]) -> _Holdings:
         """Who holds each GPU, brought up to date with ``running`` (built once per replay)."""
@@ -341,29 +337,10 @@ class ShareDefrag:
         )
         for pick in order[: self.tries].tolist():
             node, gpu = int(rows[pick]), int(slots[pick])
-            moved: list[tuple[int, Pod, Placement, Placement]] = []
-            for key in sorted(holders[(node, gpu)]):
-                other, placement = running[key]
-                state.remove(other, placement)
-                moved.append((key, other, placement, placement))
-            done = True
-            for number, (key, other, placement, _) in enumerate(moved):
-                found = self.best_target(state, other, node)
-                if found is None:
-                    done = False
-                    break
-                state.place(other, found[0])
-                moved[number] = (key, other, placement, found[0])
-            target = (node, (gpu,))
-            if done and state.why_not(node, pod, target[1]) is None:
-                for key, other, _, new in moved:
-                    running[key] = (other, new)
-                self.moves += len(moved)
-                return target, len(moved)
-            for _, other, old, new in reversed(moved):  # undo
-                if new is not old:
-                    state.remove(other, new)
-                state.place(other, old)
+            keys = sorted(holders[(node, gpu)])
+            done = self._room_by_moving(state, running, keys, node, pod, (gpu,))
+            if done is not None:
+                return done
         return None, 0
 
 
@@ -428,13 +405,18 @@ def _move_all(
         found = defrag.best_target(state, other, source)
         if found is None:
             state.place(other, placement)
-            for _, back, old, new in reversed(moved):
-                state.remove(back, new)
-                state.place(back, old)
+            _undo(state, moved)
             return None
         state.place(other, found[0])
         moved.append((key, other, placement, found[0]))
     return moved
+
+
+def _undo(state: ShareState, moved: list[tuple[int, Pod, Placement, Placement]]) -> None:
+    """Put the pods :func:`_move_all` moved back where they were, last first."""
+    for _, other, old, new in reversed(moved):
+        state.remove(other, new)
+        state.place(other, old)
 
 
 def total_fragmentation(state: ShareState, workload: Workload) -> float:
