@@ -189,44 +189,41 @@ class _Replay:
             state.extra[task.node].update(task.resources)
         return state
 
-    def gpu_room(self, task: Task, node: Node) -> str | None:
-        """Why ``node``'s GPUs cannot take ``task`` now (None: they can).
+    def move_gpus(self, task: Task, source: str, target: Node) -> str | None:
+        """``task``'s GPUs leave ``source`` for ``target``; why ``target`` could not take
+        them (None: it could).
 
-        C7 decides: the node's tasks and ``task`` laid out together (the tasks
-        that moved, ``task`` too, take GPUs anew); so the order of the moves does
-        not matter, only what is on the node.
+        C7 decides: both nodes are laid out anew with the tasks on them (the tasks
+        that moved, ``task`` too, take GPUs anew), so the order of the moves does
+        not matter, only what is on each node. The move is applied either way, as
+        the replay goes on with the plan.
         """
-        if self.over[node.id]:
-            return f"needs {task.gpus}, its pods already hold {self.over[node.id]} over"
-        here = [self._holder(other) for other in sorted(self.tasks_on[node.id])]
-        _, out = layout(node.gpus, [*here, _Placed(task.id, task.gpus, task.gpu_milli)])
-        if not out:
-            return None
-        devices = self.devices[node.id]
-        milli = share_of(task)
-        if milli < MILLI:
-            return (
-                f"needs {milli} thousandths of one GPU, the most one has left is "
-                f"{devices.best_share()}"
-            )
-        return f"needs {task.gpus}, has {devices.free} free"
-
-    def _holder(self, task_id: str) -> Any:
-        task = self.tasks[task_id]
-        if task_id in self.moved:
-            return _Placed(task.id, task.gpus, task.gpu_milli)
-        return task
-
-    def move_gpus(self, task: Task, source: str, target: str) -> None:
-        """``task``'s GPUs leave ``source`` for ``target``: both nodes are laid out anew (C7)."""
+        before, over = self.devices[target.id], self.over[target.id]
         self.moved.add(task.id)
-        for node_id, joining in ((source, None), (target, task.id)):
+        for node_id, joining in ((source, None), (target.id, task.id)):
             ids = sorted(self.tasks_on[node_id] - {task.id})
             if joining is not None:
                 ids.append(joining)
             holders = [self._holder(other) for other in ids]
             self.devices[node_id], out = layout(self.nodes[node_id].gpus, holders)
             self.over[node_id] = sum(other.gpus for other in out)
+        if over:
+            return f"needs {task.gpus}, its pods already hold {over} over"
+        if not self.over[target.id]:
+            return None
+        milli = share_of(task)
+        if milli < MILLI:
+            return (
+                f"needs {milli} thousandths of one GPU, the most one has left is "
+                f"{before.best_share()}"
+            )
+        return f"needs {task.gpus}, has {before.free} free"
+
+    def _holder(self, task_id: str) -> Any:
+        task = self.tasks[task_id]
+        if task_id in self.moved:
+            return _Placed(task.id, task.gpus, task.gpu_milli)
+        return task
 
     def add(self, task: str, node: str, cpus: int, memory: int) -> None:
         self.cpus[node] += cpus
@@ -304,7 +301,7 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
                     f"K4: {label}: node {target.id} lacks {name} (needs {amount}, has {free})"
                 )
         cpus, memory = scaled(task.cpus), _memory_of(task.memory)
-        short_of_gpus = state.gpu_room(task, target)
+        short_of_gpus = state.move_gpus(task, move.source, target)
         if short_of_gpus is not None:
             found.append(f"D3: {label}: node {target.id} lacks GPUs ({short_of_gpus})")
         if state.cpus[target.id] + cpus > scaled(target.cpus):
@@ -330,7 +327,6 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
                 f"{text[:3]} {label}: {text[4:]}"
                 for text in terms.move(task.id, move.source, target.id)
             )
-        state.move_gpus(task, move.source, target.id)
         state.add(task.id, target.id, cpus, memory)
         state.remove(task.id, move.source, cpus, memory)
         state.extra[target.id].update(task.resources)
