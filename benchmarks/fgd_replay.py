@@ -25,8 +25,7 @@ from pathlib import Path
 from gpuopt.cli.replay import parse_seeds
 from gpuopt.io.data import trace_folder
 from gpuopt.sharing.defrag import ShareDefrag
-from gpuopt.sharing.replay import OPENB_TRACES, load_openb, replay
-from gpuopt.sharing.workload import typical_workload
+from gpuopt.sharing.replay import OPENB_TRACES, load_openb, replay, trace_workload
 
 HERE = Path(__file__).resolve().parent
 POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
@@ -75,9 +74,7 @@ def main() -> int:
     timing: dict[str, list[float]] = {}
     for trace in args.traces.split(","):
         state, pods = load_openb(folder, trace)
-        workload = typical_workload(p.shape for p in pods).with_memory(
-            (p.shape, p.memory_mib) for p in pods
-        )
+        workload = trace_workload(pods)
         for policy in args.policies.split(","):
             moving = args.defrag_every or args.repair
             suffix = f"-every{args.defrag_every}-moves{args.defrag_moves}" if moving else ""

@@ -59,8 +59,7 @@ def run_openb(args: argparse.Namespace) -> int:
     """``gpuopt replay openb``: one policy's allocation curve on an openb trace."""
     from gpuopt.io.data import trace_folder
     from gpuopt.sharing.defrag import ShareDefrag
-    from gpuopt.sharing.replay import load_openb, replay
-    from gpuopt.sharing.workload import typical_workload
+    from gpuopt.sharing.replay import load_openb, replay, trace_workload
 
     to_stdout = args.out == "-"
     if not to_stdout:
@@ -68,9 +67,7 @@ def run_openb(args: argparse.Namespace) -> int:
     check_output_folder(args.plot, "--plot", picture=True)
     folder = trace_folder("openb", args.data)
     state, pods = load_openb(folder, args.trace)
-    workload = typical_workload(p.shape for p in pods).with_memory(
-        (p.shape, p.memory_mib) for p in pods
-    )
+    workload = trace_workload(pods)
     defrag = None
     if args.defrag_every or args.repair:
         defrag = ShareDefrag(workload, budget=args.defrag_moves)

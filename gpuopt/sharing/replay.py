@@ -189,6 +189,14 @@ def load_openb(folder: str | Path, trace: str) -> tuple[ShareState, list[Pod]]:
     )
 
 
+def trace_workload(pods: Sequence[Pod]) -> Workload:
+    """A trace's target workload: :func:`typical_workload` of its pods, each shape with the
+    median memory of the trace's pods of that shape (which only the ``gpuopt`` policy reads)."""
+    return typical_workload(p.shape for p in pods).with_memory(
+        (p.shape, p.memory_mib) for p in pods
+    )
+
+
 def arrival_order(
     pods: Sequence[Pod], capacity_milli: int, inflation: float, rng: np.random.Generator
 ) -> list[int]:
@@ -254,7 +262,7 @@ def replay(
     inflation
         Arrived GPU request to reach, as a multiple of the GPU capacity.
     workload
-        The target workload (default: :func:`typical_workload` of ``pods``, with
+        The target workload (default: :func:`trace_workload` of ``pods``: typical shapes with
         each shape's median memory, which only the ``gpuopt`` policy reads).
     hook, hook_every
         Called every ``hook_every`` arrivals (module docstring); off by default.
@@ -279,9 +287,7 @@ def replay(
     if state.gpu_capacity_milli == 0:
         raise ProblemError("replay: the cluster has no GPUs.")
     if workload is None:
-        workload = typical_workload(p.shape for p in pods).with_memory(
-            (p.shape, p.memory_mib) for p in pods
-        )
+        workload = trace_workload(pods)
     make_policy(policy, rank=np.arange(1), rng=np.random.default_rng(0), workload=workload)
     started = time.perf_counter()
     last = round(inflation * 100)
@@ -364,4 +370,5 @@ __all__ = [
     "load_openb",
     "replay",
     "trace_pods",
+    "trace_workload",
 ]
