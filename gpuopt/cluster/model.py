@@ -67,7 +67,14 @@ from gpuopt.cluster.kube import (
     selector_matches,
 )
 from gpuopt.cluster.rules import constraints, placement_key
-from gpuopt.cluster.shares import MILLI, Devices, gpus_needed, layout, share_of
+from gpuopt.cluster.shares import (
+    MILLI,
+    Devices,
+    gpus_needed,
+    layout,
+    on_sharing_nodes,
+    share_of,
+)
 from gpuopt.errors import short
 
 #: Largest snapshot the models accept: the methods are built for tens of
@@ -755,15 +762,7 @@ class Cluster(IndexedModel, _Extended):
 
     def _check_shares(self, nodes: Iterable[Node], gpus: Counter[str]) -> None:
         """C7: on nodes with GPU shares, count the GPUs the shares need once packed."""
-        sharing: dict[str, list[Task]] = {}
-        for task in self.tasks:
-            if task.gpu_milli is not None:
-                sharing[task.node] = []
-        if not sharing:
-            return
-        for task in self.tasks:
-            if task.node in sharing:
-                sharing[task.node].append(task)
+        sharing = on_sharing_nodes(self.tasks)
         for node in nodes:
             tasks = sharing.get(node.id)
             if tasks is None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 #: Thousandths of one GPU.
 MILLI = 1000
@@ -240,18 +240,22 @@ class _Placed(Holder, Protocol):
     def node(self) -> str: ...
 
 
-def share_layouts(nodes: Iterable[_Node], tasks: Iterable[_Placed]) -> dict[str, Devices]:
-    """:func:`layout` of every node that runs a GPU share, by node id (others: none)."""
-    on: dict[str, list[_Placed]] = {}
+P = TypeVar("P", bound=_Placed)
+
+
+def on_sharing_nodes(tasks: Iterable[P]) -> dict[str, list[P]]:
+    """The tasks of every node that runs a GPU share, by node id, in task order."""
     listed = list(tasks)
-    for task in listed:
-        if task.gpu_milli is not None:
-            on[task.node] = []
-    if not on:
-        return {}
+    on: dict[str, list[P]] = {task.node: [] for task in listed if task.gpu_milli is not None}
     for task in listed:
         if task.node in on:
             on[task.node].append(task)
+    return on
+
+
+def share_layouts(nodes: Iterable[_Node], tasks: Iterable[_Placed]) -> dict[str, Devices]:
+    """:func:`layout` of every node that runs a GPU share, by node id (others: none)."""
+    on = on_sharing_nodes(tasks)
     return {node.id: layout(node.gpus, on[node.id])[0] for node in nodes if node.id in on}
 
 
@@ -262,6 +266,7 @@ __all__ = [
     "Holder",
     "gpus_needed",
     "layout",
+    "on_sharing_nodes",
     "share_layouts",
     "share_of",
 ]
