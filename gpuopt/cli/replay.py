@@ -66,7 +66,11 @@ def run_openb(args: argparse.Namespace) -> int:
         check_output_folder(args.out, "--out")
     check_output_folder(args.plot, "--plot", picture=True)
     folder = trace_folder("openb", args.data)
-    state, pods = load_openb(folder, args.trace)
+    notes: list[str] = []
+    state, pods = load_openb(folder, args.trace, notes)
+    if not args.quiet:
+        for note in notes:
+            print(f"{args.trace}: {note}", file=sys.stderr)
     workload = trace_workload(pods)
     defrag = None
     if args.defrag_every or args.repair:

@@ -208,6 +208,7 @@ class _Pod:
     created: float
     deleted: float
     scheduled: bool
+    phase: str = ""
 
     @property
     def fractional(self) -> bool:
@@ -365,6 +366,7 @@ def _read_pods(path: str | Path) -> tuple[list[_Pod], bool]:
                 created=created,
                 deleted=deleted,
                 scheduled=scheduled,
+                phase=table.cell(row, "pod_phase") if "pod_phase" in table.columns else "",
             )
         )
     return pods, has_times

@@ -36,9 +36,11 @@ counts. No hook runs by default.
 
 from __future__ import annotations
 
+import csv
 import math
 import statistics
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,12 +161,18 @@ class ReplayResult:
         )
 
 
-def trace_pods(path: str | Path) -> list[Pod]:
-    """The pods of an openb pod CSV, in file order."""
+def trace_pods(path: str | Path, notes: list[str] | None = None) -> list[Pod]:
+    """The pods of an openb pod CSV, in file order.
+
+    When ``notes`` is a list, one sentence per column the replay reads but does not use
+    (``qos``, ``pod_phase``, the times), with its counts, is appended to it: the FGD
+    protocol (R1) places every pod of the trace alike, in a random order, for good.
+    """
     from gpuopt.io.openb import read_openb_pods
 
+    rows = read_openb_pods(path)
     pods: list[Pod] = []
-    for row in read_openb_pods(path):
+    for row in rows:
         try:
             shape = Shape(
                 row.cpu_milli, row.gpu_milli if row.gpus else 0, row.gpus, tuple(row.spec)
@@ -174,18 +182,55 @@ def trace_pods(path: str | Path) -> list[Pod]:
                 f"{path}: pod {row.name!r}: {str(exc).removeprefix('shape: ')}"
             ) from None
         pods.append(Pod(shape, row.memory_mib))
+    if notes is not None:
+        notes.extend(_unused_columns(path, rows))
     return pods
 
 
-def load_openb(folder: str | Path, trace: str) -> tuple[ShareState, list[Pod]]:
-    """The openb GPU nodes (empty) and the pods of ``trace`` (one of :data:`OPENB_TRACES`)."""
+def _counted(values: Sequence[str]) -> str:
+    """``'LS 3,837, BE 1,330'``: each value with its count, most common first."""
+    counts = Counter(value or "blank" for value in values)
+    return ", ".join(f"{value} {count:,}" for value, count in counts.most_common())
+
+
+def _unused_columns(path: str | Path, rows: Sequence[Any]) -> list[str]:
+    """Sentences on the columns of the pod CSV ``path`` that the replay does not use."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        header = {name.strip() for name in next(csv.reader(handle), [])}
+    notes = []
+    if "qos" in header:
+        notes.append(
+            f"qos is not used ({_counted([row.qos for row in rows])}): "
+            "the FGD protocol places every pod alike."
+        )
+    if "pod_phase" in header:
+        notes.append(
+            f"pod_phase is not used ({_counted([row.phase for row in rows])}): "
+            "every pod of the trace arrives, as in the FGD simulator."
+        )
+    times = [
+        name for name in ("creation_time", "deletion_time", "scheduled_time") if name in header
+    ]
+    if times:
+        notes.append(
+            f"{', '.join(times)} {'is' if len(times) == 1 else 'are'} not used for "
+            f"{len(rows):,} pods: they arrive in a seeded random order and never leave (R1)."
+        )
+    return notes
+
+
+def load_openb(
+    folder: str | Path, trace: str, notes: list[str] | None = None
+) -> tuple[ShareState, list[Pod]]:
+    """The openb GPU nodes (empty) and the pods of ``trace`` (one of :data:`OPENB_TRACES`);
+    ``notes`` as in :func:`trace_pods`."""
     if trace not in OPENB_TRACES:
         raise ProblemError(
             f"trace {trace!r} is unknown; expected one of {', '.join(OPENB_TRACES)}."
         )
     folder = Path(folder)
     return ShareState.from_openb(folder / OPENB_NODES), trace_pods(
-        folder / f"openb_pod_list_{trace}.csv"
+        folder / f"openb_pod_list_{trace}.csv", notes
     )
 
 

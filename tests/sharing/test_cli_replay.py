@@ -47,7 +47,14 @@ def test_replay_openb_writes_the_contract(
     assert data["seeds"] == [1, 2, 3]
     assert data["arrived"] == list(range(131)) and len(data["allocated"]) == 131
     assert data["moves"] == 0
-    assert "bestfit on default" in capsys.readouterr().out
+    shown = capsys.readouterr()
+    assert "bestfit on default" in shown.out
+    # the columns the protocol does not use are reported with their counts, on stderr
+    pods = (DATA / "alibaba-openb-gpu-2023" / "openb_pod_list_default.csv").read_text()
+    running = sum(line.split(",")[7] == "Running" for line in pods.splitlines()[1:])
+    assert f"pod_phase is not used (Running {running}" in shown.err
+    assert "qos is not used (LS " in shown.err
+    assert "creation_time, deletion_time, scheduled_time are not used" in shown.err
 
 
 def test_replay_openb_to_stdout_and_plot(
@@ -57,7 +64,8 @@ def test_replay_openb_to_stdout_and_plot(
         ["replay", "openb", "--data", str(DATA), "--seeds", "1", "--inflation", "1.1", "--out", "-"]
     )
     assert code == 0
-    data = json.loads(capsys.readouterr().out)  # nothing but the JSON
+    shown = capsys.readouterr()
+    data = json.loads(shown.out)  # nothing but the JSON
     assert data["policy"] == "fgd" and data["arrived"][-1] == 110
     first = tmp_path / "fgd.json"
     first.write_text(json.dumps(data))
