@@ -284,10 +284,12 @@ class ShareDefrag:
         node: int,
         pod: Pod,
         devices: tuple[int, ...] | None,
+        room: tuple[int, int] | None = None,
     ) -> tuple[Placement, int] | None:
-        """Move the pods ``keys`` off ``node`` and give ``pod`` its ``devices`` there (its
-        default GPUs when None): the placement and the moves, or None and no change."""
-        moved = _move_all(self, state, running, keys, node)
+        """Move the pods ``keys`` off ``node`` (only as many as ``room`` needs, as in
+        :func:`_move_all`) and give ``pod`` its ``devices`` there (its default GPUs when
+        None): the placement and the moves, or None and no change."""
+        moved = _move_all(self, state, running, keys, node, room)
         if moved is None:
             return None
         chosen = state.default_devices(node, pod.shape) if devices is None else devices
@@ -323,6 +325,10 @@ class ShareDefrag:
         if placed[0] is not None or shape.gpus != 1:
             return placed
         held = self._holdings(state, running)
+        if shape.is_share:
+            placed = self._share_room(state, running, pod, held)
+            if placed[0] is not None:
+                return placed
         count, cpu, mem, wide, holders = held.count, held.cpu, held.mem, held.wide, held.on_gpu
         ok = (count > 0) & (wide == 0) & (state.left >= 0)
         ok &= (state.cpu_left[:, None] + cpu) >= shape.cpu_milli
@@ -339,6 +345,48 @@ class ShareDefrag:
             node, gpu = int(rows[pick]), int(slots[pick])
             keys = sorted(holders[(node, gpu)])
             done = self._room_by_moving(state, running, keys, node, pod, (gpu,))
+            if done is not None:
+                return done
+        return None, 0
+
+    def _share_room(
+        self,
+        state: ShareState,
+        running: dict[int, tuple[Pod, Placement]],
+        pod: Pod,
+        held: _Holdings,
+    ) -> tuple[Placement | None, int]:
+        """Place the share ``pod`` on a GPU that lacks room for it, by moving some of that
+        GPU's pods (M3): the pods whose share alone makes the room first (smallest of
+        them first), then the others largest first, each where F grows least, until
+        the GPU has room. GPUs that lack least are tried first, at most :attr:`tries`.
+        """
+        shape = pod.shape
+        short = shape.gpu_milli - state.left
+        ok = (held.count > 0) & (held.wide == 0) & (state.left >= 0) & (short > 0)
+        ok &= (state.cpu_left[:, None] + held.cpu) >= shape.cpu_milli
+        ok &= (state.mem_left[:, None] + held.mem) >= pod.memory_mib
+        if shape.models:
+            ok &= state.model_mask(shape.models)[:, None]
+        rows, slots = np.nonzero(ok)
+        if rows.size == 0:
+            return None, 0
+        order = np.lexsort((held.count[rows, slots], short[rows, slots]))
+        for pick in order[: self.tries].tolist():
+            node, gpu = int(rows[pick]), int(slots[pick])
+            lack = int(short[node, gpu])
+            sizes = {key: held.pods[key].shape.gpu_milli for key in held.on_gpu[(node, gpu)]}
+            keys = sorted(
+                sizes,
+                key=lambda key: (
+                    sizes[key] < lack,
+                    sizes[key] * (-1 if sizes[key] < lack else 1),
+                    key,
+                ),
+            )
+            done = self._room_by_moving(
+                state, running, keys, node, pod, (gpu,), (gpu, shape.gpu_milli)
+            )
             if done is not None:
                 return done
         return None, 0
@@ -395,20 +443,33 @@ def _move_all(
     running: dict[int, tuple[Pod, Placement]],
     keys: list[int],
     source: int,
+    room: tuple[int, int] | None = None,
 ) -> list[tuple[int, Pod, Placement, Placement]] | None:
     """Move the pods ``keys`` off node ``source``, each where F grows least; None (and no
-    change) when one of them fits nowhere else."""
+    change) when one of them fits nowhere else.
+
+    With ``room = (gpu, share)``, only as many as ``source``'s GPU ``gpu`` needs to have
+    ``share`` thousandths left, in the order given: a pod that fits nowhere else stays,
+    and None (no change) comes when the GPU cannot get that room.
+    """
     moved: list[tuple[int, Pod, Placement, Placement]] = []
     for key in keys:
+        if room is not None and state.left[source, room[0]] >= room[1]:
+            break
         other, placement = running[key]
         state.remove(other, placement)
         found = defrag.best_target(state, other, source)
         if found is None:
             state.place(other, placement)
+            if room is not None:
+                continue
             _undo(state, moved)
             return None
         state.place(other, found[0])
         moved.append((key, other, placement, found[0]))
+    if room is not None and state.left[source, room[0]] < room[1]:
+        _undo(state, moved)
+        return None
     return moved
 
 

@@ -82,6 +82,25 @@ def test_repair_empties_a_gpu_for_a_whole_gpu_pod() -> None:
     legal(state, running)
 
 
+def test_repair_moves_only_part_of_a_gpu_for_a_share() -> None:
+    # n0 holds shares 400 + 300, n1 a 700 share: a 500 share fits nowhere, and neither GPU
+    # can be emptied (the 400 share fits nowhere else), but moving the 300 share onto n1
+    # leaves n0's GPU 600 thousandths.
+    state = state_of([1, 1], [8000, 8000])
+    running: dict[int, tuple[Pod, Placement]] = {}
+    for key, (node, share) in enumerate(((0, 400), (0, 300), (1, 700)), start=1):
+        pod = Pod(Shape(1000, share, 1))
+        state.place(pod, (node, (0,)))
+        running[key] = (pod, (node, (0,)))
+    arriving = Pod(Shape(1000, 500, 1))
+    assert not state.feasible(arriving).any()
+    placement, moves = ShareDefrag(TARGET).make_room(state, running, arriving)
+    assert placement == (0, (0,)) and moves == 1
+    assert running[2][1] == (1, (0,)) and running[1][1] == (0, (0,))
+    assert state.why_not(0, arriving, (0,)) is None
+    legal(state, running)
+
+
 def test_repair_moves_cpu_only_pods_off_a_node_whose_gpu_is_free() -> None:
     # n0 has a free GPU but a CPU-only pod holds its CPUs; n1 (no GPU) has CPUs to spare.
     state = state_of([1, 0], [4000, 8000])
