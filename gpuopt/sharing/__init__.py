@@ -13,9 +13,12 @@ ATC '23) and their simulator ``hkust-adsl/kubernetes-scheduler-simulator``
 - :mod:`~gpuopt.sharing.policies`: random, bestfit, packing, clustering,
   dotprod and fgd, as the simulator scores them;
 - :mod:`~gpuopt.sharing.replay`: the simulator's experiment protocol
-  (``gpuopt replay openb``).
+  (``gpuopt replay openb``);
+- :mod:`~gpuopt.sharing.defrag`: moves of running pods during a replay;
+- :mod:`~gpuopt.sharing.bound`: an upper bound on what any policy allocates.
 """
 
+from gpuopt.sharing.bound import PackingBound, packing_bound
 from gpuopt.sharing.fragmentation import Fragmentation, node_fragmentation
 from gpuopt.sharing.policies import POLICIES, Policy, make_policy, register_policy
 from gpuopt.sharing.replay import OPENB_TRACES, ReplayResult, load_openb, replay
@@ -26,6 +29,7 @@ __all__ = [
     "OPENB_TRACES",
     "POLICIES",
     "Fragmentation",
+    "PackingBound",
     "Placement",
     "Pod",
     "Policy",
@@ -36,6 +40,7 @@ __all__ = [
     "load_openb",
     "make_policy",
     "node_fragmentation",
+    "packing_bound",
     "register_policy",
     "replay",
     "typical_workload",
