@@ -463,13 +463,27 @@ class Pending(_Extended):
 
     model_config = _CONFIG
     _quiet_defaults: ClassVar[frozenset[str]] = frozenset(
-        {"namespace", "labels", "tolerations", "node_affinity", "resources", "preemption_policy"}
+        {
+            "namespace",
+            "labels",
+            "tolerations",
+            "node_affinity",
+            "resources",
+            "preemption_policy",
+            "gpu_milli",
+        }
     )
 
     id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
     cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
+    gpu_milli: int | None = Field(
+        default=None,
+        ge=1,
+        le=999,
+        description="C7: it asks for this share of one GPU, in thousandths (gpus=1).",
+    )
     priority: Priority = "LP"
     node_selector: dict[str, SelectorValue] = Field(default_factory=dict)
     since: float | None = Field(
@@ -493,6 +507,10 @@ class Pending(_Extended):
     @model_validator(mode="after")
     def _check_pending(self) -> Pending:
         _check_resources(f"pending {self.id!r}", self.resources)
+        if self.gpu_milli is not None and self.gpus != 1:
+            raise ValueError(
+                f"pending {self.id!r}: gpu_milli applies to a one-GPU pod, not gpus={self.gpus}"
+            )
         if isinstance(self.priority, int) and not MIN_PRIORITY <= self.priority <= MAX_PRIORITY:
             raise ValueError(
                 f"pending {self.id!r}: priority {self.priority} is outside the 32-bit range"

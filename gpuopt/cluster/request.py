@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -17,7 +18,7 @@ from gpuopt.cluster.model import MAX_AMOUNT, MAX_NODE_GPUS, Cluster, Priority
 from gpuopt.errors import ProblemError, problem_error_from, short
 
 #: The expected form of a request text, quoted in error messages.
-REQUEST_FORM = "<GPUs>G[<CPUs>C][<memory>M], e.g. '8G64C', '8G64C256M' or '4G'"
+REQUEST_FORM = "<GPUs>G[<CPUs>C][<memory>M], e.g. '8G64C', '8G64C256M', '4G' or '0.5G4C' (a share)"
 
 _TOKEN = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([gcm])", re.IGNORECASE)
 
@@ -43,6 +44,12 @@ class Request(BaseModel):
     gpus: int = Field(ge=1, le=MAX_NODE_GPUS)
     cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
+    gpu_milli: int | None = Field(
+        default=None,
+        ge=1,
+        le=999,
+        description="C7: a share of one GPU, in thousandths (gpus=1); None: whole GPUs.",
+    )
     same_asw: int = Field(default=1, ge=1, le=1_000_000)
     node_selector: dict[str, SelectorValue] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(
@@ -61,6 +68,8 @@ class Request(BaseModel):
 
     @model_validator(mode="after")
     def _check_selector(self) -> Request:
+        if self.gpu_milli is not None and self.gpus != 1:
+            raise ValueError(f"request: gpu_milli applies to one GPU, not gpus={self.gpus}")
         for key, wanted in self.node_selector.items():
             if isinstance(wanted, list) and not wanted:
                 raise ValueError(f"request: node_selector.{key} is an empty list")
@@ -69,7 +78,7 @@ class Request(BaseModel):
     @property
     def shape(self) -> str:
         """The shape as request text, e.g. ``'8G64C'`` (grouping and selector left out)."""
-        text = f"{self.gpus}G"
+        text = f"{self.gpus}G" if self.gpu_milli is None else f"{_number(self.gpu_milli / 1000)}G"
         if self.cpus:
             text += f"{_number(self.cpus)}C"
         if self.memory:
@@ -95,7 +104,8 @@ def parse_request(
     ----------
     text
         Numbers each followed by a unit letter: ``G`` (GPUs, a whole number,
-        required), ``C`` (CPUs) and ``M`` (memory, in the snapshot's unit).
+        or a share of one GPU below 1 in thousandths, rule C7; required),
+        ``C`` (CPUs) and ``M`` (memory, in the snapshot's unit).
         Case and whitespace do not matter; a missing ``C`` means no CPU need.
     same_asw
         Copies of the shape needed under one access switch.
@@ -118,6 +128,9 @@ def parse_request(
     >>> request = parse_request(" 8g 64c 256m ")
     >>> request.gpus, request.cpus, request.memory, request.same_asw, request.node_selector
     (8, 64.0, 256.0, 1, {})
+    >>> share = parse_request("0.25G4C")
+    >>> share.gpus, share.gpu_milli, share.shape
+    (1, 250, '0.25G4C')
     """
     if not isinstance(text, str):
         raise ProblemError(f"request {short(text)} is not text of the form {REQUEST_FORM}.")
@@ -131,9 +144,20 @@ def parse_request(
         amounts[match.group(2).upper()] = match.group(1)
         position = match.end()
     gpus = amounts.get("G")
+    share = None
+    if gpus is not None and not gpus.isdigit() and 0 < Decimal(gpus) < 1:
+        thousandths = Decimal(gpus) * 1000
+        share = int(thousandths)
+        if share != thousandths or share == 0:
+            raise ProblemError(
+                f"request {short(text)}: a share of a GPU is given in thousandths "
+                f"(0.001 to 0.999), not {gpus}."
+            )
+        gpus = "1"
     if gpus is None or not gpus.isdigit():
         raise ProblemError(
-            f"request {short(text)} needs a whole number of GPUs (the form is {REQUEST_FORM})."
+            f"request {short(text)} needs a whole number of GPUs or a share below 1 "
+            f"(the form is {REQUEST_FORM})."
         )
     if len(gpus) > 18:  # int() refuses 4,300 digits; no node has 10**18 GPUs anyway
         raise ProblemError(f"request {short(text)} asks for more GPUs than any node can have.")
@@ -143,6 +167,8 @@ def parse_request(
         "same_asw": same_asw,
         "node_selector": dict(node_selector or {}),
     }
+    if share is not None:
+        data["gpu_milli"] = share
     if "M" in amounts:
         data["memory"] = float(amounts["M"])
     try:
@@ -167,6 +193,7 @@ def pending_request(cluster: Cluster, pod_id: str) -> tuple[Request, Priority]:
         if pod.id == pod_id:
             request = Request(
                 gpus=max(pod.gpus, 1),
+                gpu_milli=pod.gpu_milli,
                 cpus=pod.cpus,
                 memory=pod.memory,
                 node_selector=pod.node_selector,

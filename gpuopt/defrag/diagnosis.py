@@ -64,6 +64,7 @@ from gpuopt.cluster.request import REQUEST_FORM, Request, as_request, parse_requ
 from gpuopt.cluster.rules import refusal
 from gpuopt.cluster.shares import MILLI
 from gpuopt.defrag.solution import MigrationPlan, Move, apply_plan
+from gpuopt.errors import ProblemError
 
 IntArray = npt.NDArray[np.int64]
 
@@ -184,6 +185,12 @@ def diagnose(problem: DefragProblem, request: Request | str, *, detail: bool = F
     (16, 0, 16, 0)
     """
     request = as_request(request)
+    if request.gpu_milli is not None:
+        raise ProblemError(
+            f"request {request.shape}: this diagnosis counts whole GPUs; for a share of a GPU "
+            "give a workload of that shape (gpuopt diagnose --workload FILE), whose "
+            "fragmentation counts shares (rule F1 of models/sharing.md)."
+        )
     index = problem.index
     n = index.num_nodes
     size = request.gpus

@@ -28,6 +28,7 @@ from typing import Any
 
 from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
 from gpuopt.cluster.rules import refusal
+from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.defrag.solution import MigrationPlan, apply_plan, make_plan
 
 #: Longest plan whose every prefix is tried; longer plans are cut only at wave ends.
@@ -57,7 +58,7 @@ def fit_pending(cluster: Cluster) -> list[PendingFit]:
     [('p', None), ('q', 'a')]
     """
     index = cluster.index
-    free_gpus = {n.id: n.gpus - int(index.node_used_gpus[p]) for p, n in enumerate(cluster.nodes)}
+    devices = _devices(cluster)
     free_cpus = {
         n.id: scaled(n.cpus) - int(index.node_used_cpus[p]) for p, n in enumerate(cluster.nodes)
     }
@@ -90,19 +91,19 @@ def fit_pending(cluster: Cluster) -> list[PendingFit]:
                 continue
             room = free_memory[node.id]
             if (
-                free_gpus[node.id] < pod.gpus
+                devices[node.id].choose(pod.gpus, pod.gpu_milli or MILLI) is None
                 or free_cpus[node.id] < cpus
                 or (room is not None and room < memory)
                 or any(free_extra[node.id][r] < amount for r, amount in pod.resources.items())
             ):
                 why["K4"] += 1
                 continue
-            if best is None or free_gpus[node.id] < free_gpus[best]:
+            if best is None or devices[node.id].free < devices[best].free:
                 best = node.id
         if best is None:
             found[position] = PendingFit(pod, None, _reason(why, len(cluster.nodes)))
             continue
-        free_gpus[best] -= pod.gpus
+        devices[best].take(pod.id, pod.gpus, pod.gpu_milli or MILLI)
         free_cpus[best] -= cpus
         room = free_memory[best]
         if room is not None:
@@ -110,6 +111,21 @@ def fit_pending(cluster: Cluster) -> list[PendingFit]:
         free_extra[best].subtract(pod.resources)
         found[position] = PendingFit(pod, best)
     return [found[position] for position in range(len(cluster.pending))]
+
+
+def _devices(cluster: Cluster) -> dict[str, Devices]:
+    """Each node's GPUs with the share each has left (C7 layouts; on a node without shares
+    the used GPUs first), to be taken by the waiting pods."""
+    index = cluster.index
+    found = {}
+    for pos, node in enumerate(cluster.nodes):
+        laid = index.devices.get(node.id)
+        if laid is not None:
+            found[node.id] = laid.copy()
+        else:
+            used = min(int(index.node_used_gpus[pos]), node.gpus)
+            found[node.id] = Devices(node.gpus, [0] * used + [MILLI] * (node.gpus - used))
+    return found
 
 
 def _reason(why: Counter[str], nodes: int) -> str:

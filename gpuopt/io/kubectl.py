@@ -80,7 +80,9 @@ Pods
   or requests GPU memory (``aliyun.com/gpu-mem``, ``volcano.sh/gpu-memory``:
   a share of the node's amount per GPU), is read as ``gpus=1``
   with ``gpu_milli`` = the share in thousandths (reported): shares of a node
-  pack onto its GPUs (rule C7). A pending pod's share is one whole GPU.
+  pack onto its GPUs (rule C7). A pending pod's share is read the same way,
+  except a share given in GPU memory, which is one whole GPU until a node
+  (and so the GPU's size) is known (reported).
 * ``priority``: the legacy label ``gpuopt.io/priority`` (``HP``/``LP``) when
   present, else ``spec.priority``, else the value of the PriorityClass
   ``spec.priorityClassName`` among those read (``system-node-critical`` =
@@ -578,8 +580,8 @@ _LINES: dict[str, str] = {
     "fraction": "{n} pods ask for a share of one GPU: read as gpu_milli of one GPU (shares of a "
     "node pack onto its GPUs; which GPU each holds is not read, so they are laid out best fit)",
     "fraction-whole": "{n} pods ask for GPU memory (gpu-memory, aliyun.com/gpu-mem, "
-    "volcano.sh/gpu-memory) or a share while pending, "
-    "where the GPU's size is unknown: read as one whole GPU",
+    "volcano.sh/gpu-memory) where the GPU's size is unknown (on no node yet, or on a node "
+    "that states no GPU memory): read as one whole GPU",
     "no-phase": "{n} bound pods report no status.phase: taken as Running",
     "misplaced": "{n} pods run on nodes that no longer match their node selector or required node "
     "affinity: pinned (misplaced)",
@@ -1092,6 +1094,8 @@ class _ClusterReader:
         terms, unresolved = self._pod_terms(reader, affinity, pod_id)
         self._unmodelled_pod_fields(reader, spec, affinity)
         spread = self._hard_spread(reader, spec, namespace) if node is not None else False
+        if gpu_milli is not None:
+            pod["gpu_milli"] = gpu_milli
         if node is None:
             policy = reader.text(spec, "preemptionPolicy", "spec.preemptionPolicy")
             pod["preemption_policy"] = policy or class_policy or "PreemptLowerPriority"
@@ -1114,8 +1118,6 @@ class _ClusterReader:
         if phase is None:
             self.note("no-phase", pod_id)
         pod.update(terms, node=node)
-        if gpu_milli is not None:
-            pod["gpu_milli"] = gpu_milli
         started = reader.time(status, "startTime", "status.startTime")
         if started is not None:
             pod["start_time"] = started
@@ -1209,9 +1211,6 @@ class _ClusterReader:
             share = min(Fraction(1), requests[key] / pool)
         if share is None or share == 1:
             return max(gpus, 0 if share is None else 1), None
-        if node is None:
-            self.note("fraction-whole", pod_id)
-            return 1, None
         self.note("fraction", pod_id)
         return 1, min(999, max(1, math.ceil(share * 1000)))
 

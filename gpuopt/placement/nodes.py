@@ -19,7 +19,11 @@ filter each node failed.
 Rules a placement keeps, checked by :func:`violations` (which knows nothing
 about :func:`place`):
 
-- **N1** the node is in the problem; its GPUs are distinct, in range and free;
+- **N1** the node is in the problem; its GPUs are distinct, in range and free
+  (for a share of a GPU, ``gpu_milli``: its one GPU has that much left, rule C7
+  of ``models/cluster.md``; a node's ``gpu_left`` states each GPU's thousandths
+  left when some hold shares, and a share takes the GPU with the least left
+  that holds it);
 - **N2** it takes exactly ``request.gpus`` GPUs, or for a ``whole_node``
   request all GPUs of a node none of whose GPUs is in use (at least
   ``request.gpus`` of them);
@@ -512,6 +516,12 @@ class PlacementNode(BaseModel):
     used_gpus: list[int] = Field(default_factory=list, max_length=MAX_TOPOLOGY_GPUS)
     used_cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     used_memory: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
+    gpu_left: list[int] | None = Field(
+        default=None,
+        max_length=MAX_TOPOLOGY_GPUS,
+        description="C7: the thousandths each GPU has left when some hold shares of a GPU "
+        "(None: a used GPU has none left, a free one 1000).",
+    )
 
     @model_validator(mode="after")
     def _check_use(self) -> PlacementNode:
@@ -519,6 +529,16 @@ class PlacementNode(BaseModel):
         for gpu, count in counts.items():
             if count > 1:
                 raise ValueError(f"node {self.id!r}: used_gpus lists GPU {gpu} {count} times")
+        if self.gpu_left is not None:
+            bad = next((left for left in self.gpu_left if not 0 <= left <= MILLI), None)
+            if bad is not None:
+                raise ValueError(f"node {self.id!r}: gpu_left {bad} is outside 0 to {MILLI}")
+            partly = sorted(gpu for gpu, left in enumerate(self.gpu_left) if left < MILLI)
+            if partly != sorted(self.used_gpus):
+                raise ValueError(
+                    f"node {self.id!r}: the GPUs with less than {MILLI} left in gpu_left "
+                    f"({partly}) must be used_gpus ({sorted(self.used_gpus)})"
+                )
         if scaled(self.used_cpus) > scaled(self.cpus):
             raise ValueError(
                 f"node {self.id!r}: used_cpus={self.used_cpus:g} exceeds cpus={self.cpus:g}"
@@ -550,11 +570,26 @@ class GpuRequest(BaseModel):
     cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     memory: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     whole_node: bool = False
+    gpu_milli: int | None = Field(
+        default=None,
+        ge=1,
+        le=MILLI - 1,
+        description="C7: a share of one GPU, in thousandths (gpus=1): it goes on a GPU with "
+        "that much left, which other shares may hold.",
+    )
     pending: str | None = Field(
         default=None,
         description="The cluster's waiting pod it stands for (a view of a cluster), so a "
         "check can rebuild the question with the pod's rules.",
     )
+
+    @model_validator(mode="after")
+    def _check_share(self) -> GpuRequest:
+        if self.gpu_milli is not None and (self.gpus != 1 or self.whole_node):
+            raise ValueError(
+                f"request {self.id!r}: gpu_milli is a share of one GPU (gpus=1, not whole_node)"
+            )
+        return self
 
 
 class NodePlacementProblem(IndexedModel):
@@ -594,6 +629,11 @@ class NodePlacementProblem(IndexedModel):
                     f"node {node.id!r}: topology {node.topology!r} is not in topologies"
                 )
             size = len(kind.bandwidth)
+            if node.gpu_left is not None and len(node.gpu_left) != size:
+                raise ValueError(
+                    f"node {node.id!r}: gpu_left has {len(node.gpu_left)} entries but topology "
+                    f"{node.topology!r} has {size} GPUs"
+                )
             for gpu in node.used_gpus:
                 if not 0 <= gpu < size:
                     raise ValueError(
@@ -664,8 +704,10 @@ class NodePlacementProblem(IndexedModel):
                 topologies[kind] = {"bandwidth": interconnect_matrix(node.interconnect, node.gpus)}
             tasks = on_node.get(node.id, [])
             devices = index.devices.get(node.id)
+            gpu_left = None
             if devices is not None:  # C7: GPUs holding shares, laid out
                 used = [gpu for gpu, left in enumerate(devices.left) if left < MILLI]
+                gpu_left = list(devices.left)
             else:
                 named = {gpu for task in tasks for gpu in task.gpu_indices or ()}
                 free = (gpu for gpu in range(node.gpus) if gpu not in named)
@@ -678,6 +720,8 @@ class NodePlacementProblem(IndexedModel):
                 "used_gpus": used,
                 "used_cpus": int(index.node_used_cpus[pos]) / SCALE,
             }
+            if gpu_left is not None:
+                entry["gpu_left"] = gpu_left
             if node.memory is not None:
                 entry["memory"] = node.memory
                 entry["used_memory"] = int(index.node_used_memory[pos]) / SCALE
@@ -690,9 +734,23 @@ class NodePlacementProblem(IndexedModel):
             "memory": shape.memory or 0.0,
             "whole_node": whole_node,
         }
+        if shape.gpu_milli is not None:
+            if whole_node:
+                raise ProblemError(
+                    f"request {shape.shape}: a share of a GPU cannot ask for a whole node."
+                )
+            gpu_request["gpu_milli"] = shape.gpu_milli
         if pending is not None:
             gpu_request["pending"] = pending
         return cls(name=cluster.name, topologies=topologies, nodes=nodes, request=gpu_request)
+
+
+def gpu_left_of(node: PlacementNode, size: int) -> list[int]:
+    """The thousandths each of ``node``'s ``size`` GPUs has left (C7)."""
+    if node.gpu_left is not None:
+        return list(node.gpu_left)
+    used = set(node.used_gpus)
+    return [0 if gpu in used else MILLI for gpu in range(size)]
 
 
 @dataclass(frozen=True)
@@ -715,6 +773,8 @@ class NodeIndex:
     node_free_gpus: npt.NDArray[np.int64]
     node_cpus_free: npt.NDArray[np.int64]
     node_memory_free: npt.NDArray[np.int64]
+    #: thousandths each GPU has left (C7), one row per node, -1 past a node's GPUs
+    node_left: npt.NDArray[np.int64]
 
     @classmethod
     def build(cls, problem: NodePlacementProblem) -> NodeIndex:
@@ -731,6 +791,9 @@ class NodeIndex:
             ],
             dtype=np.int64,
         )
+        left = np.full((len(nodes), max(node_gpus.max(initial=0), 1)), -1, dtype=np.int64)
+        for pos, (node, size) in enumerate(zip(nodes, node_gpus.tolist(), strict=True)):
+            left[pos, :size] = gpu_left_of(node, size)
         return cls(
             node_ids=[n.id for n in nodes],
             node_pos={n.id: pos for pos, n in enumerate(nodes)},
@@ -750,7 +813,16 @@ class NodeIndex:
                 ],
                 dtype=np.int64,
             ),
+            node_left=left,
         )
+
+    def share_gpu(self, milli: int) -> npt.NDArray[np.int64]:
+        """Per node, the GPU a share of ``milli`` thousandths takes (best fit: the least left
+        that holds it, lowest index on ties; C7), or -1 where no GPU holds it."""
+        room = np.where(self.node_left >= milli, self.node_left, np.iinfo(np.int64).max)
+        best = np.argmin(room, axis=1)
+        fits = (self.node_left >= milli).any(axis=1)
+        return np.where(fits, best, -1).astype(np.int64)
 
 
 # --------------------------------------------------------------------------- placing
@@ -794,9 +866,12 @@ class NodePlacement(Result):
             if self.min_pair_bandwidth is not None
             else ""
         )
+        where = f"GPUs {', '.join(map(str, self.gpus))}"
+        if self.job is not None and self.job.gpu_milli is not None:
+            where = f"a {self.job.gpu_milli / MILLI:g} share of GPU {self.gpus[0]}"
         return (
-            f"{self.method}: {self.request} on node {self.node}, GPUs "
-            f"{', '.join(map(str, self.gpus))}{pair} ({self.seconds * 1000:.2f} ms)"
+            f"{self.method}: {self.request} on node {self.node}, {where}{pair} "
+            f"({self.seconds * 1000:.2f} ms)"
         )
 
 
@@ -887,7 +962,13 @@ def _completely_free(index: NodeIndex) -> npt.NDArray[np.bool_]:
 def _gpu_count_filter(
     index: NodeIndex, request: GpuRequest
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
-    """Nodes with enough free GPUs, and how many GPUs the request takes on each."""
+    """Nodes with enough free GPUs, and how many GPUs the request takes on each (for a
+    share: a GPU with room for it, and 1 where that GPU is a free one, else 0)."""
+    if request.gpu_milli is not None:
+        chosen = index.share_gpu(request.gpu_milli)
+        ok = chosen >= 0
+        left = index.node_left[np.arange(chosen.size), np.maximum(chosen, 0)]
+        return ok, (ok & (left == MILLI)).astype(np.int64)
     if request.whole_node:
         ok = _completely_free(index) & (index.node_gpus >= request.gpus)
         return ok, index.node_gpus
@@ -911,6 +992,11 @@ def _rank(
     candidates: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.int64]:
     """Order of ``candidates`` (positions into it), best first, by the policy's keys."""
+    share_after = None
+    if request.gpu_milli is not None:
+        chosen = index.share_gpu(request.gpu_milli)
+        left = index.node_left[np.arange(chosen.size), np.maximum(chosen, 0)]
+        share_after = left - request.gpu_milli
     return rank_nodes(
         policy,
         candidates,
@@ -922,6 +1008,7 @@ def _rank(
         whole_node=request.whole_node,
         memory_free=index.node_memory_free,
         request_memory=scaled(request.memory),
+        share_after=share_after,
     )
 
 
@@ -937,6 +1024,7 @@ def rank_nodes(
     whole_node: bool = False,
     memory_free: npt.NDArray[np.int64] | None = None,
     request_memory: int = 0,
+    share_after: npt.NDArray[np.int64] | None = None,
 ) -> npt.NDArray[np.int64]:
     """Order of ``candidates`` (positions into it), best first, by ``policy``'s keys.
 
@@ -946,7 +1034,9 @@ def rank_nodes(
     that pass the filters; ``taken`` is how many GPUs the request takes on
     each node (or on all); CPUs and memory are integers in one unit
     (thousandths in :func:`place`) and ``memory_free`` is -1 where a node
-    states no memory (None: no node does).
+    states no memory (None: no node does). For a share of a GPU,
+    ``share_after`` is what its GPU keeps on each node (binpack: least
+    first, spread: most), after the free-GPU key.
 
     >>> free = np.array([8, 3, 5])
     >>> rank_nodes("binpack", np.arange(3), node_gpus=np.full(3, 8), free_gpus=free,
@@ -964,17 +1054,31 @@ def rank_nodes(
         memory = memory_free[candidates]
         memory_after = np.where(memory == _NO_MEMORY, _UNBOUNDED, memory - request_memory)
         memory_keys = (memory_after if policy == "binpack" else -memory_after,)
+    share_keys: tuple[npt.NDArray[Any], ...] = ()
+    if share_after is not None:
+        share_keys = (share_after[candidates] * (1 if policy == "binpack" else -1),)
     keys: tuple[npt.NDArray[Any], ...]
     if policy == "binpack":
         kept = (free_gpus == node_gpus)[candidates] & (not whole_node)
-        keys = (candidates, *memory_keys, cpus_after, taken[candidates], free_after, kept)
+        keys = (
+            candidates,
+            *memory_keys,
+            cpus_after,
+            taken[candidates],
+            *share_keys,
+            free_after,
+            kept,
+        )
     else:
-        keys = (candidates, *memory_keys, -cpus_after, -free_after)
+        keys = (candidates, *memory_keys, -cpus_after, *share_keys, -free_after)
     return np.lexsort(keys).astype(np.int64)  # the last key is the primary one
 
 
 def _gpu_set(index: NodeIndex, node_pos: int, request: GpuRequest) -> tuple[int, ...] | None:
     """The GPUs the request gets on a node that passes the count filter, or None."""
+    if request.gpu_milli is not None:
+        gpu = int(index.share_gpu(request.gpu_milli)[node_pos])
+        return None if gpu < 0 else (gpu,)
     topology = index.topologies[int(index.node_topology[node_pos])]
     if request.whole_node:
         if topology.bottleneck[topology.full_mask] < request.min_bandwidth:
@@ -989,6 +1093,11 @@ def _why(index: NodeIndex, request: GpuRequest, policy: Policy, node_pos: int, t
     link = f" at >= {request.min_bandwidth:g} GB/s" if request.min_bandwidth > 0 else ""
     what = "a whole-node job" if request.whole_node else f"{request.gpus} GPUs{link}"
     order = "fullest" if policy == "binpack" else "emptiest"
+    if request.gpu_milli is not None:
+        gpu = int(index.share_gpu(request.gpu_milli)[node_pos])
+        keeps = int(index.node_left[node_pos, gpu]) - request.gpu_milli
+        left = int(index.node_free_gpus[node_pos]) - int(keeps + request.gpu_milli == MILLI)
+        what = f"a {request.gpu_milli / MILLI:g} share of GPU {gpu} (keeping {keeps} thousandths)"
     text = f"{policy}: {order} node that fits {what}, leaving {left} GPUs free"
     kept = (
         policy == "binpack"
@@ -1020,6 +1129,12 @@ def _why_not(index: NodeIndex, request: GpuRequest) -> str:
             causes.append(f"{_nodes(busy, 'has', 'have')} GPUs in use")
         if small.any():
             causes.append(f"{_nodes(small, 'has', 'have')} fewer than {request.gpus} GPUs")
+    elif request.gpu_milli is not None:
+        short = ~gpu_ok
+        if short.any():
+            causes.append(
+                f"{_nodes(short, 'has', 'have')} no GPU with {request.gpu_milli} thousandths left"
+            )
     else:
         short = ~gpu_ok
         if short.any():
@@ -1063,10 +1178,17 @@ def _resources_fit(node: PlacementNode, request: GpuRequest) -> bool:
 
 
 def _gpus_that_fit(
-    bandwidth: Sequence[Sequence[float]], used: Sequence[int], request: GpuRequest
+    bandwidth: Sequence[Sequence[float]],
+    used: Sequence[int],
+    request: GpuRequest,
+    left: Sequence[int] | None = None,
 ) -> tuple[int, ...] | None:
-    """Brute force: GPUs of a node that satisfy N1-N3 for ``request``, or None."""
+    """Brute force: GPUs of a node that satisfy N1-N3 for ``request`` (``left``: each GPU's
+    thousandths left, C7), or None."""
     size = len(bandwidth)
+    if request.gpu_milli is not None:
+        room = left if left is not None else [0 if g in set(used) else MILLI for g in range(size)]
+        return next(((gpu,) for gpu in range(size) if room[gpu] >= request.gpu_milli), None)
     busy = set(used)
     free = [gpu for gpu in range(size) if gpu not in busy]
     choices: Iterable[tuple[int, ...]]
@@ -1107,14 +1229,14 @@ def violations(problem: NodePlacementProblem, placement: NodePlacement) -> list[
 def _empty_violations(problem: NodePlacementProblem) -> list[str]:
     """N5: the first node that could take the request, if any (brute force, memoised)."""
     request = problem.request
-    answers: dict[tuple[str, tuple[int, ...]], tuple[int, ...] | None] = {}
+    answers: dict[tuple[str, tuple[int, ...], tuple[int, ...]], tuple[int, ...] | None] = {}
     for node in problem.nodes:
         if not _resources_fit(node, request):
             continue
-        key = (node.topology, tuple(sorted(node.used_gpus)))
+        key = (node.topology, tuple(sorted(node.used_gpus)), tuple(node.gpu_left or ()))
         if key not in answers:
             bandwidth = problem.topologies[node.topology].bandwidth
-            answers[key] = _gpus_that_fit(bandwidth, node.used_gpus, request)
+            answers[key] = _gpus_that_fit(bandwidth, node.used_gpus, request, node.gpu_left)
         gpus = answers[key]
         if gpus is not None:
             return [
@@ -1139,9 +1261,18 @@ def _node_violations(
     outside = [gpu for gpu in gpus if not 0 <= gpu < size]
     if outside:
         found.append(f"N1: GPUs {outside} are not on node {node.id!r} (it has {size})")
-    busy = sorted(set(gpus) & set(node.used_gpus))
-    if busy:
-        found.append(f"N1: GPUs {busy} of node {node.id!r} are already in use")
+    if request.gpu_milli is not None:  # C7: a share needs that much left on its GPU
+        left = gpu_left_of(node, size)
+        for gpu in distinct:
+            if 0 <= gpu < size and left[gpu] < request.gpu_milli:
+                found.append(
+                    f"N1: GPU {gpu} of node {node.id!r} has {left[gpu]} thousandths left, "
+                    f"less than the share's {request.gpu_milli}"
+                )
+    else:
+        busy = sorted(set(gpus) & set(node.used_gpus))
+        if busy:
+            found.append(f"N1: GPUs {busy} of node {node.id!r} are already in use")
     if request.whole_node:
         if node.used_gpus:
             found.append(f"N2: whole-node request on node {node.id!r}, which has GPUs in use")
@@ -1206,9 +1337,17 @@ def apply_placement(
         pos = problem.index.node_pos[placement.node]
         node = nodes[pos]
         held = problem.request
+        update: dict[str, Any] = {}
+        if held.gpu_milli is not None or node.gpu_left is not None:  # C7: shares kept exact
+            size = int(problem.index.node_gpus[pos])
+            left = gpu_left_of(node, size)
+            for gpu in placement.gpus:
+                left[gpu] -= held.gpu_milli if held.gpu_milli is not None else left[gpu]
+            update["gpu_left"] = left
         nodes[pos] = node.model_copy(
             update={
-                "used_gpus": sorted([*node.used_gpus, *placement.gpus]),
+                **update,
+                "used_gpus": sorted({*node.used_gpus, *placement.gpus}),
                 "used_cpus": (scaled(node.used_cpus) + scaled(held.cpus)) / SCALE,
                 "used_memory": (
                     node.used_memory

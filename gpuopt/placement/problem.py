@@ -197,6 +197,11 @@ class TopologyProblem(IndexedModel):
         shape: Request = Request(gpus=1)  # jobs as a list: no pod rules beyond K1
         if isinstance(jobs, (Request, str)):
             shape = as_request(jobs)
+            if shape.gpu_milli is not None:
+                raise ProblemError(
+                    f"request {shape.shape}: a share of a GPU is placed at the node level "
+                    "(--level node), which picks its GPU."
+                )
             job_list: list[Any] = [
                 {
                     "id": job_id,

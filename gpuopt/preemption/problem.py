@@ -209,7 +209,11 @@ class PreemptionProblem(IndexedModel):
         locked node, ...), and the request's ``preemption_policy`` is not
         ``Never`` (rule K8 of ``models/cluster.md``); every other task is HP
         in the view and the request is HP. With the classes alone this is the
-        old rule: an HP request may stop LP tasks. Tasks lose the work since
+        old rule: an HP request may stop LP tasks. A request for a share of a
+        GPU (``gpu_milli``, rule C7) takes one GPU in the view: a GPU that has
+        that share left counts as free (its shares hold 0 GPUs in the view), and
+        another frees when its one holder stops (shares that share a GPU are
+        fixed, so never stopped). Tasks lose the work since
         their ``last_checkpoint`` (else their ``start_time``); ``now``
         defaults to the cluster's. Nodes the request may not use by rules
         K1-K3 (NotReady, cordoned, locked, untolerated taints, its selector
@@ -251,6 +255,8 @@ class PreemptionProblem(IndexedModel):
             )
         tasks = []
         held = cluster.index.task_gpus  # C7: a GPU shared by several shares counts once
+        if shape.gpu_milli is not None:
+            held = _share_view(cluster, held, shape.gpu_milli)
         for pos, task in enumerate(cluster.tasks):
             if task.node not in usable:
                 continue
@@ -297,6 +303,18 @@ class PreemptionProblem(IndexedModel):
     def index(self) -> PreemptionIndex:
         """The array view the methods read (built once)."""
         return PreemptionIndex.build(self)
+
+
+def _share_view(cluster: Cluster, held: np.ndarray, milli: int) -> np.ndarray:
+    """The GPUs each task holds in the view of a request for a share of ``milli``
+    thousandths: 0 for the shares on a GPU that has that much left (C7)."""
+    view: np.ndarray = np.array(held, dtype=np.int64)
+    where = cluster.index.task_pos
+    for devices in cluster.index.devices.values():
+        for task_id, (gpus, _) in devices.holders.items():
+            if gpus and all(devices.left[gpu] >= milli for gpu in gpus):
+                view[where[task_id]] = 0
+    return view
 
 
 @dataclass(frozen=True)

@@ -50,13 +50,14 @@ def test_fgd_simulator_example_reads_gpu_annotations() -> None:
         "pai-node-01": (4, 64.0, 256000.0),
     }
     assert all(node.resources == {} for node in cluster.nodes)  # gpu-milli mirrors the count
-    pending = {pod.id: (pod.gpus, pod.cpus, pod.memory) for pod in cluster.pending}
+    pending = {pod.id: (pod.gpus, pod.gpu_milli, pod.cpus, pod.memory) for pod in cluster.pending}
     assert pending == {
-        "pai-gpu/gpu-pod-00": (1, 4.0, 9216.0),  # gpu-milli 500: half a GPU, pending: whole
-        "pai-gpu/gpu-pod-01": (0, 8.0, 17408.0),  # no GPU annotation
-        "pai-gpu/gpu-pod-02": (2, 12.0, 18432.0),  # gpu-milli 1000 x gpu-count 2
+        "pai-gpu/gpu-pod-00": (1, 500, 4.0, 9216.0),  # gpu-milli 500: half a GPU, waiting too
+        "pai-gpu/gpu-pod-01": (0, None, 8.0, 17408.0),  # no GPU annotation
+        "pai-gpu/gpu-pod-02": (2, None, 12.0, 18432.0),  # gpu-milli 1000 x gpu-count 2
     }
-    assert report.reasons["fraction-whole"] == ["pai-gpu/gpu-pod-00"]
+    assert report.reasons["fraction"] == ["pai-gpu/gpu-pod-00"]
+    assert "fraction-whole" not in report.reasons
 
 
 def test_fgd_annotations_of_a_bound_pod_give_a_share() -> None:
@@ -189,13 +190,14 @@ def test_popeye_lint_data() -> None:
 def test_kai_gpu_sharing_examples() -> None:
     # NVIDIA/KAI-Scheduler docs/gpu-sharing: pending pods with gpu-fraction or gpu-memory
     cluster, report = read("kai-gpu-sharing")
-    assert {pod.id: pod.gpus for pod in cluster.pending} == {
-        "default/gpu-sharing": 1,
-        "default/gpu-sharing-init-container": 1,
-        "default/gpu-sharing-non-default": 1,
-        "default/gpu-sharing-with-mps": 1,
+    assert {pod.id: (pod.gpus, pod.gpu_milli) for pod in cluster.pending} == {
+        "default/gpu-sharing": (1, None),  # gpu-memory: the GPU's size is unknown while pending
+        "default/gpu-sharing-init-container": (1, 500),  # gpu-fraction 0.5
+        "default/gpu-sharing-non-default": (1, 500),
+        "default/gpu-sharing-with-mps": (1, 500),
     }
-    assert report.count("fraction-whole") == 4
+    assert report.count("fraction-whole") == 1
+    assert report.count("fraction") == 3
     assert report.unmodelled["scheduler"] == 4  # schedulerName: kai-scheduler
     assert report.reasons["duplicate"] == ["Pod gpu-sharing"]  # two files, one name
 
