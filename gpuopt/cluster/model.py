@@ -234,6 +234,18 @@ def _check_resources(owner: str, resources: dict[str, int]) -> None:
             )
 
 
+def share_field(description: str) -> Any:
+    """The ``gpu_milli`` field of a task, a waiting pod or a request (C7): a share of one
+    GPU in thousandths, 1 to 999, or None for whole GPUs."""
+    return Field(default=None, ge=1, le=999, description=description)
+
+
+def check_share(owner: str, gpus: int, gpu_milli: int | None) -> None:
+    """C7: a share is of one GPU."""
+    if gpu_milli is not None and gpus != 1:
+        raise ValueError(f"{owner}: gpu_milli is a share of one GPU, not of gpus={gpus}")
+
+
 def _check_selector(owner: str, selector: dict[str, SelectorValue]) -> None:
     for key, wanted in selector.items():
         if isinstance(wanted, list) and not wanted:
@@ -364,12 +376,9 @@ class Task(_Extended):
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
     cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
-    gpu_milli: int | None = Field(
-        default=None,
-        ge=1,
-        le=999,
-        description="C7: it takes this share of one GPU, in thousandths (gpus=1); other "
-        "shares may use the rest of that GPU.",
+    gpu_milli: int | None = share_field(
+        "C7: it takes this share of one GPU, in thousandths (gpus=1); other shares may use "
+        "the rest of that GPU."
     )
     gpu_indices: list[int] | None = Field(
         default=None,
@@ -423,10 +432,7 @@ class Task(_Extended):
     @model_validator(mode="after")
     def _check_task(self) -> Task:
         _check_resources(f"task {self.id!r}", self.resources)
-        if self.gpu_milli is not None and self.gpus != 1:
-            raise ValueError(
-                f"task {self.id!r}: gpu_milli applies to a one-GPU task, not gpus={self.gpus}"
-            )
+        check_share(f"task {self.id!r}", self.gpus, self.gpu_milli)
         if isinstance(self.priority, int) and not MIN_PRIORITY <= self.priority <= MAX_PRIORITY:
             raise ValueError(
                 f"task {self.id!r}: priority {self.priority} is outside the 32-bit range"
@@ -478,11 +484,8 @@ class Pending(_Extended):
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
     cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
-    gpu_milli: int | None = Field(
-        default=None,
-        ge=1,
-        le=999,
-        description="C7: it asks for this share of one GPU, in thousandths (gpus=1).",
+    gpu_milli: int | None = share_field(
+        "C7: it asks for this share of one GPU, in thousandths (gpus=1)."
     )
     priority: Priority = "LP"
     node_selector: dict[str, SelectorValue] = Field(default_factory=dict)
@@ -507,10 +510,7 @@ class Pending(_Extended):
     @model_validator(mode="after")
     def _check_pending(self) -> Pending:
         _check_resources(f"pending {self.id!r}", self.resources)
-        if self.gpu_milli is not None and self.gpus != 1:
-            raise ValueError(
-                f"pending {self.id!r}: gpu_milli applies to a one-GPU pod, not gpus={self.gpus}"
-            )
+        check_share(f"pending {self.id!r}", self.gpus, self.gpu_milli)
         if isinstance(self.priority, int) and not MIN_PRIORITY <= self.priority <= MAX_PRIORITY:
             raise ValueError(
                 f"pending {self.id!r}: priority {self.priority} is outside the 32-bit range"

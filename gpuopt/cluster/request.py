@@ -14,7 +14,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, Toleration
-from gpuopt.cluster.model import MAX_AMOUNT, MAX_NODE_GPUS, Cluster, Priority
+from gpuopt.cluster.model import (
+    MAX_AMOUNT,
+    MAX_NODE_GPUS,
+    Cluster,
+    Priority,
+    check_share,
+    share_field,
+)
 from gpuopt.errors import ProblemError, problem_error_from, short
 
 #: The expected form of a request text, quoted in error messages.
@@ -44,11 +51,8 @@ class Request(BaseModel):
     gpus: int = Field(ge=1, le=MAX_NODE_GPUS)
     cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
-    gpu_milli: int | None = Field(
-        default=None,
-        ge=1,
-        le=999,
-        description="C7: a share of one GPU, in thousandths (gpus=1); None: whole GPUs.",
+    gpu_milli: int | None = share_field(
+        "C7: a share of one GPU, in thousandths (gpus=1); None: whole GPUs."
     )
     same_asw: int = Field(default=1, ge=1, le=1_000_000)
     node_selector: dict[str, SelectorValue] = Field(default_factory=dict)
@@ -68,8 +72,7 @@ class Request(BaseModel):
 
     @model_validator(mode="after")
     def _check_selector(self) -> Request:
-        if self.gpu_milli is not None and self.gpus != 1:
-            raise ValueError(f"request: gpu_milli applies to one GPU, not gpus={self.gpus}")
+        check_share("request", self.gpus, self.gpu_milli)
         for key, wanted in self.node_selector.items():
             if isinstance(wanted, list) and not wanted:
                 raise ValueError(f"request: node_selector.{key} is an empty list")

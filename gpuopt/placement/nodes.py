@@ -58,8 +58,10 @@ from gpuopt.cluster.model import (
     SCALE,
     Cluster,
     Interconnect,
+    check_share,
     check_unique,
     scaled,
+    share_field,
 )
 from gpuopt.cluster.request import Request, as_request
 from gpuopt.cluster.rules import admitted
@@ -570,12 +572,9 @@ class GpuRequest(BaseModel):
     cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     memory: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     whole_node: bool = False
-    gpu_milli: int | None = Field(
-        default=None,
-        ge=1,
-        le=MILLI - 1,
-        description="C7: a share of one GPU, in thousandths (gpus=1): it goes on a GPU with "
-        "that much left, which other shares may hold.",
+    gpu_milli: int | None = share_field(
+        "C7: a share of one GPU, in thousandths (gpus=1): it goes on a GPU with that much "
+        "left, which other shares may hold."
     )
     pending: str | None = Field(
         default=None,
@@ -585,10 +584,9 @@ class GpuRequest(BaseModel):
 
     @model_validator(mode="after")
     def _check_share(self) -> GpuRequest:
-        if self.gpu_milli is not None and (self.gpus != 1 or self.whole_node):
-            raise ValueError(
-                f"request {self.id!r}: gpu_milli is a share of one GPU (gpus=1, not whole_node)"
-            )
+        check_share(f"request {self.id!r}", self.gpus, self.gpu_milli)
+        if self.gpu_milli is not None and self.whole_node:
+            raise ValueError(f"request {self.id!r}: a share of a GPU cannot ask for a whole node")
         return self
 
 
