@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuopt.allocation.bound import relaxed_bound
 from gpuopt.allocation.patterns import PatternSet, WarmStart, finish, warm_start
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
@@ -193,6 +194,7 @@ def solve_cpsat(
     started = deadline.started
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
     start: WarmStart = warm_start(problem, initial, warm)
+    relaxed = relaxed_bound(problem, deadline)
     try:
         patterns = PatternSet.build(problem, deadline)
         deadline.require(cpsat_seconds(_nonzeros(patterns), patterns.num_patterns))
@@ -210,6 +212,7 @@ def solve_cpsat(
             grid=None,
             bound=None,
             status="time_limit",
+            relaxed=relaxed,
         )
     outcome = run_cpsat(
         cp_model,
@@ -234,7 +237,14 @@ def solve_cpsat(
         bound = outcome.bound / SCALE + patterns.fixed_value
     status: Status = outcome.status
     return finish(
-        problem, method="cpsat", started=started, start=start, grid=grid, bound=bound, status=status
+        problem,
+        method="cpsat",
+        started=started,
+        start=start,
+        grid=grid,
+        bound=bound,
+        status=status,
+        relaxed=relaxed,
     )
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 import gpuopt.progress
+from gpuopt.allocation.bound import relaxed_bound
 from gpuopt.allocation.patterns import PatternSet, WarmStart, finish, warm_start
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
@@ -369,6 +370,7 @@ def solve_milp(
         raise ProblemError(f"solver {solver!r} is not installed here (available: {found}); {hint}.")
     started = deadline.started
     start: WarmStart = warm_start(problem, initial, warm)
+    relaxed = relaxed_bound(problem, deadline)
     use_start = warm or initial is not None
     fallback: WarmStart | None = start
     values: np.ndarray | None = None
@@ -418,6 +420,7 @@ def solve_milp(
         grid=grid,
         bound=bound,
         status=status,
+        relaxed=relaxed,
     )
 
 

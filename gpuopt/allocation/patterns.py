@@ -379,14 +379,19 @@ def finish(
     grid: Grid | None,
     bound: float | None,
     status: Status,
+    relaxed: float | None = None,
 ) -> AllocationResult:
     """The exact method's result: the better of the solver's grid and the warm start.
 
     The result is never worse than the warm start (``start`` is None when the
     warm start may not be returned, e.g. it breaks a user's own constraint;
     then, without a solver grid, the empty plan comes back with the solver's
-    status). ``bound`` is the solver's, never below the objective returned.
+    status). ``bound`` is the solver's, never below the objective returned;
+    ``relaxed`` (the step-capacity bound, section 13) replaces it when lower
+    or when the solver proved none.
     """
+    if relaxed is not None and (bound is None or relaxed < bound):
+        bound = relaxed
     if start is None:
         best_grid = grid if grid is not None else empty_plan(problem)
     else:

@@ -1,0 +1,257 @@
+"""A bound on the allocation optimum that scales: the step-capacity relaxation (section 13).
+
+The exact model (``models/allocation.md`` sections 3-6) has one column per task
+x block x start and one A1a row per GPU-step, so above a few hundred GPUs
+neither solver proves a bound in minutes. Dropping *which* GPUs a task holds
+and keeping only *how many* each step has leaves the **step-capacity model**:
+
+- ``z[j,s] in [0,1]`` for a new batch task j and a start s in S_j (a start is
+  kept only if some block of F_j is free of running tasks over its steps and
+  the realtime services' forced ramp-down leaves room, as in ``patterns.py``);
+- B1 (A1b): ``sum_{(j,s) active at t} k_j z[j,s] + sum_r y[r,t] <= G - running(t)``;
+- B2 (A2a): ``sum_s z[j,s] <= 1``;
+- A4a-A4c for the realtime counts ``y`` and shortfalls ``u`` as in the exact model;
+- objective: section 6 with ``sum_f x[j,f,s]`` replaced by ``z[j,s]``.
+
+Every legal plan gives a solution of it (``z[j,s] = sum_f x[j,f,s]``), so its
+optimum, and the value of any feasible solution of its dual, bound the
+allocation optimum from above. Its size is tasks x starts columns and
+``T + |J| + O(|R| T)`` rows, whatever the number of GPUs: at 4,096 GPUs it is an
+LP of a few hundred thousand columns. With ``integer=True`` the ``z`` are
+binary and HiGHS' MIP dual bound (valid whenever the search stops) is
+reported; it is at least as tight as the LP's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuopt.allocation._board import Board
+from gpuopt.allocation.problem import AllocationProblem
+from gpuopt.errors import ProblemError
+from gpuopt.solvers.deadline import Deadline
+from gpuopt.solvers.quiet import solver_output
+
+
+@dataclass(frozen=True)
+class StepBound:
+    """The step-capacity bound of :func:`step_capacity_bound`.
+
+    ``bound`` is an upper bound on the allocation objective (section 6) of
+    every legal plan; ``status`` is ``optimal`` when the relaxation was solved,
+    ``time_limit`` when a MIP stopped early (its dual bound is still valid);
+    ``columns`` and ``rows`` give its size.
+    """
+
+    bound: float
+    status: str
+    seconds: float
+    columns: int
+    rows: int
+
+
+def step_capacity_bound(
+    problem: AllocationProblem,
+    *,
+    integer: bool = False,
+    time_limit: float = 60.0,
+    threads: int = 1,
+) -> StepBound:
+    """Solve the step-capacity relaxation of ``problem`` (module docstring) with HiGHS.
+
+    Examples
+    --------
+    >>> problem = AllocationProblem.model_validate({
+    ...     "gpus": 4, "horizon": 2, "decay": 1.0, "tasks": [
+    ...         {"id": "a", "kind": "training", "gpus": 4, "duration": 2, "priority": 1},
+    ...         {"id": "b", "kind": "training", "gpus": 2, "duration": 2, "priority": 3}]})
+    >>> found = step_capacity_bound(problem)
+    >>> found.status, round(found.bound, 6)   # b (3 x 2 x 2) and half of a (1 x 4 x 2 / 2)
+    ('optimal', 16.0)
+    """
+    if not time_limit > 0 or not math.isfinite(time_limit):
+        raise ProblemError(f"time_limit: expected a positive number of seconds (got {time_limit}).")
+    started = time.perf_counter()
+    index = problem.index
+    batch = index.batch
+    horizon = index.horizon
+    board = Board(index)
+    board.pin_running()
+    capacity = np.array(board.room, dtype=np.float64)
+    realtime = index.num_realtime
+    swap = index.max_swap.astype(np.float64)
+    steps = np.arange(1, horizon + 1, dtype=np.float64)
+    y_lower = index.realtime_floor.astype(np.float64)
+    y_upper = np.maximum(
+        np.minimum(capacity[None, :], index.initial[:, None] + swap[:, None] * steps[None, :]),
+        y_lower,
+    )
+    if realtime:
+        board.reserve(index.realtime_floor.sum(axis=0))
+    cumulative = np.concatenate(([0.0], np.cumsum(index.weights)))
+
+    costs: list[float] = []
+    col_starts: list[int] = []
+    row_index: list[int] = []
+    values: list[float] = []
+    tasks = 0
+    for b in range(index.num_batch):
+        if batch.running[b]:
+            continue
+        size, duration = int(batch.size[b]), int(batch.duration[b])
+        found = False
+        for start in range(int(batch.arrival[b]), int(batch.last_start[b]) + 1):
+            end = min(horizon, start + duration)
+            if board.last_short_step(size, start, end) >= 0:
+                continue
+            if not board.free_firsts(size, start, end)[0]:
+                continue  # every block overlaps a running task
+            found = True
+            col_starts.append(len(row_index))
+            for step in range(start, end):  # B1 rows are 0..T-1
+                row_index.append(step)
+                values.append(float(size))
+            row_index.append(horizon + tasks)  # B2 row of this task
+            values.append(1.0)
+            costs.append(
+                float(batch.priority[b]) * size * float(cumulative[end] - cumulative[start])
+            )
+        if found:
+            tasks += 1
+    batch_columns = len(costs)
+    # realtime columns: y[r,t] then u[r,t]
+    y_base = batch_columns
+    u_base = batch_columns + realtime * horizon
+    columns = batch_columns + 2 * realtime * horizon
+    col_lower = np.zeros(columns)
+    col_upper = np.ones(columns)
+    cost = np.zeros(columns)
+    cost[:batch_columns] = costs
+    for r in range(realtime):
+        for t in range(horizon):
+            y, u = y_base + r * horizon + t, u_base + r * horizon + t
+            col_lower[y], col_upper[y] = y_lower[r, t], y_upper[r, t]
+            col_lower[u], col_upper[u] = 0.0, math.inf
+    penalty = (
+        problem.realtime_penalty
+        * index.priority[index.realtime_idx][:, None]
+        * index.weights[None, :]
+        if realtime
+        else np.zeros((0, horizon))
+    )
+    cost[u_base:] = -penalty.ravel()
+    # rows: B1 (T), B2 (tasks), then A4a (R x (T-1)), A4b (R), A4c (R x T)
+    row_lower = [-math.inf] * (horizon + tasks)
+    row_upper = [*capacity.tolist(), *([1.0] * tasks)]
+    extra_rows: list[tuple[list[int], list[float], float, float]] = []
+    demand = index.demand.astype(np.float64)
+    for r in range(realtime):
+        limit = float(swap[r])
+        for t in range(horizon):
+            y = y_base + r * horizon + t
+            if t > 0:
+                extra_rows.append(([y, y - 1], [1.0, -1.0], -limit, limit))  # A4a
+            else:
+                initial = float(index.initial[r])
+                extra_rows.append(([y], [1.0], initial - limit, initial + limit))  # A4b
+            extra_rows.append(([u_base + r * horizon + t, y], [1.0, 1.0], demand[r, t], math.inf))
+    highspy: Any = importlib.import_module("highspy")
+    inf = highspy.kHighsInf
+    with solver_output(False):  # HiGHS prints its banner when the object is made
+        highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("time_limit", float(time_limit))
+    highs.setOptionValue("threads", int(threads))
+    num_rows = horizon + tasks + len(extra_rows)
+    lower = np.array(row_lower + [row[2] for row in extra_rows])
+    upper = np.array(row_upper + [row[3] for row in extra_rows])
+    # column-wise matrix: batch columns as built; realtime columns from extra_rows and B1
+    per_column: list[list[tuple[int, float]]] = [[] for _ in range(columns - batch_columns)]
+    for r in range(realtime):
+        for t in range(horizon):
+            per_column[r * horizon + t].append((t, 1.0))  # y in B1
+    for offset, (cols, coefs, _, _) in enumerate(extra_rows):
+        for col, coef in zip(cols, coefs, strict=True):
+            per_column[col - batch_columns].append((horizon + tasks + offset, coef))
+    starts = list(col_starts)
+    for entries in per_column:
+        starts.append(len(row_index))
+        for row, coef in sorted(entries):
+            row_index.append(row)
+            values.append(coef)
+    starts.append(len(row_index))
+    lp = highspy.HighsLp()
+    lp.num_col_ = columns
+    lp.num_row_ = num_rows
+    lp.col_cost_ = cost
+    lp.col_lower_ = col_lower
+    lp.col_upper_ = np.where(np.isinf(col_upper), inf, col_upper)
+    lp.row_lower_ = np.where(np.isinf(lower), -inf, lower)
+    lp.row_upper_ = np.where(np.isinf(upper), inf, upper)
+    lp.sense_ = highspy.ObjSense.kMaximize
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
+    lp.a_matrix_.index_ = np.array(row_index, dtype=np.int32)
+    lp.a_matrix_.value_ = np.array(values, dtype=np.float64)
+    if integer and batch_columns:
+        integrality = [highspy.HighsVarType.kContinuous] * columns
+        for col in range(batch_columns):
+            integrality[col] = highspy.HighsVarType.kInteger
+        lp.integrality_ = integrality
+    highs.passModel(lp)
+    highs.run()
+    info = highs.getInfo()
+    status = highs.modelStatusToString(highs.getModelStatus()).lower()
+    if integer and batch_columns:
+        bound = float(info.mip_dual_bound)
+        solved = status == "optimal"
+    else:
+        bound = float(info.objective_function_value)
+        solved = status == "optimal"
+        if not solved:  # an LP stopped early proves nothing: no bound
+            bound = math.inf
+    if not math.isfinite(bound):
+        bound = math.inf
+    return StepBound(
+        bound=bound + board_fixed_value(problem) if math.isfinite(bound) else math.inf,
+        status="optimal" if solved else "time_limit",
+        seconds=time.perf_counter() - started,
+        columns=columns,
+        rows=num_rows,
+    )
+
+
+#: From this many GPUs on, the exact methods also solve the step-capacity LP (with at most
+#: :data:`STEP_BOUND_SHARE` of their time) and report the better of its bound and the solver's:
+#: below it the full model proves its own bound quickly.
+STEP_BOUND_GPUS = 128
+STEP_BOUND_SHARE = 0.2
+
+
+def relaxed_bound(problem: AllocationProblem, deadline: Deadline) -> float | None:
+    """The step-capacity LP bound for an exact method's result (None below
+    :data:`STEP_BOUND_GPUS` GPUs, when too little time is left, or when the LP is not solved)."""
+    if problem.gpus < STEP_BOUND_GPUS:
+        return None
+    left = deadline.remaining()
+    limit = 60.0 if left is None else STEP_BOUND_SHARE * left
+    if limit < 0.5:
+        return None
+    found = step_capacity_bound(problem, time_limit=limit)
+    return found.bound if found.status == "optimal" and math.isfinite(found.bound) else None
+
+
+def board_fixed_value(problem: AllocationProblem) -> float:
+    """The objective of the running tasks (a constant of every plan)."""
+    board = Board(problem.index)
+    board.pin_running()
+    return float(board.value)
+
+
+__all__ = ["STEP_BOUND_GPUS", "StepBound", "relaxed_bound", "step_capacity_bound"]
