@@ -140,13 +140,11 @@ def print_schedule(shown: Any, problem: Any, schedule: Any) -> None:
 # --------------------------------------------------------------------------- generate
 def run_generate(args: argparse.Namespace) -> int:
     """``gpuopt generate``: a seeded random scenario, to ``--out`` or stdout."""
-    from pydantic import ValidationError
-
     from gpuopt.allocation.generator import random_problem
-    from gpuopt.errors import problem_error_from
+    from gpuopt.errors import one_sentence_errors
 
     check_output_folder(args.out, "--out")
-    try:
+    with one_sentence_errors():
         problem = random_problem(
             args.seed,
             gpus=args.gpus,
@@ -156,8 +154,6 @@ def run_generate(args: argparse.Namespace) -> int:
             gpus_per_node=args.gpus_per_node,
             load=args.load,
         )
-    except ValidationError as exc:
-        raise problem_error_from(exc) from None
     text = problem.to_json(indent=1) + "\n"
     if args.out:
         write_text(args.out, text)
