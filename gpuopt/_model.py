@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from typing_extensions import Self
 
-from gpuopt.errors import problem_error_from, validate_object
+from gpuopt.errors import one_sentence_errors, validate_object
 from gpuopt.io.files import read_json
 
 #: Longest id (of a node, task, switch, job, ...) a problem accepts: a Kubernetes
@@ -57,26 +57,20 @@ class IndexedModel(Document):
     """
 
     def __init__(self, /, **data: Any) -> None:
-        try:
+        with one_sentence_errors():
             super().__init__(**data)
-        except ValidationError as exc:
-            raise problem_error_from(exc) from None
 
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
         """Validate ``obj`` into a problem, or raise a one-sentence ``ProblemError``."""
-        try:
+        with one_sentence_errors():
             return super().model_validate(obj, *args, **kwargs)
-        except ValidationError as exc:
-            raise problem_error_from(exc) from None
 
     @classmethod
     def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
         """Validate a JSON text into a problem, or raise a one-sentence ``ProblemError``."""
-        try:
+        with one_sentence_errors():
             return super().model_validate_json(json_data, *args, **kwargs)
-        except ValidationError as exc:
-            raise problem_error_from(exc) from None
 
     def model_copy(self, *, update: Any = None, deep: bool = False) -> Self:
         """A copy whose index view is rebuilt on first use (``update`` is not validated)."""

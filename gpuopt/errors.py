@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from numbers import Integral, Real
 from typing import Any, TypeVar
 
@@ -103,6 +105,25 @@ def problem_error_from(exc: ValidationError, *, source: str | None = None) -> Pr
     if source:
         text = f"{source}: {text}"
     return ProblemError(text.rstrip(".") + ".")
+
+
+@contextmanager
+def one_sentence_errors(*, source: str | None = None) -> Iterator[None]:
+    """Turn a pydantic ``ValidationError`` raised inside into a one-sentence ``ProblemError``.
+
+    >>> from pydantic import BaseModel
+    >>> class Shape(BaseModel):
+    ...     gpus: int
+    >>> with one_sentence_errors(source="shape.json"):
+    ...     Shape.model_validate({})
+    Traceback (most recent call last):
+    ...
+    gpuopt.errors.ProblemError: shape.json: gpus is required.
+    """
+    try:
+        yield
+    except ValidationError as exc:
+        raise problem_error_from(exc, source=source) from None
 
 
 def validate_object(model: type[Model], data: Any, *, what: str, source: str | None) -> Model:

@@ -13,8 +13,10 @@ from gpuopt.cli.common import (
     add_json,
     add_method,
     add_out,
+    add_plot,
     add_quiet,
     add_seed,
+    add_threads,
     add_time_limit,
     check_output_folder,
     console,
@@ -22,7 +24,6 @@ from gpuopt.cli.common import (
     positive_number,
     print_plan_report,
     solve_command,
-    worker_count,
     write_text,
 )
 from gpuopt.errors import ProblemError
@@ -140,13 +141,11 @@ def print_schedule(shown: Any, problem: Any, schedule: Any) -> None:
 # --------------------------------------------------------------------------- generate
 def run_generate(args: argparse.Namespace) -> int:
     """``gpuopt generate``: a seeded random scenario, to ``--out`` or stdout."""
-    from pydantic import ValidationError
-
     from gpuopt.allocation.generator import random_problem
-    from gpuopt.errors import problem_error_from
+    from gpuopt.errors import one_sentence_errors
 
     check_output_folder(args.out, "--out")
-    try:
+    with one_sentence_errors():
         problem = random_problem(
             args.seed,
             gpus=args.gpus,
@@ -156,8 +155,6 @@ def run_generate(args: argparse.Namespace) -> int:
             gpus_per_node=args.gpus_per_node,
             load=args.load,
         )
-    except ValidationError as exc:
-        raise problem_error_from(exc) from None
     text = problem.to_json(indent=1) + "\n"
     if args.out:
         write_text(args.out, text)
@@ -245,7 +242,7 @@ def add_commands(commands: Any) -> None:
         "milp (they start from the greedy and report a bound)",
     )
     add_out(allocate, "write the result JSON here")
-    allocate.add_argument("--plot", help="write a picture of the grid here (.png, .svg, .pdf)")
+    add_plot(allocate, "write a picture of the grid here (.png, .svg, .pdf)")
     allocate.add_argument(
         "--baseline", action="store_true", help="in --plot, add the FIFO grid below for comparison"
     )
@@ -255,12 +252,7 @@ def add_commands(commands: Any) -> None:
         default=None,
         help="MILP solver behind Pyomo: highs (default), cbc, glpk, scip, gurobi, cplex",
     )
-    allocate.add_argument(
-        "--threads",
-        type=worker_count,
-        default=None,
-        help="solver threads (default: 1 for milp, 2 for cpsat)",
-    )
+    add_threads(allocate, "solver threads (default: 1 for milp, 2 for cpsat)")
     add_seed(allocate, "solver random seed (default 0)")
     allocate.add_argument(
         "--report",

@@ -196,20 +196,18 @@ def check_allocation(args: argparse.Namespace, raw: Any, data: Any) -> int:
 
 def read_schedule(args: argparse.Namespace, data: Any) -> Any:
     """The result's schedule (None for a bare grid or a result written before schedules)."""
-    from pydantic import BaseModel, ValidationError
+    from pydantic import BaseModel
 
     from gpuopt.allocation.schedule import ScheduleEntry
-    from gpuopt.errors import problem_error_from
+    from gpuopt.errors import one_sentence_errors
 
     class Scheduled(BaseModel):  # only the schedule, so that errors name "schedule[i]"
         schedule: list[ScheduleEntry]
 
     if not isinstance(data, dict) or data.get("schedule") is None:
         return None
-    try:
+    with one_sentence_errors(source=args.result):
         return Scheduled.model_validate({"schedule": data["schedule"]}).schedule
-    except ValidationError as exc:
-        raise problem_error_from(exc, source=args.result) from None
 
 
 def add_commands(commands: Any) -> None:

@@ -116,9 +116,19 @@ def add_json(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--json", help=help)
 
 
+def add_plot(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--plot``: a picture (its format from the suffix), checked before any work."""
+    parser.add_argument("--plot", help=help)
+
+
 def add_time_limit(parser: argparse.ArgumentParser, help: str) -> None:
     """``--time-limit S``: seconds, a positive number; None keeps the method's default."""
     parser.add_argument("--time-limit", type=positive_seconds, default=None, help=help)
+
+
+def add_threads(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--threads N``: solver threads (1 to 256); None keeps the method's default."""
+    parser.add_argument("--threads", type=worker_count, default=None, help=help)
 
 
 def add_seed(
@@ -135,6 +145,15 @@ def add_seed(
 def add_quiet(parser: argparse.ArgumentParser, help: str = "print nothing") -> None:
     """``--quiet``: nothing on stdout (errors still go to stderr)."""
     parser.add_argument("--quiet", action="store_true", help=help)
+
+
+def add_data(parser: argparse.ArgumentParser) -> None:
+    """``--data``: the folder of the traces (:func:`gpuopt.io.data.trace_folder` finds them)."""
+    parser.add_argument(
+        "--data",
+        help="folder of the traces, laid out as in docs/data.md (default: $GPUOPT_DATA, else "
+        "../shared/data beside the working folder or the checkout)",
+    )
 
 
 # --------------------------------------------------------------------------- outputs
@@ -352,11 +371,14 @@ __all__ = [
     "EXIT_OK",
     "OUTPUT_FLAGS",
     "Parser",
+    "add_data",
     "add_json",
     "add_method",
     "add_out",
+    "add_plot",
     "add_quiet",
     "add_seed",
+    "add_threads",
     "add_time_limit",
     "check_output_folder",
     "check_outputs",

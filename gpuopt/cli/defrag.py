@@ -10,10 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from gpuopt.cli.common import (
     EXIT_OK,
+    add_data,
     add_method,
     add_out,
+    add_plot,
     add_quiet,
     add_seed,
+    add_threads,
     add_time_limit,
     check_outputs,
     console,
@@ -380,7 +383,7 @@ def add_commands(commands: Any) -> None:
         "exact milp (HiGHS) and cpsat (they start from ipc and report a bound)",
     )
     add_out(defrag, "write the plan JSON here")
-    defrag.add_argument("--plot", help="write a picture of node occupancy before and after here")
+    add_plot(defrag, "write a picture of node occupancy before and after here")
     add_time_limit(
         defrag,
         "seconds the method may spend, all in "
@@ -454,12 +457,7 @@ def add_commands(commands: Any) -> None:
         "--partition-size 100 (default: none, heuristic partitions only). milp and cpsat do "
         "this themselves above 2,000,000 task-node columns",
     )
-    defrag.add_argument(
-        "--threads",
-        type=worker_count,
-        default=None,
-        help="milp, cpsat: solver threads (default: 1 for milp, 2 for cpsat)",
-    )
+    add_threads(defrag, "milp, cpsat: solver threads (default: 1 for milp, 2 for cpsat)")
     add_seed(
         defrag, "seed of the partitions, tie-breaks and solvers (default: the snapshot's, else 0)"
     )
@@ -531,11 +529,7 @@ def add_commands(commands: Any) -> None:
         "-o json (or -o yaml)",
     )
     add_out(snap, "write the snapshot JSON here", required=True)
-    snap.add_argument(
-        "--data",
-        help="folder of the traces, laid out as in docs/data.md (default: $GPUOPT_DATA, else "
-        "../shared/data beside the working folder or the checkout)",
-    )
+    add_data(snap)
     snap.add_argument("--nodes", help="openb node CSV (default: the GPU node list)")
     snap.add_argument(
         "--no-workload",

@@ -23,6 +23,8 @@ from typing import Any
 
 from gpuopt.cli.common import (
     EXIT_OK,
+    add_data,
+    add_plot,
     add_quiet,
     check_output_folder,
     console,
@@ -158,11 +160,7 @@ def add_commands(commands: Any) -> None:
     openb = kinds.add_parser(
         "openb", help="one policy's allocation ratio against arrived workload on an openb trace"
     )
-    openb.add_argument(
-        "--data",
-        help="folder of the traces, laid out as in docs/data.md (default: $GPUOPT_DATA, else "
-        "../shared/data beside the working folder or the checkout)",
-    )
+    add_data(openb)
     openb.add_argument(
         "--trace",
         choices=OPENB_TRACES,
@@ -215,7 +213,7 @@ def add_commands(commands: Any) -> None:
         help="when a pod fits nowhere, try to make room by moving a few running pods "
         "(counted as moves) (default: off, the simulator's protocol)",
     )
-    openb.add_argument("--plot", help="write a picture of the curve here (default: none)")
+    add_plot(openb, "write a picture of the curve here (default: none)")
     add_quiet(openb, "print nothing on stdout (default: the summary line)")
     openb.set_defaults(run=run_openb)
 

@@ -40,7 +40,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import (
@@ -115,6 +115,18 @@ NODE_LEVEL = "node"
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
+# The bounded field types that nodes, tasks and waiting pods share.
+#: An id (of a node, a task, a switch, ...).
+ItemId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
+#: GPUs of a node or a task.
+GpuCount = Annotated[int, Field(ge=0, le=MAX_NODE_GPUS)]
+#: CPUs or memory.
+Amount = Annotated[float, Field(ge=0, le=MAX_AMOUNT)]
+#: A time on the snapshot's clock.
+Moment = Annotated[float, Field(ge=0, le=MAX_TIME)]
+#: A Kubernetes name (a namespace).
+KubeName = Annotated[str, Field(min_length=1, max_length=MAX_KEY)]
+
 
 def scaled(amount: float) -> int:
     """``amount`` in thousandths, rounded to the nearest integer (exact for milli-units)."""
@@ -147,9 +159,10 @@ class _Extended(BaseModel):
     """A model whose fields added after the first snapshot format are left out while at default.
 
     Snapshots written before those fields existed stay byte for byte the same
-    when read and written again.
+    when read and written again. Frozen and strict, with no unknown field.
     """
 
+    model_config = _CONFIG
     #: Fields written only when they differ from their default.
     _quiet_defaults: ClassVar[frozenset[str]] = frozenset()
 
@@ -252,11 +265,19 @@ def _check_selector(owner: str, selector: dict[str, SelectorValue]) -> None:
             raise ValueError(f"{owner}: node_selector.{key} is an empty list")
 
 
+def _check_pod(owner: str, pod: Task | Pending) -> None:
+    """What a running task and a waiting pod check first alike: K4 resources, the C7 share
+    and a 32-bit priority."""
+    _check_resources(owner, pod.resources)
+    check_share(owner, pod.gpus, pod.gpu_milli)
+    if isinstance(pod.priority, int) and not MIN_PRIORITY <= pod.priority <= MAX_PRIORITY:
+        raise ValueError(f"{owner}: priority {pod.priority} is outside the 32-bit range")
+
+
 class Node(_Extended):
     """One machine: its GPUs, CPUs, optional memory, labels and place in the topology."""
 
-    model_config = _CONFIG
-    _quiet_defaults: ClassVar[frozenset[str]] = frozenset(
+    _quiet_defaults = frozenset(
         {
             "gpu_model",
             "topology",
@@ -270,22 +291,18 @@ class Node(_Extended):
         }
     )
 
-    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
-    gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
-    cpus: float = Field(ge=0, le=MAX_AMOUNT)
-    memory: float | None = Field(
-        default=None, ge=0, le=MAX_AMOUNT, description="Memory (any unit, same as the tasks')."
+    id: ItemId
+    gpus: GpuCount
+    cpus: Amount
+    memory: Amount | None = Field(
+        default=None, description="Memory (any unit, same as the tasks')."
     )
-    asw: str | None = Field(
+    asw: ItemId | None = Field(
         default=None,
-        min_length=1,
-        max_length=MAX_ID_LENGTH,
         description="Access switch id (the legacy name of the 'switch' topology level).",
     )
     labels: dict[str, str] = Field(default_factory=dict)
-    gpu_model: str | None = Field(
-        default=None, min_length=1, max_length=MAX_ID_LENGTH, description="E.g. 'H100-SXM'."
-    )
+    gpu_model: ItemId | None = Field(default=None, description="E.g. 'H100-SXM'.")
     topology: dict[str, str] = Field(
         default_factory=dict, description="Domain of this node at each topology level."
     )
@@ -354,8 +371,7 @@ class Node(_Extended):
 class Task(_Extended):
     """One running task (pod): where it runs and what it holds."""
 
-    model_config = _CONFIG
-    _quiet_defaults: ClassVar[frozenset[str]] = frozenset(
+    _quiet_defaults = frozenset(
         {
             "gpu_indices",
             "start_time",
@@ -371,11 +387,11 @@ class Task(_Extended):
         }
     )
 
-    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
-    node: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
-    gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
-    cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
-    memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
+    id: ItemId
+    node: ItemId
+    gpus: GpuCount
+    cpus: Amount = 0.0
+    memory: Amount | None = None
     gpu_milli: int | None = share_field(
         "C7: it takes this share of one GPU, in thousandths (gpus=1); other shares may use "
         "the rest of that GPU."
@@ -392,24 +408,17 @@ class Task(_Extended):
         description="'HP', 'LP', or an integer (higher wins; HP from the cluster's hp_priority).",
     )
     node_selector: dict[str, SelectorValue] = Field(default_factory=dict)
-    anti_affinity: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=MAX_ID_LENGTH,
-        description="Group: at most one task of it per node.",
+    anti_affinity: ItemId | None = Field(
+        default=None, description="Group: at most one task of it per node."
     )
-    start_time: float | None = Field(default=None, ge=0, le=MAX_TIME)
-    last_checkpoint: float | None = Field(
+    start_time: Moment | None = None
+    last_checkpoint: Moment | None = Field(
         default=None,
-        ge=0,
-        le=MAX_TIME,
         description="Time of its last checkpoint (work since then is lost when it stops); "
         "default: its start_time.",
     )
-    namespace: str | None = Field(
+    namespace: KubeName | None = Field(
         default=None,
-        min_length=1,
-        max_length=MAX_KEY,
         description="Kubernetes namespace (default: the part of the id before '/', "
         "else 'default').",
     )
@@ -431,12 +440,7 @@ class Task(_Extended):
 
     @model_validator(mode="after")
     def _check_task(self) -> Task:
-        _check_resources(f"task {self.id!r}", self.resources)
-        check_share(f"task {self.id!r}", self.gpus, self.gpu_milli)
-        if isinstance(self.priority, int) and not MIN_PRIORITY <= self.priority <= MAX_PRIORITY:
-            raise ValueError(
-                f"task {self.id!r}: priority {self.priority} is outside the 32-bit range"
-            )
+        _check_pod(f"task {self.id!r}", self)
         if self.gpu_indices is not None:
             if len(self.gpu_indices) != self.gpus:
                 raise ValueError(
@@ -467,8 +471,7 @@ class Task(_Extended):
 class Pending(_Extended):
     """A waiting request (an unbound pod or a queued job): the demand a plan makes room for."""
 
-    model_config = _CONFIG
-    _quiet_defaults: ClassVar[frozenset[str]] = frozenset(
+    _quiet_defaults = frozenset(
         {
             "namespace",
             "labels",
@@ -480,19 +483,17 @@ class Pending(_Extended):
         }
     )
 
-    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
-    gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
-    cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
-    memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
+    id: ItemId
+    gpus: GpuCount
+    cpus: Amount = 0.0
+    memory: Amount | None = None
     gpu_milli: int | None = share_field(
         "C7: it asks for this share of one GPU, in thousandths (gpus=1)."
     )
     priority: Priority = "LP"
     node_selector: dict[str, SelectorValue] = Field(default_factory=dict)
-    since: float | None = Field(
-        default=None, ge=0, le=MAX_TIME, description="When it started waiting."
-    )
-    namespace: str | None = Field(default=None, min_length=1, max_length=MAX_KEY)
+    since: Moment | None = Field(default=None, description="When it started waiting.")
+    namespace: KubeName | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list, max_length=1000)
     node_affinity: list[NodeSelectorTerm] = Field(default_factory=list, max_length=1000)
@@ -509,12 +510,7 @@ class Pending(_Extended):
 
     @model_validator(mode="after")
     def _check_pending(self) -> Pending:
-        _check_resources(f"pending {self.id!r}", self.resources)
-        check_share(f"pending {self.id!r}", self.gpus, self.gpu_milli)
-        if isinstance(self.priority, int) and not MIN_PRIORITY <= self.priority <= MAX_PRIORITY:
-            raise ValueError(
-                f"pending {self.id!r}: priority {self.priority} is outside the 32-bit range"
-            )
+        _check_pod(f"pending {self.id!r}", self)
         _check_selector(f"pending {self.id!r}", self.node_selector)
         return self
 
@@ -522,8 +518,7 @@ class Pending(_Extended):
 class WorkloadShape(_Extended):
     """One shape of a target workload (``gpuopt.sharing.workload``'s JSON list item)."""
 
-    model_config = _CONFIG
-    _quiet_defaults: ClassVar[frozenset[str]] = frozenset({"memory_mib"})
+    _quiet_defaults = frozenset({"memory_mib"})
 
     cpu_milli: int = Field(ge=0, le=10**12, description="CPU in thousandths of a core.")
     gpu_milli: int = Field(
@@ -547,8 +542,7 @@ Objective = Literal["emptied", "workload"]
 class ClusterOptions(_Extended):
     """Defragmentation options a snapshot may carry (CLI flags and arguments override them)."""
 
-    model_config = _CONFIG
-    _quiet_defaults: ClassVar[frozenset[str]] = frozenset({"objective", "workload"})
+    _quiet_defaults = frozenset({"objective", "workload"})
 
     partition_size: int = Field(default=500, ge=2, le=MAX_NODES)
     depth: int = Field(default=3, ge=1, le=6, description="Longest eviction chain.")
@@ -559,10 +553,8 @@ class ClusterOptions(_Extended):
         default=None, ge=0, le=MAX_TASKS, description="Most tasks of one anti-affinity group moved."
     )
     seed: int = Field(default=0, ge=0, le=2**31 - 1, description="CP-SAT and HiGHS take 32 bits.")
-    min_node_gpus: int = Field(
+    min_node_gpus: GpuCount = Field(
         default=0,
-        ge=0,
-        le=MAX_NODE_GPUS,
         description="Only nodes with at least this many GPUs are emptied (e.g. 8 to free "
         "whole 8-GPU nodes); smaller nodes still take tasks.",
     )
@@ -625,9 +617,7 @@ class Cluster(IndexedModel, _Extended):
 
     model_config = _CONFIG
     document: ClassVar[str] = "a snapshot"
-    _quiet_defaults: ClassVar[frozenset[str]] = frozenset(
-        {"levels", "pending", "now", "hp_priority", "budgets"}
-    )
+    _quiet_defaults = frozenset({"levels", "pending", "now", "hp_priority", "budgets"})
 
     name: str = "snapshot"
     levels: list[str] = Field(
@@ -638,8 +628,8 @@ class Cluster(IndexedModel, _Extended):
     nodes: list[Node] = Field(max_length=MAX_NODES)
     tasks: list[Task] = Field(default_factory=list, max_length=MAX_TASKS)
     pending: list[Pending] = Field(default_factory=list, max_length=MAX_TASKS)
-    now: float | None = Field(
-        default=None, ge=0, le=MAX_TIME, description="The snapshot's clock (unit of checkpoints)."
+    now: Moment | None = Field(
+        default=None, description="The snapshot's clock (unit of checkpoints)."
     )
     hp_priority: int = Field(
         default=HP_PRIORITY,

@@ -35,9 +35,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
-from pydantic import ValidationError
 
-from gpuopt.errors import ProblemError, problem_error_from
+from gpuopt.errors import ProblemError, one_sentence_errors
 
 HOURS_PER_DAY = 24
 HOURS_PER_WEEK = 168
@@ -873,10 +872,8 @@ def realtime_task(
         task["max_swap"] = int(max_swap)
     if initial is not None:
         task["initial"] = int(initial)
-    try:
+    with one_sentence_errors():
         Task.model_validate(task)
-    except ValidationError as exc:
-        raise problem_error_from(exc) from None
     return task
 
 

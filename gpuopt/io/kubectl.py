@@ -157,7 +157,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -299,6 +299,9 @@ def parse_quantity(value: str | int | float) -> Fraction:
     return number
 
 
+_Scalar = TypeVar("_Scalar", str, bool, int)
+
+
 class _Reader:
     """Typed access to one decoded object, with one-sentence errors naming it and the field."""
 
@@ -339,14 +342,21 @@ class _Reader:
                 self.fail(f"{path}[{position}] must be an object (got {type(value).__name__})")
         return found
 
+    def scalar(
+        self, parent: Mapping[str, Any], key: str, path: str, kind: type[_Scalar], what: str
+    ) -> _Scalar | None:
+        """``parent[key]`` as a ``kind`` (a boolean only when asked for); absent or null
+        gives None; else it fails, saying the field must be ``what``."""
+        value = parent.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            self.fail(f"{path} must be {what} (got {short(value)})")
+        return value
+
     def text(self, parent: Mapping[str, Any], key: str, path: str) -> str | None:
         """``parent[key]`` as a string; absent, null or empty gives None."""
-        value = parent.get(key)
-        if value is None or value == "":
-            return None
-        if not isinstance(value, str):
-            self.fail(f"{path} must be a string (got {short(value)})")
-        return value
+        return self.scalar(parent, key, path, str, "a string") or None
 
     def texts(self, parent: Mapping[str, Any], key: str, path: str) -> list[str]:
         """``parent[key]`` as a list of strings."""
@@ -358,21 +368,11 @@ class _Reader:
 
     def flag(self, parent: Mapping[str, Any], key: str, path: str) -> bool:
         """``parent[key]`` as a boolean; absent or null gives False."""
-        value = parent.get(key)
-        if value is None:
-            return False
-        if not isinstance(value, bool):
-            self.fail(f"{path} must be true or false (got {short(value)})")
-        return value
+        return self.scalar(parent, key, path, bool, "true or false") or False
 
     def integer(self, parent: Mapping[str, Any], key: str, path: str) -> int | None:
         """``parent[key]`` as an integer; absent or null gives None."""
-        value = parent.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(f"{path} must be an integer (got {short(value)})")
-        return value
+        return self.scalar(parent, key, path, int, "an integer")
 
     def strings(self, parent: Mapping[str, Any], key: str, path: str) -> dict[str, str]:
         """``parent[key]`` as a string-to-string map (labels, annotations, selectors)."""
