@@ -16,6 +16,7 @@ import gpuopt.progress
 from gpuopt.allocation.cpsat import solve_cpsat
 from gpuopt.allocation.fifo import solve_fifo
 from gpuopt.allocation.greedy import solve_greedy
+from gpuopt.allocation.lns import solve_lns
 from gpuopt.allocation.milp import solve_milp
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult
@@ -58,6 +59,7 @@ METHODS: dict[type, dict[str, Solver]] = {
         "fifo": solve_fifo,
         "cpsat": solve_cpsat,
         "milp": solve_milp,
+        "lns": solve_lns,
     },
     DefragProblem: {
         "ipc": solve_ipc,

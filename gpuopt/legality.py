@@ -198,12 +198,14 @@ def _exact_options(rng: random.Random, number: int) -> dict[str, Any]:
 
 
 def _allocation_case(method: str) -> Callable[[random.Random, int], Instance]:
-    exact = method in ("cpsat", "milp")
+    exact = method in ("cpsat", "milp", "lns")
 
     def build(rng: random.Random, number: int) -> Instance:
         instance = _allocation(rng, exact)
         options: dict[str, Any] = {}
-        if exact:
+        if method == "lns":  # a fixed number of windows: the same plan on every machine
+            options = {"time_limit": 600.0, "seed": number % 7, "max_windows": 3, "threads": 1}
+        elif exact:
             options = _exact_options(rng, number)
         elif method == "greedy" and rng.random() < 0.2:
             options = {"improve": rng.random() < 0.5, "max_attempts": rng.choice((0, 1, 5))}
@@ -465,7 +467,7 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
 
 #: case name -> instance builder(rng, number)
 BUILDERS: dict[str, Callable[[random.Random, int], Instance]] = {
-    **{f"allocation/{m}": _allocation_case(m) for m in ("greedy", "fifo", "cpsat", "milp")},
+    **{f"allocation/{m}": _allocation_case(m) for m in ("greedy", "fifo", "cpsat", "milp", "lns")},
     **{f"defrag/{m}": _defrag_case(m) for m in ("ipc", "onehop", "milp", "cpsat")},
     **{f"topology/{m}": _topology_case(m) for m in ("greedy", "milp")},
     **{f"node/{m}": _node_case(m) for m in ("binpack", "spread")},

@@ -41,6 +41,7 @@ NUMBERS: dict[str, tuple[int, ...]] = {
     "allocation/fifo": (0, 1, 3, 8),
     "allocation/cpsat": (4, 10, 12),
     "allocation/milp": (5, 6, 12),
+    "allocation/lns": (1, 4),
     "defrag/ipc": (0, 7, 102, 199),
     "defrag/onehop": (4, 5, 7, 14),
     "defrag/milp": (0, 1, 8),

@@ -46,12 +46,12 @@ def run_allocate(args: argparse.Namespace) -> int:
 def allocate_options(args: argparse.Namespace) -> dict[str, Any]:
     """``--threads``, ``--seed`` and ``--solver`` for the exact methods; refused otherwise."""
     options: dict[str, Any] = {}
-    if args.method in ("cpsat", "milp"):
+    if args.method in ("cpsat", "milp", "lns"):
         options = {"threads": args.threads, "seed": args.seed}
         if args.method == "milp":
             options["solver"] = args.solver
     elif args.solver is not None or args.threads is not None:
-        raise ProblemError("--solver and --threads apply only to --method cpsat or milp.")
+        raise ProblemError("--solver and --threads apply only to --method cpsat, milp or lns.")
     return {name: value for name, value in options.items() if value is not None}
 
 
