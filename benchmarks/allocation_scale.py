@@ -1,0 +1,62 @@
+"""Certified gaps at cluster scale (issue 17): greedy and lns against the step-capacity bound.
+
+For each size, ``random_problem(seed, gpus, tasks, gpus_per_node=8)``: the greedy's
+objective and time, the step-capacity LP bound (models/allocation.md section 13) and
+its time, and lns's objective within ``--time-limit`` (section 14); gaps are
+``(bound - objective) / bound``. Prints a markdown table.
+
+    nice python benchmarks/allocation_scale.py --sizes 256x120,1024x500 --seeds 0-2 \
+        --time-limit 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import gpuopt
+from gpuopt.allocation.bound import step_capacity_bound
+from gpuopt.allocation.generator import random_problem
+from gpuopt.cli.replay import parse_seeds
+
+
+def gap(bound: float, objective: float) -> float:
+    return 100 * (bound - objective) / abs(bound)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="256x120,1024x500")
+    parser.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-2"))
+    parser.add_argument("--time-limit", type=float, default=60.0, help="lns seconds")
+    args = parser.parse_args()
+    print(
+        "| GPUs x tasks | seed | greedy ms | greedy gap % | LP bound s | lns gap % "
+        f"({args.time_limit:g} s) | lns gain % |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for size in args.sizes.split(","):
+        gpus, tasks = (int(part) for part in size.split("x"))
+        rows = []
+        for seed in args.seeds:
+            problem = random_problem(seed, gpus=gpus, tasks=tasks, gpus_per_node=8)
+            times = []
+            for _ in range(3):
+                started = time.perf_counter()
+                greedy = gpuopt.solve(problem, method="greedy")
+                times.append(time.perf_counter() - started)
+            bound = step_capacity_bound(problem)
+            lns = gpuopt.solve(problem, method="lns", time_limit=args.time_limit, seed=seed)
+            rows.append((gap(bound.bound, greedy.objective), gap(bound.bound, lns.objective)))
+            print(
+                f"| {gpus} x {tasks} | {seed} | {1000 * statistics.median(times):.0f} | "
+                f"{rows[-1][0]:.2f} | {bound.seconds:.1f} | {rows[-1][1]:.2f} | "
+                f"{100 * (lns.objective - greedy.objective) / abs(greedy.objective):.2f} |",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
