@@ -183,6 +183,7 @@ def _allocation(rng: random.Random, exact: bool) -> Instance:
         max_swap=rng.choice((None, None, 1, 2, 4)),
         uniform_priority=rng.random() < 0.15,
         step_minutes=rng.choice((60, 60, 30)),
+        multi_node=rng.choice((0.0, 0.0, 0.5)) if node else 0.0,  # jobs of whole nodes
     )
     shape = f"{size} {gpus} GPUs x {tasks} tasks, {horizon} steps, node {node}"
     return Instance(problem, {}, shape)

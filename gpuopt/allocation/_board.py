@@ -14,7 +14,7 @@ from operator import or_
 
 import numpy as np
 
-from gpuopt.allocation.problem import AllocationIndex, Grid
+from gpuopt.allocation.problem import AllocationIndex, Grid, node_rule
 
 
 class Board:
@@ -73,7 +73,7 @@ class Board:
             node = index.node_size
             mask = 0
             for first in range(0, index.gpus - size + 1, step):
-                if first // node == (first + size - 1) // node:
+                if node_rule(first, size, node):
                     mask |= 1 << first
             self._legal[size] = mask
         return mask

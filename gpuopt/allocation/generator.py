@@ -55,6 +55,7 @@ def random_problem(
     history_days: int = 0,
     step_minutes: int = 60,
     name: str | None = None,
+    multi_node: float = 0.0,
 ) -> AllocationProblem:
     """A valid random scenario with ``tasks`` tasks on ``gpus`` GPUs.
 
@@ -73,6 +74,9 @@ def random_problem(
         each realtime task as ``history``, for forecasters.
     running_fraction, deadline_fraction
         Share of batch tasks inherited as running, and with a deadline.
+    multi_node
+        With ``gpus_per_node`` (a power of two), the share of training tasks that are
+        multi-node jobs (2 to 32 whole nodes, at most half the cluster).
     """
     _check_arguments(
         gpus=gpus,
@@ -86,6 +90,7 @@ def random_problem(
         max_swap=max_swap,
         history_days=history_days,
         step_minutes=step_minutes,
+        multi_node=multi_node,
     )
     rng = random.Random(seed)
     if realtime is None:
@@ -125,6 +130,14 @@ def random_problem(
         kind = rng.choices(["training", "batch_inference", "quantization"], [0.45, 0.35, 0.2])[0]
         if kind == "training":
             gpus_asked = rng.choice(sizes[-3:])
+            if multi_node and gpus_per_node and rng.random() < multi_node:
+                spans = [
+                    node << k
+                    for k in range(1, 6)
+                    if (node << k) <= gpus // 2 and (node << k) & ((node << k) - 1) == 0
+                ]
+                if spans:  # a multi-node job: whole consecutive nodes (A3)
+                    gpus_asked = rng.choice(spans)
             duration = rng.randint(max(1, horizon // 6), max(2, horizon * 2))
             priority = rng.randint(3, 7)
         elif kind == "batch_inference":
@@ -155,8 +168,8 @@ def random_problem(
             first = next_free
             if first % gpus_asked:
                 first += gpus_asked - first % gpus_asked
-            if first // node != (first + gpus_asked - 1) // node:
-                first = (first // node + 1) * node
+            if gpus_asked <= node and first // node != (first + gpus_asked - 1) // node:
+                first = (first // node + 1) * node  # (a multi-node job is aligned to nodes)
             start = -rng.randint(0, max(0, duration - 1))
             end = min(horizon, start + duration)
             fits = first + gpus_asked <= gpus
@@ -207,6 +220,7 @@ def _check_arguments(**arguments: Any) -> None:
         numbers={
             "load": (0.0, 1e6),
             "running_fraction": (0.0, 1.0),
+            "multi_node": (0.0, 1.0),
             "deadline_fraction": (0.0, 1.0),
         },
         optional=("realtime", "gpus_per_node", "max_swap"),

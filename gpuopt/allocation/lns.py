@@ -36,7 +36,13 @@ import numpy as np
 from gpuopt.allocation._board import Board
 from gpuopt.allocation.bound import step_capacity_bound
 from gpuopt.allocation.problem import AllocationProblem, Grid
-from gpuopt.allocation.solution import AllocationResult, evaluate, make_result, occupancy
+from gpuopt.allocation.solution import (
+    AllocationResult,
+    Status,
+    evaluate,
+    make_result,
+    occupancy,
+)
 from gpuopt.errors import ProblemError
 from gpuopt.solvers.deadline import Deadline
 
@@ -159,10 +165,19 @@ def solve_lns(
     horizon = index.horizon
     density = {b: float(batch.priority[b]) for b in new}
     windows = 0
-    while deadline.affords(0.05) and (max_windows is None or windows < max_windows):
+    offsets = list(range(0, problem.gpus - width + 1, node)) or [0]
+    # windows solved to optimality with every waiting task offered, since the last gain:
+    # once every offset is settled no window can gain, and the search stops
+    settled: set[int] = set()
+    bound = relaxed.bound if relaxed.status == "optimal" else None
+    while (
+        deadline.affords(0.05)
+        and (max_windows is None or windows < max_windows)
+        and len(settled) < len(offsets)
+        and (bound is None or objective < bound - 1e-9 * max(1.0, abs(bound)))
+    ):
         windows += 1
-        offsets = range(0, problem.gpus - width + 1, node)
-        low = rng.choice(list(offsets)) if len(offsets) else 0
+        low = rng.choice(offsets)
         high = low + width
         freed = {
             b
@@ -172,8 +187,10 @@ def solve_lns(
         waiting = [b for b in new if b not in plan.blocks and int(batch.size[b]) <= width]
         rng.shuffle(waiting)
         waiting.sort(key=lambda b: -density[b])
+        complete = len(waiting) <= candidates
         chosen = sorted(freed) + waiting[:candidates]
         if not chosen:
+            settled.add(low)
             continue
         board = plan.board(freed)
         window_mask = ((1 << width) - 1) << low
@@ -213,6 +230,8 @@ def solve_lns(
                     else:
                         model.add_hint(var, 0)
         if not columns:
+            if complete:
+                settled.add(low)
             continue
         for variables in per_task.values():
             model.add_at_most_one(variables)
@@ -234,6 +253,8 @@ def solve_lns(
             continue
         found = sum(coefficient * solver.value(var) for coefficient, var in objective_terms)
         if found <= round(current_value * SCALE):
+            if complete and status == cp_model.OPTIMAL:
+                settled.add(low)
             continue
         blocks = dict(plan.blocks)
         for b in freed:
@@ -247,17 +268,18 @@ def solve_lns(
         value = evaluate(problem, candidate).objective
         if value > objective + 1e-9:
             grid, objective = candidate, value
+            settled.clear()
         else:
             plan.blocks = previous
-    bound = relaxed.bound if relaxed.status == "optimal" else None
-    if bound is not None and bound < objective:
-        bound = objective  # rounding noise of the LP
+    status_found: Status = "feasible"
+    if bound is not None and bound <= objective + 1e-9 * max(1.0, abs(objective)):
+        bound, status_found = objective, "optimal"  # the plan meets the bound (LP noise aside)
     return make_result(
         problem,
         grid,
         method="lns",
         seconds=time.perf_counter() - started,
-        status="feasible",
+        status=status_found,
         bound=bound,
     )
 

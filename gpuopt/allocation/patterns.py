@@ -304,7 +304,10 @@ def size_bounds(problem: AllocationProblem) -> tuple[int, int]:
         first, last = batch.arrival[b], batch.last_start[b]
         if last < first:
             continue
-        blocks = nodes * (node // size if index.align else node - size + 1)
+        if size > node:  # a multi-node job: whole consecutive nodes (A3)
+            blocks = index.gpus // size if index.align else nodes - size // node + 1
+        else:
+            blocks = nodes * (node // size if index.align else node - size + 1)
         # steps of all starts: min(duration, horizon - start) summed over [first, last]
         full_end = min(last, horizon - duration)  # starts that run their whole duration
         steps = max(0, full_end - first + 1) * duration

@@ -40,6 +40,15 @@ MAX_STEPS = 1_000_000
 _CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
+def node_rule(first: int, size: int, node: int) -> bool:
+    """A3 with nodes of ``node`` GPUs: a block of at most a node lies inside one node; a
+    larger block (a multi-node job, a whole number of nodes) starts at a node boundary, so
+    it takes whole consecutive nodes."""
+    if size <= node:
+        return first // node == (first + size - 1) // node
+    return first % node == 0 and size % node == 0
+
+
 def is_power_of_two(value: int) -> bool:
     """Return True when ``value`` is 1, 2, 4, 8, ..."""
     return value > 0 and value & (value - 1) == 0
@@ -214,10 +223,10 @@ class AllocationProblem(IndexedModel):
             assert task.gpus is not None
             if task.gpus > gpus:
                 raise ValueError(f"{name}: gpus {task.gpus} exceeds the cluster's {gpus} GPUs")
-            if node is not None and task.gpus > node:
+            if node is not None and task.gpus > node and task.gpus % node:
                 raise ValueError(
-                    f"{name}: gpus {task.gpus} exceeds gpus_per_node {node}, "
-                    "and a block may not cross a node boundary"
+                    f"{name}: gpus {task.gpus} exceeds gpus_per_node {node} without being a "
+                    "multiple of it, and a job larger than a node takes whole nodes"
                 )
             if task.running is not None:
                 first = task.running.first_gpu
@@ -226,10 +235,15 @@ class AllocationProblem(IndexedModel):
                         f"{name}: running block [{first}, {first + task.gpus}) "
                         f"lies outside the cluster's {gpus} GPUs"
                     )
-                if node is not None and first // node != (first + task.gpus - 1) // node:
+                if node is not None and not node_rule(first, task.gpus, node):
+                    where = (
+                        "crosses a node boundary"
+                        if task.gpus <= node
+                        else ("does not start at a node boundary")
+                    )
                     raise ValueError(
                         f"{name}: running block [{first}, {first + task.gpus}) "
-                        f"crosses a node boundary (gpus_per_node {node})"
+                        f"{where} (gpus_per_node {node})"
                     )
                 if self.align_blocks and first % task.gpus != 0:
                     raise ValueError(
@@ -456,5 +470,6 @@ __all__ = [
     "Task",
     "is_power_of_two",
     "load_problem",
+    "node_rule",
     "parse_problem",
 ]

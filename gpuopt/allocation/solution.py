@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuopt.allocation.problem import AllocationProblem, Grid
+from gpuopt.allocation.problem import AllocationProblem, Grid, node_rule
 from gpuopt.allocation.schedule import ScheduleEntry, build_schedule, schedule_violations
 from gpuopt.errors import short
 from gpuopt.result import Result
@@ -230,7 +230,7 @@ def _grid_violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) 
                 break
         block = first_block
         runs = _runs(block)
-        # A3: one contiguous power-of-two block, aligned, inside one node.
+        # A3: one contiguous power-of-two block, aligned, inside one node (or whole nodes).
         if len(runs) != 1:
             found.append(f"A3: {name} holds non-contiguous GPUs {block} at step {start}")
         first = block[0]
@@ -239,8 +239,11 @@ def _grid_violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) 
         elif len(runs) == 1:
             if problem.align_blocks and first % task.gpus != 0:
                 found.append(f"A3: {name} block {_block_text(block)} is not aligned to {task.gpus}")
-            if first // node != (first + task.gpus - 1) // node:
-                found.append(f"A3: {name} block {_block_text(block)} crosses a node boundary")
+            if not node_rule(first, task.gpus, node):
+                what = "does not take whole nodes"
+                if task.gpus <= node:
+                    what = "crosses a node boundary"
+                found.append(f"A3: {name} block {_block_text(block)} {what}")
         # A2: exactly `duration` consecutive steps inside [arrival, deadline).
         if task.running is not None:
             expected_end = min(horizon, task.running.start + task.duration)
