@@ -217,13 +217,13 @@ def _realtime_swap(rng: random.Random, gpus: int) -> _Shape:
     horizon = 12
     return _Shape(
         horizon=horizon,
-        tasks=gpus // 3 + rng.randint(2, 4),
+        tasks=gpus // 3 + rng.randint(3, 5),
         duration=(2, horizon // 2),
         priority=(2, 9),
         step_minutes=120,
         realtime_penalty=float(rng.choice([1, 2, 4])),
         realtime=rng.randint(3, 5),
-        realtime_share=0.6,
+        realtime_share=0.45,
         swaps=(1, 1, 1, 2),
         realtime_priority=(1, 2),
         spikes=True,
@@ -386,7 +386,7 @@ def _realtime_tasks(rng: random.Random, gpus: int, shape: _Shape) -> list[dict[s
         if shape.spikes:
             for _ in range(rng.randint(1, 2)):
                 step = rng.randrange(shape.horizon)
-                rise = rng.randint(2, 4)
+                rise = rng.randint(1, max(2, gpus // 4))
                 for spiked in range(step, min(shape.horizon, step + rng.randint(1, 2))):
                     curve[spiked] = min(gpus, curve[spiked] + rise)
         initial = max(0, min(gpus - held, curve[0] + rng.randint(-1, 1)))
