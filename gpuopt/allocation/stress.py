@@ -4,7 +4,7 @@
 cluster; on them the greedy stays within a few percent of the exact optimum.
 The families here push one difficulty each to its extreme, at sizes where the
 exact methods still prove optimality (8 to 16 GPUs, a horizon of 8 to 12
-steps, 6 to 20 tasks), so that ``benchmarks/allocation_stress.py`` can measure
+steps, 4 to 21 tasks), so that ``benchmarks/allocation_stress.py`` can measure
 the greedy's gap against a proven bound on hundreds of them.
 
 Families (:data:`FAMILIES`):
@@ -129,7 +129,7 @@ def stress_problem(seed: int, gpus: int, family: str) -> AllocationProblem:
         string seed, so the instance is the same in every process).
     gpus
         Cluster size, from :data:`MIN_GPUS` to :data:`MAX_GPUS`; task counts
-        grow with it (at 16 GPUs: 8 to 20 tasks over 8 to 12 steps).
+        grow with it (at 16 GPUs: 7 to 21 tasks over 8 to 12 steps).
     family
         One of :data:`FAMILIES` (see the module docstring).
 
