@@ -103,6 +103,8 @@ BACKENDS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 #: Methods that prove a bound (their tests get a time limit and check the proof).
 EXACT = frozenset({"cpsat", "milp", "exact"})
+#: Methods that search under a time limit (the exact ones and lns): tested on few instances.
+SEARCHING = EXACT | {"lns"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -49,8 +49,12 @@ from gpuopt.solvers.deadline import Deadline
 #: Objective coefficients are integers for CP-SAT: values times this, rounded.
 SCALE = 10_000
 #: CP-SAT's deterministic time (about seconds on one core) one window may take at most:
-#: with one worker the search is then the same on every machine.
+#: with one worker the search is then the same on every machine. A window over the whole
+#: cluster (a small one) gets :data:`WHOLE_WORK`, enough to prove most of them.
 WINDOW_WORK = 1.0
+WHOLE_WORK = 10.0
+#: Windows at one offset without a gain after which the offset counts as settled.
+TRIES = 3
 #: Share of the time limit given to the step-capacity bound.
 BOUND_SHARE = 0.15
 
@@ -169,6 +173,7 @@ def solve_lns(
     # windows solved to optimality with every waiting task offered, since the last gain:
     # once every offset is settled no window can gain, and the search stops
     settled: set[int] = set()
+    tries: dict[int, int] = {}
     bound = relaxed.bound if relaxed.status == "optimal" else None
     while (
         deadline.affords(0.05)
@@ -200,7 +205,7 @@ def solve_lns(
         per_cell: dict[tuple[int, int], list[Any]] = {}
         per_step: list[list[tuple[int, Any]]] = [[] for _ in range(horizon)]
         objective_terms = []
-        current_value = 0.0
+        current = 0  # the current blocks' value, in the model's integer coefficients
         for b in chosen:
             size = int(batch.size[b])
             for start in range(int(batch.arrival[b]), int(batch.last_start[b]) + 1):
@@ -222,11 +227,11 @@ def solve_lns(
                         per_step[step].append((size, var))
                         for gpu in range(first, first + size):
                             per_cell.setdefault((gpu, step), []).append(var)
-                    value = board.block_value(b, start, end)
-                    objective_terms.append((round(value * SCALE), var))
+                    coefficient = round(board.block_value(b, start, end) * SCALE)
+                    objective_terms.append((coefficient, var))
                     if plan.blocks.get(b) == (start, first):
                         model.add_hint(var, 1)
-                        current_value += value
+                        current += coefficient
                     else:
                         model.add_hint(var, 0)
         if not columns:
@@ -244,7 +249,9 @@ def solve_lns(
         model.maximize(sum(coefficient * var for coefficient, var in objective_terms))
         solver = cp_model.CpSolver()
         left = deadline.remaining()
-        solver.parameters.max_deterministic_time = WINDOW_WORK
+        solver.parameters.max_deterministic_time = (
+            WHOLE_WORK if width == problem.gpus else WINDOW_WORK
+        )
         solver.parameters.max_time_in_seconds = max(0.01, left if left is not None else 60.0)
         solver.parameters.num_workers = max(1, threads)
         solver.parameters.random_seed = seed + windows
@@ -252,8 +259,10 @@ def solve_lns(
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             continue
         found = sum(coefficient * solver.value(var) for coefficient, var in objective_terms)
-        if found <= round(current_value * SCALE):
-            if complete and status == cp_model.OPTIMAL:
+        tries[low] = tries.get(low, 0) + 1
+        optimal = (complete and status == cp_model.OPTIMAL) or tries[low] >= TRIES
+        if found <= current:
+            if optimal:
                 settled.add(low)
             continue
         blocks = dict(plan.blocks)
@@ -269,8 +278,11 @@ def solve_lns(
         if value > objective + 1e-9:
             grid, objective = candidate, value
             settled.clear()
-        else:
+            tries.clear()
+        else:  # a gain of rounding only
             plan.blocks = previous
+            if optimal:
+                settled.add(low)
     status_found: Status = "feasible"
     if bound is not None and bound <= objective + 1e-9 * max(1.0, abs(objective)):
         bound, status_found = objective, "optimal"  # the plan meets the bound (LP noise aside)
