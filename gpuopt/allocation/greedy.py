@@ -195,7 +195,9 @@ def _trade_counts(board: Board, b: int, start: int, end: int, beat: float) -> tu
     return (gain, trial) if gain > beat + 1e-9 else (beat, None)
 
 
-def _place_earliest(board: Board, b: int, trade: bool = False) -> bool:
+def _place_earliest(
+    board: Board, b: int, trade: bool = False, trade_starts: int = TRADE_STARTS
+) -> bool:
     """Place batch task ``b`` at its earliest feasible start; False if it fits nowhere.
 
     With ``trade``, the first :data:`TRADE_STARTS` starts from its arrival
@@ -222,7 +224,7 @@ def _place_earliest(board: Board, b: int, trade: bool = False) -> bool:
     counts = None
     if trade and board.counts.size:
         best = board.block_value(b, found) if found >= 0 else 0.0
-        stop = min(found if found >= 0 else last + 1, batch.arrival[b] + TRADE_STARTS)
+        stop = min(found if found >= 0 else last + 1, batch.arrival[b] + trade_starts)
         for option in range(batch.arrival[b], stop):
             end = min(horizon, option + duration)
             gain, trial = _trade_counts(board, b, option, end, best)
@@ -260,9 +262,12 @@ def _improve(
 ) -> Board:
     """Make room for left-out tasks by re-placing one placed task.
 
-    For each task left out (by priority), try up to :data:`VICTIMS` placed
+    For each task left out (by priority), first try to place it alone,
+    weighing a realtime trade at every start (not only the first
+    :data:`TRADE_STARTS`: the whole board's objective judges the trade here);
+    then try up to :data:`VICTIMS` placed
     tasks whose steps overlap its window, cheapest first: remove it, place the
-    left-out task (trading realtime GPUs where that pays), put the removed
+    left-out task (trading realtime GPUs where that pays, at any start), put the removed
     task back at its earliest fit if it still fits anywhere. Keep the change
     only if the objective rises (so a small high-priority task can give way to
     a large one worth more in total). Returns the best board.
@@ -277,6 +282,16 @@ def _improve(
     shown.update(description="greedy: making room", completed=0, total=len(left_out))
     for u in left_out:
         shown.advance()  # each costs a sort of the placed tasks: one call more is nothing
+        # first, with no victim: a trade at any start (the whole board's objective judges
+        # it, so the realtime penalty it adds is counted)
+        if board.counts.size:
+            trial = board.copy()
+            if (
+                _place_earliest(trial, u, trade=True, trade_starts=board.horizon)
+                and trial.objective > board.objective + 1e-9
+            ):
+                board = trial
+                continue
         window_lo = batch.arrival[u]
         window_hi = batch.last_start[u] + batch.duration[u]
         movable = [
@@ -291,7 +306,7 @@ def _improve(
             attempts += 1
             trial = board.copy()
             trial.remove(victim)
-            if not _place_earliest(trial, u, trade=True):
+            if not _place_earliest(trial, u, trade=True, trade_starts=trial.horizon):
                 continue
             _place_earliest(trial, victim, trade=True)
             if trial.objective > board.objective + 1e-9:

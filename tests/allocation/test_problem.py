@@ -30,9 +30,17 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
         "gpus must be a power of two (got 3)",
     ),
     "gpus beyond cluster": (scenario({**TRAIN, "gpus": 8}), "gpus 8 exceeds the cluster's 4"),
-    "gpus beyond node": (
-        scenario({**TRAIN, "gpus": 4}, gpus_per_node=2),
-        "exceeds gpus_per_node 2",
+    "gpus beyond node": (  # a multi-node job takes whole nodes: 4 GPUs on nodes of 3 cannot
+        scenario({**TRAIN, "gpus": 4}, gpus=6, gpus_per_node=3),
+        "exceeds gpus_per_node 3 without being a multiple of it",
+    ),
+    "multi-node job off a node boundary": (
+        scenario(
+            {**TRAIN, "gpus": 4, "running": {"start": 0, "first_gpu": 1}},
+            gpus=8,
+            gpus_per_node=2,
+        ),
+        "does not start at a node boundary",
     ),
     "node size not dividing": (scenario(gpus_per_node=3), "gpus_per_node 3 does not divide gpus 4"),
     "demand length": (scenario({**RT, "demand": [1, 1]}), "demand has 2 values but horizon is 4"),
