@@ -43,7 +43,7 @@ from gpuopt.allocation.solution import (
     make_result,
     occupancy,
 )
-from gpuopt.errors import ProblemError
+from gpuopt.errors import ProblemError, check_arguments
 from gpuopt.solvers.deadline import Deadline
 
 #: Objective coefficients are integers for CP-SAT: values times this, rounded.
@@ -143,12 +143,25 @@ def solve_lns(
     from gpuopt.allocation.greedy import greedy_grid
     from gpuopt.allocation.patterns import warm_start
 
-    if not time_limit > 0 or not math.isfinite(time_limit):
-        raise ProblemError(f"time_limit: expected a positive number of seconds (got {time_limit}).")
-    if candidates < 0:
-        raise ProblemError(f"candidates: expected a whole number >= 0 (got {candidates}).")
-    if max_windows is not None and max_windows < 0:
-        raise ProblemError(f"max_windows: expected a whole number >= 0 (got {max_windows}).")
+    check_arguments(
+        {
+            "time_limit": time_limit,
+            "seed": seed,
+            "width": width,
+            "candidates": candidates,
+            "max_windows": max_windows,
+            "threads": threads,
+        },
+        numbers={"time_limit": (1e-3, 1e9)},
+        whole={
+            "seed": (0, 2**31 - 1),
+            "width": (1, 2**20),
+            "candidates": (0, 10**6),
+            "max_windows": (0, 10**9),
+            "threads": (1, 1024),
+        },
+        optional=("width", "max_windows"),
+    )
     deadline = Deadline(time_limit)
     started = deadline.started
     index = problem.index
