@@ -83,6 +83,7 @@ def step_capacity_bound(
     horizon = index.horizon
     board = Board(index)
     board.pin_running()
+    fixed = board.value  # the running tasks' objective, a constant of every plan
     capacity = np.array(board.room, dtype=np.float64)
     realtime = index.num_realtime
     swap = index.max_swap.astype(np.float64)
@@ -219,7 +220,7 @@ def step_capacity_bound(
     if not math.isfinite(bound):
         bound = math.inf
     return StepBound(
-        bound=bound + board_fixed_value(problem) if math.isfinite(bound) else math.inf,
+        bound=bound + fixed if math.isfinite(bound) else math.inf,
         status="optimal" if solved else "time_limit",
         seconds=time.perf_counter() - started,
         columns=columns,
@@ -245,13 +246,6 @@ def relaxed_bound(problem: AllocationProblem, deadline: Deadline) -> float | Non
         return None
     found = step_capacity_bound(problem, time_limit=limit)
     return found.bound if found.status == "optimal" and math.isfinite(found.bound) else None
-
-
-def board_fixed_value(problem: AllocationProblem) -> float:
-    """The objective of the running tasks (a constant of every plan)."""
-    board = Board(problem.index)
-    board.pin_running()
-    return float(board.value)
 
 
 __all__ = ["STEP_BOUND_GPUS", "StepBound", "relaxed_bound", "step_capacity_bound"]

@@ -31,17 +31,15 @@ import random
 import time
 from typing import Any
 
-import numpy as np
-
 from gpuopt.allocation._board import Board
 from gpuopt.allocation.bound import step_capacity_bound
+from gpuopt.allocation.patterns import read_plan, warm_start
 from gpuopt.allocation.problem import AllocationProblem, Grid
 from gpuopt.allocation.solution import (
     AllocationResult,
     Status,
     evaluate,
     make_result,
-    occupancy,
 )
 from gpuopt.errors import ProblemError, check_arguments
 from gpuopt.solvers.deadline import Deadline
@@ -63,39 +61,24 @@ class _Plan:
     """The current plan: each placed new batch task's (start, first GPU), realtime counts."""
 
     def __init__(self, problem: AllocationProblem, grid: Grid) -> None:
-        index = problem.index
-        held = occupancy(problem, grid)
         self.problem = problem
-        self.blocks: dict[int, tuple[int, int]] = {}
-        for b in range(index.num_batch):
-            if index.batch.running[b]:
-                continue
-            cells = held.get(index.ids[index.batch.task_idx[b]])
-            if cells:
-                start = min(cells)
-                self.blocks[b] = (start, cells[start][0])
-        self.counts = np.zeros((index.num_realtime, index.horizon), dtype=np.int64)
-        for r, task_idx in enumerate(index.realtime_idx.tolist()):
-            for step, gpus in held.get(index.ids[task_idx], {}).items():
-                self.counts[r, step] = len(gpus)
+        self.blocks, self.counts = read_plan(problem, grid)
 
-    def board(self, without: set[int]) -> Board:
-        """The board with running tasks, every block but those of ``without``, and the
-        realtime counts reserved."""
+    def board(self, without: set[int], reserve: bool = True) -> Board:
+        """The board with running tasks, every block but those of ``without``, and (with
+        ``reserve``) the realtime counts reserved."""
         board = Board(self.problem.index)
         board.pin_running()
         batch = board.batch
         for b, (start, first) in self.blocks.items():
             if b not in without:
                 board.place(b, int(batch.size[b]), first, start, board.end_of(b, start))
-        if self.counts.size:
+        if reserve and self.counts.size:
             board.reserve(self.counts.sum(axis=0))
         return board
 
     def grid(self) -> Grid:
-        board = self.board(set())
-        if self.counts.size:
-            board.room = [board.room[t] + int(c) for t, c in enumerate(self.counts.sum(axis=0))]
+        board = self.board(set(), reserve=False)
         index = self.problem.index
         order = sorted(
             range(index.num_realtime), key=lambda r: (-index.priority[index.realtime_idx[r]], r)
@@ -141,7 +124,6 @@ def solve_lns(
     from ortools.sat.python import cp_model
 
     from gpuopt.allocation.greedy import greedy_grid
-    from gpuopt.allocation.patterns import warm_start
 
     check_arguments(
         {
@@ -180,7 +162,6 @@ def solve_lns(
         raise ProblemError(f"width: expected a whole number >= 1 (got {width}).")
     rng = random.Random(seed)
     horizon = index.horizon
-    density = {b: float(batch.priority[b]) for b in new}
     windows = 0
     offsets = list(range(0, problem.gpus - width + 1, node)) or [0]
     # windows solved to optimality with every waiting task offered, since the last gain:
@@ -204,7 +185,7 @@ def solve_lns(
         }
         waiting = [b for b in new if b not in plan.blocks and int(batch.size[b]) <= width]
         rng.shuffle(waiting)
-        waiting.sort(key=lambda b: -density[b])
+        waiting.sort(key=lambda b: -float(batch.priority[b]))
         complete = len(waiting) <= candidates
         chosen = sorted(freed) + waiting[:candidates]
         if not chosen:

@@ -195,22 +195,14 @@ class PatternSet:
         if broken:
             raise ProblemError(f"initial: the starting grid is not legal: {broken[0]}.")
         index = problem.index
-        held = occupancy(problem, grid)
+        blocks, counts = read_plan(problem, grid)
         chosen = []
-        for b in range(index.num_batch):
-            task_id = index.ids[index.batch.task_idx[b]]
-            cells = held.get(task_id)
-            if not cells or index.batch.running[b]:
-                continue
-            start = min(cells)
-            key = (b, cells[start][0], start)
+        for b, (start, first) in blocks.items():
+            key = (b, first, start)
             if key not in self.key2pattern:
+                task_id = index.ids[index.batch.task_idx[b]]
                 raise ProblemError(f"initial: task {task_id!r} uses a block with no pattern.")
             chosen.append(self.key2pattern[key])
-        counts = np.zeros((index.num_realtime, index.horizon), dtype=np.int64)
-        for r, task_idx in enumerate(index.realtime_idx.tolist()):
-            for step, gpus in held.get(index.ids[task_idx], {}).items():
-                counts[r, step] = len(gpus)
         return chosen, counts
 
     def decode(self, chosen: Sequence[int], counts: np.ndarray) -> Grid:
@@ -231,6 +223,26 @@ class PatternSet:
         )
         board.bind_realtime(np.asarray(counts, dtype=np.int64), order)
         return board.grid()
+
+
+def read_plan(
+    problem: AllocationProblem, grid: Grid
+) -> tuple[dict[int, tuple[int, int]], np.ndarray]:
+    """A grid's plan: each placed new batch task's (start step, first GPU) by batch
+    position, in order, and the realtime counts ``(R, T)``."""
+    index = problem.index
+    held = occupancy(problem, grid)
+    blocks: dict[int, tuple[int, int]] = {}
+    for b in range(index.num_batch):
+        cells = held.get(index.ids[index.batch.task_idx[b]])
+        if cells and not index.batch.running[b]:
+            start = min(cells)
+            blocks[b] = (start, cells[start][0])
+    counts = np.zeros((index.num_realtime, index.horizon), dtype=np.int64)
+    for r, task_idx in enumerate(index.realtime_idx.tolist()):
+        for step, gpus in held.get(index.ids[task_idx], {}).items():
+            counts[r, step] = len(gpus)
+    return blocks, counts
 
 
 def _rows(

@@ -45,7 +45,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
@@ -773,6 +773,8 @@ class NodeIndex:
     node_memory_free: npt.NDArray[np.int64]
     #: thousandths each GPU has left (C7), one row per node, -1 past a node's GPUs
     node_left: npt.NDArray[np.int64]
+    #: share (thousandths) -> :meth:`share_gpu`'s answer, filled on first use
+    shares: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, problem: NodePlacementProblem) -> NodeIndex:
@@ -816,11 +818,15 @@ class NodeIndex:
 
     def share_gpu(self, milli: int) -> npt.NDArray[np.int64]:
         """Per node, the GPU a share of ``milli`` thousandths takes (best fit: the least left
-        that holds it, lowest index on ties; C7), or -1 where no GPU holds it."""
-        room = np.where(self.node_left >= milli, self.node_left, np.iinfo(np.int64).max)
-        best = np.argmin(room, axis=1)
-        fits = (self.node_left >= milli).any(axis=1)
-        return np.where(fits, best, -1).astype(np.int64)
+        that holds it, lowest index on ties; C7), or -1 where no GPU holds it (computed once
+        per share: the filters, the ranking and every node's GPU choice read it)."""
+        found = self.shares.get(milli)
+        if found is None:
+            room = np.where(self.node_left >= milli, self.node_left, np.iinfo(np.int64).max)
+            best = np.argmin(room, axis=1)
+            fits = (self.node_left >= milli).any(axis=1)
+            found = self.shares[milli] = np.where(fits, best, -1).astype(np.int64)
+        return found
 
 
 # --------------------------------------------------------------------------- placing
