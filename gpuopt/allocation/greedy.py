@@ -41,6 +41,7 @@ change only when the objective rises.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -51,6 +52,7 @@ import gpuopt.progress
 from gpuopt.allocation._board import Board, realtime_curves, running_count
 from gpuopt.allocation.problem import AllocationIndex, AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Grid, make_result
+from gpuopt.errors import check_arguments
 
 OrderKey = Callable[[AllocationIndex, int], tuple[float, ...]]
 
@@ -315,25 +317,277 @@ def _improve(
     return board
 
 
+#: Ruin-and-recreate rounds after the swap pass (section 10.1 of models/allocation.md).
+SEARCH_ROUNDS = 100
+#: Work budget of the search, in task placements tried, each counted as the cluster's
+#: GPUs (at least 16): a count, not a clock. Scenarios of up to 16 GPUs get 2,000
+#: placements, 64 GPUs 500, 1,024 GPUs 31: large scenarios keep the millisecond path
+#: (``method="lns"`` improves them instead).
+SEARCH_WORK = 32_000
+#: Work budget of the make-room pass's survey, in (position, placed task) checks, for 16
+#: GPUs (scaled down like :data:`SEARCH_WORK` on larger clusters).
+ROOM_WORK = 200_000
+#: Widths (GPUs) of the windows a round may free.
+WIDTHS = (2, 4, 8, 16, 32)
+
+
+def _ruin(
+    board: Board, pending: list[int], rng: random.Random
+) -> tuple[list[int], list[int], tuple[int, int, int] | None]:
+    """Choose a neighbourhood of placed tasks to free (never a running one).
+
+    Returns the tasks to remove, those to offer only after the others (a
+    dropped task), and a left-out task to place first with its start and first
+    GPU (the tasks in its way are the ones removed: a move of several tasks at
+    once, which the swap pass never tries).
+    """
+    batch, horizon, gpus = board.batch, board.horizon, board.gpus
+    movable = sorted(b for b in board.starts if not batch.running[b])
+    left_out = [
+        b for b in pending if b not in board.starts and batch.arrival[b] <= batch.last_start[b]
+    ]
+    kind = rng.randrange(6 if left_out else 5)
+    if kind == 5 or not movable:  # make room for a left-out task where it is asked to go
+        if not left_out:
+            return [], [], None
+        u = rng.choice(left_out)
+        arrival, last = batch.arrival[u], batch.last_start[u]
+        start = arrival + int(rng.random() ** 2 * (last - arrival + 1))
+        firsts = _lowest_bits(board.legal_firsts(batch.size[u]), gpus)
+        first = rng.choice(firsts)
+        end, lo, hi = board.end_of(u, start), first, first + batch.size[u]
+        steps = (start, end)
+        target: tuple[int, int, int] | None = (u, start, first)
+    elif kind == 3:  # a few tasks anywhere
+        return rng.sample(movable, min(len(movable), rng.randint(1, 3))), [], None
+    elif kind == 4:  # drop one task: the others are re-placed first, then it is offered again
+        dropped = [rng.choice(movable)]
+        return dropped, dropped, None
+    else:
+        target, steps, lo, hi = None, (0, horizon), 0, gpus
+        if kind in (0, 2):  # a range of steps (kind 2: crossed with a range of GPUs)
+            length = rng.randint(max(1, horizon // 4), horizon)
+            first_step = rng.randrange(0, horizon - length + 1)
+            steps = (first_step, first_step + length)
+        if kind in (1, 2):
+            width = rng.choice([w for w in WIDTHS if w <= gpus] or [gpus])
+            lo = rng.randrange(0, gpus - width + 1)
+            hi = lo + width
+    removed = []
+    for b in movable:
+        start, first = board.starts[b]
+        end = board.end_of(b, start)
+        if start < steps[1] and end > steps[0] and first < hi and first + batch.size[b] > lo:
+            removed.append(b)
+    return removed, [], target
+
+
+def _place_at(board: Board, b: int, start: int, first: int) -> bool:
+    """Place ``b`` at ``start`` on ``[first, first + size)`` if the block is free and the
+    realtime reservation leaves room (else, trading realtime GPUs where that pays)."""
+    size = board.batch.size[b]
+    end = board.end_of(b, start)
+    if not (board.free_firsts(size, start, end)[0] >> first) & 1:
+        return False
+    if board.last_short_step(size, start, end) >= 0:
+        _, counts = _trade_counts(board, b, start, end, 0.0)
+        if counts is None:
+            return False
+        board.set_realtime(counts)
+    board.place(b, size, first, start, end)
+    return True
+
+
+def _recreate_order(board: Board, tasks: list[int], rng: random.Random) -> list[int]:
+    """The order to re-place ``tasks``: one of the greedy's keys, a shuffle, or total
+    worth perturbed by up to 50 %."""
+    index, batch = board.index, board.batch
+    mode = rng.randrange(4)
+    if mode < 2:
+        key = ORDERS[mode]
+        return sorted(tasks, key=lambda b: key(index, b))
+    if mode == 2:
+        order = list(tasks)
+        rng.shuffle(order)
+        return order
+    worth = {b: batch.priority[b] * batch.size[b] * batch.duration[b] for b in tasks}
+    noisy = {b: worth[b] * rng.uniform(0.5, 1.5) for b in tasks}
+    return sorted(tasks, key=lambda b: (-noisy[b], b))
+
+
+def _refresh_realtime(board: Board) -> None:
+    """Realtime curves recomputed at full demand in the room the batch blocks leave (a
+    ruin may have freed GPUs that a trade took from the services)."""
+    if not board.counts.size:
+        return
+    capacity = np.array(board.room, dtype=np.int64) + board.reserved
+    counts = realtime_curves(board.index, board.index.demand, board.realtime_order, capacity)
+    if not (counts.sum(axis=0) > capacity).any():
+        board.set_realtime(counts)
+
+
+def _at_best(board: Board, pending: list[int]) -> bool:
+    """Every task placed at its arrival and realtime served in full: no plan does better
+    (the objective counts only starts and the realtime shortfall)."""
+    arrival = board.batch.arrival
+    return board.penalty <= 0 and all(
+        board.starts.get(b, (-1, 0))[0] == arrival[b] for b in pending
+    )
+
+
+#: Positions (start, block) tried per left-out task by the make-room pass, the most
+#: promising first.
+ROOM_TRIES = 6
+
+
+def _victims(board: Board, start: int, end: int, lo: int, hi: int, mover: int) -> list[int] | None:
+    """Placed tasks other than ``mover`` with a cell in steps ``[start, end)`` x GPUs
+    ``[lo, hi)``; None if a running task is among them."""
+    batch = board.batch
+    found = []
+    for b, (begin, first) in board.starts.items():
+        overlaps = begin < end and board.end_of(b, begin) > start
+        if b != mover and overlaps and first < hi and first + batch.size[b] > lo:
+            if batch.running[b]:
+                return None
+            found.append(b)
+    return found
+
+
+def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -> tuple[Board, int]:
+    """Moves of several tasks at once: for each task left out or started after its
+    arrival (most value to gain first), try the earlier positions where the tasks in its
+    way are worth least against its own value there: remove them all, place it there,
+    re-place them and every task left out. Keep a try when the objective rises. Returns
+    the best board and the placements spent."""
+    batch = board.batch
+    placements = checks = 0
+    gains = {}
+    for u in pending:
+        if batch.arrival[u] > batch.last_start[u]:
+            continue  # no legal start (arrives after the horizon or too late for its deadline)
+        best_value = board.block_value(u, batch.arrival[u])
+        now = board.starts.get(u)
+        gains[u] = best_value - (0.0 if now is None else board.block_value(u, now[0]))
+    movers = sorted((u for u in gains if gains[u] > 1e-9), key=lambda u: (-gains[u], u))
+    for u in movers:
+        now = board.starts.get(u)
+        if now is not None and now[0] <= batch.arrival[u]:
+            continue
+        size = batch.size[u]
+        current = 0.0 if now is None else board.block_value(u, now[0])
+        last = batch.last_start[u] if now is None else now[0] - 1
+        options = []
+        for start in range(batch.arrival[u], last + 1):
+            end = board.end_of(u, start)
+            worth = board.block_value(u, start, end) - current
+            for first in _lowest_bits(board.legal_firsts(size), board.gpus):
+                checks += len(board.starts)
+                if checks > ROOM_WORK * 16 // max(16, board.gpus):
+                    return board, placements
+                victims = _victims(board, start, end, first, first + size, u)
+                if victims is None:
+                    continue
+                lost = sum(board.block_value(v, board.starts[v][0]) for v in victims)
+                options.append((lost - worth, start, first, victims))
+        options.sort(key=lambda option: option[:3])
+        tries = 0
+        for _, start, first, victims in options[: 4 * ROOM_TRIES]:
+            if placements >= budget or time.perf_counter() > deadline:
+                return board, placements
+            trial = board.copy()
+            if now is not None:
+                trial.remove(u)
+            for v in victims:
+                trial.remove(v)
+            _refresh_realtime(trial)
+            trial.trade_budget = TRADE_BUDGET
+            if not _place_at(trial, u, start, first):
+                continue  # no room beside realtime there: not a try
+            tries += 1
+            offer = [b for b in pending if b not in trial.starts]
+            for b in sorted(offer, key=lambda b: _key_urgent_first(trial.index, b)):
+                _place_earliest(trial, b, trade=True, trade_starts=trial.horizon)
+            placements += len(offer) + 1
+            if trial.objective > board.objective + 1e-9:
+                board = trial
+                break
+            if tries >= ROOM_TRIES:
+                break
+    return board, placements
+
+
+def _search(
+    board: Board, pending: list[int], rounds: int, seed: int, deadline: float = np.inf
+) -> Board:
+    """Ruin and recreate: free a neighbourhood (a range of steps, of GPUs, both, a few
+    tasks, or one task dropped), re-place the freed and left-out tasks in a new order
+    (trading realtime GPUs where that pays, at any start), keep the round when the
+    objective does not fall. Returns the best board seen. Deterministic: a seeded
+    generator and a count of rounds and placements, never a clock."""
+    rng = random.Random(seed)
+    budget = SEARCH_WORK // max(16, board.gpus)
+    if budget < 1:
+        return board
+    best, placements = _make_room(board, pending, budget, deadline)
+    current = best
+    for _ in range(rounds):
+        if placements >= budget or time.perf_counter() > deadline:
+            break
+        if _at_best(current, pending):
+            break
+        trial = current.copy()
+        removed, last, target = _ruin(trial, pending, rng)
+        for b in removed:
+            trial.remove(b)
+        _refresh_realtime(trial)
+        trial.trade_budget = 2 * TRADE_BUDGET
+        if target is not None:
+            _place_at(trial, *target)
+        offer = [b for b in pending if b not in trial.starts and b not in last]
+        for b in [*_recreate_order(trial, offer, rng), *last]:
+            _place_earliest(trial, b, trade=True, trade_starts=trial.horizon)
+        placements += len(offer) + len(last)
+        if trial.objective >= current.objective - 1e-9:
+            current = trial
+            if trial.objective > best.objective + 1e-9:
+                best = trial
+    return best
+
+
 def greedy_grid(
     problem: AllocationProblem,
     *,
     improve: bool = True,
     max_attempts: int | None = None,
     time_limit: float | None = None,
+    search: int = SEARCH_ROUNDS,
+    seed: int = 0,
 ) -> Grid:
     """The greedy's grid for ``problem`` (see the module docstring for the rules).
 
     Parameters
     ----------
     improve
-        Run the improvement pass (other tie-break orders, swaps for left-out tasks).
+        Run the improvement pass (other tie-break orders, swaps for left-out
+        tasks, then ``search`` rounds of ruin and recreate).
     max_attempts
         Work budget of the swap pass (default: twice the number of batch
         tasks). A count, not a clock, keeps the result deterministic.
     time_limit
         Optional wall-clock cap in seconds on the improvement pass.
+    search
+        Ruin-and-recreate rounds after the swap pass (0: none); the rounds also
+        stop at :data:`SEARCH_WORK`, so large scenarios get few.
+    seed
+        Seed of the rounds' random choices (the same seed gives the same grid).
     """
+    check_arguments(
+        {"search": search, "seed": seed, "max_attempts": max_attempts, "time_limit": time_limit},
+        whole={"search": (0, 1_000_000), "seed": (0, 2**63 - 1), "max_attempts": (0, 2**62)},
+        numbers={"time_limit": (0.0, 1e9)},
+        optional=("max_attempts", "time_limit"),
+    )
     started = time.perf_counter()
     index = problem.index
     base = Board(index)
@@ -366,6 +620,10 @@ def greedy_grid(
             budget = 2 * len(pending) if max_attempts is None else max_attempts
             deadline = np.inf if time_limit is None else started + time_limit
             best = _improve(best, pending, budget, float(deadline), shown)
+        if improve and search:
+            shown.update(description="greedy: ruin and recreate")
+            deadline = np.inf if time_limit is None else started + time_limit
+            best = _search(best, pending, search, seed, float(deadline))
     best.bind_realtime(best.counts, realtime_order)
     return best.grid()
 
@@ -376,9 +634,18 @@ def solve_greedy(
     improve: bool = True,
     max_attempts: int | None = None,
     time_limit: float | None = None,
+    search: int = SEARCH_ROUNDS,
+    seed: int = 0,
 ) -> AllocationResult:
     """Run the greedy and return its result (status ``feasible``)."""
     started = time.perf_counter()
-    grid = greedy_grid(problem, improve=improve, max_attempts=max_attempts, time_limit=time_limit)
+    grid = greedy_grid(
+        problem,
+        improve=improve,
+        max_attempts=max_attempts,
+        time_limit=time_limit,
+        search=search,
+        seed=seed,
+    )
     seconds = time.perf_counter() - started
     return make_result(problem, grid, method="greedy", seconds=seconds)
