@@ -36,7 +36,11 @@ GPUs from the services for its steps when its value exceeds the added penalty
 anywhere is placed, so holes are backfilled by whatever fits. Then a bounded,
 deterministic improvement pass tries two other orders (total worth first,
 arrival first) and swaps that make room for a task left out; it keeps a
-change only when the objective rises.
+change only when the objective rises. Last, a ruin-and-recreate search
+(``models/allocation.md`` section 10.1) moves several tasks at once: it
+clears the way for a task left out or started late, then frees seeded random
+neighbourhoods and re-places them in new orders, under a work budget that is
+a count (so the grid is deterministic) and shrinks with the cluster's size.
 """
 
 from __future__ import annotations

@@ -44,8 +44,11 @@ def run_allocate(args: argparse.Namespace) -> int:
 
 
 def allocate_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``--threads``, ``--seed`` and ``--solver`` for the exact methods; refused otherwise."""
+    """``--threads``, ``--seed`` and ``--solver`` for the exact methods (``--seed`` also
+    for the greedy's search); refused otherwise."""
     options: dict[str, Any] = {}
+    if args.method == "greedy" and args.seed is not None:
+        options["seed"] = args.seed
     if args.method in ("cpsat", "milp", "lns"):
         options = {"threads": args.threads, "seed": args.seed}
         if args.method == "milp":
@@ -253,7 +256,7 @@ def add_commands(commands: Any) -> None:
         help="MILP solver behind Pyomo: highs (default), cbc, glpk, scip, gurobi, cplex",
     )
     add_threads(allocate, "solver threads (default: 1 for milp, 2 for cpsat)")
-    add_seed(allocate, "solver random seed (default 0)")
+    add_seed(allocate, "random seed of the solver or of the greedy's search (default 0)")
     allocate.add_argument(
         "--report",
         action="store_true",
