@@ -10,8 +10,9 @@ How each rule of ``models/allocation.md`` holds by construction:
   pinned first on their inherited block; every other task is placed at most
   once, at a start in ``[arrival, deadline - duration]`` (clipped to the
   horizon), for all of its steps, or not at all.
-- **A3** (contiguous power-of-two block, aligned, inside a node): first GPUs
-  are drawn only from the legal set ``F_j``.
+- **A3** (contiguous power-of-two block, aligned, inside a node, inside one
+  pool of a GPU model the task accepts): first GPUs are drawn only from the
+  legal set ``F_j``, per model with the task's duration on that model (M1, M2).
 - **A4** (realtime swap rule): curves are computed before any batch task as
   the lowest swap-feasible curve at or above demand within the capacity left,
   ramping up ahead of peaks; a trade (below) recomputes them the same way
@@ -156,7 +157,9 @@ TRADE_STARTS = 4
 TRADE_BUDGET = 32
 
 
-def _trade_counts(board: Board, b: int, start: int, end: int, beat: float) -> tuple[float, Any]:
+def _trade_counts(
+    board: Board, b: int, start: int, end: int, beat: float, legal: int = -1, rate: float = 1.0
+) -> tuple[float, Any]:
     """Gain of starting ``b`` at ``start`` by giving realtime less, and the realtime counts.
 
     Returns ``(gain, counts)`` when the task's value minus the added realtime
@@ -167,7 +170,7 @@ def _trade_counts(board: Board, b: int, start: int, end: int, beat: float) -> tu
     pay for one missing GPU-step.
     """
     size = board.batch.size[b]
-    value = board.block_value(b, start, end)
+    value = board.block_value(b, start, end, rate)
     room, over, cheapest = board.room, board.over, board.cheapest_price
     # Realtime held above demand is rarely free to give back (the swap rule made it), so a
     # trade almost always costs at least one missing GPU-step (prices fall with t).
@@ -180,7 +183,7 @@ def _trade_counts(board: Board, b: int, start: int, end: int, beat: float) -> tu
             penalty_floor += missing * cheapest[step]
     if value - penalty_floor <= beat + 1e-9 or board.trade_budget <= 0:
         return beat, None
-    if not board.free_firsts(size, start, end)[0]:
+    if not board.free_firsts(size, start, end)[0] & legal:
         return beat, None
     board.trade_budget -= 1
     capacity = np.array(room, dtype=np.int64) + board.reserved
@@ -195,11 +198,30 @@ def _trade_counts(board: Board, b: int, start: int, end: int, beat: float) -> tu
     return (gain, trial) if gain > beat + 1e-9 else (beat, None)
 
 
+def _earliest(board: Board, size: int, start: int, last: int, duration: int, legal: int) -> int:
+    """The earliest start in ``[start, last]`` with a free block among ``legal`` for
+    ``duration`` steps and room beside the realtime reservation, or -1."""
+    horizon = board.horizon
+    while start <= last:
+        end = min(horizon, start + duration)
+        short = board.last_short_step(size, start, end)
+        if short >= 0:  # not enough GPUs left beside realtime: jump past that step
+            start = short + 1
+            continue
+        if board.free_firsts(size, start, end)[0] & legal:
+            return start
+        start += 1
+    return -1
+
+
 def _place_earliest(
     board: Board, b: int, trade: bool = False, trade_starts: int = TRADE_STARTS
 ) -> bool:
     """Place batch task ``b`` at its earliest feasible start; False if it fits nowhere.
 
+    With GPU models (section 15) each model the task accepts has its own
+    earliest start, and the most valuable of them wins (ties: the model
+    whose pool comes first).
     With ``trade``, the first :data:`TRADE_STARTS` starts from its arrival
     that are earlier than that are weighed too, where the realtime
     reservation is what leaves too little room: realtime services then get
@@ -207,36 +229,45 @@ def _place_earliest(
     penalty by more than its value at the first start without a trade.
     """
     batch = board.batch
-    size, duration = batch.size[b], batch.duration[b]
+    size, arrival = batch.size[b], batch.arrival[b]
     horizon = board.horizon
-    start, last = batch.arrival[b], batch.last_start[b]
-    found = -1
-    while start <= last:
-        end = min(horizon, start + duration)
-        short = board.last_short_step(size, start, end)
-        if short >= 0:  # not enough GPUs left beside realtime: jump past that step
-            start = short + 1
-            continue
-        if board.free_firsts(size, start, end)[0]:
-            found = start
-            break
-        start += 1
+    variants = board.variants(b)
+    firsts = [_earliest(board, size, arrival, v[1], v[0], v[2]) for v in variants]
+    found, chosen, best = -1, 0, None
+    if len(variants) == 1:
+        found = firsts[0]
+    else:
+        for option, (start, variant) in enumerate(zip(firsts, variants, strict=True)):
+            duration, _, _, rate = variant
+            if start >= 0:
+                value = board.block_value(b, start, min(horizon, start + duration), rate)
+                if best is None or value > best + 1e-9:
+                    found, chosen, best = start, option, value
     counts = None
     if trade and board.counts.size:
-        best = board.block_value(b, found) if found >= 0 else 0.0
-        stop = min(found if found >= 0 else last + 1, batch.arrival[b] + trade_starts)
-        for option in range(batch.arrival[b], stop):
-            end = min(horizon, option + duration)
-            gain, trial = _trade_counts(board, b, option, end, best)
-            if trial is not None:
-                best, counts, found = gain, trial, option
+        if best is None:
+            best = 0.0
+            if found >= 0:
+                duration, _, _, rate = variants[chosen]
+                best = board.block_value(b, found, min(horizon, found + duration), rate)
+        for option, (first_start, (duration, last, legal, rate)) in enumerate(
+            zip(firsts, variants, strict=True)
+        ):
+            stop = min(first_start if first_start >= 0 else last + 1, arrival + trade_starts)
+            for start in range(arrival, stop):
+                end = min(horizon, start + duration)
+                gain, trial = _trade_counts(board, b, start, end, best, legal, rate)
+                if trial is not None:
+                    best, counts, found, chosen = gain, trial, start, option
     if found < 0:
         return False
     if counts is not None:
         board.set_realtime(counts)
+    duration, _, legal, _ = variants[chosen]
     end = min(horizon, found + duration)
-    firsts, free = board.free_firsts(size, found, end)
-    board.place(b, size, _choose_block(board, firsts, free, size, found, end), found, end)
+    free_firsts, free = board.free_firsts(size, found, end)
+    first = _choose_block(board, free_firsts & legal, free, size, found, end)
+    board.place(b, size, first, found, end)
     return True
 
 
@@ -359,7 +390,9 @@ def greedy_grid(
             board = _construct(base, list(order), shown)
             if board.objective > best_value + 1e-9:
                 best, best_value = board, board.objective
-            if all(board.starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending):
+            if index.plain and all(
+                board.starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending
+            ):
                 break  # every task starts on arrival: each has its best value, none does better
         assert best is not None
         if improve and len(best.starts) < index.num_batch:
