@@ -36,6 +36,7 @@ class Board:
         # GPU models (section 15): a plain problem has one pool and durations as stated
         self.plain = index.plain
         self._model_legal: dict[tuple[int, int], int] = {}
+        self._variants: dict[int, list[tuple[int, int, int, float]]] = {}  # shared by copies
         self._walls: dict[int, tuple[int, int]] = {}
         # realtime position -> step -> bitmask of its GPUs (filled by bind_realtime)
         self.realtime_bits: dict[int, list[int]] = {}
@@ -105,24 +106,32 @@ class Board:
         ``rate`` is the task's value per GPU-step there relative to its priority
         (``d_j / d_j^m``, section 15).
         """
+        found = self._variants.get(batch_pos)
+        if found is not None:
+            return found
         batch = self.batch
         size = batch.size[batch_pos]
         if self.plain:
             legal = self.legal_firsts(size)
-            return [(batch.duration[batch_pos], batch.last_start[batch_pos], legal, 1.0)]
+            found = [(batch.duration[batch_pos], batch.last_start[batch_pos], legal, 1.0)]
+            self._variants[batch_pos] = found
+            return found
         merged: dict[tuple[int, int, float], int] = {}
-        last_starts, rates = batch.last_starts[batch_pos], batch.rates[batch_pos]
-        for model, steps in enumerate(batch.durations[batch_pos]):
+        per_model = self.index.per_model
+        last_starts, rates = per_model.last_starts[batch_pos], per_model.rates[batch_pos]
+        for model, steps in enumerate(per_model.durations[batch_pos]):
             if steps:
                 key = (steps, last_starts[model], rates[model])
                 merged[key] = merged.get(key, 0) | self.model_firsts(size, model)
-        return [(steps, last, mask, rate) for (steps, last, rate), mask in merged.items() if mask]
+        found = [(steps, last, mask, rate) for (steps, last, rate), mask in merged.items() if mask]
+        self._variants[batch_pos] = found
+        return found
 
     def rate_of(self, batch_pos: int, first: int) -> float:
         """The rate (``d_j / d_j^m``) of task ``batch_pos`` on the model of GPU ``first``."""
         if self.plain:
             return 1.0
-        return self.batch.rates[batch_pos][self.index.model_of(first)]
+        return self.index.per_model.rates[batch_pos][self.index.model_of(first)]
 
     def walls(self, size: int) -> tuple[int, int]:
         """Bitmasks of first GPUs whose block of ``size`` starts / ends at a node or pool wall."""
@@ -136,8 +145,14 @@ class Board:
             cached = self._walls[size] = (starts, ends)
         return cached
 
-    def free_firsts(self, size: int, start: int, end: int) -> tuple[int, int]:
-        """Legal first GPUs whose block is free over steps ``[start, end)``, and the free mask."""
+    def free_firsts(
+        self, size: int, start: int, end: int, legal: int | None = None
+    ) -> tuple[int, int]:
+        """Legal first GPUs whose block is free over steps ``[start, end)``, and the free mask.
+
+        ``legal`` replaces the legal first GPUs of ``size`` (A3), e.g. by those of one GPU
+        model (:meth:`variants`).
+        """
         free = ~reduce(or_, self.busy[start:end], 0) & self.full
         runs = free
         span = 1
@@ -145,7 +160,7 @@ class Board:
             shift = min(span, size - span)
             runs &= runs >> shift
             span += shift
-        return runs & self.legal_firsts(size), free
+        return runs & (self.legal_firsts(size) if legal is None else legal), free
 
     @property
     def objective(self) -> float:
@@ -194,7 +209,7 @@ class Board:
         if first is None:
             raise ValueError("end_of: with GPU models the end depends on the block's first GPU")
         model = self.index.model_of(first)
-        return min(self.horizon, start + batch.durations[batch_pos][model])
+        return min(self.horizon, start + self.index.per_model.durations[batch_pos][model])
 
     def block_value(
         self, batch_pos: int, start: int, end: int | None = None, rate: float = 1.0
@@ -218,7 +233,8 @@ class Board:
             busy[step] |= mask
             room[step] -= size
         self.starts[batch_pos] = (start, first)
-        self.value += self.block_value(batch_pos, start, end, self.rate_of(batch_pos, first))
+        rate = 1.0 if self.plain else self.rate_of(batch_pos, first)
+        self.value += self.block_value(batch_pos, start, end, rate)
 
     def remove(self, batch_pos: int) -> None:
         """Undo :meth:`place` for one task."""

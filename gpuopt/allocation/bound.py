@@ -118,9 +118,12 @@ def step_capacity_bound(
         if models == 1:
             ways = [(0, *variant) for variant in board.variants(b)]
         else:  # one way per model: its columns enter that model's B1m rows
+            per_model = index.per_model
             ways = [
-                (m, steps, batch.last_starts[b][m], board.model_firsts(size, m), batch.rates[b][m])
-                for m, steps in enumerate(batch.durations[b])
+                (m, steps, per_model.last_starts[b][m], board.model_firsts(size, m), rate)
+                for m, (steps, rate) in enumerate(
+                    zip(per_model.durations[b], per_model.rates[b], strict=True)
+                )
                 if steps
             ]
         found = False
@@ -129,7 +132,7 @@ def step_capacity_bound(
                 end = min(horizon, start + duration)
                 if board.last_short_step(size, start, end) >= 0:
                     continue
-                if not board.free_firsts(size, start, end)[0] & legal:
+                if not board.free_firsts(size, start, end, legal)[0]:
                     continue  # every block overlaps a running task
                 found = True
                 col_starts.append(len(row_index))

@@ -49,7 +49,7 @@ def fifo_grid(problem: AllocationProblem) -> Grid:
                 if short >= 0:
                     start = short + 1
                     continue
-                firsts = board.free_firsts(size, start, end)[0] & legal
+                firsts = board.free_firsts(size, start, end, legal)[0]
                 if firsts:
                     option = (start, (firsts & -firsts).bit_length() - 1, end)
                     found = option if found is None else min(found, option)

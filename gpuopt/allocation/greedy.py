@@ -158,7 +158,13 @@ TRADE_BUDGET = 32
 
 
 def _trade_counts(
-    board: Board, b: int, start: int, end: int, beat: float, legal: int = -1, rate: float = 1.0
+    board: Board,
+    b: int,
+    start: int,
+    end: int,
+    beat: float,
+    legal: int | None = None,
+    rate: float = 1.0,
 ) -> tuple[float, Any]:
     """Gain of starting ``b`` at ``start`` by giving realtime less, and the realtime counts.
 
@@ -183,7 +189,7 @@ def _trade_counts(
             penalty_floor += missing * cheapest[step]
     if value - penalty_floor <= beat + 1e-9 or board.trade_budget <= 0:
         return beat, None
-    if not board.free_firsts(size, start, end)[0] & legal:
+    if not board.free_firsts(size, start, end, legal)[0]:
         return beat, None
     board.trade_budget -= 1
     capacity = np.array(room, dtype=np.int64) + board.reserved
@@ -208,7 +214,7 @@ def _earliest(board: Board, size: int, start: int, last: int, duration: int, leg
         if short >= 0:  # not enough GPUs left beside realtime: jump past that step
             start = short + 1
             continue
-        if board.free_firsts(size, start, end)[0] & legal:
+        if board.free_firsts(size, start, end, legal)[0]:
             return start
         start += 1
     return -1
@@ -231,14 +237,17 @@ def _place_earliest(
     batch = board.batch
     size, arrival = batch.size[b], batch.arrival[b]
     horizon = board.horizon
-    variants = board.variants(b)
-    firsts = [_earliest(board, size, arrival, v[1], v[0], v[2]) for v in variants]
-    found, chosen, best = -1, 0, None
+    variants = board.variants(b)  # one per GPU model; a plain problem has one
+    chosen, best = 0, None
     if len(variants) == 1:
-        found = firsts[0]
+        duration, last, legal, _ = variants[0]
+        found = _earliest(board, size, arrival, last, duration, legal)
+        firsts = [found]
     else:
-        for option, (start, variant) in enumerate(zip(firsts, variants, strict=True)):
-            duration, _, _, rate = variant
+        found = -1
+        firsts = [_earliest(board, size, arrival, v[1], v[0], v[2]) for v in variants]
+        for option, start in enumerate(firsts):
+            duration, _, _, rate = variants[option]
             if start >= 0:
                 value = board.block_value(b, start, min(horizon, start + duration), rate)
                 if best is None or value > best + 1e-9:
@@ -250,9 +259,8 @@ def _place_earliest(
             if found >= 0:
                 duration, _, _, rate = variants[chosen]
                 best = board.block_value(b, found, min(horizon, found + duration), rate)
-        for option, (first_start, (duration, last, legal, rate)) in enumerate(
-            zip(firsts, variants, strict=True)
-        ):
+        for option, first_start in enumerate(firsts):
+            duration, last, legal, rate = variants[option]
             stop = min(first_start if first_start >= 0 else last + 1, arrival + trade_starts)
             for start in range(arrival, stop):
                 end = min(horizon, start + duration)
@@ -265,9 +273,8 @@ def _place_earliest(
         board.set_realtime(counts)
     duration, _, legal, _ = variants[chosen]
     end = min(horizon, found + duration)
-    free_firsts, free = board.free_firsts(size, found, end)
-    first = _choose_block(board, free_firsts & legal, free, size, found, end)
-    board.place(b, size, first, found, end)
+    firsts_free, free = board.free_firsts(size, found, end, legal)
+    board.place(b, size, _choose_block(board, firsts_free, free, size, found, end), found, end)
     return True
 
 

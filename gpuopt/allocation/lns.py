@@ -210,7 +210,7 @@ def solve_lns(
                     end = min(horizon, start + duration)
                     if board.last_short_step(size, start, end) >= 0:
                         continue
-                    mask = board.free_firsts(size, start, end)[0] & legal & inside
+                    mask = board.free_firsts(size, start, end, legal)[0] & inside
                     while mask:
                         bit = mask & -mask
                         mask ^= bit

@@ -128,7 +128,7 @@ class PatternSet:
                     end = min(horizon, start + duration)
                     if board.last_short_step(size, start, end) >= 0:
                         continue  # not even the forced realtime ramp-down leaves room
-                    mask = board.free_firsts(size, start, end)[0] & legal
+                    mask = board.free_firsts(size, start, end, legal)[0]
                     weight = float(cumulative[end] - cumulative[start])
                     coefficient = batch.priority[b] * size * rate * weight
                     while mask:
@@ -322,10 +322,11 @@ def size_bounds(problem: AllocationProblem) -> tuple[int, int]:
             ways = [(batch.duration[b], batch.last_start[b], _blocks(index, size, index.gpus))]
         else:
             ways = []
-            for model, duration in enumerate(batch.durations[b]):
+            per_model = index.per_model
+            for model, duration in enumerate(per_model.durations[b]):
                 pools = [p for p, m in enumerate(index.pool_model) if m == model and duration]
                 blocks = sum(_blocks(index, size, bounds[p + 1] - bounds[p]) for p in pools)
-                ways.append((duration, batch.last_starts[b][model], blocks))
+                ways.append((duration, per_model.last_starts[b][model], blocks))
         for duration, last, blocks in ways:
             if last < first or not blocks:
                 continue

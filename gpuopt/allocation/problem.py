@@ -423,6 +423,8 @@ class AllocationProblem(IndexedModel):
 
     def _check_task_models(self, task: Task) -> None:
         """M1: a task's models name pools' models, and one of them has a pool it fits in."""
+        if task.models is None and self.pools is None:
+            return
         names = self.model_names
         name = f"task {task.id!r}"
         for model in task.models or ():
@@ -465,41 +467,30 @@ class AllocationProblem(IndexedModel):
     def _check_durations(self, task: Task) -> None:
         """M2: the deadline leaves room on some accepted model; a running task has not ended."""
         assert task.duration is not None
-        name = f"task {task.id!r}"
+        running, deadline = task.running, task.deadline
+        if self.pools is None:  # one unnamed model at speed 1, the stated duration (15.4)
+            if running is not None and running.start + task.duration <= 0:
+                raise ValueError(_finished(task, "", task.duration))
+            late = deadline is not None and deadline < task.arrival + task.duration
+            if late and running is None:
+                raise ValueError(_too_late(task, "", task.duration))
+            return
         durations = self.task_durations(task)
         for model, steps in durations.items():
             if steps > MAX_STEPS:
                 raise ValueError(
-                    f"{name}: duration {task.duration} on model {model!r} at speed "
+                    f"task {task.id!r}: duration {task.duration} on model {model!r} at speed "
                     f"{self.task_speeds(task)[model]:g} is {steps:,} steps, more than the "
                     f"{MAX_STEPS:,} a task may run"
                 )
-        plain = all(steps == task.duration for steps in durations.values())
-        if task.running is not None:
-            model = self.pools[self.pool_of(task.running.first_gpu)].model if self.pools else ""
-            steps = durations[model]
-            if task.running.start + steps <= 0:
-                what = (
-                    f"duration {task.duration}"
-                    if steps == task.duration
-                    else f"its duration on model {model!r} ({steps} steps)"
-                )
-                raise ValueError(
-                    f"{name}: running.start {task.running.start} plus {what} ends before "
-                    "step 0, so the task has already finished"
-                )
-            return  # a running task's arrival and deadline are history
-        fastest = min(durations, key=durations.__getitem__)
-        if task.deadline is not None and task.deadline < task.arrival + durations[fastest]:
-            if plain:
-                raise ValueError(
-                    f"{name}: deadline {task.deadline} is before arrival + duration "
-                    f"({task.arrival} + {task.duration})"
-                )
-            raise ValueError(
-                f"{name}: deadline {task.deadline} is before arrival + duration on its "
-                f"fastest model {fastest!r} ({task.arrival} + {durations[fastest]})"
-            )
+        if running is not None:  # its arrival and deadline are history
+            model = self.pools[self.pool_of(running.first_gpu)].model
+            if running.start + durations[model] <= 0:
+                raise ValueError(_finished(task, model, durations[model]))
+        elif deadline is not None:
+            fastest = min(durations, key=durations.__getitem__)
+            if deadline < task.arrival + durations[fastest]:
+                raise ValueError(_too_late(task, fastest, durations[fastest]))
 
     def _check_running_overlap(self) -> None:
         owner: dict[int, str] = {}
@@ -557,6 +548,31 @@ class AllocationProblem(IndexedModel):
         return self.model_dump_json(indent=indent, exclude_none=True)
 
 
+def _finished(task: Task, model: str, steps: int) -> str:
+    """V1's message for a running task that has ended before step 0 on its model."""
+    assert task.running is not None
+    what = f"duration {task.duration}"
+    if steps != task.duration:
+        what = f"its duration on model {model!r} ({steps} steps)"
+    return (
+        f"task {task.id!r}: running.start {task.running.start} plus {what} ends before step 0, "
+        "so the task has already finished"
+    )
+
+
+def _too_late(task: Task, model: str, steps: int) -> str:
+    """The message for a deadline before arrival plus the duration on the fastest model."""
+    if steps == task.duration:
+        return (
+            f"task {task.id!r}: deadline {task.deadline} is before arrival + duration "
+            f"({task.arrival} + {task.duration})"
+        )
+    return (
+        f"task {task.id!r}: deadline {task.deadline} is before arrival + duration on its "
+        f"fastest model {model!r} ({task.arrival} + {steps})"
+    )
+
+
 def _pool_list(names: tuple[str, ...]) -> str:
     """The GPU models a message may name, or that there are none."""
     if names == ("",):
@@ -606,10 +622,18 @@ class BatchTable:
     first_gpu: list[int]
     remaining: list[int]
     priority: list[float]
-    # per batch position, per GPU model (index into AllocationIndex.model_names):
-    durations: list[list[int]]  # steps on the model, 0 where the task does not accept it
-    rates: list[list[float]]  # duration / steps on the model, 0.0 where not accepted
-    last_starts: list[list[int]]  # last legal start on the model, -1 where not accepted
+
+
+@dataclass(frozen=True)
+class ModelTable:
+    """Batch-like tasks per GPU model (section 15) as lists: ``durations[b][m]`` is the steps
+    task ``b`` (batch position) runs on model ``m`` (index into ``model_names``), 0 where it
+    does not accept it; ``rates[b][m]`` is ``duration / steps`` (0.0 there) and
+    ``last_starts[b][m]`` its last legal start there (-1)."""
+
+    durations: list[list[int]]
+    rates: list[list[float]]
+    last_starts: list[list[int]]
 
 
 @dataclass(frozen=True)
@@ -667,6 +691,12 @@ class AllocationIndex:
             first_gpu=self.batch_first_gpu.tolist(),
             remaining=self.batch_remaining.tolist(),
             priority=self.priority[self.batch_idx].tolist(),
+        )
+
+    @cached_property
+    def per_model(self) -> ModelTable:
+        """The per-model arrays as lists (built on first use: plain problems never need them)."""
+        return ModelTable(
             durations=self.batch_durations.tolist(),
             rates=self.batch_rates.tolist(),
             last_starts=self.batch_last_starts.tolist(),
@@ -715,20 +745,21 @@ class AllocationIndex:
         names = problem.model_names
         bounds = problem.pool_bounds
         pool_model = tuple(names.index(pool.model) for pool in problem.pools or ()) or (0,)
-        durations = np.zeros((len(batch), len(names)), dtype=np.int64)
-        last_starts = np.full((len(batch), len(names)), -1, dtype=np.int64)
-        remaining = []
-        for b, i in enumerate(batch):
-            task = tasks[i]
-            assert task.duration is not None
-            for name, steps in problem.task_durations(task).items():
-                durations[b, names.index(name)] = steps
-            running = task.running
-            if running is None:
-                remaining.append(task.duration)
-            else:
+        reference = np.array([tasks[i].duration for i in batch], dtype=np.int64)
+        if problem.pools is None:  # one unnamed model at speed 1 (section 15.4)
+            durations = reference[:, None].copy()
+        else:
+            durations = np.zeros((len(batch), len(names)), dtype=np.int64)
+            for b, i in enumerate(batch):
+                for name, steps in problem.task_durations(tasks[i]).items():
+                    durations[b, names.index(name)] = steps
+        remaining = reference.copy()  # steps left from step 0: the duration, or for a
+        for b, i in enumerate(batch):  # running task its end on the model of its block
+            running = tasks[i].running
+            if running is not None:
                 model = pool_model[bisect_right(bounds, running.first_gpu) - 1]
-                remaining.append(running.start + int(durations[b, model]))
+                remaining[b] = running.start + durations[b, model]
+        last_starts = np.full((len(batch), len(names)), -1, dtype=np.int64)
         accepted = durations > 0
         last_starts[accepted] = horizon - 1
         deadlines = [tasks[i].deadline for i in batch]
@@ -736,7 +767,6 @@ class AllocationIndex:
             cap = np.array([horizon - 1 if d is None else d for d in deadlines], dtype=np.int64)
             due = np.array([d is not None for d in deadlines], dtype=bool)[:, None] & accepted
             last_starts[due] = np.minimum(last_starts, cap[:, None] - durations)[due]
-        reference = np.array([tasks[i].duration for i in batch], dtype=np.int64)
         rates = np.zeros(durations.shape, dtype=np.float64)
         np.divide(reference[:, None], durations, out=rates, where=accepted)
         plain = len(bounds) == 2 and bool((durations == reference[:, None]).all())
@@ -764,7 +794,7 @@ class AllocationIndex:
             batch_last_start=np.array(last_start, dtype=np.int64),
             batch_running=np.array([tasks[i].running is not None for i in batch], dtype=bool),
             batch_first_gpu=np.array([_running_first(tasks[i]) for i in batch], dtype=np.int64),
-            batch_remaining=np.array(remaining, dtype=np.int64),
+            batch_remaining=remaining,
             realtime_idx=np.array(realtime, dtype=np.int64),
             demand=demand,
             max_swap=np.array([_swap_of(tasks[i], gpus) for i in realtime], dtype=np.int64),
@@ -798,6 +828,7 @@ __all__ = [
     "AllocationIndex",
     "AllocationProblem",
     "Grid",
+    "ModelTable",
     "Pool",
     "Running",
     "Task",

@@ -171,7 +171,7 @@ def build_schedule(
         first_gpu = int(first_cell[task_idx] % gpus)
         duration = task.duration
         if not index.plain:  # its duration on the model of its block (section 15)
-            steps = index.batch.durations[batch_of[task_idx]][index.model_of(first_gpu)]
+            steps = index.per_model.durations[batch_of[task_idx]][index.model_of(first_gpu)]
             duration = steps or duration  # 0: a model it does not accept (an illegal grid)
         end = start + duration
         status: EntryStatus = "running" if task.running is not None else "completed"
