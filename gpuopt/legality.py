@@ -1,6 +1,7 @@
 """Legality at scale: every method on seeded random instances of varied size and shape.
 
 Each *case* is one method of one problem (``"allocation/greedy"``,
+``"allocation/models-greedy"`` (the same on scenarios with GPU models),
 ``"defrag/ipc"``, ``"node/binpack"`` (node-level placement on a cluster
 snapshot's view), ... and ``"rolling/greedy"``, the rolling-horizon replay
 of :mod:`gpuopt.planning.rolling`). Instance ``k`` of a case is drawn from a
@@ -151,7 +152,7 @@ def _pick_size(rng: random.Random, exact: bool) -> str:
     return rng.choice(("tiny", "small", "medium"))
 
 
-def _allocation(rng: random.Random, exact: bool) -> Instance:
+def _allocation(rng: random.Random, exact: bool, models: bool = False) -> Instance:
     from gpuopt.allocation.generator import random_problem
 
     size = _pick_size(rng, exact)
@@ -184,8 +185,11 @@ def _allocation(rng: random.Random, exact: bool) -> Instance:
         uniform_priority=rng.random() < 0.15,
         step_minutes=rng.choice((60, 60, 30)),
         multi_node=rng.choice((0.0, 0.0, 0.5)) if node else 0.0,  # jobs of whole nodes
+        models=models,
     )
     shape = f"{size} {gpus} GPUs x {tasks} tasks, {horizon} steps, node {node}"
+    if problem.pools is not None:
+        shape += f", {len(problem.pools)} GPU pools"
     return Instance(problem, {}, shape)
 
 
@@ -198,11 +202,11 @@ def _exact_options(rng: random.Random, number: int) -> dict[str, Any]:
     }
 
 
-def _allocation_case(method: str) -> Callable[[random.Random, int], Instance]:
+def _allocation_case(method: str, models: bool = False) -> Callable[[random.Random, int], Instance]:
     exact = method in ("cpsat", "milp", "lns")
 
     def build(rng: random.Random, number: int) -> Instance:
-        instance = _allocation(rng, exact)
+        instance = _allocation(rng, exact, models)
         options: dict[str, Any] = {}
         if method == "lns":  # a fixed number of windows: the same plan on every machine
             options = {"time_limit": 600.0, "seed": number % 7, "max_windows": 3, "threads": 1}
@@ -469,6 +473,11 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
 #: case name -> instance builder(rng, number)
 BUILDERS: dict[str, Callable[[random.Random, int], Instance]] = {
     **{f"allocation/{m}": _allocation_case(m) for m in ("greedy", "fifo", "cpsat", "milp", "lns")},
+    # GPU models (models/allocation.md section 15): pools, speed factors, tasks' models
+    **{
+        f"allocation/models-{m}": _allocation_case(m, models=True)
+        for m in ("greedy", "fifo", "cpsat", "milp", "lns")
+    },
     **{f"defrag/{m}": _defrag_case(m) for m in ("ipc", "onehop", "milp", "cpsat")},
     **{f"topology/{m}": _topology_case(m) for m in ("greedy", "milp")},
     **{f"node/{m}": _node_case(m) for m in ("binpack", "spread")},
@@ -479,8 +488,23 @@ BUILDERS: dict[str, Callable[[random.Random, int], Instance]] = {
 CASES: tuple[str, ...] = tuple(BUILDERS)
 #: Cases whose method is exact (small instances, time limits).
 EXACT_CASES: frozenset[str] = frozenset(
-    {"allocation/cpsat", "allocation/milp", "defrag/milp", "defrag/cpsat", "topology/milp"}
+    {
+        "allocation/cpsat",
+        "allocation/milp",
+        "allocation/models-cpsat",
+        "allocation/models-milp",
+        "defrag/milp",
+        "defrag/cpsat",
+        "topology/milp",
+    }
 )
+
+
+def method_of(case: str) -> tuple[str, str]:
+    """The problem family and the method of a case (``"allocation/models-cpsat"``:
+    ``("allocation", "cpsat")``, on instances with GPU models)."""
+    family, method = case.split("/")
+    return family, method.removeprefix("models-")
 
 
 def instance(case: str, number: int) -> Instance:
@@ -493,7 +517,7 @@ def instance(case: str, number: int) -> Instance:
 
 def _solve_and_check(case: str, built: Instance) -> tuple[list[str], str | None]:
     """Run the case's method on the instance and its problem's checker on the output."""
-    family, method = case.split("/")
+    family, method = method_of(case)
     problem, options = built.problem, built.options
     if family == "rolling":
         from gpuopt.allocation.solution import violations as allocation_violations
@@ -553,4 +577,5 @@ __all__ = [
     "check",
     "check_range",
     "instance",
+    "method_of",
 ]

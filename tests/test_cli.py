@@ -172,6 +172,10 @@ def test_generate_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     problem = load_problem(out)
     assert problem.gpus == 16 and len(problem.tasks) == 12
     assert run(["allocate", str(out), "--quiet"], capsys)[0] == 0
+    argv = ["generate", "--seed", "4", "--gpus", "16", "--models", "--out", str(out)]
+    assert run(argv, capsys)[0] == 0
+    assert load_problem(out).pools is not None
+    assert run(["allocate", str(out), "--quiet"], capsys)[0] == 0
 
 
 def test_console_script_has_no_traceback(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ import pytest
 from gpuopt.api import solve
 from gpuopt.defrag.generator import random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
-from gpuopt.legality import CASES, EXACT_CASES, instance
+from gpuopt.legality import CASES, EXACT_CASES, instance, method_of
 from gpuopt.planning.replay import ClusterNode, Policy, replay
 from gpuopt.planning.workload import generate_jobs
 
@@ -42,6 +42,11 @@ NUMBERS: dict[str, tuple[int, ...]] = {
     "allocation/cpsat": (4, 10, 12),
     "allocation/milp": (5, 6, 12),
     "allocation/lns": (1, 4),
+    "allocation/models-greedy": (4, 8, 9, 14),
+    "allocation/models-fifo": (0, 2, 8, 11),
+    "allocation/models-cpsat": (6, 9, 14),
+    "allocation/models-milp": (5, 9, 11),
+    "allocation/models-lns": (10, 13),
     "defrag/ipc": (0, 7, 102, 199),
     "defrag/onehop": (4, 5, 7, 14),
     "defrag/milp": (0, 1, 8),
@@ -70,7 +75,7 @@ def canonical(output: Any) -> Any:
 def run_case(case: str, number: int) -> Any:
     """The output of instance ``number`` of ``case`` as plain data (status checked)."""
     built = instance(case, number)
-    family, method = case.split("/")
+    family, method = method_of(case)
     options = dict(built.options)
     if case in EXACT_CASES:
         options.update(EXACT_OPTIONS)

@@ -486,6 +486,7 @@ def valid_scenario(rng: random.Random, *, small: bool = False) -> dict[str, Any]
         align_blocks=rng.random() < 0.3,
         gpus_per_node=node,
         history_days=rng.choice((0, 0, 1)),
+        models=rng.random() < 0.25,  # GPU pools, speed factors and tasks' models
     )
     scenario: dict[str, Any] = json.loads(problem.to_json())
     return scenario

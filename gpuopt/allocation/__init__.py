@@ -8,7 +8,7 @@ steps, GPUs or reason, and rules S1-S4), ``greedy.py`` (fast path),
 
 from gpuopt.allocation.fifo import solve_fifo
 from gpuopt.allocation.greedy import solve_greedy
-from gpuopt.allocation.problem import AllocationProblem, Task, load_problem, parse_problem
+from gpuopt.allocation.problem import AllocationProblem, Pool, Task, load_problem, parse_problem
 from gpuopt.allocation.schedule import ScheduleEntry, build_schedule
 from gpuopt.allocation.solution import (
     AllocationResult,
@@ -23,6 +23,7 @@ __all__ = [
     "AllocationResult",
     "Evaluation",
     "Metrics",
+    "Pool",
     "ScheduleEntry",
     "Task",
     "build_schedule",

@@ -33,6 +33,10 @@ class Board:
         self._cum_weights = np.concatenate(([0.0], np.cumsum(index.weights))).tolist()
         self.starts: dict[int, tuple[int, int]] = {}  # batch position -> (start step, first GPU)
         self._legal: dict[int, int] = {}
+        # GPU models (section 15): a plain problem has one pool and durations as stated
+        self.plain = index.plain
+        self._model_legal: dict[tuple[int, int], int] = {}
+        self._variants: dict[int, list[tuple[int, int, int, float]]] = {}  # shared by copies
         self._walls: dict[int, tuple[int, int]] = {}
         # realtime position -> step -> bitmask of its GPUs (filled by bind_realtime)
         self.realtime_bits: dict[int, list[int]] = {}
@@ -78,18 +82,77 @@ class Board:
             self._legal[size] = mask
         return mask
 
+    def model_firsts(self, size: int, model: int) -> int:
+        """Bitmask of legal first GPUs (A3) whose block of ``size`` lies inside one pool of
+        GPU model ``model`` (M1)."""
+        key = (size, model)
+        mask = self._model_legal.get(key)
+        if mask is None:
+            index = self.index
+            inside = 0
+            bounds = index.pool_bounds
+            for pool, pool_model in enumerate(index.pool_model):
+                low, high = bounds[pool], bounds[pool + 1] - size  # first GPUs inside the pool
+                if pool_model == model and high >= low:
+                    inside |= ((1 << (high - low + 1)) - 1) << low
+            mask = self._model_legal[key] = inside & self.legal_firsts(size)
+        return mask
+
+    def variants(self, batch_pos: int) -> list[tuple[int, int, int, float]]:
+        """How task ``batch_pos`` may run: ``(duration, last start, legal first GPUs, rate)``
+        per GPU model it accepts (M1, M2), models of equal duration merged, those without a
+        legal block left out. A plain problem has one: the stated duration on ``F_j``.
+
+        ``rate`` is the task's value per GPU-step there relative to its priority
+        (``d_j / d_j^m``, section 15).
+        """
+        found = self._variants.get(batch_pos)
+        if found is not None:
+            return found
+        batch = self.batch
+        size = batch.size[batch_pos]
+        if self.plain:
+            legal = self.legal_firsts(size)
+            found = [(batch.duration[batch_pos], batch.last_start[batch_pos], legal, 1.0)]
+            self._variants[batch_pos] = found
+            return found
+        merged: dict[tuple[int, int, float], int] = {}
+        per_model = self.index.per_model
+        last_starts, rates = per_model.last_starts[batch_pos], per_model.rates[batch_pos]
+        for model, steps in enumerate(per_model.durations[batch_pos]):
+            if steps:
+                key = (steps, last_starts[model], rates[model])
+                merged[key] = merged.get(key, 0) | self.model_firsts(size, model)
+        found = [(steps, last, mask, rate) for (steps, last, rate), mask in merged.items() if mask]
+        self._variants[batch_pos] = found
+        return found
+
+    def rate_of(self, batch_pos: int, first: int) -> float:
+        """The rate (``d_j / d_j^m``) of task ``batch_pos`` on the model of GPU ``first``."""
+        if self.plain:
+            return 1.0
+        return self.index.per_model.rates[batch_pos][self.index.model_of(first)]
+
     def walls(self, size: int) -> tuple[int, int]:
-        """Bitmasks of first GPUs whose block of ``size`` starts / ends at a node wall."""
+        """Bitmasks of first GPUs whose block of ``size`` starts / ends at a node or pool wall."""
         cached = self._walls.get(size)
         if cached is None:
             node, gpus = self.index.node_size, self.gpus
             starts = sum(1 << g for g in range(0, gpus, node))
+            for bound in self.index.pool_bounds[:-1]:
+                starts |= 1 << bound
             ends = (starts | (1 << gpus)) >> size
             cached = self._walls[size] = (starts, ends)
         return cached
 
-    def free_firsts(self, size: int, start: int, end: int) -> tuple[int, int]:
-        """Legal first GPUs whose block is free over steps ``[start, end)``, and the free mask."""
+    def free_firsts(
+        self, size: int, start: int, end: int, legal: int | None = None
+    ) -> tuple[int, int]:
+        """Legal first GPUs whose block is free over steps ``[start, end)``, and the free mask.
+
+        ``legal`` replaces the legal first GPUs of ``size`` (A3), e.g. by those of one GPU
+        model (:meth:`variants`).
+        """
         free = ~reduce(or_, self.busy[start:end], 0) & self.full
         runs = free
         span = 1
@@ -97,7 +160,7 @@ class Board:
             shift = min(span, size - span)
             runs &= runs >> shift
             span += shift
-        return runs & self.legal_firsts(size), free
+        return runs & (self.legal_firsts(size) if legal is None else legal), free
 
     @property
     def objective(self) -> float:
@@ -135,15 +198,24 @@ class Board:
                 return step
         return -1
 
-    def end_of(self, batch_pos: int, start: int) -> int:
-        """End step (exclusive, inside the horizon) of task ``batch_pos`` started at ``start``."""
+    def end_of(self, batch_pos: int, start: int, first: int | None = None) -> int:
+        """End step (exclusive, inside the horizon) of task ``batch_pos`` started at ``start``
+        on the block from GPU ``first`` (which sets the duration when there are GPU models)."""
         batch = self.batch
         if batch.running[batch_pos]:
             return min(self.horizon, batch.remaining[batch_pos])
-        return min(self.horizon, start + batch.duration[batch_pos])
+        if self.plain:
+            return min(self.horizon, start + batch.duration[batch_pos])
+        if first is None:
+            raise ValueError("end_of: with GPU models the end depends on the block's first GPU")
+        model = self.index.model_of(first)
+        return min(self.horizon, start + self.index.per_model.durations[batch_pos][model])
 
-    def block_value(self, batch_pos: int, start: int, end: int | None = None) -> float:
-        """Discounted objective of task ``batch_pos`` over steps ``[start, end)``.
+    def block_value(
+        self, batch_pos: int, start: int, end: int | None = None, rate: float = 1.0
+    ) -> float:
+        """Discounted objective of task ``batch_pos`` over steps ``[start, end)`` at ``rate``
+        (its value per GPU-step relative to its priority on the block's model, section 15).
 
         ``end`` defaults to ``start + duration`` clipped to the horizon.
         """
@@ -151,7 +223,7 @@ class Board:
         if end is None:
             end = min(self.horizon, start + batch.duration[batch_pos])
         weight: float = self._cum_weights[end] - self._cum_weights[start]
-        return batch.priority[batch_pos] * batch.size[batch_pos] * weight
+        return batch.priority[batch_pos] * batch.size[batch_pos] * rate * weight
 
     def place(self, batch_pos: int, size: int, first: int, start: int, end: int) -> None:
         """Write a block for all its steps at once (A5: never moved or interrupted)."""
@@ -161,18 +233,19 @@ class Board:
             busy[step] |= mask
             room[step] -= size
         self.starts[batch_pos] = (start, first)
-        self.value += self.block_value(batch_pos, start, end)
+        rate = 1.0 if self.plain else self.rate_of(batch_pos, first)
+        self.value += self.block_value(batch_pos, start, end, rate)
 
     def remove(self, batch_pos: int) -> None:
         """Undo :meth:`place` for one task."""
         start, first = self.starts.pop(batch_pos)
         size = self.batch.size[batch_pos]
-        end = self.end_of(batch_pos, start)
+        end = self.end_of(batch_pos, start, first)
         mask = ~(((1 << size) - 1) << first)
         for step in range(start, end):
             self.busy[step] &= mask
             self.room[step] += size
-        self.value -= self.block_value(batch_pos, start, end)
+        self.value -= self.block_value(batch_pos, start, end, self.rate_of(batch_pos, first))
 
     def pin_running(self) -> None:
         """Running tasks keep their inherited block from step 0 (A2)."""
@@ -245,7 +318,7 @@ class Board:
             task_id = ids[self.batch.task_idx[b]]
             size = self.batch.size[b]
             block = [task_id] * size
-            for step in range(start, self.end_of(b, start)):
+            for step in range(start, self.end_of(b, start, first)):
                 rows[step][first : first + size] = block
         for r, bits_per_step in self.realtime_bits.items():
             task_id = ids[int(index.realtime_idx[r])]

@@ -8,7 +8,11 @@ and keeping only *how many* each step has leaves the **step-capacity model**:
 - ``z[j,s] in [0,1]`` for a new batch task j and a start s in S_j (a start is
   kept only if some block of F_j is free of running tasks over its steps and
   the realtime services' forced ramp-down leaves room, as in ``patterns.py``);
+  with GPU models, ``z[j,m,s]`` per model m the task accepts, with its
+  duration and rate there (section 15);
 - B1 (A1b): ``sum_{(j,s) active at t} k_j z[j,s] + sum_r y[r,t] <= G - running(t)``;
+- B1m (several models): ``sum_{(j,s) active at t} k_j z[j,m,s] <= G_m - running_m(t)``
+  for each model m: the GPUs of its pools less its running tasks';
 - B2 (A2a): ``sum_s z[j,s] <= 1``;
 - A4a-A4c for the realtime counts ``y`` and shortfalls ``u`` as in the exact model;
 - objective: section 6 with ``sum_f x[j,f,s]`` replaced by ``z[j,s]``.
@@ -97,6 +101,11 @@ def step_capacity_bound(
         board.reserve(index.realtime_floor.sum(axis=0))
     cumulative = np.concatenate(([0.0], np.cumsum(index.weights)))
 
+    # with several GPU models, B1m: one row per model and step after B1 (section 15)
+    models = index.num_models
+    model_rows = models * horizon if models > 1 else 0
+    model_capacity = _model_capacity(problem) if model_rows else np.zeros((0, horizon))
+
     costs: list[float] = []
     col_starts: list[int] = []
     row_index: list[int] = []
@@ -105,24 +114,39 @@ def step_capacity_bound(
     for b in range(index.num_batch):
         if batch.running[b]:
             continue
-        size, duration = int(batch.size[b]), int(batch.duration[b])
+        size = int(batch.size[b])
+        if models == 1:
+            ways = [(0, *variant) for variant in board.variants(b)]
+        else:  # one way per model: its columns enter that model's B1m rows
+            per_model = index.per_model
+            ways = [
+                (m, steps, per_model.last_starts[b][m], board.model_firsts(size, m), rate)
+                for m, (steps, rate) in enumerate(
+                    zip(per_model.durations[b], per_model.rates[b], strict=True)
+                )
+                if steps
+            ]
         found = False
-        for start in range(int(batch.arrival[b]), int(batch.last_start[b]) + 1):
-            end = min(horizon, start + duration)
-            if board.last_short_step(size, start, end) >= 0:
-                continue
-            if not board.free_firsts(size, start, end)[0]:
-                continue  # every block overlaps a running task
-            found = True
-            col_starts.append(len(row_index))
-            for step in range(start, end):  # B1 rows are 0..T-1
-                row_index.append(step)
-                values.append(float(size))
-            row_index.append(horizon + tasks)  # B2 row of this task
-            values.append(1.0)
-            costs.append(
-                float(batch.priority[b]) * size * float(cumulative[end] - cumulative[start])
-            )
+        for model, duration, last, legal, rate in ways:
+            for start in range(int(batch.arrival[b]), int(last) + 1):
+                end = min(horizon, start + duration)
+                if board.last_short_step(size, start, end) >= 0:
+                    continue
+                if not board.free_firsts(size, start, end, legal)[0]:
+                    continue  # every block overlaps a running task
+                found = True
+                col_starts.append(len(row_index))
+                for step in range(start, end):  # B1 rows are 0..T-1
+                    row_index.append(step)
+                    values.append(float(size))
+                if model_rows:
+                    for step in range(start, end):  # B1m rows follow
+                        row_index.append(horizon + model * horizon + step)
+                        values.append(float(size))
+                row_index.append(horizon + model_rows + tasks)  # B2 row of this task
+                values.append(1.0)
+                weight = float(cumulative[end] - cumulative[start])
+                costs.append(float(batch.priority[b]) * size * rate * weight)
         if found:
             tasks += 1
     batch_columns = len(costs)
@@ -147,9 +171,10 @@ def step_capacity_bound(
         else np.zeros((0, horizon))
     )
     cost[u_base:] = -penalty.ravel()
-    # rows: B1 (T), B2 (tasks), then A4a (R x (T-1)), A4b (R), A4c (R x T)
-    row_lower = [-math.inf] * (horizon + tasks)
-    row_upper = [*capacity.tolist(), *([1.0] * tasks)]
+    # rows: B1 (T), B1m (M x T when M > 1), B2 (tasks), then A4a (R x (T-1)), A4b (R),
+    # A4c (R x T)
+    row_lower = [-math.inf] * (horizon + model_rows + tasks)
+    row_upper = [*capacity.tolist(), *model_capacity.ravel().tolist(), *([1.0] * tasks)]
     extra_rows: list[tuple[list[int], list[float], float, float]] = []
     demand = index.demand.astype(np.float64)
     for r in range(realtime):
@@ -169,7 +194,7 @@ def step_capacity_bound(
     highs.setOptionValue("output_flag", False)
     highs.setOptionValue("time_limit", float(time_limit))
     highs.setOptionValue("threads", int(threads))
-    num_rows = horizon + tasks + len(extra_rows)
+    num_rows = horizon + model_rows + tasks + len(extra_rows)
     lower = np.array(row_lower + [row[2] for row in extra_rows])
     upper = np.array(row_upper + [row[3] for row in extra_rows])
     # column-wise matrix: batch columns as built; realtime columns from extra_rows and B1
@@ -179,7 +204,7 @@ def step_capacity_bound(
             per_column[r * horizon + t].append((t, 1.0))  # y in B1
     for offset, (cols, coefs, _, _) in enumerate(extra_rows):
         for col, coef in zip(cols, coefs, strict=True):
-            per_column[col - batch_columns].append((horizon + tasks + offset, coef))
+            per_column[col - batch_columns].append((horizon + model_rows + tasks + offset, coef))
     starts = list(col_starts)
     for entries in per_column:
         starts.append(len(row_index))
@@ -226,6 +251,20 @@ def step_capacity_bound(
         columns=columns,
         rows=num_rows,
     )
+
+
+def _model_capacity(problem: AllocationProblem) -> np.ndarray:
+    """``(M, T)`` GPUs of each model that running tasks leave at each step (B1m)."""
+    index = problem.index
+    horizon = index.horizon
+    sizes = np.diff(np.array(index.pool_bounds, dtype=np.int64))
+    capacity = np.zeros((index.num_models, horizon), dtype=np.float64)
+    np.add.at(capacity, np.array(index.pool_model), sizes[:, None].astype(np.float64))
+    batch = index.batch
+    for b in np.flatnonzero(index.batch_running).tolist():
+        model = index.model_of(batch.first_gpu[b])
+        capacity[model, : min(horizon, batch.remaining[b])] -= batch.size[b]
+    return capacity
 
 
 #: From this many GPUs on, the exact methods also solve the step-capacity LP (with at most

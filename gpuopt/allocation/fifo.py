@@ -3,7 +3,8 @@
 Each realtime task reserves its peak demand for the whole horizon on fixed
 GPUs, ramping up from ``initial`` as fast as the swap rule allows; batch-like
 tasks are then placed one at a time in arrival order (ties: scenario order),
-each at the earliest step and the first-fit (lowest) block where it fits.
+each at the earliest step and the first-fit (lowest) block where it fits
+(with GPU models: on any model it accepts, with its duration there).
 Priority is ignored. This is what an arrival-order scheduler with static
 realtime reservations does, and it is legal by the same construction as the
 greedy (see ``models/allocation.md``).
@@ -36,19 +37,26 @@ def fifo_grid(problem: AllocationProblem) -> Grid:
     pending.sort(key=lambda b: (batch.arrival[b], b))
     horizon = index.horizon
     for b in pending:
-        size, duration = batch.size[b], batch.duration[b]
-        start, last = batch.arrival[b], batch.last_start[b]
-        while start <= last:
-            end = min(horizon, start + duration)
-            short = board.last_short_step(size, start, end)
-            if short >= 0:
-                start = short + 1
-                continue
-            firsts, _free = board.free_firsts(size, start, end)
-            if firsts:
-                board.place(b, size, (firsts & -firsts).bit_length() - 1, start, end)
-                break
-            start += 1
+        size = batch.size[b]
+        found: tuple[int, int, int] | None = None  # (start, first GPU, end)
+        for duration, last, legal, _rate in board.variants(b):  # one per GPU model (M1, M2)
+            start = batch.arrival[b]
+            if found is not None:
+                last = min(last, found[0])  # only an earlier start (or a lower GPU) does better
+            while start <= last:
+                end = min(horizon, start + duration)
+                short = board.last_short_step(size, start, end)
+                if short >= 0:
+                    start = short + 1
+                    continue
+                firsts = board.free_firsts(size, start, end, legal)[0]
+                if firsts:
+                    option = (start, (firsts & -firsts).bit_length() - 1, end)
+                    found = option if found is None else min(found, option)
+                    break
+                start += 1
+        if found is not None:
+            board.place(b, size, found[1], found[0], found[2])
     return board.grid()
 
 

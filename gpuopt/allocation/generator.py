@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+from itertools import pairwise
 from typing import Any
 
 from gpuopt.allocation.problem import (
@@ -19,6 +20,7 @@ from gpuopt.allocation.problem import (
     MAX_STEPS,
     MAX_TASKS,
     AllocationProblem,
+    model_duration,
 )
 from gpuopt.errors import ProblemError, check_arguments
 
@@ -56,6 +58,7 @@ def random_problem(
     step_minutes: int = 60,
     name: str | None = None,
     multi_node: float = 0.0,
+    models: bool = False,
 ) -> AllocationProblem:
     """A valid random scenario with ``tasks`` tasks on ``gpus`` GPUs.
 
@@ -77,6 +80,14 @@ def random_problem(
     multi_node
         With ``gpus_per_node`` (a power of two), the share of training tasks that are
         multi-node jobs (2 to 32 whole nodes, at most half the cluster).
+    models
+        GPU models (``models/allocation.md`` section 15): two or three pools of
+        whole nodes (one of them at least half the cluster, so every task fits
+        one), default speeds from 1.0 to 2.5, and batch-like tasks that accept
+        every model, a list of models, or a few with speed factors of their
+        own. They are drawn from a second generator, so the rest of the
+        scenario is the one drawn without them (running tasks move to stay
+        inside one pool).
     """
     _check_arguments(
         gpus=gpus,
@@ -93,6 +104,7 @@ def random_problem(
         multi_node=multi_node,
     )
     rng = random.Random(seed)
+    pools = _draw_pools(random.Random(f"models:{seed}"), gpus, gpus_per_node) if models else None
     if realtime is None:
         realtime = 0 if tasks < 3 else max(1, tasks // 8)
     realtime = min(realtime, tasks)
@@ -164,6 +176,8 @@ def random_problem(
             "duration": duration,
             "arrival": rng.randint(0, max(0, horizon // 2)),
         }
+        if pools is not None:
+            task.update(pools.accepts(gpus_asked))
         if rng.random() < running_fraction:
             first = next_free
             if first % gpus_asked:
@@ -172,6 +186,9 @@ def random_problem(
                 first = (first // node + 1) * node  # (a multi-node job is aligned to nodes)
             start = -rng.randint(0, max(0, duration - 1))
             end = min(horizon, start + duration)
+            if pools is not None:  # inside one pool of a model it accepts, not yet ended
+                first, start, steps = pools.running(task, first, start, node)
+                end = min(horizon, start + steps)
             fits = first + gpus_asked <= gpus
             if start < 0:
                 fits = fits and held_before + gpus_asked <= gpus
@@ -187,8 +204,12 @@ def random_problem(
             task["deadline"] = task["arrival"] + duration + slack
         spec.append(task)
     rng.shuffle(spec)
+    extra: dict[str, Any] = {}
+    if pools is not None:
+        extra = {"pools": pools.pools, "speed": pools.speed}
     return AllocationProblem.model_validate(
         {
+            **extra,
             "name": name or f"random-{seed}-{gpus}x{tasks}",
             "gpus": gpus,
             "horizon": horizon,
@@ -200,6 +221,91 @@ def random_problem(
             "tasks": spec,
         }
     )
+
+
+#: GPU model names and default speed factors ``random_problem(models=True)`` draws from.
+MODEL_NAMES = ("H100", "A100", "L40S", "V100")
+MODEL_SPEEDS = (1.0, 1.0, 1.25, 1.5, 2.0, 2.5)
+
+
+class _Pools:
+    """The pools, speeds and task model choices of ``random_problem(models=True)``."""
+
+    def __init__(self, rng: random.Random, pools: list[dict[str, Any]], speed: dict[str, float]):
+        self.rng = rng
+        self.pools = pools
+        self.speed = speed
+        self.bounds = [0]
+        for pool in pools:
+            self.bounds.append(self.bounds[-1] + pool["gpus"])
+
+    def speeds(self, task: dict[str, Any]) -> dict[str, float]:
+        models = task.get("models")
+        if models is None:
+            models = [pool["model"] for pool in self.pools]
+        if isinstance(models, dict):
+            return dict(models)
+        return {name: self.speed.get(name, 1.0) for name in models}
+
+    def accepts(self, gpus: int) -> dict[str, Any]:
+        """``{"models": ...}`` for a task of ``gpus`` GPUs (or nothing: every model): always
+        a model with a pool it fits in."""
+        rng = self.rng
+        fitting = list(dict.fromkeys(p["model"] for p in self.pools if p["gpus"] >= gpus))
+        roll = rng.random()
+        if roll < 0.4:
+            return {}
+        names = list(dict.fromkeys(p["model"] for p in self.pools))
+        chosen = rng.sample(names, rng.randint(1, len(names)))
+        if not set(chosen) & set(fitting):
+            chosen.append(rng.choice(fitting))
+        if roll < 0.7:
+            return {"models": chosen}
+        return {"models": {name: rng.choice((1.0, 1.5, 2.0, 3.0)) for name in chosen}}
+
+    def running(
+        self, task: dict[str, Any], first: int, start: int, node: int
+    ) -> tuple[int, int, int]:
+        """A running task's first GPU moved on to the next place inside one pool of a model
+        it accepts (aligned to its size and inside a node as the packing keeps it), its start
+        moved so that it has not ended yet, and its duration there; a first GPU past the
+        cluster when there is no such place."""
+        gpus = task["gpus"]
+        speeds = self.speeds(task)
+        for pool, (low, high) in enumerate(pairwise(self.bounds)):
+            model = self.pools[pool]["model"]
+            if high <= first or model not in speeds:
+                continue
+            place = max(first, low)
+            while place + gpus <= high:
+                place += -place % gpus
+                if gpus <= node and place // node != (place + gpus - 1) // node:
+                    place = (place // node + 1) * node
+                    continue
+                if place + gpus > high:
+                    break
+                steps = model_duration(task["duration"], speeds[model])
+                return place, max(start, 1 - steps), steps
+        return self.bounds[-1], start, task["duration"]
+
+
+def _draw_pools(rng: random.Random, gpus: int, gpus_per_node: int | None) -> _Pools:
+    """Two or three pools of whole nodes in random order, the first drawn at least half."""
+    unit = gpus_per_node or 1
+    units = gpus // unit
+    sizes = [(units + 1) // 2]
+    left = units - sizes[0]
+    count = min(1 + left, rng.choice((2, 3)))
+    for k in range(1, count):
+        share = left if k == count - 1 else rng.randint(1, left - (count - 1 - k))
+        sizes.append(share)
+        left -= share
+    sizes = [size for size in sizes if size]
+    rng.shuffle(sizes)
+    names = rng.sample(MODEL_NAMES, len(sizes))
+    pools = [{"model": name, "gpus": size * unit} for name, size in zip(names, sizes, strict=True)]
+    speed = {name: rng.choice(MODEL_SPEEDS) for name in names}
+    return _Pools(rng, pools, speed)
 
 
 def _check_arguments(**arguments: Any) -> None:

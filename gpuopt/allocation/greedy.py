@@ -10,8 +10,9 @@ How each rule of ``models/allocation.md`` holds by construction:
   pinned first on their inherited block; every other task is placed at most
   once, at a start in ``[arrival, deadline - duration]`` (clipped to the
   horizon), for all of its steps, or not at all.
-- **A3** (contiguous power-of-two block, aligned, inside a node): first GPUs
-  are drawn only from the legal set ``F_j``.
+- **A3** (contiguous power-of-two block, aligned, inside a node, inside one
+  pool of a GPU model the task accepts): first GPUs are drawn only from the
+  legal set ``F_j``, per model with the task's duration on that model (M1, M2).
 - **A4** (realtime swap rule): curves are computed before any batch task as
   the lowest swap-feasible curve at or above demand within the capacity left,
   ramping up ahead of peaks; a trade (below) recomputes them the same way
@@ -162,7 +163,15 @@ TRADE_STARTS = 4
 TRADE_BUDGET = 32
 
 
-def _trade_counts(board: Board, b: int, start: int, end: int, beat: float) -> tuple[float, Any]:
+def _trade_counts(
+    board: Board,
+    b: int,
+    start: int,
+    end: int,
+    beat: float,
+    legal: int | None = None,
+    rate: float = 1.0,
+) -> tuple[float, Any]:
     """Gain of starting ``b`` at ``start`` by giving realtime less, and the realtime counts.
 
     Returns ``(gain, counts)`` when the task's value minus the added realtime
@@ -173,7 +182,7 @@ def _trade_counts(board: Board, b: int, start: int, end: int, beat: float) -> tu
     pay for one missing GPU-step.
     """
     size = board.batch.size[b]
-    value = board.block_value(b, start, end)
+    value = board.block_value(b, start, end, rate)
     room, over, cheapest = board.room, board.over, board.cheapest_price
     # Realtime held above demand is rarely free to give back (the swap rule made it), so a
     # trade almost always costs at least one missing GPU-step (prices fall with t).
@@ -186,7 +195,7 @@ def _trade_counts(board: Board, b: int, start: int, end: int, beat: float) -> tu
             penalty_floor += missing * cheapest[step]
     if value - penalty_floor <= beat + 1e-9 or board.trade_budget <= 0:
         return beat, None
-    if not board.free_firsts(size, start, end)[0]:
+    if not board.free_firsts(size, start, end, legal)[0]:
         return beat, None
     board.trade_budget -= 1
     capacity = np.array(room, dtype=np.int64) + board.reserved
@@ -201,11 +210,30 @@ def _trade_counts(board: Board, b: int, start: int, end: int, beat: float) -> tu
     return (gain, trial) if gain > beat + 1e-9 else (beat, None)
 
 
+def _earliest(board: Board, size: int, start: int, last: int, duration: int, legal: int) -> int:
+    """The earliest start in ``[start, last]`` with a free block among ``legal`` for
+    ``duration`` steps and room beside the realtime reservation, or -1."""
+    horizon = board.horizon
+    while start <= last:
+        end = min(horizon, start + duration)
+        short = board.last_short_step(size, start, end)
+        if short >= 0:  # not enough GPUs left beside realtime: jump past that step
+            start = short + 1
+            continue
+        if board.free_firsts(size, start, end, legal)[0]:
+            return start
+        start += 1
+    return -1
+
+
 def _place_earliest(
     board: Board, b: int, trade: bool = False, trade_starts: int = TRADE_STARTS
 ) -> bool:
     """Place batch task ``b`` at its earliest feasible start; False if it fits nowhere.
 
+    With GPU models (section 15) each model the task accepts has its own
+    earliest start, and the most valuable of them wins (ties: the model
+    whose pool comes first).
     With ``trade``, the first :data:`TRADE_STARTS` starts from its arrival
     that are earlier than that are weighed too, where the realtime
     reservation is what leaves too little room: realtime services then get
@@ -213,36 +241,46 @@ def _place_earliest(
     penalty by more than its value at the first start without a trade.
     """
     batch = board.batch
-    size, duration = batch.size[b], batch.duration[b]
+    size, arrival = batch.size[b], batch.arrival[b]
     horizon = board.horizon
-    start, last = batch.arrival[b], batch.last_start[b]
-    found = -1
-    while start <= last:
-        end = min(horizon, start + duration)
-        short = board.last_short_step(size, start, end)
-        if short >= 0:  # not enough GPUs left beside realtime: jump past that step
-            start = short + 1
-            continue
-        if board.free_firsts(size, start, end)[0]:
-            found = start
-            break
-        start += 1
+    variants = board.variants(b)  # one per GPU model; a plain problem has one
+    chosen, best = 0, None
+    if len(variants) == 1:
+        duration, last, legal, _ = variants[0]
+        found = _earliest(board, size, arrival, last, duration, legal)
+        firsts = [found]
+    else:
+        found = -1
+        firsts = [_earliest(board, size, arrival, v[1], v[0], v[2]) for v in variants]
+        for option, start in enumerate(firsts):
+            duration, _, _, rate = variants[option]
+            if start >= 0:
+                value = board.block_value(b, start, min(horizon, start + duration), rate)
+                if best is None or value > best + 1e-9:
+                    found, chosen, best = start, option, value
     counts = None
     if trade and board.counts.size:
-        best = board.block_value(b, found) if found >= 0 else 0.0
-        stop = min(found if found >= 0 else last + 1, batch.arrival[b] + trade_starts)
-        for option in range(batch.arrival[b], stop):
-            end = min(horizon, option + duration)
-            gain, trial = _trade_counts(board, b, option, end, best)
-            if trial is not None:
-                best, counts, found = gain, trial, option
+        if best is None:
+            best = 0.0
+            if found >= 0:
+                duration, _, _, rate = variants[chosen]
+                best = board.block_value(b, found, min(horizon, found + duration), rate)
+        for option, first_start in enumerate(firsts):
+            duration, last, legal, rate = variants[option]
+            stop = min(first_start if first_start >= 0 else last + 1, arrival + trade_starts)
+            for start in range(arrival, stop):
+                end = min(horizon, start + duration)
+                gain, trial = _trade_counts(board, b, start, end, best, legal, rate)
+                if trial is not None:
+                    best, counts, found, chosen = gain, trial, start, option
     if found < 0:
         return False
     if counts is not None:
         board.set_realtime(counts)
+    duration, _, legal, _ = variants[chosen]
     end = min(horizon, found + duration)
-    firsts, free = board.free_firsts(size, found, end)
-    board.place(b, size, _choose_block(board, firsts, free, size, found, end), found, end)
+    firsts_free, free = board.free_firsts(size, found, end, legal)
+    board.place(b, size, _choose_block(board, firsts_free, free, size, found, end), found, end)
     return True
 
 
@@ -323,16 +361,45 @@ def _improve(
 
 #: Ruin-and-recreate rounds after the swap pass (section 10.1 of models/allocation.md).
 SEARCH_ROUNDS = 100
-#: Work budget of the search, in task placements tried, each counted as the cluster's
-#: GPUs (at least 16): a count, not a clock. Scenarios of up to 16 GPUs get 2,000
-#: placements, 64 GPUs 500, 1,024 GPUs 31: large scenarios keep the millisecond path
+#: Work budget of the search, in task placements tried on a grid of 16 GPUs x 12 steps
+#: (a count, not a clock). A larger grid gets proportionally fewer: 64 GPUs x 12 steps
+#: 500 placements, 1,024 x 24 about 15, so large scenarios keep the millisecond path
 #: (``method="lns"`` improves them instead).
-SEARCH_WORK = 32_000
-#: Work budget of the make-room pass's survey, in (position, placed task) checks, for 16
-#: GPUs (scaled down like :data:`SEARCH_WORK` on larger clusters).
+SEARCH_WORK = 2_000
+#: Work budget of the make-room pass's survey, in (position, placed task) checks, on a
+#: grid of 16 GPUs x 12 steps (scaled like :data:`SEARCH_WORK`).
 ROOM_WORK = 200_000
+#: The search stops after this many rounds in a row without a better plan.
+STALL_ROUNDS = 100
+
+
+def _scaled(work: int, board: Board) -> int:
+    """``work`` on a grid of 16 GPUs x 12 steps, scaled down to ``board``'s grid."""
+    return work * 16 * 12 // (max(16, board.gpus) * max(12, board.horizon))
+
+
 #: Widths (GPUs) of the windows a round may free.
 WIDTHS = (2, 4, 8, 16, 32)
+
+
+def _placed_value(board: Board, b: int) -> float:
+    """The objective task ``b`` earns where it is placed."""
+    start, first = board.starts[b]
+    return board.block_value(b, start, board.end_of(b, start, first), board.rate_of(b, first))
+
+
+def _best_value(board: Board, b: int) -> float:
+    """The most task ``b`` can earn: at its arrival, on its best model (0 without a legal
+    start)."""
+    arrival, horizon = board.batch.arrival[b], board.horizon
+    return max(
+        (
+            board.block_value(b, arrival, min(horizon, arrival + steps), rate)
+            for steps, last, _legal, rate in board.variants(b)
+            if arrival <= last
+        ),
+        default=0.0,
+    )
 
 
 def _ruin(
@@ -355,11 +422,13 @@ def _ruin(
         if not left_out:
             return [], [], None
         u = rng.choice(left_out)
-        arrival, last = batch.arrival[u], batch.last_start[u]
+        arrival = batch.arrival[u]
+        steps_u, last, legal, _rate = rng.choice(board.variants(u))
+        if last < arrival:
+            return [], [], None
         start = arrival + int(rng.random() ** 2 * (last - arrival + 1))
-        firsts = _lowest_bits(board.legal_firsts(batch.size[u]), gpus)
-        first = rng.choice(firsts)
-        end, lo, hi = board.end_of(u, start), first, first + batch.size[u]
+        first = rng.choice(_lowest_bits(legal, gpus))
+        end, lo, hi = min(horizon, start + steps_u), first, first + batch.size[u]
         steps = (start, end)
         target: tuple[int, int, int] | None = (u, start, first)
     elif kind == 3:  # a few tasks anywhere
@@ -380,7 +449,7 @@ def _ruin(
     removed = []
     for b in movable:
         start, first = board.starts[b]
-        end = board.end_of(b, start)
+        end = board.end_of(b, start, first)
         if start < steps[1] and end > steps[0] and first < hi and first + batch.size[b] > lo:
             removed.append(b)
     return removed, [], target
@@ -390,11 +459,13 @@ def _place_at(board: Board, b: int, start: int, first: int) -> bool:
     """Place ``b`` at ``start`` on ``[first, first + size)`` if the block is free and the
     realtime reservation leaves room (else, trading realtime GPUs where that pays)."""
     size = board.batch.size[b]
-    end = board.end_of(b, start)
-    if not (board.free_firsts(size, start, end)[0] >> first) & 1:
+    end = board.end_of(b, start, first)
+    block = ((1 << size) - 1) << first
+    if any(busy & block for busy in board.busy[start:end]):
         return False
     if board.last_short_step(size, start, end) >= 0:
-        _, counts = _trade_counts(board, b, start, end, 0.0)
+        rate = board.rate_of(b, first)
+        _, counts = _trade_counts(board, b, start, end, 0.0, 1 << first, rate)
         if counts is None:
             return False
         board.set_realtime(counts)
@@ -430,12 +501,12 @@ def _refresh_realtime(board: Board) -> None:
         board.set_realtime(counts)
 
 
-def _at_best(board: Board, pending: list[int]) -> bool:
-    """Every task placed at its arrival and realtime served in full: no plan does better
-    (the objective counts only starts and the realtime shortfall)."""
-    arrival = board.batch.arrival
+def _at_best(board: Board, most: dict[int, float]) -> bool:
+    """Every task earning the most it can (``most``: at its arrival, on its best model)
+    and realtime served in full: no plan does better (section 6)."""
     return board.penalty <= 0 and all(
-        board.starts.get(b, (-1, 0))[0] == arrival[b] for b in pending
+        value <= 0 or (b in board.starts and _placed_value(board, b) >= value - 1e-9)
+        for b, value in most.items()
     )
 
 
@@ -450,7 +521,7 @@ def _victims(board: Board, start: int, end: int, lo: int, hi: int, mover: int) -
     batch = board.batch
     found = []
     for b, (begin, first) in board.starts.items():
-        overlaps = begin < end and board.end_of(b, begin) > start
+        overlaps = begin < end and board.end_of(b, begin, first) > start
         if b != mover and overlaps and first < hi and first + batch.size[b] > lo:
             if batch.running[b]:
                 return None
@@ -470,30 +541,30 @@ def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -
     for u in pending:
         if batch.arrival[u] > batch.last_start[u]:
             continue  # no legal start (arrives after the horizon or too late for its deadline)
-        best_value = board.block_value(u, batch.arrival[u])
-        now = board.starts.get(u)
-        gains[u] = best_value - (0.0 if now is None else board.block_value(u, now[0]))
+        gains[u] = _best_value(board, u) - (_placed_value(board, u) if u in board.starts else 0)
     movers = sorted((u for u in gains if gains[u] > 1e-9), key=lambda u: (-gains[u], u))
     for u in movers:
         now = board.starts.get(u)
         if now is not None and now[0] <= batch.arrival[u]:
             continue
         size = batch.size[u]
-        current = 0.0 if now is None else board.block_value(u, now[0])
-        last = batch.last_start[u] if now is None else now[0] - 1
+        current = 0.0 if now is None else _placed_value(board, u)
         options = []
-        for start in range(batch.arrival[u], last + 1):
-            end = board.end_of(u, start)
-            worth = board.block_value(u, start, end) - current
-            for first in _lowest_bits(board.legal_firsts(size), board.gpus):
-                checks += len(board.starts)
-                if checks > ROOM_WORK * 16 // max(16, board.gpus):
-                    return board, placements
-                victims = _victims(board, start, end, first, first + size, u)
-                if victims is None:
-                    continue
-                lost = sum(board.block_value(v, board.starts[v][0]) for v in victims)
-                options.append((lost - worth, start, first, victims))
+        for steps_u, last, legal, rate in board.variants(u):
+            if now is not None:
+                last = min(last, now[0] - 1)
+            for start in range(batch.arrival[u], last + 1):
+                end = min(board.horizon, start + steps_u)
+                worth = board.block_value(u, start, end, rate) - current
+                for first in _lowest_bits(legal, board.gpus):
+                    checks += len(board.starts)
+                    if checks > _scaled(ROOM_WORK, board):
+                        return board, placements
+                    victims = _victims(board, start, end, first, first + size, u)
+                    if victims is None:
+                        continue
+                    lost = sum(_placed_value(board, v) for v in victims)
+                    options.append((lost - worth, start, first, victims))
         options.sort(key=lambda option: option[:3])
         tries = 0
         for _, start, first, victims in options[: 4 * ROOM_TRIES]:
@@ -530,15 +601,18 @@ def _search(
     objective does not fall. Returns the best board seen. Deterministic: a seeded
     generator and a count of rounds and placements, never a clock."""
     rng = random.Random(seed)
-    budget = SEARCH_WORK // max(16, board.gpus)
+    budget = _scaled(SEARCH_WORK, board)
     if budget < 1:
         return board
+    most = {b: _best_value(board, b) for b in pending}
     best, placements = _make_room(board, pending, budget, deadline)
     current = best
+    stalled = 0
     for _ in range(rounds):
-        if placements >= budget or time.perf_counter() > deadline:
+        if placements >= budget or stalled >= STALL_ROUNDS or time.perf_counter() > deadline:
             break
-        if _at_best(current, pending):
+        stalled += 1
+        if _at_best(current, most):
             break
         trial = current.copy()
         removed, last, target = _ruin(trial, pending, rng)
@@ -555,7 +629,7 @@ def _search(
         if trial.objective >= current.objective - 1e-9:
             current = trial
             if trial.objective > best.objective + 1e-9:
-                best = trial
+                best, stalled = trial, 0
     return best
 
 
@@ -582,7 +656,8 @@ def greedy_grid(
         Optional wall-clock cap in seconds on the improvement pass.
     search
         Ruin-and-recreate rounds after the swap pass (0: none); the rounds also
-        stop at :data:`SEARCH_WORK`, so large scenarios get few.
+        stop at :data:`SEARCH_WORK` (scaled to the grid, so large scenarios get few) and
+        after :data:`STALL_ROUNDS` rounds without a better plan.
     seed
         Seed of the rounds' random choices (the same seed gives the same grid).
     """
@@ -617,7 +692,9 @@ def greedy_grid(
             board = _construct(base, list(order), shown)
             if board.objective > best_value + 1e-9:
                 best, best_value = board, board.objective
-            if all(board.starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending):
+            if index.plain and all(
+                board.starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending
+            ):
                 break  # every task starts on arrival: each has its best value, none does better
         assert best is not None
         if improve and len(best.starts) < index.num_batch:

@@ -72,7 +72,7 @@ class _Plan:
         batch = board.batch
         for b, (start, first) in self.blocks.items():
             if b not in without:
-                board.place(b, int(batch.size[b]), first, start, board.end_of(b, start))
+                board.place(b, int(batch.size[b]), first, start, board.end_of(b, start, first))
         if reserve and self.counts.size:
             board.reserve(self.counts.sum(axis=0))
         return board
@@ -192,7 +192,6 @@ def solve_lns(
             settled.add(low)
             continue
         board = plan.board(freed)
-        window_mask = ((1 << width) - 1) << low
         model = cp_model.CpModel()
         columns: list[tuple[int, int, int, Any]] = []  # (task, first, start, var)
         per_task: dict[int, list[Any]] = {}
@@ -202,32 +201,34 @@ def solve_lns(
         current = 0  # the current blocks' value, in the model's integer coefficients
         for b in chosen:
             size = int(batch.size[b])
+            variants = board.variants(b)  # one per GPU model the task accepts (section 15)
+            inside = ((1 << max(0, width - size + 1)) - 1) << low  # blocks inside the window
             for start in range(int(batch.arrival[b]), int(batch.last_start[b]) + 1):
-                end = board.end_of(b, start)
-                if board.last_short_step(size, start, end) >= 0:
-                    continue
-                mask, _ = board.free_firsts(size, start, end)
-                block = (1 << size) - 1
-                while mask:
-                    bit = mask & -mask
-                    mask ^= bit
-                    first = bit.bit_length() - 1
-                    if (block << first) & ~window_mask:
+                for duration, last, legal, rate in variants:
+                    if start > last:
                         continue
-                    var = model.new_bool_var(f"x{b}_{first}_{start}")
-                    columns.append((b, first, start, var))
-                    per_task.setdefault(b, []).append(var)
-                    for step in range(start, end):
-                        per_step[step].append((size, var))
-                        for gpu in range(first, first + size):
-                            per_cell.setdefault((gpu, step), []).append(var)
-                    coefficient = round(board.block_value(b, start, end) * SCALE)
-                    objective_terms.append((coefficient, var))
-                    if plan.blocks.get(b) == (start, first):
-                        model.add_hint(var, 1)
-                        current += coefficient
-                    else:
-                        model.add_hint(var, 0)
+                    end = min(horizon, start + duration)
+                    if board.last_short_step(size, start, end) >= 0:
+                        continue
+                    mask = board.free_firsts(size, start, end, legal)[0] & inside
+                    while mask:
+                        bit = mask & -mask
+                        mask ^= bit
+                        first = bit.bit_length() - 1
+                        var = model.new_bool_var(f"x{b}_{first}_{start}")
+                        columns.append((b, first, start, var))
+                        per_task.setdefault(b, []).append(var)
+                        for step in range(start, end):
+                            per_step[step].append((size, var))
+                            for gpu in range(first, first + size):
+                                per_cell.setdefault((gpu, step), []).append(var)
+                        coefficient = round(board.block_value(b, start, end, rate) * SCALE)
+                        objective_terms.append((coefficient, var))
+                        if plan.blocks.get(b) == (start, first):
+                            model.add_hint(var, 1)
+                            current += coefficient
+                        else:
+                            model.add_hint(var, 0)
         if not columns:
             if complete:
                 settled.add(low)

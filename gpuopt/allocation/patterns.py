@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from gpuopt.allocation._board import Board
-from gpuopt.allocation.problem import AllocationProblem
+from gpuopt.allocation.problem import AllocationIndex, AllocationProblem
 from gpuopt.allocation.solution import (
     AllocationResult,
     Grid,
@@ -116,30 +116,34 @@ class PatternSet:
         for b in range(index.num_batch):
             if batch.running[b]:
                 continue
-            size, duration = batch.size[b], batch.duration[b]
+            size = batch.size[b]
             ids = by_task.setdefault(b, [])
+            variants = board.variants(b)  # one per GPU model the task accepts (section 15)
             for start in range(batch.arrival[b], batch.last_start[b] + 1):
                 if deadline is not None:
                     deadline.check()
-                end = min(horizon, start + duration)
-                if board.last_short_step(size, start, end) >= 0:
-                    continue  # not even the forced realtime ramp-down leaves room
-                mask, _free = board.free_firsts(size, start, end)
-                weight = float(cumulative[end] - cumulative[start])
-                coefficient = batch.priority[b] * size * weight
-                while mask:
-                    low = mask & -mask
-                    first = low.bit_length() - 1
-                    mask ^= low
-                    key2pattern[(b, first, start)] = len(tasks)
-                    ids.append(len(tasks))
-                    tasks.append(b)
-                    firsts.append(first)
-                    starts.append(start)
-                    ends.append(end)
-                    sizes.append(size)
-                    values.append(coefficient)
-                    estimate += size * (end - start)
+                for duration, last, legal, rate in variants:
+                    if start > last:
+                        continue
+                    end = min(horizon, start + duration)
+                    if board.last_short_step(size, start, end) >= 0:
+                        continue  # not even the forced realtime ramp-down leaves room
+                    mask = board.free_firsts(size, start, end, legal)[0]
+                    weight = float(cumulative[end] - cumulative[start])
+                    coefficient = batch.priority[b] * size * rate * weight
+                    while mask:
+                        low = mask & -mask
+                        first = low.bit_length() - 1
+                        mask ^= low
+                        key2pattern[(b, first, start)] = len(tasks)
+                        ids.append(len(tasks))
+                        tasks.append(b)
+                        firsts.append(first)
+                        starts.append(start)
+                        ends.append(end)
+                        sizes.append(size)
+                        values.append(coefficient)
+                        estimate += size * (end - start)
                 if estimate > MAX_NONZEROS or len(tasks) > MAX_PATTERNS:  # before memory runs out
                     raise _too_large(problem)
         arrays = {
@@ -302,33 +306,53 @@ def size_bounds(problem: AllocationProblem) -> tuple[int, int]:
     They count every start and every legal block of every new task as if the
     cluster were empty; running tasks and the realtime floor only remove
     patterns (on random instances the bounds were up to 2.3 times the
-    patterns and 4.6 times the non-zeros).
+    patterns and 4.6 times the non-zeros). With GPU models each model the
+    task accepts counts with its pools' blocks and its duration there.
     """
     index = problem.index
     batch = index.batch
-    horizon, node = index.horizon, index.node_size
-    nodes = index.gpus // node
+    horizon = index.horizon
+    bounds = index.pool_bounds
     patterns = nonzeros = 0
     for b in range(index.num_batch):
         if batch.running[b]:
             continue
-        size, duration = batch.size[b], batch.duration[b]
-        first, last = batch.arrival[b], batch.last_start[b]
-        if last < first:
-            continue
-        if size > node:  # a multi-node job: whole consecutive nodes (A3)
-            blocks = index.gpus // size if index.align else nodes - size // node + 1
+        size, first = batch.size[b], batch.arrival[b]
+        if index.plain:
+            ways = [(batch.duration[b], batch.last_start[b], _blocks(index, size, index.gpus))]
         else:
-            blocks = nodes * (node // size if index.align else node - size + 1)
-        # steps of all starts: min(duration, horizon - start) summed over [first, last]
-        full_end = min(last, horizon - duration)  # starts that run their whole duration
-        steps = max(0, full_end - first + 1) * duration
-        low = max(first, full_end + 1)
-        if low <= last:  # starts cut by the horizon: horizon - start, an arithmetic series
-            steps += (2 * horizon - low - last) * (last - low + 1) // 2
-        patterns += (last - first + 1) * blocks
-        nonzeros += steps * blocks * size
+            ways = []
+            per_model = index.per_model
+            for model, duration in enumerate(per_model.durations[b]):
+                pools = [p for p, m in enumerate(index.pool_model) if m == model and duration]
+                blocks = sum(_blocks(index, size, bounds[p + 1] - bounds[p]) for p in pools)
+                ways.append((duration, per_model.last_starts[b][model], blocks))
+        for duration, last, blocks in ways:
+            if last < first or not blocks:
+                continue
+            # steps of all starts: min(duration, horizon - start) summed over [first, last]
+            full_end = min(last, horizon - duration)  # starts that run their whole duration
+            steps = max(0, full_end - first + 1) * duration
+            low = max(first, full_end + 1)
+            if low <= last:  # starts cut by the horizon: horizon - start, an arithmetic series
+                steps += (2 * horizon - low - last) * (last - low + 1) // 2
+            patterns += (last - first + 1) * blocks
+            nonzeros += steps * blocks * size
     return patterns, nonzeros
+
+
+def _blocks(index: AllocationIndex, size: int, gpus: int) -> int:
+    """At most how many legal blocks of ``size`` (A3) a range of ``gpus`` GPUs holds, a whole
+    number of nodes (the cluster, or a pool)."""
+    node = index.node_size
+    nodes = gpus // node if gpus >= node else 0
+    if size > gpus:
+        return 0
+    if size > node:  # a multi-node job: whole consecutive nodes (A3)
+        return gpus // size if index.align else nodes - size // node + 1
+    if gpus < node:  # a range smaller than a node: only without gpus_per_node (pools < G)
+        return gpus // size if index.align else gpus - size + 1
+    return nodes * (node // size if index.align else node - size + 1)
 
 
 #: :func:`check_size` refuses at once when the bounds exceed the limits this many

@@ -8,15 +8,26 @@ least one legal grid (see ``models/allocation.md``, lemma "feasibility").
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
+from itertools import pairwise
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
-from gpuopt.errors import problem_error_from
+from gpuopt.errors import problem_error_from, short
 
 BatchKind = Literal["training", "batch_inference", "quantization"]
 TaskKind = Literal["training", "batch_inference", "quantization", "realtime"]
@@ -36,6 +47,11 @@ MAX_CELLS = 20_000_000
 MAX_TASKS = 100_000
 #: Largest duration, arrival or age (in steps) a task may state.
 MAX_STEPS = 1_000_000
+#: Largest speed factor of a GPU model (a smallest one follows from MAX_STEPS: a task's
+#: duration on a model, ``ceil(duration / speed)``, may not exceed it).
+MAX_SPEED = 1e6
+#: Most GPU pools a scenario may list.
+MAX_POOLS = 256
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
@@ -47,6 +63,19 @@ def node_rule(first: int, size: int, node: int) -> bool:
     if size <= node:
         return first // node == (first + size - 1) // node
     return first % node == 0 and size % node == 0
+
+
+def model_duration(duration: int, speed: float) -> int:
+    """``ceil(duration / speed)``: steps a task of ``duration`` reference steps runs on a GPU
+    model of ``speed`` (``models/allocation.md`` section 15, rule M2).
+
+    The speed is read as the decimal it was written as, so ``6 / 1.5`` is 4 and
+    ``7 / 0.7`` is 10, never one more by a rounding error.
+
+    >>> model_duration(6, 1.5), model_duration(7, 0.7), model_duration(5, 2.0)
+    (4, 10, 3)
+    """
+    return max(1, math.ceil(Fraction(duration) / Fraction(repr(float(speed)))))
 
 
 def is_power_of_two(value: int) -> bool:
@@ -63,6 +92,16 @@ class Running(BaseModel):
     first_gpu: int = Field(ge=0, le=MAX_GPUS, description="First GPU of its block.")
 
 
+class Pool(BaseModel):
+    """A pool of ``gpus`` GPUs of one ``model``; the pools of a scenario follow each other in
+    GPU order (``models/allocation.md`` section 15)."""
+
+    model_config = _CONFIG
+
+    model: str = Field(min_length=1, max_length=MAX_ID_LENGTH, description="GPU model name.")
+    gpus: int = Field(ge=1, le=MAX_GPUS, description="GPUs of the pool.")
+
+
 class Task(BaseModel):
     """One task of a scenario: batch-like (training, batch_inference, quantization) or realtime."""
 
@@ -77,6 +116,12 @@ class Task(BaseModel):
     arrival: int = Field(default=0, ge=0, le=MAX_STEPS)
     deadline: int | None = Field(default=None, ge=1, le=2 * MAX_STEPS)
     running: Running | None = None
+    models: list[str] | dict[str, float] | None = Field(
+        default=None,
+        union_mode="left_to_right",
+        description="GPU models the task accepts: a list of names (speeds from the "
+        "scenario's speed) or an object name -> speed factor; absent: every model.",
+    )
     # realtime fields
     demand: list[int] | None = None
     max_swap: int | None = Field(default=None, ge=0, le=MAX_GPUS)
@@ -87,6 +132,29 @@ class Task(BaseModel):
         description="Realtime demand (GPUs) in the steps before step 0, oldest first; read "
         "only by forecasters (gpuopt rolling --forecast seasonal).",
     )
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _models_shape(cls, value: Any) -> Any:
+        # one sentence instead of pydantic's error per member of the union
+        names = isinstance(value, list) and all(isinstance(item, str) for item in value)
+        speeds = isinstance(value, dict) and all(
+            isinstance(speed, (int, float)) and not isinstance(speed, bool)
+            for speed in value.values()
+        )
+        if speeds:
+            for model, speed in value.items():
+                if not math.isfinite(speed):
+                    raise ValueError(
+                        f"models[{short(model)}] is a speed factor and must be a finite number "
+                        f"(got {speed})"
+                    )
+        if value is None or names or speeds:
+            return value
+        raise ValueError(
+            "models must be a list of GPU model names or an object that maps model names to "
+            f"speed factors (got {short(value)})"
+        )
 
     @property
     def is_realtime(self) -> bool:
@@ -106,6 +174,11 @@ class Task(BaseModel):
             for field in ("gpus", "duration", "deadline", "running"):
                 if getattr(self, field) is not None:
                     raise ValueError(f"{name}: {field} does not apply to a realtime task")
+            if self.models is not None:
+                raise ValueError(
+                    f"{name}: models does not apply to a realtime task (a realtime task may "
+                    "take any free GPU at each step: rule A1b counts GPUs over the whole cluster)"
+                )
             if self.arrival != 0:
                 raise ValueError(
                     f"{name}: arrival does not apply to a realtime task (got {self.arrival})"
@@ -128,18 +201,33 @@ class Task(BaseModel):
                 raise ValueError(f"{name}: duration is required for a {self.kind} task")
             if not is_power_of_two(self.gpus):
                 raise ValueError(f"{name}: gpus must be a power of two (got {self.gpus})")
-            late = self.deadline is not None and self.deadline < self.arrival + self.duration
-            if late and self.running is None:  # a running task's arrival and deadline are history
-                raise ValueError(
-                    f"{name}: deadline {self.deadline} is before arrival + duration "
-                    f"({self.arrival} + {self.duration})"
-                )
-            if self.running is not None and self.running.start + self.duration <= 0:
-                raise ValueError(
-                    f"{name}: running.start {self.running.start} plus duration {self.duration} "
-                    "ends before step 0, so the task has already finished"
-                )
+            self._check_models(name)
+            # the deadline and a running task's end depend on the GPU model's speed: the
+            # scenario checks them (AllocationProblem._check_durations)
         return self
+
+    def _check_models(self, name: str) -> None:
+        models = self.models
+        if models is None:
+            return
+        if not models:
+            raise ValueError(f"{name}: models must name at least one GPU model (got {models})")
+        if isinstance(models, list):
+            for model in models:
+                if not 1 <= len(model) <= MAX_ID_LENGTH:
+                    raise ValueError(
+                        f"{name}: models holds a name of {len(model)} characters, "
+                        f"{short(model, 20)} (a GPU model name has 1 to {MAX_ID_LENGTH})"
+                    )
+                if models.count(model) > 1:
+                    raise ValueError(f"{name}: models lists {model!r} twice")
+            return
+        for model, speed in models.items():
+            if not 0 < speed <= MAX_SPEED:
+                raise ValueError(
+                    f"{name}: models[{short(model)}] is a speed factor and must be > 0 and "
+                    f"at most {MAX_SPEED:g} (got {speed})"
+                )
 
 
 class AllocationProblem(IndexedModel):
@@ -164,22 +252,36 @@ class AllocationProblem(IndexedModel):
     realtime_penalty: float = Field(default=8.0, ge=0, le=1e6)
     align_blocks: bool = False
     gpus_per_node: int | None = Field(default=None, ge=1)
+    pools: list[Pool] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_POOLS,
+        description="GPU pools in GPU order, each of one model; absent: one pool of an "
+        "unnamed model.",
+    )
+    speed: dict[str, float] | None = Field(
+        default=None,
+        description="Default speed factor of each GPU model (1.0 for a model not listed).",
+    )
     tasks: list[Task] = Field(default_factory=list, max_length=MAX_TASKS)
 
     @model_validator(mode="before")
     @classmethod
     def _tasks_from_dicts(cls, data: Any) -> Any:
-        # Strict mode keeps numbers honest; nested task dicts are still welcome.
-        if isinstance(data, dict) and isinstance(data.get("tasks"), list):
-            tasks = []
-            for position, item in enumerate(data["tasks"]):
-                if isinstance(item, dict):
-                    try:
-                        item = Task.model_validate(item)
-                    except ValidationError as exc:
-                        raise _nested_error(exc, f"tasks[{position}]") from None
-                tasks.append(item)
-            data = {**data, "tasks": tasks}
+        # Strict mode keeps numbers honest; nested task and pool dicts are still welcome.
+        if isinstance(data, dict):
+            for key, model in (("tasks", Task), ("pools", Pool)):
+                if not isinstance(data.get(key), list):
+                    continue
+                items: list[Any] = []
+                for position, item in enumerate(data[key]):
+                    if isinstance(item, dict):
+                        try:
+                            item = model.model_validate(item)
+                        except ValidationError as exc:
+                            raise _nested_error(exc, f"{key}[{position}]") from None
+                    items.append(item)
+                data = {**data, key: items}
         return data
 
     @model_validator(mode="after")
@@ -198,6 +300,7 @@ class AllocationProblem(IndexedModel):
             )
         if node is not None and gpus % node != 0:
             raise ValueError(f"gpus_per_node {node} does not divide gpus {gpus}")
+        self._check_pools()
         seen: set[str] = set()
         for task in self.tasks:
             if task.id in seen:
@@ -223,6 +326,7 @@ class AllocationProblem(IndexedModel):
             assert task.gpus is not None
             if task.gpus > gpus:
                 raise ValueError(f"{name}: gpus {task.gpus} exceeds the cluster's {gpus} GPUs")
+            self._check_task_models(task)
             if node is not None and task.gpus > node and task.gpus % node:
                 raise ValueError(
                     f"{name}: gpus {task.gpus} exceeds gpus_per_node {node} without being a "
@@ -250,9 +354,143 @@ class AllocationProblem(IndexedModel):
                         f"{name}: running.first_gpu {first} is not aligned to its "
                         f"{task.gpus} GPUs while align_blocks is true"
                     )
+                self._check_running_pool(task)
+            self._check_durations(task)
         self._check_running_overlap()
         self._check_realtime_ramp_down()
         return self
+
+    def _check_pools(self) -> None:
+        """Section 15: pools cover the cluster in whole nodes; speeds name pools' models."""
+        gpus, node = self.gpus, self.gpus_per_node
+        names = self.model_names
+        if self.pools is not None:
+            held = sum(pool.gpus for pool in self.pools)
+            if held != gpus:
+                raise ValueError(f"pools: the pools hold {held} GPUs but gpus is {gpus}")
+            for position, pool in enumerate(self.pools):
+                if node is not None and pool.gpus % node:
+                    raise ValueError(
+                        f"pools[{position}]: gpus {pool.gpus} is not a multiple of "
+                        f"gpus_per_node {node} (a node is never split between pools)"
+                    )
+        for model, speed in (self.speed or {}).items():
+            if model not in names:
+                raise ValueError(
+                    f"speed: {short(model)} is not the model of any pool ({_pool_list(names)})"
+                )
+            if not 0 < speed <= MAX_SPEED:
+                raise ValueError(
+                    f"speed: {short(model)} must be > 0 and at most {MAX_SPEED:g} (got {speed})"
+                )
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """The GPU models of the pools, in order of their first pool (``("",)``: no pools)."""
+        if self.pools is None:
+            return ("",)
+        return tuple(dict.fromkeys(pool.model for pool in self.pools))
+
+    @property
+    def pool_bounds(self) -> tuple[int, ...]:
+        """First GPU of each pool, then ``gpus`` (``(0, gpus)``: no pools)."""
+        bounds = [0]
+        for pool in self.pools or ():
+            bounds.append(bounds[-1] + pool.gpus)
+        return tuple(bounds) if self.pools else (0, self.gpus)
+
+    def task_speeds(self, task: Task) -> dict[str, float]:
+        """GPU model -> speed factor of a batch-like task, for the models it accepts (M1)."""
+        defaults = self.speed or {}
+        models = task.models
+        if models is None:
+            return {name: defaults.get(name, 1.0) for name in self.model_names}
+        if isinstance(models, dict):
+            return dict(models)
+        return {name: defaults.get(name, 1.0) for name in models}
+
+    def task_durations(self, task: Task) -> dict[str, int]:
+        """GPU model -> steps the batch-like task runs on it, ``ceil(duration / speed)`` (M2)."""
+        assert task.duration is not None
+        return {
+            model: task.duration if speed == 1.0 else _duration_on(task.duration, speed)
+            for model, speed in self.task_speeds(task).items()
+        }
+
+    def pool_of(self, gpu: int) -> int:
+        """Index of the pool holding GPU ``gpu`` (0 without pools)."""
+        return bisect_right(self.pool_bounds, gpu) - 1 if self.pools else 0
+
+    def _check_task_models(self, task: Task) -> None:
+        """M1: a task's models name pools' models, and one of them has a pool it fits in."""
+        if task.models is None and self.pools is None:
+            return
+        names = self.model_names
+        name = f"task {task.id!r}"
+        for model in task.models or ():
+            if model not in names:
+                raise ValueError(
+                    f"{name}: models names {short(model)}, which is not the model of any pool "
+                    f"({_pool_list(names)})"
+                )
+        if self.pools is None:
+            return
+        assert task.gpus is not None
+        accepted = self.task_speeds(task)
+        largest = max(pool.gpus for pool in self.pools if pool.model in accepted)
+        if task.gpus > largest:
+            raise ValueError(
+                f"{name}: gpus {task.gpus} exceeds the {largest} GPUs of the largest pool of "
+                "a model it accepts (a block lies inside one pool)"
+            )
+
+    def _check_running_pool(self, task: Task) -> None:
+        """M1 for a running task: its block lies inside one pool of a model it accepts."""
+        if self.pools is None:
+            return
+        assert task.running is not None and task.gpus is not None
+        first, last = task.running.first_gpu, task.running.first_gpu + task.gpus - 1
+        pool, other = self.pool_of(first), self.pool_of(last)
+        block = f"running block [{first}, {last + 1})"
+        if pool != other:
+            raise ValueError(
+                f"task {task.id!r}: {block} spans pools {pool} ({self.pools[pool].model!r}) "
+                f"and {other} ({self.pools[other].model!r})"
+            )
+        model = self.pools[pool].model
+        if model not in self.task_speeds(task):
+            raise ValueError(
+                f"task {task.id!r}: {block} lies in pool {pool} of model {model!r}, which "
+                "its models do not accept"
+            )
+
+    def _check_durations(self, task: Task) -> None:
+        """M2: the deadline leaves room on some accepted model; a running task has not ended."""
+        assert task.duration is not None
+        running, deadline = task.running, task.deadline
+        if self.pools is None:  # one unnamed model at speed 1, the stated duration (15.4)
+            if running is not None and running.start + task.duration <= 0:
+                raise ValueError(_finished(task, "", task.duration))
+            late = deadline is not None and deadline < task.arrival + task.duration
+            if late and running is None:
+                raise ValueError(_too_late(task, "", task.duration))
+            return
+        durations = self.task_durations(task)
+        for model, steps in durations.items():
+            if steps > MAX_STEPS:
+                raise ValueError(
+                    f"task {task.id!r}: duration {task.duration} on model {model!r} at speed "
+                    f"{self.task_speeds(task)[model]:g} is {steps:,} steps, more than the "
+                    f"{MAX_STEPS:,} a task may run"
+                )
+        if running is not None:  # its arrival and deadline are history
+            model = self.pools[self.pool_of(running.first_gpu)].model
+            if running.start + durations[model] <= 0:
+                raise ValueError(_finished(task, model, durations[model]))
+        elif deadline is not None:
+            fastest = min(durations, key=durations.__getitem__)
+            if deadline < task.arrival + durations[fastest]:
+                raise ValueError(_too_late(task, fastest, durations[fastest]))
 
     def _check_running_overlap(self) -> None:
         owner: dict[int, str] = {}
@@ -310,6 +548,55 @@ class AllocationProblem(IndexedModel):
         return self.model_dump_json(indent=indent, exclude_none=True)
 
 
+def _finished(task: Task, model: str, steps: int) -> str:
+    """V1's message for a running task that has ended before step 0 on its model."""
+    assert task.running is not None
+    what = f"duration {task.duration}"
+    if steps != task.duration:
+        what = f"its duration on model {model!r} ({steps} steps)"
+    return (
+        f"task {task.id!r}: running.start {task.running.start} plus {what} ends before step 0, "
+        "so the task has already finished"
+    )
+
+
+def _too_late(task: Task, model: str, steps: int) -> str:
+    """The message for a deadline before arrival plus the duration on the fastest model."""
+    if steps == task.duration:
+        return (
+            f"task {task.id!r}: deadline {task.deadline} is before arrival + duration "
+            f"({task.arrival} + {task.duration})"
+        )
+    return (
+        f"task {task.id!r}: deadline {task.deadline} is before arrival + duration on its "
+        f"fastest model {model!r} ({task.arrival} + {steps})"
+    )
+
+
+def _pool_list(names: tuple[str, ...]) -> str:
+    """The GPU models a message may name, or that there are none."""
+    if names == ("",):
+        return "the scenario lists no pools"
+    return (
+        "pool models: "
+        + ", ".join(short(name, 40) for name in names[:8])
+        + (", ..." if len(names) > 8 else "")
+    )
+
+
+_DURATIONS: dict[tuple[int, float], int] = {}
+
+
+def _duration_on(duration: int, speed: float) -> int:
+    """:func:`model_duration`, remembered (a scenario has few distinct pairs)."""
+    found = _DURATIONS.get((duration, speed))
+    if found is None:
+        if len(_DURATIONS) > 100_000:
+            _DURATIONS.clear()
+        found = _DURATIONS[(duration, speed)] = model_duration(duration, speed)
+    return found
+
+
 def _swap_of(task: Task, gpus: int) -> int:
     """``max_swap``, where unset or above the cluster size means no limit (``gpus``)."""
     return gpus if task.max_swap is None else min(gpus, task.max_swap)
@@ -335,6 +622,18 @@ class BatchTable:
     first_gpu: list[int]
     remaining: list[int]
     priority: list[float]
+
+
+@dataclass(frozen=True)
+class ModelTable:
+    """Batch-like tasks per GPU model (section 15) as lists: ``durations[b][m]`` is the steps
+    task ``b`` (batch position) runs on model ``m`` (index into ``model_names``), 0 where it
+    does not accept it; ``rates[b][m]`` is ``duration / steps`` (0.0 there) and
+    ``last_starts[b][m]`` its last legal start there (-1)."""
+
+    durations: list[list[int]]
+    rates: list[list[float]]
+    last_starts: list[list[int]]
 
 
 @dataclass(frozen=True)
@@ -368,6 +667,16 @@ class AllocationIndex:
     demand: np.ndarray  # (R, T)
     max_swap: np.ndarray  # (R,)
     initial: np.ndarray  # (R,)
+    # GPU models (section 15); without pools one unnamed model "" over the whole cluster
+    model_names: tuple[str, ...]
+    pool_bounds: tuple[int, ...]  # first GPU of each pool, then gpus
+    pool_model: tuple[int, ...]  # model index of each pool
+    batch_durations: np.ndarray  # (B, M) steps on each model, 0 where not accepted
+    batch_rates: np.ndarray  # (B, M) duration / steps on each model, 0 where not accepted
+    batch_last_starts: np.ndarray  # (B, M) last legal start on each model, -1 where not accepted
+    #: One pool, every duration as stated: the problem of the sections before 15, on which
+    #: every method runs exactly as it did before GPU models existed.
+    plain: bool
 
     @cached_property
     def batch(self) -> BatchTable:
@@ -383,6 +692,34 @@ class AllocationIndex:
             remaining=self.batch_remaining.tolist(),
             priority=self.priority[self.batch_idx].tolist(),
         )
+
+    @cached_property
+    def per_model(self) -> ModelTable:
+        """The per-model arrays as lists (built on first use: plain problems never need them)."""
+        return ModelTable(
+            durations=self.batch_durations.tolist(),
+            rates=self.batch_rates.tolist(),
+            last_starts=self.batch_last_starts.tolist(),
+        )
+
+    @property
+    def num_models(self) -> int:
+        return len(self.model_names)
+
+    def pool_of(self, gpu: int) -> int:
+        """Index of the pool holding GPU ``gpu``."""
+        return bisect_right(self.pool_bounds, gpu) - 1
+
+    def model_of(self, gpu: int) -> int:
+        """Model index of GPU ``gpu``."""
+        return self.pool_model[bisect_right(self.pool_bounds, gpu) - 1]
+
+    @cached_property
+    def gpu_model(self) -> np.ndarray:
+        """``(G,)`` model index of every GPU."""
+        bounds = self.pool_bounds
+        sizes = [high - low for low, high in pairwise(bounds)]
+        return np.repeat(np.array(self.pool_model, dtype=np.int64), sizes)
 
     @cached_property
     def realtime_floor(self) -> np.ndarray:
@@ -405,14 +742,37 @@ class AllocationIndex:
         tasks = problem.tasks
         batch = [i for i, t in enumerate(tasks) if not t.is_realtime]
         realtime = [i for i, t in enumerate(tasks) if t.is_realtime]
-        last_start = []
-        for i in batch:
-            task = tasks[i]
-            assert task.duration is not None
-            last = horizon - 1
-            if task.deadline is not None:
-                last = min(last, task.deadline - task.duration)
-            last_start.append(last)
+        names = problem.model_names
+        bounds = problem.pool_bounds
+        pool_model = tuple(names.index(pool.model) for pool in problem.pools or ()) or (0,)
+        reference = np.array([tasks[i].duration for i in batch], dtype=np.int64)
+        if problem.pools is None:  # one unnamed model at speed 1 (section 15.4)
+            durations = reference[:, None].copy()
+        else:
+            durations = np.zeros((len(batch), len(names)), dtype=np.int64)
+            for b, i in enumerate(batch):
+                for name, steps in problem.task_durations(tasks[i]).items():
+                    durations[b, names.index(name)] = steps
+        remaining = reference.copy()  # steps left from step 0: the duration, or for a
+        for b, i in enumerate(batch):  # running task its end on the model of its block
+            running = tasks[i].running
+            if running is not None:
+                model = pool_model[bisect_right(bounds, running.first_gpu) - 1]
+                remaining[b] = running.start + durations[b, model]
+        last_starts = np.full((len(batch), len(names)), -1, dtype=np.int64)
+        accepted = durations > 0
+        last_starts[accepted] = horizon - 1
+        deadlines = [tasks[i].deadline for i in batch]
+        if any(deadline is not None for deadline in deadlines):
+            cap = np.array([horizon - 1 if d is None else d for d in deadlines], dtype=np.int64)
+            due = np.array([d is not None for d in deadlines], dtype=bool)[:, None] & accepted
+            last_starts[due] = np.minimum(last_starts, cap[:, None] - durations)[due]
+        rates = np.zeros(durations.shape, dtype=np.float64)
+        np.divide(reference[:, None], durations, out=rates, where=accepted)
+        plain = len(bounds) == 2 and bool((durations == reference[:, None]).all())
+        last_start = (
+            last_starts.max(axis=1) if len(batch) else np.zeros(0, dtype=np.int64)
+        ).tolist()
         demand = np.zeros((len(realtime), horizon), dtype=np.int64)
         for r, i in enumerate(realtime):
             demand[r] = tasks[i].demand or 0
@@ -429,28 +789,28 @@ class AllocationIndex:
             priority=np.array([t.priority for t in tasks], dtype=np.float64),
             batch_idx=np.array(batch, dtype=np.int64),
             batch_gpus=np.array([tasks[i].gpus for i in batch], dtype=np.int64),
-            batch_duration=np.array([tasks[i].duration for i in batch], dtype=np.int64),
+            batch_duration=reference,
             batch_arrival=np.array([tasks[i].arrival for i in batch], dtype=np.int64),
             batch_last_start=np.array(last_start, dtype=np.int64),
             batch_running=np.array([tasks[i].running is not None for i in batch], dtype=bool),
             batch_first_gpu=np.array([_running_first(tasks[i]) for i in batch], dtype=np.int64),
-            batch_remaining=np.array([_remaining(tasks[i]) for i in batch], dtype=np.int64),
+            batch_remaining=remaining,
             realtime_idx=np.array(realtime, dtype=np.int64),
             demand=demand,
             max_swap=np.array([_swap_of(tasks[i], gpus) for i in realtime], dtype=np.int64),
             initial=np.array([tasks[i].initial_gpus for i in realtime], dtype=np.int64),
+            model_names=names,
+            pool_bounds=bounds,
+            pool_model=pool_model,
+            batch_durations=durations,
+            batch_rates=rates,
+            batch_last_starts=last_starts,
+            plain=plain,
         )
 
 
 def _running_first(task: Task) -> int:
     return -1 if task.running is None else task.running.first_gpu
-
-
-def _remaining(task: Task) -> int:
-    assert task.duration is not None
-    if task.running is None:
-        return task.duration
-    return task.running.start + task.duration
 
 
 parse_problem = AllocationProblem.parse
@@ -462,14 +822,19 @@ __all__ = [
     "MAX_CELLS",
     "MAX_GPUS",
     "MAX_HORIZON",
+    "MAX_POOLS",
+    "MAX_SPEED",
     "MAX_TASKS",
     "AllocationIndex",
     "AllocationProblem",
     "Grid",
+    "ModelTable",
+    "Pool",
     "Running",
     "Task",
     "is_power_of_two",
     "load_problem",
+    "model_duration",
     "node_rule",
     "parse_problem",
 ]

@@ -137,6 +137,7 @@ def build_schedule(
         if not placed[task_idx] and not index.batch.running[b]
     ]
     why = _reasons(problem, codes, held, left_out)
+    batch_of = {task_idx: b for b, task_idx in enumerate(index.batch.task_idx)}
     entries: list[ScheduleEntry] = []
     realtime_pos = 0
     for task_idx, task in enumerate(problem.tasks):
@@ -167,7 +168,12 @@ def build_schedule(
             )
             continue
         start = int(first_step[task_idx]) if task.running is None else task.running.start
-        end = start + task.duration
+        first_gpu = int(first_cell[task_idx] % gpus)
+        duration = task.duration
+        if not index.plain:  # its duration on the model of its block (section 15)
+            steps = index.per_model.durations[batch_of[task_idx]][index.model_of(first_gpu)]
+            duration = steps or duration  # 0: a model it does not accept (an illegal grid)
+        end = start + duration
         status: EntryStatus = "running" if task.running is not None else "completed"
         if end > horizon:
             status = "running_past_horizon" if task.running is not None else "past_horizon"
@@ -178,7 +184,7 @@ def build_schedule(
                 status=status,
                 start=start,
                 end=end,
-                first_gpu=int(first_cell[task_idx] % gpus),
+                first_gpu=first_gpu,
                 gpus=int(width[task_idx]),
             )
         )
@@ -219,12 +225,17 @@ def _reasons(
     running blocks, and every step it covers keeps room for the realtime
     services' fastest ramp-down). The least contested placement is the one
     whose most valuable cell is cheapest (ties: earliest start, lowest GPU).
+    With GPU models, the blocks and durations of every model the task accepts
+    are placements alike.
     """
     index = problem.index
     batch = index.batch
     horizon = index.horizon
+    board = Board(index)
     found: dict[int, tuple[Reason, str]] = {}
-    shapes: dict[tuple[int, int], list[int]] = {}
+    # (size, steps, legal first GPUs) -> the (task, way) pairs of that shape
+    shapes: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    ways: dict[int, list[tuple[int, int, float]]] = {}  # task -> (duration, last, rate) per way
     for b in left_out:
         task_idx = batch.task_idx[b]
         if batch.arrival[b] >= horizon:
@@ -233,74 +244,107 @@ def _reasons(
                 f"it arrives at step {batch.arrival[b]}, not before the horizon ends "
                 f"(step {horizon})",
             )
-        else:
-            shapes.setdefault((batch.size[b], min(batch.duration[b], horizon)), []).append(b)
-    if not shapes:
+            continue
+        ways[b] = []
+        for way, (duration, last, firsts, rate) in enumerate(board.variants(b)):
+            ways[b].append((duration, last, rate))
+            shapes.setdefault((batch.size[b], min(duration, horizon), firsts), []).append((b, way))
+    if not ways:
         return found
     worth = _cell_worth(problem, codes, held)
     room = _floor_room(index)
-    board = Board(index)
     spent = 0
-    for (size, length), group in sorted(shapes.items(), key=lambda item: -len(item[1])):
+    # per task and way: the cheapest cost and its first GPU at each start, or None if not analysed
+    options: dict[int, list[tuple[np.ndarray, np.ndarray] | None]] = {
+        b: [None] * len(found_ways) for b, found_ways in ways.items()
+    }
+    unanalysed: set[int] = set()
+    for (size, length, mask), group in sorted(shapes.items(), key=lambda item: -len(item[1])):
         spent += _search_cost(index, size, length)
         if spent > REASON_BUDGET:
-            for b in group:
-                found[batch.task_idx[b]] = ("not_analysed", REASON_TEXT["not_analysed"])
+            unanalysed.update(b for b, _ in group)
             continue
         # most valuable cell of each legal block (columns) over each start's steps (rows);
         # a start without room for the realtime minimum beside running tasks is ruled out
         cost = _window_max(_window_max(worth.T, size, pad=None).T, length, pad=-1.0)
         fits = -_window_max(-room, length, pad=-np.inf) >= size
-        legal = _legal_firsts(board, size)
+        legal = _legal_firsts(board, mask)
         cost = np.where(fits[:, None], cost[:, legal], np.inf)
         cheapest = cost.min(axis=1, initial=np.inf)  # per start: the least contested block
         cheapest_first = legal[cost.argmin(axis=1)] if legal.size else np.zeros(horizon, int)
-        for b in group:
-            found[batch.task_idx[b]] = _reason_of(problem, codes, cheapest, cheapest_first, b)
+        for b, way in group:
+            options[b][way] = (cheapest, cheapest_first)
+    for b, task_ways in ways.items():
+        task_idx = batch.task_idx[b]
+        if b in unanalysed:
+            found[task_idx] = ("not_analysed", REASON_TEXT["not_analysed"])
+            continue
+        analysed = [
+            (*option, duration, last, rate)
+            for (duration, last, rate), option in zip(task_ways, options[b], strict=True)
+            if option is not None
+        ]
+        found[task_idx] = _reason_of(problem, codes, analysed, b)
     return found
 
 
 def _reason_of(
     problem: AllocationProblem,
     codes: np.ndarray,
-    cheapest: np.ndarray,
-    cheapest_first: np.ndarray,
+    ways: list[tuple[np.ndarray, np.ndarray, int, int, float]],
     b: int,
 ) -> tuple[Reason, str]:
-    """The reason of batch task ``b``, from the least contested block at each start."""
+    """The reason of batch task ``b``, from the least contested block at each start of each
+    way it may run (``(cheapest, cheapest_first, duration, last start, rate)``: one per GPU
+    model; a plain problem has one, at rate 1)."""
     index = problem.index
     batch = index.batch
-    size, arrival, last = batch.size[b], batch.arrival[b], batch.last_start[b]
+    size, arrival = batch.size[b], batch.arrival[b]
     priority = batch.priority[b]
     task = problem.tasks[batch.task_idx[b]]
     until = f"its deadline (step {task.deadline})" if task.deadline is not None else "the horizon"
-    starts = cheapest[arrival : last + 1]
-    if starts.size == 0 or not np.isfinite(starts.min()):
+    # per way: (cost, start, first GPU, duration, rate) of its least contested placement
+    placements: list[tuple[float, int, int, int, float]] = []
+    for cheapest, cheapest_first, duration, last, rate in ways:
+        starts = cheapest[arrival : last + 1]
+        if starts.size == 0 or not np.isfinite(starts.min()):
+            continue
+        start = arrival + int(np.argmin(starts))  # ties: the earliest start, then the lowest GPU
+        placements.append(
+            (float(cheapest[start]), start, int(cheapest_first[start]), duration, rate)
+        )
+    if not placements:
         return (
             "no_fit",
             f"no block of {size} GPUs is free from its arrival (step {arrival}) to {until} "
             "beside the running tasks and the realtime services' fastest ramp-down, even in an "
             "otherwise empty plan",
         )
-    start = arrival + int(np.argmin(starts))  # ties: the earliest start, then the lowest GPU
-    first = int(cheapest_first[start])
-    worst = float(cheapest[start])
-    end = min(index.horizon, start + batch.duration[b])
+    # ties between ways: the earliest start, then the lowest GPU
+    contested = min(placements, key=lambda option: option[:3])
+    cheaper = [option for option in placements if option[0] < priority * option[4]]
+    if contested[0] >= 0 and cheaper:
+        contested = min(cheaper, key=lambda option: option[:3])
+    worst, start, first, duration, rate = contested
+    own = f"priority {priority:g}"
+    if rate != 1.0:
+        own = f"value {priority * rate:g} (priority {priority:g} x speed-up {rate:.3g})"
+    end = min(index.horizon, start + duration)
     where = f"GPUs {first}-{first + size - 1} in steps {start}-{end - 1}"
     if worst < 0:
         note = " (priority 0: placing it adds nothing)" if priority == 0 else ""
         return "idle", f"{where} are idle, yet it was not placed{note}"
     holders = _holders(problem, codes[start:end, first : first + size])
-    if worst < priority:
+    if cheaper:
         return (
             "lower_value",
             f"its least contested placement, {where}, holds only work worth less than its "
-            f"priority {priority:g} per GPU-step: {holders}",
+            f"{own} per GPU-step: {holders}",
         )
     return (
         "higher_value",
         f"every placement from its arrival (step {arrival}) to {until} overlaps a running task "
-        f"or work worth at least its priority {priority:g} per GPU-step; the least contested, "
+        f"or work worth at least its {own} per GPU-step; the least contested, "
         f"{where}, holds {holders}",
     )
 
@@ -324,7 +368,8 @@ def _holders(problem: AllocationProblem, cells: np.ndarray, limit: int = 3) -> s
 def _cell_worth(problem: AllocationProblem, codes: np.ndarray, held: np.ndarray) -> np.ndarray:
     """``(T, G)`` what one GPU-step of each cell's holder is worth in the objective.
 
-    Idle: -1. Batch: its priority. Realtime: ``realtime_penalty * priority``
+    Idle: -1. Batch: its priority (times its rate on the GPU's model, section 15).
+    Realtime: ``realtime_penalty * priority``
     (the price of a missing GPU-step), or 0 at a step where the service holds
     more than its demand (reserve). Running blocks: infinite (nothing may
     displace them, A2b).
@@ -333,6 +378,10 @@ def _cell_worth(problem: AllocationProblem, codes: np.ndarray, held: np.ndarray)
     per_task = np.append(index.priority, -1.0)  # the last: empty cells (code -1)
     per_task[index.realtime_idx] *= index.penalty
     worth: np.ndarray = per_task[codes]
+    if not index.plain:  # a batch GPU-step on model m is worth p_j * d_j / d_j^m (section 15)
+        rates = np.ones((len(index.ids) + 1, index.num_models))
+        rates[index.batch_idx] = index.batch_rates
+        worth *= rates[codes, index.gpu_model[None, :]]
     if index.num_realtime:
         position = np.full(len(index.ids) + 1, -1, dtype=np.int64)
         position[index.realtime_idx] = np.arange(index.num_realtime)
@@ -353,9 +402,8 @@ def _floor_room(index: AllocationIndex) -> np.ndarray:
     return (index.gpus - running_count(index) - floor).astype(np.float64)
 
 
-def _legal_firsts(board: Board, size: int) -> np.ndarray:
-    """First GPUs of the legal blocks of ``size`` GPUs (A3, as the board knows them), ascending."""
-    mask = board.legal_firsts(size)
+def _legal_firsts(board: Board, mask: int) -> np.ndarray:
+    """The first GPUs of a bitmask of them (legal blocks as the board knows them), ascending."""
     packed = np.frombuffer(mask.to_bytes((board.gpus + 7) // 8, "little"), dtype=np.uint8)
     firsts: np.ndarray = np.flatnonzero(np.unpackbits(packed, bitorder="little"))
     return firsts

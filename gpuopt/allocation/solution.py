@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuopt.allocation.problem import AllocationProblem, Grid, node_rule
+from gpuopt.allocation.problem import AllocationProblem, Grid, Task, node_rule
 from gpuopt.allocation.schedule import ScheduleEntry, build_schedule, schedule_violations
 from gpuopt.errors import short
 from gpuopt.result import Result
@@ -202,6 +202,7 @@ def _grid_violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) 
             )
     cells = occupancy(problem, grid)
     node = index.node_size
+    batch_pos = {int(task_idx): b for b, task_idx in enumerate(index.batch_idx.tolist())}
     for task in problem.tasks:
         held = cells.get(task.id, {})
         name = f"task {task.id!r}"
@@ -244,9 +245,17 @@ def _grid_violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) 
                 if task.gpus <= node:
                     what = "crosses a node boundary"
                 found.append(f"A3: {name} block {_block_text(block)} {what}")
+        # M1, M2 (section 15): one pool of a model the task accepts, its duration there
+        duration, on_model = task.duration, ""
+        if problem.pools is not None:
+            found.extend(_pool_violations(problem, task, block))
+            model = index.model_of(first)
+            on = int(index.batch_durations[batch_pos[index.id2idx[task.id]], model])
+            if on:  # else the task does not accept the model: said above
+                duration, on_model = on, f" on model {index.model_names[model]!r}"
         # A2: exactly `duration` consecutive steps inside [arrival, deadline).
         if task.running is not None:
-            expected_end = min(horizon, task.running.start + task.duration)
+            expected_end = min(horizon, task.running.start + duration)
             if start != 0 or end != expected_end or first != task.running.first_gpu:
                 found.append(
                     f"A2: running {name} must keep GPUs from {task.running.first_gpu} "
@@ -254,20 +263,41 @@ def _grid_violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) 
                     f"for steps [{start}, {end})"
                 )
             continue
-        expected_end = min(horizon, start + task.duration)
+        expected_end = min(horizon, start + duration)
         if end != expected_end:
             found.append(
-                f"A2: {name} runs steps [{start}, {end}) but needs {task.duration} "
-                f"consecutive steps from {start}"
+                f"A2: {name} runs steps [{start}, {end}) but needs {duration} "
+                f"consecutive steps from {start}{on_model}"
             )
         if start < task.arrival:
             found.append(f"A2: {name} starts at step {start} before its arrival {task.arrival}")
-        if task.deadline is not None and start + task.duration > task.deadline:
+        if task.deadline is not None and start + duration > task.deadline:
             found.append(
-                f"A2: {name} finishes at step {start + task.duration} after its deadline "
-                f"{task.deadline}"
+                f"A2: {name} finishes at step {start + duration} after its deadline "
+                f"{task.deadline}{on_model}"
             )
     return found
+
+
+def _pool_violations(problem: AllocationProblem, task: Task, block: list[int]) -> list[str]:
+    """A3 with GPU models (M1): the block lies inside one pool of a model the task accepts."""
+    index = problem.index
+    name = f"task {task.id!r}"
+    pools = problem.pools or []
+    first, last = block[0], block[-1]
+    pool = index.pool_of(first)
+    if index.pool_of(last) != pool:
+        other = index.pool_of(last)
+        return [
+            f"A3: {name} block {_block_text(block)} spans pools {pool} ({pools[pool].model!r}) "
+            f"and {other} ({pools[other].model!r})"
+        ]
+    if pools[pool].model not in problem.task_speeds(task):
+        return [
+            f"A3: {name} block {_block_text(block)} lies in pool {pool} of model "
+            f"{pools[pool].model!r}, which the task does not accept"
+        ]
+    return []
 
 
 def _block_text(block: list[int]) -> str:
@@ -316,8 +346,17 @@ def evaluate(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) -> Evalu
                     counts[task_idx, step] += 1
     batch_counts = counts[index.batch_idx]  # (B, T)
     batch_priority = index.priority[index.batch_idx]
-    batch_value_w = float(batch_priority @ (batch_counts @ weights)) if index.num_batch else 0.0
-    value = float(batch_priority @ batch_counts.sum(axis=1)) if index.num_batch else 0.0
+    durations = index.batch_duration
+    if index.plain:
+        work = batch_counts
+    else:  # GPU models (section 15): a GPU-step on model m is d_j / d_j^m steps of work
+        on_model = _model_counts(problem, grid)  # (B, M, T)
+        work = (on_model * index.batch_rates[:, :, None]).sum(axis=1)
+        model = on_model.sum(axis=2).argmax(axis=1)  # a legal block lies on one model
+        steps = index.batch_durations[np.arange(index.num_batch), model]
+        durations = np.where(steps > 0, steps, durations)
+    batch_value_w = float(batch_priority @ (work @ weights)) if index.num_batch else 0.0
+    value = float(batch_priority @ work.sum(axis=1)) if index.num_batch else 0.0
     useful = int(batch_counts.sum())
     shortfall_total = 0
     penalty_w = 0.0
@@ -331,15 +370,14 @@ def evaluate(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) -> Evalu
     completed = 0
     scheduled = 0
     for b in range(index.num_batch):
-        row = batch_counts[b]
-        steps = np.flatnonzero(row)
-        if steps.size == 0:
+        occupied = np.flatnonzero(batch_counts[b])
+        if occupied.size == 0:
             continue
         scheduled += 1
         if index.batch_running[b]:
             end = int(index.batch_remaining[b])
         else:
-            end = int(steps[0]) + int(index.batch_duration[b])
+            end = int(occupied[0]) + int(durations[b])
         if end <= horizon:
             completed += 1
     objective = batch_value_w - problem.realtime_penalty * penalty_w
@@ -351,6 +389,21 @@ def evaluate(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) -> Evalu
         scheduled=scheduled,
     )
     return Evaluation(objective=objective, metrics=metrics)
+
+
+def _model_counts(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) -> np.ndarray:
+    """``(B, M, T)`` cells of each batch-like task on each GPU model at each step."""
+    index = problem.index
+    batch_of = {index.ids[i]: b for b, i in enumerate(index.batch_idx.tolist())}
+    gpu_model = index.gpu_model.tolist()
+    counts = np.zeros((index.num_batch, index.num_models, index.horizon), dtype=np.int64)
+    for step, row in enumerate(grid[: index.horizon]):
+        for gpu, cell in enumerate(row[: index.gpus]):
+            if isinstance(cell, str):
+                b = batch_of.get(cell)
+                if b is not None:
+                    counts[b, gpu_model[gpu], step] += 1
+    return counts
 
 
 def make_result(

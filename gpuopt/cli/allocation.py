@@ -157,6 +157,7 @@ def run_generate(args: argparse.Namespace) -> int:
             align_blocks=args.align,
             gpus_per_node=args.gpus_per_node,
             load=args.load,
+            models=args.models,
         )
     text = problem.to_json(indent=1) + "\n"
     if args.out:
@@ -316,6 +317,12 @@ def add_commands(commands: Any) -> None:
     )
     generate.add_argument(
         "--align", action="store_true", help="blocks start at a multiple of their size"
+    )
+    generate.add_argument(
+        "--models",
+        action="store_true",
+        help="GPU models: two or three pools with speed factors, and tasks that accept some "
+        "models only or have speeds of their own (models/allocation.md section 15)",
     )
     generate.add_argument(
         "--load",

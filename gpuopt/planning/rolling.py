@@ -367,17 +367,21 @@ class RollingPlanner:
                 "gpus": task.gpus,
                 "duration": task.duration,
             }
+            if task.models is not None:
+                row["models"] = task.models
+            durations = scenario.task_durations(task)  # steps on each GPU model it accepts
             pinned = self.started.get(task.id)
             if pinned is None and task.running is not None:
                 pinned = (task.running.start, task.running.first_gpu)
             if pinned is not None:
                 start, first = pinned
-                if start + task.duration <= now:
+                model = scenario.pools[scenario.pool_of(first)].model if scenario.pools else ""
+                if start + durations[model] <= now:
                     continue  # finished
                 row["running"] = {"start": start - now, "first_gpu": first}
             else:
                 if task.deadline is not None:
-                    if task.deadline - now < task.duration:
+                    if task.deadline - now < min(durations.values()):
                         continue  # can no longer finish in time: dropped
                     row["deadline"] = task.deadline - now
                 row["arrival"] = max(0, task.arrival - now)
@@ -392,6 +396,8 @@ class RollingPlanner:
                 "realtime_penalty": scenario.realtime_penalty,
                 "align_blocks": scenario.align_blocks,
                 "gpus_per_node": scenario.gpus_per_node,
+                "pools": scenario.pools,
+                "speed": scenario.speed,
                 "tasks": tasks,
             }
         )

@@ -108,7 +108,7 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
         "demand is required",
     ),
     "unknown field": (scenario({**TRAIN, "colour": "red"}), "tasks[0].colour is not a known field"),
-    "unknown top field": ({"gpus": 4, "tasks": [], "speed": 1}, "speed is not a known field"),
+    "unknown top field": ({"gpus": 4, "tasks": [], "colour": 1}, "colour is not a known field"),
     "missing gpus": ({"tasks": []}, "gpus is required"),
     "negative max_swap": (scenario({**RT, "max_swap": -1}), "max_swap"),
     "initial above cluster": (scenario({**RT, "initial": 5}), "initial 5 exceeds"),
