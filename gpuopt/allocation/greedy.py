@@ -388,6 +388,11 @@ def _placed_value(board: Board, b: int) -> float:
     return board.block_value(b, start, board.end_of(b, start, first), board.rate_of(b, first))
 
 
+def _can_start(board: Board, b: int) -> bool:
+    """Whether task ``b`` has a legal block and start on some model it accepts."""
+    return any(last >= board.batch.arrival[b] for _steps, last, _legal, _rate in board.variants(b))
+
+
 def _best_value(board: Board, b: int) -> float:
     """The most task ``b`` can earn: at its arrival, on its best model (0 without a legal
     start)."""
@@ -414,18 +419,15 @@ def _ruin(
     """
     batch, horizon, gpus = board.batch, board.horizon, board.gpus
     movable = sorted(b for b in board.starts if not batch.running[b])
-    left_out = [
-        b for b in pending if b not in board.starts and batch.arrival[b] <= batch.last_start[b]
-    ]
+    left_out = [b for b in pending if b not in board.starts and _can_start(board, b)]
     kind = rng.randrange(6 if left_out else 5)
     if kind == 5 or not movable:  # make room for a left-out task where it is asked to go
         if not left_out:
             return [], [], None
         u = rng.choice(left_out)
         arrival = batch.arrival[u]
-        steps_u, last, legal, _rate = rng.choice(board.variants(u))
-        if last < arrival:
-            return [], [], None
+        ways = [way for way in board.variants(u) if way[1] >= arrival]
+        steps_u, last, legal, _rate = rng.choice(ways)
         start = arrival + int(rng.random() ** 2 * (last - arrival + 1))
         first = rng.choice(_lowest_bits(legal, gpus))
         end, lo, hi = min(horizon, start + steps_u), first, first + batch.size[u]
@@ -539,7 +541,7 @@ def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -
     placements = checks = 0
     gains = {}
     for u in pending:
-        if batch.arrival[u] > batch.last_start[u]:
+        if not _can_start(board, u):
             continue  # no legal start (arrives after the horizon or too late for its deadline)
         gains[u] = _best_value(board, u) - (_placed_value(board, u) if u in board.starts else 0)
     movers = sorted((u for u in gains if gains[u] > 1e-9), key=lambda u: (-gains[u], u))
