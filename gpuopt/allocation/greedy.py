@@ -583,11 +583,16 @@ def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -
                 continue  # no room beside realtime there: not a try
             tries += 1
             offer = [b for b in pending if b not in trial.starts]
-            for b in sorted(offer, key=lambda b: _key_urgent_first(trial.index, b)):
-                _place_earliest(trial, b, trade=True, trade_starts=trial.horizon)
-            placements += len(offer) + 1
-            if trial.objective > board.objective + 1e-9:
-                board = trial
+            found = None
+            for key in ORDERS[:2]:  # the others re-placed by priority, then by total worth
+                again = trial.copy()
+                for b in sorted(offer, key=lambda b, key=key: key(again.index, b)):  # type: ignore[misc]
+                    _place_earliest(again, b, trade=True, trade_starts=again.horizon)
+                if found is None or again.objective > found.objective + 1e-9:
+                    found = again
+            placements += 2 * len(offer) + 1
+            if found is not None and found.objective > board.objective + 1e-9:
+                board = found
                 break
             if tries >= ROOM_TRIES:
                 break
@@ -607,7 +612,7 @@ def _search(
     if budget < 1:
         return board
     most = {b: _best_value(board, b) for b in pending}
-    best, placements = _make_room(board, pending, budget, deadline)
+    best, placements = _make_room(board, pending, budget // 2, deadline)  # half the budget
     current = best
     stalled = 0
     for _ in range(rounds):
