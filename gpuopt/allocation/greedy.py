@@ -361,21 +361,21 @@ def _improve(
 
 #: Ruin-and-recreate rounds after the swap pass (section 10.1 of models/allocation.md).
 SEARCH_ROUNDS = 100
-#: Work budget of the search, in task placements tried on a grid of 16 GPUs x 12 steps
-#: (a count, not a clock). A larger grid gets proportionally fewer: 64 GPUs x 12 steps
-#: 500 placements, 1,024 x 24 about 15, so large scenarios keep the millisecond path
+#: Work budget of the search, in task placements tried on a grid of up to 32 GPUs x 12
+#: steps (a count, not a clock). A larger grid gets proportionally fewer: 64 GPUs x 12
+#: steps 1,000 placements, 1,024 x 24 about 30, so large scenarios keep their time
 #: (``method="lns"`` improves them instead).
 SEARCH_WORK = 2_000
 #: Work budget of the make-room pass's survey, in (position, placed task) checks, on a
-#: grid of 16 GPUs x 12 steps (scaled like :data:`SEARCH_WORK`).
+#: grid of up to 32 GPUs x 12 steps (scaled like :data:`SEARCH_WORK`).
 ROOM_WORK = 200_000
 #: The search stops after this many rounds in a row without a better plan.
 STALL_ROUNDS = 100
 
 
 def _scaled(work: int, board: Board) -> int:
-    """``work`` on a grid of 16 GPUs x 12 steps, scaled down to ``board``'s grid."""
-    return work * 16 * 12 // (max(16, board.gpus) * max(12, board.horizon))
+    """``work`` on a grid of 32 GPUs x 12 steps, scaled down to ``board``'s grid."""
+    return work * 32 * 12 // (max(32, board.gpus) * max(12, board.horizon))
 
 
 #: Widths (GPUs) of the windows a round may free.
