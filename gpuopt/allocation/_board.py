@@ -350,6 +350,14 @@ def realtime_curves(
     ramps up early (ahead of a peak) so the swap rule never causes a shortfall
     that starting sooner could have avoided.
 
+    Task by task, this is a Python loop over the realtime tasks, and the
+    greedy calls it for every realtime trade it weighs (12,500 services at
+    65,536 GPUs x 100,000 tasks: 0.3 s a call). So, from :data:`UNBOUND_FROM`
+    tasks on, whole blocks of tasks get their curves at once, as if capacity
+    were unlimited (:func:`_unbound_curves`), up to the first task whose
+    curve what is left would cut; that task is served alone, and the blocks
+    go on after it. The curves are the same to the GPU.
+
     Parameters
     ----------
     target
@@ -366,9 +374,27 @@ def realtime_curves(
     upper = np.minimum(index.gpus, index.initial[:, None] + swap[:, None] * steps[None, :])
     counts = np.zeros_like(target)
     left = capacity.astype(np.int64) - lower.sum(axis=0)
+    rows_of = np.asarray(order, dtype=np.int64)
+    position, block = 0, max(1, min(len(order), UNBOUND_CELLS // horizon))
     # Each pass is a recurrence like ub[t] = min(ub[t], ub[t-1] + s), i.e. a running
     # minimum of ub[t'] + s*(t - t'): one accumulate over ub - s*t, shifted back.
-    for r in order:
+    while position < len(order):
+        if len(order) >= UNBOUND_FROM:  # whole blocks of tasks the capacity left does not bind
+            rows = rows_of[position : position + block]
+            free, need = _unbound_curves(target[rows], upper[rows], lower[rows], swap[rows])
+            change = np.cumsum(lower[rows] - free, axis=0)  # left after each task, less left now
+            fits = (left + change + free >= need).all(axis=1)  # left as each task sees it
+            taken = len(rows) if fits.all() else int(fits.argmin())
+            if taken:
+                counts[rows[:taken]] = free[:taken]
+                left += change[taken - 1]
+                position += taken
+            if taken == len(rows):
+                block = min(2 * block, max(1, UNBOUND_CELLS // horizon))
+                continue
+            block = 1
+        r = order[position]
+        position += 1
         s = int(swap[r])
         slope = s * ramp
         left += lower[r]  # this task's own forced ramp-down is now part of its curve
@@ -381,3 +407,34 @@ def realtime_curves(
         counts[r] = np.maximum.accumulate(floor + slope) - slope  # ramp down at most s
         left -= counts[r]
     return counts
+
+
+#: From this many realtime tasks on, :func:`realtime_curves` serves them in blocks
+#: (the same curves; below it, task by task is faster: measured crossover 4 tasks).
+UNBOUND_FROM = 4
+#: Largest block (tasks x steps) :func:`realtime_curves` computes at once.
+UNBOUND_CELLS = 1 << 20
+
+
+def _unbound_curves(
+    target: np.ndarray, upper: np.ndarray, lower: np.ndarray, swap: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`realtime_curves` for a block of tasks as if capacity were unlimited, and the
+    capacity each needs to get the same curve.
+
+    The capacity left enters a task's curve only through the smoothed bound
+    ``S(left)`` in ``min(target, S(upper), S(left))``, where ``S`` lets a curve
+    rise and fall at most ``s`` per step. ``S(left) >= want`` holds exactly
+    when ``left >= D(want)``, with ``D(want)[t] = max over t' of want[t'] - s|t - t'|``;
+    so a task whose ``left`` reaches ``need = D(want)`` at every step gets the
+    unbound curve, to the GPU. Returns ``(curves, need)``, both ``(rows, T)``.
+    """
+    ramp = np.arange(target.shape[1], dtype=np.int64)
+    slope = swap[:, None] * ramp[None, :]
+    ub = np.minimum.accumulate(upper - slope, axis=1) + slope
+    ub = np.minimum.accumulate((ub + slope)[:, ::-1], axis=1)[:, ::-1] - slope
+    want = np.minimum(target, ub)
+    early = np.maximum.accumulate((want - slope)[:, ::-1], axis=1)[:, ::-1] + slope
+    need = np.maximum(np.maximum.accumulate(want + slope, axis=1) - slope, early)
+    floor = np.maximum(early, lower)
+    return np.maximum.accumulate(floor + slope, axis=1) - slope, need

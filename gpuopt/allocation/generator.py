@@ -13,6 +13,8 @@ import random
 from itertools import pairwise
 from typing import Any
 
+import numpy as np
+
 from gpuopt.allocation.problem import (
     MAX_CELLS,
     MAX_GPUS,
@@ -164,6 +166,7 @@ def random_problem(
     asked = sum(g * min(d, horizon) for _, g, d, _ in wanted) or 1
     scale = min(1.0, budget / asked) if load < 1 else 1.0
     next_free = 0  # running tasks are packed from GPU 0 upwards, each inside one node
+    forced = _forced_ramp_down(spec, horizon)
     running_used = [0] * horizon
     held_before = sum(t["initial"] for t in spec)  # GPUs in use just before step 0
     for j, (kind, gpus_asked, duration, priority) in enumerate(wanted):
@@ -192,7 +195,7 @@ def random_problem(
             fits = first + gpus_asked <= gpus
             if start < 0:
                 fits = fits and held_before + gpus_asked <= gpus
-            if fits and _realtime_room(spec, running_used, gpus_asked, end, gpus):
+            if fits and _realtime_room(forced, running_used, gpus_asked, end, gpus):
                 task["arrival"] = 0
                 task["running"] = {"start": start, "first_gpu": first}
                 next_free = first + gpus_asked
@@ -344,16 +347,15 @@ def _check_arguments(**arguments: Any) -> None:
         )
 
 
+def _forced_ramp_down(spec: list[dict[str, Any]], horizon: int) -> list[int]:
+    """GPUs the realtime services still hold at each step, ramping down from ``initial`` (A4)."""
+    initial = np.array([t["initial"] for t in spec if t["kind"] == "realtime"], dtype=np.int64)
+    swap = np.array([t["max_swap"] for t in spec if t["kind"] == "realtime"], dtype=np.int64)
+    return [int(np.maximum(0, initial - swap * (step + 1)).sum()) for step in range(horizon)]
+
+
 def _realtime_room(
-    spec: list[dict[str, Any]], running_used: list[int], size: int, end: int, gpus: int
+    forced: list[int], running_used: list[int], size: int, end: int, gpus: int
 ) -> bool:
     """Keep the problem valid: realtime ramp-down from ``initial`` beside running tasks."""
-    for step in range(end):
-        forced = sum(
-            max(0, t["initial"] - t["max_swap"] * (step + 1))
-            for t in spec
-            if t["kind"] == "realtime"
-        )
-        if forced + running_used[step] + size > gpus:
-            return False
-    return True
+    return all(forced[step] + running_used[step] + size <= gpus for step in range(end))

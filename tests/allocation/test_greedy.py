@@ -1,0 +1,96 @@
+"""The greedy's swap-pass helpers: the victim index and trials taken back on the board."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from gpuopt.allocation._board import Board, realtime_curves, running_count
+from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.greedy import VICTIMS, _place_earliest, _Trial, _Victims
+
+
+def _contended_board(seed: int, realtime_penalty: float = 8.0) -> Board:
+    problem = random_problem(
+        seed, gpus=32, tasks=60, horizon=12, gpus_per_node=8, load=2.0, realtime=3
+    ).model_copy(update={"realtime_penalty": realtime_penalty})
+    index = problem.index
+    board = Board(index)
+    board.pin_running()
+    order = list(range(index.num_realtime))
+    board.realtime_order = order
+    capacity = index.gpus - running_count(index)
+    board.set_realtime(realtime_curves(index, index.demand, order, capacity))
+    for b in range(index.num_batch):
+        if not index.batch_running[b]:
+            _place_earliest(board, b)  # no trade: realtime keeps its curves
+    return board
+
+
+def _brute_force(board: Board, window_lo: int, window_hi: int) -> list[int]:
+    """What the swap pass once did: sort every placed task that overlaps the window."""
+    batch = board.batch
+    movable = [
+        b
+        for b, (start, _first) in board.starts.items()
+        if not batch.running[b] and start < window_hi and start + batch.duration[b] > window_lo
+    ]
+    movable.sort(key=lambda b: (board.block_value(b, board.starts[b][0]), b))
+    return movable[:VICTIMS]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_victims_are_the_cheapest_placed_tasks_overlapping_the_window(seed: int) -> None:
+    board = _contended_board(seed)
+    victims = _Victims(board)
+    rng = random.Random(seed)
+    horizon = board.horizon
+    for _ in range(40):
+        # a kept change: one placed task leaves, the first left-out task that fits comes in
+        placed = [b for b in board.starts if not board.batch.running[b]]
+        gone = rng.choice(placed)
+        board.remove(gone)
+        left_out = [b for b in range(board.index.num_batch) if b not in board.starts]
+        came = next(b for b in rng.sample(left_out, len(left_out)) if _place_earliest(board, b))
+        victims.sync(board, (gone, came))
+        for window_lo in range(horizon):
+            for window_hi in (window_lo + 1, window_lo + 4, 2 * horizon):
+                assert victims.cheapest(board, window_lo, window_hi, VICTIMS) == _brute_force(
+                    board, window_lo, window_hi
+                )
+
+
+def _state(board: Board) -> tuple[object, ...]:
+    return (
+        list(board.busy),
+        list(board.room),
+        sorted(board.starts.items()),
+        board.value,
+        board.penalty,
+        board.trade_budget,
+        board.counts.tolist(),
+        board.reserved.tolist(),
+        list(board.over),
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_trial_taken_back_leaves_the_board_as_it_was(seed: int) -> None:
+    board = _contended_board(seed, realtime_penalty=0.1)  # cheap realtime: trades pay
+    board.trade_budget = 8
+    rng = random.Random(seed)
+    before, before_counts = _state(board), board.counts
+    traded = 0
+    for _ in range(30):
+        placed = [b for b in board.starts if not board.batch.running[b]]
+        left_out = [b for b in range(board.index.num_batch) if b not in board.starts]
+        victim, task = rng.choice(placed), rng.choice(left_out)
+        trial = _Trial(board, (task, victim))
+        board.remove(victim)
+        _place_earliest(board, task, trade=True, trade_starts=board.horizon)
+        _place_earliest(board, victim, trade=True)
+        traded += board.counts is not before_counts
+        trial.undo()
+        assert _state(board) == before
+    assert traded  # the trials gave realtime GPUs away too
