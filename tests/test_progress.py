@@ -93,7 +93,9 @@ def test_greedy_shows_its_passes_and_counts(
     assert ("greedy: order 1 of 3", pending, pending, "") in states  # every task tried
     room = [state for state in states if state[0] == "greedy: making room"]
     assert room and room[-1][1] == room[-1][2]  # every task left out tried again
-    assert re.search(r"greedy: making room .* (\d+)/\1", text)
+    search = [state for state in states if state[0] == "greedy: ruin and recreate"]
+    assert search and search[-1][1] == search[-1][2] > 0  # the rounds it ran, all shown
+    assert re.search(r"greedy: ruin and recreate .* (\d+)/\1", text)
     assert capsys.readouterr().out == ""
 
 

@@ -695,7 +695,12 @@ def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -
 
 
 def _search(
-    board: Board, pending: list[int], rounds: int, seed: int, deadline: float = np.inf
+    board: Board,
+    pending: list[int],
+    rounds: int,
+    seed: int,
+    deadline: float = np.inf,
+    shown: gpuopt.progress.Task = gpuopt.progress.NO_TASK,
 ) -> Board:
     """Ruin and recreate: free a neighbourhood (a range of steps, of GPUs, both, a few
     tasks, or one task dropped), re-place the freed and left-out tasks in a new order
@@ -709,10 +714,13 @@ def _search(
     most = {b: _best_value(board, b) for b in pending}
     best, placements = _make_room(board, pending, budget // 2, deadline)  # half the budget
     current = best
-    stalled = 0
+    stalled = done = 0
+    shown.update(description="greedy: ruin and recreate", completed=0, total=rounds)
     for _ in range(rounds):
         if placements >= budget or stalled >= STALL_ROUNDS or time.perf_counter() > deadline:
             break
+        done += 1
+        shown.advance()
         stalled += 1
         if _at_best(current, most):
             break
@@ -732,6 +740,7 @@ def _search(
             current = trial
             if trial.objective > best.objective + 1e-9:
                 best, stalled = trial, 0
+    shown.update(completed=done, total=done)  # the rounds run, when the budget ends them early
     return best
 
 
@@ -804,9 +813,8 @@ def greedy_grid(
             deadline = np.inf if time_limit is None else started + time_limit
             best = _improve(best, pending, budget, float(deadline), shown)
         if improve and search:
-            shown.update(description="greedy: ruin and recreate")
             deadline = np.inf if time_limit is None else started + time_limit
-            best = _search(best, pending, search, seed, float(deadline))
+            best = _search(best, pending, search, seed, float(deadline), shown)
     best.bind_realtime(best.counts, realtime_order)
     return best.grid()
 
