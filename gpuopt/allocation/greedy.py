@@ -582,8 +582,10 @@ def _recreate_order(board: Board, tasks: list[int], rng: random.Random) -> list[
         order = list(tasks)
         rng.shuffle(order)
         return order
-    worth = {b: batch.priority[b] * batch.size[b] * batch.duration[b] for b in tasks}
-    noisy = {b: worth[b] * rng.uniform(0.5, 1.5) for b in tasks}
+    noisy = {
+        b: batch.priority[b] * batch.size[b] * batch.duration[b] * rng.uniform(0.5, 1.5)
+        for b in tasks
+    }
     return sorted(tasks, key=lambda b: (-noisy[b], b))
 
 
@@ -634,6 +636,7 @@ def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -
     the best board and the placements spent."""
     batch = board.batch
     placements = checks = 0
+    survey = _scaled(ROOM_WORK, board)
     gains = {}
     for u in pending:
         if not _can_start(board, u):
@@ -655,7 +658,7 @@ def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -
                 worth = board.block_value(u, start, end, rate) - current
                 for first in _lowest_bits(legal, board.gpus):
                     checks += len(board.starts)
-                    if checks > _scaled(ROOM_WORK, board):
+                    if checks > survey:
                         return board, placements
                     victims = _victims(board, start, end, first, first + size, u)
                     if victims is None:
@@ -719,11 +722,11 @@ def _search(
     for _ in range(rounds):
         if placements >= budget or stalled >= STALL_ROUNDS or time.perf_counter() > deadline:
             break
+        if _at_best(current, most):
+            break
         done += 1
         shown.advance()
         stalled += 1
-        if _at_best(current, most):
-            break
         trial = current.copy()
         removed, last, target = _ruin(trial, pending, rng)
         for b in removed:
