@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpuopt.allocation import _board
-from gpuopt.allocation._board import realtime_curves, running_count
+from gpuopt.allocation._board import Board, realtime_curves, running_count
 from gpuopt.allocation.generator import random_problem
 
 
@@ -40,3 +40,33 @@ def test_realtime_curves_in_blocks_equal_task_by_task(
             monkeypatch.setattr(_board, "UNBOUND_FROM", 1)
             in_blocks = realtime_curves(index, target, order, capacity)
             assert np.array_equal(in_blocks, one_by_one)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("occupy", [False, True])
+def test_realtime_gpus_by_number_equal_by_mask(
+    seed: int, occupy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(seed)
+    problem = random_problem(
+        seed, gpus=rng.choice([16, 64, 256]), tasks=60, realtime=rng.randint(1, 12), load=1.5
+    )
+    index = problem.index
+    order = list(range(index.num_realtime))
+    rng.shuffle(order)
+    counts = realtime_curves(index, index.demand, order, index.gpus - running_count(index))
+    bound = {}
+    for path, threshold in (("mask", 10**9), ("number", 1)):
+        monkeypatch.setattr(_board, "BIND_BY_NUMBER_FROM", threshold)
+        board = Board(index)
+        board.pin_running()
+        placer = random.Random(seed)  # the same blocks for both
+        for b in range(index.num_batch):  # some batch blocks, so services must move
+            if not index.batch_running[b] and placer.random() < 0.5:
+                firsts, _free = board.free_firsts(index.batch.size[b], 0, 1)
+                if firsts:
+                    first = firsts.bit_length() - 1
+                    board.place(b, index.batch.size[b], first, 0, index.horizon)
+        board.bind_realtime(counts, order, occupy=occupy)
+        bound[path] = (board.realtime_gpus, board.busy, board.room)
+    assert bound["number"] == bound["mask"]
