@@ -172,6 +172,7 @@ def _trade_counts(
     beat: float,
     legal: int | None = None,
     rate: float = 1.0,
+    floors: list[float] | None = None,
 ) -> tuple[float, Any]:
     """Gain of starting ``b`` at ``start`` by giving realtime less, and the realtime counts.
 
@@ -180,7 +181,8 @@ def _trade_counts(
     most starts before the curves are recomputed: a lower bound on the added
     penalty (GPUs missing beside the reservation, less what realtime holds
     above demand, at the cheapest service's price), and a gain too small to
-    pay for one missing GPU-step.
+    pay for one missing GPU-step. ``floors`` (from :func:`_floor_prefix` for this
+    task's size) gives that bound in one subtraction when many starts are weighed.
     """
     if board.trade_budget <= 0:
         return beat, None  # (what every test below ends in then; the swap pass asks often)
@@ -195,11 +197,14 @@ def _trade_counts(
     missing = size - room[end - 1] - over[end - 1]
     if missing > 0 and value - missing * cheapest[end - 1] <= beat + 1e-9:
         return beat, None
-    penalty_floor = 0.0
-    for step in range(start, end):
-        missing = size - room[step] - over[step]
-        if missing > 0:
-            penalty_floor += missing * cheapest[step]
+    if floors is not None:
+        penalty_floor = floors[end] - floors[start]
+    else:
+        penalty_floor = 0.0
+        for step in range(start, end):
+            missing = size - room[step] - over[step]
+            if missing > 0:
+                penalty_floor += missing * cheapest[step]
     if value - penalty_floor <= beat + 1e-9 or board.trade_budget <= 0:
         return beat, None
     if not board.free_firsts(size, start, end, legal)[0]:
@@ -215,6 +220,46 @@ def _trade_counts(
         return beat, None  # the forced ramp-down from initial would not fit
     gain = value - (board.realtime_penalty(trial) - board.penalty)
     return (gain, trial) if gain > beat + 1e-9 else (beat, None)
+
+
+def _floor_prefix(board: Board, size: int) -> list[float]:
+    """Prefix sums over steps of :func:`_trade_counts`' penalty floor for ``size`` GPUs:
+    the floor of ``[start, end)`` is ``floors[end] - floors[start]``."""
+    missing = size - np.asarray(board.room) - np.asarray(board.over)
+    terms = np.where(missing > 0, missing * np.asarray(board.cheapest_price), 0.0)
+    floors: list[float] = np.concatenate(([0.0], np.cumsum(terms))).tolist()
+    return floors
+
+
+def _trade_candidates(
+    board: Board, b: int, arrival: int, stop: int, duration: int, beat: float, rate: float
+) -> tuple[list[int], list[float] | None]:
+    """The starts in ``[arrival, stop)`` that pass :func:`_trade_counts`' cheap tests at
+    ``beat``, and the penalty-floor prefix sums for them.
+
+    The tests only reject more as ``beat`` rises, so weighing these starts alone, with
+    the beat of the moment, decides exactly as weighing every start would.
+    """
+    if board.trade_budget <= 0:
+        return [], None
+    batch = board.batch
+    size = batch.size[b]
+    starts = np.arange(arrival, stop)
+    ends = np.minimum(board.horizon, starts + duration)
+    cum = np.asarray(board._cum_weights)
+    values = batch.priority[b] * size * rate * (cum[ends] - cum[starts])
+    cheapest = np.asarray(board.cheapest_price)
+    room, over = np.asarray(board.room), np.asarray(board.over)
+    last_price = cheapest[ends - 1]
+    last_missing = size - room[ends - 1] - over[ends - 1]
+    keep = values - beat >= last_price
+    keep &= ~((last_missing > 0) & (values - last_missing * last_price <= beat + 1e-9))
+    if not keep.any():
+        return [], None
+    floors = _floor_prefix(board, size)
+    gaps = np.asarray(floors)
+    keep &= values - (gaps[ends] - gaps[starts]) > beat + 1e-9
+    return starts[keep].tolist(), floors
 
 
 def _earliest(board: Board, size: int, start: int, last: int, duration: int, legal: int) -> int:
@@ -275,9 +320,15 @@ def _place_earliest(
         for option, first_start in enumerate(firsts):
             duration, last, legal, rate = variants[option]
             stop = min(first_start if first_start >= 0 else last + 1, arrival + trade_starts)
-            for start in range(arrival, stop):
+            if stop - arrival > TRADE_STARTS:  # many starts: drop the hopeless ones at once
+                starts, floors = _trade_candidates(board, b, arrival, stop, duration, best, rate)
+            else:
+                starts, floors = range(arrival, stop), None
+            for start in starts:
+                if board.trade_budget <= 0:
+                    break
                 end = min(horizon, start + duration)
-                gain, trial = _trade_counts(board, b, start, end, best, legal, rate)
+                gain, trial = _trade_counts(board, b, start, end, best, legal, rate, floors)
                 if trial is not None:
                     best, counts, found, chosen = gain, trial, start, option
     if found < 0:

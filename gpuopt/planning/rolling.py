@@ -218,7 +218,9 @@ class RollingPlanner:
         window, when they start different tasks. Each is committed in a copy
         of the planner, ``lookahead`` futures of arrivals are drawn (rate and
         task shapes bootstrapped from the tasks that arrived after step 0),
-        and the rest of the window is planned greedily with them; the
+        and the rest of the window is planned greedily with them (the
+        greedy's construction and swap pass, ``search=0``: a sample is a rough
+        estimate, and the search would cost each one its whole budget); the
         candidate with the higher mean of (value of step ``now`` + decayed
         objective of the rest) wins, the plan's row on ties. Returns the
         winner's whole plan: with ``replan_every > 1`` its later rows are
@@ -313,7 +315,7 @@ class RollingPlanner:
             task_id: [*curve[1 : ahead + 1]] + [curve[-1]] * max(0, ahead + 1 - len(curve))
             for task_id, curve in demand_forecasts.items()
         }
-        rest = solve(clone.window_problem(now + 1, shifted), "greedy")
+        rest = solve(clone.window_problem(now + 1, shifted), "greedy", search=0)
         return value + self.scenario.decay * rest.objective
 
     def _commit(self, now: int, row: list[Cell]) -> None:
