@@ -323,7 +323,7 @@ def _place_earliest(
             if stop - arrival > TRADE_STARTS:  # many starts: drop the hopeless ones at once
                 starts, floors = _trade_candidates(board, b, arrival, stop, duration, best, rate)
             else:
-                starts, floors = range(arrival, stop), None
+                starts, floors = list(range(arrival, stop)), None
             for start in starts:
                 if board.trade_budget <= 0:
                     break
