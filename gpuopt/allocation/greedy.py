@@ -231,6 +231,11 @@ def _floor_prefix(board: Board, size: int) -> list[float]:
     return floors
 
 
+#: From this many starts on, a realtime trade's cheap tests run over all starts at once
+#: (:func:`_trade_candidates`); fewer are tested one by one (same decisions either way).
+VECTOR_STARTS = 32
+
+
 def _trade_candidates(
     board: Board, b: int, arrival: int, stop: int, duration: int, beat: float, rate: float
 ) -> tuple[list[int], list[float] | None]:
@@ -320,7 +325,7 @@ def _place_earliest(
         for option, first_start in enumerate(firsts):
             duration, last, legal, rate = variants[option]
             stop = min(first_start if first_start >= 0 else last + 1, arrival + trade_starts)
-            if stop - arrival > TRADE_STARTS:  # many starts: drop the hopeless ones at once
+            if stop - arrival > VECTOR_STARTS:  # many starts: drop the hopeless ones at once
                 starts, floors = _trade_candidates(board, b, arrival, stop, duration, best, rate)
             else:
                 starts, floors = list(range(arrival, stop)), None
