@@ -46,6 +46,9 @@ class Board:
         self.reserved = np.zeros(index.horizon, dtype=np.int64)
         self.penalty = 0.0
         self.realtime_order: list[int] = list(range(index.num_realtime))
+        # the curves at full demand beside the running tasks alone (set by the greedy; shared
+        # by copies, never written): whatever batch blocks are removed, they stay the same
+        self.full_counts: np.ndarray | None = None
         self.trade_budget = 0  # realtime recomputations the greedy may still spend on trades
         self._price = (index.penalty * index.priority[index.realtime_idx])[:, None] * index.weights[
             None, :

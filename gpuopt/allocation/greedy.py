@@ -325,6 +325,14 @@ def _place_earliest(
         for option, first_start in enumerate(firsts):
             duration, last, legal, rate = variants[option]
             stop = min(first_start if first_start >= 0 else last + 1, arrival + trade_starts)
+            if board.trade_budget <= 0 or stop <= arrival:
+                continue
+            # Value falls with the start (decay <= 1) and so does the cheapest price: when
+            # even its value at arrival cannot pay one GPU-step at the last start's price,
+            # _trade_counts' first test rejects every start.
+            top = board.block_value(b, arrival, min(horizon, arrival + duration), rate)
+            if top - best < board.cheapest_price[min(horizon, stop - 1 + duration) - 1]:
+                continue
             if stop - arrival > VECTOR_STARTS:  # many starts: drop the hopeless ones at once
                 starts, floors = _trade_candidates(board, b, arrival, stop, duration, best, rate)
             else:
@@ -650,6 +658,9 @@ def _refresh_realtime(board: Board) -> None:
     ruin may have freed GPUs that a trade took from the services)."""
     if not board.counts.size:
         return
+    full = board.full_counts
+    if full is not None and (board.counts is full or np.array_equal(board.counts, full)):
+        return  # no trade cut them: with more room they come out the same
     capacity = np.array(board.room, dtype=np.int64) + board.reserved
     counts = realtime_curves(board.index, board.index.demand, board.realtime_order, capacity)
     if not (counts.sum(axis=0) > capacity).any():
@@ -847,6 +858,7 @@ def greedy_grid(
     counts = realtime_curves(index, index.demand, realtime_order, index.gpus - running_count(index))
     base.realtime_order = realtime_order
     base.set_realtime(counts)
+    base.full_counts = counts
     pending = [b for b, running in enumerate(index.batch.running) if not running]
     orders = ORDERS if improve else ORDERS[:1]
     best: Board | None = None
