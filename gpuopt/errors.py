@@ -54,12 +54,15 @@ def check_arguments(
     whole: dict[str, tuple[int, int]] | None = None,
     numbers: dict[str, tuple[float, float]] | None = None,
     optional: tuple[str, ...] = (),
+    executors: tuple[str, ...] = (),
 ) -> None:
     """One-sentence ``ProblemError`` for the first argument out of its range (before any work).
 
     ``whole`` maps a name to its integer range and ``numbers`` to its real
     range (both inclusive); names in ``optional`` may be None. Booleans are
-    never numbers here. Every seeded generator checks its arguments with it.
+    never numbers here. Names in ``executors`` must be None or have a
+    ``submit`` method (a ``concurrent.futures`` executor, a Dask client).
+    Every seeded generator checks its arguments with it.
 
     >>> check_arguments({"nodes": 0}, whole={"nodes": (1, 10)})
     Traceback (most recent call last):
@@ -81,6 +84,13 @@ def check_arguments(
         what = f"an integer from {low:,}" if integral else f"a number from {low:g}"
         top = f"{high:,}" if integral else f"{high:g}"
         raise ProblemError(f"{name} must be {what} to {top} (got {short(value)}).")
+    for name in executors:
+        value = arguments[name]
+        if value is not None and not callable(getattr(value, "submit", None)):
+            raise ProblemError(
+                f"{name} must be None or an executor with a submit method, such as a "
+                f"ProcessPoolExecutor or a distributed.Client (got {short(value)})."
+            )
 
 
 def problem_error_from(exc: ValidationError, *, source: str | None = None) -> ProblemError:

@@ -307,3 +307,49 @@ def test_check_groups_alike_violations_and_names_wrong_files(
     plan.write_text(json.dumps({"method": "ipc", "moves": [], "metrics": {}}))
     assert main(["check", str(MIXED), str(plan)]) == 2
     assert "expected an allocation result (with a grid) or a bare grid" in capsys.readouterr().err
+
+
+def test_allocate_lns_with_two_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "result.json"
+    args = ["allocate", str(MIXED), "--method", "lns", "--workers", "2", "--time-limit", "3"]
+    code, stdout, stderr = run([*args, "--out", str(out)], capsys)
+    assert code == 0, stderr
+    assert "lns [" in stdout and "bound" in stdout
+    result = json.loads(out.read_text())
+    assert result["method"] == "lns"
+    assert violations(load_problem(MIXED), result["grid"]) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--workers", "2"], "--workers applies only to --method lns (got --method greedy)."),
+        (
+            ["--method", "cpsat", "--scheduler", "tcp://scheduler:8786"],
+            "--scheduler applies only to --method lns (got --method cpsat).",
+        ),
+        (["--method", "lns", "--workers", "0"], "expected an integer from 1 to 256"),
+    ],
+)
+def test_allocate_refuses_lns_flags_elsewhere(
+    args: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "result.json"
+    code, _, stderr = run(["allocate", str(MIXED), "--out", str(out), *args], capsys)
+    assert code == 2 and expected in stderr
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr
+    assert not out.exists()
+
+
+def test_allocate_scheduler_without_dask_says_how_to_install_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed fails
+    out = tmp_path / "result.json"
+    args = ["allocate", str(MIXED), "--method", "lns", "--scheduler", "tcp://127.0.0.1:1"]
+    code, _, stderr = run([*args, "--out", str(out)], capsys)
+    assert code == 2
+    assert "--scheduler needs dask.distributed; install it with pip install 'gpuopt[dask]'." in (
+        stderr
+    )
+    assert not out.exists()

@@ -22,6 +22,15 @@ plan passed as ``initial``), the search repeats until its time limit:
 Every accepted plan is legal (each window keeps A1-A5 and the realtime
 counts are bound to free GPUs again), so the result is never worse than the
 start. The bound reported is the step-capacity bound (section 13).
+
+With ``workers`` > 1 (section 14.1) each round solves up to ``workers``
+windows over disjoint GPU ranges at once, in local processes or on an
+``executor`` (a Dask client), all built from the same plan, each waiting
+task offered to one of them only; they are merged in the order drawn, and a
+window's blocks are kept only if the realtime counts still fit at every step
+(A1b counts GPUs over the whole cluster, so two windows legal alone may not
+be together), the checker passes and the objective rises. One model builder
+(:func:`_columns`, :func:`_solve_window`) serves both paths.
 """
 
 from __future__ import annotations
@@ -29,6 +38,10 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from gpuopt.allocation._board import Board
@@ -40,9 +53,11 @@ from gpuopt.allocation.solution import (
     Status,
     evaluate,
     make_result,
+    violations,
 )
 from gpuopt.errors import ProblemError, check_arguments
 from gpuopt.solvers.deadline import Deadline
+from gpuopt.solvers.executors import InProcess
 
 #: Objective coefficients are integers for CP-SAT: values times this, rounded.
 SCALE = 10_000
@@ -77,6 +92,10 @@ class _Plan:
             board.reserve(self.counts.sum(axis=0))
         return board
 
+    def fits(self) -> bool:
+        """A1b: at every step the blocks and running tasks leave room for the realtime counts."""
+        return min(self.board(set()).room, default=0) >= 0
+
     def grid(self) -> Grid:
         board = self.board(set(), reserve=False)
         index = self.problem.index
@@ -85,6 +104,165 @@ class _Plan:
         )
         board.bind_realtime(self.counts, order)
         return board.grid()
+
+
+@dataclass(frozen=True)
+class _Window:
+    """One window's exact model as plain data, so that a worker process can solve it.
+
+    ``columns`` holds one (task, first GPU, start, end, size, coefficient) per boolean,
+    in the order the model creates them; ``hints`` the current plan's value of each.
+    """
+
+    low: int
+    columns: list[tuple[int, int, int, int, int, int]]
+    hints: list[bool]
+    room: list[int]
+    work: float
+    seconds: float
+    threads: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What CP-SAT found for a window: whether it found a plan, proved it, its value in the
+    model's integer coefficients, and the positions of the columns set."""
+
+    solved: bool
+    optimal: bool
+    found: int
+    chosen: list[int]
+
+
+def _solve_window(window: _Window) -> _Answer:
+    """Build the window's CP-SAT model (section 14, step 3) and solve it.
+
+    A top-level function of plain data, so the sequential search calls it in
+    this process and the parallel one sends it to a worker: one model either way.
+    """
+    from ortools.sat.python import cp_model
+
+    model = cp_model.CpModel()
+    variables: list[Any] = []  # column position -> its boolean
+    per_task: dict[int, list[Any]] = {}  # task -> its booleans (A2a)
+    per_cell: dict[tuple[int, int], list[Any]] = {}  # (gpu, step) -> booleans covering it (A1a)
+    per_step: list[list[tuple[int, Any]]] = [[] for _ in window.room]  # (size, boolean) (A1b)
+    objective_terms = []
+    for (b, first, start, end, size, coefficient), hint in zip(
+        window.columns, window.hints, strict=True
+    ):
+        var = model.new_bool_var(f"x{b}_{first}_{start}")
+        variables.append(var)
+        per_task.setdefault(b, []).append(var)
+        for step in range(start, end):
+            per_step[step].append((size, var))
+            for gpu in range(first, first + size):
+                per_cell.setdefault((gpu, step), []).append(var)
+        objective_terms.append((coefficient, var))
+        model.add_hint(var, 1 if hint else 0)
+    for task_vars in per_task.values():
+        model.add_at_most_one(task_vars)
+    for cell_vars in per_cell.values():
+        if len(cell_vars) > 1:
+            model.add_at_most_one(cell_vars)
+    for step, terms in enumerate(per_step):
+        if terms:
+            model.add(sum(size * var for size, var in terms) <= window.room[step])
+    model.maximize(sum(coefficient * var for coefficient, var in objective_terms))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_deterministic_time = window.work
+    solver.parameters.max_time_in_seconds = window.seconds
+    solver.parameters.num_workers = window.threads
+    solver.parameters.random_seed = window.seed
+    status = solver.solve(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return _Answer(solved=False, optimal=False, found=0, chosen=[])
+    found = sum(coefficient * solver.value(var) for coefficient, var in objective_terms)
+    chosen = [position for position, var in enumerate(variables) if solver.value(var)]
+    return _Answer(solved=True, optimal=status == cp_model.OPTIMAL, found=found, chosen=chosen)
+
+
+def _columns(
+    plan: _Plan, board: Board, chosen: list[int], low: int, width: int
+) -> tuple[list[tuple[int, int, int, int, int, int]], list[bool], int]:
+    """The window's columns (see :class:`_Window`), their hints, and the current blocks'
+    value in the model's integer coefficients."""
+    batch = board.batch
+    horizon = board.horizon
+    columns: list[tuple[int, int, int, int, int, int]] = []
+    hints: list[bool] = []
+    current = 0
+    for b in chosen:
+        size = int(batch.size[b])
+        variants = board.variants(b)  # one per GPU model the task accepts (section 15)
+        inside = ((1 << max(0, width - size + 1)) - 1) << low  # blocks inside the window
+        for start in range(int(batch.arrival[b]), int(batch.last_start[b]) + 1):
+            for duration, last, legal, rate in variants:
+                if start > last:
+                    continue
+                end = min(horizon, start + duration)
+                if board.last_short_step(size, start, end) >= 0:
+                    continue
+                mask = board.free_firsts(size, start, end, legal)[0] & inside
+                while mask:
+                    bit = mask & -mask
+                    mask ^= bit
+                    first = bit.bit_length() - 1
+                    coefficient = round(board.block_value(b, start, end, rate) * SCALE)
+                    columns.append((b, first, start, end, size, coefficient))
+                    hint = plan.blocks.get(b) == (start, first)
+                    hints.append(hint)
+                    if hint:
+                        current += coefficient
+    return columns, hints, current
+
+
+@dataclass(frozen=True)
+class _Offer:
+    """A window of a round: its offset, the blocks it frees, and whether every waiting
+    task was offered to it (a proven window then settles its offset)."""
+
+    low: int
+    freed: set[int]
+    complete: bool
+    current: int
+    window: _Window
+
+
+@contextmanager
+def _pool(executor: Any, workers: int, most: int) -> Iterator[Any]:
+    """The executor the windows run on: the one given, else ``workers`` local processes
+    (no more than ``most`` windows fit side by side), else this process."""
+    if executor is not None:
+        yield executor
+        return
+    wanted = min(workers, most)
+    if wanted <= 1:
+        yield InProcess()
+        return
+    with ProcessPoolExecutor(max_workers=wanted) as pool:
+        yield pool
+
+
+def _answers(pool: Any, windows: list[_Window]) -> list[_Answer]:
+    """Solve the windows on ``pool`` at once, in order; a window whose worker fails (or that
+    the executor refuses) is solved again in this process."""
+    if len(windows) == 1 and isinstance(pool, InProcess):
+        return [_solve_window(windows[0])]
+    jobs: list[Any] = []
+    for window in windows:
+        try:
+            jobs.append(pool.submit(_solve_window, window))
+        except Exception:  # a shut-down or broken executor: solved here instead
+            jobs.append(None)
+    answers = []
+    for job, window in zip(jobs, windows, strict=True):
+        try:
+            answers.append(job.result() if job is not None else _solve_window(window))
+        except Exception:
+            answers.append(_solve_window(window))
+    return answers
 
 
 def solve_lns(
@@ -97,6 +275,8 @@ def solve_lns(
     max_windows: int | None = None,
     initial: Any = None,
     threads: int = 1,
+    workers: int = 1,
+    executor: Any = None,
 ) -> AllocationResult:
     """Improve the greedy's plan (or ``initial``) window by window until ``time_limit``.
 
@@ -110,6 +290,23 @@ def solve_lns(
     max_windows
         Stop after this many windows (with one thread the result is then the same
         on every machine, as long as the time limit is not reached first).
+    threads
+        CP-SAT workers per window.
+    workers
+        Windows solved at once (1 to 1,024; default 1, one window at a time). Each
+        round takes up to ``workers`` windows over disjoint GPU ranges, offers each
+        waiting task to one of them only, solves them side by side from the same
+        plan, then merges them one at a time in the order drawn: a window's blocks
+        are kept only if the realtime counts still fit at every step (A1b counts
+        GPUs over the whole cluster, so two windows each legal alone may not be
+        legal together), the checker (:func:`~gpuopt.allocation.solution.violations`)
+        finds nothing and the objective rises. The plan depends on ``seed``,
+        ``workers`` and ``max_windows``, not on the executor; ``workers=1`` is the
+        one-window search.
+    executor
+        Where the windows run: any ``concurrent.futures``-style executor with
+        ``submit(fn, arg)``, e.g. a ``distributed.Client`` (``pip install
+        'gpuopt[dask]'``). Default: ``workers`` local processes (none for one).
 
     Examples
     --------
@@ -121,8 +318,6 @@ def solve_lns(
     >>> found.objective >= greedy.objective, found.bound >= found.objective
     (True, True)
     """
-    from ortools.sat.python import cp_model
-
     from gpuopt.allocation.greedy import greedy_grid
 
     check_arguments(
@@ -133,6 +328,8 @@ def solve_lns(
             "candidates": candidates,
             "max_windows": max_windows,
             "threads": threads,
+            "workers": workers,
+            "executor": executor,
         },
         numbers={"time_limit": (1e-3, 1e9)},
         whole={
@@ -141,8 +338,10 @@ def solve_lns(
             "candidates": (0, 10**6),
             "max_windows": (0, 10**9),
             "threads": (1, 1024),
+            "workers": (1, 1024),
         },
         optional=("width", "max_windows"),
+        executors=("executor",),
     )
     deadline = Deadline(time_limit)
     started = deadline.started
@@ -161,7 +360,6 @@ def solve_lns(
     if width < 1:
         raise ProblemError(f"width: expected a whole number >= 1 (got {width}).")
     rng = random.Random(seed)
-    horizon = index.horizon
     windows = 0
     offsets = list(range(0, problem.gpus - width + 1, node)) or [0]
     # windows solved to optimality with every waiting task offered, since the last gain:
@@ -169,115 +367,96 @@ def solve_lns(
     settled: set[int] = set()
     tries: dict[int, int] = {}
     bound = relaxed.bound if relaxed.status == "optimal" else None
-    while (
-        deadline.affords(0.05)
-        and (max_windows is None or windows < max_windows)
-        and len(settled) < len(offsets)
-        and (bound is None or objective < bound - 1e-9 * max(1.0, abs(bound)))
-    ):
-        windows += 1
-        low = rng.choice(offsets)
-        high = low + width
-        freed = {
-            b
-            for b, (_, first) in plan.blocks.items()
-            if first >= low and first + int(batch.size[b]) <= high
-        }
-        waiting = [b for b in new if b not in plan.blocks and int(batch.size[b]) <= width]
-        rng.shuffle(waiting)
-        waiting.sort(key=lambda b: -float(batch.priority[b]))
-        complete = len(waiting) <= candidates
-        chosen = sorted(freed) + waiting[:candidates]
-        if not chosen:
-            settled.add(low)
-            continue
-        board = plan.board(freed)
-        model = cp_model.CpModel()
-        columns: list[tuple[int, int, int, Any]] = []  # (task, first, start, var)
-        per_task: dict[int, list[Any]] = {}
-        per_cell: dict[tuple[int, int], list[Any]] = {}
-        per_step: list[list[tuple[int, Any]]] = [[] for _ in range(horizon)]
-        objective_terms = []
-        current = 0  # the current blocks' value, in the model's integer coefficients
-        for b in chosen:
-            size = int(batch.size[b])
-            variants = board.variants(b)  # one per GPU model the task accepts (section 15)
-            inside = ((1 << max(0, width - size + 1)) - 1) << low  # blocks inside the window
-            for start in range(int(batch.arrival[b]), int(batch.last_start[b]) + 1):
-                for duration, last, legal, rate in variants:
-                    if start > last:
-                        continue
-                    end = min(horizon, start + duration)
-                    if board.last_short_step(size, start, end) >= 0:
-                        continue
-                    mask = board.free_firsts(size, start, end, legal)[0] & inside
-                    while mask:
-                        bit = mask & -mask
-                        mask ^= bit
-                        first = bit.bit_length() - 1
-                        var = model.new_bool_var(f"x{b}_{first}_{start}")
-                        columns.append((b, first, start, var))
-                        per_task.setdefault(b, []).append(var)
-                        for step in range(start, end):
-                            per_step[step].append((size, var))
-                            for gpu in range(first, first + size):
-                                per_cell.setdefault((gpu, step), []).append(var)
-                        coefficient = round(board.block_value(b, start, end, rate) * SCALE)
-                        objective_terms.append((coefficient, var))
-                        if plan.blocks.get(b) == (start, first):
-                            model.add_hint(var, 1)
-                            current += coefficient
-                        else:
-                            model.add_hint(var, 0)
-        if not columns:
-            if complete:
-                settled.add(low)
-            continue
-        for variables in per_task.values():
-            model.add_at_most_one(variables)
-        for variables in per_cell.values():
-            if len(variables) > 1:
-                model.add_at_most_one(variables)
-        for step, terms in enumerate(per_step):
-            if terms:
-                model.add(sum(size * var for size, var in terms) <= board.room[step])
-        model.maximize(sum(coefficient * var for coefficient, var in objective_terms))
-        solver = cp_model.CpSolver()
-        left = deadline.remaining()
-        solver.parameters.max_deterministic_time = (
-            WHOLE_WORK if width == problem.gpus else WINDOW_WORK
-        )
-        solver.parameters.max_time_in_seconds = max(0.01, left if left is not None else 60.0)
-        solver.parameters.num_workers = max(1, threads)
-        solver.parameters.random_seed = seed + windows
-        status = solver.solve(model)
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            continue
-        found = sum(coefficient * solver.value(var) for coefficient, var in objective_terms)
-        tries[low] = tries.get(low, 0) + 1
-        optimal = (complete and status == cp_model.OPTIMAL) or tries[low] >= TRIES
-        if found <= current:
-            if optimal:
-                settled.add(low)
-            continue
-        blocks = dict(plan.blocks)
-        for b in freed:
-            del blocks[b]
-        for b, first, start, var in columns:
-            if solver.value(var):
-                blocks[b] = (start, first)
-        previous = plan.blocks
-        plan.blocks = blocks
-        candidate = plan.grid()
-        value = evaluate(problem, candidate).objective
-        if value > objective + 1e-9:
-            grid, objective = candidate, value
-            settled.clear()
-            tries.clear()
-        else:  # a gain of rounding only
-            plan.blocks = previous
-            if optimal:
-                settled.add(low)
+    work = WHOLE_WORK if width == problem.gpus else WINDOW_WORK
+    with _pool(executor, workers, max(1, problem.gpus // width)) as pool:
+        while (
+            deadline.affords(0.05)
+            and (max_windows is None or windows < max_windows)
+            and len(settled) < len(offsets)
+            and (bound is None or objective < bound - 1e-9 * max(1.0, abs(bound)))
+        ):
+            most = workers if max_windows is None else min(workers, max_windows - windows)
+            lows = [rng.choice(offsets)]
+            while len(lows) < most:
+                apart = [o for o in offsets if all(o + width <= w or o >= w + width for w in lows)]
+                if not apart:
+                    break
+                lows.append(rng.choice(apart))
+            offers: list[_Offer] = []
+            offered: set[int] = set()  # waiting tasks given to a window of this round
+            for low in lows:
+                windows += 1
+                high = low + width
+                freed = {
+                    b
+                    for b, (_, first) in plan.blocks.items()
+                    if first >= low and first + int(batch.size[b]) <= high
+                }
+                waiting = [b for b in new if b not in plan.blocks and int(batch.size[b]) <= width]
+                fresh = [b for b in waiting if b not in offered]
+                rng.shuffle(fresh)
+                fresh.sort(key=lambda b: -float(batch.priority[b]))
+                complete = len(fresh) == len(waiting) and len(fresh) <= candidates
+                offered.update(fresh[:candidates])
+                chosen = sorted(freed) + fresh[:candidates]
+                if not chosen:
+                    settled.add(low)
+                    continue
+                board = plan.board(freed)
+                columns, hints, current = _columns(plan, board, chosen, low, width)
+                if not columns:
+                    if complete:
+                        settled.add(low)
+                    continue
+                left = deadline.remaining()
+                window = _Window(
+                    low=low,
+                    columns=columns,
+                    hints=hints,
+                    room=board.room,
+                    work=work,
+                    seconds=max(0.01, left if left is not None else 60.0),
+                    threads=max(1, threads),
+                    seed=seed + windows,
+                )
+                offers.append(_Offer(low, freed, complete, current, window))
+            answers = _answers(pool, [offer.window for offer in offers]) if offers else []
+            merged = False  # a window of this round changed the plan: later ones re-check A1b
+            for offer, answer in zip(offers, answers, strict=True):
+                if not answer.solved:
+                    continue
+                low = offer.low
+                tries[low] = tries.get(low, 0) + 1
+                optimal = (offer.complete and answer.optimal) or tries[low] >= TRIES
+                if answer.found <= offer.current:
+                    if optimal:
+                        settled.add(low)
+                    continue
+                blocks = dict(plan.blocks)
+                for b in offer.freed:
+                    del blocks[b]
+                for position in answer.chosen:
+                    b, first, start = offer.window.columns[position][:3]
+                    blocks[b] = (start, first)
+                previous = plan.blocks
+                plan.blocks = blocks
+                if merged and not plan.fits():
+                    plan.blocks = previous  # the realtime counts no longer fit (A1b)
+                    continue
+                candidate = plan.grid()
+                if merged and violations(problem, candidate):
+                    plan.blocks = previous
+                    continue
+                value = evaluate(problem, candidate).objective
+                if value > objective + 1e-9:
+                    grid, objective = candidate, value
+                    settled.clear()
+                    tries.clear()
+                    merged = True
+                else:  # a gain of rounding only
+                    plan.blocks = previous
+                    if optimal and not merged:
+                        settled.add(low)
     status_found: Status = "feasible"
     if bound is not None and bound <= objective + 1e-9 * max(1.0, abs(objective)):
         bound, status_found = objective, "optimal"  # the plan meets the bound (LP noise aside)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +17,18 @@ from gpuopt.cli.common import (
     add_out,
     add_plot,
     add_quiet,
+    add_scheduler,
     add_seed,
     add_threads,
     add_time_limit,
     check_output_folder,
     console,
+    executor_for,
     int_range,
     positive_number,
     print_plan_report,
     solve_command,
+    worker_count,
     write_text,
 )
 from gpuopt.errors import ProblemError
@@ -38,6 +43,7 @@ def run_allocate(args: argparse.Namespace) -> int:
         args,
         build=lambda: load_problem(args.scenario),
         options=lambda problem: allocate_options(args),
+        session=lambda: lns_session(args),
         draw=lambda problem, result, path: draw_allocation(args, problem, result, path),
         show=lambda shown, problem, result: show_allocation(args, shown, problem, result),
     )
@@ -45,7 +51,10 @@ def run_allocate(args: argparse.Namespace) -> int:
 
 def allocate_options(args: argparse.Namespace) -> dict[str, Any]:
     """``--threads``, ``--seed`` and ``--solver`` for the exact methods (``--seed`` also
-    for the greedy's search); refused otherwise."""
+    for the greedy's search), ``--workers`` for lns; refused otherwise."""
+    for flag, value in {"--workers": args.workers, "--scheduler": args.scheduler}.items():
+        if value is not None and args.method != "lns":
+            raise ProblemError(f"{flag} applies only to --method lns (got --method {args.method}).")
     options: dict[str, Any] = {}
     if args.method == "greedy" and args.seed is not None:
         options["seed"] = args.seed
@@ -53,9 +62,18 @@ def allocate_options(args: argparse.Namespace) -> dict[str, Any]:
         options = {"threads": args.threads, "seed": args.seed}
         if args.method == "milp":
             options["solver"] = args.solver
+        if args.method == "lns":
+            options["workers"] = args.workers
     elif args.solver is not None or args.threads is not None:
         raise ProblemError("--solver and --threads apply only to --method cpsat, milp or lns.")
     return {name: value for name, value in options.items() if value is not None}
+
+
+@contextmanager
+def lns_session(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """For lns, the executor of ``--scheduler``, live around the solve."""
+    with executor_for(args.scheduler) as executor:
+        yield {} if executor is None else {"executor": executor}
 
 
 def draw_allocation(args: argparse.Namespace, problem: Any, result: Any, path: str) -> None:
@@ -258,6 +276,18 @@ def add_commands(commands: Any) -> None:
     )
     add_threads(allocate, "solver threads (default: 1 for milp, 2 for cpsat)")
     add_seed(allocate, "random seed of the solver or of the greedy's search (default 0)")
+    allocate.add_argument(
+        "--workers",
+        type=worker_count,
+        default=None,
+        help="lns: windows solved at once, each in a process of its own; the windows of a "
+        "round cover disjoint GPUs and are merged one at a time (default 1)",
+    )
+    add_scheduler(
+        allocate,
+        "lns: solve the windows on this Dask scheduler, e.g. tcp://scheduler:8786 "
+        "(default: none, local processes; needs gpuopt[dask])",
+    )
     allocate.add_argument(
         "--report",
         action="store_true",

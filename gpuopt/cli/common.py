@@ -299,6 +299,33 @@ def no_options(problem: Any) -> dict[str, Any]:
 
 
 @contextmanager
+def executor_for(address: str | None) -> Iterator[Any]:
+    """A Dask client for ``--scheduler ADDRESS``, else None (the method picks local processes)."""
+    from gpuopt.errors import ProblemError
+
+    if address is None:
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ProblemError(
+            "--scheduler needs dask.distributed; install it with pip install 'gpuopt[dask]'."
+        ) from None
+    try:
+        client = Client(address, timeout=10)  # type: ignore[no-untyped-call]
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ProblemError(f"--scheduler: cannot reach {address} ({exc}).") from None
+    with client:
+        yield client
+
+
+def add_scheduler(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--scheduler ADDRESS``: a Dask scheduler to run the method's pieces on."""
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS", help=help)
+
+
+@contextmanager
 def no_session() -> Iterator[dict[str, Any]]:
     """No live options (such as an executor or a progress callback) around the solve."""
     yield {}
@@ -377,6 +404,7 @@ __all__ = [
     "add_out",
     "add_plot",
     "add_quiet",
+    "add_scheduler",
     "add_seed",
     "add_threads",
     "add_time_limit",
@@ -384,6 +412,7 @@ __all__ = [
     "check_outputs",
     "checker_for",
     "console",
+    "executor_for",
     "group_violations",
     "int_range",
     "number_type",

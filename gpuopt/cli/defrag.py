@@ -15,11 +15,13 @@ from gpuopt.cli.common import (
     add_out,
     add_plot,
     add_quiet,
+    add_scheduler,
     add_seed,
     add_threads,
     add_time_limit,
     check_outputs,
     console,
+    executor_for,
     int_range,
     number_type,
     positive_int,
@@ -159,26 +161,6 @@ def ipc_session(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """For ipc, the executor (``--scheduler``), live around the solve."""
     with executor_for(args.scheduler) as executor:
         yield {"executor": executor} if args.method == "ipc" else {}
-
-
-@contextmanager
-def executor_for(address: str | None) -> Iterator[Any]:
-    """A Dask client for ``--scheduler ADDRESS``, else None (ipc picks local processes)."""
-    if address is None:
-        yield None
-        return
-    try:
-        from distributed import Client
-    except ImportError:
-        raise ProblemError(
-            "--scheduler needs dask.distributed; install it with pip install 'gpuopt[dask]'."
-        ) from None
-    try:
-        client = Client(address, timeout=10)  # type: ignore[no-untyped-call]
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise ProblemError(f"--scheduler: cannot reach {address} ({exc}).") from None
-    with client:
-        yield client
 
 
 def draw_defrag(problem: Any, plan: Any, path: str) -> None:
@@ -441,11 +423,9 @@ def add_commands(commands: Any) -> None:
         default=None,
         help="ipc: worker processes (default: one per core when the snapshot is large)",
     )
-    defrag.add_argument(
-        "--scheduler",
-        default=None,
-        metavar="ADDRESS",
-        help="ipc: run the partitions on this Dask scheduler, e.g. tcp://scheduler:8786 "
+    add_scheduler(
+        defrag,
+        "ipc: run the partitions on this Dask scheduler, e.g. tcp://scheduler:8786 "
         "(default: none, local processes; needs gpuopt[dask])",
     )
     defrag.add_argument(

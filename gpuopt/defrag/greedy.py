@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -38,6 +38,7 @@ from gpuopt.defrag.problem import DefragProblem, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
 from gpuopt.defrag.workload import SlotModel, resolve
 from gpuopt.solvers.deadline import Deadline
+from gpuopt.solvers.executors import InProcess as _InProcess
 
 #: Called after each partition with (partitions done, partitions in the round, round).
 Progress = Callable[[int, int, int], None]
@@ -216,20 +217,6 @@ def _rank(
 def _split_budget(total: int, parts: int) -> list[int]:
     base, extra = divmod(total, parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
-
-
-class _InProcess(Executor):
-    """Runs each job at submission (one partition, or no worker processes wanted)."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        from concurrent.futures import Future
-
-        future: Future[Any] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # handed to the caller through the future
-            future.set_exception(exc)
-        return future
 
 
 @contextmanager
