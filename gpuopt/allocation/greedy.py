@@ -214,12 +214,54 @@ def _trade_counts(
     capacity[start:end] -= size
     if (capacity < 0).any():
         return beat, None
-    index = board.index
-    trial = realtime_curves(index, index.demand, board.realtime_order, capacity)
-    if (trial.sum(axis=0) > capacity).any():
+    trial = _curves(board, capacity)
+    if trial is None:
         return beat, None  # the forced ramp-down from initial would not fit
     gain = value - (board.realtime_penalty(trial) - board.penalty)
     return (gain, trial) if gain > beat + 1e-9 else (beat, None)
+
+
+def _curves(board: Board, capacity: np.ndarray) -> np.ndarray | None:
+    """Realtime curves at full demand within ``capacity`` (A4): computed in each of
+    ``board.realtime_orders``, the lowest A4c penalty wins (then the fewest GPUs held,
+    then the first order). None if none fits (the forced ramp-down from initial)."""
+    index = board.index
+    best, best_key = None, (np.inf, np.inf)
+    for order in board.realtime_orders:
+        counts = realtime_curves(index, index.demand, order, capacity)
+        if (counts.sum(axis=0) > capacity).any():
+            continue
+        penalty = board.realtime_penalty(counts)
+        key = (penalty, float(counts.sum()))
+        if best is None or key < (best_key[0] - 1e-9, best_key[1]):
+            best, best_key = counts, key
+        if penalty <= board.free_penalty + 1e-9:
+            break  # as low as with no capacity limit: no order does better
+    return best
+
+
+def _set_realtime_orders(board: Board, by_priority: list[int]) -> None:
+    """The orders the greedy serves realtime services in (A4, section 10): by priority,
+    and by value served per GPU held (priority x demand met / GPU-steps of the curve with
+    no capacity limit, which holds GPUs above demand to ramp ahead of a peak). When
+    capacity binds, serving first the services that need few GPUs for what they earn
+    often leaves less shortfall: a spiky service with a slow swap limit holds many GPUs
+    to meet its peak. Also records the penalty with no capacity limit (no order does
+    better)."""
+    index = board.index
+    board.realtime_order = by_priority
+    board.realtime_orders = [by_priority]
+    if not index.num_realtime:
+        return
+    unlimited = np.full(index.horizon, index.gpus * (index.num_realtime + 1), dtype=np.int64)
+    free = realtime_curves(index, index.demand, by_priority, unlimited)
+    board.free_penalty = board.realtime_penalty(free)
+    met = np.minimum(free, index.demand).sum(axis=1)
+    held = np.maximum(free.sum(axis=1), 1)
+    worth = index.priority[index.realtime_idx] * met / held
+    by_worth = sorted(by_priority, key=lambda r: (-float(worth[r]), r))
+    if by_worth != by_priority:
+        board.realtime_orders.append(by_worth)
 
 
 def _floor_prefix(board: Board, size: int) -> list[float]:
@@ -662,8 +704,8 @@ def _refresh_realtime(board: Board) -> None:
     if full is not None and (board.counts is full or np.array_equal(board.counts, full)):
         return  # no trade cut them: with more room they come out the same
     capacity = np.array(board.room, dtype=np.int64) + board.reserved
-    counts = realtime_curves(board.index, board.index.demand, board.realtime_order, capacity)
-    if not (counts.sum(axis=0) > capacity).any():
+    counts = _curves(board, capacity)
+    if counts is not None:
         board.set_realtime(counts)
 
 
@@ -855,8 +897,12 @@ def greedy_grid(
     realtime_order = sorted(
         range(index.num_realtime), key=lambda r: (-index.priority[index.realtime_idx[r]], r)
     )
-    counts = realtime_curves(index, index.demand, realtime_order, index.gpus - running_count(index))
-    base.realtime_order = realtime_order
+    _set_realtime_orders(base, realtime_order)
+    counts = _curves(base, index.gpus - running_count(index))
+    if counts is None:  # V3 makes the floor fit beside the running tasks; keep the old clip
+        counts = realtime_curves(
+            index, index.demand, realtime_order, index.gpus - running_count(index)
+        )
     base.set_realtime(counts)
     base.full_counts = counts
     pending = [b for b, running in enumerate(index.batch.running) if not running]
