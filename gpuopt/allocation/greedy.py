@@ -723,29 +723,128 @@ def _at_best(board: Board, most: dict[int, float]) -> bool:
 ROOM_TRIES = 6
 
 
-def _victims(board: Board, start: int, end: int, lo: int, hi: int, mover: int) -> list[int] | None:
+def _victims(
+    board: Board, start: int, end: int, lo: int, hi: int, mover: int, keep: int = -1
+) -> list[int] | None:
     """Placed tasks other than ``mover`` with a cell in steps ``[start, end)`` x GPUs
-    ``[lo, hi)``; None if a running task is among them."""
+    ``[lo, hi)``; None if a running task (or ``keep``) is among them."""
     batch = board.batch
     found = []
     for b, (begin, first) in board.starts.items():
         overlaps = begin < end and board.end_of(b, begin, first) > start
         if b != mover and overlaps and first < hi and first + batch.size[b] > lo:
-            if batch.running[b]:
+            if batch.running[b] or b == keep:
                 return None
             found.append(b)
     return found
+
+
+class _Room:
+    """The make-room pass's shared state: the survey's budget of (position, placed task)
+    checks and the placements spent."""
+
+    def __init__(self, survey: int, budget: int, deadline: float) -> None:
+        self.checks, self.survey = 0, survey
+        self.placements, self.budget, self.deadline = 0, budget, deadline
+
+    def spent(self) -> bool:
+        return (
+            self.checks > self.survey
+            or self.placements >= self.budget
+            or time.perf_counter() > self.deadline
+        )
+
+
+def _positions(
+    board: Board, u: int, room: _Room, keep: int = -1
+) -> list[tuple[float, int, int, list[int]]] | None:
+    """Earlier positions for ``u`` (than where it is, or any if left out), as
+    ``(value in the way - value gained, start, first GPU, tasks in the way)``, cheapest
+    first; None when the survey's budget runs out."""
+    batch = board.batch
+    now = board.starts.get(u)
+    size = batch.size[u]
+    current = 0.0 if now is None else _placed_value(board, u)
+    options = []
+    for steps_u, last, legal, rate in board.variants(u):
+        if now is not None:
+            last = min(last, now[0] - 1)
+        for start in range(batch.arrival[u], last + 1):
+            end = min(board.horizon, start + steps_u)
+            worth = board.block_value(u, start, end, rate) - current
+            for first in _lowest_bits(legal, board.gpus):
+                room.checks += len(board.starts)
+                if room.checks > room.survey:
+                    return None
+                victims = _victims(board, start, end, first, first + size, u, keep)
+                if victims is None:
+                    continue
+                lost = sum(_placed_value(board, v) for v in victims)
+                options.append((lost - worth, start, first, victims))
+    options.sort(key=lambda option: option[:3])
+    return options
+
+
+def _move(
+    board: Board, u: int, start: int, first: int, victims: list[int], pending: list[int]
+) -> tuple[Board | None, int]:
+    """``u`` moved to ``start`` on ``first`` with ``victims`` removed, then the victims and
+    every task left out re-placed, by priority and by total worth; the better board (None
+    if ``u`` finds no room there beside realtime) and the placements spent."""
+    trial = board.copy()
+    if u in trial.starts:
+        trial.remove(u)
+    for v in victims:
+        trial.remove(v)
+    _refresh_realtime(trial)
+    trial.trade_budget = TRADE_BUDGET
+    if not _place_at(trial, u, start, first):
+        return None, 0
+    offer = [b for b in pending if b not in trial.starts]
+    found = None
+    for key in ORDERS[:2]:  # the others re-placed by priority, then by total worth
+        again = trial.copy()
+        for b in sorted(offer, key=lambda b, key=key: key(again.index, b)):  # type: ignore[misc]
+            _place_earliest(again, b, trade=True, trade_starts=again.horizon)
+        if found is None or again.objective > found.objective + 1e-9:
+            found = again
+    return found, 2 * len(offer) + 1
+
+
+def _chain(
+    board: Board, u: int, before: dict[int, float], pending: list[int], room: _Room
+) -> Board:
+    """One more link after ``u``'s move: the task it displaced that lost most (``before``:
+    their values before the move; left out now, or placed later) makes room in turn,
+    without moving ``u`` back (section 10.1). Returns the best board found."""
+    lost = {
+        v: value - (_placed_value(board, v) if v in board.starts else 0.0)
+        for v, value in before.items()
+    }
+    v = min(lost, key=lambda v: (-lost[v], v))
+    if lost[v] <= 1e-9:
+        return board
+    options = _positions(board, v, room, keep=u)
+    best = board
+    for _, start, first, victims in (options or [])[:ROOM_TRIES]:
+        if room.placements >= room.budget or time.perf_counter() > room.deadline:
+            break
+        found, spent = _move(board, v, start, first, victims, pending)
+        room.placements += spent
+        if found is not None and found.objective > best.objective + 1e-9:
+            best = found
+    return best
 
 
 def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -> tuple[Board, int]:
     """Moves of several tasks at once: for each task left out or started after its
     arrival (most value to gain first), try the earlier positions where the tasks in its
     way are worth least against its own value there: remove them all, place it there,
-    re-place them and every task left out. Keep a try when the objective rises. Returns
-    the best board and the placements spent."""
+    re-place them and every task left out. When that loses, the displaced task that lost
+    most makes room in turn (:func:`_chain`). Keep a try when the objective rises.
+    Returns the best board and the placements spent."""
     batch = board.batch
-    placements = checks = 0
-    survey = _scaled(ROOM_WORK, board)
+    room = _Room(_scaled(ROOM_WORK, board), budget, deadline)
     gains = {}
     for u in pending:
         if not _can_start(board, u):
@@ -756,54 +855,27 @@ def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -
         now = board.starts.get(u)
         if now is not None and now[0] <= batch.arrival[u]:
             continue
-        size = batch.size[u]
-        current = 0.0 if now is None else _placed_value(board, u)
-        options = []
-        for steps_u, last, legal, rate in board.variants(u):
-            if now is not None:
-                last = min(last, now[0] - 1)
-            for start in range(batch.arrival[u], last + 1):
-                end = min(board.horizon, start + steps_u)
-                worth = board.block_value(u, start, end, rate) - current
-                for first in _lowest_bits(legal, board.gpus):
-                    checks += len(board.starts)
-                    if checks > survey:
-                        return board, placements
-                    victims = _victims(board, start, end, first, first + size, u)
-                    if victims is None:
-                        continue
-                    lost = sum(_placed_value(board, v) for v in victims)
-                    options.append((lost - worth, start, first, victims))
-        options.sort(key=lambda option: option[:3])
+        options = _positions(board, u, room)
+        if options is None:
+            return board, room.placements
         tries = 0
         for _, start, first, victims in options[: 4 * ROOM_TRIES]:
-            if placements >= budget or time.perf_counter() > deadline:
-                return board, placements
-            trial = board.copy()
-            if now is not None:
-                trial.remove(u)
-            for v in victims:
-                trial.remove(v)
-            _refresh_realtime(trial)
-            trial.trade_budget = TRADE_BUDGET
-            if not _place_at(trial, u, start, first):
+            if room.placements >= room.budget or time.perf_counter() > room.deadline:
+                return board, room.placements
+            found, spent = _move(board, u, start, first, victims, pending)
+            if found is None:
                 continue  # no room beside realtime there: not a try
             tries += 1
-            offer = [b for b in pending if b not in trial.starts]
-            found = None
-            for key in ORDERS[:2]:  # the others re-placed by priority, then by total worth
-                again = trial.copy()
-                for b in sorted(offer, key=lambda b, key=key: key(again.index, b)):  # type: ignore[misc]
-                    _place_earliest(again, b, trade=True, trade_starts=again.horizon)
-                if found is None or again.objective > found.objective + 1e-9:
-                    found = again
-            placements += 2 * len(offer) + 1
-            if found is not None and found.objective > board.objective + 1e-9:
+            room.placements += spent
+            if found.objective <= board.objective + 1e-9 and victims:
+                before = {v: _placed_value(board, v) for v in victims}
+                found = _chain(found, u, before, pending, room)
+            if found.objective > board.objective + 1e-9:
                 board = found
                 break
             if tries >= ROOM_TRIES:
                 break
-    return board, placements
+    return board, room.placements
 
 
 def _search(
