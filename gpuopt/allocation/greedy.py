@@ -718,6 +718,8 @@ def _at_best(board: Board, most: dict[int, float]) -> bool:
     )
 
 
+#: Links the make-room pass follows after a losing move (:func:`_chain`).
+CHAIN_DEPTH = 2
 #: Positions (start, block) tried per left-out task by the make-room pass, the most
 #: promising first.
 ROOM_TRIES = 6
@@ -812,7 +814,12 @@ def _move(
 
 
 def _chain(
-    board: Board, u: int, before: dict[int, float], pending: list[int], room: _Room
+    board: Board,
+    u: int,
+    before: dict[int, float],
+    pending: list[int],
+    room: _Room,
+    depth: int = 1,
 ) -> Board:
     """One more link after ``u``'s move: the task it displaced that lost most (``before``:
     their values before the move; left out now, or placed later) makes room in turn,
@@ -831,6 +838,9 @@ def _chain(
             break
         found, spent = _move(board, v, start, first, victims, pending)
         room.placements += spent
+        if found is not None and found.objective <= best.objective + 1e-9 and victims and depth > 1:
+            again = {w: _placed_value(board, w) for w in victims}
+            found = _chain(found, v, again, pending, room, depth - 1)
         if found is not None and found.objective > best.objective + 1e-9:
             best = found
     return best
@@ -869,7 +879,7 @@ def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -
             room.placements += spent
             if found.objective <= board.objective + 1e-9 and victims:
                 before = {v: _placed_value(board, v) for v in victims}
-                found = _chain(found, u, before, pending, room)
+                found = _chain(found, u, before, pending, room, CHAIN_DEPTH)
             if found.objective > board.objective + 1e-9:
                 board = found
                 break
