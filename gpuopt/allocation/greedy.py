@@ -749,13 +749,6 @@ class _Room:
         self.checks, self.survey = 0, survey
         self.placements, self.budget, self.deadline = 0, budget, deadline
 
-    def spent(self) -> bool:
-        return (
-            self.checks > self.survey
-            or self.placements >= self.budget
-            or time.perf_counter() > self.deadline
-        )
-
 
 def _positions(
     board: Board, u: int, room: _Room, keep: int = -1
