@@ -287,8 +287,6 @@ def _trade_candidates(
     The tests only reject more as ``beat`` rises, so weighing these starts alone, with
     the beat of the moment, decides exactly as weighing every start would.
     """
-    if board.trade_budget <= 0:
-        return [], None
     batch = board.batch
     size = batch.size[b]
     starts = np.arange(arrival, stop)
@@ -749,6 +747,10 @@ class _Room:
         self.checks, self.survey = 0, survey
         self.placements, self.budget, self.deadline = 0, budget, deadline
 
+    def spent(self) -> bool:
+        """Whether the placements or the time are used up."""
+        return self.placements >= self.budget or time.perf_counter() > self.deadline
+
 
 def _positions(
     board: Board, u: int, room: _Room, keep: int = -1
@@ -827,7 +829,7 @@ def _chain(
     options = _positions(board, v, room, keep=u)
     best = board
     for _, start, first, victims in (options or [])[:ROOM_TRIES]:
-        if room.placements >= room.budget or time.perf_counter() > room.deadline:
+        if room.spent():
             break
         found, spent = _move(board, v, start, first, victims, pending)
         room.placements += spent
@@ -863,7 +865,7 @@ def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -
             return board, room.placements
         tries = 0
         for _, start, first, victims in options[: 4 * ROOM_TRIES]:
-            if room.placements >= room.budget or time.perf_counter() > room.deadline:
+            if room.spent():
                 return board, room.placements
             found, spent = _move(board, u, start, first, victims, pending)
             if found is None:
@@ -973,11 +975,10 @@ def greedy_grid(
         range(index.num_realtime), key=lambda r: (-index.priority[index.realtime_idx[r]], r)
     )
     _set_realtime_orders(base, realtime_order)
-    counts = _curves(base, index.gpus - running_count(index))
+    beside_running = index.gpus - running_count(index)
+    counts = _curves(base, beside_running)
     if counts is None:  # V3 makes the floor fit beside the running tasks; keep the old clip
-        counts = realtime_curves(
-            index, index.demand, realtime_order, index.gpus - running_count(index)
-        )
+        counts = realtime_curves(index, index.demand, realtime_order, beside_running)
     base.set_realtime(counts)
     base.full_counts = counts
     pending = [b for b, running in enumerate(index.batch.running) if not running]
