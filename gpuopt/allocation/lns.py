@@ -38,9 +38,6 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +54,7 @@ from gpuopt.allocation.solution import (
 )
 from gpuopt.errors import ProblemError, check_arguments
 from gpuopt.solvers.deadline import Deadline
-from gpuopt.solvers.executors import InProcess
+from gpuopt.solvers.executors import InProcess, executor_or_pool
 
 #: Objective coefficients are integers for CP-SAT: values times this, rounded.
 SCALE = 10_000
@@ -230,21 +227,6 @@ class _Offer:
     window: _Window
 
 
-@contextmanager
-def _pool(executor: Any, workers: int, most: int) -> Iterator[Any]:
-    """The executor the windows run on: the one given, else ``workers`` local processes
-    (no more than ``most`` windows fit side by side), else this process."""
-    if executor is not None:
-        yield executor
-        return
-    wanted = min(workers, most)
-    if wanted <= 1:
-        yield InProcess()
-        return
-    with ProcessPoolExecutor(max_workers=wanted) as pool:
-        yield pool
-
-
 def _answers(pool: Any, windows: list[_Window]) -> list[_Answer]:
     """Solve the windows on ``pool`` at once, in order; a window whose worker fails (or that
     the executor refuses) is solved again in this process."""
@@ -368,7 +350,8 @@ def solve_lns(
     tries: dict[int, int] = {}
     bound = relaxed.bound if relaxed.status == "optimal" else None
     work = WHOLE_WORK if width == problem.gpus else WINDOW_WORK
-    with _pool(executor, workers, max(1, problem.gpus // width)) as pool:
+    # local processes: no more than the windows that fit side by side
+    with executor_or_pool(executor, min(workers, max(1, problem.gpus // width))) as pool:
         while (
             deadline.affords(0.05)
             and (max_windows is None or windows < max_windows)

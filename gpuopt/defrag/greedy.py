@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -38,7 +36,7 @@ from gpuopt.defrag.problem import DefragProblem, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
 from gpuopt.defrag.workload import SlotModel, resolve
 from gpuopt.solvers.deadline import Deadline
-from gpuopt.solvers.executors import InProcess as _InProcess
+from gpuopt.solvers.executors import executor_or_pool
 
 #: Called after each partition with (partitions done, partitions in the round, round).
 Progress = Callable[[int, int, int], None]
@@ -219,22 +217,12 @@ def _split_budget(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
-@contextmanager
-def _executor_for(
-    executor: Any, workers: int | None, num_nodes: int, partitions: int
-) -> Iterator[Any]:
-    if executor is not None:
-        yield executor
-        return
+def _workers_wanted(workers: int | None, num_nodes: int, partitions: int) -> int:
+    """Local processes for ipc: ``workers`` (at most one per partition), else one per core
+    when the snapshot is large enough to gain from it."""
     if workers is not None:
-        wanted = min(workers, partitions)
-    else:  # one process per core, when the snapshot is large enough to gain from it
-        wanted = min(os.cpu_count() or 1, partitions, num_nodes // MIN_NODES_PER_WORKER)
-    if wanted <= 1:
-        yield _InProcess()
-        return
-    with ProcessPoolExecutor(max_workers=wanted) as pool:
-        yield pool
+        return min(workers, partitions)
+    return min(os.cpu_count() or 1, partitions, num_nodes // MIN_NODES_PER_WORKER)
 
 
 def solve_ipc(
@@ -365,7 +353,7 @@ def _run(
     notes = _exact_notes(exact, exact_nodes, group_budget, num_nodes, parts)
     moved_in_group: dict[int, set[int]] = {}
     with (
-        _executor_for(executor, workers, num_nodes, parts) as pool,
+        executor_or_pool(executor, _workers_wanted(workers, num_nodes, parts)) as pool,
         gpuopt.progress.task(method, time_limit=time_limit) as shown,
     ):
         for round_number in range(rounds):

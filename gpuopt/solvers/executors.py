@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -19,4 +20,18 @@ class InProcess(Executor):
         return future
 
 
-__all__ = ["InProcess"]
+@contextmanager
+def executor_or_pool(executor: Any, wanted: int) -> Iterator[Any]:
+    """The executor to run pieces on: ``executor`` when given (a Dask client, say), else
+    ``wanted`` local processes, else this process (``wanted`` <= 1)."""
+    if executor is not None:
+        yield executor
+        return
+    if wanted <= 1:
+        yield InProcess()
+        return
+    with ProcessPoolExecutor(max_workers=wanted) as pool:
+        yield pool
+
+
+__all__ = ["InProcess", "executor_or_pool"]
