@@ -524,3 +524,45 @@ def _unbound_curves(
     need = np.maximum(np.maximum.accumulate(want + slope, axis=1) - slope, early)
     floor = np.maximum(early, lower)
     return np.maximum.accumulate(floor + slope, axis=1) - slope, need
+
+
+def exact_curves(index: AllocationIndex, capacity: np.ndarray) -> np.ndarray | None:
+    """The realtime curves of least A4c penalty in ``capacity`` (``(T,)`` GPUs per step),
+    solved as a linear program (GLOP), or None when the LP's optimum is not integral.
+
+    ``min sum_{r,t} lambda p_r w_t u[r,t]`` subject to ``y[r,t] + u[r,t] >= demand``,
+    ``|y[r,t] - y[r,t-1]| <= s_r`` (``y[r,-1]`` the initial count, which also keeps
+    ``y >= ymin``), ``sum_r y[r,t] <= capacity[t]``, ``0 <= y <= G``: the realtime part
+    of the model with the batch blocks fixed (models/allocation.md section 10, A4).
+    With integral data the LP's optimum has so far been integral on every stress
+    instance; a fractional one is reported as None and the caller keeps its curves.
+    """
+    from ortools.linear_solver import pywraplp
+
+    demand, swap, initial = index.demand, index.max_swap, index.initial
+    count, horizon = demand.shape
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    price = index.penalty * index.priority[index.realtime_idx]
+    y = [[solver.NumVar(0, index.gpus, "") for _ in range(horizon)] for _ in range(count)]
+    cost = []
+    for r in range(count):
+        s, prev = int(swap[r]), int(initial[r])
+        for t in range(horizon):
+            want = int(demand[r, t])
+            if want > 0 and price[r] > 0:
+                short = solver.NumVar(0, want, "")
+                solver.Add(y[r][t] + short >= want)
+                cost.append(float(price[r] * index.weights[t]) * short)
+            solver.Add(y[r][t] - prev <= s)
+            solver.Add(prev - y[r][t] <= s)
+            prev = y[r][t]
+    for t in range(horizon):
+        solver.Add(sum(y[r][t] for r in range(count)) <= int(capacity[t]))
+    solver.Minimize(solver.Sum(cost))
+    if solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    values = np.array([[v.solution_value() for v in row] for row in y], dtype=np.float64)
+    counts: np.ndarray = np.rint(values).astype(np.int64)
+    if np.abs(values - counts).max() > 1e-6:
+        return None
+    return counts

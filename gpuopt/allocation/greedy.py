@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 import gpuopt.progress
-from gpuopt.allocation._board import Board, realtime_curves, running_count
+from gpuopt.allocation._board import Board, exact_curves, realtime_curves, running_count
 from gpuopt.allocation.problem import AllocationIndex, AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Grid, make_result
 from gpuopt.errors import check_arguments
@@ -568,6 +568,9 @@ SEARCH_WORK = 2_000
 #: Work budget of the make-room pass's survey, in (position, placed task) checks, on a
 #: grid of up to 32 GPUs x 12 steps (scaled like :data:`SEARCH_WORK`).
 ROOM_WORK = 200_000
+#: Work budget of the restarts (:func:`_restarts`), in task placements on a grid of up to
+#: 32 GPUs x 12 steps (scaled like :data:`SEARCH_WORK`); each rebuild costs one per task.
+RESTART_WORK = 6_000
 #: The search stops after this many rounds in a row without a better plan.
 STALL_ROUNDS = 100
 
@@ -721,6 +724,8 @@ CHAIN_DEPTH = 2
 #: Positions (start, block) tried per left-out task by the make-room pass, the most
 #: promising first.
 ROOM_TRIES = 6
+#: Positions per task from which the restarts rebuild the whole plan (:func:`_restarts`).
+RESTART_TRIES = 6
 
 
 def _victims(
@@ -841,6 +846,57 @@ def _chain(
     return best
 
 
+def _movers(board: Board, pending: list[int]) -> list[int]:
+    """Tasks left out or started after their arrival that can start, the most value to
+    gain first (against their value at arrival on their best model)."""
+    arrival = board.batch.arrival
+    gains = {}
+    for u in pending:
+        now = board.starts.get(u)
+        if (now is not None and now[0] <= arrival[u]) or not _can_start(board, u):
+            continue  # at its arrival already, or no legal start (after the horizon or deadline)
+        gains[u] = _best_value(board, u) - (0.0 if now is None else _placed_value(board, u))
+    return sorted((u for u in gains if gains[u] > 1e-9), key=lambda u: (-gains[u], u))
+
+
+def _restarts(
+    board: Board, base: Board, pending: list[int], budget: int, deadline: float
+) -> tuple[Board, int]:
+    """Restarts from a pinned position: for each task left out or started after its
+    arrival (most value to gain first), at its :data:`RESTART_TRIES` most promising
+    earlier positions (ranked as the make-room pass ranks them), the whole plan rebuilt
+    from ``base`` (running tasks and realtime curves only) with the task placed there
+    first and every other task after it in each of the greedy's orders. The best plan
+    is kept when the objective rises. A move no local repair reaches: a job that needs
+    the whole cluster for two steps starts, and everything else is rebuilt around it.
+    Returns the best board and the placements spent (each rebuild costs one per task)."""
+    index, cost = board.index, len(pending)
+    if cost > budget:
+        return board, 0  # not one rebuild (a large cluster: lns does this work)
+    room = _Room(_scaled(ROOM_WORK, board), budget, deadline)
+    orders = [sorted(pending, key=lambda b, key=key: key(index, b)) for key in ORDERS]  # type: ignore[misc]
+    best = board
+    for u in _movers(board, pending):
+        options = _positions(board, u, room)
+        if options is None:
+            break
+        for _, start, first, _victims in options[:RESTART_TRIES]:
+            for order in orders:
+                if room.placements + cost > budget or time.perf_counter() > deadline:
+                    return best, room.placements
+                trial = base.copy()
+                trial.trade_budget = TRADE_BUDGET
+                if not _place_at(trial, u, start, first):
+                    break  # no room beside realtime there
+                room.placements += cost
+                for b in order:
+                    if b != u:
+                        _place_earliest(trial, b, trade=True)
+                if trial.objective > best.objective + 1e-9:
+                    best = trial
+    return best, room.placements
+
+
 def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -> tuple[Board, int]:
     """Moves of several tasks at once: for each task left out or started after its
     arrival (most value to gain first), try the earlier positions where the tasks in its
@@ -848,18 +904,10 @@ def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -
     re-place them and every task left out. When that loses, the displaced task that lost
     most makes room in turn (:func:`_chain`). Keep a try when the objective rises.
     Returns the best board and the placements spent."""
-    batch = board.batch
     room = _Room(_scaled(ROOM_WORK, board), budget, deadline)
-    gains = {}
-    for u in pending:
-        if not _can_start(board, u):
-            continue  # no legal start (arrives after the horizon or too late for its deadline)
-        gains[u] = _best_value(board, u) - (_placed_value(board, u) if u in board.starts else 0)
-    movers = sorted((u for u in gains if gains[u] > 1e-9), key=lambda u: (-gains[u], u))
-    for u in movers:
-        now = board.starts.get(u)
-        if now is not None and now[0] <= batch.arrival[u]:
-            continue
+    for u in _movers(board, pending):
+        if board.starts.get(u, (np.inf, 0))[0] <= board.batch.arrival[u]:
+            continue  # an earlier try moved it to its arrival
         options = _positions(board, u, room)
         if options is None:
             return board, room.placements
@@ -885,6 +933,7 @@ def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -
 
 def _search(
     board: Board,
+    base: Board,
     pending: list[int],
     rounds: int,
     seed: int,
@@ -901,6 +950,7 @@ def _search(
     if budget < 1:
         return board
     most = {b: _best_value(board, b) for b in pending}
+    board, _ = _restarts(board, base, pending, _scaled(RESTART_WORK, board), deadline)
     best, placements = _make_room(board, pending, budget // 2, deadline)  # half the budget
     current = best
     stalled = done = 0
@@ -931,6 +981,25 @@ def _search(
                 best, stalled = trial, 0
     shown.update(completed=done, total=done)  # the rounds run, when the budget ends them early
     return best
+
+
+#: Largest realtime subproblem (services x steps) the greedy solves exactly at its end.
+EXACT_CURVES_CELLS = 20_000
+
+
+def _exact_realtime(board: Board) -> Board:
+    """The realtime curves of least penalty for the batch plan as it stands (an LP,
+    :func:`exact_curves`), when they beat the greedy's own curves, which serve the services
+    one after another (section 10, A4). The batch blocks stay; only the counts change."""
+    counts = board.counts
+    if board.penalty <= 0 or counts.size > EXACT_CURVES_CELLS:
+        return board
+    exact = exact_curves(board.index, np.array(board.room) + board.reserved)
+    if exact is None or board.realtime_penalty(exact) >= board.penalty - 1e-9:
+        return board
+    board = board.copy()
+    board.set_realtime(exact)
+    return board
 
 
 def greedy_grid(
@@ -1007,7 +1076,9 @@ def greedy_grid(
             best = _improve(best, pending, budget, float(deadline), shown)
         if improve and search:
             deadline = np.inf if time_limit is None else started + time_limit
-            best = _search(best, pending, search, seed, float(deadline), shown)
+            best = _search(best, base, pending, search, seed, float(deadline), shown)
+        if improve:
+            best = _exact_realtime(best)
     best.bind_realtime(best.counts, realtime_order)
     return best.grid()
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpuopt.allocation import _board
-from gpuopt.allocation._board import Board, realtime_curves, running_count
+from gpuopt.allocation._board import Board, exact_curves, realtime_curves, running_count
 from gpuopt.allocation.generator import random_problem
 
 
@@ -70,3 +70,46 @@ def test_realtime_gpus_by_number_equal_by_mask(
         board.bind_realtime(counts, order, occupy=occupy)
         bound[path] = (board.realtime_gpus, board.busy, board.room)
     assert bound["number"] == bound["mask"]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_exact_curves_equal_the_brute_force_optimum(seed: int) -> None:
+    from gpuopt.allocation.problem import AllocationProblem
+
+    rng = random.Random(seed)
+    horizon = rng.choice([3, 4])
+    services = [
+        {
+            "id": f"rt-{r}",
+            "kind": "realtime",
+            "priority": rng.choice([1, 2, 5]),
+            "demand": [rng.randint(0, 4) for _ in range(horizon)],
+            "max_swap": rng.choice([None, 0, 1, 2]),
+            "initial": rng.randint(0, 2),
+        }
+        for r in range(2)
+    ]
+    problem = AllocationProblem.model_validate(
+        {"gpus": 4, "horizon": horizon, "realtime_penalty": 1.0, "tasks": services}
+    )
+    index = problem.index
+    count = index.num_realtime
+    capacity = np.array([rng.randint(0, index.gpus) for _ in range(horizon)])
+    capacity = np.maximum(capacity, index.realtime_floor.sum(axis=0))  # V3: the floor fits
+    board = Board(index)
+    # every integer curve of both services, checked against A4 and the capacity
+    cells = count * horizon
+    every = np.indices((index.gpus + 1,) * cells).reshape(cells, -1).T.reshape(-1, count, horizon)
+    before = np.concatenate([np.repeat(index.initial[None, :, None], len(every), 0), every], 2)
+    legal = (np.abs(np.diff(before, axis=2)) <= index.max_swap[None, :, None]).all(axis=(1, 2))
+    legal &= (every.sum(axis=1) <= capacity[None, :]).all(axis=1)
+    price = board._price[None] * np.maximum(0, index.demand[None] - every[legal])
+    optimum = price.sum(axis=(1, 2)).min()
+    found = exact_curves(index, capacity)
+    assert found is not None
+    steps = np.diff(np.concatenate([index.initial[:, None], found], 1))
+    assert (np.abs(steps) <= index.max_swap[:, None]).all()
+    assert (found.sum(axis=0) <= capacity).all() and (found >= 0).all()
+    assert board.realtime_penalty(found) == pytest.approx(optimum, abs=1e-9)
+    greedy = realtime_curves(index, index.demand, list(range(count)), capacity)
+    assert board.realtime_penalty(found) <= board.realtime_penalty(greedy) + 1e-9
