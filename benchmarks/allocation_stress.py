@@ -117,6 +117,37 @@ def rescore(rows: list[dict[str, Any]]) -> None:
         row.pop("best_result", None)
 
 
+def tighten(
+    rows: list[dict[str, Any]],
+    above: float,
+    exact: str,
+    time_limit: float,
+    threads: int,
+    workers: int,
+) -> None:
+    """Solve again, for ``time_limit`` seconds, every open instance whose gap is above
+    ``above``; keep the lower bound and the better plan (a bound only gets tighter)."""
+    chosen = [
+        row
+        for row in rows
+        if row["status"] != "optimal" and row["gap"] is not None and row["gap"] > above
+    ]
+    jobs = [(row["family"], row["gpus"], row["seed"]) for row in chosen]
+    again = {row["name"]: row for row in run_all(jobs, exact, time_limit, threads, workers)}
+    for row in chosen:
+        new = again[row["name"]]
+        row["best"] = max(row["best"], new["best"], row["greedy"])
+        if new["status"] == "optimal" or new["bound"] < row["bound"]:
+            row["bound"] = new["best"] if new["status"] == "optimal" else new["bound"]
+        if row["bound"] <= row["best"] + 1e-6 * max(1.0, abs(row["best"])):
+            row["bound"], row["status"] = row["best"], "optimal"
+        row["exact_seconds"] += new["exact_seconds"]
+        bound = row["best"] if row["status"] == "optimal" else row["bound"]
+        row["gap"] = relative_gap(row["greedy"], bound)
+        row["gap_to_best"] = relative_gap(row["greedy"], row["best"])
+        row["tightened"] = time_limit
+
+
 def run_all(
     jobs: list[tuple[str, int, int]],
     exact: str,
@@ -346,6 +377,13 @@ def main() -> int:
         action="store_true",
         help="with --from-json: run the current greedy again, scored against the saved bounds",
     )
+    parser.add_argument(
+        "--tighten",
+        type=float,
+        metavar="GAP",
+        help="with --from-json: solve open instances with a gap above GAP (a fraction) again "
+        "for --time-limit seconds and keep the tighter bound (write them with --json)",
+    )
     args = parser.parse_args()
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     if args.from_json:
@@ -356,6 +394,8 @@ def main() -> int:
             match.update(row)
         if args.rescore:
             rescore(rows)
+        if args.tighten is not None:
+            tighten(rows, args.tighten, args.exact, args.time_limit, args.threads, args.workers)
     else:
         families = [family for family in args.families.split(",") if family]
         unknown = sorted(set(families) - set(FAMILIES))
@@ -381,14 +421,14 @@ def main() -> int:
     for row in worst(rows, args.diagnose):
         if "greedy_result" in row:  # plans are saved for the worst instances only
             print("\n" + diagnosis(row, args.grids))
-    if args.json and not args.from_json:
+    if args.json and (not args.from_json or args.tighten is not None):
         keep = {row["name"] for row in worst(rows, max(args.worst, args.diagnose))}
         plans = ("greedy_result", "best_result")
         payload = {
             "machine": machine,
             "args": settings,
             "rows": [{k: v for k, v in row.items() if k not in plans} for row in rows],
-            "worst": [row for row in rows if row["name"] in keep],
+            "worst": [row for row in rows if row["name"] in keep and "greedy_result" in row],
         }
         write_text_atomic(args.json, json.dumps(payload, indent=1) + "\n")
     return 0
