@@ -195,6 +195,9 @@ def solve_cpsat(
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
     start: WarmStart = warm_start(problem, initial, warm)
     relaxed = relaxed_bound(problem, deadline)
+    grid = None
+    bound = None
+    status: Status = "time_limit"
     try:
         patterns = PatternSet.build(problem, deadline)
         deadline.require(cpsat_seconds(_nonzeros(patterns), patterns.num_patterns))
@@ -204,38 +207,28 @@ def solve_cpsat(
             model.hint(chosen, counts)
         solver_limit(deadline, "cpsat", _nonzeros(patterns), len(model.x))
     except DeadlineExceeded:
-        return finish(
-            problem,
-            method="cpsat",
-            started=started,
-            start=start,
-            grid=None,
-            bound=None,
-            status="time_limit",
-            relaxed=relaxed,
+        pass  # the warm start (or the empty plan) comes back with status time_limit
+    else:
+        outcome = run_cpsat(
+            cp_model,
+            model.model,
+            deadline,
+            seed=seed,
+            threads=threads,
+            log=log,
+            progress=progress,
+            scale=SCALE,
+            offset=patterns.fixed_value,
         )
-    outcome = run_cpsat(
-        cp_model,
-        model.model,
-        deadline,
-        seed=seed,
-        threads=threads,
-        log=log,
-        progress=progress,
-        scale=SCALE,
-        offset=patterns.fixed_value,
-    )
-    grid = None
-    bound = None
-    if outcome.values is not None and outcome.bound is not None:
-        x_index = np.array([var.index for var in model.x], dtype=np.int64)
-        chosen = np.flatnonzero(outcome.values[x_index] > 0).tolist()
-        counts = np.zeros((problem.index.num_realtime, problem.horizon), dtype=np.int64)
-        for (r, t), var in model.y.items():
-            counts[r, t] = outcome.values[var.index]
-        grid = patterns.decode(chosen, counts)
-        bound = outcome.bound / SCALE + patterns.fixed_value
-    status: Status = outcome.status
+        if outcome.values is not None and outcome.bound is not None:
+            x_index = np.array([var.index for var in model.x], dtype=np.int64)
+            chosen = np.flatnonzero(outcome.values[x_index] > 0).tolist()
+            counts = np.zeros((problem.index.num_realtime, problem.horizon), dtype=np.int64)
+            for (r, t), var in model.y.items():
+                counts[r, t] = outcome.values[var.index]
+            grid = patterns.decode(chosen, counts)
+            bound = outcome.bound / SCALE + patterns.fixed_value
+        status = outcome.status
     return finish(
         problem,
         method="cpsat",

@@ -60,7 +60,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from gpuopt.allocation.generator import diurnal_curve
 from gpuopt.allocation.problem import AllocationProblem
@@ -75,16 +75,8 @@ Family = Literal[
     "nodes",
     "mixed",
 ]
-#: The stress families, in the order the benchmark reports them.
-FAMILIES: tuple[Family, ...] = (
-    "aligned-running-low",
-    "big-jobs",
-    "tight-deadlines",
-    "realtime-swap",
-    "oversubscribed",
-    "nodes",
-    "mixed",
-)
+#: The stress families, in the order the benchmark reports them (that of :data:`Family`).
+FAMILIES: tuple[Family, ...] = get_args(Family)
 #: Smallest and largest cluster a stress instance may have (task counts grow with it).
 MIN_GPUS = 4
 MAX_GPUS = 1024

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from typing import Any, NamedTuple
 
+from gpuopt._generator import beta_parameters, task_size
 from gpuopt.defrag.problem import MAX_NODE_GPUS, MAX_NODES, DefragProblem
 from gpuopt.errors import check_arguments
 
@@ -91,9 +92,7 @@ def random_snapshot(
     task_rows: list[dict[str, Any]] = []
     shares = _Shares(locked_fraction, hp_fraction, selector_fraction, group_fraction)
     # A U-shaped Beta with mean `fill`: concentration 0.9 spreads nodes to both ends.
-    concentration = 0.9
-    alpha = max(0.05, fill * concentration)
-    beta = max(0.05, (1 - fill) * concentration)
+    alpha, beta = beta_parameters(fill, 0.9)
     for node_number in range(nodes):
         model = "H20" if rng.random() < 0.7 else "A100"
         node_id = f"n{node_number:05d}"
@@ -115,9 +114,7 @@ def random_snapshot(
         used_memory = 0
         node_groups: set[int] = set()
         while used_gpus < target:
-            size = rng.choices(SIZES, SIZE_WEIGHTS)[0]
-            if size > target - used_gpus:
-                size = 1 << ((target - used_gpus).bit_length() - 1)
+            size = task_size(rng, SIZES, SIZE_WEIGHTS, target - used_gpus)
             cpus = min(cpus_per_node - used_cpus, size * rng.randint(6, 14))
             if cpus < 1:
                 break

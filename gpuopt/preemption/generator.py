@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from gpuopt._generator import beta_parameters, task_size
 from gpuopt.cluster.model import MAX_NODE_GPUS
 from gpuopt.errors import check_arguments
 from gpuopt.preemption.problem import MAX_NODES, PreemptionProblem, Priority
@@ -89,8 +90,7 @@ def random_state(
     rng = random.Random(seed)
     fill = rng.uniform(0.6, 0.9) if occupancy is None else occupancy
     hp_share = rng.uniform(0.3, 0.5) if hp_fraction is None else hp_fraction
-    concentration = 4.0
-    alpha, beta = max(0.05, fill * concentration), max(0.05, (1 - fill) * concentration)
+    alpha, beta = beta_parameters(fill, 4.0)
     node_rows: list[dict[str, Any]] = []
     task_rows: list[dict[str, Any]] = []
     most_free = 0
@@ -107,9 +107,7 @@ def random_state(
         target = round(rng.betavariate(alpha, beta) * gpus_per_node)
         used_gpus = used_cpus = 0
         while used_gpus < target:
-            size = rng.choices(SIZES, SIZE_WEIGHTS)[0]
-            if size > target - used_gpus:
-                size = 1 << ((target - used_gpus).bit_length() - 1)
+            size = task_size(rng, SIZES, SIZE_WEIGHTS, target - used_gpus)
             cpus = min(cpus_per_node - used_cpus, size * rng.randint(6, 11))
             checkpoint = now - rng.randint(0, max_age)
             if checkpoint_period:
