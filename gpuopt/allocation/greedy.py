@@ -984,7 +984,7 @@ def _search(
 
 
 #: Largest realtime subproblem (services x steps) the greedy solves exactly at its end.
-EXACT_CURVES_CELLS = 2_048
+EXACT_CURVES_CELLS = 256
 
 
 def _exact_realtime(board: Board) -> Board:
