@@ -945,9 +945,10 @@ def _search(
     search is path-dependent (a better start can end worse), and the first path is the
     search without restarts, so the restarts never make the greedy's plan worse."""
     found = _ruin_and_recreate(board, pending, rounds, seed, deadline, shown)
-    if _at_best(found, {b: _best_value(board, b) for b in pending}):
-        return found
-    restarted, _ = _restarts(board, base, pending, _scaled(RESTART_WORK, board), deadline)
+    budget = _scaled(RESTART_WORK, board)
+    if len(pending) > budget or _at_best(found, {b: _best_value(board, b) for b in pending}):
+        return found  # no rebuild fits the budget, or no plan does better
+    restarted, _ = _restarts(board, base, pending, budget, deadline)
     if restarted is board:
         return found
     again = _ruin_and_recreate(restarted, pending, rounds, seed, deadline, shown, " (restarted)")
