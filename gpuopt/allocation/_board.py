@@ -45,13 +45,12 @@ class Board:
         self.counts = np.zeros((index.num_realtime, index.horizon), dtype=np.int64)
         self.reserved = np.zeros(index.horizon, dtype=np.int64)
         self.penalty = 0.0
-        self.realtime_order: list[int] = list(range(index.num_realtime))
         # the curves at full demand beside the running tasks alone (set by the greedy; shared
         # by copies, never written): whatever batch blocks are removed, they stay the same
         self.full_counts: np.ndarray | None = None
         # orders the greedy computes the curves in (the cheapest wins, section 10), and the
         # penalty of the curves with no capacity limit (no order does better)
-        self.realtime_orders: list[list[int]] = [self.realtime_order]
+        self.realtime_orders: list[list[int]] = [list(range(index.num_realtime))]
         self.free_penalty = 0.0
         self.trade_budget = 0  # realtime recomputations the greedy may still spend on trades
         self._price = (index.penalty * index.priority[index.realtime_idx])[:, None] * index.weights[

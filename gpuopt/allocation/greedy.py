@@ -249,7 +249,6 @@ def _set_realtime_orders(board: Board, by_priority: list[int]) -> None:
     to meet its peak. Also records the penalty with no capacity limit (no order does
     better)."""
     index = board.index
-    board.realtime_order = by_priority
     board.realtime_orders = [by_priority]
     if not index.num_realtime:
         return

@@ -19,7 +19,7 @@ def _contended_board(seed: int, realtime_penalty: float = 8.0) -> Board:
     board = Board(index)
     board.pin_running()
     order = list(range(index.num_realtime))
-    board.realtime_order = order
+    board.realtime_orders = [order]
     capacity = index.gpus - running_count(index)
     board.set_realtime(realtime_curves(index, index.demand, order, capacity))
     for b in range(index.num_batch):
