@@ -858,9 +858,7 @@ def _movers(board: Board, pending: list[int]) -> list[int]:
     return sorted((u for u in gains if gains[u] > 1e-9), key=lambda u: (-gains[u], u))
 
 
-def _restarts(
-    board: Board, base: Board, pending: list[int], budget: int, deadline: float
-) -> tuple[Board, int]:
+def _restarts(board: Board, base: Board, pending: list[int], budget: int, deadline: float) -> Board:
     """Restarts from a pinned position: for each task left out or started after its
     arrival (most value to gain first), at its :data:`RESTART_TRIES` most promising
     earlier positions (ranked as the make-room pass ranks them), the whole plan rebuilt
@@ -868,10 +866,9 @@ def _restarts(
     first and every other task after it in each of the greedy's orders. The best plan
     is kept when the objective rises. A move no local repair reaches: a job that needs
     the whole cluster for two steps starts, and everything else is rebuilt around it.
-    Returns the best board and the placements spent (each rebuild costs one per task)."""
+    Each rebuild spends one placement per task of ``budget`` (the caller checks that
+    one fits). Returns the best board (``board`` itself when no rebuild beats it)."""
     index, cost = board.index, len(pending)
-    if cost > budget:
-        return board, 0  # not one rebuild (a large cluster: lns does this work)
     room = _Room(_scaled(ROOM_WORK, board), budget, deadline)
     orders = [sorted(pending, key=lambda b, key=key: key(index, b)) for key in ORDERS]  # type: ignore[misc]
     best = board
@@ -882,7 +879,7 @@ def _restarts(
         for _cost, start, first, _way in options[:RESTART_TRIES]:
             for order in orders:
                 if room.placements + cost > budget or time.perf_counter() > deadline:
-                    return best, room.placements
+                    return best
                 trial = base.copy()
                 trial.trade_budget = TRADE_BUDGET
                 if not _place_at(trial, u, start, first):
@@ -893,7 +890,7 @@ def _restarts(
                         _place_earliest(trial, b, trade=True)
                 if trial.objective > best.objective + 1e-9:
                     best = trial
-    return best, room.placements
+    return best
 
 
 def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -> tuple[Board, int]:
@@ -946,8 +943,8 @@ def _search(
     found = _ruin_and_recreate(board, pending, rounds, seed, deadline, shown)
     budget = _scaled(RESTART_WORK, board)
     if len(pending) > budget or _at_best(found, {b: _best_value(board, b) for b in pending}):
-        return found  # no rebuild fits the budget, or no plan does better
-    restarted, _ = _restarts(board, base, pending, budget, deadline)
+        return found  # not one rebuild fits the budget (lns does this work), or none does better
+    restarted = _restarts(board, base, pending, budget, deadline)
     if restarted is board:
         return found
     again = _ruin_and_recreate(restarted, pending, rounds, seed, deadline, shown, " (restarted)")
