@@ -104,6 +104,36 @@ def _optimum(problem: object) -> float:
     return float(exact.objective)
 
 
+def _greedy(problem: object) -> float:
+    """The greedy's objective on ``problem``, its grid checked."""
+    import gpuopt
+    from gpuopt.allocation.solution import violations
+
+    found = gpuopt.solve(problem, "greedy")
+    assert violations(problem, found.grid) == []
+    return float(found.objective)
+
+
+def _against_optimum(family: str, gpus: int, seed: int) -> tuple[object, float, float]:
+    """A stress instance, its proven optimum and the greedy's objective."""
+    from gpuopt.allocation.stress import stress_problem
+
+    problem = stress_problem(seed, gpus, family)
+    return problem, _optimum(problem), _greedy(problem)
+
+
+def _without(monkeypatch: pytest.MonkeyPatch, part: str) -> None:
+    """The greedy with one of its improvement steps replaced by the identity."""
+    from gpuopt.allocation import greedy
+
+    identity = {
+        "_restarts": lambda board, *args, **kwargs: board,
+        "_chain": lambda board, *args, **kwargs: board,
+        "_exact_realtime": lambda board: board,
+    }
+    monkeypatch.setattr(greedy, part, identity[part])
+
+
 @pytest.mark.parametrize(
     ("family", "gpus", "seed"), [("aligned-running-low", 12, 31), ("realtime-swap", 8, 35)]
 )
@@ -112,21 +142,13 @@ def test_make_room_chain_reaches_the_optimum(
 ) -> None:
     # Chains of dependent moves (docs/benchmarks.md, stress causes): moving the late
     # task earlier displaces a large job, which needs a third task moved to fit again.
-    import gpuopt
-    from gpuopt.allocation import greedy
-    from gpuopt.allocation.solution import violations
-    from gpuopt.allocation.stress import stress_problem
-
-    problem = stress_problem(seed, gpus, family)
-    best = _optimum(problem)
-    found = gpuopt.solve(problem, "greedy")
-    assert violations(problem, found.grid) == []
-    assert found.objective == pytest.approx(best, rel=1e-9)
+    problem, best, found = _against_optimum(family, gpus, seed)
+    assert found == pytest.approx(best, rel=1e-9)
     # the restarts find these too; without them, the chain still does
-    monkeypatch.setattr(greedy, "_restarts", lambda board, *args, **kwargs: (board, 0))
-    assert gpuopt.solve(problem, "greedy").objective == pytest.approx(best, rel=1e-9)
-    monkeypatch.setattr(greedy, "_chain", lambda board, *args, **kwargs: board)
-    assert gpuopt.solve(problem, "greedy").objective < best - 1.0  # the chain is what finds it
+    _without(monkeypatch, "_restarts")
+    assert _greedy(problem) == pytest.approx(best, rel=1e-9)
+    _without(monkeypatch, "_chain")
+    assert _greedy(problem) < best - 1.0  # the chain is what finds it
 
 
 @pytest.mark.parametrize(
@@ -138,47 +160,27 @@ def test_restarts_from_a_pinned_position_reach_the_optimum(
 ) -> None:
     # Plans no local repair reaches (docs/benchmarks.md, stress causes): the greedy
     # without its restarts is 7-9 % below the optimum on each.
-    import gpuopt
-    from gpuopt.allocation import greedy
-    from gpuopt.allocation.solution import violations
-    from gpuopt.allocation.stress import stress_problem
-
-    problem = stress_problem(seed, gpus, family)
-    best = _optimum(problem)
-    found = gpuopt.solve(problem, "greedy")
-    assert violations(problem, found.grid) == []
-    assert found.objective == pytest.approx(best, rel=1e-9)
-    monkeypatch.setattr(greedy, "_restarts", lambda board, *args, **kwargs: (board, 0))
-    assert gpuopt.solve(problem, "greedy").objective < 0.95 * best
+    problem, best, found = _against_optimum(family, gpus, seed)
+    assert found == pytest.approx(best, rel=1e-9)
+    _without(monkeypatch, "_restarts")
+    assert _greedy(problem) < 0.95 * best
 
 
 def test_exact_realtime_curves_for_the_final_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     # realtime-swap-16-s43: serving the services one after another leaves 15.6 of
     # penalty that the same batch plan does not need; the LP's curves find it.
-    import gpuopt
-    from gpuopt.allocation import greedy
-    from gpuopt.allocation.solution import violations
-    from gpuopt.allocation.stress import stress_problem
-
-    problem = stress_problem(43, 16, "realtime-swap")
-    best = _optimum(problem)
-    found = gpuopt.solve(problem, "greedy")
-    assert violations(problem, found.grid) == []
-    assert found.objective >= 0.965 * best
-    monkeypatch.setattr(greedy, "_exact_realtime", lambda board: board)
-    assert gpuopt.solve(problem, "greedy").objective < 0.95 * best
+    problem, best, found = _against_optimum("realtime-swap", 16, 43)
+    assert found >= 0.965 * best
+    _without(monkeypatch, "_exact_realtime")
+    assert _greedy(problem) < 0.95 * best
 
 
 def test_realtime_curves_in_the_cheaper_order(monkeypatch: pytest.MonkeyPatch) -> None:
     # realtime-swap-8-s93: serving the slow-ramping services by priority left the batch
     # too little room (14 % below the optimum); by value per GPU held, within 0.2 %.
-    import gpuopt
     from gpuopt.allocation import greedy
-    from gpuopt.allocation.stress import stress_problem
 
-    problem = stress_problem(93, 8, "realtime-swap")
-    best = _optimum(problem)
-    found = gpuopt.solve(problem, "greedy").objective
+    problem, best, found = _against_optimum("realtime-swap", 8, 93)
     assert found >= 0.99 * best
     original = greedy._set_realtime_orders
 
@@ -187,4 +189,4 @@ def test_realtime_curves_in_the_cheaper_order(monkeypatch: pytest.MonkeyPatch) -
         board.realtime_orders = [by_priority]
 
     monkeypatch.setattr(greedy, "_set_realtime_orders", by_priority_only)
-    assert gpuopt.solve(problem, "greedy").objective < 0.9 * best
+    assert _greedy(problem) < 0.9 * best
