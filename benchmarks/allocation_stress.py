@@ -99,6 +99,14 @@ def run_instance(
     }
 
 
+def _score(row: dict[str, Any]) -> None:
+    """The row's gaps: the greedy against its bound (the best plan where it is proven
+    optimal; None for a bound of 0 or less) and against the best plan."""
+    bound = row["best"] if row["status"] == "optimal" else row["bound"]
+    row["gap"] = None if bound is None or bound <= 0 else relative_gap(row["greedy"], bound)
+    row["gap_to_best"] = relative_gap(row["greedy"], row["best"])
+
+
 def rescore(rows: list[dict[str, Any]]) -> None:
     """Run the current greedy on every saved row and score it against the saved bound
     (the saved plans, of the old greedy, are dropped)."""
@@ -110,9 +118,7 @@ def rescore(rows: list[dict[str, Any]]) -> None:
             raise AssertionError(f"greedy on {problem.name} is illegal: {broken[:3]}")
         row["greedy"], row["greedy_ms"] = greedy.objective, greedy.seconds * 1000
         row["best"] = max(row["best"], greedy.objective)
-        bound = row["best"] if row["status"] == "optimal" else row["bound"]
-        row["gap"] = None if bound is None or bound <= 0 else relative_gap(greedy.objective, bound)
-        row["gap_to_best"] = relative_gap(greedy.objective, row["best"])
+        _score(row)
         row.pop("greedy_result", None)
         row.pop("best_result", None)
 
@@ -142,10 +148,8 @@ def tighten(
         if row["bound"] <= row["best"] + 1e-6 * max(1.0, abs(row["best"])):
             row["bound"], row["status"] = row["best"], "optimal"
         row["exact_seconds"] += new["exact_seconds"]
-        bound = row["best"] if row["status"] == "optimal" else row["bound"]
-        row["gap"] = relative_gap(row["greedy"], bound)
-        row["gap_to_best"] = relative_gap(row["greedy"], row["best"])
         row["tightened"] = time_limit
+        _score(row)
 
 
 def run_all(
