@@ -14,6 +14,10 @@ and keeping only *how many* each step has leaves the **step-capacity model**:
 - B1m (several models): ``sum_{(j,s) active at t} k_j z[j,m,s] <= G_m - running_m(t)``
   for each model m: the GPUs of its pools less its running tasks';
 - B2 (A2a): ``sum_s z[j,s] <= 1``;
+- B3 (fragmentation): for a step t and a size c, the tasks of at least c GPUs
+  active at t hold at most ``cap_c(t)`` GPUs, the most that disjoint legal
+  blocks of those sizes can cover beside the running tasks' GPUs at t (a
+  packing of one row, :func:`_packing_capacity`); up to :data:`CUT_GPUS` GPUs;
 - A4a-A4c for the realtime counts ``y`` and shortfalls ``u`` as in the exact model;
 - objective: section 6 with ``sum_f x[j,f,s]`` replaced by ``z[j,s]``.
 
@@ -107,6 +111,8 @@ def step_capacity_bound(
     model_capacity = _model_capacity(problem) if model_rows else np.zeros((0, horizon))
 
     costs: list[float] = []
+    spans: list[tuple[int, int, int]] = []  # per batch column: size, start, end (for B3)
+    legal_by_size: dict[int, int] = {}  # per size: the legal first GPUs of any model (B3)
     col_starts: list[int] = []
     row_index: list[int] = []
     values: list[float] = []
@@ -135,6 +141,8 @@ def step_capacity_bound(
                 if not board.free_firsts(size, start, end, legal)[0]:
                     continue  # every block overlaps a running task
                 found = True
+                spans.append((size, start, end))
+                legal_by_size[size] = legal_by_size.get(size, 0) | legal
                 col_starts.append(len(row_index))
                 for step in range(start, end):  # B1 rows are 0..T-1
                     row_index.append(step)
@@ -231,6 +239,7 @@ def step_capacity_bound(
             integrality[col] = highspy.HighsVarType.kInteger
         lp.integrality_ = integrality
     highs.passModel(lp)
+    num_rows += _add_fragmentation_rows(highs, board, spans, legal_by_size, capacity)
     highs.run()
     info = highs.getInfo()
     status = highs.modelStatusToString(highs.getModelStatus()).lower()
@@ -251,6 +260,104 @@ def step_capacity_bound(
         columns=columns,
         rows=num_rows,
     )
+
+
+#: B3 rows are added up to this many GPUs (their packing takes ``O(G)`` per size, step and
+#: threshold in Python; above it the bound is B1-B2 alone, still valid).
+CUT_GPUS = 1024
+
+
+def _packing_capacity(busy: int, blocks: list[tuple[int, int]], gpus: int) -> int:
+    """The most GPUs that disjoint blocks can cover without touching ``busy`` (B3).
+
+    ``blocks`` pairs a size with the bitmask of its legal first GPUs; a dynamic
+    programme over the GPUs in order: ``best[g]`` is the most covered among GPUs
+    ``0 .. g-1``, either leaving GPU g-1 idle or ending a block there.
+
+    >>> _packing_capacity(0b00010001, [(4, 0b00010001)], 8)   # GPUs 0 and 4 busy, aligned
+    0
+    >>> _packing_capacity(0b00000001, [(4, 0b00010001), (2, 0b01010101)], 8)
+    6
+    """
+    free = ~busy & ((1 << gpus) - 1)
+    usable: list[tuple[int, int]] = []
+    for size, legal in blocks:
+        runs, span = free, 1
+        while span < size:  # bit f survives iff GPUs f .. f+size-1 are all free
+            shift = min(span, size - span)
+            runs &= runs >> shift
+            span += shift
+        if runs & legal:
+            usable.append((size, runs & legal))
+    best = [0] * (gpus + 1)
+    for end in range(1, gpus + 1):
+        value = best[end - 1]
+        for size, firsts in usable:
+            first = end - size
+            if first >= 0 and firsts >> first & 1 and best[first] + size > value:
+                value = best[first] + size
+        best[end] = value
+    return best[gpus]
+
+
+def _add_fragmentation_rows(
+    highs: Any,
+    board: Board,
+    spans: list[tuple[int, int, int]],
+    legal_by_size: dict[int, int],
+    capacity: np.ndarray,
+) -> int:
+    """Add the B3 rows that B1 does not already imply; return how many.
+
+    For a size c and step t: ``sum k_j z[j,s]`` over the columns of tasks of at
+    least c GPUs active at t is at most :func:`_packing_capacity` of their
+    sizes beside the running tasks' GPUs at t (``board.busy[t]`` after
+    ``pin_running``). Section 13, Lemma (validity), covers B3.
+    """
+    gpus = board.gpus
+    if gpus > CUT_GPUS or not spans:
+        return 0
+    sizes = np.array([span[0] for span in spans])
+    starts = np.array([span[1] for span in spans])
+    ends = np.array([span[2] for span in spans])
+    packed: dict[tuple[int, int], int] = {}  # (busy mask, threshold) -> capacity
+    rows_upper: list[float] = []
+    row_starts: list[int] = []
+    entries: list[np.ndarray] = []
+    coefficients: list[np.ndarray] = []
+    nonzeros = 0
+    for threshold in sorted(legal_by_size):
+        blocks = [(size, legal) for size, legal in legal_by_size.items() if size >= threshold]
+        big = sizes >= threshold
+        for step in range(board.horizon):
+            active = np.flatnonzero(big & (starts <= step) & (step < ends))
+            if active.size == 0:
+                continue
+            busy = board.busy[step]
+            key = (busy, threshold)
+            if key not in packed:
+                packed[key] = _packing_capacity(busy, blocks, gpus)
+            cap = packed[key]
+            if cap >= capacity[step]:
+                continue  # implied by B1
+            row_starts.append(nonzeros)
+            rows_upper.append(float(cap))
+            entries.append(active.astype(np.int32))
+            coefficients.append(sizes[active].astype(np.float64))
+            nonzeros += active.size
+    if not row_starts:
+        return 0
+    inf = importlib.import_module("highspy").kHighsInf
+    highs.addRows(
+        len(row_starts),
+        np.full(len(row_starts), -inf),
+        np.array(rows_upper),
+        nonzeros,
+        np.array(row_starts, dtype=np.int32),
+        np.concatenate(entries),
+        np.concatenate(coefficients),
+    )
+    return len(row_starts)
 
 
 def _model_capacity(problem: AllocationProblem) -> np.ndarray:
@@ -287,4 +394,4 @@ def relaxed_bound(problem: AllocationProblem, deadline: Deadline) -> float | Non
     return found.bound if found.status == "optimal" and math.isfinite(found.bound) else None
 
 
-__all__ = ["STEP_BOUND_GPUS", "StepBound", "relaxed_bound", "step_capacity_bound"]
+__all__ = ["CUT_GPUS", "STEP_BOUND_GPUS", "StepBound", "relaxed_bound", "step_capacity_bound"]
