@@ -35,7 +35,7 @@ from __future__ import annotations
 import importlib
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,7 +54,11 @@ class StepBound:
     ``bound`` is an upper bound on the allocation objective (section 6) of
     every legal plan; ``status`` is ``optimal`` when the relaxation was solved,
     ``time_limit`` when a MIP stopped early (its dual bound is still valid);
-    ``columns`` and ``rows`` give its size.
+    ``columns`` and ``rows`` give its size. With ``starts=True`` and the LP
+    solved, ``starts`` maps a new batch task (its position in the index's batch
+    arrays) to the start its largest ``z`` chose and that ``z`` (the plan the
+    relaxation would like, which :func:`gpuopt.allocation.greedy.greedy_grid`
+    builds from when asked to be guided); tasks it leaves out are absent.
     """
 
     bound: float
@@ -62,6 +66,7 @@ class StepBound:
     seconds: float
     columns: int
     rows: int
+    starts: dict[int, tuple[int, float]] = field(default_factory=dict)
 
 
 def step_capacity_bound(
@@ -70,8 +75,12 @@ def step_capacity_bound(
     integer: bool = False,
     time_limit: float = 60.0,
     threads: int = 1,
+    starts: bool = False,
 ) -> StepBound:
     """Solve the step-capacity relaxation of ``problem`` (module docstring) with HiGHS.
+
+    ``starts=True`` also reads the solution back: each new batch task's start
+    with the largest ``z`` (:attr:`StepBound.starts`).
 
     Examples
     --------
@@ -112,6 +121,7 @@ def step_capacity_bound(
 
     costs: list[float] = []
     spans: list[tuple[int, int, int]] = []  # per batch column: size, start, end (for B3)
+    owners: list[int] = []  # per batch column: its task's batch position
     legal_by_size: dict[int, int] = {}  # per size: the legal first GPUs of any model (B3)
     col_starts: list[int] = []
     row_index: list[int] = []
@@ -142,6 +152,7 @@ def step_capacity_bound(
                     continue  # every block overlaps a running task
                 found = True
                 spans.append((size, start, end))
+                owners.append(b)
                 legal_by_size[size] = legal_by_size.get(size, 0) | legal
                 col_starts.append(len(row_index))
                 for step in range(start, end):  # B1 rows are 0..T-1
@@ -213,13 +224,13 @@ def step_capacity_bound(
     for offset, (cols, coefs, _, _) in enumerate(extra_rows):
         for col, coef in zip(cols, coefs, strict=True):
             per_column[col - batch_columns].append((horizon + model_rows + tasks + offset, coef))
-    starts = list(col_starts)
+    matrix_starts = list(col_starts)
     for entries in per_column:
-        starts.append(len(row_index))
+        matrix_starts.append(len(row_index))
         for row, coef in sorted(entries):
             row_index.append(row)
             values.append(coef)
-    starts.append(len(row_index))
+    matrix_starts.append(len(row_index))
     lp = highspy.HighsLp()
     lp.num_col_ = columns
     lp.num_row_ = num_rows
@@ -230,7 +241,7 @@ def step_capacity_bound(
     lp.row_upper_ = np.where(np.isinf(upper), inf, upper)
     lp.sense_ = highspy.ObjSense.kMaximize
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
+    lp.a_matrix_.start_ = np.array(matrix_starts, dtype=np.int32)
     lp.a_matrix_.index_ = np.array(row_index, dtype=np.int32)
     lp.a_matrix_.value_ = np.array(values, dtype=np.float64)
     if integer and batch_columns:
@@ -253,12 +264,20 @@ def step_capacity_bound(
             bound = math.inf
     if not math.isfinite(bound):
         bound = math.inf
+    chosen: dict[int, tuple[int, float]] = {}
+    if starts and solved and batch_columns:
+        values_z = np.asarray(highs.getSolution().col_value[:batch_columns])
+        for column in np.flatnonzero(values_z > 1e-6).tolist():
+            b, weight = owners[column], float(values_z[column])
+            if b not in chosen or weight > chosen[b][1]:
+                chosen[b] = (spans[column][1], weight)
     return StepBound(
         bound=bound + fixed if math.isfinite(bound) else math.inf,
         status="optimal" if solved else "time_limit",
         seconds=time.perf_counter() - started,
         columns=columns,
         rows=num_rows,
+        starts=chosen,
     )
 
 

@@ -67,6 +67,8 @@ WHOLE_WORK = 10.0
 TRIES = 3
 #: Share of the time limit given to the step-capacity bound.
 BOUND_SHARE = 0.15
+#: Share of the time limit the starting greedy may take (its LP and search stop there).
+GREEDY_SHARE = 0.5
 
 
 class _Plan:
@@ -329,7 +331,10 @@ def solve_lns(
     started = deadline.started
     index = problem.index
     batch = index.batch
-    grid = greedy_grid(problem) if initial is None else warm_start(problem, initial, False).grid
+    if initial is None:  # the greedy guided by the step-capacity LP (section 10.1, item 5)
+        grid = greedy_grid(problem, guide=True, time_limit=GREEDY_SHARE * time_limit)
+    else:
+        grid = warm_start(problem, initial, False).grid
     relaxed = step_capacity_bound(problem, time_limit=max(0.1, BOUND_SHARE * time_limit))
     plan = _Plan(problem, grid)
     objective = evaluate(problem, grid).objective

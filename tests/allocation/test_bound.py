@@ -132,3 +132,14 @@ def test_packing_capacity_equals_brute_force(seed: int) -> None:
         return best
 
     assert bound._packing_capacity(busy, blocks, gpus) == brute(0, 0)
+
+
+def test_the_relaxation_starts_are_legal_starts() -> None:
+    problem = random_problem(1, gpus=32, tasks=24, gpus_per_node=8)
+    found = step_capacity_bound(problem, starts=True)
+    assert found.starts and step_capacity_bound(problem).starts == {}
+    batch = problem.index.batch
+    for b, (start, weight) in found.starts.items():
+        assert not batch.running[b]
+        assert batch.arrival[b] <= start < problem.horizon
+        assert 0 < weight <= 1 + 1e-9

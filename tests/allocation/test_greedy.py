@@ -123,9 +123,13 @@ def _against_optimum(family: str, gpus: int, seed: int) -> tuple[object, float, 
 
 
 def _without(monkeypatch: pytest.MonkeyPatch, part: str) -> None:
-    """The greedy with one of its improvement steps replaced by the identity."""
+    """The greedy with one of its improvement steps replaced by the identity (``guide``:
+    without the LP-guided plan, which finds some of these optima by itself)."""
     from gpuopt.allocation import greedy
 
+    if part == "guide":
+        monkeypatch.setattr(greedy, "GUIDE_CELLS", 0)
+        return
     identity = {
         "_restarts": lambda board, *args, **kwargs: board,
         "_chain": lambda board, *args, **kwargs: board,
@@ -144,7 +148,8 @@ def test_make_room_chain_reaches_the_optimum(
     # task earlier displaces a large job, which needs a third task moved to fit again.
     problem, best, found = _against_optimum(family, gpus, seed)
     assert found == pytest.approx(best, rel=1e-9)
-    # the restarts find these too; without them, the chain still does
+    # the restarts and the LP-guided plan find these too; without them, the chain still does
+    _without(monkeypatch, "guide")
     _without(monkeypatch, "_restarts")
     assert _greedy(problem) == pytest.approx(best, rel=1e-9)
     _without(monkeypatch, "_chain")
@@ -162,6 +167,7 @@ def test_restarts_from_a_pinned_position_reach_the_optimum(
     # without its restarts is 7-9 % below the optimum on each.
     problem, best, found = _against_optimum(family, gpus, seed)
     assert found == pytest.approx(best, rel=1e-9)
+    _without(monkeypatch, "guide")
     _without(monkeypatch, "_restarts")
     assert _greedy(problem) < 0.95 * best
 
@@ -171,6 +177,7 @@ def test_exact_realtime_curves_for_the_final_plan(monkeypatch: pytest.MonkeyPatc
     # penalty that the same batch plan does not need; the LP's curves find it.
     problem, best, found = _against_optimum("realtime-swap", 16, 43)
     assert found >= 0.965 * best
+    _without(monkeypatch, "guide")
     _without(monkeypatch, "_exact_realtime")
     assert _greedy(problem) < 0.95 * best
 
@@ -189,4 +196,51 @@ def test_realtime_curves_in_the_cheaper_order(monkeypatch: pytest.MonkeyPatch) -
         board.realtime_orders = [by_priority]
 
     monkeypatch.setattr(greedy, "_set_realtime_orders", by_priority_only)
+    _without(monkeypatch, "guide")
     assert _greedy(problem) < 0.9 * best
+
+
+def _guided_and_not(problem: object) -> tuple[float, float]:
+    """The greedy's objective with and without the LP-guided plan, both grids checked."""
+    from gpuopt.allocation.greedy import greedy_grid
+    from gpuopt.allocation.solution import evaluate, violations
+
+    found = []
+    for guide in (True, False):
+        grid = greedy_grid(problem, guide=guide)  # type: ignore[arg-type]
+        assert violations(problem, grid) == []  # type: ignore[arg-type]
+        found.append(evaluate(problem, grid).objective)  # type: ignore[arg-type]
+    return found[0], found[1]
+
+
+@pytest.mark.parametrize(("gpus", "tasks", "seed"), [(32, 24, 5), (64, 40, 6)])
+def test_the_lp_guided_plan_gains_where_the_orders_fall_short(
+    gpus: int, tasks: int, seed: int
+) -> None:
+    # The step-capacity LP starts long low-priority tasks where the orders' earliest
+    # starts run them into the peak (docs/benchmarks.md, the greedy guided by the LP).
+    problem = random_problem(seed, gpus=gpus, tasks=tasks, gpus_per_node=8)
+    guided, unguided = _guided_and_not(problem)
+    assert guided > 1.02 * unguided
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_lp_guided_plan_is_never_worse(seed: int) -> None:
+    # the search runs from both plans, so the guided greedy ends at least as high
+    problem = random_problem(
+        seed, gpus=16, tasks=16, horizon=12, gpus_per_node=4, align_blocks=seed % 2 == 1
+    )
+    guided, unguided = _guided_and_not(problem)
+    assert guided >= unguided - 1e-9
+
+
+def test_the_guide_is_on_up_to_guide_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuopt.allocation import greedy
+    from gpuopt.allocation.greedy import greedy_grid
+
+    problem = random_problem(5, gpus=32, tasks=24, gpus_per_node=8)
+    guided, unguided = (greedy_grid(problem, guide=guide) for guide in (True, False))
+    assert guided != unguided
+    assert greedy_grid(problem) == guided  # 24 tasks x 24 steps, below GUIDE_CELLS
+    monkeypatch.setattr(greedy, "GUIDE_CELLS", 100)
+    assert greedy_grid(problem) == unguided
