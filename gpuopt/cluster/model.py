@@ -384,6 +384,7 @@ class Task(_Extended):
             "pod_anti_affinity",
             "resources",
             "pinned",
+            "gang",
         }
     )
 
@@ -436,6 +437,11 @@ class Task(_Extended):
     )
     pinned: PinReason | None = Field(
         default=None, description="K6: why it is never moved (a DaemonSet pod, ...)."
+    )
+    gang: ItemId | None = Field(
+        default=None,
+        description="C8: the running gang it belongs to (its min_member in the cluster's "
+        "gangs; a gang not listed there is all or nothing).",
     )
 
     @model_validator(mode="after")
@@ -600,6 +606,21 @@ class ClusterOptions(_Extended):
         return "workload" if self.workload is not None else "emptied"
 
 
+class Gang(_Extended):
+    """C8: a running gang (a job of several pods, all or nothing down to ``min_member``).
+
+    Stopping pods of it so that fewer than ``min_member`` keep running stops
+    every pod of it (``models/gang.md``, P2). ``min_member`` may exceed the
+    pods the snapshot shows running (a gang caught while its pods start, or
+    after some were lost): then stopping any one of its pods stops them all.
+    A task may name a gang that ``gangs`` does not list: its ``min_member`` is
+    then the number of its running pods (all or nothing).
+    """
+
+    id: ItemId
+    min_member: int = Field(ge=1, le=MAX_TASKS, description="Fewest pods it runs with.")
+
+
 class Cluster(IndexedModel, _Extended):
     """A snapshot: nodes, the tasks running on them, the waiting demand, and options.
 
@@ -617,7 +638,9 @@ class Cluster(IndexedModel, _Extended):
 
     model_config = _CONFIG
     document: ClassVar[str] = "a snapshot"
-    _quiet_defaults = frozenset({"levels", "pending", "now", "hp_priority", "budgets"})
+    _quiet_defaults = frozenset(
+        {"levels", "pending", "now", "hp_priority", "budgets", "gangs"}
+    )
 
     name: str = "snapshot"
     levels: list[str] = Field(
@@ -641,6 +664,11 @@ class Cluster(IndexedModel, _Extended):
         default_factory=list,
         max_length=MAX_TASKS,
         description="K7: PodDisruptionBudgets over the tasks.",
+    )
+    gangs: list[Gang] = Field(
+        default_factory=list,
+        max_length=MAX_TASKS,
+        description="C8: running gangs and their min_member (tasks name theirs in 'gang').",
     )
     options: ClusterOptions = Field(default_factory=ClusterOptions)
 
@@ -706,6 +734,7 @@ class Cluster(IndexedModel, _Extended):
                     )
         check_unique("pending", (item.id for item in self.pending))
         check_unique("budgets", (budget.id for budget in self.budgets))
+        check_unique("gangs", (gang.id for gang in self.gangs))
         return self
 
     def _check_levels(self) -> None:
@@ -1012,6 +1041,7 @@ __all__ = [
     "DefragIndex",
     "DefragOptions",
     "DefragProblem",
+    "Gang",
     "Node",
     "Objective",
     "Pending",
