@@ -115,9 +115,7 @@ class GangOptions(BaseModel):
 
     model_config = _CONFIG
 
-    preemption: bool = Field(
-        default=True, description="False: placement only, nobody is stopped."
-    )
+    preemption: bool = Field(default=True, description="False: placement only, nobody is stopped.")
     min_runtime: float = Field(
         default=0.0,
         ge=0,
