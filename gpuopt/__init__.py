@@ -17,6 +17,7 @@ from gpuopt.cluster import Cluster, Request, load_cluster, parse_cluster, parse_
 from gpuopt.defrag.problem import DefragProblem, load_snapshot
 from gpuopt.defrag.solution import MigrationPlan
 from gpuopt.errors import ProblemError
+from gpuopt.gang import GangAnswer, GangProblem
 from gpuopt.placement.nodes import NodePlacement, NodePlacementProblem
 from gpuopt.placement.problem import TopologyProblem
 from gpuopt.placement.solution import TopologyResult
@@ -33,6 +34,8 @@ __all__ = [
     "Cluster",
     "Decision",
     "DefragProblem",
+    "GangAnswer",
+    "GangProblem",
     "MigrationPlan",
     "NodePlacement",
     "NodePlacementProblem",

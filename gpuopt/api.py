@@ -31,6 +31,12 @@ from gpuopt.defrag.solution import MigrationPlan
 from gpuopt.defrag.solution import evaluate as defrag_evaluate
 from gpuopt.defrag.solution import violations as defrag_violations
 from gpuopt.errors import ProblemError, ProblemTypeError, short
+from gpuopt.gang.cpsat import solve_cpsat as gang_cpsat
+from gpuopt.gang.greedy import solve_heuristic as gang_heuristic
+from gpuopt.gang.problem import GangProblem
+from gpuopt.gang.solution import GangAnswer
+from gpuopt.gang.solution import evaluate as gang_evaluate
+from gpuopt.gang.solution import violations as gang_violations
 from gpuopt.placement.greedy import solve_greedy as topology_greedy
 from gpuopt.placement.milp import solve_milp as topology_milp
 from gpuopt.placement.nodes import NodePlacement, NodePlacementProblem, solve_binpack, solve_spread
@@ -70,6 +76,7 @@ METHODS: dict[type, dict[str, Solver]] = {
     TopologyProblem: {"greedy": topology_greedy, "milp": topology_milp},
     NodePlacementProblem: {"binpack": solve_binpack, "spread": solve_spread},
     PreemptionProblem: {"heuristic": solve_heuristic, "exact": solve_exact},
+    GangProblem: {"heuristic": gang_heuristic, "exact": gang_cpsat},
 }
 
 #: problem type -> (the problem's independent checker, its evaluator or None).
@@ -81,6 +88,7 @@ CHECKERS: dict[type, tuple[Callable[[Any, Any], list[str]], Callable[[Any, Any],
     TopologyProblem: (topology_violations, None),
     NodePlacementProblem: (node_violations, None),
     PreemptionProblem: (preemption_violations, preemption_evaluate),
+    GangProblem: (gang_violations, gang_evaluate),
 }
 
 #: problem type -> what its answer is called in messages.
@@ -90,6 +98,7 @@ ANSWER_NAMES: dict[type, str] = {
     TopologyProblem: "placement",
     NodePlacementProblem: "placement",
     PreemptionProblem: "decision",
+    GangProblem: "answer",
 }
 
 
@@ -271,6 +280,18 @@ def solve(
 
 @overload
 def solve(
+    problem: GangProblem,
+    method: str | None = ...,
+    *,
+    time_limit: float | None = ...,
+    seed: int | None = ...,
+    initial: Any = ...,
+    **options: Any,
+) -> GangAnswer: ...
+
+
+@overload
+def solve(
     problem: TopologyProblem,
     method: str | None = ...,
     *,
@@ -310,7 +331,8 @@ def solve(
     | DefragProblem
     | TopologyProblem
     | NodePlacementProblem
-    | PreemptionProblem,
+    | PreemptionProblem
+    | GangProblem,
     method: str | None = None,
     *,
     time_limit: float | None = None,
@@ -337,7 +359,9 @@ def solve(
         (the baseline), ``"milp"`` (HiGHS) and ``"cpsat"``, which start from
         ipc and report a bound. Switch-level placement: ``"greedy"``
         (default), ``"milp"``. Node-level placement: ``"binpack"`` (default),
-        ``"spread"``. Preemption: ``"heuristic"`` (default), ``"exact"``.
+        ``"spread"``. Preemption: ``"heuristic"`` (default), ``"exact"``. Gangs
+        (:class:`gpuopt.gang.GangProblem`): ``"heuristic"`` (default), ``"exact"``
+        (CP-SAT).
     time_limit
         Seconds the method may spend; None keeps the method's default (10 s
         for the exact methods; the heuristics run to completion). A method

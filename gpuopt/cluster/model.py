@@ -638,9 +638,7 @@ class Cluster(IndexedModel, _Extended):
 
     model_config = _CONFIG
     document: ClassVar[str] = "a snapshot"
-    _quiet_defaults = frozenset(
-        {"levels", "pending", "now", "hp_priority", "budgets", "gangs"}
-    )
+    _quiet_defaults = frozenset({"levels", "pending", "now", "hp_priority", "budgets", "gangs"})
 
     name: str = "snapshot"
     levels: list[str] = Field(
