@@ -270,7 +270,8 @@ def solve_cpsat(
     chosen = plan
     primary_bound: float | None = None
     status = Status.OPTIMAL
-    for stage, term in enumerate(gang.stages()):
+    solved = 0  # stages solved so far
+    for term in gang.stages():
         if not term:  # a constant 0 (no preferred level, no victims)
             primary_bound = 0.0 if primary_bound is None else primary_bound
             continue
@@ -279,9 +280,10 @@ def solve_cpsat(
             gang.cp_model, gang.model, deadline, seed=seed, threads=threads, log=log
         )
         if outcome.status == "infeasible":
-            if stage == 0:
+            if solved == 0:
                 return answer(Status.INFEASIBLE, None, None)
             break  # not reached: the previous stage's solution satisfies this one
+        solved += 1
         if outcome.values is None:
             status = Status.TIME_LIMIT
             break
