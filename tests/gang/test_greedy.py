@@ -1,0 +1,133 @@
+"""The heuristic: legal, one required domain, never better than the exact optimum, a valid bound."""
+
+from __future__ import annotations
+
+import pytest
+
+import gpuopt
+from gpuopt.gang.cpsat import solve_cpsat
+from gpuopt.gang.generator import random_gang_problem
+from gpuopt.gang.greedy import solve_heuristic
+from gpuopt.gang.problem import GangProblem
+from gpuopt.gang.solution import evaluate, violations
+from gpuopt.result import Status
+from tests.gang.helpers import random_small, tiny_cluster
+
+
+def _one_domain(problem: GangProblem, nodes: list[str]) -> bool:
+    level = problem.request.required
+    if level is None:
+        return True
+    by_id = {node.id: node for node in problem.cluster.nodes}
+    return len({by_id[n].domain(level) for n in nodes}) == 1
+
+
+@pytest.mark.parametrize("preemption", [True, False])
+def test_legal_and_never_better_than_exact(preemption: bool) -> None:
+    for seed in range(60):
+        problem = random_small(seed, preemption=preemption)
+        heuristic = solve_heuristic(problem)
+        exact = solve_cpsat(problem)
+        assert violations(problem, heuristic) == [], seed
+        found, best = evaluate(problem, heuristic), evaluate(problem, exact)
+        if found is None:
+            continue
+        assert best is not None and best <= found, seed
+        assert _one_domain(problem, heuristic.nodes or []), seed
+        assert heuristic.bound is not None and exact.objective is not None
+        assert heuristic.bound <= exact.objective + 1e-9, seed
+
+
+def test_gb200_states() -> None:
+    for seed in range(4):
+        for slice_size in (None, 2):
+            problem = random_gang_problem(seed, domains=3, nodes_per_domain=8, slice_size=slice_size)
+            heuristic = gpuopt.solve(problem, "heuristic")
+            exact = gpuopt.solve(problem, "exact", time_limit=20)
+            assert violations(problem, heuristic) == []
+            assert violations(problem, exact) == []
+            found, best = evaluate(problem, heuristic), evaluate(problem, exact)
+            if found is not None:
+                assert best is not None and best <= found
+                assert _one_domain(problem, heuristic.nodes or [])
+                assert heuristic.gap is not None and heuristic.gap >= 0
+
+
+def test_fewest_preferred_domains_then_best_fit() -> None:
+    # pair p0 = a, b (a has 2 free GPUs, b 4), pair p1 = c, d (4 free each): 3 pods of 2 GPUs
+    # fit in one pair only in p1 (8 free) or p0 (6 free); both one pair; best fit takes the
+    # fuller p0: a (2 free) then b (4 free).
+    cluster = tiny_cluster(
+        levels=["rack", "pair"],
+        nodes=[
+            {"id": n, "gpus": 4, "cpus": 32.0, "topology": {"rack": "r0", "pair": p}}
+            for n, p in (("a", "p0"), ("b", "p0"), ("c", "p1"), ("d", "p1"))
+        ],
+        tasks=[{"id": "x", "node": "a", "gpus": 2, "priority": 2000, "start_time": 0}],
+    )
+    problem = GangProblem(
+        cluster=cluster,
+        request={"id": "j", "pods": 3, "gpus": 2, "required": "rack", "preferred": "pair"},
+        options={"preemption": False},
+    )
+    for method in ("heuristic", "exact"):
+        answer = gpuopt.solve(problem, method)
+        assert answer.nodes == ["a", "b", "b"], method
+        assert answer.domains == 1
+        assert answer.objective == 1.0
+
+
+def test_cheapest_cover_in_one_rack() -> None:
+    # r0: a runs x (4 GPUs, cost 4*100); r1: c runs y (2 GPUs, cost 2*10) and d runs z (2 GPUs,
+    # cost 2*10). 2 pods of 4 GPUs: r0 needs x stopped (400); r1 needs y and z (40).
+    cluster = tiny_cluster(
+        tasks=[
+            {"id": "x", "node": "a", "gpus": 4, "priority": 1, "start_time": 0},
+            {"id": "y", "node": "c", "gpus": 2, "priority": 1, "start_time": 90},
+            {"id": "z", "node": "d", "gpus": 2, "priority": 1, "start_time": 90},
+        ]
+    )
+    problem = GangProblem(
+        cluster=cluster,
+        request={"id": "j", "pods": 2, "gpus": 4, "priority": 5, "required": "rack"},
+    )
+    answer = solve_heuristic(problem)
+    assert answer.nodes == ["c", "d"]
+    assert answer.victims == ["y", "z"]
+    assert answer.cost == 40.0
+    assert answer.status == Status.HEURISTIC
+    assert answer.bound is not None and answer.bound <= 40.0
+
+
+def test_preemption_policy_never_stops_nobody() -> None:
+    cluster = tiny_cluster(
+        tasks=[{"id": n, "node": n, "gpus": 4, "priority": 1, "start_time": 0} for n in "abcd"]
+    )
+    problem = GangProblem(
+        cluster=cluster,
+        request={"id": "j", "pods": 1, "gpus": 4, "priority": 5, "preemption_policy": "Never"},
+    )
+    for method in ("heuristic", "exact"):
+        answer = gpuopt.solve(problem, method)
+        assert answer.nodes is None
+        assert answer.status == Status.INFEASIBLE
+
+
+def test_min_runtime_protects_a_gang() -> None:
+    # a and b run pods of gang g (min_member 1, so one may stop alone) started at 95; with
+    # min_runtime 10 neither may stop, so the job (1 pod x 4 GPUs) stops the solo task on c.
+    cluster = tiny_cluster(
+        tasks=[
+            {"id": "g1", "node": "a", "gpus": 4, "priority": 1, "start_time": 95, "gang": "g"},
+            {"id": "g2", "node": "b", "gpus": 4, "priority": 1, "start_time": 95, "gang": "g"},
+            {"id": "s", "node": "c", "gpus": 4, "priority": 1, "start_time": 0},
+            {"id": "h", "node": "d", "gpus": 4, "priority": 2000, "start_time": 0},
+        ],
+        gangs=[{"id": "g", "min_member": 1}],
+    )
+    request = {"id": "j", "pods": 1, "gpus": 4, "priority": 5}
+    free = GangProblem(cluster=cluster, request=request)
+    assert gpuopt.solve(free, "exact").victims in (["g1"], ["g2"])
+    guarded = GangProblem(cluster=cluster, request=request, options={"min_runtime": 10.0})
+    for method in ("heuristic", "exact"):
+        assert gpuopt.solve(guarded, method).victims == ["s"], method

@@ -1,0 +1,107 @@
+"""The gang problem: one-sentence errors naming field and value, the index view, old snapshots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuopt.cluster.model import Cluster
+from gpuopt.errors import ProblemError
+from gpuopt.gang.problem import GangProblem
+from tests.gang.helpers import tiny_cluster
+
+
+def _problem(request: dict[str, Any], **fields: Any) -> GangProblem:
+    return GangProblem(cluster=tiny_cluster(), request={"id": "j", **request}, **fields)
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "words"),
+    [
+        ({"pods": 3, "gpus": 1, "slice": {"level": "node", "size": 2}}, ["slice.size 2", "3"]),
+        ({"pods": 1, "gpus": 1, "required": "block"}, ["required", "'block'"]),
+        ({"pods": 1, "gpus": 1, "required": "node", "preferred": "rack"}, ["preferred", "'rack'"]),
+        (
+            {"pods": 2, "gpus": 1, "required": "node", "slice": {"level": "rack", "size": 1}},
+            ["slice.level", "'rack'"],
+        ),
+        ({"pods": 0, "gpus": 1}, ["pods", "0"]),
+        ({"pods": 1, "gpus": 0}, ["gpus", "0"]),
+        ({"pods": 1, "gpus": 1, "priority": 2**40}, ["priority"]),
+    ],
+)
+def test_bad_request_is_one_sentence(request_fields: dict[str, Any], words: list[str]) -> None:
+    with pytest.raises(ProblemError) as caught:
+        _problem(request_fields)
+    message = str(caught.value)
+    assert "\n" not in message and message.endswith(".")
+    for word in words:
+        assert word in message, message
+
+
+def test_bad_gangs_are_one_sentence() -> None:
+    with pytest.raises(ProblemError, match="gangs: id 'g' appears 2 times"):
+        tiny_cluster(gangs=[{"id": "g", "min_member": 1}, {"id": "g", "min_member": 2}])
+    with pytest.raises(ProblemError, match="min_member"):
+        tiny_cluster(gangs=[{"id": "g", "min_member": 0}])
+
+
+def test_preemption_needs_a_clock_and_checkpoints() -> None:
+    tasks = [{"id": "t", "node": "a", "gpus": 1, "priority": 1}]
+    with pytest.raises(ProblemError, match="task 't'.*neither last_checkpoint nor start_time"):
+        GangProblem(cluster=tiny_cluster(tasks=tasks), request={"id": "j", "pods": 1, "gpus": 1})
+    placement = GangProblem(
+        cluster=tiny_cluster(tasks=tasks),
+        request={"id": "j", "pods": 1, "gpus": 1},
+        options={"preemption": False},
+    )
+    assert not placement.index.candidate.any()
+
+
+def test_index_view() -> None:
+    cluster = tiny_cluster(
+        tasks=[
+            {"id": "g1", "node": "a", "gpus": 2, "priority": 1, "start_time": 40, "gang": "g"},
+            {"id": "g2", "node": "c", "gpus": 2, "priority": 1, "start_time": 60, "gang": "g"},
+            {"id": "g3", "node": "d", "gpus": 2, "priority": 1, "start_time": 60, "gang": "g"},
+            {"id": "h", "node": "b", "gpus": 1, "priority": 2000, "start_time": 0},
+            {"id": "u", "node": "b", "gpus": 1, "priority": 1, "start_time": 0, "gang": "u"},
+        ],
+        gangs=[{"id": "g", "min_member": 2}],
+    )
+    problem = GangProblem(
+        cluster=cluster, request={"id": "j", "pods": 2, "gpus": 2, "required": "rack"}
+    )
+    index = problem.index
+    assert index.node_free[:, 0].tolist() == [2, 2, 2, 2]
+    assert index.node_capacity.tolist() == [1, 1, 1, 1]
+    assert index.candidate_capacity.tolist() == [2, 1, 2, 2]  # h on b is HP
+    assert index.required.ids == ["r0", "r1"]
+    assert index.task_cost.tolist() == [120_000, 80_000, 80_000, 100_000, 100_000]
+    assert index.candidate.tolist() == [True, True, True, False, True]
+    assert index.gang_ids == ["g", "u"]
+    assert index.gang_allowance.tolist() == [1, 0]  # u is not listed: all or nothing
+    assert index.gang_closable.tolist() == [True, True]
+
+
+def test_old_snapshot_without_gangs_loads_unchanged() -> None:
+    folder = Path(__file__).parent.parent / "cluster" / "fixtures"
+    files = sorted(folder.glob("rules/*/cluster.json"))
+    assert files
+    for path in files:
+        data = json.loads(path.read_text())
+        if "nodes" not in data:
+            continue
+        cluster = Cluster.parse(data)
+        written = json.loads(cluster.to_json())
+        assert "gangs" not in written
+        assert all("gang" not in task for task in written.get("tasks", []))
+
+
+def test_round_trip() -> None:
+    problem = _problem({"pods": 2, "gpus": 2, "required": "rack", "preferred": "node"})
+    again = GangProblem.model_validate_json(problem.to_json())
+    assert again == problem
