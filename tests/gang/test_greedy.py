@@ -41,7 +41,9 @@ def test_legal_and_never_better_than_exact(preemption: bool) -> None:
 def test_gb200_states() -> None:
     for seed in range(4):
         for slice_size in (None, 2):
-            problem = random_gang_problem(seed, domains=3, nodes_per_domain=8, slice_size=slice_size)
+            problem = random_gang_problem(
+                seed, domains=3, nodes_per_domain=8, slice_size=slice_size
+            )
             heuristic = gpuopt.solve(problem, "heuristic")
             exact = gpuopt.solve(problem, "exact", time_limit=20)
             assert violations(problem, heuristic) == []

@@ -51,7 +51,7 @@ def test_bad_gangs_are_one_sentence() -> None:
 
 def test_preemption_needs_a_clock_and_checkpoints() -> None:
     tasks = [{"id": "t", "node": "a", "gpus": 1, "priority": 1}]
-    with pytest.raises(ProblemError, match="task 't'.*neither last_checkpoint nor start_time"):
+    with pytest.raises(ProblemError, match=r"task 't'.*neither last_checkpoint nor start_time"):
         GangProblem(cluster=tiny_cluster(tasks=tasks), request={"id": "j", "pods": 1, "gpus": 1})
     placement = GangProblem(
         cluster=tiny_cluster(tasks=tasks),
