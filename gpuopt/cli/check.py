@@ -20,7 +20,10 @@ from gpuopt.errors import ProblemError
 
 #: What ``check`` takes, for its messages.
 INPUTS = "a scenario, a cluster snapshot, or a switch-level or preemption state file"
-ANSWERS = "an allocation result or grid, a migration plan, a placement or a preemption decision"
+ANSWERS = (
+    "an allocation result or grid, a migration plan, a placement, a preemption decision "
+    "or a gang answer"
+)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -40,6 +43,8 @@ def answer_kind(answer: Any, source: str) -> str:
     if isinstance(answer, dict):
         if "moves" in answer:
             return "plan"
+        if "topology" in answer and "victims" in answer:
+            return "gang"
         if "victims" in answer:
             return "decision"
         if "placements" in answer:
@@ -86,6 +91,8 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
         problem = parse_preemption_state(raw, source=args.scenario)
         return problem, parse_decision(answer, source=where)
     cluster = parse_cluster(raw, source=args.scenario)
+    if kind == "gang":
+        return gang_question(cluster, answer, where)
     if kind == "plan":
         if "method" not in answer:  # a plan written by hand: its moves alone, waves as given
             from gpuopt.defrag.solution import Move
@@ -208,6 +215,23 @@ def read_schedule(args: argparse.Namespace, data: Any) -> Any:
         return None
     with one_sentence_errors(source=args.result):
         return Scheduled.model_validate({"schedule": data["schedule"]}).schedule
+
+
+def gang_question(cluster: Any, answer: Any, where: str) -> tuple[Any, Any]:
+    """The gang problem a gang answer answers (its request, options and clock), and the answer."""
+    from gpuopt.gang.problem import GangProblem
+    from gpuopt.gang.solution import parse_answer
+
+    parsed = parse_answer(answer, source=where)
+    if parsed.request is None:
+        raise ProblemError(f"{where}: the gang answer does not say which request it answers.")
+    if parsed.now is not None and parsed.now != cluster.now:
+        cluster = type(cluster).parse({**cluster.model_dump(), "now": parsed.now})
+    problem = GangProblem.parse(
+        {"cluster": cluster, "request": parsed.request, "options": parsed.options or {}},
+        source=where,
+    )
+    return problem, parsed
 
 
 def add_commands(commands: Any) -> None:

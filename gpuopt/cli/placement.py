@@ -5,6 +5,9 @@
 ``8G32C``; they still read the older state files (a switch-level state with
 ``switches``, a preemption state with its ``request``), converted on read.
 ``topology`` is the older name of ``place --level switch`` for state files.
+With ``--gang REQUEST.json`` both ask about a gang (``models/gang.md``): ``place``
+finds room for all its pods inside one domain without stopping anything,
+``preempt`` stops the cheapest victims (gang closures included) when it must.
 """
 
 from __future__ import annotations
@@ -71,6 +74,43 @@ def asked_request(args: argparse.Namespace, cluster: Any) -> tuple[Any, Any]:
     return request, priority
 
 
+# --------------------------------------------------------------------------- gangs
+def build_gang(args: argparse.Namespace, path: str, *, preemption: bool) -> Any:
+    """The gang problem of ``--gang REQUEST.json`` asked of the cluster snapshot at ``path``."""
+    from gpuopt.cluster.model import parse_cluster
+    from gpuopt.gang.problem import GangProblem
+    from gpuopt.io.files import read_json
+
+    for flag, value in (
+        ("--request", args.request),
+        ("--pending", args.pending),
+        ("--level", getattr(args, "level", None)),
+        ("--priority", getattr(args, "priority", None)),
+    ):
+        if value is not None:
+            raise ProblemError(f"{flag}: a gang request states its own; give it in {args.gang}.")
+    raw = read_json(path)
+    if isinstance(raw, dict) and getattr(args, "now", None) is not None:
+        raw = {**raw, "now": args.now}
+    cluster = parse_cluster(raw, source=path)
+    request = read_json(args.gang)
+    options = {"preemption": preemption, "min_runtime": getattr(args, "min_runtime", 0.0)}
+    args.method = args.method or "heuristic"
+    return GangProblem.parse(
+        {"cluster": cluster, "request": request, "options": options}, source=args.gang
+    )
+
+
+def show_gang(shown: Any, problem: Any, answer: Any) -> None:
+    """The gang answer's summary, its domains and its victims."""
+    shown.print(answer.summary())
+    for use in answer.topology:
+        if use.level != NODE_LEVEL:
+            shown.print(f"  {use.level} {use.domain}: {use.pods} pods")
+    if answer.victims:
+        shown.print(f"  victims: {', '.join(answer.victims)}")
+
+
 # --------------------------------------------------------------------------- place
 def build_placement(args: argparse.Namespace) -> Any:
     """The placement problem ``place`` asks: of a cluster at ``--level``, or a state file."""
@@ -121,6 +161,15 @@ def build_placement(args: argparse.Namespace) -> Any:
 def run_place(args: argparse.Namespace) -> int:
     """``gpuopt place CLUSTER --request SHAPE``: where one job goes."""
     from gpuopt.api import METHODS
+
+    if args.gang is not None:
+        if args.min_bandwidth or args.whole_node or args.one_switch:
+            raise ProblemError(
+                "--min-bandwidth, --whole-node and --one-switch do not apply to --gang."
+            )
+        return solve_command(
+            args, build=lambda: build_gang(args, args.cluster, preemption=False), show=show_gang
+        )
 
     def build() -> Any:
         problem = build_placement(args)
@@ -223,6 +272,12 @@ def parse_priority(text: str) -> Priority:
 
 def run_preempt(args: argparse.Namespace) -> int:
     """``gpuopt preempt STATE``: place one request, stopping the cheapest LP tasks if it must."""
+    if args.gang is not None:
+        return solve_command(
+            args, build=lambda: build_gang(args, args.state, preemption=True), show=show_gang
+        )
+    if args.min_runtime:
+        raise ProblemError("--min-runtime applies to a gang (--gang REQUEST.json).")
     return solve_command(args, build=lambda: build_preemption(args), show=show_preempt)
 
 
@@ -257,8 +312,19 @@ def add_request(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_gang(parser: argparse.ArgumentParser) -> None:
+    """``--gang REQUEST.json``: a gang request instead of one job's shape."""
+    parser.add_argument(
+        "--gang",
+        metavar="REQUEST.json",
+        help="a gang request (JSON: id, pods, gpus, cpus, memory, gpu_model, priority, "
+        "required, preferred, slice, ...): all its pods inside one domain of its required level",
+    )
+
+
 def add_commands(commands: Any) -> None:
     """Add ``place``, ``topology`` and ``preempt`` to the ``gpuopt`` parser."""
+    from gpuopt.gang.problem import GangProblem
     from gpuopt.placement.nodes import NodePlacementProblem
     from gpuopt.placement.problem import TopologyProblem
     from gpuopt.preemption import PreemptionProblem
@@ -271,12 +337,14 @@ def add_commands(commands: Any) -> None:
     )
     add_method(
         place,
-        (NodePlacementProblem, TopologyProblem),
+        (NodePlacementProblem, TopologyProblem, GangProblem),
         default=None,
         help="node level: binpack (default: fullest node first, whole nodes kept) or spread; "
-        "switch level: greedy (default: minimum entropy) or the exact milp",
+        "switch level: greedy (default: minimum entropy) or the exact milp; "
+        "--gang: heuristic (default) or exact (CP-SAT)",
     )
     add_request(place)
+    add_gang(place)
     place.add_argument(
         "--level",
         help="node (default: a node and its GPUs, NVLink-aware) or a topology level of the "
@@ -295,7 +363,9 @@ def add_commands(commands: Any) -> None:
         "--one-switch", action="store_true", help="switch level: all GPUs in one domain"
     )
     add_out(place, "write the placement JSON here")
-    add_time_limit(place, "seconds the switch-level milp may spend (default 10)")
+    add_time_limit(
+        place, "seconds the switch-level milp or the exact gang method may spend (default 10)"
+    )
     add_quiet(place)
     place.set_defaults(run=run_place)
 
@@ -326,9 +396,18 @@ def add_commands(commands: Any) -> None:
         PreemptionProblem,
         default="heuristic",
         help="heuristic (default: the cheapest cheapest-first prefix) or exact "
-        "(a minimum-cost set of victims)",
+        "(a minimum-cost set of victims; with --gang, CP-SAT)",
     )
     add_request(preempt)
+    add_gang(preempt)
+    preempt.add_argument(
+        "--min-runtime",
+        type=float,
+        default=0.0,
+        help="--gang: a task that has run less than this (since its start) is no victim "
+        "(default 0: none protected)",
+    )
+    add_time_limit(preempt, "seconds the exact gang method may spend (default 10)")
     preempt.add_argument(
         "--priority",
         help="the request's priority: HP (default), LP, or an integer (HP at or above the "

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt.cluster.model import NODE_LEVEL, SCALE
 from gpuopt.errors import short
-from gpuopt.gang.problem import GangIndex, GangProblem
+from gpuopt.gang.problem import GangIndex, GangOptions, GangProblem, GangRequest
 from gpuopt.result import Result, Status
 
 
@@ -49,7 +49,11 @@ class GangAnswer(Result):
     model_config = ConfigDict(extra="forbid")
     document: ClassVar[str] = "a gang answer"
 
-    request: str | None = Field(default=None, description="The request's id.")
+    request: GangRequest | None = Field(
+        default=None, description="The request answered, so the answer can be checked."
+    )
+    options: GangOptions | None = Field(default=None, description="The options it was asked with.")
+    now: float | None = Field(default=None, description="The clock the costs were taken at.")
     nodes: list[str] | None = None
     topology: list[DomainUse] = Field(default_factory=list)
     victims: list[str] = Field(default_factory=list)
@@ -150,7 +154,9 @@ def make_answer(
         return GangAnswer(
             method=method,
             status=status,
-            request=problem.request.id,
+            request=problem.request,
+            options=problem.options,
+            now=problem.cluster.now,
             objective=None,
             bound=bound,
             seconds=seconds,
@@ -164,7 +170,9 @@ def make_answer(
     return GangAnswer(
         method=method,
         status=status,
-        request=problem.request.id,
+        request=problem.request,
+        options=problem.options,
+        now=problem.cluster.now,
         nodes=nodes,
         topology=topology_of(problem, count),
         victims=sorted(index.task_ids[t] for t in stopped),
@@ -176,6 +184,13 @@ def make_answer(
         seconds=seconds,
         notes=notes or [],
     )
+
+
+def parse_answer(data: object, *, source: str | None = None) -> GangAnswer:
+    """A gang answer from decoded JSON (a one-sentence ``ProblemError`` when it is not one)."""
+    from gpuopt.errors import validate_object
+
+    return validate_object(GangAnswer, data, what="a gang answer", source=source)
 
 
 def gap_of(objective: float, bound: float | None) -> float | None:
@@ -318,6 +333,7 @@ __all__ = [
     "gap_of",
     "key_of",
     "make_answer",
+    "parse_answer",
     "pods_per_node",
     "topology_of",
     "violations",
