@@ -1,0 +1,104 @@
+"""Gangs: the heuristic against the exact method (cost ratio, domains spread, latency).
+
+Protocol: seeded GB200-like states from
+``gpuopt.gang.generator.random_gang_problem`` (NVLink domains of
+``--nodes-per-domain`` 4-GPU nodes, ``--domains`` of them, about 80 %
+occupied, 60 % LP, half the pods in gangs with min_member); the request is an
+HP gang of whole-node pods asking for one NVLink domain, preferring few node
+pairs (optionally in slices of 2 per pair). Per seed both methods run once on
+a problem whose index view is built (the exact one within ``--time-limit``);
+every answer goes through ``violations`` and the run aborts on an illegal one,
+on an answer that spans two required domains, or on a heuristic cost below
+the exact one's (exact optimal). Reported: the median and worst latency of
+each method, the mean and worst heuristic/exact cost ratio over states where
+both place the gang and exact is optimal, and how often each places it.
+
+    python benchmarks/gang_bench.py --quick                  # a few seconds
+    python benchmarks/gang_bench.py --seeds 1000             # the issue's 1,000 states
+    python benchmarks/gang_bench.py --domains 250 --nodes-per-domain 4 --seeds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from gpuopt.gang import GangProblem, evaluate, solve_cpsat, solve_heuristic, violations
+from gpuopt.gang.generator import random_gang_problem
+
+
+def _spans_one_domain(problem: GangProblem, nodes: list[str] | None) -> bool:
+    if not nodes or problem.request.required is None:
+        return True
+    by_id = {node.id: node for node in problem.cluster.nodes}
+    return len({by_id[n].domain(problem.request.required) for n in nodes}) == 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=100, help="states (default 100)")
+    parser.add_argument("--domains", type=int, default=4, help="NVLink domains (default 4)")
+    parser.add_argument(
+        "--nodes-per-domain", type=int, default=18, help="4-GPU nodes per domain (default 18)"
+    )
+    parser.add_argument(
+        "--slice", type=int, default=None, help="slice size per pair (default none)"
+    )
+    parser.add_argument(
+        "--time-limit", type=float, default=10.0, help="exact seconds per state (default 10)"
+    )
+    parser.add_argument("--quick", action="store_true", help="10 small states")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.domains, args.nodes_per_domain = 10, 3, 8
+    times: dict[str, list[float]] = {"heuristic": [], "exact": []}
+    ratios: list[float] = []
+    placed = {"heuristic": 0, "exact": 0}
+    for seed in range(args.seeds):
+        problem = random_gang_problem(
+            seed,
+            domains=args.domains,
+            nodes_per_domain=args.nodes_per_domain,
+            slice_size=args.slice,
+            occupancy=0.6 + 0.35 * (seed % 8) / 7,
+        )
+        _ = problem.index  # built before timing
+        started = time.perf_counter()
+        heuristic = solve_heuristic(problem)
+        times["heuristic"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        exact = solve_cpsat(problem, time_limit=args.time_limit)
+        times["exact"].append(time.perf_counter() - started)
+        for answer in (heuristic, exact):
+            broken = violations(problem, answer)
+            if broken or not _spans_one_domain(problem, answer.nodes):
+                print(f"seed {seed}: illegal {answer.method} answer: {broken}", file=sys.stderr)
+                return 1
+            placed[answer.method] += answer.nodes is not None
+        found, best = evaluate(problem, heuristic), evaluate(problem, exact)
+        if found is not None and best is not None and exact.status == "optimal":
+            if found < best:
+                print(f"seed {seed}: the heuristic beats the optimum", file=sys.stderr)
+                return 1
+            ratios.append(found.cost / best.cost if best.cost else 1.0)
+    print(
+        f"{args.seeds} states, {args.domains} domains x {args.nodes_per_domain} nodes, "
+        f"slice {args.slice}"
+    )
+    for method, values in times.items():
+        print(
+            f"  {method:9s} placed {placed[method]:4d}  "
+            f"median {statistics.median(values) * 1e3:8.1f} ms  worst {max(values) * 1e3:8.1f} ms"
+        )
+    if ratios:
+        print(
+            f"  heuristic / exact cost: mean {statistics.fmean(ratios):.4f}, "
+            f"worst {max(ratios):.4f} over {len(ratios)} states"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
