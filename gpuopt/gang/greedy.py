@@ -20,14 +20,16 @@ room first (the fewest domains for the room) and nodes inside by best fit
 Preemption: in each domain, units (one candidate pod, or a whole gang that one
 more stopped pod would close) are added cheapest per GPU freed first until the
 gang fits, then units whose removal keeps it fitting are dropped, most costly
-first. The answer carries a lower bound (a fractional cover of the GPUs
-missing in each domain) and its gap.
+first; domains are tried in increasing lower bound, and the scan stops once
+a domain's bound exceeds the best cost found. The answer carries a lower
+bound (a fractional cover of the GPUs missing in each domain) and its gap.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -156,11 +158,14 @@ def _prune(index: GangIndex, count: np.ndarray, stopped: frozenset[int]) -> froz
     return result if _closure_ok(index, result) else stopped
 
 
-def _units(index: GangIndex, nodes: set[int], stopped: frozenset[int]) -> list[frozenset[int]]:
-    """What may be stopped next: one candidate pod, or a whole gang one more pod would close."""
+def _units(
+    index: GangIndex, candidates: list[int], stopped: frozenset[int]
+) -> list[frozenset[int]]:
+    """What may be stopped next among ``candidates`` (the domain's): one candidate pod, or a
+    whole gang one more stopped pod would close."""
     units: dict[frozenset[int], None] = {}
-    for t in np.flatnonzero(index.candidate).tolist():
-        if t in stopped or int(index.task_node[t]) not in nodes:
+    for t in candidates:
+        if t in stopped:
             continue
         gang = int(index.task_gang[t])
         if gang < 0:
@@ -175,14 +180,14 @@ def _units(index: GangIndex, nodes: set[int], stopped: frozenset[int]) -> list[f
     return list(units)
 
 
-def _cover(index: GangIndex, nodes: np.ndarray) -> Plan | None:
+def _cover(index: GangIndex, nodes: np.ndarray, candidates: list[int]) -> Plan | None:
     """Cheapest-first cover of one domain's admitted ``nodes``, then needless units dropped."""
     stopped: frozenset[int] = frozenset()
     count = _place(index, nodes, stopped)
     inside = set(nodes.tolist())
     chosen: list[frozenset[int]] = []
     while count is None:
-        units = _units(index, inside, stopped)
+        units = _units(index, candidates, stopped)
         if not units:
             return None
 
@@ -208,77 +213,102 @@ def _cover(index: GangIndex, nodes: np.ndarray) -> Plan | None:
     return count, pruned
 
 
-def domain_plans(problem: GangProblem) -> list[Plan]:
-    """The heuristic's plan in every required domain where it finds one (domain order)."""
-    index = problem.index
-    plans = []
-    for members in index.required.members():
+class Domain(NamedTuple):
+    """One domain of the required level: its admitted nodes and the candidates on them."""
+
+    nodes: np.ndarray
+    candidates: list[int]
+
+
+def domains_of(index: GangIndex) -> list[Domain]:
+    """Every domain of the required level with an admitted node (domain order)."""
+    on_admitted = index.candidate & index.admitted[index.task_node]
+    where = index.required.of_node[index.task_node]
+    tasks = np.flatnonzero(on_admitted)
+    by_domain: dict[int, list[int]] = {}
+    for t in tasks.tolist():
+        by_domain.setdefault(int(where[t]), []).append(t)
+    found = []
+    for d, members in enumerate(index.required.members()):
         nodes = members[index.admitted[members]]
-        if len(nodes) == 0:
-            continue
-        if problem.preempting:
-            plan = _cover(index, nodes)
-        else:
-            count = _place(index, nodes, frozenset())
-            plan = None if count is None else (count, frozenset())
-        if plan is not None:
-            plans.append(plan)
-    return plans
+        if len(nodes):
+            found.append(Domain(nodes, by_domain.get(d, [])))
+    return found
+
+
+def domain_bound(problem: GangProblem, domain: Domain) -> float:
+    """A lower bound on the objective of any answer inside ``domain`` (inf: none exists).
+
+    Preemption: the GPUs missing, covered fractionally by the domain's
+    candidates cheapest per GPU first (thousandths). Placement: the fewest
+    preferred domains whose room holds the gang.
+    """
+    index = problem.index
+    nodes = domain.nodes
+    if problem.preempting:
+        if index.candidate_capacity[nodes].sum() < index.pods:
+            return math.inf
+        missing = index.pods * int(index.pod_need[0])
+        missing -= int(np.maximum(index.node_free[nodes, 0], 0).sum())
+        if missing <= 0:
+            return 0.0
+        tasks = np.array([t for t in domain.candidates if index.task_hold[t, 0] > 0], dtype=int)
+        if len(tasks) == 0:
+            return math.inf
+        price = index.task_cost[tasks] / index.task_hold[tasks, 0]
+        total = 0.0
+        for t in tasks[np.argsort(price, kind="stable")].tolist():
+            take = min(missing, int(index.task_hold[t, 0]))
+            total += take * float(index.task_cost[t]) / float(index.task_hold[t, 0])
+            missing -= take
+            if not missing:
+                return float(math.ceil(total - 1e-6 * max(1.0, total)))
+        return math.inf
+    cap = index.node_capacity[nodes]
+    if cap.sum() < index.pods:
+        return math.inf
+    if index.preferred is None:
+        return 0.0
+    room = np.bincount(
+        index.preferred.of_node[nodes], weights=cap, minlength=len(index.preferred.ids)
+    )
+    return float(np.searchsorted(np.cumsum(np.sort(room)[::-1]), index.pods) + 1)
 
 
 def lower_bound(problem: GangProblem) -> float:
-    """A proven lower bound on the objective (``math.inf``: no answer exists).
-
-    Preemption: per domain, the GPUs missing covered fractionally by the
-    candidates on its admitted nodes, cheapest per GPU first (thousandths).
-    Placement: per domain with room, the fewest preferred domains whose room
-    holds the gang.
-    """
-    index = problem.index
-    best = math.inf
-    need = index.pods * int(index.pod_need[0])
-    for members in index.required.members():
-        nodes = members[index.admitted[members]]
-        if problem.preempting:
-            if index.candidate_capacity[nodes].sum() < index.pods:
-                continue
-            missing = need - int(np.maximum(index.node_free[nodes, 0], 0).sum())
-            if missing <= 0:
-                return 0.0
-            on = np.isin(index.task_node, nodes) & index.candidate & (index.task_hold[:, 0] > 0)
-            tasks = np.flatnonzero(on)
-            price = index.task_cost[tasks] / index.task_hold[tasks, 0]
-            total = 0.0
-            for t in tasks[np.argsort(price, kind="stable")].tolist():
-                take = min(missing, int(index.task_hold[t, 0]))
-                total += take * float(index.task_cost[t]) / float(index.task_hold[t, 0])
-                missing -= take
-                if not missing:
-                    break
-            if not missing:
-                best = min(best, math.ceil(total - 1e-6 * max(1.0, total)))
-        else:
-            cap = index.node_capacity[nodes]
-            if cap.sum() < index.pods:
-                continue
-            if index.preferred is None:
-                return 0.0
-            room = np.sort(
-                np.bincount(
-                    index.preferred.of_node[nodes], weights=cap, minlength=len(index.preferred.ids)
-                )
-            )[::-1]
-            best = min(best, int(np.searchsorted(np.cumsum(room), index.pods)) + 1)
-    return best
+    """A proven lower bound on the objective (``math.inf``: no answer exists), the least
+    :func:`domain_bound` over the domains."""
+    return min((domain_bound(problem, d) for d in domains_of(problem.index)), default=math.inf)
 
 
 def best_plan(problem: GangProblem) -> tuple[Plan | None, GangKey | None]:
-    """The heuristic's best plan over all required domains and its objective."""
+    """The heuristic's best plan over all required domains and its objective.
+
+    Domains are tried in increasing :func:`domain_bound` (then domain order),
+    and the search stops at the first whose bound exceeds the best cost found
+    (a domain whose bound equals it may still win a tie-break).
+    """
+    index = problem.index
+    domains = domains_of(index)
+    bounds = [domain_bound(problem, d) for d in domains]
     best: tuple[Plan | None, GangKey | None] = (None, None)
-    for plan in domain_plans(problem):
-        key = key_of(problem, *plan)
-        if best[1] is None or key < best[1]:
-            best = (plan, key)
+    for pos in sorted(range(len(domains)), key=lambda i: (bounds[i], i)):
+        if math.isinf(bounds[pos]):
+            break
+        key = best[1]
+        if key is not None and bounds[pos] > (key.cost if problem.preempting else key.domains):
+            break
+        domain = domains[pos]
+        if problem.preempting:
+            plan = _cover(index, domain.nodes, domain.candidates)
+        else:
+            count = _place(index, domain.nodes, frozenset())
+            plan = None if count is None else (count, frozenset())
+        if plan is None:
+            continue
+        found = key_of(problem, *plan)
+        if key is None or found < key:
+            best = (plan, found)
     return best
 
 
@@ -327,4 +357,12 @@ def solve_heuristic(problem: GangProblem) -> GangAnswer:
     )
 
 
-__all__ = ["best_plan", "domain_plans", "fill", "lower_bound", "solve_heuristic"]
+__all__ = [
+    "Domain",
+    "best_plan",
+    "domain_bound",
+    "domains_of",
+    "fill",
+    "lower_bound",
+    "solve_heuristic",
+]
