@@ -465,7 +465,9 @@ def main() -> int:
     for row in worst(rows, args.diagnose):
         if "greedy_result" in row:  # plans are saved for the worst instances only
             print("\n" + diagnosis(row, args.grids))
-    if args.json and (not args.from_json or args.tighten is not None or args.rebound):
+    if args.json and (
+        not args.from_json or args.rescore or args.tighten is not None or args.rebound
+    ):
         keep = {row["name"] for row in worst(rows, max(args.worst, args.diagnose))}
         plans = ("greedy_result", "best_result")
         payload = {
