@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gpuopt.cluster.model import SCALE
+from gpuopt.cluster.model import MAX_TASKS, SCALE
 from gpuopt.gang.problem import GangIndex, GangProblem, capacity
 from gpuopt.gang.solution import GangAnswer, GangKey, key_of, make_answer
 from gpuopt.result import Status
@@ -158,59 +158,281 @@ def _prune(index: GangIndex, count: np.ndarray, stopped: frozenset[int]) -> froz
     return result if _closure_ok(index, result) else stopped
 
 
-def _units(
-    index: GangIndex, candidates: list[int], stopped: frozenset[int]
-) -> list[frozenset[int]]:
-    """What may be stopped next among ``candidates`` (the domain's): one candidate pod, or a
-    whole gang one more stopped pod would close."""
-    units: dict[frozenset[int], None] = {}
-    for t in candidates:
-        if t in stopped:
-            continue
-        gang = int(index.task_gang[t])
-        if gang < 0:
-            units[frozenset((t,))] = None
-            continue
-        members = index.gang_members[gang].tolist()
-        down = sum(1 for m in members if m in stopped)
-        if down + 1 <= index.gang_allowance[gang]:
-            units[frozenset((t,))] = None
-        elif index.gang_closable[gang]:
-            units[frozenset(m for m in members if m not in stopped)] = None
-    return list(units)
+#: Most candidates on one node whose subsets are enumerated exactly (else cheapest per GPU first).
+EXACT_NODE_TASKS = 10
+
+
+class Move(NamedTuple):
+    """Tasks to stop together, what they cost and the usable pods they add (capped)."""
+
+    tasks: tuple[int, ...]
+    cost: int
+    gain: int
+    priority: int
+
+
+class _Cover:
+    """Per-domain cover: repeatedly stop the move with the least cost per pod gained.
+
+    A move is either a node move (on one node, the cheapest set of its candidates,
+    each within its gang's allowance, that lets the node hold ``k`` more pods:
+    exact over subsets when the node has few candidates) or a gang move (close a
+    closable gang, then complete the pod slots on its members' nodes while that
+    lowers the cost per pod). Pods are counted as the gang can use them (slices
+    rounded down), capped at what is still missing.
+    """
+
+    def __init__(self, index: GangIndex, nodes: np.ndarray, candidates: list[int]) -> None:
+        self.index = index
+        self.nodes = nodes
+        self.local = {int(n): i for i, n in enumerate(nodes.tolist())}
+        self.need = [int(x) for x in index.pod_need.tolist()]
+        self.free = [[int(x) for x in row] for row in index.node_free[nodes].tolist()]
+        self.cap = [self._capacity(row) for row in self.free]
+        self.size = index.slice_size
+        self.slice_of: list[int] | None = None
+        self.room: dict[int, int] = {}
+        if index.slice is not None:
+            self.slice_of = [int(e) for e in index.slice.of_node[nodes].tolist()]
+            for i, e in enumerate(self.slice_of):
+                self.room[e] = self.room.get(e, 0) + self.cap[i]
+        self.usable = self._usable_total()
+        self.on_node: list[list[int]] = [[] for _ in range(len(nodes))]
+        for t in sorted(candidates):
+            self.on_node[self.local[int(index.task_node[t])]].append(t)
+        self.cost = {t: int(index.task_cost[t]) for t in candidates}
+        self.gangs = sorted({int(index.task_gang[t]) for t in candidates} - {-1})
+        for k in self.gangs:
+            for t in index.gang_members[k].tolist():
+                self.cost.setdefault(t, int(index.task_cost[t]))
+        self.stopped: set[int] = set()
+        self.down = {k: 0 for k in self.gangs}
+
+    def _capacity(self, row: list[int]) -> int:
+        pods = MAX_TASKS
+        for have, need in zip(row, self.need, strict=True):
+            if need > 0:
+                pods = min(pods, max(have, 0) // need)
+        return pods
+
+    def _usable_total(self) -> int:
+        if self.slice_of is None:
+            return sum(self.cap)
+        return sum(room // self.size * self.size for room in self.room.values())
+
+    def _gain(self, caps: dict[int, int]) -> int:
+        """Usable pods added when local nodes take the capacities ``caps``."""
+        if self.slice_of is None:
+            return sum(c - self.cap[i] for i, c in caps.items())
+        delta: dict[int, int] = {}
+        for i, c in caps.items():
+            e = self.slice_of[i]
+            delta[e] = delta.get(e, 0) + c - self.cap[i]
+        size = self.size
+        return sum(
+            (self.room[e] + d) // size * size - self.room[e] // size * size
+            for e, d in delta.items()
+        )
+
+    def _hold(self, t: int) -> list[int]:
+        return [int(x) for x in self.index.task_hold[t].tolist()]
+
+    def _node_options(
+        self, i: int, stopped: set[int], down: dict[int, int]
+    ) -> dict[int, tuple[int, int, tuple[int, ...]]]:
+        """For node ``i``: pod capacity reached -> (cost, priority, tasks) of its cheapest
+        victims (each within its gang's allowance), for every capacity above the current."""
+        index = self.index
+        tasks = [t for t in self.on_node[i] if t not in stopped]
+        base = self.free[i]
+        now = self._capacity(base)
+        best: dict[int, tuple[int, int, tuple[int, ...]]] = {}
+        if not tasks:
+            return best
+        holds = [self._hold(t) for t in tasks]
+        gangs = [int(index.task_gang[t]) for t in tasks]
+        room = {k: int(index.gang_allowance[k]) - down.get(k, 0) for k in set(gangs) if k >= 0}
+
+        def consider(chosen: list[int]) -> None:
+            used: dict[int, int] = {}
+            row = list(base)
+            cost = priority = 0
+            for j in chosen:
+                k = gangs[j]
+                if k >= 0:
+                    used[k] = used.get(k, 0) + 1
+                    if used[k] > room[k]:
+                        return
+                for r, amount in enumerate(holds[j]):
+                    row[r] += amount
+                cost += self.cost[tasks[j]]
+                priority += int(index.task_priority[tasks[j]])
+            level = self._capacity(row)
+            if level <= now:
+                return
+            entry = (cost, priority, tuple(tasks[j] for j in chosen))
+            if level not in best or entry < best[level]:
+                best[level] = entry
+
+        if len(tasks) <= EXACT_NODE_TASKS:
+            for mask in range(1, 1 << len(tasks)):
+                consider([j for j in range(len(tasks)) if mask >> j & 1])
+        else:  # cheapest per GPU first, prefixes
+            order = sorted(
+                range(len(tasks)),
+                key=lambda j: (self.cost[tasks[j]] / max(holds[j][0], 1e-9), tasks[j]),
+            )
+            for end in range(1, len(order) + 1):
+                consider(order[:end])
+        # a higher capacity reached as cheaply supersedes a lower one
+        levels = sorted(best, reverse=True)
+        kept: dict[int, tuple[int, int, tuple[int, ...]]] = {}
+        cheapest: tuple[int, int, tuple[int, ...]] | None = None
+        for level in levels:
+            if cheapest is None or best[level] < cheapest:
+                kept[level] = cheapest = best[level]
+        return kept
+
+    def _moves(self, missing: int) -> list[Move]:
+        moves = []
+        for i in range(len(self.nodes)):
+            for level, (cost, priority, tasks) in self._node_options(
+                i, self.stopped, self.down
+            ).items():
+                gain = min(self._gain({i: level}), missing)
+                moves.append(Move(tasks, cost, gain, priority))
+        index = self.index
+        for k in self.gangs:
+            if not index.gang_closable[k]:
+                continue
+            rest = [t for t in index.gang_members[k].tolist() if t not in self.stopped]
+            if not rest:
+                continue
+            moves.append(self._gang_move(k, rest, missing))
+        return moves
+
+    def _gang_move(self, k: int, rest: list[int], missing: int) -> Move:
+        """Close gang ``k`` (its ``rest`` members stop), then complete pod slots on the
+        nodes its members free while that lowers the cost per pod."""
+        index = self.index
+        cost = sum(self.cost[t] for t in rest)
+        priority = sum(int(index.task_priority[t]) for t in rest)
+        rows: dict[int, list[int]] = {}
+        for t in rest:
+            i = self.local.get(int(index.task_node[t]))
+            if i is None:
+                continue
+            row = rows.setdefault(i, list(self.free[i]))
+            for r, amount in enumerate(self._hold(t)):
+                row[r] += amount
+        caps = {i: self._capacity(row) for i, row in rows.items()}
+        stopped = self.stopped | set(rest)
+        down = dict(self.down)
+        down[k] = len(index.gang_members[k])
+        saved = {i: self.free[i] for i in rows}
+        extras: list[tuple[float, int, int, int, tuple[int, ...]]] = []
+        try:
+            for i, row in rows.items():
+                self.free[i] = row
+                for level, (c, _, tasks) in self._node_options(i, stopped, down).items():
+                    more = self._gain({**caps, i: level}) - self._gain(caps)
+                    if more > 0:
+                        extras.append((c / more, i, level, c, tasks))
+        finally:
+            for i, row in saved.items():
+                self.free[i] = row
+        tasks_all = list(rest)
+        gain = self._gain(caps)
+        extras.sort(key=lambda e: (e[0], e[1], -e[2]))
+        done: set[int] = set()
+        for _, i, level, c, tasks in extras:
+            if i in done:
+                continue
+            trial = {**caps, i: level}
+            more = min(self._gain(trial), missing) - min(gain, missing)
+            if more <= 0:
+                continue
+            if gain > 0 and (cost + c) * min(gain, missing) >= cost * (min(gain, missing) + more):
+                continue  # it raises the cost per pod
+            taken = [int(index.task_gang[t]) for t in tasks]
+            if any(
+                g >= 0 and down.get(g, 0) + taken.count(g) > index.gang_allowance[g]
+                for g in set(taken)
+            ):
+                continue  # another node's victims already use this gang's allowance
+            for g in taken:
+                if g >= 0:
+                    down[g] = down.get(g, 0) + 1
+            caps = trial
+            gain = self._gain(caps)
+            cost += c
+            priority += sum(int(index.task_priority[t]) for t in tasks)
+            tasks_all += tasks
+            done.add(i)
+        return Move(tuple(tasks_all), cost, min(gain, missing), priority)
+
+    def apply(self, tasks: tuple[int, ...]) -> None:
+        index = self.index
+        for t in tasks:
+            if t in self.stopped:
+                continue
+            self.stopped.add(t)
+            k = int(index.task_gang[t])
+            if k >= 0:
+                self.down[k] = self.down.get(k, 0) + 1
+            i = self.local.get(int(index.task_node[t]))
+            if i is None:
+                continue
+            for r, amount in enumerate(self._hold(t)):
+                self.free[i][r] += amount
+            level = self._capacity(self.free[i])
+            if self.slice_of is not None:
+                self.room[self.slice_of[i]] += level - self.cap[i]
+            self.cap[i] = level
+        self.usable = self._usable_total()
+
+    def run(self) -> frozenset[int] | None:
+        """Victims letting the gang fit (by usable pod count), or None."""
+        pods = self.index.pods
+        while self.usable < pods:
+            missing = pods - self.usable
+            moves = [m for m in self._moves(missing) if m.gain > 0]
+            if not moves:
+                return None
+            best = min(moves, key=lambda m: (m.cost / m.gain, m.priority, -m.gain, m.tasks))
+            self.apply(best.tasks)
+        return frozenset(self.stopped)
+
+
+def _trim(index: GangIndex, nodes: np.ndarray, stopped: frozenset[int]) -> frozenset[int]:
+    """Drop victims the gang does not need, most costly first (a closed gang as a whole)."""
+    closed = [
+        k
+        for k in sorted({int(index.task_gang[t]) for t in stopped} - {-1})
+        if all(m in stopped for m in index.gang_members[k].tolist())
+        and len(index.gang_members[k]) > index.gang_allowance[k]
+    ]
+    in_closed = {t for k in closed for t in index.gang_members[k].tolist()}
+    units = [tuple(index.gang_members[k].tolist()) for k in closed]
+    units += [(t,) for t in sorted(stopped) if t not in in_closed]
+    units.sort(key=lambda u: (-int(index.task_cost[list(u)].sum()), min(u)))
+    for unit in units:
+        fewer = stopped - set(unit)
+        if _closure_ok(index, fewer) and _place(index, nodes, fewer) is not None:
+            stopped = fewer
+    return stopped
 
 
 def _cover(index: GangIndex, nodes: np.ndarray, candidates: list[int]) -> Plan | None:
-    """Cheapest-first cover of one domain's admitted ``nodes``, then needless units dropped."""
-    stopped: frozenset[int] = frozenset()
+    """The cover of one domain's admitted ``nodes``, needless victims dropped, then P3."""
+    found = _Cover(index, nodes, candidates).run()
+    if found is None:
+        return None
+    stopped = _trim(index, nodes, found)
     count = _place(index, nodes, stopped)
-    inside = set(nodes.tolist())
-    chosen: list[frozenset[int]] = []
-    while count is None:
-        units = _units(index, candidates, stopped)
-        if not units:
-            return None
-
-        def rank(unit: frozenset[int]) -> tuple[float, int, int]:
-            members = sorted(unit)
-            cost = int(index.task_cost[members].sum())
-            gpus = sum(int(index.task_hold[t, 0]) for t in members if index.task_node[t] in inside)
-            price = cost / gpus if gpus else math.inf
-            return price, int(index.task_priority[members].sum()), members[0]
-
-        best = min(units, key=rank)
-        chosen.append(best)
-        stopped = stopped | best
-        count = _place(index, nodes, stopped)
-    for unit in sorted(chosen, key=lambda u: (-int(index.task_cost[sorted(u)].sum()), min(u))):
-        fewer = stopped - unit
-        if not _closure_ok(index, fewer):
-            continue
-        again = _place(index, nodes, fewer)
-        if again is not None:
-            stopped, count = fewer, again
-    pruned = _prune(index, count, stopped)
-    return count, pruned
+    if count is None:  # not reached: the cover counts pods as fill places them
+        return None
+    return count, _prune(index, count, stopped)
 
 
 class Domain(NamedTuple):
