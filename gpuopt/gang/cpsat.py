@@ -242,7 +242,7 @@ def solve_cpsat(
     started = time.perf_counter()
     deadline = Deadline(time_limit)
     scale = SCALE if problem.preempting else 1
-    plan, _ = best_plan(problem)
+    plan, _, _ = best_plan(problem)
     gang = GangModel(problem)
 
     def answer(

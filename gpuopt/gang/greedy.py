@@ -189,6 +189,7 @@ class _Cover:
         self.need = [int(x) for x in index.pod_need.tolist()]
         self.free = [[int(x) for x in row] for row in index.node_free[nodes].tolist()]
         self.cap = [self._capacity(row) for row in self.free]
+        self.base_cap = list(self.cap)
         self.size = index.slice_size
         self.slice_of: list[int] | None = None
         self.room: dict[int, int] = {}
@@ -403,32 +404,53 @@ class _Cover:
             self.apply(best.tasks)
         return frozenset(self.stopped)
 
+    def fits(self, stopped: frozenset[int]) -> bool:
+        """The gang fits the domain once ``stopped`` stop (by usable pod count)."""
+        index = self.index
+        rows: dict[int, list[int]] = {}
+        for t in stopped:
+            i = self.local.get(int(index.task_node[t]))
+            if i is not None:
+                row = rows.setdefault(i, list(index.node_free[self.nodes[i]].tolist()))
+                for r, amount in enumerate(self._hold(t)):
+                    row[r] += amount
+        base = [int(c) for c in self.base_cap]
+        for i, row in rows.items():
+            base[i] = self._capacity(row)
+        if self.slice_of is None:
+            return sum(base) >= index.pods
+        room: dict[int, int] = {}
+        for i, e in enumerate(self.slice_of):
+            room[e] = room.get(e, 0) + base[i]
+        return sum(r // self.size * self.size for r in room.values()) >= index.pods
 
-def _trim(index: GangIndex, nodes: np.ndarray, stopped: frozenset[int]) -> frozenset[int]:
-    """Drop victims the gang does not need, most costly first (a closed gang as a whole)."""
-    closed = [
-        k
-        for k in sorted({int(index.task_gang[t]) for t in stopped} - {-1})
-        if all(m in stopped for m in index.gang_members[k].tolist())
-        and len(index.gang_members[k]) > index.gang_allowance[k]
-    ]
-    in_closed = {t for k in closed for t in index.gang_members[k].tolist()}
-    units = [tuple(index.gang_members[k].tolist()) for k in closed]
-    units += [(t,) for t in sorted(stopped) if t not in in_closed]
-    units.sort(key=lambda u: (-int(index.task_cost[list(u)].sum()), min(u)))
-    for unit in units:
-        fewer = stopped - set(unit)
-        if _closure_ok(index, fewer) and _place(index, nodes, fewer) is not None:
-            stopped = fewer
-    return stopped
+    def trim(self, stopped: frozenset[int]) -> frozenset[int]:
+        """Drop victims the gang does not need, most costly first (a closed gang as a whole)."""
+        index = self.index
+        closed = [
+            k
+            for k in sorted({int(index.task_gang[t]) for t in stopped} - {-1})
+            if all(m in stopped for m in index.gang_members[k].tolist())
+            and len(index.gang_members[k]) > index.gang_allowance[k]
+        ]
+        in_closed = {t for k in closed for t in index.gang_members[k].tolist()}
+        units = [tuple(index.gang_members[k].tolist()) for k in closed]
+        units += [(t,) for t in sorted(stopped) if t not in in_closed]
+        units.sort(key=lambda u: (-sum(self.cost[t] for t in u), min(u)))
+        for unit in units:
+            fewer = stopped - set(unit)
+            if self.fits(fewer) and _closure_ok(index, fewer):
+                stopped = fewer
+        return stopped
 
 
 def _cover(index: GangIndex, nodes: np.ndarray, candidates: list[int]) -> Plan | None:
     """The cover of one domain's admitted ``nodes``, needless victims dropped, then P3."""
-    found = _Cover(index, nodes, candidates).run()
+    cover = _Cover(index, nodes, candidates)
+    found = cover.run()
     if found is None:
         return None
-    stopped = _trim(index, nodes, found)
+    stopped = cover.trim(found)
     count = _place(index, nodes, stopped)
     if count is None:  # not reached: the cover counts pods as fill places them
         return None
@@ -442,20 +464,99 @@ class Domain(NamedTuple):
     candidates: list[int]
 
 
+class Grouped(NamedTuple):
+    """Every domain of the required level at once: admitted nodes and candidates grouped by
+    domain (``node_start[d]:node_start[d + 1]`` of ``node_order``, likewise tasks)."""
+
+    node_order: np.ndarray
+    node_start: np.ndarray
+    task_order: np.ndarray
+    task_start: np.ndarray
+
+    def domain(self, d: int) -> Domain:
+        nodes = self.node_order[self.node_start[d] : self.node_start[d + 1]]
+        tasks = self.task_order[self.task_start[d] : self.task_start[d + 1]]
+        return Domain(nodes, [int(t) for t in tasks.tolist()])
+
+    def has_nodes(self) -> np.ndarray:
+        result: np.ndarray = np.diff(self.node_start) > 0
+        return result
+
+
+def group(index: GangIndex) -> Grouped:
+    """Admitted nodes and the candidates on them, grouped by domain of the required level."""
+    count = len(index.required.ids)
+    nodes = np.flatnonzero(index.admitted)
+    of_node = index.required.of_node[nodes]
+    node_order = nodes[np.argsort(of_node, kind="stable")]
+    node_start = np.searchsorted(of_node[np.argsort(of_node, kind="stable")], np.arange(count + 1))
+    tasks = np.flatnonzero(index.candidate & index.admitted[index.task_node])
+    of_task = index.required.of_node[index.task_node[tasks]]
+    by = np.argsort(of_task, kind="stable")
+    task_start = np.searchsorted(of_task[by], np.arange(count + 1))
+    return Grouped(node_order, node_start, tasks[by], task_start)
+
+
 def domains_of(index: GangIndex) -> list[Domain]:
     """Every domain of the required level with an admitted node (domain order)."""
-    on_admitted = index.candidate & index.admitted[index.task_node]
-    where = index.required.of_node[index.task_node]
-    tasks = np.flatnonzero(on_admitted)
-    by_domain: dict[int, list[int]] = {}
-    for t in tasks.tolist():
-        by_domain.setdefault(int(where[t]), []).append(t)
-    found = []
-    for d, members in enumerate(index.required.members()):
-        nodes = members[index.admitted[members]]
-        if len(nodes):
-            found.append(Domain(nodes, by_domain.get(d, [])))
-    return found
+    grouped = group(index)
+    return [grouped.domain(d) for d in np.flatnonzero(grouped.has_nodes()).tolist()]
+
+
+def domain_bounds(problem: GangProblem, grouped: Grouped | None = None) -> np.ndarray:
+    """A lower bound on the objective of any answer inside each domain of the required level
+    (``inf``: none exists there), all domains at once.
+
+    Preemption: the GPUs missing, covered fractionally by the domain's
+    candidates cheapest per GPU first (thousandths, rounded up). Placement: the
+    fewest preferred domains whose room holds the gang.
+    """
+    index = problem.index
+    grouped = group(index) if grouped is None else grouped
+    count = len(index.required.ids)
+    of_node = index.required.of_node
+    nodes = grouped.node_order
+    bounds = np.full(count, math.inf)
+    if not problem.preempting:
+        cap = index.node_capacity
+        room = np.bincount(of_node[nodes], weights=cap[nodes], minlength=count)
+        for d in np.flatnonzero(room >= index.pods).tolist():
+            bounds[d] = domain_bound(problem, grouped.domain(d))
+        return bounds
+    reach = np.bincount(of_node[nodes], weights=index.candidate_capacity[nodes], minlength=count)
+    free = np.bincount(
+        of_node[nodes], weights=np.maximum(index.node_free[nodes, 0], 0), minlength=count
+    ).astype(np.int64)
+    missing = index.pods * int(index.pod_need[0]) - free
+    feasible = reach >= index.pods
+    bounds[feasible & (missing <= 0)] = 0.0
+    tasks = grouped.task_order
+    gpus = index.task_hold[tasks, 0]
+    tasks, gpus = tasks[gpus > 0], gpus[gpus > 0]
+    if len(tasks) == 0:
+        return bounds
+    cost = index.task_cost[tasks]
+    where = of_node[index.task_node[tasks]]
+    # by domain, then price per GPU (compared exactly: a/b < c/d as a*d < c*b is not
+    # vectorisable simply, floats order them and exact integers sum them)
+    order = np.lexsort((tasks, cost / gpus, where))
+    tasks, gpus, cost, where = tasks[order], gpus[order], cost[order], where[order]
+    gpu_sum = np.cumsum(gpus)
+    cost_sum = np.cumsum(cost)
+    first = np.searchsorted(where, np.arange(count))
+    last = np.searchsorted(where, np.arange(count), side="right")
+    gpu_base = np.where(first > 0, gpu_sum[np.maximum(first - 1, 0)], 0)
+    cost_base = np.where(first > 0, cost_sum[np.maximum(first - 1, 0)], 0)
+    wanted = np.flatnonzero(feasible & (missing > 0))
+    at = np.searchsorted(gpu_sum, gpu_base[wanted] + missing[wanted])  # the task that ends it
+    inside = at < last[wanted]
+    for d, pos in zip(wanted[inside].tolist(), at[inside].tolist(), strict=True):
+        before_gpus = int(gpu_sum[pos - 1] - gpu_base[d]) if pos > first[d] else 0
+        before_cost = int(cost_sum[pos - 1] - cost_base[d]) if pos > first[d] else 0
+        take = int(missing[d]) - before_gpus
+        per = int(gpus[pos])
+        bounds[d] = float((before_cost * per + take * int(cost[pos]) + per - 1) // per)
+    return bounds
 
 
 def domain_bound(problem: GangProblem, domain: Domain) -> float:
@@ -499,28 +600,30 @@ def domain_bound(problem: GangProblem, domain: Domain) -> float:
 
 def lower_bound(problem: GangProblem) -> float:
     """A proven lower bound on the objective (``math.inf``: no answer exists), the least
-    :func:`domain_bound` over the domains."""
-    return min((domain_bound(problem, d) for d in domains_of(problem.index)), default=math.inf)
+    :func:`domain_bounds` over the domains."""
+    bounds = domain_bounds(problem)
+    return float(bounds.min()) if len(bounds) else math.inf
 
 
-def best_plan(problem: GangProblem) -> tuple[Plan | None, GangKey | None]:
-    """The heuristic's best plan over all required domains and its objective.
+def best_plan(problem: GangProblem) -> tuple[Plan | None, GangKey | None, float]:
+    """The heuristic's best plan over all required domains, its objective, and the lower
+    bound (:func:`lower_bound`).
 
-    Domains are tried in increasing :func:`domain_bound` (then domain order),
+    Domains are tried in increasing :func:`domain_bounds` (then domain order),
     and the search stops at the first whose bound exceeds the best cost found
     (a domain whose bound equals it may still win a tie-break).
     """
     index = problem.index
-    domains = domains_of(index)
-    bounds = [domain_bound(problem, d) for d in domains]
+    grouped = group(index)
+    bounds = domain_bounds(problem, grouped)
     best: tuple[Plan | None, GangKey | None] = (None, None)
-    for pos in sorted(range(len(domains)), key=lambda i: (bounds[i], i)):
+    for pos in np.lexsort((np.arange(len(bounds)), bounds)).tolist():
         if math.isinf(bounds[pos]):
             break
         key = best[1]
         if key is not None and bounds[pos] > (key.cost if problem.preempting else key.domains):
             break
-        domain = domains[pos]
+        domain = grouped.domain(pos)
         if problem.preempting:
             plan = _cover(index, domain.nodes, domain.candidates)
         else:
@@ -531,7 +634,8 @@ def best_plan(problem: GangProblem) -> tuple[Plan | None, GangKey | None]:
         found = key_of(problem, *plan)
         if key is None or found < key:
             best = (plan, found)
-    return best
+    least = float(bounds.min()) if len(bounds) else math.inf
+    return best[0], best[1], least
 
 
 def solve_heuristic(problem: GangProblem) -> GangAnswer:
@@ -552,8 +656,7 @@ def solve_heuristic(problem: GangProblem) -> GangAnswer:
     (['n2', 'n3'], ['b'], 40.0)
     """
     started = time.perf_counter()
-    plan, _ = best_plan(problem)
-    bound = lower_bound(problem)
+    plan, _, bound = best_plan(problem)
     scale = SCALE if problem.preempting else 1
     if plan is None:
         status = Status.INFEASIBLE if math.isinf(bound) else Status.HEURISTIC
@@ -581,10 +684,13 @@ def solve_heuristic(problem: GangProblem) -> GangAnswer:
 
 __all__ = [
     "Domain",
+    "Grouped",
     "best_plan",
     "domain_bound",
+    "domain_bounds",
     "domains_of",
     "fill",
+    "group",
     "lower_bound",
     "solve_heuristic",
 ]
