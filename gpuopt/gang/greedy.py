@@ -294,13 +294,64 @@ class _Cover:
                 kept[level] = cheapest = best[level]
         return kept
 
+    def _groups(self, nodes: list[int]) -> list[list[int]]:
+        """``nodes`` (local) grouped by slice domain (each node alone without a slice)."""
+        if self.slice_of is None:
+            return [[i] for i in nodes]
+        groups: dict[int, list[int]] = {}
+        for i in nodes:
+            groups.setdefault(self.slice_of[i], []).append(i)
+        return list(groups.values())
+
+    def _group_options(
+        self, group: list[int], caps: dict[int, int], stopped: set[int], down: dict[int, int]
+    ) -> list[tuple[dict[int, int], int, int, tuple[int, ...]]]:
+        """The cheapest victims on the nodes of ``group`` for each number of pods they add
+        (a small knapsack over the nodes' options): (capacities, cost, priority, tasks).
+
+        ``caps`` overrides the current capacity of some nodes."""
+        index = self.index
+        states: dict[int, tuple[dict[int, int], int, int, tuple[int, ...]]] = {0: ({}, 0, 0, ())}
+        for i in group:
+            options = self._node_options(i, stopped, down)
+            if not options:
+                continue
+            now = caps.get(i, self.cap[i])
+            grown = dict(states)
+            for added, (chosen, cost, priority, tasks) in states.items():
+                for level, (more_cost, more_priority, more_tasks) in options.items():
+                    if tasks and not self._within_allowance(tasks + more_tasks, down):
+                        continue
+                    total = min(added + level - now, index.pods)
+                    entry = (
+                        {**chosen, i: level},
+                        cost + more_cost,
+                        priority + more_priority,
+                        tasks + more_tasks,
+                    )
+                    if total not in grown or entry[1:3] < grown[total][1:3]:
+                        grown[total] = entry
+            states = grown
+        return [entry for added, entry in sorted(states.items()) if added > 0]
+
+    def _within_allowance(self, tasks: tuple[int, ...], down: dict[int, int]) -> bool:
+        index = self.index
+        used: dict[int, int] = {}
+        for t in tasks:
+            k = int(index.task_gang[t])
+            if k >= 0:
+                used[k] = used.get(k, 0) + 1
+                if down.get(k, 0) + used[k] > index.gang_allowance[k]:
+                    return False
+        return True
+
     def _moves(self, missing: int) -> list[Move]:
         moves = []
-        for i in range(len(self.nodes)):
-            for level, (cost, priority, tasks) in self._node_options(
-                i, self.stopped, self.down
-            ).items():
-                gain = min(self._gain({i: level}), missing)
+        for group in self._groups(list(range(len(self.nodes)))):
+            for caps, cost, priority, tasks in self._group_options(
+                group, {}, self.stopped, self.down
+            ):
+                gain = min(self._gain(caps), missing)
                 moves.append(Move(tasks, cost, gain, priority))
         index = self.index
         for k in self.gangs:
@@ -314,7 +365,7 @@ class _Cover:
 
     def _gang_move(self, k: int, rest: list[int], missing: int) -> Move:
         """Close gang ``k`` (its ``rest`` members stop), then complete pod slots on the
-        nodes its members free while that lowers the cost per pod."""
+        nodes its members free (per slice domain) while that lowers the cost per pod."""
         index = self.index
         cost = sum(self.cost[t] for t in rest)
         priority = sum(int(index.task_priority[t]) for t in rest)
@@ -330,46 +381,49 @@ class _Cover:
         stopped = self.stopped | set(rest)
         down = dict(self.down)
         down[k] = len(index.gang_members[k])
+        touched = sorted(rows)
+        if self.slice_of is not None:  # the whole slice domains the gang's nodes are in
+            wanted = {self.slice_of[i] for i in rows}
+            touched = [i for i, e in enumerate(self.slice_of) if e in wanted]
         saved = {i: self.free[i] for i in rows}
-        extras: list[tuple[float, int, int, int, tuple[int, ...]]] = []
+        extras: list[tuple[float, int, dict[int, int], int, int, tuple[int, ...]]] = []
         try:
             for i, row in rows.items():
                 self.free[i] = row
-                for level, (c, _, tasks) in self._node_options(i, stopped, down).items():
-                    more = self._gain({**caps, i: level}) - self._gain(caps)
+            base = self._gain(caps)
+            for number, group in enumerate(self._groups(touched)):
+                for chosen, c, p, tasks in self._group_options(group, caps, stopped, down):
+                    more = self._gain({**caps, **chosen}) - base
                     if more > 0:
-                        extras.append((c / more, i, level, c, tasks))
+                        extras.append((c / more, number, chosen, c, p, tasks))
         finally:
             for i, row in saved.items():
                 self.free[i] = row
         tasks_all = list(rest)
         gain = self._gain(caps)
-        extras.sort(key=lambda e: (e[0], e[1], -e[2]))
+        extras.sort(key=lambda e: (e[0], e[1], e[3]))
         done: set[int] = set()
-        for _, i, level, c, tasks in extras:
-            if i in done:
+        for _, number, chosen, c, p, tasks in extras:
+            if number in done:
                 continue
-            trial = {**caps, i: level}
+            trial = {**caps, **chosen}
             more = min(self._gain(trial), missing) - min(gain, missing)
             if more <= 0:
                 continue
             if gain > 0 and (cost + c) * min(gain, missing) >= cost * (min(gain, missing) + more):
                 continue  # it raises the cost per pod
-            taken = [int(index.task_gang[t]) for t in tasks]
-            if any(
-                g >= 0 and down.get(g, 0) + taken.count(g) > index.gang_allowance[g]
-                for g in set(taken)
-            ):
-                continue  # another node's victims already use this gang's allowance
-            for g in taken:
+            if not self._within_allowance(tasks, down):
+                continue  # another group's victims already use this gang's allowance
+            for t in tasks:
+                g = int(index.task_gang[t])
                 if g >= 0:
                     down[g] = down.get(g, 0) + 1
             caps = trial
             gain = self._gain(caps)
             cost += c
-            priority += sum(int(index.task_priority[t]) for t in tasks)
+            priority += p
             tasks_all += tasks
-            done.add(i)
+            done.add(number)
         return Move(tuple(tasks_all), cost, min(gain, missing), priority)
 
     def apply(self, tasks: tuple[int, ...]) -> None:
