@@ -461,8 +461,8 @@ def replay_gangs(
 
     Examples
     --------
-    >>> jobs = gang_jobs(1, jobs=30, gpus_total=144)
-    >>> metrics = replay_gangs(jobs, "heuristic", blocks=1, nodes_per_domain=18)
+    >>> jobs = gang_jobs(1, jobs=30, gpus_total=288)
+    >>> metrics = replay_gangs(jobs, "heuristic", blocks=1)
     >>> metrics.finished == len(jobs), metrics.wasted_evictions
     (True, 0)
     """
