@@ -17,12 +17,14 @@ How each rule of ``models/gang.md`` holds by construction:
 Strategy. Placement: in each domain, preferred domains are filled largest
 room first (the fewest domains for the room) and nodes inside by best fit
 (fewest free GPUs first); the domain with the best objective wins.
-Preemption: in each domain, units (one candidate pod, or a whole gang that one
-more stopped pod would close) are added cheapest per GPU freed first until the
-gang fits, then units whose removal keeps it fitting are dropped, most costly
-first; domains are tried in increasing lower bound, and the scan stops once
-a domain's bound exceeds the best cost found. The answer carries a lower
-bound (a fractional cover of the GPUs missing in each domain) and its gap.
+Preemption: in each domain, moves (the cheapest victims of one slice domain
+or node for each number of pods they add, or a whole closable gang plus the
+completion of the slots it frees) are applied least cost per usable pod
+first until the gang fits, then victims whose removal keeps it fitting are
+dropped, most costly first; domains are tried in increasing lower bound,
+and the scan stops once a domain's bound exceeds the best cost found. The
+answer carries a lower bound (a fractional cover of the GPUs missing in
+each domain) and its gap.
 """
 
 from __future__ import annotations
