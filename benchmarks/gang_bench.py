@@ -16,6 +16,7 @@ both place the gang and exact is optimal, and how often each places it.
     python benchmarks/gang_bench.py --quick                  # a few seconds
     python benchmarks/gang_bench.py --seeds 1000             # the issue's 1,000 states
     python benchmarks/gang_bench.py --domains 250 --nodes-per-domain 4 --seeds 20
+    python benchmarks/gang_bench.py --seeds 1000 --worst 10  # the worst states, to look at
 """
 
 from __future__ import annotations
@@ -50,11 +51,15 @@ def main(argv: list[str] | None = None) -> int:
         "--time-limit", type=float, default=10.0, help="exact seconds per state (default 10)"
     )
     parser.add_argument("--quick", action="store_true", help="10 small states")
+    parser.add_argument(
+        "--worst", type=int, default=0, help="list the K seeds of worst heuristic/exact cost"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.domains, args.nodes_per_domain = 10, 3, 8
     times: dict[str, list[float]] = {"heuristic": [], "exact": []}
     ratios: list[float] = []
+    by_seed: list[tuple[float, int, float, float]] = []  # (ratio, seed, heuristic, exact)
     placed = {"heuristic": 0, "exact": 0}
     for seed in range(args.seeds):
         problem = random_gang_problem(
@@ -83,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"seed {seed}: the heuristic beats the optimum", file=sys.stderr)
                 return 1
             ratios.append(found.cost / best.cost if best.cost else 1.0)
+            by_seed.append((ratios[-1], seed, heuristic.cost, exact.cost))
     print(
         f"{args.seeds} states, {args.domains} domains x {args.nodes_per_domain} nodes, "
         f"slice {args.slice}"
@@ -97,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
             f"  heuristic / exact cost: mean {statistics.fmean(ratios):.4f}, "
             f"worst {max(ratios):.4f} over {len(ratios)} states"
         )
+    worst = sorted(by_seed, key=lambda row: (-row[0], row[1]))[: args.worst]
+    for ratio, seed, found_cost, best_cost in worst:
+        print(f"  seed {seed:5d}: ratio {ratio:.4f} heuristic {found_cost:g} exact {best_cost:g}")
     return 0
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from gpuopt.cluster.model import SCALE
-from gpuopt.gang.greedy import best_plan
+from gpuopt.gang.greedy import best_plan, domain_bounds
 from gpuopt.gang.problem import GangProblem
 from gpuopt.gang.solution import GangAnswer, make_answer
 from gpuopt.result import Status
@@ -33,7 +33,9 @@ TIME_LIMIT = 10.0
 class GangModel:
     """The CP-SAT model of one gang problem (variables keyed by positions in the index view)."""
 
-    def __init__(self, problem: GangProblem) -> None:
+    def __init__(self, problem: GangProblem, domains: np.ndarray | None = None) -> None:
+        """``domains``: the required domains the model may use (default all); the others
+        are left out (their lower bound exceeds a known answer's objective)."""
         from ortools.sat.python import cp_model
 
         self.cp_model = cp_model
@@ -42,7 +44,12 @@ class GangModel:
         index = self.index = problem.index
         bound = index.candidate_capacity if problem.preempting else index.node_capacity
         self.upper = np.minimum(bound, index.pods)
-        self.nodes = [int(n) for n in np.flatnonzero(index.admitted & (self.upper > 0))]
+        usable = index.admitted & (self.upper > 0)
+        if domains is not None:
+            allowed = np.zeros(len(index.required.ids), dtype=bool)
+            allowed[domains] = True
+            usable &= allowed[index.required.of_node]
+        self.nodes = [int(n) for n in np.flatnonzero(usable)]
         self.domain: dict[int, Any] = {}  # required domain -> BoolVar
         self.pods: dict[int, Any] = {}  # node -> IntVar: its pods
         self.hosts: dict[int, Any] = {}  # node -> BoolVar: it holds a pod
@@ -113,8 +120,11 @@ class GangModel:
     def _capacity(self) -> None:
         """G3: each resource the pods need fits what is free once the victims stop."""
         index = self.index
+        by_node: dict[int, list[int]] = {}
+        for t in self.stop:
+            by_node.setdefault(int(index.task_node[t]), []).append(t)
         for n in self.nodes:
-            on = [t for t in self.stop if int(index.task_node[t]) == n]
+            on = by_node.get(n, [])
             for r, need in enumerate(index.pod_need.tolist()):
                 free = int(index.node_free[n, r])
                 if need == 0 or free >= need * int(self.upper[n]):
@@ -242,8 +252,12 @@ def solve_cpsat(
     started = time.perf_counter()
     deadline = Deadline(time_limit)
     scale = SCALE if problem.preempting else 1
-    plan, _ = best_plan(problem)
-    gang = GangModel(problem)
+    plan, key, _ = best_plan(problem)
+    kept = None
+    if key is not None:  # a domain whose bound exceeds the heuristic's objective cannot win
+        bounds = domain_bounds(problem)
+        kept = np.flatnonzero(bounds <= (key.cost if problem.preempting else key.domains))
+    gang = GangModel(problem, kept)
 
     def answer(
         status: Status,

@@ -17,12 +17,14 @@ How each rule of ``models/gang.md`` holds by construction:
 Strategy. Placement: in each domain, preferred domains are filled largest
 room first (the fewest domains for the room) and nodes inside by best fit
 (fewest free GPUs first); the domain with the best objective wins.
-Preemption: in each domain, units (one candidate pod, or a whole gang that one
-more stopped pod would close) are added cheapest per GPU freed first until the
-gang fits, then units whose removal keeps it fitting are dropped, most costly
-first; domains are tried in increasing lower bound, and the scan stops once
-a domain's bound exceeds the best cost found. The answer carries a lower
-bound (a fractional cover of the GPUs missing in each domain) and its gap.
+Preemption: in each domain, moves (the cheapest victims of one slice domain
+or node for each number of pods they add, or a whole closable gang plus the
+completion of the slots it frees) are applied least cost per usable pod
+first until the gang fits, then victims whose removal keeps it fitting are
+dropped, most costly first; domains are tried in increasing lower bound,
+and the scan stops once a domain's bound exceeds the best cost found. The
+answer carries a lower bound (a fractional cover of the GPUs missing in
+each domain) and its gap.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gpuopt.cluster.model import SCALE
+from gpuopt.cluster.model import MAX_TASKS, SCALE
 from gpuopt.gang.problem import GangIndex, GangProblem, capacity
 from gpuopt.gang.solution import GangAnswer, GangKey, key_of, make_answer
 from gpuopt.result import Status
@@ -158,59 +160,357 @@ def _prune(index: GangIndex, count: np.ndarray, stopped: frozenset[int]) -> froz
     return result if _closure_ok(index, result) else stopped
 
 
-def _units(
-    index: GangIndex, candidates: list[int], stopped: frozenset[int]
-) -> list[frozenset[int]]:
-    """What may be stopped next among ``candidates`` (the domain's): one candidate pod, or a
-    whole gang one more stopped pod would close."""
-    units: dict[frozenset[int], None] = {}
-    for t in candidates:
-        if t in stopped:
-            continue
-        gang = int(index.task_gang[t])
-        if gang < 0:
-            units[frozenset((t,))] = None
-            continue
-        members = index.gang_members[gang].tolist()
-        down = sum(1 for m in members if m in stopped)
-        if down + 1 <= index.gang_allowance[gang]:
-            units[frozenset((t,))] = None
-        elif index.gang_closable[gang]:
-            units[frozenset(m for m in members if m not in stopped)] = None
-    return list(units)
+#: Most candidates on one node whose subsets are enumerated exactly (else cheapest per GPU first).
+EXACT_NODE_TASKS = 10
+
+
+class Move(NamedTuple):
+    """Tasks to stop together, what they cost and the usable pods they add (capped)."""
+
+    tasks: tuple[int, ...]
+    cost: int
+    gain: int
+    priority: int
+
+
+class _Cover:
+    """Per-domain cover: repeatedly stop the move with the least cost per pod gained.
+
+    A move is either a node move (on one node, the cheapest set of its candidates,
+    each within its gang's allowance, that lets the node hold ``k`` more pods:
+    exact over subsets when the node has few candidates) or a gang move (close a
+    closable gang, then complete the pod slots on its members' nodes while that
+    lowers the cost per pod). Pods are counted as the gang can use them (slices
+    rounded down), capped at what is still missing.
+    """
+
+    def __init__(self, index: GangIndex, nodes: np.ndarray, candidates: list[int]) -> None:
+        self.index = index
+        self.nodes = nodes
+        self.local = {int(n): i for i, n in enumerate(nodes.tolist())}
+        self.need = [int(x) for x in index.pod_need.tolist()]
+        self.free = [[int(x) for x in row] for row in index.node_free[nodes].tolist()]
+        self.cap = [self._capacity(row) for row in self.free]
+        self.base_cap = list(self.cap)
+        self.size = index.slice_size
+        self.slice_of: list[int] | None = None
+        self.room: dict[int, int] = {}
+        if index.slice is not None:
+            self.slice_of = [int(e) for e in index.slice.of_node[nodes].tolist()]
+            for i, e in enumerate(self.slice_of):
+                self.room[e] = self.room.get(e, 0) + self.cap[i]
+        self.usable = self._usable_total()
+        self.on_node: list[list[int]] = [[] for _ in range(len(nodes))]
+        for t in sorted(candidates):
+            self.on_node[self.local[int(index.task_node[t])]].append(t)
+        self.cost = {t: int(index.task_cost[t]) for t in candidates}
+        self.gangs = sorted({int(index.task_gang[t]) for t in candidates} - {-1})
+        for k in self.gangs:
+            for t in index.gang_members[k].tolist():
+                self.cost.setdefault(t, int(index.task_cost[t]))
+        self.stopped: set[int] = set()
+        self.down = {k: 0 for k in self.gangs}
+
+    def _capacity(self, row: list[int]) -> int:
+        pods = MAX_TASKS
+        for have, need in zip(row, self.need, strict=True):
+            if need > 0:
+                pods = min(pods, max(have, 0) // need)
+        return pods
+
+    def _usable_total(self) -> int:
+        if self.slice_of is None:
+            return sum(self.cap)
+        return sum(room // self.size * self.size for room in self.room.values())
+
+    def _gain(self, caps: dict[int, int]) -> int:
+        """Usable pods added when local nodes take the capacities ``caps``."""
+        if self.slice_of is None:
+            return sum(c - self.cap[i] for i, c in caps.items())
+        delta: dict[int, int] = {}
+        for i, c in caps.items():
+            e = self.slice_of[i]
+            delta[e] = delta.get(e, 0) + c - self.cap[i]
+        size = self.size
+        return sum(
+            (self.room[e] + d) // size * size - self.room[e] // size * size
+            for e, d in delta.items()
+        )
+
+    def _hold(self, t: int) -> list[int]:
+        return [int(x) for x in self.index.task_hold[t].tolist()]
+
+    def _node_options(
+        self, i: int, stopped: set[int], down: dict[int, int]
+    ) -> dict[int, tuple[int, int, tuple[int, ...]]]:
+        """For node ``i``: pod capacity reached -> (cost, priority, tasks) of its cheapest
+        victims (each within its gang's allowance), for every capacity above the current."""
+        index = self.index
+        tasks = [t for t in self.on_node[i] if t not in stopped]
+        base = self.free[i]
+        now = self._capacity(base)
+        best: dict[int, tuple[int, int, tuple[int, ...]]] = {}
+        if not tasks:
+            return best
+        holds = [self._hold(t) for t in tasks]
+        gangs = [int(index.task_gang[t]) for t in tasks]
+        room = {k: int(index.gang_allowance[k]) - down.get(k, 0) for k in set(gangs) if k >= 0}
+
+        def consider(chosen: list[int]) -> None:
+            used: dict[int, int] = {}
+            row = list(base)
+            cost = priority = 0
+            for j in chosen:
+                k = gangs[j]
+                if k >= 0:
+                    used[k] = used.get(k, 0) + 1
+                    if used[k] > room[k]:
+                        return
+                for r, amount in enumerate(holds[j]):
+                    row[r] += amount
+                cost += self.cost[tasks[j]]
+                priority += int(index.task_priority[tasks[j]])
+            level = self._capacity(row)
+            if level <= now:
+                return
+            entry = (cost, priority, tuple(tasks[j] for j in chosen))
+            if level not in best or entry < best[level]:
+                best[level] = entry
+
+        if len(tasks) <= EXACT_NODE_TASKS:
+            for mask in range(1, 1 << len(tasks)):
+                consider([j for j in range(len(tasks)) if mask >> j & 1])
+        else:  # cheapest per GPU first, prefixes
+            order = sorted(
+                range(len(tasks)),
+                key=lambda j: (self.cost[tasks[j]] / max(holds[j][0], 1e-9), tasks[j]),
+            )
+            for end in range(1, len(order) + 1):
+                consider(order[:end])
+        # a higher capacity reached as cheaply supersedes a lower one
+        levels = sorted(best, reverse=True)
+        kept: dict[int, tuple[int, int, tuple[int, ...]]] = {}
+        cheapest: tuple[int, int, tuple[int, ...]] | None = None
+        for level in levels:
+            if cheapest is None or best[level] < cheapest:
+                kept[level] = cheapest = best[level]
+        return kept
+
+    def _groups(self, nodes: list[int]) -> list[list[int]]:
+        """``nodes`` (local) grouped by slice domain (each node alone without a slice)."""
+        if self.slice_of is None:
+            return [[i] for i in nodes]
+        groups: dict[int, list[int]] = {}
+        for i in nodes:
+            groups.setdefault(self.slice_of[i], []).append(i)
+        return list(groups.values())
+
+    def _group_options(
+        self, group: list[int], caps: dict[int, int], stopped: set[int], down: dict[int, int]
+    ) -> list[tuple[dict[int, int], int, int, tuple[int, ...]]]:
+        """The cheapest victims on the nodes of ``group`` for each number of pods they add
+        (a small knapsack over the nodes' options): (capacities, cost, priority, tasks).
+
+        ``caps`` overrides the current capacity of some nodes."""
+        index = self.index
+        states: dict[int, tuple[dict[int, int], int, int, tuple[int, ...]]] = {0: ({}, 0, 0, ())}
+        for i in group:
+            options = self._node_options(i, stopped, down)
+            if not options:
+                continue
+            now = caps.get(i, self.cap[i])
+            grown = dict(states)
+            for added, (chosen, cost, priority, tasks) in states.items():
+                for level, (more_cost, more_priority, more_tasks) in options.items():
+                    if tasks and not self._within_allowance(tasks + more_tasks, down):
+                        continue
+                    total = min(added + level - now, index.pods)
+                    entry = (
+                        {**chosen, i: level},
+                        cost + more_cost,
+                        priority + more_priority,
+                        tasks + more_tasks,
+                    )
+                    if total not in grown or entry[1:3] < grown[total][1:3]:
+                        grown[total] = entry
+            states = grown
+        return [entry for added, entry in sorted(states.items()) if added > 0]
+
+    def _within_allowance(self, tasks: tuple[int, ...], down: dict[int, int]) -> bool:
+        index = self.index
+        used: dict[int, int] = {}
+        for t in tasks:
+            k = int(index.task_gang[t])
+            if k >= 0:
+                used[k] = used.get(k, 0) + 1
+                if down.get(k, 0) + used[k] > index.gang_allowance[k]:
+                    return False
+        return True
+
+    def _moves(self, missing: int) -> list[Move]:
+        moves = []
+        for group in self._groups(list(range(len(self.nodes)))):
+            for caps, cost, priority, tasks in self._group_options(
+                group, {}, self.stopped, self.down
+            ):
+                gain = min(self._gain(caps), missing)
+                moves.append(Move(tasks, cost, gain, priority))
+        index = self.index
+        for k in self.gangs:
+            if not index.gang_closable[k]:
+                continue
+            rest = [t for t in index.gang_members[k].tolist() if t not in self.stopped]
+            if not rest:
+                continue
+            moves.append(self._gang_move(k, rest, missing))
+        return moves
+
+    def _gang_move(self, k: int, rest: list[int], missing: int) -> Move:
+        """Close gang ``k`` (its ``rest`` members stop), then complete pod slots on the
+        nodes its members free (per slice domain) while that lowers the cost per pod."""
+        index = self.index
+        cost = sum(self.cost[t] for t in rest)
+        priority = sum(int(index.task_priority[t]) for t in rest)
+        rows: dict[int, list[int]] = {}
+        for t in rest:
+            i = self.local.get(int(index.task_node[t]))
+            if i is None:
+                continue
+            row = rows.setdefault(i, list(self.free[i]))
+            for r, amount in enumerate(self._hold(t)):
+                row[r] += amount
+        caps = {i: self._capacity(row) for i, row in rows.items()}
+        stopped = self.stopped | set(rest)
+        down = dict(self.down)
+        down[k] = len(index.gang_members[k])
+        touched = sorted(rows)
+        if self.slice_of is not None:  # the whole slice domains the gang's nodes are in
+            wanted = {self.slice_of[i] for i in rows}
+            touched = [i for i, e in enumerate(self.slice_of) if e in wanted]
+        saved = {i: self.free[i] for i in rows}
+        extras: list[tuple[float, int, dict[int, int], int, int, tuple[int, ...]]] = []
+        try:
+            for i, row in rows.items():
+                self.free[i] = row
+            base = self._gain(caps)
+            for number, group in enumerate(self._groups(touched)):
+                for chosen, c, p, tasks in self._group_options(group, caps, stopped, down):
+                    more = self._gain({**caps, **chosen}) - base
+                    if more > 0:
+                        extras.append((c / more, number, chosen, c, p, tasks))
+        finally:
+            for i, row in saved.items():
+                self.free[i] = row
+        tasks_all = list(rest)
+        gain = self._gain(caps)
+        extras.sort(key=lambda e: (e[0], e[1], e[3]))
+        done: set[int] = set()
+        for _, number, chosen, c, p, tasks in extras:
+            if number in done:
+                continue
+            trial = {**caps, **chosen}
+            more = min(self._gain(trial), missing) - min(gain, missing)
+            if more <= 0:
+                continue
+            if gain > 0 and (cost + c) * min(gain, missing) >= cost * (min(gain, missing) + more):
+                continue  # it raises the cost per pod
+            if not self._within_allowance(tasks, down):
+                continue  # another group's victims already use this gang's allowance
+            for t in tasks:
+                g = int(index.task_gang[t])
+                if g >= 0:
+                    down[g] = down.get(g, 0) + 1
+            caps = trial
+            gain = self._gain(caps)
+            cost += c
+            priority += p
+            tasks_all += tasks
+            done.add(number)
+        return Move(tuple(tasks_all), cost, min(gain, missing), priority)
+
+    def apply(self, tasks: tuple[int, ...]) -> None:
+        index = self.index
+        for t in tasks:
+            if t in self.stopped:
+                continue
+            self.stopped.add(t)
+            k = int(index.task_gang[t])
+            if k >= 0:
+                self.down[k] = self.down.get(k, 0) + 1
+            i = self.local.get(int(index.task_node[t]))
+            if i is None:
+                continue
+            for r, amount in enumerate(self._hold(t)):
+                self.free[i][r] += amount
+            level = self._capacity(self.free[i])
+            if self.slice_of is not None:
+                self.room[self.slice_of[i]] += level - self.cap[i]
+            self.cap[i] = level
+        self.usable = self._usable_total()
+
+    def run(self) -> frozenset[int] | None:
+        """Victims letting the gang fit (by usable pod count), or None."""
+        pods = self.index.pods
+        while self.usable < pods:
+            missing = pods - self.usable
+            moves = [m for m in self._moves(missing) if m.gain > 0]
+            if not moves:
+                return None
+            best = min(moves, key=lambda m: (m.cost / m.gain, m.priority, -m.gain, m.tasks))
+            self.apply(best.tasks)
+        return frozenset(self.stopped)
+
+    def fits(self, stopped: frozenset[int]) -> bool:
+        """The gang fits the domain once ``stopped`` stop (by usable pod count)."""
+        index = self.index
+        rows: dict[int, list[int]] = {}
+        for t in stopped:
+            i = self.local.get(int(index.task_node[t]))
+            if i is not None:
+                row = rows.setdefault(i, list(index.node_free[self.nodes[i]].tolist()))
+                for r, amount in enumerate(self._hold(t)):
+                    row[r] += amount
+        base = [int(c) for c in self.base_cap]
+        for i, row in rows.items():
+            base[i] = self._capacity(row)
+        if self.slice_of is None:
+            return sum(base) >= index.pods
+        room: dict[int, int] = {}
+        for i, e in enumerate(self.slice_of):
+            room[e] = room.get(e, 0) + base[i]
+        return sum(r // self.size * self.size for r in room.values()) >= index.pods
+
+    def trim(self, stopped: frozenset[int]) -> frozenset[int]:
+        """Drop victims the gang does not need, most costly first (a closed gang as a whole)."""
+        index = self.index
+        closed = [
+            k
+            for k in sorted({int(index.task_gang[t]) for t in stopped} - {-1})
+            if all(m in stopped for m in index.gang_members[k].tolist())
+            and len(index.gang_members[k]) > index.gang_allowance[k]
+        ]
+        in_closed = {t for k in closed for t in index.gang_members[k].tolist()}
+        units = [tuple(index.gang_members[k].tolist()) for k in closed]
+        units += [(t,) for t in sorted(stopped) if t not in in_closed]
+        units.sort(key=lambda u: (-sum(self.cost[t] for t in u), min(u)))
+        for unit in units:
+            fewer = stopped - set(unit)
+            if self.fits(fewer) and _closure_ok(index, fewer):
+                stopped = fewer
+        return stopped
 
 
 def _cover(index: GangIndex, nodes: np.ndarray, candidates: list[int]) -> Plan | None:
-    """Cheapest-first cover of one domain's admitted ``nodes``, then needless units dropped."""
-    stopped: frozenset[int] = frozenset()
+    """The cover of one domain's admitted ``nodes``, needless victims dropped, then P3."""
+    cover = _Cover(index, nodes, candidates)
+    found = cover.run()
+    if found is None:
+        return None
+    stopped = cover.trim(found)
     count = _place(index, nodes, stopped)
-    inside = set(nodes.tolist())
-    chosen: list[frozenset[int]] = []
-    while count is None:
-        units = _units(index, candidates, stopped)
-        if not units:
-            return None
-
-        def rank(unit: frozenset[int]) -> tuple[float, int, int]:
-            members = sorted(unit)
-            cost = int(index.task_cost[members].sum())
-            gpus = sum(int(index.task_hold[t, 0]) for t in members if index.task_node[t] in inside)
-            price = cost / gpus if gpus else math.inf
-            return price, int(index.task_priority[members].sum()), members[0]
-
-        best = min(units, key=rank)
-        chosen.append(best)
-        stopped = stopped | best
-        count = _place(index, nodes, stopped)
-    for unit in sorted(chosen, key=lambda u: (-int(index.task_cost[sorted(u)].sum()), min(u))):
-        fewer = stopped - unit
-        if not _closure_ok(index, fewer):
-            continue
-        again = _place(index, nodes, fewer)
-        if again is not None:
-            stopped, count = fewer, again
-    pruned = _prune(index, count, stopped)
-    return count, pruned
+    if count is None:  # not reached: the cover counts pods as fill places them
+        return None
+    return count, _prune(index, count, stopped)
 
 
 class Domain(NamedTuple):
@@ -220,20 +520,99 @@ class Domain(NamedTuple):
     candidates: list[int]
 
 
+class Grouped(NamedTuple):
+    """Every domain of the required level at once: admitted nodes and candidates grouped by
+    domain (``node_start[d]:node_start[d + 1]`` of ``node_order``, likewise tasks)."""
+
+    node_order: np.ndarray
+    node_start: np.ndarray
+    task_order: np.ndarray
+    task_start: np.ndarray
+
+    def domain(self, d: int) -> Domain:
+        nodes = self.node_order[self.node_start[d] : self.node_start[d + 1]]
+        tasks = self.task_order[self.task_start[d] : self.task_start[d + 1]]
+        return Domain(nodes, [int(t) for t in tasks.tolist()])
+
+    def has_nodes(self) -> np.ndarray:
+        result: np.ndarray = np.diff(self.node_start) > 0
+        return result
+
+
+def group(index: GangIndex) -> Grouped:
+    """Admitted nodes and the candidates on them, grouped by domain of the required level."""
+    count = len(index.required.ids)
+    nodes = np.flatnonzero(index.admitted)
+    of_node = index.required.of_node[nodes]
+    node_order = nodes[np.argsort(of_node, kind="stable")]
+    node_start = np.searchsorted(of_node[np.argsort(of_node, kind="stable")], np.arange(count + 1))
+    tasks = np.flatnonzero(index.candidate & index.admitted[index.task_node])
+    of_task = index.required.of_node[index.task_node[tasks]]
+    by = np.argsort(of_task, kind="stable")
+    task_start = np.searchsorted(of_task[by], np.arange(count + 1))
+    return Grouped(node_order, node_start, tasks[by], task_start)
+
+
 def domains_of(index: GangIndex) -> list[Domain]:
     """Every domain of the required level with an admitted node (domain order)."""
-    on_admitted = index.candidate & index.admitted[index.task_node]
-    where = index.required.of_node[index.task_node]
-    tasks = np.flatnonzero(on_admitted)
-    by_domain: dict[int, list[int]] = {}
-    for t in tasks.tolist():
-        by_domain.setdefault(int(where[t]), []).append(t)
-    found = []
-    for d, members in enumerate(index.required.members()):
-        nodes = members[index.admitted[members]]
-        if len(nodes):
-            found.append(Domain(nodes, by_domain.get(d, [])))
-    return found
+    grouped = group(index)
+    return [grouped.domain(d) for d in np.flatnonzero(grouped.has_nodes()).tolist()]
+
+
+def domain_bounds(problem: GangProblem, grouped: Grouped | None = None) -> np.ndarray:
+    """A lower bound on the objective of any answer inside each domain of the required level
+    (``inf``: none exists there), all domains at once.
+
+    Preemption: the GPUs missing, covered fractionally by the domain's
+    candidates cheapest per GPU first (thousandths, rounded up). Placement: the
+    fewest preferred domains whose room holds the gang.
+    """
+    index = problem.index
+    grouped = group(index) if grouped is None else grouped
+    count = len(index.required.ids)
+    of_node = index.required.of_node
+    nodes = grouped.node_order
+    bounds = np.full(count, math.inf)
+    if not problem.preempting:
+        cap = index.node_capacity
+        room = np.bincount(of_node[nodes], weights=cap[nodes], minlength=count)
+        for d in np.flatnonzero(room >= index.pods).tolist():
+            bounds[d] = domain_bound(problem, grouped.domain(d))
+        return bounds
+    reach = np.bincount(of_node[nodes], weights=index.candidate_capacity[nodes], minlength=count)
+    free = np.bincount(
+        of_node[nodes], weights=np.maximum(index.node_free[nodes, 0], 0), minlength=count
+    ).astype(np.int64)
+    missing = index.pods * int(index.pod_need[0]) - free
+    feasible = reach >= index.pods
+    bounds[feasible & (missing <= 0)] = 0.0
+    tasks = grouped.task_order
+    gpus = index.task_hold[tasks, 0]
+    tasks, gpus = tasks[gpus > 0], gpus[gpus > 0]
+    if len(tasks) == 0:
+        return bounds
+    cost = index.task_cost[tasks]
+    where = of_node[index.task_node[tasks]]
+    # by domain, then price per GPU (compared exactly: a/b < c/d as a*d < c*b is not
+    # vectorisable simply, floats order them and exact integers sum them)
+    order = np.lexsort((tasks, cost / gpus, where))
+    tasks, gpus, cost, where = tasks[order], gpus[order], cost[order], where[order]
+    gpu_sum = np.cumsum(gpus)
+    cost_sum = np.cumsum(cost)
+    first = np.searchsorted(where, np.arange(count))
+    last = np.searchsorted(where, np.arange(count), side="right")
+    gpu_base = np.where(first > 0, gpu_sum[np.maximum(first - 1, 0)], 0)
+    cost_base = np.where(first > 0, cost_sum[np.maximum(first - 1, 0)], 0)
+    wanted = np.flatnonzero(feasible & (missing > 0))
+    at = np.searchsorted(gpu_sum, gpu_base[wanted] + missing[wanted])  # the task that ends it
+    inside = at < last[wanted]
+    for d, pos in zip(wanted[inside].tolist(), at[inside].tolist(), strict=True):
+        before_gpus = int(gpu_sum[pos - 1] - gpu_base[d]) if pos > first[d] else 0
+        before_cost = int(cost_sum[pos - 1] - cost_base[d]) if pos > first[d] else 0
+        take = int(missing[d]) - before_gpus
+        per = int(gpus[pos])
+        bounds[d] = float((before_cost * per + take * int(cost[pos]) + per - 1) // per)
+    return bounds
 
 
 def domain_bound(problem: GangProblem, domain: Domain) -> float:
@@ -277,28 +656,30 @@ def domain_bound(problem: GangProblem, domain: Domain) -> float:
 
 def lower_bound(problem: GangProblem) -> float:
     """A proven lower bound on the objective (``math.inf``: no answer exists), the least
-    :func:`domain_bound` over the domains."""
-    return min((domain_bound(problem, d) for d in domains_of(problem.index)), default=math.inf)
+    :func:`domain_bounds` over the domains."""
+    bounds = domain_bounds(problem)
+    return float(bounds.min()) if len(bounds) else math.inf
 
 
-def best_plan(problem: GangProblem) -> tuple[Plan | None, GangKey | None]:
-    """The heuristic's best plan over all required domains and its objective.
+def best_plan(problem: GangProblem) -> tuple[Plan | None, GangKey | None, float]:
+    """The heuristic's best plan over all required domains, its objective, and the lower
+    bound (:func:`lower_bound`).
 
-    Domains are tried in increasing :func:`domain_bound` (then domain order),
+    Domains are tried in increasing :func:`domain_bounds` (then domain order),
     and the search stops at the first whose bound exceeds the best cost found
     (a domain whose bound equals it may still win a tie-break).
     """
     index = problem.index
-    domains = domains_of(index)
-    bounds = [domain_bound(problem, d) for d in domains]
+    grouped = group(index)
+    bounds = domain_bounds(problem, grouped)
     best: tuple[Plan | None, GangKey | None] = (None, None)
-    for pos in sorted(range(len(domains)), key=lambda i: (bounds[i], i)):
+    for pos in np.lexsort((np.arange(len(bounds)), bounds)).tolist():
         if math.isinf(bounds[pos]):
             break
         key = best[1]
         if key is not None and bounds[pos] > (key.cost if problem.preempting else key.domains):
             break
-        domain = domains[pos]
+        domain = grouped.domain(pos)
         if problem.preempting:
             plan = _cover(index, domain.nodes, domain.candidates)
         else:
@@ -309,7 +690,8 @@ def best_plan(problem: GangProblem) -> tuple[Plan | None, GangKey | None]:
         found = key_of(problem, *plan)
         if key is None or found < key:
             best = (plan, found)
-    return best
+    least = float(bounds.min()) if len(bounds) else math.inf
+    return best[0], best[1], least
 
 
 def solve_heuristic(problem: GangProblem) -> GangAnswer:
@@ -330,8 +712,7 @@ def solve_heuristic(problem: GangProblem) -> GangAnswer:
     (['n2', 'n3'], ['b'], 40.0)
     """
     started = time.perf_counter()
-    plan, _ = best_plan(problem)
-    bound = lower_bound(problem)
+    plan, _, bound = best_plan(problem)
     scale = SCALE if problem.preempting else 1
     if plan is None:
         status = Status.INFEASIBLE if math.isinf(bound) else Status.HEURISTIC
@@ -359,10 +740,13 @@ def solve_heuristic(problem: GangProblem) -> GangAnswer:
 
 __all__ = [
     "Domain",
+    "Grouped",
     "best_plan",
     "domain_bound",
+    "domain_bounds",
     "domains_of",
     "fill",
+    "group",
     "lower_bound",
     "solve_heuristic",
 ]

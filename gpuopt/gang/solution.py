@@ -123,11 +123,12 @@ def topology_of(problem: GangProblem, count: np.ndarray) -> list[DomainUse]:
     required = problem.request.required
     start = 0 if required is None else levels.index(required)
     uses = []
+    hosts = [(cluster.nodes[n], int(count[n])) for n in np.flatnonzero(count).tolist()]
     for level in levels[start:]:
         pods: Counter[str] = Counter()
-        for node, many in zip(cluster.nodes, count.tolist(), strict=True):
+        for node, many in hosts:
             domain = node.domain(level)
-            if many and domain is not None:
+            if domain is not None:
                 pods[domain] += many
         uses += [DomainUse(level=level, domain=d, pods=pods[d]) for d in sorted(pods)]
     return uses
