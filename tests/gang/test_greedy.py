@@ -133,3 +133,72 @@ def test_min_runtime_protects_a_gang() -> None:
     guarded = GangProblem(cluster=cluster, request=request, options={"min_runtime": 10.0})
     for method in ("heuristic", "exact"):
         assert gpuopt.solve(guarded, method).victims == ["s"], method
+
+
+def test_cover_counts_pods_per_node_not_gpus() -> None:
+    # One 4-GPU pod. Node a runs two 2-GPU pods costing 2*10 each (40 to free a); node c runs
+    # one 2-GPU pod costing 2*5 = 10 and one HP pod. Cheapest per GPU is c's pod, but it frees
+    # no slot (the HP pod stays): the cover must clear a (40), not stop c's pod first.
+    cluster = tiny_cluster(
+        tasks=[
+            {"id": "x1", "node": "a", "gpus": 2, "priority": 1, "start_time": 90},
+            {"id": "x2", "node": "a", "gpus": 2, "priority": 1, "start_time": 90},
+            {"id": "y", "node": "c", "gpus": 2, "priority": 1, "start_time": 95},
+            {"id": "h", "node": "c", "gpus": 2, "priority": 2000, "start_time": 0},
+            {"id": "hb", "node": "b", "gpus": 4, "priority": 2000, "start_time": 0},
+            {"id": "hd", "node": "d", "gpus": 4, "priority": 2000, "start_time": 0},
+        ]
+    )
+    problem = GangProblem(cluster=cluster, request={"id": "j", "pods": 1, "gpus": 4, "priority": 5})
+    answer = solve_heuristic(problem)
+    assert answer.victims == ["x1", "x2"]
+    assert answer.cost == 40.0
+    assert violations(problem, answer) == []
+
+
+def test_sliced_gang_frees_whole_pairs() -> None:
+    # Slices of 2 pods per pair; each node runs one LP pod. Pair p0 (a, b) costs 4*10 + 4*10,
+    # pair p1 (c, d) 4*5 + 4*50. Freeing a single node gains no slice: the cover must take a
+    # whole pair, the cheaper p0 (80 < 220).
+    cluster = tiny_cluster(
+        levels=["rack", "pair"],
+        nodes=[
+            {"id": n, "gpus": 4, "cpus": 32.0, "topology": {"rack": "r0", "pair": p}}
+            for n, p in (("a", "p0"), ("b", "p0"), ("c", "p1"), ("d", "p1"))
+        ],
+        tasks=[
+            {"id": "ta", "node": "a", "gpus": 4, "priority": 1, "start_time": 90},
+            {"id": "tb", "node": "b", "gpus": 4, "priority": 1, "start_time": 90},
+            {"id": "tc", "node": "c", "gpus": 4, "priority": 1, "start_time": 95},
+            {"id": "td", "node": "d", "gpus": 4, "priority": 1, "start_time": 50},
+        ],
+    )
+    problem = GangProblem(
+        cluster=cluster,
+        request={
+            "id": "j",
+            "pods": 2,
+            "gpus": 4,
+            "priority": 5,
+            "required": "rack",
+            "slice": {"level": "pair", "size": 2},
+        },
+    )
+    for method in ("heuristic", "exact"):
+        answer = gpuopt.solve(problem, method)
+        assert answer.victims == ["ta", "tb"], method
+        assert answer.cost == 80.0
+        assert violations(problem, answer) == []
+
+
+def test_gb200_mean_ratio_on_seeds() -> None:
+    # a small version of benchmarks/gang_bench.py: the mean heuristic/exact cost stays near 1
+    ratios = []
+    for seed in range(12):
+        problem = random_gang_problem(seed, domains=3, nodes_per_domain=8)
+        found = evaluate(problem, solve_heuristic(problem))
+        best = evaluate(problem, solve_cpsat(problem))
+        if found is not None and best is not None:
+            assert best <= found
+            ratios.append(found.cost / best.cost if best.cost else 1.0)
+    assert sum(ratios) / len(ratios) <= 1.05
