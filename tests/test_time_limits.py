@@ -141,7 +141,10 @@ def test_topology_milp_holds_the_limit() -> None:
 def test_a_limit_shorter_than_any_phase_returns_the_warm_start() -> None:
     problem, result, _ = _assert_holds(alloc_medium, "milp", 0.01)
     assert result.status == "time_limit"
-    assert result.objective == pytest.approx(gpuopt.solve(problem, "greedy").objective)
+    # the warm start is the greedy cut at the limit: its construction, maybe part of its search
+    built = gpuopt.solve(problem, "greedy", improve=False).objective
+    full = gpuopt.solve(problem, "greedy").objective
+    assert built - 1e-6 <= result.objective <= full + 1e-6
 
 
 def test_deadline() -> None:

@@ -193,7 +193,7 @@ def solve_cpsat(
     deadline = Deadline(time_limit)
     started = deadline.started
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
-    start: WarmStart = warm_start(problem, initial, warm)
+    start: WarmStart = warm_start(problem, initial, warm, deadline)
     relaxed = relaxed_bound(problem, deadline)
     grid = None
     bound = None

@@ -556,6 +556,7 @@ def _improve(
     max_attempts: int,
     deadline: float,
     shown: gpuopt.progress.Task = gpuopt.progress.NO_TASK,
+    label: str = "",
 ) -> Board:
     """Make room for left-out tasks by re-placing one placed task.
 
@@ -577,7 +578,7 @@ def _improve(
     left_out = sorted(
         (b for b in pending if b not in board.starts), key=lambda b: (-priority[b], b)
     )
-    shown.update(description="greedy: making room", completed=0, total=len(left_out))
+    shown.update(description=f"greedy: making room{label}", completed=0, total=len(left_out))
     victims = _Victims(board)
     for u in left_out:
         shown.advance()
@@ -987,19 +988,22 @@ def _search(
     seed: int,
     deadline: float = np.inf,
     shown: gpuopt.progress.Task = gpuopt.progress.NO_TASK,
+    label: str = "",
 ) -> Board:
     """The search of section 10.1 from two starts: the plan as built, and the restarts'
     plan when they find a better one (:func:`_restarts`); the better end wins. The
     search is path-dependent (a better start can end worse), and the first path is the
     search without restarts, so the restarts never make the greedy's plan worse."""
-    found = _ruin_and_recreate(board, pending, rounds, seed, deadline, shown)
+    found = _ruin_and_recreate(board, pending, rounds, seed, deadline, shown, label)
     budget = _scaled(RESTART_WORK, board)
     if len(pending) > budget or _at_best(found, {b: _best_value(board, b) for b in pending}):
         return found  # not one rebuild fits the budget (lns does this work), or none does better
     restarted = _restarts(board, base, pending, budget, deadline)
     if restarted is board:
         return found
-    again = _ruin_and_recreate(restarted, pending, rounds, seed, deadline, shown, " (restarted)")
+    again = _ruin_and_recreate(
+        restarted, pending, rounds, seed, deadline, shown, f"{label} (restarted)"
+    )
     return again if again.objective > found.objective + 1e-9 else found
 
 
@@ -1172,12 +1176,12 @@ def greedy_grid(
                         plans = [best, guided] if improve else [guided]
         deadline = float(np.inf if time_limit is None else started + time_limit)
         ends: list[Board] = []
-        for board in plans:
+        for board, label in zip(plans, ("", " (guided)"), strict=False):
             if improve and len(board.starts) < index.num_batch:
                 budget = 2 * len(pending) if max_attempts is None else max_attempts
-                board = _improve(board, pending, budget, deadline, shown)
+                board = _improve(board, pending, budget, deadline, shown, label)
             if improve and search:
-                board = _search(board, base, pending, search, seed, deadline, shown)
+                board = _search(board, base, pending, search, seed, deadline, shown, label)
             ends.append(board)
         best = max(ends, key=lambda board: board.objective)  # ties: the orders' plan
         if improve:

@@ -369,7 +369,7 @@ def solve_milp(
         hint = INSTALL_HINTS.get(solver, f"put the {solver} executable on the PATH")
         raise ProblemError(f"solver {solver!r} is not installed here (available: {found}); {hint}.")
     started = deadline.started
-    start: WarmStart = warm_start(problem, initial, warm)
+    start: WarmStart = warm_start(problem, initial, warm, deadline)
     relaxed = relaxed_bound(problem, deadline)
     use_start = warm or initial is not None
     fallback: WarmStart | None = start

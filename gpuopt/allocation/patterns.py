@@ -376,11 +376,15 @@ def _too_large(problem: AllocationProblem) -> ProblemError:
     )
 
 
-def warm_start(problem: AllocationProblem, initial: Any, use_greedy: bool) -> WarmStart:
+def warm_start(
+    problem: AllocationProblem, initial: Any, use_greedy: bool, deadline: Deadline | None = None
+) -> WarmStart:
     """The grid an exact method starts from: ``initial`` if given, else the greedy's.
 
     It is the exact methods' first step, so it first refuses a problem whose
-    model clearly would not fit (:func:`check_size`).
+    model clearly would not fit (:func:`check_size`). The greedy gets what is
+    left of ``deadline`` (its construction always runs; its LP and search stop
+    there), so a short time limit holds.
     """
     from gpuopt.allocation.greedy import greedy_grid
 
@@ -394,7 +398,8 @@ def warm_start(problem: AllocationProblem, initial: Any, use_greedy: bool) -> Wa
             raise ProblemError(f"initial: the starting grid is not legal: {broken[0]}.")
         source = "initial"
     elif use_greedy:
-        grid, source = greedy_grid(problem), "greedy"
+        left = None if deadline is None else deadline.remaining()
+        grid, source = greedy_grid(problem, time_limit=left), "greedy"
     else:
         grid, source = empty_plan(problem), "empty"
     return WarmStart(grid=grid, objective=evaluate(problem, grid).objective, source=source)

@@ -118,6 +118,7 @@ def random_gang_problem(
         tasks.append(task)
 
     by_domain = [nodes[d * nodes_per_domain : (d + 1) * nodes_per_domain] for d in range(domains)]
+    made = 0  # running gangs drawn, listed or not (each gets its own id)
     for members in by_domain:
         target = round(occupancy * GPUS * len(members))
         tries = 0
@@ -130,7 +131,8 @@ def random_gang_problem(
                 free = [n["id"] for n in members if GPUS - used[n["id"]] >= size]
                 if len(free) < count:
                     continue
-                gang = f"g{len(gangs):04d}"
+                gang = f"g{made:04d}"
+                made += 1
                 chosen = rng.sample(free, count)
                 for node in chosen:
                     pod(node, size, lp, gang)

