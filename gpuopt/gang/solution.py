@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -151,39 +151,32 @@ def make_answer(
     """
     index = problem.index
     preempting = problem.preempting
+    question: dict[str, Any] = {  # what every answer carries, so a check can rebuild it
+        "method": method,
+        "status": status,
+        "request": problem.request,
+        "options": problem.options,
+        "now": problem.cluster.now,
+        "bound": bound,
+        "seconds": seconds,
+        "notes": notes or [],
+    }
     if count is None:
-        return GangAnswer(
-            method=method,
-            status=status,
-            request=problem.request,
-            options=problem.options,
-            now=problem.cluster.now,
-            objective=None,
-            bound=bound,
-            seconds=seconds,
-            notes=notes or [],
-        )
+        return GangAnswer(objective=None, **question)
     stopped = sorted(set(victims))
     key = key_of(problem, count, stopped)
     nodes = [index.node_ids[n] for n in np.flatnonzero(count) for _ in range(int(count[n]))]
     cost = key.cost / SCALE
     objective = cost if preempting else float(key.domains)
     return GangAnswer(
-        method=method,
-        status=status,
-        request=problem.request,
-        options=problem.options,
-        now=problem.cluster.now,
         nodes=nodes,
         topology=topology_of(problem, count),
         victims=sorted(index.task_ids[t] for t in stopped),
         cost=cost,
         domains=key.domains,
         objective=objective,
-        bound=bound,
         gap=gap_of(objective, bound),
-        seconds=seconds,
-        notes=notes or [],
+        **question,
     )
 
 
