@@ -175,7 +175,9 @@ from gpuopt.cluster.kube import (
 from gpuopt.cluster.model import (
     MAX_NODE_GPUS,
     MAX_RESOURCE,
+    MAX_TASKS,
     Cluster,
+    Gang,
     Node,
     Pending,
     Task,
@@ -216,6 +218,27 @@ _GPU_NAME = re.compile(r"[^/\s]+/gpu(?:-count|-number)?")
 #: Allocatable names that are neither GPUs nor extended resources of the model.
 _NOT_EXTENDED = frozenset({"cpu", "memory", "pods", GPU_MILLI_RESOURCE})
 _DONE_PHASES = frozenset({"Succeeded", "Failed"})
+#: The pod keys that name a pod's gang (its PodGroup), in the order a pod that names two
+#: different gangs is read by (the first found wins): ``(where, key)``.
+GANG_KEYS: tuple[tuple[str, str], ...] = (
+    # the coscheduling plugin of kubernetes-sigs/scheduler-plugins (PodGroupLabel, v0.24 on)
+    ("labels", "scheduling.x-k8s.io/pod-group"),
+    # the same plugin before v0.24 (PodGroups of scheduling.sigs.k8s.io), and Koordinator
+    ("labels", "pod-group.scheduling.sigs.k8s.io"),
+    # Volcano (KubeGroupNameAnnotationKey, then VolcanoGroupNameAnnotationKey)
+    ("annotations", "scheduling.k8s.io/group-name"),
+    ("annotations", "scheduling.volcano.sh/group-name"),
+    # Kueue's plain-pod groups (no PodGroup object: the group's size is an annotation)
+    ("labels", "kueue.x-k8s.io/pod-group-name"),
+)
+#: Kueue's label of a plain-pod group and its annotation of the group's size (every pod of
+#: the group carries both; Kueue admits and evicts the group as one workload).
+KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+KUEUE_GROUP_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+#: API groups whose ``PodGroup`` objects are read: coscheduling (current and older) and Volcano.
+POD_GROUP_APIS = frozenset(
+    {"scheduling.x-k8s.io", "scheduling.sigs.k8s.io", "scheduling.volcano.sh"}
+)
 _MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 _TERMS = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -477,6 +500,18 @@ def _host_ports(spec: Mapping[str, Any]) -> bool:
     )
 
 
+def _api(item: Mapping[str, Any]) -> str | None:
+    """The object's ``apiVersion``, None when absent."""
+    value = item.get("apiVersion")
+    return value if isinstance(value, str) and value else None
+
+
+def _group(api: str) -> str:
+    """The API group of an ``apiVersion`` (``""`` for the core group's ``v1``)."""
+    group, slash, _ = api.partition("/")
+    return group if slash else ""
+
+
 def _condition(status: Mapping[str, Any], kind: str) -> str | None:
     """The status (``"True"``, ``"False"``, ``"Unknown"``) of a condition, None when absent."""
     for condition in status.get("conditions") or ():
@@ -550,6 +585,7 @@ _LINES: dict[str, str] = {
     "malformed-PriorityClass": "skipped {n} malformed PriorityClasses",
     "malformed-PersistentVolumeClaim": "skipped {n} malformed PersistentVolumeClaims",
     "malformed-PersistentVolume": "skipped {n} malformed PersistentVolumes",
+    "malformed-PodGroup": "skipped {n} malformed PodGroups (their gangs are all or nothing)",
     "malformed-item": "skipped {n} malformed list items",
     "kind-inferred": "{n} objects have no kind: their kind was taken from their fields",
     "duplicate": "skipped {n} objects read twice (the first copy is kept)",
@@ -602,6 +638,19 @@ _LINES: dict[str, str] = {
     "budget-selector": "skipped {n} PodDisruptionBudgets without a selector (they select no pod)",
     "budget-limit": "skipped {n} PodDisruptionBudgets with neither minAvailable nor "
     "maxUnavailable (they limit nothing)",
+    "gang-min-member": "{n} PodGroups state no valid spec.minMember: their gangs are all or "
+    "nothing",
+    "gang-unlisted": "{n} gangs named by running pods have no PodGroup read (nor a Kueue "
+    f"{KUEUE_GROUP_COUNT_ANNOTATION}): all or nothing (stopping one pod stops them all)",
+    "gang-size": f"{{n}} Kueue pod groups have no single valid {KUEUE_GROUP_COUNT_ANNOTATION} "
+    "on their running pods: the largest valid one is their min_member (none: all or nothing)",
+    "gang-conflict": "{n} pods name different gangs by different keys: the first key's is read "
+    "(order: " + ", ".join(key for _, key in GANG_KEYS) + ")",
+    "gang-short": "{n} gangs run fewer pods than their min_member (still starting, or pods "
+    "lost): stopping any of them stops them all",
+    "gang-idle": "skipped {n} PodGroups with no running pod (nothing of them runs to be stopped)",
+    "gang-pending": "{n} waiting pods belong to a gang: read one by one as pending demand "
+    "(place the gang with `gpuopt place --gang`)",
 }
 _PROBLEMS = frozenset(
     {
@@ -612,6 +661,9 @@ _PROBLEMS = frozenset(
         "misplaced",
         "namespace-selector",
         "group-clash",
+        "gang-min-member",
+        "gang-size",
+        "gang-conflict",
     }
 )
 #: Fields gpuopt reads but does not plan with (``{n}``: how many objects carry one).
@@ -641,7 +693,9 @@ class KubectlReport:
     (the keys of the summary's lines), the objects skipped or simplified for
     it; ``pinned`` counts the pods never moved by reason; ``unmodelled``
     counts the objects that carry a field gpuopt reads but does not plan with;
-    ``ignored_kinds`` counts the objects of other kinds.
+    ``group_fields`` counts the PodGroups that carry each spec field other than
+    ``minMember`` (read but not modelled); ``ignored_kinds`` counts the objects
+    of other kinds.
     """
 
     read: Counter[str] = field(default_factory=Counter)
@@ -649,6 +703,7 @@ class KubectlReport:
     pinned: Counter[str] = field(default_factory=Counter)
     unmodelled: Counter[str] = field(default_factory=Counter)
     ignored_kinds: Counter[str] = field(default_factory=Counter)
+    group_fields: Counter[str] = field(default_factory=Counter)
     #: The first sentence said about each problem reason (shown in the summary).
     first: dict[str, str] = field(default_factory=dict)
 
@@ -680,6 +735,12 @@ class KubectlReport:
         if self.ignored_kinds:
             kinds = ", ".join(f"{count} {kind}" for kind, count in self.ignored_kinds.items())
             lines.append(f"ignored objects of other kinds: {kinds}")
+        if self.group_fields:
+            fields = ", ".join(f"{name} on {count}" for name, count in self.group_fields.items())
+            lines.append(
+                "PodGroup fields read but not modelled (a gang is modelled by spec.minMember "
+                f"only): {fields}"
+            )
         if self.unmodelled:
             found = "; ".join(
                 text.format(n=self.unmodelled[key])
@@ -703,6 +764,8 @@ class _Object:
     kind: str
     item: dict[str, Any]
     reader: _Reader
+    #: Its ``apiVersion`` (a typed list's, for an item that states none), or None.
+    api: str | None = None
 
 
 @dataclass(frozen=True)
@@ -762,6 +825,11 @@ class _ClusterReader:
         # the pod being read (set by _local_storage)
         self.volume_affinity: dict[str, list[Any]] = {}
         self.pod_volume_terms: list[list[Any]] = []
+        # gang id ("<namespace>/<name>") of every PodGroup read -> its minMember (None: none
+        # valid, or the PodGroup could not be read: the gang is all or nothing, reported once)
+        self.pod_groups: dict[str, int | None] = {}
+        # Kueue group id -> the pod-group-total-count annotation of each of its running pods
+        self.group_counts: dict[str, list[str | None]] = {}
 
     # ------------------------------------------------------------------ report
     def note(self, reason: str, name: str) -> None:
@@ -790,7 +858,7 @@ class _ClusterReader:
                     kind = self._infer_kind(data, reader.where)
                 if kind is None:
                     reader.fail("kind is missing (expected kubectl get -o json or -o yaml output)")
-                return [_Object(kind, dict(data), reader)]
+                return [_Object(kind, dict(data), reader, _api(data))]
             if "items" not in data:
                 reader.fail("items is missing (expected kubectl get -o json output)")
             items = reader.listing(data, "items", "items")
@@ -813,7 +881,9 @@ class _ClusterReader:
                 error = ProblemError(f"{at.source}: {at.where}: kind is missing.")
                 self.problem("malformed-item", at.where, error)
                 continue
-            found.append(_Object(item_kind, item, at))
+            found.append(
+                _Object(item_kind, item, at, _api(item) or (_api(data) if implied else None))
+            )
         return found
 
     def _infer_kind(self, item: Mapping[str, Any], where: str) -> str | None:
@@ -833,6 +903,8 @@ class _ClusterReader:
             kind = "PodDisruptionBudget"
         elif isinstance(item.get("value"), int) and "metadata" in item and not spec:
             kind = "PriorityClass"
+        elif "minMember" in spec:
+            kind = "PodGroup"
         else:
             return None
         metadata = item.get("metadata")
@@ -843,11 +915,13 @@ class _ClusterReader:
         return kind
 
     def read(self, objects: Sequence[_Object]) -> None:
-        """Read every object: classes and volumes first, then nodes, pods and budgets."""
+        """Read every object: classes, volumes and PodGroups first, then nodes, pods and
+        budgets."""
         order = {
             "PriorityClass": (0, self._priority_class),
             "PersistentVolume": (0, self._volume),
             "PersistentVolumeClaim": (0, self._claim),
+            "PodGroup": (0, self._pod_group),
             "Node": (1, self._node),
             "Pod": (2, self._pod),
             "PodDisruptionBudget": (3, self._budget),
@@ -855,6 +929,14 @@ class _ClusterReader:
         for obj in objects:
             if obj.kind not in order:
                 self.report.ignored_kinds[obj.kind] += 1
+            elif obj.kind == "PodGroup" and obj.api and _group(obj.api) not in POD_GROUP_APIS:
+                # another scheduler's PodGroup (its fields may mean something else)
+                self.report.ignored_kinds[f"PodGroup ({obj.api})"] += 1
+        objects = [
+            obj
+            for obj in objects
+            if obj.kind != "PodGroup" or not obj.api or _group(obj.api) in POD_GROUP_APIS
+        ]
         for stage in range(4):
             for obj in objects:
                 rank, read = order.get(obj.kind, (-1, None))
@@ -888,6 +970,11 @@ class _ClusterReader:
         elif obj.kind == "PodDisruptionBudget":
             space = metadata.get("namespace")
             self.pinned_namespaces.add(space if isinstance(space, str) and space else "default")
+        elif obj.kind == "PodGroup":
+            space, name = metadata.get("namespace"), metadata.get("name")
+            if isinstance(name, str) and name:
+                space = space if isinstance(space, str) and space else "default"
+                self.pod_groups.setdefault(f"{space}/{name}", None)  # its gang: all or nothing
 
     @staticmethod
     def _name(reader: _Reader, item: Mapping[str, Any], kind: str) -> tuple[dict[str, Any], str]:
@@ -926,6 +1013,37 @@ class _ClusterReader:
         space = reader.text(metadata, "namespace", "metadata.namespace") or "default"
         spec = reader.mapping(obj.item, "spec", "spec")
         self.claims[space, name] = reader.text(spec, "volumeName", "spec.volumeName")
+
+    def _pod_group(self, obj: _Object) -> None:
+        """A PodGroup (coscheduling or Volcano): its gang's ``min_member``; the other fields of
+        its spec are counted as read but not modelled."""
+        reader = obj.reader
+        metadata = reader.mapping(obj.item, "metadata", "metadata")
+        name = reader.text(metadata, "name", "metadata.name")
+        if name is None:
+            reader.fail("metadata.name is missing")
+        namespace = reader.text(metadata, "namespace", "metadata.namespace") or "default"
+        gang_id = f"{namespace}/{name}"
+        reader.where = f"{reader.where} (PodGroup {short(gang_id)})"
+        spec = reader.mapping(obj.item, "spec", "spec")
+        for key, value in spec.items():
+            if key != "minMember" and value not in (None, "", [], {}):
+                self.report.group_fields[f"spec.{key}"] += 1
+        value = spec.get("minMember")
+        self.pod_groups[gang_id] = None
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TASKS:
+            said = (
+                "is missing"
+                if value is None
+                else f"must be a whole number of pods from 1 to {MAX_TASKS:,} (got {short(value)})"
+            )
+            error = ProblemError(
+                f"{reader.source}: {reader.where}: spec.minMember {said}, so its gang is read as "
+                "all or nothing."
+            )
+            self.problem("gang-min-member", gang_id, error)
+            return
+        self.pod_groups[gang_id] = value
 
     # ------------------------------------------------------------------ nodes
     def _node(self, obj: _Object) -> None:
@@ -1070,6 +1188,7 @@ class _ClusterReader:
             return
         labels = reader.strings(metadata, "labels", "metadata.labels")
         annotations = reader.strings(metadata, "annotations", "metadata.annotations")
+        gang, gang_key = self._gang(reader, labels, annotations, namespace, pod_id)
         requests = _pod_requests(reader, spec)
         gpus, gpu_milli = self._gpus(reader, requests, annotations, node, pod_id)
         priority, class_policy = self._priority(reader, spec, labels, pod_id)
@@ -1107,6 +1226,8 @@ class _ClusterReader:
                 self.report.unmodelled["pending-pod-affinity"] += 1
             self.pending.append(reader.model(Pending, pod))
             self.note("pending", pod_id)
+            if gang is not None:  # waiting demand has no gang: read one by one, said so
+                self.note("gang-pending", pod_id)
             return
         if node not in self.nodes:
             error = ProblemError(
@@ -1125,6 +1246,11 @@ class _ClusterReader:
         group = labels.get(options.group_label)
         if group:
             pod["anti_affinity"] = group
+        if gang is not None:
+            pod["gang"] = gang
+            if gang_key == KUEUE_GROUP_LABEL:
+                count = annotations.get(KUEUE_GROUP_COUNT_ANNOTATION)
+                self.group_counts.setdefault(gang, []).append(count)
         if annotations.get(options.lock_annotation, "").lower() == "true":
             pod["locked"] = True
             self.note("locked", pod_id)
@@ -1158,6 +1284,33 @@ class _ClusterReader:
             self.problem("namespace-selector", pod_id, error)
         self.pod_bytes[pod_id] = requests.get("memory", Fraction(0))
         self.tasks.append(reader.model(Task, pod))
+
+    def _gang(
+        self,
+        reader: _Reader,
+        labels: Mapping[str, str],
+        annotations: Mapping[str, str],
+        namespace: str,
+        pod_id: str,
+    ) -> tuple[str | None, str | None]:
+        """The gang the pod names (``"<namespace>/<group>"``) and the key that names it: the
+        first of :data:`GANG_KEYS` found; a pod naming two different groups is reported."""
+        named = [
+            (key, value)
+            for where, key in GANG_KEYS
+            if (value := (labels if where == "labels" else annotations).get(key))
+        ]
+        if not named:
+            return None, None
+        key, value = named[0]
+        other = next(((k, v) for k, v in named if v != value), None)
+        if other is not None:
+            error = ProblemError(
+                f"{reader.source}: {reader.where}: it names gang {short(value)} by {key} and "
+                f"gang {short(other[1])} by {other[0]} (the first is read)."
+            )
+            self.problem("gang-conflict", pod_id, error)
+        return f"{namespace}/{value}", key
 
     def _gpus(
         self,
@@ -1550,10 +1703,55 @@ class _ClusterReader:
             "tasks": settled,
             "pending": self.pending,
             "budgets": self.budgets,
+            "gangs": self._gangs(settled),
             "hp_priority": hp_priority,
             "now": max(self.times, default=None),
         }
         return validate_object(Cluster, snapshot, what="a snapshot", source=None)
+
+    def _gangs(self, tasks: list[Task]) -> list[Gang]:
+        """The running gangs and their ``min_member``: a PodGroup's ``spec.minMember``, else
+        a Kueue group's size; a gang with neither is left out of the list (all or nothing,
+        reported). PodGroups with no running pod are left out too (reported)."""
+        running = Counter(task.gang for task in tasks if task.gang is not None)
+        gangs = []
+        for gang_id, count in running.items():
+            if gang_id in self.pod_groups:
+                min_member = self.pod_groups[gang_id]  # None: reported with the PodGroup
+            elif gang_id in self.group_counts:
+                min_member = self._group_count(gang_id)
+            else:
+                min_member = None
+                self.note("gang-unlisted", gang_id)
+            if min_member is None:
+                continue
+            if min_member > count:
+                self.note("gang-short", gang_id)
+            gangs.append(Gang(id=gang_id, min_member=min_member))
+        for gang_id in self.pod_groups:
+            if gang_id not in running:
+                self.note("gang-idle", gang_id)
+        return gangs
+
+    def _group_count(self, gang_id: str) -> int | None:
+        """A Kueue group's size: its pods' ``pod-group-total-count`` (the largest when they
+        differ, reported); None when none is a whole number of pods (reported)."""
+        texts = self.group_counts[gang_id]
+        valid = [
+            int(text)
+            for text in texts
+            if text is not None
+            and re.fullmatch(r"[0-9]{1,9}", text)
+            and 1 <= int(text) <= MAX_TASKS
+        ]
+        if len(valid) < len(texts) or len(set(valid)) > 1:
+            said = ", ".join(sorted({short(text) for text in texts}))
+            error = ProblemError(
+                f"Kueue pod group {gang_id!r}: the {KUEUE_GROUP_COUNT_ANNOTATION} annotations of "
+                f"its running pods are {said}, not one whole number of pods."
+            )
+            self.problem("gang-size", gang_id, error)
+        return max(valid, default=None)
 
     def _settle_groups(self, tasks: list[Task]) -> list[Task]:
         """At most one pod of a legacy anti-affinity group per node: later ones lose the group."""
