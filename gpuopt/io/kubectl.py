@@ -3,10 +3,11 @@
 :func:`read_kubernetes` reads one or several files or folders (or decoded
 objects) holding Nodes, Pods, PodDisruptionBudgets and PriorityClasses
 (together or apart; PersistentVolumeClaims and PersistentVolumes too, to tell
-local volumes from network ones) and returns the :class:`~gpuopt.cluster.Cluster`
-and a :class:`KubectlReport` that counts, by reason, every object skipped or
-simplified. :func:`read_kubectl` is the older entry point: one input, the
-cluster only, and (because it has no report to return) strict by default.
+local volumes from network ones; PodGroups, for gangs) and returns the
+:class:`~gpuopt.cluster.Cluster` and a :class:`KubectlReport` that counts, by
+reason, every object skipped or simplified. :func:`read_kubectl` is the older
+entry point: one input, the cluster only, and (because it has no report to
+return) strict by default.
 ``docs/kubernetes.md`` explains the choices below for operators.
 
 Inputs
@@ -119,6 +120,29 @@ Pods
   is ``"true"`` (any case).
 * ``anti_affinity`` = the legacy label ``gpuopt.io/anti-affinity``; a second
   pod of one group on a node loses it (reported).
+* ``gang`` (rule C8) = ``"<namespace>/<group>"``, the group named by the first
+  of (:data:`GANG_KEYS`): label ``scheduling.x-k8s.io/pod-group`` (the
+  coscheduling plugin of kubernetes-sigs/scheduler-plugins), label
+  ``pod-group.scheduling.sigs.k8s.io`` (the same plugin before v0.24, and
+  Koordinator), annotation ``scheduling.k8s.io/group-name`` or
+  ``scheduling.volcano.sh/group-name`` (Volcano), label
+  ``kueue.x-k8s.io/pod-group-name`` (Kueue's plain-pod groups). A pod naming
+  two different groups gets the first (reported; ``--strict`` refuses it). A
+  waiting pod of a gang stays one pending request (the pending demand has no
+  gang; reported: place the gang with ``gpuopt place --gang``).
+* ``gangs``: a running gang's ``min_member`` is its PodGroup's
+  ``spec.minMember`` (kind ``PodGroup`` of ``scheduling.x-k8s.io``,
+  ``scheduling.sigs.k8s.io`` or ``scheduling.volcano.sh``; other API groups'
+  are ignored kinds), else for a Kueue group the annotation
+  ``kueue.x-k8s.io/pod-group-total-count`` (Kueue admits and evicts the group
+  whole; counts that differ give the largest, reported). A gang with neither,
+  or whose PodGroup has no valid ``minMember`` or could not be read, is not
+  listed: all or nothing (reported). A gang running fewer pods than its
+  ``min_member`` is kept (stopping any stops all; reported). PodGroups with no
+  running pod are skipped (reported). The PodGroup's other spec fields
+  (``minResources``, ``scheduleTimeoutSeconds``, ``queue``,
+  ``priorityClassName``, ``minTaskMember``, ...) are counted as read but not
+  modelled.
 
 PodDisruptionBudgets and PriorityClasses
 ----------------------------------------
