@@ -129,7 +129,10 @@ Pods
   ``kueue.x-k8s.io/pod-group-name`` (Kueue's plain-pod groups). A pod naming
   two different groups gets the first (reported; ``--strict`` refuses it). A
   waiting pod of a gang stays one pending request (the pending demand has no
-  gang; reported: place the gang with ``gpuopt place --gang``).
+  gang; reported: place the gang with ``gpuopt place --gang``). A pod that
+  forms a gang only by keys not modelled (:data:`UNMODELLED_GANG_PREFIXES`:
+  the lightweight coscheduling labels, Koordinator's annotations) is read
+  alone (reported).
 * ``gangs``: a running gang's ``min_member`` is its PodGroup's
   ``spec.minMember`` (kind ``PodGroup`` of ``scheduling.x-k8s.io``,
   ``scheduling.sigs.k8s.io`` or ``scheduling.volcano.sh``; other API groups'
@@ -254,6 +257,14 @@ GANG_KEYS: tuple[tuple[str, str], ...] = (
     ("annotations", "scheduling.volcano.sh/group-name"),
     # Kueue's plain-pod groups (no PodGroup object: the group's size is an annotation)
     ("labels", "kueue.x-k8s.io/pod-group-name"),
+)
+#: Prefixes of pod keys that form gangs by schemes the reader does not model: the
+#: lightweight coscheduling labels (``pod-group.scheduling.sigs.k8s.io/name`` and
+#: ``/min-available``, before PodGroup objects) and Koordinator's gang annotations. A pod
+#: that carries one but none of :data:`GANG_KEYS` is read alone, and reported.
+UNMODELLED_GANG_PREFIXES: tuple[str, ...] = (
+    "pod-group.scheduling.sigs.k8s.io/",
+    "gang.scheduling.koordinator.sh/",
 )
 #: Kueue's label of a plain-pod group and its annotation of the group's size (every pod of
 #: the group carries both; Kueue admits and evicts the group as one workload).
@@ -673,6 +684,9 @@ _LINES: dict[str, str] = {
     "gang-short": "{n} gangs run fewer pods than their min_member (still starting, or pods "
     "lost): stopping any of them stops them all",
     "gang-idle": "skipped {n} PodGroups with no running pod (nothing of them runs to be stopped)",
+    "gang-key-ignored": "{n} pods name a gang only by keys not modelled (lightweight "
+    "coscheduling pod-group.scheduling.sigs.k8s.io/name, Koordinator "
+    "gang.scheduling.koordinator.sh/*): read as single pods, not as a gang",
     "gang-pending": "{n} waiting pods belong to a gang: read one by one as pending demand "
     "(place the gang with `gpuopt place --gang`)",
 }
@@ -1325,6 +1339,8 @@ class _ClusterReader:
             if (value := (labels if where == "labels" else annotations).get(key))
         ]
         if not named:
+            if any(key.startswith(UNMODELLED_GANG_PREFIXES) for key in (*labels, *annotations)):
+                self.note("gang-key-ignored", pod_id)
             return None, None
         key, value = named[0]
         other = next(((k, v) for k, v in named if v != value), None)

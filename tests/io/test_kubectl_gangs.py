@@ -25,6 +25,7 @@ GANG_REASONS = {
     "malformed-PodGroup",
     *("gang-" + why for why in ("min-member", "unlisted", "size", "conflict", "short", "idle")),
     "gang-pending",
+    "gang-key-ignored",
 }
 
 
@@ -112,6 +113,27 @@ def test_a_pod_naming_a_group_without_podgroup_is_all_or_nothing() -> None:
     assert report.problems == 0
     index = GangProblem(cluster=cluster, request={"id": "j", "pods": 1, "gpus": 1}).index
     assert index.gang_allowance.tolist() == [0]  # stopping any one stops all three
+
+
+@pytest.mark.parametrize(
+    ("where", "key"),
+    [
+        ("labels", "pod-group.scheduling.sigs.k8s.io/name"),
+        ("annotations", "gang.scheduling.koordinator.sh/name"),
+    ],
+)
+def test_gang_keys_not_modelled_are_reported(where: str, key: str) -> None:
+    # lightweight coscheduling and Koordinator gangs: read as single pods, never silently
+    data = _load("coscheduling.yaml")
+    data["items"] = [item for item in data["items"] if item["kind"] != "PodGroup"]
+    for pod in _items(data, "Pod"):
+        metadata = pod["metadata"]
+        metadata.get("labels", {}).pop("scheduling.x-k8s.io/pod-group", None)
+        metadata.setdefault(where, {})[key] = "train"
+    cluster, report = read_kubernetes(data)
+    assert all(task.gang is None for task in cluster.tasks)
+    assert len(report.reasons["gang-key-ignored"]) == len(_items(data, "Pod"))
+    assert any("keys not modelled" in line for line in report.lines())
 
 
 def test_old_inputs_without_gangs_read_as_before() -> None:
