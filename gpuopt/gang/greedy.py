@@ -198,6 +198,7 @@ class _Cover:
         self.nodes = nodes
         self.local = {int(n): i for i, n in enumerate(nodes.tolist())}
         self.need = [int(x) for x in index.pod_need.tolist()]
+        self.needs = [(r, need) for r, need in enumerate(self.need) if need > 0]
         self.free = [[int(x) for x in row] for row in index.node_free[nodes].tolist()]
         self.cap = [self._capacity(row) for row in self.free]
         self.base_cap = list(self.cap)
@@ -222,9 +223,12 @@ class _Cover:
 
     def _capacity(self, row: list[int]) -> int:
         pods = MAX_TASKS
-        for have, need in zip(row, self.need, strict=True):
-            if need > 0:
-                pods = min(pods, max(have, 0) // need)
+        for r, need in self.needs:
+            have = row[r]
+            if have < need:
+                return 0
+            if have < pods * need:
+                pods = have // need
         return pods
 
     def _usable_total(self) -> int:
@@ -285,8 +289,9 @@ class _Cover:
             row = rows.get(i)
             if row is None:
                 row = rows[i] = list(self.free[i])
-            for r, amount in enumerate(self._hold(t)):
-                row[r] += amount
+            hold = self._hold(t)
+            for r in range(len(row)):
+                row[r] += hold[r]
         return rows
 
     def _caps(self, tasks: set[int] | frozenset[int]) -> dict[int, int]:
