@@ -18,9 +18,11 @@ Strategy. Placement: in each domain, preferred domains are filled largest
 room first (the fewest domains for the room) and nodes inside by best fit
 (fewest free GPUs first); the domain with the best objective wins.
 Preemption: in each domain, moves (the cheapest victims of one slice domain
-or node for each number of pods they add, or a whole closable gang plus the
-completion of the slots it frees) are applied least cost per usable pod
-first until the gang fits, then victims whose removal keeps it fitting are
+or node for each number of pods they add, chosen jointly over its nodes with
+a gang stopped whole once its allowance would be exceeded, or a whole
+closable gang plus the completion of the slots it frees) are applied least
+cost per usable pod first until the gang fits (else the cover is run again
+with whole-gang stops only), then victims whose removal keeps it fitting are
 dropped, most costly first; domains are tried in increasing lower bound,
 and the scan stops once a domain's bound exceeds the best cost found. The
 answer carries a lower bound (a fractional cover of the GPUs missing in
@@ -176,12 +178,15 @@ class Move(NamedTuple):
 class _Cover:
     """Per-domain cover: repeatedly stop the move with the least cost per pod gained.
 
-    A move is either a node move (on one node, the cheapest set of its candidates,
-    each within its gang's allowance, that lets the node hold ``k`` more pods:
-    exact over subsets when the node has few candidates) or a gang move (close a
-    closable gang, then complete the pod slots on its members' nodes while that
-    lowers the cost per pod). Pods are counted as the gang can use them (slices
-    rounded down), capped at what is still missing.
+    A move is either a slice-domain move (on the nodes of one slice domain, or one
+    node without a slice, the cheapest victims that let them hold ``k`` more pods:
+    exact over subsets when a node has few candidates, combined over the nodes
+    jointly, a gang stopped beyond its allowance over the union stopped whole) or a
+    gang move (close a closable gang, then complete the pod slots on the slice
+    domains its members free while that lowers the cost per pod). Pods are counted
+    over every node a move frees, as the gang can use them (slices rounded down),
+    capped at what is still missing. With ``whole_only`` no allowance is spent: a
+    gang member stops only with its whole gang (the fallback pass).
     """
 
     def __init__(
