@@ -18,9 +18,11 @@ Strategy. Placement: in each domain, preferred domains are filled largest
 room first (the fewest domains for the room) and nodes inside by best fit
 (fewest free GPUs first); the domain with the best objective wins.
 Preemption: in each domain, moves (the cheapest victims of one slice domain
-or node for each number of pods they add, or a whole closable gang plus the
-completion of the slots it frees) are applied least cost per usable pod
-first until the gang fits, then victims whose removal keeps it fitting are
+or node for each number of pods they add, chosen jointly over its nodes with
+a gang stopped whole once its allowance would be exceeded, or a whole
+closable gang plus the completion of the slots it frees) are applied least
+cost per usable pod first until the gang fits (else the cover is run again
+with whole-gang stops only), then victims whose removal keeps it fitting are
 dropped, most costly first; domains are tried in increasing lower bound,
 and the scan stops once a domain's bound exceeds the best cost found. The
 answer carries a lower bound (a fractional cover of the GPUs missing in
@@ -176,19 +178,32 @@ class Move(NamedTuple):
 class _Cover:
     """Per-domain cover: repeatedly stop the move with the least cost per pod gained.
 
-    A move is either a node move (on one node, the cheapest set of its candidates,
-    each within its gang's allowance, that lets the node hold ``k`` more pods:
-    exact over subsets when the node has few candidates) or a gang move (close a
-    closable gang, then complete the pod slots on its members' nodes while that
-    lowers the cost per pod). Pods are counted as the gang can use them (slices
-    rounded down), capped at what is still missing.
+    A move is either a slice-domain move (on the nodes of one slice domain, or one
+    node without a slice, the cheapest victims that let them hold ``k`` more pods:
+    exact over subsets when a node has few candidates, combined over the nodes
+    jointly, a gang stopped beyond its allowance over the union stopped whole) or a
+    gang move (close a closable gang, then complete the pod slots on the slice
+    domains its members free while that lowers the cost per pod). Pods are counted
+    over every node a move frees, as the gang can use them (slices rounded down),
+    capped at what is still missing. With ``whole_only`` no allowance is spent: a
+    gang member stops only with its whole gang (the fallback pass).
     """
 
-    def __init__(self, index: GangIndex, nodes: np.ndarray, candidates: list[int]) -> None:
+    def __init__(
+        self,
+        index: GangIndex,
+        nodes: np.ndarray,
+        candidates: list[int],
+        *,
+        whole_only: bool = False,
+    ) -> None:
         self.index = index
+        self.whole_only = whole_only
+        self.holds: dict[int, list[int]] = {}
         self.nodes = nodes
         self.local = {int(n): i for i, n in enumerate(nodes.tolist())}
         self.need = [int(x) for x in index.pod_need.tolist()]
+        self.needs = [(r, need) for r, need in enumerate(self.need) if need > 0]
         self.free = [[int(x) for x in row] for row in index.node_free[nodes].tolist()]
         self.cap = [self._capacity(row) for row in self.free]
         self.base_cap = list(self.cap)
@@ -213,9 +228,12 @@ class _Cover:
 
     def _capacity(self, row: list[int]) -> int:
         pods = MAX_TASKS
-        for have, need in zip(row, self.need, strict=True):
-            if need > 0:
-                pods = min(pods, max(have, 0) // need)
+        for r, need in self.needs:
+            have = row[r]
+            if have < need:
+                return 0
+            if have < pods * need:
+                pods = have // need
         return pods
 
     def _usable_total(self) -> int:
@@ -238,62 +256,111 @@ class _Cover:
         )
 
     def _hold(self, t: int) -> list[int]:
-        return [int(x) for x in self.index.task_hold[t].tolist()]
+        hold = self.holds.get(t)
+        if hold is None:
+            hold = self.holds[t] = [int(x) for x in self.index.task_hold[t].tolist()]
+        return hold
+
+    def _allowance(self, k: int) -> int:
+        return 0 if self.whole_only else int(self.index.gang_allowance[k])
+
+    def _close(self, chosen: set[int]) -> set[int] | None:
+        """``chosen`` (tasks still running) with every gang it stops beyond its allowance
+        stopped whole (P2), or None when such a gang is not closable."""
+        index = self.index
+        used: dict[int, int] = {}
+        for t in chosen:
+            k = int(index.task_gang[t])
+            if k >= 0:
+                used[k] = used.get(k, 0) + 1
+        closing = [k for k, n in used.items() if self.down.get(k, 0) + n > self._allowance(k)]
+        if not closing:
+            return chosen
+        result = set(chosen)
+        for k in closing:
+            if not index.gang_closable[k]:
+                return None
+            result.update(t for t in index.gang_members[k].tolist() if t not in self.stopped)
+        return result
+
+    def _rows(self, tasks: set[int] | frozenset[int]) -> dict[int, list[int]]:
+        """Free amounts of the local nodes ``tasks`` (still running) free, once they stop."""
+        index = self.index
+        rows: dict[int, list[int]] = {}
+        for t in tasks:
+            i = self.local.get(int(index.task_node[t]))
+            if i is None:
+                continue
+            row = rows.get(i)
+            if row is None:
+                row = rows[i] = list(self.free[i])
+            hold = self._hold(t)
+            for r in range(len(row)):
+                row[r] += hold[r]
+        return rows
+
+    def _caps(self, tasks: set[int] | frozenset[int]) -> dict[int, int]:
+        """Pod capacity of the local nodes ``tasks`` (still running) free, once they stop."""
+        return {i: self._capacity(row) for i, row in self._rows(tasks).items()}
+
+    def _price(self, tasks: set[int] | frozenset[int]) -> tuple[int, int]:
+        index = self.index
+        cost = sum(self.cost_of(t) for t in tasks)
+        priority = sum(int(index.task_priority[t]) for t in tasks)
+        return cost, priority
+
+    def cost_of(self, t: int) -> int:
+        cost = self.cost.get(t)
+        if cost is None:
+            cost = self.cost[t] = int(self.index.task_cost[t])
+        return cost
 
     def _node_options(
-        self, i: int, stopped: set[int], down: dict[int, int]
-    ) -> dict[int, tuple[int, int, tuple[int, ...]]]:
-        """For node ``i``: pod capacity reached -> (cost, priority, tasks) of its cheapest
-        victims (each within its gang's allowance), for every capacity above the current."""
-        index = self.index
-        tasks = [t for t in self.on_node[i] if t not in stopped]
-        base = self.free[i]
-        now = self._capacity(base)
-        best: dict[int, tuple[int, int, tuple[int, ...]]] = {}
+        self, i: int, pre: frozenset[int]
+    ) -> dict[int, tuple[int, int, frozenset[int]]]:
+        """For node ``i``, once ``pre`` (running tasks) stop: pod capacity reached ->
+        (cost, priority, tasks) of its cheapest further victims, for every capacity above
+        the current. A gang stopped beyond its allowance is stopped whole (when closable)."""
+        tasks = [t for t in self.on_node[i] if t not in self.stopped and t not in pre]
+        best: dict[int, tuple[int, int, frozenset[int]]] = {}
         if not tasks:
             return best
-        holds = [self._hold(t) for t in tasks]
-        gangs = [int(index.task_gang[t]) for t in tasks]
-        room = {k: int(index.gang_allowance[k]) - down.get(k, 0) for k in set(gangs) if k >= 0}
+        base = self._rows(pre).get(i, self.free[i]) if pre else self.free[i]
+        now = self._capacity(base)
+        mine = set(self.on_node[i])
 
         def consider(chosen: list[int]) -> None:
-            used: dict[int, int] = {}
+            closed = self._close(set(pre).union(chosen) if pre else set(chosen))
+            if closed is None:
+                return
+            new = closed - pre if pre else closed
             row = list(base)
-            cost = priority = 0
-            for j in chosen:
-                k = gangs[j]
-                if k >= 0:
-                    used[k] = used.get(k, 0) + 1
-                    if used[k] > room[k]:
-                        return
-                for r, amount in enumerate(holds[j]):
-                    row[r] += amount
-                cost += self.cost[tasks[j]]
-                priority += int(index.task_priority[tasks[j]])
+            for t in new:
+                if t in mine:
+                    for r, amount in enumerate(self._hold(t)):
+                        row[r] += amount
             level = self._capacity(row)
             if level <= now:
                 return
-            entry = (cost, priority, tuple(tasks[j] for j in chosen))
-            if level not in best or entry < best[level]:
+            cost, priority = self._price(new)
+            entry = (cost, priority, frozenset(new))
+            if level not in best or entry[:2] < best[level][:2]:
                 best[level] = entry
 
         if len(tasks) <= EXACT_NODE_TASKS:
             for mask in range(1, 1 << len(tasks)):
-                consider([j for j in range(len(tasks)) if mask >> j & 1])
+                consider([tasks[j] for j in range(len(tasks)) if mask >> j & 1])
         else:  # cheapest per GPU first, prefixes
-            order = sorted(
-                range(len(tasks)),
-                key=lambda j: (self.cost[tasks[j]] / max(holds[j][0], 1e-9), tasks[j]),
-            )
+            order = sorted(tasks, key=lambda t: (self.cost_of(t) / max(self._hold(t)[0], 1e-9), t))
             for end in range(1, len(order) + 1):
                 consider(order[:end])
         # a higher capacity reached as cheaply supersedes a lower one
-        levels = sorted(best, reverse=True)
-        kept: dict[int, tuple[int, int, tuple[int, ...]]] = {}
-        cheapest: tuple[int, int, tuple[int, ...]] | None = None
-        for level in levels:
-            if cheapest is None or best[level] < cheapest:
-                kept[level] = cheapest = best[level]
+        kept: dict[int, tuple[int, int, frozenset[int]]] = {}
+        cheapest: tuple[int, int] | None = None
+        for level in sorted(best, reverse=True):
+            if cheapest is None or best[level][:2] < cheapest:
+                kept[level] = best[level]
+                cheapest = best[level][:2]
         return kept
 
     def _groups(self, nodes: list[int]) -> list[list[int]]:
@@ -306,55 +373,47 @@ class _Cover:
         return list(groups.values())
 
     def _group_options(
-        self, group: list[int], caps: dict[int, int], stopped: set[int], down: dict[int, int]
-    ) -> list[tuple[dict[int, int], int, int, tuple[int, ...]]]:
-        """The cheapest victims on the nodes of ``group`` for each number of pods they add
-        (a small knapsack over the nodes' options): (capacities, cost, priority, tasks).
-
-        ``caps`` overrides the current capacity of some nodes."""
+        self, group: list[int], pre: frozenset[int]
+    ) -> list[tuple[int, int, frozenset[int]]]:
+        """The cheapest further victims on the nodes of ``group``, once ``pre`` stop, for
+        each number of pods they add there (a small knapsack over the nodes' options, the
+        victims chosen jointly: allowances counted over the union, a gang stopped beyond
+        its allowance stopped whole): (cost, priority, tasks)."""
         index = self.index
-        states: dict[int, tuple[dict[int, int], int, int, tuple[int, ...]]] = {0: ({}, 0, 0, ())}
+        base = self._caps(pre) if pre else {}
+        now = {i: base.get(i, self.cap[i]) for i in group}
+        states: dict[int, tuple[int, int, frozenset[int]]] = {0: (0, 0, frozenset())}
         for i in group:
-            options = self._node_options(i, stopped, down)
+            options = self._node_options(i, pre)
             if not options:
                 continue
-            now = caps.get(i, self.cap[i])
             grown = dict(states)
-            for added, (chosen, cost, priority, tasks) in states.items():
-                for level, (more_cost, more_priority, more_tasks) in options.items():
-                    if tasks and not self._within_allowance(tasks + more_tasks, down):
+            for _, _, tasks in states.values():
+                for _, _, more in options.values():
+                    union = set(tasks) | more
+                    if tasks:
+                        closed = self._close(union | pre if pre else union)
+                        if closed is None:
+                            continue
+                        union = closed - pre
+                    chosen = frozenset(union)
+                    caps = self._caps(pre | chosen)
+                    added = min(sum(caps.get(j, now[j]) - now[j] for j in group), index.pods)
+                    if added <= 0:
                         continue
-                    total = min(added + level - now, index.pods)
-                    entry = (
-                        {**chosen, i: level},
-                        cost + more_cost,
-                        priority + more_priority,
-                        tasks + more_tasks,
-                    )
-                    if total not in grown or entry[1:3] < grown[total][1:3]:
-                        grown[total] = entry
+                    cost, priority = self._price(chosen)
+                    if added not in grown or (cost, priority) < grown[added][:2]:
+                        grown[added] = (cost, priority, chosen)
             states = grown
         return [entry for added, entry in sorted(states.items()) if added > 0]
 
-    def _within_allowance(self, tasks: tuple[int, ...], down: dict[int, int]) -> bool:
-        index = self.index
-        used: dict[int, int] = {}
-        for t in tasks:
-            k = int(index.task_gang[t])
-            if k >= 0:
-                used[k] = used.get(k, 0) + 1
-                if down.get(k, 0) + used[k] > index.gang_allowance[k]:
-                    return False
-        return True
-
     def _moves(self, missing: int) -> list[Move]:
         moves = []
+        empty: frozenset[int] = frozenset()
         for group in self._groups(list(range(len(self.nodes)))):
-            for caps, cost, priority, tasks in self._group_options(
-                group, {}, self.stopped, self.down
-            ):
-                gain = min(self._gain(caps), missing)
-                moves.append(Move(tasks, cost, gain, priority))
+            for cost, priority, tasks in self._group_options(group, empty):
+                gain = min(self._gain(self._caps(tasks)), missing)
+                moves.append(Move(tuple(sorted(tasks)), cost, gain, priority))
         index = self.index
         for k in self.gangs:
             if not index.gang_closable[k]:
@@ -362,71 +421,45 @@ class _Cover:
             rest = [t for t in index.gang_members[k].tolist() if t not in self.stopped]
             if not rest:
                 continue
-            moves.append(self._gang_move(k, rest, missing))
+            moves.append(self._gang_move(rest, missing))
         return moves
 
-    def _gang_move(self, k: int, rest: list[int], missing: int) -> Move:
-        """Close gang ``k`` (its ``rest`` members stop), then complete pod slots on the
-        nodes its members free (per slice domain) while that lowers the cost per pod."""
-        index = self.index
-        cost = sum(self.cost[t] for t in rest)
-        priority = sum(int(index.task_priority[t]) for t in rest)
-        rows: dict[int, list[int]] = {}
-        for t in rest:
-            i = self.local.get(int(index.task_node[t]))
-            if i is None:
-                continue
-            row = rows.setdefault(i, list(self.free[i]))
-            for r, amount in enumerate(self._hold(t)):
-                row[r] += amount
-        caps = {i: self._capacity(row) for i, row in rows.items()}
-        stopped = self.stopped | set(rest)
-        down = dict(self.down)
-        down[k] = len(index.gang_members[k])
-        touched = sorted(rows)
-        if self.slice_of is not None:  # the whole slice domains the gang's nodes are in
-            wanted = {self.slice_of[i] for i in rows}
-            touched = [i for i, e in enumerate(self.slice_of) if e in wanted]
-        saved = {i: self.free[i] for i in rows}
-        extras: list[tuple[float, int, dict[int, int], int, int, tuple[int, ...]]] = []
-        try:
-            for i, row in rows.items():
-                self.free[i] = row
-            base = self._gain(caps)
-            for number, group in enumerate(self._groups(touched)):
-                for chosen, c, p, tasks in self._group_options(group, caps, stopped, down):
-                    more = self._gain({**caps, **chosen}) - base
-                    if more > 0:
-                        extras.append((c / more, number, chosen, c, p, tasks))
-        finally:
-            for i, row in saved.items():
-                self.free[i] = row
-        tasks_all = list(rest)
+    def _gang_move(self, rest: list[int], missing: int) -> Move:
+        """Close a gang (its ``rest`` members stop), then complete pod slots on the slice
+        domains (nodes without a slice) its members free, while that lowers the cost per
+        pod (further gangs stopped whole when the completion needs it)."""
+        pre = frozenset(rest)
+        caps = self._caps(pre)
+        cost, priority = self._price(pre)
         gain = self._gain(caps)
-        extras.sort(key=lambda e: (e[0], e[1], e[3]))
+        touched = sorted(caps)
+        if self.slice_of is not None:  # the whole slice domains the gang's nodes are in
+            wanted = {self.slice_of[i] for i in caps}
+            touched = [i for i, e in enumerate(self.slice_of) if e in wanted]
+        extras: list[tuple[float, int, int, frozenset[int]]] = []
+        for number, group in enumerate(self._groups(touched)):
+            for c, _, tasks in self._group_options(group, pre):
+                more = self._gain(self._caps(pre | tasks)) - gain
+                if more > 0:
+                    extras.append((c / more, number, c, tasks))
+        extras.sort(key=lambda e: (e[0], e[1], e[2], sorted(e[3])))
+        chosen = set(pre)
         done: set[int] = set()
-        for _, number, chosen, c, p, tasks in extras:
+        for _, number, _, tasks in extras:
             if number in done:
                 continue
-            trial = {**caps, **chosen}
-            more = min(self._gain(trial), missing) - min(gain, missing)
-            if more <= 0:
+            trial = self._close(chosen | tasks)
+            if trial is None:
                 continue
-            if gain > 0 and (cost + c) * min(gain, missing) >= cost * (min(gain, missing) + more):
+            trial_gain = min(self._gain(self._caps(trial)), missing)
+            if trial_gain <= min(gain, missing):
+                continue
+            trial_cost, trial_priority = self._price(trial)
+            if gain > 0 and trial_cost * min(gain, missing) >= cost * trial_gain:
                 continue  # it raises the cost per pod
-            if not self._within_allowance(tasks, down):
-                continue  # another group's victims already use this gang's allowance
-            for t in tasks:
-                g = int(index.task_gang[t])
-                if g >= 0:
-                    down[g] = down.get(g, 0) + 1
-            caps = trial
-            gain = self._gain(caps)
-            cost += c
-            priority += p
-            tasks_all += tasks
+            chosen, cost, priority, gain = trial, trial_cost, trial_priority, trial_gain
             done.add(number)
-        return Move(tuple(tasks_all), cost, min(gain, missing), priority)
+        return Move(tuple(sorted(chosen)), cost, min(gain, missing), priority)
 
     def apply(self, tasks: tuple[int, ...]) -> None:
         index = self.index
@@ -504,6 +537,9 @@ def _cover(index: GangIndex, nodes: np.ndarray, candidates: list[int]) -> Plan |
     """The cover of one domain's admitted ``nodes``, needless victims dropped, then P3."""
     cover = _Cover(index, nodes, candidates)
     found = cover.run()
+    if found is None:  # fallback: gangs stop whole only (no allowance spent early)
+        cover = _Cover(index, nodes, candidates, whole_only=True)
+        found = cover.run()
     if found is None:
         return None
     stopped = cover.trim(found)
