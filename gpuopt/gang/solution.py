@@ -66,9 +66,11 @@ class GangAnswer(Result):
             return f"{self.method}: the gang cannot run ({self.status})"
         top = self.topology[0] if self.topology else None
         where = f"in {top.level} {top.domain}" if top is not None else "placed"
+        pods, nodes, victims = len(self.nodes), len(set(self.nodes)), len(self.victims)
         return (
-            f"{self.method}: {len(self.nodes)} pods {where} on {len(set(self.nodes))} nodes, "
-            f"{len(self.victims)} victims, cost {self.cost:g} ({self.status})"
+            f"{self.method}: {pods} pod{'s' * (pods != 1)} {where} on {nodes} "
+            f"node{'s' * (nodes != 1)}, {victims} victim{'s' * (victims != 1)}, "
+            f"cost {self.cost:g} ({self.status})"
         )
 
 
