@@ -1024,6 +1024,21 @@ class _ClusterReader:
         reader.where = f"{reader.where} ({kind} {short(name)})"
         return metadata, name
 
+    @staticmethod
+    def _namespaced(
+        reader: _Reader, item: Mapping[str, Any], kind: str
+    ) -> tuple[dict[str, Any], str, str, str]:
+        """The object's metadata, namespace (``default`` when absent), name and id
+        ``"<namespace>/<name>"``, naming the object by its id in the reader from now on."""
+        metadata = reader.mapping(item, "metadata", "metadata")
+        name = reader.text(metadata, "name", "metadata.name")
+        if name is None:
+            reader.fail("metadata.name is missing")
+        namespace = reader.text(metadata, "namespace", "metadata.namespace") or "default"
+        object_id = f"{namespace}/{name}"
+        reader.where = f"{reader.where} ({kind} {short(object_id)})"
+        return metadata, namespace, name, object_id
+
     # ------------------------------------------------------------------ small kinds
     def _priority_class(self, obj: _Object) -> None:
         reader = obj.reader
@@ -1056,13 +1071,7 @@ class _ClusterReader:
         """A PodGroup (coscheduling or Volcano): its gang's ``min_member``; the other fields of
         its spec are counted as read but not modelled."""
         reader = obj.reader
-        metadata = reader.mapping(obj.item, "metadata", "metadata")
-        name = reader.text(metadata, "name", "metadata.name")
-        if name is None:
-            reader.fail("metadata.name is missing")
-        namespace = reader.text(metadata, "namespace", "metadata.namespace") or "default"
-        gang_id = f"{namespace}/{name}"
-        reader.where = f"{reader.where} (PodGroup {short(gang_id)})"
+        _, _, _, gang_id = self._namespaced(reader, obj.item, "PodGroup")
         spec = reader.mapping(obj.item, "spec", "spec")
         for key, value in spec.items():
             if key != "minMember" and value not in (None, "", [], {}):
@@ -1203,13 +1212,7 @@ class _ClusterReader:
     # ------------------------------------------------------------------ pods
     def _pod(self, obj: _Object) -> None:
         reader, options = obj.reader, self.options
-        metadata = reader.mapping(obj.item, "metadata", "metadata")
-        name = reader.text(metadata, "name", "metadata.name")
-        if name is None:
-            reader.fail("metadata.name is missing")
-        namespace = reader.text(metadata, "namespace", "metadata.namespace") or "default"
-        pod_id = f"{namespace}/{name}"
-        reader.where = f"{reader.where} (Pod {short(pod_id)})"
+        metadata, namespace, name, pod_id = self._namespaced(reader, obj.item, "Pod")
         spec = reader.mapping(obj.item, "spec", "spec")
         status = reader.mapping(obj.item, "status", "status")
         phase = reader.text(status, "phase", "status.phase")
