@@ -161,13 +161,7 @@ class Board:
         model (:meth:`variants`).
         """
         free = ~reduce(or_, self.busy[start:end], 0) & self.full
-        runs = free
-        span = 1
-        while span < size:  # bit f survives iff GPUs f .. f+span-1 are all free
-            shift = min(span, size - span)
-            runs &= runs >> shift
-            span += shift
-        return runs & (self.legal_firsts(size) if legal is None else legal), free
+        return free_runs(free, size) & (self.legal_firsts(size) if legal is None else legal), free
 
     @property
     def objective(self) -> float:
@@ -401,6 +395,20 @@ class Board:
                 for gpu in gpus:
                     row[gpu] = task_id
         return rows
+
+
+def free_runs(free: int, size: int) -> int:
+    """Bitmask of the GPUs f such that GPUs f .. f+size-1 are all set in ``free``.
+
+    >>> bin(free_runs(0b01110111, 3))   # runs of three start at GPUs 0 and 4
+    '0b10001'
+    """
+    runs, span = free, 1
+    while span < size:  # bit f survives iff GPUs f .. f+span-1 are all free
+        shift = min(span, size - span)
+        runs &= runs >> shift
+        span += shift
+    return runs
 
 
 def _set_bits(mask: int) -> tuple[int, ...]:

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuopt.allocation._board import Board
+from gpuopt.allocation._board import Board, free_runs
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.errors import ProblemError
 from gpuopt.solvers.deadline import Deadline
@@ -301,11 +301,7 @@ def _packing_capacity(busy: int, blocks: list[tuple[int, int]], gpus: int) -> in
     free = ~busy & ((1 << gpus) - 1)
     usable: list[tuple[int, int]] = []
     for size, legal in blocks:
-        runs, span = free, 1
-        while span < size:  # bit f survives iff GPUs f .. f+size-1 are all free
-            shift = min(span, size - span)
-            runs &= runs >> shift
-            span += shift
+        runs = free_runs(free, size)
         if runs & legal:
             usable.append((size, runs & legal))
     best = [0] * (gpus + 1)
