@@ -1119,9 +1119,6 @@ def greedy_grid(
     )
     started = time.perf_counter()
 
-    def elapsed() -> float:
-        return time.perf_counter() - started
-
     index = problem.index
     base = Board(index)
     base.pin_running()
@@ -1141,12 +1138,14 @@ def greedy_grid(
     best_value = -np.inf
     seen: set[tuple[int, ...]] = set()
     settled = False  # every task starts on arrival: each has its best value
+    first_order: list[int] = []
     with gpuopt.progress.task("greedy", total=len(pending)) as shown:
         for number, key in enumerate(orders, start=1):
             order = tuple(sorted(pending, key=lambda b, key=key: key(index, b)))  # type: ignore[misc]
             if order in seen:
                 continue
             seen.add(order)
+            first_order = first_order or list(order)  # the guided plan's order for the rest
             shown.update(description=f"greedy: order {number} of {len(orders)}", completed=0)
             board = _construct(base, list(order), shown)
             if board.objective > best_value + 1e-9:
@@ -1162,13 +1161,16 @@ def greedy_grid(
         plans = [best]  # each is improved and searched; the best end wins
         if guide and pending and not settled:
             shown.update(description="greedy: guided by the step-capacity LP")
-            left = GUIDE_SECONDS if time_limit is None else time_limit - elapsed()
+            left = (
+                GUIDE_SECONDS
+                if time_limit is None
+                else time_limit - (time.perf_counter() - started)
+            )
             if left > 0:
                 relaxed = step_capacity_bound(
                     problem, time_limit=min(left, GUIDE_SECONDS), starts=True
                 )
                 if relaxed.starts:
-                    first_order = sorted(pending, key=lambda b: orders[0](index, b))
                     guided = _guided(base, first_order, relaxed.starts)
                     if guided.objective > best_value + 1e-9:
                         # the search is path-dependent: from the better start alone it may
