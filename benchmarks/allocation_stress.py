@@ -109,6 +109,13 @@ def _score(row: dict[str, Any]) -> None:
     row["gap_to_best"] = relative_gap(row["greedy"], row["best"])
 
 
+def _settle(row: dict[str, Any]) -> None:
+    """Count the row as proven optimal once its bound meets the best plan, then score it."""
+    if row["bound"] <= row["best"] + 1e-6 * max(1.0, abs(row["best"])):
+        row["bound"], row["status"] = row["best"], "optimal"
+    _score(row)
+
+
 def rescore(rows: list[dict[str, Any]]) -> None:
     """Run the current greedy on every saved row and score it against the saved bound
     (the saved plans, of the old greedy, are dropped)."""
@@ -147,11 +154,9 @@ def tighten(
         row["best"] = max(row["best"], new["best"], row["greedy"])
         if new["status"] == "optimal" or new["bound"] < row["bound"]:
             row["bound"] = new["best"] if new["status"] == "optimal" else new["bound"]
-        if row["bound"] <= row["best"] + 1e-6 * max(1.0, abs(row["best"])):
-            row["bound"], row["status"] = row["best"], "optimal"
         row["exact_seconds"] += new["exact_seconds"]
         row["tightened"] = time_limit
-        _score(row)
+        _settle(row)
 
 
 def _step_bound(family: str, gpus: int, seed: int, time_limit: float, threads: int) -> float:
@@ -174,11 +179,8 @@ def rebound(rows: list[dict[str, Any]], time_limit: float, threads: int, workers
         for done, future in enumerate(as_completed(futures), 1):
             row, bound = futures[future], future.result()
             row["step_bound"] = bound
-            if bound < row["bound"]:
-                row["bound"] = bound
-            if row["bound"] <= row["best"] + 1e-6 * max(1.0, abs(row["best"])):
-                row["bound"], row["status"] = row["best"], "optimal"
-            _score(row)
+            row["bound"] = min(row["bound"], bound)
+            _settle(row)
             print(
                 f"[{done}/{len(chosen)}] {row['name']}: bound {row['bound']:.1f}", file=sys.stderr
             )
