@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import gpuopt
+from gpuopt.cluster.model import Cluster
 from gpuopt.gang.cpsat import solve_cpsat
 from gpuopt.gang.generator import random_gang_problem
 from gpuopt.gang.greedy import solve_heuristic
@@ -55,17 +56,24 @@ def test_gb200_states() -> None:
                 assert heuristic.gap is not None and heuristic.gap >= 0
 
 
-def test_fewest_preferred_domains_then_best_fit() -> None:
-    # pair p0 = a, b (a has 2 free GPUs, b 4), pair p1 = c, d (4 free each): 3 pods of 2 GPUs
-    # fit in one pair only in p1 (8 free) or p0 (6 free); both one pair; best fit takes the
-    # fuller p0: a (2 free) then b (4 free).
-    cluster = tiny_cluster(
+def _pairs(tasks: list[dict[str, object]]) -> Cluster:
+    """One rack r0 of two pairs of 4-GPU nodes, p0 = a, b and p1 = c, d, running ``tasks``."""
+    return tiny_cluster(
         levels=["rack", "pair"],
         nodes=[
             {"id": n, "gpus": 4, "cpus": 32.0, "topology": {"rack": "r0", "pair": p}}
             for n, p in (("a", "p0"), ("b", "p0"), ("c", "p1"), ("d", "p1"))
         ],
-        tasks=[{"id": "x", "node": "a", "gpus": 2, "priority": 2000, "start_time": 0}],
+        tasks=tasks,
+    )
+
+
+def test_fewest_preferred_domains_then_best_fit() -> None:
+    # pair p0 = a, b (a has 2 free GPUs, b 4), pair p1 = c, d (4 free each): 3 pods of 2 GPUs
+    # fit in one pair only in p1 (8 free) or p0 (6 free); both one pair; best fit takes the
+    # fuller p0: a (2 free) then b (4 free).
+    cluster = _pairs(
+        [{"id": "x", "node": "a", "gpus": 2, "priority": 2000, "start_time": 0}],
     )
     problem = GangProblem(
         cluster=cluster,
@@ -156,24 +164,9 @@ def test_cover_counts_pods_per_node_not_gpus() -> None:
     assert violations(problem, answer) == []
 
 
-def test_sliced_gang_frees_whole_pairs() -> None:
-    # Slices of 2 pods per pair; each node runs one LP pod. Pair p0 (a, b) costs 4*10 + 4*10,
-    # pair p1 (c, d) 4*5 + 4*50. Freeing a single node gains no slice: the cover must take a
-    # whole pair, the cheaper p0 (80 < 220).
-    cluster = tiny_cluster(
-        levels=["rack", "pair"],
-        nodes=[
-            {"id": n, "gpus": 4, "cpus": 32.0, "topology": {"rack": "r0", "pair": p}}
-            for n, p in (("a", "p0"), ("b", "p0"), ("c", "p1"), ("d", "p1"))
-        ],
-        tasks=[
-            {"id": "ta", "node": "a", "gpus": 4, "priority": 1, "start_time": 90},
-            {"id": "tb", "node": "b", "gpus": 4, "priority": 1, "start_time": 90},
-            {"id": "tc", "node": "c", "gpus": 4, "priority": 1, "start_time": 95},
-            {"id": "td", "node": "d", "gpus": 4, "priority": 1, "start_time": 50},
-        ],
-    )
-    problem = GangProblem(
+def _one_pair_of_pods(cluster: Cluster) -> GangProblem:
+    """Two 4-GPU pods in one rack, as one slice of 2 inside one pair of nodes."""
+    return GangProblem(
         cluster=cluster,
         request={
             "id": "j",
@@ -184,6 +177,21 @@ def test_sliced_gang_frees_whole_pairs() -> None:
             "slice": {"level": "pair", "size": 2},
         },
     )
+
+
+def test_sliced_gang_frees_whole_pairs() -> None:
+    # Slices of 2 pods per pair; each node runs one LP pod. Pair p0 (a, b) costs 4*10 + 4*10,
+    # pair p1 (c, d) 4*5 + 4*50. Freeing a single node gains no slice: the cover must take a
+    # whole pair, the cheaper p0 (80 < 220).
+    cluster = _pairs(
+        [
+            {"id": "ta", "node": "a", "gpus": 4, "priority": 1, "start_time": 90},
+            {"id": "tb", "node": "b", "gpus": 4, "priority": 1, "start_time": 90},
+            {"id": "tc", "node": "c", "gpus": 4, "priority": 1, "start_time": 95},
+            {"id": "td", "node": "d", "gpus": 4, "priority": 1, "start_time": 50},
+        ],
+    )
+    problem = _one_pair_of_pods(cluster)
     for method in ("heuristic", "exact"):
         answer = gpuopt.solve(problem, method)
         assert answer.victims == ["ta", "tb"], method
@@ -223,30 +231,15 @@ def test_sliced_gang_closes_two_gangs_together() -> None:
     # closing g alone frees a and c (no whole pair), likewise h. The cover used to find no
     # answer (each closure gained no slice and h's allowance 0 blocked completing the pair);
     # the answer stops all four pods (4*10 + 4*20 + 4*30 + 4*40 = 400).
-    cluster = tiny_cluster(
-        levels=["rack", "pair"],
-        nodes=[
-            {"id": n, "gpus": 4, "cpus": 32.0, "topology": {"rack": "r0", "pair": p}}
-            for n, p in (("a", "p0"), ("b", "p0"), ("c", "p1"), ("d", "p1"))
-        ],
-        tasks=[
+    cluster = _pairs(
+        [
             {"id": "ga", "node": "a", "gpus": 4, "priority": 1, "start_time": 90, "gang": "g"},
             {"id": "gc", "node": "c", "gpus": 4, "priority": 1, "start_time": 80, "gang": "g"},
             {"id": "hb", "node": "b", "gpus": 4, "priority": 1, "start_time": 70, "gang": "h"},
             {"id": "hd", "node": "d", "gpus": 4, "priority": 1, "start_time": 60, "gang": "h"},
         ],
     )
-    problem = GangProblem(
-        cluster=cluster,
-        request={
-            "id": "j",
-            "pods": 2,
-            "gpus": 4,
-            "priority": 5,
-            "required": "rack",
-            "slice": {"level": "pair", "size": 2},
-        },
-    )
+    problem = _one_pair_of_pods(cluster)
     for method in ("heuristic", "exact"):
         answer = gpuopt.solve(problem, method)
         assert answer.nodes in (["a", "b"], ["c", "d"]), method
