@@ -48,13 +48,22 @@ from gpuopt.allocation.solution import AllocationResult, relative_gap
 from gpuopt.allocation.stress import FAMILIES, stress_problem
 from gpuopt.io.files import write_text_atomic
 
+#: ``--guide``: the greedy's ``guide`` option (section 10.1, item 5).
+GUIDES: dict[str, bool | str | None] = {"auto": None, "lp": True, "mip": "mip", "off": False}
+
 
 def run_instance(
-    family: str, gpus: int, seed: int, exact: str, time_limit: float, threads: int
+    family: str,
+    gpus: int,
+    seed: int,
+    exact: str,
+    time_limit: float,
+    threads: int,
+    guide: str = "auto",
 ) -> dict[str, Any]:
     """Greedy and warm-started exact method on one stress instance; both grids checked."""
     problem = stress_problem(seed, gpus, family)
-    greedy = gpuopt.solve(problem, "greedy")
+    greedy = gpuopt.solve(problem, "greedy", guide=GUIDES[guide])
     broken = gpuopt.violations(problem, greedy)
     if broken:
         raise AssertionError(f"greedy on {problem.name} is illegal: {broken[:3]}")
@@ -116,12 +125,12 @@ def _settle(row: dict[str, Any]) -> None:
     _score(row)
 
 
-def rescore(rows: list[dict[str, Any]]) -> None:
+def rescore(rows: list[dict[str, Any]], guide: str = "auto") -> None:
     """Run the current greedy on every saved row and score it against the saved bound
     (the saved plans, of the old greedy, are dropped)."""
     for row in rows:
         problem = stress_problem(row["seed"], row["gpus"], row["family"])
-        greedy = gpuopt.solve(problem, "greedy")
+        greedy = gpuopt.solve(problem, "greedy", guide=GUIDES[guide])
         broken = gpuopt.violations(problem, greedy)
         if broken:
             raise AssertionError(f"greedy on {problem.name} is illegal: {broken[:3]}")
@@ -192,6 +201,7 @@ def run_all(
     time_limit: float,
     threads: int,
     workers: int,
+    guide: str = "auto",
 ) -> list[dict[str, Any]]:
     """Every ``(family, gpus, seed)`` of ``jobs``, on ``workers`` processes; progress on stderr."""
     rows: list[dict[str, Any]] = []
@@ -209,11 +219,11 @@ def run_all(
 
     if workers <= 1:
         for family, gpus, seed in jobs:
-            report(run_instance(family, gpus, seed, exact, time_limit, threads))
+            report(run_instance(family, gpus, seed, exact, time_limit, threads, guide))
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             futures = [
-                pool.submit(run_instance, family, gpus, seed, exact, time_limit, threads)
+                pool.submit(run_instance, family, gpus, seed, exact, time_limit, threads, guide)
                 for family, gpus, seed in jobs
             ]
             for future in as_completed(futures):
@@ -405,6 +415,13 @@ def main() -> int:
     parser.add_argument("--time-limit", type=float, default=15.0, help="seconds per exact run")
     parser.add_argument("--threads", type=int, default=1, help="solver threads per run")
     parser.add_argument("--workers", type=int, default=1, help="instances solved in parallel")
+    parser.add_argument(
+        "--guide",
+        choices=tuple(GUIDES),
+        default="auto",
+        help="the greedy's guide: auto (the LP up to GUIDE_CELLS), lp, mip (the integer "
+        "step MIP, seconds per instance) or off",
+    )
     parser.add_argument("--worst", type=int, default=10, help="worst instances listed")
     parser.add_argument("--diagnose", type=int, default=0, help="plans compared for the K worst")
     parser.add_argument("--grids", action="store_true", help="draw both plans when diagnosing")
@@ -437,7 +454,7 @@ def main() -> int:
             match = next(r for r in rows if r["name"] == row["name"])
             match.update(row)
         if args.rescore:
-            rescore(rows)
+            rescore(rows, args.guide)
         if args.tighten is not None:
             tighten(rows, args.tighten, args.exact, args.time_limit, args.threads, args.workers)
         if args.rebound:
@@ -454,7 +471,7 @@ def main() -> int:
             for seed in range(args.first_seed, args.first_seed + args.seeds)
         ]
         started = time.perf_counter()
-        rows = run_all(jobs, args.exact, args.time_limit, args.threads, args.workers)
+        rows = run_all(jobs, args.exact, args.time_limit, args.threads, args.workers, args.guide)
         settings = vars(args) | {"wall_seconds": time.perf_counter() - started}
     print(
         f"Greedy against {settings['exact']} warm-started ({settings['time_limit']:g} s, "

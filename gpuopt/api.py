@@ -134,7 +134,7 @@ OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "enumerate_limit": _whole(-(2**63), 2**63 - 1),
     "improve": (lambda value: isinstance(value, bool), "true or false"),
     "warm": (lambda value: isinstance(value, bool), "true or false"),
-    "guide": (lambda value: isinstance(value, bool), "true or false"),
+    "guide": (lambda value: isinstance(value, bool) or value == "mip", "true, false or 'mip'"),
     "log": (lambda value: isinstance(value, bool), "true or false"),
     "solver": (lambda value: isinstance(value, str), "a solver name"),
     "exact": (lambda value: value in ("milp", "cpsat"), "'milp' or 'cpsat'"),

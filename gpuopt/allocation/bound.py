@@ -54,9 +54,10 @@ class StepBound:
     ``bound`` is an upper bound on the allocation objective (section 6) of
     every legal plan; ``status`` is ``optimal`` when the relaxation was solved,
     ``time_limit`` when a MIP stopped early (its dual bound is still valid);
-    ``columns`` and ``rows`` give its size. With ``starts=True`` and the LP
-    solved, ``starts`` maps a new batch task (its position in the index's batch
-    arrays) to the start its largest ``z`` chose and that ``z`` (the plan the
+    ``columns`` and ``rows`` give its size. With ``starts=True`` and the
+    relaxation solved (or the MIP stopped with a plan, which is then read),
+    ``starts`` maps a new batch task (its position in the index's batch arrays)
+    to the start its largest ``z`` chose and that ``z`` (the plan the
     relaxation would like, which :func:`gpuopt.allocation.greedy.greedy_grid`
     builds from when asked to be guided); tasks it leaves out are absent.
     """
@@ -265,7 +266,8 @@ def step_capacity_bound(
     if not math.isfinite(bound):
         bound = math.inf
     chosen: dict[int, tuple[int, float]] = {}
-    if starts and solved and batch_columns:
+    incumbent = integer and info.primal_solution_status == 2  # a feasible MIP plan
+    if starts and (solved or incumbent) and batch_columns:
         values_z = np.asarray(highs.getSolution().col_value[:batch_columns])
         for column in np.flatnonzero(values_z > 1e-6).tolist():
             b, weight = owners[column], float(values_z[column])

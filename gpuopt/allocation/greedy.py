@@ -55,7 +55,7 @@ import bisect
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -419,6 +419,9 @@ def _construct(
 GUIDE_CELLS = 4_096
 #: At most this many seconds for that LP (it takes well under one up to GUIDE_CELLS).
 GUIDE_SECONDS = 10.0
+#: At most this many seconds for the integer step MIP of ``guide="mip"`` (its best plan
+#: so far is read when it stops early; 0.1 to 12 s at 64 GPUs x 40 tasks, section 10.1).
+MIP_GUIDE_SECONDS = 30.0
 
 
 def _guided(base: Board, order: list[int], starts: dict[int, tuple[int, float]]) -> Board:
@@ -447,6 +450,11 @@ def _guided(base: Board, order: list[int], starts: dict[int, tuple[int, float]])
                 continue
             end = min(board.horizon, start + duration)
             firsts, free = board.free_firsts(size, start, end, legal)
+            if not firsts and board.counts.size:  # the LP gave realtime less here (A4c)
+                _, counts = _trade_counts(board, b, start, end, 0.0, legal)
+                if counts is not None:
+                    board.set_realtime(counts)
+                    firsts, free = board.free_firsts(size, start, end, legal)
             if firsts:
                 first = _choose_block(board, firsts, free, size, start, end)
                 placed = _place_at(board, b, start, first)
@@ -1086,7 +1094,7 @@ def greedy_grid(
     time_limit: float | None = None,
     search: int = SEARCH_ROUNDS,
     seed: int = 0,
-    guide: bool | None = None,
+    guide: bool | Literal["mip"] | None = None,
 ) -> Grid:
     """The greedy's grid for ``problem`` (see the module docstring for the rules).
 
@@ -1109,7 +1117,10 @@ def greedy_grid(
     guide
         Also build a plan from the step-capacity LP's starts (section 10.1,
         item 5) and keep it where it is better. None: when ``improve`` and the
-        new tasks times the steps are at most :data:`GUIDE_CELLS`.
+        new tasks times the steps are at most :data:`GUIDE_CELLS`. ``"mip"``:
+        from the integer step MIP's starts instead, at any size, within
+        :data:`MIP_GUIDE_SECONDS` (and ``time_limit``): slower (seconds at 64
+        GPUs), and better where the LP's fractional starts mislead the greedy.
     """
     check_arguments(
         {"search": search, "seed": seed, "max_attempts": max_attempts, "time_limit": time_limit},
@@ -1160,15 +1171,15 @@ def greedy_grid(
             guide = improve and len(pending) * index.horizon <= GUIDE_CELLS
         plans = [best]  # each is improved and searched; the best end wins
         if guide and pending and not settled:
-            shown.update(description="greedy: guided by the step-capacity LP")
-            left = (
-                GUIDE_SECONDS
-                if time_limit is None
-                else time_limit - (time.perf_counter() - started)
+            integer = guide == "mip"
+            cap = MIP_GUIDE_SECONDS if integer else GUIDE_SECONDS
+            shown.update(
+                description=f"greedy: guided by the step-capacity {'MIP' if integer else 'LP'}"
             )
+            left = cap if time_limit is None else time_limit - (time.perf_counter() - started)
             if left > 0:
                 relaxed = step_capacity_bound(
-                    problem, time_limit=min(left, GUIDE_SECONDS), starts=True
+                    problem, integer=integer, time_limit=min(left, cap), starts=True
                 )
                 if relaxed.starts:
                     guided = _guided(base, first_order, relaxed.starts)
@@ -1200,7 +1211,7 @@ def solve_greedy(
     time_limit: float | None = None,
     search: int = SEARCH_ROUNDS,
     seed: int = 0,
-    guide: bool | None = None,
+    guide: bool | Literal["mip"] | None = None,
 ) -> AllocationResult:
     """Run the greedy and return its result (status ``feasible``)."""
     started = time.perf_counter()

@@ -244,3 +244,29 @@ def test_the_guide_is_on_up_to_guide_cells(monkeypatch: pytest.MonkeyPatch) -> N
     assert greedy_grid(problem) == guided  # 24 tasks x 24 steps, below GUIDE_CELLS
     monkeypatch.setattr(greedy, "GUIDE_CELLS", 100)
     assert greedy_grid(problem) == unguided
+
+
+def test_the_mip_guide_places_a_large_task_whole() -> None:
+    # oversubscribed-32-s18: the LP spreads a 32-GPU task over several starts; placed whole
+    # at its largest z it pushes the tasks beside its parts out (models/allocation.md 10.1,
+    # item 5). The integer step MIP's plan, followed, is optimal: it meets the MIP's bound.
+    import gpuopt
+    from gpuopt.allocation.bound import step_capacity_bound
+    from gpuopt.allocation.stress import stress_problem
+
+    problem = stress_problem(18, 32, "oversubscribed")
+    bound = step_capacity_bound(problem, integer=True, time_limit=120).bound
+    default = gpuopt.solve(problem, "greedy")
+    guided = gpuopt.solve(problem, "greedy", guide="mip")
+    assert gpuopt.violations(problem, guided) == []
+    assert default.objective < 0.95 * bound
+    assert guided.objective == pytest.approx(bound, rel=1e-6)
+
+
+def test_the_guide_option_is_checked() -> None:
+    import gpuopt
+    from gpuopt.errors import ProblemError
+
+    problem = random_problem(1, gpus=8, tasks=6)
+    with pytest.raises(ProblemError, match="guide"):
+        gpuopt.solve(problem, "greedy", guide="lp")
