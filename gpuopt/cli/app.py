@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         placement,
         planning,
         replay,
+        serve,
     )
 
     parser = Parser(
@@ -43,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpuopt {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in (allocation, check, defrag, placement, planning, estimate, forecast, replay):
+    modules = (allocation, check, defrag, placement, planning, estimate, forecast, replay, serve)
+    for module in modules:
         module.add_commands(commands)
     return parser
 

@@ -385,6 +385,7 @@ class Task(_Extended):
             "resources",
             "pinned",
             "gang",
+            "uid",
         }
     )
 
@@ -443,6 +444,10 @@ class Task(_Extended):
         description="C8: the running gang it belongs to (its min_member in the cluster's "
         "gangs; a gang not listed there is all or nothing).",
     )
+    uid: KubeName | None = Field(
+        default=None,
+        description="Kubernetes metadata.uid (the scheduler names preemption victims by it).",
+    )
 
     @model_validator(mode="after")
     def _check_task(self) -> Task:
@@ -486,6 +491,10 @@ class Pending(_Extended):
             "resources",
             "preemption_policy",
             "gpu_milli",
+            "pod_affinity",
+            "pod_anti_affinity",
+            "gang",
+            "uid",
         }
     )
 
@@ -508,6 +517,20 @@ class Pending(_Extended):
         default="PreemptLowerPriority",
         description="K8: 'Never' waits for room and evicts nobody.",
     )
+    pod_affinity: list[PodAffinityTerm] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="K5: required pod affinity (checked by the scheduler extender only).",
+    )
+    pod_anti_affinity: list[PodAffinityTerm] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="K5: required pod anti-affinity (checked by the scheduler extender only).",
+    )
+    gang: ItemId | None = Field(
+        default=None, description="The gang it names (read one by one by the methods)."
+    )
+    uid: KubeName | None = Field(default=None, description="Kubernetes metadata.uid.")
 
     @property
     def space(self) -> str:

@@ -711,7 +711,8 @@ _UNMODELLED: dict[str, str] = {
     "preferred-pod-affinity": "preferred pod (anti-)affinity on {n} pods",
     "label-keys": "matchLabelKeys/mismatchLabelKeys of pod (anti-)affinity on {n} pods "
     "(terms read without them)",
-    "pending-pod-affinity": "required pod (anti-)affinity of {n} pending pods",
+    "pending-pod-affinity": "required pod (anti-)affinity of {n} pending pods (kept; "
+    "only gpuopt serve checks it)",
     "prefer-no-schedule": "PreferNoSchedule taints on {n} nodes",
     "toleration-seconds": "tolerationSeconds on {n} pods (such a toleration is not counted: "
     "a pod moved there would be evicted when the time runs out)",
@@ -1251,6 +1252,9 @@ class _ClusterReader:
                 if amount > 0 and key not in _NOT_EXTENDED and not options.is_gpu(key)
             },
         }
+        uid = reader.text(metadata, "uid", "metadata.uid")
+        if uid:
+            pod["uid"] = uid
         terms, unresolved = self._pod_terms(reader, affinity, pod_id)
         self._unmodelled_pod_fields(reader, spec, affinity)
         spread = self._hard_spread(reader, spec, namespace) if node is not None else False
@@ -1265,6 +1269,9 @@ class _ClusterReader:
                 self.times.append(since)
             if any(terms.values()):
                 self.report.unmodelled["pending-pod-affinity"] += 1
+                pod.update(terms)  # kept: the scheduler extender checks them (K5)
+            if gang is not None:
+                pod["gang"] = gang
             self.pending.append(reader.model(Pending, pod))
             self.note("pending", pod_id)
             if gang is not None:  # waiting demand has no gang: read one by one, said so

@@ -65,7 +65,7 @@ from gpuopt.cluster.model import (
 )
 from gpuopt.cluster.request import Request, as_request
 from gpuopt.cluster.rules import admitted
-from gpuopt.cluster.shares import MILLI
+from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.errors import ProblemError
 from gpuopt.result import Result, Status
 
@@ -700,17 +700,9 @@ class NodePlacementProblem(IndexedModel):
             kind = f"{node.interconnect or 'uniform'}-{node.gpus}"
             if kind not in topologies:
                 topologies[kind] = {"bandwidth": interconnect_matrix(node.interconnect, node.gpus)}
-            tasks = on_node.get(node.id, [])
-            devices = index.devices.get(node.id)
-            gpu_left = None
-            if devices is not None:  # C7: GPUs holding shares, laid out
-                used = [gpu for gpu, left in enumerate(devices.left) if left < MILLI]
-                gpu_left = list(devices.left)
-            else:
-                named = {gpu for task in tasks for gpu in task.gpu_indices or ()}
-                free = (gpu for gpu in range(node.gpus) if gpu not in named)
-                unnamed = sum(task.gpus for task in tasks if task.gpu_indices is None)
-                used = sorted([*named, *(next(free) for _ in range(unnamed))])
+            used, gpu_left = node_gpu_use(
+                node.gpus, on_node.get(node.id, []), index.devices.get(node.id)
+            )
             entry: dict[str, Any] = {
                 "id": node.id,
                 "topology": kind,
@@ -741,6 +733,21 @@ class NodePlacementProblem(IndexedModel):
         if pending is not None:
             gpu_request["pending"] = pending
         return cls(name=cluster.name, topologies=topologies, nodes=nodes, request=gpu_request)
+
+
+def node_gpu_use(
+    gpus: int, tasks: Sequence[Any], devices: Devices | None
+) -> tuple[list[int], list[int] | None]:
+    """The GPUs of a node of ``gpus`` GPUs that ``tasks`` (those on it) use, and each GPU's
+    thousandths left when some hold shares (C7: ``devices``, the node's laid-out shares,
+    else None). GPUs in use are the tasks' ``gpu_indices``, or else the lowest free GPUs
+    in task order."""
+    if devices is not None:  # C7: GPUs holding shares, laid out
+        return [gpu for gpu, left in enumerate(devices.left) if left < MILLI], list(devices.left)
+    named = {gpu for task in tasks for gpu in task.gpu_indices or ()}
+    free = (gpu for gpu in range(gpus) if gpu not in named)
+    unnamed = sum(task.gpus for task in tasks if task.gpu_indices is None)
+    return sorted([*named, *(next(free) for _ in range(unnamed))]), None
 
 
 def gpu_left_of(node: PlacementNode, size: int) -> list[int]:

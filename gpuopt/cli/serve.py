@@ -1,0 +1,195 @@
+"""The ``serve`` command: gpuopt as a kube-scheduler extender over HTTP(S).
+
+    gpuopt serve [--snapshot FILE] [--workload FILE] [--host 127.0.0.1] [--port 8990]
+        [--tls-cert CERT --tls-key KEY [--tls-client-ca CA]] [--max-body BYTES]
+        [--max-depth N] [--refresh SECONDS] [kubectl reader flags] [--quiet]
+
+``--snapshot`` is a gpuopt cluster snapshot (``gpuopt snapshot kubectl ... --out``)
+or ``kubectl get nodes,pods,pdb,priorityclasses -A -o json`` output, reloaded
+when the file changes. The service logs to stderr (one line per refused
+request); stdout stays empty. Bad flags exit with code 2 before it listens.
+``docs/kubernetes.md`` shows the KubeSchedulerConfiguration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import ssl
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpuopt.cli.common import EXIT_OK, add_quiet, int_range, number_type
+from gpuopt.errors import ProblemError
+
+#: Default port (kube-scheduler's extender stanza names it in ``urlPrefix``).
+DEFAULT_PORT = 8990
+
+seconds_type = number_type(float, lambda v: 0.1 <= v <= 86_400, "seconds from 0.1 to 86400")
+
+
+def reader_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The kubectl reader's options from the flags (pods and nodes in requests, a kubectl
+    snapshot)."""
+    return {
+        "gpu_resources": args.gpu_resource,
+        "topology_labels": args.topology_label or (),
+        "critical_priority": args.critical_priority,
+        "hp_priority": args.hp_priority,
+        "allow_emptydir": args.allow_emptydir,
+        "pin_unresolved_claims": args.pin_unresolved_pvc,
+        "strict": args.strict,
+    }
+
+
+def _check_file(path: str | None, flag: str) -> None:
+    if path is not None and not Path(path).is_file():
+        raise ProblemError(f"{flag}: no such file {path!r}.")
+
+
+def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The app and uvicorn's options, from the flags (every input read and checked)."""
+    try:
+        from gpuopt.extender.app import SnapshotWatch, create_app, load_snapshot
+    except ImportError as exc:
+        raise ProblemError(str(exc)) from None
+    from gpuopt.extender.engine import Extender
+
+    for path, flag in (
+        (args.snapshot, "--snapshot"),
+        (args.workload, "--workload"),
+        (args.tls_cert, "--tls-cert"),
+        (args.tls_key, "--tls-key"),
+        (args.tls_client_ca, "--tls-client-ca"),
+    ):
+        _check_file(path, flag)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ProblemError("--tls-cert and --tls-key go together (HTTPS needs both).")
+    if args.tls_client_ca is not None and args.tls_cert is None:
+        raise ProblemError("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is HTTPS).")
+    options = reader_options(args)
+    workload = None
+    if args.workload is not None:
+        from gpuopt.sharing.workload import Workload
+
+        workload = Workload.load(args.workload)
+    cluster = None
+    watch = None
+    extender = Extender(workload=workload, reader_options=options)
+    if args.snapshot is not None:
+        cluster = load_snapshot(args.snapshot, options)
+        extender.replace(cluster, source=args.snapshot)
+        watch = SnapshotWatch(
+            args.snapshot,
+            extender,
+            lambda path: load_snapshot(path, options),
+            interval=args.refresh,
+        )
+    if args.tls_cert is not None:  # fail here, with one sentence, not inside uvicorn
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(args.tls_cert, args.tls_key)
+            if args.tls_client_ca is not None:
+                context.load_verify_locations(args.tls_client_ca)
+        except (ssl.SSLError, OSError) as exc:
+            raise ProblemError(f"TLS: the certificate, key or CA cannot be used ({exc}).") from None
+    app = create_app(extender, watch=watch, max_body=args.max_body, max_depth=args.max_depth)
+    server: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "log_level": "warning",
+        "access_log": False,
+    }
+    if args.tls_cert is not None:
+        server.update(ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key)
+        if args.tls_client_ca is not None:
+            server.update(ssl_ca_certs=args.tls_client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED)
+    return app, server
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """``gpuopt serve``: build the app, then listen until interrupted."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.WARNING if args.quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    app, server = build(args)
+    import uvicorn
+
+    scheme = "https" if "ssl_certfile" in server else "http"
+    if not args.quiet:
+        mutual = " (mutual TLS)" if "ssl_ca_certs" in server else ""
+        print(
+            f"gpuopt serve: listening on {scheme}://{args.host}:{args.port}{mutual}",
+            file=sys.stderr,
+        )
+    uvicorn.run(app, **server)
+    return EXIT_OK
+
+
+def add_commands(commands: Any) -> None:
+    """Register ``serve``."""
+    from gpuopt.cli.defrag import add_kubectl_options
+    from gpuopt.extender.wire import MAX_BODY, MAX_DEPTH
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve filter, prioritize and preempt to kube-scheduler as an extender",
+        description="An HTTP(S) scheduler extender (k8s.io/kube-scheduler/extender/v1): "
+        "POST /filter, /prioritize, /preempt; GET /healthz, /metrics. Needs the extra "
+        "'serve' (pip install 'gpuopt[serve]'). See docs/kubernetes.md.",
+    )
+    serve.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="cluster snapshot (gpuopt snapshot ... --out FILE, or kubectl get ... -o json "
+        "output), reloaded when the file changes; needed for nodeCacheCapable and preempt",
+    )
+    serve.add_argument(
+        "--workload",
+        metavar="FILE",
+        help="target workload (a JSON list of shapes, gpuopt.sharing.Workload): adds FGD's "
+        "fragmentation change to the scores",
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--port",
+        type=int_range(1, 65_535),
+        default=DEFAULT_PORT,
+        help=f"port (default {DEFAULT_PORT})",
+    )
+    serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
+    serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    serve.add_argument(
+        "--tls-client-ca",
+        metavar="PEM",
+        help="mutual TLS: accept only clients with a certificate this CA signed",
+    )
+    serve.add_argument(
+        "--max-body",
+        type=int_range(1024, 2**31),
+        default=MAX_BODY,
+        help=f"largest request body in bytes (default {MAX_BODY:,}; larger: 413)",
+    )
+    serve.add_argument(
+        "--max-depth",
+        type=int_range(8, 10_000),
+        default=MAX_DEPTH,
+        help=f"deepest JSON nesting accepted (default {MAX_DEPTH}; deeper: 400)",
+    )
+    serve.add_argument(
+        "--refresh",
+        type=seconds_type,
+        default=2.0,
+        help="seconds between looks at the snapshot file (default 2)",
+    )
+    add_kubectl_options(serve)
+    add_quiet(serve, "log only warnings (refused requests, failed reloads)")
+    serve.set_defaults(run=run_serve)
+
+
+__all__ = ["add_commands", "build", "run_serve"]

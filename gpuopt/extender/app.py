@@ -1,0 +1,367 @@
+"""The extender over HTTP: a Starlette app for uvicorn (``gpuopt serve``; extra ``serve``).
+
+Routes (``models/extender.md``; ``docs/kubernetes.md`` for the scheduler's side):
+
+- ``POST /filter``, ``POST /prioritize``, ``POST /preempt``: the verbs, JSON in
+  and out as ``k8s.io/kube-scheduler/extender/v1`` writes it;
+- ``GET /healthz``: ``ok`` and the snapshot served (JSON);
+- ``GET /metrics``: Prometheus text: requests by verb and status, latency
+  histograms, refusals by reason, snapshot reloads, pod fields not modelled.
+
+A request body over ``max_body`` bytes is refused with 413 before it is read
+whole; malformed JSON, JSON nested deeper than ``max_depth``, a missing field
+or an unknown node get 400; each with one sentence, and one log line naming
+the verb, the client and the reason. The service never writes to the cluster:
+it has no Kubernetes client and no bind verb.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from gpuopt.errors import ProblemError
+from gpuopt.extender.engine import Extender
+from gpuopt.extender.wire import (
+    MAX_BODY,
+    MAX_DEPTH,
+    BadRequest,
+    decode,
+    read_args,
+    read_preemption,
+)
+
+try:
+    from prometheus_client import (
+        CollectorRegistry,
+        Counter,
+        Gauge,
+        Histogram,
+        disable_created_metrics,
+        generate_latest,
+    )
+    from prometheus_client.core import CounterMetricFamily
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, PlainTextResponse, Response
+    from starlette.routing import Route
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        f"gpuopt serve needs the extra 'serve': pip install 'gpuopt[serve]' (missing: {exc.name})"
+    ) from None
+
+log = logging.getLogger("gpuopt.extender")
+disable_created_metrics()  # type: ignore[no-untyped-call]  # no *_created series
+
+#: Latency histogram buckets, in seconds.
+BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+#: Seconds between looks at the snapshot file's modification time.
+REFRESH_SECONDS = 2.0
+
+
+def load_snapshot(path: str | Path, reader_options: Mapping[str, Any] | None = None) -> Any:
+    """A snapshot file: a gpuopt cluster snapshot (``gpuopt snapshot ... --out``), or the
+    output of ``kubectl get nodes,pods,... -o json`` (or YAML) read by the kubectl reader."""
+    from gpuopt.cluster.model import parse_cluster
+    from gpuopt.io.files import read_json
+
+    path = Path(path)
+    if path.suffix == ".json":
+        raw = read_json(str(path))
+        if isinstance(raw, dict) and isinstance(raw.get("nodes"), list):
+            return parse_cluster(raw, source=str(path))
+    from gpuopt.io.kubectl import read_kubernetes
+
+    cluster, report = read_kubernetes(path, **dict(reader_options or {}))
+    for line in report.lines()[1:]:
+        log.info("snapshot %s: %s", path, line)
+    return cluster
+
+
+class SnapshotWatch:
+    """Reload the snapshot into ``extender`` when its file changes (a bad file is logged
+    and counted; the last good snapshot stays)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        extender: Extender,
+        loader: Callable[[Path], Any],
+        interval: float = REFRESH_SECONDS,
+    ) -> None:
+        self.path = Path(path)
+        self.extender = extender
+        self.loader = loader
+        self.interval = interval
+        self.stamp = self._stamp()
+        self.loaded_at = time.time()
+        self.reloads = 0
+        self.failures = 0
+        self.last_error = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _stamp(self) -> tuple[int, int] | None:
+        try:
+            found = os.stat(self.path)
+        except OSError:
+            return None
+        return (found.st_mtime_ns, found.st_size)
+
+    def check(self) -> bool:
+        """Reload if the file changed since the last look; True when a new snapshot is served."""
+        stamp = self._stamp()
+        if stamp is None or stamp == self.stamp:
+            return False
+        self.stamp = stamp
+        try:
+            cluster = self.loader(self.path)
+        except (ProblemError, ValueError, OSError) as exc:
+            self.failures += 1
+            self.last_error = str(exc).splitlines()[0]
+            log.warning("snapshot %s not reloaded: %s", self.path, self.last_error)
+            return False
+        self.extender.replace(cluster, source=str(self.path))
+        self.reloads += 1
+        self.loaded_at = time.time()
+        self.last_error = ""
+        log.info(
+            "snapshot %s reloaded: %d nodes, %d tasks",
+            self.path,
+            len(cluster.nodes),
+            len(cluster.tasks),
+        )
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.check()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="snapshot-watch", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+
+class _Metrics:
+    def __init__(self, extender: Extender, watch: SnapshotWatch | None) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "gpuopt_extender_requests",
+            "Requests answered, by verb and HTTP status.",
+            ["verb", "code"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "gpuopt_extender_request_seconds",
+            "Time to answer a request (body read to response built), by verb.",
+            ["verb"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "gpuopt_extender_errors",
+            "Requests refused or failed, by verb and reason.",
+            ["verb", "reason"],
+            registry=self.registry,
+        )
+        self.nodes = Gauge(
+            "gpuopt_extender_snapshot_nodes",
+            "Nodes in the snapshot served.",
+            registry=self.registry,
+        )
+        self.version = Gauge(
+            "gpuopt_extender_snapshot_version",
+            "Snapshots served since start (reloads and full-mode overlays).",
+            registry=self.registry,
+        )
+        self.registry.register(_Tallies(extender, watch))
+
+
+class _Tallies:
+    """Counters kept by the extender and the watch, read at scrape time."""
+
+    def __init__(self, extender: Extender, watch: SnapshotWatch | None) -> None:
+        self.extender = extender
+        self.watch = watch
+
+    def collect(self) -> Any:
+        ignored = CounterMetricFamily(
+            "gpuopt_extender_pod_fields_ignored",
+            "Pods read with a field that decides placement which the extender does not model "
+            "(kube-scheduler's own plugins still apply it), by field.",
+            labels=["field"],
+        )
+        for name, count in sorted(self.extender.counts.ignored.items()):
+            ignored.add_metric([name], count)
+        yield ignored
+        dropped = CounterMetricFamily(
+            "gpuopt_extender_preempt_nodes_dropped",
+            "Nodes whose proposed victims the extender did not agree with, by reason.",
+            labels=["reason"],
+        )
+        for name, count in sorted(self.extender.counts.dropped.items()):
+            dropped.add_metric([name], count)
+        yield dropped
+        if self.watch is not None:
+            reloads = CounterMetricFamily(
+                "gpuopt_extender_snapshot_reloads",
+                "Snapshot reloads, by outcome.",
+                labels=["outcome"],
+            )
+            reloads.add_metric(["ok"], self.watch.reloads)
+            reloads.add_metric(["failed"], self.watch.failures)
+            yield reloads
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            message = "the Content-Length header is not a number."
+            raise BadRequest(message, reason="header") from None
+        if size > limit:
+            raise BadRequest(
+                f"the request body of {size} bytes is over the limit of {limit} bytes.",
+                status=413,
+                reason="too-large",
+            )
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise BadRequest(
+                f"the request body is over the limit of {limit} bytes.",
+                status=413,
+                reason="too-large",
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(
+    extender: Extender,
+    *,
+    watch: SnapshotWatch | None = None,
+    max_body: int = MAX_BODY,
+    max_depth: int = MAX_DEPTH,
+) -> Starlette:
+    """The ASGI app serving ``extender`` (``watch`` reloads its snapshot while it runs)."""
+    metrics = _Metrics(extender, watch)
+
+    def verb(name: str, answer: Callable[[Any], Any]) -> Callable[[Request], Any]:
+        async def handle(request: Request) -> Response:
+            started = time.perf_counter()
+            client = request.client.host if request.client else "unknown"
+            try:
+                body = await _body(request, max_body)
+                result = answer(decode(body, max_depth=max_depth))
+                response: Response = Response(
+                    json.dumps(result, separators=(",", ":")), media_type="application/json"
+                )
+            except BadRequest as exc:
+                metrics.errors.labels(name, exc.reason).inc()
+                log.warning(
+                    "refused %s from %s: %d %s: %s", name, client, exc.status, exc.reason, exc
+                )
+                response = PlainTextResponse(str(exc) + "\n", status_code=exc.status)
+            except ProblemError as exc:
+                metrics.errors.labels(name, "problem").inc()
+                log.warning("refused %s from %s: 400 problem: %s", name, client, exc)
+                response = PlainTextResponse(str(exc) + "\n", status_code=400)
+            except Exception:
+                metrics.errors.labels(name, "internal").inc()
+                log.exception("failed %s from %s", name, client)
+                response = PlainTextResponse(
+                    "the extender failed on this request (see its log).\n", status_code=500
+                )
+            metrics.latency.labels(name).observe(time.perf_counter() - started)
+            metrics.requests.labels(name, str(response.status_code)).inc()
+            return response
+
+        return handle
+
+    async def healthz(request: Request) -> Response:
+        state = extender.state
+        snapshot: dict[str, Any] | None = None
+        if state is not None:
+            snapshot = {
+                "source": state.source,
+                "version": state.version,
+                "nodes": len(state.cluster.nodes),
+                "tasks": len(state.cluster.tasks),
+            }
+            if watch is not None:
+                snapshot["loaded_at"] = watch.loaded_at
+                snapshot["reload_failures"] = watch.failures
+                if watch.last_error:
+                    snapshot["last_error"] = watch.last_error
+        return JSONResponse(
+            {
+                "status": "ok",
+                "snapshot": snapshot,
+                "pod_fields_ignored": dict(extender.counts.ignored),
+            }
+        )
+
+    async def metrics_page(request: Request) -> Response:
+        state = extender.state
+        metrics.nodes.set(0 if state is None else len(state.cluster.nodes))
+        metrics.version.set(0 if state is None else state.version)
+        return Response(
+            generate_latest(metrics.registry),
+            media_type="text/plain; version=0.0.4; charset=utf-8",
+        )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if watch is not None:
+            watch.start()
+        try:
+            yield
+        finally:
+            if watch is not None:
+                watch.stop()
+
+    routes = [
+        Route(
+            "/filter",
+            verb("filter", lambda body: extender.filter(read_args(body))),
+            methods=["POST"],
+        ),
+        Route(
+            "/prioritize",
+            verb("prioritize", lambda body: extender.prioritize(read_args(body))),
+            methods=["POST"],
+        ),
+        Route(
+            "/preempt",
+            verb("preempt", lambda body: extender.preempt(read_preemption(body))),
+            methods=["POST"],
+        ),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics_page, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.extender = extender
+    app.state.metrics = metrics
+    return app
+
+
+__all__ = ["REFRESH_SECONDS", "SnapshotWatch", "create_app", "load_snapshot"]
