@@ -70,6 +70,13 @@ LEVEL_ANNOTATION = "gpuopt.io/preferred-level"
 EXACT_VICTIMS = 10
 #: Pods read per request are cached by (uid, resourceVersion), at most this many.
 POD_CACHE = 256
+#: Pods preemption never stops (E6), by the reason the kubectl reader pinned them: a mirror
+#: pod cannot be deleted through the API, a DaemonSet pod comes back on the same node,
+#: a critical pod keeps the cluster running, a terminating pod is leaving already. A pod
+#: the user locked (``gpuopt.io/locked``) is never stopped either. Other pinned pods
+#: (a PodDisruptionBudget's, bare pods, local storage, ...) may be victims: kube-scheduler
+#: stops them too, and a budget's count goes into NumPDBViolations.
+NEVER_STOPPED = frozenset({"mirror", "daemonset", "critical", "terminating"})
 #: Score weights (E5): binpack, fragmentation (with a workload), topology (with a level).
 WEIGHTS = {"binpack": 1.0, "fragmentation": 2.0, "topology": 1.0}
 
@@ -122,8 +129,6 @@ class State:
     task_node: np.ndarray = field(init=False)
     #: the running tasks that carry a required anti-affinity term, with the term
     anti_terms: list[tuple[Task, PodAffinityTerm]] = field(init=False)
-    #: tasks never stopped, with the reason (K6; the cluster index's ``fixed``)
-    fixed: dict[str, str] = field(init=False)
     lock: threading.Lock = field(init=False)
 
     def __post_init__(self) -> None:
@@ -159,7 +164,6 @@ class State:
         self.anti_terms = [
             (task, term) for task in cluster.tasks for term in task.pod_anti_affinity
         ]
-        self.fixed = dict(index.fixed)
         self.lock = threading.Lock()
 
     def _refresh(self, pos: int) -> None:
@@ -184,8 +188,6 @@ class State:
             self.by_uid[task.uid] = task
         self.task_node = np.append(self.task_node, pos)
         self.anti_terms.extend((task, term) for term in task.pod_anti_affinity)
-        if task.fixed:
-            self.fixed[task.id] = task.pinned or "locked"
         self.cluster = Cluster.model_construct(
             **{**dict(self.cluster), "tasks": [*self.cluster.tasks, task]}
         )
@@ -198,7 +200,6 @@ class State:
         self._refresh(pos)
         if task.uid:
             self.by_uid.pop(task.uid, None)
-        self.fixed.pop(task_id, None)
         self.anti_terms = [(t, term) for t, term in self.anti_terms if t.id != task_id]
         tasks = [t for t in self.cluster.tasks if t.id != task_id]
         self.task_node = np.array([self.node_pos[t.node] for t in tasks], dtype=np.int64)
@@ -755,11 +756,13 @@ class Extender:
     # ------------------------------------------------------------------ the pod
 
     def ask(self, pod: Mapping[str, Any], state: State | None) -> Ask:
-        """The pod read once per (uid, resourceVersion)."""
+        """The pod as the rules read it; read once per (uid, resourceVersion) when it has both
+        (kube-scheduler's pods do), else every time."""
         found_meta = pod.get("metadata")
         metadata: Mapping[str, Any] = found_meta if isinstance(found_meta, dict) else {}
         uid = str(metadata.get("uid") or "")
-        key = (uid, str(metadata.get("resourceVersion") or "")) if uid else None
+        version = str(metadata.get("resourceVersion") or "")
+        key = (uid, version) if uid and version else None  # the same object, unchanged
         if key is not None:
             with self._lock:
                 found = self._pods.get(key)
@@ -922,12 +925,11 @@ class Extender:
         allowance: list[tuple[Any, set[str], int]],
     ) -> list[Task] | None:
         """The least-cost subset of ``proposed`` that makes room on the node (E6), or None."""
-        fixed = state.fixed
         hp = state.cluster.hp_priority
         allowed = [
             t
             for t in proposed
-            if t.id not in fixed and priority_value(t.priority, hp) < ask.priority
+            if never_stopped(t) is None and priority_value(t.priority, hp) < ask.priority
         ]
         now = self._clock(state)
 
@@ -966,6 +968,13 @@ class Extender:
             if fits(trial):
                 chosen = trial
         return chosen
+
+
+def never_stopped(task: Task) -> str | None:
+    """Why preemption may never stop ``task`` (E6), or None."""
+    if task.locked:
+        return "locked"
+    return task.pinned if task.pinned in NEVER_STOPPED else None
 
 
 def _allowances(cluster: Cluster) -> list[tuple[Any, set[str], int]]:
@@ -1030,6 +1039,7 @@ __all__ = [
     "Fit",
     "State",
     "fit",
+    "never_stopped",
     "read_pod",
     "refusal_after",
 ]

@@ -1,0 +1,224 @@
+"""The extender over HTTP: routes, refusals (400 / 413, never 500), metrics, reloads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+httpx = pytest.importorskip("httpx")
+
+from gpuopt.cluster.model import Cluster  # noqa: E402
+from gpuopt.extender.app import SnapshotWatch, create_app, load_snapshot  # noqa: E402
+from gpuopt.extender.engine import Extender  # noqa: E402
+from tests.extender.test_engine import cluster, node, pod, task  # noqa: E402
+
+
+def snapshot() -> Cluster:
+    return cluster([node("a"), node("b", unschedulable=True)], [task("t", "a", gpus=4)])
+
+
+def call(app: Any, method: str, path: str, **kwargs: Any) -> Any:
+    async def go() -> Any:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://extender") as client:
+            return await client.request(method, path, **kwargs)
+
+    return asyncio.run(go())
+
+
+def test_the_verbs_answer_in_the_go_field_names() -> None:
+    app = create_app(Extender(snapshot()))
+    body = {"Pod": pod(gpus=2), "NodeNames": ["a", "b"], "Nodes": None}
+    found = call(app, "POST", "/filter", json=body)
+    assert found.status_code == 200
+    assert found.headers["content-type"] == "application/json"
+    assert found.json() == {
+        "Nodes": None,
+        "NodeNames": ["a"],
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {"b": "K1: node b is cordoned (unschedulable)"},
+        "Error": "",
+    }
+    scores = call(app, "POST", "/prioritize", json=body).json()
+    assert [entry["Host"] for entry in scores] == ["a", "b"]
+    assert all(set(entry) == {"Host", "Score"} for entry in scores)
+    preempt = {
+        "Pod": pod(gpus=8),
+        "NodeNameToVictims": None,
+        "NodeNameToMetaVictims": {"a": {"Pods": [{"UID": "uid-t"}], "NumPDBViolations": 0}},
+    }
+    assert call(app, "POST", "/preempt", json=preempt).json() == {
+        "NodeNameToMetaVictims": {"a": {"Pods": [{"UID": "uid-t"}], "NumPDBViolations": 0}}
+    }
+    # Go's decoder ignores the case of keys; so does the service
+    lower = {"pod": pod("q", gpus=2), "nodenames": ["a"]}
+    assert call(app, "POST", "/filter", json=lower).json()["NodeNames"] == ["a"]
+
+
+BAD = {
+    "malformed JSON": (b'{"Pod": ', 400, "not valid JSON"),
+    "not UTF-8": (b'{"Pod": "\xff"}', 400, "not UTF-8"),
+    "empty body": (b"", 400, "empty"),
+    "a list": (b"[]", 400, "must be a JSON object"),
+    "no pod": (b'{"NodeNames": ["a"]}', 400, "Pod must be a JSON object"),
+    "no nodes": (json.dumps({"Pod": pod()}).encode(), 400, "neither NodeNames nor Nodes"),
+    "names not a list": (
+        json.dumps({"Pod": pod(), "NodeNames": "a"}).encode(),
+        400,
+        "NodeNames must be a list",
+    ),
+    "unknown node": (
+        json.dumps({"Pod": pod(), "NodeNames": ["a", "ghost"]}).encode(),
+        400,
+        "'ghost' is not in the snapshot",
+    ),
+    "nameless pod": (
+        json.dumps({"Pod": {"metadata": {}}, "NodeNames": ["a"]}).encode(),
+        400,
+        "Pod.metadata.name is missing",
+    ),
+    "bad quantity": (
+        json.dumps({"Pod": pod(cpu="lots"), "NodeNames": ["a"]}).encode(),
+        400,
+        "Pod:",
+    ),
+    "deep JSON": (b'{"Pod": ' + b"[" * 200 + b"]" * 200 + b"}", 400, "nested 201 levels"),
+    "over the limit": (b'{"Pod": "' + b"x" * 70_000 + b'"}', 413, "over the limit"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_requests_get_one_sentence_and_the_service_keeps_serving(
+    case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    body, status, words = BAD[case]
+    app = create_app(Extender(snapshot()), max_body=65_536)
+    with caplog.at_level(logging.WARNING, logger="gpuopt.extender"):
+        found = call(app, "POST", "/filter", content=body)
+    assert found.status_code == status
+    text = found.text.strip()
+    assert words in text
+    assert text.count("\n") == 0 and text.endswith(".")
+    refused = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused")]
+    assert len(refused) == 1 and f" {status} " in refused[0]
+    ok = call(app, "POST", "/filter", json={"Pod": pod("after"), "NodeNames": ["a"]})
+    assert ok.status_code == 200
+
+
+def test_a_declared_length_over_the_limit_is_refused_before_reading() -> None:
+    app = create_app(Extender(snapshot()), max_body=2048)
+    found = call(app, "POST", "/filter", content=b"{}", headers={"content-length": str(10**9)})
+    assert found.status_code == 413
+    assert "1000000000 bytes is over the limit of 2048" in found.text
+
+
+def test_random_garbage_never_gets_a_500() -> None:
+    import random
+
+    rng = random.Random(5)
+    app = create_app(Extender(snapshot()))
+    good = json.dumps({"Pod": pod(), "NodeNames": ["a"]}).encode()
+    for _ in range(60):
+        cut = bytearray(good)
+        for _ in range(rng.randint(1, 6)):
+            cut[rng.randrange(len(cut))] = rng.randrange(256)
+        for path in ("/filter", "/prioritize", "/preempt"):
+            found = call(app, "POST", path, content=bytes(cut))
+            assert found.status_code in (200, 400), (path, bytes(cut), found.text)
+
+
+def test_healthz_and_metrics() -> None:
+    app = create_app(Extender(snapshot()))
+    call(app, "POST", "/filter", json={"Pod": pod(), "NodeNames": ["a", "b"]})
+    call(app, "POST", "/filter", content=b"{")
+    health = call(app, "GET", "/healthz").json()
+    assert health["status"] == "ok"
+    assert health["snapshot"]["nodes"] == 2 and health["snapshot"]["tasks"] == 1
+    text = call(app, "GET", "/metrics").text
+    assert 'gpuopt_extender_requests_total{code="200",verb="filter"} 1.0' in text
+    assert 'gpuopt_extender_requests_total{code="400",verb="filter"} 1.0' in text
+    assert 'gpuopt_extender_errors_total{reason="malformed",verb="filter"} 1.0' in text
+    assert 'gpuopt_extender_request_seconds_count{verb="filter"} 2.0' in text
+    assert "gpuopt_extender_snapshot_nodes 2.0" in text
+
+
+def test_fields_not_modelled_are_counted() -> None:
+    app = create_app(Extender(snapshot()))
+    spread = pod(
+        "spread",
+        topologySpreadConstraints=[
+            {
+                "maxSkew": 1,
+                "topologyKey": "zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "x"}},
+            }
+        ],
+    )
+    call(app, "POST", "/filter", json={"Pod": spread, "NodeNames": ["a"]})
+    health = call(app, "GET", "/healthz").json()
+    assert health["pod_fields_ignored"] == {"topology-spread": 1}
+    text = call(app, "GET", "/metrics").text
+    assert 'gpuopt_extender_pod_fields_ignored_total{field="topology-spread"} 1.0' in text
+
+
+def test_the_snapshot_is_reloaded_when_its_file_changes(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.json"
+    path.write_text(snapshot().to_json())
+    extender = Extender(load_snapshot(path))
+    watch = SnapshotWatch(path, extender, load_snapshot, interval=60)
+    assert not watch.check()  # unchanged
+    grown = cluster([node("a"), node("b", unschedulable=True), node("c")])
+    path.write_text(grown.to_json())
+    os.utime(path, ns=(1, 10**18))  # a new modification time whatever the clock's grain
+    assert watch.check()
+    assert extender.state is not None and len(extender.state.cluster.nodes) == 3
+    path.write_text("{not json")
+    os.utime(path, ns=(1, 2 * 10**18))
+    assert not watch.check()  # a bad file is logged and counted; the last good one stays
+    assert watch.failures == 1 and "JSON" in watch.last_error
+    assert len(extender.state.cluster.nodes) == 3
+
+
+def test_kubectl_output_as_the_snapshot(tmp_path: Path) -> None:
+    objects = {
+        "kind": "List",
+        "items": [
+            {
+                "kind": "Node",
+                "metadata": {"name": "n1"},
+                "status": {
+                    "allocatable": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"},
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            },
+            {
+                "kind": "Pod",
+                "metadata": {
+                    "name": "w",
+                    "namespace": "ml",
+                    "uid": "u-w",
+                    "ownerReferences": [{"kind": "Job", "name": "j", "controller": True}],
+                },
+                "spec": {
+                    "nodeName": "n1",
+                    "containers": [{"resources": {"requests": {"nvidia.com/gpu": "6"}}}],
+                },
+                "status": {"phase": "Running", "startTime": "2026-11-30T10:00:00Z"},
+            },
+        ],
+    }
+    path = tmp_path / "kubectl.json"
+    path.write_text(json.dumps(objects))
+    loaded = load_snapshot(path)
+    assert [t.uid for t in loaded.tasks] == ["u-w"]
+    app = create_app(Extender(loaded))
+    found = call(app, "POST", "/filter", json={"Pod": pod(gpus=4), "NodeNames": ["n1"]}).json()
+    assert found["FailedNodes"] == {"n1": "C3: node n1 has 2 GPUs free; the pod asks for 4"}

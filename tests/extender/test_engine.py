@@ -1,0 +1,440 @@
+"""The extender's decisions (models/extender.md E2-E7), each answer through the checker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuopt.cluster.model import Cluster, Task
+from gpuopt.errors import ProblemError
+from gpuopt.extender.check import filter_violations, preemption_violations, score_violations
+from gpuopt.extender.engine import Extender
+from gpuopt.extender.wire import BadRequest, read_args, read_preemption
+
+NOW = 10_000.0
+
+
+def pod(
+    name: str = "p",
+    *,
+    gpus: int | str = 2,
+    cpu: str = "4",
+    memory: str | None = None,
+    priority: int = 100,
+    extra: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A pending v1.Pod as kube-scheduler sends it."""
+    requests = {"cpu": cpu, **(extra or {})}
+    if gpus:
+        requests["nvidia.com/gpu"] = str(gpus)
+    if memory:
+        requests["memory"] = memory
+    metadata: dict[str, Any] = {"name": name, "namespace": "ml", "uid": f"uid-{name}"}
+    if labels:
+        metadata["labels"] = labels
+    if annotations:
+        metadata["annotations"] = annotations
+    return {
+        "metadata": metadata,
+        "spec": {
+            "priority": priority,
+            "containers": [{"name": "main", "resources": {"requests": requests}}],
+            **spec,
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def task(name: str, node: str, gpus: int = 1, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": f"ml/{name}",
+        "node": node,
+        "gpus": gpus,
+        "cpus": 4,
+        "uid": f"uid-{name}",
+        "priority": 10,
+        "start_time": 1_000.0,
+        "namespace": "ml",
+        **fields,
+    }
+
+
+def cluster(nodes: list[dict[str, Any]], tasks: list[dict[str, Any]] = (), **more: Any) -> Cluster:
+    return Cluster.model_validate({"now": NOW, "nodes": nodes, "tasks": list(tasks), **more})
+
+
+def node(name: str, gpus: int = 8, **fields: Any) -> dict[str, Any]:
+    return {"id": name, "gpus": gpus, "cpus": 64, "memory": 512 * 1024, **fields}
+
+
+def filtered(snapshot: Cluster, body: dict[str, Any], names: list[str] | None = None) -> dict:
+    """The filter's answer for ``body`` on ``names`` (default every node), checked."""
+    extender = Extender(snapshot, now=lambda: NOW)
+    names = names or [n.id for n in snapshot.nodes]
+    args = read_args({"Pod": body, "NodeNames": names, "Nodes": None})
+    result = extender.filter(args)
+    ask = extender.ask(body, extender.state)
+    assert filter_violations(snapshot, ask, names, result) == []
+    scores = extender.prioritize(args)
+    assert score_violations(names, scores) == []
+    return result
+
+
+def test_every_rule_gives_its_reason() -> None:
+    snapshot = cluster(
+        [
+            node("ok"),
+            node("cordoned", unschedulable=True),
+            node("notready", ready=False),
+            node(
+                "tainted", taints=[{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]
+            ),
+            node("other-model", labels={"nvidia.com/gpu.product": "A100"}),
+            node("busy"),
+            node("small", gpus=1),
+            node("cpu-poor", cpus=2),
+        ],
+        [task("t", "busy", gpus=7)],
+    )
+    body = pod(gpus=2, cpu="4")
+    result = filtered(snapshot, body)
+    assert result["NodeNames"] == ["ok", "other-model"]
+    hard = result["FailedAndUnresolvableNodes"]
+    assert hard["cordoned"].startswith("K1") and "cordoned" in hard["cordoned"]
+    assert hard["notready"].startswith("K1")
+    assert hard["tainted"].startswith("K2") and "dedicated=infer:NoSchedule" in hard["tainted"]
+    assert hard["small"].startswith("C3") and "asks for 2" in hard["small"]
+    assert hard["cpu-poor"].startswith("C3") and "CPUs" in hard["cpu-poor"]
+    assert result["FailedNodes"] == {"busy": "C3: node busy has 1 GPU free; the pod asks for 2"}
+    # the GPU model is a node label the pod selects on (K3)
+    model = pod(gpus=1, nodeSelector={"nvidia.com/gpu.product": "A100"})
+    result = filtered(snapshot, model)
+    assert result["NodeNames"] == ["other-model"]
+    assert result["FailedAndUnresolvableNodes"]["ok"].startswith("K3")
+
+
+def test_tolerations_and_required_node_affinity() -> None:
+    snapshot = cluster(
+        [
+            node("a", taints=[{"key": "gpu", "effect": "NoSchedule"}], labels={"zone": "z1"}),
+            node("b", labels={"zone": "z2"}),
+        ]
+    )
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}
+                ]
+            }
+        }
+    }
+    tolerant = pod(
+        tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        affinity=affinity,
+    )
+    result = filtered(snapshot, tolerant)
+    assert result["NodeNames"] == ["a"]
+    assert result["FailedAndUnresolvableNodes"]["b"].startswith("K3")
+
+
+def test_gpu_shares_and_mig_profiles() -> None:
+    snapshot = cluster(
+        [
+            node("shared", gpus=2, cpus=32),
+            node("full-share", gpus=1, cpus=32),
+            node("mig", gpus=0, cpus=32, resources={"nvidia.com/mig-1g.10gb": 2}),
+        ],
+        [
+            task("s1", "shared", gpu_milli=600),
+            task("s2", "shared", gpu_milli=600),
+            task("s3", "full-share", gpu_milli=700),
+        ],
+    )
+    share = pod(
+        gpus=0,
+        annotations={"alibabacloud.com/gpu-milli": "400"},
+        extra={"alibabacloud.com/gpu-milli": "400"},
+    )
+    result = filtered(snapshot, share)
+    assert "shared" in result["NodeNames"]  # a GPU with 400 left takes it (C7)
+    assert result["FailedNodes"]["full-share"].startswith("C7")
+    mig = pod(gpus=0, extra={"nvidia.com/mig-1g.10gb": "1"})
+    result = filtered(snapshot, mig)
+    assert result["NodeNames"] == ["mig"]
+    assert result["FailedAndUnresolvableNodes"]["shared"].startswith("K4")
+
+
+def test_gpu_bandwidth_on_the_node_topology() -> None:
+    # pcie-two-numa: GPUs 0-3 and 4-7 are two halves; across them the link is slow
+    snapshot = cluster(
+        [node("split", interconnect="pcie-two-numa"), node("nvswitch", interconnect="nvswitch")],
+        [
+            task("a", "split", gpus=3, gpu_indices=[0, 1, 2]),
+            task("b", "split", gpus=3, gpu_indices=[4, 5, 6]),
+        ],
+    )
+    fast = pod(gpus=2, annotations={"gpuopt.io/min-gpu-bandwidth": "30"})
+    result = filtered(snapshot, fast)
+    assert result["NodeNames"] == ["nvswitch"]
+    assert result["FailedNodes"]["split"].startswith("N3")
+    anyhow = pod("q", gpus=2)
+    assert filtered(snapshot, anyhow)["NodeNames"] == ["split", "nvswitch"]
+    bad = pod("r", annotations={"gpuopt.io/min-gpu-bandwidth": "fast"})
+    with pytest.raises(BadRequest, match="min-gpu-bandwidth"):
+        Extender(snapshot).ask(bad, None)
+
+
+def test_pod_anti_affinity_both_ways_and_affinity() -> None:
+    zone = {"a": {"zone": "z1"}, "b": {"zone": "z1"}, "c": {"zone": "z2"}}
+    nodes = [node(name, labels=labels) for name, labels in zone.items()]
+    term = {
+        "labelSelector": {"matchLabels": {"app": "db"}},
+        "topologyKey": "zone",
+    }
+    snapshot = cluster(
+        nodes,
+        [
+            task("db-0", "a", labels={"app": "db"}),
+            task(
+                "guard",
+                "c",
+                labels={"app": "guard"},
+                pod_anti_affinity=[
+                    {"selector": {"match_labels": {"app": "web"}}, "topology_key": "zone"}
+                ],
+            ),
+        ],
+    )
+    away = pod(
+        "x",
+        labels={"app": "db"},
+        affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+    )
+    result = filtered(snapshot, away)
+    assert result["NodeNames"] == ["c"]  # z1 holds db-0
+    assert result["FailedNodes"]["b"].startswith("K5")
+    near = pod(
+        "y", affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    )
+    assert filtered(snapshot, near)["NodeNames"] == ["a", "b"]
+    web = pod("w", labels={"app": "web"})  # guard keeps web pods out of z2
+    result = filtered(snapshot, web)
+    assert result["NodeNames"] == ["a", "b"]
+    assert "guard" in result["FailedNodes"]["c"]
+
+
+def test_scores_keep_whole_nodes_for_whole_node_jobs() -> None:
+    snapshot = cluster(
+        [node("empty"), node("half"), node("small-empty", gpus=4)],
+        [task("t", "half", gpus=4)],
+    )
+    extender = Extender(snapshot)
+    names = ["empty", "half", "small-empty"]
+
+    def scores(body: dict[str, Any]) -> dict[str, int]:
+        found = extender.prioritize(read_args({"Pod": body, "NodeNames": names}))
+        assert score_violations(names, found) == []
+        return {entry["Host"]: entry["Score"] for entry in found}
+
+    small = scores(pod("s", gpus=2))
+    assert small["half"] > small["empty"] == small["small-empty"] == 0
+    whole = scores(pod("w", gpus=4))
+    assert whole["small-empty"] == 10 and whole["half"] == 10  # both left full
+    assert whole["empty"] == 0  # an 8-GPU node is kept for an 8-GPU job
+    eight = scores(pod("e", gpus=8))
+    assert eight["empty"] == 10
+
+
+def test_preferred_level_draws_a_gang_together() -> None:
+    racks = {"a": "r1", "b": "r1", "c": "r2"}
+    snapshot = cluster(
+        [node(n, topology={"rack": r}) for n, r in racks.items()],
+        [task("m0", "c", gang="ml/job", labels={"pod-group.scheduling.sigs.k8s.io": "job"})],
+        levels=["rack"],
+    )
+    member = pod(
+        "m1",
+        labels={"pod-group.scheduling.sigs.k8s.io": "job"},
+        annotations={"gpuopt.io/preferred-level": "rack"},
+    )
+    extender = Extender(snapshot)
+    found = extender.scores(read_args({"Pod": member, "NodeNames": list(racks)}))
+    by = dict(found)
+    assert by["c"] > by["a"] and by["c"] > by["b"]
+
+
+def _preempt(
+    snapshot: Cluster, body: dict[str, Any], proposed: dict[str, list[str]]
+) -> dict[str, Any]:
+    extender = Extender(snapshot, now=lambda: NOW)
+    args = read_preemption(
+        {
+            "Pod": body,
+            "NodeNameToVictims": None,
+            "NodeNameToMetaVictims": {
+                name: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 0}
+                for name, uids in proposed.items()
+            },
+        }
+    )
+    result = extender.preempt(args)
+    ask = extender.ask(body, extender.state)
+    assert preemption_violations(snapshot, ask, proposed, result) == []
+    return result["NodeNameToMetaVictims"]
+
+
+def test_preempt_keeps_the_cheapest_victims_only() -> None:
+    snapshot = cluster(
+        [node("n"), node("m")],
+        [
+            task("old", "n", gpus=4, start_time=1_000.0),  # lost work 4 x 9000
+            task("new", "n", gpus=4, start_time=9_000.0),  # 4 x 1000
+            task("vip", "m", gpus=8, priority=1_000),
+        ],
+    )
+    kept = _preempt(snapshot, pod(gpus=4), {"n": ["uid-old", "uid-new"], "m": ["uid-vip"]})
+    assert kept == {"n": {"Pods": [{"UID": "uid-new"}], "NumPDBViolations": 0}}
+
+
+def test_preempt_never_stops_a_critical_pod_and_honours_budgets() -> None:
+    snapshot = cluster(
+        [node("n"), node("m")],
+        [
+            task("daemon", "n", gpus=4, pinned="daemonset"),
+            task("free", "n", gpus=4, start_time=9_500.0),
+            task("guarded", "m", gpus=4, labels={"app": "serve"}, start_time=9_900.0),
+            task("plain", "m", gpus=4, start_time=5_000.0),
+        ],
+        budgets=[
+            {
+                "id": "ml/serve",
+                "namespace": "ml",
+                "selector": {"match_labels": {"app": "serve"}},
+                "max_unavailable": 0,
+            }
+        ],
+    )
+    kept = _preempt(
+        snapshot, pod(gpus=6), {"n": ["uid-daemon", "uid-free"], "m": ["uid-guarded", "uid-plain"]}
+    )
+    assert "n" not in kept  # freeing 4 GPUs is not enough without the DaemonSet pod
+    assert kept["m"]["NumPDBViolations"] == 1  # 6 GPUs need both pods on m
+    kept = _preempt(snapshot, pod("q", gpus=4), {"m": ["uid-guarded", "uid-plain"]})
+    # the budget outweighs lost work: the pod with more lost work but no budget goes
+    assert kept == {"m": {"Pods": [{"UID": "uid-plain"}], "NumPDBViolations": 0}}
+
+
+def test_preempt_drops_a_node_with_an_unknown_victim_and_respects_never() -> None:
+    snapshot = cluster([node("n")], [task("a", "n", gpus=8)])
+    assert _preempt(snapshot, pod(gpus=8), {"n": ["uid-a", "uid-ghost"]}) == {}
+    never = pod("nv", gpus=8, preemptionPolicy="Never")
+    assert _preempt(snapshot, never, {"n": ["uid-a"]}) == {}
+
+
+def test_full_mode_reads_the_nodes_of_the_request() -> None:
+    snapshot = cluster([node("n"), node("m")], [task("a", "n", gpus=6)])
+    extender = Extender(snapshot)
+    objects = [
+        {
+            "metadata": {"name": name, "resourceVersion": "7"},
+            "spec": spec,
+            "status": {
+                "allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+        for name, spec in (("n", {}), ("m", {"unschedulable": True}), ("new", {}))
+    ]
+    args = read_args({"Pod": pod(gpus=4), "Nodes": {"items": objects}, "NodeNames": None})
+    result = extender.filter(args)
+    assert result["NodeNames"] is None
+    assert [item["metadata"]["name"] for item in result["Nodes"]["items"]] == ["new"]
+    assert result["FailedNodes"]["n"].startswith("C3")  # its pods come from the snapshot
+    assert result["FailedAndUnresolvableNodes"]["m"].startswith("K1")
+
+
+def test_assume_and_forget_count_bindings_between_snapshots() -> None:
+    snapshot = cluster([node("n", gpus=4)])
+    extender = Extender(snapshot)
+    names = ["n"]
+    body = pod(gpus=4)
+    assert extender.filter(read_args({"Pod": body, "NodeNames": names}))["NodeNames"] == ["n"]
+    extender.assume(Task(id="ml/x", node="n", gpus=2, cpus=1))
+    other = pod("other", gpus=4)
+    assert extender.filter(read_args({"Pod": other, "NodeNames": names}))["NodeNames"] == []
+    state = extender.state
+    assert state is not None
+    assert (
+        filter_violations(
+            state.cluster,
+            extender.ask(other, state),
+            names,
+            extender.filter(read_args({"Pod": other, "NodeNames": names})),
+        )
+        == []
+    )
+    extender.forget("ml/x")
+    third = pod("third", gpus=4)
+    assert extender.filter(read_args({"Pod": third, "NodeNames": names}))["NodeNames"] == ["n"]
+    with pytest.raises(ProblemError, match="no task"):
+        extender.forget("ml/x")
+
+
+def test_unknown_node_and_missing_snapshot_are_bad_requests() -> None:
+    snapshot = cluster([node("n")])
+    with pytest.raises(BadRequest, match="'ghost' is not in the snapshot"):
+        Extender(snapshot).filter(read_args({"Pod": pod(), "NodeNames": ["n", "ghost"]}))
+    with pytest.raises(BadRequest, match="no snapshot"):
+        Extender().filter(read_args({"Pod": pod(), "NodeNames": ["n"]}))
+    bound = pod()
+    bound["status"] = {"phase": "Succeeded"}
+    with pytest.raises(BadRequest, match="not a pod waiting"):
+        Extender(snapshot).filter(read_args({"Pod": bound, "NodeNames": ["n"]}))
+
+
+def test_the_checker_catches_wrong_answers() -> None:
+    snapshot = cluster(
+        [node("ok"), node("busy"), node("off", unschedulable=True)],
+        [
+            task("t", "busy", gpus=6),
+            task("daemon", "ok", gpus=1, pinned="daemonset"),
+            task("vip", "busy", gpus=1, priority=5_000),
+        ],
+    )
+    body = pod(gpus=2)
+    extender = Extender(snapshot)
+    ask = extender.ask(body, extender.state)
+    names = ["ok", "busy", "off"]
+
+    def filter_says(passed: list[str], failed: dict, hard: dict) -> list[str]:
+        result = {"NodeNames": passed, "FailedNodes": failed, "FailedAndUnresolvableNodes": hard}
+        return filter_violations(snapshot, ask, names, result)
+
+    assert filter_says(["ok"], {"busy": "x"}, {"off": "y"}) == []
+    assert "passed, but" in filter_says(["ok", "busy"], {}, {"off": "y"})[0]
+    assert "but the pod fits there" in filter_says([], {"ok": "x", "busy": "x"}, {"off": "y"})[0]
+    assert "unresolvable" in filter_says(["ok"], {}, {"busy": "x", "off": "y"})[0]
+    assert "names 2 nodes" in filter_says(["ok"], {}, {"off": "y"})[0]
+    assert score_violations(names, [{"Host": n, "Score": 11} for n in names])
+    assert score_violations(names, [{"Host": "ok", "Score": 3}])
+
+    def preempt_says(victims: list[str], violations: int = 0) -> list[str]:
+        result = {
+            "NodeNameToMetaVictims": {
+                "busy": {"Pods": [{"UID": u} for u in victims], "NumPDBViolations": violations}
+            }
+        }
+        return preemption_violations(snapshot, ask, {"busy": ["uid-t", "uid-vip"]}, result)
+
+    assert preempt_says(["uid-t"]) == []
+    assert any("not below" in v for v in preempt_says(["uid-t", "uid-vip"]))
+    assert any("do not make room" in v for v in preempt_says([]))
+    assert any("PDB" in v for v in preempt_says(["uid-t"], violations=2))
+    daemon = {"NodeNameToMetaVictims": {"ok": {"Pods": [{"UID": "uid-daemon"}]}}}
+    found = preemption_violations(snapshot, ask, {"ok": ["uid-daemon"]}, daemon)
+    assert any("never stopped (daemonset)" in v for v in found)
