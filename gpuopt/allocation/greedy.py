@@ -1118,7 +1118,7 @@ def greedy_grid(
         Also build a plan from the step-capacity LP's starts (section 10.1,
         item 5) and keep it where it is better. None: when ``improve`` and the
         new tasks times the steps are at most :data:`GUIDE_CELLS`. ``"mip"``:
-        from the integer step MIP's starts instead, at any size, within
+        also from the integer step MIP's starts, at any size, within
         :data:`MIP_GUIDE_SECONDS` (and ``time_limit``): slower (seconds at 64
         GPUs), and better where the LP's fractional starts mislead the greedy.
     """
@@ -1169,27 +1169,30 @@ def greedy_grid(
         assert best is not None
         if guide is None:
             guide = improve and len(pending) * index.horizon <= GUIDE_CELLS
-        plans = [best]  # each is improved and searched; the best end wins
+        plans, labels = [best], [""]  # each is improved and searched; the best end wins
         if guide and pending and not settled:
-            integer = guide == "mip"
-            cap = MIP_GUIDE_SECONDS if integer else GUIDE_SECONDS
-            shown.update(
-                description=f"greedy: guided by the step-capacity {'MIP' if integer else 'LP'}"
-            )
-            left = cap if time_limit is None else time_limit - (time.perf_counter() - started)
-            if left > 0:
+            # the search is path-dependent: from a better start alone it may end below where
+            # it ends from the orders' plan, so it runs from each plan that beats the orders'
+            for integer in (False, True) if guide == "mip" else (False,):
+                cap = MIP_GUIDE_SECONDS if integer else GUIDE_SECONDS
+                kind = "MIP" if integer else "LP"
+                shown.update(description=f"greedy: guided by the step-capacity {kind}")
+                left = cap if time_limit is None else time_limit - (time.perf_counter() - started)
+                if left <= 0:
+                    break
                 relaxed = step_capacity_bound(
                     problem, integer=integer, time_limit=min(left, cap), starts=True
                 )
                 if relaxed.starts:
                     guided = _guided(base, first_order, relaxed.starts)
                     if guided.objective > best_value + 1e-9:
-                        # the search is path-dependent: from the better start alone it may
-                        # end below where it ends from the orders' plan, so it runs from both
-                        plans = [best, guided] if improve else [guided]
+                        plans.append(guided)
+                        labels.append(f" ({kind}-guided)")
+            if not improve and len(plans) > 1:
+                plans = [max(plans[1:], key=lambda board: board.objective)]
         deadline = float(np.inf if time_limit is None else started + time_limit)
         ends: list[Board] = []
-        for board, label in zip(plans, ("", " (guided)"), strict=False):
+        for board, label in zip(plans, labels, strict=False):
             if improve and len(board.starts) < index.num_batch:
                 budget = 2 * len(pending) if max_attempts is None else max_attempts
                 board = _improve(board, pending, budget, deadline, shown, label)

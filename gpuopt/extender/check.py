@@ -164,6 +164,7 @@ def preemption_violations(
     below the pod's priority and movable, they make room, and none of them is needed."""
     found: list[str] = []
     by_uid = {task.uid: task for task in cluster.tasks if task.uid}
+    fixed = cluster.index.fixed
     budgets = budget_allowance(cluster)
     for node, entry in (result.get("NodeNameToMetaVictims") or {}).items():
         if node not in proposed:
@@ -177,8 +178,8 @@ def preemption_violations(
         for task in victims:
             if priority_value(task.priority, cluster.hp_priority) >= ask.priority:
                 found.append(f"E6: victim {task.id} is not below the pod's priority")
-            if task.locked or task.pinned in ("mirror", "daemonset", "critical", "terminating"):
-                found.append(f"E6: victim {task.id} is never stopped ({task.pinned or 'locked'})")
+            if task.id in fixed:
+                found.append(f"E6: victim {task.id} is never stopped ({fixed[task.id]})")
         why = Judge(cluster, ask, [t.id for t in victims]).why_not(node)
         if why is not None:
             found.append(f"E6: on node {node} the victims do not make room: {why}")

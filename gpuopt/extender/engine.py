@@ -22,7 +22,7 @@ It is plain Python with no HTTP in it; :mod:`gpuopt.extender.app` serves it.
   configured workload, and the pod's preferred topology level.
 - **preempt** (E6): per node, the victim set kube-scheduler proposes is
   kept only as far as gpuopt agrees: never a pod at or above the pod's
-  priority or one the model never stops (K6: critical, DaemonSet, ...),
+  priority or one the model never stops (K8, as ``gpuopt preempt``),
   and shrunk to the subset of least PodDisruptionBudget violations, then
   least lost work (GPUs x time since the last checkpoint), then fewest pods,
   that still makes room.
@@ -70,13 +70,6 @@ LEVEL_ANNOTATION = "gpuopt.io/preferred-level"
 EXACT_VICTIMS = 10
 #: Pods read per request are cached by (uid, resourceVersion), at most this many.
 POD_CACHE = 256
-#: Pods preemption never stops (E6), by the reason the kubectl reader pinned them: a mirror
-#: pod cannot be deleted through the API, a DaemonSet pod comes back on the same node,
-#: a critical pod keeps the cluster running, a terminating pod is leaving already. A pod
-#: the user locked (``gpuopt.io/locked``) is never stopped either. Other pinned pods
-#: (a PodDisruptionBudget's, bare pods, local storage, ...) may be victims: kube-scheduler
-#: stops them too, and a budget's count goes into NumPDBViolations.
-NEVER_STOPPED = frozenset({"mirror", "daemonset", "critical", "terminating"})
 #: Score weights (E5): binpack, fragmentation (with a workload), topology (with a level).
 WEIGHTS = {"binpack": 1.0, "fragmentation": 2.0, "topology": 1.0}
 
@@ -129,6 +122,8 @@ class State:
     task_node: np.ndarray = field(init=False)
     #: the running tasks that carry a required anti-affinity term, with the term
     anti_terms: list[tuple[Task, PodAffinityTerm]] = field(init=False)
+    #: tasks preemption never stops, with the reason (K8: the cluster index's ``fixed``)
+    fixed: dict[str, str] = field(init=False)
     lock: threading.Lock = field(init=False)
 
     def __post_init__(self) -> None:
@@ -164,6 +159,7 @@ class State:
         self.anti_terms = [
             (task, term) for task in cluster.tasks for term in task.pod_anti_affinity
         ]
+        self.fixed = dict(index.fixed)
         self.lock = threading.Lock()
 
     def _refresh(self, pos: int) -> None:
@@ -188,6 +184,8 @@ class State:
             self.by_uid[task.uid] = task
         self.task_node = np.append(self.task_node, pos)
         self.anti_terms.extend((task, term) for term in task.pod_anti_affinity)
+        if task.fixed:
+            self.fixed[task.id] = task.pinned or "locked"
         self.cluster = Cluster.model_construct(
             **{**dict(self.cluster), "tasks": [*self.cluster.tasks, task]}
         )
@@ -201,6 +199,7 @@ class State:
         if task.uid:
             self.by_uid.pop(task.uid, None)
         self.anti_terms = [(t, term) for t, term in self.anti_terms if t.id != task_id]
+        self.fixed.pop(task_id, None)
         tasks = [t for t in self.cluster.tasks if t.id != task_id]
         self.task_node = np.array([self.node_pos[t.node] for t in tasks], dtype=np.int64)
         self.cluster = Cluster.model_construct(**{**dict(self.cluster), "tasks": tasks})
@@ -929,7 +928,7 @@ class Extender:
         allowed = [
             t
             for t in proposed
-            if never_stopped(t) is None and priority_value(t.priority, hp) < ask.priority
+            if t.id not in state.fixed and priority_value(t.priority, hp) < ask.priority
         ]
         now = self._clock(state)
 
@@ -968,13 +967,6 @@ class Extender:
             if fits(trial):
                 chosen = trial
         return chosen
-
-
-def never_stopped(task: Task) -> str | None:
-    """Why preemption may never stop ``task`` (E6), or None."""
-    if task.locked:
-        return "locked"
-    return task.pinned if task.pinned in NEVER_STOPPED else None
 
 
 def _allowances(cluster: Cluster) -> list[tuple[Any, set[str], int]]:
@@ -1039,7 +1031,6 @@ __all__ = [
     "Fit",
     "State",
     "fit",
-    "never_stopped",
     "read_pod",
     "refusal_after",
 ]

@@ -301,32 +301,37 @@ def test_preempt_keeps_the_cheapest_victims_only() -> None:
     assert kept == {"n": {"Pods": [{"UID": "uid-new"}], "NumPDBViolations": 0}}
 
 
-def test_preempt_never_stops_a_critical_pod_and_honours_budgets() -> None:
+def test_preempt_never_stops_a_pinned_or_budget_protected_pod() -> None:
     snapshot = cluster(
-        [node("n"), node("m")],
+        [node("n"), node("m"), node("k")],
         [
             task("daemon", "n", gpus=4, pinned="daemonset"),
             task("free", "n", gpus=4, start_time=9_500.0),
             task("guarded", "m", gpus=4, labels={"app": "serve"}, start_time=9_900.0),
             task("plain", "m", gpus=4, start_time=5_000.0),
+            task("s1", "k", gpus=4, labels={"app": "batch"}, start_time=9_000.0),
+            task("s2", "k", gpus=4, labels={"app": "batch"}, start_time=9_000.0),
         ],
         budgets=[
-            {
-                "id": "ml/serve",
-                "namespace": "ml",
-                "selector": {"match_labels": {"app": "serve"}},
-                "max_unavailable": 0,
-            }
+            {"id": "ml/serve", "namespace": "ml", "max_unavailable": 0,
+             "selector": {"match_labels": {"app": "serve"}}},
+            {"id": "ml/batch", "namespace": "ml", "max_unavailable": 1,
+             "selector": {"match_labels": {"app": "batch"}}},
         ],
-    )
-    kept = _preempt(
-        snapshot, pod(gpus=6), {"n": ["uid-daemon", "uid-free"], "m": ["uid-guarded", "uid-plain"]}
-    )
-    assert "n" not in kept  # freeing 4 GPUs is not enough without the DaemonSet pod
-    assert kept["m"]["NumPDBViolations"] == 1  # 6 GPUs need both pods on m
-    kept = _preempt(snapshot, pod("q", gpus=4), {"m": ["uid-guarded", "uid-plain"]})
-    # the budget outweighs lost work: the pod with more lost work but no budget goes
-    assert kept == {"m": {"Pods": [{"UID": "uid-plain"}], "NumPDBViolations": 0}}
+    )  # fmt: skip
+    proposed = {
+        "n": ["uid-daemon", "uid-free"],
+        "m": ["uid-guarded", "uid-plain"],
+        "k": ["uid-s1", "uid-s2"],
+    }
+    kept = _preempt(snapshot, pod(gpus=6), proposed)
+    # n: freeing 4 GPUs is not enough without the DaemonSet pod; m: nor without the pod
+    # whose budget allows no disruption (K8); k: both pods, one past their budget
+    assert kept == {"k": {"Pods": [{"UID": "uid-s1"}, {"UID": "uid-s2"}], "NumPDBViolations": 1}}
+    kept = _preempt(snapshot, pod("q", gpus=4), proposed)
+    assert kept["m"] == {"Pods": [{"UID": "uid-plain"}], "NumPDBViolations": 0}
+    assert kept["n"] == {"Pods": [{"UID": "uid-free"}], "NumPDBViolations": 0}
+    assert kept["k"]["NumPDBViolations"] == 0 and len(kept["k"]["Pods"]) == 1
 
 
 def test_preempt_drops_a_node_with_an_unknown_victim_and_respects_never() -> None:
