@@ -173,7 +173,7 @@ def add_commands(commands: Any) -> None:
         "--max-body",
         type=int_range(1024, 2**31),
         default=MAX_BODY,
-        help=f"largest request body in bytes (default {MAX_BODY:,}; larger: 413)",
+        help=f"largest request body in bytes (default {MAX_BODY}, 16 MiB; larger: 413)",
     )
     serve.add_argument(
         "--max-depth",
