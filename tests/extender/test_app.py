@@ -222,3 +222,19 @@ def test_kubectl_output_as_the_snapshot(tmp_path: Path) -> None:
     app = create_app(Extender(loaded))
     found = call(app, "POST", "/filter", json={"Pod": pod(gpus=4), "NodeNames": ["n1"]}).json()
     assert found["FailedNodes"] == {"n1": "C3: node n1 has 2 GPUs free; the pod asks for 4"}
+
+
+def test_serve_refuses_bad_flags_with_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpuopt.cli import main
+
+    assert main(["serve", "--snapshot", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"gpuopt: error: --snapshot: no such file '{tmp_path / 'missing.json'}'."
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"nodes": [{"id": "n", "gpus": -1, "cpus": 1}]}')
+    assert main(["serve", "--snapshot", str(bad)]) == 2
+    err = capsys.readouterr()
+    assert err.out == "" and err.err.count("\n") == 1 and "gpus" in err.err
+    assert main(["serve", "--port", "0"]) == 2
