@@ -905,6 +905,11 @@ class Extender:
             if choice is None:
                 self.counts.dropped["no-victim-set"] += 1
                 continue
+            if not choice:  # kube-scheduler refuses a node without victims (E6)
+                self.counts.dropped["no-victim-needed"] += 1
+                continue
+            hp = state.cluster.hp_priority  # the most important victim first, as it expects
+            choice.sort(key=lambda t: (-priority_value(t.priority, hp), t.id))
             kept[node] = ([t.uid or t.id for t in choice], _violations(choice, allowance))
         return preemption_result(kept)
 
@@ -984,8 +989,9 @@ def _overlay_cluster(base: Cluster | None, nodes: list[Node]) -> Cluster:
     """``base`` with ``nodes`` in place of its nodes of the same name (others added, empty);
     a node whose snapshot pods now hold more than it has is locked, as the reader does."""
     fresh = {node.id: node for node in nodes}
-    if base is None:
-        return Cluster(nodes=nodes)
+    if base is None:  # no snapshot: the nodes are taken as empty
+        levels = list(dict.fromkeys(lv for n in nodes for lv in n.topology))
+        return Cluster(nodes=nodes, levels=levels)
     merged = [fresh.pop(node.id, node) for node in base.nodes] + list(fresh.values())
     held: dict[str, Counter[str]] = {}
     for task in base.tasks:
