@@ -353,3 +353,18 @@ def test_allocate_scheduler_without_dask_says_how_to_install_it(
         stderr
     )
     assert not out.exists()
+
+
+def test_allocate_guide_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    problem = load_problem(MIXED)
+    found = {}
+    for guide in ("off", "mip"):
+        out = tmp_path / f"{guide}.json"
+        code, _, _ = run(["allocate", str(MIXED), "--guide", guide, "--out", str(out)], capsys)
+        assert code == 0
+        result = json.loads(out.read_text())
+        assert violations(problem, result["grid"]) == []
+        found[guide] = result["objective"]
+    assert found["mip"] >= found["off"] - 1e-9  # the MIP-guided plan is one more start
+    code, _, stderr = run(["allocate", str(MIXED), "--method", "fifo", "--guide", "mip"], capsys)
+    assert code == 2 and "--guide applies only to --method greedy" in stderr
