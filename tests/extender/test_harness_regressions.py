@@ -73,3 +73,54 @@ def test_a_share_still_fits_where_a_gpu_has_room() -> None:
     answer, found = _filter(cluster, _pod("p", {"alibabacloud.com/gpu-milli": "220"}))
     assert answer["NodeNames"] == ["g2"]
     assert found == []
+
+
+def _preempt(extender: Extender, pod: dict[str, Any], node: str) -> tuple[Any, list[str]]:
+    from gpuopt.extender.check import preemption_violations
+    from gpuopt.extender.wire import read_preemption
+
+    state = extender.state
+    assert state is not None
+    uids = [task.uid for task in state.on_node[state.node_pos[node]] if task.uid]
+    body = {
+        "Pod": pod,
+        "NodeNameToMetaVictims": {node: {"Pods": [{"UID": u} for u in uids]}},
+    }
+    answer = extender.preempt(read_preemption(body))
+    ask = extender.ask(pod, state)
+    return answer, preemption_violations(state.cluster, ask, {node: uids}, answer)
+
+
+def _high(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["spec"]["priority"] = 1000
+    return pod
+
+
+def test_assumed_shares_on_one_gpu_are_never_stopped() -> None:
+    """openb-pod-7725 (``--keep``, the default trace): the model never stops a share that
+    shares its GPU (K6 ``shared-gpu``, ``models/cluster.md``), and the engine read that from
+    the snapshot's index once; shares bound later by ``Extender.assume`` were not added, so
+    it agreed to stop them. The fixed tasks are now read from the current tasks."""
+    node = Node(id="n1", gpus=1, cpus=16.0)
+    extender = Extender(Cluster(nodes=[node]))
+    for i in range(2):
+        extender.assume(Task(id=f"openb/s{i}", node="n1", gpus=1, gpu_milli=500, uid=f"u{i}"))
+    answer, found = _preempt(extender, _high(_pod("p", {"nvidia.com/gpu": "1"})), "n1")
+    assert answer == {"NodeNameToMetaVictims": {}}
+    assert found == []
+    # the same shares in the snapshot itself: the same answer
+    snapshot = Extender(extender.state.cluster if extender.state else None)
+    again, found = _preempt(snapshot, _high(_pod("p", {"nvidia.com/gpu": "1"})), "n1")
+    assert again == answer and found == []
+
+
+def test_an_ended_share_frees_its_gpu_mate() -> None:
+    """Once one of two shares ends (``Extender.forget``), the other is alone on its GPU and
+    may be stopped again."""
+    node = Node(id="n1", gpus=1, cpus=16.0)
+    tasks = [Task(id=f"openb/s{i}", node="n1", gpus=1, gpu_milli=500, uid=f"u{i}") for i in (0, 1)]
+    extender = Extender(Cluster(nodes=[node], tasks=tasks))
+    extender.forget("openb/s0")
+    answer, found = _preempt(extender, _high(_pod("p", {"nvidia.com/gpu": "1"})), "n1")
+    assert answer["NodeNameToMetaVictims"]["n1"]["Pods"] == [{"UID": "u1"}]
+    assert found == []
