@@ -47,6 +47,7 @@ import heapq
 import json
 import math
 import random
+import re
 import statistics
 import sys
 import time
@@ -186,6 +187,8 @@ class HarnessResult:
     nodes_checked: int = 0
     violation_count: int = 0
     violations: list[str] = field(default_factory=list)
+    #: violation counts by kind (the sentence with names and numbers blanked)
+    violation_kinds: dict[str, int] = field(default_factory=dict)
     filter_ms: list[float] = field(default_factory=list, repr=False)
     prioritize_ms: list[float] = field(default_factory=list, repr=False)
     preempt_ms: list[float] = field(default_factory=list, repr=False)
@@ -198,6 +201,9 @@ class HarnessResult:
     def violate(self, found: Sequence[str], where: str) -> None:
         self.violation_count += len(found)
         for line in found:
+            rule, _, sentence = line.partition(": ")
+            kind = f"{rule}: {_KIND.sub('#', sentence)[:120]}"
+            self.violation_kinds[kind] = self.violation_kinds.get(kind, 0) + 1
             if len(self.violations) < KEEP_VIOLATIONS:
                 self.violations.append(f"{where}: {line}")
 
@@ -215,6 +221,9 @@ class HarnessResult:
             out[f"{verb}_ms_median"] = round(statistics.median(samples), 3) if samples else None
             out[f"{verb}_ms_p99"] = round(_quantile(samples, 0.99), 3) if samples else None
         return out
+
+
+_KIND = re.compile(r"openb[\w/.-]*|\d+(\.\d+)?|'[^']*'")
 
 
 def _quantile(samples: list[float], q: float) -> float:
@@ -628,6 +637,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nfirst {len(result.violations)} of {result.violation_count} violations:")
         for line in result.violations:
             print(f"- {line}")
+        print("\nby kind:")
+        for kind, count in sorted(result.violation_kinds.items(), key=lambda kv: -kv[1]):
+            print(f"- {count:,}: {kind}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         summary = {"trace": args.trace, **result.summary()}
