@@ -5,8 +5,12 @@ judged by building the cluster model with the pod placed on it and letting
 the model's own validation (C3 capacity, C7 GPU shares, K3 node selector and
 affinity, K4 extended resources) and the Kubernetes rules of
 :mod:`gpuopt.cluster.rules` (K1-K2 :func:`~gpuopt.cluster.rules.refusal`,
-K5 :class:`~gpuopt.cluster.rules.PodTerms`) speak, plus a brute-force search
-for a GPU set that meets the pod's bandwidth (N3). Slower than the engine by
+K5 :class:`~gpuopt.cluster.rules.PodTerms`) speak, plus C7's rule for a
+request (a share fits a GPU with that much left, a whole GPU is one holding
+nothing, on the node's GPUs as :func:`~gpuopt.cluster.shares.layout` lays them
+out now: running shares never move between GPUs, which the snapshot's
+legality alone would allow) and a brute-force search for a GPU set that
+meets the pod's bandwidth (N3). Slower than the engine by
 orders of magnitude; the tests and ``benchmarks/extender_openb.py`` run it on
 every answer.
 """
@@ -82,9 +86,16 @@ class Judge:
             )
         except ValueError as exc:
             return f"model: {str(exc).splitlines()[0]}"
+        # C7's rule for a request: the node's GPUs as laid out now (the snapshot's legality
+        # alone would let the pod in by repacking running shares onto other GPUs)
+        devices, _ = layout(node.gpus, mine)
+        if self.ask.milli is not None:
+            if max(devices.left, default=0) < self.ask.milli:
+                return f"C7: no GPU of node {node_id} has {self.ask.milli} thousandths left"
+        elif devices.free < self.ask.gpus:
+            return f"C3: node {node_id} has {devices.free} free GPUs, not {self.ask.gpus}"
         linked = self.ask.milli is None and self.ask.gpus >= 2 and self.ask.min_bandwidth > 0
         if linked and node.interconnect is not None and node.gpus <= MAX_TOPOLOGY_GPUS:
-            devices, _ = layout(node.gpus, mine)
             used = [gpu for gpu, left in enumerate(devices.left) if left < MILLI]
             matrix = interconnect_matrix(node.interconnect, node.gpus)
             request = GpuRequest(gpus=self.ask.gpus, min_bandwidth=self.ask.min_bandwidth)

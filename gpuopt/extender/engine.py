@@ -122,8 +122,8 @@ class State:
     task_node: np.ndarray = field(init=False)
     #: the running tasks that carry a required anti-affinity term, with the term
     anti_terms: list[tuple[Task, PodAffinityTerm]] = field(init=False)
-    #: tasks preemption never stops, with the reason (K8: the cluster index's ``fixed``)
-    fixed: dict[str, str] = field(init=False)
+    #: :attr:`fixed` once read for the current tasks (None: read it again)
+    _fixed: dict[str, str] | None = field(init=False, default=None)
     lock: threading.Lock = field(init=False)
 
     def __post_init__(self) -> None:
@@ -159,7 +159,7 @@ class State:
         self.anti_terms = [
             (task, term) for task in cluster.tasks for term in task.pod_anti_affinity
         ]
-        self.fixed = dict(index.fixed)
+        self._fixed = dict(index.fixed)
         self.lock = threading.Lock()
 
     def _refresh(self, pos: int) -> None:
@@ -184,8 +184,7 @@ class State:
             self.by_uid[task.uid] = task
         self.task_node = np.append(self.task_node, pos)
         self.anti_terms.extend((task, term) for term in task.pod_anti_affinity)
-        if task.fixed:
-            self.fixed[task.id] = task.pinned or "locked"
+        self._fixed = None
         self.cluster = Cluster.model_construct(
             **{**dict(self.cluster), "tasks": [*self.cluster.tasks, task]}
         )
@@ -198,11 +197,22 @@ class State:
         self._refresh(pos)
         if task.uid:
             self.by_uid.pop(task.uid, None)
+        self._fixed = None
         self.anti_terms = [(t, term) for t, term in self.anti_terms if t.id != task_id]
-        self.fixed.pop(task_id, None)
         tasks = [t for t in self.cluster.tasks if t.id != task_id]
         self.task_node = np.array([self.node_pos[t.node] for t in tasks], dtype=np.int64)
         self.cluster = Cluster.model_construct(**{**dict(self.cluster), "tasks": tasks})
+
+    @property
+    def fixed(self) -> dict[str, str]:
+        """Tasks preemption never stops, with the reason (K8: the cluster index's ``fixed``),
+        for the tasks running now: an assumed or ended task changes more than its own entry
+        (two shares on one GPU are ``shared-gpu``, a budget's allowance, pod affinity
+        groups)."""
+        found = self._fixed
+        if found is None:
+            found = self._fixed = dict(self.cluster.index.fixed)
+        return found
 
     def refused(self, ask: Ask) -> dict[int, str]:
         """K1-K3 for the pod's rules: node position -> why it is refused (cached per rule)."""
