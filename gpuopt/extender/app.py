@@ -34,6 +34,7 @@ from gpuopt.extender.wire import (
     MAX_DEPTH,
     BadRequest,
     decode,
+    priority_json,
     read_args,
     read_preemption,
 )
@@ -272,9 +273,10 @@ def create_app(
             try:
                 body = await _body(request, max_body)
                 result = answer(decode(body, max_depth=max_depth))
-                response: Response = Response(
-                    json.dumps(result, separators=(",", ":")), media_type="application/json"
+                text = (
+                    result if isinstance(result, str) else json.dumps(result, separators=(",", ":"))
                 )
+                response: Response = Response(text, media_type="application/json")
             except BadRequest as exc:
                 metrics.errors.labels(name, exc.reason).inc()
                 log.warning(
@@ -347,7 +349,8 @@ def create_app(
         ),
         Route(
             "/prioritize",
-            verb("prioritize", lambda body: extender.prioritize(read_args(body))),
+            # the scores written as JSON directly: the text of extender.prioritize's answer
+            verb("prioritize", lambda body: priority_json(extender.scores(read_args(body)))),
             methods=["POST"],
         ),
         Route(

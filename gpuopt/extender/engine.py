@@ -102,6 +102,8 @@ class State:
     version: int
     source: str
     node_pos: dict[str, int] = field(init=False)
+    #: the nodes' names, by position
+    names: list[str] = field(init=False)
     gpus: np.ndarray = field(init=False)
     left: np.ndarray = field(init=False)
     free_whole: np.ndarray = field(init=False)
@@ -131,6 +133,7 @@ class State:
         nodes = cluster.nodes
         index = cluster.index
         self.node_pos = dict(index.node_pos)
+        self.names = [node.id for node in nodes]
         self.gpus = index.node_gpus.copy()
         self.cpus = index.node_cpus.copy()
         self.memory = index.node_memory.copy()
@@ -352,6 +355,7 @@ def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
     """E2-E4 on the nodes at ``positions``: the first rule each breaks, in rule order."""
     reasons: dict[int, tuple[str, bool]] = {}
     nodes = state.cluster.nodes
+    names = state.names
     pending = ask.pending
 
     def fail(mask: np.ndarray, why: Callable[[int], str], static: np.ndarray | bool) -> None:
@@ -377,8 +381,7 @@ def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
             pos: int, name: str = name, amount: int = amount, free: np.ndarray = everywhere
         ) -> str:
             return (
-                f"K4: node {nodes[pos].id} has {int(free[pos])} {name} free; "
-                f"the pod asks for {amount}"
+                f"K4: node {names[pos]} has {int(free[pos])} {name} free; the pod asks for {amount}"
             )
 
         fail(free < amount, short, capacity < amount)
@@ -388,7 +391,7 @@ def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
         fail(
             best < ask.milli,
             lambda pos: (
-                f"C7: node {nodes[pos].id} has no GPU with {ask.milli} thousandths left "
+                f"C7: node {names[pos]} has no GPU with {ask.milli} thousandths left "
                 f"(the most one has is {max(int(state.best_share[pos]), 0)})"
             ),
             gpus == 0,
@@ -398,7 +401,7 @@ def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
         fail(
             free < ask.gpus,
             lambda pos: (
-                f"C3: node {nodes[pos].id} has {_nodes_word(int(state.free_whole[pos]))} free; "
+                f"C3: node {names[pos]} has {_nodes_word(int(state.free_whole[pos]))} free; "
                 f"the pod asks for {ask.gpus}"
             ),
             gpus < ask.gpus,
@@ -412,7 +415,7 @@ def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
                 if found is None:
                     static = topology.best_set(topology.full_mask, ask.gpus, ask.min_bandwidth)
                     reasons[pos] = (
-                        f"N3: node {nodes[pos].id} has no {ask.gpus} free GPUs whose every pair "
+                        f"N3: node {names[pos]} has no {ask.gpus} free GPUs whose every pair "
                         f"reaches {ask.min_bandwidth:g} GB/s",
                         static is None,
                     )
@@ -420,7 +423,7 @@ def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
     fail(
         state.cpus_free[positions] < cpus,
         lambda pos: (
-            f"C3: node {nodes[pos].id} has {state.cpus_free[pos] / 1000:g} CPUs free; "
+            f"C3: node {names[pos]} has {int(state.cpus_free[pos]) / 1000:g} CPUs free; "
             f"the pod asks for {pending.cpus:g}"
         ),
         state.cpus[positions] < cpus,
@@ -431,13 +434,13 @@ def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
         fail(
             (free_memory >= 0) & (free_memory < memory),
             lambda pos: (
-                f"C3: node {nodes[pos].id} has {state.memory_free[pos] / 1000:g} MiB of memory "
+                f"C3: node {names[pos]} has {int(state.memory_free[pos]) / 1000:g} MiB of memory "
                 f"free; the pod asks for {pending.memory:g}"
             ),
             (state.memory[positions] >= 0) & (state.memory[positions] < memory),
         )
     _pod_terms(state, ask, positions, reasons)
-    passed = np.array([pos not in reasons for pos in positions.tolist()], dtype=bool)
+    passed = ~np.isin(positions, np.fromiter(reasons, dtype=np.int64, count=len(reasons)))
     return Fit(positions=positions, passed=passed, reasons=reasons)
 
 
@@ -461,6 +464,8 @@ def _pod_terms(
 ) -> None:
     """K5 on the nodes not refused yet (E4)."""
     pending = ask.pending
+    if not (pending.pod_anti_affinity or pending.pod_affinity or state.anti_terms):
+        return  # no term to check
     nodes = state.cluster.nodes
     space = pending.space
     open_positions = np.array([p for p in positions.tolist() if p not in reasons], dtype=np.int64)
@@ -788,15 +793,17 @@ class Extender:
         return ask
 
     def _positions(self, state: State, names: Sequence[str]) -> np.ndarray:
+        try:
+            return np.fromiter(map(state.node_pos.__getitem__, names), np.int64, len(names))
+        except KeyError:
+            pass
         missing = [name for name in names if name not in state.node_pos]
-        if missing:
-            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-            raise BadRequest(
-                f"node {missing[0]!r}{more} is not in the snapshot ({state.source}); "
-                "refresh the snapshot or use full mode.",
-                reason="unknown-node",
-            )
-        return np.array([state.node_pos[name] for name in names], dtype=np.int64)
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise BadRequest(
+            f"node {missing[0]!r}{more} is not in the snapshot ({state.source}); "
+            "refresh the snapshot or use full mode.",
+            reason="unknown-node",
+        )
 
     def _resolve(self, args: ExtenderArgs) -> tuple[State, Ask, np.ndarray]:
         state = self._cache_state() if args.node_names is not None else self._full_state(args)
@@ -809,12 +816,12 @@ class Extender:
         """``ExtenderFilterResult`` for ``args`` (E2-E4)."""
         state, ask, positions = self._resolve(args)
         found = fit(state, ask, positions)
-        nodes = state.cluster.nodes
-        passed = [nodes[p].id for p in positions[found.passed].tolist()]
+        names = state.names
+        passed = [names[p] for p in positions[found.passed].tolist()]
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
         for pos, (why, hard) in found.reasons.items():
-            (unresolvable if hard else failed)[nodes[pos].id] = why
+            (unresolvable if hard else failed)[names[pos]] = why
         if args.nodes is None:
             return filter_result(passed, failed, unresolvable)
         keep = set(passed)
@@ -837,9 +844,8 @@ class Extender:
         total = sum(weight * part for weight, part in parts) / sum(w for w, _ in parts)
         scores = np.rint(np.clip(total, 0.0, 1.0) * MAX_SCORE).astype(np.int64)
         scores[~found.passed] = 0
-        nodes = state.cluster.nodes
-        pairs = zip(positions.tolist(), scores.tolist(), strict=True)
-        return [(nodes[p].id, int(s)) for p, s in pairs]
+        names = state.names
+        return list(zip([names[p] for p in positions.tolist()], scores.tolist(), strict=True))
 
     def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
         """``HostPriorityList`` for ``args``."""

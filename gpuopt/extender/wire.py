@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _ascii  # json.dumps's own string writer
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,9 @@ MAX_DEPTH = 64
 #: MaxExtenderPriority of extender/v1: scores run from 0 to this.
 MAX_SCORE = 10
 
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+#: A JSON string (the unrolled form of ``"(?:[^"\\]|\\.)*"``: the same strings, matched
+#: without one step of the regex engine per character).
+_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
@@ -57,7 +60,11 @@ def decode(body: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     """The JSON value of ``body``, refused when malformed or nested deeper than ``max_depth``."""
     if not body.strip():
         raise BadRequest("the request body is empty; expected a JSON object.", reason="empty")
-    depth = nesting(body)
+    # the depth is at most the number of opening brackets (those inside strings too), so a
+    # body with few of them (a nodeCacheCapable request: about 15) needs no exact count
+    depth = 0
+    if body.count(b"[") + body.count(b"{") > max_depth:
+        depth = nesting(body)
     if depth > max_depth:
         raise BadRequest(
             f"the JSON is nested {depth} levels deep, more than the limit of {max_depth}.",
@@ -106,7 +113,13 @@ def _kind(value: Any) -> str:
 
 
 def _names(value: Any, what: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(name, str) and name for name in value):
+    if not isinstance(value, list):
+        raise BadRequest(f"{what} must be a list of node names.", reason="field")
+    if set(map(type, value)) <= {str}:  # what json.loads gives: checked at C speed
+        valid = "" not in value
+    else:
+        valid = all(isinstance(name, str) and name for name in value)
+    if not valid:
         raise BadRequest(f"{what} must be a list of node names.", reason="field")
     return value
 
@@ -247,6 +260,28 @@ def priority_list(scores: list[tuple[str, int]]) -> list[dict[str, Any]]:
     return [{"Host": host, "Score": score} for host, score in scores]
 
 
+#: host -> the start of its HostPriority's JSON text, ``{"Host":"<host>","Score":`` (a memo,
+#: emptied when it holds more than ``_HOST_MEMO`` hosts).
+_HOST_JSON: dict[str, str] = {}
+_HOST_MEMO = 2**16
+
+
+def priority_json(scores: list[tuple[str, int]]) -> str:
+    """The ``HostPriorityList`` of ``scores`` (integer scores) as JSON text: the text of
+    ``json.dumps(priority_list(scores), separators=(",", ":"))``, written 3-4 times as fast."""
+    memo = _HOST_JSON
+    if len(memo) > _HOST_MEMO:
+        memo.clear()
+    items: list[str] = []
+    append = items.append
+    for host, score in scores:
+        head = memo.get(host)
+        if head is None:
+            head = memo[host] = '{"Host":' + _ascii(host) + ',"Score":'
+        append(f"{head}{score}}}")  # an int's text is its JSON
+    return "[" + ",".join(items) + "]"
+
+
 def preemption_result(kept: dict[str, tuple[list[str], int]]) -> dict[str, Any]:
     """An ``ExtenderPreemptionResult``: per node kept, its victims' UIDs and PDB violations."""
     return {
@@ -270,6 +305,7 @@ __all__ = [
     "nesting",
     "node_name",
     "preemption_result",
+    "priority_json",
     "priority_list",
     "read_args",
     "read_preemption",
