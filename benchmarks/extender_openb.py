@@ -223,7 +223,8 @@ class HarnessResult:
         return out
 
 
-_KIND = re.compile(r"openb[\w/.-]*|\d+(\.\d+)?|'[^']*'")
+#: What :meth:`HarnessResult.violate` blanks: names, numbers (not rule labels), quoted values.
+_KIND = re.compile(r"openb[\w/.-]*|\b\d[\d,]*(\.\d+)?\b|'[^']*'")
 
 
 def _quantile(samples: list[float], q: float) -> float:

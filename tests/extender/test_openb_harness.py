@@ -93,3 +93,5 @@ def test_a_wrong_filter_is_caught(harness: ModuleType, monkeypatch: pytest.Monke
     result = harness.run_harness(NODES, PODS, pods=None, preempt=False)
     assert result.violation_count > 0
     assert any("passed, but" in line for line in result.violations)
+    assert any(kind.startswith("E2: node # passed, but") for kind in result.violation_kinds)
+    assert sum(result.violation_kinds.values()) == result.violation_count
