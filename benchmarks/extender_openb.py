@@ -224,7 +224,10 @@ class HarnessResult:
 
 
 #: What :meth:`HarnessResult.violate` blanks: names, numbers (not rule labels), quoted values.
-_KIND = re.compile(r"openb[\w/.-]*|\b\d[\d,]*(\.\d+)?\b|'[^']*'")
+_KIND = re.compile(
+    r"(?<=\bnode )[^\s,:()]+|(?<=\btask )[^\s,:()]+|(?<=\bvictim )[^\s,:()]+"
+    r"|openb[\w/.-]*|\b\d[\d,]*(\.\d+)?\b|'[^']*'"
+)
 
 
 def _quantile(samples: list[float], q: float) -> float:
