@@ -22,11 +22,11 @@ cluster fills up. For each pod:
 3. a pod no node passes is unplaced; when its priority is high, ``POST
    /preempt`` proposes, on up to ``--preempt-nodes`` of the nodes that failed
    it (not the unresolvable ones), every lower-priority pod there as victims;
-   the answer is checked by ``preemption_violations`` (every node it keeps, or
-   a sample of ``--check-nodes``), and the pod is bound to
-   the agreed node kube-scheduler would pick (fewest PDB violations, lowest
-   highest victim priority, lowest priority sum, fewest victims, first),
-   whose victims end (counted as evicted).
+   the answer is checked by ``preemption_violations`` (every node it keeps,
+   or a sample of ``--check-nodes``, the chosen one among them), and the pod
+   is bound to the agreed node kube-scheduler would pick (fewest PDB
+   violations, lowest highest victim priority, lowest priority sum, fewest
+   victims, first), whose victims end (counted as evicted).
 
 Reported: pods, placed, unplaced, preemptions, checker violations (the run
 exits with 1 when there are any, printing the first few), filter and
@@ -223,7 +223,11 @@ class HarnessResult:
         return out
 
 
-_KIND = re.compile(r"openb[\w/.-]*|\d+(\.\d+)?|'[^']*'")
+#: What :meth:`HarnessResult.violate` blanks: names, numbers (not rule labels), quoted values.
+_KIND = re.compile(
+    r"(?<=\bnode )[^\s,:()]+|(?<=\btask )[^\s,:()]+|(?<=\bvictim )[^\s,:()]+"
+    r"|openb[\w/.-]*|\b\d[\d,]*(\.\d+)?\b|'[^']*'"
+)
 
 
 def _quantile(samples: list[float], q: float) -> float:
@@ -432,17 +436,6 @@ async def _preempt(
     kept: dict[str, Any] = dict(answer.get("NodeNameToMetaVictims") or {})
     result.preempt_nodes_agreed += len(kept)
     result.victims_agreed += sum(len(entry.get("Pods") or []) for entry in kept.values())
-    started = time.perf_counter()
-    checked = kept
-    if check_nodes is not None and len(kept) > check_nodes:
-        sample = set(rng.sample(sorted(kept), check_nodes))
-        checked = {node: entry for node, entry in kept.items() if node in sample}
-    result.violate(
-        preemption_violations(cluster, ask, proposed, {"NodeNameToMetaVictims": checked}), where
-    )
-    result.check_seconds += time.perf_counter() - started
-    if not kept:
-        return
     by_uid = {task.uid: task for task in cluster.tasks if task.uid}
 
     def rank(item: tuple[str, Any]) -> tuple[int, int, int, int]:
@@ -455,11 +448,30 @@ async def _preempt(
             len(values),
         )
 
-    node, entry = min(kept.items(), key=rank)
-    for pod in entry.get("Pods") or []:
+    usable = {  # victims among those proposed (the checker reports any other)
+        node: entry
+        for node, entry in kept.items()
+        if node in proposed
+        and {pod.get("UID") for pod in entry.get("Pods") or []} <= set(proposed[node])
+    }
+    chosen = min(usable.items(), key=rank)[0] if usable else None
+    started = time.perf_counter()
+    checked = kept
+    if check_nodes is not None and len(kept) > check_nodes:
+        others = sorted(node for node in kept if node != chosen)
+        size = max(0, check_nodes - (chosen is not None))
+        sample = set(rng.sample(others, size)) | {chosen}
+        checked = {node: entry for node, entry in kept.items() if node in sample}
+    result.violate(
+        preemption_violations(cluster, ask, proposed, {"NodeNameToMetaVictims": checked}), where
+    )
+    result.check_seconds += time.perf_counter() - started
+    if chosen is None:
+        return
+    for pod in usable[chosen].get("Pods") or []:
         end(by_uid[pod["UID"]].id)
         result.evicted += 1
-    bind(bound_task(ask, node, now))
+    bind(bound_task(ask, chosen, now))
     result.preempted_placed += 1
 
 
@@ -479,6 +491,8 @@ def run_harness(
 ) -> HarnessResult:
     """Drive an extender on the openb nodes with the first ``pods`` pods of ``pods_csv`` in
     creation order, checking every answer (see the module docstring)."""
+    if check_passed is not None and check_passed < 1:
+        raise ValueError("check_passed must be at least 1 (the bound node is always checked)")
     started = time.perf_counter()
     cluster = openb_cluster(nodes_csv)
     rows = read_openb_pods(pods_csv)
