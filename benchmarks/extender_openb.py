@@ -138,26 +138,7 @@ def pod_object(pod: OpenbPod) -> dict[str, Any]:
 
 def bound_task(ask: Ask, node: str, start: float) -> Task:
     """The pod read by the extender, running on ``node`` since ``start``."""
-    p = ask.pending
-    return Task(
-        id=p.id,
-        node=node,
-        gpus=p.gpus,
-        cpus=p.cpus,
-        memory=p.memory,
-        gpu_milli=p.gpu_milli,
-        priority=p.priority,
-        node_selector=p.node_selector,
-        namespace=p.namespace,
-        labels=p.labels,
-        tolerations=p.tolerations,
-        node_affinity=p.node_affinity,
-        pod_affinity=p.pod_affinity,
-        pod_anti_affinity=p.pod_anti_affinity,
-        resources=p.resources,
-        uid=p.uid,
-        start_time=max(0.0, start),
-    )
+    return ask.pending.as_task(node, start_time=max(0.0, start))
 
 
 def held_milli(task: Task) -> int:

@@ -537,6 +537,29 @@ class Pending(_Extended):
         """Its namespace: as given, else the part of the id before '/', else 'default'."""
         return namespace_of(self.id, self.namespace)
 
+    def as_task(self, node: str, **fields: Any) -> Task:
+        """This pod bound to ``node``: a running task with its request, rules and uid
+        (``fields``: more of the task's, such as ``start_time``)."""
+        return Task(
+            id=self.id,
+            node=node,
+            gpus=self.gpus,
+            cpus=self.cpus,
+            memory=self.memory,
+            gpu_milli=self.gpu_milli,
+            priority=self.priority,
+            node_selector=self.node_selector,
+            namespace=self.namespace,
+            labels=self.labels,
+            tolerations=self.tolerations,
+            node_affinity=self.node_affinity,
+            pod_affinity=self.pod_affinity,
+            pod_anti_affinity=self.pod_anti_affinity,
+            resources=self.resources,
+            uid=self.uid,
+            **fields,
+        )
+
     @model_validator(mode="after")
     def _check_pending(self) -> Pending:
         _check_pod(f"pending {self.id!r}", self)

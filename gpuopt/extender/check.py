@@ -31,27 +31,6 @@ from gpuopt.placement.nodes import MAX_TOPOLOGY_GPUS, GpuRequest, interconnect_m
 WAITING = "gpuopt.io/waiting"
 
 
-def _as_task(ask: Ask, node: str) -> Task:
-    pending = ask.pending
-    return Task(
-        id=pending.id,
-        node=node,
-        gpus=pending.gpus,
-        cpus=pending.cpus,
-        memory=pending.memory,
-        gpu_milli=pending.gpu_milli,
-        priority=pending.priority,
-        node_selector=pending.node_selector,
-        namespace=pending.namespace,
-        labels=pending.labels,
-        tolerations=pending.tolerations,
-        node_affinity=pending.node_affinity,
-        pod_affinity=pending.pod_affinity,
-        pod_anti_affinity=pending.pod_anti_affinity,
-        resources=pending.resources,
-    )
-
-
 class Judge:
     """Whether the pod may go on each node of ``cluster`` with ``removed`` tasks stopped."""
 
@@ -66,7 +45,7 @@ class Judge:
             self.on.setdefault(task.node, []).append(task)
         waiting = Node(id=WAITING, gpus=max(1, ask.gpus), cpus=1e6)
         view = Cluster.model_construct(
-            nodes=[*cluster.nodes, waiting], tasks=[*self.tasks, _as_task(ask, WAITING)]
+            nodes=[*cluster.nodes, waiting], tasks=[*self.tasks, ask.pending.as_task(WAITING)]
         )
         self.terms = PodTerms(view)
 
@@ -81,7 +60,7 @@ class Judge:
         try:  # C3, C7, K3, K4 by the model's own validation of the node with the pod on it
             Cluster(
                 nodes=[node],
-                tasks=[*mine, _as_task(self.ask, node_id)],
+                tasks=[*mine, self.ask.pending.as_task(node_id)],
                 levels=self.cluster.levels,
             )
         except ValueError as exc:
