@@ -126,6 +126,8 @@ class State:
     anti_terms: list[tuple[Task, PodAffinityTerm]] = field(init=False)
     #: :attr:`fixed` once read for the current tasks (None: read it again)
     _fixed: dict[str, str] | None = field(init=False, default=None)
+    #: extended resource -> per node what is free of it (K4), computed on first use
+    extras: dict[str, np.ndarray] = field(init=False, default_factory=dict)
     lock: threading.Lock = field(init=False)
 
     def __post_init__(self) -> None:
@@ -166,6 +168,7 @@ class State:
         self.lock = threading.Lock()
 
     def _refresh(self, pos: int) -> None:
+        self.extras.clear()  # what the node's tasks hold changed
         node = self.cluster.nodes[pos]
         row = node_left(node, self.on_node[pos])
         self.left[pos, : node.gpus] = row
@@ -252,12 +255,17 @@ class State:
         return found
 
     def extra_free(self, name: str) -> np.ndarray:
-        """Per node, what is free of extended resource ``name`` (K4)."""
-        offered = np.array([n.resources.get(name, 0) for n in self.cluster.nodes], dtype=np.int64)
-        used = np.zeros(len(offered), dtype=np.int64)
-        for pos, tasks in enumerate(self.on_node):
-            used[pos] = sum(task.resources.get(name, 0) for task in tasks)
-        return np.asarray(offered - used)
+        """Per node, what is free of extended resource ``name`` (K4; once per state and name,
+        not on every request)."""
+        found = self.extras.get(name)
+        if found is None:
+            nodes = self.cluster.nodes
+            offered = np.array([n.resources.get(name, 0) for n in nodes], dtype=np.int64)
+            used = np.zeros(len(offered), dtype=np.int64)
+            for pos, tasks in enumerate(self.on_node):
+                used[pos] = sum(task.resources.get(name, 0) for task in tasks)
+            found = self.extras[name] = np.asarray(offered - used)
+        return found
 
 
 def node_left(node: Node, tasks: Sequence[Task]) -> list[int]:
