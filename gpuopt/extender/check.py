@@ -23,7 +23,7 @@ from typing import Any
 from gpuopt.cluster.model import Cluster, Node, Task, priority_value
 from gpuopt.cluster.rules import PodTerms, budget_allowance, refusal
 from gpuopt.cluster.shares import MILLI, layout
-from gpuopt.extender.engine import Ask
+from gpuopt.extender.pod import Ask
 from gpuopt.extender.wire import MAX_SCORE
 from gpuopt.placement.nodes import MAX_TOPOLOGY_GPUS, GpuRequest, interconnect_matrix
 
