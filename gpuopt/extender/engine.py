@@ -56,8 +56,8 @@ from gpuopt.extender.fit import refusal_after as refusal_after
 from gpuopt.extender.pod import BANDWIDTH_ANNOTATION as BANDWIDTH_ANNOTATION
 from gpuopt.extender.pod import LEVEL_ANNOTATION as LEVEL_ANNOTATION
 from gpuopt.extender.pod import Ask, read_pod
+from gpuopt.extender.preempt import EMPTY_REASONS, review
 from gpuopt.extender.preempt import EXACT_VICTIMS as EXACT_VICTIMS
-from gpuopt.extender.preempt import review
 from gpuopt.extender.scores import (
     WEIGHTS,
     Fragmentation,
@@ -86,8 +86,12 @@ POD_CACHE = 256
 class Counts:
     """What the extender saw, for ``/metrics`` and ``/healthz``."""
 
+    #: pod fields not modelled, by the reader's report key
     ignored: Counter[str] = field(default_factory=Counter)
+    #: proposed nodes dropped by preempt, by reason (``preempt.DROP_REASONS``)
     dropped: Counter[str] = field(default_factory=Counter)
+    #: preempt answers with no victims at all, by reason (``preempt.EMPTY_REASONS``)
+    empty: Counter[str] = field(default_factory=Counter)
 
 
 class Extender:
@@ -320,13 +324,22 @@ class Extender:
                 reason="no-snapshot",
             )
         ask = self.ask(args.pod, state)
-        if ask.pending.preemption_policy == "Never":
+        pod_id = ask.pending.id
+        if ask.pending.preemption_policy == "Never" or not args.victims:
+            never = ask.pending.preemption_policy == "Never"
+            reason = "preemption-policy-never" if never else "no-candidates"
+            self.counts.empty[reason] += 1
+            log.info("preempt %s: no victims: %s", pod_id, EMPTY_REASONS[reason])
             return preemption_result({})
         positions = self._positions(state, list(args.victims))
         found = review(state, ask, args.victims, positions.tolist(), self._clock(state))
         for node, (reason, detail) in found.dropped.items():
             self.counts.dropped[reason] += 1
-            log.info("preempt: node %s dropped: %s", node, detail)
+            log.debug("preempt %s: node %s dropped: %s", pod_id, node, detail)
+        if not found.kept:
+            self.counts.empty["nodes-dropped"] += 1
+        if found.dropped:  # one line per answer, kube-scheduler style: "0/3 nodes: 2 ..., 1 ..."
+            log.info("preempt %s: victims on %s", pod_id, found.summary())
         return preemption_result(found.kept)
 
     def _clock(self, state: State) -> float:

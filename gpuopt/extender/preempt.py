@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,23 @@ from gpuopt.extender.state import State
 
 #: Largest victim set searched exhaustively per node (E6); above it, cheapest first then shrink.
 EXACT_VICTIMS = 10
+
+#: Why a proposed node was dropped (E6.4): the label counted on ``/metrics`` -> the words
+#: of the log line, kube-scheduler style ("0/3 nodes: 2 budget exhausted, 1 ...").
+DROP_REASONS = {
+    "unknown-victim": "victim not in the snapshot",
+    "no-victim-needed": "room without victims",
+    "no-room": "no room even with every victim stopped",
+    "higher-priority": "needed victims not of lower priority",
+    "budget": "budget exhausted",
+    "protected": "needed victims never stopped (K8)",
+}
+#: Why a request got no victims on any node: label -> words of the log line.
+EMPTY_REASONS = {
+    "preemption-policy-never": "the pod's preemptionPolicy is Never",
+    "no-candidates": "kube-scheduler proposed no node",
+    "nodes-dropped": "every proposed node dropped",
+}
 
 #: Per budget: the budget, the ids of the tasks it selects, and the disruptions it allows.
 Allowance = list[tuple[Any, set[str], int]]
@@ -102,8 +120,17 @@ class Review:
 
     #: node -> (the victims' UIDs, highest priority first; budget violations)
     kept: dict[str, tuple[list[str], int]] = field(default_factory=dict)
-    #: node -> (reason label, one-sentence detail)
+    #: node -> (reason label, a key of :data:`DROP_REASONS`; one-sentence detail)
     dropped: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """The nodes kept out of those proposed, and the dropped ones counted by reason, most
+        frequent first: ``"0/3 nodes: 2 budget exhausted, 1 room without victims"``."""
+        total = len(self.kept) + len(self.dropped)
+        counts = Counter(reason for reason, _ in self.dropped.values())
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        parts = ", ".join(f"{count} {DROP_REASONS[reason]}" for reason, count in ranked)
+        return f"{len(self.kept)}/{total} nodes" + (f": {parts}" if parts else "")
 
 
 def _proposed_tasks(
@@ -124,6 +151,46 @@ def _proposed_tasks(
     return tasks
 
 
+def _why_no_room(
+    state: State, ask: Ask, pos: int, proposed: list[Task], allowed: list[Task]
+) -> tuple[str, str]:
+    """Why no subset of the ``allowed`` victims makes room on the node at ``pos``: the pod
+    would not fit even with every ``proposed`` victim stopped (``no-room``), else the kind of
+    victim gpuopt will not stop that is needed: ``higher-priority``, ``budget`` (a budget
+    that allows no disruption, or two budgets: K7) or ``protected`` (pinned, locked, a
+    shared GPU, ...: K8). Of several kinds, the first that makes room with the allowed
+    victims, else the first present."""
+    node = state.names[pos]
+    everyone = refusal_after(state, ask, pos, {t.id for t in proposed})
+    if everyone is not None:
+        return "no-room", f"stopping every proposed victim leaves no room ({everyone})"
+    hp = state.cluster.hp_priority
+    kinds: dict[str, list[Task]] = {"higher-priority": [], "budget": [], "protected": []}
+    chosen = {t.id for t in allowed}
+    for task in proposed:
+        if task.id in chosen:
+            continue
+        if priority_value(task.priority, hp) >= ask.priority:
+            kinds["higher-priority"].append(task)
+        elif state.fixed.get(task.id) in ("budget", "two-budgets"):
+            kinds["budget"].append(task)
+        else:
+            kinds["protected"].append(task)
+    present = [kind for kind, tasks in kinds.items() if tasks] or ["protected"]
+    blocking = next(
+        (
+            kind
+            for kind in present
+            if refusal_after(state, ask, pos, chosen | {t.id for t in kinds[kind]}) is None
+        ),
+        present[0],
+    )
+    names = ", ".join(
+        f"{t.id} ({state.fixed[t.id]})" if t.id in state.fixed else t.id for t in kinds[blocking]
+    )
+    return blocking, f"room on node {node} needs victims gpuopt does not stop: {names}"
+
+
 def review(
     state: State, ask: Ask, proposals: Proposals, positions: Sequence[int], now: float
 ) -> Review:
@@ -134,7 +201,10 @@ def review(
     for pos, (node, (uids, pods, _)) in zip(positions, proposals.items(), strict=True):
         tasks = _proposed_tasks(state, node, uids, pods)
         if isinstance(tasks, str):
-            found.dropped[node] = ("unknown-victim", f"victim {tasks} is not on it")
+            found.dropped[node] = (
+                "unknown-victim",
+                f"victim {tasks} is not on node {node} in the snapshot",
+            )
             continue
         allowed = [
             t
@@ -143,10 +213,13 @@ def review(
         ]
         choice = cheapest_victims(state, ask, pos, allowed, allowance, now)
         if choice is None:
-            found.dropped[node] = ("no-victim-set", "no victims it may stop make room")
+            found.dropped[node] = _why_no_room(state, ask, pos, tasks, allowed)
             continue
         if not choice:  # kube-scheduler refuses a node without victims (E6)
-            found.dropped[node] = ("no-victim-needed", "the pod fits without victims")
+            found.dropped[node] = (
+                "no-victim-needed",
+                f"the pod fits on node {node} without victims (kube-scheduler refuses such a node)",
+            )
             continue
         choice.sort(key=lambda t: (-priority_value(t.priority, hp), t.id))  # most important first
         found.kept[node] = ([t.uid or t.id for t in choice], budget_violations(choice, allowance))
@@ -154,6 +227,8 @@ def review(
 
 
 __all__ = [
+    "DROP_REASONS",
+    "EMPTY_REASONS",
     "EXACT_VICTIMS",
     "Allowance",
     "Review",
