@@ -3,12 +3,15 @@ extender in cache mode (victims by UID), as the page's "A whole run" and curl ex
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from datetime import datetime
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from gpuopt.cli import main
@@ -98,3 +101,35 @@ def test_cache_mode_preempts_by_uid_on_the_example() -> None:
     ask = extender.ask(body["Pod"], extender.state)
     assert preemption_violations(cluster, ask, proposed, result) == []
     assert extender.counts.dropped == {"higher-priority": 1}
+
+
+def test_the_documented_curl_requests_get_the_documented_replies() -> None:
+    """docs/kubernetes.md "Trying it by hand": each request body sent to the app on the
+    example's snapshot gets the reply printed after it, byte for byte."""
+    pytest.importorskip("starlette")
+    httpx = pytest.importorskip("httpx")
+    from gpuopt.extender.app import create_app
+
+    page = (Path(__file__).parents[2] / "docs" / "kubernetes.md").read_text()
+    section = page[
+        page.index("### Trying it by hand") : page.index("### KubeSchedulerConfiguration")
+    ]
+    calls = re.findall(
+        r"curl -s -w '\\n' http://127\.0\.0\.1:8990/(\w+) .*?<<'EOF'\n(.*?)\nEOF\n"
+        r"```\n\n```json\n(.*?)\n```",
+        section,
+        re.S,
+    )
+    assert [verb for verb, _, _ in calls] == ["filter", "prioritize", "preempt"]
+    cluster, _ = read_kubernetes(str(EXAMPLE))
+    app = create_app(Extender(cluster))
+
+    async def send(verb: str, body: str) -> str:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://extender") as client:
+            found = await client.post(f"/{verb}", content=body.encode())
+            assert found.status_code == 200, found.text
+            return str(found.text)
+
+    for verb, body, reply in calls:
+        assert asyncio.run(send(verb, body)) == reply, verb
