@@ -108,8 +108,9 @@ class Extender:
         Options of :func:`gpuopt.io.kubectl.read_kubernetes` for pods and nodes in
         requests (``gpu_resources``, ``topology_labels``, ``hp_priority``, ...).
     now
-        The clock victims' lost work is measured with (default: the snapshot's
-        ``now`` when it has one and is older, else the wall clock).
+        The clock victims' lost work is measured with (default: the wall clock, or the
+        snapshot's ``now`` when that is later: no victim's work is lost before the time
+        the snapshot was taken).
     """
 
     def __init__(
