@@ -294,6 +294,7 @@ def test_the_check_compares_each_figure_and_runs_each_command_once(tmp_path: Pat
     report = docs_figures.render(rows)
     assert "DRIFT (timing, not a failure)" in report
     assert "slow: expensive command" in report
+    assert "2 ok, 1 skipped, 1 timing drift (reported only)" in report.splitlines()
     row = rows[0]
     assert (row.doc_value, row.current) == (174.3, 174.31)
 
