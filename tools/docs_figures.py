@@ -13,10 +13,11 @@ compares it with the figure in the document and prints one row per figure::
     python tools/docs_figures.py --data ../shared/data    # where the traces are
     python tools/docs_figures.py --locate-only            # the registry matches the docs
 
-The exit status is 1 when a ``deterministic`` figure (an objective, a count, a
-gap, a status) drifted, could not be located in its document, or its command
-failed; ``timing`` figures (seconds, milliseconds) are reported and never fail,
-since they depend on the machine and its load. Commands that read the traces
+The exit status is 1 when a figure cannot be located in its document (the
+registry is out of date), or a ``deterministic`` figure (an objective, a
+count, a gap, a status) drifted or its command failed; ``timing`` figures
+(seconds, milliseconds) are reported and never fail, since they depend on
+the machine and its load. Commands that read the traces
 (``data: true``) are skipped, and reported, when the data folder is absent.
 A registry or usage error prints one sentence on stderr and exits 2.
 
@@ -620,9 +621,11 @@ def check(
 
 
 def failed(rows: Sequence[Row]) -> bool:
-    """True when a deterministic figure drifted, is missing or could not be recomputed."""
+    """True when a figure is not found in its document (the registry is out of date),
+    or a deterministic figure drifted or could not be recomputed."""
     return any(
-        row.figure.kind == "deterministic" and row.status in ("DRIFT", "MISSING", "ERROR")
+        row.status == "MISSING"
+        or (row.figure.kind == "deterministic" and row.status in ("DRIFT", "ERROR"))
         for row in rows
     )
 

@@ -312,6 +312,11 @@ def test_deterministic_drift_a_failed_command_or_a_lost_figure_fail(tmp_path: Pa
     registry = write_case(tmp_path, DOC.replace("objective 174.3", "value 174.3"))
     rows = docs_figures.check(registry, locate_only=True, root=tmp_path)
     assert statuses(rows)["objective"] == "MISSING" and docs_figures.failed(rows)
+    # a timing figure lost from its document fails too: the registry is out of date
+    registry = write_case(tmp_path, DOC.replace("takes 30 ms", "is quick"))
+    rows = docs_figures.check(registry, locate_only=True, root=tmp_path)
+    assert statuses(rows) == {"objective": "ok", "ms": "MISSING", "after": "ok", "slow": "ok"}
+    assert docs_figures.failed(rows)
 
 
 def test_data_figures_are_skipped_without_the_data_and_kinds_can_be_chosen(
