@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuopt.cli.common import (
@@ -79,9 +80,10 @@ def emit_or_show(args: argparse.Namespace, shown: Any, problem: Any, plan: Any) 
 
         written = write_kubernetes_files(problem, plan, args.emit_dir)
         if not args.quiet:  # stdout keeps what --emit asked for
+            script = Path(args.emit_dir) / SCRIPT
             print(
                 f"{args.emit_dir}: {len(written)} files; run them one stage at a time with "
-                f"sh {args.emit_dir}/{SCRIPT} STAGE (sh {args.emit_dir}/{SCRIPT} lists the stages)",
+                f"sh {script} STAGE (sh {script} lists the stages)",
                 file=sys.stderr,
             )
     if args.emit == "kubernetes":

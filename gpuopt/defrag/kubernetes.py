@@ -404,10 +404,11 @@ def _script(plan: MigrationPlan, stages: list[tuple[str, str, list[str]]]) -> st
         "",
         _REPLACEMENT.rstrip(),
         "",
-        "usage() {",
-        '  echo "usage: sh run.sh STAGE, one at a time in this order:" >&2',
-        *(f"  echo {shlex.quote(line[1:])} >&2" for line in listing),
-        "  exit 2",
+        "usage() {  # the stages: asked for (exit 0) on stdout, else on stderr",
+        '  if [ "$1" = 0 ]; then to=1; else to=2; fi',
+        '  echo "usage: sh run.sh STAGE, one at a time in this order:" >&"$to"',
+        *(f'  echo {shlex.quote(line[1:])} >&"$to"' for line in listing),
+        '  exit "$1"',
         "}",
         "",
         'case "${1:-} ${2:-}" in',
@@ -418,7 +419,7 @@ def _script(plan: MigrationPlan, stages: list[tuple[str, str, list[str]]]) -> st
         cases.append(f"  {shlex.quote(key)})")
         cases.extend(f"    {line}" for line in lines)
         cases.append("    ;;")
-    tail = ["  *) usage ;;", "esac", ""]
+    tail = ["  ' ') usage 0 ;;", "  *) usage 2 ;;", "esac", ""]
     return "\n".join([*head, *cases, *tail])
 
 

@@ -256,10 +256,22 @@ def test_the_script_runs_each_stage_in_order_from_any_folder(tmp_path: Path) -> 
     assert json.loads(bodies[0])["metadata"] == {"name": "t-7c9d4", "namespace": "ml"}
 
 
-def test_the_script_refuses_an_unknown_stage(tmp_path: Path) -> None:
+def test_the_script_lists_its_stages_and_refuses_an_unknown_one(tmp_path: Path) -> None:
     with pytest.raises(subprocess.CalledProcessError) as refused:
         run_stages(tmp_path, ["wave 7"])
-    assert refused.value.returncode == 2
+    assert refused.value.returncode == 2 and "wave 0" in refused.value.stderr
+    listed = subprocess.run(
+        ["sh", str(tmp_path / "plan" / "run.sh")], capture_output=True, text=True, check=True
+    )
+    stages = [line.split()[:2] for line in listed.stdout.splitlines()[1:]]
+    assert stages == [
+        ["wave", "0"],
+        ["release", "0"],
+        ["wave", "1"],
+        ["release", "1"],
+        ["finish", "once"],
+    ]
+    assert (tmp_path / "log").read_text() == ""  # neither ran kubectl
 
 
 @pytest.mark.parametrize(
