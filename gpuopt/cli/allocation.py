@@ -69,9 +69,9 @@ def load_scenario(path: str) -> Any:
         )
     if isinstance(raw, dict) and "apiVersion" in raw and "kind" in raw:
         raise ProblemError(
-            f"{path} holds Kubernetes objects (kind {raw['kind']}), not an allocation scenario; "
-            f"gpuopt snapshot kubectl {path} --out cluster.json makes a cluster snapshot of "
-            f"them, which {CLUSTER_COMMANDS} read."
+            f"{path} holds Kubernetes objects (kind {raw['kind']!s:.40}), not an allocation "
+            f"scenario; gpuopt snapshot kubectl {path} --out cluster.json makes a cluster "
+            f"snapshot of them, which {CLUSTER_COMMANDS} read."
         )
     return AllocationProblem.parse(raw, source=path)
 

@@ -143,7 +143,7 @@ def load_cluster_file(path: str) -> Any:
         )
     if isinstance(raw, dict) and "apiVersion" in raw and "kind" in raw:
         raise ProblemError(
-            f"{path} holds Kubernetes objects (kind {raw['kind']}), not a cluster snapshot; "
+            f"{path} holds Kubernetes objects (kind {raw['kind']!s:.40}), not a cluster snapshot; "
             f"gpuopt snapshot kubectl {path} --out cluster.json makes one of them."
         )
     return parse_cluster(raw, source=path)
