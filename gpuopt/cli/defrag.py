@@ -82,7 +82,8 @@ def emit_or_show(args: argparse.Namespace, shown: Any, problem: Any, plan: Any) 
         if not args.quiet:  # stdout keeps what --emit asked for
             script = Path(args.emit_dir) / SCRIPT
             print(
-                f"{args.emit_dir}: {len(written)} files; run them one stage at a time with "
+                f"{args.emit_dir}: {len(written)} file{'s' if len(written) != 1 else ''}; "
+                "run them one stage at a time with "
                 f"sh {script} STAGE (sh {script} lists the stages)",
                 file=sys.stderr,
             )

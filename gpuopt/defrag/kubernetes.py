@@ -389,7 +389,9 @@ def _count(number: int, noun: str) -> str:
 def _script(plan: MigrationPlan, stages: list[tuple[str, str, list[str]]]) -> str:
     """The POSIX shell script that runs ``stages`` one at a time (``sh run.sh STAGE``)."""
     width = max((len(stage) for stage, _, _ in stages), default=0)
-    listing = [f"#   {stage:<{width}}  {what}" for stage, what, _ in stages]
+    listing = [f"#   {stage:<{width}}  {what}" for stage, what, _ in stages] or [
+        "#   (none: the plan moves nothing)"
+    ]
     head = [
         "#!/bin/sh",
         f"# gpuopt plan ({plan.method}): {_count(len(plan.moves), 'move')} in "
