@@ -14,7 +14,8 @@ from gpuopt.cli import main
 EXAMPLE = files("gpuopt") / "scenarios" / "kubernetes" / "gpu-cluster.yaml"
 
 
-def test_the_documented_run(tmp_path: Path, capsys: Any) -> None:
+def test_the_documented_run(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the reasons on one line each, as searched below
     cluster = tmp_path / "cluster.json"
     plan = tmp_path / "plan.json"
     assert main(["snapshot", "kubectl", str(EXAMPLE), "--out", str(cluster)]) == 0
@@ -22,7 +23,7 @@ def test_the_documented_run(tmp_path: Path, capsys: Any) -> None:
     assert main(["diagnose", str(cluster), "--pending"]) == 0
     shown = capsys.readouterr().out
     assert "5 too little free room, 2 closed" in shown and "1 an untolerated taint" in shown
-    assert "waiting pods that fit: 0 now, 0 after the plan" in shown
+    assert "waiting pods that fit: 0 now\n" in shown and "plan" not in shown  # none given
     assert main(["defrag", str(cluster), "--for-pending", "--out", str(plan)]) == 0
     assert "waiting pods that fit: 0 now, 1 after the plan" in capsys.readouterr().out
     written = json.loads(plan.read_text())

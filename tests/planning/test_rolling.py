@@ -177,7 +177,10 @@ def test_coverage_risks_and_idle_windows() -> None:
     grid = [["rt", None, None], ["rt", "rt", None], ["rt", None, None]]
     hand = result.model_copy(update={"grid": grid})
     kinds = {(r["step"], r["kind"]) for r in coverage_risks(problem, hand)}
-    assert kinds == {(0, "shortfall"), (1, "thin"), (2, "thin")}
+    # step 0: 1 GPU for a demand of 2; step 1: 2 for 2, and the idle GPU 2 is out of
+    # reach (max_swap 1 above the 1 held at step 0); step 2: 1 for 1 and two idle GPUs
+    # within reach (up to 3 after the 2 of step 1), so a 10 % error is absorbed
+    assert kinds == {(0, "shortfall"), (1, "thin")}
     assert idle_windows(problem, hand) == [{"first_gpu": 2, "gpus": 1, "start": 0, "steps": 3}]
 
 
