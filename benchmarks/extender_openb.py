@@ -64,7 +64,7 @@ from gpuopt.cluster.shares import MILLI
 from gpuopt.extender.app import create_app
 from gpuopt.extender.check import filter_violations, preemption_violations, score_violations
 from gpuopt.extender.engine import Ask, Extender
-from gpuopt.io.openb import MODEL_LABEL, OpenbPod, read_openb_nodes, read_openb_pods
+from gpuopt.readers.openb import MODEL_LABEL, OpenbPod, read_openb_nodes, read_openb_pods
 
 #: The pods' namespace (the reader's task id is ``"openb/<name>"``).
 NAMESPACE = "openb"

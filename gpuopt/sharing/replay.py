@@ -168,7 +168,7 @@ def trace_pods(path: str | Path, notes: list[str] | None = None) -> list[Pod]:
     (``qos``, ``pod_phase``, the times), with its counts, is appended to it: the FGD
     protocol (R1) places every pod of the trace alike, in a random order, for good.
     """
-    from gpuopt.io.openb import read_openb_pods
+    from gpuopt.readers.openb import read_openb_pods
 
     rows = read_openb_pods(path)
     pods: list[Pod] = []

@@ -200,7 +200,7 @@ class ShareState:
     @classmethod
     def from_node_dicts(cls, nodes: Sequence[dict[str, Any]]) -> ShareState:
         """An empty cluster from node dicts (``id``, ``gpus``, ``cpus`` in cores, ``memory``,
-        ``labels``/``gpu_model``), such as :func:`gpuopt.io.openb.read_openb_nodes` gives."""
+        ``labels``/``gpu_model``), such as :func:`gpuopt.readers.openb.read_openb_nodes` gives."""
         return cls.from_nodes(
             [n["id"] for n in nodes],
             gpus=[int(n["gpus"]) for n in nodes],
@@ -212,7 +212,7 @@ class ShareState:
     @classmethod
     def from_openb(cls, nodes_csv: str | Path) -> ShareState:
         """An empty cluster from an openb node CSV (``sn,cpu_milli,memory_mib,gpu,model``)."""
-        from gpuopt.io.openb import read_openb_nodes
+        from gpuopt.readers.openb import read_openb_nodes
 
         return cls.from_node_dicts(read_openb_nodes(nodes_csv))
 

@@ -4,7 +4,7 @@ The trace (Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing
 Workloads with Fragmentation Gradient Descent", USENIX ATC '23) lists nodes
 and pods but not where the pods ran, so :func:`read_openb` *replays* the pods
 onto the nodes with a stated placement policy and returns the resulting
-:class:`~gpuopt.defrag.problem.DefragProblem` and an :class:`OpenbReport`.
+:class:`~gpuopt.cluster.Cluster` and an :class:`OpenbReport`.
 
 Files
 -----
@@ -106,8 +106,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from gpuopt.cluster.model import MAX_AMOUNT, MAX_NODE_GPUS, Cluster
 from gpuopt.cluster.shares import MILLI, Devices
-from gpuopt.defrag.problem import MAX_AMOUNT, MAX_NODE_GPUS, DefragProblem
 from gpuopt.errors import ProblemError, short, validate_object
 from gpuopt.io.csvfile import finite_number, open_csv
 
@@ -512,7 +512,7 @@ def read_openb(
     seed: int = 0,
     name: str | None = None,
     workload: bool = True,
-) -> tuple[DefragProblem, OpenbReport]:
+) -> tuple[Cluster, OpenbReport]:
     """Replay an openb trace onto its nodes and return the snapshot and a report.
 
     The mapping and the replay rules are in the module docstring.
@@ -551,7 +551,7 @@ def read_openb(
 
     Returns
     -------
-    tuple of DefragProblem and OpenbReport
+    tuple of Cluster and OpenbReport
         The validated snapshot and the counts of what happened to the pods.
 
     Raises
@@ -638,7 +638,7 @@ def read_openb(
     if typical:
         snapshot["options"] = {"workload": typical}
     problem = validate_object(
-        DefragProblem,
+        Cluster,
         snapshot,
         what="a snapshot",
         source=str(pods_csv),
