@@ -481,7 +481,8 @@ def run_harness(
     chosen = [rows[i] for i in order][:pods]
     workload = None
     if fgd:
-        from gpuopt.sharing.replay import trace_pods, trace_workload
+        from gpuopt.readers.openb import trace_pods
+        from gpuopt.sharing.replay import trace_workload
 
         workload = trace_workload(trace_pods(pods_csv))
     result = asyncio.run(

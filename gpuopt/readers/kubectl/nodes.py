@@ -31,6 +31,7 @@ from gpuopt.readers.kubectl.quantities import cpus, mebibytes
 
 
 def read_node(ctx: Context, obj: KubeObject) -> None:
+    """A Node: its resources, GPUs, labels, topology, readiness and taints."""
     reader, options = obj.reader, ctx.options
     metadata, name = named(reader, obj.item, "Node")
     labels = dict(reader.strings(metadata, "labels", "metadata.labels"))
@@ -115,6 +116,7 @@ def read_node(ctx: Context, obj: KubeObject) -> None:
 
 
 def _ready(ctx: Context, reader: Reader, status: Mapping[str, Any], name: str) -> bool:
+    """Its ``Ready`` condition (none: Ready, reported); notes the heartbeat's time."""
     conditions = reader.objects(status, "conditions", "status.conditions")
     for position, condition in enumerate(conditions):
         if condition.get("type") != "Ready":
@@ -134,6 +136,7 @@ def _ready(ctx: Context, reader: Reader, status: Mapping[str, Any], name: str) -
 def _taints(
     ctx: Context, reader: Reader, spec: Mapping[str, Any], name: str
 ) -> list[dict[str, str]]:
+    """Its taints (``PreferNoSchedule`` ones counted as not modelled)."""
     taints = []
     for position, taint in enumerate(reader.objects(spec, "taints", "spec.taints")):
         path = f"spec.taints[{position}]"

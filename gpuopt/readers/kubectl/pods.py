@@ -288,7 +288,7 @@ def hard_spread(ctx: Context, reader: Reader, spec: Mapping[str, Any], namespace
     """Note the pod's DoNotSchedule spread constraints; True when it has one.
 
     gpuopt does not plan with spreads yet; the pod and every pod its
-    constraints select are pinned (:meth:`finish`), so no move changes a
+    constraints select are pinned (:func:`.finish.finish`), so no move changes a
     count the constraint compares and the rule keeps holding.
     """
     hard = False
