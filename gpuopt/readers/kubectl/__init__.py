@@ -173,8 +173,8 @@ up, MiB rounded down to a thousandth on nodes and pods alike, so that pods
 that fit a node in bytes fit it in MiB). Quantities are read by
 :func:`parse_quantity`.
 
-Modules
--------
+Layout of the code
+------------------
 One module per responsibility, in reading order: :mod:`.documents` (files and
 folders to objects), :mod:`.kinds` (which reader reads each kind, in which
 order), :mod:`.nodes`, :mod:`.pods` (with :mod:`.resources` for requests and
