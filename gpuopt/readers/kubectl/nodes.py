@@ -37,21 +37,7 @@ def read_node(ctx: Context, obj: KubeObject) -> None:
     labels = dict(reader.strings(metadata, "labels", "metadata.labels"))
     spec = reader.mapping(obj.item, "spec", "spec")
     status = reader.mapping(obj.item, "status", "status")
-    allocatable = reader.mapping(status, "allocatable", "status.allocatable")
-    capacity = reader.mapping(status, "capacity", "status.capacity")
-    amounts: dict[str, tuple[Fraction, str]] = {}
-    for key in dict.fromkeys([*allocatable, *capacity]):
-        table = "allocatable" if key in allocatable else "capacity"
-        path = f"status.{table}.{key}"
-        amounts[key] = (reader.quantity(status[table][key], path), path)
-        if table == "capacity" and key != "pods":
-            ctx.note("capacity", f"{name} {key}")
-    if "cpu" not in amounts:
-        if allocatable or capacity:
-            reader.fail("status.allocatable.cpu is missing (and status.capacity.cpu too)")
-        # a node that has just registered (or a trimmed dump): nothing fits there yet
-        amounts["cpu"] = (Fraction(0), "status.allocatable.cpu")
-        ctx.note("no-allocatable", name)
+    amounts = _amounts(ctx, reader, status, name)
     gpus = 0
     gpu_names = [key for key in amounts if options.is_gpu(key)]
     for key in gpu_names:
@@ -98,7 +84,7 @@ def read_node(ctx: Context, obj: KubeObject) -> None:
         "taints": _taints(ctx, reader, spec, name),
         "resources": resources,
     }
-    if not (allocatable or capacity):
+    if not (status.get("allocatable") or status.get("capacity")):
         node["locked"] = True
     if node["unschedulable"]:
         ctx.note("cordoned", name)
@@ -113,6 +99,29 @@ def read_node(ctx: Context, obj: KubeObject) -> None:
     if labels.get(options.asw_label):
         node["asw"] = labels[options.asw_label]
     ctx.nodes[name] = reader.model(Node, node)
+
+
+def _amounts(
+    ctx: Context, reader: Reader, status: Mapping[str, Any], name: str
+) -> dict[str, tuple[Fraction, str]]:
+    """Every resource of the node and the path it was read at: ``status.allocatable``,
+    else ``status.capacity`` (reported); a node with neither has 0 CPUs (reported)."""
+    allocatable = reader.mapping(status, "allocatable", "status.allocatable")
+    capacity = reader.mapping(status, "capacity", "status.capacity")
+    amounts: dict[str, tuple[Fraction, str]] = {}
+    for key in dict.fromkeys([*allocatable, *capacity]):
+        table = "allocatable" if key in allocatable else "capacity"
+        path = f"status.{table}.{key}"
+        amounts[key] = (reader.quantity(status[table][key], path), path)
+        if table == "capacity" and key != "pods":
+            ctx.note("capacity", f"{name} {key}")
+    if "cpu" not in amounts:
+        if allocatable or capacity:
+            reader.fail("status.allocatable.cpu is missing (and status.capacity.cpu too)")
+        # a node that has just registered (or a trimmed dump): nothing fits there yet
+        amounts["cpu"] = (Fraction(0), "status.allocatable.cpu")
+        ctx.note("no-allocatable", name)
+    return amounts
 
 
 def _ready(ctx: Context, reader: Reader, status: Mapping[str, Any], name: str) -> bool:
