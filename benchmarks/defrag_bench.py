@@ -60,7 +60,7 @@ def snapshots(args: argparse.Namespace) -> list[tuple[str, DefragProblem]]:
             )
     folder = data_folder(args.data) / OPENB  # openb is optional here: skipped when absent
     if folder.is_dir():
-        from gpuopt.io.openb import read_openb
+        from gpuopt.readers.openb import read_openb
 
         problem, _ = read_openb(
             folder / "openb_node_list_gpu_node.csv", folder / "openb_pod_list_default.csv"

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     except ProblemError as exc:
         print(f"kubernetes_rules: {exc}", file=sys.stderr)
         return 2
-    from gpuopt.io.openb import read_openb
+    from gpuopt.readers.openb import read_openb
 
     base, _ = read_openb(
         folder / "openb_node_list_gpu_node.csv", folder / "openb_pod_list_default.csv"

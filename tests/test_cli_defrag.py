@@ -12,7 +12,7 @@ from gpuopt.defrag.generator import random_snapshot
 from gpuopt.defrag.problem import load_snapshot
 from gpuopt.defrag.solution import load_plan, violations
 
-FIXTURES = Path(__file__).parent / "io" / "fixtures"
+FIXTURES = Path(__file__).parent / "readers" / "fixtures"
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -67,7 +67,7 @@ from gpuopt.preemption.generator import random_state
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted((ROOT / "gpuopt" / "scenarios").glob("*.json"))
-KUBECTL = ROOT / "tests" / "io" / "fixtures" / "kubectl_small.json"
+KUBECTL = ROOT / "tests" / "readers" / "fixtures" / "kubectl_small.json"
 #: Seconds one case may take before it counts as a hang.
 DEADLINE = 60.0
 #: The longest error line we accept (a message quotes values, shortened).

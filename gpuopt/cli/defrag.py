@@ -331,7 +331,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
     shown = console(args.quiet)
     if args.source == "openb":
         from gpuopt.io.data import trace_folder
-        from gpuopt.io.openb import read_openb
+        from gpuopt.readers.openb import read_openb
 
         # an empty --nodes or --pods is a bad path, not "use the default"
         nodes, pods = args.nodes, args.pods
@@ -358,7 +358,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
             )
         shown.print(report.summary())
     else:
-        from gpuopt.io.kubectl import read_kubernetes
+        from gpuopt.readers.kubectl import read_kubernetes
 
         if not args.file:
             raise ProblemError(
@@ -616,9 +616,9 @@ def add_commands(commands: Any) -> None:
 
 
 def add_kubectl_options(snap: argparse.ArgumentParser) -> None:
-    """The flags of ``snapshot kubectl`` (``gpuopt.io.kubectl.read_kubernetes``'s options)."""
+    """The flags of ``snapshot kubectl`` (``gpuopt.readers.kubectl.read_kubernetes``'s options)."""
     from gpuopt.cluster.kube import CRITICAL_PRIORITY
-    from gpuopt.io.kubectl import KUBE_HP_PRIORITY
+    from gpuopt.readers.kubectl import KUBE_HP_PRIORITY
 
     snap.add_argument(
         "--gpu-resource",

@@ -78,7 +78,7 @@ def load_snapshot(path: str | Path, reader_options: Mapping[str, Any] | None = N
         raw = read_json(str(path))
         if isinstance(raw, dict) and isinstance(raw.get("nodes"), list):
             return parse_cluster(raw, source=str(path))
-    from gpuopt.io.kubectl import read_kubernetes
+    from gpuopt.readers.kubectl import read_kubernetes
 
     cluster, report = read_kubernetes(path, **dict(reader_options or {}))
     for line in report.lines()[1:]:

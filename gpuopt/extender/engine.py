@@ -105,7 +105,7 @@ class Extender:
     workload
         Target workload (:class:`gpuopt.sharing.Workload`) for FGD's fragmentation score.
     reader_options
-        Options of :func:`gpuopt.io.kubectl.read_kubernetes` for pods and nodes in
+        Options of :func:`gpuopt.readers.kubectl.read_kubernetes` for pods and nodes in
         requests (``gpu_resources``, ``topology_labels``, ``hp_priority``, ...).
     now
         The clock victims' lost work is measured with (default: the wall clock, or the
@@ -196,7 +196,7 @@ class Extender:
     def _full_state(self, args: ExtenderArgs) -> State:
         """The snapshot with the request's nodes laid over it (E1: nodes from the request,
         what runs on them from the snapshot)."""
-        from gpuopt.io.kubectl import read_kubernetes
+        from gpuopt.readers.kubectl import read_kubernetes
 
         nodes = args.nodes or []
         fresh: list[dict[str, Any]] = []

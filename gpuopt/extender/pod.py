@@ -46,7 +46,7 @@ def read_pod(
     pod: Mapping[str, Any], cluster: Cluster | None, reader_options: Mapping[str, Any]
 ) -> Ask:
     """The pod of a request as the cluster model reads it (the kubectl reader, strict)."""
-    from gpuopt.io.kubectl import read_kubernetes
+    from gpuopt.readers.kubectl import read_kubernetes
 
     item = dict(pod)
     item.setdefault("kind", "Pod")

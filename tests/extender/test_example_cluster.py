@@ -18,7 +18,7 @@ from gpuopt.cli import main
 from gpuopt.extender.check import preemption_violations
 from gpuopt.extender.engine import Extender
 from gpuopt.extender.wire import read_preemption
-from gpuopt.io.kubectl import read_kubernetes
+from gpuopt.readers.kubectl import read_kubernetes
 
 EXAMPLE = files("gpuopt") / "scenarios" / "kubernetes" / "gpu-cluster.yaml"
 

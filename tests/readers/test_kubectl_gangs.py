@@ -18,7 +18,7 @@ import gpuopt
 from gpuopt.cluster.model import Gang
 from gpuopt.errors import ProblemError
 from gpuopt.gang.problem import GangProblem
-from gpuopt.io.kubectl import read_kubernetes
+from gpuopt.readers.kubectl import read_kubernetes
 
 FOLDER = Path(__file__).parent / "fixtures" / "gangs"
 GANG_REASONS = {

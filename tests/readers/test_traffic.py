@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gpuopt.errors import ProblemError
-from gpuopt.io.traffic import (
+from gpuopt.readers.traffic import (
     aggregate,
     parse_timestamp,
     read_azure_llm,

@@ -4,7 +4,7 @@ The trace (Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing
 Workloads with Fragmentation Gradient Descent", USENIX ATC '23) lists nodes
 and pods but not where the pods ran, so :func:`read_openb` *replays* the pods
 onto the nodes with a stated placement policy and returns the resulting
-:class:`~gpuopt.defrag.problem.DefragProblem` and an :class:`OpenbReport`.
+:class:`~gpuopt.cluster.Cluster` and an :class:`OpenbReport`.
 
 Files
 -----
@@ -99,17 +99,21 @@ import csv
 import heapq
 import math
 import time
-from collections.abc import Collection
+from collections import Counter
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from gpuopt.cluster.model import MAX_AMOUNT, MAX_NODE_GPUS, Cluster
 from gpuopt.cluster.shares import MILLI, Devices
-from gpuopt.defrag.problem import MAX_AMOUNT, MAX_NODE_GPUS, DefragProblem
 from gpuopt.errors import ProblemError, short, validate_object
 from gpuopt.io.csvfile import finite_number, open_csv
+
+if TYPE_CHECKING:
+    from gpuopt.sharing.state import Pod, ShareState
 
 Policy = Literal["spread", "binpack", "random"]
 Fractional = Literal["share", "round", "drop"]
@@ -512,7 +516,7 @@ def read_openb(
     seed: int = 0,
     name: str | None = None,
     workload: bool = True,
-) -> tuple[DefragProblem, OpenbReport]:
+) -> tuple[Cluster, OpenbReport]:
     """Replay an openb trace onto its nodes and return the snapshot and a report.
 
     The mapping and the replay rules are in the module docstring.
@@ -551,7 +555,7 @@ def read_openb(
 
     Returns
     -------
-    tuple of DefragProblem and OpenbReport
+    tuple of Cluster and OpenbReport
         The validated snapshot and the counts of what happened to the pods.
 
     Raises
@@ -638,7 +642,7 @@ def read_openb(
     if typical:
         snapshot["options"] = {"workload": typical}
     problem = validate_object(
-        DefragProblem,
+        Cluster,
         snapshot,
         what="a snapshot",
         source=str(pods_csv),
@@ -689,12 +693,100 @@ def _typical_items(pods: list[_Pod]) -> list[dict[str, Any]] | None:
     ]
 
 
+def share_state(nodes_csv: str | Path) -> ShareState:
+    """An empty :class:`~gpuopt.sharing.state.ShareState` of the nodes of an openb node CSV
+    (``sn,cpu_milli,memory_mib,gpu,model``), for the FGD replay."""
+    from gpuopt.sharing.state import ShareState
+
+    return ShareState.from_node_dicts(read_openb_nodes(nodes_csv))
+
+
+def trace_pods(path: str | Path, notes: list[str] | None = None) -> list[Pod]:
+    """The pods of an openb pod CSV, in file order, as the FGD replay takes them.
+
+    When ``notes`` is a list, one sentence per column the replay reads but does not use
+    (``qos``, ``pod_phase``, the times), with its counts, is appended to it: the FGD
+    protocol (R1) places every pod of the trace alike, in a random order, for good.
+    """
+    from gpuopt.sharing.state import Pod
+    from gpuopt.sharing.workload import Shape
+
+    rows = read_openb_pods(path)
+    pods: list[Pod] = []
+    for row in rows:
+        try:
+            shape = Shape(
+                row.cpu_milli, row.gpu_milli if row.gpus else 0, row.gpus, tuple(row.spec)
+            )
+        except ProblemError as exc:
+            raise ProblemError(
+                f"{path}: pod {row.name!r}: {str(exc).removeprefix('shape: ')}"
+            ) from None
+        pods.append(Pod(shape, row.memory_mib))
+    if notes is not None:
+        notes.extend(_unused_columns(path, rows))
+    return pods
+
+
+def _counted(values: Sequence[str]) -> str:
+    """``'LS 3,837, BE 1,330'``: each value with its count, most common first."""
+    counts = Counter(value or "blank" for value in values)
+    return ", ".join(f"{value} {count:,}" for value, count in counts.most_common())
+
+
+def _unused_columns(path: str | Path, rows: Sequence[Any]) -> list[str]:
+    """Sentences on the columns of the pod CSV ``path`` that the replay does not use."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        header = {name.strip() for name in next(csv.reader(handle), [])}
+    notes = []
+    if "qos" in header:
+        notes.append(
+            f"qos is not used ({_counted([row.qos for row in rows])}): "
+            "the FGD protocol places every pod alike."
+        )
+    if "pod_phase" in header:
+        notes.append(
+            f"pod_phase is not used ({_counted([row.phase for row in rows])}): "
+            "every pod of the trace arrives, as in the FGD simulator."
+        )
+    times = [
+        name for name in ("creation_time", "deletion_time", "scheduled_time") if name in header
+    ]
+    if times:
+        notes.append(
+            f"{', '.join(times)} {'is' if len(times) == 1 else 'are'} not used for "
+            f"{len(rows):,} pods: they arrive in a seeded random order and never leave (R1)."
+        )
+    return notes
+
+
+def load_openb(
+    folder: str | Path, trace: str, notes: list[str] | None = None
+) -> tuple[ShareState, list[Pod]]:
+    """The openb GPU nodes (empty) and the pods of ``trace`` (one of
+    :data:`gpuopt.sharing.replay.OPENB_TRACES`), for the FGD replay
+    (:func:`gpuopt.sharing.replay.replay`); ``notes`` as in :func:`trace_pods`."""
+    from gpuopt.sharing.replay import OPENB_NODES, OPENB_TRACES
+
+    if trace not in OPENB_TRACES:
+        raise ProblemError(
+            f"trace {trace!r} is unknown; expected one of {', '.join(OPENB_TRACES)}."
+        )
+    folder = Path(folder)
+    return share_state(folder / OPENB_NODES), trace_pods(
+        folder / f"openb_pod_list_{trace}.csv", notes
+    )
+
+
 __all__ = [
     "HP_QOS",
     "MODEL_LABEL",
     "OpenbPod",
     "OpenbReport",
+    "load_openb",
     "read_openb",
     "read_openb_nodes",
     "read_openb_pods",
+    "share_state",
+    "trace_pods",
 ]

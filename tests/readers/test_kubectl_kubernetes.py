@@ -18,7 +18,7 @@ import gpuopt
 from gpuopt.cli import main
 from gpuopt.cluster.model import Cluster
 from gpuopt.errors import ProblemError
-from gpuopt.io.kubectl import KubectlReport, read_kubectl, read_kubernetes
+from gpuopt.readers.kubectl import KubectlReport, read_kubectl, read_kubernetes
 
 FOLDER = Path(__file__).parent / "fixtures" / "kubernetes"
 YAML_FILE, JSON_FILE = FOLDER / "cluster.yaml", FOLDER / "cluster.json"
@@ -635,7 +635,7 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_a_hard_topology_spread_pins_its_pod_and_the_pods_it_counts() -> None:
-    from gpuopt.io.kubectl import read_kubernetes
+    from gpuopt.readers.kubectl import read_kubernetes
 
     def pod(name: str, node: str, app: str, spread: str | None = None) -> dict[str, Any]:
         spec: dict[str, Any] = {
@@ -691,7 +691,7 @@ def test_a_hard_topology_spread_pins_its_pod_and_the_pods_it_counts() -> None:
 
 def test_zonal_volumes_and_host_ports_keep_their_pods_where_kubernetes_would() -> None:
     """Review findings: a zonal disk's node affinity, and host ports."""
-    from gpuopt.io.kubectl import read_kubernetes
+    from gpuopt.readers.kubectl import read_kubernetes
 
     def node(name: str, zone: str) -> dict[str, Any]:
         return {

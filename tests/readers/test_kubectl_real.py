@@ -16,7 +16,7 @@ import yaml
 import gpuopt
 from gpuopt.cluster.model import Cluster
 from gpuopt.errors import ProblemError
-from gpuopt.io.kubectl import KubectlReport, read_kubernetes
+from gpuopt.readers.kubectl import KubectlReport, read_kubernetes
 
 REAL = Path(__file__).parent / "fixtures" / "kubernetes" / "real"
 FIXTURES = sorted(path.name for path in REAL.iterdir() if path.name != "README.md")

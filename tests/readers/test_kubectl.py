@@ -12,7 +12,7 @@ import pytest
 
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.errors import ProblemError
-from gpuopt.io.kubectl import parse_quantity, read_kubectl
+from gpuopt.readers.kubectl import parse_quantity, read_kubectl
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kubectl_small.json"
 

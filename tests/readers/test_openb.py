@@ -10,7 +10,7 @@ import pytest
 
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.errors import ProblemError
-from gpuopt.io.openb import OpenbReport, read_openb
+from gpuopt.readers.openb import OpenbReport, read_openb
 
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model"
 POD_HEADER = (
