@@ -206,9 +206,6 @@ def run_blocks(
         failed: str | None = None
         for number, block in enumerate(blocks):
             rules = rules_of(block)
-            if failed is not None:
-                outcomes.append({"state": "not-run", "why": failed, "seconds": "0"})
-                continue
             if rules.skip is not None:
                 outcomes.append({"state": "skip", "why": rules.skip, "seconds": "0"})
                 continue
@@ -219,15 +216,18 @@ def run_blocks(
             if rules.slow and not slow:
                 outcomes.append({"state": "left-out", "why": "slow", "seconds": "0"})
                 continue
+            if rules.data and data is None:
+                why = (
+                    "needs the data folder (docs/data.md): set GPUOPT_DATA or put it at "
+                    "../shared/data beside the checkout"
+                )
+                outcomes.append({"state": "skip", "why": why, "seconds": "0"})
+                continue
+            if failed is not None:
+                outcomes.append({"state": "not-run", "why": failed, "seconds": "0"})
+                continue
             block_env = dict(env)
-            if rules.data:
-                if data is None:
-                    why = (
-                        "needs the data folder (docs/data.md): set GPUOPT_DATA or put it at "
-                        "../shared/data beside the checkout"
-                    )
-                    outcomes.append({"state": "skip", "why": why, "seconds": "0"})
-                    continue
+            if rules.data and data is not None:
                 shared.mkdir(exist_ok=True)
                 (shared / "data").symlink_to(data, target_is_directory=True)
                 block_env.pop("GPUOPT_DATA", None)
@@ -376,7 +376,10 @@ def test_a_rule_that_is_not_documented_is_refused(comment: str) -> None:
 
 
 def test_the_runner_shares_a_folder_stops_at_an_error_and_hides_the_data(tmp_path: Path) -> None:
-    """One folder per file, stdin closed, ``bash -e``, the data only for data blocks."""
+    """One folder per file, stdin closed, ``bash -e``, the data only for data blocks.
+
+    After a failure the later blocks are not run, and one skipped says so still.
+    """
     (tmp_path / "alibaba-openb-gpu-2023").mkdir()
     sources = [
         ("", "echo made > made.txt\ncat gpuopt/scenarios/mixed-control.json > /dev/null\n"),
@@ -385,6 +388,7 @@ def test_the_runner_shares_a_folder_stops_at_an_error_and_hides_the_data(tmp_pat
         ("data", "ls ../shared/data\n"),
         ("", 'test ! -d "$GPUOPT_DATA" && echo no data here\n'),
         ("", "false\necho never\n"),
+        ("skip: a reason", "echo skipped\n"),
         ("", "echo never either\n"),
     ]
     blocks = [
@@ -393,7 +397,7 @@ def test_the_runner_shares_a_folder_stops_at_an_error_and_hides_the_data(tmp_pat
     ]
     ran = run_blocks(blocks, slow=False, data=tmp_path)
     states = [outcome["state"] for outcome in ran]
-    assert states == ["ok", "left-out", "ok", "ok", "ok", "error", "not-run"]
+    assert states == ["ok", "left-out", "ok", "ok", "ok", "error", "skip", "not-run"]
     assert ran[2]["stdout"] == "made\nstdin closed\n"
     assert ran[3]["stdout"] == "alibaba-openb-gpu-2023\n"
     assert ran[4]["stdout"] == "no data here\n"
