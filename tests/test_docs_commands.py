@@ -23,13 +23,14 @@ The conventions (CONTRIBUTING.md, section 2, states them for writers):
 - **Expected output**: a ```text block that follows a bash block with only
   blank lines between them is what the block prints on stdout, compared as
   the python blocks' output is (``...`` in a line matches any text). Without
-  one, only the exit code is checked: 0.
+  one, only the exit code is checked: 0. After a failing block the later
+  blocks of its file fail as not run (those skipped are still skipped).
 - **Rules for a block**: an HTML comment right before the block (only blank
   lines between) ``<!-- docs-test: RULES -->``, invisible on the page:
 
   - ``skip: REASON`` (a reason is required): not run; the test is skipped
     with the reason (a command that needs a Kubernetes cluster, installs
-    packages, or runs for hours);
+    packages, or runs for more than a few minutes: give the time);
   - ``data``: reads the public traces of the data folder (``docs/data.md``).
     It runs only when the data folder exists (``$GPUOPT_DATA``, else
     ``../shared/data`` beside the checkout), with that folder reachable as
