@@ -84,48 +84,7 @@ FLAGS = frozenset({"data", "slow"})
 #: (path, the block's whole text) -> why it fails today; see the module docstring. These
 #: blocks are never run (one installs a package): a changed block no longer matches its
 #: entry, and test_every_known_broken_entry_names_a_block asks to remove the entry.
-KNOWN_BROKEN: dict[tuple[str, str], str] = {
-    (
-        "docs/kubernetes.md",
-        textwrap.dedent(
-            """\
-            # everything at once (JSON or YAML; -A: every namespace)
-            kubectl get nodes,pods,pdb,priorityclasses,pv,pvc -A -o yaml > cluster.yaml
-            gpuopt snapshot kubectl cluster.yaml --out snap.json
-
-            # or apart, as files or a folder of files (*.json, *.yaml, *.yml)
-            kubectl get nodes -o json > dump/nodes.json
-            kubectl get pods -A -o json > dump/pods.json
-            kubectl get pdb,priorityclasses -A -o yaml > dump/policy.yaml
-            gpuopt snapshot kubectl dump/ --out snap.json --topology-label rack=example.com/rack
-            """
-        ),
-    ): "needs kubectl and a cluster: the page (another branch of issue 31) is to skip it",
-    (
-        "docs/kubernetes.md",
-        "gpuopt snapshot kubectl gpu-cluster.yaml --out cluster.json"
-        "   # the report goes to stderr\n"
-        "gpuopt diagnose cluster.json --pending"
-        "          # does each waiting pod fit now? why not?\n"
-        "gpuopt defrag cluster.json --for-pending --out plan.json\n"
-        "gpuopt check cluster.json plan.json             # every rule, replayed move by move\n"
-        "gpuopt defrag cluster.json --for-pending --emit kubernetes > steps.yaml\n"
-        "gpuopt preempt cluster.json --pending ml/pretrain-8x-worker-0 --out decision.json\n",
-    ): "issue 31, fixed on another branch: gpu-cluster.yaml is not where the commands run "
-    "(gpuopt/scenarios/kubernetes/), and preempt --pending exits 2 (the cluster has no clock)",
-    (
-        "docs/kubernetes.md",
-        textwrap.dedent(
-            """\
-            pip install 'gpuopt[serve]'
-            # the cluster as the extender sees it: a snapshot, refreshed by a loop or a CronJob
-            kubectl get nodes,pods,pdb,priorityclasses -A -o json > /var/lib/gpuopt/cluster.json
-            gpuopt serve --snapshot /var/lib/gpuopt/cluster.json --host 0.0.0.0 --port 8990 \\
-                --tls-cert server.pem --tls-key server-key.pem --tls-client-ca scheduler-ca.pem
-            """
-        ),
-    ): "installs a package and needs a cluster: the page (another branch) is to skip it",
-}
+KNOWN_BROKEN: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)
