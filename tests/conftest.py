@@ -80,8 +80,8 @@ def tiny() -> AllocationProblem:
 def _per_method_fixtures() -> dict[str, type]:
     from gpuopt.allocation.problem import AllocationProblem as Allocation
     from gpuopt.cluster import Cluster
-    from gpuopt.placement.nodes import NodePlacementProblem
-    from gpuopt.placement.problem import TopologyProblem
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.switch.problem import TopologyProblem
     from gpuopt.preemption.problem import PreemptionProblem
 
     return {

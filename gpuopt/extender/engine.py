@@ -43,6 +43,12 @@ from typing import Any
 
 import numpy as np
 
+from gpuopt.cluster.interconnect import (
+    MAX_TOPOLOGY_GPUS,
+    GpuTopology,
+    gpu_topology,
+    interconnect_matrix,
+)
 from gpuopt.cluster.kube import PodAffinityTerm
 from gpuopt.cluster.model import Cluster, Node, Pending, Task, priority_value, scaled
 from gpuopt.cluster.rules import budget_allowance, domain_of, placement_key, refusal
@@ -58,7 +64,6 @@ from gpuopt.extender.wire import (
     preemption_result,
     priority_list,
 )
-from gpuopt.placement.nodes import MAX_TOPOLOGY_GPUS, GpuTopology, gpu_topology, interconnect_matrix
 
 log = logging.getLogger("gpuopt.extender")
 

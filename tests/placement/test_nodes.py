@@ -13,28 +13,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuopt.errors import ProblemError
-from gpuopt.placement.nodes import (
+from gpuopt.cluster.interconnect import (
     CROSS_NUMA_GBPS,
     NVLINK_BRIDGE_GBPS,
     NVSWITCH_GBPS,
     PCIE_GBPS,
-    GpuRequest,
     GpuTopology,
-    NodePlacement,
-    NodePlacementProblem,
-    apply_placement,
     best_gpu_set,
     feasible_sets,
     gpu_topology,
     hgx_nvswitch,
-    load_node_problem,
     nvlink_pairs,
-    parse_node_problem,
     pcie_two_numa,
-    place,
-    violations,
 )
+from gpuopt.errors import ProblemError
+from gpuopt.placement.node.greedy import place
+from gpuopt.placement.node.problem import (
+    GpuRequest,
+    NodePlacementProblem,
+    load_node_problem,
+    parse_node_problem,
+)
+from gpuopt.placement.node.solution import NodePlacement, apply_placement, violations
 
 # Hand-checkable nodes (GB/s): PCIE 32 inside each NUMA half {0-3}, {4-7} and 16 across;
 # PAIRS the same plus NVLink bridges 0-1, 2-3, 4-5, 6-7 at 300; HGX 450 everywhere.

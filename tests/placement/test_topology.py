@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 import gpuopt
 from gpuopt.errors import ProblemError
-from gpuopt.placement.greedy import concentrate, solve_greedy
-from gpuopt.placement.problem import TopologyProblem, parse_state
-from gpuopt.placement.solution import TopologyResult, entropy, make_result, violations
+from gpuopt.placement.switch.greedy import concentrate, solve_greedy
+from gpuopt.placement.switch.problem import TopologyProblem, parse_state
+from gpuopt.placement.switch.solution import TopologyResult, entropy, make_result, violations
 
 
 def state(switches: list[Any], jobs: list[dict[str, Any]]) -> TopologyProblem:
@@ -181,7 +181,7 @@ def test_checker_catches_breaches() -> None:
 
 def test_exact_places_more_than_greedy() -> None:
     pytest.importorskip("highspy")
-    from gpuopt.placement.milp import solve_milp
+    from gpuopt.placement.switch.milp import solve_milp
 
     # one-switch jobs 5, 4, 3, 2 on switches of 8 and 6: largest first places three,
     # 5+3 / 4+2 places all four
@@ -209,7 +209,7 @@ def test_exact_matches_brute_force(seed: int) -> None:
     import random
 
     pytest.importorskip("highspy")
-    from gpuopt.placement.milp import solve_milp
+    from gpuopt.placement.switch.milp import solve_milp
 
     rng = random.Random(seed)
     capacity = [rng.randint(1, 8) for _ in range(rng.randint(1, 3))]
@@ -225,7 +225,7 @@ def test_exact_matches_brute_force(seed: int) -> None:
 
 def test_exact_with_nodes_and_splits() -> None:
     pytest.importorskip("highspy")
-    from gpuopt.placement.milp import solve_milp
+    from gpuopt.placement.switch.milp import solve_milp
 
     problem = nodes_state(
         [{"id": "w", "gpus": 16, "whole_nodes": True}, {"id": "c", "gpus": 3, "cpus_per_gpu": 2}]
