@@ -111,8 +111,38 @@ def gpus_that_fit(
     request: GpuRequest,
     left: Sequence[int] | None = None,
 ) -> tuple[int, ...] | None:
-    """Brute force: GPUs of a node that satisfy N1-N3 for ``request`` (``left``: each GPU's
-    thousandths left, C7), or None."""
+    """The first GPUs of a node that satisfy N1-N3 for ``request``, found by brute force.
+
+    Independent of the heuristic's subset tables: it tries every GPU set in
+    lexicographic order, so checkers (:func:`violations`, the scheduler
+    extender's) can use it as a second opinion.
+
+    Parameters
+    ----------
+    bandwidth
+        The node's GPU-to-GPU bandwidth matrix in GB/s.
+    used
+        The node's GPUs in use.
+    request
+        What is asked: ``gpus`` GPUs at ``min_bandwidth``, a whole node, or a
+        share of one GPU (``gpu_milli``).
+    left
+        Each GPU's thousandths left when some hold shares (C7); None: a used
+        GPU has none left, a free one 1000.
+
+    Returns
+    -------
+    tuple of int or None
+        The GPUs, or None when the node cannot take the request.
+
+    Examples
+    --------
+    >>> from gpuopt.cluster.interconnect import pcie_two_numa
+    >>> gpus_that_fit(pcie_two_numa(4), [0], GpuRequest(gpus=2, min_bandwidth=32))
+    (2, 3)
+    >>> gpus_that_fit(pcie_two_numa(4), [0, 2], GpuRequest(gpus=2, min_bandwidth=32)) is None
+    True
+    """
     size = len(bandwidth)
     if request.gpu_milli is not None:
         room = left if left is not None else [0 if g in set(used) else MILLI for g in range(size)]
