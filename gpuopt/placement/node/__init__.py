@@ -3,7 +3,8 @@
 ``problem.py`` (node topologies, nodes and one request;
 :class:`NodePlacementProblem`), ``solution.py`` (:class:`NodePlacement`, the
 checker of rules N1-N5, :func:`apply_placement`), ``greedy.py`` (binpack and
-spread: exact filters, then a ranking). The bandwidth matrices and GPU-set
+spread: exact filters, then a ranking), ``generator.py`` (random
+problems). The bandwidth matrices and GPU-set
 searches they read are :mod:`gpuopt.cluster.interconnect`'s; the formal
 model is ``models/placement.md``.
 """
