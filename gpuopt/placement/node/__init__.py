@@ -3,10 +3,10 @@
 ``problem.py`` (node topologies, nodes and one request;
 :class:`NodePlacementProblem`), ``solution.py`` (:class:`NodePlacement`, the
 checker of rules N1-N5, :func:`apply_placement`), ``greedy.py`` (binpack and
-spread: exact filters, then a ranking), ``generator.py`` (random
-problems). The bandwidth matrices and GPU-set
-searches they read are :mod:`gpuopt.cluster.interconnect`'s; the formal
-model is ``models/placement.md``.
+spread: exact filters, then a ranking), ``generator.py`` (random problems).
+The bandwidth matrices and GPU-set searches they read are
+:mod:`gpuopt.cluster.interconnect`'s; the formal model is
+``models/placement.md``.
 """
 
 from gpuopt.placement.node.greedy import place
