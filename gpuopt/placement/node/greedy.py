@@ -158,6 +158,7 @@ def _rank(
         chosen = index.share_gpu(request.gpu_milli)
         left = index.node_left[np.arange(chosen.size), np.maximum(chosen, 0)]
         share_after = left - request.gpu_milli
+    memory = index.node_memory_free
     return rank_nodes(
         policy,
         candidates,
@@ -167,8 +168,7 @@ def _rank(
         taken=taken,
         request_cpus=scaled(request.cpus),
         whole_node=request.whole_node,
-        memory_free=index.node_memory_free,
-        request_memory=scaled(request.memory),
+        memory_after=np.where(memory == NO_MEMORY, _UNBOUNDED, memory - scaled(request.memory)),
         share_after=share_after,
     )
 
@@ -183,8 +183,7 @@ def rank_nodes(
     taken: npt.NDArray[np.int64] | int,
     request_cpus: int,
     whole_node: bool = False,
-    memory_free: npt.NDArray[np.int64] | None = None,
-    request_memory: int = 0,
+    memory_after: npt.NDArray[np.int64] | None = None,
     share_after: npt.NDArray[np.int64] | None = None,
 ) -> npt.NDArray[np.int64]:
     """Order of ``candidates`` (positions into it), best first, by ``policy``'s keys.
@@ -194,8 +193,9 @@ def rank_nodes(
     one entry per node and ``candidates`` are the positions of the nodes
     that pass the filters; ``taken`` is how many GPUs the request takes on
     each node (or on all); CPUs and memory are integers in one unit
-    (thousandths in :func:`place`) and ``memory_free`` is -1 where a node
-    states no memory (None: no node does). For a share of a GPU,
+    (thousandths in :func:`place`). ``memory_after`` is the memory each node
+    has left after the request, a number above any other where a node states
+    no memory (None: memory is not ranked). For a share of a GPU,
     ``share_after`` is what its GPU keeps on each node (binpack: least
     first, spread: most), after the free-GPU key.
 
@@ -211,10 +211,9 @@ def rank_nodes(
     free_after = (free_gpus - taken)[candidates]
     cpus_after = cpus_free[candidates] - request_cpus
     memory_keys: tuple[npt.NDArray[Any], ...] = ()
-    if memory_free is not None:
-        memory = memory_free[candidates]
-        memory_after = np.where(memory == NO_MEMORY, _UNBOUNDED, memory - request_memory)
-        memory_keys = (memory_after if policy == "binpack" else -memory_after,)
+    if memory_after is not None:
+        memory_left = memory_after[candidates]
+        memory_keys = (memory_left if policy == "binpack" else -memory_left,)
     share_keys: tuple[npt.NDArray[Any], ...] = ()
     if share_after is not None:
         share_keys = (share_after[candidates] * (1 if policy == "binpack" else -1),)
