@@ -248,40 +248,7 @@ class NodePlacementProblem(IndexedModel):
         ([0, 1], [2, 3])
         """
         shape = as_request(request)
-        topologies: dict[str, dict[str, Any]] = {}
-        nodes: list[dict[str, Any]] = []
-        on_node: dict[str, list[Any]] = {}
-        for task in cluster.tasks:
-            on_node.setdefault(task.node, []).append(task)
-        index = cluster.index
-        allowed = admitted(cluster, shape)  # K1-K3, and K4 for extended resources
-        for pos, node in enumerate(cluster.nodes):
-            if node.gpus == 0 or not allowed[pos]:
-                continue
-            if node.gpus > MAX_TOPOLOGY_GPUS:
-                raise ProblemError(
-                    f"node {node.id!r}: node-level placement handles nodes of at most "
-                    f"{MAX_TOPOLOGY_GPUS} GPUs (it has {node.gpus}); use --level switch."
-                )
-            kind = f"{node.interconnect or 'uniform'}-{node.gpus}"
-            if kind not in topologies:
-                topologies[kind] = {"bandwidth": interconnect_matrix(node.interconnect, node.gpus)}
-            used, gpu_left = node_gpu_use(
-                node.gpus, on_node.get(node.id, []), index.devices.get(node.id)
-            )
-            entry: dict[str, Any] = {
-                "id": node.id,
-                "topology": kind,
-                "cpus": node.cpus,
-                "used_gpus": used,
-                "used_cpus": int(index.node_used_cpus[pos]) / SCALE,
-            }
-            if gpu_left is not None:
-                entry["gpu_left"] = gpu_left
-            if node.memory is not None:
-                entry["memory"] = node.memory
-                entry["used_memory"] = int(index.node_used_memory[pos]) / SCALE
-            nodes.append(entry)
+        topologies, nodes = _node_rows(cluster, shape)
         gpu_request: dict[str, Any] = {
             "id": request_id,
             "gpus": shape.gpus,
@@ -299,6 +266,47 @@ class NodePlacementProblem(IndexedModel):
         if pending is not None:
             gpu_request["pending"] = pending
         return cls(name=cluster.name, topologies=topologies, nodes=nodes, request=gpu_request)
+
+
+def _node_rows(
+    cluster: Cluster, shape: Request
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """The topologies and node rows of :meth:`NodePlacementProblem.from_cluster` (K1-K4)."""
+    topologies: dict[str, dict[str, Any]] = {}
+    nodes: list[dict[str, Any]] = []
+    on_node: dict[str, list[Any]] = {}
+    for task in cluster.tasks:
+        on_node.setdefault(task.node, []).append(task)
+    index = cluster.index
+    allowed = admitted(cluster, shape)  # K1-K3, and K4 for extended resources
+    for pos, node in enumerate(cluster.nodes):
+        if node.gpus == 0 or not allowed[pos]:
+            continue
+        if node.gpus > MAX_TOPOLOGY_GPUS:
+            raise ProblemError(
+                f"node {node.id!r}: node-level placement handles nodes of at most "
+                f"{MAX_TOPOLOGY_GPUS} GPUs (it has {node.gpus}); use --level switch."
+            )
+        kind = f"{node.interconnect or 'uniform'}-{node.gpus}"
+        if kind not in topologies:
+            topologies[kind] = {"bandwidth": interconnect_matrix(node.interconnect, node.gpus)}
+        used, gpu_left = node_gpu_use(
+            node.gpus, on_node.get(node.id, []), index.devices.get(node.id)
+        )
+        entry: dict[str, Any] = {
+            "id": node.id,
+            "topology": kind,
+            "cpus": node.cpus,
+            "used_gpus": used,
+            "used_cpus": int(index.node_used_cpus[pos]) / SCALE,
+        }
+        if gpu_left is not None:
+            entry["gpu_left"] = gpu_left
+        if node.memory is not None:
+            entry["memory"] = node.memory
+            entry["used_memory"] = int(index.node_used_memory[pos]) / SCALE
+        nodes.append(entry)
+    return topologies, nodes
 
 
 def node_gpu_use(
