@@ -11,7 +11,7 @@ SHA-512, so the instance is the same in every process whatever
 switches, tasks, horizon, node sizes, fill, shares of locked / HP / selector /
 anti-affinity tasks, budgets, method options), then the problem's own
 generator (:mod:`gpuopt.allocation.generator`,
-:mod:`gpuopt.defrag.generator`, :mod:`gpuopt.placement.generator`,
+:mod:`gpuopt.defrag.generator`, :mod:`gpuopt.placement.switch.generator`,
 :mod:`gpuopt.preemption.generator`) with a seed drawn from it. Heuristics see
 instances from tiny to medium; the exact methods tiny to small ones, with
 ``threads=1`` and a short time limit (:data:`EXACT_TIME_LIMIT`), so that a
@@ -318,7 +318,7 @@ def _topology_case(method: str) -> Callable[[random.Random, int], Instance]:
     exact = method == "milp"
 
     def build(rng: random.Random, number: int) -> Instance:
-        from gpuopt.placement.generator import random_topology
+        from gpuopt.placement.switch.generator import random_topology
 
         size = _pick_size(rng, exact)
         if exact:
@@ -432,7 +432,7 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
         from gpuopt.cluster.model import Cluster
         from gpuopt.cluster.request import Request
         from gpuopt.defrag.generator import random_snapshot
-        from gpuopt.placement.nodes import NodePlacementProblem
+        from gpuopt.placement.node.problem import NodePlacementProblem
 
         size, nodes, gpus_per_node = _cluster_shape(rng, (1, 5), (6, 40), (41, 300))
         snapshot = random_snapshot(

@@ -81,8 +81,8 @@ def _per_method_fixtures() -> dict[str, type]:
     from gpuopt.allocation.problem import AllocationProblem as Allocation
     from gpuopt.cluster import Cluster
     from gpuopt.gang.problem import GangProblem
-    from gpuopt.placement.nodes import NodePlacementProblem
-    from gpuopt.placement.problem import TopologyProblem
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.switch.problem import TopologyProblem
     from gpuopt.preemption.problem import PreemptionProblem
 
     return {

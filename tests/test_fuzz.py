@@ -58,9 +58,9 @@ from gpuopt.defrag.problem import DefragProblem, load_snapshot
 from gpuopt.defrag.solution import load_plan
 from gpuopt.defrag.solution import violations as defrag_violations
 from gpuopt.errors import ProblemError
-from gpuopt.placement.problem import TopologyProblem
-from gpuopt.placement.solution import TopologyResult
-from gpuopt.placement.solution import violations as topology_violations
+from gpuopt.placement.switch.problem import TopologyProblem
+from gpuopt.placement.switch.solution import TopologyResult
+from gpuopt.placement.switch.solution import violations as topology_violations
 from gpuopt.preemption import PreemptionProblem, load_decision
 from gpuopt.preemption import violations as preemption_violations
 from gpuopt.preemption.generator import random_state
@@ -1088,7 +1088,7 @@ def undump(tree: Any) -> Any:
 
 
 def valid_node_problem(rng: random.Random) -> dict[str, Any]:
-    from gpuopt.placement.nodes import hgx_nvswitch, pcie_two_numa
+    from gpuopt.cluster.interconnect import hgx_nvswitch, pcie_two_numa
 
     topologies = {"hgx": {"bandwidth": hgx_nvswitch()}, "pcie": {"bandwidth": pcie_two_numa(4)}}
     nodes = []
@@ -1121,7 +1121,8 @@ def _api_preemption(problem: Any, rng: random.Random) -> None:
 
 
 def _api_nodes(problem: Any, rng: random.Random) -> None:
-    from gpuopt.placement.nodes import place, violations
+    from gpuopt.placement.node.greedy import place
+    from gpuopt.placement.node.solution import violations
 
     assert violations(problem, place(problem, rng.choice(("binpack", "spread")))) == []
 
@@ -1176,7 +1177,7 @@ API: dict[
 
 
 def _node_problem_type() -> Any:
-    from gpuopt.placement.nodes import NodePlacementProblem
+    from gpuopt.placement.node.problem import NodePlacementProblem
 
     return NodePlacementProblem
 

@@ -20,7 +20,7 @@ from gpuopt.allocation.problem import MAX_CELLS, AllocationProblem
 from gpuopt.cli import main
 from gpuopt.defrag.generator import random_snapshot
 from gpuopt.errors import ProblemError
-from gpuopt.placement.problem import TopologyProblem
+from gpuopt.placement.switch.problem import TopologyProblem
 from gpuopt.preemption import PreemptionProblem, solve_exact, solve_heuristic
 from gpuopt.preemption.exact import MAX_COVER_CELLS
 
@@ -162,7 +162,7 @@ def test_defrag_options_are_validated(tmp_path: Path, capsys: pytest.CaptureFixt
 
 # --------------------------------------------------------------------------- placement
 def test_exact_placement_refuses_too_many_columns(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpuopt.placement.milp as milp
+    import gpuopt.placement.switch.milp as milp
 
     problem = TopologyProblem(
         switches=[{"id": f"s{i}", "free_gpus": 8} for i in range(20)],
@@ -176,7 +176,7 @@ def test_exact_placement_refuses_too_many_columns(monkeypatch: pytest.MonkeyPatc
 
 
 def test_topology_node_count_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpuopt.placement.problem as placement_problem
+    import gpuopt.placement.switch.problem as placement_problem
 
     monkeypatch.setattr(placement_problem, "MAX_NODES", 5)
     nodes = [{"id": f"n{i}", "gpus": 8, "free_gpus": 8} for i in range(6)]

@@ -3,8 +3,8 @@
 Every cluster-side question reads a :class:`Cluster`: diagnosis and
 defragmentation directly (:data:`gpuopt.DefragProblem` is this class),
 switch- and node-level placement and preemption through a view built from it
-(:meth:`gpuopt.placement.problem.TopologyProblem.from_cluster`,
-:meth:`gpuopt.placement.nodes.NodePlacementProblem.from_cluster`,
+(:meth:`gpuopt.placement.switch.problem.TopologyProblem.from_cluster`,
+:meth:`gpuopt.placement.node.problem.NodePlacementProblem.from_cluster`,
 :meth:`gpuopt.preemption.problem.PreemptionProblem.from_cluster`). The
 snapshot JSON of DESIGN.md section 5 is this model's JSON; every field added
 since is optional, so older snapshot files keep loading.
@@ -104,7 +104,7 @@ SCALE = 1000
 PriorityClass = Literal["HP", "LP"]
 #: A class name, or a Kubernetes-style integer priority (higher wins).
 Priority = PriorityClass | int
-#: How a node's GPUs are joined, for node-level GPU sets (``gpuopt.placement.nodes``):
+#: How a node's GPUs are joined, for node-level GPU sets (``gpuopt.cluster.interconnect``):
 #: every pair through an NVSwitch, NVLink bridges between neighbours, or PCIe in two
 #: NUMA halves. None: unknown, every pair treated alike.
 Interconnect = Literal["nvswitch", "nvlink-pairs", "pcie-two-numa"]

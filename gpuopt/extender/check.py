@@ -22,12 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gpuopt.cluster.interconnect import MAX_TOPOLOGY_GPUS, interconnect_matrix
 from gpuopt.cluster.model import Cluster, Node, Task, priority_value
 from gpuopt.cluster.rules import PodTerms, budget_allowance, refusal
 from gpuopt.cluster.shares import MILLI, layout
 from gpuopt.extender.pod import Ask
 from gpuopt.extender.wire import MAX_SCORE
-from gpuopt.placement.nodes import MAX_TOPOLOGY_GPUS, GpuRequest, interconnect_matrix
+from gpuopt.placement.node.problem import GpuRequest
 
 #: The node the pod waits on while K5 is judged (a move from it to each candidate).
 WAITING = "gpuopt.io/waiting"
@@ -88,7 +89,7 @@ class Judge:
 
 
 def _brute_force(matrix: Sequence[Sequence[float]], used: list[int], request: GpuRequest) -> Any:
-    from gpuopt.placement.nodes import _gpus_that_fit
+    from gpuopt.placement.node.solution import gpus_that_fit as _gpus_that_fit
 
     return _gpus_that_fit(matrix, used, request)
 

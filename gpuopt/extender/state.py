@@ -17,12 +17,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuopt.cluster.interconnect import (
+    MAX_TOPOLOGY_GPUS,
+    GpuTopology,
+    gpu_topology,
+    interconnect_matrix,
+)
 from gpuopt.cluster.kube import PodAffinityTerm
 from gpuopt.cluster.model import Cluster, Node, Task, scaled
 from gpuopt.cluster.rules import domain_of, placement_key, refusal
 from gpuopt.cluster.shares import MILLI, layout
 from gpuopt.extender.pod import Ask
-from gpuopt.placement.nodes import MAX_TOPOLOGY_GPUS, GpuTopology, gpu_topology, interconnect_matrix
 
 
 @dataclass

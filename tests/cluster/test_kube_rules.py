@@ -552,7 +552,7 @@ def test_placement_and_preemption_keep_every_kubernetes_rule(
     from gpuopt.cluster.model import priority_value
     from gpuopt.cluster.request import Request
     from gpuopt.cluster.rules import refusal
-    from gpuopt.placement.nodes import NodePlacementProblem
+    from gpuopt.placement.node.problem import NodePlacementProblem
     from gpuopt.preemption.problem import PreemptionProblem
 
     request = Request.model_validate(REQUEST)

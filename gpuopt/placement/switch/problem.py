@@ -17,6 +17,7 @@ T1-T6 of ``models/placement.md`` say what a placement must keep.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
@@ -213,25 +214,7 @@ class TopologyProblem(IndexedModel):
             ]
         else:
             job_list = list(jobs)
-        index = cluster.index
-        allowed = admitted(cluster, shape)  # K1-K3, and K4 for extended resources
-        switches: dict[str, list[dict[str, Any]]] = {}
-        for pos, (node, domain) in enumerate(zip(cluster.nodes, domains, strict=True)):
-            if domain is None:
-                raise ProblemError(
-                    f"node {node.id!r} has no domain at topology level {level!r} "
-                    f"(give it topology.{level}, or asw for the switch level)."
-                )
-            if not allowed[pos]:
-                continue
-            switches.setdefault(domain, []).append(
-                {
-                    "id": node.id,
-                    "gpus": node.gpus,
-                    "free_gpus": node.gpus - int(index.node_used_gpus[pos]),
-                    "free_cpus": (scaled(node.cpus) - int(index.node_used_cpus[pos])) / SCALE,
-                }
-            )
+        switches = _switch_rows(cluster, shape, domains, level)
         return cls(
             name=cluster.name,
             level=level,
@@ -243,6 +226,32 @@ class TopologyProblem(IndexedModel):
     def index(self) -> TopologyIndex:
         """Array view: every node (a switch without nodes is one pseudo-node) by position."""
         return TopologyIndex.build(self)
+
+
+def _switch_rows(
+    cluster: Cluster, shape: Request, domains: Sequence[str | None], level: str
+) -> dict[str, list[dict[str, Any]]]:
+    """Domain -> its node rows, for :meth:`TopologyProblem.from_cluster` (K1-K4)."""
+    index = cluster.index
+    allowed = admitted(cluster, shape)  # K1-K3, and K4 for extended resources
+    switches: dict[str, list[dict[str, Any]]] = {}
+    for pos, (node, domain) in enumerate(zip(cluster.nodes, domains, strict=True)):
+        if domain is None:
+            raise ProblemError(
+                f"node {node.id!r} has no domain at topology level {level!r} "
+                f"(give it topology.{level}, or asw for the switch level)."
+            )
+        if not allowed[pos]:
+            continue
+        switches.setdefault(domain, []).append(
+            {
+                "id": node.id,
+                "gpus": node.gpus,
+                "free_gpus": node.gpus - int(index.node_used_gpus[pos]),
+                "free_cpus": (scaled(node.cpus) - int(index.node_used_cpus[pos])) / SCALE,
+            }
+        )
+    return switches
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ import time
 
 import numpy as np
 
-from gpuopt.placement.problem import Job, TopologyIndex, TopologyProblem
-from gpuopt.placement.solution import TopologyResult, make_result
+from gpuopt.placement.switch.problem import Job, TopologyIndex, TopologyProblem
+from gpuopt.placement.switch.solution import TopologyResult, make_result
 
 
 def job_order(problem: TopologyProblem) -> list[Job]:

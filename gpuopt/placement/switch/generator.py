@@ -15,7 +15,7 @@ import random
 from typing import Any
 
 from gpuopt.errors import check_arguments
-from gpuopt.placement.problem import MAX_ITEMS, TopologyProblem
+from gpuopt.placement.switch.problem import MAX_ITEMS, TopologyProblem
 
 JOB_SIZES = (1, 2, 4, 8, 8, 16, 16, 32, 64)
 POOL_SIZES = (0, 4, 8, 12, 16, 24, 32, 48, 64)

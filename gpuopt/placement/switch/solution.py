@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuopt.placement.problem import Job, TopologyProblem
+from gpuopt.placement.switch.problem import Job, TopologyProblem
 from gpuopt.result import Result, count_gap
 from gpuopt.result import Status as ResultStatus
 

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from gpuopt.errors import ProblemError
-from gpuopt.placement.greedy import place_job, solve_greedy, usable_gpus
-from gpuopt.placement.problem import TopologyProblem
-from gpuopt.placement.solution import Status, TopologyResult, make_result
+from gpuopt.placement.switch.greedy import place_job, solve_greedy, usable_gpus
+from gpuopt.placement.switch.problem import TopologyProblem
+from gpuopt.placement.switch.solution import Status, TopologyResult, make_result
 from gpuopt.result import count_gap
 from gpuopt.solvers.deadline import Deadline, DeadlineExceeded
 from gpuopt.solvers.highs import RowCounts, RowFamily, csr_family, solve_rows
@@ -249,7 +249,7 @@ def concentrate_each(
 
     Stops at the ``deadline``: the jobs not reached keep their GPUs (still legal).
     """
-    from gpuopt.placement.greedy import job_order
+    from gpuopt.placement.switch.greedy import job_order
 
     index = problem.index
     free = index.node_free.copy()
