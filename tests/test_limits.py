@@ -120,22 +120,22 @@ def test_cli_refuses_absurd_generate(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_exact_defrag_too_large_solves_partitions(
     method: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import gpuopt.defrag.exact as exact
+    import gpuopt.defrag.model as model
 
     snapshot = random_snapshot(3, nodes=40, fill=0.6)
-    monkeypatch.setattr(exact, "MAX_COLUMNS", 10)  # over 50x this: not even counted
+    monkeypatch.setattr(model, "MAX_COLUMNS", 10)  # over 50x this: not even counted
     plan = gpuopt.solve(snapshot, method, time_limit=3)
     assert gpuopt.violations(snapshot, plan) == []
     assert "task-node columns" in plan.notes[0] and "partitions" in plan.notes[0]
 
 
 def test_exact_defrag_counts_eligible_columns(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpuopt.defrag.exact as exact
+    import gpuopt.defrag.model as model
 
     snapshot = random_snapshot(3, nodes=40, fill=0.6)
-    monkeypatch.setattr(exact, "MAX_COLUMNS", 200)  # passes the pre-check, not the count
+    monkeypatch.setattr(model, "MAX_COLUMNS", 200)  # passes the pre-check, not the count
     with pytest.raises(ProblemError, match="more than 200 task-node columns"):
-        exact.DefragRows.build(snapshot)
+        model.DefragRows.build(snapshot)
 
 
 def test_snapshot_selector_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,7 +1,7 @@
 """The exact defragmentation model solved with CP-SAT (OR-Tools), from the ``ipc`` plan.
 
 The same labelled rows as :func:`gpuopt.defrag.milp.solve_milp` (X1-X5, X7-X9 of
-``models/defrag.md``, built in :mod:`gpuopt.defrag.exact`), one Boolean per
+``models/defrag.md``, built in :mod:`gpuopt.defrag.model`), one Boolean per
 column, every row an integer linear constraint (CPU and memory are already
 integers in thousandths), the objective ``weight * emptied - moves`` exact in
 integers, and every variable hinted from the ``ipc`` plan.
