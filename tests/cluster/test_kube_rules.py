@@ -427,11 +427,13 @@ def test_the_index_has_a_column_per_requested_resource() -> None:
 
 def test_a_partition_snapshot_carries_extended_resources() -> None:
     from gpuopt.defrag._shard import sub_snapshot
-    from gpuopt.defrag.greedy import ClusterState
+    from gpuopt.defrag.greedy import ClusterState, Search
 
     problem = room_on_c_only("rdma/hca", 1, c_offers=2)
     state = ClusterState(problem)
-    shard = state.shard(np.arange(3), depth=1, rankings=("easiest",), rng=np.random.default_rng(0))
+    shard = state.shard(
+        np.arange(3), Search("ipc", ("easiest",)), depth=1, rng=np.random.default_rng(0)
+    )
     part = sub_snapshot(shard)
     assert [node.resources for node in part.nodes] == [{"r0": 1}, {"r0": 1}, {"r0": 2}]
     assert [task.resources for task in part.tasks] == [{"r0": 1}] * 3

@@ -125,11 +125,13 @@ def test_partitions_can_be_solved_exactly() -> None:
     import numpy as np
 
     from gpuopt.defrag._shard import sub_snapshot
-    from gpuopt.defrag.greedy import ClusterState
+    from gpuopt.defrag.greedy import ClusterState, Search
 
     snapshot = random_snapshot(1, nodes=60, fill=0.75, locked_fraction=0.2)
     state = ClusterState(snapshot)
-    shard = state.shard(np.arange(30), depth=3, rankings=("easiest",), rng=np.random.default_rng(0))
+    shard = state.shard(
+        np.arange(30), Search("ipc", ("easiest",)), depth=3, rng=np.random.default_rng(0)
+    )
     part = sub_snapshot(shard)
     assert len(part.nodes) == 30
     assert part.index.node_used_gpus.tolist() == (snapshot.index.node_used_gpus[:30].tolist())
