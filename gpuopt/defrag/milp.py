@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 from gpuopt.defrag import model
 from gpuopt.defrag.exact import ExactSolver, budgeted, order_moves, plan_score, solve_from
@@ -59,19 +60,27 @@ def prepare(
     return problem, make_plan(problem, "none", [], seconds=0.0, maximises=objective)
 
 
+@dataclass(frozen=True)
+class ExactRun:
+    """How an exact method runs: its time limit, seed, threads (CP-SAT: workers), solver log
+    and progress callback (HiGHS only); see :func:`solve_milp`."""
+
+    time_limit: float | None
+    seed: int = 0
+    threads: int = 1
+    log: bool = False
+    progress: Progress | None = None
+
+
 def solve_exact(
     problem: DefragProblem,
     solver: ExactSolver,
+    run: ExactRun,
     *,
-    time_limit: float | None,
-    seed: int,
     initial: MigrationPlan | None,
-    threads: int,
     warm: bool,
     max_moves: int | None,
     group_budget: int | None,
-    log: bool,
-    progress: Progress | None = None,
 ) -> MigrationPlan:
     """The exact model of the whole snapshot with ``solver``, or of ipc's partitions.
 
@@ -79,7 +88,8 @@ def solve_exact(
     against :data:`gpuopt.defrag.model.MAX_COLUMNS`), so a snapshot gets the same
     kind of answer at every time limit; see :func:`solve_milp` for the options.
     """
-    deadline = Deadline(time_limit)
+    seed = run.seed
+    deadline = Deadline(run.time_limit)
     check_options(problem)
     problem, objective = resolve(problem)
     budgets = budgeted(problem, max_moves, group_budget)
@@ -99,10 +109,10 @@ def solve_exact(
         solver=solver,
         deadline=deadline,
         seed=seed,
-        threads=threads,
+        threads=run.threads,
         hinted=warm or initial is not None,
-        log=log,
-        progress=progress,
+        log=run.log,
+        progress=run.progress,
         slots=slots,
     )
 
@@ -238,15 +248,11 @@ def solve_milp(
     return solve_exact(
         problem,
         "milp",
-        time_limit=time_limit,
-        seed=seed,
+        ExactRun(time_limit, seed=seed, threads=threads, log=log, progress=progress),
         initial=initial,
-        threads=threads,
         warm=warm,
         max_moves=max_moves,
         group_budget=group_budget,
-        log=log,
-        progress=progress,
     )
 
 
@@ -254,6 +260,7 @@ __all__ = [
     "MAX_COLUMNS",
     "PARTITION_NODES",
     "DefragRows",
+    "ExactRun",
     "Progress",
     "order_moves",
     "prepare",
