@@ -406,11 +406,10 @@ def _kubernetes(rng: random.Random, cluster: Any) -> Any:
     """Half the clusters carry the Kubernetes facts of rules K1-K7, at random shares."""
     if rng.random() < 0.5:
         return cluster
-    from gpuopt.defrag.generator import with_kubernetes
+    from gpuopt.defrag.generator import KubeFacts, with_kubernetes
 
-    return with_kubernetes(
-        cluster,
-        rng.randrange(2**31),
+    seed = rng.randrange(2**31)
+    facts = KubeFacts(
         tainted=rng.uniform(0.0, 0.5),
         cordoned=rng.uniform(0.0, 0.2),
         not_ready=rng.uniform(0.0, 0.1),
@@ -424,6 +423,7 @@ def _kubernetes(rng: random.Random, cluster: Any) -> Any:
         extended=rng.uniform(0.0, 0.5),
         budgets=rng.random() < 0.7,
     )
+    return with_kubernetes(cluster, seed, facts)
 
 
 def _node_case(method: str) -> Callable[[random.Random, int], Instance]:

@@ -11,7 +11,9 @@ share of locked tasks. The same arguments always give the same snapshot.
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from gpuopt._generator import beta_parameters, task_size
@@ -176,34 +178,12 @@ def _decorate(
             task["anti_affinity"] = f"svc-{group}"
 
 
-def with_kubernetes(
-    problem: DefragProblem,
-    seed: int,
-    *,
-    tainted: float = 0.1,
-    cordoned: float = 0.05,
-    not_ready: float = 0.02,
-    tolerating: float = 0.3,
-    affinity: float = 0.2,
-    services: int = 3,
-    replicas: float = 0.15,
-    zone_spread: float = 0.3,
-    pod_affinity: float = 0.03,
-    pinned: float = 0.05,
-    extended: float = 0.05,
-    rdma_per_node: int = 4,
-    budgets: bool = True,
-) -> DefragProblem:
-    """``problem`` with the Kubernetes facts that decide where pods may go (rules K1-K7).
+@dataclass(frozen=True)
+class KubeFacts:
+    """How many of the Kubernetes facts of rules K1-K7 :func:`with_kubernetes` draws.
 
-    The snapshot stays a legal state: every pod's node satisfies its node
-    affinity, replicas of a service with a required anti-affinity run on
-    distinct nodes (or zones), and extended resources fit.
-
-    Parameters
+    Attributes
     ----------
-    seed
-        Seed of the private random generator.
     tainted, cordoned, not_ready
         Shares of nodes with a ``NoSchedule`` taint ``dedicated=<team>``, cordoned, NotReady.
     tolerating
@@ -224,15 +204,43 @@ def with_kubernetes(
         how many each node advertises.
     budgets
         One PodDisruptionBudget per service (``maxUnavailable: 1`` or ``minAvailable: 50%``).
+    """
+
+    tainted: float = 0.1
+    cordoned: float = 0.05
+    not_ready: float = 0.02
+    tolerating: float = 0.3
+    affinity: float = 0.2
+    services: int = 3
+    replicas: float = 0.15
+    zone_spread: float = 0.3
+    pod_affinity: float = 0.03
+    pinned: float = 0.05
+    extended: float = 0.05
+    rdma_per_node: int = 4
+    budgets: bool = True
+
+
+def with_kubernetes(
+    problem: DefragProblem, seed: int, facts: KubeFacts | None = None
+) -> DefragProblem:
+    """``problem`` with the Kubernetes facts that decide where pods may go (rules K1-K7).
+
+    The snapshot stays a legal state: every pod's node satisfies its node
+    affinity, replicas of a service with a required anti-affinity run on
+    distinct nodes (or zones), and extended resources fit. ``facts`` says how
+    many of each (default: :class:`KubeFacts`' defaults); ``seed`` seeds the
+    private random generator.
 
     Examples
     --------
-    >>> cluster = with_kubernetes(random_snapshot(3, nodes=20), 3)
+    >>> cluster = with_kubernetes(random_snapshot(3, nodes=20), 3, KubeFacts(tainted=0.2))
     >>> sum(not n.ready for n in cluster.nodes) + sum(n.unschedulable for n in cluster.nodes) >= 0
     True
     """
+    facts = KubeFacts() if facts is None else facts
     check_arguments(
-        locals(),
+        {"seed": seed, **dataclasses.asdict(facts)},
         whole={"seed": (0, 2**63), "services": (0, 1000), "rdma_per_node": (0, 1000)},
         numbers={
             name: (0.0, 1.0)
@@ -250,6 +258,10 @@ def with_kubernetes(
             )
         },
     )
+    tainted, cordoned, not_ready = facts.tainted, facts.cordoned, facts.not_ready
+    tolerating, affinity, pod_affinity = facts.tolerating, facts.affinity, facts.pod_affinity
+    services, replicas, zone_spread = facts.services, facts.replicas, facts.zone_spread
+    pinned, extended, rdma_per_node = facts.pinned, facts.extended, facts.rdma_per_node
     rng = random.Random(seed)
     data = problem.model_dump(mode="json")
     zones = ["z0", "z1", "z2"]
@@ -327,7 +339,7 @@ def with_kubernetes(
                     "topology_key": "kubernetes.io/hostname",
                 }
             ]
-    if budgets:
+    if facts.budgets:
         data["budgets"] = [
             {
                 "id": f"pdb-svc{k}",
@@ -361,4 +373,4 @@ def _true_term(rng: random.Random, labels: dict[str, str], zones: list[str]) -> 
     return {"match_expressions": [rng.choice(choices)]}
 
 
-__all__ = ["random_snapshot", "with_kubernetes"]
+__all__ = ["KubeFacts", "random_snapshot", "with_kubernetes"]

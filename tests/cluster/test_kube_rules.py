@@ -20,7 +20,7 @@ from gpuopt.cluster.kube import (
     affinity_matches,
     tolerates,
 )
-from gpuopt.defrag.generator import random_snapshot, with_kubernetes
+from gpuopt.defrag.generator import KubeFacts, random_snapshot, with_kubernetes
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import Move, assign_waves, violations
 from tests.defrag.conftest import assert_legal
@@ -443,7 +443,9 @@ def test_a_partition_snapshot_carries_extended_resources() -> None:
 
 kubernetes_clusters = st.builds(
     lambda seed, nodes, k: with_kubernetes(
-        random_snapshot(seed, nodes=nodes, selector_fraction=0.2, group_fraction=0.1), seed, **k
+        random_snapshot(seed, nodes=nodes, selector_fraction=0.2, group_fraction=0.1),
+        seed,
+        KubeFacts(**k),
     ),
     st.integers(0, 10**6),
     st.integers(2, 40),
@@ -479,12 +481,14 @@ extended_clusters = st.builds(
     lambda seed, nodes, extended, offered: with_kubernetes(
         random_snapshot(seed, nodes=nodes, selector_fraction=0.1, group_fraction=0.1),
         seed,
-        tainted=0.1,
-        cordoned=0.05,
-        pinned=0.05,
-        replicas=0.1,
-        extended=extended,
-        rdma_per_node=offered,
+        KubeFacts(
+            tainted=0.1,
+            cordoned=0.05,
+            pinned=0.05,
+            replicas=0.1,
+            extended=extended,
+            rdma_per_node=offered,
+        ),
     ),
     st.integers(0, 10**6),
     st.integers(2, 40),
@@ -513,7 +517,7 @@ def test_exact_methods_keep_every_extended_resource(
 
 
 def test_pods_with_extended_resources_move_on_a_generated_cluster() -> None:
-    problem = with_kubernetes(random_snapshot(1, nodes=60, fill=0.6), 1, extended=0.8)
+    problem = with_kubernetes(random_snapshot(1, nodes=60, fill=0.6), 1, KubeFacts(extended=0.8))
     asking = {t.id for t in problem.tasks if t.resources}
     plan = gpuopt.solve(problem, "ipc")
     assert_legal(problem, plan)
