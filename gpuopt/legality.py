@@ -363,24 +363,34 @@ def _cluster_shape(
 
 def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
     def build(rng: random.Random, number: int) -> Instance:
-        from gpuopt.preemption.generator import random_state
+        from gpuopt.preemption.generator import Clock, RequestShape, random_state
         from gpuopt.preemption.problem import PreemptionProblem
 
         size, nodes, gpus_per_node = _cluster_shape(rng, (1, 3), (4, 50), (51, 1000))
         cpus_per_node = rng.choice((8, 32, 96, 192))
-        state = random_state(
-            rng.randrange(2**31),
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            cpus_per_node=cpus_per_node,
-            occupancy=None if rng.random() < 0.5 else rng.uniform(0.0, 1.0),
-            hp_fraction=None if rng.random() < 0.5 else rng.uniform(0.0, 1.0),
+        # drawn in the order of random_state's old keyword arguments (same instances)
+        seed = rng.randrange(2**31)
+        occupancy = None if rng.random() < 0.5 else rng.uniform(0.0, 1.0)
+        hp_fraction = None if rng.random() < 0.5 else rng.uniform(0.0, 1.0)
+        clock = Clock(
             max_age=rng.choice((0, 60, 7200, 86_400)),
             now=rng.choice((7200, 86_400)),
             checkpoint_period=rng.choice((None, None, 60, 600, 3600)),
-            request_gpus=None if rng.random() < 0.5 else rng.randint(0, gpus_per_node),
-            request_cpus=None if rng.random() < 0.6 else rng.randint(0, 2 * cpus_per_node) / 2,
-            request_priority="HP" if rng.random() < 0.8 else "LP",
+        )
+        request = RequestShape(
+            gpus=None if rng.random() < 0.5 else rng.randint(0, gpus_per_node),
+            cpus=None if rng.random() < 0.6 else rng.randint(0, 2 * cpus_per_node) / 2,
+            priority="HP" if rng.random() < 0.8 else "LP",
+        )
+        state = random_state(
+            seed,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            cpus_per_node=cpus_per_node,
+            occupancy=occupancy,
+            hp_fraction=hp_fraction,
+            clock=clock,
+            request=request,
             contended=rng.random() < 0.5,
         )
         data = state.model_dump(mode="json")
