@@ -252,7 +252,7 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
     exact = method in ("milp", "cpsat")
 
     def build(rng: random.Random, number: int) -> Instance:
-        from gpuopt.defrag.generator import random_snapshot
+        from gpuopt.defrag.generator import TaskShares, random_snapshot
         from gpuopt.defrag.problem import DefragProblem
 
         size = _pick_size(rng, exact)
@@ -268,12 +268,14 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
             cpus_per_node=rng.choice((16, 64, 128, 192)),
             memory_per_node=rng.choice((None, 512, 2048)),
             fill=rng.uniform(0.0, 1.0),
-            locked_fraction=rng.uniform(0.0, 0.4),
-            hp_fraction=rng.uniform(0.0, 0.6),
-            selector_fraction=rng.uniform(0.0, 0.6),
-            group_fraction=rng.uniform(0.0, 0.6),
-            groups=rng.choice((None, 1, 2, 3, 5)),
-            cpu_only_fraction=rng.uniform(0.0, 0.2),
+            shares=TaskShares(
+                locked_fraction=rng.uniform(0.0, 0.4),
+                hp_fraction=rng.uniform(0.0, 0.6),
+                selector_fraction=rng.uniform(0.0, 0.6),
+                group_fraction=rng.uniform(0.0, 0.6),
+                groups=rng.choice((None, 1, 2, 3, 5)),
+                cpu_only_fraction=rng.uniform(0.0, 0.2),
+            ),
             asw_size=rng.choice((2, 8, 32)),
             idle_fraction=rng.uniform(0.0, 0.3),
         )

@@ -18,7 +18,7 @@ from gpuopt.allocation.generator import random_problem
 from gpuopt.allocation.patterns import MAX_PATTERNS, PatternSet, size_bounds
 from gpuopt.allocation.problem import MAX_CELLS, AllocationProblem
 from gpuopt.cli import main
-from gpuopt.defrag.generator import random_snapshot
+from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.errors import ProblemError
 from gpuopt.placement.problem import TopologyProblem
 from gpuopt.preemption import PreemptionProblem, solve_exact, solve_heuristic
@@ -141,7 +141,9 @@ def test_exact_defrag_counts_eligible_columns(monkeypatch: pytest.MonkeyPatch) -
 def test_snapshot_selector_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     import gpuopt.cluster.model as defrag_problem
 
-    data = json.loads(random_snapshot(1, nodes=10, selector_fraction=0.0).to_json())
+    data = json.loads(
+        random_snapshot(1, nodes=10, shares=TaskShares(selector_fraction=0.0)).to_json()
+    )
     for number, task in enumerate(data["tasks"][:3]):
         node = next(n for n in data["nodes"] if n["id"] == task["node"])
         node["labels"][f"key{number}"] = "v"

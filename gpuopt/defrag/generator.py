@@ -24,6 +24,29 @@ SIZES = (1, 2, 4, 8)
 SIZE_WEIGHTS = (0.35, 0.3, 0.2, 0.15)
 
 
+@dataclass(frozen=True)
+class TaskShares:
+    """What the tasks of a random snapshot are like (:func:`random_snapshot`).
+
+    Attributes
+    ----------
+    locked_fraction, hp_fraction, selector_fraction, group_fraction
+        Shares of tasks that are locked, high-priority, carry a GPU-model
+        node selector, and belong to an anti-affinity group.
+    groups
+        Number of anti-affinity groups (default: one per ten nodes, at least 2).
+    cpu_only_fraction
+        Share of tasks that hold no GPU.
+    """
+
+    locked_fraction: float = 0.1
+    hp_fraction: float = 0.3
+    selector_fraction: float = 0.3
+    group_fraction: float = 0.2
+    groups: int | None = None
+    cpu_only_fraction: float = 0.05
+
+
 def random_snapshot(
     seed: int,
     *,
@@ -32,12 +55,7 @@ def random_snapshot(
     cpus_per_node: int = 128,
     memory_per_node: int | None = 2048,
     fill: float = 0.55,
-    locked_fraction: float = 0.1,
-    hp_fraction: float = 0.3,
-    selector_fraction: float = 0.3,
-    group_fraction: float = 0.2,
-    groups: int | None = None,
-    cpu_only_fraction: float = 0.05,
+    shares: TaskShares | None = None,
     asw_size: int = 32,
     idle_fraction: float = 0.05,
     name: str | None = None,
@@ -50,11 +68,11 @@ def random_snapshot(
         Seed of the private random generator (the global one is untouched).
     fill
         Mean share of GPUs in use (per-node shares vary around it).
-    locked_fraction, hp_fraction, selector_fraction, group_fraction
-        Shares of tasks that are locked, high-priority, carry a GPU-model
-        node selector, and belong to an anti-affinity group.
-    groups
-        Number of anti-affinity groups (default: one per ten nodes, at least 2).
+    shares
+        What the tasks are like: locked, HP, with a node selector, in
+        anti-affinity groups, CPU-only (default: :class:`TaskShares`' defaults).
+    asw_size
+        Nodes per access switch.
     idle_fraction
         Share of nodes left idle (whole free nodes, kept for whole-node jobs).
 
@@ -64,6 +82,10 @@ def random_snapshot(
     >>> len(snapshot.nodes), snapshot.index.node_used_gpus.sum() > 0
     (10, np.True_)
     """
+    task_shares = TaskShares() if shares is None else shares
+    locked_fraction, hp_fraction = task_shares.locked_fraction, task_shares.hp_fraction
+    selector_fraction, group_fraction = task_shares.selector_fraction, task_shares.group_fraction
+    groups, cpu_only_fraction = task_shares.groups, task_shares.cpu_only_fraction
     check_arguments(
         locals(),
         whole={
@@ -92,7 +114,7 @@ def random_snapshot(
     num_groups = groups if groups is not None else max(2, nodes // 10)
     node_rows: list[dict[str, Any]] = []
     task_rows: list[dict[str, Any]] = []
-    shares = _Shares(locked_fraction, hp_fraction, selector_fraction, group_fraction)
+    odds = _Shares(locked_fraction, hp_fraction, selector_fraction, group_fraction)
     # A U-shaped Beta with mean `fill`: concentration 0.9 spreads nodes to both ends.
     alpha, beta = beta_parameters(fill, 0.9)
     for node_number in range(nodes):
@@ -127,13 +149,13 @@ def random_snapshot(
                     break
                 task["memory"] = memory
                 used_memory += memory
-            _decorate(rng, task, model, node_groups, num_groups, shares)
+            _decorate(rng, task, model, node_groups, num_groups, odds)
             task_rows.append(task)
             used_gpus += size
             used_cpus += cpus
         if rng.random() < cpu_only_fraction * 4 and used_cpus + 8 <= cpus_per_node:
             task = _task(rng, len(task_rows), node_id, 0, rng.randint(2, 8))
-            _decorate(rng, task, model, node_groups, num_groups, shares._replace(group=0.0))
+            _decorate(rng, task, model, node_groups, num_groups, odds._replace(group=0.0))
             task_rows.append(task)
     return DefragProblem.model_validate(
         {
@@ -373,4 +395,4 @@ def _true_term(rng: random.Random, labels: dict[str, str], zones: list[str]) -> 
     return {"match_expressions": [rng.choice(choices)]}
 
 
-__all__ = ["KubeFacts", "random_snapshot", "with_kubernetes"]
+__all__ = ["KubeFacts", "TaskShares", "random_snapshot", "with_kubernetes"]

@@ -20,7 +20,7 @@ from gpuopt.cluster.kube import (
     affinity_matches,
     tolerates,
 )
-from gpuopt.defrag.generator import KubeFacts, random_snapshot, with_kubernetes
+from gpuopt.defrag.generator import KubeFacts, TaskShares, random_snapshot, with_kubernetes
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import Move, assign_waves, violations
 from tests.defrag.conftest import assert_legal
@@ -443,7 +443,9 @@ def test_a_partition_snapshot_carries_extended_resources() -> None:
 
 kubernetes_clusters = st.builds(
     lambda seed, nodes, k: with_kubernetes(
-        random_snapshot(seed, nodes=nodes, selector_fraction=0.2, group_fraction=0.1),
+        random_snapshot(
+            seed, nodes=nodes, shares=TaskShares(selector_fraction=0.2, group_fraction=0.1)
+        ),
         seed,
         KubeFacts(**k),
     ),
@@ -479,7 +481,9 @@ def test_heuristics_keep_every_kubernetes_rule(problem: DefragProblem, partition
 #: (K4 binds everywhere), with few other rules, so that many pods may move.
 extended_clusters = st.builds(
     lambda seed, nodes, extended, offered: with_kubernetes(
-        random_snapshot(seed, nodes=nodes, selector_fraction=0.1, group_fraction=0.1),
+        random_snapshot(
+            seed, nodes=nodes, shares=TaskShares(selector_fraction=0.1, group_fraction=0.1)
+        ),
         seed,
         KubeFacts(
             tainted=0.1,

@@ -10,7 +10,7 @@ import pytest
 
 from gpuopt.defrag import model
 from gpuopt.defrag.cpsat import solve_cpsat
-from gpuopt.defrag.generator import random_snapshot
+from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.milp import DefragRows, order_moves, solve_milp
 from gpuopt.defrag.model import capacity_bound, model_columns
@@ -87,9 +87,7 @@ def test_exact_matches_brute_force(seed: int) -> None:
         memory_per_node=None,
         fill=0.5,
         idle_fraction=0.0,
-        group_fraction=0.4,
-        groups=2,
-        locked_fraction=0.15,
+        shares=TaskShares(group_fraction=0.4, groups=2, locked_fraction=0.15),
     )
     if len(snapshot.tasks) > 8:
         pytest.skip("too many tasks to enumerate")
