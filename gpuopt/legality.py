@@ -153,7 +153,7 @@ def _pick_size(rng: random.Random, exact: bool) -> str:
 
 
 def _allocation(rng: random.Random, exact: bool, models: bool = False) -> Instance:
-    from gpuopt.allocation.generator import random_problem
+    from gpuopt.allocation.generator import ScenarioDetails, random_problem
 
     size = _pick_size(rng, exact)
     if exact:
@@ -170,22 +170,32 @@ def _allocation(rng: random.Random, exact: bool, models: bool = False) -> Instan
         tasks, horizon = rng.randint(12, 48), rng.choice((12, 24, 36, 48))
     divisors = [d for d in (1, 2, 4, 8, 16) if d <= gpus and gpus % d == 0]
     node = rng.choice(divisors) if rng.random() < 0.5 else None
-    problem = random_problem(
-        rng.randrange(2**31),
-        gpus=gpus,
-        tasks=tasks,
-        horizon=horizon,
-        realtime=None if rng.random() < 0.6 else rng.randint(0, min(3, tasks)),
-        load=rng.uniform(0.3, 2.5),
-        running_fraction=rng.uniform(0.0, 0.5),
-        deadline_fraction=rng.uniform(0.0, 0.7),
-        align_blocks=rng.random() < 0.4,
-        gpus_per_node=node,
+    # drawn in the order of random_problem's old keyword arguments (the same instances)
+    seed = rng.randrange(2**31)
+    realtime = None if rng.random() < 0.6 else rng.randint(0, min(3, tasks))
+    load = rng.uniform(0.3, 2.5)
+    running_fraction = rng.uniform(0.0, 0.5)
+    deadline_fraction = rng.uniform(0.0, 0.7)
+    align_blocks = rng.random() < 0.4
+    details = ScenarioDetails(
+        running_fraction=running_fraction,
+        deadline_fraction=deadline_fraction,
         max_swap=rng.choice((None, None, 1, 2, 4)),
         uniform_priority=rng.random() < 0.15,
         step_minutes=rng.choice((60, 60, 30)),
         multi_node=rng.choice((0.0, 0.0, 0.5)) if node else 0.0,  # jobs of whole nodes
+    )
+    problem = random_problem(
+        seed,
+        gpus=gpus,
+        tasks=tasks,
+        horizon=horizon,
+        realtime=realtime,
+        load=load,
+        align_blocks=align_blocks,
+        gpus_per_node=node,
         models=models,
+        details=details,
     )
     shape = f"{size} {gpus} GPUs x {tasks} tasks, {horizon} steps, node {node}"
     if problem.pools is not None:
@@ -220,7 +230,7 @@ def _allocation_case(method: str, models: bool = False) -> Callable[[random.Rand
 
 
 def _rolling(rng: random.Random, number: int) -> Instance:
-    from gpuopt.allocation.generator import random_problem
+    from gpuopt.allocation.generator import ScenarioDetails, random_problem
 
     size = rng.choice(("tiny", "small", "small", "medium"))
     gpus = rng.choice({"tiny": (1, 2, 4), "small": (4, 8, 16), "medium": (16, 32)}[size])
@@ -228,17 +238,27 @@ def _rolling(rng: random.Random, number: int) -> Instance:
     horizon = rng.choice({"tiny": (2, 4, 6), "small": (8, 12, 24), "medium": (12, 24)}[size])
     forecast = rng.choice(("oracle", "oracle", "noisy:0.2", "noisy:0.5", "seasonal"))
     divisors = [d for d in (2, 4, 8) if d <= gpus and gpus % d == 0]
+    # drawn in the order of random_problem's old keyword arguments (the same instances)
+    seed = rng.randrange(2**31)
+    load = rng.uniform(0.5, 2.0)
+    running_fraction = rng.uniform(0.0, 0.4)
+    deadline_fraction = rng.uniform(0.0, 0.5)
+    align_blocks = rng.random() < 0.3
+    gpus_per_node = rng.choice(divisors) if divisors and rng.random() < 0.4 else None
+    details = ScenarioDetails(
+        running_fraction=running_fraction,
+        deadline_fraction=deadline_fraction,
+        history_days=rng.choice((0, 1, 2)) if forecast == "seasonal" else 0,
+    )
     problem = random_problem(
-        rng.randrange(2**31),
+        seed,
         gpus=gpus,
         tasks=tasks,
         horizon=horizon,
-        load=rng.uniform(0.5, 2.0),
-        running_fraction=rng.uniform(0.0, 0.4),
-        deadline_fraction=rng.uniform(0.0, 0.5),
-        align_blocks=rng.random() < 0.3,
-        gpus_per_node=rng.choice(divisors) if divisors and rng.random() < 0.4 else None,
-        history_days=rng.choice((0, 1, 2)) if forecast == "seasonal" else 0,
+        load=load,
+        align_blocks=align_blocks,
+        gpus_per_node=gpus_per_node,
+        details=details,
     )
     options = {
         "forecast": forecast,
