@@ -34,7 +34,7 @@ from rich.table import Table
 
 import gpuopt
 from gpuopt.allocation.cpsat import CpsatModel
-from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.milp import MilpData, available_solvers, build_milp
 from gpuopt.allocation.patterns import PatternSet
 from gpuopt.allocation.problem import AllocationProblem
@@ -62,7 +62,12 @@ def instances(seeds: int, max_gpus: int) -> list[AllocationProblem]:
             name = f"random-{gpus}x{tasks}-s{seed}"
             problems.append(
                 random_problem(
-                    seed, gpus=gpus, tasks=tasks, gpus_per_node=node, align_blocks=align, name=name
+                    seed,
+                    gpus=gpus,
+                    tasks=tasks,
+                    gpus_per_node=node,
+                    align_blocks=align,
+                    details=ScenarioDetails(name=name),
                 )
             )
     return problems

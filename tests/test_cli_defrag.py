@@ -267,9 +267,9 @@ def test_exact_methods_say_when_they_solve_partitions(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import gpuopt.defrag.exact as exact
+    import gpuopt.defrag.model as model
 
-    monkeypatch.setattr(exact, "MAX_COLUMNS", 100)
+    monkeypatch.setattr(model, "MAX_COLUMNS", 100)
     out = tmp_path / "plan.json"
     for limit in ("2", "5"):  # the same kind of answer at every time limit
         args = ["defrag", str(snapshot_file), "--method", "milp", "--time-limit", limit]

@@ -49,7 +49,7 @@ from typing import Any
 import pytest
 
 import gpuopt
-from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.problem import AllocationProblem, load_problem
 from gpuopt.allocation.solution import violations as allocation_violations
 from gpuopt.cli import main
@@ -485,7 +485,7 @@ def valid_scenario(rng: random.Random, *, small: bool = False) -> dict[str, Any]
         horizon=horizon,
         align_blocks=rng.random() < 0.3,
         gpus_per_node=node,
-        history_days=rng.choice((0, 0, 1)),
+        details=ScenarioDetails(history_days=rng.choice((0, 0, 1))),
         models=rng.random() < 0.25,  # GPU pools, speed factors and tasks' models
     )
     scenario: dict[str, Any] = json.loads(problem.to_json())

@@ -6,7 +6,7 @@ import pytest
 
 import gpuopt
 from gpuopt.allocation.cpsat import SCALE, CpsatModel
-from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.milp import SOLVERS, available_solvers, build_milp, solve_milp
 from gpuopt.allocation.patterns import PatternSet
 from gpuopt.allocation.problem import AllocationProblem
@@ -91,7 +91,9 @@ def test_greedy_legal_and_no_better_than_optimum(case: str) -> None:
 
 def test_cpsat_hint_is_complete_and_feasible() -> None:
     for seed in range(4):
-        problem = random_problem(seed, gpus=16, tasks=14, realtime=2, running_fraction=0.3)
+        problem = random_problem(
+            seed, gpus=16, tasks=14, realtime=2, details=ScenarioDetails(running_fraction=0.3)
+        )
         patterns = PatternSet.build(problem)
         model = CpsatModel(patterns)
         greedy = gpuopt.solve(problem, "greedy")
@@ -129,7 +131,9 @@ def test_exact_legal_bound_and_never_worse_than_greedy(method: str) -> None:
 
 def test_cpsat_and_milp_agree_on_small_instances() -> None:
     for seed in range(5):
-        problem = random_problem(seed, gpus=8, tasks=9, realtime=2, running_fraction=0.3)
+        problem = random_problem(
+            seed, gpus=8, tasks=9, realtime=2, details=ScenarioDetails(running_fraction=0.3)
+        )
         cpsat = gpuopt.solve(problem, "cpsat", time_limit=30)
         milp = gpuopt.solve(problem, "milp", time_limit=30)
         assert cpsat.status == milp.status == "optimal"

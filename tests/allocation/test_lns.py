@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import gpuopt
-from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.lns import solve_lns
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import evaluate, violations
@@ -34,8 +34,8 @@ def test_one_window_over_the_whole_cluster_reaches_the_optimum(seed: int) -> Non
     "options",
     [
         {"gpus_per_node": 8, "realtime": 3},
-        {"align_blocks": True, "running_fraction": 0.4},
-        {"load": 2.5, "deadline_fraction": 0.6, "max_swap": 1},
+        {"align_blocks": True, "details": ScenarioDetails(running_fraction=0.4)},
+        {"load": 2.5, "details": ScenarioDetails(deadline_fraction=0.6, max_swap=1)},
     ],
 )
 def test_never_worse_than_the_greedy_and_always_legal(options: dict[str, object]) -> None:
@@ -102,7 +102,12 @@ class Recorder:
 PARALLEL_CASES = [
     {"gpus_per_node": 8, "realtime": 3},
     {"align_blocks": True, "realtime": 2},
-    {"gpus_per_node": 4, "align_blocks": True, "realtime": 4, "max_swap": 1},
+    {
+        "gpus_per_node": 4,
+        "align_blocks": True,
+        "realtime": 4,
+        "details": ScenarioDetails(max_swap=1),
+    },
 ]
 
 

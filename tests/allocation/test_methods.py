@@ -12,7 +12,7 @@ import pytest
 import gpuopt
 from gpuopt.allocation._board import Board
 from gpuopt.allocation.fifo import solve_fifo
-from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.greedy import _construct, solve_greedy
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import evaluate
@@ -158,11 +158,13 @@ def _instances() -> list[AllocationProblem]:
         dict(gpus=16, tasks=24, align_blocks=True),
         dict(gpus=32, tasks=20, gpus_per_node=8),
         dict(gpus=64, tasks=30, gpus_per_node=8, align_blocks=True),
-        dict(gpus=8, tasks=12, realtime=3, max_swap=1, running_fraction=0.4),
-        dict(gpus=4, tasks=6, horizon=8, deadline_fraction=0.8),
+        dict(
+            gpus=8, tasks=12, realtime=3, details=ScenarioDetails(max_swap=1, running_fraction=0.4)
+        ),
+        dict(gpus=4, tasks=6, horizon=8, details=ScenarioDetails(deadline_fraction=0.8)),
         dict(gpus=16, tasks=10, horizon=48, load=2.5),
         dict(gpus=2, tasks=3, horizon=3),
-        dict(gpus=8, tasks=16, uniform_priority=True, load=0.6),
+        dict(gpus=8, tasks=16, details=ScenarioDetails(uniform_priority=True), load=0.6),
     ]
     return [random_problem(seed, **shape) for seed in range(24) for shape in shapes]  # type: ignore[arg-type]
 

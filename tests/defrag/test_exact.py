@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuopt.defrag import exact
+from gpuopt.defrag import model
 from gpuopt.defrag.cpsat import solve_cpsat
-from gpuopt.defrag.exact import capacity_bound, model_columns
-from gpuopt.defrag.generator import random_snapshot
+from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.milp import DefragRows, order_moves, solve_milp
+from gpuopt.defrag.model import capacity_bound, model_columns
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import make_plan
 from gpuopt.solvers.deadline import Deadline
@@ -89,9 +89,7 @@ def test_exact_matches_brute_force(seed: int) -> None:
         memory_per_node=None,
         fill=0.5,
         idle_fraction=0.0,
-        group_fraction=0.4,
-        groups=2,
-        locked_fraction=0.15,
+        shares=TaskShares(group_fraction=0.4, groups=2, locked_fraction=0.15),
     )
     if len(snapshot.tasks) > 8:
         pytest.skip("too many tasks to enumerate")
@@ -220,7 +218,7 @@ def test_too_large_a_model_solves_the_partitions_exactly(
 
     snapshot = random_snapshot(3, nodes=40, fill=0.6)
     columns = model_columns(snapshot)
-    monkeypatch.setattr(exact, "MAX_COLUMNS", columns // 3)  # partitions of about 11 nodes
+    monkeypatch.setattr(model, "MAX_COLUMNS", columns // 3)  # partitions of about 11 nodes
     solved: list[int] = []
     real_solve_from = shard.solve_from
 
@@ -248,7 +246,7 @@ def test_partitions_too_large_for_the_model_keep_the_heuristic(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     snapshot = random_snapshot(3, nodes=40, fill=0.6)
-    monkeypatch.setattr(exact, "MAX_COLUMNS", 3)  # even 2-node partitions are refused
+    monkeypatch.setattr(model, "MAX_COLUMNS", 3)  # even 2-node partitions are refused
     plan = solve_milp(snapshot, time_limit=5)
     assert_legal(snapshot, plan)
     assert plan.status == "feasible" and "partitions of at most 2 nodes" in plan.notes[0]

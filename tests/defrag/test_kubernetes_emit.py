@@ -15,7 +15,7 @@ import yaml
 
 import gpuopt
 from gpuopt.cluster.model import Cluster
-from gpuopt.defrag.generator import random_snapshot, with_kubernetes
+from gpuopt.defrag.generator import KubeFacts, random_snapshot, with_kubernetes
 from gpuopt.defrag.kubernetes import (
     PLACEHOLDER_CLASS,
     kubernetes_files,
@@ -27,7 +27,7 @@ from gpuopt.defrag.solution import MigrationPlan, make_plan
 
 
 def test_every_move_holds_the_room_then_evicts_then_releases() -> None:
-    cluster = with_kubernetes(random_snapshot(5, nodes=15), 5, tolerating=1.0)
+    cluster = with_kubernetes(random_snapshot(5, nodes=15), 5, KubeFacts(tolerating=1.0))
     plan = gpuopt.solve(cluster, "ipc")
     assert plan.moves
     documents = [d for d in yaml.safe_load_all(kubernetes_yaml(cluster, plan)) if d is not None]

@@ -7,7 +7,7 @@ import pytest
 import gpuopt
 from gpuopt.cluster.model import SCALE, Cluster
 from gpuopt.gang.cpsat import solve_cpsat
-from gpuopt.gang.generator import random_gang_problem
+from gpuopt.gang.generator import RequestShape, random_gang_problem
 from gpuopt.gang.greedy import solve_heuristic
 from gpuopt.gang.problem import GangProblem
 from gpuopt.gang.solution import evaluate, violations
@@ -43,7 +43,10 @@ def test_gb200_states() -> None:
     for seed in range(4):
         for slice_size in (None, 2):
             problem = random_gang_problem(
-                seed, domains=3, nodes_per_domain=8, slice_size=slice_size
+                seed,
+                domains=3,
+                nodes_per_domain=8,
+                request_shape=RequestShape(slice_size=slice_size),
             )
             heuristic = gpuopt.solve(problem, "heuristic")
             exact = gpuopt.solve(problem, "exact", time_limit=20)
@@ -262,7 +265,9 @@ def test_sliced_heuristic_places_whenever_exact_does() -> None:
     # cover with whole-gang closures).
     placed = 0
     for seed in range(30):
-        problem = random_gang_problem(seed, slice_size=2, occupancy=0.6 + 0.35 * (seed % 8) / 7)
+        problem = random_gang_problem(
+            seed, occupancy=0.6 + 0.35 * (seed % 8) / 7, request_shape=RequestShape(slice_size=2)
+        )
         heuristic = solve_heuristic(problem)
         exact = solve_cpsat(problem, time_limit=10)
         assert violations(problem, heuristic) == [], seed
