@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuopt.defrag import model
+from gpuopt.defrag import exact, model
 from gpuopt.defrag.cpsat import solve_cpsat
 from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
