@@ -852,6 +852,7 @@ class NodePlacement(Result):
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
+    no_objective: ClassVar[str] = "a node-level placement ranks nodes; it optimises no objective"
 
     method: str = "binpack"
     node: str | None
