@@ -179,8 +179,8 @@ def assert_gap_rule(result: gpuopt.Result, sense: str | None) -> None:
         assert objective is not None
         slack = 1e-6 * max(1.0, abs(objective))
         assert bound >= objective - slack if sense == "max" else bound <= objective + slack
-    if result.status == gpuopt.Status.OPTIMAL:
-        assert gap is not None and gap <= 1e-6
+    if result.status == gpuopt.Status.OPTIMAL:  # within the solvers' tolerance (section 16)
+        assert gap is not None and gap <= 1e-5
     # the rule holds again after a JSON round trip, with no note added twice
     again = type(result).model_validate_json(result.to_json())
     assert (again.gap, again.notes) == (gap, result.notes)

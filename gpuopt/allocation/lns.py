@@ -22,10 +22,10 @@ plan passed as ``initial``), the search repeats until its time limit:
 Every accepted plan is legal (each window keeps A1-A5 and the realtime
 counts are bound to free GPUs again), so the result is never worse than the
 start. The bound reported (section 16) is the lower of the step-capacity LP
-bound (section 13) and, below :data:`~gpuopt.allocation.bound.STEP_BOUND_GPUS`
-GPUs, where the exact model is small, CP-SAT's bound on the exact model
-(sections 3-6) warm-started from the final plan, with at most
-:data:`EXACT_SHARE` of the time limit; the notes say which bound it is.
+bound (section 13) and, on clusters of at most :data:`EXACT_BOUND_GPUS` GPUs,
+where the exact model is small, CP-SAT's bound on the exact model (sections
+3-6) warm-started from the final plan, with :data:`EXACT_SHARE` of the time
+limit (at most :data:`EXACT_MAX_SECONDS`); the notes say which bound it is.
 
 With ``workers`` > 1 (section 14.1) each round solves up to ``workers``
 windows over disjoint GPU ranges at once, in local processes or on an
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuopt.allocation._board import Board
-from gpuopt.allocation.bound import STEP_BOUND_GPUS, step_capacity_bound
+from gpuopt.allocation.bound import step_capacity_bound
 from gpuopt.allocation.patterns import read_plan, warm_start
 from gpuopt.allocation.problem import AllocationProblem, Grid
 from gpuopt.allocation.solution import (
@@ -74,9 +74,13 @@ TRIES = 3
 BOUND_SHARE = 0.15
 #: Share of the time limit the starting greedy may take (its LP and search stop there).
 GREEDY_SHARE = 0.5
-#: Share of the time limit kept for CP-SAT's bound on the exact model (below
-#: :data:`~gpuopt.allocation.bound.STEP_BOUND_GPUS` GPUs; it stops sooner once proven).
+#: Clusters of at most this many GPUs get CP-SAT's bound on the exact model: it proves
+#: their optimum in seconds (docs/benchmarks.md, "optimality gaps"), not so at 32 GPUs.
+EXACT_BOUND_GPUS = 16
+#: Share of the time limit kept for that bound, and its most seconds (it stops sooner
+#: once proven).
 EXACT_SHARE = 0.25
+EXACT_MAX_SECONDS = 10.0
 #: Seconds below which the exact model's bound is not tried.
 EXACT_MIN_SECONDS = 0.2
 
@@ -365,7 +369,9 @@ def solve_lns(
     tries: dict[int, int] = {}
     bound = relaxed.bound if relaxed.status == "optimal" and math.isfinite(relaxed.bound) else None
     # small clusters: time kept at the end for the exact model's bound
-    exact_seconds = EXACT_SHARE * time_limit if problem.gpus < STEP_BOUND_GPUS else 0.0
+    exact_seconds = 0.0
+    if problem.gpus <= EXACT_BOUND_GPUS:
+        exact_seconds = min(EXACT_MAX_SECONDS, EXACT_SHARE * time_limit)
     work = WHOLE_WORK if width == problem.gpus else WINDOW_WORK
     # local processes: no more than the windows that fit side by side
     with executor_or_pool(executor, min(workers, max(1, problem.gpus // width))) as pool:
