@@ -458,6 +458,7 @@ def finish(
     if bound is not None:
         if bound < objective - 1e-6 * max(1.0, abs(objective)):
             # inconsistent with a legal grid: not a proven bound, do not report it
+            notes = [note for note in notes if not note.startswith("bound: ")]
             notes.append(
                 f"{NO_BOUND}the solver's bound {bound:,.4f} lies below the objective "
                 f"{objective:,.4f} of a legal plan, so it is not a proven bound"
