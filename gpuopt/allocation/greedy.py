@@ -80,6 +80,7 @@ from gpuopt.allocation.bound import step_capacity_bound
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Grid, make_result
 from gpuopt.errors import check_arguments
+from gpuopt.result import heuristic_note
 
 
 def greedy_grid(
@@ -228,4 +229,6 @@ def solve_greedy(
         guide=guide,
     )
     seconds = time.perf_counter() - started
-    return make_result(problem, grid, method="greedy", seconds=seconds)
+    return make_result(
+        problem, grid, method="greedy", seconds=seconds, notes=[heuristic_note("greedy")]
+    )

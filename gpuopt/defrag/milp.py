@@ -25,7 +25,7 @@ from gpuopt.defrag.model import (
 from gpuopt.defrag.problem import DefragProblem, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
 from gpuopt.defrag.workload import SlotModel, capacity_slots_bound, resolve
-from gpuopt.result import Status, count_gap
+from gpuopt.result import Status
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import Progress
 
@@ -185,7 +185,6 @@ def solve_partitions(
             "method": solver,
             "status": status,
             "bound": bound,
-            "gap": count_gap(plan.objective if plan.objective is not None else 0, bound),
             "seconds": time.perf_counter() - deadline.started,
             "notes": notes,
         }

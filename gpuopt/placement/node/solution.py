@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -57,6 +57,7 @@ class NodePlacement(Result):
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
+    no_objective: ClassVar[str] = "a node-level placement ranks nodes; it optimises no objective"
 
     method: str = "binpack"
     node: str | None

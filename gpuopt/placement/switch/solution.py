@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt.placement.switch.problem import Job, TopologyProblem
-from gpuopt.result import Result, count_gap
+from gpuopt.result import Result
 from gpuopt.result import Status as ResultStatus
 
 #: The statuses switch-level placement methods report (values of :class:`gpuopt.Status`).
@@ -121,7 +121,6 @@ def make_result(
         method=method,
         status=status,
         objective=metrics.placed,
-        gap=count_gap(metrics.placed, bound),
         placements=placements,
         nodes=nodes,
         unplaced=unplaced,
