@@ -54,8 +54,10 @@ The conventions (CONTRIBUTING.md, section 2, states them for writers):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -156,7 +158,6 @@ def run_blocks(
     ``why``), known-broken, error (with ``why``) or not-run (after an error),
     and ``seconds``.
     """
-    outcomes: list[dict[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="gpuopt-docs-") as name:
         folder = Path(name)
         work = folder / "repo"
@@ -170,64 +171,95 @@ def run_blocks(
         env["PATH"] = os.pathsep.join([str(shim(folder)), env.get("PATH", "")])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         shared = folder / "shared"
-        failed: str | None = None
-        for number, block in enumerate(blocks):
-            rules = rules_of(block)
-            if rules.skip is not None:
-                outcomes.append({"state": "skip", "why": rules.skip, "seconds": "0"})
-                continue
-            if (block.path, block.source) in KNOWN_BROKEN:
-                why = KNOWN_BROKEN[block.path, block.source]
-                outcomes.append({"state": "known-broken", "why": why, "seconds": "0"})
-                continue
-            if rules.slow and not slow:
-                outcomes.append({"state": "left-out", "why": "slow", "seconds": "0"})
-                continue
-            if rules.data and data is None:
-                why = (
-                    "needs the data folder (docs/data.md): set GPUOPT_DATA or put it at "
-                    "../shared/data beside the checkout"
-                )
-                outcomes.append({"state": "skip", "why": why, "seconds": "0"})
-                continue
-            if failed is not None:
-                outcomes.append({"state": "not-run", "why": failed, "seconds": "0"})
-                continue
-            block_env = dict(env)
-            if rules.data and data is not None:
-                shared.mkdir(exist_ok=True)
-                (shared / "data").symlink_to(data, target_is_directory=True)
-                block_env.pop("GPUOPT_DATA", None)
-            else:
-                block_env["GPUOPT_DATA"] = str(folder / "no-data-outside-data-blocks")
-            script = folder / f"block-{number}.sh"
-            script.write_text(block.source, encoding="utf-8")
-            started = time.perf_counter()
-            try:
-                completed = subprocess.run(
+        groups: list[int] = []  # process groups of the blocks, ended when the file is done
+        try:
+            outcomes = _run_in(blocks, folder, work, env, shared, groups, slow=slow, data=data)
+        finally:
+            for group in groups:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(group, signal.SIGTERM)
+    return tuple(outcomes)
+
+
+def _run_in(
+    blocks: list[Block],
+    folder: Path,
+    work: Path,
+    env: dict[str, str],
+    shared: Path,
+    groups: list[int],
+    *,
+    slow: bool,
+    data: Path | None,
+) -> list[dict[str, str]]:
+    """The loop of :func:`run_blocks`: each block's outcome; the groups it started."""
+    outcomes: list[dict[str, str]] = []
+    failed: str | None = None
+    for number, block in enumerate(blocks):
+        rules = rules_of(block)
+        if rules.skip is not None:
+            outcomes.append({"state": "skip", "why": rules.skip, "seconds": "0"})
+            continue
+        if (block.path, block.source) in KNOWN_BROKEN:
+            why = KNOWN_BROKEN[block.path, block.source]
+            outcomes.append({"state": "known-broken", "why": why, "seconds": "0"})
+            continue
+        if rules.slow and not slow:
+            outcomes.append({"state": "left-out", "why": "slow", "seconds": "0"})
+            continue
+        if rules.data and data is None:
+            why = (
+                "needs the data folder (docs/data.md): set GPUOPT_DATA or put it at "
+                "../shared/data beside the checkout"
+            )
+            outcomes.append({"state": "skip", "why": why, "seconds": "0"})
+            continue
+        if failed is not None:
+            outcomes.append({"state": "not-run", "why": failed, "seconds": "0"})
+            continue
+        block_env = dict(env)
+        if rules.data and data is not None:
+            shared.mkdir(exist_ok=True)
+            (shared / "data").symlink_to(data, target_is_directory=True)
+            block_env.pop("GPUOPT_DATA", None)
+        else:
+            block_env["GPUOPT_DATA"] = str(folder / "no-data-outside-data-blocks")
+        script = folder / f"block-{number}.sh"
+        script.write_text(block.source, encoding="utf-8")
+        started = time.perf_counter()
+        out, err = folder / f"block-{number}.out", folder / f"block-{number}.err"
+        try:
+            # output to files, not pipes: a service a block starts in the background
+            # (docs/kubernetes.md's extender) would hold a pipe open until it ends
+            with out.open("w") as stdout, err.open("w") as stderr:
+                process = subprocess.Popen(
                     ["bash", "-e", str(script)],
                     stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    text=True,
+                    stdout=stdout,
+                    stderr=stderr,
                     cwd=work,
                     env=block_env,
-                    timeout=BLOCK_TIMEOUT,
-                    check=False,
+                    start_new_session=True,  # its own process group, ended with the file
                 )
-            finally:
-                if rules.data:
-                    (shared / "data").unlink()
-            seconds = f"{time.perf_counter() - started:.1f}"
-            if completed.returncode != 0:
-                why = (
-                    f"exit code {completed.returncode}\n--- stderr ---\n{completed.stderr[-4000:]}"
-                    f"--- stdout ---\n{completed.stdout[-2000:]}"
-                )
-                outcomes.append({"state": "error", "why": why, "seconds": seconds})
-                failed = f"the block at {block.where} failed"
-            else:
-                outcomes.append({"state": "ok", "stdout": completed.stdout, "seconds": seconds})
-    return tuple(outcomes)
+                groups.append(process.pid)
+                returncode = process.wait(timeout=BLOCK_TIMEOUT)
+            completed = subprocess.CompletedProcess(
+                process.args, returncode, out.read_text(), err.read_text()
+            )
+        finally:
+            if rules.data:
+                (shared / "data").unlink()
+        seconds = f"{time.perf_counter() - started:.1f}"
+        if completed.returncode != 0:
+            why = (
+                f"exit code {completed.returncode}\n--- stderr ---\n{completed.stderr[-4000:]}"
+                f"--- stdout ---\n{completed.stdout[-2000:]}"
+            )
+            outcomes.append({"state": "error", "why": why, "seconds": seconds})
+            failed = f"the block at {block.where} failed"
+        else:
+            outcomes.append({"state": "ok", "stdout": completed.stdout, "seconds": seconds})
+    return outcomes
 
 
 @cache
