@@ -28,7 +28,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from gpuopt.allocation.fifo import fifo_grid
-from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.greedy import greedy_grid
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import evaluate, violations
@@ -93,7 +93,7 @@ SHAPES: list[tuple[int, int, dict[str, Any]]] = [
     (32, 12, {"gpus_per_node": 8}),
     (64, 40, {"gpus_per_node": 8, "align_blocks": True}),
     (8, 9, {"load": 2.0}),
-    (14, 16, {"uniform_priority": True}),
+    (14, 16, {"details": ScenarioDetails(uniform_priority=True)}),
 ]
 
 

@@ -34,7 +34,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from gpuopt.defrag.cpsat import solve_cpsat
-from gpuopt.defrag.generator import random_snapshot
+from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.milp import solve_milp
 from gpuopt.defrag.onehop import solve_onehop
@@ -55,12 +55,18 @@ def snapshots(args: argparse.Namespace) -> list[tuple[str, DefragProblem]]:
             out.append(
                 (
                     name,
-                    random_snapshot(seed, nodes=nodes, fill=0.75, locked_fraction=0.2, name=name),
+                    random_snapshot(
+                        seed,
+                        nodes=nodes,
+                        fill=0.75,
+                        shares=TaskShares(locked_fraction=0.2),
+                        name=name,
+                    ),
                 )
             )
     folder = data_folder(args.data) / OPENB  # openb is optional here: skipped when absent
     if folder.is_dir():
-        from gpuopt.io.openb import read_openb
+        from gpuopt.readers.openb import read_openb
 
         problem, _ = read_openb(
             folder / "openb_node_list_gpu_node.csv", folder / "openb_pod_list_default.csv"
@@ -71,7 +77,11 @@ def snapshots(args: argparse.Namespace) -> list[tuple[str, DefragProblem]]:
             (
                 "random-20000",
                 random_snapshot(
-                    1, nodes=20000, fill=0.75, locked_fraction=0.4, name="random-20000"
+                    1,
+                    nodes=20000,
+                    fill=0.75,
+                    shares=TaskShares(locked_fraction=0.4),
+                    name="random-20000",
                 ),
             )
         )

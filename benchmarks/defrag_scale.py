@@ -13,7 +13,7 @@ import argparse
 import statistics
 import time
 
-from gpuopt.defrag.generator import random_snapshot
+from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.onehop import solve_onehop
 from gpuopt.defrag.solution import violations
@@ -26,7 +26,9 @@ def main() -> None:
     parser.add_argument("--dask", action="store_true", help="also on a 2-worker LocalCluster")
     args = parser.parse_args()
     started = time.perf_counter()
-    snapshot = random_snapshot(1, nodes=args.nodes, fill=0.75, locked_fraction=0.4)
+    snapshot = random_snapshot(
+        1, nodes=args.nodes, fill=0.75, shares=TaskShares(locked_fraction=0.4)
+    )
     snapshot.index  # noqa: B018 - build the index view outside the timings
     print(
         f"snapshot: {len(snapshot.nodes)} nodes, {len(snapshot.tasks)} tasks, "

@@ -126,7 +126,7 @@ class Shape:
 
 def openb_snapshot(folder: Path, nodes: int, fill: float, tmp: Path) -> tuple[Cluster, str]:
     """The first ``nodes`` openb GPU nodes with the default pod list replayed to ``fill``."""
-    from gpuopt.io.openb import read_openb
+    from gpuopt.readers.openb import read_openb
 
     lines = (folder / "openb_node_list_gpu_node.csv").read_text().splitlines()
     if len(lines) - 1 < nodes:
@@ -143,7 +143,7 @@ def openb_snapshot(folder: Path, nodes: int, fill: float, tmp: Path) -> tuple[Cl
 
 def openb_shapes(folder: Path) -> list[Shape]:
     """The pod list's rows as shapes (every row, CPU-only pods too)."""
-    from gpuopt.io.openb import read_openb_pods
+    from gpuopt.readers.openb import read_openb_pods
 
     return [
         Shape(p.cpu_milli, p.memory_mib, p.gpus, p.gpu_milli, p.qos in ("LS", "Guaranteed"))

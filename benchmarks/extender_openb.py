@@ -64,7 +64,7 @@ from gpuopt.cluster.shares import MILLI
 from gpuopt.extender.app import create_app
 from gpuopt.extender.check import filter_violations, preemption_violations, score_violations
 from gpuopt.extender.engine import Ask, Extender
-from gpuopt.io.openb import MODEL_LABEL, OpenbPod, read_openb_nodes, read_openb_pods
+from gpuopt.readers.openb import MODEL_LABEL, OpenbPod, read_openb_nodes, read_openb_pods
 
 #: The pods' namespace (the reader's task id is ``"openb/<name>"``).
 NAMESPACE = "openb"
@@ -481,7 +481,8 @@ def run_harness(
     chosen = [rows[i] for i in order][:pods]
     workload = None
     if fgd:
-        from gpuopt.sharing.replay import trace_pods, trace_workload
+        from gpuopt.readers.openb import trace_pods
+        from gpuopt.sharing.replay import trace_workload
 
         workload = trace_workload(trace_pods(pods_csv))
     result = asyncio.run(

@@ -19,8 +19,9 @@ import numpy as np
 
 from gpuopt.cli.replay import parse_seeds
 from gpuopt.io.data import trace_folder
+from gpuopt.readers.openb import load_openb
 from gpuopt.sharing.bound import arrived_prefix, packing_bound
-from gpuopt.sharing.replay import OPENB_TRACES, arrival_order, load_openb
+from gpuopt.sharing.replay import OPENB_TRACES, arrival_order
 
 
 def main() -> int:

@@ -24,8 +24,9 @@ from pathlib import Path
 
 from gpuopt.cli.replay import parse_seeds
 from gpuopt.io.data import trace_folder
+from gpuopt.readers.openb import load_openb
 from gpuopt.sharing.defrag import ShareDefrag
-from gpuopt.sharing.replay import OPENB_TRACES, load_openb, replay, trace_workload
+from gpuopt.sharing.replay import OPENB_TRACES, replay, trace_workload
 
 HERE = Path(__file__).resolve().parent
 POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")

@@ -68,7 +68,7 @@ from gpuopt.forecast.realtime import (
 )
 from gpuopt.io.data import data_folder, trace_folder
 from gpuopt.io.files import write_text_atomic, write_with
-from gpuopt.io.traffic import (
+from gpuopt.readers.traffic import (
     RateSeries,
     read_azure_llm,
     read_servegen_aggregate,

@@ -27,7 +27,7 @@ import sys
 import time
 
 from gpuopt.gang import GangProblem, evaluate, solve_cpsat, solve_heuristic, violations
-from gpuopt.gang.generator import random_gang_problem
+from gpuopt.gang.generator import RequestShape, random_gang_problem
 
 
 def _spans_one_domain(problem: GangProblem, nodes: list[str] | None) -> bool:
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             seed,
             domains=args.domains,
             nodes_per_domain=args.nodes_per_domain,
-            slice_size=args.slice,
+            request_shape=RequestShape(slice_size=args.slice),
             occupancy=0.6 + 0.35 * (seed % 8) / 7,
         )
         _ = problem.index  # built before timing

@@ -35,7 +35,7 @@ from rich.table import Table
 
 import gpuopt
 from gpuopt.defrag.diagnosis import diagnose
-from gpuopt.defrag.generator import with_kubernetes
+from gpuopt.defrag.generator import KubeFacts, with_kubernetes
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import apply_plan
 from gpuopt.errors import ProblemError
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     except ProblemError as exc:
         print(f"kubernetes_rules: {exc}", file=sys.stderr)
         return 2
-    from gpuopt.io.openb import read_openb
+    from gpuopt.readers.openb import read_openb
 
     base, _ = read_openb(
         folder / "openb_node_list_gpu_node.csv", folder / "openb_pod_list_default.csv"
@@ -96,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{m['seconds']:.2f}",
         )
 
-    ruled_problems = [with_kubernetes(base, seed, services=8) for seed in range(args.seeds)]
+    ruled_problems = [
+        with_kubernetes(base, seed, KubeFacts(services=8)) for seed in range(args.seeds)
+    ]
     lines = []
     for min_gpus in (0, 8):
         label = "every node" if min_gpus == 0 else "--min-node-gpus 8"

@@ -38,7 +38,7 @@ from rich.table import Table
 
 from gpuopt.io.files import write_text_atomic
 from gpuopt.preemption import solve_exact, solve_heuristic, violations
-from gpuopt.preemption.generator import random_state
+from gpuopt.preemption.generator import Clock, RequestShape, random_state
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import Decision
 
@@ -47,15 +47,18 @@ Solver = Callable[[PreemptionProblem], Decision]
 #: (label, generator options)
 SCENARIOS: list[tuple[str, dict[str, Any]]] = [
     ("HP request, random size", {}),
-    ("LP request, random size", {"request_priority": "LP"}),
+    ("LP request, random size", {"request": RequestShape(priority="LP")}),
     ("HP, contended", {"contended": True}),
     ("HP, contended, 97 % full", {"contended": True, "occupancy": 0.97}),
     (
         "HP, contended, 97 %, hourly ckpt",
-        {"contended": True, "occupancy": 0.97, "checkpoint_period": 3600},
+        {"contended": True, "occupancy": 0.97, "clock": Clock(checkpoint_period=3600)},
     ),
-    ("HP, CPU-bound (1 GPU, 90 CPUs)", {"request_gpus": 1, "request_cpus": 90, "occupancy": 0.85}),
-    ("LP, contended (no preemption)", {"contended": True, "request_priority": "LP"}),
+    (
+        "HP, CPU-bound (1 GPU, 90 CPUs)",
+        {"request": RequestShape(gpus=1, cpus=90), "occupancy": 0.85},
+    ),
+    ("LP, contended (no preemption)", {"contended": True, "request": RequestShape(priority="LP")}),
 ]
 
 

@@ -13,7 +13,7 @@ PCIe two-NUMA, see ``gpuopt.planning.workload``). Job streams:
 Policies (one run each, same stream): binpack + topology + cost-aware
 victims (the default), the same with random victims, and spread (no topology)
 with cost-aware victims; ``--exact`` adds both placements with the exact
-(minimum-cost) victims. The replay places through ``gpuopt.placement.nodes``
+(minimum-cost) victims. The replay places through ``gpuopt.placement.node``
 and chooses victims with ``gpuopt.solve`` (``"heuristic"`` / ``"exact"``).
 
     python benchmarks/replay_policies.py --json out/replay.json --plot docs/images/replay.png

@@ -24,7 +24,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 import gpuopt
-from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.solution import violations
 from gpuopt.planning.rolling import rolling_replay
 
@@ -41,7 +41,13 @@ def main() -> None:
     lookaheads = [int(v) for v in args.lookahead.split(",")]
     scenarios = [gpuopt.load_problem(p) for p in sorted(glob.glob("gpuopt/scenarios/*.json"))]
     randoms = [
-        random_problem(s, gpus=16, tasks=20, load=1.3, history_days=14, name=f"random-{s}")
+        random_problem(
+            s,
+            gpus=16,
+            tasks=20,
+            load=1.3,
+            details=ScenarioDetails(history_days=14, name=f"random-{s}"),
+        )
         for s in range(args.random)
     ]
     groups = (("7 scenarios", scenarios), (f"{args.random} random", randoms))

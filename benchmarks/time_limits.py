@@ -43,8 +43,8 @@ from gpuopt.allocation.milp import available_solvers
 from gpuopt.defrag.generator import random_snapshot
 from gpuopt.defrag.solution import violations as defrag_violations
 from gpuopt.io.files import write_text_atomic
-from gpuopt.placement.generator import random_topology
-from gpuopt.placement.solution import violations as topology_violations
+from gpuopt.placement.switch.generator import random_topology
+from gpuopt.placement.switch.solution import violations as topology_violations
 
 #: case -> (description, instance factory, methods as (label, method, options))
 Method = tuple[str, str, dict[str, Any]]

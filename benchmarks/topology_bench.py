@@ -16,10 +16,10 @@ import random
 import statistics
 import time
 
-from gpuopt.placement.greedy import solve_greedy
-from gpuopt.placement.milp import solve_milp
-from gpuopt.placement.problem import TopologyProblem
-from gpuopt.placement.solution import entropy, violations
+from gpuopt.placement.switch.greedy import solve_greedy
+from gpuopt.placement.switch.milp import solve_milp
+from gpuopt.placement.switch.problem import TopologyProblem
+from gpuopt.placement.switch.solution import entropy, violations
 
 
 def random_state(seed: int) -> TopologyProblem:

@@ -18,9 +18,7 @@ from gpuopt.defrag.problem import DefragProblem, load_snapshot
 from gpuopt.defrag.solution import MigrationPlan
 from gpuopt.errors import ProblemError
 from gpuopt.gang import GangAnswer, GangProblem
-from gpuopt.placement.nodes import NodePlacement, NodePlacementProblem
-from gpuopt.placement.problem import TopologyProblem
-from gpuopt.placement.solution import TopologyResult
+from gpuopt.placement import NodePlacement, NodePlacementProblem, TopologyProblem, TopologyResult
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import Decision
 from gpuopt.result import Result, Status

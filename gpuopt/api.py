@@ -38,13 +38,15 @@ from gpuopt.gang.solution import GangAnswer
 from gpuopt.gang.solution import evaluate as gang_evaluate
 from gpuopt.gang.solution import violations as gang_violations
 from gpuopt.options import OPTIONS, check_option
-from gpuopt.placement.greedy import solve_greedy as topology_greedy
-from gpuopt.placement.milp import solve_milp as topology_milp
-from gpuopt.placement.nodes import NodePlacement, NodePlacementProblem, solve_binpack, solve_spread
-from gpuopt.placement.nodes import violations as node_violations
-from gpuopt.placement.problem import TopologyProblem
-from gpuopt.placement.solution import TopologyResult
-from gpuopt.placement.solution import violations as topology_violations
+from gpuopt.placement.node.greedy import solve_binpack, solve_spread
+from gpuopt.placement.node.problem import NodePlacementProblem
+from gpuopt.placement.node.solution import NodePlacement
+from gpuopt.placement.node.solution import violations as node_violations
+from gpuopt.placement.switch.greedy import solve_greedy as topology_greedy
+from gpuopt.placement.switch.milp import solve_milp as topology_milp
+from gpuopt.placement.switch.problem import TopologyProblem
+from gpuopt.placement.switch.solution import TopologyResult
+from gpuopt.placement.switch.solution import violations as topology_violations
 from gpuopt.preemption.exact import solve_exact
 from gpuopt.preemption.greedy import solve_heuristic
 from gpuopt.preemption.problem import PreemptionProblem

@@ -11,7 +11,7 @@ SHA-512, so the instance is the same in every process whatever
 switches, tasks, horizon, node sizes, fill, shares of locked / HP / selector /
 anti-affinity tasks, budgets, method options), then the problem's own
 generator (:mod:`gpuopt.allocation.generator`,
-:mod:`gpuopt.defrag.generator`, :mod:`gpuopt.placement.generator`,
+:mod:`gpuopt.defrag.generator`, :mod:`gpuopt.placement.switch.generator`,
 :mod:`gpuopt.preemption.generator`) with a seed drawn from it. Heuristics see
 instances from tiny to medium; the exact methods tiny to small ones, with
 ``threads=1`` and a short time limit (:data:`EXACT_TIME_LIMIT`), so that a
@@ -153,7 +153,7 @@ def _pick_size(rng: random.Random, exact: bool) -> str:
 
 
 def _allocation(rng: random.Random, exact: bool, models: bool = False) -> Instance:
-    from gpuopt.allocation.generator import random_problem
+    from gpuopt.allocation.generator import ScenarioDetails, random_problem
 
     size = _pick_size(rng, exact)
     if exact:
@@ -170,22 +170,32 @@ def _allocation(rng: random.Random, exact: bool, models: bool = False) -> Instan
         tasks, horizon = rng.randint(12, 48), rng.choice((12, 24, 36, 48))
     divisors = [d for d in (1, 2, 4, 8, 16) if d <= gpus and gpus % d == 0]
     node = rng.choice(divisors) if rng.random() < 0.5 else None
-    problem = random_problem(
-        rng.randrange(2**31),
-        gpus=gpus,
-        tasks=tasks,
-        horizon=horizon,
-        realtime=None if rng.random() < 0.6 else rng.randint(0, min(3, tasks)),
-        load=rng.uniform(0.3, 2.5),
-        running_fraction=rng.uniform(0.0, 0.5),
-        deadline_fraction=rng.uniform(0.0, 0.7),
-        align_blocks=rng.random() < 0.4,
-        gpus_per_node=node,
+    # drawn in the order of random_problem's old keyword arguments (the same instances)
+    seed = rng.randrange(2**31)
+    realtime = None if rng.random() < 0.6 else rng.randint(0, min(3, tasks))
+    load = rng.uniform(0.3, 2.5)
+    running_fraction = rng.uniform(0.0, 0.5)
+    deadline_fraction = rng.uniform(0.0, 0.7)
+    align_blocks = rng.random() < 0.4
+    details = ScenarioDetails(
+        running_fraction=running_fraction,
+        deadline_fraction=deadline_fraction,
         max_swap=rng.choice((None, None, 1, 2, 4)),
         uniform_priority=rng.random() < 0.15,
         step_minutes=rng.choice((60, 60, 30)),
         multi_node=rng.choice((0.0, 0.0, 0.5)) if node else 0.0,  # jobs of whole nodes
+    )
+    problem = random_problem(
+        seed,
+        gpus=gpus,
+        tasks=tasks,
+        horizon=horizon,
+        realtime=realtime,
+        load=load,
+        align_blocks=align_blocks,
+        gpus_per_node=node,
         models=models,
+        details=details,
     )
     shape = f"{size} {gpus} GPUs x {tasks} tasks, {horizon} steps, node {node}"
     if problem.pools is not None:
@@ -220,7 +230,7 @@ def _allocation_case(method: str, models: bool = False) -> Callable[[random.Rand
 
 
 def _rolling(rng: random.Random, number: int) -> Instance:
-    from gpuopt.allocation.generator import random_problem
+    from gpuopt.allocation.generator import ScenarioDetails, random_problem
 
     size = rng.choice(("tiny", "small", "small", "medium"))
     gpus = rng.choice({"tiny": (1, 2, 4), "small": (4, 8, 16), "medium": (16, 32)}[size])
@@ -228,17 +238,27 @@ def _rolling(rng: random.Random, number: int) -> Instance:
     horizon = rng.choice({"tiny": (2, 4, 6), "small": (8, 12, 24), "medium": (12, 24)}[size])
     forecast = rng.choice(("oracle", "oracle", "noisy:0.2", "noisy:0.5", "seasonal"))
     divisors = [d for d in (2, 4, 8) if d <= gpus and gpus % d == 0]
+    # drawn in the order of random_problem's old keyword arguments (the same instances)
+    seed = rng.randrange(2**31)
+    load = rng.uniform(0.5, 2.0)
+    running_fraction = rng.uniform(0.0, 0.4)
+    deadline_fraction = rng.uniform(0.0, 0.5)
+    align_blocks = rng.random() < 0.3
+    gpus_per_node = rng.choice(divisors) if divisors and rng.random() < 0.4 else None
+    details = ScenarioDetails(
+        running_fraction=running_fraction,
+        deadline_fraction=deadline_fraction,
+        history_days=rng.choice((0, 1, 2)) if forecast == "seasonal" else 0,
+    )
     problem = random_problem(
-        rng.randrange(2**31),
+        seed,
         gpus=gpus,
         tasks=tasks,
         horizon=horizon,
-        load=rng.uniform(0.5, 2.0),
-        running_fraction=rng.uniform(0.0, 0.4),
-        deadline_fraction=rng.uniform(0.0, 0.5),
-        align_blocks=rng.random() < 0.3,
-        gpus_per_node=rng.choice(divisors) if divisors and rng.random() < 0.4 else None,
-        history_days=rng.choice((0, 1, 2)) if forecast == "seasonal" else 0,
+        load=load,
+        align_blocks=align_blocks,
+        gpus_per_node=gpus_per_node,
+        details=details,
     )
     options = {
         "forecast": forecast,
@@ -252,7 +272,7 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
     exact = method in ("milp", "cpsat")
 
     def build(rng: random.Random, number: int) -> Instance:
-        from gpuopt.defrag.generator import random_snapshot
+        from gpuopt.defrag.generator import TaskShares, random_snapshot
         from gpuopt.defrag.problem import DefragProblem
 
         size = _pick_size(rng, exact)
@@ -268,12 +288,14 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
             cpus_per_node=rng.choice((16, 64, 128, 192)),
             memory_per_node=rng.choice((None, 512, 2048)),
             fill=rng.uniform(0.0, 1.0),
-            locked_fraction=rng.uniform(0.0, 0.4),
-            hp_fraction=rng.uniform(0.0, 0.6),
-            selector_fraction=rng.uniform(0.0, 0.6),
-            group_fraction=rng.uniform(0.0, 0.6),
-            groups=rng.choice((None, 1, 2, 3, 5)),
-            cpu_only_fraction=rng.uniform(0.0, 0.2),
+            shares=TaskShares(
+                locked_fraction=rng.uniform(0.0, 0.4),
+                hp_fraction=rng.uniform(0.0, 0.6),
+                selector_fraction=rng.uniform(0.0, 0.6),
+                group_fraction=rng.uniform(0.0, 0.6),
+                groups=rng.choice((None, 1, 2, 3, 5)),
+                cpu_only_fraction=rng.uniform(0.0, 0.2),
+            ),
             asw_size=rng.choice((2, 8, 32)),
             idle_fraction=rng.uniform(0.0, 0.3),
         )
@@ -318,7 +340,7 @@ def _topology_case(method: str) -> Callable[[random.Random, int], Instance]:
     exact = method == "milp"
 
     def build(rng: random.Random, number: int) -> Instance:
-        from gpuopt.placement.generator import random_topology
+        from gpuopt.placement.switch.generator import random_topology
 
         size = _pick_size(rng, exact)
         if exact:
@@ -363,24 +385,34 @@ def _cluster_shape(
 
 def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
     def build(rng: random.Random, number: int) -> Instance:
-        from gpuopt.preemption.generator import random_state
+        from gpuopt.preemption.generator import Clock, RequestShape, random_state
         from gpuopt.preemption.problem import PreemptionProblem
 
         size, nodes, gpus_per_node = _cluster_shape(rng, (1, 3), (4, 50), (51, 1000))
         cpus_per_node = rng.choice((8, 32, 96, 192))
-        state = random_state(
-            rng.randrange(2**31),
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            cpus_per_node=cpus_per_node,
-            occupancy=None if rng.random() < 0.5 else rng.uniform(0.0, 1.0),
-            hp_fraction=None if rng.random() < 0.5 else rng.uniform(0.0, 1.0),
+        # drawn in the order of random_state's old keyword arguments (same instances)
+        seed = rng.randrange(2**31)
+        occupancy = None if rng.random() < 0.5 else rng.uniform(0.0, 1.0)
+        hp_fraction = None if rng.random() < 0.5 else rng.uniform(0.0, 1.0)
+        clock = Clock(
             max_age=rng.choice((0, 60, 7200, 86_400)),
             now=rng.choice((7200, 86_400)),
             checkpoint_period=rng.choice((None, None, 60, 600, 3600)),
-            request_gpus=None if rng.random() < 0.5 else rng.randint(0, gpus_per_node),
-            request_cpus=None if rng.random() < 0.6 else rng.randint(0, 2 * cpus_per_node) / 2,
-            request_priority="HP" if rng.random() < 0.8 else "LP",
+        )
+        request = RequestShape(
+            gpus=None if rng.random() < 0.5 else rng.randint(0, gpus_per_node),
+            cpus=None if rng.random() < 0.6 else rng.randint(0, 2 * cpus_per_node) / 2,
+            priority="HP" if rng.random() < 0.8 else "LP",
+        )
+        state = random_state(
+            seed,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            cpus_per_node=cpus_per_node,
+            occupancy=occupancy,
+            hp_fraction=hp_fraction,
+            clock=clock,
+            request=request,
             contended=rng.random() < 0.5,
         )
         data = state.model_dump(mode="json")
@@ -406,11 +438,10 @@ def _kubernetes(rng: random.Random, cluster: Any) -> Any:
     """Half the clusters carry the Kubernetes facts of rules K1-K7, at random shares."""
     if rng.random() < 0.5:
         return cluster
-    from gpuopt.defrag.generator import with_kubernetes
+    from gpuopt.defrag.generator import KubeFacts, with_kubernetes
 
-    return with_kubernetes(
-        cluster,
-        rng.randrange(2**31),
+    seed = rng.randrange(2**31)
+    facts = KubeFacts(
         tainted=rng.uniform(0.0, 0.5),
         cordoned=rng.uniform(0.0, 0.2),
         not_ready=rng.uniform(0.0, 0.1),
@@ -424,6 +455,7 @@ def _kubernetes(rng: random.Random, cluster: Any) -> Any:
         extended=rng.uniform(0.0, 0.5),
         budgets=rng.random() < 0.7,
     )
+    return with_kubernetes(cluster, seed, facts)
 
 
 def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
@@ -432,7 +464,7 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
         from gpuopt.cluster.model import Cluster
         from gpuopt.cluster.request import Request
         from gpuopt.defrag.generator import random_snapshot
-        from gpuopt.placement.nodes import NodePlacementProblem
+        from gpuopt.placement.node.problem import NodePlacementProblem
 
         size, nodes, gpus_per_node = _cluster_shape(rng, (1, 5), (6, 40), (41, 300))
         snapshot = random_snapshot(

@@ -80,8 +80,9 @@ def tiny() -> AllocationProblem:
 def _per_method_fixtures() -> dict[str, type]:
     from gpuopt.allocation.problem import AllocationProblem as Allocation
     from gpuopt.cluster import Cluster
-    from gpuopt.placement.nodes import NodePlacementProblem
-    from gpuopt.placement.problem import TopologyProblem
+    from gpuopt.gang.problem import GangProblem
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.switch.problem import TopologyProblem
     from gpuopt.preemption.problem import PreemptionProblem
 
     return {
@@ -90,6 +91,7 @@ def _per_method_fixtures() -> dict[str, type]:
         "topology_method": TopologyProblem,
         "node_method": NodePlacementProblem,
         "preemption_method": PreemptionProblem,
+        "gang_method": GangProblem,
     }
 
 
@@ -100,6 +102,7 @@ BACKENDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("defrag_method", "cpsat"): ("ortools",),
     ("defrag_method", "milp"): ("highspy",),
     ("topology_method", "milp"): ("highspy",),
+    ("gang_method", "exact"): ("ortools",),
 }
 #: Methods that prove a bound (their tests get a time limit and check the proof).
 EXACT = frozenset({"cpsat", "milp", "exact"})

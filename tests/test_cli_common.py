@@ -11,7 +11,7 @@ import pytest
 
 from gpuopt.cli import build_parser, common, main
 from gpuopt.errors import ProblemError
-from gpuopt.placement.problem import TopologyProblem
+from gpuopt.placement.switch.problem import TopologyProblem
 
 STATE = {"switches": [{"id": "a", "free_gpus": 8}], "jobs": [{"id": "j", "gpus": 4}]}
 

@@ -12,7 +12,7 @@ from gpuopt.defrag.generator import random_snapshot
 from gpuopt.defrag.problem import load_snapshot
 from gpuopt.defrag.solution import load_plan, violations
 
-FIXTURES = Path(__file__).parent / "io" / "fixtures"
+FIXTURES = Path(__file__).parent / "readers" / "fixtures"
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -267,9 +267,9 @@ def test_exact_methods_say_when_they_solve_partitions(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import gpuopt.defrag.exact as exact
+    import gpuopt.defrag.model as model
 
-    monkeypatch.setattr(exact, "MAX_COLUMNS", 100)
+    monkeypatch.setattr(model, "MAX_COLUMNS", 100)
     out = tmp_path / "plan.json"
     for limit in ("2", "5"):  # the same kind of answer at every time limit
         args = ["defrag", str(snapshot_file), "--method", "milp", "--time-limit", limit]

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from gpuopt.api import solve
-from gpuopt.defrag.generator import random_snapshot
+from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.legality import CASES, EXACT_CASES, instance, method_of
 from gpuopt.planning.replay import ClusterNode, Policy, replay
@@ -163,7 +163,7 @@ def test_replay_twice_in_one_process() -> None:
 
 
 def test_ipc_same_plan_in_process_on_processes_and_on_threads() -> None:
-    snapshot = random_snapshot(3, nodes=400, fill=0.5, group_fraction=0.3)
+    snapshot = random_snapshot(3, nodes=400, fill=0.5, shares=TaskShares(group_fraction=0.3))
     options = {"partition_size": 60, "rounds": 3, "seed": 11}
     alone = solve_ipc(snapshot, workers=1, **options)
     assert alone.metrics.emptied > 0

@@ -1,6 +1,7 @@
 """Every ```python block of the README, CONTRIBUTING.md and the docs runs verbatim.
 
-The conventions (CONTRIBUTING.md, section 2, states them for writers):
+The conventions (CONTRIBUTING.md, section 2, states them for writers; the parser and
+the output comparison are shared with the bash blocks' test, tests/markdown_blocks.py):
 
 - **Which blocks**: every fenced block whose info string is ``python`` in
   ``README.md``, ``CONTRIBUTING.md``, ``CHANGELOG.md``, ``docs/**/*.md``,
@@ -29,19 +30,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import textwrap
-from dataclasses import dataclass, replace
 from functools import cache
-from itertools import zip_longest
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.markdown_blocks import ROOT, Block, blocks_of, documents, output_matches
+
 #: Optional package -> the extra that installs it (pyproject.toml).
 EXTRAS = {
     "distributed": "dask",
@@ -53,70 +52,11 @@ EXTRAS = {
 }
 #: Seconds one file's blocks may take together before the run counts as hung.
 FILE_TIMEOUT = 120
-FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<info>[\w+-]*)\s*$")
-
-
-@dataclass(frozen=True)
-class Block:
-    """One fenced code block: its file, the line of its first code line, its text."""
-
-    path: str  # relative to the repository root
-    line: int  # 1-based line of the first code line (the opening fence is line - 1)
-    info: str
-    source: str
-    after: int = 0  # 1-based line of the first non-blank line after the closing fence
-    expected: str | None = None  # the following ```text block, if any
-    expected_line: int | None = None
-
-    @property
-    def where(self) -> str:
-        return f"{self.path}:{self.line}"
-
-
-def fenced_blocks(path: str, text: str) -> list[Block]:
-    """The fenced blocks of a Markdown text, dedented by their fence's indentation."""
-    blocks: list[Block] = []
-    lines = text.splitlines()
-    number = 0
-    while number < len(lines):
-        opening = FENCE.match(lines[number])
-        if opening is None:
-            number += 1
-            continue
-        indent, fence = opening["indent"], opening["fence"]
-        body: list[str] = []
-        end = number + 1
-        while end < len(lines) and lines[end].strip() != fence:
-            body.append(lines[end][len(indent) :] if lines[end].startswith(indent) else lines[end])
-            end += 1
-        after = end + 1
-        while after < len(lines) and not lines[after].strip():
-            after += 1
-        source = "\n".join(body) + "\n"
-        blocks.append(Block(path, number + 2, opening["info"], source, after=after + 1))
-        number = end + 1
-    return blocks
 
 
 def python_blocks(path: str, text: str) -> list[Block]:
     """The python blocks of a Markdown text, each with its expected output (if any)."""
-    found: list[Block] = []
-    blocks = fenced_blocks(path, text)
-    for block, follower in zip_longest(blocks, blocks[1:]):
-        if block.info != "python":
-            continue
-        if follower is not None and follower.info == "text" and follower.line - 1 == block.after:
-            block = replace(block, expected=follower.source, expected_line=follower.line)
-        found.append(block)
-    return found
-
-
-def documents() -> list[str]:
-    """The Markdown files whose python blocks must run, relative to the root."""
-    paths = [ROOT / name for name in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")]
-    paths += sorted((ROOT / "docs").rglob("*.md")) + sorted((ROOT / "models").glob("*.md"))
-    paths.append(ROOT / "benchmarks" / "README.md")
-    return [str(path.relative_to(ROOT)) for path in paths if path.is_file()]
+    return blocks_of(path, text, "python")
 
 
 BLOCKS = [
@@ -192,23 +132,6 @@ def run_blocks(blocks: list[Block], extras: dict[str, str] = EXTRAS) -> tuple[di
         if completed.returncode != 0 or not outcomes.is_file():
             pytest.fail(f"the blocks of {blocks[0].path} did not run:\n{completed.stderr}")
         return tuple(json.loads(outcomes.read_text(encoding="utf-8")))
-
-
-def normalise(text: str) -> list[str]:
-    """Lines without trailing spaces and without blank lines at either end."""
-    return [line.rstrip() for line in text.strip("\n").splitlines()]
-
-
-def line_matches(expected: str, got: str) -> bool:
-    """True when ``got`` equals ``expected``, where ``...`` in ``expected`` matches any text."""
-    pattern = ".*".join(re.escape(part) for part in expected.split("..."))
-    return re.fullmatch(pattern, got) is not None
-
-
-def output_matches(expected: str, got: str) -> bool:
-    """True when the printed text ``got`` is what the doc shows (see the module docstring)."""
-    wanted, printed = normalise(expected), normalise(got)
-    return len(wanted) == len(printed) and all(map(line_matches, wanted, printed))
 
 
 def mismatch(block: Block, got: str) -> str:

@@ -49,7 +49,7 @@ from typing import Any
 import pytest
 
 import gpuopt
-from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.problem import AllocationProblem, load_problem
 from gpuopt.allocation.solution import violations as allocation_violations
 from gpuopt.cli import main
@@ -58,16 +58,16 @@ from gpuopt.defrag.problem import DefragProblem, load_snapshot
 from gpuopt.defrag.solution import load_plan
 from gpuopt.defrag.solution import violations as defrag_violations
 from gpuopt.errors import ProblemError
-from gpuopt.placement.problem import TopologyProblem
-from gpuopt.placement.solution import TopologyResult
-from gpuopt.placement.solution import violations as topology_violations
+from gpuopt.placement.switch.problem import TopologyProblem
+from gpuopt.placement.switch.solution import TopologyResult
+from gpuopt.placement.switch.solution import violations as topology_violations
 from gpuopt.preemption import PreemptionProblem, load_decision
 from gpuopt.preemption import violations as preemption_violations
 from gpuopt.preemption.generator import random_state
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted((ROOT / "gpuopt" / "scenarios").glob("*.json"))
-KUBECTL = ROOT / "tests" / "io" / "fixtures" / "kubectl_small.json"
+KUBECTL = ROOT / "tests" / "readers" / "fixtures" / "kubectl_small.json"
 #: Seconds one case may take before it counts as a hang.
 DEADLINE = 60.0
 #: The longest error line we accept (a message quotes values, shortened).
@@ -485,7 +485,7 @@ def valid_scenario(rng: random.Random, *, small: bool = False) -> dict[str, Any]
         horizon=horizon,
         align_blocks=rng.random() < 0.3,
         gpus_per_node=node,
-        history_days=rng.choice((0, 0, 1)),
+        details=ScenarioDetails(history_days=rng.choice((0, 0, 1))),
         models=rng.random() < 0.25,  # GPU pools, speed factors and tasks' models
     )
     scenario: dict[str, Any] = json.loads(problem.to_json())
@@ -1088,7 +1088,7 @@ def undump(tree: Any) -> Any:
 
 
 def valid_node_problem(rng: random.Random) -> dict[str, Any]:
-    from gpuopt.placement.nodes import hgx_nvswitch, pcie_two_numa
+    from gpuopt.cluster.interconnect import hgx_nvswitch, pcie_two_numa
 
     topologies = {"hgx": {"bandwidth": hgx_nvswitch()}, "pcie": {"bandwidth": pcie_two_numa(4)}}
     nodes = []
@@ -1121,7 +1121,8 @@ def _api_preemption(problem: Any, rng: random.Random) -> None:
 
 
 def _api_nodes(problem: Any, rng: random.Random) -> None:
-    from gpuopt.placement.nodes import place, violations
+    from gpuopt.placement.node.greedy import place
+    from gpuopt.placement.node.solution import violations
 
     assert violations(problem, place(problem, rng.choice(("binpack", "spread")))) == []
 
@@ -1176,7 +1177,7 @@ API: dict[
 
 
 def _node_problem_type() -> Any:
-    from gpuopt.placement.nodes import NodePlacementProblem
+    from gpuopt.placement.node.problem import NodePlacementProblem
 
     return NodePlacementProblem
 

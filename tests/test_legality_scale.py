@@ -34,8 +34,8 @@ from gpuopt.legality import (
     check_range,
     instance,
 )
-from gpuopt.placement.problem import TopologyProblem
-from gpuopt.placement.solution import violations as topology_violations
+from gpuopt.placement.switch.problem import TopologyProblem
+from gpuopt.placement.switch.solution import violations as topology_violations
 
 #: Instances per case in the default run (the first ones of the full sweep).
 SAMPLE = {case: 12 if case in EXACT_CASES else 30 for case in CASES}

@@ -18,9 +18,9 @@ from gpuopt.allocation.generator import random_problem
 from gpuopt.allocation.patterns import MAX_PATTERNS, PatternSet, size_bounds
 from gpuopt.allocation.problem import MAX_CELLS, AllocationProblem
 from gpuopt.cli import main
-from gpuopt.defrag.generator import random_snapshot
+from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.errors import ProblemError
-from gpuopt.placement.problem import TopologyProblem
+from gpuopt.placement.switch.problem import TopologyProblem
 from gpuopt.preemption import PreemptionProblem, solve_exact, solve_heuristic
 from gpuopt.preemption.exact import MAX_COVER_CELLS
 
@@ -120,28 +120,30 @@ def test_cli_refuses_absurd_generate(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_exact_defrag_too_large_solves_partitions(
     method: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import gpuopt.defrag.exact as exact
+    import gpuopt.defrag.model as model
 
     snapshot = random_snapshot(3, nodes=40, fill=0.6)
-    monkeypatch.setattr(exact, "MAX_COLUMNS", 10)  # over 50x this: not even counted
+    monkeypatch.setattr(model, "MAX_COLUMNS", 10)  # over 50x this: not even counted
     plan = gpuopt.solve(snapshot, method, time_limit=3)
     assert gpuopt.violations(snapshot, plan) == []
     assert "task-node columns" in plan.notes[0] and "partitions" in plan.notes[0]
 
 
 def test_exact_defrag_counts_eligible_columns(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpuopt.defrag.exact as exact
+    import gpuopt.defrag.model as model
 
     snapshot = random_snapshot(3, nodes=40, fill=0.6)
-    monkeypatch.setattr(exact, "MAX_COLUMNS", 200)  # passes the pre-check, not the count
+    monkeypatch.setattr(model, "MAX_COLUMNS", 200)  # passes the pre-check, not the count
     with pytest.raises(ProblemError, match="more than 200 task-node columns"):
-        exact.DefragRows.build(snapshot)
+        model.DefragRows.build(snapshot)
 
 
 def test_snapshot_selector_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     import gpuopt.cluster.model as defrag_problem
 
-    data = json.loads(random_snapshot(1, nodes=10, selector_fraction=0.0).to_json())
+    data = json.loads(
+        random_snapshot(1, nodes=10, shares=TaskShares(selector_fraction=0.0)).to_json()
+    )
     for number, task in enumerate(data["tasks"][:3]):
         node = next(n for n in data["nodes"] if n["id"] == task["node"])
         node["labels"][f"key{number}"] = "v"
@@ -162,7 +164,7 @@ def test_defrag_options_are_validated(tmp_path: Path, capsys: pytest.CaptureFixt
 
 # --------------------------------------------------------------------------- placement
 def test_exact_placement_refuses_too_many_columns(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpuopt.placement.milp as milp
+    import gpuopt.placement.switch.milp as milp
 
     problem = TopologyProblem(
         switches=[{"id": f"s{i}", "free_gpus": 8} for i in range(20)],
@@ -176,7 +178,7 @@ def test_exact_placement_refuses_too_many_columns(monkeypatch: pytest.MonkeyPatc
 
 
 def test_topology_node_count_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpuopt.placement.problem as placement_problem
+    import gpuopt.placement.switch.problem as placement_problem
 
     monkeypatch.setattr(placement_problem, "MAX_NODES", 5)
     nodes = [{"id": f"n{i}", "gpus": 8, "free_gpus": 8} for i in range(6)]

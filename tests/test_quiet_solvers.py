@@ -11,7 +11,7 @@ import pytest
 
 import gpuopt
 from gpuopt.defrag.generator import random_snapshot
-from gpuopt.placement.problem import TopologyProblem
+from gpuopt.placement.switch.problem import TopologyProblem
 
 pytest.importorskip("highspy")
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,9 +31,9 @@ from gpuopt.allocation.generator import random_problem
 from gpuopt.allocation.milp import available_solvers
 from gpuopt.defrag.generator import random_snapshot
 from gpuopt.defrag.solution import violations as defrag_violations
-from gpuopt.placement.generator import random_topology
-from gpuopt.placement.problem import TopologyProblem
-from gpuopt.placement.solution import violations as topology_violations
+from gpuopt.placement.switch.generator import random_topology
+from gpuopt.placement.switch.problem import TopologyProblem
+from gpuopt.placement.switch.solution import violations as topology_violations
 from gpuopt.solvers.deadline import Deadline, DeadlineExceeded, solver_limit
 
 # Imported here, not inside a timed call: the first call in a process that imports OR-Tools

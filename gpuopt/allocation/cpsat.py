@@ -21,6 +21,7 @@ from gpuopt.allocation.bound import relaxed_bound
 from gpuopt.allocation.patterns import PatternSet, WarmStart, finish, warm_start
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
+from gpuopt.result import NO_BOUND
 from gpuopt.solvers import require
 from gpuopt.solvers.cpsat import hint_all, run_cpsat
 from gpuopt.solvers.deadline import (
@@ -189,6 +190,11 @@ def solve_cpsat(
         With ``bound`` and ``gap``; status ``optimal``, ``feasible``,
         ``time_limit`` (limit reached, best grid so far returned) or
         ``infeasible`` (never for a valid problem: the empty plan is legal).
+        CP-SAT has no bound when the time limit leaves no time to build and
+        search the model, or passes before its first solution (its bound is
+        read only with one); ``bound`` is then the step-capacity bound at 128
+        GPUs or more, else None, and ``notes`` say which
+        (``models/allocation.md`` section 16).
     """
     deadline = Deadline(time_limit)
     started = deadline.started
@@ -198,6 +204,7 @@ def solve_cpsat(
     grid = None
     bound = None
     status: Status = "time_limit"
+    notes: list[str] = []
     try:
         patterns = PatternSet.build(problem, deadline)
         deadline.require(cpsat_seconds(_nonzeros(patterns), patterns.num_patterns))
@@ -206,8 +213,11 @@ def solve_cpsat(
             chosen, counts = patterns.encode(start.grid)
             model.hint(chosen, counts)
         solver_limit(deadline, "cpsat", _nonzeros(patterns), len(model.x))
-    except DeadlineExceeded:
-        pass  # the warm start (or the empty plan) comes back with status time_limit
+    except DeadlineExceeded:  # the warm start (or the empty plan) comes back, status time_limit
+        notes.append(
+            f"{NO_BOUND}the time limit left too little time to build the CP-SAT model and "
+            f"search it, so CP-SAT did not run; the {start.source} plan is returned"
+        )
     else:
         outcome = run_cpsat(
             cp_model,
@@ -228,7 +238,14 @@ def solve_cpsat(
                 counts[r, t] = outcome.values[var.index]
             grid = patterns.decode(chosen, counts)
             bound = outcome.bound / SCALE + patterns.fixed_value
+        elif outcome.status == "time_limit":
+            notes.append(
+                f"{NO_BOUND}CP-SAT reached its time limit before finding a solution, and it "
+                f"reports a bound only with one; the {start.source} plan is returned"
+            )
         status = outcome.status
+        if status == "infeasible":
+            notes.append(f"{NO_BOUND}CP-SAT found the model infeasible")
     return finish(
         problem,
         method="cpsat",
@@ -238,6 +255,7 @@ def solve_cpsat(
         bound=bound,
         status=status,
         relaxed=relaxed,
+        notes=notes,
     )
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from gpuopt.allocation._board import Board, realtime_curves, running_count
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Grid, make_result
+from gpuopt.result import heuristic_note
 
 
 def fifo_grid(problem: AllocationProblem) -> Grid:
@@ -65,4 +66,6 @@ def solve_fifo(problem: AllocationProblem) -> AllocationResult:
     started = time.perf_counter()
     grid = fifo_grid(problem)
     seconds = time.perf_counter() - started
-    return make_result(problem, grid, method="fifo", seconds=seconds)
+    return make_result(
+        problem, grid, method="fifo", seconds=seconds, notes=[heuristic_note("fifo")]
+    )

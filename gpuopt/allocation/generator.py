@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
@@ -42,6 +43,40 @@ def diurnal_curve(
     return curve
 
 
+@dataclass(frozen=True)
+class ScenarioDetails:
+    """The rest of what a random scenario is like (:func:`random_problem`).
+
+    Attributes
+    ----------
+    running_fraction, deadline_fraction
+        Share of batch tasks inherited as running, and with a deadline.
+    max_swap
+        Every realtime task's swap limit (default: 1 to 3 at random).
+    uniform_priority
+        Every batch task of the same priority.
+    history_days
+        Days of past realtime demand (same daily shape, fresh noise) given to
+        each realtime task as ``history``, for forecasters.
+    step_minutes
+        Minutes per step.
+    name
+        The scenario's name (default: from its size and seed).
+    multi_node
+        With ``gpus_per_node`` (a power of two), the share of training tasks that are
+        multi-node jobs (2 to 32 whole nodes, at most half the cluster).
+    """
+
+    running_fraction: float = 0.15
+    deadline_fraction: float = 0.25
+    max_swap: int | None = None
+    uniform_priority: bool = False
+    history_days: int = 0
+    step_minutes: int = 60
+    name: str | None = None
+    multi_node: float = 0.0
+
+
 def random_problem(
     seed: int,
     *,
@@ -50,17 +85,10 @@ def random_problem(
     horizon: int = 24,
     realtime: int | None = None,
     load: float = 1.3,
-    running_fraction: float = 0.15,
-    deadline_fraction: float = 0.25,
     align_blocks: bool = False,
     gpus_per_node: int | None = None,
-    max_swap: int | None = None,
-    uniform_priority: bool = False,
-    history_days: int = 0,
-    step_minutes: int = 60,
-    name: str | None = None,
-    multi_node: float = 0.0,
     models: bool = False,
+    details: ScenarioDetails | None = None,
 ) -> AllocationProblem:
     """A valid random scenario with ``tasks`` tasks on ``gpus`` GPUs.
 
@@ -74,14 +102,6 @@ def random_problem(
     load
         Batch GPU-steps asked, relative to the capacity left after realtime
         demand; above 1 the cluster is contended.
-    history_days
-        Days of past realtime demand (same daily shape, fresh noise) given to
-        each realtime task as ``history``, for forecasters.
-    running_fraction, deadline_fraction
-        Share of batch tasks inherited as running, and with a deadline.
-    multi_node
-        With ``gpus_per_node`` (a power of two), the share of training tasks that are
-        multi-node jobs (2 to 32 whole nodes, at most half the cluster).
     models
         GPU models (``models/allocation.md`` section 15): two or three pools of
         whole nodes (one of them at least half the cluster, so every task fits
@@ -90,7 +110,15 @@ def random_problem(
         own. They are drawn from a second generator, so the rest of the
         scenario is the one drawn without them (running tasks move to stay
         inside one pool).
+    details
+        Running and deadline shares, swap limits, priorities, history, step
+        length, name and multi-node jobs (default: :class:`ScenarioDetails`').
     """
+    more = ScenarioDetails() if details is None else details
+    running_fraction, deadline_fraction = more.running_fraction, more.deadline_fraction
+    max_swap, uniform_priority = more.max_swap, more.uniform_priority
+    history_days, step_minutes = more.history_days, more.step_minutes
+    name, multi_node = more.name, more.multi_node
     _check_arguments(
         gpus=gpus,
         tasks=tasks,

@@ -21,7 +21,11 @@ plan passed as ``initial``), the search repeats until its time limit:
 
 Every accepted plan is legal (each window keeps A1-A5 and the realtime
 counts are bound to free GPUs again), so the result is never worse than the
-start. The bound reported is the step-capacity bound (section 13).
+start. The bound reported (section 16) is the lower of the step-capacity LP
+bound (section 13) and, on clusters of at most :data:`EXACT_BOUND_GPUS` GPUs,
+where the exact model is small, CP-SAT's bound on the exact model (sections
+3-6) warm-started from the final plan, with :data:`EXACT_SHARE` of the time
+limit (at most :data:`EXACT_MAX_SECONDS`); the notes say which bound it is.
 
 With ``workers`` > 1 (section 14.1) each round solves up to ``workers``
 windows over disjoint GPU ranges at once, in local processes or on an
@@ -53,6 +57,7 @@ from gpuopt.allocation.solution import (
     violations,
 )
 from gpuopt.errors import ProblemError, check_arguments
+from gpuopt.result import NO_BOUND
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.executors import InProcess, executor_or_pool
 
@@ -69,6 +74,15 @@ TRIES = 3
 BOUND_SHARE = 0.15
 #: Share of the time limit the starting greedy may take (its LP and search stop there).
 GREEDY_SHARE = 0.5
+#: Clusters of at most this many GPUs get CP-SAT's bound on the exact model: it proves
+#: their optimum in seconds (docs/benchmarks.md, "optimality gaps"), not so at 32 GPUs.
+EXACT_BOUND_GPUS = 16
+#: Share of the time limit kept for that bound, and its most seconds (it stops sooner
+#: once proven).
+EXACT_SHARE = 0.25
+EXACT_MAX_SECONDS = 10.0
+#: Seconds below which the exact model's bound is not tried.
+EXACT_MIN_SECONDS = 0.2
 
 
 class _Plan:
@@ -353,12 +367,16 @@ def solve_lns(
     # once every offset is settled no window can gain, and the search stops
     settled: set[int] = set()
     tries: dict[int, int] = {}
-    bound = relaxed.bound if relaxed.status == "optimal" else None
+    bound = relaxed.bound if relaxed.status == "optimal" and math.isfinite(relaxed.bound) else None
+    # small clusters: time kept at the end for the exact model's bound
+    exact_seconds = 0.0
+    if problem.gpus <= EXACT_BOUND_GPUS:
+        exact_seconds = min(EXACT_MAX_SECONDS, EXACT_SHARE * time_limit)
     work = WHOLE_WORK if width == problem.gpus else WINDOW_WORK
     # local processes: no more than the windows that fit side by side
     with executor_or_pool(executor, min(workers, max(1, problem.gpus // width))) as pool:
         while (
-            deadline.affords(0.05)
+            deadline.affords(0.05 + exact_seconds)
             and (max_windows is None or windows < max_windows)
             and len(settled) < len(offsets)
             and (bound is None or objective < bound - 1e-9 * max(1.0, abs(bound)))
@@ -445,6 +463,7 @@ def solve_lns(
                     plan.blocks = previous
                     if optimal and not merged:
                         settled.add(low)
+    bound, notes = _best_bound(problem, grid, objective, bound, exact_seconds, deadline, seed)
     status_found: Status = "feasible"
     if bound is not None and bound <= objective + 1e-9 * max(1.0, abs(objective)):
         bound, status_found = objective, "optimal"  # the plan meets the bound (LP noise aside)
@@ -455,7 +474,57 @@ def solve_lns(
         seconds=time.perf_counter() - started,
         status=status_found,
         bound=bound,
+        notes=notes,
     )
+
+
+def _best_bound(
+    problem: AllocationProblem,
+    grid: Grid,
+    objective: float,
+    step_bound: float | None,
+    exact_seconds: float,
+    deadline: Deadline,
+    seed: int,
+) -> tuple[float | None, list[str]]:
+    """The lowest bound lns can claim and a note saying which it is (section 16).
+
+    The step-capacity LP bound, and with ``exact_seconds`` > 0 CP-SAT's bound on
+    the exact model warm-started from ``grid`` (one worker, ``seed``), within
+    what is left of the deadline and at most ``exact_seconds``.
+    """
+    from gpuopt.allocation.cpsat import solve_cpsat
+
+    step_note = "the step-capacity LP bound (section 13)"
+    left = deadline.remaining()
+    budget = exact_seconds if left is None else min(exact_seconds, left)
+    exact_bound = None
+    if step_bound is not None and step_bound <= objective + 1e-9 * max(1.0, abs(objective)):
+        budget = 0.0  # the plan already meets the step bound: nothing to tighten
+    if budget >= EXACT_MIN_SECONDS:
+        try:
+            exact = solve_cpsat(problem, time_limit=budget, initial=grid, threads=1, seed=seed)
+        except ProblemError:  # the exact model would not fit: the step bound alone
+            exact = None
+        if exact is not None and exact.bound is not None:
+            exact_bound = max(exact.bound, objective)  # CP-SAT's rounding noise
+            if exact.status == "optimal" and exact.objective <= objective + 1e-6 * max(
+                1.0, abs(objective)
+            ):  # proven: no plan beats this one (CP-SAT's integer coefficients aside)
+                exact_bound = objective
+    if exact_bound is not None and (step_bound is None or exact_bound < step_bound):
+        what = f"CP-SAT's bound on the exact model (sections 3-6), run for at most {budget:.3g} s"
+        if step_bound is not None:
+            what += f"; lower than {step_note}, {step_bound:,.2f}"
+        return exact_bound, [f"bound: {what}"]
+    if step_bound is not None:
+        return step_bound, [f"bound: {step_note}"]
+    why = "the step-capacity LP was not solved within its share of the time limit"
+    if budget >= EXACT_MIN_SECONDS:
+        why += f", and CP-SAT proved no bound on the exact model in {budget:.3g} s"
+    elif exact_seconds > 0:
+        why += ", and too little time was left for CP-SAT on the exact model"
+    return None, [f"{NO_BOUND}{why}"]
 
 
 __all__ = ["solve_lns"]

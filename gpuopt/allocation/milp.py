@@ -31,6 +31,7 @@ from gpuopt.allocation.patterns import PatternSet, WarmStart, finish, warm_start
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
 from gpuopt.errors import ProblemError
+from gpuopt.result import NO_BOUND
 from gpuopt.solvers import require
 from gpuopt.solvers.deadline import BUILD_SHARE, Deadline, DeadlineExceeded
 from gpuopt.solvers.highs import (
@@ -357,7 +358,9 @@ def solve_milp(
     -------
     AllocationResult
         With ``bound`` and ``gap`` when the solver reports a bound; status
-        ``optimal``, ``time_limit``, ``feasible`` or ``infeasible``.
+        ``optimal``, ``time_limit``, ``feasible`` or ``infeasible``. Without a
+        bound (the solver could not start in time, or stopped before a finite
+        dual bound), ``notes`` say why (``models/allocation.md`` section 16).
     """
     deadline = Deadline(time_limit)  # importing the solver counts too
     if solver not in SOLVERS:
@@ -409,8 +412,22 @@ def solve_milp(
                 values, status, bound = _solve_pyomo(
                     model, data, solver, solver_limit, seed, threads, use_start, log
                 )
-    except DeadlineExceeded:
-        pass  # the warm start (or the empty plan) comes back with status time_limit
+    except DeadlineExceeded:  # the warm start (or the empty plan) comes back, status time_limit
+        stopped = True
+    else:
+        stopped = False
+    notes: list[str] = []
+    source = "empty" if fallback is None else fallback.source
+    if stopped:
+        notes.append(
+            f"{NO_BOUND}the time limit left too little time to build the MILP and start "
+            f"{solver}, so it did not run; the {source} plan is returned"
+        )
+    elif bound is None:
+        notes.append(
+            f"{NO_BOUND}{solver} stopped (status {status}) before reporting a finite dual "
+            f"bound; the best plan found is returned"
+        )
     grid = None if values is None else data.patterns.decode(*data.read(values))
     return finish(
         problem,
@@ -421,6 +438,7 @@ def solve_milp(
         bound=bound,
         status=status,
         relaxed=relaxed,
+        notes=notes,
     )
 
 

@@ -31,6 +31,7 @@ from gpuopt.allocation.solution import (
     violations,
 )
 from gpuopt.errors import ProblemError, short
+from gpuopt.result import NO_BOUND
 from gpuopt.solvers.deadline import Deadline
 
 #: Refuse to build exact models beyond this many pattern-cell non-zeros (memory).
@@ -424,6 +425,7 @@ def finish(
     bound: float | None,
     status: Status,
     relaxed: float | None = None,
+    notes: Sequence[str] = (),
 ) -> AllocationResult:
     """The exact method's result: the better of the solver's grid and the warm start.
 
@@ -432,9 +434,19 @@ def finish(
     then, without a solver grid, the empty plan comes back with the solver's
     status). ``bound`` is the solver's, never below the objective returned;
     ``relaxed`` (the step-capacity bound, section 13) replaces it when lower
-    or when the solver proved none.
+    or when the solver proved none. ``notes`` say why the solver has no bound
+    when it has none (section 16); a note is added when the step-capacity
+    bound is the one reported, or when the solver's bound is dropped.
     """
+    notes = list(notes)
+    solver = "CP-SAT" if method == "cpsat" else "the MILP solver"
     if relaxed is not None and (bound is None or relaxed < bound):
+        if bound is None:  # the reason the solver has none stays, as context
+            notes = [note.removeprefix(NO_BOUND) for note in notes]
+            why = f"{solver} proved none"
+        else:
+            why = f"lower than {solver}'s"
+        notes.append(f"bound: the step-capacity LP bound (section 13), {why}")
         bound = relaxed
     if start is None:
         best_grid = grid if grid is not None else empty_plan(problem)
@@ -445,10 +457,16 @@ def finish(
     objective = evaluate(problem, best_grid).objective
     if bound is not None:
         if bound < objective - 1e-6 * max(1.0, abs(objective)):
-            bound = None  # inconsistent with a legal grid: not a proven bound, do not report it
+            # inconsistent with a legal grid: not a proven bound, do not report it
+            notes = [note for note in notes if not note.startswith("bound: ")]
+            notes.append(
+                f"{NO_BOUND}the solver's bound {bound:,.4f} lies below the objective "
+                f"{objective:,.4f} of a legal plan, so it is not a proven bound"
+            )
+            bound = None
         else:
             bound = max(bound, objective)  # the solver's rounding noise
     seconds = time.perf_counter() - started
     return make_result(
-        problem, best_grid, method=method, seconds=seconds, status=status, bound=bound
+        problem, best_grid, method=method, seconds=seconds, status=status, bound=bound, notes=notes
     )

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gpuopt.allocation.problem import AllocationProblem, Grid, Task, node_rule
 from gpuopt.allocation.schedule import ScheduleEntry, build_schedule, schedule_violations
 from gpuopt.errors import short
-from gpuopt.result import Result
+from gpuopt.result import Result, relative_gap
 from gpuopt.result import Status as ResultStatus
 
 #: The statuses allocation methods report (values of :class:`gpuopt.Status`).
@@ -54,7 +54,8 @@ class AllocationResult(Result):
     ``schedule`` reads the grid task by task (one entry per task: status,
     start, end, GPUs, or why it was left out; ``models/allocation.md``
     section 12); results written before it existed load with ``schedule``
-    None. ``bound`` and ``gap`` are filled by exact methods only. Unknown
+    None. ``bound`` and ``gap`` follow the one gap rule of
+    :class:`gpuopt.Result` (``models/allocation.md`` section 16). Unknown
     fields in a result JSON are ignored (the contract may gain optional
     fields).
     """
@@ -414,29 +415,26 @@ def make_result(
     seconds: float,
     status: Status = "feasible",
     bound: float | None = None,
+    notes: Sequence[str] = (),
 ) -> AllocationResult:
-    """Build an :class:`AllocationResult`, computing objective and metrics with :func:`evaluate`."""
+    """Build an :class:`AllocationResult`, computing objective and metrics with :func:`evaluate`.
+
+    ``gap`` follows from ``bound`` by the one gap rule (:func:`gpuopt.result.relative_gap`);
+    ``notes`` should say why when ``bound`` is None (a general note is added otherwise).
+    """
     evaluation = evaluate(problem, grid)
-    gap = None
-    if bound is not None:
-        gap = relative_gap(evaluation.objective, bound)
     return AllocationResult(
         method=method,
         name=problem.name,
         grid=grid,
         objective=evaluation.objective,
         bound=bound,
-        gap=gap,
         status=status,
         seconds=seconds,
         metrics=evaluation.metrics,
         schedule=build_schedule(problem, grid),
+        notes=list(notes),
     )
-
-
-def relative_gap(objective: float, bound: float) -> float:
-    """``(bound - objective) / max(|bound|, 1e-9)``, never negative."""
-    return max(0.0, bound - objective) / max(abs(bound), 1e-9)
 
 
 def load_result(text: str) -> AllocationResult:

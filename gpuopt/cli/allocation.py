@@ -37,16 +37,43 @@ from gpuopt.errors import ProblemError
 # --------------------------------------------------------------------------- allocate
 def run_allocate(args: argparse.Namespace) -> int:
     """``gpuopt allocate SCENARIO``: plan a scenario with one method."""
-    from gpuopt.allocation.problem import load_problem
-
     return solve_command(
         args,
-        build=lambda: load_problem(args.scenario),
+        build=lambda: load_scenario(args.scenario),
         options=lambda problem: allocate_options(args),
         session=lambda: lns_session(args),
         draw=lambda problem, result, path: draw_allocation(args, problem, result, path),
         show=lambda shown, problem, result: show_allocation(args, shown, problem, result),
     )
+
+
+#: The commands that read a cluster snapshot, as a user would type them.
+CLUSTER_COMMANDS = "gpuopt diagnose, defrag, place, preempt and check"
+
+
+def load_scenario(path: str) -> Any:
+    """The allocation scenario at ``path``; another kind of input is named, not parsed.
+
+    A cluster snapshot (``nodes`` and no ``gpus``) or Kubernetes objects
+    (``kind`` and ``apiVersion``, as ``kubectl get -o json`` writes them)
+    would otherwise fail with the scenario's missing fields.
+    """
+    from gpuopt.allocation.problem import AllocationProblem
+    from gpuopt.io.files import read_json
+
+    raw = read_json(path)
+    if isinstance(raw, dict) and "nodes" in raw and "gpus" not in raw:
+        raise ProblemError(
+            f"{path} is a cluster snapshot (nodes and the tasks on them), not an allocation "
+            f"scenario; {CLUSTER_COMMANDS} read it."
+        )
+    if isinstance(raw, dict) and "apiVersion" in raw and "kind" in raw:
+        raise ProblemError(
+            f"{path} holds Kubernetes objects (kind {raw['kind']!s:.40}), not an allocation "
+            f"scenario; gpuopt snapshot kubectl {path} --out cluster.json makes a cluster "
+            f"snapshot of them, which {CLUSTER_COMMANDS} read."
+        )
+    return AllocationProblem.parse(raw, source=path)
 
 
 def allocate_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -129,7 +156,14 @@ def left_out_lines(schedule: Any, *, most: int = 8) -> list[str]:
 
 
 def print_schedule(shown: Any, problem: Any, schedule: Any) -> None:
-    """The schedule as a table: one row per task, steps with their clock time."""
+    """The schedule as a table: one row per task, steps with their clock time.
+
+    When the table with its notes is wider than the console (a pipe gets 80
+    columns), the notes leave the table and follow it, one line per task, so
+    that the table fits and no note is cut.
+    """
+    from rich import box
+    from rich.measure import Measurement
     from rich.table import Table
 
     minutes = problem.step_minutes
@@ -137,13 +171,8 @@ def print_schedule(shown: Any, problem: Any, schedule: Any) -> None:
     def at(step: int | None) -> str:
         return "-" if step is None else f"{step} ({step * minutes / 60:g} h)"
 
-    table = Table(
-        title=f"schedule: {problem.horizon} steps of {minutes} min; start and end as step "
-        "(hours from the plan's start); end is the step by which a task finishes",
-        title_justify="left",
-    )
-    for column in ("task", "kind", "status", "start", "end", "GPUs", "note"):
-        table.add_column(column, justify="right" if column in ("start", "end") else "left")
+    rows: list[tuple[str, ...]] = []
+    notes: list[str] = []
     for entry in schedule:
         gpus = "-"
         note = ""
@@ -157,10 +186,41 @@ def print_schedule(shown: Any, problem: Any, schedule: Any) -> None:
             )
         elif entry.left_out:
             note = f"{entry.reason}: {entry.detail}"
-        table.add_row(
-            entry.id, entry.kind, entry.status, at(entry.start), at(entry.end), gpus, note
+        rows.append((entry.id, entry.kind, entry.status, at(entry.start), at(entry.end), gpus))
+        notes.append(note)
+
+    def schedule_table(with_notes: bool) -> Table:
+        table = Table(
+            title=f"schedule: {problem.horizon} steps of {minutes} min; start and end as step "
+            "(hours from the plan's start); end is the step by which a task finishes",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,  # the lines of gpuopt bench: no edge, one column apart
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
         )
-    shown.print(table)
+        columns = ("task", "kind", "status", "start", "end", "GPUs", "note")
+        for column in columns[: 7 if with_notes else 6]:
+            # if it must, a name folds; a step or a GPU range is never split
+            table.add_column(
+                column,
+                justify="right" if column in ("start", "end") else "left",
+                no_wrap=column in ("start", "end", "GPUs"),
+                overflow="fold",
+            )
+        for row, note in zip(rows, notes, strict=True):
+            table.add_row(*row, *((note,) if with_notes else ()))
+        return table
+
+    table = schedule_table(with_notes=True)
+    natural = Measurement.get(shown, shown.options.update_width(10_000), table).maximum
+    if natural <= shown.width:
+        shown.print(table)
+        return
+    shown.print(schedule_table(with_notes=False))
+    for row, note in zip(rows, notes, strict=True):
+        if note:
+            shown.print(f"  {row[0]}: {note}")
 
 
 # --------------------------------------------------------------------------- generate

@@ -72,9 +72,10 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
     from gpuopt.cluster.model import Priority, parse_cluster
     from gpuopt.cluster.request import Request, pending_request
     from gpuopt.defrag.solution import parse_plan
-    from gpuopt.placement.nodes import NodePlacement, NodePlacementProblem
-    from gpuopt.placement.problem import TopologyProblem, parse_state
-    from gpuopt.placement.solution import TopologyResult
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.node.solution import NodePlacement
+    from gpuopt.placement.switch.problem import TopologyProblem, parse_state
+    from gpuopt.placement.switch.solution import TopologyResult
     from gpuopt.preemption.problem import PreemptionProblem
     from gpuopt.preemption.problem import parse_state as parse_preemption_state
     from gpuopt.preemption.solution import parse_decision

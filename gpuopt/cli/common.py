@@ -197,14 +197,36 @@ def write_text(path: str, text: str) -> None:
     write_text_atomic(path, text)
 
 
+def output_width() -> int | None:
+    """Columns of stdout when it is not a terminal: ``$COLUMNS``, else 80 (None: a terminal).
+
+    A terminal is measured by rich itself; a pipe or a file gets what
+    :func:`shutil.get_terminal_size` says, so ``COLUMNS=120 gpuopt ... | less``
+    gets 120 columns and a plain pipe the 80 of a default terminal.
+    """
+    import shutil
+
+    if sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size().columns
+
+
 def console(quiet: bool = False) -> Any:
-    """A rich console on stdout; silent with ``quiet``; wide when not a terminal."""
+    """A rich console on stdout; silent with ``quiet``; :func:`output_width` columns wide.
+
+    Tables printed on it fit that width (rich wraps or folds the cells of the
+    widest columns, and the title); a line of text is printed whole, as a
+    terminal would wrap it, so that a pipe can search it.
+    """
     from rich.console import Console
 
-    shown = Console(quiet=quiet, highlight=False, markup=False)
-    if not shown.is_terminal:
-        shown.width = max(shown.width, 220)  # pipes and files get the whole table
-    return shown
+    class TextWhole(Console):
+        def print(self, *objects: Any, **options: Any) -> None:
+            if all(isinstance(item, str) for item in objects):
+                options.setdefault("soft_wrap", True)
+            super().print(*objects, **options)
+
+    return TextWhole(quiet=quiet, highlight=False, markup=False, width=output_width())
 
 
 def progress_display(args: argparse.Namespace) -> AbstractContextManager[None]:
@@ -416,6 +438,7 @@ __all__ = [
     "group_violations",
     "int_range",
     "number_type",
+    "output_width",
     "positive_int",
     "positive_number",
     "positive_seconds",

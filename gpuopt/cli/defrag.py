@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuopt.cli.common import (
@@ -72,7 +73,20 @@ def for_pending(problem: Any, method: str, **options: Any) -> Any:
 
 
 def emit_or_show(args: argparse.Namespace, shown: Any, problem: Any, plan: Any) -> None:
-    """``--emit kubernetes``: the plan's Kubernetes steps on stdout; else the summary."""
+    """``--emit-dir``: the plan's Kubernetes files; ``--emit kubernetes``: its steps on
+    stdout, else the summary."""
+    if args.emit_dir is not None:
+        from gpuopt.defrag.kubernetes import SCRIPT, write_kubernetes_files
+
+        written = write_kubernetes_files(problem, plan, args.emit_dir)
+        if not args.quiet:  # stdout keeps what --emit asked for
+            script = Path(args.emit_dir) / SCRIPT
+            print(
+                f"{args.emit_dir}: {len(written)} file{'s' if len(written) != 1 else ''}; "
+                "run them one stage at a time with "
+                f"sh {script} STAGE (sh {script} lists the stages)",
+                file=sys.stderr,
+            )
     if args.emit == "kubernetes":
         from gpuopt.defrag.kubernetes import kubernetes_yaml
 
@@ -83,37 +97,69 @@ def emit_or_show(args: argparse.Namespace, shown: Any, problem: Any, plan: Any) 
         show_pending(shown, problem, plan.moves)
 
 
-def show_pending(shown: Any, problem: Any, moves: Any) -> None:
-    """Each waiting pod: where it fits now and after the ``moves``, or why not."""
+def show_pending(shown: Any, problem: Any, moves: Any | None) -> None:
+    """Each waiting pod: where it fits now and, given ``moves`` (a plan), after them; or why not.
+
+    ``moves=None`` (no plan) shows only where each pod fits now.
+    """
     from rich.table import Table
 
     from gpuopt.defrag.pending import fit_pending
     from gpuopt.defrag.solution import apply_plan
 
     before = fit_pending(problem)
-    after = fit_pending(apply_plan(problem, moves)) if moves else before
+    columns = [before]
+    if moves is not None:
+        columns.append(fit_pending(apply_plan(problem, moves)) if moves else before)
+    headers = ("pod", "GPUs", "priority", "fits now", "after the plan")[: 3 + len(columns)]
     table = Table(title=f"{problem.name}: waiting pods ({len(before)})")
-    for header in ("pod", "GPUs", "priority", "fits now", "after the plan"):
-        table.add_column(header, justify="right" if header == "GPUs" else "left")
-    for now, then in zip(before, after, strict=True):
-        table.add_row(
-            now.pod.id,
-            str(now.pod.gpus),
-            str(now.pod.priority),
-            now.node or f"no: {now.reason}",
-            then.node or f"no: {then.reason}",
-        )
+    for header in headers:
+        # ids and reasons fold rather than end in an ellipsis when the width is short
+        table.add_column(header, justify="right" if header == "GPUs" else "left", overflow="fold")
+    for fits in zip(*columns, strict=True):
+        now = fits[0]
+        places = (fit.node or f"no: {fit.reason}" for fit in fits)
+        table.add_row(now.pod.id, str(now.pod.gpus), str(now.pod.priority), *places)
     shown.print(table)
-    fitted = sum(f.node is not None for f in before), sum(f.node is not None for f in after)
-    shown.print(f"waiting pods that fit: {fitted[0]} now, {fitted[1]} after the plan")
+    fitted = [sum(fit.node is not None for fit in column) for column in columns]
+    later = f", {fitted[1]} after the plan" if moves is not None else ""
+    shown.print(f"waiting pods that fit: {fitted[0]} now{later}")
+
+
+def load_cluster_file(path: str) -> Any:
+    """The cluster snapshot at ``path``; another kind of input is named, not parsed.
+
+    An allocation scenario (``gpus`` and no ``nodes``) or Kubernetes objects
+    (``kind`` and ``apiVersion``, as ``kubectl get -o json`` writes them)
+    would otherwise fail with the snapshot's missing fields.
+    """
+    from gpuopt.cluster.model import parse_cluster
+    from gpuopt.io.files import read_json
+
+    raw = read_json(path)
+    if isinstance(raw, dict) and "gpus" in raw and "nodes" not in raw:
+        raise ProblemError(
+            f"{path} is an allocation scenario (tasks over the steps of a horizon), not a "
+            "cluster snapshot; gpuopt allocate, rolling and check read it."
+        )
+    if isinstance(raw, dict) and "apiVersion" in raw and "kind" in raw:
+        raise ProblemError(
+            f"{path} holds Kubernetes objects (kind {raw['kind']!s:.40}), not a cluster snapshot; "
+            f"gpuopt snapshot kubectl {path} --out cluster.json makes one of them."
+        )
+    return parse_cluster(raw, source=path)
 
 
 def defrag_problem(args: argparse.Namespace) -> Any:
     """The snapshot, its ``options`` overridden by the flags given."""
-    from gpuopt.defrag.problem import DefragOptions, check_options, load_snapshot
+    from gpuopt.defrag.problem import DefragOptions, check_options
     from gpuopt.errors import validate_object
 
-    problem = load_snapshot(args.snapshot)
+    if args.emit_dir is not None:  # before any work, as every output
+        from gpuopt.defrag.kubernetes import check_emit_folder
+
+        check_emit_folder(args.emit_dir)
+    problem = load_cluster_file(args.snapshot)
     updates: dict[str, Any] = {
         name: getattr(args, name) for name in OPTION_FLAGS if getattr(args, name) is not None
     }
@@ -185,13 +231,12 @@ def show_defrag(shown: Any, problem: Any, plan: Any) -> None:
 def run_diagnose(args: argparse.Namespace) -> int:
     """``gpuopt diagnose SNAPSHOT --request SHAPE``: idle GPUs that cannot serve it, by cause."""
     from gpuopt.defrag.diagnosis import diagnose, diagnose_plan, format_table, parse_request
-    from gpuopt.defrag.problem import load_snapshot
     from gpuopt.defrag.solution import load_plan, violations
 
     check_outputs(args)
     if args.request is None and not args.pending and args.workload is None:
         raise ProblemError("diagnose: give --request SHAPE, --pending, --workload, or several.")
-    problem = load_snapshot(args.snapshot)
+    problem = load_cluster_file(args.snapshot)
     plan = None
     if args.plan:
         plan = load_plan(args.plan)
@@ -201,11 +246,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
     if args.pending:
         if not problem.pending:
             raise ProblemError(f"{args.snapshot}: --pending: the snapshot has no waiting pods.")
-        from gpuopt.defrag.solution import make_plan
-
-        show_pending(
-            console(args.quiet), problem, plan or make_plan(problem, "none", [], seconds=0)
-        )
+        show_pending(console(args.quiet), problem, None if plan is None else plan.moves)
         if args.request is None and args.workload is None:
             return EXIT_OK
     fragmentation: dict[str, Any] = {}
@@ -290,7 +331,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
     shown = console(args.quiet)
     if args.source == "openb":
         from gpuopt.io.data import trace_folder
-        from gpuopt.io.openb import read_openb
+        from gpuopt.readers.openb import read_openb
 
         # an empty --nodes or --pods is a bad path, not "use the default"
         nodes, pods = args.nodes, args.pods
@@ -317,7 +358,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
             )
         shown.print(report.summary())
     else:
-        from gpuopt.io.kubectl import read_kubernetes
+        from gpuopt.readers.kubectl import read_kubernetes
 
         if not args.file:
             raise ProblemError(
@@ -446,8 +487,18 @@ def add_commands(commands: Any) -> None:
         choices=["summary", "kubernetes"],
         default="summary",
         help="what to print: the plan's summary (default) or, with kubernetes, the plan as "
-        "Kubernetes steps wave by wave (placeholder pods that hold the room, Evictions, "
-        "releases; YAML with the kubectl command of each step; printed even with --quiet)",
+        "Kubernetes steps wave by wave to read (placeholder pods that hold the room, "
+        "Evictions, releases; YAML with the kubectl command of each step in comments; "
+        "printed even with --quiet); to run the plan, use --emit-dir",
+    )
+    defrag.add_argument(
+        "--emit-dir",
+        default=None,
+        metavar="DIR",
+        help="write the plan as files kubectl takes as they are into the new folder DIR: "
+        "wave-K.yaml (the placeholders of wave K, for kubectl apply -f), evictions/ (the "
+        "Eviction of each move) and run.sh, which runs them in order one stage at a time "
+        "(cordons, holds, evictions, releases, uncordons); all or nothing (default: none)",
     )
     defrag.add_argument(
         "--for-pending",
@@ -565,9 +616,9 @@ def add_commands(commands: Any) -> None:
 
 
 def add_kubectl_options(snap: argparse.ArgumentParser) -> None:
-    """The flags of ``snapshot kubectl`` (``gpuopt.io.kubectl.read_kubernetes``'s options)."""
+    """The flags of ``snapshot kubectl`` (``gpuopt.readers.kubectl.read_kubernetes``'s options)."""
     from gpuopt.cluster.kube import CRITICAL_PRIORITY
-    from gpuopt.io.kubectl import KUBE_HP_PRIORITY
+    from gpuopt.readers.kubectl import KUBE_HP_PRIORITY
 
     snap.add_argument(
         "--gpu-resource",

@@ -5,7 +5,7 @@
         [--maximum N]]
         [--out OUT.json] [--quiet]
 
-``HISTORY.csv`` holds ``timestamp,value`` rows (see :func:`gpuopt.io.traffic.read_hourly_csv`);
+``HISTORY.csv`` holds ``timestamp,value`` rows (see :func:`gpuopt.readers.traffic.read_hourly_csv`);
 the output is ``{"model", "horizon", "forecast": [...], "gpus": [...]}`` (``gpus`` only
 with ``--per-gpu``; with ``--coverage Q`` also ``"upper"``, the calibrated bound the GPUs
 are sized for, and its ``"multiplier"``), written to ``--out`` or, without it, to
@@ -45,7 +45,7 @@ coverage_share = number_type(float, lambda v: 0 < v <= 1, "a share in (0, 1] suc
 def run_realtime(args: argparse.Namespace) -> int:
     """``gpuopt forecast realtime HISTORY``: the forecast (and GPUs), to ``--out`` or stdout."""
     from gpuopt.forecast.realtime import forecast_hourly, forecast_interval, gpus_for
-    from gpuopt.io.traffic import read_hourly_csv
+    from gpuopt.readers.traffic import read_hourly_csv
 
     check_outputs(args)
     if args.per_gpu is None:

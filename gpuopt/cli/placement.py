@@ -115,8 +115,8 @@ def show_gang(shown: Any, problem: Any, answer: Any) -> None:
 def build_placement(args: argparse.Namespace) -> Any:
     """The placement problem ``place`` asks: of a cluster at ``--level``, or a state file."""
     from gpuopt.cluster.model import Cluster
-    from gpuopt.placement.nodes import NodePlacementProblem
-    from gpuopt.placement.problem import TopologyProblem, parse_state
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.switch.problem import TopologyProblem, parse_state
 
     asked = (
         args.request is not None or args.pending is not None or args.level not in (None, "switch")
@@ -187,7 +187,7 @@ def run_place(args: argparse.Namespace) -> int:
 
 def show_place(shown: Any, problem: Any, result: Any) -> None:
     """A node-level placement's node and GPUs, or a switch-level placement's switches."""
-    from gpuopt.placement.nodes import NodePlacement
+    from gpuopt.placement.node.solution import NodePlacement
 
     if not isinstance(result, NodePlacement):
         show_topology(shown, problem, result)
@@ -199,7 +199,7 @@ def show_place(shown: Any, problem: Any, result: Any) -> None:
 # --------------------------------------------------------------------------- topology
 def run_topology(args: argparse.Namespace) -> int:
     """``gpuopt topology STATE``: place jobs over access switches."""
-    from gpuopt.placement.problem import load_state
+    from gpuopt.placement.switch.problem import load_state
 
     return solve_command(
         args,
@@ -325,8 +325,8 @@ def add_gang(parser: argparse.ArgumentParser) -> None:
 def add_commands(commands: Any) -> None:
     """Add ``place``, ``topology`` and ``preempt`` to the ``gpuopt`` parser."""
     from gpuopt.gang.problem import GangProblem
-    from gpuopt.placement.nodes import NodePlacementProblem
-    from gpuopt.placement.problem import TopologyProblem
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.switch.problem import TopologyProblem
     from gpuopt.preemption import PreemptionProblem
 
     place = commands.add_parser(

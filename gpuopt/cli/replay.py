@@ -60,8 +60,9 @@ def parse_seeds(text: str) -> list[int]:
 def run_openb(args: argparse.Namespace) -> int:
     """``gpuopt replay openb``: one policy's allocation curve on an openb trace."""
     from gpuopt.io.data import trace_folder
+    from gpuopt.readers.openb import load_openb
     from gpuopt.sharing.defrag import ShareDefrag
-    from gpuopt.sharing.replay import load_openb, replay, trace_workload
+    from gpuopt.sharing.replay import replay, trace_workload
 
     to_stdout = args.out == "-"
     if not to_stdout:

@@ -3,9 +3,10 @@ requests of a target workload fit: ``workload.py``).
 
 ``problem.py`` (the snapshot and its index view), ``solution.py`` (plan,
 checker, metrics), ``onehop.py`` (descheduler-style baseline), ``greedy.py``
-(IPC: partitions, eviction chains, rounds), ``exact.py`` (the exact model, HiGHS
-and CP-SAT), ``milp.py`` / ``cpsat.py`` (exact, from the IPC plan),
-``diagnosis.py`` (idle GPUs by cause); the formal model is ``models/defrag.md``.
+(IPC: partitions, eviction chains, rounds), ``model.py`` (the exact model's
+labelled rows), ``exact.py`` (those rows solved with HiGHS and CP-SAT),
+``milp.py`` / ``cpsat.py`` (exact, from the IPC plan), ``diagnosis.py`` (idle
+GPUs by cause); the formal model is ``models/defrag.md``.
 """
 
 from gpuopt.defrag.problem import DefragOptions, DefragProblem, load_snapshot, parse_snapshot

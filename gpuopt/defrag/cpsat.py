@@ -1,7 +1,7 @@
 """The exact defragmentation model solved with CP-SAT (OR-Tools), from the ``ipc`` plan.
 
 The same labelled rows as :func:`gpuopt.defrag.milp.solve_milp` (X1-X5, X7-X9 of
-``models/defrag.md``, built in :mod:`gpuopt.defrag.exact`), one Boolean per
+``models/defrag.md``, built in :mod:`gpuopt.defrag.model`), one Boolean per
 column, every row an integer linear constraint (CPU and memory are already
 integers in thousandths), the objective ``weight * emptied - moves`` exact in
 integers, and every variable hinted from the ``ipc`` plan.
@@ -10,7 +10,7 @@ integers, and every variable hinted from the ``ipc`` plan.
 from __future__ import annotations
 
 from gpuopt.defrag.exact import build_cpsat
-from gpuopt.defrag.milp import solve_exact
+from gpuopt.defrag.milp import ExactRun, solve_exact
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import MigrationPlan
 from gpuopt.solvers import require
@@ -51,14 +51,11 @@ def solve_cpsat(
     return solve_exact(
         problem,
         "cpsat",
-        time_limit=time_limit,
-        seed=seed,
+        ExactRun(time_limit, seed=seed, threads=threads, log=log),
         initial=initial,
-        threads=threads,
         warm=warm,
         max_moves=max_moves,
         group_budget=group_budget,
-        log=log,
     )
 
 

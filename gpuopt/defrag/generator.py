@@ -11,7 +11,9 @@ share of locked tasks. The same arguments always give the same snapshot.
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from gpuopt._generator import beta_parameters, task_size
@@ -22,6 +24,29 @@ SIZES = (1, 2, 4, 8)
 SIZE_WEIGHTS = (0.35, 0.3, 0.2, 0.15)
 
 
+@dataclass(frozen=True)
+class TaskShares:
+    """What the tasks of a random snapshot are like (:func:`random_snapshot`).
+
+    Attributes
+    ----------
+    locked_fraction, hp_fraction, selector_fraction, group_fraction
+        Shares of tasks that are locked, high-priority, carry a GPU-model
+        node selector, and belong to an anti-affinity group.
+    groups
+        Number of anti-affinity groups (default: one per ten nodes, at least 2).
+    cpu_only_fraction
+        Share of tasks that hold no GPU.
+    """
+
+    locked_fraction: float = 0.1
+    hp_fraction: float = 0.3
+    selector_fraction: float = 0.3
+    group_fraction: float = 0.2
+    groups: int | None = None
+    cpu_only_fraction: float = 0.05
+
+
 def random_snapshot(
     seed: int,
     *,
@@ -30,12 +55,7 @@ def random_snapshot(
     cpus_per_node: int = 128,
     memory_per_node: int | None = 2048,
     fill: float = 0.55,
-    locked_fraction: float = 0.1,
-    hp_fraction: float = 0.3,
-    selector_fraction: float = 0.3,
-    group_fraction: float = 0.2,
-    groups: int | None = None,
-    cpu_only_fraction: float = 0.05,
+    shares: TaskShares | None = None,
     asw_size: int = 32,
     idle_fraction: float = 0.05,
     name: str | None = None,
@@ -48,11 +68,11 @@ def random_snapshot(
         Seed of the private random generator (the global one is untouched).
     fill
         Mean share of GPUs in use (per-node shares vary around it).
-    locked_fraction, hp_fraction, selector_fraction, group_fraction
-        Shares of tasks that are locked, high-priority, carry a GPU-model
-        node selector, and belong to an anti-affinity group.
-    groups
-        Number of anti-affinity groups (default: one per ten nodes, at least 2).
+    shares
+        What the tasks are like: locked, HP, with a node selector, in
+        anti-affinity groups, CPU-only (default: :class:`TaskShares`' defaults).
+    asw_size
+        Nodes per access switch.
     idle_fraction
         Share of nodes left idle (whole free nodes, kept for whole-node jobs).
 
@@ -62,6 +82,10 @@ def random_snapshot(
     >>> len(snapshot.nodes), snapshot.index.node_used_gpus.sum() > 0
     (10, np.True_)
     """
+    task_shares = TaskShares() if shares is None else shares
+    locked_fraction, hp_fraction = task_shares.locked_fraction, task_shares.hp_fraction
+    selector_fraction, group_fraction = task_shares.selector_fraction, task_shares.group_fraction
+    groups, cpu_only_fraction = task_shares.groups, task_shares.cpu_only_fraction
     check_arguments(
         locals(),
         whole={
@@ -90,7 +114,7 @@ def random_snapshot(
     num_groups = groups if groups is not None else max(2, nodes // 10)
     node_rows: list[dict[str, Any]] = []
     task_rows: list[dict[str, Any]] = []
-    shares = _Shares(locked_fraction, hp_fraction, selector_fraction, group_fraction)
+    odds = _Shares(locked_fraction, hp_fraction, selector_fraction, group_fraction)
     # A U-shaped Beta with mean `fill`: concentration 0.9 spreads nodes to both ends.
     alpha, beta = beta_parameters(fill, 0.9)
     for node_number in range(nodes):
@@ -125,13 +149,13 @@ def random_snapshot(
                     break
                 task["memory"] = memory
                 used_memory += memory
-            _decorate(rng, task, model, node_groups, num_groups, shares)
+            _decorate(rng, task, model, node_groups, num_groups, odds)
             task_rows.append(task)
             used_gpus += size
             used_cpus += cpus
         if rng.random() < cpu_only_fraction * 4 and used_cpus + 8 <= cpus_per_node:
             task = _task(rng, len(task_rows), node_id, 0, rng.randint(2, 8))
-            _decorate(rng, task, model, node_groups, num_groups, shares._replace(group=0.0))
+            _decorate(rng, task, model, node_groups, num_groups, odds._replace(group=0.0))
             task_rows.append(task)
     return DefragProblem.model_validate(
         {
@@ -176,34 +200,12 @@ def _decorate(
             task["anti_affinity"] = f"svc-{group}"
 
 
-def with_kubernetes(
-    problem: DefragProblem,
-    seed: int,
-    *,
-    tainted: float = 0.1,
-    cordoned: float = 0.05,
-    not_ready: float = 0.02,
-    tolerating: float = 0.3,
-    affinity: float = 0.2,
-    services: int = 3,
-    replicas: float = 0.15,
-    zone_spread: float = 0.3,
-    pod_affinity: float = 0.03,
-    pinned: float = 0.05,
-    extended: float = 0.05,
-    rdma_per_node: int = 4,
-    budgets: bool = True,
-) -> DefragProblem:
-    """``problem`` with the Kubernetes facts that decide where pods may go (rules K1-K7).
+@dataclass(frozen=True)
+class KubeFacts:
+    """How many of the Kubernetes facts of rules K1-K7 :func:`with_kubernetes` draws.
 
-    The snapshot stays a legal state: every pod's node satisfies its node
-    affinity, replicas of a service with a required anti-affinity run on
-    distinct nodes (or zones), and extended resources fit.
-
-    Parameters
+    Attributes
     ----------
-    seed
-        Seed of the private random generator.
     tainted, cordoned, not_ready
         Shares of nodes with a ``NoSchedule`` taint ``dedicated=<team>``, cordoned, NotReady.
     tolerating
@@ -224,15 +226,43 @@ def with_kubernetes(
         how many each node advertises.
     budgets
         One PodDisruptionBudget per service (``maxUnavailable: 1`` or ``minAvailable: 50%``).
+    """
+
+    tainted: float = 0.1
+    cordoned: float = 0.05
+    not_ready: float = 0.02
+    tolerating: float = 0.3
+    affinity: float = 0.2
+    services: int = 3
+    replicas: float = 0.15
+    zone_spread: float = 0.3
+    pod_affinity: float = 0.03
+    pinned: float = 0.05
+    extended: float = 0.05
+    rdma_per_node: int = 4
+    budgets: bool = True
+
+
+def with_kubernetes(
+    problem: DefragProblem, seed: int, facts: KubeFacts | None = None
+) -> DefragProblem:
+    """``problem`` with the Kubernetes facts that decide where pods may go (rules K1-K7).
+
+    The snapshot stays a legal state: every pod's node satisfies its node
+    affinity, replicas of a service with a required anti-affinity run on
+    distinct nodes (or zones), and extended resources fit. ``facts`` says how
+    many of each (default: :class:`KubeFacts`' defaults); ``seed`` seeds the
+    private random generator.
 
     Examples
     --------
-    >>> cluster = with_kubernetes(random_snapshot(3, nodes=20), 3)
+    >>> cluster = with_kubernetes(random_snapshot(3, nodes=20), 3, KubeFacts(tainted=0.2))
     >>> sum(not n.ready for n in cluster.nodes) + sum(n.unschedulable for n in cluster.nodes) >= 0
     True
     """
+    facts = KubeFacts() if facts is None else facts
     check_arguments(
-        locals(),
+        {"seed": seed, **dataclasses.asdict(facts)},
         whole={"seed": (0, 2**63), "services": (0, 1000), "rdma_per_node": (0, 1000)},
         numbers={
             name: (0.0, 1.0)
@@ -250,6 +280,10 @@ def with_kubernetes(
             )
         },
     )
+    tainted, cordoned, not_ready = facts.tainted, facts.cordoned, facts.not_ready
+    tolerating, affinity, pod_affinity = facts.tolerating, facts.affinity, facts.pod_affinity
+    services, replicas, zone_spread = facts.services, facts.replicas, facts.zone_spread
+    pinned, extended, rdma_per_node = facts.pinned, facts.extended, facts.rdma_per_node
     rng = random.Random(seed)
     data = problem.model_dump(mode="json")
     zones = ["z0", "z1", "z2"]
@@ -327,7 +361,7 @@ def with_kubernetes(
                     "topology_key": "kubernetes.io/hostname",
                 }
             ]
-    if budgets:
+    if facts.budgets:
         data["budgets"] = [
             {
                 "id": f"pdb-svc{k}",
@@ -361,4 +395,4 @@ def _true_term(rng: random.Random, labels: dict[str, str], zones: list[str]) -> 
     return {"match_expressions": [rng.choice(choices)]}
 
 
-__all__ = ["random_snapshot", "with_kubernetes"]
+__all__ = ["KubeFacts", "TaskShares", "random_snapshot", "with_kubernetes"]

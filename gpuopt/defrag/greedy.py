@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -32,7 +33,7 @@ import numpy as np
 import gpuopt.progress
 from gpuopt.cluster.model import Objective
 from gpuopt.defrag._shard import NO_LIMIT, Shard, empty_nodes
-from gpuopt.defrag.problem import DefragProblem, check_options
+from gpuopt.defrag.problem import DefragOptions, DefragProblem, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
 from gpuopt.defrag.workload import SlotModel, resolve
 from gpuopt.solvers.deadline import Deadline
@@ -57,6 +58,27 @@ PLAN_SECONDS_PER_MOVE = 80e-6
 #: Moves a round is expected to add, as a share of the snapshot's tasks (about 0.3 measured
 #: on random snapshots), for the time reserved for the plan.
 ROUND_MOVES_SHARE = 1 / 3
+
+
+@dataclass(frozen=True)
+class Search:
+    """How one run of the partitioned search searches; ``ipc`` and ``onehop`` differ only here.
+
+    ``rankings`` are the node orders tried in every partition (the best result
+    is kept); ``fill`` fills fragmented nodes after emptying (ipc); with
+    ``exact``, every partition of at most ``exact_nodes`` nodes is improved
+    with the exact model (``"milp"`` or ``"cpsat"``) for at most
+    ``exact_seconds``. The snapshot's own options (partition size, depth,
+    rounds, time limit, budgets, seed) travel in a :class:`DefragOptions`.
+    """
+
+    method: str
+    rankings: tuple[Ranking, ...]
+    fill: bool = True
+    objective: Objective = "emptied"
+    exact: Literal["milp", "cpsat"] | None = None
+    exact_nodes: int = 100
+    exact_seconds: float = 5.0
 
 
 #: The index's per-task arrays a shard carries, restricted to its tasks.
@@ -121,25 +143,23 @@ class ClusterState:
     def shard(
         self,
         nodes: np.ndarray,
+        search: Search,
         *,
         depth: int,
-        rankings: tuple[Ranking, ...],
         rng: np.random.Generator,
         max_moves: int | None = None,
         group_budget: dict[int, int] | None = None,
         seconds: float | None = None,
         deadline: float | None = None,
-        fill: bool = True,
-        exact: str | None = None,
-        exact_seconds: float = 5.0,
     ) -> Shard:
-        """The payload for one partition (``nodes`` are global positions)."""
+        """The payload for one partition (``nodes`` are global positions), searched as
+        ``search`` says (solved exactly too when it has at most ``search.exact_nodes``)."""
         index = self.index
         local = np.full(index.num_nodes, -1, dtype=np.int64)
         local[nodes] = np.arange(nodes.size)
         tasks = np.flatnonzero(local[self.task_node] >= 0)
         task_node = local[self.task_node[tasks]]
-        orders = [_rank(self, nodes, tasks, task_node, ranking, rng) for ranking in rankings]
+        orders = [_rank(self, nodes, tasks, task_node, ranking, rng) for ranking in search.rankings]
         return Shard(
             node_pos=nodes,
             node_gpus=index.node_gpus[nodes],
@@ -159,9 +179,9 @@ class ClusterState:
             group_budget=group_budget or {},
             seconds=seconds,
             deadline=deadline,
-            fill=fill,
-            exact=exact,
-            exact_seconds=exact_seconds,
+            fill=search.fill,
+            exact=search.exact if nodes.size <= search.exact_nodes else None,
+            exact_seconds=search.exact_seconds,
             min_node_gpus=self.min_node_gpus,
             slots=None if self.slots is None else self.slots.take(nodes, tasks),
             partial=None if self.partial is None else self.partial[nodes],
@@ -288,56 +308,44 @@ def solve_ipc(
     (2, 0)
     """
     problem, objective = resolve(problem)
-    options = problem.options
-    partition_size = options.partition_size if partition_size is None else partition_size
-    depth = options.depth if depth is None else depth
-    rounds = options.rounds if rounds is None else rounds
-    time_limit = options.time_limit if time_limit is None else time_limit
-    max_moves = options.max_moves if max_moves is None else max_moves
-    group_budget = options.group_budget if group_budget is None else group_budget
-    seed = options.seed if seed is None else seed
-    return _run(
-        problem,
-        method="ipc",
-        partition_size=partition_size,
-        depth=depth,
-        rounds=rounds,
-        rankings=WORKLOAD_RANKINGS if objective == "workload" else IPC_RANKINGS,
+    given = {
+        "partition_size": partition_size,
+        "depth": depth,
+        "rounds": rounds,
+        "time_limit": time_limit,
+        "max_moves": max_moves,
+        "group_budget": group_budget,
+        "seed": seed,
+    }
+    options = problem.options.model_copy(
+        update={name: value for name, value in given.items() if value is not None}
+    )
+    search = Search(
+        "ipc",
+        WORKLOAD_RANKINGS if objective == "workload" else IPC_RANKINGS,
         objective=objective,
-        time_limit=time_limit,
-        max_moves=max_moves,
-        group_budget=group_budget,
-        seed=seed,
-        workers=workers,
-        executor=executor,
-        progress=progress,
         exact=exact,
         exact_nodes=exact_nodes,
         exact_seconds=exact_seconds,
     )
+    return _run(problem, options, search, workers=workers, executor=executor, progress=progress)
 
 
 def _run(
     problem: DefragProblem,
+    options: DefragOptions,
+    search: Search,
     *,
-    method: str,
-    partition_size: int,
-    depth: int,
-    rounds: int,
-    rankings: tuple[Ranking, ...],
-    time_limit: float | None,
-    fill: bool = True,
-    exact: Literal["milp", "cpsat"] | None = None,
-    exact_nodes: int = 100,
-    exact_seconds: float = 5.0,
-    max_moves: int | None,
-    group_budget: int | None,
-    seed: int,
     workers: int | None,
     executor: Any,
     progress: Progress | None,
-    objective: Objective = "emptied",
 ) -> MigrationPlan:
+    """Rounds of partitions of ``problem`` searched as ``search`` says, with the partition
+    size, depth, rounds, time limit, budgets and seed of ``options`` (not ``problem.options``:
+    the caller's, already resolved)."""
+    method, objective = search.method, search.objective
+    time_limit, max_moves = options.time_limit, options.max_moves
+    group_budget = options.group_budget
     deadline = Deadline(time_limit)
     started = deadline.started
     check_options(problem)
@@ -346,17 +354,17 @@ def _run(
     if objective == "workload":
         slots = SlotModel.build(problem, problem.options.target_workload())
     state = ClusterState(problem, slots)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(options.seed)
     num_nodes = index.num_nodes
-    parts = max(1, -(-num_nodes // partition_size))
+    parts = max(1, -(-num_nodes // options.partition_size))
     status: Any = "heuristic"
-    notes = _exact_notes(exact, exact_nodes, group_budget, num_nodes, parts)
+    notes = _exact_notes(search.exact, search.exact_nodes, group_budget, num_nodes, parts)
     moved_in_group: dict[int, set[int]] = {}
     with (
         executor_or_pool(executor, _workers_wanted(workers, num_nodes, parts)) as pool,
         gpuopt.progress.task(method, time_limit=time_limit) as shown,
     ):
-        for round_number in range(rounds):
+        for round_number in range(options.rounds):
             remaining = _search_seconds(deadline, index.num_tasks, len(state.moves))
             if remaining is not None and remaining <= 0:
                 status = "time_limit" if status == "heuristic" else status
@@ -365,23 +373,20 @@ def _run(
             moves_left = None if max_moves is None else max_moves - len(state.moves)
             if moves_left is not None and moves_left <= 0:
                 break
-            partitions = _partition(state, partition_size, round_number == 0, rng)
+            partitions = _partition(state, options.partition_size, round_number == 0, rng)
             parts = len(partitions)
             budgets = _split_budget(moves_left, parts) if moves_left is not None else None
             group_left = _group_budgets(state, partitions, group_budget, moved_in_group)
             shards = [
                 state.shard(
                     np.sort(nodes),
-                    depth=depth,
-                    rankings=rankings,
+                    search,
+                    depth=options.depth,
                     rng=rng,
                     max_moves=None if budgets is None else budgets[i],
                     group_budget=group_left[i],
                     seconds=remaining,
                     deadline=None if remaining is None else time.time() + remaining,
-                    fill=fill,
-                    exact=exact if nodes.size <= exact_nodes else None,
-                    exact_seconds=exact_seconds,
                 )
                 for i, nodes in enumerate(partitions)
             ]
@@ -568,4 +573,4 @@ def _group_budgets(
     return budgets
 
 
-__all__ = ["ClusterState", "Progress", "solve_ipc"]
+__all__ = ["ClusterState", "Progress", "Search", "solve_ipc"]

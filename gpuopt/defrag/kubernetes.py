@@ -28,7 +28,13 @@ without an object (cordon, release) are comments with their command.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import os
+import shlex
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -36,6 +42,7 @@ import yaml
 from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
 from gpuopt.cluster.model import Cluster, Task
 from gpuopt.defrag.solution import MigrationPlan
+from gpuopt.errors import ProblemError
 
 #: The placeholder's priority class: below every workload, never preempting.
 PLACEHOLDER_CLASS = "gpuopt-placeholder"
@@ -107,6 +114,40 @@ def _camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+def _cordon_schedule(plan: MigrationPlan) -> dict[int, list[str]]:
+    """Wave -> the emptied nodes to cordon before it (a key past the last wave: after it).
+
+    A node the plan empties is cordoned once no later move targets it, so that
+    no replacement returns to it; every such node is uncordoned when the plan
+    is done.
+    """
+    last_in = {move.to: move.wave for move in plan.moves}
+    cordon_at: dict[int, list[str]] = {}
+    for node_id in plan.emptied:
+        cordon_at.setdefault(last_in.get(node_id, -1) + 1, []).append(node_id)
+    return cordon_at
+
+
+def _priority_class() -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": PLACEHOLDER_CLASS},
+        "value": -1000,
+        "preemptionPolicy": "Never",
+        "globalDefault": False,
+        "description": "gpuopt placeholders that hold a node's room during a move",
+    }
+
+
+def _eviction(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+    }
+
+
 def kubernetes_steps(
     cluster: Cluster, plan: MigrationPlan, *, gpu_resource: str = "nvidia.com/gpu"
 ) -> Iterator[tuple[str, dict[str, Any] | None]]:
@@ -127,23 +168,10 @@ def kubernetes_steps(
     tasks = {task.id: task for task in cluster.tasks}
     yield (
         "the placeholders' priority class (lowest, never preempts): kubectl apply -f -",
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": PLACEHOLDER_CLASS},
-            "value": -1000,
-            "preemptionPolicy": "Never",
-            "globalDefault": False,
-            "description": "gpuopt placeholders that hold a node's room during a move",
-        },
+        _priority_class(),
     )
     nodes = {node.id: node for node in cluster.nodes}
-    # a node the plan empties is cordoned once no later move targets it, so that no
-    # replacement returns to it; every such node is uncordoned when the plan is done
-    last_in = {move.to: move.wave for move in plan.moves}
-    cordon_at: dict[int, list[str]] = {}
-    for node_id in plan.emptied:
-        cordon_at.setdefault(last_in.get(node_id, -1) + 1, []).append(node_id)
+    cordon_at = _cordon_schedule(plan)
     moved: dict[str, int] = {}
     wave = -1
     for number, move in enumerate(plan.moves, start=1):
@@ -182,11 +210,7 @@ def kubernetes_steps(
             yield (
                 f"{where} evict: kubectl create --raw "
                 f"/api/v1/namespaces/{namespace}/pods/{name}/eviction -f -",
-                {
-                    "apiVersion": "policy/v1",
-                    "kind": "Eviction",
-                    "metadata": {"name": name, "namespace": namespace},
-                },
+                _eviction(namespace, name),
             )
         yield (
             f"{where} release: once the replacement of {task.id} runs, kubectl delete pod "
@@ -216,9 +240,241 @@ def kubernetes_yaml(
     for comment, document in kubernetes_steps(cluster, plan, gpu_resource=gpu_resource):
         if document is None:
             parts.append(f"# {comment}")
+        elif document["kind"] == "Eviction":  # kubectl create --raw posts it as it is: JSON
+            parts.append(f"---\n# {comment}\n{json.dumps(document)}")
         else:
             parts.append(f"---\n# {comment}\n" + yaml.safe_dump(document, sort_keys=False).rstrip())
     return "\n".join(parts) + "\n"
 
 
-__all__ = ["PLACEHOLDER_CLASS", "kubernetes_steps", "kubernetes_yaml"]
+#: The script of :func:`kubernetes_files`, run one stage at a time.
+SCRIPT = "run.sh"
+
+
+def _yaml_stream(documents: list[dict[str, Any]]) -> str:
+    return "".join("---\n" + yaml.safe_dump(document, sort_keys=False) for document in documents)
+
+
+def _selector(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def kubernetes_files(
+    cluster: Cluster, plan: MigrationPlan, *, gpu_resource: str = "nvidia.com/gpu"
+) -> dict[str, str]:
+    """The plan as files ``kubectl`` takes as they are: relative path -> text.
+
+    - ``wave-<k>.yaml`` for each wave ``k``: the placeholders' PriorityClass,
+      then a placeholder Pod per move of the wave (``kubectl apply -f``);
+    - ``evictions/move-<n>.json``: the Eviction of the pod the ``n``-th move
+      takes away (``kubectl create --raw
+      /api/v1/namespaces/NS/pods/NAME/eviction -f``); a pod moved a second
+      time is evicted under its replacement's name, looked up when it runs;
+    - :data:`SCRIPT`, a POSIX shell script that runs these in order, one
+      stage at a time: ``wave K`` (cordons due, holds, evictions), ``release
+      K`` (once the wave's replacements run, delete its placeholders), and
+      ``finish`` (uncordon the emptied nodes). ``sh run.sh`` lists them.
+
+    Examples
+    --------
+    >>> import gpuopt
+    >>> cluster = Cluster(nodes=[{"id": "a", "gpus": 8, "cpus": 64},
+    ...                          {"id": "b", "gpus": 8, "cpus": 64}],
+    ...                   tasks=[{"id": "ml/t", "node": "a", "gpus": 2, "cpus": 4},
+    ...                          {"id": "ml/u", "node": "b", "gpus": 4, "cpus": 4}])
+    >>> sorted(kubernetes_files(cluster, gpuopt.solve(cluster, "onehop")))
+    ['evictions/move-1.json', 'run.sh', 'wave-0.yaml']
+    """
+    tasks = {task.id: task for task in cluster.tasks}
+    nodes = {node.id: node for node in cluster.nodes}
+    cordon_at = _cordon_schedule(plan)
+    files: dict[str, str] = {}
+    waves: dict[int, list[str]] = {}  # wave -> its shell lines
+    holds: dict[int, list[dict[str, Any]]] = {}
+    releases: dict[int, list[str]] = {}
+    lookups: dict[int, list[str]] = {}
+    moved: set[str] = set()
+    for number, move in enumerate(plan.moves, start=1):
+        task = tasks[move.task]
+        namespace, name = _namespace_and_name(task)
+        resource = nodes[move.to].labels.get(GPU_RESOURCE_LABEL, gpu_resource)
+        placeholder = _placeholder(task, move.to, resource)
+        holds.setdefault(move.wave, []).append(placeholder)
+        lines = waves.setdefault(move.wave, [])
+        hold = shlex.quote(placeholder["metadata"]["name"])
+        releases.setdefault(move.wave, []).append(
+            f"$kubectl delete pod -n {shlex.quote(namespace)} {hold} --ignore-not-found"
+        )
+        where = f"move {number}: {task.id} {move.source} -> {move.to}"
+        if task.id in moved:  # its replacement from an earlier move has a name of its own
+            variable = f"replacement_{number}"
+            lookups.setdefault(move.wave, []).append(
+                f"{variable}=$(replacement {shlex.quote(namespace)} "
+                f"{shlex.quote(_selector(task.labels))} {shlex.quote(move.source)} "
+                f"{shlex.quote(task.id)})"
+            )
+            lines.append(f'evict {shlex.quote(namespace)} "${variable}"  # {where}')
+        else:
+            path = f"evictions/move-{number}.json"
+            files[path] = json.dumps(_eviction(namespace, name), indent=1) + "\n"
+            lines.append(
+                f"$kubectl create --raw {shlex.quote(f'/api/v1/namespaces/{namespace}/pods/')}"
+                f"{shlex.quote(name)}/eviction -f {path}  # {where}"
+            )
+        moved.add(task.id)
+    last = max(waves, default=-1)
+    after_last = sorted(node for wave, group in cordon_at.items() if wave > last for node in group)
+    stages: list[tuple[str, str, list[str]]] = []  # (stage, what it does, its lines)
+    for wave in sorted(waves):
+        path = f"wave-{wave}.yaml"
+        files[path] = _yaml_stream([_priority_class(), *holds[wave]])
+        body = [*lookups.get(wave, [])]
+        if cordon_at.get(wave):
+            body.append("$kubectl cordon " + " ".join(map(shlex.quote, cordon_at[wave])))
+        body.append(f"$kubectl apply -f {path}")
+        body.extend(waves[wave])
+        if wave == last and after_last:  # no replacement of this wave may return to them
+            body.append("$kubectl cordon " + " ".join(map(shlex.quote, after_last)))
+        evicted = _count(len(waves[wave]), "pod")
+        stages.append((f"wave {wave}", f"hold the room ({path}), evict {evicted}", body))
+        stages.append(
+            (
+                f"release {wave}",
+                f"once wave {wave}'s replacements run: delete its placeholders",
+                releases[wave],
+            )
+        )
+    if plan.emptied:
+        stages.append(
+            (
+                "finish",
+                "once every replacement runs: uncordon the emptied nodes",
+                ["$kubectl uncordon " + " ".join(map(shlex.quote, plan.emptied))],
+            )
+        )
+    files[SCRIPT] = _script(plan, stages)
+    return files
+
+
+_REPLACEMENT = """replacement() {  # namespace, labels, node, moved pod: the one pod it names
+  if [ -z "$2" ]; then
+    echo "$4 has no labels to find its replacement on $3 by; evict it by hand" >&2
+    exit 1
+  fi
+  found=$($kubectl get pods -n "$1" -l "$2" --field-selector "spec.nodeName=$3" -o name)
+  case "$found" in
+    pod/*) ;;
+    *) echo "no replacement of $4 runs on $3 yet (kubectl get pods -n $1 -l $2)" >&2; exit 1 ;;
+  esac
+  case "$found" in
+    *"
+"*) echo "more than one pod like $4 runs on $3; evict its replacement by hand" >&2; exit 1 ;;
+  esac
+  echo "${found#pod/}"
+}
+
+evict() {  # namespace, pod: through the Eviction API, which a PodDisruptionBudget may refuse
+  {
+    printf '{"apiVersion": "policy/v1", "kind": "Eviction", '
+    printf '"metadata": {"name": "%s", "namespace": "%s"}}\\n' "$2" "$1"
+  } | $kubectl create --raw "/api/v1/namespaces/$1/pods/$2/eviction" -f -
+}
+"""
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _script(plan: MigrationPlan, stages: list[tuple[str, str, list[str]]]) -> str:
+    """The POSIX shell script that runs ``stages`` one at a time (``sh run.sh STAGE``)."""
+    width = max((len(stage) for stage, _, _ in stages), default=0)
+    listing = [f"#   {stage:<{width}}  {what}" for stage, what, _ in stages] or [
+        "#   (none: the plan moves nothing)"
+    ]
+    head = [
+        "#!/bin/sh",
+        f"# gpuopt plan ({plan.method}): {_count(len(plan.moves), 'move')} in "
+        f"{_count(plan.metrics.waves, 'wave')}, empties {_count(len(plan.emptied), 'node')}.",
+        "# Run one stage at a time, in this order: sh run.sh STAGE",
+        *listing,
+        "# Before each wave, take a new snapshot and gpuopt check the rest of the plan against",
+        '# it (docs/kubernetes.md, "Executing a plan"). KUBECTL overrides the kubectl command.',
+        "set -eu",
+        'cd "$(dirname "$0")"',
+        'kubectl="${KUBECTL:-kubectl}"',
+        "",
+        _REPLACEMENT.rstrip(),
+        "",
+        "usage() {  # the stages: asked for (exit 0) on stdout, else on stderr",
+        '  if [ "$1" = 0 ]; then to=1; else to=2; fi',
+        '  echo "usage: sh run.sh STAGE, one at a time in this order:" >&"$to"',
+        *(f'  echo {shlex.quote(line[1:])} >&"$to"' for line in listing),
+        '  exit "$1"',
+        "}",
+        "",
+        'case "${1:-} ${2:-}" in',
+    ]
+    cases = []
+    for stage, _, lines in stages:
+        key = stage if " " in stage else f"{stage} "
+        cases.append(f"  {shlex.quote(key)})")
+        cases.extend(f"    {line}" for line in lines)
+        cases.append("    ;;")
+    tail = ["  ' ') usage 0 ;;", "  *) usage 2 ;;", "esac", ""]
+    return "\n".join([*head, *cases, *tail])
+
+
+def check_emit_folder(folder: str | Path) -> None:
+    """Fail before any work unless ``folder`` can be made: new or empty, its parent there."""
+    path = Path(folder)
+    if not path.resolve().parent.is_dir():
+        raise ProblemError(f"--emit-dir: the folder that would hold {folder} does not exist.")
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise ProblemError(
+            f"--emit-dir: {folder} exists and is not an empty folder; give a new one."
+        )
+
+
+def write_kubernetes_files(
+    cluster: Cluster,
+    plan: MigrationPlan,
+    folder: str | Path,
+    *,
+    gpu_resource: str = "nvidia.com/gpu",
+) -> list[str]:
+    """Write :func:`kubernetes_files` into the new folder ``folder``, all or nothing.
+
+    The files are written into a hidden folder beside it, which is then renamed
+    into place, so that an error (or Ctrl-C) leaves no half-written plan.
+    Returns the relative paths written.
+    """
+    check_emit_folder(folder)
+    files = kubernetes_files(cluster, plan, gpu_resource=gpu_resource)
+    path = Path(folder)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.resolve().parent))
+    try:
+        for relative, text in files.items():
+            target = staging / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        (staging / SCRIPT).chmod(0o755)
+        staging.chmod(0o755)  # mkdtemp's folder is the owner's alone
+        if path.is_dir():  # empty, as checked
+            path.rmdir()
+        os.replace(staging, path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return sorted(files)
+
+
+__all__ = [
+    "PLACEHOLDER_CLASS",
+    "SCRIPT",
+    "check_emit_folder",
+    "kubernetes_files",
+    "kubernetes_steps",
+    "kubernetes_yaml",
+    "write_kubernetes_files",
+]

@@ -1,33 +1,31 @@
 """The exact defragmentation model (``models/defrag.md``) solved with HiGHS, from the ``ipc`` plan.
 
-The labelled row families (X1-X5, X7-X9), the two lexicographic HiGHS phases and
-the make-before-break ordering (X6) are in :mod:`gpuopt.defrag.exact`, which
-feeds the same rows to CP-SAT (:func:`gpuopt.defrag.cpsat.solve_cpsat`): one
-model, two solvers. This module adds the warm start: the ``ipc`` plan.
+The labelled row families (X1-X5, X7-X9) are in :mod:`gpuopt.defrag.model`; the
+two lexicographic HiGHS phases and the make-before-break ordering (X6) are in
+:mod:`gpuopt.defrag.exact`, which feeds the same rows to CP-SAT
+(:func:`gpuopt.defrag.cpsat.solve_cpsat`): one model, two solvers. This module
+adds the warm start: the ``ipc`` plan.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
-from gpuopt.defrag import exact
-from gpuopt.defrag.exact import (
+from gpuopt.defrag import model
+from gpuopt.defrag.exact import ExactSolver, budgeted, order_moves, plan_score, solve_from
+from gpuopt.defrag.greedy import solve_ipc
+from gpuopt.defrag.model import (
     MAX_COLUMNS,
     DefragRows,
-    ExactSolver,
-    budgeted,
     capacity_bound,
     model_columns,
-    order_moves,
-    plan_score,
-    solve_from,
 )
-from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.problem import DefragProblem, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
 from gpuopt.defrag.workload import SlotModel, capacity_slots_bound, resolve
-from gpuopt.result import Status, count_gap
+from gpuopt.result import Status
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import Progress
 
@@ -62,32 +60,41 @@ def prepare(
     return problem, make_plan(problem, "none", [], seconds=0.0, maximises=objective)
 
 
+@dataclass(frozen=True)
+class ExactRun:
+    """How an exact method runs: its time limit, seed, threads (CP-SAT: workers), solver log
+    and progress callback (HiGHS only); see :func:`solve_milp`."""
+
+    time_limit: float | None
+    seed: int = 0
+    threads: int = 1
+    log: bool = False
+    progress: Progress | None = None
+
+
 def solve_exact(
     problem: DefragProblem,
     solver: ExactSolver,
+    run: ExactRun,
     *,
-    time_limit: float | None,
-    seed: int,
     initial: MigrationPlan | None,
-    threads: int,
     warm: bool,
     max_moves: int | None,
     group_budget: int | None,
-    log: bool,
-    progress: Progress | None = None,
 ) -> MigrationPlan:
     """The exact model of the whole snapshot with ``solver``, or of ipc's partitions.
 
-    The choice rests on the model's size alone (:func:`gpuopt.defrag.exact.model_columns`
-    against :data:`gpuopt.defrag.exact.MAX_COLUMNS`), so a snapshot gets the same
+    The choice rests on the model's size alone (:func:`gpuopt.defrag.model.model_columns`
+    against :data:`gpuopt.defrag.model.MAX_COLUMNS`), so a snapshot gets the same
     kind of answer at every time limit; see :func:`solve_milp` for the options.
     """
-    deadline = Deadline(time_limit)
+    seed = run.seed
+    deadline = Deadline(run.time_limit)
     check_options(problem)
     problem, objective = resolve(problem)
     budgets = budgeted(problem, max_moves, group_budget)
     columns = model_columns(budgets)
-    if columns > exact.MAX_COLUMNS:  # ipc's own heuristic runs inside: no separate start
+    if columns > model.MAX_COLUMNS:  # ipc's own heuristic runs inside: no separate start
         return solve_partitions(budgets, solver, columns, deadline, seed, initial)
     problem, start = prepare(problem, initial, warm, seed, max_moves, group_budget, deadline)
     slots = None
@@ -102,10 +109,10 @@ def solve_exact(
         solver=solver,
         deadline=deadline,
         seed=seed,
-        threads=threads,
+        threads=run.threads,
         hinted=warm or initial is not None,
-        log=log,
-        progress=progress,
+        log=run.log,
+        progress=run.progress,
         slots=slots,
     )
 
@@ -129,7 +136,7 @@ def solve_partitions(
     own partitions).
     """
     num_nodes = problem.index.num_nodes
-    fitting = num_nodes * math.sqrt(exact.MAX_COLUMNS / columns) / 2
+    fitting = num_nodes * math.sqrt(model.MAX_COLUMNS / columns) / 2
     size = max(2, min(PARTITION_NODES, int(fitting)))
     partitions = -(-num_nodes // size)
     left = deadline.remaining()
@@ -145,7 +152,7 @@ def solve_partitions(
     )
     notes = [
         f"the whole snapshot's model would need {columns:,} task-node columns (over "
-        f"{exact.MAX_COLUMNS:,}), so {solver} solved ipc's partitions of at most {size} nodes "
+        f"{model.MAX_COLUMNS:,}), so {solver} solved ipc's partitions of at most {size} nodes "
         f"exactly (at most {min(share, PARTITION_SECONDS):.2g} s each), not the whole snapshot",
         *plan.notes,
     ]
@@ -178,7 +185,6 @@ def solve_partitions(
             "method": solver,
             "status": status,
             "bound": bound,
-            "gap": count_gap(plan.objective if plan.objective is not None else 0, bound),
             "seconds": time.perf_counter() - deadline.started,
             "notes": notes,
         }
@@ -241,15 +247,11 @@ def solve_milp(
     return solve_exact(
         problem,
         "milp",
-        time_limit=time_limit,
-        seed=seed,
+        ExactRun(time_limit, seed=seed, threads=threads, log=log, progress=progress),
         initial=initial,
-        threads=threads,
         warm=warm,
         max_moves=max_moves,
         group_budget=group_budget,
-        log=log,
-        progress=progress,
     )
 
 
@@ -257,6 +259,7 @@ __all__ = [
     "MAX_COLUMNS",
     "PARTITION_NODES",
     "DefragRows",
+    "ExactRun",
     "Progress",
     "order_moves",
     "prepare",

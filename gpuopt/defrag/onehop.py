@@ -12,7 +12,7 @@ search: chains, ranking and rounds.
 
 from __future__ import annotations
 
-from gpuopt.defrag.greedy import _run
+from gpuopt.defrag.greedy import Search, _run
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import MigrationPlan
 
@@ -34,23 +34,17 @@ def solve_onehop(
     >>> solve_onehop(problem).emptied
     ['b']
     """
-    options = problem.options
-    return _run(
-        problem,
-        method="onehop",
-        partition_size=max(2, len(problem.nodes)),
-        depth=1,
-        rounds=1,
-        rankings=("least_used",),
-        fill=False,
-        time_limit=None,
-        max_moves=options.max_moves if max_moves is None else max_moves,
-        group_budget=options.group_budget if group_budget is None else group_budget,
-        seed=options.seed if seed is None else seed,
-        workers=1,
-        executor=None,
-        progress=None,
+    given = {"max_moves": max_moves, "group_budget": group_budget, "seed": seed}
+    one_pass = {"partition_size": max(2, len(problem.nodes)), "depth": 1, "rounds": 1}
+    options = problem.options.model_copy(
+        update={
+            **{name: value for name, value in given.items() if value is not None},
+            **one_pass,
+            "time_limit": None,
+        }
     )
+    search = Search("onehop", ("least_used",), fill=False)
+    return _run(problem, options, search, workers=1, executor=None, progress=None)
 
 
 __all__ = ["solve_onehop"]

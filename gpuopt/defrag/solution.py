@@ -23,7 +23,7 @@ from gpuopt.cluster.model import Node, Objective, Task
 from gpuopt.cluster.rules import PodTerms, budget_allowance, budget_cover, refusal
 from gpuopt.cluster.shares import MILLI, Devices, layout, share_of
 from gpuopt.defrag.problem import DefragProblem, scaled, selector_matches
-from gpuopt.result import Result, count_gap
+from gpuopt.result import Result
 from gpuopt.result import Status as ResultStatus
 
 #: The statuses defragmentation methods report (values of :class:`gpuopt.Status`).
@@ -88,6 +88,10 @@ class MigrationPlan(Result):
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
     document: ClassVar[str] = "a plan"
+    no_objective: ClassVar[str] = (
+        "the plan maximises workload slots, which a snapshot without options.workload "
+        "does not define"
+    )
 
     status: ResultStatus = ResultStatus.HEURISTIC
     maximises: Objective = Field(
@@ -569,7 +573,6 @@ def make_plan(
         seconds=seconds,
         metrics=metrics,
         bound=bound,
-        gap=None if objective is None else count_gap(objective, bound),
         notes=list(notes),
     )
 

@@ -78,7 +78,7 @@ def load_snapshot(path: str | Path, reader_options: Mapping[str, Any] | None = N
         raw = read_json(str(path))
         if isinstance(raw, dict) and isinstance(raw.get("nodes"), list):
             return parse_cluster(raw, source=str(path))
-    from gpuopt.io.kubectl import read_kubernetes
+    from gpuopt.readers.kubectl import read_kubernetes
 
     cluster, report = read_kubernetes(path, **dict(reader_options or {}))
     for line in report.lines()[1:]:
@@ -211,12 +211,22 @@ class _Tallies:
         yield ignored
         dropped = CounterMetricFamily(
             "gpuopt_extender_preempt_nodes_dropped",
-            "Nodes whose proposed victims the extender did not agree with, by reason.",
+            "Nodes proposed for preemption that the extender dropped, by reason: "
+            "unknown-victim, no-victim-needed, no-room, higher-priority, budget, protected.",
             labels=["reason"],
         )
         for name, count in sorted(self.extender.counts.dropped.items()):
             dropped.add_metric([name], count)
         yield dropped
+        empty = CounterMetricFamily(
+            "gpuopt_extender_preempt_no_victims",
+            "Preemption answers with no victims on any node, by reason (the nodes dropped are "
+            "counted by gpuopt_extender_preempt_nodes_dropped).",
+            labels=["reason"],
+        )
+        for name, count in sorted(self.extender.counts.empty.items()):
+            empty.add_metric([name], count)
+        yield empty
         if self.watch is not None:
             reloads = CounterMetricFamily(
                 "gpuopt_extender_snapshot_reloads",

@@ -1,6 +1,8 @@
 """An independent checker of the extender's answers (``models/extender.md``, E2-E6).
 
-It shares no code with :mod:`gpuopt.extender.engine`'s decisions: a node is
+It shares no code with the extender's decisions (:mod:`gpuopt.extender.fit`,
+:mod:`~gpuopt.extender.scores`, :mod:`~gpuopt.extender.preempt`; it reads the
+pod as :mod:`gpuopt.extender.pod` does): a node is
 judged by building the cluster model with the pod placed on it and letting
 the model's own validation (C3 capacity, C7 GPU shares, K3 node selector and
 affinity, K4 extended resources) and the Kubernetes rules of
@@ -20,12 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gpuopt.cluster.interconnect import MAX_TOPOLOGY_GPUS, interconnect_matrix
 from gpuopt.cluster.model import Cluster, Node, Task, priority_value
 from gpuopt.cluster.rules import PodTerms, budget_allowance, refusal
 from gpuopt.cluster.shares import MILLI, layout
-from gpuopt.extender.engine import Ask
+from gpuopt.extender.pod import Ask
 from gpuopt.extender.wire import MAX_SCORE
-from gpuopt.placement.nodes import MAX_TOPOLOGY_GPUS, GpuRequest, interconnect_matrix
+from gpuopt.placement.node.problem import GpuRequest
 
 #: The node the pod waits on while K5 is judged (a move from it to each candidate).
 WAITING = "gpuopt.io/waiting"
@@ -86,7 +89,7 @@ class Judge:
 
 
 def _brute_force(matrix: Sequence[Sequence[float]], used: list[int], request: GpuRequest) -> Any:
-    from gpuopt.placement.nodes import _gpus_that_fit
+    from gpuopt.placement.node.solution import gpus_that_fit as _gpus_that_fit
 
     return _gpus_that_fit(matrix, used, request)
 

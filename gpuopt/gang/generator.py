@@ -14,6 +14,7 @@ the same problem.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from gpuopt.cluster.model import Cluster
@@ -21,6 +22,34 @@ from gpuopt.errors import check_arguments
 from gpuopt.gang.problem import GangProblem
 
 GPUS = 4
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """The gang request :func:`random_gang_problem` asks for, and the options it is solved with.
+
+    Attributes
+    ----------
+    pods
+        Pods of the request (default: drawn so that it needs about half a domain).
+    gpus
+        GPUs of each pod (1 to 4; default: whole nodes).
+    slice_size
+        When given, the request asks for slices of this many pods per node pair
+        (level ``pair``, two nodes); ``pods`` is rounded up to a multiple.
+    preferred
+        Whether it prefers few node pairs (``preferred: "pair"``).
+    preemption, min_runtime
+        The problem's options: whether running pods may be stopped, and the
+        least runtime a victim must have had.
+    """
+
+    pods: int | None = None
+    gpus: int = GPUS
+    slice_size: int | None = None
+    preferred: bool = True
+    preemption: bool = True
+    min_runtime: float = 0.0
 
 
 def random_gang_problem(
@@ -34,12 +63,7 @@ def random_gang_problem(
     gang_share: float = 0.5,
     max_age: int = 7200,
     now: int = 86_400,
-    pods: int | None = None,
-    gpus: int = GPUS,
-    slice_size: int | None = None,
-    preferred: bool = True,
-    preemption: bool = True,
-    min_runtime: float = 0.0,
+    request_shape: RequestShape | None = None,
 ) -> GangProblem:
     """A valid random gang problem (a GB200-like cluster and one HP gang request).
 
@@ -53,11 +77,10 @@ def random_gang_problem(
         Share of GPUs in use, roughly.
     lp_share, gang_share
         Share of the running pods that are LP, and that belong to gangs.
-    pods
-        Pods of the request (default: drawn so that it needs about half a domain).
-    slice_size
-        When given, the request asks for slices of this many pods per node pair
-        (level ``pair``, two nodes); ``pods`` is rounded up to a multiple.
+    max_age, now
+        Start times and checkpoints are at most ``max_age`` before ``now``.
+    request_shape
+        The request asked for (default: :class:`RequestShape`'s defaults).
 
     Examples
     --------
@@ -65,8 +88,10 @@ def random_gang_problem(
     >>> len(problem.cluster.nodes), problem.request.required
     (6, 'nvl')
     """
+    shape = RequestShape() if request_shape is None else request_shape
+    pods, gpus, slice_size = shape.pods, shape.gpus, shape.slice_size
     check_arguments(
-        locals(),
+        {**locals(), "gpus": gpus},
         whole={
             "seed": (0, 2**63 - 1),
             "domains": (1, 10_000),
@@ -154,7 +179,7 @@ def random_gang_problem(
         "priority": 1000,
         "required": "nvl",
     }
-    if preferred:
+    if shape.preferred:
         request["preferred"] = "pair"
     if slice_size is not None:
         request["pods"] = -(-request["pods"] // slice_size) * slice_size
@@ -170,8 +195,8 @@ def random_gang_problem(
     return GangProblem(
         cluster=cluster,
         request=request,
-        options={"preemption": preemption, "min_runtime": min_runtime},
+        options={"preemption": shape.preemption, "min_runtime": shape.min_runtime},
     )
 
 
-__all__ = ["random_gang_problem"]
+__all__ = ["RequestShape", "random_gang_problem"]

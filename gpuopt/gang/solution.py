@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gpuopt.cluster.model import NODE_LEVEL, SCALE
 from gpuopt.errors import short
 from gpuopt.gang.problem import GangIndex, GangOptions, GangProblem, GangRequest
-from gpuopt.result import Result, Status
+from gpuopt.result import Result, Sense, Status, relative_gap
 
 
 class DomainUse(BaseModel):
@@ -48,6 +48,8 @@ class GangAnswer(Result):
 
     model_config = ConfigDict(extra="forbid")
     document: ClassVar[str] = "a gang answer"
+    sense: ClassVar[Sense] = "min"
+    no_objective: ClassVar[str] = "the gang cannot run, so there is no objective to bound"
 
     request: GangRequest | None = Field(
         default=None, description="The request answered, so the answer can be checked."
@@ -177,7 +179,6 @@ def make_answer(
         cost=cost,
         domains=key.domains,
         objective=objective,
-        gap=gap_of(objective, bound),
         **question,
     )
 
@@ -190,16 +191,13 @@ def parse_answer(data: object, *, source: str | None = None) -> GangAnswer:
 
 
 def gap_of(objective: float, bound: float | None) -> float | None:
-    """``(objective - bound) / objective`` of a minimum (0 when the bound is met).
+    """The gap of a minimum to its proven lower bound: :func:`gpuopt.result.relative_gap`
+    with ``sense="min"``, ``(objective - bound) / objective`` (0 when the bound is met).
 
     >>> gap_of(10.0, 8.0), gap_of(0.0, 0.0), gap_of(3.0, None)
     (0.2, 0.0, None)
     """
-    if bound is None:
-        return None
-    if objective <= bound or objective <= 0:
-        return 0.0
-    return (objective - bound) / objective
+    return relative_gap(objective, bound, "min")
 
 
 def evaluate(problem: GangProblem, answer: GangAnswer) -> GangKey | None:

@@ -1,0 +1,45 @@
+"""Rolling-horizon planning: plan the window ahead, commit the current step, advance, re-plan.
+
+- ``rolling``: :class:`RollingPlanner` (one :meth:`~RollingPlanner.step` per
+  step: add the arrivals, re-plan with what ran pinned, commit the first row),
+  :func:`rolling_replay` (a whole scenario executed that way, beside the
+  one-shot plan and FIFO), the demand forecasters it is fed
+  (:func:`make_forecaster`) and what a plan leaves at risk or idle
+  (:func:`coverage_risks`, :func:`idle_windows`).
+- ``replay``: the event-driven cluster replay (arrivals, checkpoints,
+  preemptions, standby); ``workload``: the job streams it replays. Both are
+  imported from their modules (``gpuopt.planning.replay.replay``).
+
+>>> from gpuopt import AllocationProblem
+>>> from gpuopt.planning import RollingPlanner
+>>> RollingPlanner(AllocationProblem(gpus=2, horizon=2, tasks=[])).step(0, [], {}).committed
+[None, None]
+"""
+
+from gpuopt.planning.rolling import (
+    Forecaster,
+    RollingPlanner,
+    RollingReport,
+    StepResult,
+    coverage_risks,
+    idle_windows,
+    make_forecaster,
+    noisy_forecaster,
+    oracle_forecaster,
+    rolling_replay,
+    seasonal_forecaster,
+)
+
+__all__ = [
+    "Forecaster",
+    "RollingPlanner",
+    "RollingReport",
+    "StepResult",
+    "coverage_risks",
+    "idle_windows",
+    "make_forecaster",
+    "noisy_forecaster",
+    "oracle_forecaster",
+    "rolling_replay",
+    "seasonal_forecaster",
+]

@@ -7,12 +7,13 @@ on one node) and CPUs. The rules:
 - **Arrival.** A job is placed at once if a node has the GPUs (a set with the
   required pairwise bandwidth when ``topology`` is on and the job needs more
   than one GPU and less than a whole node) and CPUs. The node and the GPUs
-  are chosen by :mod:`gpuopt.placement.nodes`: ``placement`` is
-  :func:`~gpuopt.placement.nodes.place`'s policy (:func:`~gpuopt.placement.nodes.rank_nodes`),
+  are chosen by :mod:`gpuopt.placement.node`: ``placement`` is
+  :func:`~gpuopt.placement.node.greedy.place`'s policy
+  (:func:`~gpuopt.placement.node.greedy.rank_nodes`),
   ``"spread"`` the node with the most free GPUs after placement (what a
   least-allocated scheduler does), ``"binpack"`` the node with the fewest,
   keeping completely free nodes for 8-GPU (whole-node) jobs; the GPU set is
-  :func:`~gpuopt.placement.nodes.best_gpu_set`'s (with ``topology`` off,
+  :func:`~gpuopt.cluster.interconnect.best_gpu_set`'s (with ``topology`` off,
   every pair of GPUs counts as alike, which takes the lowest free GPUs).
 - **Preemption.** An HP job that does not fit may stop LP jobs (LP jobs never
   preempt, HP jobs are never stopped). The replay state (GPUs that are lent
@@ -63,8 +64,9 @@ import numpy as np
 
 import gpuopt.progress
 from gpuopt.api import solve
+from gpuopt.cluster.interconnect import MAX_TOPOLOGY_GPUS, GpuTopology, gpu_topology
 from gpuopt.defrag.problem import scaled
-from gpuopt.placement.nodes import MAX_TOPOLOGY_GPUS, GpuTopology, gpu_topology, rank_nodes
+from gpuopt.placement.node.greedy import rank_nodes
 from gpuopt.preemption.greedy import Deficits, stage_one
 from gpuopt.preemption.problem import PreemptionIndex, PreemptionProblem
 
@@ -180,7 +182,7 @@ def _node_topologies(
     """The GPU-set search of every node, and whether it reads a measured bandwidth matrix.
 
     A node without a known matrix, or every node with ``use`` off, gets the
-    matrix in which all pairs are alike: :func:`~gpuopt.placement.nodes.best_gpu_set`
+    matrix in which all pairs are alike: :func:`~gpuopt.cluster.interconnect.best_gpu_set`
     then takes the lowest free GPUs.
     """
     measured = {name: gpu_topology(matrix) for name, matrix in bandwidth.items()} if use else {}
@@ -208,7 +210,7 @@ def _node_topologies(
 def _gpu_set(
     state: _State, node: int, mask: int, k: int, min_bandwidth: float
 ) -> tuple[int, ...] | None:
-    """k GPUs out of ``mask`` on ``node``, by :func:`~gpuopt.placement.nodes.best_gpu_set`.
+    """k GPUs out of ``mask`` on ``node``, by :func:`~gpuopt.cluster.interconnect.best_gpu_set`.
 
     On a node with a measured matrix, a job of more than one GPU and less
     than the whole node takes a set whose every pair has ``min_bandwidth``
@@ -460,7 +462,7 @@ def _replay(
         run.node, run.gpus = -1, ()
 
     def place(run: _Run, allow_lent: bool) -> tuple[int, tuple[int, ...]] | None:
-        """The node and GPUs ``run`` gets without preemption (placement.nodes' rules), or None."""
+        """The node and GPUs ``run`` gets without preemption (placement.node's rules), or None."""
         k = run.job.gpus
         free_count = state.free_count.copy()
         for node in lent_nodes:

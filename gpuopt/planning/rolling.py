@@ -567,21 +567,46 @@ def coverage_risks(
 ) -> list[dict[str, Any]]:
     """Steps where a realtime service's planned GPUs fall short of, or barely cover, its demand.
 
-    A step is a risk when ``planned < demand`` (``kind: "shortfall"``) or
-    ``planned - demand < margin * demand`` with demand > 0 (``kind: "thin"``:
-    a forecast error of ``margin`` would not be absorbed).
+    A step is a risk when ``planned < demand`` (``kind: "shortfall"``) or, with
+    demand > 0, when a forecast error of ``margin`` would not be absorbed
+    (``kind: "thin"``): ``reach - demand < margin * demand``, where ``reach``
+    is the most GPUs the service could hold at that step, its planned GPUs
+    plus the GPUs left idle at that step (a realtime service may take any free
+    GPU), capped by the swap rule A4 at ``max_swap`` (unset: no limit) more
+    than it is planned to hold the step before (``initial`` before step 0). A step planned at
+    exactly its demand is therefore not thin when idle GPUs are within reach.
+
+    Examples
+    --------
+    Demand 2 then 1, one GPU each step to spare, at most one GPU more per step:
+
+    >>> problem = AllocationProblem(gpus=3, horizon=2, tasks=[{"id": "rt",
+    ...     "kind": "realtime", "priority": 1, "demand": [2, 1], "initial": 1,
+    ...     "max_swap": 1}])
+    >>> grid = [["rt", "rt", None], ["rt", None, None]]
+    >>> result = make_result(problem, grid, method="hand", seconds=0.0)
+    >>> [(r["step"], r["kind"]) for r in coverage_risks(problem, result)]
+    [(0, 'thin')]
+
+    Step 0 may grow from the 1 GPU held before the plan to 2 only, its
+    demand; step 1 may take one idle GPU more than its demand of 1.
     """
     counts = _counts(problem, result)
+    idle = [sum(cell is None for cell in row) for row in result.grid]
     risks = []
     for task in problem.tasks:
         if not task.is_realtime:
             continue
         assert task.demand is not None
+        held_before = task.initial_gpus
+        swap = problem.gpus if task.max_swap is None else task.max_swap  # None: no limit
         for step, demand in enumerate(task.demand):
-            planned = counts[task.id][step]
+            planned = int(counts[task.id][step])
+            reach = min(planned + idle[step], held_before + swap)
+            held_before = planned
             if planned < demand:
                 kind = "shortfall"
-            elif demand > 0 and planned - demand < margin * demand:
+            elif demand > 0 and reach - demand < margin * demand:
                 kind = "thin"
             else:
                 continue

@@ -14,6 +14,7 @@ for one GPU more than any node has free, so an HP request needs preemption
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from gpuopt._generator import beta_parameters, task_size
@@ -25,6 +26,46 @@ SIZES = (1, 2, 4, 8)
 SIZE_WEIGHTS = (0.5, 0.3, 0.15, 0.05)
 
 
+@dataclass(frozen=True)
+class Clock:
+    """The time of a random state and how old its checkpoints are.
+
+    Attributes
+    ----------
+    now
+        The state's clock.
+    max_age
+        Checkpoints are between 0 and ``max_age`` time units old (whole units).
+    checkpoint_period
+        When given, every checkpoint time is a multiple of it (tasks that
+        checkpoint on a common clock), which makes many victim costs equal.
+    """
+
+    now: int = 86_400
+    max_age: int = 7200
+    checkpoint_period: int | None = None
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """The request of a random state (see ``contended`` of :func:`random_state`).
+
+    Attributes
+    ----------
+    gpus
+        GPUs of the request (default: 1, 2, 4 or 8 at random); ignored when
+        ``contended``.
+    cpus
+        CPUs of the request (default: 4 to 8 per GPU, at most a node's).
+    priority
+        Its priority (class or integer).
+    """
+
+    gpus: int | None = None
+    cpus: float | None = None
+    priority: Priority = "HP"
+
+
 def random_state(
     seed: int,
     *,
@@ -33,12 +74,8 @@ def random_state(
     cpus_per_node: int = 96,
     occupancy: float | None = None,
     hp_fraction: float | None = None,
-    max_age: int = 7200,
-    now: int = 86_400,
-    checkpoint_period: int | None = None,
-    request_gpus: int | None = None,
-    request_cpus: float | None = None,
-    request_priority: Priority = "HP",
+    clock: Clock | None = None,
+    request: RequestShape | None = None,
     contended: bool = False,
 ) -> PreemptionProblem:
     """A valid random state of ``nodes`` nodes and one request.
@@ -52,16 +89,10 @@ def random_state(
         shares vary around it (a Beta distribution of concentration 4).
     hp_fraction
         Share of HP tasks (default: drawn in [0.3, 0.5]).
-    max_age
-        Checkpoints are between 0 and ``max_age`` time units old (whole units).
-    checkpoint_period
-        When given, every checkpoint time is a multiple of it (tasks that
-        checkpoint on a common clock), which makes many victim costs equal.
-    request_gpus
-        GPUs of the request (default: 1, 2, 4 or 8 at random); ignored when
-        ``contended``.
-    request_cpus
-        CPUs of the request (default: 4 to 8 per GPU, at most a node's).
+    clock
+        The time and the checkpoints' ages (default: :class:`Clock`'s defaults).
+    request
+        The request's GPUs, CPUs and priority (default: :class:`RequestShape`'s).
     contended
         The request asks for one GPU more than the most free GPUs of any node
         (at most ``gpus_per_node``), so no node holds it without preemption
@@ -73,6 +104,10 @@ def random_state(
     >>> len(state.nodes), state.request.gpus > int(state.index.node_free_gpus.max())
     (10, True)
     """
+    clock = Clock() if clock is None else clock
+    shape = RequestShape() if request is None else request
+    now, max_age, checkpoint_period = clock.now, clock.max_age, clock.checkpoint_period
+    request_gpus, request_cpus, request_priority = shape.gpus, shape.cpus, shape.priority
     check_arguments(
         locals(),
         whole={
@@ -131,7 +166,7 @@ def random_state(
         gpus = request_gpus
     else:
         gpus = min(gpus_per_node, rng.choices(SIZES, SIZE_WEIGHTS)[0])
-    request = {
+    asked = {
         "id": f"job-{seed}",
         "gpus": gpus,
         "cpus": min(cpus_per_node, gpus * rng.randint(4, 8))
@@ -140,8 +175,8 @@ def random_state(
         "priority": request_priority,
     }
     return PreemptionProblem.model_validate(
-        {"now": now, "nodes": node_rows, "tasks": task_rows, "request": request}
+        {"now": now, "nodes": node_rows, "tasks": task_rows, "request": asked}
     )
 
 
-__all__ = ["random_state"]
+__all__ = ["Clock", "RequestShape", "random_state"]

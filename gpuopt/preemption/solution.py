@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field
 from gpuopt.defrag.problem import SCALE, scaled
 from gpuopt.errors import ProblemError, short
 from gpuopt.preemption.problem import PreemptionProblem, Request, Task
-from gpuopt.result import Result, Status
+from gpuopt.result import Result, Sense, Status
 
 Method = Literal["heuristic", "exact"]
 Stage = Literal[1, 2]
@@ -40,6 +40,7 @@ class Decision(Result):
 
     model_config = ConfigDict(extra="forbid")
     document: ClassVar[str] = "a decision"
+    sense: ClassVar[Sense] = "min"
 
     method: Method
     node: str | None
@@ -253,7 +254,6 @@ def make_decision(
         status=Status.OPTIMAL if proven else Status.HEURISTIC,
         objective=cost / SCALE,
         bound=cost / SCALE if proven else None,
-        gap=0.0 if proven else None,
         node=index.node_ids[node],
         victims=[index.task_ids[victim] for victim in positions],
         cost=cost / SCALE,

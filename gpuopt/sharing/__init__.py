@@ -21,7 +21,7 @@ ATC '23) and their simulator ``hkust-adsl/kubernetes-scheduler-simulator``
 from gpuopt.sharing.bound import PackingBound, packing_bound
 from gpuopt.sharing.fragmentation import Fragmentation, node_fragmentation
 from gpuopt.sharing.policies import POLICIES, Policy, make_policy, register_policy
-from gpuopt.sharing.replay import OPENB_TRACES, ReplayResult, load_openb, replay
+from gpuopt.sharing.replay import OPENB_TRACES, ReplayResult, replay
 from gpuopt.sharing.state import Placement, Pod, ShareState
 from gpuopt.sharing.workload import Shape, Workload, typical_workload
 
@@ -37,7 +37,6 @@ __all__ = [
     "Shape",
     "ShareState",
     "Workload",
-    "load_openb",
     "make_policy",
     "node_fragmentation",
     "packing_bound",

@@ -36,14 +36,11 @@ counts. No hook runs by default.
 
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -52,7 +49,7 @@ from gpuopt.errors import ProblemError, check_arguments
 from gpuopt.progress import task
 from gpuopt.sharing.policies import make_policy
 from gpuopt.sharing.state import Placement, Pod, ShareState
-from gpuopt.sharing.workload import Shape, Workload, typical_workload
+from gpuopt.sharing.workload import Workload, typical_workload
 
 #: The openb pod lists of the FGD paper's experiments.
 OPENB_TRACES = ("default", "multigpu50", "gpushare100", "gpuspec33")
@@ -161,79 +158,6 @@ class ReplayResult:
         )
 
 
-def trace_pods(path: str | Path, notes: list[str] | None = None) -> list[Pod]:
-    """The pods of an openb pod CSV, in file order.
-
-    When ``notes`` is a list, one sentence per column the replay reads but does not use
-    (``qos``, ``pod_phase``, the times), with its counts, is appended to it: the FGD
-    protocol (R1) places every pod of the trace alike, in a random order, for good.
-    """
-    from gpuopt.io.openb import read_openb_pods
-
-    rows = read_openb_pods(path)
-    pods: list[Pod] = []
-    for row in rows:
-        try:
-            shape = Shape(
-                row.cpu_milli, row.gpu_milli if row.gpus else 0, row.gpus, tuple(row.spec)
-            )
-        except ProblemError as exc:
-            raise ProblemError(
-                f"{path}: pod {row.name!r}: {str(exc).removeprefix('shape: ')}"
-            ) from None
-        pods.append(Pod(shape, row.memory_mib))
-    if notes is not None:
-        notes.extend(_unused_columns(path, rows))
-    return pods
-
-
-def _counted(values: Sequence[str]) -> str:
-    """``'LS 3,837, BE 1,330'``: each value with its count, most common first."""
-    counts = Counter(value or "blank" for value in values)
-    return ", ".join(f"{value} {count:,}" for value, count in counts.most_common())
-
-
-def _unused_columns(path: str | Path, rows: Sequence[Any]) -> list[str]:
-    """Sentences on the columns of the pod CSV ``path`` that the replay does not use."""
-    with open(path, encoding="utf-8", newline="") as handle:
-        header = {name.strip() for name in next(csv.reader(handle), [])}
-    notes = []
-    if "qos" in header:
-        notes.append(
-            f"qos is not used ({_counted([row.qos for row in rows])}): "
-            "the FGD protocol places every pod alike."
-        )
-    if "pod_phase" in header:
-        notes.append(
-            f"pod_phase is not used ({_counted([row.phase for row in rows])}): "
-            "every pod of the trace arrives, as in the FGD simulator."
-        )
-    times = [
-        name for name in ("creation_time", "deletion_time", "scheduled_time") if name in header
-    ]
-    if times:
-        notes.append(
-            f"{', '.join(times)} {'is' if len(times) == 1 else 'are'} not used for "
-            f"{len(rows):,} pods: they arrive in a seeded random order and never leave (R1)."
-        )
-    return notes
-
-
-def load_openb(
-    folder: str | Path, trace: str, notes: list[str] | None = None
-) -> tuple[ShareState, list[Pod]]:
-    """The openb GPU nodes (empty) and the pods of ``trace`` (one of :data:`OPENB_TRACES`);
-    ``notes`` as in :func:`trace_pods`."""
-    if trace not in OPENB_TRACES:
-        raise ProblemError(
-            f"trace {trace!r} is unknown; expected one of {', '.join(OPENB_TRACES)}."
-        )
-    folder = Path(folder)
-    return ShareState.from_openb(folder / OPENB_NODES), trace_pods(
-        folder / f"openb_pod_list_{trace}.csv", notes
-    )
-
-
 def trace_workload(pods: Sequence[Pod]) -> Workload:
     """A trace's target workload: :func:`typical_workload` of its pods, each shape with the
     median memory of the trace's pods of that shape (which only the ``gpuopt`` policy reads)."""
@@ -314,6 +238,7 @@ def replay(
 
     Examples
     --------
+    >>> from gpuopt.sharing.workload import Shape
     >>> state = ShareState.from_nodes(["a", "b"], gpus=[1, 1], cpu_milli=[4000, 4000])
     >>> pods = [Pod(Shape(1000, 500, 1)), Pod(Shape(1000, 1000, 1))]
     >>> result = replay(state, pods, "bestfit", [1, 2])
@@ -412,8 +337,6 @@ __all__ = [
     "ReplayResult",
     "arrival_order",
     "bucket_curve",
-    "load_openb",
     "replay",
-    "trace_pods",
     "trace_workload",
 ]

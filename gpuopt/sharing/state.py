@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -105,7 +104,8 @@ class StateTable:
 class ShareState:
     """Free CPU, memory and GPU shares of every node (see the module docstring).
 
-    Build it with :meth:`from_nodes`, :meth:`from_openb` or :meth:`from_cluster`.
+    Build it with :meth:`from_nodes`, :meth:`from_node_dicts` (an openb node CSV:
+    :func:`gpuopt.readers.openb.share_state`) or :meth:`from_cluster`.
 
     >>> state = ShareState.from_nodes(["a", "b"], gpus=[2, 1], cpu_milli=[8000, 4000],
     ...                               memory_mib=[1000, 1000], models=["T4", "P100"])
@@ -200,7 +200,7 @@ class ShareState:
     @classmethod
     def from_node_dicts(cls, nodes: Sequence[dict[str, Any]]) -> ShareState:
         """An empty cluster from node dicts (``id``, ``gpus``, ``cpus`` in cores, ``memory``,
-        ``labels``/``gpu_model``), such as :func:`gpuopt.io.openb.read_openb_nodes` gives."""
+        ``labels``/``gpu_model``), such as :func:`gpuopt.readers.openb.read_openb_nodes` gives."""
         return cls.from_nodes(
             [n["id"] for n in nodes],
             gpus=[int(n["gpus"]) for n in nodes],
@@ -208,13 +208,6 @@ class ShareState:
             memory_mib=[UNLIMITED if n.get("memory") is None else int(n["memory"]) for n in nodes],
             models=[n.get("gpu_model") or n.get("labels", {}).get("gpu_model") for n in nodes],
         )
-
-    @classmethod
-    def from_openb(cls, nodes_csv: str | Path) -> ShareState:
-        """An empty cluster from an openb node CSV (``sn,cpu_milli,memory_mib,gpu,model``)."""
-        from gpuopt.io.openb import read_openb_nodes
-
-        return cls.from_node_dicts(read_openb_nodes(nodes_csv))
 
     @classmethod
     def from_cluster(cls, cluster: Any) -> ShareState:

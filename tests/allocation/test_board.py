@@ -9,7 +9,7 @@ import pytest
 
 from gpuopt.allocation import _board
 from gpuopt.allocation._board import Board, exact_curves, realtime_curves, running_count
-from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -24,7 +24,7 @@ def test_realtime_curves_in_blocks_equal_task_by_task(
         tasks=tasks,
         horizon=rng.randint(1, 30),
         realtime=rng.randint(1, max(1, tasks // 2)),
-        max_swap=rng.choice([None, 0, 1, 3]),
+        details=ScenarioDetails(max_swap=rng.choice([None, 0, 1, 3])),
     )
     index = problem.index
     order = list(range(index.num_realtime))

@@ -10,7 +10,7 @@ import pytest
 import gpuopt
 from gpuopt.allocation import bound
 from gpuopt.allocation.bound import STEP_BOUND_GPUS, step_capacity_bound
-from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.stress import stress_problem
 from gpuopt.errors import ProblemError
@@ -21,8 +21,8 @@ from gpuopt.errors import ProblemError
     [
         {},
         {"align_blocks": True},
-        {"gpus_per_node": 4, "realtime": 2, "max_swap": 1},
-        {"load": 2.0, "deadline_fraction": 0.6},
+        {"gpus_per_node": 4, "realtime": 2, "details": ScenarioDetails(max_swap=1)},
+        {"load": 2.0, "details": ScenarioDetails(deadline_fraction=0.6)},
     ],
 )
 def test_the_bound_is_never_below_the_proven_optimum(options: dict[str, object]) -> None:

@@ -7,8 +7,9 @@ import random
 import pytest
 
 from gpuopt.allocation._board import Board, realtime_curves, running_count
+from gpuopt.allocation._construction import _place_earliest
+from gpuopt.allocation._swap import VICTIMS, _Trial, _Victims
 from gpuopt.allocation.generator import random_problem
-from gpuopt.allocation.greedy import VICTIMS, _place_earliest, _Trial, _Victims
 
 
 def _contended_board(seed: int, realtime_penalty: float = 8.0) -> Board:
@@ -125,7 +126,7 @@ def _against_optimum(family: str, gpus: int, seed: int) -> tuple[object, float, 
 def _without(monkeypatch: pytest.MonkeyPatch, part: str) -> None:
     """The greedy with one of its improvement steps replaced by the identity (``guide``:
     without the LP-guided plan, which finds some of these optima by itself)."""
-    from gpuopt.allocation import greedy
+    from gpuopt.allocation import _search, greedy
 
     if part == "guide":
         monkeypatch.setattr(greedy, "GUIDE_CELLS", 0)
@@ -135,7 +136,8 @@ def _without(monkeypatch: pytest.MonkeyPatch, part: str) -> None:
         "_chain": lambda board, *args, **kwargs: board,
         "_exact_realtime": lambda board: board,
     }
-    monkeypatch.setattr(greedy, part, identity[part])
+    # replaced where it is called: the search calls the first two, greedy_grid the last
+    monkeypatch.setattr(greedy if part == "_exact_realtime" else _search, part, identity[part])
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ import pytest
 
 import gpuopt
 from gpuopt.allocation.bound import step_capacity_bound
-from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.problem import AllocationProblem, Grid, model_duration, parse_problem
 from gpuopt.allocation.solution import evaluate, violations
 from gpuopt.errors import ProblemError
@@ -207,7 +207,14 @@ def test_bundled_scenarios_give_the_same_plans_by_the_general_code(path: Path) -
 
 
 def test_one_named_pool_at_speed_one_is_the_plain_problem() -> None:
-    problem = random_problem(3, gpus=8, tasks=10, horizon=12, gpus_per_node=4, running_fraction=0)
+    problem = random_problem(
+        3,
+        gpus=8,
+        tasks=10,
+        horizon=12,
+        gpus_per_node=4,
+        details=ScenarioDetails(running_fraction=0),
+    )
     data = problem.model_dump(mode="json")
     named = parse_problem({**data, "pools": [{"model": "H100", "gpus": 8}]})
     assert named.index.plain
@@ -415,7 +422,7 @@ def _tiny_with_models(seed: int) -> AllocationProblem:
         horizon=3 + seed % 2,
         realtime=0,
         models=True,
-        running_fraction=0.3,
+        details=ScenarioDetails(running_fraction=0.3),
         align_blocks=seed % 3 == 0,
         gpus_per_node=2 if seed % 4 == 1 else None,
     )
@@ -452,8 +459,7 @@ def test_every_method_is_legal_on_random_instances_with_models(seed: int) -> Non
         models=True,
         gpus_per_node=2 if seed % 2 else None,
         align_blocks=seed % 3 == 0,
-        running_fraction=0.3,
-        multi_node=0.5 if seed % 2 else 0.0,
+        details=ScenarioDetails(running_fraction=0.3, multi_node=0.5 if seed % 2 else 0.0),
     )
     assert not problem.index.plain
     results = {

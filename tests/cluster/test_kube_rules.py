@@ -20,7 +20,7 @@ from gpuopt.cluster.kube import (
     affinity_matches,
     tolerates,
 )
-from gpuopt.defrag.generator import random_snapshot, with_kubernetes
+from gpuopt.defrag.generator import KubeFacts, TaskShares, random_snapshot, with_kubernetes
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import Move, assign_waves, violations
 from tests.defrag.conftest import assert_legal
@@ -427,11 +427,13 @@ def test_the_index_has_a_column_per_requested_resource() -> None:
 
 def test_a_partition_snapshot_carries_extended_resources() -> None:
     from gpuopt.defrag._shard import sub_snapshot
-    from gpuopt.defrag.greedy import ClusterState
+    from gpuopt.defrag.greedy import ClusterState, Search
 
     problem = room_on_c_only("rdma/hca", 1, c_offers=2)
     state = ClusterState(problem)
-    shard = state.shard(np.arange(3), depth=1, rankings=("easiest",), rng=np.random.default_rng(0))
+    shard = state.shard(
+        np.arange(3), Search("ipc", ("easiest",)), depth=1, rng=np.random.default_rng(0)
+    )
     part = sub_snapshot(shard)
     assert [node.resources for node in part.nodes] == [{"r0": 1}, {"r0": 1}, {"r0": 2}]
     assert [task.resources for task in part.tasks] == [{"r0": 1}] * 3
@@ -441,7 +443,11 @@ def test_a_partition_snapshot_carries_extended_resources() -> None:
 
 kubernetes_clusters = st.builds(
     lambda seed, nodes, k: with_kubernetes(
-        random_snapshot(seed, nodes=nodes, selector_fraction=0.2, group_fraction=0.1), seed, **k
+        random_snapshot(
+            seed, nodes=nodes, shares=TaskShares(selector_fraction=0.2, group_fraction=0.1)
+        ),
+        seed,
+        KubeFacts(**k),
     ),
     st.integers(0, 10**6),
     st.integers(2, 40),
@@ -475,14 +481,18 @@ def test_heuristics_keep_every_kubernetes_rule(problem: DefragProblem, partition
 #: (K4 binds everywhere), with few other rules, so that many pods may move.
 extended_clusters = st.builds(
     lambda seed, nodes, extended, offered: with_kubernetes(
-        random_snapshot(seed, nodes=nodes, selector_fraction=0.1, group_fraction=0.1),
+        random_snapshot(
+            seed, nodes=nodes, shares=TaskShares(selector_fraction=0.1, group_fraction=0.1)
+        ),
         seed,
-        tainted=0.1,
-        cordoned=0.05,
-        pinned=0.05,
-        replicas=0.1,
-        extended=extended,
-        rdma_per_node=offered,
+        KubeFacts(
+            tainted=0.1,
+            cordoned=0.05,
+            pinned=0.05,
+            replicas=0.1,
+            extended=extended,
+            rdma_per_node=offered,
+        ),
     ),
     st.integers(0, 10**6),
     st.integers(2, 40),
@@ -511,7 +521,7 @@ def test_exact_methods_keep_every_extended_resource(
 
 
 def test_pods_with_extended_resources_move_on_a_generated_cluster() -> None:
-    problem = with_kubernetes(random_snapshot(1, nodes=60, fill=0.6), 1, extended=0.8)
+    problem = with_kubernetes(random_snapshot(1, nodes=60, fill=0.6), 1, KubeFacts(extended=0.8))
     asking = {t.id for t in problem.tasks if t.resources}
     plan = gpuopt.solve(problem, "ipc")
     assert_legal(problem, plan)
@@ -552,7 +562,7 @@ def test_placement_and_preemption_keep_every_kubernetes_rule(
     from gpuopt.cluster.model import priority_value
     from gpuopt.cluster.request import Request
     from gpuopt.cluster.rules import refusal
-    from gpuopt.placement.nodes import NodePlacementProblem
+    from gpuopt.placement.node.problem import NodePlacementProblem
     from gpuopt.preemption.problem import PreemptionProblem
 
     request = Request.model_validate(REQUEST)

@@ -13,7 +13,7 @@ from gpuopt.cluster import Cluster, is_hp, load_cluster, parse_cluster, priority
 from gpuopt.defrag.generator import random_snapshot
 from gpuopt.errors import ProblemError
 
-FIXTURES = Path(__file__).resolve().parents[1] / "io" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "readers" / "fixtures"
 
 #: The snapshot of DESIGN.md section 5, as first published.
 DESIGN_SNAPSHOT: dict[str, Any] = {

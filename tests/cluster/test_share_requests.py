@@ -19,14 +19,10 @@ from gpuopt.cluster.shares import MILLI
 from gpuopt.defrag.diagnosis import diagnose
 from gpuopt.defrag.pending import fit_pending
 from gpuopt.errors import ProblemError
-from gpuopt.placement.nodes import (
-    NodePlacement,
-    NodePlacementProblem,
-    apply_placement,
-    place,
-    violations,
-)
-from gpuopt.placement.problem import TopologyProblem
+from gpuopt.placement.node.greedy import place
+from gpuopt.placement.node.problem import NodePlacementProblem
+from gpuopt.placement.node.solution import NodePlacement, apply_placement, violations
+from gpuopt.placement.switch.problem import TopologyProblem
 from gpuopt.preemption import solve_exact, solve_heuristic
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import violations as preemption_violations

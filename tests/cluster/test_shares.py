@@ -128,7 +128,8 @@ def test_checker_frees_a_gpu_only_when_its_last_share_leaves() -> None:
 
 
 def test_placement_and_preemption_views_count_a_shared_gpu_once() -> None:
-    from gpuopt.placement.nodes import NodePlacementProblem, place
+    from gpuopt.placement.node.greedy import place
+    from gpuopt.placement.node.problem import NodePlacementProblem
     from gpuopt.preemption.problem import PreemptionProblem
 
     snapshot = Cluster.model_validate(

@@ -16,8 +16,8 @@ from gpuopt.cluster.model import priority_value
 from gpuopt.defrag.diagnosis import diagnose
 from gpuopt.defrag.generator import random_snapshot
 from gpuopt.errors import ProblemError
-from gpuopt.placement.nodes import NodePlacementProblem
-from gpuopt.placement.problem import TopologyProblem
+from gpuopt.placement.node.problem import NodePlacementProblem
+from gpuopt.placement.switch.problem import TopologyProblem
 from gpuopt.preemption.problem import PreemptionProblem
 from tests.conftest import EXACT
 

@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 import gpuopt
-from gpuopt.defrag.generator import random_snapshot, with_kubernetes
-from gpuopt.defrag.kubernetes import PLACEHOLDER_CLASS, kubernetes_steps, kubernetes_yaml
+from gpuopt.cluster.model import Cluster
+from gpuopt.defrag.generator import KubeFacts, random_snapshot, with_kubernetes
+from gpuopt.defrag.kubernetes import (
+    PLACEHOLDER_CLASS,
+    kubernetes_files,
+    kubernetes_steps,
+    kubernetes_yaml,
+    write_kubernetes_files,
+)
+from gpuopt.defrag.solution import MigrationPlan, make_plan
 
 
 def test_every_move_holds_the_room_then_evicts_then_releases() -> None:
-    cluster = with_kubernetes(random_snapshot(5, nodes=15), 5, tolerating=1.0)
+    cluster = with_kubernetes(random_snapshot(5, nodes=15), 5, KubeFacts(tolerating=1.0))
     plan = gpuopt.solve(cluster, "ipc")
     assert plan.moves
     documents = [d for d in yaml.safe_load_all(kubernetes_yaml(cluster, plan)) if d is not None]
@@ -106,3 +119,211 @@ def test_a_pod_moved_twice_is_evicted_by_its_replacements_name_and_gpus_keep_the
     assert evictions[0][1]["metadata"]["name"] == "t"
     assert "the replacement of ml/t" in evictions[1][0]
     assert "--field-selector spec.nodeName=b" in evictions[1][0]
+
+
+# --------------------------------------------------------------------------- --emit-dir
+def labelled_twice_moved() -> tuple[Cluster, MigrationPlan]:
+    """ml/t moves a -> b in wave 0, then b -> c in wave 1: a is emptied."""
+    cluster = Cluster.model_validate(
+        {
+            "nodes": [
+                {
+                    "id": n,
+                    "gpus": 8,
+                    "cpus": 64,
+                    "labels": {"gpuopt.io/gpu-resource": "amd.com/gpu"},
+                }
+                for n in "abc"
+            ],
+            "tasks": [
+                {
+                    "id": "ml/t",
+                    "node": "a",
+                    "gpus": 2,
+                    "cpus": 4,
+                    "memory": 1024,
+                    "labels": {"app": "trainer", "pod-template-hash": "5d8f"},
+                    "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                },
+                {"id": "u", "node": "c", "gpus": 4, "cpus": 4},
+            ],
+        }
+    )
+    plan = make_plan(cluster, "hand", [("ml/t", "a", "b"), ("ml/t", "b", "c")], seconds=0.0)
+    return cluster, plan
+
+
+def test_the_files_hold_wave_by_wave_and_evict_each_moved_pod() -> None:
+    cluster, plan = labelled_twice_moved()
+    assert [move.wave for move in plan.moves] == [0, 1]  # b is the source of wave 1
+    files = kubernetes_files(cluster, plan)
+    assert sorted(files) == ["evictions/move-1.json", "run.sh", "wave-0.yaml", "wave-1.yaml"]
+    for wave, target in ((0, "b"), (1, "c")):
+        documents = list(yaml.safe_load_all(files[f"wave-{wave}.yaml"]))
+        assert [d["kind"] for d in documents] == ["PriorityClass", "Pod"]
+        hold = documents[1]
+        assert hold["spec"]["nodeName"] == target
+        assert hold["metadata"]["namespace"] == "ml"
+        resources = hold["spec"]["containers"][0]["resources"]
+        assert resources["limits"] == {"amd.com/gpu": "2"}
+        assert resources["requests"]["memory"] == "1048576Ki"  # 1024 MiB
+    # the first eviction names the pod; the second one's name is looked up when it runs
+    assert json.loads(files["evictions/move-1.json"]) == {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "t", "namespace": "ml"},
+    }
+
+
+def test_every_emitted_object_passes_the_kubernetes_schemas(tmp_path: Path) -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    version = kubernetes_validate.latest_version()
+    tolerant = with_kubernetes(random_snapshot(5, nodes=15), 5, tolerating=1.0)
+    objects: list[dict[str, Any]] = []
+    for cluster, plan in (labelled_twice_moved(), (tolerant, gpuopt.solve(tolerant, "ipc"))):
+        assert plan.moves
+        files = kubernetes_files(cluster, plan)
+        for path, text in files.items():
+            if path.endswith((".yaml", ".json")):
+                objects.extend(d for d in yaml.safe_load_all(text) if d is not None)
+        # and what the stdout stream shows
+        objects.extend(d for d in yaml.safe_load_all(kubernetes_yaml(cluster, plan)) if d)
+    # and the Eviction the script writes for a replacement, as it runs (see below)
+    objects.append(json.loads(run_stages(tmp_path, ["wave 0", "wave 1"])[1][-1]))
+    kinds = {d["kind"] for d in objects}
+    assert kinds == {"PriorityClass", "Pod", "Eviction"}
+    for document in objects:
+        try:
+            kubernetes_validate.validate(document, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:  # the first line says what
+            pytest.fail(f"{document['kind']} {document['metadata']}: {str(exc).splitlines()[0]}")
+
+
+#: A kubectl that logs its arguments (and what it reads on stdin) and knows one replacement.
+FAKE_KUBECTL = """#!/bin/sh
+echo "$*" >> "$LOG"
+case "$*" in
+  *" -f -"*) cat >> "$BODIES"; echo >> "$BODIES" ;;
+  "get pods"*) printf "${FOUND-pod/t-7c9d4\n}" ;;
+esac
+"""
+
+
+def run_stages(tmp_path: Path, stages: list[str], **env_vars: str) -> tuple[list[str], list[str]]:
+    """Write the files of :func:`labelled_twice_moved`, run ``stages`` with a fake kubectl;
+    the commands it got and the bodies it read on stdin."""
+    if shutil.which("sh") is None:
+        pytest.skip("no POSIX shell")
+    cluster, plan = labelled_twice_moved()
+    folder = tmp_path / "plan"
+    write_kubernetes_files(cluster, plan, folder)
+    fake = tmp_path / "kubectl"
+    fake.write_text(FAKE_KUBECTL)
+    fake.chmod(0o755)
+    log, bodies = tmp_path / "log", tmp_path / "bodies"
+    log.touch()
+    bodies.touch()
+    env = {**os.environ, "KUBECTL": str(fake), "LOG": str(log), "BODIES": str(bodies), **env_vars}
+    for stage in stages:
+        subprocess.run(
+            ["sh", str(folder / "run.sh"), *stage.split()],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    return log.read_text().splitlines(), [b for b in bodies.read_text().splitlines() if b]
+
+
+def test_the_script_runs_each_stage_in_order_from_any_folder(tmp_path: Path) -> None:
+    stages = ["wave 0", "release 0", "wave 1", "release 1", "finish"]
+    commands, bodies = run_stages(tmp_path, stages)
+    assert commands == [
+        # wave 0: a is emptied by it, so it is cordoned first; then hold on b, evict t
+        "cordon a",
+        "apply -f wave-0.yaml",
+        "create --raw /api/v1/namespaces/ml/pods/t/eviction -f evictions/move-1.json",
+        "delete pod -n ml gpuopt-hold-t --ignore-not-found",
+        # wave 1: t's replacement runs on b under another name, found by its labels
+        "get pods -n ml -l app=trainer,pod-template-hash=5d8f "
+        "--field-selector spec.nodeName=b -o name",
+        "apply -f wave-1.yaml",
+        "create --raw /api/v1/namespaces/ml/pods/t-7c9d4/eviction -f -",
+        "delete pod -n ml gpuopt-hold-t --ignore-not-found",
+        # a, emptied (b was empty before the plan), takes pods again
+        "uncordon a",
+    ]
+    assert json.loads(bodies[0])["metadata"] == {"name": "t-7c9d4", "namespace": "ml"}
+
+
+def test_the_script_lists_its_stages_and_refuses_an_unknown_one(tmp_path: Path) -> None:
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        run_stages(tmp_path, ["wave 7"])
+    assert refused.value.returncode == 2 and "wave 0" in refused.value.stderr
+    listed = subprocess.run(
+        ["sh", str(tmp_path / "plan" / "run.sh")], capture_output=True, text=True, check=True
+    )
+    stages = [line.split()[:2] for line in listed.stdout.splitlines()[1:]]
+    assert stages == [
+        ["wave", "0"],
+        ["release", "0"],
+        ["wave", "1"],
+        ["release", "1"],
+        ["finish", "once"],
+    ]
+    assert (tmp_path / "log").read_text() == ""  # neither ran kubectl
+
+
+@pytest.mark.parametrize(
+    ("found", "says"),
+    [("", "no replacement of ml/t runs on b yet"), ("pod/t-1\npod/t-2\n", "more than one")],
+)
+def test_the_script_stops_before_a_wave_whose_replacement_it_cannot_name(
+    tmp_path: Path, found: str, says: str
+) -> None:
+    with pytest.raises(subprocess.CalledProcessError) as stopped:
+        run_stages(tmp_path, ["wave 1"], FOUND=found)
+    assert stopped.value.returncode == 1 and says in stopped.value.stderr
+    # it looked, and then did nothing: no hold, no eviction
+    assert (tmp_path / "log").read_text().splitlines() == [
+        "get pods -n ml -l app=trainer,pod-template-hash=5d8f "
+        "--field-selector spec.nodeName=b -o name"
+    ]
+
+
+def test_cli_emit_dir_writes_all_or_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuopt.cli import main
+
+    cluster = with_kubernetes(random_snapshot(2, nodes=10), 2)
+    path = tmp_path / "cluster.json"
+    path.write_text(cluster.to_json())
+    folder = tmp_path / "plan"
+    assert main(["defrag", str(path), "--emit-dir", str(folder)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(f"{cluster.name}: ipc:")  # the summary, as without --emit-dir
+    assert f"sh {folder}/run.sh" in err
+    written = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    plan = gpuopt.solve(cluster, "ipc")
+    assert written == sorted(kubernetes_files(cluster, plan))
+    # a folder in use is refused before any work, and left as it was
+    assert main(["defrag", str(path), "--emit-dir", str(folder)]) == 2
+    assert "--emit-dir" in capsys.readouterr().err
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == written
+    # a failure while writing leaves neither the folder nor the files written so far
+    real_write = Path.write_text
+    calls = []
+
+    def fail_on_the_second(self: Path, *args: object, **kwargs: object) -> int:
+        calls.append(self)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real_write(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "write_text", fail_on_the_second)
+    other = tmp_path / "other"
+    with pytest.raises(OSError, match="disk full"):
+        write_kubernetes_files(cluster, plan, other)
+    assert len(calls) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.json", "plan"]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import gpuopt
-from gpuopt.defrag.generator import random_snapshot
+from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.onehop import solve_onehop
 from gpuopt.defrag.problem import DefragProblem
@@ -55,7 +55,7 @@ def test_cpu_starved_target_is_refused() -> None:
 
 
 def test_move_budget_is_kept() -> None:
-    snapshot = random_snapshot(3, nodes=60, fill=0.5, locked_fraction=0.0)
+    snapshot = random_snapshot(3, nodes=60, fill=0.5, shares=TaskShares(locked_fraction=0.0))
     free = solve_ipc(snapshot)
     assert free.metrics.moves > 5
     limited = snapshot.model_copy(
@@ -68,7 +68,9 @@ def test_move_budget_is_kept() -> None:
 
 
 def test_group_budget_is_kept() -> None:
-    snapshot = random_snapshot(5, nodes=80, fill=0.5, group_fraction=0.9, groups=3)
+    snapshot = random_snapshot(
+        5, nodes=80, fill=0.5, shares=TaskShares(group_fraction=0.9, groups=3)
+    )
     budget = snapshot.model_copy(
         update={"options": snapshot.options.model_copy(update={"group_budget": 2})}
     )
@@ -82,7 +84,7 @@ def test_random_snapshots_are_legal(seed: int) -> None:
         seed,
         nodes=20 + 15 * seed,
         fill=0.4 + 0.04 * seed,
-        locked_fraction=0.05 * (seed % 5),
+        shares=TaskShares(locked_fraction=0.05 * (seed % 5)),
         memory_per_node=None if seed % 3 == 0 else 1024,
     )
     onehop = solve_onehop(snapshot)
@@ -125,11 +127,13 @@ def test_partitions_can_be_solved_exactly() -> None:
     import numpy as np
 
     from gpuopt.defrag._shard import sub_snapshot
-    from gpuopt.defrag.greedy import ClusterState
+    from gpuopt.defrag.greedy import ClusterState, Search
 
-    snapshot = random_snapshot(1, nodes=60, fill=0.75, locked_fraction=0.2)
+    snapshot = random_snapshot(1, nodes=60, fill=0.75, shares=TaskShares(locked_fraction=0.2))
     state = ClusterState(snapshot)
-    shard = state.shard(np.arange(30), depth=3, rankings=("easiest",), rng=np.random.default_rng(0))
+    shard = state.shard(
+        np.arange(30), Search("ipc", ("easiest",)), depth=3, rng=np.random.default_rng(0)
+    )
     part = sub_snapshot(shard)
     assert len(part.nodes) == 30
     assert part.index.node_used_gpus.tolist() == (snapshot.index.node_used_gpus[:30].tolist())
@@ -217,7 +221,7 @@ def test_exact_option_of_ipc() -> None:
     snapshot = random_snapshot(2, nodes=40, fill=0.6)
     plan = gpuopt.solve(snapshot, "ipc", exact="milp", partition_size=10, seed=0)
     assert_legal(snapshot, plan)
-    assert plan.notes == []
+    assert plan.notes == ["no bound: ipc is a heuristic and computes none"]  # nothing else
     unused = gpuopt.solve(snapshot, "ipc", exact="cpsat", exact_nodes=5)
     assert "over exact_nodes=5" in unused.notes[0]
     with pytest.raises(ProblemError, match="exact must be 'milp' or 'cpsat'"):

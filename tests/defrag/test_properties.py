@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuopt.defrag.generator import random_snapshot
+from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.onehop import solve_onehop
 from tests.defrag.conftest import assert_legal
@@ -18,12 +18,15 @@ snapshots = st.builds(
     cpus_per_node=st.sampled_from([8, 32, 128]),
     memory_per_node=st.sampled_from([None, 256, 2048]),
     fill=st.floats(0.0, 1.0),
-    locked_fraction=st.floats(0.0, 0.6),
-    hp_fraction=st.floats(0.0, 1.0),
-    selector_fraction=st.floats(0.0, 1.0),
-    group_fraction=st.floats(0.0, 1.0),
-    groups=st.integers(1, 5),
-    cpu_only_fraction=st.floats(0.0, 0.25),
+    shares=st.builds(
+        TaskShares,
+        locked_fraction=st.floats(0.0, 0.6),
+        hp_fraction=st.floats(0.0, 1.0),
+        selector_fraction=st.floats(0.0, 1.0),
+        group_fraction=st.floats(0.0, 1.0),
+        groups=st.integers(1, 5),
+        cpu_only_fraction=st.floats(0.0, 0.25),
+    ),
     idle_fraction=st.floats(0.0, 0.3),
 )
 

@@ -149,6 +149,21 @@ def test_healthz_and_metrics() -> None:
     assert "gpuopt_extender_snapshot_nodes 2.0" in text
 
 
+def test_preemption_without_victims_is_counted_by_reason() -> None:
+    # a holds t (4 GPUs, priority 10); b is cordoned and empty
+    app = create_app(Extender(snapshot()))
+    high = pod("high", gpus=8, priority=5)  # t is not of lower priority
+    body = {"Pod": high, "NodeNameToMetaVictims": {"a": {"Pods": [{"UID": "uid-t"}]}}}
+    assert call(app, "POST", "/preempt", json=body).json() == {"NodeNameToMetaVictims": {}}
+    never = pod("never", gpus=8, preemptionPolicy="Never")
+    body = {"Pod": never, "NodeNameToMetaVictims": {"a": {"Pods": [{"UID": "uid-t"}]}}}
+    assert call(app, "POST", "/preempt", json=body).json() == {"NodeNameToMetaVictims": {}}
+    text = call(app, "GET", "/metrics").text
+    assert 'gpuopt_extender_preempt_nodes_dropped_total{reason="higher-priority"} 1.0' in text
+    assert 'gpuopt_extender_preempt_no_victims_total{reason="nodes-dropped"} 1.0' in text
+    assert 'gpuopt_extender_preempt_no_victims_total{reason="preemption-policy-never"} 1.0' in text
+
+
 def test_fields_not_modelled_are_counted() -> None:
     app = create_app(Extender(snapshot()))
     spread = pod(

@@ -341,6 +341,109 @@ def test_preempt_drops_a_node_with_an_unknown_victim_and_respects_never() -> Non
     assert _preempt(snapshot, never, {"n": ["uid-a"]}) == {}
 
 
+def _reviewed(
+    extender: Extender, body: dict[str, Any], proposed: dict[str, list[str]]
+) -> dict[str, Any]:
+    args = read_preemption(
+        {
+            "Pod": body,
+            "NodeNameToMetaVictims": {
+                name: {"Pods": [{"UID": uid} for uid in uids]} for name, uids in proposed.items()
+            },
+        }
+    )
+    return extender.preempt(args)["NodeNameToMetaVictims"]
+
+
+def test_preempt_says_why_each_node_has_no_victims(caplog: pytest.LogCaptureFixture) -> None:
+    """One node per reason, built so that exactly that reason applies (E6.4)."""
+    snapshot = cluster(
+        [node("ok"), node("hi"), node("pdb"), node("pin"), node("small", gpus=4),
+         node("roomy", gpus=16), node("ghost"), node("mix")],
+        [
+            task("cheap", "ok", gpus=8),  # lower priority: stopped
+            task("vip", "hi", gpus=8, priority=1_000),  # above the pod's 100
+            task("guarded", "pdb", gpus=8, labels={"app": "serve"}),  # budget allows 0
+            task("daemon", "pin", gpus=8, pinned="daemonset"),
+            task("tiny", "small", gpus=4),  # 4 GPUs even when empty: the pod asks 8
+            task("one", "roomy", gpus=1),  # 15 free: the pod fits already
+            task("real", "ghost", gpus=8),
+            # 8 GPUs held: stopping the vip frees 2, the guarded pod 4 (the pod asks 4 there)
+            task("vip2", "mix", gpus=2, priority=1_000),
+            task("guarded2", "mix", gpus=4, labels={"app": "serve"}),
+            task("daemon2", "mix", gpus=2, pinned="daemonset"),
+        ],
+        budgets=[{"id": "ml/serve", "namespace": "ml", "max_unavailable": 0,
+                  "selector": {"match_labels": {"app": "serve"}}}],
+    )  # fmt: skip
+    proposed = {
+        "ok": ["uid-cheap"],
+        "hi": ["uid-vip"],
+        "pdb": ["uid-guarded"],
+        "pin": ["uid-daemon"],
+        "small": ["uid-tiny"],
+        "roomy": ["uid-one"],
+        "ghost": ["uid-nobody"],
+    }
+    extender = Extender(snapshot, now=lambda: NOW)
+    with caplog.at_level("DEBUG", logger="gpuopt.extender"):
+        kept = _reviewed(extender, pod(gpus=8), proposed)
+    assert list(kept) == ["ok"]
+    assert extender.counts.dropped == {
+        "higher-priority": 1,
+        "budget": 1,
+        "protected": 1,
+        "no-room": 1,
+        "no-victim-needed": 1,
+        "unknown-victim": 1,
+    }
+    assert extender.counts.empty == {}
+    lines = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+    assert lines == [
+        "preempt ml/p: victims on 1/7 nodes: 1 budget exhausted, "
+        "1 needed victims not of lower priority, 1 no room even with every victim stopped, "
+        "1 room without victims, 1 needed victims never stopped (K8), "
+        "1 victim not in the snapshot"
+    ]
+    details = {r.getMessage() for r in caplog.records if r.levelname == "DEBUG"}
+    assert "preempt ml/p: node ghost dropped: victim uid-nobody is not on node ghost in the " \
+        "snapshot" in details  # fmt: skip
+    assert any("ml/daemon (daemonset)" in line for line in details)
+
+    caplog.clear()
+    del proposed["ok"]
+    with caplog.at_level("INFO", logger="gpuopt.extender"):
+        assert _reviewed(extender, pod("q", gpus=8), proposed) == {}
+        # on "mix" the pod (4 GPUs) needs the guarded pod, not the vip: the budget blocks
+        assert _reviewed(extender, pod("m", gpus=4), {"mix": ["uid-vip2", "uid-guarded2"]}) == {}
+    assert extender.counts.empty == {"nodes-dropped": 2}
+    dropped = extender.counts.dropped
+    assert dropped["budget"] == 3 and dropped["higher-priority"] == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "preempt ml/q: victims on 0/6 nodes: 1 budget exhausted, "
+        "1 needed victims not of lower priority, 1 no room even with every victim stopped, "
+        "1 room without victims, 1 needed victims never stopped (K8), "
+        "1 victim not in the snapshot",
+        "preempt ml/m: victims on 0/1 nodes: 1 budget exhausted",
+    ]
+
+
+def test_preempt_without_candidates_or_with_policy_never_is_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    snapshot = cluster([node("n")], [task("a", "n", gpus=8)])
+    extender = Extender(snapshot, now=lambda: NOW)
+    with caplog.at_level("INFO", logger="gpuopt.extender"):
+        assert _reviewed(extender, pod(gpus=8, preemptionPolicy="Never"), {"n": ["uid-a"]}) == {}
+        assert _reviewed(extender, pod("b", gpus=8), {}) == {}
+    assert extender.counts.empty == {"preemption-policy-never": 1, "no-candidates": 1}
+    assert extender.counts.dropped == {}
+    assert [r.getMessage() for r in caplog.records] == [
+        "preempt ml/p: no victims: the pod's preemptionPolicy is Never",
+        "preempt ml/b: no victims: kube-scheduler proposed no node",
+    ]
+
+
 def test_full_mode_reads_the_nodes_of_the_request() -> None:
     snapshot = cluster([node("n"), node("m")], [task("a", "n", gpus=6)])
     extender = Extender(snapshot)

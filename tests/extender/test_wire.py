@@ -22,7 +22,7 @@ from gpuopt.extender.check import (  # noqa: E402
     score_violations,
 )
 from gpuopt.extender.engine import Extender  # noqa: E402
-from gpuopt.io.kubectl import read_kubernetes  # noqa: E402
+from gpuopt.readers.kubectl import read_kubernetes  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NOW = 1_796_030_000.0  # 2026-11-30T09:53:20Z, after every start time of the fixtures

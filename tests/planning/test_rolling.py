@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import gpuopt
-from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.problem import AllocationProblem, Task
 from gpuopt.allocation.solution import violations
 from gpuopt.cli import main
@@ -72,7 +72,9 @@ def test_sampled_futures_keep_a_long_job_from_blocking_later_arrivals() -> None:
     # tasks that have arrived, the 6 GPUs FIFO's choice (a 2-GPU job) leaves
     # free look worthless, and the plan accepts 7 GPU-steps of realtime
     # shortfall for it. The jobs that arrive later would have used them.
-    scenario = random_problem(21, gpus=16, tasks=20, load=1.3, history_days=14)
+    scenario = random_problem(
+        21, gpus=16, tasks=20, load=1.3, details=ScenarioDetails(history_days=14)
+    )
     plain = rolling_replay(scenario, lookahead=0)
     assert plain.rolling.objective < plain.fifo.objective  # the failure being fixed
     hedged = rolling_replay(scenario)
@@ -177,7 +179,10 @@ def test_coverage_risks_and_idle_windows() -> None:
     grid = [["rt", None, None], ["rt", "rt", None], ["rt", None, None]]
     hand = result.model_copy(update={"grid": grid})
     kinds = {(r["step"], r["kind"]) for r in coverage_risks(problem, hand)}
-    assert kinds == {(0, "shortfall"), (1, "thin"), (2, "thin")}
+    # step 0: 1 GPU for a demand of 2; step 1: 2 for 2, and the idle GPU 2 is out of
+    # reach (max_swap 1 above the 1 held at step 0); step 2: 1 for 1 and two idle GPUs
+    # within reach (up to 3 after the 2 of step 1), so a 10 % error is absorbed
+    assert kinds == {(0, "shortfall"), (1, "thin")}
     assert idle_windows(problem, hand) == [{"first_gpu": 2, "gpus": 1, "start": 0, "steps": 3}]
 
 
@@ -193,9 +198,9 @@ def test_rolling_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_seasonal_reads_the_realtime_history() -> None:
-    from gpuopt.allocation.generator import random_problem
+    from gpuopt.allocation.generator import ScenarioDetails, random_problem
 
-    scenario = random_problem(2, gpus=16, tasks=12, history_days=7)
+    scenario = random_problem(2, gpus=16, tasks=12, details=ScenarioDetails(history_days=7))
     realtime = [t for t in scenario.tasks if t.is_realtime]
     assert realtime and all(t.history is not None and len(t.history) == 7 * 24 for t in realtime)
     task = realtime[0]

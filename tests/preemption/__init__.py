@@ -144,3 +144,9 @@ def brute_force(problem: PreemptionProblem) -> Choice:
     if best is None:
         return None, [], None
     return problem.nodes[best[4]].id, [problem.tasks[p].id for p in best[5]], 2
+
+
+def lost_work(problem: PreemptionProblem, victims: list[str]) -> float:
+    """The victims' lost work, ``sum(gpus * (now - last_checkpoint))``, from the objects."""
+    by_id = {t.id: t for t in problem.tasks}
+    return float(sum(by_id[v].gpus * (problem.now - by_id[v].last_checkpoint) for v in victims))

@@ -14,7 +14,7 @@ from gpuopt.preemption.exact import Cover, cheapest_cover, lower_bounds
 from gpuopt.preemption.generator import random_state
 from gpuopt.preemption.greedy import Deficits
 from gpuopt.preemption.solution import violations
-from tests.preemption import brute_force, node, small_random_state, state, task
+from tests.preemption import brute_force, lost_work, node, small_random_state, state, task
 
 
 def brute_cover(
@@ -87,7 +87,9 @@ def test_exact_matches_brute_force_on_small_states(start: int) -> None:
         assert violations(problem, heuristic) == [], seed
         assert (heuristic.node is None) == (decision.node is None), seed
         assert heuristic.stage == decision.stage, seed
-        assert decision.cost <= heuristic.cost, seed
+        optimum = lost_work(problem, expected[1])  # the brute force's victims
+        assert decision.cost == pytest.approx(optimum), seed
+        assert heuristic.cost >= optimum - 1e-9, seed
         if decision.stage == 1:  # stage 1 is shared: the same node
             assert heuristic.node == decision.node, seed
         stage_two += decision.stage == 2
@@ -100,8 +102,11 @@ def test_exact_on_contended_clusters_is_never_worse(seed: int) -> None:
         problem = random_state(seed, nodes=60, contended=True, occupancy=occupancy)
         heuristic, exact = solve_heuristic(problem), solve_exact(problem)
         assert violations(problem, exact) == [] and violations(problem, heuristic) == []
-        assert (exact.node, exact.victims, exact.stage) == brute_force(problem)
-        assert exact.cost <= heuristic.cost
+        expected = brute_force(problem)
+        assert (exact.node, exact.victims, exact.stage) == expected
+        optimum = lost_work(problem, expected[1])
+        assert exact.cost == pytest.approx(optimum)
+        assert heuristic.cost >= optimum - 1e-9
 
 
 def fractional_cover(amounts: list[int], costs: list[int], need: int) -> Fraction:

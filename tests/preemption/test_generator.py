@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuopt.preemption.generator import random_state
+from gpuopt.preemption.generator import Clock, RequestShape, random_state
 
 
 def test_same_seed_same_state() -> None:
@@ -30,7 +30,10 @@ def test_contended_requests_need_preemption() -> None:
 
 def test_request_and_checkpoint_options() -> None:
     state = random_state(
-        2, nodes=30, request_gpus=2, request_cpus=40, request_priority="LP", checkpoint_period=600
+        2,
+        nodes=30,
+        clock=Clock(checkpoint_period=600),
+        request=RequestShape(gpus=2, cpus=40, priority="LP"),
     )
     assert (state.request.gpus, state.request.cpus, state.request.priority) == (2, 40, "LP")
     assert all(t.last_checkpoint % 600 == 0 for t in state.tasks)

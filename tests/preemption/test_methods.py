@@ -8,7 +8,7 @@ import gpuopt
 from gpuopt.preemption.generator import random_state
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import Decision, evaluate, violations
-from tests.preemption import node, state, task
+from tests.preemption import brute_force, lost_work, node, state, task
 
 Solver = str
 
@@ -308,5 +308,8 @@ def test_null_when_nothing_makes_room(method: Solver) -> None:
 def test_random_large_states_are_legal(seed: int) -> None:
     problem = random_state(seed, nodes=300, contended=True, occupancy=0.95)
     heuristic, exact = solve("heuristic", problem), solve("exact", problem)
-    assert exact.cost <= heuristic.cost
-    assert heuristic.stage == exact.stage
+    node_id, victims, stage = brute_force(problem)
+    optimum = lost_work(problem, victims)
+    assert (exact.node, exact.victims, exact.cost) == (node_id, victims, optimum)
+    assert heuristic.cost >= optimum
+    assert heuristic.stage == exact.stage == stage

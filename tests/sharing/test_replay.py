@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from gpuopt.errors import ProblemError
+from gpuopt.readers.openb import load_openb
 from gpuopt.sharing.replay import (
     arrival_order,
     bucket_curve,
-    load_openb,
     replay,
 )
 from gpuopt.sharing.state import Placement, Pod, ShareState

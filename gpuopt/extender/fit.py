@@ -1,0 +1,256 @@
+"""The extender's filter: which nodes may take the pod, and why the others may not (E2-E4).
+
+:func:`fit` judges the candidate nodes of a request at once, rule by rule on
+the state's arrays, and gives each failed node the first rule it breaks, in
+one sentence, marked *unresolvable* when the node could not take the pod
+even with every pod on it stopped (a static rule, or a node too small).
+:func:`refusal_after` is the same judgement for one node with some of its
+tasks stopped, as preemption (E6) asks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuopt.cluster.kube import PodAffinityTerm
+from gpuopt.cluster.model import scaled
+from gpuopt.cluster.shares import MILLI
+from gpuopt.extender.pod import Ask
+from gpuopt.extender.state import State, node_left
+
+
+@dataclass
+class Fit:
+    """The filter's verdict on the candidate nodes: who passes, and why the others fail."""
+
+    positions: np.ndarray
+    passed: np.ndarray
+    reasons: dict[int, tuple[str, bool]]  # position -> (sentence, unresolvable)
+
+
+def _nodes_word(count: int) -> str:
+    return "1 GPU" if count == 1 else f"{count} GPUs"
+
+
+def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
+    """E2-E4 on the nodes at ``positions``: the first rule each breaks, in rule order."""
+    reasons: dict[int, tuple[str, bool]] = {}
+    nodes = state.cluster.nodes
+    names = state.names
+    pending = ask.pending
+
+    def fail(mask: np.ndarray, why: Callable[[int], str], static: np.ndarray | bool) -> None:
+        static_mask = np.broadcast_to(np.asarray(static, dtype=bool), mask.shape)
+        for pos, hard in zip(positions[mask].tolist(), static_mask[mask].tolist(), strict=True):
+            if pos not in reasons:
+                reasons[pos] = (why(pos), hard)
+
+    refused = state.refused(ask)  # K1-K3
+    if refused:
+        for pos in positions.tolist():
+            why = refused.get(pos)
+            if why is not None:
+                reasons[pos] = (why, True)
+    for name, amount in pending.resources.items():  # K4
+        free = state.extra_free(name)[positions]
+        capacity = np.array(
+            [nodes[p].resources.get(name, 0) for p in positions.tolist()], dtype=np.int64
+        )
+        everywhere = state.extra_free(name)
+
+        def short(
+            pos: int, name: str = name, amount: int = amount, free: np.ndarray = everywhere
+        ) -> str:
+            return (
+                f"K4: node {names[pos]} has {int(free[pos])} {name} free; the pod asks for {amount}"
+            )
+
+        fail(free < amount, short, capacity < amount)
+    gpus = state.gpus[positions]
+    if ask.milli is not None:  # C7
+        best = state.best_share[positions]
+        fail(
+            best < ask.milli,
+            lambda pos: (
+                f"C7: node {names[pos]} has no GPU with {ask.milli} thousandths left "
+                f"(the most one has is {max(int(state.best_share[pos]), 0)})"
+            ),
+            gpus == 0,
+        )
+    elif ask.gpus > 0:  # C3 whole GPUs
+        free = state.free_whole[positions]
+        fail(
+            free < ask.gpus,
+            lambda pos: (
+                f"C3: node {names[pos]} has {_nodes_word(int(state.free_whole[pos]))} free; "
+                f"the pod asks for {ask.gpus}"
+            ),
+            gpus < ask.gpus,
+        )
+        if ask.min_bandwidth > 0 and ask.gpus >= 2:  # N3
+            for pos in positions.tolist():
+                topology = state.topologies[pos]
+                if pos in reasons or topology is None:
+                    continue
+                found = topology.best_set(int(state.free_mask[pos]), ask.gpus, ask.min_bandwidth)
+                if found is None:
+                    static = topology.best_set(topology.full_mask, ask.gpus, ask.min_bandwidth)
+                    reasons[pos] = (
+                        f"N3: node {names[pos]} has no {ask.gpus} free GPUs whose every pair "
+                        f"reaches {ask.min_bandwidth:g} GB/s",
+                        static is None,
+                    )
+    cpus = scaled(pending.cpus)
+    fail(
+        state.cpus_free[positions] < cpus,
+        lambda pos: (
+            f"C3: node {names[pos]} has {int(state.cpus_free[pos]) / 1000:g} CPUs free; "
+            f"the pod asks for {pending.cpus:g}"
+        ),
+        state.cpus[positions] < cpus,
+    )
+    if pending.memory:
+        memory = scaled(pending.memory)
+        free_memory = state.memory_free[positions]
+        fail(
+            (free_memory >= 0) & (free_memory < memory),
+            lambda pos: (
+                f"C3: node {names[pos]} has {int(state.memory_free[pos]) / 1000:g} MiB of memory "
+                f"free; the pod asks for {pending.memory:g}"
+            ),
+            (state.memory[positions] >= 0) & (state.memory[positions] < memory),
+        )
+    _pod_terms(state, ask, positions, reasons)
+    passed = ~np.isin(positions, np.fromiter(reasons, dtype=np.int64, count=len(reasons)))
+    return Fit(positions=positions, passed=passed, reasons=reasons)
+
+
+def _selected(
+    state: State, term: PodAffinityTerm, space: str, exclude: Iterable[str] = ()
+) -> set[int]:
+    """The domain codes (at the term's key) holding a running task the term selects."""
+    codes = state.domain_codes(term.topology_key)
+    skip = set(exclude)
+    return {
+        int(codes[state.node_pos[task.node]])
+        for task in state.cluster.tasks
+        if task.id not in skip
+        and codes[state.node_pos[task.node]] >= 0
+        and term.selects(space, task.space, task.labels)
+    }
+
+
+def _pod_terms(
+    state: State, ask: Ask, positions: np.ndarray, reasons: dict[int, tuple[str, bool]]
+) -> None:
+    """K5 on the nodes not refused yet (E4)."""
+    pending = ask.pending
+    if not (pending.pod_anti_affinity or pending.pod_affinity or state.anti_terms):
+        return  # no term to check
+    nodes = state.cluster.nodes
+    space = pending.space
+    open_positions = np.array([p for p in positions.tolist() if p not in reasons], dtype=np.int64)
+    if open_positions.size == 0:
+        return
+    for term in pending.pod_anti_affinity:
+        codes = state.domain_codes(term.topology_key)[open_positions]
+        taken = _selected(state, term, space)
+        for pos, code in zip(open_positions.tolist(), codes.tolist(), strict=True):
+            if code in taken and pos not in reasons:
+                reasons[pos] = (
+                    f"K5: the pod requires anti-affinity on {term.topology_key} with pods "
+                    f"already in the domain of node {nodes[pos].id}",
+                    False,
+                )
+    for term in pending.pod_affinity:
+        codes = state.domain_codes(term.topology_key)[open_positions]
+        holding = _selected(state, term, space)
+        if not holding and term.selects(space, space, pending.labels):
+            continue  # the first pod of a group that selects itself goes anywhere
+        for pos, code in zip(open_positions.tolist(), codes.tolist(), strict=True):
+            if code not in holding and pos not in reasons:
+                reasons[pos] = (
+                    f"K5: the pod requires affinity on {term.topology_key} with pods that are "
+                    f"not in the domain of node {nodes[pos].id}",
+                    False,
+                )
+    for owner, term in state.anti_terms:
+        if not term.selects(owner.space, space, pending.labels):
+            continue
+        codes = state.domain_codes(term.topology_key)
+        home = int(codes[state.node_pos[owner.node]])
+        if home < 0:
+            continue
+        for pos in open_positions.tolist():
+            if int(codes[pos]) == home and pos not in reasons:
+                reasons[pos] = (
+                    f"K5: {owner.id} requires anti-affinity on {term.topology_key} with the "
+                    f"pod, and runs in the domain of node {nodes[pos].id}",
+                    False,
+                )
+
+
+def refusal_after(state: State, ask: Ask, pos: int, removed: set[str]) -> str | None:
+    """Why the node at ``pos`` cannot take the pod once the tasks ``removed`` stop (None: it
+    can); the node-by-node path of E2-E4 that preemption (E6) asks."""
+    node = state.cluster.nodes[pos]
+    pending = ask.pending
+    why = state.refused(ask).get(pos)
+    if why is not None:
+        return why
+    tasks = [task for task in state.on_node[pos] if task.id not in removed]
+    for name, amount in pending.resources.items():
+        free = node.resources.get(name, 0) - sum(t.resources.get(name, 0) for t in tasks)
+        if free < amount:
+            return f"K4: node {node.id} has {free} {name} free; the pod asks for {amount}"
+    left = node_left(node, tasks)
+    if ask.milli is not None:
+        if max(left, default=-1) < ask.milli:
+            return f"C7: node {node.id} has no GPU with {ask.milli} thousandths left"
+    elif ask.gpus > 0:
+        free_gpus = [gpu for gpu, value in enumerate(left) if value == MILLI]
+        if len(free_gpus) < ask.gpus:
+            have = _nodes_word(len(free_gpus))
+            return f"C3: node {node.id} has {have} free; the pod asks for {ask.gpus}"
+        topology = state.topologies[pos]
+        if ask.min_bandwidth > 0 and ask.gpus >= 2 and topology is not None:
+            mask = sum(1 << gpu for gpu in free_gpus)
+            if topology.best_set(mask, ask.gpus, ask.min_bandwidth) is None:
+                return (
+                    f"N3: node {node.id} has no {ask.gpus} free GPUs whose every pair reaches "
+                    f"{ask.min_bandwidth:g} GB/s"
+                )
+    cpus = scaled(node.cpus) - sum(scaled(t.cpus) for t in tasks)
+    if cpus < scaled(pending.cpus):
+        return (
+            f"C3: node {node.id} has {cpus / 1000:g} CPUs free; the pod asks for {pending.cpus:g}"
+        )
+    if node.memory is not None and pending.memory:
+        memory = scaled(node.memory) - sum(scaled(t.memory or 0) for t in tasks)
+        if memory < scaled(pending.memory):
+            return f"C3: node {node.id} lacks memory ({pending.memory:g} asked)"
+    space = pending.space
+    for term in pending.pod_anti_affinity:
+        code = int(state.domain_codes(term.topology_key)[pos])
+        if code >= 0 and code in _selected(state, term, space, removed):
+            return f"K5: the pod requires anti-affinity on {term.topology_key} near node {node.id}"
+    for term in pending.pod_affinity:
+        holding = _selected(state, term, space, removed)
+        if not holding and term.selects(space, space, pending.labels):
+            continue
+        if int(state.domain_codes(term.topology_key)[pos]) not in holding:
+            return f"K5: the pod requires affinity on {term.topology_key} near node {node.id}"
+    for owner, term in state.anti_terms:
+        if owner.id in removed or not term.selects(owner.space, space, pending.labels):
+            continue
+        codes = state.domain_codes(term.topology_key)
+        home = int(codes[state.node_pos[owner.node]])
+        if home >= 0 and int(codes[pos]) == home:
+            return f"K5: {owner.id} requires anti-affinity on {term.topology_key} with the pod"
+    return None
+
+
+__all__ = ["Fit", "fit", "refusal_after"]

@@ -1,0 +1,223 @@
+"""The cluster as the extender reads it: per-node arrays built once per snapshot (E1, E7).
+
+:class:`State` holds what every verb reads on the hot path (free GPUs and
+GPU shares per node, CPUs, memory, extended resources, the nodes' GPU
+interconnects, which tasks run where) as numpy arrays and id-to-position
+maps, so that no request walks pydantic objects node by node. ``add`` and
+``drop`` count bindings between snapshots (E7) and refresh only the node
+they touch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuopt.cluster.interconnect import (
+    MAX_TOPOLOGY_GPUS,
+    GpuTopology,
+    gpu_topology,
+    interconnect_matrix,
+)
+from gpuopt.cluster.kube import PodAffinityTerm
+from gpuopt.cluster.model import Cluster, Node, Task, scaled
+from gpuopt.cluster.rules import domain_of, placement_key, refusal
+from gpuopt.cluster.shares import MILLI, layout
+from gpuopt.extender.pod import Ask
+
+
+@dataclass
+class State:
+    """A cluster as the extender reads it: per-node arrays, built once per snapshot."""
+
+    cluster: Cluster
+    version: int
+    source: str
+    node_pos: dict[str, int] = field(init=False)
+    #: the nodes' names, by position
+    names: list[str] = field(init=False)
+    gpus: np.ndarray = field(init=False)
+    left: np.ndarray = field(init=False)
+    free_whole: np.ndarray = field(init=False)
+    best_share: np.ndarray = field(init=False)
+    free_mask: np.ndarray = field(init=False)
+    cpus_free: np.ndarray = field(init=False)
+    memory_free: np.ndarray = field(init=False)
+    cpus: np.ndarray = field(init=False)
+    memory: np.ndarray = field(init=False)
+    topologies: list[GpuTopology | None] = field(init=False)
+    on_node: list[list[Task]] = field(init=False)
+    by_uid: dict[str, Task] = field(init=False)
+    by_id: dict[str, Task] = field(init=False)
+    #: K1-K3 refusals per placement key: node position -> sentence (only nodes refused)
+    refusals: OrderedDict[str, dict[int, str]] = field(init=False)
+    #: topology key -> per node its domain code (-1: the node has no such label)
+    domains: dict[str, np.ndarray] = field(init=False)
+    task_node: np.ndarray = field(init=False)
+    #: the running tasks that carry a required anti-affinity term, with the term
+    anti_terms: list[tuple[Task, PodAffinityTerm]] = field(init=False)
+    #: :attr:`fixed` once read for the current tasks (None: read it again)
+    _fixed: dict[str, str] | None = field(init=False, default=None)
+    #: extended resource -> per node what is free of it (K4), computed on first use
+    extras: dict[str, np.ndarray] = field(init=False, default_factory=dict)
+    lock: threading.Lock = field(init=False)
+
+    def __post_init__(self) -> None:
+        cluster = self.cluster
+        nodes = cluster.nodes
+        index = cluster.index
+        self.node_pos = dict(index.node_pos)
+        self.names = [node.id for node in nodes]
+        self.gpus = index.node_gpus.copy()
+        self.cpus = index.node_cpus.copy()
+        self.memory = index.node_memory.copy()
+        self.cpus_free = index.node_cpus - index.node_used_cpus
+        self.memory_free = np.where(
+            index.node_memory < 0, -1, index.node_memory - index.node_used_memory
+        )
+        self.on_node = [[] for _ in nodes]
+        for task in cluster.tasks:
+            self.on_node[self.node_pos[task.node]].append(task)
+        width = max(1, int(self.gpus.max(initial=0)))
+        self.left = np.full((len(nodes), width), -1, dtype=np.int64)
+        for pos, node in enumerate(nodes):
+            self.left[pos, : node.gpus] = node_left(node, self.on_node[pos])
+        self.free_whole = (self.left == MILLI).sum(axis=1)
+        self.best_share = self.left.max(axis=1, initial=-1)
+        self.free_mask = np.array([_mask(row) for row in self.left], dtype=np.int64)
+        self.topologies = [_topology(node) for node in nodes]
+        self.by_uid = {task.uid: task for task in cluster.tasks if task.uid}
+        self.by_id = {task.id: task for task in cluster.tasks}
+        self.refusals = OrderedDict()
+        self.domains = {}
+        self.task_node = np.array(
+            [self.node_pos[task.node] for task in cluster.tasks], dtype=np.int64
+        )
+        self.anti_terms = [
+            (task, term) for task in cluster.tasks for term in task.pod_anti_affinity
+        ]
+        self._fixed = dict(index.fixed)
+        self.lock = threading.Lock()
+
+    def _refresh(self, pos: int) -> None:
+        self.extras.clear()  # what the node's tasks hold changed
+        node = self.cluster.nodes[pos]
+        row = node_left(node, self.on_node[pos])
+        self.left[pos, : node.gpus] = row
+        self.free_whole[pos] = sum(1 for value in row if value == MILLI)
+        self.best_share[pos] = max(row, default=-1)
+        self.free_mask[pos] = _mask(self.left[pos])
+        tasks = self.on_node[pos]
+        self.cpus_free[pos] = self.cpus[pos] - sum(scaled(t.cpus) for t in tasks)
+        if self.memory[pos] >= 0:
+            self.memory_free[pos] = self.memory[pos] - sum(scaled(t.memory or 0) for t in tasks)
+
+    def add(self, task: Task) -> None:
+        """Count ``task`` as running (an assumed binding, E7); the caller checked it fits."""
+        pos = self.node_pos[task.node]
+        self.on_node[pos].append(task)
+        self._refresh(pos)
+        self.by_id[task.id] = task
+        if task.uid:
+            self.by_uid[task.uid] = task
+        self.task_node = np.append(self.task_node, pos)
+        self.anti_terms.extend((task, term) for term in task.pod_anti_affinity)
+        self._fixed = None
+        self.cluster = Cluster.model_construct(
+            **{**dict(self.cluster), "tasks": [*self.cluster.tasks, task]}
+        )
+
+    def drop(self, task_id: str) -> None:
+        """Stop counting the task ``task_id`` (it ended, E7)."""
+        task = self.by_id.pop(task_id)
+        pos = self.node_pos[task.node]
+        self.on_node[pos] = [t for t in self.on_node[pos] if t.id != task_id]
+        self._refresh(pos)
+        if task.uid:
+            self.by_uid.pop(task.uid, None)
+        self._fixed = None
+        self.anti_terms = [(t, term) for t, term in self.anti_terms if t.id != task_id]
+        tasks = [t for t in self.cluster.tasks if t.id != task_id]
+        self.task_node = np.array([self.node_pos[t.node] for t in tasks], dtype=np.int64)
+        self.cluster = Cluster.model_construct(**{**dict(self.cluster), "tasks": tasks})
+
+    @property
+    def fixed(self) -> dict[str, str]:
+        """Tasks preemption never stops, with the reason (K8: the cluster index's ``fixed``),
+        for the tasks running now: an assumed or ended task changes more than its own entry
+        (two shares on one GPU are ``shared-gpu``, a budget's allowance, pod affinity
+        groups)."""
+        found = self._fixed
+        if found is None:
+            found = self._fixed = dict(self.cluster.index.fixed)
+        return found
+
+    def refused(self, ask: Ask) -> dict[int, str]:
+        """K1-K3 for the pod's rules: node position -> why it is refused (cached per rule)."""
+        key = placement_key(ask.pending)
+        with self.lock:
+            found = self.refusals.get(key)
+            if found is not None:
+                self.refusals.move_to_end(key)
+                return found
+        found = {}
+        for pos, node in enumerate(self.cluster.nodes):
+            why = refusal(node, ask.pending)
+            if why is not None:
+                found[pos] = why
+        with self.lock:
+            self.refusals[key] = found
+            while len(self.refusals) > 512:
+                self.refusals.popitem(last=False)
+        return found
+
+    def domain_codes(self, key: str) -> np.ndarray:
+        """Per node, a code of its domain at topology key ``key`` (-1: none)."""
+        found = self.domains.get(key)
+        if found is None:
+            codes: dict[str, int] = {}
+            found = np.array(
+                [
+                    -1 if (d := domain_of(node, key)) is None else codes.setdefault(d, len(codes))
+                    for node in self.cluster.nodes
+                ],
+                dtype=np.int64,
+            )
+            self.domains[key] = found
+        return found
+
+    def extra_free(self, name: str) -> np.ndarray:
+        """Per node, what is free of extended resource ``name`` (K4; once per state and name,
+        not on every request)."""
+        found = self.extras.get(name)
+        if found is None:
+            nodes = self.cluster.nodes
+            offered = np.array([n.resources.get(name, 0) for n in nodes], dtype=np.int64)
+            used = np.zeros(len(offered), dtype=np.int64)
+            for pos, tasks in enumerate(self.on_node):
+                used[pos] = sum(task.resources.get(name, 0) for task in tasks)
+            found = self.extras[name] = np.asarray(offered - used)
+        return found
+
+
+def node_left(node: Node, tasks: Sequence[Task]) -> list[int]:
+    """Each GPU's thousandths left on ``node`` with ``tasks`` on it (C7 layout)."""
+    devices, _ = layout(node.gpus, tasks)
+    return list(devices.left)
+
+
+def _mask(row: np.ndarray) -> int:
+    return sum(1 << gpu for gpu, left in enumerate(row.tolist()) if left == MILLI)
+
+
+def _topology(node: Node) -> GpuTopology | None:
+    if node.interconnect is None or not 2 <= node.gpus <= MAX_TOPOLOGY_GPUS:
+        return None  # every pair alike, or too large to enumerate (N3 not checked: E3)
+    return gpu_topology(interconnect_matrix(node.interconnect, node.gpus))
+
+
+__all__ = ["State", "node_left"]

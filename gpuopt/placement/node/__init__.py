@@ -1,0 +1,25 @@
+"""Node-level placement: which node, and which of its GPUs, a new job gets.
+
+``problem.py`` (node topologies, nodes and one request;
+:class:`NodePlacementProblem`), ``solution.py`` (:class:`NodePlacement`, the
+checker of rules N1-N5, :func:`apply_placement`), ``greedy.py`` (binpack and
+spread: exact filters, then a ranking), ``generator.py`` (random problems).
+The bandwidth matrices and GPU-set searches they read are
+:mod:`gpuopt.cluster.interconnect`'s; the formal model is
+``models/placement.md``.
+"""
+
+from gpuopt.placement.node.greedy import place
+from gpuopt.placement.node.problem import GpuRequest, NodePlacementProblem, PlacementNode, Topology
+from gpuopt.placement.node.solution import NodePlacement, apply_placement, violations
+
+__all__ = [
+    "GpuRequest",
+    "NodePlacement",
+    "NodePlacementProblem",
+    "PlacementNode",
+    "Topology",
+    "apply_placement",
+    "place",
+    "violations",
+]

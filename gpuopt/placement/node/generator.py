@@ -1,0 +1,129 @@
+"""Seeded random node-level placement problems of any size (for tests and benchmarks).
+
+A problem looks like a shared cluster's GPU nodes some time into the day:
+nodes of four kinds (an 8-GPU NVSwitch board, 8 PCIe cards joined in NVLink
+pairs, 8 PCIe cards in two NUMA halves, a 4-GPU NVSwitch board), some
+completely free, the others with some GPUs, CPUs and memory in use, a few
+with GPUs holding shares (``gpu_left``, rule C7). The request asks for 1 to 8
+GPUs at a pairwise bandwidth that one kind or another cannot give, sometimes
+a whole node or a share of one GPU. The same arguments always give the same
+problem.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from gpuopt.cluster.interconnect import hgx_nvswitch, nvlink_pairs, pcie_two_numa
+from gpuopt.cluster.shares import MILLI
+from gpuopt.errors import check_arguments
+from gpuopt.placement.node.problem import MAX_NODES, NodePlacementProblem
+
+#: Node kinds: topology id -> bandwidth matrix.
+KINDS: dict[str, list[list[float]]] = {
+    "hgx8": hgx_nvswitch(8),
+    "pairs8": nvlink_pairs(8),
+    "pcie8": pcie_two_numa(8),
+    "hgx4": hgx_nvswitch(4),
+}
+REQUEST_GPUS = (1, 1, 2, 2, 3, 4, 4, 8)
+#: Pairwise bandwidths asked (GB/s): none, across NUMA, within a half, NVLink pair, NVSwitch.
+MIN_BANDWIDTHS = (0.0, 0.0, 16.0, 32.0, 300.0, 450.0)
+
+
+def random_node_problem(
+    seed: int,
+    *,
+    nodes: int = 8,
+    free_node_fraction: float = 0.2,
+    cpus_per_node: int = 96,
+    memory_fraction: float = 0.7,
+    share_fraction: float = 0.1,
+    whole_node_fraction: float = 0.1,
+    name: str | None = None,
+) -> NodePlacementProblem:
+    """A valid random node-level placement problem of ``nodes`` nodes and one request.
+
+    Parameters
+    ----------
+    seed
+        Seed of the private random generator (the global one is untouched).
+    nodes
+        Nodes in the problem (0 gives a problem no request fits).
+    free_node_fraction
+        Share of nodes left completely free.
+    cpus_per_node
+        CPUs of an 8-GPU node (a 4-GPU node has half).
+    memory_fraction
+        Share of nodes that state their memory (1,024 units; the others are
+        not checked for memory).
+    share_fraction
+        Share of partly used nodes whose used GPUs hold shares of a GPU (some
+        thousandths left), and the chance that the request is a share.
+    whole_node_fraction
+        Chance that the request asks for a whole node.
+
+    Examples
+    --------
+    >>> problem = random_node_problem(3, nodes=5)
+    >>> len(problem.nodes), sorted(problem.topologies)
+    (5, ['hgx4', 'hgx8', 'pairs8', 'pcie8'])
+    >>> random_node_problem(3, nodes=5) == problem
+    True
+    """
+    check_arguments(
+        locals(),
+        whole={"nodes": (0, MAX_NODES), "cpus_per_node": (0, 10**9)},
+        numbers={
+            name: (0.0, 1.0)
+            for name in (
+                "free_node_fraction",
+                "memory_fraction",
+                "share_fraction",
+                "whole_node_fraction",
+            )
+        },
+    )
+    rng = random.Random(seed)
+    rows: list[dict[str, Any]] = []
+    for number in range(nodes):
+        kind = rng.choice(list(KINDS))
+        size = len(KINDS[kind])
+        cpus = cpus_per_node * size // 8
+        row: dict[str, Any] = {"id": f"n{number}", "topology": kind, "cpus": float(cpus)}
+        if rng.random() < memory_fraction:
+            row["memory"] = 1024.0
+        if rng.random() >= free_node_fraction:
+            used = sorted(rng.sample(range(size), rng.randint(0, size)))
+            row["used_gpus"] = used
+            row["used_cpus"] = float(rng.randint(0, cpus))
+            if "memory" in row:
+                row["used_memory"] = float(rng.randint(0, 1024))
+            if used and rng.random() < share_fraction:  # C7: used GPUs hold shares
+                row["gpu_left"] = [
+                    rng.randrange(MILLI) if gpu in used else MILLI for gpu in range(size)
+                ]
+        rows.append(row)
+    request: dict[str, Any] = {
+        "id": "job",
+        "gpus": rng.choice(REQUEST_GPUS),
+        "min_bandwidth": rng.choice(MIN_BANDWIDTHS),
+        "cpus": float(rng.choice((0, 4, 8, 16, 32))),
+        "memory": float(rng.choice((0, 64, 256))),
+    }
+    if rng.random() < share_fraction:
+        request.update(gpus=1, min_bandwidth=0.0, gpu_milli=rng.choice((100, 250, 500, 750)))
+    elif rng.random() < whole_node_fraction:
+        request["whole_node"] = True
+    return NodePlacementProblem.model_validate(
+        {
+            "name": name or f"random-{nodes}n-{seed}",
+            "topologies": {kind: {"bandwidth": matrix} for kind, matrix in KINDS.items()},
+            "nodes": rows,
+            "request": request,
+        }
+    )
+
+
+__all__ = ["KINDS", "random_node_problem"]

@@ -1,0 +1,20 @@
+"""Switch-level placement: which access switches (or other domains) a job's GPUs go under.
+
+``problem.py`` (switches, their nodes and the jobs; :class:`TopologyProblem`),
+``solution.py`` (:class:`TopologyResult`, entropy, the checker of rules
+T1-T6), ``greedy.py`` (minimum-entropy greedy), ``milp.py`` (exact, HiGHS),
+``generator.py`` (random states); the formal model is ``models/placement.md``.
+"""
+
+from gpuopt.placement.switch.problem import Job, Switch, SwitchNode, TopologyProblem
+from gpuopt.placement.switch.solution import TopologyResult, entropy, violations
+
+__all__ = [
+    "Job",
+    "Switch",
+    "SwitchNode",
+    "TopologyProblem",
+    "TopologyResult",
+    "entropy",
+    "violations",
+]

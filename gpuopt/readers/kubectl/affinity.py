@@ -1,0 +1,142 @@
+"""Affinity: node selector terms, pod (anti-)affinity terms and label selectors.
+
+Used by pods (their required node and pod affinities), PersistentVolumes (the
+nodes that reach them) and budgets (their selectors). :func:`and_terms` joins a
+pod's node affinity with its volumes'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpuopt.readers.kubectl.context import Context
+from gpuopt.readers.kubectl.fields import Reader
+from gpuopt.readers.kubectl.names import TERMS
+
+
+def requirements(reader: Reader, parent: Mapping[str, Any], key: str, path: str) -> list[Any]:
+    """The requirements (``key``, ``operator``, ``values``) listed at ``parent[key]``."""
+    found = []
+    for position, item in enumerate(reader.objects(parent, key, path)):
+        where = f"{path}[{position}]"
+        found.append(
+            {
+                "key": reader.text(item, "key", f"{where}.key"),
+                "operator": reader.text(item, "operator", f"{where}.operator"),
+                "values": reader.texts(item, "values", f"{where}.values"),
+            }
+        )
+    return found
+
+
+def node_affinity(reader: Reader, affinity: Mapping[str, Any]) -> list[Any]:
+    """Every required node affinity term (ORed)."""
+    return node_terms(reader, affinity, "nodeAffinity", "spec.affinity.nodeAffinity")
+
+
+def node_terms(
+    reader: Reader,
+    parent: Mapping[str, Any],
+    field: str,
+    path: str,
+    *,
+    key: str = TERMS,
+) -> list[Any]:
+    """The node selector terms (ORed) of ``parent[field][key]`` (a pod's required node
+    affinity, or a PersistentVolume's ``nodeAffinity.required``)."""
+    section = reader.mapping(parent, field, path)
+    required = reader.mapping(section, key, f"{path}.{key}")
+    path = f"{path}.{key}.nodeSelectorTerms"
+    terms = []
+    for position, term in enumerate(reader.objects(required, "nodeSelectorTerms", path)):
+        where = f"{path}[{position}]"
+        terms.append(
+            {
+                "match_expressions": requirements(
+                    reader, term, "matchExpressions", f"{where}.matchExpressions"
+                ),
+                "match_fields": requirements(reader, term, "matchFields", f"{where}.matchFields"),
+            }
+        )
+    return terms
+
+
+def pod_terms(
+    ctx: Context, reader: Reader, affinity: Mapping[str, Any], pod_id: str
+) -> tuple[dict[str, list[Any]], bool]:
+    """Its required pod affinity and anti-affinity terms, and whether one needs Namespaces."""
+    found: dict[str, list[Any]] = {}
+    unresolved = dropped = False
+    for kind, field_name in (
+        ("podAffinity", "pod_affinity"),
+        ("podAntiAffinity", "pod_anti_affinity"),
+    ):
+        section = reader.mapping(affinity, kind, f"spec.affinity.{kind}")
+        path = f"spec.affinity.{kind}.{TERMS}"
+        terms = []
+        for position, term in enumerate(reader.objects(section, TERMS, path)):
+            where = f"{path}[{position}]"
+            if term.get("labelSelector") is None:
+                dropped = True  # a null selector selects no pod: the term holds everywhere
+                continue
+            topology_key = reader.text(term, "topologyKey", f"{where}.topologyKey")
+            if topology_key is None:
+                reader.fail(f"{where}.topologyKey is missing")
+            namespace_selector = term.get("namespaceSelector")
+            if namespace_selector is not None:
+                selector = reader.mapping(term, "namespaceSelector", f"{where}.namespaceSelector")
+                unresolved = unresolved or any(selector.values())
+            entry: dict[str, Any] = {
+                "selector": label_selector(reader, term, "labelSelector", f"{where}.labelSelector"),
+                "topology_key": topology_key,
+                "all_namespaces": namespace_selector is not None,
+            }
+            namespaces = reader.texts(term, "namespaces", f"{where}.namespaces")
+            if namespaces:
+                entry["namespaces"] = namespaces
+            if term.get("matchLabelKeys") or term.get("mismatchLabelKeys"):
+                ctx.report.unmodelled["label-keys"] += 1
+            terms.append(entry)
+        found[field_name] = terms
+    if dropped:
+        ctx.note("null-selector", pod_id)
+    return found, unresolved
+
+
+def label_selector(
+    reader: Reader, parent: Mapping[str, Any], key: str, path: str
+) -> dict[str, Any]:
+    """The label selector at ``parent[key]`` (``matchLabels``, ``matchExpressions``)."""
+    selector = reader.mapping(parent, key, path)
+    return {
+        "match_labels": reader.strings(selector, "matchLabels", f"{path}.matchLabels"),
+        "match_expressions": requirements(
+            reader, selector, "matchExpressions", f"{path}.matchExpressions"
+        ),
+    }
+
+
+#: Most node selector terms a pod's affinity ANDed with its volumes' may expand to.
+MAX_TERMS = 64
+
+
+def and_terms(alternatives: list[list[Any]]) -> list[Any] | None:
+    """Node selector terms (each list ORed) ANDed together, as one list of terms (ORed):
+    every combination of one term from each list, their requirements joined. An empty
+    list admits every node. None when the product would exceed :data:`MAX_TERMS`."""
+    result: list[Any] = [{"match_expressions": [], "match_fields": []}]
+    for terms in alternatives:
+        if not terms:
+            continue
+        if len(result) * len(terms) > MAX_TERMS:
+            return None
+        result = [
+            {
+                "match_expressions": [*left["match_expressions"], *right["match_expressions"]],
+                "match_fields": [*left["match_fields"], *right["match_fields"]],
+            }
+            for left in result
+            for right in terms
+        ]
+    return result

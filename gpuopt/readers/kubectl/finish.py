@@ -1,0 +1,128 @@
+"""From what was read to the cluster: groups settled, over-committed nodes locked, pods pinned.
+
+After every object is read, :func:`finish` drops a legacy anti-affinity group
+held twice on a node, locks the nodes whose pods hold more than they have (or
+whose pods could not be read), pins the pods that no longer match their node
+or that a budget or spread constraint covers, and validates the cluster.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from fractions import Fraction
+
+from gpuopt.cluster.kube import affinity_matches, selector_matches
+from gpuopt.cluster.model import Cluster, Node, Task, scaled
+from gpuopt.errors import ProblemError, validate_object
+from gpuopt.readers.kubectl.context import Context
+from gpuopt.readers.kubectl.gangs import running_gangs
+
+
+def finish(ctx: Context, name: str, levels: list[str], hp_priority: int) -> Cluster:
+    """The cluster: legacy groups, over-committed and misplaced pods settled, then validated."""
+    tasks = _settle_groups(ctx, ctx.tasks)
+    nodes = _lock_overcommitted(ctx, tasks)
+    settled = []
+    for task in tasks:
+        node = nodes[task.node]
+        if not task.fixed and not (
+            selector_matches(task.node_selector, node.labels)
+            and affinity_matches(task.node_affinity, node.id, node.labels)
+        ):
+            error = ProblemError(
+                f"pod {task.id!r}: its node {node.id!r} no longer matches its node selector "
+                "or required node affinity."
+            )
+            ctx.problem("misplaced", task.id, error)
+            task = task.model_copy(update={"pinned": "misplaced"})
+        elif not task.fixed and task.space in ctx.pinned_namespaces:
+            task = task.model_copy(update={"pinned": "budget"})
+        elif not task.fixed and any(
+            space == task.space and selector.matches(task.labels) for space, selector in ctx.spread
+        ):
+            task = task.model_copy(update={"pinned": "topology-spread"})
+        if task.pinned is not None:
+            ctx.report.pinned[task.pinned] += 1
+        settled.append(task)
+    snapshot = {
+        "name": name,
+        "levels": levels,
+        "nodes": list(nodes.values()),
+        "tasks": settled,
+        "pending": ctx.pending,
+        "budgets": ctx.budgets,
+        "gangs": running_gangs(ctx, settled),
+        "hp_priority": hp_priority,
+        "now": max(ctx.times, default=None),
+    }
+    return validate_object(Cluster, snapshot, what="a snapshot", source=None)
+
+
+def _settle_groups(ctx: Context, tasks: list[Task]) -> list[Task]:
+    """At most one pod of a legacy anti-affinity group per node: later ones lose the group."""
+    held: set[tuple[str, str]] = set()
+    settled = []
+    for task in tasks:
+        if task.anti_affinity is not None:
+            key = (task.anti_affinity, task.node)
+            if key in held:
+                error = ProblemError(
+                    f"pod {task.id!r}: node {task.node!r} already runs a pod of "
+                    f"{ctx.options.group_label} group {task.anti_affinity!r}."
+                )
+                ctx.problem("group-clash", task.id, error)
+                task = task.model_copy(update={"anti_affinity": None})
+            held.add(key)
+        settled.append(task)
+    return settled
+
+
+def _lock_overcommitted(ctx: Context, tasks: Iterable[Task]) -> dict[str, Node]:
+    """The nodes, those whose pods hold more than they have (or could not be read) locked."""
+    tasks = list(tasks)
+    used: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    for task in tasks:
+        held = used[task.node]
+        held["GPUs"] += task.gpus
+        held["CPUs"] += scaled(task.cpus)
+        held["memory"] += scaled(task.memory or 0)
+        held.update(task.resources)
+    nodes = dict(ctx.nodes)
+    held_bytes: defaultdict[str, Fraction] = defaultdict(Fraction)
+    for task in tasks:
+        held_bytes[task.node] += ctx.pod_bytes.get(task.id, Fraction(0))
+    for node_id, node in ctx.nodes.items():
+        allocatable = ctx.memory_bytes.get(node_id)
+        rounded = used[node_id]["memory"]
+        if (
+            node.memory is not None
+            and allocatable is not None
+            and rounded > scaled(node.memory)
+            and held_bytes[node_id] <= allocatable
+        ):  # full in bytes, over by rounding: the node is as full as its pods say
+            node = node.model_copy(update={"memory": rounded / 1000})
+            ctx.nodes[node_id] = nodes[node_id] = node
+    for node_id, node in ctx.nodes.items():
+        have = {"GPUs": node.gpus, "CPUs": scaled(node.cpus), **node.resources}
+        if node.memory is not None:
+            have["memory"] = scaled(node.memory)
+        over = [
+            (key, amount, have.get(key, 0))
+            for key, amount in used[node_id].items()
+            if amount > have.get(key, 0) and (key != "memory" or node.memory is not None)
+        ]
+        if over:
+            key, amount, limit = over[0]
+            unit = 1000 if key in ("CPUs", "memory") else 1  # CPU and memory in thousandths
+            error = ProblemError(
+                f"node {node_id!r}: its pods hold {amount / unit:g} {key} but it has "
+                f"{limit / unit:g}."
+            )
+            ctx.problem("overcommitted", node_id, error)
+        elif node_id in ctx.locked_nodes:
+            ctx.note("unreadable-pod", node_id)
+        else:
+            continue
+        nodes[node_id] = node.model_copy(update={"locked": True})
+    return nodes

@@ -1,0 +1,201 @@
+"""What the kubectl reader did: :class:`KubectlReport` and the sentences of its summary.
+
+Every object skipped or simplified is noted under a reason (the keys of
+:data:`_LINES`); the summary says one line per reason, with up to three of
+the objects' names and, for a problem, the first sentence said about it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from gpuopt.cluster.kube import MIG_LABEL
+from gpuopt.readers.kubectl.names import GANG_KEYS, KUEUE_GROUP_COUNT_ANNOTATION
+
+#: What the report says for each reason (``{n}``: how many objects), in the order it says it.
+#: Reasons marked as problems are what ``strict`` refuses.
+_LINES: dict[str, str] = {
+    "document": "skipped {n} malformed documents",
+    "malformed-Node": "skipped {n} malformed nodes",
+    "malformed-Pod": "skipped {n} malformed pods (their nodes are locked: what they hold is "
+    "unknown)",
+    "malformed-PodDisruptionBudget": "skipped {n} malformed PodDisruptionBudgets (the pods of "
+    "their namespaces are pinned: budget)",
+    "malformed-PriorityClass": "skipped {n} malformed PriorityClasses",
+    "malformed-PersistentVolumeClaim": "skipped {n} malformed PersistentVolumeClaims",
+    "malformed-PersistentVolume": "skipped {n} malformed PersistentVolumes",
+    "malformed-PodGroup": "skipped {n} malformed PodGroups (their gangs are all or nothing)",
+    "malformed-item": "skipped {n} malformed list items",
+    "kind-inferred": "{n} objects have no kind: their kind was taken from their fields",
+    "duplicate": "skipped {n} objects read twice (the first copy is kept)",
+    "done": "skipped {n} Succeeded or Failed pods",
+    "unbound": "skipped {n} unbound pods that are neither Pending nor alive",
+    "volume-affinity": "{n} pods mount volumes reachable from some nodes only (zonal disks): "
+    "their node affinity includes the volumes'",
+    "gated": "skipped {n} waiting pods with schedulingGates (the scheduler does not consider "
+    "them yet, so they are not pending demand)",
+    "unknown-node": "skipped {n} pods bound to nodes that were not read",
+    "pending": "{n} unbound pods became pending demand",
+    "not-ready": "{n} nodes NotReady: nothing will move there",
+    "no-ready-condition": "{n} nodes report no Ready condition: taken as Ready",
+    "cordoned": "{n} nodes cordoned (spec.unschedulable): nothing will move there",
+    "tainted": "{n} nodes have NoSchedule or NoExecute taints: only pods that tolerate them go "
+    "there",
+    "overcommitted": "{n} nodes hold pods that need more than their allocatable: kept and locked, "
+    "nothing moves on or off",
+    "unreadable-pod": "{n} nodes locked because a pod on them could not be read",
+    "capacity": "{n} node resources read from status.capacity (absent from status.allocatable)",
+    "no-allocatable": "{n} nodes report neither status.allocatable nor status.capacity: read as "
+    "empty and locked (nothing goes there)",
+    "gpu-names": "{n} nodes advertise GPUs under several resource names: the node has their sum",
+    "mig-single": "{n} nodes in MIG single strategy: their GPUs are MIG slices, not whole GPUs "
+    f"(label {MIG_LABEL}=single)",
+    "mig-profiles": "{n} nodes offer MIG profiles (nvidia.com/mig-*): resources of their own, "
+    "not GPUs",
+    "fraction": "{n} pods ask for a share of one GPU: read as gpu_milli of one GPU (shares of a "
+    "node pack onto its GPUs; which GPU each holds is not read, so they are laid out best fit)",
+    "fraction-whole": "{n} pods ask for GPU memory (gpu-memory, aliyun.com/gpu-mem, "
+    "volcano.sh/gpu-memory) where the GPU's size is unknown (on no node yet, or on a node "
+    "that states no GPU memory): read as one whole GPU",
+    "no-phase": "{n} bound pods report no status.phase: taken as Running",
+    "misplaced": "{n} pods run on nodes that no longer match their node selector or required node "
+    "affinity: pinned (misplaced)",
+    "namespace-selector": "{n} pods have pod (anti-)affinity terms with a non-empty "
+    "namespaceSelector, which needs Namespace objects: read as every namespace, pods pinned",
+    "null-selector": "{n} pods have pod (anti-)affinity terms without a labelSelector "
+    "(they select no pod): terms dropped",
+    "group-clash": "{n} pods share a node with another pod of their gpuopt.io/anti-affinity "
+    "group: group dropped",
+    "unknown-class": "{n} pods name a PriorityClass that was not read and have no spec.priority: "
+    "priority 0",
+    "legacy-priority": "{n} pods take their class from the gpuopt.io/priority label",
+    "locked": "{n} pods locked by the gpuopt.io/locked annotation",
+    "claim": "{n} pods mount PersistentVolumeClaims whose volume was not read: taken as network "
+    "storage (movable; read PVs and PVCs too, or pin them)",
+    "claim-pinned": "{n} pods mount PersistentVolumeClaims whose volume was not read: pinned "
+    "(local-storage)",
+    "budget-selector": "skipped {n} PodDisruptionBudgets without a selector (they select no pod)",
+    "budget-limit": "skipped {n} PodDisruptionBudgets with neither minAvailable nor "
+    "maxUnavailable (they limit nothing)",
+    "gang-min-member": "{n} PodGroups state no valid spec.minMember: their gangs are all or "
+    "nothing",
+    "gang-unlisted": "{n} gangs named by running pods have no PodGroup read (nor a Kueue "
+    f"{KUEUE_GROUP_COUNT_ANNOTATION}): all or nothing (stopping one pod stops them all)",
+    "gang-size": f"{{n}} Kueue pod groups have no single valid {KUEUE_GROUP_COUNT_ANNOTATION} "
+    "on their running pods: the largest valid one is their min_member (none: all or nothing)",
+    "gang-conflict": "{n} pods name different gangs by different keys: the first key's is read "
+    "(order: " + ", ".join(key for _, key in GANG_KEYS) + ")",
+    "gang-short": "{n} gangs run fewer pods than their min_member (still starting, or pods "
+    "lost): stopping any of them stops them all",
+    "gang-idle": "skipped {n} PodGroups with no running pod (nothing of them runs to be stopped)",
+    "gang-key-ignored": "{n} pods name a gang only by keys not modelled (lightweight "
+    "coscheduling pod-group.scheduling.sigs.k8s.io/name, Koordinator "
+    "gang.scheduling.koordinator.sh/*): read as single pods, not as a gang",
+    "gang-pending": "{n} waiting pods belong to a gang: read one by one as pending demand "
+    "(place the gang with `gpuopt place --gang`)",
+}
+_PROBLEMS = frozenset(
+    {
+        "document",
+        *(key for key in _LINES if key.startswith("malformed-")),
+        "unknown-node",
+        "overcommitted",
+        "misplaced",
+        "namespace-selector",
+        "group-clash",
+        "gang-min-member",
+        "gang-size",
+        "gang-conflict",
+    }
+)
+#: Fields gpuopt reads but does not plan with (``{n}``: how many objects carry one).
+_UNMODELLED: dict[str, str] = {
+    "topology-spread": "topologySpreadConstraints on {n} pods",
+    "preferred-node-affinity": "preferred node affinity on {n} pods",
+    "preferred-pod-affinity": "preferred pod (anti-)affinity on {n} pods",
+    "label-keys": "matchLabelKeys/mismatchLabelKeys of pod (anti-)affinity on {n} pods "
+    "(terms read without them)",
+    "pending-pod-affinity": "required pod (anti-)affinity of {n} pending pods (kept; "
+    "only gpuopt serve checks it)",
+    "prefer-no-schedule": "PreferNoSchedule taints on {n} nodes",
+    "toleration-seconds": "tolerationSeconds on {n} pods (such a toleration is not counted: "
+    "a pod moved there would be evicted when the time runs out)",
+    "pod-limit": "pod-count limits (status.allocatable.pods) of {n} nodes",
+    "scheduler": "another scheduler (spec.schedulerName) on {n} pods",
+    "resource-claims": "dynamic resource claims (spec.resourceClaims) on {n} pods",
+}
+#: How many object names a report line quotes.
+_EXAMPLES = 3
+
+
+@dataclass
+class KubectlReport:
+    """What :func:`read_kubernetes` did with every object it read.
+
+    ``read`` counts the objects read by kind; ``reasons`` lists, per reason
+    (the keys of the summary's lines), the objects skipped or simplified for
+    it; ``pinned`` counts the pods never moved by reason; ``unmodelled``
+    counts the objects that carry a field gpuopt reads but does not plan with;
+    ``group_fields`` counts the PodGroups that carry each spec field other than
+    ``minMember`` (read but not modelled); ``ignored_kinds`` counts the objects
+    of other kinds.
+    """
+
+    read: Counter[str] = field(default_factory=Counter)
+    reasons: dict[str, list[str]] = field(default_factory=dict)
+    pinned: Counter[str] = field(default_factory=Counter)
+    unmodelled: Counter[str] = field(default_factory=Counter)
+    ignored_kinds: Counter[str] = field(default_factory=Counter)
+    group_fields: Counter[str] = field(default_factory=Counter)
+    #: The first sentence said about each problem reason (shown in the summary).
+    first: dict[str, str] = field(default_factory=dict)
+
+    def count(self, reason: str) -> int:
+        """How many objects were skipped or simplified for ``reason``."""
+        return len(self.reasons.get(reason, ()))
+
+    @property
+    def problems(self) -> int:
+        """Objects that ``strict`` would have refused."""
+        return sum(self.count(reason) for reason in _PROBLEMS)
+
+    def lines(self) -> list[str]:
+        """The summary, one line per reason."""
+        kinds = ", ".join(f"{count} {kind}" for kind, count in self.read.items())
+        lines = [f"read {kinds or 'nothing'}"]
+        for reason, text in _LINES.items():
+            names = self.reasons.get(reason)
+            if not names:
+                continue
+            shown = ", ".join(names[:_EXAMPLES]) + (", ..." if len(names) > _EXAMPLES else "")
+            line = f"{text.format(n=len(names))} ({shown})"
+            if reason in self.first:
+                line += f"; first: {self.first[reason]}"
+            lines.append(line)
+        if self.pinned:
+            counts = ", ".join(f"{count} {why}" for why, count in self.pinned.most_common())
+            lines.append(f"{sum(self.pinned.values())} pods pinned (never moved): {counts}")
+        if self.ignored_kinds:
+            kinds = ", ".join(f"{count} {kind}" for kind, count in self.ignored_kinds.items())
+            lines.append(f"ignored objects of other kinds: {kinds}")
+        if self.group_fields:
+            fields = ", ".join(f"{name} on {count}" for name, count in self.group_fields.items())
+            lines.append(
+                "PodGroup fields read but not modelled (a gang is modelled by spec.minMember "
+                f"only): {fields}"
+            )
+        if self.unmodelled:
+            found = "; ".join(
+                text.format(n=self.unmodelled[key])
+                for key, text in _UNMODELLED.items()
+                if self.unmodelled[key]
+            )
+            lines.append(
+                f"read but not modelled (preferences or facts gpuopt does not plan): {found}"
+            )
+        return lines
+
+    def summary(self) -> str:
+        """The report for people: one block, one line per reason."""
+        return "\n".join(self.lines())

@@ -1,0 +1,122 @@
+"""Node-level placement's problem: the JSON contract, its index view, one-sentence errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuopt.cluster.interconnect import hgx_nvswitch, pcie_two_numa
+from gpuopt.errors import ProblemError
+from gpuopt.placement.node.problem import load_node_problem, parse_node_problem
+from gpuopt.placement.node.solution import NodePlacement
+from tests.placement.node import legal
+
+DESIGN_EXAMPLE: dict[str, Any] = {
+    "topologies": {
+        "hgx8": {"bandwidth": hgx_nvswitch(8, nvlink=300.0)},
+        "pcie4": {"bandwidth": pcie_two_numa(4)},
+    },
+    "nodes": [
+        {
+            "id": "n1",
+            "topology": "hgx8",
+            "cpus": 96,
+            "memory": 1024,
+            "used_gpus": [0, 1],
+            "used_cpus": 16,
+            "used_memory": 128,
+        }
+    ],
+    "request": {
+        "id": "job",
+        "gpus": 4,
+        "min_bandwidth": 200,
+        "cpus": 32,
+        "memory": 256,
+        "whole_node": False,
+    },
+}
+
+
+def test_design_example_and_json_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "problem.json"
+    path.write_text(json.dumps(DESIGN_EXAMPLE))
+    problem = load_node_problem(path)
+    assert problem.index.node_free_gpus.tolist() == [6]
+    assert problem.index.node_cpus_free.tolist() == [80_000]
+    assert problem.index.node_memory_free.tolist() == [896_000]
+    result = legal(problem)
+    assert (result.node, result.gpus, result.min_pair_bandwidth) == ("n1", [2, 3, 4, 5], 300.0)
+    assert NodePlacement.model_validate_json(result.to_json()) == result
+    assert parse_node_problem(json.loads(problem.to_json())) == problem
+    data = json.loads(result.to_json())
+    # the result contract's fields first (gpuopt.Result), then the placement's own
+    assert list(data)[:7] == ["method", "status", "objective", "bound", "gap", "seconds", "notes"]
+    assert list(data)[7:11] == ["node", "gpus", "min_pair_bandwidth", "reason"]
+    assert (data["method"], data["status"]) == ("binpack", "heuristic")
+
+
+def bad(data: dict[str, Any]) -> str:
+    with pytest.raises(ProblemError) as caught:
+        parse_node_problem(data, source="p.json")
+    message = str(caught.value)
+    assert message.startswith("p.json: ") and message.endswith(".")
+    assert message.count(". ") == 0, message  # one sentence
+    return message
+
+
+def changed(**changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(json.dumps(DESIGN_EXAMPLE))
+    for dotted, value in changes.items():
+        where: Any = data
+        *path, last = dotted.split("__")
+        for part in path:
+            where = where[int(part)] if part.isdigit() else where[part]
+        where[last] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        (
+            {"topologies__pcie4__bandwidth": [[0, 1], [1, 0, 1]]},
+            "topology 'pcie4': bandwidth row 1",
+        ),
+        ({"topologies__pcie4__bandwidth": [[0, 1], [2, 0]]}, "[0][1] is 1 but [1][0] is 2"),
+        ({"topologies__pcie4__bandwidth": [[0, -5], [-5, 0]]}, "[0][1] is -5"),
+        ({"topologies__pcie4__bandwidth": [[0.0] * 17] * 17}, "at most 16"),
+        ({"topologies__pcie4__bandwidth": []}, "topologies.pcie4.bandwidth"),
+        ({"topologies__": {"bandwidth": [[0]]}}, "empty string"),
+        ({"nodes__0__topology": "dgx"}, "node 'n1': topology 'dgx' is not in topologies"),
+        ({"nodes__0__used_gpus": [0, 8]}, "used GPU 8 is outside 0 to 7"),
+        ({"nodes__0__used_gpus": [-1]}, "used GPU -1"),
+        ({"nodes__0__used_gpus": [1, 1]}, "lists GPU 1 2 times"),
+        ({"nodes__0__used_cpus": 97}, "used_cpus=97 exceeds cpus=96"),
+        ({"nodes__0__used_memory": 2048}, "used_memory=2048 exceeds memory=1024"),
+        ({"nodes__0__memory": None}, "used_memory=128 is given but memory is not"),
+        ({"nodes__0__cpus": -1}, "nodes[0].cpus"),
+        ({"request__gpus": 0}, "request.gpus"),
+        ({"request__gpus": 17}, "request.gpus"),
+        ({"request__min_bandwidth": -1}, "request.min_bandwidth"),
+        ({"request__gpus": 2.5}, "request.gpus"),
+        ({"request__colour": "red"}, "request.colour is not a known field"),
+        ({"nodes__0__gpus": 8}, "nodes[0].gpus is not a known field"),
+    ],
+)
+def test_bad_input_is_one_sentence(changes: dict[str, Any], words: str) -> None:
+    assert words in bad(changed(**changes))
+
+
+def test_bad_documents() -> None:
+    data = changed()
+    data["nodes"].append(dict(data["nodes"][0]))
+    assert "id 'n1' appears 2 times" in bad(data)
+    assert "must be a JSON object" in bad([])  # type: ignore[arg-type]
+    del data["request"]
+    assert "request is required" in bad(data)
+    with pytest.raises(ProblemError, match="missing"):
+        load_node_problem("missing.json")
