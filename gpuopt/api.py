@@ -22,10 +22,7 @@ from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult
 from gpuopt.allocation.solution import evaluate as allocation_evaluate
 from gpuopt.allocation.solution import violations as allocation_violations
-from gpuopt.defrag.cpsat import solve_cpsat as defrag_cpsat
-from gpuopt.defrag.greedy import solve_ipc
-from gpuopt.defrag.milp import solve_milp as defrag_milp
-from gpuopt.defrag.onehop import solve_onehop
+from gpuopt.defrag.methods import METHODS as DEFRAG_METHODS
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import MigrationPlan
 from gpuopt.defrag.solution import evaluate as defrag_evaluate
@@ -66,12 +63,7 @@ METHODS: dict[type, dict[str, Solver]] = {
         "milp": solve_milp,
         "lns": solve_lns,
     },
-    DefragProblem: {
-        "ipc": solve_ipc,
-        "onehop": solve_onehop,
-        "milp": defrag_milp,
-        "cpsat": defrag_cpsat,
-    },
+    DefragProblem: dict(DEFRAG_METHODS),
     TopologyProblem: {"greedy": topology_greedy, "milp": topology_milp},
     NodePlacementProblem: {"binpack": solve_binpack, "spread": solve_spread},
     PreemptionProblem: {"heuristic": solve_heuristic, "exact": solve_exact},

@@ -166,7 +166,7 @@ def defrag_problem(args: argparse.Namespace) -> Any:
     if args.objective is not None:
         updates["objective"] = args.objective
     if args.workload is not None:
-        from gpuopt.sharing.workload import Workload
+        from gpuopt.cluster.workload import Workload
 
         workload = Workload.load(args.workload)
         updates["workload"] = workload.to_items()
@@ -289,10 +289,10 @@ def show_workload(
     """Print the workload-aware fragmentation (now, and after ``plan``); return it as JSON."""
     from rich.table import Table
 
+    from gpuopt.cluster.workload import Workload
     from gpuopt.defrag.solution import apply_plan
     from gpuopt.defrag.workload import pending_workload
     from gpuopt.sharing.diagnosis import workload_fragmentation
-    from gpuopt.sharing.workload import Workload
 
     workload: Workload | None
     if source:

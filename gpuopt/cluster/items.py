@@ -350,7 +350,7 @@ class Pending(_Extended):
 
 
 class WorkloadShape(_Extended):
-    """One shape of a target workload (``gpuopt.sharing.workload``'s JSON list item)."""
+    """One shape of a target workload (``gpuopt.cluster.workload``'s JSON list item)."""
 
     _quiet_defaults = frozenset({"memory_mib"})
 
@@ -420,7 +420,7 @@ class ClusterOptions(_Extended):
         """The workload as a :class:`gpuopt.sharing.Workload` (None when none is given)."""
         if self.workload is None:
             return None
-        from gpuopt.sharing.workload import Workload
+        from gpuopt.cluster.workload import Workload
 
         return Workload.from_json(
             json.dumps([item.model_dump() for item in self.workload]), source="options.workload"
