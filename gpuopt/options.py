@@ -36,7 +36,10 @@ MAX_SECONDS = 365 * 24 * 3600.0
 MAX_SEED = 2**31 - 1
 #: Most solver threads or worker processes (each takes memory of its own).
 MAX_THREADS = 256
-#: Most nodes and tasks an option may count (the cluster model's own limits).
+#: Largest snapshot the models accept, in nodes and tasks (also the bounds of the options
+#: that count them): the methods are built for tens of thousands of nodes, and a snapshot
+#: costs about 3 KB of memory per task while it is read and planned (125,000 nodes and
+#: 500,000 tasks: 1.5 GB with ipc), so these keep a snapshot within a few GB.
 MAX_NODES = 200_000
 MAX_TASKS = 2_000_000
 
@@ -186,6 +189,13 @@ OPTIONS: dict[str, Option] = {
         _integer(
             "enumerate_limit", -(2**63), 2**63 - 1, "Most subsets enumerated per node (tests)."
         ),
+        _integer(
+            "width", 1, 65_536, "GPUs per window of lns (default: 16, at least the largest task)."
+        ),
+        _integer(
+            "candidates", 1, 10**6, "Tasks without a block offered to each lns window at most."
+        ),
+        _integer("max_windows", 0, 10**9, "Windows lns solves at most."),
         _boolean("improve", "Whether the greedy improves its first plan."),
         _boolean("warm", "Whether an exact method starts from the heuristic's answer."),
         _boolean("log", "Whether the solver's own log is shown."),
@@ -201,6 +211,13 @@ OPTIONS: dict[str, Option] = {
             "choice",
             "The exact model ipc solves partitions with.",
             choices=("milp", "cpsat"),
+        ),
+        Option(
+            "executor",
+            "object",
+            "Where partitions or windows run: a concurrent.futures-style executor (a Dask client).",
+            check=lambda value: callable(getattr(value, "submit", None)),
+            expected="an executor with a submit method (concurrent.futures or a Dask client)",
         ),
         Option("progress", "function", "A callback (seconds, incumbent, bound)."),
         Option(
