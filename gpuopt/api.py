@@ -22,11 +22,8 @@ from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult
 from gpuopt.allocation.solution import evaluate as allocation_evaluate
 from gpuopt.allocation.solution import violations as allocation_violations
-from gpuopt.defrag.cpsat import solve_cpsat as defrag_cpsat
-from gpuopt.defrag.greedy import solve_ipc
-from gpuopt.defrag.milp import solve_milp as defrag_milp
-from gpuopt.defrag.onehop import solve_onehop
-from gpuopt.defrag.problem import MAX_NODES, MAX_TASKS, DefragProblem
+from gpuopt.defrag.methods import METHODS as DEFRAG_METHODS
+from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import MigrationPlan
 from gpuopt.defrag.solution import evaluate as defrag_evaluate
 from gpuopt.defrag.solution import violations as defrag_violations
@@ -37,6 +34,7 @@ from gpuopt.gang.problem import GangProblem
 from gpuopt.gang.solution import GangAnswer
 from gpuopt.gang.solution import evaluate as gang_evaluate
 from gpuopt.gang.solution import violations as gang_violations
+from gpuopt.options import OPTIONS, check_option
 from gpuopt.placement.node.greedy import solve_binpack, solve_spread
 from gpuopt.placement.node.problem import NodePlacementProblem
 from gpuopt.placement.node.solution import NodePlacement
@@ -55,10 +53,6 @@ from gpuopt.preemption.solution import violations as preemption_violations
 from gpuopt.result import Result
 
 Solver = Callable[..., Any]
-#: Longest time limit (a year), largest seed and most threads or worker processes.
-MAX_SECONDS = 365 * 24 * 3600.0
-MAX_SEED = 2**31 - 1
-MAX_THREADS = 256
 
 #: problem type -> method name -> function(problem, **options)
 METHODS: dict[type, dict[str, Solver]] = {
@@ -69,12 +63,7 @@ METHODS: dict[type, dict[str, Solver]] = {
         "milp": solve_milp,
         "lns": solve_lns,
     },
-    DefragProblem: {
-        "ipc": solve_ipc,
-        "onehop": solve_onehop,
-        "milp": defrag_milp,
-        "cpsat": defrag_cpsat,
-    },
+    DefragProblem: dict(DEFRAG_METHODS),
     TopologyProblem: {"greedy": topology_greedy, "milp": topology_milp},
     NodePlacementProblem: {"binpack": solve_binpack, "spread": solve_spread},
     PreemptionProblem: {"heuristic": solve_heuristic, "exact": solve_exact},
@@ -104,59 +93,20 @@ ANSWER_NAMES: dict[type, str] = {
 }
 
 
-def _whole(low: int, high: int) -> tuple[Callable[[Any], bool], str]:
-    def accept(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-    return accept, f"an integer from {low:,} to {high:,}"
-
-
-def _seconds(value: Any) -> bool:
-    return (
-        isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MAX_SECONDS
-    )
-
-
 #: Options checked by :func:`solve` before any method runs: name -> (accept, what it must be).
-#: None always means "the method's default". The bounds are those of the snapshot's
-#: ``options`` and of the solvers (CP-SAT and HiGHS take 32-bit seeds).
+#: Made from :data:`gpuopt.options.OPTIONS`, where each option is declared once.
+#: None always means "the method's default".
 OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "time_limit": (_seconds, f"a number of seconds in (0, {MAX_SECONDS:g}]"),
-    "exact_seconds": (_seconds, f"a number of seconds in (0, {MAX_SECONDS:g}]"),
-    "seed": _whole(0, MAX_SEED),
-    "threads": _whole(1, MAX_THREADS),
-    "workers": _whole(1, MAX_THREADS),
-    "max_attempts": _whole(0, 10**9),
-    "partition_size": _whole(2, MAX_NODES),
-    "depth": _whole(1, 6),
-    "rounds": _whole(1, 100),
-    "max_moves": _whole(0, MAX_TASKS),
-    "group_budget": _whole(0, MAX_TASKS),
-    "exact_nodes": _whole(1, MAX_NODES),
-    "enumerate_limit": _whole(-(2**63), 2**63 - 1),
-    "improve": (lambda value: isinstance(value, bool), "true or false"),
-    "warm": (lambda value: isinstance(value, bool), "true or false"),
-    "guide": (lambda value: isinstance(value, bool) or value == "mip", "true, false or 'mip'"),
-    "log": (lambda value: isinstance(value, bool), "true or false"),
-    "solver": (lambda value: isinstance(value, str), "a solver name"),
-    "exact": (lambda value: value in ("milp", "cpsat"), "'milp' or 'cpsat'"),
-    "progress": (callable, "a function"),
-    "model": (
-        lambda value: hasattr(value, "data") and hasattr(value, "x"),
-        "a Pyomo model from gpuopt.allocation.milp.build_milp",
-    ),
+    name: (option.accepts, option.what) for name, option in OPTIONS.items()
 }
 
 
 def check_options(options: dict[str, Any]) -> None:
     """Raise a one-sentence :class:`ProblemError` for an option value no method can take."""
     for name, value in options.items():
-        rule = OPTION_RULES.get(name)
-        if value is None or rule is None:
-            continue
-        accept, what = rule
-        if not accept(value):
-            raise ProblemError(f"{name} must be {what} (got {short(value)}).")
+        message = check_option(name, value)
+        if message is not None:
+            raise ProblemError(message)
 
 
 def _problem_type(problem: object) -> type:

@@ -104,10 +104,9 @@ def expected_gap(objective: float | None, bound: float | None, sense: str) -> fl
 
 def _gap_instances(kind: str) -> list[tuple[str, Any]]:
     """(label, problem) pairs of a problem type: small ones, some without an answer."""
-    from gpuopt.placement.nodes import NodePlacementProblem
-    from gpuopt.placement.problem import TopologyProblem
-
     from gpuopt.defrag.generator import random_snapshot
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.switch.problem import TopologyProblem
     from gpuopt.preemption.problem import PreemptionProblem
     from tests.cluster.test_views import snapshot
     from tests.conftest import BIG_OVER_SMALL

@@ -47,3 +47,93 @@ def test_graph_sees_function_level_imports() -> None:
 def test_no_import_cycle() -> None:
     cycles = [sorted(group) for group in nx.strongly_connected_components(import_graph())]
     assert [group for group in cycles if len(group) > 1] == []
+
+
+# The layers, lowest first. A package imports only from its own layer and the
+# layers below it; problem packages never import one another (they meet in
+# ``cluster``). Private modules at the package root (``gpuopt._model``,
+# ``gpuopt._generator``) are the package's own shared internals, one layer each.
+LAYERS: dict[str, int] = {
+    "errors": 0,
+    "io": 1,
+    "progress": 1,
+    "options": 1,
+    "_model": 2,
+    "result": 2,
+    "solvers": 2,
+    "_generator": 2,
+    "cluster": 3,
+}
+PROBLEMS = frozenset({"allocation", "defrag", "placement", "preemption", "sharing", "gang"})
+TOP = 5  # everything else: api, readers, planning, extender, cli, ...
+
+
+def package_of(module: str) -> str:
+    """``gpuopt.cluster.model`` -> ``cluster``; ``gpuopt`` itself -> ``gpuopt``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "gpuopt"
+
+
+def layer(package: str) -> int:
+    if package in PROBLEMS:
+        return 4
+    return LAYERS.get(package, TOP)
+
+
+def cross_package_edges() -> list[tuple[str, str, str, str]]:
+    """(module, imported module, its package, the importer's package) across packages."""
+    edges = []
+    for source, target in import_graph().edges:
+        source_package, target_package = package_of(source), package_of(target)
+        if source_package != target_package:
+            edges.append((source, target, source_package, target_package))
+    return edges
+
+
+def test_layers_import_only_downwards() -> None:
+    upward = [
+        f"{source} imports {target}"
+        for source, target, source_package, target_package in cross_package_edges()
+        if layer(target_package) > layer(source_package)
+    ]
+    assert upward == []
+
+
+def test_problem_packages_never_import_each_other() -> None:
+    crossing = [
+        f"{source} imports {target}"
+        for source, target, source_package, target_package in cross_package_edges()
+        if source_package in PROBLEMS and target_package in PROBLEMS
+    ]
+    assert crossing == []
+
+
+def private_imports() -> list[str]:
+    """``from gpuopt.a.b import _name`` or ``import gpuopt.a._b`` from another package."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        source = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            if not node.module.startswith("gpuopt.") or package_of(node.module) == package_of(
+                source
+            ):
+                continue
+            names = [alias.name for alias in node.names]
+            modules = node.module.split(".")[2:]
+            for name in [*modules, *names]:
+                if name.startswith("_") and not name.startswith("__"):
+                    found.append(f"{source} imports {node.module}: {name}")
+    return found
+
+
+def test_no_private_name_imported_across_packages() -> None:
+    assert private_imports() == []
+
+
+def test_layer_rules_catch_a_breach() -> None:
+    """The rules are not vacuous: they see this file's own examples of breaches."""
+    assert layer("cluster") < layer("defrag") < layer("api")
+    assert package_of("gpuopt.placement.node.problem") == "placement"
+    assert any(package_of(t) == "allocation" for _, t, s, _p in cross_package_edges() if s == "api")

@@ -130,7 +130,9 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
         job = placement.job
         if job is None:
             raise ProblemError(f"{where}: the placement does not say what it placed (job).")
-        asked_shape = Request(gpus=job.gpus, cpus=job.cpus, memory=job.memory or None)
+        asked_shape = Request(
+            gpus=job.gpus, gpu_milli=job.gpu_milli, cpus=job.cpus, memory=job.memory or None
+        )
         if job.pending is not None:  # placed for a waiting pod: its rules too
             asked_shape = pending_request(cluster, job.pending)[0]
         node_level = NodePlacementProblem.from_cluster(

@@ -30,6 +30,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from gpuopt.options import OPTIONS
+
 EXIT_OK, EXIT_ILLEGAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 Number = TypeVar("Number", int, float)
 Problem = TypeVar("Problem")
@@ -73,15 +75,15 @@ def int_range(low: int, high: int) -> Callable[[str], int]:
     return number_type(int, lambda v: low <= v <= high, f"an integer from {low:,} to {high:,}")
 
 
-#: Seconds (time limits): finite and above zero.
-positive_seconds = number_type(float, lambda v: 0 < v < math.inf, "a positive number of seconds")
+#: Seconds (time limits): above zero, a year at most (gpuopt.options, as in Python).
+positive_seconds = OPTIONS["time_limit"].parse
 #: A finite number above zero (a factor such as generate's --load).
 positive_number = number_type(float, lambda v: 0 < v < math.inf, "a positive number")
 positive_int = number_type(int, lambda v: v >= 1, "a positive integer")
 #: Seeds: numpy and the solvers take 0 to 2^31 - 1.
-seed_number = int_range(0, 2**31 - 1)
+seed_number = OPTIONS["seed"].parse
 #: Solver threads and worker processes (each takes memory of its own).
-worker_count = int_range(1, 256)
+worker_count = OPTIONS["threads"].parse
 
 
 # --------------------------------------------------------------------------- shared flags

@@ -31,6 +31,7 @@ from gpuopt.cli.common import (
     write_text,
 )
 from gpuopt.errors import ProblemError
+from gpuopt.options import OPTIONS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -166,7 +167,7 @@ def defrag_problem(args: argparse.Namespace) -> Any:
     if args.objective is not None:
         updates["objective"] = args.objective
     if args.workload is not None:
-        from gpuopt.sharing.workload import Workload
+        from gpuopt.cluster.workload import Workload
 
         workload = Workload.load(args.workload)
         updates["workload"] = workload.to_items()
@@ -289,10 +290,10 @@ def show_workload(
     """Print the workload-aware fragmentation (now, and after ``plan``); return it as JSON."""
     from rich.table import Table
 
+    from gpuopt.cluster.workload import Workload
     from gpuopt.defrag.solution import apply_plan
     from gpuopt.defrag.workload import pending_workload
     from gpuopt.sharing.diagnosis import workload_fragmentation
-    from gpuopt.sharing.workload import Workload
 
     workload: Workload | None
     if source:
@@ -392,7 +393,7 @@ fraction = number_type(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 def add_commands(commands: Any) -> None:
     """Add ``defrag``, ``diagnose`` and ``snapshot`` to the ``gpuopt`` parser."""
-    from gpuopt.defrag.problem import MAX_NODE_GPUS, MAX_NODES, MAX_TASKS, DefragProblem
+    from gpuopt.defrag.problem import MAX_NODE_GPUS, DefragProblem
 
     defrag = commands.add_parser(
         "defrag", help="plan migrations so that whole nodes come free (snapshot -> plan)"
@@ -412,22 +413,22 @@ def add_commands(commands: Any) -> None:
         "seconds the method may spend, all in "
         "(default: ipc the snapshot's, else no limit; milp and cpsat 10 s)",
     )
-    # the bounds of DefragOptions, so that a bad flag fails as a usage error;
+    # the bounds and meaning of gpuopt.options, so that a bad flag fails as a usage error;
     # None keeps the snapshot's options: flag -> (type, meaning, DefragOptions' default)
     snapshot_options = {
-        "--partition-size": (int_range(2, MAX_NODES), "ipc: nodes per partition", "500"),
-        "--depth": (
-            int_range(1, 6),
-            "ipc: longest eviction chain, in moves (1: direct moves only)",
-            "3",
-        ),
-        "--rounds": (int_range(1, 100), "ipc: most rounds, each with fresh partitions", "5"),
-        "--max-moves": (int_range(1, MAX_TASKS), "most moves in the plan", "no limit"),
-        "--group-budget": (
-            int_range(1, MAX_TASKS),
-            "most tasks moved per anti-affinity group",
-            "no limit",
-        ),
+        OPTIONS[name].flag: (
+            OPTIONS[name].parse,
+            f"{prefix}{OPTIONS[name].help.rstrip('.')}",
+            default,
+        )
+        for name, prefix, default in (
+            ("partition_size", "ipc: ", "500"),
+            ("depth", "ipc: ", "3"),
+            ("rounds", "ipc: ", "5"),
+            ("max_moves", "", "no limit"),
+            ("group_budget", "", "no limit"),
+        )
+    } | {
         "--min-node-gpus": (
             int_range(1, MAX_NODE_GPUS),
             "empty only nodes with at least this many GPUs, e.g. 8 for whole 8-GPU nodes",

@@ -71,7 +71,7 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     options = reader_options(args)
     workload = None
     if args.workload is not None:
-        from gpuopt.sharing.workload import Workload
+        from gpuopt.cluster.workload import Workload
 
         workload = Workload.load(args.workload)
     cluster = None

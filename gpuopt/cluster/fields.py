@@ -20,13 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from gpuopt._model import MAX_ID_LENGTH
 from gpuopt.cluster.kube import MAX_KEY, SelectorValue
 from gpuopt.errors import short
+from gpuopt.options import MAX_NODES as MAX_NODES
+from gpuopt.options import MAX_TASKS as MAX_TASKS
 
-#: Largest snapshot the models accept: the methods are built for tens of
-#: thousands of nodes, and a snapshot costs about 3 KB of memory per task
-#: while it is read and planned (125,000 nodes and 500,000 tasks: 1.5 GB with
-#: ipc), so these keep a snapshot within a few GB.
-MAX_NODES = 200_000
-MAX_TASKS = 2_000_000
+#: MAX_NODES and MAX_TASKS (declared in gpuopt.options, which bounds the options
+#: that count nodes and tasks) are the largest snapshot the models accept.
 #: Most (distinct node selector, node) pairs: the index keeps one boolean per pair.
 MAX_SELECTOR_CELLS = 200_000_000
 #: Largest GPU count of one node or task, and largest CPU / memory figure.

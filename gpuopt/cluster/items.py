@@ -15,7 +15,6 @@ from pydantic import Field, model_validator
 from gpuopt._model import MAX_ID_LENGTH
 from gpuopt.cluster.fields import (
     MAX_NODE_GPUS,
-    MAX_NODES,
     MAX_PRIORITY,
     MAX_TASKS,
     MIN_PRIORITY,
@@ -45,6 +44,7 @@ from gpuopt.cluster.kube import (
     Toleration,
 )
 from gpuopt.errors import short
+from gpuopt.options import OPTIONS
 
 
 def _check_pod(owner: str, pod: Task | Pending) -> None:
@@ -350,7 +350,7 @@ class Pending(_Extended):
 
 
 class WorkloadShape(_Extended):
-    """One shape of a target workload (``gpuopt.sharing.workload``'s JSON list item)."""
+    """One shape of a target workload (``gpuopt.cluster.workload``'s JSON list item)."""
 
     _quiet_defaults = frozenset({"memory_mib"})
 
@@ -378,15 +378,14 @@ class ClusterOptions(_Extended):
 
     _quiet_defaults = frozenset({"objective", "workload"})
 
-    partition_size: int = Field(default=500, ge=2, le=MAX_NODES)
-    depth: int = Field(default=3, ge=1, le=6, description="Longest eviction chain.")
-    rounds: int = Field(default=5, ge=1, le=100)
-    time_limit: float | None = Field(default=None, gt=0, le=1e6)
-    max_moves: int | None = Field(default=None, ge=0, le=MAX_TASKS)
-    group_budget: int | None = Field(
-        default=None, ge=0, le=MAX_TASKS, description="Most tasks of one anti-affinity group moved."
-    )
-    seed: int = Field(default=0, ge=0, le=2**31 - 1, description="CP-SAT and HiGHS take 32 bits.")
+    # bounds and meaning from gpuopt.options, where every option is declared once
+    partition_size: int = OPTIONS["partition_size"].field(500)
+    depth: int = OPTIONS["depth"].field(3)
+    rounds: int = OPTIONS["rounds"].field(5)
+    time_limit: float | None = OPTIONS["time_limit"].field(None)
+    max_moves: int | None = OPTIONS["max_moves"].field(None)
+    group_budget: int | None = OPTIONS["group_budget"].field(None)
+    seed: int = OPTIONS["seed"].field(0)
     min_node_gpus: GpuCount = Field(
         default=0,
         description="Only nodes with at least this many GPUs are emptied (e.g. 8 to free "
@@ -420,7 +419,7 @@ class ClusterOptions(_Extended):
         """The workload as a :class:`gpuopt.sharing.Workload` (None when none is given)."""
         if self.workload is None:
             return None
-        from gpuopt.sharing.workload import Workload
+        from gpuopt.cluster.workload import Workload
 
         return Workload.from_json(
             json.dumps([item.model_dump() for item in self.workload]), source="options.workload"

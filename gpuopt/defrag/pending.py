@@ -30,6 +30,7 @@ from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
 from gpuopt.cluster.rules import refusal
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.defrag.solution import MigrationPlan, apply_plan, make_plan
+from gpuopt.errors import ProblemError
 
 #: Longest plan whose every prefix is tried; longer plans are cut only at wave ends.
 MAX_PREFIXES = 200
@@ -149,13 +150,24 @@ def plan_for_pending(
 ) -> tuple[MigrationPlan, list[PendingFit], list[PendingFit]]:
     """A plan that makes room for the waiting pods that do not fit now.
 
-    ``options`` go to the method (``gpuopt.solve``). Returns the plan (the
+    ``options`` go to the method (one of ``gpuopt.defrag.methods.METHODS``; values
+    checked as :func:`gpuopt.solve` checks them). Returns the plan (the
     shortest prefix of waves after which the most waiting pods fit; no moves
     when all fit already or none can be helped), and the fit of every
     waiting pod before and after it.
     """
-    from gpuopt.api import options_of, solve
+    import inspect
 
+    from gpuopt.defrag.methods import METHODS
+    from gpuopt.options import check_option
+
+    if method not in METHODS:
+        raise ValueError(f"method {method!r} is not known; choose one of {', '.join(METHODS)}")
+    for name, value in {"time_limit": time_limit, **options}.items():
+        message = check_option(name, value)
+        if message is not None:
+            raise ProblemError(message)
+    function = METHODS[method]
     before = fit_pending(cluster)
     largest = max((node.gpus for node in cluster.nodes), default=0)
     # a pod larger than every node, or asking no GPU, is not helped by emptying nodes
@@ -184,9 +196,9 @@ def plan_for_pending(
             ]
         }
     )
-    if time_limit is not None and "time_limit" in options_of(focused, method):
+    if time_limit is not None and "time_limit" in inspect.signature(function).parameters:
         options["time_limit"] = time_limit
-    plan = solve(focused, method, **options)
+    plan: MigrationPlan = function(focused, **options)
     best_plan, best_after = empty, before
     # every prefix of the move list is a legal plan (moves depend only on earlier moves
     # that touch their nodes); try each (each wave's end on long plans)

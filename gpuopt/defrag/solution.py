@@ -479,7 +479,8 @@ def workload_slots(
     problem: DefragProblem, states: Sequence[_GpuState]
 ) -> list[tuple[float, list[int]]]:
     """Weighted slots of the target workload and the slots of each shape, per state (X9)."""
-    from gpuopt.defrag.workload import layout_slots, shape_admits
+    from gpuopt.cluster.admits import shape_admits
+    from gpuopt.defrag.workload import layout_slots
 
     workload = problem.options.target_workload()
     admits = shape_admits(problem, workload)

@@ -35,31 +35,21 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 
+from gpuopt.cluster.admits import shape_admits
 from gpuopt.cluster.model import Cluster, Objective
-from gpuopt.cluster.request import Request
-from gpuopt.cluster.rules import admitted
 from gpuopt.cluster.shares import MILLI, Devices
+from gpuopt.cluster.workload import MAX_GPUS, Shape, Workload
 from gpuopt.errors import ProblemError
-from gpuopt.sharing.workload import MAX_GPUS, Shape, Workload
 
 #: The integer weight of a shape in the exact models is ``round(f * WEIGHT_SCALE)``
 #: (at least 1): the frequencies to 1e-4; the bound adds back what the rounding may hide.
 WEIGHT_SCALE = 10_000
-#: The label that names a node's GPU model when ``gpu_model`` is not set (openb's).
-MODEL_LABEL = "gpu_model"
 
 #: Shape kinds in :attr:`SlotModel.kind`.
 CPU_ONLY, WHOLE, SHARE = 0, 1, 2
-
-
-def node_model(node: Any) -> str | None:
-    """A node's GPU model: ``gpu_model``, else its label ``gpu_model``."""
-    model: str | None = node.gpu_model or node.labels.get(MODEL_LABEL)
-    return model
 
 
 def check_workload(workload: Workload) -> None:
@@ -70,24 +60,6 @@ def check_workload(workload: Workload) -> None:
                 f"workload: the shape ({shape}) asks for no CPU and no GPU, so it fits "
                 "without limit; give it a CPU request or leave it out."
             )
-
-
-def shape_admits(cluster: Cluster, workload: Workload) -> np.ndarray:
-    """Per shape and node (shapes x nodes): may a request of the shape go there?
-
-    Rules K1-K3 for a request without selector or tolerations (the same for
-    every shape), and the shape's GPU models.
-    """
-    open_nodes = np.array(admitted(cluster, Request(gpus=1)), dtype=bool)
-    models = [node_model(node) for node in cluster.nodes]
-    out = np.zeros((len(workload), len(cluster.nodes)), dtype=bool)
-    for row, shape in enumerate(workload.shapes):
-        if shape.models:
-            allowed = set(shape.models)
-            out[row] = open_nodes & np.array([m in allowed for m in models], dtype=bool)
-        else:
-            out[row] = open_nodes
-    return out
 
 
 def pending_workload(cluster: Cluster) -> Workload | None:
@@ -375,8 +347,6 @@ __all__ = [
     "capacity_slots_bound",
     "check_workload",
     "layout_slots",
-    "node_model",
     "pending_workload",
     "resolve",
-    "shape_admits",
 ]

@@ -103,9 +103,9 @@ class Fragmentation:
     def scores(self, state: State, ask: Ask, positions: np.ndarray) -> np.ndarray | None:
         """Per node at ``positions`` its score in [0, 1]; None when the snapshot has no
         share state (logged once per state)."""
+        from gpuopt.cluster.workload import Shape
         from gpuopt.sharing.policies import FgdPolicy
         from gpuopt.sharing.state import Pod, ShareState
-        from gpuopt.sharing.workload import Shape
 
         with self._lock:
             cached = self._cached

@@ -16,7 +16,7 @@ from typing import ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
-from gpuopt.defrag.problem import SCALE, scaled
+from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.errors import ProblemError, short
 from gpuopt.preemption.problem import PreemptionProblem, Request, Task
 from gpuopt.result import Result, Sense, Status

@@ -667,7 +667,7 @@ def read_openb(
 def _typical_items(pods: list[_Pod]) -> list[dict[str, Any]] | None:
     """The typical workload of ``pods`` as ``options.workload`` items (FGD's shapes); pods
     asking for neither CPU nor GPU are left out (they fit anywhere). None: no such pod."""
-    from gpuopt.sharing.workload import Shape, typical_workload
+    from gpuopt.cluster.workload import Shape, typical_workload
 
     shapes = []
     for pod in pods:
@@ -708,8 +708,8 @@ def trace_pods(path: str | Path, notes: list[str] | None = None) -> list[Pod]:
     (``qos``, ``pod_phase``, the times), with its counts, is appended to it: the FGD
     protocol (R1) places every pod of the trace alike, in a random order, for good.
     """
+    from gpuopt.cluster.workload import Shape
     from gpuopt.sharing.state import Pod
-    from gpuopt.sharing.workload import Shape
 
     rows = read_openb_pods(path)
     pods: list[Pod] = []

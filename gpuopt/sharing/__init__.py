@@ -5,7 +5,7 @@ Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent" (USENIX
 ATC '23) and their simulator ``hkust-adsl/kubernetes-scheduler-simulator``
 (``benchmarks/fgd/NOTES.md`` documents every rule followed here):
 
-- :mod:`~gpuopt.sharing.workload`: pod shapes and target workloads
+- :mod:`~gpuopt.cluster.workload`: pod shapes and target workloads
   (:func:`typical_workload`, FGD's "typical pods");
 - :mod:`~gpuopt.sharing.state`: :class:`ShareState`, the free CPU, memory
   and GPU shares of every node, as numpy arrays;
@@ -18,12 +18,12 @@ ATC '23) and their simulator ``hkust-adsl/kubernetes-scheduler-simulator``
 - :mod:`~gpuopt.sharing.bound`: an upper bound on what any policy allocates.
 """
 
+from gpuopt.cluster.workload import Shape, Workload, typical_workload
 from gpuopt.sharing.bound import PackingBound, packing_bound
 from gpuopt.sharing.fragmentation import Fragmentation, node_fragmentation
 from gpuopt.sharing.policies import POLICIES, Policy, make_policy, register_policy
 from gpuopt.sharing.replay import OPENB_TRACES, ReplayResult, replay
 from gpuopt.sharing.state import Placement, Pod, ShareState
-from gpuopt.sharing.workload import Shape, Workload, typical_workload
 
 __all__ = [
     "OPENB_TRACES",

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from gpuopt.cluster.workload import MILLI
 from gpuopt.errors import ProblemError
 from gpuopt.sharing.state import Pod
-from gpuopt.sharing.workload import MILLI
 from gpuopt.solvers.quiet import solver_output
 
 
@@ -94,7 +94,7 @@ def packing_bound(pods: Iterable[Pod], gpus: int, *, rounds: int = 500) -> Packi
 
     Examples
     --------
-    >>> from gpuopt.sharing.workload import Shape
+    >>> from gpuopt.cluster.workload import Shape
     >>> pods = [Pod(Shape(0, 600, 1)), Pod(Shape(0, 600, 1)), Pod(Shape(0, 400, 1))]
     >>> round(packing_bound(pods, 2).bound)
     1600

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuopt.cluster.workload import MILLI, Shape, Workload
 from gpuopt.errors import ProblemError
 from gpuopt.sharing.fragmentation import FragmentMemo, Measure, TargetArrays, fragment_matrix
 from gpuopt.sharing.state import Placement, Pod, ShareState
-from gpuopt.sharing.workload import MILLI, Shape, Workload
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ shapes' frequencies and summed. "Cannot run" is the real rule set: the GPUs
 the Kubernetes rules K1-K3 (a closed, cordoned or tainted node runs none).
 
 >>> from gpuopt.cluster.model import Cluster
->>> from gpuopt.sharing.workload import Shape, Workload
+>>> from gpuopt.cluster.workload import Shape, Workload
 >>> cluster = Cluster.model_validate({
 ...     "nodes": [{"id": "a", "gpus": 2, "cpus": 16}, {"id": "b", "gpus": 1, "cpus": 16}],
 ...     "tasks": [{"id": "s", "node": "a", "gpus": 1, "gpu_milli": 700, "cpus": 2}]})
@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from gpuopt.cluster.workload import MILLI, Workload
 from gpuopt.sharing.fragmentation import TargetArrays, fragment_matrix
 from gpuopt.sharing.state import ShareState
-from gpuopt.sharing.workload import MILLI, Workload
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class WorkloadFragmentation:
 
 def workload_fragmentation(cluster: Any, workload: Workload) -> WorkloadFragmentation:
     """FGD's fragmentation of ``cluster`` for ``workload`` (rule F1), with the K1-K3 rules."""
-    from gpuopt.defrag.workload import shape_admits
+    from gpuopt.cluster.admits import shape_admits
 
     state = ShareState.from_cluster(cluster)
     scaled = tuple(memory * state.memory_scale for memory in workload.memory_mib)

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuopt.cluster.workload import MILLI, Workload
 from gpuopt.sharing.state import ShareState
-from gpuopt.sharing.workload import MILLI, Workload
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def node_fragmentation(state: ShareState, workload: Workload) -> Fragmentation:
     """F_n(M) of every node of ``state`` for the target ``workload``, and the cluster's.
 
     >>> from gpuopt.sharing.state import Pod
-    >>> from gpuopt.sharing.workload import Shape
+    >>> from gpuopt.cluster.workload import Shape
     >>> state = ShareState.from_nodes(["a"], gpus=[2], cpu_milli=[4000])
     >>> state.place(Pod(Shape(0, 700, 1)), (0, (1,)))  # GPU shares left: 1000, 300
     >>> w = Workload((Shape(1000, 500, 1), Shape(1000, 0, 0)), (0.5, 0.5))

@@ -45,6 +45,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from gpuopt.cluster.workload import MILLI, Shape, Workload
 from gpuopt.errors import ProblemError
 from gpuopt.sharing.fragmentation import (
     FragmentMemo,
@@ -54,7 +55,6 @@ from gpuopt.sharing.fragmentation import (
     gpuopt_matrix,
 )
 from gpuopt.sharing.state import Placement, Pod, ShareState
-from gpuopt.sharing.workload import MILLI, Shape, Workload
 
 #: What an FGD score depends on besides the node's state: (CPU, share, GPUs, memory or 0).
 ShapeKey = tuple[int, int, int, int]
@@ -415,7 +415,7 @@ def fgd_node_score(
     ``left`` lists the node's GPUs' shares left. Returns (score, GPU index;
     None for a CPU-only pod). Used by the tests to check the fast path.
 
-    >>> from gpuopt.sharing.workload import Shape, Workload
+    >>> from gpuopt.cluster.workload import Shape, Workload
     >>> w = Workload((Shape(1000, 500, 1),), (1.0,))
     >>> fgd_node_score(w, "T4", 8000, [1000, 600], Shape(1000, 400, 1))
     (50, 0)

@@ -45,11 +45,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from gpuopt.cluster.workload import Workload, typical_workload
 from gpuopt.errors import ProblemError, check_arguments
 from gpuopt.progress import task
 from gpuopt.sharing.policies import make_policy
 from gpuopt.sharing.state import Placement, Pod, ShareState
-from gpuopt.sharing.workload import Workload, typical_workload
 
 #: The openb pod lists of the FGD paper's experiments.
 OPENB_TRACES = ("default", "multigpu50", "gpushare100", "gpuspec33")
@@ -238,7 +238,7 @@ def replay(
 
     Examples
     --------
-    >>> from gpuopt.sharing.workload import Shape
+    >>> from gpuopt.cluster.workload import Shape
     >>> state = ShareState.from_nodes(["a", "b"], gpus=[1, 1], cpu_milli=[4000, 4000])
     >>> pods = [Pod(Shape(1000, 500, 1)), Pod(Shape(1000, 1000, 1))]
     >>> result = replay(state, pods, "bestfit", [1, 2])

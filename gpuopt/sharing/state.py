@@ -4,7 +4,7 @@
 policies (:mod:`gpuopt.sharing.policies`) and the replay
 (:mod:`gpuopt.sharing.replay`). Per node it holds the CPU (milli-cores) and
 memory (MiB) left, the GPU model and ``left``: one row of
-:data:`~gpuopt.sharing.workload.MAX_GPUS` integers, the thousandths of each GPU
+:data:`~gpuopt.cluster.workload.MAX_GPUS` integers, the thousandths of each GPU
 still free (``-1`` = the node has no such GPU, else 0 to 1000).
 
 Sharing rules (as the FGD simulator's ``Open-Gpu-Share`` plugin):
@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from gpuopt.cluster.workload import MAX_GPUS, MILLI, Shape
 from gpuopt.errors import ProblemError
-from gpuopt.sharing.workload import MAX_GPUS, MILLI, Shape
 
 #: GpuClustering's pod tags: column 0 = a share of one GPU, column k = k whole GPUs.
 TAG_COLUMNS = MAX_GPUS + 1
@@ -43,7 +43,7 @@ UNLIMITED = 2**62
 
 @dataclass(frozen=True, slots=True)
 class Pod:
-    """An arriving pod: its :class:`~gpuopt.sharing.workload.Shape` and memory (MiB)."""
+    """An arriving pod: its :class:`~gpuopt.cluster.workload.Shape` and memory (MiB)."""
 
     shape: Shape
     memory_mib: int = 0
@@ -67,7 +67,7 @@ class StateTable:
     Append-only and shared by copies of a :class:`ShareState`, so that memos
     keyed by state id stay valid across copies. Memory is part of the state
     because a memory-aware target workload (:attr:`Workload.memory_mib
-    <gpuopt.sharing.workload.Workload.memory_mib>`) reads it.
+    <gpuopt.cluster.workload.Workload.memory_mib>`) reads it.
     """
 
     def __init__(self) -> None:

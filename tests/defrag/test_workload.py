@@ -12,12 +12,12 @@ import pytest
 
 import gpuopt
 from gpuopt.cli import main
+from gpuopt.cluster.workload import Shape, Workload
 from gpuopt.defrag.generator import random_snapshot
 from gpuopt.defrag.problem import DefragProblem
 from gpuopt.defrag.solution import MigrationPlan, evaluate, make_plan
 from gpuopt.defrag.workload import SlotModel, capacity_slots_bound, pending_workload, resolve
 from gpuopt.errors import ProblemError
-from gpuopt.sharing.workload import Shape, Workload
 from tests.defrag.conftest import assert_legal, make_snapshot
 
 EIGHT = {"cpu_milli": 8000, "gpu_milli": 1000, "gpus": 8, "weight": 1}

@@ -10,8 +10,8 @@ import pytest
 
 from gpuopt.cli import main
 from gpuopt.cluster.model import Cluster
+from gpuopt.cluster.workload import Shape, Workload
 from gpuopt.sharing.diagnosis import workload_fragmentation
-from gpuopt.sharing.workload import Shape, Workload
 
 NODES = [
     {"id": "a", "gpus": 2, "cpus": 16, "memory": 100},

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpuopt.cluster.workload import Shape, Workload
 from gpuopt.sharing.fragmentation import FragmentMemo, TargetArrays, node_fragmentation
 from gpuopt.sharing.state import Pod, ShareState
-from gpuopt.sharing.workload import Shape, Workload
 
 HALF = Shape(1000, 500, 1)  # p = 0.5
 CPU_ONLY = Shape(1000, 0, 0)  # p = 0.25
@@ -104,12 +104,12 @@ def test_share_state_from_a_cluster() -> None:
 
 
 def test_slot_matrix_counts_copies_that_fit() -> None:
+    from gpuopt.cluster.workload import Shape, Workload
     from gpuopt.sharing.fragmentation import (
         TargetArrays,
         lost_usable_matrix,
         slot_matrix,
     )
-    from gpuopt.sharing.workload import Shape, Workload
 
     workload = Workload(
         (Shape(1000, 300, 1), Shape(2000, 1000, 2), Shape(500, 0, 0), Shape(1000, 300, 1, ("X",))),
@@ -129,10 +129,10 @@ def test_slot_matrix_counts_copies_that_fit() -> None:
 def test_gpuopt_keeps_remainders_that_fit_more_shares() -> None:
     # GPU 0 has 900 left, GPU 1 has 500. A 300 share on GPU 0 leaves 600 (two more 300s fit),
     # on GPU 1 it leaves 200 (none fits, and 200 becomes fragment): gpuopt takes GPU 0.
+    from gpuopt.cluster.workload import Shape, Workload
     from gpuopt.sharing.fragmentation import TargetArrays, gpuopt_matrix
     from gpuopt.sharing.policies import GpuoptPolicy
     from gpuopt.sharing.state import Pod, ShareState
-    from gpuopt.sharing.workload import Shape, Workload
 
     workload = Workload((Shape(1000, 300, 1),), (1.0,), (0,))
     state = ShareState.from_nodes(["a"], gpus=[2], cpu_milli=[16000])

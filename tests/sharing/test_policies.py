@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpuopt.cluster.workload import MILLI, Shape, Workload
 from gpuopt.errors import ProblemError
 from gpuopt.sharing.policies import POLICIES, FgdPolicy, fgd_node_score, make_policy
 from gpuopt.sharing.state import Pod, ShareState
-from gpuopt.sharing.workload import MILLI, Shape, Workload
 
 SHARE = Pod(Shape(1000, 500, 1), 100)
 WORKLOAD = Workload(

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpuopt.cluster.workload import Shape
 from gpuopt.errors import ProblemError
 from gpuopt.readers.openb import load_openb
 from gpuopt.sharing.replay import (
@@ -15,7 +16,6 @@ from gpuopt.sharing.replay import (
     replay,
 )
 from gpuopt.sharing.state import Placement, Pod, ShareState
-from gpuopt.sharing.workload import Shape
 
 FIXTURES = Path(__file__).parent / "fixtures" / "alibaba-openb-gpu-2023"
 

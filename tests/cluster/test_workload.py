@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from gpuopt.cluster.workload import Shape, Workload, typical_workload
 from gpuopt.errors import ProblemError
-from gpuopt.sharing.workload import Shape, Workload, typical_workload
 
 SHARE = Shape(3152, 810, 1)
 WHOLE = Shape(11300, 1000, 1)

@@ -1,0 +1,247 @@
+"""Every option a method takes, declared once: what it is, its bounds, unit and help.
+
+Three readers build on these declarations, so they cannot disagree:
+
+- :func:`gpuopt.solve` checks every option value against its :class:`Option`
+  before a method runs (``gpuopt.api.OPTION_RULES`` is made from
+  :data:`OPTIONS`);
+- a snapshot's ``options`` (:class:`gpuopt.cluster.ClusterOptions`) take their
+  field bounds and descriptions from :meth:`Option.field`;
+- the command line's flags take their argparse ``type`` and help from
+  :meth:`Option.parse` and :attr:`Option.help`.
+
+One rule for time: every time limit is a number of seconds above zero and at
+most :data:`MAX_SECONDS` (a year), in Python, in a snapshot and on the
+command line.
+
+>>> OPTIONS["depth"].accepts(3), OPTIONS["depth"].accepts(7)
+(True, False)
+>>> OPTIONS["depth"].what
+'an integer from 1 to 6'
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field
+
+#: Longest time limit: a year, in seconds.
+MAX_SECONDS = 365 * 24 * 3600.0
+#: Largest seed: CP-SAT, HiGHS and numpy take 32-bit seeds.
+MAX_SEED = 2**31 - 1
+#: Most solver threads or worker processes (each takes memory of its own).
+MAX_THREADS = 256
+#: Largest snapshot the models accept, in nodes and tasks (also the bounds of the options
+#: that count them): the methods are built for tens of thousands of nodes, and a snapshot
+#: costs about 3 KB of memory per task while it is read and planned (125,000 nodes and
+#: 500,000 tasks: 1.5 GB with ipc), so these keep a snapshot within a few GB.
+MAX_NODES = 200_000
+MAX_TASKS = 2_000_000
+
+Kind = Literal["seconds", "integer", "boolean", "choice", "text", "function", "object"]
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One option: its name, kind, bounds (inclusive; seconds exclude 0) and help.
+
+    Attributes
+    ----------
+    name
+        The keyword :func:`gpuopt.solve` takes (``time_limit``); the flag is
+        the same with dashes (``--time-limit``).
+    kind
+        ``seconds`` (a number above 0), ``integer``, ``boolean``, ``choice``
+        (one of ``choices``), ``text``, ``function`` (a callable) or
+        ``object`` (checked by ``check``).
+    help
+        One sentence for docstrings, the snapshot's schema and ``--help``.
+    low, high
+        Bounds of an integer (both inclusive) or seconds (``high`` inclusive).
+    choices
+        The values a ``choice`` takes.
+    check, expected
+        For ``object``: the test a value must pass and what it must be.
+    """
+
+    name: str
+    kind: Kind
+    help: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[Any, ...] = ()
+    check: Callable[[Any], bool] | None = field(default=None, compare=False)
+    expected: str = ""
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag: ``--time-limit`` for ``time_limit``."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def what(self) -> str:
+        """What a value must be, as the end of a sentence: ``an integer from 1 to 6``."""
+        if self.kind == "seconds":
+            return f"a number of seconds in (0, {self.high:,.0f}] (a year at most)"
+        if self.kind == "integer":
+            return f"an integer from {self.low:,.0f} to {self.high:,.0f}"
+        if self.kind == "boolean":
+            return "true or false"
+        if self.kind == "choice":
+            return _either([repr(choice) for choice in self.choices])
+        if self.kind == "text":
+            return "a string"
+        if self.kind == "function":
+            return "a function"
+        return self.expected
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` is a legal value (None, "the default", is checked by callers)."""
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if self.kind == "seconds":
+            assert self.high is not None
+            return number and 0 < value <= self.high
+        if self.kind == "integer":
+            assert self.low is not None and self.high is not None
+            whole = isinstance(value, int) and not isinstance(value, bool)
+            return whole and self.low <= value <= self.high
+        if self.kind == "boolean":
+            return isinstance(value, bool)
+        if self.kind == "choice":
+            return any(
+                value is choice or (value == choice and type(value) is type(choice))
+                for choice in self.choices
+            )
+        if self.kind == "text":
+            return isinstance(value, str)
+        if self.kind == "function":
+            return callable(value)
+        return self.check is not None and self.check(value)
+
+    def field(self, default: Any = None, **extra: Any) -> Any:
+        """A pydantic ``Field`` with this option's bounds and help (a snapshot's options)."""
+        bounds: dict[str, Any] = {}
+        if self.kind == "seconds":
+            bounds = {"gt": 0, "le": self.high}
+        elif self.kind == "integer":
+            bounds = {"ge": self.low, "le": self.high}
+        return Field(default=default, description=self.help, **bounds, **extra)
+
+    def parse(self, text: str) -> Any:
+        """An argparse ``type``: the flag's text as a value, or a one-sentence error."""
+        try:
+            if self.kind == "seconds":
+                value: Any = float(text)
+            elif self.kind == "integer":
+                value = int(text)
+            else:
+                value = text
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {self.what}, got {text!r}") from None
+        if (isinstance(value, float) and not math.isfinite(value)) or not self.accepts(value):
+            raise argparse.ArgumentTypeError(f"expected {self.what}, got {text!r}")
+        return value
+
+
+def _either(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _seconds(name: str, help: str) -> Option:
+    return Option(name, "seconds", help, high=MAX_SECONDS)
+
+
+def _integer(name: str, low: int, high: int, help: str) -> Option:
+    return Option(name, "integer", help, low=low, high=high)
+
+
+def _boolean(name: str, help: str) -> Option:
+    return Option(name, "boolean", help)
+
+
+def _is_pyomo_model(value: Any) -> bool:
+    return hasattr(value, "data") and hasattr(value, "x")
+
+
+#: name -> the option. The methods' signatures use these names; :func:`gpuopt.solve`
+#: refuses a value outside these bounds before any work.
+OPTIONS: dict[str, Option] = {
+    option.name: option
+    for option in (
+        _seconds("time_limit", "Seconds the whole call may take (a deadline, all in)."),
+        _seconds("exact_seconds", "Seconds for each exact solve of one partition (ipc's exact)."),
+        _integer("seed", 0, MAX_SEED, "Seed of every random choice (32 bits: CP-SAT and HiGHS)."),
+        _integer("threads", 1, MAX_THREADS, "Solver threads."),
+        _integer("workers", 1, MAX_THREADS, "Worker processes or Dask tasks at once."),
+        _integer("max_attempts", 0, 10**9, "Most construction attempts of the greedy."),
+        _integer("search", 0, 10**9, "Rounds of the greedy's ruin-and-recreate search."),
+        _integer("partition_size", 2, MAX_NODES, "Nodes per partition of ipc."),
+        _integer("depth", 1, 6, "Longest eviction chain, in moves (1: direct moves only)."),
+        _integer("rounds", 1, 100, "Most rounds of ipc with fresh partitions."),
+        _integer("max_moves", 0, MAX_TASKS, "Most moves a plan makes."),
+        _integer("group_budget", 0, MAX_TASKS, "Most tasks of one anti-affinity group moved."),
+        _integer("exact_nodes", 1, MAX_NODES, "Largest partition ipc's exact model solves."),
+        _integer(
+            "enumerate_limit", -(2**63), 2**63 - 1, "Most subsets enumerated per node (tests)."
+        ),
+        _integer(
+            "width", 1, 65_536, "GPUs per window of lns (default: 16, at least the largest task)."
+        ),
+        _integer(
+            "candidates", 1, 10**6, "Tasks without a block offered to each lns window at most."
+        ),
+        _integer("max_windows", 0, 10**9, "Windows lns solves at most."),
+        _boolean("improve", "Whether the greedy improves its first plan."),
+        _boolean("warm", "Whether an exact method starts from the heuristic's answer."),
+        _boolean("log", "Whether the solver's own log is shown."),
+        Option(
+            "guide",
+            "choice",
+            "What guides the greedy: True (the step LP), False (none) or 'mip' (the step MIP).",
+            choices=(True, False, "mip"),
+        ),
+        Option("solver", "text", "The MILP solver (highs, pyomo-highs, cbc, glpk, ...)."),
+        Option(
+            "exact",
+            "choice",
+            "The exact model ipc solves partitions with.",
+            choices=("milp", "cpsat"),
+        ),
+        Option(
+            "executor",
+            "object",
+            "Where partitions or windows run: a concurrent.futures-style executor (a Dask client).",
+            check=lambda value: callable(getattr(value, "submit", None)),
+            expected="an executor with a submit method (concurrent.futures or a Dask client)",
+        ),
+        Option("progress", "function", "A callback (seconds, incumbent, bound)."),
+        Option(
+            "model",
+            "object",
+            "A Pyomo model to solve instead of building one.",
+            check=_is_pyomo_model,
+            expected="a Pyomo model from gpuopt.allocation.milp.build_milp",
+        ),
+    )
+}
+
+
+def check_option(name: str, value: Any) -> str | None:
+    """The one-sentence error for ``value`` of option ``name``, or None when it is legal.
+
+    None values (the method's default) and names that are not options pass.
+
+    >>> check_option("time_limit", -1)
+    'time_limit must be a number of seconds in (0, 31,536,000] (a year at most) (got -1).'
+    """
+    from gpuopt.errors import short
+
+    option = OPTIONS.get(name)
+    if option is None or value is None or option.accepts(value):
+        return None
+    return f"{name} must be {option.what} (got {short(value)})."
