@@ -1,48 +1,26 @@
 """The one cluster model every cluster-side question reads (see :mod:`gpuopt.cluster.model`)."""
 
 from gpuopt.cluster.model import (
-    HP_PRIORITY,
-    MAX_NODE_GPUS,
-    NODE_LEVEL,
-    SCALE,
-    SWITCH_LEVEL,
     Cluster,
-    ClusterIndex,
     ClusterOptions,
     Gang,
     Node,
     Pending,
     Task,
-    is_hp,
     load_cluster,
     parse_cluster,
-    priority_value,
-    scaled,
-    selector_matches,
 )
-from gpuopt.cluster.request import REQUEST_FORM, Request, as_request, parse_request
+from gpuopt.cluster.request import Request, parse_request
 
 __all__ = [
-    "HP_PRIORITY",
-    "MAX_NODE_GPUS",
-    "NODE_LEVEL",
-    "REQUEST_FORM",
-    "SCALE",
-    "SWITCH_LEVEL",
     "Cluster",
-    "ClusterIndex",
     "ClusterOptions",
     "Gang",
     "Node",
     "Pending",
     "Request",
     "Task",
-    "as_request",
-    "is_hp",
     "load_cluster",
     "parse_cluster",
     "parse_request",
-    "priority_value",
-    "scaled",
-    "selector_matches",
 ]

@@ -21,16 +21,14 @@ ATC '23) and their simulator ``hkust-adsl/kubernetes-scheduler-simulator``
 from gpuopt.sharing.bound import PackingBound, packing_bound
 from gpuopt.sharing.fragmentation import Fragmentation, node_fragmentation
 from gpuopt.sharing.policies import POLICIES, Policy, make_policy, register_policy
-from gpuopt.sharing.replay import OPENB_TRACES, ReplayResult, replay
-from gpuopt.sharing.state import Placement, Pod, ShareState
+from gpuopt.sharing.replay import ReplayResult, replay
+from gpuopt.sharing.state import Pod, ShareState
 from gpuopt.sharing.workload import Shape, Workload, typical_workload
 
 __all__ = [
-    "OPENB_TRACES",
     "POLICIES",
     "Fragmentation",
     "PackingBound",
-    "Placement",
     "Pod",
     "Policy",
     "ReplayResult",
