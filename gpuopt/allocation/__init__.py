@@ -3,7 +3,13 @@
 ``problem.py`` (the scenario and its index view), ``solution.py`` (result,
 checker, evaluator), ``schedule.py`` (a result's schedule: each task's status,
 steps, GPUs or reason, and rules S1-S4), ``greedy.py`` (fast path),
-``fifo.py`` (baseline); the formal model is ``models/allocation.md``.
+``fifo.py`` (baseline), ``patterns.py`` (the exact model's data),
+``milp.py`` / ``cpsat.py`` (exact, warm-started from the greedy), ``lns.py``
+(large-neighbourhood search above the exact models' size), ``bound.py`` (a
+bound that scales), ``generator.py`` / ``stress.py`` (seeded instances); the
+formal model is ``models/allocation.md``. This package exports the problem,
+its result, the methods and the checker; the rest is imported from its module
+(``gpuopt.allocation.milp.build_milp``).
 """
 
 from gpuopt.allocation.cpsat import solve_cpsat

@@ -1,4 +1,14 @@
-"""The one cluster model every cluster-side question reads (see :mod:`gpuopt.cluster.model`)."""
+"""The one cluster model every cluster-side question reads (see :mod:`gpuopt.cluster.model`).
+
+A :class:`Cluster` snapshot lists nodes, the tasks on them, the pods and gangs
+waiting, and options; defragmentation solves it as it is, and placement,
+preemption and gangs build their problem from it (``from_cluster``) with a
+:class:`Request` shape. Beside it: ``items.py`` and ``fields.py`` (the items
+and their field rules), ``request.py`` (request shapes), ``shares.py`` (GPU
+shares), ``kube.py`` / ``rules.py`` (Kubernetes placement facts and rules
+K1-K7), ``interconnect.py`` (how a node's GPUs are joined), each imported
+from its module; the formal model is ``models/cluster.md``.
+"""
 
 from gpuopt.cluster.model import (
     Cluster,
