@@ -5,25 +5,94 @@ One call per question: build a problem (an allocation scenario, or a
 :func:`solve`, :func:`violations` and :func:`evaluate` dispatch on its type;
 every method returns a :class:`Result`.
 
+The top level holds what a user needs to build a problem, solve it and check
+it. Everything else lives in the subpackages, each reachable as an attribute
+(``gpuopt.planning.RollingPlanner``) and imported on first use, so
+``import gpuopt`` stays light:
+
+- problems: :mod:`~gpuopt.allocation`, :mod:`~gpuopt.defrag`,
+  :mod:`~gpuopt.placement`, :mod:`~gpuopt.preemption`, :mod:`~gpuopt.gang`;
+- what they share: :mod:`~gpuopt.cluster` (the snapshot), :mod:`~gpuopt.solvers`;
+- around them: :mod:`~gpuopt.planning` (rolling horizon, replay),
+  :mod:`~gpuopt.forecast`, :mod:`~gpuopt.estimate`, :mod:`~gpuopt.sharing`
+  (GPU sharing and FGD), :mod:`~gpuopt.extender` (kube-scheduler extender);
+- data: :mod:`~gpuopt.readers` (kubectl, openb, traffic traces),
+  :mod:`~gpuopt.io` (plain files); the command line: :mod:`~gpuopt.cli`.
+
 >>> import gpuopt
 >>> problem = gpuopt.load_problem("gpuopt/scenarios/mixed-control.json")  # doctest: +SKIP
 >>> result = gpuopt.solve(problem, method="greedy")  # doctest: +SKIP
 """
 
-from gpuopt.allocation.problem import AllocationProblem, load_problem
-from gpuopt.allocation.solution import AllocationResult
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from gpuopt import progress
+from gpuopt.allocation import AllocationProblem, AllocationResult, load_problem, parse_problem
 from gpuopt.api import METHODS, evaluate, options_of, solve, violations
 from gpuopt.cluster import Cluster, Request, load_cluster, parse_cluster, parse_request
-from gpuopt.defrag.problem import DefragProblem, load_snapshot
-from gpuopt.defrag.solution import MigrationPlan
-from gpuopt.errors import ProblemError
+from gpuopt.defrag import DefragProblem, MigrationPlan, load_snapshot
+from gpuopt.errors import ProblemError, ProblemTypeError
 from gpuopt.gang import GangAnswer, GangProblem
 from gpuopt.placement import NodePlacement, NodePlacementProblem, TopologyProblem, TopologyResult
-from gpuopt.preemption.problem import PreemptionProblem
-from gpuopt.preemption.solution import Decision
+from gpuopt.preemption import Decision, PreemptionProblem
 from gpuopt.result import Result, Status
 
+# What the lazy attributes below are, for type checkers. Not the command line:
+# gpuopt.cli.app reads __version__ from here, and the two must not import each other.
+if TYPE_CHECKING:
+    from gpuopt import allocation as allocation
+    from gpuopt import cluster as cluster
+    from gpuopt import defrag as defrag
+    from gpuopt import estimate as estimate
+    from gpuopt import extender as extender
+    from gpuopt import forecast as forecast
+    from gpuopt import gang as gang
+    from gpuopt import io as io
+    from gpuopt import placement as placement
+    from gpuopt import planning as planning
+    from gpuopt import preemption as preemption
+    from gpuopt import readers as readers
+    from gpuopt import sharing as sharing
+    from gpuopt import solvers as solvers
+
+#: The version of this gpuopt.
 __version__ = "0.1.0"
+
+#: The subpackages, each an attribute of :mod:`gpuopt` imported on first use.
+SUBPACKAGES: tuple[str, ...] = (
+    "allocation",
+    "cli",
+    "cluster",
+    "defrag",
+    "estimate",
+    "extender",
+    "forecast",
+    "gang",
+    "io",
+    "placement",
+    "planning",
+    "preemption",
+    "readers",
+    "sharing",
+    "solvers",
+)
+
+
+def __getattr__(name: str) -> ModuleType:
+    """Import a subpackage on first use, so ``gpuopt.planning`` works after ``import gpuopt``."""
+    if name in SUBPACKAGES:
+        return importlib.import_module(f"gpuopt.{name}")
+    raise AttributeError(f"module 'gpuopt' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names and its subpackages, imported or not."""
+    return sorted(set(globals()) | set(SUBPACKAGES))
+
 
 __all__ = [
     "METHODS",
@@ -39,6 +108,7 @@ __all__ = [
     "NodePlacementProblem",
     "PreemptionProblem",
     "ProblemError",
+    "ProblemTypeError",
     "Request",
     "Result",
     "Status",
@@ -51,7 +121,9 @@ __all__ = [
     "load_snapshot",
     "options_of",
     "parse_cluster",
+    "parse_problem",
     "parse_request",
+    "progress",
     "solve",
     "violations",
 ]

@@ -1,7 +1,10 @@
 """The ``gpuopt`` command line.
 
 Bad input prints one sentence on stderr and exits with code 2 (no traceback,
-nothing written); every output file is written atomically.
+nothing written); every output file is written atomically. :func:`main`
+returns the exit code: ``EXIT_OK`` (0), ``EXIT_ILLEGAL`` (1: an answer breaks
+a rule of its problem), ``EXIT_BAD_INPUT`` (2: bad input or usage) or
+``EXIT_INTERRUPTED`` (130: Ctrl-C, nothing written).
 
 ``app`` builds the parser and runs :func:`main`; ``common`` holds what every
 command shares (parser class, number types, shared flags, exit codes, the
@@ -13,14 +16,7 @@ only re-exports; the command modules import ``gpuopt.cli.common``, never it.
 """
 
 from gpuopt.cli.app import build_parser, main
-from gpuopt.cli.common import (
-    EXIT_BAD_INPUT,
-    EXIT_ILLEGAL,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    int_range,
-    number_type,
-)
+from gpuopt.cli.common import EXIT_BAD_INPUT, EXIT_ILLEGAL, EXIT_INTERRUPTED, EXIT_OK
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -28,7 +24,5 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "build_parser",
-    "int_range",
     "main",
-    "number_type",
 ]

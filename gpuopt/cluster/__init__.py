@@ -1,48 +1,36 @@
-"""The one cluster model every cluster-side question reads (see :mod:`gpuopt.cluster.model`)."""
+"""The one cluster model every cluster-side question reads (see :mod:`gpuopt.cluster.model`).
+
+A :class:`Cluster` snapshot lists nodes, the tasks on them, the pods and gangs
+waiting, and options; defragmentation solves it as it is, and placement,
+preemption and gangs build their problem from it (``from_cluster``) with a
+:class:`Request` shape. Beside it: ``items.py`` and ``fields.py`` (the items
+and their field rules), ``request.py`` (request shapes), ``shares.py`` (GPU
+shares), ``kube.py`` / ``rules.py`` (Kubernetes placement facts and rules
+K1-K7), ``interconnect.py`` (how a node's GPUs are joined), each imported
+from its module; the formal model is ``models/cluster.md``.
+"""
 
 from gpuopt.cluster.model import (
-    HP_PRIORITY,
-    MAX_NODE_GPUS,
-    NODE_LEVEL,
-    SCALE,
-    SWITCH_LEVEL,
     Cluster,
-    ClusterIndex,
     ClusterOptions,
     Gang,
     Node,
     Pending,
     Task,
-    is_hp,
     load_cluster,
     parse_cluster,
-    priority_value,
-    scaled,
-    selector_matches,
 )
-from gpuopt.cluster.request import REQUEST_FORM, Request, as_request, parse_request
+from gpuopt.cluster.request import Request, parse_request
 
 __all__ = [
-    "HP_PRIORITY",
-    "MAX_NODE_GPUS",
-    "NODE_LEVEL",
-    "REQUEST_FORM",
-    "SCALE",
-    "SWITCH_LEVEL",
     "Cluster",
-    "ClusterIndex",
     "ClusterOptions",
     "Gang",
     "Node",
     "Pending",
     "Request",
     "Task",
-    "as_request",
-    "is_hp",
     "load_cluster",
     "parse_cluster",
     "parse_request",
-    "priority_value",
-    "scaled",
-    "selector_matches",
 ]

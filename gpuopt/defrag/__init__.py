@@ -9,7 +9,11 @@ labelled rows), ``exact.py`` (those rows solved with HiGHS and CP-SAT),
 GPUs by cause); the formal model is ``models/defrag.md``.
 """
 
-from gpuopt.defrag.problem import DefragOptions, DefragProblem, load_snapshot, parse_snapshot
+from gpuopt.defrag.cpsat import solve_cpsat
+from gpuopt.defrag.greedy import solve_ipc
+from gpuopt.defrag.milp import solve_milp
+from gpuopt.defrag.onehop import solve_onehop
+from gpuopt.defrag.problem import DefragProblem, load_snapshot
 from gpuopt.defrag.solution import (
     MigrationPlan,
     Move,
@@ -21,7 +25,6 @@ from gpuopt.defrag.solution import (
 )
 
 __all__ = [
-    "DefragOptions",
     "DefragProblem",
     "MigrationPlan",
     "Move",
@@ -30,6 +33,9 @@ __all__ = [
     "evaluate",
     "load_plan",
     "load_snapshot",
-    "parse_snapshot",
+    "solve_cpsat",
+    "solve_ipc",
+    "solve_milp",
+    "solve_onehop",
     "violations",
 ]

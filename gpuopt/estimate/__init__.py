@@ -8,8 +8,9 @@
 
 Training jobs are estimated from first principles (memory -> GPUs, FLOPs ->
 hours) and calibrated (:func:`fit`; the shipped default is the priors fitted
-on the published runs of :func:`public_runs`); quantization jobs by parameter tier and
-algorithm. :func:`to_tasks` turns jobs into allocation tasks. The formulas,
+on the published runs of
+:func:`~gpuopt.estimate.calibration.public_runs`); quantization jobs by parameter
+tier and algorithm. :func:`to_tasks` turns jobs into allocation tasks. The formulas,
 multipliers and sources are in ``models/estimators.md``.
 """
 
@@ -20,32 +21,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpuopt.errors import ProblemError, short
-from gpuopt.estimate.calibration import (
-    Calibration,
-    default_calibration,
-    fit,
-    huber_regression,
-    load_calibration,
-    prior_calibration,
-    public_runs,
-    read_history,
-)
-from gpuopt.estimate.quantization import (
-    ALGORITHMS,
-    QuantizationJob,
-    estimate_quantization,
-)
-from gpuopt.estimate.training import (
-    GPUS,
-    STRATEGIES,
-    TECHNIQUES,
-    VARIANTS,
-    Estimate,
-    TrainingJob,
-    estimate_training,
-)
+from gpuopt.estimate.calibration import Calibration, default_calibration, fit, load_calibration
+from gpuopt.estimate.quantization import QuantizationJob, estimate_quantization
+from gpuopt.estimate.training import Estimate, TrainingJob, estimate_training
 
+#: A validated job, training or quantization.
 Job = TrainingJob | QuantizationJob
+#: The job kinds :func:`parse_job` reads.
 KINDS: tuple[str, ...] = ("training", "quantization")
 #: Keys of a job dict that belong to the allocation task, not to the estimate.
 TASK_KEYS: tuple[str, ...] = ("id", "priority", "arrival", "deadline")
@@ -120,26 +102,15 @@ def to_tasks(
 
 
 __all__ = [
-    "ALGORITHMS",
-    "GPUS",
     "KINDS",
-    "STRATEGIES",
-    "TECHNIQUES",
-    "VARIANTS",
     "Calibration",
     "Estimate",
     "QuantizationJob",
     "TrainingJob",
     "default_calibration",
     "estimate",
-    "estimate_quantization",
-    "estimate_training",
     "fit",
-    "huber_regression",
     "load_calibration",
     "parse_job",
-    "prior_calibration",
-    "public_runs",
-    "read_history",
     "to_tasks",
 ]

@@ -6,13 +6,7 @@
 """
 
 from gpuopt.forecast.realtime import (
-    DEFAULT_MODEL,
-    MODEL_SUMMARIES,
-    MODELS,
     Interval,
-    calibration_ratios,
-    conformal_multiplier,
-    fill_missing,
     forecast_hourly,
     forecast_interval,
     gpus_for,
@@ -21,13 +15,7 @@ from gpuopt.forecast.realtime import (
 )
 
 __all__ = [
-    "DEFAULT_MODEL",
-    "MODELS",
-    "MODEL_SUMMARIES",
     "Interval",
-    "calibration_ratios",
-    "conformal_multiplier",
-    "fill_missing",
     "forecast_hourly",
     "forecast_interval",
     "gpus_for",

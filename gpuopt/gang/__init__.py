@@ -9,17 +9,14 @@ formal model is ``models/gang.md``.
 
 from gpuopt.gang.cpsat import solve_cpsat
 from gpuopt.gang.greedy import solve_heuristic
-from gpuopt.gang.problem import GangOptions, GangProblem, GangRequest, Slice
-from gpuopt.gang.solution import DomainUse, GangAnswer, GangKey, evaluate, violations
+from gpuopt.gang.problem import GangOptions, GangProblem, GangRequest
+from gpuopt.gang.solution import GangAnswer, evaluate, violations
 
 __all__ = [
-    "DomainUse",
     "GangAnswer",
-    "GangKey",
     "GangOptions",
     "GangProblem",
     "GangRequest",
-    "Slice",
     "evaluate",
     "solve_cpsat",
     "solve_heuristic",

@@ -8,29 +8,17 @@
 What node-level placement reads about a node's GPUs (bandwidth matrices,
 :class:`~gpuopt.cluster.interconnect.GpuTopology`) is
 :mod:`gpuopt.cluster.interconnect`, which the scheduler extender and the
-replays read too; the formal model is ``models/placement.md``.
+replays read too; the formal model is ``models/placement.md``. This package
+exports the two problems and their answers; each level's methods, checker and
+input items are its subpackage's.
 """
 
-from gpuopt.placement.node import (
-    GpuRequest,
-    NodePlacement,
-    NodePlacementProblem,
-    PlacementNode,
-    Topology,
-    place,
-)
-from gpuopt.placement.switch import Job, Switch, SwitchNode, TopologyProblem, TopologyResult
+from gpuopt.placement.node import NodePlacement, NodePlacementProblem
+from gpuopt.placement.switch import TopologyProblem, TopologyResult
 
 __all__ = [
-    "GpuRequest",
-    "Job",
     "NodePlacement",
     "NodePlacementProblem",
-    "PlacementNode",
-    "Switch",
-    "SwitchNode",
-    "Topology",
     "TopologyProblem",
     "TopologyResult",
-    "place",
 ]

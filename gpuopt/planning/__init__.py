@@ -24,10 +24,7 @@ from gpuopt.planning.rolling import (
     coverage_risks,
     idle_windows,
     make_forecaster,
-    noisy_forecaster,
-    oracle_forecaster,
     rolling_replay,
-    seasonal_forecaster,
 )
 
 __all__ = [
@@ -38,8 +35,5 @@ __all__ = [
     "coverage_risks",
     "idle_windows",
     "make_forecaster",
-    "noisy_forecaster",
-    "oracle_forecaster",
     "rolling_replay",
-    "seasonal_forecaster",
 ]

@@ -9,23 +9,14 @@ heuristic), ``exact.py`` (minimum-cost cover per node and across nodes),
 
 from gpuopt.preemption.exact import solve_exact
 from gpuopt.preemption.greedy import solve_heuristic
-from gpuopt.preemption.problem import PreemptionProblem, load_state, parse_state
-from gpuopt.preemption.solution import (
-    Decision,
-    evaluate,
-    load_decision,
-    parse_decision,
-    violations,
-)
+from gpuopt.preemption.problem import PreemptionProblem
+from gpuopt.preemption.solution import Decision, evaluate, load_decision, violations
 
 __all__ = [
     "Decision",
     "PreemptionProblem",
     "evaluate",
     "load_decision",
-    "load_state",
-    "parse_decision",
-    "parse_state",
     "solve_exact",
     "solve_heuristic",
     "violations",

@@ -22,15 +22,13 @@ from gpuopt.cluster.workload import Shape, Workload, typical_workload
 from gpuopt.sharing.bound import PackingBound, packing_bound
 from gpuopt.sharing.fragmentation import Fragmentation, node_fragmentation
 from gpuopt.sharing.policies import POLICIES, Policy, make_policy, register_policy
-from gpuopt.sharing.replay import OPENB_TRACES, ReplayResult, replay
-from gpuopt.sharing.state import Placement, Pod, ShareState
+from gpuopt.sharing.replay import ReplayResult, replay
+from gpuopt.sharing.state import Pod, ShareState
 
 __all__ = [
-    "OPENB_TRACES",
     "POLICIES",
     "Fragmentation",
     "PackingBound",
-    "Placement",
     "Pod",
     "Policy",
     "ReplayResult",

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 import gpuopt
-from gpuopt.cluster import Cluster, is_hp, load_cluster, parse_cluster, priority_value
+from gpuopt.cluster import Cluster, load_cluster, parse_cluster
+from gpuopt.cluster.model import is_hp, priority_value
 from gpuopt.defrag.generator import random_snapshot
 from gpuopt.errors import ProblemError
 

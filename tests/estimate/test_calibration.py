@@ -17,11 +17,11 @@ from gpuopt.estimate import (
     default_calibration,
     estimate,
     fit,
-    huber_regression,
     load_calibration,
 )
 from gpuopt.estimate.calibration import (
     history_job,
+    huber_regression,
     prior_calibration,
     public_runs,
 )

@@ -8,12 +8,15 @@ from typing import Any
 import pytest
 
 from gpuopt.errors import ProblemError
-from gpuopt.estimate import STRATEGIES, TECHNIQUES, VARIANTS, estimate
+from gpuopt.estimate import estimate
 from gpuopt.estimate.training import (
     DEFAULT_MAX_HOURS,
     GIB,
     GPUS,
     MEMORY_USABLE,
+    STRATEGIES,
+    TECHNIQUES,
+    VARIANTS,
     TrainingJob,
     first_principles,
     flops,

@@ -14,18 +14,16 @@ from hypothesis import strategies as st
 
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.errors import ProblemError
-from gpuopt.forecast import (
+from gpuopt.forecast import forecast_hourly, forecast_interval, gpus_for, realtime_task
+from gpuopt.forecast.realtime import (
     DEFAULT_MODEL,
     MODELS,
+    UNCALIBRATED_MULTIPLIER,
+    _persistence,
     calibration_ratios,
     conformal_multiplier,
     fill_missing,
-    forecast_hourly,
-    forecast_interval,
-    gpus_for,
-    realtime_task,
 )
-from gpuopt.forecast.realtime import UNCALIBRATED_MULTIPLIER, _persistence
 
 # A day with a night trough, a working-day peak and an evening shoulder.
 DAY = np.array([10.0] * 7 + [30.0] * 4 + [60.0] * 6 + [40.0] * 4 + [20.0] * 3)

@@ -9,7 +9,7 @@ The bandwidth matrices and GPU-set searches they read are
 ``models/placement.md``.
 """
 
-from gpuopt.placement.node.greedy import place
+from gpuopt.placement.node.greedy import place, solve_binpack, solve_spread
 from gpuopt.placement.node.problem import GpuRequest, NodePlacementProblem, PlacementNode, Topology
 from gpuopt.placement.node.solution import NodePlacement, apply_placement, violations
 
@@ -21,5 +21,7 @@ __all__ = [
     "Topology",
     "apply_placement",
     "place",
+    "solve_binpack",
+    "solve_spread",
     "violations",
 ]

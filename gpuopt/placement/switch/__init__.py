@@ -6,6 +6,8 @@ T1-T6), ``greedy.py`` (minimum-entropy greedy), ``milp.py`` (exact, HiGHS),
 ``generator.py`` (random states); the formal model is ``models/placement.md``.
 """
 
+from gpuopt.placement.switch.greedy import solve_greedy
+from gpuopt.placement.switch.milp import solve_milp
 from gpuopt.placement.switch.problem import Job, Switch, SwitchNode, TopologyProblem
 from gpuopt.placement.switch.solution import TopologyResult, entropy, violations
 
@@ -16,5 +18,7 @@ __all__ = [
     "TopologyProblem",
     "TopologyResult",
     "entropy",
+    "solve_greedy",
+    "solve_milp",
     "violations",
 ]
