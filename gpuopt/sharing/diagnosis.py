@@ -21,7 +21,7 @@ the Kubernetes rules K1-K3 (a closed, cordoned or tainted node runs none).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -40,11 +40,7 @@ class ShapeFragment:
     fragment_gpus: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "shape": self.shape,
-            "frequency": self.frequency,
-            "fragment_gpus": self.fragment_gpus,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
