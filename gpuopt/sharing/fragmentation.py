@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuopt.sharing.state import ShareState
-from gpuopt.sharing.workload import MILLI, Workload
+from gpuopt.sharing.workload import MILLI, Shape, Workload
 
 
 @dataclass(frozen=True)
@@ -251,6 +251,36 @@ class FragmentMemo:
             self.rows[self.count : len(table)] = rows
             self.count = len(table)
         return np.asarray(self.rows[state_ids], dtype=np.int64)
+
+    def after_arrival(
+        self, state: ShareState, state_ids: np.ndarray, shape: Shape, memory_mib: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The ways a pod of ``shape`` (``memory_mib`` MiB) can arrive on the node states
+        ``state_ids``, and the measure's rows after each: ``(rows, taken, fragments)``.
+
+        Option ``k`` is on ``state_ids[rows[k]]``; a share takes one GPU whose share left
+        is ``taken[k]`` (one option per distinct share left that fits), other pods take
+        the first free GPUs (one option per state, ``taken`` -1).
+        """
+        table = state.table
+        lefts = table.left[state_ids]  # sorted descending, -1 last
+        cpu = table.cpu[state_ids] - shape.cpu_milli
+        mem = table.mem[state_ids] - memory_mib
+        models = table.model[state_ids]
+        if shape.is_share:
+            distinct = np.ones_like(lefts, dtype=bool)
+            distinct[:, 1:] = lefts[:, 1:] != lefts[:, :-1]
+            rows, slots = np.nonzero((lefts >= shape.gpu_milli) & distinct)
+            after = lefts[rows].copy()
+            after[np.arange(rows.size), slots] -= shape.gpu_milli
+            taken = lefts[rows, slots]
+        else:
+            rows = np.arange(len(state_ids))
+            after = lefts.copy()
+            after[:, : shape.gpus] -= shape.gpu_milli  # the first k are free GPUs (sorted)
+            taken = np.full(len(state_ids), -1, dtype=np.int64)
+        fragments = self.measure(self.target, after, cpu[rows], models[rows], mem[rows])
+        return rows, taken, fragments
 
 
 __all__ = [
