@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 import gpuopt.progress
-from gpuopt.allocation.patterns import ExactRun, PatternSet
+from gpuopt.allocation.patterns import ExactStart, PatternSet
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
 from gpuopt.errors import ProblemError
@@ -370,7 +370,7 @@ def solve_milp(
         found = ", ".join(available_solvers()) or "none"
         hint = INSTALL_HINTS.get(solver, f"put the {solver} executable on the PATH")
         raise ProblemError(f"solver {solver!r} is not installed here (available: {found}); {hint}.")
-    run = ExactRun.begin(problem, "milp", initial, warm, deadline)
+    exact = ExactStart.take(problem, "milp", initial, warm, deadline)
     use_start = warm or initial is not None
     keep_start = True
     values: np.ndarray | None = None
@@ -381,7 +381,7 @@ def solve_milp(
         deadline.check()
         start_values = None
         if use_start:
-            start_values = data.start_values(*data.patterns.encode(run.start.grid))
+            start_values = data.start_values(*data.patterns.encode(exact.warm.grid))
         if solver == "highs":
             values, status, bound = solve_rows(
                 data, deadline.remaining(), seed, threads, start_values, log, progress
@@ -416,7 +416,7 @@ def solve_milp(
     else:
         stopped = False
     notes: list[str] = []
-    source = run.start.source if keep_start else "empty"
+    source = exact.warm.source if keep_start else "empty"
     if stopped:
         notes.append(
             f"{NO_BOUND}the time limit left too little time to build the MILP and start "
@@ -428,7 +428,7 @@ def solve_milp(
             f"bound; the best plan found is returned"
         )
     grid = None if values is None else data.patterns.decode(*data.read(values))
-    return run.result(grid, bound, status, notes, keep_start=keep_start)
+    return exact.result(grid, bound, status, notes, keep_start=keep_start)
 
 
 def _satisfies(model: Any, tolerance: float = 1e-6, deadline: Deadline | None = None) -> bool:

@@ -408,10 +408,10 @@ def warm_start(
 
 
 @dataclass(frozen=True)
-class ExactRun:
-    """An exact method's run from its first step to its result (``cpsat`` and ``milp``).
+class ExactStart:
+    """What an exact method (``cpsat``, ``milp``) starts from, kept until its result.
 
-    :meth:`begin` takes the warm start (:func:`warm_start`) and the step-capacity
+    :meth:`take` makes the warm start (:func:`warm_start`) and the step-capacity
     bound (section 13) within the deadline; :meth:`result` hands them with the
     solver's answer to :func:`finish`.
     """
@@ -419,22 +419,22 @@ class ExactRun:
     problem: AllocationProblem
     method: str
     started: float
-    start: WarmStart
+    warm: WarmStart
     relaxed: float | None
 
     @classmethod
-    def begin(
+    def take(
         cls,
         problem: AllocationProblem,
         method: str,
         initial: Any,
         use_greedy: bool,
         deadline: Deadline,
-    ) -> ExactRun:
-        """The warm start and the step-capacity bound, with the clock started at ``deadline``."""
-        start = warm_start(problem, initial, use_greedy, deadline)
+    ) -> ExactStart:
+        """The warm start and the step-capacity bound, on ``deadline``'s clock."""
+        warm = warm_start(problem, initial, use_greedy, deadline)
         relaxed = relaxed_bound(problem, deadline)
-        return cls(problem, method, deadline.started, start, relaxed)
+        return cls(problem, method, deadline.started, warm, relaxed)
 
     def result(
         self,
@@ -451,7 +451,7 @@ class ExactRun:
             self.problem,
             method=self.method,
             started=self.started,
-            start=self.start if keep_start else None,
+            start=self.warm if keep_start else None,
             grid=grid,
             bound=bound,
             status=status,
