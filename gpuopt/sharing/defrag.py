@@ -29,7 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuopt.errors import ProblemError
-from gpuopt.sharing.fragmentation import FragmentMemo, Measure, TargetArrays, fragment_matrix
+from gpuopt.sharing.fragmentation import (
+    FragmentMemo,
+    Measure,
+    NodeRows,
+    TargetArrays,
+    fragment_matrix,
+)
 from gpuopt.sharing.state import Placement, Pod, ShareState
 from gpuopt.sharing.workload import MILLI, Shape, Workload
 
@@ -464,7 +470,7 @@ def _undo(state: ShareState, moved: list[tuple[int, Pod, Placement, Placement]])
 def total_fragmentation(state: ShareState, workload: Workload) -> float:
     """The cluster's fragmentation for ``workload`` (GPU thousandths)."""
     target = TargetArrays.build(workload, state.model_names)
-    matrix = fragment_matrix(target, state.left, state.cpu_left, state.model_code, state.mem_left)
+    matrix = fragment_matrix(target, NodeRows.of_state(state))
     return float((matrix @ target.frequency).sum())
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuopt.sharing.fragmentation import TargetArrays, fragment_matrix
+from gpuopt.sharing.fragmentation import NodeRows, TargetArrays, fragment_matrix
 from gpuopt.sharing.state import ShareState
 from gpuopt.sharing.workload import MILLI, Workload
 
@@ -76,7 +76,7 @@ def workload_fragmentation(cluster: Any, workload: Workload) -> WorkloadFragment
     target = TargetArrays.build(
         Workload(workload.shapes, workload.frequencies, scaled), state.model_names
     )
-    matrix = fragment_matrix(target, state.left, state.cpu_left, state.model_code, state.mem_left)
+    matrix = fragment_matrix(target, NodeRows.of_state(state))
     idle = np.asarray(state.total_left, dtype=np.int64)
     admits = shape_admits(cluster, workload).T  # nodes x shapes
     matrix = np.where(admits, matrix, idle[:, None])
