@@ -1,5 +1,7 @@
-"""What the seeded cluster generators share: per-node fill and task sizes.
+"""What the seeded generators share: the seed's check and generator, per-node fill, task sizes.
 
+Every generator draws from :func:`seeded_random` (a private generator; the
+global one is untouched), so each refuses the same seeds with the same sentence.
 :func:`gpuopt.defrag.generator.random_snapshot` and
 :func:`gpuopt.preemption.generator.random_state` fill each node to a share of
 its GPUs drawn from a Beta distribution around the cluster's mean, with tasks
@@ -11,6 +13,28 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+
+from gpuopt.errors import check_arguments
+
+#: The largest seed a generator takes (seeds are whole numbers from 0).
+MAX_SEED = 2**63 - 1
+
+
+def seeded_random(seed: int) -> random.Random:
+    """A private random generator seeded with ``seed``, a whole number from 0 to :data:`MAX_SEED`.
+
+    A negative seed is refused: :class:`random.Random` would draw the same as
+    for its absolute value.
+
+    >>> seeded_random(3).random() == seeded_random(3).random()
+    True
+    >>> seeded_random(-3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    gpuopt.errors.ProblemError: seed must be an integer from 0 to ... (got -3).
+    """
+    check_arguments({"seed": seed}, whole={"seed": (0, MAX_SEED)})
+    return random.Random(seed)
 
 
 def beta_parameters(mean: float, concentration: float) -> tuple[float, float]:
@@ -38,4 +62,4 @@ def task_size(rng: random.Random, sizes: Sequence[int], weights: Sequence[float]
     return size
 
 
-__all__ = ["beta_parameters", "task_size"]
+__all__ = ["MAX_SEED", "beta_parameters", "seeded_random", "task_size"]

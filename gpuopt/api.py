@@ -206,76 +206,24 @@ def evaluate(problem: object, result: Any) -> Any:
     return measure(problem, result)
 
 
+# One overload per problem type, so that a caller gets its answer's type. time_limit, seed
+# and initial are keywords of **options here, checked when solve runs (check_options).
 @overload
 def solve(
-    problem: AllocationProblem,
-    method: str | None = ...,
-    *,
-    time_limit: float | None = ...,
-    seed: int | None = ...,
-    initial: Any = ...,
-    **options: Any,
+    problem: AllocationProblem, method: str | None = ..., **options: Any
 ) -> AllocationResult: ...
-
-
+@overload
+def solve(problem: PreemptionProblem, method: str | None = ..., **options: Any) -> Decision: ...
+@overload
+def solve(problem: GangProblem, method: str | None = ..., **options: Any) -> GangAnswer: ...
+@overload
+def solve(problem: TopologyProblem, method: str | None = ..., **options: Any) -> TopologyResult: ...
 @overload
 def solve(
-    problem: PreemptionProblem,
-    method: str | None = ...,
-    *,
-    time_limit: float | None = ...,
-    seed: int | None = ...,
-    initial: Any = ...,
-    **options: Any,
-) -> Decision: ...
-
-
-@overload
-def solve(
-    problem: GangProblem,
-    method: str | None = ...,
-    *,
-    time_limit: float | None = ...,
-    seed: int | None = ...,
-    initial: Any = ...,
-    **options: Any,
-) -> GangAnswer: ...
-
-
-@overload
-def solve(
-    problem: TopologyProblem,
-    method: str | None = ...,
-    *,
-    time_limit: float | None = ...,
-    seed: int | None = ...,
-    initial: Any = ...,
-    **options: Any,
-) -> TopologyResult: ...
-
-
-@overload
-def solve(
-    problem: NodePlacementProblem,
-    method: str | None = ...,
-    *,
-    time_limit: float | None = ...,
-    seed: int | None = ...,
-    initial: Any = ...,
-    **options: Any,
+    problem: NodePlacementProblem, method: str | None = ..., **options: Any
 ) -> NodePlacement: ...
-
-
 @overload
-def solve(
-    problem: DefragProblem,
-    method: str | None = ...,
-    *,
-    time_limit: float | None = ...,
-    seed: int | None = ...,
-    initial: Any = ...,
-    **options: Any,
-) -> MigrationPlan: ...
+def solve(problem: DefragProblem, method: str | None = ..., **options: Any) -> MigrationPlan: ...
 
 
 def solve(

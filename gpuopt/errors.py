@@ -79,8 +79,11 @@ def check_arguments(
         if value is None and name in optional:
             continue
         kind = Integral if integral else Real
-        if isinstance(value, kind) and not isinstance(value, bool) and low <= float(value) <= high:
-            continue
+        if isinstance(value, kind) and not isinstance(value, bool):
+            # an integer compared as itself: float() would round it past 2**53
+            exact = int(value) if isinstance(value, Integral) else float(value)
+            if low <= exact <= high:
+                continue
         what = f"an integer from {low:,}" if integral else f"a number from {low:g}"
         top = f"{high:,}" if integral else f"{high:g}"
         raise ProblemError(f"{name} must be {what} to {top} (got {short(value)}).")

@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuopt.allocation.bound import relaxed_bound
-from gpuopt.allocation.patterns import PatternSet, WarmStart, finish, warm_start
+from gpuopt.allocation.patterns import ExactStart, PatternSet
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
 from gpuopt.result import NO_BOUND
@@ -197,10 +196,8 @@ def solve_cpsat(
         (``models/allocation.md`` section 16).
     """
     deadline = Deadline(time_limit)
-    started = deadline.started
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
-    start: WarmStart = warm_start(problem, initial, warm, deadline)
-    relaxed = relaxed_bound(problem, deadline)
+    exact = ExactStart.take(problem, "cpsat", initial, warm, deadline)
     grid = None
     bound = None
     status: Status = "time_limit"
@@ -210,13 +207,13 @@ def solve_cpsat(
         deadline.require(cpsat_seconds(_nonzeros(patterns), patterns.num_patterns))
         model = CpsatModel(patterns, deadline.part(BUILD_SHARE))  # time to free it if stopped
         if warm or initial is not None:
-            chosen, counts = patterns.encode(start.grid)
+            chosen, counts = patterns.encode(exact.warm.grid)
             model.hint(chosen, counts)
         solver_limit(deadline, "cpsat", _nonzeros(patterns), len(model.x))
     except DeadlineExceeded:  # the warm start (or the empty plan) comes back, status time_limit
         notes.append(
             f"{NO_BOUND}the time limit left too little time to build the CP-SAT model and "
-            f"search it, so CP-SAT did not run; the {start.source} plan is returned"
+            f"search it, so CP-SAT did not run; the {exact.warm.source} plan is returned"
         )
     else:
         outcome = run_cpsat(
@@ -241,22 +238,12 @@ def solve_cpsat(
         elif outcome.status == "time_limit":
             notes.append(
                 f"{NO_BOUND}CP-SAT reached its time limit before finding a solution, and it "
-                f"reports a bound only with one; the {start.source} plan is returned"
+                f"reports a bound only with one; the {exact.warm.source} plan is returned"
             )
         status = outcome.status
         if status == "infeasible":
             notes.append(f"{NO_BOUND}CP-SAT found the model infeasible")
-    return finish(
-        problem,
-        method="cpsat",
-        started=started,
-        start=start,
-        grid=grid,
-        bound=bound,
-        status=status,
-        relaxed=relaxed,
-        notes=notes,
-    )
+    return exact.result(grid, bound, status, notes)
 
 
 def _nonzeros(patterns: PatternSet) -> int:

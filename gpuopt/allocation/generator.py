@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuopt._generator import seeded_random
 from gpuopt.allocation.problem import (
     MAX_CELLS,
     MAX_GPUS,
@@ -133,7 +134,7 @@ def random_problem(
         step_minutes=step_minutes,
         multi_node=multi_node,
     )
-    rng = random.Random(seed)
+    rng = seeded_random(seed)
     pools = _draw_pools(random.Random(f"models:{seed}"), gpus, gpus_per_node) if models else None
     if realtime is None:
         realtime = 0 if tasks < 3 else max(1, tasks // 8)

@@ -26,8 +26,7 @@ from typing import Any
 import numpy as np
 
 import gpuopt.progress
-from gpuopt.allocation.bound import relaxed_bound
-from gpuopt.allocation.patterns import PatternSet, WarmStart, finish, warm_start
+from gpuopt.allocation.patterns import ExactStart, PatternSet
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
 from gpuopt.errors import ProblemError
@@ -371,18 +370,18 @@ def solve_milp(
         found = ", ".join(available_solvers()) or "none"
         hint = INSTALL_HINTS.get(solver, f"put the {solver} executable on the PATH")
         raise ProblemError(f"solver {solver!r} is not installed here (available: {found}); {hint}.")
-    started = deadline.started
-    start: WarmStart = warm_start(problem, initial, warm, deadline)
-    relaxed = relaxed_bound(problem, deadline)
+    exact = ExactStart.take(problem, "milp", initial, warm, deadline)
     use_start = warm or initial is not None
-    fallback: WarmStart | None = start
+    keep_start = True
     values: np.ndarray | None = None
     status: Status = "time_limit"
     bound: float | None = None
     try:
         data = MilpData.build(PatternSet.build(problem, deadline)) if model is None else model.data
         deadline.check()
-        start_values = data.start_values(*data.patterns.encode(start.grid)) if use_start else None
+        start_values = None
+        if use_start:
+            start_values = data.start_values(*data.patterns.encode(exact.warm.grid))
         if solver == "highs":
             values, status, bound = solve_rows(
                 data, deadline.remaining(), seed, threads, start_values, log, progress
@@ -399,7 +398,7 @@ def solve_milp(
                 ):
                     variable.set_value(float(value))
                 if custom and not _satisfies(model, deadline=deadline):
-                    fallback, use_start = None, False  # it breaks a constraint the user added
+                    keep_start = use_start = False  # it breaks a constraint the user added
             left = deadline.remaining()
             solver_limit = None
             if left is not None:  # the solver's clock starts after Pyomo's hand-over
@@ -417,7 +416,7 @@ def solve_milp(
     else:
         stopped = False
     notes: list[str] = []
-    source = "empty" if fallback is None else fallback.source
+    source = exact.warm.source if keep_start else "empty"
     if stopped:
         notes.append(
             f"{NO_BOUND}the time limit left too little time to build the MILP and start "
@@ -429,17 +428,7 @@ def solve_milp(
             f"bound; the best plan found is returned"
         )
     grid = None if values is None else data.patterns.decode(*data.read(values))
-    return finish(
-        problem,
-        method="milp",
-        started=started,
-        start=fallback,
-        grid=grid,
-        bound=bound,
-        status=status,
-        relaxed=relaxed,
-        notes=notes,
-    )
+    return exact.result(grid, bound, status, notes, keep_start=keep_start)
 
 
 def _satisfies(model: Any, tolerance: float = 1e-6, deadline: Deadline | None = None) -> bool:

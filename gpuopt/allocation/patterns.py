@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from gpuopt.allocation._board import Board
+from gpuopt.allocation.bound import relaxed_bound
 from gpuopt.allocation.problem import AllocationIndex, AllocationProblem
 from gpuopt.allocation.solution import (
     AllocationResult,
@@ -404,6 +405,59 @@ def warm_start(
     else:
         grid, source = empty_plan(problem), "empty"
     return WarmStart(grid=grid, objective=evaluate(problem, grid).objective, source=source)
+
+
+@dataclass(frozen=True)
+class ExactStart:
+    """What an exact method (``cpsat``, ``milp``) starts from, kept until its result.
+
+    :meth:`take` makes the warm start (:func:`warm_start`) and the step-capacity
+    bound (section 13) within the deadline; :meth:`result` hands them with the
+    solver's answer to :func:`finish`.
+    """
+
+    problem: AllocationProblem
+    method: str
+    started: float
+    warm: WarmStart
+    relaxed: float | None
+
+    @classmethod
+    def take(
+        cls,
+        problem: AllocationProblem,
+        method: str,
+        initial: Any,
+        use_greedy: bool,
+        deadline: Deadline,
+    ) -> ExactStart:
+        """The warm start and the step-capacity bound, on ``deadline``'s clock."""
+        warm = warm_start(problem, initial, use_greedy, deadline)
+        relaxed = relaxed_bound(problem, deadline)
+        return cls(problem, method, deadline.started, warm, relaxed)
+
+    def result(
+        self,
+        grid: Grid | None,
+        bound: float | None,
+        status: Status,
+        notes: Sequence[str],
+        *,
+        keep_start: bool = True,
+    ) -> AllocationResult:
+        """:func:`finish` of the solver's answer (``keep_start=False``: the warm start may
+        not be returned, e.g. it breaks a user's own constraint)."""
+        return finish(
+            self.problem,
+            method=self.method,
+            started=self.started,
+            start=self.warm if keep_start else None,
+            grid=grid,
+            bound=bound,
+            status=status,
+            relaxed=self.relaxed,
+            notes=notes,
+        )
 
 
 def empty_plan(problem: AllocationProblem) -> Grid:

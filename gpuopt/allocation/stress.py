@@ -62,6 +62,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from gpuopt._generator import MAX_SEED
 from gpuopt.allocation.generator import diurnal_curve
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.errors import ProblemError, check_arguments
@@ -138,7 +139,7 @@ def stress_problem(seed: int, gpus: int, family: str) -> AllocationProblem:
     """
     check_arguments(
         {"seed": seed, "gpus": gpus},
-        whole={"seed": (0, 2**63 - 1), "gpus": (MIN_GPUS, MAX_GPUS)},
+        whole={"seed": (0, MAX_SEED), "gpus": (MIN_GPUS, MAX_GPUS)},
     )
     if family not in FAMILIES:
         raise ProblemError(f"family {family!r} is not known; choose one of {', '.join(FAMILIES)}.")

@@ -27,6 +27,7 @@ from gpuopt.cli.common import (
     int_range,
     positive_number,
     print_plan_report,
+    read_input,
     solve_command,
     worker_count,
     write_text,
@@ -47,33 +48,11 @@ def run_allocate(args: argparse.Namespace) -> int:
     )
 
 
-#: The commands that read a cluster snapshot, as a user would type them.
-CLUSTER_COMMANDS = "gpuopt diagnose, defrag, place, preempt and check"
-
-
 def load_scenario(path: str) -> Any:
-    """The allocation scenario at ``path``; another kind of input is named, not parsed.
-
-    A cluster snapshot (``nodes`` and no ``gpus``) or Kubernetes objects
-    (``kind`` and ``apiVersion``, as ``kubectl get -o json`` writes them)
-    would otherwise fail with the scenario's missing fields.
-    """
+    """The allocation scenario at ``path`` (a cluster snapshot or Kubernetes objects are named)."""
     from gpuopt.allocation.problem import AllocationProblem
-    from gpuopt.io.files import read_json
 
-    raw = read_json(path)
-    if isinstance(raw, dict) and "nodes" in raw and "gpus" not in raw:
-        raise ProblemError(
-            f"{path} is a cluster snapshot (nodes and the tasks on them), not an allocation "
-            f"scenario; {CLUSTER_COMMANDS} read it."
-        )
-    if isinstance(raw, dict) and "apiVersion" in raw and "kind" in raw:
-        raise ProblemError(
-            f"{path} holds Kubernetes objects (kind {raw['kind']!s:.40}), not an allocation "
-            f"scenario; gpuopt snapshot kubectl {path} --out cluster.json makes a cluster "
-            f"snapshot of them, which {CLUSTER_COMMANDS} read."
-        )
-    return AllocationProblem.parse(raw, source=path)
+    return AllocationProblem.parse(read_input(path, "scenario"), source=path)
 
 
 def allocate_options(args: argparse.Namespace) -> dict[str, Any]:

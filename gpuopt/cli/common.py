@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from gpuopt.options import OPTIONS
 
@@ -298,6 +298,58 @@ def print_plan_report(shown: Any, risks: list[dict[str, Any]], idle: list[dict[s
             f"    GPUs {window['first_gpu']}-{last}, steps {window['start']}-"
             f"{window['start'] + window['steps'] - 1}"
         )
+
+
+# --------------------------------------------------------------------------- input files
+#: The two kinds of JSON input the commands read: kind -> (its name, what it
+#: holds, the commands that read it as a user would type them, the keys that
+#: mark it).
+INPUT_KINDS: dict[str, tuple[str, str, str, str]] = {
+    "scenario": (
+        "an allocation scenario",
+        "tasks over the steps of a horizon",
+        "gpuopt allocate, rolling and check",
+        "gpus",
+    ),
+    "cluster": (
+        "a cluster snapshot",
+        "nodes and the tasks on them",
+        "gpuopt diagnose, defrag, place, preempt and check",
+        "nodes",
+    ),
+}
+
+
+def read_input(path: str, kind: Literal["scenario", "cluster"]) -> Any:
+    """The JSON at ``path`` for an input of ``kind``; another kind of input is named, not parsed.
+
+    The other kind (marked by its key without this kind's key) or Kubernetes
+    objects (``kind`` and ``apiVersion``, as ``kubectl get -o json`` writes
+    them) would otherwise fail with this kind's missing fields.
+    """
+    from gpuopt.errors import ProblemError
+    from gpuopt.io.files import read_json
+
+    name, _, _, key = INPUT_KINDS[kind]
+    other_name, other_holds, other_readers, other_key = INPUT_KINDS[
+        "cluster" if kind == "scenario" else "scenario"
+    ]
+    raw = read_json(path)
+    if isinstance(raw, dict) and other_key in raw and key not in raw:
+        raise ProblemError(
+            f"{path} is {other_name} ({other_holds}), not {name}; {other_readers} read it."
+        )
+    if isinstance(raw, dict) and "apiVersion" in raw and "kind" in raw:
+        makes = (
+            "one of them"
+            if kind == "cluster"
+            else f"a cluster snapshot of them, which {other_readers} read"
+        )
+        raise ProblemError(
+            f"{path} holds Kubernetes objects (kind {raw['kind']!s:.40}), not {name}; "
+            f"gpuopt snapshot kubectl {path} --out cluster.json makes {makes}."
+        )
+    return raw
 
 
 # --------------------------------------------------------------------------- the skeleton

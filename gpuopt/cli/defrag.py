@@ -26,6 +26,7 @@ from gpuopt.cli.common import (
     int_range,
     number_type,
     positive_int,
+    read_input,
     solve_command,
     worker_count,
     write_text,
@@ -128,27 +129,10 @@ def show_pending(shown: Any, problem: Any, moves: Any | None) -> None:
 
 
 def load_cluster_file(path: str) -> Any:
-    """The cluster snapshot at ``path``; another kind of input is named, not parsed.
-
-    An allocation scenario (``gpus`` and no ``nodes``) or Kubernetes objects
-    (``kind`` and ``apiVersion``, as ``kubectl get -o json`` writes them)
-    would otherwise fail with the snapshot's missing fields.
-    """
+    """The cluster snapshot at ``path`` (an allocation scenario or Kubernetes objects are named)."""
     from gpuopt.cluster.model import parse_cluster
-    from gpuopt.io.files import read_json
 
-    raw = read_json(path)
-    if isinstance(raw, dict) and "gpus" in raw and "nodes" not in raw:
-        raise ProblemError(
-            f"{path} is an allocation scenario (tasks over the steps of a horizon), not a "
-            "cluster snapshot; gpuopt allocate, rolling and check read it."
-        )
-    if isinstance(raw, dict) and "apiVersion" in raw and "kind" in raw:
-        raise ProblemError(
-            f"{path} holds Kubernetes objects (kind {raw['kind']!s:.40}), not a cluster snapshot; "
-            f"gpuopt snapshot kubectl {path} --out cluster.json makes one of them."
-        )
-    return parse_cluster(raw, source=path)
+    return parse_cluster(read_input(path, "cluster"), source=path)
 
 
 def defrag_problem(args: argparse.Namespace) -> Any:

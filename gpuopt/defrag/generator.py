@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from gpuopt._generator import beta_parameters, task_size
+from gpuopt._generator import beta_parameters, seeded_random, task_size
 from gpuopt.defrag.problem import MAX_NODE_GPUS, MAX_NODES, DefragProblem
 from gpuopt.errors import check_arguments
 
@@ -110,7 +110,7 @@ def random_snapshot(
         },
         optional=("memory_per_node", "groups"),
     )
-    rng = random.Random(seed)
+    rng = seeded_random(seed)
     num_groups = groups if groups is not None else max(2, nodes // 10)
     node_rows: list[dict[str, Any]] = []
     task_rows: list[dict[str, Any]] = []
@@ -262,8 +262,8 @@ def with_kubernetes(
     """
     facts = KubeFacts() if facts is None else facts
     check_arguments(
-        {"seed": seed, **dataclasses.asdict(facts)},
-        whole={"seed": (0, 2**63), "services": (0, 1000), "rdma_per_node": (0, 1000)},
+        dataclasses.asdict(facts),
+        whole={"services": (0, 1000), "rdma_per_node": (0, 1000)},
         numbers={
             name: (0.0, 1.0)
             for name in (
@@ -284,7 +284,7 @@ def with_kubernetes(
     tolerating, affinity, pod_affinity = facts.tolerating, facts.affinity, facts.pod_affinity
     services, replicas, zone_spread = facts.services, facts.replicas, facts.zone_spread
     pinned, extended, rdma_per_node = facts.pinned, facts.extended, facts.rdma_per_node
-    rng = random.Random(seed)
+    rng = seeded_random(seed)
     data = problem.model_dump(mode="json")
     zones = ["z0", "z1", "z2"]
     node_zone: dict[str, str] = {}

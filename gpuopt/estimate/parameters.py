@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -45,15 +45,7 @@ class Calibration:
         return self.variant_factor.get(variant, 1.0) * self.gpu_factor.get(gpu_type, 1.0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "provenance": self.provenance,
-            "mfu": self.mfu,
-            "generation_mfu": self.generation_mfu,
-            "variant_factor": self.variant_factor,
-            "gpu_factor": self.gpu_factor,
-            "sigma_log": self.sigma_log,
-            "report": self.report,
-        }
+        return {"provenance": self.provenance, **asdict(self)}  # the file opens with provenance
 
     def to_json(self, *, indent: int | None = 1) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)

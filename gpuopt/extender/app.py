@@ -192,6 +192,30 @@ class _Metrics:
         self.registry.register(_Tallies(extender, watch))
 
 
+#: The extender's tallies read at scrape time: attribute of its ``Counts`` -> (metric,
+#: help, label).
+TALLIES: dict[str, tuple[str, str, str]] = {
+    "ignored": (
+        "gpuopt_extender_pod_fields_ignored",
+        "Pods read with a field that decides placement which the extender does not model "
+        "(kube-scheduler's own plugins still apply it), by field.",
+        "field",
+    ),
+    "dropped": (
+        "gpuopt_extender_preempt_nodes_dropped",
+        "Nodes proposed for preemption that the extender dropped, by reason: "
+        "unknown-victim, no-victim-needed, no-room, higher-priority, budget, protected.",
+        "reason",
+    ),
+    "empty": (
+        "gpuopt_extender_preempt_no_victims",
+        "Preemption answers with no victims on any node, by reason (the nodes dropped are "
+        "counted by gpuopt_extender_preempt_nodes_dropped).",
+        "reason",
+    ),
+}
+
+
 class _Tallies:
     """Counters kept by the extender and the watch, read at scrape time."""
 
@@ -200,42 +224,27 @@ class _Tallies:
         self.watch = watch
 
     def collect(self) -> Any:
-        ignored = CounterMetricFamily(
-            "gpuopt_extender_pod_fields_ignored",
-            "Pods read with a field that decides placement which the extender does not model "
-            "(kube-scheduler's own plugins still apply it), by field.",
-            labels=["field"],
-        )
-        for name, count in sorted(self.extender.counts.ignored.items()):
-            ignored.add_metric([name], count)
-        yield ignored
-        dropped = CounterMetricFamily(
-            "gpuopt_extender_preempt_nodes_dropped",
-            "Nodes proposed for preemption that the extender dropped, by reason: "
-            "unknown-victim, no-victim-needed, no-room, higher-priority, budget, protected.",
-            labels=["reason"],
-        )
-        for name, count in sorted(self.extender.counts.dropped.items()):
-            dropped.add_metric([name], count)
-        yield dropped
-        empty = CounterMetricFamily(
-            "gpuopt_extender_preempt_no_victims",
-            "Preemption answers with no victims on any node, by reason (the nodes dropped are "
-            "counted by gpuopt_extender_preempt_nodes_dropped).",
-            labels=["reason"],
-        )
-        for name, count in sorted(self.extender.counts.empty.items()):
-            empty.add_metric([name], count)
-        yield empty
+        for attribute, (name, documentation, label) in TALLIES.items():
+            counts = getattr(self.extender.counts, attribute)
+            yield _counter_family(name, documentation, label, sorted(counts.items()))
         if self.watch is not None:
-            reloads = CounterMetricFamily(
+            outcomes = [("ok", self.watch.reloads), ("failed", self.watch.failures)]
+            yield _counter_family(
                 "gpuopt_extender_snapshot_reloads",
                 "Snapshot reloads, by outcome.",
-                labels=["outcome"],
+                "outcome",
+                outcomes,
             )
-            reloads.add_metric(["ok"], self.watch.reloads)
-            reloads.add_metric(["failed"], self.watch.failures)
-            yield reloads
+
+
+def _counter_family(
+    name: str, documentation: str, label: str, counts: list[tuple[str, int]]
+) -> CounterMetricFamily:
+    """A counter family with one sample per ``(label value, count)``, in that order."""
+    family = CounterMetricFamily(name, documentation, labels=[label])
+    for value, count in counts:
+        family.add_metric([value], count)
+    return family
 
 
 async def _body(request: Request, limit: int) -> bytes:

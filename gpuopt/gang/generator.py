@@ -13,10 +13,10 @@ the same problem.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Any
 
+from gpuopt._generator import seeded_random
 from gpuopt.cluster.model import Cluster
 from gpuopt.errors import check_arguments
 from gpuopt.gang.problem import GangProblem
@@ -93,7 +93,6 @@ def random_gang_problem(
     check_arguments(
         {**locals(), "gpus": gpus},
         whole={
-            "seed": (0, 2**63 - 1),
             "domains": (1, 10_000),
             "nodes_per_domain": (1, 1000),
             "domains_per_block": (1, 10_000),
@@ -103,7 +102,7 @@ def random_gang_problem(
         },
         numbers={"occupancy": (0.0, 1.0), "lp_share": (0.0, 1.0), "gang_share": (0.0, 1.0)},
     )
-    rng = random.Random(seed)
+    rng = seeded_random(seed)
     nodes: list[dict[str, Any]] = []
     for d in range(domains):
         for i in range(nodes_per_domain):

@@ -13,11 +13,10 @@ for one GPU more than any node has free, so an HP request needs preemption
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Any
 
-from gpuopt._generator import beta_parameters, task_size
+from gpuopt._generator import beta_parameters, seeded_random, task_size
 from gpuopt.cluster.model import MAX_NODE_GPUS
 from gpuopt.errors import check_arguments
 from gpuopt.preemption.problem import MAX_NODES, PreemptionProblem, Priority
@@ -122,7 +121,7 @@ def random_state(
         numbers={"occupancy": (0.0, 1.0), "hp_fraction": (0.0, 1.0), "request_cpus": (0.0, 1e6)},
         optional=("occupancy", "hp_fraction", "checkpoint_period", "request_gpus", "request_cpus"),
     )
-    rng = random.Random(seed)
+    rng = seeded_random(seed)
     fill = rng.uniform(0.6, 0.9) if occupancy is None else occupancy
     hp_share = rng.uniform(0.3, 0.5) if hp_fraction is None else hp_fraction
     alpha, beta = beta_parameters(fill, 4.0)

@@ -30,7 +30,13 @@ import numpy as np
 
 from gpuopt.cluster.workload import MILLI, Shape, Workload
 from gpuopt.errors import ProblemError
-from gpuopt.sharing.fragmentation import FragmentMemo, Measure, TargetArrays, fragment_matrix
+from gpuopt.sharing.fragmentation import (
+    FragmentMemo,
+    Measure,
+    NodeRows,
+    TargetArrays,
+    fragment_matrix,
+)
 from gpuopt.sharing.state import Placement, Pod, ShareState
 
 
@@ -130,32 +136,13 @@ class ShareDefrag:
         if missing:
             todo = np.array(missing, dtype=np.int64)
             before = memo.of(state, todo) @ target.frequency
-            table = state.table
-            lefts = table.left[todo]
-            cpu = table.cpu[todo] - shape.cpu_milli
-            mem = table.mem[todo] - pod.memory_mib
-            models = table.model[todo]
-            if shape.is_share:
-                distinct = np.ones_like(lefts, dtype=bool)
-                distinct[:, 1:] = lefts[:, 1:] != lefts[:, :-1]
-                rows, slots = np.nonzero((lefts >= shape.gpu_milli) & distinct)
-                after = lefts[rows].copy()
-                after[np.arange(rows.size), slots] -= shape.gpu_milli
-                frag = self.measure(target, after, cpu[rows], models[rows], mem[rows])
-                change = frag @ target.frequency - before[rows]
-                for row, slot, delta in zip(
-                    rows.tolist(), slots.tolist(), change.tolist(), strict=True
-                ):
-                    entry = (key, missing[row])
-                    if entry not in self._best or delta < self._best[entry][0]:
-                        self._best[entry] = (delta, int(lefts[row, slot]))
-            else:
-                after = lefts.copy()
-                after[:, : shape.gpus] -= shape.gpu_milli
-                frag = self.measure(target, after, cpu, models, mem)
-                change = frag @ target.frequency - before
-                for state_id, delta in zip(missing, change.tolist(), strict=True):
-                    self._best[(key, state_id)] = (delta, -1)
+            rows, taken, frag = memo.after_arrival(state, todo, shape, pod.memory_mib)
+            change = frag @ target.frequency - before[rows]
+            options = zip(rows.tolist(), taken.tolist(), change.tolist(), strict=True)
+            for row, left, delta in options:
+                entry = (key, missing[row])
+                if entry not in self._best or delta < self._best[entry][0]:
+                    self._best[entry] = (delta, left)
         found = [self._best[(key, int(i))] for i in ids]
         return np.array([f[0] for f in found], dtype=np.float64), [f[1] for f in found]
 
@@ -483,7 +470,7 @@ def _undo(state: ShareState, moved: list[tuple[int, Pod, Placement, Placement]])
 def total_fragmentation(state: ShareState, workload: Workload) -> float:
     """The cluster's fragmentation for ``workload`` (GPU thousandths)."""
     target = TargetArrays.build(workload, state.model_names)
-    matrix = fragment_matrix(target, state.left, state.cpu_left, state.model_code, state.mem_left)
+    matrix = fragment_matrix(target, NodeRows.of_state(state))
     return float((matrix @ target.frequency).sum())
 
 

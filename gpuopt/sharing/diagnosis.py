@@ -21,13 +21,13 @@ the Kubernetes rules K1-K3 (a closed, cordoned or tainted node runs none).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from gpuopt.cluster.workload import MILLI, Workload
-from gpuopt.sharing.fragmentation import TargetArrays, fragment_matrix
+from gpuopt.sharing.fragmentation import NodeRows, TargetArrays, fragment_matrix
 from gpuopt.sharing.state import ShareState
 
 
@@ -40,11 +40,7 @@ class ShapeFragment:
     fragment_gpus: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "shape": self.shape,
-            "frequency": self.frequency,
-            "fragment_gpus": self.fragment_gpus,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -80,7 +76,7 @@ def workload_fragmentation(cluster: Any, workload: Workload) -> WorkloadFragment
     target = TargetArrays.build(
         Workload(workload.shapes, workload.frequencies, scaled), state.model_names
     )
-    matrix = fragment_matrix(target, state.left, state.cpu_left, state.model_code, state.mem_left)
+    matrix = fragment_matrix(target, NodeRows.of_state(state))
     idle = np.asarray(state.total_left, dtype=np.int64)
     admits = shape_admits(cluster, workload).T  # nodes x shapes
     matrix = np.where(admits, matrix, idle[:, None])

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from gpuopt.cluster.workload import MILLI, Workload
+from gpuopt.cluster.workload import MILLI, Shape, Workload
 from gpuopt.sharing.state import ShareState
 
 
@@ -73,19 +74,28 @@ class TargetArrays:
         )
 
 
-def fragment_matrix(
-    target: TargetArrays,
-    left: np.ndarray,
-    cpu_left: np.ndarray,
-    model_code: np.ndarray,
-    mem_left: np.ndarray | None = None,
-) -> np.ndarray:
+class NodeRows(NamedTuple):
+    """Node rows a measure reads: ``left`` (rows x GPUs) the GPU shares left, -1 for
+    missing GPUs; one entry per row of ``cpu`` (milli-CPUs left), ``model`` (GPU model
+    code) and ``mem`` (MiB left; read only when the target states memory)."""
+
+    left: np.ndarray
+    cpu: np.ndarray
+    model: np.ndarray
+    mem: np.ndarray | None = None
+
+    @classmethod
+    def of_state(cls, state: ShareState) -> NodeRows:
+        """The rows of every node of ``state``."""
+        return cls(state.left, state.cpu_left, state.model_code, state.mem_left)
+
+
+def fragment_matrix(target: TargetArrays, rows: NodeRows) -> np.ndarray:
     """``f[r, t]``: the fragment (GPU thousandths, integer) of row r for target shape t.
 
-    ``left`` is (rows x GPUs) with -1 for missing GPUs, ``cpu_left``,
-    ``model_code`` and ``mem_left`` (read only when the target states memory)
-    one entry per row. ``F = f @ target.frequency``.
+    ``F = f @ target.frequency``.
     """
+    left, cpu_left, model_code, mem_left = rows
     usable = np.where(left >= 0, left, 0)  # rows x g
     idle = usable.sum(axis=1)  # rows
     need = target.milli[None, :, None]  # 1 x t x 1
@@ -144,36 +154,29 @@ def node_fragmentation(state: ShareState, workload: Workload) -> Fragmentation:
     (800.0, 1300, 0.615)
     """
     target = TargetArrays.build(workload, state.model_names)
-    matrix = fragment_matrix(target, state.left, state.cpu_left, state.model_code, state.mem_left)
+    matrix = fragment_matrix(target, NodeRows.of_state(state))
     per_node = matrix @ target.frequency
     return Fragmentation(
         per_node=per_node, total=float(per_node.sum()), idle=int(state.total_left.sum())
     )
 
 
-#: A per-shape node measure: ``matrix(target, left, cpu_left, model_code, mem_left)`` ->
-#: rows x shapes, integers; :func:`fragment_matrix` (F1) or :func:`lost_usable_matrix` (U1).
-Measure = Callable[
-    [TargetArrays, np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None"], np.ndarray
-]
+#: A per-shape node measure: ``matrix(target, rows)`` -> rows x shapes, integers;
+#: :func:`fragment_matrix` (F1) or :func:`lost_usable_matrix` (U1).
+Measure = Callable[[TargetArrays, NodeRows], np.ndarray]
 
 #: Slots of a shape that asks for no GPU, counted as unlimited (they weigh nothing in U1).
 NO_GPU_SLOTS = 1 << 20
 
 
-def slot_matrix(
-    target: TargetArrays,
-    left: np.ndarray,
-    cpu_left: np.ndarray,
-    model_code: np.ndarray,
-    mem_left: np.ndarray | None = None,
-) -> np.ndarray:
+def slot_matrix(target: TargetArrays, rows: NodeRows) -> np.ndarray:
     """``k[r, t]``: copies of shape t that fit on row r at once (rule U1 of models/sharing.md).
 
     A share fits ``floor(l_g / s)`` times on each GPU, ``k`` whole GPUs fit
     ``free // k`` times; CPU (and memory when the target states it) caps the
     count; a GPU model the shape may not use gives 0.
     """
+    left, cpu_left, model_code, mem_left = rows
     usable = np.where(left >= 0, left, 0)  # rows x g
     milli = np.maximum(target.milli, 1)[None, :, None]
     share = (target.gpus == 1) & (target.milli < MILLI)
@@ -191,16 +194,10 @@ def slot_matrix(
     return np.asarray(np.where(target.access[:, model_code].T, slots, 0), dtype=np.int64)
 
 
-def lost_usable_matrix(
-    target: TargetArrays,
-    left: np.ndarray,
-    cpu_left: np.ndarray,
-    model_code: np.ndarray,
-    mem_left: np.ndarray | None = None,
-) -> np.ndarray:
+def lost_usable_matrix(target: TargetArrays, rows: NodeRows) -> np.ndarray:
     """Minus the GPU thousandths each shape could still take on each row (U1): the slots
     times the shape's GPU request, negated so that, like F, lower is better."""
-    slots = slot_matrix(target, left, cpu_left, model_code, mem_left)
+    slots = slot_matrix(target, rows)
     return np.asarray(-(slots * (target.milli * target.gpus)[None, :]), dtype=np.int64)
 
 
@@ -208,17 +205,11 @@ def lost_usable_matrix(
 USABLE_WEIGHT = 0.1
 
 
-def gpuopt_matrix(
-    target: TargetArrays,
-    left: np.ndarray,
-    cpu_left: np.ndarray,
-    model_code: np.ndarray,
-    mem_left: np.ndarray | None = None,
-) -> np.ndarray:
+def gpuopt_matrix(target: TargetArrays, rows: NodeRows) -> np.ndarray:
     """gpuopt's measure (P5): F (with F2) minus :data:`USABLE_WEIGHT` x the GPU thousandths
     the share shapes could still take (U1), each shape's term rounded to whole thousandths."""
-    fragment = fragment_matrix(target, left, cpu_left, model_code, mem_left)
-    lost = lost_usable_matrix(target, left, cpu_left, model_code, mem_left)
+    fragment = fragment_matrix(target, rows)
+    lost = lost_usable_matrix(target, rows)
     shares = (target.gpus == 1) & (target.milli < MILLI)
     mixed = fragment + USABLE_WEIGHT * np.where(shares[None, :], lost, 0)
     return np.asarray(np.rint(mixed), dtype=np.int64)
@@ -241,16 +232,43 @@ class FragmentMemo:
             fresh = np.arange(self.count, len(table))
             rows = self.measure(
                 self.target,
-                table.left[fresh],
-                table.cpu[fresh],
-                table.model[fresh],
-                table.mem[fresh],
+                NodeRows(table.left[fresh], table.cpu[fresh], table.model[fresh], table.mem[fresh]),
             )
             while len(self.rows) < len(table):
                 self.rows = np.concatenate([self.rows, np.zeros_like(self.rows)])
             self.rows[self.count : len(table)] = rows
             self.count = len(table)
         return np.asarray(self.rows[state_ids], dtype=np.int64)
+
+    def after_arrival(
+        self, state: ShareState, state_ids: np.ndarray, shape: Shape, memory_mib: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The ways a pod of ``shape`` (``memory_mib`` MiB) can arrive on the node states
+        ``state_ids``, and the measure's rows after each: ``(rows, taken, fragments)``.
+
+        Option ``k`` is on ``state_ids[rows[k]]``; a share takes one GPU whose share left
+        is ``taken[k]`` (one option per distinct share left that fits), other pods take
+        the first free GPUs (one option per state, ``taken`` -1).
+        """
+        table = state.table
+        lefts = table.left[state_ids]  # sorted descending, -1 last
+        cpu = table.cpu[state_ids] - shape.cpu_milli
+        mem = table.mem[state_ids] - memory_mib
+        models = table.model[state_ids]
+        if shape.is_share:
+            distinct = np.ones_like(lefts, dtype=bool)
+            distinct[:, 1:] = lefts[:, 1:] != lefts[:, :-1]
+            rows, slots = np.nonzero((lefts >= shape.gpu_milli) & distinct)
+            after = lefts[rows].copy()
+            after[np.arange(rows.size), slots] -= shape.gpu_milli
+            taken = lefts[rows, slots]
+        else:
+            rows = np.arange(len(state_ids))
+            after = lefts.copy()
+            after[:, : shape.gpus] -= shape.gpu_milli  # the first k are free GPUs (sorted)
+            taken = np.full(len(state_ids), -1, dtype=np.int64)
+        fragments = self.measure(self.target, NodeRows(after, cpu[rows], models[rows], mem[rows]))
+        return rows, taken, fragments
 
 
 __all__ = [
@@ -259,6 +277,7 @@ __all__ = [
     "FragmentMemo",
     "Fragmentation",
     "Measure",
+    "NodeRows",
     "TargetArrays",
     "fragment_matrix",
     "gpuopt_matrix",

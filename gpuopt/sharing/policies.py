@@ -329,27 +329,16 @@ class FgdPolicy(Policy):
         assert self.target is not None
         frequency = self.target.frequency
         before = memo.of(state, state_ids)  # u x t
-        lefts = state.table.left[state_ids]  # sorted descending, -1 last
-        cpu_after = state.table.cpu[state_ids] - shape.cpu_milli
-        mem_after = state.table.mem[state_ids] - key[3]
-        models = state.table.model[state_ids]
-        if not shape.is_share:
-            after = lefts.copy()
-            after[:, : shape.gpus] -= shape.gpu_milli  # the first k are free GPUs (sorted)
-            fragments = self.measure(self.target, after, cpu_after, models, mem_after)
-            return sigmoid_score((before - fragments) @ frequency)
-        # a share: one option per distinct share left that fits
-        distinct = np.ones_like(lefts, dtype=bool)
-        distinct[:, 1:] = lefts[:, 1:] != lefts[:, :-1]
-        rows, slots = np.nonzero((lefts >= shape.gpu_milli) & distinct)
-        after = lefts[rows].copy()
-        after[np.arange(rows.size), slots] -= shape.gpu_milli
-        fragments = self.measure(self.target, after, cpu_after[rows], models[rows], mem_after[rows])
+        rows, taken, fragments = memo.after_arrival(state, state_ids, shape, key[3])
         option_scores = sigmoid_score((before[rows] - fragments) @ frequency)
+        if not shape.is_share:
+            return option_scores
+        # a share: one option per distinct share left that fits
         best = np.full(state_ids.size, -1, dtype=np.int64)
         np.maximum.at(best, rows, option_scores)
-        values = lefts[rows, slots].tolist()
-        for row, value, score in zip(rows.tolist(), values, option_scores.tolist(), strict=True):
+        for row, value, score in zip(
+            rows.tolist(), taken.tolist(), option_scores.tolist(), strict=True
+        ):
             self._options.setdefault((int(state_ids[row]), key), {})[value] = score
         return best
 

@@ -85,8 +85,8 @@ def test_a_locked_node_over_its_gpus_and_fractional_memory_are_read() -> None:
 
 
 def test_a_shape_asking_no_cpu_has_no_cpu_limit() -> None:
-    from gpuopt.sharing.fragmentation import TargetArrays, slot_matrix
+    from gpuopt.sharing.fragmentation import NodeRows, TargetArrays, slot_matrix
 
     target = TargetArrays.build(Workload((Shape(0, 250, 1),), (1.0,)), [""])
     left = np.array([[1000, -1, -1, -1, -1, -1, -1, -1]])
-    assert slot_matrix(target, left, np.array([2]), np.array([0])).tolist() == [[4]]
+    assert slot_matrix(target, NodeRows(left, np.array([2]), np.array([0]))).tolist() == [[4]]

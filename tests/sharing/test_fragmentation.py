@@ -106,6 +106,7 @@ def test_share_state_from_a_cluster() -> None:
 def test_slot_matrix_counts_copies_that_fit() -> None:
     from gpuopt.cluster.workload import Shape, Workload
     from gpuopt.sharing.fragmentation import (
+        NodeRows,
         TargetArrays,
         lost_usable_matrix,
         slot_matrix,
@@ -118,11 +119,11 @@ def test_slot_matrix_counts_copies_that_fit() -> None:
     target = TargetArrays.build(workload, ["", "T4"])
     left = np.array([[1000, 700, 1000, -1, -1, -1, -1, -1], [600, 0, -1, -1, -1, -1, -1, -1]])
     cpu = np.array([64000, 1500])
-    slots = slot_matrix(target, left, cpu, np.array([1, 1]))
+    slots = slot_matrix(target, NodeRows(left, cpu, np.array([1, 1])))
     # node 0: shares 3 + 2 + 3 = 8; whole 2 free GPUs -> one 2-GPU copy; CPU-only capped
     # by nothing but CPU (128); model X is not T4: 0. Node 1: CPU 1500 caps the share at 1.
     assert slots.tolist() == [[8, 1, 128, 0], [1, 0, 3, 0]]
-    lost = lost_usable_matrix(target, left, cpu, np.array([1, 1]))
+    lost = lost_usable_matrix(target, NodeRows(left, cpu, np.array([1, 1])))
     assert lost.tolist() == [[-2400, -2000, 0, 0], [-300, 0, 0, 0]]
 
 
@@ -130,7 +131,7 @@ def test_gpuopt_keeps_remainders_that_fit_more_shares() -> None:
     # GPU 0 has 900 left, GPU 1 has 500. A 300 share on GPU 0 leaves 600 (two more 300s fit),
     # on GPU 1 it leaves 200 (none fits, and 200 becomes fragment): gpuopt takes GPU 0.
     from gpuopt.cluster.workload import Shape, Workload
-    from gpuopt.sharing.fragmentation import TargetArrays, gpuopt_matrix
+    from gpuopt.sharing.fragmentation import NodeRows, TargetArrays, gpuopt_matrix
     from gpuopt.sharing.policies import GpuoptPolicy
     from gpuopt.sharing.state import Pod, ShareState
 
@@ -140,7 +141,7 @@ def test_gpuopt_keeps_remainders_that_fit_more_shares() -> None:
     state.place(Pod(Shape(1000, 500, 1)), (0, (1,)))  # GPU 1: 500 left
     ours = GpuoptPolicy(np.arange(1), np.random.default_rng(0), workload)
     target = TargetArrays.build(workload, state.model_names)
-    measure = gpuopt_matrix(target, state.left, state.cpu_left, state.model_code, state.mem_left)
+    measure = gpuopt_matrix(target, NodeRows.of_state(state))
     # no remainder is below 300, so F is 0; usable: 3 + 1 copies of 300 thousandths
     assert measure.tolist() == [[round(-0.1 * 4 * 300)]]
     assert ours.choose(state, Pod(Shape(1000, 300, 1))) == (0, (0,))

@@ -12,9 +12,9 @@ problem.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
+from gpuopt._generator import seeded_random
 from gpuopt.cluster.interconnect import hgx_nvswitch, nvlink_pairs, pcie_two_numa
 from gpuopt.cluster.shares import MILLI
 from gpuopt.errors import check_arguments
@@ -85,7 +85,7 @@ def random_node_problem(
             )
         },
     )
-    rng = random.Random(seed)
+    rng = seeded_random(seed)
     rows: list[dict[str, Any]] = []
     for number in range(nodes):
         kind = rng.choice(list(KINDS))

@@ -11,9 +11,9 @@ the same state.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
+from gpuopt._generator import seeded_random
 from gpuopt.errors import check_arguments
 from gpuopt.placement.switch.problem import MAX_ITEMS, TopologyProblem
 
@@ -87,7 +87,7 @@ def random_topology(
         },
         optional=("jobs", "cpus_per_node"),
     )
-    rng = random.Random(seed)
+    rng = seeded_random(seed)
     rows: list[dict[str, Any]] = []
     for number in range(switches):
         switch_id = f"asw-{number}"
