@@ -38,7 +38,7 @@ from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.milp import solve_milp
 from gpuopt.defrag.onehop import solve_onehop
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import MigrationPlan, violations
 from gpuopt.io.data import data_folder
 from gpuopt.io.files import write_text_atomic
@@ -46,7 +46,7 @@ from gpuopt.io.files import write_text_atomic
 OPENB = "alibaba-openb-gpu-2023"
 
 
-def snapshots(args: argparse.Namespace) -> list[tuple[str, DefragProblem]]:
+def snapshots(args: argparse.Namespace) -> list[tuple[str, Cluster]]:
     sizes = (25, 100) if args.quick else (25, 100, 500)
     out = []
     for nodes in sizes:
@@ -88,7 +88,7 @@ def snapshots(args: argparse.Namespace) -> list[tuple[str, DefragProblem]]:
     return out
 
 
-def run_method(problem: DefragProblem, method: str, limit: float) -> MigrationPlan:
+def run_method(problem: Cluster, method: str, limit: float) -> MigrationPlan:
     if method == "onehop":
         return solve_onehop(problem)
     if method == "ipc":
@@ -98,7 +98,7 @@ def run_method(problem: DefragProblem, method: str, limit: float) -> MigrationPl
     return solve_cpsat(problem, time_limit=limit, threads=2)
 
 
-def row(name: str, problem: DefragProblem, plan: MigrationPlan) -> dict[str, Any]:
+def row(name: str, problem: Cluster, plan: MigrationPlan) -> dict[str, Any]:
     broken = violations(problem, plan)
     if broken:
         raise SystemExit(f"{name}: {plan.method} returned an illegal plan: {broken[0]}")

@@ -36,13 +36,13 @@ from rich.table import Table
 import gpuopt
 from gpuopt.defrag.diagnosis import diagnose
 from gpuopt.defrag.generator import KubeFacts, with_kubernetes
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import apply_plan
 from gpuopt.errors import ProblemError
 from gpuopt.io.data import trace_folder
 
 
-def measure(problem: DefragProblem, min_node_gpus: int) -> dict[str, float]:
+def measure(problem: Cluster, min_node_gpus: int) -> dict[str, float]:
     options = problem.options.model_copy(update={"min_node_gpus": min_node_gpus})
     problem = problem.model_copy(update={"options": options})
     started = time.perf_counter()

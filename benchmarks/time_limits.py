@@ -103,7 +103,7 @@ def check(problem: Any, result: Any) -> list[str]:
     """The independent checker of the problem's type."""
     if isinstance(problem, gpuopt.AllocationProblem):
         return list(gpuopt.violations(problem, result.grid))
-    if isinstance(problem, gpuopt.DefragProblem):
+    if isinstance(problem, gpuopt.Cluster):
         return defrag_violations(problem, result)
     return topology_violations(problem, result)
 

@@ -27,14 +27,14 @@ it. Everything else lives in the subpackages, each reachable as an attribute
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuopt import progress
 from gpuopt.allocation import AllocationProblem, AllocationResult, load_problem, parse_problem
 from gpuopt.api import METHODS, evaluate, options_of, solve, violations
 from gpuopt.cluster import Cluster, Request, load_cluster, parse_cluster, parse_request
-from gpuopt.defrag import DefragProblem, MigrationPlan, load_snapshot
+from gpuopt.cluster.model import DEPRECATED_NAMES, deprecated_name
+from gpuopt.defrag import MigrationPlan
 from gpuopt.errors import ProblemError, ProblemTypeError
 from gpuopt.gang import GangAnswer, GangProblem
 from gpuopt.placement import NodePlacement, NodePlacementProblem, TopologyProblem, TopologyResult
@@ -82,10 +82,13 @@ SUBPACKAGES: tuple[str, ...] = (
 )
 
 
-def __getattr__(name: str) -> ModuleType:
-    """Import a subpackage on first use, so ``gpuopt.planning`` works after ``import gpuopt``."""
+def __getattr__(name: str) -> Any:
+    """A subpackage, imported on first use (``gpuopt.planning`` after ``import gpuopt``), or an
+    old name of the cluster model (``DefragProblem``), with a ``DeprecationWarning``."""
     if name in SUBPACKAGES:
         return importlib.import_module(f"gpuopt.{name}")
+    if name in DEPRECATED_NAMES:  # old names of the cluster model, one release
+        return deprecated_name("gpuopt", name)
     raise AttributeError(f"module 'gpuopt' has no attribute {name!r}")
 
 
@@ -100,7 +103,6 @@ __all__ = [
     "AllocationResult",
     "Cluster",
     "Decision",
-    "DefragProblem",
     "GangAnswer",
     "GangProblem",
     "MigrationPlan",
@@ -118,7 +120,6 @@ __all__ = [
     "evaluate",
     "load_cluster",
     "load_problem",
-    "load_snapshot",
     "options_of",
     "parse_cluster",
     "parse_problem",

@@ -23,7 +23,7 @@ from gpuopt.allocation.solution import AllocationResult
 from gpuopt.allocation.solution import evaluate as allocation_evaluate
 from gpuopt.allocation.solution import violations as allocation_violations
 from gpuopt.defrag.methods import METHODS as DEFRAG_METHODS
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import MigrationPlan
 from gpuopt.defrag.solution import evaluate as defrag_evaluate
 from gpuopt.defrag.solution import violations as defrag_violations
@@ -63,7 +63,7 @@ METHODS: dict[type, dict[str, Solver]] = {
         "milp": solve_milp,
         "lns": solve_lns,
     },
-    DefragProblem: dict(DEFRAG_METHODS),
+    Cluster: dict(DEFRAG_METHODS),
     TopologyProblem: {"greedy": topology_greedy, "milp": topology_milp},
     NodePlacementProblem: {"binpack": solve_binpack, "spread": solve_spread},
     PreemptionProblem: {"heuristic": solve_heuristic, "exact": solve_exact},
@@ -75,7 +75,7 @@ METHODS: dict[type, dict[str, Solver]] = {
 #: legal); an evaluator recomputes what the result claims, from the problem alone.
 CHECKERS: dict[type, tuple[Callable[[Any, Any], list[str]], Callable[[Any, Any], Any] | None]] = {
     AllocationProblem: (allocation_violations, allocation_evaluate),
-    DefragProblem: (defrag_violations, defrag_evaluate),
+    Cluster: (defrag_violations, defrag_evaluate),
     TopologyProblem: (topology_violations, None),
     NodePlacementProblem: (node_violations, None),
     PreemptionProblem: (preemption_violations, preemption_evaluate),
@@ -85,7 +85,7 @@ CHECKERS: dict[type, tuple[Callable[[Any, Any], list[str]], Callable[[Any, Any],
 #: problem type -> what its answer is called in messages.
 ANSWER_NAMES: dict[type, str] = {
     AllocationProblem: "grid",
-    DefragProblem: "plan",
+    Cluster: "plan",
     TopologyProblem: "placement",
     NodePlacementProblem: "placement",
     PreemptionProblem: "decision",
@@ -201,7 +201,7 @@ def evaluate(problem: object, result: Any) -> Any:
         raise ValueError(f"{problem_type.__name__} results have no evaluator; use violations.")
     if isinstance(problem, AllocationProblem):
         result = _result_grid(result)
-    elif isinstance(problem, DefragProblem) and isinstance(result, MigrationPlan):
+    elif isinstance(problem, Cluster) and isinstance(result, MigrationPlan):
         result = result.moves
     return measure(problem, result)
 
@@ -223,12 +223,12 @@ def solve(
     problem: NodePlacementProblem, method: str | None = ..., **options: Any
 ) -> NodePlacement: ...
 @overload
-def solve(problem: DefragProblem, method: str | None = ..., **options: Any) -> MigrationPlan: ...
+def solve(problem: Cluster, method: str | None = ..., **options: Any) -> MigrationPlan: ...
 
 
 def solve(
     problem: AllocationProblem
-    | DefragProblem
+    | Cluster
     | TopologyProblem
     | NodePlacementProblem
     | PreemptionProblem
@@ -246,7 +246,7 @@ def solve(
     ----------
     problem
         A validated problem: :class:`gpuopt.AllocationProblem`, a
-        :class:`gpuopt.Cluster` (defragmentation; ``gpuopt.DefragProblem`` is
+        :class:`gpuopt.Cluster` (defragmentation; ``gpuopt.Cluster`` is
         the same class), :class:`gpuopt.TopologyProblem` (switch level),
         :class:`gpuopt.NodePlacementProblem` (node level) or
         :class:`gpuopt.PreemptionProblem`; the last three are built from a
@@ -298,7 +298,7 @@ def solve(
     accepted = inspect.signature(function).parameters
     given = {"time_limit": time_limit, "seed": seed, "initial": initial, **options}
     check_options(given)
-    if isinstance(problem, DefragProblem) and not isinstance(initial, (MigrationPlan, type(None))):
+    if isinstance(problem, Cluster) and not isinstance(initial, (MigrationPlan, type(None))):
         raise ProblemError(f"initial must be a MigrationPlan (got {type(initial).__name__}).")
     call: dict[str, Any] = {}
     for name, value in given.items():

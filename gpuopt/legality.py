@@ -273,7 +273,7 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
 
     def build(rng: random.Random, number: int) -> Instance:
         from gpuopt.defrag.generator import TaskShares, random_snapshot
-        from gpuopt.defrag.problem import DefragProblem
+        from gpuopt.defrag.problem import Cluster
 
         size = _pick_size(rng, exact)
         if exact:
@@ -318,7 +318,7 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
             "min_node_gpus": rng.choice((0, 0, 0, gpus_per_node, largest)),
             "seed": rng.randrange(1000),
         }
-        problem = _kubernetes(rng, DefragProblem.model_validate(data))
+        problem = _kubernetes(rng, Cluster.model_validate(data))
         options: dict[str, Any] = {}
         if exact:
             options = _exact_options(rng, number)

@@ -9,7 +9,7 @@ import pytest
 
 from gpuopt.cli import main
 from gpuopt.defrag.generator import random_snapshot
-from gpuopt.defrag.problem import load_snapshot
+from gpuopt.defrag.problem import load_cluster
 from gpuopt.defrag.solution import load_plan, violations
 
 FIXTURES = Path(__file__).parent / "readers" / "fixtures"
@@ -40,7 +40,7 @@ def test_defrag_writes_a_legal_plan(
     assert code == 0, stdout
     plan = load_plan(out)
     assert plan.method == method
-    assert violations(load_snapshot(snapshot_file), plan) == []
+    assert violations(load_cluster(snapshot_file), plan) == []
     assert f"{method}: emptied {plan.metrics.emptied} nodes" in stdout
     code, stdout, _ = run(["check", str(snapshot_file), str(out)], capsys)
     assert code == 0 and stdout.startswith("legal;")
@@ -122,7 +122,7 @@ def test_defrag_bad_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 def test_check_reports_an_illegal_plan(
     snapshot_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    snapshot = load_snapshot(snapshot_file)
+    snapshot = load_cluster(snapshot_file)
     task = snapshot.tasks[0]
     plan = {
         "method": "manual",
@@ -168,7 +168,7 @@ def test_snapshot_kubectl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         ["snapshot", "kubectl", str(FIXTURES / "kubectl_small.json"), "--out", str(out)], capsys
     )
     assert code == 0
-    snapshot = load_snapshot(out)
+    snapshot = load_cluster(out)
     assert f"{len(snapshot.nodes)} nodes" in stdout
 
 
@@ -199,7 +199,7 @@ def test_snapshot_openb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         capsys,
     )
     assert code == 0 and "3 placed" in stdout
-    snapshot = load_snapshot(out)
+    snapshot = load_cluster(out)
     assert len(snapshot.tasks) == 3 and snapshot.index.node_used_gpus.tolist() == [4, 0]
     code, _, stderr = run(
         [
@@ -252,7 +252,7 @@ def test_exact_partitions_flag(
     out = tmp_path / "plan.json"
     args = ["defrag", str(snapshot_file), "--exact", "milp", "--partition-size", "10"]
     code, stdout, _ = run([*args, "--out", str(out)], capsys)
-    assert code == 0 and violations(load_snapshot(snapshot_file), load_plan(out)) == []
+    assert code == 0 and violations(load_cluster(snapshot_file), load_plan(out)) == []
     code, _, stderr = run(
         ["defrag", str(snapshot_file), "--method", "milp", "--exact", "milp"], capsys
     )
@@ -276,6 +276,6 @@ def test_exact_methods_say_when_they_solve_partitions(
         code, stdout, _ = run([*args, "--out", str(out)], capsys)
         assert code == 0, stdout
         plan = load_plan(out)
-        assert violations(load_snapshot(snapshot_file), plan) == []
+        assert violations(load_cluster(snapshot_file), plan) == []
         assert "so milp solved ipc's partitions of at most" in stdout
         assert f", bound {plan.bound} nodes [" in stdout and plan.bound is not None

@@ -54,7 +54,7 @@ from gpuopt.allocation.problem import AllocationProblem, load_problem
 from gpuopt.allocation.solution import violations as allocation_violations
 from gpuopt.cli import main
 from gpuopt.defrag.generator import random_snapshot
-from gpuopt.defrag.problem import DefragProblem, load_snapshot
+from gpuopt.defrag.problem import Cluster, load_cluster
 from gpuopt.defrag.solution import load_plan
 from gpuopt.defrag.solution import violations as defrag_violations
 from gpuopt.errors import ProblemError
@@ -684,7 +684,7 @@ def case_check(rng: random.Random, tmp: Path) -> Case:
 def _case_check_plan(rng: random.Random, tmp: Path) -> Case:
     snapshot, plan = tmp / "snapshot.json", tmp / "plan.json"
     valid = valid_snapshot(rng)
-    problem = DefragProblem.model_validate(valid)
+    problem = Cluster.model_validate(valid)
     moves = json.loads(gpuopt.solve(problem, "ipc").to_json())
     if rng.random() < 0.5:
         write(snapshot, dump(valid))
@@ -741,7 +741,7 @@ def case_generate(rng: random.Random, tmp: Path) -> Case:
 
 def _snapshot_ok(snapshot: Path, out: Path) -> Callable[[], None]:
     def accept() -> None:
-        assert defrag_violations(load_snapshot(snapshot), load_plan(out)) == []
+        assert defrag_violations(load_cluster(snapshot), load_plan(out)) == []
 
     return accept
 
@@ -791,7 +791,7 @@ def case_diagnose(rng: random.Random, tmp: Path) -> Case:
         argv += _flag(rng, "--same-asw", ["1", "2"], share=0.6)
         steps.append(f"--same-asw {argv[-1]}")
     if rng.random() < 0.3:
-        moves = json.loads(gpuopt.solve(DefragProblem.model_validate(valid)).to_json())
+        moves = json.loads(gpuopt.solve(Cluster.model_validate(valid)).to_json())
         steps += json_input(rng, moves, plan, references=("task", "from", "to"))
         argv += ["--plan", str(plan)]
 
@@ -869,7 +869,7 @@ def case_snapshot(rng: random.Random, tmp: Path) -> Case:
                 steps.append(f"{flag} {argv[-1]}")
 
     def accept() -> None:
-        load_snapshot(out)
+        load_cluster(out)
 
     return Case(argv, steps, out, accept)
 
@@ -1153,7 +1153,7 @@ API: dict[
         _api_allocation,
         ("id",),
     ),
-    "DefragProblem": (valid_snapshot, DefragProblem.model_validate, _api_defrag, ("node",)),
+    "Cluster": (valid_snapshot, Cluster.model_validate, _api_defrag, ("node",)),
     "TopologyProblem": (valid_topology, TopologyProblem.model_validate, _api_topology, ()),
     "PreemptionProblem": (
         valid_preemption,
@@ -1323,7 +1323,7 @@ def short_text(value: Any) -> str:
 def _check_solution(problem: Any, result: Any) -> None:
     if isinstance(problem, AllocationProblem):
         assert allocation_violations(problem, result.grid) == []
-    elif isinstance(problem, DefragProblem):
+    elif isinstance(problem, Cluster):
         assert defrag_violations(problem, result) == []
     elif isinstance(problem, TopologyProblem):
         assert topology_violations(problem, result) == []

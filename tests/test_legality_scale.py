@@ -22,7 +22,7 @@ from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import violations as allocation_violations
 from gpuopt.api import solve
 from gpuopt.defrag.greedy import ClusterState, _group_budgets
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import violations as defrag_violations
 from gpuopt.legality import (
     CASES,
@@ -143,7 +143,7 @@ def test_exact_models_without_columns_are_optimal() -> None:
     result = solve(allocation, "milp")
     assert allocation_violations(allocation, result.grid) == []
     assert result.status == "optimal" and result.bound == pytest.approx(result.objective)
-    snapshot = DefragProblem.model_validate({"nodes": [{"id": "a", "gpus": 8, "cpus": 8}]})
+    snapshot = Cluster.model_validate({"nodes": [{"id": "a", "gpus": 8, "cpus": 8}]})
     plan = solve(snapshot, "milp")
     assert defrag_violations(snapshot, plan) == []
     assert (plan.status, plan.bound) == ("optimal", 0)
@@ -155,7 +155,7 @@ def test_exact_models_without_columns_are_optimal() -> None:
 def test_group_budget_with_a_group_outside_every_partition() -> None:
     # later ipc rounds take only some nodes; a group whose tasks were all elsewhere divided
     # its budget by zero partitions (ZeroDivisionError)
-    problem = DefragProblem.model_validate(
+    problem = Cluster.model_validate(
         {
             "nodes": [{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b", "c")],
             "tasks": [

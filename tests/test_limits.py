@@ -150,7 +150,7 @@ def test_snapshot_selector_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> 
         task["node_selector"] = {f"key{number}": "v"}
     monkeypatch.setattr(defrag_problem, "MAX_SELECTOR_CELLS", 30)  # 4 selectors x 10 nodes
     with pytest.raises(ProblemError) as caught:
-        gpuopt.DefragProblem.model_validate(data)
+        gpuopt.Cluster.model_validate(data)
     expected = "distinct placement rules (node selector, node affinity, tolerations)"
     assert expected in one_line(caught)
 

@@ -50,7 +50,7 @@ FINISHED = {"time_limit", "optimal", "heuristic"}
 def _check(problem: Any, result: Any) -> list[str]:
     if isinstance(problem, gpuopt.AllocationProblem):
         return list(gpuopt.violations(problem, result.grid))
-    if isinstance(problem, gpuopt.DefragProblem):
+    if isinstance(problem, gpuopt.Cluster):
         return defrag_violations(problem, result)
     return topology_violations(problem, result)
 
@@ -99,11 +99,11 @@ def alloc_medium() -> gpuopt.AllocationProblem:
     return random_problem(1, gpus=32, tasks=30)  # 4 k patterns, 90 k non-zeros: the solver runs
 
 
-def defrag_large() -> gpuopt.DefragProblem:
+def defrag_large() -> gpuopt.Cluster:
     return random_snapshot(1, nodes=500)  # 388 k columns, 1.6 M non-zeros
 
 
-def defrag_medium() -> gpuopt.DefragProblem:
+def defrag_medium() -> gpuopt.Cluster:
     return random_snapshot(1, nodes=100)  # 18 k columns, 70 k non-zeros
 
 

@@ -37,7 +37,7 @@ from gpuopt.options import OPTIONS
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from gpuopt.defrag.problem import DefragProblem
+    from gpuopt.defrag.problem import Cluster
     from gpuopt.defrag.solution import MigrationPlan
 
 #: Where the real traces live when this repository sits beside ``shared/``.
@@ -137,7 +137,7 @@ def load_cluster_file(path: str) -> Any:
 
 def defrag_problem(args: argparse.Namespace) -> Any:
     """The snapshot, its ``options`` overridden by the flags given."""
-    from gpuopt.defrag.problem import DefragOptions, check_options
+    from gpuopt.defrag.problem import ClusterOptions, check_options
     from gpuopt.errors import validate_object
 
     if args.emit_dir is not None:  # before any work, as every output
@@ -157,7 +157,7 @@ def defrag_problem(args: argparse.Namespace) -> Any:
         updates["workload"] = workload.to_items()
     if updates:
         merged = {**problem.options.model_dump(), **updates}
-        checked = validate_object(DefragOptions, merged, what="options", source="options")
+        checked = validate_object(ClusterOptions, merged, what="options", source="options")
         problem = problem.model_copy(update={"options": checked})
     try:
         check_options(problem)
@@ -269,7 +269,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
 
 
 def show_workload(
-    shown: Console, problem: DefragProblem, plan: MigrationPlan | None, source: str
+    shown: Console, problem: Cluster, plan: MigrationPlan | None, source: str
 ) -> dict[str, Any]:
     """Print the workload-aware fragmentation (now, and after ``plan``); return it as JSON."""
     from rich.table import Table
@@ -377,7 +377,7 @@ fraction = number_type(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 def add_commands(commands: Any) -> None:
     """Add ``defrag``, ``diagnose`` and ``snapshot`` to the ``gpuopt`` parser."""
-    from gpuopt.defrag.problem import MAX_NODE_GPUS, DefragProblem
+    from gpuopt.defrag.problem import MAX_NODE_GPUS, Cluster
 
     defrag = commands.add_parser(
         "defrag", help="plan migrations so that whole nodes come free (snapshot -> plan)"
@@ -385,7 +385,7 @@ def add_commands(commands: Any) -> None:
     defrag.add_argument("snapshot", help="snapshot JSON file (nodes and the tasks on them)")
     add_method(
         defrag,
-        DefragProblem,
+        Cluster,
         default="ipc",
         help="ipc (default: partitions, eviction chains, rounds), onehop (the baseline), or the "
         "exact milp (HiGHS) and cpsat (they start from ipc and report a bound)",
@@ -398,7 +398,7 @@ def add_commands(commands: Any) -> None:
         "(default: ipc the snapshot's, else no limit; milp and cpsat 10 s)",
     )
     # the bounds and meaning of gpuopt.options, so that a bad flag fails as a usage error;
-    # None keeps the snapshot's options: flag -> (type, meaning, DefragOptions' default)
+    # None keeps the snapshot's options: flag -> (type, meaning, ClusterOptions' default)
     snapshot_options = {
         OPTIONS[name].flag: (
             OPTIONS[name].parse,

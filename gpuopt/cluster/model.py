@@ -41,11 +41,12 @@ importable from here before stays so.
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -480,17 +481,51 @@ def _extended_arrays(problem: Cluster) -> tuple[np.ndarray, np.ndarray, list[str
     return node_extra, task_extra, names
 
 
-#: The defragmentation problem is the cluster itself (and its options).
-DefragProblem = Cluster
-DefragIndex = ClusterIndex
-DefragOptions = ClusterOptions
+#: A cluster snapshot from a JSON object (or a JSON text), one-sentence errors.
 parse_cluster = Cluster.parse
+#: A cluster snapshot from a JSON file, one-sentence errors.
 load_cluster = Cluster.load
-parse_snapshot = parse_cluster
-load_snapshot = load_cluster
+
+#: Old names of the cluster model (the defragmentation problem is the cluster itself),
+#: kept for one release: each warns when used (:func:`deprecated_name`).
+DEPRECATED_NAMES = {
+    "DefragProblem": "Cluster",
+    "DefragIndex": "ClusterIndex",
+    "DefragOptions": "ClusterOptions",
+    "parse_snapshot": "parse_cluster",
+    "load_snapshot": "load_cluster",
+}
+
+
+def deprecated_name(module: str, name: str) -> Any:
+    """The object an old name stands for, with a ``DeprecationWarning`` naming the new one.
+
+    Modules that exported an old name (``gpuopt``, ``gpuopt.defrag``,
+    ``gpuopt.defrag.problem``, this one) call it from their ``__getattr__``.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     deprecated_name("gpuopt", "DefragProblem") is Cluster, str(caught[0].message)
+    (True, 'gpuopt.DefragProblem is deprecated: use gpuopt.Cluster, the same object.')
+    """
+    new = DEPRECATED_NAMES.get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{module}.{name} is deprecated: use gpuopt.{new}, the same object.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return globals()[new]
+
+
+def __getattr__(name: str) -> Any:
+    return deprecated_name(__name__, name)
 
 
 __all__ = [
+    "DEPRECATED_NAMES",
     "HP_PRIORITY",
     "MAX_AMOUNT",
     "MAX_NODES",
@@ -506,9 +541,6 @@ __all__ = [
     "Cluster",
     "ClusterIndex",
     "ClusterOptions",
-    "DefragIndex",
-    "DefragOptions",
-    "DefragProblem",
     "Gang",
     "Interconnect",
     "ItemId",
@@ -523,11 +555,10 @@ __all__ = [
     "check_node_use",
     "check_share",
     "check_unique",
+    "deprecated_name",
     "is_hp",
     "load_cluster",
-    "load_snapshot",
     "parse_cluster",
-    "parse_snapshot",
     "priority_value",
     "scaled",
     "selector_matches",

@@ -9,11 +9,13 @@ labelled rows), ``exact.py`` (those rows solved with HiGHS and CP-SAT),
 GPUs by cause); the formal model is ``models/defrag.md``.
 """
 
+from typing import Any
+
+from gpuopt.cluster.model import deprecated_name
 from gpuopt.defrag.cpsat import solve_cpsat
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.milp import solve_milp
 from gpuopt.defrag.onehop import solve_onehop
-from gpuopt.defrag.problem import DefragProblem, load_snapshot
 from gpuopt.defrag.solution import (
     MigrationPlan,
     Move,
@@ -24,15 +26,19 @@ from gpuopt.defrag.solution import (
     violations,
 )
 
+
+def __getattr__(name: str) -> Any:
+    """Old names of the cluster model, kept one release with a ``DeprecationWarning``."""
+    return deprecated_name(__name__, name)
+
+
 __all__ = [
-    "DefragProblem",
     "MigrationPlan",
     "Move",
     "PlanMetrics",
     "apply_plan",
     "evaluate",
     "load_plan",
-    "load_snapshot",
     "solve_cpsat",
     "solve_ipc",
     "solve_milp",

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from gpuopt.defrag.exact import NO_LIMIT, ExactSolver, budgeted, solve_from
-from gpuopt.defrag.problem import SCALE, DefragProblem
+from gpuopt.defrag.problem import SCALE, Cluster
 from gpuopt.defrag.solution import make_plan
 from gpuopt.defrag.workload import SlotModel
 from gpuopt.errors import ProblemError
@@ -384,7 +384,7 @@ def _monotonic_deadline(shard: Shard) -> float | None:
     return deadline
 
 
-def sub_snapshot(shard: Shard) -> DefragProblem:
+def sub_snapshot(shard: Shard) -> Cluster:
     """The shard as a snapshot of its own (local ids ``n<k>``, ``t<k>``), for the exact models.
 
     Eligibility classes (rules K1-K3) that exclude a node of the shard become
@@ -452,7 +452,7 @@ def sub_snapshot(shard: Shard) -> DefragProblem:
                 "resources": _named(names, shard.task_extra[task]),
             }
         )
-    return DefragProblem.model_validate({"name": "partition", "nodes": nodes, "tasks": tasks})
+    return Cluster.model_validate({"name": "partition", "nodes": nodes, "tasks": tasks})
 
 
 def _named(names: list[str], amounts: np.ndarray) -> dict[str, int]:

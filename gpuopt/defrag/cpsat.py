@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from gpuopt.defrag.exact import build_cpsat
 from gpuopt.defrag.milp import ExactRun, solve_exact
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import MigrationPlan
 from gpuopt.solvers import require
 
 
 def solve_cpsat(
-    problem: DefragProblem,
+    problem: Cluster,
     *,
     time_limit: float | None = 10.0,
     seed: int = 0,
@@ -39,7 +39,7 @@ def solve_cpsat(
 
     Examples
     --------
-    >>> problem = DefragProblem(
+    >>> problem = Cluster(
     ...     nodes=[{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b", "c")],
     ...     tasks=[{"id": "t1", "node": "a", "gpus": 4}, {"id": "t2", "node": "b", "gpus": 4},
     ...            {"id": "t3", "node": "c", "gpus": 4}])

@@ -39,8 +39,8 @@ CPU and memory are compared exactly, in thousandths (:func:`scaled`).
 
 Examples
 --------
->>> from gpuopt.defrag.problem import DefragProblem
->>> problem = DefragProblem(
+>>> from gpuopt.defrag.problem import Cluster
+>>> problem = Cluster(
 ...     nodes=[{"id": "a", "gpus": 8, "cpus": 64}, {"id": "b", "gpus": 8, "cpus": 64}],
 ...     tasks=[{"id": "t1", "node": "a", "gpus": 3, "cpus": 8},
 ...            {"id": "t2", "node": "b", "gpus": 2, "cpus": 60}])
@@ -59,7 +59,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt.cluster.kube import MIG_LABEL
-from gpuopt.cluster.model import DefragProblem, scaled
+from gpuopt.cluster.model import Cluster, scaled
 from gpuopt.cluster.request import REQUEST_FORM, Request, as_request, parse_request
 from gpuopt.cluster.rules import refusal
 from gpuopt.cluster.shares import MILLI
@@ -155,7 +155,7 @@ def _sum(values: IntArray, groups: IntArray, count: int) -> IntArray:
     return np.bincount(groups, weights=values, minlength=count).astype(np.int64)
 
 
-def diagnose(problem: DefragProblem, request: Request | str, *, detail: bool = False) -> Diagnosis:
+def diagnose(problem: Cluster, request: Request | str, *, detail: bool = False) -> Diagnosis:
     """Count the snapshot's idle GPUs by why they can or cannot serve ``request``.
 
     Parameters
@@ -177,7 +177,7 @@ def diagnose(problem: DefragProblem, request: Request | str, *, detail: bool = F
 
     Examples
     --------
-    >>> problem = DefragProblem(nodes=[
+    >>> problem = Cluster(nodes=[
     ...     {"id": "a", "gpus": 8, "cpus": 64, "asw": "s1"},
     ...     {"id": "b", "gpus": 8, "cpus": 64, "asw": "s2"}])
     >>> d = diagnose(problem, Request(gpus=8, cpus=64, same_asw=2))
@@ -302,7 +302,7 @@ def _switch_detail(
 
 
 def diagnose_plan(
-    problem: DefragProblem,
+    problem: Cluster,
     plan: MigrationPlan | list[Move],
     request: Request | str,
     *,
@@ -357,7 +357,7 @@ def format_table(
 
     Examples
     --------
-    >>> problem = DefragProblem(nodes=[{"id": "a", "gpus": 8, "cpus": 64}])
+    >>> problem = Cluster(nodes=[{"id": "a", "gpus": 8, "cpus": 64}])
     >>> format_table({"now": diagnose(problem, "8G")})[:2]
     [('request 8G', 'now'), ('GPUs', '8')]
     """

@@ -32,7 +32,7 @@ from gpuopt.defrag.model import (
     capacity_bound,
     model_columns,
 )
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import MigrationPlan, Status, make_plan
 from gpuopt.defrag.workload import SlotModel
 from gpuopt.solvers import require
@@ -55,7 +55,7 @@ _CHUNK = 4096
 
 
 def order_moves(
-    problem: DefragProblem, final: np.ndarray, deadline: Deadline | None = None
+    problem: Cluster, final: np.ndarray, deadline: Deadline | None = None
 ) -> tuple[list[tuple[str, str, str]], int] | None:
     """Make-before-break order (X6) of the moves from the snapshot to ``final`` placement.
 
@@ -156,7 +156,7 @@ class Solved(NamedTuple):
 
 
 def finish_exact(
-    problem: DefragProblem,
+    problem: Cluster,
     method: ExactSolver,
     start: MigrationPlan,
     rows: DefragRows | None,
@@ -235,7 +235,7 @@ def finish_exact(
     )
 
 
-def _model_score(problem: DefragProblem, slots: SlotModel) -> Any:
+def _model_score(problem: Cluster, slots: SlotModel) -> Any:
     """Plans scored by X9's count of the workload slots (the model's), then fewest moves."""
     index = problem.index
 
@@ -378,9 +378,7 @@ def _plan_status(status: str) -> Status:
     return status if status in ("optimal", "feasible", "time_limit", "infeasible") else "feasible"  # type: ignore[return-value]
 
 
-def budgeted(
-    problem: DefragProblem, max_moves: int | None, group_budget: int | None
-) -> DefragProblem:
+def budgeted(problem: Cluster, max_moves: int | None, group_budget: int | None) -> Cluster:
     """The snapshot with the budgets given (None keeps the snapshot's options)."""
     options = problem.options
     max_moves = options.max_moves if max_moves is None else max_moves
@@ -392,7 +390,7 @@ def budgeted(
 
 
 def solve_from(
-    problem: DefragProblem,
+    problem: Cluster,
     start: MigrationPlan,
     *,
     solver: ExactSolver,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from gpuopt._generator import beta_parameters, seeded_random, task_size
-from gpuopt.defrag.problem import MAX_NODE_GPUS, MAX_NODES, DefragProblem
+from gpuopt.defrag.problem import MAX_NODE_GPUS, MAX_NODES, Cluster
 from gpuopt.errors import check_arguments
 
 SIZES = (1, 2, 4, 8)
@@ -59,7 +59,7 @@ def random_snapshot(
     asw_size: int = 32,
     idle_fraction: float = 0.05,
     name: str | None = None,
-) -> DefragProblem:
+) -> Cluster:
     """A valid random snapshot of ``nodes`` nodes with about ``fill`` of the GPUs in use.
 
     Parameters
@@ -157,7 +157,7 @@ def random_snapshot(
             task = _task(rng, len(task_rows), node_id, 0, rng.randint(2, 8))
             _decorate(rng, task, model, node_groups, num_groups, odds._replace(group=0.0))
             task_rows.append(task)
-    return DefragProblem.model_validate(
+    return Cluster.model_validate(
         {
             "name": name or f"random-{nodes}n-{seed}",
             "nodes": node_rows,
@@ -243,9 +243,7 @@ class KubeFacts:
     budgets: bool = True
 
 
-def with_kubernetes(
-    problem: DefragProblem, seed: int, facts: KubeFacts | None = None
-) -> DefragProblem:
+def with_kubernetes(problem: Cluster, seed: int, facts: KubeFacts | None = None) -> Cluster:
     """``problem`` with the Kubernetes facts that decide where pods may go (rules K1-K7).
 
     The snapshot stays a legal state: every pod's node satisfies its node
@@ -371,7 +369,7 @@ def with_kubernetes(
             | ({"max_unavailable": 1} if k % 2 == 0 else {"min_available": "50%"})
             for k in range(services)
         ]
-    return DefragProblem.model_validate(data)
+    return Cluster.model_validate(data)
 
 
 def _true_term(rng: random.Random, labels: dict[str, str], zones: list[str]) -> dict[str, Any]:

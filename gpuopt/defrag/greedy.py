@@ -33,7 +33,7 @@ import numpy as np
 import gpuopt.progress
 from gpuopt.cluster.model import Objective
 from gpuopt.defrag._shard import NO_LIMIT, Shard, empty_nodes
-from gpuopt.defrag.problem import DefragOptions, DefragProblem, check_options
+from gpuopt.defrag.problem import Cluster, ClusterOptions, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
 from gpuopt.defrag.workload import SlotModel, resolve
 from gpuopt.solvers.deadline import Deadline
@@ -69,7 +69,7 @@ class Search:
     ``exact``, every partition of at most ``exact_nodes`` nodes is improved
     with the exact model (``"milp"`` or ``"cpsat"``) for at most
     ``exact_seconds``. The snapshot's own options (partition size, depth,
-    rounds, time limit, budgets, seed) travel in a :class:`DefragOptions`.
+    rounds, time limit, budgets, seed) travel in a :class:`ClusterOptions`.
     """
 
     method: str
@@ -97,7 +97,7 @@ SHARD_TASK_ARRAYS = (
 class ClusterState:
     """Where every task is now and what every node has free (global positions)."""
 
-    def __init__(self, problem: DefragProblem, slots: SlotModel | None = None) -> None:
+    def __init__(self, problem: Cluster, slots: SlotModel | None = None) -> None:
         index = problem.index
         self.slots = slots
         self.partial = None if slots is None else slots.partial_of(index.task_node, index.num_nodes)
@@ -246,7 +246,7 @@ def _workers_wanted(workers: int | None, num_nodes: int, partitions: int) -> int
 
 
 def solve_ipc(
-    problem: DefragProblem,
+    problem: Cluster,
     *,
     partition_size: int | None = None,
     depth: int | None = None,
@@ -299,7 +299,7 @@ def solve_ipc(
 
     Examples
     --------
-    >>> problem = DefragProblem(
+    >>> problem = Cluster(
     ...     nodes=[{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b", "c")],
     ...     tasks=[{"id": "t1", "node": "a", "gpus": 4}, {"id": "t2", "node": "b", "gpus": 2},
     ...            {"id": "t3", "node": "c", "gpus": 2}])
@@ -332,8 +332,8 @@ def solve_ipc(
 
 
 def _run(
-    problem: DefragProblem,
-    options: DefragOptions,
+    problem: Cluster,
+    options: ClusterOptions,
     search: Search,
     *,
     workers: int | None,

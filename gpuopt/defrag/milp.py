@@ -22,7 +22,7 @@ from gpuopt.defrag.model import (
     capacity_bound,
     model_columns,
 )
-from gpuopt.defrag.problem import DefragProblem, check_options
+from gpuopt.defrag.problem import Cluster, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
 from gpuopt.defrag.workload import SlotModel, capacity_slots_bound, resolve
 from gpuopt.result import Status
@@ -37,14 +37,14 @@ PARTITION_SECONDS = 5.0
 
 
 def prepare(
-    problem: DefragProblem,
+    problem: Cluster,
     initial: MigrationPlan | None,
     warm: bool,
     seed: int,
     max_moves: int | None,
     group_budget: int | None,
     deadline: Deadline,
-) -> tuple[DefragProblem, MigrationPlan]:
+) -> tuple[Cluster, MigrationPlan]:
     """What both exact methods start from: the snapshot with its budgets, and the start.
 
     Budgets given as None keep the snapshot's options; the start is
@@ -73,7 +73,7 @@ class ExactRun:
 
 
 def solve_exact(
-    problem: DefragProblem,
+    problem: Cluster,
     solver: ExactSolver,
     run: ExactRun,
     *,
@@ -118,7 +118,7 @@ def solve_exact(
 
 
 def solve_partitions(
-    problem: DefragProblem,
+    problem: Cluster,
     solver: ExactSolver,
     columns: int,
     deadline: Deadline,
@@ -192,7 +192,7 @@ def solve_partitions(
 
 
 def solve_milp(
-    problem: DefragProblem,
+    problem: Cluster,
     *,
     time_limit: float | None = 10.0,
     seed: int = 0,
@@ -236,7 +236,7 @@ def solve_milp(
 
     Examples
     --------
-    >>> problem = DefragProblem(
+    >>> problem = Cluster(
     ...     nodes=[{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b", "c")],
     ...     tasks=[{"id": "t1", "node": "a", "gpus": 4}, {"id": "t2", "node": "b", "gpus": 4},
     ...            {"id": "t3", "node": "c", "gpus": 4}])

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuopt.cluster.model import Objective
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import MigrationPlan
 from gpuopt.defrag.workload import CPU_ONLY, SHARE, WHOLE, SlotModel
 from gpuopt.errors import ProblemError
@@ -48,7 +48,7 @@ class DefragRows(RowCounts):
     at 0). ``primary`` holds the primary objective's column costs.
     """
 
-    problem: DefragProblem
+    problem: Cluster
     col_task: np.ndarray
     col_node: np.ndarray
     candidates: np.ndarray
@@ -88,7 +88,7 @@ class DefragRows(RowCounts):
     @classmethod
     def build(
         cls,
-        problem: DefragProblem,
+        problem: Cluster,
         *,
         max_moves: int | None = None,
         group_budget: int | None = None,
@@ -553,7 +553,7 @@ def _slot_upper(
     return int(min(by_gpu, by_cpu))
 
 
-def candidate_nodes(problem: DefragProblem) -> np.ndarray:
+def candidate_nodes(problem: Cluster) -> np.ndarray:
     """The nodes that may be emptied: GPUs >= max(1, ``min_node_gpus``), tasks, none locked."""
     index = problem.index
     locked_on = np.zeros(index.num_nodes, dtype=bool)
@@ -563,7 +563,7 @@ def candidate_nodes(problem: DefragProblem) -> np.ndarray:
     return np.flatnonzero(occupied & ~locked_on & (index.node_gpus >= smallest))
 
 
-def _eligible(problem: DefragProblem) -> tuple[np.ndarray, np.ndarray | None]:
+def _eligible(problem: Cluster) -> tuple[np.ndarray, np.ndarray | None]:
     """The movable tasks and their eligible nodes (``E_t``; None: too many pairs to count)."""
     index = problem.index
     occupied = index.node_task_count > 0
@@ -588,7 +588,7 @@ def _eligible(problem: DefragProblem) -> tuple[np.ndarray, np.ndarray | None]:
     return movable, eligible
 
 
-def model_columns(problem: DefragProblem) -> int:
+def model_columns(problem: Cluster) -> int:
     """The x columns the exact model of ``problem`` has (at least this many when too many to count).
 
     Depends on the snapshot alone, never on a time limit, so the choice between
@@ -600,7 +600,7 @@ def model_columns(problem: DefragProblem) -> int:
     return int(eligible.sum())
 
 
-def capacity_bound(problem: DefragProblem) -> int:
+def capacity_bound(problem: Cluster) -> int:
     """A proven upper bound on the nodes any legal plan empties, from capacity alone.
 
     Every task ends on a node that is not emptied, so the emptied nodes' GPUs
@@ -609,7 +609,7 @@ def capacity_bound(problem: DefragProblem) -> int:
     GPUs, and likewise for CPUs (the smaller count), and at most ``max_moves``
     (each emptied node needs a move).
 
-    >>> problem = DefragProblem(
+    >>> problem = Cluster(
     ...     nodes=[{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b", "c")],
     ...     tasks=[{"id": "t1", "node": "a", "gpus": 4}, {"id": "t2", "node": "b", "gpus": 4},
     ...            {"id": "t3", "node": "c", "gpus": 4}])
@@ -630,7 +630,7 @@ def capacity_bound(problem: DefragProblem) -> int:
     return bound if max_moves is None else min(bound, max_moves)
 
 
-def _node_use(problem: DefragProblem) -> dict[str, np.ndarray]:
+def _node_use(problem: Cluster) -> dict[str, np.ndarray]:
     """What the locked tasks use on every node (the movable ones are columns)."""
     index = problem.index
     locked = index.task_locked

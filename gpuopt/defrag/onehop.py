@@ -13,12 +13,12 @@ search: chains, ranking and rounds.
 from __future__ import annotations
 
 from gpuopt.defrag.greedy import Search, _run
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import MigrationPlan
 
 
 def solve_onehop(
-    problem: DefragProblem,
+    problem: Cluster,
     *,
     max_moves: int | None = None,
     group_budget: int | None = None,
@@ -28,7 +28,7 @@ def solve_onehop(
 
     Examples
     --------
-    >>> problem = DefragProblem(
+    >>> problem = Cluster(
     ...     nodes=[{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b")],
     ...     tasks=[{"id": "t1", "node": "a", "gpus": 4}, {"id": "t2", "node": "b", "gpus": 2}])
     >>> solve_onehop(problem).emptied

@@ -4,32 +4,35 @@ This module keeps the names under which defragmentation code and older user
 code know it, and the check every method makes of the snapshot's options.
 """
 
+from typing import Any
+
 from gpuopt.cluster.model import (
     MAX_AMOUNT,
     MAX_NODE_GPUS,
     MAX_NODES,
     MAX_TASKS,
     SCALE,
-    DefragIndex,
-    DefragOptions,
-    DefragProblem,
+    Cluster,
+    ClusterIndex,
+    ClusterOptions,
     Node,
     Task,
-    load_snapshot,
-    parse_snapshot,
+    deprecated_name,
+    load_cluster,
+    parse_cluster,
     scaled,
     selector_matches,
 )
 from gpuopt.errors import ProblemError
 
 
-def check_options(problem: DefragProblem) -> None:
+def check_options(problem: Cluster) -> None:
     """Refuse options no node of the snapshot can satisfy, in one sentence naming the option.
 
     ``min_node_gpus`` above every node's GPUs leaves no node that may be
     emptied (nodes below it are never emptied, ``models/defrag.md`` D8).
 
-    >>> check_options(DefragProblem(nodes=[{"id": "a", "gpus": 8, "cpus": 64}],
+    >>> check_options(Cluster(nodes=[{"id": "a", "gpus": 8, "cpus": 64}],
     ...     options={"min_node_gpus": 16}))
     Traceback (most recent call last):
     ...
@@ -43,20 +46,25 @@ def check_options(problem: DefragProblem) -> None:
         )
 
 
+def __getattr__(name: str) -> Any:
+    """Old names of the cluster model, kept one release with a ``DeprecationWarning``."""
+    return deprecated_name(__name__, name)
+
+
 __all__ = [
     "MAX_AMOUNT",
     "MAX_NODES",
     "MAX_NODE_GPUS",
     "MAX_TASKS",
     "SCALE",
-    "DefragIndex",
-    "DefragOptions",
-    "DefragProblem",
+    "Cluster",
+    "ClusterIndex",
+    "ClusterOptions",
     "Node",
     "Task",
     "check_options",
-    "load_snapshot",
-    "parse_snapshot",
+    "load_cluster",
+    "parse_cluster",
     "scaled",
     "selector_matches",
 ]

@@ -22,7 +22,7 @@ from gpuopt._model import MAX_ID_LENGTH
 from gpuopt.cluster.model import Node, Objective, Task
 from gpuopt.cluster.rules import PodTerms, budget_allowance, budget_cover, refusal
 from gpuopt.cluster.shares import MILLI, Devices, layout, share_of
-from gpuopt.defrag.problem import DefragProblem, scaled, selector_matches
+from gpuopt.defrag.problem import Cluster, scaled, selector_matches
 from gpuopt.result import Result
 from gpuopt.result import Status as ResultStatus
 
@@ -137,7 +137,7 @@ class _Placed(NamedTuple):
 
 
 def _layouts(
-    problem: DefragProblem, where: Mapping[str, str], moved: set[str]
+    problem: Cluster, where: Mapping[str, str], moved: set[str]
 ) -> tuple[dict[str, Devices], Counter[str]]:
     """C7: each node's GPUs with the tasks ``where`` puts there; GPUs held beyond a node's.
 
@@ -173,7 +173,7 @@ class _Replay:
     extra: defaultdict[str, Counter[str]]
 
     @classmethod
-    def start(cls, problem: DefragProblem) -> _Replay:
+    def start(cls, problem: Cluster) -> _Replay:
         where = {task.id: task.node for task in problem.tasks}
         devices, over = _layouts(problem, where, set())
         state = cls(
@@ -249,7 +249,7 @@ def _as_moves(plan: MigrationPlan | Sequence[Move]) -> list[Move]:
     return list(plan.moves) if isinstance(plan, MigrationPlan) else list(plan)
 
 
-def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> list[str]:
+def violations(problem: Cluster, plan: MigrationPlan | Sequence[Move]) -> list[str]:
     """Every breach of D1-D8 (``models/defrag.md``) and K1-K7 (``models/cluster.md``).
 
     The plan is replayed in order. Returns an empty list when the plan is
@@ -366,7 +366,7 @@ def violations(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> 
     return found
 
 
-def _budget_violations(problem: DefragProblem, moves: Sequence[Move]) -> list[str]:
+def _budget_violations(problem: Cluster, moves: Sequence[Move]) -> list[str]:
     """K7: no wave evicts more pods of a PodDisruptionBudget than it allows."""
     found: list[str] = []
     allowances = budget_allowance(problem)
@@ -411,7 +411,7 @@ def _wave_violations(moves: Sequence[Move]) -> list[str]:
 
 
 def assign_waves(
-    moves: Iterable[tuple[str, str, str]], problem: DefragProblem | None = None
+    moves: Iterable[tuple[str, str, str]], problem: Cluster | None = None
 ) -> list[Move]:
     """Group ordered moves ``(task, source, target)`` into concurrent waves.
 
@@ -454,7 +454,7 @@ class _GpuState(NamedTuple):
     cpus: dict[str, int]  # milli-CPUs in use per node
 
 
-def _gpu_state(problem: DefragProblem, moves: Sequence[Move]) -> _GpuState:
+def _gpu_state(problem: Cluster, moves: Sequence[Move]) -> _GpuState:
     """GPUs and CPUs in use on each node after ``moves``; nodes in use; the GPU layout."""
     index = problem.index
     where = {t.id: t.node for t in problem.tasks}
@@ -475,9 +475,7 @@ def _gpu_state(problem: DefragProblem, moves: Sequence[Move]) -> _GpuState:
     return _GpuState(used, occupied, None, cpus)
 
 
-def workload_slots(
-    problem: DefragProblem, states: Sequence[_GpuState]
-) -> list[tuple[float, list[int]]]:
+def workload_slots(problem: Cluster, states: Sequence[_GpuState]) -> list[tuple[float, list[int]]]:
     """Weighted slots of the target workload and the slots of each shape, per state (X9)."""
     from gpuopt.cluster.admits import shape_admits
     from gpuopt.defrag.workload import layout_slots
@@ -495,12 +493,12 @@ def workload_slots(
     return out
 
 
-def count_fragmented(problem: DefragProblem, used: dict[str, int]) -> int:
+def count_fragmented(problem: Cluster, used: dict[str, int]) -> int:
     """Nodes with some but not all of their GPUs in use."""
     return sum(1 for n in problem.nodes if 0 < used[n.id] < n.gpus)
 
 
-def evaluate(problem: DefragProblem, moves: Sequence[Move]) -> tuple[PlanMetrics, list[str]]:
+def evaluate(problem: Cluster, moves: Sequence[Move]) -> tuple[PlanMetrics, list[str]]:
     """Metrics of a (legal) move list and the nodes it empties, in snapshot order."""
     state_before = _gpu_state(problem, ())
     state_after = _gpu_state(problem, moves)
@@ -544,7 +542,7 @@ def evaluate(problem: DefragProblem, moves: Sequence[Move]) -> tuple[PlanMetrics
 
 
 def make_plan(
-    problem: DefragProblem,
+    problem: Cluster,
     method: str,
     moves: Iterable[tuple[str, str, str]],
     *,
@@ -578,7 +576,7 @@ def make_plan(
     )
 
 
-def apply_plan(problem: DefragProblem, plan: MigrationPlan | Sequence[Move]) -> DefragProblem:
+def apply_plan(problem: Cluster, plan: MigrationPlan | Sequence[Move]) -> Cluster:
     """The snapshot after ``plan`` (which must be legal: see :func:`violations`)."""
     where = {t.id: t.node for t in problem.tasks}
     for move in _as_moves(plan):

@@ -21,23 +21,21 @@ from gpuopt.cluster.kube import (
     tolerates,
 )
 from gpuopt.defrag.generator import KubeFacts, TaskShares, random_snapshot, with_kubernetes
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import Move, assign_waves, violations
 from tests.defrag.conftest import assert_legal
 
 
-def cluster(
-    nodes: list[dict[str, Any]], tasks: list[dict[str, Any]], **fields: Any
-) -> DefragProblem:
+def cluster(nodes: list[dict[str, Any]], tasks: list[dict[str, Any]], **fields: Any) -> Cluster:
     rows = [{"gpus": 8, "cpus": 64, **node} for node in nodes]
-    return DefragProblem.model_validate({"nodes": rows, "tasks": tasks, **fields})
+    return Cluster.model_validate({"nodes": rows, "tasks": tasks, **fields})
 
 
 def move(task: str, source: str, target: str, wave: int = 0) -> Move:
     return Move.model_validate({"task": task, "from": source, "to": target, "wave": wave})
 
 
-def broken(problem: DefragProblem, *moves: Move) -> list[str]:
+def broken(problem: Cluster, *moves: Move) -> list[str]:
     return violations(problem, list(moves))
 
 
@@ -330,7 +328,7 @@ RESOURCES = [
 ]
 
 
-def room_on_c_only(name: str, unit: int, c_offers: int) -> DefragProblem:
+def room_on_c_only(name: str, unit: int, c_offers: int) -> Cluster:
     """t (2 GPUs, 1 unit) can leave a only for c (b has the GPUs, c the resource).
 
     a: t, 6 GPUs free, its one unit held by t. b: u (6 GPUs, 1 unit) holds b's
@@ -353,7 +351,7 @@ def room_on_c_only(name: str, unit: int, c_offers: int) -> DefragProblem:
     )
 
 
-def planned(problem: DefragProblem, method: str, **options: Any) -> list[tuple[str, str, str]]:
+def planned(problem: Cluster, method: str, **options: Any) -> list[tuple[str, str, str]]:
     if "time_limit" in gpuopt.options_of(problem, method):
         options.setdefault("time_limit", 10)
     plan = gpuopt.solve(problem, method, **options)
@@ -472,7 +470,7 @@ kubernetes_clusters = st.builds(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=kubernetes_clusters, partition_size=st.integers(2, 30))
-def test_heuristics_keep_every_kubernetes_rule(problem: DefragProblem, partition_size: int) -> None:
+def test_heuristics_keep_every_kubernetes_rule(problem: Cluster, partition_size: int) -> None:
     assert_legal(problem, gpuopt.solve(problem, "onehop"))
     assert_legal(problem, gpuopt.solve(problem, "ipc", partition_size=partition_size))
 
@@ -503,9 +501,7 @@ extended_clusters = st.builds(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=extended_clusters, partition_size=st.integers(2, 30))
-def test_heuristics_keep_every_extended_resource(
-    problem: DefragProblem, partition_size: int
-) -> None:
+def test_heuristics_keep_every_extended_resource(problem: Cluster, partition_size: int) -> None:
     assert_legal(problem, gpuopt.solve(problem, "onehop"))
     assert_legal(problem, gpuopt.solve(problem, "ipc", partition_size=partition_size))
     assert_legal(problem, gpuopt.solve(problem, "ipc", partition_size=partition_size, depth=1))
@@ -513,9 +509,7 @@ def test_heuristics_keep_every_extended_resource(
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=extended_clusters)
-def test_exact_methods_keep_every_extended_resource(
-    problem: DefragProblem, defrag_method: str
-) -> None:
+def test_exact_methods_keep_every_extended_resource(problem: Cluster, defrag_method: str) -> None:
     limit = {"time_limit": 2} if "time_limit" in gpuopt.options_of(problem, defrag_method) else {}
     assert_legal(problem, gpuopt.solve(problem, defrag_method, **limit))
 
@@ -530,9 +524,7 @@ def test_pods_with_extended_resources_move_on_a_generated_cluster() -> None:
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=kubernetes_clusters)
-def test_exact_methods_keep_every_kubernetes_rule(
-    problem: DefragProblem, defrag_method: str
-) -> None:
+def test_exact_methods_keep_every_kubernetes_rule(problem: Cluster, defrag_method: str) -> None:
     limit = {"time_limit": 2} if "time_limit" in gpuopt.options_of(problem, defrag_method) else {}
     plan = gpuopt.solve(problem, defrag_method, **limit)
     assert_legal(problem, plan)
@@ -557,7 +549,7 @@ REQUEST = {
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=kubernetes_clusters, priority=st.integers(0, 2000))
 def test_placement_and_preemption_keep_every_kubernetes_rule(
-    problem: DefragProblem, priority: int
+    problem: Cluster, priority: int
 ) -> None:
     from gpuopt.cluster.model import priority_value
     from gpuopt.cluster.request import Request

@@ -55,7 +55,7 @@ def error(**fields: Any) -> str:
 
 def test_design_snapshot_is_a_cluster_and_the_defrag_problem() -> None:
     snapshot = parse_cluster(DESIGN_SNAPSHOT)
-    assert gpuopt.DefragProblem is Cluster
+    assert gpuopt.Cluster is Cluster
     assert snapshot.index.task_hp.tolist() == [True]
     assert snapshot.nodes[0].domain("switch") == "asw-1"
     assert snapshot.domains("node") == ["n1"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import MigrationPlan, evaluate, violations
 
 
@@ -12,15 +12,15 @@ def make_snapshot(
     nodes: list[tuple[str, int, float]] | list[dict[str, Any]],
     tasks: list[dict[str, Any]],
     **fields: Any,
-) -> DefragProblem:
+) -> Cluster:
     """A snapshot from ``(id, gpus, cpus)`` node tuples (or dicts) and task dicts."""
     node_rows = [
         n if isinstance(n, dict) else {"id": n[0], "gpus": n[1], "cpus": n[2]} for n in nodes
     ]
-    return DefragProblem.model_validate({"nodes": node_rows, "tasks": tasks, **fields})
+    return Cluster.model_validate({"nodes": node_rows, "tasks": tasks, **fields})
 
 
-def assert_legal(problem: DefragProblem, plan: MigrationPlan) -> None:
+def assert_legal(problem: Cluster, plan: MigrationPlan) -> None:
     """A plan passes the independent checker and reports what ``evaluate`` computes."""
     broken = violations(problem, plan)
     assert broken == [], broken

@@ -21,7 +21,7 @@ from gpuopt.defrag.diagnosis import (
     format_table,
     parse_request,
 )
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import make_plan
 from gpuopt.errors import ProblemError
 
@@ -44,10 +44,8 @@ FAST = settings(
 )
 
 
-def snapshot(
-    nodes: list[dict[str, Any]], tasks: list[dict[str, Any]] | None = None
-) -> DefragProblem:
-    return DefragProblem.model_validate({"nodes": nodes, "tasks": tasks or []})
+def snapshot(nodes: list[dict[str, Any]], tasks: list[dict[str, Any]] | None = None) -> Cluster:
+    return Cluster.model_validate({"nodes": nodes, "tasks": tasks or []})
 
 
 def causes(d: Diagnosis) -> dict[str, int]:
@@ -350,7 +348,7 @@ def used_gpus(tasks: list[Any]) -> tuple[int, int]:
     return sum(t.gpus for t in tasks if t.gpu_milli is None) + bins, bins * 1000 - sum(shares)
 
 
-def reference(problem: DefragProblem, request: Request) -> dict[str, int]:
+def reference(problem: Cluster, request: Request) -> dict[str, int]:
     """The split from the definitions, per node in plain Python (all amounts in thousandths)."""
     out = dict.fromkeys((*CAUSES, "idle_gpus", "requests_servable"), 0)
     slots_of: dict[str, int] = {}
@@ -388,7 +386,7 @@ def reference(problem: DefragProblem, request: Request) -> dict[str, int]:
 
 
 @st.composite
-def snapshots(draw: st.DrawFn) -> DefragProblem:
+def snapshots(draw: st.DrawFn) -> Cluster:
     nodes: list[dict[str, Any]] = []
     tasks: list[dict[str, Any]] = []
     for number in range(draw(st.integers(0, 7))):
@@ -432,7 +430,7 @@ def requests(draw: st.DrawFn) -> Request:
 
 @FAST
 @given(problem=snapshots(), request=requests(), detail=st.booleans())
-def test_idle_gpus_split_exactly(problem: DefragProblem, request: Request, detail: bool) -> None:
+def test_idle_gpus_split_exactly(problem: Cluster, request: Request, detail: bool) -> None:
     d = diagnose(problem, request, detail=detail)
     assert_split(d)
     expected = reference(problem, request)
@@ -452,7 +450,7 @@ def test_idle_gpus_split_exactly(problem: DefragProblem, request: Request, detai
 
 def test_mig_slices_are_never_whole_gpus() -> None:
     """A node in MIG single strategy advertises slices: idle, but no whole-GPU request's."""
-    problem = DefragProblem.model_validate(
+    problem = Cluster.model_validate(
         {
             "nodes": [
                 {"id": "mig", "gpus": 7, "cpus": 64, "labels": {"gpuopt.io/mig": "single"}},

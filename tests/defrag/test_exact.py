@@ -14,7 +14,7 @@ from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.milp import DefragRows, order_moves, solve_milp
 from gpuopt.defrag.model import capacity_bound, model_columns
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import make_plan
 from gpuopt.solvers.deadline import Deadline
 from tests.defrag.conftest import CHAIN, HALVES, assert_legal, make_snapshot
@@ -25,7 +25,7 @@ pytest.importorskip("ortools")
 EXACT = [solve_milp, solve_cpsat]
 
 
-def brute_force_optimum(problem: DefragProblem) -> tuple[int, int]:
+def brute_force_optimum(problem: Cluster) -> tuple[int, int]:
     """Most nodes emptied, then fewest moves, over every final placement (rules X1-X5)."""
     index = problem.index
     occupied = index.node_task_count > 0
@@ -222,7 +222,7 @@ def test_too_large_a_model_solves_the_partitions_exactly(
     solved: list[int] = []
     real_solve_from = shard.solve_from
 
-    def counting(problem: DefragProblem, *args: Any, **kwargs: Any) -> Any:
+    def counting(problem: Cluster, *args: Any, **kwargs: Any) -> Any:
         solved.append(len(problem.nodes))
         return real_solve_from(problem, *args, **kwargs)
 
@@ -281,9 +281,9 @@ def test_an_over_committed_locked_node_does_not_make_the_exact_model_infeasible(
     """Review finding: a locked node whose pods hold more than it has (a device-plugin
     restart) made the exact models infeasible for the whole cluster."""
     import gpuopt
-    from gpuopt.defrag.problem import DefragProblem
+    from gpuopt.defrag.problem import Cluster
 
-    problem = DefragProblem.model_validate(
+    problem = Cluster.model_validate(
         {
             "nodes": [
                 {"id": "oc", "gpus": 4, "cpus": 64, "locked": True},

@@ -10,7 +10,7 @@ import gpuopt
 from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.onehop import solve_onehop
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.errors import ProblemError
 from tests.defrag.conftest import CHAIN, HALVES, assert_legal, make_snapshot
 
@@ -180,7 +180,7 @@ FILL_EMPTIES_SMALL = make_snapshot(
 )
 
 
-def with_options(snapshot: DefragProblem, **options: object) -> DefragProblem:
+def with_options(snapshot: Cluster, **options: object) -> Cluster:
     update = {"options": snapshot.options.model_copy(update=options)}
     return snapshot.model_copy(update=update)
 
@@ -202,7 +202,7 @@ def test_min_node_gpus_holds_on_mixed_node_sizes(seed: int) -> None:
         for number, node in enumerate(snapshot.nodes)
     ]
     mixed = with_options(snapshot.model_copy(update={"nodes": nodes}), min_node_gpus=8)
-    mixed = DefragProblem.model_validate(json.loads(mixed.to_json()))
+    mixed = Cluster.model_validate(json.loads(mixed.to_json()))
     for plan in (solve_ipc(mixed), solve_onehop(mixed), solve_ipc(mixed, exact="milp")):
         assert_legal(mixed, plan)
         assert all(mixed.nodes[mixed.index.node_pos[n]].gpus >= 8 for n in plan.emptied)

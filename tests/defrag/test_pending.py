@@ -9,13 +9,13 @@ from typing import Any
 import gpuopt
 from gpuopt.cli import main
 from gpuopt.defrag.pending import fit_pending, plan_for_pending
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import apply_plan
 
 HALF = {"gpus": 4, "cpus": 8}
 
 
-def cluster(**fields: Any) -> DefragProblem:
+def cluster(**fields: Any) -> Cluster:
     """Four 8-GPU nodes each half used; node d tainted; a waiting 8-GPU pod."""
     nodes = [{"id": n, "gpus": 8, "cpus": 64} for n in "abc"]
     nodes.append(
@@ -23,9 +23,7 @@ def cluster(**fields: Any) -> DefragProblem:
     )
     tasks = [{"id": f"t{n}", "node": n, **HALF} for n in "abcd"]
     pending = [{"id": "big", "gpus": 8, "cpus": 8, "priority": 5}, {"id": "small", "gpus": 2}]
-    return DefragProblem.model_validate(
-        {"nodes": nodes, "tasks": tasks, "pending": pending, **fields}
-    )
+    return Cluster.model_validate({"nodes": nodes, "tasks": tasks, "pending": pending, **fields})
 
 
 def test_fit_pending_binds_highest_priority_first_and_names_the_rules() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpuopt.defrag.problem import DefragProblem, load_snapshot, parse_snapshot, selector_matches
+from gpuopt.defrag.problem import Cluster, load_cluster, parse_cluster, selector_matches
 from gpuopt.errors import ProblemError
 from tests.defrag.conftest import CHAIN
 
@@ -45,7 +45,7 @@ def snapshot_dict(**changes: Any) -> dict[str, Any]:
 
 
 def test_design_example_is_accepted() -> None:
-    problem = parse_snapshot(snapshot_dict())
+    problem = parse_cluster(snapshot_dict())
     assert [n.id for n in problem.nodes] == ["n1", "n2"]
     assert problem.index.node_used_gpus.tolist() == [2, 4]
     assert problem.index.task_cpus.tolist() == [16000, 8000]
@@ -55,7 +55,7 @@ def test_design_example_is_accepted() -> None:
 
 def bad(data: dict[str, Any]) -> str:
     with pytest.raises(ProblemError) as caught:
-        parse_snapshot(data, source="snap.json")
+        parse_cluster(data, source="snap.json")
     message = str(caught.value)
     assert message.startswith("snap.json: ") and message.endswith(".")
     assert "\n" not in message
@@ -103,26 +103,26 @@ def test_bad_snapshots_get_one_sentence(change: dict[str, Any], expected: str) -
 
 def test_not_an_object() -> None:
     with pytest.raises(ProblemError, match="must be a JSON object"):
-        parse_snapshot([1, 2])
+        parse_cluster([1, 2])
 
 
 def test_load_snapshot_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "snap.json"
     path.write_text(CHAIN.to_json())
-    assert load_snapshot(path) == CHAIN
+    assert load_cluster(path) == CHAIN
     path.write_text('{"nodes": [')
     with pytest.raises(ProblemError, match=r"snap\.json"):
-        load_snapshot(path)
+        load_cluster(path)
     path.write_text(json.dumps({"nodes": [{"id": "a", "gpus": 1, "cpus": float("nan")}]}))
     with pytest.raises(ProblemError):
-        load_snapshot(path)
+        load_cluster(path)
 
 
 def test_selector_any_of() -> None:
     assert selector_matches({"m": ["a", "b"]}, {"m": "b"})
     assert not selector_matches({"m": ["a", "b"]}, {"m": "c"})
     assert selector_matches({}, {})
-    problem = DefragProblem.model_validate(
+    problem = Cluster.model_validate(
         {
             "nodes": [{"id": "n", "gpus": 1, "cpus": 1, "labels": {"m": "b"}}],
             "tasks": [{"id": "t", "node": "n", "gpus": 1, "node_selector": {"m": ["a", "b"]}}],
@@ -132,7 +132,7 @@ def test_selector_any_of() -> None:
 
 
 def test_fractional_cpus_are_exact() -> None:
-    problem = DefragProblem.model_validate(
+    problem = Cluster.model_validate(
         {
             "nodes": [{"id": "n", "gpus": 1, "cpus": 0.3}],
             "tasks": [{"id": f"t{i}", "node": "n", "gpus": 0, "cpus": 0.1} for i in range(3)],

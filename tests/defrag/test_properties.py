@@ -50,9 +50,9 @@ def test_ipc_and_onehop_are_always_legal(
     group_budget: int | None,
     seed: int,
 ) -> None:
-    from gpuopt.defrag.problem import DefragProblem
+    from gpuopt.defrag.problem import Cluster
 
-    assert isinstance(snapshot, DefragProblem)
+    assert isinstance(snapshot, Cluster)
     options = snapshot.options.model_copy(
         update={"max_moves": max_moves, "group_budget": group_budget, "seed": seed}
     )

@@ -14,7 +14,7 @@ import gpuopt
 from gpuopt.cli import main
 from gpuopt.cluster.workload import Shape, Workload
 from gpuopt.defrag.generator import random_snapshot
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import MigrationPlan, evaluate, make_plan
 from gpuopt.defrag.workload import SlotModel, capacity_slots_bound, pending_workload, resolve
 from gpuopt.errors import ProblemError
@@ -25,7 +25,7 @@ ONE = {"cpu_milli": 16000, "gpu_milli": 1000, "gpus": 1, "weight": 1}
 HALF = {"cpu_milli": 1000, "gpu_milli": 400, "gpus": 1, "weight": 2}
 
 
-def with_workload(problem: DefragProblem, items: list[dict[str, Any]]) -> DefragProblem:
+def with_workload(problem: Cluster, items: list[dict[str, Any]]) -> Cluster:
     options = problem.options.model_validate({**problem.options.model_dump(), "workload": items})
     return problem.model_copy(update={"options": options})
 
@@ -102,18 +102,18 @@ MIXED = with_workload(
 INSTANCES = {"halves": HALVES, "starved": STARVED, "shares": SHARES, "mixed": MIXED}
 
 
-def final_slots(problem: DefragProblem, where: dict[str, str]) -> float:
+def final_slots(problem: Cluster, where: dict[str, str]) -> float:
     """Weighted slots (C7 layout) with the tasks on ``where`` (a move each, in any order)."""
     data = json.loads(problem.to_json())
     for task in data["tasks"]:
         task["node"] = where[task["id"]]
-    placed = DefragProblem.parse(data)  # refuses a placement over capacity
+    placed = Cluster.parse(data)  # refuses a placement over capacity
     metrics, _ = evaluate(placed, [])
     assert metrics.workload_slots_before is not None
     return metrics.workload_slots_before
 
 
-def brute_force(problem: DefragProblem) -> tuple[float, int]:
+def brute_force(problem: Cluster) -> tuple[float, int]:
     """Best weighted slots over every final placement on occupied nodes that fits (the
     model's plans: idle nodes stay idle), and the fewest moves reaching it."""
     index = problem.index
@@ -221,7 +221,7 @@ def test_objective_defaults_and_pending_workload() -> None:
     )
     with pytest.raises(ProblemError, match="needs a workload"):
         resolve(asked)
-    waiting = DefragProblem.model_validate(
+    waiting = Cluster.model_validate(
         {
             **json.loads(asked.to_json()),
             "pending": [{"id": "p1", "gpus": 8, "cpus": 8}, {"id": "p2", "gpus": 8, "cpus": 8}],
@@ -244,7 +244,7 @@ def test_emptied_objective_keeps_its_plans_and_reports_slots() -> None:
 
 def test_json_round_trips() -> None:
     text = HALVES.to_json()
-    again = DefragProblem.parse(json.loads(text))
+    again = Cluster.parse(json.loads(text))
     assert again.options == HALVES.options
     assert json.loads(text)["options"]["workload"][0] == {
         "cpu_milli": 8000,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.errors import ProblemError
 from gpuopt.readers.kubectl import parse_quantity, read_kubectl
 
@@ -76,7 +76,7 @@ def test_parse_quantity_rejects(text: Any) -> None:
 
 def test_fixture_gives_the_expected_snapshot() -> None:
     problem = read_kubectl(FIXTURE)
-    assert isinstance(problem, DefragProblem)
+    assert isinstance(problem, Cluster)
     assert problem.name == "kubectl_small"
     nodes = [node.model_dump() for node in problem.nodes]
     assert nodes == [

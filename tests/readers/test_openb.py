@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpuopt.defrag.problem import DefragProblem
+from gpuopt.defrag.problem import Cluster
 from gpuopt.errors import ProblemError
 from gpuopt.readers.openb import OpenbReport, read_openb
 
@@ -54,7 +54,7 @@ def pod(
 
 def replay(
     tmp_path: Path, pods: Sequence[str], nodes: Sequence[str] = NODES, **options: Any
-) -> tuple[DefragProblem, OpenbReport]:
+) -> tuple[Cluster, OpenbReport]:
     nodes_csv = write(tmp_path / "nodes.csv", NODE_HEADER, nodes)
     pods_csv = write(tmp_path / "pods.csv", POD_HEADER, pods)
     problem, report = read_openb(nodes_csv, pods_csv, **options)
@@ -73,7 +73,7 @@ def replay(
     return problem, report
 
 
-def where(problem: DefragProblem) -> dict[str, str]:
+def where(problem: Cluster) -> dict[str, str]:
     return {task.id: task.node for task in problem.tasks}
 
 
