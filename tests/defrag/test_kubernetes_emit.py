@@ -178,7 +178,7 @@ def test_the_files_hold_wave_by_wave_and_evict_each_moved_pod() -> None:
 def test_every_emitted_object_passes_the_kubernetes_schemas(tmp_path: Path) -> None:
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     version = kubernetes_validate.latest_version()
-    tolerant = with_kubernetes(random_snapshot(5, nodes=15), 5, tolerating=1.0)
+    tolerant = with_kubernetes(random_snapshot(5, nodes=15), 5, KubeFacts(tolerating=1.0))
     objects: list[dict[str, Any]] = []
     for cluster, plan in (labelled_twice_moved(), (tolerant, gpuopt.solve(tolerant, "ipc"))):
         assert plan.moves
