@@ -93,10 +93,10 @@ def random_problem(
 ) -> AllocationProblem:
     """A valid random scenario with ``tasks`` tasks on ``gpus`` GPUs.
 
+    ``seed`` seeds a private generator (:func:`gpuopt._generator.seeded_random`).
+
     Parameters
     ----------
-    seed
-        Seed of the private random generator (the global one is untouched).
     realtime
         Number of realtime tasks (default: about one in eight tasks, at least
         one when there are three tasks or more).

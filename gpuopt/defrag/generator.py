@@ -62,10 +62,10 @@ def random_snapshot(
 ) -> Cluster:
     """A valid random snapshot of ``nodes`` nodes with about ``fill`` of the GPUs in use.
 
+    ``seed`` seeds a private generator (:func:`gpuopt._generator.seeded_random`).
+
     Parameters
     ----------
-    seed
-        Seed of the private random generator (the global one is untouched).
     fill
         Mean share of GPUs in use (per-node shares vary around it).
     shares

@@ -79,10 +79,10 @@ def random_state(
 ) -> PreemptionProblem:
     """A valid random state of ``nodes`` nodes and one request.
 
+    ``seed`` seeds a private generator (:func:`gpuopt._generator.seeded_random`).
+
     Parameters
     ----------
-    seed
-        Seed of the private random generator (the global one is untouched).
     occupancy
         Mean share of GPUs in use (default: drawn in [0.6, 0.9]); per-node
         shares vary around it (a Beta distribution of concentration 4).

@@ -45,10 +45,10 @@ def random_node_problem(
 ) -> NodePlacementProblem:
     """A valid random node-level placement problem of ``nodes`` nodes and one request.
 
+    ``seed`` seeds a private generator (:func:`gpuopt._generator.seeded_random`).
+
     Parameters
     ----------
-    seed
-        Seed of the private random generator (the global one is untouched).
     nodes
         Nodes in the problem (0 gives a problem no request fits).
     free_node_fraction

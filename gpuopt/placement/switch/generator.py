@@ -39,10 +39,10 @@ def random_topology(
 ) -> TopologyProblem:
     """A valid random topology state of ``switches`` access switches and its jobs.
 
+    ``seed`` seeds a private generator (:func:`gpuopt._generator.seeded_random`).
+
     Parameters
     ----------
-    seed
-        Seed of the private random generator (the global one is untouched).
     jobs
         Most jobs (default: until ``load`` times the free GPUs is asked, at most 40).
     node_fraction
