@@ -96,9 +96,9 @@ def random_topology(
     node_fraction, max_nodes = listing.node_fraction, listing.max_nodes
     gpus_per_node, cpus_per_node = listing.gpus_per_node, listing.cpus_per_node
     free_node_fraction = listing.free_node_fraction
-    job_shares = JobShares() if shares is None else shares
-    one_switch_fraction = job_shares.one_switch_fraction
-    whole_nodes_fraction, cpu_fraction = job_shares.whole_nodes_fraction, job_shares.cpu_fraction
+    shares = JobShares() if shares is None else shares
+    one_switch_fraction = shares.one_switch_fraction
+    whole_nodes_fraction, cpu_fraction = shares.whole_nodes_fraction, shares.cpu_fraction
     check_arguments(
         locals(),
         whole={
