@@ -18,6 +18,8 @@ from gpuopt.errors import check_arguments
 
 #: The largest seed a generator takes (seeds are whole numbers from 0).
 MAX_SEED = 2**63 - 1
+#: GPUs of a task that fills a node (:func:`task_size`); each generator weighs them its own way.
+TASK_SIZES = (1, 2, 4, 8)
 
 
 def seeded_random(seed: int) -> random.Random:
@@ -49,17 +51,17 @@ def beta_parameters(mean: float, concentration: float) -> tuple[float, float]:
     return max(0.05, mean * concentration), max(0.05, (1 - mean) * concentration)
 
 
-def task_size(rng: random.Random, sizes: Sequence[int], weights: Sequence[float], room: int) -> int:
-    """A task size drawn from ``sizes`` with ``weights``; when it exceeds ``room`` (at
-    least 1), the largest power of two within ``room`` instead.
+def task_size(rng: random.Random, weights: Sequence[float], room: int) -> int:
+    """A task size drawn from :data:`TASK_SIZES` with ``weights``; when it exceeds ``room``
+    (at least 1), the largest power of two within ``room`` instead.
 
-    >>> task_size(random.Random(0), (1, 2, 4, 8), (0.0, 0.0, 0.0, 1.0), 6)
+    >>> task_size(random.Random(0), (0.0, 0.0, 0.0, 1.0), 6)
     4
     """
-    size = rng.choices(sizes, weights)[0]
+    size = rng.choices(TASK_SIZES, weights)[0]
     if size > room:
         size = 1 << (room.bit_length() - 1)
     return size
 
 
-__all__ = ["MAX_SEED", "beta_parameters", "seeded_random", "task_size"]
+__all__ = ["MAX_SEED", "TASK_SIZES", "beta_parameters", "seeded_random", "task_size"]

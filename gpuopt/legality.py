@@ -340,7 +340,7 @@ def _topology_case(method: str) -> Callable[[random.Random, int], Instance]:
     exact = method == "milp"
 
     def build(rng: random.Random, number: int) -> Instance:
-        from gpuopt.placement.switch.generator import random_topology
+        from gpuopt.placement.switch.generator import JobShares, NodeListing, random_topology
 
         size = _pick_size(rng, exact)
         if exact:
@@ -355,15 +355,19 @@ def _topology_case(method: str) -> Callable[[random.Random, int], Instance]:
             rng.randrange(2**31),
             switches=switches,
             jobs=jobs,
-            node_fraction=rng.choice((0.0, 1.0, rng.uniform(0.0, 1.0))),
-            max_nodes=max_nodes,
-            gpus_per_node=rng.choice((2, 4, 8, 8, 16)),
-            free_node_fraction=rng.uniform(0.0, 0.6),
-            cpus_per_node=rng.choice((None, 32, 96, 192)),
+            listing=NodeListing(
+                node_fraction=rng.choice((0.0, 1.0, rng.uniform(0.0, 1.0))),
+                max_nodes=max_nodes,
+                gpus_per_node=rng.choice((2, 4, 8, 8, 16)),
+                free_node_fraction=rng.uniform(0.0, 0.6),
+                cpus_per_node=rng.choice((None, 32, 96, 192)),
+            ),
             load=rng.uniform(0.3, 2.0),
-            one_switch_fraction=rng.uniform(0.0, 0.5),
-            whole_nodes_fraction=rng.uniform(0.0, 0.3),
-            cpu_fraction=rng.uniform(0.0, 0.5),
+            shares=JobShares(
+                one_switch_fraction=rng.uniform(0.0, 0.5),
+                whole_nodes_fraction=rng.uniform(0.0, 0.3),
+                cpu_fraction=rng.uniform(0.0, 0.5),
+            ),
         )
         options = (
             {"time_limit": EXACT_TIME_LIMIT, "threads": 1, "seed": number % 7} if exact else {}

@@ -93,10 +93,10 @@ def random_problem(
 ) -> AllocationProblem:
     """A valid random scenario with ``tasks`` tasks on ``gpus`` GPUs.
 
+    ``seed`` seeds a private generator (:func:`gpuopt._generator.seeded_random`).
+
     Parameters
     ----------
-    seed
-        Seed of the private random generator (the global one is untouched).
     realtime
         Number of realtime tasks (default: about one in eight tasks, at least
         one when there are three tasks or more).
@@ -120,20 +120,7 @@ def random_problem(
     max_swap, uniform_priority = more.max_swap, more.uniform_priority
     history_days, step_minutes = more.history_days, more.step_minutes
     name, multi_node = more.name, more.multi_node
-    _check_arguments(
-        gpus=gpus,
-        tasks=tasks,
-        horizon=horizon,
-        realtime=realtime,
-        load=load,
-        running_fraction=running_fraction,
-        deadline_fraction=deadline_fraction,
-        gpus_per_node=gpus_per_node,
-        max_swap=max_swap,
-        history_days=history_days,
-        step_minutes=step_minutes,
-        multi_node=multi_node,
-    )
+    _check_arguments(locals())
     rng = seeded_random(seed)
     pools = _draw_pools(random.Random(f"models:{seed}"), gpus, gpus_per_node) if models else None
     if realtime is None:
@@ -340,8 +327,9 @@ def _draw_pools(rng: random.Random, gpus: int, gpus_per_node: int | None) -> _Po
     return _Pools(rng, pools, speed)
 
 
-def _check_arguments(**arguments: Any) -> None:
-    """One-sentence errors for arguments no scenario can be made from (before any work)."""
+def _check_arguments(arguments: dict[str, Any]) -> None:
+    """One-sentence errors for ``random_problem``'s arguments (its ``locals()``, the
+    :class:`ScenarioDetails` unpacked) that no scenario can be made from (before any work)."""
     whole = {
         "gpus": (1, MAX_GPUS),
         "tasks": (0, MAX_TASKS),

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
@@ -520,8 +520,22 @@ def deprecated_name(module: str, name: str) -> Any:
     return globals()[new]
 
 
-def __getattr__(name: str) -> Any:
-    return deprecated_name(__name__, name)
+def old_names(module: str) -> Callable[[str], Any]:
+    """The ``__getattr__`` of a module that exported the old names: :func:`deprecated_name`.
+
+    >>> old_names("gpuopt.defrag")("Cluster")
+    Traceback (most recent call last):
+    ...
+    AttributeError: module 'gpuopt.defrag' has no attribute 'Cluster'
+    """
+
+    def __getattr__(name: str) -> Any:
+        return deprecated_name(module, name)
+
+    return __getattr__
+
+
+__getattr__ = old_names(__name__)
 
 
 __all__ = [
@@ -558,6 +572,7 @@ __all__ = [
     "deprecated_name",
     "is_hp",
     "load_cluster",
+    "old_names",
     "parse_cluster",
     "priority_value",
     "scaled",

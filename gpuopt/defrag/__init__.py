@@ -9,9 +9,7 @@ labelled rows), ``exact.py`` (those rows solved with HiGHS and CP-SAT),
 GPUs by cause); the formal model is ``models/defrag.md``.
 """
 
-from typing import Any
-
-from gpuopt.cluster.model import deprecated_name
+from gpuopt.cluster.model import old_names
 from gpuopt.defrag.cpsat import solve_cpsat
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.milp import solve_milp
@@ -26,10 +24,8 @@ from gpuopt.defrag.solution import (
     violations,
 )
 
-
-def __getattr__(name: str) -> Any:
-    """Old names of the cluster model, kept one release with a ``DeprecationWarning``."""
-    return deprecated_name(__name__, name)
+#: Old names of the cluster model, kept one release with a ``DeprecationWarning``.
+__getattr__ = old_names(__name__)
 
 
 __all__ = [

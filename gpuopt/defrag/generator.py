@@ -20,7 +20,7 @@ from gpuopt._generator import beta_parameters, seeded_random, task_size
 from gpuopt.defrag.problem import MAX_NODE_GPUS, MAX_NODES, Cluster
 from gpuopt.errors import check_arguments
 
-SIZES = (1, 2, 4, 8)
+#: Weights of the task sizes :data:`gpuopt._generator.TASK_SIZES` (1, 2, 4 and 8 GPUs).
 SIZE_WEIGHTS = (0.35, 0.3, 0.2, 0.15)
 
 
@@ -62,10 +62,10 @@ def random_snapshot(
 ) -> Cluster:
     """A valid random snapshot of ``nodes`` nodes with about ``fill`` of the GPUs in use.
 
+    ``seed`` seeds a private generator (:func:`gpuopt._generator.seeded_random`).
+
     Parameters
     ----------
-    seed
-        Seed of the private random generator (the global one is untouched).
     fill
         Mean share of GPUs in use (per-node shares vary around it).
     shares
@@ -138,7 +138,7 @@ def random_snapshot(
         used_memory = 0
         node_groups: set[int] = set()
         while used_gpus < target:
-            size = task_size(rng, SIZES, SIZE_WEIGHTS, target - used_gpus)
+            size = task_size(rng, SIZE_WEIGHTS, target - used_gpus)
             cpus = min(cpus_per_node - used_cpus, size * rng.randint(6, 14))
             if cpus < 1:
                 break

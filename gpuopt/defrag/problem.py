@@ -4,8 +4,6 @@ This module keeps the names under which defragmentation code and older user
 code know it, and the check every method makes of the snapshot's options.
 """
 
-from typing import Any
-
 from gpuopt.cluster.model import (
     MAX_AMOUNT,
     MAX_NODE_GPUS,
@@ -17,8 +15,8 @@ from gpuopt.cluster.model import (
     ClusterOptions,
     Node,
     Task,
-    deprecated_name,
     load_cluster,
+    old_names,
     parse_cluster,
     scaled,
     selector_matches,
@@ -46,9 +44,8 @@ def check_options(problem: Cluster) -> None:
         )
 
 
-def __getattr__(name: str) -> Any:
-    """Old names of the cluster model, kept one release with a ``DeprecationWarning``."""
-    return deprecated_name(__name__, name)
+#: Old names of the cluster model, kept one release with a ``DeprecationWarning``.
+__getattr__ = old_names(__name__)
 
 
 __all__ = [

@@ -67,10 +67,10 @@ def random_gang_problem(
 ) -> GangProblem:
     """A valid random gang problem (a GB200-like cluster and one HP gang request).
 
+    ``seed`` seeds a private generator (:func:`gpuopt._generator.seeded_random`).
+
     Parameters
     ----------
-    seed
-        Seed of the private random generator.
     domains, nodes_per_domain, domains_per_block
         NVLink domains, nodes in each (4 GPUs per node), domains per block.
     occupancy

@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuopt._generator import beta_parameters, seeded_random, task_size
+from gpuopt._generator import TASK_SIZES, beta_parameters, seeded_random, task_size
 from gpuopt.cluster.model import MAX_NODE_GPUS
 from gpuopt.errors import check_arguments
 from gpuopt.preemption.problem import MAX_NODES, PreemptionProblem, Priority
 
-SIZES = (1, 2, 4, 8)
+#: Weights of the task sizes :data:`gpuopt._generator.TASK_SIZES` (1, 2, 4 and 8 GPUs).
 SIZE_WEIGHTS = (0.5, 0.3, 0.15, 0.05)
 
 
@@ -79,10 +79,10 @@ def random_state(
 ) -> PreemptionProblem:
     """A valid random state of ``nodes`` nodes and one request.
 
+    ``seed`` seeds a private generator (:func:`gpuopt._generator.seeded_random`).
+
     Parameters
     ----------
-    seed
-        Seed of the private random generator (the global one is untouched).
     occupancy
         Mean share of GPUs in use (default: drawn in [0.6, 0.9]); per-node
         shares vary around it (a Beta distribution of concentration 4).
@@ -141,7 +141,7 @@ def random_state(
         target = round(rng.betavariate(alpha, beta) * gpus_per_node)
         used_gpus = used_cpus = 0
         while used_gpus < target:
-            size = task_size(rng, SIZES, SIZE_WEIGHTS, target - used_gpus)
+            size = task_size(rng, SIZE_WEIGHTS, target - used_gpus)
             cpus = min(cpus_per_node - used_cpus, size * rng.randint(6, 11))
             checkpoint = now - rng.randint(0, max_age)
             if checkpoint_period:
@@ -164,7 +164,7 @@ def random_state(
     elif request_gpus is not None:
         gpus = request_gpus
     else:
-        gpus = min(gpus_per_node, rng.choices(SIZES, SIZE_WEIGHTS)[0])
+        gpus = min(gpus_per_node, rng.choices(TASK_SIZES, SIZE_WEIGHTS)[0])
     asked = {
         "id": f"job-{seed}",
         "gpus": gpus,

@@ -12,6 +12,7 @@ problem.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from gpuopt._generator import seeded_random
@@ -32,29 +33,14 @@ REQUEST_GPUS = (1, 1, 2, 2, 3, 4, 4, 8)
 MIN_BANDWIDTHS = (0.0, 0.0, 16.0, 32.0, 300.0, 450.0)
 
 
-def random_node_problem(
-    seed: int,
-    *,
-    nodes: int = 8,
-    free_node_fraction: float = 0.2,
-    cpus_per_node: int = 96,
-    memory_fraction: float = 0.7,
-    share_fraction: float = 0.1,
-    whole_node_fraction: float = 0.1,
-    name: str | None = None,
-) -> NodePlacementProblem:
-    """A valid random node-level placement problem of ``nodes`` nodes and one request.
+@dataclass(frozen=True)
+class NodeShares:
+    """What the nodes and the request of :func:`random_node_problem` are like.
 
-    Parameters
+    Attributes
     ----------
-    seed
-        Seed of the private random generator (the global one is untouched).
-    nodes
-        Nodes in the problem (0 gives a problem no request fits).
     free_node_fraction
         Share of nodes left completely free.
-    cpus_per_node
-        CPUs of an 8-GPU node (a 4-GPU node has half).
     memory_fraction
         Share of nodes that state their memory (1,024 units; the others are
         not checked for memory).
@@ -63,6 +49,36 @@ def random_node_problem(
         thousandths left), and the chance that the request is a share.
     whole_node_fraction
         Chance that the request asks for a whole node.
+    """
+
+    free_node_fraction: float = 0.2
+    memory_fraction: float = 0.7
+    share_fraction: float = 0.1
+    whole_node_fraction: float = 0.1
+
+
+def random_node_problem(
+    seed: int,
+    *,
+    nodes: int = 8,
+    cpus_per_node: int = 96,
+    shares: NodeShares | None = None,
+    name: str | None = None,
+) -> NodePlacementProblem:
+    """A valid random node-level placement problem of ``nodes`` nodes and one request.
+
+    ``seed`` seeds a private generator (:func:`gpuopt._generator.seeded_random`).
+
+    Parameters
+    ----------
+    nodes
+        Nodes in the problem (0 gives a problem no request fits).
+    cpus_per_node
+        CPUs of an 8-GPU node (a 4-GPU node has half).
+    shares
+        How many nodes are free, state their memory, hold GPU shares, and how
+        often the request is a share or a whole node (default:
+        :class:`NodeShares`' defaults).
 
     Examples
     --------
@@ -72,6 +88,9 @@ def random_node_problem(
     >>> random_node_problem(3, nodes=5) == problem
     True
     """
+    shares = NodeShares() if shares is None else shares
+    free_node_fraction, memory_fraction = shares.free_node_fraction, shares.memory_fraction
+    share_fraction, whole_node_fraction = shares.share_fraction, shares.whole_node_fraction
     check_arguments(
         locals(),
         whole={"nodes": (0, MAX_NODES), "cpus_per_node": (0, 10**9)},
@@ -126,4 +145,4 @@ def random_node_problem(
     )
 
 
-__all__ = ["KINDS", "random_node_problem"]
+__all__ = ["KINDS", "NodeShares", "random_node_problem"]

@@ -11,6 +11,7 @@ the same state.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from gpuopt._generator import seeded_random
@@ -21,41 +22,69 @@ JOB_SIZES = (1, 2, 4, 8, 8, 16, 16, 32, 64)
 POOL_SIZES = (0, 4, 8, 12, 16, 24, 32, 48, 64)
 
 
-def random_topology(
-    seed: int,
-    *,
-    switches: int = 8,
-    jobs: int | None = None,
-    node_fraction: float = 0.5,
-    max_nodes: int = 8,
-    gpus_per_node: int = 8,
-    free_node_fraction: float = 0.3,
-    cpus_per_node: int | None = 96,
-    load: float = 1.0,
-    one_switch_fraction: float = 0.25,
-    whole_nodes_fraction: float = 0.1,
-    cpu_fraction: float = 0.3,
-    name: str | None = None,
-) -> TopologyProblem:
-    """A valid random topology state of ``switches`` access switches and its jobs.
+@dataclass(frozen=True)
+class NodeListing:
+    """The switches of a random state that list their nodes (:func:`random_topology`).
 
-    Parameters
+    Attributes
     ----------
-    seed
-        Seed of the private random generator (the global one is untouched).
-    jobs
-        Most jobs (default: until ``load`` times the free GPUs is asked, at most 40).
     node_fraction
         Share of switches that list their nodes (the others are pools of free GPUs).
     max_nodes, gpus_per_node, free_node_fraction, cpus_per_node
         Nodes per listing switch (1 to ``max_nodes``), their size (some are
         half or twice that), the share left completely free, and their CPUs
         (None: free CPUs are not stated).
-    load
-        GPUs asked relative to the free GPUs (above 1 some jobs stay unplaced).
+    """
+
+    node_fraction: float = 0.5
+    max_nodes: int = 8
+    gpus_per_node: int = 8
+    free_node_fraction: float = 0.3
+    cpus_per_node: int | None = 96
+
+
+@dataclass(frozen=True)
+class JobShares:
+    """What the jobs of a random state ask besides GPUs (:func:`random_topology`).
+
+    Attributes
+    ----------
     one_switch_fraction, whole_nodes_fraction, cpu_fraction
         Shares of jobs that must stay under one switch, need whole free nodes,
         and need CPUs per GPU (the last two only when some switch lists nodes).
+    """
+
+    one_switch_fraction: float = 0.25
+    whole_nodes_fraction: float = 0.1
+    cpu_fraction: float = 0.3
+
+
+def random_topology(
+    seed: int,
+    *,
+    switches: int = 8,
+    jobs: int | None = None,
+    load: float = 1.0,
+    listing: NodeListing | None = None,
+    shares: JobShares | None = None,
+    name: str | None = None,
+) -> TopologyProblem:
+    """A valid random topology state of ``switches`` access switches and its jobs.
+
+    ``seed`` seeds a private generator (:func:`gpuopt._generator.seeded_random`).
+
+    Parameters
+    ----------
+    jobs
+        Most jobs (default: until ``load`` times the free GPUs is asked, at most 40).
+    load
+        GPUs asked relative to the free GPUs (above 1 some jobs stay unplaced).
+    listing
+        Which switches list their nodes, and what the nodes are like (default:
+        :class:`NodeListing`' defaults).
+    shares
+        Shares of jobs that stay under one switch, need whole nodes, need CPUs
+        (default: :class:`JobShares`' defaults).
 
     Examples
     --------
@@ -63,6 +92,13 @@ def random_topology(
     >>> len(state.switches), len(state.jobs) > 0
     (4, True)
     """
+    listing = NodeListing() if listing is None else listing
+    node_fraction, max_nodes = listing.node_fraction, listing.max_nodes
+    gpus_per_node, cpus_per_node = listing.gpus_per_node, listing.cpus_per_node
+    free_node_fraction = listing.free_node_fraction
+    shares = JobShares() if shares is None else shares
+    one_switch_fraction = shares.one_switch_fraction
+    whole_nodes_fraction, cpu_fraction = shares.whole_nodes_fraction, shares.cpu_fraction
     check_arguments(
         locals(),
         whole={
@@ -143,4 +179,4 @@ def random_topology(
     )
 
 
-__all__ = ["random_topology"]
+__all__ = ["JobShares", "NodeListing", "random_topology"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuopt.errors import ProblemError
-from gpuopt.placement.node.generator import KINDS, random_node_problem
+from gpuopt.placement.node.generator import KINDS, NodeShares, random_node_problem
 from gpuopt.placement.node.greedy import place
 from gpuopt.placement.node.solution import violations
 
@@ -19,9 +19,13 @@ def test_same_arguments_same_problem() -> None:
 
 
 def test_fractions_at_their_ends() -> None:
-    free = random_node_problem(1, nodes=10, free_node_fraction=1.0, memory_fraction=0.0)
+    free = random_node_problem(
+        1, nodes=10, shares=NodeShares(free_node_fraction=1.0, memory_fraction=0.0)
+    )
     assert all(n.used_gpus == [] and n.memory is None for n in free.nodes)
-    busy = random_node_problem(1, nodes=10, free_node_fraction=0.0, memory_fraction=1.0)
+    busy = random_node_problem(
+        1, nodes=10, shares=NodeShares(free_node_fraction=0.0, memory_fraction=1.0)
+    )
     assert all(n.memory == 1024.0 for n in busy.nodes)
     # an 8-GPU node has cpus_per_node CPUs, a 4-GPU node half
     for node in random_node_problem(2, nodes=20, cpus_per_node=64).nodes:
@@ -32,11 +36,11 @@ def test_fractions_at_their_ends() -> None:
     ("arguments", "words"),
     [
         ({"nodes": -1}, "nodes must be an integer"),
-        ({"share_fraction": 1.5}, "share_fraction"),
+        ({"shares": NodeShares(share_fraction=1.5)}, "share_fraction"),
         ({"cpus_per_node": 2.5}, "cpus_per_node"),
     ],
 )
-def test_bad_arguments_are_one_sentence(arguments: dict[str, float], words: str) -> None:
+def test_bad_arguments_are_one_sentence(arguments: dict[str, object], words: str) -> None:
     with pytest.raises(ProblemError, match=words):
         random_node_problem(0, **arguments)  # type: ignore[arg-type]
 
