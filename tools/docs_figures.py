@@ -18,8 +18,9 @@ registry is out of date), or a ``deterministic`` figure (an objective, a
 count, a gap, a status) drifted or its command failed; ``timing`` figures
 (seconds, milliseconds) and ``limited`` figures (what an exact method proves
 or reaches within its time limit: a status, a bound, a gap to it) are
-reported and never fail, since they depend on the machine and its load. Commands that read the traces
-(``data: true``) are skipped, and reported, when the data folder is absent.
+reported and never fail, since they depend on the machine and its load.
+Commands that read the traces (``data: true``) are skipped, and reported,
+when the data folder is absent.
 A registry or usage error prints one sentence on stderr and exits 2.
 
 Registry format (YAML)::
