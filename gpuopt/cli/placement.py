@@ -290,7 +290,8 @@ def show_preempt(shown: Any, problem: Any, decision: Any) -> None:
 
 # --------------------------------------------------------------------------- parsers
 def add_request(parser: argparse.ArgumentParser) -> None:
-    """``--request SHAPE`` and ``--id``: what one job asks for."""
+    """``--request SHAPE``, ``--pending ID`` and ``--id``: what one job asks for; or
+    ``--gang REQUEST.json``: a gang request instead of one job's shape."""
     from gpuopt.cluster.request import REQUEST_FORM
 
     parser.add_argument(
@@ -310,10 +311,6 @@ def add_request(parser: argparse.ArgumentParser) -> None:
         default="job",
         help="the job's id in the answer (default: job; with --pending, the pod's id)",
     )
-
-
-def add_gang(parser: argparse.ArgumentParser) -> None:
-    """``--gang REQUEST.json``: a gang request instead of one job's shape."""
     parser.add_argument(
         "--gang",
         metavar="REQUEST.json",
@@ -344,7 +341,6 @@ def add_commands(commands: Any) -> None:
         "--gang: heuristic (default) or exact (CP-SAT)",
     )
     add_request(place)
-    add_gang(place)
     place.add_argument(
         "--level",
         help="node (default: a node and its GPUs, NVLink-aware) or a topology level of the "
@@ -399,7 +395,6 @@ def add_commands(commands: Any) -> None:
         "(a minimum-cost set of victims; with --gang, CP-SAT)",
     )
     add_request(preempt)
-    add_gang(preempt)
     preempt.add_argument(
         "--min-runtime",
         type=float,
