@@ -115,7 +115,6 @@ def show_gang(shown: Any, problem: Any, answer: Any) -> None:
 def build_placement(args: argparse.Namespace) -> Any:
     """The placement problem ``place`` asks: of a cluster at ``--level``, or a state file."""
     from gpuopt.cluster.model import Cluster
-    from gpuopt.placement.node.problem import NodePlacementProblem
     from gpuopt.placement.switch.problem import TopologyProblem, parse_state
 
     asked = (
@@ -137,14 +136,7 @@ def build_placement(args: argparse.Namespace) -> Any:
         if args.one_switch:
             raise ProblemError("--one-switch applies to a switch-level placement (--level switch).")
         args.method = args.method or "binpack"
-        return NodePlacementProblem.from_cluster(
-            cluster,
-            request,
-            request_id=args.id,
-            min_bandwidth=args.min_bandwidth,
-            whole_node=args.whole_node,
-            pending=args.pending,
-        )
+        return node_question(cluster, request, args)
     if args.min_bandwidth:
         raise ProblemError("--min-bandwidth applies to a node-level placement (--level node).")
     args.method = args.method or "greedy"
@@ -155,6 +147,22 @@ def build_placement(args: argparse.Namespace) -> Any:
         one_switch=args.one_switch,
         whole_nodes=args.whole_node,
         job_id=args.id,
+    )
+
+
+def node_question(cluster: Any, request: Any, job: Any) -> Any:
+    """The node-level problem of ``request`` on ``cluster`` for ``job``: the flags of ``place``
+    or the job a node placement records (both have ``id``, ``min_bandwidth``, ``whole_node``
+    and ``pending``), so that ``check`` asks again exactly what ``place`` asked."""
+    from gpuopt.placement.node.problem import NodePlacementProblem
+
+    return NodePlacementProblem.from_cluster(
+        cluster,
+        request,
+        request_id=job.id,
+        min_bandwidth=job.min_bandwidth,
+        whole_node=job.whole_node,
+        pending=job.pending,
     )
 
 
