@@ -365,7 +365,7 @@ class ShareDefrag:
 
 
 def _emptiable(
-    state: ShareState, pod: Pod, held: _Holdings, also: Any
+    state: ShareState, pod: Pod, held: _Holdings, also: np.ndarray | bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """The rows and slots of the GPUs holding only one-GPU pods (and where ``also`` holds)
     whose node has the CPU, memory and GPU model ``pod`` asks once those pods left."""
