@@ -17,10 +17,10 @@ from gpuopt.cli.common import (
     add_out,
     add_plot,
     add_quiet,
-    add_scheduler,
     add_seed,
     add_threads,
     add_time_limit,
+    add_workers,
     check_output_folder,
     console,
     executor_for,
@@ -29,7 +29,6 @@ from gpuopt.cli.common import (
     print_plan_report,
     read_input,
     solve_command,
-    worker_count,
     write_text,
 )
 from gpuopt.errors import ProblemError
@@ -319,17 +318,11 @@ def add_commands(commands: Any) -> None:
     )
     add_threads(allocate, "solver threads (default: 1 for milp, 2 for cpsat)")
     add_seed(allocate, "random seed of the solver or of the greedy's search (default 0)")
-    allocate.add_argument(
-        "--workers",
-        type=worker_count,
-        default=None,
-        help="lns: windows solved at once, each in a process of its own; the windows of a "
-        "round cover disjoint GPUs and are merged one at a time (default 1)",
-    )
-    add_scheduler(
+    add_workers(
         allocate,
-        "lns: solve the windows on this Dask scheduler, e.g. tcp://scheduler:8786 "
-        "(default: none, local processes; needs gpuopt[dask])",
+        "lns: windows solved at once, each in a process of its own; the windows of a "
+        "round cover disjoint GPUs and are merged one at a time (default 1)",
+        pieces="lns: solve the windows",
     )
     allocate.add_argument(
         "--guide",

@@ -69,10 +69,10 @@ def kind_of(data: Any) -> str:
 
 def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[Any, Any]:
     """The problem the answer answers (rebuilt from the cluster), and the answer."""
+    from gpuopt.cli.placement import node_question
     from gpuopt.cluster.model import Priority, parse_cluster
     from gpuopt.cluster.request import Request, pending_request
     from gpuopt.defrag.solution import parse_plan
-    from gpuopt.placement.node.problem import NodePlacementProblem
     from gpuopt.placement.node.solution import NodePlacement
     from gpuopt.placement.switch.problem import TopologyProblem, parse_state
     from gpuopt.placement.switch.solution import TopologyResult
@@ -135,15 +135,7 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
         )
         if job.pending is not None:  # placed for a waiting pod: its rules too
             asked_shape = pending_request(cluster, job.pending)[0]
-        node_level = NodePlacementProblem.from_cluster(
-            cluster,
-            asked_shape,
-            request_id=job.id,
-            min_bandwidth=job.min_bandwidth,
-            whole_node=job.whole_node,
-            pending=job.pending,
-        )
-        return node_level, placement
+        return node_question(cluster, asked_shape, job), placement
     result = _parse(TopologyResult, answer, args)
     if result.level is None:
         raise ProblemError(f"{where}: the placement does not say which topology level it used.")

@@ -396,9 +396,20 @@ def executor_for(address: str | None) -> Iterator[Any]:
         yield client
 
 
-def add_scheduler(parser: argparse.ArgumentParser, help: str) -> None:
-    """``--scheduler ADDRESS``: a Dask scheduler to run the method's pieces on."""
-    parser.add_argument("--scheduler", default=None, metavar="ADDRESS", help=help)
+def add_workers(parser: argparse.ArgumentParser, help: str, *, pieces: str) -> None:
+    """``--workers N`` and ``--scheduler ADDRESS``: where a method's independent pieces run.
+
+    ``help`` is ``--workers``' help; ``pieces`` says, with the method, what
+    ``--scheduler`` runs on Dask (``"lns: solve the windows"``).
+    """
+    parser.add_argument("--workers", type=worker_count, default=None, help=help)
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help=f"{pieces} on this Dask scheduler, e.g. tcp://scheduler:8786 "
+        "(default: none, local processes; needs gpuopt[dask])",
+    )
 
 
 @contextmanager
@@ -480,10 +491,10 @@ __all__ = [
     "add_out",
     "add_plot",
     "add_quiet",
-    "add_scheduler",
     "add_seed",
     "add_threads",
     "add_time_limit",
+    "add_workers",
     "check_output_folder",
     "check_outputs",
     "checker_for",

@@ -16,10 +16,10 @@ from gpuopt.cli.common import (
     add_out,
     add_plot,
     add_quiet,
-    add_scheduler,
     add_seed,
     add_threads,
     add_time_limit,
+    add_workers,
     check_outputs,
     console,
     executor_for,
@@ -28,7 +28,6 @@ from gpuopt.cli.common import (
     positive_int,
     read_input,
     solve_command,
-    worker_count,
     write_text,
 )
 from gpuopt.errors import ProblemError
@@ -443,16 +442,10 @@ def add_commands(commands: Any) -> None:
         "weight} (gpuopt.sharing.Workload); replaces the snapshot's (default: the "
         "snapshot's options.workload, e.g. the trace's typical shapes from snapshot openb)",
     )
-    defrag.add_argument(
-        "--workers",
-        type=worker_count,
-        default=None,
-        help="ipc: worker processes (default: one per core when the snapshot is large)",
-    )
-    add_scheduler(
+    add_workers(
         defrag,
-        "ipc: run the partitions on this Dask scheduler, e.g. tcp://scheduler:8786 "
-        "(default: none, local processes; needs gpuopt[dask])",
+        "ipc: worker processes (default: one per core when the snapshot is large)",
+        pieces="ipc: run the partitions",
     )
     defrag.add_argument(
         "--exact",

@@ -115,7 +115,6 @@ def show_gang(shown: Any, problem: Any, answer: Any) -> None:
 def build_placement(args: argparse.Namespace) -> Any:
     """The placement problem ``place`` asks: of a cluster at ``--level``, or a state file."""
     from gpuopt.cluster.model import Cluster
-    from gpuopt.placement.node.problem import NodePlacementProblem
     from gpuopt.placement.switch.problem import TopologyProblem, parse_state
 
     asked = (
@@ -137,14 +136,7 @@ def build_placement(args: argparse.Namespace) -> Any:
         if args.one_switch:
             raise ProblemError("--one-switch applies to a switch-level placement (--level switch).")
         args.method = args.method or "binpack"
-        return NodePlacementProblem.from_cluster(
-            cluster,
-            request,
-            request_id=args.id,
-            min_bandwidth=args.min_bandwidth,
-            whole_node=args.whole_node,
-            pending=args.pending,
-        )
+        return node_question(cluster, request, args)
     if args.min_bandwidth:
         raise ProblemError("--min-bandwidth applies to a node-level placement (--level node).")
     args.method = args.method or "greedy"
@@ -155,6 +147,22 @@ def build_placement(args: argparse.Namespace) -> Any:
         one_switch=args.one_switch,
         whole_nodes=args.whole_node,
         job_id=args.id,
+    )
+
+
+def node_question(cluster: Any, request: Any, job: Any) -> Any:
+    """The node-level problem of ``request`` on ``cluster`` for ``job``: the flags of ``place``
+    or the job a node placement records (both have ``id``, ``min_bandwidth``, ``whole_node``
+    and ``pending``), so that ``check`` asks again exactly what ``place`` asked."""
+    from gpuopt.placement.node.problem import NodePlacementProblem
+
+    return NodePlacementProblem.from_cluster(
+        cluster,
+        request,
+        request_id=job.id,
+        min_bandwidth=job.min_bandwidth,
+        whole_node=job.whole_node,
+        pending=job.pending,
     )
 
 
@@ -290,7 +298,8 @@ def show_preempt(shown: Any, problem: Any, decision: Any) -> None:
 
 # --------------------------------------------------------------------------- parsers
 def add_request(parser: argparse.ArgumentParser) -> None:
-    """``--request SHAPE`` and ``--id``: what one job asks for."""
+    """``--request SHAPE``, ``--pending ID`` and ``--id``: what one job asks for; or
+    ``--gang REQUEST.json``: a gang request instead of one job's shape."""
     from gpuopt.cluster.request import REQUEST_FORM
 
     parser.add_argument(
@@ -310,10 +319,6 @@ def add_request(parser: argparse.ArgumentParser) -> None:
         default="job",
         help="the job's id in the answer (default: job; with --pending, the pod's id)",
     )
-
-
-def add_gang(parser: argparse.ArgumentParser) -> None:
-    """``--gang REQUEST.json``: a gang request instead of one job's shape."""
     parser.add_argument(
         "--gang",
         metavar="REQUEST.json",
@@ -344,7 +349,6 @@ def add_commands(commands: Any) -> None:
         "--gang: heuristic (default) or exact (CP-SAT)",
     )
     add_request(place)
-    add_gang(place)
     place.add_argument(
         "--level",
         help="node (default: a node and its GPUs, NVLink-aware) or a topology level of the "
@@ -399,7 +403,6 @@ def add_commands(commands: Any) -> None:
         "(a minimum-cost set of victims; with --gang, CP-SAT)",
     )
     add_request(preempt)
-    add_gang(preempt)
     preempt.add_argument(
         "--min-runtime",
         type=float,

@@ -34,7 +34,12 @@ from gpuopt.estimate.training import (
     MEMORY_USABLE,
     RUNTIME_OVERHEAD_GB,
     Estimate,
+    Hidden,
+    JobGpus,
     JobModel,
+    Layers,
+    ParamsB,
+    Vocab,
     check_gpus,
     known,
 )
@@ -80,17 +85,17 @@ class QuantizationJob(JobModel):
     what: ClassVar[str] = "a quantization job"
 
     kind: Literal["quantization"] = "quantization"
-    params_b: float = Field(gt=0, le=100_000)
+    params_b: ParamsB
     algorithm: str
     gpu_type: str
     bits: int = Field(default=4, ge=2, le=8)
-    layers: int | None = Field(default=None, ge=1, le=10_000)
-    hidden: int | None = Field(default=None, ge=1, le=1_000_000)
-    vocab: int = Field(default=128_000, ge=1, le=10_000_000)
+    layers: Layers = None
+    hidden: Hidden = None
+    vocab: Vocab = 128_000
     calibration_samples: int | None = Field(default=None, ge=1, le=1_000_000)
     calibration_seq_len: int | None = Field(default=None, ge=1, le=1_000_000)
     safety_margin: float = Field(default=0.25, ge=0, le=10)
-    gpus: int | None = Field(default=None, ge=1, le=MAX_ESTIMATE_GPUS)
+    gpus: JobGpus = None
 
     @model_validator(mode="after")
     def _check_job(self) -> QuantizationJob:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -133,6 +133,15 @@ DEFAULT_MAX_HOURS = 72.0
 
 _JobT = TypeVar("_JobT", bound="JobModel")
 
+#: The fields every job kind shares, bounded once: the model's parameters (billions),
+#: its layers, hidden width and vocabulary (each derived from ``params_b`` when not
+#: given, the vocabulary's default being the job kind's), and the GPUs the job fixes.
+ParamsB = Annotated[float, Field(gt=0, le=100_000, description="Parameters, billions.")]
+Layers = Annotated[int | None, Field(ge=1, le=10_000)]
+Hidden = Annotated[int | None, Field(ge=1, le=1_000_000)]
+Vocab = Annotated[int, Field(ge=1, le=10_000_000)]
+JobGpus = Annotated[int | None, Field(ge=1, le=MAX_ESTIMATE_GPUS)]
+
 
 def known(names: Any) -> str:
     return ", ".join(names)
@@ -173,7 +182,7 @@ class TrainingJob(JobModel):
     what: ClassVar[str] = "a training job"
 
     kind: Literal["training"] = "training"
-    params_b: float = Field(gt=0, le=100_000, description="Parameters, billions.")
+    params_b: ParamsB
     tokens_b: float | None = Field(default=None, gt=0, le=1e6, description="Tokens processed.")
     dataset_tokens_b: float | None = Field(default=None, gt=0, le=1e6)
     epochs: float | None = Field(default=None, gt=0, le=10_000)
@@ -181,9 +190,9 @@ class TrainingJob(JobModel):
     technique: str
     gpu_type: str
     seq_len: int = Field(default=4096, ge=1, le=10_000_000)
-    layers: int | None = Field(default=None, ge=1, le=10_000)
-    hidden: int | None = Field(default=None, ge=1, le=1_000_000)
-    vocab: int = Field(default=32_000, ge=1, le=10_000_000)
+    layers: Layers = None
+    hidden: Hidden = None
+    vocab: Vocab = 32_000
     global_batch: int | None = Field(default=None, ge=1, le=100_000_000, description="Sequences.")
     micro_batch: int = Field(default=1, ge=1, le=100_000)
     precision: Precision = "bf16"
@@ -200,7 +209,7 @@ class TrainingJob(JobModel):
     reward_params_b: float | None = Field(default=None, gt=0, le=100_000)
     activation_checkpointing: bool = True
     mfu: float | None = Field(default=None, gt=0, le=1, description="Overrides the calibration.")
-    gpus: int | None = Field(default=None, ge=1, le=MAX_ESTIMATE_GPUS)
+    gpus: JobGpus = None
     max_hours: float | None = Field(
         default=None,
         gt=0,

@@ -5,6 +5,26 @@
 cheapest-first cover), ``cpsat.py`` (one exact CP-SAT model of domain, pods,
 victims and gang closures), ``generator.py`` (seeded GB200-like states); the
 formal model is ``models/gang.md``.
+
+Examples
+--------
+Two domains of two 4-GPU nodes; the HP gang needs both nodes of one, and the
+cheapest victim is the task that has run the least. Both methods find it:
+
+>>> from gpuopt.cluster.model import Cluster
+>>> cluster = Cluster(levels=["nvl"], now=100, nodes=[
+...     {"id": f"n{i}", "gpus": 4, "cpus": 64, "topology": {"nvl": f"d{i // 2}"}}
+...     for i in range(4)], tasks=[
+...     {"id": "a", "node": "n0", "gpus": 4, "priority": 1, "start_time": 10},
+...     {"id": "b", "node": "n2", "gpus": 4, "priority": 1, "start_time": 90}])
+>>> problem = GangProblem(cluster=cluster, request={"id": "j", "pods": 2, "gpus": 4,
+...                                                 "required": "nvl", "priority": 9})
+>>> answer = solve_heuristic(problem)
+>>> answer.nodes, answer.victims, answer.cost
+(['n2', 'n3'], ['b'], 40.0)
+>>> exact = solve_cpsat(problem)
+>>> exact.nodes, exact.victims, exact.cost, exact.status
+(['n2', 'n3'], ['b'], 40.0, 'optimal')
 """
 
 from gpuopt.gang.cpsat import solve_cpsat

@@ -735,17 +735,7 @@ def solve_heuristic(problem: GangProblem) -> GangAnswer:
 
     Examples
     --------
-    >>> from gpuopt.cluster.model import Cluster
-    >>> cluster = Cluster(levels=["nvl"], now=100, nodes=[
-    ...     {"id": f"n{i}", "gpus": 4, "cpus": 64, "topology": {"nvl": f"d{i // 2}"}}
-    ...     for i in range(4)], tasks=[
-    ...     {"id": "a", "node": "n0", "gpus": 4, "priority": 1, "start_time": 10},
-    ...     {"id": "b", "node": "n2", "gpus": 4, "priority": 1, "start_time": 90}])
-    >>> problem = GangProblem(cluster=cluster, request={"id": "j", "pods": 2, "gpus": 4,
-    ...                                                 "required": "nvl", "priority": 9})
-    >>> answer = solve_heuristic(problem)
-    >>> answer.nodes, answer.victims, answer.cost
-    (['n2', 'n3'], ['b'], 40.0)
+    See :mod:`gpuopt.gang`, which solves one problem with both methods.
     """
     started = time.perf_counter()
     plan, _, bound = best_plan(problem)

@@ -663,15 +663,3 @@ def _counts(problem: AllocationProblem, result: AllocationResult) -> dict[str, n
             if cell in counts:
                 counts[cell][step] += 1
     return counts
-
-
-__all__ = [
-    "Forecaster",
-    "RollingPlanner",
-    "RollingReport",
-    "StepResult",
-    "coverage_risks",
-    "idle_windows",
-    "make_forecaster",
-    "rolling_replay",
-]

@@ -24,7 +24,10 @@ model, the share fits the GPU, whole GPUs free), checked before it is applied.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -257,11 +260,9 @@ class ShareDefrag:
             if cpu_short <= 0 and mem_short <= 0:
                 plans.append((len(chosen), node, chosen))
         plans.sort(key=lambda plan: plan[:2])
-        for _, node, keys in plans[: self.tries]:
-            done = self._room_by_moving(state, running, keys, node, pod, None)
-            if done is not None:
-                return done
-        return None, 0
+        return self._first_room(
+            state, running, pod, ((keys, node, None) for _, node, keys in plans)
+        )
 
     def _room_by_moving(
         self,
@@ -316,22 +317,25 @@ class ShareDefrag:
             placed = self._share_room(state, running, pod, held)
             if placed[0] is not None:
                 return placed
-        count, cpu, mem, wide, holders = held.count, held.cpu, held.mem, held.wide, held.on_gpu
-        ok = (count > 0) & (wide == 0) & (state.left >= 0)
-        ok &= (state.cpu_left[:, None] + cpu) >= shape.cpu_milli
-        ok &= (state.mem_left[:, None] + mem) >= pod.memory_mib
-        if shape.models:
-            ok &= state.model_mask(shape.models)[:, None]
-        rows, slots = np.nonzero(ok)
-        if rows.size == 0:
-            return None, 0
-        order = np.lexsort(
-            (count[rows, slots] * MILLI - state.left[rows, slots], count[rows, slots])
-        )
-        for pick in order[: self.tries].tolist():
-            node, gpu = int(rows[pick]), int(slots[pick])
-            keys = sorted(holders[(node, gpu)])
-            done = self._room_by_moving(state, running, keys, node, pod, (gpu,))
+        rows, slots = _emptiable(state, pod, held, True)
+        count = held.count[rows, slots]
+        order = np.lexsort((count * MILLI - state.left[rows, slots], count))
+        cells = ((int(rows[pick]), int(slots[pick])) for pick in order.tolist())
+        attempts = ((sorted(held.on_gpu[(node, gpu)]), node, (gpu,)) for node, gpu in cells)
+        return self._first_room(state, running, pod, attempts)
+
+    def _first_room(
+        self,
+        state: ShareState,
+        running: dict[int, tuple[Pod, Placement]],
+        pod: Pod,
+        attempts: Iterable[tuple[Any, ...]],
+    ) -> tuple[Placement | None, int]:
+        """Place ``pod`` by the first of ``attempts`` that makes room, at most :attr:`tries` of
+        them tried (each the pods to move, their node and the rest of
+        :meth:`_room_by_moving`'s arguments); ``(None, 0)`` when none does."""
+        for keys, node, *room in itertools.islice(attempts, self.tries):
+            done = self._room_by_moving(state, running, keys, node, pod, *room)
             if done is not None:
                 return done
         return None, 0
@@ -348,35 +352,41 @@ class ShareDefrag:
         them first), then the others largest first, each where F grows least, until
         the GPU has room. GPUs that lack least are tried first, at most :attr:`tries`.
         """
-        shape = pod.shape
-        short = shape.gpu_milli - state.left
-        ok = (held.count > 0) & (held.wide == 0) & (state.left >= 0) & (short > 0)
-        ok &= (state.cpu_left[:, None] + held.cpu) >= shape.cpu_milli
-        ok &= (state.mem_left[:, None] + held.mem) >= pod.memory_mib
-        if shape.models:
-            ok &= state.model_mask(shape.models)[:, None]
-        rows, slots = np.nonzero(ok)
-        if rows.size == 0:
-            return None, 0
+        milli = pod.shape.gpu_milli
+        short = milli - state.left
+        rows, slots = _emptiable(state, pod, held, short > 0)
         order = np.lexsort((held.count[rows, slots], short[rows, slots]))
-        for pick in order[: self.tries].tolist():
-            node, gpu = int(rows[pick]), int(slots[pick])
-            lack = int(short[node, gpu])
-            sizes = {key: held.pods[key].shape.gpu_milli for key in held.on_gpu[(node, gpu)]}
-            keys = sorted(
-                sizes,
-                key=lambda key: (
-                    sizes[key] < lack,
-                    sizes[key] * (-1 if sizes[key] < lack else 1),
-                    key,
-                ),
-            )
-            done = self._room_by_moving(
-                state, running, keys, node, pod, (gpu,), (gpu, shape.gpu_milli)
-            )
-            if done is not None:
-                return done
-        return None, 0
+        cells = ((int(rows[pick]), int(slots[pick])) for pick in order.tolist())
+        attempts = (
+            (_share_order(held, node, gpu, int(short[node, gpu])), node, (gpu,), (gpu, milli))
+            for node, gpu in cells
+        )
+        return self._first_room(state, running, pod, attempts)
+
+
+def _emptiable(
+    state: ShareState, pod: Pod, held: _Holdings, also: np.ndarray | bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows and slots of the GPUs holding only one-GPU pods (and where ``also`` holds)
+    whose node has the CPU, memory and GPU model ``pod`` asks once those pods left."""
+    shape = pod.shape
+    ok = (held.count > 0) & (held.wide == 0) & (state.left >= 0) & also
+    ok &= (state.cpu_left[:, None] + held.cpu) >= shape.cpu_milli
+    ok &= (state.mem_left[:, None] + held.mem) >= pod.memory_mib
+    if shape.models:
+        ok &= state.model_mask(shape.models)[:, None]
+    rows, slots = np.nonzero(ok)
+    return rows, slots
+
+
+def _share_order(held: _Holdings, node: int, gpu: int, lack: int) -> list[int]:
+    """The pods of a GPU ``lack`` milli-GPU short, in the order a share repair moves them:
+    those whose share alone makes the room first (smallest first), then largest first."""
+    sizes = {key: held.pods[key].shape.gpu_milli for key in held.on_gpu[(node, gpu)]}
+    return sorted(
+        sizes,
+        key=lambda key: (sizes[key] < lack, sizes[key] * (-1 if sizes[key] < lack else 1), key),
+    )
 
 
 class _Holdings:

@@ -77,6 +77,13 @@ class Reader:
         """``parent[key]`` as a string; absent, null or empty gives None."""
         return self.scalar(parent, key, path, str, "a string") or None
 
+    def text_fields(
+        self, item: Mapping[str, Any], keys: tuple[str, ...], path: str
+    ) -> dict[str, str]:
+        """The ``keys`` of ``item`` that are set, each as a string (a taint, a toleration)."""
+        found = {key: self.text(item, key, f"{path}.{key}") for key in keys}
+        return {key: value for key, value in found.items() if value is not None}
+
     def texts(self, parent: Mapping[str, Any], key: str, path: str) -> list[str]:
         """``parent[key]`` as a list of strings."""
         found = self.listing(parent, key, path)

@@ -146,15 +146,10 @@ def _taints(
     ctx: Context, reader: Reader, spec: Mapping[str, Any], name: str
 ) -> list[dict[str, str]]:
     """Its taints (``PreferNoSchedule`` ones counted as not modelled)."""
-    taints = []
-    for position, taint in enumerate(reader.objects(spec, "taints", "spec.taints")):
-        path = f"spec.taints[{position}]"
-        entry = {
-            "key": reader.text(taint, "key", f"{path}.key"),
-            "value": reader.text(taint, "value", f"{path}.value"),
-            "effect": reader.text(taint, "effect", f"{path}.effect"),
-        }
-        taints.append({key: value for key, value in entry.items() if value is not None})
+    taints = [
+        reader.text_fields(taint, ("key", "value", "effect"), f"spec.taints[{position}]")
+        for position, taint in enumerate(reader.objects(spec, "taints", "spec.taints"))
+    ]
     effects = {taint.get("effect") for taint in taints}
     if "PreferNoSchedule" in effects:
         ctx.report.unmodelled["prefer-no-schedule"] += 1

@@ -274,11 +274,7 @@ def tolerations(
             # tolerates a NoExecute taint only for a while: a pod moved there would be
             # evicted when the time runs out, so it does not tolerate it for planning
             continue
-        entry = {
-            name: reader.text(item, name, f"{path}.{name}")
-            for name in ("key", "operator", "value", "effect")
-        }
-        tolerations.append({key: value for key, value in entry.items() if value is not None})
+        tolerations.append(reader.text_fields(item, ("key", "operator", "value", "effect"), path))
     if any(item.get("tolerationSeconds") is not None for item in spec.get("tolerations") or ()):
         ctx.report.unmodelled["toleration-seconds"] += 1
     return tolerations
