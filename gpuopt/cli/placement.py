@@ -20,6 +20,7 @@ from gpuopt.cli.common import (
     add_out,
     add_quiet,
     add_time_limit,
+    read_input,
     solve_command,
 )
 from gpuopt.errors import ProblemError
@@ -42,9 +43,8 @@ def cluster_or_state(
     that were given, or None) are refused; a cluster needs ``--request``.
     """
     from gpuopt.cluster.model import parse_cluster
-    from gpuopt.io.files import read_json
 
-    raw = read_json(path)
+    raw = read_input(path, "cluster")
     if isinstance(raw, dict) and state_key in raw:
         if flags is not None:
             raise ProblemError(
@@ -89,7 +89,7 @@ def build_gang(args: argparse.Namespace, path: str, *, preemption: bool) -> Any:
     ):
         if value is not None:
             raise ProblemError(f"{flag}: a gang request states its own; give it in {args.gang}.")
-    raw = read_json(path)
+    raw = read_input(path, "cluster")
     if isinstance(raw, dict) and getattr(args, "now", None) is not None:
         raw = {**raw, "now": args.now}
     cluster = parse_cluster(raw, source=path)
