@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -12,7 +11,6 @@ import gpuopt
 from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.problem import AllocationProblem, Task
 from gpuopt.allocation.solution import violations
-from gpuopt.cli import main
 from gpuopt.errors import ProblemError
 from gpuopt.planning.rolling import (
     DEFAULT_WINDOW,
@@ -195,17 +193,6 @@ def test_coverage_risks_and_idle_windows() -> None:
     # within reach (up to 3 after the 2 of step 1), so a 10 % error is absorbed
     assert kinds == {(0, "shortfall"), (1, "thin")}
     assert idle_windows(problem, hand) == [{"first_gpu": 2, "gpus": 1, "start": 0, "steps": 3}]
-
-
-def test_rolling_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "rolling.json"
-    code = main(["rolling", str(SCENARIOS[0]), "--forecast", "noisy:0.2", "--out", str(out)])
-    stdout = capsys.readouterr().out
-    assert code == 0 and "one-shot" in stdout and "coverage risks" in stdout
-    grid = json.loads(out.read_text())["grid"]
-    assert violations(gpuopt.load_problem(SCENARIOS[0]), grid) == []
-    code = main(["rolling", str(SCENARIOS[0]), "--forecast", "tarot", "--out", str(out)])
-    assert code == 2 and "tarot" in capsys.readouterr().err
 
 
 def test_seasonal_reads_the_realtime_history() -> None:
