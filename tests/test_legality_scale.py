@@ -2,7 +2,7 @@
 
 The instances are :func:`gpuopt.legality.instance` (seeded random instances of
 varied size and shape for every method; see that module). The default run
-checks a sample of a few hundred; ``python -m pytest -m slow
+checks a sample of a few hundred; ``python -m pytest -m very_slow
 tests/test_legality_scale.py`` checks 10,000 per method on every core
 (``benchmarks/legality_sweep.py`` does the same with a progress bar, a table
 and a JSON file; ``docs/reliability.md`` has the counts). The regression tests
@@ -76,7 +76,7 @@ def test_instances_vary_in_size_and_shape() -> None:
     assert max(exact_nodes) <= 10
 
 
-@pytest.mark.slow
+@pytest.mark.very_slow  # hours: not even -m slow (.ci/run) runs it; -m very_slow does
 @pytest.mark.parametrize("case", CASES)
 def test_full_sweep_is_legal(case: str) -> None:
     """10,000 instances of one method, in chunks on every core (minutes to an hour each)."""

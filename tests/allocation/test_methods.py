@@ -175,11 +175,20 @@ def _instances() -> list[AllocationProblem]:
 
 
 INSTANCES = _instances()
+#: The default run checks the first two seeds of every shape; ``-m slow`` (which
+#: ``.ci/run`` also runs) the other 22, so that every instance is checked in CI.
+PARTS = [
+    pytest.param(slice(0, 20), id="sample"),
+    pytest.param(slice(20, None), id="sweep", marks=pytest.mark.slow),
+]
 
 
-def test_legal_on_random_instances(allocation_method: str) -> None:
+@pytest.mark.parametrize("part", PARTS)
+def test_legal_on_random_instances(allocation_method: str, part: slice) -> None:
     assert len(INSTANCES) >= 200
     if allocation_method in SEARCHING:  # one of each shape, warm-started, under a time limit
+        if part.start:
+            pytest.skip("a searching method is checked on one instance of each shape")
         for problem in INSTANCES[:10]:
             result = gpuopt.solve(problem, allocation_method, time_limit=3)
             assert_legal(problem, result)
@@ -191,7 +200,7 @@ def test_legal_on_random_instances(allocation_method: str) -> None:
                 fifo = gpuopt.solve(problem, "fifo").objective
                 assert result.bound >= fifo - 1e-6 * max(1.0, abs(fifo))
         return
-    for problem in INSTANCES:
+    for problem in INSTANCES[part]:
         result = gpuopt.solve(problem, allocation_method)
         assert_legal(problem, result)
 
@@ -225,9 +234,16 @@ def test_greedy_not_worse_than_fifo_on_bundled_scenarios() -> None:
         assert greedy.metrics.value > fifo.metrics.value, problem.name
 
 
+@pytest.mark.parametrize(
+    "part",
+    [
+        pytest.param(slice(0, 10), id="sample"),
+        pytest.param(slice(10, 30), id="sweep", marks=pytest.mark.slow),
+    ],
+)
 @pytest.mark.parametrize("method", METHODS)
-def test_deterministic_within_process(method: str) -> None:
-    for problem in INSTANCES[:30]:
+def test_deterministic_within_process(method: str, part: slice) -> None:
+    for problem in INSTANCES[part]:
         first = gpuopt.solve(problem, method)
         second = gpuopt.solve(problem.model_copy(), method)
         assert first.grid == second.grid

@@ -120,9 +120,17 @@ def test_refuses_unknown_family_and_sizes() -> None:
         stress_problem(-1, 8, "mixed")
 
 
+# seeds 0-2 (one of each size) in the default run, the other 27 with -m slow (.ci/run)
+@pytest.mark.parametrize(
+    "seeds",
+    [
+        pytest.param(range(3), id="sample"),
+        pytest.param(range(3, 30), id="sweep", marks=pytest.mark.slow),
+    ],
+)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_greedy_legal(family: str) -> None:
-    for seed in range(30):
+def test_greedy_legal(family: str, seeds: range) -> None:
+    for seed in seeds:
         problem = stress_problem(seed, (8, 12, 16)[seed % 3], family)
         assert_legal(problem, gpuopt.solve(problem, "greedy"))
 

@@ -4,12 +4,12 @@
 ``gpuopt.errors``; the readers build ``gpuopt.cluster`` objects, so no module
 of ``cluster``, ``solvers`` or a problem package may import them (the command
 line, the scheduler extender and the benchmarks do). Function-level imports
-count (``tests/test_imports.py`` builds the graph).
+count (``tests/contracts/test_imports.py`` builds the graph).
 """
 
 from __future__ import annotations
 
-from tests.test_imports import import_graph
+from tests.contracts.test_imports import import_graph
 
 #: Packages (and modules) that must never import gpuopt.readers.
 BELOW_READERS = (

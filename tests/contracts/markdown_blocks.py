@@ -1,7 +1,7 @@
 """The fenced code blocks of the Markdown documents, shared by the two docs tests.
 
-``tests/test_docs_examples.py`` runs the ``python`` blocks and
-``tests/test_docs_commands.py`` the ``bash`` blocks; both read the documents
+``tests/contracts/test_docs_examples.py`` runs the ``python`` blocks and
+``tests/contracts/test_docs_commands.py`` the ``bash`` blocks; both read the documents
 listed by :func:`documents`, pair a block with the ``text`` block right after
 it (its expected output) and compare output the same way
 (:func:`output_matches`).
@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from itertools import zip_longest
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<info>[\w+-]*)\s*$")
 #: An HTML comment that gives the docs tests a rule for the block right after it.
 DIRECTIVE = re.compile(r"^\s*<!--\s*docs-test:(?P<text>.*?)-->\s*$")

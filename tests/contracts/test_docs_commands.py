@@ -3,9 +3,9 @@
 The conventions (CONTRIBUTING.md, section 2, states them for writers):
 
 - **Which blocks**: every fenced block whose info string is ``bash`` in the
-  documents ``tests/test_docs_examples.py`` reads (``README.md``,
+  documents ``tests/contracts/test_docs_examples.py`` reads (``README.md``,
   ``CONTRIBUTING.md``, ``CHANGELOG.md``, ``docs/**/*.md``, ``models/*.md``,
-  ``benchmarks/README.md``; the parser is shared, ``tests/markdown_blocks.py``).
+  ``benchmarks/README.md``; the parser is shared, ``tests/contracts/markdown_blocks.py``).
   A ``bash`` block holds commands a reader can paste as they are; a synopsis
   (``gpuopt allocate SCENARIO.json [--method ...]``) is fenced ``text``.
 - **Where they run**: the blocks of one file run in order, each as a script
@@ -69,7 +69,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.markdown_blocks import (
+from tests.contracts.markdown_blocks import (
     ROOT,
     Block,
     blocks_of,

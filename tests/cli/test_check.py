@@ -1,5 +1,7 @@
-"""The schedule on the command line: ``allocate`` names what was left out, ``--report``
-lists the schedule, ``check`` holds the schedule to the grid (S1-S4)."""
+"""``gpuopt.cli.check``: an answer held to its input by the problem's checker.
+
+Allocation results and their schedule (S1-S4), alike violations grouped, wrong files named.
+"""
 
 from __future__ import annotations
 
@@ -9,38 +11,9 @@ from pathlib import Path
 import pytest
 
 from gpuopt.cli import main
+from tests.cli.conftest import MIXED, ROOT, run
 
-ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted((ROOT / "gpuopt" / "scenarios").glob("*.json"))
-MIXED = ROOT / "gpuopt" / "scenarios" / "mixed-control.json"
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def test_allocate_names_what_was_left_out(capsys: pytest.CaptureFixture[str]) -> None:
-    code, stdout, stderr = run(["allocate", str(MIXED)], capsys)
-    assert code == 0 and stderr == ""
-    lines = stdout.splitlines()
-    assert lines[0].startswith("mixed-control: greedy")
-    assert lines[1] == "left out: 3 of 9 batch tasks"
-    assert lines[2].startswith("  higher_value (")
-    assert lines[2].endswith("'dpo-7b', 'quant-gptq-70b', 'sft-ticket-router'")
-    assert len(lines) == 3
-
-
-def test_report_lists_the_schedule_with_units(capsys: pytest.CaptureFixture[str]) -> None:
-    code, stdout, _ = run(["allocate", str(MIXED), "--report"], capsys)
-    assert code == 0
-    assert "schedule: 24 steps of 60 min" in stdout
-    for task_id in ("chat", "lora-support-v3", "sft-llama-8b", "dpo-7b", "sft-ticket-router"):
-        assert task_id in stdout
-    assert "-6 (-6 h)" in stdout  # lora-support-v3 started 6 steps before the plan
-    assert "served 100/100 GPU-steps" in stdout
-    assert run(["allocate", str(MIXED), "--report", "--quiet"], capsys)[1:] == ("", "")
 
 
 @pytest.mark.parametrize("method", ["fifo", "greedy"])
@@ -96,3 +69,41 @@ def test_check_an_old_result_without_schedule(
     out.write_text(json.dumps(data))
     code, stdout, _ = run(["check", str(MIXED), str(out)], capsys)
     assert code == 0 and stdout.startswith("legal") and "schedule" not in stdout
+
+
+def test_check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "fifo.json"
+    assert (
+        run(["allocate", str(MIXED), "--method", "fifo", "--out", str(out), "--quiet"], capsys)[0]
+        == 0
+    )
+    code, stdout, _ = run(["check", str(MIXED), str(out)], capsys)
+    assert code == 0 and stdout.startswith("legal")
+    data = json.loads(out.read_text())
+    data["grid"][0] = [None] * len(data["grid"][0])  # drops running tasks at step 0
+    out.write_text(json.dumps(data))
+    code, stdout, _ = run(["check", str(MIXED), str(out)], capsys)
+    assert code == 1 and "A2" in stdout
+
+
+def test_check_groups_alike_violations_and_names_wrong_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "other.json"
+    data = json.loads(MIXED.read_text())
+    data["tasks"] = [t for t in data["tasks"] if t["kind"] != "realtime"][:1]
+    other.write_text(json.dumps(data))
+    result = tmp_path / "result.json"
+    assert main(["allocate", str(MIXED), "--out", str(result), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(other), str(result)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    unknown = [line for line in lines if "unknown task id" in line]
+    # every unknown task is named once, its other cells counted, not listed
+    assert unknown and all("more like it" in line for line in unknown if "(and" in line)
+    assert len({line.split("'")[1] for line in unknown}) == len(unknown)
+    assert lines[-1].endswith("violations") and int(lines[-1].split()[0]) > len(lines)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"method": "ipc", "moves": [], "metrics": {}}))
+    assert main(["check", str(MIXED), str(plan)]) == 2
+    assert "expected an allocation result (with a grid) or a bare grid" in capsys.readouterr().err

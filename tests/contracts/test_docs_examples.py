@@ -1,7 +1,7 @@
 """Every ```python block of the README, CONTRIBUTING.md and the docs runs verbatim.
 
 The conventions (CONTRIBUTING.md, section 2, states them for writers; the parser and
-the output comparison are shared with the bash blocks' test, tests/markdown_blocks.py):
+the output comparison are shared with the bash blocks' test, tests/contracts/markdown_blocks.py):
 
 - **Which blocks**: every fenced block whose info string is ``python`` in
   ``README.md``, ``CONTRIBUTING.md``, ``CHANGELOG.md``, ``docs/**/*.md``,
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.markdown_blocks import ROOT, Block, blocks_of, documents, output_matches
+from tests.contracts.markdown_blocks import ROOT, Block, blocks_of, documents, output_matches
 
 #: Optional package -> the extra that installs it (pyproject.toml).
 EXTRAS = {

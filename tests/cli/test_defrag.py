@@ -1,4 +1,4 @@
-"""The defragmentation commands: defrag, diagnose, snapshot, and check on plans."""
+"""``gpuopt.cli.defrag``: ``defrag``, ``diagnose``, ``snapshot``, and ``check`` on plans."""
 
 from __future__ import annotations
 
@@ -11,14 +11,9 @@ from gpuopt.cli import main
 from gpuopt.defrag.generator import random_snapshot
 from gpuopt.defrag.problem import load_cluster
 from gpuopt.defrag.solution import load_plan, violations
+from tests.cli.conftest import LONG_ID, MIXED, refusal, run
 
-FIXTURES = Path(__file__).parent / "readers" / "fixtures"
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+FIXTURES = Path(__file__).resolve().parents[1] / "readers" / "fixtures"
 
 
 @pytest.fixture
@@ -279,3 +274,77 @@ def test_exact_methods_say_when_they_solve_partitions(
         assert violations(load_cluster(snapshot_file), plan) == []
         assert "so milp solved ipc's partitions of at most" in stdout
         assert f", bound {plan.bound} nodes [" in stdout and plan.bound is not None
+
+
+# What a new user meets first (issue 31): widths on a pipe, a plan never given, wrong files.
+
+
+def widest(text: str) -> int:
+    return max(len(line) for line in text.splitlines())
+
+
+def first_table_column(text: str, column: int, *, glue: str) -> str:
+    """The lines of ``column`` in the first table's body, joined by ``glue``."""
+    body = text.split("┡", 1)[1].split("└", 1)[0]
+    cells = [line.split("│")[column + 1].strip() for line in body.splitlines()[1:]]
+    return glue.join(cell for cell in cells if cell)
+
+
+@pytest.mark.parametrize("columns", [None, "60", "120"])
+def test_diagnose_on_a_pipe_fits_columns_else_80(
+    cluster_file: Path,
+    columns: str | None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # capsys's stdout is no terminal, like a pipe; pytest's fd capture has no size either
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    argv = ["diagnose", str(cluster_file), "--pending", "--request", "8G", "--workload"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    width = 80 if columns is None else int(columns)
+    assert widest(out) <= width
+    # the long pod id and its reason wrap or fold, they are not cut: every piece is there
+    assert first_table_column(out, 0, glue="") == LONG_ID  # folded, not cut
+    assert "2 too little free room" in first_table_column(out, 3, glue=" ")  # wrapped
+    assert "stranded" in out and "fragmented GPUs" in out
+
+
+def test_diagnose_says_nothing_of_a_plan_it_was_not_given(
+    cluster_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["diagnose", str(cluster_file), "--pending"]) == 0
+    out = capsys.readouterr().out
+    assert "plan" not in out
+    assert "waiting pods that fit: 0 now" in out
+    # with a plan (moving t2 next to t1 frees b), both columns and both counts
+    plan = tmp_path / "plan.json"
+    assert main(["defrag", str(cluster_file), "--for-pending", "--out", str(plan), "--quiet"]) == 0
+    assert main(["diagnose", str(cluster_file), "--pending", "--plan", str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert "after the plan" in out
+    assert "waiting pods that fit: 0 now, 1 after the plan" in out
+
+
+@pytest.mark.parametrize("command", [["defrag"], ["diagnose", "--request", "8G"]])
+def test_defrag_and_diagnose_name_an_allocation_scenario(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = refusal([command[0], str(MIXED), *command[1:]], capsys)
+    assert f"{MIXED} is an allocation scenario" in err and "not a cluster snapshot" in err
+    assert "gpuopt allocate" in err
+    assert "nodes is required" not in err
+
+
+@pytest.mark.parametrize("command", ["allocate", "defrag"])
+def test_kubectl_output_is_sent_to_snapshot_kubectl(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "kubectl.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))
+    err = refusal([command, str(path)], capsys)
+    assert "Kubernetes objects (kind List)" in err
+    assert f"gpuopt snapshot kubectl {path} --out cluster.json" in err

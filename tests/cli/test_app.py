@@ -1,18 +1,23 @@
-"""Every option and positional of every ``gpuopt`` command has a help text that states its default.
+"""``gpuopt.cli.app``: the whole parser and the one exit-code policy of :func:`main`.
 
-The test walks the whole parser (:func:`gpuopt.cli.app.build_parser`), sub-commands of
-sub-commands included. argparse has no public way to list a parser's arguments, so the
-walk reads ``parser._actions``.
+Every option and positional of every ``gpuopt`` command has a help text that states its
+default: the test walks the whole parser (:func:`gpuopt.cli.app.build_parser`), sub-commands
+of sub-commands included. argparse has no public way to list a parser's arguments, so the
+walk reads ``parser._actions``. Usage errors exit 2 with one line and no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from gpuopt.cli.app import build_parser
+from tests.cli.conftest import MIXED, run
 
 #: (command, option) -> why its help need not state its default. Empty today: every
 #: option with a default says it. An entry needs a reason a reader accepts.
@@ -96,3 +101,36 @@ def test_the_walk_reaches_nested_commands_and_can_fail() -> None:
     (rounds,) = [a for a in arguments(parser) if a.dest == "rounds"]
     with pytest.raises(AssertionError, match="does not state its default 5"):
         test_every_argument_has_help_with_its_default("x", rounds)
+
+
+def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for args in (
+        ["allocate", str(MIXED), "--method", "simplex"],
+        ["allocate", str(MIXED), "--time-limit", "-1"],
+        ["allocate", str(tmp_path / "missing.json")],
+        ["allocate", str(MIXED), "--out", str(tmp_path / "no" / "such" / "dir.json")],
+        ["bench", "--scenarios", str(tmp_path / "nothing")],
+        ["bench", "--scenarios", str(tmp_path), "--methods", "fifo,magic"],
+        ["frobnicate"],
+        [],
+    ):
+        code, _, stderr = run(args, capsys)
+        assert code == 2, args
+        assert stderr.startswith("gpuopt: error: ") or stderr.startswith("usage:"), stderr
+        assert "Traceback" not in stderr
+
+
+def test_console_script_has_no_traceback(tmp_path: Path) -> None:
+    scenario = tmp_path / "bad.json"
+    scenario.write_text('{"gpus": 4, "tasks": [{"id": "x", "kind": "realtime", "priority": 1}]}')
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuopt.cli", "allocate", str(scenario)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr
+        == "gpuopt: error: " + f"{scenario}: task 'x': demand is required for a realtime task.\n"
+    )
+    assert done.stdout == ""

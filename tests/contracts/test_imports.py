@@ -11,7 +11,7 @@ from pathlib import Path
 
 import networkx as nx
 
-PACKAGE = Path(__file__).resolve().parents[1] / "gpuopt"
+PACKAGE = Path(__file__).resolve().parents[2] / "gpuopt"
 
 
 def module_name(path: Path) -> str:

@@ -33,7 +33,7 @@ from gpuopt.legality import CASES, EXACT_CASES, instance, method_of
 from gpuopt.planning.replay import ClusterNode, Policy, replay
 from gpuopt.planning.workload import generate_jobs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: Instances per case: small and medium shapes (see ``gpuopt.legality.instance(case, k).shape``);
 #: ipc #102 and #199 run their partitions on a local process pool.
 NUMBERS: dict[str, tuple[int, ...]] = {
@@ -177,7 +177,7 @@ def test_ipc_same_plan_in_process_on_processes_and_on_threads() -> None:
 # --------------------------------------------------------------------------- across processes
 CHILD_API = """
 import json
-from tests.test_determinism import everything
+from tests.contracts.test_determinism import everything
 print(json.dumps(everything(), sort_keys=True))
 """
 

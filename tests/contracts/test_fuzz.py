@@ -18,8 +18,8 @@ list, a truncated or garbled file, hostile command-line values. The contract:
 The default run checks a few hundred cases (``CASES``); ``-m slow`` runs
 ``SLOW_CASES`` per command::
 
-    python -m pytest tests/test_fuzz.py
-    python -m pytest -m slow tests/test_fuzz.py
+    python -m pytest tests/contracts/test_fuzz.py
+    python -m pytest -m slow tests/contracts/test_fuzz.py
 
 A failing case is reported with its command, seed and mutations, e.g.
 ``allocate #17 (seed 'allocate-17'): tasks[2].gpus -> nan: raised KeyError``;
@@ -65,7 +65,7 @@ from gpuopt.preemption import PreemptionProblem, load_decision
 from gpuopt.preemption import violations as preemption_violations
 from gpuopt.preemption.generator import random_state
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "gpuopt" / "scenarios").glob("*.json"))
 KUBECTL = ROOT / "tests" / "readers" / "fixtures" / "kubectl_small.json"
 #: Seconds one case may take before it counts as a hang.

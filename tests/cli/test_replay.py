@@ -9,7 +9,7 @@ import pytest
 
 from gpuopt.cli import main
 
-DATA = Path(__file__).parent / "fixtures"
+DATA = Path(__file__).resolve().parents[1] / "sharing" / "fixtures"
 
 
 def test_replay_openb_writes_the_contract(

@@ -14,7 +14,7 @@ from gpuopt.defrag.generator import random_snapshot
 from gpuopt.placement.switch.problem import TopologyProblem
 
 pytest.importorskip("highspy")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "gpuopt" / "scenarios" / "mixed-control.json"
 BANNER = "HiGHS"
 
