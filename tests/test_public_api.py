@@ -21,7 +21,7 @@ from types import ModuleType
 import pytest
 
 import gpuopt
-from tests.markdown_blocks import blocks_of
+from tests.contracts.markdown_blocks import blocks_of
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "gpuopt"

@@ -272,7 +272,8 @@ def run_file(path: str, slow: bool) -> tuple[dict[str, str], ...]:
 def params() -> list[object]:
     found = []
     for block in BLOCKS:
-        marks: list[pytest.MarkDecorator] = []
+        # a page's blocks run together (run_file), once per process: keep them on one worker
+        marks: list[pytest.MarkDecorator] = [pytest.mark.xdist_group(block.path)]
         try:
             if rules_of(block).slow:
                 marks.append(pytest.mark.slow)
