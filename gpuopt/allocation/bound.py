@@ -97,42 +97,88 @@ def step_capacity_bound(
         raise ProblemError(f"time_limit: expected a positive number of seconds (got {time_limit}).")
     started = time.perf_counter()
     index = problem.index
-    batch = index.batch
-    horizon = index.horizon
     board = Board(index)
     board.pin_running()
     fixed = board.value  # the running tasks' objective, a constant of every plan
     capacity = np.array(board.room, dtype=np.float64)
-    realtime = index.num_realtime
-    swap = index.max_swap.astype(np.float64)
-    steps = np.arange(1, horizon + 1, dtype=np.float64)
-    y_lower = index.realtime_floor.astype(np.float64)
-    y_upper = np.maximum(
-        np.minimum(capacity[None, :], index.initial[:, None] + swap[:, None] * steps[None, :]),
-        y_lower,
-    )
-    if realtime:
+    if index.num_realtime:
         board.reserve(index.realtime_floor.sum(axis=0))
+    models = index.num_models  # several GPU models: B1m, one row per model and step
+    model_rows = models * index.horizon if models > 1 else 0
+    model_capacity = _model_capacity(problem) if model_rows else np.zeros((0, index.horizon))
+    batch = _batch_columns(index, board, model_rows)
+    realtime = _realtime_part(problem, capacity)
+    lp, integrality = _highs_lp(batch, realtime, capacity, model_capacity, integer)
+    highspy: Any = importlib.import_module("highspy")
+    with solver_output(False):  # HiGHS prints its banner when the object is made
+        highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("time_limit", float(time_limit))
+    highs.setOptionValue("threads", int(threads))
+    if integrality is not None:
+        lp.integrality_ = integrality
+    highs.passModel(lp)
+    num_rows = lp.num_row_ + _add_fragmentation_rows(
+        highs, board, batch.spans, batch.legal_by_size, capacity
+    )
+    highs.run()
+    bound, solved, chosen = _read_solution(highs, batch, integer, starts)
+    return StepBound(
+        bound=bound + fixed if math.isfinite(bound) else math.inf,
+        status="optimal" if solved else "time_limit",
+        seconds=time.perf_counter() - started,
+        columns=lp.num_col_,
+        rows=num_rows,
+        starts=chosen,
+    )
+
+
+@dataclass
+class _BatchColumns:
+    """The z columns of the new batch tasks, column-wise, with the B1, B1m and B2 rows
+    they enter (rows 0..T-1 are B1, then T x M of B1m, then one B2 row per task)."""
+
+    horizon: int
+    model_rows: int
+    costs: list[float] = field(default_factory=list)
+    spans: list[tuple[int, int, int]] = field(default_factory=list)  # size, start, end (B3)
+    owners: list[int] = field(default_factory=list)  # its task's batch position
+    legal_by_size: dict[int, int] = field(default_factory=dict)  # legal first GPUs (B3)
+    col_starts: list[int] = field(default_factory=list)
+    row_index: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    tasks: int = 0  # tasks with at least one column: one B2 row each
+
+    def add(self, b: int, size: int, model: int, span: tuple[int, int], cost: float) -> None:
+        """Add the column of task ``b`` (``size`` GPUs) on ``model`` over ``span``."""
+        start, end = span
+        self.spans.append((size, start, end))
+        self.owners.append(b)
+        self.col_starts.append(len(self.row_index))
+        for step in range(start, end):  # B1 rows are 0..T-1
+            self.row_index.append(step)
+            self.values.append(float(size))
+        if self.model_rows:
+            for step in range(start, end):  # B1m rows follow
+                self.row_index.append(self.horizon + model * self.horizon + step)
+                self.values.append(float(size))
+        self.row_index.append(self.horizon + self.model_rows + self.tasks)  # B2 of this task
+        self.values.append(1.0)
+        self.costs.append(cost)
+
+
+def _batch_columns(index: Any, board: Board, model_rows: int) -> _BatchColumns:
+    """One column per new batch task and start (per model with several) that some block
+    free of running tasks and of the realtime floor can take."""
+    batch = index.batch
+    horizon = index.horizon
     cumulative = np.concatenate(([0.0], np.cumsum(index.weights)))
-
-    # with several GPU models, B1m: one row per model and step after B1 (section 15)
-    models = index.num_models
-    model_rows = models * horizon if models > 1 else 0
-    model_capacity = _model_capacity(problem) if model_rows else np.zeros((0, horizon))
-
-    costs: list[float] = []
-    spans: list[tuple[int, int, int]] = []  # per batch column: size, start, end (for B3)
-    owners: list[int] = []  # per batch column: its task's batch position
-    legal_by_size: dict[int, int] = {}  # per size: the legal first GPUs of any model (B3)
-    col_starts: list[int] = []
-    row_index: list[int] = []
-    values: list[float] = []
-    tasks = 0
+    columns = _BatchColumns(horizon, model_rows)
     for b in range(index.num_batch):
         if batch.running[b]:
             continue
         size = int(batch.size[b])
-        if models == 1:
+        if not model_rows:
             ways = [(0, *variant) for variant in board.variants(b)]
         else:  # one way per model: its columns enter that model's B1m rows
             per_model = index.per_model
@@ -152,37 +198,41 @@ def step_capacity_bound(
                 if not board.free_firsts(size, start, end, legal)[0]:
                     continue  # every block overlaps a running task
                 found = True
-                spans.append((size, start, end))
-                owners.append(b)
-                legal_by_size[size] = legal_by_size.get(size, 0) | legal
-                col_starts.append(len(row_index))
-                for step in range(start, end):  # B1 rows are 0..T-1
-                    row_index.append(step)
-                    values.append(float(size))
-                if model_rows:
-                    for step in range(start, end):  # B1m rows follow
-                        row_index.append(horizon + model * horizon + step)
-                        values.append(float(size))
-                row_index.append(horizon + model_rows + tasks)  # B2 row of this task
-                values.append(1.0)
+                columns.legal_by_size[size] = columns.legal_by_size.get(size, 0) | legal
                 weight = float(cumulative[end] - cumulative[start])
-                costs.append(float(batch.priority[b]) * size * rate * weight)
+                cost = float(batch.priority[b]) * size * rate * weight
+                columns.add(b, size, model, (start, end), cost)
         if found:
-            tasks += 1
-    batch_columns = len(costs)
-    # realtime columns: y[r,t] then u[r,t]
-    y_base = batch_columns
-    u_base = batch_columns + realtime * horizon
-    columns = batch_columns + 2 * realtime * horizon
-    col_lower = np.zeros(columns)
-    col_upper = np.ones(columns)
-    cost = np.zeros(columns)
-    cost[:batch_columns] = costs
-    for r in range(realtime):
-        for t in range(horizon):
-            y, u = y_base + r * horizon + t, u_base + r * horizon + t
-            col_lower[y], col_upper[y] = y_lower[r, t], y_upper[r, t]
-            col_lower[u], col_upper[u] = 0.0, math.inf
+            columns.tasks += 1
+    return columns
+
+
+@dataclass
+class _RealtimePart:
+    """The realtime columns (``y[r,t]`` then ``u[r,t]``) and their A4a-A4c rows."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    cost: np.ndarray
+    #: (columns relative to the first realtime column, coefficients, lower, upper)
+    rows: list[tuple[list[int], list[float], float, float]]
+
+
+def _realtime_part(problem: AllocationProblem, capacity: np.ndarray) -> _RealtimePart:
+    """Bounds, costs and A4a-A4c rows of the realtime counts y and shortfalls u."""
+    index = problem.index
+    horizon = index.horizon
+    realtime = index.num_realtime
+    swap = index.max_swap.astype(np.float64)
+    steps = np.arange(1, horizon + 1, dtype=np.float64)
+    y_lower = index.realtime_floor.astype(np.float64)
+    y_upper = np.maximum(
+        np.minimum(capacity[None, :], index.initial[:, None] + swap[:, None] * steps[None, :]),
+        y_lower,
+    )
+    size = realtime * horizon
+    lower = np.concatenate((y_lower.ravel(), np.zeros(size)))
+    upper = np.concatenate((y_upper.ravel(), np.full(size, math.inf)))
     penalty = (
         problem.realtime_penalty
         * index.priority[index.realtime_idx][:, None]
@@ -190,53 +240,68 @@ def step_capacity_bound(
         if realtime
         else np.zeros((0, horizon))
     )
-    cost[u_base:] = -penalty.ravel()
-    # rows: B1 (T), B1m (M x T when M > 1), B2 (tasks), then A4a (R x (T-1)), A4b (R),
-    # A4c (R x T)
-    row_lower = [-math.inf] * (horizon + model_rows + tasks)
-    row_upper = [*capacity.tolist(), *model_capacity.ravel().tolist(), *([1.0] * tasks)]
-    extra_rows: list[tuple[list[int], list[float], float, float]] = []
+    cost = np.concatenate((np.zeros(size), -penalty.ravel()))
+    rows: list[tuple[list[int], list[float], float, float]] = []
     demand = index.demand.astype(np.float64)
     for r in range(realtime):
         limit = float(swap[r])
         for t in range(horizon):
-            y = y_base + r * horizon + t
+            y = r * horizon + t
             if t > 0:
-                extra_rows.append(([y, y - 1], [1.0, -1.0], -limit, limit))  # A4a
+                rows.append(([y, y - 1], [1.0, -1.0], -limit, limit))  # A4a
             else:
                 initial = float(index.initial[r])
-                extra_rows.append(([y], [1.0], initial - limit, initial + limit))  # A4b
-            extra_rows.append(([u_base + r * horizon + t, y], [1.0, 1.0], demand[r, t], math.inf))
+                rows.append(([y], [1.0], initial - limit, initial + limit))  # A4b
+            rows.append(([size + y, y], [1.0, 1.0], demand[r, t], math.inf))  # A4c
+    return _RealtimePart(lower, upper, cost, rows)
+
+
+def _highs_lp(
+    batch: _BatchColumns,
+    realtime: _RealtimePart,
+    capacity: np.ndarray,
+    model_capacity: np.ndarray,
+    integer: bool,
+) -> tuple[Any, list[Any] | None]:
+    """The relaxation as a column-wise ``highspy.HighsLp`` (B1, B1m, B2, then the realtime
+    rows), and the integrality of its columns when ``integer`` asks for binary z."""
     highspy: Any = importlib.import_module("highspy")
     inf = highspy.kHighsInf
-    with solver_output(False):  # HiGHS prints its banner when the object is made
-        highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
-    highs.setOptionValue("time_limit", float(time_limit))
-    highs.setOptionValue("threads", int(threads))
-    num_rows = horizon + model_rows + tasks + len(extra_rows)
-    lower = np.array(row_lower + [row[2] for row in extra_rows])
-    upper = np.array(row_upper + [row[3] for row in extra_rows])
-    # column-wise matrix: batch columns as built; realtime columns from extra_rows and B1
-    per_column: list[list[tuple[int, float]]] = [[] for _ in range(columns - batch_columns)]
-    for r in range(realtime):
-        for t in range(horizon):
-            per_column[r * horizon + t].append((t, 1.0))  # y in B1
-    for offset, (cols, coefs, _, _) in enumerate(extra_rows):
+    horizon = batch.horizon
+    batch_columns = len(batch.costs)
+    columns = batch_columns + len(realtime.cost)
+    first_extra = horizon + batch.model_rows + batch.tasks
+    row_lower = [-math.inf] * first_extra + [row[2] for row in realtime.rows]
+    row_upper = [
+        *capacity.tolist(),
+        *model_capacity.ravel().tolist(),
+        *([1.0] * batch.tasks),
+        *[row[3] for row in realtime.rows],
+    ]
+    # realtime columns: y in B1, and their A4 rows
+    per_column: list[list[tuple[int, float]]] = [[] for _ in range(len(realtime.cost))]
+    for y in range(len(realtime.cost) // 2):
+        per_column[y].append((y % horizon, 1.0))
+    for offset, (cols, coefs, _, _) in enumerate(realtime.rows):
         for col, coef in zip(cols, coefs, strict=True):
-            per_column[col - batch_columns].append((horizon + model_rows + tasks + offset, coef))
-    matrix_starts = list(col_starts)
+            per_column[col].append((first_extra + offset, coef))
+    row_index = list(batch.row_index)
+    values = list(batch.values)
+    matrix_starts = list(batch.col_starts)
     for entries in per_column:
         matrix_starts.append(len(row_index))
         for row, coef in sorted(entries):
             row_index.append(row)
             values.append(coef)
     matrix_starts.append(len(row_index))
+    col_upper = np.concatenate((np.ones(batch_columns), realtime.upper))
+    lower = np.array(row_lower)
+    upper = np.array(row_upper)
     lp = highspy.HighsLp()
     lp.num_col_ = columns
-    lp.num_row_ = num_rows
-    lp.col_cost_ = cost
-    lp.col_lower_ = col_lower
+    lp.num_row_ = len(row_lower)
+    lp.col_cost_ = np.concatenate((np.array(batch.costs, dtype=np.float64), realtime.cost))
+    lp.col_lower_ = np.concatenate((np.zeros(batch_columns), realtime.lower))
     lp.col_upper_ = np.where(np.isinf(col_upper), inf, col_upper)
     lp.row_lower_ = np.where(np.isinf(lower), -inf, lower)
     lp.row_upper_ = np.where(np.isinf(upper), inf, upper)
@@ -245,22 +310,27 @@ def step_capacity_bound(
     lp.a_matrix_.start_ = np.array(matrix_starts, dtype=np.int32)
     lp.a_matrix_.index_ = np.array(row_index, dtype=np.int32)
     lp.a_matrix_.value_ = np.array(values, dtype=np.float64)
-    if integer and batch_columns:
-        integrality = [highspy.HighsVarType.kContinuous] * columns
-        for col in range(batch_columns):
-            integrality[col] = highspy.HighsVarType.kInteger
-        lp.integrality_ = integrality
-    highs.passModel(lp)
-    num_rows += _add_fragmentation_rows(highs, board, spans, legal_by_size, capacity)
-    highs.run()
+    if not (integer and batch_columns):
+        return lp, None
+    integrality = [highspy.HighsVarType.kContinuous] * columns
+    for col in range(batch_columns):
+        integrality[col] = highspy.HighsVarType.kInteger
+    return lp, integrality
+
+
+def _read_solution(
+    highs: Any, batch: _BatchColumns, integer: bool, starts: bool
+) -> tuple[float, bool, dict[int, tuple[int, float]]]:
+    """The bound HiGHS proved (inf when none), whether it solved the relaxation, and with
+    ``starts`` each task's start of largest z (from an optimum or a MIP's plan)."""
     info = highs.getInfo()
     status = highs.modelStatusToString(highs.getModelStatus()).lower()
+    solved = status == "optimal"
+    batch_columns = len(batch.costs)
     if integer and batch_columns:
         bound = float(info.mip_dual_bound)
-        solved = status == "optimal"
     else:
         bound = float(info.objective_function_value)
-        solved = status == "optimal"
         if not solved:  # an LP stopped early proves nothing: no bound
             bound = math.inf
     if not math.isfinite(bound):
@@ -270,17 +340,10 @@ def step_capacity_bound(
     if starts and (solved or incumbent) and batch_columns:
         values_z = np.asarray(highs.getSolution().col_value[:batch_columns])
         for column in np.flatnonzero(values_z > 1e-6).tolist():
-            b, weight = owners[column], float(values_z[column])
+            b, weight = batch.owners[column], float(values_z[column])
             if b not in chosen or weight > chosen[b][1]:
-                chosen[b] = (spans[column][1], weight)
-    return StepBound(
-        bound=bound + fixed if math.isfinite(bound) else math.inf,
-        status="optimal" if solved else "time_limit",
-        seconds=time.perf_counter() - started,
-        columns=columns,
-        rows=num_rows,
-        starts=chosen,
-    )
+                chosen[b] = (batch.spans[column][1], weight)
+    return bound, solved, chosen
 
 
 #: B3 rows are added up to this many GPUs (their packing takes ``O(G)`` per size, step and
