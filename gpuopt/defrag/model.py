@@ -175,26 +175,43 @@ class DefragRows(RowCounts):
         slots = self.slots
         assert slots is not None
         index = self.problem.index
-        num_nodes = index.num_nodes
         self.col_upper[self.num_x :] = 0.0  # e: emptying earns nothing here
         self.cost[self.num_x :] = 0.0
         self.primary[self.num_x :] = 0.0
-        weight = self.weight
         gpu_room = np.maximum(index.node_gpus - used["x2_gpus"], 0)
         cpu_room = np.maximum(index.node_cpus - used["x2_cpus"], 0)
-        reached = np.zeros(num_nodes, dtype=bool)
+        reached = np.zeros(index.num_nodes, dtype=bool)
         reached[self.col_node] = True
         # constant slots of the nodes no movable task can reach (tasks there stay)
-        locked_where = index.task_node.copy()
-        start_partial = slots.partial_of(locked_where, num_nodes)
         start_slots = slots.slots(
             index.node_gpus - index.node_used_gpus,
             index.node_cpus - index.node_used_cpus,
-            start_partial,
+            slots.partial_of(index.task_node.copy(), index.num_nodes),
         )
         constant = start_slots[~reached]
         self.primary_offset = float((constant @ slots.weights).sum())
         nodes = np.flatnonzero(reached)
+        families = self._x9_free_room(nodes, gpu_room, cpu_room)
+        shares_on, share_family = self._x9_alone_shares()
+        families.append(share_family)
+        k_upper = self._x9_slot_columns(nodes, gpu_room, cpu_room)
+        families.extend(self._x9_slot_rows(shares_on))
+        shape_weight = slots.weights[self.k_cols[:, 1]].astype(float)
+        self.primary[self.k_cols[:, 2]] = shape_weight
+        self.cost[self.k_cols[:, 2]] = self.weight * shape_weight
+        self.offset += self.weight * self.primary_offset
+        most = np.zeros(slots.num_shapes)
+        np.add.at(most, self.k_cols[:, 1], k_upper)
+        self.most_slots = most + constant.sum(axis=0)
+        return families
+
+    def _x9_free_room(
+        self, nodes: np.ndarray, gpu_room: np.ndarray, cpu_room: np.ndarray
+    ) -> list[RowFamily]:
+        """X9's free GPUs ``y[n]`` and milli-CPUs ``z[n]`` of the reached ``nodes``: their
+        columns and the equalities ``y[n] + sum g_t x[t, n] = room`` (``z`` likewise)."""
+        index = self.problem.index
+        num_nodes = index.num_nodes
         self.y_col = np.full(num_nodes, -1, dtype=np.int64)
         self.z_col = np.full(num_nodes, -1, dtype=np.int64)
         self.y_col[nodes] = self._add_columns(nodes.size, gpu_room[nodes])
@@ -217,9 +234,15 @@ class DefragRows(RowCounts):
             families.append(
                 row_family(label, list(zip(cols, coefs, strict=True)), room[nodes], room[nodes])
             )
-        # u[n, s]: movable shares alone on their GPU, by share, per node
-        share_task = slots.task_slots[self.col_task].any(axis=1)
-        share_cols = np.flatnonzero(share_task)
+        return families
+
+    def _x9_alone_shares(self) -> tuple[dict[int, list[tuple[int, int]]], RowFamily]:
+        """X9's ``u[n, s]``, the movable shares of size ``s`` alone on their GPU on node
+        ``n``: their columns, the rows that count them, and per node its (share, u column)."""
+        slots = self.slots
+        assert slots is not None
+        index = self.problem.index
+        share_cols = np.flatnonzero(slots.task_slots[self.col_task].any(axis=1))
         keys = sorted(
             {
                 (int(n), int(index.task_milli[t]))
@@ -240,11 +263,18 @@ class DefragRows(RowCounts):
             key = (int(self.col_node[col]), int(index.task_milli[self.col_task[col]]))
             members.setdefault(u_of[key], []).append(col)
         u_rows = [([*cols, u_col], [1.0] * len(cols) + [-1.0]) for u_col, cols in members.items()]
-        families.append(row_family("x9_shares", u_rows, 0.0, 0.0))
         shares_on: dict[int, list[tuple[int, int]]] = {}
         for n, share in keys:
             shares_on.setdefault(n, []).append((share, u_of[n, share]))
-        # k[n, m] and its rows
+        return shares_on, row_family("x9_shares", u_rows, 0.0, 0.0)
+
+    def _x9_slot_columns(
+        self, nodes: np.ndarray, gpu_room: np.ndarray, cpu_room: np.ndarray
+    ) -> np.ndarray:
+        """X9's slot columns ``k[n, m]`` (``k_cols``: node, shape, column) of the shapes a
+        reached node admits and has room for; returns their upper bounds."""
+        slots = self.slots
+        assert slots is not None
         k_keys: list[tuple[int, int]] = []
         k_upper: list[float] = []
         fixed = slots.fixed_slots
@@ -256,14 +286,23 @@ class DefragRows(RowCounts):
                 if upper > 0:
                     k_keys.append((node, shape))
                     k_upper.append(float(upper))
-        k_pos = self._add_columns(len(k_keys), np.array(k_upper, dtype=float))
+        upper_bounds = np.array(k_upper, dtype=float)
+        k_pos = self._add_columns(len(k_keys), upper_bounds)
         self.k_cols = np.array(
             [(n, m, c) for (n, m), c in zip(k_keys, k_pos.tolist(), strict=True)], dtype=np.int64
         ).reshape(-1, 3)
+        return upper_bounds
+
+    def _x9_slot_rows(self, shares_on: dict[int, list[tuple[int, int]]]) -> list[RowFamily]:
+        """X9's rows of each slot column: whole GPUs ``g_m k <= y``, shares ``k <= (1000 //
+        s_m) y + sum_s ((1000 - s) // s_m) u[n, s] + F[n, m]``, CPU ``c_m k <= z``."""
+        slots = self.slots
+        assert slots is not None
+        fixed = slots.fixed_slots
         gpu_rows: list[tuple[list[int], list[float]]] = []
         gpu_upper: list[float] = []
         cpu_rows: list[tuple[list[int], list[float]]] = []
-        for (node, shape), col in zip(k_keys, k_pos.tolist(), strict=True):
+        for node, shape, col in self.k_cols.tolist():
             kind = int(slots.kind[shape])
             if kind == WHOLE:
                 gpu_rows.append(([col, int(self.y_col[node])], [float(slots.gpus[shape]), -1.0]))
@@ -283,16 +322,10 @@ class DefragRows(RowCounts):
                 gpu_upper.append(float(fixed[node, shape]))
             if int(slots.cpus[shape]) > 0 or kind == CPU_ONLY:
                 cpu_rows.append(([col, int(self.z_col[node])], [float(slots.cpus[shape]), -1.0]))
-        families.append(row_family("x9_slots_gpus", gpu_rows, -math.inf, gpu_upper))
-        families.append(row_family("x9_slots_cpus", cpu_rows, -math.inf, 0.0))
-        shape_weight = slots.weights[self.k_cols[:, 1]].astype(float)
-        self.primary[self.k_cols[:, 2]] = shape_weight
-        self.cost[self.k_cols[:, 2]] = weight * shape_weight
-        self.offset += weight * self.primary_offset
-        most = np.zeros(slots.num_shapes)
-        np.add.at(most, self.k_cols[:, 1], np.array(k_upper, dtype=float))
-        self.most_slots = most + constant.sum(axis=0)
-        return families
+        return [
+            row_family("x9_slots_gpus", gpu_rows, -math.inf, gpu_upper),
+            row_family("x9_slots_cpus", cpu_rows, -math.inf, 0.0),
+        ]
 
     def _x1_assign_once(self) -> RowFamily:
         """X1: every movable task ends on exactly one eligible node."""
