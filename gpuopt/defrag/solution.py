@@ -258,43 +258,106 @@ def violations(problem: Cluster, plan: MigrationPlan | Sequence[Move]) -> list[s
     """
     found: list[str] = []
     moves = _as_moves(plan)
-    nodes = {n.id: n for n in problem.nodes}
-    tasks = {t.id: t for t in problem.tasks}
-    state = _Replay.start(problem)
-    terms = PodTerms(problem)
-    group_on: dict[str, Counter[str]] = defaultdict(Counter)
-    for held in problem.tasks:
-        if held.anti_affinity is not None:
-            group_on[held.node][held.anti_affinity] += 1
-    moved_in_group: dict[str, set[str]] = defaultdict(set)
+    check = _MoveCheck.start(problem)
     for number, move in enumerate(moves, start=1):
-        label = f"move {number} ({move.task} {move.source}->{move.to})"
-        task = tasks.get(move.task)
+        found.extend(check.move(f"move {number} ({move.task} {move.source}->{move.to})", move))
+    found.extend(_plan_violations(problem, moves, check.moved_in_group))
+    found.extend(_wave_violations(moves))
+    found.extend(_budget_violations(problem, moves))
+    found.extend(_emptied_violations(problem, plan, check.state))
+    return found
+
+
+@dataclass
+class _MoveCheck:
+    """The replay of a plan, move by move, with what the per-move rules need."""
+
+    nodes: dict[str, Node]
+    tasks: dict[str, Task]
+    state: _Replay
+    terms: PodTerms
+    group_on: dict[str, Counter[str]]  # node -> anti-affinity group -> tasks there
+    moved_in_group: dict[str, set[str]]  # group -> its tasks the plan moves
+
+    @classmethod
+    def start(cls, problem: Cluster) -> _MoveCheck:
+        group_on: dict[str, Counter[str]] = defaultdict(Counter)
+        for held in problem.tasks:
+            if held.anti_affinity is not None:
+                group_on[held.node][held.anti_affinity] += 1
+        return cls(
+            nodes={n.id: n for n in problem.nodes},
+            tasks={t.id: t for t in problem.tasks},
+            state=_Replay.start(problem),
+            terms=PodTerms(problem),
+            group_on=group_on,
+            moved_in_group=defaultdict(set),
+        )
+
+    def move(self, label: str, move: Move) -> list[str]:
+        """The breaches of one move (D1 stops there), then the move replayed."""
+        task = self.tasks.get(move.task)
+        broken = self._unknown(label, move, task)
+        if broken is not None or task is None:
+            return [broken] if broken is not None else []
+        found = self._source_breaches(label, move, task)
+        found.extend(self._target_breaches(label, move, task))
+        if task.anti_affinity is not None:
+            group = task.anti_affinity
+            if self.group_on[move.to][group] > 0:
+                found.append(
+                    f"D5: {label}: node {move.to} already runs a task of anti_affinity group "
+                    f"{group!r}"
+                )
+            self.group_on[move.to][group] += 1
+            self.group_on[move.source][group] -= 1
+            self.moved_in_group[group].add(task.id)
+        if self.terms.active:
+            found.extend(
+                f"{text[:3]} {label}: {text[4:]}"
+                for text in self.terms.move(task.id, move.source, move.to)
+            )
+        cpus, memory = scaled(task.cpus), _memory_of(task.memory)
+        self.state.add(task.id, move.to, cpus, memory)
+        self.state.remove(task.id, move.source, cpus, memory)
+        self.state.extra[move.to].update(task.resources)
+        self.state.extra[move.source].subtract(task.resources)
+        return found
+
+    def _unknown(self, label: str, move: Move, task: Task | None) -> str | None:
+        """D1: the task and both nodes exist, the task is on the source, the target differs."""
         if task is None:
-            found.append(f"D1: {label}: task {move.task!r} is not in the snapshot")
-            continue
-        if move.source not in nodes or move.to not in nodes:
-            missing = move.source if move.source not in nodes else move.to
-            found.append(f"D1: {label}: node {missing!r} is not in the snapshot")
-            continue
-        if state.where[task.id] != move.source:
-            found.append(f"D1: {label}: the task is on {state.where[task.id]!r}, not on the source")
-            continue
+            return f"D1: {label}: task {move.task!r} is not in the snapshot"
+        if move.source not in self.nodes or move.to not in self.nodes:
+            missing = move.source if move.source not in self.nodes else move.to
+            return f"D1: {label}: node {missing!r} is not in the snapshot"
+        if self.state.where[task.id] != move.source:
+            return f"D1: {label}: the task is on {self.state.where[task.id]!r}, not on the source"
         if move.to == move.source:
-            found.append(f"D1: {label}: source and target are the same node")
-            continue
+            return f"D1: {label}: source and target are the same node"
+        return None
+
+    def _source_breaches(self, label: str, move: Move, task: Task) -> list[str]:
+        """D2 and K6: the task may move and its node lets it go."""
+        found = []
         if task.locked:
             found.append(f"D2: {label}: the task is locked")
         if task.pinned is not None:
             found.append(f"K6: {label}: the task is pinned ({task.pinned})")
-        if nodes[move.source].locked:
+        if self.nodes[move.source].locked:
             found.append(f"K6: {label}: its node {move.source} is locked")
-        if not nodes[move.source].ready:
+        if not self.nodes[move.source].ready:
             found.append(
                 f"K6: {label}: its node {move.source} is NotReady (the eviction would never "
                 "complete)"
             )
-        target = nodes[move.to]
+        return found
+
+    def _target_breaches(self, label: str, move: Move, task: Task) -> list[str]:
+        """K1-K5 of the target node, D3 (room) and D4 (node selector); moves the GPUs."""
+        found = []
+        target = self.nodes[move.to]
+        state = self.state
         refused = refusal(target, task, selector=False)
         if refused is not None:
             found.append(f"{refused[:3]} {label}: {refused[4:]}")
@@ -317,24 +380,14 @@ def violations(problem: Cluster, plan: MigrationPlan | Sequence[Move]) -> list[s
             found.append(f"D3: {label}: node {target.id} lacks memory")
         if not selector_matches(task.node_selector, target.labels):
             found.append(f"D4: {label}: node {target.id} does not match the task's node_selector")
-        if task.anti_affinity is not None:
-            if group_on[target.id][task.anti_affinity] > 0:
-                found.append(
-                    f"D5: {label}: node {target.id} already runs a task of anti_affinity group "
-                    f"{task.anti_affinity!r}"
-                )
-            group_on[target.id][task.anti_affinity] += 1
-            group_on[move.source][task.anti_affinity] -= 1
-            moved_in_group[task.anti_affinity].add(task.id)
-        if terms.active:
-            found.extend(
-                f"{text[:3]} {label}: {text[4:]}"
-                for text in terms.move(task.id, move.source, target.id)
-            )
-        state.add(task.id, target.id, cpus, memory)
-        state.remove(task.id, move.source, cpus, memory)
-        state.extra[target.id].update(task.resources)
-        state.extra[move.source].subtract(task.resources)
+        return found
+
+
+def _plan_violations(
+    problem: Cluster, moves: Sequence[Move], moved_in_group: dict[str, set[str]]
+) -> list[str]:
+    """D6: the move budget and the anti-affinity groups' budgets."""
+    found = []
     options = problem.options
     if options.max_moves is not None and len(moves) > options.max_moves:
         found.append(f"D6: the plan has {len(moves)} moves, over max_moves={options.max_moves}")
@@ -345,8 +398,16 @@ def violations(problem: Cluster, plan: MigrationPlan | Sequence[Move]) -> list[s
                     f"D6: {len(moved)} tasks of anti_affinity group {group!r} move, over "
                     f"group_budget={options.group_budget}"
                 )
-    found.extend(_wave_violations(moves))
-    found.extend(_budget_violations(problem, moves))
+    return found
+
+
+def _emptied_violations(
+    problem: Cluster, plan: MigrationPlan | Sequence[Move], state: _Replay
+) -> list[str]:
+    """D8 (no small node emptied) and D1 (the plan's emptied list is the replay's)."""
+    found = []
+    nodes = {n.id: n for n in problem.nodes}
+    options = problem.options
     occupied_before = {t.node for t in problem.tasks}
     emptied = {n for n in occupied_before if not state.tasks_on[n]}
     small = sorted(n for n in emptied if nodes[n].gpus < options.min_node_gpus)
