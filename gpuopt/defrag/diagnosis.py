@@ -192,12 +192,55 @@ def diagnose(problem: Cluster, request: Request | str, *, detail: bool = False) 
             "fragmentation counts shares (rule F1 of models/sharing.md)."
         )
     index = problem.index
-    n = index.num_nodes
-    size = request.gpus
+    per_node = _per_node(problem, request)
     group = request.same_asw
 
-    used_gpus = index.node_used_gpus
-    free = index.node_gpus - used_gpus
+    switch_of, names = _switch_ids(index.node_asw)
+    count = len(names)
+    per_switch = {key: _sum(values, switch_of, count) for key, values in per_node.items()}
+    slots = per_switch.pop("slots")
+    per_switch["requests_servable"] = slots // group
+    per_switch["usable"] = (slots // group) * group * request.gpus
+    per_switch["topology"] = (slots % group) * request.gpus
+
+    totals = {key: int(values.sum()) for key, values in per_switch.items()}
+    shared = [
+        left
+        for devices in index.devices.values()
+        for gpu, left in enumerate(devices.left)
+        if any(milli < MILLI and gpu in held for held, milli in devices.holders.values())
+    ]
+    switches = _switch_detail(per_switch, names) if detail else None
+    return Diagnosis(
+        request=request,
+        nodes=index.num_nodes,
+        total_gpus=int(index.node_gpus.sum()),
+        used_gpus=int(index.node_used_gpus.sum()),
+        idle_gpus=totals["idle_gpus"],
+        usable=totals["usable"],
+        stranded=totals["stranded"],
+        cpu_starved=totals["cpu_starved"],
+        memory_starved=totals["memory_starved"],
+        topology=totals["topology"],
+        excluded=totals["excluded"],
+        mig_slices=totals["mig_slices"],
+        requests_servable=totals["requests_servable"],
+        fractional=sum(shared) / MILLI,
+        shared_gpus=len(shared),
+        fragmented_nodes=int(
+            ((index.node_used_gpus > 0) & (index.node_used_gpus < index.node_gpus)).sum()
+        ),
+        idle_nodes=int((index.node_task_count == 0).sum()),
+        switches=switches,
+    )
+
+
+def _per_node(problem: Cluster, request: Request) -> dict[str, np.ndarray]:
+    """Per node: the request's slots, and its idle GPUs split by why they serve or not."""
+    index = problem.index
+    n = index.num_nodes
+    size = request.gpus
+    free = index.node_gpus - index.node_used_gpus
     free_cpus = index.node_cpus - _sum(index.task_cpus, index.task_node, n)
     k_gpu = free // size
     need_cpus = scaled(request.cpus)
@@ -217,12 +260,11 @@ def diagnose(problem: Cluster, request: Request | str, *, detail: bool = False) 
         ).reshape(n)
         & ~sliced
     )
-
     k = np.minimum(k_gpu, np.minimum(k_cpu, k_mem))
     starved = (k_gpu - k) * size
     cpu_binds = k_cpu <= k_mem  # a tie goes to CPU
     none = np.zeros(n, dtype=np.int64)
-    per_node = {
+    return {
         "slots": np.where(admitted, k, none),
         "stranded": np.where(admitted, free - k_gpu * size, none),
         "cpu_starved": np.where(admitted & cpu_binds, starved, none),
@@ -232,43 +274,6 @@ def diagnose(problem: Cluster, request: Request | str, *, detail: bool = False) 
         "idle_gpus": free,
         "nodes": np.ones(n, dtype=np.int64),
     }
-
-    switch_of, names = _switch_ids(index.node_asw)
-    count = len(names)
-    per_switch = {key: _sum(values, switch_of, count) for key, values in per_node.items()}
-    slots = per_switch.pop("slots")
-    per_switch["requests_servable"] = slots // group
-    per_switch["usable"] = (slots // group) * group * size
-    per_switch["topology"] = (slots % group) * size
-
-    totals = {key: int(values.sum()) for key, values in per_switch.items()}
-    shared = [
-        left
-        for devices in index.devices.values()
-        for gpu, left in enumerate(devices.left)
-        if any(milli < MILLI and gpu in held for held, milli in devices.holders.values())
-    ]
-    switches = _switch_detail(per_switch, names) if detail else None
-    return Diagnosis(
-        request=request,
-        nodes=n,
-        total_gpus=int(index.node_gpus.sum()),
-        used_gpus=int(used_gpus.sum()),
-        idle_gpus=totals["idle_gpus"],
-        usable=totals["usable"],
-        stranded=totals["stranded"],
-        cpu_starved=totals["cpu_starved"],
-        memory_starved=totals["memory_starved"],
-        topology=totals["topology"],
-        excluded=totals["excluded"],
-        mig_slices=totals["mig_slices"],
-        requests_servable=totals["requests_servable"],
-        fractional=sum(shared) / MILLI,
-        shared_gpus=len(shared),
-        fragmented_nodes=int(((used_gpus > 0) & (used_gpus < index.node_gpus)).sum()),
-        idle_nodes=int((index.node_task_count == 0).sum()),
-        switches=switches,
-    )
 
 
 _COUNT_FIELDS = (
