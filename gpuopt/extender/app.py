@@ -284,71 +284,7 @@ def create_app(
 ) -> Starlette:
     """The ASGI app serving ``extender`` (``watch`` reloads its snapshot while it runs)."""
     metrics = _Metrics(extender, watch)
-
-    def verb(name: str, answer: Callable[[Any], Any]) -> Callable[[Request], Any]:
-        async def handle(request: Request) -> Response:
-            started = time.perf_counter()
-            client = request.client.host if request.client else "unknown"
-            try:
-                body = await _body(request, max_body)
-                result = answer(decode(body, max_depth=max_depth))
-                text = (
-                    result if isinstance(result, str) else json.dumps(result, separators=(",", ":"))
-                )
-                response: Response = Response(text, media_type="application/json")
-            except BadRequest as exc:
-                metrics.errors.labels(name, exc.reason).inc()
-                log.warning(
-                    "refused %s from %s: %d %s: %s", name, client, exc.status, exc.reason, exc
-                )
-                response = PlainTextResponse(str(exc) + "\n", status_code=exc.status)
-            except ProblemError as exc:
-                metrics.errors.labels(name, "problem").inc()
-                log.warning("refused %s from %s: 400 problem: %s", name, client, exc)
-                response = PlainTextResponse(str(exc) + "\n", status_code=400)
-            except Exception:
-                metrics.errors.labels(name, "internal").inc()
-                log.exception("failed %s from %s", name, client)
-                response = PlainTextResponse(
-                    "the extender failed on this request (see its log).\n", status_code=500
-                )
-            metrics.latency.labels(name).observe(time.perf_counter() - started)
-            metrics.requests.labels(name, str(response.status_code)).inc()
-            return response
-
-        return handle
-
-    async def healthz(request: Request) -> Response:
-        state = extender.state
-        snapshot: dict[str, Any] | None = None
-        if state is not None:
-            snapshot = {
-                "source": state.source,
-                "version": state.version,
-                "nodes": len(state.cluster.nodes),
-                "tasks": len(state.cluster.tasks),
-            }
-            if watch is not None:
-                snapshot["loaded_at"] = watch.loaded_at
-                snapshot["reload_failures"] = watch.failures
-                if watch.last_error:
-                    snapshot["last_error"] = watch.last_error
-        return JSONResponse(
-            {
-                "status": "ok",
-                "snapshot": snapshot,
-                "pod_fields_ignored": dict(extender.counts.ignored),
-            }
-        )
-
-    async def metrics_page(request: Request) -> Response:
-        state = extender.state
-        metrics.nodes.set(0 if state is None else len(state.cluster.nodes))
-        metrics.version.set(0 if state is None else state.version)
-        return Response(
-            generate_latest(metrics.registry),
-            media_type="text/plain; version=0.0.4; charset=utf-8",
-        )
+    limits = (max_body, max_depth)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -360,23 +296,32 @@ def create_app(
             if watch is not None:
                 watch.stop()
 
+    def filter_(body: Any) -> Any:
+        return extender.filter(read_args(body))
+
+    def prioritize(body: Any) -> Any:
+        # the scores written as JSON directly: the text of extender.prioritize's answer
+        return priority_json(extender.scores(read_args(body)))
+
+    def preempt(body: Any) -> Any:
+        return extender.preempt(read_preemption(body))
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse(_health(extender, watch))
+
+    async def metrics_page(request: Request) -> Response:
+        state = extender.state
+        metrics.nodes.set(0 if state is None else len(state.cluster.nodes))
+        metrics.version.set(0 if state is None else state.version)
+        return Response(
+            generate_latest(metrics.registry),
+            media_type="text/plain; version=0.0.4; charset=utf-8",
+        )
+
     routes = [
-        Route(
-            "/filter",
-            verb("filter", lambda body: extender.filter(read_args(body))),
-            methods=["POST"],
-        ),
-        Route(
-            "/prioritize",
-            # the scores written as JSON directly: the text of extender.prioritize's answer
-            verb("prioritize", lambda body: priority_json(extender.scores(read_args(body)))),
-            methods=["POST"],
-        ),
-        Route(
-            "/preempt",
-            verb("preempt", lambda body: extender.preempt(read_preemption(body))),
-            methods=["POST"],
-        ),
+        Route("/filter", _verb("filter", filter_, metrics, limits), methods=["POST"]),
+        Route("/prioritize", _verb("prioritize", prioritize, metrics, limits), methods=["POST"]),
+        Route("/preempt", _verb("preempt", preempt, metrics, limits), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_page, methods=["GET"]),
     ]
@@ -384,6 +329,65 @@ def create_app(
     app.state.extender = extender
     app.state.metrics = metrics
     return app
+
+
+def _verb(
+    name: str, answer: Callable[[Any], Any], metrics: _Metrics, limits: tuple[int, int]
+) -> Callable[[Request], Any]:
+    """The handler of verb ``name``: read the body (within ``limits``: bytes, nesting),
+    answer it as JSON, and count and log every refusal and failure."""
+    max_body, max_depth = limits
+
+    async def handle(request: Request) -> Response:
+        started = time.perf_counter()
+        client = request.client.host if request.client else "unknown"
+        try:
+            body = await _body(request, max_body)
+            result = answer(decode(body, max_depth=max_depth))
+            text = result if isinstance(result, str) else json.dumps(result, separators=(",", ":"))
+            response: Response = Response(text, media_type="application/json")
+        except BadRequest as exc:
+            metrics.errors.labels(name, exc.reason).inc()
+            log.warning("refused %s from %s: %d %s: %s", name, client, exc.status, exc.reason, exc)
+            response = PlainTextResponse(str(exc) + "\n", status_code=exc.status)
+        except ProblemError as exc:
+            metrics.errors.labels(name, "problem").inc()
+            log.warning("refused %s from %s: 400 problem: %s", name, client, exc)
+            response = PlainTextResponse(str(exc) + "\n", status_code=400)
+        except Exception:
+            metrics.errors.labels(name, "internal").inc()
+            log.exception("failed %s from %s", name, client)
+            response = PlainTextResponse(
+                "the extender failed on this request (see its log).\n", status_code=500
+            )
+        metrics.latency.labels(name).observe(time.perf_counter() - started)
+        metrics.requests.labels(name, str(response.status_code)).inc()
+        return response
+
+    return handle
+
+
+def _health(extender: Extender, watch: SnapshotWatch | None) -> dict[str, Any]:
+    """The /healthz answer: the snapshot served, its reloads, and the pod fields ignored."""
+    state = extender.state
+    snapshot: dict[str, Any] | None = None
+    if state is not None:
+        snapshot = {
+            "source": state.source,
+            "version": state.version,
+            "nodes": len(state.cluster.nodes),
+            "tasks": len(state.cluster.tasks),
+        }
+        if watch is not None:
+            snapshot["loaded_at"] = watch.loaded_at
+            snapshot["reload_failures"] = watch.failures
+            if watch.last_error:
+                snapshot["last_error"] = watch.last_error
+    return {
+        "status": "ok",
+        "snapshot": snapshot,
+        "pod_fields_ignored": dict(extender.counts.ignored),
+    }
 
 
 __all__ = ["REFRESH_SECONDS", "SnapshotWatch", "create_app", "load_snapshot"]
