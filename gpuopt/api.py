@@ -30,6 +30,7 @@ from gpuopt.defrag.solution import violations as defrag_violations
 from gpuopt.errors import ProblemError, ProblemTypeError, short
 from gpuopt.gang.cpsat import solve_cpsat as gang_cpsat
 from gpuopt.gang.greedy import solve_heuristic as gang_heuristic
+from gpuopt.gang.milp import solve_milp as gang_milp
 from gpuopt.gang.problem import GangProblem
 from gpuopt.gang.solution import GangAnswer
 from gpuopt.gang.solution import evaluate as gang_evaluate
@@ -67,7 +68,7 @@ METHODS: dict[type, dict[str, Solver]] = {
     TopologyProblem: {"greedy": topology_greedy, "milp": topology_milp},
     NodePlacementProblem: {"binpack": solve_binpack, "spread": solve_spread},
     PreemptionProblem: {"heuristic": solve_heuristic, "exact": solve_exact},
-    GangProblem: {"heuristic": gang_heuristic, "exact": gang_cpsat},
+    GangProblem: {"heuristic": gang_heuristic, "exact": gang_cpsat, "milp": gang_milp},
 }
 
 #: problem type -> (the problem's independent checker, its evaluator or None).
