@@ -1,0 +1,131 @@
+"""Exact switch placement by CP-SAT (``models/placement.md``): the rows ``milp.py`` solves.
+
+The rows T1-T4 and T6 are :class:`gpuopt.placement.switch.model.TopologyRows`,
+written once: every column becomes a CP-SAT variable named by its job, switch
+or node (``x_<job>``, ``u_<job>_<switch>``, ``z_<job>_<node>``), every row an
+integer linear constraint, the objective ``W * placed - switches spanned`` is
+exact in integers, and every variable is hinted with the greedy's placement.
+T1-T4 are integers already; T6's CPUs are read in thousandths, each
+coefficient rounded up and each node's free CPUs down, so every answer keeps
+T6 (a placement that uses a node's CPUs to the last thousandth exactly is
+still found; one that needs finer amounts may be missed, and then the greedy's
+placement is kept where it is better). One worker and a fixed seed by
+default: the same state gives the same answer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from gpuopt.placement.switch.model import TopologyRows, solve_with
+from gpuopt.placement.switch.problem import TopologyProblem
+from gpuopt.placement.switch.solution import TopologyResult
+from gpuopt.solvers import require
+from gpuopt.solvers.cpsat import hint_all, run_cpsat
+from gpuopt.solvers.deadline import Deadline
+
+#: T6 rows (CPUs) are read in these units per CPU (thousandths, as everywhere in gpuopt).
+CPU_SCALE = 1000
+#: Rows whose coefficients are integers already.
+_INTEGER_ROWS = ("t1", "t2", "t3", "t4")
+
+
+def build_cpsat(rows: TopologyRows) -> tuple[Any, list[Any]]:
+    """A CP-SAT model of ``rows`` (maximised) and its variables, column by column."""
+    cp_model = require("ortools.sat.python.cp_model", "cpsat")
+    model = cp_model.CpModel()
+    problem = rows.problem
+    index = problem.index
+    jobs = [job.id for job in problem.jobs]
+    names = [f"x_{job}" for job in jobs]
+    names += [
+        f"u_{jobs[j]}_{problem.switches[s].id}"
+        for j, s in zip(rows.u_job.tolist(), rows.u_switch.tolist(), strict=True)
+    ]
+    names += [
+        f"z_{jobs[j]}_{index.node_ids[n]}"
+        for j, n in zip(rows.z_job.tolist(), rows.z_node.tolist(), strict=True)
+    ]
+    variables = [
+        model.new_int_var(0, int(high), name)
+        for name, high in zip(names, rows.col_upper.tolist(), strict=True)
+    ]
+    weighted_sum = cp_model.LinearExpr.weighted_sum
+    for family in rows.families:
+        scale = 1 if family.label in _INTEGER_ROWS else CPU_SCALE
+        starts, cols = family.start.tolist(), family.index.tolist()
+        values = family.value.tolist()
+        for row in range(family.rows):
+            lo, hi = starts[row], starts[row + 1]
+            coefs = [_up(value * scale) for value in values[lo:hi]]
+            expr = weighted_sum([variables[c] for c in cols[lo:hi]], coefs)
+            lower, upper = float(family.lower[row]), float(family.upper[row])
+            if lower == upper:
+                model.add(expr == round(lower * scale))
+                continue
+            if math.isfinite(lower):
+                model.add(expr >= _up(lower * scale))
+            if math.isfinite(upper):
+                model.add(expr <= _down(upper * scale))
+    nonzero = np.flatnonzero(rows.cost)
+    model.maximize(
+        weighted_sum([variables[c] for c in nonzero.tolist()], [int(rows.cost[c]) for c in nonzero])
+    )
+    return model, variables
+
+
+def _up(value: float) -> int:
+    """``value`` rounded up, an integer within a float's noise of it kept as it is."""
+    return math.ceil(value - 1e-6)
+
+
+def _down(value: float) -> int:
+    """``value`` rounded down, an integer within a float's noise of it kept as it is."""
+    return math.floor(value + 1e-6)
+
+
+def solve_cpsat(
+    problem: TopologyProblem,
+    *,
+    time_limit: float | None = 10.0,
+    seed: int = 0,
+    threads: int = 1,
+    log: bool = False,
+) -> TopologyResult:
+    """Place the jobs exactly: most jobs placed, then fewest switches spanned (CP-SAT).
+
+    ``time_limit`` (seconds; None: no limit) counts from the call and covers the
+    greedy start, building the rows, CP-SAT and re-concentrating the jobs; when
+    the rows cannot be had in time, or CP-SAT finds nothing, the greedy
+    placement comes back with status ``time_limit``. ``threads`` is CP-SAT's
+    number of workers.
+
+    Examples
+    --------
+    >>> problem = TopologyProblem(
+    ...     switches=[{"id": "a", "free_gpus": 8}, {"id": "b", "free_gpus": 8}],
+    ...     jobs=[{"id": "j1", "gpus": 6}, {"id": "j2", "gpus": 6}, {"id": "j3", "gpus": 6}])
+    >>> result = solve_cpsat(problem)
+    >>> result.status, result.metrics.placed, result.bound
+    ('optimal', 2, 2)
+    """
+    cp_model = require("ortools.sat.python.cp_model", "cpsat")
+
+    def cpsat(
+        rows: TopologyRows, left: float | None, start: np.ndarray
+    ) -> tuple[np.ndarray | None, str, float | None]:
+        if rows.num_cols == 0:  # nothing can go anywhere: the empty placement is optimal
+            return np.zeros(0), "optimal", 0.0
+        deadline = Deadline(left)
+        model, variables = build_cpsat(rows)
+        hint_all(model, [v.index for v in variables], np.rint(start).astype(int).tolist())
+        outcome = run_cpsat(cp_model, model, deadline, seed=seed, threads=threads, log=log)
+        return outcome.values, outcome.status, outcome.bound
+
+    return solve_with(problem, "cpsat", cpsat, time_limit)
+
+
+__all__ = ["CPU_SCALE", "build_cpsat", "solve_cpsat"]
