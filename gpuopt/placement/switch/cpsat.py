@@ -5,17 +5,21 @@ written once: every column becomes a CP-SAT variable named by its job, switch
 or node (``x_<job>``, ``u_<job>_<switch>``, ``z_<job>_<node>``), every row an
 integer linear constraint, the objective ``W * placed - switches spanned`` is
 exact in integers, and every variable is hinted with the greedy's placement.
-T1-T4 are integers already; T6's CPUs are read in thousandths, each
-coefficient rounded up and each node's free CPUs down, so every answer keeps
-T6 (a placement that uses a node's CPUs to the last thousandth exactly is
-still found; one that needs finer amounts may be missed, and then the greedy's
-placement is kept where it is better). One worker and a fixed seed by
+T1-T4 are integers already; a T6 row (CPUs, fractional where
+``cpus_per_gpu`` is, e.g. 64 CPUs over 3 GPUs) is multiplied by the least
+common denominator of its coefficients read as fractions (denominators up to
+:data:`MAX_DENOMINATOR`), its free CPUs rounded down in those units, so a
+placement that uses a node's CPUs exactly is found; coefficients that are no
+such fraction are read in thousandths, rounded up (every answer still keeps
+T6; the greedy's placement is kept where it is better).
+One worker and a fixed seed by
 default: the same state gives the same answer.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -27,10 +31,10 @@ from gpuopt.solvers import require
 from gpuopt.solvers.cpsat import hint_all, run_cpsat
 from gpuopt.solvers.deadline import Deadline
 
-#: T6 rows (CPUs) are read in these units per CPU (thousandths, as everywhere in gpuopt).
+#: Largest denominator a row's coefficient is read with as a fraction (CPUs per GPU).
+MAX_DENOMINATOR = 1000
+#: Units per CPU of a row whose coefficients are no such fractions (thousandths, rounded up).
 CPU_SCALE = 1000
-#: Rows whose coefficients are integers already.
-_INTEGER_ROWS = ("t1", "t2", "t3", "t4")
 
 
 def build_cpsat(rows: TopologyRows) -> tuple[Any, list[Any]]:
@@ -55,12 +59,11 @@ def build_cpsat(rows: TopologyRows) -> tuple[Any, list[Any]]:
     ]
     weighted_sum = cp_model.LinearExpr.weighted_sum
     for family in rows.families:
-        scale = 1 if family.label in _INTEGER_ROWS else CPU_SCALE
         starts, cols = family.start.tolist(), family.index.tolist()
         values = family.value.tolist()
         for row in range(family.rows):
             lo, hi = starts[row], starts[row + 1]
-            coefs = [_up(value * scale) for value in values[lo:hi]]
+            scale, coefs = integer_row(values[lo:hi])
             expr = weighted_sum([variables[c] for c in cols[lo:hi]], coefs)
             lower, upper = float(family.lower[row]), float(family.upper[row])
             if lower == upper:
@@ -77,14 +80,33 @@ def build_cpsat(rows: TopologyRows) -> tuple[Any, list[Any]]:
     return model, variables
 
 
+def integer_row(values: list[float]) -> tuple[int, list[int]]:
+    """A row's coefficients as integers: the factor they are multiplied by, and them.
+
+    Exact where each is a fraction with a denominator up to :data:`MAX_DENOMINATOR`
+    (within a float's noise); otherwise thousandths, rounded up.
+
+    >>> integer_row([2.0, 8.0]), integer_row([64 / 3, 16.0]), integer_row([0.1234567])
+    ((1, [2, 8]), (3, [64, 48]), (1000, [124]))
+    """
+    if all(value.is_integer() for value in values):  # T1-T4, and most T6 rows
+        return 1, [int(value) for value in values]
+    fractions = [Fraction(value).limit_denominator(MAX_DENOMINATOR) for value in values]
+    pairs = zip(fractions, values, strict=True)
+    if all(abs(f - value) <= 1e-12 * max(1.0, abs(value)) for f, value in pairs):
+        scale = math.lcm(1, *(f.denominator for f in fractions))
+        return scale, [int(f * scale) for f in fractions]
+    return CPU_SCALE, [_up(value * CPU_SCALE) for value in values]
+
+
 def _up(value: float) -> int:
     """``value`` rounded up, an integer within a float's noise of it kept as it is."""
-    return math.ceil(value - 1e-6)
+    return math.ceil(value - 1e-9 * max(1.0, abs(value)))
 
 
 def _down(value: float) -> int:
     """``value`` rounded down, an integer within a float's noise of it kept as it is."""
-    return math.floor(value + 1e-6)
+    return math.floor(value + 1e-9 * max(1.0, abs(value)))
 
 
 def solve_cpsat(
@@ -128,4 +150,4 @@ def solve_cpsat(
     return solve_with(problem, "cpsat", cpsat, time_limit)
 
 
-__all__ = ["CPU_SCALE", "build_cpsat", "solve_cpsat"]
+__all__ = ["CPU_SCALE", "MAX_DENOMINATOR", "build_cpsat", "integer_row", "solve_cpsat"]
