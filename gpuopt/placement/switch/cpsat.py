@@ -10,10 +10,11 @@ T1-T4 are integers already; a T6 row (CPUs, fractional where
 common denominator of its coefficients read as fractions (denominators up to
 :data:`MAX_DENOMINATOR`), its free CPUs rounded down in those units, so a
 placement that uses a node's CPUs exactly is found; coefficients that are no
-such fraction are read in thousandths, rounded up (every answer still keeps
-T6; the greedy's placement is kept where it is better).
-One worker and a fixed seed by
-default: the same state gives the same answer.
+such fraction are read in thousandths, rounded up: every answer still keeps
+T6, but the model is then tighter than the problem, so the result proves
+nothing (status ``feasible``, no bound) and the greedy's placement is kept
+where it is better. One worker and a fixed seed by default: the same state
+gives the same answer.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ MAX_DENOMINATOR = 1000
 CPU_SCALE = 1000
 
 
-def build_cpsat(rows: TopologyRows) -> tuple[Any, list[Any]]:
-    """A CP-SAT model of ``rows`` (maximised) and its variables, column by column."""
+def build_cpsat(rows: TopologyRows) -> tuple[Any, list[Any], bool]:
+    """A CP-SAT model of ``rows`` (maximised), its variables, column by column, and whether
+    every row is exact (False: a row was rounded, the model is tighter than the rows)."""
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
     model = cp_model.CpModel()
     problem = rows.problem
@@ -58,12 +60,16 @@ def build_cpsat(rows: TopologyRows) -> tuple[Any, list[Any]]:
         for name, high in zip(names, rows.col_upper.tolist(), strict=True)
     ]
     weighted_sum = cp_model.LinearExpr.weighted_sum
+    exact = True
     for family in rows.families:
         starts, cols = family.start.tolist(), family.index.tolist()
         values = family.value.tolist()
         for row in range(family.rows):
             lo, hi = starts[row], starts[row + 1]
             scale, coefs = integer_row(values[lo:hi])
+            exact &= scale != CPU_SCALE or all(
+                c == v * CPU_SCALE for c, v in zip(coefs, values[lo:hi], strict=True)
+            )
             expr = weighted_sum([variables[c] for c in cols[lo:hi]], coefs)
             lower, upper = float(family.lower[row]), float(family.upper[row])
             if lower == upper:
@@ -77,7 +83,7 @@ def build_cpsat(rows: TopologyRows) -> tuple[Any, list[Any]]:
     model.maximize(
         weighted_sum([variables[c] for c in nonzero.tolist()], [int(rows.cost[c]) for c in nonzero])
     )
-    return model, variables
+    return model, variables, exact
 
 
 def integer_row(values: list[float]) -> tuple[int, list[int]]:
@@ -142,9 +148,11 @@ def solve_cpsat(
         if rows.num_cols == 0:  # nothing can go anywhere: the empty placement is optimal
             return np.zeros(0), "optimal", 0.0
         deadline = Deadline(left)
-        model, variables = build_cpsat(rows)
+        model, variables, exact = build_cpsat(rows)
         hint_all(model, [v.index for v in variables], np.rint(start).astype(int).tolist())
         outcome = run_cpsat(cp_model, model, deadline, seed=seed, threads=threads, log=log)
+        if not exact and outcome.values is not None:  # optimal for a tighter model only
+            return outcome.values, "feasible", None
         return outcome.values, outcome.status, outcome.bound
 
     return solve_with(problem, "cpsat", cpsat, time_limit)

@@ -300,6 +300,8 @@ def solve_with(
     when the rows or the solver cannot be had in time, the greedy placement
     comes back with status ``time_limit``. ``bound`` is the proven most jobs
     placeable, ``floor((B + W - 1) / W)`` from the solver's objective bound ``B``.
+    A solver that returns status ``feasible`` (and no bound) proved nothing; the
+    result keeps that status.
     """
     deadline = Deadline(time_limit)
     started = deadline.started
@@ -315,6 +317,8 @@ def solve_with(
         None if bound is None else math.floor((bound + rows.weight - 1) / rows.weight + 1e-9)
     )
     final: Status = "optimal" if status == "optimal" else "time_limit"
+    if status == "feasible":  # the solver finished on a model it had to round: no proof
+        final = "feasible"
     if values is None:
         result = start.model_copy(update={"method": method, "status": final})
     else:
