@@ -392,37 +392,10 @@ def solve_staged(
 
     if not rows.nodes:
         return answer(Status.INFEASIBLE, None, None)
-    solver = solver_of(rows, deadline)
-    chosen: Plan | None = plan
-    start = None if plan is None else rows.start_values(plan)
-    primary_bound: float | None = None
-    status = Status.OPTIMAL
-    solved = 0  # stages solved so far
-    for term in rows.stages():
-        if not term.any():  # a constant 0 (no preferred level, no victims)
-            primary_bound = 0.0 if primary_bound is None else primary_bound
-            continue
-        outcome = solver.minimise(term, start)
-        if outcome.status == "infeasible":
-            if solved == 0:
-                return answer(Status.INFEASIBLE, None, None)
-            break  # not reached: the previous stage's solution satisfies this one
-        solved += 1
-        if outcome.values is None:
-            status = Status.TIME_LIMIT
-            break
-        chosen = rows.read(outcome.values)
-        start = rows.start_values(chosen)
-        value = int(term @ start)
-        if primary_bound is None:
-            proven = outcome.status == "optimal" or outcome.bound is None
-            primary_bound = (
-                float(value) if proven else float(math.ceil((outcome.bound or 0.0) - 1e-6))
-            )
-        if outcome.status != "optimal":
-            status = Status.TIME_LIMIT
-            break
-        solver.keep(term, value)
+    staged = run_stages(rows, solver_of(rows, deadline), plan)
+    if staged is None:
+        return answer(Status.INFEASIBLE, None, None)
+    status, chosen, primary_bound = staged
     if status != Status.OPTIMAL and math.isfinite(floor):  # the heuristic's bound holds too
         primary_bound = floor if primary_bound is None else max(primary_bound, floor)
     bound = None if primary_bound is None else primary_bound / scale
@@ -431,4 +404,43 @@ def solve_staged(
     return answer(status, chosen, bound)
 
 
-__all__ = ["GangRows", "Plan", "StageOutcome", "StageSolver", "solve_staged"]
+def run_stages(
+    rows: GangRows, solver: StageSolver, plan: Plan | None
+) -> tuple[Status, Plan | None, float | None] | None:
+    """Solve the stages of ``rows`` in order from ``plan`` (None: proven infeasible).
+
+    Returns the status (optimal when every stage was proven), the best plan
+    (``plan`` when no stage found one) and the first stage's proven lower bound
+    in the model's units (None when none was proven).
+    """
+    chosen = plan
+    start = None if plan is None else rows.start_values(plan)
+    primary_bound: float | None = None
+    solved = 0  # stages solved so far
+    for term in rows.stages():
+        if not term.any():  # a constant 0 (no preferred level, no victims)
+            primary_bound = 0.0 if primary_bound is None else primary_bound
+            continue
+        outcome = solver.minimise(term, start)
+        if outcome.status == "infeasible":
+            if solved == 0:
+                return None
+            break  # not reached: the previous stage's solution satisfies this one
+        solved += 1
+        if outcome.values is None:
+            return Status.TIME_LIMIT, chosen, primary_bound
+        chosen = rows.read(outcome.values)
+        start = rows.start_values(chosen)
+        value = int(term @ start)
+        if primary_bound is None:
+            if outcome.status == "optimal":
+                primary_bound = float(value)
+            elif outcome.bound is not None:  # the stage's objective is an integer
+                primary_bound = float(math.ceil(outcome.bound - 1e-6))
+        if outcome.status != "optimal":
+            return Status.TIME_LIMIT, chosen, primary_bound
+        solver.keep(term, value)
+    return Status.OPTIMAL, chosen, primary_bound
+
+
+__all__ = ["GangRows", "Plan", "StageOutcome", "StageSolver", "run_stages", "solve_staged"]
