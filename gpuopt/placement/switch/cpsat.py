@@ -30,7 +30,7 @@ from gpuopt.placement.switch.problem import TopologyProblem
 from gpuopt.placement.switch.solution import TopologyResult
 from gpuopt.solvers import require
 from gpuopt.solvers.cpsat import hint_all, run_cpsat
-from gpuopt.solvers.deadline import Deadline
+from gpuopt.solvers.deadline import Deadline, DeadlineExceeded
 
 #: Largest denominator a row's coefficient is read with as a fraction (CPUs per GPU).
 MAX_DENOMINATOR = 1000
@@ -38,9 +38,16 @@ MAX_DENOMINATOR = 1000
 CPU_SCALE = 1000
 
 
-def build_cpsat(rows: TopologyRows) -> tuple[Any, list[Any], bool]:
+def build_cpsat(
+    rows: TopologyRows, deadline: Deadline | None = None
+) -> tuple[Any, list[Any], bool]:
     """A CP-SAT model of ``rows`` (maximised), its variables, column by column, and whether
-    every row is exact (False: a row was rounded, the model is tighter than the rows)."""
+    every row is exact (False: a row was rounded, the model is tighter than the rows).
+
+    With a ``deadline``, raises :class:`gpuopt.solvers.deadline.DeadlineExceeded`
+    once it passes (checked every few hundred rows).
+    """
+    deadline = deadline or Deadline(None)
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
     model = cp_model.CpModel()
     problem = rows.problem
@@ -65,6 +72,8 @@ def build_cpsat(rows: TopologyRows) -> tuple[Any, list[Any], bool]:
         starts, cols = family.start.tolist(), family.index.tolist()
         values = family.value.tolist()
         for row in range(family.rows):
+            if row % 256 == 0:
+                deadline.check()
             lo, hi = starts[row], starts[row + 1]
             scale, coefs = integer_row(values[lo:hi])
             exact &= scale != CPU_SCALE or all(
@@ -148,7 +157,10 @@ def solve_cpsat(
         if rows.num_cols == 0:  # nothing can go anywhere: the empty placement is optimal
             return np.zeros(0), "optimal", 0.0
         deadline = Deadline(left)
-        model, variables, exact = build_cpsat(rows)
+        try:
+            model, variables, exact = build_cpsat(rows, deadline)
+        except DeadlineExceeded:  # the greedy comes back, with status time_limit
+            return None, "time_limit", None
         hint_all(model, [v.index for v in variables], np.rint(start).astype(int).tolist())
         outcome = run_cpsat(cp_model, model, deadline, seed=seed, threads=threads, log=log)
         if not exact and outcome.values is not None:  # optimal for a tighter model only

@@ -120,3 +120,19 @@ def test_a_short_time_limit_gives_a_legal_answer() -> None:
         assert result.metrics.placed >= greedy.placed, seed  # the greedy start is kept at least
         if result.bound is not None:
             assert result.bound >= result.metrics.placed, seed
+
+
+def test_building_the_model_stops_at_the_deadline() -> None:
+    import time
+
+    from gpuopt.placement.switch.cpsat import build_cpsat
+    from gpuopt.placement.switch.model import TopologyRows
+    from gpuopt.solvers.deadline import Deadline, DeadlineExceeded
+
+    rows = TopologyRows.build(random_topology(0, switches=6, jobs=12))
+    passed = Deadline(1e-6)
+    time.sleep(1e-3)
+    with pytest.raises(DeadlineExceeded):
+        build_cpsat(rows, passed)
+    model, variables, exact = build_cpsat(rows, Deadline(None))
+    assert len(variables) == rows.num_cols and exact
