@@ -134,5 +134,5 @@ def test_building_the_model_stops_at_the_deadline() -> None:
     time.sleep(1e-3)
     with pytest.raises(DeadlineExceeded):
         build_cpsat(rows, passed)
-    model, variables, exact = build_cpsat(rows, Deadline(None))
+    _, variables, exact = build_cpsat(rows, Deadline(None))
     assert len(variables) == rows.num_cols and exact
