@@ -30,6 +30,7 @@ from gpuopt.defrag.solution import violations as defrag_violations
 from gpuopt.errors import ProblemError, ProblemTypeError, short
 from gpuopt.gang.cpsat import solve_cpsat as gang_cpsat
 from gpuopt.gang.greedy import solve_heuristic as gang_heuristic
+from gpuopt.gang.milp import solve_milp as gang_milp
 from gpuopt.gang.problem import GangProblem
 from gpuopt.gang.solution import GangAnswer
 from gpuopt.gang.solution import evaluate as gang_evaluate
@@ -39,6 +40,7 @@ from gpuopt.placement.node.greedy import solve_binpack, solve_spread
 from gpuopt.placement.node.problem import NodePlacementProblem
 from gpuopt.placement.node.solution import NodePlacement
 from gpuopt.placement.node.solution import violations as node_violations
+from gpuopt.placement.switch.cpsat import solve_cpsat as topology_cpsat
 from gpuopt.placement.switch.greedy import solve_greedy as topology_greedy
 from gpuopt.placement.switch.milp import solve_milp as topology_milp
 from gpuopt.placement.switch.problem import TopologyProblem
@@ -64,10 +66,10 @@ METHODS: dict[type, dict[str, Solver]] = {
         "lns": solve_lns,
     },
     Cluster: dict(DEFRAG_METHODS),
-    TopologyProblem: {"greedy": topology_greedy, "milp": topology_milp},
+    TopologyProblem: {"greedy": topology_greedy, "milp": topology_milp, "cpsat": topology_cpsat},
     NodePlacementProblem: {"binpack": solve_binpack, "spread": solve_spread},
     PreemptionProblem: {"heuristic": solve_heuristic, "exact": solve_exact},
-    GangProblem: {"heuristic": gang_heuristic, "exact": gang_cpsat},
+    GangProblem: {"heuristic": gang_heuristic, "exact": gang_cpsat, "milp": gang_milp},
 }
 
 #: problem type -> (the problem's independent checker, its evaluator or None).

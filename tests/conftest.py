@@ -103,6 +103,8 @@ BACKENDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("defrag_method", "milp"): ("highspy",),
     ("topology_method", "milp"): ("highspy",),
     ("gang_method", "exact"): ("ortools",),
+    ("gang_method", "milp"): ("highspy",),
+    ("topology_method", "cpsat"): ("ortools",),
 }
 #: Methods that prove a bound (their tests get a time limit and check the proof).
 EXACT = frozenset({"cpsat", "milp", "exact"})

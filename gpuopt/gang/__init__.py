@@ -2,14 +2,15 @@
 
 ``problem.py`` (request, options, problem and index view), ``solution.py``
 (answer, checker, objective), ``greedy.py`` (per-domain best fit and
-cheapest-first cover), ``cpsat.py`` (one exact CP-SAT model of domain, pods,
-victims and gang closures), ``generator.py`` (seeded GB200-like states); the
+cheapest-first cover), ``model.py`` (the exact model's labelled rows: domain,
+pods, victims and gang closures together), ``cpsat.py`` and ``milp.py`` (those
+rows by CP-SAT and by HiGHS), ``generator.py`` (seeded GB200-like states); the
 formal model is ``models/gang.md``.
 
 Examples
 --------
 Two domains of two 4-GPU nodes; the HP gang needs both nodes of one, and the
-cheapest victim is the task that has run the least. Both methods find it:
+cheapest victim is the task that has run the least. Every method finds it:
 
 >>> from gpuopt.cluster.model import Cluster
 >>> cluster = Cluster(levels=["nvl"], now=100, nodes=[
@@ -25,10 +26,14 @@ cheapest victim is the task that has run the least. Both methods find it:
 >>> exact = solve_cpsat(problem)
 >>> exact.nodes, exact.victims, exact.cost, exact.status
 (['n2', 'n3'], ['b'], 40.0, 'optimal')
+>>> milp = solve_milp(problem)
+>>> milp.nodes, milp.victims, milp.cost, milp.status
+(['n2', 'n3'], ['b'], 40.0, 'optimal')
 """
 
 from gpuopt.gang.cpsat import solve_cpsat
 from gpuopt.gang.greedy import solve_heuristic
+from gpuopt.gang.milp import solve_milp
 from gpuopt.gang.problem import GangOptions, GangProblem, GangRequest
 from gpuopt.gang.solution import GangAnswer, evaluate, violations
 
@@ -40,5 +45,6 @@ __all__ = [
     "evaluate",
     "solve_cpsat",
     "solve_heuristic",
+    "solve_milp",
     "violations",
 ]

@@ -163,16 +163,19 @@ def test_defrag_options_are_validated(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 # --------------------------------------------------------------------------- placement
-def test_exact_placement_refuses_too_many_columns(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpuopt.placement.switch.milp as milp
+@pytest.mark.parametrize("method", ["milp", "cpsat"])
+def test_exact_placement_refuses_too_many_columns(
+    monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    import gpuopt.placement.switch.model as model  # the rows both exact methods build
 
     problem = TopologyProblem(
         switches=[{"id": f"s{i}", "free_gpus": 8} for i in range(20)],
         jobs=[{"id": f"j{i}", "gpus": 4} for i in range(10)],
     )
-    monkeypatch.setattr(milp, "MAX_COLUMNS", 100)  # 10 jobs x 20 switches = 200
+    monkeypatch.setattr(model, "MAX_COLUMNS", 100)  # 10 jobs x 20 switches = 200
     with pytest.raises(ProblemError) as caught:
-        gpuopt.solve(problem, "milp")
+        gpuopt.solve(problem, method)
     assert "job-node columns" in one_line(caught) and "'greedy'" in one_line(caught)
     assert gpuopt.solve(problem, "greedy").metrics.placed == 10
 

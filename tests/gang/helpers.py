@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -190,3 +192,36 @@ def _no_stray(problem: GangProblem, count: np.ndarray, victims: set[int], closed
             continue
         return False
     return True
+
+
+#: The exact method's answers recorded on fixed seeds before its rows moved to
+#: ``gpuopt/gang/model.py`` (``recorded_cases`` rebuilds the same problems).
+RECORDED = Path(__file__).resolve().parent / "fixtures" / "cpsat-before-model.json"
+
+
+def recorded_cases() -> Iterator[tuple[str, GangProblem]]:
+    """The problems of :data:`RECORDED`, by name: tiny random states with and without
+    preemption, and generator states (preemption, slices of 2, placement only)."""
+    from gpuopt.gang.generator import RequestShape, random_gang_problem
+
+    for seed in range(12):
+        yield f"small-{seed}-p", random_small(seed)
+        yield f"small-{seed}-n", random_small(seed, preemption=False)
+    size = {"domains": 3, "nodes_per_domain": 6}
+    for seed in range(6):
+        yield f"gen-{seed}", random_gang_problem(seed, **size)
+        yield (
+            f"gen-{seed}-slice",
+            random_gang_problem(seed, **size, request_shape=RequestShape(slice_size=2)),
+        )
+        placement = RequestShape(preemption=False, gpus=2)
+        yield (
+            f"gen-{seed}-place",
+            random_gang_problem(seed, **size, occupancy=0.3, request_shape=placement),
+        )
+
+
+def recorded() -> dict[str, Any]:
+    """The answers of :data:`RECORDED`, by case name."""
+    data: dict[str, Any] = json.loads(RECORDED.read_text())
+    return data

@@ -2,10 +2,12 @@
 
 ``problem.py`` (switches, their nodes and the jobs; :class:`TopologyProblem`),
 ``solution.py`` (:class:`TopologyResult`, entropy, the checker of rules
-T1-T6), ``greedy.py`` (minimum-entropy greedy), ``milp.py`` (exact, HiGHS),
+T1-T6), ``greedy.py`` (minimum-entropy greedy), ``model.py`` (the exact model's rows),
+``milp.py`` and ``cpsat.py`` (the rows by HiGHS and by CP-SAT),
 ``generator.py`` (random states); the formal model is ``models/placement.md``.
 """
 
+from gpuopt.placement.switch.cpsat import solve_cpsat
 from gpuopt.placement.switch.greedy import solve_greedy
 from gpuopt.placement.switch.milp import solve_milp
 from gpuopt.placement.switch.problem import Job, Switch, SwitchNode, TopologyProblem
@@ -18,6 +20,7 @@ __all__ = [
     "TopologyProblem",
     "TopologyResult",
     "entropy",
+    "solve_cpsat",
     "solve_greedy",
     "solve_milp",
     "violations",
