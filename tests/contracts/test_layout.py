@@ -43,11 +43,6 @@ MISSING_TEST_FILE: frozenset[str] = frozenset(
         "gpuopt/preemption/greedy.py",
         "gpuopt/sharing/plot.py",
         "gpuopt/sharing/state.py",
-        "gpuopt/solvers/_highs_worker.py",
-        "gpuopt/solvers/deadline.py",
-        "gpuopt/solvers/executors.py",
-        "gpuopt/solvers/highs.py",
-        "gpuopt/solvers/quiet.py",
     }
 )
 
