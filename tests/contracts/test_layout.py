@@ -33,11 +33,8 @@ MISSING_TEST_FILE: frozenset[str] = frozenset(
         "gpuopt/defrag/milp.py",
         "gpuopt/defrag/model.py",
         "gpuopt/defrag/onehop.py",
-        "gpuopt/estimate/parameters.py",
         "gpuopt/placement/switch/generator.py",
         "gpuopt/preemption/greedy.py",
-        "gpuopt/sharing/plot.py",
-        "gpuopt/sharing/state.py",
     }
 )
 
