@@ -24,7 +24,6 @@ MISSING_TEST_FILE: frozenset[str] = frozenset(
         "gpuopt/allocation/generator.py",
         "gpuopt/allocation/milp.py",
         "gpuopt/cli/serve.py",
-        "gpuopt/cluster/items.py",
         "gpuopt/defrag/_shard.py",
         "gpuopt/defrag/cpsat.py",
         "gpuopt/defrag/generator.py",
