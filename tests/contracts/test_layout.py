@@ -17,23 +17,30 @@ TESTS = ROOT / "tests"
 # Modules that still have no mirror test file. The list may only shrink: a new
 # module comes with its test file, and a module that gains one leaves this list
 # (test_allow_list_only_shrinks fails on a name here that has its file now).
+# Every one is tested today, from the file named beside it; those files were
+# being reorganised by other work on issue 31 when this list was written, so
+# their tests were not moved yet.
 MISSING_TEST_FILE: frozenset[str] = frozenset(
     {
-        "gpuopt/allocation/cpsat.py",
-        "gpuopt/allocation/fifo.py",
-        "gpuopt/allocation/generator.py",
-        "gpuopt/allocation/milp.py",
-        "gpuopt/cli/serve.py",
-        "gpuopt/defrag/_shard.py",
-        "gpuopt/defrag/cpsat.py",
-        "gpuopt/defrag/generator.py",
-        "gpuopt/defrag/greedy.py",
-        "gpuopt/defrag/kubernetes.py",
-        "gpuopt/defrag/milp.py",
-        "gpuopt/defrag/model.py",
-        "gpuopt/defrag/onehop.py",
-        "gpuopt/placement/switch/generator.py",
-        "gpuopt/preemption/greedy.py",
+        # allocation's exact models, baseline and generator
+        "gpuopt/allocation/cpsat.py",  # tests/allocation/test_exact.py
+        "gpuopt/allocation/fifo.py",  # tests/allocation/test_methods.py
+        "gpuopt/allocation/generator.py",  # tests/test_generator.py, tests/allocation/*
+        "gpuopt/allocation/milp.py",  # tests/allocation/test_exact.py
+        # the extender's service
+        "gpuopt/cli/serve.py",  # tests/extender/test_tls.py, tests/extender/test_app.py
+        # defragmentation
+        "gpuopt/defrag/_shard.py",  # tests/defrag/test_exact.py, test_methods.py
+        "gpuopt/defrag/cpsat.py",  # tests/defrag/test_exact.py
+        "gpuopt/defrag/generator.py",  # tests/test_generator.py, tests/cli/test_defrag.py
+        "gpuopt/defrag/greedy.py",  # tests/defrag/test_exact.py, tests/test_legality.py
+        "gpuopt/defrag/kubernetes.py",  # tests/defrag/test_kubernetes_emit.py
+        "gpuopt/defrag/milp.py",  # tests/defrag/test_exact.py, test_methods.py
+        "gpuopt/defrag/model.py",  # tests/defrag/test_exact.py
+        "gpuopt/defrag/onehop.py",  # tests/defrag/test_methods.py, test_properties.py
+        # placement and preemption
+        "gpuopt/placement/switch/generator.py",  # tests/test_generator.py
+        "gpuopt/preemption/greedy.py",  # tests/preemption/test_exact.py
     }
 )
 
