@@ -19,7 +19,7 @@ sweep of thousands finishes in reasonable time. Every output goes through its
 problem's independent checker (``violations``); a method that raises counts
 as an error.
 
-Used by ``benchmarks/legality_sweep.py`` and ``tests/test_legality_scale.py``.
+Used by ``benchmarks/legality_sweep.py`` and ``tests/test_legality.py``.
 
 Examples
 --------

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpuopt.cluster.model import Cluster
-from gpuopt.cluster.request import parse_request, pending_request
+from gpuopt.cluster.request import pending_request
 from gpuopt.cluster.shares import MILLI
 from gpuopt.defrag.diagnosis import diagnose
 from gpuopt.defrag.pending import fit_pending
@@ -45,26 +45,6 @@ def two_nodes() -> Cluster:
             "pending": [{"id": "p", "gpus": 1, "gpu_milli": 350, "cpus": 2}],
         }
     )
-
-
-@pytest.mark.parametrize(
-    ("text", "gpus", "milli", "shape"),
-    [("0.5G4C", 1, 500, "0.5G4C"), (".25g", 1, 250, "0.25G"), ("0.1G", 1, 100, "0.1G")],
-)
-def test_a_share_is_written_as_a_fraction_of_one_gpu(
-    text: str, gpus: int, milli: int, shape: str
-) -> None:
-    request = parse_request(text)
-    assert (request.gpus, request.gpu_milli, request.shape) == (gpus, milli, shape)
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [("1.5G", "whole number of GPUs or a share"), ("0.0005G", "in thousandths")],
-)
-def test_bad_shares_are_refused(text: str, message: str) -> None:
-    with pytest.raises(ProblemError, match=message):
-        parse_request(text)
 
 
 def test_a_waiting_share_keeps_its_share() -> None:

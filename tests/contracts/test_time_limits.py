@@ -34,7 +34,6 @@ from gpuopt.defrag.solution import violations as defrag_violations
 from gpuopt.placement.switch.generator import random_topology
 from gpuopt.placement.switch.problem import TopologyProblem
 from gpuopt.placement.switch.solution import violations as topology_violations
-from gpuopt.solvers.deadline import Deadline, DeadlineExceeded, solver_limit
 
 # Imported here, not inside a timed call: the first call in a process that imports OR-Tools
 # (or Pyomo) pays 1-3 s for it, which no shorter limit can hold (docs/reliability.md).
@@ -145,17 +144,6 @@ def test_a_limit_shorter_than_any_phase_returns_the_warm_start() -> None:
     built = gpuopt.solve(problem, "greedy", improve=False).objective
     full = gpuopt.solve(problem, "greedy").objective
     assert built - 1e-6 <= result.objective <= full + 1e-6
-
-
-def test_deadline() -> None:
-    deadline = Deadline(0.5)
-    assert not deadline.expired() and deadline.affords(0.1) and not deadline.affords(1.0)
-    assert deadline.part(0.5).limit == pytest.approx(0.25, abs=0.05)
-    with pytest.raises(DeadlineExceeded):
-        Deadline(0.0).check()
-    with pytest.raises(DeadlineExceeded):  # 10 M non-zeros cannot be loaded in 0.5 s
-        solver_limit(deadline, "cpsat", 10_000_000, 100_000)
-    assert solver_limit(Deadline(None), "highs", 10**9, 10**9) is None
 
 
 # --------------------------------------------------------------------------- slow

@@ -11,64 +11,7 @@ from gpuopt.errors import ProblemError
 from gpuopt.extender.check import filter_violations, preemption_violations, score_violations
 from gpuopt.extender.engine import Extender
 from gpuopt.extender.wire import BadRequest, read_args, read_preemption
-
-NOW = 10_000.0
-
-
-def pod(
-    name: str = "p",
-    *,
-    gpus: int | str = 2,
-    cpu: str = "4",
-    memory: str | None = None,
-    priority: int = 100,
-    extra: dict[str, str] | None = None,
-    labels: dict[str, str] | None = None,
-    annotations: dict[str, str] | None = None,
-    **spec: Any,
-) -> dict[str, Any]:
-    """A pending v1.Pod as kube-scheduler sends it."""
-    requests = {"cpu": cpu, **(extra or {})}
-    if gpus:
-        requests["nvidia.com/gpu"] = str(gpus)
-    if memory:
-        requests["memory"] = memory
-    metadata: dict[str, Any] = {"name": name, "namespace": "ml", "uid": f"uid-{name}"}
-    if labels:
-        metadata["labels"] = labels
-    if annotations:
-        metadata["annotations"] = annotations
-    return {
-        "metadata": metadata,
-        "spec": {
-            "priority": priority,
-            "containers": [{"name": "main", "resources": {"requests": requests}}],
-            **spec,
-        },
-        "status": {"phase": "Pending"},
-    }
-
-
-def task(name: str, node: str, gpus: int = 1, **fields: Any) -> dict[str, Any]:
-    return {
-        "id": f"ml/{name}",
-        "node": node,
-        "gpus": gpus,
-        "cpus": 4,
-        "uid": f"uid-{name}",
-        "priority": 10,
-        "start_time": 1_000.0,
-        "namespace": "ml",
-        **fields,
-    }
-
-
-def cluster(nodes: list[dict[str, Any]], tasks: list[dict[str, Any]] = (), **more: Any) -> Cluster:
-    return Cluster.model_validate({"now": NOW, "nodes": nodes, "tasks": list(tasks), **more})
-
-
-def node(name: str, gpus: int = 8, **fields: Any) -> dict[str, Any]:
-    return {"id": name, "gpus": gpus, "cpus": 64, "memory": 512 * 1024, **fields}
+from tests.extender.conftest import NOW, cluster, node, pod, task
 
 
 def filtered(snapshot: Cluster, body: dict[str, Any], names: list[str] | None = None) -> dict:
@@ -503,46 +446,3 @@ def test_unknown_node_and_missing_snapshot_are_bad_requests() -> None:
     bound["status"] = {"phase": "Succeeded"}
     with pytest.raises(BadRequest, match="not a pod waiting"):
         Extender(snapshot).filter(read_args({"Pod": bound, "NodeNames": ["n"]}))
-
-
-def test_the_checker_catches_wrong_answers() -> None:
-    snapshot = cluster(
-        [node("ok"), node("busy"), node("off", unschedulable=True)],
-        [
-            task("t", "busy", gpus=6),
-            task("daemon", "ok", gpus=1, pinned="daemonset"),
-            task("vip", "busy", gpus=1, priority=5_000),
-        ],
-    )
-    body = pod(gpus=2)
-    extender = Extender(snapshot)
-    ask = extender.ask(body, extender.state)
-    names = ["ok", "busy", "off"]
-
-    def filter_says(passed: list[str], failed: dict, hard: dict) -> list[str]:
-        result = {"NodeNames": passed, "FailedNodes": failed, "FailedAndUnresolvableNodes": hard}
-        return filter_violations(snapshot, ask, names, result)
-
-    assert filter_says(["ok"], {"busy": "x"}, {"off": "y"}) == []
-    assert "passed, but" in filter_says(["ok", "busy"], {}, {"off": "y"})[0]
-    assert "but the pod fits there" in filter_says([], {"ok": "x", "busy": "x"}, {"off": "y"})[0]
-    assert "unresolvable" in filter_says(["ok"], {}, {"busy": "x", "off": "y"})[0]
-    assert "names 2 nodes" in filter_says(["ok"], {}, {"off": "y"})[0]
-    assert score_violations(names, [{"Host": n, "Score": 11} for n in names])
-    assert score_violations(names, [{"Host": "ok", "Score": 3}])
-
-    def preempt_says(victims: list[str], violations: int = 0) -> list[str]:
-        result = {
-            "NodeNameToMetaVictims": {
-                "busy": {"Pods": [{"UID": u} for u in victims], "NumPDBViolations": violations}
-            }
-        }
-        return preemption_violations(snapshot, ask, {"busy": ["uid-t", "uid-vip"]}, result)
-
-    assert preempt_says(["uid-t"]) == []
-    assert any("not below" in v for v in preempt_says(["uid-t", "uid-vip"]))
-    assert any("do not make room" in v for v in preempt_says([]))
-    assert any("PDB" in v for v in preempt_says(["uid-t"], violations=2))
-    daemon = {"NodeNameToMetaVictims": {"ok": {"Pods": [{"UID": "uid-daemon"}]}}}
-    found = preemption_violations(snapshot, ask, {"ok": ["uid-daemon"]}, daemon)
-    assert any("never stopped (daemonset)" in v for v in found)

@@ -1,4 +1,4 @@
-"""Every seeded generator takes the same seeds and refuses the others in the same sentence."""
+"""gpuopt._generator: every seeded generator takes the same seeds, and the shared draws."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpuopt._generator import MAX_SEED
+from gpuopt._generator import MAX_SEED, TASK_SIZES, beta_parameters, seeded_random, task_size
 from gpuopt.allocation.generator import random_problem
 from gpuopt.allocation.stress import stress_problem
 from gpuopt.defrag.generator import random_snapshot, with_kubernetes
@@ -48,3 +48,41 @@ def test_the_bounds_of_the_seed_range_are_taken(name: str) -> None:
     make = GENERATORS[name]
     assert make(0) == make(0)
     assert make(MAX_SEED) == make(MAX_SEED)
+
+
+@pytest.mark.parametrize(("mean", "concentration"), [(0.5, 4.0), (0.3, 10.0), (0.9, 0.5)])
+def test_beta_parameters_have_the_mean_asked_for(mean: float, concentration: float) -> None:
+    alpha, beta = beta_parameters(mean, concentration)
+    # A Beta(alpha, beta) has mean alpha / (alpha + beta) and alpha + beta = concentration.
+    assert alpha / (alpha + beta) == pytest.approx(mean)
+    assert alpha + beta == pytest.approx(concentration)
+
+
+def test_beta_parameters_stay_positive_at_the_ends() -> None:
+    # mean 0 would give alpha 0, which is no Beta distribution: both are clamped to 0.05.
+    assert beta_parameters(0.0, 2.0) == (0.05, 2.0)
+    assert beta_parameters(1.0, 0.01) == (0.05, 0.05)
+
+
+def test_task_size_draws_as_random_choices_when_there_is_room() -> None:
+    weights = (0.4, 0.3, 0.2, 0.1)
+    drawn = [task_size(seeded_random(seed), weights, 8) for seed in range(50)]
+    expected = [random.Random(seed).choices(TASK_SIZES, weights)[0] for seed in range(50)]
+    assert drawn == expected
+    assert set(drawn) == set(TASK_SIZES)
+
+
+@pytest.mark.parametrize(("room", "largest"), [(1, 1), (2, 2), (3, 2), (5, 4), (7, 4)])
+def test_task_size_falls_back_to_the_largest_power_of_two_within_the_room(
+    room: int, largest: int
+) -> None:
+    only_eight = (0.0, 0.0, 0.0, 1.0)
+    assert {task_size(seeded_random(seed), only_eight, room) for seed in range(5)} == {largest}
+
+
+def test_seeded_random_leaves_the_global_generator_alone() -> None:
+    random.seed(7)
+    expected = random.random()
+    random.seed(7)
+    seeded_random(1).random()
+    assert random.random() == expected

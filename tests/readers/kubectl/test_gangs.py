@@ -20,7 +20,7 @@ from gpuopt.errors import ProblemError
 from gpuopt.gang.problem import GangProblem
 from gpuopt.readers.kubectl import read_kubernetes
 
-FOLDER = Path(__file__).parent / "fixtures" / "gangs"
+FOLDER = Path(__file__).parents[1] / "fixtures" / "gangs"
 GANG_REASONS = {
     "malformed-PodGroup",
     *("gang-" + why for why in ("min-member", "unlisted", "size", "conflict", "short", "idle")),

@@ -3,7 +3,7 @@
 The instances are :func:`gpuopt.legality.instance` (seeded random instances of
 varied size and shape for every method; see that module). The default run
 checks a sample of a few hundred; ``python -m pytest -m very_slow
-tests/test_legality_scale.py`` checks 10,000 per method on every core
+tests/test_legality.py`` checks 10,000 per method on every core
 (``benchmarks/legality_sweep.py`` does the same with a progress bar, a table
 and a JSON file; ``docs/reliability.md`` has the counts). The regression tests
 at the end pin the faults the sweep found.

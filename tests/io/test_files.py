@@ -1,0 +1,93 @@
+"""gpuopt.io.files: outputs written atomically, JSON read with one-sentence errors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gpuopt.errors import ProblemError
+from gpuopt.io.files import atomic_path, read_json, write_text_atomic, write_with
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "out.json"
+    path.write_text("old")
+
+    def broken(temporary: Path) -> None:
+        temporary.write_text("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_with(path, broken)
+    assert path.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def test_a_write_replaces_the_file_with_ordinary_permissions(tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    write_text_atomic(path, "é\n")
+    assert path.read_bytes() == "é\n".encode()
+    umask = os.umask(0)
+    os.umask(umask)
+    # mkstemp makes 0600: the file must be readable as any file the user writes
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+    with atomic_path(path) as temporary:
+        assert temporary.parent == tmp_path and temporary != path
+        temporary.write_text("new")
+        assert path.read_text() == "é\n"  # not yet replaced
+    assert path.read_text() == "new"
+
+
+def test_a_missing_folder_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ProblemError) as caught:
+        write_text_atomic(tmp_path / "no" / "out.txt", "x")
+    assert (
+        str(caught.value)
+        == f"{tmp_path / 'no' / 'out.txt'}: the folder {tmp_path / 'no'} does not exist."
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '{"a": 1,}',
+            "not valid JSON (Expecting property name enclosed in double quotes "
+            "at line 1 column 9).",
+        ),
+        (
+            '{\n "gpus": NaN}',
+            "not valid JSON (gpus: NaN is not a valid number at line 2 column 10).",
+        ),
+        ("[1, -Infinity]", "not valid JSON (-Infinity is not a valid number at line 1 column 5)."),
+        (
+            '{"id": "\\ud800"}',
+            "not valid JSON (a string holds the lone UTF-16 surrogate '\\ud800').",
+        ),
+    ],
+)
+def test_bad_json_is_one_sentence_with_where(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "in.json"
+    path.write_text(text)
+    with pytest.raises(ProblemError) as caught:
+        read_json(path)
+    assert str(caught.value) == f"{path}: {message}"
+
+
+def test_files_that_cannot_be_read(tmp_path: Path) -> None:
+    with pytest.raises(ProblemError, match="no such file"):
+        read_json(tmp_path / "missing.json")
+    with pytest.raises(ProblemError, match="is a folder, not a JSON file"):
+        read_json(tmp_path)
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"name": "caf\xe9"}')
+    with pytest.raises(ProblemError, match="cannot be read"):
+        read_json(path)
+
+
+def test_good_json_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "ok.json"
+    write_text_atomic(path, '{"pair": "\\ud83d\\ude00", "n": [1, 2.5, null]}')
+    assert read_json(path) == {"pair": "\U0001f600", "n": [1, 2.5, None]}

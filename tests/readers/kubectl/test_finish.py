@@ -1,0 +1,72 @@
+"""gpuopt.readers.kubectl.finish: groups settled, over-committed nodes locked, pods pinned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuopt.cluster.kube import LabelSelector
+from gpuopt.cluster.model import Node, Task
+from gpuopt.readers.kubectl.context import Context
+from gpuopt.readers.kubectl.finish import finish
+from tests.readers.kubectl.conftest import context
+
+
+def ctx_with(nodes: list[dict[str, Any]], tasks: list[dict[str, Any]]) -> Context:
+    ctx = context()
+    for node in nodes:
+        ctx.nodes[node["id"]] = Node.model_validate({"gpus": 8, "cpus": 64, **node})
+    ctx.tasks = [Task.model_validate({"gpus": 1, "cpus": 1, **task}) for task in tasks]
+    return ctx
+
+
+def test_an_overcommitted_node_is_locked_and_reported() -> None:
+    ctx = ctx_with(
+        [{"id": "a"}, {"id": "b"}],
+        [{"id": "t1", "node": "a", "gpus": 6}, {"id": "t2", "node": "a", "gpus": 4}],
+    )
+    cluster = finish(ctx, "test", ["zone"], 1000)
+    assert [(node.id, node.locked) for node in cluster.nodes] == [("a", True), ("b", False)]
+    assert ctx.report.reasons == {"overcommitted": ["a"]}
+    assert ctx.report.first["overcommitted"] == "node 'a': its pods hold 10 GPUs but it has 8."
+
+
+def test_a_second_pod_of_a_legacy_group_on_a_node_loses_the_group() -> None:
+    ctx = ctx_with(
+        [{"id": "a"}],
+        [
+            {"id": "t1", "node": "a", "anti_affinity": "svc"},
+            {"id": "t2", "node": "a", "anti_affinity": "svc"},
+        ],
+    )
+    cluster = finish(ctx, "test", ["zone"], 1000)
+    assert [task.anti_affinity for task in cluster.tasks] == ["svc", None]
+    assert ctx.report.reasons == {"group-clash": ["t2"]}
+
+
+def test_misplaced_budgeted_and_spread_pods_are_pinned() -> None:
+    ctx = ctx_with(
+        [{"id": "a", "labels": {"zone": "z1"}}],
+        [
+            {"id": "ml/off", "node": "a", "node_selector": {"zone": "z2"}},
+            {"id": "ops/guarded", "node": "a"},
+            {"id": "web/spread", "node": "a", "labels": {"app": "web"}},
+            {"id": "web/free", "node": "a", "labels": {"app": "api"}},
+        ],
+    )
+    ctx.pinned_namespaces.add("ops")
+    ctx.spread.append(("web", LabelSelector(match_labels={"app": "web"})))
+    cluster = finish(ctx, "test", ["zone"], 1000)
+    assert {task.id: task.pinned for task in cluster.tasks} == {
+        "ml/off": "misplaced",
+        "ops/guarded": "budget",
+        "web/spread": "topology-spread",
+        "web/free": None,
+    }
+    assert ctx.report.pinned == {"misplaced": 1, "budget": 1, "topology-spread": 1}
+
+
+def test_the_clock_is_the_latest_time_read() -> None:
+    ctx = ctx_with([{"id": "a"}], [])
+    ctx.times.extend([100.0, 250.0, 175.0])
+    assert finish(ctx, "test", ["zone"], 1000).now == 250.0
+    assert finish(ctx_with([{"id": "a"}], []), "test", ["zone"], 1000).now is None

@@ -1,0 +1,133 @@
+"""gpuopt.readers.kubectl.pods: a pod skipped, read as pending demand, or as a task on its node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuopt.errors import ProblemError
+from gpuopt.readers.kubectl.context import Context, PriorityClass
+from gpuopt.readers.kubectl.documents import KubeObject
+from gpuopt.readers.kubectl.fields import Reader
+from gpuopt.readers.kubectl.nodes import read_node
+from gpuopt.readers.kubectl.pods import condition, host_ports, pod_priority, read_pod, tolerations
+from tests.readers.kubectl.conftest import context
+
+READER = Reader("pods.json", "Pod 'ml/p'")
+
+
+def with_node(**options: Any) -> Context:
+    ctx = context(**options)
+    node = {
+        "metadata": {"name": "n1"},
+        "status": {
+            "allocatable": {"cpu": "32", "memory": "64Gi", "nvidia.com/gpu": "8"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    read_node(ctx, KubeObject("Node", node, Reader("nodes.json", "Node")))
+    return ctx
+
+
+def pod(name: str = "p", *, node: str | None = None, phase: str = "Pending", **spec: Any) -> dict:
+    body: dict[str, Any] = {
+        "containers": [
+            {"name": "c", "resources": {"requests": {"cpu": "2", "nvidia.com/gpu": "2"}}}
+        ],
+        **spec,
+    }
+    if node is not None:
+        body["nodeName"] = node
+    return {
+        "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}"},
+        "spec": body,
+        "status": {"phase": phase},
+    }
+
+
+def read(ctx: Context, item: dict[str, Any]) -> None:
+    read_pod(ctx, KubeObject("Pod", item, READER))
+
+
+def test_an_unbound_pending_pod_is_demand_and_a_bound_one_a_task() -> None:
+    ctx = with_node()
+    read(ctx, pod("wait"))
+    read(ctx, pod("run", node="n1", phase="Running"))
+    [pending] = ctx.pending
+    [task] = ctx.tasks
+    assert (pending.id, pending.gpus, pending.cpus, pending.uid) == ("ml/wait", 2, 2.0, "uid-wait")
+    assert (task.id, task.node, task.gpus) == ("ml/run", "n1", 2)
+
+
+@pytest.mark.parametrize(
+    ("item", "reason"),
+    [
+        (pod("done", node="n1", phase="Succeeded"), "done"),
+        (pod("lost", phase="Running"), "unbound"),
+        (pod("gated", schedulingGates=[{"name": "wait"}]), "gated"),
+    ],
+)
+def test_pods_that_are_no_demand_are_skipped_with_a_reason(item: dict, reason: str) -> None:
+    ctx = with_node()
+    read(ctx, item)
+    assert (ctx.tasks, ctx.pending) == ([], [])
+    assert list(ctx.report.reasons) == [reason]
+
+
+def test_a_pod_on_a_node_not_read_is_a_problem() -> None:
+    ctx = with_node()
+    read(ctx, pod("x", node="n9", phase="Running"))
+    assert ctx.tasks == [] and ctx.report.reasons == {"unknown-node": ["ml/x"]}
+    with pytest.raises(ProblemError, match=r"spec\.nodeName 'n9' is not a node that was read"):
+        read(with_node(strict=True), pod("x", node="n9", phase="Running"))
+
+
+def test_priority_comes_from_the_pod_then_its_class_then_the_default_class() -> None:
+    ctx = context()
+    ctx.classes["train"] = PriorityClass(500, False, "Never")
+    ctx.classes["base"] = PriorityClass(7, True, None)
+    assert pod_priority(ctx, READER, {"priority": 900, "priorityClassName": "train"}, {}, "p") == (
+        900,
+        "Never",
+    )
+    assert pod_priority(ctx, READER, {"priorityClassName": "train"}, {}, "p") == (500, "Never")
+    assert pod_priority(ctx, READER, {}, {}, "p") == (7, None)  # the global default
+    assert pod_priority(ctx, READER, {"priorityClassName": "system-node-critical"}, {}, "p") == (
+        2_000_001_000,
+        None,
+    )
+    assert pod_priority(ctx, READER, {"priorityClassName": "gone"}, {}, "q") == (0, None)
+    assert ctx.report.reasons == {"unknown-class": ["q"]}
+
+
+def test_the_legacy_priority_label() -> None:
+    ctx = context()
+    assert pod_priority(ctx, READER, {"priority": 5}, {"gpuopt.io/priority": "hp"}, "p") == (
+        "HP",
+        None,
+    )
+    with pytest.raises(ProblemError, match="must be 'HP' or 'LP'"):
+        pod_priority(ctx, READER, {}, {"gpuopt.io/priority": "urgent"}, "p")
+
+
+def test_a_toleration_for_a_while_does_not_count() -> None:
+    ctx = context()
+    spec = {
+        "tolerations": [
+            {"key": "gpu", "operator": "Exists"},
+            {"key": "down", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        ]
+    }
+    assert tolerations(ctx, READER, spec, "p") == [{"key": "gpu", "operator": "Exists"}]
+    assert ctx.report.unmodelled["toleration-seconds"] == 1
+
+
+def test_host_ports_and_conditions() -> None:
+    assert host_ports({"hostNetwork": True})
+    assert host_ports({"initContainers": [{"ports": [{"containerPort": 80, "hostPort": 8080}]}]})
+    assert not host_ports({"containers": [{"ports": [{"containerPort": 80}]}]})
+    status = {"conditions": [{"type": "Ready", "status": "False"}, {"type": "PodScheduled"}]}
+    assert condition(status, "Ready") == "False"
+    assert condition(status, "PodScheduled") is None
+    assert condition({}, "Ready") is None

@@ -1,0 +1,76 @@
+"""gpuopt._model: a frozen input with a cached index view, loaded from JSON in one sentence."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from pydantic import ConfigDict, Field
+
+from gpuopt._model import IndexedModel
+from gpuopt.errors import ProblemError
+
+
+class Toy(IndexedModel):
+    """A problem whose index counts how often it was built."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    document: ClassVar[str] = "a toy"
+    builds: ClassVar[int] = 0
+
+    gpus: list[int] = Field(min_length=1)
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        Toy.builds += 1
+        return {"total": sum(self.gpus)}
+
+
+def test_the_index_is_built_once_and_a_copy_rebuilds_its_own() -> None:
+    toy = Toy(gpus=[1, 2])
+    before = Toy.builds
+    assert toy.index == {"total": 3} and toy.index is toy.index
+    assert Toy.builds == before + 1
+    copy = toy.model_copy(update={"gpus": [4, 4]})
+    assert copy.index == {"total": 8}
+    assert toy.index == {"total": 3}
+    assert Toy.builds == before + 2
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Toy(gpus=[]),
+        lambda: Toy.model_validate({"gpus": []}),
+        lambda: Toy.model_validate_json('{"gpus": []}'),
+    ],
+)
+def test_every_way_in_raises_one_sentence(build: Callable[[], Toy]) -> None:
+    with pytest.raises(ProblemError) as caught:
+        build()
+    assert str(caught.value) == (
+        "gpus: list should have at least 1 item after validation, not 0 (got [])."
+    )
+
+
+def test_load_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps({"gpus": [2], "colour": "red"}))
+    with pytest.raises(ProblemError) as caught:
+        Toy.load(path)
+    assert str(caught.value) == f"{path}: colour is not a known field."
+    path.write_text("[1, 2]")
+    with pytest.raises(ProblemError, match="a toy must be a JSON object"):
+        Toy.load(path)
+
+
+def test_json_round_trip(tmp_path: Path) -> None:
+    toy = Toy(gpus=[1, 2, 4])
+    path = tmp_path / "toy.json"
+    path.write_text(toy.to_json())
+    assert Toy.load(path) == toy
+    assert Toy.parse(json.loads(toy.to_json(indent=None))) == toy
