@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 
 from gpuopt.preemption import solve_exact, solve_heuristic
-from gpuopt.preemption.exact import Cover, cheapest_cover, lower_bounds
+from gpuopt.preemption.dp import Cover, cheapest_cover, lower_bounds
 from gpuopt.preemption.generator import random_state
 from gpuopt.preemption.greedy import Deficits
 from gpuopt.preemption.solution import violations
