@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from gpuopt.preemption.model import Level, PreemptionRows, Solved, solve_model
+from gpuopt.preemption.model import Level, PreemptionRows, Solved, proves, solve_model
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import Decision
 from gpuopt.solvers import require
@@ -37,7 +37,18 @@ class HighsLevels:
         self.log = log
 
     def solve(self, level: Level, start: np.ndarray | None, deadline: Deadline) -> Solved:
-        """Minimise ``level`` (HiGHS maximises its negation); the bound comes back negated."""
+        """Minimise ``level`` (HiGHS maximises its negation); the bound comes back negated.
+
+        HiGHS 1.x may map a MIP start into its presolved space as a better
+        solution, report that one's objective as proven, and hand back the
+        start itself; such an answer is solved again without the start.
+        """
+        solved = self._run(level, start, deadline)
+        if start is not None and not proves(level, solved):
+            solved = self._run(level, None, deadline)
+        return solved
+
+    def _run(self, level: Level, start: np.ndarray | None, deadline: Deadline) -> Solved:
         self.rows.cost = -level.objective.astype(float)
         values, status, bound = solve_rows(
             self.rows,

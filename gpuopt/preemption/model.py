@@ -289,6 +289,14 @@ def level_value(level: Level, values: np.ndarray) -> int:
     return sum(int(c) for c in level.objective[chosen > 0].tolist())
 
 
+def proves(level: Level, solved: Solved) -> bool:
+    """Whether ``solved`` is proven optimal by its own values: status optimal, and their
+    level value within one unit of the bound (every level is an integer)."""
+    if solved.status != "optimal" or solved.values is None:
+        return False
+    return solved.bound is not None and level_value(level, solved.values) < solved.bound + 1 - 1e-6
+
+
 @dataclass
 class Outcome:
     """The decision the levels reached: the solution, how far the proof went, and why.
@@ -335,17 +343,19 @@ def solve_levels(
                 values = solved.values
             value = 0 if values is None else level_value(level, values)
         if level.label == "L1" and solved.bound is not None:
-            cost_bound = max(0, math.ceil(solved.bound - 1e-6)) * rows.cost_unit
-            if solved.status == "optimal" and values is not None:
-                cost_bound = value * rows.cost_unit
-        if solved.status != "optimal" or values is None:
+            lowest = max(0, math.ceil(solved.bound - 1e-6))
+            if values is not None:
+                lowest = min(lowest, value)  # a bound is never above the cost found
+            cost_bound = lowest * rows.cost_unit
+        if values is None or not proves(level, Solved(values, solved.status, solved.bound)):
             if done:
                 unproven = ", ".join(left.label for left in [level, *pending])
                 notes.append(
                     f"levels {unproven} of the lexicographic order were not proven "
                     f"({solved.status}); the tie-breaks may not be P10's"
                 )
-            status: SolveStatus = solved.status if solved.status != "optimal" else "error"
+            # a solver that claims a proof its values do not bear out proved nothing
+            status: SolveStatus = solved.status if solved.status != "optimal" else "feasible"
             return Outcome(values, status, cost_bound, notes)
         done += 1
         backend.keep(level, value)
@@ -421,6 +431,7 @@ __all__ = [
     "PreemptionRows",
     "Solved",
     "level_value",
+    "proves",
     "solve_levels",
     "solve_model",
 ]
