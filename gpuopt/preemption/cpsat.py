@@ -1,6 +1,6 @@
 """The model of the whole decision (``models/preemption.md``, P11) solved with CP-SAT.
 
-The columns, the labelled rows M1-M3 and the levels L1-L7 are in
+The columns, the labelled rows M1-M3 and the levels L1-L6 are in
 :mod:`gpuopt.preemption.model`, shared with HiGHS
 (:mod:`gpuopt.preemption.milp`). Here every column is a Boolean named after
 what it decides (``y_<node>``, ``x_<task>``), every row one linear

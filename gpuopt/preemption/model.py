@@ -7,7 +7,7 @@ node that has room or, for an HP request, can make room) and ``x[t]`` (LP
 task ``t`` is stopped; one per LP task holding GPUs or CPUs on a node of a
 ``y`` column, none for an LP request). The rows M1-M3 are built by one
 private method each, citing its label; the objective is the lexicographic
-key of P8 and P10, solved as a sequence of integer levels (L1-L7), each
+key of P8 and P10, solved as a sequence of integer levels (L1-L6), each
 earlier level's value kept as a row (M0) before the next is minimised, so
 the answer is exactly the dynamic programme's (:mod:`gpuopt.preemption.dp`).
 
@@ -32,7 +32,7 @@ from gpuopt.result import Status
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import RowCounts, RowFamily, csr_family
 
-#: Bits of one victim-set level (L7): a sum of distinct powers of two below 2**30 stays an
+#: Bits of one victim-set level (L6): a sum of distinct powers of two below 2**30 stays an
 #: exact integer in HiGHS's doubles, with room to spare in its tolerances.
 SET_BITS = 30
 
@@ -242,7 +242,7 @@ class PreemptionRows(RowCounts):
         return levels
 
     def set_levels(self, y: int) -> list[Level]:
-        """L7 (P10's last key): on node ``y``, the victim set whose tasks come first in input
+        """L6 (P10's last key): on node ``y``, the victim set whose tasks come first in input
         order: bit ``2**(m-1-j)`` for the ``j``-th of ``m`` tasks, maximised (minimised
         negated), in chunks of :data:`SET_BITS` tasks (lexicographic chunk by chunk)."""
         mine = np.flatnonzero(self.task_y == y)  # tasks are in input order
@@ -253,7 +253,7 @@ class PreemptionRows(RowCounts):
             objective = np.zeros(self.num_cols, dtype=np.int64)
             objective[np.asarray(self.x_col(chunk))] = -weights
             levels.append(
-                Level("L7", f"victim set, tasks {first + 1}-{first + chunk.size}", objective)
+                Level("L6", f"victim set, tasks {first + 1}-{first + chunk.size}", objective)
             )
         return levels
 
@@ -318,7 +318,7 @@ def solve_levels(
     """Minimise the levels one after the other, each kept as a row (M0) for the next.
 
     L1 and L2 first; L3' when no victim is needed (stage 1), else L3-L5, then the
-    node is fixed and L7 runs on its tasks. A level whose objective is the
+    node is fixed and L6 runs on its tasks. A level whose objective is the
     same for every solution (e.g. no ``x`` column) is not solved. Each solve
     starts from the best solution so far (``start`` first), which is kept
     when the solver's is not better on the level, so the answer is never

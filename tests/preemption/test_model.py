@@ -184,7 +184,7 @@ def test_levels_reach_the_brute_force_decision(part: int) -> None:
         assert got == expected[:2], seed
         assert outcome.cost_bound == round(evaluate(problem, got[1]) * 1000), seed
         stage_two += bool(victims)
-        assert ("L7" in backend.calls) == bool(victims), seed  # the set levels: stage 2 only
+        assert ("L6" in backend.calls) == bool(victims), seed  # the set levels: stage 2 only
     assert stage_two >= 8  # the states exercise preemption (9, 17 and 18 of 50)
 
 
