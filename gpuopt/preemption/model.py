@@ -289,6 +289,11 @@ def level_value(level: Level, values: np.ndarray) -> int:
     return sum(int(c) for c in level.objective[chosen > 0].tolist())
 
 
+def bottom(level: Level, values: np.ndarray) -> bool:
+    """Whether ``values`` are 0 on a level that is never negative (so they are its optimum)."""
+    return bool(np.all(level.objective >= 0)) and level_value(level, values) == 0
+
+
 def proves(level: Level, solved: Solved) -> bool:
     """Whether ``solved`` is proven optimal by its own values: status optimal, and their
     level value within one unit of the bound (every level is an integer)."""
@@ -318,8 +323,9 @@ def solve_levels(
     """Minimise the levels one after the other, each kept as a row (M0) for the next.
 
     L1 and L2 first; L3' when no victim is needed (stage 1), else L3-L5, then the
-    node is fixed and L6 runs on its tasks. A level whose objective is the
-    same for every solution (e.g. no ``x`` column) is not solved. Each solve
+    node is fixed and L6 runs on its tasks. A level is not solved when the
+    best solution so far is 0 on it and its coefficients are all nonnegative
+    (no ``x`` column, or a start that stops nobody on L1 and L2). Each solve
     starts from the best solution so far (``start`` first), which is kept
     when the solver's is not better on the level, so the answer is never
     worse than ``start``. The sequence stops at the first level that is not
@@ -332,8 +338,8 @@ def solve_levels(
     done = 0
     while pending:
         level = pending.pop(0)
-        if values is not None and not np.any(level.objective):
-            value = 0  # every solution has this value: nothing to solve
+        if values is not None and bottom(level, values):
+            value = 0  # no solution is below 0: proven without a solver
             solved = Solved(values, "optimal", 0.0)
         else:
             solved = backend.solve(level, values, deadline)
