@@ -195,3 +195,23 @@ def generator_states() -> list[tuple[str, PreemptionProblem]]:
         for nodes in (4, 30)
         for seed in range(4)
     ]
+
+
+def sweep_states(first: int, count: int) -> list[tuple[int, PreemptionProblem]]:
+    """Seeded generator states of 1-40 nodes with a random shape (a wider sweep)."""
+    from gpuopt.preemption.generator import Clock, RequestShape, random_state
+
+    states = []
+    for seed in range(first, first + count):
+        rng = random.Random(seed)
+        options: dict[str, Any] = {"contended": rng.random() < 0.6}
+        if rng.random() < 0.3:
+            options["clock"] = Clock(checkpoint_period=rng.choice((600, 3600)))
+        if rng.random() < 0.2:
+            gpus, cpus = rng.choice((1, 2)), rng.choice((40, 90))
+            options["request"] = RequestShape(gpus=gpus, cpus=cpus)
+        elif rng.random() < 0.15:
+            options["request"] = RequestShape(priority="LP")
+        nodes, occupancy = rng.randint(1, 40), rng.uniform(0.5, 0.99)
+        states.append((seed, random_state(seed, nodes=nodes, occupancy=occupancy, **options)))
+    return states

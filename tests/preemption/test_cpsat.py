@@ -15,6 +15,7 @@ from tests.preemption import (
     node,
     small_random_state,
     state,
+    sweep_states,
     task,
 )
 
@@ -74,3 +75,19 @@ def test_options_do_not_change_the_decision(options: dict[str, object]) -> None:
         base.cost,
         "optimal",
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("first", range(0, 500, 100))
+def test_matches_dp_on_a_wide_sweep(first: int) -> None:
+    for seed, problem in sweep_states(first, 100):
+        decision = gpuopt.solve(problem, METHOD)
+        by_dp = solve_dp(problem)
+        assert violations(problem, decision) == [], seed
+        assert (decision.node, decision.victims, decision.stage, decision.cost) == (
+            by_dp.node,
+            by_dp.victims,
+            by_dp.stage,
+            by_dp.cost,
+        ), seed
+        assert decision.status == ("infeasible" if by_dp.node is None else "optimal"), seed

@@ -18,6 +18,7 @@ from tests.preemption import (
     node,
     small_random_state,
     state,
+    sweep_states,
     task,
 )
 
@@ -92,3 +93,19 @@ def test_a_start_presolve_maps_to_a_better_one_is_not_taken_as_a_proof() -> None
     solved = HighsLevels(rows, seed=0, threads=1, log=False).solve(cost, start, Deadline(10.0))
     assert solved.values is not None and level_value(cost, solved.values) == 3
     assert proves(cost, solved)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("first", range(0, 500, 100))
+def test_matches_dp_on_a_wide_sweep(first: int) -> None:
+    for seed, problem in sweep_states(first, 100):
+        decision = gpuopt.solve(problem, METHOD)
+        by_dp = solve_dp(problem)
+        assert violations(problem, decision) == [], seed
+        assert (decision.node, decision.victims, decision.stage, decision.cost) == (
+            by_dp.node,
+            by_dp.victims,
+            by_dp.stage,
+            by_dp.cost,
+        ), seed
+        assert decision.status == ("infeasible" if by_dp.node is None else "optimal"), seed
