@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import gpuopt
@@ -9,7 +10,7 @@ from gpuopt.preemption.dp import solve_dp
 from gpuopt.preemption.generator import random_state
 from gpuopt.preemption.greedy import solve_heuristic
 from gpuopt.preemption.milp import HighsLevels, solve_milp
-from gpuopt.preemption.model import PreemptionRows, level_value, proves
+from gpuopt.preemption.model import Level, PreemptionRows, Solved, level_value, proves, solve_model
 from gpuopt.preemption.solution import violations
 from gpuopt.solvers.deadline import Deadline
 from tests.preemption import (
@@ -109,3 +110,43 @@ def test_matches_dp_on_a_wide_sweep(first: int) -> None:
             by_dp.cost,
         ), seed
         assert decision.status == ("infeasible" if by_dp.node is None else "optimal"), seed
+
+
+class ExpiringAt(HighsLevels):
+    """HiGHS whose time runs out when level ``label`` starts (its deadline already passed)."""
+
+    def __init__(self, rows: PreemptionRows, label: str) -> None:
+        super().__init__(rows, seed=0, threads=1, log=False)
+        self.label = label
+
+    def solve(self, level: Level, start: np.ndarray | None, deadline: Deadline) -> Solved:
+        return super().solve(level, start, Deadline(0.0) if level.label == self.label else deadline)
+
+
+def test_time_limit_after_the_cost_is_proven_keeps_its_bound() -> None:
+    problem = random_state(4, nodes=60, contended=True, occupancy=0.97)
+    optimum = solve_dp(problem)
+    decision = solve_model(
+        problem, METHOD, lambda rows: ExpiringAt(rows, "L3"), time_limit=30.0, warm=True
+    )
+    assert violations(problem, decision) == []
+    # L1 was proven by HiGHS: the cost is the optimum, and the bound proves it
+    assert (decision.status, decision.cost, decision.bound, decision.gap) == (
+        "time_limit",
+        optimum.cost,
+        optimum.cost,
+        0,
+    )
+    assert any("L3, L4, L5" in note for note in decision.notes)
+
+
+def test_time_limit_before_any_level_returns_the_heuristic_without_a_bound() -> None:
+    problem = random_state(4, nodes=60, contended=True, occupancy=0.97)
+    heuristic = solve_heuristic(problem)
+    decision = solve_model(
+        problem, METHOD, lambda rows: ExpiringAt(rows, "L1"), time_limit=30.0, warm=True
+    )
+    assert violations(problem, decision) == []
+    assert (decision.node, decision.victims) == (heuristic.node, heuristic.victims)
+    assert (decision.status, decision.bound, decision.gap) == ("time_limit", None, None)
+    assert "no bound: milp stopped at its time limit before proving one" in decision.notes
