@@ -1,4 +1,4 @@
-"""Preemption: decision latency of the heuristic and the exact method, and the heuristic's excess.
+"""Preemption: decision latency of the heuristic and the exact methods, and the heuristic's excess.
 
 Protocol (see benchmarks/README.md): seeded states from
 ``gpuopt.preemption.generator.random_state`` (8-GPU nodes, tasks of 1/2/4/8
@@ -8,8 +8,11 @@ timed interleaved, ``--repeat`` times each, on a problem whose index view
 (arrays plus the cached sorted LP tasks) is already built, and the median is
 kept; the table reports the median and the worst of the per-seed medians,
 and the cold time (index built inside the timed call, first decision on a
-fresh problem). Every decision goes through ``violations``; an illegal one
-aborts the run. Quality: on ``--instances`` seeded contended states
+fresh problem). The model of the whole decision solved by HiGHS (``milp``)
+and CP-SAT (``cpsat``) is timed on the same states, ``--backend-repeat``
+runs each (median, worst of the seeds; time only: they give the exact
+method's decision, which their tests check). Every decision goes through
+``violations``; an illegal one aborts the run. Quality: on ``--instances`` seeded contended states
 (``--quality-nodes`` nodes, occupancy drawn in [0.6, 0.99]) the heuristic's
 cost is compared with the exact minimum; the run aborts if exact ever costs
 more than the heuristic.
@@ -37,12 +40,14 @@ from rich.progress import Progress
 from rich.table import Table
 
 from gpuopt.io.files import write_text_atomic
-from gpuopt.preemption import solve_exact, solve_heuristic, violations
+from gpuopt.preemption import solve_cpsat, solve_exact, solve_heuristic, solve_milp, violations
 from gpuopt.preemption.generator import Clock, RequestShape, random_state
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import Decision
 
 Solver = Callable[[PreemptionProblem], Decision]
+#: The model of the whole decision, by backend (timed apart: tens to hundreds of ms).
+BACKENDS: tuple[tuple[str, Solver], ...] = (("milp", solve_milp), ("cpsat", solve_cpsat))
 
 #: (label, generator options)
 SCENARIOS: list[tuple[str, dict[str, Any]]] = [
@@ -74,12 +79,17 @@ def _check(problem: PreemptionProblem, decision: Decision, where: str) -> None:
         raise SystemExit(f"illegal decision ({where}): {broken[:3]}")
 
 
-def latency(nodes: int, seeds: int, repeat: int, progress: Progress) -> list[dict[str, Any]]:
+def latency(
+    nodes: int, seeds: int, repeat: int, backend_repeat: int, progress: Progress
+) -> list[dict[str, Any]]:
     rows = []
     bar = progress.add_task("latency", total=len(SCENARIOS) * seeds)
+    for _, solver in BACKENDS if backend_repeat else ():
+        solver(random_state(0, nodes=2))  # imports the solver (about 1 s for OR-Tools) untimed
     for label, options in SCENARIOS:
         medians: dict[str, list[float]] = {"heuristic": [], "exact": []}
         cold: dict[str, list[float]] = {"heuristic": [], "exact": []}
+        backends: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
         stages: list[int | None] = []
         tasks = []
         for seed in range(seeds):
@@ -99,6 +109,13 @@ def latency(nodes: int, seeds: int, repeat: int, progress: Progress) -> list[dic
             stages.append(decision.stage)
             for name in medians:
                 medians[name].append(statistics.median(runs[name]))
+            for name, solver in BACKENDS if backend_repeat else ():
+                times = []
+                for _ in range(backend_repeat):
+                    seconds, decision = _timed(solver, problem)
+                    times.append(seconds)
+                _check(problem, decision, f"{label}, seed {seed}, {name}")
+                backends[name].append(statistics.median(times))
             progress.update(bar, advance=1, description=f"latency {label}")
         rows.append(
             {
@@ -115,6 +132,12 @@ def latency(nodes: int, seeds: int, repeat: int, progress: Progress) -> list[dic
                 **{
                     f"{name}_cold_ms": statistics.median(times) * 1000
                     for name, times in cold.items()
+                },
+                **{
+                    f"{name}{part}_ms": pick(times) * 1000
+                    for name, times in backends.items()
+                    if times
+                    for part, pick in (("", statistics.median), ("_worst", max))
                 },
             }
         )
@@ -168,6 +191,12 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1000, help="nodes of the latency states")
     parser.add_argument("--seeds", type=int, default=5, help="states per scenario")
     parser.add_argument("--repeat", type=int, default=200, help="timed runs per state and method")
+    parser.add_argument(
+        "--backend-repeat",
+        type=int,
+        default=1,
+        help="timed runs per state of milp and cpsat (the median is kept; 0: leave them out)",
+    )
     parser.add_argument("--instances", type=int, default=1000, help="quality instances")
     parser.add_argument("--quality-nodes", type=int, default=100, help="nodes per quality state")
     parser.add_argument("--quick", action="store_true", help="2 seeds, 30 runs, 100 instances")
@@ -182,7 +211,7 @@ def main() -> int:
         f"Python {platform.python_version()}"
     )
     with Progress(console=console, transient=True, disable=args.quiet) as progress:
-        lat = latency(args.nodes, args.seeds, args.repeat, progress)
+        lat = latency(args.nodes, args.seeds, args.repeat, args.backend_repeat, progress)
         qual = quality(args.instances, args.quality_nodes, progress)
     table = Table(
         title=f"preemption decision time, ms (median of {args.repeat} runs; median and "
@@ -199,6 +228,7 @@ def main() -> int:
         "worst",
         "cold heur.",
         "cold exact",
+        *(name for name, _ in BACKENDS if args.backend_repeat),
     ):
         table.add_column(column, justify="right")
     for row in lat:
@@ -213,6 +243,7 @@ def main() -> int:
             f"{row['exact_worst_ms']:.3f}",
             f"{row['heuristic_cold_ms']:.2f}",
             f"{row['exact_cold_ms']:.2f}",
+            *(f"{row[f'{name}_ms']:.1f}" for name, _ in BACKENDS if f"{name}_ms" in row),
         )
     console.print(table)
     console.print(

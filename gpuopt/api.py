@@ -46,8 +46,10 @@ from gpuopt.placement.switch.milp import solve_milp as topology_milp
 from gpuopt.placement.switch.problem import TopologyProblem
 from gpuopt.placement.switch.solution import TopologyResult
 from gpuopt.placement.switch.solution import violations as topology_violations
-from gpuopt.preemption.exact import solve_exact
+from gpuopt.preemption.cpsat import solve_cpsat as preemption_cpsat
+from gpuopt.preemption.dp import solve_exact
 from gpuopt.preemption.greedy import solve_heuristic
+from gpuopt.preemption.milp import solve_milp as preemption_milp
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import Decision
 from gpuopt.preemption.solution import evaluate as preemption_evaluate
@@ -68,7 +70,12 @@ METHODS: dict[type, dict[str, Solver]] = {
     Cluster: dict(DEFRAG_METHODS),
     TopologyProblem: {"greedy": topology_greedy, "milp": topology_milp, "cpsat": topology_cpsat},
     NodePlacementProblem: {"binpack": solve_binpack, "spread": solve_spread},
-    PreemptionProblem: {"heuristic": solve_heuristic, "exact": solve_exact},
+    PreemptionProblem: {
+        "heuristic": solve_heuristic,
+        "exact": solve_exact,
+        "milp": preemption_milp,
+        "cpsat": preemption_cpsat,
+    },
     GangProblem: {"heuristic": gang_heuristic, "exact": gang_cpsat, "milp": gang_milp},
 }
 
@@ -261,7 +268,8 @@ def solve(
         (the baseline), ``"milp"`` (HiGHS) and ``"cpsat"``, which start from
         ipc and report a bound. Switch-level placement: ``"greedy"``
         (default), ``"milp"``. Node-level placement: ``"binpack"`` (default),
-        ``"spread"``. Preemption: ``"heuristic"`` (default), ``"exact"``. Gangs
+        ``"spread"``. Preemption: ``"heuristic"`` (default), ``"exact"`` (the dynamic
+        programme), ``"milp"`` (HiGHS) and ``"cpsat"``, which give its decision. Gangs
         (:class:`gpuopt.gang.GangProblem`): ``"heuristic"`` (default), ``"exact"``
         (CP-SAT).
     time_limit

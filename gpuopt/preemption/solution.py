@@ -21,7 +21,8 @@ from gpuopt.errors import ProblemError, short
 from gpuopt.preemption.problem import PreemptionProblem, Request, Task
 from gpuopt.result import Result, Sense, Status
 
-Method = Literal["heuristic", "exact"]
+#: ``exact`` is the dynamic programme's name before the exact methods were named by backend.
+Method = Literal["heuristic", "dp", "exact", "milp", "cpsat"]
 Stage = Literal[1, 2]
 
 
@@ -33,9 +34,10 @@ class Decision(Result):
     2 when LP tasks are stopped, None when ``node`` is None; ``cost`` is the
     work the victims redo, ``sum(gpus * (now - last_checkpoint))``;
     ``seconds`` is the decision time. ``objective`` is ``cost`` (minimised);
-    the exact method proves it (``status`` optimal, ``bound`` = ``cost``), the
-    heuristic does not (``status`` heuristic); ``status`` is infeasible when
-    no node can make room.
+    the exact methods prove it (``status`` optimal, ``bound`` = ``cost``; ``milp``
+    and ``cpsat`` stopped by their time limit give ``status`` time_limit and
+    their solver's bound), the heuristic does not (``status`` heuristic);
+    ``status`` is infeasible when no node can make room.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -248,7 +250,7 @@ def make_decision(
         )
     positions = [int(victim) for victim in victims]
     cost = int(index.task_cost[positions].sum()) if positions else 0
-    proven = method == "exact"
+    proven = method in ("dp", "exact")  # dp; milp and cpsat set their solver's proof
     return Decision(
         method=method,
         status=Status.OPTIMAL if proven else Status.HEURISTIC,

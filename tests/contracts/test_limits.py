@@ -22,7 +22,7 @@ from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.errors import ProblemError
 from gpuopt.placement.switch.problem import TopologyProblem
 from gpuopt.preemption import PreemptionProblem, solve_exact, solve_heuristic
-from gpuopt.preemption.exact import MAX_COVER_CELLS
+from gpuopt.preemption.dp import MAX_COVER_CELLS
 
 
 def one_line(error: pytest.ExceptionInfo[ProblemError]) -> str:

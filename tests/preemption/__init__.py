@@ -6,8 +6,11 @@ import itertools
 import random
 from typing import Any
 
+import gpuopt
 from gpuopt.defrag.problem import scaled
+from gpuopt.preemption.dp import solve_dp
 from gpuopt.preemption.problem import PreemptionProblem
+from gpuopt.preemption.solution import Decision, evaluate, violations
 
 NOW = 1000
 
@@ -150,3 +153,65 @@ def lost_work(problem: PreemptionProblem, victims: list[str]) -> float:
     """The victims' lost work, ``sum(gpus * (now - last_checkpoint))``, from the objects."""
     by_id = {t.id: t for t in problem.tasks}
     return float(sum(by_id[v].gpus * (problem.now - by_id[v].last_checkpoint) for v in victims))
+
+
+def assert_model_answer(problem: PreemptionProblem, method: str, **options: Any) -> Decision:
+    """Solve ``problem`` with ``method`` (milp or cpsat) and hold it against the dynamic
+    programme and the brute force: same node, victims, stage and cost, proven optimal."""
+    decision = gpuopt.solve(problem, method, **options)
+    assert violations(problem, decision) == []
+    assert decision.cost == evaluate(problem, decision) == decision.objective
+    assert decision.method == method
+    by_dp = solve_dp(problem)
+    expected = brute_force(problem)
+    assert (decision.node, decision.victims, decision.stage) == expected
+    assert (by_dp.node, by_dp.victims, by_dp.stage, by_dp.cost) == (*expected, decision.cost)
+    if decision.node is None:
+        assert (decision.status, decision.bound) == ("infeasible", None)
+    else:
+        assert (decision.status, decision.bound, decision.gap) == ("optimal", decision.cost, 0)
+    return decision
+
+
+def generator_states() -> list[tuple[str, PreemptionProblem]]:
+    """Seeded generator states at small sizes: HP and LP requests, contended, hourly
+    checkpoints (many equal costs), CPU-bound requests."""
+    from gpuopt.preemption.generator import Clock, RequestShape, random_state
+
+    shapes: dict[str, dict[str, Any]] = {
+        "hp": {},
+        "lp": {"request": RequestShape(priority="LP")},
+        "contended": {"contended": True},
+        "full-hourly": {
+            "contended": True,
+            "occupancy": 0.97,
+            "clock": Clock(checkpoint_period=3600),
+        },
+        "cpu-bound": {"request": RequestShape(gpus=1, cpus=90), "occupancy": 0.9},
+    }
+    return [
+        (f"{label}-{nodes}-{seed}", random_state(seed, nodes=nodes, **options))
+        for label, options in shapes.items()
+        for nodes in (4, 30)
+        for seed in range(4)
+    ]
+
+
+def sweep_states(first: int, count: int) -> list[tuple[int, PreemptionProblem]]:
+    """Seeded generator states of 1-40 nodes with a random shape (a wider sweep)."""
+    from gpuopt.preemption.generator import Clock, RequestShape, random_state
+
+    states = []
+    for seed in range(first, first + count):
+        rng = random.Random(seed)
+        options: dict[str, Any] = {"contended": rng.random() < 0.6}
+        if rng.random() < 0.3:
+            options["clock"] = Clock(checkpoint_period=rng.choice((600, 3600)))
+        if rng.random() < 0.2:
+            gpus, cpus = rng.choice((1, 2)), rng.choice((40, 90))
+            options["request"] = RequestShape(gpus=gpus, cpus=cpus)
+        elif rng.random() < 0.15:
+            options["request"] = RequestShape(priority="LP")
+        nodes, occupancy = rng.randint(1, 40), rng.uniform(0.5, 0.99)
+        states.append((seed, random_state(seed, nodes=nodes, occupancy=occupancy, **options)))
+    return states

@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 
 from gpuopt.preemption import solve_exact, solve_heuristic
-from gpuopt.preemption.exact import Cover, cheapest_cover, lower_bounds
+from gpuopt.preemption.dp import Cover, cheapest_cover, lower_bounds
 from gpuopt.preemption.generator import random_state
 from gpuopt.preemption.greedy import Deficits
 from gpuopt.preemption.solution import violations
@@ -150,3 +150,15 @@ def test_lower_bounds_are_the_fractional_relaxations(seed: int, cpus: float | No
         assert bounds[entry] <= max(by_gpus, by_cpus)
         cover = cheapest_cover(gpus, cpus_, costs, need_gpus, need_cpus)
         assert cover is not None and bounds[entry] <= cover.cost
+
+
+def test_the_old_module_name_still_works_with_a_warning() -> None:
+    import gpuopt.preemption.dp as dp
+    import gpuopt.preemption.exact as old
+
+    with pytest.warns(DeprecationWarning, match=r"use gpuopt\.preemption\.dp\.solve_exact"):
+        assert old.solve_exact is dp.solve_dp
+    with pytest.warns(DeprecationWarning, match="MAX_COVER_CELLS"):
+        assert old.MAX_COVER_CELLS == dp.MAX_COVER_CELLS
+    with pytest.raises(AttributeError, match="no attribute 'solve_milp'"):
+        old.solve_milp  # noqa: B018 - never a name of the old module

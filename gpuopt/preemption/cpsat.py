@@ -1,0 +1,126 @@
+"""The model of the whole decision (``models/preemption.md``, P11) solved with CP-SAT.
+
+The columns, the labelled rows M1-M3 and the levels L1-L6 are in
+:mod:`gpuopt.preemption.model`, shared with HiGHS
+(:mod:`gpuopt.preemption.milp`). Here every column is a Boolean named after
+what it decides (``y_<node>``, ``x_<task>``), every row one linear
+constraint (all coefficients are integers: GPUs, milli-CPUs, costs in units),
+and each level an integer objective, hinted on every variable from the
+previous level's solution (the heuristic's decision for L1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from gpuopt.preemption.model import Level, PreemptionRows, Solved, solve_model
+from gpuopt.preemption.problem import PreemptionProblem
+from gpuopt.preemption.solution import Decision
+from gpuopt.solvers import require
+from gpuopt.solvers.cpsat import hint_all, run_cpsat
+from gpuopt.solvers.deadline import Deadline
+
+
+class CpsatLevels:
+    """The levels of one model solved by CP-SAT: one model, kept rows added to it."""
+
+    def __init__(self, rows: PreemptionRows, *, seed: int, threads: int, log: bool) -> None:
+        self.cp_model = require("ortools.sat.python.cp_model", "cpsat")
+        self.seed = seed
+        self.threads = threads
+        self.log = log
+        self.model = self.cp_model.CpModel()
+        index = rows.problem.index
+        self.variables: list[Any] = [
+            *(self.model.new_bool_var(f"y_{index.node_ids[n]}") for n in rows.nodes.tolist()),
+            *(self.model.new_bool_var(f"x_{index.task_ids[t]}") for t in rows.tasks.tolist()),
+        ]
+        for family in rows.families:  # M1-M3
+            starts, cols = family.start.tolist(), family.index.tolist()
+            coefs = [int(c) for c in family.value.tolist()]
+            for row in range(family.rows):
+                low, high = starts[row], starts[row + 1]
+                self._add_row(cols[low:high], coefs[low:high], family.lower[row], family.upper[row])
+
+    def _sum(self, cols: list[int], coefs: list[int]) -> Any:
+        return self.cp_model.LinearExpr.weighted_sum([self.variables[c] for c in cols], coefs)
+
+    def _add_row(self, cols: list[int], coefs: list[int], lower: float, upper: float) -> None:
+        expr = self._sum(cols, coefs)
+        if math.isfinite(lower):
+            self.model.add(expr >= math.ceil(lower))
+        if math.isfinite(upper):
+            self.model.add(expr <= math.floor(upper))
+
+    def solve(self, level: Level, start: np.ndarray | None, deadline: Deadline) -> Solved:
+        """Minimise ``level``, hinted from ``start``; CP-SAT's bound is a lower bound."""
+        used = np.flatnonzero(level.objective)
+        self.model.minimize(self._sum(used.tolist(), level.objective[used].tolist()))
+        self.model.clear_hints()
+        if start is not None:
+            hint_all(
+                self.model, list(range(len(self.variables))), np.rint(start).astype(int).tolist()
+            )
+        outcome = run_cpsat(
+            self.cp_model, self.model, deadline, seed=self.seed, threads=self.threads, log=self.log
+        )
+        values = None if outcome.values is None else outcome.values[: len(self.variables)]
+        return Solved(
+            None if values is None else values.astype(float), outcome.status, outcome.bound
+        )
+
+    def keep(self, level: Level, value: int) -> None:
+        """M0: the level's value stays at most ``value`` (its optimum) in later levels."""
+        used = np.flatnonzero(level.objective)
+        self._add_row(used.tolist(), level.objective[used].tolist(), -math.inf, value)
+
+    def fix(self, columns: np.ndarray, value: int) -> None:
+        """Fix ``columns`` at ``value``."""
+        for col in columns.tolist():
+            self.model.add(self.variables[col] == value)
+
+
+def solve_cpsat(
+    problem: PreemptionProblem,
+    *,
+    time_limit: float | None = 10.0,
+    seed: int = 0,
+    threads: int = 1,
+    warm: bool = True,
+    log: bool = False,
+) -> Decision:
+    """Place the request, stopping a minimum-cost set of LP tasks if it must, with CP-SAT (P11).
+
+    The same decision as :func:`gpuopt.preemption.dp.solve_dp` (P8, P10, with
+    every tie-break), proven by the solver level by level. The parameters are
+    those of :func:`gpuopt.preemption.milp.solve_milp`; ``threads`` is CP-SAT's
+    number of workers, and ``warm`` hints every variable from the heuristic's
+    decision. The decision is unique (every tie is broken), so it does not
+    depend on the seed or the workers when every level is proven.
+
+    Examples
+    --------
+    >>> problem = PreemptionProblem(
+    ...     now=100, nodes=[{"id": "a", "gpus": 8, "cpus": 64}],
+    ...     tasks=[{"id": "hp", "node": "a", "gpus": 3, "priority": "HP", "last_checkpoint": 0},
+    ...            {"id": "small", "node": "a", "gpus": 1, "priority": "LP", "last_checkpoint": 0},
+    ...            {"id": "big", "node": "a", "gpus": 4, "priority": "LP", "last_checkpoint": 0}],
+    ...     request={"id": "r", "gpus": 4, "priority": "HP"})
+    >>> decision = solve_cpsat(problem)
+    >>> decision.victims, decision.cost, decision.status, decision.bound
+    (['big'], 400.0, 'optimal', 400.0)
+    """
+    require("ortools.sat.python.cp_model", "cpsat")
+    return solve_model(
+        problem,
+        "cpsat",
+        lambda rows: CpsatLevels(rows, seed=seed, threads=threads, log=log),
+        time_limit=time_limit,
+        warm=warm,
+    )
+
+
+__all__ = ["CpsatLevels", "solve_cpsat"]

@@ -1,0 +1,443 @@
+"""The model of the whole preemption decision (``models/preemption.md``, P11).
+
+One description, backend-neutral, fed to HiGHS (:mod:`gpuopt.preemption.milp`)
+and to CP-SAT (:mod:`gpuopt.preemption.cpsat`): one model, never two
+formulations. Columns are ``y[n]`` (the request goes to node ``n``; one per
+node that has room or, for an HP request, can make room) and ``x[t]`` (LP
+task ``t`` is stopped; one per LP task holding GPUs or CPUs on a node of a
+``y`` column, none for an LP request). The rows M1-M3 are built by one
+private method each, citing its label; the objective is the lexicographic
+key of P8 and P10, solved as a sequence of integer levels (L1-L6), each
+earlier level's value kept as a row (M0) before the next is minimised, so
+the answer is exactly the dynamic programme's (:mod:`gpuopt.preemption.dp`).
+
+:func:`solve_levels` runs that sequence on any :class:`Backend`; the
+backends only say how one level is solved.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple, Protocol
+
+import numpy as np
+
+from gpuopt.cluster.model import SCALE
+from gpuopt.preemption.greedy import Deficits, solve_heuristic
+from gpuopt.preemption.problem import PreemptionProblem
+from gpuopt.preemption.solution import Decision, make_decision, violations
+from gpuopt.result import Status
+from gpuopt.solvers.deadline import Deadline
+from gpuopt.solvers.highs import RowCounts, RowFamily, csr_family
+
+#: Bits of one victim-set level (L6): a sum of distinct powers of two below 2**30 stays an
+#: exact integer in HiGHS's doubles, with room to spare in its tolerances.
+SET_BITS = 30
+
+SolveStatus = Literal["optimal", "feasible", "time_limit", "infeasible", "error"]
+#: The methods that solve this model.
+ModelMethod = Literal["milp", "cpsat"]
+
+
+class Level(NamedTuple):
+    """One level of the lexicographic objective: its label, what it minimises, coefficients.
+
+    ``objective`` has one integer coefficient per column; the level's value of
+    a solution is ``objective @ values``.
+    """
+
+    label: str
+    name: str
+    objective: np.ndarray
+
+
+class Solved(NamedTuple):
+    """What a backend returned for one level: column values (None: no solution), status,
+    and a proven lower bound on the level's value (None: none)."""
+
+    values: np.ndarray | None
+    status: SolveStatus
+    bound: float | None
+
+
+class Backend(Protocol):
+    """How one solver takes the levels: solve one, keep its value, pin the node."""
+
+    def solve(self, level: Level, start: np.ndarray | None, deadline: Deadline) -> Solved:
+        """Minimise ``level.objective`` from ``start`` (a feasible solution, or None)."""
+        ...
+
+    def keep(self, level: Level, value: int) -> None:
+        """Add the row ``level.objective @ v <= value`` (M0) to every later solve."""
+        ...
+
+    def fix(self, columns: np.ndarray, value: int) -> None:
+        """Fix ``columns`` at ``value`` in every later solve."""
+        ...
+
+
+@dataclass
+class PreemptionRows(RowCounts):
+    """Columns and labelled rows (M1-M3) of the model of one decision, and its levels.
+
+    Column ``j < num_y`` is ``y[nodes[j]]``; column ``num_y + k`` is
+    ``x[tasks[k]]``, whose node is the ``y`` column ``task_y[k]``. Tasks and
+    nodes are positions of the index view, in input order. Costs are counted
+    in units of ``cost_unit`` thousandths (the greatest common divisor of the
+    victims' costs), which keeps the coefficients small and exact.
+    """
+
+    problem: PreemptionProblem
+    nodes: np.ndarray
+    tasks: np.ndarray
+    task_y: np.ndarray
+    cost_unit: int
+    col_lower: np.ndarray
+    col_upper: np.ndarray
+    integer: np.ndarray
+    cost: np.ndarray
+    offset: float = 0.0
+    families: list[RowFamily] = field(default_factory=list)
+
+    @property
+    def num_y(self) -> int:
+        return int(self.nodes.size)
+
+    @property
+    def num_x(self) -> int:
+        return int(self.tasks.size)
+
+    @classmethod
+    def build(cls, problem: PreemptionProblem) -> PreemptionRows:
+        """The columns and rows of ``problem`` (no column at all when nothing can hold it)."""
+        index = problem.index
+        room = (index.node_free_gpus >= index.request_gpus) & (
+            index.node_free_cpus >= index.request_cpus
+        )
+        hosts = room.copy()
+        tasks = np.zeros(0, dtype=np.int64)
+        if index.request_hp:  # an LP request never preempts (P2)
+            hosts[Deficits.of(index).nodes] = True
+            lp = np.flatnonzero(~index.task_hp & hosts[index.task_node])
+            helps = (index.task_gpus[lp] > 0) | (index.task_cpus[lp] > 0)
+            tasks = lp[helps]  # a task holding nothing never lowers the key (P10)
+        nodes = np.flatnonzero(hosts)
+        y_of_node = np.full(index.num_nodes, -1, dtype=np.int64)
+        y_of_node[nodes] = np.arange(nodes.size)
+        costs = index.task_cost[tasks]
+        unit = math.gcd(*(int(c) for c in costs)) if costs.size else 1
+        num = nodes.size + tasks.size
+        rows = cls(
+            problem=problem,
+            nodes=nodes,
+            tasks=tasks,
+            task_y=y_of_node[index.task_node[tasks]],
+            cost_unit=max(unit, 1),
+            col_lower=np.zeros(num),
+            col_upper=np.ones(num),
+            integer=np.ones(num, dtype=bool),
+            cost=np.zeros(num),
+        )
+        if num:
+            rows.families = [
+                rows._m1_one_node(),
+                rows._m2_victims_on_the_node(),
+                *rows._m3_room(),
+            ]
+        return rows
+
+    def x_col(self, k: np.ndarray | int) -> np.ndarray | int:
+        """The column of ``x[tasks[k]]``."""
+        return self.num_y + k
+
+    def _m1_one_node(self) -> RowFamily:
+        """M1 (P1): the request goes to exactly one node, ``sum_n y[n] = 1``."""
+        return csr_family(
+            "m1", np.arange(self.num_y), np.ones(self.num_y), np.array([self.num_y]), 1.0, 1.0
+        )
+
+    def _m2_victims_on_the_node(self) -> RowFamily:
+        """M2 (P2): only LP tasks of the chosen node stop, ``x[t] - y[h(t)] <= 0``.
+
+        Only LP tasks have ``x`` columns (none for an LP request), so HP tasks
+        never stop.
+        """
+        count = self.num_x
+        cols = np.column_stack([np.asarray(self.x_col(np.arange(count))), self.task_y]).ravel()
+        coefs = np.tile([1.0, -1.0], count)
+        return csr_family("m2", cols, coefs, np.full(count, 2), -math.inf, 0.0)
+
+    def _m3_room(self) -> list[RowFamily]:
+        """M3 (P3): the victims cover the node's deficits, ``sum_{h(t)=n} g_t x[t] >= D^G_n y[n]``
+        and ``sum_{h(t)=n} c_t x[t] >= D^C_n y[n]`` (milli-CPUs); rows only where ``D > 0``."""
+        index = self.problem.index
+        need = {
+            "m3_gpus": (index.request_gpus - index.node_free_gpus[self.nodes], index.task_gpus),
+            "m3_cpus": (index.request_cpus - index.node_free_cpus[self.nodes], index.task_cpus),
+        }
+        families = []
+        for label, (deficit, amount) in need.items():
+            short = np.flatnonzero(deficit > 0)
+            mine = np.flatnonzero(deficit[self.task_y] > 0)
+            # one row per short node: its tasks' x columns, then its y column last
+            row = np.concatenate([self.task_y[mine], short])
+            last = np.concatenate([np.zeros(mine.size), np.ones(short.size)])
+            cols = np.concatenate([np.asarray(self.x_col(mine)), short])
+            coefs = np.concatenate([amount[self.tasks[mine]], -deficit[short]]).astype(float)
+            order = np.lexsort((last, row))
+            counts = np.bincount(row, minlength=self.num_y)[short]
+            families.append(csr_family(label, cols[order], coefs[order], counts, 0.0, math.inf))
+        return families
+
+    # ------------------------------------------------------------------ levels
+    def _on_x(self, values: np.ndarray) -> np.ndarray:
+        objective = np.zeros(self.num_cols, dtype=np.int64)
+        objective[self.num_y :] = values
+        return objective
+
+    def first_levels(self) -> list[Level]:
+        """L1 the victims' cost (P4, in ``cost_unit``), L2 their number (P6: 0 exactly when
+        some node has room, which makes the decision stage 1)."""
+        index = self.problem.index
+        return [
+            Level("L1", "cost", self._on_x(index.task_cost[self.tasks] // self.cost_unit)),
+            Level("L2", "victims", self._on_x(np.ones(self.num_x, dtype=np.int64))),
+        ]
+
+    def stage_one_levels(self) -> list[Level]:
+        """L3' (P8): the rank of each node with room in P8's order (best fit on GPUs, then on
+        CPUs, class rank, preemptions, node order); its value is the chosen node's rank."""
+        index = self.problem.index
+        nodes = self.nodes
+        preemptions = index.node_preemptions[nodes]
+        keys = (
+            nodes,
+            -preemptions if index.request_hp else preemptions,
+            index.node_class_rank[nodes],
+            index.node_free_cpus[nodes],
+            index.node_free_gpus[nodes],
+        )
+        rank = np.empty(self.num_y, dtype=np.int64)
+        rank[np.lexsort(keys)] = np.arange(self.num_y)
+        objective = np.zeros(self.num_cols, dtype=np.int64)
+        objective[: self.num_y] = rank
+        return [Level("L3'", "P8 rank", objective)]
+
+    def stage_two_levels(self) -> list[Level]:
+        """L3 free GPUs after placement, L4 free CPUs after (P10's best fit), L5 node order."""
+        index = self.problem.index
+        levels = []
+        for label, name, free, asked, held in (
+            ("L3", "free GPUs after", index.node_free_gpus, index.request_gpus, index.task_gpus),
+            ("L4", "free CPUs after", index.node_free_cpus, index.request_cpus, index.task_cpus),
+        ):
+            objective = self._on_x(held[self.tasks])
+            objective[: self.num_y] = free[self.nodes] - asked
+            levels.append(Level(label, name, objective))
+        order = np.zeros(self.num_cols, dtype=np.int64)
+        order[: self.num_y] = np.arange(self.num_y)  # y columns are in node order
+        levels.append(Level("L5", "node order", order))
+        return levels
+
+    def set_levels(self, y: int) -> list[Level]:
+        """L6 (P10's last key): on node ``y``, the victim set whose tasks come first in input
+        order: bit ``2**(m-1-j)`` for the ``j``-th of ``m`` tasks, maximised (minimised
+        negated), in chunks of :data:`SET_BITS` tasks (lexicographic chunk by chunk)."""
+        mine = np.flatnonzero(self.task_y == y)  # tasks are in input order
+        levels = []
+        for first in range(0, mine.size, SET_BITS):
+            chunk = mine[first : first + SET_BITS]
+            weights = np.left_shift(1, np.arange(chunk.size - 1, -1, -1, dtype=np.int64))
+            objective = np.zeros(self.num_cols, dtype=np.int64)
+            objective[np.asarray(self.x_col(chunk))] = -weights
+            levels.append(
+                Level("L6", f"victim set, tasks {first + 1}-{first + chunk.size}", objective)
+            )
+        return levels
+
+    # ------------------------------------------------------------------ values
+    def start_values(self, decision: Decision) -> np.ndarray | None:
+        """Column values of ``decision`` (a start or hint), or None when it has no node here."""
+        index = self.problem.index
+        if decision.node is None:
+            return None
+        where = np.flatnonzero(self.nodes == index.node_pos[decision.node])
+        if where.size == 0:
+            return None
+        values = np.zeros(self.num_cols)
+        values[int(where[0])] = 1.0
+        column = {int(t): int(self.x_col(k)) for k, t in enumerate(self.tasks.tolist())}
+        for victim in decision.victims:
+            col = column.get(index.task_pos[victim])
+            if col is not None:
+                values[col] = 1.0
+        return values
+
+    def read(self, values: np.ndarray) -> tuple[int, list[int]]:
+        """The node position and victim positions (input order) of a solution."""
+        chosen = np.rint(values).astype(np.int64)
+        y = int(np.argmax(chosen[: self.num_y]))
+        victims = self.tasks[np.flatnonzero(chosen[self.num_y :])]
+        return int(self.nodes[y]), sorted(int(t) for t in victims)
+
+
+def level_value(level: Level, values: np.ndarray) -> int:
+    """A level's exact value at (rounded) column values, in Python integers."""
+    chosen = np.rint(values).astype(np.int64)
+    return sum(int(c) for c in level.objective[chosen > 0].tolist())
+
+
+def bottom(level: Level, values: np.ndarray) -> bool:
+    """Whether ``values`` are 0 on a level that is never negative (so they are its optimum)."""
+    return bool(np.all(level.objective >= 0)) and level_value(level, values) == 0
+
+
+def proves(level: Level, solved: Solved) -> bool:
+    """Whether ``solved`` is proven optimal by its own values: status optimal, and their
+    level value within one unit of the bound (every level is an integer)."""
+    if solved.status != "optimal" or solved.values is None:
+        return False
+    return solved.bound is not None and level_value(level, solved.values) < solved.bound + 1 - 1e-6
+
+
+@dataclass
+class Outcome:
+    """The decision the levels reached: the solution, how far the proof went, and why.
+
+    ``cost_bound`` is a proven lower bound on the cost in thousandths (None:
+    none); ``status`` is ``optimal`` when every level was proven, else the
+    status of the first level that was not.
+    """
+
+    values: np.ndarray | None
+    status: SolveStatus
+    cost_bound: int | None
+    notes: list[str] = field(default_factory=list)
+
+
+def solve_levels(
+    rows: PreemptionRows, backend: Backend, start: np.ndarray | None, deadline: Deadline
+) -> Outcome:
+    """Minimise the levels one after the other, each kept as a row (M0) for the next.
+
+    L1 and L2 first; L3' when no victim is needed (stage 1), else L3-L5, then the
+    node is fixed and L6 runs on its tasks. A level is not solved when the
+    best solution so far is 0 on it and its coefficients are all nonnegative
+    (no ``x`` column, or a start that stops nobody on L1 and L2). Each solve
+    starts from the best solution so far (``start`` first), which is kept
+    when the solver's is not better on the level, so the answer is never
+    worse than ``start``. The sequence stops at the first level that is not
+    proven optimal (the time limit, or the solver failing).
+    """
+    values = start
+    cost_bound: int | None = None
+    pending = list(rows.first_levels())
+    notes: list[str] = []
+    done = 0
+    while pending:
+        level = pending.pop(0)
+        if values is not None and bottom(level, values):
+            value = 0  # no solution is below 0: proven without a solver
+            solved = Solved(values, "optimal", 0.0)
+        else:
+            solved = backend.solve(level, values, deadline)
+            if solved.values is not None and (
+                values is None or level_value(level, solved.values) <= level_value(level, values)
+            ):
+                values = solved.values
+            value = 0 if values is None else level_value(level, values)
+        if level.label == "L1" and solved.bound is not None:
+            lowest = max(0, math.ceil(solved.bound - 1e-6))
+            if values is not None:
+                lowest = min(lowest, value)  # a bound is never above the cost found
+            cost_bound = lowest * rows.cost_unit
+        if values is None or not proves(level, Solved(values, solved.status, solved.bound)):
+            if done:
+                unproven = ", ".join(left.label for left in [level, *pending])
+                notes.append(
+                    f"levels {unproven} of the lexicographic order were not proven "
+                    f"({solved.status}); the tie-breaks may not be P10's"
+                )
+            # a solver that claims a proof its values do not bear out proved nothing
+            status: SolveStatus = solved.status if solved.status != "optimal" else "feasible"
+            return Outcome(values, status, cost_bound, notes)
+        done += 1
+        backend.keep(level, value)
+        if level.label == "L2":
+            pending += rows.stage_two_levels() if value else rows.stage_one_levels()
+        elif level.label == "L5":
+            y = int(np.argmax(np.rint(values[: rows.num_y])))
+            backend.fix(np.array([y]), 1)
+            others = np.flatnonzero(rows.task_y != y)
+            backend.fix(np.asarray(rows.x_col(others)), 0)
+            pending += rows.set_levels(y)
+    return Outcome(values, "optimal", cost_bound, notes)
+
+
+def solve_model(
+    problem: PreemptionProblem,
+    method: ModelMethod,
+    make_backend: Callable[[PreemptionRows], Backend],
+    *,
+    time_limit: float | None,
+    warm: bool,
+) -> Decision:
+    """The decision of the model (P11) solved by ``make_backend(rows)``'s solver.
+
+    The heuristic runs first (its decision is the start when ``warm``, and
+    the answer when no solver finds one in time); ``time_limit`` covers the
+    whole call. ``status`` is ``optimal`` when every level was proven, and
+    ``bound`` is then the cost; when the time limit (or the solver) stopped
+    the levels, ``status`` says so, and ``bound`` is the solver's proven
+    bound on the cost (None when the cost level had none).
+    """
+    deadline = Deadline(time_limit)
+    heuristic = solve_heuristic(problem)
+    rows = PreemptionRows.build(problem)
+    if rows.num_cols == 0:  # no node has room or can make room (P7): nothing to solve
+        return make_decision(problem, method, None, stage=None, seconds=deadline.elapsed())
+    start = rows.start_values(heuristic) if warm else None
+    outcome = solve_levels(rows, make_backend(rows), start, deadline)
+    notes = list(outcome.notes)
+    values = outcome.values
+    decision = None
+    if values is not None:
+        node, victims = rows.read(values)
+        decision = make_decision(
+            problem, method, node, victims, stage=2 if victims else 1, seconds=0.0
+        )
+        if violations(problem, decision):  # a solver's rounding gone wrong: never returned
+            notes.append(f"the solver's answer broke {violations(problem, decision)[0]}")
+            decision = None
+    if decision is None:
+        notes.append("no solution from the solver in time; the heuristic's decision is returned")
+        decision = heuristic
+    status = {"optimal": Status.OPTIMAL, "error": Status.ERROR}.get(
+        outcome.status, Status.TIME_LIMIT
+    )
+    bound = None if outcome.cost_bound is None else outcome.cost_bound / SCALE
+    return decision.model_copy(
+        update={
+            "method": method,
+            "status": status,
+            "bound": bound,
+            "notes": notes,
+            "seconds": deadline.elapsed(),
+        }
+    )
+
+
+__all__ = [
+    "SET_BITS",
+    "Backend",
+    "Level",
+    "Outcome",
+    "PreemptionRows",
+    "Solved",
+    "level_value",
+    "proves",
+    "solve_levels",
+    "solve_model",
+]
