@@ -25,6 +25,7 @@ none of them imports it.
 
 from gpuopt.simulate.events import Event, EventQueue, Simulation, run
 
+from gpuopt.simulate.gangs import GangJob, GangMetrics, gang_jobs, replay_gangs
 from gpuopt.simulate.jobs import ClusterNode, Job, Metrics, Policy
 from gpuopt.simulate.jobs import replay as replay_jobs
 
