@@ -24,12 +24,11 @@ none of them imports it.
 """
 
 from gpuopt.simulate.events import Event, EventQueue, Simulation, run
-
 from gpuopt.simulate.gangs import GangJob, GangMetrics, gang_jobs, replay_gangs
 from gpuopt.simulate.jobs import ClusterNode, Job, Metrics, Policy
 from gpuopt.simulate.jobs import replay as replay_jobs
-
-
+from gpuopt.simulate.pods import ReplayResult, trace_workload
+from gpuopt.simulate.pods import replay as replay_pods
 
 __all__ = [
     "ClusterNode",

@@ -13,31 +13,34 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 
-def moved_names(old: str, new: str, renamed: Mapping[str, str] | None = None) -> Callable[[str], Any]:
+def moved_names(
+    old: str, new: str, elsewhere: Mapping[str, str] | None = None
+) -> Callable[[str], Any]:
     """The ``__getattr__`` of module ``old`` whose names now live in module ``new``.
 
-    Each name is looked up in ``new`` (under ``renamed[name]`` when given) and
-    returned with a ``DeprecationWarning`` that names the new place.
+    Each name is looked up in ``new`` (or, for a name of ``elsewhere``, at the
+    dotted path it maps to) and returned with a ``DeprecationWarning`` that
+    names the new place.
 
     >>> import warnings
     >>> get = moved_names("gpuopt.planning.replay", "gpuopt.simulate.jobs")
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
     ...     policy = get("Policy")
-    >>> policy.__module__, str(caught[0].message)
-    ('gpuopt.simulate.jobs', 'gpuopt.planning.replay.Policy is deprecated: use gpuopt.simulate.jobs.Policy, the same object.')
+    >>> policy.__module__
+    'gpuopt.simulate.jobs'
+    >>> print(caught[0].message)
+    gpuopt.planning.replay.Policy is deprecated: use gpuopt.simulate.jobs.Policy, the same object.
     """
-    renamed = dict(renamed or {})
+    moved = dict(elsewhere or {})
 
     def __getattr__(name: str) -> Any:
-        if name.startswith("__"):  # module machinery (__path__, __wrapped__, ...): not ours
-            raise AttributeError(f"module {old!r} has no attribute {name!r}")
-        module = importlib.import_module(new)
-        target = renamed.get(name, name)
-        if not hasattr(module, target) or target.startswith("_"):
+        place, _, target = moved.get(name, f"{new}.{name}").rpartition(".")
+        module = importlib.import_module(place)
+        if name.startswith("_") or not hasattr(module, target):
             raise AttributeError(f"module {old!r} has no attribute {name!r}")
         warnings.warn(
-            f"{old}.{name} is deprecated: use {new}.{target}, the same object.",
+            f"{old}.{name} is deprecated: use {place}.{target}, the same object.",
             DeprecationWarning,
             stacklevel=2,
         )

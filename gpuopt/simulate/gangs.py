@@ -47,7 +47,8 @@ from gpuopt.gang.greedy import solve_heuristic
 from gpuopt.gang.problem import GangProblem
 from gpuopt.gang.solution import GangAnswer, evaluate, make_answer, pods_per_node, violations
 from gpuopt.result import Status
-from gpuopt.simulate.events import ARRIVAL, END, Event, EventQueue, Simulation, run
+from gpuopt.simulate import events
+from gpuopt.simulate.events import ARRIVAL, END, Event, EventQueue, Simulation
 
 GangMethod = Literal["exact", "heuristic", "victims-first", "random"]
 METHODS: tuple[GangMethod, ...] = ("exact", "heuristic", "victims-first", "random")
@@ -386,7 +387,7 @@ class _GangReplay(Simulation):
     def _random_victims(
         self, job: GangJob, problem: GangProblem, now: float, started: float
     ) -> bool:
-        """The baseline: a random domain where the gang fits, random LP gangs there until it does."""
+        """The baseline: a random domain that can hold the gang; its LP gangs, shuffled."""
         per = self.nodes_per_domain
         lp_held = [0] * len(self.free)
         for run in self.running.values():
@@ -517,7 +518,7 @@ def replay_gangs(
     )
     for pos, job in enumerate(jobs):
         state.queue.push(job.arrival, ARRIVAL, job.id, -1 - pos, tie=(job.id, -1 - pos))
-    run(state)
+    events.run(state)
     gpus = len(state.free) * GPUS
     lp_done = [
         state.finished[j.id] - j.arrival for j in jobs if not j.hp and j.id in state.finished

@@ -339,7 +339,6 @@ def _random_victims(
     return options[rng.randrange(len(options))] if options else None
 
 
-
 def replay(
     nodes: Sequence[ClusterNode],
     jobs: Sequence[Job],
@@ -630,7 +629,7 @@ class _JobReplay(Simulation):
         return True
 
     def on_return(self, event: Event) -> bool:
-        """The window ends: LP jobs on the lent GPUs stop after the grace period, then it resumes."""
+        """The window ends: LP jobs on the lent GPUs stop after the grace; the lender resumes."""
         run = self.state.runs[event.subject]
         if event.version != run.version:
             return False

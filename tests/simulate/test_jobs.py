@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuopt.planning.replay import ClusterNode, Job, Policy, replay
 from gpuopt.planning.workload import bandwidths, generate_jobs
+from gpuopt.simulate.jobs import ClusterNode, Job, Policy, replay
 
 HOUR = 3600.0
 

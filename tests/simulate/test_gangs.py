@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuopt.gang.replay import gang_jobs, replay_gangs
+from gpuopt.simulate.gangs import gang_jobs, replay_gangs
 
 
 def test_streams_are_seeded() -> None:

@@ -10,14 +10,14 @@ import pytest
 from gpuopt.cluster.workload import Shape
 from gpuopt.errors import ProblemError
 from gpuopt.readers.openb import load_openb
-from gpuopt.sharing.replay import (
+from gpuopt.sharing.state import Placement, Pod, ShareState
+from gpuopt.simulate.pods import (
     arrival_order,
     bucket_curve,
     replay,
 )
-from gpuopt.sharing.state import Placement, Pod, ShareState
 
-FIXTURES = Path(__file__).parent / "fixtures" / "alibaba-openb-gpu-2023"
+FIXTURES = Path(__file__).parents[1] / "sharing" / "fixtures" / "alibaba-openb-gpu-2023"
 
 
 def test_tune_up_appends_draws_until_the_next_would_overshoot() -> None:
