@@ -24,7 +24,8 @@ The loop
     (:meth:`Simulation.dispatch`), and when that returns True (the state
     changed so that waiting work may start) calls :meth:`Simulation.settle`.
     Handlers push new events (a job's end when it starts); the loop ends when
-    the queue is empty.
+    the queue is empty. :func:`run_async` is the same loop for handlers that
+    are coroutines (the extender harness awaits HTTP answers).
 
 A new replay subclasses :class:`Simulation`, pushes its arrivals, writes one
 ``on_<kind>`` method per kind and, if it keeps a queue of waiting work, a
@@ -48,9 +49,10 @@ A new replay subclasses :class:`Simulation`, pushes its arrivals, writes one
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterator, Sequence
+import inspect
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 #: A job or pod comes in.
 ARRIVAL = "arrival"
@@ -147,19 +149,23 @@ class Simulation:
         """
         self.clock = now
 
-    def dispatch(self, event: Event) -> bool:
-        """Hand ``event`` to ``on_<kind>``; True when waiting work may start (then
-        :meth:`settle` runs).
+    def handler(self, kind: str) -> Callable[[Event], Any]:
+        """The method ``on_<kind>``.
 
         Raises
         ------
         ValueError
             For a kind the replay has no handler for.
         """
-        handler = getattr(self, f"on_{event.kind}", None)
-        if handler is None:
-            raise ValueError(f"event kind {event.kind!r} has no handler on_{event.kind}")
-        return bool(handler(event))
+        found = getattr(self, f"on_{kind}", None)
+        if found is None:
+            raise ValueError(f"event kind {kind!r} has no handler on_{kind}")
+        return cast(Callable[[Event], Any], found)
+
+    def dispatch(self, event: Event) -> bool:
+        """Hand ``event`` to ``on_<kind>``; True when waiting work may start (then
+        :meth:`settle` runs)."""
+        return bool(self.handler(event.kind)(event))
 
     def settle(self, event: Event) -> None:
         """After a handler returned True: start what can start now (no-op by default)."""
@@ -184,4 +190,31 @@ def run(simulation: SimulationT) -> SimulationT:
     return simulation
 
 
-__all__ = ["ARRIVAL", "END", "TICK", "Event", "EventQueue", "Simulation", "run"]
+async def run_async(simulation: SimulationT) -> SimulationT:
+    """:func:`run` for a replay whose handlers may be coroutines (they are awaited in turn,
+    one event at a time, so the order is the same).
+
+    >>> import asyncio
+    >>> class Echo(Simulation):
+    ...     async def on_arrival(self, event: Event) -> bool:
+    ...         await asyncio.sleep(0)
+    ...         print(event.time, event.subject)
+    ...         return False
+    >>> sim = Echo(EventQueue())
+    >>> sim.queue.push(2.0, "arrival", "b"); sim.queue.push(1.0, "arrival", "a")
+    >>> _ = asyncio.run(run_async(sim))
+    1.0 a
+    2.0 b
+    """
+    for event in simulation.queue:
+        simulation.events += 1
+        simulation.advance(event.time)
+        changed = simulation.handler(event.kind)(event)
+        if inspect.isawaitable(changed):
+            changed = await changed
+        if changed:
+            simulation.settle(event)
+    return simulation
+
+
+__all__ = ["ARRIVAL", "END", "TICK", "Event", "EventQueue", "Simulation", "run", "run_async"]
