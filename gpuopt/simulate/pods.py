@@ -262,6 +262,40 @@ class _PodReplay(Simulation):
         return False  # nothing waits: a pod that fits nowhere has failed
 
 
+def _check_replay(
+    state: ShareState, pods: Sequence[Pod], seeds: Sequence[int], inflation: float, every: int
+) -> None:
+    """One sentence for the first bad argument of :func:`replay`."""
+    check_arguments(
+        {"inflation": inflation, "hook_every": every},
+        numbers={"inflation": (0.01, 100.0)},
+        whole={"hook_every": (0, 2**31)},
+    )
+    if not pods:
+        raise ProblemError("replay: the trace has no pods.")
+    if not seeds:
+        raise ProblemError("replay: give at least one seed.")
+    if state.gpu_capacity_milli == 0:
+        raise ProblemError("replay: the cluster has no GPUs.")
+
+
+def _rng(seed: int) -> np.random.Generator:
+    """The seed's generator: it draws the arrival order, then the node ranking and the policy's
+    choices (steps 1-3)."""
+    return np.random.default_rng(seed)
+
+
+def _mean_curve(curves: list[list[float | None]], last: int) -> list[float | None]:
+    """The mean over the seeds of each bucket's value (None where no seed has one)."""
+    mean: list[float | None] = []
+    for k in range(last + 1):
+        values = [curve[k] for curve in curves if curve[k] is not None]
+        mean.append(
+            round(statistics.fmean(v for v in values if v is not None), 4) if values else None
+        )
+    return mean
+
+
 def replay(
     state: ShareState,
     pods: Sequence[Pod],
@@ -304,28 +338,14 @@ def replay(
     >>> result.arrived[-1], result.allocated[100] is not None
     (130, True)
     """
-    check_arguments(
-        {"inflation": inflation, "hook_every": hook_every},
-        numbers={"inflation": (0.01, 100.0)},
-        whole={"hook_every": (0, 2**31)},
-    )
-    if not pods:
-        raise ProblemError("replay: the trace has no pods.")
-    if not seeds:
-        raise ProblemError("replay: give at least one seed.")
-    if state.gpu_capacity_milli == 0:
-        raise ProblemError("replay: the cluster has no GPUs.")
+    _check_replay(state, pods, seeds, inflation, hook_every)
     if workload is None:
         workload = trace_workload(pods)
     make_policy(policy, rank=np.arange(1), rng=np.random.default_rng(0), workload=workload)
     started = time.perf_counter()
     last = round(inflation * 100)
     capacity = state.gpu_capacity_milli
-    plans = []
-    for seed in seeds:
-        rng = np.random.default_rng(seed)
-        order = arrival_order(pods, capacity, inflation, rng)
-        plans.append((rng, order))
+    plans = [(rng, arrival_order(pods, capacity, inflation, rng)) for rng in map(_rng, seeds)]
     curves: list[list[float | None]] = []
     failed: list[int] = []
     decisions: list[float] = []
@@ -341,18 +361,12 @@ def replay(
             curves.append(bucket_curve(seed_run.arrived, seed_run.allocated, capacity, last))
             failed.append(seed_run.fails)
             moves += seed_run.moves
-    mean: list[float | None] = []
-    for k in range(last + 1):
-        values = [curve[k] for curve in curves if curve[k] is not None]
-        mean.append(
-            round(statistics.fmean(v for v in values if v is not None), 4) if values else None
-        )
     return ReplayResult(
         policy=policy,
         trace=trace,
         seeds=tuple(seeds),
         arrived=list(range(last + 1)),
-        allocated=mean,
+        allocated=_mean_curve(curves, last),
         per_seed=curves,
         failed_per_seed=failed,
         pods_per_seed=[len(order) for _, order in plans],
