@@ -2,7 +2,7 @@
 
 - ``events``: the loop every replay shares (:class:`EventQueue`, ordered by
   time, kind and push order; :class:`Simulation`, whose ``on_<kind>``
-  handlers a replay writes; :func:`run`);
+  handlers a replay writes; :func:`run`, :func:`run_async`);
 - ``jobs``: jobs on a cluster of nodes with placement, preemption and standby
   windows (:func:`replay_jobs`, :class:`ClusterNode`, :class:`Job`,
   :class:`Policy`, :class:`Metrics`);
@@ -23,7 +23,7 @@ none of them imports it.
 1
 """
 
-from gpuopt.simulate.events import Event, EventQueue, Simulation, run
+from gpuopt.simulate.events import Event, EventQueue, Simulation, run, run_async
 from gpuopt.simulate.gangs import GangJob, GangMetrics, gang_jobs, replay_gangs
 from gpuopt.simulate.jobs import ClusterNode, Job, Metrics, Policy
 from gpuopt.simulate.jobs import replay as replay_jobs
@@ -46,5 +46,6 @@ __all__ = [
     "replay_jobs",
     "replay_pods",
     "run",
+    "run_async",
     "trace_workload",
 ]
