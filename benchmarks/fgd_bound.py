@@ -1,7 +1,7 @@
 """Upper bounds on the openb replay's allocation ratio (rule B1 of models/sharing.md).
 
 For each trace and seed, the pods that have arrived at 100 % (and 130 %) of the
-GPU capacity in the replay's order (:func:`gpuopt.sharing.replay.arrival_order`)
+GPU capacity in the replay's order (:func:`gpuopt.simulate.pods.arrival_order`)
 are packed by the configuration LP of :mod:`gpuopt.sharing.bound`; no policy, with
 or without moves, allocates more. Prints the mean bound over the seeds per trace
 (a markdown table on stdout).
@@ -19,9 +19,9 @@ import numpy as np
 
 from gpuopt.cli.replay import parse_seeds
 from gpuopt.io.data import trace_folder
-from gpuopt.readers.openb import load_openb
+from gpuopt.readers.openb import OPENB_TRACES, load_openb
 from gpuopt.sharing.bound import arrived_prefix, packing_bound
-from gpuopt.sharing.replay import OPENB_TRACES, arrival_order
+from gpuopt.simulate.pods import arrival_order
 
 
 def main() -> int:

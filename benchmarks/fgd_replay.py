@@ -1,7 +1,7 @@
 """gpuopt's replay of the FGD experiment against the published allocation ratios (issue 16).
 
 For every trace x policy, replays the openb trace over the seeds with
-:func:`gpuopt.sharing.replay` (the FGD simulator's protocol, NOTES.md) and
+:func:`gpuopt.simulate.pods.replay` (the FGD simulator's protocol, NOTES.md) and
 compares the mean allocation ratio at 100 % and 130 % arrived workload with
 ``benchmarks/fgd/published-summary.csv`` (the simulator repository's
 ``analysis_allo_discrete.csv``, the data behind the paper's figures). Writes
@@ -24,9 +24,9 @@ from pathlib import Path
 
 from gpuopt.cli.replay import parse_seeds
 from gpuopt.io.data import trace_folder
-from gpuopt.readers.openb import load_openb
+from gpuopt.readers.openb import OPENB_TRACES, load_openb
 from gpuopt.sharing.defrag import ShareDefrag
-from gpuopt.sharing.replay import OPENB_TRACES, replay, trace_workload
+from gpuopt.simulate.pods import replay, trace_workload
 
 HERE = Path(__file__).resolve().parent
 POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")

@@ -1,6 +1,6 @@
 """Replay of spot (LP) and guaranteed (HP) gangs on a GB200-like cluster: whom to stop.
 
-Protocol: ``gpuopt.gang.replay.gang_jobs(seed)`` streams (``--jobs`` gangs,
+Protocol: ``gpuopt.simulate.gangs.gang_jobs(seed)`` streams (``--jobs`` gangs,
 35 % HP of 2-16 whole-node pods, LP of 1-8 pods of 2 or 4 GPUs, log-normal
 durations around 2 h, offered load ``--load`` of the cluster's GPU-time,
 checkpoints every 30 min of run) on ``--blocks`` x 2 NVLink domains of 18
@@ -26,7 +26,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from gpuopt.gang.replay import METHODS, gang_jobs, replay_gangs
+from gpuopt.simulate.gangs import METHODS, gang_jobs, replay_gangs
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,9 +35,9 @@ from rich.table import Table
 from gpuopt.errors import ProblemError
 from gpuopt.io.data import data_folder, trace_folder
 from gpuopt.io.files import write_text_atomic, write_with
-from gpuopt.planning.replay import Policy, replay
 from gpuopt.planning.workload import bandwidths, generate_jobs, openb_jobs, spot_nodes
 from gpuopt.progress import shown
+from gpuopt.simulate.jobs import Policy, replay
 
 POLICIES = [
     Policy("binpack+topology, cost victims"),

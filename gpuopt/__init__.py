@@ -13,7 +13,8 @@ it. Everything else lives in the subpackages, each reachable as an attribute
 - problems: :mod:`~gpuopt.allocation`, :mod:`~gpuopt.defrag`,
   :mod:`~gpuopt.placement`, :mod:`~gpuopt.preemption`, :mod:`~gpuopt.gang`;
 - what they share: :mod:`~gpuopt.cluster` (the snapshot), :mod:`~gpuopt.solvers`;
-- around them: :mod:`~gpuopt.planning` (rolling horizon, replay),
+- around them: :mod:`~gpuopt.planning` (rolling horizon),
+  :mod:`~gpuopt.simulate` (replays of jobs, gangs and pods on one event loop),
   :mod:`~gpuopt.forecast`, :mod:`~gpuopt.estimate`, :mod:`~gpuopt.sharing`
   (GPU sharing and FGD), :mod:`~gpuopt.extender` (kube-scheduler extender);
 - data: :mod:`~gpuopt.readers` (kubectl, openb, traffic traces),
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from gpuopt import preemption as preemption
     from gpuopt import readers as readers
     from gpuopt import sharing as sharing
+    from gpuopt import simulate as simulate
     from gpuopt import solvers as solvers
 
 #: The version of this gpuopt.
@@ -78,6 +80,7 @@ SUBPACKAGES: tuple[str, ...] = (
     "preemption",
     "readers",
     "sharing",
+    "simulate",
     "solvers",
 )
 

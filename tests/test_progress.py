@@ -22,10 +22,10 @@ from gpuopt import progress
 from gpuopt.allocation.generator import random_problem
 from gpuopt.cli import main
 from gpuopt.defrag.generator import random_snapshot
-from gpuopt.planning.replay import ClusterNode, Policy, replay
 from gpuopt.planning.rolling import rolling_replay
 from gpuopt.planning.workload import generate_jobs
 from gpuopt.preemption.generator import random_state
+from gpuopt.simulate.jobs import ClusterNode, Policy, replay
 
 ROOT = Path(__file__).resolve().parents[1]
 MIXED = ROOT / "gpuopt" / "scenarios" / "mixed-control.json"

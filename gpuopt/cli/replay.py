@@ -6,7 +6,7 @@
     gpuopt replay plot r1.json r2.json ... --out fig.png
 
 ``replay openb`` replays an openb pod list on the 1,213 GPU nodes with the FGD
-simulator's protocol (:mod:`gpuopt.sharing.replay`) and writes
+simulator's protocol (:mod:`gpuopt.simulate.pods`) and writes
 ``{"policy", "trace", "seeds", "arrived": [0..130], "allocated": [...],
 "failed_pods", "moves", "seconds", ...}`` to ``--out`` (``-``: stdout, and
 nothing else there); the summary line goes to stdout otherwise. Bad input
@@ -62,7 +62,7 @@ def run_openb(args: argparse.Namespace) -> int:
     from gpuopt.io.data import trace_folder
     from gpuopt.readers.openb import load_openb
     from gpuopt.sharing.defrag import ShareDefrag
-    from gpuopt.sharing.replay import replay, trace_workload
+    from gpuopt.simulate.pods import replay, trace_workload
 
     to_stdout = args.out == "-"
     if not to_stdout:
@@ -151,8 +151,8 @@ def run_plot(args: argparse.Namespace) -> int:
 
 def add_commands(commands: Any) -> None:
     """Add ``replay openb`` and ``replay plot`` to the ``gpuopt`` parser."""
+    from gpuopt.readers.openb import OPENB_TRACES
     from gpuopt.sharing.policies import POLICIES
-    from gpuopt.sharing.replay import OPENB_TRACES
 
     replay = commands.add_parser(
         "replay", help="replay a GPU-sharing trace with the FGD simulator's protocol"

@@ -6,9 +6,9 @@
   one-shot plan and FIFO), the demand forecasters it is fed
   (:func:`make_forecaster`) and what a plan leaves at risk or idle
   (:func:`coverage_risks`, :func:`idle_windows`).
-- ``replay``: the event-driven cluster replay (arrivals, checkpoints,
-  preemptions, standby); ``workload``: the job streams it replays. Both are
-  imported from their modules (``gpuopt.planning.replay.replay``).
+- ``workload``: the job streams that :mod:`gpuopt.simulate.jobs` replays
+  (the event-driven cluster replay, which lived in ``gpuopt.planning.replay``
+  until it moved to :mod:`gpuopt.simulate`).
 
 >>> from gpuopt import AllocationProblem
 >>> from gpuopt.planning import RollingPlanner

@@ -26,7 +26,7 @@ import numpy as np
 
 from gpuopt.errors import ProblemError
 from gpuopt.io.csvfile import open_csv
-from gpuopt.planning.replay import ClusterNode, Job
+from gpuopt.simulate.jobs import ClusterNode, Job
 
 SXM = ("A100-SXM4-80GB", "A800-SXM4-80GB", "H800")
 

@@ -125,6 +125,10 @@ FRACTIONAL_MODES: tuple[str, ...] = ("share", "round", "drop")
 MODEL_LABEL = "gpu_model"
 #: Quality-of-service classes whose pods become high-priority tasks.
 HP_QOS = frozenset({"LS", "Guaranteed"})
+#: The openb pod lists of the FGD paper's experiments (``openb_pod_list_<trace>.csv``).
+OPENB_TRACES = ("default", "multigpu50", "gpushare100", "gpuspec33")
+#: The openb node list (the 1,213 GPU nodes).
+OPENB_NODES = "openb_node_list_gpu_node.csv"
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 
@@ -764,10 +768,8 @@ def load_openb(
     folder: str | Path, trace: str, notes: list[str] | None = None
 ) -> tuple[ShareState, list[Pod]]:
     """The openb GPU nodes (empty) and the pods of ``trace`` (one of
-    :data:`gpuopt.sharing.replay.OPENB_TRACES`), for the FGD replay
-    (:func:`gpuopt.sharing.replay.replay`); ``notes`` as in :func:`trace_pods`."""
-    from gpuopt.sharing.replay import OPENB_NODES, OPENB_TRACES
-
+    :data:`OPENB_TRACES`), for the FGD replay
+    (:func:`gpuopt.simulate.pods.replay`); ``notes`` as in :func:`trace_pods`."""
     if trace not in OPENB_TRACES:
         raise ProblemError(
             f"trace {trace!r} is unknown; expected one of {', '.join(OPENB_TRACES)}."
@@ -781,6 +783,8 @@ def load_openb(
 __all__ = [
     "HP_QOS",
     "MODEL_LABEL",
+    "OPENB_NODES",
+    "OPENB_TRACES",
     "OpenbPod",
     "OpenbReport",
     "load_openb",

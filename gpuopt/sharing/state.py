@@ -2,7 +2,7 @@
 
 :class:`ShareState` is the hot-loop view of a cluster for the FGD-style
 policies (:mod:`gpuopt.sharing.policies`) and the replay
-(:mod:`gpuopt.sharing.replay`). Per node it holds the CPU (milli-cores) and
+(:mod:`gpuopt.simulate.pods`). Per node it holds the CPU (milli-cores) and
 memory (MiB) left, the GPU model and ``left``: one row of
 :data:`~gpuopt.cluster.workload.MAX_GPUS` integers, the thousandths of each GPU
 still free (``-1`` = the node has no such GPU, else 0 to 1000).

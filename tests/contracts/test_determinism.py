@@ -30,8 +30,8 @@ from gpuopt.api import solve
 from gpuopt.defrag.generator import TaskShares, random_snapshot
 from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.legality import CASES, EXACT_CASES, instance, method_of
-from gpuopt.planning.replay import ClusterNode, Policy, replay
 from gpuopt.planning.workload import generate_jobs
+from gpuopt.simulate.jobs import ClusterNode, Policy, replay
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Instances per case: small and medium shapes (see ``gpuopt.legality.instance(case, k).shape``);

@@ -53,7 +53,7 @@ def test_openb_jobs_compress_to_the_load(tmp_path: Path) -> None:
 
 
 def spot_nodes_fixture() -> list:  # type: ignore[type-arg]
-    from gpuopt.planning.replay import ClusterNode
+    from gpuopt.simulate.jobs import ClusterNode
 
     return [ClusterNode("a", 8, 64), ClusterNode("b", 8, 64)]
 

@@ -11,8 +11,8 @@ import pytest
 from gpuopt.cluster.workload import Shape
 from gpuopt.errors import ProblemError
 from gpuopt.sharing.bound import arrived_prefix, item_sizes, packing_bound
-from gpuopt.sharing.replay import arrival_order, replay
 from gpuopt.sharing.state import Pod, ShareState
+from gpuopt.simulate.pods import arrival_order, replay
 
 
 def share(milli: int, gpus: int = 1) -> Pod:

@@ -12,8 +12,8 @@ from gpuopt.cli import main
 from gpuopt.cluster.workload import Shape, Workload
 from gpuopt.sharing.defrag import ShareDefrag, total_fragmentation
 from gpuopt.sharing.policies import make_policy
-from gpuopt.sharing.replay import replay
 from gpuopt.sharing.state import Placement, Pod, ShareState
+from gpuopt.simulate.pods import replay
 
 WHOLE = Shape(2000, 1000, 1)
 HALF = Shape(1000, 500, 1)

@@ -189,7 +189,7 @@ def rank_nodes(
     """Order of ``candidates`` (positions into it), best first, by ``policy``'s keys.
 
     The node ranking of :func:`place`, on plain arrays for simulators that
-    keep their own state (:mod:`gpuopt.planning.replay`). Every array has
+    keep their own state (:mod:`gpuopt.simulate.jobs`). Every array has
     one entry per node and ``candidates`` are the positions of the nodes
     that pass the filters; ``taken`` is how many GPUs the request takes on
     each node (or on all); CPUs and memory are integers in one unit

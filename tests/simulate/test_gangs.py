@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuopt.gang.replay import gang_jobs, replay_gangs
+from gpuopt.simulate.gangs import gang_jobs, replay_gangs
 
 
 def test_streams_are_seeded() -> None:
@@ -29,3 +29,15 @@ def test_small_replay(method: str) -> None:
 def test_unknown_method() -> None:
     with pytest.raises(ValueError, match="not one of"):
         replay_gangs([], "fifo")  # type: ignore[arg-type]
+
+
+def test_the_figures_of_the_replay_before_it_moved_onto_the_shared_loop() -> None:
+    """What ``gpuopt.gang.replay`` gave at commit 923e2e2 for this stream (arrivals before
+    ends at equal times, then by gang id); victims-first needs no solver time limit."""
+    jobs = gang_jobs(2, jobs=60, gpus_total=288)
+    metrics = replay_gangs(jobs, "victims-first", blocks=1, seed=2)
+    assert (metrics.finished, metrics.lp_finished, metrics.checked) == (60, 41, 359)
+    assert (metrics.preemptions, metrics.evicted_pods, metrics.wasted_evictions) == (63, 1053, 989)
+    assert metrics.gpu_allocation == pytest.approx(0.8517868523454041, rel=1e-12)
+    assert metrics.hp_mean_wait_minutes == pytest.approx(97.2951083033091, rel=1e-12)
+    assert metrics.wasted_gpu_hours == pytest.approx(367.3488083586126, rel=1e-12)

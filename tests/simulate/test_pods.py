@@ -10,14 +10,14 @@ import pytest
 from gpuopt.cluster.workload import Shape
 from gpuopt.errors import ProblemError
 from gpuopt.readers.openb import load_openb
-from gpuopt.sharing.replay import (
+from gpuopt.sharing.state import Placement, Pod, ShareState
+from gpuopt.simulate.pods import (
     arrival_order,
     bucket_curve,
     replay,
 )
-from gpuopt.sharing.state import Placement, Pod, ShareState
 
-FIXTURES = Path(__file__).parent / "fixtures" / "alibaba-openb-gpu-2023"
+FIXTURES = Path(__file__).parents[1] / "sharing" / "fixtures" / "alibaba-openb-gpu-2023"
 
 
 def test_tune_up_appends_draws_until_the_next_would_overshoot() -> None:
@@ -112,3 +112,18 @@ def test_replay_refuses_bad_arguments() -> None:
         replay(state, pods, "nope", [1])
     with pytest.raises(ProblemError, match="trace 'x' is unknown"):
         load_openb(FIXTURES, "x")
+
+
+def test_the_figures_of_the_replay_before_it_moved_onto_the_shared_loop() -> None:
+    """What ``gpuopt.sharing.replay`` gave at commit 923e2e2 on this seeded cluster and trace."""
+    rng = np.random.default_rng(3)
+    gpus = [int(g) for g in rng.choice([1, 2, 4, 8], 12)]
+    state = ShareState.from_nodes([f"n{i}" for i in range(12)], gpus=gpus, cpu_milli=[64000] * 12)
+    pods = []
+    for _ in range(200):
+        count = 1 if rng.random() < 0.7 else int(rng.choice([2, 4]))
+        milli = int(rng.choice([250, 500, 1000])) if count == 1 else 1000
+        pods.append(Pod(Shape(int(rng.choice([1000, 2000, 4000])), milli, count)))
+    result = replay(state, pods, "fgd", [1, 2, 3])
+    assert (result.failed_per_seed, result.pods_per_seed) == ([5, 3, 3], [37, 34, 36])
+    assert (result.at(100), result.at(130)) == (98.68, 99.34)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuopt.planning.replay import ClusterNode, Job, Policy, replay
 from gpuopt.planning.workload import bandwidths, generate_jobs
+from gpuopt.simulate.jobs import ClusterNode, Job, Policy, replay
 
 HOUR = 3600.0
 
@@ -129,3 +129,19 @@ def test_random_streams_finish_and_free_everything(placement: str, victims: str)
     )
     assert metrics.finished == len(jobs)
     assert 0.0 <= metrics.eight_gpu_on_arrival <= 1.0
+
+
+def test_the_figures_of_the_replay_before_it_moved_onto_the_shared_loop() -> None:
+    """The same stream, policy and seed give what ``gpuopt.planning.replay`` gave at commit
+    923e2e2 (before the move to ``gpuopt.simulate``): preemptions, standby stops and lending
+    all happen here, so every event kind and the tie order count."""
+    nodes = [ClusterNode(f"n{i}", 8, 96, "pcie8" if i % 2 else "nvswitch8") for i in range(10)]
+    jobs = generate_jobs(1, nodes, jobs=500)
+    policy = Policy("p", placement="spread", victims="random", topology=True, seed=1)
+    metrics = replay(nodes, jobs, policy, bandwidth=bandwidths())
+    assert (metrics.finished, metrics.preemptions, metrics.standby_stops) == (500, 84, 3)
+    assert metrics.lp_wasted_gpu_hours == pytest.approx(84.9824033467153, rel=1e-12)
+    assert metrics.lent_gpu_hours_used == pytest.approx(8.171442444785146, rel=1e-12)
+    assert metrics.mean_fragmented_nodes == pytest.approx(3.3516530631868067, rel=1e-12)
+    assert metrics.lp_mean_completion_hours == pytest.approx(3.7378266700365117, rel=1e-12)
+    assert metrics.eight_gpu_on_arrival == pytest.approx(0.3917525773195876, rel=1e-12)

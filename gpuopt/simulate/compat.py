@@ -1,0 +1,52 @@
+"""The replays' old module paths, kept for one release: each name warns when used.
+
+``gpuopt.planning.replay``, ``gpuopt.gang.replay`` and
+``gpuopt.sharing.replay`` moved to :mod:`gpuopt.simulate`; those modules are
+left as thin shims whose ``__getattr__`` is :func:`moved_names`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def moved_names(
+    old: str, new: str, elsewhere: Mapping[str, str] | None = None
+) -> Callable[[str], Any]:
+    """The ``__getattr__`` of module ``old`` whose names now live in module ``new``.
+
+    Each name is looked up in ``new`` (or, for a name of ``elsewhere``, at the
+    dotted path it maps to) and returned with a ``DeprecationWarning`` that
+    names the new place.
+
+    >>> import warnings
+    >>> get = moved_names("gpuopt.planning.replay", "gpuopt.simulate.jobs")
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     policy = get("Policy")
+    >>> policy.__module__
+    'gpuopt.simulate.jobs'
+    >>> print(caught[0].message)
+    gpuopt.planning.replay.Policy is deprecated: use gpuopt.simulate.jobs.Policy, the same object.
+    """
+    moved = dict(elsewhere or {})
+
+    def __getattr__(name: str) -> Any:
+        place, _, target = moved.get(name, f"{new}.{name}").rpartition(".")
+        module = importlib.import_module(place)
+        if name.startswith("_") or not hasattr(module, target):
+            raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{old}.{name} is deprecated: use {place}.{target}, the same object.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(module, target)
+
+    return __getattr__
+
+
+__all__ = ["moved_names"]
