@@ -122,8 +122,8 @@ def relative_gap(
 def heuristic_note(method: str) -> str:
     """The note of a heuristic's result: it computes no bound.
 
-    >>> heuristic_note("greedy")
-    'no bound: greedy is a heuristic and computes none'
+    >>> heuristic_note("fifo")
+    'no bound: fifo is a heuristic and computes none'
     """
     return f"{NO_BOUND}{method} is a heuristic and computes none"
 

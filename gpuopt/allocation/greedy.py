@@ -230,5 +230,5 @@ def solve_greedy(
     )
     seconds = time.perf_counter() - started
     return make_result(
-        problem, grid, method="greedy", seconds=seconds, notes=[heuristic_note("greedy")]
+        problem, grid, method="heuristic", seconds=seconds, notes=[heuristic_note("heuristic")]
     )

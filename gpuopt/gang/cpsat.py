@@ -258,7 +258,7 @@ def solve_cpsat(
         count, victims = (None, frozenset()) if chosen is None else chosen
         return make_answer(
             problem,
-            "exact",
+            "cpsat",
             status,
             count,
             victims,

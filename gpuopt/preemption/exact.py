@@ -335,7 +335,7 @@ def solve_exact(problem: PreemptionProblem, *, enumerate_limit: int = ENUMERATE_
     found = None
     if node is None and index.request_hp:
         found = stage_two_exact(index, enumerate_limit=enumerate_limit)
-    return decide(problem, "exact", node, found, started=started)
+    return decide(problem, "dp", node, found, started=started)
 
 
 __all__ = [
