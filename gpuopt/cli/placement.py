@@ -393,10 +393,11 @@ def add_commands(commands: Any) -> None:
     )
     add_method(
         preempt,
-        (PreemptionProblem, GangProblem),
-        default=None,
+        PreemptionProblem,
+        default="heuristic",
         help="heuristic (default: the cheapest cheapest-first prefix) or dp (an exact "
-        "minimum-cost set of victims); with --gang, heuristic (default) or the exact cpsat",
+        "minimum-cost set of victims); with --gang, heuristic (default) or exact (the "
+        "gangs' cpsat)",
     )
     add_request(preempt)
     preempt.add_argument(
