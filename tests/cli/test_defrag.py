@@ -272,7 +272,7 @@ def test_exact_methods_say_when_they_solve_partitions(
         assert code == 0, stdout
         plan = load_plan(out)
         assert violations(load_cluster(snapshot_file), plan) == []
-        assert "so milp solved ipc's partitions of at most" in stdout
+        assert "so milp solved the heuristic's partitions of at most" in stdout
         assert f", bound {plan.bound} nodes [" in stdout and plan.bound is not None
 
 

@@ -100,7 +100,7 @@ def test_cli_refuses_a_too_large_exact_model(
     scenario.write_text(json.dumps({"gpus": 65_536, "horizon": 200, "tasks": ONE_SMALL_TASK}))
     code = main(["allocate", str(scenario), "--method", "cpsat", "--out", str(out)])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "use method 'greedy'" in err
+    assert code == 2 and err.count("\n") == 1 and "use method 'heuristic'" in err
     assert not out.exists()
 
 
