@@ -118,10 +118,10 @@ def test_milp_shows_the_highs_search() -> None:
 def test_ipc_shows_partitions_done(states: list[State]) -> None:
     problem = random_snapshot(0, nodes=60)
     text = drawn(lambda: gpuopt.solve(problem, "ipc", partition_size=30, workers=1))
-    assert [s[:3] for s in states if s[0] == "ipc round 1: partitions"] == [
-        ("ipc round 1: partitions", done, 2) for done in (0, 1, 2)
+    assert [s[:3] for s in states if s[0] == "heuristic round 1: partitions"] == [
+        ("heuristic round 1: partitions", done, 2) for done in (0, 1, 2)
     ]
-    assert re.search(r"ipc round \d: partitions .* (\d)/\1", text)
+    assert re.search(r"heuristic round \d: partitions .* (\d)/\1", text)
 
 
 def test_preemption_exact_shows_nodes_and_costs() -> None:
