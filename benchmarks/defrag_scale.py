@@ -54,7 +54,7 @@ def main() -> None:
             seconds.append(plan.seconds)
         assert plan is not None and violations(snapshot, plan) == []
         print(
-            f"{name:20s} median {statistics.median(seconds):6.2f} s  (runs: "
+            f"{name:24s} median {statistics.median(seconds):6.2f} s  (runs: "
             f"{', '.join(f'{s:.2f}' for s in seconds)});  {plan.summary()}"
         )
     if client is not None:
