@@ -1,9 +1,9 @@
-"""Greedy vs FIFO: latency at three sizes and objective on random contended instances.
+"""The heuristic vs FIFO: latency at three sizes and objective on random contended instances.
 
 Protocol (see benchmarks/README.md): seeded instances from
-``gpuopt.allocation.generator.random_problem``; greedy and FIFO are timed
+``gpuopt.allocation.generator.random_problem``; the heuristic and FIFO are timed
 interleaved in the same process, each ``--repeat`` times per instance, and the
-median is reported, with the ratio greedy / FIFO per instance. Time is the
+median is reported, with the ratio heuristic / FIFO per instance. Time is the
 decision time (validated problem -> grid); building the result and its
 metrics is excluded for both methods alike.
 
@@ -75,7 +75,7 @@ def latency(seeds: int, repeat: int, progress: Progress) -> list[dict[str, Any]]
                 "tasks": tasks,
                 "seeds": seeds,
                 "runs": runs,
-                "greedy_ms": statistics.median(greedy_ms),
+                "heuristic_ms": statistics.median(greedy_ms),
                 "fifo_ms": statistics.median(fifo_ms),
                 "ratio": statistics.median(ratios),
                 "ratio_max": max(ratios),
@@ -116,7 +116,7 @@ def quality(count: int, progress: Progress) -> dict[str, Any]:
     return {
         "instances": count,
         "illegal": illegal,
-        "greedy_worse": len(worse),
+        "heuristic_worse": len(worse),
         "worse_cases": worse[:20],
         "ties": ties,
         "median_gain": statistics.median(gains),
@@ -146,22 +146,22 @@ def main() -> int:
         lat = latency(args.seeds, args.repeat, progress)
         qual = quality(args.instances, progress)
     table = Table(
-        title=f"greedy vs FIFO latency (median of {args.repeat} runs x {args.seeds} "
+        title=f"heuristic vs FIFO latency (median of {args.repeat} runs x {args.seeds} "
         f"seeds; {machine})"
     )
     for column in (
         "GPUs x tasks",
-        "greedy ms",
+        "heuristic ms",
         "target ms",
         "FIFO ms",
-        "greedy / FIFO",
+        "heuristic / FIFO",
         "worst ratio",
     ):
         table.add_column(column, justify="right")
     for row in lat:
         table.add_row(
             row["size"],
-            f"{row['greedy_ms']:.3f}",
+            f"{row['heuristic_ms']:.3f}",
             f"{row['target_ms']:.0f}",
             f"{row['fifo_ms']:.3f}",
             f"{row['ratio']:.2f}",
@@ -170,7 +170,7 @@ def main() -> int:
     console.print(table)
     console.print(
         f"random contended instances: {qual['instances']}, illegal grids {qual['illegal']}, "
-        f"greedy below FIFO {qual['greedy_worse']}, ties {qual['ties']}, objective gain "
+        f"heuristic below FIFO {qual['heuristic_worse']}, ties {qual['ties']}, objective gain "
         f"median {qual['median_gain']:+.1%}, mean {qual['mean_gain']:+.1%}, "
         f"worst {qual['worst_gain']:+.1%}"
     )

@@ -1,7 +1,7 @@
-"""The greedy at the documented size limits (issue 17): decision time and objective against FIFO.
+"""The heuristic at the documented size limits (issue 17): decision time and objective against FIFO.
 
 For each size, ``random_problem(seed, gpus, tasks, horizon=--horizon, gpus_per_node=8)``
-(the instances of ``allocation_scale.py``); FIFO and the greedy are timed interleaved in
+(the instances of ``allocation_scale.py``); FIFO and the heuristic are timed interleaved in
 the same process, ``--repeat`` times each, from the validated problem (index view built)
 to the grid, and the medians are reported, wall and CPU (this process only: other jobs on
 a shared machine inflate the wall figures). Both grids go through the checker
@@ -46,8 +46,8 @@ def main() -> int:
     args = parser.parse_args()
     print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(
-        "| GPUs x tasks | steps | seed | FIFO s (CPU) | greedy s (CPU) | greedy / FIFO "
-        "(CPU) | FIFO objective | greedy objective | greedy / FIFO objective |"
+        "| GPUs x tasks | steps | seed | FIFO s (CPU) | heuristic s (CPU) | heuristic / FIFO "
+        "(CPU) | FIFO objective | heuristic objective | heuristic / FIFO objective |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size in args.sizes.split(","):

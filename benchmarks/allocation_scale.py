@@ -1,6 +1,6 @@
-"""Certified gaps at cluster scale (issue 17): greedy and lns against the step-capacity bound.
+"""Certified gaps at cluster scale (issue 17): heuristic and lns against the step-capacity bound.
 
-For each size, ``random_problem(seed, gpus, tasks, gpus_per_node=8)``: the greedy's
+For each size, ``random_problem(seed, gpus, tasks, gpus_per_node=8)``: the heuristic's
 objective and time, the step-capacity LP bound (models/allocation.md section 13) and
 its time, and lns's objective within ``--time-limit`` (section 14); gaps are
 ``(bound - objective) / bound``. Prints a markdown table.
@@ -50,7 +50,7 @@ def main() -> int:
     if args.workers:
         return compare_workers(sizes, limits, args.seeds, [int(x) for x in args.workers.split(",")])
     print(
-        "| GPUs x tasks | seed | greedy ms | greedy gap % | LP bound s | lns gap % "
+        "| GPUs x tasks | seed | heuristic ms | heuristic gap % | LP bound s | lns gap % "
         f"({args.time_limit:g} s) | lns gain % |"
     )
     print("|---|---|---|---|---|---|---|")
@@ -62,7 +62,7 @@ def main() -> int:
             times = []
             for _ in range(3):
                 started = time.perf_counter()
-                greedy = gpuopt.solve(problem, method="greedy")
+                greedy = gpuopt.solve(problem, method="heuristic")
                 times.append(time.perf_counter() - started)
             bound = step_capacity_bound(problem)
             lns = gpuopt.solve(problem, method="lns", time_limit=args.time_limit, seed=seed)
@@ -82,13 +82,13 @@ def compare_workers(
     """One row per size and seed: the greedy's gap, then lns's objective and certified gap
     (against the step-capacity bound it reports) for each count of workers."""
     columns = " | ".join(f"lns w={w} objective | gap %" for w in counts)
-    print(f"| GPUs x tasks | s | seed | greedy objective | greedy gap % | {columns} |")
+    print(f"| GPUs x tasks | s | seed | heuristic objective | heuristic gap % | {columns} |")
     print("|---|---:|---|---:|---:|" + "---:|---:|" * len(counts))
     for size, limit in zip(sizes, limits, strict=True):
         gpus, tasks = (int(part) for part in size.split("x"))
         for seed in seeds:
             problem = random_problem(seed, gpus=gpus, tasks=tasks, gpus_per_node=8)
-            greedy = gpuopt.solve(problem, method="greedy")
+            greedy = gpuopt.solve(problem, method="heuristic")
             bound = step_capacity_bound(problem).bound
             cells = []
             for workers in counts:

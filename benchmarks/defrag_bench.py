@@ -1,4 +1,4 @@
-"""Defragmentation: onehop vs ipc vs the exact models, from 25 to 20,000 nodes.
+"""Defragmentation: onehop vs the heuristic (IPC) vs the exact models, from 25 to 20,000 nodes.
 
 Snapshots (all seeded, see ``gpuopt.defrag.generator.random_snapshot``):
 
@@ -9,7 +9,7 @@ Snapshots (all seeded, see ``gpuopt.defrag.generator.random_snapshot``):
   when the data is not there;
 - ``random-20000``: 20,000 nodes (160,000 GPUs), 40 % of tasks locked.
 
-Every plan goes through the checker. The exact methods start from ipc: HiGHS
+Every plan goes through the checker. The exact methods start from the heuristic: HiGHS
 (``milp``, 1 thread) and CP-SAT (``cpsat``, 2 workers) on the whole snapshot
 up to ``--exact-max-nodes`` nodes with ``--limit`` seconds (10 s at 25 nodes,
 the limit otherwise).
@@ -91,7 +91,7 @@ def snapshots(args: argparse.Namespace) -> list[tuple[str, Cluster]]:
 def run_method(problem: Cluster, method: str, limit: float) -> MigrationPlan:
     if method == "onehop":
         return solve_onehop(problem)
-    if method == "ipc":
+    if method == "heuristic":
         return solve_ipc(problem)
     if method == "milp":
         return solve_milp(problem, time_limit=limit, threads=1)
@@ -130,7 +130,7 @@ def main() -> None:
     parser.add_argument("--exact-max-nodes", type=int, default=500)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json")
-    parser.add_argument("--plot", help="occupancy picture of the openb snapshot (ipc)")
+    parser.add_argument("--plot", help="occupancy picture of the openb snapshot (the heuristic)")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
     if args.quick:
@@ -141,7 +141,7 @@ def main() -> None:
     with Progress(console=console, transient=True, disable=args.quiet) as progress:
         bar = progress.add_task("snapshots", total=len(cases))
         for name, problem in cases:
-            methods = ["onehop", "ipc"]
+            methods = ["onehop", "heuristic"]
             if len(problem.nodes) <= args.exact_max_nodes and not name.startswith("openb"):
                 methods += ["milp", "cpsat"]
             for method in methods:
@@ -211,7 +211,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     lines, figures = [], {}
     beats = ties = worse = 0
     for name in names:
-        one, ipc = by[(name, "onehop")], by[(name, "ipc")]
+        one, ipc = by[(name, "onehop")], by[(name, "heuristic")]
         key_one = (one["emptied"], -one["fragmented_after"])
         key_ipc = (ipc["emptied"], -ipc["fragmented_after"])
         if ipc["emptied"] >= one["emptied"] and ipc["fragmented_after"] <= one["fragmented_after"]:
@@ -225,19 +225,21 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         best = max((r["emptied"] for r in exact), default=None)
         proven = [r for r in exact if r["status"] == "optimal"]
         if best:
-            figures[f"{name}:ipc_over_best_exact"] = ipc["emptied"] / best
+            figures[f"{name}:heuristic_over_best_exact"] = ipc["emptied"] / best
         if proven:
             figures[f"{name}:milp_seconds_to_optimum"] = proven[0]["seconds"]
         cut = 1 - ipc["fragmented_after"] / max(1, ipc["fragmented_before"])
-        figures[f"{name}:ipc_fragmented_cut"] = cut
-    ratios = [v for k, v in figures.items() if k.endswith("ipc_over_best_exact")]
-    lines.append(f"ipc vs onehop: better on {beats}, equal on {ties}, worse on {worse} snapshots")
+        figures[f"{name}:heuristic_fragmented_cut"] = cut
+    ratios = [v for k, v in figures.items() if k.endswith("heuristic_over_best_exact")]
+    lines.append(
+        f"heuristic vs onehop: better on {beats}, equal on {ties}, worse on {worse} snapshots"
+    )
     if ratios:
         lines.append(
-            f"ipc emptied / best exact: min {min(ratios):.3f}, "
+            f"heuristic emptied / best exact: min {min(ratios):.3f}, "
             f"median {statistics.median(ratios):.3f} over {len(ratios)} snapshots"
         )
-    figures.update({"ipc_beats": beats, "ipc_ties": ties, "ipc_worse": worse})
+    figures.update({"heuristic_beats": beats, "heuristic_ties": ties, "heuristic_worse": worse})
     return {"lines": lines, "figures": figures}
 
 

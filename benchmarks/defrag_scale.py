@@ -37,8 +37,8 @@ def main() -> None:
     )
     runs = {
         "onehop": lambda: solve_onehop(snapshot),
-        "ipc, 1 process": lambda: solve_ipc(snapshot, workers=1),
-        "ipc, 2 processes": lambda: solve_ipc(snapshot, workers=2),
+        "heuristic, 1 process": lambda: solve_ipc(snapshot, workers=1),
+        "heuristic, 2 processes": lambda: solve_ipc(snapshot, workers=2),
     }
     client = None
     if args.dask:
@@ -46,7 +46,7 @@ def main() -> None:
 
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None)
         client = Client(cluster)
-        runs["ipc, Dask 2 workers"] = lambda: solve_ipc(snapshot, executor=client)
+        runs["heuristic, Dask 2 workers"] = lambda: solve_ipc(snapshot, executor=client)
     for name, run in runs.items():
         seconds, plan = [], None
         for _ in range(args.repeat):
@@ -54,7 +54,7 @@ def main() -> None:
             seconds.append(plan.seconds)
         assert plan is not None and violations(snapshot, plan) == []
         print(
-            f"{name:20s} median {statistics.median(seconds):6.2f} s  (runs: "
+            f"{name:24s} median {statistics.median(seconds):6.2f} s  (runs: "
             f"{', '.join(f'{s:.2f}' for s in seconds)});  {plan.summary()}"
         )
     if client is not None:

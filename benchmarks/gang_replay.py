@@ -5,7 +5,7 @@ Protocol: ``gpuopt.simulate.gangs.gang_jobs(seed)`` streams (``--jobs`` gangs,
 durations around 2 h, offered load ``--load`` of the cluster's GPU-time,
 checkpoints every 30 min of run) on ``--blocks`` x 2 NVLink domains of 18
 4-GPU nodes; every HP gang must sit in one NVLink domain. The same stream is
-replayed once per method (exact, heuristic, victims-first, random); the HP
+replayed once per method (cpsat, heuristic, victims-first, random); the HP
 gangs alone once more (no LP, nobody stopped) for the allocation rate with HP
 alone. Every decision goes through the checker (``gpuopt.gang.violations``).
 Reported per method and seed: GPU allocation rate (time average up to the
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{m.preemptions:7d} {m.evicted_pods:7d} {m.wasted_evictions:9d} "
                 f"{m.decision_ms_median:6.1f} {m.checked:7d}"
             )
-            if method in ("exact", "heuristic") and m.wasted_evictions:
+            if method in ("cpsat", "heuristic") and m.wasted_evictions:
                 print(f"{method}: wasted evictions", file=sys.stderr)
                 return 1
     for method in ("HP alone", *METHODS):

@@ -1,7 +1,7 @@
 """What the Kubernetes rules cost defragmentation on the openb snapshot, with 0 illegal moves.
 
 The openb snapshot (``gpuopt snapshot openb``'s default: the Alibaba openb
-trace replayed with the spread policy) is planned twice by ipc:
+trace replayed with the spread policy) is planned twice by the heuristic (IPC):
 
 - **unconstrained**: the snapshot as read (no taints, every node open);
 - **constrained**: the same snapshot with the facts of
@@ -46,7 +46,7 @@ def measure(problem: Cluster, min_node_gpus: int) -> dict[str, float]:
     options = problem.options.model_copy(update={"min_node_gpus": min_node_gpus})
     problem = problem.model_copy(update={"options": options})
     started = time.perf_counter()
-    plan = gpuopt.solve(problem, "ipc")
+    plan = gpuopt.solve(problem, "heuristic")
     seconds = time.perf_counter() - started
     illegal = len(gpuopt.violations(problem, plan))
     after = apply_plan(problem, plan)
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         folder / "openb_node_list_gpu_node.csv", folder / "openb_pod_list_default.csv"
     )
     console = Console()
-    table = Table(title=f"ipc on openb ({len(base.nodes)} nodes, {len(base.tasks)} pods)")
+    table = Table(title=f"the heuristic on openb ({len(base.nodes)} nodes, {len(base.tasks)} pods)")
     columns = ("empties", "rules", "fixed", "emptied", "moves", "waves", "8G slots", "bad", "s")
     for column in columns:
         table.add_column(column, justify="left" if column in ("empties", "rules") else "right")

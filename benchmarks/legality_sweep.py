@@ -1,7 +1,7 @@
 """Legality at scale: every method on N seeded random instances, each output through its checker.
 
     python benchmarks/legality_sweep.py --instances 10000 --json out/legality.json
-    python benchmarks/legality_sweep.py --instances 200 --methods allocation,defrag/ipc --quiet
+    python benchmarks/legality_sweep.py --instances 200 --methods allocation,defrag --quiet
 
 Cases and instances: :mod:`gpuopt.legality` (instance ``k`` of a case is
 drawn from the seed ``"<case>:<k>"``; sizes from tiny to medium for the
@@ -34,7 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gpuopt.io.files import write_text_atomic
-from gpuopt.legality import CASES, EXACT_CASES, EXACT_TIME_LIMIT, Tally, check_range
+from gpuopt.legality import CASES, EXACT_CASES, EXACT_TIME_LIMIT, OLD_CASES, Tally, check_range
 
 #: Seconds between writes of the partial counts (with ``--json``), so a stopped run leaves them.
 SAVE_EVERY = 60.0
@@ -53,6 +53,7 @@ def select(spec: str | None) -> list[str]:
         return list(CASES)
     chosen: list[str] = []
     for item in (part.strip() for part in spec.split(",")):
+        item = OLD_CASES.get(item, item)  # an old case name (defrag/ipc): the new one
         matches = [case for case in CASES if case == item or case.split("/")[0] == item]
         if not matches:
             raise SystemExit(f"--methods: {item!r} is not known; choose from {', '.join(CASES)}")
@@ -121,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=10_000, help="instances per method")
     parser.add_argument(
-        "--methods", help="comma-separated cases (allocation/greedy, ...) or problems (defrag)"
+        "--methods",
+        help="comma-separated cases (allocation/heuristic, ...; old names such as defrag/ipc "
+        "are accepted) or problems (defrag)",
     )
     parser.add_argument("--start", type=int, default=0, help="first instance number")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)

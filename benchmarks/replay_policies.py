@@ -14,7 +14,7 @@ Policies (one run each, same stream): binpack + topology + cost-aware
 victims (the default), the same with random victims, and spread (no topology)
 with cost-aware victims; ``--exact`` adds both placements with the exact
 (minimum-cost) victims. The replay places through ``gpuopt.placement.node``
-and chooses victims with ``gpuopt.solve`` (``"heuristic"`` / ``"exact"``).
+and chooses victims with ``gpuopt.solve`` (``"heuristic"`` / ``"dp"``).
 
     python benchmarks/replay_policies.py --json out/replay.json --plot docs/images/replay.png
 """
@@ -45,8 +45,8 @@ POLICIES = [
     Policy("spread, cost victims", placement="spread", topology=False),
 ]
 EXACT_POLICIES = [
-    Policy("binpack+topology, exact victims", victims="exact"),
-    Policy("spread, exact victims", placement="spread", topology=False, victims="exact"),
+    Policy("binpack+topology, exact victims", victims="dp"),
+    Policy("spread, exact victims", placement="spread", topology=False, victims="dp"),
 ]
 FIELDS = [
     ("lp_wasted_gpu_hours", "LP GPU-h wasted"),

@@ -6,9 +6,9 @@ For the seven bundled scenarios and ``--random`` seeded contended instances
 (``random_problem(seed, gpus=16, tasks=20, load=1.3, history_days=14)``: realtime
 tasks carry 14 days of past demand for the seasonal forecaster), each forecast
 (oracle; noisy 10/20/30 % over ``--seeds`` seeds; seasonal) drives a rolling
-greedy execution (re-plan every step, default headroom), once per
+heuristic execution (re-plan every step, default headroom), once per
 ``--lookahead`` value (sampled futures per commitment; 0 commits the plan's
-first row). Reported: the executed objective relative to the one-shot greedy
+first row). Reported: the executed objective relative to the one-shot heuristic
 plan made with full knowledge, how often it falls below FIFO, realtime
 shortfall, and time per execution.
 """
@@ -51,7 +51,7 @@ def main() -> None:
         for s in range(args.random)
     ]
     groups = (("7 scenarios", scenarios), (f"{args.random} random", randoms))
-    table = Table(title="rolling greedy vs one-shot (full knowledge) and FIFO")
+    table = Table(title="rolling heuristic vs one-shot (full knowledge) and FIFO")
     for column in (
         "instances",
         "forecast",

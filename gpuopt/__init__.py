@@ -22,7 +22,7 @@ it. Everything else lives in the subpackages, each reachable as an attribute
 
 >>> import gpuopt
 >>> problem = gpuopt.load_problem("gpuopt/scenarios/mixed-control.json")  # doctest: +SKIP
->>> result = gpuopt.solve(problem, method="greedy")  # doctest: +SKIP
+>>> result = gpuopt.solve(problem, method="heuristic")  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult
 from gpuopt.allocation.solution import evaluate as allocation_evaluate
 from gpuopt.allocation.solution import violations as allocation_violations
+from gpuopt.defrag.methods import ALIASES as DEFRAG_ALIASES
 from gpuopt.defrag.methods import METHODS as DEFRAG_METHODS
 from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import MigrationPlan
@@ -51,6 +52,7 @@ from gpuopt.preemption.dp import solve_exact
 from gpuopt.preemption.greedy import solve_heuristic
 from gpuopt.preemption.milp import solve_milp as preemption_milp
 from gpuopt.preemption.problem import PreemptionProblem
+from gpuopt.preemption.solution import ALIASES as PREEMPTION_ALIASES
 from gpuopt.preemption.solution import Decision
 from gpuopt.preemption.solution import evaluate as preemption_evaluate
 from gpuopt.preemption.solution import violations as preemption_violations
@@ -58,25 +60,38 @@ from gpuopt.result import Result
 
 Solver = Callable[..., Any]
 
-#: problem type -> method name -> function(problem, **options)
+#: problem type -> method name -> function(problem, **options). The first is the
+#: default, and is every problem's ``"heuristic"``.
 METHODS: dict[type, dict[str, Solver]] = {
     AllocationProblem: {
-        "greedy": solve_greedy,
+        "heuristic": solve_greedy,
         "fifo": solve_fifo,
         "cpsat": solve_cpsat,
         "milp": solve_milp,
         "lns": solve_lns,
     },
     Cluster: dict(DEFRAG_METHODS),
-    TopologyProblem: {"greedy": topology_greedy, "milp": topology_milp, "cpsat": topology_cpsat},
-    NodePlacementProblem: {"binpack": solve_binpack, "spread": solve_spread},
+    TopologyProblem: {"heuristic": topology_greedy, "milp": topology_milp, "cpsat": topology_cpsat},
+    NodePlacementProblem: {"heuristic": solve_binpack, "spread": solve_spread},
     PreemptionProblem: {
         "heuristic": solve_heuristic,
-        "exact": solve_exact,
+        "dp": solve_exact,
         "milp": preemption_milp,
         "cpsat": preemption_cpsat,
     },
-    GangProblem: {"heuristic": gang_heuristic, "exact": gang_cpsat, "milp": gang_milp},
+    GangProblem: {"heuristic": gang_heuristic, "cpsat": gang_cpsat, "milp": gang_milp},
+}
+
+#: problem type -> old name -> method name: the names of earlier releases, still
+#: accepted wherever a method is named (:func:`solve`, the CLI's ``--method``, JSON
+#: inputs) and answered under the new name. The one alias table: add entries here.
+ALIASES: dict[type, dict[str, str]] = {
+    AllocationProblem: {"greedy": "heuristic"},
+    Cluster: DEFRAG_ALIASES,
+    TopologyProblem: {"greedy": "heuristic"},
+    NodePlacementProblem: {"binpack": "heuristic"},
+    PreemptionProblem: PREEMPTION_ALIASES,
+    GangProblem: {"exact": "cpsat"},
 }
 
 #: problem type -> (the problem's independent checker, its evaluator or None).
@@ -132,12 +147,43 @@ def _problem_type(problem: object) -> type:
 
 
 def methods_for(problem: object) -> dict[str, Solver]:
-    """The methods that can solve ``problem``, by name."""
+    """The methods that can solve ``problem``, by name (the new names; see :data:`ALIASES`)."""
     return METHODS[_problem_type(problem)]
 
 
+def aliases_for(problem: object) -> dict[str, str]:
+    """The old method names ``problem`` still accepts: old name -> method name."""
+    return ALIASES.get(_problem_type(problem), {})
+
+
+def method_name(problem: object, method: str | None) -> str:
+    """The name of the method ``method`` asks for on ``problem``: an old name (an alias)
+    gives the new one, None the problem's default.
+
+    >>> from gpuopt.allocation.problem import AllocationProblem
+    >>> problem = AllocationProblem(gpus=1, horizon=1, tasks=[])
+    >>> method_name(problem, "greedy"), method_name(problem, None), method_name(problem, "milp")
+    ('heuristic', 'heuristic', 'milp')
+
+    Raises
+    ------
+    ValueError
+        For a method the problem does not have (an old name of another problem's
+        method included), listing the names it has.
+    """
+    table = methods_for(problem)
+    if method is None:
+        return next(iter(table))
+    if isinstance(method, str):
+        method = aliases_for(problem).get(method, method)
+    if not isinstance(method, str) or method not in table:
+        raise ValueError(f"method {short(method)} is not known; choose one of {', '.join(table)}.")
+    return method
+
+
 def options_of(problem: object, method: str) -> list[str]:
-    """The keyword options ``method`` takes for ``problem`` (``time_limit``, ``seed``, ...).
+    """The keyword options ``method`` (a name or an old name) takes for ``problem``
+    (``time_limit``, ``seed``, ...).
 
     >>> from gpuopt.allocation.problem import AllocationProblem
     >>> problem = AllocationProblem(gpus=1, horizon=1, tasks=[])
@@ -149,19 +195,15 @@ def options_of(problem: object, method: str) -> list[str]:
 
 
 def method_function(problem: object, method: str | None) -> Solver:
-    """The function of ``method`` (None: the problem's default) for ``problem``.
+    """The function of ``method`` (a name or an old name; None: the problem's default)
+    for ``problem``.
 
     Raises
     ------
     ValueError
         For a method the problem does not have, listing those it has.
     """
-    table = methods_for(problem)
-    if method is None:
-        return next(iter(table.values()))
-    if not isinstance(method, str) or method not in table:
-        raise ValueError(f"method {short(method)} is not known; choose one of {', '.join(table)}")
-    return table[method]
+    return methods_for(problem)[method_name(problem, method)]
 
 
 def answer_name(problem: object) -> str:
@@ -261,17 +303,23 @@ def solve(
         :class:`gpuopt.PreemptionProblem`; the last three are built from a
         cluster with their ``from_cluster``.
     method
-        Allocation: ``"greedy"`` (default, milliseconds), ``"fifo"`` (the
-        baseline), or the exact ``"cpsat"`` (OR-Tools) and ``"milp"`` (Pyomo;
-        ``solver="highs"`` by default), which start from the greedy grid and
-        report a bound. Defragmentation: ``"ipc"`` (default), ``"onehop"``
-        (the baseline), ``"milp"`` (HiGHS) and ``"cpsat"``, which start from
-        ipc and report a bound. Switch-level placement: ``"greedy"``
-        (default), ``"milp"``. Node-level placement: ``"binpack"`` (default),
-        ``"spread"``. Preemption: ``"heuristic"`` (default), ``"exact"`` (the dynamic
-        programme), ``"milp"`` (HiGHS) and ``"cpsat"``, which give its decision. Gangs
-        (:class:`gpuopt.gang.GangProblem`): ``"heuristic"`` (default), ``"exact"``
-        (CP-SAT).
+        Every problem's default is ``"heuristic"`` (valid by construction,
+        milliseconds). Allocation: ``"heuristic"``, ``"fifo"`` (the baseline),
+        ``"lns"``, or the exact ``"cpsat"`` (OR-Tools) and ``"milp"`` (Pyomo;
+        ``solver="highs"`` by default), which start from the heuristic's grid
+        and report a bound. Defragmentation: ``"heuristic"`` (IPC),
+        ``"onehop"`` (the baseline), ``"milp"`` (HiGHS) and ``"cpsat"``, which
+        start from the heuristic and report a bound. Switch-level placement:
+        ``"heuristic"`` (minimum entropy), ``"milp"`` and ``"cpsat"``.
+        Node-level placement: ``"heuristic"`` (binpack), ``"spread"``.
+        Preemption: ``"heuristic"``, ``"dp"`` (an exact dynamic programme),
+        ``"milp"`` (HiGHS) and ``"cpsat"``, which give dp's decision with a
+        proof. Gangs (:class:`gpuopt.gang.GangProblem`): ``"heuristic"``,
+        ``"cpsat"`` and ``"milp"``.
+        The names of earlier releases are still accepted (:data:`ALIASES`:
+        ``"greedy"``, ``"ipc"``, ``"binpack"``, and ``"exact"`` for
+        preemption's ``"dp"`` and the gangs' ``"cpsat"``); the result carries
+        the new name.
     time_limit
         Seconds the method may spend; None keeps the method's default (10 s
         for the exact methods; the heuristics run to completion). A method
@@ -303,8 +351,8 @@ def solve(
     >>> gpuopt.solve(problem).metrics.completed
     1
     """
-    function = method_function(problem, method)
-    method = method or next(iter(methods_for(problem)))
+    method = method_name(problem, method)
+    function = methods_for(problem)[method]
     accepted = inspect.signature(function).parameters
     given = {"time_limit": time_limit, "seed": seed, "initial": initial, **options}
     check_options(given)

@@ -1,11 +1,14 @@
 """Legality at scale: every method on seeded random instances of varied size and shape.
 
-Each *case* is one method of one problem (``"allocation/greedy"``,
-``"allocation/models-greedy"`` (the same on scenarios with GPU models),
-``"defrag/ipc"``, ``"node/binpack"`` (node-level placement on a cluster
-snapshot's view), ... and ``"rolling/greedy"``, the rolling-horizon replay
-of :mod:`gpuopt.planning.rolling`). Instance ``k`` of a case is drawn from a
-random generator seeded with ``"<case>:<k>"`` (string seeds hash with
+Each *case* is one method of one problem (``"allocation/heuristic"``,
+``"allocation/models-heuristic"`` (the same on scenarios with GPU models),
+``"defrag/heuristic"``, ``"node/spread"`` (node-level placement on a cluster
+snapshot's view), ... and ``"rolling/heuristic"``, the rolling-horizon replay
+of :mod:`gpuopt.planning.rolling`); the cases named after the methods' old
+names (``"allocation/greedy"``, ``"defrag/ipc"``, ...; :data:`OLD_CASES`) are
+still accepted. Instance ``k`` of a case is drawn from a random generator
+seeded with ``"<case>:<k>"``, a renamed case under its old name so that its
+instances stay what they were (string seeds hash with
 SHA-512, so the instance is the same in every process whatever
 ``PYTHONHASHSEED``): first the size and shape (number of GPUs, nodes,
 switches, tasks, horizon, node sizes, fill, shares of locked / HP / selector /
@@ -222,7 +225,7 @@ def _allocation_case(method: str, models: bool = False) -> Callable[[random.Rand
             options = {"time_limit": 600.0, "seed": number % 7, "max_windows": 3, "threads": 1}
         elif exact:
             options = _exact_options(rng, number)
-        elif method == "greedy" and rng.random() < 0.2:
+        elif method == "heuristic" and rng.random() < 0.2:
             options = {"improve": rng.random() < 0.5, "max_attempts": rng.choice((0, 1, 5))}
         return Instance(instance.problem, options, instance.shape)
 
@@ -322,7 +325,7 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
         options: dict[str, Any] = {}
         if exact:
             options = _exact_options(rng, number)
-        elif method == "ipc":
+        elif method == "heuristic":
             if number % 97 == 5:
                 options["workers"] = 2  # a local process pool (partitions in other processes)
             elif number % 50 == 3 and nodes <= 40:
@@ -430,7 +433,7 @@ def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
                     task["cpus"] = task["cpus"] / 2
         problem = PreemptionProblem.model_validate(data)
         options: dict[str, Any] = {}
-        if method == "exact" and rng.random() < 0.3:
+        if method == "dp" and rng.random() < 0.3:
             options["enumerate_limit"] = rng.choice((4, 10))  # the subset enumeration path
         shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, {problem.request.priority}"
         return Instance(problem, options, shape)
@@ -508,18 +511,33 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
 
 #: case name -> instance builder(rng, number)
 BUILDERS: dict[str, Callable[[random.Random, int], Instance]] = {
-    **{f"allocation/{m}": _allocation_case(m) for m in ("greedy", "fifo", "cpsat", "milp", "lns")},
+    **{
+        f"allocation/{m}": _allocation_case(m)
+        for m in ("heuristic", "fifo", "cpsat", "milp", "lns")
+    },
     # GPU models (models/allocation.md section 15): pools, speed factors, tasks' models
     **{
         f"allocation/models-{m}": _allocation_case(m, models=True)
-        for m in ("greedy", "fifo", "cpsat", "milp", "lns")
+        for m in ("heuristic", "fifo", "cpsat", "milp", "lns")
     },
-    **{f"defrag/{m}": _defrag_case(m) for m in ("ipc", "onehop", "milp", "cpsat")},
-    **{f"topology/{m}": _topology_case(m) for m in ("greedy", "milp")},
-    **{f"node/{m}": _node_case(m) for m in ("binpack", "spread")},
-    **{f"preemption/{m}": _preemption_case(m) for m in ("heuristic", "exact")},
-    "rolling/greedy": _rolling,
+    **{f"defrag/{m}": _defrag_case(m) for m in ("heuristic", "onehop", "milp", "cpsat")},
+    **{f"topology/{m}": _topology_case(m) for m in ("heuristic", "milp")},
+    **{f"node/{m}": _node_case(m) for m in ("heuristic", "spread")},
+    **{f"preemption/{m}": _preemption_case(m) for m in ("heuristic", "dp")},
+    "rolling/heuristic": _rolling,
 }
+#: old case name -> case: the cases named after the methods' old names (still accepted;
+#: their instances are seeded with the old name, so they are the instances they were).
+OLD_CASES: dict[str, str] = {
+    "allocation/greedy": "allocation/heuristic",
+    "allocation/models-greedy": "allocation/models-heuristic",
+    "defrag/ipc": "defrag/heuristic",
+    "topology/greedy": "topology/heuristic",
+    "node/binpack": "node/heuristic",
+    "preemption/exact": "preemption/dp",
+    "rolling/greedy": "rolling/heuristic",
+}
+_SEEDED_AS = {case: old for old, case in OLD_CASES.items()}
 #: Every case, in the order of the table.
 CASES: tuple[str, ...] = tuple(BUILDERS)
 #: Cases whose method is exact (small instances, time limits).
@@ -543,11 +561,24 @@ def method_of(case: str) -> tuple[str, str]:
     return family, method.removeprefix("models-")
 
 
-def instance(case: str, number: int) -> Instance:
-    """Instance ``number`` of ``case`` (the same in every process)."""
+def case_name(case: str) -> str:
+    """The name of ``case`` (an old name, such as ``"defrag/ipc"``, gives the new one).
+
+    Raises
+    ------
+    ValueError
+        For a case that is not known, listing the cases.
+    """
+    case = OLD_CASES.get(case, case)
     if case not in BUILDERS:
         raise ValueError(f"case {case!r} is not known; choose from {', '.join(CASES)}")
-    rng = random.Random(f"{case}:{number}")
+    return case
+
+
+def instance(case: str, number: int) -> Instance:
+    """Instance ``number`` of ``case`` (the same in every process)."""
+    case = case_name(case)
+    rng = random.Random(f"{_SEEDED_AS.get(case, case)}:{number}")
     return BUILDERS[case](rng, number)
 
 
@@ -578,6 +609,7 @@ def _solve_and_check(case: str, built: Instance) -> tuple[list[str], str | None]
 
 def check(case: str, number: int) -> Outcome:
     """Build instance ``number`` of ``case``, solve it and check the output."""
+    case = OLD_CASES.get(case, case)  # an unknown case is the outcome's error
     outcome = Outcome(case=case, number=number)
     try:
         built = instance(case, number)
@@ -597,6 +629,7 @@ def check(case: str, number: int) -> Outcome:
 
 def check_range(case: str, start: int, stop: int) -> Tally:
     """Check instances ``start .. stop - 1`` of ``case`` and count (picklable: for pools)."""
+    case = OLD_CASES.get(case, case)
     tally = Tally(case)
     for number in range(start, stop):
         tally.add(check(case, number))
@@ -607,9 +640,11 @@ __all__ = [
     "CASES",
     "EXACT_CASES",
     "EXACT_TIME_LIMIT",
+    "OLD_CASES",
     "Instance",
     "Outcome",
     "Tally",
+    "case_name",
     "check",
     "check_range",
     "instance",

@@ -174,18 +174,18 @@ OPTIONS: dict[str, Option] = {
     option.name: option
     for option in (
         _seconds("time_limit", "Seconds the whole call may take (a deadline, all in)."),
-        _seconds("exact_seconds", "Seconds for each exact solve of one partition (ipc's exact)."),
+        _seconds("exact_seconds", "Seconds for each exact solve of one partition (IPC's exact)."),
         _integer("seed", 0, MAX_SEED, "Seed of every random choice (32 bits: CP-SAT and HiGHS)."),
         _integer("threads", 1, MAX_THREADS, "Solver threads."),
         _integer("workers", 1, MAX_THREADS, "Worker processes or Dask tasks at once."),
-        _integer("max_attempts", 0, 10**9, "Most construction attempts of the greedy."),
-        _integer("search", 0, 10**9, "Rounds of the greedy's ruin-and-recreate search."),
-        _integer("partition_size", 2, MAX_NODES, "Nodes per partition of ipc."),
+        _integer("max_attempts", 0, 10**9, "Most construction attempts of the heuristic."),
+        _integer("search", 0, 10**9, "Rounds of the heuristic's ruin-and-recreate search."),
+        _integer("partition_size", 2, MAX_NODES, "Nodes per partition of IPC."),
         _integer("depth", 1, 6, "Longest eviction chain, in moves (1: direct moves only)."),
-        _integer("rounds", 1, 100, "Most rounds of ipc with fresh partitions."),
+        _integer("rounds", 1, 100, "Most rounds of IPC with fresh partitions."),
         _integer("max_moves", 0, MAX_TASKS, "Most moves a plan makes."),
         _integer("group_budget", 0, MAX_TASKS, "Most tasks of one anti-affinity group moved."),
-        _integer("exact_nodes", 1, MAX_NODES, "Largest partition ipc's exact model solves."),
+        _integer("exact_nodes", 1, MAX_NODES, "Largest partition IPC's exact model solves."),
         _integer(
             "enumerate_limit", -(2**63), 2**63 - 1, "Most subsets enumerated per node (tests)."
         ),
@@ -196,20 +196,20 @@ OPTIONS: dict[str, Option] = {
             "candidates", 1, 10**6, "Tasks without a block offered to each lns window at most."
         ),
         _integer("max_windows", 0, 10**9, "Windows lns solves at most."),
-        _boolean("improve", "Whether the greedy improves its first plan."),
+        _boolean("improve", "Whether the heuristic improves its first plan."),
         _boolean("warm", "Whether an exact method starts from the heuristic's answer."),
         _boolean("log", "Whether the solver's own log is shown."),
         Option(
             "guide",
             "choice",
-            "What guides the greedy: True (the step LP), False (none) or 'mip' (the step MIP).",
+            "What guides the heuristic: True (the step LP), False (none) or 'mip' (the step MIP).",
             choices=(True, False, "mip"),
         ),
         Option("solver", "text", "The MILP solver (highs, pyomo-highs, cbc, glpk, ...)."),
         Option(
             "exact",
             "choice",
-            "The exact model ipc solves partitions with.",
+            "The exact model IPC solves partitions with.",
             choices=("milp", "cpsat"),
         ),
         Option(

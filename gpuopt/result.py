@@ -122,9 +122,11 @@ def relative_gap(
 def heuristic_note(method: str) -> str:
     """The note of a heuristic's result: it computes no bound.
 
-    >>> heuristic_note("greedy")
-    'no bound: greedy is a heuristic and computes none'
+    >>> heuristic_note("fifo"), heuristic_note("heuristic")
+    ('no bound: fifo is a heuristic and computes none', 'no bound: the heuristic computes none')
     """
+    if method == "heuristic":
+        return f"{NO_BOUND}the heuristic computes none"
     return f"{NO_BOUND}{method} is a heuristic and computes none"
 
 

@@ -102,12 +102,14 @@ BACKENDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("defrag_method", "cpsat"): ("ortools",),
     ("defrag_method", "milp"): ("highspy",),
     ("topology_method", "milp"): ("highspy",),
-    ("gang_method", "exact"): ("ortools",),
+    ("gang_method", "cpsat"): ("ortools",),
     ("gang_method", "milp"): ("highspy",),
     ("topology_method", "cpsat"): ("ortools",),
+    ("preemption_method", "milp"): ("highspy",),
+    ("preemption_method", "cpsat"): ("ortools",),
 }
 #: Methods that prove a bound (their tests get a time limit and check the proof).
-EXACT = frozenset({"cpsat", "milp", "exact"})
+EXACT = frozenset({"cpsat", "milp", "dp"})
 #: Methods that search under a time limit (the exact ones and lns): tested on few instances.
 SEARCHING = EXACT | {"lns"}
 

@@ -18,13 +18,13 @@ from tests.conftest import assert_legal
 def test_top_level_exports(tiny: gpuopt.AllocationProblem) -> None:
     result = gpuopt.solve(tiny)
     assert isinstance(result, gpuopt.AllocationResult)
-    assert result.method == "greedy"
+    assert result.method == "heuristic"
     assert gpuopt.violations(tiny, result.grid) == []
     assert gpuopt.evaluate(tiny, result.grid).objective == pytest.approx(result.objective)
 
 
 def test_unknown_method_lists_valid_ones(tiny: gpuopt.AllocationProblem) -> None:
-    with pytest.raises(ValueError, match="choose one of greedy, fifo"):
+    with pytest.raises(ValueError, match="choose one of heuristic, fifo"):
         gpuopt.solve(tiny, "annealing")
 
 
@@ -64,11 +64,11 @@ def test_solve_dispatches_snapshots() -> None:
 
     snapshot = random_snapshot(2, nodes=20)
     plan = gpuopt.solve(snapshot)
-    assert plan.method == "ipc" and plan_violations(snapshot, plan) == []
+    assert plan.method == "heuristic" and plan_violations(snapshot, plan) == []
     assert gpuopt.solve(snapshot, "onehop").method == "onehop"
     exact = gpuopt.solve(snapshot, "milp", time_limit=5, threads=1)
     assert exact.metrics.emptied >= plan.metrics.emptied
-    with pytest.raises(ValueError, match="ipc, onehop, milp, cpsat"):
+    with pytest.raises(ValueError, match="heuristic, onehop, milp, cpsat"):
         gpuopt.solve(snapshot, "greedy")
     with pytest.raises(ValueError, match="option 'solver' does not apply"):
         gpuopt.solve(snapshot, "ipc", solver="highs")
@@ -240,12 +240,12 @@ def test_gap_rule_unit() -> None:
 
 def test_gap_is_recomputed_and_notes_follow_the_bound(tiny: gpuopt.AllocationProblem) -> None:
     greedy = gpuopt.solve(tiny)
-    assert greedy.notes == ["no bound: greedy is a heuristic and computes none"]
+    assert greedy.notes == ["no bound: the heuristic computes none"]
     # a gap passed in is not trusted: it follows from objective and bound
     forged = gpuopt.AllocationResult.model_validate({**greedy.model_dump(), "gap": 0.5})
     assert forged.gap is None
     bounded = greedy.model_copy(update={"bound": greedy.objective * 2, "method": "cpsat"})
     assert bounded.gap == pytest.approx(0.5) and bounded.notes == []
-    assert greedy.notes == ["no bound: greedy is a heuristic and computes none"]  # not shared
+    assert greedy.notes == ["no bound: the heuristic computes none"]  # not shared
     unbounded = bounded.model_copy(update={"bound": None, "status": "time_limit"})
     assert unbounded.notes == ["no bound: cpsat stopped at its time limit before proving one"]

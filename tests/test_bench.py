@@ -40,30 +40,30 @@ def made_row(
     return row
 
 
-SECONDS = {"fifo": 0.0004, "greedy": 0.0017, "cpsat": 3.01}
+SECONDS = {"fifo": 0.0004, "heuristic": 0.0017, "cpsat": 3.01}
 
 
 def test_a_weak_bound_gives_no_gap() -> None:
     # cpsat stopped at 3 s with a bound of 1,540: the best plan (100) is 93.5 % below it
-    row = made_row({"fifo": 60.0, "greedy": 100.0, "cpsat": 100.0}, {"cpsat": 1540.0}, SECONDS)
+    row = made_row({"fifo": 60.0, "heuristic": 100.0, "cpsat": 100.0}, {"cpsat": 1540.0}, SECONDS)
     assert row.best_bound() == 1540.0
     assert row.useful_bound() is None
-    assert row.gap_to_bound("greedy") is None and row.gap_to_bound("fifo") is None
+    assert row.gap_to_bound("heuristic") is None and row.gap_to_bound("fifo") is None
     assert row.exact_seconds() == 3.01
     figures = row.to_dict()
     assert figures["bound_is_useful"] is False
     methods = figures["methods"]
     assert isinstance(methods, dict)
-    assert methods["greedy"]["gap_to_useful_bound"] is None
-    assert methods["greedy"]["gap_to_best_bound"] == pytest.approx(1440 / 1540)
+    assert methods["heuristic"]["gap_to_useful_bound"] is None
+    assert methods["heuristic"]["gap_to_best_bound"] == pytest.approx(1440 / 1540)
 
 
 def test_a_bound_that_certifies_the_best_plan_gives_every_gap() -> None:
     # best plan 100 (cpsat), bound 104: within 3.85 % <= 5 %, so the bound is useful
-    row = made_row({"fifo": 60.0, "greedy": 98.0, "cpsat": 100.0}, {"cpsat": 104.0}, SECONDS)
+    row = made_row({"fifo": 60.0, "heuristic": 98.0, "cpsat": 100.0}, {"cpsat": 104.0}, SECONDS)
     assert row.useful_bound() == 104.0
     assert row.gap_to_bound("cpsat") == pytest.approx(4 / 104)
-    assert row.gap_to_bound("greedy") == pytest.approx(6 / 104)
+    assert row.gap_to_bound("heuristic") == pytest.approx(6 / 104)
     # FIFO's gap is large, but the bound proves it: FIFO is at least 42 % below the optimum
     assert row.gap_to_bound("fifo") == pytest.approx(44 / 104)
     assert row.to_dict()["bound_is_useful"] is True
@@ -78,21 +78,21 @@ def test_the_rule_is_decided_on_the_best_plan_and_the_tightest_bound() -> None:
     )
     # the tightest bound of two exact methods decides, and any method's plan may be the best
     two = made_row(
-        {"fifo": 50.0, "greedy": best, "cpsat": 90.0, "milp": 95.0},
+        {"fifo": 50.0, "heuristic": best, "cpsat": 90.0, "milp": 95.0},
         {"cpsat": 300.0, "milp": 102.0},
         {**SECONDS, "milp": 5.0},
     )
     assert two.useful_bound() == 102.0 and two.exact_seconds() == 5.0
-    assert two.gap_to_bound("greedy") == pytest.approx(2 / 102)
+    assert two.gap_to_bound("heuristic") == pytest.approx(2 / 102)
 
 
 def test_no_exact_method_no_bound() -> None:
-    row = made_row({"fifo": 60.0, "greedy": 100.0}, {}, SECONDS)
+    row = made_row({"fifo": 60.0, "heuristic": 100.0}, {}, SECONDS)
     assert row.best_bound() is None and row.useful_bound() is None
-    assert row.exact_seconds() is None and row.gap_to_bound("greedy") is None
+    assert row.exact_seconds() is None and row.gap_to_bound("heuristic") is None
 
 
 def test_made_rows_keep_real_metrics() -> None:
-    row = made_row({"fifo": 60.0, "greedy": 100.0}, {}, SECONDS)
-    assert isinstance(row.results["greedy"], AllocationResult)
-    assert row.gain("greedy") == 0.0  # same grid, same value
+    row = made_row({"fifo": 60.0, "heuristic": 100.0}, {}, SECONDS)
+    assert isinstance(row.results["heuristic"], AllocationResult)
+    assert row.gain("heuristic") == 0.0  # same grid, same value

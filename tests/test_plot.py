@@ -45,7 +45,7 @@ def test_legend_names_every_service_idle_demand_and_shortfall(
     assert "shortfall (demand > GPUs given)" in texts
     assert {"training", "batch inference", "quantization"} <= set(texts)
     title = legend.get_title().get_text()
-    assert title == "realtime-contention (8 GPUs, 8 tasks); top to bottom: greedy, fifo"
+    assert title == "realtime-contention (8 GPUs, 8 tasks); top to bottom: heuristic, fifo"
 
 
 def test_panels_in_order_with_units_and_services_on_their_bands(
@@ -54,7 +54,7 @@ def test_panels_in_order_with_units_and_services_on_their_bands(
     axes = figure.axes
     assert len(axes) == 4  # per plan: the GPU grid, then its realtime strip
     greedy_grid, greedy_strip, fifo_grid, fifo_strip = axes
-    assert greedy_grid.get_title(loc="left").startswith("greedy [feasible]: objective 222.5")
+    assert greedy_grid.get_title(loc="left").startswith("heuristic [feasible]: objective 222.5")
     assert fifo_grid.get_title(loc="left").startswith("fifo [feasible]: objective 20.5")
     for unit in ("priority-weighted GPU-steps", "GPU use", "tasks done", "shortfall 1 GPU-step"):
         assert unit in greedy_grid.get_title(loc="left")

@@ -90,12 +90,12 @@ def test_greedy_shows_its_passes_and_counts(
     problem = random_problem(3, gpus=16, tasks=40)
     pending = sum(1 for task in problem.tasks if not task.is_realtime and task.running is None)
     text = drawn(lambda: gpuopt.solve(problem, "greedy"))
-    assert ("greedy: order 1 of 3", pending, pending, "") in states  # every task tried
-    room = [state for state in states if state[0] == "greedy: making room"]
+    assert ("heuristic: order 1 of 3", pending, pending, "") in states  # every task tried
+    room = [state for state in states if state[0] == "heuristic: making room"]
     assert room and room[-1][1] == room[-1][2]  # every task left out tried again
-    search = [state for state in states if state[0] == "greedy: ruin and recreate"]
+    search = [state for state in states if state[0] == "heuristic: ruin and recreate"]
     assert search and search[-1][1] == search[-1][2] > 0  # the rounds it ran, all shown
-    assert re.search(r"greedy: ruin and recreate .* (\d+)/\1", text)
+    assert re.search(r"heuristic: ruin and recreate .* (\d+)/\1", text)
     assert capsys.readouterr().out == ""
 
 
@@ -118,10 +118,10 @@ def test_milp_shows_the_highs_search() -> None:
 def test_ipc_shows_partitions_done(states: list[State]) -> None:
     problem = random_snapshot(0, nodes=60)
     text = drawn(lambda: gpuopt.solve(problem, "ipc", partition_size=30, workers=1))
-    assert [s[:3] for s in states if s[0] == "ipc round 1: partitions"] == [
-        ("ipc round 1: partitions", done, 2) for done in (0, 1, 2)
+    assert [s[:3] for s in states if s[0] == "heuristic round 1: partitions"] == [
+        ("heuristic round 1: partitions", done, 2) for done in (0, 1, 2)
     ]
-    assert re.search(r"ipc round \d: partitions .* (\d)/\1", text)
+    assert re.search(r"heuristic round \d: partitions .* (\d)/\1", text)
 
 
 def test_preemption_exact_shows_nodes_and_costs() -> None:
@@ -136,7 +136,7 @@ def test_replay_and_rolling_show_their_counts() -> None:
     text = drawn(lambda: replay(nodes, jobs, Policy("binpack", topology=False)))
     assert re.search(r"replay binpack: jobs finished .* 500/600", text)
     text = drawn(lambda: rolling_replay(random_problem(1, gpus=8, tasks=10)))
-    assert "rolling greedy: steps" in text and "24/24" in text
+    assert "rolling heuristic: steps" in text and "24/24" in text
 
 
 def test_nothing_shown_before_the_delay_or_off_a_terminal() -> None:
@@ -176,7 +176,7 @@ def test_cli_shows_progress_on_stderr_only(
     code, out, err = run_on_terminal(args, capsys, monkeypatch)
     assert code == 0
     assert "CP-SAT" in err and "incumbent" in err
-    assert "mixed-control: cpsat" in out and "CP-SAT" not in out and "greedy:" not in out
+    assert "mixed-control: cpsat" in out and "CP-SAT" not in out and "heuristic:" not in out
 
 
 def test_cli_quiet_shows_no_progress(

@@ -430,7 +430,7 @@ def _ruin_and_recreate(
     best, placements = _make_room(board, pending, budget // 2, deadline)  # half the budget
     current = best
     stalled = done = 0
-    shown.update(description=f"greedy: ruin and recreate{label}", completed=0, total=rounds)
+    shown.update(description=f"heuristic: ruin and recreate{label}", completed=0, total=rounds)
     for _ in range(rounds):
         if placements >= budget or stalled >= STALL_ROUNDS or time.perf_counter() > deadline:
             break

@@ -138,7 +138,7 @@ def _improve(
     left_out = sorted(
         (b for b in pending if b not in board.starts), key=lambda b: (-priority[b], b)
     )
-    shown.update(description=f"greedy: making room{label}", completed=0, total=len(left_out))
+    shown.update(description=f"heuristic: making room{label}", completed=0, total=len(left_out))
     victims = _Victims(board)
     for u in left_out:
         shown.advance()

@@ -151,14 +151,14 @@ def greedy_grid(
     seen: set[tuple[int, ...]] = set()
     settled = False  # every task starts on arrival: each has its best value
     first_order: list[int] = []
-    with gpuopt.progress.task("greedy", total=len(pending)) as shown:
+    with gpuopt.progress.task("heuristic", total=len(pending)) as shown:
         for number, key in enumerate(orders, start=1):
             order = tuple(sorted(pending, key=lambda b, key=key: key(index, b)))  # type: ignore[misc]
             if order in seen:
                 continue
             seen.add(order)
             first_order = first_order or list(order)  # the guided plan's order for the rest
-            shown.update(description=f"greedy: order {number} of {len(orders)}", completed=0)
+            shown.update(description=f"heuristic: order {number} of {len(orders)}", completed=0)
             board = _construct(base, list(order), shown)
             if board.objective > best_value + 1e-9:
                 best, best_value = board, board.objective
@@ -177,7 +177,7 @@ def greedy_grid(
             for integer in (False, True) if guide == "mip" else (False,):
                 cap = MIP_GUIDE_SECONDS if integer else GUIDE_SECONDS
                 kind = "MIP" if integer else "LP"
-                shown.update(description=f"greedy: guided by the step-capacity {kind}")
+                shown.update(description=f"heuristic: guided by the step-capacity {kind}")
                 left = cap if time_limit is None else time_limit - (time.perf_counter() - started)
                 if left <= 0:
                     break
@@ -230,5 +230,5 @@ def solve_greedy(
     )
     seconds = time.perf_counter() - started
     return make_result(
-        problem, grid, method="greedy", seconds=seconds, notes=[heuristic_note("greedy")]
+        problem, grid, method="heuristic", seconds=seconds, notes=[heuristic_note("heuristic")]
     )

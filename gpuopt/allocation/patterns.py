@@ -374,7 +374,7 @@ def _too_large(problem: AllocationProblem) -> ProblemError:
     return ProblemError(
         f"problem {short(problem.name)} is too large for an exact model here (over "
         f"{MAX_NONZEROS:,} non-zeros or {MAX_PATTERNS:,} placement patterns); use method "
-        "'greedy' or split the horizon."
+        "'heuristic' or split the horizon."
     )
 
 

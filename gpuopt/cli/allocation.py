@@ -25,6 +25,7 @@ from gpuopt.cli.common import (
     console,
     executor_for,
     int_range,
+    old_method_names,
     positive_number,
     print_plan_report,
     read_input,
@@ -56,14 +57,16 @@ def load_scenario(path: str) -> Any:
 
 def allocate_options(args: argparse.Namespace) -> dict[str, Any]:
     """``--threads``, ``--seed`` and ``--solver`` for the exact methods (``--seed`` also
-    for the greedy's search), ``--workers`` for lns; refused otherwise."""
+    for the heuristic's search), ``--workers`` for lns; refused otherwise."""
     for flag, value in {"--workers": args.workers, "--scheduler": args.scheduler}.items():
         if value is not None and args.method != "lns":
             raise ProblemError(f"{flag} applies only to --method lns (got --method {args.method}).")
-    if args.guide is not None and args.method != "greedy":
-        raise ProblemError(f"--guide applies only to --method greedy (got --method {args.method}).")
+    if args.guide is not None and args.method != "heuristic":
+        raise ProblemError(
+            f"--guide applies only to --method heuristic (got --method {args.method})."
+        )
     options: dict[str, Any] = {}
-    if args.method == "greedy" and args.seed is not None:
+    if args.method == "heuristic" and args.seed is not None:
         options["seed"] = args.seed
     if args.guide is not None:
         options["guide"] = {"auto": None, "lp": True, "mip": "mip", "off": False}[args.guide]
@@ -238,6 +241,8 @@ def allocation_methods() -> list[str]:
 
 def run_bench(args: argparse.Namespace) -> int:
     """``gpuopt bench``: FIFO against the other methods on a folder of scenarios."""
+    from gpuopt.allocation.problem import AllocationProblem
+    from gpuopt.api import ALIASES
     from gpuopt.bench import BASELINE, scenario_files
     from gpuopt.bench import run_bench as bench
 
@@ -247,11 +252,13 @@ def run_bench(args: argparse.Namespace) -> int:
         methods.insert(0, BASELINE)
     check_output_folder(args.json, "--json")
     valid = allocation_methods()
+    renamed = ALIASES[AllocationProblem]
     for method in methods:
-        if method not in valid:
+        if method not in valid and method not in renamed:
             raise ProblemError(
                 f"--methods: {method!r} is not known; choose from {', '.join(valid)}."
             )
+    methods = list(dict.fromkeys(renamed.get(method, method) for method in methods))
     if args.plot_dir:
         if Path(args.plot_dir).exists() and not Path(args.plot_dir).is_dir():
             raise ProblemError(f"--plot-dir: {args.plot_dir} exists and is not a folder.")
@@ -301,9 +308,9 @@ def add_commands(commands: Any) -> None:
     add_method(
         allocate,
         AllocationProblem,
-        default="greedy",
-        help="greedy (default, milliseconds), fifo (the baseline), or the exact cpsat and "
-        "milp (they start from the greedy and report a bound)",
+        default="heuristic",
+        help="heuristic (default, milliseconds), fifo (the baseline), lns, or the exact cpsat "
+        "and milp (they start from the heuristic and report a bound)",
     )
     add_out(allocate, "write the result JSON here")
     add_plot(allocate, "write a picture of the grid here (.png, .svg, .pdf)")
@@ -317,7 +324,7 @@ def add_commands(commands: Any) -> None:
         help="MILP solver behind Pyomo: highs (default), cbc, glpk, scip, gurobi, cplex",
     )
     add_threads(allocate, "solver threads (default: 1 for milp, 2 for cpsat)")
-    add_seed(allocate, "random seed of the solver or of the greedy's search (default 0)")
+    add_seed(allocate, "random seed of the solver or of the heuristic's search (default 0)")
     add_workers(
         allocate,
         "lns: windows solved at once, each in a process of its own; the windows of a "
@@ -328,7 +335,7 @@ def add_commands(commands: Any) -> None:
         "--guide",
         choices=("auto", "lp", "mip", "off"),
         default=None,
-        help="greedy: also build plans from the step-capacity relaxation's starts: auto "
+        help="heuristic: also build plans from the step-capacity relaxation's starts: auto "
         "(the LP up to 4,096 new tasks x steps), lp (the LP at any size), mip (the LP and "
         "the integer step MIP: seconds at 64 GPUs, closer to the optimum), off "
         "(default auto)",
@@ -349,8 +356,11 @@ def add_commands(commands: Any) -> None:
     )
     bench.add_argument(
         "--methods",
-        default="fifo,greedy,cpsat",
-        help="comma-separated methods (default fifo,greedy,cpsat; exact ones run once)",
+        default="fifo,heuristic,cpsat",
+        help="comma-separated methods of "
+        + ", ".join(allocation_methods())
+        + " (default fifo,heuristic,cpsat; exact ones run once); old names still accepted: "
+        + old_method_names([AllocationProblem]),
     )
     bench.add_argument(
         "--repeat",

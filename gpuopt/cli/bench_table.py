@@ -197,9 +197,9 @@ def legend_entries(
         (
             "method",
             "fifo is the baseline (realtime reserves its peak all day, batch jobs in "
-            "arrival order); greedy the heuristic; cpsat and milp exact models started "
-            "from the greedy, shown with their status (optimal: proven best; time limit: "
-            "stopped before a proof)",
+            "arrival order); heuristic gpuopt's heuristic; cpsat and milp exact models "
+            "started from the heuristic, shown with their status (optimal: proven best; "
+            "time limit: stopped before a proof)",
         ),
         (
             "objective",

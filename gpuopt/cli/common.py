@@ -25,7 +25,7 @@ import argparse
 import math
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
@@ -87,6 +87,47 @@ worker_count = OPTIONS["threads"].parse
 
 
 # --------------------------------------------------------------------------- shared flags
+class MethodChoices(list[str]):
+    """``--method``'s choices: the new names, shown in the help and in the error for an
+    unknown name, and the old names (:data:`gpuopt.api.ALIASES`), accepted as well.
+
+    >>> choices = MethodChoices(["heuristic", "milp"], ["greedy"])
+    >>> "greedy" in choices, "ipc" in choices, list(choices)
+    (True, False, ['heuristic', 'milp'])
+    """
+
+    def __init__(self, names: Iterable[str], old_names: Iterable[str] = ()) -> None:
+        super().__init__(names)
+        self.old_names = frozenset(old_names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.old_names or super().__contains__(name)
+
+
+def old_method_names(problem_types: Iterable[type]) -> str:
+    """The old method names of ``problem_types`` as the help says them, e.g.
+    ``"greedy for heuristic"`` ("" when there are none)."""
+    from gpuopt.api import ALIASES
+
+    renamed: dict[str, set[str]] = {}
+    for kind in problem_types:
+        for old, new in ALIASES.get(kind, {}).items():
+            renamed.setdefault(old, set()).add(new)
+    return ", ".join(f"{old} for {' or '.join(sorted(new))}" for old, new in renamed.items())
+
+
+def method_name(problem: object, method: str | None) -> str:
+    """The new name of ``--method`` for ``problem`` (:func:`gpuopt.api.method_name`); a
+    method the problem does not have is a one-sentence :class:`ProblemError`."""
+    from gpuopt.api import method_name as new_name
+    from gpuopt.errors import ProblemError
+
+    try:
+        return new_name(problem, method)
+    except ValueError as exc:
+        raise ProblemError(f"--method: {exc}") from None
+
+
 def add_method(
     parser: argparse.ArgumentParser,
     problem_type: type | tuple[type, ...],
@@ -94,12 +135,21 @@ def add_method(
     default: str | None,
     help: str,
 ) -> None:
-    """``--method``: the methods :func:`gpuopt.solve` knows for ``problem_type`` (or several)."""
-    from gpuopt.api import METHODS
+    """``--method``: the methods :func:`gpuopt.solve` knows for ``problem_type`` (or several).
+
+    The old names of :data:`gpuopt.api.ALIASES` are accepted too (the help says which);
+    :func:`solve_command` turns them into the new names once the problem is known.
+    """
+    from gpuopt.api import ALIASES, METHODS
 
     types = problem_type if isinstance(problem_type, tuple) else (problem_type,)
     choices = list(dict.fromkeys(name for kind in types for name in METHODS[kind]))
-    parser.add_argument("--method", default=default, choices=choices, help=help)
+    olds = [old for kind in types for old in ALIASES.get(kind, {})]
+    if olds:
+        help += f"; old names still accepted: {old_method_names(types)}"
+    parser.add_argument(
+        "--method", default=default, choices=MethodChoices(choices, olds), help=help
+    )
 
 
 def add_out(
@@ -437,7 +487,9 @@ def solve_command(
     The steps, in this order:
 
     1. check that every output (``--out``, ``--plot``) can be written, before any work;
-    2. ``build()`` the problem (bad input raises a one-sentence ``ProblemError``);
+    2. ``build()`` the problem (bad input raises a one-sentence ``ProblemError``), and
+       turn ``args.method`` into the name of one of its methods (an old name into the new
+       one, None into the default; a method the problem does not have is refused);
     3. ``options(problem)``: method options from the flags (may refuse a flag that does
        not apply, with a ``ProblemError``);
     4. :func:`gpuopt.solve` with ``args.method``, ``args.time_limit`` (if the command has
@@ -453,6 +505,7 @@ def solve_command(
 
     check_outputs(args)
     problem = build()
+    args.method = method_name(problem, args.method)
     given = options(problem)
     with session() as live:
         answer: Answer = (solver or solve)(
@@ -484,6 +537,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "OUTPUT_FLAGS",
+    "MethodChoices",
     "Parser",
     "add_data",
     "add_json",
@@ -502,7 +556,9 @@ __all__ = [
     "executor_for",
     "group_violations",
     "int_range",
+    "method_name",
     "number_type",
+    "old_method_names",
     "output_width",
     "positive_int",
     "positive_number",

@@ -169,18 +169,21 @@ def defrag_problem(args: argparse.Namespace) -> Any:
 
 
 def defrag_options(args: argparse.Namespace, problem: Any) -> dict[str, Any]:
-    """The snapshot's seed, ``--threads`` (exact methods) and ``--workers`` (ipc)."""
+    """The snapshot's seed, ``--threads`` (exact methods) and ``--workers`` (the heuristic,
+    IPC)."""
     exact = args.method in ("milp", "cpsat")
     ipc_only = {"--workers": args.workers, "--scheduler": args.scheduler, "--exact": args.exact}
     for flag, value in ipc_only.items():
-        if value is not None and args.method != "ipc":
-            raise ProblemError(f"{flag} applies only to --method ipc (got --method {args.method}).")
+        if value is not None and args.method != "heuristic":
+            raise ProblemError(
+                f"{flag} applies only to --method heuristic (got --method {args.method})."
+            )
     if args.threads is not None and not exact:
         raise ProblemError(f"--threads applies only to --method milp or cpsat (got {args.method}).")
     options: dict[str, Any] = {"seed": problem.options.seed}
     if exact and args.threads is not None:
         options["threads"] = args.threads
-    if args.method == "ipc":
+    if args.method == "heuristic":
         options["workers"] = args.workers
         options["exact"] = args.exact
     return options
@@ -188,9 +191,9 @@ def defrag_options(args: argparse.Namespace, problem: Any) -> dict[str, Any]:
 
 @contextmanager
 def ipc_session(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
-    """For ipc, the executor (``--scheduler``), live around the solve."""
+    """For the heuristic (IPC), the executor (``--scheduler``), live around the solve."""
     with executor_for(args.scheduler) as executor:
-        yield {"executor": executor} if args.method == "ipc" else {}
+        yield {"executor": executor} if args.method == "heuristic" else {}
 
 
 def draw_defrag(problem: Any, plan: Any, path: str) -> None:
@@ -385,16 +388,17 @@ def add_commands(commands: Any) -> None:
     add_method(
         defrag,
         Cluster,
-        default="ipc",
-        help="ipc (default: partitions, eviction chains, rounds), onehop (the baseline), or the "
-        "exact milp (HiGHS) and cpsat (they start from ipc and report a bound)",
+        default="heuristic",
+        help="heuristic (default: IPC, partitions, eviction chains, rounds), onehop (the "
+        "baseline), or the exact milp (HiGHS) and cpsat (they start from the heuristic and "
+        "report a bound)",
     )
     add_out(defrag, "write the plan JSON here")
     add_plot(defrag, "write a picture of node occupancy before and after here")
     add_time_limit(
         defrag,
         "seconds the method may spend, all in "
-        "(default: ipc the snapshot's, else no limit; milp and cpsat 10 s)",
+        "(default: for the heuristic, the snapshot's time limit, else none; milp and cpsat 10 s)",
     )
     # the bounds and meaning of gpuopt.options, so that a bad flag fails as a usage error;
     # None keeps the snapshot's options: flag -> (type, meaning, ClusterOptions' default)
@@ -405,9 +409,9 @@ def add_commands(commands: Any) -> None:
             default,
         )
         for name, prefix, default in (
-            ("partition_size", "ipc: ", "500"),
-            ("depth", "ipc: ", "3"),
-            ("rounds", "ipc: ", "5"),
+            ("partition_size", "heuristic: ", "500"),
+            ("depth", "heuristic: ", "3"),
+            ("rounds", "heuristic: ", "5"),
             ("max_moves", "", "no limit"),
             ("group_budget", "", "no limit"),
         )
@@ -444,14 +448,14 @@ def add_commands(commands: Any) -> None:
     )
     add_workers(
         defrag,
-        "ipc: worker processes (default: one per core when the snapshot is large)",
-        pieces="ipc: run the partitions",
+        "heuristic: worker processes (default: one per core when the snapshot is large)",
+        pieces="heuristic: run the partitions",
     )
     defrag.add_argument(
         "--exact",
         choices=("milp", "cpsat"),
         default=None,
-        help="ipc: also solve each partition of at most 100 nodes with this exact model "
+        help="heuristic: also solve each partition of at most 100 nodes with this exact model "
         "(HiGHS or CP-SAT), warm-started from the heuristic, at most 5 s each; pair with "
         "--partition-size 100 (default: none, heuristic partitions only). milp and cpsat do "
         "this themselves above 2,000,000 task-node columns",

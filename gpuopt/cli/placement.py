@@ -95,7 +95,6 @@ def build_gang(args: argparse.Namespace, path: str, *, preemption: bool) -> Any:
     cluster = parse_cluster(raw, source=path)
     request = read_json(args.gang)
     options = {"preemption": preemption, "min_runtime": getattr(args, "min_runtime", 0.0)}
-    args.method = args.method or "heuristic"
     return GangProblem.parse(
         {"cluster": cluster, "request": request, "options": options}, source=args.gang
     )
@@ -128,18 +127,15 @@ def build_placement(args: argparse.Namespace) -> Any:
         flags="--request, --pending or --level" if asked else None,
     )
     if not isinstance(cluster, Cluster):  # a switch-level state file with its jobs
-        args.method = args.method or "greedy"
         return cluster
     level = args.level or NODE_LEVEL
     request, _ = asked_request(args, cluster)
     if level == NODE_LEVEL:
         if args.one_switch:
             raise ProblemError("--one-switch applies to a switch-level placement (--level switch).")
-        args.method = args.method or "binpack"
         return node_question(cluster, request, args)
     if args.min_bandwidth:
         raise ProblemError("--min-bandwidth applies to a node-level placement (--level node).")
-    args.method = args.method or "greedy"
     return TopologyProblem.from_cluster(
         cluster,
         request,
@@ -168,8 +164,6 @@ def node_question(cluster: Any, request: Any, job: Any) -> Any:
 
 def run_place(args: argparse.Namespace) -> int:
     """``gpuopt place CLUSTER --request SHAPE``: where one job goes."""
-    from gpuopt.api import METHODS
-
     if args.gang is not None:
         if args.min_bandwidth or args.whole_node or args.one_switch:
             raise ProblemError(
@@ -180,9 +174,11 @@ def run_place(args: argparse.Namespace) -> int:
         )
 
     def build() -> Any:
+        from gpuopt.api import aliases_for, methods_for
+
         problem = build_placement(args)
-        valid = METHODS[type(problem)]
-        if args.method not in valid:
+        valid = methods_for(problem)
+        if args.method is not None and args.method not in {*valid, *aliases_for(problem)}:
             kind = "node" if args.level in (None, NODE_LEVEL) else "switch"
             raise ProblemError(
                 f"--method {args.method} does not place at the {kind} level; choose "
@@ -344,9 +340,9 @@ def add_commands(commands: Any) -> None:
         place,
         (NodePlacementProblem, TopologyProblem, GangProblem),
         default=None,
-        help="node level: binpack (default: fullest node first, whole nodes kept) or spread; "
-        "switch level: greedy (default: minimum entropy) or the exact milp; "
-        "--gang: heuristic (default) or exact (CP-SAT)",
+        help="node level: heuristic (default: binpack, fullest node first, whole nodes kept) "
+        "or spread; switch level: heuristic (default: minimum entropy) or the exact milp; "
+        "--gang: heuristic (default) or the exact cpsat",
     )
     add_request(place)
     place.add_argument(
@@ -381,8 +377,8 @@ def add_commands(commands: Any) -> None:
     add_method(
         topology,
         TopologyProblem,
-        default="greedy",
-        help="greedy (default: minimum entropy, largest job first) or the exact milp",
+        default="heuristic",
+        help="heuristic (default: minimum entropy, largest job first) or the exact milp",
     )
     add_out(topology, "write the placements JSON here")
     add_time_limit(topology, "seconds the milp may spend (default 10)")
@@ -399,8 +395,9 @@ def add_commands(commands: Any) -> None:
         preempt,
         PreemptionProblem,
         default="heuristic",
-        help="heuristic (default: the cheapest cheapest-first prefix) or exact "
-        "(a minimum-cost set of victims; with --gang, CP-SAT)",
+        help="heuristic (default: the cheapest cheapest-first prefix) or dp (an exact "
+        "minimum-cost set of victims); with --gang, heuristic (default) or exact (the "
+        "gangs' cpsat)",
     )
     add_request(preempt)
     preempt.add_argument(

@@ -14,6 +14,7 @@ from gpuopt.cli.common import (
     check_outputs,
     console,
     int_range,
+    method_name,
     number_type,
     positive_int,
     print_plan_report,
@@ -34,6 +35,7 @@ def run_rolling(args: argparse.Namespace) -> int:
     check_outputs(args)
     problem = load_problem(args.scenario)
     make_forecaster(args.forecast, problem)  # a bad --forecast fails before any work
+    args.method = method_name(problem, args.method)  # an old name: the new one
     report = rolling_replay(
         problem,
         method=args.method,
@@ -85,8 +87,8 @@ def add_commands(commands: Any) -> None:
     add_method(
         rolling,
         AllocationProblem,
-        default="greedy",
-        help="the allocation method of every re-plan (default greedy)",
+        default="heuristic",
+        help="the allocation method of every re-plan (default heuristic)",
     )
     rolling.add_argument(
         "--forecast",

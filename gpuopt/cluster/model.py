@@ -92,7 +92,7 @@ from gpuopt.errors import short
 class Cluster(IndexedModel, _Extended):
     """A snapshot: nodes, the tasks running on them, the waiting demand, and options.
 
-    :data:`DefragProblem` is this class: ``gpuopt.solve(cluster, "ipc")`` defragments it.
+    :data:`DefragProblem` is this class: ``gpuopt.solve(cluster)`` defragments it.
 
     Examples
     --------

@@ -472,7 +472,9 @@ def _improve_exactly(
     problem = sub_snapshot(shard)
     budgets = {"max_moves": shard.max_moves, "min_node_gpus": shard.min_node_gpus}
     problem = problem.model_copy(update={"options": problem.options.model_copy(update=budgets)})
-    start = make_plan(problem, "ipc", [(f"t{t}", f"n{a}", f"n{b}") for t, a, b in log], seconds=0)
+    start = make_plan(
+        problem, "heuristic", [(f"t{t}", f"n{a}", f"n{b}") for t, a, b in log], seconds=0
+    )
     deadline = Deadline(seconds)
     solver: ExactSolver = "cpsat" if shard.exact == "cpsat" else "milp"
     if shard.slots is not None:

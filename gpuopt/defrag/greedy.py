@@ -321,7 +321,7 @@ def solve_ipc(
         update={name: value for name, value in given.items() if value is not None}
     )
     search = Search(
-        "ipc",
+        "heuristic",
         WORKLOAD_RANKINGS if objective == "workload" else IPC_RANKINGS,
         objective=objective,
         exact=exact,

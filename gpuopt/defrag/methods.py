@@ -18,8 +18,21 @@ from gpuopt.defrag.onehop import solve_onehop
 #: method name -> function(cluster, **options) returning a MigrationPlan; the first is
 #: the default.
 METHODS: dict[str, Callable[..., Any]] = {
-    "ipc": solve_ipc,
+    "heuristic": solve_ipc,
     "onehop": solve_onehop,
     "milp": solve_milp,
     "cpsat": solve_cpsat,
 }
+
+#: old name -> method name: names of earlier releases, still accepted. Part of the one
+#: alias table, :data:`gpuopt.api.ALIASES` (declared here for the same reason as METHODS).
+ALIASES: dict[str, str] = {"ipc": "heuristic"}
+
+
+def method_name(method: str) -> str:
+    """The defragmentation method ``method`` names (an old name gives its new one).
+
+    >>> method_name("ipc"), method_name("milp")
+    ('heuristic', 'milp')
+    """
+    return ALIASES.get(method, method)

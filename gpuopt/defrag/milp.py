@@ -152,8 +152,9 @@ def solve_partitions(
     )
     notes = [
         f"the whole snapshot's model would need {columns:,} task-node columns (over "
-        f"{model.MAX_COLUMNS:,}), so {solver} solved ipc's partitions of at most {size} nodes "
-        f"exactly (at most {min(share, PARTITION_SECONDS):.2g} s each), not the whole snapshot",
+        f"{model.MAX_COLUMNS:,}), so {solver} solved the heuristic's partitions of at most "
+        f"{size} nodes exactly (at most {min(share, PARTITION_SECONDS):.2g} s each), not the "
+        "whole snapshot",
         *plan.notes,
     ]
     maximises = plan.maximises

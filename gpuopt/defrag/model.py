@@ -103,7 +103,8 @@ class DefragRows(RowCounts):
             raise ProblemError(
                 f"the exact model would need more than {MAX_COLUMNS:,} task-node columns "
                 f"({index.num_nodes} nodes, {movable.size} movable tasks); solve its "
-                "partitions exactly instead (ipc with exact='milp', gpuopt defrag --exact milp)."
+                "partitions exactly instead (the heuristic with exact='milp', gpuopt defrag "
+                "--exact milp)."
             )
         rows_of, col_node = np.nonzero(eligible)  # row-major: grouped by task
         col_task = movable[rows_of]

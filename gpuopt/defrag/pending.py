@@ -143,14 +143,15 @@ def _reason(why: Counter[str], nodes: int) -> str:
 
 def plan_for_pending(
     cluster: Cluster,
-    method: str = "ipc",
+    method: str = "heuristic",
     *,
     time_limit: float | None = None,
     **options: Any,
 ) -> tuple[MigrationPlan, list[PendingFit], list[PendingFit]]:
     """A plan that makes room for the waiting pods that do not fit now.
 
-    ``options`` go to the method (one of ``gpuopt.defrag.methods.METHODS``; values
+    ``options`` go to the method (one of ``gpuopt.defrag.methods.METHODS``, or an old
+    name of one; values
     checked as :func:`gpuopt.solve` checks them). Returns the plan (the
     shortest prefix of waves after which the most waiting pods fit; no moves
     when all fit already or none can be helped), and the fit of every
@@ -158,11 +159,12 @@ def plan_for_pending(
     """
     import inspect
 
-    from gpuopt.defrag.methods import METHODS
+    from gpuopt.defrag.methods import METHODS, method_name
     from gpuopt.options import check_option
 
+    method = method_name(method)
     if method not in METHODS:
-        raise ValueError(f"method {method!r} is not known; choose one of {', '.join(METHODS)}")
+        raise ValueError(f"method {method!r} is not known; choose one of {', '.join(METHODS)}.")
     for name, value in {"time_limit": time_limit, **options}.items():
         message = check_option(name, value)
         if message is not None:
@@ -218,7 +220,7 @@ def plan_for_pending(
                 method,
                 [(m.task, m.source, m.to) for m in prefix],
                 seconds=plan.seconds,
-                status="heuristic" if method in ("ipc", "onehop") else "feasible",
+                status="heuristic" if method in ("heuristic", "onehop") else "feasible",
                 notes=[*plan.notes, f"for pending: kept {end} of {len(plan.moves)} moves"],
             )
             best_after = after

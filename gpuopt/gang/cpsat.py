@@ -99,7 +99,7 @@ def solve_cpsat(
     def solver(rows: GangRows, deadline: Deadline) -> GangModel:
         return GangModel(rows, deadline, seed=seed, threads=threads, log=log)
 
-    return solve_staged(problem, "exact", solver, time_limit)
+    return solve_staged(problem, "cpsat", solver, time_limit)
 
 
 __all__ = ["TIME_LIMIT", "GangModel", "solve_cpsat"]

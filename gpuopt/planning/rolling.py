@@ -79,7 +79,8 @@ class RollingPlanner:
         Supplies the cluster (``gpus``, ``gpus_per_node``, ``align_blocks``),
         step length, decay and realtime penalty; its tasks are not read here.
     method
-        Allocation method for re-plans (default ``greedy``).
+        Allocation method for re-plans (default ``heuristic``; an old name such as
+        ``greedy`` is accepted and stored as the new one).
     window
         Steps planned ahead (default: up to the scenario's horizon).
     replan_every
@@ -106,7 +107,7 @@ class RollingPlanner:
     """
 
     scenario: AllocationProblem
-    method: str = "greedy"
+    method: str = "heuristic"
     window: int | None = None
     replan_every: int = 1
     exact_every: int | None = None
@@ -123,6 +124,12 @@ class RollingPlanner:
     _replans: int = 0
 
     def __post_init__(self) -> None:
+        from gpuopt.api import method_name
+
+        try:
+            self.method = method_name(self.scenario, self.method)
+        except ValueError as exc:
+            raise ProblemError(str(exc)) from None
         checks = (
             ("window", self.window, 1, MAX_WINDOW),
             ("replan_every", self.replan_every, 1, MAX_WINDOW),
@@ -315,7 +322,7 @@ class RollingPlanner:
             task_id: [*curve[1 : ahead + 1]] + [curve[-1]] * max(0, ahead + 1 - len(curve))
             for task_id, curve in demand_forecasts.items()
         }
-        rest = solve(clone.window_problem(now + 1, shifted), "greedy", search=0)
+        rest = solve(clone.window_problem(now + 1, shifted), "heuristic", search=0)
         return value + self.scenario.decay * rest.objective
 
     def _commit(self, now: int, row: list[Cell]) -> None:
@@ -484,7 +491,7 @@ class RollingReport:
 def rolling_replay(
     scenario: AllocationProblem,
     *,
-    method: str = "greedy",
+    method: str = "heuristic",
     forecast: str = "oracle",
     seed: int = 0,
     replan_every: int = 1,
@@ -523,6 +530,7 @@ def rolling_replay(
         lookahead=lookahead,
         seed=seed,
     )
+    method = planner.method  # the new name of an old one
     by_arrival: dict[int, list[Task]] = {}
     for task in scenario.tasks:
         arrival = 0 if task.running is not None or task.is_realtime else task.arrival

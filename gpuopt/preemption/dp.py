@@ -339,7 +339,7 @@ def solve_dp(problem: PreemptionProblem, *, enumerate_limit: int = ENUMERATE_LIM
     found = None
     if node is None and index.request_hp:
         found = stage_two_exact(index, enumerate_limit=enumerate_limit)
-    return decide(problem, "exact", node, found, started=started)
+    return decide(problem, "dp", node, found, started=started)
 
 
 #: The function's name before the exact methods were named by backend (``dp``, ``milp``,

@@ -14,15 +14,17 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import ClassVar, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.errors import ProblemError, short
 from gpuopt.preemption.problem import PreemptionProblem, Request, Task
 from gpuopt.result import Result, Sense, Status
 
-#: ``exact`` is the dynamic programme's name before the exact methods were named by backend.
-Method = Literal["heuristic", "dp", "exact", "milp", "cpsat"]
+Method = Literal["heuristic", "dp", "milp", "cpsat"]
+#: old name -> method name: still read (a decision written as ``exact``) and accepted by
+#: :func:`gpuopt.solve`; part of the one alias table, :data:`gpuopt.api.ALIASES`.
+ALIASES: dict[str, str] = {"exact": "dp"}
 Stage = Literal[1, 2]
 
 
@@ -55,6 +57,12 @@ class Decision(Result):
     )
     now: float | None = Field(default=None, description="The clock the costs were taken at.")
     seconds: float = 0.0
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _new_name(cls, value: object) -> object:
+        """A decision written under an old name (``exact``) reads as the new one (``dp``)."""
+        return ALIASES.get(value, value) if isinstance(value, str) else value
 
     def to_json(self, *, indent: int | None = 1) -> str:
         return self.model_dump_json(indent=indent)
@@ -120,10 +128,10 @@ def violations(problem: PreemptionProblem, decision: Decision) -> list[str]:
     ...     now=10, nodes=[{"id": "n1", "gpus": 8, "cpus": 8}],
     ...     tasks=[{"id": "t1", "node": "n1", "gpus": 8, "priority": "LP", "last_checkpoint": 4}],
     ...     request={"id": "r", "gpus": 2, "priority": "HP"})
-    >>> violations(problem, Decision(method="exact", node="n1", victims=["t1"], cost=48,
+    >>> violations(problem, Decision(method="dp", node="n1", victims=["t1"], cost=48,
     ...                              preempted=True, stage=2))
     []
-    >>> violations(problem, Decision(method="exact", node="n1", stage=1))
+    >>> violations(problem, Decision(method="dp", node="n1", stage=1))
     ['P3: node n1 lacks GPUs for the request (needs 2, has 0 free after the victims)']
     """
     found: list[str] = []
@@ -250,7 +258,7 @@ def make_decision(
         )
     positions = [int(victim) for victim in victims]
     cost = int(index.task_cost[positions].sum()) if positions else 0
-    proven = method in ("dp", "exact")  # dp; milp and cpsat set their solver's proof
+    proven = method == "dp"  # dp; milp and cpsat set their solver's proof
     return Decision(
         method=method,
         status=Status.OPTIMAL if proven else Status.HEURISTIC,

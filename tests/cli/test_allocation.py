@@ -41,7 +41,7 @@ def test_allocate_writes_result_and_picture(
     assert code == 0
     assert "objective" in stdout and "utilization" in stdout and "ms" in stdout
     result = json.loads(out.read_text())
-    assert result["method"] == "greedy"
+    assert result["method"] == "heuristic"  # the new name of greedy
     assert violations(load_problem(MIXED), result["grid"]) == []
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.png", "result.json"]
@@ -98,14 +98,14 @@ def test_bench_table_pictures_and_json(tmp_path: Path, capsys: pytest.CaptureFix
         capsys,
     )
     assert code == 0
-    assert "mixed-control" in stdout and "greedy value vs FIFO: mean" in stdout
+    assert "mixed-control" in stdout and "heuristic value vs FIFO: mean" in stdout
     assert sorted(p.name for p in plots.iterdir()) == ["mixed-control.png", "oversubscribed.png"]
     payload = json.loads(figures.read_text())
     assert {row["scenario"] for row in payload["rows"]} == {"mixed-control", "oversubscribed"}
-    assert set(payload["rows"][0]["methods"]) == {"fifo", "greedy", "cpsat"}
+    assert set(payload["rows"][0]["methods"]) == {"fifo", "heuristic", "cpsat"}
     assert payload["rows"][0]["methods"]["cpsat"]["status"] == "optimal"
     assert payload["rows"][0]["bound_is_useful"] is True
-    assert "greedy gap to bound: mean" in stdout
+    assert "heuristic gap to bound: mean" in stdout
     # stdout carries the table and its legend only; where the pictures went is a note on stderr
     assert "pictures:" not in stdout and f"pictures: {plots}/<scenario file>.png" in stderr
     assert stdout.rstrip().splitlines()[-1].startswith("cpsat gap to bound: mean")
@@ -248,7 +248,7 @@ def test_allocate_lns_with_two_workers(tmp_path: Path, capsys: pytest.CaptureFix
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--workers", "2"], "--workers applies only to --method lns (got --method greedy)."),
+        (["--workers", "2"], "--workers applies only to --method lns (got --method heuristic)."),
         (
             ["--method", "cpsat", "--scheduler", "tcp://scheduler:8786"],
             "--scheduler applies only to --method lns (got --method cpsat).",
@@ -292,14 +292,14 @@ def test_allocate_guide_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         found[guide] = result["objective"]
     assert found["mip"] >= found["off"] - 1e-9  # the MIP-guided plan is one more start
     code, _, stderr = run(["allocate", str(MIXED), "--method", "fifo", "--guide", "mip"], capsys)
-    assert code == 2 and "--guide applies only to --method greedy" in stderr
+    assert code == 2 and "--guide applies only to --method heuristic" in stderr
 
 
 def test_allocate_names_what_was_left_out(capsys: pytest.CaptureFixture[str]) -> None:
     code, stdout, stderr = run(["allocate", str(MIXED)], capsys)
     assert code == 0 and stderr == ""
     lines = stdout.splitlines()
-    assert lines[0].startswith("mixed-control: greedy")
+    assert lines[0].startswith("mixed-control: heuristic")
     assert lines[1] == "left out: 3 of 9 batch tasks"
     assert lines[2].startswith("  higher_value (")
     assert lines[2].endswith("'dpo-7b', 'quant-gptq-70b', 'sft-ticket-router'")

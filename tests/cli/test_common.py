@@ -67,7 +67,7 @@ def test_skeleton_refuses_an_illegal_answer(
     captured = capsys.readouterr()
     assert captured.out == "" and not out.exists()
     assert captured.err == (
-        "gpuopt: internal error: greedy returned an illegal placement: "
+        "gpuopt: internal error: heuristic returned an illegal placement: "
         "j: on a switch that does not exist\n"
     )
 

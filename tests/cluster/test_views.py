@@ -151,9 +151,11 @@ def test_switch_view_needs_the_level() -> None:
 def test_solve_refuses_an_option_the_method_would_ignore() -> None:
     cluster = snapshot(0)
     problem = TopologyProblem.from_cluster(cluster, "2G")
-    with pytest.raises(ValueError, match="option 'time_limit' does not apply to method 'greedy'"):
+    with pytest.raises(
+        ValueError, match="option 'time_limit' does not apply to method 'heuristic'"
+    ):
         gpuopt.solve(problem, "greedy", time_limit=5)
-    with pytest.raises(ValueError, match="option 'seed' does not apply to method 'binpack'"):
+    with pytest.raises(ValueError, match="option 'seed' does not apply to method 'heuristic'"):
         gpuopt.solve(NodePlacementProblem.from_cluster(cluster, "2G"), "binpack", seed=3)
     assert gpuopt.options_of(problem, "greedy") == []
     with pytest.raises(ValueError, match="no evaluator"):

@@ -35,29 +35,29 @@ from gpuopt.simulate.jobs import ClusterNode, Policy, replay
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Instances per case: small and medium shapes (see ``gpuopt.legality.instance(case, k).shape``);
-#: ipc #102 and #199 run their partitions on a local process pool.
+#: defrag/heuristic #102 and #199 run their partitions on a local process pool.
 NUMBERS: dict[str, tuple[int, ...]] = {
-    "allocation/greedy": (1, 2, 5, 11),
+    "allocation/heuristic": (1, 2, 5, 11),
     "allocation/fifo": (0, 1, 3, 8),
     "allocation/cpsat": (4, 10, 12),
     "allocation/milp": (5, 6, 12),
     "allocation/lns": (1, 4),
-    "allocation/models-greedy": (4, 8, 9, 14),
+    "allocation/models-heuristic": (4, 8, 9, 14),
     "allocation/models-fifo": (0, 2, 8, 11),
     "allocation/models-cpsat": (6, 9, 14),
     "allocation/models-milp": (5, 9, 11),
     "allocation/models-lns": (10, 13),
-    "defrag/ipc": (0, 7, 102, 199),
+    "defrag/heuristic": (0, 7, 102, 199),
     "defrag/onehop": (4, 5, 7, 14),
     "defrag/milp": (0, 1, 8),
     "defrag/cpsat": (5, 6, 10),
-    "topology/greedy": (2, 6, 13, 14),
+    "topology/heuristic": (2, 6, 13, 14),
     "topology/milp": (3, 9, 13),
     "preemption/heuristic": (0, 7, 9, 11),
-    "preemption/exact": (2, 5, 13),
-    "node/binpack": (0, 3, 8, 12),
+    "preemption/dp": (2, 5, 13),
+    "node/heuristic": (0, 3, 8, 12),
     "node/spread": (1, 4, 9),
-    "rolling/greedy": (1, 13),
+    "rolling/heuristic": (1, 13),
 }
 #: The exact methods' instances finish in well under a second; a long limit keeps them
 #: finishing (status optimal) on a busy machine, where a limit would make the answer vary.

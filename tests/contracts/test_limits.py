@@ -73,7 +73,7 @@ def test_exact_allocation_refuses_too_many_patterns(method: str) -> None:
     with pytest.raises(ProblemError) as caught:
         gpuopt.solve(problem, method, time_limit=60)
     text = one_line(caught)
-    assert "too large for an exact model" in text and "'greedy'" in text
+    assert "too large for an exact model" in text and "'heuristic'" in text
     assert f"{MAX_PATTERNS:,}" in text
     assert time.perf_counter() - started < 5  # refused before the greedy start and the model
     legal = gpuopt.solve(problem, "greedy")  # the heuristic takes it
@@ -100,7 +100,7 @@ def test_cli_refuses_a_too_large_exact_model(
     scenario.write_text(json.dumps({"gpus": 65_536, "horizon": 200, "tasks": ONE_SMALL_TASK}))
     code = main(["allocate", str(scenario), "--method", "cpsat", "--out", str(out)])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "use method 'greedy'" in err
+    assert code == 2 and err.count("\n") == 1 and "use method 'heuristic'" in err
     assert not out.exists()
 
 
@@ -176,7 +176,7 @@ def test_exact_placement_refuses_too_many_columns(
     monkeypatch.setattr(model, "MAX_COLUMNS", 100)  # 10 jobs x 20 switches = 200
     with pytest.raises(ProblemError) as caught:
         gpuopt.solve(problem, method)
-    assert "job-node columns" in one_line(caught) and "'greedy'" in one_line(caught)
+    assert "job-node columns" in one_line(caught) and "'heuristic'" in one_line(caught)
     assert gpuopt.solve(problem, "greedy").metrics.placed == 10
 
 

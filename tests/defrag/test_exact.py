@@ -235,8 +235,8 @@ def test_too_large_a_model_solves_the_partitions_exactly(
         assert plan.status in ("feasible", "time_limit")
         assert plan.notes[0].startswith(
             f"the whole snapshot's model would need {columns:,} task-node columns (over "
-            f"{columns // 3:,}), so {plan.method} solved ipc's partitions of at most 11 nodes "
-            "exactly"
+            f"{columns // 3:,}), so {plan.method} solved the heuristic's partitions of at most "
+            "11 nodes exactly"
         )
         assert plan.bound == capacity_bound(snapshot) >= plan.metrics.emptied
         assert plan.notes[-1].startswith(f"bound {plan.bound}: the most nodes")

@@ -302,7 +302,7 @@ def test_cli_emit_dir_writes_all_or_nothing(
     folder = tmp_path / "plan"
     assert main(["defrag", str(path), "--emit-dir", str(folder)]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith(f"{cluster.name}: ipc:")  # the summary, as without --emit-dir
+    assert out.startswith(f"{cluster.name}: heuristic:")  # the summary, as without --emit-dir
     assert f"sh {folder}/run.sh" in err
     written = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     plan = gpuopt.solve(cluster, "ipc")

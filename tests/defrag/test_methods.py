@@ -221,7 +221,7 @@ def test_exact_option_of_ipc() -> None:
     snapshot = random_snapshot(2, nodes=40, fill=0.6)
     plan = gpuopt.solve(snapshot, "ipc", exact="milp", partition_size=10, seed=0)
     assert_legal(snapshot, plan)
-    assert plan.notes == ["no bound: ipc is a heuristic and computes none"]  # nothing else
+    assert plan.notes == ["no bound: the heuristic computes none"]  # nothing else
     unused = gpuopt.solve(snapshot, "ipc", exact="cpsat", exact_nodes=5)
     assert "over exact_nodes=5" in unused.notes[0]
     with pytest.raises(ProblemError, match="exact must be 'milp' or 'cpsat'"):

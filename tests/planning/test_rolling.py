@@ -68,7 +68,7 @@ def test_rolling_is_legal_and_not_worse_than_fifo(path: Path, forecast: str, see
     report = rolling_replay(scenario, forecast=forecast, seed=seed)
     assert violations(scenario, report.rolling.grid) == []
     assert report.rolling.objective >= report.fifo.objective - 1e-9
-    assert report.one_shot.method == "greedy"
+    assert report.one_shot.method == "heuristic"
 
 
 def test_sampled_futures_keep_a_long_job_from_blocking_later_arrivals() -> None:

@@ -145,7 +145,7 @@ def test_decision_json(tmp_path: Path, full: PreemptionProblem) -> None:
     decision = decide(node="a", victims=["lp1"], cost=20, preempted=True, stage=2, seconds=1e-4)
     data = json.loads(decision.to_json())
     assert data == {
-        "method": "exact",
+        "method": "dp",  # written as "exact", its old name
         "node": "a",
         "victims": ["lp1"],
         "cost": 20.0,

@@ -84,7 +84,7 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
         topology = index.topologies[int(index.node_topology[node_pos])]
         node_id = index.node_ids[node_pos]
         return NodePlacement(
-            method=policy,
+            method="heuristic" if policy == "binpack" else policy,
             node=node_id,
             gpus=list(gpus),
             min_pair_bandwidth=topology.min_pair_bandwidth(gpus),
@@ -95,7 +95,7 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
             seconds=time.perf_counter() - started,
         )
     return NodePlacement(
-        method=policy,
+        method="heuristic" if policy == "binpack" else policy,
         status=Status.INFEASIBLE,
         node=None,
         reason=_why_not(index, request),
@@ -107,7 +107,8 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
 
 
 def solve_binpack(problem: NodePlacementProblem) -> NodePlacement:
-    """Method ``"binpack"`` of :func:`gpuopt.solve`: :func:`place` with that policy."""
+    """Method ``"heuristic"`` (old name ``"binpack"``) of :func:`gpuopt.solve`: :func:`place`
+    with the binpack policy."""
     return place(problem, "binpack")
 
 

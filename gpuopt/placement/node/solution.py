@@ -47,7 +47,8 @@ POLICIES: tuple[Policy, ...] = ("binpack", "spread")
 class NodePlacement(Result):
     """Where the request goes: a node and its GPUs, or ``node=None`` with the reason.
 
-    A :class:`gpuopt.Result` whose ``method`` is the policy; ``status`` is
+    A :class:`gpuopt.Result` whose ``method`` is ``heuristic`` (the binpack policy) or
+    ``spread``; ``status`` is
     heuristic when placed (the policy ranks, it does not optimise) and
     infeasible when no node can take the request (the filters are exact).
 
@@ -59,7 +60,7 @@ class NodePlacement(Result):
     model_config = ConfigDict(frozen=True, extra="ignore")
     no_objective: ClassVar[str] = "a node-level placement ranks nodes; it optimises no objective"
 
-    method: str = "binpack"
+    method: str = "heuristic"
     node: str | None
     gpus: list[int] = Field(default_factory=list)
     min_pair_bandwidth: float | None = None

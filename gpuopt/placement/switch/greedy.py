@@ -157,7 +157,7 @@ def solve_greedy(problem: TopologyProblem) -> TopologyResult:
             free[node] -= gpus
             cpus[node] -= gpus * job.cpus_per_gpu
         placed[job.id] = parts
-    return make_result(problem, "greedy", placed, seconds=time.perf_counter() - started)
+    return make_result(problem, "heuristic", placed, seconds=time.perf_counter() - started)
 
 
 __all__ = ["concentrate", "job_order", "place_job", "solve_greedy", "usable_gpus"]

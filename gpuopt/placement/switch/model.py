@@ -82,7 +82,7 @@ class TopologyRows(RowCounts):
                 raise ProblemError(
                     f"the exact model would need more than {MAX_COLUMNS:,} job-node columns "
                     f"({len(problem.jobs)} jobs, {len(index.node_ids)} nodes); "
-                    "use method 'greedy'."
+                    "use method 'heuristic'."
                 )
             nodes = np.flatnonzero(usable > 0)  # one column per node, in node order
             whole = np.ones(nodes.size, dtype=np.int64)

@@ -56,7 +56,7 @@ def test_design_example_and_json_round_trip(tmp_path: Path) -> None:
     # the result contract's fields first (gpuopt.Result), then the placement's own
     assert list(data)[:7] == ["method", "status", "objective", "bound", "gap", "seconds", "notes"]
     assert list(data)[7:11] == ["node", "gpus", "min_pair_bandwidth", "reason"]
-    assert (data["method"], data["status"]) == ("binpack", "heuristic")
+    assert (data["method"], data["status"]) == ("heuristic", "heuristic")
 
 
 def bad(data: dict[str, Any]) -> str:
