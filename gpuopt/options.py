@@ -263,7 +263,8 @@ class Keywords(Generic[S]):
     (its parameter ``options``) or as keywords (``**settings``), or both; the
     keywords then override the object's fields. :meth:`resolve` joins the two
     in one place: a keyword that is not a field is a ``TypeError`` naming it,
-    a value outside its declared bounds (:data:`OPTIONS`) a ``ProblemError``.
+    a value outside its declared bounds (:data:`OPTIONS`, when ``checked``) a
+    ``ProblemError``.
     :meth:`signature` shows the keywords as the function's signature (what
     ``help()``, :func:`gpuopt.api.options_of` and :func:`gpuopt.solve` read),
     so a backend states its options once, as the fields of its options
@@ -287,11 +288,16 @@ class Keywords(Generic[S]):
 
     kind: type[S]
     defaults: Mapping[str, Any]
+    checked: bool = True
 
     @classmethod
-    def of(cls, kind: type[S], *, omit: Collection[str] = (), **defaults: Any) -> Keywords[S]:
-        """The fields of ``kind`` but those in ``omit``, with ``defaults`` replacing its own."""
-        declared = {item.name: item for item in fields(kind)}  # type: ignore[arg-type]
+    def of(
+        cls, kind: type[S], *, omit: Collection[str] = (), checked: bool = True, **defaults: Any
+    ) -> Keywords[S]:
+        """The fields of ``kind`` but those in ``omit``, with ``defaults`` replacing its own;
+        ``checked``: values are checked against :data:`OPTIONS` (a method's options; a
+        reader checks its own)."""
+        declared = {item.name: item for item in fields(kind) if item.init}  # type: ignore[arg-type]
         unknown = (set(omit) | set(defaults)) - set(declared)
         if unknown:
             raise ValueError(f"{kind.__name__} has no fields {sorted(unknown)}")
@@ -300,7 +306,7 @@ class Keywords(Generic[S]):
             for name, item in declared.items()
             if name not in omit
         }
-        return cls(kind, MappingProxyType(chosen))
+        return cls(kind, MappingProxyType(chosen), checked)
 
     def signature(self, function: F) -> F:
         """``function`` shown with these keywords in place of its ``options`` and ``**settings``.
@@ -333,7 +339,7 @@ class Keywords(Generic[S]):
             if name not in self.defaults:
                 known = ", ".join(self.defaults) or "none"
                 raise TypeError(f"unexpected keyword argument {name!r} (the options: {known}).")
-            message = check_option(name, value)
+            message = check_option(name, value) if self.checked else None
             if message is not None:
                 from gpuopt.errors import ProblemError
 
