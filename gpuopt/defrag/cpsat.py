@@ -39,13 +39,14 @@ def solve_cpsat(
 
     Examples
     --------
-    >>> problem = Cluster(
-    ...     nodes=[{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b", "c")],
-    ...     tasks=[{"id": "t1", "node": "a", "gpus": 4}, {"id": "t2", "node": "b", "gpus": 4},
-    ...            {"id": "t3", "node": "c", "gpus": 4}])
-    >>> plan = solve_cpsat(problem)
-    >>> plan.status, plan.metrics.emptied, plan.bound
-    ('optimal', 1, 1)
+    The settings may come as one object (keywords given as well override it):
+
+    >>> nodes = [{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b")]
+    >>> tasks = [{"id": "t1", "node": "a", "gpus": 6}, {"id": "t2", "node": "b", "gpus": 2}]
+    >>> reproducible = DefragExactOptions(threads=1, seed=7)
+    >>> plan = solve_cpsat(Cluster(nodes=nodes, tasks=tasks), reproducible, time_limit=5.0)
+    >>> plan.status, plan.emptied, plan.bound
+    ('optimal', ['b'], 1)
     """
     require("ortools.sat.python.cp_model", "cpsat")  # before ipc runs
     run = CPSAT_KEYWORDS.resolve(options, settings)
