@@ -25,6 +25,7 @@ from gpuopt.gang.solution import GangAnswer, make_answer
 from gpuopt.result import Status
 from gpuopt.solvers.cpsat import hint_all, run_cpsat
 from gpuopt.solvers.deadline import Deadline
+from gpuopt.solvers.run import SOLVER_KEYWORDS, ExactOptions
 
 #: Default seconds of the whole call.
 TIME_LIMIT = 10.0
@@ -225,22 +226,22 @@ def _expression(term: Term) -> Any:
     return cp_model.LinearExpr.weighted_sum([v for v, _ in term], [c for _, c in term])
 
 
+@SOLVER_KEYWORDS.signature
 def solve_cpsat(
-    problem: GangProblem,
-    *,
-    time_limit: float = TIME_LIMIT,
-    seed: int = 0,
-    threads: int = 1,
-    log: bool = False,
+    problem: GangProblem, options: ExactOptions | None = None, /, **settings: Any
 ) -> GangAnswer:
     """The exact answer: the lexicographically best plan over every domain together.
+
+    Its settings (time limit, default :data:`TIME_LIMIT`; seed; threads; log) come as
+    keywords or as one :class:`~gpuopt.solvers.run.ExactOptions` (``options``).
 
     Examples
     --------
     See :mod:`gpuopt.gang`, which solves one problem with both methods.
     """
+    run = SOLVER_KEYWORDS.resolve(options, settings)
     started = time.perf_counter()
-    deadline = Deadline(time_limit)
+    deadline = Deadline(run.time_limit)
     scale = SCALE if problem.preempting else 1
     plan, key, _ = best_plan(problem)
     kept = None
@@ -281,7 +282,7 @@ def solve_cpsat(
             continue
         gang.model.minimize(_expression(term))
         outcome = run_cpsat(
-            gang.cp_model, gang.model, deadline, seed=seed, threads=threads, log=log
+            gang.cp_model, gang.model, deadline, seed=run.seed, threads=run.threads, log=run.log
         )
         if outcome.status == "infeasible":
             if solved == 0:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpuopt.options import Keywords
 from gpuopt.progress import SearchProgress
 
 
@@ -53,4 +54,9 @@ class ExactOptions:
     progress: SearchProgress | None = None
 
 
-__all__ = ["ExactOptions"]
+#: The keywords of an exact method with no start of its own to give (gang's ``exact``,
+#: switch placement's ``milp``): time limit, seed, threads and log.
+SOLVER_KEYWORDS = Keywords.of(ExactOptions, omit=("initial", "warm", "progress"))
+
+
+__all__ = ["SOLVER_KEYWORDS", "ExactOptions"]

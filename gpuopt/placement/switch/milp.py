@@ -25,6 +25,7 @@ from gpuopt.placement.switch.problem import TopologyProblem
 from gpuopt.placement.switch.solution import Status, TopologyResult, make_result
 from gpuopt.solvers.deadline import Deadline, DeadlineExceeded
 from gpuopt.solvers.highs import RowCounts, RowFamily, csr_family, solve_rows
+from gpuopt.solvers.run import SOLVER_KEYWORDS, ExactOptions
 
 #: Most job-node columns (``z``) an exact model may have before it is refused (memory;
 #: the same bound as the defragmentation model's task-node columns).
@@ -280,20 +281,17 @@ def concentrate_each(
     return out
 
 
+@SOLVER_KEYWORDS.signature
 def solve_milp(
-    problem: TopologyProblem,
-    *,
-    time_limit: float | None = 10.0,
-    seed: int = 0,
-    threads: int = 1,
-    log: bool = False,
+    problem: TopologyProblem, options: ExactOptions | None = None, /, **settings: Any
 ) -> TopologyResult:
     """Place the jobs exactly: most jobs placed, then fewest switches spanned (HiGHS).
 
     ``time_limit`` (seconds; None: no limit) counts from the call and covers the
     greedy start, building the rows, HiGHS and re-concentrating the jobs; when
     the rows or HiGHS cannot be had in time, the greedy placement comes back
-    with status ``time_limit``.
+    with status ``time_limit``. The settings may come as one
+    :class:`~gpuopt.solvers.run.ExactOptions` (``options``; keywords override it).
 
     Examples
     --------
@@ -304,7 +302,8 @@ def solve_milp(
     >>> result.status, result.metrics.placed, result.bound
     ('optimal', 2, 2)
     """
-    deadline = Deadline(time_limit)
+    run = SOLVER_KEYWORDS.resolve(options, settings)
+    deadline = Deadline(run.time_limit)
     started = deadline.started
     start = solve_greedy(problem)
     try:
@@ -316,10 +315,10 @@ def solve_milp(
     values, status, bound = solve_rows(
         rows,
         deadline.remaining(),
-        seed,
-        threads,
+        run.seed,
+        run.threads,
         start_values,
-        log,
+        run.log,
         None,
         {"mip_abs_gap": 0.99},
     )
