@@ -16,7 +16,6 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuopt.cluster.fields import MAX_NODE_GPUS
 from gpuopt.errors import check_arguments
 from gpuopt.options import MAX_NODES
 
@@ -26,7 +25,6 @@ MAX_SEED = 2**63 - 1
 #: highest); a generator gives one again where its own differ (:func:`check_generator`).
 WHOLE_PARAMETERS: dict[str, tuple[int, int]] = {
     "nodes": (1, MAX_NODES),
-    "gpus_per_node": (1, MAX_NODE_GPUS),
     "cpus_per_node": (0, 10**9),
     "memory_per_node": (0, 10**12),
     "max_age": (0, 10**12),

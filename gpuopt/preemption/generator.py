@@ -109,6 +109,7 @@ def random_state(
     check_generator(
         locals(),
         whole={
+            "gpus_per_node": (1, MAX_NODE_GPUS),
             "cpus_per_node": (0, 10**6),
             "checkpoint_period": (1, 10**12),
             "request_gpus": (0, MAX_NODE_GPUS),

@@ -97,7 +97,12 @@ def random_topology(
         locals(),
         listing,
         shares,
-        whole={"switches": (1, MAX_ITEMS), "jobs": (0, MAX_ITEMS), "max_nodes": (1, MAX_ITEMS)},
+        whole={
+            "switches": (1, MAX_ITEMS),
+            "jobs": (0, MAX_ITEMS),
+            "max_nodes": (1, MAX_ITEMS),
+            "gpus_per_node": (1, 1024),
+        },
         numbers={"load": (0.0, 1e6)},
         optional=("jobs", "cpus_per_node"),
     )
