@@ -140,6 +140,8 @@ def test_ipc_takes_its_settings_as_one_object_or_as_keywords() -> None:
     by_object = solve_ipc(problem, IpcOptions(max_moves=1, seed=5))
     assert len(by_object.moves) == 1
     assert by_object.moves == by_keywords.moves
+    named = solve_ipc(problem=problem, options=IpcOptions(max_moves=1, seed=5))
+    assert named.moves == by_keywords.moves
     # a keyword given as well overrides the object's field: None is the snapshot's (no budget)
     assert solve_ipc(problem, IpcOptions(max_moves=1, seed=5), max_moves=None).moves == free.moves
 

@@ -155,7 +155,7 @@ CPSAT_KEYWORDS = Keywords.of(AllocationExactOptions, omit=("solver", "model"), t
 
 @CPSAT_KEYWORDS.signature
 def solve_cpsat(
-    problem: AllocationProblem, options: AllocationExactOptions | None = None, /, **settings: Any
+    problem: AllocationProblem, options: AllocationExactOptions | None = None, **settings: Any
 ) -> AllocationResult:
     """Solve ``problem`` exactly with CP-SAT, warm-started from the greedy grid.
 

@@ -318,7 +318,7 @@ MILP_KEYWORDS = Keywords.of(AllocationExactOptions)
 
 @MILP_KEYWORDS.signature
 def solve_milp(
-    problem: AllocationProblem, options: AllocationExactOptions | None = None, /, **settings: Any
+    problem: AllocationProblem, options: AllocationExactOptions | None = None, **settings: Any
 ) -> AllocationResult:
     """Solve ``problem`` with the MILP of ``models/allocation.md``, warm-started from the greedy.
 

@@ -26,7 +26,7 @@ CPSAT_KEYWORDS = Keywords.of(DefragExactOptions, omit=("progress",), threads=2)
 
 @CPSAT_KEYWORDS.signature
 def solve_cpsat(
-    problem: Cluster, options: DefragExactOptions | None = None, /, **settings: Any
+    problem: Cluster, options: DefragExactOptions | None = None, **settings: Any
 ) -> MigrationPlan:
     """Solve the exact model (``models/defrag.md``) with CP-SAT, hinted from ``ipc``.
 

@@ -292,7 +292,7 @@ def overridden(options: ClusterOptions, **given: Any) -> ClusterOptions:
 
 @IPC_KEYWORDS.signature
 def solve_ipc(
-    problem: Cluster, options: IpcOptions | None = None, /, **settings: Any
+    problem: Cluster, options: IpcOptions | None = None, **settings: Any
 ) -> MigrationPlan:
     """Plan migrations with IPC; options left as None come from ``problem.options``.
 

@@ -191,7 +191,7 @@ def solve_partitions(
 
 @MILP_KEYWORDS.signature
 def solve_milp(
-    problem: Cluster, options: DefragExactOptions | None = None, /, **settings: Any
+    problem: Cluster, options: DefragExactOptions | None = None, **settings: Any
 ) -> MigrationPlan:
     """Solve the exact model (``models/defrag.md``) with HiGHS, warm-started from ``ipc``.
 

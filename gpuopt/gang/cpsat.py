@@ -228,7 +228,7 @@ def _expression(term: Term) -> Any:
 
 @SOLVER_KEYWORDS.signature
 def solve_cpsat(
-    problem: GangProblem, options: ExactOptions | None = None, /, **settings: Any
+    problem: GangProblem, options: ExactOptions | None = None, **settings: Any
 ) -> GangAnswer:
     """The exact answer: the lexicographically best plan over every domain together.
 

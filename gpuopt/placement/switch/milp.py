@@ -283,7 +283,7 @@ def concentrate_each(
 
 @SOLVER_KEYWORDS.signature
 def solve_milp(
-    problem: TopologyProblem, options: ExactOptions | None = None, /, **settings: Any
+    problem: TopologyProblem, options: ExactOptions | None = None, **settings: Any
 ) -> TopologyResult:
     """Place the jobs exactly: most jobs placed, then fewest switches spanned (HiGHS).
 
