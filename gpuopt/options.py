@@ -262,9 +262,10 @@ class Keywords(Generic[S]):
     A function with many options takes them as one frozen dataclass ``kind``
     (its parameter ``options``) or as keywords (``**settings``), or both; the
     keywords then override the object's fields. :meth:`resolve` joins the two
-    in one place: a keyword that is not a field is a ``TypeError`` naming it,
-    a value outside its declared bounds (:data:`OPTIONS`, when ``checked``) a
-    ``ProblemError``.
+    in one place; a keyword that is not a field is a ``TypeError`` naming it.
+    Values are not checked here: :func:`gpuopt.solve` checks them against
+    :data:`OPTIONS` (the methods themselves take, e.g., a spent time limit of 0
+    from another method), and a reader's options object checks its own.
     :meth:`signature` shows the keywords as the function's signature (what
     ``help()``, :func:`gpuopt.api.options_of` and :func:`gpuopt.solve` read),
     so a backend states its options once, as the fields of its options
@@ -288,15 +289,10 @@ class Keywords(Generic[S]):
 
     kind: type[S]
     defaults: Mapping[str, Any]
-    checked: bool = True
 
     @classmethod
-    def of(
-        cls, kind: type[S], *, omit: Collection[str] = (), checked: bool = True, **defaults: Any
-    ) -> Keywords[S]:
-        """The fields of ``kind`` but those in ``omit``, with ``defaults`` replacing its own;
-        ``checked``: values are checked against :data:`OPTIONS` (a method's options; a
-        reader checks its own)."""
+    def of(cls, kind: type[S], *, omit: Collection[str] = (), **defaults: Any) -> Keywords[S]:
+        """The fields of ``kind`` but those in ``omit``, with ``defaults`` replacing its own."""
         declared = {item.name: item for item in fields(kind) if item.init}  # type: ignore[arg-type]
         unknown = (set(omit) | set(defaults)) - set(declared)
         if unknown:
@@ -306,7 +302,7 @@ class Keywords(Generic[S]):
             for name, item in declared.items()
             if name not in omit
         }
-        return cls(kind, MappingProxyType(chosen), checked)
+        return cls(kind, MappingProxyType(chosen))
 
     def signature(self, function: F) -> F:
         """``function`` shown with these keywords in place of its ``options`` and ``**settings``.
@@ -335,15 +331,10 @@ class Keywords(Generic[S]):
             raise TypeError(
                 f"options must be a {self.kind.__name__} (got {type(options).__name__})."
             )
-        for name, value in settings.items():
+        for name in settings:
             if name not in self.defaults:
                 known = ", ".join(self.defaults) or "none"
                 raise TypeError(f"unexpected keyword argument {name!r} (the options: {known}).")
-            message = check_option(name, value) if self.checked else None
-            if message is not None:
-                from gpuopt.errors import ProblemError
-
-                raise ProblemError(message)
         return replace(start, **settings)  # type: ignore[type-var]
 
 

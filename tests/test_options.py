@@ -198,15 +198,22 @@ def test_a_keyword_a_function_does_not_take_is_named(call: Any, name: str) -> No
         call()
 
 
-def test_direct_calls_check_values_against_the_declarations() -> None:
-    with pytest.raises(ProblemError, match=r"^depth must be an integer from 1 to 6 \(got 7\)\.$"):
-        solve_ipc(_cluster(), depth=7)
-    with pytest.raises(ProblemError, match=r"^threads must be an integer from 1 to 256"):
-        defrag_milp(_cluster(), threads=0)
+def test_options_of_another_kind_are_refused() -> None:
     with pytest.raises(
         TypeError, match=r"^options must be a DefragExactOptions \(got IpcOptions\)"
     ):
         defrag_milp(_cluster(), IpcOptions())  # type: ignore[arg-type]
+
+
+def test_exact_methods_take_a_spent_time_limit_as_before() -> None:
+    # solve() refuses 0 s (OPTIONS), but milp hands ipc what is left of its deadline, 0 when
+    # spent: the start comes back with status time_limit, not an error
+    for solver in (defrag_milp, defrag_cpsat):
+        plan = solver(random_snapshot(2, nodes=30), time_limit=1e-9)
+        assert plan.status == "time_limit"
+    assert solve_ipc(_cluster(), time_limit=0.0).status == "time_limit"
+    with pytest.raises(ProblemError, match=r"^time_limit must be a number of seconds"):
+        solve(_cluster(), "ipc", time_limit=0.0)
 
 
 def test_reader_options_are_checked_when_made() -> None:

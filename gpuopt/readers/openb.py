@@ -532,7 +532,7 @@ class OpenbOptions:
 
 
 #: :func:`read_openb`'s keywords: the fields of :class:`OpenbOptions`.
-OPENB_KEYWORDS = Keywords.of(OpenbOptions, checked=False)
+OPENB_KEYWORDS = Keywords.of(OpenbOptions)
 
 
 @OPENB_KEYWORDS.signature

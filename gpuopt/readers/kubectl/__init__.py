@@ -204,7 +204,7 @@ from gpuopt.readers.kubectl.quantities import parse_quantity
 from gpuopt.readers.kubectl.report import KubectlReport
 
 #: :func:`read_kubernetes`'s keywords: the fields of :class:`KubectlOptions`.
-KUBECTL_KEYWORDS = Keywords.of(KubectlOptions, checked=False)
+KUBECTL_KEYWORDS = Keywords.of(KubectlOptions)
 
 
 @KUBECTL_KEYWORDS.signature
