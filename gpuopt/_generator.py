@@ -11,13 +11,27 @@ generators have always made them, so the same seed gives the same instance.
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gpuopt.errors import check_arguments
+from gpuopt.options import MAX_NODES
 
 #: The largest seed a generator takes (seeds are whole numbers from 0).
 MAX_SEED = 2**63 - 1
+#: Bounds of the whole-number parameters that several generators take, by name (lowest,
+#: highest); a generator gives one again where its own differ (:func:`check_generator`).
+WHOLE_PARAMETERS: dict[str, tuple[int, int]] = {
+    "nodes": (1, MAX_NODES),
+    "cpus_per_node": (0, 10**9),
+    "memory_per_node": (0, 10**12),
+    "max_age": (0, 10**12),
+    "now": (0, 10**12),
+}
+#: A parameter whose name ends so is a share: a number from 0 to 1.
+SHARE_SUFFIXES = ("_fraction", "_share")
 #: GPUs of a task that fills a node (:func:`task_size`); each generator weighs them its own way.
 TASK_SIZES = (1, 2, 4, 8)
 
@@ -37,6 +51,42 @@ def seeded_random(seed: int) -> random.Random:
     """
     check_arguments({"seed": seed}, whole={"seed": (0, MAX_SEED)})
     return random.Random(seed)
+
+
+def check_generator(
+    arguments: Mapping[str, Any],
+    *details: Any,
+    whole: Mapping[str, tuple[int, int]] | None = None,
+    numbers: Mapping[str, tuple[float, float]] | None = None,
+    shares: Sequence[str] = (),
+    optional: tuple[str, ...] = (),
+) -> None:
+    """One-sentence ``ProblemError`` for a generator's first argument out of range, before
+    any work (:func:`gpuopt.errors.check_arguments`).
+
+    ``arguments`` are the generator's arguments by name (its ``locals()``) and
+    ``details`` the dataclasses that group more of them (their fields count as
+    arguments). Every argument named in :data:`WHOLE_PARAMETERS` has the bounds
+    given there, and every one whose name ends in ``_fraction`` or ``_share``
+    or is listed in ``shares`` is a number from 0 to 1, unless ``whole`` or
+    ``numbers`` give it bounds of its own; names in ``optional`` may be None.
+
+    >>> check_generator({"nodes": 4, "fill": 1.5}, shares=("fill",))
+    Traceback (most recent call last):
+    ...
+    gpuopt.errors.ProblemError: fill must be a number from 0 to 1 (got 1.5).
+    """
+    values = dict(arguments)
+    for group in details:
+        values.update({item.name: getattr(group, item.name) for item in dataclasses.fields(group)})
+    common = {name: bounds for name, bounds in WHOLE_PARAMETERS.items() if name in values}
+    share_names = [name for name in values if name.endswith(SHARE_SUFFIXES)] + list(shares)
+    check_arguments(
+        values,
+        whole={**common, **(whole or {})},
+        numbers={**dict.fromkeys(share_names, (0.0, 1.0)), **(numbers or {})},
+        optional=optional,
+    )
 
 
 def beta_parameters(mean: float, concentration: float) -> tuple[float, float]:
@@ -64,4 +114,13 @@ def task_size(rng: random.Random, weights: Sequence[float], room: int) -> int:
     return size
 
 
-__all__ = ["MAX_SEED", "TASK_SIZES", "beta_parameters", "seeded_random", "task_size"]
+__all__ = [
+    "MAX_SEED",
+    "SHARE_SUFFIXES",
+    "TASK_SIZES",
+    "WHOLE_PARAMETERS",
+    "beta_parameters",
+    "check_generator",
+    "seeded_random",
+    "task_size",
+]

@@ -23,10 +23,14 @@ command line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import inspect
+import itertools
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import Field
 
@@ -245,3 +249,98 @@ def check_option(name: str, value: Any) -> str | None:
     if option is None or value is None or option.accepts(value):
         return None
     return f"{name} must be {option.what} (got {short(value)})."
+
+
+S = TypeVar("S")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class Keywords(Generic[S]):
+    """The keywords a function takes: the fields of one options object, with its defaults.
+
+    A function with many options takes them as one frozen dataclass ``kind``
+    (its parameter ``options``) or as keywords (``**settings``), or both; the
+    keywords then override the object's fields. :meth:`resolve` joins the two
+    in one place; a keyword that is not a field is a ``TypeError`` naming it.
+    Values are not checked here: :func:`gpuopt.solve` checks them against
+    :data:`OPTIONS` (the methods themselves take, e.g., a spent time limit of 0
+    from another method), and a reader's options object checks its own.
+    :meth:`signature` shows the keywords as the function's signature (what
+    ``help()``, :func:`gpuopt.api.options_of` and :func:`gpuopt.solve` read),
+    so a backend states its options once, as the fields of its options
+    object, and two backends of one problem share the object instead of
+    repeating a long signature. ``defaults`` are the function's own (a field
+    left out is not one of its keywords).
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Run:
+    ...     time_limit: float | None = 10.0
+    ...     threads: int = 1
+    >>> fast = Keywords.of(Run, threads=2)
+    >>> fast.resolve(None, {"time_limit": 5.0})
+    Run(time_limit=5.0, threads=2)
+    >>> fast.resolve(None, {"thread": 2})
+    Traceback (most recent call last):
+    ...
+    TypeError: unexpected keyword argument 'thread' (the options: time_limit, threads).
+    """
+
+    kind: type[S]
+    defaults: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, kind: type[S], *, omit: Collection[str] = (), **defaults: Any) -> Keywords[S]:
+        """The fields of ``kind`` but those in ``omit``, with ``defaults`` replacing its own."""
+        declared = {item.name: item for item in fields(kind) if item.init}  # type: ignore[arg-type]
+        unknown = (set(omit) | set(defaults)) - set(declared)
+        if unknown:
+            raise ValueError(f"{kind.__name__} has no fields {sorted(unknown)}")
+        chosen = {
+            name: defaults.get(name, _field_default(item))
+            for name, item in declared.items()
+            if name not in omit
+        }
+        return cls(kind, MappingProxyType(chosen))
+
+    def signature(self, function: F) -> F:
+        """``function`` shown with these keywords in place of its ``options`` and ``**settings``.
+
+        The parameters before ``options`` (the problem, the inputs) stay as they are.
+        """
+        real = inspect.signature(function)
+        leading = list(itertools.takewhile(lambda p: p.name != "options", real.parameters.values()))
+        types = {item.name: item.type for item in fields(self.kind)}  # type: ignore[arg-type]
+        keywords = [
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=value, annotation=types[name]
+            )
+            for name, value in self.defaults.items()
+        ]
+        function.__signature__ = real.replace(parameters=[*leading, *keywords])  # type: ignore[attr-defined]
+        return function
+
+    def resolve(self, options: S | None, settings: Mapping[str, Any]) -> S:
+        """``options`` (None: this function's defaults) with the keywords ``settings`` applied."""
+        if options is None:
+            start = self.kind(**self.defaults)
+        elif isinstance(options, self.kind):
+            start = options
+        else:
+            raise TypeError(
+                f"options must be a {self.kind.__name__} (got {type(options).__name__})."
+            )
+        for name in settings:
+            if name not in self.defaults:
+                known = ", ".join(self.defaults) or "none"
+                raise TypeError(f"unexpected keyword argument {name!r} (the options: {known}).")
+        return replace(start, **settings)  # type: ignore[type-var]
+
+
+def _field_default(item: dataclasses.Field[Any]) -> Any:
+    if item.default is not MISSING:
+        return item.default
+    if item.default_factory is not MISSING:
+        return item.default_factory()
+    raise ValueError(f"field {item.name} has no default")

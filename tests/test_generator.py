@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -11,11 +12,11 @@ import pytest
 from gpuopt._generator import MAX_SEED, TASK_SIZES, beta_parameters, seeded_random, task_size
 from gpuopt.allocation.generator import random_problem
 from gpuopt.allocation.stress import stress_problem
-from gpuopt.defrag.generator import random_snapshot, with_kubernetes
+from gpuopt.defrag.generator import TaskShares, random_snapshot, with_kubernetes
 from gpuopt.errors import ProblemError
 from gpuopt.gang.generator import random_gang_problem
-from gpuopt.placement.node.generator import random_node_problem
-from gpuopt.placement.switch.generator import random_topology
+from gpuopt.placement.node.generator import NodeShares, random_node_problem
+from gpuopt.placement.switch.generator import JobShares, NodeListing, random_topology
 from gpuopt.preemption.generator import random_state
 
 GENERATORS: dict[str, Callable[[Any], Any]] = {
@@ -86,3 +87,34 @@ def test_seeded_random_leaves_the_global_generator_alone() -> None:
     random.seed(7)
     seeded_random(1).random()
     assert random.random() == expected
+
+
+@pytest.mark.parametrize(
+    ("make", "sentence"),
+    [
+        # a share inside a dataclass of grouped arguments is checked like a keyword
+        (
+            lambda: random_snapshot(1, shares=TaskShares(locked_fraction=1.5)),
+            "locked_fraction must be a number from 0 to 1 (got 1.5).",
+        ),
+        (
+            lambda: random_topology(1, shares=JobShares(cpu_fraction=-0.1)),
+            "cpu_fraction must be a number from 0 to 1 (got -0.1).",
+        ),
+        (
+            lambda: random_node_problem(1, shares=NodeShares(memory_fraction=2)),
+            "memory_fraction must be a number from 0 to 1 (got 2).",
+        ),
+        # the bounds every generator shares, and one a generator widens (0 GPUs: CPU nodes)
+        (lambda: random_state(1, nodes=0), "nodes must be an integer from 1 to 200,000 (got 0)."),
+        (
+            lambda: random_topology(1, listing=NodeListing(gpus_per_node=2000)),
+            "gpus_per_node must be an integer from 1 to 1,024 (got 2000).",
+        ),
+        (lambda: random_gang_problem(1, occupancy=1.2), "occupancy must be a number from 0 to 1"),
+    ],
+)
+def test_generators_check_their_arguments_alike(make: Callable[[], Any], sentence: str) -> None:
+    with pytest.raises(ProblemError, match="^" + re.escape(sentence)):
+        make()
+    assert random_snapshot(1, nodes=2, gpus_per_node=0).nodes[0].gpus == 0

@@ -164,7 +164,7 @@ def test_cli_refuses_an_old_name_of_another_problem(
     [
         ("allocate", "{heuristic,fifo,cpsat,milp,lns}", "greedy for heuristic"),
         ("defrag", "{heuristic,onehop,milp,cpsat}", "ipc for heuristic"),
-        ("topology", "{heuristic,milp}", "greedy for heuristic"),
+        ("topology", "{heuristic,milp,cpsat}", "greedy for heuristic"),
         ("preempt", "{heuristic,dp", "exact for dp"),
         ("place", "{heuristic,spread,milp,cpsat", "binpack for heuristic"),
     ],
@@ -209,8 +209,8 @@ def test_rolling_planner_takes_an_old_name() -> None:
 
 
 def test_job_replay_victims_take_the_new_and_the_old_names() -> None:
-    from gpuopt.planning.replay import Policy, replay
-    from tests.planning.test_replay import one_hp_two_lp_full_node
+    from gpuopt.simulate.jobs import Policy, replay
+    from tests.simulate.test_jobs import one_hp_two_lp_full_node
 
     nodes, jobs = one_hp_two_lp_full_node()
     found = {
@@ -226,8 +226,8 @@ def test_job_replay_victims_take_the_new_and_the_old_names() -> None:
 
 
 def test_gang_replay_takes_the_old_name_of_cpsat() -> None:
-    from gpuopt.gang.replay import METHODS as GANG_METHODS
-    from gpuopt.gang.replay import gang_jobs, replay_gangs
+    from gpuopt.simulate.gangs import METHODS as GANG_METHODS
+    from gpuopt.simulate.gangs import gang_jobs, replay_gangs
 
     assert GANG_METHODS[:2] == ("cpsat", "heuristic")
     jobs = gang_jobs(1, jobs=20, gpus_total=288)

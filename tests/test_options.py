@@ -5,13 +5,26 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
+from gpuopt.allocation.cpsat import solve_cpsat as allocation_cpsat
+from gpuopt.allocation.milp import solve_milp as allocation_milp
+from gpuopt.allocation.patterns import AllocationExactOptions
+from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.api import METHODS, OPTION_RULES, solve
 from gpuopt.cluster.items import ClusterOptions
+from gpuopt.cluster.model import Cluster
+from gpuopt.defrag.cpsat import solve_cpsat as defrag_cpsat
+from gpuopt.defrag.generator import random_snapshot
+from gpuopt.defrag.greedy import IpcOptions, solve_ipc
+from gpuopt.defrag.milp import DefragExactOptions
+from gpuopt.defrag.milp import solve_milp as defrag_milp
 from gpuopt.errors import ProblemError
 from gpuopt.options import MAX_SECONDS, OPTIONS, check_option
+from gpuopt.readers.kubectl import KubectlOptions, read_kubernetes
+from gpuopt.readers.openb import OpenbOptions, read_openb
 
 #: What solve handles itself, not a method's option.
 NOT_OPTIONS = {"problem", "initial"}
@@ -102,3 +115,125 @@ def test_flags_take_the_declared_bounds(flags: list[str], sentence: str, tmp_pat
     assert run.returncode == 2
     assert sentence in run.stderr
     assert "Traceback" not in run.stderr
+
+
+# --------------------------------------------------------------- options as one object
+def _cluster() -> Cluster:
+    """Three 8-GPU nodes: a and c hold 6 GPUs each, b two 2-GPU tasks. No 6-GPU task fits
+    elsewhere (4 and 2 GPUs free), so only b empties, and that takes two moves."""
+    return Cluster(
+        nodes=[{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b", "c")],
+        tasks=[
+            {"id": "t1", "node": "a", "gpus": 6},
+            {"id": "t2", "node": "b", "gpus": 2},
+            {"id": "t3", "node": "b", "gpus": 2},
+            {"id": "t4", "node": "c", "gpus": 6},
+        ],
+    )
+
+
+def test_ipc_takes_its_settings_as_one_object_or_as_keywords() -> None:
+    problem = random_snapshot(4, nodes=40)
+    free = solve_ipc(problem, seed=5)
+    assert len(free.moves) > 1  # so a budget of one move is a real limit
+    by_keywords = solve_ipc(problem, max_moves=1, seed=5)
+    by_object = solve_ipc(problem, IpcOptions(max_moves=1, seed=5))
+    assert len(by_object.moves) == 1
+    assert by_object.moves == by_keywords.moves
+    named = solve_ipc(problem=problem, options=IpcOptions(max_moves=1, seed=5))
+    assert named.moves == by_keywords.moves
+    # a keyword given as well overrides the object's field: None is the snapshot's (no budget)
+    assert solve_ipc(problem, IpcOptions(max_moves=1, seed=5), max_moves=None).moves == free.moves
+
+
+@pytest.mark.parametrize("solver", [defrag_milp, defrag_cpsat])
+def test_defrag_exact_takes_one_options_object(solver: Any) -> None:
+    # b empties with two moves (one 2-GPU task to a, one to c); one move empties nothing
+    unbounded = solver(_cluster(), DefragExactOptions(threads=1, time_limit=20.0))
+    assert (unbounded.metrics.emptied, len(unbounded.moves)) == (1, 2)
+    capped = solver(_cluster(), DefragExactOptions(threads=1, time_limit=20.0, max_moves=1))
+    assert capped.metrics.emptied == 0
+    assert capped.moves == solver(_cluster(), threads=1, time_limit=20.0, max_moves=1).moves
+
+
+def test_allocation_exact_takes_one_options_object(tiny: AllocationProblem) -> None:
+    cold = allocation_milp(tiny, AllocationExactOptions(warm=False, time_limit=20.0))
+    warm = allocation_milp(tiny, time_limit=20.0)
+    assert cold.status == warm.status == "optimal"
+    assert cold.objective == pytest.approx(warm.objective)
+    assert allocation_cpsat(tiny, AllocationExactOptions(threads=1)).objective == pytest.approx(
+        warm.objective
+    )
+
+
+def test_signatures_show_each_backends_own_keywords_and_defaults() -> None:
+    milp, cpsat = inspect.signature(defrag_milp), inspect.signature(defrag_cpsat)
+    assert (milp.parameters["threads"].default, cpsat.parameters["threads"].default) == (1, 2)
+    assert "progress" in milp.parameters and "progress" not in cpsat.parameters
+    assert "solver" in inspect.signature(allocation_milp).parameters
+    assert "solver" not in inspect.signature(allocation_cpsat).parameters
+    assert list(inspect.signature(solve_ipc).parameters)[:3] == [
+        "problem",
+        "partition_size",
+        "depth",
+    ]
+    kubectl = inspect.signature(read_kubernetes).parameters
+    assert kubectl["sources"].kind is inspect.Parameter.VAR_POSITIONAL
+    assert kubectl["hp_priority"].default == KubectlOptions().hp_priority
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: solve_ipc(_cluster(), dept=2), "dept"),
+        (lambda: defrag_cpsat(_cluster(), progress=print), "progress"),  # HiGHS only
+        (lambda: defrag_milp(_cluster(), partition_size=10), "partition_size"),
+        (lambda: allocation_cpsat(_cluster(), solver="highs"), "solver"),  # type: ignore[arg-type]
+        (lambda: read_kubernetes({"kind": "List", "items": []}, stric=True), "stric"),
+        (lambda: read_openb("missing-nodes.csv", "missing-pods.csv", polcy="spread"), "polcy"),
+    ],
+)
+def test_a_keyword_a_function_does_not_take_is_named(call: Any, name: str) -> None:
+    with pytest.raises(TypeError, match=rf"^unexpected keyword argument '{name}' \(the options: "):
+        call()
+
+
+def test_options_of_another_kind_are_refused() -> None:
+    with pytest.raises(
+        TypeError, match=r"^options must be a DefragExactOptions \(got IpcOptions\)"
+    ):
+        defrag_milp(_cluster(), IpcOptions())  # type: ignore[arg-type]
+
+
+def test_exact_methods_take_a_spent_time_limit_as_before() -> None:
+    # solve() refuses 0 s (OPTIONS), but milp hands ipc what is left of its deadline, 0 when
+    # spent: the start comes back with status time_limit, not an error
+    for solver in (defrag_milp, defrag_cpsat):
+        plan = solver(random_snapshot(2, nodes=30), time_limit=1e-9)
+        assert plan.status == "time_limit"
+    assert solve_ipc(_cluster(), time_limit=0.0).status == "time_limit"
+    with pytest.raises(ProblemError, match=r"^time_limit must be a number of seconds"):
+        solve(_cluster(), "ipc", time_limit=0.0)
+
+
+def test_reader_options_are_checked_when_made() -> None:
+    with pytest.raises(ProblemError, match=r"^policy: expected 'spread', 'binpack' or 'random'"):
+        OpenbOptions(policy="first-fit")  # type: ignore[arg-type]
+    assert OpenbOptions(lock_qos="LS").lock_qos == frozenset({"LS"})  # one class, not letters
+    with pytest.raises(ProblemError, match=r"^topology label 'node'"):
+        KubectlOptions(topology_labels=["node"])
+    data = {
+        "kind": "List",
+        "items": [
+            {
+                "kind": "Node",
+                "metadata": {"name": "n1", "labels": {"example.com/rack": "r1"}},
+                "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "amd.com/gpu": "2"}},
+            }
+        ],
+    }
+    racks = KubectlOptions(topology_labels=["rack=example.com/rack"], name="one")
+    cluster, _ = read_kubernetes(data, options=racks)
+    assert (cluster.name, cluster.nodes[0].topology) == ("one", {"rack": "r1"})
+    renamed, _ = read_kubernetes(data, options=racks, name="two")
+    assert (renamed.name, renamed.nodes[0].topology) == ("two", {"rack": "r1"})

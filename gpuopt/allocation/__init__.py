@@ -17,10 +17,12 @@ from gpuopt.allocation.fifo import solve_fifo
 from gpuopt.allocation.greedy import solve_greedy
 from gpuopt.allocation.lns import solve_lns
 from gpuopt.allocation.milp import solve_milp
+from gpuopt.allocation.patterns import AllocationExactOptions
 from gpuopt.allocation.problem import AllocationProblem, Task, load_problem, parse_problem
 from gpuopt.allocation.solution import AllocationResult, Metrics, evaluate, violations
 
 __all__ = [
+    "AllocationExactOptions",
     "AllocationProblem",
     "AllocationResult",
     "Metrics",

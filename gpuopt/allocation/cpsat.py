@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from gpuopt.allocation.patterns import ExactStart, PatternSet
+from gpuopt.allocation.patterns import AllocationExactOptions, ExactStart, PatternSet
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
+from gpuopt.options import Keywords
 from gpuopt.result import NO_BOUND
 from gpuopt.solvers import require
 from gpuopt.solvers.cpsat import hint_all, run_cpsat
@@ -30,7 +31,6 @@ from gpuopt.solvers.deadline import (
     cpsat_seconds,
     solver_limit,
 )
-from gpuopt.solvers.highs import Progress
 
 #: Objective scale: coefficients are multiplied by this before rounding.
 SCALE = 10_000
@@ -148,21 +148,22 @@ class CpsatModel:
         hint_all(self.model, variables, hinted)
 
 
+#: :func:`solve_cpsat`'s keywords: those of :func:`gpuopt.allocation.milp.solve_milp` but the
+#: MILP's ``solver`` and ``model``, with two CP-SAT workers.
+CPSAT_KEYWORDS = Keywords.of(AllocationExactOptions, omit=("solver", "model"), threads=2)
+
+
+@CPSAT_KEYWORDS.signature
 def solve_cpsat(
-    problem: AllocationProblem,
-    *,
-    time_limit: float | None = 10.0,
-    seed: int = 0,
-    initial: Any = None,
-    threads: int = 2,
-    warm: bool = True,
-    log: bool = False,
-    progress: Progress | None = None,
+    problem: AllocationProblem, options: AllocationExactOptions | None = None, **settings: Any
 ) -> AllocationResult:
     """Solve ``problem`` exactly with CP-SAT, warm-started from the greedy grid.
 
     Parameters
     ----------
+    options
+        The settings below as one :class:`~gpuopt.allocation.patterns.AllocationExactOptions`
+        (keywords given as well override its fields).
     time_limit
         Seconds for everything (greedy, model building and search), counted from
         the call: building stops when it passes, and CP-SAT gets what is left
@@ -195,9 +196,10 @@ def solve_cpsat(
         GPUs or more, else None, and ``notes`` say which
         (``models/allocation.md`` section 16).
     """
-    deadline = Deadline(time_limit)
+    run = CPSAT_KEYWORDS.resolve(options, settings)
+    deadline = Deadline(run.time_limit)
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
-    exact = ExactStart.take(problem, "cpsat", initial, warm, deadline)
+    exact = ExactStart.take(problem, "cpsat", run.initial, run.warm, deadline)
     grid = None
     bound = None
     status: Status = "time_limit"
@@ -206,7 +208,7 @@ def solve_cpsat(
         patterns = PatternSet.build(problem, deadline)
         deadline.require(cpsat_seconds(_nonzeros(patterns), patterns.num_patterns))
         model = CpsatModel(patterns, deadline.part(BUILD_SHARE))  # time to free it if stopped
-        if warm or initial is not None:
+        if run.warm or run.initial is not None:
             chosen, counts = patterns.encode(exact.warm.grid)
             model.hint(chosen, counts)
         solver_limit(deadline, "cpsat", _nonzeros(patterns), len(model.x))
@@ -220,10 +222,10 @@ def solve_cpsat(
             cp_model,
             model.model,
             deadline,
-            seed=seed,
-            threads=threads,
-            log=log,
-            progress=progress,
+            seed=run.seed,
+            threads=run.threads,
+            log=run.log,
+            progress=run.progress,
             scale=SCALE,
             offset=patterns.fixed_value,
         )

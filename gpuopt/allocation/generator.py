@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuopt._generator import seeded_random
+from gpuopt._generator import check_generator, seeded_random
 from gpuopt.allocation.problem import (
     MAX_CELLS,
     MAX_GPUS,
@@ -26,7 +26,7 @@ from gpuopt.allocation.problem import (
     AllocationProblem,
     model_duration,
 )
-from gpuopt.errors import ProblemError, check_arguments
+from gpuopt.errors import ProblemError
 
 
 def diurnal_curve(
@@ -340,15 +340,11 @@ def _check_arguments(arguments: dict[str, Any]) -> None:
         "history_days": (0, MAX_STEPS // (24 * 60)),
         "step_minutes": (1, 7 * 24 * 60),
     }
-    check_arguments(
+    check_generator(
         arguments,
         whole=whole,
-        numbers={
-            "load": (0.0, 1e6),
-            "running_fraction": (0.0, 1.0),
-            "multi_node": (0.0, 1.0),
-            "deadline_fraction": (0.0, 1.0),
-        },
+        numbers={"load": (0.0, 1e6)},
+        shares=("multi_node",),
         optional=("realtime", "gpus_per_node", "max_swap"),
     )
     cells = arguments["gpus"] * arguments["horizon"]

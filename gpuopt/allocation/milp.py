@@ -26,17 +26,17 @@ from typing import Any
 import numpy as np
 
 import gpuopt.progress
-from gpuopt.allocation.patterns import ExactStart, PatternSet
+from gpuopt.allocation.patterns import AllocationExactOptions, ExactStart, PatternSet
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Status
 from gpuopt.errors import ProblemError
+from gpuopt.options import Keywords
 from gpuopt.result import NO_BOUND
 from gpuopt.solvers import require
 from gpuopt.solvers.deadline import BUILD_SHARE, Deadline, DeadlineExceeded
 from gpuopt.solvers.highs import (
     HIGHS_OPTIONS,
     TIME_LIMITED_OPTIONS,
-    Progress,
     RowCounts,
     RowFamily,
     row_family,
@@ -312,23 +312,21 @@ def _solver_available(name: str) -> bool:
         return False
 
 
+#: :func:`solve_milp`'s keywords: every field, HiGHS on one thread.
+MILP_KEYWORDS = Keywords.of(AllocationExactOptions)
+
+
+@MILP_KEYWORDS.signature
 def solve_milp(
-    problem: AllocationProblem,
-    *,
-    time_limit: float | None = 10.0,
-    seed: int = 0,
-    initial: Any = None,
-    threads: int = 1,
-    solver: str = "highs",
-    warm: bool = True,
-    model: Any = None,
-    log: bool = False,
-    progress: Progress | None = None,
+    problem: AllocationProblem, options: AllocationExactOptions | None = None, **settings: Any
 ) -> AllocationResult:
     """Solve ``problem`` with the MILP of ``models/allocation.md``, warm-started from the greedy.
 
     Parameters
     ----------
+    options
+        The settings below as one :class:`~gpuopt.allocation.patterns.AllocationExactOptions`
+        (keywords given as well override its fields).
     time_limit
         Seconds for everything (greedy, building and solving), counted from the
         call; None: no limit. Building stops when it passes and the solver gets
@@ -361,7 +359,9 @@ def solve_milp(
         bound (the solver could not start in time, or stopped before a finite
         dual bound), ``notes`` say why (``models/allocation.md`` section 16).
     """
-    deadline = Deadline(time_limit)  # importing the solver counts too
+    run = MILP_KEYWORDS.resolve(options, settings)
+    deadline = Deadline(run.time_limit)  # importing the solver counts too
+    solver, model = run.solver, run.model
     if solver not in SOLVERS:
         raise ProblemError(f"solver {solver!r} is not known; choose one of {', '.join(SOLVERS)}.")
     if model is not None and solver == "highs":
@@ -370,8 +370,8 @@ def solve_milp(
         found = ", ".join(available_solvers()) or "none"
         hint = INSTALL_HINTS.get(solver, f"put the {solver} executable on the PATH")
         raise ProblemError(f"solver {solver!r} is not installed here (available: {found}); {hint}.")
-    exact = ExactStart.take(problem, "milp", initial, warm, deadline)
-    use_start = warm or initial is not None
+    exact = ExactStart.take(problem, "milp", run.initial, run.warm, deadline)
+    use_start = run.warm or run.initial is not None
     keep_start = True
     values: np.ndarray | None = None
     status: Status = "time_limit"
@@ -384,7 +384,13 @@ def solve_milp(
             start_values = data.start_values(*data.patterns.encode(exact.warm.grid))
         if solver == "highs":
             values, status, bound = solve_rows(
-                data, deadline.remaining(), seed, threads, start_values, log, progress
+                data,
+                deadline.remaining(),
+                run.seed,
+                run.threads,
+                start_values,
+                run.log,
+                run.progress,
             )
         else:
             custom = model is not None
@@ -409,7 +415,7 @@ def solve_milp(
                     raise DeadlineExceeded
             with gpuopt.progress.task(f"{solver} (Pyomo)", time_limit=solver_limit):
                 values, status, bound = _solve_pyomo(
-                    model, data, solver, solver_limit, seed, threads, use_start, log
+                    model, data, solver, solver_limit, run.seed, run.threads, use_start, run.log
                 )
     except DeadlineExceeded:  # the warm start (or the empty plan) comes back, status time_limit
         stopped = True

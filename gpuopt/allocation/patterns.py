@@ -34,6 +34,7 @@ from gpuopt.allocation.solution import (
 from gpuopt.errors import ProblemError, short
 from gpuopt.result import NO_BOUND
 from gpuopt.solvers.deadline import Deadline
+from gpuopt.solvers.run import ExactOptions
 
 #: Refuse to build exact models beyond this many pattern-cell non-zeros (memory).
 MAX_NONZEROS = 20_000_000
@@ -405,6 +406,16 @@ def warm_start(
     else:
         grid, source = empty_plan(problem), "empty"
     return WarmStart(grid=grid, objective=evaluate(problem, grid).objective, source=source)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllocationExactOptions(ExactOptions):
+    """How an exact allocation method runs (:func:`~gpuopt.allocation.milp.solve_milp`,
+    :func:`~gpuopt.allocation.cpsat.solve_cpsat`): the exact run settings, and for the
+    MILP its solver and a Pyomo model of the user's own."""
+
+    solver: str = "highs"
+    model: Any = None
 
 
 @dataclass(frozen=True)

@@ -214,9 +214,10 @@ def run_topology(args: argparse.Namespace) -> int:
 
 
 def topology_options(args: argparse.Namespace) -> dict[str, Any]:
-    """No options; ``--time-limit`` only for the MILP (the greedy takes milliseconds)."""
-    if args.method != "milp" and args.time_limit is not None:
-        raise ProblemError("--time-limit applies only to --method milp.")
+    """No options; ``--time-limit`` only for the exact methods (the heuristic takes
+    milliseconds)."""
+    if args.method not in ("milp", "cpsat") and args.time_limit is not None:
+        raise ProblemError("--time-limit applies only to --method milp or cpsat.")
     return {}
 
 
@@ -381,7 +382,7 @@ def add_commands(commands: Any) -> None:
         help="heuristic (default: minimum entropy, largest job first) or the exact milp",
     )
     add_out(topology, "write the placements JSON here")
-    add_time_limit(topology, "seconds the milp may spend (default 10)")
+    add_time_limit(topology, "seconds the milp or cpsat may spend (default 10)")
     add_quiet(topology)
     topology.set_defaults(run=run_topology)
 
@@ -395,9 +396,9 @@ def add_commands(commands: Any) -> None:
         preempt,
         PreemptionProblem,
         default="heuristic",
-        help="heuristic (default: the cheapest cheapest-first prefix) or dp (an exact "
-        "minimum-cost set of victims); with --gang, heuristic (default) or exact (the "
-        "gangs' cpsat)",
+        help="heuristic (default: the cheapest cheapest-first prefix), or dp (an exact "
+        "minimum-cost set of victims), milp or cpsat (the same decision, proven by HiGHS or "
+        "CP-SAT); with --gang, heuristic (default), cpsat or milp",
     )
     add_request(preempt)
     preempt.add_argument(
@@ -407,7 +408,7 @@ def add_commands(commands: Any) -> None:
         help="--gang: a task that has run less than this (since its start) is no victim "
         "(default 0: none protected)",
     )
-    add_time_limit(preempt, "seconds the exact gang method may spend (default 10)")
+    add_time_limit(preempt, "seconds milp or cpsat may spend (default 10)")
     preempt.add_argument(
         "--priority",
         help="the request's priority: HP (default), LP, or an integer (HP at or above the "

@@ -11,8 +11,8 @@ GPUs by cause); the formal model is ``models/defrag.md``.
 
 from gpuopt.cluster.model import old_names
 from gpuopt.defrag.cpsat import solve_cpsat
-from gpuopt.defrag.greedy import solve_ipc
-from gpuopt.defrag.milp import solve_milp
+from gpuopt.defrag.greedy import IpcOptions, solve_ipc
+from gpuopt.defrag.milp import DefragExactOptions, solve_milp
 from gpuopt.defrag.onehop import solve_onehop
 from gpuopt.defrag.solution import (
     MigrationPlan,
@@ -29,6 +29,8 @@ __getattr__ = old_names(__name__)
 
 
 __all__ = [
+    "DefragExactOptions",
+    "IpcOptions",
     "MigrationPlan",
     "Move",
     "PlanMetrics",

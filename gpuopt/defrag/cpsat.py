@@ -9,24 +9,24 @@ integers, and every variable hinted from the ``ipc`` plan.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from gpuopt.defrag.exact import build_cpsat
-from gpuopt.defrag.milp import ExactRun, solve_exact
+from gpuopt.defrag.milp import DefragExactOptions, solve_exact
 from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import MigrationPlan
+from gpuopt.options import Keywords
 from gpuopt.solvers import require
 
+#: :func:`solve_cpsat`'s keywords: those of :func:`gpuopt.defrag.milp.solve_milp` but
+#: ``progress``, with two CP-SAT workers.
+CPSAT_KEYWORDS = Keywords.of(DefragExactOptions, omit=("progress",), threads=2)
 
+
+@CPSAT_KEYWORDS.signature
 def solve_cpsat(
-    problem: Cluster,
-    *,
-    time_limit: float | None = 10.0,
-    seed: int = 0,
-    initial: MigrationPlan | None = None,
-    threads: int = 2,
-    warm: bool = True,
-    max_moves: int | None = None,
-    group_budget: int | None = None,
-    log: bool = False,
+    problem: Cluster, options: DefragExactOptions | None = None, **settings: Any
 ) -> MigrationPlan:
     """Solve the exact model (``models/defrag.md``) with CP-SAT, hinted from ``ipc``.
 
@@ -39,24 +39,18 @@ def solve_cpsat(
 
     Examples
     --------
-    >>> problem = Cluster(
-    ...     nodes=[{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b", "c")],
-    ...     tasks=[{"id": "t1", "node": "a", "gpus": 4}, {"id": "t2", "node": "b", "gpus": 4},
-    ...            {"id": "t3", "node": "c", "gpus": 4}])
-    >>> plan = solve_cpsat(problem)
-    >>> plan.status, plan.metrics.emptied, plan.bound
-    ('optimal', 1, 1)
+    The settings may come as one object (keywords given as well override it):
+
+    >>> nodes = [{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b")]
+    >>> tasks = [{"id": "t1", "node": "a", "gpus": 6}, {"id": "t2", "node": "b", "gpus": 2}]
+    >>> reproducible = DefragExactOptions(threads=1, seed=7)
+    >>> plan = solve_cpsat(Cluster(nodes=nodes, tasks=tasks), reproducible, time_limit=5.0)
+    >>> plan.status, plan.emptied, plan.bound
+    ('optimal', ['b'], 1)
     """
     require("ortools.sat.python.cp_model", "cpsat")  # before ipc runs
-    return solve_exact(
-        problem,
-        "cpsat",
-        ExactRun(time_limit, seed=seed, threads=threads, log=log),
-        initial=initial,
-        warm=warm,
-        max_moves=max_moves,
-        group_budget=group_budget,
-    )
+    run = CPSAT_KEYWORDS.resolve(options, settings)
+    return solve_exact(problem, "cpsat", replace(run, progress=None))  # HiGHS only
 
 
-__all__ = ["build_cpsat", "solve_cpsat"]
+__all__ = ["CPSAT_KEYWORDS", "build_cpsat", "solve_cpsat"]

@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from gpuopt._generator import beta_parameters, seeded_random, task_size
+from gpuopt._generator import beta_parameters, check_generator, seeded_random, task_size
 from gpuopt.defrag.problem import MAX_NODE_GPUS, MAX_NODES, Cluster
 from gpuopt.errors import check_arguments
 
@@ -83,38 +83,28 @@ def random_snapshot(
     (10, np.True_)
     """
     task_shares = TaskShares() if shares is None else shares
-    locked_fraction, hp_fraction = task_shares.locked_fraction, task_shares.hp_fraction
-    selector_fraction, group_fraction = task_shares.selector_fraction, task_shares.group_fraction
-    groups, cpu_only_fraction = task_shares.groups, task_shares.cpu_only_fraction
-    check_arguments(
+    check_generator(
         locals(),
+        task_shares,
         whole={
-            "nodes": (1, MAX_NODES),
             "gpus_per_node": (0, MAX_NODE_GPUS),
-            "cpus_per_node": (0, 10**9),
-            "memory_per_node": (0, 10**12),
             "groups": (1, MAX_NODES),
             "asw_size": (1, MAX_NODES),
         },
-        numbers={
-            name: (0.0, 1.0)
-            for name in (
-                "fill",
-                "locked_fraction",
-                "hp_fraction",
-                "selector_fraction",
-                "group_fraction",
-                "cpu_only_fraction",
-                "idle_fraction",
-            )
-        },
+        shares=("fill",),
         optional=("memory_per_node", "groups"),
     )
     rng = seeded_random(seed)
+    groups = task_shares.groups
     num_groups = groups if groups is not None else max(2, nodes // 10)
     node_rows: list[dict[str, Any]] = []
     task_rows: list[dict[str, Any]] = []
-    odds = _Shares(locked_fraction, hp_fraction, selector_fraction, group_fraction)
+    odds = _Shares(
+        task_shares.locked_fraction,
+        task_shares.hp_fraction,
+        task_shares.selector_fraction,
+        task_shares.group_fraction,
+    )
     # A U-shaped Beta with mean `fill`: concentration 0.9 spreads nodes to both ends.
     alpha, beta = beta_parameters(fill, 0.9)
     for node_number in range(nodes):
@@ -153,7 +143,7 @@ def random_snapshot(
             task_rows.append(task)
             used_gpus += size
             used_cpus += cpus
-        if rng.random() < cpu_only_fraction * 4 and used_cpus + 8 <= cpus_per_node:
+        if rng.random() < task_shares.cpu_only_fraction * 4 and used_cpus + 8 <= cpus_per_node:
             task = _task(rng, len(task_rows), node_id, 0, rng.randint(2, 8))
             _decorate(rng, task, model, node_groups, num_groups, odds._replace(group=0.0))
             task_rows.append(task)

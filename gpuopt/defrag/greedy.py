@@ -36,6 +36,7 @@ from gpuopt.defrag._shard import NO_LIMIT, Shard, empty_nodes
 from gpuopt.defrag.problem import Cluster, ClusterOptions, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
 from gpuopt.defrag.workload import SlotModel, resolve
+from gpuopt.options import Keywords
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.executors import executor_or_pool
 
@@ -245,22 +246,53 @@ def _workers_wanted(workers: int | None, num_nodes: int, partitions: int) -> int
     return min(os.cpu_count() or 1, partitions, num_nodes // MIN_NODES_PER_WORKER)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IpcOptions:
+    """How :func:`solve_ipc` runs; see its parameters. The first seven (``partition_size``
+    to ``seed``) left as None come from the snapshot's ``options`` (:meth:`for_snapshot`)."""
+
+    partition_size: int | None = None
+    depth: int | None = None
+    rounds: int | None = None
+    time_limit: float | None = None
+    max_moves: int | None = None
+    group_budget: int | None = None
+    seed: int | None = None
+    workers: int | None = None
+    executor: Any = None
+    progress: Progress | None = None
+    exact: Literal["milp", "cpsat"] | None = None
+    exact_nodes: int = 100
+    exact_seconds: float = 5.0
+
+    def for_snapshot(self, options: ClusterOptions) -> ClusterOptions:
+        """A snapshot's ``options`` with those given here in place of its own."""
+        given = {name: getattr(self, name) for name in SNAPSHOT_OPTIONS}
+        return overridden(options, **given)
+
+
+#: The options of :class:`IpcOptions` that a snapshot's ``options`` also carry.
+SNAPSHOT_OPTIONS = (
+    "partition_size",
+    "depth",
+    "rounds",
+    "time_limit",
+    "max_moves",
+    "group_budget",
+    "seed",
+)
+#: :func:`solve_ipc`'s keywords: every field of :class:`IpcOptions`.
+IPC_KEYWORDS = Keywords.of(IpcOptions)
+
+
+def overridden(options: ClusterOptions, **given: Any) -> ClusterOptions:
+    """``options`` with each value of ``given`` that is not None in place of its own."""
+    return options.model_copy(update={k: value for k, value in given.items() if value is not None})
+
+
+@IPC_KEYWORDS.signature
 def solve_ipc(
-    problem: Cluster,
-    *,
-    partition_size: int | None = None,
-    depth: int | None = None,
-    rounds: int | None = None,
-    time_limit: float | None = None,
-    max_moves: int | None = None,
-    group_budget: int | None = None,
-    seed: int | None = None,
-    workers: int | None = None,
-    executor: Any = None,
-    progress: Progress | None = None,
-    exact: Literal["milp", "cpsat"] | None = None,
-    exact_nodes: int = 100,
-    exact_seconds: float = 5.0,
+    problem: Cluster, options: IpcOptions | None = None, **settings: Any
 ) -> MigrationPlan:
     """Plan migrations with IPC; options left as None come from ``problem.options``.
 
@@ -268,6 +300,9 @@ def solve_ipc(
     ----------
     problem
         The snapshot.
+    options
+        The settings below as one :class:`IpcOptions` (keywords given as well
+        override its fields).
     partition_size
         Nodes per partition (default 500).
     depth
@@ -307,28 +342,20 @@ def solve_ipc(
     >>> plan.metrics.emptied, plan.metrics.fragmented_after
     (2, 0)
     """
+    run = IPC_KEYWORDS.resolve(options, settings)
     problem, objective = resolve(problem)
-    given = {
-        "partition_size": partition_size,
-        "depth": depth,
-        "rounds": rounds,
-        "time_limit": time_limit,
-        "max_moves": max_moves,
-        "group_budget": group_budget,
-        "seed": seed,
-    }
-    options = problem.options.model_copy(
-        update={name: value for name, value in given.items() if value is not None}
-    )
     search = Search(
         "heuristic",
         WORKLOAD_RANKINGS if objective == "workload" else IPC_RANKINGS,
         objective=objective,
-        exact=exact,
-        exact_nodes=exact_nodes,
-        exact_seconds=exact_seconds,
+        exact=run.exact,
+        exact_nodes=run.exact_nodes,
+        exact_seconds=run.exact_seconds,
     )
-    return _run(problem, options, search, workers=workers, executor=executor, progress=progress)
+    chosen = run.for_snapshot(problem.options)
+    return _run(
+        problem, chosen, search, workers=run.workers, executor=run.executor, progress=run.progress
+    )
 
 
 def _run(
@@ -573,4 +600,12 @@ def _group_budgets(
     return budgets
 
 
-__all__ = ["ClusterState", "Progress", "Search", "solve_ipc"]
+__all__ = [
+    "IPC_KEYWORDS",
+    "ClusterState",
+    "IpcOptions",
+    "Progress",
+    "Search",
+    "overridden",
+    "solve_ipc",
+]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from gpuopt.defrag import model
 from gpuopt.defrag.exact import ExactSolver, budgeted, order_moves, plan_score, solve_from
@@ -25,9 +26,11 @@ from gpuopt.defrag.model import (
 from gpuopt.defrag.problem import Cluster, check_options
 from gpuopt.defrag.solution import MigrationPlan, make_plan
 from gpuopt.defrag.workload import SlotModel, capacity_slots_bound, resolve
+from gpuopt.options import Keywords
 from gpuopt.result import Status
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import Progress
+from gpuopt.solvers.run import ExactOptions
 
 #: Most nodes in a partition that the exact methods solve when the whole snapshot
 #: is too large for the model (ipc's ``exact_nodes``): about 100 x 550 columns on openb.
@@ -60,34 +63,29 @@ def prepare(
     return problem, make_plan(problem, "none", [], seconds=0.0, maximises=objective)
 
 
-@dataclass(frozen=True)
-class ExactRun:
-    """How an exact method runs: its time limit, seed, threads (CP-SAT: workers), solver log
-    and progress callback (HiGHS only); see :func:`solve_milp`."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DefragExactOptions(ExactOptions):
+    """How an exact defragmentation method runs (:func:`solve_milp`, :func:`solve_cpsat
+    <gpuopt.defrag.cpsat.solve_cpsat>`): the exact run settings and the plan's budgets
+    (None: the snapshot's ``options``)."""
 
-    time_limit: float | None
-    seed: int = 0
-    threads: int = 1
-    log: bool = False
-    progress: Progress | None = None
+    max_moves: int | None = None
+    group_budget: int | None = None
 
 
-def solve_exact(
-    problem: Cluster,
-    solver: ExactSolver,
-    run: ExactRun,
-    *,
-    initial: MigrationPlan | None,
-    warm: bool,
-    max_moves: int | None,
-    group_budget: int | None,
-) -> MigrationPlan:
+#: :func:`solve_milp`'s keywords: every field, HiGHS on one thread.
+MILP_KEYWORDS = Keywords.of(DefragExactOptions)
+
+
+def solve_exact(problem: Cluster, solver: ExactSolver, run: DefragExactOptions) -> MigrationPlan:
     """The exact model of the whole snapshot with ``solver``, or of ipc's partitions.
 
     The choice rests on the model's size alone (:func:`gpuopt.defrag.model.model_columns`
     against :data:`gpuopt.defrag.model.MAX_COLUMNS`), so a snapshot gets the same
     kind of answer at every time limit; see :func:`solve_milp` for the options.
     """
+    initial, warm = run.initial, run.warm
+    max_moves, group_budget = run.max_moves, run.group_budget
     seed = run.seed
     deadline = Deadline(run.time_limit)
     check_options(problem)
@@ -192,18 +190,9 @@ def solve_partitions(
     )
 
 
+@MILP_KEYWORDS.signature
 def solve_milp(
-    problem: Cluster,
-    *,
-    time_limit: float | None = 10.0,
-    seed: int = 0,
-    initial: MigrationPlan | None = None,
-    threads: int = 1,
-    warm: bool = True,
-    max_moves: int | None = None,
-    group_budget: int | None = None,
-    log: bool = False,
-    progress: Progress | None = None,
+    problem: Cluster, options: DefragExactOptions | None = None, **settings: Any
 ) -> MigrationPlan:
     """Solve the exact model (``models/defrag.md``) with HiGHS, warm-started from ``ipc``.
 
@@ -214,6 +203,9 @@ def solve_milp(
 
     Parameters
     ----------
+    options
+        The settings below as one :class:`DefragExactOptions` (keywords given as
+        well override its fields).
     time_limit
         Seconds for everything (ipc start, building, both phases, ordering the
         moves), counted from the call; None: no limit. Each phase gets only the
@@ -245,22 +237,15 @@ def solve_milp(
     >>> plan.status, plan.metrics.emptied, plan.bound
     ('optimal', 1, 1)
     """
-    return solve_exact(
-        problem,
-        "milp",
-        ExactRun(time_limit, seed=seed, threads=threads, log=log, progress=progress),
-        initial=initial,
-        warm=warm,
-        max_moves=max_moves,
-        group_budget=group_budget,
-    )
+    return solve_exact(problem, "milp", MILP_KEYWORDS.resolve(options, settings))
 
 
 __all__ = [
     "MAX_COLUMNS",
+    "MILP_KEYWORDS",
     "PARTITION_NODES",
+    "DefragExactOptions",
     "DefragRows",
-    "ExactRun",
     "Progress",
     "order_moves",
     "prepare",

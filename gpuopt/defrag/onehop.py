@@ -12,7 +12,7 @@ search: chains, ranking and rounds.
 
 from __future__ import annotations
 
-from gpuopt.defrag.greedy import Search, _run
+from gpuopt.defrag.greedy import Search, _run, overridden
 from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import MigrationPlan
 
@@ -34,15 +34,9 @@ def solve_onehop(
     >>> solve_onehop(problem).emptied
     ['b']
     """
-    given = {"max_moves": max_moves, "group_budget": group_budget, "seed": seed}
+    options = overridden(problem.options, max_moves=max_moves, group_budget=group_budget, seed=seed)
     one_pass = {"partition_size": max(2, len(problem.nodes)), "depth": 1, "rounds": 1}
-    options = problem.options.model_copy(
-        update={
-            **{name: value for name, value in given.items() if value is not None},
-            **one_pass,
-            "time_limit": None,
-        }
-    )
+    options = options.model_copy(update={**one_pass, "time_limit": None})
     search = Search("onehop", ("least_used",), fill=False)
     return _run(problem, options, search, workers=1, executor=None, progress=None)
 

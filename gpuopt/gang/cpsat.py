@@ -22,6 +22,7 @@ from gpuopt.gang.solution import GangAnswer
 from gpuopt.solvers import require
 from gpuopt.solvers.cpsat import hint_all, run_cpsat
 from gpuopt.solvers.deadline import Deadline
+from gpuopt.solvers.run import SOLVER_KEYWORDS, ExactOptions
 
 #: Default seconds of the whole call.
 TIME_LIMIT = 10.0
@@ -80,26 +81,26 @@ class GangModel:
         self.model.add(self._term(term) <= value)
 
 
+@SOLVER_KEYWORDS.signature
 def solve_cpsat(
-    problem: GangProblem,
-    *,
-    time_limit: float = TIME_LIMIT,
-    seed: int = 0,
-    threads: int = 1,
-    log: bool = False,
+    problem: GangProblem, options: ExactOptions | None = None, **settings: Any
 ) -> GangAnswer:
     """The exact answer: the lexicographically best plan over every domain together.
+
+    Its settings (time limit, default :data:`TIME_LIMIT`; seed; threads; log) come as
+    keywords or as one :class:`~gpuopt.solvers.run.ExactOptions` (``options``).
 
     Examples
     --------
     See :mod:`gpuopt.gang`, which solves one problem with both methods.
     """
     require("ortools.sat.python.cp_model", "cpsat")
+    run = SOLVER_KEYWORDS.resolve(options, settings)
 
     def solver(rows: GangRows, deadline: Deadline) -> GangModel:
-        return GangModel(rows, deadline, seed=seed, threads=threads, log=log)
+        return GangModel(rows, deadline, seed=run.seed, threads=run.threads, log=run.log)
 
-    return solve_staged(problem, "cpsat", solver, time_limit)
+    return solve_staged(problem, "cpsat", solver, run.time_limit)
 
 
 __all__ = ["TIME_LIMIT", "GangModel", "solve_cpsat"]

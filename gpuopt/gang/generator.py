@@ -16,9 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuopt._generator import seeded_random
+from gpuopt._generator import check_generator, seeded_random
 from gpuopt.cluster.model import Cluster
-from gpuopt.errors import check_arguments
 from gpuopt.gang.problem import GangProblem
 
 GPUS = 4
@@ -90,8 +89,8 @@ def random_gang_problem(
     """
     shape = RequestShape() if request_shape is None else request_shape
     pods, gpus, slice_size = shape.pods, shape.gpus, shape.slice_size
-    check_arguments(
-        {**locals(), "gpus": gpus},
+    check_generator(
+        locals(),
         whole={
             "domains": (1, 10_000),
             "nodes_per_domain": (1, 1000),
@@ -100,7 +99,7 @@ def random_gang_problem(
             "now": (1, 10**12),
             "gpus": (1, GPUS),
         },
-        numbers={"occupancy": (0.0, 1.0), "lp_share": (0.0, 1.0), "gang_share": (0.0, 1.0)},
+        shares=("occupancy",),
     )
     rng = seeded_random(seed)
     nodes: list[dict[str, Any]] = []

@@ -14,6 +14,7 @@ proves the optimum.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from gpuopt.gang.solution import GangAnswer
 from gpuopt.solvers import require
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import row_family, solve_rows
+from gpuopt.solvers.run import SOLVER_KEYWORDS, ExactOptions
 
 #: Default seconds of the whole call.
 TIME_LIMIT = 10.0
@@ -69,20 +71,18 @@ class GangMilp:
         self.rows.families.append(row_family(label, row, -math.inf, float(value)))
 
 
+@SOLVER_KEYWORDS.signature
 def solve_milp(
-    problem: GangProblem,
-    *,
-    time_limit: float = TIME_LIMIT,
-    seed: int = 0,
-    threads: int = 1,
-    log: bool = False,
+    problem: GangProblem, options: ExactOptions | None = None, **settings: Any
 ) -> GangAnswer:
     """The exact answer by HiGHS: the lexicographically best plan over every domain together.
 
     ``time_limit`` (seconds) counts from the call and covers the heuristic's
     start, building the rows and every stage; a stage cut short keeps the best
     plan found so far (status ``time_limit``), with the first stage's proven
-    bound, or the heuristic's lower bound when HiGHS proved none in time.
+    bound, or the heuristic's lower bound when HiGHS proved none in time. Its
+    settings (time limit, default :data:`TIME_LIMIT`; seed; threads; log) come as
+    keywords or as one :class:`~gpuopt.solvers.run.ExactOptions` (``options``).
 
     Examples
     --------
@@ -93,11 +93,12 @@ def solve_milp(
     ('optimal', 21497.0, 21497.0, 0.0)
     """
     require("highspy", "milp")
+    run = SOLVER_KEYWORDS.resolve(options, settings)
 
     def solver(rows: GangRows, deadline: Deadline) -> GangMilp:
-        return GangMilp(rows, deadline, seed=seed, threads=threads, log=log)
+        return GangMilp(rows, deadline, seed=run.seed, threads=run.threads, log=run.log)
 
-    return solve_staged(problem, "milp", solver, time_limit)
+    return solve_staged(problem, "milp", solver, run.time_limit)
 
 
 __all__ = ["INTEGER_GAP", "TIME_LIMIT", "GangMilp", "solve_milp"]

@@ -16,10 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuopt._generator import TASK_SIZES, beta_parameters, seeded_random, task_size
+from gpuopt._generator import TASK_SIZES, beta_parameters, check_generator, seeded_random, task_size
 from gpuopt.cluster.model import MAX_NODE_GPUS
-from gpuopt.errors import check_arguments
-from gpuopt.preemption.problem import MAX_NODES, PreemptionProblem, Priority
+from gpuopt.preemption.problem import PreemptionProblem, Priority
 
 #: Weights of the task sizes :data:`gpuopt._generator.TASK_SIZES` (1, 2, 4 and 8 GPUs).
 SIZE_WEIGHTS = (0.5, 0.3, 0.15, 0.05)
@@ -107,18 +106,16 @@ def random_state(
     shape = RequestShape() if request is None else request
     now, max_age, checkpoint_period = clock.now, clock.max_age, clock.checkpoint_period
     request_gpus, request_cpus, request_priority = shape.gpus, shape.cpus, shape.priority
-    check_arguments(
+    check_generator(
         locals(),
         whole={
-            "nodes": (1, MAX_NODES),
             "gpus_per_node": (1, MAX_NODE_GPUS),
             "cpus_per_node": (0, 10**6),
-            "max_age": (0, 10**12),
-            "now": (0, 10**12),
             "checkpoint_period": (1, 10**12),
             "request_gpus": (0, MAX_NODE_GPUS),
         },
-        numbers={"occupancy": (0.0, 1.0), "hp_fraction": (0.0, 1.0), "request_cpus": (0.0, 1e6)},
+        numbers={"request_cpus": (0.0, 1e6)},
+        shares=("occupancy",),
         optional=("occupancy", "hp_fraction", "checkpoint_period", "request_gpus", "request_cpus"),
     )
     rng = seeded_random(seed)

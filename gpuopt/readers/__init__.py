@@ -12,12 +12,14 @@ Plain files (JSON, CSV, atomic writes, the data folder) are :mod:`gpuopt.io`'s;
 readers sit above :mod:`gpuopt.cluster`, and no problem package imports them.
 """
 
-from gpuopt.readers.kubectl import KubectlReport, read_kubectl, read_kubernetes
-from gpuopt.readers.openb import OpenbReport, read_openb
+from gpuopt.readers.kubectl import KubectlOptions, KubectlReport, read_kubectl, read_kubernetes
+from gpuopt.readers.openb import OpenbOptions, OpenbReport, read_openb
 from gpuopt.readers.traffic import RateSeries, read_hourly_csv
 
 __all__ = [
+    "KubectlOptions",
     "KubectlReport",
+    "OpenbOptions",
     "OpenbReport",
     "RateSeries",
     "read_hourly_csv",

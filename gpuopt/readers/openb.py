@@ -111,6 +111,7 @@ from gpuopt.cluster.model import MAX_AMOUNT, MAX_NODE_GPUS, Cluster
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.errors import ProblemError, short, validate_object
 from gpuopt.io.csvfile import finite_number, open_csv
+from gpuopt.options import Keywords
 
 if TYPE_CHECKING:
     from gpuopt.sharing.state import Pod, ShareState
@@ -507,19 +508,43 @@ def _task(
     return task
 
 
+@dataclass(frozen=True)
+class OpenbOptions:
+    """How :func:`read_openb` replays a trace: its options as one object, checked when made.
+
+    Each field is the keyword of the same name (see its parameters); ``lock_qos``
+    is kept as a frozenset (one string is one class).
+
+    >>> OpenbOptions(policy="binpack", lock_qos="LS").lock_qos
+    frozenset({'LS'})
+    """
+
+    at: float | None = None
+    fill: float | None = None
+    policy: Policy = "spread"
+    fractional: Fractional = "share"
+    asw_size: int | None = 16
+    lock_qos: Collection[str] = ()
+    seed: int = 0
+    name: str | None = None
+    workload: bool = True
+
+    def __post_init__(self) -> None:
+        _check_options(self.at, self.fill, self.policy, self.fractional, self.asw_size, self.seed)
+        qos = self.lock_qos
+        object.__setattr__(self, "lock_qos", frozenset([qos] if isinstance(qos, str) else qos))
+
+
+#: :func:`read_openb`'s keywords: the fields of :class:`OpenbOptions`.
+OPENB_KEYWORDS = Keywords.of(OpenbOptions)
+
+
+@OPENB_KEYWORDS.signature
 def read_openb(
     nodes_csv: str | Path,
     pods_csv: str | Path,
-    *,
-    at: float | None = None,
-    fill: float | None = None,
-    policy: Policy = "spread",
-    fractional: Fractional = "share",
-    asw_size: int | None = 16,
-    lock_qos: Collection[str] = (),
-    seed: int = 0,
-    name: str | None = None,
-    workload: bool = True,
+    options: OpenbOptions | None = None,
+    **settings: Any,
 ) -> tuple[Cluster, OpenbReport]:
     """Replay an openb trace onto its nodes and return the snapshot and a report.
 
@@ -531,6 +556,9 @@ def read_openb(
         Node list, e.g. ``openb_node_list_gpu_node.csv``.
     pods_csv
         Pod list, e.g. ``openb_pod_list_default.csv``.
+    options
+        The options below as one :class:`OpenbOptions` (keywords given as well
+        override its fields).
     at
         Trace time (seconds) of the snapshot; departures are honoured up to it.
         None replays every pod and lets none leave.
@@ -569,8 +597,9 @@ def read_openb(
         bad option.
     """
     started = time.perf_counter()
-    _check_options(at, fill, policy, fractional, asw_size, seed)
-    locked_qos = frozenset([lock_qos] if isinstance(lock_qos, str) else lock_qos)
+    run = OPENB_KEYWORDS.resolve(options, settings)
+    at, fill, policy, fractional = run.at, run.fill, run.policy, run.fractional
+    asw_size, seed, locked_qos = run.asw_size, run.seed, frozenset(run.lock_qos)
     nodes = _read_nodes(nodes_csv, asw_size)
     pods, has_times = _read_pods(pods_csv)
     if at is not None and not has_times:
@@ -638,11 +667,11 @@ def read_openb(
         _task(pods[k], nodes[node]["id"], locked_qos, timed, share_gpu.get(k))
         for k, node in placed_at.items()
     ]
-    snapshot_name = name if name is not None else f"openb-{Path(pods_csv).stem}"
+    snapshot_name = run.name if run.name is not None else f"openb-{Path(pods_csv).stem}"
     snapshot: dict[str, Any] = {"name": snapshot_name, "nodes": nodes, "tasks": tasks}
     if timed:
         snapshot["now"] = snapshot_time
-    typical = _typical_items(pods) if workload else None
+    typical = _typical_items(pods) if run.workload else None
     if typical:
         snapshot["options"] = {"workload": typical}
     problem = validate_object(
@@ -783,8 +812,10 @@ def load_openb(
 __all__ = [
     "HP_QOS",
     "MODEL_LABEL",
+    "OPENB_KEYWORDS",
     "OPENB_NODES",
     "OPENB_TRACES",
+    "OpenbOptions",
     "OpenbPod",
     "OpenbReport",
     "load_openb",

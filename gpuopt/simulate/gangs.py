@@ -15,9 +15,9 @@ arrival order) is scanned and every gang that fits starts (placement by
 :func:`gpuopt.gang.solve_heuristic` without preemption). An HP gang that does
 not fit chooses victims among the running LP gangs by ``method``:
 
-- ``"exact"`` / ``"heuristic"``: :func:`gpuopt.gang.solve_cpsat` /
+- ``"cpsat"`` / ``"heuristic"``: :func:`gpuopt.gang.solve_cpsat` /
   :func:`gpuopt.gang.solve_heuristic` on the whole state (victims and the
-  domain together);
+  domain together); ``"exact"``, the old name of ``"cpsat"``, is still accepted;
 - ``"victims-first"`` (baseline): the cheapest LP gangs cluster-wide, by cost
   per GPU, until the cluster has enough free GPUs in total, then a placement
   in one domain is tried; when it fails the gang waits and those evictions
@@ -50,8 +50,10 @@ from gpuopt.result import Status
 from gpuopt.simulate import events
 from gpuopt.simulate.events import ARRIVAL, END, Event, EventQueue, Simulation
 
-GangMethod = Literal["exact", "heuristic", "victims-first", "random"]
-METHODS: tuple[GangMethod, ...] = ("exact", "heuristic", "victims-first", "random")
+GangMethod = Literal["cpsat", "heuristic", "victims-first", "random", "exact"]
+METHODS: tuple[GangMethod, ...] = ("cpsat", "heuristic", "victims-first", "random")
+#: old method name -> its name now (as :data:`gpuopt.api.ALIASES` for gangs).
+OLD_METHODS: dict[str, GangMethod] = {"exact": "cpsat"}
 GPUS = 4  # per node
 HP_PRIORITY = 1000
 
@@ -324,10 +326,10 @@ class _GangReplay(Simulation):
         """Choose victims for HP ``job`` by the method; True when it starts."""
         problem = self.problem(job, now, preemption=True)
         started = time.perf_counter()
-        if self.method in ("exact", "heuristic"):
+        if self.method in ("cpsat", "heuristic"):
             answer = (
                 solve_cpsat(problem, time_limit=self.time_limit)
-                if self.method == "exact"
+                if self.method == "cpsat"
                 else solve_heuristic(problem)
             )
             self.decisions.append(time.perf_counter() - started)
@@ -502,8 +504,9 @@ def replay_gangs(
     >>> metrics.finished == len(jobs), metrics.wasted_evictions
     (True, 0)
     """
+    method = OLD_METHODS.get(method, method)
     if method not in METHODS:
-        raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
+        raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}.")
     began = time.perf_counter()
     state = _GangReplay(
         method,

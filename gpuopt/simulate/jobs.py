@@ -21,9 +21,10 @@ on one node) and CPUs. The rules:
   becomes a :class:`~gpuopt.preemption.problem.PreemptionProblem` whose
   costs are the work to redo, ``gpus * (now - last_checkpoint)``, and
   ``victims`` names the method that decides (``models/preemption.md``):
-  ``"cost"`` the heuristic (per node the cheapest-first prefix of LP jobs
-  that frees enough, on the cheapest node, P9), ``"exact"`` the minimum-cost
-  victim set (P10), both through :func:`gpuopt.solve`; ``"random"`` (the
+  ``"heuristic"`` (per node the cheapest-first prefix of LP jobs that frees
+  enough, on the cheapest node, P9), ``"dp"`` the minimum-cost victim set
+  (P10), both through :func:`gpuopt.solve` (``"cost"`` and ``"exact"``, their
+  names in earlier releases, are still accepted); ``"random"`` (the
   baseline) a random node where stopping LP jobs frees enough
   (:class:`~gpuopt.preemption.greedy.Deficits`), and its LP jobs in random
   order until enough. The preemption model counts GPUs and has no
@@ -74,12 +75,18 @@ from gpuopt.preemption.problem import PreemptionIndex, PreemptionProblem
 from gpuopt.simulate.events import ARRIVAL, END, Event, EventQueue, Simulation, run
 
 Placement = Literal["spread", "binpack"]
-Victims = Literal["cost", "exact", "random"]
+Victims = Literal["heuristic", "dp", "random", "cost", "exact"]
 
 _NEVER = 2**63  # more milli-CPUs than any job has
 
-#: The :func:`gpuopt.solve` method of each victims policy ("random" is the replay's baseline).
-PREEMPTION_METHODS: dict[str, str] = {"cost": "heuristic", "exact": "exact"}
+#: The :func:`gpuopt.solve` method of each victims policy ("random" is the replay's baseline);
+#: "cost" and "exact" are the names of earlier releases.
+PREEMPTION_METHODS: dict[str, str] = {
+    "heuristic": "heuristic",
+    "dp": "dp",
+    "cost": "heuristic",
+    "exact": "dp",
+}
 
 
 @dataclass(frozen=True)
@@ -112,7 +119,7 @@ class Policy:
     name: str
     placement: Placement = "binpack"
     topology: bool = True
-    victims: Victims = "cost"
+    victims: Victims = "heuristic"
     checkpoint_minutes: float = 30.0
     grace_seconds: float = 60.0
     min_bandwidth: float = 32.0  # GB/s between every pair of a 2..7-GPU job (topology on)
@@ -382,8 +389,7 @@ def _replay(
     started = time.perf_counter()
     if policy.victims not in (*PREEMPTION_METHODS, "random"):
         raise ValueError(
-            f"victims {policy.victims!r} is not known; choose one of "
-            f"{', '.join([*PREEMPTION_METHODS, 'random'])}"
+            f"victims {policy.victims!r} is not known; choose one of heuristic, dp, random."
         )
     simulation = run(_JobReplay(nodes, jobs, policy, bandwidth or {}, progress))
     leaked = [n.id for i, n in enumerate(nodes) if simulation.state.free[i] != (1 << n.gpus) - 1]

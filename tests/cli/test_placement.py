@@ -368,7 +368,7 @@ def test_topology_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert not out.exists()
     state.write_text(json.dumps(STATE))
     code, _, stderr = run(["topology", str(state), "--time-limit", "3"], capsys)
-    assert code == 2 and "--time-limit applies only to --method milp" in stderr
+    assert code == 2 and "--time-limit applies only to --method milp or cpsat" in stderr
 
 
 PREEMPT = {

@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuopt._generator import seeded_random
+from gpuopt._generator import check_generator, seeded_random
 from gpuopt.cluster.interconnect import hgx_nvswitch, nvlink_pairs, pcie_two_numa
 from gpuopt.cluster.shares import MILLI
-from gpuopt.errors import check_arguments
 from gpuopt.placement.node.problem import MAX_NODES, NodePlacementProblem
 
 #: Node kinds: topology id -> bandwidth matrix.
@@ -89,21 +88,7 @@ def random_node_problem(
     True
     """
     shares = NodeShares() if shares is None else shares
-    free_node_fraction, memory_fraction = shares.free_node_fraction, shares.memory_fraction
-    share_fraction, whole_node_fraction = shares.share_fraction, shares.whole_node_fraction
-    check_arguments(
-        locals(),
-        whole={"nodes": (0, MAX_NODES), "cpus_per_node": (0, 10**9)},
-        numbers={
-            name: (0.0, 1.0)
-            for name in (
-                "free_node_fraction",
-                "memory_fraction",
-                "share_fraction",
-                "whole_node_fraction",
-            )
-        },
-    )
+    check_generator(locals(), shares, whole={"nodes": (0, MAX_NODES)})
     rng = seeded_random(seed)
     rows: list[dict[str, Any]] = []
     for number in range(nodes):
@@ -111,15 +96,15 @@ def random_node_problem(
         size = len(KINDS[kind])
         cpus = cpus_per_node * size // 8
         row: dict[str, Any] = {"id": f"n{number}", "topology": kind, "cpus": float(cpus)}
-        if rng.random() < memory_fraction:
+        if rng.random() < shares.memory_fraction:
             row["memory"] = 1024.0
-        if rng.random() >= free_node_fraction:
+        if rng.random() >= shares.free_node_fraction:
             used = sorted(rng.sample(range(size), rng.randint(0, size)))
             row["used_gpus"] = used
             row["used_cpus"] = float(rng.randint(0, cpus))
             if "memory" in row:
                 row["used_memory"] = float(rng.randint(0, 1024))
-            if used and rng.random() < share_fraction:  # C7: used GPUs hold shares
+            if used and rng.random() < shares.share_fraction:  # C7: used GPUs hold shares
                 row["gpu_left"] = [
                     rng.randrange(MILLI) if gpu in used else MILLI for gpu in range(size)
                 ]
@@ -131,9 +116,9 @@ def random_node_problem(
         "cpus": float(rng.choice((0, 4, 8, 16, 32))),
         "memory": float(rng.choice((0, 64, 256))),
     }
-    if rng.random() < share_fraction:
+    if rng.random() < shares.share_fraction:
         request.update(gpus=1, min_bandwidth=0.0, gpu_milli=rng.choice((100, 250, 500, 750)))
-    elif rng.random() < whole_node_fraction:
+    elif rng.random() < shares.whole_node_fraction:
         request["whole_node"] = True
     return NodePlacementProblem.model_validate(
         {

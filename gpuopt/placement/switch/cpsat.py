@@ -31,6 +31,7 @@ from gpuopt.placement.switch.solution import TopologyResult
 from gpuopt.solvers import require
 from gpuopt.solvers.cpsat import hint_all, run_cpsat
 from gpuopt.solvers.deadline import Deadline, DeadlineExceeded
+from gpuopt.solvers.run import SOLVER_KEYWORDS, ExactOptions
 
 #: Largest denominator a row's coefficient is read with as a fraction (CPUs per GPU).
 MAX_DENOMINATOR = 1000
@@ -124,13 +125,9 @@ def _down(value: float) -> int:
     return math.floor(value + 1e-9 * max(1.0, abs(value)))
 
 
+@SOLVER_KEYWORDS.signature
 def solve_cpsat(
-    problem: TopologyProblem,
-    *,
-    time_limit: float | None = 10.0,
-    seed: int = 0,
-    threads: int = 1,
-    log: bool = False,
+    problem: TopologyProblem, options: ExactOptions | None = None, **settings: Any
 ) -> TopologyResult:
     """Place the jobs exactly: most jobs placed, then fewest switches spanned (CP-SAT).
 
@@ -138,7 +135,8 @@ def solve_cpsat(
     greedy start, building the rows, CP-SAT and re-concentrating the jobs; when
     the rows cannot be had in time, or CP-SAT finds nothing, the greedy
     placement comes back with status ``time_limit``. ``threads`` is CP-SAT's
-    number of workers.
+    number of workers. The settings may come as one
+    :class:`~gpuopt.solvers.run.ExactOptions` (``options``; keywords override it).
 
     Examples
     --------
@@ -150,6 +148,8 @@ def solve_cpsat(
     ('optimal', 2, 2)
     """
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
+    run = SOLVER_KEYWORDS.resolve(options, settings)
+    run = SOLVER_KEYWORDS.resolve(options, settings)
 
     def cpsat(
         rows: TopologyRows, left: float | None, start: np.ndarray
@@ -162,12 +162,14 @@ def solve_cpsat(
         except DeadlineExceeded:  # the greedy comes back, with status time_limit
             return None, "time_limit", None
         hint_all(model, [v.index for v in variables], np.rint(start).astype(int).tolist())
-        outcome = run_cpsat(cp_model, model, deadline, seed=seed, threads=threads, log=log)
+        outcome = run_cpsat(
+            cp_model, model, deadline, seed=run.seed, threads=run.threads, log=run.log
+        )
         if not exact and outcome.values is not None:  # optimal for a tighter model only
             return outcome.values, "feasible", None
         return outcome.values, outcome.status, outcome.bound
 
-    return solve_with(problem, "cpsat", cpsat, time_limit)
+    return solve_with(problem, "cpsat", cpsat, run.time_limit)
 
 
 __all__ = ["CPU_SCALE", "MAX_DENOMINATOR", "build_cpsat", "integer_row", "solve_cpsat"]

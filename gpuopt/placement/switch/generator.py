@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuopt._generator import seeded_random
-from gpuopt.errors import check_arguments
+from gpuopt._generator import check_generator, seeded_random
 from gpuopt.placement.switch.problem import MAX_ITEMS, TopologyProblem
 
 JOB_SIZES = (1, 2, 4, 8, 8, 16, 16, 32, 64)
@@ -93,47 +92,32 @@ def random_topology(
     (4, True)
     """
     listing = NodeListing() if listing is None else listing
-    node_fraction, max_nodes = listing.node_fraction, listing.max_nodes
-    gpus_per_node, cpus_per_node = listing.gpus_per_node, listing.cpus_per_node
-    free_node_fraction = listing.free_node_fraction
     shares = JobShares() if shares is None else shares
-    one_switch_fraction = shares.one_switch_fraction
-    whole_nodes_fraction, cpu_fraction = shares.whole_nodes_fraction, shares.cpu_fraction
-    check_arguments(
+    check_generator(
         locals(),
+        listing,
+        shares,
         whole={
             "switches": (1, MAX_ITEMS),
             "jobs": (0, MAX_ITEMS),
             "max_nodes": (1, MAX_ITEMS),
             "gpus_per_node": (1, 1024),
-            "cpus_per_node": (0, 10**9),
         },
-        numbers={
-            "load": (0.0, 1e6),
-            **{
-                name: (0.0, 1.0)
-                for name in (
-                    "node_fraction",
-                    "free_node_fraction",
-                    "one_switch_fraction",
-                    "whole_nodes_fraction",
-                    "cpu_fraction",
-                )
-            },
-        },
+        numbers={"load": (0.0, 1e6)},
         optional=("jobs", "cpus_per_node"),
     )
+    gpus_per_node, cpus_per_node = listing.gpus_per_node, listing.cpus_per_node
     rng = seeded_random(seed)
     rows: list[dict[str, Any]] = []
     for number in range(switches):
         switch_id = f"asw-{number}"
-        if rng.random() >= node_fraction:
+        if rng.random() >= listing.node_fraction:
             rows.append({"id": switch_id, "free_gpus": rng.choice(POOL_SIZES)})
             continue
         nodes = []
-        for node_number in range(rng.randint(1, max(1, max_nodes))):
+        for node_number in range(rng.randint(1, max(1, listing.max_nodes))):
             size = max(1, int(gpus_per_node * rng.choice((0.5, 1, 1, 1, 2))))
-            free = size if rng.random() < free_node_fraction else rng.randint(0, size)
+            free = size if rng.random() < listing.free_node_fraction else rng.randint(0, size)
             node: dict[str, Any] = {
                 "id": f"{switch_id}-n{node_number}",
                 "gpus": size,
@@ -160,11 +144,11 @@ def random_topology(
         if rng.random() < 0.15:
             gpus = rng.randint(1, 24)  # not a power of two
         job: dict[str, Any] = {"id": f"j{len(job_rows)}", "gpus": gpus}
-        if rng.random() < one_switch_fraction:
+        if rng.random() < shares.one_switch_fraction:
             job["one_switch"] = True
-        if has_nodes and rng.random() < whole_nodes_fraction:
+        if has_nodes and rng.random() < shares.whole_nodes_fraction:
             job["whole_nodes"] = True
-        if has_nodes and rng.random() < cpu_fraction:
+        if has_nodes and rng.random() < shares.cpu_fraction:
             job["cpus_per_gpu"] = float(rng.choice((1, 2, 4, 8, 12)))
         if rng.random() < 0.3:
             job["priority"] = float(rng.randint(1, 10))

@@ -11,6 +11,8 @@ the span and lowers the entropy.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gpuopt.placement.switch.model import (
@@ -22,22 +24,20 @@ from gpuopt.placement.switch.model import (
 from gpuopt.placement.switch.problem import TopologyProblem
 from gpuopt.placement.switch.solution import TopologyResult
 from gpuopt.solvers.highs import solve_rows
+from gpuopt.solvers.run import SOLVER_KEYWORDS, ExactOptions
 
 
+@SOLVER_KEYWORDS.signature
 def solve_milp(
-    problem: TopologyProblem,
-    *,
-    time_limit: float | None = 10.0,
-    seed: int = 0,
-    threads: int = 1,
-    log: bool = False,
+    problem: TopologyProblem, options: ExactOptions | None = None, **settings: Any
 ) -> TopologyResult:
     """Place the jobs exactly: most jobs placed, then fewest switches spanned (HiGHS).
 
     ``time_limit`` (seconds; None: no limit) counts from the call and covers the
     greedy start, building the rows, HiGHS and re-concentrating the jobs; when
     the rows or HiGHS cannot be had in time, the greedy placement comes back
-    with status ``time_limit``.
+    with status ``time_limit``. The settings may come as one
+    :class:`~gpuopt.solvers.run.ExactOptions` (``options``; keywords override it).
 
     Examples
     --------
@@ -48,13 +48,15 @@ def solve_milp(
     >>> result.status, result.metrics.placed, result.bound
     ('optimal', 2, 2)
     """
+    run = SOLVER_KEYWORDS.resolve(options, settings)
 
     def highs(
         rows: TopologyRows, left: float | None, start: np.ndarray
     ) -> tuple[np.ndarray | None, str, float | None]:
-        return solve_rows(rows, left, seed, threads, start, log, None, {"mip_abs_gap": 0.99})
+        settings = {"mip_abs_gap": 0.99}
+        return solve_rows(rows, left, run.seed, run.threads, start, run.log, None, settings)
 
-    return solve_with(problem, "milp", highs, time_limit)
+    return solve_with(problem, "milp", highs, run.time_limit)
 
 
 __all__ = ["MAX_COLUMNS", "TopologyRows", "concentrate_each", "solve_milp"]

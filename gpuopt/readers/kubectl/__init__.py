@@ -188,13 +188,14 @@ naming it, :mod:`.quantities` the units, :mod:`.names` every key read, and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from gpuopt.cluster.kube import CRITICAL_PRIORITY
 from gpuopt.cluster.model import Cluster
 from gpuopt.errors import ProblemError
-from gpuopt.readers.kubectl.context import Context, Options, topology_levels
+from gpuopt.options import Keywords
+from gpuopt.readers.kubectl.context import Context, KubectlOptions
 from gpuopt.readers.kubectl.documents import Source, add_document, documents
 from gpuopt.readers.kubectl.finish import finish
 from gpuopt.readers.kubectl.kinds import read_objects
@@ -202,21 +203,13 @@ from gpuopt.readers.kubectl.names import KUBE_HP_PRIORITY, SYSTEM_PRIORITY_CLASS
 from gpuopt.readers.kubectl.quantities import parse_quantity
 from gpuopt.readers.kubectl.report import KubectlReport
 
+#: :func:`read_kubernetes`'s keywords: the fields of :class:`KubectlOptions`.
+KUBECTL_KEYWORDS = Keywords.of(KubectlOptions)
 
+
+@KUBECTL_KEYWORDS.signature
 def read_kubernetes(
-    *sources: Source,
-    gpu_resources: Iterable[str] | None = None,
-    topology_labels: Iterable[str] = (),
-    critical_priority: int = CRITICAL_PRIORITY,
-    hp_priority: int = KUBE_HP_PRIORITY,
-    allow_emptydir: bool = False,
-    pin_unresolved_claims: bool = False,
-    strict: bool = False,
-    asw_label: str = "gpuopt.io/asw",
-    lock_annotation: str = "gpuopt.io/locked",
-    group_label: str = "gpuopt.io/anti-affinity",
-    priority_label: str = "gpuopt.io/priority",
-    name: str | None = None,
+    *sources: Source, options: KubectlOptions | None = None, **settings: Any
 ) -> tuple[Cluster, KubectlReport]:
     """A cluster from ``kubectl get ... -o json`` or ``-o yaml`` output, and what was done.
 
@@ -229,6 +222,9 @@ def read_kubernetes(
         Files (``.json`` is JSON, anything else YAML), folders of them, or
         decoded objects; nodes, pods, PodDisruptionBudgets and PriorityClasses
         together or apart.
+    options
+        The options below as one :class:`KubectlOptions` (keywords given as well
+        override its fields).
     gpu_resources
         Resource names counted as GPUs; default every ``<vendor>/gpu`` and
         ``<vendor>/gpu-count``.
@@ -279,18 +275,7 @@ def read_kubernetes(
     """
     if not sources:
         raise ProblemError("kubectl input: give at least one file, folder or object.")
-    options = Options(
-        gpu_resources=None if gpu_resources is None else frozenset(gpu_resources),
-        levels=topology_levels(topology_labels),
-        critical_priority=critical_priority,
-        allow_emptydir=allow_emptydir,
-        pin_unresolved_claims=pin_unresolved_claims,
-        strict=strict,
-        asw_label=asw_label,
-        lock_annotation=lock_annotation,
-        group_label=group_label,
-        priority_label=priority_label,
-    )
+    options = KUBECTL_KEYWORDS.resolve(options, settings)
     ctx = Context(options)
     objects = [
         found
@@ -304,7 +289,7 @@ def read_kubernetes(
     used = {level for node in ctx.nodes.values() for level in node.topology}
     levels = [level for level, _ in options.levels if level != "zone" or "zone" in used]
     try:
-        cluster = finish(ctx, name or default, levels, hp_priority)
+        cluster = finish(ctx, options.name or default, levels, options.hp_priority)
     except ProblemError as exc:
         where = "kubectl JSON" if isinstance(first, Mapping) else str(first)
         raise ProblemError(f"{where}: {exc}") from None
@@ -388,8 +373,10 @@ def read_kubectl(
 
 
 __all__ = [
+    "KUBECTL_KEYWORDS",
     "KUBE_HP_PRIORITY",
     "SYSTEM_PRIORITY_CLASSES",
+    "KubectlOptions",
     "KubectlReport",
     "parse_quantity",
     "read_kubectl",

@@ -9,32 +9,51 @@ the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from gpuopt.cluster.kube import Budget, LabelSelector
+from gpuopt.cluster.kube import CRITICAL_PRIORITY, Budget, LabelSelector
 from gpuopt.cluster.model import Node, Pending, Task
 from gpuopt.errors import ProblemError, short
-from gpuopt.readers.kubectl.names import GPU_NAME, ZONE_LABEL
+from gpuopt.readers.kubectl.names import GPU_NAME, KUBE_HP_PRIORITY, ZONE_LABEL
 from gpuopt.readers.kubectl.report import KubectlReport
 
 
 @dataclass(frozen=True)
-class Options:
-    """The reader's options (:func:`~gpuopt.readers.kubectl.read_kubernetes`'s arguments)."""
+class KubectlOptions:
+    """How :func:`~gpuopt.readers.kubectl.read_kubernetes` reads: its options as one object.
 
-    gpu_resources: frozenset[str] | None
-    levels: tuple[tuple[str, str], ...]  # (level name, node label), coarse to fine
-    critical_priority: int
-    allow_emptydir: bool
-    pin_unresolved_claims: bool
-    strict: bool
-    asw_label: str
-    lock_annotation: str
-    group_label: str
-    priority_label: str
+    Each field is the keyword of the same name (see its parameters); a read
+    takes this object, the keywords, or both (the keywords override its fields).
+    ``gpu_resources`` is kept as a frozenset and ``topology_labels`` as a tuple,
+    read into :attr:`levels` (a bad entry is refused when the object is made).
+
+    >>> KubectlOptions(topology_labels=["rack=example.com/rack"]).levels[1]
+    ('rack', 'example.com/rack')
+    """
+
+    gpu_resources: Collection[str] | None = None
+    topology_labels: Sequence[str] = ()
+    critical_priority: int = CRITICAL_PRIORITY
+    hp_priority: int = KUBE_HP_PRIORITY
+    allow_emptydir: bool = False
+    pin_unresolved_claims: bool = False
+    strict: bool = False
+    asw_label: str = "gpuopt.io/asw"
+    lock_annotation: str = "gpuopt.io/locked"
+    group_label: str = "gpuopt.io/anti-affinity"
+    priority_label: str = "gpuopt.io/priority"
+    name: str | None = None
+    #: (level name, node label), coarse to fine, the zone first: from ``topology_labels``.
+    levels: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.gpu_resources is not None:
+            object.__setattr__(self, "gpu_resources", frozenset(self.gpu_resources))
+        object.__setattr__(self, "topology_labels", tuple(self.topology_labels))
+        object.__setattr__(self, "levels", topology_levels(self.topology_labels))
 
     def is_gpu(self, name: str) -> bool:
         """Whether the resource ``name`` counts as GPUs."""
@@ -56,7 +75,7 @@ class PriorityClass:
 class Context:
     """One read: its options, its report, and what the objects read so far left behind."""
 
-    options: Options
+    options: KubectlOptions
     report: KubectlReport = field(default_factory=KubectlReport)
     #: (kind, "<namespace>/<name>") of every object read: a second copy is skipped.
     seen: set[tuple[str, str]] = field(default_factory=set)
