@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from gpuopt.cluster.kube import CRITICAL_PRIORITY
-from gpuopt.readers.kubectl.context import Context, Options, topology_levels
+from gpuopt.readers.kubectl.context import Context, KubectlOptions
 
 
 def context(**options: Any) -> Context:
     """A fresh read's context: every option at ``read_kubernetes``'s default unless given."""
-    defaults: dict[str, Any] = {
+    defaults: dict[str, Any] = {  # KubectlOptions makes the topology levels from these
         "gpu_resources": None,
-        "levels": topology_levels([]),
         "critical_priority": CRITICAL_PRIORITY,
         "allow_emptydir": False,
         "pin_unresolved_claims": False,
@@ -22,4 +21,4 @@ def context(**options: Any) -> Context:
         "group_label": "gpuopt.io/anti-affinity",
         "priority_label": "gpuopt.io/priority",
     }
-    return Context(Options(**{**defaults, **options}))
+    return Context(KubectlOptions(**{**defaults, **options}))
