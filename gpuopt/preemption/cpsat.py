@@ -11,7 +11,6 @@ previous level's solution (the heuristic's decision for L1).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ from gpuopt.preemption.model import Level, PreemptionRows, Solved, solve_model
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import Decision
 from gpuopt.solvers import require
-from gpuopt.solvers.cpsat import hint_all, run_cpsat
+from gpuopt.solvers.cpsat import add_rows, hint_all, linear_sum, run_cpsat
 from gpuopt.solvers.deadline import Deadline
 
 
@@ -38,27 +37,11 @@ class CpsatLevels:
             *(self.model.new_bool_var(f"y_{index.node_ids[n]}") for n in rows.nodes.tolist()),
             *(self.model.new_bool_var(f"x_{index.task_ids[t]}") for t in rows.tasks.tolist()),
         ]
-        for family in rows.families:  # M1-M3
-            starts, cols = family.start.tolist(), family.index.tolist()
-            coefs = [int(c) for c in family.value.tolist()]
-            for row in range(family.rows):
-                low, high = starts[row], starts[row + 1]
-                self._add_row(cols[low:high], coefs[low:high], family.lower[row], family.upper[row])
-
-    def _sum(self, cols: list[int], coefs: list[int]) -> Any:
-        return self.cp_model.LinearExpr.weighted_sum([self.variables[c] for c in cols], coefs)
-
-    def _add_row(self, cols: list[int], coefs: list[int], lower: float, upper: float) -> None:
-        expr = self._sum(cols, coefs)
-        if math.isfinite(lower):
-            self.model.add(expr >= math.ceil(lower))
-        if math.isfinite(upper):
-            self.model.add(expr <= math.floor(upper))
+        add_rows(self.model, self.variables, rows.families)  # M1-M3
 
     def solve(self, level: Level, start: np.ndarray | None, deadline: Deadline) -> Solved:
         """Minimise ``level``, hinted from ``start``; CP-SAT's bound is a lower bound."""
-        used = np.flatnonzero(level.objective)
-        self.model.minimize(self._sum(used.tolist(), level.objective[used].tolist()))
+        self.model.minimize(linear_sum(self.variables, level.objective))
         self.model.clear_hints()
         if start is not None:
             hint_all(
@@ -74,8 +57,7 @@ class CpsatLevels:
 
     def keep(self, level: Level, value: int) -> None:
         """M0: the level's value stays at most ``value`` (its optimum) in later levels."""
-        used = np.flatnonzero(level.objective)
-        self._add_row(used.tolist(), level.objective[used].tolist(), -math.inf, value)
+        self.model.add(linear_sum(self.variables, level.objective) <= value)
 
     def fix(self, columns: np.ndarray, value: int) -> None:
         """Fix ``columns`` at ``value``."""
