@@ -114,21 +114,10 @@ def solve_cpsat(
 ) -> TopologyResult:
     """Place the jobs exactly: most jobs placed, then fewest switches spanned (CP-SAT).
 
-    ``time_limit`` (seconds; None: no limit) counts from the call and covers the
-    greedy start, building the rows, CP-SAT and re-concentrating the jobs; when
-    the rows cannot be had in time, or CP-SAT finds nothing, the greedy
-    placement comes back with status ``time_limit``. ``threads`` is CP-SAT's
-    number of workers. The settings may come as one
-    :class:`~gpuopt.solvers.run.ExactOptions` (``options``; keywords override it).
-
-    Examples
-    --------
-    >>> problem = TopologyProblem(
-    ...     switches=[{"id": "a", "free_gpus": 8}, {"id": "b", "free_gpus": 8}],
-    ...     jobs=[{"id": "j1", "gpus": 6}, {"id": "j2", "gpus": 6}, {"id": "j3", "gpus": 6}])
-    >>> result = solve_cpsat(problem)
-    >>> result.status, result.metrics.placed, result.bound
-    ('optimal', 2, 2)
+    The settings, the time limit and the example are those of
+    :func:`gpuopt.placement.switch.milp.solve_milp`, with CP-SAT in place of
+    HiGHS: ``threads`` is CP-SAT's number of workers, and when CP-SAT finds
+    nothing in time the greedy placement comes back with status ``time_limit``.
     """
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
     run = SOLVER_KEYWORDS.resolve(options, settings)
