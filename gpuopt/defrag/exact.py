@@ -36,7 +36,7 @@ from gpuopt.defrag.problem import Cluster
 from gpuopt.defrag.solution import MigrationPlan, Status, make_plan
 from gpuopt.defrag.workload import SlotModel
 from gpuopt.solvers import require
-from gpuopt.solvers.cpsat import hint_all, run_cpsat
+from gpuopt.solvers.cpsat import add_rows, hint_all, linear_sum, run_cpsat
 from gpuopt.solvers.deadline import (
     BUILD_SHARE,
     Deadline,
@@ -295,28 +295,9 @@ def build_cpsat(rows: DefragRows, deadline: Deadline | None = None) -> tuple[Any
         ]
         for col in np.flatnonzero(rows.col_upper[:first] < 0.5).tolist():
             model.add(variables[col] == 0)  # e columns fixed at 0 (X9)
-    weighted_sum = cp_model.LinearExpr.weighted_sum
-    for family in rows.families:
-        starts = family.start.tolist()
-        cols = family.index.tolist()
-        coefs = [int(c) for c in family.value.tolist()]
-        for row in range(family.rows):
-            deadline.check()  # a row (X2) can hold a term for every task eligible on its node
-            lo, hi = starts[row], starts[row + 1]
-            expr = weighted_sum([variables[c] for c in cols[lo:hi]], coefs[lo:hi])
-            lower, upper = float(family.lower[row]), float(family.upper[row])
-            if math.isfinite(lower) and math.isfinite(upper) and lower == upper:
-                model.add(expr == int(lower))
-                continue
-            if math.isfinite(lower):
-                model.add(expr >= math.ceil(lower))
-            if math.isfinite(upper):
-                model.add(expr <= math.floor(upper))
-    nonzero = np.flatnonzero(rows.cost)
-    model.maximize(
-        weighted_sum([variables[c] for c in nonzero.tolist()], [int(rows.cost[c]) for c in nonzero])
-        + int(rows.offset)
-    )
+    # a row (X2) can hold a term for every task eligible on its node: check the clock often
+    add_rows(model, variables, rows.families, deadline=deadline)
+    model.maximize(linear_sum(variables, rows.cost) + int(rows.offset))
     return model, variables
 
 

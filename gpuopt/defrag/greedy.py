@@ -341,6 +341,14 @@ def solve_ipc(
     >>> plan = solve_ipc(problem)
     >>> plan.metrics.emptied, plan.metrics.fragmented_after
     (2, 0)
+
+    The exact model (:func:`gpuopt.defrag.milp.solve_milp`) proves that no plan
+    empties more: all 8 GPUs in use fit on one node, never on none.
+
+    >>> from gpuopt.defrag.milp import solve_milp
+    >>> proof = solve_milp(problem)
+    >>> proof.status, proof.metrics.emptied, proof.bound
+    ('optimal', 2, 2)
     """
     run = IPC_KEYWORDS.resolve(options, settings)
     problem, objective = resolve(problem)

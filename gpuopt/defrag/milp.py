@@ -229,13 +229,8 @@ def solve_milp(
 
     Examples
     --------
-    >>> problem = Cluster(
-    ...     nodes=[{"id": n, "gpus": 8, "cpus": 64} for n in ("a", "b", "c")],
-    ...     tasks=[{"id": "t1", "node": "a", "gpus": 4}, {"id": "t2", "node": "b", "gpus": 4},
-    ...            {"id": "t3", "node": "c", "gpus": 4}])
-    >>> plan = solve_milp(problem)
-    >>> plan.status, plan.metrics.emptied, plan.bound
-    ('optimal', 1, 1)
+    :func:`gpuopt.defrag.greedy.solve_ipc`'s example solves one snapshot with
+    ``ipc`` and with this model, which proves ipc's plan optimal.
     """
     return solve_exact(problem, "milp", MILP_KEYWORDS.resolve(options, settings))
 

@@ -11,7 +11,6 @@ One worker and a fixed seed by default: the same state gives the same answer.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ from gpuopt.gang.model import GangRows, StageOutcome, solve_staged
 from gpuopt.gang.problem import GangProblem
 from gpuopt.gang.solution import GangAnswer
 from gpuopt.solvers import require
-from gpuopt.solvers.cpsat import hint_all, run_cpsat
+from gpuopt.solvers.cpsat import add_rows, hint_all, linear_sum, run_cpsat
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.run import SOLVER_KEYWORDS, ExactOptions
 
@@ -44,32 +43,11 @@ class GangModel:
                 rows.names, rows.col_lower.tolist(), rows.col_upper.tolist(), strict=True
             )
         ]
-        for family in rows.families:
-            starts, cols = family.start.tolist(), family.index.tolist()
-            coefs = [int(c) for c in family.value.tolist()]
-            for row in range(family.rows):
-                lo, hi = starts[row], starts[row + 1]
-                expr = self._sum(cols[lo:hi], coefs[lo:hi])
-                lower, upper = float(family.lower[row]), float(family.upper[row])
-                if lower == upper:
-                    model.add(expr == int(lower))
-                    continue
-                if math.isfinite(lower):
-                    model.add(expr >= math.ceil(lower))
-                if math.isfinite(upper):
-                    model.add(expr <= math.floor(upper))
-
-    def _sum(self, cols: list[int], coefs: list[int]) -> Any:
-        weighted_sum = self.cp_model.LinearExpr.weighted_sum
-        return weighted_sum([self.variables[c] for c in cols], coefs)
-
-    def _term(self, term: np.ndarray) -> Any:
-        cols = np.flatnonzero(term)
-        return self._sum(cols.tolist(), [int(c) for c in term[cols].tolist()])
+        add_rows(model, self.variables, rows.families)
 
     def minimise(self, term: np.ndarray, start: np.ndarray | None) -> StageOutcome:
         """Minimise ``term``, every variable hinted with ``start``."""
-        self.model.minimize(self._term(term))
+        self.model.minimize(linear_sum(self.variables, term))
         if start is not None:
             self.model.clear_hints()
             hint_all(self.model, list(range(len(self.variables))), start.tolist())
@@ -78,7 +56,7 @@ class GangModel:
 
     def keep(self, term: np.ndarray, value: int) -> None:
         """``term`` stays at most ``value`` in the later stages."""
-        self.model.add(self._term(term) <= value)
+        self.model.add(linear_sum(self.variables, term) <= value)
 
 
 @SOLVER_KEYWORDS.signature

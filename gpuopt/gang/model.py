@@ -32,7 +32,7 @@ from gpuopt.gang.problem import GangProblem
 from gpuopt.gang.solution import GangAnswer, make_answer
 from gpuopt.result import Status
 from gpuopt.solvers.deadline import Deadline
-from gpuopt.solvers.highs import RowCounts, RowFamily, row_family
+from gpuopt.solvers.highs import GrowingRows, RowFamily, row_family
 
 #: A plan: pod counts per node and the victims' task positions.
 Plan = tuple[np.ndarray, frozenset[int]]
@@ -41,7 +41,7 @@ Terms = list[tuple[int, int]]
 
 
 @dataclass
-class GangRows(RowCounts):
+class GangRows(GrowingRows):
     """Integer columns and labelled row families of the exact gang model.
 
     Columns (each dict maps a position in the index view to a column):
@@ -58,12 +58,6 @@ class GangRows(RowCounts):
     problem: GangProblem
     nodes: list[int]
     upper: np.ndarray
-    col_lower: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    col_upper: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    integer: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    cost: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    offset: float = 0.0
-    families: list[RowFamily] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     domain_col: dict[int, int] = field(default_factory=dict)
     pods_col: dict[int, int] = field(default_factory=dict)

@@ -11,17 +11,17 @@ previous level's solution (the heuristic's decision for L1).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
-from gpuopt.preemption.model import Level, PreemptionRows, Solved, solve_model
+from gpuopt.preemption.model import MODEL_KEYWORDS, Level, PreemptionRows, Solved, solve_by
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import Decision
 from gpuopt.solvers import require
-from gpuopt.solvers.cpsat import hint_all, run_cpsat
+from gpuopt.solvers.cpsat import add_rows, hint_all, linear_sum, run_cpsat
 from gpuopt.solvers.deadline import Deadline
+from gpuopt.solvers.run import ExactOptions
 
 
 class CpsatLevels:
@@ -38,27 +38,11 @@ class CpsatLevels:
             *(self.model.new_bool_var(f"y_{index.node_ids[n]}") for n in rows.nodes.tolist()),
             *(self.model.new_bool_var(f"x_{index.task_ids[t]}") for t in rows.tasks.tolist()),
         ]
-        for family in rows.families:  # M1-M3
-            starts, cols = family.start.tolist(), family.index.tolist()
-            coefs = [int(c) for c in family.value.tolist()]
-            for row in range(family.rows):
-                low, high = starts[row], starts[row + 1]
-                self._add_row(cols[low:high], coefs[low:high], family.lower[row], family.upper[row])
-
-    def _sum(self, cols: list[int], coefs: list[int]) -> Any:
-        return self.cp_model.LinearExpr.weighted_sum([self.variables[c] for c in cols], coefs)
-
-    def _add_row(self, cols: list[int], coefs: list[int], lower: float, upper: float) -> None:
-        expr = self._sum(cols, coefs)
-        if math.isfinite(lower):
-            self.model.add(expr >= math.ceil(lower))
-        if math.isfinite(upper):
-            self.model.add(expr <= math.floor(upper))
+        add_rows(self.model, self.variables, rows.families)  # M1-M3
 
     def solve(self, level: Level, start: np.ndarray | None, deadline: Deadline) -> Solved:
         """Minimise ``level``, hinted from ``start``; CP-SAT's bound is a lower bound."""
-        used = np.flatnonzero(level.objective)
-        self.model.minimize(self._sum(used.tolist(), level.objective[used].tolist()))
+        self.model.minimize(linear_sum(self.variables, level.objective))
         self.model.clear_hints()
         if start is not None:
             hint_all(
@@ -74,8 +58,7 @@ class CpsatLevels:
 
     def keep(self, level: Level, value: int) -> None:
         """M0: the level's value stays at most ``value`` (its optimum) in later levels."""
-        used = np.flatnonzero(level.objective)
-        self._add_row(used.tolist(), level.objective[used].tolist(), -math.inf, value)
+        self.model.add(linear_sum(self.variables, level.objective) <= value)
 
     def fix(self, columns: np.ndarray, value: int) -> None:
         """Fix ``columns`` at ``value``."""
@@ -83,44 +66,20 @@ class CpsatLevels:
             self.model.add(self.variables[col] == value)
 
 
+@MODEL_KEYWORDS.signature
 def solve_cpsat(
-    problem: PreemptionProblem,
-    *,
-    time_limit: float | None = 10.0,
-    seed: int = 0,
-    threads: int = 1,
-    warm: bool = True,
-    log: bool = False,
+    problem: PreemptionProblem, options: ExactOptions | None = None, **settings: Any
 ) -> Decision:
     """Place the request, stopping a minimum-cost set of LP tasks if it must, with CP-SAT (P11).
 
-    The same decision as :func:`gpuopt.preemption.dp.solve_dp` (P8, P10, with
-    every tie-break), proven by the solver level by level. The parameters are
-    those of :func:`gpuopt.preemption.milp.solve_milp`; ``threads`` is CP-SAT's
-    number of workers, and ``warm`` hints every variable from the heuristic's
-    decision. The decision is unique (every tie is broken), so it does not
-    depend on the seed or the workers when every level is proven.
-
-    Examples
-    --------
-    >>> problem = PreemptionProblem(
-    ...     now=100, nodes=[{"id": "a", "gpus": 8, "cpus": 64}],
-    ...     tasks=[{"id": "hp", "node": "a", "gpus": 3, "priority": "HP", "last_checkpoint": 0},
-    ...            {"id": "small", "node": "a", "gpus": 1, "priority": "LP", "last_checkpoint": 0},
-    ...            {"id": "big", "node": "a", "gpus": 4, "priority": "LP", "last_checkpoint": 0}],
-    ...     request={"id": "r", "gpus": 4, "priority": "HP"})
-    >>> decision = solve_cpsat(problem)
-    >>> decision.victims, decision.cost, decision.status, decision.bound
-    (['big'], 400.0, 'optimal', 400.0)
+    The decision and the parameters of :func:`gpuopt.preemption.milp.solve_milp`,
+    with CP-SAT in place of HiGHS: ``threads`` is CP-SAT's number of workers,
+    and ``warm`` hints every variable from the heuristic's decision. The
+    decision is unique (every tie is broken), so it does not depend on the
+    seed or the workers when every level is proven.
     """
     require("ortools.sat.python.cp_model", "cpsat")
-    return solve_model(
-        problem,
-        "cpsat",
-        lambda rows: CpsatLevels(rows, seed=seed, threads=threads, log=log),
-        time_limit=time_limit,
-        warm=warm,
-    )
+    return solve_by(problem, "cpsat", CpsatLevels, options, settings)
 
 
 __all__ = ["CpsatLevels", "solve_cpsat"]

@@ -330,6 +330,20 @@ def solve_dp(problem: PreemptionProblem, *, enumerate_limit: int = ENUMERATE_LIM
     >>> decision = solve_dp(problem)
     >>> decision.victims, decision.cost
     (['big'], 400.0)
+
+    Every method on the same problem: cheapest-first stops ``small`` (100) and
+    still needs ``big``; the exact methods stop ``big`` alone, and the models
+    (:func:`~gpuopt.preemption.milp.solve_milp`,
+    :func:`~gpuopt.preemption.cpsat.solve_cpsat`) prove it with their bound.
+
+    >>> from gpuopt.preemption import solve_cpsat, solve_heuristic, solve_milp
+    >>> for solve in (solve_heuristic, solve_dp, solve_milp, solve_cpsat):
+    ...     decision = solve(problem)
+    ...     print(decision.method, decision.victims, decision.cost, decision.status, decision.bound)
+    heuristic ['small', 'big'] 500.0 heuristic None
+    dp ['big'] 400.0 optimal 400.0
+    milp ['big'] 400.0 optimal 400.0
+    cpsat ['big'] 400.0 optimal 400.0
     """
     started = time.perf_counter()
     if isinstance(enumerate_limit, bool) or not isinstance(enumerate_limit, int):

@@ -12,15 +12,24 @@ less than one unit, which proves an integer level optimal.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
-from gpuopt.preemption.model import Level, PreemptionRows, Solved, proves, solve_model
+from gpuopt.preemption.model import (
+    MODEL_KEYWORDS,
+    Level,
+    PreemptionRows,
+    Solved,
+    proves,
+    solve_by,
+)
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import Decision
 from gpuopt.solvers import require
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import csr_family, solve_rows
+from gpuopt.solvers.run import ExactOptions
 
 #: Every level is an integer: a bound within 1 of the incumbent proves it (and no relative
 #: gap may stop HiGHS earlier: costs reach millions of units).
@@ -75,19 +84,18 @@ class HighsLevels:
         self.rows.col_upper[columns] = value
 
 
+@MODEL_KEYWORDS.signature
 def solve_milp(
-    problem: PreemptionProblem,
-    *,
-    time_limit: float | None = 10.0,
-    seed: int = 0,
-    threads: int = 1,
-    warm: bool = True,
-    log: bool = False,
+    problem: PreemptionProblem, options: ExactOptions | None = None, **settings: Any
 ) -> Decision:
     """Place the request, stopping a minimum-cost set of LP tasks if it must, with HiGHS (P11).
 
     The same decision as :func:`gpuopt.preemption.dp.solve_dp` (P8, P10, with
-    every tie-break), proven by the solver level by level.
+    every tie-break; its example solves one problem with every method),
+    proven by the solver level by level.
+
+    The settings come as keywords or as one
+    :class:`~gpuopt.solvers.run.ExactOptions` (``options``; keywords override it).
 
     Parameters
     ----------
@@ -103,27 +111,9 @@ def solve_milp(
         Start HiGHS from the heuristic's decision.
     log
         Show HiGHS's log (on stderr).
-
-    Examples
-    --------
-    >>> problem = PreemptionProblem(
-    ...     now=100, nodes=[{"id": "a", "gpus": 8, "cpus": 64}],
-    ...     tasks=[{"id": "hp", "node": "a", "gpus": 3, "priority": "HP", "last_checkpoint": 0},
-    ...            {"id": "small", "node": "a", "gpus": 1, "priority": "LP", "last_checkpoint": 0},
-    ...            {"id": "big", "node": "a", "gpus": 4, "priority": "LP", "last_checkpoint": 0}],
-    ...     request={"id": "r", "gpus": 4, "priority": "HP"})
-    >>> decision = solve_milp(problem)
-    >>> decision.victims, decision.cost, decision.status, decision.bound
-    (['big'], 400.0, 'optimal', 400.0)
     """
     require("highspy", "milp")
-    return solve_model(
-        problem,
-        "milp",
-        lambda rows: HighsLevels(rows, seed=seed, threads=threads, log=log),
-        time_limit=time_limit,
-        warm=warm,
-    )
+    return solve_by(problem, "milp", HighsLevels, options, settings)
 
 
 __all__ = ["EXACT_GAP", "HighsLevels", "solve_milp"]

@@ -20,17 +20,24 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple, Protocol
+from functools import partial
+from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 
 from gpuopt.cluster.model import SCALE
+from gpuopt.options import Keywords
 from gpuopt.preemption.greedy import Deficits, solve_heuristic
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import Decision, make_decision, violations
 from gpuopt.result import Status
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import RowCounts, RowFamily, csr_family
+from gpuopt.solvers.run import ExactOptions
+
+#: The keywords of the model's backends (:mod:`~gpuopt.preemption.milp`,
+#: :mod:`~gpuopt.preemption.cpsat`): time limit, seed, threads, warm start, log.
+MODEL_KEYWORDS = Keywords.of(ExactOptions, omit=("initial", "progress"))
 
 #: Bits of one victim-set level (L6): a sum of distinct powers of two below 2**30 stays an
 #: exact integer in HiGHS's doubles, with room to spare in its tolerances.
@@ -376,6 +383,26 @@ def solve_levels(
     return Outcome(values, "optimal", cost_bound, notes)
 
 
+class Levels(Protocol):
+    """A backend's constructor: the rows, and the solver's seed, threads and log switch."""
+
+    def __call__(self, rows: PreemptionRows, *, seed: int, threads: int, log: bool) -> Backend: ...
+
+
+def solve_by(
+    problem: PreemptionProblem,
+    method: ModelMethod,
+    levels: Levels,
+    options: ExactOptions | None,
+    settings: dict[str, Any],
+) -> Decision:
+    """:func:`solve_model` with a backend's settings (:data:`MODEL_KEYWORDS`, as one object or
+    as keywords, the keywords overriding it) handed to ``levels`` for each model."""
+    run = MODEL_KEYWORDS.resolve(options, settings)
+    backend = partial(levels, seed=run.seed, threads=run.threads, log=run.log)
+    return solve_model(problem, method, backend, time_limit=run.time_limit, warm=run.warm)
+
+
 def solve_model(
     problem: PreemptionProblem,
     method: ModelMethod,
@@ -430,14 +457,17 @@ def solve_model(
 
 
 __all__ = [
+    "MODEL_KEYWORDS",
     "SET_BITS",
     "Backend",
     "Level",
+    "Levels",
     "Outcome",
     "PreemptionRows",
     "Solved",
     "level_value",
     "proves",
+    "solve_by",
     "solve_levels",
     "solve_model",
 ]

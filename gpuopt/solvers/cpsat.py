@@ -1,7 +1,9 @@
-"""CP-SAT set-up and status reading shared by the exact models (allocation, defrag)."""
+"""CP-SAT set-up, labelled rows as constraints, and status reading shared by the exact models."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -9,7 +11,12 @@ import numpy as np
 
 import gpuopt.progress
 from gpuopt.progress import SearchProgress
+from gpuopt.solvers import require
 from gpuopt.solvers.deadline import Deadline
+from gpuopt.solvers.highs import RowFamily
+
+#: A row's coefficients made integers: the factor they were multiplied by, and them.
+Coefficients = Callable[[list[float]], tuple[int, list[int]]]
 
 CpsatStatus = Literal["optimal", "time_limit", "infeasible"]
 
@@ -33,6 +40,92 @@ def hint_all(model: Any, variables: list[int], values: list[int]) -> None:
     hint = model.proto.solution_hint
     hint.vars.extend(variables)
     hint.values.extend(values)
+
+
+def linear_sum(variables: Sequence[Any], coefficients: np.ndarray) -> Any:
+    """``sum(coefficients[k] * variables[k])`` over the non-zero coefficients (integers).
+
+    The objectives of the exact models are a cost per column; CP-SAT wants
+    only the columns that count, with integer coefficients.
+    """
+    weighted_sum = require("ortools.sat.python.cp_model", "cpsat").LinearExpr.weighted_sum
+    used = np.flatnonzero(coefficients)
+    return weighted_sum(
+        [variables[col] for col in used.tolist()], [int(c) for c in coefficients[used]]
+    )
+
+
+def integer_coefficients(values: list[float]) -> tuple[int, list[int]]:
+    """Coefficients that are integers already (counts, milli-CPUs, cost units): factor 1.
+
+    >>> integer_coefficients([2.0, -1.0])
+    (1, [2, -1])
+    """
+    return 1, [int(value) for value in values]
+
+
+def round_up(value: float) -> int:
+    """``value`` rounded up, an integer within a float's noise of it kept as it is.
+
+    >>> round_up(2.5), round_up(3.0000000000001), round_up(-0.5)
+    (3, 3, 0)
+    """
+    return math.ceil(value - 1e-9 * max(1.0, abs(value)))
+
+
+def round_down(value: float) -> int:
+    """``value`` rounded down, an integer within a float's noise of it kept as it is.
+
+    >>> round_down(2.5), round_down(2.9999999999999), round_down(-0.5)
+    (2, 3, -1)
+    """
+    return math.floor(value + 1e-9 * max(1.0, abs(value)))
+
+
+def add_bounds(model: Any, expr: Any, lower: float, upper: float, scale: int = 1) -> None:
+    """Add ``lower <= expr <= upper`` to ``model``, both bounds multiplied by ``scale``.
+
+    Equal bounds give one equality; otherwise each finite bound is one
+    inequality, rounded inwards (an integer expression cannot lie in between).
+    """
+    if lower == upper:
+        model.add(expr == round(lower * scale))
+        return
+    if math.isfinite(lower):
+        model.add(expr >= round_up(lower * scale))
+    if math.isfinite(upper):
+        model.add(expr <= round_down(upper * scale))
+
+
+def add_rows(
+    model: Any,
+    variables: Sequence[Any],
+    families: list[RowFamily],
+    *,
+    coefficients: Coefficients = integer_coefficients,
+    deadline: Deadline | None = None,
+    check_every: int = 1,
+) -> None:
+    """Add every row of ``families`` (``lower <= A x <= upper``) to ``model`` as a constraint.
+
+    The rows are the ones written once for HiGHS (:class:`~gpuopt.solvers.highs.RowFamily`);
+    column ``k`` is ``variables[k]``. ``coefficients`` turns a row's values
+    into integers and says by what they were multiplied (the bounds are
+    multiplied too, :func:`add_bounds`). With a ``deadline``, it is checked at
+    the first row of each family and every ``check_every`` rows after, and
+    raises :class:`~gpuopt.solvers.deadline.DeadlineExceeded` once it passes.
+    """
+    weighted_sum = require("ortools.sat.python.cp_model", "cpsat").LinearExpr.weighted_sum
+    for family in families:
+        starts, cols, values = family.start.tolist(), family.index.tolist(), family.value.tolist()
+        lowers, uppers = family.lower.tolist(), family.upper.tolist()
+        for row in range(family.rows):
+            if deadline is not None and row % check_every == 0:
+                deadline.check()
+            low, high = starts[row], starts[row + 1]
+            scale, coefs = coefficients(values[low:high])
+            expr = weighted_sum([variables[col] for col in cols[low:high]], coefs)
+            add_bounds(model, expr, lowers[row], uppers[row], scale)
 
 
 def run_cpsat(
@@ -104,4 +197,16 @@ def _reporter(
     return reporter
 
 
-__all__ = ["CpsatOutcome", "CpsatStatus", "hint_all", "run_cpsat"]
+__all__ = [
+    "Coefficients",
+    "CpsatOutcome",
+    "CpsatStatus",
+    "add_bounds",
+    "add_rows",
+    "hint_all",
+    "integer_coefficients",
+    "linear_sum",
+    "round_down",
+    "round_up",
+    "run_cpsat",
+]

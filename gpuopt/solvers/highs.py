@@ -15,7 +15,7 @@ import queue
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
@@ -93,6 +93,23 @@ class RowCounts:
     @property
     def nonzeros(self) -> int:
         return int(sum(f.index.size for f in self.families))
+
+
+@dataclass(kw_only=True)
+class GrowingRows(RowCounts):
+    """A row model (:class:`RowModel`) that starts with no columns and no rows.
+
+    For models that add their columns and labelled families one at a time
+    (a dataclass that inherits it keeps its own fields positional; these are
+    keywords, after them).
+    """
+
+    col_lower: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    col_upper: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    integer: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    cost: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    offset: float = 0.0
+    families: list[RowFamily] = field(default_factory=list)
 
 
 def row_family(

@@ -13,7 +13,9 @@ import itertools
 import numpy as np
 import pytest
 
+from gpuopt.preemption.cpsat import solve_cpsat
 from gpuopt.preemption.generator import random_state
+from gpuopt.preemption.milp import solve_milp
 from gpuopt.preemption.model import (
     SET_BITS,
     Level,
@@ -26,6 +28,7 @@ from gpuopt.preemption.model import (
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import evaluate, make_decision, violations
 from gpuopt.solvers.deadline import Deadline
+from gpuopt.solvers.run import ExactOptions
 from tests.preemption import brute_force, node, small_random_state, state, task
 
 #: Most columns enumerated (2**14 assignments).
@@ -267,3 +270,33 @@ def test_costs_are_counted_in_their_common_unit() -> None:
     assert rows.cost_unit % 1000 == 0
     assert np.all(costs % rows.cost_unit == 0)
     assert np.gcd.reduce(costs // rows.cost_unit) == 1
+
+
+@pytest.mark.parametrize("method", ["milp", "cpsat"])
+def test_the_backends_take_their_settings_as_one_object_or_as_keywords(method: str) -> None:
+    """One node: 3 GPUs HP, LP ``small`` (1 GPU) and ``big`` (4 GPUs), equally old; 4 wanted.
+
+    Cheapest first stops ``small`` (10 GPU-steps) and then ``big`` (40); the
+    model stops ``big`` alone (40). A spent time limit (HiGHS only: CP-SAT
+    always gets a hundredth of a second) returns the heuristic's decision; a
+    keyword overrides the object's field.
+    """
+    solve = {"milp": solve_milp, "cpsat": solve_cpsat}[method]
+    problem = state(
+        [node("a")],
+        [
+            task("hp", "a", 3, priority="HP"),
+            task("small", "a", 1, age=10),
+            task("big", "a", 4, age=10),
+        ],
+        4,
+    )
+    cold = solve(problem, ExactOptions(warm=False, seed=3))
+    assert (cold.victims, cold.status) == (["big"], "optimal")
+    if method == "milp":
+        spent = solve(problem, ExactOptions(time_limit=0.0))
+        assert (spent.victims, spent.status) == (["small", "big"], "time_limit")
+    overridden = solve(problem, ExactOptions(time_limit=0.0), time_limit=10.0)
+    assert (overridden.victims, overridden.status) == (["big"], "optimal")
+    with pytest.raises(TypeError, match="initial"):
+        solve(problem, initial=None)

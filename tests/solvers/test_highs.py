@@ -5,11 +5,13 @@ Every answer is compared with the optimum found by trying every 0/1 assignment.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import gpuopt.solvers.highs as highs
-from gpuopt.solvers.highs import row_family, solve_rows, status_of
+from gpuopt.solvers.highs import GrowingRows, row_family, solve_rows, status_of
 from tests.solvers.conftest import Binary, brute_force, knapsacks
 
 pytest.importorskip("highspy")
@@ -74,3 +76,16 @@ def test_row_families_are_csr() -> None:
 )
 def test_status_of(condition: str, found: bool, status: str) -> None:
     assert status_of(condition, found) == status
+
+
+def test_growing_rows_start_empty_and_keep_the_subclass_fields_positional() -> None:
+    @dataclasses.dataclass
+    class Named(GrowingRows):
+        name: str
+
+    first, second = Named("a"), Named("b", offset=2.0)
+    assert (first.name, first.num_cols, first.nonzeros, second.offset) == ("a", 0, 0, 2.0)
+    first.families.append(row_family("r", [([0], [1.0])], 0, 1))
+    first.cost = np.zeros(1)
+    assert (first.num_cols, first.nonzeros) == (1, 1)
+    assert (second.families, second.num_cols) == ([], 0)  # nothing shared between models

@@ -29,7 +29,7 @@ from gpuopt.placement.switch.model import TopologyRows, solve_with
 from gpuopt.placement.switch.problem import TopologyProblem
 from gpuopt.placement.switch.solution import TopologyResult
 from gpuopt.solvers import require
-from gpuopt.solvers.cpsat import hint_all, run_cpsat
+from gpuopt.solvers.cpsat import add_rows, hint_all, linear_sum, round_up, run_cpsat
 from gpuopt.solvers.deadline import Deadline, DeadlineExceeded
 from gpuopt.solvers.run import SOLVER_KEYWORDS, ExactOptions
 
@@ -67,32 +67,25 @@ def build_cpsat(
         model.new_int_var(0, int(high), name)
         for name, high in zip(names, rows.col_upper.tolist(), strict=True)
     ]
-    weighted_sum = cp_model.LinearExpr.weighted_sum
     exact = True
-    for family in rows.families:
-        starts, cols = family.start.tolist(), family.index.tolist()
-        values = family.value.tolist()
-        for row in range(family.rows):
-            if row % 256 == 0:
-                deadline.check()
-            lo, hi = starts[row], starts[row + 1]
-            scale, coefs = integer_row(values[lo:hi])
-            exact &= scale != CPU_SCALE or all(
-                c == v * CPU_SCALE for c, v in zip(coefs, values[lo:hi], strict=True)
-            )
-            expr = weighted_sum([variables[c] for c in cols[lo:hi]], coefs)
-            lower, upper = float(family.lower[row]), float(family.upper[row])
-            if lower == upper:
-                model.add(expr == round(lower * scale))
-                continue
-            if math.isfinite(lower):
-                model.add(expr >= _up(lower * scale))
-            if math.isfinite(upper):
-                model.add(expr <= _down(upper * scale))
-    nonzero = np.flatnonzero(rows.cost)
-    model.maximize(
-        weighted_sum([variables[c] for c in nonzero.tolist()], [int(rows.cost[c]) for c in nonzero])
+
+    def coefficients(values: list[float]) -> tuple[int, list[int]]:
+        nonlocal exact
+        scale, coefs = integer_row(values)
+        exact &= scale != CPU_SCALE or all(
+            c == v * CPU_SCALE for c, v in zip(coefs, values, strict=True)
+        )
+        return scale, coefs
+
+    add_rows(
+        model,
+        variables,
+        rows.families,
+        coefficients=coefficients,
+        deadline=deadline,
+        check_every=256,
     )
+    model.maximize(linear_sum(variables, rows.cost))
     return model, variables, exact
 
 
@@ -112,17 +105,7 @@ def integer_row(values: list[float]) -> tuple[int, list[int]]:
     if all(abs(f - value) <= 1e-12 * max(1.0, abs(value)) for f, value in pairs):
         scale = math.lcm(1, *(f.denominator for f in fractions))
         return scale, [int(f * scale) for f in fractions]
-    return CPU_SCALE, [_up(value * CPU_SCALE) for value in values]
-
-
-def _up(value: float) -> int:
-    """``value`` rounded up, an integer within a float's noise of it kept as it is."""
-    return math.ceil(value - 1e-9 * max(1.0, abs(value)))
-
-
-def _down(value: float) -> int:
-    """``value`` rounded down, an integer within a float's noise of it kept as it is."""
-    return math.floor(value + 1e-9 * max(1.0, abs(value)))
+    return CPU_SCALE, [round_up(value * CPU_SCALE) for value in values]
 
 
 @SOLVER_KEYWORDS.signature
@@ -131,24 +114,12 @@ def solve_cpsat(
 ) -> TopologyResult:
     """Place the jobs exactly: most jobs placed, then fewest switches spanned (CP-SAT).
 
-    ``time_limit`` (seconds; None: no limit) counts from the call and covers the
-    greedy start, building the rows, CP-SAT and re-concentrating the jobs; when
-    the rows cannot be had in time, or CP-SAT finds nothing, the greedy
-    placement comes back with status ``time_limit``. ``threads`` is CP-SAT's
-    number of workers. The settings may come as one
-    :class:`~gpuopt.solvers.run.ExactOptions` (``options``; keywords override it).
-
-    Examples
-    --------
-    >>> problem = TopologyProblem(
-    ...     switches=[{"id": "a", "free_gpus": 8}, {"id": "b", "free_gpus": 8}],
-    ...     jobs=[{"id": "j1", "gpus": 6}, {"id": "j2", "gpus": 6}, {"id": "j3", "gpus": 6}])
-    >>> result = solve_cpsat(problem)
-    >>> result.status, result.metrics.placed, result.bound
-    ('optimal', 2, 2)
+    The settings, the time limit and the example are those of
+    :func:`gpuopt.placement.switch.milp.solve_milp`, with CP-SAT in place of
+    HiGHS: ``threads`` is CP-SAT's number of workers, and when CP-SAT finds
+    nothing in time the greedy placement comes back with status ``time_limit``.
     """
     cp_model = require("ortools.sat.python.cp_model", "cpsat")
-    run = SOLVER_KEYWORDS.resolve(options, settings)
     run = SOLVER_KEYWORDS.resolve(options, settings)
 
     def cpsat(

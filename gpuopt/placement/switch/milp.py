@@ -33,20 +33,27 @@ def solve_milp(
 ) -> TopologyResult:
     """Place the jobs exactly: most jobs placed, then fewest switches spanned (HiGHS).
 
-    ``time_limit`` (seconds; None: no limit) counts from the call and covers the
-    greedy start, building the rows, HiGHS and re-concentrating the jobs; when
-    the rows or HiGHS cannot be had in time, the greedy placement comes back
-    with status ``time_limit``. The settings may come as one
-    :class:`~gpuopt.solvers.run.ExactOptions` (``options``; keywords override it).
+    ``time_limit`` (seconds; None: no limit) covers the whole call, as
+    :func:`~gpuopt.placement.switch.model.solve_with` says: when the rows or
+    HiGHS cannot be had in time, the greedy placement comes back with status
+    ``time_limit``. The settings (``time_limit``, ``seed``, ``threads``,
+    ``log``) come as keywords or as one :class:`~gpuopt.solvers.run.ExactOptions`
+    (``options``; keywords override it).
 
     Examples
     --------
+    Two switches of 8 free GPUs hold two of three 6-GPU jobs, one each; both
+    exact methods prove that no placement holds all three:
+
+    >>> from gpuopt.placement.switch.cpsat import solve_cpsat
     >>> problem = TopologyProblem(
     ...     switches=[{"id": "a", "free_gpus": 8}, {"id": "b", "free_gpus": 8}],
     ...     jobs=[{"id": "j1", "gpus": 6}, {"id": "j2", "gpus": 6}, {"id": "j3", "gpus": 6}])
-    >>> result = solve_milp(problem)
-    >>> result.status, result.metrics.placed, result.bound
-    ('optimal', 2, 2)
+    >>> for solve in (solve_milp, solve_cpsat):
+    ...     result = solve(problem)
+    ...     print(result.method, result.status, result.metrics.placed, result.bound)
+    milp optimal 2 2
+    cpsat optimal 2 2
     """
     run = SOLVER_KEYWORDS.resolve(options, settings)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from gpuopt.placement.switch.greedy import place_job, solve_greedy, usable_gpus
 from gpuopt.placement.switch.problem import TopologyProblem
 from gpuopt.placement.switch.solution import Status, TopologyResult, make_result
 from gpuopt.solvers.deadline import Deadline, DeadlineExceeded
-from gpuopt.solvers.highs import RowCounts, RowFamily, csr_family
+from gpuopt.solvers.highs import GrowingRows, RowFamily, csr_family
 
 #: Most job-node columns (``z``) an exact model may have before it is refused (memory;
 #: the same bound as the defragmentation model's task-node columns).
@@ -35,7 +35,7 @@ MAX_COLUMNS = 2_000_000
 
 
 @dataclass
-class TopologyRows(RowCounts):
+class TopologyRows(GrowingRows):
     """Columns (x, then u, then z) and labelled rows of the exact placement model."""
 
     problem: TopologyProblem
@@ -45,12 +45,6 @@ class TopologyRows(RowCounts):
     u_job: np.ndarray
     u_switch: np.ndarray
     weight: int
-    col_lower: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    col_upper: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    integer: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    cost: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    offset: float = 0.0
-    families: list[RowFamily] = field(default_factory=list)
 
     @property
     def num_jobs(self) -> int:
