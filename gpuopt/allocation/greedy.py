@@ -60,7 +60,8 @@ realtime curves in :mod:`gpuopt.allocation._guides`, on the board of
 from __future__ import annotations
 
 import time
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -77,7 +78,7 @@ from gpuopt.allocation._guides import (
 from gpuopt.allocation._search import SEARCH_ROUNDS, _search
 from gpuopt.allocation._swap import _improve
 from gpuopt.allocation.bound import step_capacity_bound
-from gpuopt.allocation.problem import AllocationProblem
+from gpuopt.allocation.problem import AllocationIndex, AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Grid, make_result
 from gpuopt.errors import check_arguments
 from gpuopt.result import heuristic_note
@@ -132,66 +133,23 @@ def greedy_grid(
     started = time.perf_counter()
 
     index = problem.index
-    base = Board(index)
-    base.pin_running()
-    realtime_order = sorted(
-        range(index.num_realtime), key=lambda r: (-index.priority[index.realtime_idx[r]], r)
-    )
-    _set_realtime_orders(base, realtime_order)
-    beside_running = index.gpus - running_count(index)
-    counts = _curves(base, beside_running)
-    if counts is None:  # V3 makes the floor fit beside the running tasks; keep the old clip
-        counts = realtime_curves(index, index.demand, realtime_order, beside_running)
-    base.set_realtime(counts)
-    base.full_counts = counts
+    base, realtime_order = _base_board(index)
     pending = [b for b, running in enumerate(index.batch.running) if not running]
     orders = ORDERS if improve else ORDERS[:1]
-    best: Board | None = None
-    best_value = -np.inf
-    seen: set[tuple[int, ...]] = set()
-    settled = False  # every task starts on arrival: each has its best value
-    first_order: list[int] = []
+    deadline = float(np.inf if time_limit is None else started + time_limit)
     with gpuopt.progress.task("heuristic", total=len(pending)) as shown:
-        for number, key in enumerate(orders, start=1):
-            order = tuple(sorted(pending, key=lambda b, key=key: key(index, b)))  # type: ignore[misc]
-            if order in seen:
-                continue
-            seen.add(order)
-            first_order = first_order or list(order)  # the guided plan's order for the rest
-            shown.update(description=f"heuristic: order {number} of {len(orders)}", completed=0)
-            board = _construct(base, list(order), shown)
-            if board.objective > best_value + 1e-9:
-                best, best_value = board, board.objective
-            if index.plain and all(
-                board.starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending
-            ):
-                settled = True
-                break  # every task starts on arrival: each has its best value, none does better
-        assert best is not None
+        best, settled, first_order = _best_order(base, pending, orders, shown)
         if guide is None:
             guide = improve and len(pending) * index.horizon <= GUIDE_CELLS
         plans, labels = [best], [""]  # each is improved and searched; the best end wins
         if guide and pending and not settled:
-            # the search is path-dependent: from a better start alone it may end below where
-            # it ends from the orders' plan, so it runs from each plan that beats the orders'
-            for integer in (False, True) if guide == "mip" else (False,):
-                cap = MIP_GUIDE_SECONDS if integer else GUIDE_SECONDS
-                kind = "MIP" if integer else "LP"
-                shown.update(description=f"heuristic: guided by the step-capacity {kind}")
-                left = cap if time_limit is None else time_limit - (time.perf_counter() - started)
-                if left <= 0:
-                    break
-                relaxed = step_capacity_bound(
-                    problem, integer=integer, time_limit=min(left, cap), starts=True
-                )
-                if relaxed.starts:
-                    guided = _guided(base, first_order, relaxed.starts)
-                    if guided.objective > best_value + 1e-9:
-                        plans.append(guided)
-                        labels.append(f" ({kind}-guided)")
+            guided, kinds = _guided_plans(
+                problem, base, first_order, best.objective, guide == "mip", deadline, shown
+            )
+            plans.extend(guided)
+            labels.extend(f" ({kind}-guided)" for kind in kinds)
             if not improve and len(plans) > 1:
                 plans = [max(plans[1:], key=lambda board: board.objective)]
-        deadline = float(np.inf if time_limit is None else started + time_limit)
         ends: list[Board] = []
         for board, label in zip(plans, labels, strict=False):
             if improve and len(board.starts) < index.num_batch:
@@ -205,6 +163,90 @@ def greedy_grid(
             best = _exact_realtime(best)
     best.bind_realtime(best.counts, realtime_order)
     return best.grid()
+
+
+def _base_board(index: AllocationIndex) -> tuple[Board, list[int]]:
+    """The running tasks pinned and the realtime curves set (ramped within the swap rule),
+    and the realtime tasks by priority: what every order of the batch tasks starts from."""
+    base = Board(index)
+    base.pin_running()
+    realtime_order = sorted(
+        range(index.num_realtime), key=lambda r: (-index.priority[index.realtime_idx[r]], r)
+    )
+    _set_realtime_orders(base, realtime_order)
+    beside_running = index.gpus - running_count(index)
+    counts = _curves(base, beside_running)
+    if counts is None:  # V3 makes the floor fit beside the running tasks; keep the old clip
+        counts = realtime_curves(index, index.demand, realtime_order, beside_running)
+    base.set_realtime(counts)
+    base.full_counts = counts
+    return base, realtime_order
+
+
+def _best_order(
+    base: Board, pending: list[int], orders: Sequence[Any], shown: Any
+) -> tuple[Board, bool, list[int]]:
+    """The best plan built from ``base`` in one of ``orders`` (keys of the batch tasks), whether
+    it is settled (every task starts on arrival), and the first order (for the guided plans)."""
+    index = base.index
+    best: Board | None = None
+    best_value = -np.inf
+    seen: set[tuple[int, ...]] = set()
+    first_order: list[int] = []
+    for number, key in enumerate(orders, start=1):
+        order = tuple(sorted(pending, key=lambda b, key=key: key(index, b)))  # type: ignore[misc]
+        if order in seen:
+            continue
+        seen.add(order)
+        first_order = first_order or list(order)  # the guided plan's order for the rest
+        shown.update(description=f"heuristic: order {number} of {len(orders)}", completed=0)
+        board = _construct(base, list(order), shown)
+        if board.objective > best_value + 1e-9:
+            best, best_value = board, board.objective
+        if index.plain and all(
+            board.starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending
+        ):
+            # every task starts on arrival: each has its best value, none does better
+            assert best is not None
+            return best, True, first_order
+    assert best is not None
+    return best, False, first_order
+
+
+def _guided_plans(
+    problem: AllocationProblem,
+    base: Board,
+    first_order: list[int],
+    best_value: float,
+    mip: bool,
+    deadline: float,
+    shown: Any,
+) -> tuple[list[Board], list[str]]:
+    """The plans guided by the step-capacity LP's starts (and the MIP's, with ``mip``) that
+    beat ``best_value``, and the kind of each ("LP" or "MIP"), each solve within its cap
+    and before ``deadline`` (a ``time.perf_counter()`` value).
+
+    The search is path-dependent: from a better start alone it may end below where it ends
+    from the orders' plan, so it runs from each plan that beats the orders'.
+    """
+    plans: list[Board] = []
+    kinds: list[str] = []
+    for integer in (False, True) if mip else (False,):
+        cap = MIP_GUIDE_SECONDS if integer else GUIDE_SECONDS
+        kind = "MIP" if integer else "LP"
+        shown.update(description=f"heuristic: guided by the step-capacity {kind}")
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            break
+        relaxed = step_capacity_bound(
+            problem, integer=integer, time_limit=min(left, cap), starts=True
+        )
+        if relaxed.starts:
+            guided = _guided(base, first_order, relaxed.starts)
+            if guided.objective > best_value + 1e-9:
+                plans.append(guided)
+                kinds.append(kind)
+    return plans, kinds
 
 
 def solve_greedy(

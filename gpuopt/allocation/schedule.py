@@ -140,9 +140,19 @@ def build_schedule(
                 )
             )
         else:
-            first_gpu = int(first_cell[task_idx] % index.gpus)
-            block = (int(first_cell[task_idx] // index.gpus), first_gpu, int(width[task_idx]))
-            entries.append(_batch_entry(index, task, batch_of[task_idx], block))
+            first_step, first_gpu = divmod(int(first_cell[task_idx]), index.gpus)
+            start, end, status = _batch_span(index, task, batch_of[task_idx], first_step, first_gpu)
+            entries.append(
+                ScheduleEntry(
+                    id=task.id,
+                    kind=task.kind,
+                    status=status,
+                    start=start,
+                    end=end,
+                    first_gpu=first_gpu,
+                    gpus=int(width[task_idx]),
+                )
+            )
     return entries
 
 
@@ -179,12 +189,12 @@ def _realtime_entry(task: Task, demand: np.ndarray, got: np.ndarray) -> Schedule
     )
 
 
-def _batch_entry(
-    index: AllocationIndex, task: Task, batch_pos: int, block: tuple[int, int, int]
-) -> ScheduleEntry:
-    """The entry of a placed batch-like task whose block is ``(first step, first GPU, GPUs)``."""
+def _batch_span(
+    index: AllocationIndex, task: Task, batch_pos: int, first_step: int, first_gpu: int
+) -> tuple[int, int, EntryStatus]:
+    """Start, end and status of a placed batch-like task whose block starts at ``first_step``
+    on ``first_gpu``."""
     assert task.duration is not None
-    first_step, first_gpu, width = block
     start = first_step if task.running is None else task.running.start
     duration = task.duration
     if not index.plain:  # its duration on the model of its block (section 15)
@@ -194,15 +204,7 @@ def _batch_entry(
     status: EntryStatus = "running" if task.running is not None else "completed"
     if end > index.horizon:
         status = "running_past_horizon" if task.running is not None else "past_horizon"
-    return ScheduleEntry(
-        id=task.id,
-        kind=task.kind,
-        status=status,
-        start=start,
-        end=end,
-        first_gpu=first_gpu,
-        gpus=width,
-    )
+    return start, end, status
 
 
 def _codes(index: AllocationIndex, grid: Sequence[Sequence[Any]]) -> np.ndarray:
