@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -81,22 +82,16 @@ from gpuopt.allocation.bound import step_capacity_bound
 from gpuopt.allocation.problem import AllocationIndex, AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Grid, make_result
 from gpuopt.errors import check_arguments
+from gpuopt.options import Keywords
 from gpuopt.result import heuristic_note
 
 
-def greedy_grid(
-    problem: AllocationProblem,
-    *,
-    improve: bool = True,
-    max_attempts: int | None = None,
-    time_limit: float | None = None,
-    search: int = SEARCH_ROUNDS,
-    seed: int = 0,
-    guide: bool | Literal["mip"] | None = None,
-) -> Grid:
-    """The greedy's grid for ``problem`` (see the module docstring for the rules).
+@dataclass(frozen=True, slots=True)
+class GreedyOptions:
+    """The options of the greedy (:func:`greedy_grid` and :func:`solve_greedy` take them as one
+    object, ``options``, or as keywords).
 
-    Parameters
+    Attributes
     ----------
     improve
         Run the improvement pass (other tie-break orders, swaps for left-out
@@ -124,6 +119,29 @@ def greedy_grid(
         ``time_limit``): slower (seconds at 64 GPUs), and better where the LP's
         fractional starts mislead the greedy.
     """
+
+    improve: bool = True
+    max_attempts: int | None = None
+    time_limit: float | None = None
+    search: int = SEARCH_ROUNDS
+    seed: int = 0
+    guide: bool | Literal["mip"] | None = None
+
+
+#: The keywords of :func:`greedy_grid` and :func:`solve_greedy`: the fields of
+#: :class:`GreedyOptions`, stated once.
+GREEDY_KEYWORDS = Keywords.of(GreedyOptions)
+
+
+@GREEDY_KEYWORDS.signature
+def greedy_grid(
+    problem: AllocationProblem, options: GreedyOptions | None = None, **settings: Any
+) -> Grid:
+    """The greedy's grid for ``problem`` (see the module docstring for the rules), with the
+    options of :class:`GreedyOptions` (``options``, or keywords that override it)."""
+    chosen = GREEDY_KEYWORDS.resolve(options, settings)
+    improve, max_attempts, time_limit = chosen.improve, chosen.max_attempts, chosen.time_limit
+    search, seed, guide = chosen.search, chosen.seed, chosen.guide
     check_arguments(
         {"search": search, "seed": seed, "max_attempts": max_attempts, "time_limit": time_limit},
         whole={"search": (0, 1_000_000), "seed": (0, 2**63 - 1), "max_attempts": (0, 2**62)},
@@ -249,27 +267,14 @@ def _guided_plans(
     return plans, kinds
 
 
+@GREEDY_KEYWORDS.signature
 def solve_greedy(
-    problem: AllocationProblem,
-    *,
-    improve: bool = True,
-    max_attempts: int | None = None,
-    time_limit: float | None = None,
-    search: int = SEARCH_ROUNDS,
-    seed: int = 0,
-    guide: bool | Literal["mip"] | None = None,
+    problem: AllocationProblem, options: GreedyOptions | None = None, **settings: Any
 ) -> AllocationResult:
-    """Run the greedy and return its result (status ``feasible``)."""
+    """Run the greedy and return its result (status ``feasible``); the options as
+    :func:`greedy_grid`'s."""
     started = time.perf_counter()
-    grid = greedy_grid(
-        problem,
-        improve=improve,
-        max_attempts=max_attempts,
-        time_limit=time_limit,
-        search=search,
-        seed=seed,
-        guide=guide,
-    )
+    grid = greedy_grid(problem, GREEDY_KEYWORDS.resolve(options, settings))
     seconds = time.perf_counter() - started
     return make_result(
         problem, grid, method="heuristic", seconds=seconds, notes=[heuristic_note("heuristic")]
