@@ -7,8 +7,10 @@ on around every command) and :func:`solve_command`: the one skeleton of a
 command that solves something.
 
 A command module has ``add_commands(commands)``, which adds its sub-parsers
-with ``set_defaults(run=...)``, and one ``run`` function per command. A
-command that solves a problem is a call of :func:`solve_command`::
+(one function each) with ``set_defaults(run=...)``, and one ``run`` function
+per command. The parser of a command that solves a problem starts with
+:func:`add_solve_command` (its input file and ``--method``), and its ``run``
+is a call of :func:`solve_command`::
 
     def run_topology(args: argparse.Namespace) -> int:
         return solve_command(args, build=lambda: load_state(args.state), show=show_topology)
