@@ -9,7 +9,7 @@ node-level placement and preemption.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, overload
 
 import gpuopt.progress
@@ -358,6 +358,25 @@ def solve(
     check_options(given)
     if isinstance(problem, Cluster) and not isinstance(initial, (MigrationPlan, type(None))):
         raise ProblemError(f"initial must be a MigrationPlan (got {type(initial).__name__}).")
+    call = _method_keywords(method, accepted, given, options)
+    limit = call.get("time_limit", getattr(accepted.get("time_limit"), "default", None))
+    if limit is None:  # a heuristic: its long steps report themselves
+        result: Result = function(problem, **call)
+        return result
+    with gpuopt.progress.task(method, time_limit=limit):  # time used of the limit, when shown
+        result = function(problem, **call)
+    return result
+
+
+def _method_keywords(
+    method: str,
+    accepted: Mapping[str, inspect.Parameter],
+    given: dict[str, Any],
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """The keywords of ``given`` that ``method`` (whose parameters are ``accepted``) is called
+    with: a None ``time_limit``, ``seed`` or ``initial`` keeps the method's default; any
+    other keyword it does not take is an error (``options`` are those given by name)."""
     call: dict[str, Any] = {}
     for name, value in given.items():
         if name in accepted:
@@ -371,10 +390,4 @@ def solve(
             raise ProblemError(
                 f"option {name!r} does not apply to method {method!r}; its options: {valid}."
             )
-    limit = call.get("time_limit", getattr(accepted.get("time_limit"), "default", None))
-    if limit is None:  # a heuristic: its long steps report themselves
-        result: Result = function(problem, **call)
-        return result
-    with gpuopt.progress.task(method, time_limit=limit):  # time used of the limit, when shown
-        result = function(problem, **call)
-    return result
+    return call

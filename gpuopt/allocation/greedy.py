@@ -60,7 +60,9 @@ realtime curves in :mod:`gpuopt.allocation._guides`, on the board of
 from __future__ import annotations
 
 import time
-from typing import Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
@@ -77,25 +79,19 @@ from gpuopt.allocation._guides import (
 from gpuopt.allocation._search import SEARCH_ROUNDS, _search
 from gpuopt.allocation._swap import _improve
 from gpuopt.allocation.bound import step_capacity_bound
-from gpuopt.allocation.problem import AllocationProblem
+from gpuopt.allocation.problem import AllocationIndex, AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, Grid, make_result
 from gpuopt.errors import check_arguments
+from gpuopt.options import Keywords
 from gpuopt.result import heuristic_note
 
 
-def greedy_grid(
-    problem: AllocationProblem,
-    *,
-    improve: bool = True,
-    max_attempts: int | None = None,
-    time_limit: float | None = None,
-    search: int = SEARCH_ROUNDS,
-    seed: int = 0,
-    guide: bool | Literal["mip"] | None = None,
-) -> Grid:
-    """The greedy's grid for ``problem`` (see the module docstring for the rules).
+@dataclass(frozen=True, slots=True)
+class GreedyOptions:
+    """The options of the greedy (:func:`greedy_grid` and :func:`solve_greedy` take them as one
+    object, ``options``, or as keywords).
 
-    Parameters
+    Attributes
     ----------
     improve
         Run the improvement pass (other tie-break orders, swaps for left-out
@@ -123,6 +119,29 @@ def greedy_grid(
         ``time_limit``): slower (seconds at 64 GPUs), and better where the LP's
         fractional starts mislead the greedy.
     """
+
+    improve: bool = True
+    max_attempts: int | None = None
+    time_limit: float | None = None
+    search: int = SEARCH_ROUNDS
+    seed: int = 0
+    guide: bool | Literal["mip"] | None = None
+
+
+#: The keywords of :func:`greedy_grid` and :func:`solve_greedy`: the fields of
+#: :class:`GreedyOptions`, stated once.
+GREEDY_KEYWORDS = Keywords.of(GreedyOptions)
+
+
+@GREEDY_KEYWORDS.signature
+def greedy_grid(
+    problem: AllocationProblem, options: GreedyOptions | None = None, **settings: Any
+) -> Grid:
+    """The greedy's grid for ``problem`` (see the module docstring for the rules), with the
+    options of :class:`GreedyOptions` (``options``, or keywords that override it)."""
+    chosen = GREEDY_KEYWORDS.resolve(options, settings)
+    improve, max_attempts, time_limit = chosen.improve, chosen.max_attempts, chosen.time_limit
+    search, seed, guide = chosen.search, chosen.seed, chosen.guide
     check_arguments(
         {"search": search, "seed": seed, "max_attempts": max_attempts, "time_limit": time_limit},
         whole={"search": (0, 1_000_000), "seed": (0, 2**63 - 1), "max_attempts": (0, 2**62)},
@@ -132,66 +151,23 @@ def greedy_grid(
     started = time.perf_counter()
 
     index = problem.index
-    base = Board(index)
-    base.pin_running()
-    realtime_order = sorted(
-        range(index.num_realtime), key=lambda r: (-index.priority[index.realtime_idx[r]], r)
-    )
-    _set_realtime_orders(base, realtime_order)
-    beside_running = index.gpus - running_count(index)
-    counts = _curves(base, beside_running)
-    if counts is None:  # V3 makes the floor fit beside the running tasks; keep the old clip
-        counts = realtime_curves(index, index.demand, realtime_order, beside_running)
-    base.set_realtime(counts)
-    base.full_counts = counts
+    base, realtime_order = _base_board(index)
     pending = [b for b, running in enumerate(index.batch.running) if not running]
     orders = ORDERS if improve else ORDERS[:1]
-    best: Board | None = None
-    best_value = -np.inf
-    seen: set[tuple[int, ...]] = set()
-    settled = False  # every task starts on arrival: each has its best value
-    first_order: list[int] = []
+    deadline = float(np.inf if time_limit is None else started + time_limit)
     with gpuopt.progress.task("heuristic", total=len(pending)) as shown:
-        for number, key in enumerate(orders, start=1):
-            order = tuple(sorted(pending, key=lambda b, key=key: key(index, b)))  # type: ignore[misc]
-            if order in seen:
-                continue
-            seen.add(order)
-            first_order = first_order or list(order)  # the guided plan's order for the rest
-            shown.update(description=f"heuristic: order {number} of {len(orders)}", completed=0)
-            board = _construct(base, list(order), shown)
-            if board.objective > best_value + 1e-9:
-                best, best_value = board, board.objective
-            if index.plain and all(
-                board.starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending
-            ):
-                settled = True
-                break  # every task starts on arrival: each has its best value, none does better
-        assert best is not None
+        best, settled, first_order = _best_order(base, pending, orders, shown)
         if guide is None:
             guide = improve and len(pending) * index.horizon <= GUIDE_CELLS
         plans, labels = [best], [""]  # each is improved and searched; the best end wins
         if guide and pending and not settled:
-            # the search is path-dependent: from a better start alone it may end below where
-            # it ends from the orders' plan, so it runs from each plan that beats the orders'
-            for integer in (False, True) if guide == "mip" else (False,):
-                cap = MIP_GUIDE_SECONDS if integer else GUIDE_SECONDS
-                kind = "MIP" if integer else "LP"
-                shown.update(description=f"heuristic: guided by the step-capacity {kind}")
-                left = cap if time_limit is None else time_limit - (time.perf_counter() - started)
-                if left <= 0:
-                    break
-                relaxed = step_capacity_bound(
-                    problem, integer=integer, time_limit=min(left, cap), starts=True
-                )
-                if relaxed.starts:
-                    guided = _guided(base, first_order, relaxed.starts)
-                    if guided.objective > best_value + 1e-9:
-                        plans.append(guided)
-                        labels.append(f" ({kind}-guided)")
+            guided, kinds = _guided_plans(
+                problem, base, first_order, best.objective, guide == "mip", deadline, shown
+            )
+            plans.extend(guided)
+            labels.extend(f" ({kind}-guided)" for kind in kinds)
             if not improve and len(plans) > 1:
                 plans = [max(plans[1:], key=lambda board: board.objective)]
-        deadline = float(np.inf if time_limit is None else started + time_limit)
         ends: list[Board] = []
         for board, label in zip(plans, labels, strict=False):
             if improve and len(board.starts) < index.num_batch:
@@ -207,27 +183,98 @@ def greedy_grid(
     return best.grid()
 
 
-def solve_greedy(
-    problem: AllocationProblem,
-    *,
-    improve: bool = True,
-    max_attempts: int | None = None,
-    time_limit: float | None = None,
-    search: int = SEARCH_ROUNDS,
-    seed: int = 0,
-    guide: bool | Literal["mip"] | None = None,
-) -> AllocationResult:
-    """Run the greedy and return its result (status ``feasible``)."""
-    started = time.perf_counter()
-    grid = greedy_grid(
-        problem,
-        improve=improve,
-        max_attempts=max_attempts,
-        time_limit=time_limit,
-        search=search,
-        seed=seed,
-        guide=guide,
+def _base_board(index: AllocationIndex) -> tuple[Board, list[int]]:
+    """The running tasks pinned and the realtime curves set (ramped within the swap rule),
+    and the realtime tasks by priority: what every order of the batch tasks starts from."""
+    base = Board(index)
+    base.pin_running()
+    realtime_order = sorted(
+        range(index.num_realtime), key=lambda r: (-index.priority[index.realtime_idx[r]], r)
     )
+    _set_realtime_orders(base, realtime_order)
+    beside_running = index.gpus - running_count(index)
+    counts = _curves(base, beside_running)
+    if counts is None:  # V3 makes the floor fit beside the running tasks; keep the old clip
+        counts = realtime_curves(index, index.demand, realtime_order, beside_running)
+    base.set_realtime(counts)
+    base.full_counts = counts
+    return base, realtime_order
+
+
+def _best_order(
+    base: Board, pending: list[int], orders: Sequence[Any], shown: Any
+) -> tuple[Board, bool, list[int]]:
+    """The best plan built from ``base`` in one of ``orders`` (keys of the batch tasks), whether
+    it is settled (every task starts on arrival), and the first order (for the guided plans)."""
+    index = base.index
+    best: Board | None = None
+    best_value = -np.inf
+    seen: set[tuple[int, ...]] = set()
+    first_order: list[int] = []
+    for number, key in enumerate(orders, start=1):
+        order = tuple(sorted(pending, key=lambda b, key=key: key(index, b)))  # type: ignore[misc]
+        if order in seen:
+            continue
+        seen.add(order)
+        first_order = first_order or list(order)  # the guided plan's order for the rest
+        shown.update(description=f"heuristic: order {number} of {len(orders)}", completed=0)
+        board = _construct(base, list(order), shown)
+        if board.objective > best_value + 1e-9:
+            best, best_value = board, board.objective
+        if index.plain and all(
+            board.starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending
+        ):
+            # every task starts on arrival: each has its best value, none does better
+            assert best is not None
+            return best, True, first_order
+    assert best is not None
+    return best, False, first_order
+
+
+def _guided_plans(
+    problem: AllocationProblem,
+    base: Board,
+    first_order: list[int],
+    best_value: float,
+    mip: bool,
+    deadline: float,
+    shown: Any,
+) -> tuple[list[Board], list[str]]:
+    """The plans guided by the step-capacity LP's starts (and the MIP's, with ``mip``) that
+    beat ``best_value``, and the kind of each ("LP" or "MIP"), each solve within its cap
+    and before ``deadline`` (a ``time.perf_counter()`` value).
+
+    The search is path-dependent: from a better start alone it may end below where it ends
+    from the orders' plan, so it runs from each plan that beats the orders'.
+    """
+    plans: list[Board] = []
+    kinds: list[str] = []
+    for integer in (False, True) if mip else (False,):
+        cap = MIP_GUIDE_SECONDS if integer else GUIDE_SECONDS
+        kind = "MIP" if integer else "LP"
+        shown.update(description=f"heuristic: guided by the step-capacity {kind}")
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            break
+        relaxed = step_capacity_bound(
+            problem, integer=integer, time_limit=min(left, cap), starts=True
+        )
+        if relaxed.starts:
+            guided = _guided(base, first_order, relaxed.starts)
+            if guided.objective > best_value + 1e-9:
+                plans.append(guided)
+                kinds.append(kind)
+    return plans, kinds
+
+
+@GREEDY_KEYWORDS.signature
+def solve_greedy(
+    problem: AllocationProblem, options: GreedyOptions | None = None, **settings: Any
+) -> AllocationResult:
+    """Run the greedy and return its result (status ``feasible``); the options as
+    :func:`greedy_grid`'s."""
+    started = time.perf_counter()
+    grid = greedy_grid(problem, GREEDY_KEYWORDS.resolve(options, settings))
     seconds = time.perf_counter() - started
     return make_result(
         problem, grid, method="heuristic", seconds=seconds, notes=[heuristic_note("heuristic")]

@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from gpuopt.allocation._board import Board, running_count
-from gpuopt.allocation.problem import AllocationIndex, AllocationProblem, TaskKind
+from gpuopt.allocation.problem import AllocationIndex, AllocationProblem, Task, TaskKind
 
 #: What became of a task in the plan (``models/allocation.md`` section 12.1).
 EntryStatus = Literal[
@@ -116,20 +116,8 @@ def build_schedule(
     [('a', 'past_horizon', 0, 3, None), ('b', 'not_scheduled', None, None, 'after_horizon')]
     """
     index = problem.index
-    horizon, gpus = index.horizon, index.gpus
     codes = _codes(index, grid)
-    occupied = np.flatnonzero(codes.ravel() >= 0)
-    owner = codes.ravel()[occupied]
-    count = np.bincount(owner, minlength=len(index.ids))
-    # cells of one task in grid order (step, then GPU): the first is its start and first GPU
-    by_owner = occupied[np.argsort(owner, kind="stable")]
-    ends = np.cumsum(count)
-    placed = count > 0
-    first_cell = np.full(len(index.ids), -1, dtype=np.int64)
-    first_cell[placed] = by_owner[(ends - count)[placed]]
-    first_step = first_cell // gpus
-    at_start = occupied // gpus == first_step[owner]
-    width = np.bincount(owner[at_start], minlength=len(index.ids))
+    placed, first_cell, width = _blocks(index, codes)
     held = realtime_held(index, codes)
     left_out = [
         b
@@ -142,53 +130,81 @@ def build_schedule(
     realtime_pos = 0
     for task_idx, task in enumerate(problem.tasks):
         if task.is_realtime:
-            demand, got = index.demand[realtime_pos], held[realtime_pos]
+            entries.append(_realtime_entry(task, index.demand[realtime_pos], held[realtime_pos]))
             realtime_pos += 1
-            served = int(np.minimum(demand, got).sum())
-            short = int(demand.sum()) - served
-            entries.append(
-                ScheduleEntry(
-                    id=task.id,
-                    kind=task.kind,
-                    status="short" if short else "served",
-                    demand=int(demand.sum()),
-                    served=served,
-                    held=int(got.sum()),
-                    shortfall=short,
-                )
-            )
-            continue
-        assert task.duration is not None
-        if not placed[task_idx]:
+        elif not placed[task_idx]:
             reason, detail = why.get(task_idx, (None, None))
             entries.append(
                 ScheduleEntry(
                     id=task.id, kind=task.kind, status="not_scheduled", reason=reason, detail=detail
                 )
             )
-            continue
-        start = int(first_step[task_idx]) if task.running is None else task.running.start
-        first_gpu = int(first_cell[task_idx] % gpus)
-        duration = task.duration
-        if not index.plain:  # its duration on the model of its block (section 15)
-            steps = index.per_model.durations[batch_of[task_idx]][index.model_of(first_gpu)]
-            duration = steps or duration  # 0: a model it does not accept (an illegal grid)
-        end = start + duration
-        status: EntryStatus = "running" if task.running is not None else "completed"
-        if end > horizon:
-            status = "running_past_horizon" if task.running is not None else "past_horizon"
-        entries.append(
-            ScheduleEntry(
-                id=task.id,
-                kind=task.kind,
-                status=status,
-                start=start,
-                end=end,
-                first_gpu=first_gpu,
-                gpus=int(width[task_idx]),
+        else:
+            first_step, first_gpu = divmod(int(first_cell[task_idx]), index.gpus)
+            start, end, status = _batch_span(index, task, batch_of[task_idx], first_step, first_gpu)
+            entries.append(
+                ScheduleEntry(
+                    id=task.id,
+                    kind=task.kind,
+                    status=status,
+                    start=start,
+                    end=end,
+                    first_gpu=first_gpu,
+                    gpus=int(width[task_idx]),
+                )
             )
-        )
     return entries
+
+
+def _blocks(index: AllocationIndex, codes: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per task: whether it holds a cell, its first cell (step * gpus + GPU; -1 if none) and
+    the GPUs it holds at its first step."""
+    occupied = np.flatnonzero(codes.ravel() >= 0)
+    owner = codes.ravel()[occupied]
+    count = np.bincount(owner, minlength=len(index.ids))
+    # cells of one task in grid order (step, then GPU): the first is its start and first GPU
+    by_owner = occupied[np.argsort(owner, kind="stable")]
+    ends = np.cumsum(count)
+    placed = count > 0
+    first_cell = np.full(len(index.ids), -1, dtype=np.int64)
+    first_cell[placed] = by_owner[(ends - count)[placed]]
+    first_step = first_cell // index.gpus
+    at_start = occupied // index.gpus == first_step[owner]
+    width = np.bincount(owner[at_start], minlength=len(index.ids))
+    return placed, first_cell, width
+
+
+def _realtime_entry(task: Task, demand: np.ndarray, got: np.ndarray) -> ScheduleEntry:
+    """The entry of a realtime task that wanted ``demand`` and held ``got`` GPUs per step."""
+    served = int(np.minimum(demand, got).sum())
+    short = int(demand.sum()) - served
+    return ScheduleEntry(
+        id=task.id,
+        kind=task.kind,
+        status="short" if short else "served",
+        demand=int(demand.sum()),
+        served=served,
+        held=int(got.sum()),
+        shortfall=short,
+    )
+
+
+def _batch_span(
+    index: AllocationIndex, task: Task, batch_pos: int, first_step: int, first_gpu: int
+) -> tuple[int, int, EntryStatus]:
+    """Start, end and status of a placed batch-like task whose block starts at ``first_step``
+    on ``first_gpu``."""
+    assert task.duration is not None
+    start = first_step if task.running is None else task.running.start
+    duration = task.duration
+    if not index.plain:  # its duration on the model of its block (section 15)
+        steps = index.per_model.durations[batch_pos][index.model_of(first_gpu)]
+        duration = steps or duration  # 0: a model it does not accept (an illegal grid)
+    end = start + duration
+    status: EntryStatus = "running" if task.running is not None else "completed"
+    if end > index.horizon:
+        status = "running_past_horizon" if task.running is not None else "past_horizon"
+    return start, end, status
 
 
 def _codes(index: AllocationIndex, grid: Sequence[Sequence[Any]]) -> np.ndarray:

@@ -10,7 +10,7 @@ anything about the methods that produced the grid.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -189,9 +189,23 @@ def _grid_violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) 
     if found:
         return found
     index = problem.index
-    horizon, _gpus = problem.horizon, problem.gpus
-    known = index.id2idx
-    # A1: one GPU serves at most one task per step; a cell holds one id or null.
+    found = _cell_violations(index.id2idx, grid)
+    cells = occupancy(problem, grid)
+    batch_pos = {int(task_idx): b for b, task_idx in enumerate(index.batch_idx.tolist())}
+    for task in problem.tasks:
+        held = cells.get(task.id, {})
+        if task.is_realtime:
+            found.extend(_realtime_violations(problem, task.id, held))
+        elif held:
+            found.extend(_batch_violations(problem, task, held, batch_pos))
+        elif task.running is not None:
+            found.append(f"A2: running task {task.id!r} is missing from the grid")
+    return found
+
+
+def _cell_violations(known: Mapping[str, int], grid: Sequence[Sequence[Any]]) -> list[str]:
+    """A1: one GPU serves at most one task per step; a cell holds one known id or null."""
+    found = []
     for step, row in enumerate(grid):
         for gpu, cell in enumerate(row):
             if cell is None or isinstance(cell, str):
@@ -201,82 +215,97 @@ def _grid_violations(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) 
             found.append(
                 f"A1: GPU {gpu} at step {step} holds {short(cell)}, not a single task id or null"
             )
-    cells = occupancy(problem, grid)
-    node = index.node_size
-    batch_pos = {int(task_idx): b for b, task_idx in enumerate(index.batch_idx.tolist())}
-    for task in problem.tasks:
-        held = cells.get(task.id, {})
-        name = f"task {task.id!r}"
-        if task.is_realtime:
-            found.extend(_realtime_violations(problem, task.id, held))
-            continue
-        assert task.gpus is not None and task.duration is not None
-        if not held:
-            if task.running is not None:
-                found.append(f"A2: running {name} is missing from the grid")
-            continue
-        steps = sorted(held)
-        start, end = steps[0], steps[-1] + 1
-        # A5: once started, never interrupted ...
-        if len(steps) != end - start:
-            gap = next(s for s in range(start, end) if s not in held)
-            found.append(f"A5: {name} is interrupted at step {gap}")
-        # ... and never moved; every step holds the same block.
-        first_block = held[start]
-        for step in steps[1:]:
-            if held[step] != first_block:
-                found.append(
-                    f"A5: {name} changes GPUs from {_block_text(first_block)} to "
-                    f"{_block_text(held[step])} at step {step}"
-                )
-                break
-        block = first_block
-        runs = _runs(block)
-        # A3: one contiguous power-of-two block, aligned, inside one node (or whole nodes).
-        if len(runs) != 1:
-            found.append(f"A3: {name} holds non-contiguous GPUs {block} at step {start}")
-        first = block[0]
-        if len(block) != task.gpus:
-            found.append(f"A2: {name} holds {len(block)} GPUs at step {start}, asked {task.gpus}")
-        elif len(runs) == 1:
-            if problem.align_blocks and first % task.gpus != 0:
-                found.append(f"A3: {name} block {_block_text(block)} is not aligned to {task.gpus}")
-            if not node_rule(first, task.gpus, node):
-                what = "does not take whole nodes"
-                if task.gpus <= node:
-                    what = "crosses a node boundary"
-                found.append(f"A3: {name} block {_block_text(block)} {what}")
-        # M1, M2 (section 15): one pool of a model the task accepts, its duration there
-        duration, on_model = task.duration, ""
-        if problem.pools is not None:
-            found.extend(_pool_violations(problem, task, block))
-            model = index.model_of(first)
-            on = int(index.batch_durations[batch_pos[index.id2idx[task.id]], model])
-            if on:  # else the task does not accept the model: said above
-                duration, on_model = on, f" on model {index.model_names[model]!r}"
-        # A2: exactly `duration` consecutive steps inside [arrival, deadline).
-        if task.running is not None:
-            expected_end = min(horizon, task.running.start + duration)
-            if start != 0 or end != expected_end or first != task.running.first_gpu:
-                found.append(
-                    f"A2: running {name} must keep GPUs from {task.running.first_gpu} "
-                    f"for steps [0, {expected_end}), found {_block_text(block)} "
-                    f"for steps [{start}, {end})"
-                )
-            continue
-        expected_end = min(horizon, start + duration)
-        if end != expected_end:
+    return found
+
+
+def _batch_violations(
+    problem: AllocationProblem, task: Task, held: dict[int, list[int]], batch_pos: dict[int, int]
+) -> list[str]:
+    """A2, A3, A5 (and M1, M2 with GPU models) for a batch-like task that holds ``held``
+    (step -> its GPUs)."""
+    assert task.gpus is not None and task.duration is not None
+    index = problem.index
+    name = f"task {task.id!r}"
+    steps = sorted(held)
+    start, end = steps[0], steps[-1] + 1
+    found = _moved_violations(name, held, steps)
+    block = held[start]
+    found.extend(_block_violations(problem, task, block, start))
+    # M1, M2 (section 15): one pool of a model the task accepts, its duration there
+    duration, on_model = task.duration, ""
+    if problem.pools is not None:
+        found.extend(_pool_violations(problem, task, block))
+        model = index.model_of(block[0])
+        on = int(index.batch_durations[batch_pos[index.id2idx[task.id]], model])
+        if on:  # else the task does not accept the model: said above
+            duration, on_model = on, f" on model {index.model_names[model]!r}"
+    # A2: exactly `duration` consecutive steps inside [arrival, deadline).
+    if task.running is not None:
+        expected_end = min(problem.horizon, task.running.start + duration)
+        if start != 0 or end != expected_end or block[0] != task.running.first_gpu:
             found.append(
-                f"A2: {name} runs steps [{start}, {end}) but needs {duration} "
-                f"consecutive steps from {start}{on_model}"
+                f"A2: running {name} must keep GPUs from {task.running.first_gpu} "
+                f"for steps [0, {expected_end}), found {_block_text(block)} "
+                f"for steps [{start}, {end})"
             )
-        if start < task.arrival:
-            found.append(f"A2: {name} starts at step {start} before its arrival {task.arrival}")
-        if task.deadline is not None and start + duration > task.deadline:
+        return found
+    expected_end = min(problem.horizon, start + duration)
+    if end != expected_end:
+        found.append(
+            f"A2: {name} runs steps [{start}, {end}) but needs {duration} "
+            f"consecutive steps from {start}{on_model}"
+        )
+    if start < task.arrival:
+        found.append(f"A2: {name} starts at step {start} before its arrival {task.arrival}")
+    if task.deadline is not None and start + duration > task.deadline:
+        found.append(
+            f"A2: {name} finishes at step {start + duration} after its deadline "
+            f"{task.deadline}{on_model}"
+        )
+    return found
+
+
+def _moved_violations(name: str, held: dict[int, list[int]], steps: list[int]) -> list[str]:
+    """A5: once started, never interrupted, and never moved (every step holds one block)."""
+    found = []
+    start, end = steps[0], steps[-1] + 1
+    if len(steps) != end - start:
+        gap = next(s for s in range(start, end) if s not in held)
+        found.append(f"A5: {name} is interrupted at step {gap}")
+    first_block = held[start]
+    for step in steps[1:]:
+        if held[step] != first_block:
             found.append(
-                f"A2: {name} finishes at step {start + duration} after its deadline "
-                f"{task.deadline}{on_model}"
+                f"A5: {name} changes GPUs from {_block_text(first_block)} to "
+                f"{_block_text(held[step])} at step {step}"
             )
+            break
+    return found
+
+
+def _block_violations(
+    problem: AllocationProblem, task: Task, block: list[int], start: int
+) -> list[str]:
+    """A3: one contiguous power-of-two block, aligned, inside one node (or whole nodes);
+    A2: of the GPUs asked."""
+    assert task.gpus is not None
+    name = f"task {task.id!r}"
+    node = problem.index.node_size
+    found = []
+    runs = _runs(block)
+    if len(runs) != 1:
+        found.append(f"A3: {name} holds non-contiguous GPUs {block} at step {start}")
+    first = block[0]
+    if len(block) != task.gpus:
+        found.append(f"A2: {name} holds {len(block)} GPUs at step {start}, asked {task.gpus}")
+    elif len(runs) == 1:
+        if problem.align_blocks and first % task.gpus != 0:
+            found.append(f"A3: {name} block {_block_text(block)} is not aligned to {task.gpus}")
+        if not node_rule(first, task.gpus, node):
+            what = "does not take whole nodes"
+            if task.gpus <= node:
+                what = "crosses a node boundary"
+            found.append(f"A3: {name} block {_block_text(block)} {what}")
     return found
 
 

@@ -13,11 +13,11 @@ from typing import Any
 from gpuopt.cli.common import (
     EXIT_OK,
     add_json,
-    add_method,
     add_out,
     add_plot,
     add_quiet,
     add_seed,
+    add_solve_command,
     add_threads,
     add_time_limit,
     add_workers,
@@ -299,18 +299,23 @@ def run_bench(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parsers
 def add_commands(commands: Any) -> None:
     """Add ``allocate``, ``bench`` and ``generate`` to the ``gpuopt`` parser."""
-    from gpuopt.allocation.problem import MAX_GPUS, MAX_HORIZON, MAX_TASKS, AllocationProblem
+    add_allocate(commands)
+    add_bench(commands)
+    add_generate(commands)
 
-    allocate = commands.add_parser(
-        "allocate", help="plan a scenario (which task, which GPU, which step)"
-    )
-    allocate.add_argument("scenario", help="scenario JSON file")
-    add_method(
-        allocate,
-        AllocationProblem,
-        default="heuristic",
-        help="heuristic (default, milliseconds), fifo (the baseline), lns, or the exact cpsat "
-        "and milp (they start from the heuristic and report a bound)",
+
+def add_allocate(commands: Any) -> None:
+    """``gpuopt allocate SCENARIO``."""
+    from gpuopt.allocation.problem import AllocationProblem
+
+    allocate = add_solve_command(
+        commands,
+        "allocate",
+        help="plan a scenario (which task, which GPU, which step)",
+        source=("scenario", "scenario JSON file"),
+        problem_type=AllocationProblem,
+        method_help="heuristic (default, milliseconds), fifo (the baseline), lns, or the exact "
+        "cpsat and milp (they start from the heuristic and report a bound)",
     )
     add_out(allocate, "write the result JSON here")
     add_plot(allocate, "write a picture of the grid here (.png, .svg, .pdf)")
@@ -349,6 +354,11 @@ def add_commands(commands: Any) -> None:
     add_quiet(allocate)
     allocate.set_defaults(run=run_allocate)
 
+
+def add_bench(commands: Any) -> None:
+    """``gpuopt bench``."""
+    from gpuopt.allocation.problem import AllocationProblem
+
     bench = commands.add_parser("bench", help="compare methods on the bundled scenarios")
     bench.add_argument(
         "--scenarios",
@@ -379,6 +389,11 @@ def add_commands(commands: Any) -> None:
     add_json(bench, "write the figures as JSON here")
     add_quiet(bench, "no progress and no table")
     bench.set_defaults(run=run_bench)
+
+
+def add_generate(commands: Any) -> None:
+    """``gpuopt generate``."""
+    from gpuopt.allocation.problem import MAX_GPUS, MAX_HORIZON, MAX_TASKS
 
     generate = commands.add_parser("generate", help="write a seeded random scenario")
     add_seed(generate, "random seed of the scenario (default 0)", default=0, convert=int)

@@ -65,6 +65,36 @@ def gap_cell(row: BenchRow, method: str) -> str:
     return "-" if gap is None else f"{gap:.2%}"
 
 
+#: The columns of ``gpuopt bench --wide``.
+WIDE_HEADERS = (
+    "scenario",
+    "GPUs x tasks",
+    "method",
+    "status",
+    "GPU use",
+    "value",
+    "value vs FIFO",
+    "objective",
+    "bound",
+    "gap to bound",
+    "tasks done",
+    "shortfall",
+    "time",
+    "time vs FIFO",
+)
+#: The columns of ``gpuopt bench`` (80 columns wide: a scenario's line, then its methods').
+NARROW_HEADERS = (
+    "scenario / method",
+    "objective",
+    "value\nvs FIFO",
+    "gap to\nbound",
+    "GPU\nuse",
+    "tasks\ndone",
+    "short-\nfall",
+    "time",
+)
+
+
 def bench_table(rows: Sequence[BenchRow], methods: Sequence[str], *, wide: bool = False) -> Any:
     """The benchmark as a rich ``Table`` (FIFO first in every scenario)."""
     from rich import box
@@ -79,34 +109,7 @@ def bench_table(rows: Sequence[BenchRow], methods: Sequence[str], *, wide: bool 
         collapse_padding=True,
         title_justify="left",
     )
-    if wide:
-        headers = [
-            "scenario",
-            "GPUs x tasks",
-            "method",
-            "status",
-            "GPU use",
-            "value",
-            "value vs FIFO",
-            "objective",
-            "bound",
-            "gap to bound",
-            "tasks done",
-            "shortfall",
-            "time",
-            "time vs FIFO",
-        ]
-    else:
-        headers = [
-            "scenario / method",
-            "objective",
-            "value\nvs FIFO",
-            "gap to\nbound",
-            "GPU\nuse",
-            "tasks\ndone",
-            "short-\nfall",
-            "time",
-        ]
+    headers = WIDE_HEADERS if wide else NARROW_HEADERS
     for index, header in enumerate(headers):
         text_column = header in ("scenario", "method", "status", "scenario / method")
         table.add_column(
@@ -119,43 +122,51 @@ def bench_table(rows: Sequence[BenchRow], methods: Sequence[str], *, wide: bool 
         if not wide:
             size = f"{row.problem.gpus} GPUs, {len(row.problem.tasks)} tasks"
             table.add_row(f"{row.problem.name}\n{size}", *[""] * (len(headers) - 1))
-        bound = row.best_bound()
         for method in ordered:
-            result = row.results[method]
-            metrics = result.metrics
-            gain = "ref." if method == BASELINE else format_gain(row.gain(method), decimals=1)
-            time = format_seconds(row.median_seconds[method])
-            if wide:
-                ratio = row.median_seconds[method] / max(row.median_seconds[BASELINE], 1e-12)
-                table.add_row(
-                    row.problem.name,
-                    f"{row.problem.gpus} x {len(row.problem.tasks)}",
-                    method,
-                    status_text(result),
-                    f"{metrics.utilization:.1%}",
-                    f"{metrics.value:,.0f}",
-                    gain,
-                    f"{result.objective:,.1f}",
-                    "-" if bound is None else f"{bound:,.1f}",
-                    gap_cell(row, method),
-                    str(metrics.completed),
-                    str(metrics.shortfall),
-                    time,
-                    f"{ratio:.1f}x" if method in REPEATED else "-",
-                )
-            else:
-                table.add_row(
-                    f"  {method_label(method, result)}",
-                    f"{result.objective:,.1f}",
-                    gain if method == BASELINE else format_gain(row.gain(method), decimals=0),
-                    gap_cell(row, method),
-                    f"{metrics.utilization:.1%}",
-                    str(metrics.completed),
-                    str(metrics.shortfall),
-                    time,
-                )
+            table.add_row(*(wide_cells(row, method) if wide else narrow_cells(row, method)))
         table.add_section()
     return table
+
+
+def wide_cells(row: BenchRow, method: str) -> list[str]:
+    """The cells of ``method`` on ``row``'s scenario in the columns of :data:`WIDE_HEADERS`."""
+    result = row.results[method]
+    metrics = result.metrics
+    bound = row.best_bound()
+    gain = "ref." if method == BASELINE else format_gain(row.gain(method), decimals=1)
+    ratio = row.median_seconds[method] / max(row.median_seconds[BASELINE], 1e-12)
+    return [
+        row.problem.name,
+        f"{row.problem.gpus} x {len(row.problem.tasks)}",
+        method,
+        status_text(result),
+        f"{metrics.utilization:.1%}",
+        f"{metrics.value:,.0f}",
+        gain,
+        f"{result.objective:,.1f}",
+        "-" if bound is None else f"{bound:,.1f}",
+        gap_cell(row, method),
+        str(metrics.completed),
+        str(metrics.shortfall),
+        format_seconds(row.median_seconds[method]),
+        f"{ratio:.1f}x" if method in REPEATED else "-",
+    ]
+
+
+def narrow_cells(row: BenchRow, method: str) -> list[str]:
+    """The cells of ``method`` on ``row``'s scenario in the columns of :data:`NARROW_HEADERS`."""
+    result = row.results[method]
+    metrics = result.metrics
+    return [
+        f"  {method_label(method, result)}",
+        f"{result.objective:,.1f}",
+        "ref." if method == BASELINE else format_gain(row.gain(method), decimals=0),
+        gap_cell(row, method),
+        f"{metrics.utilization:.1%}",
+        str(metrics.completed),
+        str(metrics.shortfall),
+        format_seconds(row.median_seconds[method]),
+    ]
 
 
 def fewer_done_example(rows: Sequence[BenchRow]) -> str:

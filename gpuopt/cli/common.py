@@ -7,8 +7,10 @@ on around every command) and :func:`solve_command`: the one skeleton of a
 command that solves something.
 
 A command module has ``add_commands(commands)``, which adds its sub-parsers
-with ``set_defaults(run=...)``, and one ``run`` function per command. A
-command that solves a problem is a call of :func:`solve_command`::
+(one function each) with ``set_defaults(run=...)``, and one ``run`` function
+per command. The parser of a command that solves a problem starts with
+:func:`add_solve_command` (its input file and ``--method``), and its ``run``
+is a call of :func:`solve_command`::
 
     def run_topology(args: argparse.Namespace) -> int:
         return solve_command(args, build=lambda: load_state(args.state), show=show_topology)
@@ -150,6 +152,40 @@ def add_method(
     parser.add_argument(
         "--method", default=default, choices=MethodChoices(choices, olds), help=help
     )
+
+
+def add_solve_command(
+    commands: Any,
+    name: str,
+    *,
+    help: str,
+    source: tuple[str, str],
+    problem_type: type | tuple[type, ...],
+    default: str | None = "heuristic",
+    method_help: str,
+) -> argparse.ArgumentParser:
+    """A command that solves what one input file holds: its parser, the file and ``--method``.
+
+    Parameters
+    ----------
+    commands
+        The ``gpuopt`` parser's sub-parsers.
+    name, help
+        The command's name and its line in ``gpuopt --help``.
+    source
+        The input file's positional argument: ``(name, help)``.
+    problem_type, default, method_help
+        What :func:`add_method` declares ``--method`` from.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The command's parser, for the flags of its own.
+    """
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=help)
+    parser.add_argument(source[0], help=source[1])
+    add_method(parser, problem_type, default=default, help=method_help)
+    return parser
 
 
 def add_out(
@@ -546,6 +582,7 @@ __all__ = [
     "add_plot",
     "add_quiet",
     "add_seed",
+    "add_solve_command",
     "add_threads",
     "add_time_limit",
     "add_workers",

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 from gpuopt.cli.common import (
     EXIT_OK,
     add_data,
-    add_method,
     add_out,
     add_plot,
     add_quiet,
     add_seed,
+    add_solve_command,
     add_threads,
     add_time_limit,
     add_workers,
@@ -379,17 +379,22 @@ fraction = number_type(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 def add_commands(commands: Any) -> None:
     """Add ``defrag``, ``diagnose`` and ``snapshot`` to the ``gpuopt`` parser."""
-    from gpuopt.defrag.problem import MAX_NODE_GPUS, Cluster
+    add_defrag(commands)
+    add_diagnose(commands)
+    add_snapshot(commands)
 
-    defrag = commands.add_parser(
-        "defrag", help="plan migrations so that whole nodes come free (snapshot -> plan)"
-    )
-    defrag.add_argument("snapshot", help="snapshot JSON file (nodes and the tasks on them)")
-    add_method(
-        defrag,
-        Cluster,
-        default="heuristic",
-        help="heuristic (default: IPC, partitions, eviction chains, rounds), onehop (the "
+
+def add_defrag(commands: Any) -> None:
+    """``gpuopt defrag SNAPSHOT``."""
+    from gpuopt.defrag.problem import Cluster
+
+    defrag = add_solve_command(
+        commands,
+        "defrag",
+        help="plan migrations so that whole nodes come free (snapshot -> plan)",
+        source=("snapshot", "snapshot JSON file (nodes and the tasks on them)"),
+        problem_type=Cluster,
+        method_help="heuristic (default: IPC, partitions, eviction chains, rounds), onehop (the "
         "baseline), or the exact milp (HiGHS) and cpsat (they start from the heuristic and "
         "report a bound)",
     )
@@ -400,6 +405,17 @@ def add_commands(commands: Any) -> None:
         "seconds the method may spend, all in "
         "(default: for the heuristic, the snapshot's time limit, else none; milp and cpsat 10 s)",
     )
+    add_snapshot_option_flags(defrag)
+    add_defrag_choices(defrag)
+    add_quiet(defrag, "print no summary and no progress bar")
+    defrag.set_defaults(run=run_defrag)
+
+
+def add_snapshot_option_flags(defrag: argparse.ArgumentParser) -> None:
+    """The flags that override the snapshot's ``options`` (:data:`OPTION_FLAGS`), ``--objective``
+    and ``--workload``."""
+    from gpuopt.defrag.problem import MAX_NODE_GPUS
+
     # the bounds and meaning of gpuopt.options, so that a bad flag fails as a usage error;
     # None keeps the snapshot's options: flag -> (type, meaning, ClusterOptions' default)
     snapshot_options = {
@@ -446,6 +462,10 @@ def add_commands(commands: Any) -> None:
         "weight} (gpuopt.sharing.Workload); replaces the snapshot's (default: the "
         "snapshot's options.workload, e.g. the trace's typical shapes from snapshot openb)",
     )
+
+
+def add_defrag_choices(defrag: argparse.ArgumentParser) -> None:
+    """How ``defrag`` runs (workers, exact partitions, threads, seed) and what it prints."""
     add_workers(
         defrag,
         "heuristic: worker processes (default: one per core when the snapshot is large)",
@@ -489,9 +509,10 @@ def add_commands(commands: Any) -> None:
         "smallest one that does not fit, keep the fewest waves after which the most fit, "
         "and list each waiting pod before and after (default: plan for whole free nodes)",
     )
-    add_quiet(defrag, "print no summary and no progress bar")
-    defrag.set_defaults(run=run_defrag)
 
+
+def add_diagnose(commands: Any) -> None:
+    """``gpuopt diagnose SNAPSHOT``."""
     diag = commands.add_parser(
         "diagnose", help="count idle GPUs that cannot serve a request shape, by cause"
     )
@@ -529,6 +550,9 @@ def add_commands(commands: Any) -> None:
     add_quiet(diag)
     diag.set_defaults(run=run_diagnose)
 
+
+def add_snapshot(commands: Any) -> None:
+    """``gpuopt snapshot openb|kubectl``."""
     snap = commands.add_parser("snapshot", help="write a snapshot from a trace or a cluster")
     snap.add_argument(
         "source",
@@ -543,6 +567,14 @@ def add_commands(commands: Any) -> None:
     )
     add_out(snap, "write the snapshot JSON here", required=True)
     add_data(snap)
+    add_openb_options(snap)
+    add_kubectl_options(snap)
+    add_quiet(snap, "print nothing (kubectl: not even the report on stderr)")
+    snap.set_defaults(run=run_snapshot)
+
+
+def add_openb_options(snap: argparse.ArgumentParser) -> None:
+    """The flags of ``snapshot openb`` (``gpuopt.readers.openb.read_openb``'s options)."""
     snap.add_argument("--nodes", help="openb node CSV (default: the GPU node list)")
     snap.add_argument(
         "--no-workload",
@@ -592,9 +624,6 @@ def add_commands(commands: Any) -> None:
         help="openb: lock pods of this qos class, e.g. LS; repeatable (default: none locked)",
     )
     add_seed(snap, "openb: seed of the random policy (default 0)", default=0, convert=int)
-    add_kubectl_options(snap)
-    add_quiet(snap, "print nothing (kubectl: not even the report on stderr)")
-    snap.set_defaults(run=run_snapshot)
 
 
 def add_kubectl_options(snap: argparse.ArgumentParser) -> None:

@@ -16,9 +16,9 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from gpuopt.cli.common import (
-    add_method,
     add_out,
     add_quiet,
+    add_solve_command,
     add_time_limit,
     read_input,
     solve_command,
@@ -326,23 +326,26 @@ def add_request(parser: argparse.ArgumentParser) -> None:
 
 def add_commands(commands: Any) -> None:
     """Add ``place``, ``topology`` and ``preempt`` to the ``gpuopt`` parser."""
+    add_place(commands)
+    add_topology(commands)
+    add_preempt(commands)
+
+
+def add_place(commands: Any) -> None:
+    """``gpuopt place CLUSTER``."""
     from gpuopt.gang.problem import GangProblem
     from gpuopt.placement.node.problem import NodePlacementProblem
     from gpuopt.placement.switch.problem import TopologyProblem
-    from gpuopt.preemption import PreemptionProblem
 
-    place = commands.add_parser(
-        "place", help="where one job goes: a node and its GPUs, or switches (--level)"
-    )
-    place.add_argument(
-        "cluster", help="cluster snapshot JSON (or a switch-level state file with its jobs)"
-    )
-    add_method(
-        place,
-        (NodePlacementProblem, TopologyProblem, GangProblem),
+    place = add_solve_command(
+        commands,
+        "place",
+        help="where one job goes: a node and its GPUs, or switches (--level)",
+        source=("cluster", "cluster snapshot JSON (or a switch-level state file with its jobs)"),
+        problem_type=(NodePlacementProblem, TopologyProblem, GangProblem),
         default=None,
-        help="node level: heuristic (default: binpack, fullest node first, whole nodes kept) "
-        "or spread; switch level: heuristic (default: minimum entropy) or the exact milp; "
+        method_help="node level: heuristic (default: binpack, fullest node first, whole nodes "
+        "kept) or spread; switch level: heuristic (default: minimum entropy) or the exact milp; "
         "--gang: heuristic (default) or the exact cpsat",
     )
     add_request(place)
@@ -370,33 +373,36 @@ def add_commands(commands: Any) -> None:
     add_quiet(place)
     place.set_defaults(run=run_place)
 
-    topology = commands.add_parser(
+
+def add_topology(commands: Any) -> None:
+    """``gpuopt topology STATE``."""
+    from gpuopt.placement.switch.problem import TopologyProblem
+
+    topology = add_solve_command(
+        commands,
         "topology",
         help="place the jobs of a switch-level state file (same as place --level switch)",
-    )
-    topology.add_argument("state", help="state JSON: switches (free GPUs or nodes) and jobs")
-    add_method(
-        topology,
-        TopologyProblem,
-        default="heuristic",
-        help="heuristic (default: minimum entropy, largest job first) or the exact milp",
+        source=("state", "state JSON: switches (free GPUs or nodes) and jobs"),
+        problem_type=TopologyProblem,
+        method_help="heuristic (default: minimum entropy, largest job first) or the exact milp",
     )
     add_out(topology, "write the placements JSON here")
     add_time_limit(topology, "seconds the milp or cpsat may spend (default 10)")
     add_quiet(topology)
     topology.set_defaults(run=run_topology)
 
-    preempt = commands.add_parser(
-        "preempt", help="place one request, stopping the cheapest LP tasks if it must (HP only)"
-    )
-    preempt.add_argument(
-        "state", help="cluster snapshot JSON (or a preemption state file with its request)"
-    )
-    add_method(
-        preempt,
-        PreemptionProblem,
-        default="heuristic",
-        help="heuristic (default: the cheapest cheapest-first prefix), or dp (an exact "
+
+def add_preempt(commands: Any) -> None:
+    """``gpuopt preempt STATE``."""
+    from gpuopt.preemption import PreemptionProblem
+
+    preempt = add_solve_command(
+        commands,
+        "preempt",
+        help="place one request, stopping the cheapest LP tasks if it must (HP only)",
+        source=("state", "cluster snapshot JSON (or a preemption state file with its request)"),
+        problem_type=PreemptionProblem,
+        method_help="heuristic (default: the cheapest cheapest-first prefix), or dp (an exact "
         "minimum-cost set of victims), milp or cpsat (the same decision, proven by HiGHS or "
         "CP-SAT); with --gang, heuristic (default), cpsat or milp",
     )

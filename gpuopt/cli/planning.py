@@ -7,10 +7,10 @@ from typing import Any
 
 from gpuopt.cli.common import (
     EXIT_OK,
-    add_method,
     add_out,
     add_quiet,
     add_seed,
+    add_solve_command,
     check_outputs,
     console,
     int_range,
@@ -80,15 +80,13 @@ def add_commands(commands: Any) -> None:
     from gpuopt.allocation.problem import AllocationProblem
     from gpuopt.planning.rolling import DEFAULT_LOOKAHEAD
 
-    rolling = commands.add_parser(
-        "rolling", help="execute a scenario step by step, re-planning with forecasts"
-    )
-    rolling.add_argument("scenario", help="scenario JSON file")
-    add_method(
-        rolling,
-        AllocationProblem,
-        default="heuristic",
-        help="the allocation method of every re-plan (default heuristic)",
+    rolling = add_solve_command(
+        commands,
+        "rolling",
+        help="execute a scenario step by step, re-planning with forecasts",
+        source=("scenario", "scenario JSON file"),
+        problem_type=AllocationProblem,
+        method_help="the allocation method of every re-plan (default heuristic)",
     )
     rolling.add_argument(
         "--forecast",

@@ -34,6 +34,7 @@ import shlex
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -285,14 +286,31 @@ def kubernetes_files(
     >>> sorted(kubernetes_files(cluster, gpuopt.solve(cluster, "onehop")))
     ['evictions/move-1.json', 'run.sh', 'wave-0.yaml']
     """
+    files: dict[str, str] = {}
+    waves = _wave_lines(cluster, plan, gpu_resource, files)
+    files[SCRIPT] = _script(plan, _stages(plan, waves, files))
+    return files
+
+
+@dataclass
+class _Waves:
+    """Per wave: the shell lines of its evictions, its placeholder pods, the lines that
+    delete them, and the lines that look up replacements moved again."""
+
+    evictions: dict[int, list[str]] = field(default_factory=dict)
+    holds: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    releases: dict[int, list[str]] = field(default_factory=dict)
+    lookups: dict[int, list[str]] = field(default_factory=dict)
+
+
+def _wave_lines(
+    cluster: Cluster, plan: MigrationPlan, gpu_resource: str, files: dict[str, str]
+) -> _Waves:
+    """The moves of ``plan`` wave by wave (and the Eviction file of each, into ``files``)."""
     tasks = {task.id: task for task in cluster.tasks}
     nodes = {node.id: node for node in cluster.nodes}
-    cordon_at = _cordon_schedule(plan)
-    files: dict[str, str] = {}
-    waves: dict[int, list[str]] = {}  # wave -> its shell lines
-    holds: dict[int, list[dict[str, Any]]] = {}
-    releases: dict[int, list[str]] = {}
-    lookups: dict[int, list[str]] = {}
+    found = _Waves()
+    waves, holds, releases, lookups = found.evictions, found.holds, found.releases, found.lookups
     moved: set[str] = set()
     for number, move in enumerate(plan.moves, start=1):
         task = tasks[move.task]
@@ -322,6 +340,16 @@ def kubernetes_files(
                 f"{shlex.quote(name)}/eviction -f {path}  # {where}"
             )
         moved.add(task.id)
+    return found
+
+
+def _stages(
+    plan: MigrationPlan, found: _Waves, files: dict[str, str]
+) -> list[tuple[str, str, list[str]]]:
+    """The stages of :data:`SCRIPT`, ``(stage, what it does, its lines)``, in order (and the
+    ``wave-K.yaml`` of each wave, into ``files``)."""
+    waves, holds, releases, lookups = found.evictions, found.holds, found.releases, found.lookups
+    cordon_at = _cordon_schedule(plan)
     last = max(waves, default=-1)
     after_last = sorted(node for wave, group in cordon_at.items() if wave > last for node in group)
     stages: list[tuple[str, str, list[str]]] = []  # (stage, what it does, its lines)
@@ -352,8 +380,7 @@ def kubernetes_files(
                 ["$kubectl uncordon " + " ".join(map(shlex.quote, plan.emptied))],
             )
         )
-    files[SCRIPT] = _script(plan, stages)
-    return files
+    return stages
 
 
 _REPLACEMENT = """replacement() {  # namespace, labels, node, moved pod: the one pod it names

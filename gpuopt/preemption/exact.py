@@ -16,22 +16,9 @@ Every name of the old module still resolves here, for one release, with a
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
 from gpuopt.preemption import dp
+from gpuopt.simulate.compat import moved_names
 
-
-def __getattr__(name: str) -> Any:
-    """The object ``name`` of :mod:`gpuopt.preemption.dp`, with a ``DeprecationWarning``."""
-    if name not in dp.__all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} is deprecated: use gpuopt.preemption.dp.{name}, the same object.",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(dp, name)
-
+__getattr__ = moved_names(__name__, "gpuopt.preemption.dp", names=dp.__all__)
 
 __all__: list[str] = []

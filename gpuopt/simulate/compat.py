@@ -1,7 +1,8 @@
-"""The replays' old module paths, kept for one release: each name warns when used.
+"""Old module paths, kept for one release: each name warns when used.
 
 ``gpuopt.planning.replay``, ``gpuopt.gang.replay`` and
-``gpuopt.sharing.replay`` moved to :mod:`gpuopt.simulate`; those modules are
+``gpuopt.sharing.replay`` moved to :mod:`gpuopt.simulate`, and
+``gpuopt.preemption.exact`` to :mod:`gpuopt.preemption.dp`; those modules are
 left as thin shims whose ``__getattr__`` is :func:`moved_names`.
 """
 
@@ -9,18 +10,23 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 
 def moved_names(
-    old: str, new: str, elsewhere: Mapping[str, str] | None = None
+    old: str,
+    new: str,
+    elsewhere: Mapping[str, str] | None = None,
+    *,
+    names: Collection[str] | None = None,
 ) -> Callable[[str], Any]:
     """The ``__getattr__`` of module ``old`` whose names now live in module ``new``.
 
     Each name is looked up in ``new`` (or, for a name of ``elsewhere``, at the
     dotted path it maps to) and returned with a ``DeprecationWarning`` that
-    names the new place.
+    names the new place. With ``names``, only those names moved (any other is
+    an ``AttributeError``); without, every public name of ``new``.
 
     >>> import warnings
     >>> get = moved_names("gpuopt.planning.replay", "gpuopt.simulate.jobs")
@@ -37,7 +43,8 @@ def moved_names(
     def __getattr__(name: str) -> Any:
         place, _, target = moved.get(name, f"{new}.{name}").rpartition(".")
         module = importlib.import_module(place)
-        if name.startswith("_") or not hasattr(module, target):
+        moving = name in names if names is not None else not name.startswith("_")
+        if not moving or not hasattr(module, target):
             raise AttributeError(f"module {old!r} has no attribute {name!r}")
         warnings.warn(
             f"{old}.{name} is deprecated: use {place}.{target}, the same object.",

@@ -272,3 +272,19 @@ def test_the_guide_option_is_checked() -> None:
     problem = random_problem(1, gpus=8, tasks=6)
     with pytest.raises(ProblemError, match="guide"):
         gpuopt.solve(problem, "greedy", guide="lp")
+
+
+def test_greedy_options_as_one_object_or_as_keywords_give_one_grid() -> None:
+    """GreedyOptions and the keywords are one set of options: either way, the same grid; a
+    keyword overrides the object's field; a keyword that is no option is refused."""
+    from gpuopt.allocation.greedy import GreedyOptions, greedy_grid, solve_greedy
+
+    problem = random_problem(0, gpus=16, tasks=14, horizon=12)
+    by_keywords = greedy_grid(problem, improve=False)
+    assert greedy_grid(problem, GreedyOptions(improve=False)) == by_keywords
+    assert greedy_grid(problem, GreedyOptions(improve=True), improve=False) == by_keywords
+    assert solve_greedy(problem, GreedyOptions(improve=False)).grid == by_keywords
+    # the improvement pass changes this contended plan, so the options did reach the greedy
+    assert greedy_grid(problem) != by_keywords
+    with pytest.raises(TypeError, match="unexpected keyword argument 'improved'"):
+        greedy_grid(problem, improved=False)

@@ -81,3 +81,29 @@ def test_method_choices_come_from_solve(command: str) -> None:
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     method = next(a for a in commands.choices[command]._actions if a.dest == "method")
     assert list(method.choices or ()) in [list(table) for table in METHODS.values()]
+
+
+def test_add_solve_command_declares_the_input_and_the_methods_of_its_problems() -> None:
+    """The input file is the positional argument; --method offers gpuopt.solve's methods of
+    the problem type (and its old names), with the default given; the parser is returned
+    for the command's own flags."""
+    from gpuopt.api import ALIASES, METHODS
+
+    parser = common.Parser(prog="gpuopt")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=common.Parser)
+    topology = common.add_solve_command(
+        commands,
+        "topology",
+        help="place jobs",
+        source=("state", "state JSON"),
+        problem_type=TopologyProblem,
+        method_help="which method",
+    )
+    topology.add_argument("--own", action="store_true")
+    args = parser.parse_args(["topology", "s.json", "--own"])
+    assert (args.state, args.method, args.own) == ("s.json", "heuristic", True)
+    for method in [*METHODS[TopologyProblem], *ALIASES.get(TopologyProblem, {})]:
+        assert parser.parse_args(["topology", "s.json", "--method", method]).method == method
+    with pytest.raises(SystemExit):
+        parser.parse_args(["topology", "s.json", "--method", "fifo"])  # allocation's, not here
+    assert "fifo" not in METHODS[TopologyProblem]

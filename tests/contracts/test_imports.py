@@ -70,13 +70,15 @@ TOP = 5  # everything else: api, readers, planning, extender, simulate, cli, ...
 #: problem package imports them.
 LAYERS["simulate"] = TOP
 #: Old paths kept for one release after the replays moved to ``simulate`` (issue 31):
-#: these problem-package modules re-export from it, on first use. The only upward
-#: imports allowed; remove each with its shim.
+#: these problem-package modules re-export from it, on first use (and
+#: ``preemption.exact``, moved to ``preemption.dp``, warns through the same shim,
+#: ``simulate.compat``). The only upward imports allowed; remove each with its shim.
 COMPATIBILITY = frozenset(
     {
         ("gpuopt.gang.replay", "gpuopt.simulate.compat"),
         ("gpuopt.sharing.replay", "gpuopt.simulate.compat"),
         ("gpuopt.sharing", "gpuopt.simulate.pods"),
+        ("gpuopt.preemption.exact", "gpuopt.simulate.compat"),
     }
 )
 
