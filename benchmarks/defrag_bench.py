@@ -39,7 +39,7 @@ from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.milp import solve_milp
 from gpuopt.defrag.onehop import solve_onehop
 from gpuopt.defrag.problem import Cluster
-from gpuopt.defrag.solution import MigrationPlan, violations
+from gpuopt.defrag.solution import DefragResult, violations
 from gpuopt.io.data import data_folder
 from gpuopt.io.files import write_text_atomic
 
@@ -88,7 +88,7 @@ def snapshots(args: argparse.Namespace) -> list[tuple[str, Cluster]]:
     return out
 
 
-def run_method(problem: Cluster, method: str, limit: float) -> MigrationPlan:
+def run_method(problem: Cluster, method: str, limit: float) -> DefragResult:
     if method == "onehop":
         return solve_onehop(problem)
     if method == "heuristic":
@@ -98,7 +98,7 @@ def run_method(problem: Cluster, method: str, limit: float) -> MigrationPlan:
     return solve_cpsat(problem, time_limit=limit, threads=2)
 
 
-def row(name: str, problem: Cluster, plan: MigrationPlan) -> dict[str, Any]:
+def row(name: str, problem: Cluster, plan: DefragResult) -> dict[str, Any]:
     broken = violations(problem, plan)
     if broken:
         raise SystemExit(f"{name}: {plan.method} returned an illegal plan: {broken[0]}")

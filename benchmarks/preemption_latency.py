@@ -43,9 +43,9 @@ from gpuopt.io.files import write_text_atomic
 from gpuopt.preemption import solve_cpsat, solve_exact, solve_heuristic, solve_milp, violations
 from gpuopt.preemption.generator import Clock, RequestShape, random_state
 from gpuopt.preemption.problem import PreemptionProblem
-from gpuopt.preemption.solution import Decision
+from gpuopt.preemption.solution import PreemptionResult
 
-Solver = Callable[[PreemptionProblem], Decision]
+Solver = Callable[[PreemptionProblem], PreemptionResult]
 #: The model of the whole decision, by backend (timed apart: tens to hundreds of ms).
 BACKENDS: tuple[tuple[str, Solver], ...] = (("milp", solve_milp), ("cpsat", solve_cpsat))
 
@@ -67,13 +67,13 @@ SCENARIOS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def _timed(solver: Solver, problem: PreemptionProblem) -> tuple[float, Decision]:
+def _timed(solver: Solver, problem: PreemptionProblem) -> tuple[float, PreemptionResult]:
     started = time.perf_counter()
     decision = solver(problem)
     return time.perf_counter() - started, decision
 
 
-def _check(problem: PreemptionProblem, decision: Decision, where: str) -> None:
+def _check(problem: PreemptionProblem, decision: PreemptionResult, where: str) -> None:
     broken = violations(problem, decision)
     if broken:
         raise SystemExit(f"illegal decision ({where}): {broken[:3]}")

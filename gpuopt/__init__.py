@@ -35,11 +35,11 @@ from gpuopt.allocation import AllocationProblem, AllocationResult, load_problem,
 from gpuopt.api import METHODS, evaluate, options_of, solve, violations
 from gpuopt.cluster import Cluster, Request, load_cluster, parse_cluster, parse_request
 from gpuopt.cluster.model import DEPRECATED_NAMES, deprecated_name
-from gpuopt.defrag import MigrationPlan
+from gpuopt.defrag import DefragResult
 from gpuopt.errors import ProblemError, ProblemTypeError
-from gpuopt.gang import GangAnswer, GangProblem
-from gpuopt.placement import NodePlacement, NodePlacementProblem, TopologyProblem, TopologyResult
-from gpuopt.preemption import Decision, PreemptionProblem
+from gpuopt.gang import GangResult, GangProblem
+from gpuopt.placement import NodePlacementResult, NodePlacementProblem, TopologyProblem, TopologyResult
+from gpuopt.preemption import PreemptionResult, PreemptionProblem
 from gpuopt.result import Result, Status
 
 # What the lazy attributes below are, for type checkers. Not the command line:
@@ -105,11 +105,11 @@ __all__ = [
     "AllocationProblem",
     "AllocationResult",
     "Cluster",
-    "Decision",
-    "GangAnswer",
+    "PreemptionResult",
+    "GangResult",
     "GangProblem",
-    "MigrationPlan",
-    "NodePlacement",
+    "DefragResult",
+    "NodePlacementResult",
     "NodePlacementProblem",
     "PreemptionProblem",
     "ProblemError",

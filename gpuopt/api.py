@@ -25,7 +25,7 @@ from gpuopt.allocation.solution import violations as allocation_violations
 from gpuopt.defrag.methods import ALIASES as DEFRAG_ALIASES
 from gpuopt.defrag.methods import METHODS as DEFRAG_METHODS
 from gpuopt.defrag.problem import Cluster
-from gpuopt.defrag.solution import MigrationPlan
+from gpuopt.defrag.solution import DefragResult
 from gpuopt.defrag.solution import evaluate as defrag_evaluate
 from gpuopt.defrag.solution import violations as defrag_violations
 from gpuopt.errors import ProblemError, ProblemTypeError, short
@@ -33,13 +33,13 @@ from gpuopt.gang.cpsat import solve_cpsat as gang_cpsat
 from gpuopt.gang.greedy import solve_heuristic as gang_heuristic
 from gpuopt.gang.milp import solve_milp as gang_milp
 from gpuopt.gang.problem import GangProblem
-from gpuopt.gang.solution import GangAnswer
+from gpuopt.gang.solution import GangResult
 from gpuopt.gang.solution import evaluate as gang_evaluate
 from gpuopt.gang.solution import violations as gang_violations
 from gpuopt.options import OPTIONS, check_option
 from gpuopt.placement.node.greedy import solve_binpack, solve_spread
 from gpuopt.placement.node.problem import NodePlacementProblem
-from gpuopt.placement.node.solution import NodePlacement
+from gpuopt.placement.node.solution import NodePlacementResult
 from gpuopt.placement.node.solution import violations as node_violations
 from gpuopt.placement.switch.cpsat import solve_cpsat as topology_cpsat
 from gpuopt.placement.switch.greedy import solve_greedy as topology_greedy
@@ -53,7 +53,7 @@ from gpuopt.preemption.greedy import solve_heuristic
 from gpuopt.preemption.milp import solve_milp as preemption_milp
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import ALIASES as PREEMPTION_ALIASES
-from gpuopt.preemption.solution import Decision
+from gpuopt.preemption.solution import PreemptionResult
 from gpuopt.preemption.solution import evaluate as preemption_evaluate
 from gpuopt.preemption.solution import violations as preemption_violations
 from gpuopt.result import Result
@@ -252,7 +252,7 @@ def evaluate(problem: object, result: Any) -> Any:
         raise ValueError(f"{problem_type.__name__} results have no evaluator; use violations.")
     if isinstance(problem, AllocationProblem):
         result = _result_grid(result)
-    elif isinstance(problem, Cluster) and isinstance(result, MigrationPlan):
+    elif isinstance(problem, Cluster) and isinstance(result, DefragResult):
         result = result.moves
     return measure(problem, result)
 
@@ -264,17 +264,17 @@ def solve(
     problem: AllocationProblem, method: str | None = ..., **options: Any
 ) -> AllocationResult: ...
 @overload
-def solve(problem: PreemptionProblem, method: str | None = ..., **options: Any) -> Decision: ...
+def solve(problem: PreemptionProblem, method: str | None = ..., **options: Any) -> PreemptionResult: ...
 @overload
-def solve(problem: GangProblem, method: str | None = ..., **options: Any) -> GangAnswer: ...
+def solve(problem: GangProblem, method: str | None = ..., **options: Any) -> GangResult: ...
 @overload
 def solve(problem: TopologyProblem, method: str | None = ..., **options: Any) -> TopologyResult: ...
 @overload
 def solve(
     problem: NodePlacementProblem, method: str | None = ..., **options: Any
-) -> NodePlacement: ...
+) -> NodePlacementResult: ...
 @overload
-def solve(problem: Cluster, method: str | None = ..., **options: Any) -> MigrationPlan: ...
+def solve(problem: Cluster, method: str | None = ..., **options: Any) -> DefragResult: ...
 
 
 def solve(
@@ -356,8 +356,8 @@ def solve(
     accepted = inspect.signature(function).parameters
     given = {"time_limit": time_limit, "seed": seed, "initial": initial, **options}
     check_options(given)
-    if isinstance(problem, Cluster) and not isinstance(initial, (MigrationPlan, type(None))):
-        raise ProblemError(f"initial must be a MigrationPlan (got {type(initial).__name__}).")
+    if isinstance(problem, Cluster) and not isinstance(initial, (DefragResult, type(None))):
+        raise ProblemError(f"initial must be a DefragResult (got {type(initial).__name__}).")
     call = _method_keywords(method, accepted, given, options)
     limit = call.get("time_limit", getattr(accepted.get("time_limit"), "default", None))
     if limit is None:  # a heuristic: its long steps report themselves

@@ -24,7 +24,7 @@ import numpy as np
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, occupancy
 from gpuopt.defrag.problem import Cluster
-from gpuopt.defrag.solution import MigrationPlan
+from gpuopt.defrag.solution import DefragResult
 from gpuopt.io.files import write_with
 
 #: colormap per batch-like kind; darker shades mean higher priority
@@ -344,7 +344,7 @@ def plot_results(
 
 
 def plot_occupancy(
-    problem: Cluster, plan: MigrationPlan, path: str | Path, *, dpi: int = 110
+    problem: Cluster, plan: DefragResult, path: str | Path, *, dpi: int = 110
 ) -> None:
     """Write node occupancy before and after a migration plan side by side, atomically.
 

@@ -104,12 +104,12 @@ def test_an_old_name_of_another_problem_is_refused(kind: str, foreign: str) -> N
 
 
 def test_a_decision_written_under_the_old_name_reads_under_the_new_one() -> None:
-    from gpuopt.preemption.solution import Decision
+    from gpuopt.preemption.solution import PreemptionResult
 
     problem = _gap_instances("PreemptionProblem")[0][1]
     written = json.loads(gpuopt.solve(problem, "dp").to_json())
     written["method"] = "exact"  # as an earlier release wrote it
-    assert Decision.model_validate(written).method == "dp"
+    assert PreemptionResult.model_validate(written).method == "dp"
 
 
 # --------------------------------------------------------------------------- the CLI

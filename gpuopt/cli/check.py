@@ -73,7 +73,7 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
     from gpuopt.cluster.model import Priority, parse_cluster
     from gpuopt.cluster.request import Request, pending_request
     from gpuopt.defrag.solution import parse_plan
-    from gpuopt.placement.node.solution import NodePlacement
+    from gpuopt.placement.node.solution import NodePlacementResult
     from gpuopt.placement.switch.problem import TopologyProblem, parse_state
     from gpuopt.placement.switch.solution import TopologyResult
     from gpuopt.preemption.problem import PreemptionProblem
@@ -126,7 +126,7 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
         )
         return preemption, decision
     if kind == "node":
-        placement = _parse(NodePlacement, answer, args)
+        placement = _parse(NodePlacementResult, answer, args)
         job = placement.job
         if job is None:
             raise ProblemError(f"{where}: the placement does not say what it placed (job).")
@@ -152,14 +152,14 @@ def _parse(model: Any, data: Any, args: argparse.Namespace) -> Any:
 def report(args: argparse.Namespace, problem: Any, result: Any) -> int:
     """Check ``result`` with :func:`gpuopt.violations`; print what it achieves when legal."""
     from gpuopt.api import answer_name, violations
-    from gpuopt.defrag.solution import MigrationPlan
+    from gpuopt.defrag.solution import DefragResult
     from gpuopt.defrag.solution import evaluate as plan_metrics
 
     broken = violations(problem, result)
     shown = console(args.quiet)
     if broken:
         return print_violations(shown, broken)
-    if isinstance(result, MigrationPlan | list):
+    if isinstance(result, DefragResult | list):
         metrics, _ = plan_metrics(problem, result if isinstance(result, list) else result.moves)
         shown.print(
             f"legal; {metrics.moves} moves in {metrics.waves} waves empty {metrics.emptied} "

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from gpuopt.defrag.problem import Cluster
-    from gpuopt.defrag.solution import MigrationPlan
+    from gpuopt.defrag.solution import DefragResult
 
 #: Where the real traces live when this repository sits beside ``shared/``.
 #: The flags that override the snapshot's own ``options`` (argparse dest names).
@@ -271,7 +271,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
 
 
 def show_workload(
-    shown: Console, problem: Cluster, plan: MigrationPlan | None, source: str
+    shown: Console, problem: Cluster, plan: DefragResult | None, source: str
 ) -> dict[str, Any]:
     """Print the workload-aware fragmentation (now, and after ``plan``); return it as JSON."""
     from rich.table import Table

@@ -191,9 +191,9 @@ def run_place(args: argparse.Namespace) -> int:
 
 def show_place(shown: Any, problem: Any, result: Any) -> None:
     """A node-level placement's node and GPUs, or a switch-level placement's switches."""
-    from gpuopt.placement.node.solution import NodePlacement
+    from gpuopt.placement.node.solution import NodePlacementResult
 
-    if not isinstance(result, NodePlacement):
+    if not isinstance(result, NodePlacementResult):
         show_topology(shown, problem, result)
         return
     shown.print(result.summary())

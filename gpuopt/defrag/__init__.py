@@ -15,7 +15,7 @@ from gpuopt.defrag.greedy import IpcOptions, solve_ipc
 from gpuopt.defrag.milp import DefragExactOptions, solve_milp
 from gpuopt.defrag.onehop import solve_onehop
 from gpuopt.defrag.solution import (
-    MigrationPlan,
+    DefragResult,
     Move,
     PlanMetrics,
     apply_plan,
@@ -31,7 +31,7 @@ __getattr__ = old_names(__name__)
 __all__ = [
     "DefragExactOptions",
     "IpcOptions",
-    "MigrationPlan",
+    "DefragResult",
     "Move",
     "PlanMetrics",
     "apply_plan",

@@ -15,7 +15,7 @@ from typing import Any
 from gpuopt.defrag.exact import build_cpsat
 from gpuopt.defrag.milp import DefragExactOptions, solve_exact
 from gpuopt.defrag.problem import Cluster
-from gpuopt.defrag.solution import MigrationPlan
+from gpuopt.defrag.solution import DefragResult
 from gpuopt.options import Keywords
 from gpuopt.solvers import require
 
@@ -27,7 +27,7 @@ CPSAT_KEYWORDS = Keywords.of(DefragExactOptions, omit=("progress",), threads=2)
 @CPSAT_KEYWORDS.signature
 def solve_cpsat(
     problem: Cluster, options: DefragExactOptions | None = None, **settings: Any
-) -> MigrationPlan:
+) -> DefragResult:
     """Solve the exact model (``models/defrag.md``) with CP-SAT, hinted from ``ipc``.
 
     Parameters are those of :func:`gpuopt.defrag.milp.solve_milp`; ``threads``

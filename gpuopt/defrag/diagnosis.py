@@ -63,7 +63,7 @@ from gpuopt.cluster.model import Cluster, scaled
 from gpuopt.cluster.request import REQUEST_FORM, Request, as_request, parse_request
 from gpuopt.cluster.rules import refusal
 from gpuopt.cluster.shares import MILLI
-from gpuopt.defrag.solution import MigrationPlan, Move, apply_plan
+from gpuopt.defrag.solution import DefragResult, Move, apply_plan
 from gpuopt.errors import ProblemError
 
 IntArray = npt.NDArray[np.int64]
@@ -308,7 +308,7 @@ def _switch_detail(
 
 def diagnose_plan(
     problem: Cluster,
-    plan: MigrationPlan | list[Move],
+    plan: DefragResult | list[Move],
     request: Request | str,
     *,
     detail: bool = False,

@@ -33,7 +33,7 @@ from gpuopt.defrag.model import (
     model_columns,
 )
 from gpuopt.defrag.problem import Cluster
-from gpuopt.defrag.solution import MigrationPlan, Status, make_plan
+from gpuopt.defrag.solution import DefragResult, Status, make_plan
 from gpuopt.defrag.workload import SlotModel
 from gpuopt.solvers import require
 from gpuopt.solvers.cpsat import add_rows, hint_all, linear_sum, run_cpsat
@@ -158,11 +158,11 @@ class Solved(NamedTuple):
 def finish_exact(
     problem: Cluster,
     method: ExactSolver,
-    start: MigrationPlan,
+    start: DefragResult,
     rows: DefragRows | None,
     solved: Solved,
     deadline: Deadline,
-) -> MigrationPlan:
+) -> DefragResult:
     """The exact method's plan: ordered moves, never worse than the start, with bound and gap.
 
     ``rows`` may be None only without values (the time ran out before the
@@ -239,7 +239,7 @@ def _model_score(problem: Cluster, slots: SlotModel) -> Any:
     """Plans scored by X9's count of the workload slots (the model's), then fewest moves."""
     index = problem.index
 
-    def score(plan: MigrationPlan) -> tuple[float, int]:
+    def score(plan: DefragResult) -> tuple[float, int]:
         final = index.task_node.copy()
         for move in plan.moves:
             final[index.task_pos[move.task]] = index.node_pos[move.to]
@@ -248,7 +248,7 @@ def _model_score(problem: Cluster, slots: SlotModel) -> Any:
     return score
 
 
-def plan_score(plan: MigrationPlan) -> tuple[float, int]:
+def plan_score(plan: DefragResult) -> tuple[float, int]:
     """Better plans score higher: most nodes emptied (or, for the workload objective, most
     weighted workload slots), then fewest moves."""
     if plan.maximises == "workload" and plan.metrics.workload_slots_after is not None:
@@ -372,7 +372,7 @@ def budgeted(problem: Cluster, max_moves: int | None, group_budget: int | None) 
 
 def solve_from(
     problem: Cluster,
-    start: MigrationPlan,
+    start: DefragResult,
     *,
     solver: ExactSolver,
     deadline: Deadline,
@@ -382,7 +382,7 @@ def solve_from(
     log: bool = False,
     progress: Progress | None = None,
     slots: SlotModel | None = None,
-) -> MigrationPlan:
+) -> DefragResult:
     """Solve the exact model of ``problem`` (budgets in its options) from the ``start`` plan.
 
     With ``slots`` the primary objective is the workload's slots (X9; the
@@ -413,7 +413,7 @@ def solve_from(
 
 def _solve_cpsat(
     rows: DefragRows | None,
-    start: MigrationPlan,
+    start: DefragResult,
     deadline: Deadline,
     seed: int,
     threads: int,

@@ -34,7 +34,7 @@ import gpuopt.progress
 from gpuopt.cluster.model import Objective
 from gpuopt.defrag._shard import NO_LIMIT, Shard, empty_nodes
 from gpuopt.defrag.problem import Cluster, ClusterOptions, check_options
-from gpuopt.defrag.solution import MigrationPlan, make_plan
+from gpuopt.defrag.solution import DefragResult, make_plan
 from gpuopt.defrag.workload import SlotModel, resolve
 from gpuopt.options import Keywords
 from gpuopt.solvers.deadline import Deadline
@@ -293,7 +293,7 @@ def overridden(options: ClusterOptions, **given: Any) -> ClusterOptions:
 @IPC_KEYWORDS.signature
 def solve_ipc(
     problem: Cluster, options: IpcOptions | None = None, **settings: Any
-) -> MigrationPlan:
+) -> DefragResult:
     """Plan migrations with IPC; options left as None come from ``problem.options``.
 
     Parameters
@@ -374,7 +374,7 @@ def _run(
     workers: int | None,
     executor: Any,
     progress: Progress | None,
-) -> MigrationPlan:
+) -> DefragResult:
     """Rounds of partitions of ``problem`` searched as ``search`` says, with the partition
     size, depth, rounds, time limit, budgets and seed of ``options`` (not ``problem.options``:
     the caller's, already resolved)."""

@@ -42,7 +42,7 @@ import yaml
 
 from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
 from gpuopt.cluster.model import Cluster, Task
-from gpuopt.defrag.solution import MigrationPlan
+from gpuopt.defrag.solution import DefragResult
 from gpuopt.errors import ProblemError
 
 #: The placeholder's priority class: below every workload, never preempting.
@@ -115,7 +115,7 @@ def _camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def _cordon_schedule(plan: MigrationPlan) -> dict[int, list[str]]:
+def _cordon_schedule(plan: DefragResult) -> dict[int, list[str]]:
     """Wave -> the emptied nodes to cordon before it (a key past the last wave: after it).
 
     A node the plan empties is cordoned once no later move targets it, so that
@@ -150,7 +150,7 @@ def _eviction(namespace: str, name: str) -> dict[str, Any]:
 
 
 def kubernetes_steps(
-    cluster: Cluster, plan: MigrationPlan, *, gpu_resource: str = "nvidia.com/gpu"
+    cluster: Cluster, plan: DefragResult, *, gpu_resource: str = "nvidia.com/gpu"
 ) -> Iterator[tuple[str, dict[str, Any] | None]]:
     """The steps of ``plan``: ``(comment, object or None)`` in the order to run them.
 
@@ -230,7 +230,7 @@ def kubernetes_steps(
 
 
 def kubernetes_yaml(
-    cluster: Cluster, plan: MigrationPlan, *, gpu_resource: str = "nvidia.com/gpu"
+    cluster: Cluster, plan: DefragResult, *, gpu_resource: str = "nvidia.com/gpu"
 ) -> str:
     """The steps of ``plan`` as one YAML stream (comments say how to apply each)."""
     parts = [
@@ -261,7 +261,7 @@ def _selector(labels: Mapping[str, str]) -> str:
 
 
 def kubernetes_files(
-    cluster: Cluster, plan: MigrationPlan, *, gpu_resource: str = "nvidia.com/gpu"
+    cluster: Cluster, plan: DefragResult, *, gpu_resource: str = "nvidia.com/gpu"
 ) -> dict[str, str]:
     """The plan as files ``kubectl`` takes as they are: relative path -> text.
 
@@ -304,7 +304,7 @@ class _Waves:
 
 
 def _wave_lines(
-    cluster: Cluster, plan: MigrationPlan, gpu_resource: str, files: dict[str, str]
+    cluster: Cluster, plan: DefragResult, gpu_resource: str, files: dict[str, str]
 ) -> _Waves:
     """The moves of ``plan`` wave by wave (and the Eviction file of each, into ``files``)."""
     tasks = {task.id: task for task in cluster.tasks}
@@ -344,7 +344,7 @@ def _wave_lines(
 
 
 def _stages(
-    plan: MigrationPlan, found: _Waves, files: dict[str, str]
+    plan: DefragResult, found: _Waves, files: dict[str, str]
 ) -> list[tuple[str, str, list[str]]]:
     """The stages of :data:`SCRIPT`, ``(stage, what it does, its lines)``, in order (and the
     ``wave-K.yaml`` of each wave, into ``files``)."""
@@ -413,7 +413,7 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-def _script(plan: MigrationPlan, stages: list[tuple[str, str, list[str]]]) -> str:
+def _script(plan: DefragResult, stages: list[tuple[str, str, list[str]]]) -> str:
     """The POSIX shell script that runs ``stages`` one at a time (``sh run.sh STAGE``)."""
     width = max((len(stage) for stage, _, _ in stages), default=0)
     listing = [f"#   {stage:<{width}}  {what}" for stage, what, _ in stages] or [
@@ -465,7 +465,7 @@ def check_emit_folder(folder: str | Path) -> None:
 
 def write_kubernetes_files(
     cluster: Cluster,
-    plan: MigrationPlan,
+    plan: DefragResult,
     folder: str | Path,
     *,
     gpu_resource: str = "nvidia.com/gpu",

@@ -15,7 +15,7 @@ from gpuopt.defrag.greedy import solve_ipc
 from gpuopt.defrag.milp import solve_milp
 from gpuopt.defrag.onehop import solve_onehop
 
-#: method name -> function(cluster, **options) returning a MigrationPlan; the first is
+#: method name -> function(cluster, **options) returning a DefragResult; the first is
 #: the default.
 METHODS: dict[str, Callable[..., Any]] = {
     "heuristic": solve_ipc,

@@ -24,7 +24,7 @@ from gpuopt.defrag.model import (
     model_columns,
 )
 from gpuopt.defrag.problem import Cluster, check_options
-from gpuopt.defrag.solution import MigrationPlan, make_plan
+from gpuopt.defrag.solution import DefragResult, make_plan
 from gpuopt.defrag.workload import SlotModel, capacity_slots_bound, resolve
 from gpuopt.options import Keywords
 from gpuopt.result import Status
@@ -41,13 +41,13 @@ PARTITION_SECONDS = 5.0
 
 def prepare(
     problem: Cluster,
-    initial: MigrationPlan | None,
+    initial: DefragResult | None,
     warm: bool,
     seed: int,
     max_moves: int | None,
     group_budget: int | None,
     deadline: Deadline,
-) -> tuple[Cluster, MigrationPlan]:
+) -> tuple[Cluster, DefragResult]:
     """What both exact methods start from: the snapshot with its budgets, and the start.
 
     Budgets given as None keep the snapshot's options; the start is
@@ -77,7 +77,7 @@ class DefragExactOptions(ExactOptions):
 MILP_KEYWORDS = Keywords.of(DefragExactOptions)
 
 
-def solve_exact(problem: Cluster, solver: ExactSolver, run: DefragExactOptions) -> MigrationPlan:
+def solve_exact(problem: Cluster, solver: ExactSolver, run: DefragExactOptions) -> DefragResult:
     """The exact model of the whole snapshot with ``solver``, or of ipc's partitions.
 
     The choice rests on the model's size alone (:func:`gpuopt.defrag.model.model_columns`
@@ -121,8 +121,8 @@ def solve_partitions(
     columns: int,
     deadline: Deadline,
     seed: int,
-    start: MigrationPlan | None,
-) -> MigrationPlan:
+    start: DefragResult | None,
+) -> DefragResult:
     """ipc with every partition solved exactly by ``solver``, for a snapshot too large for
     the whole model; the notes say so, and the bound is :func:`capacity_bound`.
 
@@ -193,7 +193,7 @@ def solve_partitions(
 @MILP_KEYWORDS.signature
 def solve_milp(
     problem: Cluster, options: DefragExactOptions | None = None, **settings: Any
-) -> MigrationPlan:
+) -> DefragResult:
     """Solve the exact model (``models/defrag.md``) with HiGHS, warm-started from ``ipc``.
 
     A snapshot whose model would have more than :data:`MAX_COLUMNS` task-node
@@ -223,7 +223,7 @@ def solve_milp(
 
     Returns
     -------
-    MigrationPlan
+    DefragResult
         An executable ordered plan with ``bound`` (most nodes that can be
         emptied) and ``gap``; status ``optimal``, ``time_limit`` or ``feasible``.
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from gpuopt.cluster.model import Objective
 from gpuopt.defrag.problem import Cluster
-from gpuopt.defrag.solution import MigrationPlan
+from gpuopt.defrag.solution import DefragResult
 from gpuopt.defrag.workload import CPU_ONLY, SHARE, WHOLE, SlotModel
 from gpuopt.errors import ProblemError
 from gpuopt.solvers.highs import RowCounts, RowFamily, csr_family, row_family
@@ -504,7 +504,7 @@ class DefragRows(RowCounts):
         counts = np.bincount(nodes, minlength=index.num_nodes)[np.flatnonzero(small)]
         return [csr_family("x7", cols[order], np.ones(cols.size), counts, 1.0, math.inf)]
 
-    def start_values(self, plan: MigrationPlan) -> np.ndarray:
+    def start_values(self, plan: DefragResult) -> np.ndarray:
         """Column values of a plan's final placement (a MIP start / hint)."""
         index = self.problem.index
         final = index.task_node.copy()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from gpuopt.defrag.greedy import Search, _run, overridden
 from gpuopt.defrag.problem import Cluster
-from gpuopt.defrag.solution import MigrationPlan
+from gpuopt.defrag.solution import DefragResult
 
 
 def solve_onehop(
@@ -23,7 +23,7 @@ def solve_onehop(
     max_moves: int | None = None,
     group_budget: int | None = None,
     seed: int | None = None,
-) -> MigrationPlan:
+) -> DefragResult:
     """Plan migrations the way a one-hop consolidator would (the baseline).
 
     Examples

@@ -29,7 +29,7 @@ from typing import Any
 from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
 from gpuopt.cluster.rules import refusal
 from gpuopt.cluster.shares import MILLI, Devices
-from gpuopt.defrag.solution import MigrationPlan, apply_plan, make_plan
+from gpuopt.defrag.solution import DefragResult, apply_plan, make_plan
 from gpuopt.errors import ProblemError
 
 #: Longest plan whose every prefix is tried; longer plans are cut only at wave ends.
@@ -147,7 +147,7 @@ def plan_for_pending(
     *,
     time_limit: float | None = None,
     **options: Any,
-) -> tuple[MigrationPlan, list[PendingFit], list[PendingFit]]:
+) -> tuple[DefragResult, list[PendingFit], list[PendingFit]]:
     """A plan that makes room for the waiting pods that do not fit now.
 
     ``options`` go to the method (one of ``gpuopt.defrag.methods.METHODS``, or an old
@@ -200,7 +200,7 @@ def plan_for_pending(
     )
     if time_limit is not None and "time_limit" in inspect.signature(function).parameters:
         options["time_limit"] = time_limit
-    plan: MigrationPlan = function(focused, **options)
+    plan: DefragResult = function(focused, **options)
     best_plan, best_after = empty, before
     # every prefix of the move list is a legal plan (moves depend only on earlier moves
     # that touch their nodes); try each (each wave's end on long plans)

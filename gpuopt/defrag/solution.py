@@ -76,7 +76,7 @@ class PlanMetrics(BaseModel):
     shapes: list[ShapeSlots] | None = None
 
 
-class MigrationPlan(Result):
+class DefragResult(Result):
     """The plan JSON of DESIGN.md section 5: a :class:`gpuopt.Result` with moves and metrics.
 
     ``maximises`` names the objective: ``emptied`` (nodes emptied, then
@@ -245,11 +245,11 @@ def _memory_of(memory: float | None) -> int:
     return 0 if memory is None else scaled(memory)
 
 
-def _as_moves(plan: MigrationPlan | Sequence[Move]) -> list[Move]:
-    return list(plan.moves) if isinstance(plan, MigrationPlan) else list(plan)
+def _as_moves(plan: DefragResult | Sequence[Move]) -> list[Move]:
+    return list(plan.moves) if isinstance(plan, DefragResult) else list(plan)
 
 
-def violations(problem: Cluster, plan: MigrationPlan | Sequence[Move]) -> list[str]:
+def violations(problem: Cluster, plan: DefragResult | Sequence[Move]) -> list[str]:
     """Every breach of D1-D8 (``models/defrag.md``) and K1-K7 (``models/cluster.md``).
 
     The plan is replayed in order. Returns an empty list when the plan is
@@ -402,7 +402,7 @@ def _plan_violations(
 
 
 def _emptied_violations(
-    problem: Cluster, plan: MigrationPlan | Sequence[Move], state: _Replay
+    problem: Cluster, plan: DefragResult | Sequence[Move], state: _Replay
 ) -> list[str]:
     """D8 (no small node emptied) and D1 (the plan's emptied list is the replay's)."""
     found = []
@@ -416,7 +416,7 @@ def _emptied_violations(
             f"D8: the plan empties {len(small)} node(s) with fewer GPUs than min_node_gpus="
             f"{options.min_node_gpus}, e.g. {small[0]} ({nodes[small[0]].gpus} GPUs)"
         )
-    if isinstance(plan, MigrationPlan):
+    if isinstance(plan, DefragResult):
         claimed = set(plan.emptied)
         if claimed != emptied:
             wrong = sorted(claimed ^ emptied)[:5]
@@ -612,8 +612,8 @@ def make_plan(
     bound: int | float | None = None,
     notes: Sequence[str] = (),
     maximises: Objective = "emptied",
-) -> MigrationPlan:
-    """Build a :class:`MigrationPlan` from ordered ``(task, source, target)`` moves.
+) -> DefragResult:
+    """Build a :class:`DefragResult` from ordered ``(task, source, target)`` moves.
 
     With ``maximises="workload"`` the objective is the weighted workload slots
     after the plan (the snapshot must carry ``options.workload``).
@@ -623,7 +623,7 @@ def make_plan(
     objective: int | float | None = metrics.emptied
     if maximises == "workload":  # None on a snapshot without options.workload
         objective = metrics.workload_slots_after
-    return MigrationPlan(
+    return DefragResult(
         method=method,
         status=status,
         maximises=maximises,
@@ -637,7 +637,7 @@ def make_plan(
     )
 
 
-def apply_plan(problem: Cluster, plan: MigrationPlan | Sequence[Move]) -> Cluster:
+def apply_plan(problem: Cluster, plan: DefragResult | Sequence[Move]) -> Cluster:
     """The snapshot after ``plan`` (which must be legal: see :func:`violations`)."""
     where = {t.id: t.node for t in problem.tasks}
     for move in _as_moves(plan):
@@ -652,12 +652,12 @@ def apply_plan(problem: Cluster, plan: MigrationPlan | Sequence[Move]) -> Cluste
     return problem.model_copy(update={"tasks": tasks})
 
 
-parse_plan = MigrationPlan.parse
-load_plan = MigrationPlan.load
+parse_plan = DefragResult.parse
+load_plan = DefragResult.load
 
 
 __all__ = [
-    "MigrationPlan",
+    "DefragResult",
     "Move",
     "PlanMetrics",
     "ShapeSlots",

@@ -35,10 +35,10 @@ from gpuopt.gang.cpsat import solve_cpsat
 from gpuopt.gang.greedy import solve_heuristic
 from gpuopt.gang.milp import solve_milp
 from gpuopt.gang.problem import GangOptions, GangProblem, GangRequest
-from gpuopt.gang.solution import GangAnswer, evaluate, violations
+from gpuopt.gang.solution import GangResult, evaluate, violations
 
 __all__ = [
-    "GangAnswer",
+    "GangResult",
     "GangOptions",
     "GangProblem",
     "GangRequest",

@@ -17,7 +17,7 @@ import numpy as np
 
 from gpuopt.gang.model import GangRows, StageOutcome, solve_staged
 from gpuopt.gang.problem import GangProblem
-from gpuopt.gang.solution import GangAnswer
+from gpuopt.gang.solution import GangResult
 from gpuopt.solvers import require
 from gpuopt.solvers.cpsat import add_rows, hint_all, linear_sum, run_cpsat
 from gpuopt.solvers.deadline import Deadline
@@ -62,7 +62,7 @@ class GangModel:
 @SOLVER_KEYWORDS.signature
 def solve_cpsat(
     problem: GangProblem, options: ExactOptions | None = None, **settings: Any
-) -> GangAnswer:
+) -> GangResult:
     """The exact answer: the lexicographically best plan over every domain together.
 
     Its settings (time limit, default :data:`TIME_LIMIT`; seed; threads; log) come as

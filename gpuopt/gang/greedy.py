@@ -39,7 +39,7 @@ import numpy as np
 
 from gpuopt.cluster.model import MAX_TASKS, SCALE
 from gpuopt.gang.problem import GangIndex, GangProblem, capacity
-from gpuopt.gang.solution import GangAnswer, GangKey, key_of, make_answer
+from gpuopt.gang.solution import GangResult, GangKey, key_of, make_answer
 from gpuopt.result import Status
 
 #: A placement: pod counts per node (all nodes) and the victim task positions.
@@ -730,7 +730,7 @@ def best_plan(problem: GangProblem) -> tuple[Plan | None, GangKey | None, float]
     return best[0], best[1], least
 
 
-def solve_heuristic(problem: GangProblem) -> GangAnswer:
+def solve_heuristic(problem: GangProblem) -> GangResult:
     """Place the gang (stopping the cheapest victims when allowed) by the heuristic.
 
     Examples

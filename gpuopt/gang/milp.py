@@ -20,7 +20,7 @@ import numpy as np
 
 from gpuopt.gang.model import GangRows, StageOutcome, solve_staged
 from gpuopt.gang.problem import GangProblem
-from gpuopt.gang.solution import GangAnswer
+from gpuopt.gang.solution import GangResult
 from gpuopt.solvers import require
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import row_family, solve_rows
@@ -74,7 +74,7 @@ class GangMilp:
 @SOLVER_KEYWORDS.signature
 def solve_milp(
     problem: GangProblem, options: ExactOptions | None = None, **settings: Any
-) -> GangAnswer:
+) -> GangResult:
     """The exact answer by HiGHS: the lexicographically best plan over every domain together.
 
     ``time_limit`` (seconds) counts from the call and covers the heuristic's

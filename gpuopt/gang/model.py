@@ -29,7 +29,7 @@ import numpy as np
 from gpuopt.cluster.model import SCALE
 from gpuopt.gang.greedy import best_plan, domain_bounds
 from gpuopt.gang.problem import GangProblem
-from gpuopt.gang.solution import GangAnswer, make_answer
+from gpuopt.gang.solution import GangResult, make_answer
 from gpuopt.result import Status
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import GrowingRows, RowFamily, row_family
@@ -338,7 +338,7 @@ def solve_staged(
     method: str,
     solver_of: Callable[[GangRows, Deadline], StageSolver],
     time_limit: float | None,
-) -> GangAnswer:
+) -> GangResult:
     """The exact answer by ``solver_of``'s solver: the lexicographically best plan.
 
     The heuristic runs first; the required domains whose lower bound exceeds
@@ -371,7 +371,7 @@ def solve_staged(
 
     def answer(
         status: Status, chosen: Plan | None, bound: float | None, notes: list[str] | None = None
-    ) -> GangAnswer:
+    ) -> GangResult:
         count, victims = (None, frozenset[int]()) if chosen is None else chosen
         return make_answer(
             problem,

@@ -1,6 +1,6 @@
 """Gang answers: the result type, the independent checker and the objective.
 
-A :class:`GangAnswer` names the node of every pod (or None when the gang
+A :class:`GangResult` names the node of every pod (or None when the gang
 cannot run), the domains used at every level from the required one down to
 the node, and every stopped task. :func:`violations` knows nothing about the
 methods: it recomputes capacity, domains, closures and the cost from the
@@ -34,7 +34,7 @@ class DomainUse(BaseModel):
     pods: int
 
 
-class GangAnswer(Result):
+class GangResult(Result):
     """Where the gang's pods go and whom they stop: a :class:`gpuopt.Result`.
 
     ``nodes[i]`` is the node of pod ``i`` (None: the gang cannot run, then no
@@ -148,7 +148,7 @@ def make_answer(
     bound: float | None,
     seconds: float,
     notes: list[str] | None = None,
-) -> GangAnswer:
+) -> GangResult:
     """The answer of pod counts per node (None: cannot run) and victim task positions.
 
     ``bound`` is in the objective's unit (cost in time units, or domains).
@@ -166,13 +166,13 @@ def make_answer(
         "notes": notes or [],
     }
     if count is None:
-        return GangAnswer(objective=None, **question)
+        return GangResult(objective=None, **question)
     stopped = sorted(set(victims))
     key = key_of(problem, count, stopped)
     nodes = [index.node_ids[n] for n in np.flatnonzero(count) for _ in range(int(count[n]))]
     cost = key.cost / SCALE
     objective = cost if preempting else float(key.domains)
-    return GangAnswer(
+    return GangResult(
         nodes=nodes,
         topology=topology_of(problem, count),
         victims=sorted(index.task_ids[t] for t in stopped),
@@ -183,11 +183,11 @@ def make_answer(
     )
 
 
-def parse_answer(data: object, *, source: str | None = None) -> GangAnswer:
+def parse_answer(data: object, *, source: str | None = None) -> GangResult:
     """A gang answer from decoded JSON (a one-sentence ``ProblemError`` when it is not one)."""
     from gpuopt.errors import validate_object
 
-    return validate_object(GangAnswer, data, what="a gang answer", source=source)
+    return validate_object(GangResult, data, what="a gang answer", source=source)
 
 
 def gap_of(objective: float, bound: float | None) -> float | None:
@@ -200,7 +200,7 @@ def gap_of(objective: float, bound: float | None) -> float | None:
     return relative_gap(objective, bound, "min")
 
 
-def evaluate(problem: GangProblem, answer: GangAnswer) -> GangKey | None:
+def evaluate(problem: GangProblem, answer: GangResult) -> GangKey | None:
     """The objective the answer achieves, recomputed from the problem (None: not placed).
 
     Raises
@@ -224,7 +224,7 @@ def evaluate(problem: GangProblem, answer: GangAnswer) -> GangKey | None:
     )
 
 
-def violations(problem: GangProblem, answer: GangAnswer) -> list[str]:
+def violations(problem: GangProblem, answer: GangResult) -> list[str]:
     """Every rule of ``models/gang.md`` the answer breaks (an empty list when it is legal)."""
     index = problem.index
     request = problem.request
@@ -321,7 +321,7 @@ def violations(problem: GangProblem, answer: GangAnswer) -> list[str]:
 
 __all__ = [
     "DomainUse",
-    "GangAnswer",
+    "GangResult",
     "GangKey",
     "evaluate",
     "gap_of",

@@ -13,11 +13,11 @@ exports the two problems and their answers; each level's methods, checker and
 input items are its subpackage's.
 """
 
-from gpuopt.placement.node import NodePlacement, NodePlacementProblem
+from gpuopt.placement.node import NodePlacementResult, NodePlacementProblem
 from gpuopt.placement.switch import TopologyProblem, TopologyResult
 
 __all__ = [
-    "NodePlacement",
+    "NodePlacementResult",
     "NodePlacementProblem",
     "TopologyProblem",
     "TopologyResult",

@@ -14,10 +14,10 @@ from gpuopt.preemption.dp import solve_dp, solve_exact
 from gpuopt.preemption.greedy import solve_heuristic
 from gpuopt.preemption.milp import solve_milp
 from gpuopt.preemption.problem import PreemptionProblem
-from gpuopt.preemption.solution import Decision, evaluate, load_decision, violations
+from gpuopt.preemption.solution import PreemptionResult, evaluate, load_decision, violations
 
 __all__ = [
-    "Decision",
+    "PreemptionResult",
     "PreemptionProblem",
     "evaluate",
     "load_decision",

@@ -17,7 +17,7 @@ import numpy as np
 
 from gpuopt.preemption.model import MODEL_KEYWORDS, Level, PreemptionRows, Solved, solve_by
 from gpuopt.preemption.problem import PreemptionProblem
-from gpuopt.preemption.solution import Decision
+from gpuopt.preemption.solution import PreemptionResult
 from gpuopt.solvers import require
 from gpuopt.solvers.cpsat import add_rows, hint_all, linear_sum, run_cpsat
 from gpuopt.solvers.deadline import Deadline
@@ -69,7 +69,7 @@ class CpsatLevels:
 @MODEL_KEYWORDS.signature
 def solve_cpsat(
     problem: PreemptionProblem, options: ExactOptions | None = None, **settings: Any
-) -> Decision:
+) -> PreemptionResult:
     """Place the request, stopping a minimum-cost set of LP tasks if it must, with CP-SAT (P11).
 
     The decision and the parameters of :func:`gpuopt.preemption.milp.solve_milp`,

@@ -52,7 +52,7 @@ from gpuopt.preemption.greedy import (
     stage_one,
 )
 from gpuopt.preemption.problem import PreemptionIndex, PreemptionProblem
-from gpuopt.preemption.solution import Decision
+from gpuopt.preemption.solution import PreemptionResult
 
 #: Nodes with at most this many LP tasks are solved by enumerating all subsets; by
 #: default none (the dynamic programme is faster at every size, see above).
@@ -305,7 +305,7 @@ def stage_two_exact(
     return best_key[4], best_victims
 
 
-def solve_dp(problem: PreemptionProblem, *, enumerate_limit: int = ENUMERATE_LIMIT) -> Decision:
+def solve_dp(problem: PreemptionProblem, *, enumerate_limit: int = ENUMERATE_LIMIT) -> PreemptionResult:
     """Place the request by best fit, else stop a minimum-cost set of LP tasks (P8, P10).
 
     ``enumerate_limit`` is the largest number of LP tasks on a node that is

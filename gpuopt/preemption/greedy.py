@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuopt.preemption.problem import Holding, PreemptionIndex, PreemptionProblem
-from gpuopt.preemption.solution import Decision, Method, make_decision
+from gpuopt.preemption.solution import PreemptionResult, Method, make_decision
 
 
 def lex_first(keys: Sequence[np.ndarray]) -> int:
@@ -179,7 +179,7 @@ def stage_two_heuristic(index: PreemptionIndex) -> tuple[int, np.ndarray] | None
     return node, segments.tasks[start : start + int(length[best])]
 
 
-def solve_heuristic(problem: PreemptionProblem) -> Decision:
+def solve_heuristic(problem: PreemptionProblem) -> PreemptionResult:
     """Place the request by best fit, else stop the cheapest cheapest-first prefix (P8, P9).
 
     Examples
@@ -209,7 +209,7 @@ def decide(
     found: tuple[int, Iterable[int]] | None,
     *,
     started: float,
-) -> Decision:
+) -> PreemptionResult:
     """Stage one's ``node`` (P8), else stage two's ``found`` (node, victims), else no node.
 
     ``seconds`` counts from ``started`` (``time.perf_counter``).

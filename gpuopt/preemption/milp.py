@@ -25,7 +25,7 @@ from gpuopt.preemption.model import (
     solve_by,
 )
 from gpuopt.preemption.problem import PreemptionProblem
-from gpuopt.preemption.solution import Decision
+from gpuopt.preemption.solution import PreemptionResult
 from gpuopt.solvers import require
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import csr_family, solve_rows
@@ -87,7 +87,7 @@ class HighsLevels:
 @MODEL_KEYWORDS.signature
 def solve_milp(
     problem: PreemptionProblem, options: ExactOptions | None = None, **settings: Any
-) -> Decision:
+) -> PreemptionResult:
     """Place the request, stopping a minimum-cost set of LP tasks if it must, with HiGHS (P11).
 
     The same decision as :func:`gpuopt.preemption.dp.solve_dp` (P8, P10, with

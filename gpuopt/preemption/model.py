@@ -29,7 +29,7 @@ from gpuopt.cluster.model import SCALE
 from gpuopt.options import Keywords
 from gpuopt.preemption.greedy import Deficits, solve_heuristic
 from gpuopt.preemption.problem import PreemptionProblem
-from gpuopt.preemption.solution import Decision, make_decision, violations
+from gpuopt.preemption.solution import PreemptionResult, make_decision, violations
 from gpuopt.result import Status
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import RowCounts, RowFamily, csr_family
@@ -265,7 +265,7 @@ class PreemptionRows(RowCounts):
         return levels
 
     # ------------------------------------------------------------------ values
-    def start_values(self, decision: Decision) -> np.ndarray | None:
+    def start_values(self, decision: PreemptionResult) -> np.ndarray | None:
         """Column values of ``decision`` (a start or hint), or None when it has no node here."""
         index = self.problem.index
         if decision.node is None:
@@ -395,7 +395,7 @@ def solve_by(
     levels: Levels,
     options: ExactOptions | None,
     settings: dict[str, Any],
-) -> Decision:
+) -> PreemptionResult:
     """:func:`solve_model` with a backend's settings (:data:`MODEL_KEYWORDS`, as one object or
     as keywords, the keywords overriding it) handed to ``levels`` for each model."""
     run = MODEL_KEYWORDS.resolve(options, settings)
@@ -410,7 +410,7 @@ def solve_model(
     *,
     time_limit: float | None,
     warm: bool,
-) -> Decision:
+) -> PreemptionResult:
     """The decision of the model (P11) solved by ``make_backend(rows)``'s solver.
 
     The heuristic runs first (its decision is the start when ``warm``, and

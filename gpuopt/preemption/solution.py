@@ -28,7 +28,7 @@ ALIASES: dict[str, str] = {"exact": "dp"}
 Stage = Literal[1, 2]
 
 
-class Decision(Result):
+class PreemptionResult(Result):
     """Where the request goes and whom it stops: a :class:`gpuopt.Result`.
 
     ``node`` is None when nothing can make room (then ``victims`` is empty
@@ -89,7 +89,7 @@ def _milli_cost(problem: PreemptionProblem, victims: Iterable[str]) -> int:
     return total
 
 
-def evaluate(problem: PreemptionProblem, victims: Decision | Iterable[str]) -> float:
+def evaluate(problem: PreemptionProblem, victims: PreemptionResult | Iterable[str]) -> float:
     """The cost of stopping ``victims``: ``sum(gpus * (now - last_checkpoint))`` (P4).
 
     Times are taken in thousandths, as everywhere in the package, so the
@@ -111,11 +111,11 @@ def evaluate(problem: PreemptionProblem, victims: Decision | Iterable[str]) -> f
     >>> evaluate(problem, ["t1", "t2"])
     2600.0
     """
-    ids = victims.victims if isinstance(victims, Decision) else victims
+    ids = victims.victims if isinstance(victims, PreemptionResult) else victims
     return _milli_cost(problem, ids) / SCALE
 
 
-def violations(problem: PreemptionProblem, decision: Decision) -> list[str]:
+def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[str]:
     """Every breach of P1-P7 (``models/preemption.md``) by ``decision``.
 
     Returns an empty list when the decision is legal. Each message starts with
@@ -128,10 +128,10 @@ def violations(problem: PreemptionProblem, decision: Decision) -> list[str]:
     ...     now=10, nodes=[{"id": "n1", "gpus": 8, "cpus": 8}],
     ...     tasks=[{"id": "t1", "node": "n1", "gpus": 8, "priority": "LP", "last_checkpoint": 4}],
     ...     request={"id": "r", "gpus": 2, "priority": "HP"})
-    >>> violations(problem, Decision(method="dp", node="n1", victims=["t1"], cost=48,
+    >>> violations(problem, PreemptionResult(method="dp", node="n1", victims=["t1"], cost=48,
     ...                              preempted=True, stage=2))
     []
-    >>> violations(problem, Decision(method="dp", node="n1", stage=1))
+    >>> violations(problem, PreemptionResult(method="dp", node="n1", stage=1))
     ['P3: node n1 lacks GPUs for the request (needs 2, has 0 free after the victims)']
     """
     found: list[str] = []
@@ -243,11 +243,11 @@ def make_decision(
     *,
     stage: Stage | None,
     seconds: float,
-) -> Decision:
-    """Build a :class:`Decision` from a node position and victim positions of the index view."""
+) -> PreemptionResult:
+    """Build a :class:`PreemptionResult` from a node position and victim positions of the index view."""
     index = problem.index
     if node is None:
-        return Decision(
+        return PreemptionResult(
             method=method,
             status=Status.INFEASIBLE,
             node=None,
@@ -259,7 +259,7 @@ def make_decision(
     positions = [int(victim) for victim in victims]
     cost = int(index.task_cost[positions].sum()) if positions else 0
     proven = method == "dp"  # dp; milp and cpsat set their solver's proof
-    return Decision(
+    return PreemptionResult(
         method=method,
         status=Status.OPTIMAL if proven else Status.HEURISTIC,
         objective=cost / SCALE,
@@ -275,12 +275,12 @@ def make_decision(
     )
 
 
-parse_decision = Decision.parse
-load_decision = Decision.load
+parse_decision = PreemptionResult.parse
+load_decision = PreemptionResult.load
 
 
 __all__ = [
-    "Decision",
+    "PreemptionResult",
     "Method",
     "Stage",
     "evaluate",

@@ -45,7 +45,7 @@ from gpuopt.errors import check_arguments
 from gpuopt.gang.cpsat import solve_cpsat
 from gpuopt.gang.greedy import solve_heuristic
 from gpuopt.gang.problem import GangProblem
-from gpuopt.gang.solution import GangAnswer, evaluate, make_answer, pods_per_node, violations
+from gpuopt.gang.solution import GangResult, evaluate, make_answer, pods_per_node, violations
 from gpuopt.result import Status
 from gpuopt.simulate import events
 from gpuopt.simulate.events import ARRIVAL, END, Event, EventQueue, Simulation
@@ -239,7 +239,7 @@ class _GangReplay(Simulation):
                 return True
         return False
 
-    def _check(self, problem: GangProblem, answer: GangAnswer, allowed: tuple[str, ...]) -> None:
+    def _check(self, problem: GangProblem, answer: GangResult, allowed: tuple[str, ...]) -> None:
         broken = [m for m in violations(problem, answer) if not m.startswith(allowed)]
         self.checked += 1
         if broken:
@@ -373,11 +373,11 @@ class _GangReplay(Simulation):
         self.preemptions += 1
         if not placed:
             self.wasted_evictions += len(victims)
-            wasted = GangAnswer(method="victims-first", status="heuristic", victims=sorted(victims))
+            wasted = GangResult(method="victims-first", status="heuristic", victims=sorted(victims))
             self._check(problem, wasted, ("G1",))
             return False
         run = self.running[job.id]
-        done = GangAnswer(
+        done = GangResult(
             method="victims-first",
             status="heuristic",
             nodes=[self._node_id(n) for n in run.nodes],
@@ -437,7 +437,7 @@ class _GangReplay(Simulation):
         check: bool = False,
     ) -> bool:
         if check:
-            answer = GangAnswer(
+            answer = GangResult(
                 method=self.method, status="heuristic", nodes=nodes, victims=sorted(victims)
             )
             self._check(problem, _completed(problem, answer), ())
@@ -450,7 +450,7 @@ class _GangReplay(Simulation):
         return True
 
 
-def _completed(problem: GangProblem, answer: GangAnswer) -> GangAnswer:
+def _completed(problem: GangProblem, answer: GangResult) -> GangResult:
     """``answer`` with its topology and cost recomputed (G6), for answers built by hand."""
     key = evaluate(problem, answer)
     assert key is not None and answer.nodes is not None

@@ -21,7 +21,7 @@ from gpuopt.defrag.pending import fit_pending
 from gpuopt.errors import ProblemError
 from gpuopt.placement.node.greedy import place
 from gpuopt.placement.node.problem import NodePlacementProblem
-from gpuopt.placement.node.solution import NodePlacement, apply_placement, violations
+from gpuopt.placement.node.solution import NodePlacementResult, apply_placement, violations
 from gpuopt.placement.switch.problem import TopologyProblem
 from gpuopt.preemption import solve_exact, solve_heuristic
 from gpuopt.preemption.problem import PreemptionProblem
@@ -68,9 +68,9 @@ def test_binpack_puts_a_share_on_the_gpu_it_fills_best() -> None:
 
 def test_the_checker_refuses_a_share_on_a_gpu_without_room() -> None:
     problem = NodePlacementProblem.from_cluster(two_nodes(), "0.35G")
-    wrong = NodePlacement(node="a", gpus=[0], request="job", job=problem.request)
+    wrong = NodePlacementResult(node="a", gpus=[0], request="job", job=problem.request)
     assert any("has 300 thousandths left" in v for v in violations(problem, wrong))
-    empty = NodePlacement(node=None, request="job", job=problem.request)
+    empty = NodePlacementResult(node=None, request="job", job=problem.request)
     assert any(v.startswith("N5") for v in violations(problem, empty))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuopt.defrag.problem import Cluster
-from gpuopt.defrag.solution import MigrationPlan, evaluate, violations
+from gpuopt.defrag.solution import DefragResult, evaluate, violations
 
 
 def make_snapshot(
@@ -20,7 +20,7 @@ def make_snapshot(
     return Cluster.model_validate({"nodes": node_rows, "tasks": tasks, **fields})
 
 
-def assert_legal(problem: Cluster, plan: MigrationPlan) -> None:
+def assert_legal(problem: Cluster, plan: DefragResult) -> None:
     """A plan passes the independent checker and reports what ``evaluate`` computes."""
     broken = violations(problem, plan)
     assert broken == [], broken

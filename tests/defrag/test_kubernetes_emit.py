@@ -23,7 +23,7 @@ from gpuopt.defrag.kubernetes import (
     kubernetes_yaml,
     write_kubernetes_files,
 )
-from gpuopt.defrag.solution import MigrationPlan, make_plan
+from gpuopt.defrag.solution import DefragResult, make_plan
 
 
 def test_every_move_holds_the_room_then_evicts_then_releases() -> None:
@@ -122,7 +122,7 @@ def test_a_pod_moved_twice_is_evicted_by_its_replacements_name_and_gpus_keep_the
 
 
 # --------------------------------------------------------------------------- --emit-dir
-def labelled_twice_moved() -> tuple[Cluster, MigrationPlan]:
+def labelled_twice_moved() -> tuple[Cluster, DefragResult]:
     """ml/t moves a -> b in wave 0, then b -> c in wave 1: a is emptied."""
     cluster = Cluster.model_validate(
         {

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gpuopt.defrag.solution import (
-    MigrationPlan,
+    DefragResult,
     Move,
     apply_plan,
     assign_waves,
@@ -146,7 +146,7 @@ def test_plan_json_uses_from() -> None:
         parse_plan([])
     with pytest.raises(ProblemError, match="metrics"):
         parse_plan({"method": "x", "moves": []})
-    assert isinstance(parse_plan(data), MigrationPlan)
+    assert isinstance(parse_plan(data), DefragResult)
 
 
 def test_emptying_a_node_below_min_node_gpus_is_d8() -> None:

@@ -15,7 +15,7 @@ from gpuopt.cli import main
 from gpuopt.cluster.workload import Shape, Workload
 from gpuopt.defrag.generator import random_snapshot
 from gpuopt.defrag.problem import Cluster
-from gpuopt.defrag.solution import MigrationPlan, evaluate, make_plan
+from gpuopt.defrag.solution import DefragResult, evaluate, make_plan
 from gpuopt.defrag.workload import SlotModel, capacity_slots_bound, pending_workload, resolve
 from gpuopt.errors import ProblemError
 from tests.defrag.conftest import assert_legal, make_snapshot
@@ -256,12 +256,12 @@ def test_json_round_trips() -> None:
     loaded = Workload.from_json(json.dumps(json.loads(text)["options"]["workload"]))
     assert loaded == HALVES.options.target_workload()
     plan = gpuopt.solve(HALVES, "ipc")
-    assert MigrationPlan.parse(json.loads(plan.to_json())) == plan
+    assert DefragResult.parse(json.loads(plan.to_json())) == plan
     old = json.loads(make_plan(HALVES, "ipc", [], seconds=0).to_json())
     for key in ("workload_slots_before", "workload_slots_after", "shapes"):
         del old["metrics"][key]
     del old["maximises"]
-    assert MigrationPlan.parse(old).metrics.workload_slots_after is None
+    assert DefragResult.parse(old).metrics.workload_slots_after is None
     plain = make_snapshot([("a", 8, 64)], [{"id": "t", "node": "a", "gpus": 1}])
     assert "objective" not in plain.to_json() and "workload" not in plain.to_json()
 
@@ -317,7 +317,7 @@ def test_cli_objective_and_workload_file(
         ["defrag", str(snapshot), "--workload", str(workload), "--out", str(out)], capsys
     )
     assert code == 0 and "workload slots 4.5 -> 4.5" in stdout
-    assert MigrationPlan.load(out).maximises == "workload"
+    assert DefragResult.load(out).maximises == "workload"
     code, stdout, _ = run(
         ["defrag", str(snapshot), "--workload", str(workload), "--objective", "emptied"], capsys
     )

@@ -19,16 +19,16 @@ import gpuopt
 from gpuopt.cluster.model import SCALE
 from gpuopt.errors import ProblemError
 from gpuopt.gang.problem import GangProblem
-from gpuopt.gang.solution import GangAnswer, GangKey, parse_answer
+from gpuopt.gang.solution import GangResult, GangKey, parse_answer
 from gpuopt.result import Result, Status
 from tests.conftest import EXACT
 from tests.gang.helpers import brute_force, random_small, tiny_cluster
 
 
-def checked(problem: GangProblem, method: str, **options: Any) -> GangAnswer:
+def checked(problem: GangProblem, method: str, **options: Any) -> GangResult:
     """Solve with ``method``; the answer passes the checker and claims what ``evaluate`` finds."""
     answer = gpuopt.solve(problem, method, **options)
-    assert isinstance(answer, GangAnswer) and isinstance(answer, Result)
+    assert isinstance(answer, GangResult) and isinstance(answer, Result)
     assert answer.method == method
     assert isinstance(answer.status, Status)
     assert gpuopt.violations(problem, answer) == []

@@ -8,7 +8,7 @@ import pytest
 
 from gpuopt.gang.cpsat import solve_cpsat
 from gpuopt.gang.problem import GangProblem
-from gpuopt.gang.solution import GangAnswer, GangKey, evaluate, gap_of, violations
+from gpuopt.gang.solution import GangResult, GangKey, evaluate, gap_of, violations
 from tests.gang.helpers import tiny_cluster
 
 
@@ -30,7 +30,7 @@ def problem() -> GangProblem:
     )
 
 
-def _broken(problem: GangProblem, answer: GangAnswer, **changes: Any) -> list[str]:
+def _broken(problem: GangProblem, answer: GangResult, **changes: Any) -> list[str]:
     return violations(problem, answer.model_copy(update=changes))
 
 

@@ -8,7 +8,7 @@ import gpuopt
 from gpuopt.api import method_name
 from gpuopt.preemption.generator import random_state
 from gpuopt.preemption.problem import PreemptionProblem
-from gpuopt.preemption.solution import Decision, evaluate, violations
+from gpuopt.preemption.solution import PreemptionResult, evaluate, violations
 from tests.preemption import brute_force, lost_work, node, state, task
 
 Solver = str
@@ -20,7 +20,7 @@ def method(preemption_method: str) -> str:
     return preemption_method
 
 
-def solve(method: Solver, problem: PreemptionProblem) -> Decision:
+def solve(method: Solver, problem: PreemptionProblem) -> PreemptionResult:
     """Run ``method`` and check its decision with the independent checker and ``evaluate``."""
     decision = gpuopt.solve(problem, method)
     assert violations(problem, decision) == []

@@ -11,7 +11,7 @@ import pytest
 from gpuopt.errors import ProblemError
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import (
-    Decision,
+    PreemptionResult,
     evaluate,
     load_decision,
     parse_decision,
@@ -36,8 +36,8 @@ def full() -> PreemptionProblem:
     )
 
 
-def decide(**fields: Any) -> Decision:
-    return Decision(**{"method": "exact", **fields})
+def decide(**fields: Any) -> PreemptionResult:
+    return PreemptionResult(**{"method": "exact", **fields})
 
 
 def test_legal_decisions_pass(full: PreemptionProblem) -> None:

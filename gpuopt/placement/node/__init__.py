@@ -1,7 +1,7 @@
 """Node-level placement: which node, and which of its GPUs, a new job gets.
 
 ``problem.py`` (node topologies, nodes and one request;
-:class:`NodePlacementProblem`), ``solution.py`` (:class:`NodePlacement`, the
+:class:`NodePlacementProblem`), ``solution.py`` (:class:`NodePlacementResult`, the
 checker of rules N1-N5, :func:`apply_placement`), ``greedy.py`` (binpack and
 spread: exact filters, then a ranking), ``generator.py`` (random problems).
 The bandwidth matrices and GPU-set searches they read are
@@ -11,11 +11,11 @@ The bandwidth matrices and GPU-set searches they read are
 
 from gpuopt.placement.node.greedy import place, solve_binpack, solve_spread
 from gpuopt.placement.node.problem import GpuRequest, NodePlacementProblem, PlacementNode, Topology
-from gpuopt.placement.node.solution import NodePlacement, apply_placement, violations
+from gpuopt.placement.node.solution import NodePlacementResult, apply_placement, violations
 
 __all__ = [
     "GpuRequest",
-    "NodePlacement",
+    "NodePlacementResult",
     "NodePlacementProblem",
     "PlacementNode",
     "Topology",

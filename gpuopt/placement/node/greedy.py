@@ -28,13 +28,13 @@ import numpy.typing as npt
 from gpuopt.cluster.model import scaled
 from gpuopt.cluster.shares import MILLI
 from gpuopt.placement.node.problem import NO_MEMORY, GpuRequest, NodeIndex, NodePlacementProblem
-from gpuopt.placement.node.solution import POLICIES, NodePlacement, Policy
+from gpuopt.placement.node.solution import POLICIES, NodePlacementResult, Policy
 from gpuopt.result import Status
 
 _UNBOUNDED = np.iinfo(np.int64).max
 
 
-def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlacement:
+def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlacementResult:
     """Place ``problem.request`` on a node and choose its GPUs.
 
     A node qualifies when it has the GPUs (``gpus`` free ones whose pairs all
@@ -83,7 +83,7 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
             continue
         topology = index.topologies[int(index.node_topology[node_pos])]
         node_id = index.node_ids[node_pos]
-        return NodePlacement(
+        return NodePlacementResult(
             method="heuristic" if policy == "binpack" else policy,
             node=node_id,
             gpus=list(gpus),
@@ -94,7 +94,7 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
             job=request,
             seconds=time.perf_counter() - started,
         )
-    return NodePlacement(
+    return NodePlacementResult(
         method="heuristic" if policy == "binpack" else policy,
         status=Status.INFEASIBLE,
         node=None,
@@ -106,13 +106,13 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
     )
 
 
-def solve_binpack(problem: NodePlacementProblem) -> NodePlacement:
+def solve_binpack(problem: NodePlacementProblem) -> NodePlacementResult:
     """Method ``"heuristic"`` (old name ``"binpack"``) of :func:`gpuopt.solve`: :func:`place`
     with the binpack policy."""
     return place(problem, "binpack")
 
 
-def solve_spread(problem: NodePlacementProblem) -> NodePlacement:
+def solve_spread(problem: NodePlacementProblem) -> NodePlacementResult:
     """Method ``"spread"`` of :func:`gpuopt.solve`: :func:`place` with that policy."""
     return place(problem, "spread")
 

@@ -1,4 +1,4 @@
-"""Node-level placement: the answer (:class:`NodePlacement`) and its checker.
+"""Node-level placement: the answer (:class:`NodePlacementResult`) and its checker.
 
 Rules a placement keeps, checked by :func:`violations` (which knows nothing
 about the heuristic, :func:`~gpuopt.placement.node.greedy.place`):
@@ -44,7 +44,7 @@ Policy = Literal["binpack", "spread"]
 POLICIES: tuple[Policy, ...] = ("binpack", "spread")
 
 
-class NodePlacement(Result):
+class NodePlacementResult(Result):
     """Where the request goes: a node and its GPUs, or ``node=None`` with the reason.
 
     A :class:`gpuopt.Result` whose ``method`` is ``heuristic`` (the binpack policy) or
@@ -163,7 +163,7 @@ def gpus_that_fit(
     return None
 
 
-def violations(problem: NodePlacementProblem, placement: NodePlacement) -> list[str]:
+def violations(problem: NodePlacementProblem, placement: NodePlacementResult) -> list[str]:
     """Every breach of N1-N5 (module docstring) by ``placement``; empty when it is legal.
 
     Independent of :func:`~gpuopt.placement.node.greedy.place`: it reads the
@@ -207,7 +207,7 @@ def _empty_violations(problem: NodePlacementProblem) -> list[str]:
 
 
 def _node_violations(
-    problem: NodePlacementProblem, node: PlacementNode, placement: NodePlacement
+    problem: NodePlacementProblem, node: PlacementNode, placement: NodePlacementResult
 ) -> list[str]:
     """N1-N4 for a placement on ``node``."""
     request = problem.request
@@ -277,7 +277,7 @@ def _node_violations(
 
 
 def apply_placement(
-    problem: NodePlacementProblem, placement: NodePlacement, request: GpuRequest | None = None
+    problem: NodePlacementProblem, placement: NodePlacementResult, request: GpuRequest | None = None
 ) -> NodePlacementProblem:
     """The problem after ``placement``: its node holds the GPUs, CPUs and memory.
 
@@ -323,7 +323,7 @@ def apply_placement(
 
 __all__ = [
     "POLICIES",
-    "NodePlacement",
+    "NodePlacementResult",
     "Policy",
     "apply_placement",
     "gpus_that_fit",

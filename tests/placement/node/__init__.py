@@ -7,7 +7,7 @@ from typing import Any
 from gpuopt.cluster.interconnect import hgx_nvswitch, nvlink_pairs, pcie_two_numa
 from gpuopt.placement.node.greedy import place
 from gpuopt.placement.node.problem import NodePlacementProblem
-from gpuopt.placement.node.solution import NodePlacement, violations
+from gpuopt.placement.node.solution import NodePlacementResult, violations
 
 # Hand-checkable nodes (GB/s): PCIE 32 inside each NUMA half {0-3}, {4-7} and 16 across;
 # PAIRS the same plus NVLink bridges 0-1, 2-3, 4-5, 6-7 at 300; HGX 450 everywhere.
@@ -46,7 +46,7 @@ def problem_of(nodes: list[dict[str, Any]], **request: Any) -> NodePlacementProb
     )
 
 
-def legal(problem: NodePlacementProblem, policy: str = "binpack") -> NodePlacement:
+def legal(problem: NodePlacementProblem, policy: str = "binpack") -> NodePlacementResult:
     """Place with ``policy`` and assert the independent checker accepts the result."""
     result = place(problem, policy)  # type: ignore[arg-type]
     broken = violations(problem, result)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gpuopt.placement.node.greedy import place
 from gpuopt.placement.node.problem import NodePlacementProblem
-from gpuopt.placement.node.solution import NodePlacement, apply_placement, violations
+from gpuopt.placement.node.solution import NodePlacementResult, apply_placement, violations
 from tests.cluster.test_interconnect import brute_force_sets
 from tests.placement.node import legal, node, problem_of
 
@@ -172,7 +172,7 @@ def test_random_clusters_are_legal_and_binpack_is_fullest(seed: int, policy: str
     can = [
         n["id"]
         for n in nodes
-        if violations(problem, NodePlacement(node=n["id"], request="job", **_set_on(problem, n)))
+        if violations(problem, NodePlacementResult(node=n["id"], request="job", **_set_on(problem, n)))
         == []
     ]
     assert result.node in can
@@ -184,7 +184,7 @@ def test_random_clusters_are_legal_and_binpack_is_fullest(seed: int, policy: str
 
 
 def _set_on(problem: NodePlacementProblem, data: dict[str, Any]) -> dict[str, Any]:
-    """Some legal GPU set on the node ``data`` (brute force), as NodePlacement fields."""
+    """Some legal GPU set on the node ``data`` (brute force), as NodePlacementResult fields."""
     matrix = np.array(problem.topologies[data["topology"]].bandwidth)
     free = [g for g in range(len(matrix)) if g not in data["used_gpus"]]
     request = problem.request

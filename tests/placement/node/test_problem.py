@@ -11,7 +11,7 @@ import pytest
 from gpuopt.cluster.interconnect import hgx_nvswitch, pcie_two_numa
 from gpuopt.errors import ProblemError
 from gpuopt.placement.node.problem import load_node_problem, parse_node_problem
-from gpuopt.placement.node.solution import NodePlacement
+from gpuopt.placement.node.solution import NodePlacementResult
 from tests.placement.node import legal
 
 DESIGN_EXAMPLE: dict[str, Any] = {
@@ -50,7 +50,7 @@ def test_design_example_and_json_round_trip(tmp_path: Path) -> None:
     assert problem.index.node_memory_free.tolist() == [896_000]
     result = legal(problem)
     assert (result.node, result.gpus, result.min_pair_bandwidth) == ("n1", [2, 3, 4, 5], 300.0)
-    assert NodePlacement.model_validate_json(result.to_json()) == result
+    assert NodePlacementResult.model_validate_json(result.to_json()) == result
     assert parse_node_problem(json.loads(problem.to_json())) == problem
     data = json.loads(result.to_json())
     # the result contract's fields first (gpuopt.Result), then the placement's own

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuopt.placement.node.problem import GpuRequest
-from gpuopt.placement.node.solution import NodePlacement, apply_placement, violations
+from gpuopt.placement.node.solution import NodePlacementResult, apply_placement, violations
 from tests.placement.node import legal, node, only, problem_of
 
 
@@ -15,7 +15,7 @@ def test_apply_placement_holds_cpus_and_memory() -> None:
     assert after.nodes[0].used_gpus == [0, 1, 2]
     assert (after.nodes[0].used_cpus, after.nodes[0].used_memory) == (3.75, 15.0)
     assert after.request.gpus == 1 and after.index.node_free_gpus.tolist() == [5]
-    assert apply_placement(problem, NodePlacement(node=None)).nodes == problem.nodes
+    assert apply_placement(problem, NodePlacementResult(node=None)).nodes == problem.nodes
 
 
 # --------------------------------------------------------------------------- checker
@@ -44,23 +44,23 @@ def test_checker_catches_every_rule() -> None:
     assert check(node="a", gpus=[1, 2, 3], min_pair_bandwidth=32.0) == []  # legal, not binpack
     only(check(node="a", gpus=[1, 2, 4], min_pair_bandwidth=16.0), "N3")
     only(check(min_pair_bandwidth=32.0), "N3")
-    only(violations(problem, NodePlacement(node=None, request="job")), "N5")
-    assert violations(problem, NodePlacement(node=None, gpus=[1]))[0].startswith("N1")
+    only(violations(problem, NodePlacementResult(node=None, request="job")), "N5")
+    assert violations(problem, NodePlacementResult(node=None, gpus=[1]))[0].startswith("N1")
     tight = problem.model_copy(update={"request": GpuRequest(gpus=1, cpus=20, memory=80)})
-    found = violations(tight, NodePlacement(node="a", gpus=[1]))
+    found = violations(tight, NodePlacementResult(node="a", gpus=[1]))
     only(found, "N4")
     assert len(found) == 2 and "CPUs" in found[0] and "memory" in found[1]
     assert legal(tight).node == "b"
     whole = problem.model_copy(update={"request": GpuRequest(gpus=4, whole_node=True)})
     only(
-        violations(whole, NodePlacement(node="b", gpus=[4, 5, 6, 7], min_pair_bandwidth=450.0)), "N"
+        violations(whole, NodePlacementResult(node="b", gpus=[4, 5, 6, 7], min_pair_bandwidth=450.0)), "N"
     )
     assert legal(whole).node is None
 
 
 def test_checker_text_names_the_pair() -> None:
     problem = problem_of([node("n1", "pcie")], gpus=2, min_bandwidth=32)
-    found = violations(problem, NodePlacement(node="n1", gpus=[0, 4], min_pair_bandwidth=16.0))
+    found = violations(problem, NodePlacementResult(node="n1", gpus=[0, 4], min_pair_bandwidth=16.0))
     assert found == [
         "N3: GPUs [0, 4] of node 'n1' have 16 GB/s between 0 and 4, below min_bandwidth=32"
     ]
