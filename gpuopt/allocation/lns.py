@@ -316,8 +316,59 @@ def solve_lns(
     >>> found.objective >= greedy.objective, found.bound >= found.objective
     (True, True)
     """
-    from gpuopt.allocation.greedy import greedy_grid
+    _check_lns_arguments(
+        time_limit, seed, width, candidates, max_windows, threads, workers, executor
+    )
+    deadline = Deadline(time_limit)
+    search, bound = _Search.start(problem, initial, time_limit, width, seed)
+    # small clusters: time kept at the end for the exact model's bound
+    exact_seconds = 0.0
+    if problem.gpus <= EXACT_BOUND_GPUS:
+        exact_seconds = min(EXACT_MAX_SECONDS, EXACT_SHARE * time_limit)
+    # local processes: no more than the windows that fit side by side
+    with executor_or_pool(executor, min(workers, max(1, problem.gpus // search.width))) as pool:
+        while search.goes_on(deadline, exact_seconds, max_windows, bound):
+            most = workers if max_windows is None else min(workers, max_windows - search.windows)
+            offers = search.offers(search.draw(most), candidates, deadline, threads)
+            search.merge(
+                offers, _answers(pool, [offer.window for offer in offers]) if offers else []
+            )
+    return _finish(search, bound, exact_seconds, deadline)
 
+
+def _finish(
+    search: _Search, step_bound: float | None, exact_seconds: float, deadline: Deadline
+) -> AllocationResult:
+    """The search's best plan as a result, with the best bound lns can claim (section 16)."""
+    problem, objective = search.problem, search.objective
+    bound, notes = _best_bound(
+        problem, search.grid, objective, step_bound, exact_seconds, deadline, search.seed
+    )
+    status_found: Status = "feasible"
+    if bound is not None and bound <= objective + 1e-9 * max(1.0, abs(objective)):
+        bound, status_found = objective, "optimal"  # the plan meets the bound (LP noise aside)
+    return make_result(
+        problem,
+        search.grid,
+        method="lns",
+        seconds=time.perf_counter() - deadline.started,
+        status=status_found,
+        bound=bound,
+        notes=notes,
+    )
+
+
+def _check_lns_arguments(
+    time_limit: float,
+    seed: int,
+    width: int | None,
+    candidates: int,
+    max_windows: int | None,
+    threads: int,
+    workers: int,
+    executor: Any,
+) -> None:
+    """Check :func:`solve_lns`'s arguments, with one-sentence errors naming each."""
     check_arguments(
         {
             "time_limit": time_limit,
@@ -341,141 +392,170 @@ def solve_lns(
         optional=("width", "max_windows"),
         executors=("executor",),
     )
-    deadline = Deadline(time_limit)
-    started = deadline.started
-    index = problem.index
-    batch = index.batch
-    if initial is None:  # the greedy guided by the step-capacity LP (section 10.1, item 5)
-        grid = greedy_grid(problem, guide=True, time_limit=GREEDY_SHARE * time_limit)
-    else:
-        grid = warm_start(problem, initial, False).grid
-    relaxed = step_capacity_bound(problem, time_limit=max(0.1, BOUND_SHARE * time_limit))
-    plan = _Plan(problem, grid)
-    objective = evaluate(problem, grid).objective
-    node = problem.gpus_per_node or 1
-    new = [b for b in range(index.num_batch) if not batch.running[b]]
-    largest = max((int(batch.size[b]) for b in new), default=1)
-    if width is None:
-        width = max(16, largest)
-    width = min(problem.gpus, max(node, math.ceil(width / node) * node))
-    if width < 1:
-        raise ProblemError(f"width: expected a whole number >= 1 (got {width}).")
-    rng = random.Random(seed)
-    windows = 0
-    offsets = list(range(0, problem.gpus - width + 1, node)) or [0]
-    # windows solved to optimality with every waiting task offered, since the last gain:
-    # once every offset is settled no window can gain, and the search stops
-    settled: set[int] = set()
-    tries: dict[int, int] = {}
-    bound = relaxed.bound if relaxed.status == "optimal" and math.isfinite(relaxed.bound) else None
-    # small clusters: time kept at the end for the exact model's bound
-    exact_seconds = 0.0
-    if problem.gpus <= EXACT_BOUND_GPUS:
-        exact_seconds = min(EXACT_MAX_SECONDS, EXACT_SHARE * time_limit)
-    work = WHOLE_WORK if width == problem.gpus else WINDOW_WORK
-    # local processes: no more than the windows that fit side by side
-    with executor_or_pool(executor, min(workers, max(1, problem.gpus // width))) as pool:
-        while (
+
+
+class _Search:
+    """The search's state: the plan, the best grid so far, the windows drawn and settled."""
+
+    def __init__(
+        self, problem: AllocationProblem, grid: Grid, width: int | None, seed: int
+    ) -> None:
+        index = problem.index
+        self.problem = problem
+        self.batch = index.batch
+        self.seed = seed
+        self.plan = _Plan(problem, grid)
+        self.grid = grid
+        self.objective = evaluate(problem, grid).objective
+        node = problem.gpus_per_node or 1
+        self.new = [b for b in range(index.num_batch) if not self.batch.running[b]]
+        largest = max((int(self.batch.size[b]) for b in self.new), default=1)
+        if width is None:
+            width = max(16, largest)
+        width = min(problem.gpus, max(node, math.ceil(width / node) * node))
+        if width < 1:
+            raise ProblemError(f"width: expected a whole number >= 1 (got {width}).")
+        self.width = width
+        self.rng = random.Random(seed)
+        self.windows = 0
+        self.offsets = list(range(0, problem.gpus - width + 1, node)) or [0]
+        # windows solved to optimality with every waiting task offered, since the last gain:
+        # once every offset is settled no window can gain, and the search stops
+        self.settled: set[int] = set()
+        self.tries: dict[int, int] = {}
+        self.work = WHOLE_WORK if width == problem.gpus else WINDOW_WORK
+
+    @classmethod
+    def start(
+        cls,
+        problem: AllocationProblem,
+        initial: Any,
+        time_limit: float,
+        width: int | None,
+        seed: int,
+    ) -> tuple[_Search, float | None]:
+        """The search from the starting plan, and the step-capacity LP bound (None: unproven)."""
+        from gpuopt.allocation.greedy import greedy_grid
+
+        if initial is None:  # the greedy guided by the step-capacity LP (section 10.1, item 5)
+            grid = greedy_grid(problem, guide=True, time_limit=GREEDY_SHARE * time_limit)
+        else:
+            grid = warm_start(problem, initial, False).grid
+        relaxed = step_capacity_bound(problem, time_limit=max(0.1, BOUND_SHARE * time_limit))
+        search = cls(problem, grid, width, seed)
+        proven = relaxed.status == "optimal" and math.isfinite(relaxed.bound)
+        return search, relaxed.bound if proven else None
+
+    def goes_on(
+        self,
+        deadline: Deadline,
+        exact_seconds: float,
+        max_windows: int | None,
+        bound: float | None,
+    ) -> bool:
+        """Whether another round may run: time left, windows left, an offset unsettled, a gap."""
+        return (
             deadline.affords(0.05 + exact_seconds)
-            and (max_windows is None or windows < max_windows)
-            and len(settled) < len(offsets)
-            and (bound is None or objective < bound - 1e-9 * max(1.0, abs(bound)))
-        ):
-            most = workers if max_windows is None else min(workers, max_windows - windows)
-            lows = [rng.choice(offsets)]
-            while len(lows) < most:
-                apart = [o for o in offsets if all(o + width <= w or o >= w + width for w in lows)]
-                if not apart:
-                    break
-                lows.append(rng.choice(apart))
-            offers: list[_Offer] = []
-            offered: set[int] = set()  # waiting tasks given to a window of this round
-            for low in lows:
-                windows += 1
-                high = low + width
-                freed = {
-                    b
-                    for b, (_, first) in plan.blocks.items()
-                    if first >= low and first + int(batch.size[b]) <= high
-                }
-                waiting = [b for b in new if b not in plan.blocks and int(batch.size[b]) <= width]
-                fresh = [b for b in waiting if b not in offered]
-                rng.shuffle(fresh)
-                fresh.sort(key=lambda b: -float(batch.priority[b]))
-                complete = len(fresh) == len(waiting) and len(fresh) <= candidates
-                offered.update(fresh[:candidates])
-                chosen = sorted(freed) + fresh[:candidates]
-                if not chosen:
-                    settled.add(low)
-                    continue
-                board = plan.board(freed)
-                columns, hints, current = _columns(plan, board, chosen, low, width)
-                if not columns:
-                    if complete:
-                        settled.add(low)
-                    continue
-                left = deadline.remaining()
-                window = _Window(
-                    low=low,
-                    columns=columns,
-                    hints=hints,
-                    room=board.room,
-                    work=work,
-                    seconds=max(0.01, left if left is not None else 60.0),
-                    threads=max(1, threads),
-                    seed=seed + windows,
-                )
-                offers.append(_Offer(low, freed, complete, current, window))
-            answers = _answers(pool, [offer.window for offer in offers]) if offers else []
-            merged = False  # a window of this round changed the plan: later ones re-check A1b
-            for offer, answer in zip(offers, answers, strict=True):
-                if not answer.solved:
-                    continue
-                low = offer.low
-                tries[low] = tries.get(low, 0) + 1
-                optimal = (offer.complete and answer.optimal) or tries[low] >= TRIES
-                if answer.found <= offer.current:
-                    if optimal:
-                        settled.add(low)
-                    continue
-                blocks = dict(plan.blocks)
-                for b in offer.freed:
-                    del blocks[b]
-                for position in answer.chosen:
-                    b, first, start = offer.window.columns[position][:3]
-                    blocks[b] = (start, first)
-                previous = plan.blocks
-                plan.blocks = blocks
-                if merged and not plan.fits():
-                    plan.blocks = previous  # the realtime counts no longer fit (A1b)
-                    continue
-                candidate = plan.grid()
-                if merged and violations(problem, candidate):
-                    plan.blocks = previous
-                    continue
-                value = evaluate(problem, candidate).objective
-                if value > objective + 1e-9:
-                    grid, objective = candidate, value
-                    settled.clear()
-                    tries.clear()
-                    merged = True
-                else:  # a gain of rounding only
-                    plan.blocks = previous
-                    if optimal and not merged:
-                        settled.add(low)
-    bound, notes = _best_bound(problem, grid, objective, bound, exact_seconds, deadline, seed)
-    status_found: Status = "feasible"
-    if bound is not None and bound <= objective + 1e-9 * max(1.0, abs(objective)):
-        bound, status_found = objective, "optimal"  # the plan meets the bound (LP noise aside)
-    return make_result(
-        problem,
-        grid,
-        method="lns",
-        seconds=time.perf_counter() - started,
-        status=status_found,
-        bound=bound,
-        notes=notes,
-    )
+            and (max_windows is None or self.windows < max_windows)
+            and len(self.settled) < len(self.offsets)
+            and (bound is None or self.objective < bound - 1e-9 * max(1.0, abs(bound)))
+        )
+
+    def draw(self, most: int) -> list[int]:
+        """Up to ``most`` window offsets at random, over disjoint GPU ranges."""
+        width, offsets = self.width, self.offsets
+        lows = [self.rng.choice(offsets)]
+        while len(lows) < most:
+            apart = [o for o in offsets if all(o + width <= w or o >= w + width for w in lows)]
+            if not apart:
+                break
+            lows.append(self.rng.choice(apart))
+        return lows
+
+    def offers(
+        self, lows: list[int], candidates: int, deadline: Deadline, threads: int
+    ) -> list[_Offer]:
+        """The windows at ``lows`` worth solving, each waiting task offered to one only."""
+        batch, plan, width = self.batch, self.plan, self.width
+        offers: list[_Offer] = []
+        offered: set[int] = set()  # waiting tasks given to a window of this round
+        for low in lows:
+            self.windows += 1
+            high = low + width
+            freed = {
+                b
+                for b, (_, first) in plan.blocks.items()
+                if first >= low and first + int(batch.size[b]) <= high
+            }
+            waiting = [b for b in self.new if b not in plan.blocks and int(batch.size[b]) <= width]
+            fresh = [b for b in waiting if b not in offered]
+            self.rng.shuffle(fresh)
+            fresh.sort(key=lambda b: -float(batch.priority[b]))
+            complete = len(fresh) == len(waiting) and len(fresh) <= candidates
+            offered.update(fresh[:candidates])
+            chosen = sorted(freed) + fresh[:candidates]
+            if not chosen:
+                self.settled.add(low)
+                continue
+            board = plan.board(freed)
+            columns, hints, current = _columns(plan, board, chosen, low, width)
+            if not columns:
+                if complete:
+                    self.settled.add(low)
+                continue
+            left = deadline.remaining()
+            window = _Window(
+                low=low,
+                columns=columns,
+                hints=hints,
+                room=board.room,
+                work=self.work,
+                seconds=max(0.01, left if left is not None else 60.0),
+                threads=max(1, threads),
+                seed=self.seed + self.windows,
+            )
+            offers.append(_Offer(low, freed, complete, current, window))
+        return offers
+
+    def merge(self, offers: list[_Offer], answers: list[_Answer]) -> None:
+        """Keep each answered window's blocks, in order, when the plan stays legal and gains."""
+        plan, problem = self.plan, self.problem
+        merged = False  # a window of this round changed the plan: later ones re-check A1b
+        for offer, answer in zip(offers, answers, strict=True):
+            if not answer.solved:
+                continue
+            low = offer.low
+            self.tries[low] = self.tries.get(low, 0) + 1
+            optimal = (offer.complete and answer.optimal) or self.tries[low] >= TRIES
+            if answer.found <= offer.current:
+                if optimal:
+                    self.settled.add(low)
+                continue
+            blocks = dict(plan.blocks)
+            for b in offer.freed:
+                del blocks[b]
+            for position in answer.chosen:
+                b, first, start = offer.window.columns[position][:3]
+                blocks[b] = (start, first)
+            previous = plan.blocks
+            plan.blocks = blocks
+            if merged and not plan.fits():
+                plan.blocks = previous  # the realtime counts no longer fit (A1b)
+                continue
+            candidate = plan.grid()
+            if merged and violations(problem, candidate):
+                plan.blocks = previous
+                continue
+            value = evaluate(problem, candidate).objective
+            if value > self.objective + 1e-9:
+                self.grid, self.objective = candidate, value
+                self.settled.clear()
+                self.tries.clear()
+                merged = True
+            else:  # a gain of rounding only
+                plan.blocks = previous
+                if optimal and not merged:
+                    self.settled.add(low)
 
 
 def _best_bound(

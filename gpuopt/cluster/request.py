@@ -137,6 +137,26 @@ def parse_request(
     """
     if not isinstance(text, str):
         raise ProblemError(f"request {short(text)} is not text of the form {REQUEST_FORM}.")
+    amounts = _amounts(text)
+    gpus, share = _gpu_count(text, amounts.get("G"))
+    data: dict[str, Any] = {
+        "gpus": gpus,
+        "cpus": float(amounts.get("C", "0")),
+        "same_asw": same_asw,
+        "node_selector": dict(node_selector or {}),
+    }
+    if share is not None:
+        data["gpu_milli"] = share
+    if "M" in amounts:
+        data["memory"] = float(amounts["M"])
+    try:
+        return Request.model_validate(data)
+    except ValidationError as exc:
+        raise problem_error_from(exc, source=f"request {short(text)}") from None
+
+
+def _amounts(text: str) -> dict[str, str]:
+    """The number written before each unit letter of ``text`` (upper case), each at most once."""
     amounts: dict[str, str] = {}
     position = 0
     stripped = text.rstrip()
@@ -146,7 +166,11 @@ def parse_request(
             raise ProblemError(f"request {short(text)} is not of the form {REQUEST_FORM}.")
         amounts[match.group(2).upper()] = match.group(1)
         position = match.end()
-    gpus = amounts.get("G")
+    return amounts
+
+
+def _gpu_count(text: str, gpus: str | None) -> tuple[int, int | None]:
+    """The GPUs of the ``G`` amount and, for a share below 1 (C7), its thousandths."""
     share = None
     if gpus is not None and not gpus.isdigit() and 0 < Decimal(gpus) < 1:
         thousandths = Decimal(gpus) * 1000
@@ -164,20 +188,7 @@ def parse_request(
         )
     if len(gpus) > 18:  # int() refuses 4,300 digits; no node has 10**18 GPUs anyway
         raise ProblemError(f"request {short(text)} asks for more GPUs than any node can have.")
-    data: dict[str, Any] = {
-        "gpus": int(gpus),
-        "cpus": float(amounts.get("C", "0")),
-        "same_asw": same_asw,
-        "node_selector": dict(node_selector or {}),
-    }
-    if share is not None:
-        data["gpu_milli"] = share
-    if "M" in amounts:
-        data["memory"] = float(amounts["M"])
-    try:
-        return Request.model_validate(data)
-    except ValidationError as exc:
-        raise problem_error_from(exc, source=f"request {short(text)}") from None
+    return int(gpus), share
 
 
 def pending_request(cluster: Cluster, pod_id: str) -> tuple[Request, Priority]:

@@ -177,6 +177,15 @@ def plan_for_pending(
     empty = make_plan(cluster, method, [], seconds=0.0)
     if not unfit:
         return empty, before, before
+    if time_limit is not None and "time_limit" in inspect.signature(function).parameters:
+        options["time_limit"] = time_limit
+    plan: DefragResult = function(_focused(cluster, unfit), **options)
+    best_plan, best_after = _best_prefix(cluster, method, plan, empty, before)
+    return best_plan, before, best_after
+
+
+def _focused(cluster: Cluster, unfit: Sequence[Pending]) -> Cluster:
+    """``cluster`` with the tasks locked on every node no pod of ``unfit`` could use once empty."""
     # only nodes that one of them could use once empty are worth emptying: the tasks on
     # the others stay (they are still targets), so no move serves nothing
     worth = {
@@ -190,7 +199,7 @@ def plan_for_pending(
             for pod in unfit
         )
     }
-    focused = cluster.model_copy(
+    return cluster.model_copy(
         update={
             "tasks": [
                 task if task.node in worth else task.model_copy(update={"locked": True})
@@ -198,9 +207,16 @@ def plan_for_pending(
             ]
         }
     )
-    if time_limit is not None and "time_limit" in inspect.signature(function).parameters:
-        options["time_limit"] = time_limit
-    plan: DefragResult = function(focused, **options)
+
+
+def _best_prefix(
+    cluster: Cluster,
+    method: str,
+    plan: DefragResult,
+    empty: DefragResult,
+    before: list[PendingFit],
+) -> tuple[DefragResult, list[PendingFit]]:
+    """The shortest prefix of ``plan`` after which the most waiting pods fit, and their fit."""
     best_plan, best_after = empty, before
     # every prefix of the move list is a legal plan (moves depend only on earlier moves
     # that touch their nodes); try each (each wave's end on long plans)
@@ -224,7 +240,7 @@ def plan_for_pending(
                 notes=[*plan.notes, f"for pending: kept {end} of {len(plan.moves)} moves"],
             )
             best_after = after
-    return best_plan, before, best_after
+    return best_plan, best_after
 
 
 def _score(fits: Sequence[PendingFit], hp_priority: int) -> list[int]:

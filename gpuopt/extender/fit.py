@@ -38,23 +38,41 @@ def _nodes_word(count: int) -> str:
 def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
     """E2-E4 on the nodes at ``positions``: the first rule each breaks, in rule order."""
     reasons: dict[int, tuple[str, bool]] = {}
-    nodes = state.cluster.nodes
-    names = state.names
-    pending = ask.pending
-
-    def fail(mask: np.ndarray, why: Callable[[int], str], static: np.ndarray | bool) -> None:
-        static_mask = np.broadcast_to(np.asarray(static, dtype=bool), mask.shape)
-        for pos, hard in zip(positions[mask].tolist(), static_mask[mask].tolist(), strict=True):
-            if pos not in reasons:
-                reasons[pos] = (why(pos), hard)
-
     refused = state.refused(ask)  # K1-K3
     if refused:
         for pos in positions.tolist():
             why = refused.get(pos)
             if why is not None:
                 reasons[pos] = (why, True)
-    for name, amount in pending.resources.items():  # K4
+    _extended_rules(state, ask, positions, reasons)
+    _gpu_rules(state, ask, positions, reasons)
+    _size_rules(state, ask, positions, reasons)
+    _pod_terms(state, ask, positions, reasons)
+    passed = ~np.isin(positions, np.fromiter(reasons, dtype=np.int64, count=len(reasons)))
+    return Fit(positions=positions, passed=passed, reasons=reasons)
+
+
+def _fail(
+    reasons: dict[int, tuple[str, bool]],
+    positions: np.ndarray,
+    mask: np.ndarray,
+    why: Callable[[int], str],
+    static: np.ndarray | bool,
+) -> None:
+    """Give each node of ``positions[mask]`` without a reason yet the reason ``why``."""
+    static_mask = np.broadcast_to(np.asarray(static, dtype=bool), mask.shape)
+    for pos, hard in zip(positions[mask].tolist(), static_mask[mask].tolist(), strict=True):
+        if pos not in reasons:
+            reasons[pos] = (why(pos), hard)
+
+
+def _extended_rules(
+    state: State, ask: Ask, positions: np.ndarray, reasons: dict[int, tuple[str, bool]]
+) -> None:
+    """K4: each extended resource the pod asks for must be free on the node."""
+    nodes = state.cluster.nodes
+    names = state.names
+    for name, amount in ask.pending.resources.items():  # K4
         free = state.extra_free(name)[positions]
         capacity = np.array(
             [nodes[p].resources.get(name, 0) for p in positions.tolist()], dtype=np.int64
@@ -68,11 +86,20 @@ def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
                 f"K4: node {names[pos]} has {int(free[pos])} {name} free; the pod asks for {amount}"
             )
 
-        fail(free < amount, short, capacity < amount)
+        _fail(reasons, positions, free < amount, short, capacity < amount)
+
+
+def _gpu_rules(
+    state: State, ask: Ask, positions: np.ndarray, reasons: dict[int, tuple[str, bool]]
+) -> None:
+    """C7 for a share of a GPU, else C3 for whole GPUs and N3 for their bandwidth."""
+    names = state.names
     gpus = state.gpus[positions]
     if ask.milli is not None:  # C7
         best = state.best_share[positions]
-        fail(
+        _fail(
+            reasons,
+            positions,
             best < ask.milli,
             lambda pos: (
                 f"C7: node {names[pos]} has no GPU with {ask.milli} thousandths left "
@@ -82,7 +109,9 @@ def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
         )
     elif ask.gpus > 0:  # C3 whole GPUs
         free = state.free_whole[positions]
-        fail(
+        _fail(
+            reasons,
+            positions,
             free < ask.gpus,
             lambda pos: (
                 f"C3: node {names[pos]} has {_nodes_word(int(state.free_whole[pos]))} free; "
@@ -91,20 +120,37 @@ def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
             gpus < ask.gpus,
         )
         if ask.min_bandwidth > 0 and ask.gpus >= 2:  # N3
-            for pos in positions.tolist():
-                topology = state.topologies[pos]
-                if pos in reasons or topology is None:
-                    continue
-                found = topology.best_set(int(state.free_mask[pos]), ask.gpus, ask.min_bandwidth)
-                if found is None:
-                    static = topology.best_set(topology.full_mask, ask.gpus, ask.min_bandwidth)
-                    reasons[pos] = (
-                        f"N3: node {names[pos]} has no {ask.gpus} free GPUs whose every pair "
-                        f"reaches {ask.min_bandwidth:g} GB/s",
-                        static is None,
-                    )
+            _bandwidth_rule(state, ask, positions, reasons)
+
+
+def _bandwidth_rule(
+    state: State, ask: Ask, positions: np.ndarray, reasons: dict[int, tuple[str, bool]]
+) -> None:
+    """N3: the node must have ``ask.gpus`` free GPUs whose every pair is fast enough."""
+    for pos in positions.tolist():
+        topology = state.topologies[pos]
+        if pos in reasons or topology is None:
+            continue
+        found = topology.best_set(int(state.free_mask[pos]), ask.gpus, ask.min_bandwidth)
+        if found is None:
+            static = topology.best_set(topology.full_mask, ask.gpus, ask.min_bandwidth)
+            reasons[pos] = (
+                f"N3: node {state.names[pos]} has no {ask.gpus} free GPUs whose every pair "
+                f"reaches {ask.min_bandwidth:g} GB/s",
+                static is None,
+            )
+
+
+def _size_rules(
+    state: State, ask: Ask, positions: np.ndarray, reasons: dict[int, tuple[str, bool]]
+) -> None:
+    """C3 for CPUs and memory: the node must have what the pod asks for free."""
+    names = state.names
+    pending = ask.pending
     cpus = scaled(pending.cpus)
-    fail(
+    _fail(
+        reasons,
+        positions,
         state.cpus_free[positions] < cpus,
         lambda pos: (
             f"C3: node {names[pos]} has {int(state.cpus_free[pos]) / 1000:g} CPUs free; "
@@ -115,7 +161,9 @@ def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
     if pending.memory:
         memory = scaled(pending.memory)
         free_memory = state.memory_free[positions]
-        fail(
+        _fail(
+            reasons,
+            positions,
             (free_memory >= 0) & (free_memory < memory),
             lambda pos: (
                 f"C3: node {names[pos]} has {int(state.memory_free[pos]) / 1000:g} MiB of memory "
@@ -123,9 +171,6 @@ def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
             ),
             (state.memory[positions] >= 0) & (state.memory[positions] < memory),
         )
-    _pod_terms(state, ask, positions, reasons)
-    passed = ~np.isin(positions, np.fromiter(reasons, dtype=np.int64, count=len(reasons)))
-    return Fit(positions=positions, passed=passed, reasons=reasons)
 
 
 def _selected(

@@ -744,37 +744,11 @@ def gpus_for(
     Notes
     -----
     The need is ``need[t] = max(minimum, ceil(forecast[t] * (1 + headroom) / per_gpu))``,
-    capped at ``maximum``. With ``S = max_swap`` and ``I = initial``, the only
-    steps no legal curve can cover are those with ``need[t] > I + S*(t+1)`` (a
-    rise faster than the rule allows from ``I``), so the target is
-    ``c[t] = min(need[t], I + S*(t+1))`` (``c = need`` without ``I``). Then
-
-    - backward pass (rises): ``b[T-1] = c[T-1]``, ``b[t] = max(c[t], b[t+1] - S)``;
-    - forward pass (falls): ``g[t] = max(b[t], g[t-1] - S)`` with ``g[-1] = I``
-      (``g[0] = b[0]`` without ``I``).
-
-    Claims, for every ``t``:
-
-    1. ``g[t] >= c[t]``: both passes only take maxima with ``c``. Hence
-       ``g[t] >= need[t]`` unless the need is out of reach from ``initial``,
-       where ``g[t] = I + S*(t+1)``, the fastest legal ramp.
-    2. ``g[t+1] - g[t] <= S`` (rise): after the backward pass
-       ``b[t] >= b[t+1] - S``; the forward pass gives ``g[t+1] = b[t+1]`` (then
-       ``g[t+1] - g[t] <= b[t+1] - b[t] <= S`` since ``g[t] >= b[t]``) or
-       ``g[t+1] = g[t] - S``. From ``I``: with ``cap[t] = I + S*(t+1)``,
-       ``c[t] <= cap[t]`` and ``b[t+1] - S <= cap[t+1] - S = cap[t]`` give
-       ``b[t] <= cap[t]`` (backward induction); the forward pass keeps it
-       (``g[t-1] - S <= cap[t-1] - S < cap[t]``, ``I - S < cap[0]``), so
-       ``g[0] - I <= S``.
-    3. ``g[t] - g[t+1] <= S`` (fall): ``g[t+1] >= g[t] - S`` by the forward pass
-       (and ``g[0] >= I - S``).
-    4. ``g`` is the pointwise smallest curve with 1-3: any such curve ``h``
-       satisfies ``h[t] >= h[t+1] - S``, so by induction ``h >= b``, then
-       ``h[t] >= h[t-1] - S`` gives ``h >= g``. No legal curve reserves fewer
-       GPU-hours.
-    5. ``g[t] <= maximum`` unless ``I > maximum``: ``b <= max(c) <= maximum``,
-       and the forward pass exceeds ``b`` only to step down from ``I`` no faster
-       than ``S``.
+    capped at ``maximum``; a backward pass ramps up ahead of peaks and a forward
+    pass steps down no faster than ``max_swap``. The result is the pointwise
+    smallest curve that covers the need and keeps the rule (A4) from
+    ``initial``: the lemma "ramp" and its proof are in ``models/forecast.md``
+    (section "From rates to GPUs").
 
     Examples
     --------
@@ -783,15 +757,7 @@ def gpus_for(
     >>> gpus_for([0, 0], per_gpu=10, headroom=0.0, max_swap=1, initial=4)
     [3, 2]
     """
-    values = np.asarray(forecast, dtype=np.float64)
-    if values.ndim != 1:
-        raise ProblemError(f"forecast must be one-dimensional (got shape {values.shape}).")
-    bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
-    if bad.size:
-        position = int(bad[0])
-        raise ProblemError(
-            f"forecast[{position}] is {values[position]}; a rate must be finite and >= 0."
-        )
+    values = _rates(forecast)
     if not (math.isfinite(per_gpu) and per_gpu > 0):
         raise ProblemError(f"per_gpu must be a positive rate (got {per_gpu}).")
     if not (math.isfinite(headroom) and headroom >= 0):
@@ -813,7 +779,27 @@ def gpus_for(
     gpus = need.astype(np.int64).tolist()
     if swap is None:
         return [int(g) for g in gpus]
-    steps = len(gpus)
+    return _ramp(gpus, swap, start)
+
+
+def _rates(forecast: Sequence[float] | np.ndarray) -> np.ndarray:
+    """``forecast`` as a float array, or a one-sentence error naming the first bad rate."""
+    values = np.asarray(forecast, dtype=np.float64)
+    if values.ndim != 1:
+        raise ProblemError(f"forecast must be one-dimensional (got shape {values.shape}).")
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
+    if bad.size:
+        position = int(bad[0])
+        raise ProblemError(
+            f"forecast[{position}] is {values[position]}; a rate must be finite and >= 0."
+        )
+    return values
+
+
+def _ramp(need: list[int], swap: int, start: int | None) -> list[int]:
+    """The smallest curve over ``need`` moving at most ``swap`` a step (models/forecast.md)."""
+    steps = len(need)
+    gpus = list(need)
     if start is not None:
         gpus = [min(g, start + swap * (t + 1)) for t, g in enumerate(gpus)]
     for t in range(steps - 2, -1, -1):  # rises: ramp ahead of peaks

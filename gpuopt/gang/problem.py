@@ -286,95 +286,17 @@ class GangIndex:
 
     @classmethod
     def build(cls, problem: GangProblem) -> GangIndex:
-        cluster, request, options = problem.cluster, problem.request, problem.options
+        """The view of ``problem``: free room per node, the tasks' costs and the gangs."""
+        cluster, request = problem.cluster, problem.request
         view = cluster.index
         names = sorted(request.resources)
-        unchecked = 2**62  # memory of a node that states none: never binds
-        used_extra = np.zeros((view.num_nodes, len(names)), dtype=np.int64)
-        node_extra = np.zeros((view.num_nodes, len(names)), dtype=np.int64)
-        task_extra = np.zeros((view.num_tasks, len(names)), dtype=np.int64)
-        for col, name in enumerate(names):
-            for pos, node in enumerate(cluster.nodes):
-                node_extra[pos, col] = node.resources.get(name, 0)
-            for pos, task in enumerate(cluster.tasks):
-                task_extra[pos, col] = task.resources.get(name, 0)
-        if names:
-            np.add.at(used_extra, view.task_node, task_extra)
-        memory = np.where(view.node_memory < 0, unchecked, view.node_memory - view.node_used_memory)
-        node_free = np.column_stack(
-            [
-                view.node_gpus - view.node_used_gpus,
-                view.node_cpus - view.node_used_cpus,
-                memory,
-                node_extra - used_extra,
-            ]
-        ).astype(np.int64)
-        task_hold = np.column_stack(
-            [view.task_gpus, view.task_cpus, view.task_memory, task_extra]
-        ).astype(np.int64)
-        pod_need = np.array(
-            [
-                request.gpus,
-                scaled(request.cpus),
-                0 if request.memory is None else scaled(request.memory),
-                *(request.resources[name] for name in names),
-            ],
-            dtype=np.int64,
-        )
+        node_free, task_hold, pod_need = _room(cluster, request, names)
         required = Domains.build(cluster, request.required)
         preferred = None if request.preferred is None else Domains.build(cluster, request.preferred)
         sliced = None if request.slice is None else Domains.build(cluster, request.slice.level)
-        admitted = np.array(
-            [
-                refusal(node, request) is None
-                and (request.gpu_model is None or node.gpu_model == request.gpu_model)
-                for node in cluster.nodes
-            ],
-            dtype=bool,
-        ).reshape(view.num_nodes)
-        for domains in (required, preferred, sliced):
-            if domains is not None:
-                admitted &= domains.of_node >= 0
-        hp = cluster.hp_priority
-        priorities = np.array(
-            [priority_value(t.priority, hp) for t in cluster.tasks], dtype=np.int64
-        ).reshape(view.num_tasks)
-        now = scaled(cluster.now) if cluster.now is not None else 0
-        checkpoints = np.array(
-            [now if t.checkpoint is None else scaled(t.checkpoint) for t in cluster.tasks],
-            dtype=np.int64,
-        ).reshape(view.num_tasks)
-        cost = view.task_gpus * (now - checkpoints)
-        wanted = priority_value(request.priority, hp)
-        least = scaled(options.min_runtime)
-        candidate = np.array(
-            [
-                problem.preempting
-                and t.id not in view.fixed
-                and priorities[pos] < wanted
-                and (t.start_time is None or now - scaled(t.start_time) >= least)
-                for pos, t in enumerate(cluster.tasks)
-            ],
-            dtype=bool,
-        ).reshape(view.num_tasks)
-        listed = {gang.id: gang.min_member for gang in cluster.gangs}
-        gang_pos: dict[str, int] = {}
-        task_gang = np.array(
-            [
-                -1 if t.gang is None else gang_pos.setdefault(t.gang, len(gang_pos))
-                for t in cluster.tasks
-            ],
-            dtype=np.int64,
-        ).reshape(view.num_tasks)
-        gang_ids = list(gang_pos)
-        members = [np.flatnonzero(task_gang == k) for k in range(len(gang_ids))]
-        allowance = np.array(
-            [
-                max(0, len(members[k]) - listed.get(gang_id, len(members[k])))
-                for k, gang_id in enumerate(gang_ids)
-            ],
-            dtype=np.int64,
-        )
+        admitted = _admitted(cluster, request, (required, preferred, sliced))
+        priorities, cost, candidate = _task_costs(problem)
+        gang_ids, task_gang, members, allowance = _running_gangs(cluster)
         closable = np.array([bool(candidate[m].all()) for m in members], dtype=bool)
         return cls(
             node_ids=view.node_ids,
@@ -399,6 +321,118 @@ class GangIndex:
             gang_allowance=allowance,
             gang_closable=closable,
         )
+
+
+def _room(
+    cluster: Cluster, request: GangRequest, names: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Free room per node, what each task holds, and one pod's need, in the same columns."""
+    view = cluster.index
+    unchecked = 2**62  # memory of a node that states none: never binds
+    used_extra = np.zeros((view.num_nodes, len(names)), dtype=np.int64)
+    node_extra = np.zeros((view.num_nodes, len(names)), dtype=np.int64)
+    task_extra = np.zeros((view.num_tasks, len(names)), dtype=np.int64)
+    for col, name in enumerate(names):
+        for pos, node in enumerate(cluster.nodes):
+            node_extra[pos, col] = node.resources.get(name, 0)
+        for pos, task in enumerate(cluster.tasks):
+            task_extra[pos, col] = task.resources.get(name, 0)
+    if names:
+        np.add.at(used_extra, view.task_node, task_extra)
+    memory = np.where(view.node_memory < 0, unchecked, view.node_memory - view.node_used_memory)
+    node_free = np.column_stack(
+        [
+            view.node_gpus - view.node_used_gpus,
+            view.node_cpus - view.node_used_cpus,
+            memory,
+            node_extra - used_extra,
+        ]
+    ).astype(np.int64)
+    task_hold = np.column_stack(
+        [view.task_gpus, view.task_cpus, view.task_memory, task_extra]
+    ).astype(np.int64)
+    pod_need = np.array(
+        [
+            request.gpus,
+            scaled(request.cpus),
+            0 if request.memory is None else scaled(request.memory),
+            *(request.resources[name] for name in names),
+        ],
+        dtype=np.int64,
+    )
+    return node_free, task_hold, pod_need
+
+
+def _admitted(
+    cluster: Cluster, request: GangRequest, levels: tuple[Domains | None, ...]
+) -> np.ndarray:
+    """Per node: whether the request's pods may run there (G2), inside every level it names."""
+    admitted = np.array(
+        [
+            refusal(node, request) is None
+            and (request.gpu_model is None or node.gpu_model == request.gpu_model)
+            for node in cluster.nodes
+        ],
+        dtype=bool,
+    ).reshape(cluster.index.num_nodes)
+    for domains in levels:
+        if domains is not None:
+            admitted &= domains.of_node >= 0
+    return admitted
+
+
+def _task_costs(problem: GangProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per task: its integer priority, the work stopping it loses, and whether it may stop (P1)."""
+    cluster, request, options = problem.cluster, problem.request, problem.options
+    view = cluster.index
+    hp = cluster.hp_priority
+    priorities = np.array(
+        [priority_value(t.priority, hp) for t in cluster.tasks], dtype=np.int64
+    ).reshape(view.num_tasks)
+    now = scaled(cluster.now) if cluster.now is not None else 0
+    checkpoints = np.array(
+        [now if t.checkpoint is None else scaled(t.checkpoint) for t in cluster.tasks],
+        dtype=np.int64,
+    ).reshape(view.num_tasks)
+    cost = view.task_gpus * (now - checkpoints)
+    wanted = priority_value(request.priority, hp)
+    least = scaled(options.min_runtime)
+    candidate = np.array(
+        [
+            problem.preempting
+            and t.id not in view.fixed
+            and priorities[pos] < wanted
+            and (t.start_time is None or now - scaled(t.start_time) >= least)
+            for pos, t in enumerate(cluster.tasks)
+        ],
+        dtype=bool,
+    ).reshape(view.num_tasks)
+    return priorities, cost, candidate
+
+
+def _running_gangs(
+    cluster: Cluster,
+) -> tuple[list[str], np.ndarray, list[np.ndarray], np.ndarray]:
+    """The running gangs: their ids, each task's gang (-1: none), members and allowance."""
+    listed = {gang.id: gang.min_member for gang in cluster.gangs}
+    gang_pos: dict[str, int] = {}
+    task_gang = np.array(
+        [
+            -1 if t.gang is None else gang_pos.setdefault(t.gang, len(gang_pos))
+            for t in cluster.tasks
+        ],
+        dtype=np.int64,
+    ).reshape(cluster.index.num_tasks)
+    gang_ids = list(gang_pos)
+    members = [np.flatnonzero(task_gang == k) for k in range(len(gang_ids))]
+    allowance = np.array(
+        [
+            max(0, len(members[k]) - listed.get(gang_id, len(members[k])))
+            for k, gang_id in enumerate(gang_ids)
+        ],
+        dtype=np.int64,
+    )
+    return gang_ids, task_gang, members, allowance
 
 
 def capacity(free: np.ndarray, need: np.ndarray, admitted: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -241,45 +241,7 @@ class PreemptionProblem(IndexedModel):
         if clock is None:
             raise ProblemError("now: the cluster states no clock; give now (--now T).")
         wanted = priority_value(priority, cluster.hp_priority)
-        fixed = cluster.index.fixed
-        may_preempt = shape.preemption_policy != "Never"
-        # K1-K3, and K4 for extended resources: victims free GPUs and CPUs, so a node must
-        # have the extended resources free already
-        allowed = admitted(cluster, shape)
-        usable = {node.id for node, ok in zip(cluster.nodes, allowed, strict=True) if ok}
-        if not usable:
-            raise ProblemError(
-                f"request: no node of {len(cluster.nodes)} may take it by the Kubernetes rules "
-                "K1-K4 (every node is NotReady, cordoned, locked, tainted against it, outside "
-                "its selector or node affinity, or short of an extended resource it asks for)."
-            )
-        tasks = []
-        held = cluster.index.task_gpus  # C7: a GPU shared by several shares counts once
-        if shape.gpu_milli is not None:
-            held = _share_view(cluster, held, shape.gpu_milli)
-        for pos, task in enumerate(cluster.tasks):
-            if task.node not in usable:
-                continue
-            checkpoint = task.checkpoint
-            if checkpoint is None:
-                raise ProblemError(
-                    f"task {task.id!r} has neither last_checkpoint nor start_time, so the "
-                    "work it would lose is unknown."
-                )
-            tasks.append(
-                {
-                    "id": task.id,
-                    "node": task.node,
-                    "gpus": int(held[pos]),
-                    "cpus": task.cpus,
-                    "priority": "LP"
-                    if may_preempt
-                    and task.id not in fixed
-                    and priority_value(task.priority, cluster.hp_priority) < wanted
-                    else "HP",
-                    "last_checkpoint": checkpoint,
-                }
-            )
+        usable = _usable_nodes(cluster, shape)
         data = {
             "now": float(clock),
             "nodes": [
@@ -287,7 +249,7 @@ class PreemptionProblem(IndexedModel):
                 for n in cluster.nodes
                 if n.id in usable
             ],
-            "tasks": tasks,
+            "tasks": _view_tasks(cluster, shape, usable, wanted),
             "request": {
                 "id": request_id,
                 "gpus": shape.gpus,
@@ -303,6 +265,57 @@ class PreemptionProblem(IndexedModel):
     def index(self) -> PreemptionIndex:
         """The array view the methods read (built once)."""
         return PreemptionIndex.build(self)
+
+
+def _usable_nodes(cluster: Cluster, shape: RequestShape) -> set[str]:
+    """The ids of the nodes ``shape`` may use by K1-K4, or a one-sentence error when none."""
+    # K1-K3, and K4 for extended resources: victims free GPUs and CPUs, so a node must
+    # have the extended resources free already
+    allowed = admitted(cluster, shape)
+    usable = {node.id for node, ok in zip(cluster.nodes, allowed, strict=True) if ok}
+    if not usable:
+        raise ProblemError(
+            f"request: no node of {len(cluster.nodes)} may take it by the Kubernetes rules "
+            "K1-K4 (every node is NotReady, cordoned, locked, tainted against it, outside "
+            "its selector or node affinity, or short of an extended resource it asks for)."
+        )
+    return usable
+
+
+def _view_tasks(
+    cluster: Cluster, shape: RequestShape, usable: set[str], wanted: int
+) -> list[dict[str, Any]]:
+    """The tasks on ``usable`` nodes as the view's tasks: LP when ``shape`` may stop them (K8)."""
+    fixed = cluster.index.fixed
+    may_preempt = shape.preemption_policy != "Never"
+    tasks = []
+    held = cluster.index.task_gpus  # C7: a GPU shared by several shares counts once
+    if shape.gpu_milli is not None:
+        held = _share_view(cluster, held, shape.gpu_milli)
+    for pos, task in enumerate(cluster.tasks):
+        if task.node not in usable:
+            continue
+        checkpoint = task.checkpoint
+        if checkpoint is None:
+            raise ProblemError(
+                f"task {task.id!r} has neither last_checkpoint nor start_time, so the "
+                "work it would lose is unknown."
+            )
+        tasks.append(
+            {
+                "id": task.id,
+                "node": task.node,
+                "gpus": int(held[pos]),
+                "cpus": task.cpus,
+                "priority": "LP"
+                if may_preempt
+                and task.id not in fixed
+                and priority_value(task.priority, cluster.hp_priority) < wanted
+                else "HP",
+                "last_checkpoint": checkpoint,
+            }
+        )
+    return tasks
 
 
 def _share_view(cluster: Cluster, held: np.ndarray, milli: int) -> np.ndarray:

@@ -598,103 +598,129 @@ def read_openb(
     """
     started = time.perf_counter()
     run = OPENB_KEYWORDS.resolve(options, settings)
-    at, fill, policy, fractional = run.at, run.fill, run.policy, run.fractional
-    asw_size, seed, locked_qos = run.asw_size, run.seed, frozenset(run.lock_qos)
-    nodes = _read_nodes(nodes_csv, asw_size)
+    nodes = _read_nodes(nodes_csv, run.asw_size)
     pods, has_times = _read_pods(pods_csv)
-    if at is not None and not has_times:
+    if run.at is not None and not has_times:
         raise ProblemError(f"{pods_csv}: has no creation_time column, so at= cannot be used.")
+    replay = _Replay(nodes, pods, run)
+    replay.replay(has_times)
+    problem = replay.snapshot(pods_csv, has_times)
+    return problem, replay.report(time.perf_counter() - started)
 
-    cluster = _Cluster(nodes, policy, seed, shares=fractional == "share")
-    gpus_total = sum(node["gpus"] for node in nodes)
-    target = None if fill is None else fill * gpus_total
-    order = (
-        sorted(range(len(pods)), key=lambda k: pods[k].created) if has_times else range(len(pods))
-    )
-    placed_at: dict[int, int] = {}  # pod position -> node position, in placement order
-    share_gpu: dict[int, int] = {}  # pod position -> the GPU its share sits on
-    leaving: list[tuple[float, int]] = []  # (deletion time, pod position) of placed pods
-    allocated = departed = dropped_unfit = dropped_fractional = 0
-    snapshot_time: float | None = None
-    stopped_by: StopReason = "at" if at is not None else "end"
 
-    def leave(until: float) -> None:
-        nonlocal allocated, departed
-        while leaving and leaving[0][0] <= until:
-            _, k = heapq.heappop(leaving)
-            cluster.take(placed_at.pop(k), pods[k], sign=-1)
-            share_gpu.pop(k, None)
-            allocated += cluster.change
-            departed += 1
+class _Replay:
+    """The trace replayed onto the nodes: the pods placed where, and what happened to the rest."""
 
-    for k in order:
-        if target is not None and allocated >= target:
-            stopped_by = "fill"
-            break
-        pod = pods[k]
-        if at is not None and pod.created > at:
-            break
-        if not pod.scheduled or (at is not None and pod.deleted <= pod.created):
-            continue
-        if at is not None:
-            leave(pod.created)
-        if has_times:
-            snapshot_time = pod.created
-        if fractional == "drop" and pod.fractional:
-            dropped_fractional += 1
-            continue
-        node = cluster.choose(pod)
+    def __init__(
+        self, nodes: list[dict[str, Any]], pods: list[_Pod], options: OpenbOptions
+    ) -> None:
+        self.nodes = nodes
+        self.pods = pods
+        self.options = options
+        self.cluster = _Cluster(nodes, options.policy, options.seed, options.fractional == "share")
+        self.gpus_total = sum(node["gpus"] for node in nodes)
+        self.placed_at: dict[int, int] = {}  # pod position -> node position, in placement order
+        self.share_gpu: dict[int, int] = {}  # pod position -> the GPU its share sits on
+        self.leaving: list[tuple[float, int]] = []  # (deletion time, pod position) of placed pods
+        self.allocated = self.departed = self.dropped_unfit = self.dropped_fractional = 0
+        self.snapshot_time: float | None = None
+        self.stopped_by: StopReason = "at" if options.at is not None else "end"
+
+    def leave(self, until: float) -> None:
+        """Take back the resources of the placed pods deleted by ``until``."""
+        while self.leaving and self.leaving[0][0] <= until:
+            _, k = heapq.heappop(self.leaving)
+            self.cluster.take(self.placed_at.pop(k), self.pods[k], sign=-1)
+            self.share_gpu.pop(k, None)
+            self.allocated += self.cluster.change
+            self.departed += 1
+
+    def replay(self, has_times: bool) -> None:
+        """Place the pods in creation order up to ``at`` or ``fill``, letting them leave."""
+        at, fill, pods = self.options.at, self.options.fill, self.pods
+        target = None if fill is None else fill * self.gpus_total
+        order = (
+            sorted(range(len(pods)), key=lambda k: pods[k].created)
+            if has_times
+            else range(len(pods))
+        )
+        for k in order:
+            if target is not None and self.allocated >= target:
+                self.stopped_by = "fill"
+                break
+            pod = pods[k]
+            if at is not None and pod.created > at:
+                break
+            if not pod.scheduled or (at is not None and pod.deleted <= pod.created):
+                continue
+            if at is not None:
+                self.leave(pod.created)
+            if has_times:
+                self.snapshot_time = pod.created
+            self.place(k)
+        else:
+            if target is not None and self.allocated >= target:
+                self.stopped_by = "fill"
+        if at is not None and self.stopped_by == "at":
+            self.leave(at)
+            self.snapshot_time = float(at)
+
+    def place(self, k: int) -> None:
+        """Place pod ``k`` by the policy, or count it dropped (fractional or fitting nowhere)."""
+        pod = self.pods[k]
+        if self.options.fractional == "drop" and pod.fractional:
+            self.dropped_fractional += 1
+            return
+        node = self.cluster.choose(pod)
         if node is None:
-            dropped_unfit += 1
-            continue
-        chosen = cluster.take(node, pod)
-        placed_at[k] = node
+            self.dropped_unfit += 1
+            return
+        chosen = self.cluster.take(node, pod)
+        self.placed_at[k] = node
         if pod.fractional:  # its GPU: shared (share) or its own (round), as the replay put it
-            share_gpu[k] = chosen[0]
-        allocated += cluster.change
-        if at is not None and math.isfinite(pod.deleted):
-            heapq.heappush(leaving, (pod.deleted, k))
-    else:
-        if target is not None and allocated >= target:
-            stopped_by = "fill"
-    if at is not None and stopped_by == "at":
-        leave(at)
-        snapshot_time = float(at)
+            self.share_gpu[k] = chosen[0]
+        self.allocated += self.cluster.change
+        if self.options.at is not None and math.isfinite(pod.deleted):
+            heapq.heappush(self.leaving, (pod.deleted, k))
 
-    # the snapshot's clock and the tasks' start times, when the trace has (non-negative) times
-    timed = has_times and snapshot_time is not None and snapshot_time >= 0
-    tasks = [
-        _task(pods[k], nodes[node]["id"], locked_qos, timed, share_gpu.get(k))
-        for k, node in placed_at.items()
-    ]
-    snapshot_name = run.name if run.name is not None else f"openb-{Path(pods_csv).stem}"
-    snapshot: dict[str, Any] = {"name": snapshot_name, "nodes": nodes, "tasks": tasks}
-    if timed:
-        snapshot["now"] = snapshot_time
-    typical = _typical_items(pods) if run.workload else None
-    if typical:
-        snapshot["options"] = {"workload": typical}
-    problem = validate_object(
-        Cluster,
-        snapshot,
-        what="a snapshot",
-        source=str(pods_csv),
-    )
-    report = OpenbReport(
-        pods_read=len(pods),
-        placed=len(tasks),
-        departed=departed,
-        dropped_unfit=dropped_unfit,
-        dropped_fractional=dropped_fractional,
-        skipped=len(pods) - len(tasks) - departed - dropped_unfit - dropped_fractional,
-        skipped_unscheduled=sum(1 for pod in pods if not pod.scheduled),
-        gpus_allocated=allocated,
-        gpus_total=gpus_total,
-        time=snapshot_time,
-        stopped_by=stopped_by,
-        seconds=time.perf_counter() - started,
-    )
-    return problem, report
+    def snapshot(self, pods_csv: str | Path, has_times: bool) -> Cluster:
+        """The validated snapshot of the pods placed, with its clock when the trace has times."""
+        options, nodes, pods = self.options, self.nodes, self.pods
+        # the snapshot's clock and the tasks' start times, when the trace has (non-negative) times
+        snapshot_time = self.snapshot_time
+        timed = has_times and snapshot_time is not None and snapshot_time >= 0
+        locked_qos = frozenset(options.lock_qos)
+        tasks = [
+            _task(pods[k], nodes[node]["id"], locked_qos, timed, self.share_gpu.get(k))
+            for k, node in self.placed_at.items()
+        ]
+        name = options.name if options.name is not None else f"openb-{Path(pods_csv).stem}"
+        snapshot: dict[str, Any] = {"name": name, "nodes": nodes, "tasks": tasks}
+        if timed:
+            snapshot["now"] = snapshot_time
+        typical = _typical_items(pods) if options.workload else None
+        if typical:
+            snapshot["options"] = {"workload": typical}
+        return validate_object(Cluster, snapshot, what="a snapshot", source=str(pods_csv))
+
+    def report(self, seconds: float) -> OpenbReport:
+        """The counts of what happened to the pods."""
+        pods, placed = self.pods, len(self.placed_at)
+        dropped = self.dropped_unfit + self.dropped_fractional
+        return OpenbReport(
+            pods_read=len(pods),
+            placed=placed,
+            departed=self.departed,
+            dropped_unfit=self.dropped_unfit,
+            dropped_fractional=self.dropped_fractional,
+            skipped=len(pods) - placed - self.departed - dropped,
+            skipped_unscheduled=sum(1 for pod in pods if not pod.scheduled),
+            gpus_allocated=self.allocated,
+            gpus_total=self.gpus_total,
+            time=self.snapshot_time,
+            stopped_by=self.stopped_by,
+            seconds=seconds,
+        )
 
 
 def _typical_items(pods: list[_Pod]) -> list[dict[str, Any]] | None:

@@ -284,16 +284,19 @@ def read_kubernetes(
         for found in add_document(ctx, document_reader, data)
     ]
     read_objects(ctx, objects)
-    first = sources[0]
+    return _finish_cluster(ctx, options, sources[0]), ctx.report
+
+
+def _finish_cluster(ctx: Context, options: KubectlOptions, first: Source) -> Cluster:
+    """The validated cluster of what ``ctx`` read, named after the ``first`` source."""
     default = "kubectl" if isinstance(first, Mapping) else (Path(first).stem or "kubectl")
     used = {level for node in ctx.nodes.values() for level in node.topology}
     levels = [level for level, _ in options.levels if level != "zone" or "zone" in used]
     try:
-        cluster = finish(ctx, options.name or default, levels, options.hp_priority)
+        return finish(ctx, options.name or default, levels, options.hp_priority)
     except ProblemError as exc:
         where = "kubectl JSON" if isinstance(first, Mapping) else str(first)
         raise ProblemError(f"{where}: {exc}") from None
-    return cluster, ctx.report
 
 
 def read_kubectl(
