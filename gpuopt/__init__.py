@@ -31,15 +31,21 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from gpuopt import progress
+from gpuopt._compat import OLD_RESULT_NAMES, old_result_names
 from gpuopt.allocation import AllocationProblem, AllocationResult, load_problem, parse_problem
 from gpuopt.api import METHODS, evaluate, options_of, solve, violations
 from gpuopt.cluster import Cluster, Request, load_cluster, parse_cluster, parse_request
 from gpuopt.cluster.model import DEPRECATED_NAMES, deprecated_name
 from gpuopt.defrag import DefragResult
 from gpuopt.errors import ProblemError, ProblemTypeError
-from gpuopt.gang import GangResult, GangProblem
-from gpuopt.placement import NodePlacementResult, NodePlacementProblem, TopologyProblem, TopologyResult
-from gpuopt.preemption import PreemptionResult, PreemptionProblem
+from gpuopt.gang import GangProblem, GangResult
+from gpuopt.placement import (
+    NodePlacementProblem,
+    NodePlacementResult,
+    TopologyProblem,
+    TopologyResult,
+)
+from gpuopt.preemption import PreemptionProblem, PreemptionResult
 from gpuopt.result import Result, Status
 
 # What the lazy attributes below are, for type checkers. Not the command line:
@@ -87,11 +93,14 @@ SUBPACKAGES: tuple[str, ...] = (
 
 def __getattr__(name: str) -> Any:
     """A subpackage, imported on first use (``gpuopt.planning`` after ``import gpuopt``), or an
-    old name of the cluster model (``DefragProblem``), with a ``DeprecationWarning``."""
+    old name of the cluster model (``DefragProblem``) or of a result (``MigrationPlan``),
+    with a ``DeprecationWarning``."""
     if name in SUBPACKAGES:
         return importlib.import_module(f"gpuopt.{name}")
     if name in DEPRECATED_NAMES:  # old names of the cluster model, one release
         return deprecated_name("gpuopt", name)
+    if name in OLD_RESULT_NAMES:  # old names of the results, one release
+        return old_result_names("gpuopt", name)(name)
     raise AttributeError(f"module 'gpuopt' has no attribute {name!r}")
 
 
@@ -105,13 +114,13 @@ __all__ = [
     "AllocationProblem",
     "AllocationResult",
     "Cluster",
-    "PreemptionResult",
-    "GangResult",
-    "GangProblem",
     "DefragResult",
-    "NodePlacementResult",
+    "GangProblem",
+    "GangResult",
     "NodePlacementProblem",
+    "NodePlacementResult",
     "PreemptionProblem",
+    "PreemptionResult",
     "ProblemError",
     "ProblemTypeError",
     "Request",

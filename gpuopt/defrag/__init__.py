@@ -9,6 +9,9 @@ labelled rows), ``exact.py`` (those rows solved with HiGHS and CP-SAT),
 GPUs by cause); the formal model is ``models/defrag.md``.
 """
 
+from typing import Any
+
+from gpuopt._compat import old_result_names
 from gpuopt.cluster.model import old_names
 from gpuopt.defrag.cpsat import solve_cpsat
 from gpuopt.defrag.greedy import IpcOptions, solve_ipc
@@ -25,13 +28,21 @@ from gpuopt.defrag.solution import (
 )
 
 #: Old names of the cluster model, kept one release with a ``DeprecationWarning``.
-__getattr__ = old_names(__name__)
+_old_cluster_names = old_names(__name__)
+_old_result_names = old_result_names(__name__, "MigrationPlan")
+
+
+def __getattr__(name: str) -> Any:
+    """The old names of the cluster model and of the plan, with a ``DeprecationWarning``."""
+    if name == "MigrationPlan":
+        return _old_result_names(name)
+    return _old_cluster_names(name)
 
 
 __all__ = [
     "DefragExactOptions",
-    "IpcOptions",
     "DefragResult",
+    "IpcOptions",
     "Move",
     "PlanMetrics",
     "apply_plan",

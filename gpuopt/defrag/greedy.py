@@ -291,9 +291,7 @@ def overridden(options: ClusterOptions, **given: Any) -> ClusterOptions:
 
 
 @IPC_KEYWORDS.signature
-def solve_ipc(
-    problem: Cluster, options: IpcOptions | None = None, **settings: Any
-) -> DefragResult:
+def solve_ipc(problem: Cluster, options: IpcOptions | None = None, **settings: Any) -> DefragResult:
     """Plan migrations with IPC; options left as None come from ``problem.options``.
 
     Parameters

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpuopt._compat import old_result_names
 from gpuopt._model import MAX_ID_LENGTH
 from gpuopt.cluster.model import Node, Objective, Task
 from gpuopt.cluster.rules import PodTerms, budget_allowance, budget_cover, refusal
@@ -655,6 +656,9 @@ def apply_plan(problem: Cluster, plan: DefragResult | Sequence[Move]) -> Cluster
 parse_plan = DefragResult.parse
 load_plan = DefragResult.load
 
+
+#: The result's old name, one release, with a ``DeprecationWarning``.
+__getattr__ = old_result_names(__name__, "MigrationPlan")
 
 __all__ = [
     "DefragResult",

@@ -31,17 +31,21 @@ cheapest victim is the task that has run the least. Every method finds it:
 (['n2', 'n3'], ['b'], 40.0, 'optimal')
 """
 
+from gpuopt._compat import old_result_names
 from gpuopt.gang.cpsat import solve_cpsat
 from gpuopt.gang.greedy import solve_heuristic
 from gpuopt.gang.milp import solve_milp
 from gpuopt.gang.problem import GangOptions, GangProblem, GangRequest
 from gpuopt.gang.solution import GangResult, evaluate, violations
 
+#: The result's old name, one release, with a ``DeprecationWarning``.
+__getattr__ = old_result_names(__name__, "GangAnswer")
+
 __all__ = [
-    "GangResult",
     "GangOptions",
     "GangProblem",
     "GangRequest",
+    "GangResult",
     "evaluate",
     "solve_cpsat",
     "solve_heuristic",

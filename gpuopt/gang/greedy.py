@@ -39,7 +39,7 @@ import numpy as np
 
 from gpuopt.cluster.model import MAX_TASKS, SCALE
 from gpuopt.gang.problem import GangIndex, GangProblem, capacity
-from gpuopt.gang.solution import GangResult, GangKey, key_of, make_answer
+from gpuopt.gang.solution import GangKey, GangResult, key_of, make_answer
 from gpuopt.result import Status
 
 #: A placement: pod counts per node (all nodes) and the victim task positions.

@@ -4,6 +4,6 @@ Every name still works from here with a ``DeprecationWarning`` that names its
 new place (``from gpuopt.simulate.gangs import replay_gangs``).
 """
 
-from gpuopt.simulate.compat import moved_names
+from gpuopt._compat import moved_names
 
 __getattr__ = moved_names(__name__, "gpuopt.simulate.gangs")

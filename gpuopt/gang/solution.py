@@ -18,6 +18,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpuopt._compat import old_result_names
 from gpuopt.cluster.model import NODE_LEVEL, SCALE
 from gpuopt.errors import short
 from gpuopt.gang.problem import GangIndex, GangOptions, GangProblem, GangRequest
@@ -319,10 +320,13 @@ def violations(problem: GangProblem, answer: GangResult) -> list[str]:
     return broken
 
 
+#: The result's old name, one release, with a ``DeprecationWarning``.
+__getattr__ = old_result_names(__name__, "GangAnswer")
+
 __all__ = [
     "DomainUse",
-    "GangResult",
     "GangKey",
+    "GangResult",
     "evaluate",
     "gap_of",
     "key_of",

@@ -13,12 +13,16 @@ exports the two problems and their answers; each level's methods, checker and
 input items are its subpackage's.
 """
 
-from gpuopt.placement.node import NodePlacementResult, NodePlacementProblem
+from gpuopt._compat import old_result_names
+from gpuopt.placement.node import NodePlacementProblem, NodePlacementResult
 from gpuopt.placement.switch import TopologyProblem, TopologyResult
 
+#: The result's old name, one release, with a ``DeprecationWarning``.
+__getattr__ = old_result_names(__name__, "NodePlacement")
+
 __all__ = [
-    "NodePlacementResult",
     "NodePlacementProblem",
+    "NodePlacementResult",
     "TopologyProblem",
     "TopologyResult",
 ]

@@ -9,6 +9,7 @@ whole decision) solved by ``milp.py`` (HiGHS) and ``cpsat.py`` (CP-SAT),
 ``models/preemption.md``.
 """
 
+from gpuopt._compat import old_result_names
 from gpuopt.preemption.cpsat import solve_cpsat
 from gpuopt.preemption.dp import solve_dp, solve_exact
 from gpuopt.preemption.greedy import solve_heuristic
@@ -16,9 +17,12 @@ from gpuopt.preemption.milp import solve_milp
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import PreemptionResult, evaluate, load_decision, violations
 
+#: The result's old name, one release, with a ``DeprecationWarning``.
+__getattr__ = old_result_names(__name__, "Decision")
+
 __all__ = [
-    "PreemptionResult",
     "PreemptionProblem",
+    "PreemptionResult",
     "evaluate",
     "load_decision",
     "solve_cpsat",

@@ -305,7 +305,9 @@ def stage_two_exact(
     return best_key[4], best_victims
 
 
-def solve_dp(problem: PreemptionProblem, *, enumerate_limit: int = ENUMERATE_LIMIT) -> PreemptionResult:
+def solve_dp(
+    problem: PreemptionProblem, *, enumerate_limit: int = ENUMERATE_LIMIT
+) -> PreemptionResult:
     """Place the request by best fit, else stop a minimum-cost set of LP tasks (P8, P10).
 
     ``enumerate_limit`` is the largest number of LP tasks on a node that is

@@ -16,8 +16,8 @@ Every name of the old module still resolves here, for one release, with a
 
 from __future__ import annotations
 
+from gpuopt._compat import moved_names
 from gpuopt.preemption import dp
-from gpuopt.simulate.compat import moved_names
 
 __getattr__ = moved_names(__name__, "gpuopt.preemption.dp", names=dp.__all__)
 

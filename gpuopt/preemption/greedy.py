@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuopt.preemption.problem import Holding, PreemptionIndex, PreemptionProblem
-from gpuopt.preemption.solution import PreemptionResult, Method, make_decision
+from gpuopt.preemption.solution import Method, PreemptionResult, make_decision
 
 
 def lex_first(keys: Sequence[np.ndarray]) -> int:

@@ -16,6 +16,7 @@ from typing import ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
+from gpuopt._compat import old_result_names
 from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.errors import ProblemError, short
 from gpuopt.preemption.problem import PreemptionProblem, Request, Task
@@ -244,7 +245,8 @@ def make_decision(
     stage: Stage | None,
     seconds: float,
 ) -> PreemptionResult:
-    """Build a :class:`PreemptionResult` from a node position and victim positions of the index view."""
+    """Build a :class:`PreemptionResult` from a node position and victim positions of the
+    index view."""
     index = problem.index
     if node is None:
         return PreemptionResult(
@@ -279,9 +281,12 @@ parse_decision = PreemptionResult.parse
 load_decision = PreemptionResult.load
 
 
+#: The result's old name, one release, with a ``DeprecationWarning``.
+__getattr__ = old_result_names(__name__, "Decision")
+
 __all__ = [
-    "PreemptionResult",
     "Method",
+    "PreemptionResult",
     "Stage",
     "evaluate",
     "load_decision",

@@ -5,7 +5,7 @@ Every name still works from here with a ``DeprecationWarning`` that names its
 new place (``from gpuopt.simulate.pods import replay``).
 """
 
-from gpuopt.simulate.compat import moved_names
+from gpuopt._compat import moved_names
 
 __getattr__ = moved_names(
     __name__,

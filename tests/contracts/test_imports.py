@@ -62,6 +62,7 @@ LAYERS: dict[str, int] = {
     "result": 2,
     "solvers": 2,
     "_generator": 2,
+    "_compat": 1,
     "cluster": 3,
 }
 PROBLEMS = frozenset({"allocation", "defrag", "placement", "preemption", "sharing", "gang"})
@@ -70,17 +71,10 @@ TOP = 5  # everything else: api, readers, planning, extender, simulate, cli, ...
 #: problem package imports them.
 LAYERS["simulate"] = TOP
 #: Old paths kept for one release after the replays moved to ``simulate`` (issue 31):
-#: these problem-package modules re-export from it, on first use (and
-#: ``preemption.exact``, moved to ``preemption.dp``, warns through the same shim,
-#: ``simulate.compat``). The only upward imports allowed; remove each with its shim.
-COMPATIBILITY = frozenset(
-    {
-        ("gpuopt.gang.replay", "gpuopt.simulate.compat"),
-        ("gpuopt.sharing.replay", "gpuopt.simulate.compat"),
-        ("gpuopt.sharing", "gpuopt.simulate.pods"),
-        ("gpuopt.preemption.exact", "gpuopt.simulate.compat"),
-    }
-)
+#: ``gpuopt.sharing`` still exports the pod replay, loaded from it on first use. The
+#: only upward import allowed; remove it with the export. (The old modules' shims use
+#: ``gpuopt._compat``, which imports nothing of gpuopt, and name the new places as text.)
+COMPATIBILITY = frozenset({("gpuopt.sharing", "gpuopt.simulate.pods")})
 
 
 def package_of(module: str) -> str:

@@ -53,7 +53,6 @@ DEPRECATED_PATHS: frozenset[str] = frozenset(
         "gpuopt/planning/replay.py",  # tests/simulate/test_events.py (gpuopt.simulate.jobs)
         "gpuopt/sharing/replay.py",  # tests/simulate/test_events.py (gpuopt.simulate.pods)
         "gpuopt/preemption/exact.py",  # tests/preemption/test_dp.py (gpuopt.preemption.dp)
-        "gpuopt/simulate/compat.py",  # tests/simulate/test_events.py (the shims' warning)
     }
 )
 

@@ -19,7 +19,7 @@ import gpuopt
 from gpuopt.cluster.model import SCALE
 from gpuopt.errors import ProblemError
 from gpuopt.gang.problem import GangProblem
-from gpuopt.gang.solution import GangResult, GangKey, parse_answer
+from gpuopt.gang.solution import GangKey, GangResult, parse_answer
 from gpuopt.result import Result, Status
 from tests.conftest import EXACT
 from tests.gang.helpers import brute_force, random_small, tiny_cluster

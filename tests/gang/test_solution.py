@@ -8,7 +8,7 @@ import pytest
 
 from gpuopt.gang.cpsat import solve_cpsat
 from gpuopt.gang.problem import GangProblem
-from gpuopt.gang.solution import GangResult, GangKey, evaluate, gap_of, violations
+from gpuopt.gang.solution import GangKey, GangResult, evaluate, gap_of, violations
 from tests.gang.helpers import tiny_cluster
 
 

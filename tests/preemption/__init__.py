@@ -155,7 +155,9 @@ def lost_work(problem: PreemptionProblem, victims: list[str]) -> float:
     return float(sum(by_id[v].gpus * (problem.now - by_id[v].last_checkpoint) for v in victims))
 
 
-def assert_model_answer(problem: PreemptionProblem, method: str, **options: Any) -> PreemptionResult:
+def assert_model_answer(
+    problem: PreemptionProblem, method: str, **options: Any
+) -> PreemptionResult:
     """Solve ``problem`` with ``method`` (milp or cpsat) and hold it against the dynamic
     programme and the brute force: same node, victims, stage and cost, proven optimal."""
     decision = gpuopt.solve(problem, method, **options)

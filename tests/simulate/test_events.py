@@ -188,21 +188,6 @@ def test_old_paths_warn_and_give_the_same_object(old: str, name: str, new: str) 
         _ = module._State
 
 
-def test_moved_names_with_names_moves_only_those() -> None:
-    """preemption.exact moved to preemption.dp: its old public names resolve, nothing else of
-    dp (the numpy it imports, say) does, although dp has it."""
-    from gpuopt.preemption import dp
-    from gpuopt.simulate.compat import moved_names
-
-    get = moved_names("gpuopt.preemption.exact", "gpuopt.preemption.dp", names=("Cover",))
-    with pytest.warns(DeprecationWarning, match=r"use gpuopt\.preemption\.dp\.Cover, the same"):
-        assert get("Cover") is dp.Cover
-    assert hasattr(dp, "np") and hasattr(dp, "cheapest_cover")
-    for name in ("np", "cheapest_cover"):
-        with pytest.raises(AttributeError, match=f"no attribute '{name}'"):
-            get(name)
-
-
 def test_sharing_exports_the_pod_replay_without_a_warning() -> None:
     import gpuopt.sharing
     import gpuopt.sharing.replay

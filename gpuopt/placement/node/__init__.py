@@ -9,14 +9,18 @@ The bandwidth matrices and GPU-set searches they read are
 ``models/placement.md``.
 """
 
+from gpuopt._compat import old_result_names
 from gpuopt.placement.node.greedy import place, solve_binpack, solve_spread
 from gpuopt.placement.node.problem import GpuRequest, NodePlacementProblem, PlacementNode, Topology
 from gpuopt.placement.node.solution import NodePlacementResult, apply_placement, violations
 
+#: The result's old name, one release, with a ``DeprecationWarning``.
+__getattr__ = old_result_names(__name__, "NodePlacement")
+
 __all__ = [
     "GpuRequest",
-    "NodePlacementResult",
     "NodePlacementProblem",
+    "NodePlacementResult",
     "PlacementNode",
     "Topology",
     "apply_placement",

@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
+from gpuopt._compat import old_result_names
 from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.cluster.shares import MILLI
 from gpuopt.placement.node.problem import (
@@ -320,6 +321,9 @@ def apply_placement(
         )
     return problem.model_copy(update={"nodes": nodes, "request": request or problem.request})
 
+
+#: The result's old name, one release, with a ``DeprecationWarning``.
+__getattr__ = old_result_names(__name__, "NodePlacement")
 
 __all__ = [
     "POLICIES",

@@ -172,7 +172,9 @@ def test_random_clusters_are_legal_and_binpack_is_fullest(seed: int, policy: str
     can = [
         n["id"]
         for n in nodes
-        if violations(problem, NodePlacementResult(node=n["id"], request="job", **_set_on(problem, n)))
+        if violations(
+            problem, NodePlacementResult(node=n["id"], request="job", **_set_on(problem, n))
+        )
         == []
     ]
     assert result.node in can

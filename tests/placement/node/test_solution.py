@@ -53,14 +53,19 @@ def test_checker_catches_every_rule() -> None:
     assert legal(tight).node == "b"
     whole = problem.model_copy(update={"request": GpuRequest(gpus=4, whole_node=True)})
     only(
-        violations(whole, NodePlacementResult(node="b", gpus=[4, 5, 6, 7], min_pair_bandwidth=450.0)), "N"
+        violations(
+            whole, NodePlacementResult(node="b", gpus=[4, 5, 6, 7], min_pair_bandwidth=450.0)
+        ),
+        "N",
     )
     assert legal(whole).node is None
 
 
 def test_checker_text_names_the_pair() -> None:
     problem = problem_of([node("n1", "pcie")], gpus=2, min_bandwidth=32)
-    found = violations(problem, NodePlacementResult(node="n1", gpus=[0, 4], min_pair_bandwidth=16.0))
+    found = violations(
+        problem, NodePlacementResult(node="n1", gpus=[0, 4], min_pair_bandwidth=16.0)
+    )
     assert found == [
         "N3: GPUs [0, 4] of node 'n1' have 16 GB/s between 0 and 4, below min_bandwidth=32"
     ]

@@ -1,9 +1,13 @@
-"""Old module paths, kept for one release: each name warns when used.
+"""Old names and module paths, kept for one release: each name warns when used.
 
 ``gpuopt.planning.replay``, ``gpuopt.gang.replay`` and
 ``gpuopt.sharing.replay`` moved to :mod:`gpuopt.simulate`, and
 ``gpuopt.preemption.exact`` to :mod:`gpuopt.preemption.dp`; those modules are
-left as thin shims whose ``__getattr__`` is :func:`moved_names`.
+left as thin shims whose ``__getattr__`` is :func:`moved_names`. The results'
+old names (``MigrationPlan``, ``NodePlacement``, ``Decision``, ``GangAnswer``)
+resolve the same way from the modules that exported them
+(:data:`OLD_RESULT_NAMES`). It imports nothing of gpuopt (the new places are
+imported by name when an old one is used), so every layer may use it.
 """
 
 from __future__ import annotations
@@ -56,4 +60,31 @@ def moved_names(
     return __getattr__
 
 
-__all__ = ["moved_names"]
+#: old result name -> (the module that defines it now, its name there): issue 31's one
+#: naming pattern, ``<Problem>Result``.
+OLD_RESULT_NAMES: dict[str, tuple[str, str]] = {
+    "MigrationPlan": ("gpuopt.defrag.solution", "DefragResult"),
+    "NodePlacement": ("gpuopt.placement.node.solution", "NodePlacementResult"),
+    "Decision": ("gpuopt.preemption.solution", "PreemptionResult"),
+    "GangAnswer": ("gpuopt.gang.solution", "GangResult"),
+}
+
+
+def old_result_names(module: str, *names: str) -> Callable[[str], Any]:
+    """The ``__getattr__`` of ``module``, which exported the results ``names`` by their
+    old names: each resolves to its new class with a ``DeprecationWarning``.
+
+    >>> import warnings
+    >>> get = old_result_names("gpuopt.defrag", "MigrationPlan")
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     found = get("MigrationPlan")
+    >>> found.__name__, str(caught[0].message)  # doctest: +NORMALIZE_WHITESPACE
+    ('DefragResult', 'gpuopt.defrag.MigrationPlan is deprecated: use
+     gpuopt.defrag.solution.DefragResult, the same object.')
+    """
+    where = {name: ".".join(OLD_RESULT_NAMES[name]) for name in names}
+    return moved_names(module, module, where, names=names)
+
+
+__all__ = ["OLD_RESULT_NAMES", "moved_names", "old_result_names"]
