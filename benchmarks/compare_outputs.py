@@ -29,7 +29,7 @@ import fnmatch
 import json
 import math
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,6 +129,25 @@ def load(path: Path, text: bool = False) -> Any:
     return [[_number(token) for token in line.split()] for line in content.splitlines()]
 
 
+def renamed(value: Any, names: Mapping[str, str]) -> Any:
+    """``value`` with every dictionary key, string and text token equal to an old name of
+    ``names`` replaced by its new one (what a renaming changed on purpose, e.g.
+    ``greedy=heuristic`` for a method's name), so that the rest can be compared.
+
+    >>> renamed({"greedy": [1, "greedy", "greedy's"]}, {"greedy": "heuristic"})
+    {'heuristic': [1, 'heuristic', "greedy's"]}
+    """
+    if not names:
+        return value
+    if isinstance(value, dict):
+        return {names.get(key, key): renamed(item, names) for key, item in value.items()}
+    if isinstance(value, list):
+        return [renamed(item, names) for item in value]
+    if isinstance(value, str):
+        return names.get(value, value)
+    return value
+
+
 def leaves(value: Any, path: str = "") -> Iterator[tuple[str, tuple[str, ...], Any]]:
     """Every leaf of a JSON value as ``(path, keys, value)``.
 
@@ -220,22 +239,29 @@ def compare(
 
 
 def compare_paths(
-    before: Path, after: Path, ignore: Sequence[str] = (), rel_tol: float = 0.0, text: bool = False
+    before: Path,
+    after: Path,
+    ignore: Sequence[str] = (),
+    rel_tol: float = 0.0,
+    text: bool = False,
+    rename: Mapping[str, str] | None = None,
 ) -> Comparison:
     """Compare two files, or two folders file by file (paired by relative path).
 
-    A file only one folder has counts as one leaf only on that side.
+    A file only one folder has counts as one leaf only on that side. ``rename``
+    (old name -> new name) is applied to the before side (:func:`renamed`).
     """
+    names = dict(rename or {})
     if before.is_dir() != after.is_dir():
         raise CompareError(f"{before} and {after} must both be files or both be folders.")
     if not before.is_dir():
-        return compare(load(before, text), load(after, text), ignore, rel_tol)
+        return compare(renamed(load(before, text), names), load(after, text), ignore, rel_tol)
     total = Comparison()
-    names = sorted(
+    files = sorted(
         {str(p.relative_to(before)) for p in before.rglob("*") if p.is_file()}
         | {str(p.relative_to(after)) for p in after.rglob("*") if p.is_file()}
     )
-    for name in names:
+    for name in files:
         if not (before / name).is_file():
             total.differences.append((f"{name}:", MISSING, "<file>"))
             continue
@@ -243,7 +269,11 @@ def compare_paths(
             total.differences.append((f"{name}:", "<file>", MISSING))
             continue
         part = compare(
-            load(before / name, text), load(after / name, text), ignore, rel_tol, f"{name}:"
+            renamed(load(before / name, text), names),
+            load(after / name, text),
+            ignore,
+            rel_tol,
+            f"{name}:",
         )
         total.compared += part.compared
         total.identical += part.identical
@@ -274,6 +304,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--text", action="store_true", help="read both as text even if JSON")
     parser.add_argument(
+        "--rename",
+        action="append",
+        default=[],
+        metavar="OLD=NEW",
+        help="read the before side's keys, strings and tokens named OLD as NEW (repeatable; "
+        "for a renaming made on purpose, such as greedy=heuristic)",
+    )
+    parser.add_argument(
         "--summary-only", action="store_true", help="print the counts, not the rows"
     )
     parser.add_argument("--limit", type=int, default=50, help="rows printed at most (default 50)")
@@ -283,8 +321,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = f"error: --rel-tol must be a finite number >= 0, not {args.rel_tol}."
         print(message, file=sys.stderr)
         return 2
+    bad = [pair for pair in args.rename if pair.count("=") != 1 or "" in pair.split("=")]
+    if bad:
+        print(f"error: --rename takes OLD=NEW, not {bad[0]!r}.", file=sys.stderr)
+        return 2
+    rename = dict(pair.split("=") for pair in args.rename)
     try:
-        result = compare_paths(args.before, args.after, args.ignore, args.rel_tol, args.text)
+        result = compare_paths(
+            args.before, args.after, args.ignore, args.rel_tol, args.text, rename
+        )
     except CompareError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

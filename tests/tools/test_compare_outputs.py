@@ -136,3 +136,22 @@ def test_main_errors_go_to_stderr_with_status_2(
     assert "both be files or both be folders" in captured.err
     assert compare_outputs.main([str(tmp_path / "nope.json"), str(tmp_path / "file.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_rename_reads_the_before_sides_old_names_as_the_new_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    before.write_text(json.dumps({"greedy": {"method": "greedy", "objective": 5}}))
+    after.write_text(json.dumps({"heuristic": {"method": "heuristic", "objective": 5}}))
+    # without the rename: 2 leaves only before, 2 only after (the key moved)
+    assert compare_outputs.main([str(before), str(after), "--summary-only"]) == 1
+    assert compare_outputs.main([str(before), str(after), "--rename", "greedy=heuristic"]) == 0
+    text_before, text_after = tmp_path / "b.txt", tmp_path / "a.txt"
+    text_before.write_text("greedy 5 ms\n")
+    text_after.write_text("heuristic 5 ms\n")
+    args = [str(text_before), str(text_after), "--text", "--rename", "greedy=heuristic"]
+    assert compare_outputs.main(args) == 0
+    capsys.readouterr()
+    assert compare_outputs.main([str(before), str(after), "--rename", "greedy"]) == 2
+    assert "--rename takes OLD=NEW, not 'greedy'" in capsys.readouterr().err
