@@ -340,7 +340,7 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
 
 
 def _topology_case(method: str) -> Callable[[random.Random, int], Instance]:
-    exact = method == "milp"
+    exact = method in ("milp", "cpsat")
 
     def build(rng: random.Random, number: int) -> Instance:
         from gpuopt.placement.switch.generator import JobShares, NodeListing, random_topology
@@ -382,10 +382,15 @@ def _topology_case(method: str) -> Callable[[random.Random, int], Instance]:
 
 
 def _cluster_shape(
-    rng: random.Random, tiny: tuple[int, int], small: tuple[int, int], medium: tuple[int, int]
+    rng: random.Random,
+    tiny: tuple[int, int],
+    small: tuple[int, int],
+    medium: tuple[int, int],
+    exact: bool = False,
 ) -> tuple[str, int, int]:
-    """A heuristic's instance size, its node count in that size's range, and GPUs per node."""
-    size = _pick_size(rng, False)
+    """An instance size (an exact method's: tiny or small), its node count in that size's
+    range, and GPUs per node."""
+    size = _pick_size(rng, exact)
     nodes = rng.randint(*{"tiny": tiny, "small": small, "medium": medium}[size])
     return size, nodes, rng.choice((1, 2, 4, 8, 8, 16))
 
@@ -395,7 +400,8 @@ def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
         from gpuopt.preemption.generator import Clock, RequestShape, random_state
         from gpuopt.preemption.problem import PreemptionProblem
 
-        size, nodes, gpus_per_node = _cluster_shape(rng, (1, 3), (4, 50), (51, 1000))
+        exact = method in ("milp", "cpsat")  # the models of P11: at most 50 nodes
+        size, nodes, gpus_per_node = _cluster_shape(rng, (1, 3), (4, 50), (51, 1000), exact)
         cpus_per_node = rng.choice((8, 32, 96, 192))
         # drawn in the order of random_state's old keyword arguments (same instances)
         seed = rng.randrange(2**31)
@@ -435,8 +441,44 @@ def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
         options: dict[str, Any] = {}
         if method == "dp" and rng.random() < 0.3:
             options["enumerate_limit"] = rng.choice((4, 10))  # the subset enumeration path
+        if exact:
+            options = {"time_limit": EXACT_TIME_LIMIT, "threads": 1, "seed": number % 7}
         shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, {problem.request.priority}"
         return Instance(problem, options, shape)
+
+    return build
+
+
+def _gang_case(method: str) -> Callable[[random.Random, int], Instance]:
+    exact = method in ("milp", "cpsat")
+
+    def build(rng: random.Random, number: int) -> Instance:
+        from gpuopt.gang.generator import RequestShape, random_gang_problem
+
+        size = _pick_size(rng, exact)
+        domains = rng.randint(*{"tiny": (1, 2), "small": (2, 6), "medium": (6, 40)}[size])
+        nodes_per_domain = rng.choice((2, 4, 8, 18))
+        slices = rng.random() < 0.3 and nodes_per_domain % 2 == 0
+        problem = random_gang_problem(
+            rng.randrange(2**31),
+            domains=domains,
+            nodes_per_domain=nodes_per_domain,
+            domains_per_block=rng.choice((1, 2)),
+            occupancy=rng.uniform(0.0, 1.0),
+            lp_share=rng.uniform(0.0, 1.0),
+            gang_share=rng.uniform(0.0, 1.0),
+            request_shape=RequestShape(
+                pods=None if rng.random() < 0.5 else rng.randint(1, 2 * nodes_per_domain),
+                gpus=rng.choice((1, 2, 4, 4)),
+                slice_size=rng.choice((2, 4)) if slices else None,
+                preferred=rng.random() < 0.5,
+                preemption=rng.random() < 0.7,
+                min_runtime=rng.choice((0.0, 0.0, 600.0)),
+            ),
+        )
+        options = {"time_limit": EXACT_TIME_LIMIT, "threads": 1, "seed": number % 7}
+        shape = f"{size} {domains} domains x {nodes_per_domain} nodes"
+        return Instance(problem, options if exact else {}, shape)
 
     return build
 
@@ -521,9 +563,10 @@ BUILDERS: dict[str, Callable[[random.Random, int], Instance]] = {
         for m in ("heuristic", "fifo", "cpsat", "milp", "lns")
     },
     **{f"defrag/{m}": _defrag_case(m) for m in ("heuristic", "onehop", "milp", "cpsat")},
-    **{f"topology/{m}": _topology_case(m) for m in ("heuristic", "milp")},
+    **{f"topology/{m}": _topology_case(m) for m in ("heuristic", "milp", "cpsat")},
     **{f"node/{m}": _node_case(m) for m in ("heuristic", "spread")},
-    **{f"preemption/{m}": _preemption_case(m) for m in ("heuristic", "dp")},
+    **{f"preemption/{m}": _preemption_case(m) for m in ("heuristic", "dp", "milp", "cpsat")},
+    **{f"gang/{m}": _gang_case(m) for m in ("heuristic", "cpsat", "milp")},
     "rolling/heuristic": _rolling,
 }
 #: old case name -> case: the cases named after the methods' old names (still accepted;
@@ -550,6 +593,11 @@ EXACT_CASES: frozenset[str] = frozenset(
         "defrag/milp",
         "defrag/cpsat",
         "topology/milp",
+        "topology/cpsat",
+        "preemption/milp",
+        "preemption/cpsat",
+        "gang/cpsat",
+        "gang/milp",
     }
 )
 
