@@ -11,11 +11,19 @@ code. Sphinx roles (``:func:`violations```, ``:class:`~gpuopt.errors.ProblemErro
 become plain code spans (``violations``, ``ProblemError``) instead of showing
 the role's markup.
 
+A function whose options are one object (``@KEYWORDS.signature`` of
+:class:`gpuopt.options.Keywords`, written ``f(problem, options=None,
+**settings)``) is shown with the keywords it takes, which its docstring
+documents: its runtime signature (``inspect.signature``, which the decorator
+sets) in place of the ``**settings`` the source shows, after its ``options``.
+
 Loaded by ``mkdocs.yml`` (mkdocstrings handler option ``extensions``).
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
 from typing import Any
 
@@ -85,3 +93,59 @@ class DoctestBlocks(griffe.Extension):
         """Rewrite ``obj``'s docstring text in place (the source is untouched)."""
         if obj.docstring is not None:
             obj.docstring.value = fence_doctests(obj.docstring.value)
+
+
+_KINDS = {
+    inspect.Parameter.POSITIONAL_ONLY: griffe.ParameterKind.positional_only,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD: griffe.ParameterKind.positional_or_keyword,
+    inspect.Parameter.VAR_POSITIONAL: griffe.ParameterKind.var_positional,
+    inspect.Parameter.KEYWORD_ONLY: griffe.ParameterKind.keyword_only,
+    inspect.Parameter.VAR_KEYWORD: griffe.ParameterKind.var_keyword,
+}
+
+
+def runtime_parameters(module: str, name: str) -> griffe.Parameters | None:
+    """The parameters of ``module.name`` as Python reports them (None if it cannot be read).
+
+    >>> [p.name for p in runtime_parameters("gpuopt.gang.milp", "solve_milp")]
+    ['problem', 'time_limit', 'seed', 'threads', 'log']
+    """
+    try:
+        function = getattr(importlib.import_module(module), name)
+        signature = inspect.signature(function)
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return None
+    return griffe.Parameters(
+        *(
+            griffe.Parameter(
+                parameter.name,
+                annotation=None
+                if parameter.annotation is inspect.Parameter.empty
+                else str(parameter.annotation),
+                kind=_KINDS[parameter.kind],
+                default=None
+                if parameter.default is inspect.Parameter.empty
+                else repr(parameter.default),
+            )
+            for parameter in signature.parameters.values()
+        )
+    )
+
+
+class KeywordSignatures(griffe.Extension):
+    """Show a function decorated with a ``Keywords`` object's ``signature`` with its
+    ``options`` object and, in place of ``**settings``, the keywords it takes."""
+
+    def on_function_instance(self, *, func: griffe.Function, **kwargs: Any) -> None:
+        """Replace ``func``'s parameters by its runtime signature's when it is so decorated."""
+        decorated = any(str(d.value).endswith(".signature") for d in func.decorators)
+        if not decorated or func.parent is None or not func.parent.is_module:
+            return
+        found = runtime_parameters(func.parent.path, func.name)
+        if found is None:
+            return
+        # the source's own parameters (the problem, ``options``) but ``**settings``, then
+        # the keywords the decorator shows in their place
+        own = [p for p in func.parameters if p.kind is not griffe.ParameterKind.var_keyword]
+        names = {p.name for p in own}
+        func.parameters = griffe.Parameters(*own, *(p for p in found if p.name not in names))
