@@ -17,9 +17,10 @@ from typing import ClassVar, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from gpuopt._compat import old_result_names
+from gpuopt.cluster.items import Task
 from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.errors import ProblemError, short
-from gpuopt.preemption.problem import PreemptionProblem, Request, Task
+from gpuopt.preemption.problem import PreemptionProblem, Request, checkpoint_of
 from gpuopt.result import Result, Sense, Status
 
 Method = Literal["heuristic", "dp", "milp", "cpsat"]
@@ -86,7 +87,7 @@ def _milli_cost(problem: PreemptionProblem, victims: Iterable[str]) -> int:
         task = tasks.get(victim)
         if task is None:
             raise ProblemError(f"victim {short(victim)} is not a task of the state.")
-        total += task.gpus * (now - scaled(task.last_checkpoint))
+        total += task.gpus * (now - scaled(checkpoint_of(task)))
     return total
 
 
@@ -147,7 +148,7 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
     for held in problem.tasks:
         free_gpus[held.node] -= held.gpus
         free_cpus[held.node] -= scaled(held.cpus)
-        if held.priority == "LP":
+        if problem.stoppable(held):
             lp_gpus[held.node] += held.gpus
             lp_cpus[held.node] += scaled(held.cpus)
     room_now = [n for n in nodes if free_gpus[n] >= request.gpus and free_cpus[n] >= wanted_cpus]
@@ -191,7 +192,7 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
         if task.node != node.id:
             found.append(f"P2: victim {short(victim)} runs on {task.node}, not on {node.id}")
             continue
-        if task.priority != "LP":
+        if not problem.stoppable(task):
             found.append(f"P2: victim {short(victim)} is an HP task")
             continue
         victims.append(task)
@@ -214,7 +215,7 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
 
     # P4: the cost is the victims' work to redo.
     now = scaled(problem.now)
-    cost = sum(t.gpus * (now - scaled(t.last_checkpoint)) for t in victims) / SCALE
+    cost = sum(t.gpus * (now - scaled(checkpoint_of(t))) for t in victims) / SCALE
     if len(victims) == len(counts) and not math.isclose(
         decision.cost, cost, rel_tol=1e-9, abs_tol=1e-9
     ):
