@@ -251,6 +251,11 @@ class PreemptionProblem(IndexedModel):
                 f"{request.cpus:g} CPUs"
             )
 
+    def gpus_of(self, task: ClusterTask) -> int:
+        """The GPUs ``task`` holds as the cluster counts them (C7: a shared GPU once)."""
+        index = self.cluster.index
+        return int(index.task_gpus[index.task_pos[task.id]])
+
     def stoppable(self, task: ClusterTask) -> bool:
         """Whether ``task`` is of the LP class here (below ``hp_priority`` and not fixed)."""
         return is_lp(self.cluster, task)
@@ -343,8 +348,12 @@ class PreemptionProblem(IndexedModel):
 
 def is_lp(cluster: Cluster, task: ClusterTask) -> bool:
     """Whether ``task`` is of the LP class: its priority is below the cluster's
-    ``hp_priority`` and it is not fixed (locked or pinned, K6), so an HP request may stop it."""
-    return not task.fixed and not is_hp(task.priority, cluster.hp_priority)
+    ``hp_priority`` and the cluster does not fix it (locked, pinned, on a locked node, a
+    budget that allows no disruption, a share of a shared GPU: K6, K7, C7), so an HP
+    request may stop it."""
+    if is_hp(task.priority, cluster.hp_priority):
+        return False
+    return task.id not in cluster.index.fixed
 
 
 def _usable_nodes(cluster: Cluster, shape: RequestShape) -> set[str]:
@@ -566,8 +575,10 @@ def preemption_view(cluster: Cluster, request: Request, now: float) -> Preemptio
     array view the methods read is built.
 
     Nodes and tasks keep the cluster's order. A task is of the HP class unless
-    :func:`is_lp` (below ``hp_priority``, not fixed); its age is ``now`` minus
-    its ``last_checkpoint`` (else its ``start_time``), in thousandths.
+    :func:`is_lp` (below ``hp_priority``, not fixed); it holds the GPUs the
+    cluster counts for it (C7: the shares on one GPU count it once); its age
+    is ``now`` minus its ``last_checkpoint`` (else its ``start_time``), in
+    thousandths.
 
     Examples
     --------
@@ -582,7 +593,7 @@ def preemption_view(cluster: Cluster, request: Request, now: float) -> Preemptio
     node_ids = [node.id for node in nodes]
     node_pos = {node_id: pos for pos, node_id in enumerate(node_ids)}
     task_ids = [t.id for t in tasks]
-    gpus = np.array([t.gpus for t in tasks], dtype=np.int64)
+    gpus: np.ndarray = cluster.index.task_gpus.astype(np.int64)  # C7: a shared GPU once
     checkpoints = scaled_array([checkpoint_of(t) for t in tasks])
     age = scaled(now) - checkpoints
     return PreemptionIndex(

@@ -18,7 +18,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from gpuopt._compat import old_result_names
 from gpuopt.cluster.items import Task
-from gpuopt.cluster.model import SCALE, scaled
+from gpuopt.cluster.model import SCALE, is_hp, scaled
 from gpuopt.errors import ProblemError, short
 from gpuopt.preemption.problem import PreemptionProblem, Request, checkpoint_of
 from gpuopt.result import Result, Sense, Status
@@ -87,7 +87,7 @@ def _milli_cost(problem: PreemptionProblem, victims: Iterable[str]) -> int:
         task = tasks.get(victim)
         if task is None:
             raise ProblemError(f"victim {short(victim)} is not a task of the state.")
-        total += task.gpus * (now - scaled(checkpoint_of(task)))
+        total += problem.gpus_of(task) * (now - scaled(checkpoint_of(task)))
     return total
 
 
@@ -146,10 +146,10 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
     lp_gpus = dict.fromkeys(nodes, 0)
     lp_cpus = dict.fromkeys(nodes, 0)
     for held in problem.tasks:
-        free_gpus[held.node] -= held.gpus
+        free_gpus[held.node] -= problem.gpus_of(held)
         free_cpus[held.node] -= scaled(held.cpus)
         if problem.stoppable(held):
-            lp_gpus[held.node] += held.gpus
+            lp_gpus[held.node] += problem.gpus_of(held)
             lp_cpus[held.node] += scaled(held.cpus)
     room_now = [n for n in nodes if free_gpus[n] >= request.gpus and free_cpus[n] >= wanted_cpus]
     room_by_preemption = [
@@ -193,14 +193,20 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
             found.append(f"P2: victim {short(victim)} runs on {task.node}, not on {node.id}")
             continue
         if not problem.stoppable(task):
-            found.append(f"P2: victim {short(victim)} is an HP task")
+            cluster = problem.cluster
+            found.append(
+                f"P2: victim {short(victim)} is an HP task"
+                if is_hp(task.priority, cluster.hp_priority)
+                else f"P2: victim {short(victim)} is fixed ({cluster.index.fixed[task.id]}), "
+                "never stopped"
+            )
             continue
         victims.append(task)
     if request.priority == "LP" and decision.victims:
         found.append("P2: an LP request never preempts, but victims are listed")
 
     # P3: the request fits once the victims are gone.
-    gpus_after = free_gpus[node.id] + sum(task.gpus for task in victims)
+    gpus_after = free_gpus[node.id] + sum(problem.gpus_of(task) for task in victims)
     cpus_after = free_cpus[node.id] + sum(scaled(task.cpus) for task in victims)
     if gpus_after < request.gpus:
         found.append(
@@ -215,7 +221,7 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
 
     # P4: the cost is the victims' work to redo.
     now = scaled(problem.now)
-    cost = sum(t.gpus * (now - scaled(checkpoint_of(t))) for t in victims) / SCALE
+    cost = sum(problem.gpus_of(t) * (now - scaled(checkpoint_of(t))) for t in victims) / SCALE
     if len(victims) == len(counts) and not math.isclose(
         decision.cost, cost, rel_tol=1e-9, abs_tol=1e-9
     ):
