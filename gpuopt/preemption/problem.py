@@ -1,10 +1,13 @@
-"""The preemption problem: a cluster state (nodes, running tasks, clock) and one request.
+"""The preemption problem: a cluster (nodes, running tasks), a clock and one request.
 
-The state JSON maps one to one onto :class:`PreemptionProblem`. Validation
-rejects every inconsistency with one sentence that names the field and value
-(unknown node, duplicate ids, over-committed node, a checkpoint in the future,
-a request no node could hold even when empty, ...), so the state itself is
-always legal; the rules a decision must keep are written in
+The problem's data is a :class:`gpuopt.cluster.Cluster`; the array view the
+methods read is built from it by one function, :func:`preemption_view`. The
+old state file, ``{"now", "nodes", "tasks", "request"}`` with classes
+``"HP"``/``"LP"``, still reads (its nodes and tasks become the cluster's).
+Validation rejects every inconsistency with one sentence that names the field
+and value (unknown node, duplicate ids, over-committed node, a checkpoint in
+the future, a request no node could hold even when empty, ...), so the state
+itself is always legal; the rules a decision must keep are written in
 ``models/preemption.md`` (P1-P7) and the choices the methods make in P8-P10.
 
 CPUs and times are exact: the index view stores them as integers in
