@@ -254,14 +254,29 @@ class PreemptionProblem(IndexedModel):
                 f"{request.cpus:g} CPUs"
             )
 
+    @cached_property
+    def facts(self) -> ClusterFacts:
+        """The cluster's fixed tasks and C7 GPU counts (built once)."""
+        return ClusterFacts.of(self.cluster)
+
+    @cached_property
+    def _task_pos(self) -> dict[str, int]:
+        return {task.id: pos for pos, task in enumerate(self.tasks)}
+
     def gpus_of(self, task: ClusterTask) -> int:
         """The GPUs ``task`` holds as the cluster counts them (C7: a shared GPU once)."""
-        index = self.cluster.index
-        return int(index.task_gpus[index.task_pos[task.id]])
+        return int(self.facts.task_gpus[self._task_pos[task.id]])
 
     def stoppable(self, task: ClusterTask) -> bool:
         """Whether ``task`` is of the LP class here (below ``hp_priority`` and not fixed)."""
-        return is_lp(self.cluster, task)
+        return self.facts.is_lp(self.cluster, task)
+
+    def model_copy(self, *, update: Any = None, deep: bool = False) -> PreemptionProblem:
+        """A copy whose views (index, cluster facts) are rebuilt on first use."""
+        copy = super().model_copy(update=update, deep=deep)
+        for name in ("facts", "_task_pos"):
+            copy.__dict__.pop(name, None)
+        return copy
 
     @classmethod
     def from_cluster(
@@ -349,14 +364,42 @@ class PreemptionProblem(IndexedModel):
         return preemption_view(self.cluster, self.request, self.now)
 
 
-def is_lp(cluster: Cluster, task: ClusterTask) -> bool:
-    """Whether ``task`` is of the LP class: its priority is below the cluster's
-    ``hp_priority`` and the cluster does not fix it (locked, pinned, on a locked node, a
-    budget that allows no disruption, a share of a shared GPU: K6, K7, C7), so an HP
-    request may stop it."""
-    if is_hp(task.priority, cluster.hp_priority):
-        return False
-    return task.id not in cluster.index.fixed
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the cluster says of its tasks that preemption reads: the fixed ones, with why
+    (K6, K7, K5, C7), and the GPUs each holds as C7 counts them (a shared GPU once)."""
+
+    fixed: dict[str, str]
+    task_gpus: np.ndarray
+
+    @classmethod
+    def of(cls, cluster: Cluster) -> ClusterFacts:
+        """The facts of ``cluster``: from its index, or from the tasks alone when nothing
+        but a task's own ``locked`` or ``pinned`` can fix one (no shares, budgets, pod
+        (anti-)affinity, locked or NotReady nodes), which gives the same facts without
+        building the index."""
+        simple = (
+            not cluster.budgets
+            and all(node.ready and not node.locked for node in cluster.nodes)
+            and all(
+                task.gpu_milli is None and not task.pod_affinity and not task.pod_anti_affinity
+                for task in cluster.tasks
+            )
+        )
+        if not simple:
+            index = cluster.index
+            return cls(fixed=index.fixed, task_gpus=index.task_gpus.astype(np.int64))
+        fixed = {
+            task.id: task.pinned if task.pinned is not None else "locked"
+            for task in cluster.tasks
+            if task.fixed
+        }
+        return cls(fixed=fixed, task_gpus=np.array([t.gpus for t in cluster.tasks], np.int64))
+
+    def is_lp(self, cluster: Cluster, task: ClusterTask) -> bool:
+        """Whether ``task`` is of the LP class: its priority is below the cluster's
+        ``hp_priority`` and the cluster does not fix it, so an HP request may stop it."""
+        return task.id not in self.fixed and not is_hp(task.priority, cluster.hp_priority)
 
 
 def _usable_nodes(cluster: Cluster, shape: RequestShape) -> set[str]:
@@ -578,7 +621,7 @@ def preemption_view(cluster: Cluster, request: Request, now: float) -> Preemptio
     array view the methods read is built.
 
     Nodes and tasks keep the cluster's order. A task is of the HP class unless
-    :func:`is_lp` (below ``hp_priority``, not fixed); it holds the GPUs the
+    :meth:`ClusterFacts.is_lp` (below ``hp_priority``, not fixed); it holds the GPUs the
     cluster counts for it (C7: the shares on one GPU count it once); its age
     is ``now`` minus its ``last_checkpoint`` (else its ``start_time``), in
     thousandths.
@@ -596,9 +639,24 @@ def preemption_view(cluster: Cluster, request: Request, now: float) -> Preemptio
     node_ids = [node.id for node in nodes]
     node_pos = {node_id: pos for pos, node_id in enumerate(node_ids)}
     task_ids = [t.id for t in tasks]
-    gpus: np.ndarray = cluster.index.task_gpus.astype(np.int64)  # C7: a shared GPU once
-    checkpoints = scaled_array([checkpoint_of(t) for t in tasks])
+    facts = ClusterFacts.of(cluster)
+    gpus = facts.task_gpus  # C7: a shared GPU once
+    checkpoints = scaled_array(
+        [t.last_checkpoint if t.last_checkpoint is not None else checkpoint_of(t) for t in tasks]
+    )
     age = scaled(now) - checkpoints
+    hp_priority, fixed = cluster.hp_priority, facts.fixed
+    priorities = np.array(
+        [
+            # the class names as integers (priority_value), inline: this loop is the cold path
+            hp_priority if p == "HP" else 0 if p == "LP" else p
+            for p in (t.priority for t in tasks)
+        ],
+        dtype=np.int64,
+    )
+    task_hp = priorities >= hp_priority
+    if fixed:
+        task_hp |= np.array([t.id in fixed for t in tasks], dtype=bool)
     return PreemptionIndex(
         node_ids=node_ids,
         node_pos=node_pos,
@@ -610,7 +668,7 @@ def preemption_view(cluster: Cluster, request: Request, now: float) -> Preemptio
         task_node=np.array([node_pos[t.node] for t in tasks], dtype=np.int64),
         task_gpus=gpus,
         task_cpus=scaled_array([t.cpus for t in tasks]),
-        task_hp=np.array([not is_lp(cluster, t) for t in tasks], dtype=bool),
+        task_hp=task_hp,
         task_age=age,
         task_cost=gpus * age,
         request_gpus=request.gpus,
@@ -651,6 +709,7 @@ __all__ = [
     "MAX_CPUS",
     "MAX_NODES",
     "MAX_TIME",
+    "ClusterFacts",
     "Holding",
     "LPSegments",
     "PreemptionIndex",
@@ -658,7 +717,6 @@ __all__ = [
     "Priority",
     "Request",
     "checkpoint_of",
-    "is_lp",
     "load_state",
     "parse_state",
     "preemption_view",

@@ -197,7 +197,7 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
             found.append(
                 f"P2: victim {short(victim)} is an HP task"
                 if is_hp(task.priority, cluster.hp_priority)
-                else f"P2: victim {short(victim)} is fixed ({cluster.index.fixed[task.id]}), "
+                else f"P2: victim {short(victim)} is fixed ({problem.facts.fixed[task.id]}), "
                 "never stopped"
             )
             continue
