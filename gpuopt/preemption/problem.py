@@ -209,6 +209,10 @@ class PreemptionProblem(IndexedModel):
     def _check_state(self) -> PreemptionProblem:
         if not self.nodes:
             raise ValueError("cluster.nodes: list should have at least 1 item")
+        if self.cluster.now is not None and self.cluster.now != self.now:
+            raise ValueError(
+                f"cluster.now {self.cluster.now:g} differs from now {self.now:g} (give one clock)"
+            )
         if any(task.id == self.request.id for task in self.tasks):
             raise ValueError(f"request: id {self.request.id!r} is already the id of a task")
         now = scaled(self.now)

@@ -307,6 +307,11 @@ def test_the_cluster_form_needs_a_node() -> None:
     )
 
 
+def test_the_cluster_form_has_one_clock() -> None:
+    assert "cluster.now 7000 differs from now 7200" in bad(cluster_form(now=7000))
+    assert parse_state(cluster_form(now=7200)).cluster.now == 7200
+
+
 def test_old_record_names_warn_and_name_the_cluster_items() -> None:
     import gpuopt.preemption.problem as module
     from gpuopt.cluster import items
