@@ -430,11 +430,11 @@ def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
         )
         data = state.model_dump(mode="json")
         if rng.random() < 0.3:  # mixed node sizes and fractional CPUs
-            for row in data["nodes"]:
+            for row in data["cluster"]["nodes"]:
                 if rng.random() < 0.3:
                     row["gpus"] += rng.choice((0, gpus_per_node))
                     row["cpus"] += rng.choice((0.5, cpus_per_node))
-            for task in data["tasks"]:
+            for task in data["cluster"]["tasks"]:
                 if rng.random() < 0.2:
                     task["cpus"] = task["cpus"] / 2
         problem = PreemptionProblem.model_validate(data)

@@ -32,7 +32,8 @@ def run_check(args: argparse.Namespace) -> int:
 
     raw = read_json(args.scenario)
     answer = read_json(args.result)
-    if isinstance(raw, dict) and ("nodes" in raw or "switches" in raw):
+    # a snapshot, a switch-level state, or a preemption state (old file or over a cluster)
+    if isinstance(raw, dict) and ("nodes" in raw or "switches" in raw or "cluster" in raw):
         problem, result = cluster_question(args, raw, answer)
         return report(args, problem, result)
     return check_allocation(args, raw, answer)

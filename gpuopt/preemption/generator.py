@@ -170,9 +170,8 @@ def random_state(
         else request_cpus,
         "priority": request_priority,
     }
-    return PreemptionProblem.model_validate(
-        {"now": now, "nodes": node_rows, "tasks": task_rows, "request": asked}
-    )
+    cluster = {"nodes": node_rows, "tasks": task_rows, "now": now}
+    return PreemptionProblem.model_validate({"now": now, "cluster": cluster, "request": asked})
 
 
 __all__ = ["Clock", "RequestShape", "random_state"]

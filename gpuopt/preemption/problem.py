@@ -1,10 +1,13 @@
-"""The preemption problem: a cluster state (nodes, running tasks, clock) and one request.
+"""The preemption problem: a cluster (nodes, running tasks), a clock and one request.
 
-The state JSON maps one to one onto :class:`PreemptionProblem`. Validation
-rejects every inconsistency with one sentence that names the field and value
-(unknown node, duplicate ids, over-committed node, a checkpoint in the future,
-a request no node could hold even when empty, ...), so the state itself is
-always legal; the rules a decision must keep are written in
+The problem's data is a :class:`gpuopt.cluster.Cluster`; the array view the
+methods read is built from it by one function, :func:`preemption_view`. The
+old state file, ``{"now", "nodes", "tasks", "request"}`` with classes
+``"HP"``/``"LP"``, still reads (its nodes and tasks become the cluster's).
+Validation rejects every inconsistency with one sentence that names the field
+and value (unknown node, duplicate ids, over-committed node, a checkpoint in
+the future, a request no node could hold even when empty, ...), so the state
+itself is always legal; the rules a decision must keep are written in
 ``models/preemption.md`` (P1-P7) and the choices the methods make in P8-P10.
 
 CPUs and times are exact: the index view stores them as integers in
@@ -16,30 +19,32 @@ the checker compare without tolerance.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gpuopt._compat import moved_names
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
+from gpuopt.cluster.items import Node as ClusterNode
+from gpuopt.cluster.items import Task as ClusterTask
 from gpuopt.cluster.model import (
     MAX_NODE_GPUS,
+    MIN_PRIORITY,
     SCALE,
     Cluster,
     NodesAndTasks,
     PriorityClass,
-    check_node_use,
-    check_unique,
+    is_hp,
     priority_value,
     scaled,
 )
 from gpuopt.cluster.request import Request as RequestShape
 from gpuopt.cluster.request import as_request
 from gpuopt.cluster.rules import admitted
-from gpuopt.errors import ProblemError
+from gpuopt.errors import ProblemError, problem_error_from
 
 #: Largest state the model accepts: like a defragmentation snapshot, a state
 #: costs a few KB of memory per task, so these keep it within a few GB.
@@ -67,21 +72,20 @@ IDLE, LP_NODE, HP_NODE = 0, 1, 2
 _CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
-class Node(BaseModel):
-    """One machine: its GPUs, CPUs, and how often tasks on it were preempted so far."""
+class _StateNode(BaseModel):
+    """A node of the old state file: read into a :class:`gpuopt.cluster.Node`."""
 
     model_config = _CONFIG
 
     id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
     cpus: float = Field(ge=0, le=MAX_CPUS)
-    preemptions: int = Field(
-        default=0, ge=0, le=MAX_PREEMPTIONS, description="Preemptions on this node so far."
-    )
+    preemptions: int = Field(default=0, ge=0, le=MAX_PREEMPTIONS)
 
 
-class Task(BaseModel):
-    """One running task: where it runs, what it holds, its class and its last checkpoint."""
+class _StateTask(BaseModel):
+    """A task of the old state file: read into a :class:`gpuopt.cluster.Task` (whose class
+    names ``"HP"`` and ``"LP"`` stand for the priorities ``hp_priority`` and 0)."""
 
     model_config = _CONFIG
 
@@ -90,9 +94,28 @@ class Task(BaseModel):
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
     cpus: float = Field(default=0.0, ge=0, le=MAX_CPUS)
     priority: Priority
-    last_checkpoint: float = Field(
-        ge=0, le=MAX_TIME, description="Time of its last checkpoint (work since then is lost)."
-    )
+    last_checkpoint: float = Field(ge=0, le=MAX_TIME)
+
+
+class _StateFile(BaseModel):
+    """The old state file, ``{"now", "nodes", "tasks", "request"}``: checked field by field
+    here, then read as a :class:`PreemptionProblem` over a :class:`Cluster`."""
+
+    model_config = _CONFIG
+
+    now: float = Field(ge=0, le=MAX_TIME)
+    nodes: list[_StateNode] = Field(min_length=1, max_length=MAX_NODES)
+    tasks: list[_StateTask] = Field(default_factory=list, max_length=MAX_TASKS)
+    request: Any
+
+    def as_problem_data(self) -> dict[str, Any]:
+        """The problem's fields: the cluster of these nodes and tasks, ``now`` and the request."""
+        cluster = {
+            "nodes": [node.model_dump() for node in self.nodes],
+            "tasks": [task.model_dump() for task in self.tasks],
+            "now": self.now,
+        }
+        return {"now": self.now, "cluster": cluster, "request": self.request}
 
 
 class Request(BaseModel):
@@ -115,7 +138,19 @@ class Request(BaseModel):
 
 
 class PreemptionProblem(IndexedModel):
-    """A cluster state and one request: where does the request go, and whom does it stop?
+    """A cluster and one request: where does the request go, and whom does it stop?
+
+    The data is a :class:`gpuopt.cluster.Cluster`: its nodes (GPUs, CPUs,
+    ``preemptions``) and running tasks (GPUs, CPUs, an integer priority whose
+    class the cluster's ``hp_priority`` decides, ``last_checkpoint`` or else
+    ``start_time``); a task of the LP class that is not fixed (locked or
+    pinned) may be stopped by an HP request. The methods read the array view
+    :attr:`index`, built from the cluster by :func:`preemption_view`.
+
+    The old state file, ``{"now", "nodes", "tasks", "request"}`` with classes
+    ``"HP"``/``"LP"``, still reads: its nodes and tasks become the cluster's, a
+    class name standing for the priority ``hp_priority`` (HP) or 0 (LP) as in
+    every cluster, so the decisions are the same.
 
     Examples
     --------
@@ -127,6 +162,8 @@ class PreemptionProblem(IndexedModel):
     ...     request={"id": "job-9", "gpus": 4, "cpus": 32, "priority": "HP"})
     >>> problem.index.node_free_gpus.tolist(), problem.index.task_cost.tolist()
     ([6], [2400000])
+    >>> problem.cluster.tasks[0].priority, problem.stoppable(problem.cluster.tasks[0])
+    ('LP', True)
     """
 
     model_config = _CONFIG
@@ -135,33 +172,63 @@ class PreemptionProblem(IndexedModel):
     now: float = Field(
         ge=0, le=MAX_TIME, description="The current time (same unit as checkpoints)."
     )
-    nodes: list[Node] = Field(min_length=1, max_length=MAX_NODES)
-    tasks: list[Task] = Field(default_factory=list, max_length=MAX_TASKS)
+    cluster: Cluster = Field(description="The nodes and the tasks running on them.")
     request: Request
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_state_file(cls, data: Any) -> Any:
+        """The old state file (``nodes`` and ``tasks`` beside ``now``) as a cluster."""
+        if not isinstance(data, dict) or "cluster" in data:
+            return data
+        if "nodes" not in data and "tasks" not in data:
+            return data
+        rows = {
+            key: [item.model_dump() if isinstance(item, BaseModel) else item for item in value]
+            if key in ("nodes", "tasks") and isinstance(value, list)
+            else value
+            for key, value in data.items()
+        }
+        try:
+            state = _StateFile.model_validate(rows)
+        except ValidationError as exc:
+            raise ValueError(str(problem_error_from(exc)).rstrip(".")) from None
+        return state.as_problem_data()
+
+    @property
+    def nodes(self) -> list[ClusterNode]:
+        """The cluster's nodes."""
+        return self.cluster.nodes
+
+    @property
+    def tasks(self) -> list[ClusterTask]:
+        """The cluster's running tasks."""
+        return self.cluster.tasks
 
     @model_validator(mode="after")
     def _check_state(self) -> PreemptionProblem:
-        check_unique("nodes", (node.id for node in self.nodes))
-        check_unique("tasks", (task.id for task in self.tasks))
+        if not self.nodes:
+            raise ValueError("cluster.nodes: list should have at least 1 item")
+        if self.cluster.now is not None and self.cluster.now != self.now:
+            raise ValueError(
+                f"cluster.now {self.cluster.now:g} differs from now {self.now:g} (give one clock)"
+            )
         if any(task.id == self.request.id for task in self.tasks):
             raise ValueError(f"request: id {self.request.id!r} is already the id of a task")
-        by_id = {node.id: node for node in self.nodes}
-        gpus: Counter[str] = Counter()
-        cpus: Counter[str] = Counter()
         now = scaled(self.now)
         total_cost = 0
         for task in self.tasks:
-            if task.node not in by_id:
-                raise ValueError(f"task {task.id!r}: node {task.node!r} is not in nodes")
-            if task.last_checkpoint > self.now:
+            checkpoint = task.checkpoint
+            if checkpoint is None:
                 raise ValueError(
-                    f"task {task.id!r}: last_checkpoint {task.last_checkpoint:g} is after "
-                    f"now {self.now:g}"
+                    f"task {task.id!r}: has neither last_checkpoint nor start_time, so the "
+                    "work it would lose is unknown"
                 )
-            gpus[task.node] += task.gpus
-            cpus[task.node] += scaled(task.cpus)
-            total_cost += task.gpus * (now - scaled(task.last_checkpoint))
-        check_node_use(self.nodes, gpus, cpus)
+            if checkpoint > self.now:
+                raise ValueError(
+                    f"task {task.id!r}: last_checkpoint {checkpoint:g} is after now {self.now:g}"
+                )
+            total_cost += task.gpus * (now - scaled(checkpoint))
         if total_cost >= MAX_TOTAL_COST:
             raise ValueError(
                 f"tasks: their GPU-time since the last checkpoints, {total_cost / SCALE:g}, "
@@ -190,6 +257,30 @@ class PreemptionProblem(IndexedModel):
                 f"request {request.id!r}: no node has both {request.gpus} GPUs and "
                 f"{request.cpus:g} CPUs"
             )
+
+    @cached_property
+    def facts(self) -> ClusterFacts:
+        """The cluster's fixed tasks and C7 GPU counts (built once)."""
+        return ClusterFacts.of(self.cluster)
+
+    @cached_property
+    def _task_pos(self) -> dict[str, int]:
+        return {task.id: pos for pos, task in enumerate(self.tasks)}
+
+    def gpus_of(self, task: ClusterTask) -> int:
+        """The GPUs ``task`` holds as the cluster counts them (C7: a shared GPU once)."""
+        return int(self.facts.task_gpus[self._task_pos[task.id]])
+
+    def stoppable(self, task: ClusterTask) -> bool:
+        """Whether ``task`` is of the LP class here (below ``hp_priority`` and not fixed)."""
+        return self.facts.is_lp(self.cluster, task)
+
+    def model_copy(self, *, update: Any = None, deep: bool = False) -> PreemptionProblem:
+        """A copy whose views (index, cluster facts) are rebuilt on first use."""
+        copy = super().model_copy(update=update, deep=deep)
+        for name in ("facts", "_task_pos"):
+            copy.__dict__.pop(name, None)
+        return copy
 
     @classmethod
     def from_cluster(
@@ -233,8 +324,10 @@ class PreemptionProblem(IndexedModel):
         ...                   tasks=[{"id": "t", "node": "n", "gpus": 8, "cpus": 8,
         ...                           "priority": 10, "start_time": 40}])
         >>> problem = PreemptionProblem.from_cluster(cluster, "4G8C", priority=5000)
-        >>> problem.request.priority, problem.tasks[0].priority, problem.tasks[0].last_checkpoint
-        ('HP', 'LP', 40.0)
+        >>> problem.request.priority, problem.stoppable(problem.tasks[0])
+        ('HP', True)
+        >>> problem.tasks[0].priority, problem.cluster.hp_priority, problem.tasks[0].last_checkpoint
+        (10, 5000, 40.0)
         """
         shape = as_request(request)
         clock = now if now is not None else cluster.now
@@ -242,14 +335,22 @@ class PreemptionProblem(IndexedModel):
             raise ProblemError("now: the cluster states no clock; give now (--now T).")
         wanted = priority_value(priority, cluster.hp_priority)
         usable = _usable_nodes(cluster, shape)
+        # K8: the tasks below the request's priority are the LP class of this question, so
+        # the question's cluster takes the request's priority as its HP threshold (every
+        # task is HP to a request that never preempts)
+        threshold = wanted if shape.preemption_policy != "Never" else MIN_PRIORITY
         data = {
             "now": float(clock),
-            "nodes": [
-                {"id": n.id, "gpus": n.gpus, "cpus": n.cpus, "preemptions": n.preemptions}
-                for n in cluster.nodes
-                if n.id in usable
-            ],
-            "tasks": _view_tasks(cluster, shape, usable, wanted),
+            "cluster": {
+                "nodes": [
+                    {"id": n.id, "gpus": n.gpus, "cpus": n.cpus, "preemptions": n.preemptions}
+                    for n in cluster.nodes
+                    if n.id in usable
+                ],
+                "tasks": _view_tasks(cluster, shape, usable),
+                "hp_priority": threshold,
+                "now": float(clock),
+            },
             "request": {
                 "id": request_id,
                 "gpus": shape.gpus,
@@ -263,8 +364,46 @@ class PreemptionProblem(IndexedModel):
 
     @cached_property
     def index(self) -> PreemptionIndex:
-        """The array view the methods read (built once)."""
-        return PreemptionIndex.build(self)
+        """The array view the methods read (built once, by :func:`preemption_view`)."""
+        return preemption_view(self.cluster, self.request, self.now)
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the cluster says of its tasks that preemption reads: the fixed ones, with why
+    (K6, K7, K5, C7), and the GPUs each holds as C7 counts them (a shared GPU once)."""
+
+    fixed: dict[str, str]
+    task_gpus: np.ndarray
+
+    @classmethod
+    def of(cls, cluster: Cluster) -> ClusterFacts:
+        """The facts of ``cluster``: from its index, or from the tasks alone when nothing
+        but a task's own ``locked`` or ``pinned`` can fix one (no shares, budgets, pod
+        (anti-)affinity, locked or NotReady nodes), which gives the same facts without
+        building the index."""
+        simple = (
+            not cluster.budgets
+            and all(node.ready and not node.locked for node in cluster.nodes)
+            and all(
+                task.gpu_milli is None and not task.pod_affinity and not task.pod_anti_affinity
+                for task in cluster.tasks
+            )
+        )
+        if not simple:
+            index = cluster.index
+            return cls(fixed=index.fixed, task_gpus=index.task_gpus.astype(np.int64))
+        fixed = {
+            task.id: task.pinned if task.pinned is not None else "locked"
+            for task in cluster.tasks
+            if task.fixed
+        }
+        return cls(fixed=fixed, task_gpus=np.array([t.gpus for t in cluster.tasks], np.int64))
+
+    def is_lp(self, cluster: Cluster, task: ClusterTask) -> bool:
+        """Whether ``task`` is of the LP class: its priority is below the cluster's
+        ``hp_priority`` and the cluster does not fix it, so an HP request may stop it."""
+        return task.id not in self.fixed and not is_hp(task.priority, cluster.hp_priority)
 
 
 def _usable_nodes(cluster: Cluster, shape: RequestShape) -> set[str]:
@@ -282,12 +421,10 @@ def _usable_nodes(cluster: Cluster, shape: RequestShape) -> set[str]:
     return usable
 
 
-def _view_tasks(
-    cluster: Cluster, shape: RequestShape, usable: set[str], wanted: int
-) -> list[dict[str, Any]]:
-    """The tasks on ``usable`` nodes as the view's tasks: LP when ``shape`` may stop them (K8)."""
+def _view_tasks(cluster: Cluster, shape: RequestShape, usable: set[str]) -> list[dict[str, Any]]:
+    """The tasks on ``usable`` nodes as the question's tasks: integer priorities, fixed ones
+    locked, and the GPUs they hold in the view of ``shape`` (C7)."""
     fixed = cluster.index.fixed
-    may_preempt = shape.preemption_policy != "Never"
     tasks = []
     held = cluster.index.task_gpus  # C7: a GPU shared by several shares counts once
     if shape.gpu_milli is not None:
@@ -307,12 +444,9 @@ def _view_tasks(
                 "node": task.node,
                 "gpus": int(held[pos]),
                 "cpus": task.cpus,
-                "priority": "LP"
-                if may_preempt
-                and task.id not in fixed
-                and priority_value(task.priority, cluster.hp_priority) < wanted
-                else "HP",
+                "priority": priority_value(task.priority, cluster.hp_priority),
                 "last_checkpoint": checkpoint,
+                "locked": task.id in fixed,
             }
         )
     return tasks
@@ -485,33 +619,75 @@ class PreemptionIndex(NodesAndTasks):
         """LP tasks per node by cost per CPU, for the exact method's lower bound (P10)."""
         return self._lp_sorted_by(self.task_cpu_price)
 
-    @classmethod
-    def build(cls, problem: PreemptionProblem) -> PreemptionIndex:
-        nodes, tasks, request = problem.nodes, problem.tasks, problem.request
-        node_ids = [node.id for node in nodes]
-        node_pos = {node_id: pos for pos, node_id in enumerate(node_ids)}
-        task_ids = [t.id for t in tasks]
-        gpus = np.array([t.gpus for t in tasks], dtype=np.int64)
-        checkpoints = scaled_array([t.last_checkpoint for t in tasks])
-        age = scaled(problem.now) - checkpoints
-        return cls(
-            node_ids=node_ids,
-            node_pos=node_pos,
-            node_gpus=np.array([n.gpus for n in nodes], dtype=np.int64),
-            node_cpus=scaled_array([n.cpus for n in nodes]),
-            node_preemptions=np.array([n.preemptions for n in nodes], dtype=np.int64),
-            task_ids=task_ids,
-            task_pos={task_id: pos for pos, task_id in enumerate(task_ids)},
-            task_node=np.array([node_pos[t.node] for t in tasks], dtype=np.int64),
-            task_gpus=gpus,
-            task_cpus=scaled_array([t.cpus for t in tasks]),
-            task_hp=np.array([t.priority == "HP" for t in tasks], dtype=bool),
-            task_age=age,
-            task_cost=gpus * age,
-            request_gpus=request.gpus,
-            request_cpus=scaled(request.cpus),
-            request_hp=request.priority == "HP",
-        )
+
+def preemption_view(cluster: Cluster, request: Request, now: float) -> PreemptionIndex:
+    """The preemption view of ``cluster`` for ``request`` at time ``now``: the one place the
+    array view the methods read is built.
+
+    Nodes and tasks keep the cluster's order. A task is of the HP class unless
+    :meth:`ClusterFacts.is_lp` (below ``hp_priority``, not fixed); it holds the GPUs the
+    cluster counts for it (C7: the shares on one GPU count it once); its age
+    is ``now`` minus its ``last_checkpoint`` (else its ``start_time``), in
+    thousandths.
+
+    Examples
+    --------
+    >>> cluster = Cluster(nodes=[{"id": "n", "gpus": 8, "cpus": 8}],
+    ...                   tasks=[{"id": "t", "node": "n", "gpus": 2, "priority": 10,
+    ...                           "last_checkpoint": 4}], hp_priority=100)
+    >>> view = preemption_view(cluster, Request(id="r", gpus=8, priority="HP"), now=10)
+    >>> view.task_hp.tolist(), view.task_cost.tolist(), view.node_lp_gpus.tolist()
+    ([False], [12000], [2])
+    """
+    nodes, tasks = cluster.nodes, cluster.tasks
+    node_ids = [node.id for node in nodes]
+    node_pos = {node_id: pos for pos, node_id in enumerate(node_ids)}
+    task_ids = [t.id for t in tasks]
+    facts = ClusterFacts.of(cluster)
+    gpus = facts.task_gpus  # C7: a shared GPU once
+    checkpoints = scaled_array(
+        [t.last_checkpoint if t.last_checkpoint is not None else checkpoint_of(t) for t in tasks]
+    )
+    age = scaled(now) - checkpoints
+    hp_priority, fixed = cluster.hp_priority, facts.fixed
+    priorities = np.array(
+        [
+            # the class names as integers (priority_value), inline: this loop is the cold path
+            hp_priority if p == "HP" else 0 if p == "LP" else p
+            for p in (t.priority for t in tasks)
+        ],
+        dtype=np.int64,
+    )
+    task_hp = priorities >= hp_priority
+    if fixed:
+        task_hp |= np.array([t.id in fixed for t in tasks], dtype=bool)
+    return PreemptionIndex(
+        node_ids=node_ids,
+        node_pos=node_pos,
+        node_gpus=np.array([n.gpus for n in nodes], dtype=np.int64),
+        node_cpus=scaled_array([n.cpus for n in nodes]),
+        node_preemptions=np.array([n.preemptions for n in nodes], dtype=np.int64),
+        task_ids=task_ids,
+        task_pos={task_id: pos for pos, task_id in enumerate(task_ids)},
+        task_node=np.array([node_pos[t.node] for t in tasks], dtype=np.int64),
+        task_gpus=gpus,
+        task_cpus=scaled_array([t.cpus for t in tasks]),
+        task_hp=task_hp,
+        task_age=age,
+        task_cost=gpus * age,
+        request_gpus=request.gpus,
+        request_cpus=scaled(request.cpus),
+        request_hp=request.priority == "HP",
+    )
+
+
+def checkpoint_of(task: ClusterTask) -> float:
+    """The time since which ``task``'s work is lost when it stops: its ``last_checkpoint``,
+    else its ``start_time`` (a problem's tasks have one or the other, P4)."""
+    checkpoint = task.checkpoint
+    if checkpoint is None:
+        raise ProblemError(f"task {task.id!r} has neither last_checkpoint nor start_time.")
+    return checkpoint
 
 
 def scaled_array(amounts: list[float]) -> np.ndarray:
@@ -537,15 +713,20 @@ __all__ = [
     "MAX_CPUS",
     "MAX_NODES",
     "MAX_TIME",
+    "ClusterFacts",
     "Holding",
     "LPSegments",
-    "Node",
     "PreemptionIndex",
     "PreemptionProblem",
     "Priority",
     "Request",
-    "Task",
+    "checkpoint_of",
     "load_state",
     "parse_state",
+    "preemption_view",
     "scaled_array",
 ]
+
+#: The state's own node and task records are gone (the problem's data is a Cluster): the
+#: old names resolve to the cluster's items, one release, with a ``DeprecationWarning``.
+__getattr__ = moved_names(__name__, "gpuopt.cluster.items", names={"Node", "Task"})

@@ -17,9 +17,10 @@ from typing import ClassVar, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from gpuopt._compat import old_result_names
-from gpuopt.cluster.model import SCALE, scaled
+from gpuopt.cluster.items import Task
+from gpuopt.cluster.model import SCALE, is_hp, scaled
 from gpuopt.errors import ProblemError, short
-from gpuopt.preemption.problem import PreemptionProblem, Request, Task
+from gpuopt.preemption.problem import PreemptionProblem, Request, checkpoint_of
 from gpuopt.result import Result, Sense, Status
 
 Method = Literal["heuristic", "dp", "milp", "cpsat"]
@@ -86,7 +87,7 @@ def _milli_cost(problem: PreemptionProblem, victims: Iterable[str]) -> int:
         task = tasks.get(victim)
         if task is None:
             raise ProblemError(f"victim {short(victim)} is not a task of the state.")
-        total += task.gpus * (now - scaled(task.last_checkpoint))
+        total += problem.gpus_of(task) * (now - scaled(checkpoint_of(task)))
     return total
 
 
@@ -145,10 +146,10 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
     lp_gpus = dict.fromkeys(nodes, 0)
     lp_cpus = dict.fromkeys(nodes, 0)
     for held in problem.tasks:
-        free_gpus[held.node] -= held.gpus
+        free_gpus[held.node] -= problem.gpus_of(held)
         free_cpus[held.node] -= scaled(held.cpus)
-        if held.priority == "LP":
-            lp_gpus[held.node] += held.gpus
+        if problem.stoppable(held):
+            lp_gpus[held.node] += problem.gpus_of(held)
             lp_cpus[held.node] += scaled(held.cpus)
     room_now = [n for n in nodes if free_gpus[n] >= request.gpus and free_cpus[n] >= wanted_cpus]
     room_by_preemption = [
@@ -191,15 +192,21 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
         if task.node != node.id:
             found.append(f"P2: victim {short(victim)} runs on {task.node}, not on {node.id}")
             continue
-        if task.priority != "LP":
-            found.append(f"P2: victim {short(victim)} is an HP task")
+        if not problem.stoppable(task):
+            cluster = problem.cluster
+            found.append(
+                f"P2: victim {short(victim)} is an HP task"
+                if is_hp(task.priority, cluster.hp_priority)
+                else f"P2: victim {short(victim)} is fixed ({problem.facts.fixed[task.id]}), "
+                "never stopped"
+            )
             continue
         victims.append(task)
     if request.priority == "LP" and decision.victims:
         found.append("P2: an LP request never preempts, but victims are listed")
 
     # P3: the request fits once the victims are gone.
-    gpus_after = free_gpus[node.id] + sum(task.gpus for task in victims)
+    gpus_after = free_gpus[node.id] + sum(problem.gpus_of(task) for task in victims)
     cpus_after = free_cpus[node.id] + sum(scaled(task.cpus) for task in victims)
     if gpus_after < request.gpus:
         found.append(
@@ -214,7 +221,7 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
 
     # P4: the cost is the victims' work to redo.
     now = scaled(problem.now)
-    cost = sum(t.gpus * (now - scaled(t.last_checkpoint)) for t in victims) / SCALE
+    cost = sum(problem.gpus_of(t) * (now - scaled(checkpoint_of(t))) for t in victims) / SCALE
     if len(victims) == len(counts) and not math.isclose(
         decision.cost, cost, rel_tol=1e-9, abs_tol=1e-9
     ):

@@ -303,8 +303,7 @@ def _preemption_problem(
         return None
     return PreemptionProblem(
         now=now - origin,
-        nodes=nodes,
-        tasks=tasks,
+        cluster={"nodes": nodes, "tasks": tasks, "now": now - origin},
         request={
             "id": f"job-{position}",
             "gpus": request.job.gpus,

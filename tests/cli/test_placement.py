@@ -396,6 +396,29 @@ def test_preempt_stops_the_cheapest(
     assert data["cost"] == 4 * 200
 
 
+def test_preempt_reads_a_state_over_a_cluster_and_checks_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # PREEMPT over a cluster: integer priorities with HP from 100 up; "a" is locked (K6)
+    tasks = [
+        dict(task, priority={"LP": 5, "HP": 100}[task["priority"]]) for task in PREEMPT["tasks"]
+    ]
+    tasks[0]["locked"] = True
+    cluster = {"nodes": PREEMPT["nodes"], "tasks": tasks, "hp_priority": 100}
+    state, out = tmp_path / "state.json", tmp_path / "out.json"
+    state.write_text(json.dumps({"now": 7200, "cluster": cluster, "request": PREEMPT["request"]}))
+    code, stdout, _ = run(["preempt", str(state), "--out", str(out)], capsys)
+    assert code == 0, stdout
+    data = json.loads(out.read_text())
+    # n1 has no room; "b" is its only victim it may stop, and it frees 4 GPUs (4 x 200 s)
+    assert (data["node"], data["victims"], data["cost"]) == ("n1", ["b"], 4 * 200)
+    assert main(["check", str(state), str(out)]) == 0
+    data["victims"] = ["a", "b"]
+    out.write_text(json.dumps(data))
+    assert main(["check", str(state), str(out)]) == 1
+    assert "P2: victim 'a' is fixed (locked), never stopped" in capsys.readouterr().out
+
+
 def test_preempt_bad_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     state, out = tmp_path / "state.json", tmp_path / "out.json"
     bad = dict(PREEMPT, request={"id": "r", "gpus": 4, "priority": "urgent"})

@@ -149,7 +149,8 @@ def test_placement_and_preemption_views_count_a_shared_gpu_once() -> None:
     preemption = PreemptionProblem.from_cluster(snapshot, "2G", priority=5000)
     # the shares share GPU 0: they count it once and are never victims (shared-gpu)
     assert sorted(t.gpus for t in preemption.tasks) == [0, 0, 1]
-    assert {t.priority for t in preemption.tasks} == {"HP"}
+    assert [preemption.stoppable(t) for t in preemption.tasks] == [False] * 3
+    assert all(t.locked for t in preemption.tasks)  # fixed (shared-gpu), so never victims
 
 
 SIZES = {"a": 300, "b": 300, "c": 700, "d": 700}

@@ -104,7 +104,12 @@ def test_preemption(preemption_method: str, seed: int) -> None:
         priority_value(t.priority, cluster.hp_priority) >= 5000 or t.id in cluster.index.fixed
         for t in cluster.tasks
     ]
-    assert [t.priority == "HP" for t in problem.tasks] == protected
+    assert [not problem.stoppable(t) for t in problem.tasks] == protected
+    # the question's cluster keeps the integer priorities; the request's is its HP threshold
+    assert [t.priority for t in problem.tasks] == [
+        priority_value(t.priority, cluster.hp_priority) for t in cluster.tasks
+    ]
+    assert problem.cluster.hp_priority == problem.request.rank == 5000
     decision = gpuopt.solve(problem, preemption_method)
     assert gpuopt.violations(problem, decision) == []
     assert decision.cost == gpuopt.evaluate(problem, decision) == decision.objective

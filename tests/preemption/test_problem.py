@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+import gpuopt
 from gpuopt.errors import ProblemError
 from gpuopt.preemption.problem import HP_NODE, IDLE, LP_NODE, load_state, parse_state
+from gpuopt.preemption.solution import PreemptionResult
 from tests.preemption import node, state, task
 
 
@@ -182,3 +184,165 @@ def test_model_copy_gets_its_own_index() -> None:
     assert problem.index.request_gpus == 4
     request = problem.request.model_copy(update={"gpus": 2})
     assert problem.model_copy(update={"request": request}).index.request_gpus == 2
+
+
+# --------------------------------------------------------------- the problem over a Cluster
+
+
+def cluster_form(**cluster: Any) -> dict[str, Any]:
+    """The example state written over a cluster: integer priorities, HP from 50 up."""
+    rows = {
+        "nodes": [{"id": "n1", "gpus": 8, "cpus": 96, "preemptions": 3}],
+        "tasks": [
+            {
+                "id": "t1",
+                "node": "n1",
+                "gpus": 2,
+                "cpus": 16,
+                "priority": 10,
+                "last_checkpoint": 6000,
+            },
+        ],
+        "hp_priority": 50,
+        **cluster,
+    }
+    return {"now": 7200, "cluster": rows, "request": {"id": "job-9", "gpus": 8, "priority": "HP"}}
+
+
+def test_a_state_file_and_its_cluster_are_one_problem() -> None:
+    old = parse_state(state_dict(request={"id": "job-9", "gpus": 8, "priority": "HP"}))
+    new = parse_state(cluster_form())
+    # the file's tasks are the cluster's: "LP" is priority 0, below the default threshold
+    assert old.cluster.tasks[0].priority == "LP" and old.cluster.hp_priority == 1000
+    assert old.stoppable(old.tasks[0]) and new.stoppable(new.tasks[0])  # 0 < 1000, 10 < 50
+    for name in ("task_hp", "task_cost", "node_free_gpus", "node_lp_gpus", "node_class"):
+        assert getattr(old.index, name).tolist() == getattr(new.index, name).tolist()
+    for method in ("heuristic", "dp", "milp", "cpsat"):
+        # 6 GPUs free, 8 asked: t1 (2 GPUs x 1200 s) must stop
+        decided = [gpuopt.solve(problem, method) for problem in (old, new)]
+        assert [(d.node, d.victims, d.cost) for d in decided] == [("n1", ["t1"], 2400.0)] * 2
+
+
+def test_a_task_at_the_threshold_is_hp() -> None:
+    problem = parse_state(cluster_form(hp_priority=10))
+    assert not problem.stoppable(problem.tasks[0])
+    assert problem.index.task_hp.tolist() == [True]
+    assert gpuopt.solve(problem, "dp").node is None  # nothing can make room
+    wrong = PreemptionResult(
+        method="dp", node="n1", victims=["t1"], cost=2400, preempted=True, stage=2
+    )
+    assert "P2: victim 't1' is an HP task" in gpuopt.violations(problem, wrong)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"locked": True}, "locked"),
+        ({"pinned": "daemonset"}, "daemonset"),
+    ],
+)
+def test_fixed_tasks_are_never_victims(change: dict[str, Any], reason: str) -> None:
+    data = cluster_form()
+    data["cluster"]["tasks"][0].update(change)
+    problem = parse_state(data)
+    assert not problem.stoppable(problem.tasks[0])  # LP by priority, but fixed (K6)
+    for method in ("heuristic", "dp", "milp", "cpsat"):
+        assert gpuopt.solve(problem, method).node is None
+    wrong = PreemptionResult(
+        method="dp", node="n1", victims=["t1"], cost=2400, preempted=True, stage=2
+    )
+    assert f"P2: victim 't1' is fixed ({reason}), never stopped" in gpuopt.violations(
+        problem, wrong
+    )
+
+
+def test_a_start_time_stands_for_a_missing_checkpoint() -> None:
+    data = cluster_form()
+    del data["cluster"]["tasks"][0]["last_checkpoint"]
+    data["cluster"]["tasks"][0]["start_time"] = 7000
+    problem = parse_state(data)
+    assert problem.index.task_cost.tolist() == [400_000]  # 2 GPUs x (7200 - 7000) s
+    assert gpuopt.evaluate(problem, ["t1"]) == 400.0
+    del data["cluster"]["tasks"][0]["start_time"]
+    assert "task 't1': has neither last_checkpoint nor start_time" in bad(data)
+
+
+def test_shares_of_one_gpu_count_it_once() -> None:
+    data = cluster_form(
+        nodes=[{"id": "n1", "gpus": 2, "cpus": 8}],
+        tasks=[
+            {
+                "id": f"s{k}",
+                "node": "n1",
+                "gpus": 1,
+                "gpu_milli": milli,
+                "priority": 10,
+                "last_checkpoint": 0,
+            }
+            for k, milli in enumerate((500, 400))
+        ],
+    )
+    data["request"]["gpus"] = 1
+    problem = parse_state(data)
+    # C7: both shares sit on GPU 0, so GPU 1 is free; the second share is fixed (shared-gpu)
+    assert problem.index.node_free_gpus.tolist() == [1]
+    decision = gpuopt.solve(problem, "dp")
+    assert (decision.node, decision.victims, decision.stage) == ("n1", [], 1)
+    assert gpuopt.violations(problem, decision) == []
+
+
+def test_the_cluster_form_round_trips() -> None:
+    problem = parse_state(cluster_form())
+    written = json.loads(problem.to_json())
+    assert sorted(written) == ["cluster", "now", "request"]
+    assert parse_state(written) == problem
+    # an old state file is written back over its cluster, and reads the same
+    old = parse_state(state_dict())
+    assert parse_state(json.loads(old.to_json())) == old
+
+
+def test_the_cluster_form_needs_a_node() -> None:
+    assert "cluster.nodes: list should have at least 1 item" in bad(
+        cluster_form(nodes=[], tasks=[])
+    )
+
+
+def test_the_cluster_form_has_one_clock() -> None:
+    assert "cluster.now 7000 differs from now 7200" in bad(cluster_form(now=7000))
+    assert parse_state(cluster_form(now=7200)).cluster.now == 7200
+
+
+def test_old_record_names_warn_and_name_the_cluster_items() -> None:
+    import gpuopt.preemption.problem as module
+    from gpuopt.cluster import items
+
+    for name in ("Node", "Task"):
+        with pytest.warns(DeprecationWarning, match=f"use gpuopt.cluster.items.{name}"):
+            found = getattr(module, name)
+        assert found is getattr(items, name)
+
+
+@pytest.mark.parametrize(
+    ("node", "tasks"),
+    [
+        ({}, [{"locked": True}, {"pinned": "daemonset"}, {}]),  # read from the tasks alone
+        ({"locked": True}, [{}, {"locked": True}, {}]),  # node-locked: read from the index
+        ({}, [{"gpus": 1, "gpu_milli": 500}, {"gpus": 1, "gpu_milli": 300}, {}]),  # shared-gpu
+    ],
+)
+def test_cluster_facts_are_the_cluster_index(
+    node: dict[str, Any], tasks: list[dict[str, Any]]
+) -> None:
+    from gpuopt.cluster.model import Cluster
+    from gpuopt.preemption.problem import ClusterFacts
+
+    cluster = Cluster(
+        nodes=[{"id": "n1", "gpus": 8, "cpus": 8, **node}],
+        tasks=[
+            {"id": f"t{k}", "node": "n1", "gpus": 2, "last_checkpoint": 0, **fields}
+            for k, fields in enumerate(tasks)
+        ],
+    )
+    facts = ClusterFacts.of(cluster)
+    assert facts.fixed == cluster.index.fixed and facts.fixed  # every case fixes some task
+    assert facts.task_gpus.tolist() == cluster.index.task_gpus.tolist()
