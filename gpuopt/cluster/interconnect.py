@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gpuopt.cluster.model import Interconnect
+from gpuopt.cluster.fields import Interconnect
 
 #: Most GPUs of one node (one bandwidth matrix): subset tables have ``2**n`` entries.
 MAX_TOPOLOGY_GPUS = 16
