@@ -85,7 +85,7 @@ def random_node_problem(
     --------
     >>> problem = random_node_problem(3, nodes=5)
     >>> len(problem.cluster.nodes), sorted({n.interconnect for n in problem.cluster.nodes})
-    (5, ['nvlink-pairs', 'nvswitch', 'pcie-two-numa'])
+    (5, ['nvlink-pairs', 'nvswitch'])
     >>> random_node_problem(3, nodes=5) == problem
     True
     """
