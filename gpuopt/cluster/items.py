@@ -64,6 +64,7 @@ class Node(_Extended):
             "gpu_model",
             "topology",
             "interconnect",
+            "bandwidth",
             "preemptions",
             "ready",
             "unschedulable",
