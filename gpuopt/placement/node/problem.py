@@ -23,7 +23,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
 from gpuopt.cluster.interconnect import (
@@ -70,6 +78,31 @@ class NodeRequest(Request):
         description="The cluster's waiting pod it stands for, so a check can rebuild the "
         "question with the pod's rules.",
     )
+
+    #: The fields the old ``GpuRequest`` wrote, in its order; the cluster request's other
+    #: fields (selector, tolerations, ...) are written only when they differ from their default.
+    _written: ClassVar[tuple[str, ...]] = (
+        "id",
+        "gpus",
+        "min_bandwidth",
+        "cpus",
+        "memory",
+        "whole_node",
+        "gpu_milli",
+        "pending",
+    )
+
+    @model_serializer(mode="wrap")
+    def _old_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        fields = type(self).model_fields
+        written = {name: data[name] for name in self._written if name in data}
+        for name, value in data.items():
+            if name not in written and getattr(self, name) != fields[name].get_default(
+                call_default_factory=True
+            ):
+                written[name] = value
+        return written
 
     @model_validator(mode="after")
     def _check_whole_share(self) -> NodeRequest:

@@ -212,3 +212,21 @@ def test_old_record_names_warn() -> None:
         assert package.Topology(bandwidth=[[0.0]]).bandwidth == [[0.0]]
     with pytest.raises(AttributeError):
         _ = module.NoSuchName
+
+
+def test_a_placement_writes_its_job_as_before() -> None:
+    result = legal(parse_node_problem(DESIGN_EXAMPLE))
+    job = json.loads(result.to_json())["job"]
+    # the old GpuRequest's fields in its order; the cluster request's are left at default
+    assert job == {
+        "id": "job",
+        "gpus": 4,
+        "min_bandwidth": 200.0,
+        "cpus": 32.0,
+        "memory": 256.0,
+        "whole_node": False,
+        "gpu_milli": None,
+        "pending": None,
+    }
+    assert list(job) == [*DESIGN_EXAMPLE["request"], "gpu_milli", "pending"]
+    assert NodePlacementResult.model_validate_json(result.to_json()) == result
