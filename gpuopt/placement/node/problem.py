@@ -40,8 +40,8 @@ from gpuopt.cluster.interconnect import (
     GpuTopology,
     bandwidth_error,
     gpu_topology,
-    interconnect_matrix,
     mask_of,
+    node_bandwidth,
 )
 from gpuopt.cluster.items import Node as ClusterNode
 from gpuopt.cluster.model import Cluster, check_unique, scaled
@@ -358,7 +358,7 @@ class NodePlacementProblem(IndexedModel):
     ) -> NodePlacementProblem:
         """The node-level question asked of a cluster snapshot: where does ``request`` go?
 
-        Each node's bandwidth matrix is :func:`node_bandwidth`'s (its
+        Each node's bandwidth matrix is :func:`~gpuopt.cluster.interconnect.node_bandwidth`'s (its
         ``bandwidth``, else its ``interconnect``'s; a node that states neither
         has every pair alike, as under an NVSwitch). GPUs in use are the tasks'
         ``gpu_indices``, or else the lowest free GPUs in task order. Nodes with
@@ -406,14 +406,6 @@ def usable_nodes(cluster: Cluster, request: Request) -> list[ClusterNode]:
     K1-K4 (:func:`~gpuopt.cluster.rules.admitted`), in cluster order."""
     allowed = admitted(cluster, request)
     return [node for pos, node in enumerate(cluster.nodes) if node.gpus > 0 and allowed[pos]]
-
-
-def node_bandwidth(node: ClusterNode) -> list[list[float]]:
-    """A cluster node's GPU-to-GPU bandwidth matrix: its ``bandwidth``, else its
-    ``interconnect``'s (:func:`~gpuopt.cluster.interconnect.interconnect_matrix`)."""
-    if node.bandwidth is not None:
-        return node.bandwidth
-    return interconnect_matrix(node.interconnect, node.gpus)
 
 
 def node_use(cluster: Cluster) -> dict[str, tuple[list[int], list[int] | None]]:
@@ -588,7 +580,6 @@ __all__ = [
     "NodeRequest",
     "gpu_left_of",
     "load_node_problem",
-    "node_bandwidth",
     "node_gpu_use",
     "node_use",
     "node_view",

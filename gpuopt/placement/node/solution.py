@@ -34,13 +34,13 @@ from typing import Any, ClassVar, Literal
 from pydantic import ConfigDict, Field
 
 from gpuopt._compat import old_result_names
+from gpuopt.cluster.interconnect import node_bandwidth
 from gpuopt.cluster.model import SCALE, Cluster, scaled
 from gpuopt.cluster.shares import MILLI
 from gpuopt.placement.node.problem import (
     NodePlacementProblem,
     NodeRequest,
     gpu_left_of,
-    node_bandwidth,
     node_use,
     usable_nodes,
 )
