@@ -458,8 +458,15 @@ def node_view(cluster: Cluster, request: Request) -> NodeIndex:
     topology_ids: list[str] = []
     topologies: list[GpuTopology] = []
     node_topology: list[int] = []
+    named: dict[tuple[str | None, int], GpuTopology] = {}  # a named kind's matrix, built once
     for node in nodes:
-        topology = gpu_topology(node_bandwidth(node))
+        key = (node.interconnect, node.gpus)
+        if node.bandwidth is not None:
+            topology = gpu_topology(node.bandwidth)
+        elif key in named:
+            topology = named[key]
+        else:
+            topology = named[key] = gpu_topology(node_bandwidth(node))
         pos = topology_pos.get(id(topology))
         if pos is None:
             pos = topology_pos[id(topology)] = len(topologies)
