@@ -398,7 +398,7 @@ class NodePlacementProblem(IndexedModel):
         fields["memory"] = shape.memory or 0.0
         if pending is not None:
             fields["pending"] = pending
-        return cls(name=cluster.name, cluster=cluster, request=NodeRequest(**fields))
+        return cls(name=cluster.name, cluster=cluster, request=fields)
 
 
 def usable_nodes(cluster: Cluster, request: Request) -> list[ClusterNode]:

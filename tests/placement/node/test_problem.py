@@ -230,3 +230,14 @@ def test_a_placement_writes_its_job_as_before() -> None:
     }
     assert list(job) == [*DESIGN_EXAMPLE["request"], "gpu_milli", "pending"]
     assert NodePlacementResult.model_validate_json(result.to_json()) == result
+
+
+def test_from_cluster_names_a_bad_request_in_one_sentence() -> None:
+    from gpuopt.cluster.model import Cluster
+    from gpuopt.placement.node.problem import NodePlacementProblem
+
+    cluster = Cluster.model_validate({"nodes": [{"id": "a", "gpus": 8, "cpus": 8}]})
+    with pytest.raises(ProblemError, match=r"^request\.gpus: .*less than or equal to 16"):
+        NodePlacementProblem.from_cluster(cluster, "32G")
+    with pytest.raises(ProblemError, match="a share of a GPU cannot ask for a whole node"):
+        NodePlacementProblem.from_cluster(cluster, "0.5G", whole_node=True)
