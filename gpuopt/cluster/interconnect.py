@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gpuopt.cluster.model import Interconnect
+from gpuopt.cluster.fields import Interconnect
 
 #: Most GPUs of one node (one bandwidth matrix): subset tables have ``2**n`` entries.
 MAX_TOPOLOGY_GPUS = 16
@@ -360,6 +360,14 @@ def mask_of(gpus: Iterable[int]) -> int:
     return mask
 
 
+def node_bandwidth(node: Any) -> list[list[float]]:
+    """A cluster node's GPU-to-GPU bandwidth matrix: its ``bandwidth`` when given, else
+    its ``interconnect``'s (:func:`interconnect_matrix`; none named: every pair alike)."""
+    if node.bandwidth is not None:
+        return list(node.bandwidth)
+    return interconnect_matrix(node.interconnect, node.gpus)
+
+
 _TOPOLOGIES: dict[bytes, GpuTopology] = {}
 _TOPOLOGY_CACHE_SIZE = 64
 
@@ -461,6 +469,7 @@ __all__ = [
     "hgx_nvswitch",
     "interconnect_matrix",
     "mask_of",
+    "node_bandwidth",
     "nvlink_pairs",
     "pcie_two_numa",
 ]

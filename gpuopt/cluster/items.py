@@ -64,6 +64,7 @@ class Node(_Extended):
             "gpu_model",
             "topology",
             "interconnect",
+            "bandwidth",
             "preemptions",
             "ready",
             "unschedulable",
@@ -90,6 +91,13 @@ class Node(_Extended):
     )
     interconnect: Interconnect | None = Field(
         default=None, description="How its GPUs are joined (for node-level GPU sets)."
+    )
+    bandwidth: list[list[float]] | None = Field(
+        default=None,
+        max_length=MAX_NODE_GPUS,
+        description="Its GPU-to-GPU bandwidth matrix in GB/s, one row per GPU, when it is "
+        "none of the named interconnects' (node-level placement reads it before "
+        "interconnect).",
     )
     preemptions: int = Field(
         default=0, ge=0, le=10**9, description="Preemptions of tasks on this node so far."
@@ -121,6 +129,14 @@ class Node(_Extended):
                     f"node {self.id!r}: topology {short({level: domain})} needs a non-empty "
                     f"level and a domain of 1 to {MAX_ID_LENGTH} characters"
                 )
+        if self.bandwidth is not None:
+            from gpuopt.cluster.interconnect import bandwidth_error
+
+            error = bandwidth_error(self.bandwidth)
+            if error is None and len(self.bandwidth) != self.gpus:
+                error = f"has {len(self.bandwidth)} rows but the node has {self.gpus} GPUs"
+            if error is not None:
+                raise ValueError(f"node {self.id!r}: bandwidth {error}")
         return self
 
     @model_validator(mode="after")

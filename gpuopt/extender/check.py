@@ -22,13 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gpuopt.cluster.interconnect import MAX_TOPOLOGY_GPUS, interconnect_matrix
+from gpuopt.cluster.interconnect import MAX_TOPOLOGY_GPUS, node_bandwidth
 from gpuopt.cluster.model import Cluster, Node, Task, priority_value
 from gpuopt.cluster.rules import PodTerms, budget_allowance, refusal
 from gpuopt.cluster.shares import MILLI, layout
 from gpuopt.extender.pod import Ask
 from gpuopt.extender.wire import MAX_SCORE
-from gpuopt.placement.node.problem import GpuRequest
+from gpuopt.placement.node.problem import NodeRequest
 
 #: The node the pod waits on while K5 is judged (a move from it to each candidate).
 WAITING = "gpuopt.io/waiting"
@@ -77,10 +77,11 @@ class Judge:
         elif devices.free < self.ask.gpus:
             return f"C3: node {node_id} has {devices.free} free GPUs, not {self.ask.gpus}"
         linked = self.ask.milli is None and self.ask.gpus >= 2 and self.ask.min_bandwidth > 0
-        if linked and node.interconnect is not None and node.gpus <= MAX_TOPOLOGY_GPUS:
+        known = node.interconnect is not None or node.bandwidth is not None
+        if linked and known and node.gpus <= MAX_TOPOLOGY_GPUS:
             used = [gpu for gpu, left in enumerate(devices.left) if left < MILLI]
-            matrix = interconnect_matrix(node.interconnect, node.gpus)
-            request = GpuRequest(gpus=self.ask.gpus, min_bandwidth=self.ask.min_bandwidth)
+            matrix = node_bandwidth(node)
+            request = NodeRequest(gpus=self.ask.gpus, min_bandwidth=self.ask.min_bandwidth)
             if _brute_force(matrix, used, request) is None:
                 return f"N3: no {self.ask.gpus} free GPUs at {self.ask.min_bandwidth:g} GB/s"
         broken = self.terms.move(pending.id, WAITING, node_id)  # K5
@@ -88,7 +89,7 @@ class Judge:
         return broken[0] if broken else None
 
 
-def _brute_force(matrix: Sequence[Sequence[float]], used: list[int], request: GpuRequest) -> Any:
+def _brute_force(matrix: Sequence[Sequence[float]], used: list[int], request: NodeRequest) -> Any:
     from gpuopt.placement.node.solution import gpus_that_fit as _gpus_that_fit
 
     return _gpus_that_fit(matrix, used, request)

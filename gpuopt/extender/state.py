@@ -21,7 +21,7 @@ from gpuopt.cluster.interconnect import (
     MAX_TOPOLOGY_GPUS,
     GpuTopology,
     gpu_topology,
-    interconnect_matrix,
+    node_bandwidth,
 )
 from gpuopt.cluster.kube import PodAffinityTerm
 from gpuopt.cluster.model import Cluster, Node, Task, scaled
@@ -215,9 +215,10 @@ def _mask(row: np.ndarray) -> int:
 
 
 def _topology(node: Node) -> GpuTopology | None:
-    if node.interconnect is None or not 2 <= node.gpus <= MAX_TOPOLOGY_GPUS:
+    known = node.interconnect is not None or node.bandwidth is not None
+    if not known or not 2 <= node.gpus <= MAX_TOPOLOGY_GPUS:
         return None  # every pair alike, or too large to enumerate (N3 not checked: E3)
-    return gpu_topology(interconnect_matrix(node.interconnect, node.gpus))
+    return gpu_topology(node_bandwidth(node))
 
 
 __all__ = ["State", "node_left"]

@@ -55,13 +55,13 @@ def test_a_waiting_share_keeps_its_share() -> None:
 def test_binpack_puts_a_share_on_the_gpu_it_fills_best() -> None:
     cluster = two_nodes()
     problem = NodePlacementProblem.from_cluster(cluster, "0.35G2C")
-    assert problem.nodes[0].gpu_left == [300, 400]
+    assert problem.index.node_left[0, :2].tolist() == [300, 400]
     found = place(problem, "binpack")
     assert (found.node, found.gpus) == ("a", [1])  # 400 left: the fullest GPU that holds it
     assert "keeping 50 thousandths" in found.reason
     assert violations(problem, found) == []
     after = apply_placement(problem, found)
-    assert after.nodes[0].gpu_left == [300, 50]
+    assert after.index.node_left[0, :2].tolist() == [300, 50]
     spread = place(problem, "spread")
     assert spread.node == "b" and violations(problem, spread) == []
 

@@ -144,7 +144,7 @@ def test_placement_and_preemption_views_count_a_shared_gpu_once() -> None:
         }
     )
     view = NodePlacementProblem.from_cluster(snapshot, "1G")
-    assert view.nodes[0].used_gpus == [0]
+    assert view.index.node_free_mask.tolist() == [0b10]  # GPU 0 holds all three shares
     assert place(view).gpus == [1]
     preemption = PreemptionProblem.from_cluster(snapshot, "2G", priority=5000)
     # the shares share GPU 0: they count it once and are never victims (shared-gpu)

@@ -140,7 +140,7 @@ def test_node_view_uses_stated_gpu_indices_and_interconnect() -> None:
         }
     )
     problem = NodePlacementProblem.from_cluster(cluster, "2G", min_bandwidth=300)
-    assert problem.nodes[0].used_gpus == [0, 1, 2]
+    assert problem.index.node_free_mask.tolist() == [0b11111000]  # GPUs 0, 1, 2 in use
     result = gpuopt.solve(problem, "binpack")
     assert result.gpus == [4, 5] and result.min_pair_bandwidth == 300.0
 

@@ -446,3 +446,21 @@ def test_unknown_node_and_missing_snapshot_are_bad_requests() -> None:
     bound["status"] = {"phase": "Succeeded"}
     with pytest.raises(BadRequest, match="not a pod waiting"):
         Extender(snapshot).filter(read_args({"Pod": bound, "NodeNames": ["n"]}))
+
+
+def test_gpu_bandwidth_on_a_node_matrix() -> None:
+    # the same PCIe halves given as the node's own matrix instead of a named interconnect
+    from gpuopt.cluster.interconnect import pcie_two_numa
+
+    snapshot = cluster(
+        [node("split", bandwidth=pcie_two_numa(8)), node("nvswitch", interconnect="nvswitch")],
+        [
+            task("a", "split", gpus=3, gpu_indices=[0, 1, 2]),
+            task("b", "split", gpus=3, gpu_indices=[4, 5, 6]),
+        ],
+    )
+    fast = pod(gpus=2, annotations={"gpuopt.io/min-gpu-bandwidth": "30"})
+    result = filtered(snapshot, fast)
+    assert result["NodeNames"] == ["nvswitch"]
+    assert result["FailedNodes"]["split"].startswith("N3")
+    assert filtered(snapshot, pod("q", gpus=2))["NodeNames"] == ["split", "nvswitch"]

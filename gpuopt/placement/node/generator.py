@@ -4,7 +4,9 @@ A problem looks like a shared cluster's GPU nodes some time into the day:
 nodes of four kinds (an 8-GPU NVSwitch board, 8 PCIe cards joined in NVLink
 pairs, 8 PCIe cards in two NUMA halves, a 4-GPU NVSwitch board), some
 completely free, the others with some GPUs, CPUs and memory in use, a few
-with GPUs holding shares (``gpu_left``, rule C7). The request asks for 1 to 8
+with GPUs holding shares (rule C7). It is a cluster: each node names its
+``interconnect``, and what it uses is held by tasks
+(:func:`~gpuopt.placement.node.problem.use_tasks`). The request asks for 1 to 8
 GPUs at a pairwise bandwidth that one kind or another cannot give, sometimes
 a whole node or a share of one GPU. The same arguments always give the same
 problem.
@@ -16,16 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuopt._generator import check_generator, seeded_random
-from gpuopt.cluster.interconnect import hgx_nvswitch, nvlink_pairs, pcie_two_numa
+from gpuopt.cluster.fields import Interconnect
 from gpuopt.cluster.shares import MILLI
-from gpuopt.placement.node.problem import MAX_NODES, NodePlacementProblem
+from gpuopt.placement.node.problem import MAX_NODES, NodePlacementProblem, use_tasks
 
-#: Node kinds: topology id -> bandwidth matrix.
-KINDS: dict[str, list[list[float]]] = {
-    "hgx8": hgx_nvswitch(8),
-    "pairs8": nvlink_pairs(8),
-    "pcie8": pcie_two_numa(8),
-    "hgx4": hgx_nvswitch(4),
+#: Node kinds: name -> (interconnect, GPUs).
+KINDS: dict[str, tuple[Interconnect, int]] = {
+    "hgx8": ("nvswitch", 8),
+    "pairs8": ("nvlink-pairs", 8),
+    "pcie8": ("pcie-two-numa", 8),
+    "hgx4": ("nvswitch", 4),
 }
 REQUEST_GPUS = (1, 1, 2, 2, 3, 4, 4, 8)
 #: Pairwise bandwidths asked (GB/s): none, across NUMA, within a half, NVLink pair, NVSwitch.
@@ -82,33 +84,37 @@ def random_node_problem(
     Examples
     --------
     >>> problem = random_node_problem(3, nodes=5)
-    >>> len(problem.nodes), sorted(problem.topologies)
-    (5, ['hgx4', 'hgx8', 'pairs8', 'pcie8'])
+    >>> len(problem.cluster.nodes), sorted({n.interconnect for n in problem.cluster.nodes})
+    (5, ['nvlink-pairs', 'nvswitch'])
     >>> random_node_problem(3, nodes=5) == problem
     True
     """
     shares = NodeShares() if shares is None else shares
     check_generator(locals(), shares, whole={"nodes": (0, MAX_NODES)})
     rng = seeded_random(seed)
-    rows: list[dict[str, Any]] = []
+    nodes_rows: list[dict[str, Any]] = []
+    tasks: list[dict[str, Any]] = []
     for number in range(nodes):
-        kind = rng.choice(list(KINDS))
-        size = len(KINDS[kind])
+        interconnect, size = KINDS[rng.choice(list(KINDS))]
         cpus = cpus_per_node * size // 8
-        row: dict[str, Any] = {"id": f"n{number}", "topology": kind, "cpus": float(cpus)}
+        node_id = f"n{number}"
+        row: dict[str, Any] = {
+            "id": node_id,
+            "gpus": size,
+            "cpus": float(cpus),
+            "interconnect": interconnect,
+        }
         if rng.random() < shares.memory_fraction:
             row["memory"] = 1024.0
         if rng.random() >= shares.free_node_fraction:
             used = sorted(rng.sample(range(size), rng.randint(0, size)))
-            row["used_gpus"] = used
-            row["used_cpus"] = float(rng.randint(0, cpus))
-            if "memory" in row:
-                row["used_memory"] = float(rng.randint(0, 1024))
+            used_cpus = float(rng.randint(0, cpus))
+            used_memory = float(rng.randint(0, 1024)) if "memory" in row else None
+            gpu_left = None
             if used and rng.random() < shares.share_fraction:  # C7: used GPUs hold shares
-                row["gpu_left"] = [
-                    rng.randrange(MILLI) if gpu in used else MILLI for gpu in range(size)
-                ]
-        rows.append(row)
+                gpu_left = [rng.randrange(MILLI) if gpu in used else MILLI for gpu in range(size)]
+            tasks.extend(use_tasks(node_id, used, gpu_left, used_cpus, used_memory))
+        nodes_rows.append(row)
     request: dict[str, Any] = {
         "id": "job",
         "gpus": rng.choice(REQUEST_GPUS),
@@ -120,11 +126,11 @@ def random_node_problem(
         request.update(gpus=1, min_bandwidth=0.0, gpu_milli=rng.choice((100, 250, 500, 750)))
     elif rng.random() < shares.whole_node_fraction:
         request["whole_node"] = True
+    name = name or f"random-{nodes}n-{seed}"
     return NodePlacementProblem.model_validate(
         {
-            "name": name or f"random-{nodes}n-{seed}",
-            "topologies": {kind: {"bandwidth": matrix} for kind, matrix in KINDS.items()},
-            "nodes": rows,
+            "name": name,
+            "cluster": {"name": name, "nodes": nodes_rows, "tasks": tasks},
             "request": request,
         }
     )

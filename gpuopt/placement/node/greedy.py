@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from gpuopt.cluster.model import scaled
 from gpuopt.cluster.shares import MILLI
-from gpuopt.placement.node.problem import NO_MEMORY, GpuRequest, NodeIndex, NodePlacementProblem
+from gpuopt.placement.node.problem import NO_MEMORY, NodeIndex, NodePlacementProblem, NodeRequest
 from gpuopt.placement.node.solution import POLICIES, NodePlacementResult, Policy
 from gpuopt.result import Status
 
@@ -122,7 +122,7 @@ def _completely_free(index: NodeIndex) -> npt.NDArray[np.bool_]:
 
 
 def _gpu_count_filter(
-    index: NodeIndex, request: GpuRequest
+    index: NodeIndex, request: NodeRequest
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
     """Nodes with enough free GPUs, and how many GPUs the request takes on each (for a
     share: a GPU with room for it, and 1 where that GPU is a free one, else 0)."""
@@ -137,18 +137,18 @@ def _gpu_count_filter(
     return index.node_free_gpus >= request.gpus, np.full_like(index.node_gpus, request.gpus)
 
 
-def _cpu_filter(index: NodeIndex, request: GpuRequest) -> npt.NDArray[np.bool_]:
+def _cpu_filter(index: NodeIndex, request: NodeRequest) -> npt.NDArray[np.bool_]:
     return np.asarray(index.node_cpus_free >= scaled(request.cpus))
 
 
-def _memory_filter(index: NodeIndex, request: GpuRequest) -> npt.NDArray[np.bool_]:
+def _memory_filter(index: NodeIndex, request: NodeRequest) -> npt.NDArray[np.bool_]:
     memory = index.node_memory_free
     return np.asarray((memory == NO_MEMORY) | (memory >= scaled(request.memory)))
 
 
 def _rank(
     index: NodeIndex,
-    request: GpuRequest,
+    request: NodeRequest,
     policy: Policy,
     taken: npt.NDArray[np.int64],
     candidates: npt.NDArray[np.int64],
@@ -235,7 +235,7 @@ def rank_nodes(
     return np.lexsort(keys).astype(np.int64)  # the last key is the primary one
 
 
-def _gpu_set(index: NodeIndex, node_pos: int, request: GpuRequest) -> tuple[int, ...] | None:
+def _gpu_set(index: NodeIndex, node_pos: int, request: NodeRequest) -> tuple[int, ...] | None:
     """The GPUs the request gets on a node that passes the count filter, or None."""
     if request.gpu_milli is not None:
         gpu = int(index.share_gpu(request.gpu_milli)[node_pos])
@@ -249,7 +249,7 @@ def _gpu_set(index: NodeIndex, node_pos: int, request: GpuRequest) -> tuple[int,
     return topology.best_set(free_mask, request.gpus, request.min_bandwidth)
 
 
-def _why(index: NodeIndex, request: GpuRequest, policy: Policy, node_pos: int, taken: int) -> str:
+def _why(index: NodeIndex, request: NodeRequest, policy: Policy, node_pos: int, taken: int) -> str:
     left = int(index.node_free_gpus[node_pos]) - taken
     link = f" at >= {request.min_bandwidth:g} GB/s" if request.min_bandwidth > 0 else ""
     what = "a whole-node job" if request.whole_node else f"{request.gpus} GPUs{link}"
@@ -276,7 +276,7 @@ def _nodes(mask: npt.NDArray[np.bool_], singular: str, plural: str) -> str:
     return f"1 node {singular}" if count == 1 else f"{count} nodes {plural}"
 
 
-def _why_not(index: NodeIndex, request: GpuRequest) -> str:
+def _why_not(index: NodeIndex, request: NodeRequest) -> str:
     """Which filter each node fails (the first in the order GPUs, bandwidth, CPU, memory)."""
     head = f"no node can take {request.id!r}"
     if not index.node_ids:

@@ -1,18 +1,20 @@
-"""Node-level placement: nodes with a GPU topology and what they use, and one request.
+"""Node-level placement: one request on a node of a cluster, its GPUs chosen by bandwidth.
 
-The problem JSON (``gpuopt place`` on a cluster snapshot builds it through
-:meth:`NodePlacementProblem.from_cluster`) maps onto
-:class:`NodePlacementProblem`: named ``topologies`` (each a node kind's
-GPU-to-GPU bandwidth matrix in GB/s, :mod:`gpuopt.cluster.interconnect`),
-``nodes`` (a topology, CPUs, memory, the GPUs, CPUs and memory in use) and a
-``request`` for ``gpus`` GPUs whose every pair has at least
-``min_bandwidth``, plus CPUs and memory. :class:`NodeIndex` is the array view
-the heuristic reads. Rules N1-N5 (:mod:`gpuopt.placement.node.solution`) say
-what a placement must keep.
+:class:`NodePlacementProblem` holds a :class:`~gpuopt.cluster.model.Cluster`
+(nodes with their GPU-to-GPU bandwidth matrix in GB/s, given as ``bandwidth``
+or named by ``interconnect``, :mod:`gpuopt.cluster.interconnect`; the tasks
+with the GPUs, CPUs and memory they hold) and a :class:`NodeRequest` (a
+cluster :class:`~gpuopt.cluster.request.Request` for ``gpus`` GPUs whose every
+pair has at least ``min_bandwidth``, or a whole node). :class:`NodeIndex` is
+its array view, built by :func:`node_view`, which the heuristic reads. The
+old problem file ``{"topologies", "nodes", "request"}`` reads through a
+converter into the same cluster. Rules N1-N5
+(:mod:`gpuopt.placement.node.solution`) say what a placement must keep.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,7 +23,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
 from gpuopt.cluster.interconnect import (
@@ -30,21 +40,15 @@ from gpuopt.cluster.interconnect import (
     GpuTopology,
     bandwidth_error,
     gpu_topology,
-    interconnect_matrix,
     mask_of,
+    node_bandwidth,
 )
-from gpuopt.cluster.model import (
-    SCALE,
-    Cluster,
-    check_share,
-    check_unique,
-    scaled,
-    share_field,
-)
+from gpuopt.cluster.items import Node as ClusterNode
+from gpuopt.cluster.model import Cluster, check_unique, scaled
 from gpuopt.cluster.request import Request, as_request
 from gpuopt.cluster.rules import admitted
 from gpuopt.cluster.shares import MILLI, Devices
-from gpuopt.errors import ProblemError
+from gpuopt.errors import ProblemError, problem_error_from
 
 MAX_NODES = 1_000_000
 MAX_AMOUNT = 1e12
@@ -54,20 +58,69 @@ NO_MEMORY = -1
 _CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
-class Topology(BaseModel):
-    """A kind of node: its GPU-to-GPU bandwidth matrix in GB/s.
+class NodeRequest(Request):
+    """A new job: a cluster :class:`~gpuopt.cluster.request.Request` with an ``id``, a
+    pairwise ``min_bandwidth`` (GB/s) and ``whole_node``.
 
-    Square, symmetric and non-negative off the diagonal (the diagonal is
-    ignored); the problem checks it and names the topology in the message.
+    ``gpus`` GPUs (or a share of one, ``gpu_milli``), ``cpus`` and ``memory``
+    on one node; ``node_selector``, ``node_affinity`` and ``tolerations``
+    restrict the nodes (K1-K4). ``whole_node`` asks for a node none of whose
+    GPUs is in use, and takes all of its GPUs (at least ``gpus``).
     """
+
+    id: str = Field(default="job", min_length=1, max_length=MAX_ID_LENGTH)
+    gpus: int = Field(ge=1, le=MAX_TOPOLOGY_GPUS)
+    memory: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
+    min_bandwidth: float = Field(default=0.0, ge=0, le=MAX_BANDWIDTH)
+    whole_node: bool = False
+    pending: str | None = Field(
+        default=None,
+        description="The cluster's waiting pod it stands for, so a check can rebuild the "
+        "question with the pod's rules.",
+    )
+
+    #: The fields the old ``GpuRequest`` wrote, in its order; the cluster request's other
+    #: fields (selector, tolerations, ...) are written only when they differ from their default.
+    _written: ClassVar[tuple[str, ...]] = (
+        "id",
+        "gpus",
+        "min_bandwidth",
+        "cpus",
+        "memory",
+        "whole_node",
+        "gpu_milli",
+        "pending",
+    )
+
+    @model_serializer(mode="wrap")
+    def _old_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        fields = type(self).model_fields
+        written = {name: data[name] for name in self._written if name in data}
+        for name, value in data.items():
+            if name not in written and getattr(self, name) != fields[name].get_default(
+                call_default_factory=True
+            ):
+                written[name] = value
+        return written
+
+    @model_validator(mode="after")
+    def _check_whole_share(self) -> NodeRequest:
+        if self.gpu_milli is not None and self.whole_node:
+            raise ValueError(f"request {self.id!r}: a share of a GPU cannot ask for a whole node")
+        return self
+
+
+class _Topology(BaseModel):
+    """The old problem file's node kind: its GPU-to-GPU bandwidth matrix in GB/s."""
 
     model_config = _CONFIG
 
     bandwidth: list[list[float]] = Field(min_length=1, max_length=MAX_TOPOLOGY_GPUS)
 
 
-class PlacementNode(BaseModel):
-    """One machine: its topology, capacity, and what is already in use."""
+class _FileNode(BaseModel):
+    """The old problem file's machine: its topology, capacity, and what is already in use."""
 
     model_config = _CONFIG
 
@@ -90,7 +143,7 @@ class PlacementNode(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _check_use(self) -> PlacementNode:
+    def _check_use(self) -> _FileNode:
         counts = Counter(self.used_gpus)
         for gpu, count in counts.items():
             if count > 1:
@@ -120,64 +173,64 @@ class PlacementNode(BaseModel):
             )
         return self
 
+    def cluster_rows(self, bandwidth: list[list[float]]) -> tuple[dict[str, Any], list[Any]]:
+        """This machine as a cluster node (with ``bandwidth``) and its :func:`use_tasks`."""
+        node: dict[str, Any] = {
+            "id": self.id,
+            "gpus": len(bandwidth),
+            "cpus": self.cpus,
+            "bandwidth": bandwidth,
+        }
+        if self.memory is not None:
+            node["memory"] = self.memory
+        used_memory = None if self.memory is None else self.used_memory
+        tasks = use_tasks(self.id, self.used_gpus, self.gpu_left, self.used_cpus, used_memory)
+        return node, tasks
 
-class GpuRequest(BaseModel):
-    """A new job: ``gpus`` GPUs with pairwise ``min_bandwidth`` (GB/s), CPUs and memory.
 
-    ``whole_node`` asks for a node none of whose GPUs is in use, and takes all
-    of its GPUs (at least ``gpus``).
-    """
+def use_tasks(
+    node_id: str,
+    used_gpus: Sequence[int],
+    gpu_left: Sequence[int] | None,
+    used_cpus: float,
+    used_memory: float | None,
+) -> list[dict[str, Any]]:
+    """Cluster tasks that hold what a node uses: one per used GPU, named by
+    ``gpu_indices`` (a share of it, ``gpu_milli``, where ``gpu_left`` leaves some
+    thousandths, C7), then one of no GPUs holding the CPUs and memory."""
+    tasks: list[dict[str, Any]] = []
+    for gpu in sorted(used_gpus):
+        task: dict[str, Any] = {
+            "id": f"{node_id}/gpu{gpu}",
+            "node": node_id,
+            "gpus": 1,
+            "gpu_indices": [gpu],
+        }
+        left = MILLI if gpu_left is None else gpu_left[gpu]
+        if 0 < left < MILLI:
+            task["gpu_milli"] = MILLI - left
+        tasks.append(task)
+    if used_cpus or used_memory:
+        held: dict[str, Any] = {"id": f"{node_id}/held", "node": node_id, "gpus": 0}
+        held["cpus"] = used_cpus
+        if used_memory is not None:
+            held["memory"] = used_memory
+        tasks.append(held)
+    return tasks
+
+
+class _ProblemFile(BaseModel):
+    """The old problem file: ``topologies``, ``nodes`` using them, and a ``request``."""
 
     model_config = _CONFIG
-
-    id: str = Field(default="job", min_length=1, max_length=MAX_ID_LENGTH)
-    gpus: int = Field(ge=1, le=MAX_TOPOLOGY_GPUS)
-    min_bandwidth: float = Field(default=0.0, ge=0, le=MAX_BANDWIDTH)
-    cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
-    memory: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
-    whole_node: bool = False
-    gpu_milli: int | None = share_field(
-        "C7: a share of one GPU, in thousandths (gpus=1): it goes on a GPU with that much "
-        "left, which other shares may hold."
-    )
-    pending: str | None = Field(
-        default=None,
-        description="The cluster's waiting pod it stands for (a view of a cluster), so a "
-        "check can rebuild the question with the pod's rules.",
-    )
-
-    @model_validator(mode="after")
-    def _check_share(self) -> GpuRequest:
-        check_share(f"request {self.id!r}", self.gpus, self.gpu_milli)
-        if self.gpu_milli is not None and self.whole_node:
-            raise ValueError(f"request {self.id!r}: a share of a GPU cannot ask for a whole node")
-        return self
-
-
-class NodePlacementProblem(IndexedModel):
-    """Topologies, nodes with what they use, and one request to place.
-
-    Examples
-    --------
-    >>> from gpuopt.cluster.interconnect import pcie_two_numa
-    >>> problem = NodePlacementProblem(
-    ...     topologies={"pcie8": {"bandwidth": pcie_two_numa(8)}},
-    ...     nodes=[{"id": "n1", "topology": "pcie8", "cpus": 96, "used_gpus": [0, 5]}],
-    ...     request={"gpus": 3, "min_bandwidth": 32})
-    >>> problem.index.node_free_gpus.tolist(), bin(problem.index.node_free_mask[0])
-    ([6], '0b11011110')
-    """
-
-    model_config = _CONFIG
-    document: ClassVar[str] = "a placement problem"
 
     name: str = "placement"
-    topologies: dict[str, Topology]
-    nodes: list[PlacementNode] = Field(max_length=MAX_NODES)
-    request: GpuRequest
+    topologies: dict[str, _Topology]
+    nodes: list[_FileNode] = Field(max_length=MAX_NODES)
+    request: dict[str, Any]
 
     @model_validator(mode="after")
-    def _check_problem(self) -> NodePlacementProblem:
+    def _check_problem(self) -> _ProblemFile:
         for topology_id, topology in self.topologies.items():
             if not topology_id:
                 raise ValueError("topologies: a topology id is the empty string")
@@ -205,10 +258,92 @@ class NodePlacementProblem(IndexedModel):
                     )
         return self
 
+    def as_problem_data(self) -> dict[str, Any]:
+        """The problem's fields: each node with its topology's matrix, its use as tasks."""
+        nodes: list[dict[str, Any]] = []
+        tasks: list[Any] = []
+        for file_node in self.nodes:
+            node, held = file_node.cluster_rows(self.topologies[file_node.topology].bandwidth)
+            nodes.append(node)
+            tasks.extend(held)
+        return {
+            "name": self.name,
+            "cluster": {"name": self.name, "nodes": nodes, "tasks": tasks},
+            "request": self.request,
+        }
+
+
+class NodePlacementProblem(IndexedModel):
+    """A cluster and one request to place on one of its nodes.
+
+    The nodes are the cluster's (its GPUs joined as ``bandwidth`` or
+    ``interconnect`` says) with what its tasks use; the request may use the
+    nodes with GPUs that rules K1-K4 admit it to. :attr:`index` is the array
+    view :func:`node_view` builds from them.
+
+    The old problem file, ``{"topologies", "nodes", "request"}`` (named
+    bandwidth matrices, nodes naming one with the GPUs, CPUs and memory they
+    use), still reads: each node becomes a cluster node with its topology's
+    matrix, its use tasks (one per used GPU, a share where ``gpu_left`` says
+    so, and one holding CPUs and memory), so the placements are the same.
+
+    Examples
+    --------
+    >>> from gpuopt.cluster.interconnect import pcie_two_numa
+    >>> problem = NodePlacementProblem(
+    ...     topologies={"pcie8": {"bandwidth": pcie_two_numa(8)}},
+    ...     nodes=[{"id": "n1", "topology": "pcie8", "cpus": 96, "used_gpus": [0, 5]}],
+    ...     request={"gpus": 3, "min_bandwidth": 32})
+    >>> problem.index.node_free_gpus.tolist(), bin(problem.index.node_free_mask[0])
+    ([6], '0b11011110')
+    >>> [task.id for task in problem.cluster.tasks]
+    ['n1/gpu0', 'n1/gpu5']
+    """
+
+    model_config = _CONFIG
+    document: ClassVar[str] = "a placement problem"
+
+    name: str = "placement"
+    cluster: Cluster = Field(description="The nodes and the tasks running on them.")
+    request: NodeRequest
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_problem_file(cls, data: Any) -> Any:
+        """The old problem file (``topologies`` and ``nodes``) as a cluster."""
+        if not isinstance(data, dict) or "cluster" in data:
+            return data
+        if "topologies" not in data and "nodes" not in data:
+            return data
+        rows = {
+            key: (value.model_dump() if isinstance(value, BaseModel) else value)
+            for key, value in data.items()
+        }
+        try:
+            found = _ProblemFile.model_validate(rows)
+        except ValidationError as exc:
+            raise ValueError(str(problem_error_from(exc)).rstrip(".")) from None
+        return found.as_problem_data()
+
+    @model_validator(mode="after")
+    def _check_node_size(self) -> NodePlacementProblem:
+        for node in usable_nodes(self.cluster, self.request):
+            if node.gpus > MAX_TOPOLOGY_GPUS:
+                raise ValueError(
+                    f"node {node.id!r}: node-level placement handles nodes of at most "
+                    f"{MAX_TOPOLOGY_GPUS} GPUs (it has {node.gpus}); use --level switch"
+                )
+        return self
+
     @cached_property
     def index(self) -> NodeIndex:
         """The array view :func:`~gpuopt.placement.node.greedy.place` reads (built once)."""
-        return NodeIndex.build(self)
+        return node_view(self.cluster, self.request)
+
+    @property
+    def nodes(self) -> list[ClusterNode]:
+        """The nodes the request may use, in cluster order (:func:`usable_nodes`)."""
+        return usable_nodes(self.cluster, self.request)
 
     @classmethod
     def from_cluster(
@@ -223,13 +358,13 @@ class NodePlacementProblem(IndexedModel):
     ) -> NodePlacementProblem:
         """The node-level question asked of a cluster snapshot: where does ``request`` go?
 
-        Each node's bandwidth matrix comes from its ``interconnect``
-        (:data:`~gpuopt.cluster.interconnect.INTERCONNECT_MATRICES`; a node that
-        states none has every pair alike, as under an NVSwitch). GPUs in use are
-        the tasks' ``gpu_indices``, or else the lowest free GPUs in task order.
-        Nodes with no GPUs, and nodes the request may not use by rules K1-K3
-        (NotReady, cordoned, locked, an untolerated taint, its node selector or
-        required node affinity), are left out.
+        Each node's bandwidth matrix is :func:`~gpuopt.cluster.interconnect.node_bandwidth`'s (its
+        ``bandwidth``, else its ``interconnect``'s; a node that states neither
+        has every pair alike, as under an NVSwitch). GPUs in use are the tasks'
+        ``gpu_indices``, or else the lowest free GPUs in task order. Nodes with
+        no GPUs, and nodes the request may not use by rules K1-K4 (NotReady,
+        cordoned, locked, an untolerated taint, its node selector or required
+        node affinity), are left out of the view.
 
         Raises
         ------
@@ -244,69 +379,46 @@ class NodePlacementProblem(IndexedModel):
         ...                   tasks=[{"id": "t", "node": "a", "gpus": 2, "cpus": 8}])
         >>> from gpuopt.placement.node.greedy import place
         >>> problem = NodePlacementProblem.from_cluster(cluster, "2G8C")
-        >>> problem.nodes[0].used_gpus, place(problem).gpus
-        ([0, 1], [2, 3])
+        >>> problem.index.node_free_mask.tolist(), place(problem).gpus
+        ([252], [2, 3])
         """
         shape = as_request(request)
-        topologies, nodes = _node_rows(cluster, shape)
-        gpu_request: dict[str, Any] = {
-            "id": request_id,
-            "gpus": shape.gpus,
-            "min_bandwidth": min_bandwidth,
-            "cpus": shape.cpus,
-            "memory": shape.memory or 0.0,
-            "whole_node": whole_node,
-        }
-        if shape.gpu_milli is not None:
-            if whole_node:
+        if shape.gpu_milli is not None and whole_node:
+            raise ProblemError(
+                f"request {shape.shape}: a share of a GPU cannot ask for a whole node."
+            )
+        for node in usable_nodes(cluster, shape):
+            if node.gpus > MAX_TOPOLOGY_GPUS:
                 raise ProblemError(
-                    f"request {shape.shape}: a share of a GPU cannot ask for a whole node."
+                    f"node {node.id!r}: node-level placement handles nodes of at most "
+                    f"{MAX_TOPOLOGY_GPUS} GPUs (it has {node.gpus}); use --level switch."
                 )
-            gpu_request["gpu_milli"] = shape.gpu_milli
+        fields = shape.model_dump(exclude_defaults=True)
+        fields.update(id=request_id, min_bandwidth=min_bandwidth, whole_node=whole_node)
+        fields["memory"] = shape.memory or 0.0
         if pending is not None:
-            gpu_request["pending"] = pending
-        return cls(name=cluster.name, topologies=topologies, nodes=nodes, request=gpu_request)
+            fields["pending"] = pending
+        return cls(name=cluster.name, cluster=cluster, request=fields)
 
 
-def _node_rows(
-    cluster: Cluster, shape: Request
-) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
-    """The topologies and node rows of :meth:`NodePlacementProblem.from_cluster` (K1-K4)."""
-    topologies: dict[str, dict[str, Any]] = {}
-    nodes: list[dict[str, Any]] = []
+def usable_nodes(cluster: Cluster, request: Request) -> list[ClusterNode]:
+    """The nodes of ``cluster`` that ``request`` may use: with GPUs, and admitted by rules
+    K1-K4 (:func:`~gpuopt.cluster.rules.admitted`), in cluster order."""
+    allowed = admitted(cluster, request)
+    return [node for pos, node in enumerate(cluster.nodes) if node.gpus > 0 and allowed[pos]]
+
+
+def node_use(cluster: Cluster) -> dict[str, tuple[list[int], list[int] | None]]:
+    """Per node id, the GPUs its tasks use and, when some hold shares, each GPU's
+    thousandths left (:func:`node_gpu_use`)."""
     on_node: dict[str, list[Any]] = {}
     for task in cluster.tasks:
         on_node.setdefault(task.node, []).append(task)
-    index = cluster.index
-    allowed = admitted(cluster, shape)  # K1-K3, and K4 for extended resources
-    for pos, node in enumerate(cluster.nodes):
-        if node.gpus == 0 or not allowed[pos]:
-            continue
-        if node.gpus > MAX_TOPOLOGY_GPUS:
-            raise ProblemError(
-                f"node {node.id!r}: node-level placement handles nodes of at most "
-                f"{MAX_TOPOLOGY_GPUS} GPUs (it has {node.gpus}); use --level switch."
-            )
-        kind = f"{node.interconnect or 'uniform'}-{node.gpus}"
-        if kind not in topologies:
-            topologies[kind] = {"bandwidth": interconnect_matrix(node.interconnect, node.gpus)}
-        used, gpu_left = node_gpu_use(
-            node.gpus, on_node.get(node.id, []), index.devices.get(node.id)
-        )
-        entry: dict[str, Any] = {
-            "id": node.id,
-            "topology": kind,
-            "cpus": node.cpus,
-            "used_gpus": used,
-            "used_cpus": int(index.node_used_cpus[pos]) / SCALE,
-        }
-        if gpu_left is not None:
-            entry["gpu_left"] = gpu_left
-        if node.memory is not None:
-            entry["memory"] = node.memory
-            entry["used_memory"] = int(index.node_used_memory[pos]) / SCALE
-        nodes.append(entry)
-    return topologies, nodes
+    devices = cluster.index.devices
+    return {
+        node.id: node_gpu_use(node.gpus, on_node.get(node.id, []), devices.get(node.id))
+        for node in cluster.nodes
+    }
 
 
 def node_gpu_use(
@@ -324,12 +436,85 @@ def node_gpu_use(
     return sorted([*named, *(next(free) for _ in range(unnamed))]), None
 
 
-def gpu_left_of(node: PlacementNode, size: int) -> list[int]:
-    """The thousandths each of ``node``'s ``size`` GPUs has left (C7)."""
-    if node.gpu_left is not None:
-        return list(node.gpu_left)
-    used = set(node.used_gpus)
-    return [0 if gpu in used else MILLI for gpu in range(size)]
+def gpu_left_of(used: Sequence[int], gpu_left: Sequence[int] | None, size: int) -> list[int]:
+    """The thousandths each of a node's ``size`` GPUs has left (C7): ``gpu_left`` when
+    some hold shares, else none on a used GPU and 1000 on a free one."""
+    if gpu_left is not None:
+        return list(gpu_left)
+    busy = set(used)
+    return [0 if gpu in busy else MILLI for gpu in range(size)]
+
+
+def node_view(cluster: Cluster, request: Request) -> NodeIndex:
+    """The array view of the nodes ``request`` may use (:func:`usable_nodes`): their
+    bandwidth matrices as :class:`~gpuopt.cluster.interconnect.GpuTopology`, free GPUs as
+    bit masks, free CPUs and memory in thousandths (the one function that builds a
+    :class:`NodeIndex`)."""
+    nodes = usable_nodes(cluster, request)
+    use = node_use(cluster)
+    index = cluster.index
+    cluster_pos = index.node_pos
+    topology_pos: dict[int, int] = {}
+    topology_ids: list[str] = []
+    topologies: list[GpuTopology] = []
+    node_topology: list[int] = []
+    named: dict[tuple[str | None, int], GpuTopology] = {}  # a named kind's matrix, built once
+    for node in nodes:
+        key = (node.interconnect, node.gpus)
+        if node.bandwidth is not None:
+            topology = gpu_topology(node.bandwidth)
+        elif key in named:
+            topology = named[key]
+        else:
+            topology = named[key] = gpu_topology(node_bandwidth(node))
+        pos = topology_pos.get(id(topology))
+        if pos is None:
+            pos = topology_pos[id(topology)] = len(topologies)
+            topologies.append(topology)
+            kind = node.interconnect or "uniform"
+            topology_ids.append(node.id if node.bandwidth is not None else f"{kind}-{node.gpus}")
+        node_topology.append(pos)
+    node_gpus = np.array([node.gpus for node in nodes], dtype=np.int64)
+    free_mask = np.array(
+        [
+            topologies[t].full_mask & ~mask_of(use[node.id][0])
+            for t, node in zip(node_topology, nodes, strict=True)
+        ],
+        dtype=np.int64,
+    )
+    left = np.full((len(nodes), max(node_gpus.max(initial=0), 1)), -1, dtype=np.int64)
+    for pos, node in enumerate(nodes):
+        used, gpu_left = use[node.id]
+        left[pos, : node.gpus] = gpu_left_of(used, gpu_left, node.gpus)
+    rows = [cluster_pos[node.id] for node in nodes]
+    return NodeIndex(
+        node_ids=[node.id for node in nodes],
+        node_pos={node.id: pos for pos, node in enumerate(nodes)},
+        topology_ids=topology_ids,
+        topologies=topologies,
+        node_topology=np.array(node_topology, dtype=np.int64),
+        node_gpus=node_gpus,
+        node_free_mask=free_mask,
+        node_free_gpus=node_gpus
+        - np.array([len(use[node.id][0]) for node in nodes], dtype=np.int64),
+        node_cpus_free=np.array(
+            [
+                scaled(node.cpus) - int(index.node_used_cpus[row])
+                for node, row in zip(nodes, rows, strict=True)
+            ],
+            dtype=np.int64,
+        ),
+        node_memory_free=np.array(
+            [
+                NO_MEMORY
+                if node.memory is None
+                else scaled(node.memory) - int(index.node_used_memory[row])
+                for node, row in zip(nodes, rows, strict=True)
+            ],
+            dtype=np.int64,
+        ),
+        node_left=left,
+    )
 
 
 @dataclass(frozen=True)
@@ -358,46 +543,6 @@ class NodeIndex:
     #: share (thousandths) -> :meth:`share_gpu`'s answer, filled on first use
     shares: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict)
 
-    @classmethod
-    def build(cls, problem: NodePlacementProblem) -> NodeIndex:
-        topology_ids = list(problem.topologies)
-        topology_pos = {topology_id: pos for pos, topology_id in enumerate(topology_ids)}
-        topologies = [gpu_topology(problem.topologies[t].bandwidth) for t in topology_ids]
-        nodes = problem.nodes
-        node_topology = np.array([topology_pos[n.topology] for n in nodes], dtype=np.int64)
-        node_gpus = np.array([topologies[t].num_gpus for t in node_topology], dtype=np.int64)
-        free_mask = np.array(
-            [
-                topologies[t].full_mask & ~mask_of(n.used_gpus)
-                for t, n in zip(node_topology, nodes, strict=True)
-            ],
-            dtype=np.int64,
-        )
-        left = np.full((len(nodes), max(node_gpus.max(initial=0), 1)), -1, dtype=np.int64)
-        for pos, (node, size) in enumerate(zip(nodes, node_gpus.tolist(), strict=True)):
-            left[pos, :size] = gpu_left_of(node, size)
-        return cls(
-            node_ids=[n.id for n in nodes],
-            node_pos={n.id: pos for pos, n in enumerate(nodes)},
-            topology_ids=topology_ids,
-            topologies=topologies,
-            node_topology=node_topology,
-            node_gpus=node_gpus,
-            node_free_mask=free_mask,
-            node_free_gpus=node_gpus - np.array([len(n.used_gpus) for n in nodes], dtype=np.int64),
-            node_cpus_free=np.array(
-                [scaled(n.cpus) - scaled(n.used_cpus) for n in nodes], dtype=np.int64
-            ),
-            node_memory_free=np.array(
-                [
-                    NO_MEMORY if n.memory is None else scaled(n.memory) - scaled(n.used_memory)
-                    for n in nodes
-                ],
-                dtype=np.int64,
-            ),
-            node_left=left,
-        )
-
     def share_gpu(self, milli: int) -> npt.NDArray[np.int64]:
         """Per node, the GPU a share of ``milli`` thousandths takes (best fit: the least left
         that holds it, lowest index on ties; C7), or -1 where no GPU holds it (computed once
@@ -414,18 +559,38 @@ class NodeIndex:
 parse_node_problem = NodePlacementProblem.parse
 load_node_problem = NodePlacementProblem.load
 
+#: old record name -> its replacement (one release, with a ``DeprecationWarning``)
+_OLD_NAMES: dict[str, tuple[str, Any]] = {
+    "GpuRequest": ("NodeRequest", NodeRequest),
+    "PlacementNode": ("a node and tasks of the problem's cluster", _FileNode),
+    "Topology": ("a cluster node's bandwidth or interconnect", _Topology),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``GpuRequest``, ``PlacementNode`` and ``Topology``, the old records: they warn."""
+    if name not in _OLD_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    instead, found = _OLD_NAMES[name]
+    warnings.warn(
+        f"{__name__}.{name} is deprecated: use {instead}.", DeprecationWarning, stacklevel=2
+    )
+    return found
+
 
 __all__ = [
     "MAX_AMOUNT",
     "MAX_NODES",
     "NO_MEMORY",
-    "GpuRequest",
     "NodeIndex",
     "NodePlacementProblem",
-    "PlacementNode",
-    "Topology",
+    "NodeRequest",
     "gpu_left_of",
     "load_node_problem",
     "node_gpu_use",
+    "node_use",
+    "node_view",
     "parse_node_problem",
+    "usable_nodes",
+    "use_tasks",
 ]

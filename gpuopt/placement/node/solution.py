@@ -5,9 +5,8 @@ about the heuristic, :func:`~gpuopt.placement.node.greedy.place`):
 
 - **N1** the node is in the problem; its GPUs are distinct, in range and free
   (for a share of a GPU, ``gpu_milli``: its one GPU has that much left, rule C7
-  of ``models/cluster.md``; a node's ``gpu_left`` states each GPU's thousandths
-  left when some hold shares, and a share takes the GPU with the least left
-  that holds it);
+  of ``models/cluster.md``, the cluster's share tasks laid out on the node's
+  GPUs, and a share takes the GPU with the least left that holds it);
 - **N2** it takes exactly ``request.gpus`` GPUs, or for a ``whole_node``
   request all GPUs of a node none of whose GPUs is in use (at least
   ``request.gpus`` of them);
@@ -16,6 +15,9 @@ about the heuristic, :func:`~gpuopt.placement.node.greedy.place`):
 - **N4** the request's CPUs and memory fit what the node has free (memory is
   not checked on a node that states none);
 - **N5** the placement is empty only when no node can take the request.
+
+The nodes "in the problem" are the cluster's nodes with GPUs that rules K1-K4
+admit the request to; what each uses is summed from the cluster's tasks.
 
 :func:`apply_placement` gives the problem after a placement (the next request
 of a replay sees it).
@@ -26,18 +28,21 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
 from gpuopt._compat import old_result_names
-from gpuopt.cluster.model import SCALE, scaled
+from gpuopt.cluster.interconnect import node_bandwidth
+from gpuopt.cluster.model import SCALE, Cluster, scaled
 from gpuopt.cluster.shares import MILLI
 from gpuopt.placement.node.problem import (
-    GpuRequest,
     NodePlacementProblem,
-    PlacementNode,
+    NodeRequest,
     gpu_left_of,
+    node_use,
+    usable_nodes,
 )
 from gpuopt.result import Result
 
@@ -68,7 +73,7 @@ class NodePlacementResult(Result):
     reason: str = ""
     request: str = ""
     policy: Policy = "binpack"
-    job: GpuRequest | None = Field(
+    job: NodeRequest | None = Field(
         default=None, description="What was asked for, so the answer can be checked."
     )
 
@@ -99,19 +104,53 @@ def _pair_minimum(bandwidth: Sequence[Sequence[float]], gpus: Sequence[int]) -> 
     return min(pairs) if pairs else None
 
 
-def _resources_fit(node: PlacementNode, request: GpuRequest) -> bool:
+@dataclass(frozen=True)
+class _CheckedNode:
+    """What the checker reads of one node the request may use, summed from the cluster."""
+
+    id: str
+    bandwidth: list[list[float]]
+    used_gpus: list[int]
+    gpu_left: list[int] | None
+    cpus_free: int  # thousandths
+    memory_free: int | None  # thousandths; None: the node states no memory
+
+
+def _checked_nodes(problem: NodePlacementProblem) -> list[_CheckedNode]:
+    """The nodes the request may use (K1-K4), each with its matrix and what its tasks hold."""
+    cluster: Cluster = problem.cluster
+    cpus: dict[str, int] = {}
+    memory: dict[str, int] = {}
+    for task in cluster.tasks:
+        cpus[task.node] = cpus.get(task.node, 0) + scaled(task.cpus)
+        memory[task.node] = memory.get(task.node, 0) + scaled(task.memory or 0.0)
+    use = node_use(cluster)
+    return [
+        _CheckedNode(
+            id=node.id,
+            bandwidth=node_bandwidth(node),
+            used_gpus=use[node.id][0],
+            gpu_left=use[node.id][1],
+            cpus_free=scaled(node.cpus) - cpus.get(node.id, 0),
+            memory_free=None
+            if node.memory is None
+            else scaled(node.memory) - memory.get(node.id, 0),
+        )
+        for node in usable_nodes(cluster, problem.request)
+    ]
+
+
+def _resources_fit(node: _CheckedNode, request: NodeRequest) -> bool:
     """N4 on its own: the request's CPUs and memory fit what ``node`` has free."""
-    if scaled(node.cpus) - scaled(node.used_cpus) < scaled(request.cpus):
+    if node.cpus_free < scaled(request.cpus):
         return False
-    if node.memory is None:
-        return True
-    return scaled(node.memory) - scaled(node.used_memory) >= scaled(request.memory)
+    return node.memory_free is None or node.memory_free >= scaled(request.memory)
 
 
 def gpus_that_fit(
     bandwidth: Sequence[Sequence[float]],
     used: Sequence[int],
-    request: GpuRequest,
+    request: NodeRequest,
     left: Sequence[int] | None = None,
 ) -> tuple[int, ...] | None:
     """The first GPUs of a node that satisfy N1-N3 for ``request``, found by brute force.
@@ -141,9 +180,10 @@ def gpus_that_fit(
     Examples
     --------
     >>> from gpuopt.cluster.interconnect import pcie_two_numa
-    >>> gpus_that_fit(pcie_two_numa(4), [0], GpuRequest(gpus=2, min_bandwidth=32))
+    >>> from gpuopt.placement.node.problem import NodeRequest
+    >>> gpus_that_fit(pcie_two_numa(4), [0], NodeRequest(gpus=2, min_bandwidth=32))
     (2, 3)
-    >>> gpus_that_fit(pcie_two_numa(4), [0, 2], GpuRequest(gpus=2, min_bandwidth=32)) is None
+    >>> gpus_that_fit(pcie_two_numa(4), [0, 2], NodeRequest(gpus=2, min_bandwidth=32)) is None
     True
     """
     size = len(bandwidth)
@@ -168,7 +208,7 @@ def violations(problem: NodePlacementProblem, placement: NodePlacementResult) ->
     """Every breach of N1-N5 (module docstring) by ``placement``; empty when it is legal.
 
     Independent of :func:`~gpuopt.placement.node.greedy.place`: it reads the
-    pydantic problem and, for an empty placement, tries every GPU subset of
+    problem's cluster (not its array view) and, for an empty placement, tries every GPU subset of
     every node (fine at up to 16 GPUs per node and test-sized clusters). Each
     message starts with its rule label, e.g. ``"N3: GPUs [0, 4] of node 'n1'
     have 16 GB/s between 0 and 4, below min_bandwidth=32"``.
@@ -181,7 +221,8 @@ def violations(problem: NodePlacementProblem, placement: NodePlacementResult) ->
         if placement.gpus:
             found.append(f"N1: the placement has no node but lists GPUs {placement.gpus}")
         return found + _empty_violations(problem)
-    node = next((n for n in problem.nodes if n.id == placement.node), None)
+    nodes = _checked_nodes(problem)
+    node = next((n for n in nodes if n.id == placement.node), None)
     if node is None:
         return [*found, f"N1: node {placement.node!r} is not in the problem"]
     return found + _node_violations(problem, node, placement)
@@ -191,13 +232,12 @@ def _empty_violations(problem: NodePlacementProblem) -> list[str]:
     """N5: the first node that could take the request, if any (brute force, memoised)."""
     request = problem.request
     answers: dict[tuple[str, tuple[int, ...], tuple[int, ...]], tuple[int, ...] | None] = {}
-    for node in problem.nodes:
+    for node in _checked_nodes(problem):
         if not _resources_fit(node, request):
             continue
-        key = (node.topology, tuple(sorted(node.used_gpus)), tuple(node.gpu_left or ()))
+        key = (repr(node.bandwidth), tuple(sorted(node.used_gpus)), tuple(node.gpu_left or ()))
         if key not in answers:
-            bandwidth = problem.topologies[node.topology].bandwidth
-            answers[key] = gpus_that_fit(bandwidth, node.used_gpus, request, node.gpu_left)
+            answers[key] = gpus_that_fit(node.bandwidth, node.used_gpus, request, node.gpu_left)
         gpus = answers[key]
         if gpus is not None:
             return [
@@ -208,12 +248,12 @@ def _empty_violations(problem: NodePlacementProblem) -> list[str]:
 
 
 def _node_violations(
-    problem: NodePlacementProblem, node: PlacementNode, placement: NodePlacementResult
+    problem: NodePlacementProblem, node: _CheckedNode, placement: NodePlacementResult
 ) -> list[str]:
     """N1-N4 for a placement on ``node``."""
     request = problem.request
     found: list[str] = []
-    bandwidth = problem.topologies[node.topology].bandwidth
+    bandwidth = node.bandwidth
     size = len(bandwidth)
     gpus = list(placement.gpus)
     distinct = sorted(set(gpus))
@@ -223,7 +263,7 @@ def _node_violations(
     if outside:
         found.append(f"N1: GPUs {outside} are not on node {node.id!r} (it has {size})")
     if request.gpu_milli is not None:  # C7: a share needs that much left on its GPU
-        left = gpu_left_of(node, size)
+        left = gpu_left_of(node.used_gpus, node.gpu_left, size)
         for gpu in distinct:
             if 0 <= gpu < size and left[gpu] < request.gpu_milli:
                 found.append(
@@ -262,13 +302,13 @@ def _node_violations(
         agrees = math.isclose(reported, lowest)
     if not agrees:
         found.append(f"N3: min_pair_bandwidth is {reported} but the GPUs' lowest pair has {lowest}")
-    cpus_free = scaled(node.cpus) - scaled(node.used_cpus)
+    cpus_free = node.cpus_free
     if scaled(request.cpus) > cpus_free:
         found.append(
             f"N4: node {node.id!r} lacks CPUs (needs {request.cpus:g}, has {cpus_free / SCALE:g})"
         )
-    if node.memory is not None:
-        memory_free = scaled(node.memory) - scaled(node.used_memory)
+    if node.memory_free is not None:
+        memory_free = node.memory_free
         if scaled(request.memory) > memory_free:
             found.append(
                 f"N4: node {node.id!r} lacks memory (needs {request.memory:g}, "
@@ -278,12 +318,16 @@ def _node_violations(
 
 
 def apply_placement(
-    problem: NodePlacementProblem, placement: NodePlacementResult, request: GpuRequest | None = None
+    problem: NodePlacementProblem,
+    placement: NodePlacementResult,
+    request: NodeRequest | None = None,
 ) -> NodePlacementProblem:
-    """The problem after ``placement``: its node holds the GPUs, CPUs and memory.
+    """The problem after ``placement``: its cluster runs the request as a task on the node
+    (its GPUs named, its CPUs, memory and share held).
 
     ``request`` replaces the problem's request (the next job of a replay);
-    an empty placement changes no node.
+    an empty placement changes no node. The task's id is the request's, with
+    ``#2``, ``#3``, ... when the cluster already runs a task of that id.
 
     >>> from gpuopt.cluster.interconnect import hgx_nvswitch
     >>> from gpuopt.placement.node.greedy import place
@@ -292,34 +336,34 @@ def apply_placement(
     ...     nodes=[{"id": "n1", "topology": "hgx", "cpus": 64}],
     ...     request={"gpus": 2, "cpus": 8})
     >>> after = apply_placement(problem, place(problem))
-    >>> after.nodes[0].used_gpus, after.nodes[0].used_cpus
-    ([0, 1], 8.0)
+    >>> task = after.cluster.tasks[-1]
+    >>> task.id, task.node, task.gpu_indices, task.cpus
+    ('job', 'n1', [0, 1], 8.0)
     """
-    nodes = list(problem.nodes)
+    cluster = problem.cluster
     if placement.node is not None:
-        pos = problem.index.node_pos[placement.node]
-        node = nodes[pos]
         held = problem.request
-        update: dict[str, Any] = {}
-        if held.gpu_milli is not None or node.gpu_left is not None:  # C7: shares kept exact
-            size = int(problem.index.node_gpus[pos])
-            left = gpu_left_of(node, size)
-            for gpu in placement.gpus:
-                left[gpu] -= held.gpu_milli if held.gpu_milli is not None else left[gpu]
-            update["gpu_left"] = left
-        nodes[pos] = node.model_copy(
-            update={
-                **update,
-                "used_gpus": sorted({*node.used_gpus, *placement.gpus}),
-                "used_cpus": (scaled(node.used_cpus) + scaled(held.cpus)) / SCALE,
-                "used_memory": (
-                    node.used_memory
-                    if node.memory is None
-                    else (scaled(node.used_memory) + scaled(held.memory)) / SCALE
-                ),
-            }
-        )
-    return problem.model_copy(update={"nodes": nodes, "request": request or problem.request})
+        taken = {task.id for task in cluster.tasks}
+        task_id = held.id
+        copy = 1
+        while task_id in taken:
+            copy += 1
+            task_id = f"{held.id}#{copy}"
+        task: dict[str, Any] = {
+            "id": task_id,
+            "node": placement.node,
+            "gpus": len(placement.gpus),
+            "gpu_indices": list(placement.gpus),
+            "cpus": held.cpus,
+        }
+        if held.memory:
+            task["memory"] = held.memory
+        if held.gpu_milli is not None:
+            task["gpu_milli"] = held.gpu_milli
+        data = cluster.model_dump(mode="json", exclude_none=True)
+        data["tasks"].append(task)
+        cluster = Cluster.model_validate(data)
+    return problem.model_copy(update={"cluster": cluster, "request": request or problem.request})
 
 
 #: The result's old name, one release, with a ``DeprecationWarning``.

@@ -22,14 +22,16 @@ def test_fractions_at_their_ends() -> None:
     free = random_node_problem(
         1, nodes=10, shares=NodeShares(free_node_fraction=1.0, memory_fraction=0.0)
     )
-    assert all(n.used_gpus == [] and n.memory is None for n in free.nodes)
+    assert free.cluster.tasks == [] and all(n.memory is None for n in free.nodes)
+    assert free.index.node_free_gpus.tolist() == free.index.node_gpus.tolist()
     busy = random_node_problem(
         1, nodes=10, shares=NodeShares(free_node_fraction=0.0, memory_fraction=1.0)
     )
     assert all(n.memory == 1024.0 for n in busy.nodes)
     # an 8-GPU node has cpus_per_node CPUs, a 4-GPU node half
     for node in random_node_problem(2, nodes=20, cpus_per_node=64).nodes:
-        assert node.cpus == 64 * len(KINDS[node.topology]) // 8
+        assert (node.interconnect, node.gpus) in KINDS.values()
+        assert node.cpus == 64 * node.gpus // 8
 
 
 @pytest.mark.parametrize(
@@ -65,6 +67,6 @@ def test_both_policies_are_legal_on_every_feature() -> None:
             seen.add("whole node")
         if request.min_bandwidth >= 300:
             seen.add("nvlink")
-        if any(node.gpu_left is not None for node in problem.nodes):
+        if any(task.gpu_milli is not None for task in problem.cluster.tasks):
             seen.add("gpu_left")
     assert seen == {"placed", "no node", "share", "whole node", "nvlink", "gpu_left"}

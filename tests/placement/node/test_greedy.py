@@ -14,7 +14,7 @@ from gpuopt.placement.node.greedy import place
 from gpuopt.placement.node.problem import NodePlacementProblem
 from gpuopt.placement.node.solution import NodePlacementResult, apply_placement, violations
 from tests.cluster.test_interconnect import brute_force_sets
-from tests.placement.node import legal, node, problem_of
+from tests.placement.node import TOPOLOGIES, legal, node, problem_of
 
 # --------------------------------------------------------------------------- policies
 
@@ -187,7 +187,7 @@ def test_random_clusters_are_legal_and_binpack_is_fullest(seed: int, policy: str
 
 def _set_on(problem: NodePlacementProblem, data: dict[str, Any]) -> dict[str, Any]:
     """Some legal GPU set on the node ``data`` (brute force), as NodePlacementResult fields."""
-    matrix = np.array(problem.topologies[data["topology"]].bandwidth)
+    matrix = np.array(TOPOLOGIES[data["topology"]]["bandwidth"])
     free = [g for g in range(len(matrix)) if g not in data["used_gpus"]]
     request = problem.request
     sets = brute_force_sets(matrix, free, request.gpus, request.min_bandwidth)

@@ -120,3 +120,124 @@ def test_bad_documents() -> None:
     assert "request is required" in bad(data)
     with pytest.raises(ProblemError, match="missing"):
         load_node_problem("missing.json")
+
+
+# --------------------------------------------------------------------------- the cluster
+
+
+def test_the_old_file_is_a_cluster_with_the_same_answers() -> None:
+    problem = parse_node_problem(DESIGN_EXAMPLE)
+    (node,) = problem.cluster.nodes
+    assert (node.gpus, node.cpus, node.memory) == (8, 96, 1024)
+    assert node.bandwidth == hgx_nvswitch(8, nvlink=300.0)
+    # one task per used GPU, named, and one holding the CPUs and memory
+    tasks = [(t.id, t.gpus, t.gpu_indices, t.cpus, t.memory) for t in problem.cluster.tasks]
+    assert tasks == [
+        ("n1/gpu0", 1, [0], 0.0, None),
+        ("n1/gpu1", 1, [1], 0.0, None),
+        ("n1/held", 0, None, 16.0, 128.0),
+    ]
+    # written in its cluster form and read again: the same problem, the same placement
+    again = parse_node_problem(json.loads(problem.to_json()))
+    assert "cluster" in json.loads(problem.to_json()) and again == problem
+    assert legal(again).gpus == legal(problem).gpus == [2, 3, 4, 5]
+
+
+def test_named_interconnect_and_its_matrix_are_one_node() -> None:
+    def cluster_problem(**node: Any) -> Any:
+        return parse_node_problem(
+            {
+                "cluster": {
+                    "nodes": [{"id": "a", "gpus": 4, "cpus": 32, **node}],
+                    "tasks": [{"id": "t", "node": "a", "gpus": 1, "gpu_indices": [2]}],
+                },
+                "request": {"gpus": 2, "min_bandwidth": 32},
+            }
+        )
+
+    named = cluster_problem(interconnect="pcie-two-numa")
+    matrix = cluster_problem(bandwidth=pcie_two_numa(4))
+    # PCIe 32 GB/s inside the halves {0, 1} and {2, 3}, 16 across; GPU 2 is busy
+    assert legal(named).gpus == legal(matrix).gpus == [0, 1]
+    assert named.index.topologies[0] is matrix.index.topologies[0]  # one cached GpuTopology
+
+
+@pytest.mark.parametrize(
+    ("bandwidth", "words"),
+    [
+        ([[0, 1], [1, 0]], "bandwidth has 2 rows but the node has 4 GPUs"),
+        ([[0, 1, 1, 1], [2, 0, 1, 1], [1, 1, 0, 1], [1, 1, 1, 0]], "must be symmetric"),
+    ],
+)
+def test_a_bad_node_bandwidth_is_one_sentence(bandwidth: Any, words: str) -> None:
+    data = {
+        "cluster": {"nodes": [{"id": "a", "gpus": 4, "cpus": 8, "bandwidth": bandwidth}]},
+        "request": {"gpus": 1},
+    }
+    message = bad(data)
+    assert "node 'a'" in message and words in message
+
+
+def test_nodes_the_request_may_not_use_are_outside_the_view_and_the_checker() -> None:
+    from gpuopt.placement.node.solution import violations
+
+    data = {
+        "cluster": {
+            "nodes": [
+                {"id": "closed", "gpus": 8, "cpus": 8, "unschedulable": True},
+                {"id": "cpu", "gpus": 0, "cpus": 8},
+                {"id": "open", "gpus": 8, "cpus": 8},
+            ],
+        },
+        "request": {"gpus": 1},
+    }
+    problem = parse_node_problem(data)
+    assert problem.index.node_ids == [n.id for n in problem.nodes] == ["open"]
+    assert legal(problem).node == "open"
+    wrong = NodePlacementResult(node="closed", gpus=[0], request="job")
+    assert violations(problem, wrong) == ["N1: node 'closed' is not in the problem"]
+
+
+def test_old_record_names_warn() -> None:
+    import gpuopt.placement.node as package
+    from gpuopt.placement.node import problem as module
+
+    with pytest.warns(DeprecationWarning, match="GpuRequest is deprecated: use NodeRequest"):
+        request = module.GpuRequest(gpus=2, min_bandwidth=32)
+    assert isinstance(request, module.NodeRequest) and request.memory == 0.0
+    with pytest.warns(DeprecationWarning, match="PlacementNode is deprecated"):
+        old_node = package.PlacementNode(id="n", topology="t", cpus=8, used_gpus=[1])
+    assert old_node.used_gpus == [1]
+    with pytest.warns(DeprecationWarning, match="Topology is deprecated"):
+        assert package.Topology(bandwidth=[[0.0]]).bandwidth == [[0.0]]
+    with pytest.raises(AttributeError):
+        _ = module.NoSuchName
+
+
+def test_a_placement_writes_its_job_as_before() -> None:
+    result = legal(parse_node_problem(DESIGN_EXAMPLE))
+    job = json.loads(result.to_json())["job"]
+    # the old GpuRequest's fields in its order; the cluster request's are left at default
+    assert job == {
+        "id": "job",
+        "gpus": 4,
+        "min_bandwidth": 200.0,
+        "cpus": 32.0,
+        "memory": 256.0,
+        "whole_node": False,
+        "gpu_milli": None,
+        "pending": None,
+    }
+    assert list(job) == [*DESIGN_EXAMPLE["request"], "gpu_milli", "pending"]
+    assert NodePlacementResult.model_validate_json(result.to_json()) == result
+
+
+def test_from_cluster_names_a_bad_request_in_one_sentence() -> None:
+    from gpuopt.cluster.model import Cluster
+    from gpuopt.placement.node.problem import NodePlacementProblem
+
+    cluster = Cluster.model_validate({"nodes": [{"id": "a", "gpus": 8, "cpus": 8}]})
+    with pytest.raises(ProblemError, match=r"^request\.gpus: .*less than or equal to 16"):
+        NodePlacementProblem.from_cluster(cluster, "32G")
+    with pytest.raises(ProblemError, match="a share of a GPU cannot ask for a whole node"):
+        NodePlacementProblem.from_cluster(cluster, "0.5G", whole_node=True)
