@@ -2,18 +2,48 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from typing_extensions import Self
 
-from gpuopt.errors import one_sentence_errors, validate_object
+from gpuopt.errors import one_sentence_errors, problem_error_from, validate_object
 from gpuopt.io.files import read_json
 
 #: Longest id (of a node, task, switch, job, ...) a problem accepts: a Kubernetes
 #: ``namespace/name`` (63 + 1 + 253 characters) fits, and messages quoting ids stay short.
 MAX_ID_LENGTH = 320
+
+
+OldForm = TypeVar("OldForm", bound=BaseModel)
+
+
+def read_old_form(data: Any, old: type[OldForm], keys: Collection[str]) -> OldForm | None:
+    """``data`` as a problem's old file form ``old``, or None when it is not one.
+
+    A problem that now holds a ``cluster`` still reads the file it read before
+    (preemption's state, node placement's problem): ``data`` is that form when
+    it is a dict without ``cluster`` and with one of ``keys``. Pydantic objects
+    in it (or in its lists) are dumped first, so the old records read as rows.
+    A bad old file raises ``ValueError`` with the one-sentence message of
+    :func:`gpuopt.errors.problem_error_from`, for a ``model_validator``.
+    """
+    if not isinstance(data, dict) or "cluster" in data or not any(key in data for key in keys):
+        return None
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, BaseModel):
+            return value.model_dump()
+        if isinstance(value, list):
+            return [item.model_dump() if isinstance(item, BaseModel) else item for item in value]
+        return value
+
+    try:
+        return old.model_validate({key: plain(value) for key, value in data.items()})
+    except ValidationError as exc:
+        raise ValueError(str(problem_error_from(exc)).rstrip(".")) from None
 
 
 class Document(BaseModel):

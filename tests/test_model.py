@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt._model import IndexedModel
 from gpuopt.errors import ProblemError
@@ -74,3 +74,29 @@ def test_json_round_trip(tmp_path: Path) -> None:
     path.write_text(toy.to_json())
     assert Toy.load(path) == toy
     assert Toy.parse(json.loads(toy.to_json(indent=None))) == toy
+
+
+class _OldRow(BaseModel):
+    id: str
+    gpus: int
+
+
+class _OldFile(BaseModel):
+    nodes: list[_OldRow]
+    now: float = 0.0
+
+
+def test_read_old_form_reads_only_the_old_form_and_dumps_records() -> None:
+    from gpuopt._model import read_old_form
+
+    assert read_old_form({"cluster": {}, "nodes": []}, _OldFile, ("nodes",)) is None
+    assert read_old_form({"now": 1.0}, _OldFile, ("nodes",)) is None
+    assert read_old_form([1], _OldFile, ("nodes",)) is None
+    # a record object in a list is read as its row
+    found = read_old_form(
+        {"nodes": [_OldRow(id="a", gpus=8), {"id": "b", "gpus": 4}]}, _OldFile, ("nodes",)
+    )
+    assert found == _OldFile(nodes=[_OldRow(id="a", gpus=8), _OldRow(id="b", gpus=4)])
+    with pytest.raises(ValueError, match=r"^nodes\[0\]\.gpus") as caught:
+        read_old_form({"nodes": [{"id": "a", "gpus": "many"}]}, _OldFile, ("nodes",))
+    assert "\n" not in str(caught.value)

@@ -24,10 +24,10 @@ from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._compat import moved_names
-from gpuopt._model import MAX_ID_LENGTH, IndexedModel
+from gpuopt._model import MAX_ID_LENGTH, IndexedModel, read_old_form
 from gpuopt.cluster.items import Node as ClusterNode
 from gpuopt.cluster.items import Task as ClusterTask
 from gpuopt.cluster.model import (
@@ -44,7 +44,7 @@ from gpuopt.cluster.model import (
 from gpuopt.cluster.request import Request as RequestShape
 from gpuopt.cluster.request import as_request
 from gpuopt.cluster.rules import admitted
-from gpuopt.errors import ProblemError, problem_error_from
+from gpuopt.errors import ProblemError
 
 #: Largest state the model accepts: like a defragmentation snapshot, a state
 #: costs a few KB of memory per task, so these keep it within a few GB.
@@ -179,21 +179,8 @@ class PreemptionProblem(IndexedModel):
     @classmethod
     def _read_state_file(cls, data: Any) -> Any:
         """The old state file (``nodes`` and ``tasks`` beside ``now``) as a cluster."""
-        if not isinstance(data, dict) or "cluster" in data:
-            return data
-        if "nodes" not in data and "tasks" not in data:
-            return data
-        rows = {
-            key: [item.model_dump() if isinstance(item, BaseModel) else item for item in value]
-            if key in ("nodes", "tasks") and isinstance(value, list)
-            else value
-            for key, value in data.items()
-        }
-        try:
-            state = _StateFile.model_validate(rows)
-        except ValidationError as exc:
-            raise ValueError(str(problem_error_from(exc)).rstrip(".")) from None
-        return state.as_problem_data()
+        state = read_old_form(data, _StateFile, ("nodes", "tasks"))
+        return data if state is None else state.as_problem_data()
 
     @property
     def nodes(self) -> list[ClusterNode]:

@@ -28,12 +28,11 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
-    ValidationError,
     model_serializer,
     model_validator,
 )
 
-from gpuopt._model import MAX_ID_LENGTH, IndexedModel
+from gpuopt._model import MAX_ID_LENGTH, IndexedModel, read_old_form
 from gpuopt.cluster.interconnect import (
     MAX_BANDWIDTH,
     MAX_TOPOLOGY_GPUS,
@@ -48,7 +47,7 @@ from gpuopt.cluster.model import Cluster, check_unique, scaled
 from gpuopt.cluster.request import Request, as_request
 from gpuopt.cluster.rules import admitted
 from gpuopt.cluster.shares import MILLI, Devices
-from gpuopt.errors import ProblemError, problem_error_from
+from gpuopt.errors import ProblemError
 
 MAX_NODES = 1_000_000
 MAX_AMOUNT = 1e12
@@ -311,19 +310,8 @@ class NodePlacementProblem(IndexedModel):
     @classmethod
     def _read_problem_file(cls, data: Any) -> Any:
         """The old problem file (``topologies`` and ``nodes``) as a cluster."""
-        if not isinstance(data, dict) or "cluster" in data:
-            return data
-        if "topologies" not in data and "nodes" not in data:
-            return data
-        rows = {
-            key: (value.model_dump() if isinstance(value, BaseModel) else value)
-            for key, value in data.items()
-        }
-        try:
-            found = _ProblemFile.model_validate(rows)
-        except ValidationError as exc:
-            raise ValueError(str(problem_error_from(exc)).rstrip(".")) from None
-        return found.as_problem_data()
+        found = read_old_form(data, _ProblemFile, ("topologies", "nodes"))
+        return data if found is None else found.as_problem_data()
 
     @model_validator(mode="after")
     def _check_node_size(self) -> NodePlacementProblem:
