@@ -476,9 +476,11 @@ def _gang_case(method: str) -> Callable[[random.Random, int], Instance]:
                 min_runtime=rng.choice((0.0, 0.0, 600.0)),
             ),
         )
-        options = {"time_limit": EXACT_TIME_LIMIT, "threads": 1, "seed": number % 7}
+        options = (
+            {"time_limit": EXACT_TIME_LIMIT, "threads": 1, "seed": number % 7} if exact else {}
+        )
         shape = f"{size} {domains} domains x {nodes_per_domain} nodes"
-        return Instance(problem, options if exact else {}, shape)
+        return Instance(problem, options, shape)
 
     return build
 
