@@ -67,6 +67,7 @@ from typing import Any, Literal
 import numpy as np
 
 import gpuopt.progress
+from gpuopt.allocation._accel import core_for
 from gpuopt.allocation._board import Board, realtime_curves, running_count
 from gpuopt.allocation._construction import ORDERS, _construct, _curves, _set_realtime_orders
 from gpuopt.allocation._guides import (
@@ -155,8 +156,9 @@ def greedy_grid(
     pending = [b for b, running in enumerate(index.batch.running) if not running]
     orders = ORDERS if improve else ORDERS[:1]
     deadline = float(np.inf if time_limit is None else started + time_limit)
+    steps = _Steps.of(base, core_for(index))
     with gpuopt.progress.task("heuristic", total=len(pending)) as shown:
-        best, settled, first_order = _best_order(base, pending, orders, shown)
+        best, settled, first_order = _best_order(steps, pending, orders, shown)
         if guide is None:
             guide = improve and len(pending) * index.horizon <= GUIDE_CELLS
         plans, labels = [best], [""]  # each is improved and searched; the best end wins
@@ -164,19 +166,19 @@ def greedy_grid(
             guided, kinds = _guided_plans(
                 problem, base, first_order, best.objective, guide == "mip", deadline, shown
             )
-            plans.extend(guided)
+            plans.extend(steps.adopt(board) for board in guided)
             labels.extend(f" ({kind}-guided)" for kind in kinds)
             if not improve and len(plans) > 1:
                 plans = [max(plans[1:], key=lambda board: board.objective)]
-        ends: list[Board] = []
+        ends: list[Any] = []
         for board, label in zip(plans, labels, strict=False):
             if improve and len(board.starts) < index.num_batch:
                 budget = 2 * len(pending) if max_attempts is None else max_attempts
-                board = _improve(board, pending, budget, deadline, shown, label)
+                board = steps.improve(board, pending, budget, deadline, shown, label)
             if improve and search:
-                board = _search(board, base, pending, search, seed, deadline, shown, label)
+                board = steps.search(board, pending, search, seed, deadline, shown, label)
             ends.append(board)
-        best = max(ends, key=lambda board: board.objective)  # ties: the orders' plan
+        best = steps.board(max(ends, key=lambda board: board.objective))  # ties: the orders'
         if improve:
             best = _exact_realtime(best)
     best.bind_realtime(best.counts, realtime_order)
@@ -201,13 +203,75 @@ def _base_board(index: AllocationIndex) -> tuple[Board, list[int]]:
     return base, realtime_order
 
 
+@dataclass(frozen=True)
+class _Steps:
+    """The greedy's steps on one problem, by the compiled core or by the Python modules
+    (:mod:`gpuopt.allocation._accel` chooses; both give the same boards)."""
+
+    base: Board
+    core: Any = None  # the compiled core module, or None
+    static: Any = None  # the problem's tables for the core
+    core_base: Any = None  # ``base`` as a core board
+
+    @classmethod
+    def of(cls, base: Board, core: Any) -> _Steps:
+        if core is None:
+            return cls(base)
+        static = core.Static(base)
+        return cls(base, core, static, core.CoreBoard.of(static, base))
+
+    def construct(self, order: list[int], shown: Any) -> Any:
+        """One plan from the base in ``order`` (:func:`_construct`)."""
+        if self.core is None:
+            return _construct(self.base, order, shown)
+        return self.core.construct(self.core_base, order)
+
+    def adopt(self, board: Board) -> Any:
+        """A Python board (a guided plan) as the steps' kind of board."""
+        if self.core is None:
+            return board
+        return self.core.CoreBoard.of(self.static, board)
+
+    def improve(
+        self, board: Any, pending: list[int], budget: int, deadline: float, shown: Any, label: str
+    ) -> Any:
+        """The swap pass (:func:`_improve`)."""
+        if self.core is None:
+            return _improve(board, pending, budget, deadline, shown, label)
+        return self.core.improve(board, pending, budget, deadline)
+
+    def search(
+        self,
+        board: Any,
+        pending: list[int],
+        rounds: int,
+        seed: int,
+        deadline: float,
+        shown: Any,
+        label: str,
+    ) -> Any:
+        """Make room, ruin and recreate, restarts (:func:`_search`)."""
+        if self.core is None:
+            return _search(board, self.base, pending, rounds, seed, deadline, shown, label)
+        return self.core.search(board, self.core_base, pending, rounds, seed, deadline)
+
+    def board(self, board: Any) -> Board:
+        """A board of the steps' kind as a Python board."""
+        if self.core is None:
+            assert isinstance(board, Board)
+            return board
+        converted: Board = board.to_board(self.base)
+        return converted
+
+
 def _best_order(
-    base: Board, pending: list[int], orders: Sequence[Any], shown: Any
-) -> tuple[Board, bool, list[int]]:
-    """The best plan built from ``base`` in one of ``orders`` (keys of the batch tasks), whether
-    it is settled (every task starts on arrival), and the first order (for the guided plans)."""
-    index = base.index
-    best: Board | None = None
+    steps: _Steps, pending: list[int], orders: Sequence[Any], shown: Any
+) -> tuple[Any, bool, list[int]]:
+    """The best plan built from the base in one of ``orders`` (keys of the batch tasks),
+    whether it is settled (every task starts on arrival), and the first order (for the
+    guided plans)."""
+    index = steps.base.index
+    best: Any = None
     best_value = -np.inf
     seen: set[tuple[int, ...]] = set()
     first_order: list[int] = []
@@ -218,7 +282,7 @@ def _best_order(
         seen.add(order)
         first_order = first_order or list(order)  # the guided plan's order for the rest
         shown.update(description=f"heuristic: order {number} of {len(orders)}", completed=0)
-        board = _construct(base, list(order), shown)
+        board = steps.construct(list(order), shown)
         if board.objective > best_value + 1e-9:
             best, best_value = board, board.objective
         if index.plain and all(

@@ -1,0 +1,1120 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False, nonecheck=False
+"""The greedy's compiled core: the board, the construction rules, the swap pass and the
+search of :mod:`gpuopt.allocation.greedy`, for plain problems (one GPU model) of at most
+64 GPUs, in C.
+
+It is a line-by-line translation of the pure-Python modules
+(:mod:`~gpuopt.allocation._board`, :mod:`~gpuopt.allocation._construction`,
+:mod:`~gpuopt.allocation._swap`, :mod:`~gpuopt.allocation._search`): the same rules, the
+same order of floating-point operations, the same calls to the same seeded
+``random.Random`` in the same order, and the same numpy code for the realtime curves and
+their penalty (rare: trades). So it gives the same grid to the GPU, only faster; the tests
+compare both on random instances (``tests/allocation/test_core.py``). Each function names
+the Python function it translates; read that one for the reasons behind the rule.
+
+A step's batch occupancy is one 64-bit word (bit ``g`` set = GPU ``g`` busy). The placed
+tasks are kept in the order the Python board's ``starts`` dict would hold them (a doubly
+linked list: a task placed again goes to the end), since some loops visit them in that
+order and sum their values in it.
+"""
+
+from libc.stdint cimport int64_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+
+import math
+import time
+
+import numpy as np
+
+from gpuopt.allocation._board import Board, realtime_curves
+from gpuopt.allocation._construction import (
+    CANDIDATES,
+    ORDERS,
+    TRADE_BUDGET,
+    TRADE_STARTS,
+    VECTOR_STARTS,
+)
+from gpuopt.allocation import _search as _py_search
+from gpuopt.allocation import _swap as _py_swap
+
+cdef extern from *:
+    int __builtin_ctzll(unsigned long long) nogil
+    int __builtin_clzll(unsigned long long) nogil
+    int __builtin_popcountll(unsigned long long) nogil
+
+cdef double INF = float("inf")
+#: The most GPUs the core handles (one word per step).
+MAX_GPUS = 64
+
+
+cdef inline uint64_t _ones(int n) noexcept nogil:
+    """Mask of the ``n`` lowest bits."""
+    return <uint64_t>0xFFFFFFFFFFFFFFFF if n >= 64 else ((<uint64_t>1) << n) - 1
+
+
+cdef inline uint64_t _free_runs(uint64_t free_, int size) noexcept nogil:
+    """``_board.free_runs``: bit f set iff GPUs f .. f+size-1 are all free."""
+    cdef uint64_t runs = free_
+    cdef int span = 1, shift
+    while span < size:
+        shift = span if span < size - span else size - span
+        runs &= runs >> shift
+        span += shift
+    return runs
+
+
+cdef inline int _bit_length(uint64_t mask) noexcept nogil:
+    return 0 if mask == 0 else 64 - __builtin_clzll(mask)
+
+
+cdef int _lowest(uint64_t mask, int count, int* out) noexcept nogil:
+    """``_construction._lowest_bits``: the ``count`` lowest set bits, into ``out``."""
+    cdef int n = 0
+    while mask and n < count:
+        out[n] = __builtin_ctzll(mask)
+        n += 1
+        mask &= mask - 1
+    return n
+
+
+def _lowest_list(uint64_t mask, int count):
+    cdef list found = []
+    while mask and len(found) < count:
+        found.append(__builtin_ctzll(mask))
+        mask &= mask - 1
+    return found
+
+
+def supported(index) -> bool:
+    """Whether the core handles this problem: one GPU model, at most 64 GPUs."""
+    return bool(index.plain) and 1 <= index.gpus <= 64 and index.horizon >= 1
+
+
+cdef class Static:
+    """What never changes during one greedy run: the problem's batch tables as C arrays,
+    and the legal first GPUs and walls of every size."""
+
+    cdef public object index, batch, price, demand
+    cdef int T, G, nb
+    cdef uint64_t full
+    cdef int64_t* size
+    cdef int64_t* arrival
+    cdef int64_t* last
+    cdef int64_t* duration
+    cdef int64_t* remaining
+    cdef int64_t* first_gpu
+    cdef char* running
+    cdef double* priority
+    cdef double* cum
+    cdef double* cheapest
+    cdef uint64_t* legal
+    cdef uint64_t* walls_left
+    cdef uint64_t* walls_right
+
+    def __cinit__(self, board):
+        index = board.index
+        self.index = index
+        self.batch = board.batch
+        self.price = board._price
+        self.demand = index.demand
+        self.T = index.horizon
+        self.G = index.gpus
+        self.nb = index.num_batch
+        self.full = _ones(self.G)
+        cdef int nb = max(1, self.nb), T = self.T, G = self.G, b, s
+        self.size = <int64_t*>malloc(nb * sizeof(int64_t))
+        self.arrival = <int64_t*>malloc(nb * sizeof(int64_t))
+        self.last = <int64_t*>malloc(nb * sizeof(int64_t))
+        self.duration = <int64_t*>malloc(nb * sizeof(int64_t))
+        self.remaining = <int64_t*>malloc(nb * sizeof(int64_t))
+        self.first_gpu = <int64_t*>malloc(nb * sizeof(int64_t))
+        self.running = <char*>malloc(nb * sizeof(char))
+        self.priority = <double*>malloc(nb * sizeof(double))
+        self.legal = <uint64_t*>malloc(nb * sizeof(uint64_t))
+        self.cum = <double*>malloc((T + 1) * sizeof(double))
+        self.cheapest = <double*>malloc(T * sizeof(double))
+        self.walls_left = <uint64_t*>malloc((G + 1) * sizeof(uint64_t))
+        self.walls_right = <uint64_t*>malloc((G + 1) * sizeof(uint64_t))
+        batch = board.batch
+        for b in range(self.nb):
+            self.size[b] = batch.size[b]
+            self.arrival[b] = batch.arrival[b]
+            self.last[b] = batch.last_start[b]
+            self.duration[b] = batch.duration[b]
+            self.remaining[b] = batch.remaining[b]
+            self.first_gpu[b] = batch.first_gpu[b]
+            self.running[b] = 1 if batch.running[b] else 0
+            self.priority[b] = batch.priority[b]
+            self.legal[b] = board.legal_firsts(batch.size[b])
+        cum = board._cum_weights
+        for s in range(T + 1):
+            self.cum[s] = cum[s]
+        cheapest = board.cheapest_price
+        for s in range(T):
+            self.cheapest[s] = cheapest[s]
+        for s in range(1, G + 1):
+            left, right = board.walls(s)
+            self.walls_left[s] = left
+            self.walls_right[s] = right
+        self.walls_left[0] = self.walls_right[0] = 0
+
+    def __dealloc__(self):
+        free(self.size)
+        free(self.arrival)
+        free(self.last)
+        free(self.duration)
+        free(self.remaining)
+        free(self.first_gpu)
+        free(self.running)
+        free(self.priority)
+        free(self.legal)
+        free(self.cum)
+        free(self.cheapest)
+        free(self.walls_left)
+        free(self.walls_right)
+
+
+cdef class CoreBoard:
+    """``_board.Board`` for a plain problem of at most 64 GPUs, with C arrays."""
+
+    cdef Static st
+    cdef int T, nb
+    cdef uint64_t* busy
+    cdef int64_t* room
+    cdef int64_t* over
+    cdef int64_t* start_of
+    cdef int64_t* first_of
+    cdef int64_t* nxt
+    cdef int64_t* prv
+    cdef char* placed
+    cdef int64_t head, tail, count
+    cdef public double value, penalty, free_penalty
+    cdef public int64_t trade_budget
+    cdef public object counts, reserved, full_counts, realtime_orders
+
+    def __cinit__(self, Static st):
+        self.st = st
+        self.T = st.T
+        self.nb = st.nb
+        cdef int nb = max(1, st.nb), T = st.T
+        self.busy = <uint64_t*>malloc(T * sizeof(uint64_t))
+        self.room = <int64_t*>malloc(T * sizeof(int64_t))
+        self.over = <int64_t*>malloc(T * sizeof(int64_t))
+        self.start_of = <int64_t*>malloc(nb * sizeof(int64_t))
+        self.first_of = <int64_t*>malloc(nb * sizeof(int64_t))
+        self.nxt = <int64_t*>malloc(nb * sizeof(int64_t))
+        self.prv = <int64_t*>malloc(nb * sizeof(int64_t))
+        self.placed = <char*>malloc(nb * sizeof(char))
+        self.head = self.tail = -1
+        self.count = 0
+
+    def __dealloc__(self):
+        free(self.busy)
+        free(self.room)
+        free(self.over)
+        free(self.start_of)
+        free(self.first_of)
+        free(self.nxt)
+        free(self.prv)
+        free(self.placed)
+
+    # ------------------------------------------------------------ to and from Python
+    @staticmethod
+    def of(Static st, board):
+        """The core board holding what the Python ``board`` holds."""
+        cdef CoreBoard out = CoreBoard(st)
+        cdef int s, b
+        for s in range(out.T):
+            out.busy[s] = board.busy[s]
+            out.room[s] = board.room[s]
+            out.over[s] = board.over[s]
+        for b in range(out.nb):
+            out.placed[b] = 0
+        for b, (start, first) in board.starts.items():
+            out._link(b, start, first)
+        out.value = board.value
+        out.penalty = board.penalty
+        out.free_penalty = board.free_penalty
+        out.trade_budget = board.trade_budget
+        out.counts = board.counts
+        out.reserved = board.reserved
+        out.full_counts = board.full_counts
+        out.realtime_orders = board.realtime_orders
+        return out
+
+    def to_board(self, template):
+        """A Python ``Board`` (a copy of ``template``, the base) holding what this one holds."""
+        board = template.copy()
+        cdef int s
+        board.busy = [self.busy[s] for s in range(self.T)]
+        board.room = [self.room[s] for s in range(self.T)]
+        board.over = [self.over[s] for s in range(self.T)]
+        board.starts = self.starts_dict()
+        board.value = self.value
+        board.penalty = self.penalty
+        board.trade_budget = self.trade_budget
+        board.counts = self.counts
+        board.reserved = self.reserved
+        return board
+
+    def starts_dict(self):
+        """``Board.starts``: batch position -> (start, first GPU), in insertion order."""
+        cdef dict out = {}
+        cdef int64_t b = self.head
+        while b >= 0:
+            out[b] = (self.start_of[b], self.first_of[b])
+            b = self.nxt[b]
+        return out
+
+    cpdef CoreBoard copy(self):
+        cdef CoreBoard other = CoreBoard.__new__(CoreBoard, self.st)
+        cdef int T = self.T, nb = max(1, self.nb)
+        memcpy(other.busy, self.busy, T * sizeof(uint64_t))
+        memcpy(other.room, self.room, T * sizeof(int64_t))
+        memcpy(other.over, self.over, T * sizeof(int64_t))
+        memcpy(other.start_of, self.start_of, nb * sizeof(int64_t))
+        memcpy(other.first_of, self.first_of, nb * sizeof(int64_t))
+        memcpy(other.nxt, self.nxt, nb * sizeof(int64_t))
+        memcpy(other.prv, self.prv, nb * sizeof(int64_t))
+        memcpy(other.placed, self.placed, nb * sizeof(char))
+        other.head, other.tail, other.count = self.head, self.tail, self.count
+        other.value, other.penalty, other.free_penalty = self.value, self.penalty, self.free_penalty
+        other.trade_budget = self.trade_budget
+        other.counts, other.reserved = self.counts, self.reserved
+        other.full_counts, other.realtime_orders = self.full_counts, self.realtime_orders
+        return other
+
+    # ------------------------------------------------------------ what Python code reads
+    @property
+    def index(self):
+        return self.st.index
+
+    @property
+    def batch(self):
+        return self.st.batch
+
+    @property
+    def horizon(self):
+        return self.T
+
+    @property
+    def gpus(self):
+        return self.st.G
+
+    @property
+    def objective(self):
+        return self.value - self.penalty
+
+    @property
+    def starts(self):
+        return self.starts_dict()
+
+    @property
+    def placed_count(self):
+        return self.count
+
+    def has(self, int b):
+        return bool(self.placed[b])
+
+    def room_list(self):
+        cdef int s
+        return [self.room[s] for s in range(self.T)]
+
+    # ------------------------------------------------------------ the placed-task list
+    cdef inline void _link(self, int64_t b, int64_t start, int64_t first) noexcept:
+        self.start_of[b] = start
+        self.first_of[b] = first
+        if self.placed[b]:
+            return  # (a dict keeps an existing key where it is)
+        self.placed[b] = 1
+        self.prv[b] = self.tail
+        self.nxt[b] = -1
+        if self.tail >= 0:
+            self.nxt[self.tail] = b
+        else:
+            self.head = b
+        self.tail = b
+        self.count += 1
+
+    cdef inline void _unlink(self, int64_t b) noexcept:
+        self.placed[b] = 0
+        if self.prv[b] >= 0:
+            self.nxt[self.prv[b]] = self.nxt[b]
+        else:
+            self.head = self.nxt[b]
+        if self.nxt[b] >= 0:
+            self.prv[self.nxt[b]] = self.prv[b]
+        else:
+            self.tail = self.prv[b]
+        self.count -= 1
+
+    # ------------------------------------------------------------ Board's methods
+    cdef inline int64_t end_of(self, int64_t b, int64_t start) noexcept:
+        """``Board.end_of`` (plain)."""
+        cdef int64_t end
+        if self.st.running[b]:
+            end = self.st.remaining[b]
+        else:
+            end = start + self.st.duration[b]
+        return self.T if end > self.T else end
+
+    cdef inline double block_value(self, int64_t b, int64_t start, int64_t end) noexcept:
+        """``Board.block_value`` at rate 1.0 (plain)."""
+        cdef double weight = self.st.cum[end] - self.st.cum[start]
+        return self.st.priority[b] * <double>self.st.size[b] * 1.0 * weight
+
+    cdef inline double placed_value(self, int64_t b) noexcept:
+        """``_search._placed_value``."""
+        cdef int64_t start = self.start_of[b]
+        return self.block_value(b, start, self.end_of(b, start))
+
+    cdef inline uint64_t free_mask(self, int64_t start, int64_t end) noexcept:
+        cdef uint64_t acc = 0
+        cdef int64_t s
+        for s in range(start, end):
+            acc |= self.busy[s]
+        return ~acc & self.st.full
+
+    cdef inline uint64_t free_firsts(self, int size, int64_t start, int64_t end, uint64_t legal,
+                                     uint64_t* free_out) noexcept:
+        """``Board.free_firsts``: legal first GPUs of a free block over ``[start, end)``."""
+        cdef uint64_t free_ = self.free_mask(start, end)
+        free_out[0] = free_
+        return _free_runs(free_, size) & legal
+
+    cdef inline int64_t last_short_step(self, int64_t size, int64_t start, int64_t end) noexcept:
+        cdef int64_t s = end - 1
+        while s >= start:
+            if self.room[s] < size:
+                return s
+            s -= 1
+        return -1
+
+    cdef void place(self, int64_t b, int64_t size, int64_t first, int64_t start,
+                    int64_t end) noexcept:
+        """``Board.place``."""
+        cdef uint64_t mask = _ones(<int>size) << first
+        cdef int64_t s
+        for s in range(start, end):
+            self.busy[s] |= mask
+            self.room[s] -= size
+        self._link(b, start, first)
+        self.value += self.block_value(b, start, end)
+
+    cdef void remove(self, int64_t b) noexcept:
+        """``Board.remove``."""
+        cdef int64_t start = self.start_of[b], first = self.first_of[b]
+        cdef int64_t size = self.st.size[b]
+        cdef int64_t end = self.end_of(b, start)
+        cdef uint64_t mask = ~(_ones(<int>size) << first)
+        cdef int64_t s
+        self._unlink(b)
+        for s in range(start, end):
+            self.busy[s] &= mask
+            self.room[s] += size
+        self.value -= self.block_value(b, start, end)
+
+    def remove_task(self, int b):
+        self.remove(b)
+
+    def realtime_penalty(self, counts):
+        """``Board.realtime_penalty`` (the same numpy expression)."""
+        return float((self.st.price * np.maximum(0, self.st.demand - counts)).sum())
+
+    def set_realtime(self, counts):
+        """``Board.set_realtime`` (the same numpy expressions)."""
+        cdef int step
+        reserved = counts.sum(axis=0) if counts.size else np.zeros(self.T, dtype=np.int64)
+        for step, change in enumerate((reserved - self.reserved).tolist()):
+            self.room[step] -= int(change)
+        self.counts = counts
+        self.reserved = reserved
+        self.penalty = self.realtime_penalty(counts) if counts.size else 0.0
+        if counts.size:
+            over = np.maximum(0, counts - self.st.demand).sum(axis=0).tolist()
+            for step in range(self.T):
+                self.over[step] = over[step]
+
+    cdef object capacity(self):
+        """``np.array(board.room, dtype=np.int64) + board.reserved``."""
+        cdef int s
+        return np.array([self.room[s] for s in range(self.T)], dtype=np.int64) + self.reserved
+
+
+# ---------------------------------------------------------------- construction rules
+
+
+cdef int64_t _choose_block(CoreBoard board, uint64_t firsts, uint64_t free_, int size,
+                           int64_t start, int64_t end) noexcept:
+    """``_construction._choose_block`` (with ``_wall_candidates`` and ``_contact``)."""
+    cdef Static st = board.st
+    cdef int G = st.G, n, k, touching, best_touch = -1
+    cdef int cands[8]
+    cdef uint64_t busy, shifted, left, right, exact, mask
+    cdef int64_t first, best = -1, T = board.T
+    if firsts & (firsts - 1) == 0:
+        return _bit_length(firsts) - 1
+    busy = st.full & ~free_
+    left = firsts & ((busy << 1) | st.walls_left[size])
+    # (the Python mask has bit G set too: shifted right by size it lands on bit G - size)
+    shifted = busy >> size if size < 64 else 0  # (a shift by 64 is undefined in C)
+    right = firsts & (shifted | ((<uint64_t>1) << (G - size)) | st.walls_right[size])
+    exact = left & right
+    if exact:
+        n = _lowest(exact, CANDIDATES, cands)
+    else:
+        n = _lowest(left | right, CANDIDATES, cands)
+        if n == 0:
+            n = _lowest(firsts, 1, cands)
+    if n == 1:
+        return cands[0]
+    for k in range(n):
+        first = cands[k]
+        mask = _ones(size) << first
+        touching = size if start == 0 else __builtin_popcountll(board.busy[start - 1] & mask)
+        touching += size if end >= T else __builtin_popcountll(board.busy[end] & mask)
+        if touching > best_touch or (touching == best_touch and first < best):
+            best_touch = touching
+            best = first
+    return best
+
+
+cdef int64_t _earliest(CoreBoard board, int64_t size, int64_t start, int64_t last,
+                       int64_t duration, uint64_t legal) noexcept:
+    """``_construction._earliest``."""
+    cdef int64_t T = board.T, end, short
+    cdef uint64_t free_
+    while start <= last:
+        end = T if start + duration > T else start + duration
+        short = board.last_short_step(size, start, end)
+        if short >= 0:
+            start = short + 1
+            continue
+        if board.free_firsts(<int>size, start, end, legal, &free_):
+            return start
+        start += 1
+    return -1
+
+
+cdef object _curves(CoreBoard board, object capacity):
+    """``_construction._curves`` (the same numpy code)."""
+    index = board.st.index
+    best, best_key = None, (math.inf, math.inf)
+    for order in board.realtime_orders:
+        counts = realtime_curves(index, index.demand, order, capacity)
+        if (counts.sum(axis=0) > capacity).any():
+            continue
+        penalty = board.realtime_penalty(counts)
+        key = (penalty, float(counts.sum()))
+        if best is None or key < (best_key[0] - 1e-9, best_key[1]):
+            best, best_key = counts, key
+        if penalty <= board.free_penalty + 1e-9:
+            break
+    return best
+
+
+cdef double _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end, double beat,
+                          uint64_t legal, double* floors, list found):
+    """``_construction._trade_counts`` at rate 1.0: returns the gain (``beat`` when it does
+    not pay) and appends the realtime counts to ``found`` when it does."""
+    cdef Static st = board.st
+    cdef int64_t size, step, missing
+    cdef double value, penalty_floor, gain
+    cdef uint64_t free_
+    if board.trade_budget <= 0:
+        return beat
+    size = st.size[b]
+    value = board.block_value(b, start, end)
+    if value - beat < st.cheapest[end - 1]:
+        return beat
+    missing = size - board.room[end - 1] - board.over[end - 1]
+    if missing > 0 and value - missing * st.cheapest[end - 1] <= beat + 1e-9:
+        return beat
+    if floors != NULL:
+        penalty_floor = floors[end] - floors[start]
+    else:
+        penalty_floor = 0.0
+        for step in range(start, end):
+            missing = size - board.room[step] - board.over[step]
+            if missing > 0:
+                penalty_floor += missing * st.cheapest[step]
+    if value - penalty_floor <= beat + 1e-9 or board.trade_budget <= 0:
+        return beat
+    if not board.free_firsts(<int>size, start, end, legal, &free_):
+        return beat
+    board.trade_budget -= 1
+    capacity = board.capacity()
+    capacity[start:end] -= size
+    if (capacity < 0).any():
+        return beat
+    trial = _curves(board, capacity)
+    if trial is None:
+        return beat
+    gain = value - (board.realtime_penalty(trial) - board.penalty)
+    if gain > beat + 1e-9:
+        found.append(trial)
+        return gain
+    return beat
+
+
+cdef void _floor_prefix(CoreBoard board, int64_t size, double* floors) noexcept:
+    """``_construction._floor_prefix`` into ``floors`` (T + 1 entries)."""
+    cdef int64_t step, missing
+    cdef double term
+    floors[0] = 0.0
+    for step in range(board.T):
+        missing = size - board.room[step] - board.over[step]
+        term = missing * board.st.cheapest[step] if missing > 0 else 0.0
+        floors[step + 1] = floors[step] + term
+
+
+cdef bint _place_earliest(CoreBoard board, int64_t b, bint trade, int64_t trade_starts):
+    """``_construction._place_earliest`` (plain: one variant)."""
+    cdef Static st = board.st
+    cdef int64_t size = st.size[b], arrival = st.arrival[b], T = board.T
+    cdef int64_t duration = st.duration[b], last = st.last[b]
+    cdef uint64_t legal = st.legal[b], firsts_free, free_
+    cdef int64_t found, stop, start, end, n
+    cdef double best, beat0, top, value, gain, last_price
+    cdef int64_t last_missing
+    cdef double* floors = NULL
+    cdef bint vector
+    cdef list trial = []
+    counts = None
+    found = _earliest(board, size, arrival, last, duration, legal)
+    if trade and board.counts.size:
+        best = 0.0
+        if found >= 0:
+            best = board.block_value(b, found, T if found + duration > T else found + duration)
+        stop = found if found >= 0 else last + 1
+        if arrival + trade_starts < stop:
+            stop = arrival + trade_starts
+        if board.trade_budget > 0 and stop > arrival:
+            top = board.block_value(b, arrival, T if arrival + duration > T else arrival + duration)
+            n = stop - 1 + duration
+            if not (top - best < st.cheapest[(T if n > T else n) - 1]):
+                vector = stop - arrival > VECTOR_STARTS
+                beat0 = best
+                if vector:
+                    floors = <double*>malloc((T + 1) * sizeof(double))
+                    _floor_prefix(board, size, floors)
+                try:
+                    for start in range(arrival, stop):
+                        if board.trade_budget <= 0:
+                            break
+                        end = T if start + duration > T else start + duration
+                        if vector:
+                            # _trade_candidates' tests at the beat it was called with (the
+                            # best before the loop): a start they drop is never weighed
+                            value = board.block_value(b, start, end)
+                            last_price = st.cheapest[end - 1]
+                            last_missing = size - board.room[end - 1] - board.over[end - 1]
+                            if not (value - beat0 >= last_price):
+                                continue
+                            if last_missing > 0 and value - last_missing * last_price <= beat0 + 1e-9:
+                                continue
+                            if not (value - (floors[end] - floors[start]) > beat0 + 1e-9):
+                                continue
+                        gain = _trade_counts(board, b, start, end, best, legal, floors, trial)
+                        if trial:
+                            best = gain
+                            counts = trial.pop()
+                            found = start
+                finally:
+                    if floors != NULL:
+                        free(floors)
+    if found < 0:
+        return False
+    if counts is not None:
+        board.set_realtime(counts)
+    end = T if found + duration > T else found + duration
+    firsts_free = board.free_firsts(<int>size, found, end, legal, &free_)
+    board.place(b, size, _choose_block(board, firsts_free, free_, <int>size, found, end), found, end)
+    return True
+
+
+cpdef CoreBoard construct(CoreBoard base, list order):
+    """``_construction._construct`` (no progress: the core's plans take milliseconds)."""
+    cdef CoreBoard board = base.copy()
+    board.trade_budget = TRADE_BUDGET
+    for b in order:
+        _place_earliest(board, b, True, TRADE_STARTS)
+    return board
+
+
+cdef bint _place_at(CoreBoard board, int64_t b, int64_t start, int64_t first):
+    """``_construction._place_at``."""
+    cdef int64_t size = board.st.size[b]
+    cdef int64_t end = board.end_of(b, start)
+    cdef uint64_t block = _ones(<int>size) << first
+    cdef int64_t s
+    cdef list trial = []
+    for s in range(start, end):
+        if board.busy[s] & block:
+            return False
+    if board.last_short_step(size, start, end) >= 0:
+        _trade_counts(board, b, start, end, 0.0, (<uint64_t>1) << first, NULL, trial)
+        if not trial:
+            return False
+        board.set_realtime(trial[0])
+    board.place(b, size, first, start, end)
+    return True
+
+
+def place_earliest(CoreBoard board, int b, bint trade=False, int trade_starts=TRADE_STARTS):
+    """``_construction._place_earliest`` (for the tests)."""
+    return _place_earliest(board, b, trade, trade_starts)
+
+
+# ---------------------------------------------------------------- the swap pass
+
+
+cdef class _Trial:
+    """``_swap._Trial``: a change the swap pass may take back."""
+
+    cdef CoreBoard board
+    cdef list tasks, blocks
+    cdef double objective, value, penalty
+    cdef int64_t budget
+    cdef object counts
+
+    def __cinit__(self, CoreBoard board, tuple tasks):
+        self.board = board
+        self.tasks = list(tasks)
+        self.blocks = [
+            (board.start_of[b], board.first_of[b]) if board.placed[b] else None for b in tasks
+        ]
+        self.objective = board.value - board.penalty
+        self.value, self.penalty = board.value, board.penalty
+        self.budget, self.counts = board.trade_budget, board.counts
+
+    cdef void undo(self):
+        cdef CoreBoard board = self.board
+        cdef int64_t b, start, first
+        for b in self.tasks:
+            if board.placed[b]:
+                board.remove(b)
+        for b, block in zip(self.tasks, self.blocks):
+            if block is not None:
+                start, first = block
+                board.place(b, board.st.size[b], first, start, board.end_of(b, start))
+        if board.counts is not self.counts:
+            board.set_realtime(self.counts)
+        board.value, board.penalty, board.trade_budget = self.value, self.penalty, self.budget
+
+
+cdef list _cheapest(CoreBoard board, int64_t lo, int64_t hi, int count):
+    """``_swap._Victims.cheapest``: up to ``count`` placed tasks (not running) whose steps
+    (from the start, ``duration`` long, unclipped) overlap ``[lo, hi)``, cheapest first
+    (value from the start, ties the lower position)."""
+    cdef Static st = board.st
+    cdef int64_t b = board.head, start
+    cdef list found = []
+    while b >= 0:
+        start = board.start_of[b]
+        if not st.running[b] and start + st.duration[b] > lo and start < hi:
+            found.append((board.block_value(b, start, _min(board.T, start + st.duration[b])), b))
+        b = board.nxt[b]
+    found.sort()
+    return [key[1] for key in found[:count]]
+
+
+cdef inline int64_t _min(int64_t a, int64_t b) noexcept:
+    return a if a < b else b
+
+
+def improve(CoreBoard board, list pending, int64_t max_attempts, double deadline):
+    """``_swap._improve`` (changes ``board`` in place and returns it)."""
+    cdef Static st = board.st
+    cdef int64_t attempts = 0, u, victim, window_lo, window_hi
+    cdef _Trial trial
+    board.trade_budget = TRADE_BUDGET
+    left_out = sorted(
+        (b for b in pending if not board.placed[b]), key=lambda b: (-st.priority[b], b)
+    )
+    for u in left_out:
+        if board.counts.size:
+            trial = _Trial(board, (u,))
+            if (
+                _place_earliest(board, u, True, board.T)
+                and board.value - board.penalty > trial.objective + 1e-9
+            ):
+                continue
+            trial.undo()
+        window_lo = st.arrival[u]
+        window_hi = st.last[u] + st.duration[u]
+        for victim in _cheapest(board, window_lo, window_hi, _py_swap.VICTIMS):
+            if attempts >= max_attempts or (deadline < INF and time.perf_counter() > deadline):
+                return board
+            attempts += 1
+            trial = _Trial(board, (u, victim))
+            board.remove(victim)
+            if _place_earliest(board, u, True, board.T):
+                _place_earliest(board, victim, True, TRADE_STARTS)
+                if board.value - board.penalty > trial.objective + 1e-9:
+                    break
+            trial.undo()
+    return board
+
+
+# ---------------------------------------------------------------- the search
+
+
+cdef inline bint _can_start(Static st, int64_t b) noexcept:
+    """``_search._can_start`` (plain)."""
+    return st.last[b] >= st.arrival[b]
+
+
+cdef double _best_value(CoreBoard board, int64_t b) noexcept:
+    """``_search._best_value`` (plain: ``max(..., default=0.0)`` of one value)."""
+    cdef Static st = board.st
+    cdef int64_t arrival = st.arrival[b]
+    if arrival > st.last[b]:
+        return 0.0
+    return board.block_value(b, arrival, _min(board.T, arrival + st.duration[b]))
+
+
+cdef class _Room:
+    """``_search._Room``."""
+
+    cdef public int64_t checks, survey, placements, budget
+    cdef public double deadline
+
+    def __cinit__(self, int64_t survey, int64_t budget, double deadline):
+        self.checks, self.survey = 0, survey
+        self.placements, self.budget, self.deadline = 0, budget, deadline
+
+    cdef bint spent(self):
+        return self.placements >= self.budget or (
+            self.deadline < INF and time.perf_counter() > self.deadline
+        )
+
+
+cdef inline int64_t _scaled(int64_t work, CoreBoard board) noexcept:
+    """``_search._scaled``."""
+    cdef int64_t g = board.st.G if board.st.G > 32 else 32
+    cdef int64_t t = board.T if board.T > 12 else 12
+    return work * 32 * 12 // (g * t)
+
+
+cdef object _victims(CoreBoard board, int64_t start, int64_t end, int64_t lo, int64_t hi,
+                     int64_t mover, int64_t keep):
+    """``_search._victims``: None when a running task (or ``keep``) is in the way."""
+    cdef Static st = board.st
+    cdef int64_t b = board.head, begin, first
+    cdef list found = []
+    while b >= 0:
+        begin = board.start_of[b]
+        first = board.first_of[b]
+        if (
+            b != mover
+            and begin < end
+            and board.end_of(b, begin) > start
+            and first < hi
+            and first + st.size[b] > lo
+        ):
+            if st.running[b] or b == keep:
+                return None
+            found.append(b)
+        b = board.nxt[b]
+    return found
+
+
+cdef object _positions(CoreBoard board, int64_t u, _Room room, int64_t keep):
+    """``_search._positions``: earlier positions for ``u`` as ``(value in the way - value
+    gained, start, first GPU, tasks in the way)``, cheapest first; None when the survey's
+    budget runs out."""
+    cdef Static st = board.st
+    cdef int64_t size = st.size[u], last = st.last[u], start, end, first, k, n, v
+    cdef double current = 0.0, worth, lost
+    cdef int firsts[64]
+    cdef list options = []
+    if board.placed[u]:
+        current = board.placed_value(u)
+        last = _min(last, board.start_of[u] - 1)
+    n = _lowest(st.legal[u], st.G, firsts)
+    for start in range(st.arrival[u], last + 1):
+        end = _min(board.T, start + st.duration[u])
+        worth = board.block_value(u, start, end) - current
+        for k in range(n):
+            first = firsts[k]
+            room.checks += board.count
+            if room.checks > room.survey:
+                return None
+            victims = _victims(board, start, end, first, first + size, u, keep)
+            if victims is None:
+                continue
+            lost = 0.0
+            for v in victims:
+                lost += board.placed_value(v)
+            options.append((lost - worth, start, first, victims))
+    options.sort(key=_first_three)
+    return options
+
+
+def _first_three(option):
+    return option[:3]
+
+
+cdef void _refresh_realtime(CoreBoard board):
+    """``_search._refresh_realtime``."""
+    if not board.counts.size:
+        return
+    full = board.full_counts
+    if full is not None and (board.counts is full or np.array_equal(board.counts, full)):
+        return
+    counts = _curves(board, board.capacity())
+    if counts is not None:
+        board.set_realtime(counts)
+
+
+cdef tuple _move(CoreBoard board, int64_t u, int64_t start, int64_t first, list victims,
+                 list pending):
+    """``_search._move``: the better board (None when ``u`` finds no room there) and the
+    placements spent."""
+    cdef CoreBoard trial = board.copy(), again, found = None
+    cdef int64_t v, b
+    index = board.st.index
+    if trial.placed[u]:
+        trial.remove(u)
+    for v in victims:
+        trial.remove(v)
+    _refresh_realtime(trial)
+    trial.trade_budget = TRADE_BUDGET
+    if not _place_at(trial, u, start, first):
+        return None, 0
+    offer = [b for b in pending if not trial.placed[b]]
+    for key in ORDERS[:2]:
+        again = trial.copy()
+        for b in sorted(offer, key=lambda b, key=key: key(index, b)):
+            _place_earliest(again, b, True, again.T)
+        if found is None or again.value - again.penalty > found.value - found.penalty + 1e-9:
+            found = again
+    return found, 2 * len(offer) + 1
+
+
+cdef inline double _objective(CoreBoard board) noexcept:
+    return board.value - board.penalty
+
+
+cdef CoreBoard _chain(CoreBoard board, int64_t u, dict before, list pending, _Room room,
+                      int depth):
+    """``_search._chain``."""
+    cdef CoreBoard best = board, found
+    cdef dict lost = {}
+    cdef int64_t v
+    for v, value in before.items():
+        lost[v] = value - (board.placed_value(v) if board.placed[v] else 0.0)
+    v = min(lost, key=lambda v: (-lost[v], v))
+    if lost[v] <= 1e-9:
+        return board
+    options = _positions(board, v, room, u)
+    for _, start, first, victims in (options or [])[: _py_search.ROOM_TRIES]:
+        if room.spent():
+            break
+        found, spent = _move(board, v, start, first, victims, pending)
+        room.placements += spent
+        if (
+            found is not None
+            and _objective(found) <= _objective(best) + 1e-9
+            and victims
+            and depth > 1
+        ):
+            again = {w: board.placed_value(w) for w in victims}
+            found = _chain(found, v, again, pending, room, depth - 1)
+        if found is not None and _objective(found) > _objective(best) + 1e-9:
+            best = found
+    return best
+
+
+cdef list _movers(CoreBoard board, list pending):
+    """``_search._movers``."""
+    cdef Static st = board.st
+    cdef dict gains = {}
+    cdef int64_t u
+    for u in pending:
+        if (board.placed[u] and board.start_of[u] <= st.arrival[u]) or not _can_start(st, u):
+            continue
+        gains[u] = _best_value(board, u) - (board.placed_value(u) if board.placed[u] else 0.0)
+    return sorted((u for u in gains if gains[u] > 1e-9), key=lambda u: (-gains[u], u))
+
+
+cdef tuple _make_room(CoreBoard board, list pending, int64_t budget, double deadline):
+    """``_search._make_room``: the best board and the placements spent."""
+    cdef Static st = board.st
+    cdef _Room room = _Room(_scaled(_py_search.ROOM_WORK, board), budget, deadline)
+    cdef CoreBoard found
+    cdef int64_t u, tries
+    for u in _movers(board, pending):
+        if board.placed[u] and board.start_of[u] <= st.arrival[u]:
+            continue
+        options = _positions(board, u, room, -1)
+        if options is None:
+            return board, room.placements
+        tries = 0
+        for _, start, first, victims in options[: 4 * _py_search.ROOM_TRIES]:
+            if room.spent():
+                return board, room.placements
+            found, spent = _move(board, u, start, first, victims, pending)
+            if found is None:
+                continue
+            tries += 1
+            room.placements += spent
+            if _objective(found) <= _objective(board) + 1e-9 and victims:
+                before = {v: board.placed_value(v) for v in victims}
+                found = _chain(found, u, before, pending, room, _py_search.CHAIN_DEPTH)
+            if _objective(found) > _objective(board) + 1e-9:
+                board = found
+                break
+            if tries >= _py_search.ROOM_TRIES:
+                break
+    return board, room.placements
+
+
+cdef tuple _ruin(CoreBoard board, list pending, object rng):
+    """``_search._ruin``: the tasks to remove, those to offer last, and a left-out task to
+    place first (with its start and first GPU) or None."""
+    cdef Static st = board.st
+    cdef int64_t T = board.T, gpus = st.G, b, start, first, end, lo, hi, u, length, first_step
+    cdef int64_t s0, s1
+    cdef int kind
+    cdef list removed
+    movable = sorted(b for b in board.starts_dict() if not st.running[b])
+    left_out = [b for b in pending if not board.placed[b] and _can_start(st, b)]
+    kind = rng.randrange(6 if left_out else 5)
+    if kind == 5 or not movable:
+        if not left_out:
+            return [], [], None
+        u = rng.choice(left_out)
+        arrival = st.arrival[u]
+        ways = [way for way in [(st.duration[u], st.last[u], st.legal[u], 1.0)] if way[1] >= arrival]
+        steps_u, last, legal, _rate = rng.choice(ways)
+        start = arrival + int(rng.random() ** 2 * (last - arrival + 1))
+        first = rng.choice(_lowest_list(legal, gpus))
+        end, lo, hi = _min(T, start + steps_u), first, first + st.size[u]
+        s0, s1 = start, end
+        target = (u, start, first)
+    elif kind == 3:
+        return rng.sample(movable, min(len(movable), rng.randint(1, 3))), [], None
+    elif kind == 4:
+        dropped = [rng.choice(movable)]
+        return dropped, dropped, None
+    else:
+        target, s0, s1, lo, hi = None, 0, T, 0, gpus
+        if kind in (0, 2):
+            length = rng.randint(max(1, T // 4), T)
+            first_step = rng.randrange(0, T - length + 1)
+            s0, s1 = first_step, first_step + length
+        if kind in (1, 2):
+            width = rng.choice([w for w in _py_search.WIDTHS if w <= gpus] or [gpus])
+            lo = rng.randrange(0, gpus - width + 1)
+            hi = lo + width
+    removed = []
+    for b in movable:
+        start = board.start_of[b]
+        first = board.first_of[b]
+        end = board.end_of(b, start)
+        if start < s1 and end > s0 and first < hi and first + st.size[b] > lo:
+            removed.append(b)
+    return removed, [], target
+
+
+cdef bint _at_best(CoreBoard board, dict most):
+    """``_search._at_best``."""
+    if board.penalty > 0:
+        return False
+    for b, value in most.items():
+        if not (value <= 0 or (board.placed[b] and board.placed_value(b) >= value - 1e-9)):
+            return False
+    return True
+
+
+cpdef CoreBoard ruin_and_recreate(CoreBoard board, list pending, int64_t rounds, object seed,
+                                  double deadline=INF):
+    """``_search._ruin_and_recreate``: the best board seen."""
+    cdef CoreBoard best, current, trial
+    cdef int64_t budget, placements, stalled = 0, b
+    rng = _py_search.random.Random(seed)
+    budget = _scaled(_py_search.SEARCH_WORK, board)
+    if budget < 1:
+        return board
+    most = {b: _best_value(board, b) for b in pending}
+    best, placements = _make_room(board, pending, budget // 2, deadline)
+    current = best
+    for _ in range(rounds):
+        if (
+            placements >= budget
+            or stalled >= _py_search.STALL_ROUNDS
+            or (deadline < INF and time.perf_counter() > deadline)
+        ):
+            break
+        if _at_best(current, most):
+            break
+        stalled += 1
+        trial = current.copy()
+        removed, last, target = _ruin(trial, pending, rng)
+        for b in removed:
+            trial.remove(b)
+        _refresh_realtime(trial)
+        trial.trade_budget = 2 * TRADE_BUDGET
+        if target is not None:
+            _place_at(trial, target[0], target[1], target[2])
+        offer = [b for b in pending if not trial.placed[b] and b not in last]
+        for b in [*_py_search._recreate_order(trial, offer, rng), *last]:
+            _place_earliest(trial, b, True, trial.T)
+        placements += len(offer) + len(last)
+        if _objective(trial) >= _objective(current) - 1e-9:
+            current = trial
+            if _objective(trial) > _objective(best) + 1e-9:
+                best, stalled = trial, 0
+    return best
+
+
+def restarts(CoreBoard board, CoreBoard base, list pending, int64_t budget,
+                         double deadline):
+    """``_search._restarts``."""
+    cdef Static st = board.st
+    cdef int64_t cost = len(pending), u, b
+    cdef _Room room = _Room(_scaled(_py_search.ROOM_WORK, board), budget, deadline)
+    cdef CoreBoard best = board, trial
+    index = st.index
+    orders = [sorted(pending, key=lambda b, key=key: key(index, b)) for key in ORDERS]
+    for u in _movers(board, pending):
+        options = _positions(board, u, room, -1)
+        if options is None:
+            break
+        for _cost, start, first, _way in options[: _py_search.RESTART_TRIES]:
+            for order in orders:
+                if room.placements + cost > budget or (
+                    deadline < INF and time.perf_counter() > deadline
+                ):
+                    return best
+                trial = base.copy()
+                trial.trade_budget = TRADE_BUDGET
+                if not _place_at(trial, u, start, first):
+                    break
+                room.placements += cost
+                for b in order:
+                    if b != u:
+                        _place_earliest(trial, b, True, TRADE_STARTS)
+                if _objective(trial) > _objective(best) + 1e-9:
+                    best = trial
+    return best
+
+
+cpdef CoreBoard search(CoreBoard board, CoreBoard base, list pending, int64_t rounds,
+                       object seed, double deadline=INF):
+    """``_search._search``."""
+    cdef CoreBoard found, restarted, again
+    cdef int64_t budget, b
+    found = ruin_and_recreate(board, pending, rounds, seed, deadline)
+    budget = _scaled(_py_search.RESTART_WORK, board)
+    if len(pending) > budget or _at_best(found, {b: _best_value(board, b) for b in pending}):
+        return found
+    restarted = restarts(board, base, pending, budget, deadline)
+    if restarted is board:
+        return found
+    again = ruin_and_recreate(restarted, pending, rounds, seed, deadline)
+    return again if _objective(again) > _objective(found) + 1e-9 else found

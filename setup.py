@@ -1,0 +1,31 @@
+"""Builds the greedy's compiled core (gpuopt/allocation/_core.pyx) with Cython.
+
+Everything else is declared in pyproject.toml. The extension is optional: where no C
+compiler is found, the install goes on and the pure-Python greedy runs (the same grids,
+slower); ``gpuopt.allocation._accel`` chooses at run time.
+"""
+
+from setuptools import Extension, setup
+
+try:
+    from Cython.Build import cythonize
+except ImportError:  # pragma: no cover - Cython is a build requirement (pyproject.toml)
+    extensions = []
+else:
+    try:
+        extensions = cythonize(
+            [
+                Extension(
+                    "gpuopt.allocation._core",
+                    ["gpuopt/allocation/_core.pyx"],
+                    extra_compile_args=["-O2"],
+                    optional=True,
+                )
+            ],
+            quiet=True,
+        )
+    except Exception as error:  # pragma: no cover - a broken Cython: install without the core
+        print(f"gpuopt: the compiled greedy core is not built ({error}); the Python one runs")
+        extensions = []
+
+setup(ext_modules=extensions)

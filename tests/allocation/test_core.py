@@ -1,0 +1,124 @@
+"""The compiled greedy core (gpuopt/allocation/_core.pyx) against the pure-Python greedy.
+
+The core is a translation of the Python modules; the reason it is right is that the
+Python greedy is (its own tests, the checker, the enumerated optima), and that both give
+the same grid, cell for cell, on random and stress instances of every kind the core
+handles: realtime services and trades, running tasks, aligned blocks, nodes, deadlines,
+exactly 64 GPUs (the word's top bit), long horizons (the vectorised trade test). Without
+a built core (a bare checkout) these tests skip; ``pip install`` builds it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuopt.allocation import _accel
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
+from gpuopt.allocation.greedy import greedy_grid
+from gpuopt.allocation.problem import AllocationProblem
+from gpuopt.allocation.solution import violations
+from gpuopt.allocation.stress import FAMILIES, stress_problem
+
+needs_core = pytest.mark.skipif(
+    _accel.compiled() is None, reason="the compiled core is not built (pip install -e .)"
+)
+
+#: (gpus, tasks, gpus per node, realtime tasks, horizon, aligned blocks)
+SHAPES = [
+    (8, 10, None, 1, 24, False),
+    (8, 12, None, 2, 12, True),
+    (16, 20, 8, 2, 24, False),
+    (32, 30, 8, 0, 16, False),
+    (64, 30, 8, 3, 24, False),
+    (64, 24, None, 2, 48, True),
+    (12, 14, 4, 3, 40, False),
+]
+
+
+def random_case(number: int) -> AllocationProblem:
+    """The ``number``-th instance of a mix of the shapes above (running tasks and
+    deadlines come from the generator's details)."""
+    gpus, tasks, node, realtime, horizon, aligned = SHAPES[number % len(SHAPES)]
+    details = ScenarioDetails(running_fraction=0.2 + 0.1 * (number % 3), deadline_fraction=0.3)
+    return random_problem(
+        number,
+        gpus=gpus,
+        tasks=tasks,
+        horizon=horizon,
+        realtime=realtime,
+        gpus_per_node=node,
+        align_blocks=aligned,
+        load=1.1 + 0.2 * (number % 4),
+        details=details,
+    )
+
+
+def python_grid(problem: AllocationProblem, monkeypatch: pytest.MonkeyPatch, **options: object):
+    with monkeypatch.context() as patch:
+        patch.setenv(_accel.PURE_PYTHON, "1")
+        assert _accel.core_for(problem.index) is None
+        return greedy_grid(problem, **options)
+
+
+def assert_same(problem: AllocationProblem, monkeypatch: pytest.MonkeyPatch, **options: object):
+    assert _accel.core_for(problem.index) is not None
+    compiled = greedy_grid(problem, **options)
+    assert compiled == python_grid(problem, monkeypatch, **options)
+    assert violations(problem, compiled) == []
+
+
+@needs_core
+@pytest.mark.parametrize("number", range(42))
+def test_the_core_gives_the_python_grid_on_random_instances(
+    number: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert_same(random_case(number), monkeypatch)
+
+
+@needs_core
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("gpus", [8, 16])
+def test_the_core_gives_the_python_grid_on_stress_instances(
+    family: str, gpus: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert_same(stress_problem(3, gpus, family), monkeypatch)
+
+
+@needs_core
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"improve": False},
+        {"search": 0},
+        {"search": 7, "seed": 5},
+        {"guide": False, "max_attempts": 3},
+    ],
+)
+def test_the_core_gives_the_python_grid_with_every_option(
+    options: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for number in range(4):
+        assert_same(random_case(number), monkeypatch, **options)
+
+
+@needs_core
+@pytest.mark.slow
+@pytest.mark.parametrize("block", range(20))
+def test_the_core_gives_the_python_grid_on_a_thousand_instances(
+    block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for number in range(1000 + 50 * block, 1050 + 50 * block):
+        assert_same(random_case(number), monkeypatch)
+
+
+def test_the_python_greedy_runs_where_the_core_does_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over 64 GPUs, with GPU models, or with GPUOPT_PURE_PYTHON set, the Python modules
+    run (and the grid is legal)."""
+    wide = random_problem(1, gpus=128, tasks=20, gpus_per_node=8, realtime=2)
+    models = random_problem(2, gpus=32, tasks=12, gpus_per_node=8, models=True)
+    assert _accel.core_for(wide.index) is None
+    assert not models.index.plain and _accel.core_for(models.index) is None
+    for problem in (wide, models):
+        assert violations(problem, greedy_grid(problem, search=5)) == []
+    monkeypatch.setenv(_accel.PURE_PYTHON, "1")
+    assert _accel.compiled() is None
