@@ -268,10 +268,12 @@ class Keywords(Generic[S]):
     :data:`OPTIONS` (the methods themselves take, e.g., a spent time limit of 0
     from another method), and a reader's options object checks its own.
     :meth:`signature` shows the keywords as the function's signature (what
-    ``help()``, :func:`gpuopt.api.options_of` and :func:`gpuopt.solve` read),
-    so a backend states its options once, as the fields of its options
+    ``help()``, :func:`gpuopt.api.options_of` and :func:`gpuopt.solve` read)
+    and writes their Parameters entries into its docstring from the options
+    object's ``Attributes`` (:meth:`document`), so a backend states its
+    options and their meaning once, as the documented fields of its options
     object, and two backends of one problem share the object instead of
-    repeating a long signature. ``defaults`` are the function's own (a field
+    repeating a long signature and its documentation. ``defaults`` are the function's own (a field
     left out is not one of its keywords).
 
     >>> from dataclasses import dataclass
