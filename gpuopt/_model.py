@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 from typing_extensions import Self
 
 from gpuopt.errors import one_sentence_errors, problem_error_from, validate_object
@@ -44,6 +44,44 @@ def read_old_form(data: Any, old: type[OldForm], keys: Collection[str]) -> OldFo
         return old.model_validate({key: plain(value) for key, value in data.items()})
     except ValidationError as exc:
         raise ValueError(str(problem_error_from(exc)).rstrip(".")) from None
+
+
+class OldFile(Protocol):
+    """A problem's old file form: it knows the problem's data it stands for."""
+
+    def as_problem_data(self) -> dict[str, Any]:
+        """The problem's input data (with a ``cluster``) that this old file describes."""
+        ...
+
+
+def old_form_reader(old: type[BaseModel], keys: Collection[str]) -> Any:
+    """A ``model_validator(mode="before")`` for a problem that still reads its old file form.
+
+    Assign it in the problem's class body (``_read_old_file = old_form_reader(...)``):
+    data that :func:`read_old_form` reads as ``old`` (a dict without
+    ``cluster`` and with one of ``keys``) becomes ``old``'s
+    ``as_problem_data()``; any other data passes unchanged to the new form.
+
+    >>> from pydantic import BaseModel
+    >>> class Old(BaseModel):
+    ...     gpus: int
+    ...     def as_problem_data(self):
+    ...         return {"cluster": {"gpus": self.gpus}}
+    >>> class New(BaseModel):
+    ...     cluster: dict
+    ...     _read_old_file = old_form_reader(Old, ("gpus",))
+    >>> New.model_validate({"gpus": 8}), New.model_validate({"cluster": {"gpus": 4}})
+    (New(cluster={'gpus': 8}), New(cluster={'gpus': 4}))
+    """
+    if not callable(getattr(old, "as_problem_data", None)):
+        raise TypeError(f"{old.__name__} has no as_problem_data method to read it with.")
+
+    def read(cls: type[BaseModel], data: Any) -> Any:
+        found = read_old_form(data, old, keys)
+        return data if found is None else cast(OldFile, found).as_problem_data()
+
+    read.__doc__ = f"The old file form ({', '.join(keys)} without a cluster) as the new one."
+    return model_validator(mode="before")(classmethod(read))  # type: ignore[arg-type]
 
 
 class Document(BaseModel):

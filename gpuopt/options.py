@@ -27,6 +27,7 @@ import dataclasses
 import inspect
 import itertools
 import math
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from types import MappingProxyType
@@ -267,10 +268,12 @@ class Keywords(Generic[S]):
     :data:`OPTIONS` (the methods themselves take, e.g., a spent time limit of 0
     from another method), and a reader's options object checks its own.
     :meth:`signature` shows the keywords as the function's signature (what
-    ``help()``, :func:`gpuopt.api.options_of` and :func:`gpuopt.solve` read),
-    so a backend states its options once, as the fields of its options
+    ``help()``, :func:`gpuopt.api.options_of` and :func:`gpuopt.solve` read)
+    and writes their Parameters entries into its docstring from the options
+    object's ``Attributes`` (:meth:`document`), so a backend states its
+    options and their meaning once, as the documented fields of its options
     object, and two backends of one problem share the object instead of
-    repeating a long signature. ``defaults`` are the function's own (a field
+    repeating a long signature and its documentation. ``defaults`` are the function's own (a field
     left out is not one of its keywords).
 
     >>> from dataclasses import dataclass
@@ -319,7 +322,77 @@ class Keywords(Generic[S]):
             for name, value in self.defaults.items()
         ]
         function.__signature__ = real.replace(parameters=[*leading, *keywords])  # type: ignore[attr-defined]
+        function.__doc__ = self.document(function.__doc__ or "", "options" in real.parameters)
         return function
+
+    def document(self, doc: str, takes_options: bool = True) -> str:
+        """``doc`` with a numpydoc Parameters entry for ``options`` and each keyword it lacks.
+
+        Each keyword's entry is its field's description in the ``Attributes``
+        section of :attr:`kind` (or of the nearest base class that has one, see
+        :func:`field_descriptions`), so a backend's docstring documents only its
+        own parameters (the problem) and what it means beyond its options. An
+        entry ``doc`` already has for a name (alone or in a group such as
+        ``seed, threads``) is kept as written; a keyword that no class describes
+        gets no entry. The entries go at the end of ``doc``'s Parameters
+        section, or in a new one before its first other section.
+
+        >>> from dataclasses import dataclass
+        >>> @dataclass(frozen=True)
+        ... class Run:
+        ...     \"\"\"How it runs.
+        ...
+        ...     Attributes
+        ...     ----------
+        ...     time_limit
+        ...         Seconds for the whole call.
+        ...     \"\"\"
+        ...     time_limit: float | None = 10.0
+        >>> print(Keywords.of(Run).document("Solve it.\\n\\nReturns\\n-------\\nint"))
+        Solve it.
+        <BLANKLINE>
+        Parameters
+        ----------
+        options
+            The settings below as one :class:`~gpuopt.options.Run`
+            (keywords given as well override its fields).
+        time_limit
+            Seconds for the whole call.
+        <BLANKLINE>
+        Returns
+        -------
+        int
+        """
+        lines = inspect.cleandoc(doc).split("\n")
+        sections = _section_starts(lines)
+        start = sections.get("Parameters")
+        later = [line for line in sections.values() if start is None or line > start]
+        end = min(later, default=len(lines))
+        documented = set() if start is None else _entry_names(lines[start + 2 : end])
+        described = _field_entries(self.kind)
+        entries: list[str] = []
+        if takes_options and "options" not in documented:
+            kind = f"{self.kind.__module__}.{self.kind.__qualname__}"
+            entries += [
+                "options",
+                f"    The settings below as one :class:`~{kind}`",
+                "    (keywords given as well override its fields).",
+            ]
+        written: set[tuple[str, ...]] = set()
+        for name in self.defaults:
+            if name in documented or name not in described:
+                continue
+            group, text = described[name]
+            if group not in written:  # ``seed, threads``: one entry, the names this takes
+                written.add(group)
+                names = [item for item in group if item in self.defaults and item not in documented]
+                entries += [", ".join(names), *("    " + line for line in text.split("\n"))]
+        if not entries:
+            return "\n".join(lines)
+        head = "\n".join(lines[:end]).rstrip().split("\n")
+        rest = "\n".join(lines[end:]).strip()
+        title = ["", "Parameters", "----------"] if start is None else []
+        return "\n".join([*head, *title, *entries, *(["", rest] if rest else [])])
 
     def resolve(self, options: S | None, settings: Mapping[str, Any]) -> S:
         """``options`` (None: this function's defaults) with the keywords ``settings`` applied."""
@@ -336,6 +409,65 @@ class Keywords(Generic[S]):
                 known = ", ".join(self.defaults) or "none"
                 raise TypeError(f"unexpected keyword argument {name!r} (the options: {known}).")
         return replace(start, **settings)  # type: ignore[type-var]
+
+
+def field_descriptions(kind: type) -> dict[str, str]:
+    """Each field's description in the numpydoc ``Attributes`` section of ``kind``'s docstring.
+
+    Base classes are read first, so a subclass's entry for a field replaces its
+    base's (and a subclass without the section keeps its bases' entries). An
+    entry naming several fields (``seed, threads``) describes each of them.
+    Descriptions come dedented, their lines joined by newlines.
+
+    >>> from gpuopt.solvers.run import ExactOptions
+    >>> field_descriptions(ExactOptions)["threads"]
+    'Solver threads (CP-SAT: workers).'
+    """
+    return {name: text for name, (_, text) in _field_entries(kind).items()}
+
+
+def _field_entries(kind: type) -> dict[str, tuple[tuple[str, ...], str]]:
+    """Field name -> (the names its ``Attributes`` entry documents, the description)."""
+    found: dict[str, tuple[tuple[str, ...], str]] = {}
+    for klass in reversed(kind.__mro__):
+        lines = inspect.cleandoc(klass.__dict__.get("__doc__") or "").split("\n")
+        sections = _section_starts(lines)
+        start = sections.get("Attributes")
+        if start is None:
+            continue
+        end = min((line for line in sections.values() if line > start), default=len(lines))
+        for names, text in _entries(lines[start + 2 : end]):
+            found.update(dict.fromkeys(names, (tuple(names), text)))
+    return found
+
+
+def _section_starts(lines: list[str]) -> dict[str, int]:
+    """numpydoc section title -> its line in ``lines`` (a title over a line of dashes)."""
+    return {
+        line.strip(): position
+        for position, line in enumerate(lines[:-1])
+        if line.strip() and not line.startswith(" ") and _DASHES.fullmatch(lines[position + 1])
+    }
+
+
+def _entries(lines: list[str]) -> list[tuple[list[str], str]]:
+    """The entries of one section's ``lines``: (the names, the dedented description)."""
+    found: list[tuple[list[str], list[str]]] = []
+    for line in lines:
+        if line.strip() and not line.startswith(" "):
+            names = [name.strip().split(" : ")[0] for name in line.split(",")]
+            found.append((names, []))
+        elif found:
+            found[-1][1].append(line)
+    return [(names, inspect.cleandoc("\n".join(text))) for names, text in found]
+
+
+def _entry_names(lines: list[str]) -> set[str]:
+    """Every name an entry of the section ``lines`` documents (``*sources``: ``sources``)."""
+    return {name.lstrip("*") for names, _ in _entries(lines) for name in names}
+
+
+_DASHES = re.compile(r"-{3,}")
 
 
 def _field_default(item: dataclasses.Field[Any]) -> Any:

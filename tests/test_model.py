@@ -11,7 +11,7 @@ from typing import ClassVar
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuopt._model import IndexedModel
+from gpuopt._model import IndexedModel, old_form_reader
 from gpuopt.errors import ProblemError
 
 
@@ -100,3 +100,27 @@ def test_read_old_form_reads_only_the_old_form_and_dumps_records() -> None:
     with pytest.raises(ValueError, match=r"^nodes\[0\]\.gpus") as caught:
         read_old_form({"nodes": [{"id": "a", "gpus": "many"}]}, _OldFile, ("nodes",))
     assert "\n" not in str(caught.value)
+
+
+class _OldSum(_OldFile):
+    def as_problem_data(self) -> dict[str, object]:
+        return {"gpus": [row.gpus for row in self.nodes]}
+
+
+class _NewToy(Toy):
+    _read_old_file = old_form_reader(_OldSum, ("nodes",))
+
+
+def test_old_form_reader_reads_the_old_form_and_passes_the_new_one() -> None:
+    # the old rows' GPUs, in order, are the new toy's; new data is read as it is
+    assert _NewToy.model_validate({"nodes": [{"id": "a", "gpus": 8}, {"id": "b", "gpus": 2}]}) == (
+        _NewToy(gpus=[8, 2])
+    )
+    assert _NewToy(gpus=[4]).gpus == [4]
+    with pytest.raises(ProblemError, match=r"nodes\[0\]\.gpus"):  # the old form's own message
+        _NewToy.model_validate({"nodes": [{"id": "a", "gpus": "many"}]})
+
+
+def test_old_form_reader_needs_a_way_to_the_new_form() -> None:
+    with pytest.raises(TypeError, match=r"^_OldFile has no as_problem_data method"):
+        old_form_reader(_OldFile, ("nodes",))

@@ -13,9 +13,11 @@ the role's markup.
 
 A function whose options are one object (``@KEYWORDS.signature`` of
 :class:`gpuopt.options.Keywords`, written ``f(problem, options=None,
-**settings)``) is shown with the keywords it takes, which its docstring
-documents: its runtime signature (``inspect.signature``, which the decorator
-sets) in place of the ``**settings`` the source shows, after its ``options``.
+**settings)``) is shown with the keywords it takes: its runtime signature
+(``inspect.signature``, which the decorator sets) in place of the
+``**settings`` the source shows, after its ``options``, and its runtime
+docstring, whose Parameters entries for those keywords the decorator wrote
+from the options object's field descriptions (the source has only the rest).
 
 Loaded by ``mkdocs.yml`` (mkdocstrings handler option ``extensions``).
 """
@@ -104,6 +106,23 @@ _KINDS = {
 }
 
 
+def runtime_function(module: str, name: str) -> Any:
+    """``module.name`` as Python imports it (None if it cannot be imported)."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+def runtime_docstring(module: str, name: str) -> str | None:
+    """The docstring of ``module.name`` as Python reports it, dedented (None if none).
+
+    >>> "time_limit" in runtime_docstring("gpuopt.gang.milp", "solve_milp")
+    True
+    """
+    return inspect.getdoc(runtime_function(module, name))
+
+
 def runtime_parameters(module: str, name: str) -> griffe.Parameters | None:
     """The parameters of ``module.name`` as Python reports them (None if it cannot be read).
 
@@ -111,9 +130,8 @@ def runtime_parameters(module: str, name: str) -> griffe.Parameters | None:
     ['problem', 'time_limit', 'seed', 'threads', 'log']
     """
     try:
-        function = getattr(importlib.import_module(module), name)
-        signature = inspect.signature(function)
-    except (ImportError, AttributeError, TypeError, ValueError):
+        signature = inspect.signature(runtime_function(module, name))
+    except (TypeError, ValueError):
         return None
     return griffe.Parameters(
         *(
@@ -134,10 +152,13 @@ def runtime_parameters(module: str, name: str) -> griffe.Parameters | None:
 
 class KeywordSignatures(griffe.Extension):
     """Show a function decorated with a ``Keywords`` object's ``signature`` with its
-    ``options`` object and, in place of ``**settings``, the keywords it takes."""
+    ``options`` object and, in place of ``**settings``, the keywords it takes, and with
+    the docstring that documents them."""
 
     def on_function_instance(self, *, func: griffe.Function, **kwargs: Any) -> None:
-        """Replace ``func``'s parameters by its runtime signature's when it is so decorated."""
+        """Replace ``func``'s parameters and docstring by its runtime ones when it is so
+        decorated (the docstring fenced and with its roles plain, as :class:`DoctestBlocks`
+        does, which has run before)."""
         decorated = any(str(d.value).endswith(".signature") for d in func.decorators)
         if not decorated or func.parent is None or not func.parent.is_module:
             return
@@ -149,3 +170,6 @@ class KeywordSignatures(griffe.Extension):
         own = [p for p in func.parameters if p.kind is not griffe.ParameterKind.var_keyword]
         names = {p.name for p in own}
         func.parameters = griffe.Parameters(*own, *(p for p in found if p.name not in names))
+        doc = runtime_docstring(func.parent.path, func.name)
+        if doc is not None and func.docstring is not None:
+            func.docstring.value = fence_doctests(doc)

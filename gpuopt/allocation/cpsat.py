@@ -159,31 +159,6 @@ def solve_cpsat(
 ) -> AllocationResult:
     """Solve ``problem`` exactly with CP-SAT, warm-started from the greedy grid.
 
-    Parameters
-    ----------
-    options
-        The settings below as one :class:`~gpuopt.allocation.patterns.AllocationExactOptions`
-        (keywords given as well override its fields).
-    time_limit
-        Seconds for everything (greedy, model building and search), counted from
-        the call: building stops when it passes, and CP-SAT gets what is left
-        (it is not started when that cannot cover loading the model; see
-        :func:`gpuopt.solvers.deadline.solver_limit`); the greedy (or
-        ``initial``) grid then comes back with status ``time_limit``. None: no limit.
-    seed, threads
-        CP-SAT's random seed and number of workers. With ``threads=1`` a seed
-        gives a reproducible answer when the search finishes within its limit;
-        more workers race, so equally good grids may then differ between runs.
-    initial
-        A starting grid or result (default: the greedy's grid).
-    warm
-        Start from the greedy (or ``initial``) and hint every variable. With
-        ``warm=False`` the search starts cold from the empty plan.
-    progress
-        ``progress(seconds, incumbent, bound)`` called at every new solution and
-        bound; seconds count from the solver's start, values are CP-SAT's
-        (scaled back, so within about 1e-4 per variable of the true objective).
-
     Returns
     -------
     AllocationResult

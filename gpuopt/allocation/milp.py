@@ -322,35 +322,6 @@ def solve_milp(
 ) -> AllocationResult:
     """Solve ``problem`` with the MILP of ``models/allocation.md``, warm-started from the greedy.
 
-    Parameters
-    ----------
-    options
-        The settings below as one :class:`~gpuopt.allocation.patterns.AllocationExactOptions`
-        (keywords given as well override its fields).
-    time_limit
-        Seconds for everything (greedy, building and solving), counted from the
-        call; None: no limit. Building stops when it passes and the solver gets
-        what is left (after Pyomo's estimated hand-over, for the Pyomo solvers);
-        a solver that cannot start in time is skipped. The greedy (or
-        ``initial``) grid then comes back with status ``time_limit``. HiGHS reads
-        its clock only between steps of its own: ``docs/reliability.md`` ("Time
-        limits") has the overruns measured.
-    threads
-        HiGHS threads (default 1: HiGHS's idle threads spin, and on a busy
-        2-core machine two threads overran a 5 s limit by 0-24 s where one
-        thread held it; ``docs/reliability.md``).
-    solver
-        One of :data:`SOLVERS` that :func:`available_solvers` lists.
-    model
-        A Pyomo model from :func:`build_milp`, possibly with constraints of your
-        own; it is then solved through Pyomo (``"highs"`` means ``"pyomo-highs"``).
-    warm
-        Pass the greedy (or ``initial``) grid as a MIP start where the solver
-        takes one (HiGHS, CBC, Gurobi, CPLEX).
-    progress
-        ``progress(seconds, incumbent, bound)`` called as the search moves
-        (``solver="highs"`` only); seconds count from the solver's start.
-
     Returns
     -------
     AllocationResult

@@ -412,7 +412,50 @@ def warm_start(
 class AllocationExactOptions(ExactOptions):
     """How an exact allocation method runs (:func:`~gpuopt.allocation.milp.solve_milp`,
     :func:`~gpuopt.allocation.cpsat.solve_cpsat`): the exact run settings, and for the
-    MILP its solver and a Pyomo model of the user's own."""
+    MILP its solver and a Pyomo model of the user's own.
+
+    Attributes
+    ----------
+    time_limit
+        Seconds for everything (greedy, building the model and solving it),
+        counted from the call; None: no limit. Building stops when it passes
+        and the solver gets what is left; the greedy (or ``initial``) grid then
+        comes back with status ``time_limit``. MILP: the solver gets what is
+        left after Pyomo's estimated hand-over, for the Pyomo solvers, and a
+        solver that cannot start in time is skipped; HiGHS reads its clock only
+        between steps of its own: ``docs/reliability.md`` ("Time limits") has
+        the overruns measured. CP-SAT is not started when what is left cannot
+        cover loading the model (see :func:`gpuopt.solvers.deadline.solver_limit`).
+    seed
+        The solver's random seed. CP-SAT: with ``threads=1`` a seed gives a
+        reproducible answer when the search finishes within its limit.
+    threads
+        HiGHS threads, or CP-SAT's number of workers. The MILP's default is 1:
+        HiGHS's idle threads spin, and on a busy 2-core machine two threads
+        overran a 5 s limit by 0-24 s where one thread held it
+        (``docs/reliability.md``). CP-SAT's workers race, so with more than one
+        equally good grids may differ between runs.
+    initial
+        A starting grid or result (default: the greedy's grid).
+    warm
+        Start from the greedy (or ``initial``) grid. The MILP passes it as a MIP
+        start where the solver takes one (HiGHS, CBC, Gurobi, CPLEX); CP-SAT
+        hints every variable from it, and with ``warm=False`` starts cold from
+        the empty plan.
+    progress
+        ``progress(seconds, incumbent, bound)`` called as the search moves;
+        seconds count from the solver's start. The MILP calls it with
+        ``solver="highs"`` only; CP-SAT at every new solution and bound, with
+        its values scaled back (so within about 1e-4 per variable of the true
+        objective).
+    solver
+        The MILP's solver: one of :data:`~gpuopt.allocation.milp.SOLVERS` that
+        :func:`~gpuopt.allocation.milp.available_solvers` lists.
+    model
+        A Pyomo model from :func:`~gpuopt.allocation.milp.build_milp`, possibly
+        with constraints of your own; the MILP then solves it through Pyomo
+        (``"highs"`` means ``"pyomo-highs"``).
+    """
 
     solver: str = "highs"
     model: Any = None

@@ -30,13 +30,6 @@ def solve_cpsat(
 ) -> DefragResult:
     """Solve the exact model (``models/defrag.md``) with CP-SAT, hinted from ``ipc``.
 
-    Parameters are those of :func:`gpuopt.defrag.milp.solve_milp`; ``threads``
-    is CP-SAT's number of workers (its bound is weak with few of them). Workers
-    race: with more than one, equally good plans may differ between runs (5 of
-    60 small snapshots solved to optimality, ``docs/reliability.md``);
-    ``threads=1`` and a ``seed`` give a reproducible plan when the search
-    finishes within its limit.
-
     Examples
     --------
     The settings may come as one object (keywords given as well override it):

@@ -248,8 +248,40 @@ def _workers_wanted(workers: int | None, num_nodes: int, partitions: int) -> int
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IpcOptions:
-    """How :func:`solve_ipc` runs; see its parameters. The first seven (``partition_size``
-    to ``seed``) left as None come from the snapshot's ``options`` (:meth:`for_snapshot`)."""
+    """How :func:`solve_ipc` runs. The first seven (``partition_size`` to ``seed``) left
+    as None come from the snapshot's ``options`` (:meth:`for_snapshot`).
+
+    Attributes
+    ----------
+    partition_size
+        Nodes per partition (default 500).
+    depth
+        Longest eviction chain, in moves (default 3; 1 = direct moves only).
+    rounds
+        Most rounds with fresh partitions (default 5); stops early when a round
+        empties no node.
+    time_limit
+        Seconds for the whole call, counted from its start: partitions stop
+        trying new nodes early enough to leave time for building the plan
+        (:data:`PLAN_SECONDS_PER_TASK`, :data:`PLAN_SECONDS_PER_MOVE`), no new
+        round starts after that, and the plan then has status ``time_limit``.
+    max_moves, group_budget
+        Most moves in the plan, and most moved tasks per anti-affinity group.
+    seed
+        Seeds the partitions and the tie-breaking (same seed, same plan).
+    workers
+        Worker processes (default: one per core, when the snapshot is large
+        enough to gain from them).
+    executor
+        Any ``concurrent.futures``-style executor with ``submit(fn, arg)``,
+        e.g. a ``distributed.Client``; overrides ``workers``.
+    progress
+        Called after each partition with (done, partitions, round).
+    exact, exact_nodes, exact_seconds
+        Improve every partition of at most ``exact_nodes`` nodes with the exact
+        model (``"milp"`` or ``"cpsat"``), warm-started from the heuristic's
+        result, for at most ``exact_seconds`` each (not with ``group_budget``).
+    """
 
     partition_size: int | None = None
     depth: int | None = None
@@ -298,37 +330,6 @@ def solve_ipc(problem: Cluster, options: IpcOptions | None = None, **settings: A
     ----------
     problem
         The snapshot.
-    options
-        The settings below as one :class:`IpcOptions` (keywords given as well
-        override its fields).
-    partition_size
-        Nodes per partition (default 500).
-    depth
-        Longest eviction chain, in moves (default 3; 1 = direct moves only).
-    rounds
-        Most rounds with fresh partitions (default 5); stops early when a round
-        empties no node.
-    time_limit
-        Seconds for the whole call, counted from its start: partitions stop
-        trying new nodes early enough to leave time for building the plan
-        (:data:`PLAN_SECONDS_PER_TASK`, :data:`PLAN_SECONDS_PER_MOVE`), no new
-        round starts after that, and the plan then has status ``time_limit``.
-    max_moves, group_budget
-        Most moves in the plan, and most moved tasks per anti-affinity group.
-    seed
-        Seeds the partitions and the tie-breaking (same seed, same plan).
-    workers
-        Worker processes (default: one per core, when the snapshot is large
-        enough to gain from them).
-    executor
-        Any ``concurrent.futures``-style executor with ``submit(fn, arg)``,
-        e.g. a ``distributed.Client``; overrides ``workers``.
-    progress
-        Called after each partition with (done, partitions, round).
-    exact, exact_nodes, exact_seconds
-        Improve every partition of at most ``exact_nodes`` nodes with the exact
-        model (``"milp"`` or ``"cpsat"``), warm-started from the heuristic's
-        result, for at most ``exact_seconds`` each (not with ``group_budget``).
 
     Examples
     --------

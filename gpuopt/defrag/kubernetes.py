@@ -24,6 +24,24 @@ the previous one's replacements run.
 The output is a YAML stream: every document is preceded by a comment that
 says which step it is and the ``kubectl`` command that applies it; steps
 without an object (cordon, release) are comments with their command.
+
+Examples
+--------
+One move empties node ``a``: its steps (:func:`kubernetes_steps`), after the
+placeholders' priority class, and the files that run them
+(:func:`kubernetes_files`).
+
+>>> import gpuopt
+>>> cluster = Cluster(nodes=[{"id": "a", "gpus": 8, "cpus": 64},
+...                          {"id": "b", "gpus": 8, "cpus": 64}],
+...                   tasks=[{"id": "ml/t", "node": "a", "gpus": 2, "cpus": 4},
+...                          {"id": "ml/u", "node": "b", "gpus": 4, "cpus": 4}])
+>>> plan = gpuopt.solve(cluster, "onehop")
+>>> [comment.split(":")[0] for comment, _ in kubernetes_steps(cluster, plan)][1:]
+['before wave 0, cordon', 'wave 0, move 1 (ml/t a -> b) hold', \
+'wave 0, move 1 (ml/t a -> b) evict', 'wave 0, move 1 (ml/t a -> b) release', 'done']
+>>> sorted(kubernetes_files(cluster, plan))
+['evictions/move-1.json', 'run.sh', 'wave-0.yaml']
 """
 
 from __future__ import annotations
@@ -154,17 +172,7 @@ def kubernetes_steps(
 ) -> Iterator[tuple[str, dict[str, Any] | None]]:
     """The steps of ``plan``: ``(comment, object or None)`` in the order to run them.
 
-    Examples
-    --------
-    >>> import gpuopt
-    >>> cluster = Cluster(nodes=[{"id": "a", "gpus": 8, "cpus": 64},
-    ...                          {"id": "b", "gpus": 8, "cpus": 64}],
-    ...                   tasks=[{"id": "ml/t", "node": "a", "gpus": 2, "cpus": 4},
-    ...                          {"id": "ml/u", "node": "b", "gpus": 4, "cpus": 4}])
-    >>> plan = gpuopt.solve(cluster, "onehop")
-    >>> [comment.split(":")[0] for comment, _ in kubernetes_steps(cluster, plan)][1:]
-    ['before wave 0, cordon', 'wave 0, move 1 (ml/t a -> b) hold', \
-'wave 0, move 1 (ml/t a -> b) evict', 'wave 0, move 1 (ml/t a -> b) release', 'done']
+    The module's example lists the steps of a one-move plan.
     """
     tasks = {task.id: task for task in cluster.tasks}
     yield (
@@ -276,15 +284,7 @@ def kubernetes_files(
       K`` (once the wave's replacements run, delete its placeholders), and
       ``finish`` (uncordon the emptied nodes). ``sh run.sh`` lists them.
 
-    Examples
-    --------
-    >>> import gpuopt
-    >>> cluster = Cluster(nodes=[{"id": "a", "gpus": 8, "cpus": 64},
-    ...                          {"id": "b", "gpus": 8, "cpus": 64}],
-    ...                   tasks=[{"id": "ml/t", "node": "a", "gpus": 2, "cpus": 4},
-    ...                          {"id": "ml/u", "node": "b", "gpus": 4, "cpus": 4}])
-    >>> sorted(kubernetes_files(cluster, gpuopt.solve(cluster, "onehop")))
-    ['evictions/move-1.json', 'run.sh', 'wave-0.yaml']
+    The module's example writes the files of a one-move plan.
     """
     files: dict[str, str] = {}
     waves = _wave_lines(cluster, plan, gpu_resource, files)

@@ -67,7 +67,32 @@ def prepare(
 class DefragExactOptions(ExactOptions):
     """How an exact defragmentation method runs (:func:`solve_milp`, :func:`solve_cpsat
     <gpuopt.defrag.cpsat.solve_cpsat>`): the exact run settings and the plan's budgets
-    (None: the snapshot's ``options``)."""
+    (None: the snapshot's ``options``).
+
+    Attributes
+    ----------
+    time_limit
+        Seconds for everything (ipc start, building, both phases, ordering the
+        moves), counted from the call; None: no limit. Each phase gets only the
+        time left, HiGHS is skipped when that cannot cover its set-up (see
+        :func:`gpuopt.solvers.highs.solve_rows`), and the ``ipc`` start (or the
+        phase-1 plan) comes back with status ``time_limit`` when the time runs out.
+    initial
+        A starting plan (default: the ``ipc`` plan).
+    threads
+        HiGHS threads (default 1: HiGHS's threads spin and overrun limits on a
+        busy 2-core machine), or CP-SAT's number of workers (its bound is weak
+        with few of them). CP-SAT's workers race: with more than one, equally
+        good plans may differ between runs (5 of 60 small snapshots solved to
+        optimality, ``docs/reliability.md``); ``threads=1`` and a ``seed`` give
+        a reproducible plan when the search finishes within its limit.
+    progress
+        ``progress(seconds, incumbent, bound)`` in the solver's objective units
+        (``weight * emptied - moves``); HiGHS only.
+    max_moves, group_budget
+        Most moves in the plan, and most moved tasks per anti-affinity group
+        (None: the snapshot's ``options``).
+    """
 
     max_moves: int | None = None
     group_budget: int | None = None
@@ -200,26 +225,6 @@ def solve_milp(
     columns (e.g. openb's 1,213 nodes) is solved as ipc's partitions, each
     exactly (:func:`solve_partitions`), at every time limit: the plan's notes
     say so, and its ``bound`` is then a capacity count, not a proof.
-
-    Parameters
-    ----------
-    options
-        The settings below as one :class:`DefragExactOptions` (keywords given as
-        well override its fields).
-    time_limit
-        Seconds for everything (ipc start, building, both phases, ordering the
-        moves), counted from the call; None: no limit. Each phase gets only the
-        time left, HiGHS is skipped when that cannot cover its set-up (see
-        :func:`gpuopt.solvers.highs.solve_rows`), and the ``ipc`` start (or the
-        phase-1 plan) comes back with status ``time_limit`` when the time runs out.
-    initial
-        A starting plan (default: the ``ipc`` plan).
-    threads
-        HiGHS threads (default 1: HiGHS's threads spin and overrun limits on a
-        busy 2-core machine).
-    progress
-        ``progress(seconds, incumbent, bound)`` in the solver's objective units
-        (``weight * emptied - moves``).
 
     Returns
     -------

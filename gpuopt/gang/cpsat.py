@@ -65,9 +65,6 @@ def solve_cpsat(
 ) -> GangResult:
     """The exact answer: the lexicographically best plan over every domain together.
 
-    Its settings (time limit, default :data:`TIME_LIMIT`; seed; threads; log) come as
-    keywords or as one :class:`~gpuopt.solvers.run.ExactOptions` (``options``).
-
     Examples
     --------
     See :mod:`gpuopt.gang`, which solves one problem with both methods.

@@ -80,9 +80,7 @@ def solve_milp(
     ``time_limit`` (seconds) counts from the call and covers the heuristic's
     start, building the rows and every stage; a stage cut short keeps the best
     plan found so far (status ``time_limit``), with the first stage's proven
-    bound, or the heuristic's lower bound when HiGHS proved none in time. Its
-    settings (time limit, default :data:`TIME_LIMIT`; seed; threads; log) come as
-    keywords or as one :class:`~gpuopt.solvers.run.ExactOptions` (``options``).
+    bound, or the heuristic's lower bound when HiGHS proved none in time.
 
     Examples
     --------

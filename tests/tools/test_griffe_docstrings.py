@@ -36,3 +36,25 @@ def test_a_function_without_the_decorator_keeps_its_source_signature() -> None:
     )
     last = list(module["solve"].parameters)[-1]
     assert (last.name, last.kind) == ("options", griffe.ParameterKind.var_keyword)
+
+
+def test_the_api_page_documents_the_keywords_the_decorator_wrote() -> None:
+    # allocation.milp.solve_milp's source documents no option: the decorator writes each
+    # from AllocationExactOptions's Attributes, and the page must show them as parameters
+    module = griffe.load(
+        "gpuopt.allocation.milp",
+        extensions=griffe.load_extensions(str(EXTENSION)),
+        resolve_aliases=False,
+    )
+    function = module["solve_milp"]
+    sections = function.docstring.parse("numpy")
+    documented = {
+        item.name: item.description
+        for section in sections
+        if section.kind is griffe.DocstringSectionKind.parameters
+        for item in section.value
+    }
+    shown = [p.name for p in function.parameters if p.name != "problem"]
+    assert shown == list(documented)  # every keyword, in the signature's order
+    assert documented["solver"].startswith("The MILP's solver: one of `SOLVERS`")  # roles plain
+    assert "Returns" in function.docstring.value  # its own sections stay

@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from gpuopt._model import MAX_ID_LENGTH, IndexedModel, read_old_form
+from gpuopt._model import MAX_ID_LENGTH, IndexedModel, old_form_reader
 from gpuopt.cluster.interconnect import (
     MAX_BANDWIDTH,
     MAX_TOPOLOGY_GPUS,
@@ -306,12 +306,7 @@ class NodePlacementProblem(IndexedModel):
     cluster: Cluster = Field(description="The nodes and the tasks running on them.")
     request: NodeRequest
 
-    @model_validator(mode="before")
-    @classmethod
-    def _read_problem_file(cls, data: Any) -> Any:
-        """The old problem file (``topologies`` and ``nodes``) as a cluster."""
-        found = read_old_form(data, _ProblemFile, ("topologies", "nodes"))
-        return data if found is None else found.as_problem_data()
+    _read_problem_file = old_form_reader(_ProblemFile, ("topologies", "nodes"))
 
     @model_validator(mode="after")
     def _check_node_size(self) -> NodePlacementProblem:

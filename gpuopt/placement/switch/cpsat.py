@@ -114,7 +114,7 @@ def solve_cpsat(
 ) -> TopologyResult:
     """Place the jobs exactly: most jobs placed, then fewest switches spanned (CP-SAT).
 
-    The settings, the time limit and the example are those of
+    The time limit and the example are those of
     :func:`gpuopt.placement.switch.milp.solve_milp`, with CP-SAT in place of
     HiGHS: ``threads`` is CP-SAT's number of workers, and when CP-SAT finds
     nothing in time the greedy placement comes back with status ``time_limit``.

@@ -36,9 +36,7 @@ def solve_milp(
     ``time_limit`` (seconds; None: no limit) covers the whole call, as
     :func:`~gpuopt.placement.switch.model.solve_with` says: when the rows or
     HiGHS cannot be had in time, the greedy placement comes back with status
-    ``time_limit``. The settings (``time_limit``, ``seed``, ``threads``,
-    ``log``) come as keywords or as one :class:`~gpuopt.solvers.run.ExactOptions`
-    (``options``; keywords override it).
+    ``time_limit``.
 
     Examples
     --------
