@@ -12,12 +12,13 @@ from typing import Any
 
 from gpuopt.cli.common import (
     EXIT_OK,
+    SolveCommand,
     add_json,
     add_out,
     add_plot,
     add_quiet,
     add_seed,
-    add_solve_command,
+    add_solve_commands,
     add_threads,
     add_time_limit,
     add_workers,
@@ -298,25 +299,15 @@ def run_bench(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- parsers
 def add_commands(commands: Any) -> None:
-    """Add ``allocate``, ``bench`` and ``generate`` to the ``gpuopt`` parser."""
-    add_allocate(commands)
+    """Add ``allocate`` (:data:`SOLVE_COMMANDS`), ``bench`` and ``generate`` to the ``gpuopt``
+    parser."""
+    add_solve_commands(commands, SOLVE_COMMANDS)
     add_bench(commands)
     add_generate(commands)
 
 
-def add_allocate(commands: Any) -> None:
-    """``gpuopt allocate SCENARIO``."""
-    from gpuopt.allocation.problem import AllocationProblem
-
-    allocate = add_solve_command(
-        commands,
-        "allocate",
-        help="plan a scenario (which task, which GPU, which step)",
-        source=("scenario", "scenario JSON file"),
-        problem_type=AllocationProblem,
-        method_help="heuristic (default, milliseconds), fifo (the baseline), lns, or the exact "
-        "cpsat and milp (they start from the heuristic and report a bound)",
-    )
+def allocate_flags(allocate: argparse.ArgumentParser) -> None:
+    """The flags of ``gpuopt allocate`` after ``--method``."""
     add_out(allocate, "write the result JSON here")
     add_plot(allocate, "write a picture of the grid here (.png, .svg, .pdf)")
     allocate.add_argument(
@@ -351,8 +342,6 @@ def add_allocate(commands: Any) -> None:
         help="also print the schedule (every task's status, start and end step, GPUs, and why "
         "a task was left out) and the realtime coverage risks and idle windows of the plan",
     )
-    add_quiet(allocate)
-    allocate.set_defaults(run=run_allocate)
 
 
 def add_bench(commands: Any) -> None:
@@ -435,4 +424,18 @@ def add_generate(commands: Any) -> None:
     generate.set_defaults(run=run_generate)
 
 
-__all__ = ["add_commands", "run_allocate", "run_bench", "run_generate"]
+#: The allocation commands that solve a problem: ``allocate``.
+SOLVE_COMMANDS = (
+    SolveCommand(
+        "allocate",
+        help="plan a scenario (which task, which GPU, which step)",
+        source=("scenario", "scenario JSON file"),
+        problems=("gpuopt.allocation.problem:AllocationProblem",),
+        method_help="heuristic (default, milliseconds), fifo (the baseline), lns, or the exact "
+        "cpsat and milp (they start from the heuristic and report a bound)",
+        run=run_allocate,
+        flags=allocate_flags,
+    ),
+)
+
+__all__ = ["SOLVE_COMMANDS", "add_commands", "run_allocate", "run_bench", "run_generate"]

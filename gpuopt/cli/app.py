@@ -4,8 +4,10 @@ Each command module (``allocation``, ``check``, ``defrag``, ...) has
 ``add_commands(commands)``; :func:`build_parser` imports them (here, not at
 the top, so that ``gpuopt.cli.common`` loads without them) and calls them in
 the order of ``gpuopt --help``. To add a command, write a module beside them
-(its ``run`` built on :func:`gpuopt.cli.common.solve_command` when it solves
-something) and add it to that list.
+and add it to that list; a command that solves a problem is a
+:class:`gpuopt.cli.common.SolveCommand` in the module's ``SOLVE_COMMANDS``
+(its ``run`` built on :func:`gpuopt.cli.common.solve_command`), which the
+module's ``add_commands`` hands to :func:`gpuopt.cli.common.add_solve_commands`.
 """
 
 from __future__ import annotations

@@ -7,10 +7,11 @@ on around every command) and :func:`solve_command`: the one skeleton of a
 command that solves something.
 
 A command module has ``add_commands(commands)``, which adds its sub-parsers
-(one function each) with ``set_defaults(run=...)``, and one ``run`` function
-per command. The parser of a command that solves a problem starts with
-:func:`add_solve_command` (its input file and ``--method``), and its ``run``
-is a call of :func:`solve_command`::
+with ``set_defaults(run=...)``, and one ``run`` function per command. A
+command that solves a problem is declared as data, a :class:`SolveCommand`
+(its name, input file, problem types, ``run`` and the function that adds its
+own flags), in the module's ``SOLVE_COMMANDS``; :func:`add_solve_commands`
+makes their parsers, and their ``run`` is a call of :func:`solve_command`::
 
     def run_topology(args: argparse.Namespace) -> int:
         return solve_command(args, build=lambda: load_state(args.state), show=show_topology)
@@ -29,6 +30,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -154,38 +156,85 @@ def add_method(
     )
 
 
-def add_solve_command(
-    commands: Any,
-    name: str,
-    *,
-    help: str,
-    source: tuple[str, str],
-    problem_type: type | tuple[type, ...],
-    default: str | None = "heuristic",
-    method_help: str,
-) -> argparse.ArgumentParser:
-    """A command that solves what one input file holds: its parser, the file and ``--method``.
+@dataclass(frozen=True)
+class SolveCommand:
+    """A command that solves what one input file holds, declared as data.
+
+    :func:`add_solve_commands` makes its parser, always in the same order: the
+    input file, ``--method`` (:func:`add_method`), the command's own flags
+    (``flags``), ``--quiet``; then ``run`` is the command's function.
+
+    Attributes
+    ----------
+    name, help
+        The command's name and its line in ``gpuopt --help``.
+    source
+        The input file's positional argument: ``(name, help)``.
+    problems
+        The problem types ``--method`` offers the methods of, as import paths
+        ``"package.module:Name"``: imported only when the parser is built, so
+        that importing a command module stays cheap.
+    method_help, default_method
+        ``--method``'s help and default (None: the problem's own default).
+    run
+        The command's function (``set_defaults(run=...)``): namespace -> exit code.
+    flags
+        Adds the command's own flags, between ``--method`` and ``--quiet``.
+    quiet
+        ``--quiet``'s help (every command that solves has the flag).
+
+    >>> command = SolveCommand(
+    ...     "topology", "place jobs", ("state", "state JSON"),
+    ...     ("gpuopt.placement.switch.problem:TopologyProblem",), "which method",
+    ...     run=lambda args: 0, flags=lambda parser: None,
+    ... )
+    >>> [kind.__name__ for kind in command.problem_types()]
+    ['TopologyProblem']
+    """
+
+    name: str
+    help: str
+    source: tuple[str, str]
+    problems: tuple[str, ...]
+    method_help: str
+    run: Callable[[argparse.Namespace], int]
+    flags: Callable[[argparse.ArgumentParser], None]
+    default_method: str | None = "heuristic"
+    quiet: str = "print nothing"
+
+    def problem_types(self) -> tuple[type, ...]:
+        """The classes :attr:`problems` names, imported now."""
+        from importlib import import_module
+
+        types = []
+        for path in self.problems:
+            module, _, name = path.partition(":")
+            types.append(getattr(import_module(module), name))
+        return tuple(types)
+
+
+def add_solve_commands(commands: Any, declared: Iterable[SolveCommand]) -> None:
+    """Add a parser for each command of ``declared`` to ``commands``, in that order.
 
     Parameters
     ----------
     commands
         The ``gpuopt`` parser's sub-parsers.
-    name, help
-        The command's name and its line in ``gpuopt --help``.
-    source
-        The input file's positional argument: ``(name, help)``.
-    problem_type, default, method_help
-        What :func:`add_method` declares ``--method`` from.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-        The command's parser, for the flags of its own.
+    declared
+        The commands (a module's ``SOLVE_COMMANDS``).
     """
-    parser: argparse.ArgumentParser = commands.add_parser(name, help=help)
-    parser.add_argument(source[0], help=source[1])
-    add_method(parser, problem_type, default=default, help=method_help)
-    return parser
+    for command in declared:
+        parser: argparse.ArgumentParser = commands.add_parser(command.name, help=command.help)
+        parser.add_argument(command.source[0], help=command.source[1])
+        add_method(
+            parser,
+            command.problem_types(),
+            default=command.default_method,
+            help=command.method_help,
+        )
+        command.flags(parser)
+        add_quiet(parser, command.quiet)
+        parser.set_defaults(run=command.run)
 
 
 def add_out(
@@ -575,6 +624,7 @@ __all__ = [
     "OUTPUT_FLAGS",
     "MethodChoices",
     "Parser",
+    "SolveCommand",
     "add_data",
     "add_json",
     "add_method",
@@ -582,7 +632,7 @@ __all__ = [
     "add_plot",
     "add_quiet",
     "add_seed",
-    "add_solve_command",
+    "add_solve_commands",
     "add_threads",
     "add_time_limit",
     "add_workers",

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from gpuopt.cli.common import (
     EXIT_OK,
+    SolveCommand,
     add_data,
     add_out,
     add_plot,
     add_quiet,
     add_seed,
-    add_solve_command,
+    add_solve_commands,
     add_threads,
     add_time_limit,
     add_workers,
@@ -378,26 +379,15 @@ fraction = number_type(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 
 def add_commands(commands: Any) -> None:
-    """Add ``defrag``, ``diagnose`` and ``snapshot`` to the ``gpuopt`` parser."""
-    add_defrag(commands)
+    """Add ``defrag`` (:data:`SOLVE_COMMANDS`), ``diagnose`` and ``snapshot`` to the ``gpuopt``
+    parser."""
+    add_solve_commands(commands, SOLVE_COMMANDS)
     add_diagnose(commands)
     add_snapshot(commands)
 
 
-def add_defrag(commands: Any) -> None:
-    """``gpuopt defrag SNAPSHOT``."""
-    from gpuopt.defrag.problem import Cluster
-
-    defrag = add_solve_command(
-        commands,
-        "defrag",
-        help="plan migrations so that whole nodes come free (snapshot -> plan)",
-        source=("snapshot", "snapshot JSON file (nodes and the tasks on them)"),
-        problem_type=Cluster,
-        method_help="heuristic (default: IPC, partitions, eviction chains, rounds), onehop (the "
-        "baseline), or the exact milp (HiGHS) and cpsat (they start from the heuristic and "
-        "report a bound)",
-    )
+def defrag_flags(defrag: argparse.ArgumentParser) -> None:
+    """The flags of ``gpuopt defrag`` after ``--method``."""
     add_out(defrag, "write the plan JSON here")
     add_plot(defrag, "write a picture of node occupancy before and after here")
     add_time_limit(
@@ -407,8 +397,6 @@ def add_defrag(commands: Any) -> None:
     )
     add_snapshot_option_flags(defrag)
     add_defrag_choices(defrag)
-    add_quiet(defrag, "print no summary and no progress bar")
-    defrag.set_defaults(run=run_defrag)
 
 
 def add_snapshot_option_flags(defrag: argparse.ArgumentParser) -> None:
@@ -675,4 +663,20 @@ def add_kubectl_options(snap: argparse.ArgumentParser) -> None:
     )
 
 
-__all__ = ["add_commands", "run_defrag", "run_diagnose", "run_snapshot"]
+#: The defragmentation commands that solve a problem: ``defrag``.
+SOLVE_COMMANDS = (
+    SolveCommand(
+        "defrag",
+        help="plan migrations so that whole nodes come free (snapshot -> plan)",
+        source=("snapshot", "snapshot JSON file (nodes and the tasks on them)"),
+        problems=("gpuopt.defrag.problem:Cluster",),
+        method_help="heuristic (default: IPC, partitions, eviction chains, rounds), onehop (the "
+        "baseline), or the exact milp (HiGHS) and cpsat (they start from the heuristic and "
+        "report a bound)",
+        run=run_defrag,
+        flags=defrag_flags,
+        quiet="print no summary and no progress bar",
+    ),
+)
+
+__all__ = ["SOLVE_COMMANDS", "add_commands", "run_defrag", "run_diagnose", "run_snapshot"]

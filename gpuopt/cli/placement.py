@@ -16,9 +16,9 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from gpuopt.cli.common import (
+    SolveCommand,
     add_out,
-    add_quiet,
-    add_solve_command,
+    add_solve_commands,
     add_time_limit,
     read_input,
     solve_command,
@@ -325,29 +325,13 @@ def add_request(parser: argparse.ArgumentParser) -> None:
 
 
 def add_commands(commands: Any) -> None:
-    """Add ``place``, ``topology`` and ``preempt`` to the ``gpuopt`` parser."""
-    add_place(commands)
-    add_topology(commands)
-    add_preempt(commands)
+    """Add ``place``, ``topology`` and ``preempt`` (:data:`SOLVE_COMMANDS`) to the ``gpuopt``
+    parser."""
+    add_solve_commands(commands, SOLVE_COMMANDS)
 
 
-def add_place(commands: Any) -> None:
-    """``gpuopt place CLUSTER``."""
-    from gpuopt.gang.problem import GangProblem
-    from gpuopt.placement.node.problem import NodePlacementProblem
-    from gpuopt.placement.switch.problem import TopologyProblem
-
-    place = add_solve_command(
-        commands,
-        "place",
-        help="where one job goes: a node and its GPUs, or switches (--level)",
-        source=("cluster", "cluster snapshot JSON (or a switch-level state file with its jobs)"),
-        problem_type=(NodePlacementProblem, TopologyProblem, GangProblem),
-        default=None,
-        method_help="node level: heuristic (default: binpack, fullest node first, whole nodes "
-        "kept) or spread; switch level: heuristic (default: minimum entropy) or the exact milp; "
-        "--gang: heuristic (default) or the exact cpsat",
-    )
+def place_flags(place: argparse.ArgumentParser) -> None:
+    """The flags of ``gpuopt place`` after ``--method``."""
     add_request(place)
     place.add_argument(
         "--level",
@@ -370,42 +354,16 @@ def add_place(commands: Any) -> None:
     add_time_limit(
         place, "seconds the switch-level milp or the exact gang method may spend (default 10)"
     )
-    add_quiet(place)
-    place.set_defaults(run=run_place)
 
 
-def add_topology(commands: Any) -> None:
-    """``gpuopt topology STATE``."""
-    from gpuopt.placement.switch.problem import TopologyProblem
-
-    topology = add_solve_command(
-        commands,
-        "topology",
-        help="place the jobs of a switch-level state file (same as place --level switch)",
-        source=("state", "state JSON: switches (free GPUs or nodes) and jobs"),
-        problem_type=TopologyProblem,
-        method_help="heuristic (default: minimum entropy, largest job first) or the exact milp",
-    )
+def topology_flags(topology: argparse.ArgumentParser) -> None:
+    """The flags of ``gpuopt topology`` after ``--method``."""
     add_out(topology, "write the placements JSON here")
     add_time_limit(topology, "seconds the milp or cpsat may spend (default 10)")
-    add_quiet(topology)
-    topology.set_defaults(run=run_topology)
 
 
-def add_preempt(commands: Any) -> None:
-    """``gpuopt preempt STATE``."""
-    from gpuopt.preemption import PreemptionProblem
-
-    preempt = add_solve_command(
-        commands,
-        "preempt",
-        help="place one request, stopping the cheapest LP tasks if it must (HP only)",
-        source=("state", "cluster snapshot JSON (or a preemption state file with its request)"),
-        problem_type=PreemptionProblem,
-        method_help="heuristic (default: the cheapest cheapest-first prefix), or dp (an exact "
-        "minimum-cost set of victims), milp or cpsat (the same decision, proven by HiGHS or "
-        "CP-SAT); with --gang, heuristic (default), cpsat or milp",
-    )
+def preempt_flags(preempt: argparse.ArgumentParser) -> None:
+    """The flags of ``gpuopt preempt`` after ``--method``."""
     add_request(preempt)
     preempt.add_argument(
         "--min-runtime",
@@ -427,8 +385,46 @@ def add_preempt(commands: Any) -> None:
         "(default: the snapshot's now)",
     )
     add_out(preempt, "write the decision JSON here")
-    add_quiet(preempt)
-    preempt.set_defaults(run=run_preempt)
 
 
-__all__ = ["add_commands", "run_place", "run_preempt", "run_topology"]
+#: The placement and preemption commands, all of which solve a problem.
+SOLVE_COMMANDS = (
+    SolveCommand(
+        "place",
+        help="where one job goes: a node and its GPUs, or switches (--level)",
+        source=("cluster", "cluster snapshot JSON (or a switch-level state file with its jobs)"),
+        problems=(
+            "gpuopt.placement.node.problem:NodePlacementProblem",
+            "gpuopt.placement.switch.problem:TopologyProblem",
+            "gpuopt.gang.problem:GangProblem",
+        ),
+        default_method=None,
+        method_help="node level: heuristic (default: binpack, fullest node first, whole nodes "
+        "kept) or spread; switch level: heuristic (default: minimum entropy) or the exact milp; "
+        "--gang: heuristic (default) or the exact cpsat",
+        run=run_place,
+        flags=place_flags,
+    ),
+    SolveCommand(
+        "topology",
+        help="place the jobs of a switch-level state file (same as place --level switch)",
+        source=("state", "state JSON: switches (free GPUs or nodes) and jobs"),
+        problems=("gpuopt.placement.switch.problem:TopologyProblem",),
+        method_help="heuristic (default: minimum entropy, largest job first) or the exact milp",
+        run=run_topology,
+        flags=topology_flags,
+    ),
+    SolveCommand(
+        "preempt",
+        help="place one request, stopping the cheapest LP tasks if it must (HP only)",
+        source=("state", "cluster snapshot JSON (or a preemption state file with its request)"),
+        problems=("gpuopt.preemption:PreemptionProblem",),
+        method_help="heuristic (default: the cheapest cheapest-first prefix), or dp (an exact "
+        "minimum-cost set of victims), milp or cpsat (the same decision, proven by HiGHS or "
+        "CP-SAT); with --gang, heuristic (default), cpsat or milp",
+        run=run_preempt,
+        flags=preempt_flags,
+    ),
+)
+
+__all__ = ["SOLVE_COMMANDS", "add_commands", "run_place", "run_preempt", "run_topology"]

@@ -7,10 +7,10 @@ from typing import Any
 
 from gpuopt.cli.common import (
     EXIT_OK,
+    SolveCommand,
     add_out,
-    add_quiet,
     add_seed,
-    add_solve_command,
+    add_solve_commands,
     check_outputs,
     console,
     int_range,
@@ -76,18 +76,14 @@ headroom_share = number_type(float, lambda v: 0 <= v <= 10, "a share from 0 to 1
 
 
 def add_commands(commands: Any) -> None:
-    """Add ``rolling`` to the ``gpuopt`` parser."""
-    from gpuopt.allocation.problem import AllocationProblem
+    """Add ``rolling`` (:data:`SOLVE_COMMANDS`) to the ``gpuopt`` parser."""
+    add_solve_commands(commands, SOLVE_COMMANDS)
+
+
+def rolling_flags(rolling: argparse.ArgumentParser) -> None:
+    """The flags of ``gpuopt rolling`` after ``--method``."""
     from gpuopt.planning.rolling import DEFAULT_LOOKAHEAD
 
-    rolling = add_solve_command(
-        commands,
-        "rolling",
-        help="execute a scenario step by step, re-planning with forecasts",
-        source=("scenario", "scenario JSON file"),
-        problem_type=AllocationProblem,
-        method_help="the allocation method of every re-plan (default heuristic)",
-    )
     rolling.add_argument(
         "--forecast",
         default="oracle",
@@ -117,8 +113,19 @@ def add_commands(commands: Any) -> None:
     )
     add_seed(rolling, "seed of the noisy forecasts and sampled futures (default 0)", default=0)
     add_out(rolling, "write the executed result JSON here")
-    add_quiet(rolling)
-    rolling.set_defaults(run=run_rolling)
 
 
-__all__ = ["add_commands", "run_rolling"]
+#: The planning commands that solve a problem: ``rolling``.
+SOLVE_COMMANDS = (
+    SolveCommand(
+        "rolling",
+        help="execute a scenario step by step, re-planning with forecasts",
+        source=("scenario", "scenario JSON file"),
+        problems=("gpuopt.allocation.problem:AllocationProblem",),
+        method_help="the allocation method of every re-plan (default heuristic)",
+        run=run_rolling,
+        flags=rolling_flags,
+    ),
+)
+
+__all__ = ["SOLVE_COMMANDS", "add_commands", "run_rolling"]

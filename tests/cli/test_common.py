@@ -83,27 +83,69 @@ def test_method_choices_come_from_solve(command: str) -> None:
     assert list(method.choices or ()) in [list(table) for table in METHODS.values()]
 
 
-def test_add_solve_command_declares_the_input_and_the_methods_of_its_problems() -> None:
+def test_add_solve_commands_declares_the_input_and_the_methods_of_its_problems() -> None:
     """The input file is the positional argument; --method offers gpuopt.solve's methods of
-    the problem type (and its old names), with the default given; the parser is returned
-    for the command's own flags."""
+    the problem type (and its old names), with the default given; the command's own flags
+    follow, then --quiet with its help, and ``run`` is the declared function."""
     from gpuopt.api import ALIASES, METHODS
+
+    def run(args: argparse.Namespace) -> int:
+        return 7
+
+    def own_flags(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--own", action="store_true")
 
     parser = common.Parser(prog="gpuopt")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=common.Parser)
-    topology = common.add_solve_command(
-        commands,
+    declared = common.SolveCommand(
         "topology",
         help="place jobs",
         source=("state", "state JSON"),
-        problem_type=TopologyProblem,
+        problems=("gpuopt.placement.switch.problem:TopologyProblem",),
         method_help="which method",
+        run=run,
+        flags=own_flags,
+        quiet="say nothing",
     )
-    topology.add_argument("--own", action="store_true")
+    common.add_solve_commands(commands, [declared])
     args = parser.parse_args(["topology", "s.json", "--own"])
-    assert (args.state, args.method, args.own) == ("s.json", "heuristic", True)
+    assert (args.state, args.method, args.own, args.quiet) == ("s.json", "heuristic", True, False)
+    assert args.run is run and parser.parse_args(["topology", "s.json", "--quiet"]).quiet
     for method in [*METHODS[TopologyProblem], *ALIASES.get(TopologyProblem, {})]:
         assert parser.parse_args(["topology", "s.json", "--method", method]).method == method
     with pytest.raises(SystemExit):
         parser.parse_args(["topology", "s.json", "--method", "fifo"])  # allocation's, not here
     assert "fifo" not in METHODS[TopologyProblem]
+    topology = commands.choices["topology"]
+    order = [action.dest for action in topology._actions]
+    assert order == ["help", "state", "method", "own", "quiet"]
+    assert topology._actions[-1].help == "say nothing"
+
+
+def test_solve_commands_of_every_module_are_the_parsers_of_gpuopt() -> None:
+    """Each command module's SOLVE_COMMANDS names problem types gpuopt.solve knows, and the
+    whole parser runs each declared command's ``run`` with its input first, then --method."""
+    from gpuopt.api import METHODS
+    from gpuopt.cli import allocation, defrag, placement, planning
+
+    declared = [
+        command
+        for module in (allocation, defrag, placement, planning)
+        for command in module.SOLVE_COMMANDS
+    ]
+    assert [command.name for command in declared] == [
+        "allocate",
+        "defrag",
+        "place",
+        "topology",
+        "preempt",
+        "rolling",
+    ]
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for command in declared:
+        assert all(kind in METHODS for kind in command.problem_types()), command.name
+        made = commands.choices[command.name]
+        assert made.get_default("run") is command.run
+        assert [action.dest for action in made._actions[1:3]] == [command.source[0], "method"]
+        assert made._actions[-1].dest == "quiet"
