@@ -21,6 +21,7 @@ order and sum their values in it.
 
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc
+from libc.math cimport pow
 from libc.string cimport memcpy
 
 import math
@@ -87,17 +88,204 @@ def _lowest_list(uint64_t mask, int count):
     return found
 
 
+
+# ---------------------------------------------------------------- random numbers
+
+
+cdef class Rng:
+    """CPython's ``random.Random`` (Mersenne Twister, CPython 3.10-3.13's algorithms for
+    ``random``, ``randrange``, ``randint``, ``choice``, ``sample``, ``shuffle`` and
+    ``uniform``), continued in C from a Python generator's state: the same draws in the
+    same order give the same numbers, so the core's search makes the Python search's
+    choices."""
+
+    cdef unsigned int mt[624]
+    cdef int mti
+
+    def __cinit__(self, seed):
+        state = _py_search.random.Random(seed).getstate()[1]
+        cdef int i
+        for i in range(624):
+            self.mt[i] = state[i]
+        self.mti = state[624]
+
+    cdef unsigned int genrand(self) noexcept:
+        cdef unsigned int y
+        cdef int kk
+        cdef unsigned int* mt = self.mt
+        if self.mti >= 624:
+            for kk in range(624 - 397):
+                y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7FFFFFFFU)
+                mt[kk] = mt[kk + 397] ^ (y >> 1) ^ (0x9908B0DFU if y & 1 else 0U)
+            for kk in range(624 - 397, 623):
+                y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7FFFFFFFU)
+                mt[kk] = mt[kk + (397 - 624)] ^ (y >> 1) ^ (0x9908B0DFU if y & 1 else 0U)
+            y = (mt[623] & 0x80000000U) | (mt[0] & 0x7FFFFFFFU)
+            mt[623] = mt[396] ^ (y >> 1) ^ (0x9908B0DFU if y & 1 else 0U)
+            self.mti = 0
+        y = mt[self.mti]
+        self.mti += 1
+        y ^= y >> 11
+        y ^= (y << 7) & 0x9D2C5680U
+        y ^= (y << 15) & 0xEFC60000U
+        y ^= y >> 18
+        return y
+
+    cdef double random(self) noexcept:
+        cdef unsigned int a = self.genrand() >> 5, b = self.genrand() >> 6
+        return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0)
+
+    cdef uint64_t getrandbits(self, int k) noexcept:
+        cdef uint64_t r
+        if k <= 32:
+            return self.genrand() >> (32 - k)
+        r = self.genrand()  # k <= 64: two words, the low one first
+        return r | (<uint64_t>(self.genrand() >> (64 - k)) << 32)
+
+    cdef int64_t below(self, int64_t n) noexcept:
+        """``_randbelow_with_getrandbits(n)``, ``n >= 1``."""
+        cdef int k = _bit_length(<uint64_t>n)
+        cdef uint64_t r = self.getrandbits(k)
+        while r >= <uint64_t>n:
+            r = self.getrandbits(k)
+        return <int64_t>r
+
+    cdef int64_t randrange(self, int64_t start, int64_t stop) noexcept:
+        return start + self.below(stop - start)
+
+    cdef int64_t randint(self, int64_t a, int64_t b) noexcept:
+        return a + self.below(b + 1 - a)
+
+    cdef void shuffle(self, int64_t* x, int64_t n) noexcept:
+        cdef int64_t i = n - 1, j, t
+        while i >= 1:
+            j = self.below(i + 1)
+            t = x[i]
+            x[i] = x[j]
+            x[j] = t
+            i -= 1
+
+    cdef int64_t sample(self, int64_t* population, int64_t n, int64_t k, int64_t* out) except -1:
+        """``random.sample(population, k)`` for ``k <= 5`` (the set size is 21 then)."""
+        cdef int64_t i, j
+        cdef int64_t* pool
+        cdef set selected
+        if k > 5:
+            raise ValueError("Rng.sample: k above 5")
+        if n <= 21:
+            pool = <int64_t*>malloc(max(1, n) * sizeof(int64_t))
+            memcpy(pool, population, n * sizeof(int64_t))
+            for i in range(k):
+                j = self.below(n - i)
+                out[i] = pool[j]
+                pool[j] = pool[n - i - 1]
+            free(pool)
+        else:
+            selected = set()
+            for i in range(k):
+                j = self.below(n)
+                while j in selected:
+                    j = self.below(n)
+                selected.add(j)
+                out[i] = population[j]
+        return k
+
+
+cdef double _pairwise(double* a, int64_t n) noexcept:
+    """numpy's pairwise sum (``np.add.reduce`` of a contiguous float64 array), to the bit."""
+    cdef double r[8]
+    cdef double res
+    cdef int64_t i, j, n2
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[i]
+        return res
+    if n <= 128:
+        for j in range(8):
+            r[j] = a[j]
+        i = 8
+        while i < n - (n % 8):
+            for j in range(8):
+                r[j] += a[i + j]
+            i += 8
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        while i < n:
+            res += a[i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise(a, n2) + _pairwise(a + n2, n - n2)
+
+
+def pairwise_sum(values):
+    """:func:`_pairwise` of a sequence of floats (for the tests)."""
+    cdef int64_t n = len(values), i
+    cdef double* a = <double*>malloc(max(1, n) * sizeof(double))
+    for i in range(n):
+        a[i] = values[i]
+    out = _pairwise(a, n)
+    free(a)
+    return out
+
+
+def rng_draws(seed, int count):
+    """The first draws of every kind from :class:`Rng` (for the tests): per round
+    ``random()``, ``randrange(3, 4 + 7i)``, ``randint(1, 3)``, ``uniform(0.5, 1.5)``,
+    ``range(40)`` with its first ``2 + i % 9`` shuffled, and ``sample`` of 3 from the first
+    ``4 + i % 37`` of that list."""
+    cdef Rng rng = Rng(seed)
+    cdef int64_t x[40]
+    cdef int64_t out[3]
+    cdef int i, j
+    found = []
+    for i in range(count):
+        found.append(rng.random())
+        found.append(rng.randrange(3, 4 + i * 7))
+        found.append(rng.randint(1, 3))
+        found.append(0.5 + (1.5 - 0.5) * rng.random())
+        for j in range(40):
+            x[j] = j
+        rng.shuffle(x, 2 + i % 9)
+        found.append([x[j] for j in range(40)])
+        rng.sample(x, 4 + i % 37, 3, out)
+        found.append([out[0], out[1], out[2]])
+    return found
+
+
 def supported(index) -> bool:
     """Whether the core handles this problem: one GPU model, at most 64 GPUs."""
     return bool(index.plain) and 1 <= index.gpus <= 64 and index.horizon >= 1
+
+
+cdef int64_t* _ranks(index, key, int nb):
+    """Each batch position's rank in the order ``key`` sorts all of them in: a subset sorted
+    by ``key`` is that subset sorted by rank (every key ends with the position)."""
+    cdef int64_t* rank = <int64_t*>malloc(max(1, nb) * sizeof(int64_t))
+    cdef int64_t place = 0
+    for b in sorted(range(nb), key=lambda b: key(index, b)):
+        rank[b] = place
+        place += 1
+    return rank
 
 
 cdef class Static:
     """What never changes during one greedy run: the problem's batch tables as C arrays,
     and the legal first GPUs and walls of every size."""
 
-    cdef public object index, batch, price, demand
-    cdef int T, G, nb
+    cdef public object index, batch, full_counts
+    cdef int T, G, nb, R, n_rt_orders
+    cdef double free_penalty
+    cdef double* price
+    cdef int64_t* demand
+    cdef int64_t* swap
+    cdef int64_t* lower
+    cdef int64_t* upper
+    cdef int64_t* rt_orders
+    cdef int64_t* rank_urgent
+    cdef int64_t* rank_value
+    cdef int64_t* rank_arrival
     cdef uint64_t full
     cdef int64_t* size
     cdef int64_t* arrival
@@ -117,8 +305,6 @@ cdef class Static:
         index = board.index
         self.index = index
         self.batch = board.batch
-        self.price = board._price
-        self.demand = index.demand
         self.T = index.horizon
         self.G = index.gpus
         self.nb = index.num_batch
@@ -159,6 +345,46 @@ cdef class Static:
             self.walls_left[s] = left
             self.walls_right[s] = right
         self.walls_left[0] = self.walls_right[0] = 0
+        self._realtime_tables(board)
+        self.rank_urgent = _ranks(index, ORDERS[0], self.nb)
+        self.rank_value = _ranks(index, ORDERS[1], self.nb)
+        self.rank_arrival = _ranks(index, ORDERS[2], self.nb)
+
+    cdef void _realtime_tables(self, board):
+        """The realtime services' prices, demand, swap limits, floors and ceilings (the
+        arrays :func:`~gpuopt.allocation._board.realtime_curves` reads) and the orders
+        the greedy serves them in."""
+        index = board.index
+        cdef int R = index.num_realtime, T = self.T, r, t, k
+        self.R = R
+        n = max(1, R * T)
+        self.price = <double*>malloc(n * sizeof(double))
+        self.demand = <int64_t*>malloc(n * sizeof(int64_t))
+        self.lower = <int64_t*>malloc(n * sizeof(int64_t))
+        self.upper = <int64_t*>malloc(n * sizeof(int64_t))
+        self.swap = <int64_t*>malloc(max(1, R) * sizeof(int64_t))
+        self.n_rt_orders = len(board.realtime_orders)
+        self.rt_orders = <int64_t*>malloc(max(1, self.n_rt_orders * R) * sizeof(int64_t))
+        self.free_penalty = board.free_penalty
+        self.full_counts = board.full_counts
+        if R == 0:
+            return
+        steps = np.arange(1, T + 1, dtype=np.int64)
+        upper = np.minimum(index.gpus, index.initial[:, None] + index.max_swap[:, None] * steps)
+        price = np.ascontiguousarray(board._price, dtype=np.float64)
+        demand = np.ascontiguousarray(index.demand, dtype=np.int64)
+        lower = np.ascontiguousarray(index.realtime_floor, dtype=np.int64)
+        upper = np.ascontiguousarray(upper, dtype=np.int64)
+        for r in range(R):
+            self.swap[r] = index.max_swap[r]
+            for t in range(T):
+                self.price[r * T + t] = price[r, t]
+                self.demand[r * T + t] = demand[r, t]
+                self.lower[r * T + t] = lower[r, t]
+                self.upper[r * T + t] = upper[r, t]
+        for k, order in enumerate(board.realtime_orders):
+            for r in range(R):
+                self.rt_orders[k * R + r] = order[r]
 
     def __dealloc__(self):
         free(self.size)
@@ -174,6 +400,15 @@ cdef class Static:
         free(self.cheapest)
         free(self.walls_left)
         free(self.walls_right)
+        free(self.price)
+        free(self.demand)
+        free(self.swap)
+        free(self.lower)
+        free(self.upper)
+        free(self.rt_orders)
+        free(self.rank_urgent)
+        free(self.rank_value)
+        free(self.rank_arrival)
 
 
 cdef class CoreBoard:
@@ -192,7 +427,8 @@ cdef class CoreBoard:
     cdef int64_t head, tail, count
     cdef public double value, penalty, free_penalty
     cdef public int64_t trade_budget
-    cdef public object counts, reserved, full_counts, realtime_orders
+    cdef int64_t* reserved
+    cdef public object counts, realtime_orders
 
     def __cinit__(self, Static st):
         self.st = st
@@ -207,6 +443,7 @@ cdef class CoreBoard:
         self.nxt = <int64_t*>malloc(nb * sizeof(int64_t))
         self.prv = <int64_t*>malloc(nb * sizeof(int64_t))
         self.placed = <char*>malloc(nb * sizeof(char))
+        self.reserved = <int64_t*>malloc(T * sizeof(int64_t))
         self.head = self.tail = -1
         self.count = 0
 
@@ -219,6 +456,7 @@ cdef class CoreBoard:
         free(self.nxt)
         free(self.prv)
         free(self.placed)
+        free(self.reserved)
 
     # ------------------------------------------------------------ to and from Python
     @staticmethod
@@ -230,6 +468,7 @@ cdef class CoreBoard:
             out.busy[s] = board.busy[s]
             out.room[s] = board.room[s]
             out.over[s] = board.over[s]
+            out.reserved[s] = board.reserved[s]
         for b in range(out.nb):
             out.placed[b] = 0
         for b, (start, first) in board.starts.items():
@@ -239,8 +478,6 @@ cdef class CoreBoard:
         out.free_penalty = board.free_penalty
         out.trade_budget = board.trade_budget
         out.counts = board.counts
-        out.reserved = board.reserved
-        out.full_counts = board.full_counts
         out.realtime_orders = board.realtime_orders
         return out
 
@@ -256,7 +493,7 @@ cdef class CoreBoard:
         board.penalty = self.penalty
         board.trade_budget = self.trade_budget
         board.counts = self.counts
-        board.reserved = self.reserved
+        board.reserved = np.array([self.reserved[s] for s in range(self.T)], dtype=np.int64)
         return board
 
     def starts_dict(self):
@@ -279,11 +516,11 @@ cdef class CoreBoard:
         memcpy(other.nxt, self.nxt, nb * sizeof(int64_t))
         memcpy(other.prv, self.prv, nb * sizeof(int64_t))
         memcpy(other.placed, self.placed, nb * sizeof(char))
+        memcpy(other.reserved, self.reserved, T * sizeof(int64_t))
         other.head, other.tail, other.count = self.head, self.tail, self.count
         other.value, other.penalty, other.free_penalty = self.value, self.penalty, self.free_penalty
         other.trade_budget = self.trade_budget
-        other.counts, other.reserved = self.counts, self.reserved
-        other.full_counts, other.realtime_orders = self.full_counts, self.realtime_orders
+        other.counts, other.realtime_orders = self.counts, self.realtime_orders
         return other
 
     # ------------------------------------------------------------ what Python code reads
@@ -420,27 +657,122 @@ cdef class CoreBoard:
         self.remove(b)
 
     def realtime_penalty(self, counts):
-        """``Board.realtime_penalty`` (the same numpy expression)."""
-        return float((self.st.price * np.maximum(0, self.st.demand - counts)).sum())
+        """``Board.realtime_penalty``."""
+        return _penalty(self.st, counts)
 
     def set_realtime(self, counts):
-        """``Board.set_realtime`` (the same numpy expressions)."""
-        cdef int step
-        reserved = counts.sum(axis=0) if counts.size else np.zeros(self.T, dtype=np.int64)
-        for step, change in enumerate((reserved - self.reserved).tolist()):
-            self.room[step] -= int(change)
-        self.counts = counts
-        self.reserved = reserved
-        self.penalty = self.realtime_penalty(counts) if counts.size else 0.0
-        if counts.size:
-            over = np.maximum(0, counts - self.st.demand).sum(axis=0).tolist()
-            for step in range(self.T):
-                self.over[step] = over[step]
+        """``Board.set_realtime``."""
+        _set_realtime(self, counts)
 
-    cdef object capacity(self):
-        """``np.array(board.room, dtype=np.int64) + board.reserved``."""
+    cdef int64_t* capacity(self) noexcept:
+        """``np.array(board.room) + board.reserved``, a new C array (the caller frees it)."""
+        cdef int64_t* out = <int64_t*>malloc(self.T * sizeof(int64_t))
         cdef int s
-        return np.array([self.room[s] for s in range(self.T)], dtype=np.int64) + self.reserved
+        for s in range(self.T):
+            out[s] = self.room[s] + self.reserved[s]
+        return out
+
+
+cdef double _penalty(Static st, object counts):
+    """``Board.realtime_penalty``: ``(price * np.maximum(0, demand - counts)).sum()``, summed
+    as numpy sums (pairwise)."""
+    cdef int64_t[:, ::1] c = counts
+    cdef int64_t n = st.R * st.T, i, short
+    if n == 0:
+        return 0.0
+    cdef double* terms = <double*>malloc(n * sizeof(double))
+    for i in range(n):
+        short = st.demand[i] - c[i // st.T, i % st.T]
+        terms[i] = st.price[i] * <double>(short if short > 0 else 0)
+    out = _pairwise(terms, n)
+    free(terms)
+    return out
+
+
+cdef void _set_realtime(CoreBoard board, object counts):
+    """``Board.set_realtime``: reserve ``counts[r, t]`` GPUs for realtime task ``r``."""
+    cdef Static st = board.st
+    cdef int R = st.R, T = st.T, r, t
+    cdef int64_t total, above
+    cdef int64_t[:, ::1] c
+    if R:
+        c = counts
+    for t in range(T):
+        total = 0
+        for r in range(R):
+            total += c[r, t]
+        board.room[t] -= total - board.reserved[t]
+        board.reserved[t] = total
+    board.counts = counts
+    board.penalty = _penalty(st, counts) if R * T else 0.0
+    if R * T:
+        for t in range(T):
+            total = 0
+            for r in range(R):
+                above = c[r, t] - st.demand[r * T + t]
+                total += above if above > 0 else 0
+            board.over[t] = total
+
+
+cdef object _realtime_curves(Static st, int64_t* order, int64_t* capacity):
+    """``_board.realtime_curves(index, index.demand, order, capacity)``, task by task (the
+    blocks it computes at once from four tasks on give the same curves)."""
+    cdef int R = st.R, T = st.T, r, t, k
+    cdef int64_t sl, run, v
+    counts = np.zeros((R, T), dtype=np.int64)
+    cdef int64_t[:, ::1] c = counts
+    cdef int64_t* left = <int64_t*>malloc(4 * T * sizeof(int64_t))
+    cdef int64_t* ub = left + T
+    cdef int64_t* want = left + 2 * T
+    cdef int64_t* low
+    for t in range(T):
+        left[t] = capacity[t]
+        for r in range(R):
+            left[t] -= st.lower[r * T + t]
+    for k in range(R):
+        r = order[k]
+        sl = st.swap[r]
+        low = st.lower + r * T
+        for t in range(T):
+            left[t] += low[t]
+            ub[t] = left[t] if left[t] < st.upper[r * T + t] else st.upper[r * T + t]
+        run = 0
+        for t in range(T):  # rises at most s per step
+            v = ub[t] - sl * t
+            run = v if t == 0 or v < run else run
+            ub[t] = run + sl * t
+        for t in range(T - 1, -1, -1):  # falls at most s per step
+            v = ub[t] + sl * t
+            run = v if t == T - 1 or v < run else run
+            ub[t] = run - sl * t
+        for t in range(T):
+            v = st.demand[r * T + t]
+            want[t] = v if v < ub[t] else ub[t]
+        for t in range(T - 1, -1, -1):  # ramp up early
+            v = want[t] - sl * t
+            run = v if t == T - 1 or v > run else run
+            want[t] = run + sl * t
+        for t in range(T):  # the floor, then ramp down at most s per step
+            v = (want[t] if want[t] > low[t] else low[t]) + sl * t
+            run = v if t == 0 or v > run else run
+            c[r, t] = run - sl * t
+            left[t] -= c[r, t]
+    free(left)
+    return counts
+
+
+def realtime_curves_of(Static st, list order, capacity):
+    """:func:`_realtime_curves` from Python (for the tests)."""
+    cdef int64_t* o = <int64_t*>malloc(max(1, len(order)) * sizeof(int64_t))
+    cdef int64_t* cap = <int64_t*>malloc(st.T * sizeof(int64_t))
+    for i, r in enumerate(order):
+        o[i] = r
+    for i in range(st.T):
+        cap[i] = capacity[i]
+    out = _realtime_curves(st, o, cap)
+    free(o)
+    free(cap)
+    return out
 
 
 # ---------------------------------------------------------------- construction rules
@@ -498,19 +830,37 @@ cdef int64_t _earliest(CoreBoard board, int64_t size, int64_t start, int64_t las
     return -1
 
 
-cdef object _curves(CoreBoard board, object capacity):
-    """``_construction._curves`` (the same numpy code)."""
-    index = board.st.index
-    best, best_key = None, (math.inf, math.inf)
-    for order in board.realtime_orders:
-        counts = realtime_curves(index, index.demand, order, capacity)
-        if (counts.sum(axis=0) > capacity).any():
+cdef object _curves(CoreBoard board, int64_t* capacity):
+    """``_construction._curves``: the curves in each realtime order, the lowest penalty
+    wins (then the fewest GPUs held, then the first order); None if none fits."""
+    cdef Static st = board.st
+    cdef int R = st.R, T = st.T, k, r, t
+    cdef double penalty, best_penalty = INF, best_total = INF, total
+    cdef int64_t column
+    cdef int64_t[:, ::1] c
+    cdef bint fits
+    best = None
+    for k in range(st.n_rt_orders):
+        counts = _realtime_curves(st, st.rt_orders + k * R, capacity)
+        c = counts
+        fits = True
+        total = 0.0
+        for t in range(T):
+            column = 0
+            for r in range(R):
+                column += c[r, t]
+            if column > capacity[t]:
+                fits = False
+                break
+            total += column
+        if not fits:
             continue
-        penalty = board.realtime_penalty(counts)
-        key = (penalty, float(counts.sum()))
-        if best is None or key < (best_key[0] - 1e-9, best_key[1]):
-            best, best_key = counts, key
-        if penalty <= board.free_penalty + 1e-9:
+        penalty = _penalty(st, counts)
+        if best is None or penalty < best_penalty - 1e-9 or (
+            penalty == best_penalty - 1e-9 and total < best_total
+        ):
+            best, best_penalty, best_total = counts, penalty, total
+        if penalty <= st.free_penalty + 1e-9:
             break
     return best
 
@@ -545,14 +895,18 @@ cdef double _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end
     if not board.free_firsts(<int>size, start, end, legal, &free_):
         return beat
     board.trade_budget -= 1
-    capacity = board.capacity()
-    capacity[start:end] -= size
-    if (capacity < 0).any():
-        return beat
+    cdef int64_t* capacity = board.capacity()
+    for step in range(start, end):
+        capacity[step] -= size
+    for step in range(board.T):
+        if capacity[step] < 0:
+            free(capacity)
+            return beat
     trial = _curves(board, capacity)
+    free(capacity)
     if trial is None:
         return beat
-    gain = value - (board.realtime_penalty(trial) - board.penalty)
+    gain = value - (_penalty(st, trial) - board.penalty)
     if gain > beat + 1e-9:
         found.append(trial)
         return gain
@@ -628,7 +982,7 @@ cdef bint _place_earliest(CoreBoard board, int64_t b, bint trade, int64_t trade_
     if found < 0:
         return False
     if counts is not None:
-        board.set_realtime(counts)
+        _set_realtime(board, counts)
     end = T if found + duration > T else found + duration
     firsts_free = board.free_firsts(<int>size, found, end, legal, &free_)
     board.place(b, size, _choose_block(board, firsts_free, free_, <int>size, found, end), found, end)
@@ -658,7 +1012,7 @@ cdef bint _place_at(CoreBoard board, int64_t b, int64_t start, int64_t first):
         _trade_counts(board, b, start, end, 0.0, (<uint64_t>1) << first, NULL, trial)
         if not trial:
             return False
-        board.set_realtime(trial[0])
+        _set_realtime(board, trial[0])
     board.place(b, size, first, start, end)
     return True
 
@@ -701,7 +1055,7 @@ cdef class _Trial:
                 start, first = block
                 board.place(b, board.st.size[b], first, start, board.end_of(b, start))
         if board.counts is not self.counts:
-            board.set_realtime(self.counts)
+            _set_realtime(board, self.counts)
         board.value, board.penalty, board.trade_budget = self.value, self.penalty, self.budget
 
 
@@ -760,6 +1114,39 @@ def improve(CoreBoard board, list pending, int64_t max_attempts, double deadline
 
 
 # ---------------------------------------------------------------- the search
+
+
+cdef list _by_rank(list tasks, int64_t* rank):
+    """``sorted(tasks, key=ORDERS[k])`` as ``tasks`` sorted by their rank in that order."""
+    return sorted(tasks, key=lambda b: rank[b])
+
+
+cdef list _recreate_order(CoreBoard board, list tasks, Rng rng):
+    """``_search._recreate_order``: one of the greedy's keys, a shuffle, or total worth
+    perturbed by up to 50 %."""
+    cdef Static st = board.st
+    cdef int mode = <int>rng.below(4)
+    cdef int64_t n = len(tasks), i, b
+    cdef int64_t* order
+    cdef double u
+    if mode == 0:
+        return _by_rank(tasks, st.rank_urgent)
+    if mode == 1:
+        return _by_rank(tasks, st.rank_value)
+    if mode == 2:
+        order = <int64_t*>malloc(max(1, n) * sizeof(int64_t))
+        for i in range(n):
+            order[i] = tasks[i]
+        rng.shuffle(order, n)
+        out = [order[i] for i in range(n)]
+        free(order)
+        return out
+    noisy = {}
+    for b in tasks:
+        u = 0.5 + (1.5 - 0.5) * rng.random()
+        noisy[b] = st.priority[b] * <double>st.size[b] * <double>st.duration[b] * u
+    return sorted(tasks, key=lambda b: (-noisy[b], b))
+
 
 
 cdef inline bint _can_start(Static st, int64_t b) noexcept:
@@ -859,15 +1246,28 @@ def _first_three(option):
 
 
 cdef void _refresh_realtime(CoreBoard board):
-    """``_search._refresh_realtime``."""
-    if not board.counts.size:
+    """``_search._refresh_realtime``: the curves recomputed in the room the batch blocks
+    leave, unless no trade cut them (then they come out the same)."""
+    cdef Static st = board.st
+    cdef int64_t[:, ::1] c, f
+    cdef int64_t i
+    if not st.R:
         return
-    full = board.full_counts
-    if full is not None and (board.counts is full or np.array_equal(board.counts, full)):
-        return
-    counts = _curves(board, board.capacity())
+    full = st.full_counts
+    if full is not None:
+        if board.counts is full:
+            return
+        c, f = board.counts, full
+        for i in range(st.R * st.T):
+            if c[i // st.T, i % st.T] != f[i // st.T, i % st.T]:
+                break
+        else:
+            return
+    cdef int64_t* capacity = board.capacity()
+    counts = _curves(board, capacity)
+    free(capacity)
     if counts is not None:
-        board.set_realtime(counts)
+        _set_realtime(board, counts)
 
 
 cdef tuple _move(CoreBoard board, int64_t u, int64_t start, int64_t first, list victims,
@@ -876,7 +1276,7 @@ cdef tuple _move(CoreBoard board, int64_t u, int64_t start, int64_t first, list 
     placements spent."""
     cdef CoreBoard trial = board.copy(), again, found = None
     cdef int64_t v, b
-    index = board.st.index
+    cdef int k
     if trial.placed[u]:
         trial.remove(u)
     for v in victims:
@@ -886,9 +1286,9 @@ cdef tuple _move(CoreBoard board, int64_t u, int64_t start, int64_t first, list 
     if not _place_at(trial, u, start, first):
         return None, 0
     offer = [b for b in pending if not trial.placed[b]]
-    for key in ORDERS[:2]:
+    for k in range(2):  # by priority, then by total worth
         again = trial.copy()
-        for b in sorted(offer, key=lambda b, key=key: key(index, b)):
+        for b in _by_rank(offer, board.st.rank_urgent if k == 0 else board.st.rank_value):
             _place_earliest(again, b, True, again.T)
         if found is None or again.value - again.penalty > found.value - found.penalty + 1e-9:
             found = again
@@ -973,42 +1373,54 @@ cdef tuple _make_room(CoreBoard board, list pending, int64_t budget, double dead
     return board, room.placements
 
 
-cdef tuple _ruin(CoreBoard board, list pending, object rng):
+cdef tuple _ruin(CoreBoard board, list pending, Rng rng):
     """``_search._ruin``: the tasks to remove, those to offer last, and a left-out task to
     place first (with its start and first GPU) or None."""
     cdef Static st = board.st
-    cdef int64_t T = board.T, gpus = st.G, b, start, first, end, lo, hi, u, length, first_step
-    cdef int64_t s0, s1
+    cdef int64_t T = board.T, gpus = st.G, b, start, first, end, lo, hi, u, length
+    cdef int64_t s0, s1, arrival, last, k, n, width
     cdef int kind
-    cdef list removed
-    movable = sorted(b for b in board.starts_dict() if not st.running[b])
+    cdef int firsts[64]
+    cdef int64_t picked[3]
+    cdef int64_t* pool
+    cdef list removed, widths
+    movable = [b for b in range(st.nb) if board.placed[b] and not st.running[b]]
     left_out = [b for b in pending if not board.placed[b] and _can_start(st, b)]
-    kind = rng.randrange(6 if left_out else 5)
-    if kind == 5 or not movable:
+    kind = <int>rng.below(6 if left_out else 5)
+    if kind == 5 or not movable:  # make room for a left-out task where it is asked to go
         if not left_out:
             return [], [], None
-        u = rng.choice(left_out)
-        arrival = st.arrival[u]
-        ways = [way for way in [(st.duration[u], st.last[u], st.legal[u], 1.0)] if way[1] >= arrival]
-        steps_u, last, legal, _rate = rng.choice(ways)
-        start = arrival + int(rng.random() ** 2 * (last - arrival + 1))
-        first = rng.choice(_lowest_list(legal, gpus))
-        end, lo, hi = _min(T, start + steps_u), first, first + st.size[u]
+        u = left_out[rng.below(len(left_out))]
+        arrival, last = st.arrival[u], st.last[u]
+        rng.below(1)  # (the choice among its GPU models: a plain problem has one)
+        start = arrival + <int64_t>(pow(rng.random(), 2.0) * <double>(last - arrival + 1))
+        n = _lowest(st.legal[u], <int>gpus, firsts)
+        first = firsts[rng.below(n)]
+        end, lo, hi = _min(T, start + st.duration[u]), first, first + st.size[u]
         s0, s1 = start, end
         target = (u, start, first)
-    elif kind == 3:
-        return rng.sample(movable, min(len(movable), rng.randint(1, 3))), [], None
-    elif kind == 4:
-        dropped = [rng.choice(movable)]
+    elif kind == 3:  # a few tasks anywhere
+        k = rng.randint(1, 3)
+        n = len(movable)
+        k = k if k < n else n
+        pool = <int64_t*>malloc(n * sizeof(int64_t))
+        for b in range(n):
+            pool[b] = movable[b]
+        rng.sample(pool, n, k, picked)
+        free(pool)
+        return [picked[b] for b in range(k)], [], None
+    elif kind == 4:  # drop one task: the others are re-placed first, then it is offered again
+        dropped = [movable[rng.below(len(movable))]]
         return dropped, dropped, None
     else:
         target, s0, s1, lo, hi = None, 0, T, 0, gpus
-        if kind in (0, 2):
+        if kind in (0, 2):  # a range of steps (kind 2: crossed with a range of GPUs)
             length = rng.randint(max(1, T // 4), T)
-            first_step = rng.randrange(0, T - length + 1)
-            s0, s1 = first_step, first_step + length
+            s0 = rng.randrange(0, T - length + 1)
+            s1 = s0 + length
         if kind in (1, 2):
-            width = rng.choice([w for w in _py_search.WIDTHS if w <= gpus] or [gpus])
+            widths = [w for w in _py_search.WIDTHS if w <= gpus] or [gpus]
+            width = widths[rng.below(len(widths))]
             lo = rng.randrange(0, gpus - width + 1)
             hi = lo + width
     removed = []
@@ -1036,7 +1448,7 @@ cpdef CoreBoard ruin_and_recreate(CoreBoard board, list pending, int64_t rounds,
     """``_search._ruin_and_recreate``: the best board seen."""
     cdef CoreBoard best, current, trial
     cdef int64_t budget, placements, stalled = 0, b
-    rng = _py_search.random.Random(seed)
+    cdef Rng rng = Rng(seed)
     budget = _scaled(_py_search.SEARCH_WORK, board)
     if budget < 1:
         return board
@@ -1062,7 +1474,7 @@ cpdef CoreBoard ruin_and_recreate(CoreBoard board, list pending, int64_t rounds,
         if target is not None:
             _place_at(trial, target[0], target[1], target[2])
         offer = [b for b in pending if not trial.placed[b] and b not in last]
-        for b in [*_py_search._recreate_order(trial, offer, rng), *last]:
+        for b in [*_recreate_order(trial, offer, rng), *last]:
             _place_earliest(trial, b, True, trial.T)
         placements += len(offer) + len(last)
         if _objective(trial) >= _objective(current) - 1e-9:
@@ -1079,8 +1491,11 @@ def restarts(CoreBoard board, CoreBoard base, list pending, int64_t budget,
     cdef int64_t cost = len(pending), u, b
     cdef _Room room = _Room(_scaled(_py_search.ROOM_WORK, board), budget, deadline)
     cdef CoreBoard best = board, trial
-    index = st.index
-    orders = [sorted(pending, key=lambda b, key=key: key(index, b)) for key in ORDERS]
+    orders = [
+        _by_rank(pending, st.rank_urgent),
+        _by_rank(pending, st.rank_value),
+        _by_rank(pending, st.rank_arrival),
+    ]
     for u in _movers(board, pending):
         options = _positions(board, u, room, -1)
         if options is None:

@@ -122,3 +122,62 @@ def test_the_python_greedy_runs_where_the_core_does_not(monkeypatch: pytest.Monk
         assert violations(problem, greedy_grid(problem, search=5)) == []
     monkeypatch.setenv(_accel.PURE_PYTHON, "1")
     assert _accel.compiled() is None
+
+
+@needs_core
+@pytest.mark.parametrize("seed", [0, 1, 12345, 2**40 + 7])
+def test_the_core_draws_the_numbers_python_random_draws(seed: int) -> None:
+    """The core's Mersenne Twister continues CPython's: every kind of draw the search makes,
+    in the same order, gives the same numbers (``sample`` from 4 to 40 items covers both of
+    CPython's methods, the pool below 22 items and the set from there)."""
+    import random
+
+    core = _accel.compiled()
+    assert core is not None
+    rng = random.Random(seed)
+    expected: list[object] = []
+    for i in range(300):
+        expected += [rng.random(), rng.randrange(3, 4 + i * 7), rng.randint(1, 3)]
+        expected.append(rng.uniform(0.5, 1.5))
+        items = list(range(40))
+        head = items[: 2 + i % 9]
+        rng.shuffle(head)
+        items = head + items[2 + i % 9 :]
+        expected += [items, rng.sample(items[: 4 + i % 37], 3)]
+    assert core.rng_draws(seed, 300) == expected
+
+
+@needs_core
+def test_the_core_sums_as_numpy_sums() -> None:
+    """The realtime penalty is a numpy sum; the core's pairwise sum gives it to the bit."""
+    import numpy as np
+
+    core = _accel.compiled()
+    assert core is not None
+    rng = np.random.default_rng(7)
+    for size in [0, 1, 7, 8, 9, 15, 16, 127, 128, 129, 1000, 9000]:
+        values = rng.random(size) * rng.integers(1, 1000, size=size)
+        assert core.pairwise_sum(values.tolist()) == float(values.sum())
+
+
+@needs_core
+@pytest.mark.parametrize("number", range(12))
+def test_the_core_computes_the_python_realtime_curves(number: int) -> None:
+    """The core's curves, task by task, equal :func:`realtime_curves` (which serves blocks of
+    tasks at once from four on) at every capacity, tight ones included."""
+    import numpy as np
+
+    from gpuopt.allocation._board import realtime_curves
+    from gpuopt.allocation.greedy import _base_board
+
+    core = _accel.compiled()
+    assert core is not None
+    problem = random_problem(number, gpus=16, tasks=14, realtime=2 + number % 5, horizon=20)
+    index = problem.index
+    base, order = _base_board(index)
+    static = core.Static(base)
+    rng = np.random.default_rng(number)
+    for _ in range(10):
+        capacity = rng.integers(0, index.gpus + 1, size=index.horizon).astype(np.int64)
+        expected = realtime_curves(index, index.demand, order, capacity)
+        assert np.array_equal(core.realtime_curves_of(static, order, capacity), expected)
