@@ -9,12 +9,52 @@ they place tasks and in how they pick a block.
 
 from __future__ import annotations
 
+import math
+import time
 from functools import reduce
 from operator import or_
 
 import numpy as np
 
 from gpuopt.allocation.problem import AllocationIndex, Grid, node_rule
+
+
+class Budget:
+    """The greedy's anytime budget (``models/allocation.md`` section 10.2): the work done, in
+    task placements tried, against a limit, and a wall-clock deadline.
+
+    Every board of one greedy run holds the same budget (copies share it). Each placement
+    tried adds one; the LP guides add :data:`LP_WORK` per cell of their model. The greedy's
+    steps run in a fixed sequence and stop where :meth:`spent` says so, keeping the best
+    plan so far: a larger budget runs the same sequence further, so it never ends worse.
+    """
+
+    __slots__ = ("deadline", "limit", "work")
+
+    def __init__(self, limit: float = math.inf, deadline: float = math.inf) -> None:
+        self.work = 0
+        self.limit = limit
+        self.deadline = deadline
+
+    def spent(self) -> bool:
+        """Whether the work or the time is used up."""
+        return self.work >= self.limit or (
+            self.deadline < math.inf and time.perf_counter() > self.deadline
+        )
+
+    def affords(self, work: int) -> bool:
+        """Whether ``work`` more units fit in what is left (and time is left)."""
+        return self.work + work <= self.limit and not self.spent()
+
+    def close(self) -> None:
+        """End the run here: a stage did not fit, so no later stage may run (a larger
+        budget would run that stage first)."""
+        self.limit = min(self.limit, self.work)
+
+
+#: Work units an LP guide costs per cell (tasks x steps, or services x steps, of its model):
+#: about the time of one placement tried per unit, measured at 8 and 64 GPUs.
+LP_WORK = 30
 
 
 class Board:
@@ -53,6 +93,7 @@ class Board:
         self.realtime_orders: list[list[int]] = [list(range(index.num_realtime))]
         self.free_penalty = 0.0
         self.trade_budget = 0  # realtime recomputations the greedy may still spend on trades
+        self.budget = Budget()  # the run's work and time (shared by copies)
         self._price = (index.penalty * index.priority[index.realtime_idx])[:, None] * index.weights[
             None, :
         ]

@@ -301,6 +301,7 @@ def _place_earliest(
     less than their demand (A4c) if the task's value there exceeds the added
     penalty by more than its value at the first start without a trade.
     """
+    board.budget.work += 1
     batch = board.batch
     size, arrival = batch.size[b], batch.arrival[b]
     horizon = board.horizon
@@ -375,6 +376,7 @@ def _construct(
 def _place_at(board: Board, b: int, start: int, first: int) -> bool:
     """Place ``b`` at ``start`` on ``[first, first + size)`` if the block is free and the
     realtime reservation leaves room (else, trading realtime GPUs where that pays)."""
+    board.budget.work += 1
     size = board.batch.size[b]
     end = board.end_of(b, start, first)
     block = ((1 << size) - 1) << first

@@ -259,6 +259,33 @@ def supported(index) -> bool:
     return bool(index.plain) and 1 <= index.gpus <= 64 and index.horizon >= 1
 
 
+cdef class Budget:
+    """``_board.Budget`` with C fields: the run's work (placements tried) against its limit,
+    and its deadline (a ``time.perf_counter()`` value)."""
+
+    cdef public int64_t work
+    cdef public double limit, deadline
+
+    def __cinit__(self, double limit=INF, double deadline=INF):
+        self.work = 0
+        self.limit = limit
+        self.deadline = deadline
+
+    cpdef bint spent(self):
+        """Whether the work or the time is used up."""
+        return self.work >= self.limit or (
+            self.deadline < INF and time.perf_counter() > self.deadline
+        )
+
+    def affords(self, int64_t work):
+        """Whether ``work`` more units fit in what is left (and time is left)."""
+        return self.work + work <= self.limit and not self.spent()
+
+    def close(self):
+        """End the run here (no later stage runs)."""
+        self.limit = min(self.limit, <double>self.work)
+
+
 cdef int64_t* _ranks(index, key, int nb):
     """Each batch position's rank in the order ``key`` sorts all of them in: a subset sorted
     by ``key`` is that subset sorted by rank (every key ends with the position)."""
@@ -429,6 +456,7 @@ cdef class CoreBoard:
     cdef public int64_t trade_budget
     cdef int64_t* reserved
     cdef public object counts, realtime_orders
+    cdef public Budget budget
 
     def __cinit__(self, Static st):
         self.st = st
@@ -479,6 +507,7 @@ cdef class CoreBoard:
         out.trade_budget = board.trade_budget
         out.counts = board.counts
         out.realtime_orders = board.realtime_orders
+        out.budget = board.budget
         return out
 
     def to_board(self, template):
@@ -521,6 +550,7 @@ cdef class CoreBoard:
         other.value, other.penalty, other.free_penalty = self.value, self.penalty, self.free_penalty
         other.trade_budget = self.trade_budget
         other.counts, other.realtime_orders = self.counts, self.realtime_orders
+        other.budget = self.budget
         return other
 
     # ------------------------------------------------------------ what Python code reads
@@ -936,6 +966,7 @@ cdef bint _place_earliest(CoreBoard board, int64_t b, bint trade, int64_t trade_
     cdef double* floors = NULL
     cdef bint vector
     cdef list trial = []
+    board.budget.work += 1
     counts = None
     found = _earliest(board, size, arrival, last, duration, legal)
     if trade and board.counts.size:
@@ -1005,6 +1036,7 @@ cdef bint _place_at(CoreBoard board, int64_t b, int64_t start, int64_t first):
     cdef uint64_t block = _ones(<int>size) << first
     cdef int64_t s
     cdef list trial = []
+    board.budget.work += 1
     for s in range(start, end):
         if board.busy[s] & block:
             return False
@@ -1079,7 +1111,7 @@ cdef inline int64_t _min(int64_t a, int64_t b) noexcept:
     return a if a < b else b
 
 
-def improve(CoreBoard board, list pending, int64_t max_attempts, double deadline):
+def improve(CoreBoard board, list pending, int64_t max_attempts):
     """``_swap._improve`` (changes ``board`` in place and returns it)."""
     cdef Static st = board.st
     cdef int64_t attempts = 0, u, victim, window_lo, window_hi
@@ -1089,6 +1121,8 @@ def improve(CoreBoard board, list pending, int64_t max_attempts, double deadline
         (b for b in pending if not board.placed[b]), key=lambda b: (-st.priority[b], b)
     )
     for u in left_out:
+        if board.budget.spent():
+            return board
         if board.counts.size:
             trial = _Trial(board, (u,))
             if (
@@ -1100,7 +1134,7 @@ def improve(CoreBoard board, list pending, int64_t max_attempts, double deadline
         window_lo = st.arrival[u]
         window_hi = st.last[u] + st.duration[u]
         for victim in _cheapest(board, window_lo, window_hi, _py_swap.VICTIMS):
-            if attempts >= max_attempts or (deadline < INF and time.perf_counter() > deadline):
+            if attempts >= max_attempts or board.budget.spent():
                 return board
             attempts += 1
             trial = _Trial(board, (u, victim))
@@ -1167,16 +1201,14 @@ cdef class _Room:
     """``_search._Room``."""
 
     cdef public int64_t checks, survey, placements, budget
-    cdef public double deadline
+    cdef Budget run
 
-    def __cinit__(self, int64_t survey, int64_t budget, double deadline):
+    def __cinit__(self, int64_t survey, int64_t budget, Budget run):
         self.checks, self.survey = 0, survey
-        self.placements, self.budget, self.deadline = 0, budget, deadline
+        self.placements, self.budget, self.run = 0, budget, run
 
     cdef bint spent(self):
-        return self.placements >= self.budget or (
-            self.deadline < INF and time.perf_counter() > self.deadline
-        )
+        return self.placements >= self.budget or self.run.spent()
 
 
 cdef inline int64_t _scaled(int64_t work, CoreBoard board) noexcept:
@@ -1341,13 +1373,15 @@ cdef list _movers(CoreBoard board, list pending):
     return sorted((u for u in gains if gains[u] > 1e-9), key=lambda u: (-gains[u], u))
 
 
-cdef tuple _make_room(CoreBoard board, list pending, int64_t budget, double deadline):
+cdef tuple _make_room(CoreBoard board, list pending, int64_t budget):
     """``_search._make_room``: the best board and the placements spent."""
     cdef Static st = board.st
-    cdef _Room room = _Room(_scaled(_py_search.ROOM_WORK, board), budget, deadline)
+    cdef _Room room = _Room(_scaled(_py_search.ROOM_WORK, board), budget, board.budget)
     cdef CoreBoard found
     cdef int64_t u, tries
     for u in _movers(board, pending):
+        if room.spent():
+            break
         if board.placed[u] and board.start_of[u] <= st.arrival[u]:
             continue
         options = _positions(board, u, room, -1)
@@ -1443,8 +1477,7 @@ cdef bint _at_best(CoreBoard board, dict most):
     return True
 
 
-cpdef CoreBoard ruin_and_recreate(CoreBoard board, list pending, int64_t rounds, object seed,
-                                  double deadline=INF):
+cpdef CoreBoard ruin_and_recreate(CoreBoard board, list pending, int64_t rounds, object seed):
     """``_search._ruin_and_recreate``: the best board seen."""
     cdef CoreBoard best, current, trial
     cdef int64_t budget, placements, stalled = 0, b
@@ -1453,14 +1486,10 @@ cpdef CoreBoard ruin_and_recreate(CoreBoard board, list pending, int64_t rounds,
     if budget < 1:
         return board
     most = {b: _best_value(board, b) for b in pending}
-    best, placements = _make_room(board, pending, budget // 2, deadline)
+    best, placements = _make_room(board, pending, budget // 2)
     current = best
     for _ in range(rounds):
-        if (
-            placements >= budget
-            or stalled >= _py_search.STALL_ROUNDS
-            or (deadline < INF and time.perf_counter() > deadline)
-        ):
+        if placements >= budget or stalled >= _py_search.STALL_ROUNDS or board.budget.spent():
             break
         if _at_best(current, most):
             break
@@ -1484,12 +1513,11 @@ cpdef CoreBoard ruin_and_recreate(CoreBoard board, list pending, int64_t rounds,
     return best
 
 
-def restarts(CoreBoard board, CoreBoard base, list pending, int64_t budget,
-                         double deadline):
+def restarts(CoreBoard board, CoreBoard base, list pending, int64_t budget):
     """``_search._restarts``."""
     cdef Static st = board.st
     cdef int64_t cost = len(pending), u, b
-    cdef _Room room = _Room(_scaled(_py_search.ROOM_WORK, board), budget, deadline)
+    cdef _Room room = _Room(_scaled(_py_search.ROOM_WORK, board), budget, board.budget)
     cdef CoreBoard best = board, trial
     orders = [
         _by_rank(pending, st.rank_urgent),
@@ -1497,14 +1525,14 @@ def restarts(CoreBoard board, CoreBoard base, list pending, int64_t budget,
         _by_rank(pending, st.rank_arrival),
     ]
     for u in _movers(board, pending):
+        if board.budget.spent():
+            break
         options = _positions(board, u, room, -1)
         if options is None:
             break
         for _cost, start, first, _way in options[: _py_search.RESTART_TRIES]:
             for order in orders:
-                if room.placements + cost > budget or (
-                    deadline < INF and time.perf_counter() > deadline
-                ):
+                if room.placements + cost > budget or board.budget.spent():
                     return best
                 trial = base.copy()
                 trial.trade_budget = TRADE_BUDGET
@@ -1520,16 +1548,18 @@ def restarts(CoreBoard board, CoreBoard base, list pending, int64_t budget,
 
 
 cpdef CoreBoard search(CoreBoard board, CoreBoard base, list pending, int64_t rounds,
-                       object seed, double deadline=INF):
+                       object seed):
     """``_search._search``."""
     cdef CoreBoard found, restarted, again
     cdef int64_t budget, b
-    found = ruin_and_recreate(board, pending, rounds, seed, deadline)
+    found = ruin_and_recreate(board, pending, rounds, seed)
     budget = _scaled(_py_search.RESTART_WORK, board)
     if len(pending) > budget or _at_best(found, {b: _best_value(board, b) for b in pending}):
         return found
-    restarted = restarts(board, base, pending, budget, deadline)
+    if board.budget.spent():
+        return found
+    restarted = restarts(board, base, pending, budget)
     if restarted is board:
         return found
-    again = ruin_and_recreate(restarted, pending, rounds, seed, deadline)
+    again = ruin_and_recreate(restarted, pending, rounds, seed)
     return again if _objective(again) > _objective(found) + 1e-9 else found

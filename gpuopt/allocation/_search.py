@@ -13,12 +13,11 @@ legal; the budgets are counts, never a clock, so the grid is deterministic.
 from __future__ import annotations
 
 import random
-import time
 
 import numpy as np
 
 import gpuopt.progress
-from gpuopt.allocation._board import Board
+from gpuopt.allocation._board import Board, Budget
 from gpuopt.allocation._construction import (
     ORDERS,
     TRADE_BUDGET,
@@ -198,15 +197,15 @@ def _victims(
 
 class _Room:
     """The make-room pass's shared state: the survey's budget of (position, placed task)
-    checks and the placements spent."""
+    checks and the placements spent (against its own budget and the run's, ``run``)."""
 
-    def __init__(self, survey: int, budget: int, deadline: float) -> None:
+    def __init__(self, survey: int, budget: int, run: Budget) -> None:
         self.checks, self.survey = 0, survey
-        self.placements, self.budget, self.deadline = 0, budget, deadline
+        self.placements, self.budget, self.run = 0, budget, run
 
     def spent(self) -> bool:
-        """Whether the placements or the time are used up."""
-        return self.placements >= self.budget or time.perf_counter() > self.deadline
+        """Whether the pass's placements, or the run's work or time, are used up."""
+        return self.placements >= self.budget or self.run.spent()
 
 
 def _positions(
@@ -311,7 +310,7 @@ def _movers(board: Board, pending: list[int]) -> list[int]:
     return sorted((u for u in gains if gains[u] > 1e-9), key=lambda u: (-gains[u], u))
 
 
-def _restarts(board: Board, base: Board, pending: list[int], budget: int, deadline: float) -> Board:
+def _restarts(board: Board, base: Board, pending: list[int], budget: int) -> Board:
     """Restarts from a pinned position: for each task left out or started after its
     arrival (most value to gain first), at its :data:`RESTART_TRIES` most promising
     earlier positions (ranked as the make-room pass ranks them), the whole plan rebuilt
@@ -322,16 +321,18 @@ def _restarts(board: Board, base: Board, pending: list[int], budget: int, deadli
     Each rebuild spends one placement per task of ``budget`` (the caller checks that
     one fits). Returns the best board (``board`` itself when no rebuild beats it)."""
     index, cost = board.index, len(pending)
-    room = _Room(_scaled(ROOM_WORK, board), budget, deadline)
+    room = _Room(_scaled(ROOM_WORK, board), budget, board.budget)
     orders = [sorted(pending, key=lambda b, key=key: key(index, b)) for key in ORDERS]  # type: ignore[misc]
     best = board
     for u in _movers(board, pending):
+        if board.budget.spent():
+            break  # (the survey would find positions no rebuild may try)
         options = _positions(board, u, room)
         if options is None:
             break
         for _cost, start, first, _way in options[:RESTART_TRIES]:
             for order in orders:
-                if room.placements + cost > budget or time.perf_counter() > deadline:
+                if room.placements + cost > budget or board.budget.spent():
                     return best
                 trial = base.copy()
                 trial.trade_budget = TRADE_BUDGET
@@ -346,15 +347,17 @@ def _restarts(board: Board, base: Board, pending: list[int], budget: int, deadli
     return best
 
 
-def _make_room(board: Board, pending: list[int], budget: int, deadline: float) -> tuple[Board, int]:
+def _make_room(board: Board, pending: list[int], budget: int) -> tuple[Board, int]:
     """Moves of several tasks at once: for each task left out or started after its
     arrival (most value to gain first), try the earlier positions where the tasks in its
     way are worth least against its own value there: remove them all, place it there,
     re-place them and every task left out. When that loses, the displaced task that lost
     most makes room in turn (:func:`_chain`). Keep a try when the objective rises.
     Returns the best board and the placements spent."""
-    room = _Room(_scaled(ROOM_WORK, board), budget, deadline)
+    room = _Room(_scaled(ROOM_WORK, board), budget, board.budget)
     for u in _movers(board, pending):
+        if room.spent():
+            break  # (the survey would find positions no move may try)
         if board.starts.get(u, (np.inf, 0))[0] <= board.batch.arrival[u]:
             continue  # an earlier try moved it to its arrival
         options = _positions(board, u, room)
@@ -386,7 +389,6 @@ def _search(
     pending: list[int],
     rounds: int,
     seed: int,
-    deadline: float = np.inf,
     shown: gpuopt.progress.Task = gpuopt.progress.NO_TASK,
     label: str = "",
 ) -> Board:
@@ -394,16 +396,16 @@ def _search(
     plan when they find a better one (:func:`_restarts`); the better end wins. The
     search is path-dependent (a better start can end worse), and the first path is the
     search without restarts, so the restarts never make the greedy's plan worse."""
-    found = _ruin_and_recreate(board, pending, rounds, seed, deadline, shown, label)
+    found = _ruin_and_recreate(board, pending, rounds, seed, shown, label)
     budget = _scaled(RESTART_WORK, board)
     if len(pending) > budget or _at_best(found, {b: _best_value(board, b) for b in pending}):
         return found  # not one rebuild fits the budget (lns does this work), or none does better
-    restarted = _restarts(board, base, pending, budget, deadline)
+    if board.budget.spent():
+        return found
+    restarted = _restarts(board, base, pending, budget)
     if restarted is board:
         return found
-    again = _ruin_and_recreate(
-        restarted, pending, rounds, seed, deadline, shown, f"{label} (restarted)"
-    )
+    again = _ruin_and_recreate(restarted, pending, rounds, seed, shown, f"{label} (restarted)")
     return again if again.objective > found.objective + 1e-9 else found
 
 
@@ -412,7 +414,6 @@ def _ruin_and_recreate(
     pending: list[int],
     rounds: int,
     seed: int,
-    deadline: float = np.inf,
     shown: gpuopt.progress.Task = gpuopt.progress.NO_TASK,
     label: str = "",
 ) -> Board:
@@ -427,12 +428,12 @@ def _ruin_and_recreate(
     if budget < 1:
         return board
     most = {b: _best_value(board, b) for b in pending}
-    best, placements = _make_room(board, pending, budget // 2, deadline)  # half the budget
+    best, placements = _make_room(board, pending, budget // 2)  # half the budget
     current = best
     stalled = done = 0
     shown.update(description=f"heuristic: ruin and recreate{label}", completed=0, total=rounds)
     for _ in range(rounds):
-        if placements >= budget or stalled >= STALL_ROUNDS or time.perf_counter() > deadline:
+        if placements >= budget or stalled >= STALL_ROUNDS or board.budget.spent():
             break
         if _at_best(current, most):
             break

@@ -9,7 +9,6 @@ A block is removed and re-added whole, never moved in part (A5).
 from __future__ import annotations
 
 import bisect
-import time
 
 import gpuopt.progress
 from gpuopt.allocation._board import Board
@@ -114,7 +113,6 @@ def _improve(
     board: Board,
     pending: list[int],
     max_attempts: int,
-    deadline: float,
     shown: gpuopt.progress.Task = gpuopt.progress.NO_TASK,
     label: str = "",
 ) -> Board:
@@ -141,6 +139,8 @@ def _improve(
     shown.update(description=f"heuristic: making room{label}", completed=0, total=len(left_out))
     victims = _Victims(board)
     for u in left_out:
+        if board.budget.spent():
+            return board
         shown.advance()
         # first, with no victim: a trade at any start (the whole board's objective judges
         # it, so the realtime penalty it adds is counted)
@@ -156,7 +156,7 @@ def _improve(
         window_lo = batch.arrival[u]
         window_hi = batch.last_start[u] + batch.duration[u]
         for victim in victims.cheapest(board, window_lo, window_hi, VICTIMS):
-            if attempts >= max_attempts or time.perf_counter() > deadline:
+            if attempts >= max_attempts or board.budget.spent():
                 return board
             attempts += 1
             trial = _Trial(board, (u, victim))

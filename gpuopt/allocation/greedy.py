@@ -59,6 +59,7 @@ realtime curves in :mod:`gpuopt.allocation._guides`, on the board of
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,9 +69,10 @@ import numpy as np
 
 import gpuopt.progress
 from gpuopt.allocation._accel import core_for
-from gpuopt.allocation._board import Board, realtime_curves, running_count
+from gpuopt.allocation._board import LP_WORK, Board, Budget, realtime_curves, running_count
 from gpuopt.allocation._construction import ORDERS, _construct, _curves, _set_realtime_orders
 from gpuopt.allocation._guides import (
+    EXACT_CURVES_CELLS,
     GUIDE_CELLS,
     GUIDE_SECONDS,
     MIP_GUIDE_SECONDS,
@@ -101,7 +103,14 @@ class GreedyOptions:
         Work budget of the swap pass (default: twice the number of batch
         tasks). A count, not a clock, keeps the result deterministic.
     time_limit
-        Optional wall-clock cap in seconds on the improvement pass.
+        The time budget: seconds for the whole run (None: no limit). The first
+        plan is always built; the stages after it stop when the time is up,
+        keeping the best plan so far (``models/allocation.md`` section 10.2).
+    work
+        The deterministic work budget, in task placements tried (the LP guides
+        count :data:`~gpuopt.allocation._board.LP_WORK` per cell of their
+        model); None: no limit. The stages run in a fixed sequence, so the same
+        budget gives the same grid, and a larger one never a worse grid.
     search
         Ruin-and-recreate rounds after the swap pass (0: none); the rounds also
         stop at :data:`~gpuopt.allocation._search.SEARCH_WORK` (scaled to the
@@ -124,6 +133,7 @@ class GreedyOptions:
     improve: bool = True
     max_attempts: int | None = None
     time_limit: float | None = None
+    work: int | None = None
     search: int = SEARCH_ROUNDS
     seed: int = 0
     guide: bool | Literal["mip"] | None = None
@@ -142,47 +152,89 @@ def greedy_grid(
     options of :class:`GreedyOptions` (``options``, or keywords that override it)."""
     chosen = GREEDY_KEYWORDS.resolve(options, settings)
     improve, max_attempts, time_limit = chosen.improve, chosen.max_attempts, chosen.time_limit
-    search, seed, guide = chosen.search, chosen.seed, chosen.guide
+    search, seed, guide, work = chosen.search, chosen.seed, chosen.guide, chosen.work
     check_arguments(
-        {"search": search, "seed": seed, "max_attempts": max_attempts, "time_limit": time_limit},
-        whole={"search": (0, 1_000_000), "seed": (0, 2**63 - 1), "max_attempts": (0, 2**62)},
+        {
+            "search": search,
+            "seed": seed,
+            "max_attempts": max_attempts,
+            "time_limit": time_limit,
+            "work": work,
+        },
+        whole={
+            "search": (0, 1_000_000),
+            "seed": (0, 2**63 - 1),
+            "max_attempts": (0, 2**62),
+            "work": (0, 2**62),
+        },
         numbers={"time_limit": (0.0, 1e9)},
-        optional=("max_attempts", "time_limit"),
+        optional=("max_attempts", "time_limit", "work"),
     )
     started = time.perf_counter()
 
     index = problem.index
     base, realtime_order = _base_board(index)
+    deadline = float(np.inf if time_limit is None else started + time_limit)
+    base.budget = Budget(math.inf if work is None else work, deadline)
     pending = [b for b, running in enumerate(index.batch.running) if not running]
     orders = ORDERS if improve else ORDERS[:1]
-    deadline = float(np.inf if time_limit is None else started + time_limit)
     steps = _Steps.of(base, core_for(index))
+    if guide is None:
+        guide = improve and len(pending) * index.horizon <= GUIDE_CELLS
+    swaps = 2 * len(pending) if max_attempts is None else max_attempts
     with gpuopt.progress.task("heuristic", total=len(pending)) as shown:
-        best, settled, first_order = _best_order(steps, pending, orders, shown)
-        if guide is None:
-            guide = improve and len(pending) * index.horizon <= GUIDE_CELLS
-        plans, labels = [best], [""]  # each is improved and searched; the best end wins
-        if guide and pending and not settled:
-            guided, kinds = _guided_plans(
-                problem, base, first_order, best.objective, guide == "mip", deadline, shown
-            )
-            plans.extend(steps.adopt(board) for board in guided)
-            labels.extend(f" ({kind}-guided)" for kind in kinds)
-            if not improve and len(plans) > 1:
-                plans = [max(plans[1:], key=lambda board: board.objective)]
-        ends: list[Any] = []
-        for board, label in zip(plans, labels, strict=False):
-            if improve and len(board.starts) < index.num_batch:
-                budget = 2 * len(pending) if max_attempts is None else max_attempts
-                board = steps.improve(board, pending, budget, deadline, shown, label)
-            if improve and search:
-                board = steps.search(board, pending, search, seed, deadline, shown, label)
-            ends.append(board)
-        best = steps.board(max(ends, key=lambda board: board.objective))  # ties: the orders'
+        # the stages run in a fixed sequence and the first that does not fit the budget ends
+        # the run, so a larger budget runs the same sequence further (models/allocation.md
+        # section 10.2): each plan improved, searched and its realtime curves made exact,
+        # the orders' plan first, then the plans the LP (and MIP) guide to
+        first, settled, first_order = _best_order(steps, pending, orders, shown)
+        ends = [first]  # the best end wins; ties: the orders' plan
         if improve:
-            best = _exact_realtime(best)
+            ends[0] = _finish(steps, first, pending, (swaps, search, seed), shown, "")
+        if guide and pending and not settled and not base.budget.spent():
+            kinds = ("LP", "MIP") if guide == "mip" else ("LP",)
+            for kind in kinds:
+                guided = _guided_plan(problem, base, first_order, first.objective, kind, shown)
+                if guided is None:
+                    continue  # it does not beat the orders' plan (or the budget ran out)
+                plan = steps.adopt(guided)
+                if improve:
+                    plan = _finish(steps, plan, pending, (swaps, search, seed), shown, kind)
+                ends.append(plan)
+            if not improve and len(ends) > 1:
+                ends = ends[1:]
+        best = steps.board(max(ends, key=lambda board: board.objective))
     best.bind_realtime(best.counts, realtime_order)
     return best.grid()
+
+
+def _finish(
+    steps: _Steps,
+    board: Any,
+    pending: list[int],
+    settings: tuple[int, int, int],
+    shown: Any,
+    kind: str,
+) -> Any:
+    """One plan improved (the swap pass, for tasks left out), searched, and its realtime
+    curves made exact (:func:`_exact_realtime`), each stage while the budget lasts;
+    ``settings`` is (swap attempts, search rounds, seed)."""
+    swaps, search, seed = settings
+    label = f" ({kind}-guided)" if kind else ""
+    index = steps.base.index
+    if len(board.starts) < index.num_batch:
+        board = steps.improve(board, pending, swaps, shown, label)
+    if search:
+        board = steps.search(board, pending, search, seed, shown, label)
+    budget = steps.base.budget
+    cells = index.num_realtime * index.horizon
+    if board.penalty > 0 and cells <= EXACT_CURVES_CELLS:
+        if not budget.affords(LP_WORK * cells):
+            budget.close()  # (no stage after this one runs: see greedy_grid)
+            return board
+        budget.work += LP_WORK * cells
+        board = steps.adopt(_exact_realtime(steps.board(board)))
+    return board
 
 
 def _base_board(index: AllocationIndex) -> tuple[Board, list[int]]:
@@ -217,6 +269,7 @@ class _Steps:
     def of(cls, base: Board, core: Any) -> _Steps:
         if core is None:
             return cls(base)
+        base.budget = core.Budget(base.budget.limit, base.budget.deadline)  # (C fields)
         static = core.Static(base)
         return cls(base, core, static, core.CoreBoard.of(static, base))
 
@@ -232,13 +285,11 @@ class _Steps:
             return board
         return self.core.CoreBoard.of(self.static, board)
 
-    def improve(
-        self, board: Any, pending: list[int], budget: int, deadline: float, shown: Any, label: str
-    ) -> Any:
+    def improve(self, board: Any, pending: list[int], attempts: int, shown: Any, label: str) -> Any:
         """The swap pass (:func:`_improve`)."""
         if self.core is None:
-            return _improve(board, pending, budget, deadline, shown, label)
-        return self.core.improve(board, pending, budget, deadline)
+            return _improve(board, pending, attempts, shown, label)
+        return self.core.improve(board, pending, attempts)
 
     def search(
         self,
@@ -246,14 +297,13 @@ class _Steps:
         pending: list[int],
         rounds: int,
         seed: int,
-        deadline: float,
         shown: Any,
         label: str,
     ) -> Any:
         """Make room, ruin and recreate, restarts (:func:`_search`)."""
         if self.core is None:
-            return _search(board, self.base, pending, rounds, seed, deadline, shown, label)
-        return self.core.search(board, self.core_base, pending, rounds, seed, deadline)
+            return _search(board, self.base, pending, rounds, seed, shown, label)
+        return self.core.search(board, self.core_base, pending, rounds, seed)
 
     def board(self, board: Any) -> Board:
         """A board of the steps' kind as a Python board."""
@@ -280,6 +330,8 @@ def _best_order(
         if order in seen:
             continue
         seen.add(order)
+        if number > 1 and steps.base.budget.spent():
+            break
         first_order = first_order or list(order)  # the guided plan's order for the rest
         shown.update(description=f"heuristic: order {number} of {len(orders)}", completed=0)
         board = steps.construct(list(order), shown)
@@ -295,40 +347,41 @@ def _best_order(
     return best, False, first_order
 
 
-def _guided_plans(
+def _guided_plan(
     problem: AllocationProblem,
     base: Board,
     first_order: list[int],
     best_value: float,
-    mip: bool,
-    deadline: float,
+    kind: str,
     shown: Any,
-) -> tuple[list[Board], list[str]]:
-    """The plans guided by the step-capacity LP's starts (and the MIP's, with ``mip``) that
-    beat ``best_value``, and the kind of each ("LP" or "MIP"), each solve within its cap
-    and before ``deadline`` (a ``time.perf_counter()`` value).
+) -> Board | None:
+    """The plan guided by the step-capacity LP's starts (``kind`` "LP", or the integer step
+    MIP's, "MIP"), or None when it does not beat ``best_value`` (the orders' plan).
 
-    The search is path-dependent: from a better start alone it may end below where it ends
-    from the orders' plan, so it runs from each plan that beats the orders'.
+    The solve costs :data:`~gpuopt.allocation._board.LP_WORK` per cell of the model (new
+    tasks x steps) of the run's budget; when that does not fit, the budget is closed (no
+    stage after it runs) and None is returned. It stops at its own time cap and at the
+    budget's deadline. The search is path-dependent: from a better start alone it may end
+    below where it ends from the orders' plan, so the caller searches from both.
     """
-    plans: list[Board] = []
-    kinds: list[str] = []
-    for integer in (False, True) if mip else (False,):
-        cap = MIP_GUIDE_SECONDS if integer else GUIDE_SECONDS
-        kind = "MIP" if integer else "LP"
-        shown.update(description=f"heuristic: guided by the step-capacity {kind}")
-        left = deadline - time.perf_counter()
-        if left <= 0:
-            break
-        relaxed = step_capacity_bound(
-            problem, integer=integer, time_limit=min(left, cap), starts=True
-        )
-        if relaxed.starts:
-            guided = _guided(base, first_order, relaxed.starts)
-            if guided.objective > best_value + 1e-9:
-                plans.append(guided)
-                kinds.append(kind)
-    return plans, kinds
+    budget = base.budget
+    index = base.index
+    cost = LP_WORK * sum(1 for running in index.batch.running if not running) * index.horizon
+    if not budget.affords(cost):
+        budget.close()
+        return None
+    budget.work += cost
+    integer = kind == "MIP"
+    shown.update(description=f"heuristic: guided by the step-capacity {kind}")
+    left = budget.deadline - time.perf_counter()
+    if left <= 0:
+        return None
+    cap = MIP_GUIDE_SECONDS if integer else GUIDE_SECONDS
+    relaxed = step_capacity_bound(problem, integer=integer, time_limit=min(left, cap), starts=True)
+    if not relaxed.starts:
+        return None
+    guided = _guided(base, first_order, relaxed.starts)
+    return guided if guided.objective > best_value + 1e-9 else None
 
 
 @GREEDY_KEYWORDS.signature

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from gpuopt.allocation._construction import ORDERS, _construct
@@ -17,7 +15,7 @@ def searched(seed: int, rounds: int, search_seed: int = 0) -> tuple[float, float
     problem = contended(seed)
     base, pending = base_board(problem)
     board = _construct(base, sorted(pending, key=lambda b: ORDERS[0](problem.index, b)))
-    board = _improve(board, pending, 2 * len(pending), math.inf)
+    board = _improve(board, pending, 2 * len(pending))
     before = checked(problem, board)
     found = _search(board, base, pending, rounds, search_seed)
     return before, checked(problem, found), sorted(found.starts.items())

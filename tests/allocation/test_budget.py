@@ -1,0 +1,75 @@
+"""The greedy's anytime budget (models/allocation.md section 10.2): a deterministic work
+budget and a time budget; the same budget gives the same grid, and a larger one never a
+worse grid, because the stages run in one fixed sequence that the budget only cuts short."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuopt.allocation import _accel
+from gpuopt.allocation.generator import random_problem
+from gpuopt.allocation.greedy import greedy_grid
+from gpuopt.allocation.problem import AllocationProblem
+from gpuopt.allocation.solution import evaluate, violations
+from gpuopt.allocation.stress import FAMILIES, stress_problem
+from gpuopt.errors import ProblemError
+
+BUDGETS = [0, 20, 60, 150, 400, 1_000, 3_000, 10_000, 40_000, None]
+
+
+def objective(problem: AllocationProblem, **options: object) -> float:
+    grid = greedy_grid(problem, **options)
+    assert violations(problem, grid) == []
+    return evaluate(problem, grid).objective
+
+
+def cases() -> list[AllocationProblem]:
+    found = [
+        stress_problem(seed, 8 + 4 * (seed % 3), family) for seed in (1, 4) for family in FAMILIES
+    ]
+    found += [
+        random_problem(seed, gpus=16, tasks=18, gpus_per_node=8, realtime=2) for seed in range(4)
+    ]
+    return found
+
+
+@pytest.mark.parametrize("number", range(18))
+def test_more_work_never_gives_a_worse_grid(number: int) -> None:
+    problem = cases()[number]
+    values = [objective(problem, work=work) for work in BUDGETS]
+    assert values == sorted(values)  # non-decreasing, to the float
+
+
+@pytest.mark.parametrize("number", range(0, 18, 3))
+def test_the_same_work_gives_the_same_grid(number: int) -> None:
+    problem = cases()[number]
+    assert greedy_grid(problem, work=300) == greedy_grid(problem, work=300)
+
+
+@pytest.mark.parametrize("number", range(0, 18, 2))
+def test_no_budget_gives_the_first_plan(number: int) -> None:
+    """With no work (or no time) left, the run stops after the first plan: the first order's
+    plan, which is the greedy without its improvement pass."""
+    problem = cases()[number]
+    first = greedy_grid(problem, improve=False)
+    assert greedy_grid(problem, work=0) == first
+    assert greedy_grid(problem, time_limit=0.0) == first
+
+
+@pytest.mark.skipif(_accel.compiled() is None, reason="the compiled core is not built")
+@pytest.mark.parametrize("work", [0, 37, 250, 2_000])
+def test_the_core_and_python_stop_at_the_same_place(
+    work: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for problem in cases()[::4]:
+        compiled = greedy_grid(problem, work=work)
+        monkeypatch.setenv(_accel.PURE_PYTHON, "1")
+        assert greedy_grid(problem, work=work) == compiled
+        monkeypatch.delenv(_accel.PURE_PYTHON)
+
+
+@pytest.mark.parametrize(("value", "field"), [(-1, "work"), (2**70, "work"), (1.5, "work")])
+def test_a_bad_budget_is_refused_naming_it(value: object, field: str) -> None:
+    problem = random_problem(0)
+    with pytest.raises((ProblemError, ValueError, TypeError), match=field):
+        greedy_grid(problem, work=value)
