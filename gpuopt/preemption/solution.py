@@ -18,9 +18,9 @@ from pydantic import ConfigDict, Field, field_validator
 
 from gpuopt._compat import old_result_names
 from gpuopt.cluster.items import Task
-from gpuopt.cluster.model import SCALE, is_hp, scaled
+from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.errors import ProblemError, short
-from gpuopt.preemption.problem import PreemptionProblem, Request, checkpoint_of
+from gpuopt.preemption.problem import PreemptionProblem, PreemptionRequest, checkpoint_of
 from gpuopt.result import Result, Sense, Status
 
 Method = Literal["heuristic", "dp", "milp", "cpsat"]
@@ -54,7 +54,7 @@ class PreemptionResult(Result):
     cost: float = 0.0
     preempted: bool = False
     stage: Stage | None = None
-    request: Request | None = Field(
+    request: PreemptionRequest | None = Field(
         default=None, description="The request decided on, so the answer can be checked."
     )
     now: float | None = Field(default=None, description="The clock the costs were taken at.")
@@ -193,10 +193,9 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
             found.append(f"P2: victim {short(victim)} runs on {task.node}, not on {node.id}")
             continue
         if not problem.stoppable(task):
-            cluster = problem.cluster
             found.append(
                 f"P2: victim {short(victim)} is an HP task"
-                if is_hp(task.priority, cluster.hp_priority)
+                if problem.outranks(task)
                 else f"P2: victim {short(victim)} is fixed ({problem.facts.fixed[task.id]}), "
                 "never stopped"
             )
