@@ -102,7 +102,9 @@ def test_preemption(preemption_method: str, seed: int) -> None:
     assert problem.request.rank == 5000 and problem.request.priority == "HP"
     assert problem.tasks == cluster.tasks  # every node is open to the request (K1-K4)
     # the work lost is counted from the start time, in thousandths of a second
-    ages = [round(1000 * (cluster.now - t.start_time)) for t in cluster.tasks]
+    starts = [t.start_time for t in cluster.tasks]
+    assert cluster.now is not None and None not in starts
+    ages = [round(1000 * (cluster.now - start)) for start in starts if start is not None]
     assert problem.index.task_age.tolist() == ages
     # K8: a task may be a victim only when below the request's priority and not fixed
     protected = [

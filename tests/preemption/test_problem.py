@@ -356,7 +356,7 @@ def open_and_closed() -> Any:
     (cordoned, NotReady, locked, tainted) and one open node whose LP task holds 6 GPUs."""
     from gpuopt.cluster.model import Cluster
 
-    closed = [
+    closed: list[dict[str, Any]] = [
         {"id": "cordoned", "unschedulable": True},
         {"id": "not-ready", "ready": False},
         {"id": "locked", "locked": True},
@@ -438,7 +438,7 @@ def test_the_old_request_name_warns_and_is_the_cluster_request() -> None:
 
     for module in (gpuopt.preemption, gpuopt.preemption.problem):
         with pytest.warns(DeprecationWarning, match="use gpuopt.preemption.problem.Preemption"):
-            found = module.Request  # type: ignore[attr-defined]
+            found = module.Request
         assert found is PreemptionRequest
     assert issubclass(PreemptionRequest, Request)
     # a decision over the old state file writes the old request, field for field
