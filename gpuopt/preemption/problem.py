@@ -1,14 +1,18 @@
 """The preemption problem: a cluster (nodes, running tasks), a clock and one request.
 
-The problem's data is a :class:`gpuopt.cluster.Cluster`; the array view the
-methods read is built from it by one function, :func:`preemption_view`. The
-old state file, ``{"now", "nodes", "tasks", "request"}`` with classes
-``"HP"``/``"LP"``, still reads (its nodes and tasks become the cluster's).
-Validation rejects every inconsistency with one sentence that names the field
-and value (unknown node, duplicate ids, over-committed node, a checkpoint in
-the future, a request no node could hold even when empty, ...), so the state
-itself is always legal; the rules a decision must keep are written in
-``models/preemption.md`` (P1-P7) and the choices the methods make in P8-P10.
+The problem's data is the caller's :class:`gpuopt.cluster.Cluster` and a
+:class:`PreemptionRequest` (the cluster's request with an id, a class and the
+integer priority it asks with); the array view the methods read is built from
+them by one function, :func:`preemption_view`, which also decides what the
+question sees (the nodes rules K1-K4 admit the request to, the tasks below its
+priority as the LP class, K8). The old state file, ``{"now", "nodes", "tasks",
+"request"}`` with classes ``"HP"``/``"LP"``, still reads (its nodes and tasks
+become the cluster's). Validation rejects every inconsistency with one
+sentence that names the field and value (unknown node, duplicate ids,
+over-committed node, a checkpoint in the future, a request no node could hold
+even when empty, ...), so the state itself is always legal; the rules a
+decision must keep are written in ``models/preemption.md`` (P1-P7) and the
+choices the methods make in P8-P10.
 
 CPUs and times are exact: the index view stores them as integers in
 thousandths (``cpus=0.5`` is 500 milli-CPUs, ``last_checkpoint=6000.25`` is
@@ -244,7 +248,7 @@ class PreemptionProblem(IndexedModel):
             raise ValueError(f"request: id {self.request.id!r} is already the id of a task")
         now = scaled(self.now)
         total_cost = 0
-        for task in self.tasks:
+        for task, gpus in zip(self.tasks, self.scope.task_gpus.tolist(), strict=True):
             checkpoint = task.checkpoint
             if checkpoint is None:
                 raise ValueError(
@@ -255,7 +259,7 @@ class PreemptionProblem(IndexedModel):
                 raise ValueError(
                     f"task {task.id!r}: last_checkpoint {checkpoint:g} is after now {self.now:g}"
                 )
-            total_cost += self.gpus_of(task) * (now - scaled(checkpoint))
+            total_cost += gpus * (now - scaled(checkpoint))
         if total_cost >= MAX_TOTAL_COST:
             raise ValueError(
                 f"tasks: their GPU-time since the last checkpoints, {total_cost / SCALE:g}, "
