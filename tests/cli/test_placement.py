@@ -397,7 +397,7 @@ def test_topology_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert code == 2 and "--time-limit applies only to --method milp or cpsat" in stderr
 
 
-PREEMPT = {
+PREEMPT: dict[str, Any] = {
     "now": 7200,
     "nodes": [{"id": "n1", "gpus": 8, "cpus": 96}, {"id": "n2", "gpus": 8, "cpus": 96}],
     "tasks": [
