@@ -453,3 +453,21 @@ def test_the_old_request_name_warns_and_is_the_cluster_request() -> None:
         "pending": None,
     }
     assert list(written) == ["id", "gpus", "cpus", "priority", "rank", "pending"]
+
+
+def test_a_question_of_a_cluster_round_trips_with_its_view() -> None:
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    cluster = open_and_closed()
+    problem = PreemptionProblem.from_cluster(
+        cluster, "0.5G", priority=500, request_id="half", pending=None
+    )
+    written = json.loads(problem.to_json())
+    # the whole cluster is written, closed nodes and their tasks too, and the request's share
+    assert [n["id"] for n in written["cluster"]["nodes"]] == [n.id for n in cluster.nodes]
+    assert written["request"]["gpu_milli"] == 500 and written["request"]["rank"] == 500
+    again = parse_state(written)
+    # (compared as data: two clusters whose index views are built do not compare with ==)
+    assert again.model_dump() == problem.model_dump()
+    assert again.index.node_ids == problem.index.node_ids == ["open"]
+    assert again.index.task_hp.tolist() == problem.index.task_hp.tolist() == [False]
