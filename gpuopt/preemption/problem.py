@@ -32,10 +32,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     SerializerFunctionWrapHandler,
+    ValidationError,
     model_serializer,
     model_validator,
 )
+from pydantic_core import InitErrorDetails
 
 from gpuopt._compat import moved_names
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel, read_old_form
@@ -158,6 +161,33 @@ class PreemptionRequest(ClusterRequest):
     #: request's other fields (selector, tolerations, ...) only when they differ from
     #: their default, so a decision over a plain request reads as before.
     _written: ClassVar[tuple[str, ...]] = ("id", "gpus", "cpus", "priority", "rank", "pending")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _old_fields_first(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        """Errors in the old request's fields come first, in its order (``id`` before
+        ``gpus``), so a bad request of a state file is reported as before."""
+        try:
+            return handler(data)
+        except ValidationError as error:
+            errors = error.errors(include_url=False)
+            first = cls._written
+
+            def place(found: Any) -> int:
+                loc = found["loc"]
+                return first.index(loc[0]) if loc and loc[0] in first else len(first)
+
+            ordered = sorted(errors, key=place)
+            if ordered == errors:
+                raise
+            details = [
+                InitErrorDetails(
+                    type=found["type"], loc=found["loc"], input=found["input"],
+                    ctx=found.get("ctx", {}),
+                )
+                for found in ordered
+            ]  # fmt: skip
+            raise ValidationError.from_exception_data(error.title, details) from None
 
     @model_serializer(mode="wrap")
     def _old_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
