@@ -113,7 +113,10 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
         asked = decision.request
         if asked is None or asked.gpus == 0:
             raise ProblemError(f"{where}: the decision does not say which request it decides.")
-        shape = Request(gpus=asked.gpus, cpus=asked.cpus)
+        # the request is a cluster request: its shape and rules (a share, a selector, ...)
+        shape = Request.model_validate(
+            {name: getattr(asked, name) for name in Request.model_fields}
+        )
         priority: Priority = asked.priority
         if asked.pending is not None:  # asked for a waiting pod: its rules too
             shape, priority = pending_request(cluster, asked.pending)

@@ -1,14 +1,18 @@
 """The preemption problem: a cluster (nodes, running tasks), a clock and one request.
 
-The problem's data is a :class:`gpuopt.cluster.Cluster`; the array view the
-methods read is built from it by one function, :func:`preemption_view`. The
-old state file, ``{"now", "nodes", "tasks", "request"}`` with classes
-``"HP"``/``"LP"``, still reads (its nodes and tasks become the cluster's).
-Validation rejects every inconsistency with one sentence that names the field
-and value (unknown node, duplicate ids, over-committed node, a checkpoint in
-the future, a request no node could hold even when empty, ...), so the state
-itself is always legal; the rules a decision must keep are written in
-``models/preemption.md`` (P1-P7) and the choices the methods make in P8-P10.
+The problem's data is the caller's :class:`gpuopt.cluster.Cluster` and a
+:class:`PreemptionRequest` (the cluster's request with an id, a class and the
+integer priority it asks with); the array view the methods read is built from
+them by one function, :func:`preemption_view`, which also decides what the
+question sees (the nodes rules K1-K4 admit the request to, the tasks below its
+priority as the LP class, K8). The old state file, ``{"now", "nodes", "tasks",
+"request"}`` with classes ``"HP"``/``"LP"``, still reads (its nodes and tasks
+become the cluster's). Validation rejects every inconsistency with one
+sentence that names the field and value (unknown node, duplicate ids,
+over-committed node, a checkpoint in the future, a request no node could hold
+even when empty, ...), so the state itself is always legal; the rules a
+decision must keep are written in ``models/preemption.md`` (P1-P7) and the
+choices the methods make in P8-P10.
 
 CPUs and times are exact: the index view stores them as integers in
 thousandths (``cpus=0.5`` is 500 milli-CPUs, ``last_checkpoint=6000.25`` is
@@ -24,7 +28,17 @@ from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails
 
 from gpuopt._compat import moved_names
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel, read_old_form
@@ -37,11 +51,10 @@ from gpuopt.cluster.model import (
     Cluster,
     NodesAndTasks,
     PriorityClass,
-    is_hp,
     priority_value,
     scaled,
 )
-from gpuopt.cluster.request import Request as RequestShape
+from gpuopt.cluster.request import Request as ClusterRequest
 from gpuopt.cluster.request import as_request
 from gpuopt.cluster.rules import admitted
 from gpuopt.errors import ProblemError
@@ -118,10 +131,18 @@ class _StateFile(BaseModel):
         return {"now": self.now, "cluster": cluster, "request": self.request}
 
 
-class Request(BaseModel):
-    """The job to place: what it asks for and its class."""
+class PreemptionRequest(ClusterRequest):
+    """The job to place: a cluster :class:`~gpuopt.cluster.request.Request` with what
+    preemption adds, an ``id``, its class ``priority`` and the integer ``rank`` it asked
+    with.
 
-    model_config = _CONFIG
+    ``gpus`` GPUs (0 allowed: a request for CPUs alone) or a share of one
+    (``gpu_milli``, C7) and ``cpus`` on one node; ``node_selector``,
+    ``node_affinity``, ``tolerations`` and ``resources`` restrict the nodes
+    (K1-K4) and ``preemption_policy`` ``Never`` stops nobody (K8). An HP
+    request may stop the tasks below ``rank`` (else below the cluster's
+    ``hp_priority``) that are not fixed; an LP request stops nobody.
+    """
 
     id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
@@ -129,23 +150,69 @@ class Request(BaseModel):
     priority: Priority
     rank: int | None = Field(
         default=None,
-        description="The integer priority asked for (a view of a cluster), so a check can "
-        "rebuild the question.",
+        description="The integer priority asked for: the tasks below it are the ones an HP "
+        "request may stop (None: below the cluster's hp_priority).",
     )
     pending: str | None = Field(
         default=None, description="The cluster's waiting pod it stands for, if any."
     )
 
+    #: The fields the old preemption ``Request`` wrote, always, in its order; the cluster
+    #: request's other fields (selector, tolerations, ...) only when they differ from
+    #: their default, so a decision over a plain request reads as before.
+    _written: ClassVar[tuple[str, ...]] = ("id", "gpus", "cpus", "priority", "rank", "pending")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _old_fields_first(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        """Errors in the old request's fields come first, in its order (``id`` before
+        ``gpus``), so a bad request of a state file is reported as before."""
+        try:
+            return handler(data)
+        except ValidationError as error:
+            errors = error.errors(include_url=False)
+            first = cls._written
+
+            def place(found: Any) -> int:
+                loc = found["loc"]
+                return first.index(loc[0]) if loc and loc[0] in first else len(first)
+
+            ordered = sorted(errors, key=place)
+            if ordered == errors:
+                raise
+            details = [
+                InitErrorDetails(
+                    type=found["type"], loc=found["loc"], input=found["input"],
+                    ctx=found.get("ctx", {}),
+                )
+                for found in ordered
+            ]  # fmt: skip
+            raise ValidationError.from_exception_data(error.title, details) from None
+
+    @model_serializer(mode="wrap")
+    def _old_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        fields = type(self).model_fields
+        written = {name: data[name] for name in self._written if name in data}
+        for name, value in data.items():
+            if name not in written and getattr(self, name) != fields[name].get_default(
+                call_default_factory=True
+            ):
+                written[name] = value
+        return written
+
 
 class PreemptionProblem(IndexedModel):
     """A cluster and one request: where does the request go, and whom does it stop?
 
-    The data is a :class:`gpuopt.cluster.Cluster`: its nodes (GPUs, CPUs,
-    ``preemptions``) and running tasks (GPUs, CPUs, an integer priority whose
-    class the cluster's ``hp_priority`` decides, ``last_checkpoint`` or else
-    ``start_time``); a task of the LP class that is not fixed (locked or
-    pinned) may be stopped by an HP request. The methods read the array view
-    :attr:`index`, built from the cluster by :func:`preemption_view`.
+    The data is the caller's :class:`gpuopt.cluster.Cluster`, unchanged: its
+    nodes (GPUs, CPUs, ``preemptions``) and running tasks (GPUs, CPUs, an
+    integer priority, ``last_checkpoint`` or else ``start_time``), and a
+    :class:`PreemptionRequest`. The question sees the nodes the request may
+    use by rules K1-K4 and their tasks (:attr:`nodes`, :attr:`tasks`); a task
+    below the request's ``rank`` (else the cluster's ``hp_priority``) that is
+    not fixed (locked, pinned, ...) may be stopped by an HP request (K8). The
+    methods read the array view :attr:`index`, built by :func:`preemption_view`.
 
     The old state file, ``{"now", "nodes", "tasks", "request"}`` with classes
     ``"HP"``/``"LP"``, still reads: its nodes and tasks become the cluster's, a
@@ -173,7 +240,7 @@ class PreemptionProblem(IndexedModel):
         ge=0, le=MAX_TIME, description="The current time (same unit as checkpoints)."
     )
     cluster: Cluster = Field(description="The nodes and the tasks running on them.")
-    request: Request
+    request: PreemptionRequest
 
     @model_validator(mode="before")
     @classmethod
@@ -182,20 +249,27 @@ class PreemptionProblem(IndexedModel):
         state = read_old_form(data, _StateFile, ("nodes", "tasks"))
         return data if state is None else state.as_problem_data()
 
+    @cached_property
+    def scope(self) -> Scope:
+        """What the question sees of the cluster (built once, :meth:`Scope.of`)."""
+        return Scope.of(self.cluster, self.request, self.request.rank)
+
     @property
     def nodes(self) -> list[ClusterNode]:
-        """The cluster's nodes."""
-        return self.cluster.nodes
+        """The nodes the request may use by K1-K4, in cluster order."""
+        return self.scope.nodes
 
     @property
     def tasks(self) -> list[ClusterTask]:
-        """The cluster's running tasks."""
-        return self.cluster.tasks
+        """The tasks running on :attr:`nodes`, in cluster order."""
+        return self.scope.tasks
 
     @model_validator(mode="after")
     def _check_state(self) -> PreemptionProblem:
-        if not self.nodes:
+        if not self.cluster.nodes:
             raise ValueError("cluster.nodes: list should have at least 1 item")
+        if not self.nodes:
+            raise ValueError(no_usable_node(self.cluster))
         if self.cluster.now is not None and self.cluster.now != self.now:
             raise ValueError(
                 f"cluster.now {self.cluster.now:g} differs from now {self.now:g} (give one clock)"
@@ -204,7 +278,7 @@ class PreemptionProblem(IndexedModel):
             raise ValueError(f"request: id {self.request.id!r} is already the id of a task")
         now = scaled(self.now)
         total_cost = 0
-        for task in self.tasks:
+        for task, gpus in zip(self.tasks, self.scope.task_gpus.tolist(), strict=True):
             checkpoint = task.checkpoint
             if checkpoint is None:
                 raise ValueError(
@@ -215,7 +289,7 @@ class PreemptionProblem(IndexedModel):
                 raise ValueError(
                     f"task {task.id!r}: last_checkpoint {checkpoint:g} is after now {self.now:g}"
                 )
-            total_cost += task.gpus * (now - scaled(checkpoint))
+            total_cost += gpus * (now - scaled(checkpoint))
         if total_cost >= MAX_TOTAL_COST:
             raise ValueError(
                 f"tasks: their GPU-time since the last checkpoints, {total_cost / SCALE:g}, "
@@ -245,35 +319,36 @@ class PreemptionProblem(IndexedModel):
                 f"{request.cpus:g} CPUs"
             )
 
-    @cached_property
+    @property
     def facts(self) -> ClusterFacts:
-        """The cluster's fixed tasks and C7 GPU counts (built once)."""
-        return ClusterFacts.of(self.cluster)
-
-    @cached_property
-    def _task_pos(self) -> dict[str, int]:
-        return {task.id: pos for pos, task in enumerate(self.tasks)}
+        """The cluster's fixed tasks and the GPUs each holds in this question (C7)."""
+        return self.scope.facts
 
     def gpus_of(self, task: ClusterTask) -> int:
-        """The GPUs ``task`` holds as the cluster counts them (C7: a shared GPU once)."""
-        return int(self.facts.task_gpus[self._task_pos[task.id]])
+        """The GPUs ``task`` holds in this question (C7: a shared GPU once; a share on a GPU
+        with room for the request's share, none)."""
+        scope = self.scope
+        return int(scope.task_gpus[scope.task_pos[task.id]])
+
+    def outranks(self, task: ClusterTask) -> bool:
+        """Whether ``task``'s priority puts it out of the request's reach (the HP class here)."""
+        return self.scope.is_hp(self.cluster, task)
 
     def stoppable(self, task: ClusterTask) -> bool:
-        """Whether ``task`` is of the LP class here (below ``hp_priority`` and not fixed)."""
-        return self.facts.is_lp(self.cluster, task)
+        """Whether ``task`` is of the LP class here: below the request's reach, not fixed."""
+        return task.id not in self.scope.facts.fixed and not self.outranks(task)
 
     def model_copy(self, *, update: Any = None, deep: bool = False) -> PreemptionProblem:
-        """A copy whose views (index, cluster facts) are rebuilt on first use."""
+        """A copy whose views (index, scope) are rebuilt on first use."""
         copy = super().model_copy(update=update, deep=deep)
-        for name in ("facts", "_task_pos"):
-            copy.__dict__.pop(name, None)
+        copy.__dict__.pop("scope", None)
         return copy
 
     @classmethod
     def from_cluster(
         cls,
         cluster: Cluster,
-        request: RequestShape | str,
+        request: ClusterRequest | str,
         *,
         priority: Priority | int = "HP",
         now: float | None = None,
@@ -282,28 +357,24 @@ class PreemptionProblem(IndexedModel):
     ) -> PreemptionProblem:
         """The preemption question asked of a cluster snapshot: whom does ``request`` stop?
 
-        A task may be a victim (class LP in the view) only when its integer
-        priority is below the request's, it is not fixed (pinned, locked, on a
+        The problem holds ``cluster`` itself (a copy with ``now`` set only when
+        ``now`` is given and differs from the cluster's clock) and an HP
+        :class:`PreemptionRequest` of ``request``'s shape and rules whose
+        ``rank`` is ``priority``. What the question sees of it is
+        :func:`preemption_view`'s: a task may be a victim only when its integer
+        priority is below ``priority``, it is not fixed (pinned, locked, on a
         locked node, ...), and the request's ``preemption_policy`` is not
-        ``Never`` (rule K8 of ``models/cluster.md``); every other task is HP
-        in the view and the request is HP. With the classes alone this is the
-        old rule: an HP request may stop LP tasks. A request for a share of a
-        GPU (``gpu_milli``, rule C7) takes one GPU in the view: a GPU that has
-        that share left counts as free (its shares hold 0 GPUs in the view), and
-        another frees when its one holder stops (shares that share a GPU are
-        fixed, so never stopped). Tasks lose the work since
-        their ``last_checkpoint`` (else their ``start_time``); ``now``
-        defaults to the cluster's. Nodes the request may not use by rules
-        K1-K3 (NotReady, cordoned, locked, untolerated taints, its selector
-        or node affinity), and nodes without the extended resources it asks
-        for free now (K4; victims are chosen for GPUs and CPUs), are left
-        out with their tasks.
+        ``Never`` (rule K8 of ``models/cluster.md``); nodes the request may
+        not use by rules K1-K4 are left out with their tasks. Tasks lose the
+        work since their ``last_checkpoint`` (else their ``start_time``);
+        ``now`` defaults to the cluster's.
 
         Raises
         ------
         ProblemError
-            When no clock is known, a task has neither a checkpoint nor a
-            start time, or the request cannot fit any node even when empty.
+            When no clock is known, no node may take the request (K1-K4), a
+            task it sees has neither a checkpoint nor a start time, or the
+            request cannot fit any node even when empty.
 
         Examples
         --------
@@ -311,48 +382,35 @@ class PreemptionProblem(IndexedModel):
         ...                   tasks=[{"id": "t", "node": "n", "gpus": 8, "cpus": 8,
         ...                           "priority": 10, "start_time": 40}])
         >>> problem = PreemptionProblem.from_cluster(cluster, "4G8C", priority=5000)
-        >>> problem.request.priority, problem.stoppable(problem.tasks[0])
-        ('HP', True)
-        >>> problem.tasks[0].priority, problem.cluster.hp_priority, problem.tasks[0].last_checkpoint
-        (10, 5000, 40.0)
+        >>> problem.cluster is cluster, problem.stoppable(problem.tasks[0])
+        (True, True)
+        >>> problem.request.priority, problem.request.rank, problem.index.task_cost.tolist()
+        ('HP', 5000, [480000])
         """
         shape = as_request(request)
         clock = now if now is not None else cluster.now
         if clock is None:
             raise ProblemError("now: the cluster states no clock; give now (--now T).")
-        wanted = priority_value(priority, cluster.hp_priority)
-        usable = _usable_nodes(cluster, shape)
-        # K8: the tasks below the request's priority are the LP class of this question, so
-        # the question's cluster takes the request's priority as its HP threshold (every
-        # task is HP to a request that never preempts)
-        threshold = wanted if shape.preemption_policy != "Never" else MIN_PRIORITY
-        data = {
-            "now": float(clock),
-            "cluster": {
-                "nodes": [
-                    {"id": n.id, "gpus": n.gpus, "cpus": n.cpus, "preemptions": n.preemptions}
-                    for n in cluster.nodes
-                    if n.id in usable
-                ],
-                "tasks": _view_tasks(cluster, shape, usable),
-                "hp_priority": threshold,
-                "now": float(clock),
-            },
-            "request": {
-                "id": request_id,
-                "gpus": shape.gpus,
-                "cpus": shape.cpus,
-                "priority": "HP",
-                "rank": wanted,
-                "pending": pending,
-            },
-        }
-        return cls.parse(data)
+        rank = priority_value(priority, cluster.hp_priority)
+        scope = Scope.of(cluster, shape, rank)
+        if not scope.nodes:
+            raise ProblemError(f"{no_usable_node(cluster)}.")
+        for task in scope.tasks:
+            if task.checkpoint is None:
+                raise ProblemError(
+                    f"task {task.id!r} has neither last_checkpoint nor start_time, so the "
+                    "work it would lose is unknown."
+                )
+        if cluster.now is not None and cluster.now != clock:
+            cluster = cluster.model_copy(update={"now": float(clock)})
+        asked = shape.model_dump(exclude_defaults=True)
+        asked.update(id=request_id, priority="HP", rank=rank, pending=pending)
+        return cls.parse({"now": float(clock), "cluster": cluster, "request": asked})
 
     @cached_property
     def index(self) -> PreemptionIndex:
         """The array view the methods read (built once, by :func:`preemption_view`)."""
-        return preemption_view(self.cluster, self.request, self.now)
+        return self.scope.view(self.cluster, self.request, self.now)
 
 
 @dataclass(frozen=True)
@@ -387,56 +445,115 @@ class ClusterFacts:
         }
         return cls(fixed=fixed, task_gpus=np.array([t.gpus for t in cluster.tasks], np.int64))
 
-    def is_lp(self, cluster: Cluster, task: ClusterTask) -> bool:
-        """Whether ``task`` is of the LP class: its priority is below the cluster's
-        ``hp_priority`` and the cluster does not fix it, so an HP request may stop it."""
-        return task.id not in self.fixed and not is_hp(task.priority, cluster.hp_priority)
 
+@dataclass(frozen=True, eq=False)  # arrays inside: equal problems compare by their fields
+class Scope:
+    """What one request's question sees of a cluster: the nodes it may use (K1-K4) and
+    their tasks, the cluster's facts with each task's GPUs in the view of the request
+    (C7), and the priority from which a task is out of its reach (K8).
 
-def _usable_nodes(cluster: Cluster, shape: RequestShape) -> set[str]:
-    """The ids of the nodes ``shape`` may use by K1-K4, or a one-sentence error when none."""
-    # K1-K3, and K4 for extended resources: victims free GPUs and CPUs, so a node must
-    # have the extended resources free already
-    allowed = admitted(cluster, shape)
-    usable = {node.id for node, ok in zip(cluster.nodes, allowed, strict=True) if ok}
-    if not usable:
-        raise ProblemError(
-            f"request: no node of {len(cluster.nodes)} may take it by the Kubernetes rules "
-            "K1-K4 (every node is NotReady, cordoned, locked, tainted against it, outside "
-            "its selector or node affinity, or short of an extended resource it asks for)."
-        )
-    return usable
+    ``task_gpus[k]`` is the GPUs ``tasks[k]`` holds in the question, ``task_pos`` the
+    position of each task id in ``tasks``.
+    """
 
+    nodes: list[ClusterNode]
+    tasks: list[ClusterTask]
+    task_pos: dict[str, int]
+    task_gpus: np.ndarray
+    facts: ClusterFacts
+    threshold: int
 
-def _view_tasks(cluster: Cluster, shape: RequestShape, usable: set[str]) -> list[dict[str, Any]]:
-    """The tasks on ``usable`` nodes as the question's tasks: integer priorities, fixed ones
-    locked, and the GPUs they hold in the view of ``shape`` (C7)."""
-    fixed = cluster.index.fixed
-    tasks = []
-    held = cluster.index.task_gpus  # C7: a GPU shared by several shares counts once
-    if shape.gpu_milli is not None:
-        held = _share_view(cluster, held, shape.gpu_milli)
-    for pos, task in enumerate(cluster.tasks):
-        if task.node not in usable:
-            continue
-        checkpoint = task.checkpoint
-        if checkpoint is None:
-            raise ProblemError(
-                f"task {task.id!r} has neither last_checkpoint nor start_time, so the "
-                "work it would lose is unknown."
+    @classmethod
+    def of(cls, cluster: Cluster, request: ClusterRequest, rank: int | None) -> Scope:
+        """The scope of ``request`` asked with priority ``rank`` (None: as the cluster's
+        ``hp_priority``) in ``cluster``; it has no node when K1-K4 admit none."""
+        allowed = admitted(cluster, request)
+        nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
+        if len(nodes) == len(cluster.nodes):
+            tasks, task_at = cluster.tasks, np.arange(len(cluster.tasks), dtype=np.int64)
+        else:
+            usable = {node.id for node in nodes}
+            task_at = np.array(
+                [pos for pos, task in enumerate(cluster.tasks) if task.node in usable],
+                dtype=np.int64,
             )
-        tasks.append(
-            {
-                "id": task.id,
-                "node": task.node,
-                "gpus": int(held[pos]),
-                "cpus": task.cpus,
-                "priority": priority_value(task.priority, cluster.hp_priority),
-                "last_checkpoint": checkpoint,
-                "locked": task.id in fixed,
-            }
+            tasks = [cluster.tasks[pos] for pos in task_at]
+        facts = ClusterFacts.of(cluster)
+        if request.gpu_milli is not None:
+            held = _share_view(cluster, cluster.index.task_gpus, request.gpu_milli)
+            facts = ClusterFacts(fixed=facts.fixed, task_gpus=held)
+        # K8: the tasks below the request's priority are the LP class of this question (every
+        # task is HP to a request that never preempts)
+        if request.preemption_policy == "Never":
+            threshold = MIN_PRIORITY
+        else:
+            threshold = cluster.hp_priority if rank is None else rank
+        return cls(
+            nodes=nodes,
+            tasks=tasks,
+            task_pos={task.id: pos for pos, task in enumerate(tasks)},
+            task_gpus=facts.task_gpus[task_at],
+            facts=facts,
+            threshold=threshold,
         )
-    return tasks
+
+    def is_hp(self, cluster: Cluster, task: ClusterTask) -> bool:
+        """Whether ``task``'s priority is at or above :attr:`threshold` (K8)."""
+        return priority_value(task.priority, cluster.hp_priority) >= self.threshold
+
+    def view(self, cluster: Cluster, request: PreemptionRequest, now: float) -> PreemptionIndex:
+        """The array view of this scope at time ``now`` (see :func:`preemption_view`)."""
+        nodes, tasks = self.nodes, self.tasks
+        node_ids = [node.id for node in nodes]
+        node_pos = {node_id: pos for pos, node_id in enumerate(node_ids)}
+        task_ids, task_pos = [t.id for t in tasks], self.task_pos
+        gpus = self.task_gpus
+        checkpoints = scaled_array(
+            [
+                t.last_checkpoint if t.last_checkpoint is not None else checkpoint_of(t)
+                for t in tasks
+            ]
+        )
+        age = scaled(now) - checkpoints
+        hp_priority, fixed = cluster.hp_priority, self.facts.fixed
+        priorities = np.array(
+            [
+                # the class names as integers (priority_value), inline: this loop is the cold path
+                hp_priority if p == "HP" else 0 if p == "LP" else p
+                for p in (t.priority for t in tasks)
+            ],
+            dtype=np.int64,
+        )
+        task_hp = priorities >= self.threshold
+        if fixed:
+            task_hp |= np.array([t.id in fixed for t in tasks], dtype=bool)
+        return PreemptionIndex(
+            node_ids=node_ids,
+            node_pos=node_pos,
+            node_gpus=np.array([n.gpus for n in nodes], dtype=np.int64),
+            node_cpus=scaled_array([n.cpus for n in nodes]),
+            node_preemptions=np.array([n.preemptions for n in nodes], dtype=np.int64),
+            task_ids=task_ids,
+            task_pos=task_pos,
+            task_node=np.array([node_pos[t.node] for t in tasks], dtype=np.int64),
+            task_gpus=gpus,
+            task_cpus=scaled_array([t.cpus for t in tasks]),
+            task_hp=task_hp,
+            task_age=age,
+            task_cost=gpus * age,
+            request_gpus=request.gpus,
+            request_cpus=scaled(request.cpus),
+            request_hp=request.priority == "HP",
+        )
+
+
+def no_usable_node(cluster: Cluster) -> str:
+    """The sentence (without its full stop) saying that K1-K4 admit a request nowhere."""
+    return (
+        f"request: no node of {len(cluster.nodes)} may take it by the Kubernetes rules "
+        "K1-K4 (every node is NotReady, cordoned, locked, tainted against it, outside "
+        "its selector or node affinity, or short of an extended resource it asks for)"
+    )
 
 
 def _share_view(cluster: Cluster, held: np.ndarray, milli: int) -> np.ndarray:
@@ -607,65 +724,35 @@ class PreemptionIndex(NodesAndTasks):
         return self._lp_sorted_by(self.task_cpu_price)
 
 
-def preemption_view(cluster: Cluster, request: Request, now: float) -> PreemptionIndex:
+def preemption_view(cluster: Cluster, request: PreemptionRequest, now: float) -> PreemptionIndex:
     """The preemption view of ``cluster`` for ``request`` at time ``now``: the one place the
     array view the methods read is built.
 
-    Nodes and tasks keep the cluster's order. A task is of the HP class unless
-    :meth:`ClusterFacts.is_lp` (below ``hp_priority``, not fixed); it holds the GPUs the
-    cluster counts for it (C7: the shares on one GPU count it once); its age
-    is ``now`` minus its ``last_checkpoint`` (else its ``start_time``), in
-    thousandths.
+    It holds the nodes ``request`` may use by rules K1-K4 (NotReady, cordoned,
+    locked, untolerated taints, its selector or node affinity, extended
+    resources it asks for not free now: victims are chosen for GPUs and CPUs)
+    and their tasks, in the cluster's order. A task is of the HP class when its
+    integer priority is at or above the request's ``rank`` (else the cluster's
+    ``hp_priority``; every task for a request that never preempts, K8) or the
+    cluster fixes it; it holds the GPUs the cluster counts for it (C7: the
+    shares on one GPU count it once, and a share on a GPU with room for the
+    request's share counts none); its age is ``now`` minus its
+    ``last_checkpoint`` (else its ``start_time``), in thousandths.
 
     Examples
     --------
-    >>> cluster = Cluster(nodes=[{"id": "n", "gpus": 8, "cpus": 8}],
+    >>> cluster = Cluster(nodes=[{"id": "n", "gpus": 8, "cpus": 8},
+    ...                          {"id": "off", "gpus": 8, "cpus": 8, "unschedulable": True}],
     ...                   tasks=[{"id": "t", "node": "n", "gpus": 2, "priority": 10,
     ...                           "last_checkpoint": 4}], hp_priority=100)
-    >>> view = preemption_view(cluster, Request(id="r", gpus=8, priority="HP"), now=10)
-    >>> view.task_hp.tolist(), view.task_cost.tolist(), view.node_lp_gpus.tolist()
-    ([False], [12000], [2])
+    >>> request = PreemptionRequest(id="r", gpus=8, priority="HP")
+    >>> view = preemption_view(cluster, request, now=10)
+    >>> view.node_ids, view.task_hp.tolist(), view.task_cost.tolist(), view.node_lp_gpus.tolist()
+    (['n'], [False], [12000], [2])
+    >>> preemption_view(cluster, request.model_copy(update={"rank": 5}), now=10).task_hp.tolist()
+    [True]
     """
-    nodes, tasks = cluster.nodes, cluster.tasks
-    node_ids = [node.id for node in nodes]
-    node_pos = {node_id: pos for pos, node_id in enumerate(node_ids)}
-    task_ids = [t.id for t in tasks]
-    facts = ClusterFacts.of(cluster)
-    gpus = facts.task_gpus  # C7: a shared GPU once
-    checkpoints = scaled_array(
-        [t.last_checkpoint if t.last_checkpoint is not None else checkpoint_of(t) for t in tasks]
-    )
-    age = scaled(now) - checkpoints
-    hp_priority, fixed = cluster.hp_priority, facts.fixed
-    priorities = np.array(
-        [
-            # the class names as integers (priority_value), inline: this loop is the cold path
-            hp_priority if p == "HP" else 0 if p == "LP" else p
-            for p in (t.priority for t in tasks)
-        ],
-        dtype=np.int64,
-    )
-    task_hp = priorities >= hp_priority
-    if fixed:
-        task_hp |= np.array([t.id in fixed for t in tasks], dtype=bool)
-    return PreemptionIndex(
-        node_ids=node_ids,
-        node_pos=node_pos,
-        node_gpus=np.array([n.gpus for n in nodes], dtype=np.int64),
-        node_cpus=scaled_array([n.cpus for n in nodes]),
-        node_preemptions=np.array([n.preemptions for n in nodes], dtype=np.int64),
-        task_ids=task_ids,
-        task_pos={task_id: pos for pos, task_id in enumerate(task_ids)},
-        task_node=np.array([node_pos[t.node] for t in tasks], dtype=np.int64),
-        task_gpus=gpus,
-        task_cpus=scaled_array([t.cpus for t in tasks]),
-        task_hp=task_hp,
-        task_age=age,
-        task_cost=gpus * age,
-        request_gpus=request.gpus,
-        request_cpus=scaled(request.cpus),
-        request_hp=request.priority == "HP",
-    )
+    return Scope.of(cluster, request, request.rank).view(cluster, request, now)
 
 
 def checkpoint_of(task: ClusterTask) -> float:
@@ -705,8 +792,9 @@ __all__ = [
     "LPSegments",
     "PreemptionIndex",
     "PreemptionProblem",
+    "PreemptionRequest",
     "Priority",
-    "Request",
+    "Scope",
     "checkpoint_of",
     "load_state",
     "parse_state",
@@ -715,5 +803,11 @@ __all__ = [
 ]
 
 #: The state's own node and task records are gone (the problem's data is a Cluster): the
-#: old names resolve to the cluster's items, one release, with a ``DeprecationWarning``.
-__getattr__ = moved_names(__name__, "gpuopt.cluster.items", names={"Node", "Task"})
+#: old names resolve to the cluster's items, and the old ``Request`` to
+#: :class:`PreemptionRequest` (a cluster request), one release, with a ``DeprecationWarning``.
+__getattr__ = moved_names(
+    __name__,
+    "gpuopt.cluster.items",
+    {"Request": f"{__name__}.PreemptionRequest"},
+    names={"Node", "Task", "Request"},
+)

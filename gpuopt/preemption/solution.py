@@ -12,15 +12,16 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
 from gpuopt._compat import old_result_names
-from gpuopt.cluster.items import Task
-from gpuopt.cluster.model import SCALE, is_hp, scaled
+from gpuopt.cluster.items import Node, Task
+from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.errors import ProblemError, short
-from gpuopt.preemption.problem import PreemptionProblem, Request, checkpoint_of
+from gpuopt.preemption.problem import PreemptionProblem, PreemptionRequest, checkpoint_of
 from gpuopt.result import Result, Sense, Status
 
 Method = Literal["heuristic", "dp", "milp", "cpsat"]
@@ -54,7 +55,7 @@ class PreemptionResult(Result):
     cost: float = 0.0
     preempted: bool = False
     stage: Stage | None = None
-    request: Request | None = Field(
+    request: PreemptionRequest | None = Field(
         default=None, description="The request decided on, so the answer can be checked."
     )
     now: float | None = Field(default=None, description="The clock the costs were taken at.")
@@ -136,84 +137,26 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
     >>> violations(problem, PreemptionResult(method="dp", node="n1", stage=1))
     ['P3: node n1 lacks GPUs for the request (needs 2, has 0 free after the victims)']
     """
-    found: list[str] = []
-    request = problem.request
-    wanted_cpus = scaled(request.cpus)
-    nodes = {n.id: n for n in problem.nodes}
-    tasks = {t.id: t for t in problem.tasks}
-    free_gpus = {n.id: n.gpus for n in problem.nodes}
-    free_cpus = {n.id: scaled(n.cpus) for n in problem.nodes}
-    lp_gpus = dict.fromkeys(nodes, 0)
-    lp_cpus = dict.fromkeys(nodes, 0)
-    for held in problem.tasks:
-        free_gpus[held.node] -= problem.gpus_of(held)
-        free_cpus[held.node] -= scaled(held.cpus)
-        if problem.stoppable(held):
-            lp_gpus[held.node] += problem.gpus_of(held)
-            lp_cpus[held.node] += scaled(held.cpus)
-    room_now = [n for n in nodes if free_gpus[n] >= request.gpus and free_cpus[n] >= wanted_cpus]
-    room_by_preemption = [
-        n
-        for n in nodes
-        if free_gpus[n] + lp_gpus[n] >= request.gpus and free_cpus[n] + lp_cpus[n] >= wanted_cpus
-    ]
-
-    # P1: the node exists, or null with nothing else claimed.
+    room = _Room.of(problem)
     if decision.node is None:
-        if decision.victims or decision.cost != 0 or decision.preempted:
-            found.append("P1: no node is chosen but victims, a cost or preempted are reported")
-        if decision.stage is not None:
-            found.append(f"P5: no node is chosen but stage is {decision.stage}, not null")
-        # P7: null only when nothing can make room.
-        if room_now:
-            found.append(
-                f"P7: no node is chosen but node {room_now[0]} has room without preemption"
-            )
-        elif request.priority == "HP" and room_by_preemption:
-            found.append(
-                f"P7: no node is chosen but node {room_by_preemption[0]} has room once its "
-                "LP tasks are stopped"
-            )
-        return found
-    node = nodes.get(decision.node)
+        return _null_decision(problem, decision, room)
+    node = room.nodes.get(decision.node)
     if node is None:
         return [f"P1: node {short(decision.node)} is not in the state"]
-
-    # P2: victims are distinct LP tasks on the node; none for an LP request.
+    request = problem.request
+    found: list[str] = []
+    victims = _victims(problem, decision, room, node.id, found)
     counts = Counter(decision.victims)
-    victims: list[Task] = []
-    for victim, count in counts.items():
-        task = tasks.get(victim)
-        if count > 1:
-            found.append(f"P2: victim {short(victim)} is listed {count} times")
-        if task is None:
-            found.append(f"P2: victim {short(victim)} is not a task of the state")
-            continue
-        if task.node != node.id:
-            found.append(f"P2: victim {short(victim)} runs on {task.node}, not on {node.id}")
-            continue
-        if not problem.stoppable(task):
-            cluster = problem.cluster
-            found.append(
-                f"P2: victim {short(victim)} is an HP task"
-                if is_hp(task.priority, cluster.hp_priority)
-                else f"P2: victim {short(victim)} is fixed ({problem.facts.fixed[task.id]}), "
-                "never stopped"
-            )
-            continue
-        victims.append(task)
-    if request.priority == "LP" and decision.victims:
-        found.append("P2: an LP request never preempts, but victims are listed")
 
     # P3: the request fits once the victims are gone.
-    gpus_after = free_gpus[node.id] + sum(problem.gpus_of(task) for task in victims)
-    cpus_after = free_cpus[node.id] + sum(scaled(task.cpus) for task in victims)
+    gpus_after = room.free_gpus[node.id] + sum(problem.gpus_of(task) for task in victims)
+    cpus_after = room.free_cpus[node.id] + sum(scaled(task.cpus) for task in victims)
     if gpus_after < request.gpus:
         found.append(
             f"P3: node {node.id} lacks GPUs for the request (needs {request.gpus}, "
             f"has {gpus_after} free after the victims)"
         )
-    if cpus_after < wanted_cpus:
+    if cpus_after < room.wanted_cpus:
         found.append(
             f"P3: node {node.id} lacks CPUs for the request (needs {request.cpus:g}, "
             f"has {cpus_after / SCALE:g} free after the victims)"
@@ -238,9 +181,123 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
         )
 
     # P6: nobody is preempted when some node has room already.
+    room_now = room.room_now()
     if decision.victims and room_now:
         found.append(f"P6: victims are stopped but node {room_now[0]} has room without preemption")
     return found
+
+
+@dataclass(frozen=True)
+class _Room:
+    """What the checker rebuilds from the problem's own fields: per node id, the free GPUs
+    and milli-CPUs and those its LP tasks hold, and the request's milli-CPUs."""
+
+    nodes: dict[str, Node]
+    tasks: dict[str, Task]
+    free_gpus: dict[str, int]
+    free_cpus: dict[str, int]
+    lp_gpus: dict[str, int]
+    lp_cpus: dict[str, int]
+    wanted_gpus: int
+    wanted_cpus: int
+
+    @classmethod
+    def of(cls, problem: PreemptionProblem) -> _Room:
+        nodes = {n.id: n for n in problem.nodes}
+        free_gpus = {n.id: n.gpus for n in problem.nodes}
+        free_cpus = {n.id: scaled(n.cpus) for n in problem.nodes}
+        lp_gpus = dict.fromkeys(nodes, 0)
+        lp_cpus = dict.fromkeys(nodes, 0)
+        for held in problem.tasks:
+            free_gpus[held.node] -= problem.gpus_of(held)
+            free_cpus[held.node] -= scaled(held.cpus)
+            if problem.stoppable(held):
+                lp_gpus[held.node] += problem.gpus_of(held)
+                lp_cpus[held.node] += scaled(held.cpus)
+        return cls(
+            nodes=nodes,
+            tasks={t.id: t for t in problem.tasks},
+            free_gpus=free_gpus,
+            free_cpus=free_cpus,
+            lp_gpus=lp_gpus,
+            lp_cpus=lp_cpus,
+            wanted_gpus=problem.request.gpus,
+            wanted_cpus=scaled(problem.request.cpus),
+        )
+
+    def room_now(self) -> list[str]:
+        """The nodes that have room without preemption."""
+        return [
+            n
+            for n in self.nodes
+            if self.free_gpus[n] >= self.wanted_gpus and self.free_cpus[n] >= self.wanted_cpus
+        ]
+
+    def room_by_preemption(self) -> list[str]:
+        """The nodes that have room once all their LP tasks are stopped."""
+        return [
+            n
+            for n in self.nodes
+            if self.free_gpus[n] + self.lp_gpus[n] >= self.wanted_gpus
+            and self.free_cpus[n] + self.lp_cpus[n] >= self.wanted_cpus
+        ]
+
+
+def _null_decision(
+    problem: PreemptionProblem, decision: PreemptionResult, room: _Room
+) -> list[str]:
+    """P1, P5 and P7 for a decision that chooses no node."""
+    found: list[str] = []
+    if decision.victims or decision.cost != 0 or decision.preempted:
+        found.append("P1: no node is chosen but victims, a cost or preempted are reported")
+    if decision.stage is not None:
+        found.append(f"P5: no node is chosen but stage is {decision.stage}, not null")
+    # P7: null only when nothing can make room.
+    room_now = room.room_now()
+    if room_now:
+        found.append(f"P7: no node is chosen but node {room_now[0]} has room without preemption")
+    elif problem.request.priority == "HP":
+        by_preemption = room.room_by_preemption()
+        if by_preemption:
+            found.append(
+                f"P7: no node is chosen but node {by_preemption[0]} has room once its "
+                "LP tasks are stopped"
+            )
+    return found
+
+
+def _victims(
+    problem: PreemptionProblem,
+    decision: PreemptionResult,
+    room: _Room,
+    node_id: str,
+    found: list[str],
+) -> list[Task]:
+    """P2: the victims that are distinct LP tasks on node ``node_id`` (none for an LP
+    request); every breach is added to ``found``."""
+    victims: list[Task] = []
+    for victim, count in Counter(decision.victims).items():
+        task = room.tasks.get(victim)
+        if count > 1:
+            found.append(f"P2: victim {short(victim)} is listed {count} times")
+        if task is None:
+            found.append(f"P2: victim {short(victim)} is not a task of the state")
+            continue
+        if task.node != node_id:
+            found.append(f"P2: victim {short(victim)} runs on {task.node}, not on {node_id}")
+            continue
+        if not problem.stoppable(task):
+            found.append(
+                f"P2: victim {short(victim)} is an HP task"
+                if problem.outranks(task)
+                else f"P2: victim {short(victim)} is fixed ({problem.facts.fixed[task.id]}), "
+                "never stopped"
+            )
+            continue
+        victims.append(task)
+    if problem.request.priority == "LP" and decision.victims:
+        found.append("P2: an LP request never preempts, but victims are listed")
+    return victims
 
 
 def make_decision(

@@ -283,6 +283,32 @@ def test_a_decision_for_an_integer_priority_checks_as_made(tmp_path: Path, capsy
     assert main(["check", str(path), str(out)]) == 0, capsys.readouterr()
 
 
+def test_a_decision_for_a_share_records_it_and_checks_as_made(tmp_path: Path, capsys: Any) -> None:
+    # one GPU, half of it held by a share: a request for 0.5 GPU fits beside it (C7), and
+    # the decision records the share, so check asks the same question, not one for a GPU
+    cluster = {
+        "now": 100,
+        "nodes": [{"id": "n", "gpus": 1, "cpus": 8}],
+        "tasks": [
+            {"id": "s", "node": "n", "gpus": 1, "gpu_milli": 500, "priority": 10,
+             "start_time": 0},
+        ],
+    }  # fmt: skip
+    path, out = tmp_path / "cluster.json", tmp_path / "decision.json"
+    path.write_text(json.dumps(cluster))
+    assert main(["preempt", str(path), "--request", "0.5G", "--out", str(out)]) == 0
+    decision = json.loads(out.read_text())
+    assert (decision["node"], decision["victims"], decision["stage"]) == ("n", [], 1)
+    assert decision["request"]["gpu_milli"] == 500 and decision["request"]["gpus"] == 1
+    capsys.readouterr()
+    assert main(["check", str(path), str(out)]) == 0, capsys.readouterr()
+    # the same answer read as one for a whole GPU breaks P3: the GPU is half taken
+    del decision["request"]["gpu_milli"]
+    out.write_text(json.dumps(decision))
+    assert main(["check", str(path), str(out)]) == 1
+    assert "P3: node n lacks GPUs for the request (needs 1, has 0 free" in capsys.readouterr().out
+
+
 def test_place_for_a_waiting_pod(tmp_path: Path, capsys: Any) -> None:
     path = write(tmp_path)
     out = tmp_path / "placement.json"
@@ -371,7 +397,7 @@ def test_topology_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert code == 2 and "--time-limit applies only to --method milp or cpsat" in stderr
 
 
-PREEMPT = {
+PREEMPT: dict[str, Any] = {
     "now": 7200,
     "nodes": [{"id": "n1", "gpus": 8, "cpus": 96}, {"id": "n2", "gpus": 8, "cpus": 96}],
     "tasks": [

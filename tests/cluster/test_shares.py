@@ -148,9 +148,12 @@ def test_placement_and_preemption_views_count_a_shared_gpu_once() -> None:
     assert place(view).gpus == [1]
     preemption = PreemptionProblem.from_cluster(snapshot, "2G", priority=5000)
     # the shares share GPU 0: they count it once and are never victims (shared-gpu)
-    assert sorted(t.gpus for t in preemption.tasks) == [0, 0, 1]
+    assert preemption.cluster is snapshot
+    assert sorted(preemption.gpus_of(t) for t in preemption.tasks) == [0, 0, 1]
+    assert sorted(preemption.index.task_gpus.tolist()) == [0, 0, 1]
     assert [preemption.stoppable(t) for t in preemption.tasks] == [False] * 3
-    assert all(t.locked for t in preemption.tasks)  # fixed (shared-gpu), so never victims
+    assert preemption.index.task_hp.tolist() == [True] * 3  # fixed, so never victims
+    assert set(preemption.facts.fixed.values()) == {"shared-gpu"}
 
 
 SIZES = {"a": 300, "b": 300, "c": 700, "d": 700}

@@ -97,19 +97,22 @@ def test_node_level_placement(node_method: str, seed: int, shape: str) -> None:
 def test_preemption(preemption_method: str, seed: int) -> None:
     cluster = snapshot(seed)
     problem = PreemptionProblem.from_cluster(cluster, "8G16C", priority=5000)
-    assert problem.now == cluster.now
-    assert [t.last_checkpoint for t in problem.tasks] == [t.start_time for t in cluster.tasks]
+    # the problem holds the caller's cluster itself; the request asks with its priority
+    assert problem.cluster is cluster and problem.now == cluster.now
+    assert problem.request.rank == 5000 and problem.request.priority == "HP"
+    assert problem.tasks == cluster.tasks  # every node is open to the request (K1-K4)
+    # the work lost is counted from the start time, in thousandths of a second
+    starts = [t.start_time for t in cluster.tasks]
+    assert cluster.now is not None and None not in starts
+    ages = [round(1000 * (cluster.now - start)) for start in starts if start is not None]
+    assert problem.index.task_age.tolist() == ages
     # K8: a task may be a victim only when below the request's priority and not fixed
     protected = [
         priority_value(t.priority, cluster.hp_priority) >= 5000 or t.id in cluster.index.fixed
         for t in cluster.tasks
     ]
     assert [not problem.stoppable(t) for t in problem.tasks] == protected
-    # the question's cluster keeps the integer priorities; the request's is its HP threshold
-    assert [t.priority for t in problem.tasks] == [
-        priority_value(t.priority, cluster.hp_priority) for t in cluster.tasks
-    ]
-    assert problem.cluster.hp_priority == problem.request.rank == 5000
+    assert problem.index.task_hp.tolist() == protected
     decision = gpuopt.solve(problem, preemption_method)
     assert gpuopt.violations(problem, decision) == []
     assert decision.cost == gpuopt.evaluate(problem, decision) == decision.objective

@@ -346,3 +346,139 @@ def test_cluster_facts_are_the_cluster_index(
     facts = ClusterFacts.of(cluster)
     assert facts.fixed == cluster.index.fixed and facts.fixed  # every case fixes some task
     assert facts.task_gpus.tolist() == cluster.index.task_gpus.tolist()
+
+
+# ------------------------------------------- the caller's cluster, the view, the old name
+
+
+def open_and_closed() -> Any:
+    """Four empty 8-GPU nodes that rules K1-K3 close to an untainted, unselective request
+    (cordoned, NotReady, locked, tainted) and one open node whose LP task holds 6 GPUs."""
+    from gpuopt.cluster.model import Cluster
+
+    closed: list[dict[str, Any]] = [
+        {"id": "cordoned", "unschedulable": True},
+        {"id": "not-ready", "ready": False},
+        {"id": "locked", "locked": True},
+        {"id": "tainted", "taints": [{"key": "dedicated", "effect": "NoSchedule"}]},
+    ]
+    return Cluster(
+        now=100,
+        nodes=[{"gpus": 8, "cpus": 64, **fields} for fields in closed]
+        + [{"id": "open", "gpus": 8, "cpus": 64}],
+        tasks=[
+            {"id": "lp", "node": "open", "gpus": 6, "priority": 10, "start_time": 40},
+            {"id": "off", "node": "cordoned", "gpus": 1, "priority": 10, "start_time": 0},
+        ],
+    )
+
+
+def test_from_cluster_holds_the_callers_cluster() -> None:
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    cluster = open_and_closed()
+    problem = PreemptionProblem.from_cluster(cluster, "4G", priority=500)
+    assert problem.cluster is cluster  # the snapshot itself, not a smaller copy
+    assert problem.request.rank == 500 and problem.request.priority == "HP"
+    # a clock other than the snapshot's: an equal copy but for now
+    later = PreemptionProblem.from_cluster(cluster, "4G", priority=500, now=160)
+    assert later.cluster is not cluster and later.cluster.now == later.now == 160
+    assert later.cluster.model_copy(update={"now": cluster.now}) == cluster
+    assert later.index.task_cost.tolist() == [6 * 120_000]  # 6 GPUs x (160 - 40) s
+
+
+def test_the_view_leaves_out_the_nodes_k1_to_k3_close() -> None:
+    from gpuopt.preemption.problem import PreemptionProblem, PreemptionRequest, preemption_view
+
+    cluster = open_and_closed()
+    request = PreemptionRequest(id="job", gpus=4, priority="HP", rank=500)
+    view = preemption_view(cluster, request, now=100)
+    # each closed node is empty and could take 4 GPUs at once (stage 1); only "open" is seen
+    assert view.node_ids == ["open"] and view.task_ids == ["lp"]
+    assert view.node_free_gpus.tolist() == [2]
+    problem = PreemptionProblem.from_cluster(cluster, "4G", priority=500)
+    assert [n.id for n in problem.nodes] == ["open"] and [t.id for t in problem.tasks] == ["lp"]
+    for method in ("heuristic", "dp", "milp", "cpsat"):
+        decision = gpuopt.solve(problem, method)
+        # so the request stops "lp" (6 GPUs x 60 s) instead of landing on an empty node
+        assert (decision.node, decision.victims, decision.cost) == ("open", ["lp"], 360.0)
+    # a request that tolerates the taint also sees the tainted node, and fits there at once
+    tolerant = PreemptionRequest.model_validate(
+        {**request.model_dump(), "tolerations": [{"key": "dedicated", "operator": "Exists"}]}
+    )
+    assert preemption_view(cluster, tolerant, now=100).node_ids == ["tainted", "open"]
+    decision = gpuopt.solve(PreemptionProblem(now=100, cluster=cluster, request=tolerant), "dp")
+    assert (decision.node, decision.victims) == ("tainted", [])
+
+
+def test_the_rank_is_the_threshold_of_the_question() -> None:
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    data = cluster_form()  # t1 has priority 10, the cluster's hp_priority is 50
+    assert parse_state(data).stoppable(parse_state(data).tasks[0])
+    data["request"]["rank"] = 10  # a request of priority 10 may not stop a task of 10 (K8)
+    problem = parse_state(data)
+    assert not problem.stoppable(problem.tasks[0]) and problem.outranks(problem.tasks[0])
+    assert gpuopt.solve(problem, "dp").node is None  # 6 GPUs free, 8 asked, nobody to stop
+    data["request"]["rank"] = 11
+    assert gpuopt.solve(parse_state(data), "dp").victims == ["t1"]
+    never = PreemptionProblem.from_cluster(
+        parse_state(cluster_form()).cluster.model_copy(update={"now": 7200.0}),
+        gpuopt.cluster.request.Request(gpus=8, preemption_policy="Never"),
+        priority=10**6,
+    )
+    assert never.index.task_hp.tolist() == [True] and gpuopt.solve(never, "dp").node is None
+
+
+def test_the_old_request_name_warns_and_is_the_cluster_request() -> None:
+    import gpuopt.preemption
+    import gpuopt.preemption.problem
+    from gpuopt.cluster.request import Request
+    from gpuopt.preemption.problem import PreemptionRequest
+
+    for module in (gpuopt.preemption, gpuopt.preemption.problem):
+        with pytest.warns(DeprecationWarning, match="use gpuopt.preemption.problem.Preemption"):
+            found = module.Request
+        assert found is PreemptionRequest
+    assert issubclass(PreemptionRequest, Request)
+    # a decision over the old state file writes the old request, field for field
+    problem = parse_state(state_dict())
+    written = json.loads(gpuopt.solve(problem, "dp").to_json())["request"]
+    assert written == {
+        "id": "job-9",
+        "gpus": 4,
+        "cpus": 32.0,
+        "priority": "HP",
+        "rank": None,
+        "pending": None,
+    }
+    assert list(written) == ["id", "gpus", "cpus", "priority", "rank", "pending"]
+
+
+def test_a_question_of_a_cluster_round_trips_with_its_view() -> None:
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    cluster = open_and_closed()
+    problem = PreemptionProblem.from_cluster(
+        cluster, "0.5G", priority=500, request_id="half", pending=None
+    )
+    written = json.loads(problem.to_json())
+    # the whole cluster is written, closed nodes and their tasks too, and the request's share
+    assert [n["id"] for n in written["cluster"]["nodes"]] == [n.id for n in cluster.nodes]
+    assert written["request"]["gpu_milli"] == 500 and written["request"]["rank"] == 500
+    again = parse_state(written)
+    # (compared as data: two clusters whose index views are built do not compare with ==)
+    assert again.model_dump() == problem.model_dump()
+    assert again.index.node_ids == problem.index.node_ids == ["open"]
+    assert again.index.task_hp.tolist() == problem.index.task_hp.tolist() == [False]
+
+
+def test_a_bad_request_is_reported_by_its_old_fields_first() -> None:
+    # the request is a cluster request now (whose own fields come first in pydantic's order),
+    # but a bad request of a state file names the same field as before: the id
+    for asked, expected in [
+        ({}, "request.id is required (and 2 more problems)"),
+        ({"id": "", "gpus": -1, "priority": "x"}, "request.id: string should have at least 1"),
+        ({"id": 5, "gpus": "4", "priority": "HP"}, "request.id: input should be a valid string"),
+    ]:
+        assert expected in bad(state_dict(request=asked))

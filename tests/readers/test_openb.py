@@ -380,7 +380,11 @@ def test_times_become_the_clock_and_start_times(tmp_path: Path) -> None:
     assert all(start is not None and start <= 20 for start in starts.values())
     preemption = PreemptionProblem.from_cluster(problem, "1G")
     assert preemption.now == 20
-    assert [t.last_checkpoint for t in preemption.tasks] == [starts[t.id] for t in preemption.tasks]
+    # no checkpoints: a victim loses the work since its start (in thousandths of a second)
+    assert preemption.cluster is problem
+    assert preemption.index.task_age.tolist() == [
+        round(1000 * (20 - (starts[t.id] or 0))) for t in preemption.tasks
+    ]
     untimed, _ = replay(tmp_path, TIMED_PODS, at=-1)
     assert untimed.now is None
 
