@@ -146,6 +146,18 @@ class IndexedModel(Document):
         copy.__dict__.pop("index", None)
         return copy
 
+    def __eq__(self, other: object) -> bool:
+        """Equal fields (pydantic's own test also compares the cached ``index`` view, whose
+        numpy arrays have no truth value)."""
+        if not isinstance(other, IndexedModel):
+            return NotImplemented
+        fields = type(self).model_fields
+        return type(self) is type(other) and all(
+            self.__dict__.get(name) == other.__dict__.get(name) for name in fields
+        )
+
+    __hash__ = Document.__hash__
+
     def to_json(self, *, indent: int | None = 1) -> str:
         """The problem as JSON (the input format)."""
         return self.model_dump_json(indent=indent)

@@ -124,3 +124,26 @@ def test_old_form_reader_reads_the_old_form_and_passes_the_new_one() -> None:
 def test_old_form_reader_needs_a_way_to_the_new_form() -> None:
     with pytest.raises(TypeError, match=r"^_OldFile has no as_problem_data method"):
         old_form_reader(_OldFile, ("nodes",))
+
+
+def test_problems_with_their_index_built_compare_by_their_fields() -> None:
+    """Pydantic's equality also compares the cached ``index`` view, whose numpy arrays raised
+    "truth value ... is ambiguous"; two problems compare by their fields alone."""
+    from gpuopt.cluster import Cluster
+    from gpuopt.preemption import PreemptionProblem
+
+    first = Cluster(nodes=[{"id": "a", "gpus": 8, "cpus": 64}])
+    second = Cluster(nodes=[{"id": "a", "gpus": 8, "cpus": 64}])
+    other = Cluster(nodes=[{"id": "a", "gpus": 4, "cpus": 64}])
+    for cluster in (first, second, other):
+        _ = cluster.index
+    assert first == second and first != other and first != "a"
+    state = {
+        "now": 10,
+        "nodes": [{"id": "n", "gpus": 8, "cpus": 8}],
+        "tasks": [],
+        "request": {"id": "j", "gpus": 2, "cpus": 1, "priority": "HP"},
+    }
+    one, two = PreemptionProblem.parse(state), PreemptionProblem.parse(state)
+    _ = one.index, two.index, one.cluster.index
+    assert one == two

@@ -41,7 +41,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from gpuopt._compat import moved_names
-from gpuopt._model import MAX_ID_LENGTH, IndexedModel, read_old_form
+from gpuopt._model import MAX_ID_LENGTH, IndexedModel, old_form_reader
 from gpuopt.cluster.items import Node as ClusterNode
 from gpuopt.cluster.items import Task as ClusterTask
 from gpuopt.cluster.model import (
@@ -242,12 +242,8 @@ class PreemptionProblem(IndexedModel):
     cluster: Cluster = Field(description="The nodes and the tasks running on them.")
     request: PreemptionRequest
 
-    @model_validator(mode="before")
-    @classmethod
-    def _read_state_file(cls, data: Any) -> Any:
-        """The old state file (``nodes`` and ``tasks`` beside ``now``) as a cluster."""
-        state = read_old_form(data, _StateFile, ("nodes", "tasks"))
-        return data if state is None else state.as_problem_data()
+    #: The old state file (``nodes`` and ``tasks`` beside ``now``) read as a cluster.
+    _read_state_file = old_form_reader(_StateFile, ("nodes", "tasks"))
 
     @cached_property
     def scope(self) -> Scope:
