@@ -286,15 +286,168 @@ cdef class Budget:
         self.limit = min(self.limit, <double>self.work)
 
 
-cdef int64_t* _ranks(index, key, int nb):
-    """Each batch position's rank in the order ``key`` sorts all of them in: a subset sorted
-    by ``key`` is that subset sorted by rank (every key ends with the position)."""
-    cdef int64_t* rank = <int64_t*>malloc(max(1, nb) * sizeof(int64_t))
-    cdef int64_t place = 0
-    for b in sorted(range(nb), key=lambda b: key(index, b)):
-        rank[b] = place
-        place += 1
-    return rank
+
+cdef uint64_t _legal_firsts(int size, int G, int node, bint align) noexcept:
+    """``Board.legal_firsts`` of a plain problem: first GPUs of legal blocks of ``size`` (A3:
+    ``node_rule``, aligned blocks when ``align``)."""
+    cdef uint64_t mask = 0
+    cdef int first = 0, step = size if align else 1
+    if size < 1:
+        return 0
+    while first <= G - size:
+        if size <= node:
+            if first // node == (first + size - 1) // node:
+                mask |= (<uint64_t>1) << first
+        elif first % node == 0 and size % node == 0:
+            mask |= (<uint64_t>1) << first
+        first += step
+    return mask
+
+
+cdef inline int _three(double x, double y) noexcept:
+    return -1 if x < y else (1 if x > y else 0)
+
+
+cdef int _compare(Static st, int kind, int64_t a, int64_t b) noexcept:
+    """The order of the tuples ``ORDERS[kind](index, a)`` and ``(index, b)`` (kinds 0-2), or
+    of the realtime orders' keys (3: by priority, 4: by worth)."""
+    cdef int c
+    if kind == 0:  # (-priority, last start, arrival, -size x duration, b)
+        c = _three(-st.priority[a], -st.priority[b])
+        if c == 0:
+            c = _three(st.last[a], st.last[b])
+        if c == 0:
+            c = _three(st.arrival[a], st.arrival[b])
+        if c == 0:
+            c = _three(-st.size[a] * st.duration[a], -st.size[b] * st.duration[b])
+    elif kind == 1:  # (-priority x size x discounted steps, b)
+        c = _three(st.value_key[a], st.value_key[b])
+    elif kind == 2:  # (arrival, -priority, b)
+        c = _three(st.arrival[a], st.arrival[b])
+        if c == 0:
+            c = _three(-st.priority[a], -st.priority[b])
+    elif kind == 3:  # realtime: (-priority, r)
+        c = _three(-st.rt_priority[a], -st.rt_priority[b])
+    else:  # realtime: (-worth, r)
+        c = _three(-st.worth[a], -st.worth[b])
+    return c if c != 0 else _three(a, b)
+
+
+cdef void _sort(Static st, int kind, int64_t* items, int64_t n) noexcept:
+    """Sort ``items`` by :func:`_compare` (a merge sort: the keys end with the item, so any
+    sort gives Python's order)."""
+    cdef int64_t* tmp
+    cdef int64_t width = 1, lo, mid, hi, i, j, k
+    if n < 2:
+        return
+    tmp = <int64_t*>malloc(n * sizeof(int64_t))
+    while width < n:
+        lo = 0
+        while lo < n:
+            mid = _min(lo + width, n)
+            hi = _min(lo + 2 * width, n)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if _compare(st, kind, items[j], items[i]) < 0:
+                    tmp[k] = items[j]
+                    j += 1
+                else:
+                    tmp[k] = items[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                tmp[k] = items[i]
+                i += 1
+                k += 1
+            while j < hi:
+                tmp[k] = items[j]
+                j += 1
+                k += 1
+            lo = hi
+        memcpy(items, tmp, n * sizeof(int64_t))
+        width *= 2
+    free(tmp)
+
+
+cdef uint64_t _longest_free(uint64_t candidates, int64_t count, int64_t step, uint64_t* free_of,
+                            int64_t T) noexcept:
+    """``Board._longest_free``: ``count`` GPUs of ``candidates`` free of batch blocks longest
+    after ``step`` (ties: the highest)."""
+    cdef int64_t later
+    cdef uint64_t narrowed, chosen = 0, top
+    for later in range(step + 1, T):
+        narrowed = candidates & free_of[later]
+        if __builtin_popcountll(narrowed) < count:
+            break
+        candidates = narrowed
+    while count > 0 and candidates:
+        top = (<uint64_t>1) << (_bit_length(candidates) - 1)
+        chosen |= top
+        candidates ^= top
+        count -= 1
+    return chosen
+
+
+cdef list _grid(Static st, CoreBoard board):
+    """``Board.bind_realtime(counts, by priority)`` (``_bind_by_mask``) then ``Board.grid``."""
+    cdef int64_t T = st.T, G = st.G, R = st.R, step, k, r, want, missing, g, b, start, end
+    cdef uint64_t available, taken, keep, spare, extra, mask
+    cdef uint64_t* free_of = <uint64_t*>malloc(T * sizeof(uint64_t))
+    cdef uint64_t* held = <uint64_t*>malloc(max(1, R) * sizeof(uint64_t))
+    cdef int64_t* cell = <int64_t*>malloc(T * G * sizeof(int64_t))
+    cdef int64_t[:, ::1] c
+    for step in range(T * G):
+        cell[step] = -1
+    b = board.head
+    task_idx = st.index.batch.task_idx
+    while b >= 0:  # the batch blocks
+        start = board.start_of[b]
+        end = board.end_of(b, start)
+        for step in range(start, end):
+            for g in range(board.first_of[b], board.first_of[b] + st.size[b]):
+                cell[step * G + g] = task_idx[b]
+        b = board.nxt[b]
+    if R:
+        c = board.counts
+        rows = st.index.realtime_idx.tolist()
+        for step in range(T):
+            free_of[step] = st.full & ~board.busy[step]
+        for r in range(R):
+            held[r] = 0
+        for step in range(T):
+            available = free_of[step]
+            taken = 0
+            # every service first keeps what it held and still may, then the growing ones
+            # take new GPUs (Board._bind_by_mask)
+            for k in range(R):
+                r = st.rt_orders[k]
+                want = c[r, step]
+                keep = held[r] & available
+                if __builtin_popcountll(keep) > want:
+                    keep = _longest_free(keep, want, step, free_of, T)
+                held[r] = keep
+                taken |= keep
+            spare = available & ~taken
+            for k in range(R):
+                r = st.rt_orders[k]
+                missing = c[r, step] - __builtin_popcountll(held[r])
+                if missing > 0:
+                    extra = _longest_free(spare, missing, step, free_of, T)
+                    held[r] |= extra
+                    spare ^= extra
+                mask = held[r]
+                while mask:
+                    cell[step * G + __builtin_ctzll(mask)] = rows[r]
+                    mask &= mask - 1
+    ids = st.index.ids
+    grid = [
+        [None if cell[step * G + g] < 0 else ids[cell[step * G + g]] for g in range(G)]
+        for step in range(T)
+    ]
+    free(free_of)
+    free(held)
+    free(cell)
+    return grid
 
 
 cdef class Static:
@@ -324,19 +477,25 @@ cdef class Static:
     cdef double* priority
     cdef double* cum
     cdef double* cheapest
+    cdef double* weights
+    cdef double* rt_priority
+    cdef double* value_key
+    cdef double* worth
+    cdef public list realtime_orders
     cdef uint64_t* legal
     cdef uint64_t* walls_left
     cdef uint64_t* walls_right
 
-    def __cinit__(self, board):
-        index = board.index
+    def __cinit__(self, index):
         self.index = index
-        self.batch = board.batch
+        self.batch = index.batch
         self.T = index.horizon
         self.G = index.gpus
         self.nb = index.num_batch
         self.full = _ones(self.G)
         cdef int nb = max(1, self.nb), T = self.T, G = self.G, b, s
+        cdef uint64_t starts_
+        cdef double total
         self.size = <int64_t*>malloc(nb * sizeof(int64_t))
         self.arrival = <int64_t*>malloc(nb * sizeof(int64_t))
         self.last = <int64_t*>malloc(nb * sizeof(int64_t))
@@ -347,10 +506,13 @@ cdef class Static:
         self.priority = <double*>malloc(nb * sizeof(double))
         self.legal = <uint64_t*>malloc(nb * sizeof(uint64_t))
         self.cum = <double*>malloc((T + 1) * sizeof(double))
+        self.weights = <double*>malloc(T * sizeof(double))
         self.cheapest = <double*>malloc(T * sizeof(double))
         self.walls_left = <uint64_t*>malloc((G + 1) * sizeof(uint64_t))
         self.walls_right = <uint64_t*>malloc((G + 1) * sizeof(uint64_t))
-        batch = board.batch
+        self.worth = NULL
+        self.rt_orders = NULL
+        batch = index.batch
         for b in range(self.nb):
             self.size[b] = batch.size[b]
             self.arrival[b] = batch.arrival[b]
@@ -360,29 +522,58 @@ cdef class Static:
             self.first_gpu[b] = batch.first_gpu[b]
             self.running[b] = 1 if batch.running[b] else 0
             self.priority[b] = batch.priority[b]
-            self.legal[b] = board.legal_firsts(batch.size[b])
-        cum = board._cum_weights
-        for s in range(T + 1):
-            self.cum[s] = cum[s]
-        cheapest = board.cheapest_price
-        for s in range(T):
-            self.cheapest[s] = cheapest[s]
-        for s in range(1, G + 1):
-            left, right = board.walls(s)
-            self.walls_left[s] = left
-            self.walls_right[s] = right
+            self.legal[b] = _legal_firsts(<int>self.size[b], G, index.node_size, index.align)
+        weights = index.weights.tolist()
+        total = 0.0
+        self.cum[0] = 0.0
+        for s in range(T):  # (np.cumsum adds one after the other)
+            self.weights[s] = weights[s]
+            total += self.weights[s]
+            self.cum[s + 1] = total
+        starts_ = 0
+        for s in range(0, G, index.node_size):
+            starts_ |= (<uint64_t>1) << s
+        for s in index.pool_bounds[:-1]:
+            starts_ |= (<uint64_t>1) << s
+        for s in range(1, G + 1):  # Board.walls: the ends are (starts | 1 << G) >> size
+            self.walls_left[s] = starts_
+            self.walls_right[s] = (starts_ >> s if s < 64 else 0) | ((<uint64_t>1) << (G - s))
         self.walls_left[0] = self.walls_right[0] = 0
-        self._realtime_tables(board)
-        self.rank_urgent = _ranks(index, ORDERS[0], self.nb)
-        self.rank_value = _ranks(index, ORDERS[1], self.nb)
-        self.rank_arrival = _ranks(index, ORDERS[2], self.nb)
+        self._realtime_tables(index)
+        self.rank_urgent = self._ranks(0)
+        self.rank_value = self._ranks(1)
+        self.rank_arrival = self._ranks(2)
+        self._realtime_orders(index)
 
-    cdef void _realtime_tables(self, board):
-        """The realtime services' prices, demand, swap limits, floors and ceilings (the
-        arrays :func:`~gpuopt.allocation._board.realtime_curves` reads) and the orders
-        the greedy serves them in."""
-        index = board.index
-        cdef int R = index.num_realtime, T = self.T, r, t, k
+    cdef int64_t* _ranks(self, int kind):
+        """Each batch position's rank in order ``kind`` (``ORDERS[kind]`` sorts all of them
+        so): a subset sorted by that key is the subset sorted by rank."""
+        cdef int64_t nb = self.nb, i
+        cdef int64_t* items = <int64_t*>malloc(max(1, nb) * sizeof(int64_t))
+        cdef int64_t* rank = <int64_t*>malloc(max(1, nb) * sizeof(int64_t))
+        for i in range(nb):
+            items[i] = i
+        _sort(self, kind, items, nb)
+        for i in range(nb):
+            rank[items[i]] = i
+        free(items)
+        return rank
+
+    def sorted_by(self, int kind, list tasks):
+        """``sorted(tasks, key=ORDERS[kind])``."""
+        if kind == 0:
+            return _by_rank(tasks, self.rank_urgent)
+        if kind == 1:
+            return _by_rank(tasks, self.rank_value)
+        return _by_rank(tasks, self.rank_arrival)
+
+    cdef void _realtime_tables(self, index):
+        """The realtime services' prices (``Board._price``), demand, swap limits, floors and
+        ceilings (the arrays :func:`~gpuopt.allocation._board.realtime_curves` reads), the
+        cheapest price of each step, and the value order's keys."""
+        cdef int R = index.num_realtime, T = self.T, r, t
+        cdef double lowest, scale
+        cdef int64_t b, end
         self.R = R
         n = max(1, R * T)
         self.price = <double*>malloc(n * sizeof(double))
@@ -390,28 +581,126 @@ cdef class Static:
         self.lower = <int64_t*>malloc(n * sizeof(int64_t))
         self.upper = <int64_t*>malloc(n * sizeof(int64_t))
         self.swap = <int64_t*>malloc(max(1, R) * sizeof(int64_t))
-        self.n_rt_orders = len(board.realtime_orders)
-        self.rt_orders = <int64_t*>malloc(max(1, self.n_rt_orders * R) * sizeof(int64_t))
-        self.free_penalty = board.free_penalty
-        self.full_counts = board.full_counts
+        self.rt_priority = <double*>malloc(max(1, R) * sizeof(double))
+        self.value_key = <double*>malloc(max(1, self.nb) * sizeof(double))
+        self.full_counts = None
+        for b in range(self.nb):  # _key_value_first: -p x k x (weights over its steps).sum()
+            end = _min(T, self.arrival[b] + self.duration[b])
+            self.value_key[b] = (
+                -self.priority[b]
+                * <double>self.size[b]
+                * _pairwise(self.weights + self.arrival[b], end - self.arrival[b])
+            )
+        for t in range(T):
+            self.cheapest[t] = 0.0
         if R == 0:
             return
-        steps = np.arange(1, T + 1, dtype=np.int64)
-        upper = np.minimum(index.gpus, index.initial[:, None] + index.max_swap[:, None] * steps)
-        price = np.ascontiguousarray(board._price, dtype=np.float64)
-        demand = np.ascontiguousarray(index.demand, dtype=np.int64)
-        lower = np.ascontiguousarray(index.realtime_floor, dtype=np.int64)
-        upper = np.ascontiguousarray(upper, dtype=np.int64)
+        priority = index.priority.tolist()
+        rows = index.realtime_idx.tolist()
+        swap = index.max_swap.tolist()
+        initial = index.initial.tolist()
+        demand = index.demand.tolist()
+        lower = index.realtime_floor.tolist()
         for r in range(R):
-            self.swap[r] = index.max_swap[r]
+            self.rt_priority[r] = priority[rows[r]]
+            self.swap[r] = swap[r]
+            scale = index.penalty * self.rt_priority[r]
             for t in range(T):
-                self.price[r * T + t] = price[r, t]
-                self.demand[r * T + t] = demand[r, t]
-                self.lower[r * T + t] = lower[r, t]
-                self.upper[r * T + t] = upper[r, t]
-        for k, order in enumerate(board.realtime_orders):
+                self.price[r * T + t] = scale * self.weights[t]
+                self.demand[r * T + t] = demand[r][t]
+                self.lower[r * T + t] = lower[r][t]
+                self.upper[r * T + t] = min(self.G, initial[r] + swap[r] * (t + 1))
+        for t in range(T):
+            lowest = self.price[t]
+            for r in range(1, R):
+                if self.price[r * T + t] < lowest:
+                    lowest = self.price[r * T + t]
+            self.cheapest[t] = lowest
+
+    cdef void _realtime_orders(self, index):
+        """``_construction._set_realtime_orders``: by priority, and by value served per GPU
+        held when that differs; also the penalty with no capacity limit."""
+        cdef int R = self.R, T = self.T, r, t, k
+        cdef int64_t met, held
+        cdef int64_t* by_priority = <int64_t*>malloc(max(1, R) * sizeof(int64_t))
+        cdef int64_t* by_worth = <int64_t*>malloc(max(1, R) * sizeof(int64_t))
+        cdef int64_t* unlimited = <int64_t*>malloc(T * sizeof(int64_t))
+        cdef int64_t[:, ::1] c
+        for r in range(R):
+            by_priority[r] = r
+        _sort(self, 3, by_priority, R)
+        self.realtime_orders = [[by_priority[r] for r in range(R)]]
+        self.n_rt_orders = 1
+        self.rt_orders = <int64_t*>malloc(max(1, 2 * R) * sizeof(int64_t))
+        for r in range(R):
+            self.rt_orders[r] = by_priority[r]
+        self.free_penalty = 0.0
+        if R:
+            for t in range(T):
+                unlimited[t] = self.G * (R + 1)
+            free_ = _realtime_curves(self, by_priority, unlimited)
+            self.free_penalty = _penalty(self, free_)
+            c = free_
+            self.worth = <double*>malloc(R * sizeof(double))
             for r in range(R):
-                self.rt_orders[k * R + r] = order[r]
+                met = 0
+                held = 0
+                for t in range(T):
+                    met += c[r, t] if c[r, t] < self.demand[r * T + t] else self.demand[r * T + t]
+                    held += c[r, t]
+                held = held if held > 1 else 1
+                self.worth[r] = self.rt_priority[r] * <double>met / <double>held
+                by_worth[r] = by_priority[r]
+            _sort(self, 4, by_worth, R)
+            for r in range(R):
+                if by_worth[r] != by_priority[r]:
+                    self.realtime_orders.append([by_worth[k] for k in range(R)])
+                    self.n_rt_orders = 2
+                    for k in range(R):
+                        self.rt_orders[R + k] = by_worth[k]
+                    break
+        free(by_priority)
+        free(by_worth)
+        free(unlimited)
+
+    def base(self, Budget budget):
+        """``greedy._base_board``: the running tasks pinned and the realtime curves set at full
+        demand beside them, in the best realtime order; the run's budget."""
+        cdef CoreBoard board = CoreBoard(self)
+        cdef int T = self.T, s
+        cdef int64_t b, end
+        cdef int64_t* beside = <int64_t*>malloc(T * sizeof(int64_t))
+        for s in range(T):
+            board.busy[s] = 0
+            board.room[s] = self.G
+            board.over[s] = 0
+            board.reserved[s] = 0
+            beside[s] = self.G
+        for b in range(max(1, self.nb)):
+            board.placed[b] = 0
+        board.value = board.penalty = 0.0
+        board.free_penalty = self.free_penalty
+        board.trade_budget = 0
+        board.counts = np.zeros((self.R, T), dtype=np.int64)
+        board.realtime_orders = self.realtime_orders
+        board.budget = budget
+        for b in range(self.nb):  # Board.pin_running, and running_count
+            if self.running[b]:
+                end = board.end_of(b, 0)
+                board.place(b, self.size[b], self.first_gpu[b], 0, end)
+                for s in range(end):
+                    beside[s] -= self.size[b]
+        counts = _curves(board, beside)
+        if counts is None:  # (V3 makes the floor fit beside the running tasks)
+            counts = _realtime_curves(self, self.rt_orders, beside)
+        free(beside)
+        _set_realtime(board, counts)
+        self.full_counts = counts
+        return board
+
+    def grid_of(self, CoreBoard board):
+        """``Board.bind_realtime`` (by priority) then ``Board.grid``: the grid of task ids."""
+        return _grid(self, board)
 
     def __dealloc__(self):
         free(self.size)
@@ -425,6 +714,10 @@ cdef class Static:
         free(self.legal)
         free(self.cum)
         free(self.cheapest)
+        free(self.weights)
+        free(self.rt_priority)
+        free(self.value_key)
+        free(self.worth)
         free(self.walls_left)
         free(self.walls_right)
         free(self.price)
@@ -1250,6 +1543,7 @@ cdef object _positions(CoreBoard board, int64_t u, _Room room, int64_t keep):
     cdef double current = 0.0, worth, lost
     cdef int firsts[64]
     cdef list options = []
+    cdef int64_t before = room.checks
     if board.placed[u]:
         current = board.placed_value(u)
         last = _min(last, board.start_of[u] - 1)
@@ -1261,6 +1555,7 @@ cdef object _positions(CoreBoard board, int64_t u, _Room room, int64_t keep):
             first = firsts[k]
             room.checks += board.count
             if room.checks > room.survey:
+                board.budget.work += (room.checks - before) // _py_search.SURVEY_CHECKS
                 return None
             victims = _victims(board, start, end, first, first + size, u, keep)
             if victims is None:
@@ -1270,6 +1565,7 @@ cdef object _positions(CoreBoard board, int64_t u, _Room room, int64_t keep):
                 lost += board.placed_value(v)
             options.append((lost - worth, start, first, victims))
     options.sort(key=_first_three)
+    board.budget.work += (room.checks - before) // _py_search.SURVEY_CHECKS
     return options
 
 

@@ -40,6 +40,9 @@ ROOM_WORK = 200_000
 #: Work budget of the restarts (:func:`_restarts`), in task placements on a grid of up to
 #: 32 GPUs x 12 steps (scaled like :data:`SEARCH_WORK`); each rebuild costs one per task.
 RESTART_WORK = 6_000
+#: (position, placed task) checks of the make-room survey that cost one unit of the run's
+#: work budget (about the time of one placement tried).
+SURVEY_CHECKS = 64
 #: The search stops after this many rounds in a row without a better plan.
 STALL_ROUNDS = 100
 
@@ -219,6 +222,7 @@ def _positions(
     size = batch.size[u]
     current = 0.0 if now is None else _placed_value(board, u)
     options = []
+    before = room.checks
     for steps_u, last, legal, rate in board.variants(u):
         if now is not None:
             last = min(last, now[0] - 1)
@@ -228,6 +232,7 @@ def _positions(
             for first in _lowest_bits(legal, board.gpus):
                 room.checks += len(board.starts)
                 if room.checks > room.survey:
+                    board.budget.work += (room.checks - before) // SURVEY_CHECKS
                     return None
                 victims = _victims(board, start, end, first, first + size, u, keep)
                 if victims is None:
@@ -235,6 +240,7 @@ def _positions(
                 lost = sum(_placed_value(board, v) for v in victims)
                 options.append((lost - worth, start, first, victims))
     options.sort(key=lambda option: option[:3])
+    board.budget.work += (room.checks - before) // SURVEY_CHECKS
     return options
 
 

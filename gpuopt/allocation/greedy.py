@@ -173,12 +173,10 @@ def greedy_grid(
     started = time.perf_counter()
 
     index = problem.index
-    base, realtime_order = _base_board(index)
     deadline = float(np.inf if time_limit is None else started + time_limit)
-    base.budget = Budget(math.inf if work is None else work, deadline)
     pending = [b for b, running in enumerate(index.batch.running) if not running]
     orders = ORDERS if improve else ORDERS[:1]
-    steps = _Steps.of(base, core_for(index))
+    steps = _Steps(index, core_for(index), math.inf if work is None else work, deadline)
     if guide is None:
         guide = improve and len(pending) * index.horizon <= GUIDE_CELLS
     swaps = 2 * len(pending) if max_attempts is None else max_attempts
@@ -191,10 +189,10 @@ def greedy_grid(
         ends = [first]  # the best end wins; ties: the orders' plan
         if improve:
             ends[0] = _finish(steps, first, pending, (swaps, search, seed), shown, "")
-        if guide and pending and not settled and not base.budget.spent():
+        if guide and pending and not settled and not steps.budget.spent():
             kinds = ("LP", "MIP") if guide == "mip" else ("LP",)
             for kind in kinds:
-                guided = _guided_plan(problem, base, first_order, first.objective, kind, shown)
+                guided = _guided_plan(problem, steps, first_order, first.objective, kind, shown)
                 if guided is None:
                     continue  # it does not beat the orders' plan (or the budget ran out)
                 plan = steps.adopt(guided)
@@ -203,9 +201,8 @@ def greedy_grid(
                 ends.append(plan)
             if not improve and len(ends) > 1:
                 ends = ends[1:]
-        best = steps.board(max(ends, key=lambda board: board.objective))
-    best.bind_realtime(best.counts, realtime_order)
-    return best.grid()
+        best = max(ends, key=lambda board: board.objective)
+    return steps.grid(best)
 
 
 def _finish(
@@ -221,12 +218,12 @@ def _finish(
     ``settings`` is (swap attempts, search rounds, seed)."""
     swaps, search, seed = settings
     label = f" ({kind}-guided)" if kind else ""
-    index = steps.base.index
+    index = steps.index
     if len(board.starts) < index.num_batch:
         board = steps.improve(board, pending, swaps, shown, label)
     if search:
         board = steps.search(board, pending, search, seed, shown, label)
-    budget = steps.base.budget
+    budget = steps.budget
     cells = index.num_realtime * index.horizon
     if board.penalty > 0 and cells <= EXACT_CURVES_CELLS:
         if not budget.affords(LP_WORK * cells):
@@ -255,23 +252,43 @@ def _base_board(index: AllocationIndex) -> tuple[Board, list[int]]:
     return base, realtime_order
 
 
-@dataclass(frozen=True)
 class _Steps:
     """The greedy's steps on one problem, by the compiled core or by the Python modules
-    (:mod:`gpuopt.allocation._accel` chooses; both give the same boards)."""
+    (:mod:`gpuopt.allocation._accel` chooses; both give the same boards and grids).
 
-    base: Board
-    core: Any = None  # the compiled core module, or None
-    static: Any = None  # the problem's tables for the core
-    core_base: Any = None  # ``base`` as a core board
+    With the core, the base board, the plans and the grid are built in C; a Python board
+    (:attr:`base`) is built only when a stage needs one (the LP guides, the exact realtime
+    curves), and shares the run's budget.
+    """
 
-    @classmethod
-    def of(cls, base: Board, core: Any) -> _Steps:
+    def __init__(self, index: AllocationIndex, core: Any, limit: float, deadline: float) -> None:
+        self.index = index
+        self.core = core
+        self._base: Board | None = None
         if core is None:
-            return cls(base)
-        base.budget = core.Budget(base.budget.limit, base.budget.deadline)  # (C fields)
-        static = core.Static(base)
-        return cls(base, core, static, core.CoreBoard.of(static, base))
+            self._base, self.realtime_order = _base_board(index)
+            self.budget: Any = Budget(limit, deadline)
+            self._base.budget = self.budget
+        else:
+            self.budget = core.Budget(limit, deadline)  # (C fields)
+            self.static = core.Static(index)
+            self.core_base = self.static.base(self.budget)
+
+    @property
+    def base(self) -> Board:
+        """The base as a Python board (the running tasks pinned, the realtime curves set)."""
+        if self._base is None:
+            self._base, self.realtime_order = _base_board(self.index)
+            self._base.budget = self.budget
+        return self._base
+
+    def order(self, kind: int, pending: list[int]) -> list[int]:
+        """``pending`` sorted by ``ORDERS[kind]``."""
+        if self.core is None:
+            key = ORDERS[kind]
+            return sorted(pending, key=lambda b: key(self.index, b))
+        found: list[int] = self.static.sorted_by(kind, pending)
+        return found
 
     def construct(self, order: list[int], shown: Any) -> Any:
         """One plan from the base in ``order`` (:func:`_construct`)."""
@@ -313,6 +330,15 @@ class _Steps:
         converted: Board = board.to_board(self.base)
         return converted
 
+    def grid(self, board: Any) -> Grid:
+        """The plan's grid, realtime services bound to GPUs (by priority)."""
+        if self.core is None:
+            board.bind_realtime(board.counts, self.realtime_order)
+            grid: Grid = board.grid()
+            return grid
+        found: Grid = self.static.grid_of(board)
+        return found
+
 
 def _best_order(
     steps: _Steps, pending: list[int], orders: Sequence[Any], shown: Any
@@ -320,17 +346,17 @@ def _best_order(
     """The best plan built from the base in one of ``orders`` (keys of the batch tasks),
     whether it is settled (every task starts on arrival), and the first order (for the
     guided plans)."""
-    index = steps.base.index
+    index = steps.index
     best: Any = None
     best_value = -np.inf
     seen: set[tuple[int, ...]] = set()
     first_order: list[int] = []
-    for number, key in enumerate(orders, start=1):
-        order = tuple(sorted(pending, key=lambda b, key=key: key(index, b)))  # type: ignore[misc]
+    for number in range(1, len(orders) + 1):
+        order = tuple(steps.order(number - 1, pending))
         if order in seen:
             continue
         seen.add(order)
-        if number > 1 and steps.base.budget.spent():
+        if number > 1 and steps.budget.spent():
             break
         first_order = first_order or list(order)  # the guided plan's order for the rest
         shown.update(description=f"heuristic: order {number} of {len(orders)}", completed=0)
@@ -349,7 +375,7 @@ def _best_order(
 
 def _guided_plan(
     problem: AllocationProblem,
-    base: Board,
+    steps: _Steps,
     first_order: list[int],
     best_value: float,
     kind: str,
@@ -364,8 +390,8 @@ def _guided_plan(
     budget's deadline. The search is path-dependent: from a better start alone it may end
     below where it ends from the orders' plan, so the caller searches from both.
     """
-    budget = base.budget
-    index = base.index
+    budget = steps.budget
+    index = steps.index
     cost = LP_WORK * sum(1 for running in index.batch.running if not running) * index.horizon
     if not budget.affords(cost):
         budget.close()
@@ -380,7 +406,7 @@ def _guided_plan(
     relaxed = step_capacity_bound(problem, integer=integer, time_limit=min(left, cap), starts=True)
     if not relaxed.starts:
         return None
-    guided = _guided(base, first_order, relaxed.starts)
+    guided = _guided(steps.base, first_order, relaxed.starts)
     return guided if guided.objective > best_value + 1e-9 else None
 
 

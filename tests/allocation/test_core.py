@@ -174,10 +174,32 @@ def test_the_core_computes_the_python_realtime_curves(number: int) -> None:
     assert core is not None
     problem = random_problem(number, gpus=16, tasks=14, realtime=2 + number % 5, horizon=20)
     index = problem.index
-    base, order = _base_board(index)
-    static = core.Static(base)
+    _base, order = _base_board(index)
+    static = core.Static(index)
     rng = np.random.default_rng(number)
     for _ in range(10):
         capacity = rng.integers(0, index.gpus + 1, size=index.horizon).astype(np.int64)
         expected = realtime_curves(index, index.demand, order, capacity)
         assert np.array_equal(core.realtime_curves_of(static, order, capacity), expected)
+
+
+@needs_core
+@pytest.mark.parametrize("number", range(14))
+def test_the_core_builds_the_python_base_board(number: int) -> None:
+    """The base the core builds from the index (running tasks pinned, realtime orders and
+    curves) holds what the Python base holds: occupancy, room, value, curves, penalty."""
+    import numpy as np
+
+    from gpuopt.allocation.greedy import _base_board
+
+    core = _accel.compiled()
+    assert core is not None
+    problem = random_case(number)
+    python, _order = _base_board(problem.index)
+    static = core.Static(problem.index)
+    built = static.base(core.Budget()).to_board(python)
+    assert built.busy == python.busy and built.room == python.room
+    assert built.starts == python.starts and built.value == python.value
+    assert np.array_equal(built.counts, python.counts) and built.penalty == python.penalty
+    assert np.array_equal(built.reserved, python.reserved) and built.over == python.over
+    assert static.realtime_orders == python.realtime_orders
