@@ -185,6 +185,13 @@ OPTIONS: dict[str, Option] = {
         _integer("workers", 1, MAX_THREADS, "Worker processes or Dask tasks at once."),
         _integer("max_attempts", 0, 10**9, "Most construction attempts of the heuristic."),
         _integer("search", 0, 10**9, "Rounds of the heuristic's ruin-and-recreate search."),
+        _integer(
+            "work",
+            0,
+            2**62,
+            "The heuristic's work budget in placements tried (default: its three orders' plans "
+            "and 3,000 more; None: no limit); a larger budget never gives a worse plan.",
+        ),
         _integer("partition_size", 2, MAX_NODES, "Nodes per partition of IPC."),
         _integer("depth", 1, 6, "Longest eviction chain, in moves (1: direct moves only)."),
         _integer("rounds", 1, 100, "Most rounds of IPC with fresh partitions."),
