@@ -253,7 +253,7 @@ def test_the_guide_is_on_up_to_guide_cells(monkeypatch: pytest.MonkeyPatch) -> N
         greedy_grid(problem, guide=guide, work=UNLIMITED) for guide in (True, False)
     )
     assert guided != unguided
-    assert greedy_grid(problem, work=UNLIMITED) == guided  # 24 tasks x 24 steps, below GUIDE_CELLS
+    assert greedy_grid(problem, work=UNLIMITED) == guided  # 24 x 24 cells, below GUIDE_CELLS
     monkeypatch.setattr(greedy, "GUIDE_CELLS", 100)
     assert greedy_grid(problem, work=UNLIMITED) == unguided
 

@@ -360,3 +360,24 @@ def test_allocate_names_a_cluster_snapshot_and_the_commands_that_read_it(
     for command in ("diagnose", "defrag", "place", "preempt", "check"):
         assert command in err
     assert "kind is required" not in err  # not the scenario's field errors
+
+
+def test_allocate_work_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--work``: the heuristic's budget; 0 gives the first order's plan, a larger budget
+    never a worse plan, ``none`` no limit; other methods and bad values are refused."""
+    scale = ROOT / "gpuopt" / "scenarios" / "scale.json"
+    objectives = []
+    for work in ("0", "200", "none"):
+        out = tmp_path / f"work-{work}.json"
+        code, _stdout, stderr = run(
+            ["allocate", str(scale), "--work", work, "--out", str(out)], capsys
+        )
+        assert code == 0, stderr
+        result = json.loads(out.read_text())
+        assert violations(load_problem(scale), result["grid"]) == []
+        objectives.append(result["objective"])
+    assert objectives == sorted(objectives) and objectives[0] < objectives[-1]
+    code, _, stderr = run(["allocate", str(scale), "--work", "lots"], capsys)
+    assert code == 2 and "--work" in stderr and "lots" in stderr
+    code, _, stderr = run(["allocate", str(scale), "--work", "5", "--method", "cpsat"], capsys)
+    assert code == 2 and "--work applies only to --method heuristic" in stderr
