@@ -1,4 +1,4 @@
-"""Builds the greedy's compiled core (gpuopt/allocation/_core.pyx) with Cython.
+"""Builds the greedy's compiled core (gpuopt/allocation/_c*.pyx and _core.pyx) with Cython.
 
 Everything else is declared in pyproject.toml. The extension is optional: where no C
 compiler is found, the install goes on and the pure-Python greedy runs (the same grids,
@@ -16,11 +16,12 @@ else:
         extensions = cythonize(
             [
                 Extension(
-                    "gpuopt.allocation._core",
-                    ["gpuopt/allocation/_core.pyx"],
+                    f"gpuopt.allocation.{name}",
+                    [f"gpuopt/allocation/{name}.pyx"],
                     extra_compile_args=["-O2"],
                     optional=True,
                 )
+                for name in ("_crandom", "_cstatic", "_cboard", "_core")
             ],
             quiet=True,
         )

@@ -1,4 +1,4 @@
-"""Which greedy core runs: the compiled one (:mod:`gpuopt.allocation._core`, Cython) when it
+"""Which greedy core runs: the compiled one (:mod:`gpuopt.allocation._compiled`: the modules Cython builds from ``_c*.pyx`` and ``_core.pyx``) when it
 is built and the problem is one it handles, else the pure-Python modules.
 
 Both give the same grid (``tests/allocation/test_core.py`` compares them); the compiled
@@ -14,8 +14,9 @@ import os
 from types import ModuleType
 from typing import Any
 
+_compiled: ModuleType | None
 try:  # built by pip install (setup.py); absent in a bare checkout
-    from gpuopt.allocation import _core as _compiled  # type: ignore[attr-defined]
+    from gpuopt.allocation import _compiled
 except ImportError:  # pragma: no cover - depends on the install
     _compiled = None
 

@@ -283,7 +283,7 @@ class _Steps:
         else:
             self.budget = core.Budget(limit, deadline)  # (C fields)
             self.static = core.Static(index)
-            self.core_base = self.static.base(self.budget)
+            self.core_base = core.base_board(self.static, self.budget)
 
     @property
     def base(self) -> Board:
@@ -347,7 +347,7 @@ class _Steps:
             board.bind_realtime(board.counts, self.realtime_order)
             grid: Grid = board.grid()
             return grid
-        found: Grid = self.static.grid_of(board)
+        found: Grid = self.core.grid_of(self.static, board)
         return found
 
 

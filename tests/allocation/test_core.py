@@ -197,7 +197,7 @@ def test_the_core_builds_the_python_base_board(number: int) -> None:
     problem = random_case(number)
     python, _order = _base_board(problem.index)
     static = core.Static(problem.index)
-    built = static.base(core.Budget()).to_board(python)
+    built = core.base_board(static, core.Budget()).to_board(python)
     assert built.busy == python.busy and built.room == python.room
     assert built.starts == python.starts and built.value == python.value
     assert np.array_equal(built.counts, python.counts) and built.penalty == python.penalty

@@ -1,0 +1,39 @@
+"""The compiled greedy core in one namespace: the extension modules Cython builds from
+``_crandom.pyx``, ``_cstatic.pyx``, ``_cboard.pyx`` and ``_core.pyx`` (``setup.py``).
+
+Importing this module fails with ``ImportError`` where they are not built (a bare
+checkout); :mod:`gpuopt.allocation._accel` then runs the Python modules.
+"""
+
+from __future__ import annotations
+
+from gpuopt.allocation._cboard import CoreBoard, base_board, grid_of  # type: ignore[import-not-found]
+from gpuopt.allocation._core import (  # type: ignore[import-not-found]
+    construct,
+    improve,
+    place_earliest,
+    search,
+    supported,
+)
+from gpuopt.allocation._crandom import pairwise_sum, rng_draws  # type: ignore[import-not-found]
+from gpuopt.allocation._cstatic import (  # type: ignore[import-not-found]
+    Budget,
+    Static,
+    realtime_curves_of,
+)
+
+__all__ = [
+    "Budget",
+    "CoreBoard",
+    "Static",
+    "base_board",
+    "construct",
+    "grid_of",
+    "improve",
+    "pairwise_sum",
+    "place_earliest",
+    "realtime_curves_of",
+    "rng_draws",
+    "search",
+    "supported",
+]
