@@ -125,12 +125,13 @@ def _settle(row: dict[str, Any]) -> None:
     _score(row)
 
 
-def rescore(rows: list[dict[str, Any]], guide: str = "auto") -> None:
+def rescore(rows: list[dict[str, Any]], guide: str = "auto", work: str = "auto") -> None:
     """Run the current greedy on every saved row and score it against the saved bound
     (the saved plans, of the old greedy, are dropped)."""
     for row in rows:
         problem = stress_problem(row["seed"], row["gpus"], row["family"])
-        greedy = gpuopt.solve(problem, "greedy", guide=GUIDES[guide])
+        budget = {} if work == "auto" else {"work": None if work == "none" else int(work)}
+        greedy = gpuopt.solve(problem, "greedy", guide=GUIDES[guide], **budget)
         broken = gpuopt.violations(problem, greedy)
         if broken:
             raise AssertionError(f"greedy on {problem.name} is illegal: {broken[:3]}")
@@ -422,6 +423,12 @@ def main() -> int:
         help="the greedy's guide: auto (the LP up to GUIDE_CELLS), lp, mip (the integer "
         "step MIP, seconds per instance) or off",
     )
+    parser.add_argument(
+        "--work",
+        default="auto",
+        help="with --rescore: the greedy's work budget in placements, none (no limit) or auto "
+        "(its default)",
+    )
     parser.add_argument("--worst", type=int, default=10, help="worst instances listed")
     parser.add_argument("--diagnose", type=int, default=0, help="plans compared for the K worst")
     parser.add_argument("--grids", action="store_true", help="draw both plans when diagnosing")
@@ -454,7 +461,7 @@ def main() -> int:
             match = next(r for r in rows if r["name"] == row["name"])
             match.update(row)
         if args.rescore:
-            rescore(rows, args.guide)
+            rescore(rows, args.guide, args.work)
         if args.tighten is not None:
             tighten(rows, args.tighten, args.exact, args.time_limit, args.threads, args.workers)
         if args.rebound:
