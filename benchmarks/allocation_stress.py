@@ -130,7 +130,14 @@ def rescore(rows: list[dict[str, Any]], guide: str = "auto", work: str = "auto")
     (the saved plans, of the old greedy, are dropped)."""
     for row in rows:
         problem = stress_problem(row["seed"], row["gpus"], row["family"])
-        budget = {} if work == "auto" else {"work": None if work == "none" else int(work)}
+        budget: dict[str, int | None] = {}
+        if work == "none":
+            budget["work"] = None
+        elif work.endswith("x"):  # per new task
+            new = sum(1 for running in problem.index.batch.running if not running)
+            budget["work"] = int(work[:-1]) * new
+        elif work != "auto":
+            budget["work"] = int(work)
         greedy = gpuopt.solve(problem, "greedy", guide=GUIDES[guide], **budget)
         broken = gpuopt.violations(problem, greedy)
         if broken:
@@ -426,8 +433,8 @@ def main() -> int:
     parser.add_argument(
         "--work",
         default="auto",
-        help="with --rescore: the greedy's work budget in placements, none (no limit) or auto "
-        "(its default)",
+        help="with --rescore: the greedy's work budget in placements (N, or Kx: K per new "
+        "task), none (no limit) or auto (its default)",
     )
     parser.add_argument("--worst", type=int, default=10, help="worst instances listed")
     parser.add_argument("--diagnose", type=int, default=0, help="plans compared for the K worst")

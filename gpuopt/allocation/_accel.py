@@ -1,5 +1,6 @@
-"""Which greedy core runs: the compiled one (:mod:`gpuopt.allocation._compiled`: the modules Cython builds from ``_c*.pyx`` and ``_core.pyx``) when it
-is built and the problem is one it handles, else the pure-Python modules.
+"""Which greedy core runs: the compiled one (:mod:`gpuopt.allocation._compiled`, the
+modules Cython builds from ``_c*.pyx`` and ``_core.pyx``) when it is built and the
+problem is one it handles, else the pure-Python modules.
 
 Both give the same grid (``tests/allocation/test_core.py`` compares them); the compiled
 one is the fast path. ``GPUOPT_PURE_PYTHON=1`` in the environment forces the Python one

@@ -9,9 +9,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, Toleration
 from gpuopt.cluster.model import (
@@ -228,4 +236,31 @@ def as_request(request: Request | str) -> Request:
     return parse_request(request) if isinstance(request, str) else request
 
 
-__all__ = ["REQUEST_FORM", "Request", "as_request", "parse_request", "pending_request"]
+class WrittenRequest(Request):
+    """A problem's request that writes the fields of the form it replaced first, always and
+    in that form's order (``_written``), and the cluster request's other fields only where
+    they differ from their default: a file of the old form reads and writes as before."""
+
+    _written: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _old_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        fields = type(self).model_fields
+        written = {name: data[name] for name in self._written if name in data}
+        for name, value in data.items():
+            if name not in written and getattr(self, name) != fields[name].get_default(
+                call_default_factory=True
+            ):
+                written[name] = value
+        return written
+
+
+__all__ = [
+    "REQUEST_FORM",
+    "Request",
+    "WrittenRequest",
+    "as_request",
+    "parse_request",
+    "pending_request",
+]

@@ -33,9 +33,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
-    SerializerFunctionWrapHandler,
     ValidationError,
-    model_serializer,
     model_validator,
 )
 from pydantic_core import InitErrorDetails
@@ -55,7 +53,7 @@ from gpuopt.cluster.model import (
     scaled,
 )
 from gpuopt.cluster.request import Request as ClusterRequest
-from gpuopt.cluster.request import as_request
+from gpuopt.cluster.request import WrittenRequest, as_request
 from gpuopt.cluster.rules import admitted
 from gpuopt.errors import ProblemError
 
@@ -131,7 +129,7 @@ class _StateFile(BaseModel):
         return {"now": self.now, "cluster": cluster, "request": self.request}
 
 
-class PreemptionRequest(ClusterRequest):
+class PreemptionRequest(WrittenRequest):
     """The job to place: a cluster :class:`~gpuopt.cluster.request.Request` with what
     preemption adds, an ``id``, its class ``priority`` and the integer ``rank`` it asked
     with.
@@ -188,18 +186,6 @@ class PreemptionRequest(ClusterRequest):
                 for found in ordered
             ]  # fmt: skip
             raise ValidationError.from_exception_data(error.title, details) from None
-
-    @model_serializer(mode="wrap")
-    def _old_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        fields = type(self).model_fields
-        written = {name: data[name] for name in self._written if name in data}
-        for name, value in data.items():
-            if name not in written and getattr(self, name) != fields[name].get_default(
-                call_default_factory=True
-            ):
-                written[name] = value
-        return written
 
 
 class PreemptionProblem(IndexedModel):

@@ -27,8 +27,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
-    model_serializer,
     model_validator,
 )
 
@@ -44,7 +42,7 @@ from gpuopt.cluster.interconnect import (
 )
 from gpuopt.cluster.items import Node as ClusterNode
 from gpuopt.cluster.model import Cluster, check_unique, scaled
-from gpuopt.cluster.request import Request, as_request
+from gpuopt.cluster.request import Request, WrittenRequest, as_request
 from gpuopt.cluster.rules import admitted
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.errors import ProblemError
@@ -57,7 +55,7 @@ NO_MEMORY = -1
 _CONFIG = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
-class NodeRequest(Request):
+class NodeRequest(WrittenRequest):
     """A new job: a cluster :class:`~gpuopt.cluster.request.Request` with an ``id``, a
     pairwise ``min_bandwidth`` (GB/s) and ``whole_node``.
 
@@ -90,18 +88,6 @@ class NodeRequest(Request):
         "gpu_milli",
         "pending",
     )
-
-    @model_serializer(mode="wrap")
-    def _old_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        fields = type(self).model_fields
-        written = {name: data[name] for name in self._written if name in data}
-        for name, value in data.items():
-            if name not in written and getattr(self, name) != fields[name].get_default(
-                call_default_factory=True
-            ):
-                written[name] = value
-        return written
 
     @model_validator(mode="after")
     def _check_whole_share(self) -> NodeRequest:
