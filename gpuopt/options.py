@@ -190,7 +190,7 @@ OPTIONS: dict[str, Option] = {
             0,
             2**62,
             "The heuristic's work budget in placements tried (default: its three orders' plans "
-            "and 3,000 more; None: no limit); a larger budget never gives a worse plan.",
+            "and 10,000 more; None: no limit); a larger budget never gives a worse plan.",
         ),
         _integer("partition_size", 2, MAX_NODES, "Nodes per partition of IPC."),
         _integer("depth", 1, 6, "Longest eviction chain, in moves (1: direct moves only)."),

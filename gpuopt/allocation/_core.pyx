@@ -707,6 +707,7 @@ cpdef CoreBoard ruin_and_recreate(CoreBoard board, list pending, int64_t rounds,
             break
         if _at_best(current, most):
             break
+        board.budget.rounds += 1
         stalled += 1
         trial = current.copy()
         removed, last, target = _ruin(trial, pending, rng)

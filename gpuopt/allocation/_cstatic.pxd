@@ -3,7 +3,7 @@ from libc.stdint cimport int64_t, uint64_t
 
 
 cdef class Budget:
-    cdef public int64_t work
+    cdef public int64_t work, rounds
     cdef public double limit, deadline
     cpdef bint spent(self)
 

@@ -25,6 +25,7 @@ cdef class Budget:
 
     def __cinit__(self, double limit=INF, double deadline=INF):
         self.work = 0
+        self.rounds = 0  # ruin-and-recreate rounds run (for the progress display)
         self.limit = limit
         self.deadline = deadline
 

@@ -143,10 +143,9 @@ class GreedyOptions:
 
 
 #: Placements of improvement in the default work budget (after the three orders' plans):
-#: on the 2,099 stress instances at 8-16 GPUs, 0.22 % mean and 9.3 % worst below the
-#: optimum or bound in about 1.1 ms (median; unlimited: 0.11 % and 5.9 % in 3.9 ms),
-#: docs/benchmarks.md "The anytime budget".
-DEFAULT_WORK = 3_000
+#: enough for the swap pass, the search and its restarts on the stress instances at 8-16
+#: GPUs, not for the LP guide (docs/benchmarks.md, "The heuristic's hot path").
+DEFAULT_WORK = 10_000
 
 #: The keywords of :func:`greedy_grid` and :func:`solve_greedy`: the fields of
 #: :class:`GreedyOptions`, stated once.
@@ -305,7 +304,9 @@ class _Steps:
         """One plan from the base in ``order`` (:func:`_construct`)."""
         if self.core is None:
             return _construct(self.base, order, shown)
-        return self.core.construct(self.core_base, order)
+        found = self.core.construct(self.core_base, order)
+        shown.update(completed=len(order))
+        return found
 
     def adopt(self, board: Board) -> Any:
         """A Python board (a guided plan) as the steps' kind of board."""
@@ -317,7 +318,11 @@ class _Steps:
         """The swap pass (:func:`_improve`)."""
         if self.core is None:
             return _improve(board, pending, attempts, shown, label)
-        return self.core.improve(board, pending, attempts)
+        left_out = sum(1 for b in pending if not board.has(b))
+        shown.update(description=f"heuristic: making room{label}", completed=0, total=left_out)
+        found = self.core.improve(board, pending, attempts)
+        shown.update(completed=left_out)  # (the core does not say how many it tried)
+        return found
 
     def search(
         self,
@@ -331,7 +336,11 @@ class _Steps:
         """Make room, ruin and recreate, restarts (:func:`_search`)."""
         if self.core is None:
             return _search(board, self.base, pending, rounds, seed, shown, label)
-        return self.core.search(board, self.core_base, pending, rounds, seed)
+        before = self.budget.rounds
+        found = self.core.search(board, self.core_base, pending, rounds, seed)
+        done = self.budget.rounds - before  # the rounds it ran, of both paths
+        shown.update(description=f"heuristic: ruin and recreate{label}", completed=done, total=done)
+        return found
 
     def board(self, board: Any) -> Board:
         """A board of the steps' kind as a Python board."""

@@ -352,7 +352,7 @@ def allocate_flags(allocate: argparse.ArgumentParser) -> None:
         default=None,
         metavar="PLACEMENTS",
         help="heuristic: the work budget in placements tried, or none for no limit (default: "
-        "its three orders' plans and 3,000 more, about a millisecond up to 64 GPUs); the "
+        "its three orders' plans and 10,000 more, about a millisecond up to 64 GPUs); the "
         "same budget gives the same plan, a larger one never a worse plan",
     )
     allocate.add_argument(

@@ -111,19 +111,6 @@ def test_the_core_gives_the_python_grid_on_a_thousand_instances(
         assert_same(random_case(number), monkeypatch)
 
 
-def test_the_python_greedy_runs_where_the_core_does_not(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Over 64 GPUs, with GPU models, or with GPUOPT_PURE_PYTHON set, the Python modules
-    run (and the grid is legal)."""
-    wide = random_problem(1, gpus=128, tasks=20, gpus_per_node=8, realtime=2)
-    models = random_problem(2, gpus=32, tasks=12, gpus_per_node=8, models=True)
-    assert _accel.core_for(wide.index) is None
-    assert not models.index.plain and _accel.core_for(models.index) is None
-    for problem in (wide, models):
-        assert violations(problem, greedy_grid(problem, search=5)) == []
-    monkeypatch.setenv(_accel.PURE_PYTHON, "1")
-    assert _accel.compiled() is None
-
-
 @needs_core
 @pytest.mark.parametrize("seed", [0, 1, 12345, 2**40 + 7])
 def test_the_core_draws_the_numbers_python_random_draws(seed: int) -> None:
