@@ -179,13 +179,17 @@ def _selected(
     """The domain codes (at the term's key) holding a running task the term selects."""
     codes = state.domain_codes(term.topology_key)
     skip = set(exclude)
-    return {
-        int(codes[state.node_pos[task.node]])
-        for task in state.cluster.tasks
-        if task.id not in skip
-        and codes[state.node_pos[task.node]] >= 0
-        and term.selects(space, task.space, task.labels)
-    }
+    found: set[int] = set()
+    for group in state.label_groups():
+        if not term.selects(space, group.space, group.labels):
+            continue
+        if skip:
+            positions = [state.node_pos[task.node] for task in group.tasks if task.id not in skip]
+            held = codes[np.asarray(positions, dtype=np.int64)]
+        else:
+            held = codes[group.positions]
+        found.update(code for code in np.unique(held).tolist() if code >= 0)
+    return found
 
 
 def _pod_terms(

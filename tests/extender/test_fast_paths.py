@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from typing import Any
 
 import pytest
 
-from gpuopt.cluster.model import Cluster
+from gpuopt.cluster.kube import LabelSelector, PodAffinityTerm
+from gpuopt.cluster.model import Cluster, Task
 from gpuopt.extender.engine import Extender
+from gpuopt.extender.fit import _selected
+from gpuopt.extender.state import State
 from gpuopt.extender.wire import (
     BadRequest,
     decode,
@@ -127,3 +131,62 @@ def test_unknown_nodes_are_named() -> None:
     args = read_args({"Pod": _pod(), "NodeNames": ["roomy", "x", "y"]})
     with pytest.raises(BadRequest, match=r"node 'x' and 1 more is not in the snapshot"):
         extender.filter(args)
+
+
+def _selected_task_by_task(
+    state: State, term: PodAffinityTerm, space: str, exclude: set[str]
+) -> set[int]:
+    """K5's domains, one task at a time (what ``fit._selected`` did before the groups)."""
+    codes = state.domain_codes(term.topology_key)
+    return {
+        int(codes[state.node_pos[task.node]])
+        for task in state.cluster.tasks
+        if task.id not in exclude
+        and codes[state.node_pos[task.node]] >= 0
+        and term.selects(space, task.space, task.labels)
+    }
+
+
+def test_k5_domains_by_label_group_are_those_of_each_task() -> None:
+    rng = random.Random(7)
+    nodes = [
+        {"id": f"n{i}", "gpus": 8, "cpus": 64, "labels": {"zone": f"z{i % 3}"} if i % 4 else {}}
+        for i in range(12)
+    ]
+    tasks = [
+        {
+            "id": f"t{k}",
+            "node": f"n{rng.randrange(12)}",
+            "gpus": 0,
+            "cpus": 1,
+            "namespace": rng.choice(["default", "team"]),
+            "labels": rng.choice([{}, {"app": "a"}, {"app": "b"}, {"app": "a", "tier": "x"}]),
+        }
+        for k in range(60)
+    ]
+    state = Extender(Cluster(nodes=nodes, tasks=tasks)).state
+    assert state is not None
+    terms = [
+        PodAffinityTerm(
+            selector=LabelSelector(match_labels=labels), topology_key=key, namespaces=spaces
+        )
+        for labels in ({"app": "a"}, {"app": "b"}, {}, {"tier": "x"})
+        for key in ("kubernetes.io/hostname", "zone")
+        for spaces in (None, ["team"], ["default", "team"])
+    ]
+    assert len(state.label_groups()) == 8  # 2 namespaces x 4 label sets
+    checked = 0
+    for term in terms:
+        for space in ("default", "team"):
+            for exclude in (set(), {f"t{k}" for k in range(0, 60, 3)}):
+                expected = _selected_task_by_task(state, term, space, exclude)
+                assert _selected(state, term, space, exclude) == expected
+                checked += bool(expected)
+    assert checked > 50  # most of the cases select some domain
+    # a task counted between snapshots joins the groups; an ended one leaves them
+    extra = Task(id="late", node="n1", gpus=0, cpus=1, labels={"app": "c"}, namespace="default")
+    state.add(extra)
+    term = PodAffinityTerm(selector=LabelSelector(match_labels={"app": "c"}))
+    assert _selected(state, term, "default") == {int(state.domain_codes(term.topology_key)[1])}
+    state.drop("late")
+    assert _selected(state, term, "default") == set()
