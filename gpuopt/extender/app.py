@@ -17,7 +17,6 @@ it has no Kubernetes client and no bind verb.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -34,6 +33,7 @@ from gpuopt.extender.wire import (
     MAX_DEPTH,
     BadRequest,
     decode,
+    dumps,
     priority_json,
     read_args,
     read_preemption,
@@ -344,7 +344,7 @@ def _verb(
         try:
             body = await _body(request, max_body)
             result = answer(decode(body, max_depth=max_depth))
-            text = result if isinstance(result, str) else json.dumps(result, separators=(",", ":"))
+            text = result if isinstance(result, str) else dumps(result)
             response: Response = Response(text, media_type="application/json")
         except BadRequest as exc:
             metrics.errors.labels(name, exc.reason).inc()

@@ -297,7 +297,7 @@ class Extender:
     def scores(self, args: ExtenderArgs) -> list[tuple[str, int]]:
         """Per candidate node its score, 0 to 10 (E5); a node the filter refuses gets 0."""
         state, ask, positions = self._resolve(args)
-        found = fit(state, ask, positions)
+        found = fit(state, ask, positions, explain=False)  # the verdicts only
         parts: list[tuple[float, np.ndarray]] = [
             (WEIGHTS["binpack"], binpack_scores(state, ask, positions))
         ]

@@ -7,16 +7,19 @@ import random
 import re
 from typing import Any
 
+import numpy as np
 import pytest
 
 from gpuopt.cluster.kube import LabelSelector, PodAffinityTerm
 from gpuopt.cluster.model import Cluster, Task
+from gpuopt.extender import wire
 from gpuopt.extender.engine import Extender
-from gpuopt.extender.fit import _selected
+from gpuopt.extender.fit import _selected, fit
 from gpuopt.extender.state import State
 from gpuopt.extender.wire import (
     BadRequest,
     decode,
+    dumps,
     nesting,
     priority_json,
     priority_list,
@@ -34,6 +37,7 @@ ALTERNATION = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
         [("node-a", 0)],
         [("node-a", 10), ("node-b", 3), ("node-c", 7)],
         [('we"ird\\name', 5), ("n\u00e9ud-\u6f22", 1), ("tab\there", 2)],
+        [("a", 11), ("b", -1), ("a", 0), ("a", 10), ("c", 10**20), ("b", -(10**20))],
     ],
 )
 def test_priority_json_is_the_text_of_json_dumps(scores: list[tuple[str, int]]) -> None:
@@ -190,3 +194,99 @@ def test_k5_domains_by_label_group_are_those_of_each_task() -> None:
     assert _selected(state, term, "default") == {int(state.domain_codes(term.topology_key)[1])}
     state.drop("late")
     assert _selected(state, term, "default") == set()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"Nodes": None, "NodeNames": ["a", "b"], "FailedNodes": {"c": "C3: no"}, "Error": ""},
+        {"NodeNameToMetaVictims": {"n": {"Pods": [{"UID": "u"}], "NumPDBViolations": 0}}},
+        [True, False, None, 0, -3, {"x": [], "y": {}}],
+        {"big": 2**70, "small": -(2**64)},
+        {"float": 1.0, "exponent": 1e16, "tiny": 5e-324},
+        {"items": [{"metadata": {"name": "n"}, "capacity": 0.5}]},
+        {"n\u00e9ud": "\u6f22", "emoji": "\U0001f600", "control": "\x00\t\n\u2028"},
+        {"quote": 'a"b\\c/d'},
+    ],
+)
+def test_dumps_writes_the_text_of_json_dumps(value: Any) -> None:
+    text = dumps(value)
+    if isinstance(text, bytes):
+        text = text.decode()
+    assert text == json.dumps(value, separators=(",", ":"))
+
+
+def test_dumps_uses_the_fast_writer_for_plain_answers() -> None:
+    if wire.orjson is None:
+        pytest.skip("orjson is not installed")
+    assert isinstance(dumps({"NodeNames": ["a"], "Error": ""}), bytes)
+    assert isinstance(dumps({"capacity": 0.5}), str)  # a float: json's text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a": NaN, "b": Infinity, "c": -Infinity}',
+        b'{"a": 1, "a": 2}',
+        b'{"big": 123456789012345678901234567890, "neg": -1e400}',
+        b'{"s": "\\ud800 lone surrogate"}',
+        b'{"f": 0.1, "g": 1E5, "h": -0.0}',
+        '{"utf16": "\u00e9"}'.encode("utf-16"),
+        b'\xef\xbb\xbf{"bom": 1}',
+        b"[1, 2, 3]  ",
+    ],
+)
+def test_decode_reads_as_json_loads(body: bytes) -> None:
+    try:
+        expected: Any = json.loads(body)
+    except ValueError as exc:
+        with pytest.raises(BadRequest) as refused:
+            decode(body)
+        assert "not valid JSON" in str(refused.value) or "not UTF-8" in str(refused.value)
+        assert type(exc) in (json.JSONDecodeError, UnicodeDecodeError)
+        return
+    found = decode(body)
+    assert repr(found) == repr(expected)  # repr: NaN == NaN, -0.0 keeps its sign
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"a": }', "the request body is not valid JSON (Expecting value at line 1 column 7)."),
+        (b'{"a": 1', "is not valid JSON (Expecting ',' delimiter at line 1 column 8)."),
+        (b"\xff\xfe\x00", "the request body is not"),
+    ],
+)
+def test_decode_refuses_with_json_s_sentence(body: bytes, message: str) -> None:
+    with pytest.raises(BadRequest, match=re.escape(message)):
+        decode(body)
+
+
+def test_scores_take_the_filter_s_verdicts_without_its_sentences() -> None:
+    rng = random.Random(3)
+    nodes = [
+        {"id": f"n{i}", "gpus": rng.choice([0, 2, 8]), "cpus": rng.choice([4, 64])}
+        for i in range(40)
+    ]
+    tasks = [
+        {"id": f"t{k}", "node": f"n{k % 40}", "gpus": 0, "cpus": rng.choice([0.5, 3])}
+        for k in range(40)
+    ]
+    extender = Extender(Cluster(nodes=nodes, tasks=tasks))
+    state = extender.state
+    assert state is not None
+    positions = np.arange(40)
+    for gpus in (0, 1, 2, 8):
+        pod = _pod()
+        requests = pod["spec"]["containers"][0]["resources"]["requests"]
+        requests["nvidia.com/gpu"] = str(gpus)
+        pod["metadata"]["uid"] = f"u-{gpus}"
+        ask = extender.ask(pod, state)
+        told = fit(state, ask, positions)
+        quiet = fit(state, ask, positions, explain=False)
+        assert told.passed.tolist() == quiet.passed.tolist()
+        assert {p: hard for p, (_, hard) in told.reasons.items()} == {
+            p: hard for p, (_, hard) in quiet.reasons.items()
+        }
+        assert all(why for why, _ in told.reasons.values())
+        assert 0 < len(told.reasons) < 40  # some nodes fail, some pass
