@@ -4,7 +4,8 @@ Routes (``models/extender.md``; ``docs/kubernetes.md`` for the scheduler's side)
 
 - ``POST /filter``, ``POST /prioritize``, ``POST /preempt``: the verbs, JSON in
   and out as ``k8s.io/kube-scheduler/extender/v1`` writes it;
-- ``GET /healthz``: ``ok`` and the snapshot served (JSON);
+- ``GET /healthz``: ``ok``, the process that answered (``worker``: with ``gpuopt serve
+  --workers N`` each worker answers for itself) and the snapshot served (JSON);
 - ``GET /metrics``: Prometheus text: requests by verb and status, latency
   histograms, refusals by reason, snapshot reloads, pod fields not modelled.
 
@@ -368,7 +369,8 @@ def _verb(
 
 
 def _health(extender: Extender, watch: SnapshotWatch | None) -> dict[str, Any]:
-    """The /healthz answer: the snapshot served, its reloads, and the pod fields ignored."""
+    """The /healthz answer: the worker's process id, the snapshot served, its reloads, and
+    the pod fields ignored."""
     state = extender.state
     snapshot: dict[str, Any] | None = None
     if state is not None:
@@ -385,6 +387,7 @@ def _health(extender: Extender, watch: SnapshotWatch | None) -> dict[str, Any]:
                 snapshot["last_error"] = watch.last_error
     return {
         "status": "ok",
+        "worker": os.getpid(),
         "snapshot": snapshot,
         "pod_fields_ignored": dict(extender.counts.ignored),
     }
