@@ -75,6 +75,9 @@ class State:
     _fixed: dict[str, str] | None = field(init=False, default=None)
     #: extended resource -> per node what is free of it (K4), computed on first use
     extras: dict[str, np.ndarray] = field(init=False, default_factory=dict)
+    #: bindings counted (``add``) and ended (``drop``) since the snapshot: a verdict kept
+    #: from an earlier request holds while this is unchanged
+    changes: int = field(init=False, default=0)
     #: :meth:`label_groups` once built for the current tasks (None: build it again)
     _groups: list[LabelGroup] | None = field(init=False, default=None)
     lock: threading.Lock = field(init=False)
@@ -141,6 +144,7 @@ class State:
         self.anti_terms.extend((task, term) for term in task.pod_anti_affinity)
         self._fixed = None
         self._groups = None
+        self.changes += 1
         self.cluster = Cluster.model_construct(
             **{**dict(self.cluster), "tasks": [*self.cluster.tasks, task]}
         )
@@ -155,6 +159,7 @@ class State:
             self.by_uid.pop(task.uid, None)
         self._fixed = None
         self._groups = None
+        self.changes += 1
         self.anti_terms = [(t, term) for t, term in self.anti_terms if t.id != task_id]
         tasks = [t for t in self.cluster.tasks if t.id != task_id]
         self.task_node = np.array([self.node_pos[t.node] for t in tasks], dtype=np.int64)

@@ -25,6 +25,7 @@ from gpuopt.extender.wire import (
     priority_list,
     read_args,
 )
+from tests.extender import conftest
 
 #: The string pattern the depth count used before it was unrolled.
 ALTERNATION = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -290,3 +291,51 @@ def test_scores_take_the_filter_s_verdicts_without_its_sentences() -> None:
         }
         assert all(why for why, _ in told.reasons.values())
         assert 0 < len(told.reasons) < 40  # some nodes fail, some pass
+
+
+def _kept_pod(name: str, gpus: int) -> dict[str, Any]:
+    body = conftest.pod(name, gpus=gpus)
+    body["metadata"]["resourceVersion"] = "7"  # kube-scheduler's pods have one: cached
+    return body
+
+
+def _fresh_scores(snapshot: Cluster, body: dict[str, Any], names: list[str]) -> Any:
+    """The scores of an extender that never filtered this pod (nothing kept)."""
+    return Extender(snapshot).scores(read_args({"Pod": body, "NodeNames": names}))
+
+
+def test_prioritize_after_filter_scores_as_if_judged_afresh() -> None:
+    nodes = [conftest.node("a", gpus=4), conftest.node("b", gpus=8), conftest.node("c", gpus=2)]
+    snapshot = conftest.cluster(nodes, [conftest.task("t", "b", gpus=4)])
+    extender = Extender(snapshot)
+    body = _kept_pod("p", gpus=4)
+    everyone = ["a", "b", "c"]
+    passed = extender.filter(read_args({"Pod": body, "NodeNames": everyone}))["NodeNames"]
+    assert passed == ["a", "b"]
+    args = read_args({"Pod": body, "NodeNames": passed})
+    assert extender._passed(args) is not None  # the filter's verdicts are taken
+    assert extender.scores(args) == _fresh_scores(snapshot, body, passed)
+    assert dict(extender.scores(args))["a"] == 10  # the pod fills node a
+    # other nodes than those that passed: judged again (c fails: score 0)
+    wider = read_args({"Pod": body, "NodeNames": everyone})
+    assert extender._passed(wider) is None
+    assert extender.scores(wider) == _fresh_scores(snapshot, body, everyone)
+    assert dict(extender.scores(wider))["c"] == 0
+    # a binding counted since the filter: node a is full now, its verdict is not reused
+    extender.assume(Task(id="ml/x", node="a", gpus=2, cpus=1))
+    assert extender._passed(args) is None
+    assert dict(extender.scores(args))["a"] == 0
+    extender.forget("ml/x")
+    assert extender._passed(args) is None  # forgetting is a change too
+    # a new snapshot: the verdicts of the old one are not used
+    extender.filter(read_args({"Pod": body, "NodeNames": everyone}))
+    assert extender._passed(args) is not None
+    full = conftest.cluster(nodes, [conftest.task("t", "b", gpus=4), conftest.task("u", "a", 4)])
+    extender.replace(full)
+    assert extender._passed(args) is None
+    assert extender.scores(args) == _fresh_scores(full, body, passed)
+    assert dict(extender.scores(args))["a"] == 0
+    # a pod without a resourceVersion is never taken for another
+    bare = conftest.pod("q", gpus=4)
+    extender.filter(read_args({"Pod": bare, "NodeNames": everyone}))
+    assert extender._passed(read_args({"Pod": bare, "NodeNames": ["b"]})) is None
