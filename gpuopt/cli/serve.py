@@ -117,7 +117,7 @@ def run_serve(args: argparse.Namespace) -> int:
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from gpuopt.extender.workers import bind, can_fork, serve_workers
+    from gpuopt.extender.workers import can_fork, listeners, serve_workers
 
     if args.workers > 1 and not can_fork():
         raise ProblemError(f"--workers {args.workers}: this platform cannot fork; use 1.")
@@ -125,7 +125,8 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     scheme = "https" if "ssl_certfile" in server else "http"
-    sock = bind(args.host, args.port)  # a port in use: one sentence, before any worker starts
+    # a port in use: one sentence, before any worker starts
+    sockets = listeners(args.host, args.port, args.workers)
     if not args.quiet:
         mutual = " (mutual TLS)" if "ssl_ca_certs" in server else ""
         workers = f" with {args.workers} workers" if args.workers > 1 else ""
@@ -134,8 +135,8 @@ def run_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.workers > 1:
-        return serve_workers(app, server, args.workers, sock=sock)
-    uvicorn.Server(uvicorn.Config(app, **server)).run(sockets=[sock])
+        return serve_workers(app, server, args.workers, sockets=sockets)
+    uvicorn.Server(uvicorn.Config(app, **server)).run(sockets=sockets)
     return EXIT_OK
 
 
