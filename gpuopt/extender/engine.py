@@ -289,7 +289,8 @@ class Extender:
         key = _pod_key(args.pod) if args.node_names is not None else None
         if key is not None:  # for the prioritize call that follows, about these nodes
             with self._lock:
-                self._verdicts[key] = (state, state.changes, passed, passing)
+                # a copy: the answer's list is the caller's to change
+                self._verdicts[key] = (state, state.changes, list(passed), passing)
                 while len(self._verdicts) > VERDICTS:
                     self._verdicts.popitem(last=False)
         failed: dict[str, str] = {}
