@@ -136,7 +136,10 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     if args.workers > 1:
         return serve_workers(app, server, args.workers, sockets=sockets)
-    uvicorn.Server(uvicorn.Config(app, **server)).run(sockets=sockets)
+    served = uvicorn.Server(uvicorn.Config(app, **server))
+    served.run(sockets=sockets)
+    if not served.started:  # uvicorn logged why (uvicorn.run would exit with 3)
+        raise ProblemError("the server did not start; its log above says why.")
     return EXIT_OK
 
 

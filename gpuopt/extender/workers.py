@@ -118,7 +118,11 @@ def serve_workers(
                 for other in sockets:
                     if other is not mine:
                         other.close()
-                uvicorn.Server(config).run(sockets=[mine])
+                served = uvicorn.Server(config)
+                served.run(sockets=[mine])
+                code = 0 if served.started else 3  # 3: uvicorn's code for a failed start
+            except KeyboardInterrupt:  # Ctrl-C reaches every worker: uvicorn stopped, raised it
+                code = 0
             except BaseException:  # a worker never returns into the parent's code
                 log.exception("worker %d failed", number)
                 code = 1
