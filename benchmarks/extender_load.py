@@ -1,7 +1,12 @@
-"""Scheduler extender under load: filter + prioritize at 1,000 nodes, open loop (issue 19).
+"""Scheduler extender under load: filter + prioritize at 1,000 nodes, open loop (issues 19, 32).
 
-The target: at 1,000 nodes on 2 cores, 100 requests per second for 60 s,
-p50 <= 5 ms and p99 <= 20 ms for filter + prioritize, no errors.
+The target (issue 32): at 1,000 nodes on 2 cores, 100 pairs per second (200 HTTP
+requests per second, ``--rates 200``), the pair's p50 <= 3 ms and p99 <= 10 ms,
+no errors (issue 19 asked p50 <= 5 ms and p99 <= 20 ms per request at 100
+requests/s: ``--target-p50 5 --target-p99 20``). ``--workers N`` serves with
+``gpuopt serve --workers N``; with several ``--rates`` the script also names the
+*sustainable* rate: the highest rate run whose pair p99 is within the target,
+with no errors and the rate achieved.
 
 Snapshot: the first ``--nodes`` rows of the openb GPU node list with the
 default pod list replayed onto them (``read_openb``, spread) until ``--fill``
@@ -9,7 +14,7 @@ of their GPUs is held, when ``--data`` has the openb trace; else a synthetic
 cluster of ``--nodes`` nodes (8 GPUs, 96 CPUs, 768 GiB) with seeded tasks to
 the same fill. Every task gets a ``uid``. The snapshot JSON goes to a
 temporary folder and the real service is started on it as a subprocess
-(``python -m gpuopt.cli serve --snapshot FILE --port PORT --quiet``).
+(``python -m gpuopt.cli serve --snapshot FILE --port PORT --quiet [--workers N]``).
 
 Load, **open loop**: a pair (``POST /filter`` for the pod with the names of all
 nodes, nodeCacheCapable mode, then ``POST /prioritize`` with the nodes that
@@ -35,14 +40,16 @@ request); a pair's latency is the sum of its two requests. An error is a
 status other than 200, an answer that does not read (a filter answer with
 ``Error`` set, a prioritize answer without one score per node), an exception,
 or a pair unanswered 30 s after the last launch. The server's own histogram
-(``GET /metrics``, before and after each run) gives its mean and the share
-of requests answered within 5 and 20 ms; the CPU both processes used and
-the load average are recorded, since the 2 cores are shared. The exit code
-is 1 when a run misses the targets (p50 and p99 of filter, prioritize and
-the pair, and no errors).
+(``GET /metrics``, before and after each run; with one worker only, since each
+worker counts its own) gives its mean and the share of requests answered
+within 5 and 20 ms; the CPU the client and the service (its workers included)
+used and the load average are recorded, since the 2 cores are shared. The
+exit code is 1 when a run misses the targets (the pair's p50 and p99, and no
+errors).
 
     nice python benchmarks/extender_load.py                 # 60 s at 100 and 200 HTTP req/s
     nice python benchmarks/extender_load.py --seconds 10 --rates 100 --json /tmp/load.json
+    nice python benchmarks/extender_load.py --workers 2 --rates 200,400,600,800 --seconds 20
 """
 
 from __future__ import annotations
@@ -78,9 +85,11 @@ REPO = Path(__file__).resolve().parents[1]
 Post = Callable[[str, bytes], Awaitable[tuple[int, bytes]]]
 #: Seconds after the last launch that the pairs still running may take (then: errors).
 GRACE = 30.0
-#: The issue's targets, ms.
-TARGET_P50 = 5.0
-TARGET_P99 = 20.0
+#: Issue 32's targets for the pair, ms (``--target-p50``, ``--target-p99``).
+TARGET_P50 = 3.0
+TARGET_P99 = 10.0
+#: A run whose achieved rate is below this share of the rate asked did not hold it.
+HELD = 0.98
 #: (cpu_milli, memory_mib, gpus, gpu_milli) of the synthetic pods, with weights.
 SYNTHETIC_SHAPES = [
     ((4000, 16384, 0, 0), 10),
@@ -288,12 +297,20 @@ def free_port() -> int:
 
 
 def cpu_seconds(pid: int | None = None) -> float:
-    """CPU seconds (user + system) used so far by this process, or by process ``pid`` (Linux)."""
+    """CPU seconds (user + system) used so far by this process, or by process ``pid`` and its
+    living children, the service's workers (Linux)."""
     if pid is None:
         used = os.times()
         return used.user + used.system
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it ended meanwhile
+            continue
+        if stat.parent.name == str(pid) or fields[1] == str(pid):
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -583,7 +600,11 @@ def quantiles(values: list[float]) -> dict[str, float | None]:
     return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(ms.max())}
 
 
-def summary(run: Run, server: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def summary(
+    run: Run,
+    server: dict[str, dict[str, Any]],
+    targets: tuple[float, float] = (TARGET_P50, TARGET_P99),
+) -> dict[str, Any]:
     requests = len(run.filter) + len(run.prioritize) + sum(run.errors.values())
     verbs = {
         "filter": {**quantiles(run.filter), "ok": len(run.filter), "server": server["filter"]},
@@ -594,22 +615,19 @@ def summary(run: Run, server: dict[str, dict[str, Any]]) -> dict[str, Any]:
         },
         "pair": {**quantiles(run.pair), "ok": len(run.pair)},
     }
-    pair = verbs["pair"]
-    met = (
-        not run.errors
-        and pair["p50"] is not None
-        and all(
-            verbs[v]["p50"] <= TARGET_P50 and verbs[v]["p99"] <= TARGET_P99
-            for v in ("filter", "prioritize", "pair")
-        )
-    )
+    pair = quantiles(run.pair)
+    p50, p99 = pair["p50"], pair["p99"]
+    achieved = requests / run.wall if run.wall else 0.0
+    held = not run.errors and p99 is not None and achieved >= HELD * run.rate
+    sustained = held and p99 is not None and p99 <= targets[1]
+    met = sustained and p50 is not None and p50 <= targets[0]
     return {
         "rate_http": run.rate,
         "rate_pairs": run.rate / 2,
         "seconds": run.seconds,
         "pairs": run.pairs,
         "http_requests": requests,
-        "achieved_http_per_s": requests / run.wall if run.wall else 0.0,
+        "achieved_http_per_s": achieved,
         "wall_s": run.wall,
         "errors": sum(run.errors.values()),
         "errors_by_kind": run.errors,
@@ -625,6 +643,7 @@ def summary(run: Run, server: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "repeated_pairs": run.repeats,
         "verbs": verbs,
         "targets_met": met,
+        "sustained": sustained,
     }
 
 
@@ -718,6 +737,22 @@ def main() -> int:
     )
     parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     parser.add_argument("--profile", help="run the service under cProfile, writing this file")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="the service's worker processes (default 1)"
+    )
+    parser.add_argument(
+        "--target-p50",
+        type=float,
+        default=TARGET_P50,
+        help=f"the pair's p50 target, ms (default {TARGET_P50:g})",
+    )
+    parser.add_argument(
+        "--target-p99",
+        type=float,
+        default=TARGET_P99,
+        help=f"the pair's p99 target, ms (default {TARGET_P99:g}); also the bound of the "
+        "sustainable rate",
+    )
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
     rates = [float(rate) for rate in args.rates.split(",") if rate.strip()]
@@ -753,6 +788,8 @@ def main() -> int:
             ]
             workload.write_text(json.dumps(shapes_json))
             extra = ["--workload", str(workload)]
+        if args.workers > 1:
+            extra += ["--workers", str(args.workers)]
         names = [node.id for node in cluster.nodes]
         names_json = json.dumps(names, separators=(",", ":")).encode()
         print(f"snapshot: {what}; {len(cluster.tasks)} tasks; {machine}", file=sys.stderr)
@@ -800,8 +837,11 @@ def main() -> int:
                 run.cpu_client = cpu_seconds() - cpu[0]
                 run.cpu_server = cpu_seconds(served.pid) - cpu[1]
                 after = server_histogram(url)
-                server = {v: server_view(before, after, v) for v in ("filter", "prioritize")}
-                result = summary(run, server)
+                server = {
+                    v: server_view(before, after, v) if args.workers == 1 else {}
+                    for v in ("filter", "prioritize")
+                }
+                result = summary(run, server, (args.target_p50, args.target_p99))
                 result["load_average"] = [load, os.getloadavg()[0]]
                 results.append(result)
                 print(
@@ -818,6 +858,7 @@ def main() -> int:
         f"{len(names)} node names per filter call; "
         + (f"pods from a pool of {args.pool}" if args.pool else "a new pod per pair")
         + f"; {args.client} client, {args.connections} keep-alive connections"
+        + f"; {args.workers} worker{'s' if args.workers > 1 else ''}"
         + f"; {machine}\n"
     )
     print(markdown(results))
@@ -834,9 +875,20 @@ def main() -> int:
             "median nodes passing "
             f"the filter {result['passed_nodes_median']:g}; {result['distinct_pods']} distinct "
             f"pods, {result['repeated_pairs']} pairs repeat a pod; targets "
-            f"(p50 <= {TARGET_P50:g} ms, p99 <= {TARGET_P99:g} ms, 0 errors) "
-            + ("met" if result["targets_met"] else "NOT met")
+            f"(pair p50 <= {args.target_p50:g} ms, p99 <= {args.target_p99:g} ms, 0 errors, "
+            "the rate held) " + ("met" if result["targets_met"] else "NOT met")
         )
+    sustained = [result["rate_http"] for result in results if result["sustained"]]
+    best = max(sustained, default=None)
+    print(
+        f"- sustainable rate ({args.workers} worker{'s' if args.workers > 1 else ''}; pair p99 "
+        f"<= {args.target_p99:g} ms, 0 errors, the rate held): "
+        + (
+            "none of the rates run"
+            if best is None
+            else f"{best:g} HTTP req/s ({best / 2:g} pairs/s)"
+        )
+    )
     if refused:
         print(f"- the service logged {len(refused)} refused requests, e.g. {refused[0]}")
     if args.json:
@@ -849,6 +901,9 @@ def main() -> int:
             "workload": args.workload,
             "connections": args.connections,
             "client": args.client,
+            "workers": args.workers,
+            "targets_ms": {"pair_p50": args.target_p50, "pair_p99": args.target_p99},
+            "sustainable_http_per_s": best,
             "runs": results,
         }
         write_text_atomic(Path(args.json), json.dumps(payload, indent=1) + "\n")

@@ -1,13 +1,15 @@
 """The ``serve`` command: gpuopt as a kube-scheduler extender over HTTP(S).
 
     gpuopt serve [--snapshot FILE] [--workload FILE] [--host 127.0.0.1] [--port 8990]
-        [--tls-cert CERT --tls-key KEY [--tls-client-ca CA]] [--max-body BYTES]
+        [--workers N] [--tls-cert CERT --tls-key KEY [--tls-client-ca CA]] [--max-body BYTES]
         [--max-depth N] [--refresh SECONDS] [kubectl reader flags] [--quiet]
 
 ``--snapshot`` is a gpuopt cluster snapshot (``gpuopt snapshot kubectl ... --out``)
 or ``kubectl get nodes,pods,pdb,priorityclasses -A -o json`` output, reloaded
 when the file changes. The service logs to stderr (one line per refused
 request); stdout stays empty. Bad flags exit with code 2 before it listens.
+``--workers N`` answers N requests at once from N processes forked after the
+snapshot is read (:mod:`gpuopt.extender.workers`).
 ``docs/kubernetes.md`` shows the KubeSchedulerConfiguration.
 """
 
@@ -115,17 +117,29 @@ def run_serve(args: argparse.Namespace) -> int:
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from gpuopt.extender.workers import can_fork, listeners, serve_workers
+
+    if args.workers > 1 and not can_fork():
+        raise ProblemError(f"--workers {args.workers}: this platform cannot fork; use 1.")
     app, server = build(args)
     import uvicorn
 
     scheme = "https" if "ssl_certfile" in server else "http"
+    # a port in use: one sentence, before any worker starts
+    sockets = listeners(args.host, args.port, args.workers)
     if not args.quiet:
         mutual = " (mutual TLS)" if "ssl_ca_certs" in server else ""
+        workers = f" with {args.workers} workers" if args.workers > 1 else ""
         print(
-            f"gpuopt serve: listening on {scheme}://{args.host}:{args.port}{mutual}",
+            f"gpuopt serve: listening on {scheme}://{args.host}:{args.port}{mutual}{workers}",
             file=sys.stderr,
         )
-    uvicorn.run(app, **server)
+    if args.workers > 1:
+        return serve_workers(app, server, args.workers, sockets=sockets)
+    served = uvicorn.Server(uvicorn.Config(app, **server))
+    served.run(sockets=sockets)
+    if not served.started:  # uvicorn logged why (uvicorn.run would exit with 3)
+        raise ProblemError("the server did not start; its log above says why.")
     return EXIT_OK
 
 
@@ -161,6 +175,15 @@ def add_commands(commands: Any) -> None:
         type=int_range(1, 65_535),
         default=DEFAULT_PORT,
         help=f"port (default {DEFAULT_PORT})",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int_range(1, 64),
+        default=1,
+        metavar="N",
+        help="answer up to N requests at once from N worker processes over the snapshot read "
+        "once (forked; each reloads it when the file changes; /metrics counts per worker); "
+        "default 1. Linux and macOS",
     )
     serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
     serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")

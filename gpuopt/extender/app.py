@@ -4,7 +4,8 @@ Routes (``models/extender.md``; ``docs/kubernetes.md`` for the scheduler's side)
 
 - ``POST /filter``, ``POST /prioritize``, ``POST /preempt``: the verbs, JSON in
   and out as ``k8s.io/kube-scheduler/extender/v1`` writes it;
-- ``GET /healthz``: ``ok`` and the snapshot served (JSON);
+- ``GET /healthz``: ``ok``, the process that answered (``worker``: with ``gpuopt serve
+  --workers N`` each worker answers for itself) and the snapshot served (JSON);
 - ``GET /metrics``: Prometheus text: requests by verb and status, latency
   histograms, refusals by reason, snapshot reloads, pod fields not modelled.
 
@@ -17,7 +18,6 @@ it has no Kubernetes client and no bind verb.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -34,6 +34,7 @@ from gpuopt.extender.wire import (
     MAX_DEPTH,
     BadRequest,
     decode,
+    dumps,
     priority_json,
     read_args,
     read_preemption,
@@ -344,7 +345,7 @@ def _verb(
         try:
             body = await _body(request, max_body)
             result = answer(decode(body, max_depth=max_depth))
-            text = result if isinstance(result, str) else json.dumps(result, separators=(",", ":"))
+            text = result if isinstance(result, str) else dumps(result)
             response: Response = Response(text, media_type="application/json")
         except BadRequest as exc:
             metrics.errors.labels(name, exc.reason).inc()
@@ -368,7 +369,8 @@ def _verb(
 
 
 def _health(extender: Extender, watch: SnapshotWatch | None) -> dict[str, Any]:
-    """The /healthz answer: the snapshot served, its reloads, and the pod fields ignored."""
+    """The /healthz answer: the worker's process id, the snapshot served, its reloads, and
+    the pod fields ignored."""
     state = extender.state
     snapshot: dict[str, Any] | None = None
     if state is not None:
@@ -385,6 +387,7 @@ def _health(extender: Extender, watch: SnapshotWatch | None) -> dict[str, Any]:
                 snapshot["last_error"] = watch.last_error
     return {
         "status": "ok",
+        "worker": os.getpid(),
         "snapshot": snapshot,
         "pod_fields_ignored": dict(extender.counts.ignored),
     }

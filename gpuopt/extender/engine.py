@@ -80,6 +80,8 @@ log = logging.getLogger("gpuopt.extender")
 
 #: Pods read per request are cached by (uid, resourceVersion), at most this many.
 POD_CACHE = 256
+#: The filter's verdicts kept for the prioritize call that follows, at most this many pods.
+VERDICTS = 64
 
 
 @dataclass
@@ -131,6 +133,9 @@ class Extender:
         self._overlay: dict[str, tuple[str, Node]] = {}  # full mode: name -> (key, node)
         self._merged: State | None = None
         self._pods: OrderedDict[tuple[str, str], Ask] = OrderedDict()
+        # (uid, resourceVersion) -> (state, its changes, the nodes that passed, their positions)
+        self._verdicts: OrderedDict[tuple[str, str], tuple[State, int, list[str], np.ndarray]]
+        self._verdicts = OrderedDict()
         self._fragmentation = Fragmentation(workload)
         if cluster is not None:
             self.replace(cluster, source=source)
@@ -238,11 +243,7 @@ class Extender:
     def ask(self, pod: Mapping[str, Any], state: State | None) -> Ask:
         """The pod as the rules read it; read once per (uid, resourceVersion) when it has both
         (kube-scheduler's pods do), else every time."""
-        found_meta = pod.get("metadata")
-        metadata: Mapping[str, Any] = found_meta if isinstance(found_meta, dict) else {}
-        uid = str(metadata.get("uid") or "")
-        version = str(metadata.get("resourceVersion") or "")
-        key = (uid, version) if uid and version else None  # the same object, unchanged
+        key = _pod_key(pod)
         if key is not None:
             with self._lock:
                 found = self._pods.get(key)
@@ -283,7 +284,15 @@ class Extender:
         state, ask, positions = self._resolve(args)
         found = fit(state, ask, positions)
         names = state.names
-        passed = [names[p] for p in positions[found.passed].tolist()]
+        passing = positions[found.passed]
+        passed = [names[p] for p in passing.tolist()]
+        key = _pod_key(args.pod) if args.node_names is not None else None
+        if key is not None:  # for the prioritize call that follows, about these nodes
+            with self._lock:
+                # a copy: the answer's list is the caller's to change
+                self._verdicts[key] = (state, state.changes, list(passed), passing)
+                while len(self._verdicts) > VERDICTS:
+                    self._verdicts.popitem(last=False)
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
         for pos, (why, hard) in found.reasons.items():
@@ -296,8 +305,13 @@ class Extender:
 
     def scores(self, args: ExtenderArgs) -> list[tuple[str, int]]:
         """Per candidate node its score, 0 to 10 (E5); a node the filter refuses gets 0."""
-        state, ask, positions = self._resolve(args)
-        found = fit(state, ask, positions)
+        known = self._passed(args)
+        if known is not None:  # the nodes that passed this pod's filter, as kube-scheduler asks
+            state, ask, positions = known
+            passed = np.ones(len(positions), dtype=bool)
+        else:
+            state, ask, positions = self._resolve(args)
+            passed = fit(state, ask, positions, explain=False).passed  # the verdicts only
         parts: list[tuple[float, np.ndarray]] = [
             (WEIGHTS["binpack"], binpack_scores(state, ask, positions))
         ]
@@ -308,9 +322,26 @@ class Extender:
         topology = topology_scores(state, ask, positions)
         if topology is not None:
             parts.append((WEIGHTS["topology"], topology))
-        scores = combine(parts, found.passed)
+        scores = combine(parts, passed)
         names = state.names
         return list(zip([names[p] for p in positions.tolist()], scores.tolist(), strict=True))
+
+    def _passed(self, args: ExtenderArgs) -> tuple[State, Ask, np.ndarray] | None:
+        """The state, pod and node positions of ``args`` when its nodes are exactly those that
+        passed the filter for this pod (same uid and resourceVersion) on the state as it still
+        is: each node's verdict depends on the pod, the node and the state alone, so every
+        one of them passes again (None: judge them)."""
+        key = _pod_key(args.pod) if args.node_names is not None else None
+        if key is None:
+            return None
+        with self._lock:
+            found = self._verdicts.get(key)
+        if found is None:
+            return None
+        state, changes, passed, positions = found
+        if state is not self._state or state.changes != changes or args.node_names != passed:
+            return None
+        return state, self.ask(args.pod, state), positions
 
     def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
         """``HostPriorityList`` for ``args``."""
@@ -349,6 +380,15 @@ class Extender:
         snapshot = state.cluster.now
         wall = time.time()
         return wall if snapshot is None or snapshot < wall else float(snapshot)
+
+
+def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(uid, resourceVersion)`` of a v1.Pod when it has both: the same object, unchanged."""
+    found_meta = pod.get("metadata")
+    metadata: Mapping[str, Any] = found_meta if isinstance(found_meta, dict) else {}
+    uid = str(metadata.get("uid") or "")
+    version = str(metadata.get("resourceVersion") or "")
+    return (uid, version) if uid and version else None
 
 
 def _overlay_cluster(base: Cluster | None, nodes: list[Node]) -> Cluster:
@@ -394,4 +434,4 @@ def _overlay_cluster(base: Cluster | None, nodes: list[Node]) -> Cluster:
         ) from None
 
 
-__all__ = ["POD_CACHE", "Counts", "Extender"]
+__all__ = ["POD_CACHE", "VERDICTS", "Counts", "Extender"]

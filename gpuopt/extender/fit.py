@@ -35,8 +35,13 @@ def _nodes_word(count: int) -> str:
     return "1 GPU" if count == 1 else f"{count} GPUs"
 
 
-def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
-    """E2-E4 on the nodes at ``positions``: the first rule each breaks, in rule order."""
+def fit(state: State, ask: Ask, positions: np.ndarray, *, explain: bool = True) -> Fit:
+    """E2-E4 on the nodes at ``positions``: the first rule each breaks, in rule order.
+
+    With ``explain`` False the verdicts are the same but the capacity rules (K4, C3, C7)
+    leave their sentences empty: what a caller that only needs ``passed`` (the scores)
+    asks, since writing a sentence per failed node is most of the filter's work.
+    """
     reasons: dict[int, tuple[str, bool]] = {}
     refused = state.refused(ask)  # K1-K3
     if refused:
@@ -44,9 +49,9 @@ def fit(state: State, ask: Ask, positions: np.ndarray) -> Fit:
             why = refused.get(pos)
             if why is not None:
                 reasons[pos] = (why, True)
-    _extended_rules(state, ask, positions, reasons)
-    _gpu_rules(state, ask, positions, reasons)
-    _size_rules(state, ask, positions, reasons)
+    _extended_rules(state, ask, positions, reasons, explain)
+    _gpu_rules(state, ask, positions, reasons, explain)
+    _size_rules(state, ask, positions, reasons, explain)
     _pod_terms(state, ask, positions, reasons)
     passed = ~np.isin(positions, np.fromiter(reasons, dtype=np.int64, count=len(reasons)))
     return Fit(positions=positions, passed=passed, reasons=reasons)
@@ -58,16 +63,22 @@ def _fail(
     mask: np.ndarray,
     why: Callable[[int], str],
     static: np.ndarray | bool,
+    explain: bool = True,
 ) -> None:
-    """Give each node of ``positions[mask]`` without a reason yet the reason ``why``."""
+    """Give each node of ``positions[mask]`` without a reason yet the reason ``why`` (an
+    empty sentence unless ``explain``)."""
     static_mask = np.broadcast_to(np.asarray(static, dtype=bool), mask.shape)
     for pos, hard in zip(positions[mask].tolist(), static_mask[mask].tolist(), strict=True):
         if pos not in reasons:
-            reasons[pos] = (why(pos), hard)
+            reasons[pos] = (why(pos) if explain else "", hard)
 
 
 def _extended_rules(
-    state: State, ask: Ask, positions: np.ndarray, reasons: dict[int, tuple[str, bool]]
+    state: State,
+    ask: Ask,
+    positions: np.ndarray,
+    reasons: dict[int, tuple[str, bool]],
+    explain: bool = True,
 ) -> None:
     """K4: each extended resource the pod asks for must be free on the node."""
     nodes = state.cluster.nodes
@@ -86,11 +97,15 @@ def _extended_rules(
                 f"K4: node {names[pos]} has {int(free[pos])} {name} free; the pod asks for {amount}"
             )
 
-        _fail(reasons, positions, free < amount, short, capacity < amount)
+        _fail(reasons, positions, free < amount, short, capacity < amount, explain)
 
 
 def _gpu_rules(
-    state: State, ask: Ask, positions: np.ndarray, reasons: dict[int, tuple[str, bool]]
+    state: State,
+    ask: Ask,
+    positions: np.ndarray,
+    reasons: dict[int, tuple[str, bool]],
+    explain: bool = True,
 ) -> None:
     """C7 for a share of a GPU, else C3 for whole GPUs and N3 for their bandwidth."""
     names = state.names
@@ -106,6 +121,7 @@ def _gpu_rules(
                 f"(the most one has is {max(int(state.best_share[pos]), 0)})"
             ),
             gpus == 0,
+            explain,
         )
     elif ask.gpus > 0:  # C3 whole GPUs
         free = state.free_whole[positions]
@@ -118,6 +134,7 @@ def _gpu_rules(
                 f"the pod asks for {ask.gpus}"
             ),
             gpus < ask.gpus,
+            explain,
         )
         if ask.min_bandwidth > 0 and ask.gpus >= 2:  # N3
             _bandwidth_rule(state, ask, positions, reasons)
@@ -142,7 +159,11 @@ def _bandwidth_rule(
 
 
 def _size_rules(
-    state: State, ask: Ask, positions: np.ndarray, reasons: dict[int, tuple[str, bool]]
+    state: State,
+    ask: Ask,
+    positions: np.ndarray,
+    reasons: dict[int, tuple[str, bool]],
+    explain: bool = True,
 ) -> None:
     """C3 for CPUs and memory: the node must have what the pod asks for free."""
     names = state.names
@@ -157,6 +178,7 @@ def _size_rules(
             f"the pod asks for {pending.cpus:g}"
         ),
         state.cpus[positions] < cpus,
+        explain,
     )
     if pending.memory:
         memory = scaled(pending.memory)
@@ -170,6 +192,7 @@ def _size_rules(
                 f"free; the pod asks for {pending.memory:g}"
             ),
             (state.memory[positions] >= 0) & (state.memory[positions] < memory),
+            explain,
         )
 
 
@@ -179,13 +202,17 @@ def _selected(
     """The domain codes (at the term's key) holding a running task the term selects."""
     codes = state.domain_codes(term.topology_key)
     skip = set(exclude)
-    return {
-        int(codes[state.node_pos[task.node]])
-        for task in state.cluster.tasks
-        if task.id not in skip
-        and codes[state.node_pos[task.node]] >= 0
-        and term.selects(space, task.space, task.labels)
-    }
+    found: set[int] = set()
+    for group in state.label_groups():
+        if not term.selects(space, group.space, group.labels):
+            continue
+        if skip:
+            positions = [state.node_pos[task.node] for task in group.tasks if task.id not in skip]
+            held = codes[np.asarray(positions, dtype=np.int64)]
+        else:
+            held = codes[group.positions]
+        found.update(code for code in np.unique(held).tolist() if code >= 0)
+    return found
 
 
 def _pod_terms(

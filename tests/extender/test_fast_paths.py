@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from typing import Any
 
+import numpy as np
 import pytest
 
-from gpuopt.cluster.model import Cluster
+from gpuopt.cluster.kube import LabelSelector, PodAffinityTerm
+from gpuopt.cluster.model import Cluster, Task
+from gpuopt.extender import wire
 from gpuopt.extender.engine import Extender
+from gpuopt.extender.fit import _selected, fit
+from gpuopt.extender.state import State
 from gpuopt.extender.wire import (
     BadRequest,
     decode,
+    dumps,
     nesting,
     priority_json,
     priority_list,
     read_args,
 )
+from tests.extender import conftest
 
 #: The string pattern the depth count used before it was unrolled.
 ALTERNATION = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -30,6 +38,7 @@ ALTERNATION = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
         [("node-a", 0)],
         [("node-a", 10), ("node-b", 3), ("node-c", 7)],
         [('we"ird\\name', 5), ("n\u00e9ud-\u6f22", 1), ("tab\there", 2)],
+        [("a", 11), ("b", -1), ("a", 0), ("a", 10), ("c", 10**20), ("b", -(10**20))],
     ],
 )
 def test_priority_json_is_the_text_of_json_dumps(scores: list[tuple[str, int]]) -> None:
@@ -127,3 +136,206 @@ def test_unknown_nodes_are_named() -> None:
     args = read_args({"Pod": _pod(), "NodeNames": ["roomy", "x", "y"]})
     with pytest.raises(BadRequest, match=r"node 'x' and 1 more is not in the snapshot"):
         extender.filter(args)
+
+
+def _selected_task_by_task(
+    state: State, term: PodAffinityTerm, space: str, exclude: set[str]
+) -> set[int]:
+    """K5's domains, one task at a time (what ``fit._selected`` did before the groups)."""
+    codes = state.domain_codes(term.topology_key)
+    return {
+        int(codes[state.node_pos[task.node]])
+        for task in state.cluster.tasks
+        if task.id not in exclude
+        and codes[state.node_pos[task.node]] >= 0
+        and term.selects(space, task.space, task.labels)
+    }
+
+
+def test_k5_domains_by_label_group_are_those_of_each_task() -> None:
+    rng = random.Random(7)
+    nodes = [
+        {"id": f"n{i}", "gpus": 8, "cpus": 64, "labels": {"zone": f"z{i % 3}"} if i % 4 else {}}
+        for i in range(12)
+    ]
+    tasks = [
+        {
+            "id": f"t{k}",
+            "node": f"n{rng.randrange(12)}",
+            "gpus": 0,
+            "cpus": 1,
+            "namespace": rng.choice(["default", "team"]),
+            "labels": rng.choice([{}, {"app": "a"}, {"app": "b"}, {"app": "a", "tier": "x"}]),
+        }
+        for k in range(60)
+    ]
+    state = Extender(Cluster(nodes=nodes, tasks=tasks)).state
+    assert state is not None
+    terms = [
+        PodAffinityTerm(
+            selector=LabelSelector(match_labels=labels), topology_key=key, namespaces=spaces
+        )
+        for labels in ({"app": "a"}, {"app": "b"}, {}, {"tier": "x"})
+        for key in ("kubernetes.io/hostname", "zone")
+        for spaces in (None, ["team"], ["default", "team"])
+    ]
+    assert len(state.label_groups()) == 8  # 2 namespaces x 4 label sets
+    checked = 0
+    for term in terms:
+        for space in ("default", "team"):
+            for exclude in (set(), {f"t{k}" for k in range(0, 60, 3)}):
+                expected = _selected_task_by_task(state, term, space, exclude)
+                assert _selected(state, term, space, exclude) == expected
+                checked += bool(expected)
+    assert checked > 50  # most of the cases select some domain
+    # a task counted between snapshots joins the groups; an ended one leaves them
+    extra = Task(id="late", node="n1", gpus=0, cpus=1, labels={"app": "c"}, namespace="default")
+    state.add(extra)
+    term = PodAffinityTerm(selector=LabelSelector(match_labels={"app": "c"}))
+    assert _selected(state, term, "default") == {int(state.domain_codes(term.topology_key)[1])}
+    state.drop("late")
+    assert _selected(state, term, "default") == set()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"Nodes": None, "NodeNames": ["a", "b"], "FailedNodes": {"c": "C3: no"}, "Error": ""},
+        {"NodeNameToMetaVictims": {"n": {"Pods": [{"UID": "u"}], "NumPDBViolations": 0}}},
+        [True, False, None, 0, -3, {"x": [], "y": {}}],
+        {"big": 2**70, "small": -(2**64)},
+        {"float": 1.0, "exponent": 1e16, "tiny": 5e-324},
+        {"items": [{"metadata": {"name": "n"}, "capacity": 0.5}]},
+        {"n\u00e9ud": "\u6f22", "emoji": "\U0001f600", "control": "\x00\t\n\u2028"},
+        {"quote": 'a"b\\c/d'},
+    ],
+)
+def test_dumps_writes_the_text_of_json_dumps(value: Any) -> None:
+    text = dumps(value)
+    if isinstance(text, bytes):
+        text = text.decode()
+    assert text == json.dumps(value, separators=(",", ":"))
+
+
+def test_dumps_uses_the_fast_writer_for_plain_answers() -> None:
+    if wire.orjson is None:
+        pytest.skip("orjson is not installed")
+    assert isinstance(dumps({"NodeNames": ["a"], "Error": ""}), bytes)
+    assert isinstance(dumps({"capacity": 0.5}), str)  # a float: json's text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a": NaN, "b": Infinity, "c": -Infinity}',
+        b'{"a": 1, "a": 2}',
+        b'{"big": 123456789012345678901234567890, "neg": -1e400}',
+        b'{"s": "\\ud800 lone surrogate"}',
+        b'{"f": 0.1, "g": 1E5, "h": -0.0}',
+        '{"utf16": "\u00e9"}'.encode("utf-16"),
+        b'\xef\xbb\xbf{"bom": 1}',
+        b"[1, 2, 3]  ",
+    ],
+)
+def test_decode_reads_as_json_loads(body: bytes) -> None:
+    try:
+        expected: Any = json.loads(body)
+    except ValueError as exc:
+        with pytest.raises(BadRequest) as refused:
+            decode(body)
+        assert "not valid JSON" in str(refused.value) or "not UTF-8" in str(refused.value)
+        assert type(exc) in (json.JSONDecodeError, UnicodeDecodeError)
+        return
+    found = decode(body)
+    assert repr(found) == repr(expected)  # repr: NaN == NaN, -0.0 keeps its sign
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"a": }', "the request body is not valid JSON (Expecting value at line 1 column 7)."),
+        (b'{"a": 1', "is not valid JSON (Expecting ',' delimiter at line 1 column 8)."),
+        (b"\xff\xfe\x00", "the request body is not"),
+    ],
+)
+def test_decode_refuses_with_json_s_sentence(body: bytes, message: str) -> None:
+    with pytest.raises(BadRequest, match=re.escape(message)):
+        decode(body)
+
+
+def test_scores_take_the_filter_s_verdicts_without_its_sentences() -> None:
+    rng = random.Random(3)
+    nodes = [
+        {"id": f"n{i}", "gpus": rng.choice([0, 2, 8]), "cpus": rng.choice([4, 64])}
+        for i in range(40)
+    ]
+    tasks = [
+        {"id": f"t{k}", "node": f"n{k % 40}", "gpus": 0, "cpus": rng.choice([0.5, 3])}
+        for k in range(40)
+    ]
+    extender = Extender(Cluster(nodes=nodes, tasks=tasks))
+    state = extender.state
+    assert state is not None
+    positions = np.arange(40)
+    for gpus in (0, 1, 2, 8):
+        pod = _pod()
+        requests = pod["spec"]["containers"][0]["resources"]["requests"]
+        requests["nvidia.com/gpu"] = str(gpus)
+        pod["metadata"]["uid"] = f"u-{gpus}"
+        ask = extender.ask(pod, state)
+        told = fit(state, ask, positions)
+        quiet = fit(state, ask, positions, explain=False)
+        assert told.passed.tolist() == quiet.passed.tolist()
+        assert {p: hard for p, (_, hard) in told.reasons.items()} == {
+            p: hard for p, (_, hard) in quiet.reasons.items()
+        }
+        assert all(why for why, _ in told.reasons.values())
+        assert 0 < len(told.reasons) < 40  # some nodes fail, some pass
+
+
+def _kept_pod(name: str, gpus: int) -> dict[str, Any]:
+    body = conftest.pod(name, gpus=gpus)
+    body["metadata"]["resourceVersion"] = "7"  # kube-scheduler's pods have one: cached
+    return body
+
+
+def _fresh_scores(snapshot: Cluster, body: dict[str, Any], names: list[str]) -> Any:
+    """The scores of an extender that never filtered this pod (nothing kept)."""
+    return Extender(snapshot).scores(read_args({"Pod": body, "NodeNames": names}))
+
+
+def test_prioritize_after_filter_scores_as_if_judged_afresh() -> None:
+    nodes = [conftest.node("a", gpus=4), conftest.node("b", gpus=8), conftest.node("c", gpus=2)]
+    snapshot = conftest.cluster(nodes, [conftest.task("t", "b", gpus=4)])
+    extender = Extender(snapshot)
+    body = _kept_pod("p", gpus=4)
+    everyone = ["a", "b", "c"]
+    passed = extender.filter(read_args({"Pod": body, "NodeNames": everyone}))["NodeNames"]
+    assert passed == ["a", "b"]
+    args = read_args({"Pod": body, "NodeNames": passed})
+    assert extender._passed(args) is not None  # the filter's verdicts are taken
+    assert extender.scores(args) == _fresh_scores(snapshot, body, passed)
+    assert dict(extender.scores(args))["a"] == 10  # the pod fills node a
+    # other nodes than those that passed: judged again (c fails: score 0)
+    wider = read_args({"Pod": body, "NodeNames": everyone})
+    assert extender._passed(wider) is None
+    assert extender.scores(wider) == _fresh_scores(snapshot, body, everyone)
+    assert dict(extender.scores(wider))["c"] == 0
+    # a binding counted since the filter: node a is full now, its verdict is not reused
+    extender.assume(Task(id="ml/x", node="a", gpus=2, cpus=1))
+    assert extender._passed(args) is None
+    assert dict(extender.scores(args))["a"] == 0
+    extender.forget("ml/x")
+    assert extender._passed(args) is None  # forgetting is a change too
+    # a new snapshot: the verdicts of the old one are not used
+    extender.filter(read_args({"Pod": body, "NodeNames": everyone}))
+    assert extender._passed(args) is not None
+    full = conftest.cluster(nodes, [conftest.task("t", "b", gpus=4), conftest.task("u", "a", 4)])
+    extender.replace(full)
+    assert extender._passed(args) is None
+    assert extender.scores(args) == _fresh_scores(full, body, passed)
+    assert dict(extender.scores(args))["a"] == 0
+    # a pod without a resourceVersion is never taken for another
+    bare = conftest.pod("q", gpus=4)
+    extender.filter(read_args({"Pod": bare, "NodeNames": everyone}))
+    assert extender._passed(read_args({"Pod": bare, "NodeNames": ["b"]})) is None
