@@ -46,10 +46,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, ValidatorFunctionWrapHandler, WrapValidator, model_validator
 
 from gpuopt._model import IndexedModel
 from gpuopt.cluster.fields import (
@@ -486,6 +486,23 @@ parse_cluster = Cluster.parse
 #: A cluster snapshot from a JSON file, one-sentence errors.
 load_cluster = Cluster.load
 
+
+def _keep_cluster(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A :class:`Cluster` as it is; anything else validated into one.
+
+    A cluster was validated when it was built and is frozen, so validating it again
+    could only give the same verdict; pydantic would re-run every check of it (a
+    model with its own ``__init__`` is revalidated), which is most of the cost of a
+    per-request problem built on a held cluster (issue 32).
+    """
+    if type(value) is Cluster:
+        return value
+    return handler(value)
+
+
+#: A problem's ``cluster`` field: a :class:`Cluster` instance is kept, not validated again.
+HeldCluster = Annotated[Cluster, WrapValidator(_keep_cluster)]
+
 #: Old names of the cluster model (the defragmentation problem is the cluster itself),
 #: kept for one release: each warns when used (:func:`deprecated_name`).
 DEPRECATED_NAMES = {
@@ -555,6 +572,7 @@ __all__ = [
     "Cluster",
     "ClusterIndex",
     "ClusterOptions",
+    "HeldCluster",
     "Gang",
     "Interconnect",
     "ItemId",

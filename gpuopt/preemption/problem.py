@@ -47,6 +47,7 @@ from gpuopt.cluster.model import (
     MIN_PRIORITY,
     SCALE,
     Cluster,
+    HeldCluster,
     NodesAndTasks,
     PriorityClass,
     priority_value,
@@ -225,7 +226,7 @@ class PreemptionProblem(IndexedModel):
     now: float = Field(
         ge=0, le=MAX_TIME, description="The current time (same unit as checkpoints)."
     )
-    cluster: Cluster = Field(description="The nodes and the tasks running on them.")
+    cluster: HeldCluster = Field(description="The nodes and the tasks running on them.")
     request: PreemptionRequest
 
     #: The old state file (``nodes`` and ``tasks`` beside ``now``) read as a cluster.

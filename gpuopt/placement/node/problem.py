@@ -41,7 +41,7 @@ from gpuopt.cluster.interconnect import (
     node_bandwidth,
 )
 from gpuopt.cluster.items import Node as ClusterNode
-from gpuopt.cluster.model import Cluster, check_unique, scaled
+from gpuopt.cluster.model import Cluster, HeldCluster, check_unique, scaled
 from gpuopt.cluster.request import Request, WrittenRequest, as_request
 from gpuopt.cluster.rules import admitted
 from gpuopt.cluster.shares import MILLI, Devices
@@ -289,7 +289,7 @@ class NodePlacementProblem(IndexedModel):
     document: ClassVar[str] = "a placement problem"
 
     name: str = "placement"
-    cluster: Cluster = Field(description="The nodes and the tasks running on them.")
+    cluster: HeldCluster = Field(description="The nodes and the tasks running on them.")
     request: NodeRequest
 
     _read_problem_file = old_form_reader(_ProblemFile, ("topologies", "nodes"))
