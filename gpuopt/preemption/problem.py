@@ -257,12 +257,11 @@ class PreemptionProblem(IndexedModel):
             raise ValueError(
                 f"cluster.now {self.cluster.now:g} differs from now {self.now:g} (give one clock)"
             )
-        if any(task.id == self.request.id for task in self.tasks):
+        if self.request.id in self.scope.task_pos:
             raise ValueError(f"request: id {self.request.id!r} is already the id of a task")
-        now = scaled(self.now)
-        total_cost = 0
-        for task, gpus in zip(self.tasks, self.scope.task_gpus.tolist(), strict=True):
-            checkpoint = task.checkpoint
+        tasks = self.tasks
+        checkpoints = [task.checkpoint for task in tasks]
+        for task, checkpoint in zip(tasks, checkpoints, strict=True):
             if checkpoint is None:
                 raise ValueError(
                     f"task {task.id!r}: has neither last_checkpoint nor start_time, so the "
@@ -272,7 +271,10 @@ class PreemptionProblem(IndexedModel):
                 raise ValueError(
                     f"task {task.id!r}: last_checkpoint {checkpoint:g} is after now {self.now:g}"
                 )
-            total_cost += gpus * (now - scaled(checkpoint))
+        # each task's cost fits int64 (at most MAX_NODE_GPUS x MAX_TIME in thousandths); the
+        # sum is taken over Python integers, exact however many tasks there are
+        ages = scaled(self.now) - scaled_array(checkpoints)
+        total_cost = sum((self.scope.task_gpus * ages).tolist())
         if total_cost >= MAX_TOTAL_COST:
             raise ValueError(
                 f"tasks: their GPU-time since the last checkpoints, {total_cost / SCALE:g}, "
@@ -388,7 +390,9 @@ class PreemptionProblem(IndexedModel):
             cluster = cluster.model_copy(update={"now": float(clock)})
         asked = shape.model_dump(exclude_defaults=True)
         asked.update(id=request_id, priority="HP", rank=rank, pending=pending)
-        return cls.parse({"now": float(clock), "cluster": cluster, "request": asked})
+        # cls(...), not cls.parse: pydantic runs a model's after-validators twice when
+        # model_validate goes through a custom __init__ (IndexedModel's); same errors
+        return cls(now=float(clock), cluster=cluster, request=asked)
 
     @cached_property
     def index(self) -> PreemptionIndex:
@@ -409,8 +413,10 @@ class ClusterFacts:
         """The facts of ``cluster``: from its index, or from the tasks alone when nothing
         but a task's own ``locked`` or ``pinned`` can fix one (no shares, budgets, pod
         (anti-)affinity, locked or NotReady nodes), which gives the same facts without
-        building the index."""
-        simple = (
+        building the index (and, when the index is built already, from it: a held cluster's
+        per-request question then reads its facts without a pass over the tasks)."""
+        built = "index" in cluster.__dict__  # functools.cached_property stores it there
+        simple = not built and (
             not cluster.budgets
             and all(node.ready and not node.locked for node in cluster.nodes)
             and all(
