@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 from pydantic import (
@@ -273,7 +273,7 @@ class PreemptionProblem(IndexedModel):
                 )
         # each task's cost fits int64 (at most MAX_NODE_GPUS x MAX_TIME in thousandths); the
         # sum is taken over Python integers, exact however many tasks there are
-        ages = scaled(self.now) - scaled_array(checkpoints)
+        ages = scaled(self.now) - scaled_array(cast(list[float], checkpoints))  # none is None
         total_cost = sum((self.scope.task_gpus * ages).tolist())
         if total_cost >= MAX_TOTAL_COST:
             raise ValueError(
