@@ -55,7 +55,6 @@ from gpuopt.cluster.model import (
 )
 from gpuopt.cluster.request import Request as ClusterRequest
 from gpuopt.cluster.request import WrittenRequest, as_request
-from gpuopt.cluster.rules import admitted
 from gpuopt.errors import ProblemError
 
 #: Largest state the model accepts: like a defragmentation snapshot, a state
@@ -456,7 +455,7 @@ class Scope:
     def of(cls, cluster: Cluster, request: ClusterRequest, rank: int | None) -> Scope:
         """The scope of ``request`` asked with priority ``rank`` (None: as the cluster's
         ``hp_priority``) in ``cluster``; it has no node when K1-K4 admit none."""
-        allowed = admitted(cluster, request)
+        allowed = cluster.admits(request)
         nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
         if len(nodes) == len(cluster.nodes):
             tasks, task_at = cluster.tasks, np.arange(len(cluster.tasks), dtype=np.int64)
