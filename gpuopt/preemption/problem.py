@@ -453,7 +453,7 @@ class Scope:
     facts: ClusterFacts
     threshold: int
     #: each of ``tasks``' position in the cluster's tasks
-    task_at: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    task_at: np.ndarray
 
     @classmethod
     def of(cls, cluster: Cluster, request: ClusterRequest, rank: int | None) -> Scope:
