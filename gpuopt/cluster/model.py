@@ -46,10 +46,11 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, ValidatorFunctionWrapHandler, WrapValidator, model_validator
+from typing_extensions import Self
 
 from gpuopt._model import IndexedModel
 from gpuopt.cluster.fields import (
@@ -84,7 +85,7 @@ from gpuopt.cluster.fields import (
 )
 from gpuopt.cluster.items import ClusterOptions, Gang, Node, Objective, Pending, Task, WorkloadShape
 from gpuopt.cluster.kube import Budget, affinity_matches, selector_matches
-from gpuopt.cluster.rules import constraints, placement_key
+from gpuopt.cluster.rules import Asking, admitted, constraints, placement_key
 from gpuopt.cluster.shares import MILLI, Devices, gpus_needed, layout, on_sharing_nodes, share_of
 from gpuopt.errors import short
 
@@ -301,6 +302,32 @@ class Cluster(IndexedModel, _Extended):
         """The array view the methods and the checker read (built once)."""
         return ClusterIndex.build(self)
 
+    @cached_property
+    def views(self) -> dict[str, Any]:
+        """What per-request views build once from this (frozen) cluster, under keys of their
+        own, so a caller that holds the cluster pays for it once (issue 32); a copy made
+        with :meth:`model_copy` starts empty."""
+        return {}
+
+    def model_copy(self, *, update: Any = None, deep: bool = False) -> Self:
+        """A copy whose index and views are rebuilt on first use (``update`` is not validated)."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("views", None)
+        return copy
+
+    def admits(self, request: Asking) -> list[bool]:
+        """:func:`~gpuopt.cluster.rules.admitted` (per node: may ``request`` go there by K1-K4),
+        remembered per kind of request: the verdicts read only the cluster and the request's
+        node selector, node affinity, tolerations and extended resources."""
+        key = (placement_key(request), tuple(sorted(request.resources.items())))
+        found: dict[Any, list[bool]] = self.views.setdefault("admits", {})
+        verdicts = found.get(key)
+        if verdicts is None:
+            if len(found) >= MAX_REMEMBERED:
+                found.clear()
+            verdicts = found[key] = admitted(self, request)
+        return list(verdicts)
+
 
 class NodesAndTasks:
     """Counts of an index view that lists ``node_ids`` and ``task_ids`` by position."""
@@ -486,6 +513,27 @@ parse_cluster = Cluster.parse
 #: A cluster snapshot from a JSON file, one-sentence errors.
 load_cluster = Cluster.load
 
+
+#: Kinds of request whose :meth:`Cluster.admits` verdicts a cluster remembers at most.
+MAX_REMEMBERED = 1024
+
+
+def _keep_cluster(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A :class:`Cluster` as it is; anything else validated into one.
+
+    A cluster was validated when it was built and is frozen, so validating it again
+    could only give the same verdict; pydantic would re-run every check of it (a
+    model with its own ``__init__`` is revalidated), which is most of the cost of a
+    per-request problem built on a held cluster (issue 32).
+    """
+    if type(value) is Cluster:
+        return value
+    return handler(value)
+
+
+#: A problem's ``cluster`` field: a :class:`Cluster` instance is kept, not validated again.
+HeldCluster = Annotated[Cluster, WrapValidator(_keep_cluster)]
+
 #: Old names of the cluster model (the defragmentation problem is the cluster itself),
 #: kept for one release: each warns when used (:func:`deprecated_name`).
 DEPRECATED_NAMES = {
@@ -556,6 +604,7 @@ __all__ = [
     "ClusterIndex",
     "ClusterOptions",
     "Gang",
+    "HeldCluster",
     "Interconnect",
     "ItemId",
     "Node",

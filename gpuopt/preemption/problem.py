@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 from pydantic import (
@@ -47,6 +47,7 @@ from gpuopt.cluster.model import (
     MIN_PRIORITY,
     SCALE,
     Cluster,
+    HeldCluster,
     NodesAndTasks,
     PriorityClass,
     priority_value,
@@ -54,7 +55,6 @@ from gpuopt.cluster.model import (
 )
 from gpuopt.cluster.request import Request as ClusterRequest
 from gpuopt.cluster.request import WrittenRequest, as_request
-from gpuopt.cluster.rules import admitted
 from gpuopt.errors import ProblemError
 
 #: Largest state the model accepts: like a defragmentation snapshot, a state
@@ -225,7 +225,7 @@ class PreemptionProblem(IndexedModel):
     now: float = Field(
         ge=0, le=MAX_TIME, description="The current time (same unit as checkpoints)."
     )
-    cluster: Cluster = Field(description="The nodes and the tasks running on them.")
+    cluster: HeldCluster = Field(description="The nodes and the tasks running on them.")
     request: PreemptionRequest
 
     #: The old state file (``nodes`` and ``tasks`` beside ``now``) read as a cluster.
@@ -256,22 +256,26 @@ class PreemptionProblem(IndexedModel):
             raise ValueError(
                 f"cluster.now {self.cluster.now:g} differs from now {self.now:g} (give one clock)"
             )
-        if any(task.id == self.request.id for task in self.tasks):
+        if self.request.id in self.scope.task_pos:
             raise ValueError(f"request: id {self.request.id!r} is already the id of a task")
-        now = scaled(self.now)
-        total_cost = 0
-        for task, gpus in zip(self.tasks, self.scope.task_gpus.tolist(), strict=True):
-            checkpoint = task.checkpoint
-            if checkpoint is None:
+        columns, at = task_columns(self.cluster), self.scope.task_at
+        missing = columns.no_checkpoint[at]
+        late = columns.checkpoint_time[at] > self.now  # NaN where missing: never late
+        wrong = np.flatnonzero(missing | late)
+        if len(wrong):
+            task = self.tasks[int(wrong[0])]
+            if task.checkpoint is None:
                 raise ValueError(
                     f"task {task.id!r}: has neither last_checkpoint nor start_time, so the "
                     "work it would lose is unknown"
                 )
-            if checkpoint > self.now:
-                raise ValueError(
-                    f"task {task.id!r}: last_checkpoint {checkpoint:g} is after now {self.now:g}"
-                )
-            total_cost += gpus * (now - scaled(checkpoint))
+            raise ValueError(
+                f"task {task.id!r}: last_checkpoint {task.checkpoint:g} is after now {self.now:g}"
+            )
+        # each task's cost fits int64 (at most MAX_NODE_GPUS x MAX_TIME in thousandths); the
+        # sum is taken over Python integers, exact however many tasks there are
+        ages = scaled(self.now) - columns.checkpoint[at]
+        total_cost = sum((self.scope.task_gpus * ages).tolist())
         if total_cost >= MAX_TOTAL_COST:
             raise ValueError(
                 f"tasks: their GPU-time since the last checkpoints, {total_cost / SCALE:g}, "
@@ -387,7 +391,9 @@ class PreemptionProblem(IndexedModel):
             cluster = cluster.model_copy(update={"now": float(clock)})
         asked = shape.model_dump(exclude_defaults=True)
         asked.update(id=request_id, priority="HP", rank=rank, pending=pending)
-        return cls.parse({"now": float(clock), "cluster": cluster, "request": asked})
+        # cls(...), not cls.parse: pydantic runs a model's after-validators twice when
+        # model_validate goes through a custom __init__ (IndexedModel's); same errors
+        return cls(now=float(clock), cluster=cluster, request=asked)
 
     @cached_property
     def index(self) -> PreemptionIndex:
@@ -408,8 +414,10 @@ class ClusterFacts:
         """The facts of ``cluster``: from its index, or from the tasks alone when nothing
         but a task's own ``locked`` or ``pinned`` can fix one (no shares, budgets, pod
         (anti-)affinity, locked or NotReady nodes), which gives the same facts without
-        building the index."""
-        simple = (
+        building the index (and, when the index is built already, from it: a held cluster's
+        per-request question then reads its facts without a pass over the tasks)."""
+        built = "index" in cluster.__dict__  # functools.cached_property stores it there
+        simple = not built and (
             not cluster.budgets
             and all(node.ready and not node.locked for node in cluster.nodes)
             and all(
@@ -444,22 +452,23 @@ class Scope:
     task_gpus: np.ndarray
     facts: ClusterFacts
     threshold: int
+    #: each of ``tasks``' position in the cluster's tasks
+    task_at: np.ndarray
 
     @classmethod
     def of(cls, cluster: Cluster, request: ClusterRequest, rank: int | None) -> Scope:
         """The scope of ``request`` asked with priority ``rank`` (None: as the cluster's
         ``hp_priority``) in ``cluster``; it has no node when K1-K4 admit none."""
-        allowed = admitted(cluster, request)
+        allowed = cluster.admits(request)
         nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
+        columns = task_columns(cluster)
         if len(nodes) == len(cluster.nodes):
             tasks, task_at = cluster.tasks, np.arange(len(cluster.tasks), dtype=np.int64)
+            task_pos = dict(columns.pos)
         else:
-            usable = {node.id for node in nodes}
-            task_at = np.array(
-                [pos for pos, task in enumerate(cluster.tasks) if task.node in usable],
-                dtype=np.int64,
-            )
-            tasks = [cluster.tasks[pos] for pos in task_at]
+            task_at = np.flatnonzero(np.array(allowed, dtype=bool)[columns.node]).astype(np.int64)
+            tasks = [cluster.tasks[pos] for pos in task_at.tolist()]
+            task_pos = {columns.ids[at]: pos for pos, at in enumerate(task_at.tolist())}
         facts = ClusterFacts.of(cluster)
         if request.gpu_milli is not None:
             held = _share_view(cluster, cluster.index.task_gpus, request.gpu_milli)
@@ -473,10 +482,11 @@ class Scope:
         return cls(
             nodes=nodes,
             tasks=tasks,
-            task_pos={task.id: pos for pos, task in enumerate(tasks)},
+            task_pos=task_pos,
             task_gpus=facts.task_gpus[task_at],
             facts=facts,
             threshold=threshold,
+            task_at=task_at,
         )
 
     def is_hp(self, cluster: Cluster, task: ClusterTask) -> bool:
@@ -485,41 +495,34 @@ class Scope:
 
     def view(self, cluster: Cluster, request: PreemptionRequest, now: float) -> PreemptionIndex:
         """The array view of this scope at time ``now`` (see :func:`preemption_view`)."""
-        nodes, tasks = self.nodes, self.tasks
+        nodes, tasks, at = self.nodes, self.tasks, self.task_at
+        columns = task_columns(cluster)
         node_ids = [node.id for node in nodes]
         node_pos = {node_id: pos for pos, node_id in enumerate(node_ids)}
-        task_ids, task_pos = [t.id for t in tasks], self.task_pos
+        task_ids, task_pos = [columns.ids[k] for k in at.tolist()], self.task_pos
         gpus = self.task_gpus
-        checkpoints = scaled_array(
-            [
-                t.last_checkpoint if t.last_checkpoint is not None else checkpoint_of(t)
-                for t in tasks
-            ]
-        )
-        age = scaled(now) - checkpoints
-        hp_priority, fixed = cluster.hp_priority, self.facts.fixed
-        priorities = np.array(
-            [
-                # the class names as integers (priority_value), inline: this loop is the cold path
-                hp_priority if p == "HP" else 0 if p == "LP" else p
-                for p in (t.priority for t in tasks)
-            ],
-            dtype=np.int64,
-        )
-        task_hp = priorities >= self.threshold
+        missing = columns.no_checkpoint[at]
+        if missing.any():
+            checkpoint_of(tasks[int(np.flatnonzero(missing)[0])])  # raises, naming the task
+        age = scaled(now) - columns.checkpoint[at]
+        fixed = self.facts.fixed
+        task_hp = columns.priority[at] >= self.threshold
         if fixed:
-            task_hp |= np.array([t.id in fixed for t in tasks], dtype=bool)
+            task_hp |= np.array([task_id in fixed for task_id in task_ids], dtype=bool)
+        rows = np.array([columns.node_pos[node_id] for node_id in node_ids], dtype=np.int64)
+        renumber = np.full(len(cluster.nodes), -1, dtype=np.int64)
+        renumber[rows] = np.arange(len(rows), dtype=np.int64)
         return PreemptionIndex(
             node_ids=node_ids,
             node_pos=node_pos,
-            node_gpus=np.array([n.gpus for n in nodes], dtype=np.int64),
-            node_cpus=scaled_array([n.cpus for n in nodes]),
-            node_preemptions=np.array([n.preemptions for n in nodes], dtype=np.int64),
+            node_gpus=columns.node_gpus[rows],
+            node_cpus=columns.node_cpus[rows],
+            node_preemptions=columns.node_preemptions[rows],
             task_ids=task_ids,
             task_pos=task_pos,
-            task_node=np.array([node_pos[t.node] for t in tasks], dtype=np.int64),
+            task_node=renumber[columns.node[at]],
             task_gpus=gpus,
-            task_cpus=scaled_array([t.cpus for t in tasks]),
+            task_cpus=columns.cpus[at],
             task_hp=task_hp,
             task_age=age,
             task_cost=gpus * age,
@@ -527,6 +530,69 @@ class Scope:
             request_cpus=scaled(request.cpus),
             request_hp=request.priority == "HP",
         )
+
+
+@dataclass(frozen=True, eq=False)
+class TaskColumns:
+    """What preemption's views read of every task and node of a cluster, in cluster order,
+    built once per cluster by :func:`task_columns` (a question takes the rows of its scope).
+
+    ``checkpoint`` is each task's ``last_checkpoint`` (else ``start_time``) in thousandths
+    (0 where it has neither: ``no_checkpoint``), ``checkpoint_time`` the same unscaled (NaN
+    there); ``priority`` the integer priority (``"HP"``/``"LP"`` as ``hp_priority``/0).
+    """
+
+    ids: list[str]
+    pos: dict[str, int]
+    node: np.ndarray
+    cpus: np.ndarray
+    priority: np.ndarray
+    checkpoint: np.ndarray
+    checkpoint_time: np.ndarray
+    no_checkpoint: np.ndarray
+    node_pos: dict[str, int]
+    node_gpus: np.ndarray
+    node_cpus: np.ndarray
+    node_preemptions: np.ndarray
+
+
+def task_columns(cluster: Cluster) -> TaskColumns:
+    """The :class:`TaskColumns` of ``cluster``, built on first use and kept in its ``views``
+    (a frozen cluster's tasks do not change)."""
+    found = cluster.views.get("preemption")
+    if found is None:
+        found = cluster.views["preemption"] = _build_task_columns(cluster)
+    return cast(TaskColumns, found)
+
+
+def _build_task_columns(cluster: Cluster) -> TaskColumns:
+    tasks, nodes = cluster.tasks, cluster.nodes
+    node_pos = {node.id: pos for pos, node in enumerate(nodes)}
+    times = [task.checkpoint for task in tasks]
+    no_checkpoint = np.array([time is None for time in times], dtype=bool)
+    known = [0.0 if time is None else time for time in times]
+    hp_priority = cluster.hp_priority
+    return TaskColumns(
+        ids=[task.id for task in tasks],
+        pos={task.id: pos for pos, task in enumerate(tasks)},
+        node=np.array([node_pos[task.node] for task in tasks], dtype=np.int64),
+        cpus=scaled_array([task.cpus for task in tasks]),
+        priority=np.array(
+            # the class names as integers (priority_value), inline
+            [
+                hp_priority if p == "HP" else 0 if p == "LP" else p
+                for p in (t.priority for t in tasks)
+            ],
+            dtype=np.int64,
+        ),
+        checkpoint=scaled_array(known),
+        checkpoint_time=np.where(no_checkpoint, np.nan, np.array(known, dtype=np.float64)),
+        no_checkpoint=no_checkpoint,
+        node_pos=node_pos,
+        node_gpus=np.array([node.gpus for node in nodes], dtype=np.int64),
+        node_cpus=scaled_array([node.cpus for node in nodes]),
+        node_preemptions=np.array([node.preemptions for node in nodes], dtype=np.int64),
+    )
 
 
 def no_usable_node(cluster: Cluster) -> str:
@@ -777,11 +843,13 @@ __all__ = [
     "PreemptionRequest",
     "Priority",
     "Scope",
+    "TaskColumns",
     "checkpoint_of",
     "load_state",
     "parse_state",
     "preemption_view",
     "scaled_array",
+    "task_columns",
 ]
 
 #: The state's own node and task records are gone (the problem's data is a Cluster): the

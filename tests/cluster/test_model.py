@@ -166,3 +166,37 @@ def test_bad_clusters_are_refused_in_one_sentence(fields: dict[str, Any], messag
 def test_unknown_level_is_named() -> None:
     with pytest.raises(ValueError, match="level 'block' is not a topology level"):
         cluster().domains("block")
+
+
+def test_a_held_cluster_is_kept_not_validated_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A problem built on a Cluster instance keeps it as is (its checks ran when it was
+    built); a cluster given as data is still checked, and a bad one still refused."""
+    from gpuopt.cluster import model
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    cluster = Cluster(
+        now=100,
+        nodes=[{"id": "a", "gpus": 8, "cpus": 64}],
+        tasks=[{"id": "t", "node": "a", "gpus": 2, "cpus": 8, "priority": 0, "start_time": 40}],
+    )
+    _ = cluster.index
+    checked: list[str] = []
+    real = model.check_unique
+
+    def counting(field: str, ids: Any) -> None:
+        checked.append(field)
+        real(field, ids)
+
+    monkeypatch.setattr(model, "check_unique", counting)
+    placement = NodePlacementProblem.from_cluster(cluster, "2G8C")
+    preemption = PreemptionProblem.from_cluster(cluster, "8G8C")
+    assert placement.cluster is cluster and preemption.cluster is cluster
+    assert "index" in cluster.__dict__  # the held cluster's view survives
+    assert checked == []
+    data = cluster.model_dump(exclude_defaults=True)
+    rebuilt = NodePlacementProblem(cluster=data, request={"gpus": 2})
+    assert rebuilt.cluster == cluster and "nodes" in checked
+    data["tasks"][0]["node"] = "nowhere"
+    with pytest.raises(ProblemError, match="node 'nowhere' is not in nodes"):
+        NodePlacementProblem(cluster=data, request={"gpus": 2})

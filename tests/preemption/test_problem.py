@@ -482,3 +482,45 @@ def test_a_bad_request_is_reported_by_its_old_fields_first() -> None:
         ({"id": 5, "gpus": "4", "priority": "HP"}, "request.id: input should be a valid string"),
     ]:
         assert expected in bad(state_dict(request=asked))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_held_cluster_decides_as_a_fresh_one(seed: int) -> None:
+    """Many questions asked of one held cluster (its index built, verdicts and facts
+    remembered) get the views and decisions of the same cluster read afresh each time."""
+    import numpy as np
+
+    from gpuopt.cluster import Cluster
+    from gpuopt.cluster.request import Request
+    from gpuopt.preemption.generator import random_state
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    data = random_state(seed, nodes=30, contended=True).cluster.model_dump(exclude_defaults=True)
+    for number, item in enumerate(data["nodes"]):
+        item["labels"] = {"pool": "a" if number % 3 else "b"}
+        if number % 5 == 1:
+            item["taints"] = [{"key": "gpu", "effect": "NoSchedule"}]
+    held = Cluster.model_validate(data)
+    _ = held.index
+    toleration = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    asks = [
+        (Request(gpus=8, cpus=8), 5000),
+        (Request(gpus=4, node_selector={"pool": "a"}), 5000),
+        (Request(gpus=2, tolerations=toleration), 100),
+        (Request(gpus=8, cpus=8), 5000),
+    ]
+    for request, rank in asks:
+        mine = PreemptionProblem.from_cluster(held, request, priority=rank)
+        fresh = PreemptionProblem.from_cluster(Cluster.model_validate(data), request, priority=rank)
+        assert mine.cluster is held and "index" not in fresh.cluster.__dict__
+        for name in ("node_ids", "task_ids", "task_hp", "task_gpus", "task_cost", "task_node"):
+            assert np.asarray(getattr(mine.index, name)).tolist() == (
+                np.asarray(getattr(fresh.index, name)).tolist()
+            ), name
+        assert mine.facts.fixed == fresh.facts.fixed
+        decided, expected = gpuopt.solve(mine), gpuopt.solve(fresh)
+        assert (decided.node, decided.victims, decided.cost) == (
+            expected.node,
+            expected.victims,
+            expected.cost,
+        )

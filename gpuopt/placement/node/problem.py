@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -41,9 +41,8 @@ from gpuopt.cluster.interconnect import (
     node_bandwidth,
 )
 from gpuopt.cluster.items import Node as ClusterNode
-from gpuopt.cluster.model import Cluster, check_unique, scaled
+from gpuopt.cluster.model import Cluster, HeldCluster, check_unique, scaled
 from gpuopt.cluster.request import Request, WrittenRequest, as_request
-from gpuopt.cluster.rules import admitted
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.errors import ProblemError
 
@@ -289,7 +288,7 @@ class NodePlacementProblem(IndexedModel):
     document: ClassVar[str] = "a placement problem"
 
     name: str = "placement"
-    cluster: Cluster = Field(description="The nodes and the tasks running on them.")
+    cluster: HeldCluster = Field(description="The nodes and the tasks running on them.")
     request: NodeRequest
 
     _read_problem_file = old_form_reader(_ProblemFile, ("topologies", "nodes"))
@@ -373,7 +372,7 @@ class NodePlacementProblem(IndexedModel):
 def usable_nodes(cluster: Cluster, request: Request) -> list[ClusterNode]:
     """The nodes of ``cluster`` that ``request`` may use: with GPUs, and admitted by rules
     K1-K4 (:func:`~gpuopt.cluster.rules.admitted`), in cluster order."""
-    allowed = admitted(cluster, request)
+    allowed = cluster.admits(request)
     return [node for pos, node in enumerate(cluster.nodes) if node.gpus > 0 and allowed[pos]]
 
 
@@ -418,69 +417,133 @@ def node_view(cluster: Cluster, request: Request) -> NodeIndex:
     """The array view of the nodes ``request`` may use (:func:`usable_nodes`): their
     bandwidth matrices as :class:`~gpuopt.cluster.interconnect.GpuTopology`, free GPUs as
     bit masks, free CPUs and memory in thousandths (the one function that builds a
-    :class:`NodeIndex`)."""
+    :class:`NodeIndex`).
+
+    What it reads of each node depends on the cluster alone, so it is built once per
+    cluster (:class:`ClusterNodeRows`, kept in ``cluster.views``) and each request takes
+    the rows of its nodes; topologies are numbered in order of first use by those nodes.
+    """
     nodes = usable_nodes(cluster, request)
-    use = node_use(cluster)
-    index = cluster.index
-    cluster_pos = index.node_pos
-    topology_pos: dict[int, int] = {}
-    topology_ids: list[str] = []
-    topologies: list[GpuTopology] = []
-    node_topology: list[int] = []
-    named: dict[tuple[str | None, int], GpuTopology] = {}  # a named kind's matrix, built once
-    for node in nodes:
-        key = (node.interconnect, node.gpus)
-        if node.bandwidth is not None:
-            topology = gpu_topology(node.bandwidth)
-        elif key in named:
-            topology = named[key]
-        else:
-            topology = named[key] = gpu_topology(node_bandwidth(node))
-        pos = topology_pos.get(id(topology))
-        if pos is None:
-            pos = topology_pos[id(topology)] = len(topologies)
-            topologies.append(topology)
-            kind = node.interconnect or "uniform"
-            topology_ids.append(node.id if node.bandwidth is not None else f"{kind}-{node.gpus}")
-        node_topology.append(pos)
-    node_gpus = np.array([node.gpus for node in nodes], dtype=np.int64)
-    free_mask = np.array(
-        [
-            topologies[t].full_mask & ~mask_of(use[node.id][0])
-            for t, node in zip(node_topology, nodes, strict=True)
-        ],
-        dtype=np.int64,
-    )
-    left = np.full((len(nodes), max(node_gpus.max(initial=0), 1)), -1, dtype=np.int64)
-    for pos, node in enumerate(nodes):
-        used, gpu_left = use[node.id]
-        left[pos, : node.gpus] = gpu_left_of(used, gpu_left, node.gpus)
-    rows = [cluster_pos[node.id] for node in nodes]
+    every = cluster_node_rows(cluster)
+    node_pos = cluster.index.node_pos
+    rows = np.array([node_pos[node.id] for node in nodes], dtype=np.int64)
+    kinds = every.node_kind[rows]
+    if (kinds < 0).any():  # a node whose matrix cannot be built (over 16 GPUs): say why
+        failed = nodes[int(np.flatnonzero(kinds < 0)[0])]
+        gpu_topology(node_bandwidth(failed))
+        raise ValueError(f"node {failed.id!r}: its GPUs' bandwidth matrix cannot be built")
+    # topologies by first use among these nodes (as the per-node loop numbered them)
+    used_kinds, first = np.unique(kinds, return_index=True)
+    order = np.argsort(first, kind="stable")
+    renumber = np.empty(len(every.kinds), dtype=np.int64)
+    renumber[used_kinds[order]] = np.arange(len(order), dtype=np.int64)
+    first_rows = rows[first[order]]
+    node_gpus = every.node_gpus[rows]
+    width = max(int(node_gpus.max(initial=0)), 1)
     return NodeIndex(
         node_ids=[node.id for node in nodes],
         node_pos={node.id: pos for pos, node in enumerate(nodes)},
-        topology_ids=topology_ids,
-        topologies=topologies,
-        node_topology=np.array(node_topology, dtype=np.int64),
+        topology_ids=[every.kind_label[row] for row in first_rows.tolist()],
+        topologies=[every.kinds[kind] for kind in used_kinds[order].tolist()],
+        node_topology=renumber[kinds] if len(rows) else np.zeros(0, dtype=np.int64),
+        node_gpus=node_gpus,
+        node_free_mask=every.node_free_mask[rows],
+        node_free_gpus=every.node_free_gpus[rows],
+        node_cpus_free=every.node_cpus_free[rows],
+        node_memory_free=every.node_memory_free[rows],
+        node_left=every.node_left[rows, :width],
+    )
+
+
+@dataclass(frozen=True)
+class ClusterNodeRows:
+    """:class:`NodeIndex`'s columns for every node of a cluster, in cluster order, which
+    :func:`node_view` takes rows of (built once per cluster by :func:`cluster_node_rows`).
+
+    ``node_kind`` indexes ``kinds`` (the distinct topology objects, -1 for a node with
+    no GPUs, more than :data:`~gpuopt.cluster.interconnect.MAX_TOPOLOGY_GPUS`, or a matrix
+    that cannot be built); ``kind_label`` is the topology id a node gives its kind when it
+    is the first to use it (its own id when it states ``bandwidth``).
+    """
+
+    kinds: list[GpuTopology]
+    node_kind: npt.NDArray[np.int64]
+    kind_label: list[str]
+    node_gpus: npt.NDArray[np.int64]
+    node_free_mask: npt.NDArray[np.int64]
+    node_free_gpus: npt.NDArray[np.int64]
+    node_cpus_free: npt.NDArray[np.int64]
+    node_memory_free: npt.NDArray[np.int64]
+    node_left: npt.NDArray[np.int64]
+
+
+def cluster_node_rows(cluster: Cluster) -> ClusterNodeRows:
+    """The :class:`ClusterNodeRows` of ``cluster``, built on first use and kept in its
+    ``views`` (a frozen cluster's nodes, tasks and their use do not change)."""
+    found = cluster.views.get("node-placement")
+    if found is None:
+        found = cluster.views["node-placement"] = _build_node_rows(cluster)
+    return cast(ClusterNodeRows, found)
+
+
+def _build_node_rows(cluster: Cluster) -> ClusterNodeRows:
+    nodes = cluster.nodes
+    use = node_use(cluster)
+    index = cluster.index
+    kind_pos: dict[int, int] = {}
+    kinds: list[GpuTopology] = []
+    node_kind: list[int] = []
+    kind_label: list[str] = []
+    named: dict[tuple[str | None, int], GpuTopology] = {}  # a named kind's matrix, built once
+    node_gpus = np.array([node.gpus for node in nodes], dtype=np.int64)
+    free_mask = np.zeros(len(nodes), dtype=np.int64)
+    used_count = np.zeros(len(nodes), dtype=np.int64)
+    left = np.full((len(nodes), max(node_gpus.max(initial=0), 1)), -1, dtype=np.int64)
+    for pos, node in enumerate(nodes):
+        kind_label.append(
+            node.id
+            if node.bandwidth is not None
+            else f"{node.interconnect or 'uniform'}-{node.gpus}"
+        )
+        if not 0 < node.gpus <= MAX_TOPOLOGY_GPUS:
+            node_kind.append(-1)
+            continue
+        key = (node.interconnect, node.gpus)
+        try:
+            if node.bandwidth is not None:
+                topology = gpu_topology(node.bandwidth)
+            elif key in named:
+                topology = named[key]
+            else:
+                topology = named[key] = gpu_topology(node_bandwidth(node))
+        except Exception:  # raised again, by node_view, when a request may use the node
+            node_kind.append(-1)
+            continue
+        found = kind_pos.get(id(topology))
+        if found is None:
+            found = kind_pos[id(topology)] = len(kinds)
+            kinds.append(topology)
+        node_kind.append(found)
+        used, gpu_left = use[node.id]
+        free_mask[pos] = topology.full_mask & ~mask_of(used)
+        used_count[pos] = len(used)
+        left[pos, : node.gpus] = gpu_left_of(used, gpu_left, node.gpus)
+    node_cpus = np.array([scaled(node.cpus) for node in nodes], dtype=np.int64)
+    node_memory = np.array(
+        [NO_MEMORY if node.memory is None else scaled(node.memory) for node in nodes],
+        dtype=np.int64,
+    )
+    stated = node_memory != NO_MEMORY
+    return ClusterNodeRows(
+        kinds=kinds,
+        node_kind=np.array(node_kind, dtype=np.int64),
+        kind_label=kind_label,
         node_gpus=node_gpus,
         node_free_mask=free_mask,
-        node_free_gpus=node_gpus
-        - np.array([len(use[node.id][0]) for node in nodes], dtype=np.int64),
-        node_cpus_free=np.array(
-            [
-                scaled(node.cpus) - int(index.node_used_cpus[row])
-                for node, row in zip(nodes, rows, strict=True)
-            ],
-            dtype=np.int64,
-        ),
-        node_memory_free=np.array(
-            [
-                NO_MEMORY
-                if node.memory is None
-                else scaled(node.memory) - int(index.node_used_memory[row])
-                for node, row in zip(nodes, rows, strict=True)
-            ],
-            dtype=np.int64,
+        node_free_gpus=node_gpus - used_count,
+        node_cpus_free=node_cpus - index.node_used_cpus.astype(np.int64),
+        node_memory_free=np.where(
+            stated, node_memory - index.node_used_memory.astype(np.int64), NO_MEMORY
         ),
         node_left=left,
     )
@@ -551,9 +614,11 @@ __all__ = [
     "MAX_AMOUNT",
     "MAX_NODES",
     "NO_MEMORY",
+    "ClusterNodeRows",
     "NodeIndex",
     "NodePlacementProblem",
     "NodeRequest",
+    "cluster_node_rows",
     "gpu_left_of",
     "load_node_problem",
     "node_gpu_use",

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from gpuopt.cluster.interconnect import hgx_nvswitch, pcie_two_numa
@@ -241,3 +242,99 @@ def test_from_cluster_names_a_bad_request_in_one_sentence() -> None:
         NodePlacementProblem.from_cluster(cluster, "32G")
     with pytest.raises(ProblemError, match="a share of a GPU cannot ask for a whole node"):
         NodePlacementProblem.from_cluster(cluster, "0.5G", whole_node=True)
+
+
+def _reference_view(cluster: Any, request: Any) -> dict[str, Any]:
+    """node_view as it was written before issue 32, node by node (the independent reason
+    for the per-cluster rows): what each column must hold."""
+    from gpuopt.cluster.fields import scaled
+    from gpuopt.cluster.interconnect import gpu_topology, mask_of, node_bandwidth
+    from gpuopt.cluster.rules import admitted
+    from gpuopt.placement.node.problem import NO_MEMORY, gpu_left_of, node_use
+
+    allowed = admitted(cluster, request)
+    nodes = [n for pos, n in enumerate(cluster.nodes) if n.gpus > 0 and allowed[pos]]
+    use, index = node_use(cluster), cluster.index
+    topology_pos: dict[int, int] = {}
+    topologies: list[Any] = []
+    topology_ids: list[str] = []
+    node_topology = []
+    for node in nodes:
+        matrix = node.bandwidth if node.bandwidth is not None else node_bandwidth(node)
+        topology = gpu_topology(matrix)
+        if id(topology) not in topology_pos:
+            topology_pos[id(topology)] = len(topologies)
+            topologies.append(topology)
+            kind = node.interconnect or "uniform"
+            topology_ids.append(node.id if node.bandwidth is not None else f"{kind}-{node.gpus}")
+        node_topology.append(topology_pos[id(topology)])
+    width = max([node.gpus for node in nodes] + [1])
+    left = [[-1] * width for _ in nodes]
+    for pos, node in enumerate(nodes):
+        left[pos][: node.gpus] = gpu_left_of(*use[node.id], node.gpus)
+    rows = [index.node_pos[node.id] for node in nodes]
+    return {
+        "node_ids": [node.id for node in nodes],
+        "topology_ids": topology_ids,
+        "topologies": topologies,
+        "node_topology": node_topology,
+        "node_gpus": [node.gpus for node in nodes],
+        "node_free_mask": [
+            topologies[t].full_mask & ~mask_of(use[n.id][0])
+            for t, n in zip(node_topology, nodes, strict=True)
+        ],
+        "node_free_gpus": [node.gpus - len(use[node.id][0]) for node in nodes],
+        "node_cpus_free": [
+            scaled(n.cpus) - int(index.node_used_cpus[r]) for n, r in zip(nodes, rows, strict=True)
+        ],
+        "node_memory_free": [
+            NO_MEMORY if n.memory is None else scaled(n.memory) - int(index.node_used_memory[r])
+            for n, r in zip(nodes, rows, strict=True)
+        ],
+        "node_left": left,
+    }
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_view_of_a_held_cluster_is_the_node_by_node_view(seed: int) -> None:
+    """One cluster asked many requests (selectors, tolerations, shares, whole nodes):
+    each view taken from the rows kept on the cluster equals the node-by-node build."""
+    from gpuopt.cluster import Cluster
+    from gpuopt.cluster.request import Request
+    from gpuopt.placement.node.generator import random_node_problem
+    from gpuopt.placement.node.problem import NodePlacementProblem, node_view
+
+    data = random_node_problem(seed, nodes=40).cluster.model_dump(exclude_defaults=True)
+    for number, node in enumerate(data["nodes"]):
+        node["labels"] = {"pool": "a" if number % 3 else "b"}
+        if number % 5 == 1:
+            node["taints"] = [{"key": "gpu", "effect": "NoSchedule"}]
+        if number % 7 == 2:
+            node["unschedulable"] = True
+        if number % 11 == 3:  # its own matrix, equal to a named kind's or not
+            node["bandwidth"] = pcie_two_numa(node["gpus"]) if node["gpus"] > 1 else [[0.0]]
+            node.pop("interconnect", None)
+    cluster = Cluster.model_validate(data)
+    toleration = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    requests = [
+        Request(gpus=2, cpus=4),
+        Request(gpus=1, gpu_milli=250),
+        Request(gpus=4, node_selector={"pool": "a"}),
+        Request(gpus=2, tolerations=toleration),
+        Request(gpus=1, node_selector={"pool": "b"}, tolerations=toleration),
+        Request(gpus=2, cpus=4),  # asked again: the remembered verdicts
+    ]
+    for request in requests:
+        view = node_view(cluster, request)
+        expected = _reference_view(cluster, request)
+        for name, value in expected.items():
+            got = getattr(view, name)
+            if name == "topologies":
+                assert [id(t) for t in got] == [id(t) for t in value], name
+            else:
+                assert np.asarray(got).tolist() == np.asarray(value).tolist(), (name, request)
+        assert view.node_pos == {node_id: pos for pos, node_id in enumerate(view.node_ids)}
+        problem = NodePlacementProblem.from_cluster(cluster, request)
+        assert problem.index.node_ids == expected["node_ids"]
+    assert "node-placement" in cluster.views
+    assert "views" not in cluster.model_copy(update={"name": "copy"}).__dict__
