@@ -606,17 +606,19 @@ def _raise_slots(
             candidates, _ = _best_scored(candidates, score)
             slots = shard.slots
             assert slots is not None and state.partial is not None and state.value_now is not None
-            here = np.array([source])
-            gain = int(
-                slots.node_values(
-                    state.free_gpus[here] + shard.task_gpus[task],
-                    state.free_cpus[here] + shard.task_cpus[task],
-                    state.partial[here] - slots.task_slots[task],
-                    here,
-                )[0]
-                - state.value_now[source]
+            # the source without the task and each candidate with it, in one call: rows are
+            # independent, so this is the source's gain and the candidates' loss at once
+            nodes = np.concatenate(([source], candidates))
+            sign = np.full(nodes.size, -1, dtype=np.int64)
+            sign[0] = 1
+            values = slots.node_values(
+                state.free_gpus[nodes] + sign * shard.task_gpus[task],
+                state.free_cpus[nodes] + sign * shard.task_cpus[task],
+                state.partial[nodes] - sign[:, None] * slots.task_slots[task],
+                nodes,
             )
-            change = gain - state.loss(task, candidates)
+            gain = int(values[0] - state.value_now[source])
+            change = gain - (state.value_now[candidates] - values[1:])
             best = int(np.argmax(change))
             if change[best] > 0:
                 state.move(task, int(candidates[best]))
