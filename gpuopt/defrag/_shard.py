@@ -121,7 +121,8 @@ class _State:
         """Integer-weighted workload slots of the shard (0 without a workload)."""
         return 0 if self.value_now is None else int(self.value_now.sum())
 
-    def move(self, task: int, target: int) -> None:
+    def move(self, task: int, target: int, *, refresh: bool = True) -> None:
+        """Move ``task`` to ``target``; ``refresh=False`` leaves ``value_now`` to the caller."""
         shard, source = self.shard, int(self.task_node[task])
         self.free_gpus[target] -= shard.task_gpus[task]
         self.free_cpus[target] -= shard.task_cpus[task]
@@ -140,7 +141,7 @@ class _State:
         self.tasks_on[source].remove(task)
         self.tasks_on[target].append(task)
         self.task_node[task] = target
-        if self.value_now is not None:
+        if refresh and self.value_now is not None:
             pair = np.array([source, target])
             self.value_now[pair] = self.values(pair)
         group = int(shard.task_group[task])
@@ -151,10 +152,17 @@ class _State:
         self.log.append((task, source, target))
 
     def rollback(self, mark: int) -> None:
+        """Undo the moves after ``mark``; the slots of the nodes they touched are computed
+        once at the end (a node's slots depend only on its own state, restored exactly)."""
+        touched: list[int] = []
         while len(self.log) > mark:
-            task, source, _ = self.log.pop()
-            self.move(task, source)
+            task, source, target = self.log.pop()
+            self.move(task, source, refresh=False)
             self.log.pop()
+            touched += (source, target)
+        if touched and self.value_now is not None:
+            nodes = np.unique(np.array(touched))
+            self.value_now[nodes] = self.values(nodes)
 
     def targets(self, task: int, forbidden: set[int]) -> np.ndarray:
         """Boolean mask of nodes that may receive ``task`` now (D3, D4, D5, K4)."""
