@@ -108,6 +108,17 @@ class _State:
     value_now: np.ndarray | None = None  # local node -> integer-weighted slots (kept current)
     moves_left: int | None = None  # budgets left after the emptying pass (D6)
     group_left: dict[int, int] = field(default_factory=dict)
+    #: ``~blocked & (count > 0)``, kept current by :meth:`move` and :meth:`block` (targets
+    #: read it on every placement)
+    open: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.open = ~self.blocked & (self.count > 0)
+
+    def block(self, node: int, blocked: bool) -> None:
+        """Set whether ``node`` is blocked (never a target), keeping :attr:`open` current."""
+        self.blocked[node] = blocked
+        self.open[node] = not blocked and self.count[node] > 0
 
     def values(self, nodes: np.ndarray) -> np.ndarray:
         """Integer-weighted workload slots of ``nodes`` now, computed afresh."""
@@ -138,6 +149,8 @@ class _State:
             self.partial[source] -= shard.slots.task_slots[task]
         self.count[target] += 1
         self.count[source] -= 1
+        self.open[target] = not self.blocked[target]
+        self.open[source] = not self.blocked[source] and self.count[source] > 0
         self.tasks_on[source].remove(task)
         self.tasks_on[target].append(task)
         self.task_node[task] = target
@@ -167,9 +180,7 @@ class _State:
     def targets(self, task: int, forbidden: set[int]) -> np.ndarray:
         """Boolean mask of nodes that may receive ``task`` now (D3, D4, D5, K4)."""
         shard = self.shard
-        mask: np.ndarray = (
-            shard.selector_masks[shard.task_selector[task]] & ~self.blocked & (self.count > 0)
-        )
+        mask: np.ndarray = shard.selector_masks[shard.task_selector[task]] & self.open
         mask &= self.free_gpus >= shard.task_gpus[task]
         mask &= self.free_cpus >= shard.task_cpus[task]
         mask &= self.free_memory >= shard.task_memory[task]
@@ -231,7 +242,7 @@ class _State:
         """Make room on a near-fitting node by moving one of its tasks first (tail first)."""
         shard = self.shard
         gpus, cpus, memory = shard.task_gpus[task], shard.task_cpus[task], shard.task_memory[task]
-        mask = shard.selector_masks[shard.task_selector[task]] & ~self.blocked & (self.count > 0)
+        mask = shard.selector_masks[shard.task_selector[task]] & self.open
         mask &= shard.node_gpus >= gpus
         extra = shard.task_extra[task]
         if self.free_extra.shape[1]:
@@ -548,7 +559,7 @@ def _empty_along(shard: Shard, order: np.ndarray, deadline: float | None) -> _St
         )
         if not tasks or any(shard.task_locked[t] for t in tasks) or not _room_left(state, node):
             continue
-        state.blocked[node] = True
+        state.block(node, True)
         state.attempts = 0
         mark = len(state.log)
         value = state.total()
@@ -556,7 +567,7 @@ def _empty_along(shard: Shard, order: np.ndarray, deadline: float | None) -> _St
             shard.slots is not None and state.total() <= value  # X9: keep only what gains
         ):
             state.rollback(mark)
-            state.blocked[node] = False
+            state.block(node, False)
             continue
         new = state.log[mark:]
         spent_groups: dict[int, int] = {}
@@ -567,7 +578,7 @@ def _empty_along(shard: Shard, order: np.ndarray, deadline: float | None) -> _St
         over_groups = any(spent > group_left[g] for g, spent in spent_groups.items())
         if (moves_left is not None and len(new) > moves_left) or over_groups:
             state.rollback(mark)
-            state.blocked[node] = False
+            state.block(node, False)
             continue
         if moves_left is not None:
             moves_left -= len(new)
@@ -647,9 +658,9 @@ def _fill_with(state: _State, node: int, tasks: list[int]) -> bool:
             continue
         if state.free_gpus[int(state.task_node[task])] == 0:  # filled earlier: keep it full
             continue
-        state.blocked[node] = False
+        state.block(node, False)
         fits = bool(state.targets(task, set())[node])
-        state.blocked[node] = True
+        state.block(node, True)
         if fits:
             state.move(task, node)
     return int(state.free_gpus[node]) == 0
@@ -685,7 +696,7 @@ def _fill_open_nodes(state: _State, moves_left: int | None, group_left: dict[int
         free = int(state.free_gpus[node])
         if free <= 0 or int(shard.node_gpus[node] - state.free_gpus[node]) <= 0:
             continue
-        state.blocked[node] = True  # not a source or a chain target while it is filled
+        state.block(node, True)  # not a source or a chain target while it is filled
         pool = [
             task
             for other in open_nodes.tolist()
@@ -717,7 +728,7 @@ def _fill_open_nodes(state: _State, moves_left: int | None, group_left: dict[int
                 moves_left -= len(new)
             for group, count in spent.items():
                 group_left[group] -= count
-        state.blocked[node] = False
+        state.block(node, False)
 
 
 __all__ = ["NO_LIMIT", "Shard", "empty_nodes"]
