@@ -197,7 +197,7 @@ class _State:
 
     def best_fit(self, task: int, mask: np.ndarray) -> int:
         """The fullest eligible node after placing ``task`` (GPUs first, CPUs to break ties)."""
-        candidates = np.flatnonzero(mask)
+        candidates = mask.nonzero()[0]  # 1-D: flatnonzero without its wrappers
         if candidates.size == 0:
             return -1
         shard = self.shard
@@ -250,7 +250,7 @@ class _State:
         mask[self.task_node[task]] = False
         for node in forbidden:
             mask[node] = False
-        candidates = np.flatnonzero(mask)
+        candidates = mask.nonzero()[0]
         if candidates.size == 0:
             return False
         deficit = np.maximum(gpus - self.free_gpus[candidates], 0)
@@ -618,7 +618,7 @@ def _raise_slots(
             source = int(state.task_node[task])
             if state.count[source] == 1 and shard.node_gpus[source] < shard.min_node_gpus:
                 continue
-            candidates = np.flatnonzero(state.targets(task, set()))
+            candidates = state.targets(task, set()).nonzero()[0]
             if candidates.size == 0:
                 continue
             score = state.free_gpus[candidates] + state.free_cpus[candidates] * state.cpu_scale
