@@ -108,6 +108,17 @@ class _State:
     value_now: np.ndarray | None = None  # local node -> integer-weighted slots (kept current)
     moves_left: int | None = None  # budgets left after the emptying pass (D6)
     group_left: dict[int, int] = field(default_factory=dict)
+    #: ``~blocked & (count > 0)``, kept current by :meth:`move` and :meth:`block` (targets
+    #: read it on every placement)
+    open: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.open = ~self.blocked & (self.count > 0)
+
+    def block(self, node: int, blocked: bool) -> None:
+        """Set whether ``node`` is blocked (never a target), keeping :attr:`open` current."""
+        self.blocked[node] = blocked
+        self.open[node] = not blocked and self.count[node] > 0
 
     def values(self, nodes: np.ndarray) -> np.ndarray:
         """Integer-weighted workload slots of ``nodes`` now, computed afresh."""
@@ -121,7 +132,8 @@ class _State:
         """Integer-weighted workload slots of the shard (0 without a workload)."""
         return 0 if self.value_now is None else int(self.value_now.sum())
 
-    def move(self, task: int, target: int) -> None:
+    def move(self, task: int, target: int, *, refresh: bool = True) -> None:
+        """Move ``task`` to ``target``; ``refresh=False`` leaves ``value_now`` to the caller."""
         shard, source = self.shard, int(self.task_node[task])
         self.free_gpus[target] -= shard.task_gpus[task]
         self.free_cpus[target] -= shard.task_cpus[task]
@@ -137,10 +149,12 @@ class _State:
             self.partial[source] -= shard.slots.task_slots[task]
         self.count[target] += 1
         self.count[source] -= 1
+        self.open[target] = not self.blocked[target]
+        self.open[source] = not self.blocked[source] and self.count[source] > 0
         self.tasks_on[source].remove(task)
         self.tasks_on[target].append(task)
         self.task_node[task] = target
-        if self.value_now is not None:
+        if refresh and self.value_now is not None:
             pair = np.array([source, target])
             self.value_now[pair] = self.values(pair)
         group = int(shard.task_group[task])
@@ -151,17 +165,22 @@ class _State:
         self.log.append((task, source, target))
 
     def rollback(self, mark: int) -> None:
+        """Undo the moves after ``mark``; the slots of the nodes they touched are computed
+        once at the end (a node's slots depend only on its own state, restored exactly)."""
+        touched: list[int] = []
         while len(self.log) > mark:
-            task, source, _ = self.log.pop()
-            self.move(task, source)
+            task, source, target = self.log.pop()
+            self.move(task, source, refresh=False)
             self.log.pop()
+            touched += (source, target)
+        if touched and self.value_now is not None:
+            nodes = np.unique(np.array(touched))
+            self.value_now[nodes] = self.values(nodes)
 
     def targets(self, task: int, forbidden: set[int]) -> np.ndarray:
         """Boolean mask of nodes that may receive ``task`` now (D3, D4, D5, K4)."""
         shard = self.shard
-        mask: np.ndarray = (
-            shard.selector_masks[shard.task_selector[task]] & ~self.blocked & (self.count > 0)
-        )
+        mask: np.ndarray = shard.selector_masks[shard.task_selector[task]] & self.open
         mask &= self.free_gpus >= shard.task_gpus[task]
         mask &= self.free_cpus >= shard.task_cpus[task]
         mask &= self.free_memory >= shard.task_memory[task]
@@ -178,7 +197,7 @@ class _State:
 
     def best_fit(self, task: int, mask: np.ndarray) -> int:
         """The fullest eligible node after placing ``task`` (GPUs first, CPUs to break ties)."""
-        candidates = np.flatnonzero(mask)
+        candidates = mask.nonzero()[0]  # 1-D: flatnonzero without its wrappers
         if candidates.size == 0:
             return -1
         shard = self.shard
@@ -223,7 +242,7 @@ class _State:
         """Make room on a near-fitting node by moving one of its tasks first (tail first)."""
         shard = self.shard
         gpus, cpus, memory = shard.task_gpus[task], shard.task_cpus[task], shard.task_memory[task]
-        mask = shard.selector_masks[shard.task_selector[task]] & ~self.blocked & (self.count > 0)
+        mask = shard.selector_masks[shard.task_selector[task]] & self.open
         mask &= shard.node_gpus >= gpus
         extra = shard.task_extra[task]
         if self.free_extra.shape[1]:
@@ -231,7 +250,7 @@ class _State:
         mask[self.task_node[task]] = False
         for node in forbidden:
             mask[node] = False
-        candidates = np.flatnonzero(mask)
+        candidates = mask.nonzero()[0]
         if candidates.size == 0:
             return False
         deficit = np.maximum(gpus - self.free_gpus[candidates], 0)
@@ -540,7 +559,7 @@ def _empty_along(shard: Shard, order: np.ndarray, deadline: float | None) -> _St
         )
         if not tasks or any(shard.task_locked[t] for t in tasks) or not _room_left(state, node):
             continue
-        state.blocked[node] = True
+        state.block(node, True)
         state.attempts = 0
         mark = len(state.log)
         value = state.total()
@@ -548,7 +567,7 @@ def _empty_along(shard: Shard, order: np.ndarray, deadline: float | None) -> _St
             shard.slots is not None and state.total() <= value  # X9: keep only what gains
         ):
             state.rollback(mark)
-            state.blocked[node] = False
+            state.block(node, False)
             continue
         new = state.log[mark:]
         spent_groups: dict[int, int] = {}
@@ -559,7 +578,7 @@ def _empty_along(shard: Shard, order: np.ndarray, deadline: float | None) -> _St
         over_groups = any(spent > group_left[g] for g, spent in spent_groups.items())
         if (moves_left is not None and len(new) > moves_left) or over_groups:
             state.rollback(mark)
-            state.blocked[node] = False
+            state.block(node, False)
             continue
         if moves_left is not None:
             moves_left -= len(new)
@@ -599,24 +618,26 @@ def _raise_slots(
             source = int(state.task_node[task])
             if state.count[source] == 1 and shard.node_gpus[source] < shard.min_node_gpus:
                 continue
-            candidates = np.flatnonzero(state.targets(task, set()))
+            candidates = state.targets(task, set()).nonzero()[0]
             if candidates.size == 0:
                 continue
             score = state.free_gpus[candidates] + state.free_cpus[candidates] * state.cpu_scale
             candidates, _ = _best_scored(candidates, score)
             slots = shard.slots
             assert slots is not None and state.partial is not None and state.value_now is not None
-            here = np.array([source])
-            gain = int(
-                slots.node_values(
-                    state.free_gpus[here] + shard.task_gpus[task],
-                    state.free_cpus[here] + shard.task_cpus[task],
-                    state.partial[here] - slots.task_slots[task],
-                    here,
-                )[0]
-                - state.value_now[source]
+            # the source without the task and each candidate with it, in one call: rows are
+            # independent, so this is the source's gain and the candidates' loss at once
+            nodes = np.concatenate(([source], candidates))
+            sign = np.full(nodes.size, -1, dtype=np.int64)
+            sign[0] = 1
+            values = slots.node_values(
+                state.free_gpus[nodes] + sign * shard.task_gpus[task],
+                state.free_cpus[nodes] + sign * shard.task_cpus[task],
+                state.partial[nodes] - sign[:, None] * slots.task_slots[task],
+                nodes,
             )
-            change = gain - state.loss(task, candidates)
+            gain = int(values[0] - state.value_now[source])
+            change = gain - (state.value_now[candidates] - values[1:])
             best = int(np.argmax(change))
             if change[best] > 0:
                 state.move(task, int(candidates[best]))
@@ -637,9 +658,9 @@ def _fill_with(state: _State, node: int, tasks: list[int]) -> bool:
             continue
         if state.free_gpus[int(state.task_node[task])] == 0:  # filled earlier: keep it full
             continue
-        state.blocked[node] = False
+        state.block(node, False)
         fits = bool(state.targets(task, set())[node])
-        state.blocked[node] = True
+        state.block(node, True)
         if fits:
             state.move(task, node)
     return int(state.free_gpus[node]) == 0
@@ -675,7 +696,7 @@ def _fill_open_nodes(state: _State, moves_left: int | None, group_left: dict[int
         free = int(state.free_gpus[node])
         if free <= 0 or int(shard.node_gpus[node] - state.free_gpus[node]) <= 0:
             continue
-        state.blocked[node] = True  # not a source or a chain target while it is filled
+        state.block(node, True)  # not a source or a chain target while it is filled
         pool = [
             task
             for other in open_nodes.tolist()
@@ -707,7 +728,7 @@ def _fill_open_nodes(state: _State, moves_left: int | None, group_left: dict[int
                 moves_left -= len(new)
             for group, count in spent.items():
                 group_left[group] -= count
-        state.blocked[node] = False
+        state.block(node, False)
 
 
 __all__ = ["NO_LIMIT", "Shard", "empty_nodes"]

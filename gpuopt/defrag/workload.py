@@ -199,10 +199,18 @@ class SlotModel:
         gpu_times, gpu_div, gpu_add, cpu_times, cpu_div, cpu_add = self._factors
         gpus = np.maximum(free_gpus, 0)[:, None]
         cpus = np.maximum(free_cpus, 0)[:, None]
-        # whole: gpus // g; share: gpus * per_gpu + partial; CPU-only: no GPU limit (gpu_add)
-        by_gpu = (gpus * gpu_times) // gpu_div + partial + gpu_add
-        by_cpu = (cpus * cpu_times) // cpu_div + cpu_add  # a shape asking no CPU: no limit
-        out: np.ndarray = np.minimum(by_gpu, by_cpu) * admit
+        # whole: gpus // g; share: gpus * per_gpu + partial; CPU-only: no GPU limit (gpu_add);
+        # in place: this runs once per candidate target, so temporaries cost
+        by_gpu = gpus * gpu_times
+        by_gpu //= gpu_div
+        by_gpu = by_gpu + partial
+        by_gpu += gpu_add
+        by_cpu = cpus * cpu_times
+        by_cpu //= cpu_div
+        by_cpu += cpu_add  # a shape asking no CPU: no limit
+        np.minimum(by_gpu, by_cpu, out=by_gpu)
+        by_gpu *= admit
+        out: np.ndarray = by_gpu
         return out
 
     @cached_property
@@ -318,24 +326,37 @@ def layout_slots(
     """Slots (shapes x nodes) from a laid-out state: each node's GPUs (``devices``, or only
     ``free_gpus`` on nodes without shares) and free milli-CPUs (the checker's count)."""
     out = np.zeros((len(workload), len(cluster.nodes)), dtype=np.int64)
-    for row, shape in enumerate(workload.shapes):
-        for col, node in enumerate(cluster.nodes):
-            if not admits[row, col]:
-                continue
-            cpus = max(0, free_cpus[node.id])
-            by_cpu = cpus // shape.cpu_milli if shape.cpu_milli else None
-            node_devices = devices.get(node.id) if devices is not None else None
-            if shape.gpus == 0:
+    # per shape once: (row, cpu_milli, gpus, share milli or 0, slots of one free GPU)
+    shapes = [
+        (
+            row,
+            shape.cpu_milli,
+            shape.gpus,
+            shape.gpu_milli if shape.is_share else 0,
+            MILLI // shape.gpu_milli if shape.is_share else 0,
+        )
+        for row, shape in enumerate(workload.shapes)
+    ]
+    for col, node in enumerate(cluster.nodes):
+        rows = [item for item in shapes if admits[item[0], col]]
+        if not rows:
+            continue
+        cpus = max(0, free_cpus[node.id])
+        gpus_free = free_gpus[node.id]
+        node_devices = devices.get(node.id) if devices is not None else None
+        for row, cpu_milli, gpus, milli, per_gpu in rows:
+            by_cpu = cpus // cpu_milli if cpu_milli else None
+            if gpus == 0:
                 count = by_cpu if by_cpu is not None else 0
-            elif shape.is_share:
+            elif milli:
                 if node_devices is not None:
-                    count = sum(left // shape.gpu_milli for left in node_devices.left)
-                    count -= (MILLI // shape.gpu_milli) * (node_devices.free - free_gpus[node.id])
+                    count = sum(left // milli for left in node_devices.left)
+                    count -= per_gpu * (node_devices.free - gpus_free)
                 else:
-                    count = (MILLI // shape.gpu_milli) * max(0, free_gpus[node.id])
+                    count = per_gpu * max(0, gpus_free)
                 count = count if by_cpu is None else min(count, by_cpu)
             else:
-                count = max(0, free_gpus[node.id]) // shape.gpus
+                count = max(0, gpus_free) // gpus
                 count = count if by_cpu is None else min(count, by_cpu)
             out[row, col] = max(0, count)
     return out
