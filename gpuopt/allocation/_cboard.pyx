@@ -138,27 +138,9 @@ cdef class CoreBoard:
     def starts(self):
         return self.starts_dict()
 
-    @property
-    def placed_count(self):
-        return self.count
-
     def has(self, int b):
         return bool(self.placed[b])
 
-    def room_list(self):
-        cdef int s
-        return [self.room[s] for s in range(self.T)]
-
-    def remove_task(self, int b):
-        remove(self, b)
-
-    def realtime_penalty(self, counts):
-        """``Board.realtime_penalty``."""
-        return _penalty(self.st, counts)
-
-    def set_realtime(self, counts):
-        """``Board.set_realtime``."""
-        _set_realtime(self, counts)
 
 cdef void _set_realtime(CoreBoard board, object counts):
     """``Board.set_realtime``: reserve ``counts[r, t]`` GPUs for realtime task ``r``."""

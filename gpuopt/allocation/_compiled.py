@@ -11,7 +11,6 @@ from gpuopt.allocation._cboard import CoreBoard, base_board, grid_of  # type: ig
 from gpuopt.allocation._core import (  # type: ignore[import-not-found]
     construct,
     improve,
-    place_earliest,
     search,
     supported,
 )
@@ -31,7 +30,6 @@ __all__ = [
     "grid_of",
     "improve",
     "pairwise_sum",
-    "place_earliest",
     "realtime_curves_of",
     "rng_draws",
     "search",

@@ -22,10 +22,6 @@ from libc.math cimport pow
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc
 
-import time
-
-import numpy as np
-
 from gpuopt.allocation import _search as _py_search
 from gpuopt.allocation import _swap as _py_swap
 from gpuopt.allocation._construction import (
@@ -59,8 +55,6 @@ from gpuopt.allocation._crandom cimport Rng
 from gpuopt.allocation._cstatic cimport Budget, Static, _by_rank, _curves, _penalty
 
 cdef double INF = float("inf")
-#: The most GPUs the core handles (one word per step).
-MAX_GPUS = 64
 
 
 def supported(index) -> bool:
@@ -273,13 +267,6 @@ cdef bint _place_at(CoreBoard board, int64_t b, int64_t start, int64_t first):
         _set_realtime(board, trial[0])
     place(board, b, size, first, start, end)
     return True
-
-
-def place_earliest(CoreBoard board, int b, bint trade=False, int trade_starts=TRADE_STARTS):
-    """``_construction._place_earliest`` (for the tests)."""
-    return _place_earliest(board, b, trade, trade_starts)
-
-# ---------------------------------------------------------------- the swap pass
 
 
 cdef class _Trial:

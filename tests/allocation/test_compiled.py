@@ -19,7 +19,7 @@ def test_every_name_is_its_extension_modules_own() -> None:
     compiled = importlib.import_module("gpuopt.allocation._compiled")
     homes = {
         "_cboard": ("CoreBoard", "base_board", "grid_of"),
-        "_core": ("construct", "improve", "place_earliest", "search", "supported"),
+        "_core": ("construct", "improve", "search", "supported"),
         "_crandom": ("pairwise_sum", "rng_draws"),
         "_cstatic": ("Budget", "Static", "realtime_curves_of"),
     }
