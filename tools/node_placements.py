@@ -6,10 +6,11 @@ hashes: ``python tools/node_placements.py OUT.jsonl`` prints one sha256 per part
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from typing import Any
+
+from hashed_parts import write_parts  # (tools/ is on sys.path when run as a script)
 
 import gpuopt
 from gpuopt.legality import instance
@@ -53,12 +54,7 @@ def main(out: str) -> None:
         problem = random_node_problem(seed, nodes=12)
         parts["generator"].append(json.dumps([seed, placements(problem)]))
         parts["checker"].append(json.dumps([seed, wrong(problem)]))
-    with open(out, "w") as file:
-        for name, rows in parts.items():
-            for row in rows:
-                file.write(f"{name} {row}\n")
-    for name, rows in parts.items():
-        print(name, len(rows), hashlib.sha256("\n".join(rows).encode()).hexdigest())
+    write_parts(out, parts)
 
 
 if __name__ == "__main__":

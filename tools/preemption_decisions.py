@@ -6,10 +6,11 @@ hashes: ``python tools/preemption_decisions.py OUT.jsonl`` prints one sha256 per
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from typing import Any
+
+from hashed_parts import write_parts  # (tools/ is on sys.path when run as a script)
 
 import gpuopt
 from gpuopt.legality import instance
@@ -59,12 +60,7 @@ def main(out: str) -> None:
             problem = random_state(seed, nodes=30, contended=contended)
             parts["generator"].append(json.dumps([seed, contended, decisions(problem, True)]))
             parts["checker"].append(json.dumps([seed, contended, wrong(problem)]))
-    with open(out, "w") as file:
-        for name, rows in parts.items():
-            for row in rows:
-                file.write(f"{name} {row}\n")
-    for name, rows in parts.items():
-        print(name, len(rows), hashlib.sha256("\n".join(rows).encode()).hexdigest())
+    write_parts(out, parts)
 
 
 if __name__ == "__main__":
