@@ -20,7 +20,8 @@ in that order and sum their values in it.
 
 from libc.math cimport pow
 from libc.stdint cimport int64_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, malloc, qsort
+from libc.string cimport memcpy
 
 from gpuopt.allocation import _search as _py_search
 from gpuopt.allocation import _swap as _py_swap
@@ -353,32 +354,159 @@ def improve(CoreBoard board, list pending, int64_t max_attempts):
             trial.undo()
     return board
 
-cdef list _recreate_order(CoreBoard board, list tasks, Rng rng):
-    """``_search._recreate_order``: one of the greedy's keys, a shuffle, or total worth
-    perturbed by up to 50 %."""
+# ---------------------------------------------------------------- the search, on C arrays
+# The same steps as ``_search``: its lists of tasks are C arrays here, its options structs
+# sorted by (cost, start, first GPU) as its tuples are, and the tasks in an option's way
+# are found again when the option is tried (on the same board: the same list).
+
+cdef struct _Option:
+    double cost
+    int64_t start
+    int64_t first
+
+
+cdef struct _Knobs:
+    # ``_search``'s constants, read once per search (tests may change them)
+    int64_t room_work, search_work, restart_work, survey_checks, stall_rounds
+    int64_t room_tries, restart_tries, chain_depth, n_widths
+    int64_t widths[16]
+
+
+cdef _Knobs _knobs():
+    cdef _Knobs k
+    cdef int64_t i = 0
+    k.room_work = _py_search.ROOM_WORK
+    k.search_work = _py_search.SEARCH_WORK
+    k.restart_work = _py_search.RESTART_WORK
+    k.survey_checks = _py_search.SURVEY_CHECKS
+    k.stall_rounds = _py_search.STALL_ROUNDS
+    k.room_tries = _py_search.ROOM_TRIES
+    k.restart_tries = _py_search.RESTART_TRIES
+    k.chain_depth = _py_search.CHAIN_DEPTH
+    for w in _py_search.WIDTHS[:16]:
+        k.widths[i] = w
+        i += 1
+    k.n_widths = i
+    return k
+
+
+cdef class _Search:
+    """One search's fixed state: the pending tasks as a C array, ``_search``'s constants,
+    and scratch room for keys (one per batch task)."""
+
+    cdef int64_t* pend
+    cdef int64_t n
+    cdef double* key
+    cdef _Knobs k
+
+    def __cinit__(self, list pending, int64_t nb):
+        cdef int64_t i
+        self.n = len(pending)
+        self.pend = <int64_t*>malloc(max(1, self.n) * sizeof(int64_t))
+        self.key = <double*>malloc(max(1, nb) * sizeof(double))
+        for i in range(self.n):
+            self.pend[i] = pending[i]
+        self.k = _knobs()
+
+    def __dealloc__(self):
+        free(self.pend)
+        free(self.key)
+
+
+cdef inline bint _before(double ka, int64_t a, double kb, int64_t b) noexcept:
+    """Whether ``(ka, a) < (kb, b)``."""
+    return ka < kb or (ka == kb and a < b)
+
+
+cdef void _sort_keyed(int64_t* items, int64_t n, double* key) noexcept:
+    """``items`` sorted by ``(key[item], item)`` (insertion sort for short arrays, else a
+    merge sort; the keys end with the item, so any sort gives Python's order)."""
+    cdef int64_t i, j, x, width, lo, mid, hi, p, q, o
+    cdef double kx
+    cdef int64_t* tmp
+    if n < 2:
+        return
+    if n <= 24:
+        for i in range(1, n):
+            x = items[i]
+            kx = key[x]
+            j = i - 1
+            while j >= 0 and _before(kx, x, key[items[j]], items[j]):
+                items[j + 1] = items[j]
+                j -= 1
+            items[j + 1] = x
+        return
+    tmp = <int64_t*>malloc(n * sizeof(int64_t))
+    width = 1
+    while width < n:
+        lo = 0
+        while lo < n:
+            mid = _min(lo + width, n)
+            hi = _min(lo + 2 * width, n)
+            p, q, o = lo, mid, lo
+            while p < mid and q < hi:
+                if _before(key[items[q]], items[q], key[items[p]], items[p]):
+                    tmp[o] = items[q]
+                    q += 1
+                else:
+                    tmp[o] = items[p]
+                    p += 1
+                o += 1
+            while p < mid:
+                tmp[o] = items[p]
+                p += 1
+                o += 1
+            while q < hi:
+                tmp[o] = items[q]
+                q += 1
+                o += 1
+            lo = hi
+        memcpy(items, tmp, n * sizeof(int64_t))
+        width *= 2
+    free(tmp)
+
+
+cdef void _sort_rank(_Search s, int64_t* items, int64_t n, int64_t* rank) noexcept:
+    """``_by_rank`` in place: ``items`` by their rank in one of the greedy's orders."""
+    cdef int64_t i
+    for i in range(n):
+        s.key[items[i]] = <double>rank[items[i]]
+    _sort_keyed(items, n, s.key)
+
+
+cdef int _option_order(const void* a, const void* b) noexcept nogil:
+    cdef const _Option* x = <const _Option*>a
+    cdef const _Option* y = <const _Option*>b
+    if x.cost != y.cost:
+        return -1 if x.cost < y.cost else 1
+    if x.start != y.start:
+        return -1 if x.start < y.start else 1
+    if x.first != y.first:
+        return -1 if x.first < y.first else 1
+    return 0
+
+
+cdef int64_t _recreate_order(CoreBoard board, _Search s, int64_t* tasks, int64_t n,
+                             Rng rng) noexcept:
+    """``_search._recreate_order`` in place: one of the greedy's keys, a shuffle, or total
+    worth perturbed by up to 50 %."""
     cdef Static st = board.st
     cdef int mode = <int>rng.below(4)
-    cdef int64_t n = len(tasks), i, b
-    cdef int64_t* order
+    cdef int64_t i, b
     cdef double u
     if mode == 0:
-        return _by_rank(tasks, st.rank_urgent)
-    if mode == 1:
-        return _by_rank(tasks, st.rank_value)
-    if mode == 2:
-        order = <int64_t*>malloc(max(1, n) * sizeof(int64_t))
+        _sort_rank(s, tasks, n, st.rank_urgent)
+    elif mode == 1:
+        _sort_rank(s, tasks, n, st.rank_value)
+    elif mode == 2:
+        rng.shuffle(tasks, n)
+    else:
         for i in range(n):
-            order[i] = tasks[i]
-        rng.shuffle(order, n)
-        out = [order[i] for i in range(n)]
-        free(order)
-        return out
-    noisy = {}
-    for b in tasks:
-        u = 0.5 + (1.5 - 0.5) * rng.random()
-        noisy[b] = st.priority[b] * <double>st.size[b] * <double>st.duration[b] * u
-    return sorted(tasks, key=lambda b: (-noisy[b], b))
-
+            b = tasks[i]
+            u = 0.5 + (1.5 - 0.5) * rng.random()
+            s.key[b] = -(st.priority[b] * <double>st.size[b] * <double>st.duration[b] * u)
+        _sort_keyed(tasks, n, s.key)
+    return n
 
 
 cdef inline bint _can_start(Static st, int64_t b) noexcept:
@@ -416,12 +544,12 @@ cdef inline int64_t _scaled(int64_t work, CoreBoard board) noexcept:
     return work * 32 * 12 // (g * t)
 
 
-cdef object _victims(CoreBoard board, int64_t start, int64_t end, int64_t lo, int64_t hi,
-                     int64_t mover, int64_t keep):
-    """``_search._victims``: None when a running task (or ``keep``) is in the way."""
+cdef int64_t _victims(CoreBoard board, int64_t start, int64_t end, int64_t lo, int64_t hi,
+                      int64_t mover, int64_t keep, int64_t* out) noexcept:
+    """``_search._victims`` into ``out`` (room for ``board.count``): how many, or -1 when a
+    running task (or ``keep``) is in the way."""
     cdef Static st = board.st
-    cdef int64_t b = board.head, begin, first
-    cdef list found = []
+    cdef int64_t b = board.head, begin, first, n = 0
     while b >= 0:
         begin = board.start_of[b]
         first = board.first_of[b]
@@ -433,26 +561,33 @@ cdef object _victims(CoreBoard board, int64_t start, int64_t end, int64_t lo, in
             and first + st.size[b] > lo
         ):
             if st.running[b] or b == keep:
-                return None
-            found.append(b)
+                return -1
+            out[n] = b
+            n += 1
         b = board.nxt[b]
-    return found
+    return n
 
 
-cdef object _positions(CoreBoard board, int64_t u, _Room room, int64_t keep):
-    """``_search._positions``: earlier positions for ``u`` as ``(value in the way - value
-    gained, start, first GPU, tasks in the way)``, cheapest first; None when the survey's
-    budget runs out."""
+cdef int64_t _positions(CoreBoard board, int64_t u, _Room room, int64_t keep, _Search s,
+                        _Option** found) noexcept:
+    """``_search._positions``: earlier positions for ``u`` in ``found[0]`` (a new array the
+    caller frees), as (value in the way - value gained, start, first GPU), cheapest first;
+    how many, or -1 when the survey's budget runs out (nothing to free then)."""
     cdef Static st = board.st
-    cdef int64_t size = st.size[u], last = st.last[u], start, end, first, k, n, v
+    cdef int64_t size = st.size[u], last = st.last[u], start, end, first, k, n, v, m
+    cdef int64_t count = 0
     cdef double current = 0.0, worth, lost
     cdef int firsts[64]
-    cdef list options = []
     cdef int64_t before = room.checks
+    cdef _Option* options
+    cdef int64_t* way
+    found[0] = NULL
     if board.placed[u]:
         current = placed_value(board, u)
         last = _min(last, board.start_of[u] - 1)
     n = _lowest(st.legal[u], st.G, firsts)
+    options = <_Option*>malloc(max(1, (last - st.arrival[u] + 1) * n) * sizeof(_Option))
+    way = <int64_t*>malloc(max(1, board.count) * sizeof(int64_t))
     for start in range(st.arrival[u], last + 1):
         end = _min(board.T, start + st.duration[u])
         worth = block_value(board, u, start, end) - current
@@ -460,22 +595,25 @@ cdef object _positions(CoreBoard board, int64_t u, _Room room, int64_t keep):
             first = firsts[k]
             room.checks += board.count
             if room.checks > room.survey:
-                board.budget.work += (room.checks - before) // _py_search.SURVEY_CHECKS
-                return None
-            victims = _victims(board, start, end, first, first + size, u, keep)
-            if victims is None:
+                board.budget.work += (room.checks - before) // s.k.survey_checks
+                free(options)
+                free(way)
+                return -1
+            m = _victims(board, start, end, first, first + size, u, keep, way)
+            if m < 0:
                 continue
             lost = 0.0
-            for v in victims:
-                lost += placed_value(board, v)
-            options.append((lost - worth, start, first, victims))
-    options.sort(key=_first_three)
-    board.budget.work += (room.checks - before) // _py_search.SURVEY_CHECKS
-    return options
-
-
-def _first_three(option):
-    return option[:3]
+            for v in range(m):
+                lost += placed_value(board, way[v])
+            options[count].cost = lost - worth
+            options[count].start = start
+            options[count].first = first
+            count += 1
+    free(way)
+    qsort(options, count, sizeof(_Option), _option_order)
+    board.budget.work += (room.checks - before) // s.k.survey_checks
+    found[0] = options
+    return count
 
 
 cdef void _refresh_realtime(CoreBoard board):
@@ -503,129 +641,202 @@ cdef void _refresh_realtime(CoreBoard board):
         _set_realtime(board, counts)
 
 
-cdef tuple _move(CoreBoard board, int64_t u, int64_t start, int64_t first, list victims,
-                 list pending):
-    """``_search._move``: the better board (None when ``u`` finds no room there) and the
-    placements spent."""
+cdef CoreBoard _move(CoreBoard board, int64_t u, int64_t start, int64_t first,
+                     int64_t* victims, int64_t nv, _Search s, int64_t* spent):
+    """``_search._move``: the better board (None when ``u`` finds no room there), and the
+    placements spent in ``spent[0]``."""
     cdef CoreBoard trial = board.copy(), again, found = None
-    cdef int64_t v, b
+    cdef int64_t i, n = 0, b
     cdef int k
+    cdef int64_t* offer
+    cdef int64_t* order
+    spent[0] = 0
     if trial.placed[u]:
         remove(trial, u)
-    for v in victims:
-        remove(trial, v)
+    for i in range(nv):
+        remove(trial, victims[i])
     _refresh_realtime(trial)
     trial.trade_budget = TRADE_BUDGET
     if not _place_at(trial, u, start, first):
-        return None, 0
-    offer = [b for b in pending if not trial.placed[b]]
+        return None
+    offer = <int64_t*>malloc(2 * max(1, s.n) * sizeof(int64_t))
+    order = offer + max(1, s.n)
+    for i in range(s.n):
+        if not trial.placed[s.pend[i]]:
+            offer[n] = s.pend[i]
+            n += 1
     for k in range(2):  # by priority, then by total worth
         again = trial.copy()
-        for b in _by_rank(offer, board.st.rank_urgent if k == 0 else board.st.rank_value):
-            _place_earliest(again, b, True, again.T)
+        memcpy(order, offer, n * sizeof(int64_t))
+        _sort_rank(s, order, n, board.st.rank_urgent if k == 0 else board.st.rank_value)
+        for i in range(n):
+            _place_earliest(again, order[i], True, again.T)
         if found is None or again.value - again.penalty > found.value - found.penalty + 1e-9:
             found = again
-    return found, 2 * len(offer) + 1
+    free(offer)
+    spent[0] = 2 * n + 1
+    return found
 
 
 cdef inline double _objective(CoreBoard board) noexcept:
     return board.value - board.penalty
 
 
-cdef CoreBoard _chain(CoreBoard board, int64_t u, dict before, list pending, _Room room,
-                      int depth):
-    """``_search._chain``."""
+cdef CoreBoard _chain(CoreBoard board, int64_t u, int64_t* moved, double* before, int64_t nm,
+                      _Search s, _Room room, int64_t depth):
+    """``_search._chain``: ``moved[i]`` were worth ``before[i]`` before ``u``'s move."""
     cdef CoreBoard best = board, found
-    cdef dict lost = {}
-    cdef int64_t v
-    for v, value in before.items():
-        lost[v] = value - (placed_value(board, v) if board.placed[v] else 0.0)
-    v = min(lost, key=lambda v: (-lost[v], v))
-    if lost[v] <= 1e-9:
+    cdef int64_t i, v = -1, n, m, j, spent
+    cdef double lost, most = 0.0
+    cdef _Option* options
+    cdef int64_t* way
+    cdef double* again
+    for i in range(nm):
+        lost = before[i] - (placed_value(board, moved[i]) if board.placed[moved[i]] else 0.0)
+        if v < 0 or _before(-lost, moved[i], -most, v):
+            v, most = moved[i], lost
+    if most <= 1e-9:
         return board
-    options = _positions(board, v, room, u)
-    for _, start, first, victims in (options or [])[: _py_search.ROOM_TRIES]:
+    n = _positions(board, v, room, u, s, &options)
+    if n <= 0:
+        free(options)
+        return best
+    way = <int64_t*>malloc(max(1, board.count) * sizeof(int64_t))
+    again = <double*>malloc(max(1, board.count) * sizeof(double))
+    for i in range(_min(n, s.k.room_tries)):
         if room.spent():
             break
-        found, spent = _move(board, v, start, first, victims, pending)
+        m = _victims(board, options[i].start,
+                     _min(board.T, options[i].start + board.st.duration[v]),
+                     options[i].first, options[i].first + board.st.size[v], v, u, way)
+        found = _move(board, v, options[i].start, options[i].first, way, m, s, &spent)
         room.placements += spent
         if (
             found is not None
             and _objective(found) <= _objective(best) + 1e-9
-            and victims
+            and m > 0
             and depth > 1
         ):
-            again = {w: placed_value(board, w) for w in victims}
-            found = _chain(found, v, again, pending, room, depth - 1)
+            for j in range(m):
+                again[j] = placed_value(board, way[j])
+            found = _chain(found, v, way, again, m, s, room, depth - 1)
         if found is not None and _objective(found) > _objective(best) + 1e-9:
             best = found
+    free(way)
+    free(again)
+    free(options)
     return best
 
 
-cdef list _movers(CoreBoard board, list pending):
-    """``_search._movers``."""
+cdef int64_t _movers(CoreBoard board, _Search s, int64_t* out) noexcept:
+    """``_search._movers`` into ``out`` (room for the pending tasks): how many."""
     cdef Static st = board.st
-    cdef dict gains = {}
-    cdef int64_t u
-    for u in pending:
+    cdef int64_t i, u, n = 0
+    cdef double gain
+    for i in range(s.n):
+        u = s.pend[i]
         if (board.placed[u] and board.start_of[u] <= st.arrival[u]) or not _can_start(st, u):
             continue
-        gains[u] = _best_value(board, u) - (placed_value(board, u) if board.placed[u] else 0.0)
-    return sorted((u for u in gains if gains[u] > 1e-9), key=lambda u: (-gains[u], u))
+        gain = _best_value(board, u) - (placed_value(board, u) if board.placed[u] else 0.0)
+        if gain > 1e-9:
+            s.key[u] = -gain
+            out[n] = u
+            n += 1
+    _sort_keyed(out, n, s.key)
+    return n
 
 
-cdef tuple _make_room(CoreBoard board, list pending, int64_t budget):
-    """``_search._make_room``: the best board and the placements spent."""
+cdef CoreBoard _make_room(CoreBoard board, _Search s, int64_t budget, int64_t* spent):
+    """``_search._make_room``: the best board, and the placements spent in ``spent[0]``."""
     cdef Static st = board.st
-    cdef _Room room = _Room(_scaled(_py_search.ROOM_WORK, board), budget, board.budget)
+    cdef _Room room = _Room(_scaled(s.k.room_work, board), budget, board.budget)
     cdef CoreBoard found
-    cdef int64_t u, tries
-    for u in _movers(board, pending):
+    cdef int64_t i, j, u, tries, n, nm, m, moves
+    cdef int64_t* movers = <int64_t*>malloc(max(1, s.n) * sizeof(int64_t))
+    cdef int64_t* way = NULL
+    cdef double* before = NULL
+    cdef _Option* options = NULL
+    nm = _movers(board, s, movers)
+    for j in range(nm):
+        u = movers[j]
         if room.spent():
             break
         if board.placed[u] and board.start_of[u] <= st.arrival[u]:
             continue
-        options = _positions(board, u, room, -1)
-        if options is None:
-            return board, room.placements
+        n = _positions(board, u, room, -1, s, &options)
+        if n < 0:
+            break
+        way = <int64_t*>malloc(max(1, board.count) * sizeof(int64_t))
+        before = <double*>malloc(max(1, board.count) * sizeof(double))
         tries = 0
-        for _, start, first, victims in options[: 4 * _py_search.ROOM_TRIES]:
+        for i in range(_min(n, 4 * s.k.room_tries)):
             if room.spent():
-                return board, room.placements
-            found, spent = _move(board, u, start, first, victims, pending)
+                break
+            m = _victims(board, options[i].start,
+                         _min(board.T, options[i].start + st.duration[u]),
+                         options[i].first, options[i].first + st.size[u], u, -1, way)
+            found = _move(board, u, options[i].start, options[i].first, way, m, s, &moves)
             if found is None:
                 continue
             tries += 1
-            room.placements += spent
-            if _objective(found) <= _objective(board) + 1e-9 and victims:
-                before = {v: placed_value(board, v) for v in victims}
-                found = _chain(found, u, before, pending, room, _py_search.CHAIN_DEPTH)
+            room.placements += moves
+            if _objective(found) <= _objective(board) + 1e-9 and m > 0:
+                for m2 in range(m):
+                    before[m2] = placed_value(board, way[m2])
+                found = _chain(found, u, way, before, m, s, room, s.k.chain_depth)
             if _objective(found) > _objective(board) + 1e-9:
                 board = found
                 break
-            if tries >= _py_search.ROOM_TRIES:
+            if tries >= s.k.room_tries:
                 break
-    return board, room.placements
+        free(way)
+        free(before)
+        free(options)
+        way, before, options = NULL, NULL, NULL
+        if room.spent():
+            break
+    free(movers)
+    spent[0] = room.placements
+    return board
 
 
-cdef tuple _ruin(CoreBoard board, list pending, Rng rng):
-    """``_search._ruin``: the tasks to remove, those to offer last, and a left-out task to
-    place first (with its start and first GPU) or None."""
+cdef struct _Ruin:
+    int64_t n_removed   # the tasks to remove: ``removed[:n_removed]``
+    int64_t last        # a dropped task offered after the others, or -1
+    int64_t target      # a left-out task to place first, or -1
+    int64_t start, first
+
+
+cdef _Ruin _ruin(CoreBoard board, _Search s, Rng rng, int64_t* removed, int64_t* scratch):
+    """``_search._ruin``: the tasks to remove (into ``removed``), the one to offer last and
+    a left-out task to place first (with its start and first GPU); ``scratch`` has room
+    for twice the batch tasks."""
     cdef Static st = board.st
-    cdef int64_t T = board.T, gpus = st.G, b, start, first, end, lo, hi, u, length
-    cdef int64_t s0, s1, arrival, last, k, n, width
-    cdef int kind
+    cdef int64_t T = board.T, gpus = st.G, b, i, start, first, end, lo, hi, u, length
+    cdef int64_t s0, s1, arrival, last, k, n, width, n_movable = 0, n_left = 0, n_widths
+    cdef int64_t kind
     cdef int firsts[64]
     cdef int64_t picked[3]
-    cdef int64_t* pool
-    cdef list removed, widths
-    movable = [b for b in range(st.nb) if board.placed[b] and not st.running[b]]
-    left_out = [b for b in pending if not board.placed[b] and _can_start(st, b)]
-    kind = <int>rng.below(6 if left_out else 5)
-    if kind == 5 or not movable:  # make room for a left-out task where it is asked to go
-        if not left_out:
-            return [], [], None
-        u = left_out[rng.below(len(left_out))]
+    cdef int64_t widths[16]
+    cdef int64_t* movable = scratch
+    cdef int64_t* left_out = scratch + max(1, st.nb)
+    cdef _Ruin out
+    out.n_removed, out.last, out.target, out.start, out.first = 0, -1, -1, 0, 0
+    for b in range(st.nb):
+        if board.placed[b] and not st.running[b]:
+            movable[n_movable] = b
+            n_movable += 1
+    for i in range(s.n):
+        b = s.pend[i]
+        if not board.placed[b] and _can_start(st, b):
+            left_out[n_left] = b
+            n_left += 1
+    kind = rng.below(6 if n_left else 5)
+    s0, s1, lo, hi = 0, T, 0, gpus
+    if kind == 5 or not n_movable:  # make room for a left-out task where it is asked to go
+        if not n_left:
+            return out
+        u = left_out[rng.below(n_left)]
         arrival, last = st.arrival[u], st.last[u]
         rng.below(1)  # (the choice among its GPU models: a plain problem has one)
         start = arrival + <int64_t>(pow(rng.random(), 2.0) * <double>(last - arrival + 1))
@@ -633,135 +844,201 @@ cdef tuple _ruin(CoreBoard board, list pending, Rng rng):
         first = firsts[rng.below(n)]
         end, lo, hi = _min(T, start + st.duration[u]), first, first + st.size[u]
         s0, s1 = start, end
-        target = (u, start, first)
+        out.target, out.start, out.first = u, start, first
     elif kind == 3:  # a few tasks anywhere
         k = rng.randint(1, 3)
-        n = len(movable)
-        k = k if k < n else n
-        pool = <int64_t*>malloc(n * sizeof(int64_t))
-        for b in range(n):
-            pool[b] = movable[b]
-        rng.sample(pool, n, k, picked)
-        free(pool)
-        return [picked[b] for b in range(k)], [], None
+        k = k if k < n_movable else n_movable
+        rng.sample(movable, n_movable, k, picked)
+        for i in range(k):
+            removed[i] = picked[i]
+        out.n_removed = k
+        return out
     elif kind == 4:  # drop one task: the others are re-placed first, then it is offered again
-        dropped = [movable[rng.below(len(movable))]]
-        return dropped, dropped, None
+        removed[0] = movable[rng.below(n_movable)]
+        out.n_removed, out.last = 1, removed[0]
+        return out
     else:
-        target, s0, s1, lo, hi = None, 0, T, 0, gpus
-        if kind in (0, 2):  # a range of steps (kind 2: crossed with a range of GPUs)
+        if kind == 0 or kind == 2:  # a range of steps (kind 2: crossed with a range of GPUs)
             length = rng.randint(max(1, T // 4), T)
             s0 = rng.randrange(0, T - length + 1)
             s1 = s0 + length
-        if kind in (1, 2):
-            widths = [w for w in _py_search.WIDTHS if w <= gpus] or [gpus]
-            width = widths[rng.below(len(widths))]
+        if kind == 1 or kind == 2:
+            n_widths = 0
+            for i in range(s.k.n_widths):
+                if s.k.widths[i] <= gpus:
+                    widths[n_widths] = s.k.widths[i]
+                    n_widths += 1
+            if not n_widths:
+                widths[0], n_widths = gpus, 1
+            width = widths[rng.below(n_widths)]
             lo = rng.randrange(0, gpus - width + 1)
             hi = lo + width
-    removed = []
-    for b in movable:
+    for i in range(n_movable):
+        b = movable[i]
         start = board.start_of[b]
         first = board.first_of[b]
         end = end_of(board, b, start)
         if start < s1 and end > s0 and first < hi and first + st.size[b] > lo:
-            removed.append(b)
-    return removed, [], target
+            removed[out.n_removed] = b
+            out.n_removed += 1
+    return out
 
 
-cdef bint _at_best(CoreBoard board, dict most):
-    """``_search._at_best``."""
+cdef bint _at_best(CoreBoard board, _Search s, double* most) noexcept:
+    """``_search._at_best`` (``most[i]``: the most pending task ``i`` can earn)."""
+    cdef int64_t i, b
     if board.penalty > 0:
         return False
-    for b, value in most.items():
-        if not (value <= 0 or (board.placed[b] and placed_value(board, b) >= value - 1e-9)):
+    for i in range(s.n):
+        b = s.pend[i]
+        if not (most[i] <= 0 or (board.placed[b] and placed_value(board, b) >= most[i] - 1e-9)):
             return False
     return True
 
 
-cpdef CoreBoard ruin_and_recreate(CoreBoard board, list pending, int64_t rounds, object seed):
+cdef double* _most(CoreBoard board, _Search s):
+    """The most each pending task can earn (``_best_value``), a new array."""
+    cdef double* most = <double*>malloc(max(1, s.n) * sizeof(double))
+    cdef int64_t i
+    for i in range(s.n):
+        most[i] = _best_value(board, s.pend[i])
+    return most
+
+
+cdef CoreBoard _ruin_and_recreate(CoreBoard board, _Search s, int64_t rounds, object seed):
     """``_search._ruin_and_recreate``: the best board seen."""
     cdef CoreBoard best, current, trial
-    cdef int64_t budget, placements, stalled = 0, b
+    cdef int64_t budget, placements, stalled = 0, b, i, n, r
     cdef Rng rng = Rng(seed)
-    budget = _scaled(_py_search.SEARCH_WORK, board)
+    cdef _Ruin ruin
+    cdef int64_t nb = max(1, board.st.nb)
+    cdef int64_t* removed
+    cdef int64_t* scratch
+    cdef int64_t* offer
+    cdef double* most
+    budget = _scaled(s.k.search_work, board)
     if budget < 1:
         return board
-    most = {b: _best_value(board, b) for b in pending}
-    best, placements = _make_room(board, pending, budget // 2)
+    most = _most(board, s)
+    removed = <int64_t*>malloc(4 * nb * sizeof(int64_t))
+    scratch = removed + nb
+    offer = removed + 3 * nb
+    best = _make_room(board, s, budget // 2, &placements)
     current = best
-    for _ in range(rounds):
-        if placements >= budget or stalled >= _py_search.STALL_ROUNDS or board.budget.spent():
+    for r in range(rounds):
+        if placements >= budget or stalled >= s.k.stall_rounds or board.budget.spent():
             break
-        if _at_best(current, most):
+        if _at_best(current, s, most):
             break
         board.budget.rounds += 1
         stalled += 1
         trial = current.copy()
-        removed, last, target = _ruin(trial, pending, rng)
-        for b in removed:
-            remove(trial, b)
+        ruin = _ruin(trial, s, rng, removed, scratch)
+        for i in range(ruin.n_removed):
+            remove(trial, removed[i])
         _refresh_realtime(trial)
         trial.trade_budget = 2 * TRADE_BUDGET
-        if target is not None:
-            _place_at(trial, target[0], target[1], target[2])
-        offer = [b for b in pending if not trial.placed[b] and b not in last]
-        for b in [*_recreate_order(trial, offer, rng), *last]:
-            _place_earliest(trial, b, True, trial.T)
-        placements += len(offer) + len(last)
+        if ruin.target >= 0:
+            _place_at(trial, ruin.target, ruin.start, ruin.first)
+        n = 0
+        for i in range(s.n):
+            b = s.pend[i]
+            if not trial.placed[b] and b != ruin.last:
+                offer[n] = b
+                n += 1
+        _recreate_order(trial, s, offer, n, rng)
+        for i in range(n):
+            _place_earliest(trial, offer[i], True, trial.T)
+        if ruin.last >= 0:
+            _place_earliest(trial, ruin.last, True, trial.T)
+        placements += n + (1 if ruin.last >= 0 else 0)
         if _objective(trial) >= _objective(current) - 1e-9:
             current = trial
             if _objective(trial) > _objective(best) + 1e-9:
                 best, stalled = trial, 0
+    free(most)
+    free(removed)
+    return best
+
+
+cpdef CoreBoard ruin_and_recreate(CoreBoard board, list pending, int64_t rounds, object seed):
+    """``_search._ruin_and_recreate``: the best board seen."""
+    return _ruin_and_recreate(board, _Search(pending, board.st.nb), rounds, seed)
+
+
+cdef CoreBoard _restarts(CoreBoard board, CoreBoard base, _Search s, int64_t budget):
+    """``_search._restarts``."""
+    cdef Static st = board.st
+    cdef int64_t cost = s.n, u, b, i, j, k, o, n, nm
+    cdef _Room room = _Room(_scaled(s.k.room_work, board), budget, board.budget)
+    cdef CoreBoard best = board, trial
+    cdef int64_t* orders = <int64_t*>malloc(4 * max(1, s.n) * sizeof(int64_t))
+    cdef int64_t* movers = orders + 3 * max(1, s.n)
+    cdef int64_t* ranks[3]
+    cdef _Option* options = NULL
+    cdef bint done = False
+    ranks[0], ranks[1], ranks[2] = st.rank_urgent, st.rank_value, st.rank_arrival
+    for o in range(3):
+        memcpy(orders + o * s.n, s.pend, s.n * sizeof(int64_t))
+        _sort_rank(s, orders + o * s.n, s.n, ranks[o])
+    nm = _movers(board, s, movers)
+    for j in range(nm):
+        u = movers[j]
+        if board.budget.spent():
+            break
+        n = _positions(board, u, room, -1, s, &options)
+        if n < 0:
+            break
+        for i in range(_min(n, s.k.restart_tries)):
+            for o in range(3):
+                if room.placements + cost > budget or board.budget.spent():
+                    done = True
+                    break
+                trial = base.copy()
+                trial.trade_budget = TRADE_BUDGET
+                if not _place_at(trial, u, options[i].start, options[i].first):
+                    break
+                room.placements += cost
+                for k in range(s.n):
+                    b = orders[o * s.n + k]
+                    if b != u:
+                        _place_earliest(trial, b, True, TRADE_STARTS)
+                if _objective(trial) > _objective(best) + 1e-9:
+                    best = trial
+            if done:
+                break
+        free(options)
+        options = NULL
+        if done:
+            break
+    free(orders)
     return best
 
 
 def restarts(CoreBoard board, CoreBoard base, list pending, int64_t budget):
     """``_search._restarts``."""
-    cdef Static st = board.st
-    cdef int64_t cost = len(pending), u, b
-    cdef _Room room = _Room(_scaled(_py_search.ROOM_WORK, board), budget, board.budget)
-    cdef CoreBoard best = board, trial
-    orders = [
-        _by_rank(pending, st.rank_urgent),
-        _by_rank(pending, st.rank_value),
-        _by_rank(pending, st.rank_arrival),
-    ]
-    for u in _movers(board, pending):
-        if board.budget.spent():
-            break
-        options = _positions(board, u, room, -1)
-        if options is None:
-            break
-        for _cost, start, first, _way in options[: _py_search.RESTART_TRIES]:
-            for order in orders:
-                if room.placements + cost > budget or board.budget.spent():
-                    return best
-                trial = base.copy()
-                trial.trade_budget = TRADE_BUDGET
-                if not _place_at(trial, u, start, first):
-                    break
-                room.placements += cost
-                for b in order:
-                    if b != u:
-                        _place_earliest(trial, b, True, TRADE_STARTS)
-                if _objective(trial) > _objective(best) + 1e-9:
-                    best = trial
-    return best
+    return _restarts(board, base, _Search(pending, board.st.nb), budget)
 
 
 cpdef CoreBoard search(CoreBoard board, CoreBoard base, list pending, int64_t rounds,
                        object seed):
     """``_search._search``."""
     cdef CoreBoard found, restarted, again
-    cdef int64_t budget, b
-    found = ruin_and_recreate(board, pending, rounds, seed)
-    budget = _scaled(_py_search.RESTART_WORK, board)
-    if len(pending) > budget or _at_best(found, {b: _best_value(board, b) for b in pending}):
+    cdef int64_t budget
+    cdef _Search s = _Search(pending, board.st.nb)
+    cdef double* most
+    cdef bint settled
+    found = _ruin_and_recreate(board, s, rounds, seed)
+    budget = _scaled(s.k.restart_work, board)
+    if s.n > budget:
         return found
-    if board.budget.spent():
+    most = _most(board, s)
+    settled = _at_best(found, s, most)
+    free(most)
+    if settled or board.budget.spent():
         return found
-    restarted = restarts(board, base, pending, budget)
+    restarted = _restarts(board, base, s, budget)
     if restarted is board:
         return found
-    again = ruin_and_recreate(restarted, pending, rounds, seed)
+    again = _ruin_and_recreate(restarted, s, rounds, seed)
     return again if _objective(again) > _objective(found) + 1e-9 else found
