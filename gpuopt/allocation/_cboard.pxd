@@ -12,6 +12,7 @@ from gpuopt.allocation._cstatic cimport Budget, Static
 cdef class CoreBoard:
     cdef Static st
     cdef int T, nb
+    cdef size_t size  # bytes of the one block that holds the arrays
     cdef uint64_t* busy
     cdef int64_t* room
     cdef int64_t* over

@@ -22,29 +22,24 @@ cdef class CoreBoard:
         self.st = st
         self.T = st.T
         self.nb = st.nb
-        cdef int nb = max(1, st.nb), T = st.T
-        self.busy = <uint64_t*>malloc(T * sizeof(uint64_t))
-        self.room = <int64_t*>malloc(T * sizeof(int64_t))
-        self.over = <int64_t*>malloc(T * sizeof(int64_t))
-        self.start_of = <int64_t*>malloc(nb * sizeof(int64_t))
-        self.first_of = <int64_t*>malloc(nb * sizeof(int64_t))
-        self.nxt = <int64_t*>malloc(nb * sizeof(int64_t))
-        self.prv = <int64_t*>malloc(nb * sizeof(int64_t))
-        self.placed = <char*>malloc(nb * sizeof(char))
-        self.reserved = <int64_t*>malloc(T * sizeof(int64_t))
+        cdef int64_t nb = max(1, st.nb), T = st.T
+        # one block for every array (a copy is one memcpy): the 8-byte ones, then placed
+        self.size = (4 * T + 4 * nb) * 8 + nb
+        cdef char* block = <char*>malloc(self.size)
+        self.busy = <uint64_t*>block
+        self.room = <int64_t*>(block + 8 * T)
+        self.over = <int64_t*>(block + 16 * T)
+        self.reserved = <int64_t*>(block + 24 * T)
+        self.start_of = <int64_t*>(block + 32 * T)
+        self.first_of = self.start_of + nb
+        self.nxt = self.start_of + 2 * nb
+        self.prv = self.start_of + 3 * nb
+        self.placed = block + 32 * T + 32 * nb
         self.head = self.tail = -1
         self.count = 0
 
     def __dealloc__(self):
         free(self.busy)
-        free(self.room)
-        free(self.over)
-        free(self.start_of)
-        free(self.first_of)
-        free(self.nxt)
-        free(self.prv)
-        free(self.placed)
-        free(self.reserved)
 
     # ------------------------------------------------------------ to and from Python
     @staticmethod
@@ -96,16 +91,7 @@ cdef class CoreBoard:
 
     cpdef CoreBoard copy(self):
         cdef CoreBoard other = CoreBoard.__new__(CoreBoard, self.st)
-        cdef int T = self.T, nb = max(1, self.nb)
-        memcpy(other.busy, self.busy, T * sizeof(uint64_t))
-        memcpy(other.room, self.room, T * sizeof(int64_t))
-        memcpy(other.over, self.over, T * sizeof(int64_t))
-        memcpy(other.start_of, self.start_of, nb * sizeof(int64_t))
-        memcpy(other.first_of, self.first_of, nb * sizeof(int64_t))
-        memcpy(other.nxt, self.nxt, nb * sizeof(int64_t))
-        memcpy(other.prv, self.prv, nb * sizeof(int64_t))
-        memcpy(other.placed, self.placed, nb * sizeof(char))
-        memcpy(other.reserved, self.reserved, T * sizeof(int64_t))
+        memcpy(other.busy, self.busy, self.size)
         other.head, other.tail, other.count = self.head, self.tail, self.count
         other.value, other.penalty, other.free_penalty = self.value, self.penalty, self.free_penalty
         other.trade_budget = self.trade_budget

@@ -20,7 +20,7 @@ in that order and sum their values in it.
 
 from libc.math cimport pow
 from libc.stdint cimport int64_t, uint64_t
-from libc.stdlib cimport free, malloc, qsort
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
 from gpuopt.allocation import _search as _py_search
@@ -116,10 +116,16 @@ cdef int64_t _earliest(CoreBoard board, int64_t size, int64_t start, int64_t las
         start += 1
     return -1
 
+cdef object _traded = None  # the realtime counts of the last trade that paid
+
+
 cdef double _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end, double beat,
-                          uint64_t legal, double* floors, list found):
+                          uint64_t legal, double* floors):
     """``_construction._trade_counts`` at rate 1.0: returns the gain (``beat`` when it does
-    not pay) and appends the realtime counts to ``found`` when it does."""
+    not pay) and, when it pays, sets ``_traded`` to the realtime counts (else leaves it).
+    The bitmask test of a free block runs before the penalty floor's sum: both only
+    reject, so their order changes nothing but the time."""
+    global _traded
     cdef Static st = board.st
     cdef int64_t size, step, missing
     cdef double value, penalty_floor, gain
@@ -133,6 +139,8 @@ cdef double _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end
     missing = size - board.room[end - 1] - board.over[end - 1]
     if missing > 0 and value - missing * st.cheapest[end - 1] <= beat + 1e-9:
         return beat
+    if not free_firsts(board, <int>size, start, end, legal, &free_):
+        return beat
     if floors != NULL:
         penalty_floor = floors[end] - floors[start]
     else:
@@ -141,9 +149,7 @@ cdef double _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end
             missing = size - board.room[step] - board.over[step]
             if missing > 0:
                 penalty_floor += missing * st.cheapest[step]
-    if value - penalty_floor <= beat + 1e-9 or board.trade_budget <= 0:
-        return beat
-    if not free_firsts(board, <int>size, start, end, legal, &free_):
+    if value - penalty_floor <= beat + 1e-9:
         return beat
     board.trade_budget -= 1
     cdef int64_t* cap = capacity(board)
@@ -159,7 +165,7 @@ cdef double _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end
         return beat
     gain = value - (_penalty(st, trial) - board.penalty)
     if gain > beat + 1e-9:
-        found.append(trial)
+        _traded = trial
         return gain
     return beat
 
@@ -186,11 +192,11 @@ cdef bint _place_earliest(CoreBoard board, int64_t b, bint trade, int64_t trade_
     cdef int64_t last_missing
     cdef double* floors = NULL
     cdef bint vector
-    cdef list trial = []
+    global _traded
     board.budget.work += 1
     counts = None
     found = _earliest(board, size, arrival, last, duration, legal)
-    if trade and board.counts.size:
+    if trade and st.R:
         best = 0.0
         if found >= 0:
             best = block_value(board, b, found, T if found + duration > T else found + duration)
@@ -223,10 +229,12 @@ cdef bint _place_earliest(CoreBoard board, int64_t b, bint trade, int64_t trade_
                                 continue
                             if not (value - (floors[end] - floors[start]) > beat0 + 1e-9):
                                 continue
-                        gain = _trade_counts(board, b, start, end, best, legal, floors, trial)
-                        if trial:
+                        _traded = None
+                        gain = _trade_counts(board, b, start, end, best, legal, floors)
+                        if _traded is not None:
                             best = gain
-                            counts = trial.pop()
+                            counts = _traded
+                            _traded = None
                             found = start
                 finally:
                     if floors != NULL:
@@ -256,16 +264,18 @@ cdef bint _place_at(CoreBoard board, int64_t b, int64_t start, int64_t first):
     cdef int64_t end = end_of(board, b, start)
     cdef uint64_t block = _ones(<int>size) << first
     cdef int64_t s
-    cdef list trial = []
+    global _traded
     board.budget.work += 1
     for s in range(start, end):
         if board.busy[s] & block:
             return False
     if last_short_step(board, size, start, end) >= 0:
-        _trade_counts(board, b, start, end, 0.0, (<uint64_t>1) << first, NULL, trial)
-        if not trial:
+        _traded = None
+        _trade_counts(board, b, start, end, 0.0, (<uint64_t>1) << first, NULL)
+        if _traded is None:
             return False
-        _set_realtime(board, trial[0])
+        counts, _traded = _traded, None
+        _set_realtime(board, counts)
     place(board, b, size, first, start, end)
     return True
 
@@ -331,7 +341,7 @@ def improve(CoreBoard board, list pending, int64_t max_attempts):
     for u in left_out:
         if board.budget.spent():
             return board
-        if board.counts.size:
+        if st.R:
             trial = _Trial(board, (u,))
             if (
                 _place_earliest(board, u, True, board.T)
@@ -474,18 +484,6 @@ cdef void _sort_rank(_Search s, int64_t* items, int64_t n, int64_t* rank) noexce
     _sort_keyed(items, n, s.key)
 
 
-cdef int _option_order(const void* a, const void* b) noexcept nogil:
-    cdef const _Option* x = <const _Option*>a
-    cdef const _Option* y = <const _Option*>b
-    if x.cost != y.cost:
-        return -1 if x.cost < y.cost else 1
-    if x.start != y.start:
-        return -1 if x.start < y.start else 1
-    if x.first != y.first:
-        return -1 if x.first < y.first else 1
-    return 0
-
-
 cdef int64_t _recreate_order(CoreBoard board, _Search s, int64_t* tasks, int64_t n,
                              Rng rng) noexcept:
     """``_search._recreate_order`` in place: one of the greedy's keys, a shuffle, or total
@@ -568,15 +566,25 @@ cdef int64_t _victims(CoreBoard board, int64_t start, int64_t end, int64_t lo, i
     return n
 
 
+cdef inline int _option_before(double cost, int64_t start, int64_t first, _Option* o) noexcept:
+    """Whether the option (cost, start, first) sorts before ``o``."""
+    if cost != o.cost:
+        return cost < o.cost
+    if start != o.start:
+        return start < o.start
+    return first < o.first
+
+
 cdef int64_t _positions(CoreBoard board, int64_t u, _Room room, int64_t keep, _Search s,
-                        _Option** found) noexcept:
-    """``_search._positions``: earlier positions for ``u`` in ``found[0]`` (a new array the
-    caller frees), as (value in the way - value gained, start, first GPU), cheapest first;
-    how many, or -1 when the survey's budget runs out (nothing to free then)."""
+                        int64_t most, _Option** found) noexcept:
+    """``_search._positions``, the ``most`` cheapest: earlier positions for ``u`` in
+    ``found[0]`` (a new array the caller frees), as (value in the way - value gained,
+    start, first GPU), cheapest first; how many, or -1 when the survey's budget runs out
+    (nothing to free then)."""
     cdef Static st = board.st
-    cdef int64_t size = st.size[u], last = st.last[u], start, end, first, k, n, v, m
+    cdef int64_t size = st.size[u], last = st.last[u], start, end, first, k, n, v, m, j
     cdef int64_t count = 0
-    cdef double current = 0.0, worth, lost
+    cdef double current = 0.0, worth, lost, cost
     cdef int firsts[64]
     cdef int64_t before = room.checks
     cdef _Option* options
@@ -586,7 +594,7 @@ cdef int64_t _positions(CoreBoard board, int64_t u, _Room room, int64_t keep, _S
         current = placed_value(board, u)
         last = _min(last, board.start_of[u] - 1)
     n = _lowest(st.legal[u], st.G, firsts)
-    options = <_Option*>malloc(max(1, (last - st.arrival[u] + 1) * n) * sizeof(_Option))
+    options = <_Option*>malloc(max(1, most) * sizeof(_Option))
     way = <int64_t*>malloc(max(1, board.count) * sizeof(int64_t))
     for start in range(st.arrival[u], last + 1):
         end = _min(board.T, start + st.duration[u])
@@ -605,12 +613,20 @@ cdef int64_t _positions(CoreBoard board, int64_t u, _Room room, int64_t keep, _S
             lost = 0.0
             for v in range(m):
                 lost += placed_value(board, way[v])
-            options[count].cost = lost - worth
-            options[count].start = start
-            options[count].first = first
-            count += 1
+            cost = lost - worth
+            # kept sorted, the ``most`` cheapest (the options are distinct: a total order)
+            if count == most and not (most and _option_before(cost, start, first, &options[most - 1])):
+                continue
+            j = count if count < most else most - 1
+            while j > 0 and _option_before(cost, start, first, &options[j - 1]):
+                options[j] = options[j - 1]
+                j -= 1
+            options[j].cost = cost
+            options[j].start = start
+            options[j].first = first
+            if count < most:
+                count += 1
     free(way)
-    qsort(options, count, sizeof(_Option), _option_order)
     board.budget.work += (room.checks - before) // s.k.survey_checks
     found[0] = options
     return count
@@ -697,7 +713,7 @@ cdef CoreBoard _chain(CoreBoard board, int64_t u, int64_t* moved, double* before
             v, most = moved[i], lost
     if most <= 1e-9:
         return board
-    n = _positions(board, v, room, u, s, &options)
+    n = _positions(board, v, room, u, s, s.k.room_tries, &options)
     if n <= 0:
         free(options)
         return best
@@ -763,7 +779,7 @@ cdef CoreBoard _make_room(CoreBoard board, _Search s, int64_t budget, int64_t* s
             break
         if board.placed[u] and board.start_of[u] <= st.arrival[u]:
             continue
-        n = _positions(board, u, room, -1, s, &options)
+        n = _positions(board, u, room, -1, s, 4 * s.k.room_tries, &options)
         if n < 0:
             break
         way = <int64_t*>malloc(max(1, board.count) * sizeof(int64_t))
@@ -986,7 +1002,7 @@ cdef CoreBoard _restarts(CoreBoard board, CoreBoard base, _Search s, int64_t bud
         u = movers[j]
         if board.budget.spent():
             break
-        n = _positions(board, u, room, -1, s, &options)
+        n = _positions(board, u, room, -1, s, s.k.restart_tries, &options)
         if n < 0:
             break
         for i in range(_min(n, s.k.restart_tries)):
