@@ -78,6 +78,9 @@ def check_arguments(
         value = arguments[name]
         if value is None and name in optional:
             continue
+        usual = type(value) is int or (type(value) is float and not integral)
+        if usual and low <= value <= high:
+            continue
         kind = Integral if integral else Real
         if isinstance(value, kind) and not isinstance(value, bool):
             # an integer compared as itself: float() would round it past 2**53

@@ -415,6 +415,8 @@ class Keywords(Generic[S]):
             if name not in self.defaults:
                 known = ", ".join(self.defaults) or "none"
                 raise TypeError(f"unexpected keyword argument {name!r} (the options: {known}).")
+        if not settings:
+            return start  # (frozen: the same options as a copy)
         return replace(start, **settings)  # type: ignore[type-var]
 
 

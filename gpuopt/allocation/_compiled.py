@@ -14,7 +14,11 @@ from gpuopt.allocation._core import (  # type: ignore[import-not-found]
     search,
     supported,
 )
-from gpuopt.allocation._crandom import pairwise_sum, rng_draws  # type: ignore[import-not-found]
+from gpuopt.allocation._crandom import (  # type: ignore[import-not-found]
+    pairwise_sum,
+    rng_draws,
+    rng_state,
+)
 from gpuopt.allocation._cstatic import (  # type: ignore[import-not-found]
     Budget,
     Static,
@@ -32,6 +36,7 @@ __all__ = [
     "pairwise_sum",
     "realtime_curves_of",
     "rng_draws",
+    "rng_state",
     "search",
     "supported",
 ]

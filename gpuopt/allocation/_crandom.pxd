@@ -6,6 +6,7 @@ cdef class Rng:
     cdef unsigned int mt[624]
     cdef int mti
     cdef unsigned int genrand(self) noexcept
+    cdef void _by_array(self, unsigned int* key, int length) noexcept
     cdef double random(self) noexcept
     cdef uint64_t getrandbits(self, int k) noexcept
     cdef int64_t below(self, int64_t n) noexcept

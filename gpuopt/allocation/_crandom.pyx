@@ -21,11 +21,47 @@ cdef class Rng:
     choices."""
 
     def __cinit__(self, seed):
-        state = random.Random(seed).getstate()[1]
         cdef int i
+        cdef uint64_t n
+        cdef unsigned int key[2]
+        if type(seed) is int and 0 <= seed < 2**64:  # CPython's random_seed, in C
+            n = seed
+            key[0], key[1] = <unsigned int>(n & 0xFFFFFFFFU), <unsigned int>(n >> 32)
+            self._by_array(key, 2 if key[1] else 1)
+            return
+        state = random.Random(seed).getstate()[1]
         for i in range(624):
             self.mt[i] = state[i]
         self.mti = state[624]
+
+    cdef void _by_array(self, unsigned int* key, int length) noexcept:
+        """CPython's ``init_by_array`` (``_randommodule.c``), after ``init_genrand``."""
+        cdef unsigned int* mt = self.mt
+        cdef int i = 1, j = 0, k
+        mt[0] = 19650218U
+        for k in range(1, 624):
+            mt[k] = 1812433253U * (mt[k - 1] ^ (mt[k - 1] >> 30)) + <unsigned int>k
+        self.mti = 624
+        k = 624 if 624 > length else length
+        while k:
+            mt[i] = (mt[i] ^ ((mt[i - 1] ^ (mt[i - 1] >> 30)) * 1664525U)) + key[j] + <unsigned int>j
+            i += 1
+            j += 1
+            if i >= 624:
+                mt[0] = mt[623]
+                i = 1
+            if j >= length:
+                j = 0
+            k -= 1
+        k = 623
+        while k:
+            mt[i] = (mt[i] ^ ((mt[i - 1] ^ (mt[i - 1] >> 30)) * 1566083941U)) - <unsigned int>i
+            i += 1
+            if i >= 624:
+                mt[0] = mt[623]
+                i = 1
+            k -= 1
+        mt[0] = 0x80000000U
 
     cdef unsigned int genrand(self) noexcept:
         cdef unsigned int y
@@ -170,3 +206,10 @@ def rng_draws(seed, int count):
         rng.sample(x, 4 + i % 37, 3, out)
         found.append([out[0], out[1], out[2]])
     return found
+
+
+def rng_state(seed):
+    """The generator's state after seeding, as ``random.Random(seed).getstate()[1]`` gives
+    it (for the tests)."""
+    cdef Rng rng = Rng(seed)
+    return (*[rng.mt[i] for i in range(624)], rng.mti)

@@ -383,8 +383,9 @@ def _best_order(
         board = steps.construct(list(order), shown)
         if board.objective > best_value + 1e-9:
             best, best_value = board, board.objective
+        starts = board.starts  # (a new dict from a core board: read once)
         if index.plain and all(
-            board.starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending
+            starts.get(b, (-1, 0))[0] == index.batch.arrival[b] for b in pending
         ):
             # every task starts on arrival: each has its best value, none does better
             assert best is not None

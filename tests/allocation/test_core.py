@@ -112,6 +112,21 @@ def test_the_core_gives_the_python_grid_on_a_thousand_instances(
 
 
 @needs_core
+@pytest.mark.parametrize(
+    "seed", [0, 1, 12345, 2**32 - 1, 2**32, 2**40 + 7, 2**63 - 1, 2**64 - 1, 2**64, True]
+)
+def test_the_core_seeds_its_generator_as_python_random_does(seed: int) -> None:
+    """The core seeds CPython's Mersenne Twister in C (``init_by_array`` of the seed's
+    32-bit words) for seeds below 2**64, and through ``random.Random`` otherwise: the
+    state is CPython's, word for word."""
+    import random
+
+    core = _accel.compiled()
+    assert core is not None
+    assert core.rng_state(seed) == random.Random(seed).getstate()[1]
+
+
+@needs_core
 @pytest.mark.parametrize("seed", [0, 1, 12345, 2**40 + 7])
 def test_the_core_draws_the_numbers_python_random_draws(seed: int) -> None:
     """The core's Mersenne Twister continues CPython's: every kind of draw the search makes,
