@@ -6,7 +6,7 @@ from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport malloc
 
 from gpuopt.allocation._cbits cimport _free_runs, _ones
-from gpuopt.allocation._cstatic cimport Budget, Static
+from gpuopt.allocation._cstatic cimport Budget, Counts, Static
 
 
 cdef class CoreBoard:
@@ -25,12 +25,13 @@ cdef class CoreBoard:
     cdef public double value, penalty, free_penalty
     cdef public int64_t trade_budget
     cdef int64_t* reserved
-    cdef public object counts, realtime_orders
+    cdef public Counts counts
+    cdef public object realtime_orders
     cdef public Budget budget
     cpdef CoreBoard copy(self)
 
 
-cdef void _set_realtime(CoreBoard board, object counts)
+cdef void _set_realtime(CoreBoard board, Counts counts)
 
 
 cdef inline void _link(CoreBoard self, int64_t b, int64_t start, int64_t first) noexcept:

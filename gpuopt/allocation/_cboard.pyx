@@ -12,7 +12,15 @@ from libc.string cimport memcpy
 import numpy as np
 
 from gpuopt.allocation._cbits cimport __builtin_ctzll, __builtin_popcountll, _bit_length
-from gpuopt.allocation._cstatic cimport Budget, Static, _curves, _penalty, _realtime_curves
+from gpuopt.allocation._cstatic cimport (
+    Budget,
+    Counts,
+    Static,
+    _curves,
+    _penalty,
+    _realtime_curves,
+    _zero_counts,
+)
 
 
 cdef class CoreBoard:
@@ -60,7 +68,7 @@ cdef class CoreBoard:
         out.penalty = board.penalty
         out.free_penalty = board.free_penalty
         out.trade_budget = board.trade_budget
-        out.counts = board.counts
+        out.counts = Counts.of(board.counts)
         out.realtime_orders = board.realtime_orders
         out.budget = board.budget
         return out
@@ -76,7 +84,7 @@ cdef class CoreBoard:
         board.value = self.value
         board.penalty = self.penalty
         board.trade_budget = self.trade_budget
-        board.counts = self.counts
+        board.counts = self.counts.array()
         board.reserved = np.array([self.reserved[s] for s in range(self.T)], dtype=np.int64)
         return board
 
@@ -128,18 +136,16 @@ cdef class CoreBoard:
         return bool(self.placed[b])
 
 
-cdef void _set_realtime(CoreBoard board, object counts):
+cdef void _set_realtime(CoreBoard board, Counts counts):
     """``Board.set_realtime``: reserve ``counts[r, t]`` GPUs for realtime task ``r``."""
     cdef Static st = board.st
     cdef int R = st.R, T = st.T, r, t
     cdef int64_t total, above
-    cdef int64_t[:, ::1] c
-    if R:
-        c = counts
+    cdef int64_t* c = counts.c
     for t in range(T):
         total = 0
         for r in range(R):
-            total += c[r, t]
+            total += c[r * T + t]
         board.room[t] -= total - board.reserved[t]
         board.reserved[t] = total
     board.counts = counts
@@ -148,7 +154,7 @@ cdef void _set_realtime(CoreBoard board, object counts):
         for t in range(T):
             total = 0
             for r in range(R):
-                above = c[r, t] - st.demand[r * T + t]
+                above = c[r * T + t] - st.demand[r * T + t]
                 total += above if above > 0 else 0
             board.over[t] = total
 
@@ -177,7 +183,7 @@ cdef list _grid(Static st, CoreBoard board):
     cdef uint64_t* free_of = <uint64_t*>malloc(T * sizeof(uint64_t))
     cdef uint64_t* held = <uint64_t*>malloc(max(1, R) * sizeof(uint64_t))
     cdef int64_t* cell = <int64_t*>malloc(T * G * sizeof(int64_t))
-    cdef int64_t[:, ::1] c
+    cdef int64_t* c
     for step in range(T * G):
         cell[step] = -1
     b = board.head
@@ -190,7 +196,7 @@ cdef list _grid(Static st, CoreBoard board):
                 cell[step * G + g] = task_idx[b]
         b = board.nxt[b]
     if R:
-        c = board.counts
+        c = board.counts.c
         rows = st.index.realtime_idx.tolist()
         for step in range(T):
             free_of[step] = st.full & ~board.busy[step]
@@ -203,7 +209,7 @@ cdef list _grid(Static st, CoreBoard board):
             # take new GPUs (Board._bind_by_mask)
             for k in range(R):
                 r = st.rt_orders[k]
-                want = c[r, step]
+                want = c[r * T + step]
                 keep = held[r] & available
                 if __builtin_popcountll(keep) > want:
                     keep = _longest_free(keep, want, step, free_of, T)
@@ -212,7 +218,7 @@ cdef list _grid(Static st, CoreBoard board):
             spare = available & ~taken
             for k in range(R):
                 r = st.rt_orders[k]
-                missing = c[r, step] - __builtin_popcountll(held[r])
+                missing = c[r * T + step] - __builtin_popcountll(held[r])
                 if missing > 0:
                     extra = _longest_free(spare, missing, step, free_of, T)
                     held[r] |= extra
@@ -249,7 +255,7 @@ def base_board(Static self, Budget budget):
     board.value = board.penalty = 0.0
     board.free_penalty = self.free_penalty
     board.trade_budget = 0
-    board.counts = np.zeros((self.R, T), dtype=np.int64)
+    board.counts = _zero_counts(self.R, T)
     board.realtime_orders = self.realtime_orders
     board.budget = budget
     for b in range(self.nb):  # Board.pin_running, and running_count

@@ -53,7 +53,7 @@ from gpuopt.allocation._cboard cimport (
     remove,
 )
 from gpuopt.allocation._crandom cimport Rng
-from gpuopt.allocation._cstatic cimport Budget, Static, _by_rank, _curves, _penalty
+from gpuopt.allocation._cstatic cimport Budget, Counts, Static, _by_rank, _curves, _penalty
 
 cdef double INF = float("inf")
 
@@ -116,7 +116,7 @@ cdef int64_t _earliest(CoreBoard board, int64_t size, int64_t start, int64_t las
         start += 1
     return -1
 
-cdef object _traded = None  # the realtime counts of the last trade that paid
+cdef Counts _traded = None  # the realtime counts of the last trade that paid
 
 
 cdef double _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end, double beat,
@@ -152,6 +152,7 @@ cdef double _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end
     if value - penalty_floor <= beat + 1e-9:
         return beat
     board.trade_budget -= 1
+    cdef Counts trial
     cdef int64_t* cap = capacity(board)
     for step in range(start, end):
         cap[step] -= size
@@ -192,9 +193,9 @@ cdef bint _place_earliest(CoreBoard board, int64_t b, bint trade, int64_t trade_
     cdef int64_t last_missing
     cdef double* floors = NULL
     cdef bint vector
+    cdef Counts counts = None
     global _traded
     board.budget.work += 1
-    counts = None
     found = _earliest(board, size, arrival, last, duration, legal)
     if trade and st.R:
         best = 0.0
@@ -264,6 +265,7 @@ cdef bint _place_at(CoreBoard board, int64_t b, int64_t start, int64_t first):
     cdef int64_t end = end_of(board, b, start)
     cdef uint64_t block = _ones(<int>size) << first
     cdef int64_t s
+    cdef Counts counts
     global _traded
     board.budget.work += 1
     for s in range(start, end):
@@ -287,7 +289,7 @@ cdef class _Trial:
     cdef list tasks, blocks
     cdef double objective, value, penalty
     cdef int64_t budget
-    cdef object counts
+    cdef Counts counts
 
     def __cinit__(self, CoreBoard board, tuple tasks):
         self.board = board
@@ -636,17 +638,15 @@ cdef void _refresh_realtime(CoreBoard board):
     """``_search._refresh_realtime``: the curves recomputed in the room the batch blocks
     leave, unless no trade cut them (then they come out the same)."""
     cdef Static st = board.st
-    cdef int64_t[:, ::1] c, f
+    cdef Counts full = st.full_counts, counts
     cdef int64_t i
     if not st.R:
         return
-    full = st.full_counts
     if full is not None:
         if board.counts is full:
             return
-        c, f = board.counts, full
         for i in range(st.R * st.T):
-            if c[i // st.T, i % st.T] != f[i // st.T, i % st.T]:
+            if board.counts.c[i] != full.c[i]:
                 break
         else:
             return

@@ -8,8 +8,17 @@ cdef class Budget:
     cpdef bint spent(self)
 
 
+cdef class Counts:
+    cdef int R, T
+    cdef int64_t* c  # c[r * T + t]: GPUs held by realtime service r at step t
+
+
+cdef Counts _zero_counts(int R, int T)
+
+
 cdef class Static:
-    cdef public object index, batch, full_counts
+    cdef public object index, batch
+    cdef public Counts full_counts
     cdef int T, G, nb, R, n_rt_orders
     cdef double free_penalty
     cdef double* price
@@ -45,8 +54,8 @@ cdef class Static:
     cdef void _realtime_orders(self, index)
 
 
-cdef double _penalty(Static st, object counts)
-cdef object _realtime_curves(Static st, int64_t* order, int64_t* capacity)
-cdef object _curves(Static st, int64_t* capacity)
+cdef double _penalty(Static st, Counts counts)
+cdef Counts _realtime_curves(Static st, int64_t* order, int64_t* capacity)
+cdef Counts _curves(Static st, int64_t* capacity)
 cdef list _by_rank(list tasks, int64_t* rank)
 cdef void _sort(Static st, int kind, int64_t* items, int64_t n) noexcept

@@ -43,6 +43,46 @@ cdef class Budget:
         """End the run here (no later stage runs)."""
         self.limit = min(self.limit, <double>self.work)
 
+cdef class Counts:
+    """Realtime curves (``Board.counts``: GPUs held by each service at each step) as one C
+    array; :meth:`array` gives them as numpy's ``(R, T)`` int64 array."""
+
+    def __dealloc__(self):
+        free(self.c)
+
+    @staticmethod
+    def of(array):
+        """The curves of a numpy ``(R, T)`` array."""
+        rows = [list(row) for row in array.tolist()]
+        cdef int R = len(rows), T = array.shape[1], r, t
+        cdef Counts out = _zero_counts(R, T)
+        for r in range(R):
+            for t in range(T):
+                out.c[r * T + t] = rows[r][t]
+        return out
+
+    def array(self):
+        """The curves as numpy's ``(R, T)`` int64 array (a copy)."""
+        out = np.zeros((self.R, self.T), dtype=np.int64)
+        cdef int64_t[:, ::1] view = out
+        cdef int r, t
+        for r in range(self.R):
+            for t in range(self.T):
+                view[r, t] = self.c[r * self.T + t]
+        return out
+
+
+cdef Counts _zero_counts(int R, int T):
+    """Curves of ``R`` services over ``T`` steps, all zero."""
+    cdef Counts out = Counts.__new__(Counts)
+    cdef int i
+    out.R, out.T = R, T
+    out.c = <int64_t*>malloc(max(1, R * T) * sizeof(int64_t))
+    for i in range(R * T):
+        out.c[i] = 0
+    return out
+
+
 cdef uint64_t _legal_firsts(int size, int G, int node, bint align) noexcept:
     """``Board.legal_firsts`` of a plain problem: first GPUs of legal blocks of ``size`` (A3:
     ``node_rule``, aligned blocks when ``align``)."""
@@ -262,7 +302,8 @@ cdef class Static:
         cdef int64_t* by_priority = <int64_t*>malloc(max(1, R) * sizeof(int64_t))
         cdef int64_t* by_worth = <int64_t*>malloc(max(1, R) * sizeof(int64_t))
         cdef int64_t* unlimited = <int64_t*>malloc(T * sizeof(int64_t))
-        cdef int64_t[:, ::1] c
+        cdef int64_t* c
+        cdef Counts free_
         for r in range(R):
             by_priority[r] = r
         _sort(self, 3, by_priority, R)
@@ -277,14 +318,14 @@ cdef class Static:
                 unlimited[t] = self.G * (R + 1)
             free_ = _realtime_curves(self, by_priority, unlimited)
             self.free_penalty = _penalty(self, free_)
-            c = free_
+            c = free_.c
             self.worth = <double*>malloc(R * sizeof(double))
             for r in range(R):
                 met = 0
                 held = 0
                 for t in range(T):
-                    met += c[r, t] if c[r, t] < self.demand[r * T + t] else self.demand[r * T + t]
-                    held += c[r, t]
+                    met += c[r * T + t] if c[r * T + t] < self.demand[r * T + t] else self.demand[r * T + t]
+                    held += c[r * T + t]
                 held = held if held > 1 else 1
                 self.worth[r] = self.rt_priority[r] * <double>met / <double>held
                 by_worth[r] = by_priority[r]
@@ -328,28 +369,31 @@ cdef class Static:
         free(self.rank_value)
         free(self.rank_arrival)
 
-cdef double _penalty(Static st, object counts):
+cdef double _penalty(Static st, Counts counts):
     """``Board.realtime_penalty``: ``(price * np.maximum(0, demand - counts)).sum()``, summed
     as numpy sums (pairwise)."""
-    cdef int64_t[:, ::1] c = counts
     cdef int64_t n = st.R * st.T, i, short
+    cdef double stack[256]
     if n == 0:
         return 0.0
-    cdef double* terms = <double*>malloc(n * sizeof(double))
+    cdef double* terms = &stack[0]
+    if n > 256:
+        terms = <double*>malloc(n * sizeof(double))
     for i in range(n):
-        short = st.demand[i] - c[i // st.T, i % st.T]
+        short = st.demand[i] - counts.c[i]
         terms[i] = st.price[i] * <double>(short if short > 0 else 0)
     out = _pairwise(terms, n)
-    free(terms)
+    if n > 256:
+        free(terms)
     return out
 
-cdef object _realtime_curves(Static st, int64_t* order, int64_t* capacity):
+cdef Counts _realtime_curves(Static st, int64_t* order, int64_t* capacity):
     """``_board.realtime_curves(index, index.demand, order, capacity)``, task by task (the
     blocks it computes at once from four tasks on give the same curves)."""
     cdef int R = st.R, T = st.T, r, t, k
     cdef int64_t sl, run, v
-    counts = np.zeros((R, T), dtype=np.int64)
-    cdef int64_t[:, ::1] c = counts
+    cdef Counts counts = _zero_counts(R, T)
+    cdef int64_t* c = counts.c
     cdef int64_t* left = <int64_t*>malloc(4 * T * sizeof(int64_t))
     cdef int64_t* ub = left + T
     cdef int64_t* want = left + 2 * T
@@ -384,8 +428,8 @@ cdef object _realtime_curves(Static st, int64_t* order, int64_t* capacity):
         for t in range(T):  # the floor, then ramp down at most s per step
             v = (want[t] if want[t] > low[t] else low[t]) + sl * t
             run = v if t == 0 or v > run else run
-            c[r, t] = run - sl * t
-            left[t] -= c[r, t]
+            c[r * T + t] = run - sl * t
+            left[t] -= c[r * T + t]
     free(left)
     return counts
 
@@ -401,26 +445,26 @@ def realtime_curves_of(Static st, list order, capacity):
     out = _realtime_curves(st, o, cap)
     free(o)
     free(cap)
-    return out
+    return out.array()
 
-cdef object _curves(Static st, int64_t* capacity):
+cdef Counts _curves(Static st, int64_t* capacity):
     """``_construction._curves``: the curves in each realtime order, the lowest penalty
     wins (then the fewest GPUs held, then the first order); None if none fits."""
     cdef int R = st.R, T = st.T, k, r, t
     cdef double penalty, best_penalty = INF, best_total = INF, total
     cdef int64_t column
-    cdef int64_t[:, ::1] c
+    cdef int64_t* c
     cdef bint fits
-    best = None
+    cdef Counts counts, best = None
     for k in range(st.n_rt_orders):
         counts = _realtime_curves(st, st.rt_orders + k * R, capacity)
-        c = counts
+        c = counts.c
         fits = True
         total = 0.0
         for t in range(T):
             column = 0
             for r in range(R):
-                column += c[r, t]
+                column += c[r * T + t]
             if column > capacity[t]:
                 fits = False
                 break
