@@ -119,28 +119,27 @@ cdef int64_t _earliest(CoreBoard board, int64_t size, int64_t start, int64_t las
 cdef Counts _traded = None  # the realtime counts of the last trade that paid
 
 
-cdef double _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end, double beat,
-                          uint64_t legal, double* floors):
-    """``_construction._trade_counts`` at rate 1.0: returns the gain (``beat`` when it does
-    not pay) and, when it pays, sets ``_traded`` to the realtime counts (else leaves it).
-    The bitmask test of a free block runs before the penalty floor's sum: both only
-    reject, so their order changes nothing but the time."""
-    global _traded
-    cdef Static st = board.st
-    cdef int64_t size, step, missing
-    cdef double value, penalty_floor, gain
+cdef inline bint _may_pay(CoreBoard board, int64_t b, int64_t start, int64_t end, double beat,
+                          uint64_t legal, double* floors) noexcept:
+    """``_construction._trade_counts``' cheap tests: False when a trade at ``start`` cannot
+    pay (the trade budget is spent, the value gained is below one missing GPU-step's price
+    or the penalty floor, or no block is free of batch tasks). The bitmask test of a free
+    block runs before the penalty floor's sum: both only reject, so their order changes
+    nothing but the time. (No object is read here: no reference counting.)"""
+    cdef int64_t size = board.st.size[b], step, missing
+    cdef double value, penalty_floor
+    cdef double* cheapest = board.st.cheapest
     cdef uint64_t free_
     if board.trade_budget <= 0:
-        return beat
-    size = st.size[b]
+        return False
     value = block_value(board, b, start, end)
-    if value - beat < st.cheapest[end - 1]:
-        return beat
+    if value - beat < cheapest[end - 1]:
+        return False
     missing = size - board.room[end - 1] - board.over[end - 1]
-    if missing > 0 and value - missing * st.cheapest[end - 1] <= beat + 1e-9:
-        return beat
+    if missing > 0 and value - missing * cheapest[end - 1] <= beat + 1e-9:
+        return False
     if not free_firsts(board, <int>size, start, end, legal, &free_):
-        return beat
+        return False
     if floors != NULL:
         penalty_floor = floors[end] - floors[start]
     else:
@@ -148,11 +147,22 @@ cdef double _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end
         for step in range(start, end):
             missing = size - board.room[step] - board.over[step]
             if missing > 0:
-                penalty_floor += missing * st.cheapest[step]
-    if value - penalty_floor <= beat + 1e-9:
+                penalty_floor += missing * cheapest[step]
+    return not (value - penalty_floor <= beat + 1e-9)
+
+
+cdef double _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end, double beat,
+                          uint64_t legal, double* floors):
+    """``_construction._trade_counts`` at rate 1.0: returns the gain (``beat`` when it does
+    not pay) and, when it pays, sets ``_traded`` to the realtime counts (else leaves it)."""
+    global _traded
+    if not _may_pay(board, b, start, end, beat, legal, floors):
         return beat
-    board.trade_budget -= 1
+    cdef Static st = board.st
+    cdef int64_t size = st.size[b], step
+    cdef double value = block_value(board, b, start, end), gain
     cdef Counts trial
+    board.trade_budget -= 1
     cdef int64_t* cap = capacity(board)
     for step in range(start, end):
         cap[step] -= size
@@ -230,6 +240,8 @@ cdef bint _place_earliest(CoreBoard board, int64_t b, bint trade, int64_t trade_
                                 continue
                             if not (value - (floors[end] - floors[start]) > beat0 + 1e-9):
                                 continue
+                        if not _may_pay(board, b, start, end, best, legal, floors):
+                            continue  # (what _trade_counts would say, without the call)
                         _traded = None
                         gain = _trade_counts(board, b, start, end, best, legal, floors)
                         if _traded is not None:
