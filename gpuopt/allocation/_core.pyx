@@ -602,14 +602,28 @@ cdef int64_t _positions(CoreBoard board, int64_t u, _Room room, int64_t keep, _S
     cdef int firsts[64]
     cdef int64_t before = room.checks
     cdef _Option* options
-    cdef int64_t* way
     found[0] = NULL
     if board.placed[u]:
         current = placed_value(board, u)
         last = _min(last, board.start_of[u] - 1)
     n = _lowest(st.legal[u], st.G, firsts)
     options = <_Option*>malloc(max(1, most) * sizeof(_Option))
-    way = <int64_t*>malloc(max(1, board.count) * sizeof(int64_t))
+    # the placed tasks but ``u``, in the board's order, as rectangles (steps x GPUs), with
+    # their values and whether they may move (``_victims`` on compact arrays)
+    cdef int64_t placed = 0, b = board.head, begin, hit
+    cdef int64_t* box = <int64_t*>malloc(max(1, 5 * board.count) * sizeof(int64_t))
+    cdef double* value = <double*>malloc(max(1, board.count) * sizeof(double))
+    while b >= 0:
+        if b != u:
+            begin = board.start_of[b]
+            box[5 * placed] = begin
+            box[5 * placed + 1] = end_of(board, b, begin)
+            box[5 * placed + 2] = board.first_of[b]
+            box[5 * placed + 3] = board.first_of[b] + st.size[b]
+            box[5 * placed + 4] = -1 if (st.running[b] or b == keep) else b
+            value[placed] = placed_value(board, b)
+            placed += 1
+        b = board.nxt[b]
     for start in range(st.arrival[u], last + 1):
         end = _min(board.T, start + st.duration[u])
         worth = block_value(board, u, start, end) - current
@@ -619,14 +633,24 @@ cdef int64_t _positions(CoreBoard board, int64_t u, _Room room, int64_t keep, _S
             if room.checks > room.survey:
                 board.budget.work += (room.checks - before) // s.k.survey_checks
                 free(options)
-                free(way)
+                free(box)
+                free(value)
                 return -1
-            m = _victims(board, start, end, first, first + size, u, keep, way)
-            if m < 0:
-                continue
             lost = 0.0
-            for v in range(m):
-                lost += placed_value(board, way[v])
+            hit = 0
+            for v in range(placed):
+                if (
+                    box[5 * v] < end
+                    and box[5 * v + 1] > start
+                    and box[5 * v + 2] < first + size
+                    and box[5 * v + 3] > first
+                ):
+                    if box[5 * v + 4] < 0:
+                        hit = -1
+                        break
+                    lost += value[v]
+            if hit < 0:
+                continue
             cost = lost - worth
             # kept sorted, the ``most`` cheapest (the options are distinct: a total order)
             if count == most and not (most and _option_before(cost, start, first, &options[most - 1])):
@@ -640,7 +664,8 @@ cdef int64_t _positions(CoreBoard board, int64_t u, _Room room, int64_t keep, _S
             options[j].first = first
             if count < most:
                 count += 1
-    free(way)
+    free(box)
+    free(value)
     board.budget.work += (room.checks - before) // s.k.survey_checks
     found[0] = options
     return count
