@@ -49,6 +49,11 @@ cdef class Static:
     cdef uint64_t* legal
     cdef uint64_t* walls_left
     cdef uint64_t* walls_right
+    # _curves' memo: a direct-mapped table of capacities (T steps each) and their curves
+    cdef int64_t* memo_capacity
+    cdef uint64_t* memo_key
+    cdef char* memo_filled
+    cdef list memo_curves
     cdef int64_t* _ranks(self, int kind)
     cdef void _realtime_tables(self, index)
     cdef void _realtime_orders(self, index)

@@ -18,6 +18,9 @@ from gpuopt.allocation._crandom cimport _pairwise
 
 cdef double INF = float("inf")
 
+cdef enum:
+    MEMO = 256  # entries of _curves' memo (a power of two)
+
 
 cdef class Budget:
     """``_board.Budget`` with C fields: the run's work (placements tried) against its limit,
@@ -189,6 +192,12 @@ cdef class Static:
         self.walls_right = <uint64_t*>malloc((G + 1) * sizeof(uint64_t))
         self.worth = NULL
         self.rt_orders = NULL
+        self.memo_capacity = <int64_t*>malloc(MEMO * T * sizeof(int64_t))
+        self.memo_key = <uint64_t*>malloc(MEMO * sizeof(uint64_t))
+        self.memo_filled = <char*>malloc(MEMO * sizeof(char))
+        for s in range(MEMO):
+            self.memo_filled[s] = 0
+        self.memo_curves = [None] * MEMO
         batch = index.batch
         for b in range(self.nb):
             self.size[b] = batch.size[b]
@@ -342,6 +351,9 @@ cdef class Static:
         free(unlimited)
 
     def __dealloc__(self):
+        free(self.memo_capacity)
+        free(self.memo_key)
+        free(self.memo_filled)
         free(self.size)
         free(self.arrival)
         free(self.last)
@@ -449,7 +461,34 @@ def realtime_curves_of(Static st, list order, capacity):
 
 cdef Counts _curves(Static st, int64_t* capacity):
     """``_construction._curves``: the curves in each realtime order, the lowest penalty
-    wins (then the fewest GPUs held, then the first order); None if none fits."""
+    wins (then the fewest GPUs held, then the first order); None if none fits.
+
+    The curves depend on ``capacity`` alone (and the fixed tables), and nothing changes a
+    ``Counts`` once made, so the last result for each capacity seen is kept in a small
+    direct-mapped memo and given again: the search asks for the same few capacities many
+    times. The same curves either way."""
+    cdef int T = st.T, t
+    cdef uint64_t key = 1469598103934665603ULL  # FNV-1a over the steps' capacities
+    for t in range(T):
+        key = (key ^ <uint64_t>capacity[t]) * 1099511628211ULL
+    cdef int slot = <int>(key & (MEMO - 1))
+    cdef int64_t* kept = st.memo_capacity + slot * T
+    if st.memo_filled[slot] and st.memo_key[slot] == key:
+        for t in range(T):
+            if kept[t] != capacity[t]:
+                break
+        else:
+            return st.memo_curves[slot]
+    found = _curves_of(st, capacity)
+    st.memo_filled[slot] = 1
+    st.memo_key[slot] = key
+    memcpy(kept, capacity, T * sizeof(int64_t))
+    st.memo_curves[slot] = found
+    return found
+
+
+cdef Counts _curves_of(Static st, int64_t* capacity):
+    """:func:`_curves` computed."""
     cdef int R = st.R, T = st.T, k, r, t
     cdef double penalty, best_penalty = INF, best_total = INF, total
     cdef int64_t column
