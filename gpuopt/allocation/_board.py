@@ -13,6 +13,7 @@ import math
 import time
 from functools import reduce
 from operator import or_
+from typing import Any
 
 import numpy as np
 
@@ -94,6 +95,10 @@ class Board:
         # penalty of the curves with no capacity limit (no order does better)
         self.realtime_orders: list[list[int]] = [list(range(index.num_realtime))]
         self.free_penalty = 0.0
+        # the realtime curves and penalty in C (``_crealtime.Realtime``, set with the orders
+        # by ``_construction._set_realtime_orders`` when the compiled core is built; shared
+        # by copies): the same curves and floats as the Python functions, which run without
+        self.realtime_c: Any = None
         self.trade_budget = 0  # realtime recomputations the greedy may still spend on trades
         self.budget = Budget()  # the run's work and time (shared by copies)
         self._price = (index.penalty * index.priority[index.realtime_idx])[:, None] * index.weights[
@@ -213,6 +218,9 @@ class Board:
 
     def realtime_penalty(self, counts: np.ndarray) -> float:
         """A4c priced: ``sum realtime_penalty * p_r * w_t * max(0, demand - counts)``."""
+        if self.realtime_c is not None:
+            penalty: float = self.realtime_c.penalty(counts)
+            return penalty
         return float((self._price * np.maximum(0, self.index.demand - counts)).sum())
 
     def set_realtime(self, counts: np.ndarray) -> None:

@@ -175,6 +175,13 @@ def _trade_counts(
     if not board.free_firsts(size, start, end, legal)[0]:
         return beat, None
     board.trade_budget -= 1
+    tables = _tables(board)
+    if tables is not None:  # the same curves and penalty in C
+        trial, penalty = tables.trade(room, board.reserved, start, end, size)
+        if trial is None:
+            return beat, None
+        gain = value - (penalty - board.penalty)
+        return (gain, trial) if gain > beat + 1e-9 else (beat, None)
     capacity = np.array(room, dtype=np.int64) + board.reserved
     capacity[start:end] -= size
     if (capacity < 0).any():
@@ -190,6 +197,10 @@ def _curves(board: Board, capacity: np.ndarray) -> np.ndarray | None:
     """Realtime curves at full demand within ``capacity`` (A4): computed in each of
     ``board.realtime_orders``, the lowest A4c penalty wins (then the fewest GPUs held,
     then the first order). None if none fits (the forced ramp-down from initial)."""
+    tables = _tables(board)
+    if tables is not None:  # the same curves in C
+        found: np.ndarray | None = tables.best(capacity)[0]
+        return found
     index = board.index
     best, best_key = None, (np.inf, np.inf)
     for order in board.realtime_orders:
@@ -212,13 +223,19 @@ def _set_realtime_orders(board: Board, by_priority: list[int]) -> None:
     capacity binds, serving first the services that need few GPUs for what they earn
     often leaves less shortfall: a spiky service with a slow swap limit holds many GPUs
     to meet its peak. Also records the penalty with no capacity limit (no order does
-    better)."""
+    better), and, where the compiled core is built, gives the board the C tables that
+    compute the curves and their penalty from then on (``board.realtime_c``)."""
     index = board.index
     board.realtime_orders = [by_priority]
+    board.realtime_c = None
     if not index.num_realtime:
         return
+    board.realtime_c = _realtime_tables(index, board._price)
     unlimited = np.full(index.horizon, index.gpus * (index.num_realtime + 1), dtype=np.int64)
-    free = realtime_curves(index, index.demand, by_priority, unlimited)
+    if board.realtime_c is None:
+        free = realtime_curves(index, index.demand, by_priority, unlimited)
+    else:
+        free = board.realtime_c.curves(by_priority, unlimited)
     board.free_penalty = board.realtime_penalty(free)
     met = np.minimum(free, index.demand).sum(axis=1)
     held = np.maximum(free.sum(axis=1), 1)
@@ -226,6 +243,30 @@ def _set_realtime_orders(board: Board, by_priority: list[int]) -> None:
     by_worth = sorted(by_priority, key=lambda r: (-float(worth[r]), r))
     if by_worth != by_priority:
         board.realtime_orders.append(by_worth)
+    if board.realtime_c is not None:
+        board.realtime_c.set_orders(board.realtime_orders, board.free_penalty)
+
+
+def _tables(board: Board) -> Any:
+    """``board.realtime_c`` while it weighs the board's realtime orders, else None (the
+    Python functions run)."""
+    tables = board.realtime_c
+    return tables if tables is not None and tables.orders is board.realtime_orders else None
+
+
+def _realtime_tables(index: AllocationIndex, price: np.ndarray) -> Any:
+    """The realtime services of ``index`` as C tables (``_crealtime.Realtime``: the curves
+    of :func:`~gpuopt.allocation._board.realtime_curves` at full demand, :func:`_curves`
+    and the A4c penalty at ``price`` (``Board._price``), the same to the bit), or None
+    without the compiled core (or with ``GPUOPT_PURE_PYTHON`` set)."""
+    from gpuopt.allocation._accel import compiled  # (here: the core imports this module)
+
+    core = compiled()
+    if core is None:
+        return None
+    steps = np.arange(1, index.horizon + 1, dtype=np.int64)
+    upper = np.minimum(index.gpus, index.initial[:, None] + index.max_swap[:, None] * steps)
+    return core.Realtime(price, index.demand, index.realtime_floor, upper, index.max_swap)
 
 
 def _floor_prefix(board: Board, size: int) -> list[float]:
