@@ -264,9 +264,7 @@ def _realtime_tables(index: AllocationIndex, price: np.ndarray) -> Any:
     core = compiled()
     if core is None:
         return None
-    steps = np.arange(1, index.horizon + 1, dtype=np.int64)
-    upper = np.minimum(index.gpus, index.initial[:, None] + index.max_swap[:, None] * steps)
-    return core.Realtime(price, index.demand, index.realtime_floor, upper, index.max_swap)
+    return core.Realtime(price, index.demand, index.initial, index.max_swap, index.gpus)
 
 
 def _floor_prefix(board: Board, size: int) -> list[float]:

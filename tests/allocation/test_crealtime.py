@@ -94,8 +94,8 @@ def test_the_penalty_sums_as_numpy_over_many_cells() -> None:
     count, horizon = 4000, 24
     demand = rng.integers(0, 50, size=(count, horizon)).astype(np.int64)
     price = rng.random((count, horizon)) * 1000
-    zeros = np.zeros((count, horizon), dtype=np.int64)
-    tables = _accel.compiled().Realtime(price, demand, zeros, demand, zeros[:, 0])  # type: ignore[union-attr]
+    zeros = np.zeros(count, dtype=np.int64)
+    tables = _accel.compiled().Realtime(price, demand, zeros, zeros, 50)  # type: ignore[union-attr]
     counts = rng.integers(0, 50, size=(count, horizon)).astype(np.int64)
     assert tables.penalty(counts) == _python_penalty(price, demand, counts)
 
