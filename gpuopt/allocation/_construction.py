@@ -381,10 +381,25 @@ def _place_earliest(
                 starts, floors = _trade_candidates(board, b, arrival, stop, duration, best, rate)
             else:
                 starts, floors = list(range(arrival, stop)), None
+            # _trade_counts' first two tests, inline: most starts end there (the swap pass
+            # weighs every start of every task it tries), and they read the same floats
+            scale = batch.priority[b] * size * rate  # (block_value's product, in its order)
+            cum, cheapest, room, over = (
+                board._cum_weights,
+                board.cheapest_price,
+                board.room,
+                board.over,
+            )
             for start in starts:
                 if board.trade_budget <= 0:
                     break
                 end = min(horizon, start + duration)
+                value = scale * (cum[end] - cum[start])
+                if value - best < cheapest[end - 1]:
+                    continue
+                missing = size - room[end - 1] - over[end - 1]
+                if missing > 0 and value - missing * cheapest[end - 1] <= best + 1e-9:
+                    continue
                 gain, trial = _trade_counts(board, b, start, end, best, legal, rate, floors)
                 if trial is not None:
                     best, counts, found, chosen = gain, trial, start, option
