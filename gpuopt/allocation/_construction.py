@@ -162,20 +162,18 @@ def _trade_counts(
     missing = size - room[end - 1] - over[end - 1]
     if missing > 0 and value - missing * cheapest[end - 1] <= beat + 1e-9:
         return beat, None
+    tables = _tables(board)
     if floors is not None:
         penalty_floor = floors[end] - floors[start]
+    elif tables is not None:  # the same sum in C
+        penalty_floor = tables.floor(room, over, cheapest, start, end, size)
     else:
-        penalty_floor = 0.0
-        for step in range(start, end):
-            missing = size - room[step] - over[step]
-            if missing > 0:
-                penalty_floor += missing * cheapest[step]
+        penalty_floor = _penalty_floor(room, over, cheapest, start, end, size)
     if value - penalty_floor <= beat + 1e-9 or board.trade_budget <= 0:
         return beat, None
     if not board.free_firsts(size, start, end, legal)[0]:
         return beat, None
     board.trade_budget -= 1
-    tables = _tables(board)
     if tables is not None:  # the same curves and penalty in C
         trial, penalty = tables.trade(room, board.reserved, start, end, size)
         if trial is None:
@@ -191,6 +189,20 @@ def _trade_counts(
         return beat, None  # the forced ramp-down from initial would not fit
     gain = value - (board.realtime_penalty(trial) - board.penalty)
     return (gain, trial) if gain > beat + 1e-9 else (beat, None)
+
+
+def _penalty_floor(
+    room: list[int], over: list[int], cheapest: list[float], start: int, end: int, size: int
+) -> float:
+    """:func:`_trade_counts`' floor on the penalty ``size`` more GPUs over steps ``[start,
+    end)`` add: the GPUs missing beside ``room`` and what realtime holds above demand
+    (``over``), at each step's ``cheapest`` price."""
+    penalty_floor = 0.0
+    for step in range(start, end):
+        missing = size - room[step] - over[step]
+        if missing > 0:
+            penalty_floor += missing * cheapest[step]
+    return penalty_floor
 
 
 def _curves(board: Board, capacity: np.ndarray) -> np.ndarray | None:

@@ -306,6 +306,21 @@ cdef class Realtime:
             raise ValueError(f"capacity has {cap.shape[0]} steps; expected {self.T}")
         return self._best(&cap[0])
 
+    def floor(self, list room, list over, list cheapest, int start, int end, int64_t size):
+        """``_construction._trade_counts``' floor on the added penalty of ``size`` GPUs over
+        steps ``[start, end)``: the GPUs missing beside ``room`` and what realtime holds
+        above demand (``over``) at each step's ``cheapest`` price, summed step after step."""
+        cdef double total = 0.0
+        cdef int64_t missing
+        cdef int t
+        if not 0 <= start <= end <= min(len(room), len(over), len(cheapest)):
+            raise ValueError(f"steps [{start}, {end}) are not inside the {self.T} steps")
+        for t in range(start, end):
+            missing = size - <int64_t>room[t] - <int64_t>over[t]
+            if missing > 0:
+                total += <double>missing * <double>cheapest[t]
+        return total
+
     def trade(self, list room, reserved, int start, int end, int64_t size):
         """The curves of ``_construction._trade_counts`` and their penalty: :meth:`best` in
         ``room + reserved`` less ``size`` GPUs over steps ``[start, end)``; ``(None, inf)``

@@ -88,6 +88,25 @@ def test_curves_and_penalty_equal_python_on_random_arrays(
             assert tables.penalty(counts) == _python_penalty(price, index.demand, counts)
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_the_trade_floor_equals_python(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    index = _random_services(rng)
+    horizon = index.horizon
+    tables = _construction._realtime_tables(index, np.ones(index.demand.shape))  # type: ignore[arg-type]
+    room = rng.integers(-5, 40, size=horizon).tolist()
+    over = rng.integers(0, 6, size=horizon).tolist()
+    cheapest = (rng.random(horizon) * 90).tolist()
+    for _ in range(20):
+        start = int(rng.integers(0, horizon))
+        end = int(rng.integers(start, horizon + 1))
+        size = int(rng.choice([1, 2, 8, 64]))
+        expected = _construction._penalty_floor(room, over, cheapest, start, end, size)
+        assert tables.floor(room, over, cheapest, start, end, size) == expected
+    with pytest.raises(ValueError, match="not inside"):
+        tables.floor(room, over, cheapest, 0, horizon + 1, 1)
+
+
 def test_the_penalty_sums_as_numpy_over_many_cells() -> None:
     """Thousands of services (pairwise sums of several levels; 65,536 GPUs has 12,500)."""
     rng = np.random.default_rng(3)
