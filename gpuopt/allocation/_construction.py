@@ -92,19 +92,24 @@ def _wall_candidates(board: Board, firsts: int, free: int, size: int) -> list[in
     return _lowest_bits(left | right, CANDIDATES) or _lowest_bits(firsts, 1)
 
 
-def _contact(board: Board, first: int, size: int, start: int, end: int) -> int:
-    """GPUs of the block busy just before ``start`` and just after ``end`` (the
-    horizon's ends count as busy).
+def _most_contact(board: Board, candidates: list[int], size: int, start: int, end: int) -> int:
+    """The candidate first GPU whose block has the most GPUs busy just before ``start`` and
+    just after ``end`` (the horizon's ends count as busy; ties: the lower GPU).
 
     A block that follows on from finished work and runs up to the next leaves
     fewer slivers of idle GPU-steps that nothing can use (the "contact" rule of
     2-D packing, in the time direction; the run length covers the GPU direction).
     """
-    busy = board.busy
-    mask = ((1 << size) - 1) << first
-    touching = size if start == 0 else (busy[start - 1] & mask).bit_count()
-    touching += size if end >= board.horizon else (busy[end] & mask).bit_count()
-    return touching
+    busy, ones = board.busy, (1 << size) - 1
+    before = busy[start - 1] if start > 0 else None
+    after = busy[end] if end < board.horizon else None
+    chosen, most = -1, (-1, 0)
+    for first in candidates:  # (the rows read once, not per candidate: a hot loop)
+        touching = size if before is None else (before >> first & ones).bit_count()
+        touching += size if after is None else (after >> first & ones).bit_count()
+        if (touching, -first) > most:
+            chosen, most = first, (touching, -first)
+    return chosen
 
 
 #: How many candidate positions the block choice scores by contact.
@@ -119,7 +124,7 @@ def _choose_block(board: Board, firsts: int, free: int, size: int, start: int, e
     candidates = _wall_candidates(board, firsts, free, size)
     if len(candidates) == 1:
         return candidates[0]
-    return max(candidates, key=lambda first: (_contact(board, first, size, start, end), -first))
+    return _most_contact(board, candidates, size, start, end)
 
 
 #: How many starts from its arrival a task weighs for a realtime trade.
