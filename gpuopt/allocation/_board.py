@@ -320,11 +320,16 @@ class Board:
         Each service's GPUs are a bitmask below :data:`BIND_BY_NUMBER_FROM`
         GPUs and a tuple of GPU numbers from there on: the same GPUs, but an
         operation on a 65,536-bit mask copies 8 KB, and a service holds a few.
+        Below it, a greedy board with the compiled core built (``realtime_c``)
+        binds on arrays of 64-bit words in C (``_crealtime.bind_by_words``).
         """
-        counts_list = counts.tolist()
         # GPUs free of batch blocks at each step; with ``occupy`` a step changes only once it
         # is bound, and only later steps are read after that
         free_of = [self.full & ~bits for bits in self.busy]
+        if self.realtime_c is not None and not occupy and self.gpus < BIND_BY_NUMBER_FROM:
+            self.realtime_gpus.update(self.realtime_c.bind(free_of, counts, order))  # (in C)
+            return
+        counts_list = counts.tolist()
         for r in order:
             self.realtime_gpus[r] = [()] * self.horizon
         if self.gpus >= BIND_BY_NUMBER_FROM:

@@ -15,15 +15,24 @@ Each function gives, to the bit, what its Python original gives:
 - :meth:`Realtime.best`: ``_construction._curves`` (each realtime order, the lowest
   penalty wins, then the fewest GPUs held, then the first order);
 - :meth:`Realtime.trade`: the recomputation at the end of
-  ``_construction._trade_counts`` (the capacity less the task's block, then ``best``).
+  ``_construction._trade_counts`` (the capacity less the task's block, then ``best``);
+- :meth:`Realtime.bind`: ``Board._bind_by_mask`` (the services' GPUs at each step), on
+  arrays of 64-bit words.
 """
 
-from libc.stdint cimport int64_t
-from libc.stdlib cimport free, malloc
+from libc.stdint cimport int64_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memcpy
 
 import numpy as np
 
 cdef double INF = float("inf")
+
+
+cdef extern from *:
+    int __builtin_popcountll(unsigned long long) nogil
+    int __builtin_clzll(unsigned long long) nogil
+    int __builtin_ctzll(unsigned long long) nogil
 
 
 cdef void _curves_of(
@@ -321,6 +330,10 @@ cdef class Realtime:
                 total += <double>missing * <double>cheapest[t]
         return total
 
+    def bind(self, list free_of, counts, list order):
+        """:func:`bind_by_words` on this problem's GPUs."""
+        return bind_by_words(free_of, counts, order, self.G)
+
     def trade(self, list room, reserved, int start, int end, int64_t size):
         """The curves of ``_construction._trade_counts`` and their penalty: :meth:`best` in
         ``room + reserved`` less ``size`` GPUs over steps ``[start, end)``; ``(None, inf)``
@@ -338,3 +351,134 @@ cdef class Realtime:
             if capacity[t] < 0:
                 return None, INF
         return self._best(capacity)
+
+
+cdef inline int64_t _count(const uint64_t* mask, int W) noexcept nogil:
+    """Set bits of a ``W``-word mask."""
+    cdef int64_t n = 0
+    cdef int i
+    for i in range(W):
+        n += __builtin_popcountll(mask[i])
+    return n
+
+
+cdef void _longest_free(
+    uint64_t* candidates, int64_t count, int step, int T, int W, const uint64_t* free_of,
+    uint64_t* narrowed, uint64_t* chosen
+) noexcept nogil:
+    """``Board._longest_free``: into ``chosen``, ``count`` GPUs of ``candidates`` free of
+    batch blocks longest after ``step`` (ties: the highest GPUs); ``candidates`` is changed."""
+    cdef int later, i, top
+    for later in range(step + 1, T):
+        for i in range(W):
+            narrowed[i] = candidates[i] & free_of[later * W + i]
+        if _count(narrowed, W) < count:
+            break
+        memcpy(candidates, narrowed, W * sizeof(uint64_t))
+    for i in range(W):
+        chosen[i] = 0
+    i = W - 1
+    while count > 0 and i >= 0:  # the highest set bits, one at a time
+        if candidates[i] == 0:
+            i -= 1
+            continue
+        top = 63 - __builtin_clzll(candidates[i])
+        chosen[i] |= (<uint64_t>1) << top
+        candidates[i] ^= (<uint64_t>1) << top
+        count -= 1
+
+
+cdef tuple _gpus_of(const uint64_t* mask, int W):
+    """The set bits of a ``W``-word mask, lowest first (``_board._set_bits``)."""
+    cdef list found = []
+    cdef uint64_t word
+    cdef int i
+    for i in range(W):
+        word = mask[i]
+        while word:
+            found.append(i * 64 + __builtin_ctzll(word))
+            word &= word - 1
+    return tuple(found)
+
+
+cdef class _Words:
+    """Scratch masks of ``W`` words each, freed with the object."""
+
+    cdef uint64_t* data
+
+    def __cinit__(self, int64_t words):
+        self.data = <uint64_t*>calloc(max(1, words), sizeof(uint64_t))
+        if self.data == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.data)
+
+
+def bind_by_words(list free_of, counts, list order, int gpus):
+    """``Board._bind_by_mask(counts.tolist(), order, free_of, occupy=False)`` on arrays of
+    64-bit words: each service of ``order`` gets ``counts[r, t]`` GPUs of ``free_of[t]`` (the
+    GPUs free of batch blocks at step ``t``, an integer bitmask), keeping what it held where
+    it may, then taking the GPUs free longest ahead (ties: the highest); a shrinking
+    service keeps those free longest. Returns ``{r: [GPUs at step t, ascending]}``.
+
+    Memory: ``(services + steps + 4) x words`` of 8 bytes (the Python board holds
+    services' GPUs by number from ``_board.BIND_BY_NUMBER_FROM`` GPUs on instead)."""
+    cdef const int64_t[:, ::1] c = np.ascontiguousarray(counts, dtype=np.int64)
+    cdef int T = len(free_of), W = (gpus + 63) // 64, R = c.shape[0], step, i, k, r
+    cdef int64_t want, missing
+    cdef int n = len(order)
+    if c.shape[1] != T and R:
+        raise ValueError(f"counts have {c.shape[1]} steps and free_of {T}; expected the same")
+    for k in range(n):
+        if not 0 <= order[k] < R:
+            raise ValueError(f"order[{k}] is {order[k]}; expected 0 to {R - 1}")
+    store = _Words(<int64_t>(T + n + 4) * W)
+    cdef uint64_t* free_ = store.data
+    cdef uint64_t* held = free_ + T * W  # k-th service of order -> its GPUs
+    cdef uint64_t* spare = held + n * W
+    cdef uint64_t* work = spare + W
+    cdef uint64_t* narrowed = work + W
+    cdef uint64_t* chosen = narrowed + W
+    cdef const unsigned char* raw
+    cdef uint64_t* mine
+    for step in range(T):
+        data = free_of[step].to_bytes(W * 8, "little")
+        raw = data
+        for i in range(W * 8):
+            free_[step * W + i // 8] |= (<uint64_t>raw[i]) << (8 * (i % 8))
+    found = {r: [()] * T for r in order}
+    last = [None] * n  # the tuple of each service's GPUs at the step before
+    cdef bint changed
+    for step in range(T):
+        for i in range(W):
+            spare[i] = free_[step * W + i]  # available, less what the services keep
+        for k in range(n):  # first every service keeps what it held and still may
+            r = order[k]
+            want = c[r, step]
+            mine = held + k * W
+            for i in range(W):
+                mine[i] &= free_[step * W + i]
+            if _count(mine, W) > want:
+                _longest_free(mine, want, step, T, W, free_, narrowed, chosen)
+                memcpy(mine, chosen, W * sizeof(uint64_t))
+            for i in range(W):
+                spare[i] &= ~mine[i]
+        for k in range(n):  # then the growing ones take new GPUs
+            r = order[k]
+            mine = held + k * W
+            missing = c[r, step] - _count(mine, W)
+            changed = last[k] is None
+            if missing > 0:
+                memcpy(work, spare, W * sizeof(uint64_t))
+                _longest_free(work, missing, step, T, W, free_, narrowed, chosen)
+                for i in range(W):
+                    mine[i] |= chosen[i]
+                    spare[i] ^= chosen[i]
+                changed = True
+            if not changed:  # (kept masks only shrink: the same count means the same GPUs)
+                changed = len(<tuple>last[k]) != _count(mine, W)
+            if changed:
+                last[k] = _gpus_of(mine, W)
+            found[r][step] = last[k]
+    return found

@@ -131,6 +131,44 @@ def test_bad_orders_and_shapes_are_refused() -> None:
         tables.best(np.zeros(horizon + 1, dtype=np.int64))
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_services_get_the_python_gpus(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Realtime.bind`` (64-bit words) gives every service the GPUs ``Board._bind_by_mask``
+    gives it at every step, beside random batch blocks (so services move and shrink)."""
+    import random
+
+    rng = random.Random(seed)
+    gpus = rng.choice([8, 64, 72, 100, 130, 640])  # one word, exactly one, a few
+    problem = random_problem(seed, gpus=gpus, tasks=60, realtime=rng.randint(1, 12), load=1.5)
+    index = problem.index
+    order = list(range(index.num_realtime))
+    rng.shuffle(order)
+    counts = realtime_curves(index, index.demand, order, index.gpus - _board.running_count(index))
+    bound = []
+    for tables in (None, _construction._realtime_tables(index, np.ones(index.demand.shape))):
+        board = Board(index)
+        board.pin_running()
+        placer = random.Random(seed)  # the same blocks for both
+        for b in range(index.num_batch):
+            start = placer.randrange(index.horizon)
+            if not index.batch_running[b] and placer.random() < 0.6:
+                firsts, _free = board.free_firsts(index.batch.size[b], start, start + 1)
+                if firsts:
+                    first = placer.choice(_construction._lowest_bits(firsts, gpus))
+                    board.place(b, index.batch.size[b], first, start, start + 1)
+        board.realtime_c = tables
+        board.bind_realtime(counts, order)
+        bound.append(board.realtime_gpus)
+    assert bound[1] == bound[0]
+    for step in range(index.horizon):  # no GPU twice, none under a batch block
+        held = [gpu for steps in bound[1].values() for gpu in steps[step]]
+        assert len(set(held)) == len(held)
+        assert not any(board.busy[step] >> gpu & 1 for gpu in held)
+    assert board.realtime_c is not None
+    with pytest.raises(ValueError, match="order"):
+        board.realtime_c.bind([0] * index.horizon, counts, [index.num_realtime])
+
+
 def _large_problem(number: int) -> Any:
     """Instances above 64 GPUs (the Python modules run) with several realtime services,
     nodes, aligned blocks and running tasks."""
