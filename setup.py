@@ -21,7 +21,7 @@ else:
                     extra_compile_args=["-O2"],
                     optional=True,
                 )
-                for name in ("_crandom", "_cstatic", "_cboard", "_core")
+                for name in ("_crandom", "_cstatic", "_cboard", "_core", "_crealtime")
             ],
             quiet=True,
         )

@@ -3,10 +3,13 @@ modules Cython builds from ``_c*.pyx`` and ``_core.pyx``) when it is built and t
 problem is one it handles, else the pure-Python modules.
 
 Both give the same grid (``tests/allocation/test_core.py`` compares them); the compiled
-one is the fast path. ``GPUOPT_PURE_PYTHON=1`` in the environment forces the Python one
-(to debug it, or to compare). A checkout used without ``pip install`` has no compiled
-core; ``pip install`` builds it where a C compiler is found, and goes on without it
-(with a warning) where none is.
+one is the fast path. Where the core is built but does not handle the problem (more than
+64 GPUs, GPU models), the Python modules still call its realtime routines
+(``_crealtime.Realtime``: the curves, their penalty, the trades, the binding to GPUs; the
+same grids, ``tests/allocation/test_crealtime.py``). ``GPUOPT_PURE_PYTHON=1`` in the
+environment forces the Python one (to debug it, or to compare). A checkout used without
+``pip install`` has no compiled core; ``pip install`` builds it where a C compiler is
+found, and goes on without it (with a warning) where none is.
 """
 
 from __future__ import annotations

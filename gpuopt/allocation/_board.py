@@ -13,6 +13,7 @@ import math
 import time
 from functools import reduce
 from operator import or_
+from typing import Any
 
 import numpy as np
 
@@ -94,6 +95,10 @@ class Board:
         # penalty of the curves with no capacity limit (no order does better)
         self.realtime_orders: list[list[int]] = [list(range(index.num_realtime))]
         self.free_penalty = 0.0
+        # the realtime curves and penalty in C (``_crealtime.Realtime``, set with the orders
+        # by ``_construction._set_realtime_orders`` when the compiled core is built; shared
+        # by copies): the same curves and floats as the Python functions, which run without
+        self.realtime_c: Any = None
         self.trade_budget = 0  # realtime recomputations the greedy may still spend on trades
         self.budget = Budget()  # the run's work and time (shared by copies)
         self._price = (index.penalty * index.priority[index.realtime_idx])[:, None] * index.weights[
@@ -213,6 +218,9 @@ class Board:
 
     def realtime_penalty(self, counts: np.ndarray) -> float:
         """A4c priced: ``sum realtime_penalty * p_r * w_t * max(0, demand - counts)``."""
+        if self.realtime_c is not None:
+            penalty: float = self.realtime_c.penalty(counts)
+            return penalty
         return float((self._price * np.maximum(0, self.index.demand - counts)).sum())
 
     def set_realtime(self, counts: np.ndarray) -> None:
@@ -312,11 +320,16 @@ class Board:
         Each service's GPUs are a bitmask below :data:`BIND_BY_NUMBER_FROM`
         GPUs and a tuple of GPU numbers from there on: the same GPUs, but an
         operation on a 65,536-bit mask copies 8 KB, and a service holds a few.
+        Below it, a greedy board with the compiled core built (``realtime_c``)
+        binds on arrays of 64-bit words in C (``_crealtime.bind_by_words``).
         """
-        counts_list = counts.tolist()
         # GPUs free of batch blocks at each step; with ``occupy`` a step changes only once it
         # is bound, and only later steps are read after that
         free_of = [self.full & ~bits for bits in self.busy]
+        if self.realtime_c is not None and not occupy and self.gpus < BIND_BY_NUMBER_FROM:
+            self.realtime_gpus.update(self.realtime_c.bind(free_of, counts, order))  # (in C)
+            return
+        counts_list = counts.tolist()
         for r in order:
             self.realtime_gpus[r] = [()] * self.horizon
         if self.gpus >= BIND_BY_NUMBER_FROM:

@@ -1,5 +1,6 @@
 """The compiled greedy core in one namespace: the extension modules Cython builds from
-``_crandom.pyx``, ``_cstatic.pyx``, ``_cboard.pyx`` and ``_core.pyx`` (``setup.py``).
+``_crandom.pyx``, ``_cstatic.pyx``, ``_cboard.pyx``, ``_core.pyx`` and ``_crealtime.pyx``
+(``setup.py``).
 
 Importing this module fails with ``ImportError`` where they are not built (a bare
 checkout); :mod:`gpuopt.allocation._accel` then runs the Python modules.
@@ -19,6 +20,7 @@ from gpuopt.allocation._crandom import (  # type: ignore[import-not-found]
     rng_draws,
     rng_state,
 )
+from gpuopt.allocation._crealtime import Realtime  # type: ignore[import-not-found]
 from gpuopt.allocation._cstatic import (  # type: ignore[import-not-found]
     Budget,
     Static,
@@ -28,6 +30,7 @@ from gpuopt.allocation._cstatic import (  # type: ignore[import-not-found]
 __all__ = [
     "Budget",
     "CoreBoard",
+    "Realtime",
     "Static",
     "base_board",
     "construct",

@@ -92,19 +92,24 @@ def _wall_candidates(board: Board, firsts: int, free: int, size: int) -> list[in
     return _lowest_bits(left | right, CANDIDATES) or _lowest_bits(firsts, 1)
 
 
-def _contact(board: Board, first: int, size: int, start: int, end: int) -> int:
-    """GPUs of the block busy just before ``start`` and just after ``end`` (the
-    horizon's ends count as busy).
+def _most_contact(board: Board, candidates: list[int], size: int, start: int, end: int) -> int:
+    """The candidate first GPU whose block has the most GPUs busy just before ``start`` and
+    just after ``end`` (the horizon's ends count as busy; ties: the lower GPU).
 
     A block that follows on from finished work and runs up to the next leaves
     fewer slivers of idle GPU-steps that nothing can use (the "contact" rule of
     2-D packing, in the time direction; the run length covers the GPU direction).
     """
-    busy = board.busy
-    mask = ((1 << size) - 1) << first
-    touching = size if start == 0 else (busy[start - 1] & mask).bit_count()
-    touching += size if end >= board.horizon else (busy[end] & mask).bit_count()
-    return touching
+    busy, ones = board.busy, (1 << size) - 1
+    before = busy[start - 1] if start > 0 else None
+    after = busy[end] if end < board.horizon else None
+    chosen, most = -1, (-1, 0)
+    for first in candidates:  # (the rows read once, not per candidate: a hot loop)
+        touching = size if before is None else (before >> first & ones).bit_count()
+        touching += size if after is None else (after >> first & ones).bit_count()
+        if (touching, -first) > most:
+            chosen, most = first, (touching, -first)
+    return chosen
 
 
 #: How many candidate positions the block choice scores by contact.
@@ -119,7 +124,7 @@ def _choose_block(board: Board, firsts: int, free: int, size: int, start: int, e
     candidates = _wall_candidates(board, firsts, free, size)
     if len(candidates) == 1:
         return candidates[0]
-    return max(candidates, key=lambda first: (_contact(board, first, size, start, end), -first))
+    return _most_contact(board, candidates, size, start, end)
 
 
 #: How many starts from its arrival a task weighs for a realtime trade.
@@ -162,19 +167,24 @@ def _trade_counts(
     missing = size - room[end - 1] - over[end - 1]
     if missing > 0 and value - missing * cheapest[end - 1] <= beat + 1e-9:
         return beat, None
+    tables = _tables(board)
     if floors is not None:
         penalty_floor = floors[end] - floors[start]
+    elif tables is not None:  # the same sum in C
+        penalty_floor = tables.floor(room, over, cheapest, start, end, size)
     else:
-        penalty_floor = 0.0
-        for step in range(start, end):
-            missing = size - room[step] - over[step]
-            if missing > 0:
-                penalty_floor += missing * cheapest[step]
+        penalty_floor = _penalty_floor(room, over, cheapest, start, end, size)
     if value - penalty_floor <= beat + 1e-9 or board.trade_budget <= 0:
         return beat, None
     if not board.free_firsts(size, start, end, legal)[0]:
         return beat, None
     board.trade_budget -= 1
+    if tables is not None:  # the same curves and penalty in C
+        trial, penalty = tables.trade(room, board.reserved, start, end, size)
+        if trial is None:
+            return beat, None
+        gain = value - (penalty - board.penalty)
+        return (gain, trial) if gain > beat + 1e-9 else (beat, None)
     capacity = np.array(room, dtype=np.int64) + board.reserved
     capacity[start:end] -= size
     if (capacity < 0).any():
@@ -186,10 +196,28 @@ def _trade_counts(
     return (gain, trial) if gain > beat + 1e-9 else (beat, None)
 
 
+def _penalty_floor(
+    room: list[int], over: list[int], cheapest: list[float], start: int, end: int, size: int
+) -> float:
+    """:func:`_trade_counts`' floor on the penalty ``size`` more GPUs over steps ``[start,
+    end)`` add: the GPUs missing beside ``room`` and what realtime holds above demand
+    (``over``), at each step's ``cheapest`` price."""
+    penalty_floor = 0.0
+    for step in range(start, end):
+        missing = size - room[step] - over[step]
+        if missing > 0:
+            penalty_floor += missing * cheapest[step]
+    return penalty_floor
+
+
 def _curves(board: Board, capacity: np.ndarray) -> np.ndarray | None:
     """Realtime curves at full demand within ``capacity`` (A4): computed in each of
     ``board.realtime_orders``, the lowest A4c penalty wins (then the fewest GPUs held,
     then the first order). None if none fits (the forced ramp-down from initial)."""
+    tables = _tables(board)
+    if tables is not None:  # the same curves in C
+        found: np.ndarray | None = tables.best(capacity)[0]
+        return found
     index = board.index
     best, best_key = None, (np.inf, np.inf)
     for order in board.realtime_orders:
@@ -212,13 +240,19 @@ def _set_realtime_orders(board: Board, by_priority: list[int]) -> None:
     capacity binds, serving first the services that need few GPUs for what they earn
     often leaves less shortfall: a spiky service with a slow swap limit holds many GPUs
     to meet its peak. Also records the penalty with no capacity limit (no order does
-    better)."""
+    better), and, where the compiled core is built, gives the board the C tables that
+    compute the curves and their penalty from then on (``board.realtime_c``)."""
     index = board.index
     board.realtime_orders = [by_priority]
+    board.realtime_c = None
     if not index.num_realtime:
         return
+    board.realtime_c = _realtime_tables(index, board._price)
     unlimited = np.full(index.horizon, index.gpus * (index.num_realtime + 1), dtype=np.int64)
-    free = realtime_curves(index, index.demand, by_priority, unlimited)
+    if board.realtime_c is None:
+        free = realtime_curves(index, index.demand, by_priority, unlimited)
+    else:
+        free = board.realtime_c.curves(by_priority, unlimited)
     board.free_penalty = board.realtime_penalty(free)
     met = np.minimum(free, index.demand).sum(axis=1)
     held = np.maximum(free.sum(axis=1), 1)
@@ -226,6 +260,28 @@ def _set_realtime_orders(board: Board, by_priority: list[int]) -> None:
     by_worth = sorted(by_priority, key=lambda r: (-float(worth[r]), r))
     if by_worth != by_priority:
         board.realtime_orders.append(by_worth)
+    if board.realtime_c is not None:
+        board.realtime_c.set_orders(board.realtime_orders, board.free_penalty)
+
+
+def _tables(board: Board) -> Any:
+    """``board.realtime_c`` while it weighs the board's realtime orders, else None (the
+    Python functions run)."""
+    tables = board.realtime_c
+    return tables if tables is not None and tables.orders is board.realtime_orders else None
+
+
+def _realtime_tables(index: AllocationIndex, price: np.ndarray) -> Any:
+    """The realtime services of ``index`` as C tables (``_crealtime.Realtime``: the curves
+    of :func:`~gpuopt.allocation._board.realtime_curves` at full demand, :func:`_curves`
+    and the A4c penalty at ``price`` (``Board._price``), the same to the bit), or None
+    without the compiled core (or with ``GPUOPT_PURE_PYTHON`` set)."""
+    from gpuopt.allocation._accel import compiled  # (here: the core imports this module)
+
+    core = compiled()
+    if core is None:
+        return None
+    return core.Realtime(price, index.demand, index.initial, index.max_swap, index.gpus)
 
 
 def _floor_prefix(board: Board, size: int) -> list[float]:
@@ -342,10 +398,25 @@ def _place_earliest(
                 starts, floors = _trade_candidates(board, b, arrival, stop, duration, best, rate)
             else:
                 starts, floors = list(range(arrival, stop)), None
+            # _trade_counts' first two tests, inline: most starts end there (the swap pass
+            # weighs every start of every task it tries), and they read the same floats
+            scale = batch.priority[b] * size * rate  # (block_value's product, in its order)
+            cum, cheapest, room, over = (
+                board._cum_weights,
+                board.cheapest_price,
+                board.room,
+                board.over,
+            )
             for start in starts:
                 if board.trade_budget <= 0:
                     break
                 end = min(horizon, start + duration)
+                value = scale * (cum[end] - cum[start])
+                if value - best < cheapest[end - 1]:
+                    continue
+                missing = size - room[end - 1] - over[end - 1]
+                if missing > 0 and value - missing * cheapest[end - 1] <= best + 1e-9:
+                    continue
                 gain, trial = _trade_counts(board, b, start, end, best, legal, rate, floors)
                 if trial is not None:
                     best, counts, found, chosen = gain, trial, start, option

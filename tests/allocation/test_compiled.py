@@ -22,6 +22,7 @@ def test_every_name_is_its_extension_modules_own() -> None:
         "_core": ("construct", "improve", "search", "supported"),
         "_crandom": ("pairwise_sum", "rng_draws", "rng_state"),
         "_cstatic": ("Budget", "Static", "realtime_curves_of"),
+        "_crealtime": ("Realtime",),
     }
     for module, names in homes.items():
         extension = importlib.import_module(f"gpuopt.allocation.{module}")
