@@ -215,6 +215,24 @@ def greedy_grid(
     return steps.grid(best)
 
 
+#: About the time an LP stage takes on this machine class, in seconds: a fixed part (the
+#: model built, the solver started) and a part per cell of the model (the LP guides: new
+#: tasks x steps; the exact realtime curves: services x steps). Under a time budget a stage
+#: whose estimate exceeds the time left does not start and closes the budget (section
+#: 10.2): an LP runs to its end once started, so a 1 ms budget would otherwise take the
+#: LP's few milliseconds.
+LP_SECONDS = (0.001, 12e-6)
+
+
+def _lp_affordable(budget: Any, cells: int) -> bool:
+    """Whether an LP stage of ``cells`` cells fits what is left of the work budget and,
+    by its estimate (:data:`LP_SECONDS`), of the time."""
+    if not budget.affords(LP_WORK * cells):
+        return False
+    left = budget.deadline - time.perf_counter()
+    return bool(left >= LP_SECONDS[0] + LP_SECONDS[1] * cells)
+
+
 def _finish(
     steps: _Steps,
     board: Any,
@@ -236,7 +254,7 @@ def _finish(
     budget = steps.budget
     cells = index.num_realtime * index.horizon
     if board.penalty > 0 and cells <= EXACT_CURVES_CELLS:
-        if not budget.affords(LP_WORK * cells):
+        if not _lp_affordable(budget, cells):
             budget.close()  # (no stage after this one runs: see greedy_grid)
             return board
         budget.work += LP_WORK * cells
@@ -406,18 +424,19 @@ def _guided_plan(
     MIP's, "MIP"), or None when it does not beat ``best_value`` (the orders' plan).
 
     The solve costs :data:`~gpuopt.allocation._board.LP_WORK` per cell of the model (new
-    tasks x steps) of the run's budget; when that does not fit, the budget is closed (no
-    stage after it runs) and None is returned. It stops at its own time cap and at the
+    tasks x steps) of the run's budget; when that does not fit, or its estimated time
+    (:data:`LP_SECONDS`) exceeds the time left, the budget is closed (no stage after it
+    runs) and None is returned. It stops at its own time cap and at the
     budget's deadline. The search is path-dependent: from a better start alone it may end
     below where it ends from the orders' plan, so the caller searches from both.
     """
     budget = steps.budget
     index = steps.index
-    cost = LP_WORK * sum(1 for running in index.batch.running if not running) * index.horizon
-    if not budget.affords(cost):
+    cells = sum(1 for running in index.batch.running if not running) * index.horizon
+    if not _lp_affordable(budget, cells):
         budget.close()
         return None
-    budget.work += cost
+    budget.work += LP_WORK * cells
     integer = kind == "MIP"
     shown.update(description=f"heuristic: guided by the step-capacity {kind}")
     left = budget.deadline - time.perf_counter()

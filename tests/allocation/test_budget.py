@@ -73,3 +73,20 @@ def test_a_bad_budget_is_refused_naming_it(value: object, field: str) -> None:
     problem = random_problem(0)
     with pytest.raises((ProblemError, ValueError, TypeError), match=field):
         greedy_grid(problem, work=value)
+
+
+def test_an_lp_stage_starts_only_when_its_estimated_time_is_left() -> None:
+    """Under a time budget an LP stage (the guide, the exact realtime curves) starts only
+    when the time left covers its estimate (section 10.2): a deadline closer than the
+    estimate's fixed part refuses it whatever the work left; no deadline accepts it when
+    its work price fits, and refuses it when the price does not."""
+    import time
+
+    from gpuopt.allocation._board import LP_WORK, Budget
+    from gpuopt.allocation.greedy import LP_SECONDS, _lp_affordable
+
+    soon = Budget(10**9, time.perf_counter() + LP_SECONDS[0] / 2)
+    assert not _lp_affordable(soon, 1)
+    assert _lp_affordable(Budget(10**9, float("inf")), 100)
+    assert not _lp_affordable(Budget(LP_WORK * 100 - 1, float("inf")), 100)
+    assert _lp_affordable(Budget(LP_WORK * 100, float("inf")), 100)
