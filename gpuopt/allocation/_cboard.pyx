@@ -135,6 +135,24 @@ cdef class CoreBoard:
     def has(self, int b):
         return bool(self.placed[b])
 
+    # ------------------------------------------------------------ the exact realtime curves
+    def capacity(self):
+        """``np.array(board.room) + board.reserved``: the GPUs each step leaves to realtime."""
+        cdef int64_t* cap = capacity(self)
+        out = np.array([cap[s] for s in range(self.T)], dtype=np.int64)
+        free(cap)
+        return out
+
+    def penalty_of(self, counts):
+        """``Board.realtime_penalty(counts)`` of a numpy ``(R, T)`` array."""
+        return _penalty(self.st, Counts.of(counts))
+
+    def with_curves(self, counts):
+        """A copy holding the realtime curves ``counts`` (``Board.set_realtime``)."""
+        cdef CoreBoard other = self.copy()
+        _set_realtime(other, Counts.of(counts))
+        return other
+
 
 cdef void _set_realtime(CoreBoard board, Counts counts):
     """``Board.set_realtime``: reserve ``counts[r, t]`` GPUs for realtime task ``r``."""

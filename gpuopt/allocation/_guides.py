@@ -11,6 +11,8 @@ batch blocks stay.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gpuopt.allocation._board import Board, exact_curves
@@ -80,16 +82,26 @@ def _guided(base: Board, order: list[int], starts: dict[int, tuple[int, float]])
 EXACT_CURVES_CELLS = 256
 
 
-def _exact_realtime(board: Board) -> Board:
+def _exact_realtime(board: Any) -> Any:
     """The realtime curves of least penalty for the batch plan as it stands (an LP,
     :func:`exact_curves`), when they beat the greedy's own curves, which serve the services
-    one after another (section 10, A4). The batch blocks stay; only the counts change."""
-    counts = board.counts
-    if board.penalty <= 0 or counts.size > EXACT_CURVES_CELLS:
+    one after another (section 10, A4). The batch blocks stay; only the counts change.
+
+    ``board`` is a Python board or the compiled core's (``CoreBoard``: its ``capacity``,
+    ``penalty_of`` and ``with_curves`` do the same as the lines for a Python board)."""
+    index = board.index
+    if board.penalty <= 0 or index.num_realtime * index.horizon > EXACT_CURVES_CELLS:
         return board
-    exact = exact_curves(board.index, np.array(board.room) + board.reserved)
-    if exact is None or board.realtime_penalty(exact) >= board.penalty - 1e-9:
+    core = not isinstance(board, Board)
+    capacity = board.capacity() if core else np.array(board.room) + board.reserved
+    exact = exact_curves(index, capacity)
+    if exact is None:
         return board
+    penalty = board.penalty_of(exact) if core else board.realtime_penalty(exact)
+    if penalty >= board.penalty - 1e-9:
+        return board
+    if core:
+        return board.with_curves(exact)
     board = board.copy()
     board.set_realtime(exact)
     return board
