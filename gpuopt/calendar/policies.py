@@ -199,24 +199,43 @@ class Profile:
         node_count = len(self.times)
         if width == 1:
             best: tuple[float, int, int] = (math.inf, 0, -1)
+            most = self.gpus_per_node - gpus
             for node in range(node_count):
+                if (
+                    latest <= now
+                    and self.used[node][bisect_right(self.times[node], now) - 1] > most
+                ):
+                    continue  # only "now" is asked, and the node is too full now
                 start, in_use = self._earliest_on(node, gpus, duration, now, min(latest, best[0]))
                 if (start, -in_use) < best[:2]:
                     best = (start, -in_use, node)
             return (best[0], (best[2],)) if best[2] >= 0 else (math.inf, ())
-        windows = [self._free_windows(node, duration, now) for node in range(node_count)]
-        starts = sorted({start for per_node in windows for start, _ in per_node})
-        for start in starts:
-            if start > latest:
+        # Node n can start the job at s if s is in [a, b - duration] for one of its free
+        # windows [a, b): sweep those intervals of starts for the first s that `width`
+        # nodes share (a node's windows are disjoint, so it counts once).
+        changes: list[tuple[float, int, int]] = []
+        for node in range(node_count):
+            for start, end in self._free_windows(node, duration, now):
+                changes.append((start, 0, node))  # opens before closes at the same time
+                changes.append((end - duration, 1, node))
+        changes.sort()
+        open_count = 0
+        for at, closing, _ in changes:
+            if at > latest:
                 break
-            end = start + duration
-            chosen = [
-                node
-                for node in range(node_count)
-                if any(a <= start and end <= b for a, b in windows[node])
-            ]
-            if len(chosen) >= width:
-                return start, tuple(chosen[:width])
+            if closing:
+                open_count -= 1
+                continue
+            open_count += 1
+            if open_count >= width:
+                chosen = [
+                    node
+                    for node in range(node_count)
+                    if any(
+                        a <= at <= b - duration for a, b in self._free_windows(node, duration, now)
+                    )
+                ]
+                return at, tuple(chosen[:width])
         return math.inf, ()
 
 
@@ -310,13 +329,22 @@ class Scheduler:
         profile = self.profile
         head: tuple[int, float, tuple[int, ...]] | None = None
         most_free, whole_free = self._free_now(now)
+        # (GPUs on a node, nodes, walltime) of jobs that did not fit now: the profile only
+        # fills up during one decision, so a job that asks as much or more for as long or
+        # longer does not fit either.
+        refused: list[tuple[int, int, float]] = []
         for job in self.queue:
-            per_node, width = self.per_node[job], self.width[job]
-            # Cheap refusal: not enough free GPUs on any node now, or not enough free nodes.
-            if (width == 1 and per_node > most_free) or (width > 1 and width > whole_free):
+            per_node, width, duration = self.per_node[job], self.width[job], self.walltime[job]
+            if (
+                (width == 1 and per_node > most_free)
+                or (width > 1 and width > whole_free)
+                or any(per_node >= g and width >= w and duration >= d for g, w, d in refused)
+            ):
                 nodes: tuple[int, ...] = ()
             else:
                 nodes = self._fits_now(job, now)
+                if not nodes:
+                    refused.append((per_node, width, duration))
             if nodes:
                 self._start(job, now, nodes)
                 started.append((job, nodes))
