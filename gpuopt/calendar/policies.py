@@ -42,6 +42,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Literal
 
+#: A queue policy of a job-trace replay (R6 of models/calendar.md).
 Policy = Literal["fifo", "easy", "conservative"]
 #: The policies a replay knows, in the order the CLI lists them.
 POLICIES: tuple[Policy, ...] = ("fifo", "easy", "conservative")

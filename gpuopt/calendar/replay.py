@@ -31,6 +31,7 @@ from gpuopt.calendar.policies import POLICIES, Policy, Scheduler
 from gpuopt.calendar.traces import Trace, TraceJob
 from gpuopt.errors import ProblemError
 
+#: The walltime estimate for jobs whose trace has none (R4).
 Walltime = Literal["hour", "exact"]
 #: The walltime estimates for jobs whose trace gives none.
 WALLTIMES: tuple[Walltime, ...] = ("hour", "exact")

@@ -50,6 +50,7 @@ from typing import Literal
 from gpuopt.errors import ProblemError
 from gpuopt.io.csvfile import open_csv
 
+#: A trace file format: ALCF ThetaGPU CSV, Helios CSV or SWF.
 TraceFormat = Literal["thetagpu", "helios", "swf"]
 #: The formats :func:`read_trace` knows.
 FORMATS: tuple[TraceFormat, ...] = ("thetagpu", "helios", "swf")
