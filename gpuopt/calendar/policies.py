@@ -177,6 +177,7 @@ class Profile:
         *,
         now: float,
         latest: float = math.inf,
+        among: Sequence[int] | None = None,
     ) -> tuple[float, tuple[int, ...]]:
         """Where and when a job fits first, for its whole ``duration``, from ``now`` on.
 
@@ -191,6 +192,8 @@ class Profile:
             Seconds it holds them (its walltime).
         now, latest
             The window of start times searched.
+        among
+            For a one-node job, the nodes searched (None: all).
 
         Returns
         -------
@@ -201,7 +204,7 @@ class Profile:
         if width == 1:
             best: tuple[float, int, int] = (math.inf, 0, -1)
             most = self.gpus_per_node - gpus
-            for node in range(node_count):
+            for node in range(node_count) if among is None else among:
                 if (
                     latest <= now
                     and self.used[node][bisect_right(self.times[node], now) - 1] > most
@@ -215,8 +218,9 @@ class Profile:
         # windows [a, b): sweep those intervals of starts for the first s that `width`
         # nodes share (a node's windows are disjoint, so it counts once).
         changes: list[tuple[float, int, int]] = []
+        windows = [self._free_windows(node, duration, now) for node in range(node_count)]
         for node in range(node_count):
-            for start, end in self._free_windows(node, duration, now):
+            for start, end in windows[node]:
                 changes.append((start, 0, node))  # opens before closes at the same time
                 changes.append((end - duration, 1, node))
         changes.sort()
@@ -232,9 +236,7 @@ class Profile:
                 chosen = [
                     node
                     for node in range(node_count)
-                    if any(
-                        a <= at <= b - duration for a, b in self._free_windows(node, duration, now)
-                    )
+                    if any(a <= at <= b - duration for a, b in windows[node])
                 ]
                 return at, tuple(chosen[:width])
         return math.inf, ()
@@ -274,8 +276,15 @@ class Scheduler:
         self.profile = Profile(node_count, gpus_per_node)
         #: Waiting jobs, in submit order.
         self.queue: list[int] = []
-        #: conservative: each waiting job's reservation, ``(start, nodes)``.
-        self.reserved: dict[int, tuple[float, tuple[int, ...]]] = {}
+        #: conservative: each waiting job's reservation, ``(start, nodes, version)``: the
+        #: version is :attr:`_version` when its start was last found to be the earliest.
+        self.reserved: dict[int, tuple[float, tuple[int, ...], int]] = {}
+        #: A count of the releases of GPUs before their planned time, and per node the
+        #: count at its last release: a node not released since a one-node job's
+        #: reservation was last found the earliest holds at least as much as then, so
+        #: it cannot offer that job an earlier start (compression skips it).
+        self._version = 0
+        self._released = [0] * node_count
         self._new: list[int] = []
         self._compress = False
 
@@ -290,6 +299,7 @@ class Scheduler:
         planned = start + self.walltime[job]
         if now < planned:
             self.profile.release(nodes, now, planned, self.per_node[job])
+            self._mark_released(nodes)
             self._compress = True
 
     def decide(self, now: float) -> tuple[list[tuple[int, tuple[int, ...]]], list[float]]:
@@ -298,7 +308,7 @@ class Scheduler:
         self.profile.forget_before(now)
         if self.policy == "conservative":
             started = self._conservative(now)
-            wakes = sorted({start for start, _ in self.reserved.values()})
+            wakes = sorted({start for start, _, _ in self.reserved.values()})
         else:
             started = self._in_order(now, backfill=self.policy == "easy")
             wakes = []
@@ -362,31 +372,55 @@ class Scheduler:
             profile.release(held, start, start + self.walltime[job], self.per_node[job])
         return started
 
+    def _mark_released(self, nodes: Sequence[int]) -> None:
+        self._version += 1
+        for node in nodes:
+            self._released[node] = self._version
+
     def _conservative(self, now: float) -> list[tuple[int, tuple[int, ...]]]:
-        """``conservative``: R6c of models/calendar.md."""
+        """``conservative``: R6c of models/calendar.md.
+
+        Compression takes each reservation out in submit order and puts it back at its
+        earliest start if that is earlier; otherwise it keeps its start and its nodes.
+        A one-node job searches only the nodes released since its start was last the
+        earliest (:attr:`_released`), and its own: the others cannot do better.
+        """
         profile = self.profile
         if self._compress:
             for job in self.queue:
                 if job not in self.reserved:
                     continue
-                start, nodes = self.reserved[job]
-                duration, per_node = self.walltime[job], self.per_node[job]
+                start, nodes, version = self.reserved[job]
+                duration, per_node, width = self.walltime[job], self.per_node[job], self.width[job]
+                released = [n for n, at in enumerate(self._released) if at > version]
+                if not released:
+                    continue  # nothing released since its start was the earliest
+                among = sorted({*released, *nodes}) if width == 1 else None
                 profile.release(nodes, start, start + duration, per_node)
-                earlier, moved = profile.place(
-                    per_node, self.width[job], duration, now=now, latest=start
-                )
-                if moved:
-                    start, nodes = earlier, moved
-                profile.hold(nodes, start, start + duration, per_node)
-                self.reserved[job] = (start, nodes)
+                earlier: float = math.inf
+                moved: tuple[int, ...] = ()
+                # Whole nodes: an earlier set must hold a released node free from before start.
+                if width == 1 or any(
+                    a < start for n in released for a, _ in profile._free_windows(n, duration, now)
+                ):
+                    earlier, moved = profile.place(
+                        per_node, width, duration, now=now, latest=start, among=among
+                    )
+                if moved and earlier < start:
+                    profile.hold(moved, earlier, earlier + duration, per_node)
+                    self._mark_released(nodes)
+                    self.reserved[job] = (earlier, moved, self._version)
+                else:
+                    profile.hold(nodes, start, start + duration, per_node)
+                    self.reserved[job] = (start, nodes, self._version)
         for job in self._new:
             duration, per_node = self.walltime[job], self.per_node[job]
             start, nodes = profile.place(per_node, self.width[job], duration, now=now)
             profile.hold(nodes, start, start + duration, per_node)
-            self.reserved[job] = (start, nodes)
+            self.reserved[job] = (start, nodes, self._version)
         started = []
         for job in self.queue:
-            start, nodes = self.reserved[job]
+            start, nodes, _ = self.reserved[job]
             if start <= now:
                 started.append((job, nodes))
                 del self.reserved[job]
