@@ -7,6 +7,7 @@ checker (``checked_replay``).
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import pytest
@@ -191,3 +192,73 @@ def test_profile_release_undoes_hold() -> None:
 def test_scheduler_refuses_an_unknown_policy() -> None:
     with pytest.raises(ValueError, match="policy: 'sjf' is not one of fifo, easy, conservative"):
         Scheduler("sjf", 1, 8, [1], [1], [1.0])  # type: ignore[arg-type]
+
+
+def random_jobs(seed: int, count: int = 80) -> list[TraceJob]:
+    """A seeded trace with loose, tight and missing walltimes on 8-GPU nodes."""
+    import random
+
+    draw = random.Random(seed)
+    clock = 0.0
+    jobs = []
+    for number in range(count):
+        clock += draw.choice([0, 5, 30, 120, 600])
+        runtime = draw.choice([10, 60, 600, 3000, 7000])
+        walltime = draw.choice([None, runtime, runtime * 3, runtime // 2])
+        jobs.append(job(f"j{number}", clock, runtime, draw.choice([1, 2, 4, 8, 16, 24]), walltime))
+    return jobs
+
+
+class _FullSearch(Scheduler):
+    """Conservative compression without the narrowed search: every release marks every
+    node, so each reservation is searched for on all nodes."""
+
+    def _mark_released(self, nodes: object) -> None:
+        super()._mark_released(range(self.node_count))
+
+
+def test_the_narrowed_compression_finds_what_the_full_search_finds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The conservative compression searches only nodes released since a reservation was
+    last the earliest (a node that only filled up cannot offer an earlier start): the
+    schedules equal those of a search over every node."""
+    replay_module = importlib.import_module("gpuopt.calendar.replay")
+
+    for seed in range(6):
+        jobs = random_jobs(seed)
+        narrowed = checked_replay(jobs, 4, 8, "conservative")
+        monkeypatch.setattr(replay_module, "Scheduler", _FullSearch)
+        full = checked_replay(jobs, 4, 8, "conservative")
+        monkeypatch.undo()
+        assert narrowed.jobs == full.jobs
+
+
+def test_conservative_never_starts_a_job_after_its_first_reservation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """R6c: a reservation made at submit is a promise; compression only moves it earlier.
+    The first reservation of each job is recorded as it is made, and its start compared."""
+    replay_module = importlib.import_module("gpuopt.calendar.replay")
+
+    promised: dict[int, float] = {}
+
+    class Recording(Scheduler):
+        def decide(self, now: float) -> tuple[list[tuple[int, tuple[int, ...]]], list[float]]:
+            new = list(self._new)
+            started, wakes = super().decide(now)
+            for index in new:
+                promised.setdefault(index, self.reserved.get(index, (now,))[0])
+            return started, wakes
+
+    monkeypatch.setattr(replay_module, "Scheduler", Recording)
+    for seed in range(6):
+        promised.clear()
+        jobs = random_jobs(seed)
+        result = checked_replay(jobs, 4, 8, "conservative")
+        later = [
+            (replayed.id, replayed.start, promised[index])
+            for index, replayed in enumerate(result.jobs)
+            if replayed.start > promised[index]
+        ]
+        assert later == [] and len(promised) == len(jobs)
