@@ -28,9 +28,10 @@ jobs in submit order:
     Every waiting job holds a reservation, made when it is submitted at its
     earliest start beside all earlier ones; a job starts when its
     reservation's time comes. When a running job ends before its walltime,
-    the reservations are compressed in submit order: each is taken out and
-    put back at its earliest start, never later than it was, so no earlier
-    reservation is ever delayed.
+    the reservations are compressed in submit order: each moves to its
+    earliest start if that is earlier than its reserved one (else it keeps
+    its start and nodes), so no reservation ever moves later and no earlier
+    reservation is delayed.
 
 Everything is deterministic: ties are broken by submit order and node index.
 """
