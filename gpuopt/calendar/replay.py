@@ -220,8 +220,8 @@ def replay(
         ReplayedJob(
             job.id,
             float(job.submit),
-            starts[i],
-            ends[i],
+            float(starts[i]),
+            float(ends[i]),
             job.gpus,
             placed[i],
             float(job.runtime),
@@ -258,8 +258,8 @@ def replay_metrics(
     has none); ``skipped``: by cause.
 
     >>> job = ReplayedJob("a", 0.0, 10.0, 30.0, 4, (0,), 20.0, 3600.0)
-    >>> replay_metrics([job], 1, 8)["utilisation"]
-    0.2222222222222222
+    >>> replay_metrics([job], 1, 8)["utilisation"]  # 4 GPUs x 20 s / (8 GPUs x 30 s)
+    0.3333333333333333
     """
     waits = sorted(job.wait for job in jobs)
     count = len(jobs)
