@@ -73,6 +73,7 @@ __version__ = "0.1.0"
 #: The subpackages, each an attribute of :mod:`gpuopt` imported on first use.
 SUBPACKAGES: tuple[str, ...] = (
     "allocation",
+    "calendar",
     "cli",
     "cluster",
     "defrag",

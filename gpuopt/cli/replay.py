@@ -1,8 +1,10 @@
-"""The replay commands of ``gpuopt``: ``replay openb`` and ``replay plot``.
+"""The replay commands of ``gpuopt``: ``replay openb``, ``replay jobs`` and ``replay plot``.
 
     gpuopt replay openb [--data DIR] [--trace default] [--policy fgd] [--seeds 42-51]
         [--inflation 1.3] [--defrag-every K] [--defrag-moves B] [--repair]
         [--out r.json] [--plot r.png] [--quiet]
+    gpuopt replay jobs TRACE --nodes N --gpus-per-node G --policy fifo|easy|conservative
+        [--format thetagpu|helios|swf] [--walltime hour|exact] [--out FILE] [--strict] [--quiet]
     gpuopt replay plot r1.json r2.json ... --out fig.png
 
 ``replay openb`` replays an openb pod list on the 1,213 GPU nodes with the FGD
@@ -11,6 +13,16 @@ simulator's protocol (:mod:`gpuopt.simulate.pods`) and writes
 "failed_pods", "moves", "seconds", ...}`` to ``--out`` (``-``: stdout, and
 nothing else there); the summary line goes to stdout otherwise. Bad input
 prints one sentence on stderr and exits with code 2, nothing written.
+
+``replay jobs`` replays a job trace (ALCF ThetaGPU or Helios CSV, or SWF;
+:mod:`gpuopt.calendar.traces`) on ``N`` nodes of ``G`` GPUs under a queue
+policy (:mod:`gpuopt.calendar.replay`), checks the result with
+:func:`gpuopt.calendar.check.violations` (a violation is a bug: exit 1), prints
+a table of its metrics, and writes ``{"jobs": [{"id", "submit", "start",
+"end", "gpus", "nodes", "runtime", "walltime"}], "metrics": {...}}`` to
+``--out`` (seconds from the trace's origin). Rows skipped by the reader are
+counted in the metrics and summed up in one line on stderr (unless
+``--quiet``); ``--strict`` refuses the file at its first bad row instead.
 """
 
 from __future__ import annotations
@@ -19,22 +31,27 @@ import argparse
 import json
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from gpuopt.cli.common import (
     EXIT_OK,
     add_data,
+    add_out,
     add_plot,
     add_quiet,
     check_output_folder,
     console,
     number_type,
+    print_violations,
     write_text,
 )
 from gpuopt.errors import ProblemError
 
 DEFAULT_SEEDS = "42-51"
 inflation_factor = number_type(float, lambda v: 0.01 <= v <= 10, "a number from 0.01 to 10")
+node_count = number_type(int, lambda v: 1 <= v <= 100_000, "a whole number from 1 to 100,000")
+gpus_per_node = number_type(int, lambda v: 1 <= v <= 1_024, "a whole number from 1 to 1,024")
 whole_number = number_type(int, lambda v: 0 <= v <= 10**9, "a whole number from 0 to 10^9")
 
 
@@ -111,6 +128,74 @@ def run_openb(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_jobs(args: argparse.Namespace) -> int:
+    """``gpuopt replay jobs TRACE ...``: one policy's schedule of a job trace, checked."""
+    from gpuopt.calendar.check import violations
+    from gpuopt.calendar.replay import replay
+    from gpuopt.calendar.traces import read_trace
+
+    check_output_folder(args.out, "--out")
+    trace = read_trace(args.trace, args.format, strict=args.strict)
+    result = replay(
+        trace,
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        policy=args.policy,
+        walltime=args.walltime,
+    )
+    if not args.quiet and trace.skipped:
+        counts = ", ".join(
+            f"{count:,} {cause.replace('_', ' ')}" for cause, count in trace.skipped.items()
+        )
+        first = f"; first bad row: {trace.first_bad}" if trace.first_bad else ""
+        print(f"{args.trace}: rows skipped: {counts}{first}", file=sys.stderr)
+    broken = violations(
+        result.jobs, node_count=args.nodes, gpus_per_node=args.gpus_per_node, policy=args.policy
+    )
+    data = result.to_dict()
+    if args.out:
+        write_text(args.out, json.dumps(data, indent=None) + "\n")
+    shown = console(args.quiet)
+    shown.print(jobs_table(data["metrics"], args))
+    if broken:
+        return print_violations(shown, broken)
+    return EXIT_OK
+
+
+def jobs_table(metrics: dict[str, Any], args: argparse.Namespace) -> Any:
+    """The metrics of a ``replay jobs`` run as a rich table (waits in hours)."""
+    from rich.table import Table
+
+    def hours(value: float | None) -> str:
+        return "-" if value is None else f"{value / 3600:,.2f} h"
+
+    table = Table(
+        title=f"{Path(args.trace).name}: {args.policy} on {args.nodes} x {args.gpus_per_node} GPUs"
+    )
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    skipped = ", ".join(f"{n:,} {cause}" for cause, n in metrics["skipped"].items()) or "none"
+    slowdown = metrics["mean_bounded_slowdown"]
+    utilisation = metrics["utilisation"]
+    rows = [
+        ("jobs replayed", f"{metrics['jobs']:,}"),
+        ("mean wait", hours(metrics["mean_wait"])),
+        ("p95 wait", hours(metrics["p95_wait"])),
+        ("mean bounded slowdown", "-" if slowdown is None else f"{slowdown:,.2f}"),
+        (
+            f"mean wait, {metrics['multi_node_jobs']:,} multi-node jobs",
+            hours(metrics["mean_wait_multi_node"]),
+        ),
+        ("utilisation", "-" if utilisation is None else f"{100 * utilisation:.1f} %"),
+        ("recorded mean wait (trace)", hours(metrics["recorded_mean_wait"])),
+        ("skipped", skipped),
+        ("seconds", f"{metrics['seconds']:.2f}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
 def read_result(path: str) -> dict[str, Any]:
     """A ``replay openb`` JSON file, checked for the fields a plot needs."""
     from gpuopt.io.files import read_json
@@ -150,12 +235,17 @@ def run_plot(args: argparse.Namespace) -> int:
 
 
 def add_commands(commands: Any) -> None:
-    """Add ``replay openb`` and ``replay plot`` to the ``gpuopt`` parser."""
+    """Add ``replay openb``, ``replay jobs`` and ``replay plot`` to the ``gpuopt`` parser."""
+    from gpuopt.calendar.policies import POLICIES as QUEUE_POLICIES
+    from gpuopt.calendar.replay import WALLTIMES
+    from gpuopt.calendar.traces import FORMATS
     from gpuopt.readers.openb import OPENB_TRACES
     from gpuopt.sharing.policies import POLICIES
 
     replay = commands.add_parser(
-        "replay", help="replay a GPU-sharing trace with the FGD simulator's protocol"
+        "replay",
+        help="replay a trace: GPU-sharing pods (openb, the FGD simulator's protocol) or jobs "
+        "under queue policies",
     )
     kinds = replay.add_subparsers(dest="replay_kind", required=True)
     openb = kinds.add_parser(
@@ -218,6 +308,46 @@ def add_commands(commands: Any) -> None:
     add_quiet(openb, "print nothing on stdout (default: the summary line)")
     openb.set_defaults(run=run_openb)
 
+    jobs = kinds.add_parser(
+        "jobs", help="replay a job trace on N nodes of G GPUs under fifo, EASY or conservative"
+    )
+    jobs.add_argument("trace", help="the trace file: ThetaGPU or Helios CSV, or SWF")
+    jobs.add_argument("--nodes", type=node_count, required=True, help="nodes of the cluster")
+    jobs.add_argument(
+        "--gpus-per-node", type=gpus_per_node, required=True, help="GPUs of each node"
+    )
+    jobs.add_argument(
+        "--policy",
+        choices=list(QUEUE_POLICIES),
+        required=True,
+        help="fifo (strict order), easy (EASY backfill: only the queue's head holds a "
+        "reservation) or conservative (every waiting job holds one)",
+    )
+    jobs.add_argument(
+        "--format",
+        choices=list(FORMATS),
+        help="the trace's format (default: .swf by the suffix, a CSV by its header)",
+    )
+    jobs.add_argument(
+        "--walltime",
+        choices=list(WALLTIMES),
+        default="hour",
+        help="the walltime the scheduler sees where the trace has none: hour (the runtime "
+        "rounded up to the next whole hour) or exact (the runtime) (default hour)",
+    )
+    add_out(
+        jobs,
+        "write the jobs' starts, ends and nodes and the metrics here as JSON "
+        "(default: not written)",
+    )
+    jobs.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse the trace at its first bad row (default: skip bad rows and count them)",
+    )
+    add_quiet(jobs, "print nothing on stdout and no note of skipped rows (default: the table)")
+    jobs.set_defaults(run=run_jobs)
+
     plot = kinds.add_parser("plot", help="draw replay results, one line per policy")
     plot.add_argument("results", nargs="+", help="result JSON files of gpuopt replay openb")
     plot.add_argument("--out", required=True, help="the picture to write (png, pdf, svg, ...)")
@@ -225,4 +355,4 @@ def add_commands(commands: Any) -> None:
     plot.set_defaults(run=run_plot)
 
 
-__all__ = ["add_commands", "parse_seeds", "run_openb", "run_plot"]
+__all__ = ["add_commands", "jobs_table", "parse_seeds", "run_jobs", "run_openb", "run_plot"]
