@@ -24,8 +24,8 @@ cdef class Static:
     cdef double* price
     cdef int64_t* demand
     cdef int64_t* swap
-    cdef int64_t* lower
-    cdef int64_t* upper
+    cdef int64_t* initial
+    cdef int64_t* lower_total  # the services' floors summed per step
     cdef int64_t* rt_orders
     cdef int64_t* rank_urgent
     cdef int64_t* rank_value

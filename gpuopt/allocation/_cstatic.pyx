@@ -15,6 +15,7 @@ import numpy as np
 
 from gpuopt.allocation._cbits cimport _min, _ones, _three
 from gpuopt.allocation._crandom cimport _pairwise
+from gpuopt.allocation._crealtime cimport _curves_of, _penalty_of
 
 cdef double INF = float("inf")
 
@@ -264,8 +265,10 @@ cdef class Static:
         n = max(1, R * T)
         self.price = <double*>malloc(n * sizeof(double))
         self.demand = <int64_t*>malloc(n * sizeof(int64_t))
-        self.lower = <int64_t*>malloc(n * sizeof(int64_t))
-        self.upper = <int64_t*>malloc(n * sizeof(int64_t))
+        self.initial = <int64_t*>malloc(max(1, R) * sizeof(int64_t))
+        self.lower_total = <int64_t*>malloc(T * sizeof(int64_t))
+        for t in range(T):
+            self.lower_total[t] = 0
         self.swap = <int64_t*>malloc(max(1, R) * sizeof(int64_t))
         self.rt_priority = <double*>malloc(max(1, R) * sizeof(double))
         self.value_key = <double*>malloc(max(1, self.nb) * sizeof(double))
@@ -294,8 +297,8 @@ cdef class Static:
             for t in range(T):
                 self.price[r * T + t] = scale * self.weights[t]
                 self.demand[r * T + t] = demand[r][t]
-                self.lower[r * T + t] = lower[r][t]
-                self.upper[r * T + t] = min(self.G, initial[r] + swap[r] * (t + 1))
+                self.lower_total[t] += lower[r][t]
+            self.initial[r] = initial[r]
         for t in range(T):
             lowest = self.price[t]
             for r in range(1, R):
@@ -374,8 +377,8 @@ cdef class Static:
         free(self.price)
         free(self.demand)
         free(self.swap)
-        free(self.lower)
-        free(self.upper)
+        free(self.initial)
+        free(self.lower_total)
         free(self.rt_orders)
         free(self.rank_urgent)
         free(self.rank_value)
@@ -383,66 +386,17 @@ cdef class Static:
 
 cdef double _penalty(Static st, Counts counts):
     """``Board.realtime_penalty``: ``(price * np.maximum(0, demand - counts)).sum()``, summed
-    as numpy sums (pairwise)."""
-    cdef int64_t n = st.R * st.T, i, short
-    cdef double stack[256]
-    if n == 0:
-        return 0.0
-    cdef double* terms = &stack[0]
-    if n > 256:
-        terms = <double*>malloc(n * sizeof(double))
-    for i in range(n):
-        short = st.demand[i] - counts.c[i]
-        terms[i] = st.price[i] * <double>(short if short > 0 else 0)
-    out = _pairwise(terms, n)
-    if n > 256:
-        free(terms)
-    return out
+    as numpy sums (pairwise; ``_crealtime._penalty_of``)."""
+    return _penalty_of(st.price, st.demand, counts.c, st.R * st.T)
 
 cdef Counts _realtime_curves(Static st, int64_t* order, int64_t* capacity):
-    """``_board.realtime_curves(index, index.demand, order, capacity)``, task by task (the
-    blocks it computes at once from four tasks on give the same curves)."""
-    cdef int R = st.R, T = st.T, r, t, k
-    cdef int64_t sl, run, v
-    cdef Counts counts = _zero_counts(R, T)
-    cdef int64_t* c = counts.c
-    cdef int64_t* left = <int64_t*>malloc(4 * T * sizeof(int64_t))
-    cdef int64_t* ub = left + T
-    cdef int64_t* want = left + 2 * T
-    cdef int64_t* low
-    for t in range(T):
-        left[t] = capacity[t]
-        for r in range(R):
-            left[t] -= st.lower[r * T + t]
-    for k in range(R):
-        r = order[k]
-        sl = st.swap[r]
-        low = st.lower + r * T
-        for t in range(T):
-            left[t] += low[t]
-            ub[t] = left[t] if left[t] < st.upper[r * T + t] else st.upper[r * T + t]
-        run = 0
-        for t in range(T):  # rises at most s per step
-            v = ub[t] - sl * t
-            run = v if t == 0 or v < run else run
-            ub[t] = run + sl * t
-        for t in range(T - 1, -1, -1):  # falls at most s per step
-            v = ub[t] + sl * t
-            run = v if t == T - 1 or v < run else run
-            ub[t] = run - sl * t
-        for t in range(T):
-            v = st.demand[r * T + t]
-            want[t] = v if v < ub[t] else ub[t]
-        for t in range(T - 1, -1, -1):  # ramp up early
-            v = want[t] - sl * t
-            run = v if t == T - 1 or v > run else run
-            want[t] = run + sl * t
-        for t in range(T):  # the floor, then ramp down at most s per step
-            v = (want[t] if want[t] > low[t] else low[t]) + sl * t
-            run = v if t == 0 or v > run else run
-            c[r * T + t] = run - sl * t
-            left[t] -= c[r * T + t]
-    free(left)
+    """``_board.realtime_curves(index, index.demand, order, capacity)``
+    (``_crealtime._curves_of`` on the problem's tables)."""
+    cdef Counts counts = _zero_counts(st.R, st.T)
+    cdef int64_t* scratch = <int64_t*>malloc(4 * st.T * sizeof(int64_t))
+    _curves_of(st.R, st.T, st.G, st.demand, st.initial, st.swap, st.lower_total, order,
+               capacity, counts.c, scratch)
+    free(scratch)
     return counts
 
 
@@ -479,7 +433,7 @@ cdef Counts _curves(Static st, int64_t* capacity):
                 break
         else:
             return st.memo_curves[slot]
-    found = _curves_of(st, capacity)
+    found = _computed_curves(st, capacity)
     st.memo_filled[slot] = 1
     st.memo_key[slot] = key
     memcpy(kept, capacity, T * sizeof(int64_t))
@@ -487,7 +441,7 @@ cdef Counts _curves(Static st, int64_t* capacity):
     return found
 
 
-cdef Counts _curves_of(Static st, int64_t* capacity):
+cdef Counts _computed_curves(Static st, int64_t* capacity):
     """:func:`_curves` computed."""
     cdef int R = st.R, T = st.T, k, r, t
     cdef double penalty, best_penalty = INF, best_total = INF, total
