@@ -22,3 +22,9 @@ cdef void _curves_of(
 cdef double _penalty_of(
     const double* price, const int64_t* demand, const int64_t* counts, int64_t n
 ) noexcept nogil
+
+cdef bint _fits(const int64_t* counts, int R, int T, const int64_t* capacity,
+               double* total) noexcept nogil
+
+cdef bint _better(double penalty, double total, double best_penalty,
+                  double best_total) noexcept nogil

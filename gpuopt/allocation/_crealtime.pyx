@@ -100,6 +100,32 @@ cdef void _curves_of(
             left[t] -= row[t]
 
 
+cdef bint _fits(const int64_t* counts, int R, int T, const int64_t* capacity,
+               double* total) noexcept nogil:
+    """Whether the curves ``counts`` (``(R, T)``) fit ``capacity`` at every step
+    (``(counts.sum(axis=0) <= capacity).all()``), and the GPUs they hold in ``total``."""
+    cdef int r, t
+    cdef int64_t column
+    total[0] = 0.0
+    for t in range(T):
+        column = 0
+        for r in range(R):
+            column += counts[r * T + t]
+        if column > capacity[t]:
+            return False
+        total[0] += column
+    return True
+
+
+cdef bint _better(double penalty, double total, double best_penalty,
+                  double best_total) noexcept nogil:
+    """``(penalty, total) < (best_penalty - 1e-9, best_total)``, as Python compares tuples
+    (``_construction._curves``' choice among the realtime orders)."""
+    return penalty < best_penalty - 1e-9 or (
+        penalty == best_penalty - 1e-9 and total < best_total
+    )
+
+
 cdef inline double _short(
     const double* price, const int64_t* demand, const int64_t* counts, int64_t i
 ) noexcept nogil:
@@ -270,11 +296,9 @@ cdef class Realtime:
     cdef tuple _best(self, int64_t* capacity):
         """``_construction._curves`` and the winner's penalty: ``(None, inf)`` if no order's
         curves fit ``capacity``."""
-        cdef int R = self.R, T = self.T, k, r, t
+        cdef int R = self.R, T = self.T, k
         cdef double penalty, best_penalty = INF, best_total = INF, total
-        cdef int64_t column
         cdef int64_t[:, ::1] c
-        cdef bint fits
         best = None
         for k in range(self.n_orders):
             counts = np.empty((R, T), dtype=np.int64)
@@ -284,23 +308,10 @@ cdef class Realtime:
                     R, T, self.G, self.demand, self.initial, self.swap, self.lower_total,
                     self.rt_orders + k * R, capacity, &c[0, 0], self.scratch,
                 )
-            fits = True
-            total = 0.0
-            for t in range(T):
-                column = 0
-                for r in range(R):
-                    column += c[r, t]
-                if column > capacity[t]:
-                    fits = False
-                    break
-                total += column
-            if not fits:
+            if not _fits(&c[0, 0], R, T, capacity, &total):
                 continue
             penalty = _penalty_of(self.price, self.demand, &c[0, 0], R * T) if R else 0.0
-            # (penalty, total) < (best_penalty - 1e-9, best_total), as Python compares tuples
-            if best is None or penalty < best_penalty - 1e-9 or (
-                penalty == best_penalty - 1e-9 and total < best_total
-            ):
+            if best is None or _better(penalty, total, best_penalty, best_total):
                 best, best_penalty, best_total = counts, penalty, total
             if penalty <= self.free_penalty + 1e-9:
                 break  # as low as with no capacity limit: no order does better

@@ -15,7 +15,7 @@ import numpy as np
 
 from gpuopt.allocation._cbits cimport _min, _ones, _three
 from gpuopt.allocation._crandom cimport _pairwise
-from gpuopt.allocation._crealtime cimport _curves_of, _penalty_of
+from gpuopt.allocation._crealtime cimport _better, _curves_of, _fits, _penalty_of
 
 cdef double INF = float("inf")
 
@@ -443,31 +443,15 @@ cdef Counts _curves(Static st, int64_t* capacity):
 
 cdef Counts _computed_curves(Static st, int64_t* capacity):
     """:func:`_curves` computed."""
-    cdef int R = st.R, T = st.T, k, r, t
+    cdef int R = st.R, T = st.T, k
     cdef double penalty, best_penalty = INF, best_total = INF, total
-    cdef int64_t column
-    cdef int64_t* c
-    cdef bint fits
     cdef Counts counts, best = None
     for k in range(st.n_rt_orders):
         counts = _realtime_curves(st, st.rt_orders + k * R, capacity)
-        c = counts.c
-        fits = True
-        total = 0.0
-        for t in range(T):
-            column = 0
-            for r in range(R):
-                column += c[r * T + t]
-            if column > capacity[t]:
-                fits = False
-                break
-            total += column
-        if not fits:
+        if not _fits(counts.c, R, T, capacity, &total):
             continue
         penalty = _penalty(st, counts)
-        if best is None or penalty < best_penalty - 1e-9 or (
-            penalty == best_penalty - 1e-9 and total < best_total
-        ):
+        if best is None or _better(penalty, total, best_penalty, best_total):
             best, best_penalty, best_total = counts, penalty, total
         if penalty <= st.free_penalty + 1e-9:
             break
