@@ -53,7 +53,15 @@ from gpuopt.allocation._cboard cimport (
     remove,
 )
 from gpuopt.allocation._crandom cimport Rng
-from gpuopt.allocation._cstatic cimport Budget, Counts, Static, _by_rank, _curves, _penalty
+from gpuopt.allocation._cstatic cimport (
+    Budget,
+    Counts,
+    Static,
+    _by_rank,
+    _curves,
+    _merge_sort,
+    _penalty,
+)
 
 cdef double INF = float("inf")
 
@@ -442,52 +450,28 @@ cdef inline bint _before(double ka, int64_t a, double kb, int64_t b) noexcept:
     return ka < kb or (ka == kb and a < b)
 
 
+cdef bint _key_before(void* context, int64_t a, int64_t b) noexcept:
+    cdef double* key = <double*>context
+    return _before(key[a], a, key[b], b)
+
+
 cdef void _sort_keyed(int64_t* items, int64_t n, double* key) noexcept:
-    """``items`` sorted by ``(key[item], item)`` (insertion sort for short arrays, else a
-    merge sort; the keys end with the item, so any sort gives Python's order)."""
-    cdef int64_t i, j, x, width, lo, mid, hi, p, q, o
+    """``items`` sorted by ``(key[item], item)`` (insertion sort for short arrays, else
+    ``_cstatic._merge_sort``; the keys end with the item, so any sort gives Python's
+    order)."""
+    cdef int64_t i, j, x
     cdef double kx
-    cdef int64_t* tmp
-    if n < 2:
+    if n > 24:
+        _merge_sort(items, n, _key_before, key)
         return
-    if n <= 24:
-        for i in range(1, n):
-            x = items[i]
-            kx = key[x]
-            j = i - 1
-            while j >= 0 and _before(kx, x, key[items[j]], items[j]):
-                items[j + 1] = items[j]
-                j -= 1
-            items[j + 1] = x
-        return
-    tmp = <int64_t*>malloc(n * sizeof(int64_t))
-    width = 1
-    while width < n:
-        lo = 0
-        while lo < n:
-            mid = _min(lo + width, n)
-            hi = _min(lo + 2 * width, n)
-            p, q, o = lo, mid, lo
-            while p < mid and q < hi:
-                if _before(key[items[q]], items[q], key[items[p]], items[p]):
-                    tmp[o] = items[q]
-                    q += 1
-                else:
-                    tmp[o] = items[p]
-                    p += 1
-                o += 1
-            while p < mid:
-                tmp[o] = items[p]
-                p += 1
-                o += 1
-            while q < hi:
-                tmp[o] = items[q]
-                q += 1
-                o += 1
-            lo = hi
-        memcpy(items, tmp, n * sizeof(int64_t))
-        width *= 2
-    free(tmp)
+    for i in range(1, n):
+        x = items[i]
+        kx = key[x]
+        j = i - 1
+        while j >= 0 and _before(kx, x, key[items[j]], items[j]):
+            items[j + 1] = items[j]
+            j -= 1
+        items[j + 1] = x
 
 
 cdef void _sort_rank(_Search s, int64_t* items, int64_t n, int64_t* rank) noexcept:

@@ -128,9 +128,10 @@ cdef int _compare(Static st, int kind, int64_t a, int64_t b) noexcept:
     return c if c != 0 else _three(a, b)
 
 
-cdef void _sort(Static st, int kind, int64_t* items, int64_t n) noexcept:
-    """Sort ``items`` by :func:`_compare` (a merge sort: the keys end with the item, so any
-    sort gives Python's order)."""
+cdef void _merge_sort(int64_t* items, int64_t n, _Before before, void* context) noexcept:
+    """Sort ``items`` (a stable merge sort) by ``before(context, a, b)``: whether ``a`` goes
+    before ``b``. Every order the greedy sorts by ends with the item itself, so any correct
+    sort gives Python's ``sorted`` order."""
     cdef int64_t* tmp
     cdef int64_t width = 1, lo, mid, hi, i, j, k
     if n < 2:
@@ -143,7 +144,7 @@ cdef void _sort(Static st, int kind, int64_t* items, int64_t n) noexcept:
             hi = _min(lo + 2 * width, n)
             i, j, k = lo, mid, lo
             while i < mid and j < hi:
-                if _compare(st, kind, items[j], items[i]) < 0:
+                if before(context, items[j], items[i]):
                     tmp[k] = items[j]
                     j += 1
                 else:
@@ -162,6 +163,24 @@ cdef void _sort(Static st, int kind, int64_t* items, int64_t n) noexcept:
         memcpy(items, tmp, n * sizeof(int64_t))
         width *= 2
     free(tmp)
+
+
+cdef struct _Kind:
+    void* st
+    int kind
+
+
+cdef bint _kind_before(void* context, int64_t a, int64_t b) noexcept:
+    cdef _Kind* k = <_Kind*>context
+    return _compare(<Static>k.st, k.kind, a, b) < 0
+
+
+cdef void _sort(Static st, int kind, int64_t* items, int64_t n) noexcept:
+    """Sort ``items`` by :func:`_compare` (:func:`_merge_sort`)."""
+    cdef _Kind context
+    context.st = <void*>st
+    context.kind = kind
+    _merge_sort(items, n, _kind_before, &context)
 
 cdef class Static:
     """What never changes during one greedy run: the problem's batch tables as C arrays,
