@@ -245,6 +245,14 @@ def with_uids(cluster: Cluster) -> Cluster:
 # --------------------------------------------------------------------------- the pods
 
 
+def args_body(pod: bytes, names: bytes | list[str]) -> bytes:
+    """The ``ExtenderArgs`` body of a filter or prioritize call (nodeCacheCapable: node names,
+    no node objects) for ``pod`` (its JSON) and ``names`` (a JSON array, or a list of names)."""
+    if not isinstance(names, bytes):
+        names = json.dumps(names, separators=(",", ":")).encode()
+    return b'{"Pod":' + pod + b',"NodeNames":' + names + b',"Nodes":null}'
+
+
 def pod_json(serial: int, shape: Shape, run: str) -> bytes:
     """A pending v1.Pod as kube-scheduler sends it (what the kubectl reader reads)."""
     requests = {"cpu": f"{shape.cpu_milli}m", "memory": f"{shape.memory_mib}Mi"}
@@ -521,7 +529,7 @@ async def drive(
     seen: set[int] = set()
 
     async def pair(post: Post, pod: bytes) -> None:
-        body = b'{"Pod":' + pod + b',"NodeNames":' + names_json + b',"Nodes":null}'
+        body = args_body(pod, names_json)
         try:
             started = time.perf_counter()
             status, content = await post("/filter", body)
@@ -536,13 +544,7 @@ async def drive(
             run.filter.append(took)
             passed = result["NodeNames"] or []
             run.passed.append(len(passed))
-            body = (
-                b'{"Pod":'
-                + pod
-                + b',"NodeNames":'
-                + json.dumps(passed, separators=(",", ":")).encode()
-                + b',"Nodes":null}'
-            )
+            body = args_body(pod, passed)
             started = time.perf_counter()
             status, content = await post("/prioritize", body)
             elapsed = time.perf_counter() - started

@@ -160,19 +160,13 @@ def pairs(
 
     async def run() -> None:
         for pod in pods:
-            body = b'{"Pod":' + pod + b',"NodeNames":' + names_json + b',"Nodes":null}'
+            body = load.args_body(pod, names_json)
             started = time.process_time()
             status, content = await client.post("/filter", body)
             filter_s.append(time.process_time() - started)
             answers.append(("filter", status, content))
             passed = json.loads(content).get("NodeNames") or [] if status == 200 else []
-            body = (
-                b'{"Pod":'
-                + pod
-                + b',"NodeNames":'
-                + json.dumps(passed, separators=(",", ":")).encode()
-                + b',"Nodes":null}'
-            )
+            body = load.args_body(pod, passed)
             started = time.process_time()
             status, content = await client.post("/prioritize", body)
             prioritize_s.append(time.process_time() - started)
@@ -198,7 +192,7 @@ def stages(extender: Extender, pods: list[bytes], names_json: bytes) -> dict[str
         wire, "dumps", lambda value: json.dumps(value, separators=(",", ":"))
     )
     for pod in pods:
-        body = b'{"Pod":' + pod + b',"NodeNames":' + names_json + b',"Nodes":null}'
+        body = load.args_body(pod, names_json)
         started = clock()
         decoded = wire.decode(body)
         started = lap("filter: JSON read", started)
@@ -211,13 +205,7 @@ def stages(extender: Extender, pods: list[bytes], names_json: bytes) -> dict[str
         dumps(result)
         lap("filter: answer JSON", started)
         passed = result["NodeNames"] or []
-        body = (
-            b'{"Pod":'
-            + pod
-            + b',"NodeNames":'
-            + json.dumps(passed, separators=(",", ":")).encode()
-            + b',"Nodes":null}'
-        )
+        body = load.args_body(pod, passed)
         started = clock()
         decoded = wire.decode(body)
         started = lap("prioritize: JSON read", started)

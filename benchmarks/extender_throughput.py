@@ -53,19 +53,13 @@ async def drive(
             if pod is None:  # every pod asked about
                 break
             started = time.perf_counter()
-            body = b'{"Pod":' + pod + b',"NodeNames":' + names_json + b',"Nodes":null}'
+            body = load.args_body(pod, names_json)
             status, content = await client.post("/filter", body)
             passed = json.loads(content).get("NodeNames") or [] if status == 200 else None
             if passed is None:
                 errors += 1
                 continue
-            body = (
-                b'{"Pod":'
-                + pod
-                + b',"NodeNames":'
-                + json.dumps(passed, separators=(",", ":")).encode()
-                + b',"Nodes":null}'
-            )
+            body = load.args_body(pod, passed)
             status, content = await client.post("/prioritize", body)
             if status != 200 or content.count(b'{"Host":') != len(passed):
                 errors += 1
