@@ -57,7 +57,6 @@ from gpuopt.allocation._cstatic cimport (
     Budget,
     Counts,
     Static,
-    _by_rank,
     _curves,
     _merge_sort,
     _penalty,
@@ -124,9 +123,6 @@ cdef int64_t _earliest(CoreBoard board, int64_t size, int64_t start, int64_t las
         start += 1
     return -1
 
-cdef Counts _traded = None  # the realtime counts of the last trade that paid
-
-
 cdef inline bint _may_pay(CoreBoard board, int64_t b, int64_t start, int64_t end, double beat,
                           uint64_t legal, double* floors) noexcept:
     """``_construction._trade_counts``' cheap tests: False when a trade at ``start`` cannot
@@ -159,16 +155,15 @@ cdef inline bint _may_pay(CoreBoard board, int64_t b, int64_t start, int64_t end
     return not (value - penalty_floor <= beat + 1e-9)
 
 
-cdef double _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end, double beat,
-                          uint64_t legal, double* floors):
-    """``_construction._trade_counts`` at rate 1.0: returns the gain (``beat`` when it does
-    not pay) and, when it pays, sets ``_traded`` to the realtime counts (else leaves it)."""
-    global _traded
-    if not _may_pay(board, b, start, end, beat, legal, floors):
-        return beat
+cdef Counts _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end, double beat,
+                          double* gain):
+    """``_construction._trade_counts`` at rate 1.0, once its cheap tests passed
+    (:func:`_may_pay`): the realtime curves recomputed in the capacity the block leaves;
+    they are returned, and their gain set in ``gain[0]``, when the gain beats ``beat``
+    (else None)."""
     cdef Static st = board.st
     cdef int64_t size = st.size[b], step
-    cdef double value = block_value(board, b, start, end), gain
+    cdef double value = block_value(board, b, start, end)
     cdef Counts trial
     board.trade_budget -= 1
     cdef int64_t* cap = capacity(board)
@@ -177,16 +172,13 @@ cdef double _trade_counts(CoreBoard board, int64_t b, int64_t start, int64_t end
     for step in range(board.T):
         if cap[step] < 0:
             free(cap)
-            return beat
+            return None
     trial = _curves(board.st, cap)
     free(cap)
     if trial is None:
-        return beat
-    gain = value - (_penalty(st, trial) - board.penalty)
-    if gain > beat + 1e-9:
-        _traded = trial
-        return gain
-    return beat
+        return None
+    gain[0] = value - (_penalty(st, trial) - board.penalty)
+    return trial if gain[0] > beat + 1e-9 else None
 
 
 cdef void _floor_prefix(CoreBoard board, int64_t size, double* floors) noexcept:
@@ -211,8 +203,7 @@ cdef bint _place_earliest(CoreBoard board, int64_t b, bint trade, int64_t trade_
     cdef int64_t last_missing
     cdef double* floors = NULL
     cdef bint vector
-    cdef Counts counts = None
-    global _traded
+    cdef Counts counts = None, traded
     board.budget.work += 1
     found = _earliest(board, size, arrival, last, duration, legal)
     if trade and st.R:
@@ -249,13 +240,11 @@ cdef bint _place_earliest(CoreBoard board, int64_t b, bint trade, int64_t trade_
                             if not (value - (floors[end] - floors[start]) > beat0 + 1e-9):
                                 continue
                         if not _may_pay(board, b, start, end, best, legal, floors):
-                            continue  # (what _trade_counts would say, without the call)
-                        _traded = None
-                        gain = _trade_counts(board, b, start, end, best, legal, floors)
-                        if _traded is not None:
+                            continue
+                        traded = _trade_counts(board, b, start, end, best, &gain)
+                        if traded is not None:
                             best = gain
-                            counts = _traded
-                            _traded = None
+                            counts = traded
                             found = start
                 finally:
                     if floors != NULL:
@@ -286,17 +275,17 @@ cdef bint _place_at(CoreBoard board, int64_t b, int64_t start, int64_t first):
     cdef uint64_t block = _ones(<int>size) << first
     cdef int64_t s
     cdef Counts counts
-    global _traded
+    cdef double gain
     board.budget.work += 1
     for s in range(start, end):
         if board.busy[s] & block:
             return False
     if last_short_step(board, size, start, end) >= 0:
-        _traded = None
-        _trade_counts(board, b, start, end, 0.0, (<uint64_t>1) << first, NULL)
-        if _traded is None:
+        if not _may_pay(board, b, start, end, 0.0, (<uint64_t>1) << first, NULL):
             return False
-        counts, _traded = _traded, None
+        counts = _trade_counts(board, b, start, end, 0.0, &gain)
+        if counts is None:
+            return False
         _set_realtime(board, counts)
     place(board, b, size, first, start, end)
     return True
@@ -475,7 +464,7 @@ cdef void _sort_keyed(int64_t* items, int64_t n, double* key) noexcept:
 
 
 cdef void _sort_rank(_Search s, int64_t* items, int64_t n, int64_t* rank) noexcept:
-    """``_by_rank`` in place: ``items`` by their rank in one of the greedy's orders."""
+    """``items`` in place by their rank in one of the greedy's orders."""
     cdef int64_t i
     for i in range(n):
         s.key[items[i]] = <double>rank[items[i]]
@@ -998,11 +987,6 @@ cdef CoreBoard _ruin_and_recreate(CoreBoard board, _Search s, int64_t rounds, ob
     return best
 
 
-cpdef CoreBoard ruin_and_recreate(CoreBoard board, list pending, int64_t rounds, object seed):
-    """``_search._ruin_and_recreate``: the best board seen."""
-    return _ruin_and_recreate(board, _Search(pending, board.st.nb), rounds, seed)
-
-
 cdef CoreBoard _restarts(CoreBoard board, CoreBoard base, _Search s, int64_t budget):
     """``_search._restarts``."""
     cdef Static st = board.st
@@ -1050,11 +1034,6 @@ cdef CoreBoard _restarts(CoreBoard board, CoreBoard base, _Search s, int64_t bud
             break
     free(orders)
     return best
-
-
-def restarts(CoreBoard board, CoreBoard base, list pending, int64_t budget):
-    """``_search._restarts``."""
-    return _restarts(board, base, _Search(pending, board.st.nb), budget)
 
 
 cpdef CoreBoard search(CoreBoard board, CoreBoard base, list pending, int64_t rounds,

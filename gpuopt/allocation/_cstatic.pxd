@@ -62,7 +62,6 @@ cdef class Static:
 cdef double _penalty(Static st, Counts counts)
 cdef Counts _realtime_curves(Static st, int64_t* order, int64_t* capacity)
 cdef Counts _curves(Static st, int64_t* capacity)
-cdef list _by_rank(list tasks, int64_t* rank)
 ctypedef bint (*_Before)(void* context, int64_t a, int64_t b) noexcept
 cdef void _merge_sort(int64_t* items, int64_t n, _Before before, void* context) noexcept
 cdef void _sort(Static st, int kind, int64_t* items, int64_t n) noexcept
