@@ -22,6 +22,14 @@ else:
                     optional=True,
                 )
                 for name in ("_crandom", "_cstatic", "_cboard", "_core", "_crealtime")
+            ]
+            + [
+                Extension(
+                    "gpuopt.calendar._cplan",
+                    ["gpuopt/calendar/_cplan.pyx"],
+                    extra_compile_args=["-O2"],
+                    optional=True,
+                )
             ],
             quiet=True,
         )

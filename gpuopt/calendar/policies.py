@@ -44,9 +44,9 @@ from collections.abc import Sequence
 from typing import Literal
 
 #: A queue policy of a job-trace replay (R6 of models/calendar.md).
-Policy = Literal["fifo", "easy", "conservative"]
+Policy = Literal["fifo", "easy", "conservative", "calendar"]
 #: The policies a replay knows, in the order the CLI lists them.
-POLICIES: tuple[Policy, ...] = ("fifo", "easy", "conservative")
+POLICIES: tuple[Policy, ...] = ("fifo", "easy", "conservative", "calendar")
 
 
 class Profile:
@@ -265,6 +265,8 @@ class Scheduler:
         per_node: Sequence[int],
         width: Sequence[int],
         walltime: Sequence[float],
+        submit: Sequence[float] | None = None,
+        horizon: float = 7 * 86400.0,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy: {policy!r} is not one of {', '.join(POLICIES)}.")
@@ -288,6 +290,14 @@ class Scheduler:
         self._released = [0] * node_count
         self._new: list[int] = []
         self._compress = False
+        #: calendar: the submit times, the horizon (seconds), the running jobs' (start, nodes),
+        #: and per waiting job the start its last plan gave it (holds made and broken).
+        self.submit_times = submit
+        self.horizon = horizon
+        self.running: dict[int, tuple[float, tuple[int, ...]]] = {}
+        self.planned: dict[int, float] = {}
+        self.holds_made = 0
+        self.holds_broken = 0
 
     def submit(self, job: int) -> None:
         """``job`` joins the queue (jobs are submitted in index order)."""
@@ -297,6 +307,7 @@ class Scheduler:
     def end(self, job: int, now: float, start: float, nodes: Sequence[int]) -> None:
         """``job``, started at ``start`` on ``nodes``, ends at ``now``: the rest of its
         walltime comes free (and, for ``conservative``, the reservations are compressed)."""
+        self.running.pop(job, None)
         planned = start + self.walltime[job]
         if now < planned:
             self.profile.release(nodes, now, planned, self.per_node[job])
@@ -310,6 +321,8 @@ class Scheduler:
         if self.policy == "conservative":
             started = self._conservative(now)
             wakes = sorted({start for start, _, _ in self.reserved.values()})
+        elif self.policy == "calendar":
+            started, wakes = self._calendar(now)
         else:
             started = self._in_order(now, backfill=self.policy == "easy")
             wakes = []
@@ -372,6 +385,62 @@ class Scheduler:
             job, start, held = head
             profile.release(held, start, start + self.walltime[job], self.per_node[job])
         return started
+
+    def _calendar(self, now: float) -> tuple[list[tuple[int, tuple[int, ...]]], list[float]]:
+        """``calendar``: the calendar's heuristic re-plans every waiting job (R6d).
+
+        Ticks are seconds from ``now``; a running job holds its nodes until its
+        start plus its walltime, rounded up to a whole second; a waiting job's
+        submit tick is minus its wait so far (the heuristic's order reads it).
+        """
+        from gpuopt.calendar.heuristic import plan
+        from gpuopt.calendar.problem import Calendar, CalendarJob, CalendarNode, RunningPod
+
+        gpus = self.gpus_per_node
+        nodes = tuple(CalendarNode(f"n{n}", (gpus,)) for n in range(self.node_count))
+        running = tuple(
+            RunningPod(
+                str(job), node, (self.per_node[job],), math.ceil(start + self.walltime[job] - now)
+            )
+            for job, (start, held) in self.running.items()
+            for node in held
+        )
+        submit = self.submit_times or [0.0] * len(self.walltime)
+        waiting = tuple(
+            CalendarJob(
+                str(job),
+                (self.per_node[job],),
+                max(1, math.ceil(self.walltime[job])),
+                members=self.width[job],
+                submit=-math.floor(now - submit[job]),
+            )
+            for job in self.queue
+        )
+        calendar = Calendar(nodes, running, waiting, horizon=max(1, math.ceil(self.horizon)))
+        started: list[tuple[int, tuple[int, ...]]] = []
+        wakes: list[float] = []
+        for decided in plan(calendar).starts:
+            job = int(decided.job)
+            if decided.start is None:
+                continue
+            at = now + decided.start
+            before = self.planned.get(job)
+            if decided.start == 0:
+                started.append((job, decided.nodes))
+                self.running[job] = (now, decided.nodes)
+                self.planned.pop(job, None)
+                self.profile.hold(decided.nodes, now, now + self.walltime[job], self.per_node[job])
+                continue
+            if before is None:
+                self.holds_made += 1
+            elif at > before + 1e-9:
+                self.holds_broken += 1
+            self.planned[job] = at
+        # No wake-ups: a planned start is a time at which capacity comes free, which is the
+        # end of a running job's walltime (its end event, or earlier) or the end of a job
+        # planned before it (which starts at an event): every one is an event already.
+        started.sort()
+        return started, wakes
 
     def _mark_released(self, nodes: Sequence[int]) -> None:
         self._version += 1

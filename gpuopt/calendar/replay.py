@@ -187,7 +187,9 @@ def replay(
     width = [max(1, math.ceil(job.gpus / gpus_per_node)) for job in jobs]
     per_node = [job.gpus if w == 1 else gpus_per_node for job, w in zip(jobs, width, strict=True)]
     walltimes = [estimated_walltime(job, walltime) for job in jobs]
-    scheduler = Scheduler(policy, nodes, gpus_per_node, per_node, width, walltimes)
+    scheduler = Scheduler(
+        policy, nodes, gpus_per_node, per_node, width, walltimes, [job.submit for job in jobs]
+    )
 
     events: list[tuple[float, int, int]] = [(job.submit, _SUBMIT, i) for i, job in enumerate(jobs)]
     heapq.heapify(events)

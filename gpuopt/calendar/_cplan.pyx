@@ -1,0 +1,338 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The calendar heuristic's placement loop in C (H2, H3 of models/calendar.md).
+
+The same plans as :func:`gpuopt.calendar.heuristic._plan_python`, tick for tick and
+node for node (tests/calendar/test_heuristic.py holds them together): a board of
+per-node step functions of free capacity, each job put at its earliest start in
+the order given. Built by setup.py when a C compiler is found; the Python loop
+runs where it is not.
+"""
+
+from libc.stdlib cimport free, malloc, qsort, realloc
+from libc.string cimport memcpy, memmove
+
+import numpy as np
+
+ctypedef long long i64
+
+cdef i64 NEVER = 1LL << 62
+
+
+cdef struct Node:
+    int count
+    int cap
+    i64 *times
+    i64 *free
+
+
+cdef inline int _bisect_right(const i64 *times, int count, i64 at) noexcept nogil:
+    cdef int lo = 0, hi = count, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if at < times[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+cdef inline int _bisect_left(const i64 *times, int count, i64 at) noexcept nogil:
+    cdef int lo = 0, hi = count, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if times[mid] < at:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef inline i64 _count(const i64 *free, const i64 *use, int R) noexcept nogil:
+    cdef i64 most = NEVER, q
+    cdef int r
+    for r in range(R):
+        if use[r] > 0:
+            if free[r] < use[r]:
+                return 0
+            q = free[r] // use[r]
+            if q < most:
+                most = q
+    return most
+
+
+cdef int _split(Node *nd, int R, i64 at) except -1:
+    cdef int i = _bisect_left(nd.times, nd.count, at)
+    cdef int cap
+    cdef i64 *times
+    cdef i64 *frees
+    if i < nd.count and nd.times[i] == at:
+        return i
+    if nd.count == nd.cap:
+        cap = nd.cap * 2
+        times = <i64 *> realloc(nd.times, cap * sizeof(i64))
+        if times == NULL:
+            raise MemoryError()
+        nd.times = times
+        frees = <i64 *> realloc(nd.free, cap * R * sizeof(i64))
+        if frees == NULL:
+            raise MemoryError()
+        nd.free = frees
+        nd.cap = cap
+    memmove(nd.times + i + 1, nd.times + i, (nd.count - i) * sizeof(i64))
+    memmove(nd.free + (i + 1) * R, nd.free + i * R, (nd.count - i) * R * sizeof(i64))
+    nd.times[i] = at
+    memcpy(nd.free + i * R, nd.free + (i - 1) * R, R * sizeof(i64))
+    nd.count += 1
+    return i
+
+
+cdef int _take(Node *nd, int R, i64 start, i64 end, const i64 *use) except -1:
+    cdef int first = _split(nd, R, start)
+    cdef int last = _split(nd, R, end)
+    cdef int k, r
+    for k in range(first, last):
+        for r in range(R):
+            nd.free[k * R + r] -= use[r]
+    return 0
+
+
+cdef inline i64 _fits(const Node *nd, int R, const i64 *use, i64 start, i64 end) noexcept nogil:
+    cdef int index = _bisect_right(nd.times, nd.count, start) - 1
+    cdef i64 most = NEVER, c
+    while index < nd.count and nd.times[index] < end:
+        c = _count(nd.free + index * R, use, R)
+        if c < most:
+            most = c
+        if most <= 0:
+            return 0
+        index += 1
+    return most
+
+
+cdef inline i64 _earliest(
+    const Node *nd, int R, const i64 *use, i64 duration, i64 lo, i64 hi
+) noexcept nogil:
+    cdef int count = nd.count
+    cdef int index = _bisect_right(nd.times, count, lo) - 1
+    cdef int ahead
+    cdef i64 start, end
+    cdef bint clear
+    while index < count:
+        start = lo if nd.times[index] < lo else nd.times[index]
+        if start > hi:
+            return NEVER
+        if _count(nd.free + index * R, use, R) < 1:
+            index += 1
+            continue
+        end = start + duration
+        ahead = index + 1
+        clear = True
+        while ahead < count and nd.times[ahead] < end:
+            if _count(nd.free + ahead * R, use, R) < 1:
+                clear = False
+                break
+            ahead += 1
+        if clear:
+            return start
+        index = ahead + 1
+    return NEVER
+
+
+cdef inline i64 _free_at(const Node *nd, int R, i64 at) noexcept nogil:
+    return nd.free[(_bisect_right(nd.times, nd.count, at) - 1) * R]
+
+
+cdef int _cmp_i64(const void *a, const void *b) noexcept nogil:
+    cdef i64 x = (<const i64 *> a)[0], y = (<const i64 *> b)[0]
+    return (x > y) - (x < y)
+
+
+cdef struct Pick:
+    i64 fit
+    i64 free
+    i64 node
+
+
+cdef int _cmp_pick(const void *a, const void *b) noexcept nogil:
+    cdef const Pick *p = <const Pick *> a
+    cdef const Pick *q = <const Pick *> b
+    # ascending (-fit, free, node)
+    if p.fit != q.fit:
+        return -1 if p.fit > q.fit else 1
+    if p.free != q.free:
+        return -1 if p.free < q.free else 1
+    return (p.node > q.node) - (p.node < q.node)
+
+
+def plan_core(
+    const i64[:, ::1] capacity,
+    const i64[::1] run_node,
+    const i64[:, ::1] run_use,
+    const i64[::1] run_end,
+    const i64[:, ::1] use,
+    const i64[::1] duration,
+    const i64[::1] members,
+    const i64[::1] lo,
+    const i64[::1] cand_ptr,
+    const i64[::1] cand_node,
+    const i64[::1] cand_dom,
+    i64 horizon,
+):
+    """Every job (in the order given) at its earliest start; returns ``(start, nodes)``:
+    ``start[j]`` (-1: none before the horizon) and ``nodes[j * M: ...]`` flattened with
+    ``M = max(members)`` (-1 padding)."""
+    cdef int N = capacity.shape[0], R = capacity.shape[1], J = use.shape[0]
+    cdef int most_members = 1, j, n, k, r, first, last, d, domains, chosen, taken, m, count
+    cdef i64 best, best_free, start, fr, hi = horizon - 1, low, surplus, best_surplus, fit
+    cdef int best_node, ticks_count, tick_cap = 0
+    cdef Node *nodes = <Node *> malloc(max(N, 1) * sizeof(Node))
+    cdef i64 *ticks = NULL
+    cdef i64 *sums = NULL
+    cdef i64 *fits = NULL
+    cdef Pick *picks = NULL
+    cdef Node *nd
+    if nodes == NULL:
+        raise MemoryError()
+    for j in range(J):
+        if members[j] > most_members:
+            most_members = members[j]
+    starts = np.full(J, -1, dtype=np.int64)
+    chosen_nodes = np.full(J * most_members, -1, dtype=np.int64)
+    cdef i64[::1] out_start = starts
+    cdef i64[::1] out_nodes = chosen_nodes
+    for n in range(N):
+        nodes[n].times = NULL
+        nodes[n].free = NULL
+    try:
+        for n in range(N):
+            nd = &nodes[n]
+            nd.cap = 8
+            nd.count = 1
+            nd.times = <i64 *> malloc(8 * sizeof(i64))
+            nd.free = <i64 *> malloc(8 * R * sizeof(i64))
+            if nd.times == NULL or nd.free == NULL:
+                raise MemoryError()
+            nd.times[0] = 0
+            for r in range(R):
+                nd.free[r] = capacity[n, r]
+        for k in range(run_node.shape[0]):
+            if run_end[k] > 0:
+                _take(&nodes[run_node[k]], R, 0, run_end[k], &run_use[k, 0])
+        for j in range(J):
+            first = cand_ptr[j]
+            last = cand_ptr[j + 1]
+            low = lo[j]
+            if low > hi or first == last:
+                continue
+            if members[j] == 1:
+                best = NEVER
+                best_node = -1
+                best_free = NEVER
+                for k in range(first, last):
+                    nd = &nodes[cand_node[k]]
+                    start = _earliest(nd, R, &use[j, 0], duration[j], low, hi if hi < best else best)
+                    if start > hi:
+                        continue
+                    fr = _free_at(nd, R, start)
+                    if start < best or (start == best and fr < best_free):
+                        best = start
+                        best_node = cand_node[k]
+                        best_free = fr
+                if best_node >= 0:
+                    out_start[j] = best
+                    out_nodes[j * most_members] = best_node
+                    _take(&nodes[best_node], R, best, best + duration[j], &use[j, 0])
+                continue
+            # A gang: the candidate ticks are lo and every breakpoint in (lo, hi].
+            count = 1
+            for k in range(first, last):
+                count += nodes[cand_node[k]].count
+            if count > tick_cap:
+                free(ticks)
+                ticks = <i64 *> malloc(count * sizeof(i64))
+                tick_cap = count
+                if ticks == NULL:
+                    raise MemoryError()
+            ticks[0] = low
+            ticks_count = 1
+            for k in range(first, last):
+                nd = &nodes[cand_node[k]]
+                for m in range(_bisect_right(nd.times, nd.count, low), nd.count):
+                    if nd.times[m] > hi:
+                        break
+                    ticks[ticks_count] = nd.times[m]
+                    ticks_count += 1
+            qsort(ticks, ticks_count, sizeof(i64), _cmp_i64)
+            domains = 1
+            for k in range(first, last):
+                if cand_dom[k] + 1 > domains:
+                    domains = cand_dom[k] + 1
+            free(sums)
+            free(fits)
+            free(picks)
+            sums = <i64 *> malloc(domains * sizeof(i64))
+            fits = <i64 *> malloc((last - first) * sizeof(i64))
+            picks = <Pick *> malloc((last - first) * sizeof(Pick))
+            if sums == NULL or fits == NULL or picks == NULL:
+                raise MemoryError()
+            for m in range(ticks_count):
+                if m > 0 and ticks[m] == ticks[m - 1]:
+                    continue
+                start = ticks[m]
+                for d in range(domains):
+                    sums[d] = 0
+                for k in range(first, last):
+                    fit = _fits(&nodes[cand_node[k]], R, &use[j, 0], start, start + duration[j])
+                    fits[k - first] = fit
+                    if fit > 0:
+                        sums[cand_dom[k]] += fit
+                chosen = -1
+                best_surplus = NEVER
+                for d in range(domains):
+                    if sums[d] >= members[j]:
+                        surplus = sums[d] - members[j]
+                        if surplus < best_surplus:
+                            best_surplus = surplus
+                            chosen = d
+                if chosen < 0:
+                    continue
+                count = 0
+                for k in range(first, last):
+                    if fits[k - first] > 0 and cand_dom[k] == chosen:
+                        picks[count].fit = fits[k - first]
+                        picks[count].free = _free_at(&nodes[cand_node[k]], R, start)
+                        picks[count].node = cand_node[k]
+                        count += 1
+                qsort(picks, count, sizeof(Pick), _cmp_pick)
+                taken = 0
+                for k in range(count):
+                    fit = picks[k].fit
+                    if fit > members[j] - taken:
+                        fit = members[j] - taken
+                    for r in range(<int> fit):
+                        out_nodes[j * most_members + taken] = picks[k].node
+                        taken += 1
+                    if taken == members[j]:
+                        break
+                # sorted node list, as the Python loop returns it
+                qsort(&out_nodes[j * most_members], taken, sizeof(i64), _cmp_i64)
+                out_start[j] = start
+                for k in range(taken):
+                    _take(
+                        &nodes[out_nodes[j * most_members + k]],
+                        R,
+                        start,
+                        start + duration[j],
+                        &use[j, 0],
+                    )
+                break
+    finally:
+        for n in range(N):
+            free(nodes[n].times)
+            free(nodes[n].free)
+        free(nodes)
+        free(ticks)
+        free(sums)
+        free(fits)
+        free(picks)
+    return starts, chosen_nodes
