@@ -1,8 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The calendar heuristic's placement loop in C (H2, H3 of models/calendar.md).
 
-The same plans as :func:`gpuopt.calendar.heuristic._plan_python`, tick for tick and
-node for node (tests/calendar/test_heuristic.py holds them together): a board of
+The same plans as :func:`gpuopt.calendar.greedy._place_python`, tick for tick and
+node for node (tests/calendar/test_greedy.py holds them together): a board of
 per-node step functions of free capacity, each job put at its earliest start in
 the order given. Built by setup.py when a C compiler is found; the Python loop
 runs where it is not.
@@ -177,13 +177,16 @@ def plan_core(
     const i64[::1] cand_node,
     const i64[::1] cand_dom,
     i64 horizon,
+    bint in_order=False,
 ):
     """Every job (in the order given) at its earliest start; returns ``(start, nodes)``:
     ``start[j]`` (-1: none before the horizon) and ``nodes[j * M: ...]`` flattened with
-    ``M = max(members)`` (-1 padding)."""
+    ``M = max(members)`` (-1 padding). ``in_order``: no job starts before the one
+    before it (fifo), and none after a job that gets no start."""
     cdef int N = capacity.shape[0], R = capacity.shape[1], J = use.shape[0]
     cdef int most_members = 1, j, n, k, r, first, last, d, domains, chosen, taken, m, count
     cdef i64 best, best_free, start, fr, hi = horizon - 1, low, surplus, best_surplus, fit
+    cdef i64 floor = 0
     cdef int best_node, ticks_count, tick_cap = 0
     cdef Node *nodes = <Node *> malloc(max(N, 1) * sizeof(Node))
     cdef i64 *ticks = NULL
@@ -222,6 +225,10 @@ def plan_core(
             first = cand_ptr[j]
             last = cand_ptr[j + 1]
             low = lo[j]
+            if in_order:
+                if low < floor:
+                    low = floor
+                floor = horizon  # until this job gets a start
             if low > hi or first == last:
                 continue
             if members[j] == 1:
@@ -239,6 +246,7 @@ def plan_core(
                         best_node = cand_node[k]
                         best_free = fr
                 if best_node >= 0:
+                    floor = best
                     out_start[j] = best
                     out_nodes[j * most_members] = best_node
                     _take(&nodes[best_node], R, best, best + duration[j], &use[j, 0])
@@ -317,6 +325,7 @@ def plan_core(
                 # sorted node list, as the Python loop returns it
                 qsort(&out_nodes[j * most_members], taken, sizeof(i64), _cmp_i64)
                 out_start[j] = start
+                floor = start
                 for k in range(taken):
                     _take(
                         &nodes[out_nodes[j * most_members + k]],

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 #: A queue policy of a job-trace replay (R6 of models/calendar.md).
 Policy = Literal["fifo", "easy", "conservative", "calendar"]
@@ -298,6 +298,8 @@ class Scheduler:
         self.planned: dict[int, float] = {}
         self.holds_made = 0
         self.holds_broken = 0
+        self._node_ids: tuple[str, ...] | None = None
+        self._capacity: Any = None
 
     def submit(self, job: int) -> None:
         """``job`` joins the queue (jobs are submitted in index order)."""
@@ -393,43 +395,57 @@ class Scheduler:
         start plus its walltime, rounded up to a whole second; a waiting job's
         submit tick is minus its wait so far (the heuristic's order reads it).
         """
-        from gpuopt.calendar.heuristic import plan
-        from gpuopt.calendar.problem import Calendar, CalendarJob, CalendarNode, RunningPod
+        import numpy as np
+
+        from gpuopt.calendar.greedy import order, place_all
+        from gpuopt.calendar.problem import CalendarIndex
 
         gpus = self.gpus_per_node
-        nodes = tuple(CalendarNode(f"n{n}", (gpus,)) for n in range(self.node_count))
-        running = tuple(
-            RunningPod(
-                str(job), node, (self.per_node[job],), math.ceil(start + self.walltime[job] - now)
-            )
-            for job, (start, held) in self.running.items()
-            for node in held
-        )
+        if self._node_ids is None:
+            self._node_ids = tuple(f"n{n}" for n in range(self.node_count))
+            self._capacity = np.full((self.node_count, 1), gpus, dtype=np.int64)
+        run_node, run_use, run_end = [], [], []
+        for job, (start, held) in self.running.items():
+            end = math.ceil(start + self.walltime[job] - now)
+            for node in held:
+                run_node.append(node)
+                run_use.append((self.per_node[job],))
+                run_end.append(end)
         submit = self.submit_times or [0.0] * len(self.walltime)
-        waiting = tuple(
-            CalendarJob(
-                str(job),
-                (self.per_node[job],),
-                max(1, math.ceil(self.walltime[job])),
-                members=self.width[job],
-                submit=-math.floor(now - submit[job]),
-            )
-            for job in self.queue
+        queue = self.queue
+        duration = [max(1, math.ceil(self.walltime[job])) for job in queue]
+        index = CalendarIndex.of(
+            node_ids=self._node_ids,
+            capacity=self._capacity,
+            run_node=run_node,
+            run_use=run_use,
+            run_end=run_end,
+            job_ids=tuple(str(job) for job in queue),
+            use=[(self.per_node[job],) for job in queue],
+            duration=duration,
+            members=[self.width[job] for job in queue],
+            submit=[-math.floor(now - submit[job]) for job in queue],
+            priority=[0] * len(queue),
+            weight=[1.0] * len(queue),
+            eligible=[None] * len(queue),
+            levels=[None] * len(queue),
+            domains=[None] * len(queue),
+            horizon=max(1, math.ceil(self.horizon)),
         )
-        calendar = Calendar(nodes, running, waiting, horizon=max(1, math.ceil(self.horizon)))
+        placed = place_all(index, order(index))
         started: list[tuple[int, tuple[int, ...]]] = []
         wakes: list[float] = []
-        for decided in plan(calendar).starts:
-            job = int(decided.job)
-            if decided.start is None:
+        for position, job in enumerate(queue):
+            tick, nodes = placed[position]
+            if tick < 0:
                 continue
-            at = now + decided.start
+            at = now + tick
             before = self.planned.get(job)
-            if decided.start == 0:
-                started.append((job, decided.nodes))
-                self.running[job] = (now, decided.nodes)
+            if tick == 0:
+                started.append((job, nodes))
+                self.running[job] = (now, nodes)
                 self.planned.pop(job, None)
-                self.profile.hold(decided.nodes, now, now + self.walltime[job], self.per_node[job])
+                self.profile.hold(nodes, now, now + self.walltime[job], self.per_node[job])
                 continue
             if before is None:
                 self.holds_made += 1

@@ -1,309 +1,323 @@
 """The job calendar: nodes, the pods running on them, the jobs waiting, on a grid of ticks.
 
-One calendar is the question "from now on, when and where does every waiting
-job start, and what may run until then?" (``models/calendar.md``, C1-C9).
-Times are whole *ticks* from now (tick 0 is now; a tick lasts
-:attr:`Calendar.step` seconds). Every quantity a node has and a pod asks for
-is a whole number per *resource* (:attr:`Calendar.resources`, GPUs first):
+One :class:`CalendarProblem` is the question "from now on, when and where does
+every waiting job start, and what may run until then?" (``models/calendar.md``,
+rules C1-C8). Times are whole *ticks* from now (tick 0 is now; a tick lasts
+``step`` seconds). Every amount a node has and a pod asks for is a whole
+number per *resource* (``resources``, GPUs first):
 
 - a :class:`CalendarNode` has a capacity per resource and, per topology
   level, the domain it is in;
 - a :class:`RunningPod` keeps its node and what it uses until its expected
   end (C4);
 - a :class:`CalendarJob` is one pod or a gang of ``members`` pods that start
-  together (C2), each asking for ``use`` on one node (members may share a
-  node), for ``duration`` ticks (its walltime: what the plan reserves), on
-  its eligible nodes only (C5), all in one domain of its required ``level``
-  if it has one (C2), not before its submit tick (C3).
+  together (C2), each asking for ``use`` on one node (pods of a gang may share
+  a node), for ``duration`` ticks (its walltime: what the plan reserves), on
+  its eligible nodes only (C5), all in one domain of its ``level`` if it has
+  one (C2), never before its submit tick (C3).
 
-Builders: :func:`from_trace_state` (a replay's waiting and running jobs) and
-:func:`gpuopt.calendar.cluster.from_cluster` (a cluster snapshot).
+Things refer to each other by id. :attr:`CalendarProblem.index` is the array
+view the methods and the checker read (:class:`CalendarIndex`).
+
+>>> problem = CalendarProblem(
+...     nodes=[{"id": "a", "capacity": [8]}, {"id": "b", "capacity": [8]}],
+...     running=[{"id": "r", "node": "a", "use": [4], "end": 10}],
+...     jobs=[{"id": "big", "use": [8], "duration": 5, "members": 2}],
+...     horizon=100,
+... )
+>>> problem.index.candidates[0]
+(0, 1)
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import ClassVar, Literal
 
-from gpuopt.errors import ProblemError
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-#: What the plan minimises (C8): ``"delay"`` = sum of weight x start delay;
-#: ``"slowdown"`` = the same with each weight divided by the job's duration
-#: (bounded below by :data:`SLOWDOWN_FLOOR_TICKS`), bounded slowdown's linear part.
+from gpuopt._model import IndexedModel
+from gpuopt.errors import short
+
+#: What the plan minimises (C8): ``"delay"`` = the sum of weight x start delay;
+#: ``"slowdown"`` = the same with each weight divided by the job's duration, the
+#: linear part of bounded slowdown.
 Objective = Literal["delay", "slowdown"]
 OBJECTIVES: tuple[Objective, ...] = ("delay", "slowdown")
+#: Most ticks of a horizon or a duration (about 30 years of seconds).
+MAX_TICKS = 1 << 30
+#: Largest amount of a resource (a capacity or a use).
+MAX_AMOUNT = 1 << 40
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+Amounts = list[int]
 
 
-@dataclass(frozen=True, slots=True)
-class CalendarNode:
-    """A node: its name, capacity per resource and topology domains (level -> domain)."""
+class CalendarNode(BaseModel):
+    """A node: its id, its capacity per resource, its domain per topology level."""
 
-    name: str
-    capacity: tuple[int, ...]
-    domains: Mapping[str, str] = field(default_factory=dict)
+    model_config = _CONFIG
+
+    id: str = Field(min_length=1, max_length=253)
+    capacity: Amounts
+    domains: dict[str, str] = Field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class RunningPod:
+class RunningPod(BaseModel):
     """A pod that keeps ``node`` and ``use`` over ticks ``[0, end)`` (C4).
 
-    ``job`` groups the pods of one job; ``priority`` is its priority value
-    (what preemption reads)."""
-
-    job: str
-    node: int
-    use: tuple[int, ...]
-    end: int
-    priority: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class CalendarJob:
-    """A waiting job: ``members`` pods, each ``use`` on one node, for ``duration`` ticks.
-
-    ``submit`` is its submit tick (negative: it has waited that long; a
-    positive one is a known future arrival, C3). ``eligible`` are the node
-    indices its pods may use (None: all, C5); ``level`` a topology level all
-    its pods share one domain of (C2). ``weight`` is its priority weight in the
-    objective (C8) and ``priority`` its priority value (higher first).
-    ``expected`` is its expected runtime in ticks when known (``duration`` is
-    what the plan reserves: the walltime, or the runtime band's upper end).
+    ``job`` groups the pods of one job (default: the pod's own id); ``priority``
+    is its priority value.
     """
 
-    id: str
-    use: tuple[int, ...]
-    duration: int
-    members: int = 1
-    submit: int = 0
+    model_config = _CONFIG
+
+    id: str = Field(min_length=1, max_length=253)
+    node: str
+    use: Amounts
+    end: int = Field(ge=0, le=MAX_TICKS)
+    job: str | None = None
     priority: int = 0
-    weight: float = 1.0
-    eligible: tuple[int, ...] | None = None
+
+
+class CalendarJob(BaseModel):
+    """A waiting job: ``members`` pods, each ``use`` on one node, for ``duration`` ticks.
+
+    ``submit`` is its submit tick (negative: it has waited that long; positive:
+    a known future arrival, C3). ``eligible`` are the node ids its pods may use
+    (None: all, C5); ``level`` a topology level all its pods share one domain of
+    (C2). ``weight`` is its priority weight in the objective (C8), ``priority``
+    its priority value (higher first, H1). ``expected`` is its expected runtime
+    in ticks when known (``duration`` is what the plan reserves: the walltime, or
+    the runtime band's upper end); ``queue`` is carried, not planned with.
+    """
+
+    model_config = _CONFIG
+
+    id: str = Field(min_length=1, max_length=253)
+    use: Amounts
+    duration: int = Field(ge=1, le=MAX_TICKS)
+    members: int = Field(default=1, ge=1, le=100_000)
+    submit: int = Field(default=0, ge=-MAX_TICKS, le=MAX_TICKS)
+    priority: int = 0
+    weight: float = Field(default=1.0, ge=0)
+    eligible: list[str] | None = None
     level: str | None = None
-    expected: int | None = None
+    expected: int | None = Field(default=None, ge=1, le=MAX_TICKS)
     queue: str | None = None
 
 
-#: Bounded slowdown's floor, in ticks, for the ``slowdown`` objective's weights.
-SLOWDOWN_FLOOR_TICKS = 1
-
-
-@dataclass(frozen=True)
-class Calendar:
+class CalendarProblem(IndexedModel):
     """The whole question (``models/calendar.md``).
 
     Attributes
     ----------
     nodes, running, jobs
-        The cluster, what runs on it, what waits (in any order: the plan
-        orders them).
+        The cluster, what runs on it, what waits (in any order: a method orders them).
     horizon
-        Ticks planned: a job that cannot start before ``horizon`` gets no
-        start and no hold (C7).
+        Ticks planned: a job that cannot start before ``horizon`` gets no start
+        and holds nothing (C7).
     step
         Seconds per tick.
     resources
-        The names of the resources of every ``capacity`` and ``use``, GPUs first.
+        The names of the amounts of every ``capacity`` and ``use``, GPUs first.
     objective
         ``"delay"`` or ``"slowdown"`` (C8).
     """
 
-    nodes: tuple[CalendarNode, ...]
-    running: tuple[RunningPod, ...]
-    jobs: tuple[CalendarJob, ...]
-    horizon: int
-    step: float = 1.0
-    resources: tuple[str, ...] = ("gpu",)
+    model_config = _CONFIG
+    document: ClassVar[str] = "a calendar problem"
+
+    nodes: list[CalendarNode]
+    running: list[RunningPod] = Field(default_factory=list)
+    jobs: list[CalendarJob] = Field(default_factory=list)
+    horizon: int = Field(ge=1, le=MAX_TICKS)
+    step: float = Field(default=1.0, gt=0)
+    resources: list[str] = Field(default_factory=lambda: ["gpu"], min_length=1)
     objective: Objective = "delay"
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> CalendarProblem:
         width = len(self.resources)
-        if width < 1:
-            raise ProblemError("resources: () names no resource.")
-        if isinstance(self.horizon, bool) or not isinstance(self.horizon, int) or self.horizon < 1:
-            raise ProblemError(f"horizon: {self.horizon!r} is not a whole number of ticks >= 1.")
-        if not (isinstance(self.step, int | float) and math.isfinite(self.step) and self.step > 0):
-            raise ProblemError(f"step: {self.step!r} is not a positive number of seconds.")
-        if self.objective not in OBJECTIVES:
-            raise ProblemError(f"objective: {self.objective!r} is not one of delay, slowdown.")
-        names: set[str] = set()
+        known: set[str] = set()
         for node in self.nodes:
-            if node.name in names:
-                raise ProblemError(f"nodes: {node.name!r} appears twice.")
-            names.add(node.name)
-            if len(node.capacity) != width or any(c < 0 for c in node.capacity):
-                raise ProblemError(
-                    f"nodes[{node.name}].capacity: {node.capacity!r} is not {width} "
-                    "whole numbers >= 0."
-                )
-        count = len(self.nodes)
+            if node.id in known:
+                raise ValueError(f"nodes: id {short(node.id)} appears twice")
+            known.add(node.id)
+            _amounts(f"nodes[{node.id}].capacity", node.capacity, width)
+        seen: set[str] = set()
         for pod in self.running:
-            if not 0 <= pod.node < count:
-                raise ProblemError(f"running[{pod.job}].node: {pod.node!r} is not a node index.")
-            if len(pod.use) != width or any(u < 0 for u in pod.use):
-                raise ProblemError(
-                    f"running[{pod.job}].use: {pod.use!r} is not {width} numbers >= 0."
-                )
-            if pod.end < 0:
-                raise ProblemError(f"running[{pod.job}].end: {pod.end!r} is before now (tick 0).")
-        ids: set[str] = set()
+            if pod.id in seen:
+                raise ValueError(f"running: id {short(pod.id)} appears twice")
+            seen.add(pod.id)
+            if pod.node not in known:
+                raise ValueError(f"running[{pod.id}].node: {short(pod.node)} is not a node id")
+            _amounts(f"running[{pod.id}].use", pod.use, width)
+        seen = set()
         for job in self.jobs:
-            if job.id in ids:
-                raise ProblemError(f"jobs: {job.id!r} appears twice.")
-            ids.add(job.id)
-            if len(job.use) != width or any(u < 0 for u in job.use) or not any(job.use):
-                raise ProblemError(
-                    f"jobs[{job.id}].use: {job.use!r} is not {width} whole numbers >= 0, not all 0."
-                )
-            if job.duration < 1:
-                raise ProblemError(f"jobs[{job.id}].duration: {job.duration!r} is not >= 1 tick.")
-            if job.members < 1:
-                raise ProblemError(f"jobs[{job.id}].members: {job.members!r} is not >= 1.")
-            if not (job.weight >= 0 and math.isfinite(job.weight)):
-                raise ProblemError(f"jobs[{job.id}].weight: {job.weight!r} is not a number >= 0.")
-            if job.eligible is not None and any(not 0 <= n < count for n in job.eligible):
-                raise ProblemError(
-                    f"jobs[{job.id}].eligible: {job.eligible!r} names no node index."
-                )
+            if job.id in seen:
+                raise ValueError(f"jobs: id {short(job.id)} appears twice")
+            seen.add(job.id)
+            _amounts(f"jobs[{job.id}].use", job.use, width)
+            if not any(job.use):
+                raise ValueError(f"jobs[{job.id}].use: {job.use!r} asks for nothing")
+            for name in job.eligible or ():
+                if name not in known:
+                    raise ValueError(f"jobs[{job.id}].eligible: {short(name)} is not a node id")
+        return self
 
-    def weight(self, job: CalendarJob) -> float:
-        """The objective's weight of a tick of ``job``'s delay (C8)."""
-        if self.objective == "slowdown":
-            return job.weight / max(job.duration, SLOWDOWN_FLOOR_TICKS)
-        return job.weight
+    @cached_property
+    def index(self) -> CalendarIndex:
+        """The array view the methods and the checker read (built once)."""
+        return CalendarIndex.build(self)
 
-    def candidates(self, job: CalendarJob) -> tuple[int, ...]:
-        """The nodes ``job``'s pods may use (C5): eligible, big enough, in ``level``."""
-        nodes = range(len(self.nodes)) if job.eligible is None else job.eligible
-        return tuple(
-            n
-            for n in nodes
-            if all(c >= u for c, u in zip(self.nodes[n].capacity, job.use, strict=True))
-            and (job.level is None or job.level in self.nodes[n].domains)
+
+def _amounts(field: str, values: Sequence[int], width: int) -> None:
+    if len(values) != width or any(isinstance(v, bool) or not 0 <= v <= MAX_AMOUNT for v in values):
+        raise ValueError(f"{field}: {list(values)!r} is not {width} whole numbers >= 0")
+
+
+@dataclass(frozen=True, eq=False)
+class CalendarIndex:
+    """The arrays of a calendar (jobs and nodes by position, as in the problem).
+
+    ``candidates[j]`` are the nodes job ``j``'s pods may use (C5: eligible,
+    large enough for one pod, with a domain of its level), ascending;
+    ``domain_of[j][k]`` the rank, among the sorted domain names of its level, of
+    the domain of ``candidates[j][k]`` (all 0 without a level).
+    """
+
+    node_ids: tuple[str, ...]
+    capacity: np.ndarray  # [N, R] int64
+    run_node: np.ndarray  # [P] int64
+    run_use: np.ndarray  # [P, R] int64
+    run_end: np.ndarray  # [P] int64
+    job_ids: tuple[str, ...]
+    use: np.ndarray  # [J, R] int64
+    duration: np.ndarray  # [J] int64
+    members: np.ndarray  # [J] int64
+    submit: np.ndarray  # [J] int64
+    priority: np.ndarray  # [J] int64
+    weight: np.ndarray  # [J] float: the objective's weight per tick of delay (C8)
+    candidates: tuple[tuple[int, ...], ...]
+    domain_of: tuple[tuple[int, ...], ...]
+    horizon: int
+
+    @classmethod
+    def build(cls, problem: CalendarProblem) -> CalendarIndex:
+        """The view of ``problem``."""
+        position = {node.id: n for n, node in enumerate(problem.nodes)}
+        width = len(problem.resources)
+        capacity = np.array([node.capacity for node in problem.nodes], dtype=np.int64)
+        jobs = problem.jobs
+        eligible = [
+            None if job.eligible is None else tuple(sorted({position[n] for n in job.eligible}))
+            for job in jobs
+        ]
+        domains = [
+            None if job.level is None else [node.domains.get(job.level) for node in problem.nodes]
+            for job in jobs
+        ]
+        duration = np.array([job.duration for job in jobs], dtype=np.int64)
+        weight = np.array([job.weight for job in jobs], dtype=np.float64)
+        if problem.objective == "slowdown":
+            weight = weight / np.maximum(duration, 1)
+        return cls.of(
+            node_ids=tuple(position),
+            capacity=capacity.reshape(len(problem.nodes), width),
+            run_node=[position[pod.node] for pod in problem.running],
+            run_use=[pod.use for pod in problem.running],
+            run_end=[pod.end for pod in problem.running],
+            job_ids=tuple(job.id for job in jobs),
+            use=[job.use for job in jobs],
+            duration=duration,
+            members=[job.members for job in jobs],
+            submit=[job.submit for job in jobs],
+            priority=[job.priority for job in jobs],
+            weight=weight,
+            eligible=eligible,
+            levels=[job.level for job in jobs],
+            domains=domains,
+            horizon=problem.horizon,
+        )
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        node_ids: tuple[str, ...],
+        capacity: np.ndarray,
+        run_node: Sequence[int],
+        run_use: Sequence[Sequence[int]],
+        run_end: Sequence[int],
+        job_ids: tuple[str, ...],
+        use: Sequence[Sequence[int]],
+        duration: Sequence[int] | np.ndarray,
+        members: Sequence[int],
+        submit: Sequence[int],
+        priority: Sequence[int],
+        weight: Sequence[float] | np.ndarray,
+        eligible: Sequence[tuple[int, ...] | None],
+        levels: Sequence[str | None],
+        domains: Sequence[Sequence[str | None] | None],
+        horizon: int,
+    ) -> CalendarIndex:
+        """A view from plain values (the rolling replay builds one per decision this way)."""
+        width = capacity.shape[1]
+        uses = np.array(use, dtype=np.int64).reshape(len(job_ids), width)
+        everyone = tuple(range(len(node_ids)))
+        memo: dict[tuple[object, ...], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        candidates: list[tuple[int, ...]] = []
+        domain_of: list[tuple[int, ...]] = []
+        for j in range(len(job_ids)):
+            level = levels[j]
+            key = (eligible[j], level, tuple(uses[j]), id(domains[j]) if level else None)
+            if key not in memo:
+                allowed = eligible[j]
+                nodes: tuple[int, ...] = everyone if allowed is None else allowed
+                big = np.all(capacity[list(nodes)] >= uses[j], axis=1) if nodes else []
+                of = domains[j]
+                chosen = tuple(
+                    n for n, ok in zip(nodes, big, strict=True) if ok and (of is None or of[n])
+                )
+                if of is None:
+                    ranks: tuple[int, ...] = (0,) * len(chosen)
+                else:
+                    names = sorted({str(of[n]) for n in chosen})
+                    rank = {name: r for r, name in enumerate(names)}
+                    ranks = tuple(rank[str(of[n])] for n in chosen)
+                memo[key] = (chosen, ranks)
+            candidates.append(memo[key][0])
+            domain_of.append(memo[key][1])
+        return cls(
+            node_ids=node_ids,
+            capacity=capacity,
+            run_node=np.array(run_node, dtype=np.int64),
+            run_use=np.array(run_use, dtype=np.int64).reshape(len(run_node), width),
+            run_end=np.array(run_end, dtype=np.int64),
+            job_ids=job_ids,
+            use=uses,
+            duration=np.asarray(duration, dtype=np.int64),
+            members=np.array(members, dtype=np.int64),
+            submit=np.array(submit, dtype=np.int64),
+            priority=np.array(priority, dtype=np.int64),
+            weight=np.asarray(weight, dtype=np.float64),
+            candidates=tuple(candidates),
+            domain_of=tuple(domain_of),
+            horizon=horizon,
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Start:
-    """When and where one job starts: ``start`` tick and one node per pod, or why not."""
-
-    job: str
-    start: int | None
-    nodes: tuple[int, ...] = ()
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Hold:
-    """Capacity ``use`` of ``node`` held for ``job`` over ticks ``[start, end)`` (C6)."""
-
-    node: int
-    job: str
-    start: int
-    end: int
-    use: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class CalendarPlan:
-    """A plan: per job its start (:class:`Start`), in the order the method decided them.
-
-    Attributes
-    ----------
-    starts
-        One per job of the calendar.
-    method
-        ``heuristic``, ``fifo``, ``easy``, ``conservative``, ``cpsat`` or ``milp``.
-    objective
-        The plan's objective (C8: :func:`objective_value`).
-    bound
-        A lower bound on every plan's objective (exact methods), or None.
-    seconds
-        Wall-clock seconds of the method.
-    """
-
-    starts: tuple[Start, ...]
-    method: str
-    objective: float
-    bound: float | None = None
-    seconds: float = 0.0
-    status: str = "feasible"
-
-    @property
-    def gap(self) -> float | None:
-        """``(objective - bound) / objective``, 0 when both are 0; None without a bound."""
-        if self.bound is None:
-            return None
-        if self.objective <= 0:
-            return 0.0
-        return max(0.0, (self.objective - self.bound) / self.objective)
-
-    def start_of(self, job: str) -> Start:
-        """The :class:`Start` of ``job``."""
-        for start in self.starts:
-            if start.job == job:
-                return start
-        raise KeyError(job)
-
-
-def objective_value(calendar: Calendar, starts: tuple[Start, ...] | list[Start]) -> float:
-    """The plan's objective (C8): the sum over jobs of ``weight x (start - submit)``.
-
-    A job that does not start within the horizon counts as starting at the
-    horizon. Delay is counted from the submit tick (so a job that has waited
-    before now adds its past wait as a constant).
-    """
-    by_id = {start.job: start for start in starts}
-    total = 0.0
-    for job in calendar.jobs:
-        start = by_id[job.id].start if job.id in by_id else None
-        at = calendar.horizon if start is None else start
-        total += calendar.weight(job) * (at - job.submit)
-    return total
-
-
-def holds_of(calendar: Calendar, starts: tuple[Start, ...] | list[Start]) -> list[Hold]:
-    """The holds of a plan (C6): every job that starts after now holds its pods' nodes
-    from its start to its end, one :class:`Hold` per node (its pods' use added)."""
-    jobs = {job.id: job for job in calendar.jobs}
-    holds: list[Hold] = []
-    for start in starts:
-        if start.start is None or start.start <= 0:
-            continue
-        job = jobs[start.job]
-        per_node: dict[int, int] = {}
-        for node in start.nodes:
-            per_node[node] = per_node.get(node, 0) + 1
-        for node, count in sorted(per_node.items()):
-            use = tuple(u * count for u in job.use)
-            holds.append(Hold(node, job.id, start.start, start.start + job.duration, use))
-    return holds
-
-
-def backfill_of(calendar: Calendar, starts: tuple[Start, ...] | list[Start]) -> list[str]:
-    """The jobs that start now on a node held later for another job (C6): they end
-    before the hold starts, or fit beside it."""
-    held = {(hold.node) for hold in holds_of(calendar, starts)}
-    return [
-        start.job
-        for start in starts
-        if start.start == 0 and any(node in held for node in start.nodes)
-    ]
-
-
 __all__ = [
+    "MAX_TICKS",
     "OBJECTIVES",
-    "SLOWDOWN_FLOOR_TICKS",
-    "Calendar",
+    "CalendarIndex",
     "CalendarJob",
     "CalendarNode",
-    "CalendarPlan",
-    "Hold",
+    "CalendarProblem",
     "Objective",
     "RunningPod",
-    "Start",
-    "backfill_of",
-    "holds_of",
-    "objective_value",
 ]

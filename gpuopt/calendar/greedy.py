@@ -1,0 +1,392 @@
+"""The calendar's heuristic and its baselines: every job, in an order, at its earliest start.
+
+The fast path of ``models/calendar.md`` (H1-H4). A board keeps, per node, the
+free capacity from now on as a step function of ticks; the running pods are
+taken out of it until their expected ends (C4). The jobs are then taken in
+an order and each is put at its earliest start on its candidate nodes beside
+everything placed before it (H2, H3), which then holds that capacity (C6). A
+job whose earliest start is now starts now; one that starts later holds its
+nodes from then; a job later in the order runs now only where it fits beside
+every hold, which is backfilling. A job that cannot start before the horizon
+gets no start and holds nothing (C7).
+
+The methods differ only in the order (H1):
+
+``heuristic``
+    priority (higher first), then the larger score ``size ** SIZE_EXPONENT *
+    (wait + duration) / min(duration, cap)``: the *expansion factor* (short
+    jobs and jobs that have waited long first; it grows with the wait, so no
+    job is passed over for ever), its duration capped at
+    :data:`DURATION_CAP_SECONDS`, times the job's size in nodes' worth of
+    GPUs (at least 1), so big jobs do not wait behind a stream of small ones.
+``conservative``
+    submit order (conservative backfilling: every job holds its earliest
+    start beside all earlier ones).
+``fifo``
+    submit order, and no job starts before the one submitted before it (no
+    backfilling).
+
+>>> from gpuopt.calendar.problem import CalendarProblem
+>>> problem = CalendarProblem(
+...     nodes=[{"id": "a", "capacity": [8]}, {"id": "b", "capacity": [8]}],
+...     running=[{"id": "r", "node": "a", "use": [4], "end": 10}],
+...     jobs=[{"id": "big", "use": [8], "duration": 5, "members": 2},
+...           {"id": "small", "use": [4], "duration": 5}],
+...     horizon=100,
+... )
+>>> [(s.job, s.start, s.nodes) for s in solve_heuristic(problem).starts]
+[('big', 10, ['a', 'b']), ('small', 0, ['a'])]
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from gpuopt.calendar.problem import CalendarIndex, CalendarProblem
+from gpuopt.calendar.solution import CalendarPlan, JobStart
+from gpuopt.result import Status, heuristic_note
+
+#: H1: the wait counts against at most this much of a job's duration (seconds), so a
+#: very long job's expansion factor grows as fast as a week-long one's.
+DURATION_CAP_SECONDS = 7 * 86400.0
+#: H1: the expansion factor is multiplied by the job's size in nodes' worth of GPUs
+#: (at least 1) to this power, so a big job waits less than its share of the queue.
+SIZE_EXPONENT = 1.0
+#: The orders of H1.
+Rule = Literal["heuristic", "conservative", "fifo"]
+
+_NEVER = 1 << 62
+
+
+def order(index: CalendarIndex, rule: Rule = "heuristic", step: float = 1.0) -> list[int]:
+    """The jobs (positions in ``index``) in the order of ``rule`` (H1); ties by submit
+    tick, then id. ``step`` is the seconds of a tick (for the duration cap)."""
+    ids = index.job_ids
+    submit = index.submit.tolist()
+    if rule != "heuristic":
+        return sorted(range(len(ids)), key=lambda j: (submit[j], ids[j]))
+    cap = DURATION_CAP_SECONDS / step
+    per_node = int(index.capacity[:, 0].max()) if len(index.capacity) else 0
+    per_node = per_node or 1
+    duration = index.duration.tolist()
+    members = index.members.tolist()
+    gpus = index.use[:, 0].tolist() if len(ids) else []
+    priority = index.priority.tolist()
+
+    def key(j: int) -> tuple[int, float, int, str]:
+        size = max(1.0, members[j] * gpus[j] / per_node)
+        wait = max(0, -submit[j])
+        score = size**SIZE_EXPONENT * (wait + duration[j]) / min(duration[j], cap)
+        return (-priority[j], -score, submit[j], ids[j])
+
+    return sorted(range(len(ids)), key=key)
+
+
+class Board:
+    """Free capacity per node from tick 0 on, as step functions (H2): for node ``n``,
+    ``free[n][i]`` is free over ``[times[n][i], times[n][i + 1])``, the last from
+    ``times[n][-1]`` on."""
+
+    __slots__ = ("free", "times")
+
+    def __init__(self, index: CalendarIndex) -> None:
+        self.times: list[list[int]] = [[0] for _ in index.node_ids]
+        self.free: list[list[tuple[int, ...]]] = [
+            [tuple(int(c) for c in row)] for row in index.capacity
+        ]
+        for node, use, end in zip(
+            index.run_node.tolist(), index.run_use.tolist(), index.run_end.tolist(), strict=True
+        ):
+            if end > 0:
+                self.take(node, 0, end, use)
+
+    def _split(self, node: int, at: int) -> int:
+        times, free = self.times[node], self.free[node]
+        index = bisect_left(times, at)
+        if index < len(times) and times[index] == at:
+            return index
+        times.insert(index, at)
+        free.insert(index, free[index - 1])
+        return index
+
+    def take(self, node: int, start: int, end: int, use: Sequence[int]) -> None:
+        """``use`` less free on ``node`` over ``[start, end)``."""
+        first = self._split(node, start)
+        last = self._split(node, end)
+        free = self.free[node]
+        for k in range(first, last):
+            free[k] = tuple(f - u for f, u in zip(free[k], use, strict=True))
+
+    def fits(self, node: int, use: Sequence[int], start: int, end: int) -> int:
+        """How many pods of ``use`` fit on ``node`` over all of ``[start, end)``."""
+        times, free = self.times[node], self.free[node]
+        k = bisect_right(times, start) - 1
+        most = _NEVER
+        while k < len(times) and times[k] < end:
+            most = min(most, _count(free[k], use))
+            if most <= 0:
+                return 0
+            k += 1
+        return most
+
+    def earliest(self, node: int, use: Sequence[int], duration: int, lo: int, hi: int) -> int:
+        """The first tick in ``[lo, hi]`` from which one pod of ``use`` fits on ``node``
+        for ``duration`` ticks; :data:`_NEVER` if none."""
+        times, free = self.times[node], self.free[node]
+        count = len(times)
+        k = bisect_right(times, lo) - 1
+        while k < count:
+            start = lo if times[k] < lo else times[k]
+            if start > hi:
+                return _NEVER
+            if _count(free[k], use) < 1:
+                k += 1
+                continue
+            end = start + duration
+            ahead = k + 1
+            while ahead < count and times[ahead] < end:
+                if _count(free[ahead], use) < 1:
+                    break
+                ahead += 1
+            else:
+                return start
+            k = ahead + 1
+        return _NEVER
+
+    def free_at(self, node: int, at: int) -> int:
+        """Free GPUs (the first resource) of ``node`` at tick ``at``."""
+        return self.free[node][bisect_right(self.times[node], at) - 1][0]
+
+
+def _count(free: Sequence[int], use: Sequence[int]) -> int:
+    """Pods of ``use`` that fit in ``free`` (every resource)."""
+    most = _NEVER
+    for f, u in zip(free, use, strict=True):
+        if u > 0:
+            if f < u:
+                return 0
+            most = min(most, f // u)
+    return most
+
+
+def _place_one(
+    board: Board, index: CalendarIndex, j: int, lo: int, hi: int
+) -> tuple[int, tuple[int, ...]]:
+    """The earliest start of job ``j`` in ``[lo, hi]`` and a node per pod (H3).
+
+    One pod: among the nodes where it starts first, the one with the fewest free
+    GPUs then (best fit), ties the lowest index. A gang: the first tick (``lo`` or
+    a breakpoint of a candidate) at which its pods fit for the whole duration on
+    the candidates of one domain of its level; the domain with the fewest spare
+    places (ties the first by name), then the nodes that take the most pods first
+    (ties the fewest free GPUs, then the lowest index).
+    """
+    candidates = index.candidates[j]
+    if lo > hi or not candidates:
+        return -1, ()
+    use = index.use[j].tolist()
+    duration = int(index.duration[j])
+    members = int(index.members[j])
+    if members == 1:
+        best, best_node, best_free = _NEVER, -1, _NEVER
+        for node in candidates:
+            start = board.earliest(node, use, duration, lo, min(hi, best))
+            if start > hi:
+                continue
+            free = board.free_at(node, start)
+            if start < best or (start == best and free < best_free):
+                best, best_node, best_free = start, node, free
+        return (best, (best_node,)) if best_node >= 0 else (-1, ())
+    ticks = {lo}
+    for node in candidates:
+        times = board.times[node]
+        for at in times[bisect_right(times, lo) :]:
+            if at > hi:
+                break
+            ticks.add(at)
+    domain_of = index.domain_of[j]
+    for start in sorted(ticks):
+        sums: dict[int, int] = {}
+        fits: list[tuple[int, int]] = []
+        for k, node in enumerate(candidates):
+            fit = board.fits(node, use, start, start + duration)
+            if fit > 0:
+                sums[domain_of[k]] = sums.get(domain_of[k], 0) + fit
+                fits.append((k, fit))
+        ready = [(total - members, d) for d, total in sums.items() if total >= members]
+        if not ready:
+            continue
+        _, chosen = min(ready)
+        picks = sorted(
+            (-fit, board.free_at(candidates[k], start), candidates[k])
+            for k, fit in fits
+            if domain_of[k] == chosen
+        )
+        nodes: list[int] = []
+        for fit, _, node in picks:
+            nodes.extend([node] * min(-fit, members - len(nodes)))
+            if len(nodes) == members:
+                break
+        return start, tuple(sorted(nodes))
+    return -1, ()
+
+
+def _place_python(
+    index: CalendarIndex, jobs: Sequence[int], in_order: bool
+) -> list[tuple[int, tuple[int, ...]]]:
+    """The placement loop in Python (the compiled loop's reference)."""
+    board = Board(index)
+    placed: list[tuple[int, tuple[int, ...]]] = [(-1, ())] * len(index.job_ids)
+    floor = 0
+    hi = index.horizon - 1
+    for j in jobs:
+        lo = max(0, int(index.submit[j]))
+        if in_order:
+            lo = max(lo, floor)
+            floor = index.horizon
+        start, nodes = _place_one(board, index, j, lo, hi)
+        if start >= 0:
+            floor = start
+            for node in nodes:
+                board.take(node, start, start + int(index.duration[j]), index.use[j].tolist())
+        placed[j] = (start, nodes)
+    return placed
+
+
+def _place_compiled(
+    core: object, index: CalendarIndex, jobs: Sequence[int], in_order: bool
+) -> list[tuple[int, tuple[int, ...]]]:
+    """The placement loop in C (:mod:`gpuopt.calendar._cplan`): the same answers."""
+    chosen = np.asarray(jobs, dtype=np.int64)
+    candidates = [index.candidates[j] for j in jobs]
+    pointer = np.zeros(len(jobs) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in candidates], out=pointer[1:])
+    flat = np.fromiter((n for c in candidates for n in c), dtype=np.int64, count=int(pointer[-1]))
+    domain = np.fromiter(
+        (d for j in jobs for d in index.domain_of[j]), dtype=np.int64, count=int(pointer[-1])
+    )
+    starts, nodes = core.plan_core(  # type: ignore[attr-defined]
+        index.capacity,
+        index.run_node,
+        index.run_use,
+        index.run_end,
+        np.ascontiguousarray(index.use[chosen]),
+        np.ascontiguousarray(index.duration[chosen]),
+        np.ascontiguousarray(index.members[chosen]),
+        np.maximum(index.submit[chosen], 0),
+        pointer,
+        flat,
+        domain,
+        index.horizon,
+        in_order,
+    )
+    most = int(index.members[chosen].max()) if len(jobs) else 1
+    placed: list[tuple[int, tuple[int, ...]]] = [(-1, ())] * len(index.job_ids)
+    members = index.members.tolist()
+    starts_list = starts.tolist()
+    nodes_list = nodes.tolist()
+    for position, j in enumerate(jobs):
+        start = starts_list[position]
+        if start >= 0:
+            row = nodes_list[position * most : position * most + members[j]]
+            placed[j] = (start, tuple(row))
+    return placed
+
+
+def place_all(
+    index: CalendarIndex, jobs: Sequence[int], *, in_order: bool = False
+) -> list[tuple[int, tuple[int, ...]]]:
+    """Every job of ``jobs`` (positions, in that order) at its earliest start (H2, H3):
+    per job position ``(start tick, node per pod)``, ``(-1, ())`` for none.
+    ``in_order``: no job starts before the one before it (fifo)."""
+    core = _core()
+    if core is None:
+        return _place_python(index, jobs, in_order)
+    return _place_compiled(core, index, jobs, in_order)
+
+
+def _core() -> object | None:
+    """The compiled placement loop, or None where it was not built or
+    ``GPUOPT_PURE_PYTHON`` is set (as for the allocation greedy)."""
+    from gpuopt.allocation._accel import PURE_PYTHON
+
+    if _FORCE_PYTHON or os.environ.get(PURE_PYTHON, "") not in ("", "0"):
+        return None
+    try:
+        module: object = importlib.import_module("gpuopt.calendar._cplan")
+    except ImportError:  # pragma: no cover - no C compiler at install time
+        return None
+    return module
+
+
+#: Tests set this to run the Python loop where the compiled one is built.
+_FORCE_PYTHON = False
+
+
+def plan_of(
+    problem: CalendarProblem, rule: Rule, *, jobs: Sequence[int] | None = None
+) -> CalendarPlan:
+    """The plan of ``problem`` with the jobs in ``rule``'s order (or ``jobs``' order)."""
+    from gpuopt.calendar.solution import evaluate
+
+    clock = time.perf_counter()
+    index = problem.index
+    chosen = order(index, rule, problem.step) if jobs is None else list(jobs)
+    placed = place_all(index, chosen, in_order=rule == "fifo")
+    starts = []
+    for j in chosen:
+        start, nodes = placed[j]
+        job = index.job_ids[j]
+        if not index.candidates[j]:
+            starts.append(JobStart(job=job, start=None, reason="no node may run it (C5)"))
+        elif start < 0:
+            reason = f"it does not start before the horizon ({index.horizon} ticks)"
+            if rule == "fifo":
+                reason += " in submit order"
+            starts.append(JobStart(job=job, start=None, reason=reason))
+        else:
+            starts.append(JobStart(job=job, start=start, nodes=[index.node_ids[n] for n in nodes]))
+    plan = CalendarPlan(
+        method=rule,
+        status=Status.HEURISTIC,
+        starts=starts,
+        step=problem.step,
+        notes=[heuristic_note(rule)],
+    )
+    objective = evaluate(problem, plan)
+    return plan.model_copy(update={"objective": objective, "seconds": time.perf_counter() - clock})
+
+
+def solve_heuristic(problem: CalendarProblem) -> CalendarPlan:
+    """The calendar's heuristic (H1-H4): priority, then size x expansion factor."""
+    return plan_of(problem, "heuristic")
+
+
+def solve_conservative(problem: CalendarProblem) -> CalendarPlan:
+    """Conservative backfilling: submit order, every job at its earliest start."""
+    return plan_of(problem, "conservative")
+
+
+def solve_fifo(problem: CalendarProblem) -> CalendarPlan:
+    """First in, first out: submit order, no job before the one submitted before it."""
+    return plan_of(problem, "fifo")
+
+
+__all__ = [
+    "DURATION_CAP_SECONDS",
+    "SIZE_EXPONENT",
+    "Board",
+    "order",
+    "place_all",
+    "plan_of",
+    "solve_conservative",
+    "solve_fifo",
+    "solve_heuristic",
+]

@@ -1,0 +1,274 @@
+"""The calendar's heuristic and baselines (H1-H4), its compiled loop and the checker (C1-C7)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from gpuopt.calendar import greedy
+from gpuopt.calendar.greedy import order, solve_conservative, solve_fifo, solve_heuristic
+from gpuopt.calendar.problem import CalendarProblem
+from gpuopt.calendar.solution import (
+    CalendarPlan,
+    JobStart,
+    backfill,
+    binds,
+    evaluate,
+    holds,
+    violations,
+)
+from gpuopt.errors import ProblemError
+
+
+def node(name: str, *capacity: int, **domains: str) -> dict[str, Any]:
+    return {"id": name, "capacity": list(capacity), "domains": domains}
+
+
+def job(name: str, use: int | list[int], duration: int, **kw: Any) -> dict[str, Any]:
+    return {"id": name, "use": [use] if isinstance(use, int) else use, "duration": duration, **kw}
+
+
+def starts_of(problem: CalendarProblem, solve: Any = solve_heuristic) -> dict[str, Any]:
+    return {s.job: (s.start, s.nodes) for s in solve(problem).starts}
+
+
+def two_nodes() -> CalendarProblem:
+    return CalendarProblem(
+        nodes=[node("a", 8), node("b", 8)],
+        running=[{"id": "r", "node": "a", "use": [4], "end": 10}],
+        jobs=[job("big", 8, 5, members=2, submit=-100), job("small", 4, 5)],
+        horizon=100,
+    )
+
+
+def test_a_big_job_holds_and_a_short_one_backfills_before_the_hold() -> None:
+    # Node a has 4 GPUs taken until 10: the 2-node job waits for it (10); the 4-GPU job
+    # fits now on a (best fit: fewer free GPUs than b) and ends at 5, before the hold.
+    problem = two_nodes()
+    plan = solve_heuristic(problem)
+    assert starts_of(problem) == {"big": (10, ["a", "b"]), "small": (0, ["a"])}
+    assert [(h.node, h.start, h.end) for h in holds(problem, plan)] == [
+        ("a", 10, 15),
+        ("b", 10, 15),
+    ]
+    assert backfill(problem, plan) == ["small"]
+    assert binds(plan) == [("small", ["a"])]
+    # delay: big waited 100 ticks before now and starts at 10; small starts now
+    assert plan.objective == evaluate(problem, plan) == 110.0
+    assert violations(problem, plan) == []
+
+
+def test_fifo_starts_nothing_before_the_job_submitted_before_it() -> None:
+    problem = two_nodes()
+    # submit order: big (-100) first at 10, small not before 10 (on b after big? no: both
+    # nodes are big's over [10, 15), so small starts at 15 on a, best fit)
+    assert starts_of(problem, solve_fifo) == {"big": (10, ["a", "b"]), "small": (15, ["a"])}
+    assert violations(problem, solve_fifo(problem), work_conserving=False) == []
+    # ... which is not work-conserving: small fits now
+    assert any(p.startswith("C6") for p in violations(problem, solve_fifo(problem)))
+    assert starts_of(problem, solve_conservative) == starts_of(problem)
+
+
+def test_priority_comes_first() -> None:
+    problem = CalendarProblem(
+        nodes=[node("a", 8)],
+        jobs=[job("old", 8, 5, submit=-1000), job("urgent", 8, 5, priority=10)],
+        horizon=100,
+    )
+    assert starts_of(problem) == {"urgent": (0, ["a"]), "old": (5, ["a"])}
+
+
+def test_the_expansion_factor_puts_short_jobs_first_and_grows_with_the_wait() -> None:
+    # Both waited 50 ticks: the 2-tick job's factor is 26, the 50-tick one's 2.
+    jobs = [job("long", 8, 50, submit=-50), job("short", 8, 2, submit=-50)]
+    problem = CalendarProblem(nodes=[node("a", 8)], jobs=jobs, horizon=200)
+    assert [problem.index.job_ids[j] for j in order(problem.index)] == ["short", "long"]
+    assert starts_of(problem) == {"short": (0, ["a"]), "long": (2, ["a"])}
+    # a 2-node job of factor 1 comes before a 1-node one of factor 1.5 (size 2 x 1)
+    jobs = [job("wide", 8, 10, members=2), job("narrow", 8, 10, submit=-5)]
+    problem = CalendarProblem(nodes=[node("a", 8), node("b", 8)], jobs=jobs, horizon=200)
+    assert [problem.index.job_ids[j] for j in order(problem.index)] == ["wide", "narrow"]
+
+
+def test_a_job_that_does_not_fit_before_the_horizon_gets_a_reason() -> None:
+    problem = CalendarProblem(
+        nodes=[node("a", 8)],
+        running=[{"id": "r", "node": "a", "use": [8], "end": 50}],
+        jobs=[job("late", 1, 5)],
+        horizon=50,
+    )
+    plan = solve_heuristic(problem)
+    (start,) = plan.starts
+    assert start.start is None and "horizon" in (start.reason or "")
+    assert plan.objective == 50.0  # counted at the horizon
+    assert violations(problem, plan) == []
+
+
+def test_a_gang_stays_in_one_domain_of_its_level() -> None:
+    nodes = [node("a", 8, rack="r1"), node("b", 8, rack="r1"), node("c", 8, rack="r2")]
+    running = [{"id": "r", "node": "b", "use": [8], "end": 20}]
+    free = CalendarProblem(
+        nodes=nodes, running=running, jobs=[job("g", 8, 5, members=2)], horizon=99
+    )
+    assert starts_of(free) == {"g": (0, ["a", "c"])}
+    gang = job("g", 8, 5, members=2, level="rack")
+    racked = CalendarProblem(nodes=nodes, running=running, jobs=[gang], horizon=99)
+    # in rack r1 both nodes are free from 20; rack r2 has one node only
+    assert starts_of(racked) == {"g": (20, ["a", "b"])}
+    bad = CalendarPlan(method="x", starts=[JobStart(job="g", start=0, nodes=["a", "c"])])
+    assert any("one rack domain" in p for p in violations(racked, bad))
+
+
+def test_gang_pods_may_share_a_node_and_eligibility_is_kept() -> None:
+    nodes = [node("a", 8), node("b", 8)]
+    gang = CalendarProblem(nodes=nodes, jobs=[job("g", 2, 5, members=4, eligible=["b"])], horizon=9)
+    assert starts_of(gang) == {"g": (0, ["b", "b", "b", "b"])}
+    nobody = CalendarProblem(nodes=nodes, jobs=[job("x", 16, 5)], horizon=10)
+    (start,) = solve_heuristic(nobody).starts
+    assert start.start is None and "C5" in (start.reason or "")
+
+
+def test_every_resource_counts() -> None:
+    problem = CalendarProblem(
+        nodes=[node("a", 8, 64), node("b", 8, 8)],
+        jobs=[job("j", [1, 32], 5)],
+        horizon=10,
+        resources=["gpu", "cpu"],
+    )
+    assert starts_of(problem) == {"j": (0, ["a"])}  # b has the GPUs, not the CPUs
+
+
+def random_problem(rng: random.Random, size: int) -> CalendarProblem:
+    resources = ["gpu", "cpu"] if rng.random() < 0.3 else ["gpu"]
+    width = len(resources)
+    nodes = [
+        {
+            "id": f"n{i}",
+            "capacity": [
+                rng.choice((4, 8)) if r == 0 else rng.choice((16, 32)) for r in range(width)
+            ],
+            "domains": {"rack": f"r{i % 3}", "spine": f"s{i % 2}"},
+        }
+        for i in range(rng.randint(1, size))
+    ]
+    running = [
+        {
+            "id": f"r{k}",
+            "node": f"n{rng.randrange(len(nodes))}",
+            "use": [rng.randint(0, 2) for _ in range(width)],
+            "end": rng.randint(0, 30),
+        }
+        for k in range(rng.randint(0, 2 * len(nodes)))
+    ]
+    jobs = []
+    for k in range(rng.randint(1, 3 * size)):
+        members = 1 if rng.random() < 0.6 else rng.randint(2, 5)
+        eligible = None
+        if rng.random() < 0.3:
+            eligible = [n["id"] for n in rng.sample(nodes, rng.randint(1, len(nodes)))]
+        jobs.append(
+            {
+                "id": f"j{k}",
+                "use": [rng.randint(1, 4) if r == 0 else rng.randint(0, 8) for r in range(width)],
+                "duration": rng.randint(1, 25),
+                "members": members,
+                "submit": rng.randint(-40, 3),
+                "priority": rng.choice((0, 0, 0, 5)),
+                "eligible": eligible,
+                "level": None
+                if members == 1 or rng.random() < 0.5
+                else rng.choice(("rack", "spine")),
+            }
+        )
+    return CalendarProblem(
+        nodes=nodes, running=running, jobs=jobs, horizon=rng.randint(10, 80), resources=resources
+    )
+
+
+SOLVERS = (solve_heuristic, solve_conservative, solve_fifo)
+
+
+def test_the_compiled_loop_gives_the_python_loops_plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    if greedy._core() is None:
+        pytest.skip("the compiled calendar loop is not built")
+    rng = random.Random(7)
+    for _ in range(300):
+        problem = random_problem(rng, 8)
+        for solve in SOLVERS:
+            compiled = solve(problem)
+            monkeypatch.setattr(greedy, "_FORCE_PYTHON", True)
+            python = solve(problem)
+            monkeypatch.setattr(greedy, "_FORCE_PYTHON", False)
+            assert compiled.starts == python.starts
+
+
+def overfull(problem: CalendarProblem) -> bool:
+    index = problem.index
+    used: dict[int, list[int]] = {}
+    for n, use, end in zip(index.run_node, index.run_use, index.run_end, strict=True):
+        if end > 0:
+            row = used.setdefault(int(n), [0] * len(problem.resources))
+            for r, u in enumerate(use):
+                row[r] += int(u)
+    return any(
+        any(u > c for u, c in zip(row, problem.nodes[n].capacity, strict=True))
+        for n, row in used.items()
+    )
+
+
+def test_every_random_plan_passes_the_checker() -> None:
+    rng = random.Random(11)
+    checked = 0
+    for _ in range(300):
+        problem = random_problem(rng, 6)
+        if overfull(problem):
+            continue  # the running pods alone break C1 (the checker says so)
+        for solve in SOLVERS:
+            plan = solve(problem)
+            conserving = solve is not solve_fifo
+            assert violations(problem, plan, work_conserving=conserving) == [], problem
+            assert plan.objective == pytest.approx(evaluate(problem, plan))
+        checked += 1
+    assert checked > 200
+
+
+def test_the_checker_catches_each_rule() -> None:
+    problem = two_nodes()
+    good = {s.job: s for s in solve_heuristic(problem).starts}
+
+    def at(name: str, start: int | None, *nodes: str) -> JobStart:
+        return JobStart(job=name, start=start, nodes=list(nodes))
+
+    cases = {
+        "C1": [at("big", 3, "a", "b"), good["small"]],
+        "C2": [at("big", 10, "a"), good["small"]],
+        "C3": [good["big"], at("small", -1, "a")],
+        "C5": [good["big"], at("small", 0, "z")],
+        "C6": [good["big"], at("small", 3, "a")],
+        "C7": [at("big", 100, "a", "b"), good["small"]],
+        "no start": [good["big"]],
+    }
+    # small on b from now ends at 5, before big's hold from 10: allowed
+    fine = CalendarPlan(method="x", starts=[good["big"], at("small", 0, "b")])
+    assert violations(problem, fine) == []
+    for rule, starts in cases.items():
+        found = violations(problem, CalendarPlan(method="x", starts=starts))
+        assert any(rule in p for p in found), (rule, found)
+
+
+def test_bad_problems_are_refused_with_the_field_named() -> None:
+    a = node("a", 8)
+    with pytest.raises(ProblemError, match="horizon"):
+        CalendarProblem(nodes=[a], horizon=0)
+    with pytest.raises(ProblemError, match="duration"):
+        CalendarProblem(nodes=[a], jobs=[job("j", 1, 0)], horizon=5)
+    with pytest.raises(ProblemError, match=r"running\[r\]\.node"):
+        CalendarProblem(
+            nodes=[a], running=[{"id": "r", "node": "x", "use": [1], "end": 5}], horizon=5
+        )
+    with pytest.raises(ProblemError, match=r"jobs\[j\]\.use"):
+        CalendarProblem(nodes=[a], jobs=[job("j", 0, 1)], horizon=5)
+    with pytest.raises(ProblemError, match=r"nodes\[b\]\.capacity"):
+        CalendarProblem(nodes=[a, node("b", 8, 4)], horizon=5)
