@@ -22,6 +22,13 @@ from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult
 from gpuopt.allocation.solution import evaluate as allocation_evaluate
 from gpuopt.allocation.solution import violations as allocation_violations
+from gpuopt.calendar.greedy import solve_conservative as calendar_conservative
+from gpuopt.calendar.greedy import solve_fifo as calendar_fifo
+from gpuopt.calendar.greedy import solve_heuristic as calendar_heuristic
+from gpuopt.calendar.problem import CalendarProblem
+from gpuopt.calendar.solution import CalendarPlan
+from gpuopt.calendar.solution import evaluate as calendar_evaluate
+from gpuopt.calendar.solution import violations as calendar_violations
 from gpuopt.defrag.methods import ALIASES as DEFRAG_ALIASES
 from gpuopt.defrag.methods import METHODS as DEFRAG_METHODS
 from gpuopt.defrag.problem import Cluster
@@ -80,6 +87,11 @@ METHODS: dict[type, dict[str, Solver]] = {
         "cpsat": preemption_cpsat,
     },
     GangProblem: {"heuristic": gang_heuristic, "cpsat": gang_cpsat, "milp": gang_milp},
+    CalendarProblem: {
+        "heuristic": calendar_heuristic,
+        "conservative": calendar_conservative,
+        "fifo": calendar_fifo,
+    },
 }
 
 #: problem type -> old name -> method name: the names of earlier releases, still
@@ -92,6 +104,7 @@ ALIASES: dict[type, dict[str, str]] = {
     NodePlacementProblem: {"binpack": "heuristic"},
     PreemptionProblem: PREEMPTION_ALIASES,
     GangProblem: {"exact": "cpsat"},
+    CalendarProblem: {},
 }
 
 #: problem type -> (the problem's independent checker, its evaluator or None).
@@ -104,6 +117,7 @@ CHECKERS: dict[type, tuple[Callable[[Any, Any], list[str]], Callable[[Any, Any],
     NodePlacementProblem: (node_violations, None),
     PreemptionProblem: (preemption_violations, preemption_evaluate),
     GangProblem: (gang_violations, gang_evaluate),
+    CalendarProblem: (calendar_violations, calendar_evaluate),
 }
 
 #: problem type -> what its answer is called in messages.
@@ -114,6 +128,7 @@ ANSWER_NAMES: dict[type, str] = {
     NodePlacementProblem: "placement",
     PreemptionProblem: "decision",
     GangProblem: "answer",
+    CalendarProblem: "plan",
 }
 
 
@@ -277,6 +292,10 @@ def solve(
 ) -> NodePlacementResult: ...
 @overload
 def solve(problem: Cluster, method: str | None = ..., **options: Any) -> DefragResult: ...
+@overload
+def solve(
+    problem: CalendarProblem, method: str | None = ..., **options: Any
+) -> CalendarPlan: ...
 
 
 def solve(
@@ -285,7 +304,8 @@ def solve(
     | TopologyProblem
     | NodePlacementProblem
     | PreemptionProblem
-    | GangProblem,
+    | GangProblem
+    | CalendarProblem,
     method: str | None = None,
     *,
     time_limit: float | None = None,
@@ -317,7 +337,9 @@ def solve(
         Preemption: ``"heuristic"``, ``"dp"`` (an exact dynamic programme),
         ``"milp"`` (HiGHS) and ``"cpsat"``, which give dp's decision with a
         proof. Gangs (:class:`gpuopt.gang.GangProblem`): ``"heuristic"``,
-        ``"cpsat"`` and ``"milp"``.
+        ``"cpsat"`` and ``"milp"``. Job calendars
+        (:class:`gpuopt.calendar.CalendarProblem`): ``"heuristic"``, and the
+        baselines ``"conservative"`` and ``"fifo"``.
         The names of earlier releases are still accepted (:data:`ALIASES`:
         ``"greedy"``, ``"ipc"``, ``"binpack"``, and ``"exact"`` for
         preemption's ``"dp"`` and the gangs' ``"cpsat"``); the result carries

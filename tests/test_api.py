@@ -90,6 +90,7 @@ SENSE = {
     "NodePlacementProblem": None,
     "PreemptionProblem": "min",
     "GangProblem": "min",
+    "CalendarProblem": "min",
 }
 
 
@@ -142,6 +143,10 @@ def _gap_instances(kind: str) -> list[tuple[str, Any]]:
             for seed in (0, 3, 7)
             for preemption in (True, False)
         ]
+    if kind == "CalendarProblem":
+        from tests.calendar import two_nodes
+
+        return [("two-nodes", two_nodes())]
     raise AssertionError(f"no instances for {kind}: add some so the gap rule covers it")
 
 

@@ -63,6 +63,8 @@ SIZE_EXPONENT = 1.0
 Rule = Literal["heuristic", "conservative", "fifo"]
 
 _NEVER = 1 << 62
+#: The environment variable that forces the Python loops, the allocation greedy's too.
+PURE_PYTHON = "GPUOPT_PURE_PYTHON"
 
 
 def order(index: CalendarIndex, rule: Rule = "heuristic", step: float = 1.0) -> list[int]:
@@ -315,8 +317,6 @@ def place_all(
 def _core() -> object | None:
     """The compiled placement loop, or None where it was not built or
     ``GPUOPT_PURE_PYTHON`` is set (as for the allocation greedy)."""
-    from gpuopt.allocation._accel import PURE_PYTHON
-
     if _FORCE_PYTHON or os.environ.get(PURE_PYTHON, "") not in ("", "0"):
         return None
     try:

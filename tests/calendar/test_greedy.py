@@ -19,28 +19,11 @@ from gpuopt.calendar.solution import (
     holds,
     violations,
 )
-from gpuopt.errors import ProblemError
-
-
-def node(name: str, *capacity: int, **domains: str) -> dict[str, Any]:
-    return {"id": name, "capacity": list(capacity), "domains": domains}
-
-
-def job(name: str, use: int | list[int], duration: int, **kw: Any) -> dict[str, Any]:
-    return {"id": name, "use": [use] if isinstance(use, int) else use, "duration": duration, **kw}
+from tests.calendar import job, node, two_nodes
 
 
 def starts_of(problem: CalendarProblem, solve: Any = solve_heuristic) -> dict[str, Any]:
     return {s.job: (s.start, s.nodes) for s in solve(problem).starts}
-
-
-def two_nodes() -> CalendarProblem:
-    return CalendarProblem(
-        nodes=[node("a", 8), node("b", 8)],
-        running=[{"id": "r", "node": "a", "use": [4], "end": 10}],
-        jobs=[job("big", 8, 5, members=2, submit=-100), job("small", 4, 5)],
-        horizon=100,
-    )
 
 
 def test_a_big_job_holds_and_a_short_one_backfills_before_the_hold() -> None:
@@ -232,43 +215,3 @@ def test_every_random_plan_passes_the_checker() -> None:
             assert plan.objective == pytest.approx(evaluate(problem, plan))
         checked += 1
     assert checked > 200
-
-
-def test_the_checker_catches_each_rule() -> None:
-    problem = two_nodes()
-    good = {s.job: s for s in solve_heuristic(problem).starts}
-
-    def at(name: str, start: int | None, *nodes: str) -> JobStart:
-        return JobStart(job=name, start=start, nodes=list(nodes))
-
-    cases = {
-        "C1": [at("big", 3, "a", "b"), good["small"]],
-        "C2": [at("big", 10, "a"), good["small"]],
-        "C3": [good["big"], at("small", -1, "a")],
-        "C5": [good["big"], at("small", 0, "z")],
-        "C6": [good["big"], at("small", 3, "a")],
-        "C7": [at("big", 100, "a", "b"), good["small"]],
-        "no start": [good["big"]],
-    }
-    # small on b from now ends at 5, before big's hold from 10: allowed
-    fine = CalendarPlan(method="x", starts=[good["big"], at("small", 0, "b")])
-    assert violations(problem, fine) == []
-    for rule, starts in cases.items():
-        found = violations(problem, CalendarPlan(method="x", starts=starts))
-        assert any(rule in p for p in found), (rule, found)
-
-
-def test_bad_problems_are_refused_with_the_field_named() -> None:
-    a = node("a", 8)
-    with pytest.raises(ProblemError, match="horizon"):
-        CalendarProblem(nodes=[a], horizon=0)
-    with pytest.raises(ProblemError, match="duration"):
-        CalendarProblem(nodes=[a], jobs=[job("j", 1, 0)], horizon=5)
-    with pytest.raises(ProblemError, match=r"running\[r\]\.node"):
-        CalendarProblem(
-            nodes=[a], running=[{"id": "r", "node": "x", "use": [1], "end": 5}], horizon=5
-        )
-    with pytest.raises(ProblemError, match=r"jobs\[j\]\.use"):
-        CalendarProblem(nodes=[a], jobs=[job("j", 0, 1)], horizon=5)
-    with pytest.raises(ProblemError, match=r"nodes\[b\]\.capacity"):
-        CalendarProblem(nodes=[a, node("b", 8, 4)], horizon=5)

@@ -1,0 +1,37 @@
+"""The calendar problem: its validation (one sentence naming the field) and its index."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuopt.calendar.problem import CalendarProblem
+from gpuopt.errors import ProblemError
+from tests.calendar import job, node
+
+
+def test_bad_problems_are_refused_with_the_field_named() -> None:
+    a = node("a", 8)
+    with pytest.raises(ProblemError, match="horizon"):
+        CalendarProblem(nodes=[a], horizon=0)
+    with pytest.raises(ProblemError, match="duration"):
+        CalendarProblem(nodes=[a], jobs=[job("j", 1, 0)], horizon=5)
+    with pytest.raises(ProblemError, match=r"running\[r\]\.node"):
+        CalendarProblem(
+            nodes=[a], running=[{"id": "r", "node": "x", "use": [1], "end": 5}], horizon=5
+        )
+    with pytest.raises(ProblemError, match=r"jobs\[j\]\.use"):
+        CalendarProblem(nodes=[a], jobs=[job("j", 0, 1)], horizon=5)
+    with pytest.raises(ProblemError, match=r"nodes\[b\]\.capacity"):
+        CalendarProblem(nodes=[a, node("b", 8, 4)], horizon=5)
+
+
+def test_the_index_lists_candidates_and_domain_ranks() -> None:
+    problem = CalendarProblem(
+        nodes=[node("a", 8, rack="r2"), node("b", 4, rack="r1"), node("c", 8)],
+        jobs=[job("g", 6, 5, members=2, level="rack"), job("s", 2, 5, eligible=["c", "b"])],
+        horizon=10,
+    )
+    index = problem.index
+    # g: b is too small for a 6-GPU pod, c has no rack; s: eligible b and c, ascending
+    assert index.candidates == ((0,), (1, 2))
+    assert index.domain_of == ((0,), (0, 0))
