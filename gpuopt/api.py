@@ -293,9 +293,7 @@ def solve(
 @overload
 def solve(problem: Cluster, method: str | None = ..., **options: Any) -> DefragResult: ...
 @overload
-def solve(
-    problem: CalendarProblem, method: str | None = ..., **options: Any
-) -> CalendarPlan: ...
+def solve(problem: CalendarProblem, method: str | None = ..., **options: Any) -> CalendarPlan: ...
 
 
 def solve(

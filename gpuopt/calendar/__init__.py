@@ -8,24 +8,24 @@ written out in ``models/calendar.md`` (R1, R2, ...).
 """
 
 from gpuopt.calendar.check import violations
-from gpuopt.calendar.problem import CalendarJob, CalendarNode, CalendarProblem, RunningPod
-from gpuopt.calendar.solution import CalendarPlan, JobStart
 from gpuopt.calendar.policies import POLICIES, Policy
+from gpuopt.calendar.problem import CalendarJob, CalendarNode, CalendarProblem, RunningPod
 from gpuopt.calendar.replay import Replay, ReplayedJob, replay, replay_metrics
+from gpuopt.calendar.solution import CalendarPlan, JobStart
 from gpuopt.calendar.traces import FORMATS, Trace, TraceJob, read_trace
 
 __all__ = [
+    "FORMATS",
+    "POLICIES",
     "CalendarJob",
     "CalendarNode",
     "CalendarPlan",
     "CalendarProblem",
     "JobStart",
-    "RunningPod",
-    "FORMATS",
-    "POLICIES",
     "Policy",
     "Replay",
     "ReplayedJob",
+    "RunningPod",
     "Trace",
     "TraceJob",
     "read_trace",
