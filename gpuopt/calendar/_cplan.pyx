@@ -54,7 +54,7 @@ cdef inline i64 _count(const i64 *free, const i64 *use, int R) noexcept nogil:
         if use[r] > 0:
             if free[r] < use[r]:
                 return 0
-            q = free[r] // use[r]
+            q = 1 if free[r] < 2 * use[r] else free[r] // use[r]
             if q < most:
                 most = q
     return most
@@ -164,6 +164,108 @@ cdef int _cmp_pick(const void *a, const void *b) noexcept nogil:
     return (p.node > q.node) - (p.node < q.node)
 
 
+cdef struct Event:
+    i64 t
+    i64 k
+    i64 f
+
+
+cdef int _cmp_event(const void *a, const void *b) noexcept nogil:
+    cdef const Event *p = <const Event *> a
+    cdef const Event *q = <const Event *> b
+    if p.t != q.t:
+        return -1 if p.t < q.t else 1
+    return (p.k > q.k) - (p.k < q.k)
+
+
+cdef int _window_events(
+    const Node *nd, int R, const i64 *use, i64 d, i64 lo, i64 hi, i64 k, Event *out, int *dq,
+    i64 *dv,
+) noexcept nogil:
+    """The pods of ``use`` that fit on the node over ``[t, t + d)``, as a step function
+    of ``t`` in ``[lo, hi]``: its value at ``lo`` and every change after, as events of
+    candidate ``k``. A sliding-window minimum over the node's pieces: piece ``i`` is in
+    the window from ``times[i] - d + 1`` until ``times[i + 1]``."""
+    cdef int c = nd.count, first = _bisect_right(nd.times, nd.count, lo) - 1
+    cdef int head = 0, tail = 0, nk = first, n = 0
+    cdef i64 t, tl, te, f, last
+    while nk < c and nd.times[nk] < lo + d:
+        f = _count(nd.free + nk * R, use, R)
+        while tail > head and dv[tail - 1] >= f:
+            tail -= 1
+        dq[tail] = nk
+        dv[tail] = f
+        tail += 1
+        nk += 1
+    last = dv[head]
+    out[0].t = lo
+    out[0].k = k
+    out[0].f = last
+    n = 1
+    while True:
+        tl = nd.times[first + 1] if first + 1 < c else NEVER
+        te = nd.times[nk] - d + 1 if nk < c else NEVER
+        t = tl if tl < te else te
+        if t > hi:
+            break
+        while first + 1 < c and nd.times[first + 1] <= t:
+            first += 1
+        while nk < c and nd.times[nk] - d + 1 <= t:
+            f = _count(nd.free + nk * R, use, R)
+            while tail > head and dv[tail - 1] >= f:
+                tail -= 1
+            dq[tail] = nk
+            dv[tail] = f
+            tail += 1
+            nk += 1
+        while dq[head] < first:
+            head += 1
+        f = dv[head]
+        if f != last:
+            out[n].t = t
+            out[n].k = k
+            out[n].f = f
+            n += 1
+            last = f
+    return n
+
+
+cdef inline void _heap_push(i64 *ht, int *hk, int *size, i64 t, int k) noexcept nogil:
+    cdef int i = size[0], parent
+    size[0] += 1
+    while i > 0:
+        parent = (i - 1) >> 1
+        if ht[parent] < t or (ht[parent] == t and hk[parent] < k):
+            break
+        ht[i] = ht[parent]
+        hk[i] = hk[parent]
+        i = parent
+    ht[i] = t
+    hk[i] = k
+
+
+cdef inline void _heap_pop(i64 *ht, int *hk, int *size) noexcept nogil:
+    cdef int n = size[0] - 1, i = 0, child
+    cdef i64 t = ht[n]
+    cdef int k = hk[n]
+    size[0] = n
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and (
+            ht[child + 1] < ht[child] or (ht[child + 1] == ht[child] and hk[child + 1] < hk[child])
+        ):
+            child += 1
+        if t < ht[child] or (t == ht[child] and k < hk[child]):
+            break
+        ht[i] = ht[child]
+        hk[i] = hk[child]
+        i = child
+    ht[i] = t
+    hk[i] = k
+
+
 def plan_core(
     const i64[:, ::1] capacity,
     const i64[::1] run_node,
@@ -173,7 +275,8 @@ def plan_core(
     const i64[::1] duration,
     const i64[::1] members,
     const i64[::1] lo,
-    const i64[::1] cand_ptr,
+    const i64[::1] cand_lo,
+    const i64[::1] cand_hi,
     const i64[::1] cand_node,
     const i64[::1] cand_dom,
     i64 horizon,
@@ -187,9 +290,18 @@ def plan_core(
     cdef int most_members = 1, j, n, k, r, first, last, d, domains, chosen, taken, m, count
     cdef i64 best, best_free, start, fr, hi = horizon - 1, low, surplus, best_surplus, fit
     cdef i64 floor = 0
-    cdef int best_node, ticks_count, tick_cap = 0
+    cdef int best_node
     cdef Node *nodes = <Node *> malloc(max(N, 1) * sizeof(Node))
-    cdef i64 *ticks = NULL
+    cdef Event *events = NULL
+    cdef int *offset = NULL
+    cdef int *cursor = NULL
+    cdef i64 *heap_t = NULL
+    cdef int *heap_k = NULL
+    cdef int heap_size
+    cdef int *deque = NULL
+    cdef i64 *deque_values = NULL
+    cdef int most_pieces
+    cdef bint ready
     cdef i64 *sums = NULL
     cdef i64 *fits = NULL
     cdef Pick *picks = NULL
@@ -222,8 +334,8 @@ def plan_core(
             if run_end[k] > 0:
                 _take(&nodes[run_node[k]], R, 0, run_end[k], &run_use[k, 0])
         for j in range(J):
-            first = cand_ptr[j]
-            last = cand_ptr[j + 1]
+            first = cand_lo[j]
+            last = cand_hi[j]
             low = lo[j]
             if in_order:
                 if low < floor:
@@ -251,96 +363,138 @@ def plan_core(
                     out_nodes[j * most_members] = best_node
                     _take(&nodes[best_node], R, best, best + duration[j], &use[j, 0])
                 continue
-            # A gang: the candidate ticks are lo and every breakpoint in (lo, hi].
-            count = 1
+            # A gang: every candidate's pods-that-fit as a step function of the start
+            # (events), swept in time order with a sum per domain; the first time a
+            # domain holds all the pods is the earliest start (the Python loop tries lo
+            # and every breakpoint in turn: the same answer, a test holds them together).
+            count = 0
+            most_pieces = 1
             for k in range(first, last):
-                count += nodes[cand_node[k]].count
-            if count > tick_cap:
-                free(ticks)
-                ticks = <i64 *> malloc(count * sizeof(i64))
-                tick_cap = count
-                if ticks == NULL:
-                    raise MemoryError()
-            ticks[0] = low
-            ticks_count = 1
-            for k in range(first, last):
-                nd = &nodes[cand_node[k]]
-                for m in range(_bisect_right(nd.times, nd.count, low), nd.count):
-                    if nd.times[m] > hi:
-                        break
-                    ticks[ticks_count] = nd.times[m]
-                    ticks_count += 1
-            qsort(ticks, ticks_count, sizeof(i64), _cmp_i64)
+                count += 1 + 2 * nodes[cand_node[k]].count
+                if nodes[cand_node[k]].count > most_pieces:
+                    most_pieces = nodes[cand_node[k]].count
             domains = 1
             for k in range(first, last):
                 if cand_dom[k] + 1 > domains:
                     domains = cand_dom[k] + 1
+            free(events)
+            free(deque)
             free(sums)
             free(fits)
             free(picks)
+            free(offset)
+            free(cursor)
+            free(heap_t)
+            free(heap_k)
+            offset = <int *> malloc((last - first + 1) * sizeof(int))
+            cursor = <int *> malloc((last - first) * sizeof(int))
+            heap_t = <i64 *> malloc((last - first) * sizeof(i64))
+            heap_k = <int *> malloc((last - first) * sizeof(int))
+            if offset == NULL or cursor == NULL or heap_t == NULL or heap_k == NULL:
+                raise MemoryError()
+            events = <Event *> malloc(count * sizeof(Event))
+            deque = <int *> malloc(most_pieces * sizeof(int))
+            free(deque_values)
+            deque_values = <i64 *> malloc(most_pieces * sizeof(i64))
+            if deque_values == NULL:
+                raise MemoryError()
             sums = <i64 *> malloc(domains * sizeof(i64))
             fits = <i64 *> malloc((last - first) * sizeof(i64))
             picks = <Pick *> malloc((last - first) * sizeof(Pick))
-            if sums == NULL or fits == NULL or picks == NULL:
+            if events == NULL or deque == NULL or sums == NULL or fits == NULL or picks == NULL:
                 raise MemoryError()
-            for m in range(ticks_count):
-                if m > 0 and ticks[m] == ticks[m - 1]:
-                    continue
-                start = ticks[m]
-                for d in range(domains):
-                    sums[d] = 0
-                for k in range(first, last):
-                    fit = _fits(&nodes[cand_node[k]], R, &use[j, 0], start, start + duration[j])
-                    fits[k - first] = fit
-                    if fit > 0:
-                        sums[cand_dom[k]] += fit
-                chosen = -1
-                best_surplus = NEVER
-                for d in range(domains):
+            # every candidate's events, in time order, one run per candidate; the runs
+            # are merged through a heap keyed on (time, candidate) until a domain is ready
+            count = 0
+            for k in range(first, last):
+                offset[k - first] = count
+                count += _window_events(
+                    &nodes[cand_node[k]], R, &use[j, 0], duration[j], low, hi, k - first,
+                    events + count, deque, deque_values,
+                )
+                offset[k - first + 1] = count
+            for d in range(domains):
+                sums[d] = 0
+            ready = False
+            heap_size = 0
+            for k in range(last - first):
+                fits[k] = events[offset[k]].f  # the value at lo
+                sums[cand_dom[first + k]] += fits[k]
+                cursor[k] = offset[k] + 1
+                if cursor[k] < offset[k + 1]:
+                    _heap_push(heap_t, heap_k, &heap_size, events[cursor[k]].t, k)
+            start = -1
+            for d in range(domains):
+                if sums[d] >= members[j]:
+                    start = low
+            while start < 0 and heap_size > 0:
+                fr = heap_t[0]
+                ready = False
+                while heap_size > 0 and heap_t[0] == fr:
+                    k = heap_k[0]
+                    _heap_pop(heap_t, heap_k, &heap_size)
+                    d = <int> cand_dom[first + k]
+                    sums[d] += events[cursor[k]].f - fits[k]
+                    fits[k] = events[cursor[k]].f
                     if sums[d] >= members[j]:
-                        surplus = sums[d] - members[j]
-                        if surplus < best_surplus:
-                            best_surplus = surplus
-                            chosen = d
-                if chosen < 0:
-                    continue
-                count = 0
-                for k in range(first, last):
-                    if fits[k - first] > 0 and cand_dom[k] == chosen:
-                        picks[count].fit = fits[k - first]
-                        picks[count].free = _free_at(&nodes[cand_node[k]], R, start)
-                        picks[count].node = cand_node[k]
-                        count += 1
-                qsort(picks, count, sizeof(Pick), _cmp_pick)
-                taken = 0
-                for k in range(count):
-                    fit = picks[k].fit
-                    if fit > members[j] - taken:
-                        fit = members[j] - taken
-                    for r in range(<int> fit):
-                        out_nodes[j * most_members + taken] = picks[k].node
-                        taken += 1
-                    if taken == members[j]:
-                        break
-                # sorted node list, as the Python loop returns it
-                qsort(&out_nodes[j * most_members], taken, sizeof(i64), _cmp_i64)
-                out_start[j] = start
-                floor = start
-                for k in range(taken):
-                    _take(
-                        &nodes[out_nodes[j * most_members + k]],
-                        R,
-                        start,
-                        start + duration[j],
-                        &use[j, 0],
-                    )
-                break
+                        ready = True
+                    cursor[k] += 1
+                    if cursor[k] < offset[k + 1]:
+                        _heap_push(heap_t, heap_k, &heap_size, events[cursor[k]].t, k)
+                if ready:
+                    start = fr
+            if start < 0:
+                continue
+            chosen = -1
+            best_surplus = NEVER
+            for d in range(domains):
+                if sums[d] >= members[j]:
+                    surplus = sums[d] - members[j]
+                    if surplus < best_surplus:
+                        best_surplus = surplus
+                        chosen = d
+            count = 0
+            for k in range(first, last):
+                if fits[k - first] > 0 and cand_dom[k] == chosen:
+                    picks[count].fit = fits[k - first]
+                    picks[count].free = _free_at(&nodes[cand_node[k]], R, start)
+                    picks[count].node = cand_node[k]
+                    count += 1
+            qsort(picks, count, sizeof(Pick), _cmp_pick)
+            taken = 0
+            for k in range(count):
+                fit = picks[k].fit
+                if fit > members[j] - taken:
+                    fit = members[j] - taken
+                for r in range(<int> fit):
+                    out_nodes[j * most_members + taken] = picks[k].node
+                    taken += 1
+                if taken == members[j]:
+                    break
+            # sorted node list, as the Python loop returns it
+            qsort(&out_nodes[j * most_members], taken, sizeof(i64), _cmp_i64)
+            out_start[j] = start
+            floor = start
+            for k in range(taken):
+                _take(
+                    &nodes[out_nodes[j * most_members + k]],
+                    R,
+                    start,
+                    start + duration[j],
+                    &use[j, 0],
+                )
     finally:
         for n in range(N):
             free(nodes[n].times)
             free(nodes[n].free)
         free(nodes)
-        free(ticks)
+        free(events)
+        free(deque)
+        free(deque_values)
+        free(offset)
+        free(cursor)
+        free(heap_t)
+        free(heap_k)
         free(sums)
         free(fits)
         free(picks)

@@ -267,13 +267,22 @@ def _place_compiled(
 ) -> list[tuple[int, tuple[int, ...]]]:
     """The placement loop in C (:mod:`gpuopt.calendar._cplan`): the same answers."""
     chosen = np.asarray(jobs, dtype=np.int64)
-    candidates = [index.candidates[j] for j in jobs]
-    pointer = np.zeros(len(jobs) + 1, dtype=np.int64)
-    np.cumsum([len(c) for c in candidates], out=pointer[1:])
-    flat = np.fromiter((n for c in candidates for n in c), dtype=np.int64, count=int(pointer[-1]))
-    domain = np.fromiter(
-        (d for j in jobs for d in index.domain_of[j]), dtype=np.int64, count=int(pointer[-1])
-    )
+    # Jobs of one kind share one candidate list (CalendarIndex.of memoises them): each
+    # distinct list is written once, and the jobs point into it.
+    where: dict[int, tuple[int, int]] = {}
+    flat: list[int] = []
+    domain: list[int] = []
+    cand_lo = np.empty(len(jobs), dtype=np.int64)
+    cand_hi = np.empty(len(jobs), dtype=np.int64)
+    for position, j in enumerate(jobs):
+        nodes_of = index.candidates[j]
+        span = where.get(id(nodes_of))
+        if span is None:
+            span = (len(flat), len(flat) + len(nodes_of))
+            flat.extend(nodes_of)
+            domain.extend(index.domain_of[j])
+            where[id(nodes_of)] = span
+        cand_lo[position], cand_hi[position] = span
     starts, nodes = core.plan_core(  # type: ignore[attr-defined]
         index.capacity,
         index.run_node,
@@ -283,9 +292,10 @@ def _place_compiled(
         np.ascontiguousarray(index.duration[chosen]),
         np.ascontiguousarray(index.members[chosen]),
         np.maximum(index.submit[chosen], 0),
-        pointer,
-        flat,
-        domain,
+        cand_lo,
+        cand_hi,
+        np.array(flat, dtype=np.int64),
+        np.array(domain, dtype=np.int64),
         index.horizon,
         in_order,
     )

@@ -290,12 +290,15 @@ class Scheduler:
         self._released = [0] * node_count
         self._new: list[int] = []
         self._compress = False
-        #: calendar: the submit times, the horizon (seconds), the running jobs' (start, nodes),
-        #: and per waiting job the start its last plan gave it (holds made and broken).
+        #: calendar: the submit times, the horizon (seconds), the running jobs' (start, nodes);
+        #: every policy: per waiting job the start its last plan gave it (holds made and
+        #: broken, R8).
         self.submit_times = submit
         self.horizon = horizon
         self.running: dict[int, tuple[float, tuple[int, ...]]] = {}
         self.planned: dict[int, float] = {}
+        #: Per job the start it was first planned at (when it did not start at once).
+        self.first_planned: dict[int, float] = {}
         self.holds_made = 0
         self.holds_broken = 0
         self._node_ids: tuple[str, ...] | None = None
@@ -333,6 +336,8 @@ class Scheduler:
         if started:
             done = {job for job, _ in started}
             self.queue = [job for job in self.queue if job not in done]
+            for job in done:
+                self.planned.pop(job, None)
         return started, wakes
 
     def _start(self, job: int, now: float, nodes: tuple[int, ...]) -> None:
@@ -383,6 +388,8 @@ class Scheduler:
                 start, held = profile.place(per_node, width, self.walltime[job], now=now)
                 profile.hold(held, start, start + self.walltime[job], per_node)
                 head = (job, start, held)
+                if start > now:
+                    self._planned_at(job, start)
         if head is not None:
             job, start, held = head
             profile.release(held, start, start + self.walltime[job], self.per_node[job])
@@ -440,23 +447,29 @@ class Scheduler:
             if tick < 0:
                 continue
             at = now + tick
-            before = self.planned.get(job)
             if tick == 0:
                 started.append((job, nodes))
                 self.running[job] = (now, nodes)
                 self.planned.pop(job, None)
                 self.profile.hold(nodes, now, now + self.walltime[job], self.per_node[job])
                 continue
-            if before is None:
-                self.holds_made += 1
-            elif at > before + 1e-9:
-                self.holds_broken += 1
-            self.planned[job] = at
+            self._planned_at(job, at)
         # No wake-ups: a planned start is a time at which capacity comes free, which is the
         # end of a running job's walltime (its end event, or earlier) or the end of a job
         # planned before it (which starts at an event): every one is an event already.
         started.sort()
         return started, wakes
+
+    def _planned_at(self, job: int, at: float) -> None:
+        """Count a hold: made when ``job`` is first planned to start at ``at`` > now,
+        broken when a later decision plans it later than last planned (R8)."""
+        before = self.planned.get(job)
+        if before is None:
+            self.holds_made += 1
+            self.first_planned[job] = at
+        elif at > before + 1e-6:
+            self.holds_broken += 1
+        self.planned[job] = at
 
     def _mark_released(self, nodes: Sequence[int]) -> None:
         self._version += 1
@@ -504,6 +517,8 @@ class Scheduler:
             start, nodes = profile.place(per_node, self.width[job], duration, now=now)
             profile.hold(nodes, start, start + duration, per_node)
             self.reserved[job] = (start, nodes, self._version)
+            if start > now:
+                self._planned_at(job, start)
         started = []
         for job in self.queue:
             start, nodes, _ = self.reserved[job]

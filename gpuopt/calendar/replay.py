@@ -88,10 +88,19 @@ class Replay:
     jobs: tuple[ReplayedJob, ...]
     skipped: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    holds_made: int = 0
+    holds_broken: int = 0
+    started_late: int = 0
 
     def metrics(self) -> dict[str, Any]:
-        """The replay's metrics (:func:`replay_metrics`)."""
-        return replay_metrics(self.jobs, self.node_count, self.gpus_per_node, self.skipped)
+        """The replay's metrics (:func:`replay_metrics`), with the holds made and broken
+        and the jobs that started later than first planned (R8)."""
+        return {
+            **replay_metrics(self.jobs, self.node_count, self.gpus_per_node, self.skipped),
+            "holds_made": self.holds_made,
+            "holds_broken": self.holds_broken,
+            "started_later_than_planned": self.started_late,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--out`` contract: ``{"jobs": [...], "metrics": {...}}`` (and the settings)."""
@@ -156,7 +165,8 @@ def replay(
     nodes, gpus_per_node
         The cluster (both at least 1).
     policy
-        ``"fifo"``, ``"easy"`` or ``"conservative"`` (:mod:`gpuopt.calendar.policies`).
+        ``"fifo"``, ``"easy"``, ``"conservative"`` or ``"calendar"``
+        (:mod:`gpuopt.calendar.policies`).
     walltime
         The estimate for jobs whose trace has no walltime: ``"hour"`` or ``"exact"`` (R4).
 
@@ -232,6 +242,7 @@ def replay(
         )
         for i, job in enumerate(jobs)
     )
+    late = sum(1 for i, at in scheduler.first_planned.items() if starts[i] > at + 1e-6)
     return Replay(
         policy,
         nodes,
@@ -240,6 +251,9 @@ def replay(
         replayed,
         dict(sorted(skipped.items())),
         time.perf_counter() - clock,
+        scheduler.holds_made,
+        scheduler.holds_broken,
+        late,
     )
 
 

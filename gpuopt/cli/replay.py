@@ -3,7 +3,7 @@
     gpuopt replay openb [--data DIR] [--trace default] [--policy fgd] [--seeds 42-51]
         [--inflation 1.3] [--defrag-every K] [--defrag-moves B] [--repair]
         [--out r.json] [--plot r.png] [--quiet]
-    gpuopt replay jobs TRACE --nodes N --gpus-per-node G --policy fifo|easy|conservative
+    gpuopt replay jobs TRACE --nodes N --gpus-per-node G --policy fifo|easy|conservative|calendar
         [--format thetagpu|helios|swf] [--walltime hour|exact] [--out FILE] [--strict] [--quiet]
     gpuopt replay plot r1.json r2.json ... --out fig.png
 
@@ -188,6 +188,8 @@ def jobs_table(metrics: dict[str, Any], args: argparse.Namespace) -> Any:
         ),
         ("utilisation", "-" if utilisation is None else f"{100 * utilisation:.1f} %"),
         ("recorded mean wait (trace)", hours(metrics["recorded_mean_wait"])),
+        ("holds made / broken", f"{metrics['holds_made']:,} / {metrics['holds_broken']:,}"),
+        ("started later than planned", f"{metrics['started_later_than_planned']:,}"),
         ("skipped", skipped),
         ("seconds", f"{metrics['seconds']:.2f}"),
     ]

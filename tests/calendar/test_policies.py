@@ -149,6 +149,35 @@ def test_jobs_larger_than_the_cluster_are_skipped_and_counted() -> None:
     assert result.skipped == {"too_large": 1}
 
 
+def test_calendar_plans_every_job_and_keeps_the_gap_before_the_big_job() -> None:
+    """calendar (R6d): at 1 s, C (2 nodes, score 2 x (0 + 100) / 100 = 2) holds both nodes
+    at 100; at 2 s D (score 1) goes after C (2.02) and fits on n1 over [50, 90), before
+    C's hold; at 3 s E (4 GPUs, 60 s) would overlap D on n1 and C on n0, so it waits
+    for 200 (n0, the lowest of two empty nodes): the holds of C, D and E, none broken."""
+    result = checked_replay(PROTECT_THE_SECOND, 2, 8, "calendar")
+    assert starts(result) == {"A": 0, "B": 0, "C": 100, "D": 50, "E": 200}
+    assert placed(result) == {"A": (0,), "B": (1,), "C": (0, 1), "D": (1,), "E": (0,)}
+    metrics = result.metrics()
+    assert (metrics["holds_made"], metrics["holds_broken"]) == (3, 0)
+    assert metrics["started_later_than_planned"] == 0
+
+
+def test_calendar_reorders_as_the_waits_grow() -> None:
+    """One node. A runs [0, 100). At 2 s the 1,000 s job B (waited 1 s: factor 1.001)
+    comes before the 10 s job C (factor 1.0): B is planned at 100, C at 1,100. At 100 C
+    has waited 98 s (factor 10.8) and B 99 s (1.099): C starts at 100 and B at 110, later
+    than planned (a hold broken); conservative keeps submit order."""
+    jobs = [job("A", 0, 100, 8), job("B", 1, 1000, 8), job("C", 2, 10, 8)]
+    result = checked_replay(jobs, 1, 8, "calendar")
+    assert starts(result) == {"A": 0, "B": 110, "C": 100}
+    metrics = result.metrics()
+    assert (metrics["holds_made"], metrics["holds_broken"]) == (2, 1)
+    assert metrics["started_later_than_planned"] == 1
+    conservative = checked_replay(jobs, 1, 8, "conservative")
+    assert starts(conservative) == {"A": 0, "B": 100, "C": 1100}
+    assert conservative.metrics()["holds_broken"] == 0
+
+
 @pytest.mark.parametrize("policy", POLICIES)
 def test_random_traces_are_legal_and_deterministic(policy: str) -> None:
     """Seeded random traces (runtimes past, at and under their walltimes, zero runtimes,
