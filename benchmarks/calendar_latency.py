@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             row = replay_latency(trace, nodes)
             print(
                 f"{name} replay at {nodes} nodes: {row['decisions']:,} re-plans, median "
-                f"{row['median_ms']:.2f} ms, p99 {row['p99_ms']:.2f} ms, max {row['max_ms']:.1f} ms; "
+                f"{row['median_ms']:.2f} ms, p99 {row['p99_ms']:.2f} ms, "
+                f"max {row['max_ms']:.1f} ms; "
                 f"waiting jobs median {row['queue_median']:.0f}, max {row['queue_max']}"
             )
         row = big_latency(list(trace.jobs), args.seeds, args.repeats)

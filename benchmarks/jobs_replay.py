@@ -54,9 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(
         "| trace | nodes | policy | mean wait h | p95 wait h | mean bounded slowdown "
-        "| mean wait multi-node h | utilisation | skipped | replay s |"
+        "| mean wait multi-node h | utilisation | holds made / broken | skipped | replay s |"
     )
-    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
     for name in args.trace or list(TRACES):
         relative, sizes = TRACES[name]
         path = folder / relative
@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"| {name} | {nodes} | {policy} | {hours(metrics['mean_wait'])} "
                     f"| {hours(metrics['p95_wait'])} | {metrics['mean_bounded_slowdown']:.1f} "
                     f"| {hours(metrics['mean_wait_multi_node'])} "
-                    f"| {100 * metrics['utilisation']:.1f} % | {skipped} "
+                    f"| {100 * metrics['utilisation']:.2f} % "
+                    f"| {metrics['holds_made']:,} / {metrics['holds_broken']:,} | {skipped} "
                     f"| {result.seconds:.1f} |",
                     flush=True,
                 )
@@ -92,6 +93,31 @@ def main(argv: list[str] | None = None) -> int:
                         "seconds": result.seconds,
                         **metrics,
                     }
+                )
+            easy = next(
+                (
+                    r
+                    for r in rows
+                    if r["trace"] == name and r["nodes"] == nodes and r["policy"] == "easy"
+                ),
+                None,
+            )
+            mine = next(
+                (
+                    r
+                    for r in rows
+                    if r["trace"] == name and r["nodes"] == nodes and r["policy"] == "calendar"
+                ),
+                None,
+            )
+            if easy and mine and easy["mean_wait_multi_node"]:
+                print(
+                    f"\n{name} at {nodes} nodes, calendar against easy: bounded slowdown "
+                    f"{mine['mean_bounded_slowdown'] / easy['mean_bounded_slowdown']:.2f}x, "
+                    f"multi-node wait "
+                    f"{mine['mean_wait_multi_node'] / easy['mean_wait_multi_node']:.2f}x, "
+                    f"utilisation {100 * (mine['utilisation'] - easy['utilisation']):+.3f} points\n",
+                    flush=True,
                 )
         if recorded:
             print(
