@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{mine['mean_bounded_slowdown'] / easy['mean_bounded_slowdown']:.2f}x, "
                     f"multi-node wait "
                     f"{mine['mean_wait_multi_node'] / easy['mean_wait_multi_node']:.2f}x, "
-                    f"utilisation {100 * (mine['utilisation'] - easy['utilisation']):+.3f} points\n",
+                    f"utilisation "
+                    f"{100 * (mine['utilisation'] - easy['utilisation']):+.3f} points\n",
                     flush=True,
                 )
         if recorded:
