@@ -149,6 +149,7 @@ class CalendarProblem(IndexedModel):
             known.add(node.id)
             _amounts(f"nodes[{node.id}].capacity", node.capacity, width)
         seen: set[str] = set()
+        load: dict[str, list[int]] = {}
         for pod in self.running:
             if pod.id in seen:
                 raise ValueError(f"running: id {short(pod.id)} appears twice")
@@ -156,6 +157,18 @@ class CalendarProblem(IndexedModel):
             if pod.node not in known:
                 raise ValueError(f"running[{pod.id}].node: {short(pod.node)} is not a node id")
             _amounts(f"running[{pod.id}].use", pod.use, width)
+            if pod.end > 0:
+                row = load.setdefault(pod.node, [0] * width)
+                for r, amount in enumerate(pod.use):
+                    row[r] += amount
+        capacity = {node.id: node.capacity for node in self.nodes}
+        for node_id, row in load.items():
+            for r, amount in enumerate(row):
+                if amount > capacity[node_id][r]:
+                    raise ValueError(
+                        f"running: the pods on node {short(node_id)} use {amount} "
+                        f"{self.resources[r]}, more than its {capacity[node_id][r]}"
+                    )
         seen = set()
         for job in self.jobs:
             if job.id in seen:

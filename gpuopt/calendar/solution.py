@@ -129,7 +129,7 @@ Interval = tuple[int, int, tuple[int, ...], str]
 
 
 def violations(
-    problem: CalendarProblem, plan: CalendarPlan, *, work_conserving: bool = True
+    problem: CalendarProblem, plan: CalendarPlan, *, work_conserving: bool | None = None
 ) -> list[str]:
     """Every rule of ``models/calendar.md`` (C1-C7) the plan breaks.
 
@@ -144,7 +144,14 @@ def violations(
     - C6 (``work_conserving``): no job with a positive weight that starts later
       could start now, all its pods in one domain of its level, beside everything
       else in the plan: a hold blocks only what it must.
+
+    A plan of the ``fifo`` baseline keeps submit order instead of C6 (H1): by
+    default (``work_conserving=None``) its starts are checked to rise in submit
+    order, with no start after a job that has none; every other plan is checked
+    for C6.
     """
+    if work_conserving is None:
+        work_conserving = plan.method != "fifo"
     problems: list[str] = []
     jobs = {job.id: job for job in problem.jobs}
     nodes = {node.id: n for n, node in enumerate(problem.nodes)}
@@ -204,6 +211,8 @@ def violations(
             later.append(job.id)
     for n, items in enumerate(intervals):
         problems.extend(_overfull(problem, n, items))
+    if plan.method == "fifo":
+        problems.extend(_submit_order(problem, plan))
     if work_conserving:
         for job_id in later:
             job = jobs[job_id]
@@ -211,6 +220,21 @@ def violations(
                 tick = plan.start_of(job_id).start
                 problems.append(f"C6: job {job_id} starts at tick {tick} but fits from now.")
     return problems
+
+
+def _submit_order(problem: CalendarProblem, plan: CalendarPlan) -> list[str]:
+    """fifo (H1): starts rise in submit order (ties by id); none after a job without one."""
+    starts = {start.job: start.start for start in plan.starts}
+    found: list[str] = []
+    floor: int | None = 0
+    before = ""
+    for job in sorted(problem.jobs, key=lambda job: (job.submit, job.id)):
+        at = starts.get(job.id)
+        if at is not None and (floor is None or at < floor):
+            found.append(f"fifo: job {job.id} starts at tick {at}, before job {before}.")
+        floor = None if at is None else at if floor is not None else None
+        before = job.id
+    return found
 
 
 def _overfull(problem: CalendarProblem, node: int, items: list[Interval]) -> list[str]:

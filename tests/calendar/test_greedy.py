@@ -48,9 +48,20 @@ def test_fifo_starts_nothing_before_the_job_submitted_before_it() -> None:
     # submit order: big (-100) first at 10, small not before 10 (on b after big? no: both
     # nodes are big's over [10, 15), so small starts at 15 on a, best fit)
     assert starts_of(problem, solve_fifo) == {"big": (10, ["a", "b"]), "small": (15, ["a"])}
-    assert violations(problem, solve_fifo(problem), work_conserving=False) == []
+    assert violations(problem, solve_fifo(problem)) == []  # submit order, not C6
     # ... which is not work-conserving: small fits now
-    assert any(p.startswith("C6") for p in violations(problem, solve_fifo(problem)))
+    fifo = solve_fifo(problem)
+    assert any(p.startswith("C6") for p in violations(problem, fifo, work_conserving=True))
+    # and a plan claiming fifo must keep submit order
+    early = fifo.model_copy(
+        update={
+            "starts": [
+                JobStart(job="big", start=10, nodes=["a", "b"]),
+                JobStart(job="small", start=0, nodes=["b"]),
+            ]
+        }
+    )
+    assert any(p.startswith("fifo:") for p in violations(problem, early))
     assert starts_of(problem, solve_conservative) == starts_of(problem)
 
 
@@ -136,15 +147,17 @@ def random_problem(rng: random.Random, size: int) -> CalendarProblem:
         }
         for i in range(rng.randint(1, size))
     ]
-    running = [
-        {
-            "id": f"r{k}",
-            "node": f"n{rng.randrange(len(nodes))}",
-            "use": [rng.randint(0, 2) for _ in range(width)],
-            "end": rng.randint(0, 30),
-        }
-        for k in range(rng.randint(0, 2 * len(nodes)))
-    ]
+    running = []
+    load = {node["id"]: [0] * width for node in nodes}
+    for k in range(rng.randint(0, 2 * len(nodes))):
+        host = rng.choice(nodes)
+        use = [rng.randint(0, 2) for _ in range(width)]
+        row = load[host["id"]]
+        if all(row[r] + use[r] <= host["capacity"][r] for r in range(width)):  # valid only
+            running.append(
+                {"id": f"r{k}", "node": host["id"], "use": use, "end": rng.randint(0, 30)}
+            )
+            load[host["id"]] = [row[r] + use[r] for r in range(width)]
     jobs = []
     for k in range(rng.randint(1, 3 * size)):
         members = 1 if rng.random() < 0.6 else rng.randint(2, 5)
@@ -187,31 +200,11 @@ def test_the_compiled_loop_gives_the_python_loops_plans(monkeypatch: pytest.Monk
             assert compiled.starts == python.starts
 
 
-def overfull(problem: CalendarProblem) -> bool:
-    index = problem.index
-    used: dict[int, list[int]] = {}
-    for n, use, end in zip(index.run_node, index.run_use, index.run_end, strict=True):
-        if end > 0:
-            row = used.setdefault(int(n), [0] * len(problem.resources))
-            for r, u in enumerate(use):
-                row[r] += int(u)
-    return any(
-        any(u > c for u, c in zip(row, problem.nodes[n].capacity, strict=True))
-        for n, row in used.items()
-    )
-
-
 def test_every_random_plan_passes_the_checker() -> None:
     rng = random.Random(11)
-    checked = 0
     for _ in range(300):
         problem = random_problem(rng, 6)
-        if overfull(problem):
-            continue  # the running pods alone break C1 (the checker says so)
         for solve in SOLVERS:
             plan = solve(problem)
-            conserving = solve is not solve_fifo
-            assert violations(problem, plan, work_conserving=conserving) == [], problem
+            assert violations(problem, plan) == [], problem
             assert plan.objective == pytest.approx(evaluate(problem, plan))
-        checked += 1
-    assert checked > 200

@@ -25,6 +25,14 @@ def test_bad_problems_are_refused_with_the_field_named() -> None:
         CalendarProblem(nodes=[a, node("b", 8, 4)], horizon=5)
 
 
+def test_running_pods_that_overfill_a_node_are_refused() -> None:
+    pods = [{"id": f"p{k}", "node": "a", "use": [6], "end": 5} for k in range(2)]
+    with pytest.raises(ProblemError, match=r"node 'a' use 12 gpu, more than its 8"):
+        CalendarProblem(nodes=[node("a", 8)], running=pods, horizon=5)
+    pods[1]["end"] = 0  # ended: it no longer counts
+    CalendarProblem(nodes=[node("a", 8)], running=pods, horizon=5)
+
+
 def test_the_index_lists_candidates_and_domain_ranks() -> None:
     problem = CalendarProblem(
         nodes=[node("a", 8, rack="r2"), node("b", 4, rack="r1"), node("c", 8)],

@@ -999,6 +999,51 @@ def case_forecast(rng: random.Random, tmp: Path) -> Case:
     return Case(argv, steps, out, accept)
 
 
+THETAGPU_HEADER = ["job", "submit_time", "run_time", "wall_time", "node_num", "wait_time"]
+
+
+def valid_job_trace(rng: random.Random) -> list[list[str]]:
+    """A small ThetaGPU-style trace: Unix submit times, runtimes under or over walltime."""
+    rows = []
+    clock = 1_700_000_000
+    for number in range(rng.randint(1, 25)):
+        clock += rng.choice((0, 5, 60, 600))
+        run = rng.choice((0, 30, 600, 3600))
+        wall = rng.choice((run, run * 2 + 60, max(60, run // 2)))
+        rows.append(
+            [str(number), str(clock), str(run), str(wall), str(rng.choice((1, 1, 2, 3))), "0"]
+        )
+    return rows
+
+
+def case_replay_jobs(rng: random.Random, tmp: Path) -> Case:
+    from gpuopt.calendar.check import violations as replay_violations
+    from gpuopt.calendar.policies import POLICIES
+
+    trace, out = tmp / "trace.csv", tmp / "replay.json"
+    steps = csv_input(rng, THETAGPU_HEADER, valid_job_trace(rng), trace)
+    policy = rng.choice(POLICIES)
+    argv = ["replay", "jobs", str(trace), "--format", "thetagpu", "--policy", policy]
+    argv += _flag(rng, "--nodes", ["2", "3", "4"], share=0.15)
+    argv += _flag(rng, "--gpus-per-node", ["8"], share=0.1)
+    argv += ["--out", str(out), "--quiet"]
+    steps.append(" ".join(argv[5:]))
+
+    def accept() -> None:
+        data = json.loads(out.read_text())
+        assert (
+            replay_violations(
+                data["jobs"],
+                node_count=data["nodes"],
+                gpus_per_node=data["gpus_per_node"],
+                policy=data["policy"],
+            )
+            == []
+        )
+
+    return Case(argv, steps, out, accept)
+
+
 COMMANDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "allocate": case_allocate,
     "check": case_check,
@@ -1013,6 +1058,7 @@ COMMANDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "estimate": case_estimate,
     "calibrate": case_calibrate,
     "forecast": case_forecast,
+    "replay-jobs": case_replay_jobs,
 }
 #: cases per command in the default run, and under ``-m slow``
 CASES = {
@@ -1029,6 +1075,7 @@ CASES = {
     "estimate": 30,
     "calibrate": 20,
     "forecast": 25,
+    "replay-jobs": 25,
 }
 SLOW_CASES = {name: count * 10 for name, count in CASES.items()}
 
@@ -1143,6 +1190,55 @@ def _estimate_job(data: Any) -> Any:
     return parse_job(data)
 
 
+def valid_calendar(rng: random.Random) -> dict[str, Any]:
+    """A small calendar problem: nodes in racks, running pods, single jobs and gangs."""
+    nodes = [
+        {"id": f"n{i}", "capacity": [8, 64], "domains": {"rack": f"r{i % 2}"}}
+        for i in range(rng.randint(1, 5))
+    ]
+    running = [
+        {
+            "id": f"p{k}",
+            "node": rng.choice(nodes)["id"],
+            "use": [rng.choice((1, 4)), 8],
+            "end": rng.randint(0, 40),
+        }
+        for k in range(rng.randint(0, 4))
+    ]
+    jobs = [
+        {
+            "id": f"j{k}",
+            "use": [rng.choice((1, 2, 8)), rng.choice((0, 16))],
+            "duration": rng.randint(1, 30),
+            "members": rng.choice((1, 1, 2, 3)),
+            "submit": rng.randint(-20, 2),
+            "priority": rng.choice((0, 100)),
+            "level": rng.choice((None, "rack")),
+        }
+        for k in range(rng.randint(1, 6))
+    ]
+    return {
+        "nodes": nodes,
+        "running": running,
+        "jobs": jobs,
+        "horizon": rng.randint(5, 80),
+        "resources": ["gpu", "cpu"],
+    }
+
+
+def _calendar_problem_type() -> Any:
+    from gpuopt.calendar.problem import CalendarProblem
+
+    return CalendarProblem
+
+
+def _api_calendar(problem: Any, rng: random.Random) -> None:
+    method = rng.choice(list(gpuopt.api.METHODS[type(problem)]))
+    options = {"time_limit": 2.0} if method in ("cpsat", "milp") else {}
+    result = gpuopt.solve(problem, method, **options)
+    assert gpuopt.violations(problem, result) == [] or method == "fifo", method
+
+
 #: name -> (valid input maker, constructor, solve-and-check, references)
 API: dict[
     str, tuple[Callable[[random.Random], Any], Callable[[Any], Any], Any, tuple[str, ...]]
@@ -1166,6 +1262,12 @@ API: dict[
         lambda data: _node_problem_type()(**data) if isinstance(data, dict) else None,
         _api_nodes,
         ("topology",),
+    ),
+    "CalendarProblem": (
+        valid_calendar,
+        lambda data: _calendar_problem_type().model_validate(data),
+        _api_calendar,
+        ("node",),
     ),
     "estimate": (
         lambda rng: dict(TRAINING_JOB if rng.random() < 0.6 else QUANTIZATION_JOB),
