@@ -294,6 +294,8 @@ def plan_core(
     cdef Node *nodes = <Node *> malloc(max(N, 1) * sizeof(Node))
     cdef Event *events = NULL
     cdef int *offset = NULL
+    cdef int *changed = NULL
+    cdef int touched
     cdef int *cursor = NULL
     cdef i64 *heap_t = NULL
     cdef int *heap_k = NULL
@@ -387,6 +389,10 @@ def plan_core(
             free(heap_t)
             free(heap_k)
             offset = <int *> malloc((last - first + 1) * sizeof(int))
+            free(changed)
+            changed = <int *> malloc((last - first) * sizeof(int))
+            if changed == NULL:
+                raise MemoryError()
             cursor = <int *> malloc((last - first) * sizeof(int))
             heap_t = <i64 *> malloc((last - first) * sizeof(i64))
             heap_k = <int *> malloc((last - first) * sizeof(int))
@@ -429,20 +435,25 @@ def plan_core(
                     start = low
             while start < 0 and heap_size > 0:
                 fr = heap_t[0]
-                ready = False
+                touched = 0
                 while heap_size > 0 and heap_t[0] == fr:
                     k = heap_k[0]
                     _heap_pop(heap_t, heap_k, &heap_size)
                     d = <int> cand_dom[first + k]
                     sums[d] += events[cursor[k]].f - fits[k]
                     fits[k] = events[cursor[k]].f
-                    if sums[d] >= members[j]:
-                        ready = True
+                    if events[cursor[k]].f > 0:
+                        changed[touched] = d  # a domain that may have become ready
+                        touched += 1
                     cursor[k] += 1
                     if cursor[k] < offset[k + 1]:
                         _heap_push(heap_t, heap_k, &heap_size, events[cursor[k]].t, k)
-                if ready:
-                    start = fr
+                # ready only once every change at this time is in (one may take back
+                # what another gave)
+                for m in range(touched):
+                    if sums[changed[m]] >= members[j]:
+                        start = fr
+                        break
             if start < 0:
                 continue
             chosen = -1
@@ -492,6 +503,7 @@ def plan_core(
         free(deque)
         free(deque_values)
         free(offset)
+        free(changed)
         free(cursor)
         free(heap_t)
         free(heap_k)

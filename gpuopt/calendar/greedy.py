@@ -58,7 +58,7 @@ from gpuopt.result import Status, heuristic_note
 DURATION_CAP_SECONDS = 7 * 86400.0
 #: H1: the expansion factor is multiplied by the job's size in nodes' worth of GPUs
 #: (at least 1) to this power, so a big job waits less than its share of the queue.
-SIZE_EXPONENT = 1.0
+SIZE_EXPONENT = 0.5
 #: The orders of H1.
 Rule = Literal["heuristic", "conservative", "fifo"]
 
@@ -308,6 +308,8 @@ def _place_compiled(
         start = starts_list[position]
         if start >= 0:
             row = nodes_list[position * most : position * most + members[j]]
+            if min(row) < 0:  # pragma: no cover - a bug in the compiled loop
+                raise RuntimeError(f"the compiled calendar loop gave job {j} no node")
             placed[j] = (start, tuple(row))
     return placed
 

@@ -150,8 +150,8 @@ def test_jobs_larger_than_the_cluster_are_skipped_and_counted() -> None:
 
 
 def test_calendar_plans_every_job_and_keeps_the_gap_before_the_big_job() -> None:
-    """calendar (R6d): at 1 s, C (2 nodes, score 2 x (0 + 100) / 100 = 2) holds both nodes
-    at 100; at 2 s D (score 1) goes after C (2.02) and fits on n1 over [50, 90), before
+    """calendar (R6d): at 1 s, C (2 nodes, score sqrt(2) x (0 + 100) / 100) holds both nodes
+    at 100; at 2 s D (score 1) goes after C (1.43) and fits on n1 over [50, 90), before
     C's hold; at 3 s E (4 GPUs, 60 s) would overlap D on n1 and C on n0, so it waits
     for 200 (n0, the lowest of two empty nodes): the holds of C, D and E, none broken."""
     result = checked_replay(PROTECT_THE_SECOND, 2, 8, "calendar")
