@@ -302,7 +302,7 @@ def show_calendar(
 
     started = sum(1 for job in view["jobs"] if job["start"] is not None)
     shown.print(
-        f"calendar ({plan.method}): {len(problem.jobs)} waiting jobs, {started} start within "
+        f"calendar ({plan.method}): waiting jobs {len(problem.jobs)}, {started} start within "
         f"{problem.horizon} ticks of {problem.step:g} s; objective {plan.objective:g}"
     )
     table = Table(title="jobs")
@@ -423,8 +423,8 @@ def calendar_flags(parser: argparse.ArgumentParser) -> None:
         "--emit",
         choices=("summary", "kubernetes"),
         default="summary",
-        help="kubernetes: print the holds as placeholder pods and what binds now as "
-        "Bindings (YAML, even with --quiet) instead of the summary",
+        help="summary (default: the table or --format json) or kubernetes: the holds as "
+        "placeholder pods and what binds now as Bindings (YAML, printed even with --quiet)",
     )
     parser.add_argument(
         "--hold-class",
