@@ -289,7 +289,7 @@ def test_pod_times_reads_annotations_and_counts_or_refuses_bad_ones() -> None:
         required_level="rack",
     )
     assert found["default/q"].walltime is None and report.ignored["bad-annotation"] == 1
-    with pytest.raises(ProblemError, match="pod default/q: annotation gpuopt.io/walltime"):
+    with pytest.raises(ProblemError, match=r"pod default/q: annotation gpuopt\.io/walltime"):
         pod_times([listing], strict=True)
 
 
