@@ -310,51 +310,37 @@ def show_calendar(
         if not args.quiet:
             sys.stdout.write(json.dumps(view) + "\n")
         return
-    from rich.table import Table
-
     started = sum(1 for job in view["jobs"] if job["start"] is not None)
+    waiting = len(problem.jobs)
     shown.print(
-        f"calendar ({plan.method}): waiting jobs {len(problem.jobs)}, {started} start within "
-        f"{problem.horizon} ticks of {problem.step:g} s; objective {plan.objective:g}"
+        f"calendar ({plan.method}): {waiting} waiting job{'s' if waiting != 1 else ''}, "
+        f"{started} start{'s' if started == 1 else ''} within the horizon ({problem.horizon} "
+        f"ticks of {problem.step:g} s); objective {plan.objective:g}"
     )
-    table = Table(title="jobs")
-    for header in ("job", "pods", "priority", "start", "nodes or why not"):
-        table.add_column(header, overflow="fold")
     for job in view["jobs"]:
-        where = ", ".join(job["nodes"]) if job["start"] is not None else f"no: {job['reason']}"
-        table.add_row(
-            job["job"],
-            str(job["pods"]),
-            str(job["priority"]),
-            _when(read, problem, job["start"]),
-            where,
-        )
-    shown.print(table)
-    if view["holds"]:
-        holds = Table(title="holds")
-        for header in ("node", "for job", "from", "until", "GPUs"):
-            holds.add_column(header, overflow="fold")
-        for node, items in view["holds"].items():
-            for hold in items:
-                holds.add_row(
-                    node,
-                    hold["job"],
-                    _when(read, problem, hold["start"]),
-                    _when(read, problem, hold["end"]),
-                    str(hold["use"].get(problem.resources[0], 0)),
-                )
-        shown.print(holds)
-    else:
+        pods = f"{job['pods']} pod{'s' if job['pods'] != 1 else ''}"
+        if job["start"] is None:
+            where = f"no start: {job['reason']}"
+        else:
+            where = f"starts {_when(read, problem, job['start'])} on {', '.join(job['nodes'])}"
+        shown.print(f"job {job['job']}: {pods}, priority {job['priority']}, {where}")
+    gpu = problem.resources[0]
+    unit = "GPUs" if gpu == "gpu" else gpu
+    for node, items in view["holds"].items():
+        for hold in items:
+            shown.print(
+                f"hold {node} for {hold['job']}: {_when(read, problem, hold['start'])} to "
+                f"{_when(read, problem, hold['end'])}, {hold['use'].get(gpu, 0)} {unit}"
+            )
+    if not view["holds"]:
         shown.print("holds: none")
     shown.print(f"backfill: {', '.join(view['backfill']) or 'none'}")
-    if view["bind"]:
-        for item in view["bind"]:
-            pods = ", ".join(
-                f"{pod['pod']} -> {pod['node']}" if pod["pod"] else pod["node"]
-                for pod in item["pods"]
-            )
-            shown.print(f"bind now: {item['job']}: {pods}")
-    else:
+    for item in view["bind"]:
+        pods = ", ".join(
+            f"{pod['pod']} -> {pod['node']}" if pod["pod"] else pod["node"] for pod in item["pods"]
+        )
+        shown.print(f"bind now: {item['job']}: {pods}")
+    if not view["bind"]:
         shown.print("bind now: nothing")
 
 
