@@ -1,4 +1,4 @@
-"""A job calendar built from the one cluster model (``models/calendar.md``, "From a cluster").
+"""A job calendar built from the one cluster model (``models/calendar.md``: From a cluster, F1-F8).
 
 :func:`from_cluster` turns a :class:`~gpuopt.cluster.model.Cluster` (a
 ``gpuopt snapshot`` JSON, or ``kubectl get -o yaml`` output read by
@@ -14,27 +14,27 @@ same kubectl input by :func:`pod_times`, one :class:`PodTimes` per pod id.
 
 The mapping
 -----------
-* **Ticks**: tick 0 is ``now`` (default: the cluster's clock); a tick lasts
+* **Ticks** (F1): tick 0 is ``now`` (default: the cluster's clock); a tick lasts
   ``step`` seconds; the horizon is ``ceil(horizon / step)`` ticks. Times of
   the cluster (``start_time``, ``since``, ``now``) are read as Unix seconds,
   as the kubectl reader writes them.
-* **Resources**: ``gpu`` (whole GPUs), ``cpu`` (milli-CPUs), ``memory``
+* **Resources** (F2): ``gpu`` (whole GPUs), ``cpu`` (milli-CPUs), ``memory``
   (thousandths of the cluster's memory unit, MiB from kubectl: the cluster
   index's integers), then every extended resource a waiting pod requests
   (K4), sorted by name. A node that states no memory gets
   :data:`~gpuopt.calendar.problem.MAX_AMOUNT` (memory is not limited there,
   as in the cluster model).
-* **Nodes**: every node, with its allocatable as capacity and its domain at
+* **Nodes** (F2): every node, with its allocatable as capacity and its domain at
   every topology level of the cluster (``switch`` from the legacy ``asw``;
   ``node``, the node itself, when a job requires it). A locked node (its pods
   hold more than it has) gets the capacity its pods hold where that is more
   (reported: no job may use it, K1).
-* **GPU shares** (C7): a running share holds no GPU of its own; each GPU
+* **GPU shares** (C7; F3, F4): a running share holds no GPU of its own; each GPU
   that running shares hold is one running pod ``<node>#gpu<k>`` of one GPU
   until the latest expected end of its shares (the GPU is free only when
   every share on it ends). A waiting pod that asks for a share is planned as
   one whole GPU (reported: ``share-as-whole``).
-* **Running pods** (C4): every task keeps its node and its GPUs, CPU, memory
+* **Running pods** (C4, F3): every task keeps its node and its GPUs, CPU, memory
   and extended resources until its expected end, from the first of: the
   annotation ``gpuopt.io/expected-end`` (an RFC 3339 time or Unix seconds);
   the cluster model's own field (it has none); ``spec.activeDeadlineSeconds``
@@ -44,33 +44,33 @@ The mapping
   past the horizon (end = horizon). An end at or before now is one tick from
   now (reported: ``overdue``). Counted by source in
   :attr:`CalendarReport.running_end`.
-* **Waiting pods**: a pod without a gang is one job of one pod; the waiting
+* **Waiting pods** (F4): a pod without a gang is one job of one pod; the waiting
   pods of one gang (``Pending.gang``) are one job of as many pods (C2), each
   using the most any of them asks for per resource (reported where they
   differ: ``gang-uneven``), eligible on the nodes every one of them is
   (C5), priority and weight their highest, submit their earliest. Its
   required level: the annotation ``gpuopt.io/required-level`` of its pods,
   else ``gang_level`` (a single pod has none).
-* **Eligibility** (C5): the nodes :func:`gpuopt.cluster.rules.refusal` admits
+* **Eligibility** (C5, F5): the nodes :func:`gpuopt.cluster.rules.refusal` admits
   the pod to (K1 Ready, not cordoned, not locked, not MIG single; K2 taints;
   K3 node selector and required node affinity). K4 is the capacity rule C1
   (extended resources are resources of the calendar).
-* **Duration** (walltime, what the plan reserves), in ticks rounded up: the
+* **Duration** (F6; walltime, what the plan reserves), in ticks rounded up: the
   annotation ``gpuopt.io/walltime`` (or ``gpuopt.io/max-runtime``: a duration
   such as ``90m``, ``4h``, ``2d`` or seconds), else
   ``spec.activeDeadlineSeconds``, else ``default_walltime`` (one hour unless
   given). Counted by source in :attr:`CalendarReport.walltime`.
-* **Submit**: ``floor((since - now) / step)`` (negative: it has waited), from
+* **Submit** (F6): ``floor((since - now) / step)`` (negative: it has waited), from
   ``since`` (kubectl: ``metadata.creationTimestamp``); 0 when unknown
   (counted).
-* **Priority and weight**: ``priority`` is the pod's integer priority
+* **Priority and weight** (F6): ``priority`` is the pod's integer priority
   (``HP``/``LP`` classes: ``hp_priority`` / 0); its weight in the objective
   (C8) is ``class_weights[priorityClassName]`` where given, else
   ``hp_weight`` (10) for a pod of the HP class (priority at or above the
   cluster's ``hp_priority``), else 1.
-* **Queue**: the Kueue label ``kueue.x-k8s.io/queue-name``.
+* **Queue** (F6): the Kueue label ``kueue.x-k8s.io/queue-name``.
 
-What is not planned with, and counted in :attr:`CalendarReport.ignored`:
+What is not planned with (F7), and counted in :attr:`CalendarReport.ignored`:
 waiting pods' required pod (anti-)affinity (K5), their preemption of
 lower-priority pods (K8: the calendar stops nobody; kube-scheduler still may),
 the extender's GPU-bandwidth and preferred-level annotations, the
@@ -800,7 +800,7 @@ def hold_class(name: str = HOLD_CLASS) -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": {ROLE_LABEL: ROLE}},
         "value": HOLD_PRIORITY,
         "preemptionPolicy": "Never",
         "globalDefault": False,
@@ -816,7 +816,7 @@ def kubernetes_objects(
     now: float | None = None,
     priority_class: str | None = None,
 ) -> list[tuple[str, dict[str, Any] | None]]:
-    """The plan as Kubernetes objects: ``(comment, object or None)`` in the order to apply them.
+    """F8: the plan as Kubernetes objects: ``(comment, object or None)`` in the order to apply.
 
     1. the placeholders' PriorityClass (:func:`hold_class`), unless ``priority_class``
        names an existing one to use instead;
@@ -962,8 +962,8 @@ def kubernetes_yaml(
     )
     binding = sum(1 for _, item in found if item is not None and item["kind"] == "Binding")
     parts = [
-        f"# gpuopt calendar ({plan.method}): {len(holds(problem, plan))} holds, "
-        f"{binding} pods to bind now. Apply the PriorityClass and the placeholders; "
+        f"# gpuopt calendar ({plan.method}): holds {len(holds(problem, plan))}, "
+        f"pods to bind now {binding}. Apply the PriorityClass and the placeholders; "
         "re-run every period and replace the placeholders labelled "
         f"{ROLE_LABEL}={ROLE}."
     ]
