@@ -270,3 +270,21 @@ def test_bad_inputs_exit_2_with_one_sentence(
         err = refusal([*argv, "--out", str(out_file)], capsys)
         assert expected in err, (expected, err)
         assert not out_file.exists()
+
+
+def test_a_gpuopt_snapshot(cluster_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The snapshot of :func:`waiting_cluster` (two half-busy nodes, an 8-GPU pod waiting) has
+    no clock and no annotations: ``--now`` is required, and with nothing stating when the
+    running tasks end they run past the horizon, so the pod gets no start."""
+    err = refusal(["calendar", str(cluster_file)], capsys)
+    assert "no clock" in err
+    code, out, _ = run(["calendar", str(cluster_file), "--now", "0", "--format", "json"], capsys)
+    assert code == 0
+    view = json.loads(out)
+    assert view["jobs"][0]["start"] is None and view["holds"] == {}
+    assert view["report"]["running_end"] == {"horizon": 2}
+    code, out, _ = run(
+        ["calendar", str(cluster_file), "--now", "0", "--running-default", "1h", "--quiet"],
+        capsys,
+    )
+    assert code == 0 and out == ""
