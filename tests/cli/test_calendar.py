@@ -288,3 +288,19 @@ def test_a_gpuopt_snapshot(cluster_file: Path, capsys: pytest.CaptureFixture[str
         capsys,
     )
     assert code == 0 and out == ""
+
+
+def test_every_emitted_object_passes_the_kubernetes_schemas(
+    kube_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    version = kubernetes_validate.latest_version()
+    code, out, _ = calendar(kube_file, capsys, "--emit", "kubernetes", "--quiet")
+    assert code == 0
+    documents = [doc for doc in yaml.safe_load_all(out) if doc is not None]
+    assert {doc["kind"] for doc in documents} == {"PriorityClass", "Pod", "Binding"}
+    for document in documents:
+        try:
+            kubernetes_validate.validate(document, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:  # the first line says what
+            pytest.fail(f"{document['kind']} {document['metadata']}: {str(exc).splitlines()[0]}")
