@@ -129,7 +129,6 @@ def read_calendar(args: argparse.Namespace, read: Read) -> Any:
             )
         read.now = args.now
         return CalendarProblem.parse(raw, source=args.snapshot)
-    times: dict[str, Any] = {}
     if kube:
         from gpuopt.readers.kubectl import read_kubernetes
 
@@ -160,7 +159,7 @@ def read_calendar(args: argparse.Namespace, read: Read) -> Any:
         options["default_walltime"] = args.default_walltime
     if args.hp_weight is not None:
         options["hp_weight"] = args.hp_weight
-    problem, report = _build(cluster, options, kube, args, raw, times)
+    problem, report = _build(cluster, options, kube, args, raw)
     read.cluster, read.report = cluster, report
     read.now = args.now if args.now is not None else cluster.now
     return problem
@@ -172,12 +171,14 @@ def _build(
     kube: bool,
     args: argparse.Namespace,
     raw: Any,
-    times: dict[str, Any],
 ) -> tuple[Any, Any]:
+    """The calendar of ``cluster`` and its report; the pods' annotations are read from the
+    kubectl input (a gpuopt snapshot has none)."""
     from gpuopt.calendar.cluster import CalendarReport, from_cluster_report, pod_times
     from gpuopt.readers.kubectl.documents import documents
 
     report = CalendarReport()
+    times: dict[str, Any] = {}
     if kube:
         decoded = [raw] if raw is not None else [data for _, data in documents(args.snapshot)]
         times = pod_times(decoded, strict=args.strict, report=report)
