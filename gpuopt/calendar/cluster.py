@@ -431,7 +431,7 @@ def from_cluster_report(
         raise ProblemError(
             f"gang_level: {short(gang_level)} is not a topology level of the cluster ({known})."
         )
-    groups = _waiting_jobs(cluster)
+    groups = waiting_jobs(cluster)
     extended = sorted({name for pod in cluster.pending for name in pod.resources})
     resources = [*BASE_RESOURCES, *extended]
     jobs = [
@@ -465,7 +465,7 @@ def from_cluster_report(
     return problem, report
 
 
-def _waiting_jobs(cluster: Cluster) -> list[tuple[str, list[Pending]]]:
+def waiting_jobs(cluster: Cluster) -> list[tuple[str, list[Pending]]]:
     """The waiting pods as jobs: a pod without a gang alone, a gang's pods together
     (in the order of each job's first pod)."""
     jobs: dict[str, list[Pending]] = {}
@@ -764,7 +764,12 @@ def _dns_name(text: str) -> str:
     return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")
 
 
-def _moment(now: float | None, tick: int, step: float) -> str | None:
+def tick_time(now: float | None, tick: int, step: float) -> str | None:
+    """The RFC 3339 time (UTC, whole seconds) of ``tick`` from ``now`` (None without a clock).
+
+    >>> tick_time(0.0, 2, 30.0)
+    '1970-01-01T00:01:00Z'
+    """
     if now is None:
         return None
     at = datetime.fromtimestamp(now + tick * step, tz=timezone.utc)
@@ -839,7 +844,7 @@ def kubernetes_objects(
     if priority_class is None:
         out.append(("the placeholders' PriorityClass: kubectl apply -f -", hold_class()))
     nodes = {node.id: node for node in cluster.nodes} if cluster is not None else {}
-    members: dict[str, list[Pending]] = dict(_waiting_jobs(cluster)) if cluster is not None else {}
+    members: dict[str, list[Pending]] = dict(waiting_jobs(cluster)) if cluster is not None else {}
     step = problem.step
     for hold in holds(problem, plan):
         node = nodes.get(hold.node)
@@ -861,7 +866,7 @@ def kubernetes_objects(
                 shown = {_camel(k): v for k, v in toleration.model_dump(exclude_none=True).items()}
                 if shown not in tolerations:
                     tolerations.append(shown)
-        start, end = _moment(now, hold.start, step), _moment(now, hold.end, step)
+        start, end = tick_time(now, hold.start, step), tick_time(now, hold.end, step)
         annotations = {
             HOLDS_FOR: hold.job,
             "gpuopt.io/hold-start-tick": str(hold.start),
@@ -1001,4 +1006,6 @@ __all__ = [
     "parse_duration",
     "parse_time",
     "pod_times",
+    "tick_time",
+    "waiting_jobs",
 ]

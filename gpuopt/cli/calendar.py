@@ -226,21 +226,21 @@ def run_calendar(args: argparse.Namespace) -> int:
 
 
 def _when(read: Read, problem: Any, tick: int | None) -> str:
-    from gpuopt.calendar.cluster import _moment
+    from gpuopt.calendar.cluster import tick_time
 
     if tick is None:
         return "-"
-    at = _moment(read.now, tick, problem.step)
+    at = tick_time(read.now, tick, problem.step)
     return f"{at} (tick {tick})" if at is not None else f"tick {tick}"
 
 
 def calendar_view(read: Read, problem: Any, plan: Any) -> dict[str, Any]:
     """The plan for people and tools: per job its start and nodes or why none, per node its
     holds, the jobs that backfill, what to bind now, and how the calendar was built."""
-    from gpuopt.calendar.cluster import _moment, _waiting_jobs
+    from gpuopt.calendar.cluster import tick_time, waiting_jobs
     from gpuopt.calendar.solution import backfill, binds, holds
 
-    members = dict(_waiting_jobs(read.cluster)) if read.cluster is not None else {}
+    members = dict(waiting_jobs(read.cluster)) if read.cluster is not None else {}
     jobs = {job.id: job for job in problem.jobs}
     starts = [
         {
@@ -250,7 +250,7 @@ def calendar_view(read: Read, problem: Any, plan: Any) -> dict[str, Any]:
             "start": start.start,
             "start_time": None
             if start.start is None
-            else _moment(read.now, start.start, problem.step),
+            else tick_time(read.now, start.start, problem.step),
             "nodes": start.nodes,
             "reason": start.reason,
         }
@@ -263,8 +263,8 @@ def calendar_view(read: Read, problem: Any, plan: Any) -> dict[str, Any]:
                 "job": hold.job,
                 "start": hold.start,
                 "end": hold.end,
-                "start_time": _moment(read.now, hold.start, problem.step),
-                "end_time": _moment(read.now, hold.end, problem.step),
+                "start_time": tick_time(read.now, hold.start, problem.step),
+                "end_time": tick_time(read.now, hold.end, problem.step),
                 "use": dict(zip(problem.resources, hold.use, strict=True)),
             }
         )
