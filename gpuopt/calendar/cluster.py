@@ -450,17 +450,16 @@ def from_cluster_report(
     running = builder.running(extended, running_default)
     needs_node = any(job["level"] == NODE_LEVEL for job in jobs)
     nodes = builder.nodes(extended, levels, running, with_node=needs_node)
-    problem = CalendarProblem.parse(
-        {
-            "nodes": nodes,
-            "running": running,
-            "jobs": jobs,
-            "horizon": ticks,
-            "step": float(step),
-            "resources": resources,
-            "objective": objective,
-        },
-        source=f"calendar of {cluster.name}",
+    # CalendarProblem(...), not .parse: pydantic runs a model's after-validators twice when
+    # model_validate goes through a custom __init__ (IndexedModel's); same one-sentence errors
+    problem = CalendarProblem(
+        nodes=nodes,
+        running=running,
+        jobs=jobs,
+        horizon=ticks,
+        step=float(step),
+        resources=resources,
+        objective=objective,
     )
     return problem, report
 
@@ -493,6 +492,7 @@ class _Builder:
         self.times = times
         self.report = report
         self._eligible: dict[str, list[str]] = {}
+        self._common: dict[tuple[str, ...], list[str]] = {}
 
     # ---------------------------------------------------------------- topology
     def levels(self) -> list[str]:
@@ -610,6 +610,18 @@ class _Builder:
             self._eligible[key] = found
         return found
 
+    def eligible_all(self, members: Sequence[Pending]) -> list[str]:
+        """C5: the nodes every pod of ``members`` may use, in node order (remembered)."""
+        key = tuple(sorted({placement_key(pod) for pod in members}))
+        found = self._common.get(key)
+        if found is None:
+            allowed = set(self.eligible(members[0]))
+            for pod in members[1:]:
+                allowed &= set(self.eligible(pod))
+            found = [node.id for node in self.cluster.nodes if node.id in allowed]
+            self._common[key] = found
+        return list(found)
+
     def job(
         self,
         job_id: str,
@@ -640,10 +652,7 @@ class _Builder:
         use = [max(column) for column in zip(*uses, strict=True)]
         if any(row != use for row in uses):
             report.note("gang-uneven", job_id)
-        allowed = set(self.eligible(members[0]))
-        for pod in members[1:]:
-            allowed &= set(self.eligible(pod))
-        eligible = [node.id for node in self.cluster.nodes if node.id in allowed]
+        eligible = self.eligible_all(members)
         if not eligible:
             report.note("no-eligible-node", job_id)
         times = [self.times.get(pod.id, PodTimes()) for pod in members]
