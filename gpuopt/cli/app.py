@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     from gpuopt import __version__
     from gpuopt.cli import (
         allocation,
+        calendar,
         check,
         defrag,
         estimate,
@@ -46,7 +47,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpuopt {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    modules = (allocation, check, defrag, placement, planning, estimate, forecast, replay, serve)
+    modules = (
+        allocation,
+        check,
+        defrag,
+        placement,
+        planning,
+        calendar,
+        estimate,
+        forecast,
+        replay,
+        serve,
+    )
     for module in modules:
         module.add_commands(commands)
     return parser

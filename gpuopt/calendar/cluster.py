@@ -1,0 +1,1020 @@
+"""A job calendar built from the one cluster model (``models/calendar.md``: From a cluster, F1-F8).
+
+:func:`from_cluster` turns a :class:`~gpuopt.cluster.model.Cluster` (a
+``gpuopt snapshot`` JSON, or ``kubectl get -o yaml`` output read by
+:func:`gpuopt.readers.kubectl.read_kubernetes`) into a
+:class:`~gpuopt.calendar.problem.CalendarProblem`;
+:func:`from_cluster_report` returns with it a :class:`CalendarReport` that
+counts, by source, where every expected end, walltime and submit tick came
+from, and every field that decides where or when a pod may run but is not
+planned with. The cluster model carries no annotations, so what only a
+Kubernetes object says (the ``gpuopt.io/*`` annotations below,
+``spec.activeDeadlineSeconds``, ``spec.priorityClassName``) is read from the
+same kubectl input by :func:`pod_times`, one :class:`PodTimes` per pod id.
+
+The mapping
+-----------
+* **Ticks** (F1): tick 0 is ``now`` (default: the cluster's clock); a tick lasts
+  ``step`` seconds; the horizon is ``ceil(horizon / step)`` ticks. Times of
+  the cluster (``start_time``, ``since``, ``now``) are read as Unix seconds,
+  as the kubectl reader writes them.
+* **Resources** (F2): ``gpu`` (whole GPUs), ``cpu`` (milli-CPUs), ``memory``
+  (thousandths of the cluster's memory unit, MiB from kubectl: the cluster
+  index's integers), then every extended resource a waiting pod requests
+  (K4), sorted by name. A node that states no memory gets
+  :data:`~gpuopt.calendar.problem.MAX_AMOUNT` (memory is not limited there,
+  as in the cluster model).
+* **Nodes** (F2): every node, with its allocatable as capacity and its domain at
+  every topology level of the cluster (``switch`` from the legacy ``asw``;
+  ``node``, the node itself, when a job requires it). A locked node (its pods
+  hold more than it has) gets the capacity its pods hold where that is more
+  (reported: no job may use it, K1).
+* **GPU shares** (C7; F3, F4): a running share holds no GPU of its own; each GPU
+  that running shares hold is one running pod ``<node>#gpu<k>`` of one GPU
+  until the latest expected end of its shares (the GPU is free only when
+  every share on it ends). A waiting pod that asks for a share is planned as
+  one whole GPU (reported: ``share-as-whole``).
+* **Running pods** (C4, F3): every task keeps its node and its GPUs, CPU, memory
+  and extended resources until its expected end, from the first of: the
+  annotation ``gpuopt.io/expected-end`` (an RFC 3339 time or Unix seconds);
+  the cluster model's own field (it has none); ``spec.activeDeadlineSeconds``
+  after ``start_time``; an estimator's duration (none applies: the project's
+  estimators need a job description that a pod does not carry);
+  ``running_default`` seconds after ``start_time`` (when given); else it runs
+  past the horizon (end = horizon). An end at or before now is one tick from
+  now (reported: ``overdue``). Counted by source in
+  :attr:`CalendarReport.running_end`.
+* **Waiting pods** (F4): a pod without a gang is one job of one pod; the waiting
+  pods of one gang (``Pending.gang``) are one job of as many pods (C2), each
+  using the most any of them asks for per resource (reported where they
+  differ: ``gang-uneven``), eligible on the nodes every one of them is
+  (C5), priority and weight their highest, submit their earliest. Its
+  required level: the annotation ``gpuopt.io/required-level`` of its pods,
+  else ``gang_level`` (a single pod has none).
+* **Eligibility** (C5, F5): the nodes :func:`gpuopt.cluster.rules.refusal` admits
+  the pod to (K1 Ready, not cordoned, not locked, not MIG single; K2 taints;
+  K3 node selector and required node affinity). K4 is the capacity rule C1
+  (extended resources are resources of the calendar).
+* **Duration** (F6; walltime, what the plan reserves), in ticks rounded up: the
+  annotation ``gpuopt.io/walltime`` (or ``gpuopt.io/max-runtime``: a duration
+  such as ``90m``, ``4h``, ``2d`` or seconds), else
+  ``spec.activeDeadlineSeconds``, else ``default_walltime`` (one hour unless
+  given). Counted by source in :attr:`CalendarReport.walltime`.
+* **Submit** (F6): ``floor((since - now) / step)`` (negative: it has waited), from
+  ``since`` (kubectl: ``metadata.creationTimestamp``); 0 when unknown
+  (counted).
+* **Priority and weight** (F6): ``priority`` is the pod's integer priority
+  (``HP``/``LP`` classes: ``hp_priority`` / 0); its weight in the objective
+  (C8) is ``class_weights[priorityClassName]`` where given, else
+  ``hp_weight`` (10) for a pod of the HP class (priority at or above the
+  cluster's ``hp_priority``), else 1.
+* **Queue** (F6): the Kueue label ``kueue.x-k8s.io/queue-name``.
+
+What is not planned with (F7), and counted in :attr:`CalendarReport.ignored`:
+waiting pods' required pod (anti-)affinity (K5), their preemption of
+lower-priority pods (K8: the calendar stops nobody; kube-scheduler still may),
+the extender's GPU-bandwidth and preferred-level annotations, the
+``min_member`` of a gang below its waiting pods (all start together), and
+bad ``gpuopt.io`` annotations (``strict`` refuses them). Nothing the model
+reads is dropped silently.
+
+>>> from gpuopt.cluster.model import Cluster
+>>> cluster = Cluster(now=1000.0, nodes=[{"id": "a", "gpus": 8, "cpus": 64}],
+...     tasks=[{"id": "t", "node": "a", "gpus": 8, "cpus": 8, "start_time": 400.0}],
+...     pending=[{"id": "p", "gpus": 8, "cpus": 8, "since": 700.0}])
+>>> problem, report = from_cluster_report(cluster, horizon=3600, step=60,
+...     running_default=1800)
+>>> problem.running[0].end, problem.jobs[0].submit, problem.jobs[0].duration
+(20, -5, 60)
+>>> dict(report.running_end), dict(report.walltime)
+({'assumed': 1}, {'default': 1})
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from gpuopt.calendar.problem import MAX_AMOUNT, MAX_TICKS, CalendarProblem, Objective
+from gpuopt.cluster.fields import NODE_LEVEL, SWITCH_LEVEL, priority_value, scaled
+from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
+from gpuopt.cluster.model import Cluster, Pending, Task
+from gpuopt.cluster.rules import placement_key, refusal
+from gpuopt.cluster.shares import MILLI
+from gpuopt.errors import ProblemError, short
+
+#: Pod annotations the calendar reads (Kubernetes input only: the cluster model has none).
+EXPECTED_END = "gpuopt.io/expected-end"
+WALLTIME = "gpuopt.io/walltime"
+MAX_RUNTIME = "gpuopt.io/max-runtime"
+REQUIRED_LEVEL = "gpuopt.io/required-level"
+#: Kueue's label of the queue a pod was submitted to.
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+#: The extender's pod annotations (``gpuopt.extender.pod``): read there, not planned here.
+EXTENDER_ANNOTATIONS = ("gpuopt.io/min-gpu-bandwidth", "gpuopt.io/preferred-level")
+#: A waiting pod's walltime when nothing states one: one hour.
+DEFAULT_WALLTIME = 3600.0
+#: Weight of a waiting pod of the HP class when its PriorityClass has none given.
+HP_WEIGHT = 10.0
+#: Fixed resource names, in this order, before the extended resources.
+BASE_RESOURCES = ("gpu", "cpu", "memory")
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhdw]?)\s*$")
+
+
+def parse_duration(text: str | float | int, what: str = "duration") -> float:
+    """Seconds of a duration: a number of seconds, or a number with a unit s, m, h, d or w.
+
+    >>> parse_duration("90m"), parse_duration("1.5h"), parse_duration(30)
+    (5400.0, 5400.0, 30.0)
+    """
+    if isinstance(text, bool):
+        raise ProblemError(f"{what}: {text!r} is not a duration (e.g. 90m, 4h, 2d, 3600).")
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        found = _DURATION.match(str(text))
+        if found is None:
+            raise ProblemError(f"{what}: {short(text)} is not a duration (e.g. 90m, 4h, 2d, 3600).")
+        value = float(found.group(1)) * _UNITS[found.group(2) or "s"]
+    if not math.isfinite(value) or value < 0 or value > 1e12:
+        raise ProblemError(f"{what}: {short(text)} is not a duration of 0 to 1e12 seconds.")
+    return value
+
+
+def parse_time(text: str | float | int, what: str = "time") -> float:
+    """Unix seconds of a time: a number, or an RFC 3339 time (``2026-03-01T12:00:00Z``).
+
+    >>> parse_time("1970-01-01T00:01:00Z"), parse_time("60")
+    (60.0, 60.0)
+    """
+    if isinstance(text, bool):
+        raise ProblemError(f"{what}: {text!r} is not a time.")
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        try:
+            value = float(text)
+        except ValueError:
+            try:
+                moment = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+            except ValueError:
+                raise ProblemError(
+                    f"{what}: {short(text)} is not a time (Unix seconds or RFC 3339, "
+                    "e.g. 2026-03-01T12:00:00Z)."
+                ) from None
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=timezone.utc)
+            value = moment.timestamp()
+    if not math.isfinite(value) or not 0 <= value <= 4e12:
+        raise ProblemError(f"{what}: {short(text)} is not a time of 0 to 4e12 Unix seconds.")
+    return value
+
+
+@dataclass(frozen=True)
+class PodTimes:
+    """What a Kubernetes pod says about time and topology that the cluster model does not carry.
+
+    Times and durations in seconds; None where the pod states none.
+    """
+
+    expected_end: float | None = None
+    walltime: float | None = None
+    active_deadline: float | None = None
+    priority_class: str | None = None
+    required_level: str | None = None
+    #: Extender annotations present (read by ``gpuopt serve``, not planned here).
+    extender: tuple[str, ...] = ()
+
+
+@dataclass
+class CalendarReport:
+    """How :func:`from_cluster_report` built the calendar, counted by source and reason.
+
+    ``running_end``: running pods by where their expected end came from
+    (``annotation``, ``active-deadline``, ``assumed`` from ``running_default``,
+    ``horizon``: runs past it); ``walltime``: waiting jobs by where their
+    duration came from (``annotation``, ``active-deadline``, ``default``);
+    ``submit``: waiting jobs by where their submit tick came from (``since``,
+    ``unknown``: tick 0); ``notes``: simplifications (``share-as-whole``,
+    ``gang-uneven``, ``overdue``, ``locked-node``, ``no-memory``,
+    ``no-eligible-node``); ``ignored``: fields that decide where or when a pod
+    may run but are not planned with, by field.
+    """
+
+    running_end: Counter[str] = field(default_factory=Counter)
+    walltime: Counter[str] = field(default_factory=Counter)
+    submit: Counter[str] = field(default_factory=Counter)
+    notes: Counter[str] = field(default_factory=Counter)
+    ignored: Counter[str] = field(default_factory=Counter)
+    #: Up to three ids per note and ignored field, for the summary.
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def note(self, reason: str, who: str, *, ignored: bool = False) -> None:
+        """Count ``who`` under ``reason`` (in :attr:`ignored` when ``ignored``)."""
+        (self.ignored if ignored else self.notes)[reason] += 1
+        shown = self.examples.setdefault(reason, [])
+        if len(shown) < 3:
+            shown.append(who)
+
+    def lines(self) -> list[str]:
+        """The report for people, one line per count."""
+
+        def counts(counter: Counter[str]) -> str:
+            return ", ".join(f"{n} {name}" for name, n in sorted(counter.items())) or "none"
+
+        out = [
+            f"running pods' expected end: {counts(self.running_end)}",
+            f"waiting jobs' walltime: {counts(self.walltime)}",
+            f"waiting jobs' submit: {counts(self.submit)}",
+        ]
+        for title, counter in (("simplified", self.notes), ("not planned with", self.ignored)):
+            for reason, n in sorted(counter.items()):
+                out.append(f"{title}: {reason} on {n} ({', '.join(self.examples[reason])})")
+        return out
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        """The counts as plain JSON data."""
+        return {
+            "running_end": dict(self.running_end),
+            "walltime": dict(self.walltime),
+            "submit": dict(self.submit),
+            "notes": dict(self.notes),
+            "ignored": dict(self.ignored),
+        }
+
+
+def pod_times(
+    objects: Iterable[Mapping[str, Any]],
+    *,
+    strict: bool = False,
+    report: CalendarReport | None = None,
+) -> dict[str, PodTimes]:
+    """Per pod id (``"<namespace>/<name>"``) what the Kubernetes ``objects`` say of its time.
+
+    ``objects`` are decoded objects (lists unpacked or not: ``items`` are
+    read); non-pods are skipped. A ``gpuopt.io`` annotation that cannot be
+    read is counted in ``report`` (``bad-annotation``) and ignored, or with
+    ``strict`` refused with a :class:`ProblemError` naming the pod and the
+    annotation.
+
+    >>> pod_times([{"kind": "Pod", "metadata": {"name": "p", "namespace": "ml",
+    ...     "annotations": {"gpuopt.io/walltime": "2h"}}, "spec": {"activeDeadlineSeconds": 60}}])
+    {'ml/p': PodTimes(expected_end=None, walltime=7200.0, active_deadline=60.0, \
+priority_class=None, required_level=None, extender=())}
+    """
+    found: dict[str, PodTimes] = {}
+    for item in _pods(objects):
+        metadata = item.get("metadata") or {}
+        spec = item.get("spec") or {}
+        if not isinstance(metadata, Mapping) or not isinstance(spec, Mapping):
+            continue
+        name = metadata.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        pod = f"{metadata.get('namespace') or 'default'}/{name}"
+        notes = metadata.get("annotations") or {}
+        notes = notes if isinstance(notes, Mapping) else {}
+
+        def read(key: str, parse: Any, pod: str = pod, notes: Mapping[str, Any] = notes) -> Any:
+            if key not in notes:
+                return None
+            try:
+                return parse(notes[key], f"pod {pod}: annotation {key}")
+            except ProblemError:
+                if strict:
+                    raise
+                if report is not None:
+                    report.note("bad-annotation", pod, ignored=True)
+                return None
+
+        walltime = read(WALLTIME, parse_duration)
+        if walltime is None:
+            walltime = read(MAX_RUNTIME, parse_duration)
+        deadline = spec.get("activeDeadlineSeconds")
+        level = notes.get(REQUIRED_LEVEL)
+        found[pod] = PodTimes(
+            expected_end=read(EXPECTED_END, parse_time),
+            walltime=walltime,
+            active_deadline=float(deadline)
+            if isinstance(deadline, int) and not isinstance(deadline, bool) and deadline > 0
+            else None,
+            priority_class=spec.get("priorityClassName")
+            if isinstance(spec.get("priorityClassName"), str)
+            else None,
+            required_level=level if isinstance(level, str) and level else None,
+            extender=tuple(key for key in EXTENDER_ANNOTATIONS if key in notes),
+        )
+    return found
+
+
+def _pods(objects: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
+    for item in objects:
+        if not isinstance(item, Mapping):
+            continue
+        items = item.get("items")
+        if isinstance(items, list):
+            yield from _pods(items)
+        elif item.get("kind", "Pod") == "Pod" and isinstance(item.get("spec"), Mapping):
+            yield item
+
+
+def from_cluster(
+    cluster: Cluster,
+    *,
+    horizon: float,
+    step: float,
+    now: float | None = None,
+    objective: Objective = "delay",
+    pods: Mapping[str, PodTimes] | None = None,
+    default_walltime: float = DEFAULT_WALLTIME,
+    running_default: float | None = None,
+    gang_level: str | None = None,
+    class_weights: Mapping[str, float] | None = None,
+    hp_weight: float = HP_WEIGHT,
+) -> CalendarProblem:
+    """The job calendar of ``cluster`` (the module docstring gives the mapping).
+
+    :func:`from_cluster_report` takes the same arguments and also returns the report.
+    """
+    problem, _ = from_cluster_report(
+        cluster,
+        horizon=horizon,
+        step=step,
+        now=now,
+        objective=objective,
+        pods=pods,
+        default_walltime=default_walltime,
+        running_default=running_default,
+        gang_level=gang_level,
+        class_weights=class_weights,
+        hp_weight=hp_weight,
+    )
+    return problem
+
+
+def from_cluster_report(
+    cluster: Cluster,
+    *,
+    horizon: float,
+    step: float,
+    now: float | None = None,
+    objective: Objective = "delay",
+    pods: Mapping[str, PodTimes] | None = None,
+    default_walltime: float = DEFAULT_WALLTIME,
+    running_default: float | None = None,
+    gang_level: str | None = None,
+    class_weights: Mapping[str, float] | None = None,
+    hp_weight: float = HP_WEIGHT,
+) -> tuple[CalendarProblem, CalendarReport]:
+    """The job calendar of ``cluster`` and how it was built.
+
+    Parameters
+    ----------
+    cluster
+        The snapshot: its nodes, running tasks and waiting pods.
+    horizon, step
+        Seconds planned and seconds per tick.
+    now
+        Unix seconds of tick 0 (default: the cluster's ``now``).
+    objective
+        C8's ``"delay"`` or ``"slowdown"``.
+    pods
+        :func:`pod_times` of the Kubernetes input, by pod id (default: none).
+    default_walltime
+        Seconds a waiting pod reserves when nothing states its walltime.
+    running_default
+        Seconds a running pod with no stated end runs from its start (None:
+        past the horizon).
+    gang_level
+        The topology level a gang's pods share one domain of when its pods
+        name none (``gpuopt.io/required-level``).
+    class_weights
+        Weight in the objective per PriorityClass name.
+    hp_weight
+        Weight of a pod of the HP class whose class has no weight given (others: 1).
+
+    Returns
+    -------
+    tuple[CalendarProblem, CalendarReport]
+
+    Raises
+    ------
+    ProblemError
+        One sentence: no clock, a step or horizon out of range, a level that
+        is not one of the cluster's, or a problem the calendar refuses.
+    """
+    if not (math.isfinite(step) and step > 0):
+        raise ProblemError(f"step: {step!r} is not a positive number of seconds.")
+    if not (math.isfinite(horizon) and horizon >= step):
+        raise ProblemError(f"horizon: {horizon!r} seconds is shorter than one step of {step:g}.")
+    ticks = math.ceil(horizon / step)
+    if ticks > MAX_TICKS:
+        raise ProblemError(f"horizon: {ticks:,} ticks of {step:g} s are more than {MAX_TICKS:,}.")
+    clock = now if now is not None else cluster.now
+    if clock is None:
+        raise ProblemError("now: the snapshot states no clock; give now (--now T).")
+    if not (math.isfinite(default_walltime) and default_walltime > 0):
+        raise ProblemError(f"default_walltime: {default_walltime!r} is not a positive duration.")
+    times = pods or {}
+    report = CalendarReport()
+    builder = _Builder(cluster, float(clock), float(step), ticks, times, report)
+    levels = builder.levels()
+    if gang_level is not None and gang_level != NODE_LEVEL and gang_level not in levels:
+        known = ", ".join([*levels, NODE_LEVEL])
+        raise ProblemError(
+            f"gang_level: {short(gang_level)} is not a topology level of the cluster ({known})."
+        )
+    groups = waiting_jobs(cluster)
+    extended = sorted({name for pod in cluster.pending for name in pod.resources})
+    resources = [*BASE_RESOURCES, *extended]
+    jobs = [
+        builder.job(
+            job_id,
+            members,
+            extended,
+            levels=levels,
+            gang_level=gang_level,
+            default_walltime=default_walltime,
+            class_weights=class_weights or {},
+            hp_weight=hp_weight,
+        )
+        for job_id, members in groups
+    ]
+    running = builder.running(extended, running_default)
+    needs_node = any(job["level"] == NODE_LEVEL for job in jobs)
+    nodes = builder.nodes(extended, levels, running, with_node=needs_node)
+    # CalendarProblem(...), not .parse: pydantic runs a model's after-validators twice when
+    # model_validate goes through a custom __init__ (IndexedModel's); same one-sentence errors
+    problem = CalendarProblem(
+        nodes=nodes,
+        running=running,
+        jobs=jobs,
+        horizon=ticks,
+        step=float(step),
+        resources=resources,
+        objective=objective,
+    )
+    return problem, report
+
+
+def waiting_jobs(cluster: Cluster) -> list[tuple[str, list[Pending]]]:
+    """The waiting pods as jobs: a pod without a gang alone, a gang's pods together
+    (in the order of each job's first pod)."""
+    jobs: dict[str, list[Pending]] = {}
+    for pod in cluster.pending:
+        jobs.setdefault(pod.gang if pod.gang is not None else pod.id, []).append(pod)
+    return list(jobs.items())
+
+
+class _Builder:
+    """The parts of one calendar, from one cluster and clock."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        now: float,
+        step: float,
+        ticks: int,
+        times: Mapping[str, PodTimes],
+        report: CalendarReport,
+    ) -> None:
+        self.cluster = cluster
+        self.now = now
+        self.step = step
+        self.ticks = ticks
+        self.times = times
+        self.report = report
+        self._eligible: dict[str, list[str]] = {}
+        self._common: dict[tuple[str, ...], list[str]] = {}
+
+    # ---------------------------------------------------------------- topology
+    def levels(self) -> list[str]:
+        """The topology levels of the nodes' domains (``switch`` from ``asw`` too)."""
+        levels = list(self.cluster.levels)
+        if SWITCH_LEVEL not in levels and any(node.asw for node in self.cluster.nodes):
+            levels.append(SWITCH_LEVEL)
+        return levels
+
+    def nodes(
+        self,
+        extended: Sequence[str],
+        levels: Sequence[str],
+        running: Sequence[dict[str, Any]],
+        *,
+        with_node: bool,
+    ) -> list[dict[str, Any]]:
+        """Each node's capacity per resource and domain per level."""
+        held: defaultdict[str, list[int]] = defaultdict(lambda: [0] * (3 + len(extended)))
+        for pod in running:
+            total = held[pod["node"]]
+            for r, amount in enumerate(pod["use"]):
+                total[r] += amount
+        out = []
+        for node in self.cluster.nodes:
+            memory = MAX_AMOUNT if node.memory is None else scaled(node.memory)
+            if node.memory is None:
+                self.report.note("no-memory", node.id)
+            capacity = [
+                node.gpus,
+                scaled(node.cpus),
+                memory,
+                *(node.resources.get(name, 0) for name in extended),
+            ]
+            if node.locked:
+                self.report.note("locked-node", node.id)
+                capacity = [max(c, h) for c, h in zip(capacity, held[node.id], strict=True)]
+            domains = {
+                level: domain for level in levels if (domain := node.domain(level)) is not None
+            }
+            if with_node:
+                domains[NODE_LEVEL] = node.id
+            out.append({"id": node.id, "capacity": capacity, "domains": domains})
+        return out
+
+    # ---------------------------------------------------------------- running pods
+    def tick_of_end(self, end: float, who: str) -> int:
+        """C4: the tick a running pod ending at Unix second ``end`` leaves at (at least 1)."""
+        ticks = math.ceil((end - self.now) / self.step)
+        if ticks < 1:
+            self.report.note("overdue", who)
+        return min(self.ticks, max(1, ticks))
+
+    def running(
+        self, extended: Sequence[str], running_default: float | None
+    ) -> list[dict[str, Any]]:
+        """Every task as a running pod, and one pod per GPU that shares hold (C7)."""
+        out: list[dict[str, Any]] = []
+        ends: dict[str, int] = {}
+        for task in self.cluster.tasks:
+            end, source = self._end(task, running_default)
+            self.report.running_end[source] += 1
+            ends[task.id] = end
+            shared = task.gpu_milli is not None and task.gpu_milli < MILLI
+            use = [
+                0 if shared else task.gpus,
+                scaled(task.cpus),
+                0 if task.memory is None else scaled(task.memory),
+                *(task.resources.get(name, 0) for name in extended),
+            ]
+            priority = priority_value(task.priority, self.cluster.hp_priority)
+            out.append(
+                {
+                    "id": task.id,
+                    "node": task.node,
+                    "use": use,
+                    "end": end,
+                    "job": task.gang,
+                    "priority": priority,
+                }
+            )
+        if any(t.gpu_milli is not None and t.gpu_milli < MILLI for t in self.cluster.tasks):
+            for node, devices in sorted(self.cluster.index.devices.items()):
+                on: dict[int, int] = {}
+                for task_id, (chosen, milli) in devices.holders.items():
+                    if milli < MILLI:
+                        for gpu in chosen:
+                            on[gpu] = max(on.get(gpu, 0), ends[task_id])
+                for gpu, end in sorted(on.items()):
+                    use = [1, 0, 0, *(0 for _ in extended)]
+                    out.append({"id": f"{node}#gpu{gpu}", "node": node, "use": use, "end": end})
+        return out
+
+    def _end(self, task: Task, running_default: float | None) -> tuple[int, str]:
+        """C4: a running pod's end tick and where it came from (see the module docstring)."""
+        times = self.times.get(task.id, PodTimes())
+        if times.expected_end is not None:
+            return self.tick_of_end(times.expected_end, task.id), "annotation"
+        if times.active_deadline is not None and task.start_time is not None:
+            return self.tick_of_end(task.start_time + times.active_deadline, task.id), (
+                "active-deadline"
+            )
+        if running_default is not None:
+            start = task.start_time if task.start_time is not None else self.now
+            return self.tick_of_end(start + running_default, task.id), "assumed"
+        return self.ticks, "horizon"
+
+    # ---------------------------------------------------------------- waiting jobs
+    def eligible(self, pod: Pending) -> list[str]:
+        """C5: the nodes rules K1-K3 admit ``pod`` to (remembered per placement rules)."""
+        key = placement_key(pod)
+        found = self._eligible.get(key)
+        if found is None:
+            found = [node.id for node in self.cluster.nodes if refusal(node, pod) is None]
+            self._eligible[key] = found
+        return found
+
+    def eligible_all(self, members: Sequence[Pending]) -> list[str]:
+        """C5: the nodes every pod of ``members`` may use, in node order (remembered)."""
+        key = tuple(sorted({placement_key(pod) for pod in members}))
+        found = self._common.get(key)
+        if found is None:
+            allowed = set(self.eligible(members[0]))
+            for pod in members[1:]:
+                allowed &= set(self.eligible(pod))
+            found = [node.id for node in self.cluster.nodes if node.id in allowed]
+            self._common[key] = found
+        return list(found)
+
+    def job(
+        self,
+        job_id: str,
+        members: list[Pending],
+        extended: Sequence[str],
+        *,
+        levels: Sequence[str],
+        gang_level: str | None,
+        default_walltime: float,
+        class_weights: Mapping[str, float],
+        hp_weight: float,
+    ) -> dict[str, Any]:
+        """One waiting job of ``members`` pods (one, or a gang's)."""
+        report = self.report
+        uses = []
+        for pod in members:
+            share = pod.gpu_milli is not None and pod.gpu_milli < MILLI
+            if share:
+                report.note("share-as-whole", pod.id)
+            uses.append(
+                [
+                    1 if share else pod.gpus,
+                    scaled(pod.cpus),
+                    0 if pod.memory is None else scaled(pod.memory),
+                    *(pod.resources.get(name, 0) for name in extended),
+                ]
+            )
+        use = [max(column) for column in zip(*uses, strict=True)]
+        if any(row != use for row in uses):
+            report.note("gang-uneven", job_id)
+        eligible = self.eligible_all(members)
+        if not eligible:
+            report.note("no-eligible-node", job_id)
+        times = [self.times.get(pod.id, PodTimes()) for pod in members]
+        walltime, source = self._walltime(times, default_walltime)
+        report.walltime[source] += 1
+        known = [pod.since for pod in members if pod.since is not None]
+        if known:
+            submit = math.floor((min(known) - self.now) / self.step)
+            report.submit["since"] += 1
+        else:
+            submit = 0
+            report.submit["unknown"] += 1
+        level = self._level(job_id, members, times, levels, gang_level)
+        priorities = [priority_value(pod.priority, self.cluster.hp_priority) for pod in members]
+        weight = max(
+            self._weight(pod, t, class_weights, hp_weight)
+            for pod, t in zip(members, times, strict=True)
+        )
+        queue = next(
+            (pod.labels[QUEUE_LABEL] for pod in members if QUEUE_LABEL in pod.labels), None
+        )
+        self._ignored(job_id, members, times)
+        return {
+            "id": job_id,
+            "use": use,
+            "duration": max(1, min(MAX_TICKS, math.ceil(walltime / self.step))),
+            "members": len(members),
+            "submit": max(-MAX_TICKS, min(MAX_TICKS, submit)),
+            "priority": max(priorities),
+            "weight": weight,
+            "eligible": eligible,
+            "level": level,
+            "queue": queue,
+        }
+
+    @staticmethod
+    def _walltime(times: Sequence[PodTimes], default: float) -> tuple[float, str]:
+        stated = [t.walltime for t in times if t.walltime is not None]
+        if stated:
+            return max(stated), "annotation"
+        deadlines = [t.active_deadline for t in times if t.active_deadline is not None]
+        if deadlines:
+            return max(deadlines), "active-deadline"
+        return default, "default"
+
+    def _level(
+        self,
+        job_id: str,
+        members: Sequence[Pending],
+        times: Sequence[PodTimes],
+        levels: Sequence[str],
+        gang_level: str | None,
+    ) -> str | None:
+        named = sorted({t.required_level for t in times if t.required_level is not None})
+        if len(named) > 1:
+            raise ProblemError(
+                f"job {job_id}: its pods name different {REQUIRED_LEVEL} values {short(named)}."
+            )
+        if named:
+            level: str | None = named[0]
+        elif members[0].gang is not None:
+            level = gang_level
+        else:
+            level = None
+        if level is not None and level != NODE_LEVEL and level not in levels:
+            known = ", ".join([*levels, NODE_LEVEL])
+            raise ProblemError(
+                f"job {job_id}: level {short(level)} is not a topology level of the cluster "
+                f"({known})."
+            )
+        return level
+
+    def _weight(
+        self, pod: Pending, times: PodTimes, class_weights: Mapping[str, float], hp_weight: float
+    ) -> float:
+        if times.priority_class is not None and times.priority_class in class_weights:
+            return float(class_weights[times.priority_class])
+        return hp_weight if self.cluster.is_hp(pod.priority) else 1.0
+
+    def _ignored(self, job_id: str, members: Sequence[Pending], times: Sequence[PodTimes]) -> None:
+        """Count what decides where or when the pods may run but is not planned with."""
+        report = self.report
+        for pod, pod_times in zip(members, times, strict=True):
+            if pod.pod_affinity or pod.pod_anti_affinity:
+                report.note("pod-affinity (K5)", pod.id, ignored=True)
+            if pod.preemption_policy == "PreemptLowerPriority":
+                report.note("preemption (K8)", pod.id, ignored=True)
+            for key in pod_times.extender:
+                report.note(key, pod.id, ignored=True)
+        gang = members[0].gang
+        if gang is not None:
+            listed = next((g for g in self.cluster.gangs if g.id == gang), None)
+            if listed is not None and listed.min_member < len(members):
+                report.note("gang min_member", job_id, ignored=True)
+
+
+# ---------------------------------------------------------------------- Kubernetes output
+#: The placeholders' PriorityClass: below every workload (and below the defragmentation
+#: placeholders' -1000), never preempting; a waiting job of any higher priority preempts them.
+HOLD_CLASS = "gpuopt-calendar-hold"
+HOLD_PRIORITY = -1_000_000_000
+HOLD_IMAGE = "registry.k8s.io/pause:3.10"
+#: Labels of every placeholder: the job it holds for (label-safe) and its role.
+HOLDS_FOR = "gpuopt.io/holds-for"
+ROLE_LABEL = "gpuopt.io/role"
+ROLE = "calendar-hold"
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _label_value(text: str) -> str:
+    """``text`` as a label value: at most 63 of ``[A-Za-z0-9._-]``, alphanumeric at both ends."""
+    value = re.sub(r"[^A-Za-z0-9._-]", ".", text.replace("/", "."))[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
+
+
+def _dns_name(text: str) -> str:
+    """``text`` as a DNS-1123 name part: lower case, ``[a-z0-9-]``."""
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")
+
+
+def tick_time(now: float | None, tick: int, step: float) -> str | None:
+    """The RFC 3339 time (UTC, whole seconds) of ``tick`` from ``now`` (None without a clock).
+
+    >>> tick_time(0.0, 2, 30.0)
+    '1970-01-01T00:01:00Z'
+    """
+    if now is None:
+        return None
+    at = datetime.fromtimestamp(now + tick * step, tz=timezone.utc)
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _quantities(resources: Sequence[str], use: Sequence[int], gpu_resource: str) -> dict[str, str]:
+    """A pod's requests for ``use`` of the calendar's ``resources`` (GPUs under ``gpu_resource``;
+    ``cpu`` in milli-CPUs and ``memory`` in thousandths of MiB, as :func:`from_cluster` writes
+    them; any other name as it is)."""
+    out: dict[str, str] = {}
+    for name, amount in zip(resources, use, strict=True):
+        if amount <= 0:
+            continue
+        if name == "gpu":
+            out[gpu_resource] = str(amount)
+        elif name == "cpu":
+            out["cpu"] = f"{amount}m"
+        elif name == "memory":
+            out["memory"] = f"{math.ceil(amount * 1024 / 1000)}Ki"
+        else:
+            out[name] = str(amount)
+    return out
+
+
+def hold_class(name: str = HOLD_CLASS) -> dict[str, Any]:
+    """The placeholders' PriorityClass object."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name, "labels": {ROLE_LABEL: ROLE}},
+        "value": HOLD_PRIORITY,
+        "preemptionPolicy": "Never",
+        "globalDefault": False,
+        "description": "gpuopt job calendar: placeholders that hold a node for a waiting job",
+    }
+
+
+def kubernetes_objects(
+    problem: CalendarProblem,
+    plan: Any,
+    *,
+    cluster: Cluster | None = None,
+    now: float | None = None,
+    priority_class: str | None = None,
+) -> list[tuple[str, dict[str, Any] | None]]:
+    """F8: the plan as Kubernetes objects: ``(comment, object or None)`` in the order to apply.
+
+    1. the placeholders' PriorityClass (:func:`hold_class`), unless ``priority_class``
+       names an existing one to use instead;
+    2. per hold (:func:`gpuopt.calendar.solution.holds`) a placeholder pod: the hold's
+       amounts as requests (GPUs under the node's resource name, label
+       ``gpuopt.io/gpu-resource``, else ``nvidia.com/gpu``, also as limits), pinned
+       to the node by required node affinity on ``metadata.name``, with the
+       tolerations of the job's pods, labelled ``gpuopt.io/holds-for`` (the job id
+       as a label value) and ``gpuopt.io/role: calendar-hold``, annotated with the
+       job id and the hold's start and end (RFC 3339 when ``now`` is known, and ticks);
+    3. per pod of a job that starts now (:func:`gpuopt.calendar.solution.binds`) a
+       ``Binding`` of the pod to its node (pods of a gang in the order the cluster
+       lists them, one node each, as the plan lists them); a calendar read without a
+       cluster knows no pods: a comment names the job and its nodes.
+    """
+    from gpuopt.calendar.solution import binds, holds
+
+    out: list[tuple[str, dict[str, Any] | None]] = []
+    klass = priority_class or HOLD_CLASS
+    if priority_class is None:
+        out.append(("the placeholders' PriorityClass: kubectl apply -f -", hold_class()))
+    nodes = {node.id: node for node in cluster.nodes} if cluster is not None else {}
+    members: dict[str, list[Pending]] = dict(waiting_jobs(cluster)) if cluster is not None else {}
+    step = problem.step
+    for hold in holds(problem, plan):
+        node = nodes.get(hold.node)
+        gpu_resource = (
+            node.labels.get(GPU_RESOURCE_LABEL, DEFAULT_GPU_RESOURCE)
+            if node is not None
+            else DEFAULT_GPU_RESOURCE
+        )
+        pods = members.get(hold.job, [])
+        namespace = pods[0].space if pods else "default"
+        requests = _quantities(problem.resources, hold.use, gpu_resource)
+        limits = {k: v for k, v in requests.items() if k not in ("cpu", "memory")}
+        resources: dict[str, Any] = {"requests": requests}
+        if limits:
+            resources["limits"] = limits
+        tolerations: list[dict[str, Any]] = []
+        for pod in pods:
+            for toleration in pod.tolerations:
+                shown = {_camel(k): v for k, v in toleration.model_dump(exclude_none=True).items()}
+                if shown not in tolerations:
+                    tolerations.append(shown)
+        start, end = tick_time(now, hold.start, step), tick_time(now, hold.end, step)
+        annotations = {
+            HOLDS_FOR: hold.job,
+            "gpuopt.io/hold-start-tick": str(hold.start),
+            "gpuopt.io/hold-end-tick": str(hold.end),
+        }
+        if start is not None and end is not None:
+            annotations["gpuopt.io/hold-start"] = start
+            annotations["gpuopt.io/hold-end"] = end
+        name = f"gpuopt-hold-{_dns_name(hold.job)}-{_dns_name(hold.node)}"[:253].rstrip("-")
+        spec: dict[str, Any] = {
+            "priorityClassName": klass,
+            "terminationGracePeriodSeconds": 0,
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchFields": [
+                                    {
+                                        "key": "metadata.name",
+                                        "operator": "In",
+                                        "values": [hold.node],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+            "containers": [{"name": "hold", "image": HOLD_IMAGE, "resources": resources}],
+        }
+        if tolerations:
+            spec["tolerations"] = tolerations
+        when = f"from {start} to {end}" if start else f"from tick {hold.start} to {hold.end}"
+        out.append(
+            (
+                f"hold {hold.node} for {hold.job} {when}: kubectl apply -f -",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": name,
+                        "namespace": namespace,
+                        "labels": {
+                            "app.kubernetes.io/managed-by": "gpuopt",
+                            ROLE_LABEL: ROLE,
+                            HOLDS_FOR: _label_value(hold.job),
+                        },
+                        "annotations": annotations,
+                    },
+                    "spec": spec,
+                },
+            )
+        )
+    for job, chosen in binds(plan):
+        pods = members.get(job, [])
+        if not pods:
+            out.append(
+                (f"bind now: job {job} on {', '.join(chosen)} (its pods are not known)", None)
+            )
+            continue
+        for pod, node_id in zip(pods, chosen, strict=True):
+            namespace = pod.space
+            name = pod.id[len(namespace) + 1 :] if pod.id.startswith(f"{namespace}/") else pod.id
+            out.append(
+                (
+                    f"bind now: {pod.id} to {node_id}: kubectl create --raw "
+                    f"/api/v1/namespaces/{namespace}/pods/{name}/binding -f -",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Binding",
+                        "metadata": {"name": name, "namespace": namespace},
+                        "target": {"apiVersion": "v1", "kind": "Node", "name": node_id},
+                    },
+                )
+            )
+    return out
+
+
+def kubernetes_yaml(
+    problem: CalendarProblem,
+    plan: Any,
+    *,
+    cluster: Cluster | None = None,
+    now: float | None = None,
+    priority_class: str | None = None,
+) -> str:
+    """:func:`kubernetes_objects` as one YAML stream, each document after a comment saying
+    how to apply it (a Binding is JSON: ``kubectl create --raw`` posts it as it is)."""
+    import json
+
+    import yaml
+
+    from gpuopt.calendar.solution import holds
+
+    found = kubernetes_objects(
+        problem, plan, cluster=cluster, now=now, priority_class=priority_class
+    )
+    binding = sum(1 for _, item in found if item is not None and item["kind"] == "Binding")
+    parts = [
+        f"# gpuopt calendar ({plan.method}): holds {len(holds(problem, plan))}, "
+        f"pods to bind now {binding}. Apply the PriorityClass and the placeholders; "
+        "re-run every period and replace the placeholders labelled "
+        f"{ROLE_LABEL}={ROLE}."
+    ]
+    for comment, item in found:
+        if item is None:
+            parts.append(f"# {comment}")
+        elif item["kind"] == "Binding":
+            parts.append(f"---\n# {comment}\n{json.dumps(item)}")
+        else:
+            parts.append(f"---\n# {comment}\n" + yaml.safe_dump(item, sort_keys=False).rstrip())
+    return "\n".join(parts) + "\n"
+
+
+__all__ = [
+    "BASE_RESOURCES",
+    "DEFAULT_WALLTIME",
+    "EXPECTED_END",
+    "HOLDS_FOR",
+    "HOLD_CLASS",
+    "HOLD_PRIORITY",
+    "HP_WEIGHT",
+    "MAX_RUNTIME",
+    "QUEUE_LABEL",
+    "REQUIRED_LEVEL",
+    "ROLE",
+    "ROLE_LABEL",
+    "WALLTIME",
+    "CalendarReport",
+    "PodTimes",
+    "from_cluster",
+    "from_cluster_report",
+    "hold_class",
+    "kubernetes_objects",
+    "kubernetes_yaml",
+    "parse_duration",
+    "parse_time",
+    "pod_times",
+    "tick_time",
+    "waiting_jobs",
+]

@@ -1,0 +1,333 @@
+"""``gpuopt.calendar.cluster``: a job calendar built from a hand-made cluster.
+
+Every expectation below is worked out by hand from the cluster written here
+(which nodes a pod's tolerations, selector and the nodes' states leave, which
+tick an end falls on), not from the code under test; every plan goes through
+the calendar's checker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import gpuopt
+from gpuopt.api import METHODS
+from gpuopt.calendar.cluster import (
+    CalendarReport,
+    PodTimes,
+    from_cluster,
+    from_cluster_report,
+    parse_duration,
+    pod_times,
+)
+from gpuopt.calendar.problem import CalendarProblem
+from gpuopt.calendar.solution import holds, violations
+from gpuopt.cluster.model import Cluster
+from gpuopt.errors import ProblemError
+
+NOW = 100_000.0
+STEP = 60.0
+HORIZON = 6 * 3600.0  # 360 ticks
+
+
+def node(name: str, rack: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": name,
+        "gpus": 8,
+        "cpus": 64,
+        "memory": 512_000,
+        "topology": {"rack": rack},
+        **extra,
+    }
+
+
+def cluster(pending: list[dict[str, Any]], tasks: list[dict[str, Any]] | None = None) -> Cluster:
+    """Five 8-GPU nodes in two racks: ``a`` tainted, ``d`` cordoned, ``f`` NotReady."""
+    return Cluster.model_validate(
+        {
+            "now": NOW,
+            "levels": ["rack"],
+            "nodes": [
+                node("a", "r1", taints=[{"key": "infer", "effect": "NoSchedule"}]),
+                node("b", "r1", labels={"pool": "x"}),
+                node("c", "r1"),
+                node("d", "r2", unschedulable=True),
+                node("e", "r2", labels={"pool": "x"}),
+                node("f", "r2", ready=False),
+            ],
+            "tasks": tasks or [],
+            "pending": pending,
+        }
+    )
+
+
+def build(c: Cluster, **options: Any) -> tuple[CalendarProblem, CalendarReport]:
+    return from_cluster_report(c, horizon=HORIZON, step=STEP, **options)
+
+
+def checked(problem: CalendarProblem, method: str = "heuristic") -> Any:
+    plan = gpuopt.solve(problem, method)
+    assert violations(problem, plan) == []
+    return plan
+
+
+# --------------------------------------------------------------------------- eligibility
+def test_eligible_nodes_are_those_the_kubernetes_rules_admit() -> None:
+    c = cluster(
+        [
+            {"id": "ml/plain", "gpus": 1},
+            {
+                "id": "ml/tolerant",
+                "gpus": 1,
+                "tolerations": [{"key": "infer", "operator": "Exists"}],
+            },
+            {"id": "ml/picky", "gpus": 1, "node_selector": {"pool": "x"}},
+        ]
+    )
+    problem, report = build(c)
+    eligible = {job.id: job.eligible for job in problem.jobs}
+    # a: taint not tolerated (K2); d: cordoned, f: NotReady (K1); picky: only pool=x (K3)
+    assert eligible == {
+        "ml/plain": ["b", "c", "e"],
+        "ml/tolerant": ["a", "b", "c", "e"],
+        "ml/picky": ["b", "e"],
+    }
+    assert report.notes["no-eligible-node"] == 0
+    for method in METHODS[CalendarProblem]:
+        plan = checked(problem, method)
+        assert all(start.start == 0 for start in plan.starts), method
+
+
+def test_a_pod_no_node_admits_gets_no_start_and_is_reported() -> None:
+    problem, report = build(
+        cluster([{"id": "ml/lost", "gpus": 1, "node_selector": {"pool": "zz"}}])
+    )
+    assert problem.jobs[0].eligible == []
+    assert report.notes["no-eligible-node"] == 1
+    plan = checked(problem)
+    assert plan.starts[0].start is None and plan.starts[0].reason
+
+
+# --------------------------------------------------------------------------- gangs
+def test_a_gang_is_one_job_placed_inside_one_rack() -> None:
+    """Two 8-GPU pods of one gang at rack level: rack r2 has one usable node (e; d cordoned,
+    f NotReady), so both pods must go to r1's untainted nodes b and c."""
+    gang = [
+        {"id": f"ml/g-{k}", "gpus": 8, "cpus": 8, "gang": "ml/g", "since": NOW - 600}
+        for k in (0, 1)
+    ]
+    problem, _ = build(cluster(gang), gang_level="rack")
+    (job,) = problem.jobs
+    assert (job.id, job.members, job.level, job.use[0], job.submit) == ("ml/g", 2, "rack", 8, -10)
+    for method in METHODS[CalendarProblem]:
+        plan = checked(problem, method)
+        assert sorted(plan.starts[0].nodes) == ["b", "c"], method
+
+
+def test_a_gang_waits_for_room_in_one_domain_and_holds_it() -> None:
+    """b and c run 8-GPU pods ending at ticks 30 and 60: the gang starts at 60 in r1 (r2 has one
+    usable node), holding b and c from 60 to 120 (the default walltime, 60 ticks); the
+    lower-priority 8-GPU pod fits now only on e."""
+    tasks = [
+        {"id": "run-b", "node": "b", "gpus": 8, "start_time": NOW - 100},
+        {"id": "run-c", "node": "c", "gpus": 8, "start_time": NOW - 100},
+    ]
+    times = {
+        "run-b": PodTimes(expected_end=NOW + 30 * STEP),
+        "run-c": PodTimes(active_deadline=100 + 60 * STEP),
+    }
+    pending = [{"id": f"ml/g-{k}", "gpus": 8, "gang": "ml/g", "priority": 9} for k in (0, 1)] + [
+        {"id": "ml/small", "gpus": 8, "priority": 1}
+    ]
+    problem, report = build(cluster(pending, tasks), pods=times, gang_level="rack")
+    assert dict(report.running_end) == {"annotation": 1, "active-deadline": 1}
+    plan = checked(problem)
+    assert plan.start_of("ml/g").start == 60 and sorted(plan.start_of("ml/g").nodes) == ["b", "c"]
+    assert plan.start_of("ml/small").start == 0 and plan.start_of("ml/small").nodes == ["e"]
+    assert sorted((h.node, h.start, h.end) for h in holds(problem, plan)) == [
+        ("b", 60, 120),
+        ("c", 60, 120),
+    ]
+
+
+def test_required_level_must_be_a_level_of_the_cluster() -> None:
+    gang = [{"id": f"ml/g-{k}", "gpus": 8, "gang": "ml/g"} for k in (0, 1)]
+    with pytest.raises(ProblemError, match="'zone' is not a topology level"):
+        build(cluster(gang), gang_level="zone")
+    times = {"ml/g-0": PodTimes(required_level="row")}
+    with pytest.raises(ProblemError, match="'row' is not a topology level"):
+        build(cluster(gang), pods=times)
+
+
+# --------------------------------------------------------------------------- running pods
+def test_expected_end_from_each_source_in_order() -> None:
+    tasks = [
+        # annotation wins over activeDeadlineSeconds: NOW + 600 s = tick 10
+        {"id": "ann", "node": "b", "gpus": 1, "start_time": NOW - 50},
+        # start + activeDeadlineSeconds = NOW + 200 s -> tick ceil(200 / 60) = 4
+        {"id": "ads", "node": "b", "gpus": 1, "start_time": NOW - 1000},
+        # running_default 3600 s after its start NOW - 600 -> NOW + 3000 s = tick 50
+        {"id": "assumed", "node": "c", "gpus": 1, "start_time": NOW - 600},
+        # activeDeadlineSeconds without a start time cannot be used: the default applies
+        {"id": "nostart", "node": "c", "gpus": 1},
+        # ended before now by its annotation: one tick from now
+        {"id": "late", "node": "e", "gpus": 1, "start_time": NOW - 50},
+    ]
+    times = {
+        "ann": PodTimes(expected_end=NOW + 600, active_deadline=5.0),
+        "ads": PodTimes(active_deadline=1200.0),
+        "nostart": PodTimes(active_deadline=60.0),
+        "late": PodTimes(expected_end=NOW - 10),
+    }
+    problem, report = build(cluster([], tasks), pods=times, running_default=3600.0)
+    ends = {pod.id: pod.end for pod in problem.running}
+    assert ends == {"ann": 10, "ads": 4, "assumed": 50, "nostart": 60, "late": 1}
+    assert dict(report.running_end) == {"annotation": 2, "active-deadline": 1, "assumed": 2}
+    assert report.notes["overdue"] == 1
+    # without a default, what states no end runs past the horizon (360 ticks)
+    problem, report = build(cluster([], tasks), pods=times)
+    assert {pod.id: pod.end for pod in problem.running}["assumed"] == 360
+    assert report.running_end["horizon"] == 2
+
+
+def test_running_shares_hold_their_gpu_until_the_last_of_them_ends() -> None:
+    tasks = [
+        {"id": "s1", "node": "b", "gpus": 1, "gpu_milli": 500, "gpu_indices": [3]},
+        {"id": "s2", "node": "b", "gpus": 1, "gpu_milli": 300, "gpu_indices": [3]},
+    ]
+    times = {
+        "s1": PodTimes(expected_end=NOW + 10 * STEP),
+        "s2": PodTimes(expected_end=NOW + 90 * STEP),
+    }
+    problem, _ = build(cluster([], tasks), pods=times)
+    running = {pod.id: (pod.node, pod.use[0], pod.end) for pod in problem.running}
+    assert running == {"s1": ("b", 0, 10), "s2": ("b", 0, 90), "b#gpu3": ("b", 1, 90)}
+
+
+# --------------------------------------------------------------------------- waiting pods
+def test_walltime_submit_priority_weight_and_queue() -> None:
+    pending = [
+        {"id": "ml/ann", "gpus": 1, "since": NOW - 3600, "priority": 2_000_000},
+        {"id": "ml/ads", "gpus": 1, "since": NOW - 59, "priority": 5},
+        {"id": "ml/none", "gpus": 1, "labels": {"kueue.x-k8s.io/queue-name": "team-a"}},
+        {"id": "ml/share", "gpus": 1, "gpu_milli": 250},
+    ]
+    c = cluster(pending).model_copy(update={"hp_priority": 1_000_000})
+    times = {
+        "ml/ann": PodTimes(walltime=7200.0, active_deadline=60.0),
+        "ml/ads": PodTimes(active_deadline=90.0, priority_class="cheap"),
+    }
+    problem, report = build(c, pods=times, default_walltime=1800.0, class_weights={"cheap": 0.5})
+    jobs = {job.id: job for job in problem.jobs}
+    assert {j: (jobs[j].duration, jobs[j].submit) for j in jobs} == {
+        "ml/ann": (120, -60),  # 2 h walltime; created an hour ago
+        "ml/ads": (2, -1),  # ceil(90 / 60); floor(-59 / 60)
+        "ml/none": (30, 0),  # the default 1800 s; no creation time
+        "ml/share": (30, 0),
+    }
+    assert jobs["ml/ann"].weight == 10.0 and jobs["ml/ads"].weight == 0.5
+    assert jobs["ml/none"].weight == 1.0 and jobs["ml/ann"].priority == 2_000_000
+    assert jobs["ml/none"].queue == "team-a" and jobs["ml/share"].use[0] == 1
+    assert dict(report.walltime) == {"annotation": 1, "active-deadline": 1, "default": 2}
+    assert dict(report.submit) == {"since": 2, "unknown": 2}
+    assert report.notes["share-as-whole"] == 1
+    checked(problem)
+
+
+def test_fields_not_planned_with_are_counted() -> None:
+    term = {"topology_key": "kubernetes.io/hostname"}
+    pending = [
+        {"id": "ml/aff", "gpus": 1, "pod_anti_affinity": [term], "preemption_policy": "Never"},
+        {"id": "ml/pre", "gpus": 1},
+        {"id": "ml/bw", "gpus": 1, "preemption_policy": "Never"},
+    ]
+    times = {"ml/bw": PodTimes(extender=("gpuopt.io/min-gpu-bandwidth",))}
+    problem, report = build(cluster(pending), pods=times)
+    assert dict(report.ignored) == {
+        "pod-affinity (K5)": 1,
+        "preemption (K8)": 1,
+        "gpuopt.io/min-gpu-bandwidth": 1,
+    }
+    assert any("ml/aff" in line for line in report.lines())
+    checked(problem)
+
+
+def test_pod_times_reads_annotations_and_counts_or_refuses_bad_ones() -> None:
+    listing = {
+        "kind": "List",
+        "items": [
+            {
+                "kind": "Pod",
+                "metadata": {
+                    "name": "p",
+                    "namespace": "ml",
+                    "annotations": {
+                        "gpuopt.io/expected-end": "1970-01-02T00:00:00Z",
+                        "gpuopt.io/max-runtime": "90m",
+                        "gpuopt.io/required-level": "rack",
+                    },
+                },
+                "spec": {"activeDeadlineSeconds": 600, "priorityClassName": "batch"},
+            },
+            {
+                "kind": "Pod",
+                "metadata": {"name": "q", "annotations": {"gpuopt.io/walltime": "soon"}},
+                "spec": {},
+            },
+            {"kind": "Node", "metadata": {"name": "n"}, "spec": {}},
+        ],
+    }
+    report = CalendarReport()
+    found = pod_times([listing], report=report)
+    assert found["ml/p"] == PodTimes(
+        expected_end=86400.0,
+        walltime=5400.0,
+        active_deadline=600.0,
+        priority_class="batch",
+        required_level="rack",
+    )
+    assert found["default/q"].walltime is None and report.ignored["bad-annotation"] == 1
+    with pytest.raises(ProblemError, match=r"pod default/q: annotation gpuopt\.io/walltime"):
+        pod_times([listing], strict=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("45", 45.0), ("2m", 120.0), ("1.5h", 5400.0), ("1d", 86400.0)]
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "h", "-1m", "3x", "1e999"])
+def test_parse_duration_refuses(text: str) -> None:
+    with pytest.raises(ProblemError, match="is not a duration"):
+        parse_duration(text)
+
+
+def test_clock_and_grid_are_required() -> None:
+    c = cluster([{"id": "ml/p", "gpus": 1}]).model_copy(update={"now": None})
+    with pytest.raises(ProblemError, match="no clock"):
+        from_cluster(c, horizon=HORIZON, step=STEP)
+    assert from_cluster(c, horizon=HORIZON, step=STEP, now=NOW).horizon == 360
+    with pytest.raises(ProblemError, match="shorter than one step"):
+        from_cluster(c, horizon=30, step=STEP, now=NOW)
+
+
+def test_locked_node_keeps_what_its_pods_hold_and_takes_no_job() -> None:
+    c = Cluster.model_validate(
+        {
+            "now": NOW,
+            "nodes": [
+                {"id": "l", "gpus": 2, "cpus": 8, "locked": True},
+                {"id": "o", "gpus": 8, "cpus": 8},
+            ],
+            "tasks": [{"id": "big", "node": "l", "gpus": 4, "cpus": 4}],
+            "pending": [{"id": "ml/p", "gpus": 2}],
+        }
+    )
+    problem, report = build(c)
+    assert problem.nodes[0].capacity[0] == 4 and report.notes["locked-node"] == 1
+    assert problem.jobs[0].eligible == ["o"]
+    checked(problem)

@@ -1,0 +1,306 @@
+"""``gpuopt calendar``: a kubectl fixture with a gang that must wait and a pod that backfills.
+
+The fixture (worked out by hand): nodes n1 and n2 of 8 GPUs in rack r1, n3 of
+8 GPUs in rack r2 with a taint no waiting pod tolerates. ``train/r1`` holds
+all of n1 until its ``gpuopt.io/expected-end``, two hours from now;
+``train/r2`` holds 4 GPUs of n2 until start + ``activeDeadlineSeconds``, 30
+minutes from now. The gang ``ml/big`` (two 8-GPU pods, 4 h walltime, rack
+level) can start only when n1 frees, at 2 h, on n1 and n2: it holds both.
+``ml/small`` (4 GPUs, 1 h walltime, lower priority) fits n2 now and ends
+before the hold: it backfills and binds now.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuopt.calendar.problem import CalendarProblem
+from tests.cli.conftest import refusal, run
+
+NOW = "2026-03-02T12:00:00Z"
+STEP = 300  # 5 minutes
+
+
+def kube_node(name: str, rack: str, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    amounts = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8", "pods": "110"}
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"gpuopt.io/rack": rack}},
+        "spec": {"taints": taints or []},
+        "status": {
+            "allocatable": amounts,
+            "capacity": amounts,
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def kube_pod(
+    name: str,
+    gpus: int,
+    *,
+    node: str | None = None,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    spec: dict[str, Any] | None = None,
+    start: str | None = None,
+) -> dict[str, Any]:
+    namespace, _, short = name.partition("/")
+    pod: dict[str, Any] = {
+        "kind": "Pod",
+        "metadata": {
+            "name": short,
+            "namespace": namespace,
+            "creationTimestamp": "2026-03-02T11:00:00Z",
+            "labels": labels or {},
+            "annotations": annotations or {},
+            "ownerReferences": [{"kind": "Job", "name": "j", "uid": "u", "controller": True}],
+        },
+        "spec": {
+            "containers": [
+                {"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+            ],
+            **(spec or {}),
+        },
+        "status": {"phase": "Pending"},
+    }
+    if node is not None:
+        pod["spec"]["nodeName"] = node
+        pod["status"] = {"phase": "Running", "startTime": start}
+    return pod
+
+
+def fixture_objects() -> dict[str, Any]:
+    gang = {"scheduling.x-k8s.io/pod-group": "big"}
+    four_hours = {"gpuopt.io/walltime": "4h", "gpuopt.io/required-level": "rack"}
+    return {
+        "kind": "List",
+        "items": [
+            kube_node("n1", "r1"),
+            kube_node("n2", "r1"),
+            kube_node("n3", "r2", [{"key": "infer", "effect": "NoSchedule"}]),
+            kube_pod(
+                "train/r1",
+                8,
+                node="n1",
+                start="2026-03-02T10:00:00Z",
+                annotations={"gpuopt.io/expected-end": "2026-03-02T14:00:00Z"},
+            ),
+            kube_pod(
+                "train/r2",
+                4,
+                node="n2",
+                start="2026-03-02T11:00:00Z",
+                spec={"activeDeadlineSeconds": 5400},
+            ),
+            kube_pod("ml/big-0", 8, labels=gang, annotations=four_hours, spec={"priority": 100}),
+            kube_pod("ml/big-1", 8, labels=gang, annotations=four_hours, spec={"priority": 100}),
+            kube_pod(
+                "ml/small",
+                4,
+                annotations={"gpuopt.io/max-runtime": "1h"},
+                spec={
+                    "priority": 10,
+                    "tolerations": [{"key": "other", "operator": "Exists"}],
+                },
+            ),
+        ],
+    }
+
+
+@pytest.fixture
+def kube_file(tmp_path: Path) -> Path:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(fixture_objects()))
+    return path
+
+
+def calendar(
+    kube_file: Path, capsys: pytest.CaptureFixture[str], *extra: str
+) -> tuple[int, str, str]:
+    return run(
+        [
+            "calendar",
+            str(kube_file),
+            "--now",
+            NOW,
+            "--step",
+            "5m",
+            "--topology-label",
+            "rack=gpuopt.io/rack",
+            *extra,
+        ],
+        capsys,
+    )
+
+
+def test_the_plan_as_json(kube_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = calendar(kube_file, capsys, "--format", "json")
+    assert code == 0, err
+    view = json.loads(out)
+    jobs = {job["job"]: job for job in view["jobs"]}
+    big, small = jobs["ml/big"], jobs["ml/small"]
+    assert big["pods"] == 2 and big["start"] == 24  # two hours of 5-minute ticks
+    assert big["start_time"] == "2026-03-02T14:00:00Z" and sorted(big["nodes"]) == ["n1", "n2"]
+    assert small["start"] == 0 and small["nodes"] == ["n2"]
+    assert sorted(view["holds"]) == ["n1", "n2"]
+    assert {hold["end"] for items in view["holds"].values() for hold in items} == {24 + 48}
+    assert view["backfill"] == ["ml/small"]
+    assert view["bind"] == [{"job": "ml/small", "pods": [{"pod": "ml/small", "node": "n2"}]}]
+    report = view["report"]
+    assert report["running_end"] == {"annotation": 1, "active-deadline": 1}
+    assert report["walltime"] == {"annotation": 2}
+    # the reader's and the calendar's reports go to stderr, not stdout
+    assert "running pods' expected end" in err
+
+
+def test_the_table_and_the_plan_file(
+    kube_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_file = tmp_path / "plan.json"
+    code, out, _ = calendar(kube_file, capsys, "--out", str(out_file))
+    assert code == 0
+    assert "ml/big" in out and "backfill: ml/small" in out and "bind now: ml/small" in out
+    plan = json.loads(out_file.read_text())
+    assert {start["job"]: start["start"] for start in plan["starts"]} == {
+        "ml/big": 24,
+        "ml/small": 0,
+    }
+
+
+def test_emit_kubernetes_placeholders_and_bindings(
+    kube_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = calendar(kube_file, capsys, "--emit", "kubernetes", "--quiet")
+    assert code == 0
+    documents = [doc for doc in yaml.safe_load_all(out) if doc is not None]
+    kinds = [doc["kind"] for doc in documents]
+    assert kinds == ["PriorityClass", "Pod", "Pod", "Binding"]
+    klass = documents[0]
+    assert klass["value"] < 0 and klass["preemptionPolicy"] == "Never"
+    holds = {}
+    for pod in documents[1:3]:
+        terms = pod["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        (term,) = terms
+        (field,) = term["matchFields"]
+        assert (field["key"], field["operator"]) == ("metadata.name", "In")
+        (node,) = field["values"]
+        holds[node] = pod
+        assert pod["spec"]["priorityClassName"] == klass["metadata"]["name"]
+        assert pod["metadata"]["labels"]["gpuopt.io/holds-for"] == "ml.big"
+        assert pod["metadata"]["annotations"]["gpuopt.io/holds-for"] == "ml/big"
+        assert pod["metadata"]["annotations"]["gpuopt.io/hold-start"] == "2026-03-02T14:00:00Z"
+        assert pod["metadata"]["annotations"]["gpuopt.io/hold-end"] == "2026-03-02T18:00:00Z"
+        resources = pod["spec"]["containers"][0]["resources"]
+        assert (
+            resources["requests"]["nvidia.com/gpu"] == "8" == resources["limits"]["nvidia.com/gpu"]
+        )
+        assert pod["metadata"]["namespace"] == "ml"
+    assert sorted(holds) == ["n1", "n2"]  # one placeholder per hold, pinned to its node
+    binding = documents[3]
+    assert binding["metadata"] == {"name": "small", "namespace": "ml"}
+    assert binding["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n2"}
+
+
+def test_an_existing_priority_class_is_named_not_emitted(
+    kube_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = calendar(
+        kube_file, capsys, "--emit", "kubernetes", "--hold-class", "lowest", "--quiet"
+    )
+    assert code == 0
+    documents = [doc for doc in yaml.safe_load_all(out) if doc is not None]
+    assert "PriorityClass" not in [doc["kind"] for doc in documents]
+    assert {doc["spec"]["priorityClassName"] for doc in documents if doc["kind"] == "Pod"} == {
+        "lowest"
+    }
+
+
+def test_every_method_of_the_calendar(kube_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuopt.api import METHODS
+
+    for method in METHODS[CalendarProblem]:
+        code, out, err = calendar(kube_file, capsys, "--method", method, "--quiet")
+        assert code == 0 and out == "", (method, err)
+
+
+def test_a_calendar_problem_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    problem = CalendarProblem(
+        nodes=[{"id": "a", "capacity": [8]}],
+        running=[{"id": "r", "node": "a", "use": [8], "end": 3}],
+        jobs=[{"id": "j", "use": [8], "duration": 2}],
+        horizon=10,
+    )
+    path = tmp_path / "calendar.json"
+    path.write_text(problem.to_json())
+    code, out, _ = run(["calendar", str(path), "--format", "json"], capsys)
+    assert code == 0
+    view = json.loads(out)
+    assert view["jobs"][0]["start"] == 3 and view["jobs"][0]["start_time"] is None
+    assert view["holds"]["a"][0]["start"] == 3 and view["report"] is None
+
+
+def test_bad_inputs_exit_2_with_one_sentence(
+    kube_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    problem = tmp_path / "calendar.json"
+    problem.write_text(CalendarProblem(nodes=[{"id": "a", "capacity": [8]}], horizon=10).to_json())
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text(
+        yaml.safe_dump(fixture_objects()).replace('"4h"', '"soon"').replace("4h", "soon")
+    )
+    cases = {
+        "--horizon": ["calendar", str(kube_file), "--horizon", "3x"],
+        "--now": ["calendar", str(kube_file), "--now", "yesterday"],
+        "no such file": ["calendar", str(tmp_path / "missing.yaml")],
+        "states its own": ["calendar", str(problem), "--horizon", "2h"],
+        "not a topology level": ["calendar", str(kube_file), "--gang-level", "row"],
+        "annotation gpuopt.io/walltime": ["calendar", str(bad_yaml), "--strict"],
+        "--weight": ["calendar", str(kube_file), "--weight", "batch"],
+    }
+    out_file = tmp_path / "plan.json"
+    for expected, argv in cases.items():
+        err = refusal([*argv, "--out", str(out_file)], capsys)
+        assert expected in err, (expected, err)
+        assert not out_file.exists()
+
+
+def test_a_gpuopt_snapshot(cluster_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The snapshot of :func:`waiting_cluster` (two half-busy nodes, an 8-GPU pod waiting) has
+    no clock and no annotations: ``--now`` is required, and with nothing stating when the
+    running tasks end they run past the horizon, so the pod gets no start."""
+    err = refusal(["calendar", str(cluster_file)], capsys)
+    assert "no clock" in err
+    code, out, _ = run(["calendar", str(cluster_file), "--now", "0", "--format", "json"], capsys)
+    assert code == 0
+    view = json.loads(out)
+    assert view["jobs"][0]["start"] is None and view["holds"] == {}
+    assert view["report"]["running_end"] == {"horizon": 2}
+    code, out, _ = run(
+        ["calendar", str(cluster_file), "--now", "0", "--running-default", "1h", "--quiet"],
+        capsys,
+    )
+    assert code == 0 and out == ""
+
+
+def test_every_emitted_object_passes_the_kubernetes_schemas(
+    kube_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    version = kubernetes_validate.latest_version()
+    code, out, _ = calendar(kube_file, capsys, "--emit", "kubernetes", "--quiet")
+    assert code == 0
+    documents = [doc for doc in yaml.safe_load_all(out) if doc is not None]
+    assert {doc["kind"] for doc in documents} == {"PriorityClass", "Pod", "Binding"}
+    for document in documents:
+        try:
+            kubernetes_validate.validate(document, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:  # the first line says what
+            pytest.fail(f"{document['kind']} {document['metadata']}: {str(exc).splitlines()[0]}")
