@@ -1044,6 +1044,24 @@ def case_replay_jobs(rng: random.Random, tmp: Path) -> Case:
     return Case(argv, steps, out, accept)
 
 
+def case_calendar(rng: random.Random, tmp: Path) -> Case:
+    problem_file, out = tmp / "calendar.json", tmp / "plan.json"
+    steps = json_input(rng, valid_calendar(rng), problem_file, references=("node",))
+    method = rng.choice(("heuristic", "conservative", "fifo"))
+    argv = ["calendar", str(problem_file), "--method", method, "--out", str(out), "--quiet"]
+    steps.append(method)
+
+    def accept() -> None:
+        from gpuopt.calendar.problem import CalendarProblem
+        from gpuopt.calendar.solution import CalendarPlan, violations
+
+        problem = CalendarProblem.load(problem_file)
+        plan = CalendarPlan.model_validate_json(out.read_text())
+        assert violations(problem, plan) == []
+
+    return Case(argv, steps, out, accept)
+
+
 COMMANDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "allocate": case_allocate,
     "check": case_check,
@@ -1059,6 +1077,7 @@ COMMANDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "calibrate": case_calibrate,
     "forecast": case_forecast,
     "replay-jobs": case_replay_jobs,
+    "calendar": case_calendar,
 }
 #: cases per command in the default run, and under ``-m slow``
 CASES = {
@@ -1076,6 +1095,7 @@ CASES = {
     "calibrate": 20,
     "forecast": 25,
     "replay-jobs": 25,
+    "calendar": 25,
 }
 SLOW_CASES = {name: count * 10 for name, count in CASES.items()}
 
