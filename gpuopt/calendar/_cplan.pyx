@@ -178,6 +178,19 @@ cdef int _cmp_event(const void *a, const void *b) noexcept nogil:
     return (p.k > q.k) - (p.k < q.k)
 
 
+cdef inline int _enter(
+    const Node *nd, int R, const i64 *use, int piece, int *dq, i64 *dv, int head, int tail
+) noexcept nogil:
+    """Piece ``piece`` enters the sliding window: the deque keeps rising values (its
+    front is the window's minimum); returns the new tail."""
+    cdef i64 f = _count(nd.free + piece * R, use, R)
+    while tail > head and dv[tail - 1] >= f:
+        tail -= 1
+    dq[tail] = piece
+    dv[tail] = f
+    return tail + 1
+
+
 cdef int _window_events(
     const Node *nd, int R, const i64 *use, i64 d, i64 lo, i64 hi, i64 k, Event *out, int *dq,
     i64 *dv,
@@ -190,12 +203,7 @@ cdef int _window_events(
     cdef int head = 0, tail = 0, nk = first, n = 0
     cdef i64 t, tl, te, f, last
     while nk < c and nd.times[nk] < lo + d:
-        f = _count(nd.free + nk * R, use, R)
-        while tail > head and dv[tail - 1] >= f:
-            tail -= 1
-        dq[tail] = nk
-        dv[tail] = f
-        tail += 1
+        tail = _enter(nd, R, use, nk, dq, dv, head, tail)
         nk += 1
     last = dv[head]
     out[0].t = lo
@@ -211,12 +219,7 @@ cdef int _window_events(
         while first + 1 < c and nd.times[first + 1] <= t:
             first += 1
         while nk < c and nd.times[nk] - d + 1 <= t:
-            f = _count(nd.free + nk * R, use, R)
-            while tail > head and dv[tail - 1] >= f:
-                tail -= 1
-            dq[tail] = nk
-            dv[tail] = f
-            tail += 1
+            tail = _enter(nd, R, use, nk, dq, dv, head, tail)
             nk += 1
         while dq[head] < first:
             head += 1

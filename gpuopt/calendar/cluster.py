@@ -325,37 +325,13 @@ def _pods(objects: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
             yield item
 
 
-def from_cluster(
-    cluster: Cluster,
-    *,
-    horizon: float,
-    step: float,
-    now: float | None = None,
-    objective: Objective = "delay",
-    pods: Mapping[str, PodTimes] | None = None,
-    default_walltime: float = DEFAULT_WALLTIME,
-    running_default: float | None = None,
-    gang_level: str | None = None,
-    class_weights: Mapping[str, float] | None = None,
-    hp_weight: float = HP_WEIGHT,
-) -> CalendarProblem:
+def from_cluster(cluster: Cluster, **options: Any) -> CalendarProblem:
     """The job calendar of ``cluster`` (the module docstring gives the mapping).
 
-    :func:`from_cluster_report` takes the same arguments and also returns the report.
+    It takes the arguments of :func:`from_cluster_report`, which also returns the
+    report of what was simplified or left out.
     """
-    problem, _ = from_cluster_report(
-        cluster,
-        horizon=horizon,
-        step=step,
-        now=now,
-        objective=objective,
-        pods=pods,
-        default_walltime=default_walltime,
-        running_default=running_default,
-        gang_level=gang_level,
-        class_weights=class_weights,
-        hp_weight=hp_weight,
-    )
+    problem, _ = from_cluster_report(cluster, **options)
     return problem
 
 
