@@ -362,6 +362,8 @@ def plan_core(
                         best = start
                         best_node = cand_node[k]
                         best_free = fr
+                        if best == low and best_free == use[j, 0]:
+                            break  # now, on a node it fills exactly: no node does better
                 if best_node >= 0:
                     floor = best
                     out_start[j] = best

@@ -205,6 +205,8 @@ def _place_one(
             free = board.free_at(node, start)
             if start < best or (start == best and free < best_free):
                 best, best_node, best_free = start, node, free
+                if best == lo and best_free == use[0]:
+                    break  # now, on a node it fills exactly: no node does better
         return (best, (best_node,)) if best_node >= 0 else (-1, ())
     ticks = {lo}
     for node in candidates:
