@@ -449,6 +449,53 @@ def waiting_jobs(cluster: Cluster) -> list[tuple[str, list[Pending]]]:
     return list(jobs.items())
 
 
+def preemptions(cluster: Cluster, plan: Any, *, now: float | None = None) -> list[dict[str, Any]]:
+    """What to stop now (K8 of models/cluster.md, F9): for each one-pod job the plan
+    does not start now, in the plan's order, the preemption heuristic's cheapest
+    victims on one node that would let it start now; a node already named for an
+    earlier job is not offered again. Each item: ``job``, ``pod``, ``node``,
+    ``stop`` (the victims) and ``lost_work`` (their work since the last checkpoint,
+    GPU-seconds). A suggestion beside the plan, which stops nobody; gangs are left
+    to ``gpuopt preempt --gang``."""
+    from gpuopt.api import solve
+    from gpuopt.cluster.request import pending_request
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    members = dict(waiting_jobs(cluster))
+    taken: set[str] = set()
+    found: list[dict[str, Any]] = []
+    for start in plan.starts:
+        pods = members.get(start.job, [])
+        if start.start == 0 or len(pods) != 1:
+            continue
+        request, priority = pending_request(cluster, pods[0].id)
+        try:
+            question = PreemptionProblem.from_cluster(
+                cluster,
+                request,
+                priority=priority,
+                now=now,
+                request_id=pods[0].id,
+                pending=pods[0].id,
+            )
+            decision = solve(question)
+        except ProblemError:  # no clock, no node for it, a victim without a start time
+            continue
+        if decision.node is None or not decision.victims or decision.node in taken:
+            continue
+        taken.add(decision.node)
+        found.append(
+            {
+                "job": start.job,
+                "pod": pods[0].id,
+                "node": decision.node,
+                "stop": list(decision.victims),
+                "lost_work": decision.cost,
+            }
+        )
+    return found
+
+
 class _Builder:
     """The parts of one calendar, from one cluster and clock."""
 

@@ -233,10 +233,11 @@ def _when(read: Read, problem: Any, tick: int | None) -> str:
     return f"{at} (tick {tick})" if at is not None else f"tick {tick}"
 
 
-def calendar_view(read: Read, problem: Any, plan: Any) -> dict[str, Any]:
+def calendar_view(read: Read, problem: Any, plan: Any, *, preempt: bool = False) -> dict[str, Any]:
     """The plan for people and tools: per job its start and nodes or why none, per node its
-    holds, the jobs that backfill, what to bind now, and how the calendar was built."""
-    from gpuopt.calendar.cluster import tick_time, waiting_jobs
+    holds, the jobs that backfill, what to bind now, what to stop now (``preempt``:
+    :func:`~gpuopt.calendar.cluster.preemptions`), and how the calendar was built."""
+    from gpuopt.calendar.cluster import preemptions, tick_time, waiting_jobs
     from gpuopt.calendar.solution import backfill, binds, holds
 
     members = dict(waiting_jobs(read.cluster)) if read.cluster is not None else {}
@@ -288,6 +289,9 @@ def calendar_view(read: Read, problem: Any, plan: Any) -> dict[str, Any]:
         "holds": by_node,
         "backfill": backfill(problem, plan),
         "bind": bind_now,
+        "stop": preemptions(read.cluster, plan, now=read.now)
+        if preempt and read.cluster is not None
+        else [],
         "report": read.report.to_dict() if read.report is not None else None,
     }
 
@@ -305,7 +309,7 @@ def show_calendar(
             )
         )
         return
-    view = calendar_view(read, problem, plan)
+    view = calendar_view(read, problem, plan, preempt=args.preempt)
     if args.format == "json":
         if not args.quiet:
             sys.stdout.write(json.dumps(view) + "\n")
@@ -342,6 +346,13 @@ def show_calendar(
         shown.print(f"bind now: {item['job']}: {pods}")
     if not view["bind"]:
         shown.print("bind now: nothing")
+    for item in view["stop"]:
+        shown.print(
+            f"stop now for {item['job']}: {', '.join(item['stop'])} on {item['node']} "
+            f"(lost work {item['lost_work']:g} GPU-s)"
+        )
+    if args.preempt and not view["stop"]:
+        shown.print("stop now: nothing")
 
 
 def calendar_flags(parser: argparse.ArgumentParser) -> None:
@@ -430,6 +441,13 @@ def calendar_flags(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="--emit kubernetes: an existing PriorityClass for the placeholders (default: "
         "gpuopt-calendar-hold, value -1000000000, emitted too)",
+    )
+    parser.add_argument(
+        "--preempt",
+        action="store_true",
+        help="also say what to stop now: for each one-pod job that does not start now, the "
+        "cheapest lower-priority pods on one node whose stopping lets it start (K8; a "
+        "suggestion, the plan stops nobody)",
     )
     add_kubectl_options(parser)
 

@@ -304,3 +304,32 @@ def test_every_emitted_object_passes_the_kubernetes_schemas(
             kubernetes_validate.validate(document, version, strict=True)
         except kubernetes_validate.ValidationError as exc:  # the first line says what
             pytest.fail(f"{document['kind']} {document['metadata']}: {str(exc).splitlines()[0]}")
+
+
+def test_preempt_names_the_cheapest_pods_to_stop_for_a_job_that_must_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--preempt (F9): ml/urgent (8 GPUs, priority 1000) cannot start now: n1 is full
+    until 14:00, n2 has 4 GPUs of train/r2 until 12:30, n3's taint keeps it out. Stopping
+    train/r2 (4 GPUs since 11:00: 4 x 3,600 = 14,400 GPU-s lost) is cheaper than
+    train/r1 (8 GPUs since 10:00: 57,600). The gang and the backfilling pod get none."""
+    objects = fixture_objects()
+    objects["items"].append(kube_pod("ml/urgent", 8, spec={"priority": 1000}))
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(objects))
+    code, out, _ = calendar(path, capsys, "--preempt", "--format", "json")
+    assert code == 0
+    (stop,) = json.loads(out)["stop"]
+    assert (stop["job"], stop["node"], stop["stop"]) == ("ml/urgent", "n2", ["train/r2"])
+    assert stop["lost_work"] == 14400
+    code, out, _ = calendar(path, capsys, "--preempt")
+    assert code == 0
+    assert "stop now for ml/urgent: train/r2 on n2 (lost work 14400 GPU-s)" in out
+    code, out, _ = calendar(kube_file_of(tmp_path), capsys, "--preempt")
+    assert "stop now: nothing" in out
+
+
+def kube_file_of(tmp_path: Path) -> Path:
+    path = tmp_path / "plain.yaml"
+    path.write_text(yaml.safe_dump(fixture_objects()))
+    return path
