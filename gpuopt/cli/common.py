@@ -449,7 +449,7 @@ INPUT_KINDS: dict[str, tuple[str, str, str, str]] = {
     "cluster": (
         "a cluster snapshot",
         "nodes and the tasks on them",
-        "gpuopt diagnose, defrag, place, preempt and check",
+        "gpuopt calendar (over time), diagnose, defrag, place, preempt and check",
         "nodes",
     ),
 }
