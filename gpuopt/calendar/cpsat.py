@@ -105,7 +105,7 @@ def solve_cpsat(
 
     def run(rows: CalendarRows, deadline: Deadline, start: np.ndarray) -> Outcome:
         cp_model, model, _ = build_model(rows)
-        hint_all(model, list(range(rows.num_cols)), [int(round(v)) for v in start.tolist()])
+        hint_all(model, list(range(rows.num_cols)), [round(v) for v in start.tolist()])
         outcome = run_cpsat(cp_model, model, deadline, seed=seed, threads=threads, log=log)
         bound = None if outcome.bound is None else rows.constant + outcome.bound
         if outcome.status == "infeasible":

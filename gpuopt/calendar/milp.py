@@ -47,12 +47,13 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
 
 from gpuopt.calendar.greedy import order, place_all, solve_heuristic
-from gpuopt.calendar.problem import CalendarIndex, CalendarProblem
+from gpuopt.calendar.problem import CalendarProblem
 from gpuopt.calendar.solution import CalendarPlan, JobStart, evaluate, violations
 from gpuopt.result import NO_BOUND, Status, relative_gap
 from gpuopt.solvers import require
@@ -175,8 +176,8 @@ class CalendarRows(GrowingRows):
         levels = sorted({job.level for job in self.problem.jobs if job.level is not None})
         users: dict[int, list[int]] = defaultdict(list)
         for j in self.modelled:
-            for node in index.candidates[j]:
-                users[node].append(j)
+            for n in index.candidates[j]:
+                users[n].append(j)
         groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
         for n, node in enumerate(self.problem.nodes):
             key = (
@@ -364,18 +365,14 @@ class CalendarRows(GrowingRows):
             self.deadline.check()
             group = self.classes[k]
             for tick in range(self.ticks):
-                terms = {
-                    j: self._active(j, tick, lambda t, j=j, k=k: self.z_at(j, k, t)) for j in jobs
-                }
+                terms = {j: self._active(j, tick, partial(self.z_at, j, k)) for j in jobs}
                 terms = {j: t for j, t in terms.items() if t}
                 if not terms:
                     continue
                 if group.single:
                     for r in range(index.capacity.shape[1]):
                         users = [j for j in terms if index.use[j, r] > 0]
-                        most = sum(
-                            int(index.use[j, r]) * int(index.members[j]) for j in users
-                        )
+                        most = sum(int(index.use[j, r]) * int(index.members[j]) for j in users)
                         if most <= group.free[r, tick]:
                             continue
                         cols = [c for j in users for c, _ in terms[j]]
@@ -420,7 +417,7 @@ class CalendarRows(GrowingRows):
             for tick in range(self.ticks):
                 if tick % 64 == 0:
                     self.deadline.check()
-                terms = {j: self._active(j, tick, lambda t, j=j: self.x_at(j, t)) for j in inside}
+                terms = {j: self._active(j, tick, partial(self.x_at, j)) for j in inside}
                 terms = {j: t for j, t in terms.items() if t}
                 if not terms:
                     continue
@@ -596,9 +593,7 @@ def solve_calendar(
     if formulation not in FORMULATIONS:
         from gpuopt.errors import ProblemError
 
-        raise ProblemError(
-            f"formulation: {formulation!r} is not one of {', '.join(FORMULATIONS)}."
-        )
+        raise ProblemError(f"formulation: {formulation!r} is not one of {', '.join(FORMULATIONS)}.")
     deadline = Deadline(time_limit)
     clock = time.perf_counter()
     start = solve_heuristic(problem)
