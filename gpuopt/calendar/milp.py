@@ -55,7 +55,7 @@ import numpy as np
 from gpuopt.calendar.greedy import order, place_all, solve_heuristic
 from gpuopt.calendar.problem import CalendarProblem
 from gpuopt.calendar.solution import CalendarPlan, JobStart, evaluate, violations
-from gpuopt.result import NO_BOUND, Status, relative_gap
+from gpuopt.result import Status, relative_gap
 from gpuopt.solvers import require
 from gpuopt.solvers.deadline import Deadline, DeadlineExceeded
 from gpuopt.solvers.highs import GrowingRows, row_family, solve_rows
@@ -100,8 +100,9 @@ class CalendarRows(GrowingRows):
     def __init__(
         self,
         problem: CalendarProblem,
-        formulation: Formulation = "auto",
+        formulation: Literal["nodes", "pools"] = "nodes",
         deadline: Deadline | None = None,
+        alone: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         self.problem = problem
@@ -109,11 +110,11 @@ class CalendarRows(GrowingRows):
         self.deadline = deadline or Deadline(None)
         horizon = index.horizon
         jobs = range(len(index.job_ids))
-        #: Earliest tick of each job (C3), or None when it cannot start (C5, C7).
-        self.earliest: list[int | None] = [
-            max(0, int(index.submit[j])) if index.candidates[j] else None for j in jobs
-        ]
-        self.earliest = [a if a is not None and a < horizon else None for a in self.earliest]
+        #: Earliest tick of each job: its earliest start alone, beside the running pods only
+        #: (at least its submit, C3; no plan starts it earlier), or None when it cannot
+        #: start before the horizon even alone (C5, C7).
+        alone = alone_starts(problem) if alone is None else alone
+        self.earliest: list[int | None] = [a if a >= 0 else None for a in alone]
         self.modelled = [j for j in jobs if self.earliest[j] is not None]
         longest = max((int(index.duration[j]) for j in self.modelled), default=1)
         self.ticks = horizon - 1 + longest
@@ -129,14 +130,13 @@ class CalendarRows(GrowingRows):
         self.z_col: dict[tuple[int, int, int], int] = {}
         self.z_first: dict[tuple[int, int], int] = {}
         self.g_col: dict[tuple[int, str], int] = {}
-        z_columns = sum(
+        #: Columns of the ``"nodes"`` formulation (``X`` and ``Z``).
+        self.node_columns = x_columns + sum(
             horizon - max(self.earliest[j] or 0, first)
             for j in self.modelled
             for first in self._firsts(j).values()
         )
-        if formulation == "auto":
-            formulation = "nodes" if x_columns + z_columns <= NODE_COLUMNS else "pools"
-        self.formulation: Formulation = formulation
+        self.formulation = formulation
         self.exact = formulation == "nodes"
         self._names: list[str] = []
         self._lower: list[float] = []
@@ -149,8 +149,7 @@ class CalendarRows(GrowingRows):
             self._add_domains()
             self._add_link()
             self._add_class_capacity()
-        else:
-            self._add_pools()
+        self._add_pools()  # the relaxation's rows; valid cuts in "nodes"
         self.col_lower = np.array(self._lower, dtype=float)
         self.col_upper = np.array(self._upper, dtype=float)
         self.integer = np.array(self._integer, dtype=bool)
@@ -543,16 +542,20 @@ class GridTooFine(Exception):
 
 
 # ---------------------------------------------------------------------- shared driver
+def alone_starts(problem: CalendarProblem) -> list[int]:
+    """Each job's earliest start beside the running pods only (H3), -1 for none before
+    the horizon: no plan starts it earlier (other jobs only take capacity away)."""
+    index = problem.index
+    return [
+        place_all(index, [j])[j][0] if index.candidates[j] else -1
+        for j in range(len(index.job_ids))
+    ]
+
+
 def alone_bound(problem: CalendarProblem) -> float:
     """C8 with every job at its earliest start beside the running pods only: a lower bound
     (another job can only take capacity away)."""
-    index = problem.index
-    total = 0.0
-    for j in range(len(index.job_ids)):
-        start = place_all(index, [j])[j][0] if index.candidates[j] else -1
-        at = index.horizon if start < 0 else start
-        total += float(index.weight[j]) * (at - int(index.submit[j]))
-    return total
+    return _alone_value(problem, alone_starts(problem))
 
 
 def replaced(problem: CalendarProblem, starts: Sequence[int], method: str) -> CalendarPlan:
@@ -604,49 +607,66 @@ def solve_calendar(
         else:
             objective = evaluate(problem, initial)
             start = initial.model_copy(update={"objective": objective})
-    floor = alone_bound(problem)
-    candidates: list[CalendarPlan] = [start]
-    outcome = Outcome("time_limit", None, None)
-    rows: CalendarRows | None = None
-    try:
-        rows = CalendarRows(problem, formulation, deadline.part(0.85))
-        outcome = run(rows, deadline, rows.start_values(start))
-    except DeadlineExceeded:
-        notes.append(f"{NO_BOUND}the time limit passed while the model was built")
-    except GridTooFine as error:
-        notes.append(
-            f"model: {error.columns} start columns, more than {MAX_COLUMNS}: the grid is too "
-            "fine; plan on a coarser step"
-        )
-    if rows is not None:
+    alone = alone_starts(problem)
+    best = start
+    best_value = float(start.objective if start.objective is not None else math.inf)
+    bound = _alone_value(problem, alone)
+    stopped = True
+    stages: list[Literal["nodes", "pools"]] = (
+        ["pools", "nodes"] if formulation == "auto" else [formulation]
+    )
+    for stage in stages:
+        if relative_gap(best_value, bound, "min") <= OPTIMAL_GAP or deadline.expired():
+            break
+        last = stage == stages[-1]
+        part = deadline if last else Deadline(deadline.share(0.5))
+        try:
+            rows = CalendarRows(problem, stage, part.part(0.85), alone)
+            if stage == "nodes" and formulation == "auto" and rows.node_columns > NODE_COLUMNS:
+                notes.append(
+                    f"model: no per-node stage ({rows.node_columns} columns, more than "
+                    f"{NODE_COLUMNS})"
+                )
+                break
+            outcome = run(rows, part, rows.start_values(best))
+        except DeadlineExceeded:
+            notes.append(f"model: the time limit passed while the {stage} model was built")
+            break
+        except GridTooFine as error:
+            notes.append(
+                f"model: {error.columns} start columns, more than {MAX_COLUMNS}: the grid is "
+                "too fine; plan on a coarser step"
+            )
+            break
         kind = (
             f"per node class, exact ({len(rows.classes)} classes)"
             if rows.exact
             else "pools, a relaxation (its order re-placed)"
         )
         notes.append(
-            f"model: {kind}; {rows.num_cols} columns, "
-            f"{sum(f.rows for f in rows.families)} rows, {rows.nonzeros} non-zeros"
+            f"model: {kind}; {rows.num_cols} columns, {sum(f.rows for f in rows.families)} "
+            f"rows, {rows.nonzeros} non-zeros; solver {outcome.status}"
         )
-        if outcome.values is not None:
-            direct = rows.plan_of(outcome.values, method)
-            if direct is not None:
-                candidates.append(direct)
-            candidates.append(replaced(problem, rows.starts_of(outcome.values), method))
-    best, best_value = start, float(start.objective if start.objective is not None else math.inf)
-    for plan in candidates[1:]:
-        value = evaluate(problem, plan)
-        if value < best_value - 1e-9 and not violations(problem, plan):
-            best, best_value = plan, value
-    bound = floor if outcome.bound is None else max(floor, outcome.bound)
+        stopped = outcome.status == "time_limit" or outcome.values is None
+        if outcome.bound is not None:
+            bound = max(bound, outcome.bound)
+        if outcome.values is None:
+            continue
+        candidates = [replaced(problem, rows.starts_of(outcome.values), method)]
+        direct = rows.plan_of(outcome.values, method)
+        if direct is not None:
+            candidates.insert(0, direct)
+        for plan in candidates:
+            value = evaluate(problem, plan)
+            if value < best_value - 1e-9 and not violations(problem, plan):
+                best, best_value = plan, value
     if bound > best_value:  # the solvers' tolerance: a bound a hair above a plan it proves
         if bound - best_value > 1e-6 * max(1.0, abs(best_value)):
             notes.append(f"bound: the solver's {bound} lay above the plan's {best_value}")
         bound = best_value
-    gap = relative_gap(best_value, bound, "min")
-    if gap is not None and gap <= OPTIMAL_GAP:
+    if relative_gap(best_value, bound, "min") <= OPTIMAL_GAP:
         status = Status.OPTIMAL
-    elif outcome.status == "time_limit" or outcome.values is None:
+    elif stopped:
         status = Status.TIME_LIMIT
     else:
         status = Status.FEASIBLE
@@ -661,6 +681,16 @@ def solve_calendar(
             "seconds": time.perf_counter() - clock,
             "notes": notes,
         }
+    )
+
+
+def _alone_value(problem: CalendarProblem, alone: Sequence[int]) -> float:
+    index = problem.index
+    return float(
+        sum(
+            float(index.weight[j]) * ((index.horizon if a < 0 else a) - int(index.submit[j]))
+            for j, a in enumerate(alone)
+        )
     )
 
 

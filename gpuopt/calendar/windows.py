@@ -88,9 +88,7 @@ def decisions(
     if policy != "calendar":
         raise ProblemError(f"policy: {policy!r} keeps no running jobs; windows need 'calendar'.")
     given = trace.jobs if isinstance(trace, Trace) else tuple(trace)
-    jobs = [
-        job for job in given if job.gpus >= 1 and math.ceil(job.gpus / gpus_per_node) <= nodes
-    ]
+    jobs = [job for job in given if job.gpus >= 1 and math.ceil(job.gpus / gpus_per_node) <= nodes]
     jobs.sort(key=lambda job: job.submit)
     width = [max(1, math.ceil(job.gpus / gpus_per_node)) for job in jobs]
     per_node = [job.gpus if w == 1 else gpus_per_node for job, w in zip(jobs, width, strict=True)]
@@ -126,7 +124,9 @@ def window(decision: Decision, *, step: float, horizon: float) -> CalendarProble
     """The state of ``decision`` as a calendar problem on ticks of ``step`` seconds over
     ``horizon`` seconds (the module docstring says how)."""
     if not step > 0 or not horizon >= step:
-        raise ProblemError(f"step and horizon: {step!r} and {horizon!r} are not 0 < step <= horizon.")
+        raise ProblemError(
+            f"step and horizon: {step!r} and {horizon!r} are not 0 < step <= horizon."
+        )
     scheduler, now = decision.scheduler, decision.now
     running = []
     for job, (start, held) in sorted(decision.scheduler.running.items()):
@@ -177,8 +177,10 @@ def window_at(
     """The replay's state at its first decision at or after ``at`` (seconds from the trace's
     origin) as a calendar problem on ticks of ``step`` seconds over ``horizon`` seconds."""
     last: Decision | None = None
-    for last in decisions(trace, nodes=nodes, gpus_per_node=gpus_per_node, walltime=walltime, until=at):
-        pass
+    for decision in decisions(
+        trace, nodes=nodes, gpus_per_node=gpus_per_node, walltime=walltime, until=at
+    ):
+        last = decision
     if last is None:
         raise ProblemError("trace: no job fits the cluster, so the replay makes no decision.")
     return window(last, step=step, horizon=horizon)
