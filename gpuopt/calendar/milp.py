@@ -615,19 +615,20 @@ def solve_calendar(
     stages: list[Literal["nodes", "pools"]] = (
         ["pools", "nodes"] if formulation == "auto" else [formulation]
     )
+    node_columns = 0
     for stage in stages:
         if relative_gap(best_value, bound, "min") <= OPTIMAL_GAP or deadline.expired():
+            break
+        if stage == "nodes" and formulation == "auto" and node_columns > NODE_COLUMNS:
+            notes.append(
+                f"model: no per-node stage ({node_columns} columns, more than {NODE_COLUMNS})"
+            )
             break
         last = stage == stages[-1]
         part = deadline if last else Deadline(deadline.share(0.5))
         try:
             rows = CalendarRows(problem, stage, part.part(0.85), alone)
-            if stage == "nodes" and formulation == "auto" and rows.node_columns > NODE_COLUMNS:
-                notes.append(
-                    f"model: no per-node stage ({rows.node_columns} columns, more than "
-                    f"{NODE_COLUMNS})"
-                )
-                break
+            node_columns = rows.node_columns
             outcome = run(rows, part, rows.start_values(best))
         except DeadlineExceeded:
             notes.append(f"model: the time limit passed while the {stage} model was built")
