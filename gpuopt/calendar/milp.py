@@ -29,8 +29,10 @@ Two formulations of the nodes, chosen by ``formulation``:
     re-placed by :func:`gpuopt.calendar.greedy.place_all` (legal by
     construction).
 ``"auto"``
-    ``"nodes"`` when its columns are at most :data:`NODE_COLUMNS`, else
-    ``"pools"``.
+    ``"pools"`` first (half the time left), then, unless its plan already
+    meets the bound, ``"nodes"`` from the best plan so far with the rest of
+    the time, when it has at most :data:`NODE_COLUMNS` columns. The pool
+    rows are valid cuts of ``"nodes"`` and are added to it.
 
 Whatever the solver returns, the answer is the best legal plan (C1-C7,
 ``violations`` with ``work_conserving``) among the solver's own, the
@@ -624,11 +626,12 @@ def solve_calendar(
                 f"model: no per-node stage ({node_columns} columns, more than {NODE_COLUMNS})"
             )
             break
-        last = stage == stages[-1]
-        part = deadline if last else Deadline(deadline.share(0.5))
         try:
-            rows = CalendarRows(problem, stage, part.part(0.85), alone)
+            rows = CalendarRows(problem, stage, deadline.part(0.85), alone)
             node_columns = rows.node_columns
+            # the pools stage leaves half the time to the per-node stage, if that one runs
+            last = stage == stages[-1] or node_columns > NODE_COLUMNS
+            part = deadline if last else Deadline(deadline.share(0.5))
             outcome = run(rows, part, rows.start_values(best))
         except DeadlineExceeded:
             notes.append(f"model: the time limit passed while the {stage} model was built")
