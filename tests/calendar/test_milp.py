@@ -164,9 +164,11 @@ def brute_force(problem: CalendarProblem) -> float:
     for ticks in combos:
         starts = {spec.id: t for spec, t in zip(problem.jobs, ticks, strict=True) if t < horizon}
         if _fits(problem, starts) is not None:
-            return sum(
-                w * (t - spec.submit)
-                for w, t, spec in zip(weight, ticks, problem.jobs, strict=True)
+            return float(
+                sum(
+                    w * (t - spec.submit)
+                    for w, t, spec in zip(weight, ticks, problem.jobs, strict=True)
+                )
             )
     raise AssertionError("no start at all always fits")
 
@@ -177,7 +179,7 @@ def random_tiny(seed: int) -> CalendarProblem:
     rng = random.Random(seed)
     width = rng.choice([1, 1, 2])
     racks = rng.random() < 0.3
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {
             "id": f"n{n}",
             "capacity": [rng.choice([4, 8])] + ([rng.choice([2, 4])] if width == 2 else []),
@@ -185,7 +187,7 @@ def random_tiny(seed: int) -> CalendarProblem:
         }
         for n in range(rng.randint(1, 3))
     ]
-    running = [
+    running: list[dict[str, Any]] = [
         {
             "id": f"p{p}",
             "node": rng.choice(nodes)["id"],
