@@ -22,9 +22,11 @@ from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult
 from gpuopt.allocation.solution import evaluate as allocation_evaluate
 from gpuopt.allocation.solution import violations as allocation_violations
+from gpuopt.calendar.cpsat import solve_cpsat as calendar_cpsat
 from gpuopt.calendar.greedy import solve_conservative as calendar_conservative
 from gpuopt.calendar.greedy import solve_fifo as calendar_fifo
 from gpuopt.calendar.greedy import solve_heuristic as calendar_heuristic
+from gpuopt.calendar.milp import solve_milp as calendar_milp
 from gpuopt.calendar.problem import CalendarProblem
 from gpuopt.calendar.solution import CalendarPlan
 from gpuopt.calendar.solution import evaluate as calendar_evaluate
@@ -91,6 +93,8 @@ METHODS: dict[type, dict[str, Solver]] = {
         "heuristic": calendar_heuristic,
         "conservative": calendar_conservative,
         "fifo": calendar_fifo,
+        "cpsat": calendar_cpsat,
+        "milp": calendar_milp,
     },
 }
 

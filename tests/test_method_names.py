@@ -28,7 +28,7 @@ AGREED = {
     "NodePlacementProblem": (["heuristic", "spread"], {"binpack": "heuristic"}),
     "PreemptionProblem": (["heuristic", "dp"], {"exact": "dp"}),
     "GangProblem": (["heuristic", "cpsat"], {"exact": "cpsat"}),
-    "CalendarProblem": (["heuristic", "conservative", "fifo"], {}),
+    "CalendarProblem": (["heuristic", "conservative", "fifo", "cpsat", "milp"], {}),
 }
 
 
