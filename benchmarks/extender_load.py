@@ -321,6 +321,63 @@ def cpu_seconds(pid: int | None = None) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def service_pids(pid: int) -> list[int]:
+    """Process ``pid`` and its living children (the service's workers), Linux."""
+    found = [pid]
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == str(pid):
+            found.append(int(stat.parent.name))
+    return found
+
+
+#: What ``--perf`` counts (software events: a VM often exposes no hardware counters).
+PERF_EVENTS = "task-clock,context-switches,cpu-migrations,page-faults"
+
+
+@contextlib.contextmanager
+def perf_stat(pids: list[int], enabled: bool) -> Iterator[dict[str, float]]:
+    """``perf stat -e PERF_EVENTS`` attached to ``pids`` while the block runs; the dict
+    yielded is filled with each event's count when it ends (empty when not ``enabled`` or
+    perf is missing), plus the machine's steal time (ms, from ``/proc/stat``)."""
+    counts: dict[str, float] = {}
+    if not enabled:
+        yield counts
+        return
+    steal = _steal_ms()
+    handle, name = tempfile.mkstemp(prefix="gpuopt-perf-", suffix=".csv")
+    os.close(handle)
+    out = Path(name)
+    command = ["perf", "stat", "-x", ",", "-o", name, "-e", PERF_EVENTS]
+    command += ["-p", ",".join(map(str, pids))]
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        yield counts
+        return
+    try:
+        yield counts
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=10)
+        for line in out.read_text().splitlines():
+            parts = line.split(",")
+            if len(parts) > 2 and not line.startswith("#"):
+                with contextlib.suppress(ValueError):
+                    counts[parts[2]] = float(parts[0])
+        out.unlink()
+        counts["steal-ms"] = _steal_ms() - steal
+
+
+def _steal_ms() -> float:
+    """Milliseconds the hypervisor ran something else while this VM's CPUs wanted to run."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return 1000 * int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+
+
 @dataclass
 class Service:
     url: str
@@ -755,6 +812,12 @@ def main() -> int:
         help=f"the pair's p99 target, ms (default {TARGET_P99:g}); also the bound of the "
         "sustainable rate",
     )
+    parser.add_argument(
+        "--perf",
+        action="store_true",
+        help=f"count the service's {PERF_EVENTS} with perf stat during each run (and the "
+        "machine's steal time), per pair",
+    )
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
     rates = [float(rate) for rate in args.rates.split(",") if rate.strip()]
@@ -824,18 +887,19 @@ def main() -> int:
                 before = server_histogram(url)
                 load = os.getloadavg()[0]
                 cpu = (cpu_seconds(), cpu_seconds(served.pid))
-                run = asyncio.run(
-                    drive(
-                        url,
-                        rate,
-                        args.seconds,
-                        pods,
-                        choose,
-                        names_json,
-                        args.connections,
-                        args.client,
+                with perf_stat(service_pids(served.pid), args.perf) as counted:
+                    run = asyncio.run(
+                        drive(
+                            url,
+                            rate,
+                            args.seconds,
+                            pods,
+                            choose,
+                            names_json,
+                            args.connections,
+                            args.client,
+                        )
                     )
-                )
                 run.cpu_client = cpu_seconds() - cpu[0]
                 run.cpu_server = cpu_seconds(served.pid) - cpu[1]
                 after = server_histogram(url)
@@ -845,6 +909,10 @@ def main() -> int:
                 }
                 result = summary(run, server, (args.target_p50, args.target_p99))
                 result["load_average"] = [load, os.getloadavg()[0]]
+                if counted:
+                    result["perf_per_pair"] = {
+                        name: value / max(1, run.pairs) for name, value in counted.items()
+                    }
                 results.append(result)
                 print(
                     f"rate {rate:g} HTTP req/s: {result['http_requests']} requests, "
@@ -880,6 +948,11 @@ def main() -> int:
             f"(pair p50 <= {args.target_p50:g} ms, p99 <= {args.target_p99:g} ms, 0 errors, "
             "the rate held) " + ("met" if result["targets_met"] else "NOT met")
         )
+        if "perf_per_pair" in result:
+            print(
+                "  perf stat of the service, per pair: "
+                + ", ".join(f"{k} {v:.3g}" for k, v in result["perf_per_pair"].items())
+            )
     sustained = [result["rate_http"] for result in results if result["sustained"]]
     best = max(sustained, default=None)
     print(

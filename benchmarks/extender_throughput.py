@@ -84,6 +84,11 @@ def main() -> int:
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="seconds (default 20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the pods (default 0)")
+    parser.add_argument(
+        "--perf",
+        action="store_true",
+        help="count the service's software events with perf stat, per pair",
+    )
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -108,9 +113,10 @@ def main() -> int:
             load_before = os.getloadavg()[0]
             cpu = (load.cpu_seconds(), load.cpu_seconds(served.pid))
             began = time.perf_counter()
-            pairs, errors = asyncio.run(
-                drive(served.url, pods[400:], names_json, args.clients, args.seconds)
-            )
+            with load.perf_stat(load.service_pids(served.pid), args.perf) as counted:
+                pairs, errors = asyncio.run(
+                    drive(served.url, pods[400:], names_json, args.clients, args.seconds)
+                )
             wall = time.perf_counter() - began
             used_client = load.cpu_seconds() - cpu[0]
             used_server = load.cpu_seconds(served.pid) - cpu[1]
@@ -130,6 +136,10 @@ def main() -> int:
         "load_average": [load_before, os.getloadavg()[0]],
         "snapshot": what,
     }
+    if counted:
+        result["perf_per_pair"] = {
+            name: value / max(1, len(pairs)) for name, value in counted.items()
+        }
     print(
         f"{args.workers} worker(s), {args.clients} connections, {wall:.1f} s: "
         f"{result['pairs_per_s']:.1f} pairs/s, {errors} errors, pair p50 "
@@ -138,6 +148,11 @@ def main() -> int:
         f"pair), client {result['client_cpu_cores']:.2f}; load average {load_before:.1f} before, "
         f"{result['load_average'][1]:.1f} after"
     )
+    if counted:
+        print(
+            "  perf stat of the service, per pair: "
+            + ", ".join(f"{k} {v:.3g}" for k, v in result["perf_per_pair"].items())
+        )
     if args.json:
         write_text_atomic(Path(args.json), json.dumps(result, indent=1) + "\n")
     return 0 if errors == 0 else 1
