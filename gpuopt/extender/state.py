@@ -64,8 +64,9 @@ class State:
     on_node: list[list[Task]] = field(init=False)
     by_uid: dict[str, Task] = field(init=False)
     by_id: dict[str, Task] = field(init=False)
-    #: K1-K3 refusals per placement key: node position -> sentence (only nodes refused)
-    refusals: OrderedDict[str, dict[int, str]] = field(init=False)
+    #: K1-K3 refusals per placement key: node position -> sentence (only nodes refused),
+    #: and per node whether it is refused
+    refusals: OrderedDict[str, tuple[dict[int, str], np.ndarray]] = field(init=False)
     #: topology key -> per node its domain code (-1: the node has no such label)
     domains: dict[str, np.ndarray] = field(init=False)
     task_node: np.ndarray = field(init=False)
@@ -200,17 +201,24 @@ class State:
 
     def refused(self, ask: Ask) -> dict[int, str]:
         """K1-K3 for the pod's rules: node position -> why it is refused (cached per rule)."""
+        return self.refused_mask(ask)[0]
+
+    def refused_mask(self, ask: Ask) -> tuple[dict[int, str], np.ndarray]:
+        """:meth:`refused`, and per node whether it is refused (cached per rule)."""
         key = placement_key(ask.pending)
         with self.lock:
             found = self.refusals.get(key)
             if found is not None:
                 self.refusals.move_to_end(key)
                 return found
-        found = {}
+        sentences: dict[int, str] = {}
         for pos, node in enumerate(self.cluster.nodes):
             why = refusal(node, ask.pending)
             if why is not None:
-                found[pos] = why
+                sentences[pos] = why
+        mask = np.zeros(len(self.names), dtype=bool)
+        mask[list(sentences)] = True
+        found = (sentences, mask)
         with self.lock:
             self.refusals[key] = found
             while len(self.refusals) > 512:
