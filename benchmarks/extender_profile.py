@@ -220,10 +220,14 @@ def stages(
         started = lap("prioritize: JSON read", started)
         args = wire.read_args(decoded)
         started = lap("prioritize: arguments", started)
-        scores = extender.scores(args)
-        started = lap("prioritize: scores", started)
-        wire.priority_json(scores)
-        lap("prioritize: answer JSON", started)
+        if hasattr(extender, "priority_text"):  # the scores and their JSON in one step
+            extender.priority_text(args)
+            lap("prioritize: scores + answer JSON", started)
+        else:
+            scores = extender.scores(args)
+            started = lap("prioritize: scores", started)
+            wire.priority_json(scores)
+            lap("prioritize: answer JSON", started)
     return {name: 1000 * statistics.median(values) for name, values in timings.items()}
 
 

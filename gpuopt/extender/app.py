@@ -35,7 +35,6 @@ from gpuopt.extender.wire import (
     BadRequest,
     decode,
     dumps,
-    priority_json,
     read_args,
     read_preemption,
 )
@@ -302,7 +301,7 @@ def create_app(
 
     def prioritize(body: Any) -> Any:
         # the scores written as JSON directly: the text of extender.prioritize's answer
-        return priority_json(extender.scores(read_args(body)))
+        return extender.priority_text(read_args(body))
 
     def preempt(body: Any) -> Any:
         return extender.preempt(read_preemption(body))

@@ -28,6 +28,11 @@ from gpuopt.cluster.model import Cluster, Node, Task, scaled
 from gpuopt.cluster.rules import domain_of, placement_key, refusal
 from gpuopt.cluster.shares import MILLI, layout
 from gpuopt.extender.pod import Ask
+from gpuopt.extender.wire import MAX_SCORE, host_priorities
+
+#: Node lists (in a request's order) whose positions a state keeps (the scheduler names
+#: the same nodes, often in the same order, request after request).
+NAME_LISTS = 4
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,12 @@ class State:
     changes: int = field(init=False, default=0)
     #: :meth:`label_groups` once built for the current tasks (None: build it again)
     _groups: list[LabelGroup] | None = field(init=False, default=None)
+    #: the nodes' names by position as an array (to pick many at C speed)
+    name_array: np.ndarray = field(init=False)
+    #: :meth:`priority_texts`, once built
+    _priority_texts: np.ndarray | None = field(init=False, default=None)
+    #: the last node lists asked about and their positions, newest last
+    _name_lists: list[tuple[list[str], np.ndarray]] = field(init=False, default_factory=list)
     lock: threading.Lock = field(init=False)
 
     def __post_init__(self) -> None:
@@ -89,6 +100,7 @@ class State:
         index = cluster.index
         self.node_pos = dict(index.node_pos)
         self.names = [node.id for node in nodes]
+        self.name_array = np.array(self.names, dtype=object)
         self.gpus = index.node_gpus.copy()
         self.cpus = index.node_cpus.copy()
         self.memory = index.node_memory.copy()
@@ -198,6 +210,39 @@ class State:
             ]
             self._groups = found
         return found
+
+    def positions(self, names: list[str]) -> np.ndarray | None:
+        """The positions of the nodes ``names``, when they are a list asked about lately
+        (None: map them); the array is shared, not to be changed."""
+        with self.lock:
+            for known, positions in reversed(self._name_lists):
+                if len(known) == len(names) and known == names:
+                    found: np.ndarray = positions
+                    return found
+        return None
+
+    def remember(self, names: list[str], positions: np.ndarray) -> None:
+        """Keep ``positions``, those of ``names``, for :meth:`positions`."""
+        positions.flags.writeable = False
+        with self.lock:
+            self._name_lists.append((list(names), positions))
+            del self._name_lists[:-NAME_LISTS]
+
+    def priority_texts(self) -> np.ndarray:
+        """Per node and score from 0 to ``MAX_SCORE``, the JSON text of its HostPriority
+        (:func:`~gpuopt.extender.wire.host_priorities`); built once per state."""
+        found = self._priority_texts
+        if found is None:
+            found = np.empty((len(self.names), MAX_SCORE + 1), dtype=object)
+            for pos, name in enumerate(self.names):
+                found[pos] = host_priorities(name)
+            self._priority_texts = found
+        return found
+
+    def warm(self) -> None:
+        """Build now what the first requests would build (the priority texts), so that a
+        worker forked after this shares them and no request pays for them."""
+        self.priority_texts()
 
     def refused(self, ask: Ask) -> dict[int, str]:
         """K1-K3 for the pod's rules: node position -> why it is refused (cached per rule)."""
