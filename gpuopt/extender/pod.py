@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
+from gpuopt.cluster.fields import ItemId, KubeName, Moment
 from gpuopt.cluster.model import Cluster, Pending, priority_value
 from gpuopt.errors import ProblemError
 from gpuopt.extender.wire import BadRequest
@@ -189,19 +190,26 @@ def renamed(template: Ask, pod: Mapping[str, Any]) -> Ask | None:
     except ProblemError:
         return None
     pending = template.pending
-    data = pending.model_dump(exclude_unset=True)
-    data["id"] = f"{pending.namespace or 'default'}/{name}"
-    data.pop("uid", None)
-    data.pop("since", None)
-    if uid:
-        data["uid"] = uid
-    if since is not None:
-        data["since"] = since
-    try:
-        fresh = Pending.model_validate(data)
-    except (ValidationError, ValueError):
+    pod_id = f"{pending.namespace or 'default'}/{name}"
+    try:  # the three fields as the model checks them (the rest is the template's, checked)
+        _ID.validate_python(pod_id)
+        if uid:
+            _UID.validate_python(uid)
+        if since is not None:
+            _SINCE.validate_python(since)
+    except ValidationError:
         return None
+    values = {**pending.__dict__, "id": pod_id, "uid": uid or None, "since": since}
+    given = pending.model_fields_set - {"uid", "since"}
+    given |= {"id"} | ({"uid"} if uid else set()) | ({"since"} if since is not None else set())
+    fresh = Pending.model_construct(_fields_set=given, **values)
     return replace(template, pending=fresh)
+
+
+_STRICT = ConfigDict(strict=True, allow_inf_nan=False)  # the cluster models' own
+_ID: TypeAdapter[str] = TypeAdapter(ItemId, config=_STRICT)
+_UID: TypeAdapter[str] = TypeAdapter(KubeName, config=_STRICT)
+_SINCE: TypeAdapter[float] = TypeAdapter(Moment, config=_STRICT)
 
 
 __all__ = [

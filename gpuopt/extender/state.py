@@ -90,6 +90,8 @@ class State:
     name_array: np.ndarray = field(init=False)
     #: :meth:`priority_texts`, once built
     _priority_texts: np.ndarray | None = field(init=False, default=None)
+    #: :meth:`level_domains`, per level asked about
+    _level_domains: dict[str, list[str | None]] = field(init=False, default_factory=dict)
     #: the last node lists asked about and their positions, newest last
     _name_lists: list[tuple[list[str], np.ndarray]] = field(init=False, default_factory=list)
     lock: threading.Lock = field(init=False)
@@ -283,6 +285,15 @@ class State:
                 dtype=np.int64,
             )
             self.domains[key] = found
+        return found
+
+    def level_domains(self, level: str) -> list[str | None]:
+        """Per node, its domain at topology level ``level`` (``Node.domain``; once per state
+        and level)."""
+        found = self._level_domains.get(level)
+        if found is None:
+            found = [node.domain(level) for node in self.cluster.nodes]
+            self._level_domains[level] = found
         return found
 
     def extra_free(self, name: str) -> np.ndarray:

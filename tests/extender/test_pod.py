@@ -142,7 +142,11 @@ def test_a_replica_reads_as_the_full_reader_reads_it(kind: str, identity: dict[s
     replica = _replica(body, "p-2", **identity)
     assert template_key(replica) == template_key(body) or "namespace" in identity
     found = templates.read(replica, snapshot, {})
-    assert found == read_pod(replica, snapshot, {})
+    expected = read_pod(replica, snapshot, {})
+    assert found == expected
+    # the same fields given, so the same snapshot JSON
+    assert found.pending.model_fields_set == expected.pending.model_fields_set
+    assert found.pending.model_dump_json() == expected.pending.model_dump_json()
     assert found.pending.id == f"{identity.get('namespace', 'ml')}/p-2"
 
 
