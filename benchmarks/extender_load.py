@@ -33,7 +33,11 @@ v1.Pod JSON drawn (seeded) from the openb pod list's shapes: whole GPUs as
 millicores, memory in Mi. By default every pair is a new pod (new uid: the
 scheduler asks about a pod once per scheduling cycle, so the service's
 per-pod cache serves only its prioritize call); ``--pool N`` draws the
-pairs' pods from N pods instead.
+pairs' pods from N pods instead. Pods of one shape differ in their name, uid and
+resourceVersion alone, as the replicas of a Job or a Deployment do, so the
+service reads each shape's pod template once (about 120 templates);
+``--unique-templates`` gives each pod a label of its own, so that every pod
+is read in full.
 
 Latency is measured by the client (``time.perf_counter`` around each
 request); a pair's latency is the sum of its two requests. An error is a
@@ -253,8 +257,10 @@ def args_body(pod: bytes, names: bytes | list[str]) -> bytes:
     return b'{"Pod":' + pod + b',"NodeNames":' + names + b',"Nodes":null}'
 
 
-def pod_json(serial: int, shape: Shape, run: str) -> bytes:
-    """A pending v1.Pod as kube-scheduler sends it (what the kubectl reader reads)."""
+def pod_json(serial: int, shape: Shape, run: str, unique: bool = False) -> bytes:
+    """A pending v1.Pod as kube-scheduler sends it (what the kubectl reader reads); with
+    ``unique``, a label of its own (``gpuopt.io/serial``), so that it shares its template
+    with no other pod (the service reads each pod in full)."""
     requests = {"cpu": f"{shape.cpu_milli}m", "memory": f"{shape.memory_mib}Mi"}
     annotations: dict[str, str] = {}
     if shape.share:
@@ -274,7 +280,11 @@ def pod_json(serial: int, shape: Shape, run: str) -> bytes:
             "uid": f"{run}-{serial:06d}-0000-4000-8000-000000000000",
             "resourceVersion": str(1000 + serial),
             "creationTimestamp": "2026-01-01T00:00:00Z",
-            "labels": {"app": "load", "gpuopt.io/shape": f"{shape.gpus}-{shape.gpu_milli}"},
+            "labels": {
+                "app": "load",
+                "gpuopt.io/shape": f"{shape.gpus}-{shape.gpu_milli}",
+                **({"gpuopt.io/serial": f"{run}-{serial}"} if unique else {}),
+            },
             "annotations": annotations,
         },
         "spec": {
@@ -775,6 +785,12 @@ def main() -> int:
         help="distinct pods the pairs are drawn from (default 0: a new pod per pair)",
     )
     parser.add_argument(
+        "--unique-templates",
+        action="store_true",
+        help="give every pod a label of its own, so that no two share a pod template (by "
+        "default pods of one shape differ in name, uid and version alone, as replicas do)",
+    )
+    parser.add_argument(
         "--warmup", type=int, default=50, help="pairs sent before timing (default 50)"
     )
     parser.add_argument(
@@ -878,11 +894,12 @@ def main() -> int:
             for number, rate in enumerate(rates):
                 count = round(args.seconds * rate / 2)
                 tag = f"r{number}"
+                unique = args.unique_templates
                 if args.pool > 0:
-                    pods = [pod_json(i, rng.choice(shapes), tag) for i in range(args.pool)]
+                    pods = [pod_json(i, rng.choice(shapes), tag, unique) for i in range(args.pool)]
                     choose = [rng.randrange(args.pool) for _ in range(count)]
                 else:
-                    pods = [pod_json(i, rng.choice(shapes), tag) for i in range(count)]
+                    pods = [pod_json(i, rng.choice(shapes), tag, unique) for i in range(count)]
                     choose = list(range(count))
                 before = server_histogram(url)
                 load = os.getloadavg()[0]
@@ -927,6 +944,7 @@ def main() -> int:
         f"Scheduler extender, open loop, {args.seconds:g} s per rate; {what}; "
         f"{len(names)} node names per filter call; "
         + (f"pods from a pool of {args.pool}" if args.pool else "a new pod per pair")
+        + (", each its own template" if args.unique_templates else "")
         + f"; {args.client} client, {args.connections} keep-alive connections"
         + f"; {args.workers} worker{'s' if args.workers > 1 else ''}"
         + f"; {machine}\n"
@@ -973,6 +991,7 @@ def main() -> int:
             "nodes": len(names),
             "tasks": len(cluster.tasks),
             "pool": args.pool,
+            "unique_templates": args.unique_templates,
             "workload": args.workload,
             "connections": args.connections,
             "client": args.client,
