@@ -382,6 +382,13 @@ def perf_stat(pids: list[int], enabled: bool) -> Iterator[dict[str, float]]:
         counts["steal-ms"] = _steal_ms() - steal
 
 
+def busy_seconds() -> float:
+    """CPU seconds the whole machine has been busy (every process, every core), Linux."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def _steal_ms() -> float:
     """Milliseconds the hypervisor ran something else while this VM's CPUs wanted to run."""
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
@@ -500,6 +507,8 @@ class Run:
     wall: float = 0.0
     cpu_client: float = 0.0
     cpu_server: float = 0.0
+    #: what the rest of the machine used meanwhile (other users' jobs, the kernel's threads)
+    cpu_other: float = 0.0
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -706,6 +715,7 @@ def summary(
         },
         "cpu_share_client": run.cpu_client / run.wall if run.wall else 0.0,
         "cpu_share_server": run.cpu_server / run.wall if run.wall else 0.0,
+        "cpu_share_other": run.cpu_other / run.wall if run.wall else 0.0,
         "server_cpu_ms_per_pair": 1000 * run.cpu_server / run.pairs if run.pairs else 0.0,
         "passed_nodes_median": float(np.median(run.passed)) if run.passed else None,
         "distinct_pods": run.distinct,
@@ -904,6 +914,7 @@ def main() -> int:
                 before = server_histogram(url)
                 load = os.getloadavg()[0]
                 cpu = (cpu_seconds(), cpu_seconds(served.pid))
+                busy = busy_seconds()
                 with perf_stat(service_pids(served.pid), args.perf) as counted:
                     run = asyncio.run(
                         drive(
@@ -919,6 +930,7 @@ def main() -> int:
                     )
                 run.cpu_client = cpu_seconds() - cpu[0]
                 run.cpu_server = cpu_seconds(served.pid) - cpu[1]
+                run.cpu_other = busy_seconds() - busy - run.cpu_client - run.cpu_server
                 after = server_histogram(url)
                 server = {
                     v: server_view(before, after, v) if args.workers == 1 else {}
@@ -958,7 +970,8 @@ def main() -> int:
             f"req/s over {result['wall_s']:.1f} s; {result['errors']} errors; "
             f"launch lag p99 {lag['p99']:.2f} ms, max {lag['max']:.2f} ms; CPU: server "
             f"{result['cpu_share_server']:.0%} of a core ({result['server_cpu_ms_per_pair']:.1f} "
-            f"ms per pair), client {result['cpu_share_client']:.0%}; load average "
+            f"ms per pair), client {result['cpu_share_client']:.0%}, anything else "
+            f"{result['cpu_share_other']:.0%}; load average "
             f"{result['load_average'][0]:.1f} before, {result['load_average'][1]:.1f} after; "
             "median nodes passing "
             f"the filter {result['passed_nodes_median']:g}; {result['distinct_pods']} distinct "

@@ -112,6 +112,7 @@ def main() -> int:
             asyncio.run(drive(served.url, pods[:400], names_json, args.clients, 3.0))  # warm
             load_before = os.getloadavg()[0]
             cpu = (load.cpu_seconds(), load.cpu_seconds(served.pid))
+            busy = load.busy_seconds()
             began = time.perf_counter()
             with load.perf_stat(load.service_pids(served.pid), args.perf) as counted:
                 pairs, errors = asyncio.run(
@@ -120,6 +121,7 @@ def main() -> int:
             wall = time.perf_counter() - began
             used_client = load.cpu_seconds() - cpu[0]
             used_server = load.cpu_seconds(served.pid) - cpu[1]
+            used_machine = load.busy_seconds() - busy
     ms = np.asarray(pairs) * 1000
     result = {
         "workers": args.workers,
@@ -132,6 +134,8 @@ def main() -> int:
         "pair_p99_ms": float(np.percentile(ms, 99)) if len(ms) else None,
         "server_cpu_cores": used_server / wall,
         "client_cpu_cores": used_client / wall,
+        # everything else that ran: other users' jobs, the kernel's threads
+        "other_cpu_cores": (used_machine - used_server - used_client) / wall,
         "server_cpu_ms_per_pair": 1000 * used_server / max(1, len(pairs)),
         "load_average": [load_before, os.getloadavg()[0]],
         "snapshot": what,
@@ -145,7 +149,8 @@ def main() -> int:
         f"{result['pairs_per_s']:.1f} pairs/s, {errors} errors, pair p50 "
         f"{result['pair_p50_ms']:.2f} ms, p99 {result['pair_p99_ms']:.2f} ms; CPU: service "
         f"{result['server_cpu_cores']:.2f} cores ({result['server_cpu_ms_per_pair']:.2f} ms per "
-        f"pair), client {result['client_cpu_cores']:.2f}; load average {load_before:.1f} before, "
+        f"pair), client {result['client_cpu_cores']:.2f}, anything else "
+        f"{result['other_cpu_cores']:.2f}; load average {load_before:.1f} before, "
         f"{result['load_average'][1]:.1f} after"
     )
     if counted:
