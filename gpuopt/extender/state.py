@@ -28,7 +28,7 @@ from gpuopt.cluster.model import Cluster, Node, Task, scaled
 from gpuopt.cluster.rules import domain_of, placement_key, refusal
 from gpuopt.cluster.shares import MILLI, layout
 from gpuopt.extender.pod import Ask
-from gpuopt.extender.wire import MAX_SCORE, host_priorities
+from gpuopt.extender.wire import MAX_SCORE, host_texts
 
 #: Node lists (in a request's order) whose positions a state keeps (the scheduler names
 #: the same nodes, often in the same order, request after request).
@@ -232,12 +232,13 @@ class State:
 
     def priority_texts(self) -> np.ndarray:
         """Per node and score from 0 to ``MAX_SCORE``, the JSON text of its HostPriority
-        (:func:`~gpuopt.extender.wire.host_priorities`); built once per state."""
+        (:func:`~gpuopt.extender.wire.host_priorities`); built once per state, from the
+        texts kept per host across states (a full-mode request's state is built often)."""
         found = self._priority_texts
         if found is None:
             found = np.empty((len(self.names), MAX_SCORE + 1), dtype=object)
             for pos, name in enumerate(self.names):
-                found[pos] = host_priorities(name)
+                found[pos] = host_texts(name)
             self._priority_texts = found
         return found
 
