@@ -56,6 +56,7 @@ from gpuopt.extender.fit import refusal_after as refusal_after
 from gpuopt.extender.pod import BANDWIDTH_ANNOTATION as BANDWIDTH_ANNOTATION
 from gpuopt.extender.pod import LEVEL_ANNOTATION as LEVEL_ANNOTATION
 from gpuopt.extender.pod import Ask, Templates
+from gpuopt.extender.pod import read_pod as read_pod
 from gpuopt.extender.preempt import EMPTY_REASONS, review
 from gpuopt.extender.preempt import EXACT_VICTIMS as EXACT_VICTIMS
 from gpuopt.extender.scores import (
