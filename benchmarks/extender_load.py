@@ -33,7 +33,11 @@ v1.Pod JSON drawn (seeded) from the openb pod list's shapes: whole GPUs as
 millicores, memory in Mi. By default every pair is a new pod (new uid: the
 scheduler asks about a pod once per scheduling cycle, so the service's
 per-pod cache serves only its prioritize call); ``--pool N`` draws the
-pairs' pods from N pods instead.
+pairs' pods from N pods instead. Pods of one shape differ in their name, uid and
+resourceVersion alone, as the replicas of a Job or a Deployment do, so the
+service reads each shape's pod template once (about 120 templates);
+``--unique-templates`` gives each pod a label of its own, so that every pod
+is read in full.
 
 Latency is measured by the client (``time.perf_counter`` around each
 request); a pair's latency is the sum of its two requests. An error is a
@@ -253,8 +257,10 @@ def args_body(pod: bytes, names: bytes | list[str]) -> bytes:
     return b'{"Pod":' + pod + b',"NodeNames":' + names + b',"Nodes":null}'
 
 
-def pod_json(serial: int, shape: Shape, run: str) -> bytes:
-    """A pending v1.Pod as kube-scheduler sends it (what the kubectl reader reads)."""
+def pod_json(serial: int, shape: Shape, run: str, unique: bool = False) -> bytes:
+    """A pending v1.Pod as kube-scheduler sends it (what the kubectl reader reads); with
+    ``unique``, a label of its own (``gpuopt.io/serial``), so that it shares its template
+    with no other pod (the service reads each pod in full)."""
     requests = {"cpu": f"{shape.cpu_milli}m", "memory": f"{shape.memory_mib}Mi"}
     annotations: dict[str, str] = {}
     if shape.share:
@@ -274,7 +280,11 @@ def pod_json(serial: int, shape: Shape, run: str) -> bytes:
             "uid": f"{run}-{serial:06d}-0000-4000-8000-000000000000",
             "resourceVersion": str(1000 + serial),
             "creationTimestamp": "2026-01-01T00:00:00Z",
-            "labels": {"app": "load", "gpuopt.io/shape": f"{shape.gpus}-{shape.gpu_milli}"},
+            "labels": {
+                "app": "load",
+                "gpuopt.io/shape": f"{shape.gpus}-{shape.gpu_milli}",
+                **({"gpuopt.io/serial": f"{run}-{serial}"} if unique else {}),
+            },
             "annotations": annotations,
         },
         "spec": {
@@ -319,6 +329,70 @@ def cpu_seconds(pid: int | None = None) -> float:
         if stat.parent.name == str(pid) or fields[1] == str(pid):
             total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def service_pids(pid: int) -> list[int]:
+    """Process ``pid`` and its living children (the service's workers), Linux."""
+    found = [pid]
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == str(pid):
+            found.append(int(stat.parent.name))
+    return found
+
+
+#: What ``--perf`` counts (software events: a VM often exposes no hardware counters).
+PERF_EVENTS = "task-clock,context-switches,cpu-migrations,page-faults"
+
+
+@contextlib.contextmanager
+def perf_stat(pids: list[int], enabled: bool) -> Iterator[dict[str, float]]:
+    """``perf stat -e PERF_EVENTS`` attached to ``pids`` while the block runs; the dict
+    yielded is filled with each event's count when it ends (empty when not ``enabled`` or
+    perf is missing), plus the machine's steal time (ms, from ``/proc/stat``)."""
+    counts: dict[str, float] = {}
+    if not enabled:
+        yield counts
+        return
+    steal = _steal_ms()
+    handle, name = tempfile.mkstemp(prefix="gpuopt-perf-", suffix=".csv")
+    os.close(handle)
+    out = Path(name)
+    command = ["perf", "stat", "-x", ",", "-o", name, "-e", PERF_EVENTS]
+    command += ["-p", ",".join(map(str, pids))]
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        yield counts
+        return
+    try:
+        yield counts
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=10)
+        for line in out.read_text().splitlines():
+            parts = line.split(",")
+            if len(parts) > 2 and not line.startswith("#"):
+                with contextlib.suppress(ValueError):
+                    counts[parts[2]] = float(parts[0])
+        out.unlink()
+        counts["steal-ms"] = _steal_ms() - steal
+
+
+def busy_seconds() -> float:
+    """CPU seconds the whole machine has been busy (every process, every core), Linux."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _steal_ms() -> float:
+    """Milliseconds the hypervisor ran something else while this VM's CPUs wanted to run."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return 1000 * int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
 
 
 @dataclass
@@ -433,6 +507,8 @@ class Run:
     wall: float = 0.0
     cpu_client: float = 0.0
     cpu_server: float = 0.0
+    #: what the rest of the machine used meanwhile (other users' jobs, the kernel's threads)
+    cpu_other: float = 0.0
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -639,6 +715,7 @@ def summary(
         },
         "cpu_share_client": run.cpu_client / run.wall if run.wall else 0.0,
         "cpu_share_server": run.cpu_server / run.wall if run.wall else 0.0,
+        "cpu_share_other": run.cpu_other / run.wall if run.wall else 0.0,
         "server_cpu_ms_per_pair": 1000 * run.cpu_server / run.pairs if run.pairs else 0.0,
         "passed_nodes_median": float(np.median(run.passed)) if run.passed else None,
         "distinct_pods": run.distinct,
@@ -718,6 +795,12 @@ def main() -> int:
         help="distinct pods the pairs are drawn from (default 0: a new pod per pair)",
     )
     parser.add_argument(
+        "--unique-templates",
+        action="store_true",
+        help="give every pod a label of its own, so that no two share a pod template (by "
+        "default pods of one shape differ in name, uid and version alone, as replicas do)",
+    )
+    parser.add_argument(
         "--warmup", type=int, default=50, help="pairs sent before timing (default 50)"
     )
     parser.add_argument(
@@ -754,6 +837,12 @@ def main() -> int:
         default=TARGET_P99,
         help=f"the pair's p99 target, ms (default {TARGET_P99:g}); also the bound of the "
         "sustainable rate",
+    )
+    parser.add_argument(
+        "--perf",
+        action="store_true",
+        help=f"count the service's {PERF_EVENTS} with perf stat during each run (and the "
+        "machine's steal time), per pair",
     )
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
@@ -815,29 +904,33 @@ def main() -> int:
             for number, rate in enumerate(rates):
                 count = round(args.seconds * rate / 2)
                 tag = f"r{number}"
+                unique = args.unique_templates
                 if args.pool > 0:
-                    pods = [pod_json(i, rng.choice(shapes), tag) for i in range(args.pool)]
+                    pods = [pod_json(i, rng.choice(shapes), tag, unique) for i in range(args.pool)]
                     choose = [rng.randrange(args.pool) for _ in range(count)]
                 else:
-                    pods = [pod_json(i, rng.choice(shapes), tag) for i in range(count)]
+                    pods = [pod_json(i, rng.choice(shapes), tag, unique) for i in range(count)]
                     choose = list(range(count))
                 before = server_histogram(url)
                 load = os.getloadavg()[0]
                 cpu = (cpu_seconds(), cpu_seconds(served.pid))
-                run = asyncio.run(
-                    drive(
-                        url,
-                        rate,
-                        args.seconds,
-                        pods,
-                        choose,
-                        names_json,
-                        args.connections,
-                        args.client,
+                busy = busy_seconds()
+                with perf_stat(service_pids(served.pid), args.perf) as counted:
+                    run = asyncio.run(
+                        drive(
+                            url,
+                            rate,
+                            args.seconds,
+                            pods,
+                            choose,
+                            names_json,
+                            args.connections,
+                            args.client,
+                        )
                     )
-                )
                 run.cpu_client = cpu_seconds() - cpu[0]
                 run.cpu_server = cpu_seconds(served.pid) - cpu[1]
+                run.cpu_other = busy_seconds() - busy - run.cpu_client - run.cpu_server
                 after = server_histogram(url)
                 server = {
                     v: server_view(before, after, v) if args.workers == 1 else {}
@@ -845,6 +938,10 @@ def main() -> int:
                 }
                 result = summary(run, server, (args.target_p50, args.target_p99))
                 result["load_average"] = [load, os.getloadavg()[0]]
+                if counted:
+                    result["perf_per_pair"] = {
+                        name: value / max(1, run.pairs) for name, value in counted.items()
+                    }
                 results.append(result)
                 print(
                     f"rate {rate:g} HTTP req/s: {result['http_requests']} requests, "
@@ -859,6 +956,7 @@ def main() -> int:
         f"Scheduler extender, open loop, {args.seconds:g} s per rate; {what}; "
         f"{len(names)} node names per filter call; "
         + (f"pods from a pool of {args.pool}" if args.pool else "a new pod per pair")
+        + (", each its own template" if args.unique_templates else "")
         + f"; {args.client} client, {args.connections} keep-alive connections"
         + f"; {args.workers} worker{'s' if args.workers > 1 else ''}"
         + f"; {machine}\n"
@@ -872,7 +970,8 @@ def main() -> int:
             f"req/s over {result['wall_s']:.1f} s; {result['errors']} errors; "
             f"launch lag p99 {lag['p99']:.2f} ms, max {lag['max']:.2f} ms; CPU: server "
             f"{result['cpu_share_server']:.0%} of a core ({result['server_cpu_ms_per_pair']:.1f} "
-            f"ms per pair), client {result['cpu_share_client']:.0%}; load average "
+            f"ms per pair), client {result['cpu_share_client']:.0%}, anything else "
+            f"{result['cpu_share_other']:.0%}; load average "
             f"{result['load_average'][0]:.1f} before, {result['load_average'][1]:.1f} after; "
             "median nodes passing "
             f"the filter {result['passed_nodes_median']:g}; {result['distinct_pods']} distinct "
@@ -880,6 +979,11 @@ def main() -> int:
             f"(pair p50 <= {args.target_p50:g} ms, p99 <= {args.target_p99:g} ms, 0 errors, "
             "the rate held) " + ("met" if result["targets_met"] else "NOT met")
         )
+        if "perf_per_pair" in result:
+            print(
+                "  perf stat of the service, per pair: "
+                + ", ".join(f"{k} {v:.3g}" for k, v in result["perf_per_pair"].items())
+            )
     sustained = [result["rate_http"] for result in results if result["sustained"]]
     best = max(sustained, default=None)
     print(
@@ -900,6 +1004,7 @@ def main() -> int:
             "nodes": len(names),
             "tasks": len(cluster.tasks),
             "pool": args.pool,
+            "unique_templates": args.unique_templates,
             "workload": args.workload,
             "connections": args.connections,
             "client": args.client,

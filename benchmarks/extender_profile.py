@@ -20,6 +20,7 @@ engine's own functions, and the handlers' time per request.
     python benchmarks/extender_profile.py --capture out/answers.jsonl   # every answer's bytes
     python benchmarks/extender_profile.py --compare out/answers.jsonl   # the same bytes?
     python benchmarks/extender_profile.py --profile out/pairs.prof      # cProfile of the app
+    python benchmarks/extender_profile.py --gap 8       # idle 8 ms before each pair
 
 ``--capture`` writes, per request, the verb, the status and the answer's bytes; a later
 ``--compare`` with the same options sends the same requests and exits 1 at the first
@@ -151,15 +152,18 @@ class AppClient:
 
 
 def pairs(
-    client: AppClient, pods: list[bytes], names_json: bytes
+    client: AppClient, pods: list[bytes], names_json: bytes, gap: float = 0.0
 ) -> tuple[list[tuple[str, int, bytes]], list[float], list[float]]:
-    """Every pod's pair through the app: the answers and each verb's handler seconds."""
+    """Every pod's pair through the app, ``gap`` seconds apart (idle between pairs, as the
+    service is in an open loop): the answers and each verb's handler seconds."""
     answers: list[tuple[str, int, bytes]] = []
     filter_s: list[float] = []
     prioritize_s: list[float] = []
 
     async def run() -> None:
         for pod in pods:
+            if gap > 0:
+                await asyncio.sleep(gap)
             body = load.args_body(pod, names_json)
             started = time.process_time()
             status, content = await client.post("/filter", body)
@@ -176,8 +180,11 @@ def pairs(
     return answers, filter_s, prioritize_s
 
 
-def stages(extender: Extender, pods: list[bytes], names_json: bytes) -> dict[str, float]:
-    """Median ms of each stage of a pair, on the engine's own functions (CPU time)."""
+def stages(
+    extender: Extender, pods: list[bytes], names_json: bytes, gap: float = 0.0
+) -> dict[str, float]:
+    """Median ms of each stage of a pair, on the engine's own functions (CPU time), the
+    process idle ``gap`` seconds before each pair."""
     from gpuopt.extender import wire
 
     timings: dict[str, list[float]] = {}
@@ -192,6 +199,8 @@ def stages(extender: Extender, pods: list[bytes], names_json: bytes) -> dict[str
         wire, "dumps", lambda value: json.dumps(value, separators=(",", ":"))
     )
     for pod in pods:
+        if gap > 0:
+            time.sleep(gap)
         body = load.args_body(pod, names_json)
         started = clock()
         decoded = wire.decode(body)
@@ -211,10 +220,14 @@ def stages(extender: Extender, pods: list[bytes], names_json: bytes) -> dict[str
         started = lap("prioritize: JSON read", started)
         args = wire.read_args(decoded)
         started = lap("prioritize: arguments", started)
-        scores = extender.scores(args)
-        started = lap("prioritize: scores", started)
-        wire.priority_json(scores)
-        lap("prioritize: answer JSON", started)
+        if hasattr(extender, "priority_text"):  # the scores and their JSON in one step
+            extender.priority_text(args)
+            lap("prioritize: scores + answer JSON", started)
+        else:
+            scores = extender.scores(args)
+            started = lap("prioritize: scores", started)
+            wire.priority_json(scores)
+            lap("prioritize: answer JSON", started)
     return {name: 1000 * statistics.median(values) for name, values in timings.items()}
 
 
@@ -226,6 +239,13 @@ def main() -> int:
     parser.add_argument("--fill", type=float, default=0.7, help="share of GPUs held (default 0.7)")
     parser.add_argument("--pairs", type=int, default=300, help="pairs (default 300)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the pods (default 0)")
+    parser.add_argument(
+        "--gap",
+        type=float,
+        default=0.0,
+        help="ms the process idles before each pair (default 0: back to back; 8 is about "
+        "an open loop of 100 pairs/s)",
+    )
     parser.add_argument("--capture", help="write every answer here (JSON lines)")
     parser.add_argument("--compare", help="compare every answer with this capture")
     parser.add_argument("--profile", help="cProfile the pairs through the app; write it here")
@@ -243,7 +263,7 @@ def main() -> int:
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
         profiler.enable()
-    answers, filter_s, prioritize_s = pairs(client, pods, names_json)
+    answers, filter_s, prioritize_s = pairs(client, pods, names_json, args.gap / 1000)
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
@@ -273,7 +293,7 @@ def main() -> int:
         f"{1000 * statistics.median(pair_s):.2f} "
         f"({1000 * sorted(pair_s)[int(0.99 * len(pair_s))]:.2f})"
     )
-    for name, ms in stages(Extender(cluster), pods, names_json).items():
+    for name, ms in stages(Extender(cluster), pods, names_json, args.gap / 1000).items():
         print(f"  {name}: {ms:.3f} ms")
     return 0
 

@@ -84,6 +84,11 @@ def main() -> int:
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="seconds (default 20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the pods (default 0)")
+    parser.add_argument(
+        "--perf",
+        action="store_true",
+        help="count the service's software events with perf stat, per pair",
+    )
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -107,13 +112,16 @@ def main() -> int:
             asyncio.run(drive(served.url, pods[:400], names_json, args.clients, 3.0))  # warm
             load_before = os.getloadavg()[0]
             cpu = (load.cpu_seconds(), load.cpu_seconds(served.pid))
+            busy = load.busy_seconds()
             began = time.perf_counter()
-            pairs, errors = asyncio.run(
-                drive(served.url, pods[400:], names_json, args.clients, args.seconds)
-            )
+            with load.perf_stat(load.service_pids(served.pid), args.perf) as counted:
+                pairs, errors = asyncio.run(
+                    drive(served.url, pods[400:], names_json, args.clients, args.seconds)
+                )
             wall = time.perf_counter() - began
             used_client = load.cpu_seconds() - cpu[0]
             used_server = load.cpu_seconds(served.pid) - cpu[1]
+            used_machine = load.busy_seconds() - busy
     ms = np.asarray(pairs) * 1000
     result = {
         "workers": args.workers,
@@ -126,18 +134,30 @@ def main() -> int:
         "pair_p99_ms": float(np.percentile(ms, 99)) if len(ms) else None,
         "server_cpu_cores": used_server / wall,
         "client_cpu_cores": used_client / wall,
+        # everything else that ran: other users' jobs, the kernel's threads
+        "other_cpu_cores": (used_machine - used_server - used_client) / wall,
         "server_cpu_ms_per_pair": 1000 * used_server / max(1, len(pairs)),
         "load_average": [load_before, os.getloadavg()[0]],
         "snapshot": what,
     }
+    if counted:
+        result["perf_per_pair"] = {
+            name: value / max(1, len(pairs)) for name, value in counted.items()
+        }
     print(
         f"{args.workers} worker(s), {args.clients} connections, {wall:.1f} s: "
         f"{result['pairs_per_s']:.1f} pairs/s, {errors} errors, pair p50 "
         f"{result['pair_p50_ms']:.2f} ms, p99 {result['pair_p99_ms']:.2f} ms; CPU: service "
         f"{result['server_cpu_cores']:.2f} cores ({result['server_cpu_ms_per_pair']:.2f} ms per "
-        f"pair), client {result['client_cpu_cores']:.2f}; load average {load_before:.1f} before, "
+        f"pair), client {result['client_cpu_cores']:.2f}, anything else "
+        f"{result['other_cpu_cores']:.2f}; load average {load_before:.1f} before, "
         f"{result['load_average'][1]:.1f} after"
     )
+    if counted:
+        print(
+            "  perf stat of the service, per pair: "
+            + ", ".join(f"{k} {v:.3g}" for k, v in result["perf_per_pair"].items())
+        )
     if args.json:
         write_text_atomic(Path(args.json), json.dumps(result, indent=1) + "\n")
     return 0 if errors == 0 else 1

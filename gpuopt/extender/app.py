@@ -35,7 +35,6 @@ from gpuopt.extender.wire import (
     BadRequest,
     decode,
     dumps,
-    priority_json,
     read_args,
     read_preemption,
 )
@@ -51,9 +50,10 @@ try:
     )
     from prometheus_client.core import CounterMetricFamily
     from starlette.applications import Starlette
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
+    from starlette.types import ASGIApp, Receive, Scope, Send
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         f"gpuopt serve needs the extra 'serve': pip install 'gpuopt[serve]' (missing: {exc.name})"
@@ -248,14 +248,16 @@ def _counter_family(
     return family
 
 
-async def _body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
+async def _body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The request's body, refused (413) beyond ``limit`` bytes: by its Content-Length
+    before it is read, else as it arrives."""
+    declared = _header(scope, b"content-length")
     if declared is not None:
         try:
             size = int(declared)
         except ValueError:
-            message = "the Content-Length header is not a number."
-            raise BadRequest(message, reason="header") from None
+            said = "the Content-Length header is not a number."
+            raise BadRequest(said, reason="header") from None
         if size > limit:
             raise BadRequest(
                 f"the request body of {size} bytes is over the limit of {limit} bytes.",
@@ -264,7 +266,13 @@ async def _body(request: Request, limit: int) -> bytes:
             )
     chunks: list[bytes] = []
     total = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":  # as Starlette's Request says it
+            raise ClientDisconnect()
+        if message["type"] != "http.request":
+            continue
+        chunk = message.get("body", b"")
         total += len(chunk)
         if total > limit:
             raise BadRequest(
@@ -273,7 +281,34 @@ async def _body(request: Request, limit: int) -> bytes:
                 reason="too-large",
             )
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The first value of header ``name`` (lower case) of an HTTP request, as Starlette's
+    ``Request.headers.get`` reads it."""
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+class _App(Starlette):
+    """The service's Starlette app, which answers the verbs (``POST /filter``, ...) without
+    its router and middleware (the same answers: each verb's handler is the ASGI app of its
+    route too) and everything else through them."""
+
+    verbs: dict[str, ASGIApp]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            verb = self.verbs.get(scope["path"])
+            if verb is not None:
+                scope["app"] = self
+                await verb(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
 
 
 def create_app(
@@ -302,7 +337,7 @@ def create_app(
 
     def prioritize(body: Any) -> Any:
         # the scores written as JSON directly: the text of extender.prioritize's answer
-        return priority_json(extender.scores(read_args(body)))
+        return extender.priority_text(read_args(body))
 
     def preempt(body: Any) -> Any:
         return extender.preempt(read_preemption(body))
@@ -319,14 +354,18 @@ def create_app(
             media_type="text/plain; version=0.0.4; charset=utf-8",
         )
 
+    verbs = {
+        "/filter": _verb("filter", filter_, metrics, limits),
+        "/prioritize": _verb("prioritize", prioritize, metrics, limits),
+        "/preempt": _verb("preempt", preempt, metrics, limits),
+    }
     routes = [
-        Route("/filter", _verb("filter", filter_, metrics, limits), methods=["POST"]),
-        Route("/prioritize", _verb("prioritize", prioritize, metrics, limits), methods=["POST"]),
-        Route("/preempt", _verb("preempt", preempt, metrics, limits), methods=["POST"]),
+        *(Route(path, verb, methods=["POST"]) for path, verb in verbs.items()),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_page, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = _App(routes=routes, lifespan=lifespan)
+    app.verbs = verbs
     app.state.extender = extender
     app.state.metrics = metrics
     return app
@@ -334,38 +373,59 @@ def create_app(
 
 def _verb(
     name: str, answer: Callable[[Any], Any], metrics: _Metrics, limits: tuple[int, int]
-) -> Callable[[Request], Any]:
-    """The handler of verb ``name``: read the body (within ``limits``: bytes, nesting),
-    answer it as JSON, and count and log every refusal and failure."""
-    max_body, max_depth = limits
+) -> ASGIApp:
+    """The handler of verb ``name`` (an ASGI app): read the body (within ``limits``: bytes,
+    nesting), answer it as JSON, and count and log every refusal and failure."""
+    return _Verb(name, answer, metrics, limits)
 
-    async def handle(request: Request) -> Response:
+
+class _Verb:
+    """:func:`_verb`'s handler (a class: Starlette's ``Route`` serves an instance as an ASGI
+    app, a function as a request handler)."""
+
+    def __init__(
+        self, name: str, answer: Callable[[Any], Any], metrics: _Metrics, limits: tuple[int, int]
+    ) -> None:
+        self.name = name
+        self.answer = answer
+        self.metrics = metrics
+        self.max_body, self.max_depth = limits
+        self.latency: Any = None  # the histogram's series of this verb, made when first used
+        self.answered: dict[int, Any] = {}  # status -> the counter's series of this verb
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        name, metrics = self.name, self.metrics
         started = time.perf_counter()
-        client = request.client.host if request.client else "unknown"
+        client = scope.get("client")
+        host = client[0] if client else "unknown"
         try:
-            body = await _body(request, max_body)
-            result = answer(decode(body, max_depth=max_depth))
+            body = await _body(scope, receive, self.max_body)
+            result = self.answer(decode(body, max_depth=self.max_depth))
             text = result if isinstance(result, str) else dumps(result)
             response: Response = Response(text, media_type="application/json")
         except BadRequest as exc:
             metrics.errors.labels(name, exc.reason).inc()
-            log.warning("refused %s from %s: %d %s: %s", name, client, exc.status, exc.reason, exc)
+            log.warning("refused %s from %s: %d %s: %s", name, host, exc.status, exc.reason, exc)
             response = PlainTextResponse(str(exc) + "\n", status_code=exc.status)
         except ProblemError as exc:
             metrics.errors.labels(name, "problem").inc()
-            log.warning("refused %s from %s: 400 problem: %s", name, client, exc)
+            log.warning("refused %s from %s: 400 problem: %s", name, host, exc)
             response = PlainTextResponse(str(exc) + "\n", status_code=400)
         except Exception:
             metrics.errors.labels(name, "internal").inc()
-            log.exception("failed %s from %s", name, client)
+            log.exception("failed %s from %s", name, host)
             response = PlainTextResponse(
                 "the extender failed on this request (see its log).\n", status_code=500
             )
-        metrics.latency.labels(name).observe(time.perf_counter() - started)
-        metrics.requests.labels(name, str(response.status_code)).inc()
-        return response
-
-    return handle
+        if self.latency is None:
+            self.latency = metrics.latency.labels(name)
+        self.latency.observe(time.perf_counter() - started)
+        status = response.status_code
+        counter = self.answered.get(status)
+        if counter is None:
+            counter = self.answered[status] = metrics.requests.labels(name, str(status))
+        counter.inc()
+        await response(scope, receive, send)
 
 
 def _health(extender: Extender, watch: SnapshotWatch | None) -> dict[str, Any]:

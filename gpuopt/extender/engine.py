@@ -55,7 +55,8 @@ from gpuopt.extender.fit import fit
 from gpuopt.extender.fit import refusal_after as refusal_after
 from gpuopt.extender.pod import BANDWIDTH_ANNOTATION as BANDWIDTH_ANNOTATION
 from gpuopt.extender.pod import LEVEL_ANNOTATION as LEVEL_ANNOTATION
-from gpuopt.extender.pod import Ask, read_pod
+from gpuopt.extender.pod import Ask, Templates
+from gpuopt.extender.pod import read_pod as read_pod
 from gpuopt.extender.preempt import EMPTY_REASONS, review
 from gpuopt.extender.preempt import EXACT_VICTIMS as EXACT_VICTIMS
 from gpuopt.extender.scores import (
@@ -133,6 +134,7 @@ class Extender:
         self._overlay: dict[str, tuple[str, Node]] = {}  # full mode: name -> (key, node)
         self._merged: State | None = None
         self._pods: OrderedDict[tuple[str, str], Ask] = OrderedDict()
+        self._templates = Templates()  # pods read once per template
         # (uid, resourceVersion) -> (state, its changes, the nodes that passed, their positions)
         self._verdicts: OrderedDict[tuple[str, str], tuple[State, int, list[str], np.ndarray]]
         self._verdicts = OrderedDict()
@@ -156,6 +158,7 @@ class Extender:
         with self._lock:
             self._version += 1
             state = State(cluster, self._version, source)
+            state.warm()
             self._state = state
             self._merged = None
             self._fragmentation.clear()
@@ -249,7 +252,7 @@ class Extender:
                 found = self._pods.get(key)
             if found is not None:
                 return found
-        ask = read_pod(pod, state.cluster if state else None, self.reader_options)
+        ask = self._templates.read(pod, state.cluster if state else None, self.reader_options)
         for name in ask.ignored:
             self.counts.ignored[name] += 1
         if key is not None:
@@ -275,7 +278,12 @@ class Extender:
     def _resolve(self, args: ExtenderArgs) -> tuple[State, Ask, np.ndarray]:
         state = self._cache_state() if args.node_names is not None else self._full_state(args)
         ask = self.ask(args.pod, state)
-        return state, ask, self._positions(state, args.names)
+        names = args.names
+        positions = state.positions(names)
+        if positions is None:
+            positions = self._positions(state, names)
+            state.remember(names, positions)
+        return state, ask, positions
 
     # ------------------------------------------------------------------ verbs
 
@@ -285,7 +293,7 @@ class Extender:
         found = fit(state, ask, positions)
         names = state.names
         passing = positions[found.passed]
-        passed = [names[p] for p in passing.tolist()]
+        passed: list[str] = state.name_array[passing].tolist()
         key = _pod_key(args.pod) if args.node_names is not None else None
         if key is not None:  # for the prioritize call that follows, about these nodes
             with self._lock:
@@ -305,6 +313,19 @@ class Extender:
 
     def scores(self, args: ExtenderArgs) -> list[tuple[str, int]]:
         """Per candidate node its score, 0 to 10 (E5); a node the filter refuses gets 0."""
+        state, positions, scores = self._scored(args)
+        names = state.name_array[positions].tolist()
+        return list(zip(names, scores.tolist(), strict=True))
+
+    def priority_text(self, args: ExtenderArgs) -> str:
+        """``HostPriorityList`` for ``args`` as JSON text: the text of
+        ``json.dumps(self.prioritize(args), separators=(",", ":"))``, each node's entry
+        picked from the state's :meth:`~gpuopt.extender.state.State.priority_texts`."""
+        state, positions, scores = self._scored(args)
+        return "[" + ",".join(state.priority_texts()[positions, scores].tolist()) + "]"
+
+    def _scored(self, args: ExtenderArgs) -> tuple[State, np.ndarray, np.ndarray]:
+        """The state, the candidate nodes' positions and their scores (0 to MAX_SCORE)."""
         known = self._passed(args)
         if known is not None:  # the nodes that passed this pod's filter, as kube-scheduler asks
             state, ask, positions = known
@@ -322,9 +343,7 @@ class Extender:
         topology = topology_scores(state, ask, positions)
         if topology is not None:
             parts.append((WEIGHTS["topology"], topology))
-        scores = combine(parts, passed)
-        names = state.names
-        return list(zip([names[p] for p in positions.tolist()], scores.tolist(), strict=True))
+        return state, positions, combine(parts, passed)
 
     def _passed(self, args: ExtenderArgs) -> tuple[State, Ask, np.ndarray] | None:
         """The state, pod and node positions of ``args`` when its nodes are exactly those that

@@ -43,34 +43,50 @@ def fit(state: State, ask: Ask, positions: np.ndarray, *, explain: bool = True) 
     asks, since writing a sentence per failed node is most of the filter's work.
     """
     reasons: dict[int, tuple[str, bool]] = {}
-    refused = state.refused(ask)  # K1-K3
+    # per entry of positions: not refused yet (the rules run on the arrays of these)
+    open_ = np.ones(len(positions), dtype=bool)
+    refused, refused_nodes = state.refused_mask(ask)  # K1-K3
     if refused:
-        for pos in positions.tolist():
-            why = refused.get(pos)
-            if why is not None:
-                reasons[pos] = (why, True)
-    _extended_rules(state, ask, positions, reasons, explain)
-    _gpu_rules(state, ask, positions, reasons, explain)
-    _size_rules(state, ask, positions, reasons, explain)
-    _pod_terms(state, ask, positions, reasons)
-    passed = ~np.isin(positions, np.fromiter(reasons, dtype=np.int64, count=len(reasons)))
-    return Fit(positions=positions, passed=passed, reasons=reasons)
+        hit = refused_nodes[positions]
+        for pos in positions[hit].tolist():
+            reasons[pos] = (refused[pos], True)
+        open_ &= ~hit
+    _extended_rules(state, ask, positions, reasons, open_, explain)
+    _gpu_rules(state, ask, positions, reasons, open_, explain)
+    _size_rules(state, ask, positions, reasons, open_, explain)
+    before = len(reasons)
+    _pod_terms(state, ask, positions[open_], reasons)
+    if len(reasons) > before:
+        _close(positions, reasons, open_)
+    return Fit(positions=positions, passed=open_, reasons=reasons)
+
+
+def _close(positions: np.ndarray, reasons: dict[int, tuple[str, bool]], open_: np.ndarray) -> None:
+    """Mark closed in ``open_`` every entry of ``positions`` that has a reason (after a rule
+    that judged node by node)."""
+    open_ &= ~np.isin(positions, np.fromiter(reasons, dtype=np.int64, count=len(reasons)))
 
 
 def _fail(
     reasons: dict[int, tuple[str, bool]],
     positions: np.ndarray,
+    open_: np.ndarray,
     mask: np.ndarray,
-    why: Callable[[int], str],
+    why: Callable[[list[int]], list[str]],
     static: np.ndarray | bool,
     explain: bool = True,
 ) -> None:
-    """Give each node of ``positions[mask]`` without a reason yet the reason ``why`` (an
-    empty sentence unless ``explain``)."""
-    static_mask = np.broadcast_to(np.asarray(static, dtype=bool), mask.shape)
-    for pos, hard in zip(positions[mask].tolist(), static_mask[mask].tolist(), strict=True):
-        if pos not in reasons:
-            reasons[pos] = (why(pos) if explain else "", hard)
+    """Give each node of ``positions[mask]`` without a reason yet (``open_``) the reason
+    ``why`` writes for it (``why(nodes)``: one sentence per node; empty sentences unless
+    ``explain``), and close it."""
+    hit = mask & open_
+    if not hit.any():
+        return
+    open_ &= ~hit
+    failed = positions[hit].tolist()
+    hard = np.broadcast_to(np.asarray(static, dtype=bool), mask.shape)[hit].tolist()
+    sentences = why(failed) if explain else [""] * len(failed)
+    reasons.update(zip(failed, zip(sentences, hard, strict=True), strict=True))
 
 
 def _extended_rules(
@@ -78,26 +94,28 @@ def _extended_rules(
     ask: Ask,
     positions: np.ndarray,
     reasons: dict[int, tuple[str, bool]],
+    open_: np.ndarray,
     explain: bool = True,
 ) -> None:
     """K4: each extended resource the pod asks for must be free on the node."""
     nodes = state.cluster.nodes
     names = state.names
     for name, amount in ask.pending.resources.items():  # K4
-        free = state.extra_free(name)[positions]
+        everywhere = state.extra_free(name)
+        free = everywhere[positions]
         capacity = np.array(
             [nodes[p].resources.get(name, 0) for p in positions.tolist()], dtype=np.int64
         )
-        everywhere = state.extra_free(name)
 
         def short(
-            pos: int, name: str = name, amount: int = amount, free: np.ndarray = everywhere
-        ) -> str:
-            return (
-                f"K4: node {names[pos]} has {int(free[pos])} {name} free; the pod asks for {amount}"
-            )
+            failed: list[int], name: str = name, amount: int = amount, free: np.ndarray = everywhere
+        ) -> list[str]:
+            return [
+                f"K4: node {names[pos]} has {left} {name} free; the pod asks for {amount}"
+                for pos, left in zip(failed, free[failed].tolist(), strict=True)
+            ]
 
-        _fail(reasons, positions, free < amount, short, capacity < amount, explain)
+        _fail(reasons, positions, open_, free < amount, short, capacity < amount, explain)
 
 
 def _gpu_rules(
@@ -105,39 +123,40 @@ def _gpu_rules(
     ask: Ask,
     positions: np.ndarray,
     reasons: dict[int, tuple[str, bool]],
+    open_: np.ndarray,
     explain: bool = True,
 ) -> None:
     """C7 for a share of a GPU, else C3 for whole GPUs and N3 for their bandwidth."""
     names = state.names
     gpus = state.gpus[positions]
-    if ask.milli is not None:  # C7
+    milli = ask.milli
+    if milli is not None:  # C7
+
+        def no_share(failed: list[int]) -> list[str]:
+            return [
+                f"C7: node {names[pos]} has no GPU with {milli} thousandths left "
+                f"(the most one has is {max(best, 0)})"
+                for pos, best in zip(failed, state.best_share[failed].tolist(), strict=True)
+            ]
+
         best = state.best_share[positions]
-        _fail(
-            reasons,
-            positions,
-            best < ask.milli,
-            lambda pos: (
-                f"C7: node {names[pos]} has no GPU with {ask.milli} thousandths left "
-                f"(the most one has is {max(int(state.best_share[pos]), 0)})"
-            ),
-            gpus == 0,
-            explain,
-        )
+        _fail(reasons, positions, open_, best < milli, no_share, gpus == 0, explain)
     elif ask.gpus > 0:  # C3 whole GPUs
+        wanted = ask.gpus
+
+        def few_gpus(failed: list[int]) -> list[str]:
+            return [
+                f"C3: node {names[pos]} has {_nodes_word(free)} free; the pod asks for {wanted}"
+                for pos, free in zip(failed, state.free_whole[failed].tolist(), strict=True)
+            ]
+
         free = state.free_whole[positions]
-        _fail(
-            reasons,
-            positions,
-            free < ask.gpus,
-            lambda pos: (
-                f"C3: node {names[pos]} has {_nodes_word(int(state.free_whole[pos]))} free; "
-                f"the pod asks for {ask.gpus}"
-            ),
-            gpus < ask.gpus,
-            explain,
-        )
+        _fail(reasons, positions, open_, free < wanted, few_gpus, gpus < wanted, explain)
         if ask.min_bandwidth > 0 and ask.gpus >= 2:  # N3
-            _bandwidth_rule(state, ask, positions, reasons)
+            before = len(reasons)
+            _bandwidth_rule(state, ask, positions[open_], reasons)
+            if len(reasons) > before:
+                _close(positions, reasons, open_)
 
 
 def _bandwidth_rule(
@@ -163,34 +182,48 @@ def _size_rules(
     ask: Ask,
     positions: np.ndarray,
     reasons: dict[int, tuple[str, bool]],
+    open_: np.ndarray,
     explain: bool = True,
 ) -> None:
     """C3 for CPUs and memory: the node must have what the pod asks for free."""
     names = state.names
     pending = ask.pending
     cpus = scaled(pending.cpus)
+
+    def few_cpus(failed: list[int]) -> list[str]:
+        asked = f"{pending.cpus:g}"
+        return [
+            f"C3: node {names[pos]} has {free / 1000:g} CPUs free; the pod asks for {asked}"
+            for pos, free in zip(failed, state.cpus_free[failed].tolist(), strict=True)
+        ]
+
     _fail(
         reasons,
         positions,
+        open_,
         state.cpus_free[positions] < cpus,
-        lambda pos: (
-            f"C3: node {names[pos]} has {int(state.cpus_free[pos]) / 1000:g} CPUs free; "
-            f"the pod asks for {pending.cpus:g}"
-        ),
+        few_cpus,
         state.cpus[positions] < cpus,
         explain,
     )
     if pending.memory:
         memory = scaled(pending.memory)
         free_memory = state.memory_free[positions]
+
+        def little_memory(failed: list[int]) -> list[str]:
+            asked = f"{pending.memory:g}"
+            return [
+                f"C3: node {names[pos]} has {free / 1000:g} MiB of memory free; the pod asks "
+                f"for {asked}"
+                for pos, free in zip(failed, state.memory_free[failed].tolist(), strict=True)
+            ]
+
         _fail(
             reasons,
             positions,
+            open_,
             (free_memory >= 0) & (free_memory < memory),
-            lambda pos: (
-                f"C3: node {names[pos]} has {int(state.memory_free[pos]) / 1000:g} MiB of memory "
-                f"free; the pod asks for {pending.memory:g}"
-            ),
+            little_memory,
             (state.memory[positions] >= 0) & (state.memory[positions] < memory),
             explain,
         )
@@ -218,13 +251,13 @@ def _selected(
 def _pod_terms(
     state: State, ask: Ask, positions: np.ndarray, reasons: dict[int, tuple[str, bool]]
 ) -> None:
-    """K5 on the nodes not refused yet (E4)."""
+    """K5 on the nodes at ``positions``, those not refused yet (E4)."""
     pending = ask.pending
     if not (pending.pod_anti_affinity or pending.pod_affinity or state.anti_terms):
         return  # no term to check
     nodes = state.cluster.nodes
     space = pending.space
-    open_positions = np.array([p for p in positions.tolist() if p not in reasons], dtype=np.int64)
+    open_positions = positions  # the nodes not refused yet
     if open_positions.size == 0:
         return
     for term in pending.pod_anti_affinity:

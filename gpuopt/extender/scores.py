@@ -58,8 +58,7 @@ def topology_scores(state: State, ask: Ask, positions: np.ndarray) -> np.ndarray
     domain's free GPUs against the roomiest domain's. None when the pod states no level."""
     if ask.level is None:
         return None
-    nodes = state.cluster.nodes
-    domains = [node.domain(ask.level) for node in nodes]
+    domains = state.level_domains(ask.level)
     gang = ask.pending.gang
     mates = [t for t in state.cluster.tasks if gang is not None and t.gang == gang]
     if mates:

@@ -28,6 +28,11 @@ from gpuopt.cluster.model import Cluster, Node, Task, scaled
 from gpuopt.cluster.rules import domain_of, placement_key, refusal
 from gpuopt.cluster.shares import MILLI, layout
 from gpuopt.extender.pod import Ask
+from gpuopt.extender.wire import MAX_SCORE, host_texts
+
+#: Node lists (in a request's order) whose positions a state keeps (the scheduler names
+#: the same nodes, often in the same order, request after request).
+NAME_LISTS = 4
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,9 @@ class State:
     on_node: list[list[Task]] = field(init=False)
     by_uid: dict[str, Task] = field(init=False)
     by_id: dict[str, Task] = field(init=False)
-    #: K1-K3 refusals per placement key: node position -> sentence (only nodes refused)
-    refusals: OrderedDict[str, dict[int, str]] = field(init=False)
+    #: K1-K3 refusals per placement key: node position -> sentence (only nodes refused),
+    #: and per node whether it is refused
+    refusals: OrderedDict[str, tuple[dict[int, str], np.ndarray]] = field(init=False)
     #: topology key -> per node its domain code (-1: the node has no such label)
     domains: dict[str, np.ndarray] = field(init=False)
     task_node: np.ndarray = field(init=False)
@@ -80,6 +86,14 @@ class State:
     changes: int = field(init=False, default=0)
     #: :meth:`label_groups` once built for the current tasks (None: build it again)
     _groups: list[LabelGroup] | None = field(init=False, default=None)
+    #: the nodes' names by position as an array (to pick many at C speed)
+    name_array: np.ndarray = field(init=False)
+    #: :meth:`priority_texts`, once built
+    _priority_texts: np.ndarray | None = field(init=False, default=None)
+    #: :meth:`level_domains`, per level asked about
+    _level_domains: dict[str, list[str | None]] = field(init=False, default_factory=dict)
+    #: the last node lists asked about and their positions, newest last
+    _name_lists: list[tuple[list[str], np.ndarray]] = field(init=False, default_factory=list)
     lock: threading.Lock = field(init=False)
 
     def __post_init__(self) -> None:
@@ -88,6 +102,7 @@ class State:
         index = cluster.index
         self.node_pos = dict(index.node_pos)
         self.names = [node.id for node in nodes]
+        self.name_array = np.array(self.names, dtype=object)
         self.gpus = index.node_gpus.copy()
         self.cpus = index.node_cpus.copy()
         self.memory = index.node_memory.copy()
@@ -198,19 +213,60 @@ class State:
             self._groups = found
         return found
 
+    def positions(self, names: list[str]) -> np.ndarray | None:
+        """The positions of the nodes ``names``, when they are a list asked about lately
+        (None: map them); the array is shared, not to be changed."""
+        with self.lock:
+            for known, positions in reversed(self._name_lists):
+                if len(known) == len(names) and known == names:
+                    found: np.ndarray = positions
+                    return found
+        return None
+
+    def remember(self, names: list[str], positions: np.ndarray) -> None:
+        """Keep ``positions``, those of ``names``, for :meth:`positions`."""
+        positions.flags.writeable = False
+        with self.lock:
+            self._name_lists.append((list(names), positions))
+            del self._name_lists[:-NAME_LISTS]
+
+    def priority_texts(self) -> np.ndarray:
+        """Per node and score from 0 to ``MAX_SCORE``, the JSON text of its HostPriority
+        (:func:`~gpuopt.extender.wire.host_priorities`); built once per state, from the
+        texts kept per host across states (a full-mode request's state is built often)."""
+        found = self._priority_texts
+        if found is None:
+            found = np.empty((len(self.names), MAX_SCORE + 1), dtype=object)
+            for pos, name in enumerate(self.names):
+                found[pos] = host_texts(name)
+            self._priority_texts = found
+        return found
+
+    def warm(self) -> None:
+        """Build now what the first requests would build (the priority texts), so that a
+        worker forked after this shares them and no request pays for them."""
+        self.priority_texts()
+
     def refused(self, ask: Ask) -> dict[int, str]:
         """K1-K3 for the pod's rules: node position -> why it is refused (cached per rule)."""
+        return self.refused_mask(ask)[0]
+
+    def refused_mask(self, ask: Ask) -> tuple[dict[int, str], np.ndarray]:
+        """:meth:`refused`, and per node whether it is refused (cached per rule)."""
         key = placement_key(ask.pending)
         with self.lock:
             found = self.refusals.get(key)
             if found is not None:
                 self.refusals.move_to_end(key)
                 return found
-        found = {}
+        sentences: dict[int, str] = {}
         for pos, node in enumerate(self.cluster.nodes):
             why = refusal(node, ask.pending)
             if why is not None:
-                found[pos] = why
+                sentences[pos] = why
+        mask = np.zeros(len(self.names), dtype=bool)
+        mask[list(sentences)] = True
+        found = (sentences, mask)
         with self.lock:
             self.refusals[key] = found
             while len(self.refusals) > 512:
@@ -230,6 +286,15 @@ class State:
                 dtype=np.int64,
             )
             self.domains[key] = found
+        return found
+
+    def level_domains(self, level: str) -> list[str | None]:
+        """Per node, its domain at topology level ``level`` (``Node.domain``; once per state
+        and level)."""
+        found = self._level_domains.get(level)
+        if found is None:
+            found = [node.domain(level) for node in self.cluster.nodes]
+            self._level_domains[level] = found
         return found
 
     def extra_free(self, name: str) -> np.ndarray:

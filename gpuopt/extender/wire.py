@@ -312,6 +312,24 @@ _HOST_JSON: dict[str, tuple[str, ...]] = {}
 _HOST_MEMO = 2**16
 
 
+def host_priorities(host: str) -> tuple[str, ...]:
+    """The JSON text of ``host``'s HostPriority for each score from 0 to ``MAX_SCORE``:
+    ``{"Host":"<host>","Score":<score>}``."""
+    head = '{"Host":' + _ascii(host) + ',"Score":'
+    return tuple(f"{head}{value}}}" for value in range(MAX_SCORE + 1))
+
+
+def host_texts(host: str) -> tuple[str, ...]:
+    """:func:`host_priorities` of ``host``, from the memo :func:`priority_json` keeps."""
+    memo = _HOST_JSON
+    texts = memo.get(host)
+    if texts is None:
+        if len(memo) > _HOST_MEMO:
+            memo.clear()
+        texts = memo[host] = host_priorities(host)
+    return texts
+
+
 def priority_json(scores: list[tuple[str, int]]) -> str:
     """The ``HostPriorityList`` of ``scores`` (integer scores) as JSON text: the text of
     ``json.dumps(priority_list(scores), separators=(",", ":"))``, written 5-6 times as fast."""
@@ -324,8 +342,7 @@ def priority_json(scores: list[tuple[str, int]]) -> str:
     for host, score in scores:
         texts = get(host)
         if texts is None:
-            head = '{"Host":' + _ascii(host) + ',"Score":'
-            texts = memo[host] = tuple(f"{head}{value}}}" for value in range(MAX_SCORE + 1))
+            texts = memo[host] = host_priorities(host)
         if score.__class__ is int and 0 <= score <= MAX_SCORE:
             append(texts[score])
         else:  # an int's text is its JSON
@@ -354,6 +371,8 @@ __all__ = [
     "dumps",
     "field",
     "filter_result",
+    "host_priorities",
+    "host_texts",
     "nesting",
     "node_name",
     "preemption_result",

@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from gpuopt.extender.pod import BANDWIDTH_ANNOTATION, LEVEL_ANNOTATION, read_pod
+from gpuopt._model import MAX_ID_LENGTH
+from gpuopt.extender.pod import (
+    BANDWIDTH_ANNOTATION,
+    LEVEL_ANNOTATION,
+    Templates,
+    read_pod,
+    template_key,
+)
 from gpuopt.extender.wire import BadRequest
 from tests.extender.conftest import cluster, node, pod
 
@@ -68,3 +75,123 @@ def test_a_pod_already_finished_is_not_waiting() -> None:
     with pytest.raises(BadRequest, match="is not a pod waiting to be scheduled") as caught:
         read_pod(body, None, {})
     assert caught.value.reason == "pod"
+
+
+# --------------------------------------------------------------------------- templates
+
+
+def _replica(body: dict[str, Any], called: str, **identity: Any) -> dict[str, Any]:
+    """``body`` as another replica of its template: its own name, uid and version (and the
+    metadata fields of ``identity``)."""
+    metadata = {**body["metadata"], "name": called, "uid": f"uid-{called}", "resourceVersion": "7"}
+    metadata.update(identity)
+    return {**body, "metadata": metadata}
+
+
+TEMPLATE_PODS = {
+    "whole GPUs": pod(gpus=4, cpu="6", memory="2Gi", priority=2_000),
+    "a share": pod(
+        gpus=0,
+        annotations={"alibabacloud.com/gpu-milli": "250", "alibabacloud.com/gpu-count": "1"},
+    ),
+    "a gang, annotations": pod(
+        gpus=1,
+        labels={"pod-group.scheduling.sigs.k8s.io": "g1", "app": "x"},
+        annotations={BANDWIDTH_ANNOTATION: "150", LEVEL_ANNOTATION: "rack"},
+    ),
+    "terms and tolerations": pod(
+        gpus=2,
+        nodeSelector={"gpu_model": "A100"},
+        tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        affinity={
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": "x"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        },
+    ),
+    "extended, never preempts": pod(
+        gpus=0, extra={"example.com/fpga": "2"}, preemptionPolicy="Never"
+    ),
+    "bound (a victim)": pod(gpus=2, nodeName="a"),
+}
+
+
+@pytest.mark.parametrize("kind", list(TEMPLATE_PODS))
+@pytest.mark.parametrize(
+    "identity",
+    [
+        {},
+        {"creationTimestamp": "2026-01-02T03:04:05Z"},
+        {"uid": None},
+        {"namespace": "other"},  # another namespace is another template
+    ],
+)
+def test_a_replica_reads_as_the_full_reader_reads_it(kind: str, identity: dict[str, Any]) -> None:
+    # the full reader is the reference: a replica read from its template's Ask must be
+    # the Ask the reader gives for the replica itself (its own id, uid, creation time)
+    snapshot = cluster([node("a")], levels=["rack"])
+    body = TEMPLATE_PODS[kind]
+    templates = Templates()
+    first = templates.read(body, snapshot, {})
+    assert first == read_pod(body, snapshot, {})
+    replica = _replica(body, "p-2", **identity)
+    assert template_key(replica) == template_key(body) or "namespace" in identity
+    found = templates.read(replica, snapshot, {})
+    expected = read_pod(replica, snapshot, {})
+    assert found == expected
+    # the same fields given, so the same snapshot JSON
+    assert found.pending.model_fields_set == expected.pending.model_fields_set
+    assert found.pending.model_dump_json() == expected.pending.model_dump_json()
+    assert found.pending.id == f"{identity.get('namespace', 'ml')}/p-2"
+
+
+def test_a_replica_takes_its_template_only_when_the_rest_is_the_same() -> None:
+    templates = Templates()
+    body = pod(gpus=2, labels={"app": "x"})
+    templates.read(body, None, {})
+    other = _replica(pod(gpus=2, labels={"app": "y"}), "p-2")
+    assert template_key(other) != template_key(body)
+    assert templates.read(other, None, {}).pending.labels == {"app": "y"}
+
+
+@pytest.mark.parametrize(
+    "identity",
+    [
+        {"name": 7},
+        {"name": ""},
+        {"name": "n" * (MAX_ID_LENGTH + 1)},  # an id longer than the model allows
+        {"uid": "u" * 1000},  # a uid longer than the model allows
+        {"creationTimestamp": "yesterday"},
+        {"creationTimestamp": 5},
+        {"uid": ["u"]},
+    ],
+)
+def test_a_replica_whose_identity_does_not_read_gets_the_full_readers_answer(
+    identity: dict[str, Any],
+) -> None:
+    templates = Templates()
+    body = pod(gpus=2)
+    templates.read(body, None, {})
+    replica = _replica(body, "p-2", **identity)
+    try:
+        expected: Any = read_pod(replica, None, {})
+    except BadRequest as exc:
+        expected = str(exc)
+    try:
+        found: Any = templates.read(replica, None, {})
+    except BadRequest as exc:
+        found = str(exc)
+    assert found == expected
+    assert isinstance(found, str), "each of these identities is refused by the reader"
+
+
+def test_the_template_memo_keeps_at_most_its_size() -> None:
+    templates = Templates(size=2)
+    for gpus in (1, 2, 4):
+        templates.read(pod(gpus=gpus), None, {})
+    assert len(templates._asks) == 2
