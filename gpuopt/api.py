@@ -340,8 +340,10 @@ def solve(
         ``"milp"`` (HiGHS) and ``"cpsat"``, which give dp's decision with a
         proof. Gangs (:class:`gpuopt.gang.GangProblem`): ``"heuristic"``,
         ``"cpsat"`` and ``"milp"``. Job calendars
-        (:class:`gpuopt.calendar.CalendarProblem`): ``"heuristic"``, and the
-        baselines ``"conservative"`` and ``"fifo"``.
+        (:class:`gpuopt.calendar.CalendarProblem`): ``"heuristic"``, the
+        baselines ``"conservative"`` and ``"fifo"``, and the exact ``"cpsat"``
+        and ``"milp"`` (one time-indexed model), which start from the heuristic
+        and report a bound.
         The names of earlier releases are still accepted (:data:`ALIASES`:
         ``"greedy"``, ``"ipc"``, ``"binpack"``, and ``"exact"`` for
         preemption's ``"dp"`` and the gangs' ``"cpsat"``); the result carries

@@ -1,10 +1,17 @@
-"""Job calendars: replay job traces on a cluster of nodes under queue policies.
+"""Job calendars: when and where every waiting job starts, and job-trace replays.
 
-The first part of issue 33: trace readers (:mod:`~gpuopt.calendar.traces`),
-the replay (:mod:`~gpuopt.calendar.replay`) under the textbook policies
-(:mod:`~gpuopt.calendar.policies`: ``fifo``, EASY and conservative backfill)
-and an independent checker (:mod:`~gpuopt.calendar.check`). The rules are
-written out in ``models/calendar.md`` (R1, R2, ...).
+The calendar problem (:mod:`~gpuopt.calendar.problem`: nodes, running pods,
+waiting jobs and gangs on a grid of ticks; built from a cluster by
+:mod:`~gpuopt.calendar.cluster`), its plan and checker
+(:mod:`~gpuopt.calendar.solution`), the heuristic and its baselines
+(:mod:`~gpuopt.calendar.greedy`), the exact methods
+(:mod:`~gpuopt.calendar.cpsat`, :mod:`~gpuopt.calendar.milp`), all through
+:func:`gpuopt.solve`. Job traces (:mod:`~gpuopt.calendar.traces`) replayed
+(:mod:`~gpuopt.calendar.replay`) under ``fifo``, EASY and conservative
+backfill and the calendar's rolling heuristic
+(:mod:`~gpuopt.calendar.policies`), checked by the replay's own checker
+(:mod:`~gpuopt.calendar.check`; :data:`violations` here is that one).
+The rules are written out in ``models/calendar.md``.
 """
 
 from gpuopt.calendar.check import violations
