@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -148,6 +148,94 @@ def estimated_walltime(job: TraceJob, estimate: Walltime) -> float:
     return 3600.0 * max(1, math.ceil(job.runtime / 3600))
 
 
+@dataclass
+class Run:
+    """One replay's state: the jobs that fit (in submit order), the walltimes the
+    scheduler sees, the scheduler, and per job its start, end and nodes so far.
+
+    :meth:`decisions` is the event loop (R6): at each event time the ends and
+    submits are taken in, the time is yielded (the state before the decision:
+    :mod:`gpuopt.calendar.windows` reads it), then the policy decides once.
+    """
+
+    jobs: list[TraceJob]
+    walltimes: list[float]
+    scheduler: Scheduler
+    skipped: dict[str, int]
+    starts: list[float] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)
+    placed: list[tuple[int, ...]] = field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls,
+        trace: Trace | Sequence[TraceJob],
+        *,
+        nodes: int,
+        gpus_per_node: int,
+        policy: Policy,
+        walltime: Walltime = "hour",
+    ) -> Run:
+        """The replay of ``trace`` before its first event (R2: what is left out, counted)."""
+        skipped = dict(trace.skipped) if isinstance(trace, Trace) else {}
+        given = trace.jobs if isinstance(trace, Trace) else tuple(trace)
+        jobs: list[TraceJob] = []
+        for job in given:
+            if job.gpus < 1:
+                skipped["no_gpu"] = skipped.get("no_gpu", 0) + 1
+            elif math.ceil(job.gpus / gpus_per_node) > nodes:
+                skipped["too_large"] = skipped.get("too_large", 0) + 1
+            else:
+                jobs.append(job)
+        jobs.sort(key=lambda job: job.submit)  # stable: ties keep the trace's order
+        width = [max(1, math.ceil(job.gpus / gpus_per_node)) for job in jobs]
+        per_node = [
+            job.gpus if w == 1 else gpus_per_node for job, w in zip(jobs, width, strict=True)
+        ]
+        walltimes = [estimated_walltime(job, walltime) for job in jobs]
+        scheduler = Scheduler(
+            policy, nodes, gpus_per_node, per_node, width, walltimes, [job.submit for job in jobs]
+        )
+        count = len(jobs)
+        return cls(
+            jobs,
+            walltimes,
+            scheduler,
+            skipped,
+            [math.nan] * count,
+            [math.nan] * count,
+            [()] * count,
+        )
+
+    def decisions(self) -> Iterator[float]:
+        """Run the events to the end, yielding each decision time before the decision."""
+        jobs, walltimes, scheduler = self.jobs, self.walltimes, self.scheduler
+        starts, ends, placed = self.starts, self.ends, self.placed
+        events = [(job.submit, _SUBMIT, i) for i, job in enumerate(jobs)]
+        heapq.heapify(events)
+        woken: set[float] = set()
+        while events:
+            now = events[0][0]
+            while events and events[0][0] == now:
+                _, kind, index = heapq.heappop(events)
+                if kind == _END:
+                    scheduler.end(index, now, starts[index], placed[index])
+                elif kind == _SUBMIT:
+                    scheduler.submit(index)
+            woken.discard(now)
+            yield now
+            started, wakes = scheduler.decide(now)
+            for index, chosen in started:
+                starts[index] = now
+                placed[index] = chosen
+                ends[index] = now + min(jobs[index].runtime, walltimes[index])
+                heapq.heappush(events, (ends[index], _END, index))
+            for at in wakes:
+                if at > now and at not in woken:
+                    woken.add(at)
+                    heapq.heappush(events, (at, _WAKE, -1))
+
+
 def replay(
     trace: Trace | Sequence[TraceJob],
     *,
@@ -183,49 +271,11 @@ def replay(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ProblemError(f"{name}: {value!r} is not a whole number of at least 1.")
     clock = time.perf_counter()
-    skipped = dict(trace.skipped) if isinstance(trace, Trace) else {}
-    given = trace.jobs if isinstance(trace, Trace) else tuple(trace)
-    jobs: list[TraceJob] = []
-    for job in given:
-        if job.gpus < 1:
-            skipped["no_gpu"] = skipped.get("no_gpu", 0) + 1
-        elif math.ceil(job.gpus / gpus_per_node) > nodes:
-            skipped["too_large"] = skipped.get("too_large", 0) + 1
-        else:
-            jobs.append(job)
-    jobs.sort(key=lambda job: job.submit)  # stable: ties keep the trace's order
-    width = [max(1, math.ceil(job.gpus / gpus_per_node)) for job in jobs]
-    per_node = [job.gpus if w == 1 else gpus_per_node for job, w in zip(jobs, width, strict=True)]
-    walltimes = [estimated_walltime(job, walltime) for job in jobs]
-    scheduler = Scheduler(
-        policy, nodes, gpus_per_node, per_node, width, walltimes, [job.submit for job in jobs]
-    )
-
-    events: list[tuple[float, int, int]] = [(job.submit, _SUBMIT, i) for i, job in enumerate(jobs)]
-    heapq.heapify(events)
-    starts: list[float] = [math.nan] * len(jobs)
-    ends: list[float] = [math.nan] * len(jobs)
-    placed: list[tuple[int, ...]] = [()] * len(jobs)
-    woken: set[float] = set()
-    while events:
-        now = events[0][0]
-        while events and events[0][0] == now:
-            _, kind, index = heapq.heappop(events)
-            if kind == _END:
-                scheduler.end(index, now, starts[index], placed[index])
-            elif kind == _SUBMIT:
-                scheduler.submit(index)
-        woken.discard(now)
-        started, wakes = scheduler.decide(now)
-        for index, chosen in started:
-            starts[index] = now
-            placed[index] = chosen
-            ends[index] = now + min(jobs[index].runtime, walltimes[index])
-            heapq.heappush(events, (ends[index], _END, index))
-        for at in wakes:
-            if at > now and at not in woken:
-                woken.add(at)
-                heapq.heappush(events, (at, _WAKE, -1))
+    run = Run.of(trace, nodes=nodes, gpus_per_node=gpus_per_node, policy=policy, walltime=walltime)
+    for _ in run.decisions():
+        pass
+    jobs, walltimes, scheduler = run.jobs, run.walltimes, run.scheduler
+    starts, ends, placed, skipped = run.starts, run.ends, run.placed, run.skipped
     if scheduler.queue:  # every reservation starts and every job ends: a bug if not
         raise RuntimeError(f"replay ended with {len(scheduler.queue)} jobs still waiting")
     replayed = tuple(
@@ -319,6 +369,7 @@ __all__ = [
     "WALLTIMES",
     "Replay",
     "ReplayedJob",
+    "Run",
     "Walltime",
     "estimated_walltime",
     "node_name",

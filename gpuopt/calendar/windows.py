@@ -33,18 +33,15 @@ its objective is in job-ticks (times ``step`` for job-seconds).
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from gpuopt.calendar.policies import Policy, Scheduler
 from gpuopt.calendar.problem import CalendarProblem
-from gpuopt.calendar.replay import Walltime, estimated_walltime, node_name
+from gpuopt.calendar.replay import Run, Walltime, node_name
 from gpuopt.calendar.traces import Trace, TraceJob
 from gpuopt.errors import ProblemError
-
-_END, _WAKE, _SUBMIT = 0, 1, 2  # the order of events at one time, as in the replay
 
 
 @dataclass(frozen=True)
@@ -87,37 +84,12 @@ def decisions(
     """
     if policy != "calendar":
         raise ProblemError(f"policy: {policy!r} keeps no running jobs; windows need 'calendar'.")
-    given = trace.jobs if isinstance(trace, Trace) else tuple(trace)
-    jobs = [job for job in given if job.gpus >= 1 and math.ceil(job.gpus / gpus_per_node) <= nodes]
-    jobs.sort(key=lambda job: job.submit)
-    width = [max(1, math.ceil(job.gpus / gpus_per_node)) for job in jobs]
-    per_node = [job.gpus if w == 1 else gpus_per_node for job, w in zip(jobs, width, strict=True)]
-    walltimes = [estimated_walltime(job, walltime) for job in jobs]
-    scheduler = Scheduler(
-        policy, nodes, gpus_per_node, per_node, width, walltimes, [job.submit for job in jobs]
-    )
-    frozen = tuple(jobs)
-    events: list[tuple[float, int, int]] = [(job.submit, _SUBMIT, i) for i, job in enumerate(jobs)]
-    heapq.heapify(events)
-    starts: list[float] = [math.nan] * len(jobs)
-    placed: list[tuple[int, ...]] = [()] * len(jobs)
-    while events:
-        now = events[0][0]
-        while events and events[0][0] == now:
-            _, kind, index = heapq.heappop(events)
-            if kind == _END:
-                scheduler.end(index, now, starts[index], placed[index])
-            elif kind == _SUBMIT:
-                scheduler.submit(index)
-        yield Decision(now, scheduler, frozen)
+    run = Run.of(trace, nodes=nodes, gpus_per_node=gpus_per_node, policy=policy, walltime=walltime)
+    frozen = tuple(run.jobs)
+    for now in run.decisions():
+        yield Decision(now, run.scheduler, frozen)
         if now >= until:
             return
-        started, _ = scheduler.decide(now)
-        for index, chosen in started:
-            starts[index] = now
-            placed[index] = chosen
-            end = now + min(jobs[index].runtime, walltimes[index])
-            heapq.heappush(events, (end, _END, index))
 
 
 def window(decision: Decision, *, step: float, horizon: float) -> CalendarProblem:
