@@ -219,6 +219,13 @@ OPTIONS: dict[str, Option] = {
         ),
         Option("solver", "text", "The MILP solver (highs, pyomo-highs, cbc, glpk, ...)."),
         Option(
+            "formulation",
+            "choice",
+            "The calendar's exact model: 'nodes' (exact, per node class), 'pools' (a "
+            "relaxation whose order is re-placed) or 'auto' (pools, then nodes when small).",
+            choices=("auto", "nodes", "pools"),
+        ),
+        Option(
             "exact",
             "choice",
             "The exact model IPC solves partitions with.",
