@@ -40,6 +40,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import IndexedModel
+from gpuopt.cluster.model import MAX_PRIORITY, MIN_PRIORITY
 from gpuopt.errors import short
 
 #: What the plan minimises (C8): ``"delay"`` = the sum of weight x start delay;
@@ -80,7 +81,7 @@ class RunningPod(BaseModel):
     use: Amounts
     end: int = Field(ge=0, le=MAX_TICKS)
     job: str | None = None
-    priority: int = 0
+    priority: int = Field(default=0, ge=MIN_PRIORITY, le=MAX_PRIORITY)
 
 
 class CalendarJob(BaseModel):
@@ -102,8 +103,8 @@ class CalendarJob(BaseModel):
     duration: int = Field(ge=1, le=MAX_TICKS)
     members: int = Field(default=1, ge=1, le=100_000)
     submit: int = Field(default=0, ge=-MAX_TICKS, le=MAX_TICKS)
-    priority: int = 0
-    weight: float = Field(default=1.0, ge=0)
+    priority: int = Field(default=0, ge=MIN_PRIORITY, le=MAX_PRIORITY)
+    weight: float = Field(default=1.0, ge=0, le=1e9)
     eligible: list[str] | None = None
     level: str | None = None
     expected: int | None = Field(default=None, ge=1, le=MAX_TICKS)
