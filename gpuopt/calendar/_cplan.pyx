@@ -170,14 +170,6 @@ cdef struct Event:
     i64 f
 
 
-cdef int _cmp_event(const void *a, const void *b) noexcept nogil:
-    cdef const Event *p = <const Event *> a
-    cdef const Event *q = <const Event *> b
-    if p.t != q.t:
-        return -1 if p.t < q.t else 1
-    return (p.k > q.k) - (p.k < q.k)
-
-
 cdef inline int _enter(
     const Node *nd, int R, const i64 *use, int piece, int *dq, i64 *dv, int head, int tail
 ) noexcept nogil:
@@ -305,8 +297,7 @@ def plan_core(
     cdef int heap_size
     cdef int *deque = NULL
     cdef i64 *deque_values = NULL
-    cdef int most_pieces
-    cdef bint ready
+    cdef int most_pieces, event_cap = 0, piece_cap = 0, most_candidates = 1
     cdef i64 *sums = NULL
     cdef i64 *fits = NULL
     cdef Pick *picks = NULL
@@ -338,6 +329,23 @@ def plan_core(
         for k in range(run_node.shape[0]):
             if run_end[k] > 0:
                 _take(&nodes[run_node[k]], R, 0, run_end[k], &run_use[k, 0])
+        # the per-candidate arrays of the gang sweep, once for the largest candidate list
+        for j in range(J):
+            if cand_hi[j] - cand_lo[j] > most_candidates:
+                most_candidates = cand_hi[j] - cand_lo[j]
+        offset = <int *> malloc((most_candidates + 1) * sizeof(int))
+        changed = <int *> malloc(most_candidates * sizeof(int))
+        cursor = <int *> malloc(most_candidates * sizeof(int))
+        heap_t = <i64 *> malloc(most_candidates * sizeof(i64))
+        heap_k = <int *> malloc(most_candidates * sizeof(int))
+        fits = <i64 *> malloc(most_candidates * sizeof(i64))
+        picks = <Pick *> malloc(most_candidates * sizeof(Pick))
+        sums = <i64 *> malloc(most_candidates * sizeof(i64))  # a domain per candidate at most
+        if (
+            offset == NULL or changed == NULL or cursor == NULL or heap_t == NULL
+            or heap_k == NULL or fits == NULL or picks == NULL or sums == NULL
+        ):
+            raise MemoryError()
         for j in range(J):
             first = cand_lo[j]
             last = cand_hi[j]
@@ -376,43 +384,24 @@ def plan_core(
             # and every breakpoint in turn: the same answer, a test holds them together).
             count = 0
             most_pieces = 1
+            domains = 1
             for k in range(first, last):
                 count += 1 + 2 * nodes[cand_node[k]].count
                 if nodes[cand_node[k]].count > most_pieces:
                     most_pieces = nodes[cand_node[k]].count
-            domains = 1
-            for k in range(first, last):
                 if cand_dom[k] + 1 > domains:
                     domains = cand_dom[k] + 1
-            free(events)
-            free(deque)
-            free(sums)
-            free(fits)
-            free(picks)
-            free(offset)
-            free(cursor)
-            free(heap_t)
-            free(heap_k)
-            offset = <int *> malloc((last - first + 1) * sizeof(int))
-            free(changed)
-            changed = <int *> malloc((last - first) * sizeof(int))
-            if changed == NULL:
-                raise MemoryError()
-            cursor = <int *> malloc((last - first) * sizeof(int))
-            heap_t = <i64 *> malloc((last - first) * sizeof(i64))
-            heap_k = <int *> malloc((last - first) * sizeof(int))
-            if offset == NULL or cursor == NULL or heap_t == NULL or heap_k == NULL:
-                raise MemoryError()
-            events = <Event *> malloc(count * sizeof(Event))
-            deque = <int *> malloc(most_pieces * sizeof(int))
-            free(deque_values)
-            deque_values = <i64 *> malloc(most_pieces * sizeof(i64))
-            if deque_values == NULL:
-                raise MemoryError()
-            sums = <i64 *> malloc(domains * sizeof(i64))
-            fits = <i64 *> malloc((last - first) * sizeof(i64))
-            picks = <Pick *> malloc((last - first) * sizeof(Pick))
-            if events == NULL or deque == NULL or sums == NULL or fits == NULL or picks == NULL:
+            if count > event_cap:  # the buffers that grow with the nodes' pieces
+                free(events)
+                events = <Event *> malloc(count * sizeof(Event))
+                event_cap = count
+            if most_pieces > piece_cap:
+                free(deque)
+                free(deque_values)
+                deque = <int *> malloc(most_pieces * sizeof(int))
+                deque_values = <i64 *> malloc(most_pieces * sizeof(i64))
+                piece_cap = most_pieces
+            if events == NULL or deque == NULL or deque_values == NULL:
                 raise MemoryError()
             # every candidate's events, in time order, one run per candidate; the runs
             # are merged through a heap keyed on (time, candidate) until a domain is ready
@@ -426,7 +415,6 @@ def plan_core(
                 offset[k - first + 1] = count
             for d in range(domains):
                 sums[d] = 0
-            ready = False
             heap_size = 0
             for k in range(last - first):
                 fits[k] = events[offset[k]].f  # the value at lo

@@ -43,12 +43,13 @@ from __future__ import annotations
 import importlib
 import os
 import time
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 
+from gpuopt.calendar.policies import split_piece
 from gpuopt.calendar.problem import CalendarIndex, CalendarProblem
 from gpuopt.calendar.solution import CalendarPlan, JobStart
 from gpuopt.result import Status, heuristic_note
@@ -110,13 +111,7 @@ class Board:
                 self.take(node, 0, end, use)
 
     def _split(self, node: int, at: int) -> int:
-        times, free = self.times[node], self.free[node]
-        index = bisect_left(times, at)
-        if index < len(times) and times[index] == at:
-            return index
-        times.insert(index, at)
-        free.insert(index, free[index - 1])
-        return index
+        return split_piece(self.times[node], self.free[node], at)
 
     def take(self, node: int, start: int, end: int, use: Sequence[int]) -> None:
         """``use`` less free on ``node`` over ``[start, end)``."""

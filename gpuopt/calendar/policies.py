@@ -49,6 +49,18 @@ Policy = Literal["fifo", "easy", "conservative", "calendar"]
 POLICIES: tuple[Policy, ...] = ("fifo", "easy", "conservative", "calendar")
 
 
+def split_piece(times: list[Any], values: list[Any], at: Any) -> int:
+    """The index of the piece of a step function (``values[i]`` from ``times[i]`` on,
+    ``times`` ascending, ``times[0] <= at``) that starts at ``at``: made by splitting the
+    piece that holds ``at`` in two when there is none."""
+    index = bisect_left(times, at)
+    if index < len(times) and times[index] == at:
+        return index
+    times.insert(index, at)
+    values.insert(index, values[index - 1])
+    return index
+
+
 class Profile:
     """GPUs in use on each node from ``now`` on, as step functions.
 
@@ -75,13 +87,7 @@ class Profile:
     # ------------------------------------------------------------------ changes
     def _split(self, node: int, at: float) -> int:
         """The index of the piece of ``node`` that starts at ``at`` (made if needed)."""
-        times, used = self.times[node], self.used[node]
-        index = bisect_left(times, at)
-        if index < len(times) and times[index] == at:
-            return index
-        times.insert(index, at)
-        used.insert(index, used[index - 1])
-        return index
+        return split_piece(self.times[node], self.used[node], at)
 
     def _merge(self, node: int, at: float) -> None:
         """Drop the breakpoint at ``at`` of ``node`` if it no longer changes anything."""
@@ -528,4 +534,4 @@ class Scheduler:
         return started
 
 
-__all__ = ["POLICIES", "Policy", "Profile", "Scheduler"]
+__all__ = ["POLICIES", "Policy", "Profile", "Scheduler", "split_piece"]

@@ -138,6 +138,13 @@ class _Collector:
         if self.first_bad is None:
             self.first_bad = sentence
 
+    def add(self, job: TraceJob) -> None:
+        """Keep ``job``, or count it under ``no_gpu`` when it asks for no GPU."""
+        if job.gpus == 0:
+            self.skipped["no_gpu"] += 1
+        else:
+            self.jobs.append(job)
+
     def trace(self, kind: TraceFormat, origin: float = 0.0) -> Trace:
         order = sorted(range(len(self.jobs)), key=lambda i: (self.jobs[i].submit, i))
         jobs = tuple(_shifted(self.jobs[i], origin) if origin else self.jobs[i] for i in order)
@@ -214,10 +221,7 @@ def read_thetagpu(path: str | Path, *, strict: bool = False) -> Trace:
         except _BadRow as bad:
             found.bad(str(bad))
             continue
-        if job.gpus == 0:
-            found.skipped["no_gpu"] += 1
-            continue
-        found.jobs.append(job)
+        found.add(job)
     origin = min((job.submit for job in found.jobs), default=0.0)
     return found.trace("thetagpu", origin)
 
@@ -254,10 +258,7 @@ def read_helios(path: str | Path, *, strict: bool = False) -> Trace:
         except _BadRow as bad:
             found.bad(str(bad))
             continue
-        if job.gpus == 0:
-            found.skipped["no_gpu"] += 1
-            continue
-        found.jobs.append(job)
+        found.add(job)
     return found.trace("helios")
 
 
@@ -336,10 +337,7 @@ def read_swf(path: str | Path, *, strict: bool = False) -> Trace:
         if runtime is None:
             found.skipped["no_runtime"] += 1
             continue
-        if gpus == 0:
-            found.skipped["no_gpu"] += 1
-            continue
-        found.jobs.append(job)
+        found.add(job)
     return found.trace("swf")
 
 
