@@ -43,13 +43,12 @@ from __future__ import annotations
 import importlib
 import os
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from gpuopt.calendar.policies import split_piece
 from gpuopt.calendar.problem import CalendarIndex, CalendarProblem
 from gpuopt.calendar.solution import CalendarPlan, JobStart
 from gpuopt.result import Status, heuristic_note
@@ -90,6 +89,18 @@ def order(index: CalendarIndex, rule: Rule = "heuristic", step: float = 1.0) -> 
         return (-priority[j], -score, submit[j], ids[j])
 
     return sorted(range(len(ids)), key=key)
+
+
+def split_piece(times: list[Any], values: list[Any], at: Any) -> int:
+    """The index of the piece of a step function (``values[i]`` from ``times[i]`` on,
+    ``times`` ascending, ``times[0] <= at``) that starts at ``at``: made by splitting the
+    piece that holds ``at`` in two when there is none."""
+    index = bisect_left(times, at)
+    if index < len(times) and times[index] == at:
+        return index
+    times.insert(index, at)
+    values.insert(index, values[index - 1])
+    return index
 
 
 class Board:
@@ -398,4 +409,5 @@ __all__ = [
     "solve_conservative",
     "solve_fifo",
     "solve_heuristic",
+    "split_piece",
 ]

@@ -43,22 +43,15 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import numpy as np
+
+from gpuopt.calendar.greedy import order, place_all, split_piece
+from gpuopt.calendar.problem import CalendarIndex
+
 #: A queue policy of a job-trace replay (R6 of models/calendar.md).
 Policy = Literal["fifo", "easy", "conservative", "calendar"]
 #: The policies a replay knows, in the order the CLI lists them.
 POLICIES: tuple[Policy, ...] = ("fifo", "easy", "conservative", "calendar")
-
-
-def split_piece(times: list[Any], values: list[Any], at: Any) -> int:
-    """The index of the piece of a step function (``values[i]`` from ``times[i]`` on,
-    ``times`` ascending, ``times[0] <= at``) that starts at ``at``: made by splitting the
-    piece that holds ``at`` in two when there is none."""
-    index = bisect_left(times, at)
-    if index < len(times) and times[index] == at:
-        return index
-    times.insert(index, at)
-    values.insert(index, values[index - 1])
-    return index
 
 
 class Profile:
@@ -408,11 +401,6 @@ class Scheduler:
         start plus its walltime, rounded up to a whole second; a waiting job's
         submit tick is minus its wait so far (the heuristic's order reads it).
         """
-        import numpy as np
-
-        from gpuopt.calendar.greedy import order, place_all
-        from gpuopt.calendar.problem import CalendarIndex
-
         gpus = self.gpus_per_node
         if self._node_ids is None:
             self._node_ids = tuple(f"n{n}" for n in range(self.node_count))
@@ -534,4 +522,4 @@ class Scheduler:
         return started
 
 
-__all__ = ["POLICIES", "Policy", "Profile", "Scheduler", "split_piece"]
+__all__ = ["POLICIES", "Policy", "Profile", "Scheduler"]

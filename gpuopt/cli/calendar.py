@@ -9,7 +9,7 @@ calendar with :func:`gpuopt.calendar.cluster.from_cluster_report`
 calendar's checker, and prints per job its start (time and tick) and nodes
 or why none, per node its holds, the jobs that backfill and what to bind
 now. ``--emit kubernetes`` prints instead the holds as placeholder pods and
-what binds now as Bindings (:func:`gpuopt.calendar.cluster.kubernetes_yaml`).
+what binds now as Bindings (:func:`gpuopt.calendar.emit.kubernetes_yaml`).
 What the reader and the calendar simplified or left out goes to stderr
 (not with ``--quiet``).
 """
@@ -301,7 +301,7 @@ def show_calendar(
 ) -> None:
     """``--emit kubernetes``: the YAML stream (even with ``--quiet``); else the table or JSON."""
     if args.emit == "kubernetes":
-        from gpuopt.calendar.cluster import kubernetes_yaml
+        from gpuopt.calendar.emit import kubernetes_yaml
 
         sys.stdout.write(
             kubernetes_yaml(

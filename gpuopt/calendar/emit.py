@@ -1,0 +1,263 @@
+"""The Kubernetes output of a job calendar's plan (``models/calendar.md``, F8).
+
+Every hold becomes a placeholder pod (a pause container of the lowest
+PriorityClass, asking for the hold's use, pinned to its node by a required
+node affinity, labelled with the job it holds for) and every pod of a job
+that starts now a ``Binding`` to its node. ``docs/kubernetes.md`` says how an
+operator applies them next to kube-scheduler: the Bindings first, then the
+placeholders.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from gpuopt.calendar.cluster import tick_time, waiting_jobs
+from gpuopt.calendar.problem import CalendarProblem
+from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
+from gpuopt.cluster.model import Cluster, Pending
+
+#: The placeholders' PriorityClass: below every workload (and below the defragmentation
+#: placeholders' -1000), never preempting; a waiting job of any higher priority preempts them.
+HOLD_CLASS = "gpuopt-calendar-hold"
+HOLD_PRIORITY = -1_000_000_000
+HOLD_IMAGE = "registry.k8s.io/pause:3.10"
+#: Labels of every placeholder: the job it holds for (label-safe) and its role.
+HOLDS_FOR = "gpuopt.io/holds-for"
+ROLE_LABEL = "gpuopt.io/role"
+ROLE = "calendar-hold"
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _label_value(text: str) -> str:
+    """``text`` as a label value: at most 63 of ``[A-Za-z0-9._-]``, alphanumeric at both ends."""
+    value = re.sub(r"[^A-Za-z0-9._-]", ".", text.replace("/", "."))[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
+
+
+def _dns_name(text: str) -> str:
+    """``text`` as a DNS-1123 name part: lower case, ``[a-z0-9-]``."""
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _quantities(resources: Sequence[str], use: Sequence[int], gpu_resource: str) -> dict[str, str]:
+    """A pod's requests for ``use`` of the calendar's ``resources`` (GPUs under ``gpu_resource``;
+    ``cpu`` in milli-CPUs and ``memory`` in thousandths of MiB, as :func:`from_cluster` writes
+    them; any other name as it is)."""
+    out: dict[str, str] = {}
+    for name, amount in zip(resources, use, strict=True):
+        if amount <= 0:
+            continue
+        if name == "gpu":
+            out[gpu_resource] = str(amount)
+        elif name == "cpu":
+            out["cpu"] = f"{amount}m"
+        elif name == "memory":
+            out["memory"] = f"{math.ceil(amount * 1024 / 1000)}Ki"
+        else:
+            out[name] = str(amount)
+    return out
+
+
+def hold_class(name: str = HOLD_CLASS) -> dict[str, Any]:
+    """The placeholders' PriorityClass object."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name, "labels": {ROLE_LABEL: ROLE}},
+        "value": HOLD_PRIORITY,
+        "preemptionPolicy": "Never",
+        "globalDefault": False,
+        "description": "gpuopt job calendar: placeholders that hold a node for a waiting job",
+    }
+
+
+def kubernetes_objects(
+    problem: CalendarProblem,
+    plan: Any,
+    *,
+    cluster: Cluster | None = None,
+    now: float | None = None,
+    priority_class: str | None = None,
+) -> list[tuple[str, dict[str, Any] | None]]:
+    """F8: the plan as Kubernetes objects: ``(comment, object or None)``, in this order
+    (docs/kubernetes.md: create the Bindings before applying the placeholders).
+
+    1. the placeholders' PriorityClass (:func:`hold_class`), unless ``priority_class``
+       names an existing one to use instead;
+    2. per hold (:func:`gpuopt.calendar.solution.holds`) a placeholder pod: the hold's
+       amounts as requests (GPUs under the node's resource name, label
+       ``gpuopt.io/gpu-resource``, else ``nvidia.com/gpu``, also as limits), pinned
+       to the node by required node affinity on ``metadata.name``, with the
+       tolerations of the job's pods, labelled ``gpuopt.io/holds-for`` (the job id
+       as a label value) and ``gpuopt.io/role: calendar-hold``, annotated with the
+       job id and the hold's start and end (RFC 3339 when ``now`` is known, and ticks);
+    3. per pod of a job that starts now (:func:`gpuopt.calendar.solution.binds`) a
+       ``Binding`` of the pod to its node (pods of a gang in the order the cluster
+       lists them, one node each, as the plan lists them); a calendar read without a
+       cluster knows no pods: a comment names the job and its nodes.
+    """
+    from gpuopt.calendar.solution import binds, holds
+
+    out: list[tuple[str, dict[str, Any] | None]] = []
+    klass = priority_class or HOLD_CLASS
+    if priority_class is None:
+        out.append(("the placeholders' PriorityClass: kubectl apply -f -", hold_class()))
+    nodes = {node.id: node for node in cluster.nodes} if cluster is not None else {}
+    members: dict[str, list[Pending]] = dict(waiting_jobs(cluster)) if cluster is not None else {}
+    step = problem.step
+    for hold in holds(problem, plan):
+        node = nodes.get(hold.node)
+        gpu_resource = (
+            node.labels.get(GPU_RESOURCE_LABEL, DEFAULT_GPU_RESOURCE)
+            if node is not None
+            else DEFAULT_GPU_RESOURCE
+        )
+        pods = members.get(hold.job, [])
+        namespace = pods[0].space if pods else "default"
+        requests = _quantities(problem.resources, hold.use, gpu_resource)
+        limits = {k: v for k, v in requests.items() if k not in ("cpu", "memory")}
+        resources: dict[str, Any] = {"requests": requests}
+        if limits:
+            resources["limits"] = limits
+        tolerations: list[dict[str, Any]] = []
+        for pod in pods:
+            for toleration in pod.tolerations:
+                shown = {_camel(k): v for k, v in toleration.model_dump(exclude_none=True).items()}
+                if shown not in tolerations:
+                    tolerations.append(shown)
+        start, end = tick_time(now, hold.start, step), tick_time(now, hold.end, step)
+        annotations = {
+            HOLDS_FOR: hold.job,
+            "gpuopt.io/hold-start-tick": str(hold.start),
+            "gpuopt.io/hold-end-tick": str(hold.end),
+        }
+        if start is not None and end is not None:
+            annotations["gpuopt.io/hold-start"] = start
+            annotations["gpuopt.io/hold-end"] = end
+        name = f"gpuopt-hold-{_dns_name(hold.job)}-{_dns_name(hold.node)}"[:253].rstrip("-")
+        spec: dict[str, Any] = {
+            "priorityClassName": klass,
+            "terminationGracePeriodSeconds": 0,
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchFields": [
+                                    {
+                                        "key": "metadata.name",
+                                        "operator": "In",
+                                        "values": [hold.node],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+            "containers": [{"name": "hold", "image": HOLD_IMAGE, "resources": resources}],
+        }
+        if tolerations:
+            spec["tolerations"] = tolerations
+        when = f"from {start} to {end}" if start else f"from tick {hold.start} to {hold.end}"
+        out.append(
+            (
+                f"hold {hold.node} for {hold.job} {when}: kubectl apply -f -",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": name,
+                        "namespace": namespace,
+                        "labels": {
+                            "app.kubernetes.io/managed-by": "gpuopt",
+                            ROLE_LABEL: ROLE,
+                            HOLDS_FOR: _label_value(hold.job),
+                        },
+                        "annotations": annotations,
+                    },
+                    "spec": spec,
+                },
+            )
+        )
+    for job, chosen in binds(plan):
+        pods = members.get(job, [])
+        if not pods:
+            out.append(
+                (f"bind now: job {job} on {', '.join(chosen)} (its pods are not known)", None)
+            )
+            continue
+        for pod, node_id in zip(pods, chosen, strict=True):
+            namespace = pod.space
+            name = pod.id[len(namespace) + 1 :] if pod.id.startswith(f"{namespace}/") else pod.id
+            out.append(
+                (
+                    f"bind now: {pod.id} to {node_id}: kubectl create --raw "
+                    f"/api/v1/namespaces/{namespace}/pods/{name}/binding -f -",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Binding",
+                        "metadata": {"name": name, "namespace": namespace},
+                        "target": {"apiVersion": "v1", "kind": "Node", "name": node_id},
+                    },
+                )
+            )
+    return out
+
+
+def kubernetes_yaml(
+    problem: CalendarProblem,
+    plan: Any,
+    *,
+    cluster: Cluster | None = None,
+    now: float | None = None,
+    priority_class: str | None = None,
+) -> str:
+    """:func:`kubernetes_objects` as one YAML stream, each document after a comment saying
+    how to apply it (a Binding is JSON: ``kubectl create --raw`` posts it as it is)."""
+    import json
+
+    import yaml
+
+    from gpuopt.calendar.solution import holds
+
+    found = kubernetes_objects(
+        problem, plan, cluster=cluster, now=now, priority_class=priority_class
+    )
+    binding = sum(1 for _, item in found if item is not None and item["kind"] == "Binding")
+    parts = [
+        f"# gpuopt calendar ({plan.method}): holds {len(holds(problem, plan))}, "
+        f"pods to bind now {binding}. Apply the PriorityClass and the placeholders; "
+        "re-run every period and replace the placeholders labelled "
+        f"{ROLE_LABEL}={ROLE}."
+    ]
+    for comment, item in found:
+        if item is None:
+            parts.append(f"# {comment}")
+        elif item["kind"] == "Binding":
+            parts.append(f"---\n# {comment}\n{json.dumps(item)}")
+        else:
+            parts.append(f"---\n# {comment}\n" + yaml.safe_dump(item, sort_keys=False).rstrip())
+    return "\n".join(parts) + "\n"
+
+
+__all__ = [
+    "DEFAULT_GPU_RESOURCE",
+    "HOLDS_FOR",
+    "HOLD_CLASS",
+    "HOLD_PRIORITY",
+    "ROLE",
+    "ROLE_LABEL",
+    "hold_class",
+    "kubernetes_objects",
+    "kubernetes_yaml",
+]
