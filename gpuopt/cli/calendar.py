@@ -130,19 +130,12 @@ def read_calendar(args: argparse.Namespace, read: Read) -> Any:
         read.now = args.now
         return CalendarProblem.parse(raw, source=args.snapshot)
     if kube:
+        from gpuopt.cli.defrag import kubectl_options
         from gpuopt.readers.kubectl import read_kubernetes
 
         source: Any = raw if raw is not None else args.snapshot
         cluster, read.kube_report = read_kubernetes(
-            source,
-            gpu_resources=args.gpu_resource,
-            topology_labels=args.topology_label or (),
-            critical_priority=args.critical_priority,
-            hp_priority=args.hp_priority,
-            allow_emptydir=args.allow_emptydir,
-            pin_unresolved_claims=args.pin_unresolved_pvc,
-            strict=args.strict,
-            name=path.stem or None,
+            source, name=path.stem or None, **kubectl_options(args)
         )
     else:
         cluster = parse_cluster(raw, source=args.snapshot)

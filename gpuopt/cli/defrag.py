@@ -353,16 +353,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
                 "snapshot kubectl: give the files or folders written by kubectl get -o json "
                 "or -o yaml."
             )
-        problem, kube_report = read_kubernetes(
-            *args.file,
-            gpu_resources=args.gpu_resource,
-            topology_labels=args.topology_label or (),
-            critical_priority=args.critical_priority,
-            hp_priority=args.hp_priority,
-            allow_emptydir=args.allow_emptydir,
-            pin_unresolved_claims=args.pin_unresolved_pvc,
-            strict=args.strict,
-        )
+        problem, kube_report = read_kubernetes(*args.file, **kubectl_options(args))
         if not args.quiet:  # what was skipped or simplified, by reason
             print(kube_report.summary(), file=sys.stderr)
     write_text(args.out, problem.to_json(indent=None) + "\n")
@@ -612,6 +603,19 @@ def add_openb_options(snap: argparse.ArgumentParser) -> None:
         help="openb: lock pods of this qos class, e.g. LS; repeatable (default: none locked)",
     )
     add_seed(snap, "openb: seed of the random policy (default 0)", default=0, convert=int)
+
+
+def kubectl_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords of ``read_kubernetes`` that :func:`add_kubectl_options`'s flags give."""
+    return {
+        "gpu_resources": args.gpu_resource,
+        "topology_labels": args.topology_label or (),
+        "critical_priority": args.critical_priority,
+        "hp_priority": args.hp_priority,
+        "allow_emptydir": args.allow_emptydir,
+        "pin_unresolved_claims": args.pin_unresolved_pvc,
+        "strict": args.strict,
+    }
 
 
 def add_kubectl_options(snap: argparse.ArgumentParser) -> None:
