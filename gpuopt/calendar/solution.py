@@ -8,7 +8,7 @@ on a node held later) and :func:`binds` (what to bind now, and where).
 names, one sentence each, every rule of ``models/calendar.md`` broken (C1-C7);
 :func:`evaluate` recomputes the objective (C8).
 
->>> from gpuopt.calendar.problem import CalendarProblem
+>>> from gpuopt.calendar.problem import CalendarJob, CalendarProblem
 >>> problem = CalendarProblem(nodes=[{"id": "a", "capacity": [8]}],
 ...     jobs=[{"id": "j", "use": [8], "duration": 5}], horizon=10)
 >>> plan = CalendarPlan(method="heuristic", starts=[{"job": "j", "start": 3, "nodes": ["a"]}])
@@ -23,7 +23,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpuopt.calendar.problem import CalendarProblem
+from gpuopt.calendar.problem import CalendarJob, CalendarProblem
 from gpuopt.result import Result, Sense
 
 
@@ -216,7 +216,7 @@ def violations(
     if work_conserving:
         for job_id in later:
             job = jobs[job_id]
-            if job.submit <= 0 and job.weight > 0 and _fits_now(problem, intervals, job_id):
+            if job.submit <= 0 and job.weight > 0 and _fits_now(problem, intervals, job):
                 tick = plan.start_of(job_id).start
                 problems.append(f"C6: job {job_id} starts at tick {tick} but fits from now.")
     return problems
@@ -253,10 +253,9 @@ def _overfull(problem: CalendarProblem, node: int, items: list[Interval]) -> lis
     return found
 
 
-def _fits_now(problem: CalendarProblem, intervals: list[list[Interval]], job_id: str) -> bool:
+def _fits_now(problem: CalendarProblem, intervals: list[list[Interval]], job: CalendarJob) -> bool:
     """Whether all of the job's pods fit over ``[0, duration)`` on its eligible nodes of
     one domain of its level, beside everything else in the plan."""
-    job = next(job for job in problem.jobs if job.id == job_id)
     room: Counter[str | None] = Counter()
     for n, node in enumerate(problem.nodes):
         if job.eligible is not None and node.id not in job.eligible:
