@@ -23,16 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from gpuopt.cli.common import (
-    EXIT_ILLEGAL,
-    EXIT_OK,
     SolveCommand,
     add_out,
     add_solve_commands,
     add_time_limit,
-    check_outputs,
-    console,
-    method_name,
-    write_text,
+    solve_command,
 )
 from gpuopt.errors import ProblemError
 
@@ -187,34 +182,25 @@ def _given(args: argparse.Namespace, flag: str) -> bool:
 
 
 def run_calendar(args: argparse.Namespace) -> int:
-    """``gpuopt calendar SNAPSHOT``."""
+    """``gpuopt calendar SNAPSHOT``: read, plan, check (C1-C7), write ``--out``, show."""
     if args.emit == "kubernetes" and args.format == "json":
         raise ProblemError("--format json: --emit kubernetes prints YAML; give one of them.")
-    from gpuopt.api import solve
-    from gpuopt.calendar.solution import violations
-
-    check_outputs(args)
     read = Read()
-    problem = read_calendar(args, read)
-    args.method = method_name(problem, args.method)
-    if not args.quiet:  # what was simplified or left out, before the plan is shown
-        if read.kube_report is not None:
-            print(read.kube_report.summary(), file=sys.stderr)
-        if read.report is not None:
-            print("\n".join(read.report.lines()), file=sys.stderr)
-    plan = solve(problem, args.method, time_limit=args.time_limit)
-    # the calendar's checker (C1-C7; a fifo plan keeps submit order instead of C6)
-    broken = violations(problem, plan)
-    if broken:
-        print(
-            f"gpuopt: internal error: {args.method} returned an illegal plan: {broken[0]}",
-            file=sys.stderr,
-        )
-        return EXIT_ILLEGAL
-    if args.out:
-        write_text(args.out, plan.to_json(indent=None) + "\n")
-    show_calendar(args, read, console(args.quiet), problem, plan)
-    return EXIT_OK
+
+    def build() -> Any:
+        problem = read_calendar(args, read)
+        if not args.quiet:  # what was simplified or left out, before the plan is shown
+            if read.kube_report is not None:
+                print(read.kube_report.summary(), file=sys.stderr)
+            if read.report is not None:
+                print("\n".join(read.report.lines()), file=sys.stderr)
+        return problem
+
+    return solve_command(
+        args,
+        build=build,
+        show=lambda shown, problem, plan: show_calendar(args, read, shown, problem, plan),
+    )
 
 
 def _when(read: Read, problem: Any, tick: int | None) -> str:
