@@ -62,7 +62,11 @@ The mapping
   given). Counted by source in :attr:`CalendarReport.walltime`.
 * **Submit** (F6): ``floor((since - now) / step)`` (negative: it has waited), from
   ``since`` (kubectl: ``metadata.creationTimestamp``); 0 when unknown
-  (counted).
+  (counted). A job announced for later, whose pods carry the scheduling gate
+  and the annotation ``gpuopt.io/not-before`` (a time), is submitted at
+  ``ceil((not_before - now) / step)`` instead (the latest of its pods'); the
+  kubectl reader skips gated pods, so the input goes through
+  :func:`release_announced` first.
 * **Priority and weight** (F6): ``priority`` is the pod's integer priority
   (``HP``/``LP`` classes: ``hp_priority`` / 0); its weight in the objective
   (C8) is ``class_weights[priorityClassName]`` where given, else
@@ -112,6 +116,11 @@ EXPECTED_END = "gpuopt.io/expected-end"
 WALLTIME = "gpuopt.io/walltime"
 MAX_RUNTIME = "gpuopt.io/max-runtime"
 REQUIRED_LEVEL = "gpuopt.io/required-level"
+#: A job announced for later (F6): a pod that carries this scheduling gate and the
+#: annotation of the same name (an RFC 3339 time or Unix seconds) waits for that time; the
+#: gate keeps kube-scheduler off it until whoever holds it (an operator, a controller)
+#: removes it. :func:`release_announced` lets the calendar read such pods.
+NOT_BEFORE = "gpuopt.io/not-before"
 #: Kueue's label of the queue a pod was submitted to.
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 #: The extender's pod annotations (``gpuopt.extender.pod``): read there, not planned here.
@@ -188,6 +197,8 @@ class PodTimes:
     active_deadline: float | None = None
     priority_class: str | None = None
     required_level: str | None = None
+    #: ``gpuopt.io/not-before``: it may not start before this Unix second (F6).
+    not_before: float | None = None
     #: Extender annotations present (read by ``gpuopt serve``, not planned here).
     extender: tuple[str, ...] = ()
 
@@ -266,7 +277,7 @@ def pod_times(
     >>> pod_times([{"kind": "Pod", "metadata": {"name": "p", "namespace": "ml",
     ...     "annotations": {"gpuopt.io/walltime": "2h"}}, "spec": {"activeDeadlineSeconds": 60}}])
     {'ml/p': PodTimes(expected_end=None, walltime=7200.0, active_deadline=60.0, \
-priority_class=None, required_level=None, extender=())}
+priority_class=None, required_level=None, not_before=None, extender=())}
     """
     found: dict[str, PodTimes] = {}
     for item in _pods(objects):
@@ -308,9 +319,73 @@ priority_class=None, required_level=None, extender=())}
             if isinstance(spec.get("priorityClassName"), str)
             else None,
             required_level=level if isinstance(level, str) and level else None,
+            not_before=read(NOT_BEFORE, parse_time),
             extender=tuple(key for key in EXTENDER_ANNOTATIONS if key in notes),
         )
     return found
+
+
+def release_announced(objects: Iterable[Any]) -> tuple[list[Any], int]:
+    """``objects`` with the :data:`NOT_BEFORE` scheduling gate taken off every pod, and how
+    many pods had it (F6).
+
+    Such a pod is a job announced for later: the kubectl reader, which skips gated
+    pods (kube-scheduler does not consider them), then reads it as a waiting pod,
+    and :func:`pod_times` reads its ``gpuopt.io/not-before`` annotation as its
+    submit time. A pod with other gates as well keeps them (and is still skipped).
+    The objects given are not changed: changed pods are copies.
+
+    >>> pod = {"kind": "Pod", "metadata": {"name": "p"},
+    ...        "spec": {"schedulingGates": [{"name": "gpuopt.io/not-before"}]}}
+    >>> released, count = release_announced([{"kind": "List", "items": [pod]}])
+    >>> released[0]["items"][0]["spec"], count, pod["spec"]["schedulingGates"][0]["name"]
+    ({}, 1, 'gpuopt.io/not-before')
+    """
+    count = 0
+
+    def release(item: Any) -> Any:
+        nonlocal count
+        if not isinstance(item, Mapping):
+            return item
+        items = item.get("items")
+        if isinstance(items, list):
+            return {**item, "items": [release(child) for child in items]}
+        spec = item.get("spec")
+        if item.get("kind", "Pod") != "Pod" or not isinstance(spec, Mapping):
+            return item
+        gates = spec.get("schedulingGates")
+        if not isinstance(gates, list):
+            return item
+        kept = [g for g in gates if not (isinstance(g, Mapping) and g.get("name") == NOT_BEFORE)]
+        if len(kept) == len(gates):
+            return item
+        count += 1
+        freed = {key: value for key, value in spec.items() if key != "schedulingGates"}
+        if kept:
+            freed["schedulingGates"] = kept
+        return {**item, "spec": freed}
+
+    return [release(item) for item in objects], count
+
+
+def kubernetes_input(source: Any) -> tuple[list[Any], list[Any], int]:
+    """What to give :func:`~gpuopt.readers.kubectl.read_kubernetes` for ``source`` (a path or
+    a decoded object), its decoded objects, and how many announced pods were released.
+
+    The objects come through :func:`release_announced`. When no pod was announced the
+    reader gets ``source`` itself, so its messages name the files.
+    """
+    from gpuopt.readers.kubectl.documents import documents
+
+    decoded = [doc for _, doc in documents(source)]
+    released, count = release_announced(decoded)
+    if not count:
+        return [source], decoded, 0
+    return (
+        [doc if isinstance(doc, Mapping) else {"kind": "List", "items": doc} for doc in released],
+        released,
+        count,
+    )
 
 
 def _pods(objects: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
@@ -681,7 +756,11 @@ class _Builder:
         walltime, source = self._walltime(times, default_walltime)
         report.walltime[source] += 1
         known = [pod.since for pod in members if pod.since is not None]
-        if known:
+        announced = [t.not_before for t in times if t.not_before is not None]
+        if announced:
+            submit = math.ceil((max(announced) - self.now) / self.step)
+            report.submit["not-before"] += 1
+        elif known:
             submit = math.floor((min(known) - self.now) / self.step)
             report.submit["since"] += 1
         else:

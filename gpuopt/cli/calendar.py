@@ -124,13 +124,15 @@ def read_calendar(args: argparse.Namespace, read: Read) -> Any:
             )
         read.now = args.now
         return CalendarProblem.parse(raw, source=args.snapshot)
+    decoded: list[Any] | None = None
     if kube:
+        from gpuopt.calendar.cluster import kubernetes_input
         from gpuopt.cli.defrag import kubectl_options
         from gpuopt.readers.kubectl import read_kubernetes
 
-        source: Any = raw if raw is not None else args.snapshot
+        sources, decoded, _ = kubernetes_input(raw if raw is not None else args.snapshot)
         cluster, read.kube_report = read_kubernetes(
-            source, name=path.stem or None, **kubectl_options(args)
+            *sources, name=path.stem or None, **kubectl_options(args)
         )
     else:
         cluster = parse_cluster(raw, source=args.snapshot)
@@ -147,7 +149,7 @@ def read_calendar(args: argparse.Namespace, read: Read) -> Any:
         options["default_walltime"] = args.default_walltime
     if args.hp_weight is not None:
         options["hp_weight"] = args.hp_weight
-    problem, report = _build(cluster, options, kube, args, raw)
+    problem, report = _build(cluster, options, decoded, args)
     read.cluster, read.report = cluster, report
     read.now = args.now if args.now is not None else cluster.now
     return problem
@@ -156,19 +158,16 @@ def read_calendar(args: argparse.Namespace, read: Read) -> Any:
 def _build(
     cluster: Any,
     options: dict[str, Any],
-    kube: bool,
+    decoded: list[Any] | None,
     args: argparse.Namespace,
-    raw: Any,
 ) -> tuple[Any, Any]:
     """The calendar of ``cluster`` and its report; the pods' annotations are read from the
-    kubectl input (a gpuopt snapshot has none)."""
+    ``decoded`` kubectl input (None: a gpuopt snapshot, which has none)."""
     from gpuopt.calendar.cluster import CalendarReport, from_cluster_report, pod_times
-    from gpuopt.readers.kubectl.documents import documents
 
     report = CalendarReport()
     times: dict[str, Any] = {}
-    if kube:
-        decoded = [raw] if raw is not None else [data for _, data in documents(args.snapshot)]
+    if decoded is not None:
         times = pod_times(decoded, strict=args.strict, report=report)
     problem, built = from_cluster_report(cluster, pods=times, **options)
     built.ignored.update(report.ignored)

@@ -1,0 +1,940 @@
+"""The time grid and the cluster meet (``models/calendar.md``, "The time grid", G1-G9).
+
+The planner over time (allocation: realtime services with demand curves and
+swap limits, batch tasks with arrivals and deadlines, the rolling horizon)
+plans a row of GPUs; the calendar plans a cluster's nodes. Here one becomes
+the other, through the calendar's reading of a cluster (F1-F9), so both
+read the same running ends, walltimes, submit times and eligibility:
+
+- :func:`grid_from_kubernetes` turns Kubernetes objects (``kubectl get
+  nodes,pods,deployments -o yaml``) into an
+  :class:`~gpuopt.allocation.problem.AllocationProblem` that ``gpuopt
+  allocate`` and ``gpuopt rolling`` plan, with a :class:`GridReport` of what
+  was simplified or not planned with;
+- :func:`grid_from_calendar` does the same from a calendar already built;
+- :func:`scenario_objects` writes an allocation scenario as such objects: a
+  cluster of its GPUs, nodes of ``gpus_per_node`` (one node when unset).
+  Reading them back gives the scenario's tasks, so every method gives the
+  scenario's results (``tests/calendar/test_grid.py`` shows it for every
+  bundled scenario).
+
+The mapping (G1-G9)
+-------------------
+* **G1 the row**: the nodes with GPUs, in the cluster's order, each node's
+  GPUs consecutive; all must have the same number ``n`` of GPUs (one size:
+  the row is whole nodes), which becomes ``gpus_per_node`` (unset with one
+  node). Nodes without GPUs are left out (counted).
+* **G2 the steps**: the calendar's ticks (``step`` seconds, a whole number of
+  minutes; ``horizon`` ticks); decay, realtime penalty and ``align_blocks``
+  are the caller's (the scenario defaults).
+* **G3 running pods**: each keeps its GPUs until the calendar's end (C4, F3),
+  as a running task that started at ``floor((startTime - now) / step)``
+  (0 when unknown). Its block: the GPUs of ``gpuopt.io/gpu-indices`` (or a
+  snapshot's ``gpu_indices``) when they form a legal block, else the lowest
+  legal block left on its node, largest pods first (counted:
+  ``gpu-indices-assumed``). The running pods of one gang that fill
+  consecutive whole nodes are one multi-node task. Running shares are the
+  calendar's whole GPUs (F3).
+* **G4 waiting jobs** (a pod, or a gang's pods, F4): one batch task of all its
+  GPUs, a power of two (rounded up, counted: ``size-rounded``), whole nodes
+  when larger than a node; ``duration`` its walltime in ticks (F6);
+  ``arrival`` its submit tick when in the future (a job announced with
+  ``gpuopt.io/not-before``, F6), else 0; ``deadline`` the tick of
+  ``gpuopt.io/deadline`` (the latest tick it must have finished by); its
+  value per GPU-step (``priority``) ``gpuopt.io/value``, else its weight in
+  the calendar (C8, F6); its ``kind`` ``gpuopt.io/kind`` (``training``,
+  ``batch_inference`` or ``quantization``; default ``training``).
+* **G5 realtime services**: a Deployment annotated ``gpuopt.io/demand`` (GPUs
+  per step from now, comma separated; the last value repeats to the horizon)
+  is one realtime task: ``initial`` its replicas times its pod template's
+  GPUs, ``max_swap`` from ``gpuopt.io/max-swap`` (none: no limit), its price
+  weight ``gpuopt.io/value`` (default 1). Its pods (those its selector's
+  ``matchLabels`` pick, in its namespace) are the service's, not batch work:
+  the grid places the service's GPUs step by step (A1b).
+* **G6 ids and order**: a task is named by its pod, gang or Deployment name
+  (the namespace is kept unless it is ``default``), in the order of the
+  input's objects.
+* **G7 not planned with** (counted in :attr:`GridReport.ignored`): a waiting
+  job's eligible nodes when they are not all the row's (the grid has no
+  per-task nodes: K1-K3 beyond the GPU count), its topology level, its CPU,
+  memory and extended resources, and everything the calendar's F7 already
+  counts.
+* **G8 refused**, one sentence naming the field: nodes of different GPU
+  counts, a step that is not a whole number of minutes, a multi-node job
+  that is not whole nodes, a bad ``gpuopt.io`` annotation of the grid with
+  ``strict`` (else counted, and the default used), a scenario with GPU models
+  (``pools``) for :func:`scenario_objects`.
+* **G9 the round trip**: :func:`scenario_objects` writes nodes (Ready, ``n``
+  GPUs), a Deployment per realtime task, a pod per batch task of at most a
+  node (a gang of whole-node pods and its PodGroup above), running pods bound
+  with their start, expected end and GPU indices, waiting pods created now,
+  gated with ``gpuopt.io/not-before`` when they arrive later. Every field
+  G1-G5 read is written, so the scenario comes back.
+
+>>> from gpuopt.allocation.problem import AllocationProblem
+>>> scenario = AllocationProblem(gpus=8, horizon=4, tasks=[
+...     {"id": "chat", "kind": "realtime", "priority": 9, "demand": [2, 2, 3, 3],
+...      "max_swap": 1, "initial": 2},
+...     {"id": "train", "kind": "training", "priority": 5, "gpus": 4, "duration": 3,
+...      "running": {"start": -1, "first_gpu": 4}},
+...     {"id": "eval", "kind": "batch_inference", "priority": 3, "gpus": 2, "duration": 2,
+...      "arrival": 1}])
+>>> grid, report = grid_from_kubernetes(scenario_objects(scenario))
+>>> [task.id for task in grid.tasks], grid.tasks[1].running, grid.tasks[2].arrival
+(['chat', 'train', 'eval'], Running(start=-1, first_gpu=4), 1)
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from gpuopt.allocation.problem import (
+    MAX_HORIZON,
+    MAX_STEPS,
+    AllocationProblem,
+    is_power_of_two,
+    node_rule,
+)
+from gpuopt.calendar.cluster import (
+    DEFAULT_WALLTIME,
+    EXPECTED_END,
+    NOT_BEFORE,
+    WALLTIME,
+    CalendarReport,
+    from_cluster_report,
+    kubernetes_input,
+    parse_time,
+    pod_times,
+)
+from gpuopt.calendar.problem import CalendarProblem
+from gpuopt.cluster.model import Cluster
+from gpuopt.errors import ProblemError, short
+
+#: Annotations the grid reads (G3-G5).
+KIND = "gpuopt.io/kind"
+VALUE = "gpuopt.io/value"
+DEADLINE = "gpuopt.io/deadline"
+GPU_INDICES = "gpuopt.io/gpu-indices"
+DEMAND = "gpuopt.io/demand"
+MAX_SWAP = "gpuopt.io/max-swap"
+#: The GPU resource :func:`scenario_objects` writes, and the gang label.
+GPU_RESOURCE = "nvidia.com/gpu"
+GANG_LABEL = "scheduling.x-k8s.io/pod-group"
+#: Tick 0 of :func:`scenario_objects` unless given: 2026-01-01T00:00:00Z.
+DEFAULT_NOW = 1_767_225_600.0
+#: One step of an hour, 24 steps: the allocation scenario's defaults.
+DEFAULT_STEP = 3600.0
+DEFAULT_HORIZON = 24 * DEFAULT_STEP
+BATCH_KINDS = ("training", "batch_inference", "quantization")
+
+
+@dataclass
+class GridReport:
+    """How the grid was built: the calendar's report, the kubectl reader's, and the grid's own
+    simplifications (``notes``) and fields not planned with (``ignored``), by reason."""
+
+    calendar: CalendarReport = field(default_factory=CalendarReport)
+    kube: Any = None
+    notes: Counter[str] = field(default_factory=Counter)
+    ignored: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+    services: int = 0
+    service_pods: int = 0
+    announced: int = 0
+
+    def note(self, reason: str, who: str, *, ignored: bool = False) -> None:
+        """Count ``reason`` for ``who`` (the first one is kept as its example)."""
+        (self.ignored if ignored else self.notes)[reason] += 1
+        self.examples.setdefault(reason, who)
+
+    def lines(self) -> list[str]:
+        """One line per count, for a person (the calendar's lines first)."""
+        out = self.calendar.lines()
+        if self.services or self.service_pods:
+            out.append(
+                f"grid: {self.services} realtime service(s) from Deployments, "
+                f"{self.service_pods} of their pods planned as the service's GPUs"
+            )
+        if self.announced:
+            out.append(f"grid: {self.announced} pod(s) announced with {NOT_BEFORE}")
+        for title, counts in (("simplified", self.notes), ("not planned with", self.ignored)):
+            for reason, count in sorted(counts.items()):
+                out.append(f"grid {title}: {reason} x{count} (e.g. {self.examples[reason]})")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The counts, for JSON."""
+        return {
+            "calendar": self.calendar.to_dict(),
+            "notes": dict(self.notes),
+            "ignored": dict(self.ignored),
+            "services": self.services,
+            "service_pods": self.service_pods,
+            "announced": self.announced,
+        }
+
+
+# ---------------------------------------------------------------------------- reading
+@dataclass(frozen=True)
+class PodFacts:
+    """What a pod's ``gpuopt.io`` annotations tell the grid (G3, G4), and its input position."""
+
+    position: int
+    kind: str | None = None
+    value: float | None = None
+    deadline: float | None = None
+    gpu_indices: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Service:
+    """A realtime service read from a Deployment (G5)."""
+
+    id: str
+    position: int
+    demand: tuple[int, ...]
+    initial: int
+    max_swap: int | None
+    value: float
+    namespace: str
+    selector: tuple[tuple[str, str], ...]
+
+    def picks(self, namespace: str, labels: Mapping[str, Any]) -> bool:
+        """Whether a pod of ``namespace`` with ``labels`` is one of the service's."""
+        return (
+            bool(self.selector)
+            and namespace == self.namespace
+            and all(labels.get(key) == value for key, value in self.selector)
+        )
+
+
+def _objects(decoded: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
+    for item in decoded:
+        if isinstance(item, list):
+            yield from _objects(item)
+        elif isinstance(item, Mapping):
+            items = item.get("items")
+            if isinstance(items, list):
+                yield from _objects(items)
+            else:
+                yield item
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _name(item: Mapping[str, Any]) -> tuple[str, str, Mapping[str, Any], Mapping[str, Any]]:
+    metadata = item.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    notes = metadata.get("annotations")
+    labels = metadata.get("labels")
+    return (
+        str(metadata.get("namespace") or "default"),
+        str(metadata.get("name") or ""),
+        notes if isinstance(notes, Mapping) else {},
+        labels if isinstance(labels, Mapping) else {},
+    )
+
+
+class _Annotations:
+    """Reads ``gpuopt.io`` annotations: a bad one is refused with ``strict``, else counted."""
+
+    def __init__(self, report: GridReport, strict: bool) -> None:
+        self.report = report
+        self.strict = strict
+
+    def read(self, owner: str, notes: Mapping[str, Any], key: str, parse: Any) -> Any:
+        if key not in notes:
+            return None
+        try:
+            return parse(notes[key], f"{owner}: annotation {key}")
+        except ProblemError:
+            if self.strict:
+                raise
+            self.report.note("bad-annotation", owner, ignored=True)
+            return None
+
+
+def _number(text: Any, what: str) -> float:
+    try:
+        value = float(str(text))
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= 1e9):
+        raise ProblemError(f"{what}: {short(text)} is not a number from 0 to 1e9.")
+    return value
+
+
+def _count(text: Any, what: str) -> int:
+    value = str(text).strip()
+    if not value.isdigit() or int(value) > MAX_STEPS:
+        raise ProblemError(f"{what}: {short(text)} is not a whole number from 0 to {MAX_STEPS:,}.")
+    return int(value)
+
+
+def _counts(text: Any, what: str) -> tuple[int, ...]:
+    parts = [part for part in str(text).replace(" ", ",").split(",") if part]
+    if not parts:
+        raise ProblemError(f"{what}: {short(text)} lists no number.")
+    return tuple(_count(part, what) for part in parts)
+
+
+def _kind(text: Any, what: str) -> str:
+    if text not in BATCH_KINDS:
+        raise ProblemError(f"{what}: {short(text)} is not one of {', '.join(BATCH_KINDS)}.")
+    return str(text)
+
+
+def _gpus_of(spec: Any) -> int:
+    """GPUs a pod spec asks for: its containers' ``<vendor>/gpu`` limits (else requests)."""
+    total = 0
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    for container in containers if isinstance(containers, list) else ():
+        resources = container.get("resources") if isinstance(container, Mapping) else None
+        if not isinstance(resources, Mapping):
+            continue
+        for part in ("limits", "requests"):
+            amounts = resources.get(part)
+            if isinstance(amounts, Mapping):
+                found = [v for k, v in amounts.items() if str(k).endswith("/gpu")]
+                if found:
+                    total += sum(int(str(v)) for v in found if str(v).isdigit())
+                    break
+    return total
+
+
+def read_grid_facts(
+    decoded: Sequence[Any], report: GridReport, *, strict: bool = False
+) -> tuple[dict[str, PodFacts], list[Service], list[Any]]:
+    """The pods' grid annotations (by pod id), the realtime services (G5), and the objects
+    without the services' pods and Deployments (what the kubectl reader then reads)."""
+    notes = _Annotations(report, strict)
+    facts: dict[str, PodFacts] = {}
+    services: list[Service] = []
+    objects = list(_objects(decoded))
+    for position, item in enumerate(objects):
+        if item.get("kind") != "Deployment":
+            continue
+        namespace, name, annotations, _ = _name(item)
+        if DEMAND not in annotations:
+            continue
+        owner = f"deployment {namespace}/{name}"
+        demand = notes.read(owner, annotations, DEMAND, _counts)
+        if demand is None:
+            continue
+        spec = _mapping(item.get("spec"))
+        replicas = spec.get("replicas", 1)
+        per = _gpus_of(_mapping(spec.get("template")).get("spec"))
+        selector = _mapping(spec.get("selector"))
+        labels = _mapping(selector.get("matchLabels"))
+        if selector.get("matchExpressions"):
+            report.note("selector-expressions", owner, ignored=True)
+        swap = notes.read(owner, annotations, MAX_SWAP, _count)
+        value = notes.read(owner, annotations, VALUE, _number)
+        services.append(
+            Service(
+                id=name if namespace == "default" else f"{namespace}/{name}",
+                position=position,
+                demand=demand,
+                initial=(replicas if isinstance(replicas, int) and replicas >= 0 else 1)
+                * max(per, 1),
+                max_swap=swap,
+                value=1.0 if value is None else value,
+                namespace=namespace,
+                selector=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+            )
+        )
+    kept: list[Any] = []
+    for position, item in enumerate(objects):
+        kind = item.get("kind", "Pod")
+        namespace, name, annotations, labels = _name(item)
+        if kind == "Deployment" and DEMAND in annotations:
+            continue
+        if kind == "Pod":
+            if any(service.picks(namespace, labels) for service in services):
+                report.service_pods += 1
+                continue
+            owner = f"pod {namespace}/{name}"
+            indices = notes.read(owner, annotations, GPU_INDICES, _counts)
+            facts[f"{namespace}/{name}"] = PodFacts(
+                position=position,
+                kind=notes.read(owner, annotations, KIND, _kind),
+                value=notes.read(owner, annotations, VALUE, _number),
+                deadline=notes.read(owner, annotations, DEADLINE, parse_time),
+                gpu_indices=None if indices is None else tuple(indices),
+            )
+        kept.append(item)
+    report.services = len(services)
+    return facts, services, kept
+
+
+def grid_from_kubernetes(
+    source: Any,
+    *,
+    step: float = DEFAULT_STEP,
+    horizon: float = DEFAULT_HORIZON,
+    now: float | None = None,
+    decay: float | None = None,
+    realtime_penalty: float | None = None,
+    align_blocks: bool = False,
+    default_walltime: float = DEFAULT_WALLTIME,
+    running_default: float | None = None,
+    strict: bool = False,
+    name: str = "cluster",
+    **kubectl: Any,
+) -> tuple[AllocationProblem, GridReport]:
+    """The allocation scenario of a cluster's Kubernetes objects (G1-G9), and the report.
+
+    Parameters
+    ----------
+    source
+        A path (a file or folder of ``kubectl get -o yaml`` or ``-o json``) or a
+        decoded object (a ``List``).
+    step, horizon
+        Seconds per step (a whole number of minutes) and seconds planned (default an
+        hour and a day: the scenario's 24 steps).
+    now
+        Unix seconds of step 0 (default: the cluster's clock, its newest time).
+    decay, realtime_penalty, align_blocks
+        The scenario's (defaults: the allocation scenario's).
+    default_walltime, running_default
+        The calendar's (F3, F6): a waiting pod's duration when none is stated; a running
+        pod's run from its start when no end is stated (None: past the horizon).
+    strict
+        Refuse, rather than count, a bad ``gpuopt.io`` annotation and what the kubectl
+        reader refuses with ``--strict``.
+    name
+        The scenario's name.
+    **kubectl
+        Options of :func:`~gpuopt.readers.kubectl.read_kubernetes`.
+
+    Raises
+    ------
+    ProblemError
+        One sentence naming the field and value (G8).
+    """
+    from gpuopt.readers.kubectl import read_kubernetes
+
+    report = GridReport()
+    _, decoded, report.announced = kubernetes_input(source)
+    facts, services, kept = read_grid_facts(decoded, report, strict=strict)
+    cluster, report.kube = read_kubernetes(
+        {"kind": "List", "items": kept}, strict=strict, **kubectl
+    )
+    times = pod_times(kept, strict=strict, report=report.calendar)
+    calendar, built = from_cluster_report(
+        cluster,
+        horizon=horizon,
+        step=step,
+        now=now,
+        pods=times,
+        default_walltime=default_walltime,
+        running_default=running_default,
+    )
+    built.ignored.update(report.calendar.ignored)
+    built.examples.update(
+        {k: v for k, v in report.calendar.examples.items() if k not in built.examples}
+    )
+    report.calendar = built
+    clock = now if now is not None else cluster.now
+    assert clock is not None  # from_cluster_report refuses a cluster without a clock
+    # C4 clips an end to the horizon; the grid keeps a stated one (a running task's duration)
+    ends = {
+        pod: max(1, math.ceil(_tick(t.expected_end, clock, step)))
+        for pod, t in times.items()
+        if t.expected_end is not None
+    }
+    problem = grid_from_calendar(
+        calendar,
+        cluster=cluster,
+        now=clock,
+        ends=ends,
+        facts=facts,
+        services=services,
+        decay=decay,
+        realtime_penalty=realtime_penalty,
+        align_blocks=align_blocks,
+        name=name,
+        report=report,
+    )
+    return problem, report
+
+
+# ---------------------------------------------------------------------------- building
+def _task_id(item_id: str) -> str:
+    return item_id.removeprefix("default/")
+
+
+def _tick(seconds: float, now: float, step: float) -> float:
+    return (seconds - now) / step
+
+
+def grid_from_calendar(
+    calendar: CalendarProblem,
+    *,
+    cluster: Cluster | None = None,
+    now: float = 0.0,
+    facts: Mapping[str, PodFacts] | None = None,
+    ends: Mapping[str, int] | None = None,
+    services: Sequence[Service] = (),
+    decay: float | None = None,
+    realtime_penalty: float | None = None,
+    align_blocks: bool = False,
+    name: str = "cluster",
+    report: GridReport | None = None,
+) -> AllocationProblem:
+    """The allocation scenario of ``calendar`` (G1-G8): its GPU nodes as the row, its running
+    pods as running tasks, its waiting jobs as batch tasks, ``services`` as realtime tasks.
+
+    ``cluster`` (the calendar's) gives the running pods' start times and snapshot GPU
+    indices; ``facts`` the pods' grid annotations (:func:`read_grid_facts`); ``now``
+    the Unix second of tick 0 (for ``gpuopt.io/deadline``); ``ends`` a running pod's
+    end tick where it is stated past the horizon (the calendar's end stops there).
+    """
+    report = report if report is not None else GridReport()
+    facts = facts or {}
+    step = calendar.step
+    minutes = step / 60
+    if minutes != int(minutes) or minutes < 1:
+        raise ProblemError(
+            f"step: {step:g} s is not a whole number of minutes; the time grid counts its "
+            "steps in minutes."
+        )
+    if calendar.horizon > MAX_HORIZON:
+        raise ProblemError(
+            f"horizon: {calendar.horizon:,} steps are more than the time grid's {MAX_HORIZON:,}."
+        )
+    row = _Row(calendar, report, align_blocks)
+    tasks: list[tuple[float, dict[str, Any]]] = []
+    tasks += row.running(cluster, facts, ends or {}, now)
+    tasks += row.waiting(cluster, facts, now)
+    for service in services:
+        demand = list(service.demand[: calendar.horizon])
+        if len(demand) < calendar.horizon:
+            report.note("demand-extended", service.id)
+            demand += [demand[-1]] * (calendar.horizon - len(demand))
+        task: dict[str, Any] = {
+            "id": service.id,
+            "kind": "realtime",
+            "priority": service.value,
+            "demand": demand,
+            "initial": service.initial,
+        }
+        if service.max_swap is not None:
+            task["max_swap"] = service.max_swap
+        tasks.append((service.position, task))
+    tasks.sort(key=lambda pair: pair[0])
+    scenario: dict[str, Any] = {
+        "name": name,
+        "gpus": row.gpus,
+        "horizon": calendar.horizon,
+        "step_minutes": int(minutes),
+        "align_blocks": align_blocks,
+        "gpus_per_node": row.size if len(row.nodes) > 1 else None,
+        "tasks": [task for _, task in tasks],
+    }
+    if decay is not None:
+        scenario["decay"] = decay
+    if realtime_penalty is not None:
+        scenario["realtime_penalty"] = realtime_penalty
+    return AllocationProblem.parse(scenario, source="the time grid")
+
+
+class _Row:
+    """G1: the GPU nodes of a calendar as one row of whole nodes."""
+
+    def __init__(self, calendar: CalendarProblem, report: GridReport, align: bool) -> None:
+        self.calendar = calendar
+        self.report = report
+        self.align = align
+        self.nodes = [node for node in calendar.nodes if node.capacity[0] > 0]
+        for node in calendar.nodes:
+            if node.capacity[0] <= 0:
+                report.note("no-gpu-node", node.id)
+        if not self.nodes:
+            raise ProblemError("nodes: no node has a GPU, so the time grid has no row.")
+        first = self.nodes[0]
+        self.size = first.capacity[0]
+        for node in self.nodes[1:]:
+            if node.capacity[0] != self.size:
+                raise ProblemError(
+                    f"nodes: {short(node.id)} has {node.capacity[0]} GPUs and {short(first.id)} "
+                    f"{self.size}; the time grid needs nodes of one size (a row of whole nodes)."
+                )
+        self.offset = {node.id: k * self.size for k, node in enumerate(self.nodes)}
+        self.gpus = len(self.nodes) * self.size
+        self.all_nodes = set(self.offset)
+
+    def legal(self, first: int, size: int) -> bool:
+        """A3 on this row: aligned when asked, inside one node or whole nodes."""
+        if first < 0 or first + size > self.gpus:
+            return False
+        if self.align and first % size:
+            return False
+        return len(self.nodes) == 1 or node_rule(first, size, self.size)
+
+    def _rounded(self, gpus: int, who: str) -> int:
+        if is_power_of_two(gpus):
+            return gpus
+        self.report.note("size-rounded", who)
+        return 1 << (gpus - 1).bit_length()
+
+    # ------------------------------------------------------------------ G3
+    def running(
+        self,
+        cluster: Cluster | None,
+        facts: Mapping[str, PodFacts],
+        ends: Mapping[str, int],
+        now: float,
+    ) -> list[tuple[float, dict[str, Any]]]:
+        """Every running pod with GPUs as a running task (G3), with its input position."""
+        step = self.calendar.step
+        tasks = {task.id: task for task in cluster.tasks} if cluster is not None else {}
+        gangs: dict[str, list[Any]] = {}
+        singles = []
+        for pod in self.calendar.running:
+            if pod.use[0] <= 0:
+                continue
+            if pod.node not in self.offset:
+                continue
+            if pod.job is not None:
+                gangs.setdefault(pod.job, []).append(pod)
+            else:
+                singles.append(pod)
+        blocks: list[tuple[str, list[Any]]] = []
+        for gang, pods in gangs.items():
+            if self._whole_nodes(pods):
+                blocks.append((gang, pods))
+            else:
+                blocks += [(pod.id, [pod]) for pod in pods]
+        blocks += [(pod.id, [pod]) for pod in singles]
+        firsts = self._place(blocks, tasks, facts)
+        out = []
+        for block_id, pods in blocks:
+            starts = []
+            for pod in pods:
+                task = tasks.get(pod.id)
+                if task is not None and task.start_time is not None:
+                    starts.append(min(0, math.floor(_tick(task.start_time, now, step))))
+            start = max(-MAX_STEPS, min(starts)) if starts else 0
+            if not starts:
+                self.report.note("start-unknown", block_id)
+            end = max(max(pod.end, ends.get(pod.id, 0)) for pod in pods)
+            gpus = sum(pod.use[0] for pod in pods) if len(pods) > 1 else pods[0].use[0]
+            found = [facts[pod.id] for pod in pods if pod.id in facts]
+            position = min((f.position for f in found), default=math.inf)
+            out.append(
+                (
+                    position,
+                    {
+                        "id": _task_id(block_id),
+                        "kind": next((f.kind for f in found if f.kind), "training"),
+                        "priority": next((f.value for f in found if f.value is not None), 1.0),
+                        "gpus": self._rounded(gpus, block_id),
+                        "duration": max(1, end - start),
+                        "running": {"start": start, "first_gpu": firsts[block_id]},
+                    },
+                )
+            )
+        return out
+
+    def _whole_nodes(self, pods: Sequence[Any]) -> bool:
+        """Pods of one gang that each hold a whole node, on consecutive nodes, ending together."""
+        firsts = sorted(self.offset[pod.node] for pod in pods)
+        return (
+            len(pods) > 1
+            and all(pod.use[0] == self.size for pod in pods)
+            and len({pod.end for pod in pods}) == 1
+            and all(b - a == self.size for a, b in itertools.pairwise(firsts))
+            and is_power_of_two(len(pods) * self.size)
+            and self.legal(firsts[0], len(pods) * self.size)
+        )
+
+    def _place(
+        self,
+        blocks: Sequence[tuple[str, list[Any]]],
+        tasks: Mapping[str, Any],
+        facts: Mapping[str, PodFacts],
+    ) -> dict[str, int]:
+        """The first GPU of every running block: stated indices when legal, else packed."""
+        firsts: dict[str, int] = {}
+        taken: set[int] = set()
+        unplaced: list[tuple[str, list[Any]]] = []
+        for block_id, pods in blocks:
+            if len(pods) > 1:  # a gang on whole consecutive nodes
+                first = min(self.offset[pod.node] for pod in pods)
+                firsts[block_id] = first
+                taken.update(range(first, first + len(pods) * self.size))
+                continue
+            pod = pods[0]
+            stated = facts[pod.id].gpu_indices if pod.id in facts else None
+            if stated is None and pod.id in tasks and tasks[pod.id].gpu_indices is not None:
+                stated = tuple(tasks[pod.id].gpu_indices)
+            size = pod.use[0]
+            gpus = (
+                sorted(self.offset[pod.node] + index for index in stated)
+                if stated is not None and max(stated, default=self.size) < self.size
+                else None
+            )
+            if (
+                gpus is not None
+                and len(gpus) == size
+                and is_power_of_two(size)
+                and gpus == list(range(gpus[0], gpus[0] + size))
+                and self.legal(gpus[0], size)
+                and taken.isdisjoint(gpus)
+            ):
+                firsts[block_id] = gpus[0]
+                taken.update(gpus)
+            else:
+                unplaced.append((block_id, pods))
+        unplaced.sort(key=lambda pair: -pair[1][0].use[0])
+        for block_id, pods in unplaced:
+            pod = pods[0]
+            size = self._rounded(pod.use[0], pod.id)
+            self.report.note("gpu-indices-assumed", pod.id)
+            base = self.offset[pod.node]
+            found = next(
+                (
+                    f
+                    for f in range(base, base + self.size - size + 1)
+                    if self.legal(f, size) and taken.isdisjoint(range(f, f + size))
+                ),
+                None,
+            )
+            if found is None:
+                raise ProblemError(
+                    f"node {short(pod.node)}: its running pods' GPUs do not fit in legal "
+                    f"blocks (pod {short(pod.id)} holds {pod.use[0]}); state their GPUs with "
+                    f"{GPU_INDICES}."
+                )
+            firsts[block_id] = found
+            taken.update(range(found, found + size))
+        return firsts
+
+    # ------------------------------------------------------------------ G4
+    def waiting(
+        self, cluster: Cluster | None, facts: Mapping[str, PodFacts], now: float
+    ) -> list[tuple[float, dict[str, Any]]]:
+        """Every waiting job with GPUs as a batch task (G4), with its input position."""
+        calendar = self.calendar
+        pods_of = _members(cluster, facts)
+        out = []
+        for job in calendar.jobs:
+            gpus = job.use[0] * job.members
+            if gpus <= 0:
+                self.report.note("no-gpu-job", job.id)
+                continue
+            size = self._rounded(gpus, job.id)
+            if size > self.size and len(self.nodes) > 1 and size % self.size:
+                raise ProblemError(
+                    f"job {short(job.id)}: {size} GPUs are more than a node of {self.size} "
+                    "and not whole nodes, which the time grid cannot place."
+                )
+            if size > self.gpus:
+                self.report.note("larger-than-row", job.id)
+                continue
+            found = pods_of.get(job.id, [])
+            if job.eligible is not None and not self.all_nodes <= set(job.eligible):
+                self.report.note("eligibility", job.id, ignored=True)
+            if job.level is not None:
+                self.report.note("topology-level", job.id, ignored=True)
+            if any(amount > 0 for amount in job.use[1:]):
+                self.report.note("cpu-memory-extended", job.id, ignored=True)
+            task: dict[str, Any] = {
+                "id": _task_id(job.id),
+                "kind": next((f.kind for f in found if f.kind), "training"),
+                "priority": next((f.value for f in found if f.value is not None), job.weight),
+                "gpus": size,
+                "duration": min(MAX_STEPS, job.duration),
+                "arrival": max(0, min(MAX_STEPS, job.submit)),
+            }
+            deadlines = [f.deadline for f in found if f.deadline is not None]
+            if deadlines:
+                task["deadline"] = max(1, math.floor(_tick(min(deadlines), now, calendar.step)))
+            position = min((f.position for f in found), default=math.inf)
+            out.append((position, task))
+        return out
+
+
+def _members(cluster: Cluster | None, facts: Mapping[str, PodFacts]) -> dict[str, list[PodFacts]]:
+    """The facts of each waiting job's pods, by job id: a single pod's own, a gang's pods'
+    (a gang's job id is its gang's, F4)."""
+    out: dict[str, list[PodFacts]] = {}
+    if cluster is None:
+        return out
+    for pod in cluster.pending:
+        if pod.id in facts:
+            out.setdefault(pod.gang if pod.gang is not None else pod.id, []).append(facts[pod.id])
+    return out
+
+
+# ---------------------------------------------------------------------------- writing
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _indices(gpus: Iterable[int]) -> str:
+    return ",".join(str(g) for g in gpus)
+
+
+def scenario_objects(
+    problem: AllocationProblem, *, now: float = DEFAULT_NOW, namespace: str = "default"
+) -> dict[str, Any]:
+    """The scenario as a cluster of its GPUs: a Kubernetes ``List`` that
+    :func:`grid_from_kubernetes` reads back as the same scenario (G9).
+
+    ``now`` is the Unix second of step 0 (the nodes' last heartbeat, the clock
+    the reader takes); one step lasts ``step_minutes``.
+
+    Raises
+    ------
+    ProblemError
+        For what has no cluster form here: GPU models (``pools``, ``speed``, a task's
+        ``models``) and a realtime task's ``history``.
+    """
+    if problem.pools is not None or problem.speed is not None:
+        raise ProblemError(
+            "pools: a scenario with GPU models has no cluster form in the time grid yet."
+        )
+    step = problem.step_minutes * 60.0
+    size = problem.gpus_per_node or problem.gpus
+    count = problem.gpus // size
+    width = len(str(count - 1))
+    names = [f"node-{k:0{width}d}" for k in range(count)]
+    heartbeat = _rfc3339(now)
+    resources = {GPU_RESOURCE: str(size), "cpu": "64", "memory": "512Gi", "pods": "110"}
+    items: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": node, "labels": {"kubernetes.io/hostname": node}},
+            "spec": {},
+            "status": {
+                "allocatable": dict(resources),
+                "capacity": dict(resources),
+                "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}],
+            },
+        }
+        for node in names
+    ]
+
+    def at(tick: int) -> str:
+        return _rfc3339(now + tick * step)
+
+    def pod(name: str, gpus: int, notes: dict[str, str], **extra: Any) -> dict[str, Any]:
+        labels = extra.pop("labels", {})
+        spec = {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "workload",
+                    "resources": {
+                        "requests": {GPU_RESOURCE: str(gpus)},
+                        "limits": {GPU_RESOURCE: str(gpus)},
+                    },
+                }
+            ],
+            **extra.pop("spec", {}),
+        }
+        metadata = {
+            "name": name,
+            "namespace": namespace,
+            "creationTimestamp": extra.pop("created", heartbeat),
+            "annotations": notes,
+        }
+        if labels:
+            metadata["labels"] = labels
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, **extra}
+
+    for task in problem.tasks:
+        if task.models is not None:
+            raise ProblemError(
+                f"task {short(task.id)}: models: GPU models have no cluster form in the time "
+                "grid yet."
+            )
+        if task.kind == "realtime":
+            if task.history is not None:
+                raise ProblemError(
+                    f"task {short(task.id)}: history: a service's demand history has no "
+                    "cluster form in the time grid yet."
+                )
+            assert task.demand is not None
+            notes = {DEMAND: _indices(task.demand), VALUE: repr(float(task.priority))}
+            if task.max_swap is not None:
+                notes[MAX_SWAP] = str(task.max_swap)
+            initial = task.initial if task.initial is not None else task.demand[0]
+            items.append(
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"name": task.id, "namespace": namespace, "annotations": notes},
+                    "spec": {
+                        "replicas": initial,
+                        "selector": {"matchLabels": {"app": task.id}},
+                        "template": {
+                            "metadata": {"labels": {"app": task.id}},
+                            "spec": pod(task.id, 1, {})["spec"],
+                        },
+                    },
+                }
+            )
+            continue
+        assert task.gpus is not None and task.duration is not None
+        notes = {KIND: task.kind, VALUE: repr(float(task.priority))}
+        members = max(1, task.gpus // size)
+        per = task.gpus // members
+        gang = {GANG_LABEL: task.id} if members > 1 else {}
+        if members > 1:
+            items.append(
+                {
+                    "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                    "kind": "PodGroup",
+                    "metadata": {"name": task.id, "namespace": namespace},
+                    "spec": {"minMember": members},
+                }
+            )
+        running = task.running
+        if running is not None:
+            notes[EXPECTED_END] = at(running.start + task.duration)
+            for m in range(members):
+                first = running.first_gpu + m * per
+                node, local = divmod(first, size)
+                items.append(
+                    pod(
+                        f"{task.id}-{m}" if members > 1 else task.id,
+                        per,
+                        {**notes, GPU_INDICES: _indices(range(local, local + per))},
+                        labels=gang,
+                        created=at(running.start),
+                        spec={"nodeName": names[node]},
+                        status={"phase": "Running", "startTime": at(running.start)},
+                    )
+                )
+            continue
+        notes[WALLTIME] = f"{task.duration * step:g}"
+        if task.deadline is not None:
+            notes[DEADLINE] = at(task.deadline)
+        gates: dict[str, Any] = {}
+        if task.arrival > 0:
+            notes[NOT_BEFORE] = at(task.arrival)
+            gates = {"schedulingGates": [{"name": NOT_BEFORE}]}
+        for m in range(members):
+            items.append(
+                pod(
+                    f"{task.id}-{m}" if members > 1 else task.id,
+                    per,
+                    dict(notes),
+                    labels=gang,
+                    spec=gates,
+                    status={"phase": "Pending"},
+                )
+            )
+    return {"apiVersion": "v1", "kind": "List", "items": items}
