@@ -1,0 +1,325 @@
+"""The time grid and the cluster meet (models/calendar.md, "The time grid", G1-G9).
+
+The independent reason: a scenario written as a cluster of its GPUs
+(``scenario_objects``) and read back through the kubectl reader and the
+calendar (``grid_from_kubernetes``) must be the same scenario, so every method
+gives the same plan; the hand-built clusters below state by hand what each rule
+must make of them.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gpuopt
+from gpuopt.allocation.generator import ScenarioDetails, random_problem
+from gpuopt.allocation.problem import AllocationProblem, load_problem
+from gpuopt.allocation.solution import violations
+from gpuopt.calendar.cluster import NOT_BEFORE, from_cluster_report, kubernetes_input, pod_times
+from gpuopt.calendar.grid import (
+    DEFAULT_NOW,
+    DEMAND,
+    GPU_INDICES,
+    KIND,
+    MAX_SWAP,
+    VALUE,
+    grid_from_kubernetes,
+    scenario_objects,
+)
+from gpuopt.errors import ProblemError
+from gpuopt.readers.kubectl import read_kubernetes
+
+SCENARIOS = sorted((Path(gpuopt.__file__).parent / "scenarios").glob("*.json"))
+
+
+def read_back(problem: AllocationProblem) -> AllocationProblem:
+    """The scenario written as a cluster and read back with the scenario's own settings."""
+    step = problem.step_minutes * 60.0
+    grid, _ = grid_from_kubernetes(
+        scenario_objects(problem),
+        step=step,
+        horizon=problem.horizon * step,
+        decay=problem.decay,
+        realtime_penalty=problem.realtime_penalty,
+        align_blocks=problem.align_blocks,
+        name=problem.name,
+    )
+    return grid
+
+
+def same_tasks(a: AllocationProblem, b: AllocationProblem) -> None:
+    def dump(problem: AllocationProblem) -> list[dict[str, Any]]:
+        out = []
+        for task in problem.tasks:
+            row = task.model_dump(exclude_none=True)
+            if task.kind == "realtime" and task.initial is None:  # A4b: None means demand[0]
+                row["initial"] = task.demand[0]  # type: ignore[index]
+            if task.running is not None:  # arrival and deadline are history (section 3)
+                row.pop("deadline", None)
+            out.append(row)
+        return out
+
+    assert dump(a) == dump(b)
+    for field in ("gpus", "horizon", "step_minutes", "decay", "realtime_penalty"):
+        assert getattr(a, field) == getattr(b, field), field
+    assert (a.gpus_per_node or a.gpus) == (b.gpus_per_node or b.gpus)
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_bundled_scenarios_keep_their_results_as_a_cluster(path: Path) -> None:
+    scenario = load_problem(path)
+    grid = read_back(scenario)
+    same_tasks(scenario, grid)
+    for method in ("heuristic", "fifo"):
+        before = gpuopt.solve(scenario, method=method)
+        after = gpuopt.solve(grid, method=method)
+        assert violations(grid, after) == []
+        assert after.objective == pytest.approx(before.objective, rel=1e-12)
+        assert [list(row) for row in after.grid] == [list(row) for row in before.grid]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_random_scenarios_come_back(seed: int) -> None:
+    per_node = (None, 4, 8)[seed % 3]
+    gpus = (8, 16, 32)[seed % 3]
+    scenario = random_problem(
+        seed,
+        gpus=gpus,
+        tasks=12,
+        gpus_per_node=per_node,
+        align_blocks=seed % 2 == 0,
+        details=ScenarioDetails(running_fraction=0.3, multi_node=0.3 if per_node else 0.0),
+    )
+    grid = read_back(scenario)
+    same_tasks(scenario, grid)
+    assert gpuopt.solve(grid, method="heuristic").objective == pytest.approx(
+        gpuopt.solve(scenario, method="heuristic").objective, rel=1e-12
+    )
+
+
+def test_rolling_planner_runs_on_a_cluster() -> None:
+    from gpuopt.planning.rolling import rolling_replay
+
+    scenario = load_problem(SCENARIOS[0])
+    grid = read_back(scenario)
+    one = rolling_replay(scenario, method="heuristic", forecast="oracle", lookahead=0)
+    two = rolling_replay(grid, method="heuristic", forecast="oracle", lookahead=0)
+    assert violations(grid, two.rolling) == []
+    assert two.rolling.objective == pytest.approx(one.rolling.objective, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------- hand-built
+def node(name: str, gpus: int) -> dict[str, Any]:
+    amounts = {"nvidia.com/gpu": str(gpus), "cpu": "32", "memory": "256Gi"}
+    return {
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {
+            "allocatable": amounts,
+            "capacity": amounts,
+            "conditions": [
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}
+            ],
+        },
+    }
+
+
+def pod(name: str, gpus: int, notes: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    status = spec.pop("status", {"phase": "Pending"})
+    labels = spec.pop("labels", {})
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "annotations": notes or {},
+            "labels": labels,
+        },
+        "spec": {
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+            **spec,
+        },
+        "status": status,
+    }
+
+
+def cluster(*items: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "List", "items": list(items)}
+
+
+def test_hand_built_cluster() -> None:
+    """Two 4-GPU nodes; a running pod with stated GPUs and one without; a waiting pod of
+    3 GPUs (G4 rounds to 4), one announced for 2 h from now with a deadline; a service of
+    2 replicas of 1 GPU whose one pod is running (G5: not a batch task)."""
+    objects = cluster(
+        node("a", 4),
+        node("b", 4),
+        pod(
+            "old",
+            2,
+            {GPU_INDICES: "2,3", "gpuopt.io/expected-end": "2026-01-01T03:00:00Z"},
+            nodeName="a",
+            status={"phase": "Running", "startTime": "2025-12-31T22:30:00Z"},
+        ),
+        pod(
+            "tiny",
+            1,
+            nodeName="b",
+            status={"phase": "Running", "startTime": "2026-01-01T00:00:00Z"},
+        ),
+        pod("three", 3, {"gpuopt.io/walltime": "90m", VALUE: "4", KIND: "quantization"}),
+        pod(
+            "later",
+            2,
+            {
+                NOT_BEFORE: "2026-01-01T02:00:00Z",
+                "gpuopt.io/deadline": "2026-01-01T09:00:00Z",
+                "gpuopt.io/walltime": "3h",
+            },
+            schedulingGates=[{"name": NOT_BEFORE}],
+        ),
+        pod(
+            "chat-1",
+            1,
+            nodeName="b",
+            labels={"app": "chat"},
+            status={"phase": "Running", "startTime": "2025-12-31T00:00:00Z"},
+        ),
+        {
+            "kind": "Deployment",
+            "metadata": {
+                "name": "chat",
+                "namespace": "ml",
+                "annotations": {DEMAND: "2, 3,1", MAX_SWAP: "1", VALUE: "9"},
+            },
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "chat"}},
+                "template": {
+                    "metadata": {"labels": {"app": "chat"}},
+                    "spec": {
+                        "containers": [
+                            {"name": "s", "resources": {"limits": {"nvidia.com/gpu": 1}}}
+                        ]
+                    },
+                },
+            },
+        },
+    )
+    grid, report = grid_from_kubernetes(objects, horizon=6 * 3600)
+    assert (grid.gpus, grid.gpus_per_node, grid.horizon, grid.step_minutes) == (8, 4, 6, 60)
+    tasks = {task.id: task for task in grid.tasks}
+    assert list(tasks) == ["ml/old", "ml/tiny", "ml/three", "ml/later", "ml/chat"]
+    old, tiny = tasks["ml/old"], tasks["ml/tiny"]
+    # started 1.5 h ago: floor(-1.5) = -2; ends at 3 h: duration 3 - (-2) = 5
+    assert old.running is not None and (old.running.start, old.running.first_gpu) == (-2, 2)
+    assert old.duration == 5
+    # no stated GPUs: the lowest free legal block of node b (GPU 4); no end: the horizon
+    assert tiny.running is not None and (tiny.running.start, tiny.running.first_gpu) == (0, 4)
+    assert tiny.duration == 6
+    three = tasks["ml/three"]
+    assert (three.gpus, three.duration, three.priority, three.kind) == (4, 2, 4.0, "quantization")
+    later = tasks["ml/later"]
+    assert (later.arrival, later.deadline, later.duration, later.priority) == (2, 9, 3, 1.0)
+    chat = tasks["ml/chat"]
+    assert chat.demand == [2, 3, 1, 1, 1, 1] and chat.initial == 2 and chat.max_swap == 1
+    assert chat.priority == 9.0
+    assert report.service_pods == 1 and report.services == 1 and report.announced == 1
+    assert report.notes["size-rounded"] == 1
+    assert report.notes["gpu-indices-assumed"] == 1
+    assert report.notes["demand-extended"] == 1
+    plan = gpuopt.solve(grid)
+    assert violations(grid, plan) == []
+
+
+def test_uneven_nodes_are_refused() -> None:
+    with pytest.raises(ProblemError, match=r"nodes: 'b' has 8 GPUs and 'a' 4; the time grid needs"):
+        grid_from_kubernetes(cluster(node("a", 4), node("b", 8)))
+
+
+def test_step_must_be_whole_minutes() -> None:
+    with pytest.raises(ProblemError, match=r"step: 90 s is not a whole number of minutes"):
+        grid_from_kubernetes(cluster(node("a", 4)), step=90, horizon=900)
+
+
+def test_bad_annotation_counted_or_refused() -> None:
+    objects = cluster(node("a", 4), pod("p", 1, {VALUE: "lots"}))
+    grid, report = grid_from_kubernetes(objects)
+    assert report.ignored["bad-annotation"] == 1
+    assert grid.tasks[0].priority == 1.0  # the calendar's weight (F6)
+    with pytest.raises(ProblemError, match=r"pod ml/p: annotation gpuopt.io/value: 'lots'"):
+        grid_from_kubernetes(objects, strict=True)
+
+
+def test_what_the_grid_does_not_plan_with_is_counted() -> None:
+    picky = pod("picky", 1, nodeSelector={"zone": "x"})
+    picky["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "4"}
+    _, report = grid_from_kubernetes(cluster(node("a", 4), node("b", 4), picky))
+    assert report.ignored["eligibility"] == 1
+    assert report.ignored["cpu-memory-extended"] == 1
+
+
+def test_multi_node_running_gang_is_one_task() -> None:
+    scenario = AllocationProblem(
+        gpus=16,
+        gpus_per_node=4,
+        horizon=5,
+        tasks=[
+            {
+                "id": "big",
+                "kind": "training",
+                "priority": 2,
+                "gpus": 8,
+                "duration": 9,
+                "running": {"start": -3, "first_gpu": 4},
+            },
+            {"id": "wide", "kind": "training", "priority": 1, "gpus": 8, "duration": 2},
+        ],
+    )
+    objects = scenario_objects(scenario)
+    pods = [item for item in objects["items"] if item["kind"] == "Pod"]
+    assert [p["metadata"]["name"] for p in pods] == ["big-0", "big-1", "wide-0", "wide-1"]
+    assert [p["spec"].get("nodeName") for p in pods] == ["node-1", "node-2", None, None]
+    grid = read_back(scenario)
+    same_tasks(scenario, grid)
+
+
+def test_announced_pods_wait_in_the_calendar_too() -> None:
+    """F6: the calendar reads a pod gated by gpuopt.io/not-before as a future submit."""
+    objects = cluster(
+        node("a", 4),
+        pod(
+            "later", 2, {NOT_BEFORE: "2026-01-01T00:50:00Z"}, schedulingGates=[{"name": NOT_BEFORE}]
+        ),
+        pod("held", 1, schedulingGates=[{"name": "other"}, {"name": NOT_BEFORE}]),
+    )
+    original = copy.deepcopy(objects)
+    sources, decoded, count = kubernetes_input(objects)
+    assert count == 2 and objects == original  # the input is not changed
+    read, _ = read_kubernetes(*sources)
+    assert [p.id for p in read.pending] == ["ml/later"]  # "held" keeps another gate
+    calendar, report = from_cluster_report(read, horizon=3600, step=600, pods=pod_times(decoded))
+    assert calendar.jobs[0].submit == 5  # ceil(50 min / 10 min)
+    assert report.submit["not-before"] == 1
+
+
+def test_scenario_with_gpu_models_has_no_cluster_form() -> None:
+    scenario = random_problem(3, gpus=16, gpus_per_node=4, models=True)
+    with pytest.raises(ProblemError, match=r"pools: a scenario with GPU models"):
+        scenario_objects(scenario)
+
+
+def test_written_cluster_is_a_cluster_at_its_clock() -> None:
+    scenario = load_problem(SCENARIOS[0])
+    read, kube = read_kubernetes(scenario_objects(scenario))
+    assert read.now == DEFAULT_NOW
+    # the plain reader skips the announced (gated) pods, as kube-scheduler does
+    later = {f"default/{t.id}" for t in scenario.tasks if t.arrival > 0 and t.running is None}
+    assert set(kube.reasons["gated"]) == later
+    assert set(kube.reasons) == {"gated", "pending"}
+    assert len(read.nodes) == scenario.gpus // (scenario.gpus_per_node or scenario.gpus)
