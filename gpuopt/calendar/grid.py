@@ -29,7 +29,7 @@ The mapping (G1-G9)
   are the caller's (the scenario defaults).
 * **G3 running pods**: each keeps its GPUs until the calendar's end (C4, F3),
   as a running task that started at ``floor((startTime - now) / step)``
-  (0 when unknown). Its block: the GPUs of ``gpuopt.io/gpu-indices`` (or a
+  (0 when unknown), ending one step past the horizon when no end is stated. Its block: the GPUs of ``gpuopt.io/gpu-indices`` (or a
   snapshot's ``gpu_indices``) when they form a legal block, else the lowest
   legal block left on its node, largest pods first (counted:
   ``gpu-indices-assumed``). The running pods of one gang that fill
@@ -107,6 +107,7 @@ from gpuopt.calendar.cluster import (
     NOT_BEFORE,
     WALLTIME,
     CalendarReport,
+    PodTimes,
     from_cluster_report,
     kubernetes_input,
     parse_time,
@@ -429,6 +430,50 @@ def grid_from_kubernetes(
         {"kind": "List", "items": kept}, strict=strict, **kubectl
     )
     times = pod_times(kept, strict=strict, report=report.calendar)
+    problem = grid_from_cluster(
+        cluster,
+        step=step,
+        horizon=horizon,
+        now=now,
+        decay=decay,
+        realtime_penalty=realtime_penalty,
+        align_blocks=align_blocks,
+        default_walltime=default_walltime,
+        running_default=running_default,
+        name=name,
+        times=times,
+        facts=facts,
+        services=services,
+        report=report,
+    )
+    return problem, report
+
+
+def grid_from_cluster(
+    cluster: Cluster,
+    *,
+    step: float = DEFAULT_STEP,
+    horizon: float = DEFAULT_HORIZON,
+    now: float | None = None,
+    decay: float | None = None,
+    realtime_penalty: float | None = None,
+    align_blocks: bool = False,
+    default_walltime: float = DEFAULT_WALLTIME,
+    running_default: float | None = None,
+    name: str = "cluster",
+    times: Mapping[str, PodTimes] | None = None,
+    facts: Mapping[str, PodFacts] | None = None,
+    services: Sequence[Service] = (),
+    report: GridReport | None = None,
+) -> AllocationProblem:
+    """The allocation scenario of ``cluster`` (a ``gpuopt snapshot``, or what
+    :func:`grid_from_kubernetes` read), through its calendar (G1-G8).
+
+    The keywords are :func:`grid_from_kubernetes`'s; ``times``, ``facts`` and
+    ``services`` are what only Kubernetes objects say (:func:`pod_times`,
+    :func:`read_grid_facts`; a snapshot has none), and ``report`` is filled in.
+    """
+    report = report if report is not None else GridReport()
     calendar, built = from_cluster_report(
         cluster,
         horizon=horizon,
@@ -448,10 +493,10 @@ def grid_from_kubernetes(
     # C4 clips an end to the horizon; the grid keeps a stated one (a running task's duration)
     ends = {
         pod: max(1, math.ceil(_tick(t.expected_end, clock, step)))
-        for pod, t in times.items()
+        for pod, t in (times or {}).items()
         if t.expected_end is not None
     }
-    problem = grid_from_calendar(
+    return grid_from_calendar(
         calendar,
         cluster=cluster,
         now=clock,
@@ -464,7 +509,6 @@ def grid_from_kubernetes(
         name=name,
         report=report,
     )
-    return problem, report
 
 
 # ---------------------------------------------------------------------------- building
@@ -627,6 +671,8 @@ class _Row:
             if not starts:
                 self.report.note("start-unknown", block_id)
             end = max(max(pod.end, ends.get(pod.id, 0)) for pod in pods)
+            if end >= self.calendar.horizon and not any(pod.id in ends for pod in pods):
+                end = self.calendar.horizon + 1  # no stated end: it runs past the horizon
             gpus = sum(pod.use[0] for pod in pods) if len(pods) > 1 else pods[0].use[0]
             found = [facts[pod.id] for pod in pods if pod.id in facts]
             position = min((f.position for f in found), default=math.inf)

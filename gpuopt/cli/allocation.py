@@ -41,7 +41,7 @@ def run_allocate(args: argparse.Namespace) -> int:
     """``gpuopt allocate SCENARIO``: plan a scenario with one method."""
     return solve_command(
         args,
-        build=lambda: load_scenario(args.scenario),
+        build=lambda: load_scenario(args.scenario, args),
         options=lambda problem: allocate_options(args),
         session=lambda: lns_session(args),
         draw=lambda problem, result, path: draw_allocation(args, problem, result, path),
@@ -49,11 +49,69 @@ def run_allocate(args: argparse.Namespace) -> int:
     )
 
 
-def load_scenario(path: str) -> Any:
-    """The allocation scenario at ``path`` (a cluster snapshot or Kubernetes objects are named)."""
-    from gpuopt.allocation.problem import AllocationProblem
+#: The time grid of a cluster (``gpuopt.calendar.grid``): a day ahead in steps of an hour,
+#: as an allocation scenario's defaults.
+GRID_HORIZON = "24h"
+GRID_STEP = "1h"
 
-    return AllocationProblem.parse(read_input(path, "scenario"), source=path)
+
+def load_scenario(path: str, args: argparse.Namespace | None = None) -> Any:
+    """The allocation scenario at ``path``: a scenario JSON as it is, or a cluster read as its
+    time grid (:mod:`gpuopt.calendar.grid`, G1-G9): Kubernetes objects (a ``.yaml``/``.yml``
+    or ``.json`` file, or a folder, of ``kubectl get nodes,pods,deployments -o yaml``) or a
+    ``gpuopt snapshot`` JSON. ``args`` gives ``--horizon``, ``--step``, ``--now`` and
+    ``--strict`` (a scenario states its own, so they are refused for one); what the
+    grid simplified or left out goes to stderr unless ``--quiet``."""
+    from gpuopt.allocation.problem import AllocationProblem
+    from gpuopt.io.files import read_json
+
+    file = Path(path)
+    raw: Any = None
+    if file.suffix == ".json" and not file.is_dir():
+        raw = read_json(path)
+        if not (isinstance(raw, dict) and ("nodes" in raw or _kubernetes(raw))):
+            given = [flag for flag in ("horizon", "step", "now") if _flag(args, flag) is not None]
+            if given:
+                raise ProblemError(
+                    f"--{given[0]}: {path} is an allocation scenario, which states its own; "
+                    "the flag applies to a cluster."
+                )
+            return AllocationProblem.parse(read_input(path, "scenario"), source=path)
+    return _grid(path, raw, args)
+
+
+def _kubernetes(raw: dict[str, Any]) -> bool:
+    return "apiVersion" in raw or "kind" in raw or "items" in raw
+
+
+def _flag(args: argparse.Namespace | None, name: str) -> Any:
+    return getattr(args, name, None) if args is not None else None
+
+
+def _grid(path: str, raw: Any, args: argparse.Namespace | None) -> Any:
+    """The time grid of the cluster at ``path`` (``raw``: its JSON when already read)."""
+    from gpuopt.calendar.grid import GridReport, grid_from_cluster, grid_from_kubernetes
+    from gpuopt.cli.calendar import duration
+    from gpuopt.cluster.model import parse_cluster
+
+    step = _flag(args, "step") or duration(GRID_STEP)
+    options: dict[str, Any] = {
+        "step": step,
+        "horizon": _flag(args, "horizon") or duration(GRID_HORIZON),
+        "now": _flag(args, "now"),
+        "name": Path(path).stem or "cluster",
+    }
+    if raw is not None and "nodes" in raw and not _kubernetes(raw):
+        report = GridReport()
+        problem = grid_from_cluster(parse_cluster(raw, source=path), report=report, **options)
+    else:
+        problem, report = grid_from_kubernetes(
+            raw if raw is not None else path, strict=bool(_flag(args, "strict")), **options
+        )
+    if not _flag(args, "quiet"):
+        for line in report.lines():
+            print(line, file=sys.stderr)
+    return problem
 
 
 def _work(text: str) -> str:
@@ -316,8 +374,22 @@ def add_commands(commands: Any) -> None:
     add_generate(commands)
 
 
+def grid_flags(parser: argparse.ArgumentParser) -> None:
+    """``--horizon``, ``--step``, ``--now`` and ``--strict`` for a cluster read as its time
+    grid (``gpuopt allocate`` and ``gpuopt rolling``)."""
+    from gpuopt.cli.calendar import add_clock_flags
+
+    add_clock_flags(parser, GRID_HORIZON, GRID_STEP)
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="a cluster: refuse a bad gpuopt.io annotation or object instead of counting it",
+    )
+
+
 def allocate_flags(allocate: argparse.ArgumentParser) -> None:
     """The flags of ``gpuopt allocate`` after ``--method``."""
+    grid_flags(allocate)
     add_out(allocate, "write the result JSON here")
     add_plot(allocate, "write a picture of the grid here (.png, .svg, .pdf)")
     allocate.add_argument(
@@ -448,7 +520,10 @@ SOLVE_COMMANDS = (
     SolveCommand(
         "allocate",
         help="plan a scenario (which task, which GPU, which step)",
-        source=("scenario", "scenario JSON file"),
+        source=(
+            "scenario",
+            "scenario JSON file, or a cluster (kubectl YAML/JSON, a snapshot): its time grid",
+        ),
         problems=("gpuopt.allocation.problem:AllocationProblem",),
         method_help="heuristic (default, milliseconds), fifo (the baseline), lns, or the exact "
         "cpsat and milp (they start from the heuristic and report a bound)",

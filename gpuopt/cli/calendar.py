@@ -333,24 +333,20 @@ def show_calendar(
         shown.print("stop now: nothing")
 
 
-def calendar_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags of ``calendar`` between ``--method`` and ``--quiet``."""
-    from gpuopt.calendar.problem import OBJECTIVES
-    from gpuopt.cli.common import positive_number
-    from gpuopt.cli.defrag import add_kubectl_options
-
-    add_time_limit(parser, "exact methods: seconds (default: the method's)")
+def add_clock_flags(parser: argparse.ArgumentParser, horizon: str, step: str) -> None:
+    """``--horizon``, ``--step`` and ``--now`` of a command that plans a cluster over time
+    (defaults ``horizon`` and ``step``, shown in the help)."""
     parser.add_argument(
         "--horizon",
         type=duration,
         default=None,
-        help=f"how far ahead to plan, e.g. 24h, 7d (default {DEFAULT_HORIZON})",
+        help=f"how far ahead to plan, e.g. 24h, 7d (default {horizon})",
     )
     parser.add_argument(
         "--step",
         type=duration,
         default=None,
-        help=f"length of one tick, e.g. 5m (default {DEFAULT_STEP})",
+        help=f"length of one tick, e.g. 5m (default {step})",
     )
     parser.add_argument(
         "--now",
@@ -359,6 +355,16 @@ def calendar_flags(parser: argparse.ArgumentParser) -> None:
         help="tick 0, Unix seconds or RFC 3339 (default: the snapshot's clock, the newest "
         "time in it)",
     )
+
+
+def calendar_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``calendar`` between ``--method`` and ``--quiet``."""
+    from gpuopt.calendar.problem import OBJECTIVES
+    from gpuopt.cli.common import positive_number
+    from gpuopt.cli.defrag import add_kubectl_options
+
+    add_time_limit(parser, "exact methods: seconds (default: the method's)")
+    add_clock_flags(parser, DEFAULT_HORIZON, DEFAULT_STEP)
     parser.add_argument(
         "--default-walltime",
         type=duration,

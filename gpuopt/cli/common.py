@@ -449,7 +449,8 @@ INPUT_KINDS: dict[str, tuple[str, str, str, str]] = {
     "cluster": (
         "a cluster snapshot",
         "nodes and the tasks on them",
-        "gpuopt calendar (over time), diagnose, defrag, place, preempt and check",
+        "gpuopt calendar (over time), allocate and rolling (its time grid), diagnose, "
+        "defrag, place, preempt and check",
         "nodes",
     ),
 }

@@ -24,7 +24,7 @@ from gpuopt.cli.common import (
 
 def run_rolling(args: argparse.Namespace) -> int:
     """``gpuopt rolling SCENARIO``: re-plan every step with forecasts; compare with one-shot."""
-    from gpuopt.allocation.problem import load_problem
+    from gpuopt.cli.allocation import load_scenario
     from gpuopt.planning.rolling import (
         coverage_risks,
         idle_windows,
@@ -33,7 +33,7 @@ def run_rolling(args: argparse.Namespace) -> int:
     )
 
     check_outputs(args)
-    problem = load_problem(args.scenario)
+    problem = load_scenario(args.scenario, args)
     make_forecaster(args.forecast, problem)  # a bad --forecast fails before any work
     args.method = method_name(problem, args.method)  # an old name: the new one
     report = rolling_replay(
@@ -82,8 +82,10 @@ def add_commands(commands: Any) -> None:
 
 def rolling_flags(rolling: argparse.ArgumentParser) -> None:
     """The flags of ``gpuopt rolling`` after ``--method``."""
+    from gpuopt.cli.allocation import grid_flags
     from gpuopt.planning.rolling import DEFAULT_LOOKAHEAD
 
+    grid_flags(rolling)
     rolling.add_argument(
         "--forecast",
         default="oracle",
@@ -120,7 +122,10 @@ SOLVE_COMMANDS = (
     SolveCommand(
         "rolling",
         help="execute a scenario step by step, re-planning with forecasts",
-        source=("scenario", "scenario JSON file"),
+        source=(
+            "scenario",
+            "scenario JSON file, or a cluster (kubectl YAML/JSON, a snapshot): its time grid",
+        ),
         problems=("gpuopt.allocation.problem:AllocationProblem",),
         method_help="the allocation method of every re-plan (default heuristic)",
         run=run_rolling,

@@ -219,9 +219,9 @@ def test_hand_built_cluster() -> None:
     # started 1.5 h ago: floor(-1.5) = -2; ends at 3 h: duration 3 - (-2) = 5
     assert old.running is not None and (old.running.start, old.running.first_gpu) == (-2, 2)
     assert old.duration == 5
-    # no stated GPUs: the lowest free legal block of node b (GPU 4); no end: the horizon
+    # no stated GPUs: the lowest free legal block of node b (GPU 4); no end: past the horizon
     assert tiny.running is not None and (tiny.running.start, tiny.running.first_gpu) == (0, 4)
-    assert tiny.duration == 6
+    assert tiny.duration == 7
     three = tasks["ml/three"]
     assert (three.gpus, three.duration, three.priority, three.kind) == (4, 2, 4.0, "quantization")
     later = tasks["ml/later"]

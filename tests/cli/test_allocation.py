@@ -17,7 +17,7 @@ import pytest
 from gpuopt.allocation.problem import load_problem
 from gpuopt.allocation.solution import violations
 from gpuopt.cli import main
-from tests.cli.conftest import MIXED, ROOT, refusal, run
+from tests.cli.conftest import LONG_ID, MIXED, ROOT, refusal, run
 
 
 def test_allocate_writes_result_and_picture(
@@ -352,14 +352,24 @@ def test_allocate_report_calls_thin_only_a_margin_nothing_could_absorb(
     assert out.count("(thin)") == thin
 
 
-def test_allocate_names_a_cluster_snapshot_and_the_commands_that_read_it(
-    cluster_file: Path, capsys: pytest.CaptureFixture[str]
+def test_allocate_plans_a_cluster_snapshot_as_its_time_grid(
+    cluster_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A snapshot is read as its time grid (models/calendar.md G1-G9): two 8-GPU nodes, each
+    half held by a pod with no stated end (G3: past the horizon), so the waiting 8-GPU pod
+    fits nowhere for the whole day; the running pods keep the lowest GPUs of their nodes."""
     err = refusal(["allocate", str(cluster_file)], capsys)
-    assert f"{cluster_file} is a cluster snapshot" in err and "not an allocation scenario" in err
-    for command in ("diagnose", "defrag", "place", "preempt", "check"):
-        assert command in err
-    assert "kind is required" not in err  # not the scenario's field errors
+    assert err == "gpuopt: error: now: the snapshot states no clock; give now (--now T).\n"
+    out = tmp_path / "plan.json"
+    assert main(["allocate", str(cluster_file), "--now", "0", "--out", str(out)]) == 0
+    stderr = capsys.readouterr().err
+    assert "gpu-indices-assumed x2" in stderr
+    plan = json.loads(out.read_text())
+    grid = plan["grid"]
+    assert len(grid) == 24 and all(len(row) == 16 for row in grid)
+    for row in grid:
+        assert row[0:4] == ["t1"] * 4 and row[8:12] == ["t2"] * 4
+        assert LONG_ID not in row
 
 
 def test_allocate_work_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

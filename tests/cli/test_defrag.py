@@ -339,12 +339,23 @@ def test_defrag_and_diagnose_name_an_allocation_scenario(
     assert "nodes is required" not in err
 
 
-@pytest.mark.parametrize("command", ["allocate", "defrag"])
 def test_kubectl_output_is_sent_to_snapshot_kubectl(
-    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "kubectl.json"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))
-    err = refusal([command, str(path)], capsys)
+    err = refusal(["defrag", str(path)], capsys)
     assert "Kubernetes objects (kind List)" in err
     assert f"gpuopt snapshot kubectl {path} --out cluster.json" in err
+
+
+def test_allocate_reads_kubectl_output_as_its_time_grid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """allocate reads Kubernetes objects itself (models/calendar.md G1): an empty list has
+    no clock, and with one no GPU node to make a row of."""
+    path = tmp_path / "kubectl.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))
+    assert "the snapshot states no clock" in refusal(["allocate", str(path)], capsys)
+    err = refusal(["allocate", str(path), "--now", "0"], capsys)
+    assert err == "gpuopt: error: nodes: no node has a GPU, so the time grid has no row.\n"
