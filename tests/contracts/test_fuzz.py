@@ -1062,8 +1062,39 @@ def case_calendar(rng: random.Random, tmp: Path) -> Case:
     return Case(argv, steps, out, accept)
 
 
+def case_allocate_cluster(rng: random.Random, tmp: Path) -> Case:
+    """``gpuopt allocate`` on Kubernetes objects: a scenario's cluster form (models/calendar.md
+    G9), mutated; a plan must pass the checker on the grid read from the same file."""
+    from gpuopt.allocation.problem import AllocationProblem
+    from gpuopt.calendar.grid import scenario_objects
+
+    source, out = tmp / "cluster.json", tmp / "result.json"
+    data = valid_scenario(rng)
+    for key in ("pools", "speed"):  # GPU models have no cluster form (G8)
+        data.pop(key, None)
+    for task in data["tasks"]:
+        task.pop("history", None)
+        task.pop("models", None)
+    objects = scenario_objects(AllocationProblem.model_validate(data))
+    steps = json_input(rng, objects, source, references=("name", "nodeName"))
+    argv = ["allocate", str(source), "--out", str(out), "--quiet"]
+    if rng.random() < 0.3:
+        argv += ["--method", "fifo"]
+    if rng.random() < 0.2:
+        argv += ["--strict"]
+
+    def accept() -> None:
+        from gpuopt.calendar.grid import grid_from_kubernetes
+
+        grid, _ = grid_from_kubernetes(source, strict="--strict" in argv, name=source.stem)
+        assert allocation_violations(grid, json.loads(out.read_text())["grid"]) == []
+
+    return Case(argv, steps, out, accept)
+
+
 COMMANDS: dict[str, Callable[[random.Random, Path], Case]] = {
     "allocate": case_allocate,
+    "allocate-cluster": case_allocate_cluster,
     "check": case_check,
     "bench": case_bench,
     "generate": case_generate,
@@ -1082,6 +1113,7 @@ COMMANDS: dict[str, Callable[[random.Random, Path], Case]] = {
 #: cases per command in the default run, and under ``-m slow``
 CASES = {
     "allocate": 40,
+    "allocate-cluster": 25,
     "check": 30,
     "bench": 8,
     "generate": 30,
