@@ -19,6 +19,7 @@ from gpuopt.calendar.cluster import tick_time, waiting_jobs
 from gpuopt.calendar.problem import CalendarProblem
 from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
 from gpuopt.cluster.model import Cluster, Pending
+from gpuopt.readers.kubectl.names import HOLDS_FOR_LABEL
 
 #: The placeholders' PriorityClass: below every workload (and below the defragmentation
 #: placeholders' -1000), never preempting; a waiting job of any higher priority preempts them.
@@ -26,7 +27,7 @@ HOLD_CLASS = "gpuopt-calendar-hold"
 HOLD_PRIORITY = -1_000_000_000
 HOLD_IMAGE = "registry.k8s.io/pause:3.10"
 #: Labels of every placeholder: the job it holds for (label-safe) and its role.
-HOLDS_FOR = "gpuopt.io/holds-for"
+HOLDS_FOR = HOLDS_FOR_LABEL
 ROLE_LABEL = "gpuopt.io/role"
 ROLE = "calendar-hold"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"

@@ -29,8 +29,9 @@ The mapping (G1-G9)
   are the caller's (the scenario defaults).
 * **G3 running pods**: each keeps its GPUs until the calendar's end (C4, F3),
   as a running task that started at ``floor((startTime - now) / step)``
-  (0 when unknown), ending one step past the horizon when no end is stated. Its block: the GPUs of ``gpuopt.io/gpu-indices`` (or a
-  snapshot's ``gpu_indices``) when they form a legal block, else the lowest
+  (0 when unknown), ending one step past the horizon when no end is stated.
+  Its block: the GPUs of ``gpuopt.io/gpu-indices`` (or a snapshot's
+  ``gpu_indices``) when they form a legal block, else the lowest
   legal block left on its node, largest pods first (counted:
   ``gpu-indices-assumed``). The running pods of one gang that fill
   consecutive whole nodes are one multi-node task. Running shares are the

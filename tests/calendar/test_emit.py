@@ -35,3 +35,35 @@ def test_an_existing_priority_class_is_named_not_emitted() -> None:
     assert "PriorityClass" not in kinds
     pods = [item for _, item in objects if item is not None and item["kind"] == "Pod"]
     assert {pod["spec"]["priorityClassName"] for pod in pods} == {"spare"}
+
+
+def test_a_bound_placeholder_is_not_pinned_but_a_plain_pod_without_controller_is() -> None:
+    """K6's no-controller pin spares placeholders (they are there to be stopped), so the
+    extender's preempt verb may take them as victims; a plain pod without controller stays
+    pinned."""
+    from gpuopt.readers.kubectl import read_kubernetes
+
+    problem = two_nodes()
+    objects = kubernetes_objects(problem, solve_heuristic(problem))
+    placeholder = next(item for _, item in objects if item is not None and item["kind"] == "Pod")
+    placeholder = {
+        **placeholder,
+        "spec": {**placeholder["spec"], "nodeName": "a"},
+        "status": {"phase": "Running"},
+    }
+    plain = {
+        "kind": "Pod",
+        "metadata": {"name": "plain", "namespace": placeholder["metadata"]["namespace"]},
+        "spec": {"nodeName": "a", "containers": [{"name": "c"}]},
+        "status": {"phase": "Running"},
+    }
+    node = {
+        "kind": "Node",
+        "metadata": {"name": "a"},
+        "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "256Gi"}},
+    }
+    cluster, _ = read_kubernetes({"kind": "List", "items": [node, placeholder, plain]})
+    pinned = {task.id.split("/")[1]: task.pinned for task in cluster.tasks}
+    assert pinned[placeholder["metadata"]["name"]] is None
+    assert pinned["plain"] == "no-controller"
+    assert set(cluster.index.fixed) == {f"{plain['metadata']['namespace']}/plain"}

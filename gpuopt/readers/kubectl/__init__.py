@@ -108,7 +108,9 @@ Pods
   ``mirror`` (annotation ``kubernetes.io/config.mirror``), ``daemonset`` (an
   owner of kind DaemonSet), ``critical`` (priority at or above
   ``critical_priority``, default 2,000,000,000), ``no-controller`` (no owner
-  reference with ``controller: true``: nothing would recreate it),
+  reference with ``controller: true``: nothing would recreate it; not a job
+  calendar's placeholder, labelled ``gpuopt.io/holds-for``, which is there to
+  be stopped),
   ``local-storage`` (a ``hostPath`` or ``emptyDir`` volume, the latter unless
   ``allow_emptydir``; a ``persistentVolumeClaim`` or generic ``ephemeral``
   volume whose PersistentVolume is ``local`` or ``hostPath``; a claim whose

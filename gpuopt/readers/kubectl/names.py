@@ -18,6 +18,10 @@ SYSTEM_PRIORITY_CLASSES = {
     "system-cluster-critical": 2_000_000_000,
 }
 ZONE_LABEL = "topology.kubernetes.io/zone"
+#: The label of a job calendar's placeholder pod (``gpuopt calendar --emit kubernetes``): the
+#: job it holds a node for. Nothing recreates a placeholder, and nothing should: it is
+#: there to be stopped, so it is not pinned for having no controller.
+HOLDS_FOR_LABEL = "gpuopt.io/holds-for"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"

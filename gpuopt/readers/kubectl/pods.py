@@ -24,6 +24,7 @@ from gpuopt.readers.kubectl.fields import Reader, namespaced
 from gpuopt.readers.kubectl.gangs import pod_gang
 from gpuopt.readers.kubectl.names import (
     DONE_PHASES,
+    HOLDS_FOR_LABEL,
     KUEUE_GROUP_COUNT_ANNOTATION,
     KUEUE_GROUP_LABEL,
     MIRROR_ANNOTATION,
@@ -224,7 +225,8 @@ def _pin_reasons(ctx: Context, read: _PodRead) -> tuple[dict[str, bool], list[li
         "mirror": MIRROR_ANNOTATION in annotations,
         "daemonset": any(owner.get("kind") == "DaemonSet" for owner in owners),
         "critical": isinstance(priority, int) and priority >= ctx.options.critical_priority,
-        "no-controller": not any(owner.get("controller") is True for owner in owners),
+        "no-controller": not any(owner.get("controller") is True for owner in owners)
+        and HOLDS_FOR_LABEL not in read.labels,
         "local-storage": local,
         "pod-affinity": read.unresolved,
         "topology-spread": read.spread,
