@@ -73,6 +73,9 @@ The mapping
   ``hp_weight`` (10) for a pod of the HP class (priority at or above the
   cluster's ``hp_priority``), else 1.
 * **Queue** (F6): the Kueue label ``kueue.x-k8s.io/queue-name``.
+* **Expected runtime** (F6): ``gpuopt.io/expected-runtime`` (a duration; the
+  longest of a gang's pods, in ticks rounded up, at most the walltime) is
+  carried as the job's ``expected``; the plan reserves the walltime.
 
 What is not planned with (F7), and counted in :attr:`CalendarReport.ignored`:
 waiting pods' required pod (anti-)affinity (K5), their preemption of
@@ -115,6 +118,8 @@ from gpuopt.errors import ProblemError, short
 EXPECTED_END = "gpuopt.io/expected-end"
 WALLTIME = "gpuopt.io/walltime"
 MAX_RUNTIME = "gpuopt.io/max-runtime"
+#: A waiting pod's expected runtime (a duration), carried as the job's ``expected`` (F6).
+EXPECTED_RUNTIME = "gpuopt.io/expected-runtime"
 REQUIRED_LEVEL = "gpuopt.io/required-level"
 #: A job announced for later (F6): a pod that carries this scheduling gate and the
 #: annotation of the same name (an RFC 3339 time or Unix seconds) waits for that time; the
@@ -199,6 +204,8 @@ class PodTimes:
     required_level: str | None = None
     #: ``gpuopt.io/not-before``: it may not start before this Unix second (F6).
     not_before: float | None = None
+    #: ``gpuopt.io/expected-runtime``: seconds it is expected to run (F6).
+    expected_runtime: float | None = None
     #: Extender annotations present (read by ``gpuopt serve``, not planned here).
     extender: tuple[str, ...] = ()
 
@@ -277,7 +284,8 @@ def pod_times(
     >>> pod_times([{"kind": "Pod", "metadata": {"name": "p", "namespace": "ml",
     ...     "annotations": {"gpuopt.io/walltime": "2h"}}, "spec": {"activeDeadlineSeconds": 60}}])
     {'ml/p': PodTimes(expected_end=None, walltime=7200.0, active_deadline=60.0, \
-priority_class=None, required_level=None, not_before=None, extender=())}
+priority_class=None, required_level=None, not_before=None, \
+expected_runtime=None, extender=())}
     """
     found: dict[str, PodTimes] = {}
     for item in _pods(objects):
@@ -320,6 +328,7 @@ priority_class=None, required_level=None, not_before=None, extender=())}
             else None,
             required_level=level if isinstance(level, str) and level else None,
             not_before=read(NOT_BEFORE, parse_time),
+            expected_runtime=read(EXPECTED_RUNTIME, parse_duration),
             extender=tuple(key for key in EXTENDER_ANNOTATIONS if key in notes),
         )
     return found
@@ -776,10 +785,11 @@ class _Builder:
             (pod.labels[QUEUE_LABEL] for pod in members if QUEUE_LABEL in pod.labels), None
         )
         self._ignored(job_id, members, times)
+        duration = max(1, min(MAX_TICKS, math.ceil(walltime / self.step)))
         return {
             "id": job_id,
             "use": use,
-            "duration": max(1, min(MAX_TICKS, math.ceil(walltime / self.step))),
+            "duration": duration,
             "members": len(members),
             "submit": max(-MAX_TICKS, min(MAX_TICKS, submit)),
             "priority": max(priorities),
@@ -787,7 +797,16 @@ class _Builder:
             "eligible": eligible,
             "level": level,
             "queue": queue,
+            "expected": self._expected(times, duration),
         }
+
+    def _expected(self, times: Sequence[PodTimes], duration: int) -> int | None:
+        """F6: the longest ``gpuopt.io/expected-runtime`` of its pods in ticks (at most its
+        duration: the walltime is what it may take), None when none states one."""
+        stated = [t.expected_runtime for t in times if t.expected_runtime is not None]
+        if not stated:
+            return None
+        return max(1, min(duration, math.ceil(max(stated) / self.step)))
 
     @staticmethod
     def _walltime(times: Sequence[PodTimes], default: float) -> tuple[float, str]:

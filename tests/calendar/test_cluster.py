@@ -216,8 +216,8 @@ def test_walltime_submit_priority_weight_and_queue() -> None:
     ]
     c = cluster(pending).model_copy(update={"hp_priority": 1_000_000})
     times = {
-        "ml/ann": PodTimes(walltime=7200.0, active_deadline=60.0),
-        "ml/ads": PodTimes(active_deadline=90.0, priority_class="cheap"),
+        "ml/ann": PodTimes(walltime=7200.0, active_deadline=60.0, expected_runtime=1830.0),
+        "ml/ads": PodTimes(active_deadline=90.0, priority_class="cheap", expected_runtime=1e6),
     }
     problem, report = build(c, pods=times, default_walltime=1800.0, class_weights={"cheap": 0.5})
     jobs = {job.id: job for job in problem.jobs}
@@ -230,6 +230,12 @@ def test_walltime_submit_priority_weight_and_queue() -> None:
     assert jobs["ml/ann"].weight == 10.0 and jobs["ml/ads"].weight == 0.5
     assert jobs["ml/none"].weight == 1.0 and jobs["ml/ann"].priority == 2_000_000
     assert jobs["ml/none"].queue == "team-a" and jobs["ml/share"].use[0] == 1
+    # expected runtime: ceil(1830 / 60) = 31 ticks; one longer than the walltime is cut to it
+    assert (jobs["ml/ann"].expected, jobs["ml/ads"].expected, jobs["ml/none"].expected) == (
+        31,
+        2,
+        None,
+    )
     assert dict(report.walltime) == {"annotation": 1, "active-deadline": 1, "default": 2}
     assert dict(report.submit) == {"since": 2, "unknown": 2}
     assert report.notes["share-as-whole"] == 1
