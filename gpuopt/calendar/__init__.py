@@ -10,15 +10,18 @@ waiting jobs and gangs on a grid of ticks; built from a cluster by
 (:mod:`~gpuopt.calendar.replay`) under ``fifo``, EASY and conservative
 backfill and the calendar's rolling heuristic
 (:mod:`~gpuopt.calendar.policies`), checked by the replay's own checker
-(:mod:`~gpuopt.calendar.check`; :data:`violations` here is that one).
+(:func:`replay_violations`, :mod:`~gpuopt.calendar.check`); :func:`violations`
+here is the plan's checker (C1-C7, as :func:`gpuopt.violations` reaches it).
+A cluster's calendar read as an allocation scenario is its time grid
+(:mod:`~gpuopt.calendar.grid`).
 The rules are written out in ``models/calendar.md``.
 """
 
-from gpuopt.calendar.check import violations
+from gpuopt.calendar.check import violations as replay_violations
 from gpuopt.calendar.policies import POLICIES, Policy
 from gpuopt.calendar.problem import CalendarJob, CalendarNode, CalendarProblem, RunningPod
 from gpuopt.calendar.replay import Replay, ReplayedJob, replay, replay_metrics
-from gpuopt.calendar.solution import CalendarPlan, JobStart
+from gpuopt.calendar.solution import CalendarPlan, JobStart, violations
 from gpuopt.calendar.traces import FORMATS, Trace, TraceJob, read_trace
 
 __all__ = [
@@ -38,5 +41,6 @@ __all__ = [
     "read_trace",
     "replay",
     "replay_metrics",
+    "replay_violations",
     "violations",
 ]
