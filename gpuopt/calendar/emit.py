@@ -198,21 +198,45 @@ def kubernetes_objects(
             )
             continue
         for pod, node_id in zip(pods, chosen, strict=True):
-            namespace = pod.space
-            name = pod.id[len(namespace) + 1 :] if pod.id.startswith(f"{namespace}/") else pod.id
-            out.append(
-                (
-                    f"bind now: {pod.id} to {node_id}: kubectl create --raw "
-                    f"/api/v1/namespaces/{namespace}/pods/{name}/binding -f -",
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Binding",
-                        "metadata": {"name": name, "namespace": namespace},
-                        "target": {"apiVersion": "v1", "kind": "Node", "name": node_id},
-                    },
-                )
-            )
+            out.append(binding(pod.id, node_id, pod.space))
     return out
+
+
+def binding(pod_id: str, node: str, namespace: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The ``Binding`` of pod ``pod_id`` (``namespace/name``) to ``node``, and the comment
+    saying how to post it."""
+    if namespace is None:
+        namespace = pod_id.split("/", 1)[0] if "/" in pod_id else "default"
+    name = pod_id[len(namespace) + 1 :] if pod_id.startswith(f"{namespace}/") else pod_id
+    return (
+        f"bind now: {pod_id} to {node}: kubectl create --raw "
+        f"/api/v1/namespaces/{namespace}/pods/{name}/binding -f -",
+        {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        },
+    )
+
+
+def json_stream(header: str, found: Sequence[tuple[str, dict[str, Any] | None]]) -> str:
+    """``header``, then each object after its comment: a Binding or Scale as one JSON line
+    (``kubectl create --raw`` posts it as it is), anything else as YAML; a lone comment
+    for an item of None."""
+    import json
+
+    import yaml
+
+    parts = [header]
+    for comment, item in found:
+        if item is None:
+            parts.append(f"# {comment}")
+        elif item["kind"] in ("Binding", "Scale"):
+            parts.append(f"---\n# {comment}\n{json.dumps(item)}")
+        else:
+            parts.append(f"---\n# {comment}\n" + yaml.safe_dump(item, sort_keys=False).rstrip())
+    return "\n".join(parts) + "\n"
 
 
 def kubernetes_yaml(
@@ -225,30 +249,19 @@ def kubernetes_yaml(
 ) -> str:
     """:func:`kubernetes_objects` as one YAML stream, each document after a comment saying
     how to apply it (a Binding is JSON: ``kubectl create --raw`` posts it as it is)."""
-    import json
-
-    import yaml
-
     from gpuopt.calendar.solution import holds
 
     found = kubernetes_objects(
         problem, plan, cluster=cluster, now=now, priority_class=priority_class
     )
-    binding = sum(1 for _, item in found if item is not None and item["kind"] == "Binding")
-    parts = [
+    bound = sum(1 for _, item in found if item is not None and item["kind"] == "Binding")
+    header = (
         f"# gpuopt calendar ({plan.method}): holds {len(holds(problem, plan))}, "
-        f"pods to bind now {binding}. Apply the PriorityClass and the placeholders; "
+        f"pods to bind now {bound}. Apply the PriorityClass and the placeholders; "
         "re-run every period and replace the placeholders labelled "
         f"{ROLE_LABEL}={ROLE}."
-    ]
-    for comment, item in found:
-        if item is None:
-            parts.append(f"# {comment}")
-        elif item["kind"] == "Binding":
-            parts.append(f"---\n# {comment}\n{json.dumps(item)}")
-        else:
-            parts.append(f"---\n# {comment}\n" + yaml.safe_dump(item, sort_keys=False).rstrip())
-    return "\n".join(parts) + "\n"
+    )
+    return json_stream(header, found)
 
 
 __all__ = [
@@ -258,7 +271,9 @@ __all__ = [
     "HOLD_PRIORITY",
     "ROLE",
     "ROLE_LABEL",
+    "binding",
     "hold_class",
+    "json_stream",
     "kubernetes_objects",
     "kubernetes_yaml",
 ]

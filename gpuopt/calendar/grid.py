@@ -65,6 +65,9 @@ The mapping (G1-G9)
   that is not whole nodes, a bad ``gpuopt.io`` annotation of the grid with
   ``strict`` (else counted, and the default used), a scenario with GPU models
   (``pools``) for :func:`scenario_objects`.
+* **G10 what to do now**: :func:`grid_actions` (``--emit kubernetes``) binds
+  each pod of every waiting task the plan starts at step 0 to the node of its
+  GPUs, and scales every service's Deployment to its GPUs at step 0.
 * **G9 the round trip**: :func:`scenario_objects` writes nodes (Ready, ``n``
   GPUs), a Deployment per realtime task, a pod per batch task of at most a
   node (a gang of whole-node pods and its PodGroup above), running pods bound
@@ -149,6 +152,12 @@ class GridReport:
     services: int = 0
     service_pods: int = 0
     announced: int = 0
+    #: The row's nodes in order (G1): GPU ``g`` is on ``row[g // gpus_per_node]``.
+    row: list[str] = field(default_factory=list)
+    #: Each waiting batch task's pods, in order (G4), by task id.
+    pods: dict[str, list[str]] = field(default_factory=dict)
+    #: Each realtime task's Deployment ``(namespace, name)`` and GPUs per replica (G5).
+    deployments: dict[str, tuple[str, str, int]] = field(default_factory=dict)
 
     def note(self, reason: str, who: str, *, ignored: bool = False) -> None:
         """Count ``reason`` for ``who`` (the first one is kept as its example)."""
@@ -202,6 +211,7 @@ class Service:
     position: int
     demand: tuple[int, ...]
     initial: int
+    per_replica: int
     max_swap: int | None
     value: float
     namespace: str
@@ -347,6 +357,7 @@ def read_grid_facts(
                 demand=demand,
                 initial=(replicas if isinstance(replicas, int) and replicas >= 0 else 1)
                 * max(per, 1),
+                per_replica=max(per, 1),
                 max_swap=swap,
                 value=1.0 if value is None else value,
                 namespace=namespace,
@@ -557,6 +568,7 @@ def grid_from_calendar(
             f"horizon: {calendar.horizon:,} steps are more than the time grid's {MAX_HORIZON:,}."
         )
     row = _Row(calendar, report, align_blocks)
+    report.row = [node.id for node in row.nodes]
     tasks: list[tuple[float, dict[str, Any]]] = []
     tasks += row.running(cluster, facts, ends or {}, now)
     tasks += row.waiting(cluster, facts, now)
@@ -575,6 +587,8 @@ def grid_from_calendar(
         if service.max_swap is not None:
             task["max_swap"] = service.max_swap
         tasks.append((service.position, task))
+        deployment = service.id.rsplit("/", 1)[-1]
+        report.deployments[service.id] = (service.namespace, deployment, service.per_replica)
     tasks.sort(key=lambda pair: pair[0])
     scenario: dict[str, Any] = {
         "name": name,
@@ -773,6 +787,9 @@ class _Row:
         """Every waiting job with GPUs as a batch task (G4), with its input position."""
         calendar = self.calendar
         pods_of = _members(cluster, facts)
+        members: dict[str, list[str]] = {}
+        for pending in cluster.pending if cluster is not None else ():
+            members.setdefault(pending.gang or pending.id, []).append(pending.id)
         out = []
         for job in calendar.jobs:
             gpus = job.use[0] * job.members
@@ -789,6 +806,7 @@ class _Row:
                 self.report.note("larger-than-row", job.id)
                 continue
             found = pods_of.get(job.id, [])
+            self.report.pods[_task_id(job.id)] = members.get(job.id, [job.id])
             if job.eligible is not None and not self.all_nodes <= set(job.eligible):
                 self.report.note("eligibility", job.id, ignored=True)
             if job.level is not None:
@@ -985,3 +1003,68 @@ def scenario_objects(
                 )
             )
     return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+# ---------------------------------------------------------------------------- acting
+def grid_actions(
+    grid: AllocationProblem, result: Any, report: GridReport
+) -> list[tuple[str, dict[str, Any] | None]]:
+    """What to do now for the plan ``result`` of a cluster's time grid: a ``Binding`` per pod
+    of each waiting task the plan starts at step 0 (to the node of its block, G1), and a
+    ``Scale`` of each service's Deployment to the GPUs the plan gives it at step 0 (G5),
+    each with a comment saying how to apply it. ``report`` is the grid's (its row, pods
+    and Deployments)."""
+    from gpuopt.calendar.emit import binding
+
+    if not report.row:
+        raise ProblemError("report: it is not the report of a cluster's time grid (no row).")
+    size = grid.gpus_per_node or grid.gpus
+    first_row = list(result.grid[0]) if len(result.grid) else []
+    out: list[tuple[str, dict[str, Any] | None]] = []
+    for task in grid.tasks:
+        held = [g for g, cell in enumerate(first_row) if cell == task.id]
+        if task.kind == "realtime":
+            if task.id not in report.deployments:
+                continue
+            namespace, name, per = report.deployments[task.id]
+            replicas = math.ceil(len(held) / per)
+            out.append(
+                (
+                    f"scale {namespace}/{name} to {replicas} replicas ({len(held)} GPUs now): "
+                    f"kubectl replace --raw /apis/apps/v1/namespaces/{namespace}/deployments/"
+                    f"{name}/scale -f -",
+                    {
+                        "apiVersion": "autoscaling/v1",
+                        "kind": "Scale",
+                        "metadata": {"name": name, "namespace": namespace},
+                        "spec": {"replicas": replicas},
+                    },
+                )
+            )
+            continue
+        if task.running is not None or not held or task.id not in report.pods:
+            continue
+        pods = report.pods[task.id]
+        first = min(held)
+        per = max(1, len(held) // len(pods))
+        for m, pod_id in enumerate(pods):
+            gpu = first + m * per
+            node = report.row[gpu // size]
+            comment, item = binding(pod_id, node)
+            out.append((f"{comment} (GPUs {gpu % size}-{gpu % size + per - 1} of it)", item))
+    return out
+
+
+def grid_yaml(grid: AllocationProblem, result: Any, report: GridReport) -> str:
+    """:func:`grid_actions` as one stream: a comment line, then each object as a JSON line
+    after the comment that says how to post it."""
+    from gpuopt.calendar.emit import json_stream
+
+    found = grid_actions(grid, result, report)
+    binds = sum(1 for _, item in found if item is not None and item["kind"] == "Binding")
+    scales = sum(1 for _, item in found if item is not None and item["kind"] == "Scale")
+    header = (
+        f"# gpuopt allocate ({result.method}), the time grid of {grid.name}: pods to bind now "
+        f"{binds}, services to scale {scales}. Re-run every step ({grid.step_minutes} min)."
+    )
+    return json_stream(header, found)

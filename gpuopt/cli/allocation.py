@@ -39,13 +39,32 @@ from gpuopt.errors import ProblemError
 # --------------------------------------------------------------------------- allocate
 def run_allocate(args: argparse.Namespace) -> int:
     """``gpuopt allocate SCENARIO``: plan a scenario with one method."""
+    kept: dict[str, Any] = {}
+
+    def build() -> Any:
+        problem = load_scenario(args.scenario, args, kept)
+        if args.emit == "kubernetes" and "report" not in kept:
+            raise ProblemError(
+                f"--emit kubernetes: {args.scenario} is an allocation scenario; the flag "
+                "applies to a cluster (what to bind and scale now)."
+            )
+        return problem
+
+    def show(shown: Any, problem: Any, result: Any) -> None:
+        if args.emit == "kubernetes":
+            from gpuopt.calendar.grid import grid_yaml
+
+            sys.stdout.write(grid_yaml(problem, result, kept["report"]))
+            return
+        show_allocation(args, shown, problem, result)
+
     return solve_command(
         args,
-        build=lambda: load_scenario(args.scenario, args),
+        build=build,
         options=lambda problem: allocate_options(args),
         session=lambda: lns_session(args),
         draw=lambda problem, result, path: draw_allocation(args, problem, result, path),
-        show=lambda shown, problem, result: show_allocation(args, shown, problem, result),
+        show=show,
     )
 
 
@@ -55,13 +74,16 @@ GRID_HORIZON = "24h"
 GRID_STEP = "1h"
 
 
-def load_scenario(path: str, args: argparse.Namespace | None = None) -> Any:
+def load_scenario(
+    path: str, args: argparse.Namespace | None = None, kept: dict[str, Any] | None = None
+) -> Any:
     """The allocation scenario at ``path``: a scenario JSON as it is, or a cluster read as its
     time grid (:mod:`gpuopt.calendar.grid`, G1-G9): Kubernetes objects (a ``.yaml``/``.yml``
     or ``.json`` file, or a folder, of ``kubectl get nodes,pods,deployments -o yaml``) or a
     ``gpuopt snapshot`` JSON. ``args`` gives ``--horizon``, ``--step``, ``--now`` and
     ``--strict`` (a scenario states its own, so they are refused for one); what the
-    grid simplified or left out goes to stderr unless ``--quiet``."""
+    grid simplified or left out goes to stderr unless ``--quiet``; a cluster's
+    :class:`~gpuopt.calendar.grid.GridReport` goes in ``kept["report"]``."""
     from gpuopt.allocation.problem import AllocationProblem
     from gpuopt.io.files import read_json
 
@@ -77,7 +99,7 @@ def load_scenario(path: str, args: argparse.Namespace | None = None) -> Any:
                     "the flag applies to a cluster."
                 )
             return AllocationProblem.parse(read_input(path, "scenario"), source=path)
-    return _grid(path, raw, args)
+    return _grid(path, raw, args, kept if kept is not None else {})
 
 
 def _kubernetes(raw: dict[str, Any]) -> bool:
@@ -88,7 +110,7 @@ def _flag(args: argparse.Namespace | None, name: str) -> Any:
     return getattr(args, name, None) if args is not None else None
 
 
-def _grid(path: str, raw: Any, args: argparse.Namespace | None) -> Any:
+def _grid(path: str, raw: Any, args: argparse.Namespace | None, kept: dict[str, Any]) -> Any:
     """The time grid of the cluster at ``path`` (``raw``: its JSON when already read)."""
     from gpuopt.calendar.grid import GridReport, grid_from_cluster, grid_from_kubernetes
     from gpuopt.cli.calendar import duration
@@ -111,6 +133,7 @@ def _grid(path: str, raw: Any, args: argparse.Namespace | None) -> Any:
     if not _flag(args, "quiet"):
         for line in report.lines():
             print(line, file=sys.stderr)
+    kept["report"] = report
     return problem
 
 
@@ -390,6 +413,14 @@ def grid_flags(parser: argparse.ArgumentParser) -> None:
 def allocate_flags(allocate: argparse.ArgumentParser) -> None:
     """The flags of ``gpuopt allocate`` after ``--method``."""
     grid_flags(allocate)
+    allocate.add_argument(
+        "--emit",
+        choices=("summary", "kubernetes"),
+        default="summary",
+        help="summary (default) or, for a cluster, kubernetes: what to do now, a Binding per "
+        "pod the plan starts now and a Scale per service's Deployment (JSON lines with the "
+        "kubectl command of each in a comment; printed even with --quiet)",
+    )
     add_out(allocate, "write the result JSON here")
     add_plot(allocate, "write a picture of the grid here (.png, .svg, .pdf)")
     allocate.add_argument(

@@ -323,3 +323,78 @@ def test_written_cluster_is_a_cluster_at_its_clock() -> None:
     assert set(kube.reasons["gated"]) == later
     assert set(kube.reasons) == {"gated", "pending"}
     assert len(read.nodes) == scenario.gpus // (scenario.gpus_per_node or scenario.gpus)
+
+
+def test_what_to_do_now_binds_a_gangs_pods_to_whole_nodes() -> None:
+    """Three 4-GPU nodes; node a is full for the whole day (a pod with no end), so the gang
+    of two whole-node pods can only start now on b and c (G1: consecutive whole nodes); its
+    pods are bound in their order."""
+    from gpuopt.calendar.grid import grid_actions
+
+    gang = {"scheduling.x-k8s.io/pod-group": "wide"}
+    objects = cluster(
+        node("a", 4),
+        node("b", 4),
+        node("c", 4),
+        pod(
+            "full",
+            4,
+            nodeName="a",
+            status={"phase": "Running", "startTime": "2026-01-01T00:00:00Z"},
+        ),
+        pod("wide-0", 4, {"gpuopt.io/walltime": "2h", VALUE: "5"}, labels=gang),
+        pod("wide-1", 4, {"gpuopt.io/walltime": "2h", VALUE: "5"}, labels=gang),
+    )
+    grid, report = grid_from_kubernetes(objects, horizon=4 * 3600)
+    assert [task.id for task in grid.tasks] == ["ml/full", "ml/wide"]
+    plan = gpuopt.solve(grid)
+    assert violations(grid, plan) == []
+    actions = grid_actions(grid, plan, report)
+    targets = [(item["metadata"]["name"], item["target"]["name"]) for _, item in actions if item]
+    assert targets == [("wide-0", "b"), ("wide-1", "c")]
+    assert all("kubectl create --raw /api/v1/namespaces/ml/pods/" in c for c, _ in actions)
+
+
+def test_what_to_do_now_scales_a_service_to_its_first_step() -> None:
+    """One 4-GPU node, a service of 2-GPU replicas wanting 4 GPUs (value 9) and initially 2,
+    swap limit 2, and a 2-GPU pod worth 1: the service's 4 GPUs are worth more, so at step 0
+    it gets all 4 (2 replicas) and the pod waits: nothing binds now."""
+    from gpuopt.calendar.grid import grid_actions, grid_yaml
+
+    objects = cluster(
+        node("a", 4),
+        pod("job", 2, {"gpuopt.io/walltime": "1h"}),
+        {
+            "kind": "Deployment",
+            "metadata": {
+                "name": "svc",
+                "namespace": "ml",
+                "annotations": {DEMAND: "4", MAX_SWAP: "2", VALUE: "9"},
+            },
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "svc"}},
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "s", "resources": {"limits": {"nvidia.com/gpu": 2}}}
+                        ]
+                    }
+                },
+            },
+        },
+    )
+    grid, report = grid_from_kubernetes(objects, horizon=2 * 3600)
+    plan = gpuopt.solve(grid)
+    assert list(plan.grid[0]) == ["ml/svc"] * 4
+    actions = grid_actions(grid, plan, report)
+    assert [item["kind"] for _, item in actions if item] == ["Scale"]
+    ((comment, scale),) = actions
+    assert scale["spec"]["replicas"] == 2 and scale["metadata"] == {
+        "name": "svc",
+        "namespace": "ml",
+    }
+    assert "deployments/svc/scale" in comment
+    text = grid_yaml(grid, plan, report)
+    assert text.startswith("# gpuopt allocate (heuristic), the time grid of cluster:")
+    assert '"kind": "Scale"' in text
