@@ -391,3 +391,34 @@ def test_allocate_work_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert code == 2 and "--work" in stderr and "lots" in stderr
     code, _, stderr = run(["allocate", str(scale), "--work", "5", "--method", "cpsat"], capsys)
     assert code == 2 and "--work applies only to --method heuristic" in stderr
+
+
+def test_allocate_emit_kubernetes_on_a_cluster_and_refused_for_a_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """G10: on a scenario's cluster form, the Bindings of the pods the plan starts now and
+    a Scale of each service; stdout holds nothing else (even with --quiet)."""
+    import yaml
+
+    from gpuopt.calendar.grid import scenario_objects
+
+    scenario = load_problem(MIXED)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(scenario_objects(scenario)))
+    code, stdout, _ = run(["allocate", str(path), "--emit", "kubernetes", "--quiet"], capsys)
+    assert code == 0
+    lines = stdout.splitlines()
+    assert lines[0].startswith("# gpuopt allocate (heuristic), the time grid of cluster:")
+    objects = [json.loads(line) for line in lines if line.startswith("{")]
+    # the scenario's own plan (G9: the same plan) says what starts now and what chat holds
+    import gpuopt
+
+    first = list(gpuopt.solve(scenario).grid[0])
+    waiting = {t.id for t in scenario.tasks if t.kind != "realtime" and t.running is None}
+    assert {o["metadata"]["name"] for o in objects if o["kind"] == "Binding"} == {
+        cell for cell in first if cell in waiting
+    }
+    (scale,) = [o for o in objects if o["kind"] == "Scale"]
+    assert scale["metadata"]["name"] == "chat" and scale["spec"]["replicas"] == first.count("chat")
+    err = refusal(["allocate", str(MIXED), "--emit", "kubernetes"], capsys)
+    assert "--emit kubernetes: " in err and "applies to a cluster" in err
