@@ -388,43 +388,56 @@ def read_grid_facts(
     return facts, services, kept
 
 
-def grid_from_kubernetes(
-    source: Any,
-    *,
-    step: float = DEFAULT_STEP,
-    horizon: float = DEFAULT_HORIZON,
-    now: float | None = None,
-    decay: float | None = None,
-    realtime_penalty: float | None = None,
-    align_blocks: bool = False,
-    default_walltime: float = DEFAULT_WALLTIME,
-    running_default: float | None = None,
-    strict: bool = False,
-    name: str = "cluster",
-    **kubectl: Any,
-) -> tuple[AllocationProblem, GridReport]:
-    """The allocation scenario of a cluster's Kubernetes objects (G1-G9), and the report.
+@dataclass(frozen=True)
+class GridSettings:
+    """How a cluster is read as its time grid (G2-G4), declared once for every reader.
 
-    Parameters
+    Attributes
     ----------
-    source
-        A path (a file or folder of ``kubectl get -o yaml`` or ``-o json``) or a
-        decoded object (a ``List``).
     step, horizon
         Seconds per step (a whole number of minutes) and seconds planned (default an
         hour and a day: the scenario's 24 steps).
     now
         Unix seconds of step 0 (default: the cluster's clock, its newest time).
     decay, realtime_penalty, align_blocks
-        The scenario's (defaults: the allocation scenario's).
+        The scenario's (None: the allocation scenario's defaults).
     default_walltime, running_default
         The calendar's (F3, F6): a waiting pod's duration when none is stated; a running
         pod's run from its start when no end is stated (None: past the horizon).
+    name
+        The scenario's name.
+    """
+
+    step: float = DEFAULT_STEP
+    horizon: float = DEFAULT_HORIZON
+    now: float | None = None
+    decay: float | None = None
+    realtime_penalty: float | None = None
+    align_blocks: bool = False
+    default_walltime: float = DEFAULT_WALLTIME
+    running_default: float | None = None
+    name: str = "cluster"
+
+
+def grid_from_kubernetes(
+    source: Any,
+    settings: GridSettings | None = None,
+    *,
+    strict: bool = False,
+    **kubectl: Any,
+) -> tuple[AllocationProblem, GridReport]:
+    """The allocation scenario of a cluster's Kubernetes objects (G1-G10), and the report.
+
+    Parameters
+    ----------
+    source
+        A path (a file or folder of ``kubectl get -o yaml`` or ``-o json``) or a
+        decoded object (a ``List``).
+    settings
+        How to read it (default :class:`GridSettings`'s).
     strict
         Refuse, rather than count, a bad ``gpuopt.io`` annotation and what the kubectl
         reader refuses with ``--strict``.
-    name
-        The scenario's name.
     **kubectl
         Options of :func:`~gpuopt.readers.kubectl.read_kubernetes`.
 
@@ -438,41 +451,19 @@ def grid_from_kubernetes(
     report = GridReport()
     _, decoded, report.announced = kubernetes_input(source)
     facts, services, kept = read_grid_facts(decoded, report, strict=strict)
-    cluster, report.kube = read_kubernetes(
-        {"kind": "List", "items": kept}, strict=strict, **kubectl
-    )
+    listed = {"kind": "List", "items": kept}
+    cluster, report.kube = read_kubernetes(listed, strict=strict, **kubectl)
     times = pod_times(kept, strict=strict, report=report.calendar)
     problem = grid_from_cluster(
-        cluster,
-        step=step,
-        horizon=horizon,
-        now=now,
-        decay=decay,
-        realtime_penalty=realtime_penalty,
-        align_blocks=align_blocks,
-        default_walltime=default_walltime,
-        running_default=running_default,
-        name=name,
-        times=times,
-        facts=facts,
-        services=services,
-        report=report,
+        cluster, settings, times=times, facts=facts, services=services, report=report
     )
     return problem, report
 
 
 def grid_from_cluster(
     cluster: Cluster,
+    settings: GridSettings | None = None,
     *,
-    step: float = DEFAULT_STEP,
-    horizon: float = DEFAULT_HORIZON,
-    now: float | None = None,
-    decay: float | None = None,
-    realtime_penalty: float | None = None,
-    align_blocks: bool = False,
-    default_walltime: float = DEFAULT_WALLTIME,
-    running_default: float | None = None,
-    name: str = "cluster",
     times: Mapping[str, PodTimes] | None = None,
     facts: Mapping[str, PodFacts] | None = None,
     services: Sequence[Service] = (),
@@ -481,30 +472,31 @@ def grid_from_cluster(
     """The allocation scenario of ``cluster`` (a ``gpuopt snapshot``, or what
     :func:`grid_from_kubernetes` read), through its calendar (G1-G8).
 
-    The keywords are :func:`grid_from_kubernetes`'s; ``times``, ``facts`` and
-    ``services`` are what only Kubernetes objects say (:func:`pod_times`,
-    :func:`read_grid_facts`; a snapshot has none), and ``report`` is filled in.
+    ``times``, ``facts`` and ``services`` are what only Kubernetes objects say
+    (:func:`pod_times`, :func:`read_grid_facts`; a snapshot has none), and
+    ``report`` is filled in.
     """
+    given = settings if settings is not None else GridSettings()
     report = report if report is not None else GridReport()
     calendar, built = from_cluster_report(
         cluster,
-        horizon=horizon,
-        step=step,
-        now=now,
+        horizon=given.horizon,
+        step=given.step,
+        now=given.now,
         pods=times,
-        default_walltime=default_walltime,
-        running_default=running_default,
+        default_walltime=given.default_walltime,
+        running_default=given.running_default,
     )
     built.ignored.update(report.calendar.ignored)
     built.examples.update(
         {k: v for k, v in report.calendar.examples.items() if k not in built.examples}
     )
     report.calendar = built
-    clock = now if now is not None else cluster.now
+    clock = given.now if given.now is not None else cluster.now
     assert clock is not None  # from_cluster_report refuses a cluster without a clock
     # C4 clips an end to the horizon; the grid keeps a stated one (a running task's duration)
     ends = {
-        pod: max(1, math.ceil(_tick(t.expected_end, clock, step)))
+        pod: max(1, math.ceil(_tick(t.expected_end, clock, given.step)))
         for pod, t in (times or {}).items()
         if t.expected_end is not None
     }
@@ -515,10 +507,10 @@ def grid_from_cluster(
         ends=ends,
         facts=facts,
         services=services,
-        decay=decay,
-        realtime_penalty=realtime_penalty,
-        align_blocks=align_blocks,
-        name=name,
+        decay=given.decay,
+        realtime_penalty=given.realtime_penalty,
+        align_blocks=given.align_blocks,
+        name=given.name,
         report=report,
     )
 

@@ -112,23 +112,27 @@ def _flag(args: argparse.Namespace | None, name: str) -> Any:
 
 def _grid(path: str, raw: Any, args: argparse.Namespace | None, kept: dict[str, Any]) -> Any:
     """The time grid of the cluster at ``path`` (``raw``: its JSON when already read)."""
-    from gpuopt.calendar.grid import GridReport, grid_from_cluster, grid_from_kubernetes
+    from gpuopt.calendar.grid import (
+        GridReport,
+        GridSettings,
+        grid_from_cluster,
+        grid_from_kubernetes,
+    )
     from gpuopt.cli.calendar import duration
     from gpuopt.cluster.model import parse_cluster
 
-    step = _flag(args, "step") or duration(GRID_STEP)
-    options: dict[str, Any] = {
-        "step": step,
-        "horizon": _flag(args, "horizon") or duration(GRID_HORIZON),
-        "now": _flag(args, "now"),
-        "name": Path(path).stem or "cluster",
-    }
+    settings = GridSettings(
+        step=_flag(args, "step") or duration(GRID_STEP),
+        horizon=_flag(args, "horizon") or duration(GRID_HORIZON),
+        now=_flag(args, "now"),
+        name=Path(path).stem or "cluster",
+    )
     if raw is not None and "nodes" in raw and not _kubernetes(raw):
         report = GridReport()
-        problem = grid_from_cluster(parse_cluster(raw, source=path), report=report, **options)
+        problem = grid_from_cluster(parse_cluster(raw, source=path), settings, report=report)
     else:
         problem, report = grid_from_kubernetes(
-            raw if raw is not None else path, strict=bool(_flag(args, "strict")), **options
+            raw if raw is not None else path, settings, strict=bool(_flag(args, "strict"))
         )
     if not _flag(args, "quiet"):
         for line in report.lines():

@@ -27,6 +27,7 @@ from gpuopt.calendar.grid import (
     KIND,
     MAX_SWAP,
     VALUE,
+    GridSettings,
     grid_from_kubernetes,
     scenario_objects,
 )
@@ -39,8 +40,7 @@ SCENARIOS = sorted((Path(gpuopt.__file__).parent / "scenarios").glob("*.json"))
 def read_back(problem: AllocationProblem) -> AllocationProblem:
     """The scenario written as a cluster and read back with the scenario's own settings."""
     step = problem.step_minutes * 60.0
-    grid, _ = grid_from_kubernetes(
-        scenario_objects(problem),
+    settings = GridSettings(
         step=step,
         horizon=problem.horizon * step,
         decay=problem.decay,
@@ -48,6 +48,7 @@ def read_back(problem: AllocationProblem) -> AllocationProblem:
         align_blocks=problem.align_blocks,
         name=problem.name,
     )
+    grid, _ = grid_from_kubernetes(scenario_objects(problem), settings)
     return grid
 
 
@@ -211,7 +212,7 @@ def test_hand_built_cluster() -> None:
             },
         },
     )
-    grid, report = grid_from_kubernetes(objects, horizon=6 * 3600)
+    grid, report = grid_from_kubernetes(objects, GridSettings(horizon=6 * 3600))
     assert (grid.gpus, grid.gpus_per_node, grid.horizon, grid.step_minutes) == (8, 4, 6, 60)
     tasks = {task.id: task for task in grid.tasks}
     assert list(tasks) == ["ml/old", "ml/tiny", "ml/three", "ml/later", "ml/chat"]
@@ -244,7 +245,7 @@ def test_uneven_nodes_are_refused() -> None:
 
 def test_step_must_be_whole_minutes() -> None:
     with pytest.raises(ProblemError, match=r"step: 90 s is not a whole number of minutes"):
-        grid_from_kubernetes(cluster(node("a", 4)), step=90, horizon=900)
+        grid_from_kubernetes(cluster(node("a", 4)), GridSettings(step=90, horizon=900))
 
 
 def test_bad_annotation_counted_or_refused() -> None:
@@ -345,7 +346,7 @@ def test_what_to_do_now_binds_a_gangs_pods_to_whole_nodes() -> None:
         pod("wide-0", 4, {"gpuopt.io/walltime": "2h", VALUE: "5"}, labels=gang),
         pod("wide-1", 4, {"gpuopt.io/walltime": "2h", VALUE: "5"}, labels=gang),
     )
-    grid, report = grid_from_kubernetes(objects, horizon=4 * 3600)
+    grid, report = grid_from_kubernetes(objects, GridSettings(horizon=4 * 3600))
     assert [task.id for task in grid.tasks] == ["ml/full", "ml/wide"]
     plan = gpuopt.solve(grid)
     assert violations(grid, plan) == []
@@ -384,7 +385,7 @@ def test_what_to_do_now_scales_a_service_to_its_first_step() -> None:
             },
         },
     )
-    grid, report = grid_from_kubernetes(objects, horizon=2 * 3600)
+    grid, report = grid_from_kubernetes(objects, GridSettings(horizon=2 * 3600))
     plan = gpuopt.solve(grid)
     assert list(plan.grid[0]) == ["ml/svc"] * 4
     actions = grid_actions(grid, plan, report)

@@ -1084,9 +1084,10 @@ def case_allocate_cluster(rng: random.Random, tmp: Path) -> Case:
         argv += ["--strict"]
 
     def accept() -> None:
-        from gpuopt.calendar.grid import grid_from_kubernetes
+        from gpuopt.calendar.grid import GridSettings, grid_from_kubernetes
 
-        grid, _ = grid_from_kubernetes(source, strict="--strict" in argv, name=source.stem)
+        settings = GridSettings(name=source.stem)
+        grid, _ = grid_from_kubernetes(source, settings, strict="--strict" in argv)
         assert allocation_violations(grid, json.loads(out.read_text())["grid"]) == []
 
     return Case(argv, steps, out, accept)
