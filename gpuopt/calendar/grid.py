@@ -23,7 +23,9 @@ The mapping (G1-G9)
 * **G1 the row**: the nodes with GPUs, in the cluster's order, each node's
   GPUs consecutive; all must have the same number ``n`` of GPUs (one size:
   the row is whole nodes), which becomes ``gpus_per_node`` (unset with one
-  node). Nodes without GPUs are left out (counted).
+  node); with ``node_gpus`` only the nodes of that many GPUs, the others
+  and their running pods left out (counted). Nodes without GPUs are left out
+  (counted).
 * **G2 the steps**: the calendar's ticks (``step`` seconds, a whole number of
   minutes; ``horizon`` ticks); decay, realtime penalty and ``align_blocks``
   are the caller's (the scenario defaults).
@@ -36,7 +38,8 @@ The mapping (G1-G9)
   ``gpu-indices-assumed``). The running pods of one gang that fill
   consecutive whole nodes are one multi-node task. Running shares are the
   calendar's whole GPUs (F3).
-* **G4 waiting jobs** (a pod, or a gang's pods, F4): one batch task of all its
+* **G4 waiting jobs** (a pod, or a gang's pods, F4; one whose pod asks for
+  more GPUs than a node is left out, counted): one batch task of all its
   GPUs, a power of two (rounded up, counted: ``size-rounded``), whole nodes
   when larger than a node; ``duration`` its walltime in ticks (F6);
   ``arrival`` its submit tick when in the future (a job announced with
@@ -406,6 +409,9 @@ class GridSettings:
         pod's run from its start when no end is stated (None: past the horizon).
     name
         The scenario's name.
+    node_gpus
+        Plan only the nodes with this many GPUs (G1; the others are counted), for a
+        cluster whose nodes differ (default: all, which must have one size).
     """
 
     step: float = DEFAULT_STEP
@@ -417,6 +423,7 @@ class GridSettings:
     default_walltime: float = DEFAULT_WALLTIME
     running_default: float | None = None
     name: str = "cluster"
+    node_gpus: int | None = None
 
 
 def grid_from_kubernetes(
@@ -511,6 +518,7 @@ def grid_from_cluster(
         realtime_penalty=given.realtime_penalty,
         align_blocks=given.align_blocks,
         name=given.name,
+        node_gpus=given.node_gpus,
         report=report,
     )
 
@@ -536,6 +544,7 @@ def grid_from_calendar(
     realtime_penalty: float | None = None,
     align_blocks: bool = False,
     name: str = "cluster",
+    node_gpus: int | None = None,
     report: GridReport | None = None,
 ) -> AllocationProblem:
     """The allocation scenario of ``calendar`` (G1-G8): its GPU nodes as the row, its running
@@ -559,7 +568,7 @@ def grid_from_calendar(
         raise ProblemError(
             f"horizon: {calendar.horizon:,} steps are more than the time grid's {MAX_HORIZON:,}."
         )
-    row = _Row(calendar, report, align_blocks)
+    row = _Row(calendar, report, align_blocks, node_gpus)
     report.row = [node.id for node in row.nodes]
     tasks: list[tuple[float, dict[str, Any]]] = []
     tasks += row.running(cluster, facts, ends or {}, now)
@@ -601,23 +610,39 @@ def grid_from_calendar(
 class _Row:
     """G1: the GPU nodes of a calendar as one row of whole nodes."""
 
-    def __init__(self, calendar: CalendarProblem, report: GridReport, align: bool) -> None:
+    def __init__(
+        self,
+        calendar: CalendarProblem,
+        report: GridReport,
+        align: bool,
+        node_gpus: int | None = None,
+    ) -> None:
         self.calendar = calendar
         self.report = report
         self.align = align
-        self.nodes = [node for node in calendar.nodes if node.capacity[0] > 0]
+        self.nodes = []
         for node in calendar.nodes:
-            if node.capacity[0] <= 0:
+            gpus = node.capacity[0]
+            if gpus <= 0:
                 report.note("no-gpu-node", node.id)
+            elif node_gpus is not None and gpus != node_gpus:
+                report.note("other-size-node", node.id)
+            else:
+                self.nodes.append(node)
         if not self.nodes:
-            raise ProblemError("nodes: no node has a GPU, so the time grid has no row.")
+            raise ProblemError(
+                "nodes: no node has a GPU, so the time grid has no row."
+                if node_gpus is None
+                else f"node_gpus: no node has {node_gpus} GPUs, so the time grid has no row."
+            )
         first = self.nodes[0]
         self.size = first.capacity[0]
         for node in self.nodes[1:]:
             if node.capacity[0] != self.size:
                 raise ProblemError(
                     f"nodes: {short(node.id)} has {node.capacity[0]} GPUs and {short(first.id)} "
-                    f"{self.size}; the time grid needs nodes of one size (a row of whole nodes)."
+                    f"{self.size}; the time grid needs nodes of one size (a row of whole nodes: "
+                    "choose one with node_gpus, --node-gpus N)."
                 )
         self.offset = {node.id: k * self.size for k, node in enumerate(self.nodes)}
         self.gpus = len(self.nodes) * self.size
@@ -654,6 +679,7 @@ class _Row:
             if pod.use[0] <= 0:
                 continue
             if pod.node not in self.offset:
+                self.report.note("off-row-pod", pod.id)
                 continue
             if pod.job is not None:
                 gangs.setdefault(pod.job, []).append(pod)
@@ -787,6 +813,9 @@ class _Row:
             gpus = job.use[0] * job.members
             if gpus <= 0:
                 self.report.note("no-gpu-job", job.id)
+                continue
+            if job.use[0] > self.size:
+                self.report.note("pod-larger-than-node", job.id)
                 continue
             size = self._rounded(gpus, job.id)
             if size > self.size and len(self.nodes) > 1 and size % self.size:

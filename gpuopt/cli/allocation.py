@@ -92,11 +92,16 @@ def load_scenario(
     if file.suffix == ".json" and not file.is_dir():
         raw = read_json(path)
         if not (isinstance(raw, dict) and ("nodes" in raw or _kubernetes(raw))):
-            given = [flag for flag in ("horizon", "step", "now") if _flag(args, flag) is not None]
+            given = [
+                flag
+                for flag in ("horizon", "step", "now", "node_gpus")
+                if _flag(args, flag) is not None
+            ]
             if given:
+                flag = given[0].replace("_", "-")
                 raise ProblemError(
-                    f"--{given[0]}: {path} is an allocation scenario, which states its own; "
-                    "the flag applies to a cluster."
+                    f"--{flag}: {path} is an allocation scenario, which states its own; the "
+                    "flag applies to a cluster."
                 )
             return AllocationProblem.parse(read_input(path, "scenario"), source=path)
     return _grid(path, raw, args, kept if kept is not None else {})
@@ -126,6 +131,7 @@ def _grid(path: str, raw: Any, args: argparse.Namespace | None, kept: dict[str, 
         horizon=_flag(args, "horizon") or duration(GRID_HORIZON),
         now=_flag(args, "now"),
         name=Path(path).stem or "cluster",
+        node_gpus=_flag(args, "node_gpus"),
     )
     if raw is not None and "nodes" in raw and not _kubernetes(raw):
         report = GridReport()
@@ -405,8 +411,17 @@ def grid_flags(parser: argparse.ArgumentParser) -> None:
     """``--horizon``, ``--step``, ``--now`` and ``--strict`` for a cluster read as its time
     grid (``gpuopt allocate`` and ``gpuopt rolling``)."""
     from gpuopt.cli.calendar import add_clock_flags
+    from gpuopt.cli.common import positive_int
 
     add_clock_flags(parser, GRID_HORIZON, GRID_STEP)
+    parser.add_argument(
+        "--node-gpus",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="a cluster: plan only its nodes of N GPUs (the row must be nodes of one size; "
+        "the others are counted on stderr)",
+    )
     parser.add_argument(
         "--strict",
         action="store_true",

@@ -399,3 +399,24 @@ def test_what_to_do_now_scales_a_service_to_its_first_step() -> None:
     text = grid_yaml(grid, plan, report)
     assert text.startswith("# gpuopt allocate (heuristic), the time grid of cluster:")
     assert '"kind": "Scale"' in text
+
+
+def test_node_gpus_chooses_the_row_and_counts_the_rest() -> None:
+    objects = cluster(
+        node("a", 4),
+        node("big", 8),
+        node("b", 4),
+        pod("on-big", 2, nodeName="big", status={"phase": "Running"}),
+        pod("eight", 8),
+        pod("two", 2),
+    )
+    with pytest.raises(ProblemError, match=r"--node-gpus N"):
+        grid_from_kubernetes(objects)
+    grid, report = grid_from_kubernetes(objects, GridSettings(node_gpus=4))
+    assert (grid.gpus, grid.gpus_per_node) == (8, 4)
+    assert [task.id for task in grid.tasks] == ["ml/two"]
+    assert report.notes["other-size-node"] == 1 and report.notes["off-row-pod"] == 1
+    assert report.notes["pod-larger-than-node"] == 1
+    assert report.row == ["a", "b"]
+    with pytest.raises(ProblemError, match=r"node_gpus: no node has 16 GPUs"):
+        grid_from_kubernetes(objects, GridSettings(node_gpus=16))
