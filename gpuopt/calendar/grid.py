@@ -66,8 +66,12 @@ The mapping (G1-G9)
 * **G8 refused**, one sentence naming the field: nodes of different GPU
   counts, a step that is not a whole number of minutes, a multi-node job
   that is not whole nodes, a bad ``gpuopt.io`` annotation of the grid with
-  ``strict`` (else counted, and the default used), a scenario with GPU models
-  (``pools``) for :func:`scenario_objects`.
+  ``strict`` (else counted, and the default used); for :func:`scenario_objects`,
+  a realtime task's ``history`` and pools without ``gpus_per_node``.
+* **G11 GPU models**: nodes of two or more models (``nvidia.com/gpu.product``)
+  are ordered by model, one pool each, with the default speed of their label
+  ``gpuopt.io/gpu-speed``; a job accepts the models of its eligible nodes, at
+  its own speeds from ``gpuopt.io/model-speeds``.
 * **G10 what to do now**: :func:`grid_actions` (``--emit kubernetes``) binds
   each pod of every waiting task the plan starts at step 0 to the node of its
   GPUs, and scales every service's Deployment to its GPUs at step 0.
@@ -106,6 +110,7 @@ from gpuopt.allocation.problem import (
     MAX_STEPS,
     AllocationProblem,
     is_power_of_two,
+    model_duration,
     node_rule,
 )
 from gpuopt.calendar.cluster import (
@@ -131,6 +136,14 @@ DEADLINE = "gpuopt.io/deadline"
 GPU_INDICES = "gpuopt.io/gpu-indices"
 DEMAND = "gpuopt.io/demand"
 MAX_SWAP = "gpuopt.io/max-swap"
+#: A pod's own speed per GPU model (``A100=1,H100=2.5``), and a node label: its GPU model's
+#: default speed (G11).
+MODEL_SPEEDS = "gpuopt.io/model-speeds"
+GPU_SPEED_LABEL = "gpuopt.io/gpu-speed"
+#: The node label of the GPU model (the kubectl reader's ``gpu_model``).
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+#: A pool's model when its nodes name none.
+UNLABELLED = "unlabelled"
 #: The GPU resource :func:`scenario_objects` writes, and the gang label.
 GPU_RESOURCE = "nvidia.com/gpu"
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -204,6 +217,7 @@ class PodFacts:
     value: float | None = None
     deadline: float | None = None
     gpu_indices: tuple[int, ...] | None = None
+    speeds: tuple[tuple[str, float], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -301,6 +315,22 @@ def _counts(text: Any, what: str) -> tuple[int, ...]:
     return tuple(_count(part, what) for part in parts)
 
 
+def _speeds(text: Any, what: str) -> tuple[tuple[str, float], ...]:
+    pairs = []
+    for part in str(text).replace(" ", "").split(","):
+        model, sep, value = part.partition("=")
+        try:
+            speed = float(value)
+        except ValueError:
+            speed = math.nan
+        if not sep or not model or not (math.isfinite(speed) and 0 < speed <= 1e6):
+            raise ProblemError(
+                f"{what}: {short(text)} is not MODEL=SPEED,... with speeds in (0, 1e6]."
+            )
+        pairs.append((model, speed))
+    return tuple(pairs)
+
+
 def _kind(text: Any, what: str) -> str:
     if text not in BATCH_KINDS:
         raise ProblemError(f"{what}: {short(text)} is not one of {', '.join(BATCH_KINDS)}.")
@@ -385,6 +415,7 @@ def read_grid_facts(
                 value=notes.read(owner, annotations, VALUE, _number),
                 deadline=notes.read(owner, annotations, DEADLINE, parse_time),
                 gpu_indices=None if indices is None else tuple(indices),
+                speeds=notes.read(owner, annotations, MODEL_SPEEDS, _speeds),
             )
         kept.append(item)
     report.services = len(services)
@@ -507,11 +538,17 @@ def grid_from_cluster(
         for pod, t in (times or {}).items()
         if t.expected_end is not None
     }
+    walltimes = {
+        pod: max(1, math.ceil(t.walltime / given.step))
+        for pod, t in (times or {}).items()
+        if t.walltime is not None
+    }
     return grid_from_calendar(
         calendar,
         cluster=cluster,
         now=clock,
         ends=ends,
+        walltimes=walltimes,
         facts=facts,
         services=services,
         decay=given.decay,
@@ -539,6 +576,7 @@ def grid_from_calendar(
     now: float = 0.0,
     facts: Mapping[str, PodFacts] | None = None,
     ends: Mapping[str, int] | None = None,
+    walltimes: Mapping[str, int] | None = None,
     services: Sequence[Service] = (),
     decay: float | None = None,
     realtime_penalty: float | None = None,
@@ -553,7 +591,8 @@ def grid_from_calendar(
     ``cluster`` (the calendar's) gives the running pods' start times and snapshot GPU
     indices; ``facts`` the pods' grid annotations (:func:`read_grid_facts`); ``now``
     the Unix second of tick 0 (for ``gpuopt.io/deadline``); ``ends`` a running pod's
-    end tick where it is stated past the horizon (the calendar's end stops there).
+    end tick where it is stated past the horizon (the calendar's end stops there);
+    ``walltimes`` a running pod's stated walltime in steps (its work, G11).
     """
     report = report if report is not None else GridReport()
     facts = facts or {}
@@ -568,10 +607,10 @@ def grid_from_calendar(
         raise ProblemError(
             f"horizon: {calendar.horizon:,} steps are more than the time grid's {MAX_HORIZON:,}."
         )
-    row = _Row(calendar, report, align_blocks, node_gpus)
+    row = _Row(calendar, report, align_blocks, node_gpus, cluster)
     report.row = [node.id for node in row.nodes]
     tasks: list[tuple[float, dict[str, Any]]] = []
-    tasks += row.running(cluster, facts, ends or {}, now)
+    tasks += row.running(cluster, facts, ends or {}, walltimes or {}, now)
     tasks += row.waiting(cluster, facts, now)
     for service in services:
         demand = list(service.demand[: calendar.horizon])
@@ -600,6 +639,10 @@ def grid_from_calendar(
         "gpus_per_node": row.size if len(row.nodes) > 1 else None,
         "tasks": [task for _, task in tasks],
     }
+    if row.pools:
+        scenario["pools"] = row.pools
+        if row.speeds:
+            scenario["speed"] = row.speeds
     if decay is not None:
         scenario["decay"] = decay
     if realtime_penalty is not None:
@@ -616,6 +659,7 @@ class _Row:
         report: GridReport,
         align: bool,
         node_gpus: int | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
         self.calendar = calendar
         self.report = report
@@ -644,9 +688,64 @@ class _Row:
                     f"{self.size}; the time grid needs nodes of one size (a row of whole nodes: "
                     "choose one with node_gpus, --node-gpus N)."
                 )
+        self._models(cluster)
         self.offset = {node.id: k * self.size for k, node in enumerate(self.nodes)}
         self.gpus = len(self.nodes) * self.size
         self.all_nodes = set(self.offset)
+
+    def _models(self, cluster: Cluster | None) -> None:
+        """G11: nodes of two or more GPU models are ordered by model (first seen first), one
+        pool per model; a model's default speed is its nodes' ``gpuopt.io/gpu-speed``."""
+        from gpuopt.cluster.admits import node_model
+
+        known = {node.id: node for node in cluster.nodes} if cluster is not None else {}
+        self.model: dict[str, str] = {}
+        speeds: dict[str, float] = {}
+        for node in self.nodes:
+            source = known.get(node.id)
+            model = (node_model(source) if source is not None else None) or UNLABELLED
+            self.model[node.id] = model
+            label = source.labels.get(GPU_SPEED_LABEL) if source is not None else None
+            if label is not None:
+                try:
+                    speed = _speeds(f"{model}={label}", f"node {node.id}: label {GPU_SPEED_LABEL}")
+                except ProblemError:
+                    self.report.note("bad-speed-label", node.id, ignored=True)
+                    continue
+                if speeds.setdefault(model, speed[0][1]) != speed[0][1]:
+                    self.report.note("speed-differs", node.id)
+        order = list(dict.fromkeys(self.model[node.id] for node in self.nodes))
+        self.pools: list[dict[str, Any]] = []
+        self.speeds: dict[str, float] = {}
+        if len(order) < 2:
+            return
+        self.nodes.sort(key=lambda node: order.index(self.model[node.id]))
+        for model in order:
+            count = sum(1 for node in self.nodes if self.model[node.id] == model)
+            self.pools.append({"model": model, "gpus": count * self.size})
+        self.speeds = {model: speeds[model] for model in order if model in speeds}
+
+    @property
+    def speeds_models(self) -> set[str]:
+        """The models of the row's pools (none without pools)."""
+        return {pool["model"] for pool in self.pools}
+
+    def speed_of(self, node: str, own: Mapping[str, float] | None) -> float:
+        """The speed of a task on ``node``'s model: its own, else the model's default."""
+        model = self.model.get(node, UNLABELLED)
+        if own is not None and model in own:
+            return own[model]
+        return self.speeds.get(model, 1.0)
+
+    def models_of(self, eligible: Sequence[str] | None) -> list[str] | None:
+        """G11: the models of a job's eligible nodes on the row, in pool order; None when
+        there are no pools or it may use every model."""
+        if not self.pools:
+            return None
+        allowed = set(eligible) if eligible is not None else set(self.offset)
+        found = {self.model[node] for node in allowed if node in self.model}
+        ordered = [pool["model"] for pool in self.pools if pool["model"] in found]
+        return None if len(ordered) == len(self.pools) else ordered
 
     def legal(self, first: int, size: int) -> bool:
         """A3 on this row: aligned when asked, inside one node or whole nodes."""
@@ -668,9 +767,10 @@ class _Row:
         cluster: Cluster | None,
         facts: Mapping[str, PodFacts],
         ends: Mapping[str, int],
+        walltimes: Mapping[str, int],
         now: float,
     ) -> list[tuple[float, dict[str, Any]]]:
-        """Every running pod with GPUs as a running task (G3), with its input position."""
+        """Every running pod with GPUs as a running task (G3, G11), with its input position."""
         step = self.calendar.step
         tasks = {task.id: task for task in cluster.tasks} if cluster is not None else {}
         gangs: dict[str, list[Any]] = {}
@@ -697,9 +797,9 @@ class _Row:
         for block_id, pods in blocks:
             starts = []
             for pod in pods:
-                task = tasks.get(pod.id)
-                if task is not None and task.start_time is not None:
-                    starts.append(min(0, math.floor(_tick(task.start_time, now, step))))
+                source = tasks.get(pod.id)
+                if source is not None and source.start_time is not None:
+                    starts.append(min(0, math.floor(_tick(source.start_time, now, step))))
             start = max(-MAX_STEPS, min(starts)) if starts else 0
             if not starts:
                 self.report.note("start-unknown", block_id)
@@ -709,20 +809,34 @@ class _Row:
             gpus = sum(pod.use[0] for pod in pods) if len(pods) > 1 else pods[0].use[0]
             found = [facts[pod.id] for pod in pods if pod.id in facts]
             position = min((f.position for f in found), default=math.inf)
-            out.append(
-                (
-                    position,
-                    {
-                        "id": _task_id(block_id),
-                        "kind": next((f.kind for f in found if f.kind), "training"),
-                        "priority": next((f.value for f in found if f.value is not None), 1.0),
-                        "gpus": self._rounded(gpus, block_id),
-                        "duration": max(1, end - start),
-                        "running": {"start": start, "first_gpu": firsts[block_id]},
-                    },
-                )
-            )
+            task: dict[str, Any] = {
+                "id": _task_id(block_id),
+                "kind": next((f.kind for f in found if f.kind), "training"),
+                "priority": next((f.value for f in found if f.value is not None), 1.0),
+                "gpus": self._rounded(gpus, block_id),
+                "duration": max(1, end - start),
+                "running": {"start": start, "first_gpu": firsts[block_id]},
+            }
+            own = next((dict(f.speeds) for f in found if f.speeds), None)
+            if own is not None:
+                task["models"] = self._known(own, block_id)
+            if self.speed_of(pods[0].node, own) != 1.0:
+                # M2: it runs ceil(d / v) steps on its model; d is its work, the walltime
+                stated = [walltimes[pod.id] for pod in pods if pod.id in walltimes]
+                if stated:
+                    task["duration"] = max(stated)
+                else:  # no work stated: it ends when stated, at speed 1 on its model
+                    self.report.note("running-speed-assumed", block_id)
+                    task["models"] = {**(task.get("models") or {}), self.model[pods[0].node]: 1.0}
+            out.append((position, task))
         return out
+
+    def _known(self, speeds: Mapping[str, float], who: str) -> dict[str, float] | None:
+        """A pod's own speeds for the row's models (G11); the others are counted."""
+        known = {model: speed for model, speed in speeds.items() if model in self.speeds_models}
+        if len(known) < len(speeds):
+            self.report.note("speed-unknown-model", who, ignored=True)
+        return known or None
 
     def _whole_nodes(self, pods: Sequence[Any]) -> bool:
         """Pods of one gang that each hold a whole node, on consecutive nodes, ending together."""
@@ -828,7 +942,12 @@ class _Row:
                 continue
             found = pods_of.get(job.id, [])
             self.report.pods[_task_id(job.id)] = members.get(job.id, [job.id])
-            if job.eligible is not None and not self.all_nodes <= set(job.eligible):
+            models = self.models_of(job.eligible)
+            if models == []:
+                self.report.note("no-eligible-row-node", job.id)
+                continue
+            covered = {n for n in self.offset if models is None or self.model[n] in models}
+            if job.eligible is not None and not covered <= set(job.eligible):
                 self.report.note("eligibility", job.id, ignored=True)
             if job.level is not None:
                 self.report.note("topology-level", job.id, ignored=True)
@@ -842,6 +961,15 @@ class _Row:
                 "duration": min(MAX_STEPS, job.duration),
                 "arrival": max(0, min(MAX_STEPS, job.submit)),
             }
+            own = next((dict(f.speeds) for f in found if f.speeds), None)
+            known = self._known(own, job.id) if own is not None else None
+            if known is not None:
+                accepted = models if models is not None else [p["model"] for p in self.pools]
+                task["models"] = {
+                    model: known.get(model, self.speeds.get(model, 1.0)) for model in accepted
+                }
+            elif models is not None:
+                task["models"] = models
             deadlines = [f.deadline for f in found if f.deadline is not None]
             if deadlines:
                 task["deadline"] = max(1, math.floor(_tick(min(deadlines), now, calendar.step)))
@@ -880,37 +1008,57 @@ def scenario_objects(
     ``now`` is the Unix second of step 0 (the nodes' last heartbeat, the clock
     the reader takes); one step lasts ``step_minutes``.
 
+    GPU models (G11): each node is labelled with its pool's model
+    (``nvidia.com/gpu.product``) and, where ``speed`` names it, its speed
+    (``gpuopt.io/gpu-speed``); a task's ``models`` become a required node affinity
+    on the model, and its own speeds the annotation ``gpuopt.io/model-speeds``.
+
     Raises
     ------
     ProblemError
-        For what has no cluster form here: GPU models (``pools``, ``speed``, a task's
-        ``models``) and a realtime task's ``history``.
+        For what has no cluster form here: a realtime task's ``history``, and pools
+        without ``gpus_per_node`` (a node has one model).
     """
-    if problem.pools is not None or problem.speed is not None:
+    if problem.pools is not None and len(problem.pools) > 1 and problem.gpus_per_node is None:
         raise ProblemError(
-            "pools: a scenario with GPU models has no cluster form in the time grid yet."
+            "pools: GPU models need gpus_per_node for a cluster form (a node has one model)."
         )
     step = problem.step_minutes * 60.0
     size = problem.gpus_per_node or problem.gpus
     count = problem.gpus // size
     width = len(str(count - 1))
     names = [f"node-{k:0{width}d}" for k in range(count)]
+    model_of: list[str | None] = [None] * count
+    first = 0
+    for pool in problem.pools if problem.pools is not None and len(problem.pools) > 1 else ():
+        for k in range(first // size, (first + pool.gpus) // size):
+            model_of[k] = pool.model
+        first += pool.gpus
+    speeds = problem.speed or {}
     heartbeat = _rfc3339(now)
     resources = {GPU_RESOURCE: str(size), "cpu": "64", "memory": "512Gi", "pods": "110"}
-    items: list[dict[str, Any]] = [
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": node, "labels": {"kubernetes.io/hostname": node}},
-            "spec": {},
-            "status": {
-                "allocatable": dict(resources),
-                "capacity": dict(resources),
-                "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}],
-            },
-        }
-        for node in names
-    ]
+    items: list[dict[str, Any]] = []
+    for host, host_model in zip(names, model_of, strict=True):
+        labels = {"kubernetes.io/hostname": host}
+        if host_model is not None:
+            labels[PRODUCT_LABEL] = host_model
+            if host_model in speeds:
+                labels[GPU_SPEED_LABEL] = repr(float(speeds[host_model]))
+        items.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": host, "labels": labels},
+                "spec": {},
+                "status": {
+                    "allocatable": dict(resources),
+                    "capacity": dict(resources),
+                    "conditions": [
+                        {"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}
+                    ],
+                },
+            }
+        )
 
     def at(tick: int) -> str:
         return _rfc3339(now + tick * step)
@@ -940,12 +1088,23 @@ def scenario_objects(
             metadata["labels"] = labels
         return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, **extra}
 
+    def accepting(task: Any) -> tuple[dict[str, str], dict[str, Any]]:
+        """G11: a task's models as a node affinity, its own speeds as an annotation."""
+        if task.models is None or not any(model_of):
+            return {}, {}
+        models = list(task.models)
+        notes = {}
+        if isinstance(task.models, dict):
+            notes[MODEL_SPEEDS] = ",".join(f"{m}={float(v)!r}" for m, v in task.models.items())
+        term = {"key": PRODUCT_LABEL, "operator": "In", "values": models}
+        required = {"nodeSelectorTerms": [{"matchExpressions": [term]}]}
+        return notes, {
+            "affinity": {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+            }
+        }
+
     for task in problem.tasks:
-        if task.models is not None:
-            raise ProblemError(
-                f"task {short(task.id)}: models: GPU models have no cluster form in the time "
-                "grid yet."
-            )
         if task.kind == "realtime":
             if task.history is not None:
                 raise ProblemError(
@@ -975,6 +1134,8 @@ def scenario_objects(
             continue
         assert task.gpus is not None and task.duration is not None
         notes = {KIND: task.kind, VALUE: repr(float(task.priority))}
+        speed_notes, affinity = accepting(task)
+        notes.update(speed_notes)
         members = max(1, task.gpus // size)
         per = task.gpus // members
         gang = {GANG_LABEL: task.id} if members > 1 else {}
@@ -989,7 +1150,12 @@ def scenario_objects(
             )
         running = task.running
         if running is not None:
-            notes[EXPECTED_END] = at(running.start + task.duration)
+            model = model_of[running.first_gpu // size]
+            own = task.models if isinstance(task.models, dict) else {}
+            speed = own.get(model, speeds.get(model, 1.0)) if model is not None else 1.0
+            notes[EXPECTED_END] = at(running.start + model_duration(task.duration, speed))
+            if speed != 1.0:  # G11: its work, which its model's speed turns into steps
+                notes[WALLTIME] = f"{task.duration * step:g}"
             for m in range(members):
                 first = running.first_gpu + m * per
                 node, local = divmod(first, size)
@@ -1000,7 +1166,7 @@ def scenario_objects(
                         {**notes, GPU_INDICES: _indices(range(local, local + per))},
                         labels=gang,
                         created=at(running.start),
-                        spec={"nodeName": names[node]},
+                        spec={"nodeName": names[node], **affinity},
                         status={"phase": "Running", "startTime": at(running.start)},
                     )
                 )
@@ -1019,7 +1185,7 @@ def scenario_objects(
                     per,
                     dict(notes),
                     labels=gang,
-                    spec=gates,
+                    spec={**gates, **affinity},
                     status={"phase": "Pending"},
                 )
             )

@@ -61,6 +61,12 @@ def same_tasks(a: AllocationProblem, b: AllocationProblem) -> None:
                 row["initial"] = task.demand[0]  # type: ignore[index]
             if task.running is not None:  # arrival and deadline are history (section 3)
                 row.pop("deadline", None)
+                if isinstance(task.models, list):  # a running task's accepted models: none
+                    row.pop("models")
+            if isinstance(row.get("models"), list):  # the order of accepted models
+                row["models"] = sorted(row["models"])
+                if problem.pools and set(row["models"]) == {p.model for p in problem.pools}:
+                    row.pop("models")  # every model at its default speed: as none (15.1)
             out.append(row)
         return out
 
@@ -309,10 +315,76 @@ def test_announced_pods_wait_in_the_calendar_too() -> None:
     assert report.submit["not-before"] == 1
 
 
-def test_scenario_with_gpu_models_has_no_cluster_form() -> None:
-    scenario = random_problem(3, gpus=16, gpus_per_node=4, models=True)
-    with pytest.raises(ProblemError, match=r"pools: a scenario with GPU models"):
+def test_pools_without_nodes_have_no_cluster_form() -> None:
+    scenario = AllocationProblem(
+        gpus=8,
+        pools=[{"model": "A100", "gpus": 4}, {"model": "L40S", "gpus": 4}],
+        tasks=[],
+    )
+    with pytest.raises(ProblemError, match=r"pools: GPU models need gpus_per_node"):
         scenario_objects(scenario)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_scenarios_with_gpu_models_come_back(seed: int) -> None:
+    """G11: pools from the nodes' model labels (in pool order), models from the pods' node
+    affinity, speeds from the nodes' labels and the pods' annotations; the same plans."""
+    scenario = random_problem(
+        seed,
+        gpus=16,
+        tasks=10,
+        gpus_per_node=4,
+        models=True,
+        details=ScenarioDetails(running_fraction=0.3, multi_node=0.2),
+    )
+    grid = read_back(scenario)
+    same_tasks(scenario, grid)
+    assert grid.pools == scenario.pools and grid.speed == scenario.speed
+    assert gpuopt.solve(grid, method="heuristic").objective == pytest.approx(
+        gpuopt.solve(scenario, method="heuristic").objective, rel=1e-12
+    )
+
+
+def test_a_running_pod_on_a_fast_model_keeps_its_end() -> None:
+    """G11: on a model of speed 2 a running pod with no stated work is taken to run at
+    speed 1 until its stated end (its own speed 1 there), counted."""
+    amounts = {"nvidia.com/gpu": "4", "cpu": "8"}
+    fast = node("fast", 4)
+    fast["metadata"]["labels"] = {"nvidia.com/gpu.product": "H100", "gpuopt.io/gpu-speed": "2"}
+    slow = node("slow", 4)
+    slow["metadata"]["labels"] = {"nvidia.com/gpu.product": "L4"}
+    del amounts
+    objects = cluster(
+        fast,
+        slow,
+        pod(
+            "r",
+            4,
+            {"gpuopt.io/expected-end": "2026-01-01T03:00:00Z"},
+            nodeName="fast",
+            status={"phase": "Running", "startTime": "2026-01-01T00:00:00Z"},
+        ),
+        pod("any", 4, {"gpuopt.io/walltime": "2h"}),
+        pod(
+            "l4-only",
+            4,
+            {"gpuopt.io/walltime": "2h", "gpuopt.io/model-speeds": "L4=0.5"},
+            nodeSelector={"nvidia.com/gpu.product": "L4"},
+        ),
+    )
+    grid, report = grid_from_kubernetes(objects, GridSettings(horizon=6 * 3600))
+    assert grid.pools is not None
+    assert [(p.model, p.gpus) for p in grid.pools] == [("H100", 4), ("L4", 4)]
+    assert grid.speed == {"H100": 2.0}
+    tasks = {task.id: task for task in grid.tasks}
+    assert tasks["ml/r"].duration == 3 and tasks["ml/r"].models == {"H100": 1.0}
+    assert tasks["ml/any"].models is None
+    assert tasks["ml/l4-only"].models == {"L4": 0.5}
+    assert report.notes["running-speed-assumed"] == 1
+    plan = gpuopt.solve(grid)
+    assert violations(grid, plan) == []
+    # r holds the H100 node until step 3; 'any' may use either model
+    assert list(plan.grid[0][0:4]) == ["ml/r"] * 4 and plan.grid[3][0] != "ml/r"
 
 
 def test_written_cluster_is_a_cluster_at_its_clock() -> None:

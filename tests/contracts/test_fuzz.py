@@ -1070,11 +1070,13 @@ def case_allocate_cluster(rng: random.Random, tmp: Path) -> Case:
 
     source, out = tmp / "cluster.json", tmp / "result.json"
     data = valid_scenario(rng)
-    for key in ("pools", "speed"):  # GPU models have no cluster form (G8)
-        data.pop(key, None)
+    if data.get("gpus_per_node") is None:  # a node has one GPU model (G8)
+        for key in ("pools", "speed"):
+            data.pop(key, None)
+        for task in data["tasks"]:
+            task.pop("models", None)
     for task in data["tasks"]:
-        task.pop("history", None)
-        task.pop("models", None)
+        task.pop("history", None)  # no cluster form (G8)
     objects = scenario_objects(AllocationProblem.model_validate(data))
     steps = json_input(rng, objects, source, references=("name", "nodeName"))
     argv = ["allocate", str(source), "--out", str(out), "--quiet"]
