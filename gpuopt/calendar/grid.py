@@ -18,8 +18,8 @@ read the same running ends, walltimes, submit times and eligibility:
   scenario's results (``tests/calendar/test_grid.py`` shows it for every
   bundled scenario).
 
-The mapping (G1-G9)
--------------------
+The mapping (G1-G11)
+--------------------
 * **G1 the row**: the nodes with GPUs, in the cluster's order, each node's
   GPUs consecutive; all must have the same number ``n`` of GPUs (one size:
   the row is whole nodes), which becomes ``gpus_per_node`` (unset with one
@@ -68,19 +68,19 @@ The mapping (G1-G9)
   that is not whole nodes, a bad ``gpuopt.io`` annotation of the grid with
   ``strict`` (else counted, and the default used); for :func:`scenario_objects`,
   a realtime task's ``history`` and pools without ``gpus_per_node``.
-* **G11 GPU models**: nodes of two or more models (``nvidia.com/gpu.product``)
-  are ordered by model, one pool each, with the default speed of their label
-  ``gpuopt.io/gpu-speed``; a job accepts the models of its eligible nodes, at
-  its own speeds from ``gpuopt.io/model-speeds``.
-* **G10 what to do now**: :func:`grid_actions` (``--emit kubernetes``) binds
-  each pod of every waiting task the plan starts at step 0 to the node of its
-  GPUs, and scales every service's Deployment to its GPUs at step 0.
 * **G9 the round trip**: :func:`scenario_objects` writes nodes (Ready, ``n``
   GPUs), a Deployment per realtime task, a pod per batch task of at most a
   node (a gang of whole-node pods and its PodGroup above), running pods bound
   with their start, expected end and GPU indices, waiting pods created now,
   gated with ``gpuopt.io/not-before`` when they arrive later. Every field
   G1-G5 read is written, so the scenario comes back.
+* **G10 what to do now**: :func:`grid_actions` (``--emit kubernetes``) binds
+  each pod of every waiting task the plan starts at step 0 to the node of its
+  GPUs, and scales every service's Deployment to its GPUs at step 0.
+* **G11 GPU models**: nodes of two or more models (``nvidia.com/gpu.product``)
+  are ordered by model, one pool each, with the default speed of their label
+  ``gpuopt.io/gpu-speed``; a job accepts the models of its eligible nodes, at
+  its own speeds from ``gpuopt.io/model-speeds``.
 
 >>> from gpuopt.allocation.problem import AllocationProblem
 >>> scenario = AllocationProblem(gpus=8, horizon=4, tasks=[
