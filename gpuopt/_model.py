@@ -130,7 +130,19 @@ class IndexedModel(Document):
 
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
-        """Validate ``obj`` into a problem, or raise a one-sentence ``ProblemError``."""
+        """Validate ``obj`` into a problem, or raise a one-sentence ``ProblemError``.
+
+        A plain mapping of fields goes through ``__init__`` once: pydantic's own
+        ``model_validate`` of a model with a custom ``__init__`` validates twice
+        (every after-validator, such as a scenario's consistency checks, ran two times).
+        """
+        if (
+            not args
+            and not kwargs
+            and isinstance(obj, dict)
+            and all(isinstance(key, str) for key in obj)
+        ):
+            return cls(**obj)
         with one_sentence_errors():
             return super().model_validate(obj, *args, **kwargs)
 

@@ -691,7 +691,6 @@ class _Row:
         self._models(cluster)
         self.offset = {node.id: k * self.size for k, node in enumerate(self.nodes)}
         self.gpus = len(self.nodes) * self.size
-        self.all_nodes = set(self.offset)
 
     def _models(self, cluster: Cluster | None) -> None:
         """G11: nodes of two or more GPU models are ordered by model (first seen first), one
