@@ -271,9 +271,10 @@ def test_a_tie_keeps_h1s_plan() -> None:
 
 
 def test_the_heuristic_is_never_worse_than_h1_alone() -> None:
-    """Property: over random calendars, weights and both objectives, the plan passes the
-    checker and its C8 is at most that of H1's plan alone (``improve=False``); H5 wins
-    on some of them (else the second pass would be dead weight)."""
+    """Property: over random calendars, weights, both objectives and the utilisation term,
+    the plan passes the checker and its C8 is at most that of H1's plan alone
+    (``improve=False``); H5 wins on some of them (else the second pass would be dead
+    weight)."""
     rng = random.Random(5)
     wins = 0
     for _ in range(300):
@@ -281,6 +282,7 @@ def test_the_heuristic_is_never_worse_than_h1_alone() -> None:
         for spec in base["jobs"]:
             spec["weight"] = rng.choice((0.0, 1.0, 1.0, 2.5, 10.0))
         base["objective"] = rng.choice(("delay", "slowdown"))
+        base["utilisation"] = rng.choice((0.0, 0.0, 1.0))
         problem = CalendarProblem.model_validate(base)
         h1 = solve_heuristic(problem, improve=False)
         plan = solve_heuristic(problem)
