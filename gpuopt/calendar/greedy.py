@@ -25,7 +25,8 @@ The methods differ only in the order (H1):
     places the jobs in the objective's own order (H5: priority, then the
     larger C8 weight per tick of delay over ``duration x area``, Smith's
     ratio rule for jobs that take part of the cluster) and keeps the plan
-    with the lower C8; a tie keeps H1's.
+    with the lower C8; a tie keeps H1's. With ``swaps``, it then tries that
+    many adjacent swaps of the order, keeping those that lower C8 (H6).
 ``conservative``
     submit order (conservative backfilling: every job holds its earliest
     start beside all earlier ones).
@@ -439,10 +440,13 @@ def _plan(
     return plan.model_copy(update={"objective": objective, "seconds": time.perf_counter() - clock})
 
 
-def solve_heuristic(problem: CalendarProblem, *, improve: bool = True) -> CalendarPlan:
-    """The calendar's heuristic (H1-H5): every job at its earliest start in H1's order
+def solve_heuristic(
+    problem: CalendarProblem, *, improve: bool = True, swaps: int = 0
+) -> CalendarPlan:
+    """The calendar's heuristic (H1-H6): every job at its earliest start in H1's order
     (priority, then size x expansion factor) and, with ``improve``, in C8's order (H5);
-    the plan with the lower C8 (a tie keeps H1's).
+    the plan with the lower C8 (a tie keeps H1's); then at most ``swaps`` adjacent
+    swaps of that order (H6).
 
     Parameters
     ----------
@@ -452,6 +456,9 @@ def solve_heuristic(problem: CalendarProblem, *, improve: bool = True) -> Calend
         Also place the jobs in the objective's order (H5) and keep the better plan
         by C8: a second placement, about as long as the first. False: H1's plan
         alone, the rolling replay's (R6d).
+    swaps
+        H6: at most this many adjacent swaps of the order, each one placement,
+        a swap kept when it lowers C8 (default 0: none).
 
     Returns
     -------
@@ -476,21 +483,64 @@ def solve_heuristic(problem: CalendarProblem, *, improve: bool = True) -> Calend
     """
     clock = time.perf_counter()
     index = problem.index
-    first = order(index, "heuristic", problem.step)
-    placed = place_all(index, first)
-    if not improve:
-        return _plan(problem, "heuristic", first, placed, clock)
-    second = objective_order(index, first)
-    if second == first:
-        return _plan(problem, "heuristic", first, placed, clock, ["order: H1 (H5's is the same)"])
-    again = place_all(index, second)
-    before, after = delay_of(index, placed), delay_of(index, again)
-    # a hair of float noise is no gain: a tie keeps H1's plan (the replay's order)
-    if after < before - 1e-9 * max(1.0, abs(before)):
-        note = f"order: H5, C8's (C8 {after:.6g} against H1's {before:.6g})"
-        return _plan(problem, "objective", second, again, clock, [note])
-    note = f"order: H1 (C8 {before:.6g}; H5's order gave {after:.6g})"
-    return _plan(problem, "heuristic", first, placed, clock, [note])
+    rule: Rule = "heuristic"
+    chosen = order(index, "heuristic", problem.step)
+    placed = place_all(index, chosen)
+    notes: list[str] = []
+    if improve:
+        second = objective_order(index, chosen)
+        if second == chosen:
+            notes.append("order: H1 (H5's is the same)")
+        else:
+            again = place_all(index, second)
+            before, after = delay_of(index, placed), delay_of(index, again)
+            if _lower(after, before):
+                notes.append(f"order: H5, C8's (C8 {after:.6g} against H1's {before:.6g})")
+                rule, chosen, placed = "objective", second, again
+            else:
+                notes.append(f"order: H1 (C8 {before:.6g}; H5's order gave {after:.6g})")
+    if swaps > 0:
+        chosen, placed, note = _swap(index, chosen, placed, swaps)
+        notes.append(note)
+    return _plan(problem, rule, chosen, placed, clock, notes)
+
+
+def _lower(value: float, than: float) -> bool:
+    """Whether C8 ``value`` is lower than ``than`` by more than float noise (a tie keeps
+    the plan found first: H1's, the replay's)."""
+    return value < than - 1e-9 * max(1.0, abs(than))
+
+
+def _swap(
+    index: CalendarIndex,
+    chosen: list[int],
+    placed: list[tuple[int, tuple[int, ...]]],
+    budget: int,
+) -> tuple[list[int], list[tuple[int, tuple[int, ...]]], str]:
+    """H6: sweep the order front to back, swapping each two neighbours of one priority and
+    keeping a swap that lowers C8, until a whole sweep keeps none or ``budget``
+    placements were tried."""
+    priority = index.priority.tolist()
+    best = delay_of(index, placed)
+    tried = kept = 0
+    improved = True
+    while improved and tried < budget:
+        improved = False
+        for k in range(len(chosen) - 1):
+            if tried >= budget:
+                break
+            if priority[chosen[k]] != priority[chosen[k + 1]]:
+                continue
+            trial = chosen[:]
+            trial[k], trial[k + 1] = trial[k + 1], trial[k]
+            again = place_all(index, trial)
+            tried += 1
+            value = delay_of(index, again)
+            if _lower(value, best):
+                chosen, placed, best = trial, again, value
+                kept += 1
+                improved = True
+    return chosen, placed, f"swaps (H6): {tried} tried, {kept} kept, C8 {best:.6g}"
 
 
 def solve_conservative(problem: CalendarProblem) -> CalendarPlan:

@@ -292,3 +292,38 @@ def test_the_heuristic_is_never_worse_than_h1_alone() -> None:
         assert plan.objective <= h1.objective + 1e-9
         wins += plan.objective < h1.objective - 1e-9
     assert wins > 10
+
+
+def test_adjacent_swaps_reach_what_neither_order_does() -> None:
+    # One node of 8: a (2 GPUs, 4 ticks), b (8, 3), c (8, 2); a overlaps neither. H1 ties
+    # (factor 1 each): a, b, c: 0 + 4 + 7 = 11. H5, 1 / (d x area): a 1, c 0.5, b 0.33:
+    # a, c, b: 0 + 4 + 6 = 10. Swaps (H6): c, a, b = 0 + 2 + 6 = 8 kept; c, b, a = 0 + 2
+    # + 5 = 7 kept; a second sweep keeps none: 4 tried. 7 is the optimum (brute force).
+    problem = CalendarProblem(
+        nodes=[node("n", 8)],
+        jobs=[job("a", 2, 4), job("b", 8, 3), job("c", 8, 2)],
+        horizon=12,
+    )
+    assert solve_heuristic(problem, improve=False).objective == 11.0
+    assert solve_heuristic(problem).objective == 10.0
+    plan = solve_heuristic(problem, swaps=100)
+    assert [(s.job, s.start) for s in plan.starts] == [("c", 0), ("b", 2), ("a", 5)]
+    assert plan.objective == evaluate(problem, plan) == 7.0
+    assert "swaps (H6): 4 tried, 2 kept, C8 7" in plan.notes
+    assert violations(problem, plan) == []
+    # the budget is kept: one swap tried, the first (8)
+    assert solve_heuristic(problem, swaps=1).objective == 8.0
+
+
+def test_swaps_never_cross_priorities_nor_raise_c8() -> None:
+    rng = random.Random(9)
+    for _ in range(150):
+        problem = random_problem(rng, 5)
+        plan = solve_heuristic(problem)
+        swapped = solve_heuristic(problem, swaps=40)
+        assert violations(problem, swapped) == [], problem
+        assert swapped.objective is not None and plan.objective is not None
+        assert swapped.objective <= plan.objective + 1e-9
+        priority = {spec.id: spec.priority for spec in problem.jobs}
+        ranks = [priority[s.job] for s in swapped.starts]
+        assert ranks == sorted(ranks, reverse=True)  # the plan lists jobs in its order
