@@ -1,6 +1,6 @@
 """The calendar's heuristic and its baselines: every job, in an order, at its earliest start.
 
-The fast path of ``models/calendar.md`` (H1-H4). A board keeps, per node, the
+The fast path of ``models/calendar.md`` (H1-H6). A board keeps, per node, the
 free capacity from now on as a step function of ticks; the running pods are
 taken out of it until their expected ends (C4). The jobs are then taken in
 an order and each is put at its earliest start on its candidate nodes beside
