@@ -23,8 +23,8 @@ The methods differ only in the order (H1):
     jobs; the replay policy ``calendar`` uses it alone). When it solves a
     :class:`CalendarProblem` (``improve``, the default), the heuristic also
     places the jobs in the objective's own order (H5: priority, then the
-    larger C8 weight per tick of delay over ``duration x area``, Smith's
-    ratio rule for jobs that take part of the cluster) and keeps the plan
+    larger C8 weight per tick of delay over ``duration x area``: Smith's
+    ratio rule, with the work of a job that takes part of the cluster) and keeps the plan
     with the lower C8; a tie keeps H1's. With ``swaps``, it then tries that
     many adjacent swaps of the order, keeping those that lower C8 (H6).
 ``conservative``
@@ -107,7 +107,8 @@ def objective_order(index: CalendarIndex, first: Sequence[int]) -> list[int]:
     ratio ``weight / (duration x area)``, ties in the order of ``first`` (H1's).
 
     ``weight`` is C8's weight per tick of delay (``w_j``, or ``w_j / d_j`` for
-    ``slowdown``), ``area`` the job's largest share of one node: over every
+    ``slowdown``; plus the utilisation term), ``area`` the job's largest share of one
+    node: over every
     resource ``r``, ``members x use[r] / max_n capacity[n, r]``. On one machine
     Smith's rule (``weight / duration``) orders jobs optimally for the weighted
     sum of delays; a job that takes more of the cluster keeps more jobs waiting
