@@ -208,6 +208,13 @@ OPTIONS: dict[str, Option] = {
             "candidates", 1, 10**6, "Tasks without a block offered to each lns window at most."
         ),
         _integer("max_windows", 0, 10**9, "Windows lns solves at most."),
+        _integer(
+            "swaps",
+            0,
+            10**9,
+            "Adjacent swaps the calendar heuristic tries on its order, one placement each "
+            "(default 0: none).",
+        ),
         _boolean("improve", "Whether the heuristic improves its first plan."),
         _boolean("warm", "Whether an exact method starts from the heuristic's answer."),
         _boolean("log", "Whether the solver's own log is shown."),

@@ -127,6 +127,12 @@ class CalendarProblem(IndexedModel):
         The names of the amounts of every ``capacity`` and ``use``, GPUs first.
     objective
         ``"delay"`` or ``"slowdown"`` (C8).
+    utilisation
+        The weight ``μ`` of C8's secondary term (0, the default: none): each
+        tick of a job's delay also costs ``μ`` times its work in whole-cluster
+        ticks, ``members x use[gpu] x duration / Σ_n capacity[n, gpu]``, so
+        that of two plans equal otherwise the one that runs more work sooner
+        (uses the GPUs better) is lower.
     """
 
     model_config = _CONFIG
@@ -139,6 +145,7 @@ class CalendarProblem(IndexedModel):
     step: float = Field(default=1.0, gt=0)
     resources: list[str] = Field(default_factory=lambda: ["gpu"], min_length=1)
     objective: Objective = "delay"
+    utilisation: float = Field(default=0.0, ge=0, le=1e9)
 
     @model_validator(mode="after")
     def _check(self) -> CalendarProblem:
@@ -215,7 +222,7 @@ class CalendarIndex:
     members: np.ndarray  # [J] int64
     submit: np.ndarray  # [J] int64
     priority: np.ndarray  # [J] int64
-    weight: np.ndarray  # [J] float: the objective's weight per tick of delay (C8)
+    weight: np.ndarray  # [J] float: the objective's weight per tick of delay (C8, both terms)
     candidates: tuple[tuple[int, ...], ...]
     domain_of: tuple[tuple[int, ...], ...]
     horizon: int
@@ -239,6 +246,11 @@ class CalendarIndex:
         weight = np.array([job.weight for job in jobs], dtype=np.float64)
         if problem.objective == "slowdown":
             weight = weight / np.maximum(duration, 1)
+        if problem.utilisation > 0 and len(jobs):
+            # C8's secondary term: the job's work in whole-cluster ticks, per tick of delay
+            gpus = float(capacity.reshape(len(problem.nodes), width)[:, 0].sum())
+            work = np.array([job.members * job.use[0] for job in jobs], dtype=np.float64)
+            weight = weight + problem.utilisation * work * duration / max(gpus, 1.0)
         return cls.of(
             node_ids=tuple(position),
             capacity=capacity.reshape(len(problem.nodes), width),

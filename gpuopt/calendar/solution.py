@@ -75,7 +75,8 @@ class CalendarPlan(Result):
 
 def evaluate(problem: CalendarProblem, plan: CalendarPlan) -> float:
     """C8: the sum over jobs of ``weight x (start - submit)`` per tick, a job without a
-    start counted at the horizon (``slowdown``: each weight over the job's duration)."""
+    start counted at the horizon (``slowdown``: each weight over the job's duration; with
+    ``utilisation`` μ, plus μ times the job's work in whole-cluster ticks)."""
     index = problem.index
     by_job = {start.job: start.start for start in plan.starts}
     total = 0.0

@@ -214,3 +214,116 @@ def test_every_random_plan_passes_the_checker() -> None:
             plan = solve(problem)
             assert violations(problem, plan) == [], problem
             assert plan.objective == pytest.approx(evaluate(problem, plan))
+
+
+def big_and_two_small(nodes: int, objective: str = "delay") -> CalendarProblem:
+    return CalendarProblem(
+        nodes=[node(name, 8) for name in "abcd"[:nodes]],
+        jobs=[job("big", 8, 2, members=2), job("x", 8, 3), job("y", 8, 3)],
+        horizon=20,
+        objective=objective,  # type: ignore[arg-type]
+    )
+
+
+def test_the_objectives_order_wins_where_h1_costs_more() -> None:
+    # Two nodes of 8. H1: big (2 nodes, score sqrt(2) x 2/2 = 1.41) before x and y (1):
+    # big over [0, 2), x and y from 2: C8 = 2 + 2 = 4. H5: weight / (duration x area),
+    # big 1 / (2 x 2) = 0.25 against 1 / (3 x 1) = 0.33: x and y at 0, big at 3: C8 = 3,
+    # the optimum (big first is 4, one small one first leaves big at 3 as well).
+    problem = big_and_two_small(2)
+    first = solve_heuristic(problem, improve=False)
+    assert [(s.job, s.start) for s in first.starts] == [("big", 0), ("x", 2), ("y", 2)]
+    assert first.objective == 4.0
+    plan = solve_heuristic(problem)
+    assert {s.job: (s.start, s.nodes) for s in plan.starts} == {
+        "x": (0, ["a"]),
+        "y": (0, ["b"]),
+        "big": (3, ["a", "b"]),
+    }
+    assert plan.objective == evaluate(problem, plan) == 3.0
+    assert plan.method == "heuristic" and violations(problem, plan) == []
+    assert any(note.startswith("order: H5") for note in plan.notes)
+    # through gpuopt.solve, with the option
+    import gpuopt
+
+    assert gpuopt.solve(problem, "heuristic", improve=False).objective == 4.0
+    assert gpuopt.solve(problem, "heuristic").objective == 3.0
+
+
+def test_slowdown_weights_keep_h1_where_it_is_better() -> None:
+    # slowdown: weights 1/2 (big) and 1/3 (x, y). H1's plan: x and y wait 2: 4/3. H5's
+    # ratio, weight / (duration x area): big 1/8, x and y 1/9: big first, H1's order.
+    problem = big_and_two_small(2, "slowdown")
+    plan = solve_heuristic(problem)
+    assert plan.objective == pytest.approx(4 / 3)
+    assert plan.starts == solve_heuristic(problem, improve=False).starts
+
+
+def test_a_tie_keeps_h1s_plan() -> None:
+    # Four nodes: every job starts now in either order (C8 = 0 both ways), on other
+    # nodes: H1 gives big a and b (first), H5 gives x a and y b first, big c and d.
+    problem = big_and_two_small(4)
+    plan = solve_heuristic(problem)
+    assert plan.objective == 0.0
+    assert plan.starts == solve_heuristic(problem, improve=False).starts
+    assert plan.start_of("big").nodes == ["a", "b"]
+    assert any(note.startswith("order: H1") for note in plan.notes)
+
+
+def test_the_heuristic_is_never_worse_than_h1_alone() -> None:
+    """Property: over random calendars, weights, both objectives and the utilisation term,
+    the plan passes the checker and its C8 is at most that of H1's plan alone
+    (``improve=False``); H5 wins on some of them (else the second pass would be dead
+    weight)."""
+    rng = random.Random(5)
+    wins = 0
+    for _ in range(300):
+        base = random_problem(rng, 6).model_dump()
+        for spec in base["jobs"]:
+            spec["weight"] = rng.choice((0.0, 1.0, 1.0, 2.5, 10.0))
+        base["objective"] = rng.choice(("delay", "slowdown"))
+        base["utilisation"] = rng.choice((0.0, 0.0, 1.0))
+        problem = CalendarProblem.model_validate(base)
+        h1 = solve_heuristic(problem, improve=False)
+        plan = solve_heuristic(problem)
+        assert violations(problem, plan) == [], problem
+        assert plan.objective == pytest.approx(evaluate(problem, plan))
+        assert h1.objective is not None and plan.objective is not None
+        assert plan.objective <= h1.objective + 1e-9
+        wins += plan.objective < h1.objective - 1e-9
+    assert wins > 10
+
+
+def test_adjacent_swaps_reach_what_neither_order_does() -> None:
+    # One node of 8: a (2 GPUs, 4 ticks), b (8, 3), c (8, 2); a overlaps neither. H1 ties
+    # (factor 1 each): a, b, c: 0 + 4 + 7 = 11. H5, 1 / (d x area): a 1, c 0.5, b 0.33:
+    # a, c, b: 0 + 4 + 6 = 10. Swaps (H6): c, a, b = 0 + 2 + 6 = 8 kept; c, b, a = 0 + 2
+    # + 5 = 7 kept; a second sweep keeps none: 4 tried. 7 is the optimum (brute force).
+    problem = CalendarProblem(
+        nodes=[node("n", 8)],
+        jobs=[job("a", 2, 4), job("b", 8, 3), job("c", 8, 2)],
+        horizon=12,
+    )
+    assert solve_heuristic(problem, improve=False).objective == 11.0
+    assert solve_heuristic(problem).objective == 10.0
+    plan = solve_heuristic(problem, swaps=100)
+    assert [(s.job, s.start) for s in plan.starts] == [("c", 0), ("b", 2), ("a", 5)]
+    assert plan.objective == evaluate(problem, plan) == 7.0
+    assert "swaps (H6): 4 tried, 2 kept, C8 7" in plan.notes
+    assert violations(problem, plan) == []
+    # the budget is kept: one swap tried, the first (8)
+    assert solve_heuristic(problem, swaps=1).objective == 8.0
+
+
+def test_swaps_never_cross_priorities_nor_raise_c8() -> None:
+    rng = random.Random(9)
+    for _ in range(150):
+        problem = random_problem(rng, 5)
+        plan = solve_heuristic(problem)
+        swapped = solve_heuristic(problem, swaps=40)
+        assert violations(problem, swapped) == [], problem
+        assert swapped.objective is not None and plan.objective is not None
+        assert swapped.objective <= plan.objective + 1e-9
+        priority = {spec.id: spec.priority for spec in problem.jobs}
+        ranks = [priority[s.job] for s in swapped.starts]
+        assert ranks == sorted(ranks, reverse=True)  # the plan lists jobs in its order

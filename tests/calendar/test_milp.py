@@ -57,6 +57,19 @@ def hand_cases() -> list[tuple[str, CalendarProblem, float]]:
             ),
             0.5,
         ),
+        # utilisation 1 on one node of 8: wide (8 GPUs, 2 ticks) and thin (2 GPUs, 2) cannot
+        # overlap; delay alone ties (2 either way). Weights 1 + 8 x 2 / 8 = 3 (wide) and
+        # 1 + 2 x 2 / 8 = 1.5 (thin): wide first, thin waits 2: 3; thin first: 3 x 2 = 6.
+        (
+            "utilisation",
+            CalendarProblem(
+                nodes=[node("a", 8)],
+                jobs=[job("wide", 8, 2), job("thin", 2, 2)],
+                horizon=6,
+                utilisation=1.0,
+            ),
+            3.0,
+        ),
         # x may use only b, which has 4 GPUs: no start, counted at the horizon 4 (C5, C7).
         # y (3 ticks) then big (5): big at 3, total 3; big first pushes y to 5 >= H: 4.
         # So 3 + 4 = 7.
@@ -147,8 +160,10 @@ def _fits(problem: CalendarProblem, starts: dict[str, int]) -> dict[str, list[st
 def brute_force(problem: CalendarProblem) -> float:
     """The least C8 over every start tick (or none) of every job for which nodes exist."""
     horizon = problem.horizon
+    gpus = sum(n.capacity[0] for n in problem.nodes)
     weight = [
         spec.weight / (spec.duration if problem.objective == "slowdown" else 1)
+        + problem.utilisation * spec.members * spec.use[0] * spec.duration / gpus
         for spec in problem.jobs
     ]
     choices = [
@@ -175,7 +190,8 @@ def brute_force(problem: CalendarProblem) -> float:
 
 def random_tiny(seed: int) -> CalendarProblem:
     """At most 4 jobs, 3 nodes, a horizon of at most 5 ticks, sometimes 2 resources,
-    gangs, eligibility, racks, fractional weights and the slowdown objective."""
+    gangs, eligibility, racks, fractional weights, the slowdown objective and the
+    utilisation term."""
     rng = random.Random(seed)
     width = rng.choice([1, 1, 2])
     racks = rng.random() < 0.3
@@ -226,6 +242,7 @@ def random_tiny(seed: int) -> CalendarProblem:
         horizon=rng.randint(2, 5),
         resources=["gpu", "cpu"][:width],
         objective=rng.choice(["delay", "delay", "slowdown"]),
+        utilisation=rng.choice([0.0, 0.0, 0.5, 2.0]),
     )
 
 
@@ -258,9 +275,12 @@ def test_hand_derived_optima(label: str, problem: CalendarProblem, optimum: floa
 
 def test_exact_improves_on_the_heuristic_where_it_ties_wrongly() -> None:
     _, problem, optimum = hand_cases()[0]
-    assert solve_heuristic(problem).objective == 5.0  # long first
-    plan = solve_milp(problem)
+    first = solve_heuristic(problem, improve=False)
+    assert first.objective == 5.0  # H1 alone: long first
+    plan = solve_milp(problem, initial=first)
     assert plan.objective == optimum and plan.start_of("short").start == 0
+    # H5 (weight / duration: short first) finds it too, and the heuristic keeps it
+    assert solve_heuristic(problem).objective == optimum
 
 
 @pytest.mark.parametrize("seed", range(60))

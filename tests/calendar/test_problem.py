@@ -43,3 +43,19 @@ def test_the_index_lists_candidates_and_domain_ranks() -> None:
     # g: b is too small for a 6-GPU pod, c has no rack; s: eligible b and c, ascending
     assert index.candidates == ((0,), (1, 2))
     assert index.domain_of == ((0,), (0, 0))
+
+
+def test_c8_weights_per_tick_of_delay() -> None:
+    # 2 nodes of 8 (16 GPUs); a gang of 2 pods of 4 GPUs for 4 ticks, weight 2: its work is
+    # 2 x 4 x 4 = 32 GPU-ticks, 2 whole-cluster ticks.
+    def weight(**kw: object) -> float:
+        spec = job("g", 4, 4, members=2, weight=2.0)
+        problem = CalendarProblem(nodes=[node("a", 8), node("b", 8)], jobs=[spec], horizon=9, **kw)
+        return float(problem.index.weight[0])
+
+    assert weight() == 2.0  # delay: w
+    assert weight(objective="slowdown") == 0.5  # w / d
+    assert weight(utilisation=0.5) == 2.0 + 0.5 * 2  # w + μ x work / cluster GPUs
+    assert weight(objective="slowdown", utilisation=0.5) == 0.5 + 1.0
+    with pytest.raises(ProblemError, match="utilisation"):
+        CalendarProblem(nodes=[node("a", 8)], horizon=5, utilisation=-1)
