@@ -184,6 +184,7 @@ def run_calendar(args: argparse.Namespace) -> int:
     """``gpuopt calendar SNAPSHOT``: read, plan, check (C1-C7), write ``--out``, show."""
     if args.emit == "kubernetes" and args.format == "json":
         raise ProblemError("--format json: --emit kubernetes prints YAML; give one of them.")
+    calendar_options(args)  # a flag the method does not take is refused before any work
     read = Read()
 
     def build() -> Any:
@@ -198,8 +199,24 @@ def run_calendar(args: argparse.Namespace) -> int:
     return solve_command(
         args,
         build=build,
+        options=lambda problem: calendar_options(args),
         show=lambda shown, problem, plan: show_calendar(args, read, shown, problem, plan),
     )
+
+
+def calendar_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--swaps`` and ``--one-order`` for the heuristic (H5, H6); refused for another
+    method."""
+    given: dict[str, Any] = {}
+    if args.swaps is not None:
+        given["swaps"] = args.swaps
+    if args.one_order:
+        given["improve"] = False
+    method = args.method or "heuristic"
+    if given and method != "heuristic":
+        flag = "--swaps" if "swaps" in given else "--one-order"
+        raise ProblemError(f"{flag}: only the heuristic takes it (--method {method}).")
+    return given
 
 
 def _when(read: Read, problem: Any, tick: int | None) -> str:
@@ -360,7 +377,7 @@ def add_clock_flags(parser: argparse.ArgumentParser, horizon: str, step: str) ->
 def calendar_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of ``calendar`` between ``--method`` and ``--quiet``."""
     from gpuopt.calendar.problem import OBJECTIVES
-    from gpuopt.cli.common import positive_number
+    from gpuopt.cli.common import int_range, positive_number
     from gpuopt.cli.defrag import add_kubectl_options
 
     add_time_limit(parser, "exact methods: seconds (default: the method's)")
@@ -404,6 +421,20 @@ def calendar_flags(parser: argparse.ArgumentParser) -> None:
         choices=OBJECTIVES,
         default=None,
         help="delay (weighted start delay, default) or slowdown (each weight over the walltime)",
+    )
+    parser.add_argument(
+        "--swaps",
+        type=int_range(0, 10**9),
+        default=None,
+        metavar="N",
+        help="heuristic: try at most N adjacent swaps of its order, one placement each, "
+        "keeping those that lower the objective (H6; default 0)",
+    )
+    parser.add_argument(
+        "--one-order",
+        action="store_true",
+        help="heuristic: place the jobs in H1's order only, not again in the objective's own "
+        "order (H5): half the time, the replay policy's plan",
     )
     add_out(parser, "write the plan JSON here")
     parser.add_argument(

@@ -333,3 +333,32 @@ def kube_file_of(tmp_path: Path) -> Path:
     path = tmp_path / "plain.yaml"
     path.write_text(yaml.safe_dump(fixture_objects()))
     return path
+
+
+def test_heuristic_flags_reach_the_heuristic_and_are_refused_for_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One node of 8: a (2 GPUs, 4 ticks), b (8, 3), c (8, 2) (tests/calendar/test_greedy.py's
+    hand case): H1 alone (--one-order) 0 + 4 + 7 = 11; both orders (default) 10; with swaps
+    (H6, --swaps 100) 7, the optimum. Both flags are the heuristic's only."""
+    from gpuopt.cli import main
+
+    problem = {
+        "nodes": [{"id": "n", "capacity": [8]}],
+        "jobs": [
+            {"id": "a", "use": [2], "duration": 4},
+            {"id": "b", "use": [8], "duration": 3},
+            {"id": "c", "use": [8], "duration": 2},
+        ],
+        "horizon": 12,
+    }
+    path = tmp_path / "calendar.json"
+    path.write_text(json.dumps(problem))
+    found = {}
+    for label, extra in (("one", ["--one-order"]), ("both", []), ("swaps", ["--swaps", "100"])):
+        out = tmp_path / f"{label}.json"
+        assert main(["calendar", str(path), "--quiet", "--out", str(out), *extra]) == 0
+        found[label] = json.loads(out.read_text())["objective"]
+    assert found == {"one": 11.0, "both": 10.0, "swaps": 7.0}
+    err = refusal(["calendar", str(path), "--method", "fifo", "--swaps", "3"], capsys)
+    assert err == "gpuopt: error: --swaps: only the heuristic takes it (--method fifo).\n"
