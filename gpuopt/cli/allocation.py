@@ -29,7 +29,6 @@ from gpuopt.cli.common import (
     old_method_names,
     positive_number,
     print_plan_report,
-    read_input,
     solve_command,
     write_text,
 )
@@ -103,7 +102,7 @@ def load_scenario(
                     f"--{flag}: {path} is an allocation scenario, which states its own; the "
                     "flag applies to a cluster."
                 )
-            return AllocationProblem.parse(read_input(path, "scenario"), source=path)
+            return AllocationProblem.parse(raw, source=path)
     return _grid(path, raw, args, kept if kept is not None else {})
 
 
