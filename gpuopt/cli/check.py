@@ -19,7 +19,10 @@ from gpuopt.cli.common import EXIT_OK, add_quiet, console, print_violations
 from gpuopt.errors import ProblemError
 
 #: What ``check`` takes, for its messages.
-INPUTS = "a scenario, a cluster snapshot, or a switch-level or preemption state file"
+INPUTS = (
+    "a scenario, a cluster snapshot or Kubernetes objects (an allocation result is checked "
+    "against their time grid), or a switch-level or preemption state file"
+)
 ANSWERS = (
     "an allocation result or grid, a migration plan, a placement, a preemption decision "
     "or a gang answer"
@@ -28,12 +31,26 @@ ANSWERS = (
 
 def run_check(args: argparse.Namespace) -> int:
     """``gpuopt check INPUT ANSWER``: exit 0 when legal, 1 with the violations."""
+    from pathlib import Path
+
     from gpuopt.io.files import read_json
 
-    raw = read_json(args.scenario)
     answer = read_json(args.result)
+    path = Path(args.scenario)
+    kubernetes = path.is_dir() or path.suffix in (".yaml", ".yml")
+    raw = None if kubernetes else read_json(args.scenario)
+    if kubernetes or (isinstance(raw, dict) and ("apiVersion" in raw or "items" in raw)):
+        if not (isinstance(answer, dict) and "grid" in answer):
+            raise ProblemError(
+                f"{args.scenario}: Kubernetes objects are checked against an allocation result "
+                "of their time grid; for another answer, gpuopt snapshot kubectl makes a "
+                "cluster snapshot of them."
+            )
+        return check_allocation(args, None, answer)
     # a snapshot, a switch-level state, or a preemption state (old file or over a cluster)
     if isinstance(raw, dict) and ("nodes" in raw or "switches" in raw or "cluster" in raw):
+        if "nodes" in raw and isinstance(answer, dict) and "grid" in answer:
+            return check_allocation(args, None, answer)  # the snapshot's time grid
         problem, result = cluster_question(args, raw, answer)
         return report(args, problem, result)
     return check_allocation(args, raw, answer)
@@ -175,11 +192,18 @@ def report(args: argparse.Namespace, problem: Any, result: Any) -> int:
 
 
 def check_allocation(args: argparse.Namespace, raw: Any, data: Any) -> int:
-    """A result (or a bare grid) against its scenario; a result's schedule against its grid."""
+    """A result (or a bare grid) against its scenario, or (``raw`` None) against a cluster's
+    time grid rebuilt with the same flags as ``gpuopt allocate`` (G1-G11); a result's
+    schedule against its grid."""
     from gpuopt.allocation.problem import parse_problem
     from gpuopt.allocation.solution import evaluate, result_violations
 
-    problem = parse_problem(raw, source=args.scenario)
+    if raw is None:
+        from gpuopt.cli.allocation import load_scenario
+
+        problem = load_scenario(args.scenario, args)
+    else:
+        problem = parse_problem(raw, source=args.scenario)
     grid = data.get("grid") if isinstance(data, dict) else data
     if not isinstance(grid, list):
         raise ProblemError(
@@ -242,6 +266,9 @@ def add_commands(commands: Any) -> None:
     )
     check.add_argument("scenario", help=f"the input: {INPUTS}")
     check.add_argument("result", help=f"the answer: {ANSWERS}")
+    from gpuopt.cli.allocation import grid_flags
+
+    grid_flags(check)
     add_quiet(check, "print nothing; the exit code says legal (0) or not (1)")
     check.set_defaults(run=run_check)
 

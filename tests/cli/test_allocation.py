@@ -422,3 +422,30 @@ def test_allocate_emit_kubernetes_on_a_cluster_and_refused_for_a_scenario(
     assert scale["metadata"]["name"] == "chat" and scale["spec"]["replicas"] == first.count("chat")
     err = refusal(["allocate", str(MIXED), "--emit", "kubernetes"], capsys)
     assert "--emit kubernetes: " in err and "applies to a cluster" in err
+
+
+def test_check_takes_a_clusters_allocation_result_against_its_time_grid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """gpuopt check CLUSTER RESULT rebuilds the time grid with allocate's flags: the plan
+    allocate wrote is legal; the same plan with a running task's cell taken by another
+    task breaks A1-A5."""
+    import yaml
+
+    from gpuopt.calendar.grid import scenario_objects
+
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(scenario_objects(load_problem(MIXED))))
+    out = tmp_path / "plan.json"
+    assert main(["allocate", str(path), "--out", str(out), "--quiet"]) == 0
+    assert main(["check", str(path), str(out), "--quiet"]) == 0
+    plan = json.loads(out.read_text())
+    first = plan["grid"][0]
+    running = next(cell for cell in first if cell == "lora-support-v3")
+    other = next(cell for cell in first if cell not in (None, running))
+    plan["grid"][0] = [other if cell == running else cell for cell in first]
+    plan.pop("schedule", None)
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(plan))
+    assert main(["check", str(path), str(broken), "--quiet"]) == 1
+    capsys.readouterr()
