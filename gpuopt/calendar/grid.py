@@ -52,7 +52,8 @@ The mapping (G1-G11)
   per step from now, comma separated; the last value repeats to the horizon)
   is one realtime task: ``initial`` its replicas times its pod template's
   GPUs, ``max_swap`` from ``gpuopt.io/max-swap`` (none: no limit), its price
-  weight ``gpuopt.io/value`` (default 1). Its pods (those its selector's
+  weight ``gpuopt.io/value`` (default 1), its ``history`` (what the seasonal
+  forecaster learns from) ``gpuopt.io/demand-history``. Its pods (those its selector's
   ``matchLabels`` pick, in its namespace) are the service's, not batch work:
   the grid places the service's GPUs step by step (A1b).
 * **G6 ids and order**: a task is named by its pod, gang or Deployment name
@@ -67,7 +68,7 @@ The mapping (G1-G11)
   counts, a step that is not a whole number of minutes, a multi-node job
   that is not whole nodes, a bad ``gpuopt.io`` annotation of the grid with
   ``strict`` (else counted, and the default used); for :func:`scenario_objects`,
-  a realtime task's ``history`` and pools without ``gpus_per_node``.
+  pools without ``gpus_per_node``.
 * **G9 the round trip**: :func:`scenario_objects` writes nodes (Ready, ``n``
   GPUs), a Deployment per realtime task, a pod per batch task of at most a
   node (a gang of whole-node pods and its PodGroup above), running pods bound
@@ -136,6 +137,9 @@ DEADLINE = "gpuopt.io/deadline"
 GPU_INDICES = "gpuopt.io/gpu-indices"
 DEMAND = "gpuopt.io/demand"
 MAX_SWAP = "gpuopt.io/max-swap"
+#: A service's demand in the steps before now, oldest first (GPUs, decimals allowed): what
+#: ``gpuopt rolling --forecast seasonal`` learns from (G5).
+DEMAND_HISTORY = "gpuopt.io/demand-history"
 #: A pod's own speed per GPU model (``A100=1,H100=2.5``), and a node label: its GPU model's
 #: default speed (G11).
 MODEL_SPEEDS = "gpuopt.io/model-speeds"
@@ -232,6 +236,7 @@ class Service:
     max_swap: int | None
     value: float
     namespace: str
+    history: tuple[float, ...] | None
     selector: tuple[tuple[str, str], ...]
 
     def picks(self, namespace: str, labels: Mapping[str, Any]) -> bool:
@@ -331,6 +336,22 @@ def _speeds(text: Any, what: str) -> tuple[tuple[str, float], ...]:
     return tuple(pairs)
 
 
+def _history(text: Any, what: str) -> tuple[float, ...]:
+    parts = [part for part in str(text).replace(" ", ",").split(",") if part]
+    values = []
+    for part in parts:
+        try:
+            value = float(part)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and 0 <= value <= 1e9):
+            raise ProblemError(f"{what}: {short(part)} is not a number of GPUs from 0 to 1e9.")
+        values.append(value)
+    if not values or len(values) > MAX_STEPS:
+        raise ProblemError(f"{what}: lists {len(values):,} numbers (1 to {MAX_STEPS:,}).")
+    return tuple(values)
+
+
 def _kind(text: Any, what: str) -> str:
     if text not in BATCH_KINDS:
         raise ProblemError(f"{what}: {short(text)} is not one of {', '.join(BATCH_KINDS)}.")
@@ -382,6 +403,9 @@ def read_grid_facts(
         if selector.get("matchExpressions"):
             report.note("selector-expressions", owner, ignored=True)
         swap = notes.read(owner, annotations, MAX_SWAP, _count)
+        history = notes.read(owner, annotations, DEMAND_HISTORY, _history)
+        if not labels:
+            report.note("service-without-selector", owner)
         value = notes.read(owner, annotations, VALUE, _number)
         services.append(
             Service(
@@ -394,6 +418,7 @@ def read_grid_facts(
                 max_swap=swap,
                 value=1.0 if value is None else value,
                 namespace=namespace,
+                history=history,
                 selector=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
             )
         )
@@ -626,6 +651,8 @@ def grid_from_calendar(
         }
         if service.max_swap is not None:
             task["max_swap"] = service.max_swap
+        if service.history is not None:
+            task["history"] = list(service.history)
         tasks.append((service.position, task))
         deployment = service.id.rsplit("/", 1)[-1]
         report.deployments[service.id] = (service.namespace, deployment, service.per_replica)
@@ -1015,8 +1042,8 @@ def scenario_objects(
     Raises
     ------
     ProblemError
-        For what has no cluster form here: a realtime task's ``history``, and pools
-        without ``gpus_per_node`` (a node has one model).
+        For what has no cluster form here: pools without ``gpus_per_node`` (a node has
+        one model).
     """
     if problem.pools is not None and len(problem.pools) > 1 and problem.gpus_per_node is None:
         raise ProblemError(
@@ -1105,13 +1132,10 @@ def scenario_objects(
 
     for task in problem.tasks:
         if task.kind == "realtime":
-            if task.history is not None:
-                raise ProblemError(
-                    f"task {short(task.id)}: history: a service's demand history has no "
-                    "cluster form in the time grid yet."
-                )
             assert task.demand is not None
             notes = {DEMAND: _indices(task.demand), VALUE: repr(float(task.priority))}
+            if task.history is not None:
+                notes[DEMAND_HISTORY] = ",".join(repr(float(v)) for v in task.history)
             if task.max_swap is not None:
                 notes[MAX_SWAP] = str(task.max_swap)
             initial = task.initial if task.initial is not None else task.demand[0]

@@ -99,7 +99,11 @@ def test_random_scenarios_come_back(seed: int) -> None:
         tasks=12,
         gpus_per_node=per_node,
         align_blocks=seed % 2 == 0,
-        details=ScenarioDetails(running_fraction=0.3, multi_node=0.3 if per_node else 0.0),
+        details=ScenarioDetails(
+            running_fraction=0.3,
+            multi_node=0.3 if per_node else 0.0,
+            history_days=seed % 2,  # G5: a service's demand history
+        ),
     )
     grid = read_back(scenario)
     same_tasks(scenario, grid)
@@ -117,6 +121,19 @@ def test_rolling_planner_runs_on_a_cluster() -> None:
     two = rolling_replay(grid, method="heuristic", forecast="oracle", lookahead=0)
     assert violations(grid, two.rolling) == []
     assert two.rolling.objective == pytest.approx(one.rolling.objective, rel=1e-12)
+
+
+def test_rolling_planner_with_seasonal_forecasts_on_a_cluster() -> None:
+    """G5: a service's demand history reaches the seasonal forecaster through the cluster."""
+    from gpuopt.planning.rolling import rolling_replay
+
+    scenario = random_problem(4, gpus=16, tasks=10, details=ScenarioDetails(history_days=2))
+    assert any(task.history for task in scenario.tasks)
+    grid = read_back(scenario)
+    one = rolling_replay(scenario, method="heuristic", forecast="seasonal", lookahead=0)
+    two = rolling_replay(grid, method="heuristic", forecast="seasonal", lookahead=0)
+    assert violations(grid, two.rolling) == []
+    assert [list(r) for r in two.rolling.grid] == [list(r) for r in one.rolling.grid]
 
 
 # ---------------------------------------------------------------------------- hand-built

@@ -1075,8 +1075,6 @@ def case_allocate_cluster(rng: random.Random, tmp: Path) -> Case:
             data.pop(key, None)
         for task in data["tasks"]:
             task.pop("models", None)
-    for task in data["tasks"]:
-        task.pop("history", None)  # no cluster form (G8)
     objects = scenario_objects(AllocationProblem.model_validate(data))
     steps = json_input(rng, objects, source, references=("name", "nodeName"))
     argv = ["allocate", str(source), "--out", str(out), "--quiet"]
