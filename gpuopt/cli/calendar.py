@@ -284,7 +284,7 @@ def calendar_view(read: Read, problem: Any, plan: Any, *, preempt: bool = False)
         "holds": by_node,
         "backfill": backfill(problem, plan),
         "bind": bind_now,
-        "stop": preemptions(read.cluster, plan, now=read.now)
+        "stop": preemptions(read.cluster, plan, now=read.now, problem=problem)
         if preempt and read.cluster is not None
         else [],
         "report": read.report.to_dict() if read.report is not None else None,
@@ -460,9 +460,9 @@ def calendar_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--preempt",
         action="store_true",
-        help="also say what to stop now: for each one-pod job that does not start now, the "
-        "cheapest lower-priority pods on one node whose stopping lets it start (K8; a "
-        "suggestion, the plan stops nobody)",
+        help="also say what to stop now: for each job that does not start now, the cheapest "
+        "lower-priority pods whose stopping lets it start (K8: on one node for a pod, by the "
+        "gang rules for a gang; a suggestion, the plan stops nobody)",
     )
     add_kubectl_options(parser)
 

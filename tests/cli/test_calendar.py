@@ -312,7 +312,8 @@ def test_preempt_names_the_cheapest_pods_to_stop_for_a_job_that_must_wait(
     """--preempt (F9): ml/urgent (8 GPUs, priority 1000) cannot start now: n1 is full
     until 14:00, n2 has 4 GPUs of train/r2 until 12:30, n3's taint keeps it out. Stopping
     train/r2 (4 GPUs since 11:00: 4 x 3,600 = 14,400 GPU-s lost) is cheaper than
-    train/r1 (8 GPUs since 10:00: 57,600). The gang and the backfilling pod get none."""
+    train/r1 (8 GPUs since 10:00: 57,600). The gang, whose nodes n2 then is one of, and the
+    backfilling pod get none."""
     objects = fixture_objects()
     objects["items"].append(kube_pod("ml/urgent", 8, spec={"priority": 1000}))
     path = tmp_path / "cluster.yaml"
@@ -325,8 +326,19 @@ def test_preempt_names_the_cheapest_pods_to_stop_for_a_job_that_must_wait(
     code, out, _ = calendar(path, capsys, "--preempt")
     assert code == 0
     assert "stop now for ml/urgent: train/r2 on n2 (lost work 14400 GPU-s)" in out
+    # without ml/urgent, the gang ml/big (2 x 8 GPUs, priority 100, one rack) waits for
+    # train/r1 until 14:00; stopping both pods of rack r1 lets it start now (gang rules,
+    # models/gang.md): 8 GPUs x 2 h + 4 GPUs x 1 h = 72,000 GPU-s lost
+    code, out, _ = calendar(kube_file_of(tmp_path), capsys, "--preempt", "--format", "json")
+    (stop,) = json.loads(out)["stop"]
+    assert (stop["job"], stop["nodes"], stop["stop"]) == (
+        "ml/big",
+        ["n1", "n2"],
+        ["train/r1", "train/r2"],
+    )
+    assert stop["pods"] == ["ml/big-0", "ml/big-1"] and stop["lost_work"] == 72000
     code, out, _ = calendar(kube_file_of(tmp_path), capsys, "--preempt")
-    assert "stop now: nothing" in out
+    assert "stop now for ml/big: train/r1, train/r2 on n1, n2 (lost work 72000 GPU-s)" in out
 
 
 def kube_file_of(tmp_path: Path) -> Path:
