@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuopt.allocation._accel import compiled
 from gpuopt.allocation._board import Board, free_runs
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.errors import ProblemError
@@ -487,6 +488,10 @@ def _add_fragmentation_rows(
     steps = np.arange(board.horizon)
     active = (batch.starts[None, :] <= steps[:, None]) & (steps[:, None] < batch.ends[None, :])
     packed: dict[tuple[int, int], int] = {}  # (busy mask, threshold) -> capacity
+    packing = _packing_capacity
+    core = compiled()
+    if core is not None and gpus <= 64:
+        packing = core.packing_capacity  # the same programme in C
     rows_upper: list[float] = []
     lengths: list[np.ndarray] = []
     entries: list[np.ndarray] = []
@@ -499,7 +504,7 @@ def _add_fragmentation_rows(
             busy = board.busy[step]
             key = (busy, threshold)
             if key not in packed:
-                packed[key] = _packing_capacity(busy, blocks, gpus)
+                packed[key] = packing(busy, blocks, gpus)
             cap = packed[key]
             if cap >= capacity[step]:
                 continue  # implied by B1

@@ -10,6 +10,7 @@ import pytest
 
 import gpuopt
 from gpuopt.allocation import bound
+from gpuopt.allocation._accel import compiled
 from gpuopt.allocation._board import Board
 from gpuopt.allocation.bound import STEP_BOUND_GPUS, step_capacity_bound
 from gpuopt.allocation.generator import ScenarioDetails, random_problem
@@ -270,3 +271,23 @@ def test_the_realtime_rows_are_a4_as_written(number: int) -> None:
     assert np.array_equal(dense, expected)
     assert part.rows_lower.tolist() == lower
     assert part.rows_upper.tolist() == upper
+
+
+@pytest.mark.skipif(compiled() is None, reason="the compiled core is not built")
+@pytest.mark.parametrize("seed", range(10))
+def test_the_compiled_packing_is_the_python_packing(seed: int) -> None:
+    """The B3 capacity in C (up to 64 GPUs) is the Python programme's, which the brute
+    force above checks; here on the sizes and masks of up to 64 GPUs."""
+    core = compiled()
+    assert core is not None
+    rng = random.Random(seed)
+    for _ in range(50):
+        gpus = rng.choice([8, 16, 32, 48, 64])
+        busy = rng.getrandbits(gpus) & rng.getrandbits(gpus) & rng.getrandbits(gpus)
+        blocks = []
+        for size in sorted(rng.sample([1, 2, 4, 8, 16, 32, 3, 6], rng.randint(1, 4))):
+            step = size if rng.random() < 0.5 else 1
+            legal = sum(1 << first for first in range(0, gpus - size + 1, step))
+            blocks.append((size, legal & rng.getrandbits(gpus) if rng.random() < 0.3 else legal))
+        expected = bound._packing_capacity(busy, blocks, gpus)
+        assert core.packing_capacity(busy, blocks, gpus) == expected
