@@ -12,6 +12,7 @@ from __future__ import annotations
 from gpuopt.allocation._cboard import CoreBoard, base_board, grid_of  # type: ignore[import-not-found]
 from gpuopt.allocation._core import (  # type: ignore[import-not-found]
     construct,
+    guided,
     improve,
     search,
     supported,
@@ -37,6 +38,7 @@ __all__ = [
     "base_board",
     "construct",
     "grid_of",
+    "guided",
     "improve",
     "packing_capacity",
     "pairwise_sum",

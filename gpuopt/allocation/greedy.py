@@ -81,6 +81,7 @@ from gpuopt.allocation._guides import (
     MIP_GUIDE_SECONDS,
     _exact_realtime,
     _guided,
+    _guided_orders,
 )
 from gpuopt.allocation._search import SEARCH_ROUNDS, _search
 from gpuopt.allocation._swap import _improve
@@ -222,7 +223,7 @@ def greedy_grid(
                 guided = _guided_plan(problem, steps, first_order, first.objective, kind, shown)
                 if guided is None:
                     continue  # it does not beat the orders' plan (or the budget ran out)
-                plan = steps.adopt(guided)
+                plan = guided
                 if improve:
                     plan = _finish(steps, plan, pending, counts, shown, kind)
                 ends.append(plan)
@@ -285,7 +286,7 @@ def _guide_first(
         problem, steps, first_order, -math.inf, "LP", shown, GUIDE_WORK, GUIDE_PRESOLVE
     )
     if guided is not None:
-        starts.append((steps.adopt(guided), "LP"))
+        starts.append((guided, "LP"))
     ends: list[tuple[int, Any]] = []
     # the better start first (ties: the orders' plan, the sort is stable)
     for number, (board, kind) in sorted(enumerate(starts), key=lambda it: -it[1][0].objective):
@@ -398,11 +399,13 @@ class _Steps:
         shown.update(completed=len(order))
         return found
 
-    def adopt(self, board: Board) -> Any:
-        """A Python board (a guided plan) as the steps' kind of board."""
+    def guided(self, order: list[int], starts: dict[int, tuple[int, float]]) -> Any:
+        """The plan built from the LP's ``starts`` (:func:`_guided`), the other tasks in
+        ``order``."""
         if self.core is None:
-            return board
-        return self.core.CoreBoard.of(self.static, board)
+            return _guided(self.base, order, starts)
+        at_starts, others = _guided_orders(self.index.batch, order, starts)
+        return self.core.guided(self.core_base, at_starts, others)
 
     def improve(self, board: Any, pending: list[int], attempts: int, shown: Any, label: str) -> Any:
         """The swap pass (:func:`_improve`)."""
@@ -493,15 +496,16 @@ def _guided_plan(
     shown: Any,
     price: int | None = None,
     presolve: bool = True,
-) -> Board | None:
+) -> Any:
     """The plan guided by the step-capacity LP's starts (``kind`` "LP", or the integer step
-    MIP's, "MIP"), or None when it does not beat ``best_value`` (the orders' plan).
+    MIP's, "MIP"), as the steps' kind of board (:meth:`_Steps.guided`), or None when it
+    does not beat ``best_value`` (the orders' plan).
 
     The solve costs ``price`` (default :data:`~gpuopt.allocation._board.LP_WORK`) per cell
-    of the model (new tasks x steps) of the run's budget; when that does not fit, or its
-    estimated time
-    (:data:`LP_SECONDS`) exceeds the time left, the budget is closed (no stage after it
-    runs) and None is returned. It stops at its own time cap and at the
+    of the model (new tasks x steps) of the run's budget, HiGHS presolving it or not
+    (``presolve``); when that does not fit, or its estimated time (:data:`LP_SECONDS`)
+    exceeds the time left, the budget is closed (no stage after it runs) and None is
+    returned. It stops at its own time cap and at the
     budget's deadline. The search is path-dependent: from a better start alone it may end
     below where it ends from the orders' plan, so the caller searches from both.
     """
@@ -524,7 +528,7 @@ def _guided_plan(
     )
     if not relaxed.starts:
         return None
-    guided = _guided(steps.base, first_order, relaxed.starts)
+    guided = steps.guided(first_order, relaxed.starts)
     return guided if guided.objective > best_value + 1e-9 else None
 
 
