@@ -9,6 +9,7 @@ Python (or numpy) that builds the model and reads the starts back.
 
     python benchmarks/allocation_guide_lp.py                    # 32 and 64 GPUs, 10 seeds
     python benchmarks/allocation_guide_lp.py --gpus 64 --seeds 3 --repeat 3
+    python benchmarks/allocation_guide_lp.py --no-presolve    # as the greedy's guide runs it
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ def _timed_run(original: Any) -> Any:
     return run
 
 
-def measure(gpus: int, seeds: int, repeat: int) -> dict[str, Any]:
+def measure(gpus: int, seeds: int, repeat: int, presolve: bool = True) -> dict[str, Any]:
     """The minimum whole-call and run() time per instance, over every family x seed."""
     whole, solve, cells = [], [], []
+    options = {} if presolve else {"presolve": False}  # (the base's signature has no presolve)
     for family in FAMILIES:
         for seed in range(seeds):
             problem = stress_problem(seed, gpus, family)
@@ -51,7 +53,7 @@ def measure(gpus: int, seeds: int, repeat: int) -> dict[str, Any]:
             for _ in range(repeat):
                 RUN.clear()
                 started = time.perf_counter()
-                step_capacity_bound(problem, starts=True)
+                step_capacity_bound(problem, starts=True, **options)
                 best_whole = min(best_whole, time.perf_counter() - started)
                 best_solve = min(best_solve, sum(RUN))
             whole.append(best_whole * 1000)
@@ -74,12 +76,15 @@ def main() -> int:
     parser.add_argument("--gpus", default="32,64", help="cluster sizes, comma-separated")
     parser.add_argument("--seeds", type=int, default=10, help="seeds per family and size")
     parser.add_argument("--repeat", type=int, default=5, help="runs per instance (min kept)")
+    parser.add_argument(
+        "--no-presolve", action="store_true", help="HiGHS without presolve (the greedy's guide)"
+    )
     args = parser.parse_args()
     setattr(highspy.Highs, "run", _timed_run(highspy.Highs.run))  # noqa: B010 (a patch)
     print("| GPUs | instances | median cells | whole call ms | HiGHS run() ms | the rest ms |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for gpus in (int(value) for value in args.gpus.split(",")):
-        row = measure(gpus, args.seeds, args.repeat)
+        row = measure(gpus, args.seeds, args.repeat, not args.no_presolve)
         times = " | ".join(f"{row[key][0]:.2f} ({row[key][1]:.1f})" for key in KEYS)
         print(f"| {gpus} | {row['instances']} | {row['cells']:.0f} | {times} |", flush=True)
     print("(median (max) over the instances of each one's minimum over the runs)")

@@ -33,6 +33,7 @@ reported; it is at least as tight as the LP's.
 from __future__ import annotations
 
 import importlib
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -219,13 +220,20 @@ def _batch_columns(index: Any, board: Board, model_rows: int) -> _BatchColumns:
     )
     pair_size = size_id[way_of]
     keep = short_before[pair_size, end] == short_before[pair_size, start]
-    # a legal block free of running tasks over the steps, once per distinct question
+    # a legal block free of running tasks over the steps, once per distinct question; the
+    # running tasks all hold their GPUs from step 0 on, so a step's busy GPUs include every
+    # later step's and the steps [start, end) hold those of step start alone: one step asked
+    busy = board.busy
+    nested = all(later & ~now == 0 for now, later in itertools.pairwise(busy))
+    probe = start + 1 if nested else end
     legal_ids: dict[int, int] = {}
     legal_id = np.array(
         [legal_ids.setdefault(way[4], len(legal_ids)) for way in ways], dtype=np.int64
     )
     legals = list(legal_ids)
-    key = ((start * (horizon + 1) + end) * len(sizes) + pair_size) * len(legals) + legal_id[way_of]
+    key = ((start * (horizon + 1) + probe) * len(sizes) + pair_size) * len(legals) + legal_id[
+        way_of
+    ]
     asked, answer_of = np.unique(key[keep], return_inverse=True)
     answers = np.zeros(len(asked), dtype=bool)
     for number, question in enumerate(asked.tolist()):

@@ -257,8 +257,12 @@ GUIDE_WORK = 5
 #: price (:data:`GUIDE_WORK` a cell, at most 5,000 units) then leaves half the default
 #: budget (:data:`DEFAULT_WORK`) to the search.
 GUIDE_FIRST_CELLS = 1_000
-#: Whether HiGHS presolves the LP of the guide that runs right after the orders.
+#: Whether HiGHS presolves the LP of the guide that runs right after the orders (without:
+#: half the solve's time, and on the stress set at 32-64 GPUs as good plans or better).
 GUIDE_PRESOLVE = False
+#: The time estimate (:data:`LP_SECONDS`' form) of that guide: its LP built with numpy and
+#: solved without presolve, about 0.8 ms and 4.5 us a cell on this machine class.
+GUIDE_FIRST_SECONDS = (0.001, 5e-6)
 
 
 def guide_first(gpus: int, cells: int) -> bool:
@@ -283,7 +287,7 @@ def _guide_first(
     lasts; the orders' plan's end first in the list (ties go to it)."""
     starts = [(first, "")]
     guided = _guided_plan(
-        problem, steps, first_order, -math.inf, "LP", shown, GUIDE_WORK, GUIDE_PRESOLVE
+        problem, steps, first_order, -math.inf, "LP", shown, GUIDE_WORK, GUIDE_PRESOLVE, True
     )
     if guided is not None:
         starts.append((guided, "LP"))
@@ -296,14 +300,19 @@ def _guide_first(
     return [end for _, end in sorted(ends, key=lambda it: it[0])]
 
 
-def _lp_affordable(budget: Any, cells: int, price: int | None = None) -> bool:
+def _lp_affordable(
+    budget: Any,
+    cells: int,
+    price: int | None = None,
+    seconds: tuple[float, float] = LP_SECONDS,
+) -> bool:
     """Whether an LP stage of ``cells`` cells at ``price`` work units a cell (default
     :data:`~gpuopt.allocation._board.LP_WORK`) fits what is left of the work budget and,
-    by its estimate (:data:`LP_SECONDS`), of the time."""
+    by its estimate (``seconds``: a fixed part and a part per cell), of the time."""
     if not budget.affords((LP_WORK if price is None else price) * cells):
         return False
     left = budget.deadline - time.perf_counter()
-    return bool(left >= LP_SECONDS[0] + LP_SECONDS[1] * cells)
+    return bool(left >= seconds[0] + seconds[1] * cells)
 
 
 def _finish(
@@ -496,6 +505,7 @@ def _guided_plan(
     shown: Any,
     price: int | None = None,
     presolve: bool = True,
+    first: bool = False,
 ) -> Any:
     """The plan guided by the step-capacity LP's starts (``kind`` "LP", or the integer step
     MIP's, "MIP"), as the steps' kind of board (:meth:`_Steps.guided`), or None when it
@@ -503,7 +513,8 @@ def _guided_plan(
 
     The solve costs ``price`` (default :data:`~gpuopt.allocation._board.LP_WORK`) per cell
     of the model (new tasks x steps) of the run's budget, HiGHS presolving it or not
-    (``presolve``); when that does not fit, or its estimated time (:data:`LP_SECONDS`)
+    (``presolve``); when that does not fit, or its estimated time (:data:`LP_SECONDS`, or
+    :data:`GUIDE_FIRST_SECONDS` for the guide that runs ``first``, after the orders)
     exceeds the time left, the budget is closed (no stage after it runs) and None is
     returned. It stops at its own time cap and at the
     budget's deadline. The search is path-dependent: from a better start alone it may end
@@ -513,7 +524,7 @@ def _guided_plan(
     index = steps.index
     cells = sum(1 for running in index.batch.running if not running) * index.horizon
     price = LP_WORK if price is None else price
-    if not _lp_affordable(budget, cells, price):
+    if not _lp_affordable(budget, cells, price, GUIDE_FIRST_SECONDS if first else LP_SECONDS):
         budget.close()
         return None
     budget.work += price * cells
