@@ -35,6 +35,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,29 +114,46 @@ def step_capacity_bound(
     model_capacity = _model_capacity(problem) if model_rows else np.zeros((0, index.horizon))
     batch = _batch_columns(index, board, model_rows)
     realtime = _realtime_part(problem, capacity)
-    lp, integrality = _highs_lp(batch, realtime, capacity, model_capacity, integer)
-    highspy: Any = importlib.import_module("highspy")
-    with solver_output(False):  # HiGHS prints its banner when the object is made
-        highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
-    highs.setOptionValue("time_limit", float(time_limit))
+    model = _highs_lp(batch, realtime, capacity, model_capacity, integer)
+    highs = _solver()
+    # HiGHS compares its time limit with its clock of every run the object made
+    highs.setOptionValue("time_limit", highs.getRunTime() + float(time_limit))
     highs.setOptionValue("threads", int(threads))
-    if not presolve:
-        highs.setOptionValue("presolve", "off")
-    if integrality is not None:
-        lp.integrality_ = integrality
-    highs.passModel(lp)
-    num_rows = lp.num_row_ + _add_fragmentation_rows(highs, board, batch, capacity)
+    highs.setOptionValue("presolve", "choose" if presolve else "off")
+    model.pass_to(highs)
+    num_rows = model.num_row + _add_fragmentation_rows(highs, board, batch, capacity)
     highs.run()
     bound, solved, chosen = _read_solution(highs, batch, integer, starts)
     return StepBound(
         bound=bound + fixed if math.isfinite(bound) else math.inf,
         status="optimal" if solved else "time_limit",
         seconds=time.perf_counter() - started,
-        columns=lp.num_col_,
+        columns=model.num_col,
         rows=num_rows,
         starts=chosen,
     )
+
+
+#: One HiGHS object per thread, emptied before each solve (:func:`_solver`).
+_SOLVERS = threading.local()
+
+
+def _solver() -> Any:
+    """This thread's HiGHS object, its model cleared (its options are set by the caller):
+    making one and freeing it after a solve costs about 0.3 ms, as much as building the
+    guide's model (``benchmarks/allocation_guide_lp.py``). Its clock (``getRunTime``) is
+    the sum of all its runs, which its ``time_limit`` is compared with: the caller adds
+    it."""
+    highs = getattr(_SOLVERS, "highs", None)
+    if highs is None:
+        highspy: Any = importlib.import_module("highspy")
+        with solver_output(False):  # HiGHS prints its banner when the object is made
+            highs = highspy.Highs()
+        highs.setOptionValue("output_flag", False)
+        _SOLVERS.highs = highs
+    else:
+        highs.clearModel()  # (the model, the solution and the basis of the last solve)
+    return highs
 
 
 @dataclass
@@ -365,16 +383,56 @@ def _realtime_matrix(
     return col_starts, rows, values
 
 
+@dataclass
+class _Model:
+    """The relaxation column-wise, as the arrays of HiGHS' ``passModel`` (B1, B1m, B2,
+    then the realtime rows; the B3 rows are added after it)."""
+
+    num_col: int
+    num_row: int
+    col_cost: np.ndarray
+    col_lower: np.ndarray
+    col_upper: np.ndarray
+    row_lower: np.ndarray
+    row_upper: np.ndarray
+    start: np.ndarray  # int32, one per column (and one past the last)
+    index: np.ndarray  # int32
+    value: np.ndarray
+    integrality: np.ndarray  # int32, one per column (1: integer)
+
+    def pass_to(self, highs: Any) -> None:
+        """Hand the model to ``highs`` in one call, from the arrays (their buffers: a
+        ``HighsLp``'s matrix attributes convert element by element, 0.3 ms at 5,000
+        entries)."""
+        colwise, maximize = 1, -1  # (MatrixFormat.kColwise, ObjSense.kMaximize)
+        highs.passModel(
+            self.num_col,
+            self.num_row,
+            len(self.index),
+            colwise,
+            maximize,
+            0.0,
+            self.col_cost,
+            self.col_lower,
+            self.col_upper,
+            self.row_lower,
+            self.row_upper,
+            self.start,
+            self.index,
+            self.value,
+            self.integrality,
+        )
+
+
 def _highs_lp(
     batch: _BatchColumns,
     realtime: _RealtimePart,
     capacity: np.ndarray,
     model_capacity: np.ndarray,
     integer: bool,
-) -> tuple[Any, list[Any] | None]:
-    """The relaxation as a column-wise ``highspy.HighsLp`` (B1, B1m, B2, then the realtime
-    rows), and the integrality of its columns when ``integer`` asks for binary z; every
-    array built with numpy and handed to HiGHS at once (``passModel``)."""
+) -> _Model:
+    """The relaxation's arrays for HiGHS (:class:`_Model`), with binary z when ``integer``
+    asks for them; every array built with numpy."""
     highspy: Any = importlib.import_module("highspy")
     inf = highspy.kHighsInf
     horizon = batch.horizon
@@ -395,25 +453,22 @@ def _highs_lp(
         realtime, horizon, first_extra, int(batch.col_starts[-1])
     )
     col_upper = np.concatenate((np.ones(batch_columns), realtime.upper))
-    lp = highspy.HighsLp()
-    lp.num_col_ = columns
-    lp.num_row_ = first_extra + extra
-    lp.col_cost_ = np.concatenate((batch.costs, realtime.cost))
-    lp.col_lower_ = np.concatenate((np.zeros(batch_columns), realtime.lower))
-    lp.col_upper_ = np.where(np.isinf(col_upper), inf, col_upper)
-    lp.row_lower_ = np.where(np.isinf(lower), -inf, lower)
-    lp.row_upper_ = np.where(np.isinf(upper), inf, upper)
-    lp.sense_ = highspy.ObjSense.kMaximize
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = np.concatenate((batch.col_starts[:-1], realtime_starts)).astype(np.int32)
-    lp.a_matrix_.index_ = np.concatenate((batch.row_index, realtime_rows)).astype(np.int32)
-    lp.a_matrix_.value_ = np.concatenate((batch.values, realtime_values))
-    if not (integer and batch_columns):
-        return lp, None
-    integrality = [highspy.HighsVarType.kContinuous] * columns
-    for col in range(batch_columns):
-        integrality[col] = highspy.HighsVarType.kInteger
-    return lp, integrality
+    integrality = np.zeros(columns, dtype=np.int32)  # (HighsVarType.kContinuous)
+    if integer:
+        integrality[:batch_columns] = 1  # (HighsVarType.kInteger)
+    return _Model(
+        num_col=columns,
+        num_row=first_extra + extra,
+        col_cost=np.concatenate((batch.costs, realtime.cost)),
+        col_lower=np.concatenate((np.zeros(batch_columns), realtime.lower)),
+        col_upper=np.where(np.isinf(col_upper), inf, col_upper),
+        row_lower=np.where(np.isinf(lower), -inf, lower),
+        row_upper=np.where(np.isinf(upper), inf, upper),
+        start=np.concatenate((batch.col_starts[:-1], realtime_starts)).astype(np.int32),
+        index=np.concatenate((batch.row_index, realtime_rows)).astype(np.int32),
+        value=np.concatenate((batch.values, realtime_values)),
+        integrality=integrality,
+    )
 
 
 def _read_solution(

@@ -291,3 +291,16 @@ def test_the_compiled_packing_is_the_python_packing(seed: int) -> None:
             blocks.append((size, legal & rng.getrandbits(gpus) if rng.random() < 0.3 else legal))
         expected = bound._packing_capacity(busy, blocks, gpus)
         assert core.packing_capacity(busy, blocks, gpus) == expected
+
+
+def test_every_solve_gets_its_own_time_limit() -> None:
+    """The step LP reuses one HiGHS object per thread, whose clock sums all its runs: after
+    solves that together ran longer than a limit, a solve with that limit is still solved
+    (not stopped at once by the time the earlier ones took)."""
+    problem = stress_problem(17, 64, "mixed")
+    step_capacity_bound(problem)
+    clock = bound._SOLVERS.highs.getRunTime
+    began = clock()
+    while clock() - began < 0.3:
+        assert step_capacity_bound(problem, starts=True, time_limit=0.2).status == "optimal"
+    assert step_capacity_bound(problem, integer=True, time_limit=0.2).bound < math.inf
