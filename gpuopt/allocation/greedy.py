@@ -249,9 +249,10 @@ LP_SECONDS = (0.001, 12e-6)
 #: the stress set's worst gaps (docs/stress-gaps.md). Below, the guide stays last.
 GUIDE_FIRST_GPUS = 32
 #: Work units the LP guide costs per cell (new tasks x steps) when it runs right after the
-#: orders: its model built with numpy and solved by HiGHS in about 2-3 ms at 64 GPUs x
-#: 400 cells (``benchmarks/allocation_guide_lp.py``), about the time of 5 placements in
-#: the compiled core a cell.
+#: orders. Its model, built with numpy and solved without presolve, takes about 1.7 ms at
+#: 64 GPUs x 400 cells (``benchmarks/allocation_guide_lp.py``): about 4 us a cell, the time
+#: of 10-13 placements in the compiled core; 5 is the price that fits the default budget
+#: best (10 a cell leaves the search less and ends worse: docs/stress-gaps.md).
 GUIDE_WORK = 5
 #: Most cells (new tasks x steps) for which the LP guide runs right after the orders: its
 #: price (:data:`GUIDE_WORK` a cell, at most 5,000 units) then leaves half the default
@@ -260,8 +261,8 @@ GUIDE_FIRST_CELLS = 1_000
 #: Whether HiGHS presolves the LP of the guide that runs right after the orders (without:
 #: half the solve's time, and on the stress set at 32-64 GPUs as good plans or better).
 GUIDE_PRESOLVE = False
-#: The time estimate (:data:`LP_SECONDS`' form) of that guide: its LP built with numpy and
-#: solved without presolve, about 0.8 ms and 4.5 us a cell on this machine class.
+#: The time estimate (:data:`LP_SECONDS`' form) of that guide, above what it takes on this
+#: machine class (median 1.1 ms at 200 cells, 1.7 ms at 400, with the plan built from it).
 GUIDE_FIRST_SECONDS = (0.001, 5e-6)
 
 
