@@ -290,7 +290,7 @@ def _guide_first_grid(per_cell: int) -> Callable[..., Any]:
                     problem, steps, first_order, -math.inf, "LP", shown
                 )
             if guided is not None:
-                starts.append(steps.adopt(guided))
+                starts.append(guided)
         starts.sort(key=lambda board: -board.objective)
         ends: list[Any] = []
         for board in starts:

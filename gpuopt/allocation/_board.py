@@ -75,7 +75,7 @@ class Board:
         self.value = 0.0  # discounted batch objective of the placed blocks
         self._cum_weights = np.concatenate(([0.0], np.cumsum(index.weights))).tolist()
         self.starts: dict[int, tuple[int, int]] = {}  # batch position -> (start step, first GPU)
-        self._legal: dict[int, int] = {}
+        self._legal: dict[int, int] = index.legal_masks  # (shared by the index's boards)
         # GPU models (section 15): a plain problem has one pool and durations as stated
         self.plain = index.plain
         self._model_legal: dict[tuple[int, int], int] = {}

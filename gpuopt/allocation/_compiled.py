@@ -1,6 +1,7 @@
 """The compiled greedy core in one namespace: the extension modules Cython builds from
 ``_crandom.pyx``, ``_cstatic.pyx``, ``_cboard.pyx``, ``_core.pyx`` and ``_crealtime.pyx``
-(``setup.py``).
+(``setup.py``); ``packing_capacity`` is the B3 packing of :mod:`gpuopt.allocation.bound`
+in C.
 
 Importing this module fails with ``ImportError`` where they are not built (a bare
 checkout); :mod:`gpuopt.allocation._accel` then runs the Python modules.
@@ -11,6 +12,7 @@ from __future__ import annotations
 from gpuopt.allocation._cboard import CoreBoard, base_board, grid_of  # type: ignore[import-not-found]
 from gpuopt.allocation._core import (  # type: ignore[import-not-found]
     construct,
+    guided,
     improve,
     search,
     supported,
@@ -24,6 +26,7 @@ from gpuopt.allocation._crealtime import Realtime  # type: ignore[import-not-fou
 from gpuopt.allocation._cstatic import (  # type: ignore[import-not-found]
     Budget,
     Static,
+    packing_capacity,
     realtime_curves_of,
 )
 
@@ -35,7 +38,9 @@ __all__ = [
     "base_board",
     "construct",
     "grid_of",
+    "guided",
     "improve",
+    "packing_capacity",
     "pairwise_sum",
     "realtime_curves_of",
     "rng_draws",

@@ -291,6 +291,42 @@ cdef bint _place_at(CoreBoard board, int64_t b, int64_t start, int64_t first):
     return True
 
 
+def guided(CoreBoard base, list at_starts, list others):
+    """``_guides._guided`` (plain: one variant), its orders given by
+    ``_guides._guided_orders``: ``at_starts`` the (task, LP start) pairs, the largest worth
+    first; ``others`` the tasks the LP does not start, in the first order."""
+    cdef CoreBoard board = base.copy()
+    cdef Static st = board.st
+    cdef int64_t b, start, end, first, size, T = board.T
+    cdef uint64_t firsts, free_, legal
+    cdef Counts counts
+    cdef double gain
+    cdef bint placed
+    cdef list rest = []
+    board.trade_budget = TRADE_BUDGET
+    for b, start in at_starts:
+        size = st.size[b]
+        legal = st.legal[b]
+        placed = False
+        if start <= st.last[b]:
+            end = T if start + st.duration[b] > T else start + st.duration[b]
+            firsts = free_firsts(board, <int>size, start, end, legal, &free_)
+            if not firsts and st.R:  # the LP gave realtime less here (A4c)
+                if _may_pay(board, b, start, end, 0.0, legal, NULL):
+                    counts = _trade_counts(board, b, start, end, 0.0, &gain)
+                    if counts is not None:
+                        _set_realtime(board, counts)
+                        firsts = free_firsts(board, <int>size, start, end, legal, &free_)
+            if firsts:
+                first = _choose_block(board, firsts, free_, <int>size, start, end)
+                placed = _place_at(board, b, start, first)
+        if not placed:
+            rest.append(b)
+    for b in others + rest:
+        _place_earliest(board, b, True, TRADE_STARTS)
+    return board
+
+
 cdef class _Trial:
     """``_swap._Trial``: a change the swap pass may take back."""
 

@@ -35,6 +35,21 @@ GUIDE_SECONDS = 10.0
 MIP_GUIDE_SECONDS = 30.0
 
 
+def _guided_orders(
+    batch: Any, order: list[int], starts: dict[int, tuple[int, float]]
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """The orders of :func:`_guided`: the (task, LP start) pairs of the tasks the LP
+    starts, the largest ``z`` x priority x GPUs x duration first, and the other tasks in
+    ``order`` (the compiled core's ``guided`` takes the same two lists)."""
+
+    def worth(b: int) -> tuple[float, int]:
+        weight = starts[b][1]
+        return (-weight * batch.priority[b] * batch.size[b] * batch.duration[b], b)
+
+    first = [(b, starts[b][0]) for b in sorted((b for b in order if b in starts), key=worth)]
+    return first, [b for b in order if b not in starts]
+
+
 def _guided(base: Board, order: list[int], starts: dict[int, tuple[int, float]]) -> Board:
     """A plan built from the step-capacity LP's starts (section 10.1, item 5).
 
@@ -46,14 +61,9 @@ def _guided(base: Board, order: list[int], starts: dict[int, tuple[int, float]])
     board = base.copy()
     board.trade_budget = TRADE_BUDGET
     batch = board.batch
-
-    def worth(b: int) -> tuple[float, int]:
-        weight = starts[b][1]
-        return (-weight * batch.priority[b] * batch.size[b] * batch.duration[b], b)
-
+    at_starts, others = _guided_orders(batch, order, starts)
     rest: list[int] = []
-    for b in sorted((b for b in order if b in starts), key=worth):
-        start = starts[b][0]
+    for b, start in at_starts:
         size = batch.size[b]
         placed = False
         for duration, last, legal, _ in board.variants(b):
@@ -73,7 +83,7 @@ def _guided(base: Board, order: list[int], starts: dict[int, tuple[int, float]])
                     break
         if not placed:
             rest.append(b)
-    for b in [b for b in order if b not in starts] + rest:
+    for b in others + rest:
         _place_earliest(board, b, trade=True)
     return board
 

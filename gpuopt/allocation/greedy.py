@@ -41,7 +41,10 @@ change only when the objective rises. On scenarios of up to ``GUIDE_CELLS``
 new tasks x steps (and always with ``guide=True``) one more plan is built
 from the starts the step-capacity LP chose (``models/allocation.md`` section
 10.1, item 5): the LP sees every step's capacity at once, so it delays or
-leaves out the long, cheap tasks that the orders start early. Last, a
+leaves out the long, cheap tasks that the orders start early. From
+``GUIDE_FIRST_GPUS`` GPUs on (up to ``GUIDE_FIRST_CELLS``) that plan is built
+right after the orders' and the better of the two is searched first (section
+10.2, rule G1); below, after the orders' plan is searched. Last, a
 ruin-and-recreate search
 (``models/allocation.md`` section 10.1) moves several tasks at once: it
 clears the way for a task left out or started late, then frees seeded random
@@ -78,6 +81,7 @@ from gpuopt.allocation._guides import (
     MIP_GUIDE_SECONDS,
     _exact_realtime,
     _guided,
+    _guided_orders,
 )
 from gpuopt.allocation._search import SEARCH_ROUNDS, _search
 from gpuopt.allocation._swap import _improve
@@ -113,7 +117,9 @@ class GreedyOptions:
         budget gives the same grid, and a larger one never a worse grid.
         Default (``"auto"``): the three orders' plans (three placements per new
         task) and :data:`DEFAULT_WORK` placements of improvement, about a
-        millisecond with the compiled core at 8 to 64 GPUs.
+        millisecond with the compiled core at 8 to 16 GPUs; from
+        :data:`GUIDE_FIRST_GPUS` GPUs on, the LP guide's price
+        (:data:`GUIDE_WORK` a cell) comes out of it too (section 10.2, rule G1).
     search
         Ruin-and-recreate rounds after the swap pass (0: none); the rounds also
         stop at :data:`~gpuopt.allocation._search.SEARCH_WORK` (scaled to the
@@ -144,7 +150,8 @@ class GreedyOptions:
 
 #: Placements of improvement in the default work budget (after the three orders' plans):
 #: enough for the swap pass, the search and its restarts on the stress instances at 8-16
-#: GPUs, not for the LP guide (docs/benchmarks.md, "The heuristic's hot path").
+#: GPUs, not for the LP guide at LP_WORK a cell (docs/benchmarks.md, "The heuristic's hot
+#: path"); from GUIDE_FIRST_GPUS on, for the guide at GUIDE_WORK a cell and the search.
 DEFAULT_WORK = 10_000
 
 #: The keywords of :func:`greedy_grid` and :func:`solve_greedy`: the fields of
@@ -187,27 +194,38 @@ def greedy_grid(
     pending = [b for b, running in enumerate(index.batch.running) if not running]
     orders = ORDERS if improve else ORDERS[:1]
     steps = _Steps(index, core_for(index), math.inf if work is None else work, deadline)
+    cells = len(pending) * index.horizon
     if guide is None:
-        guide = improve and len(pending) * index.horizon <= GUIDE_CELLS
+        guide = improve and cells <= GUIDE_CELLS
+    # the LP's plan right after the orders (section 10.2, rule G1): by the problem's size alone,
+    # never by the budget, so that the sequence stays one (rule B1)
+    early = bool(guide) and improve and guide_first(index.gpus, cells)
     swaps = 2 * len(pending) if max_attempts is None else max_attempts
+    counts = (swaps, search, seed)  # (the stages' own budgets, _finish)
     with gpuopt.progress.task("heuristic", total=len(pending)) as shown:
         # the stages run in a fixed sequence and the first that does not fit the budget ends
         # the run, so a larger budget runs the same sequence further (models/allocation.md
         # section 10.2): each plan improved, searched and its realtime curves made exact,
-        # the orders' plan first, then the plans the LP (and MIP) guide to
+        # the orders' plan first, then the plans the LP (and MIP) guide to; from
+        # GUIDE_FIRST_GPUS on, the LP's plan right after the orders and the better searched
+        # first (section 10.2, rule G1)
         first, settled, first_order = _best_order(steps, pending, orders, shown)
         ends = [first]  # the best end wins; ties: the orders' plan
-        if improve:
-            ends[0] = _finish(steps, first, pending, (swaps, search, seed), shown, "")
+        if early and pending and not settled:
+            ends = _guide_first(problem, steps, first, first_order, pending, counts, shown)
+        elif improve:
+            ends[0] = _finish(steps, first, pending, counts, shown, "")
         if guide and pending and not settled and not steps.budget.spent():
-            kinds = ("LP", "MIP") if guide == "mip" else ("LP",)
+            kinds: tuple[str, ...] = ("LP", "MIP") if guide == "mip" else ("LP",)
+            if early:
+                kinds = kinds[1:]  # the LP's plan ran first
             for kind in kinds:
                 guided = _guided_plan(problem, steps, first_order, first.objective, kind, shown)
                 if guided is None:
                     continue  # it does not beat the orders' plan (or the budget ran out)
-                plan = steps.adopt(guided)
+                plan = guided
                 if improve:
-                    plan = _finish(steps, plan, pending, (swaps, search, seed), shown, kind)
+                    plan = _finish(steps, plan, pending, counts, shown, kind)
                 ends.append(plan)
             if not improve and len(ends) > 1:
                 ends = ends[1:]
@@ -224,13 +242,78 @@ def greedy_grid(
 LP_SECONDS = (0.001, 12e-6)
 
 
-def _lp_affordable(budget: Any, cells: int) -> bool:
-    """Whether an LP stage of ``cells`` cells fits what is left of the work budget and,
-    by its estimate (:data:`LP_SECONDS`), of the time."""
-    if not budget.affords(LP_WORK * cells):
+#: From this many GPUs on (and up to :data:`GUIDE_FIRST_CELLS`), the plan guided by the
+#: step-capacity LP is built right after the three orders' plans and the better of the two
+#: is searched first (section 10.2, rule G1): at 32-64 GPUs the orders' plan searched first
+#: spends the default budget before the guide, whose plan is the better start on most of
+#: the stress set's worst gaps (docs/stress-gaps.md). Below, the guide stays last.
+GUIDE_FIRST_GPUS = 32
+#: Work units the LP guide costs per cell (new tasks x steps) when it runs right after the
+#: orders. Its model, built with numpy and solved without presolve, takes about 1.7 ms at
+#: 64 GPUs x 400 cells (``benchmarks/allocation_guide_lp.py``): about 4 us a cell, the time
+#: of 10-13 placements in the compiled core; 5 is the price that fits the default budget
+#: best (10 a cell leaves the search less and ends worse: docs/stress-gaps.md).
+GUIDE_WORK = 5
+#: Most cells (new tasks x steps) for which the LP guide runs right after the orders: its
+#: price (:data:`GUIDE_WORK` a cell, at most 5,000 units) then leaves half the default
+#: budget (:data:`DEFAULT_WORK`) to the search.
+GUIDE_FIRST_CELLS = 1_000
+#: Whether HiGHS presolves the LP of the guide that runs right after the orders (without:
+#: half the solve's time, and on the stress set at 32-64 GPUs as good plans or better).
+GUIDE_PRESOLVE = False
+#: The time estimate (:data:`LP_SECONDS`' form) of that guide, above what it takes on this
+#: machine class (median 1.1 ms at 200 cells, 1.7 ms at 400, with the plan built from it).
+GUIDE_FIRST_SECONDS = (0.001, 5e-6)
+
+
+def guide_first(gpus: int, cells: int) -> bool:
+    """Whether the LP-guided plan runs right after the orders (section 10.2, rule G1) on a
+    cluster of ``gpus`` GPUs with ``cells`` new tasks x steps: a rule of the problem's size
+    alone, so that every budget runs the same sequence (rule B1)."""
+    return gpus >= GUIDE_FIRST_GPUS and cells <= GUIDE_FIRST_CELLS
+
+
+def _guide_first(
+    problem: AllocationProblem,
+    steps: _Steps,
+    first: Any,
+    first_order: list[int],
+    pending: list[int],
+    settings: tuple[int, int, int],
+    shown: Any,
+) -> list[Any]:
+    """The ends of section 10.2, rule G1: the LP-guided plan built right after the orders' plan
+    ``first`` (charged :data:`GUIDE_WORK` a cell), then the better of the two improved,
+    searched and made exact (:func:`_finish`) and the other after it while the budget
+    lasts; the orders' plan's end first in the list (ties go to it)."""
+    starts = [(first, "")]
+    guided = _guided_plan(
+        problem, steps, first_order, -math.inf, "LP", shown, GUIDE_WORK, GUIDE_PRESOLVE, True
+    )
+    if guided is not None:
+        starts.append((guided, "LP"))
+    ends: list[tuple[int, Any]] = []
+    # the better start first (ties: the orders' plan, the sort is stable)
+    for number, (board, kind) in sorted(enumerate(starts), key=lambda it: -it[1][0].objective):
+        if ends and steps.budget.spent():
+            break
+        ends.append((number, _finish(steps, board, pending, settings, shown, kind)))
+    return [end for _, end in sorted(ends, key=lambda it: it[0])]
+
+
+def _lp_affordable(
+    budget: Any,
+    cells: int,
+    price: int | None = None,
+    seconds: tuple[float, float] = LP_SECONDS,
+) -> bool:
+    """Whether an LP stage of ``cells`` cells at ``price`` work units a cell (default
+    :data:`~gpuopt.allocation._board.LP_WORK`) fits what is left of the work budget and,
+    by its estimate (``seconds``: a fixed part and a part per cell), of the time."""
+    if not budget.affords((LP_WORK if price is None else price) * cells):
         return False
     left = budget.deadline - time.perf_counter()
-    return bool(left >= LP_SECONDS[0] + LP_SECONDS[1] * cells)
+    return bool(left >= seconds[0] + seconds[1] * cells)
 
 
 def _finish(
@@ -326,11 +409,13 @@ class _Steps:
         shown.update(completed=len(order))
         return found
 
-    def adopt(self, board: Board) -> Any:
-        """A Python board (a guided plan) as the steps' kind of board."""
+    def guided(self, order: list[int], starts: dict[int, tuple[int, float]]) -> Any:
+        """The plan built from the LP's ``starts`` (:func:`_guided`), the other tasks in
+        ``order``."""
         if self.core is None:
-            return board
-        return self.core.CoreBoard.of(self.static, board)
+            return _guided(self.base, order, starts)
+        at_starts, others = _guided_orders(self.index.batch, order, starts)
+        return self.core.guided(self.core_base, at_starts, others)
 
     def improve(self, board: Any, pending: list[int], attempts: int, shown: Any, label: str) -> Any:
         """The swap pass (:func:`_improve`)."""
@@ -419,34 +504,43 @@ def _guided_plan(
     best_value: float,
     kind: str,
     shown: Any,
-) -> Board | None:
+    price: int | None = None,
+    presolve: bool = True,
+    first: bool = False,
+) -> Any:
     """The plan guided by the step-capacity LP's starts (``kind`` "LP", or the integer step
-    MIP's, "MIP"), or None when it does not beat ``best_value`` (the orders' plan).
+    MIP's, "MIP"), as the steps' kind of board (:meth:`_Steps.guided`), or None when it
+    does not beat ``best_value`` (the orders' plan).
 
-    The solve costs :data:`~gpuopt.allocation._board.LP_WORK` per cell of the model (new
-    tasks x steps) of the run's budget; when that does not fit, or its estimated time
-    (:data:`LP_SECONDS`) exceeds the time left, the budget is closed (no stage after it
-    runs) and None is returned. It stops at its own time cap and at the
+    The solve costs ``price`` (default :data:`~gpuopt.allocation._board.LP_WORK`) per cell
+    of the model (new tasks x steps) of the run's budget, HiGHS presolving it or not
+    (``presolve``); when that does not fit, or its estimated time (:data:`LP_SECONDS`, or
+    :data:`GUIDE_FIRST_SECONDS` for the guide that runs ``first``, after the orders)
+    exceeds the time left, the budget is closed (no stage after it runs) and None is
+    returned. It stops at its own time cap and at the
     budget's deadline. The search is path-dependent: from a better start alone it may end
     below where it ends from the orders' plan, so the caller searches from both.
     """
     budget = steps.budget
     index = steps.index
     cells = sum(1 for running in index.batch.running if not running) * index.horizon
-    if not _lp_affordable(budget, cells):
+    price = LP_WORK if price is None else price
+    if not _lp_affordable(budget, cells, price, GUIDE_FIRST_SECONDS if first else LP_SECONDS):
         budget.close()
         return None
-    budget.work += LP_WORK * cells
+    budget.work += price * cells
     integer = kind == "MIP"
     shown.update(description=f"heuristic: guided by the step-capacity {kind}")
     left = budget.deadline - time.perf_counter()
     if left <= 0:
         return None
     cap = MIP_GUIDE_SECONDS if integer else GUIDE_SECONDS
-    relaxed = step_capacity_bound(problem, integer=integer, time_limit=min(left, cap), starts=True)
+    relaxed = step_capacity_bound(
+        problem, integer=integer, time_limit=min(left, cap), starts=True, presolve=presolve
+    )
     if not relaxed.starts:
         return None
-    guided = _guided(steps.base, first_order, relaxed.starts)
+    guided = steps.guided(first_order, relaxed.starts)
     return guided if guided.objective > best_value + 1e-9 else None
 
 

@@ -695,6 +695,13 @@ class AllocationIndex:
         )
 
     @cached_property
+    def legal_masks(self) -> dict[int, int]:
+        """Size -> bitmask of the legal first GPUs of a block of that size (A3), filled by
+        :meth:`gpuopt.allocation._board.Board.legal_firsts` as sizes are asked for and
+        shared by every board of this index (a pure function of the index and the size)."""
+        return {}
+
+    @cached_property
     def per_model(self) -> ModelTable:
         """The per-model arrays as lists (built on first use: plain problems never need them)."""
         return ModelTable(

@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 
 import gpuopt
 from gpuopt.allocation import bound
+from gpuopt.allocation._accel import compiled
+from gpuopt.allocation._board import Board
 from gpuopt.allocation.bound import STEP_BOUND_GPUS, step_capacity_bound
 from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.problem import AllocationProblem
@@ -143,3 +146,161 @@ def test_the_relaxation_starts_are_legal_starts() -> None:
         assert not batch.running[b]
         assert batch.arrival[b] <= start < problem.horizon
         assert 0 < weight <= 1 + 1e-9
+
+
+def _columns_one_by_one(
+    problem: AllocationProblem,
+) -> list[tuple[int, int, int, float, dict[int, float]]]:
+    """The z columns of section 13 from their definition, one task, model and start at a
+    time: (task, start, end, cost, {row: coefficient}), B1 rows 0..T-1, then B1m, then B2."""
+    index = problem.index
+    board = Board(index)
+    board.pin_running()
+    if index.num_realtime:
+        board.reserve(index.realtime_floor.sum(axis=0))
+    horizon, batch = index.horizon, index.batch
+    model_rows = index.num_models * horizon if index.num_models > 1 else 0
+    weights = list(index.weights)
+    found, tasks = [], 0
+    for b in range(index.num_batch):
+        if batch.running[b]:
+            continue
+        size = batch.size[b]
+        if model_rows:
+            per_model = index.per_model
+            ways = [
+                (m, steps, per_model.last_starts[b][m], board.model_firsts(size, m), rate)
+                for m, (steps, rate) in enumerate(
+                    zip(per_model.durations[b], per_model.rates[b], strict=True)
+                )
+                if steps
+            ]
+        else:
+            ways = [(0, *variant) for variant in board.variants(b)]
+        any_column = False
+        for model, steps, last, legal, rate in ways:
+            for start in range(batch.arrival[b], last + 1):
+                end = min(horizon, start + steps)
+                if any(board.room[t] < size for t in range(start, end)):
+                    continue
+                if not board.free_firsts(size, start, end, legal)[0]:
+                    continue
+                any_column = True
+                rows = {t: float(size) for t in range(start, end)}
+                if model_rows:
+                    rows.update(
+                        {horizon + model * horizon + t: float(size) for t in range(start, end)}
+                    )
+                rows[horizon + model_rows + tasks] = 1.0
+                cost = float(batch.priority[b]) * size * rate * sum(weights[start:end])
+                found.append((b, start, end, cost, rows))
+        tasks += any_column
+    return found
+
+
+def _bound_cases() -> list[AllocationProblem]:
+    return [
+        stress_problem(2, 64, "mixed"),
+        stress_problem(3, 32, "aligned-running-low"),
+        stress_problem(1, 64, "realtime-swap"),
+        stress_problem(4, 16, "nodes"),
+        random_problem(3, gpus=16, tasks=14, models=True, realtime=2),
+        random_problem(5, gpus=12, tasks=10, models=True),
+    ]
+
+
+@pytest.mark.parametrize("number", range(6))
+def test_the_columns_built_at_once_are_the_columns_one_by_one(number: int) -> None:
+    """The batch columns are built with numpy over every start at once (the guide's hot
+    path); they are the columns of section 13 taken one task, model and start at a time."""
+    problem = _bound_cases()[number]
+    index = problem.index
+    board = Board(index)
+    board.pin_running()
+    if index.num_realtime:
+        board.reserve(index.realtime_floor.sum(axis=0))
+    model_rows = index.num_models * index.horizon if index.num_models > 1 else 0
+    built = bound._batch_columns(index, board, model_rows)
+    expected = _columns_one_by_one(problem)
+    assert built.count == len(expected) > 0
+    for column, (b, start, end, cost, rows) in enumerate(expected):
+        assert (built.owners[column], built.starts[column], built.ends[column]) == (b, start, end)
+        assert built.costs[column] == pytest.approx(cost, rel=1e-12)
+        low, high = built.col_starts[column], built.col_starts[column + 1]
+        entries = built.row_index[low:high].tolist(), built.values[low:high].tolist()
+        got = dict(zip(*entries, strict=True))
+        assert got == rows
+        assert built.row_index[low:high].tolist() == list(rows)  # in this order
+
+
+@pytest.mark.parametrize("number", [2, 4])
+def test_the_realtime_rows_are_a4_as_written(number: int) -> None:
+    """The realtime columns' entries, built at once, are A4a-A4c row by row (section 13):
+    per service and step, |y[t] - y[t-1]| <= s (|y[0] - c0| <= s at step 0), then
+    y + u >= demand; y also enters its step's B1 row."""
+    problem = _bound_cases()[number]
+    index = problem.index
+    horizon, services = index.horizon, index.num_realtime
+    assert services
+    part = bound._realtime_part(problem, np.full(horizon, float(index.gpus)))
+    first_extra = 100
+    starts, rows, values = bound._realtime_matrix(part, horizon, first_extra, 7)
+    dense = np.zeros((first_extra + 2 * services * horizon, 2 * services * horizon))
+    for col in range(2 * services * horizon):
+        for at in range(starts[col] - 7, starts[col + 1] - 7):
+            dense[rows[at], col] = values[at]
+    expected = np.zeros_like(dense)
+    lower, upper = [], []
+    for r in range(services):
+        for t in range(horizon):
+            y, u, row = r * horizon + t, services * horizon + r * horizon + t, first_extra
+            row += 2 * (r * horizon + t)
+            expected[t, y] = 1.0  # B1
+            expected[row, y] = 1.0
+            swap = float(index.max_swap[r])
+            if t:
+                expected[row, y - 1] = -1.0  # A4a
+                centre = 0.0
+            else:
+                centre = float(index.initial[r])
+            lower.append(centre - swap)
+            upper.append(centre + swap)
+            expected[row + 1, y] = expected[row + 1, u] = 1.0  # A4c
+            lower.append(float(index.demand[r, t]))
+            upper.append(math.inf)
+    assert np.array_equal(dense, expected)
+    assert part.rows_lower.tolist() == lower
+    assert part.rows_upper.tolist() == upper
+
+
+@pytest.mark.skipif(compiled() is None, reason="the compiled core is not built")
+@pytest.mark.parametrize("seed", range(10))
+def test_the_compiled_packing_is_the_python_packing(seed: int) -> None:
+    """The B3 capacity in C (up to 64 GPUs) is the Python programme's, which the brute
+    force above checks; here on the sizes and masks of up to 64 GPUs."""
+    core = compiled()
+    assert core is not None
+    rng = random.Random(seed)
+    for _ in range(50):
+        gpus = rng.choice([8, 16, 32, 48, 64])
+        busy = rng.getrandbits(gpus) & rng.getrandbits(gpus) & rng.getrandbits(gpus)
+        blocks = []
+        for size in sorted(rng.sample([1, 2, 4, 8, 16, 32, 3, 6], rng.randint(1, 4))):
+            step = size if rng.random() < 0.5 else 1
+            legal = sum(1 << first for first in range(0, gpus - size + 1, step))
+            blocks.append((size, legal & rng.getrandbits(gpus) if rng.random() < 0.3 else legal))
+        expected = bound._packing_capacity(busy, blocks, gpus)
+        assert core.packing_capacity(busy, blocks, gpus) == expected
+
+
+def test_every_solve_gets_its_own_time_limit() -> None:
+    """The step LP reuses one HiGHS object per thread, whose clock sums all its runs: after
+    solves that together ran longer than a limit, a solve with that limit is still solved
+    (not stopped at once by the time the earlier ones took)."""
+    problem = stress_problem(17, 64, "mixed")
+    step_capacity_bound(problem)
+    clock = bound._SOLVERS.highs.getRunTime
+    began = clock()
+    while clock() - began < 0.3:
+        assert step_capacity_bound(problem, starts=True, time_limit=0.2).status == "optimal"
+    assert step_capacity_bound(problem, integer=True, time_limit=0.2).bound < math.inf

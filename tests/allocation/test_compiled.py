@@ -19,9 +19,9 @@ def test_every_name_is_its_extension_modules_own() -> None:
     compiled = importlib.import_module("gpuopt.allocation._compiled")
     homes = {
         "_cboard": ("CoreBoard", "base_board", "grid_of"),
-        "_core": ("construct", "improve", "search", "supported"),
+        "_core": ("construct", "guided", "improve", "search", "supported"),
         "_crandom": ("pairwise_sum", "rng_draws", "rng_state"),
-        "_cstatic": ("Budget", "Static", "realtime_curves_of"),
+        "_cstatic": ("Budget", "Static", "packing_capacity", "realtime_curves_of"),
         "_crealtime": ("Realtime",),
     }
     for module, names in homes.items():
