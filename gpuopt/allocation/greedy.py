@@ -44,7 +44,7 @@ from the starts the step-capacity LP chose (``models/allocation.md`` section
 leaves out the long, cheap tasks that the orders start early. From
 ``GUIDE_FIRST_GPUS`` GPUs on (up to ``GUIDE_FIRST_CELLS``) that plan is built
 right after the orders' and the better of the two is searched first (section
-10.2, rule G1); below, after the orders' plan is searched. Last, a
+10.2, rule B4); below, after the orders' plan is searched. Last, a
 ruin-and-recreate search
 (``models/allocation.md`` section 10.1) moves several tasks at once: it
 clears the way for a task left out or started late, then frees seeded random
@@ -119,7 +119,7 @@ class GreedyOptions:
         task) and :data:`DEFAULT_WORK` placements of improvement, about a
         millisecond with the compiled core at 8 to 16 GPUs; from
         :data:`GUIDE_FIRST_GPUS` GPUs on, the LP guide's price
-        (:data:`GUIDE_WORK` a cell) comes out of it too (section 10.2, rule G1).
+        (:data:`GUIDE_WORK` a cell) comes out of it too (section 10.2, rule B4).
     search
         Ruin-and-recreate rounds after the swap pass (0: none); the rounds also
         stop at :data:`~gpuopt.allocation._search.SEARCH_WORK` (scaled to the
@@ -197,7 +197,7 @@ def greedy_grid(
     cells = len(pending) * index.horizon
     if guide is None:
         guide = improve and cells <= GUIDE_CELLS
-    # the LP's plan right after the orders (section 10.2, rule G1): by the problem's size alone,
+    # the LP's plan right after the orders (section 10.2, rule B4): by the problem's size alone,
     # never by the budget, so that the sequence stays one (rule B1)
     early = bool(guide) and improve and guide_first(index.gpus, cells)
     swaps = 2 * len(pending) if max_attempts is None else max_attempts
@@ -208,7 +208,7 @@ def greedy_grid(
         # section 10.2): each plan improved, searched and its realtime curves made exact,
         # the orders' plan first, then the plans the LP (and MIP) guide to; from
         # GUIDE_FIRST_GPUS on, the LP's plan right after the orders and the better searched
-        # first (section 10.2, rule G1)
+        # first (section 10.2, rule B4)
         first, settled, first_order = _best_order(steps, pending, orders, shown)
         ends = [first]  # the best end wins; ties: the orders' plan
         if early and pending and not settled:
@@ -244,7 +244,7 @@ LP_SECONDS = (0.001, 12e-6)
 
 #: From this many GPUs on (and up to :data:`GUIDE_FIRST_CELLS`), the plan guided by the
 #: step-capacity LP is built right after the three orders' plans and the better of the two
-#: is searched first (section 10.2, rule G1): at 32-64 GPUs the orders' plan searched first
+#: is searched first (section 10.2, rule B4): at 32-64 GPUs the orders' plan searched first
 #: spends the default budget before the guide, whose plan is the better start on most of
 #: the stress set's worst gaps (docs/stress-gaps.md). Below, the guide stays last.
 GUIDE_FIRST_GPUS = 32
@@ -267,7 +267,7 @@ GUIDE_FIRST_SECONDS = (0.001, 5e-6)
 
 
 def guide_first(gpus: int, cells: int) -> bool:
-    """Whether the LP-guided plan runs right after the orders (section 10.2, rule G1) on a
+    """Whether the LP-guided plan runs right after the orders (section 10.2, rule B4) on a
     cluster of ``gpus`` GPUs with ``cells`` new tasks x steps: a rule of the problem's size
     alone, so that every budget runs the same sequence (rule B1)."""
     return gpus >= GUIDE_FIRST_GPUS and cells <= GUIDE_FIRST_CELLS
@@ -282,7 +282,7 @@ def _guide_first(
     settings: tuple[int, int, int],
     shown: Any,
 ) -> list[Any]:
-    """The ends of section 10.2, rule G1: the LP-guided plan built right after the orders' plan
+    """The ends of section 10.2, rule B4: the LP-guided plan built right after the orders' plan
     ``first`` (charged :data:`GUIDE_WORK` a cell), then the better of the two improved,
     searched and made exact (:func:`_finish`) and the other after it while the budget
     lasts; the orders' plan's end first in the list (ties go to it)."""
