@@ -570,17 +570,13 @@ def grid_from_cluster(
     }
     return grid_from_calendar(
         calendar,
+        given,
         cluster=cluster,
         now=clock,
         ends=ends,
         walltimes=walltimes,
         facts=facts,
         services=services,
-        decay=given.decay,
-        realtime_penalty=given.realtime_penalty,
-        align_blocks=given.align_blocks,
-        name=given.name,
-        node_gpus=given.node_gpus,
         report=report,
     )
 
@@ -596,6 +592,7 @@ def _tick(seconds: float, now: float, step: float) -> float:
 
 def grid_from_calendar(
     calendar: CalendarProblem,
+    settings: GridSettings | None = None,
     *,
     cluster: Cluster | None = None,
     now: float = 0.0,
@@ -603,22 +600,20 @@ def grid_from_calendar(
     ends: Mapping[str, int] | None = None,
     walltimes: Mapping[str, int] | None = None,
     services: Sequence[Service] = (),
-    decay: float | None = None,
-    realtime_penalty: float | None = None,
-    align_blocks: bool = False,
-    name: str = "cluster",
-    node_gpus: int | None = None,
     report: GridReport | None = None,
 ) -> AllocationProblem:
-    """The allocation scenario of ``calendar`` (G1-G8): its GPU nodes as the row, its running
+    """The allocation scenario of ``calendar`` (G1-G11): its GPU nodes as the row, its running
     pods as running tasks, its waiting jobs as batch tasks, ``services`` as realtime tasks.
 
+    ``settings`` gives the scenario's decay, penalty, alignment, name and row
+    (:class:`GridSettings`; its clock and step are the calendar's already);
     ``cluster`` (the calendar's) gives the running pods' start times and snapshot GPU
     indices; ``facts`` the pods' grid annotations (:func:`read_grid_facts`); ``now``
     the Unix second of tick 0 (for ``gpuopt.io/deadline``); ``ends`` a running pod's
     end tick where it is stated past the horizon (the calendar's end stops there);
     ``walltimes`` a running pod's stated walltime in steps (its work, G11).
     """
+    given = settings if settings is not None else GridSettings()
     report = report if report is not None else GridReport()
     facts = facts or {}
     step = calendar.step
@@ -632,7 +627,7 @@ def grid_from_calendar(
         raise ProblemError(
             f"horizon: {calendar.horizon:,} steps are more than the time grid's {MAX_HORIZON:,}."
         )
-    row = _Row(calendar, report, align_blocks, node_gpus, cluster)
+    row = _Row(calendar, report, given.align_blocks, given.node_gpus, cluster)
     report.row = [node.id for node in row.nodes]
     tasks: list[tuple[float, dict[str, Any]]] = []
     tasks += row.running(cluster, facts, ends or {}, walltimes or {}, now)
@@ -658,11 +653,11 @@ def grid_from_calendar(
         report.deployments[service.id] = (service.namespace, deployment, service.per_replica)
     tasks.sort(key=lambda pair: pair[0])
     scenario: dict[str, Any] = {
-        "name": name,
+        "name": given.name,
         "gpus": row.gpus,
         "horizon": calendar.horizon,
         "step_minutes": int(minutes),
-        "align_blocks": align_blocks,
+        "align_blocks": given.align_blocks,
         "gpus_per_node": row.size if len(row.nodes) > 1 else None,
         "tasks": [task for _, task in tasks],
     }
@@ -670,10 +665,10 @@ def grid_from_calendar(
         scenario["pools"] = row.pools
         if row.speeds:
             scenario["speed"] = row.speeds
-    if decay is not None:
-        scenario["decay"] = decay
-    if realtime_penalty is not None:
-        scenario["realtime_penalty"] = realtime_penalty
+    if given.decay is not None:
+        scenario["decay"] = given.decay
+    if given.realtime_penalty is not None:
+        scenario["realtime_penalty"] = given.realtime_penalty
     return AllocationProblem.parse(scenario, source="the time grid")
 
 
