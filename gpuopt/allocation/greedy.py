@@ -62,6 +62,7 @@ realtime curves in :mod:`gpuopt.allocation._guides`, on the board of
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import time
 from collections.abc import Sequence
@@ -147,6 +148,10 @@ class GreedyOptions:
     seed: int = 0
     guide: bool | Literal["mip"] | None = None
 
+
+#: Whether HiGHS, which the LP guide solves with, is installed (a core dependency; without
+#: it, in a partial install, the guide is skipped and the orders' plans are searched alone).
+HIGHS_INSTALLED = importlib.util.find_spec("highspy") is not None
 
 #: Placements of improvement in the default work budget (after the three orders' plans):
 #: enough for the swap pass, the search and its restarts on the stress instances at 8-16
@@ -521,6 +526,8 @@ def _guided_plan(
     budget's deadline. The search is path-dependent: from a better start alone it may end
     below where it ends from the orders' plan, so the caller searches from both.
     """
+    if not HIGHS_INSTALLED:  # a core dependency; only a partial install lacks it
+        return None
     budget = steps.budget
     index = steps.index
     cells = sum(1 for running in index.batch.running if not running) * index.horizon
