@@ -18,6 +18,13 @@ The rules are written out in ``models/calendar.md``.
 """
 
 from gpuopt.calendar.check import violations as replay_violations
+from gpuopt.calendar.grid import (
+    GridReport,
+    GridSettings,
+    grid_from_cluster,
+    grid_from_kubernetes,
+    scenario_objects,
+)
 from gpuopt.calendar.policies import POLICIES, Policy
 from gpuopt.calendar.problem import CalendarJob, CalendarNode, CalendarProblem, RunningPod
 from gpuopt.calendar.replay import Replay, ReplayedJob, replay, replay_metrics
@@ -31,6 +38,8 @@ __all__ = [
     "CalendarNode",
     "CalendarPlan",
     "CalendarProblem",
+    "GridReport",
+    "GridSettings",
     "JobStart",
     "Policy",
     "Replay",
@@ -38,9 +47,12 @@ __all__ = [
     "RunningPod",
     "Trace",
     "TraceJob",
+    "grid_from_cluster",
+    "grid_from_kubernetes",
     "read_trace",
     "replay",
     "replay_metrics",
     "replay_violations",
+    "scenario_objects",
     "violations",
 ]
