@@ -24,6 +24,7 @@ from gpuopt.allocation.solution import evaluate as allocation_evaluate
 from gpuopt.allocation.solution import violations as allocation_violations
 from gpuopt.calendar.cpsat import solve_cpsat as calendar_cpsat
 from gpuopt.calendar.greedy import solve_conservative as calendar_conservative
+from gpuopt.calendar.greedy import solve_easy as calendar_easy
 from gpuopt.calendar.greedy import solve_fifo as calendar_fifo
 from gpuopt.calendar.greedy import solve_heuristic as calendar_heuristic
 from gpuopt.calendar.milp import solve_milp as calendar_milp
@@ -92,6 +93,7 @@ METHODS: dict[type, dict[str, Solver]] = {
     CalendarProblem: {
         "heuristic": calendar_heuristic,
         "conservative": calendar_conservative,
+        "easy": calendar_easy,
         "fifo": calendar_fifo,
         "cpsat": calendar_cpsat,
         "milp": calendar_milp,

@@ -68,7 +68,7 @@ DURATION_CAP_SECONDS = 7 * 86400.0
 #: (at least 1) to this power, so a big job waits less than its share of the queue.
 SIZE_EXPONENT = 0.5
 #: The orders of H1 (and ``"objective"``, H5: the order matched to C8).
-Rule = Literal["heuristic", "conservative", "fifo", "objective"]
+Rule = Literal["heuristic", "conservative", "fifo", "objective", "easy"]
 
 _NEVER = 1 << 62
 #: The environment variable that forces the Python loops, the allocation greedy's too.
@@ -410,6 +410,7 @@ def _plan(
     placed: Sequence[tuple[int, tuple[int, ...]]],
     clock: float,
     notes: Sequence[str] = (),
+    reasons: dict[int, str] | None = None,
 ) -> CalendarPlan:
     """The plan of the starts ``placed`` (jobs listed in the order ``chosen``), timed from
     ``clock``; ``rule`` names the method ("objective" plans are the heuristic's)."""
@@ -423,6 +424,8 @@ def _plan(
         job = index.job_ids[j]
         if not index.candidates[j]:
             starts.append(JobStart(job=job, start=None, reason="no node may run it (C5)"))
+        elif start < 0 and reasons is not None and j in reasons:
+            starts.append(JobStart(job=job, start=None, reason=reasons[j]))
         elif start < 0:
             reason = f"it does not start before the horizon ({index.horizon} ticks)"
             if rule == "fifo":
@@ -549,6 +552,44 @@ def solve_conservative(problem: CalendarProblem) -> CalendarPlan:
     return plan_of(problem, "conservative")
 
 
+def solve_easy(problem: CalendarProblem) -> CalendarPlan:
+    """EASY backfilling on the calendar (H7): the queue of now (jobs submitted by tick 0)
+    in submit order; jobs start now while they fit, the first that does not (the head)
+    holds its earliest start, and every later job starts now if it fits beside that
+    reservation, else it waits with no start (only the head holds one). Jobs submitted
+    later are not in the queue yet."""
+    clock = time.perf_counter()
+    index = problem.index
+    queue = [j for j in order(index, "easy") if index.submit[j] <= 0]
+    placed: list[tuple[int, tuple[int, ...]]] = [(-1, ())] * len(index.job_ids)
+    kept: list[int] = []  # the jobs that start now, then the head
+    head: int | None = None
+    for j in queue:
+        if not index.candidates[j]:
+            continue
+        trial = place_all(index, [*kept, j])
+        start, nodes = trial[j]
+        if start == 0 or (head is None and start > 0):
+            kept.append(j)
+            placed[j] = (start, nodes)
+            if start > 0:
+                head = j
+    reasons = {}
+    for j in range(len(index.job_ids)):
+        if placed[j][0] >= 0 or not index.candidates[j]:
+            continue
+        if index.submit[j] > 0:
+            reasons[j] = "submitted after now: EASY plans the queue of now"
+        elif head is None:
+            reasons[j] = f"it does not start before the horizon ({index.horizon} ticks)"
+        else:
+            reasons[j] = (
+                f"waits: EASY holds a start for the head of the queue only "
+                f"({index.job_ids[head]})"
+            )
+    return _plan(problem, "easy", order(index, "easy"), placed, clock, reasons=reasons)
+
+
 def solve_fifo(problem: CalendarProblem) -> CalendarPlan:
     """First in, first out: submit order, no job before the one submitted before it."""
     return plan_of(problem, "fifo")
@@ -564,6 +605,7 @@ __all__ = [
     "place_all",
     "plan_of",
     "solve_conservative",
+    "solve_easy",
     "solve_fifo",
     "solve_heuristic",
     "split_piece",

@@ -214,6 +214,8 @@ def violations(
         problems.extend(_overfull(problem, n, items))
     if plan.method == "fifo":
         problems.extend(_submit_order(problem, plan))
+    if plan.method == "easy":
+        problems.extend(_easy_rules(problem, plan, intervals))
     if work_conserving:
         for job_id in later:
             job = jobs[job_id]
@@ -221,6 +223,29 @@ def violations(
                 tick = plan.start_of(job_id).start
                 problems.append(f"C6: job {job_id} starts at tick {tick} but fits from now.")
     return problems
+
+
+def _easy_rules(
+    problem: CalendarProblem, plan: CalendarPlan, intervals: list[list[Interval]]
+) -> list[str]:
+    """easy (H7): only the queue of now (submit <= 0) starts; at most one job (the head)
+    starts later; a job that waits fits nowhere now beside everything else (EASY starts
+    every job that does: in submit order before the head, as backfill after it)."""
+    starts = {start.job: start.start for start in plan.starts}
+    found: list[str] = []
+    queue = sorted((j for j in problem.jobs if j.submit <= 0), key=lambda j: (j.submit, j.id))
+    found.extend(
+        f"easy: job {job.id}, submitted at tick {job.submit}, starts before it is in the queue."
+        for job in problem.jobs
+        if job.submit > 0 and starts.get(job.id) is not None
+    )
+    heads = [job for job in queue if (starts.get(job.id) or 0) > 0]
+    if len(heads) > 1:
+        found.append(f"easy: {len(heads)} jobs hold a later start: {[j.id for j in heads]}.")
+    for job in queue:
+        if starts.get(job.id) is None and job.eligible != [] and _fits_now(problem, intervals, job):
+            found.append(f"easy: job {job.id} waits but fits from now beside everything else.")
+    return found
 
 
 def _submit_order(problem: CalendarProblem, plan: CalendarPlan) -> list[str]:

@@ -1047,7 +1047,7 @@ def case_replay_jobs(rng: random.Random, tmp: Path) -> Case:
 def case_calendar(rng: random.Random, tmp: Path) -> Case:
     problem_file, out = tmp / "calendar.json", tmp / "plan.json"
     steps = json_input(rng, valid_calendar(rng), problem_file, references=("node",))
-    method = rng.choice(("heuristic", "conservative", "fifo"))
+    method = rng.choice(("heuristic", "conservative", "easy", "fifo"))
     argv = ["calendar", str(problem_file), "--method", method, "--out", str(out), "--quiet"]
     steps.append(method)
 
