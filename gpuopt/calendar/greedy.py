@@ -584,8 +584,7 @@ def solve_easy(problem: CalendarProblem) -> CalendarPlan:
             reasons[j] = f"it does not start before the horizon ({index.horizon} ticks)"
         else:
             reasons[j] = (
-                f"waits: EASY holds a start for the head of the queue only "
-                f"({index.job_ids[head]})"
+                f"waits: EASY holds a start for the head of the queue only ({index.job_ids[head]})"
             )
     return _plan(problem, "easy", order(index, "easy"), placed, clock, reasons=reasons)
 
