@@ -50,7 +50,9 @@ The mapping
   differ: ``gang-uneven``), eligible on the nodes every one of them is
   (C5), priority and weight their highest, submit their earliest. Its
   required level: the annotation ``gpuopt.io/required-level`` of its pods,
-  else ``gang_level`` (a single pod has none).
+  else ``gang_level`` (a single pod has none). A job that asks for nothing
+  (no GPU, CPU, memory or extended resource) fits anywhere at any time and is
+  left out (reported: ``no-request``).
 * **Eligibility** (C5, F5): the nodes :func:`gpuopt.cluster.rules.refusal` admits
   the pod to (K1 Ready, not cordoned, not locked, not MIG single; K2 taints;
   K3 node selector and required node affinity). K4 is the capacity rule C1
@@ -506,6 +508,10 @@ def from_cluster_report(
         )
         for job_id, members in groups
     ]
+    for job in [job for job in jobs if not any(job["use"])]:
+        # a pod that asks for nothing fits anywhere at any time: nothing to plan (F4)
+        report.note("no-request", job["id"])
+        jobs.remove(job)
     running = builder.running(extended, running_default)
     needs_node = any(job["level"] == NODE_LEVEL for job in jobs)
     nodes = builder.nodes(extended, levels, running, with_node=needs_node)

@@ -337,3 +337,12 @@ def test_locked_node_keeps_what_its_pods_hold_and_takes_no_job() -> None:
     assert problem.nodes[0].capacity[0] == 4 and report.notes["locked-node"] == 1
     assert problem.jobs[0].eligible == ["o"]
     checked(problem)
+
+
+def test_a_pod_that_asks_for_nothing_is_left_out_and_counted() -> None:
+    """F4: a waiting pod with no GPU, CPU, memory or extended resource request fits anywhere
+    at any time; the calendar leaves it out (it used to refuse the whole cluster)."""
+    problem, report = build(cluster([{"id": "ml/none", "gpus": 0}, {"id": "ml/one", "gpus": 1}]))
+    assert [job.id for job in problem.jobs] == ["ml/one"]
+    assert report.notes["no-request"] == 1
+    checked(problem)
