@@ -444,8 +444,16 @@ def _plan(
     return plan.model_copy(update={"objective": objective, "seconds": time.perf_counter() - clock})
 
 
+#: H5 runs by default on calendars of at most this many node-job pairs (nodes x waiting
+#: jobs): the windows of the replays (100 x 200) and everything smaller, where it closes
+#: most of the certified gap for about one more placement; above, the default is H1's plan
+#: alone, which keeps a re-plan of 1,000 nodes x 500 jobs within its 10 ms (improve=True
+#: asks for H5 at any size; docs/benchmarks.md, "Re-plan latency").
+IMPROVE_PAIRS = 100_000
+
+
 def solve_heuristic(
-    problem: CalendarProblem, *, improve: bool = True, swaps: int = 0
+    problem: CalendarProblem, *, improve: bool | None = None, swaps: int = 0
 ) -> CalendarPlan:
     """The calendar's heuristic (H1-H6): every job at its earliest start in H1's order
     (priority, then size x expansion factor) and, with ``improve``, in C8's order (H5);
@@ -459,7 +467,8 @@ def solve_heuristic(
     improve
         Also place the jobs in the objective's order (H5) and keep the better plan
         by C8: a second placement, about as long as the first. False: H1's plan
-        alone, the rolling replay's (R6d).
+        alone, the rolling replay's (R6d). None (default): H5 up to
+        :data:`IMPROVE_PAIRS` node-job pairs, H1 alone above.
     swaps
         H6: at most this many adjacent swaps of the order, each one placement,
         a swap kept when it lowers C8 (default 0: none).
@@ -487,6 +496,8 @@ def solve_heuristic(
     """
     clock = time.perf_counter()
     index = problem.index
+    if improve is None:
+        improve = len(index.job_ids) * len(index.node_ids) <= IMPROVE_PAIRS
     rule: Rule = "heuristic"
     chosen = order(index, "heuristic", problem.step)
     placed = place_all(index, chosen)
@@ -596,6 +607,7 @@ def solve_fifo(problem: CalendarProblem) -> CalendarPlan:
 
 __all__ = [
     "DURATION_CAP_SECONDS",
+    "IMPROVE_PAIRS",
     "SIZE_EXPONENT",
     "Board",
     "delay_of",

@@ -327,3 +327,16 @@ def test_swaps_never_cross_priorities_nor_raise_c8() -> None:
         priority = {spec.id: spec.priority for spec in problem.jobs}
         ranks = [priority[s.job] for s in swapped.starts]
         assert ranks == sorted(ranks, reverse=True)  # the plan lists jobs in its order
+
+
+def test_h5_by_default_up_to_a_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """improve=None (the default): H5 on calendars of at most IMPROVE_PAIRS node-job pairs,
+    H1's plan alone above (the 10 ms re-plan at 1,000 x 500); True and False force it."""
+    from gpuopt.calendar import greedy
+
+    problem = big_and_two_small(2)  # 2 nodes x 3 jobs: H1 4.0, H5 3.0 (hand case above)
+    assert solve_heuristic(problem).objective == 3.0
+    monkeypatch.setattr(greedy, "IMPROVE_PAIRS", 5)
+    assert solve_heuristic(problem).objective == 4.0
+    assert solve_heuristic(problem, improve=True).objective == 3.0
+    assert solve_heuristic(problem, improve=False).objective == 4.0
