@@ -225,6 +225,7 @@ proto.VARIANTS.update(
         "portfolio": (_portfolio, "auto"),
         "portfolio-none": (_portfolio, None),
         "clear2-pack": (_clear(2, "all"), "auto"),
+        "clear2-pack-none": (_clear(2, "all"), None),
         "clear2-packc": (_clear(2, "clear"), "auto"),
         "clear1-packc": (_clear(1, "clear"), "auto"),
         "clear2-packc-none": (_clear(2, "clear"), None),
