@@ -20,7 +20,9 @@ every placement (the free block whose enclosing aligned blocks of 2, 4, ...
 times its size are the most used over its steps), ``pack-aligned`` the same
 only with ``align_blocks``, ``clear2-pack`` both; ``clear2-packc`` the
 packing choice only in a clearing round's recreate; ``portfolio`` each
-order's plan built with both block choices, the better kept. Figures:
+order's plan built with both block choices, the better kept; ``roomK`` the
+make-room pass's windows widened to the aligned block of K times the
+mover's size (movers of at least :data:`MIN_SIZE` GPUs). Figures:
 docs/stress-gaps.md, section "2026-12-06 (evening)".
 
     python benchmarks/stress_gaps_aligned.py out/g1-big.json --worst 10 \\
@@ -179,6 +181,36 @@ def _clear(widen: int, pack: str = "", share: float = 0.3) -> Callable[[], Any]:
     return entered
 
 
+_original_victims = _search._victims
+
+
+def _wide_victims(
+    board: Any, start: int, end: int, lo: int, hi: int, mover: int, keep: int = -1
+) -> list[int] | None:
+    """:func:`_search._victims` over the aligned block of ``WIDEN`` times the mover's size
+    around ``[lo, hi)`` (movers of at least :data:`MIN_SIZE` GPUs): the make-room pass
+    then clears that block, not only the mover's window."""
+    size = hi - lo
+    if size >= MIN_SIZE:
+        width = min(board.gpus, WIDEN[0] * size)
+        lo, hi = lo - lo % width, max(lo - lo % width + width, hi)
+    return _original_victims(board, start, end, lo, hi, mover, keep)
+
+
+def _room_wide(widen: int) -> Callable[[], Any]:
+    @contextlib.contextmanager
+    def entered() -> Iterator[None]:
+        saved = WIDEN[0]
+        WIDEN[0] = widen
+        try:
+            with proto.patched(_search, _victims=_wide_victims):
+                yield
+        finally:
+            WIDEN[0] = saved
+
+    return entered
+
+
 def _portfolio() -> Any:
     """Each order's plan built twice, with the default block choice and the packing one;
     the better kept (the search then runs with the default choice)."""
@@ -223,6 +255,9 @@ proto.VARIANTS.update(
         "pack-none": (_clear(0, "all"), None),
         "pack-aligned": (_clear(0, "aligned"), "auto"),
         "portfolio": (_portfolio, "auto"),
+        "room2": (_room_wide(2), "auto"),
+        "room2-none": (_room_wide(2), None),
+        "room4": (_room_wide(4), "auto"),
         "portfolio-none": (_portfolio, None),
         "clear2-pack": (_clear(2, "all"), "auto"),
         "clear2-pack-none": (_clear(2, "all"), None),
