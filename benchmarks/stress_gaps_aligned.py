@@ -211,6 +211,76 @@ def _room_wide(widen: int) -> Callable[[], Any]:
     return entered
 
 
+#: How many times a stalled search starts again from its best plan with a new seed.
+RESEEDS = [3]
+#: Rounds without a better plan after which the search starts again with a new seed.
+RESEED_AFTER = [100]
+
+
+def _reseeding_rr(
+    board: Any,
+    pending: list[int],
+    rounds: int,
+    seed: int,
+    shown: Any = None,
+    label: str = "",
+) -> Any:
+    """:func:`_search._ruin_and_recreate` where a stall (``STALL_ROUNDS`` rounds without a
+    better plan) starts again from the best plan with the seed ``seed + k`` (up to
+    :data:`RESEEDS` times) instead of ending the search, while its placements last; the
+    rounds' count is shared."""
+    from gpuopt.allocation._construction import TRADE_BUDGET, _place_at, _place_earliest
+
+    rng = random.Random(seed)
+    budget = _search._scaled(_search.SEARCH_WORK, board)
+    if budget < 1:
+        return board
+    most = {b: _search._best_value(board, b) for b in pending}
+    best, placements = _search._make_room(board, pending, budget // 2)
+    current = best
+    stalled = reseeds = 0
+    for _ in range(rounds):
+        if stalled >= RESEED_AFTER[0] and reseeds < RESEEDS[0]:
+            reseeds += 1
+            rng, current, stalled = random.Random(seed + reseeds), best, 0
+        if placements >= budget or stalled >= _search.STALL_ROUNDS or board.budget.spent():
+            break
+        if _search._at_best(current, most):
+            break
+        stalled += 1
+        trial = current.copy()
+        removed, last, target = _search._ruin(trial, pending, rng)
+        for b in removed:
+            trial.remove(b)
+        _search._refresh_realtime(trial)
+        trial.trade_budget = 2 * TRADE_BUDGET
+        if target is not None:
+            _place_at(trial, *target)
+        offer = [b for b in pending if b not in trial.starts and b not in last]
+        for b in [*_search._recreate_order(trial, offer, rng), *last]:
+            _place_earliest(trial, b, trade=True, trade_starts=trial.horizon)
+        placements += len(offer) + len(last)
+        if trial.objective >= current.objective - 1e-9:
+            current = trial
+            if trial.objective > best.objective + 1e-9:
+                best, stalled = trial, 0
+    return best
+
+
+def _reseed(times: int, after: int = 100) -> Callable[[], Any]:
+    @contextlib.contextmanager
+    def entered() -> Iterator[None]:
+        saved = RESEEDS[0], RESEED_AFTER[0]
+        RESEEDS[0], RESEED_AFTER[0] = times, after
+        try:
+            with proto.patched(_search, _ruin_and_recreate=_reseeding_rr):
+                yield
+        finally:
+            RESEEDS[0], RESEED_AFTER[0] = saved
+
+    return entered
+
+
 def _portfolio() -> Any:
     """Each order's plan built twice, with the default block choice and the packing one;
     the better kept (the search then runs with the default choice)."""
@@ -258,6 +328,12 @@ proto.VARIANTS.update(
         "room2": (_room_wide(2), "auto"),
         "room2-none": (_room_wide(2), None),
         "room4": (_room_wide(4), "auto"),
+        "reseed0": (_reseed(0), "auto"),
+        "reseed3": (_reseed(3), "auto"),
+        "reseed3-none": (_reseed(3), None),
+        "reseed-20": (_reseed(100, 20), "auto"),
+        "reseed-30": (_reseed(100, 30), "auto"),
+        "reseed-20-none": (_reseed(100, 20), None),
         "portfolio-none": (_portfolio, None),
         "clear2-pack": (_clear(2, "all"), "auto"),
         "clear2-pack-none": (_clear(2, "all"), None),
