@@ -22,7 +22,9 @@ only with ``align_blocks``, ``clear2-pack`` both; ``clear2-packc`` the
 packing choice only in a clearing round's recreate; ``portfolio`` each
 order's plan built with both block choices, the better kept; ``roomK`` the
 make-room pass's windows widened to the aligned block of K times the
-mover's size (movers of at least :data:`MIN_SIZE` GPUs). Figures:
+mover's size (movers of at least :data:`MIN_SIZE` GPUs); ``reseed-K`` the
+search started again from its best plan with a new seed after K rounds
+without a better one (``reseed0`` gives today's plans). Figures:
 docs/stress-gaps.md, section "2026-12-06 (evening)".
 
     python benchmarks/stress_gaps_aligned.py out/g1-big.json --worst 10 \\
