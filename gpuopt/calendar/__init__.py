@@ -13,21 +13,17 @@ backfill and the calendar's rolling heuristic
 (:func:`replay_violations`, :mod:`~gpuopt.calendar.check`); :func:`violations`
 here is the plan's checker (C1-C7, as :func:`gpuopt.violations` reaches it).
 A cluster's calendar read as an allocation scenario is its time grid
-(:mod:`~gpuopt.calendar.grid`).
+(:mod:`~gpuopt.calendar.grid`, from what :mod:`~gpuopt.calendar.facts` reads; the
+way back is :mod:`~gpuopt.calendar.scenario`).
 The rules are written out in ``models/calendar.md``.
 """
 
 from gpuopt.calendar.check import violations as replay_violations
-from gpuopt.calendar.grid import (
-    GridReport,
-    GridSettings,
-    grid_from_cluster,
-    grid_from_kubernetes,
-    scenario_objects,
-)
+from gpuopt.calendar.grid import GridReport, GridSettings, grid_from_cluster, grid_from_kubernetes
 from gpuopt.calendar.policies import POLICIES, Policy
 from gpuopt.calendar.problem import CalendarJob, CalendarNode, CalendarProblem, RunningPod
 from gpuopt.calendar.replay import Replay, ReplayedJob, replay, replay_metrics
+from gpuopt.calendar.scenario import scenario_objects
 from gpuopt.calendar.solution import CalendarPlan, JobStart, violations
 from gpuopt.calendar.traces import FORMATS, Trace, TraceJob, read_trace
 

@@ -290,6 +290,7 @@ priority_class=None, required_level=None, not_before=None, \
 expected_runtime=None, extender=())}
     """
     found: dict[str, PodTimes] = {}
+    reader = AnnotationReader(report, strict)
     for item in _pods(objects):
         metadata = item.get("metadata") or {}
         spec = item.get("spec") or {}
@@ -303,16 +304,7 @@ expected_runtime=None, extender=())}
         notes = notes if isinstance(notes, Mapping) else {}
 
         def read(key: str, parse: Any, pod: str = pod, notes: Mapping[str, Any] = notes) -> Any:
-            if key not in notes:
-                return None
-            try:
-                return parse(notes[key], f"pod {pod}: annotation {key}")
-            except ProblemError:
-                if strict:
-                    raise
-                if report is not None:
-                    report.note("bad-annotation", pod, ignored=True)
-                return None
+            return reader.read(notes, key, parse, owner=f"pod {pod}", who=pod)
 
         walltime = read(WALLTIME, parse_duration)
         if walltime is None:
@@ -399,14 +391,54 @@ def kubernetes_input(source: Any) -> tuple[list[Any], list[Any], int]:
     )
 
 
+class AnnotationReader:
+    """Reads ``gpuopt.io`` annotations: one that ``parse`` refuses is refused with ``strict``,
+    else counted in ``report`` (anything with a ``note`` like :class:`CalendarReport`'s) as
+    ``bad-annotation`` and read as absent."""
+
+    def __init__(self, report: Any, strict: bool) -> None:
+        self.report = report
+        self.strict = strict
+
+    def read(
+        self,
+        notes: Mapping[str, Any],
+        key: str,
+        parse: Any,
+        *,
+        owner: str,
+        who: str | None = None,
+    ) -> Any:
+        """``parse(notes[key], "<owner>: annotation <key>")``, None when absent or bad;
+        ``who`` (default ``owner``) is what the report counts."""
+        if key not in notes:
+            return None
+        try:
+            return parse(notes[key], f"{owner}: annotation {key}")
+        except ProblemError:
+            if self.strict:
+                raise
+            if self.report is not None:
+                self.report.note("bad-annotation", who or owner, ignored=True)
+            return None
+
+
+def kube_objects(decoded: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
+    """Every object of decoded kubectl input, lists (``items``, or a YAML list) unpacked."""
+    for item in decoded:
+        if isinstance(item, list):
+            yield from kube_objects(item)
+        elif isinstance(item, Mapping):
+            items = item.get("items")
+            if isinstance(items, list):
+                yield from kube_objects(items)
+            else:
+                yield item
+
+
 def _pods(objects: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
-    for item in objects:
-        if not isinstance(item, Mapping):
-            continue
-        items = item.get("items")
-        if isinstance(items, list):
-            yield from _pods(items)
-        elif item.get("kind", "Pod") == "Pod" and isinstance(item.get("spec"), Mapping):
+    for item in kube_objects(objects):
+        if item.get("kind", "Pod") == "Pod" and isinstance(item.get("spec"), Mapping):
             yield item
 
 

@@ -13,13 +13,18 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.calendar.cluster import tick_time, waiting_jobs
 from gpuopt.calendar.problem import CalendarProblem
 from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
 from gpuopt.cluster.model import Cluster, Pending
+from gpuopt.errors import ProblemError
 from gpuopt.readers.kubectl.names import HOLDS_FOR_LABEL
+
+if TYPE_CHECKING:
+    from gpuopt.calendar.grid import GridReport
 
 #: The placeholders' PriorityClass: below every workload (and below the defragmentation
 #: placeholders' -1000), never preempting; a waiting job of any higher priority preempts them.
@@ -264,6 +269,67 @@ def kubernetes_yaml(
     return json_stream(header, found)
 
 
+# ---------------------------------------------------------------------------- the time grid
+def grid_actions(
+    grid: AllocationProblem, result: Any, report: GridReport
+) -> list[tuple[str, dict[str, Any] | None]]:
+    """What to do now for the plan ``result`` of a cluster's time grid: a ``Binding`` per pod
+    of each waiting task the plan starts at step 0 (to the node of its block, G1), and a
+    ``Scale`` of each service's Deployment to the GPUs the plan gives it at step 0 (G5),
+    each with a comment saying how to apply it. ``report`` is the grid's (its row, pods
+    and Deployments)."""
+    if not report.row:
+        raise ProblemError("report: it is not the report of a cluster's time grid (no row).")
+    size = grid.gpus_per_node or grid.gpus
+    first_row = list(result.grid[0]) if len(result.grid) else []
+    out: list[tuple[str, dict[str, Any] | None]] = []
+    for task in grid.tasks:
+        held = [g for g, cell in enumerate(first_row) if cell == task.id]
+        if task.kind == "realtime":
+            if task.id not in report.deployments:
+                continue
+            namespace, name, per = report.deployments[task.id]
+            replicas = math.ceil(len(held) / per)
+            out.append(
+                (
+                    f"scale {namespace}/{name} to {replicas} replicas ({len(held)} GPUs now): "
+                    f"kubectl replace --raw /apis/apps/v1/namespaces/{namespace}/deployments/"
+                    f"{name}/scale -f -",
+                    {
+                        "apiVersion": "autoscaling/v1",
+                        "kind": "Scale",
+                        "metadata": {"name": name, "namespace": namespace},
+                        "spec": {"replicas": replicas},
+                    },
+                )
+            )
+            continue
+        if task.running is not None or not held or task.id not in report.pods:
+            continue
+        pods = report.pods[task.id]
+        first = min(held)
+        per = max(1, len(held) // len(pods))
+        for m, pod_id in enumerate(pods):
+            gpu = first + m * per
+            node = report.row[gpu // size]
+            comment, item = binding(pod_id, node)
+            out.append((f"{comment} (GPUs {gpu % size}-{gpu % size + per - 1} of it)", item))
+    return out
+
+
+def grid_yaml(grid: AllocationProblem, result: Any, report: GridReport) -> str:
+    """:func:`grid_actions` as one stream: a comment line, then each object as a JSON line
+    after the comment that says how to post it."""
+    found = grid_actions(grid, result, report)
+    binds = sum(1 for _, item in found if item is not None and item["kind"] == "Binding")
+    scales = sum(1 for _, item in found if item is not None and item["kind"] == "Scale")
+    header = (
+        f"# gpuopt allocate ({result.method}), the time grid of {grid.name}: pods to bind now "
+        f"{binds}, services to scale {scales}. Re-run every step ({grid.step_minutes} min)."
+    )
+    return json_stream(header, found)
+
+
 __all__ = [
     "DEFAULT_GPU_RESOURCE",
     "HOLDS_FOR",
@@ -272,6 +338,8 @@ __all__ = [
     "ROLE",
     "ROLE_LABEL",
     "binding",
+    "grid_actions",
+    "grid_yaml",
     "hold_class",
     "json_stream",
     "kubernetes_objects",

@@ -1,4 +1,4 @@
-"""The time grid and the cluster meet (``models/calendar.md``, "The time grid", G1-G9).
+"""The time grid and the cluster meet (``models/calendar.md``, "The time grid", G1-G11).
 
 The planner over time (allocation: realtime services with demand curves and
 swap limits, batch tasks with arrivals and deadlines, the rolling horizon)
@@ -12,11 +12,16 @@ read the same running ends, walltimes, submit times and eligibility:
   allocate`` and ``gpuopt rolling`` plan, with a :class:`GridReport` of what
   was simplified or not planned with;
 - :func:`grid_from_calendar` does the same from a calendar already built;
-- :func:`scenario_objects` writes an allocation scenario as such objects: a
-  cluster of its GPUs, nodes of ``gpus_per_node`` (one node when unset).
-  Reading them back gives the scenario's tasks, so every method gives the
-  scenario's results (``tests/calendar/test_grid.py`` shows it for every
-  bundled scenario).
+- :func:`~gpuopt.calendar.scenario.scenario_objects` writes an allocation
+  scenario as such objects: a cluster of its GPUs, nodes of ``gpus_per_node``
+  (one node when unset). Reading them back gives the scenario's tasks, so
+  every method gives the scenario's results (``tests/calendar/test_grid.py``
+  shows it for every bundled scenario).
+
+What the objects say beyond the cluster model (the pods' ``gpuopt.io``
+annotations, the services of annotated Deployments) is read by
+:mod:`gpuopt.calendar.facts`; what to do now is written by
+:func:`gpuopt.calendar.emit.grid_actions`.
 
 The mapping (G1-G11)
 --------------------
@@ -67,15 +72,16 @@ The mapping (G1-G11)
 * **G8 refused**, one sentence naming the field: nodes of different GPU
   counts, a step that is not a whole number of minutes, a multi-node job
   that is not whole nodes, a bad ``gpuopt.io`` annotation of the grid with
-  ``strict`` (else counted, and the default used); for :func:`scenario_objects`,
-  pools without ``gpus_per_node``.
-* **G9 the round trip**: :func:`scenario_objects` writes nodes (Ready, ``n``
-  GPUs), a Deployment per realtime task, a pod per batch task of at most a
-  node (a gang of whole-node pods and its PodGroup above), running pods bound
+  ``strict`` (else counted, and the default used); for
+  :func:`~gpuopt.calendar.scenario.scenario_objects`, pools without
+  ``gpus_per_node``.
+* **G9 the round trip**: :func:`~gpuopt.calendar.scenario.scenario_objects`
+  writes nodes (Ready, ``n`` GPUs), a Deployment per realtime task, a pod per
+  batch task of at most a node (a gang of whole-node pods and its PodGroup above), running pods bound
   with their start, expected end and GPU indices, waiting pods created now,
   gated with ``gpuopt.io/not-before`` when they arrive later. Every field
   G1-G5 read is written, so the scenario comes back.
-* **G10 what to do now**: :func:`grid_actions` (``--emit kubernetes``) binds
+* **G10 what to do now**: :func:`~gpuopt.calendar.emit.grid_actions` (``--emit kubernetes``) binds
   each pod of every waiting task the plan starts at step 0 to the node of its
   GPUs, and scales every service's Deployment to its GPUs at step 0.
 * **G11 GPU models**: nodes of two or more models (``nvidia.com/gpu.product``)
@@ -84,6 +90,7 @@ The mapping (G1-G11)
   its own speeds from ``gpuopt.io/model-speeds``.
 
 >>> from gpuopt.allocation.problem import AllocationProblem
+>>> from gpuopt.calendar.scenario import scenario_objects
 >>> scenario = AllocationProblem(gpus=8, horizon=4, tasks=[
 ...     {"id": "chat", "kind": "realtime", "priority": 9, "demand": [2, 2, 3, 3],
 ...      "max_swap": 1, "initial": 2},
@@ -101,9 +108,8 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from gpuopt.allocation.problem import (
@@ -111,52 +117,34 @@ from gpuopt.allocation.problem import (
     MAX_STEPS,
     AllocationProblem,
     is_power_of_two,
-    model_duration,
     node_rule,
 )
 from gpuopt.calendar.cluster import (
     DEFAULT_WALLTIME,
-    EXPECTED_END,
     NOT_BEFORE,
-    WALLTIME,
     CalendarReport,
     PodTimes,
     from_cluster_report,
     kubernetes_input,
-    parse_time,
     pod_times,
+)
+from gpuopt.calendar.facts import (
+    GPU_INDICES,
+    GPU_SPEED_LABEL,
+    PodFacts,
+    Service,
+    parse_speeds,
+    read_grid_facts,
 )
 from gpuopt.calendar.problem import CalendarProblem
 from gpuopt.cluster.model import Cluster
 from gpuopt.errors import ProblemError, short
 
-#: Annotations the grid reads (G3-G5).
-KIND = "gpuopt.io/kind"
-VALUE = "gpuopt.io/value"
-DEADLINE = "gpuopt.io/deadline"
-GPU_INDICES = "gpuopt.io/gpu-indices"
-DEMAND = "gpuopt.io/demand"
-MAX_SWAP = "gpuopt.io/max-swap"
-#: A service's demand in the steps before now, oldest first (GPUs, decimals allowed): what
-#: ``gpuopt rolling --forecast seasonal`` learns from (G5).
-DEMAND_HISTORY = "gpuopt.io/demand-history"
-#: A pod's own speed per GPU model (``A100=1,H100=2.5``), and a node label: its GPU model's
-#: default speed (G11).
-MODEL_SPEEDS = "gpuopt.io/model-speeds"
-GPU_SPEED_LABEL = "gpuopt.io/gpu-speed"
-#: The node label of the GPU model (the kubectl reader's ``gpu_model``).
-PRODUCT_LABEL = "nvidia.com/gpu.product"
 #: A pool's model when its nodes name none.
 UNLABELLED = "unlabelled"
-#: The GPU resource :func:`scenario_objects` writes, and the gang label.
-GPU_RESOURCE = "nvidia.com/gpu"
-GANG_LABEL = "scheduling.x-k8s.io/pod-group"
-#: Tick 0 of :func:`scenario_objects` unless given: 2026-01-01T00:00:00Z.
-DEFAULT_NOW = 1_767_225_600.0
 #: One step of an hour, 24 steps: the allocation scenario's defaults.
 DEFAULT_STEP = 3600.0
 DEFAULT_HORIZON = 24 * DEFAULT_STEP
-BATCH_KINDS = ("training", "batch_inference", "quantization")
 
 
 @dataclass
@@ -209,242 +197,6 @@ class GridReport:
             "service_pods": self.service_pods,
             "announced": self.announced,
         }
-
-
-# ---------------------------------------------------------------------------- reading
-@dataclass(frozen=True)
-class PodFacts:
-    """What a pod's ``gpuopt.io`` annotations tell the grid (G3, G4), and its input position."""
-
-    position: int
-    kind: str | None = None
-    value: float | None = None
-    deadline: float | None = None
-    gpu_indices: tuple[int, ...] | None = None
-    speeds: tuple[tuple[str, float], ...] | None = None
-
-
-@dataclass(frozen=True)
-class Service:
-    """A realtime service read from a Deployment (G5)."""
-
-    id: str
-    position: int
-    demand: tuple[int, ...]
-    initial: int
-    per_replica: int
-    max_swap: int | None
-    value: float
-    namespace: str
-    history: tuple[float, ...] | None
-    selector: tuple[tuple[str, str], ...]
-
-    def picks(self, namespace: str, labels: Mapping[str, Any]) -> bool:
-        """Whether a pod of ``namespace`` with ``labels`` is one of the service's."""
-        return (
-            bool(self.selector)
-            and namespace == self.namespace
-            and all(labels.get(key) == value for key, value in self.selector)
-        )
-
-
-def _objects(decoded: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
-    for item in decoded:
-        if isinstance(item, list):
-            yield from _objects(item)
-        elif isinstance(item, Mapping):
-            items = item.get("items")
-            if isinstance(items, list):
-                yield from _objects(items)
-            else:
-                yield item
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _name(item: Mapping[str, Any]) -> tuple[str, str, Mapping[str, Any], Mapping[str, Any]]:
-    metadata = item.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
-    notes = metadata.get("annotations")
-    labels = metadata.get("labels")
-    return (
-        str(metadata.get("namespace") or "default"),
-        str(metadata.get("name") or ""),
-        notes if isinstance(notes, Mapping) else {},
-        labels if isinstance(labels, Mapping) else {},
-    )
-
-
-class _Annotations:
-    """Reads ``gpuopt.io`` annotations: a bad one is refused with ``strict``, else counted."""
-
-    def __init__(self, report: GridReport, strict: bool) -> None:
-        self.report = report
-        self.strict = strict
-
-    def read(self, owner: str, notes: Mapping[str, Any], key: str, parse: Any) -> Any:
-        if key not in notes:
-            return None
-        try:
-            return parse(notes[key], f"{owner}: annotation {key}")
-        except ProblemError:
-            if self.strict:
-                raise
-            self.report.note("bad-annotation", owner, ignored=True)
-            return None
-
-
-def _number(text: Any, what: str) -> float:
-    try:
-        value = float(str(text))
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 <= value <= 1e9):
-        raise ProblemError(f"{what}: {short(text)} is not a number from 0 to 1e9.")
-    return value
-
-
-def _count(text: Any, what: str) -> int:
-    value = str(text).strip()
-    if not value.isdigit() or int(value) > MAX_STEPS:
-        raise ProblemError(f"{what}: {short(text)} is not a whole number from 0 to {MAX_STEPS:,}.")
-    return int(value)
-
-
-def _counts(text: Any, what: str) -> tuple[int, ...]:
-    parts = [part for part in str(text).replace(" ", ",").split(",") if part]
-    if not parts:
-        raise ProblemError(f"{what}: {short(text)} lists no number.")
-    return tuple(_count(part, what) for part in parts)
-
-
-def _speeds(text: Any, what: str) -> tuple[tuple[str, float], ...]:
-    pairs = []
-    for part in str(text).replace(" ", "").split(","):
-        model, sep, value = part.partition("=")
-        try:
-            speed = float(value)
-        except ValueError:
-            speed = math.nan
-        if not sep or not model or not (math.isfinite(speed) and 0 < speed <= 1e6):
-            raise ProblemError(
-                f"{what}: {short(text)} is not MODEL=SPEED,... with speeds in (0, 1e6]."
-            )
-        pairs.append((model, speed))
-    return tuple(pairs)
-
-
-def _history(text: Any, what: str) -> tuple[float, ...]:
-    parts = [part for part in str(text).replace(" ", ",").split(",") if part]
-    values = []
-    for part in parts:
-        try:
-            value = float(part)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and 0 <= value <= 1e9):
-            raise ProblemError(f"{what}: {short(part)} is not a number of GPUs from 0 to 1e9.")
-        values.append(value)
-    if not values or len(values) > MAX_STEPS:
-        raise ProblemError(f"{what}: lists {len(values):,} numbers (1 to {MAX_STEPS:,}).")
-    return tuple(values)
-
-
-def _kind(text: Any, what: str) -> str:
-    if text not in BATCH_KINDS:
-        raise ProblemError(f"{what}: {short(text)} is not one of {', '.join(BATCH_KINDS)}.")
-    return str(text)
-
-
-def _gpus_of(spec: Any) -> int:
-    """GPUs a pod spec asks for: its containers' ``<vendor>/gpu`` limits (else requests)."""
-    total = 0
-    containers = spec.get("containers") if isinstance(spec, Mapping) else None
-    for container in containers if isinstance(containers, list) else ():
-        resources = container.get("resources") if isinstance(container, Mapping) else None
-        if not isinstance(resources, Mapping):
-            continue
-        for part in ("limits", "requests"):
-            amounts = resources.get(part)
-            if isinstance(amounts, Mapping):
-                found = [v for k, v in amounts.items() if str(k).endswith("/gpu")]
-                if found:
-                    total += sum(int(str(v)) for v in found if str(v).isdigit())
-                    break
-    return total
-
-
-def read_grid_facts(
-    decoded: Sequence[Any], report: GridReport, *, strict: bool = False
-) -> tuple[dict[str, PodFacts], list[Service], list[Any]]:
-    """The pods' grid annotations (by pod id), the realtime services (G5), and the objects
-    without the services' pods and Deployments (what the kubectl reader then reads)."""
-    notes = _Annotations(report, strict)
-    facts: dict[str, PodFacts] = {}
-    services: list[Service] = []
-    objects = list(_objects(decoded))
-    for position, item in enumerate(objects):
-        if item.get("kind") != "Deployment":
-            continue
-        namespace, name, annotations, _ = _name(item)
-        if DEMAND not in annotations:
-            continue
-        owner = f"deployment {namespace}/{name}"
-        demand = notes.read(owner, annotations, DEMAND, _counts)
-        if demand is None:
-            continue
-        spec = _mapping(item.get("spec"))
-        replicas = spec.get("replicas", 1)
-        per = _gpus_of(_mapping(spec.get("template")).get("spec"))
-        selector = _mapping(spec.get("selector"))
-        labels = _mapping(selector.get("matchLabels"))
-        if selector.get("matchExpressions"):
-            report.note("selector-expressions", owner, ignored=True)
-        swap = notes.read(owner, annotations, MAX_SWAP, _count)
-        history = notes.read(owner, annotations, DEMAND_HISTORY, _history)
-        if not labels:
-            report.note("service-without-selector", owner)
-        value = notes.read(owner, annotations, VALUE, _number)
-        services.append(
-            Service(
-                id=name if namespace == "default" else f"{namespace}/{name}",
-                position=position,
-                demand=demand,
-                initial=(replicas if isinstance(replicas, int) and replicas >= 0 else 1)
-                * max(per, 1),
-                per_replica=max(per, 1),
-                max_swap=swap,
-                value=1.0 if value is None else value,
-                namespace=namespace,
-                history=history,
-                selector=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
-            )
-        )
-    kept: list[Any] = []
-    for position, item in enumerate(objects):
-        kind = item.get("kind", "Pod")
-        namespace, name, annotations, labels = _name(item)
-        if kind == "Deployment" and DEMAND in annotations:
-            continue
-        if kind == "Pod":
-            if any(service.picks(namespace, labels) for service in services):
-                report.service_pods += 1
-                continue
-            owner = f"pod {namespace}/{name}"
-            indices = notes.read(owner, annotations, GPU_INDICES, _counts)
-            facts[f"{namespace}/{name}"] = PodFacts(
-                position=position,
-                kind=notes.read(owner, annotations, KIND, _kind),
-                value=notes.read(owner, annotations, VALUE, _number),
-                deadline=notes.read(owner, annotations, DEADLINE, parse_time),
-                gpu_indices=None if indices is None else tuple(indices),
-                speeds=notes.read(owner, annotations, MODEL_SPEEDS, _speeds),
-            )
-        kept.append(item)
-    report.services = len(services)
-    return facts, services, kept
 
 
 @dataclass(frozen=True)
@@ -536,7 +288,8 @@ def grid_from_cluster(
     :func:`grid_from_kubernetes` read), through its calendar (G1-G8).
 
     ``times``, ``facts`` and ``services`` are what only Kubernetes objects say
-    (:func:`pod_times`, :func:`read_grid_facts`; a snapshot has none), and
+    (:func:`~gpuopt.calendar.cluster.pod_times`,
+    :func:`~gpuopt.calendar.facts.read_grid_facts`; a snapshot has none), and
     ``report`` is filled in.
     """
     given = settings if settings is not None else GridSettings()
@@ -608,7 +361,8 @@ def grid_from_calendar(
     ``settings`` gives the scenario's decay, penalty, alignment, name and row
     (:class:`GridSettings`; its clock and step are the calendar's already);
     ``cluster`` (the calendar's) gives the running pods' start times and snapshot GPU
-    indices; ``facts`` the pods' grid annotations (:func:`read_grid_facts`); ``now``
+    indices; ``facts`` the pods' grid annotations
+    (:func:`~gpuopt.calendar.facts.read_grid_facts`); ``now``
     the Unix second of tick 0 (for ``gpuopt.io/deadline``); ``ends`` a running pod's
     end tick where it is stated past the horizon (the calendar's end stops there);
     ``walltimes`` a running pod's stated walltime in steps (its work, G11).
@@ -729,7 +483,8 @@ class _Row:
             label = source.labels.get(GPU_SPEED_LABEL) if source is not None else None
             if label is not None:
                 try:
-                    speed = _speeds(f"{model}={label}", f"node {node.id}: label {GPU_SPEED_LABEL}")
+                    what = f"node {node.id}: label {GPU_SPEED_LABEL}"
+                    speed = parse_speeds(f"{model}={label}", what)
                 except ProblemError:
                     self.report.note("bad-speed-label", node.id, ignored=True)
                     continue
@@ -1009,267 +764,3 @@ def _members(cluster: Cluster | None, facts: Mapping[str, PodFacts]) -> dict[str
         if pod.id in facts:
             out.setdefault(pod.gang if pod.gang is not None else pod.id, []).append(facts[pod.id])
     return out
-
-
-# ---------------------------------------------------------------------------- writing
-def _rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _indices(gpus: Iterable[int]) -> str:
-    return ",".join(str(g) for g in gpus)
-
-
-def scenario_objects(
-    problem: AllocationProblem, *, now: float = DEFAULT_NOW, namespace: str = "default"
-) -> dict[str, Any]:
-    """The scenario as a cluster of its GPUs: a Kubernetes ``List`` that
-    :func:`grid_from_kubernetes` reads back as the same scenario (G9).
-
-    ``now`` is the Unix second of step 0 (the nodes' last heartbeat, the clock
-    the reader takes); one step lasts ``step_minutes``.
-
-    GPU models (G11): each node is labelled with its pool's model
-    (``nvidia.com/gpu.product``) and, where ``speed`` names it, its speed
-    (``gpuopt.io/gpu-speed``); a task's ``models`` become a required node affinity
-    on the model, and its own speeds the annotation ``gpuopt.io/model-speeds``.
-
-    Raises
-    ------
-    ProblemError
-        For what has no cluster form here: pools without ``gpus_per_node`` (a node has
-        one model).
-    """
-    if problem.pools is not None and len(problem.pools) > 1 and problem.gpus_per_node is None:
-        raise ProblemError(
-            "pools: GPU models need gpus_per_node for a cluster form (a node has one model)."
-        )
-    step = problem.step_minutes * 60.0
-    size = problem.gpus_per_node or problem.gpus
-    count = problem.gpus // size
-    width = len(str(count - 1))
-    names = [f"node-{k:0{width}d}" for k in range(count)]
-    model_of: list[str | None] = [None] * count
-    first = 0
-    for pool in problem.pools if problem.pools is not None and len(problem.pools) > 1 else ():
-        for k in range(first // size, (first + pool.gpus) // size):
-            model_of[k] = pool.model
-        first += pool.gpus
-    speeds = problem.speed or {}
-    heartbeat = _rfc3339(now)
-    resources = {GPU_RESOURCE: str(size), "cpu": "64", "memory": "512Gi", "pods": "110"}
-    items: list[dict[str, Any]] = []
-    for host, host_model in zip(names, model_of, strict=True):
-        labels = {"kubernetes.io/hostname": host}
-        if host_model is not None:
-            labels[PRODUCT_LABEL] = host_model
-            if host_model in speeds:
-                labels[GPU_SPEED_LABEL] = repr(float(speeds[host_model]))
-        items.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": host, "labels": labels},
-                "spec": {},
-                "status": {
-                    "allocatable": dict(resources),
-                    "capacity": dict(resources),
-                    "conditions": [
-                        {"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}
-                    ],
-                },
-            }
-        )
-
-    def at(tick: int) -> str:
-        return _rfc3339(now + tick * step)
-
-    def pod(name: str, gpus: int, notes: dict[str, str], **extra: Any) -> dict[str, Any]:
-        labels = extra.pop("labels", {})
-        spec = {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "workload",
-                    "resources": {
-                        "requests": {GPU_RESOURCE: str(gpus)},
-                        "limits": {GPU_RESOURCE: str(gpus)},
-                    },
-                }
-            ],
-            **extra.pop("spec", {}),
-        }
-        metadata = {
-            "name": name,
-            "namespace": namespace,
-            "creationTimestamp": extra.pop("created", heartbeat),
-            "annotations": notes,
-        }
-        if labels:
-            metadata["labels"] = labels
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, **extra}
-
-    def accepting(task: Any) -> tuple[dict[str, str], dict[str, Any]]:
-        """G11: a task's models as a node affinity, its own speeds as an annotation."""
-        if task.models is None or not any(model_of):
-            return {}, {}
-        models = list(task.models)
-        notes = {}
-        if isinstance(task.models, dict):
-            notes[MODEL_SPEEDS] = ",".join(f"{m}={float(v)!r}" for m, v in task.models.items())
-        term = {"key": PRODUCT_LABEL, "operator": "In", "values": models}
-        required = {"nodeSelectorTerms": [{"matchExpressions": [term]}]}
-        return notes, {
-            "affinity": {
-                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
-            }
-        }
-
-    for task in problem.tasks:
-        if task.kind == "realtime":
-            assert task.demand is not None
-            notes = {DEMAND: _indices(task.demand), VALUE: repr(float(task.priority))}
-            if task.history is not None:
-                notes[DEMAND_HISTORY] = ",".join(repr(float(v)) for v in task.history)
-            if task.max_swap is not None:
-                notes[MAX_SWAP] = str(task.max_swap)
-            initial = task.initial if task.initial is not None else task.demand[0]
-            items.append(
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "Deployment",
-                    "metadata": {"name": task.id, "namespace": namespace, "annotations": notes},
-                    "spec": {
-                        "replicas": initial,
-                        "selector": {"matchLabels": {"app": task.id}},
-                        "template": {
-                            "metadata": {"labels": {"app": task.id}},
-                            "spec": pod(task.id, 1, {})["spec"],
-                        },
-                    },
-                }
-            )
-            continue
-        assert task.gpus is not None and task.duration is not None
-        notes = {KIND: task.kind, VALUE: repr(float(task.priority))}
-        speed_notes, affinity = accepting(task)
-        notes.update(speed_notes)
-        members = max(1, task.gpus // size)
-        per = task.gpus // members
-        gang = {GANG_LABEL: task.id} if members > 1 else {}
-        if members > 1:
-            items.append(
-                {
-                    "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                    "kind": "PodGroup",
-                    "metadata": {"name": task.id, "namespace": namespace},
-                    "spec": {"minMember": members},
-                }
-            )
-        running = task.running
-        if running is not None:
-            model = model_of[running.first_gpu // size]
-            own = task.models if isinstance(task.models, dict) else {}
-            speed = own.get(model, speeds.get(model, 1.0)) if model is not None else 1.0
-            notes[EXPECTED_END] = at(running.start + model_duration(task.duration, speed))
-            if speed != 1.0:  # G11: its work, which its model's speed turns into steps
-                notes[WALLTIME] = f"{task.duration * step:g}"
-            for m in range(members):
-                first = running.first_gpu + m * per
-                node, local = divmod(first, size)
-                items.append(
-                    pod(
-                        f"{task.id}-{m}" if members > 1 else task.id,
-                        per,
-                        {**notes, GPU_INDICES: _indices(range(local, local + per))},
-                        labels=gang,
-                        created=at(running.start),
-                        spec={"nodeName": names[node], **affinity},
-                        status={"phase": "Running", "startTime": at(running.start)},
-                    )
-                )
-            continue
-        notes[WALLTIME] = f"{task.duration * step:g}"
-        if task.deadline is not None:
-            notes[DEADLINE] = at(task.deadline)
-        gates: dict[str, Any] = {}
-        if task.arrival > 0:
-            notes[NOT_BEFORE] = at(task.arrival)
-            gates = {"schedulingGates": [{"name": NOT_BEFORE}]}
-        for m in range(members):
-            items.append(
-                pod(
-                    f"{task.id}-{m}" if members > 1 else task.id,
-                    per,
-                    dict(notes),
-                    labels=gang,
-                    spec={**gates, **affinity},
-                    status={"phase": "Pending"},
-                )
-            )
-    return {"apiVersion": "v1", "kind": "List", "items": items}
-
-
-# ---------------------------------------------------------------------------- acting
-def grid_actions(
-    grid: AllocationProblem, result: Any, report: GridReport
-) -> list[tuple[str, dict[str, Any] | None]]:
-    """What to do now for the plan ``result`` of a cluster's time grid: a ``Binding`` per pod
-    of each waiting task the plan starts at step 0 (to the node of its block, G1), and a
-    ``Scale`` of each service's Deployment to the GPUs the plan gives it at step 0 (G5),
-    each with a comment saying how to apply it. ``report`` is the grid's (its row, pods
-    and Deployments)."""
-    from gpuopt.calendar.emit import binding
-
-    if not report.row:
-        raise ProblemError("report: it is not the report of a cluster's time grid (no row).")
-    size = grid.gpus_per_node or grid.gpus
-    first_row = list(result.grid[0]) if len(result.grid) else []
-    out: list[tuple[str, dict[str, Any] | None]] = []
-    for task in grid.tasks:
-        held = [g for g, cell in enumerate(first_row) if cell == task.id]
-        if task.kind == "realtime":
-            if task.id not in report.deployments:
-                continue
-            namespace, name, per = report.deployments[task.id]
-            replicas = math.ceil(len(held) / per)
-            out.append(
-                (
-                    f"scale {namespace}/{name} to {replicas} replicas ({len(held)} GPUs now): "
-                    f"kubectl replace --raw /apis/apps/v1/namespaces/{namespace}/deployments/"
-                    f"{name}/scale -f -",
-                    {
-                        "apiVersion": "autoscaling/v1",
-                        "kind": "Scale",
-                        "metadata": {"name": name, "namespace": namespace},
-                        "spec": {"replicas": replicas},
-                    },
-                )
-            )
-            continue
-        if task.running is not None or not held or task.id not in report.pods:
-            continue
-        pods = report.pods[task.id]
-        first = min(held)
-        per = max(1, len(held) // len(pods))
-        for m, pod_id in enumerate(pods):
-            gpu = first + m * per
-            node = report.row[gpu // size]
-            comment, item = binding(pod_id, node)
-            out.append((f"{comment} (GPUs {gpu % size}-{gpu % size + per - 1} of it)", item))
-    return out
-
-
-def grid_yaml(grid: AllocationProblem, result: Any, report: GridReport) -> str:
-    """:func:`grid_actions` as one stream: a comment line, then each object as a JSON line
-    after the comment that says how to post it."""
-    from gpuopt.calendar.emit import json_stream
-
-    found = grid_actions(grid, result, report)
-    binds = sum(1 for _, item in found if item is not None and item["kind"] == "Binding")
-    scales = sum(1 for _, item in found if item is not None and item["kind"] == "Scale")
-    header = (
-        f"# gpuopt allocate ({result.method}), the time grid of {grid.name}: pods to bind now "
-        f"{binds}, services to scale {scales}. Re-run every step ({grid.step_minutes} min)."
-    )
-    return json_stream(header, found)

@@ -51,7 +51,7 @@ def run_allocate(args: argparse.Namespace) -> int:
 
     def show(shown: Any, problem: Any, result: Any) -> None:
         if args.emit == "kubernetes":
-            from gpuopt.calendar.grid import grid_yaml
+            from gpuopt.calendar.emit import grid_yaml
 
             sys.stdout.write(grid_yaml(problem, result, kept["report"]))
             return

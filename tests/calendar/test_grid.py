@@ -20,17 +20,9 @@ from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.problem import AllocationProblem, load_problem
 from gpuopt.allocation.solution import violations
 from gpuopt.calendar.cluster import NOT_BEFORE, from_cluster_report, kubernetes_input, pod_times
-from gpuopt.calendar.grid import (
-    DEFAULT_NOW,
-    DEMAND,
-    GPU_INDICES,
-    KIND,
-    MAX_SWAP,
-    VALUE,
-    GridSettings,
-    grid_from_kubernetes,
-    scenario_objects,
-)
+from gpuopt.calendar.facts import DEMAND, GPU_INDICES, KIND, MAX_SWAP, VALUE
+from gpuopt.calendar.grid import GridSettings, grid_from_kubernetes
+from gpuopt.calendar.scenario import DEFAULT_NOW, scenario_objects
 from gpuopt.errors import ProblemError
 from gpuopt.readers.kubectl import read_kubernetes
 
@@ -419,7 +411,7 @@ def test_what_to_do_now_binds_a_gangs_pods_to_whole_nodes() -> None:
     """Three 4-GPU nodes; node a is full for the whole day (a pod with no end), so the gang
     of two whole-node pods can only start now on b and c (G1: consecutive whole nodes); its
     pods are bound in their order."""
-    from gpuopt.calendar.grid import grid_actions
+    from gpuopt.calendar.emit import grid_actions
 
     gang = {"scheduling.x-k8s.io/pod-group": "wide"}
     objects = cluster(
@@ -449,7 +441,7 @@ def test_what_to_do_now_scales_a_service_to_its_first_step() -> None:
     """One 4-GPU node, a service of 2-GPU replicas wanting 4 GPUs (value 9) and initially 2,
     swap limit 2, and a 2-GPU pod worth 1: the service's 4 GPUs are worth more, so at step 0
     it gets all 4 (2 replicas) and the pod waits: nothing binds now."""
-    from gpuopt.calendar.grid import grid_actions, grid_yaml
+    from gpuopt.calendar.emit import grid_actions, grid_yaml
 
     objects = cluster(
         node("a", 4),

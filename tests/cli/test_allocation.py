@@ -400,7 +400,7 @@ def test_allocate_emit_kubernetes_on_a_cluster_and_refused_for_a_scenario(
     a Scale of each service; stdout holds nothing else (even with --quiet)."""
     import yaml
 
-    from gpuopt.calendar.grid import scenario_objects
+    from gpuopt.calendar.scenario import scenario_objects
 
     scenario = load_problem(MIXED)
     path = tmp_path / "cluster.yaml"
@@ -432,7 +432,7 @@ def test_check_takes_a_clusters_allocation_result_against_its_time_grid(
     task breaks A1-A5."""
     import yaml
 
-    from gpuopt.calendar.grid import scenario_objects
+    from gpuopt.calendar.scenario import scenario_objects
 
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(scenario_objects(load_problem(MIXED))))

@@ -1066,7 +1066,7 @@ def case_allocate_cluster(rng: random.Random, tmp: Path) -> Case:
     """``gpuopt allocate`` on Kubernetes objects: a scenario's cluster form (models/calendar.md
     G9), mutated; a plan must pass the checker on the grid read from the same file."""
     from gpuopt.allocation.problem import AllocationProblem
-    from gpuopt.calendar.grid import scenario_objects
+    from gpuopt.calendar.scenario import scenario_objects
 
     source, out = tmp / "cluster.json", tmp / "result.json"
     data = valid_scenario(rng)
