@@ -77,10 +77,10 @@ The mapping (G1-G11)
   ``gpus_per_node``.
 * **G9 the round trip**: :func:`~gpuopt.calendar.scenario.scenario_objects`
   writes nodes (Ready, ``n`` GPUs), a Deployment per realtime task, a pod per
-  batch task of at most a node (a gang of whole-node pods and its PodGroup above), running pods bound
-  with their start, expected end and GPU indices, waiting pods created now,
-  gated with ``gpuopt.io/not-before`` when they arrive later. Every field
-  G1-G5 read is written, so the scenario comes back.
+  batch task of at most a node (a gang of whole-node pods and its PodGroup
+  above), running pods bound with their start, expected end and GPU indices,
+  waiting pods created now, gated with ``gpuopt.io/not-before`` when they
+  arrive later. Every field G1-G5 read is written, so the scenario comes back.
 * **G10 what to do now**: :func:`~gpuopt.calendar.emit.grid_actions` (``--emit kubernetes``) binds
   each pod of every waiting task the plan starts at step 0 to the node of its
   GPUs, and scales every service's Deployment to its GPUs at step 0.
