@@ -74,35 +74,40 @@ GRID_STEP = "1h"
 
 
 def load_scenario(
-    path: str, args: argparse.Namespace | None = None, kept: dict[str, Any] | None = None
+    path: str,
+    args: argparse.Namespace | None = None,
+    kept: dict[str, Any] | None = None,
+    *,
+    raw: Any = None,
 ) -> Any:
     """The allocation scenario at ``path``: a scenario JSON as it is, or a cluster read as its
-    time grid (:mod:`gpuopt.calendar.grid`, G1-G9): Kubernetes objects (a ``.yaml``/``.yml``
+    time grid (:mod:`gpuopt.calendar.grid`, G1-G11): Kubernetes objects (a ``.yaml``/``.yml``
     or ``.json`` file, or a folder, of ``kubectl get nodes,pods,deployments -o yaml``) or a
     ``gpuopt snapshot`` JSON. ``args`` gives ``--horizon``, ``--step``, ``--now`` and
     ``--strict`` (a scenario states its own, so they are refused for one); what the
     grid simplified or left out goes to stderr unless ``--quiet``; a cluster's
-    :class:`~gpuopt.calendar.grid.GridReport` goes in ``kept["report"]``."""
+    :class:`~gpuopt.calendar.grid.GridReport` goes in ``kept["report"]``. ``raw`` is the
+    file's JSON when the caller has read it already."""
     from gpuopt.allocation.problem import AllocationProblem
     from gpuopt.io.files import read_json
 
     file = Path(path)
-    raw: Any = None
-    if file.suffix == ".json" and not file.is_dir():
+    if raw is None and file.suffix == ".json" and not file.is_dir():
         raw = read_json(path)
-        if not (isinstance(raw, dict) and ("nodes" in raw or _kubernetes(raw))):
-            given = [
-                flag
-                for flag in ("horizon", "step", "now", "node_gpus")
-                if _flag(args, flag) is not None
-            ]
-            if given:
-                flag = given[0].replace("_", "-")
-                raise ProblemError(
-                    f"--{flag}: {path} is an allocation scenario, which states its own; the "
-                    "flag applies to a cluster."
-                )
-            return AllocationProblem.parse(raw, source=path)
+    cluster = isinstance(raw, dict) and ("nodes" in raw or _kubernetes(raw))
+    if raw is not None and not cluster:
+        given = [
+            flag
+            for flag in ("horizon", "step", "now", "node_gpus")
+            if _flag(args, flag) is not None
+        ]
+        if given:
+            flag = given[0].replace("_", "-")
+            raise ProblemError(
+                f"--{flag}: {path} is an allocation scenario, which states its own; the "
+                "flag applies to a cluster."
+            )
+        return AllocationProblem.parse(raw, source=path)
     return _grid(path, raw, args, kept if kept is not None else {})
 
 

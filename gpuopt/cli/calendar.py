@@ -184,7 +184,7 @@ def run_calendar(args: argparse.Namespace) -> int:
     """``gpuopt calendar SNAPSHOT``: read, plan, check (C1-C7), write ``--out``, show."""
     if args.emit == "kubernetes" and args.format == "json":
         raise ProblemError("--format json: --emit kubernetes prints YAML; give one of them.")
-    calendar_options(args)  # a flag the method does not take is refused before any work
+    given = calendar_options(args)  # a flag the method does not take: refused before any work
     read = Read()
 
     def build() -> Any:
@@ -199,7 +199,7 @@ def run_calendar(args: argparse.Namespace) -> int:
     return solve_command(
         args,
         build=build,
-        options=lambda problem: calendar_options(args),
+        options=lambda problem: given,
         show=lambda shown, problem, plan: show_calendar(args, read, shown, problem, plan),
     )
 

@@ -50,7 +50,7 @@ def run_check(args: argparse.Namespace) -> int:
     # a snapshot, a switch-level state, or a preemption state (old file or over a cluster)
     if isinstance(raw, dict) and ("nodes" in raw or "switches" in raw or "cluster" in raw):
         if "nodes" in raw and isinstance(answer, dict) and "grid" in answer:
-            return check_allocation(args, None, answer)  # the snapshot's time grid
+            return check_allocation(args, None, answer, cluster=raw)  # its time grid
         problem, result = cluster_question(args, raw, answer)
         return report(args, problem, result)
     return check_allocation(args, raw, answer)
@@ -191,17 +191,19 @@ def report(args: argparse.Namespace, problem: Any, result: Any) -> int:
     return EXIT_OK
 
 
-def check_allocation(args: argparse.Namespace, raw: Any, data: Any) -> int:
+def check_allocation(
+    args: argparse.Namespace, raw: Any, data: Any, *, cluster: Any = None
+) -> int:
     """A result (or a bare grid) against its scenario, or (``raw`` None) against a cluster's
     time grid rebuilt with the same flags as ``gpuopt allocate`` (G1-G11); a result's
-    schedule against its grid."""
+    schedule against its grid. ``cluster`` is a snapshot's JSON when already read."""
     from gpuopt.allocation.problem import parse_problem
     from gpuopt.allocation.solution import evaluate, result_violations
 
     if raw is None:
         from gpuopt.cli.allocation import load_scenario
 
-        problem = load_scenario(args.scenario, args)
+        problem = load_scenario(args.scenario, args, raw=cluster)
     else:
         problem = parse_problem(raw, source=args.scenario)
     grid = data.get("grid") if isinstance(data, dict) else data
