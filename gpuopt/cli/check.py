@@ -191,9 +191,7 @@ def report(args: argparse.Namespace, problem: Any, result: Any) -> int:
     return EXIT_OK
 
 
-def check_allocation(
-    args: argparse.Namespace, raw: Any, data: Any, *, cluster: Any = None
-) -> int:
+def check_allocation(args: argparse.Namespace, raw: Any, data: Any, *, cluster: Any = None) -> int:
     """A result (or a bare grid) against its scenario, or (``raw`` None) against a cluster's
     time grid rebuilt with the same flags as ``gpuopt allocate`` (G1-G11); a result's
     schedule against its grid. ``cluster`` is a snapshot's JSON when already read."""
