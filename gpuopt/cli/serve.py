@@ -31,20 +31,6 @@ DEFAULT_PORT = 8990
 seconds_type = number_type(float, lambda v: 0.1 <= v <= 86_400, "seconds from 0.1 to 86400")
 
 
-def reader_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The kubectl reader's options from the flags (pods and nodes in requests, a kubectl
-    snapshot)."""
-    return {
-        "gpu_resources": args.gpu_resource,
-        "topology_labels": args.topology_label or (),
-        "critical_priority": args.critical_priority,
-        "hp_priority": args.hp_priority,
-        "allow_emptydir": args.allow_emptydir,
-        "pin_unresolved_claims": args.pin_unresolved_pvc,
-        "strict": args.strict,
-    }
-
-
 def _check_file(path: str | None, flag: str) -> None:
     if path is not None and not Path(path).is_file():
         raise ProblemError(f"{flag}: no such file {path!r}.")
@@ -70,7 +56,9 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         raise ProblemError("--tls-cert and --tls-key go together (HTTPS needs both).")
     if args.tls_client_ca is not None and args.tls_cert is None:
         raise ProblemError("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is HTTPS).")
-    options = reader_options(args)
+    from gpuopt.cli.defrag import kubectl_options
+
+    options = kubectl_options(args)
     workload = None
     if args.workload is not None:
         from gpuopt.cluster.workload import Workload
