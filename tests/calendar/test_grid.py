@@ -164,6 +164,24 @@ def pod(name: str, gpus: int, notes: dict[str, str] | None = None, **spec: Any) 
     }
 
 
+def deployment(name: str, replicas: int, gpus: int, notes: dict[str, str]) -> dict[str, Any]:
+    """A Deployment of namespace ml whose pods are labelled app=<name>, each of ``gpus``
+    GPUs, annotated with ``notes``."""
+    container = {"name": "s", "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+    return {
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "ml", "annotations": notes},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [container]},
+            },
+        },
+    }
+
+
 def cluster(*items: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "List", "items": list(items)}
 
@@ -206,26 +224,7 @@ def test_hand_built_cluster() -> None:
             labels={"app": "chat"},
             status={"phase": "Running", "startTime": "2025-12-31T00:00:00Z"},
         ),
-        {
-            "kind": "Deployment",
-            "metadata": {
-                "name": "chat",
-                "namespace": "ml",
-                "annotations": {DEMAND: "2, 3,1", MAX_SWAP: "1", VALUE: "9"},
-            },
-            "spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": {"app": "chat"}},
-                "template": {
-                    "metadata": {"labels": {"app": "chat"}},
-                    "spec": {
-                        "containers": [
-                            {"name": "s", "resources": {"limits": {"nvidia.com/gpu": 1}}}
-                        ]
-                    },
-                },
-            },
-        },
+        deployment("chat", 2, 1, {DEMAND: "2, 3,1", MAX_SWAP: "1", VALUE: "9"}),
     )
     grid, report = grid_from_kubernetes(objects, GridSettings(horizon=6 * 3600))
     assert (grid.gpus, grid.gpus_per_node, grid.horizon, grid.step_minutes) == (8, 4, 6, 60)
@@ -446,25 +445,7 @@ def test_what_to_do_now_scales_a_service_to_its_first_step() -> None:
     objects = cluster(
         node("a", 4),
         pod("job", 2, {"gpuopt.io/walltime": "1h"}),
-        {
-            "kind": "Deployment",
-            "metadata": {
-                "name": "svc",
-                "namespace": "ml",
-                "annotations": {DEMAND: "4", MAX_SWAP: "2", VALUE: "9"},
-            },
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "svc"}},
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {"name": "s", "resources": {"limits": {"nvidia.com/gpu": 2}}}
-                        ]
-                    }
-                },
-            },
-        },
+        deployment("svc", 1, 2, {DEMAND: "4", MAX_SWAP: "2", VALUE: "9"}),
     )
     grid, report = grid_from_kubernetes(objects, GridSettings(horizon=2 * 3600))
     plan = gpuopt.solve(grid)
