@@ -6,11 +6,10 @@ reads back as the same scenario.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from typing import Any
 
 from gpuopt.allocation.problem import AllocationProblem, model_duration
-from gpuopt.calendar.cluster import EXPECTED_END, NOT_BEFORE, WALLTIME
+from gpuopt.calendar.cluster import EXPECTED_END, NOT_BEFORE, WALLTIME, tick_time
 from gpuopt.calendar.facts import (
     DEADLINE,
     DEMAND,
@@ -30,10 +29,6 @@ GPU_RESOURCE = "nvidia.com/gpu"
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 #: Tick 0 of :func:`scenario_objects` unless given: 2026-01-01T00:00:00Z.
 DEFAULT_NOW = 1_767_225_600.0
-
-
-def _rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _indices(gpus: Iterable[int]) -> str:
@@ -76,7 +71,14 @@ def scenario_objects(
             model_of[k] = pool.model
         first += pool.gpus
     speeds = problem.speed or {}
-    heartbeat = _rfc3339(now)
+
+    def at(tick: int) -> str:
+        """The RFC 3339 time of ``tick`` (the calendar's tick_time, with a clock)."""
+        moment = tick_time(now, tick, step)
+        assert moment is not None
+        return moment
+
+    heartbeat = at(0)
     resources = {GPU_RESOURCE: str(size), "cpu": "64", "memory": "512Gi", "pods": "110"}
     items: list[dict[str, Any]] = []
     for host, host_model in zip(names, model_of, strict=True):
@@ -100,9 +102,6 @@ def scenario_objects(
                 },
             }
         )
-
-    def at(tick: int) -> str:
-        return _rfc3339(now + tick * step)
 
     def pod(name: str, gpus: int, notes: dict[str, str], **extra: Any) -> dict[str, Any]:
         labels = extra.pop("labels", {})
