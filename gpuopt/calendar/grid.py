@@ -127,6 +127,7 @@ from gpuopt.calendar.cluster import (
     from_cluster_report,
     kubernetes_input,
     pod_times,
+    waiting_jobs,
 )
 from gpuopt.calendar.facts import (
     GPU_INDICES,
@@ -694,10 +695,11 @@ class _Row:
     ) -> list[tuple[float, dict[str, Any]]]:
         """Every waiting job with GPUs as a batch task (G4), with its input position."""
         calendar = self.calendar
-        pods_of = _members(cluster, facts)
-        members: dict[str, list[str]] = {}
-        for pending in cluster.pending if cluster is not None else ():
-            members.setdefault(pending.gang or pending.id, []).append(pending.id)
+        # the calendar's grouping of the waiting pods into jobs (F4): a pod, or a gang's pods
+        members = {
+            job: [pod.id for pod in pods]
+            for job, pods in (waiting_jobs(cluster) if cluster is not None else [])
+        }
         out = []
         for job in calendar.jobs:
             gpus = job.use[0] * job.members
@@ -716,8 +718,9 @@ class _Row:
             if size > self.gpus:
                 self.report.note("larger-than-row", job.id)
                 continue
-            found = pods_of.get(job.id, [])
-            self.report.pods[_task_id(job.id)] = members.get(job.id, [job.id])
+            pods = members.get(job.id, [job.id])
+            found = [facts[pod] for pod in pods if pod in facts]
+            self.report.pods[_task_id(job.id)] = pods
             models = self.models_of(job.eligible)
             if models == []:
                 self.report.note("no-eligible-row-node", job.id)
@@ -752,15 +755,3 @@ class _Row:
             position = min((f.position for f in found), default=math.inf)
             out.append((position, task))
         return out
-
-
-def _members(cluster: Cluster | None, facts: Mapping[str, PodFacts]) -> dict[str, list[PodFacts]]:
-    """The facts of each waiting job's pods, by job id: a single pod's own, a gang's pods'
-    (a gang's job id is its gang's, F4)."""
-    out: dict[str, list[PodFacts]] = {}
-    if cluster is None:
-        return out
-    for pod in cluster.pending:
-        if pod.id in facts:
-            out.setdefault(pod.gang if pod.gang is not None else pod.id, []).append(facts[pod.id])
-    return out
