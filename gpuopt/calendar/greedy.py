@@ -575,8 +575,16 @@ def solve_easy(problem: CalendarProblem) -> CalendarPlan:
     placed: list[tuple[int, tuple[int, ...]]] = [(-1, ())] * len(index.job_ids)
     kept: list[int] = []  # the jobs that start now, then the head
     head: int | None = None
+    # free room at tick 0: a job whose pods do not fit there cannot start now, so once the
+    # head holds its start it is passed over without placing everything again (the same
+    # plan, without the quadratic work on a long queue)
+    free = index.capacity.copy()
+    busy = index.run_end > 0  # a running pod with end 0 has left already
+    np.subtract.at(free, index.run_node[busy], index.run_use[busy])
     for j in queue:
         if not index.candidates[j]:
+            continue
+        if head is not None and not _fits_at_zero(free, index, j):
             continue
         trial = place_all(index, [*kept, j])
         start, nodes = trial[j]
@@ -585,6 +593,9 @@ def solve_easy(problem: CalendarProblem) -> CalendarPlan:
             placed[j] = (start, nodes)
             if start > 0:
                 head = j
+            else:
+                for node in nodes:
+                    free[node] -= index.use[j]
     reasons = {}
     for j in range(len(index.job_ids)):
         if placed[j][0] >= 0 or not index.candidates[j]:
@@ -598,6 +609,17 @@ def solve_easy(problem: CalendarProblem) -> CalendarPlan:
                 f"waits: EASY holds a start for the head of the queue only ({index.job_ids[head]})"
             )
     return _plan(problem, "easy", order(index, "easy"), placed, clock, reasons=reasons)
+
+
+def _fits_at_zero(free: np.ndarray, index: CalendarIndex, j: int) -> bool:
+    """Whether job ``j``'s pods fit on its eligible nodes in the room ``free`` at tick 0
+    (several pods on a node allowed): a necessary condition for starting now."""
+    use = index.use[j]
+    asked = use > 0
+    if not asked.any():
+        return True
+    room = free[list(index.candidates[j])][:, asked] // use[asked]
+    return int(np.maximum(room.min(axis=1), 0).sum()) >= int(index.members[j])
 
 
 def solve_fifo(problem: CalendarProblem) -> CalendarPlan:

@@ -82,3 +82,34 @@ def test_random_calendars_pass_the_checker_and_start_now_what_fits() -> None:
         assert violations(problem, plan) == [], problem
         later = [s for s in plan.starts if s.start is not None and s.start > 0]
         assert len(later) <= 1
+
+
+def test_the_room_check_passes_over_only_jobs_that_cannot_start_now() -> None:
+    """solve_easy skips placing a job after the head when its pods do not fit in the room
+    at tick 0; the plan is the one the definition gives by placing every job again."""
+    from gpuopt.calendar.greedy import order, place_all
+
+    def by_definition(problem: CalendarProblem) -> list[int]:
+        index = problem.index
+        starts = [-1] * len(index.job_ids)
+        kept: list[int] = []
+        head = None
+        for j in order(index, "easy"):
+            if index.submit[j] > 0 or not index.candidates[j]:
+                continue
+            start, _ = place_all(index, [*kept, j])[j]
+            if start == 0 or (head is None and start > 0):
+                kept.append(j)
+                starts[j] = start
+                head = j if start > 0 else head
+        return starts
+
+    rng = random.Random(3)
+    for _ in range(300):
+        problem = random_problem(rng, rng.choice((4, 6, 10, 14)))
+        index = problem.index
+        plan = {s.job: s.start for s in solve_easy(problem).starts}
+        expected = by_definition(problem)
+        assert [plan[job] for job in index.job_ids] == [
+            start if start >= 0 else None for start in expected
+        ]
