@@ -231,9 +231,10 @@ def _when(read: Read, problem: Any, tick: int | None) -> str:
 def calendar_view(read: Read, problem: Any, plan: Any, *, preempt: bool = False) -> dict[str, Any]:
     """The plan for people and tools: per job its start and nodes or why none, per node its
     holds, the jobs that backfill, what to bind now, what to stop now (``preempt``:
-    :func:`~gpuopt.calendar.cluster.preemptions`), and how the calendar was built."""
-    from gpuopt.calendar.cluster import preemptions, tick_time, waiting_jobs
+    :func:`~gpuopt.calendar.stop.preemptions`), and how the calendar was built."""
+    from gpuopt.calendar.cluster import tick_time, waiting_jobs
     from gpuopt.calendar.solution import backfill, binds, holds
+    from gpuopt.calendar.stop import preemptions
 
     members = dict(waiting_jobs(read.cluster)) if read.cluster is not None else {}
     jobs = {job.id: job for job in problem.jobs}
