@@ -9,14 +9,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuopt.allocation.problem import MAX_STEPS
 from gpuopt.calendar.cluster import AnnotationReader, kube_objects, parse_time
 from gpuopt.errors import ProblemError, short
-
-if TYPE_CHECKING:
-    from gpuopt.calendar.grid import GridReport
 
 #: Annotations the grid reads (G3-G5).
 KIND = "gpuopt.io/kind"
@@ -164,10 +161,12 @@ def _gpus_of(spec: Any) -> int:
 
 
 def read_grid_facts(
-    decoded: Sequence[Any], report: GridReport, *, strict: bool = False
+    decoded: Sequence[Any], report: Any, *, strict: bool = False
 ) -> tuple[dict[str, PodFacts], list[Service], list[Any]]:
     """The pods' grid annotations (by pod id), the realtime services (G5), and the objects
-    without the services' pods and Deployments (what the kubectl reader then reads)."""
+    without the services' pods and Deployments (what the kubectl reader then reads).
+    ``report`` is the grid's :class:`~gpuopt.calendar.grid.GridReport` (its ``note``,
+    ``services`` and ``service_pods`` are filled in)."""
     notes = AnnotationReader(report, strict)
     facts: dict[str, PodFacts] = {}
     services: list[Service] = []

@@ -22,7 +22,7 @@ from gpuopt.allocation.solution import violations
 from gpuopt.calendar.cluster import NOT_BEFORE, from_cluster_report, kubernetes_input, pod_times
 from gpuopt.calendar.facts import DEMAND, GPU_INDICES, KIND, MAX_SWAP, VALUE
 from gpuopt.calendar.grid import GridSettings, grid_from_kubernetes
-from gpuopt.calendar.scenario import DEFAULT_NOW, scenario_objects
+from gpuopt.calendar.scenario import scenario_objects
 from gpuopt.errors import ProblemError
 from gpuopt.readers.kubectl import read_kubernetes
 
@@ -323,16 +323,6 @@ def test_announced_pods_wait_in_the_calendar_too() -> None:
     assert report.submit["not-before"] == 1
 
 
-def test_pools_without_nodes_have_no_cluster_form() -> None:
-    scenario = AllocationProblem(
-        gpus=8,
-        pools=[{"model": "A100", "gpus": 4}, {"model": "L40S", "gpus": 4}],
-        tasks=[],
-    )
-    with pytest.raises(ProblemError, match=r"pools: GPU models need gpus_per_node"):
-        scenario_objects(scenario)
-
-
 @pytest.mark.parametrize("seed", range(40))
 def test_scenarios_with_gpu_models_come_back(seed: int) -> None:
     """G11: pools from the nodes' model labels (in pool order), models from the pods' node
@@ -393,17 +383,6 @@ def test_a_running_pod_on_a_fast_model_keeps_its_end() -> None:
     assert violations(grid, plan) == []
     # r holds the H100 node until step 3; 'any' may use either model
     assert list(plan.grid[0][0:4]) == ["ml/r"] * 4 and plan.grid[3][0] != "ml/r"
-
-
-def test_written_cluster_is_a_cluster_at_its_clock() -> None:
-    scenario = load_problem(SCENARIOS[0])
-    read, kube = read_kubernetes(scenario_objects(scenario))
-    assert read.now == DEFAULT_NOW
-    # the plain reader skips the announced (gated) pods, as kube-scheduler does
-    later = {f"default/{t.id}" for t in scenario.tasks if t.arrival > 0 and t.running is None}
-    assert set(kube.reasons["gated"]) == later
-    assert set(kube.reasons) == {"gated", "pending"}
-    assert len(read.nodes) == scenario.gpus // (scenario.gpus_per_node or scenario.gpus)
 
 
 def test_what_to_do_now_binds_a_gangs_pods_to_whole_nodes() -> None:
