@@ -62,6 +62,21 @@ def test_the_verbs_answer_in_the_go_field_names() -> None:
     assert call(app, "POST", "/filter", json=lower).json()["NodeNames"] == ["a"]
 
 
+def test_an_unknown_node_is_refused_alone() -> None:
+    # L6: the state has not seen 'ghost'; the other nodes are answered, no 400
+    app = create_app(Extender(snapshot()))
+    body = {"Pod": pod(), "NodeNames": ["a", "ghost"]}
+    found = call(app, "POST", "/filter", json=body)
+    assert found.status_code == 200
+    answer = found.json()
+    assert answer["NodeNames"] == ["a"]
+    assert list(answer["FailedNodes"]) == ["ghost"]
+    assert "has not seen node 'ghost'" in answer["FailedNodes"]["ghost"]
+    scores = call(app, "POST", "/prioritize", json=body).json()
+    assert [entry["Host"] for entry in scores] == ["a", "ghost"]
+    assert scores[1]["Score"] == 0
+
+
 BAD = {
     "malformed JSON": (b'{"Pod": ', 400, "not valid JSON"),
     "not UTF-8": (b'{"Pod": "\xff"}', 400, "not UTF-8"),
@@ -73,11 +88,6 @@ BAD = {
         json.dumps({"Pod": pod(), "NodeNames": "a"}).encode(),
         400,
         "NodeNames must be a list",
-    ),
-    "unknown node": (
-        json.dumps({"Pod": pod(), "NodeNames": ["a", "ghost"]}).encode(),
-        400,
-        "'ghost' is not in the snapshot",
     ),
     "nameless pod": (
         json.dumps({"Pod": {"metadata": {}}, "NodeNames": ["a"]}).encode(),
