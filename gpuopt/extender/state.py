@@ -200,6 +200,19 @@ class State:
         self.task_node = task_node
         self.cluster = Cluster.model_construct(**{**dict(self.cluster), "tasks": tasks})
 
+    def order(self, node: str, tasks: Sequence[Task]) -> None:
+        """Lay the node's tasks out in the order of ``tasks`` (those of its tasks not in it
+        after them): shares pack best fit, so what is left of each GPU depends on the order
+        the tasks are laid out in, which is the order they were read in (L4)."""
+        pos = self.node_pos[node]
+        now = self.on_node[pos]
+        first = {task.id for task in tasks}
+        wanted = [*tasks, *(task for task in now if task.id not in first)]
+        if [t.id for t in wanted] != [t.id for t in now]:
+            self.on_node[pos] = wanted
+            self._refresh(pos)
+            self.changes += 1
+
     def set_node(self, node: Node) -> None:
         """Serve ``node`` in place of the node of its name, or as a new last node (L4): the
         arrays, positions, names, refusals and domains follow; what runs on it stays. The
