@@ -68,6 +68,7 @@ from gpuopt.extender.scores import (
 )
 from gpuopt.extender.state import State
 from gpuopt.extender.wire import (
+    MAX_SCORE,
     BadRequest,
     ExtenderArgs,
     PreemptionArgs,
@@ -274,7 +275,12 @@ class Extender:
         self, state: State, ask: Ask, positions: np.ndarray, scores: np.ndarray, passed: np.ndarray
     ) -> None:
         """Assume the pod on the node it scored best among those that passed, the first in
-        the request's order among equals (L5); a pod assumed before moves there."""
+        the request's order among equals (L5); a pod assumed before moves there.
+
+        Among equals that node alone keeps the best score, one more than the others (or
+        the others one less, at ``MAX_SCORE``): kube-scheduler picks at random among the
+        nodes it scores highest, and an assumption on a node it did not pick would count
+        the pod where it is not (``scores`` is changed in place)."""
         if self.assume_ttl is None:
             return
         pod_id = ask.pending.id
@@ -289,6 +295,13 @@ class Extender:
         node = str(state.names[int(positions[best])])
         if node not in base.node_pos:
             return  # a node only the request knows (full mode): the watch will bring it
+        top = int(scores[best])
+        equals = allowed[scores[allowed] == top]
+        if len(equals) > 1:
+            if top < MAX_SCORE:
+                scores[best] = top + 1
+            else:
+                scores[equals[equals != best]] = top - 1
         task = ask.pending.as_task(node)
         base.add(task)
         self._assumed[pod_id] = Assumed(task, self.clock() + self.assume_ttl)
