@@ -53,18 +53,6 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         raise ProblemError(str(exc)) from None
     from gpuopt.extender.engine import Extender
 
-    for path, flag in (
-        (args.snapshot, "--snapshot"),
-        (args.workload, "--workload"),
-        (args.tls_cert, "--tls-cert"),
-        (args.tls_key, "--tls-key"),
-        (args.tls_client_ca, "--tls-client-ca"),
-    ):
-        _check_file(path, flag)
-    if (args.tls_cert is None) != (args.tls_key is None):
-        raise ProblemError("--tls-cert and --tls-key go together (HTTPS needs both).")
-    if args.tls_client_ca is not None and args.tls_cert is None:
-        raise ProblemError("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is HTTPS).")
     watched = args.kubeconfig is not None or args.in_cluster
     if watched and args.snapshot is not None:
         raise ProblemError(
@@ -79,6 +67,19 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         raise ProblemError(
             f"--workers {args.workers}: a watched cluster is served by one process; use 1."
         )
+    for path, flag in (
+        (args.snapshot, "--snapshot"),
+        (args.kubeconfig, "--kubeconfig"),
+        (args.workload, "--workload"),
+        (args.tls_cert, "--tls-cert"),
+        (args.tls_key, "--tls-key"),
+        (args.tls_client_ca, "--tls-client-ca"),
+    ):
+        _check_file(path, flag)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ProblemError("--tls-cert and --tls-key go together (HTTPS needs both).")
+    if args.tls_client_ca is not None and args.tls_cert is None:
+        raise ProblemError("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is HTTPS).")
     from gpuopt.cli.defrag import kubectl_options
 
     options = kubectl_options(args)
@@ -152,7 +153,6 @@ def watch_cluster(
             f"watching a cluster needs the extra 'live' (pip install 'gpuopt[live]'; {exc})."
         ) from None
     if args.kubeconfig is not None:
-        _check_file(args.kubeconfig, "--kubeconfig")
         api = KubeApi.from_kubeconfig(args.kubeconfig, args.context)
     else:
         api = KubeApi.in_cluster()

@@ -265,6 +265,43 @@ def test_serve_refuses_bad_flags_with_one_sentence(
     assert main(["serve", "--port", "0"]) == 2
 
 
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--snapshot", "s.json", "--in-cluster"], "--snapshot and --kubeconfig/--in-cluster"),
+        (["--kubeconfig", "k", "--in-cluster"], "--kubeconfig and --in-cluster exclude"),
+        (["--context", "c"], "--context names a context of --kubeconfig"),
+        (["--in-cluster", "--workers", "2"], "--workers 2: a watched cluster is served by one"),
+        (["--kubeconfig", "missing-config"], "--kubeconfig: no such file 'missing-config'"),
+    ],
+)
+def test_serve_refuses_a_watch_with_bad_flags(
+    flags: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpuopt.cli import main
+
+    assert main(["serve", *flags]) == 2
+    found = capsys.readouterr()
+    assert found.out == "" and found.err.count("\n") == 1 and words in found.err
+
+
+def test_healthz_reports_a_watched_state_and_503_when_stale() -> None:
+    fresh = {"value": True}
+
+    def health() -> tuple[bool, dict[str, Any]]:
+        stale = [] if fresh["value"] else ["Pod"]
+        return fresh["value"], {"synced": True, "stale": stale}
+
+    app = create_app(Extender(snapshot(), assume_ttl=30.0), live=health)
+    answer = call(app, "GET", "/healthz")
+    assert answer.status_code == 200 and answer.json()["watch"]["stale"] == []
+    assert answer.json()["assumed"] == 0
+    fresh["value"] = False
+    answer = call(app, "GET", "/healthz")
+    assert answer.status_code == 503
+    assert answer.json()["status"] == "stale" and answer.json()["watch"]["stale"] == ["Pod"]
+
+
 def _raw(app: Any, path: str, body: bytes, root_path: str = "") -> list[dict[str, Any]]:
     """The ASGI messages ``app`` sends for ``POST path`` with ``body``."""
     scope = {
