@@ -101,6 +101,9 @@ class State:
     node_versions: dict[str, str] = field(init=False, default_factory=dict)
     #: the position of each task of ``cluster.tasks``, by id
     _task_index: dict[str, int] = field(init=False)
+    #: ``cluster.tasks`` once this state changed it: its own list, changed in place (the
+    #: list of the cluster it was given is never changed; None: not yet)
+    _tasks: list[Task] | None = field(init=False, default=None)
     lock: threading.Lock = field(init=False)
 
     def __post_init__(self) -> None:
@@ -163,16 +166,23 @@ class State:
         self.by_id[task.id] = task
         if task.uid:
             self.by_uid[task.uid] = task
-        self._task_index[task.id] = len(self.cluster.tasks)
+        tasks = self._own_tasks()
+        self._task_index[task.id] = len(tasks)
+        tasks.append(task)
         self.task_node = np.append(self.task_node, pos)
         if task.pod_anti_affinity:
             self.anti_terms = [*self.anti_terms, *((task, t) for t in task.pod_anti_affinity)]
         self._fixed = None
         self._groups = None
         self.changes += 1
-        self.cluster = Cluster.model_construct(
-            **{**dict(self.cluster), "tasks": [*self.cluster.tasks, task]}
-        )
+        self.cluster = Cluster.model_construct(**{**dict(self.cluster), "tasks": tasks})
+
+    def _own_tasks(self) -> list[Task]:
+        """``cluster.tasks`` as this state's own list (copied once: a 50,000-task list is
+        not copied on every binding)."""
+        if self._tasks is None:
+            self._tasks = list(self.cluster.tasks)
+        return self._tasks
 
     def drop(self, task_id: str) -> None:
         """Stop counting the task ``task_id`` (it ended, E7). The last task takes its place
@@ -188,7 +198,7 @@ class State:
         self.changes += 1
         if task.pod_anti_affinity:
             self.anti_terms = [(t, term) for t, term in self.anti_terms if t.id != task_id]
-        tasks = list(self.cluster.tasks)
+        tasks = self._own_tasks()
         task_node = self.task_node.copy()  # a copy: a reader may hold the old arrays
         at = self._task_index.pop(task_id)
         last = tasks.pop()
