@@ -538,8 +538,11 @@ class Extender:
             self.counts.empty[reason] += 1
             log.info("preempt %s: no victims: %s", pod_id, EMPTY_REASONS[reason])
             return preemption_result({})
-        positions = self._positions(state, list(args.victims))
-        found = review(state, ask, args.victims, positions.tolist(), self._clock(state))
+        known = {node: v for node, v in args.victims.items() if node in state.node_pos}
+        positions = self._positions(state, list(known))
+        found = review(state, ask, known, positions.tolist(), self._clock(state))
+        for node in args.victims.keys() - known.keys():  # L6: the state has not seen it
+            found.dropped[node] = ("unknown-victim", f"node {node} is not in the state yet")
         for node, (reason, detail) in found.dropped.items():
             self.counts.dropped[reason] += 1
             log.debug("preempt %s: node %s dropped: %s", pod_id, node, detail)

@@ -164,6 +164,8 @@ class LiveCluster:
         #: full reads done, and events answered in place
         self.rebuilds = 0
         self.in_place = 0
+        #: full reads on the timer that failed (the state before them is kept)
+        self.failures = 0
         self._lock = threading.RLock()
         self._due: float | None = None  # when a full read is due (None: none)
         self._timer: threading.Timer | None = None
@@ -295,8 +297,13 @@ class LiveCluster:
     def _timed(self) -> None:
         with self._lock:
             self._timer = None
-            if self._due is not None:
+            if self._due is None:
+                return
+            try:
                 self._rebuild()
+            except ProblemError as exc:  # the last state stays; the next change tries again
+                self.failures += 1
+                log.warning("the watched objects were not read again: %s", exc)
 
     def _context(self) -> Context:
         """A context for one object's read: the tables of the last full read, shared (the

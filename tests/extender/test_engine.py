@@ -282,6 +282,11 @@ def test_preempt_drops_a_node_with_an_unknown_victim_and_respects_never() -> Non
     assert _preempt(snapshot, pod(gpus=8), {"n": ["uid-a", "uid-ghost"]}) == {}
     never = pod("nv", gpus=8, preemptionPolicy="Never")
     assert _preempt(snapshot, never, {"n": ["uid-a"]}) == {}
+    # a node the state has not seen (L6): dropped alone, the other node still answered
+    extender = Extender(snapshot)
+    kept = _reviewed(extender, pod("j", gpus=8), {"n": ["uid-a"], "joined": ["uid-x"]})
+    assert list(kept) == ["n"]
+    assert extender.counts.dropped == {"unknown-victim": 1}
 
 
 def _reviewed(
