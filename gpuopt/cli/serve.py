@@ -98,8 +98,9 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     extender = Extender(workload=workload, reader_options=options, assume_ttl=assume_ttl)
     live_health: Any = None
     on_stop: Any = None
+    live: Any = None
     if watched:
-        live_health, on_stop = watch_cluster(args, extender, options)
+        live, live_health, on_stop = watch_cluster(args, extender, options)
     if args.snapshot is not None:
         cluster = load_snapshot(args.snapshot, options)
         extender.replace(cluster, source=args.snapshot)
@@ -125,6 +126,7 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         live=live_health,
         on_stop=on_stop,
     )
+    app.state.live = live  # the watched state (None: a snapshot)
     server: dict[str, Any] = {
         "host": args.host,
         "port": args.port,
@@ -140,14 +142,15 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
 def watch_cluster(
     args: argparse.Namespace, extender: Any, options: dict[str, Any]
-) -> tuple[Any, Any]:
+) -> tuple[Any, Any, Any]:
     """Watch the cluster of ``--kubeconfig`` or ``--in-cluster`` into ``extender``'s state
-    (L2-L4), synced before this returns (else one sentence); returns the health of the
-    watch for ``/healthz`` and what stops it."""
+    (L2-L4), synced before this returns (else one sentence); returns the
+    :class:`~gpuopt.live.cluster.LiveCluster`, the health of the watch for ``/healthz``
+    and what stops it."""
     try:
-        from gpuopt.live.api import KubeApi  # type: ignore[attr-defined]
+        from gpuopt.live.api import KubeApi  # type: ignore[attr-defined,unused-ignore]
         from gpuopt.live.cluster import LiveCluster
-        from gpuopt.live.watch import Watcher  # type: ignore[import-not-found]
+        from gpuopt.live.watch import Watcher  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
         raise ProblemError(
             f"watching a cluster needs the extra 'live' (pip install 'gpuopt[live]'; {exc})."
@@ -198,7 +201,7 @@ def watch_cluster(
         watcher.stop()
         live.close()
 
-    return health, stop
+    return live, health, stop
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -388,6 +388,7 @@ def create_app(
     app.verbs = verbs
     app.state.extender = extender
     app.state.metrics = metrics
+    app.state.on_stop = on_stop
     return app
 
 
