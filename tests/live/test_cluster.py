@@ -407,3 +407,37 @@ def test_the_free_gpus_follow_every_event() -> None:
     assert state.cluster.nodes[0].locked
     assert_same(live)
     assert np.array_equal(state.gpus, np.array([4]))
+
+
+def test_a_pod_that_does_not_read_locks_its_node_as_a_fresh_read_does() -> None:
+    live = LiveCluster(rebuild_after=3600)
+    live.apply(NODES, "ADDED", node_obj("a"))
+    broken = pod_obj("b", "a")
+    broken["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    live.apply(PODS, "ADDED", broken)
+    state = live.extender.state
+    assert state is not None and state.cluster.nodes[0].locked  # what it holds is unknown
+    assert_same(live)
+    live.apply(PODS, "DELETED", broken)
+    assert not state.cluster.nodes[0].locked
+    assert_same(live)
+    live.close()
+
+
+def test_a_node_relist_is_applied_in_place_and_the_snapshot_has_no_assumption() -> None:
+    live = LiveCluster(rebuild_after=3600, assume_ttl=30.0)
+    live.replace(NODES, [node_obj("a"), node_obj("b")])
+    waiting = pod_obj("w", gpus=2)
+    live.replace(PODS, [pod_obj("p", "a"), waiting])
+    state = live.extender.state
+    live.replace(NODES, [node_obj("a", 4, version=2), node_obj("c")])  # b gone, c new
+    assert live.extender.state is not state  # a node gone: positions move, built again
+    state = live.extender.state
+    assert state is not None and state.names == ["a", "c"]
+    assert state.gpus.tolist() == [4, 8]
+    assert_same(live)
+    live.extender.priority_text(read_args({"Pod": waiting, "NodeNames": ["a", "c"]}))
+    assert live.extender.assumed == {"ml/w": "a"} and len(state.cluster.tasks) == 2
+    snap = live.snapshot()  # what the watch says: the assumed pod still waits
+    assert [t.id for t in snap.tasks] == ["ml/p"]
+    assert [p.id for p in snap.pending] == ["ml/w"] == [p.id for p in live.waiting()]
