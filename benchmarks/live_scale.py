@@ -142,6 +142,7 @@ def feed(node_list: list[Any], pod_list: list[Any]) -> Any:
     from gpuopt.live.cluster import LiveCluster
 
     live = LiveCluster(rebuild_after=3600)
+    live.hold()  # as gpuopt serve does: the first lists read once, together
     for kind in WATCHED:
         live.replace(kind, {NODES.kind: node_list, PODS.kind: pod_list}.get(kind.kind, []))
     live.flush()

@@ -160,6 +160,7 @@ def watch_cluster(
     else:
         api = KubeApi.in_cluster()
     live = LiveCluster(extender, reader_options=options)
+    live.hold()  # the first lists are read once, together, when every kind is synced
     watcher = Watcher(api, live)
     watcher.start()
     if not watcher.wait_synced(args.sync_timeout):

@@ -168,6 +168,7 @@ class LiveCluster:
         self.failures = 0
         self._lock = threading.RLock()
         self._due: float | None = None  # when a full read is due (None: none)
+        self._held = False  # hold(): objects kept, nothing read until flush()
         self._timer: threading.Timer | None = None
         self._reads: dict[str, _PodRead] = {}  # pod id -> as read (absent: read when needed)
         self._pending: dict[str, Pending] = {}  # pod id -> the waiting pod
@@ -189,6 +190,10 @@ class LiveCluster:
         kind = resource.kind
         fresh = {key_of(kind, item): item for item in items}
         with self._lock:
+            if self._held:
+                self.objects[kind] = fresh
+                self._due = self._due or time.monotonic()
+                return
             held = self.objects.setdefault(kind, {})
             gone = [key for key in held if key not in fresh]
             changed = [key for key, item in fresh.items() if held.get(key) != item]
@@ -211,6 +216,15 @@ class LiveCluster:
         """One watch event on an object of ``resource``: ``ADDED``, ``MODIFIED`` or
         ``DELETED``."""
         with self._lock:
+            if self._held:
+                key = key_of(resource.kind, obj)
+                objects = self.objects.setdefault(resource.kind, {})
+                if kind == "DELETED":
+                    objects.pop(key, None)
+                else:
+                    objects[key] = obj
+                self._due = self._due or time.monotonic()
+                return
             self._apply(resource.kind, kind, obj)
 
     def _apply(self, kind: str, event: str, obj: Obj) -> None:
@@ -265,9 +279,17 @@ class LiveCluster:
         with self._lock:
             return list(self._pending.values())
 
-    def flush(self) -> bool:
-        """Read every object again now when a full read is due; True when one was done."""
+    def hold(self) -> None:
+        """Keep what the watch sends without reading it until :meth:`flush` (the first
+        sync: every kind's list read once, not once per kind)."""
         with self._lock:
+            self._held = True
+
+    def flush(self) -> bool:
+        """Read every object again now when a full read is due (and stop holding); True
+        when one was done."""
+        with self._lock:
+            self._held = False
             if self._due is None:
                 return False
             self._rebuild()

@@ -441,3 +441,20 @@ def test_a_node_relist_is_applied_in_place_and_the_snapshot_has_no_assumption() 
     snap = live.snapshot()  # what the watch says: the assumed pod still waits
     assert [t.id for t in snap.tasks] == ["ml/p"]
     assert [p.id for p in snap.pending] == ["ml/w"] == [p.id for p in live.waiting()]
+
+
+def test_held_lists_are_read_once_when_flushed() -> None:
+    live = LiveCluster(rebuild_after=3600)
+    live.hold()
+    live.replace(NODES, [node_obj("a"), node_obj("b")])
+    live.replace(PODS, [pod_obj("p", "a"), pod_obj("q", "b")])
+    live.apply(PODS, "ADDED", pod_obj("r", "a", gpus=2))
+    live.apply(PODS, "DELETED", pod_obj("q", "b"))
+    assert live.rebuilds == 1  # nothing read yet: the empty start only
+    state = live.extender.state
+    assert state is not None and state.names == []
+    assert live.flush() and live.rebuilds == 2
+    assert_same(live)
+    live.apply(PODS, "ADDED", pod_obj("s", "b"))  # after the flush: in place again
+    assert live.rebuilds == 2
+    assert_same(live)
