@@ -11,6 +11,7 @@ implementation over a maintained Kubernetes client is :class:`KubeApi`
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -293,7 +294,9 @@ class KubeApi:
         self._pool = api_client.rest_client.pool_manager
 
     @classmethod
-    def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> KubeApi:
+    def from_kubeconfig(
+        cls, path: str | os.PathLike[str] | None = None, context: str | None = None
+    ) -> KubeApi:
         """Credentials from a kubeconfig file (``$KUBECONFIG`` or ``~/.kube/config``
         when ``path`` is None), its current context unless ``context`` is given."""
         client, config = _client_modules()
@@ -370,7 +373,8 @@ class KubeApi:
                 retries=False,
             )
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            reason = getattr(error, "reason", None) or error
+            reason = str(getattr(error, "reason", None) or error)
+            reason = reason.split("): ", 1)[-1].rstrip(".")  # drop urllib3's connection repr
             raise ProblemError(
                 f"the Kubernetes API server at {self.url} cannot be reached ({reason})."
             ) from None

@@ -232,6 +232,7 @@ class FakeApiServer:
         self._log_base = 0
         self._floor = 0  # a watch from a version below this one gets 410
         self._cut = 0  # drop_watches() generation
+        self._watches = 0  # streams open now
         self._failures: list[tuple[int, float | None]] = []
         self._closing = False
         self._server: ThreadingHTTPServer | None = None
@@ -320,6 +321,12 @@ class FakeApiServer:
             retry_after = 1
         with self._lock:
             self._failures.extend([(status, retry_after)] * n)
+
+    @property
+    def watches(self) -> int:
+        """How many watch streams are open now."""
+        with self._lock:
+            return self._watches
 
     @property
     def resource_version(self) -> int:
@@ -720,17 +727,17 @@ class _Handler(BaseHTTPRequestHandler):
         bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
         timeout = float(query.get("timeoutSeconds") or 1800)
         version_text = query.get("resourceVersion") or "0"
+        try:
+            version = int(version_text)
+        except ValueError:
+            raise _Failure(400, f"invalid resource version: {version_text!r}") from None
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        try:
-            version = int(version_text)
-        except ValueError:
-            version = -1
-        start = time.monotonic()
         with fake._lock:
             cut = fake._cut
+            fake._watches += 1
             if version == 0:
                 pending = [
                     json.dumps({"type": "ADDED", "object": obj}, separators=(",", ":")).encode()
@@ -747,6 +754,24 @@ class _Handler(BaseHTTPRequestHandler):
                 version = -1
             else:
                 pending = []
+        try:
+            self._stream(resource, namespace, pending, version, cut, bookmarks, timeout)
+        finally:
+            with fake._lock:
+                fake._watches -= 1
+
+    def _stream(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        pending: list[bytes],
+        version: int,
+        cut: int,
+        bookmarks: bool,
+        timeout: float,
+    ) -> None:
+        fake = self.fake
+        start = time.monotonic()
         next_bookmark = start + fake.bookmark_every
         try:
             for line in pending:
