@@ -43,10 +43,13 @@ Test hooks (each takes effect at once, from any thread):
 - :meth:`FakeApiServer.drop_watches` cuts every open watch stream mid-way (the
   connection closes without the chunked terminator, as a dropped connection);
 - :meth:`FakeApiServer.fail_next` answers the next ``n`` requests with an
-  error ``status`` (``Retry-After`` on a 429);
+  error ``status`` (``Retry-After`` on a 429), :meth:`FakeApiServer.heal`
+  forgets those not sent yet;
 - :meth:`FakeApiServer.put`, :meth:`FakeApiServer.remove` and
   :meth:`FakeApiServer.objects` change and read the store directly, as another
   client would;
+- :attr:`FakeApiServer.watches` counts the open watch streams and
+  :attr:`FakeApiServer.resource_version` is the last version given out;
 - :meth:`FakeApiServer.write_kubeconfig` writes a kubeconfig pointing at the
   server, so that ``KubeApi.from_kubeconfig`` is used for real.
 
@@ -321,6 +324,11 @@ class FakeApiServer:
             retry_after = 1
         with self._lock:
             self._failures.extend([(status, retry_after)] * n)
+
+    def heal(self) -> None:
+        """Forget the failures :meth:`fail_next` still had in store."""
+        with self._lock:
+            self._failures.clear()
 
     @property
     def watches(self) -> int:

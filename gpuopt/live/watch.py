@@ -189,6 +189,8 @@ class Watcher:
         First and longest wait after a failure, in seconds.
     timeout_seconds
         The ``timeoutSeconds`` of each watch request (the server ends the stream then).
+    clock
+        Seconds, for staleness and last contact (tests pass their own).
     """
 
     def __init__(
@@ -200,6 +202,7 @@ class Watcher:
         stale_after: float = 60.0,
         backoff: tuple[float, float] = (0.5, 30.0),
         timeout_seconds: int = 300,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         resources = tuple(resources)
         if not resources:
@@ -222,7 +225,7 @@ class Watcher:
         self._sink_lock = threading.Lock()  # one sink call at a time
         self._stopping = threading.Event()
         self._synced = threading.Event()
-        self._clock: Callable[[], float] = time.monotonic
+        self._clock = clock
 
     # -- life --------------------------------------------------------------------------------
 
@@ -244,10 +247,10 @@ class Watcher:
             streams = [state.stream for state in self._states.values() if state.stream]
         for stream in streams:
             _close(stream)
-        deadline = self._clock() + timeout
+        deadline = time.monotonic() + timeout
         for state in self._states.values():
             if state.thread is not None:
-                state.thread.join(max(0.0, deadline - self._clock()))
+                state.thread.join(max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> Watcher:
         return self.start()
@@ -352,7 +355,7 @@ class Watcher:
 
     def _watch(self, state: _KindState) -> tuple[bool, bool]:
         """One watch request; returns (delivered events, ended within a second)."""
-        opened = self._clock()
+        opened = time.monotonic()
         stream = self.api.watch(
             state.resource, state.resource_version, timeout_seconds=self.timeout_seconds
         )
@@ -380,7 +383,7 @@ class Watcher:
             with self._lock:
                 state.stream = None
             _close(stream)
-        return delivered, self._clock() - opened < 1.0
+        return delivered, time.monotonic() - opened < 1.0
 
 
 class _SinkFailed(Exception):
