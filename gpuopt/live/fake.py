@@ -648,6 +648,11 @@ class _Handler(BaseHTTPRequestHandler):
     fake: FakeApiServer
     protocol_version = "HTTP/1.1"
 
+    def setup(self) -> None:
+        """No Nagle delay: a small answer goes out at once (as the real server's does)."""
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the tests' output is theirs."""
 
