@@ -148,9 +148,9 @@ def watch_cluster(
     :class:`~gpuopt.live.cluster.LiveCluster`, the health of the watch for ``/healthz``
     and what stops it."""
     try:
-        from gpuopt.live.api import KubeApi  # type: ignore[attr-defined,unused-ignore]
+        from gpuopt.live.api import KubeApi
         from gpuopt.live.cluster import LiveCluster
-        from gpuopt.live.watch import Watcher  # type: ignore[import-not-found,unused-ignore]
+        from gpuopt.live.watch import Watcher
     except ImportError as exc:
         raise ProblemError(
             f"watching a cluster needs the extra 'live' (pip install 'gpuopt[live]'; {exc})."
