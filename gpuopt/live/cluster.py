@@ -81,6 +81,31 @@ def pod_id(obj: Mapping[str, Any]) -> str:
     return f"{metadata.get('namespace') or 'default'}/{metadata.get('name') or ''}"
 
 
+#: Annotations kept out of the objects held: no reader reads them, and they can be larger
+#: than the rest of the object.
+DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+
+
+def trimmed(obj: Obj) -> Obj:
+    """``obj`` without what no reader reads and what makes a real object large:
+    ``metadata.managedFields`` (server-side apply's bookkeeping, often half of an
+    object) and :data:`DROPPED_ANNOTATIONS` (a shallow copy when something goes)."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        return obj
+    annotations = metadata.get("annotations")
+    if not isinstance(annotations, dict) or DROPPED_ANNOTATIONS.isdisjoint(annotations):
+        annotations = None
+    if "managedFields" not in metadata and annotations is None:
+        return obj
+    metadata = {key: value for key, value in metadata.items() if key != "managedFields"}
+    if annotations is not None:
+        metadata["annotations"] = {
+            key: value for key, value in annotations.items() if key not in DROPPED_ANNOTATIONS
+        }
+    return {**obj, "metadata": metadata}
+
+
 def key_of(kind: str, obj: Mapping[str, Any]) -> str:
     """The key an object of ``kind`` is kept under: a pod's id (:func:`pod_id`), else
     :func:`object_key`."""
@@ -188,7 +213,7 @@ class LiveCluster:
         """The whole current set of ``resource``'s kind (a list or a re-list), as the
         differences from what is held: gone objects deleted, others added or changed."""
         kind = resource.kind
-        fresh = {key_of(kind, item): item for item in items}
+        fresh = {key_of(kind, item): trimmed(item) for item in items}
         with self._lock:
             if self._held:
                 self.objects[kind] = fresh
@@ -215,6 +240,7 @@ class LiveCluster:
     def apply(self, resource: Resource, kind: str, obj: Obj) -> None:
         """One watch event on an object of ``resource``: ``ADDED``, ``MODIFIED`` or
         ``DELETED``."""
+        obj = trimmed(obj)
         with self._lock:
             if self._held:
                 key = key_of(resource.kind, obj)
@@ -552,6 +578,7 @@ class LiveCluster:
 
 
 __all__ = [
+    "DROPPED_ANNOTATIONS",
     "REBUILD_AFTER",
     "RELIST_EVENTS",
     "LiveCluster",
@@ -559,5 +586,6 @@ __all__ = [
     "key_of",
     "object_key",
     "pod_id",
+    "trimmed",
     "wide",
 ]

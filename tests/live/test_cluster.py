@@ -19,7 +19,7 @@ from gpuopt.extender.engine import Extender
 from gpuopt.extender.state import State
 from gpuopt.extender.wire import read_args
 from gpuopt.live.api import NODES, PDBS, PODS, PRIORITY_CLASSES, Obj
-from gpuopt.live.cluster import LiveCluster, bound_node, pod_id, wide
+from gpuopt.live.cluster import LiveCluster, bound_node, pod_id, trimmed, wide
 from gpuopt.readers.kubectl import read_kubernetes
 
 GPU = "nvidia.com/gpu"
@@ -458,3 +458,26 @@ def test_held_lists_are_read_once_when_flushed() -> None:
     live.apply(PODS, "ADDED", pod_obj("s", "b"))  # after the flush: in place again
     assert live.rebuilds == 2
     assert_same(live)
+
+
+def test_objects_are_held_without_what_no_reader_reads() -> None:
+    heavy = pod_obj("p", "a")
+    heavy["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+    heavy["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+        "gpu-fraction": "0.5",
+    }
+    light = trimmed(heavy)
+    assert "managedFields" not in light["metadata"]
+    assert light["metadata"]["annotations"] == {"gpu-fraction": "0.5"}
+    assert "managedFields" in heavy["metadata"]  # the object given is not changed
+    plain = pod_obj("q", "a")
+    assert trimmed(plain) is plain
+    live = LiveCluster(rebuild_after=3600)
+    live.apply(NODES, "ADDED", node_obj("a"))
+    live.apply(PODS, "ADDED", heavy)
+    assert "managedFields" not in live.objects["Pod"]["ml/p"]["metadata"]
+    # read as the whole object reads: the same task
+    cluster, _ = read_kubernetes({"kind": "List", "items": [node_obj("a"), heavy]})
+    state = live.extender.state
+    assert state is not None and state.cluster.tasks == cluster.tasks
