@@ -161,7 +161,7 @@ def watch_cluster(
         api = KubeApi.in_cluster()
     live = LiveCluster(extender, reader_options=options)
     live.hold()  # the first lists are read once, together, when every kind is synced
-    watcher = Watcher(api, live)
+    watcher = Watcher(api, live, served_kinds(api))
     watcher.start()
     if not watcher.wait_synced(args.sync_timeout):
         waiting = [kind for kind, health in watcher.health().items() if not health.synced]
@@ -203,6 +203,23 @@ def watch_cluster(
         live.close()
 
     return live, health, stop
+
+
+def served_kinds(api: Any) -> list[Any]:
+    """The watched kinds (``WATCHED``) the API server serves: PodGroups are a custom
+    resource (``scheduling.x-k8s.io``) most clusters do not have, and a kind that
+    cannot be listed would never sync (a 404 on its list: left out, logged)."""
+    from gpuopt.live.api import POD_GROUPS, WATCHED, ApiError, NotFound
+
+    kinds = list(WATCHED)
+    try:
+        api.list(POD_GROUPS)
+    except NotFound:
+        kinds.remove(POD_GROUPS)
+        log.info("PodGroups (%s) are not served here: not watched", POD_GROUPS.api_version)
+    except ApiError:
+        pass  # another failure: the watch backs off and tries again (L2)
+    return kinds
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -106,6 +106,12 @@ def trimmed(obj: Obj) -> Obj:
     return {**obj, "metadata": metadata}
 
 
+def for_watch(**options: Any) -> LiveCluster:
+    """A :class:`LiveCluster` that reads what a watch's first sync sends once, when every
+    watched kind was listed (``options``: :class:`LiveCluster`'s)."""
+    return LiveCluster(hold_until_listed=True, **options)
+
+
 def key_of(kind: str, obj: Mapping[str, Any]) -> str:
     """The key an object of ``kind`` is kept under: a pod's id (:func:`pod_id`), else
     :func:`object_key`."""
@@ -162,6 +168,9 @@ class LiveCluster:
         watch's thread).
     assume_ttl, clock
         The extender's assumed bindings (L5), when ``extender`` is not given.
+    hold_until_listed
+        Read nothing until every watched kind (``WATCHED``) was listed once (a watch's
+        first sync), then everything at once (:meth:`hold`).
     """
 
     def __init__(
@@ -172,6 +181,7 @@ class LiveCluster:
         rebuild_after: float = REBUILD_AFTER,
         assume_ttl: float | None = ASSUME_TTL,
         clock: Callable[[], float] = time.monotonic,
+        hold_until_listed: bool = False,
     ) -> None:
         settings = {**dict(reader_options or {}), "strict": False}
         self.options: KubectlOptions = KUBECTL_KEYWORDS.resolve(None, settings)
@@ -206,6 +216,11 @@ class LiveCluster:
         self._versions: dict[str, str] = {}  # node -> resourceVersion
         self._now: float | None = None
         self._rebuild()
+        #: kinds not listed yet while held until every kind is (hold_until_listed)
+        self._unlisted: set[str] = set()
+        if hold_until_listed:
+            self._unlisted = {r.kind for r in WATCHED}
+            self.hold()
 
     # ------------------------------------------------------------------ the sink
 
@@ -218,6 +233,10 @@ class LiveCluster:
             if self._held:
                 self.objects[kind] = fresh
                 self._due = self._due or time.monotonic()
+                if self._unlisted:
+                    self._unlisted.discard(kind)
+                    if not self._unlisted:  # the first sync is complete: read it
+                        self.flush()
                 return
             held = self.objects.setdefault(kind, {})
             gone = [key for key in held if key not in fresh]
@@ -583,6 +602,7 @@ __all__ = [
     "RELIST_EVENTS",
     "LiveCluster",
     "bound_node",
+    "for_watch",
     "key_of",
     "object_key",
     "pod_id",

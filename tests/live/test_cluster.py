@@ -19,7 +19,7 @@ from gpuopt.extender.engine import Extender
 from gpuopt.extender.state import State
 from gpuopt.extender.wire import read_args
 from gpuopt.live.api import NODES, PDBS, PODS, PRIORITY_CLASSES, Obj
-from gpuopt.live.cluster import LiveCluster, bound_node, pod_id, trimmed, wide
+from gpuopt.live.cluster import LiveCluster, bound_node, for_watch, pod_id, trimmed, wide
 from gpuopt.readers.kubectl import read_kubernetes
 
 GPU = "nvidia.com/gpu"
@@ -481,3 +481,18 @@ def test_objects_are_held_without_what_no_reader_reads() -> None:
     cluster, _ = read_kubernetes({"kind": "List", "items": [node_obj("a"), heavy]})
     state = live.extender.state
     assert state is not None and state.cluster.tasks == cluster.tasks
+
+
+def test_a_cluster_for_a_watch_reads_the_first_sync_once() -> None:
+    from gpuopt.live.api import WATCHED
+
+    live = for_watch(rebuild_after=3600)
+    for resource in WATCHED:
+        assert live.rebuilds == 1  # not yet: a kind is still to be listed
+        items = {"Node": [node_obj("a")], "Pod": [pod_obj("p", "a")]}.get(resource.kind, [])
+        live.replace(resource, items)
+    assert live.rebuilds == 2  # once, with everything
+    assert_same(live)
+    live.apply(PODS, "ADDED", pod_obj("q", "a"))
+    assert live.rebuilds == 2
+    assert_same(live)

@@ -109,3 +109,33 @@ def test_a_burst_through_the_service_is_assumed_until_bound(
     state = extender.state
     assert [t.id for t in state.cluster.tasks] == ["ml/p"]
     assert state.free_whole.tolist() == [6, 8]
+
+
+def test_a_cluster_without_podgroups_syncs_without_them(tmp_path: Path) -> None:
+    # PodGroups are a custom resource most clusters lack: their list is a 404
+    with FakeApiServer(objects=[node_obj("a")]) as server:
+        config = server.write_kubeconfig(tmp_path / "config")
+        server.fail_next(1, 404)  # the first request: the PodGroups' list
+        args = build_parser().parse_args(
+            ["serve", "--kubeconfig", str(config), "--sync-timeout", "10", "--quiet"]
+        )
+        app, _ = build(args)
+        try:
+            health = call(app, "GET", "/healthz").json()
+            assert health["status"] == "ok" and "PodGroup" not in health["watch"]["kinds"]
+            assert filter_names(app, pod_obj("p"), ["a"])["NodeNames"] == ["a"]
+        finally:
+            app.state.on_stop()
+
+
+def test_a_server_that_does_not_answer_is_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpuopt.cli import main
+
+    with FakeApiServer() as server:
+        config = server.write_kubeconfig(tmp_path / "config")
+        server.fail_next(10_000, 500)
+        assert main(["serve", "--kubeconfig", str(config), "--sync-timeout", "0.5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--sync-timeout 0.5: the watch did not list" in err
