@@ -112,6 +112,20 @@ def for_watch(**options: Any) -> LiveCluster:
     return LiveCluster(hold_until_listed=True, **options)
 
 
+#: Metadata that changes with every write and means nothing to a reader.
+VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields", "generation"})
+
+
+def meaning(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the readers of the kinds other than nodes and pods read of ``obj``: all but its
+    ``status`` and :data:`VOLATILE_METADATA` (a budget's status, kept current by the
+    disruption controller as pods come and go, changes nothing the reader reads)."""
+    metadata = obj.get("metadata")
+    if isinstance(metadata, Mapping):
+        metadata = {k: v for k, v in metadata.items() if k not in VOLATILE_METADATA}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": metadata}
+
+
 def key_of(kind: str, obj: Mapping[str, Any]) -> str:
     """The key an object of ``kind`` is kept under: a pod's id (:func:`pod_id`), else
     :func:`object_key`."""
@@ -240,13 +254,18 @@ class LiveCluster:
                 return
             held = self.objects.setdefault(kind, {})
             gone = [key for key in held if key not in fresh]
-            changed = [key for key, item in fresh.items() if held.get(key) != item]
-            events = len(gone) + len(changed)
             if kind not in (NODES.kind, PODS.kind):
+                changed = [
+                    key
+                    for key, item in fresh.items()
+                    if key not in held or meaning(held[key]) != meaning(item)
+                ]
                 self.objects[kind] = fresh
-                if events:
+                if gone or changed:
                     self._dirty()
                 return
+            changed = [key for key, item in fresh.items() if held.get(key) != item]
+            events = len(gone) + len(changed)
             if events > max(RELIST_EVENTS, len(held) // 10):
                 self.objects[kind] = fresh
                 self._rebuild()  # many changes: one read of everything
@@ -288,7 +307,8 @@ class LiveCluster:
                 self._next += 1
         self.extender.expire()
         if kind not in (PODS.kind, NODES.kind):
-            self._dirty()
+            if before is None or after is None or meaning(before) != meaning(after):
+                self._dirty()
             return
         with self.extender.guard:  # no answer reads a node half changed
             if kind == PODS.kind:
@@ -403,7 +423,9 @@ class LiveCluster:
             for key, obj in self.objects.get(r.kind, {}).items()
         ]
         read_objects(ctx, items)
+        read = dict(ctx.nodes)  # as read: finish settles some nodes' memory in ctx.nodes
         cluster = finish(ctx, NAME, self._levels(ctx.nodes.values()), self.options.hp_priority)
+        ctx.nodes = read
         self._ctx = ctx
         self._base = cluster
         self._nodes = {node.id: node for node in cluster.nodes}
@@ -494,6 +516,18 @@ class LiveCluster:
             return
         self._seen(ctx.times)
         base = self._ctx
+        version = (after.get("metadata") or {}).get("resourceVersion")
+        pool = {k: v for k, v in base.gpu_memory_pool.items() if k[0] == name}
+        if (
+            base.nodes.get(name) == node
+            and base.gpu_memory.get(name) == ctx.gpu_memory.get(name)
+            and pool == ctx.gpu_memory_pool
+            and base.memory_bytes.get(name) == ctx.memory_bytes.get(name)
+            and name in self._nodes
+        ):  # read the same (a heartbeat, a status the model has no field for)
+            if version:
+                self._versions[name] = str(version)
+            return
         base.nodes[name] = node
         base.gpu_memory.pop(name, None)
         base.gpu_memory.update(ctx.gpu_memory)
@@ -502,7 +536,6 @@ class LiveCluster:
         base.gpu_memory_pool.update(ctx.gpu_memory_pool)
         base.memory_bytes.pop(name, None)
         base.memory_bytes.update(ctx.memory_bytes)
-        version = (after.get("metadata") or {}).get("resourceVersion")
         if version:
             self._versions[name] = str(version)
         if any(level not in self._base.levels for level in self._levels([node])):
@@ -604,6 +637,7 @@ __all__ = [
     "bound_node",
     "for_watch",
     "key_of",
+    "meaning",
     "object_key",
     "pod_id",
     "trimmed",

@@ -496,3 +496,39 @@ def test_a_cluster_for_a_watch_reads_the_first_sync_once() -> None:
     live.apply(PODS, "ADDED", pod_obj("q", "a"))
     assert live.rebuilds == 2
     assert_same(live)
+
+
+def test_a_status_the_reader_does_not_read_changes_nothing() -> None:
+    live = LiveCluster(rebuild_after=3600)
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "b", "namespace": "ml", "resourceVersion": "1"},
+        "spec": {"selector": {"matchLabels": {"app": "x"}}, "maxUnavailable": 1},
+        "status": {"disruptionsAllowed": 1},
+    }
+    live.apply(PDBS, "ADDED", budget)
+    assert live.flush()
+    # the disruption controller's update: status and version only
+    updated = copy.deepcopy(budget)
+    updated["metadata"]["resourceVersion"] = "2"
+    updated["status"] = {"disruptionsAllowed": 0}
+    live.apply(PDBS, "MODIFIED", updated)
+    live.replace(PDBS, [updated])
+    assert not live.flush()
+    assert live.objects["PodDisruptionBudget"]["ml/b"] is updated  # kept, all the same
+    changed = copy.deepcopy(updated)
+    changed["spec"]["maxUnavailable"] = 2
+    live.apply(PDBS, "MODIFIED", changed)
+    assert live.flush()
+    # a node's heartbeat: read the same, nothing done to the state
+    live.apply(NODES, "ADDED", node_obj("a"))
+    live.apply(PODS, "ADDED", pod_obj("p", "a"))
+    state = live.extender.state
+    assert state is not None
+    changes = state.changes
+    beat = node_obj("a", version=7)
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:05:00Z"
+    live.apply(NODES, "MODIFIED", beat)
+    assert state.changes == changes and state.node_versions["a"] == "7"
+    assert_same(live)
