@@ -598,6 +598,7 @@ class LiveCluster:
             state = extender.state
             if state is None:
                 return
+            changes = state.changes
             if self._nodes.get(name) != fresh:
                 self._nodes[name] = fresh
                 state.set_node(fresh)
@@ -621,7 +622,8 @@ class LiveCluster:
             self._node_tasks[name] = held
             state.order(name, held)
             state.node_versions = self._versions
-            extender.touched()
+            if state.changes != changes:
+                extender.touched()
 
     def _seen(self, times: Iterable[float]) -> None:
         latest = max(times, default=None)
