@@ -215,3 +215,22 @@ def test_a_full_read_keeps_what_is_assumed() -> None:
     state = live.extender.state
     assert state is not None and state.free_whole.tolist() == [5]
     assert live.extender.assumed == {"ml/p": "a"}
+
+
+def test_full_mode_answers_on_the_watched_state_and_reads_a_node_it_has_not_seen() -> None:
+    live = LiveCluster(rebuild_after=3600, assume_ttl=30.0, clock=Clock())
+    live.replace(NODES, [node_obj("a"), node_obj("b")])
+    live.apply(PODS, "ADDED", pod_obj("p", "a", gpus=6))
+    extender = live.extender
+    state = extender.state
+    # the scheduler's copy of b is a version ahead of the watch: the watched state answers
+    ahead = node_obj("b", version=9, labels={"pool": "new"})
+    args = read_args({"Pod": pod_obj("q", gpus=4), "Nodes": {"items": [node_obj("a"), ahead]}})
+    answer = extender.filter(args)
+    assert [n["metadata"]["name"] for n in answer["Nodes"]["items"]] == ["b"]
+    assert "C3" in answer["FailedNodes"]["a"]  # the watched pod holds 6 of a's 8 GPUs
+    assert extender.state is state and extender._merged is None  # no overlay built
+    # a node the watch has not seen: read from the request, laid over the state (E1, L6)
+    joined = node_obj("c")
+    args = read_args({"Pod": pod_obj("q", gpus=4), "Nodes": {"items": [node_obj("a"), joined]}})
+    assert [n["metadata"]["name"] for n in extender.filter(args)["Nodes"]["items"]] == ["c"]
