@@ -469,3 +469,30 @@ def test_gpu_bandwidth_on_a_node_matrix() -> None:
     assert result["NodeNames"] == ["nvswitch"]
     assert result["FailedNodes"]["split"].startswith("N3")
     assert filtered(snapshot, pod("q", gpus=2))["NodeNames"] == ["split", "nvswitch"]
+
+
+def test_assumed_bindings_on_a_snapshot_last_until_a_reload_shows_the_pod_or_the_time_passes() -> (
+    None
+):
+    # gpuopt serve --snapshot --assume-ttl: no watch, so a reload or the clock settles them
+    now = [0.0]
+    snapshot = cluster([node("a"), node("b")])
+    extender = Extender(snapshot, assume_ttl=10.0, clock=lambda: now[0])
+    first, second = pod("f", gpus=2), pod("s", gpus=2)
+    for body in (first, second):
+        extender.prioritize(read_args({"Pod": body, "NodeNames": ["a", "b"]}))
+    assert extender.assumed == {"ml/f": "a", "ml/s": "a"}  # s scored a, fuller, best
+    assert extender.state is not None and extender.state.free_whole.tolist() == [4, 8]
+    # a reload that shows f bound (to b, as it happened) and not s: f settles, s stays
+    bound = cluster([node("a"), node("b")], [task("f", "b", gpus=2)])
+    extender.replace(bound)
+    assert extender.assumed == {"ml/s": "a"}
+    assert extender.state.free_whole.tolist() == [6, 6]
+    now[0] = 10.5
+    extender.filter(read_args({"Pod": pod("q"), "NodeNames": ["a"]}))
+    assert extender.assumed == {} and extender.state.free_whole.tolist() == [8, 6]
+    assert snapshot.tasks == [] and bound.tasks[0].id == "ml/f"  # the clusters given stay
+    # without assume_ttl (the default) nothing is assumed, as before
+    plain = Extender(cluster([node("a")]))
+    plain.prioritize(read_args({"Pod": first, "NodeNames": ["a"]}))
+    assert plain.assumed == {} and plain.state is not None and plain.state.cluster.tasks == []
