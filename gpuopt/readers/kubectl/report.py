@@ -120,7 +120,8 @@ _UNMODELLED: dict[str, str] = {
     "only gpuopt serve checks it)",
     "prefer-no-schedule": "PreferNoSchedule taints on {n} nodes",
     "toleration-seconds": "tolerationSeconds on {n} pods (such a toleration is not counted: "
-    "a pod moved there would be evicted when the time runs out)",
+    "a pod moved there would be evicted when the time runs out; the not-ready and "
+    "unreachable ones of 300 s that admission adds to every pod are not reported)",
     "pod-limit": "pod-count limits (status.allocatable.pods) of {n} nodes",
     "scheduler": "another scheduler (spec.schedulerName) on {n} pods",
     "resource-claims": "dynamic resource claims (spec.resourceClaims) on {n} pods",
