@@ -428,7 +428,7 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
     return DraFacts(
         tasks=settled_tasks,
         pending=settled_pending,
-        devices=shared,
+        devices=[by_key[device.key] for device in shared],
         device_classes=list(dra.classes.values()),
         claims=list(claims.values()),
     )
