@@ -39,7 +39,9 @@ from gpuopt.errors import short
 #: The key of a quantity's map and of a version's map inside an evaluation.
 QUANTITY_KEY = "__quantity__"
 SEMVER_KEY = "__semver__"
-_SEMVER = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
+_SEMVER = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?"
+)
 #: Expressions remembered per evaluator (a cluster has a few dozen at most).
 _MAX_PROGRAMS = 10_000
 
@@ -65,7 +67,7 @@ def quantity(text: str) -> dict[str, str]:
 
 def _amount(value: Any) -> Fraction:
     """The exact amount of a quantity (its map, or its text)."""
-    from gpuopt.readers.kubectl.quantities import parse_quantity
+    from gpuopt.cluster.quantity import parse_quantity
 
     text = value.get(QUANTITY_KEY) if isinstance(value, Mapping) else value
     if not isinstance(text, str):
@@ -92,7 +94,7 @@ def _order(left: Any, right: Any) -> int:
         b: Any = _version(right)
     else:
         a, b = _amount(left), _amount(right)
-    return (a > b) - (a < b)
+    return int(a > b) - int(a < b)
 
 
 def _fraction_text(value: Fraction) -> str:
@@ -139,12 +141,8 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "isInteger": lambda value: _amount(value).denominator == 1,
     "asInteger": lambda value: int(_amount(value)),
     "asApproximateFloat": lambda value: float(_amount(value)),
-    "add": lambda left, right: {
-        QUANTITY_KEY: _fraction_text(_amount(left) + _amount(right))
-    },
-    "sub": lambda left, right: {
-        QUANTITY_KEY: _fraction_text(_amount(left) - _amount(right))
-    },
+    "add": lambda left, right: {QUANTITY_KEY: _fraction_text(_amount(left) + _amount(right))},
+    "sub": lambda left, right: {QUANTITY_KEY: _fraction_text(_amount(left) - _amount(right))},
     "major": lambda value: _version(value)[0],
     "minor": lambda value: _version(value)[1],
     "patch": lambda value: _version(value)[2],

@@ -44,7 +44,7 @@ MIG_TYPE = "mig"
 
 def amount(text: str) -> Fraction:
     """The exact value of a quantity written by Kubernetes."""
-    from gpuopt.readers.kubectl.quantities import parse_quantity
+    from gpuopt.cluster.quantity import parse_quantity
 
     return parse_quantity(text)
 

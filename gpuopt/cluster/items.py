@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from gpuopt._model import MAX_ID_LENGTH
+from gpuopt.cluster.devices import MAX_DEVICES, CounterSet, Device
 from gpuopt.cluster.fields import (
     MAX_NODE_GPUS,
     MAX_PRIORITY,
@@ -34,7 +35,6 @@ from gpuopt.cluster.fields import (
     namespace_of,
     share_field,
 )
-from gpuopt.cluster.devices import MAX_DEVICES, CounterSet, Device
 from gpuopt.cluster.kube import (
     HOSTNAME_KEY,
     NodeSelectorTerm,

@@ -53,6 +53,7 @@ from pydantic import Field, ValidatorFunctionWrapHandler, WrapValidator, model_v
 from typing_extensions import Self
 
 from gpuopt._model import IndexedModel
+from gpuopt.cluster.devices import MAX_DEVICES, Device, DeviceClass, ResourceClaim
 from gpuopt.cluster.fields import (
     _CONFIG,
     HP_PRIORITY,
@@ -83,7 +84,6 @@ from gpuopt.cluster.fields import (
     scaled,
     share_field,
 )
-from gpuopt.cluster.devices import MAX_DEVICES, Device, DeviceClass, ResourceClaim
 from gpuopt.cluster.items import ClusterOptions, Gang, Node, Objective, Pending, Task, WorkloadShape
 from gpuopt.cluster.kube import Budget, affinity_matches, selector_matches
 from gpuopt.cluster.rules import Asking, admitted, constraints, placement_key

@@ -30,8 +30,8 @@ from gpuopt.errors import short
 from gpuopt.readers.kubectl.affinity import requirements
 from gpuopt.readers.kubectl.context import Context
 from gpuopt.readers.kubectl.documents import KubeObject
-from gpuopt.readers.kubectl.fields import Reader, named, namespaced
 from gpuopt.readers.kubectl.dra_state import PodClaimRef, SliceRead, TaintRule
+from gpuopt.readers.kubectl.fields import Reader, named, namespaced
 
 #: The annotation the scheduler puts on a claim it made for an extended resource.
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
@@ -96,7 +96,7 @@ def _place(
 ) -> tuple[str, Any]:
     """Where a slice's (or a device's) devices are: exactly one of nodeName, nodeSelector,
     allNodes (and, for a slice, perDeviceNodeSelection)."""
-    found = []
+    found: list[tuple[str, Any]] = []
     node = reader.text(item, "nodeName", f"{path}.nodeName")
     if node is not None:
         found.append(("node", node))
@@ -124,12 +124,13 @@ def _attributes(reader: Reader, item: Mapping[str, Any], path: str) -> dict[str,
         where = f"{path}.attributes.{name}"
         if not isinstance(value, dict) or len(value) != 1:
             reader.fail(f"{where} must set exactly one of string, int, bool, version")
-        (kind, held), = value.items()
-        if kind == "string" and isinstance(held, str):
-            found[name] = held
-        elif kind == "int" and isinstance(held, int) and not isinstance(held, bool):
-            found[name] = held
-        elif kind == "bool" and isinstance(held, bool):
+        ((kind, held),) = value.items()
+        plain = {"string": str, "int": int, "bool": bool}.get(kind)
+        if (
+            plain is not None
+            and isinstance(held, plain)
+            and (plain is bool) == (isinstance(held, bool))
+        ):
             found[name] = held
         elif kind == "version" and isinstance(held, str):
             found[name] = {"version": held}
@@ -167,7 +168,9 @@ def _capacity(ctx: Context, reader: Reader, item: Mapping[str, Any], path: str) 
                 )
             read["valid_values"] = [
                 _quantity_text(reader, text, f"{where}.requestPolicy.validValues")
-                for text in reader.listing(policy, "validValues", f"{where}.requestPolicy.validValues")
+                for text in reader.listing(
+                    policy, "validValues", f"{where}.requestPolicy.validValues"
+                )
             ]
             for key in ("min", "max", "step"):
                 if valid_range.get(key) is not None:
@@ -232,7 +235,8 @@ def _device(
         ),
         "binds_to_node": reader.flag(body, "bindsToNode", f"{path}.bindsToNode"),
     }
-    return reader.model(Device, data)
+    device: Device = reader.model(Device, data)
+    return device
 
 
 def read_resource_slice(ctx: Context, obj: KubeObject) -> None:
@@ -258,7 +262,8 @@ def read_resource_slice(ctx: Context, obj: KubeObject) -> None:
         path = f"spec.devices[{position}]"
         device = _device(ctx, reader, item, path, driver, pool_name)
         if place[0] == "device":
-            body = item.get("basic") if isinstance(item.get("basic"), dict) else item
+            basic = item.get("basic")
+            body = basic if isinstance(basic, dict) else item
             places[device.name] = _place(reader, body, path, per_device=True)
         devices.append(device)
     counters = [
@@ -342,7 +347,9 @@ def _sub_request(
             reader.text_fields(
                 toleration, ("key", "operator", "value", "effect"), f"{path}.tolerations[{n}]"
             )
-            for n, toleration in enumerate(reader.objects(item, "tolerations", f"{path}.tolerations"))
+            for n, toleration in enumerate(
+                reader.objects(item, "tolerations", f"{path}.tolerations")
+            )
         ],
     }
     count = reader.integer(item, "count", f"{path}.count")
@@ -367,7 +374,7 @@ def _claim_spec(
     path = f"{path}.devices"
     if reader.listing(devices, "config", f"{path}.config"):
         _unmodelled(ctx, "claim.config")
-    requests = []
+    requests: list[dict[str, Any]] = []
     for position, item in enumerate(reader.objects(devices, "requests", f"{path}.requests")):
         where = f"{path}.requests[{position}]"
         name = reader.text(item, "name", f"{where}.name")
@@ -375,7 +382,9 @@ def _claim_spec(
             reader.fail(f"{where}.name is missing")
         if item.get("firstAvailable") is not None:
             alternatives = [
-                _sub_request(ctx, reader, sub, f"{where}.firstAvailable[{n}]", sub.get("name") or "")
+                _sub_request(
+                    ctx, reader, sub, f"{where}.firstAvailable[{n}]", sub.get("name") or ""
+                )
                 for n, sub in enumerate(
                     reader.objects(item, "firstAvailable", f"{where}.firstAvailable")
                 )
@@ -384,15 +393,22 @@ def _claim_spec(
         elif item.get("exactly") is not None:
             exactly = reader.mapping(item, "exactly", f"{where}.exactly")
             requests.append(
-                {"name": name, "exactly": _sub_request(ctx, reader, exactly, f"{where}.exactly", name)}
+                {
+                    "name": name,
+                    "exactly": _sub_request(ctx, reader, exactly, f"{where}.exactly", name),
+                }
             )
         else:  # v1beta1: the request's fields beside its name
             fields = {key: value for key, value in item.items() if key != "name"}
-            requests.append({"name": name, "exactly": _sub_request(ctx, reader, fields, where, name)})
+            requests.append(
+                {"name": name, "exactly": _sub_request(ctx, reader, fields, where, name)}
+            )
     constraints = []
     for position, item in enumerate(reader.objects(devices, "constraints", f"{path}.constraints")):
         where = f"{path}.constraints[{position}]"
-        constraint: dict[str, Any] = {"requests": reader.texts(item, "requests", f"{where}.requests")}
+        constraint: dict[str, Any] = {
+            "requests": reader.texts(item, "requests", f"{where}.requests")
+        }
         for key, field_name in (
             ("matchAttribute", "match_attribute"),
             ("distinctAttribute", "distinct_attribute"),

@@ -23,7 +23,7 @@ every object is read, before the cluster's own checks:
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -240,7 +240,7 @@ def _claims(ctx: Context, pods: Iterable[Task | Pending]) -> dict[str, list[str]
 class _Gpus:
     """R2, R7: which classes are whole-GPU classes and how many GPUs a claim asks for."""
 
-    def __init__(self, ctx: Context, selection: _Selection, kinds: dict[str, str]) -> None:
+    def __init__(self, ctx: Context, selection: _Selection, kinds: Mapping[str, str]) -> None:
         self.ctx = ctx
         self.selection = selection
         self.kinds = kinds
@@ -334,26 +334,30 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
     local = {node_id: {device.key for device in devices} for node_id, devices in on_node.items()}
     for task in tasks:
         for claim_id in claims_of.get(task.id, ()):
-            claim = claims.get(claim_id)
-            if claim is None or claim.allocated is None:
+            held = claims.get(claim_id)
+            if held is None or held.allocated is None:
                 pins.add(task.id)
-                ctx.note("dra-unallocated", task.id)
+                if claim_id:  # an unread claim was noted when it was looked for
+                    ctx.note("dra-unallocated", task.id)
                 continue
             whole = [
                 result.key
-                for result in claim.allocated
+                for result in held.allocated
                 if kinds.get(result.key) == "gpu" and result.key in local.get(task.node, ())
             ]
-            first = next((pod for pod in claim.pods if pod in node_of), task.id)
+            first = next((pod for pod in held.pods if pod in node_of), task.id)
             if first == task.id:
                 accounted[task.node].update(whole)
                 extra_gpus[task.id] += len(whole)
-            plain = not any(
-                alternative.selectors
-                for request in claim.requests
-                for alternative in request.alternatives
-            ) and not claim.constraints
-            if len(whole) < len(claim.allocated) or len(claim.pods) > 1 or not plain:
+            plain = (
+                not any(
+                    alternative.selectors
+                    for request in held.requests
+                    for alternative in request.alternatives
+                )
+                and not held.constraints
+            )
+            if len(whole) < len(held.allocated) or len(held.pods) > 1 or not plain:
                 pins.add(task.id)
         if task.id in dra.extended_claims:
             ctx.note("dra-extended", task.id)
@@ -434,7 +438,7 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
     )
 
 
-def _count_claims(ctx: Context, claims: Iterable[ResourceClaim], kinds: dict[str, str]) -> None:
+def _count_claims(ctx: Context, claims: Iterable[ResourceClaim], kinds: Mapping[str, str]) -> None:
     """The report's counts of claims and of what they hold."""
     counts = ctx.dra.counts
     for claim in claims:

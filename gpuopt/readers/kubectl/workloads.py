@@ -111,10 +111,10 @@ def read_workload_pod_group(ctx: Context, obj: KubeObject) -> None:
     constraints = reader.mapping(spec, "schedulingConstraints", "spec.schedulingConstraints")
     topology = reader.objects(constraints, "topology", "spec.schedulingConstraints.topology")
     if topology:
-        key = reader.text(topology[0], "key", "spec.schedulingConstraints.topology[0].key")
-        if key is None:
+        found = reader.text(topology[0], "key", "spec.schedulingConstraints.topology[0].key")
+        if found is None:
             reader.fail("spec.schedulingConstraints.topology[0].key is missing")
-        ctx.dra.gang_keys[gang_id] = key
+        ctx.dra.gang_keys[gang_id] = found
         if len(topology) > 1:
             ctx.dra.counts["unmodelled:PodGroup.topology-extra"] += 1
 
