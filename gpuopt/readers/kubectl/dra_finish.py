@@ -43,6 +43,8 @@ from gpuopt.errors import ProblemError, short
 from gpuopt.readers.kubectl.context import Context
 from gpuopt.readers.kubectl.dra_state import SliceRead, TaintRule
 
+#: The prefix of the extended resource of a whole-GPU DeviceClass (R2).
+DRA_RESOURCE_PREFIX = "dra.gpuopt.io/"
 #: Taint effects that keep a new claim off a device.
 _REFUSING = ("NoSchedule", "NoExecute")
 
@@ -259,12 +261,21 @@ class _Gpus:
         extended = found.extended_resource_name
         return extended is not None and self.ctx.options.is_gpu(extended)
 
-    def asked(self, claim: ResourceClaim) -> int | None:
-        """R7: the whole GPUs ``claim`` asks for, or None when that is not unambiguous
-        (MIG, shares, other devices, ``All``, alternatives that differ, unknown classes)."""
-        total = 0
+    def whole_gpu_classes(self, device: str) -> list[str]:
+        """The whole-GPU classes that select ``device``."""
+        return [
+            name
+            for name in self.ctx.dra.classes
+            if self.whole_gpu_class(name) and device in (self.selection.of_class(name) or ())
+        ]
+
+    def asked(self, claim: ResourceClaim) -> Counter[str] | None:
+        """R7: the whole GPUs ``claim`` asks for, by class, or None when that is not
+        unambiguous (MIG, shares, other devices, ``All``, alternatives that differ in class
+        or count, unknown classes)."""
+        total: Counter[str] = Counter()
         for request in claim.requests:
-            counts = set()
+            asks = set()
             for alternative in request.alternatives:
                 if (
                     alternative.allocation_mode != "ExactCount"
@@ -273,10 +284,11 @@ class _Gpus:
                     or not self.whole_gpu_class(alternative.device_class)
                 ):
                     return None
-                counts.add(alternative.count)
-            if len(counts) != 1:
+                asks.add((alternative.device_class, alternative.count))
+            if len(asks) != 1:
                 return None
-            total += counts.pop()
+            device_class, count = asks.pop()
+            total[device_class] += count
         return total
 
 
@@ -330,6 +342,7 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
     # on its first pod), and the pods that hold other devices
     accounted: defaultdict[str, set[str]] = defaultdict(set)
     extra_gpus: Counter[str] = Counter()
+    held_by: defaultdict[str, list[str]] = defaultdict(list)  # task -> whole GPUs it holds
     pins: set[str] = set()
     local = {node_id: {device.key for device in devices} for node_id, devices in on_node.items()}
     for task in tasks:
@@ -349,6 +362,7 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
             if first == task.id:
                 accounted[task.node].update(whole)
                 extra_gpus[task.id] += len(whole)
+                held_by[task.id].extend(whole)
             plain = (
                 not any(
                     alternative.selectors
@@ -370,6 +384,7 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
         if not devices and not sets:
             continue
         offered = 0
+        by_class: Counter[str] = Counter()
         capacity = {
             (found.driver, found.pool, found.name, counter): amount(text)
             for found in sets
@@ -380,6 +395,7 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
                 continue
             if device.key in accounted[node_id]:
                 offered += 1
+                by_class.update(gpus.whole_gpu_classes(device.key))
             elif device.key in allocated:
                 ctx.note("dra-held-unread", device.key)
             elif any(
@@ -393,8 +409,11 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
                 ctx.note("dra-tainted", device.key)
             else:
                 offered += 1
+                by_class.update(gpus.whole_gpu_classes(device.key))
         dra.counts["gpus offered"] += offered
         update: dict[str, Any] = {"devices": devices, "counters": sets, "gpus": node.gpus + offered}
+        if by_class:  # R2: what each whole-GPU class can still serve here (K4 keeps it)
+            update["resources"] = {**node.resources, **_class_resources(by_class)}
         nodes[node_id] = node.model_copy(update=update)
     ctx.nodes.update(nodes)
     # R7: demand of waiting pods and of bound pods
@@ -403,6 +422,10 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
         update = {}
         if extra_gpus[task.id]:
             update["gpus"] = task.gpus + extra_gpus[task.id]
+            classes = Counter(
+                name for key in held_by[task.id] for name in gpus.whole_gpu_classes(key)
+            )
+            update["resources"] = {**task.resources, **_class_resources(classes)}
         if task.id in pins and task.pinned is None:
             update["pinned"] = "dra-claim"
         if claims_of.get(task.id):
@@ -424,9 +447,11 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
             ctx.report.unmodelled["resource-claims"] += 1
         else:
             dra.counts["pods mapped to GPUs"] += 1
-        mapped = sum(count for count in asked if count is not None)
-        if mapped:
-            item = item.model_copy(update={"gpus": item.gpus + mapped})
+        by_class = sum((count for count in asked if count is not None), Counter())
+        if by_class:
+            resources = {**item.resources, **_class_resources(by_class)}
+            update = {"gpus": item.gpus + sum(by_class.values()), "resources": resources}
+            item = item.model_copy(update=update)
         settled_pending.append(item)
     _count_claims(ctx, claims.values(), kinds)
     return DraFacts(
@@ -436,6 +461,12 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
         device_classes=list(dra.classes.values()),
         claims=list(claims.values()),
     )
+
+
+def _class_resources(counts: Mapping[str, int]) -> dict[str, int]:
+    """R2, R7: whole GPUs of DeviceClasses as extended resources (``dra.gpuopt.io/<class>``),
+    so that a pod whose claim asks a class goes only where that class has free GPUs."""
+    return {f"{DRA_RESOURCE_PREFIX}{name}": count for name, count in counts.items() if count}
 
 
 def _count_claims(ctx: Context, claims: Iterable[ResourceClaim], kinds: Mapping[str, str]) -> None:
