@@ -201,9 +201,9 @@ class DeviceCel:
         Raises :class:`CelError` when it cannot be evaluated, including a result
         that is not a boolean (Kubernetes refuses such a selector).
         """
+        program = self.compile(expression)  # raises CelError when the library is missing
         import cel
 
-        program = self.compile(expression)
         if self._context is None:
             self._context = cel.Context()
             for name, function in FUNCTIONS.items():

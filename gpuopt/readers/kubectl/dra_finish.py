@@ -315,7 +315,9 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
     """R1-R9 applied: devices on nodes, node GPUs, pods' GPU demand from claims, pins."""
     dra = ctx.dra
     ctx.report.dra = dra.counts  # the report says what was counted, during the read too
-    if not (dra.slices or dra.classes or dra.claims or dra.templates or dra.pod_claims):
+    if not (dra.slices or dra.classes or dra.claims or dra.templates or dra.pod_claims) and not (
+        dra.locked_nodes
+    ):
         return DraFacts(tasks, pending, [], [], [])
     slices = _newest(ctx)
     on_node, counter_sets, shared = _attach(ctx, slices)
@@ -370,6 +372,7 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
                     for alternative in request.alternatives
                 )
                 and not held.constraints
+                and gpus.asked(held) is not None  # every request a whole-GPU class's
             )
             if len(whole) < len(held.allocated) or len(held.pods) > 1 or not plain:
                 pins.add(task.id)
@@ -381,7 +384,7 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
     for node_id, node in ctx.nodes.items():
         devices = [by_key[device.key] for device in on_node.get(node_id, ())]
         sets = counter_sets.get(node_id, [])
-        if not devices and not sets:
+        if not devices and not sets and node_id not in dra.locked_nodes:
             continue
         offered = 0
         by_class: Counter[str] = Counter()
@@ -412,10 +415,20 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
                 by_class.update(gpus.whole_gpu_classes(device.key))
         dra.counts["gpus offered"] += offered
         update: dict[str, Any] = {"devices": devices, "counters": sets, "gpus": node.gpus + offered}
+        if node_id in dra.locked_nodes:
+            update["locked"] = True
         if by_class:  # R2: what each whole-GPU class can still serve here (K4 keeps it)
             update["resources"] = {**node.resources, **_class_resources(by_class)}
         nodes[node_id] = node.model_copy(update=update)
     ctx.nodes.update(nodes)
+    serves_gpus = any(
+        item.extended_resource_name is not None and ctx.options.is_gpu(item.extended_resource_name)
+        for item in dra.classes.values()
+    )
+    if not serves_gpus:  # R2: the methods cannot tell a device plugin's GPUs from these yet
+        for node_id, node in nodes.items():
+            if any(key.startswith(DRA_RESOURCE_PREFIX) for key in node.resources):
+                ctx.note("dra-no-extended", node_id)
     # R7: demand of waiting pods and of bound pods
     settled_tasks = []
     for task in tasks:

@@ -78,5 +78,7 @@ class DraState:
     gang_keys: dict[str, str] = field(default_factory=dict)
     #: Gang ids of PodGroups with the basic policy (their pods are scheduled one by one).
     basic_groups: set[str] = field(default_factory=set)
+    #: Nodes locked because a ResourceSlice of theirs could not be read.
+    locked_nodes: set[str] = field(default_factory=set)
     #: What was counted, for the report's DRA lines (see :mod:`.report`).
     counts: Counter[str] = field(default_factory=Counter)

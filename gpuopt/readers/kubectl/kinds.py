@@ -102,6 +102,11 @@ def unreadable(ctx: Context, obj: KubeObject, error: ProblemError) -> None:
     elif obj.kind == "PodDisruptionBudget":
         space = metadata.get("namespace")
         ctx.pinned_namespaces.add(space if isinstance(space, str) and space else "default")
+    elif obj.kind == "ResourceSlice":
+        spec = obj.item.get("spec")
+        node = spec.get("nodeName") if isinstance(spec, dict) else None
+        if isinstance(node, str) and node:
+            ctx.dra.locked_nodes.add(node)  # what the node offers is unknown
     elif obj.kind == "PodGroup":
         space, name = metadata.get("namespace"), metadata.get("name")
         if isinstance(name, str) and name:

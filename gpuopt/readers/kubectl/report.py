@@ -27,6 +27,15 @@ _LINES: dict[str, str] = {
     "malformed-PersistentVolume": "skipped {n} malformed PersistentVolumes",
     "malformed-PodGroup": "skipped {n} malformed PodGroups (their gangs are all or nothing)",
     "malformed-item": "skipped {n} malformed list items",
+    "malformed-ResourceSlice": "skipped {n} malformed ResourceSlices (their nodes are locked: "
+    "what they offer is unknown)",
+    "malformed-DeviceClass": "skipped {n} malformed DeviceClasses (claims asking them map to no "
+    "GPUs)",
+    "malformed-ResourceClaim": "skipped {n} malformed ResourceClaims (their pods are pinned, or "
+    "wait without that demand)",
+    "malformed-ResourceClaimTemplate": "skipped {n} malformed ResourceClaimTemplates",
+    "malformed-DeviceTaintRule": "skipped {n} malformed DeviceTaintRules",
+    "malformed-Workload": "skipped {n} malformed Workloads (their gangs are all or nothing)",
     "kind-inferred": "{n} objects have no kind: their kind was taken from their fields",
     "duplicate": "skipped {n} objects read twice (the first copy is kept)",
     "done": "skipped {n} Succeeded or Failed pods",
@@ -122,6 +131,9 @@ _LINES: dict[str, str] = {
     "dra-cut": "{n} whole DRA GPUs have MIG placements allocated on them (their shared "
     "counters are drawn): not offered as whole GPUs",
     "dra-tainted": "{n} free DRA GPUs carry NoSchedule or NoExecute device taints: not offered",
+    "dra-no-extended": "{n} nodes offer DRA GPUs but no DeviceClass read serves a GPU extended "
+    "resource (extendedResourceName): a pod asking nvidia.com/gpu may still be placed on "
+    "them by gpuopt, which Kubernetes would not do",
 }
 _PROBLEMS = frozenset(
     {
