@@ -78,7 +78,9 @@ def template(name: str, *requests: dict[str, Any], **devices: Any) -> dict[str, 
     }
 
 
-def pod(name: str, template_name: str, node_name: str | None = None, **status: Any) -> dict:
+def pod(
+    name: str, template_name: str, node_name: str | None = None, **status: Any
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "containers": [{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}],
         "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template_name}],
@@ -131,7 +133,7 @@ def running(name: str, claim_name: str, node_name: str = "n1") -> dict[str, Any]
     return found
 
 
-def exactly(count: int = 1, device_class: str = "gpu.nvidia.com", **more: Any) -> dict:
+def exactly(count: int = 1, device_class: str = "gpu.nvidia.com", **more: Any) -> dict[str, Any]:
     return {"name": "gpu", "exactly": {"deviceClassName": device_class, "count": count, **more}}
 
 
@@ -194,7 +196,7 @@ def test_a_bad_slice_is_counted_or_refused() -> None:
     assert report.problems == 1
     assert cluster.nodes[0].locked  # what the node offers is unknown
     assert "skipped 1 malformed ResourceSlices" in report.summary()
-    with pytest.raises(ProblemError, match="spec.pool.generation"):
+    with pytest.raises(ProblemError, match=r"spec\.pool\.generation"):
         read(node(), bad, GPU_CLASS, strict=True)
 
 

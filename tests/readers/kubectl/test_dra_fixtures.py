@@ -147,7 +147,10 @@ def test_workload_api_gangs() -> None:
     assert report.reasons["gang-topology"] == ["ns-1/training-worker-0"]
 
 
-@pytest.mark.parametrize("folder", sorted(path.name for path in FIXTURES.iterdir() if path.is_dir()))
+FOLDERS = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
 def test_snapshot_round_trips(folder: str, tmp_path: Path) -> None:
     cluster, _ = read(folder)
     path = tmp_path / "snapshot.json"
