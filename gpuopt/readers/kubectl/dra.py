@@ -51,6 +51,19 @@ _DEVICE_FIELDS = frozenset(
         "basic",
     }
 )
+#: ResourceSlice spec fields read (others are counted as not modelled).
+_SLICE_FIELDS = frozenset(
+    {
+        "driver",
+        "pool",
+        "nodeName",
+        "nodeSelector",
+        "allNodes",
+        "perDeviceNodeSelection",
+        "devices",
+        "sharedCounters",
+    }
+)
 #: Request fields read (others are counted as not modelled).
 _REQUEST_FIELDS = frozenset(
     {
@@ -256,6 +269,9 @@ def read_resource_slice(ctx: Context, obj: KubeObject) -> None:
         reader.fail(f"spec.pool.generation must be a whole number (got {short(generation)})")
     if count is None or count < 1:
         reader.fail(f"spec.pool.resourceSliceCount must be at least 1 (got {short(count)})")
+    for key in spec:
+        if key not in _SLICE_FIELDS:
+            _unmodelled(ctx, f"ResourceSlice.spec.{key}")
     place = _place(reader, spec, "spec")
     devices, places = [], {}
     for position, item in enumerate(reader.objects(spec, "devices", "spec.devices")):
@@ -485,6 +501,9 @@ def read_resource_claim(ctx: Context, obj: KubeObject) -> None:
         if user_name is not None:
             users.append(f"{namespace}/{user_name}")
     claim["pods"] = users
+    for key in status:
+        if key not in ("allocation", "reservedFor"):
+            _unmodelled(ctx, f"ResourceClaim.status.{key}")  # devices' health, conditions
     ctx.dra.claims[claim_id] = reader.model(ResourceClaim, claim)
 
 

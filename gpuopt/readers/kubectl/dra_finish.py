@@ -91,16 +91,36 @@ class _Selection:
         self.variables = {device.key: device.cel() for device in devices}
         self._classes: dict[str, frozenset[str] | None] = {}
         self.reported: set[tuple[str, str]] = set()
+        #: (expression, device key) -> its answer, or why it has none.
+        self.results: dict[tuple[str, str], bool | CelError] = {}
+
+    def _answer(self, expression: str, key: str) -> bool | CelError:
+        found = self.results.get((expression, key))
+        if found is None:
+            try:
+                found = self.cel.evaluate(expression, self.variables[key])
+            except CelError as error:
+                found = error
+            self.results[expression, key] = found
+        return found
+
+    def precompute(self, expressions: Iterable[str]) -> None:
+        """Every expression on every device, device by device: the library converts a
+        device into its CEL value once for all the expressions."""
+        todo = [item for item in dict.fromkeys(expressions)]
+        for key in self.variables:
+            for expression in todo:
+                self._answer(expression, key)
 
     def expression(self, expression: str, where: str, keys: Iterable[str]) -> set[str] | None:
         """The keys among ``keys`` that ``expression`` selects; None when it cannot be
         evaluated on one of them (reported once, R5)."""
         chosen = set()
         for key in keys:
-            try:
-                if self.cel.evaluate(expression, self.variables[key]):
-                    chosen.add(key)
-            except CelError as error:
+            error = self._answer(expression, key)
+            if error is True:
+                chosen.add(key)
+            elif isinstance(error, CelError):
                 if (where, expression) not in self.reported:
                     self.reported.add((where, expression))
                     problem = ProblemError(
@@ -129,11 +149,12 @@ class _Selection:
         return selected
 
 
-def _taint(ctx: Context, rules: list[TaintRule], devices: list[Device]) -> list[Device]:
+def _taint(
+    ctx: Context, rules: list[TaintRule], devices: list[Device], selection: _Selection
+) -> list[Device]:
     """Every device with the taints of the DeviceTaintRules that select it."""
     if not rules:
         return devices
-    selection = _Selection(ctx, devices)
     added: defaultdict[str, list[DeviceTaint]] = defaultdict(list)
     for rule in rules:
         keys: set[str] | None = {
@@ -246,8 +267,15 @@ class _Gpus:
         self.ctx = ctx
         self.selection = selection
         self.kinds = kinds
+        self._whole: dict[str, bool] = {}
 
     def whole_gpu_class(self, name: str) -> bool:
+        """:meth:`_whole_gpu_class`, remembered."""
+        if name not in self._whole:
+            self._whole[name] = self._whole_gpu_class(name)
+        return self._whole[name]
+
+    def _whole_gpu_class(self, name: str) -> bool:
         """A class whose devices are whole GPUs: every device it selects is one (and it
         selects some, or serves a GPU extended resource such as ``nvidia.com/gpu``)."""
         found = self.ctx.dra.classes.get(name)
@@ -322,23 +350,42 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
     slices = _newest(ctx)
     on_node, counter_sets, shared = _attach(ctx, slices)
     every = [device for devices in on_node.values() for device in devices] + shared
-    every = _taint(ctx, dra.taint_rules, every)
+    selection = _Selection(ctx, every)  # taints do not change what CEL sees of a device
+    claims_of = _claims(ctx, [*tasks, *pending])
+    selection.precompute(
+        [
+            *(expression for item in dra.classes.values() for expression in item.selectors),
+            *(expression for rule in dra.taint_rules for expression in rule.selectors),
+            *(
+                expression
+                for claim in dra.claims.values()
+                for request in claim.requests
+                for alternative in request.alternatives
+                for expression in alternative.selectors
+            ),
+        ]
+    )
+    every = _taint(ctx, dra.taint_rules, every, selection)
     by_key = {device.key: device for device in every}
     kinds = {key: device.kind for key, device in by_key.items()}
     for kind, count in Counter(kinds.values()).items():
         dra.counts[f"devices:{kind}"] = count
-    selection = _Selection(ctx, every)
     gpus = _Gpus(ctx, selection, kinds)
     for name in dra.classes:
         selection.of_class(name)  # every class's expressions evaluated (and reported) once
-    claims_of = _claims(ctx, [*tasks, *pending])
     claims = dra.claims
+    evaluable: set[tuple[str, str]] = set()  # (expression, class) found evaluable
     for claim in claims.values():
         for request in claim.requests:
             for alternative in request.alternatives:
                 for expression in alternative.selectors:  # R5: reported when not evaluable
+                    pair = (expression, alternative.device_class)
+                    if pair in evaluable:
+                        continue
                     of_class = selection.of_class(alternative.device_class) or ()
-                    selection.expression(expression, f"ResourceClaim {claim.id}", of_class)
+                    where = f"ResourceClaim {claim.id}"
+                    if selection.expression(expression, where, of_class) is not None:
+                        evaluable.add(pair)
     node_of = {task.id: task.node for task in tasks}
     # R8: the devices each bound pod accounts for as whole GPUs (a claim's GPUs count once,
     # on its first pod), and the pods that hold other devices
