@@ -423,8 +423,16 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
             )
             if len(whole) < len(held.allocated) or len(held.pods) > 1 or not plain:
                 pins.add(task.id)
-        if task.id in dra.extended_claims:
+        extended = claims.get(dra.extended_claims.get(task.id, ""))
+        if extended is not None:  # its request counts the GPUs; the devices are its own
             ctx.note("dra-extended", task.id)
+            whole = [
+                result.key
+                for result in extended.allocated or ()
+                if kinds.get(result.key) == "gpu" and result.key in local.get(task.node, ())
+            ]
+            accounted[task.node].update(whole)
+            held_by[task.id].extend(whole)
     drawn = _consumed(claims.values(), by_key)
     allocated = {result.key for claim in claims.values() for result in claim.allocated or ()}
     nodes = {}
@@ -482,6 +490,7 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
         update = {}
         if extra_gpus[task.id]:
             update["gpus"] = task.gpus + extra_gpus[task.id]
+        if held_by[task.id]:
             classes = Counter(
                 name for key in held_by[task.id] for name in gpus.whole_gpu_classes(key)
             )

@@ -190,3 +190,23 @@ def test_without_dra_objects_nothing_changes() -> None:
     assert cluster.nodes[0].devices == [] and cluster.claims == []
     assert not report.dra
     assert "devices" not in cluster.model_dump_json()
+
+
+def test_a_dra_backed_extended_resource_is_counted_once() -> None:
+    # the pod asks nvidia.com/gpu; the scheduler made a claim and allocated gpu-0 for it
+    made = claim("p-extended-resources-x7k9m", ["gpu-0"], ["p"])
+    made["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    asking = running("p", "unused")
+    del asking["spec"]["resourceClaims"]
+    asking["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    asking["status"]["extendedResourceClaimStatus"] = {
+        "resourceClaimName": "p-extended-resources-x7k9m"
+    }
+    devices = resource_slice("s", [gpu("gpu-0"), gpu("gpu-1")])
+    cluster, report = read(node(), devices, GPU_CLASS, made, asking)
+    (task,) = cluster.tasks
+    assert task.gpus == 1  # by its request, not again by its claim
+    assert task.resources == {"dra.gpuopt.io/gpu.nvidia.com": 1}
+    assert cluster.nodes[0].gpus == 2 and not cluster.nodes[0].locked
+    assert report.reasons["dra-extended"] == ["ml/p"]
+    assert cluster.claims[0].extended_resource
