@@ -279,9 +279,10 @@ def dra_lines(counts: Counter[str]) -> list[str]:
         if counts[key]
     ]
     if claims:
+        allocated = {**kinds, "share": "shares of shareable GPUs"}
         held = ", ".join(
             f"{counts[f'allocated:{kind}']} {text}"
-            for kind, text in kinds.items()
+            for kind, text in allocated.items()
             if counts[f"allocated:{kind}"]
         )
         lines.append(
