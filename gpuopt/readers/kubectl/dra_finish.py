@@ -395,6 +395,10 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
     pins: set[str] = set()
     local = {node_id: {device.key for device in devices} for node_id, devices in on_node.items()}
     for task in tasks:
+        if any(ref.template is None for ref in dra.pod_claims.get(task.id, ())):
+            # a claim made apart from the pod stays allocated on this node's devices: the pod
+            # recreated elsewhere would wait for them (a template's claim goes with its pod)
+            pins.add(task.id)
         for claim_id in claims_of.get(task.id, ()):
             held = claims.get(claim_id)
             if held is None or held.allocated is None:

@@ -119,7 +119,14 @@ def claim(name: str, devices: list[str], pods: list[str], **request: Any) -> dic
     }
 
 
-def running(name: str, claim_name: str, node_name: str = "n1") -> dict[str, Any]:
+def running(
+    name: str, claim_name: str, node_name: str = "n1", *, template: str | None = None
+) -> dict[str, Any]:
+    """A running pod using ``claim_name``: named in its spec, or (``template``) made from a
+    template and named in its status."""
+    if template is not None:
+        status = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": claim_name}]}
+        return pod(name, template, node_name, **status)
     found = pod(name, "unused", node_name)
     found["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
     return found

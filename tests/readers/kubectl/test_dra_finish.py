@@ -152,7 +152,8 @@ def test_bound_pods_take_their_gpus_from_their_allocation() -> None:
     pinned = claim("picky", ["gpu-2"], ["d"], selectors=[{"cel": {"expression": "true"}}])
     cluster, _ = read(
         node(), devices, GPU_CLASS,
-        claim("plain", ["gpu-0"], ["a"]), running("a", "plain"),
+        claim("plain", ["gpu-0"], ["a"]), running("a", "plain", template="t"),
+        claim("named", ["gpu-3"], ["e"]), running("e", "named"),
         shared, running("b", "shared"), running("c", "shared"),
         pinned, running("d", "picky"),
     )  # fmt: skip
@@ -162,8 +163,9 @@ def test_bound_pods_take_their_gpus_from_their_allocation() -> None:
         "ml/b": (1, "dra-claim"),  # a claim two pods share counts once, on its first pod
         "ml/c": (0, "dra-claim"),
         "ml/d": (1, "dra-claim"),  # its selectors are not yet planned with
+        "ml/e": (1, "dra-claim"),  # a claim made apart stays on this node's devices
     }
-    assert cluster.nodes[0].gpus == 4  # 3 held, 1 free
+    assert cluster.nodes[0].gpus == 4  # all 4 held
 
 
 def test_gpus_held_or_tainted_without_a_pod_are_not_offered() -> None:
