@@ -520,6 +520,9 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
             ctx.report.unmodelled["resource-claims"] += 1
         else:
             dra.counts["pods mapped to GPUs"] += 1
+            if any(_narrowed(claims[claim_id]) for claim_id in ids):
+                # which GPUs may serve it is narrower than its count says (next: device fit)
+                dra.counts["unmodelled:selectors or constraints of waiting GPU claims"] += 1
         by_class = sum((count for count in asked if count is not None), Counter())
         if by_class:
             resources = {**item.resources, **_class_resources(by_class)}
@@ -533,6 +536,15 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
         devices=[by_key[device.key] for device in shared],
         device_classes=list(dra.classes.values()),
         claims=list(claims.values()),
+    )
+
+
+def _narrowed(claim: ResourceClaim) -> bool:
+    """Whether a claim's selectors, constraints or tolerations narrow the devices it takes."""
+    return bool(claim.constraints) or any(
+        alternative.selectors or alternative.tolerations
+        for request in claim.requests
+        for alternative in request.alternatives
     )
 
 

@@ -142,6 +142,8 @@ def test_which_claims_are_whole_gpus() -> None:
         "unread-class": 0,
     }
     assert report.unmodelled["resource-claims"] == 5
+    # of the four mapped, one has a selector: which GPUs may serve it is not modelled yet
+    assert report.dra["unmodelled:selectors or constraints of waiting GPU claims"] == 1
     two = next(item for item in cluster.pending if item.id == "ml/two")
     assert two.resources == {"dra.gpuopt.io/gpu.nvidia.com": 2}
 
