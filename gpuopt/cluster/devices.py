@@ -37,9 +37,18 @@ Quantity = Annotated[str, Field(min_length=1, max_length=64)]
 #: Most devices one ResourceSlice lists (the API's limit is 128 per slice; a pool may
 #: have many slices).
 MAX_DEVICES = 100_000
+#: The prefix of the extended resource that stands for a whole-GPU DeviceClass's GPUs
+#: (R2): gpuopt's own accounting, never a name to ask Kubernetes for.
+DRA_RESOURCE_PREFIX = "dra.gpuopt.io/"
 #: The ``type`` attribute NVIDIA's driver gives a whole GPU, a MIG placement, a channel.
 GPU_TYPE = "gpu"
 MIG_TYPE = "mig"
+
+
+def accounting_only(resource: str) -> bool:
+    """Whether an extended resource name is gpuopt's account of DRA GPUs (R2), which an
+    object written for Kubernetes must leave out (its GPUs are asked for as GPUs)."""
+    return resource.startswith(DRA_RESOURCE_PREFIX)
 
 
 def amount(text: str) -> Fraction:
@@ -339,6 +348,7 @@ class ResourceClaim(_Extended):
 
 
 __all__ = [
+    "DRA_RESOURCE_PREFIX",
     "GPU_TYPE",
     "MAX_DEVICES",
     "MIG_TYPE",
@@ -357,5 +367,6 @@ __all__ = [
     "RequestPolicy",
     "ResourceClaim",
     "Version",
+    "accounting_only",
     "amount",
 ]

@@ -30,6 +30,7 @@ from typing import Any
 
 from gpuopt.cluster.cel import CelError, DeviceCel
 from gpuopt.cluster.devices import (
+    DRA_RESOURCE_PREFIX,
     CounterSet,
     Device,
     DeviceClass,
@@ -43,8 +44,6 @@ from gpuopt.errors import ProblemError, short
 from gpuopt.readers.kubectl.context import Context
 from gpuopt.readers.kubectl.dra_state import SliceRead, TaintRule
 
-#: The prefix of the extended resource of a whole-GPU DeviceClass (R2).
-DRA_RESOURCE_PREFIX = "dra.gpuopt.io/"
 #: Taint effects that keep a new claim off a device.
 _REFUSING = ("NoSchedule", "NoExecute")
 
