@@ -62,3 +62,11 @@ def test_a_bad_quantity_is_refused_with_its_field() -> None:
     bad = resource_slice("bad", [gpu("gpu-0", capacity={"memory": {"value": "40 gigs"}})])
     with pytest.raises(ProblemError, match=r"spec.devices\[0\].capacity.memory"):
         read(node(), bad, strict=True)
+
+
+def test_v1alpha3_capacity_is_a_bare_quantity() -> None:
+    # resource.k8s.io/v1alpha3 (Kubernetes 1.31) wrote a capacity without {value: ...}
+    old = resource_slice("old", [{"name": "gpu-0", "basic": {"capacity": {"memory": "80Gi"}}}])
+    old["apiVersion"] = "resource.k8s.io/v1alpha3"
+    cluster, _ = read(node(), old)
+    assert cluster.nodes[0].devices[0].capacity["memory"].value == "80Gi"
