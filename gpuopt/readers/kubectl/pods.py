@@ -20,6 +20,7 @@ from gpuopt.errors import ProblemError, short
 from gpuopt.readers.kubectl.affinity import and_terms, label_selector, node_affinity, pod_terms
 from gpuopt.readers.kubectl.context import Context
 from gpuopt.readers.kubectl.documents import KubeObject
+from gpuopt.readers.kubectl.dra import pod_claims
 from gpuopt.readers.kubectl.fields import Reader, namespaced
 from gpuopt.readers.kubectl.gangs import pod_gang
 from gpuopt.readers.kubectl.names import (
@@ -34,6 +35,7 @@ from gpuopt.readers.kubectl.names import (
 )
 from gpuopt.readers.kubectl.quantities import cpus, requested_mebibytes
 from gpuopt.readers.kubectl.resources import pod_gpus, pod_requests
+from gpuopt.readers.kubectl.workloads import workload_gang
 
 #: The tolerations the DefaultTolerationSeconds admission plugin adds to every pod
 #: (``Exists``, ``NoExecute``, for :data:`DEFAULT_TOLERATION_SECONDS`): not counted as
@@ -94,6 +96,9 @@ def read_pod(ctx: Context, obj: KubeObject) -> None:
     labels = reader.strings(metadata, "labels", "metadata.labels")
     annotations = reader.strings(metadata, "annotations", "metadata.annotations")
     gang, gang_key = pod_gang(ctx, reader, labels, annotations, namespace, pod_id)
+    if gang is None:  # the Workload API's gangs (PodGroups of scheduling.k8s.io)
+        gang = workload_gang(ctx, reader, spec, namespace, pod_id)
+    pod_claims(ctx, reader, spec, status, namespace, pod_id)  # DRA: resolved in .dra_finish
     requests = pod_requests(reader, spec)
     gpus, gpu_milli = pod_gpus(ctx, reader, requests, annotations, node, pod_id)
     priority, class_policy = pod_priority(ctx, reader, spec, labels, pod_id)
@@ -343,8 +348,6 @@ def count_unmodelled(
     scheduler = reader.text(spec, "schedulerName", "spec.schedulerName")
     if scheduler not in (None, "default-scheduler"):
         unmodelled["scheduler"] += 1
-    if spec.get("resourceClaims"):
-        unmodelled["resource-claims"] += 1
 
 
 def local_storage(
