@@ -58,6 +58,9 @@ def run(
 ) -> list[float]:
     """The heuristic's objective on every row under ``knobs`` and ``options``."""
     homes = {key: _search if hasattr(_search, key) else greedy for key in knobs}
+    for key, home in homes.items():
+        if not hasattr(home, key):
+            raise SystemExit(f"no constant {key} in _search or greedy")
     saved = {key: getattr(homes[key], key) for key in knobs}
     for key, value in knobs.items():
         setattr(homes[key], key, value)
