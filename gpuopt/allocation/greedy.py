@@ -278,12 +278,13 @@ GUIDE_PRESOLVE = False
 GUIDE_FIRST_SECONDS = (0.001, 5e-6)
 
 
-#: In rule B4's range (:func:`guide_first`), the default budget's placements of improvement
-#: (:data:`DEFAULT_WORK`), the search's work (:data:`~gpuopt.allocation._search.SEARCH_WORK`,
-#: scaled to the grid) and its rounds (``search``) are this many times larger: at 32-64 GPUs
-#: the default used to spend a quarter of FIFO's time and stopped short of the plans more
-#: search finds (docs/stress-gaps.md, "more seeded rounds"). A rule of the problem's size
-#: alone, as rule B4 is, so that every budget runs the same sequence (rule B1).
+#: Rule B5 (models/allocation.md 10.2): in rule B4's range (:func:`guide_first`), the
+#: default budget's placements of improvement (:data:`DEFAULT_WORK`), the search's work
+#: (:data:`~gpuopt.allocation._search.SEARCH_WORK`, scaled to the grid) and its rounds
+#: (``search``) are this many times larger: at 32-64 GPUs the default used to spend a
+#: quarter of FIFO's time and stopped short of the plans more search finds
+#: (docs/stress-gaps.md, "more seeded rounds"). A rule of the problem's size alone, as
+#: rule B4 is, so that every budget runs the same sequence (rule B1).
 WIDE_SEARCH = 4
 
 
