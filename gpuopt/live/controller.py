@@ -58,6 +58,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -357,7 +358,7 @@ class Controller:
                 note = "the period that made it is over; its room goes to the replacement"
                 self._act(
                     "defrag", "release", PODS, namespace, name, note,
-                    lambda dry: self.api.delete(PODS, name, namespace=namespace, dry_run=dry),
+                    partial(self.api.delete, PODS, name, namespace=namespace),
                 )  # fmt: skip
         for node in cluster.nodes:
             if node.labels.get(CORDONED) == "true":
@@ -365,7 +366,7 @@ class Controller:
                 patch = {"spec": {"unschedulable": None}, "metadata": {"labels": {CORDONED: None}}}
                 self._act(
                     "defrag", "uncordon", NODES, None, node.id, note,
-                    lambda dry: self.api.patch(NODES, node.id, patch, dry_run=dry),
+                    partial(self.api.patch, NODES, node.id, patch),
                 )  # fmt: skip
 
     def _defrag(self) -> None:
@@ -417,6 +418,20 @@ class Controller:
                 self._hold_and_evict(task, move, placeholder_pod(task, move.to, resource))
         for later in sorted(cordon_at):
             self._cordon(self.source.snapshot(), cordon_at[later], abandoned, None)
+        self._uncordon_abandoned(abandoned)
+
+    def _uncordon_abandoned(self, abandoned: set[str]) -> None:
+        """Uncordon at once the nodes this period cordoned that a dropped move leaves unemptied."""
+        cordoned = {
+            a.name for a in self._report.actions if a.verb == "cordon" and a.outcome != "refused"
+        }
+        patch = {"spec": {"unschedulable": None}, "metadata": {"labels": {CORDONED: None}}}
+        for node_id in sorted(cordoned & abandoned):
+            self._act(
+                "defrag", "uncordon", NODES, None, node_id,
+                "a move out of it was dropped: it will not be emptied",
+                partial(self.api.patch, NODES, node_id, patch),
+            )  # fmt: skip
 
     def _hold_and_evict(self, task: Task, move: Move, hold: Obj) -> None:
         if self._left <= 0:
@@ -426,7 +441,7 @@ class Controller:
         self._act(
             "defrag", "hold", PODS, namespace, hold["metadata"]["name"],
             f"holds the room of {task.id} on {move.to} ({where})",
-            lambda dry: self.api.create(PODS, hold, namespace=namespace, dry_run=dry),
+            partial(self.api.create, PODS, hold, namespace=namespace),
             wave=move.wave,
         )  # fmt: skip
         try:
@@ -436,9 +451,7 @@ class Controller:
             self._act(
                 "defrag", "release", PODS, namespace, hold["metadata"]["name"],
                 f"the eviction of {task.id} was refused",
-                lambda dry: self.api.delete(
-                    PODS, hold["metadata"]["name"], namespace=namespace, dry_run=dry
-                ),
+                partial(self.api.delete, PODS, hold["metadata"]["name"], namespace=namespace),
                 wave=move.wave,
             )  # fmt: skip
             raise
@@ -455,7 +468,7 @@ class Controller:
             self._act(
                 "defrag", "cordon", NODES, None, node_id,
                 "the plan empties it: no replacement may return to it",
-                lambda dry: self.api.patch(NODES, node_id, patch, dry_run=dry),
+                partial(self.api.patch, NODES, node_id, patch),
                 wave=wave,
             )  # fmt: skip
 
@@ -542,7 +555,8 @@ class Controller:
             elif task.node != move.source:
                 reason = f"the pod runs on {task.node} now, not {move.source}"
             elif move.task in fixed:
-                reason = f"K8: the pod may not be stopped now ({fixed[move.task]})"
+                label = "K7" if fixed[move.task] in ("budget", "two-budgets") else "K8"
+                reason = f"{label}: the pod may not be stopped now ({fixed[move.task]})"
             elif below is not None and priority_value(task.priority, cluster.hp_priority) >= below:
                 reason = f"K8: its priority is not below {below}"
             elif moving:
@@ -574,7 +588,7 @@ class Controller:
         self._left -= 1
         self._act(
             question, "evict", PODS, namespace, name, note,
-            lambda dry: self.api.evict(namespace, name, dry_run=dry),
+            partial(self.api.evict, namespace, name),
             wave=wave,
         )  # fmt: skip
 
@@ -590,13 +604,13 @@ class Controller:
         namespace: str | None,
         name: str,
         note: str,
-        call: Callable[[bool], Any],
+        call: Callable[..., Any],
         *,
         wave: int | None = None,
     ) -> None:
         """Do (or report) one write, checking the Lease before it; a 429 ends the period.
 
-        ``call(dry_run)`` makes the write; it is called at once (never kept).
+        ``call(dry_run=...)`` makes the write.
         """
         mode = self.options.mode
         outcome: Outcome = {"client": "would", "server": "dry-run", "apply": "done"}[mode]  # type: ignore[assignment]
@@ -605,7 +619,7 @@ class Controller:
         ended: str | None = None
         if mode != "client":
             try:
-                call(mode == "server")
+                call(dry_run=mode == "server")
             except TooManyRequests as exc:
                 outcome, ended = "refused", f"{REFUSED}: {exc}"
                 note = f"{note}; refused: {exc}"
