@@ -61,7 +61,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gpuopt.cluster.model import Cluster, Task, priority_value
 from gpuopt.cluster.rules import budget_allowance
@@ -179,6 +179,15 @@ class ControllerOptions(BaseModel):
     time_limit: float | None = Field(default=None, gt=0)
     identity: str = Field(default="gpuopt-controller", min_length=1, max_length=128)
     gpu_resource: str = Field(default="nvidia.com/gpu", min_length=1)
+
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, value: str) -> str:
+        from gpuopt.defrag.methods import METHODS, method_name
+
+        if method_name(value) not in METHODS:
+            raise ValueError(f"method {value!r} is not known; choose one of {', '.join(METHODS)}")
+        return value
 
 
 #: How an action ended: ``would`` (client dry run: not sent), ``dry-run`` (sent with
