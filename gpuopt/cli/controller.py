@@ -80,7 +80,7 @@ def check_flags(args: argparse.Namespace) -> None:
         raise ProblemError("give --kubeconfig PATH or --in-cluster (where the API server is).")
     if args.context is not None and args.kubeconfig is None:
         raise ProblemError("--context needs --kubeconfig (a context is one of its entries).")
-    if not args.identity:
+    if args.identity is not None and not args.identity:
         raise ProblemError("--identity: give a non-empty name.")
 
 
@@ -91,6 +91,7 @@ def run_controller(args: argparse.Namespace) -> int:
     from gpuopt.live.lease import LeaderLease
 
     check_flags(args)
+    identity = args.identity or default_identity()
     mode = "apply" if args.apply else args.dry_run
     with one_sentence_errors():
         options = ControllerOptions(
@@ -100,15 +101,13 @@ def run_controller(args: argparse.Namespace) -> int:
             period=args.period,
             method=args.method,
             time_limit=args.time_limit,
-            identity=args.identity,
+            identity=identity,
         )
     api = connect(args)
     source = ListedCluster(api, kubectl_options(args))
     lease = None
     if mode == "apply":
-        lease = LeaderLease(
-            api, args.identity, name=args.lease_name, namespace=args.lease_namespace
-        )
+        lease = LeaderLease(api, identity, name=args.lease_name, namespace=args.lease_namespace)
     controller = Controller(api, source, options, lease=lease)
 
     def show(report: PeriodReport) -> None:
@@ -215,7 +214,6 @@ def add_commands(commands: Any) -> None:
     )
     parser.add_argument(
         "--identity",
-        default=default_identity(),
         help="this replica's name in the Lease (default hostname-pid)",
     )
     add_kubectl_options(parser)
