@@ -35,7 +35,9 @@ its budget allows it together with the wave's other evictions (K7, and the
 PodDisruptionBudget's ``status.disruptionsAllowed`` when the source reads
 it). What fails is dropped and reported; a preemption whose victims do not
 all pass is dropped whole (a part frees nothing). No pod the checker refuses
-is evicted. A 429 from the Eviction API ends the period's plan. At most
+is evicted. A 429 from the Eviction API ends the period's plan, and so does
+any other error status of a write (a hold refused: its pod is not evicted).
+At most
 ``max_evictions`` pods are evicted a period.
 
 **Dry runs**: ``client`` (the default) writes nothing: the actions, and the
@@ -74,6 +76,7 @@ from gpuopt.live.api import (
     PODS,
     WATCHED,
     Api,
+    ApiError,
     NotFound,
     Obj,
     Resource,
@@ -192,8 +195,8 @@ class ControllerOptions(BaseModel):
 
 #: How an action ended: ``would`` (client dry run: not sent), ``dry-run`` (sent with
 #: ``dryRun=All``), ``done``, ``dropped`` (failed the check before its wave), ``refused``
-#: (the API said no), ``gone`` (the object had gone).
-Outcome = Literal["would", "dry-run", "done", "dropped", "refused", "gone"]
+#: (429: a budget said no), ``gone`` (the object had gone), ``failed`` (another error status).
+Outcome = Literal["would", "dry-run", "done", "dropped", "refused", "gone", "failed"]
 
 
 @dataclass(frozen=True)
@@ -255,6 +258,8 @@ class _Stop(Exception):
     """Ends the period's plan (a 429, the Lease lost, no evictions left)."""
 
 
+#: What a write that went through is, in each mode.
+_OUTCOMES: dict[str, Outcome] = {"client": "would", "server": "dry-run", "apply": "done"}
 #: The Event's ``reason`` and ``type`` of each verb.
 _REASONS = {
     "hold": ("Hold", "Normal"),
@@ -622,7 +627,7 @@ class Controller:
         ``call(dry_run=...)`` makes the write.
         """
         mode = self.options.mode
-        outcome: Outcome = {"client": "would", "server": "dry-run", "apply": "done"}[mode]  # type: ignore[assignment]
+        outcome: Outcome = _OUTCOMES[mode]
         if self.lease is not None and not self.lease.is_leader():
             raise _Stop(f"lost the lease before {verb} {resource.kind.lower()} {name}")
         ended: str | None = None
@@ -634,6 +639,9 @@ class Controller:
                 note = f"{note}; refused: {exc}"
             except NotFound:
                 outcome, note = "gone", f"{note}; the object had gone"
+            except ApiError as exc:  # 403, 409, 422, 5xx: nothing after it may assume it
+                outcome, ended = "failed", f"{verb} {resource.kind.lower()} {name} failed: {exc}"
+                note = f"{note}; failed: {exc}"
         self._record(Action(question, verb, resource.kind, namespace, name, outcome, note, wave))
         if ended is not None:
             raise _Stop(ended)
@@ -656,8 +664,8 @@ class Controller:
 
     def _event(self, action: Action) -> Obj:
         reason, kind = _REASONS[action.verb]
-        if action.outcome == "refused":
-            reason, kind = "Refused", "Warning"
+        if action.outcome in ("refused", "failed"):
+            reason, kind = action.outcome.capitalize(), "Warning"
         now = self.clock()
         namespace = action.namespace or "default"
         resource = PODS if action.kind == "Pod" else NODES

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from gpuopt.cluster.model import Cluster
 from gpuopt.defrag.pending import fit_pending, plan_for_pending
 from gpuopt.errors import ProblemError
-from gpuopt.live.api import EVENTS, LEASES, NODES, PODS
+from gpuopt.live.api import EVENTS, LEASES, NODES, PODS, Forbidden, Obj, Resource
 from gpuopt.live.controller import (
     CORDONED,
     REPORTING_CONTROLLER,
@@ -207,6 +208,24 @@ def test_an_eviction_refused_with_429_ends_the_period() -> None:
     api.refuse_evictions = set()
     again = controller(api, mode="apply").run_once()
     assert again.ended is None and again.count("evict", "done") == 2
+
+
+def test_a_hold_the_api_refuses_ends_the_period_before_its_eviction() -> None:
+    api = MemoryApi(fragmented())
+    create = api.create
+
+    def no_pods(resource: Resource, obj: Obj, **kwargs: Any) -> Obj:
+        if resource is PODS:
+            raise Forbidden("create pods: pods is forbidden for this service account.")
+        return create(resource, obj, **kwargs)
+
+    api.create = no_pods  # type: ignore[method-assign]
+    report = controller(api, mode="apply").run_once()
+    assert report.ended is not None and report.ended.startswith("hold pod gpuopt-hold-")
+    assert report.actions[-1].verb == "hold" and report.actions[-1].outcome == "failed"
+    assert report.actions[-1].event is not None
+    assert report.actions[-1].event["type"] == "Warning"
+    assert api.real_writes("evict") == []
 
 
 def test_max_evictions_caps_a_period() -> None:
