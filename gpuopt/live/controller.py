@@ -20,11 +20,11 @@ the API (:class:`gpuopt.live.api.Api`):
 
 **Release is left to the next period**: the controller does not wait for
 replacements. At the start of the next period (question ``defrag``) it
-deletes every placeholder it made (label ``app.kubernetes.io/managed-by:
-gpuopt``, name ``gpuopt-hold-...``) and uncordons every node it cordoned (and
-only those), so that the replacements and then the waiting pods take the
-freed room. A period should therefore be longer than a replacement takes to
-start.
+deletes every placeholder it made (label :data:`HOLD`; a placeholder of
+``gpuopt defrag --emit-dir`` run by hand is left alone) and uncordons every
+node it cordoned (label :data:`CORDONED`; only those), so that the
+replacements and then the waiting pods take the freed room. A period should
+therefore be longer than a replacement takes to start.
 
 **Before each wave** (L8) the source is read again and every eviction of the
 wave is checked against that moment: the pod still runs on the node the plan
@@ -90,6 +90,8 @@ Question = Literal["defrag", "preempt"]
 QUESTIONS: tuple[Question, ...] = ("defrag", "preempt")
 #: The Events' ``reportingController``.
 REPORTING_CONTROLLER = "gpuopt.io/controller"
+#: The label of the placeholders the controller makes (released at the next period).
+HOLD = "gpuopt.io/controller-hold"
 #: The label the controller puts on a node it cordons (and removes when it uncordons it).
 CORDONED = "gpuopt.io/cordoned-by-controller"
 #: What the API says when an eviction ends the period.
@@ -429,7 +431,9 @@ class Controller:
                 resource = nodes[move.to].labels.get(
                     "gpuopt.io/gpu-resource", self.options.gpu_resource
                 )
-                self._hold_and_evict(task, move, placeholder_pod(task, move.to, resource))
+                hold = placeholder_pod(task, move.to, resource)
+                hold["metadata"]["labels"][HOLD] = "true"
+                self._hold_and_evict(task, move, hold)
         for later in sorted(cordon_at):
             self._cordon(self.source.snapshot(), cordon_at[later], abandoned, None)
         self._uncordon_abandoned(abandoned)
@@ -700,9 +704,8 @@ def _split(task_id: str) -> tuple[str, str]:
 
 
 def _is_hold(task: Task) -> bool:
-    """A placeholder this controller (or ``gpuopt defrag --emit``) made."""
-    _, name = _split(task.id)
-    return task.labels.get(MANAGED_BY[0]) == MANAGED_BY[1] and name.startswith("gpuopt-hold-")
+    """A placeholder the controller made (its label, and gpuopt's placeholder's)."""
+    return task.labels.get(HOLD) == "true" and task.labels.get(MANAGED_BY[0]) == MANAGED_BY[1]
 
 
 def actions_of(reports: Sequence[PeriodReport]) -> Iterator[Action]:
@@ -713,6 +716,7 @@ def actions_of(reports: Sequence[PeriodReport]) -> Iterator[Action]:
 
 __all__ = [
     "CORDONED",
+    "HOLD",
     "QUESTIONS",
     "REPORTING_CONTROLLER",
     "Action",

@@ -117,6 +117,18 @@ def test_applied_run_frees_whole_nodes_for_the_waiting_pods() -> None:
     assert sorted(f.node or "" for f in fits) == sorted(freed)
 
 
+def test_only_its_own_holds_and_cordons_are_undone() -> None:
+    by_hand = pod("gpuopt-hold-x", 1, "a", owned=False)
+    by_hand["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "gpuopt"}
+    api = MemoryApi([*fragmented(), by_hand, node("e", unschedulable=True)])
+    controller(api, mode="apply").run_once()
+    second = controller(api, mode="apply").run_once()
+    released = {a.name for a in second.actions if a.verb == "release"}
+    assert released and "gpuopt-hold-x" not in released and "gpuopt-hold-x" in pod_names(api)
+    assert "e" not in {a.name for a in second.actions if a.verb == "uncordon"}
+    assert cordoned(api) == {"e"}
+
+
 def test_server_dry_run_sends_every_write_as_a_dry_run() -> None:
     api = MemoryApi(fragmented())
     before = {key: dict(obj) for key, obj in api.objects.items()}
