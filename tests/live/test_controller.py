@@ -126,7 +126,7 @@ def test_only_its_own_holds_and_cordons_are_undone() -> None:
     released = {a.name for a in second.actions if a.verb == "release"}
     assert released and "gpuopt-hold-x" not in released and "gpuopt-hold-x" in pod_names(api)
     assert "e" not in {a.name for a in second.actions if a.verb == "uncordon"}
-    assert cordoned(api) == {"e"}
+    assert "e" in cordoned(api)  # cordoned by someone else: never uncordoned
 
 
 def test_server_dry_run_sends_every_write_as_a_dry_run() -> None:
