@@ -416,9 +416,18 @@ class Controller:
         cordon_at = cordon_schedule(plan.model_copy(update={"moves": moves, "emptied": emptied}))
         abandoned: set[str] = set()  # nodes a dropped move leaves unemptied: never cordoned
         waves = sorted({m.wave for m in moves})
+        moved: set[str] = set()  # pods moved by an earlier wave: their replacements move next
         for wave in waves:
             now = self.source.snapshot()
-            kept, dropped = self._check_moves(now, [m for m in moves if m.wave == wave])
+            this = [m for m in moves if m.wave == wave]
+            kept, dropped = self._check_moves(now, [m for m in this if m.task not in moved])
+            dropped += [
+                (m, "moved twice: its first move's replacement has a name of its own, looked up "
+                 "by the next period's plan")
+                for m in this
+                if m.task in moved
+            ]  # fmt: skip
+            moved.update(m.task for m in kept)
             for move, reason in dropped:
                 abandoned.add(move.source)
                 self._drop("defrag", move.task, f"move {move.source} -> {move.to}: {reason}", wave)

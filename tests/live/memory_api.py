@@ -239,3 +239,23 @@ def fragmented() -> list[Obj]:
         pod("w-c", 4, "c", app="wc"), pod("w-d", 4, "d", app="wd"),
         pod("big-1", 8, app="big"), pod("big-2", 8, app="big"),
     ]  # fmt: skip
+
+
+def scattered(nodes: int = 12, waiting: int = 4, seed: int = 7) -> list[Obj]:
+    """``nodes`` 8-GPU nodes each a third to three quarters busy with 1-, 2- and 4-GPU pods of
+    three apps (app ``serve`` under a budget of one disruption), and ``waiting`` 8-GPU pods."""
+    import random
+
+    rng = random.Random(seed)
+    objects: list[Obj] = [budget("serve", "serve")]
+    for number in range(nodes):
+        name = f"n{number:02d}"
+        objects.append(node(name))
+        used, target = 0, rng.randint(3, 6)
+        while used < target:
+            gpus = rng.choice([size for size in (1, 2, 4) if used + size <= 8])
+            app = rng.choice(["train", "serve", "batch"])
+            objects.append(pod(f"{app}-{name}-{used}", gpus, name, app=app))
+            used += gpus
+    objects.extend(pod(f"big-{k}", 8, app="big") for k in range(waiting))
+    return objects

@@ -26,7 +26,7 @@ from gpuopt.live.controller import (
     PeriodReport,
 )
 from gpuopt.live.lease import LeaderLease
-from tests.live.memory_api import MemoryApi, budget, fragmented, node, pod
+from tests.live.memory_api import MemoryApi, budget, fragmented, node, pod, scattered
 
 
 def controller(api: MemoryApi, **options: object) -> Controller:
@@ -127,6 +127,27 @@ def test_only_its_own_holds_and_cordons_are_undone() -> None:
     assert released and "gpuopt-hold-x" not in released and "gpuopt-hold-x" in pod_names(api)
     assert "e" not in {a.name for a in second.actions if a.verb == "uncordon"}
     assert "e" in cordoned(api)  # cordoned by someone else: never uncordoned
+
+
+def test_a_scattered_cluster_frees_a_node_per_waiting_pod_over_two_periods() -> None:
+    # twelve 8-GPU nodes, 62 of 96 GPUs busy in 24 pods of 1, 2 and 4 GPUs, four waiting
+    # 8-GPU pods; the second period releases the holds and uncordons the emptied nodes
+    api = MemoryApi(scattered())
+    source = ListedCluster(api)
+    plan, _, _ = plan_for_pending(source.snapshot())
+    twice = {m.task for m in plan.moves if sum(n.task == m.task for n in plan.moves) > 1}
+    options = ControllerOptions(mode="apply", max_evictions=20)
+    first = Controller(api, source, options).run_once()
+    evicted = [a.name for a in first.actions if a.verb == "evict" and a.outcome == "done"]
+    assert len(evicted) == len(set(evicted))  # a pod moved twice is evicted once a period
+    dropped = {f"ml/{a.name}" for a in first.actions if a.verb == "drop"}
+    assert dropped == twice
+    assert all("moved twice" in a.note for a in first.actions if a.verb == "drop")
+    assert len(api.of(EVENTS)) == len(first.actions)
+    Controller(api, source, options).run_once()
+    fits = fit_pending(source.snapshot())
+    assert all(f.node is not None for f in fits) and len(fits) == 4
+    assert cordoned(api) == set()
 
 
 def test_server_dry_run_sends_every_write_as_a_dry_run() -> None:
