@@ -7,8 +7,9 @@ a node holding another) free two nodes, and then both waiting pods fit.
 
 from __future__ import annotations
 
+import importlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,9 +17,10 @@ import pytest
 from gpuopt.cluster.model import Cluster
 from gpuopt.defrag.pending import fit_pending, plan_for_pending
 from gpuopt.errors import ProblemError
-from gpuopt.live.api import EVENTS, LEASES, NODES, PODS, Forbidden, Obj, Resource
+from gpuopt.live.api import EVENTS, LEASES, NODES, PDBS, PODS, Forbidden, Obj, Resource
 from gpuopt.live.controller import (
     CORDONED,
+    HOLD,
     REPORTING_CONTROLLER,
     Controller,
     ControllerOptions,
@@ -45,7 +47,7 @@ class Meddling(ListedCluster):
     """A source that runs ``change`` on its API once, just before its ``at``-th snapshot
     (someone else acting between the plan and the wave)."""
 
-    def __init__(self, api: MemoryApi, at: int, change: Callable[[], object]) -> None:
+    def __init__(self, api: Any, at: int, change: Callable[[], object]) -> None:
         super().__init__(api)
         self.taken = 0
         self.at = at
@@ -391,3 +393,203 @@ def test_run_repeats_until_stopped_and_survives_api_errors() -> None:
 def test_bad_options_name_their_field(options: dict[str, object], field: str) -> None:
     with pytest.raises(ValueError, match=field):
         ControllerOptions.model_validate(options)
+
+
+# ---------------------------------------------------------------------- on the fake API server
+# The same controller through KubeApi (real HTTP, a kubeconfig) against gpuopt.live.fake's
+# FakeApiServer, which keeps PodDisruptionBudgets' status and refuses evictions with 429.
+
+try:
+    fake: Any = importlib.import_module("gpuopt.live.fake")
+except ImportError:  # before the fake server is in the build
+    fake = None
+needs_fake = pytest.mark.skipif(fake is None, reason="the fake API server is not in this build")
+
+
+class ReplicaSets:
+    """An :class:`Api` in front of another that plays the ReplicaSets (an evicted pod's
+    replacement appears at once, waiting, with its labels: the budgets expect it) and
+    judges every eviction at its moment: the pod runs and the checker lets it be stopped
+    (else ``refused``), and afterwards no budget has fewer healthy pods than it needs (else
+    ``violations``). ``before_evict`` runs before each eviction (a test's meddling)."""
+
+    def __init__(self, api: Any, server: Any) -> None:
+        self.api = api
+        self.server = server
+        self.refused: list[str] = []
+        self.violations: list[str] = []
+        self.evicted: list[str] = []
+        self.before_evict: Callable[[str], None] | None = None
+        self.after_create: Callable[[Resource], None] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.api, name)
+
+    def create(self, resource: Resource, obj: Obj, **kwargs: Any) -> Obj:
+        made = self.api.create(resource, obj, **kwargs)
+        if self.after_create is not None:
+            self.after_create(resource)
+        return dict(made)
+
+    def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> None:
+        if self.before_evict is not None:
+            self.before_evict(name)
+        cluster = ListedCluster(self.api).snapshot()
+        pod_id = f"{namespace}/{name}"
+        if pod_id not in {t.id for t in cluster.tasks} or pod_id in cluster.index.fixed:
+            self.refused.append(pod_id)
+        found = self.api.get(PODS, name, namespace)
+        self.api.evict(namespace, name, dry_run=dry_run)
+        if dry_run:
+            return
+        self.evicted.append(pod_id)
+        labels = found["metadata"].get("labels", {})
+        gpus = int(found["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
+        replacement = pod(f"{name}-r", gpus, app=labels.get("app", "work"))
+        self.api.create(PODS, replacement, namespace=namespace)
+        for budget_obj in self.server.objects(PDBS):
+            status = budget_obj.get("status") or {}
+            if status.get("currentHealthy", 0) < status.get("desiredHealthy", 0):
+                self.violations.append(budget_obj["metadata"]["name"])
+
+
+@pytest.fixture
+def served(tmp_path: Any) -> Iterator[Callable[[list[Obj]], tuple[Any, ReplicaSets]]]:
+    """Start a fake server with the objects given; its KubeApi (through a kubeconfig)
+    behind :class:`ReplicaSets`."""
+    from gpuopt.live.api import KubeApi
+
+    servers: list[Any] = []
+
+    def start(objects: list[Obj]) -> tuple[Any, ReplicaSets]:
+        server = fake.FakeApiServer(objects=objects).start()
+        servers.append(server)
+        config = server.write_kubeconfig(tmp_path / f"config-{len(servers)}")
+        return server, ReplicaSets(KubeApi.from_kubeconfig(config), server)
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def writes(server: Any) -> int:
+    return sum(count for method, count in server.requests.items() if method != "GET")
+
+
+@needs_fake
+def test_fake_server_dry_run_then_applied_run_frees_nodes(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    server, api = served(scattered())
+    source = ListedCluster(api)
+    assert all(
+        any(t.node == n.id for t in source.snapshot().tasks) for n in source.snapshot().nodes
+    )
+    dry = Controller(api, source, ControllerOptions(max_evictions=20)).run_once()
+    assert writes(server) == 0 and dry.count("evict", "would") > 0  # printed, nothing written
+    options = ControllerOptions(mode="apply", max_evictions=20)
+    first = Controller(api, source, options).run_once()
+    assert first.ended is None
+    # its first wave is what the dry run said (same plan, same cluster until it acts)
+    assert [(a.verb, a.name) for a in first.actions if a.wave == 0] == [
+        (a.verb, a.name) for a in dry.actions if a.wave == 0
+    ]
+    assert api.refused == [] and api.violations == []  # 0 refused by the checker, 0 violations
+    events = server.objects(EVENTS)
+    assert len(events) == len(first.actions)
+    assert all(e["reportingController"] == REPORTING_CONTROLLER for e in events)
+    assert sorted(e["regarding"]["name"] for e in events) == sorted(a.name for a in first.actions)
+    kept = {a.name for a in first.actions if a.verb == "cordon"} - {
+        a.name
+        for a in first.actions
+        if a.verb == "uncordon"  # a dropped move gave it back
+    }
+    nodes = server.objects(NODES)
+    assert {n["metadata"]["name"] for n in nodes if n["spec"].get("unschedulable")} == kept
+    cluster = source.snapshot()
+    assert len(kept) >= 2 and not any(t.node in kept for t in cluster.tasks)  # emptied
+    # the scheduler's part: each replacement takes its placeholder's room
+    holds = [p for p in server.objects(PODS) if p["metadata"]["labels"].get(HOLD)]
+    assert len(holds) == first.count("hold", "done")
+    for hold in holds:
+        moved = hold["metadata"]["annotations"]["gpuopt.io/hold-for"].split("/")[1]
+        server.remove(PODS, hold["metadata"]["name"], "ml")
+        api.bind("ml", f"{moved}-r", hold["spec"]["nodeName"])
+    # the next period uncordons (no new moves: --max-evictions 0); the big pods fit there
+    second = Controller(api, source, options.model_copy(update={"max_evictions": 0})).run_once()
+    assert {a.name for a in second.actions if a.verb == "uncordon"} == kept
+    fits = {f.pod.id: f.node for f in fit_pending(source.snapshot())}
+    assert {fits[f"ml/big-{k}"] for k in range(4)} - {None} == kept
+
+
+@needs_fake
+def test_fake_server_pod_bound_by_someone_else_drops_its_move(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    server, api = served(fragmented())
+    plan, _, _ = plan_for_pending(ListedCluster(api).snapshot())
+    first = plan.moves[0]
+
+    def bind_late() -> None:  # the scheduler binds a waiting 4-GPU pod to the move's target
+        api.create(PODS, pod("late", 4), namespace="ml")
+        api.bind("ml", "late", first.to)
+
+    source = Meddling(api, BEFORE_WAVE_0, bind_late)
+    report = Controller(api, source, ControllerOptions(mode="apply")).run_once()
+    assert [a.name for a in report.actions if a.verb == "drop"] == [first.task.split("/")[1]]
+    assert first.task.split("/")[1] in {p["metadata"]["name"] for p in server.objects(PODS)}
+    assert api.refused == [] and len(api.evicted) == 1
+
+
+@needs_fake
+def test_fake_server_budget_refusal_ends_the_period(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    objects = fragmented()
+    for obj in objects:
+        if obj["metadata"]["name"] in ("w-b", "w-c", "w-a"):
+            obj["metadata"]["labels"]["app"] = "shared"
+    server, api = served([*objects, budget("pdb", "shared")])
+
+    def sibling_goes_unready(name: str) -> None:  # between the check and the eviction
+        if name != "w-a":
+            sick = next(p for p in server.objects(PODS) if p["metadata"]["name"] == "w-a")
+            sick["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+            server.put(sick)
+
+    api.before_evict = sibling_goes_unready
+    report = Controller(api, ListedCluster(api), ControllerOptions(mode="apply")).run_once()
+    assert report.ended is not None and report.ended.startswith("429")
+    assert api.evicted == [] and api.violations == []
+    assert [a.outcome for a in report.actions if a.verb == "evict"] == ["refused"]
+    assert report.actions[-1].verb == "release"  # the hold made for it is given back
+    assert not [p for p in server.objects(PODS) if p["metadata"]["name"].startswith("gpuopt-hold")]
+
+
+@needs_fake
+def test_fake_server_lost_lease_stops_and_two_replicas_never_both_act(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    server, api = served(scattered())
+    clock = Clock()
+    one = LeaderLease(api, "one", clock=clock)
+    two = LeaderLease(api, "two", clock=clock)
+    options = ControllerOptions(mode="apply", max_evictions=20)
+    first = Controller(api, ListedCluster(api), options, lease=one)
+    second = Controller(api, ListedCluster(api), options, lease=two)
+    taken: list[int] = []
+
+    def stall(resource: Resource) -> None:  # after one's first hold, two takes the Lease over
+        if resource is PODS and not taken:
+            clock.now += one.duration + 1
+            assert two.tick()
+            taken.append(writes(server))
+
+    api.after_create = stall
+    report = first.run_once()
+    assert report.ended is not None and report.ended.startswith("lost the lease")
+    assert api.evicted == []
+    assert writes(server) == taken[0]  # nothing written by one after two took the Lease
+    api.after_create = None
+    assert second.run_once().count("evict", "done") > 0
+    assert first.run_once().skipped == "not the leader (held by two)"
