@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -593,3 +594,67 @@ def test_fake_server_lost_lease_stops_and_two_replicas_never_both_act(
     api.after_create = None
     assert second.run_once().count("evict", "done") > 0
     assert first.run_once().skipped == "not the leader (held by two)"
+
+
+class Guarded:
+    """An :class:`Api` in front of another that, before each write of a pod or a node, reads
+    the Lease from the server and records ``(identity, holder)``."""
+
+    def __init__(self, api: Any, identity: str, seen: list[tuple[str, str | None]]) -> None:
+        self.api = api
+        self.identity = identity
+        self.seen = seen
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.api, name)
+
+    def _holder(self) -> None:
+        lease = self.api.get(LEASES, "gpuopt-controller", "default")
+        self.seen.append((self.identity, lease["spec"].get("holderIdentity")))
+
+    def create(self, resource: Resource, obj: Obj, **kwargs: Any) -> Obj:
+        if resource is PODS:
+            self._holder()
+        return dict(self.api.create(resource, obj, **kwargs))
+
+    def patch(self, resource: Resource, name: str, patch: Obj, **kwargs: Any) -> Obj:
+        self._holder()
+        return dict(self.api.patch(resource, name, patch, **kwargs))
+
+    def delete(self, resource: Resource, name: str, **kwargs: Any) -> None:
+        self._holder()
+        self.api.delete(resource, name, **kwargs)
+
+    def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> None:
+        self._holder()
+        self.api.evict(namespace, name, dry_run=dry_run)
+
+
+@needs_fake
+def test_fake_server_two_replicas_in_threads_never_both_act(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    _, api = served(scattered())
+    seen: list[tuple[str, str | None]] = []
+    stops = {"one": threading.Event(), "two": threading.Event()}
+    threads = []
+    for identity, stop in stops.items():
+        guarded = Guarded(api, identity, seen)
+        lease = LeaderLease(guarded, identity, duration=4, deadline=2, renew=0.2)
+        options = ControllerOptions(mode="apply", period=0.1, max_evictions=2, identity=identity)
+        replica = Controller(guarded, ListedCluster(guarded), options, lease=lease)
+        threads.append(threading.Thread(target=replica.run, args=(stop,), daemon=True))
+    threads[0].start()
+    deadline = time.monotonic() + 30
+    while not any(who == "one" for who, _ in seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    threads[1].start()
+    time.sleep(0.5)
+    stops["one"].set()  # one gives the Lease up; two takes it and acts
+    threads[0].join(10)
+    while not any(who == "two" for who, _ in seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stops["two"].set()
+    threads[1].join(10)
+    assert {who for who, _ in seen} == {"one", "two"}
+    assert all(who == holder for who, holder in seen)  # every write by the Lease's holder
