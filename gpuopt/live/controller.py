@@ -42,7 +42,10 @@ At most
 
 **Dry runs**: ``client`` (the default) writes nothing: the actions, and the
 Events they would make, are reported; ``server`` sends every write with
-``dryRun=All``; ``apply`` acts. In ``apply`` mode with a
+``dryRun=All``; ``apply`` acts. As a dry run changes nothing, its waves after
+the first are checked against the cluster as the earlier waves would leave
+it (:func:`gpuopt.defrag.solution.apply_plan`); what the evictions would do to
+the budgets (replacements not yet running) only an applied run sees. In ``apply`` mode with a
 :class:`gpuopt.live.lease.LeaderLease`, the controller acts only as the
 leader (L9), and asks :meth:`~gpuopt.live.lease.LeaderLease.is_leader`
 before every write; dry runs take no Lease (they change nothing).
@@ -68,7 +71,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from gpuopt.cluster.model import Cluster, Task, priority_value
 from gpuopt.cluster.rules import budget_allowance
 from gpuopt.defrag.kubernetes import MANAGED_BY, cordon_schedule, placeholder_pod
-from gpuopt.defrag.solution import Move, violations
+from gpuopt.defrag.solution import Move, apply_plan, violations
 from gpuopt.errors import ProblemError
 from gpuopt.live.api import (
     EVENTS,
@@ -417,8 +420,11 @@ class Controller:
         abandoned: set[str] = set()  # nodes a dropped move leaves unemptied: never cordoned
         waves = sorted({m.wave for m in moves})
         moved: set[str] = set()  # pods moved by an earlier wave: their replacements move next
+        done: list[Move] = []
         for wave in waves:
             now = self.source.snapshot()
+            if self.options.mode != "apply":  # nothing changed: check as the plan leaves it
+                now = apply_plan(now, done)
             this = [m for m in moves if m.wave == wave]
             kept, dropped = self._check_moves(now, [m for m in this if m.task not in moved])
             dropped += [
@@ -428,6 +434,7 @@ class Controller:
                 if m.task in moved
             ]  # fmt: skip
             moved.update(m.task for m in kept)
+            done.extend(kept)
             for move, reason in dropped:
                 abandoned.add(move.source)
                 self._drop("defrag", move.task, f"move {move.source} -> {move.to}: {reason}", wave)
