@@ -10,11 +10,23 @@ implementation over a maintained Kubernetes client is :class:`KubeApi`
 
 from __future__ import annotations
 
+import json
+import os
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlencode
 
 from gpuopt.errors import ProblemError
+
+if TYPE_CHECKING:
+    import urllib3
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - exercised only without orjson
+    orjson = None  # type: ignore[assignment]
 
 #: A Kubernetes object as the API server writes it (``apiVersion``, ``kind``,
 #: ``metadata``, ``spec``, ``status``).
@@ -161,3 +173,394 @@ class Api(Protocol):
         """Evict the pod through the Eviction API (``policy/v1``, the ``pods/eviction``
         subresource); :class:`TooManyRequests` when its disruption budget refuses."""
         ...
+
+
+#: What to say when the client is not installed.
+INSTALL = "pip install 'gpuopt[live]'"
+
+_ERRORS: dict[int, type[ApiError]] = {
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    429: TooManyRequests,
+}
+
+
+def _loads(data: bytes) -> Any:
+    return orjson.loads(data) if orjson is not None else json.loads(data)
+
+
+def _dumps(obj: Any) -> bytes:
+    if orjson is not None:
+        return bytes(orjson.dumps(obj))
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def api_error(
+    status: int, verb: str, what: str, body: bytes, retry_after: str | None = None
+) -> ApiError:
+    """The typed error for an error answer: one sentence with the verb, the object, the
+    status and the server's own message (from its ``Status`` body)."""
+    message = ""
+    try:
+        parsed = _loads(body) if body else {}
+        if isinstance(parsed, dict):
+            message = str(parsed.get("message") or parsed.get("reason") or "")
+    except ValueError:
+        message = body[:200].decode("utf-8", "replace")
+    text = f"{verb} {what} failed with status {status}"
+    text += f": {message.rstrip('.')}." if message else "."
+    error = _ERRORS.get(status, ApiError)(text, status=status)
+    if isinstance(error, TooManyRequests) and retry_after:
+        try:
+            error.retry_after = float(retry_after)
+        except ValueError:
+            error.retry_after = None
+    return error
+
+
+class WatchStream(Iterator[tuple[str, Obj]]):
+    """The events of one watch request, read line by line as the server sends them.
+
+    :meth:`close` may be called from another thread: it interrupts a read that waits
+    for the next event (the Watcher's ``stop()``).
+    """
+
+    def __init__(self, response: urllib3.BaseHTTPResponse, what: str, url: str) -> None:
+        self._response = response
+        self._lines = iter(response)
+        self._what = what
+        self._url = url
+        self._closed = False
+
+    def __iter__(self) -> WatchStream:
+        return self
+
+    def __next__(self) -> tuple[str, Obj]:
+        import urllib3
+
+        while True:
+            try:
+                line = next(self._lines)
+            except StopIteration:
+                self.close()
+                raise
+            except (urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+                if self._closed:  # close() from another thread: the stream ends
+                    raise StopIteration from None
+                self.close()
+                raise ProblemError(
+                    f"the watch of {self._what} at {self._url} broke off ({error})."
+                ) from None
+            line = line.strip()
+            if not line:
+                continue
+            event = _loads(line)
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "ERROR":
+                self.close()
+                status = int(obj.get("code") or 500)
+                raise api_error(status, "watch", self._what, _dumps(obj)) from None
+            return str(kind), obj
+
+    def close(self) -> None:
+        """End the stream (from any thread); the connection is not reused."""
+        if self._closed:
+            return
+        self._closed = True
+        shutdown = getattr(self._response, "shutdown", None)
+        try:
+            if shutdown is not None:
+                shutdown()
+            self._response.close()
+        except Exception:
+            pass
+
+
+class KubeApi:
+    """:class:`Api` over the official Kubernetes client (``kubernetes``; docs/live.md
+    says why this one): its configuration loaders (kubeconfig with contexts and exec
+    plugins, the in-cluster service account) and its connection pool, with the JSON
+    read and written as plain dicts (orjson) and not as the client's models.
+
+    Make one with :meth:`from_kubeconfig` or :meth:`in_cluster`.
+    """
+
+    def __init__(self, api_client: Any) -> None:
+        self._client = api_client
+        self._config = api_client.configuration
+        self.url: str = str(self._config.host).rstrip("/")
+        self._pool = api_client.rest_client.pool_manager
+
+    @classmethod
+    def from_kubeconfig(
+        cls, path: str | os.PathLike[str] | None = None, context: str | None = None
+    ) -> KubeApi:
+        """Credentials from a kubeconfig file (``$KUBECONFIG`` or ``~/.kube/config``
+        when ``path`` is None), its current context unless ``context`` is given."""
+        client, config = _client_modules()
+        configuration = client.Configuration()
+        try:
+            config.load_kube_config(
+                config_file=None if path is None else str(path),
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        except (config.ConfigException, OSError, ValueError, TypeError) as error:
+            where = "the default kubeconfig" if path is None else f"kubeconfig {str(path)!r}"
+            reason = str(error).rstrip(".").replace("\n", " ")
+            raise ProblemError(f"cannot read {where} (context {context!r}): {reason}.") from None
+        return cls._from_configuration(client, configuration)
+
+    @classmethod
+    def in_cluster(cls) -> KubeApi:
+        """Credentials of the pod's service account (the token and CA the kubelet mounts,
+        the server from ``KUBERNETES_SERVICE_HOST``)."""
+        client, config = _client_modules()
+        configuration = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except (config.ConfigException, OSError) as error:
+            reason = str(error).rstrip(".")
+            raise ProblemError(
+                f"cannot use the in-cluster service account ({reason}): not in a pod?"
+            ) from None
+        return cls._from_configuration(client, configuration)
+
+    @classmethod
+    def _from_configuration(cls, client: Any, configuration: Any) -> KubeApi:
+        # the watch holds one connection per kind, the controller writes beside it
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, 32)
+        return cls(client.ApiClient(configuration))
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "gpuopt"}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        for setting in self._config.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[setting["key"]] = setting["value"]
+        return headers
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        verb: str,
+        what: str,
+        query: dict[str, str] | None = None,
+        body: Obj | None = None,
+        content_type: str = "application/json",
+        read_timeout: float = 60.0,
+        stream: bool = False,
+    ) -> urllib3.BaseHTTPResponse:
+        import urllib3
+
+        url = self.url + path + ("?" + urlencode(query) if query else "")
+        try:
+            response: urllib3.BaseHTTPResponse = self._pool.request(
+                method,
+                url,
+                body=None if body is None else _dumps(body),
+                headers=self._headers(None if body is None else content_type),
+                preload_content=False,
+                timeout=urllib3.Timeout(connect=10.0, read=read_timeout),
+                retries=False,
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            reason = str(getattr(error, "reason", None) or error)
+            reason = reason.split("): ", 1)[-1].rstrip(".")  # drop urllib3's connection repr
+            raise ProblemError(
+                f"the Kubernetes API server at {self.url} cannot be reached ({reason})."
+            ) from None
+        if response.status >= 400:
+            data = response.data
+            response.release_conn()
+            raise api_error(response.status, verb, what, data, response.headers.get("Retry-After"))
+        if not stream:
+            _ = response.data  # read whole (and kept) before the connection goes back
+            response.release_conn()
+        return response
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Obj:
+        response = self._request(method, path, **kwargs)
+        data = response.data
+        return _loads(data) if data else {}
+
+    @staticmethod
+    def _what(resource: Resource, name: str | None = None, namespace: str | None = None) -> str:
+        what = resource.plural if name is None else f"{resource.kind} {name!r}"
+        return what if namespace is None else f"{what} in namespace {namespace!r}"
+
+    # -- the protocol ------------------------------------------------------------------------
+
+    def list(self, resource: Resource, *, namespace: str | None = None) -> tuple[list[Obj], str]:
+        """Every object of ``resource`` and the list's ``resourceVersion`` (see :class:`Api`)."""
+        body = self._json(
+            "GET",
+            resource.path(namespace),
+            verb="list",
+            what=self._what(resource, None, namespace),
+            read_timeout=300.0,
+        )
+        items: list[Obj] = body.get("items") or []
+        for item in items:
+            item["apiVersion"] = resource.api_version
+            item["kind"] = resource.kind
+        return items, str((body.get("metadata") or {}).get("resourceVersion", ""))
+
+    def watch(
+        self, resource: Resource, resource_version: str, *, timeout_seconds: int = 300
+    ) -> WatchStream:
+        """The changes after ``resource_version`` (see :class:`Api`); the returned
+        stream's ``close()`` ends it from another thread."""
+        query = {
+            "watch": "1",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        what = self._what(resource)
+        response = self._request(
+            "GET",
+            resource.path(),
+            verb="watch",
+            what=what,
+            query=query,
+            # a little longer than the server's own timeout; bookmarks keep it busy
+            read_timeout=timeout_seconds + 30.0 + random.uniform(0, 5),
+            stream=True,
+        )
+        return WatchStream(response, what, self.url)
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj:
+        """The object ``name``."""
+        return self._json(
+            "GET",
+            resource.path(namespace, name),
+            verb="get",
+            what=self._what(resource, name, namespace),
+        )
+
+    @staticmethod
+    def _dry(dry_run: bool) -> dict[str, str] | None:
+        return {"dryRun": "All"} if dry_run else None
+
+    def create(
+        self, resource: Resource, obj: Obj, *, namespace: str | None = None, dry_run: bool = False
+    ) -> Obj:
+        """Create ``obj`` in ``namespace`` (else its own ``metadata.namespace``)."""
+        metadata = obj.get("metadata") or {}
+        if resource.namespaced:
+            namespace = namespace or metadata.get("namespace") or "default"
+        else:
+            namespace = None
+        body = {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
+        return self._json(
+            "POST",
+            resource.path(namespace),
+            verb="create",
+            what=self._what(resource, metadata.get("name") or metadata.get("generateName")),
+            query=self._dry(dry_run),
+            body=body,
+        )
+
+    def replace(self, resource: Resource, obj: Obj, *, dry_run: bool = False) -> Obj:
+        """PUT ``obj`` whole (see :class:`Api`)."""
+        metadata = obj.get("metadata") or {}
+        namespace = metadata.get("namespace") if resource.namespaced else None
+        name = str(metadata.get("name", ""))
+        return self._json(
+            "PUT",
+            resource.path(namespace, name),
+            verb="replace",
+            what=self._what(resource, name, namespace),
+            query=self._dry(dry_run),
+            body={"apiVersion": resource.api_version, "kind": resource.kind, **obj},
+        )
+
+    def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Obj,
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+    ) -> Obj:
+        """Apply a JSON merge patch to ``name``."""
+        return self._json(
+            "PATCH",
+            resource.path(namespace, name),
+            verb="patch",
+            what=self._what(resource, name, namespace),
+            query=self._dry(dry_run),
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+
+    def delete(
+        self, resource: Resource, name: str, *, namespace: str | None = None, dry_run: bool = False
+    ) -> None:
+        """Delete ``name``."""
+        self._request(
+            "DELETE",
+            resource.path(namespace, name),
+            verb="delete",
+            what=self._what(resource, name, namespace),
+            query=self._dry(dry_run),
+        )
+
+    def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> None:
+        """Evict the pod through the ``pods/eviction`` subresource (a ``policy/v1``
+        Eviction); :class:`TooManyRequests` when a disruption budget refuses."""
+        eviction: Obj = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        if dry_run:
+            eviction["deleteOptions"] = {"dryRun": ["All"]}
+        self._request(
+            "POST",
+            PODS.path(namespace, name) + "/eviction",
+            verb="evict",
+            what=self._what(PODS, name, namespace),
+            query=self._dry(dry_run),
+            body=eviction,
+        )
+
+    def bind(self, namespace: str, name: str, node: str, *, dry_run: bool = False) -> None:
+        """Bind the pod to ``node`` (a ``Binding`` to the ``pods/binding`` subresource),
+        as a scheduler does. Not part of :class:`Api`."""
+        binding: Obj = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        self._request(
+            "POST",
+            PODS.path(namespace, name) + "/binding",
+            verb="bind",
+            what=self._what(PODS, name, namespace),
+            query=self._dry(dry_run),
+            body=binding,
+        )
+
+
+def _client_modules() -> tuple[Any, Any]:
+    """The official client's ``client`` and ``config`` modules, or a ProblemError saying
+    how to install them."""
+    try:
+        from kubernetes import client, config
+    except ImportError:
+        raise ProblemError(
+            f"the live cluster needs the Kubernetes client, which is not installed: {INSTALL}."
+        ) from None
+    return client, config
