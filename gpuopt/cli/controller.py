@@ -28,10 +28,13 @@ import socket
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuopt.cli.common import EXIT_OK, add_quiet, add_time_limit, int_range, number_type
 from gpuopt.errors import ProblemError, one_sentence_errors
+
+if TYPE_CHECKING:
+    from gpuopt.live.api import Api
 
 period_type = number_type(float, lambda v: 0.1 <= v <= 86_400, "seconds from 0.1 to 86400")
 
@@ -57,21 +60,15 @@ def default_identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-def connect(args: argparse.Namespace) -> Any:
+def connect(args: argparse.Namespace) -> Api:
     """The API client of the flags (:class:`gpuopt.live.api.KubeApi`)."""
-    import importlib
+    from gpuopt.live.api import KubeApi
 
     if args.kubeconfig is not None and not Path(args.kubeconfig).is_file():
         raise ProblemError(f"--kubeconfig: no such file {args.kubeconfig!r}.")
-    module = importlib.import_module("gpuopt.live.api")
-    kube_api = getattr(module, "KubeApi", None)
-    if kube_api is None:
-        raise ProblemError(
-            "the Kubernetes client is not in this build: pip install 'gpuopt[live]'."
-        )
     if args.in_cluster:
-        return kube_api.in_cluster()
-    return kube_api.from_kubeconfig(args.kubeconfig, context=args.context)
+        return KubeApi.in_cluster()
+    return KubeApi.from_kubeconfig(args.kubeconfig, context=args.context)
 
 
 def check_flags(args: argparse.Namespace) -> None:

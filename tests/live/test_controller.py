@@ -7,7 +7,6 @@ a node holding another) free two nodes, and then both waiting pods fit.
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ import pytest
 from gpuopt.cluster.model import Cluster
 from gpuopt.defrag.pending import fit_pending, plan_for_pending
 from gpuopt.errors import ProblemError
-from gpuopt.live.api import EVENTS, LEASES, NODES, PDBS, PODS, Forbidden, Obj, Resource
+from gpuopt.live.api import EVENTS, LEASES, NODES, PDBS, PODS, Forbidden, KubeApi, Obj, Resource
 from gpuopt.live.controller import (
     CORDONED,
     HOLD,
@@ -28,6 +27,7 @@ from gpuopt.live.controller import (
     ListedCluster,
     PeriodReport,
 )
+from gpuopt.live.fake import FakeApiServer
 from gpuopt.live.lease import LeaderLease
 from tests.live.memory_api import MemoryApi, budget, fragmented, node, pod, scattered
 
@@ -400,12 +400,6 @@ def test_bad_options_name_their_field(options: dict[str, object], field: str) ->
 # The same controller through KubeApi (real HTTP, a kubeconfig) against gpuopt.live.fake's
 # FakeApiServer, which keeps PodDisruptionBudgets' status and refuses evictions with 429.
 
-try:
-    fake: Any = importlib.import_module("gpuopt.live.fake")
-except ImportError:  # before the fake server is in the build
-    fake = None
-needs_fake = pytest.mark.skipif(fake is None, reason="the fake API server is not in this build")
-
 
 class ReplicaSets:
     """An :class:`Api` in front of another that plays the ReplicaSets (an evicted pod's
@@ -458,12 +452,10 @@ class ReplicaSets:
 def served(tmp_path: Any) -> Iterator[Callable[[list[Obj]], tuple[Any, ReplicaSets]]]:
     """Start a fake server with the objects given; its KubeApi (through a kubeconfig)
     behind :class:`ReplicaSets`."""
-    from gpuopt.live.api import KubeApi
-
     servers: list[Any] = []
 
     def start(objects: list[Obj]) -> tuple[Any, ReplicaSets]:
-        server = fake.FakeApiServer(objects=objects).start()
+        server = FakeApiServer(objects=objects).start()
         servers.append(server)
         config = server.write_kubeconfig(tmp_path / f"config-{len(servers)}")
         return server, ReplicaSets(KubeApi.from_kubeconfig(config), server)
@@ -477,7 +469,6 @@ def writes(server: Any) -> int:
     return sum(count for method, count in server.requests.items() if method != "GET")
 
 
-@needs_fake
 def test_fake_server_dry_run_then_applied_run_frees_nodes(
     served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
 ) -> None:
@@ -523,7 +514,6 @@ def test_fake_server_dry_run_then_applied_run_frees_nodes(
     assert {fits[f"ml/big-{k}"] for k in range(4)} - {None} == kept
 
 
-@needs_fake
 def test_fake_server_pod_bound_by_someone_else_drops_its_move(
     served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
 ) -> None:
@@ -542,7 +532,6 @@ def test_fake_server_pod_bound_by_someone_else_drops_its_move(
     assert api.refused == [] and len(api.evicted) == 1
 
 
-@needs_fake
 def test_fake_server_budget_refusal_ends_the_period(
     served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
 ) -> None:
@@ -567,7 +556,6 @@ def test_fake_server_budget_refusal_ends_the_period(
     assert not [p for p in server.objects(PODS) if p["metadata"]["name"].startswith("gpuopt-hold")]
 
 
-@needs_fake
 def test_fake_server_lost_lease_stops_and_two_replicas_never_both_act(
     served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
 ) -> None:
@@ -630,7 +618,6 @@ class Guarded:
         self.api.evict(namespace, name, dry_run=dry_run)
 
 
-@needs_fake
 def test_fake_server_two_replicas_in_threads_never_both_act(
     served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
 ) -> None:
