@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,24 @@ def test_another_holder_keeps_apply_from_acting(
     assert code == 0 and out == ""
     assert err == "gpuopt controller: nothing done: not the leader (held by other)\n"
     assert api.real_writes("evict", "patch") == []
+
+
+def test_on_the_fake_server_through_a_kubeconfig(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpuopt.live.fake import FakeApiServer
+
+    with FakeApiServer(objects=fragmented()) as server:
+        config = str(server.write_kubeconfig(tmp_path / "config"))
+        code, out, _ = run(["controller", "--kubeconfig", config, "--once"], capsys)
+        assert code == 0 and len(out.splitlines()) == 6
+        assert set(server.requests) == {"GET"}  # a client dry run only reads
+        code, out, _ = run(["controller", "--kubeconfig", config, "--once", "--apply"], capsys)
+        assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["done"] * 6
+        evicted = {line.split()[3].split("/")[1] for line in out.splitlines() if " evict " in line}
+        names = {p["metadata"]["name"] for p in server.objects(PODS)}
+        assert len(evicted) == 2 and not evicted & names  # two of the four 4-GPU pods moved
+        assert {f"gpuopt-hold-{name}" for name in evicted} <= names
+        assert len(server.objects(EVENTS)) == 6
+        (lease,) = server.objects(LEASES)
+        assert "holderIdentity" not in lease["spec"]  # given up after --once
