@@ -645,3 +645,42 @@ def test_fake_server_two_replicas_in_threads_never_both_act(
     threads[1].join(10)
     assert {who for who, _ in seen} == {"one", "two"}
     assert all(who == holder for who, holder in seen)  # every write by the Lease's holder
+
+
+def schedule(server: Any, api: ReplicaSets, source: ListedCluster) -> None:
+    """kube-scheduler's part between two periods, played: each replacement takes its
+    placeholder's room (preempting it), then the waiting 8-GPU pods bind where they fit."""
+    for hold in [p for p in server.objects(PODS) if p["metadata"]["labels"].get(HOLD)]:
+        moved = hold["metadata"]["annotations"]["gpuopt.io/hold-for"].split("/")[1]
+        server.remove(PODS, hold["metadata"]["name"], "ml")
+        api.bind("ml", f"{moved}-r", hold["spec"]["nodeName"])
+    for fit in fit_pending(source.snapshot()):
+        if fit.node is not None and fit.pod.id.startswith("ml/big-"):
+            api.bind("ml", fit.pod.id.split("/")[1], fit.node)
+
+
+def test_fake_server_periods_until_every_waiting_pod_runs(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    # the figures of docs/kubernetes.md ("On the fake API server")
+    server, api = served(scattered())
+    source = ListedCluster(api)
+    options = ControllerOptions(mode="apply", max_evictions=20)
+    reports = []
+    running = []
+    for _ in range(4):
+        reports.append(Controller(api, source, options).run_once())
+        schedule(server, api, source)
+        big = [p for p in server.objects(PODS) if p["metadata"]["name"].startswith("big-")]
+        running.append(sum(bool(p["spec"].get("nodeName")) for p in big))
+    assert running == [0, 2, 4, 4]
+    assert [len(r.actions) for r in reports] == [18, 12, 2, 0]
+    bound = [p for p in server.objects(PODS) if p["metadata"]["name"].startswith("big-")]
+    assert all(p["spec"].get("nodeName") for p in bound) and len(bound) == 4
+    assert len({p["spec"]["nodeName"] for p in bound}) == 4  # four whole nodes freed
+    assert api.refused == [] and api.violations == []
+    assert all(r.ended is None for r in reports)  # no 429: the checks kept to the budgets
+    assert len(server.objects(EVENTS)) == sum(len(r.actions) for r in reports)
+    assert [r.count("evict", "done") for r in reports] == [6, 4, 0, 0]
+    assert [r.count("drop") for r in reports] == [2, 0, 0, 0]
+    assert len(server.objects(EVENTS)) == 32
