@@ -61,13 +61,14 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
 from gpuopt.cluster.model import Cluster, Task, priority_value
 from gpuopt.cluster.rules import budget_allowance
 from gpuopt.defrag.kubernetes import MANAGED_BY, cordon_schedule, placeholder_pod
@@ -444,9 +445,7 @@ class Controller:
             nodes = {node.id: node for node in now.nodes}
             for move in kept:
                 task = tasks[move.task]
-                resource = nodes[move.to].labels.get(
-                    "gpuopt.io/gpu-resource", self.options.gpu_resource
-                )
+                resource = nodes[move.to].labels.get(GPU_RESOURCE_LABEL, self.options.gpu_resource)
                 hold = placeholder_pod(task, move.to, resource)
                 hold["metadata"]["labels"][HOLD] = "true"
                 self._hold_and_evict(task, move, hold)
@@ -724,12 +723,6 @@ def _is_hold(task: Task) -> bool:
     return task.labels.get(HOLD) == "true" and task.labels.get(MANAGED_BY[0]) == MANAGED_BY[1]
 
 
-def actions_of(reports: Sequence[PeriodReport]) -> Iterator[Action]:
-    """Every action of ``reports``, in order."""
-    for report in reports:
-        yield from report.actions
-
-
 __all__ = [
     "CORDONED",
     "HOLD",
@@ -742,5 +735,4 @@ __all__ = [
     "ControllerOptions",
     "ListedCluster",
     "PeriodReport",
-    "actions_of",
 ]
