@@ -14,7 +14,7 @@ per period (what it planned, why it stopped; ``--quiet``: nothing). A client
 dry run (the default) writes nothing; ``--dry-run server`` sends every write
 with ``dryRun=All``; ``--apply`` acts, as the leader of the Lease only. Bad
 flags: one sentence on stderr, exit 2. SIGTERM or Ctrl-C ends the loop after
-the current period and gives the Lease up. ``docs/kubernetes.md`` ("A
+the current period and gives the Lease up (a second one at once). ``docs/kubernetes.md`` ("A
 controller that acts") has the RBAC rules.
 """
 
@@ -125,9 +125,14 @@ def run_controller(args: argparse.Namespace) -> int:
                 lease.release()
         return EXIT_OK
     stop = threading.Event()
+
+    def ask_to_stop(*_: object) -> None:  # the first signal ends the loop after the period
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
     previous = {
-        number: signal.signal(number, lambda *_: stop.set())
-        for number in (signal.SIGTERM, signal.SIGINT)
+        number: signal.signal(number, ask_to_stop) for number in (signal.SIGTERM, signal.SIGINT)
     }
     try:
         controller.run(stop, show)

@@ -131,3 +131,34 @@ def test_on_the_fake_server_through_a_kubeconfig(
         assert len(server.objects(EVENTS)) == 6
         (lease,) = server.objects(LEASES)
         assert "holderIdentity" not in lease["spec"]  # given up after --once
+
+
+def test_the_loop_ends_on_sigterm_and_gives_the_lease_up(
+    api: MemoryApi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+    import signal
+    import threading
+
+    periods = threading.Event()
+    original = api.list
+
+    def counted(*args: object, **kwargs: object) -> object:
+        if len(api.of(EVENTS)) > 0:  # a period has acted: ask the command to stop
+            periods.set()
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    api.list = counted  # type: ignore[method-assign, assignment]
+    timer = threading.Thread(
+        target=lambda: periods.wait(30) and os.kill(os.getpid(), signal.SIGTERM), daemon=True
+    )
+    timer.start()
+    args = ["controller", "--in-cluster", "--apply", "--period", "0.1", "--identity", "ci"]
+    before = signal.getsignal(signal.SIGTERM)
+    code, out, err = run(args, capsys)
+    timer.join(5)
+    assert code == 0 and "done     evict" in out
+    assert err.count("gpuopt controller: ") >= 1
+    (lease,) = api.of(LEASES)
+    assert "holderIdentity" not in lease["spec"]
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is given back
