@@ -149,12 +149,15 @@ def test_the_loop_ends_on_sigterm_and_gives_the_lease_up(
         return original(*args, **kwargs)  # type: ignore[arg-type]
 
     api.list = counted  # type: ignore[method-assign, assignment]
-    timer = threading.Thread(
-        target=lambda: periods.wait(30) and os.kill(os.getpid(), signal.SIGTERM), daemon=True
-    )
+    before = signal.getsignal(signal.SIGTERM)
+
+    def terminate() -> None:  # only while the command's handler is there (never pytest's)
+        if periods.wait(30) and signal.getsignal(signal.SIGTERM) != before:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    timer = threading.Thread(target=terminate, daemon=True)
     timer.start()
     args = ["controller", "--in-cluster", "--apply", "--period", "0.1", "--identity", "ci"]
-    before = signal.getsignal(signal.SIGTERM)
     code, out, err = run(args, capsys)
     timer.join(5)
     assert code == 0 and "done     evict" in out
