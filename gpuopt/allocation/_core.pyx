@@ -424,7 +424,7 @@ cdef struct _Option:
 
 cdef struct _Knobs:
     # ``_search``'s constants, read once per search (tests may change them)
-    int64_t room_work, search_work, restart_work, survey_checks, stall_rounds
+    int64_t room_work, search_work, restart_work, survey_checks, stall_rounds, reseeds
     int64_t room_tries, restart_tries, chain_depth, n_widths
     int64_t widths[16]
 
@@ -437,6 +437,7 @@ cdef _Knobs _knobs():
     k.restart_work = _py_search.RESTART_WORK
     k.survey_checks = _py_search.SURVEY_CHECKS
     k.stall_rounds = _py_search.STALL_ROUNDS
+    k.reseeds = _py_search.RESEEDS
     k.room_tries = _py_search.ROOM_TRIES
     k.restart_tries = _py_search.RESTART_TRIES
     k.chain_depth = _py_search.CHAIN_DEPTH
@@ -967,10 +968,11 @@ cdef double* _most(CoreBoard board, _Search s):
     return most
 
 
-cdef CoreBoard _ruin_and_recreate(CoreBoard board, _Search s, int64_t rounds, object seed):
+cdef CoreBoard _ruin_and_recreate(CoreBoard board, _Search s, int64_t rounds, object seed,
+                                  int64_t scale):
     """``_search._ruin_and_recreate``: the best board seen."""
     cdef CoreBoard best, current, trial
-    cdef int64_t budget, placements, stalled = 0, b, i, n, r
+    cdef int64_t budget, placements, stalled = 0, reseeds = 0, b, i, n, r
     cdef Rng rng = Rng(seed)
     cdef _Ruin ruin
     cdef int64_t nb = max(1, board.st.nb)
@@ -986,10 +988,16 @@ cdef CoreBoard _ruin_and_recreate(CoreBoard board, _Search s, int64_t rounds, ob
     scratch = removed + nb
     offer = removed + 3 * nb
     best = _make_room(board, s, budget // 2, &placements)
+    budget *= scale
     current = best
     for r in range(rounds):
-        if placements >= budget or stalled >= s.k.stall_rounds or board.budget.spent():
+        if placements >= budget or board.budget.spent():
             break
+        if stalled >= s.k.stall_rounds:  # again from the best plan, with the next seed
+            if reseeds >= s.k.reseeds:
+                break
+            reseeds += 1
+            rng, current, stalled = Rng(seed + reseeds), best, 0
         if _at_best(current, s, most):
             break
         board.budget.rounds += 1
@@ -1073,14 +1081,14 @@ cdef CoreBoard _restarts(CoreBoard board, CoreBoard base, _Search s, int64_t bud
 
 
 cpdef CoreBoard search(CoreBoard board, CoreBoard base, list pending, int64_t rounds,
-                       object seed):
+                       object seed, int64_t scale=1):
     """``_search._search``."""
     cdef CoreBoard found, restarted, again
     cdef int64_t budget
     cdef _Search s = _Search(pending, board.st.nb)
     cdef double* most
     cdef bint settled
-    found = _ruin_and_recreate(board, s, rounds, seed)
+    found = _ruin_and_recreate(board, s, rounds, seed, scale)
     budget = _scaled(s.k.restart_work, board)
     if s.n > budget:
         return found
@@ -1092,5 +1100,5 @@ cpdef CoreBoard search(CoreBoard board, CoreBoard base, list pending, int64_t ro
     restarted = _restarts(board, base, s, budget)
     if restarted is board:
         return found
-    again = _ruin_and_recreate(restarted, s, rounds, seed)
+    again = _ruin_and_recreate(restarted, s, rounds, seed, scale)
     return again if _objective(again) > _objective(found) + 1e-9 else found

@@ -43,8 +43,12 @@ RESTART_WORK = 6_000
 #: (position, placed task) checks of the make-room survey that cost one unit of the run's
 #: work budget (about the time of one placement tried).
 SURVEY_CHECKS = 64
-#: The search stops after this many rounds in a row without a better plan.
+#: After this many rounds in a row without a better plan, the search starts again from
+#: its best plan with the next seed (``seed + 1``, ``seed + 2``, ...) while its rounds and
+#: work last; with the default rounds (:data:`SEARCH_ROUNDS`) and scale 1 that is never.
 STALL_ROUNDS = 100
+#: At most this many such starts again in one search (0: the search stops when it stalls).
+RESEEDS = 1_000
 
 
 def _scaled(work: int, board: Board) -> int:
@@ -397,12 +401,15 @@ def _search(
     seed: int,
     shown: gpuopt.progress.Task = gpuopt.progress.NO_TASK,
     label: str = "",
+    scale: int = 1,
 ) -> Board:
     """The search of section 10.1 from two starts: the plan as built, and the restarts'
     plan when they find a better one (:func:`_restarts`); the better end wins. The
     search is path-dependent (a better start can end worse), and the first path is the
-    search without restarts, so the restarts never make the greedy's plan worse."""
-    found = _ruin_and_recreate(board, pending, rounds, seed, shown, label)
+    search without restarts, so the restarts never make the greedy's plan worse.
+    ``scale`` multiplies the ruin and recreate's work (:data:`SEARCH_WORK`, scaled to
+    the grid)."""
+    found = _ruin_and_recreate(board, pending, rounds, seed, shown, label, scale)
     budget = _scaled(RESTART_WORK, board)
     if len(pending) > budget or _at_best(found, {b: _best_value(board, b) for b in pending}):
         return found  # not one rebuild fits the budget (lns does this work), or none does better
@@ -411,7 +418,9 @@ def _search(
     restarted = _restarts(board, base, pending, budget)
     if restarted is board:
         return found
-    again = _ruin_and_recreate(restarted, pending, rounds, seed, shown, f"{label} (restarted)")
+    again = _ruin_and_recreate(
+        restarted, pending, rounds, seed, shown, f"{label} (restarted)", scale
+    )
     return again if again.objective > found.objective + 1e-9 else found
 
 
@@ -422,25 +431,34 @@ def _ruin_and_recreate(
     seed: int,
     shown: gpuopt.progress.Task = gpuopt.progress.NO_TASK,
     label: str = "",
+    scale: int = 1,
 ) -> Board:
     """The make-room pass, then ruin and recreate: free a neighbourhood (a range of
     steps, of GPUs, both, a few tasks, or one task dropped), re-place the freed and
     left-out tasks in a new order (trading realtime GPUs where that pays, at any start),
-    keep the round when the objective does not fall. Returns the best board seen.
-    Deterministic: a seeded generator and a count of rounds and placements, never a
-    clock."""
+    keep the round when the objective does not fall. After :data:`STALL_ROUNDS` rounds
+    without a better plan, start again from the best plan with the next seed. Returns the
+    best board seen. Deterministic: seeded generators and a count of rounds and
+    placements (``scale`` times :data:`SEARCH_WORK`, scaled to the grid), never a clock.
+    The make-room pass keeps half the unscaled work, so ``scale`` adds rounds only."""
     rng = random.Random(seed)
     budget = _scaled(SEARCH_WORK, board)
     if budget < 1:
         return board
     most = {b: _best_value(board, b) for b in pending}
     best, placements = _make_room(board, pending, budget // 2)  # half the budget
+    budget *= scale
     current = best
-    stalled = done = 0
+    stalled = done = reseeds = 0
     shown.update(description=f"heuristic: ruin and recreate{label}", completed=0, total=rounds)
     for _ in range(rounds):
-        if placements >= budget or stalled >= STALL_ROUNDS or board.budget.spent():
+        if placements >= budget or board.budget.spent():
             break
+        if stalled >= STALL_ROUNDS:  # stalled: again from the best plan, with the next seed
+            if reseeds >= RESEEDS:
+                break
+            reseeds += 1
+            rng, current, stalled = random.Random(seed + reseeds), best, 0
         if _at_best(current, most):
             break
         done += 1

@@ -120,13 +120,17 @@ class GreedyOptions:
         task) and :data:`DEFAULT_WORK` placements of improvement, about a
         millisecond with the compiled core at 8 to 16 GPUs; from
         :data:`GUIDE_FIRST_GPUS` GPUs on, the LP guide's price
-        (:data:`GUIDE_WORK` a cell) comes out of it too (section 10.2, rule B4).
+        (:data:`GUIDE_WORK` a cell) comes out of it too (section 10.2, rule B4),
+        and in rule B4's range the improvement is :data:`WIDE_SEARCH` times
+        :data:`DEFAULT_WORK` (:func:`search_scale`).
     search
-        Ruin-and-recreate rounds after the swap pass (0: none); the rounds also
-        stop at :data:`~gpuopt.allocation._search.SEARCH_WORK` (scaled to the
-        grid, so large scenarios get few) and after
-        :data:`~gpuopt.allocation._search.STALL_ROUNDS` rounds without a better
-        plan.
+        Ruin-and-recreate rounds after the swap pass (0: none; :data:`WIDE_SEARCH`
+        times as many in rule B4's range); the rounds also stop at
+        :data:`~gpuopt.allocation._search.SEARCH_WORK` (scaled to the grid, so
+        large scenarios get few; :data:`WIDE_SEARCH` times it in rule B4's
+        range). After :data:`~gpuopt.allocation._search.STALL_ROUNDS` rounds
+        without a better plan, the rounds go on from the best plan with the
+        next seed.
     seed
         Seed of the rounds' random choices (the same seed gives the same grid).
     guide
@@ -174,7 +178,9 @@ def greedy_grid(
     improve, max_attempts, time_limit = chosen.improve, chosen.max_attempts, chosen.time_limit
     search, seed, guide, work = chosen.search, chosen.seed, chosen.guide, chosen.work
     if work == "auto":
-        work = 3 * sum(1 for running in problem.index.batch.running if not running) + DEFAULT_WORK
+        new = sum(1 for running in problem.index.batch.running if not running)
+        wide = search_scale(problem.index.gpus, new * problem.index.horizon)
+        work = 3 * new + DEFAULT_WORK * wide
     check_arguments(
         {
             "search": search,
@@ -200,6 +206,7 @@ def greedy_grid(
     orders = ORDERS if improve else ORDERS[:1]
     steps = _Steps(index, core_for(index), math.inf if work is None else work, deadline)
     cells = len(pending) * index.horizon
+    steps.scale = search_scale(index.gpus, cells)
     if guide is None:
         guide = improve and cells <= GUIDE_CELLS
     # the LP's plan right after the orders (section 10.2, rule B4): by the problem's size alone,
@@ -271,6 +278,22 @@ GUIDE_PRESOLVE = False
 GUIDE_FIRST_SECONDS = (0.001, 5e-6)
 
 
+#: In rule B4's range (:func:`guide_first`), the default budget's placements of improvement
+#: (:data:`DEFAULT_WORK`), the search's work (:data:`~gpuopt.allocation._search.SEARCH_WORK`,
+#: scaled to the grid) and its rounds (``search``) are this many times larger: at 32-64 GPUs
+#: the default used to spend a quarter of FIFO's time and stopped short of the plans more
+#: search finds (docs/stress-gaps.md, "more seeded rounds"). A rule of the problem's size
+#: alone, as rule B4 is, so that every budget runs the same sequence (rule B1).
+WIDE_SEARCH = 4
+
+
+def search_scale(gpus: int, cells: int) -> int:
+    """How many times the default work, the search's work and its rounds a cluster of
+    ``gpus`` GPUs with ``cells`` new tasks x steps gets: :data:`WIDE_SEARCH` in rule B4's
+    range (:func:`guide_first`), else 1."""
+    return WIDE_SEARCH if guide_first(gpus, cells) else 1
+
+
 def guide_first(gpus: int, cells: int) -> bool:
     """Whether the LP-guided plan runs right after the orders (section 10.2, rule B4) on a
     cluster of ``gpus`` GPUs with ``cells`` new tasks x steps: a rule of the problem's size
@@ -338,7 +361,7 @@ def _finish(
     if len(board.starts) < index.num_batch:
         board = steps.improve(board, pending, swaps, shown, label)
     if search:
-        board = steps.search(board, pending, search, seed, shown, label)
+        board = steps.search(board, pending, search * steps.scale, seed, shown, label)
     budget = steps.budget
     cells = index.num_realtime * index.horizon
     if board.penalty > 0 and cells <= EXACT_CURVES_CELLS:
@@ -380,6 +403,7 @@ class _Steps:
     def __init__(self, index: AllocationIndex, core: Any, limit: float, deadline: float) -> None:
         self.index = index
         self.core = core
+        self.scale = 1  # the search's work and rounds, times (search_scale)
         self._base: Board | None = None
         if core is None:
             self._base, self.realtime_order = _base_board(index)
@@ -443,9 +467,9 @@ class _Steps:
     ) -> Any:
         """Make room, ruin and recreate, restarts (:func:`_search`)."""
         if self.core is None:
-            return _search(board, self.base, pending, rounds, seed, shown, label)
+            return _search(board, self.base, pending, rounds, seed, shown, label, self.scale)
         before = self.budget.rounds
-        found = self.core.search(board, self.core_base, pending, rounds, seed)
+        found = self.core.search(board, self.core_base, pending, rounds, seed, self.scale)
         done = self.budget.rounds - before  # the rounds it ran, of both paths
         shown.update(description=f"heuristic: ruin and recreate{label}", completed=done, total=done)
         return found

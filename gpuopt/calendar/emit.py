@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.calendar.cluster import tick_time, waiting_jobs
 from gpuopt.calendar.problem import CalendarProblem
+from gpuopt.cluster.devices import accounting_only
 from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
 from gpuopt.cluster.model import Cluster, Pending
 from gpuopt.errors import ProblemError
@@ -60,7 +61,7 @@ def _quantities(resources: Sequence[str], use: Sequence[int], gpu_resource: str)
     them; any other name as it is)."""
     out: dict[str, str] = {}
     for name, amount in zip(resources, use, strict=True):
-        if amount <= 0:
+        if amount <= 0 or accounting_only(name):  # a DRA GPU is asked for as a GPU
             continue
         if name == "gpu":
             out[gpu_resource] = str(amount)

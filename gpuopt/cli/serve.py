@@ -1,12 +1,19 @@
 """The ``serve`` command: gpuopt as a kube-scheduler extender over HTTP(S).
 
-    gpuopt serve [--snapshot FILE] [--workload FILE] [--host 127.0.0.1] [--port 8990]
-        [--workers N] [--tls-cert CERT --tls-key KEY [--tls-client-ca CA]] [--max-body BYTES]
+    gpuopt serve [--snapshot FILE | --kubeconfig PATH [--context NAME] | --in-cluster]
+        [--sync-timeout SECONDS] [--assume-ttl SECONDS] [--workload FILE]
+        [--host 127.0.0.1] [--port 8990] [--workers N]
+        [--tls-cert CERT --tls-key KEY [--tls-client-ca CA]] [--max-body BYTES]
         [--max-depth N] [--refresh SECONDS] [kubectl reader flags] [--quiet]
 
 ``--snapshot`` is a gpuopt cluster snapshot (``gpuopt snapshot kubectl ... --out``)
 or ``kubectl get nodes,pods,pdb,priorityclasses -A -o json`` output, reloaded
-when the file changes. The service logs to stderr (one line per refused
+when the file changes. ``--kubeconfig`` or ``--in-cluster`` watch the cluster
+instead (:mod:`gpuopt.live`; ``models/live.md``): the state is listed before the
+service listens (at most ``--sync-timeout`` seconds), kept current from the
+watch, and a pod prioritize scored is assumed on its best node until the watch
+confirms it (``--assume-ttl``, default 30 s; with ``--snapshot`` only when
+given). The service logs to stderr (one line per refused
 request); stdout stays empty. Bad flags exit with code 2 before it listens.
 ``--workers N`` answers N requests at once from N processes forked after the
 snapshot is read (:mod:`gpuopt.extender.workers`).
@@ -24,6 +31,8 @@ from typing import Any
 
 from gpuopt.cli.common import EXIT_OK, add_quiet, int_range, number_type
 from gpuopt.errors import ProblemError
+
+log = logging.getLogger("gpuopt.extender")
 
 #: Default port (kube-scheduler's extender stanza names it in ``urlPrefix``).
 DEFAULT_PORT = 8990
@@ -44,8 +53,23 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         raise ProblemError(str(exc)) from None
     from gpuopt.extender.engine import Extender
 
+    watched = args.kubeconfig is not None or args.in_cluster
+    if watched and args.snapshot is not None:
+        raise ProblemError(
+            "--snapshot and --kubeconfig/--in-cluster exclude each other: serve a file or "
+            "watch a cluster."
+        )
+    if args.kubeconfig is not None and args.in_cluster:
+        raise ProblemError("--kubeconfig and --in-cluster exclude each other; give one.")
+    if args.context is not None and args.kubeconfig is None:
+        raise ProblemError("--context names a context of --kubeconfig; give --kubeconfig too.")
+    if watched and args.workers > 1:
+        raise ProblemError(
+            f"--workers {args.workers}: a watched cluster is served by one process; use 1."
+        )
     for path, flag in (
         (args.snapshot, "--snapshot"),
+        (args.kubeconfig, "--kubeconfig"),
         (args.workload, "--workload"),
         (args.tls_cert, "--tls-cert"),
         (args.tls_key, "--tls-key"),
@@ -66,7 +90,17 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         workload = Workload.load(args.workload)
     cluster = None
     watch = None
-    extender = Extender(workload=workload, reader_options=options)
+    assume_ttl = args.assume_ttl
+    if assume_ttl is None and watched:
+        from gpuopt.extender.engine import ASSUME_TTL
+
+        assume_ttl = ASSUME_TTL
+    extender = Extender(workload=workload, reader_options=options, assume_ttl=assume_ttl)
+    live_health: Any = None
+    on_stop: Any = None
+    live: Any = None
+    if watched:
+        live, live_health, on_stop = watch_cluster(args, extender, options)
     if args.snapshot is not None:
         cluster = load_snapshot(args.snapshot, options)
         extender.replace(cluster, source=args.snapshot)
@@ -84,7 +118,15 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
                 context.load_verify_locations(args.tls_client_ca)
         except (ssl.SSLError, OSError) as exc:
             raise ProblemError(f"TLS: the certificate, key or CA cannot be used ({exc}).") from None
-    app = create_app(extender, watch=watch, max_body=args.max_body, max_depth=args.max_depth)
+    app = create_app(
+        extender,
+        watch=watch,
+        max_body=args.max_body,
+        max_depth=args.max_depth,
+        live=live_health,
+        on_stop=on_stop,
+    )
+    app.state.live = live  # the watched state (None: a snapshot)
     server: dict[str, Any] = {
         "host": args.host,
         "port": args.port,
@@ -96,6 +138,88 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         if args.tls_client_ca is not None:
             server.update(ssl_ca_certs=args.tls_client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED)
     return app, server
+
+
+def watch_cluster(
+    args: argparse.Namespace, extender: Any, options: dict[str, Any]
+) -> tuple[Any, Any, Any]:
+    """Watch the cluster of ``--kubeconfig`` or ``--in-cluster`` into ``extender``'s state
+    (L2-L4), synced before this returns (else one sentence); returns the
+    :class:`~gpuopt.live.cluster.LiveCluster`, the health of the watch for ``/healthz``
+    and what stops it."""
+    try:
+        from gpuopt.live.api import KubeApi
+        from gpuopt.live.cluster import LiveCluster
+        from gpuopt.live.watch import Watcher
+    except ImportError as exc:
+        raise ProblemError(
+            f"watching a cluster needs the extra 'live' (pip install 'gpuopt[live]'; {exc})."
+        ) from None
+    if args.kubeconfig is not None:
+        api = KubeApi.from_kubeconfig(args.kubeconfig, args.context)
+    else:
+        api = KubeApi.in_cluster()
+    live = LiveCluster(extender, reader_options=options)
+    live.hold()  # the first lists are read once, together, when every kind is synced
+    watcher = Watcher(api, live, served_kinds(api))
+    watcher.start()
+    if not watcher.wait_synced(args.sync_timeout):
+        waiting = [kind for kind, health in watcher.health().items() if not health.synced]
+        watcher.stop()
+        live.close()
+        raise ProblemError(
+            f"--sync-timeout {args.sync_timeout:g}: the watch did not list "
+            f"{', '.join(waiting) or 'every kind'} in time (is the API server reachable, and "
+            "may this account list them? docs/kubernetes.md lists the RBAC rules)."
+        )
+    live.flush()
+    log.info("watching %s: synced", getattr(api, "url", "the cluster"))
+
+    def health() -> tuple[bool, dict[str, Any]]:
+        kinds = watcher.health()
+        stale = [kind for kind, found in kinds.items() if found.stale]
+        synced = all(found.synced for found in kinds.values())
+        detail: dict[str, Any] = {
+            "synced": synced,
+            "stale": stale,
+            "kinds": {
+                kind: {
+                    "synced": found.synced,
+                    "stale": found.stale,
+                    "last_contact": found.last_contact,
+                    "relists": found.relists,
+                    "errors": found.errors,
+                    **({"last_error": found.last_error} if found.last_error else {}),
+                }
+                for kind, found in kinds.items()
+            },
+            "rebuilds": live.rebuilds,
+            "events": live.in_place,
+        }
+        return synced and not stale, detail
+
+    def stop() -> None:
+        watcher.stop()
+        live.close()
+
+    return live, health, stop
+
+
+def served_kinds(api: Any) -> list[Any]:
+    """The watched kinds (``WATCHED``) the API server serves: PodGroups are a custom
+    resource (``scheduling.x-k8s.io``) most clusters do not have, and a kind that
+    cannot be listed would never sync (a 404 on its list: left out, logged)."""
+    from gpuopt.live.api import POD_GROUPS, WATCHED, ApiError, NotFound
+
+    kinds = list(WATCHED)
+    try:
+        api.list(POD_GROUPS)
+    except NotFound:
+        kinds.remove(POD_GROUPS)
+        log.info("PodGroups (%s) are not served here: not watched", POD_GROUPS.api_version)
+    except ApiError:
+        pass  # another failure: the watch backs off and tries again (L2)
+    return kinds
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -148,6 +272,36 @@ def add_commands(commands: Any) -> None:
         metavar="FILE",
         help="cluster snapshot (gpuopt snapshot ... --out FILE, or kubectl get ... -o json "
         "output), reloaded when the file changes; needed for nodeCacheCapable and preempt",
+    )
+    serve.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="watch the cluster of this kubeconfig (its current context, or --context) "
+        "instead of reading a snapshot: nodes and pods kept current, pods assumed where "
+        "they scored best until bound (needs the extra 'live')",
+    )
+    serve.add_argument("--context", metavar="NAME", help="the kubeconfig context to use")
+    serve.add_argument(
+        "--in-cluster",
+        action="store_true",
+        help="watch the cluster this pod runs in, with its service account",
+    )
+    serve.add_argument(
+        "--sync-timeout",
+        type=seconds_type,
+        default=60.0,
+        metavar="SECONDS",
+        help="with a watched cluster: longest wait for the first list of every kind before "
+        "giving up (default 60)",
+    )
+    serve.add_argument(
+        "--assume-ttl",
+        type=seconds_type,
+        default=None,
+        metavar="SECONDS",
+        help="assume a pod prioritize scored on its best node for this long, or until the "
+        "watch binds it (default 30 with --kubeconfig/--in-cluster; with --snapshot, off "
+        "unless given: the snapshot's reload or the time drops it)",
     )
     serve.add_argument(
         "--workload",

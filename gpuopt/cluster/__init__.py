@@ -6,8 +6,10 @@ preemption and gangs build their problem from it (``from_cluster``) with a
 :class:`Request` shape. Beside it: ``items.py`` and ``fields.py`` (the items
 and their field rules), ``request.py`` (request shapes), ``shares.py`` (GPU
 shares), ``kube.py`` / ``rules.py`` (Kubernetes placement facts and rules
-K1-K7), ``interconnect.py`` (how a node's GPUs are joined), each imported
-from its module; the formal model is ``models/cluster.md``.
+K1-K7), ``interconnect.py`` (how a node's GPUs are joined), ``devices.py``,
+``cel.py`` and ``quantity.py`` (Dynamic Resource Allocation devices, claims and
+their CEL selectors, rules R1-R9), each imported from its module; the formal
+model is ``models/cluster.md``.
 """
 
 from gpuopt.cluster.model import (

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from gpuopt._model import MAX_ID_LENGTH
+from gpuopt.cluster.devices import MAX_DEVICES, CounterSet, Device
 from gpuopt.cluster.fields import (
     MAX_NODE_GPUS,
     MAX_PRIORITY,
@@ -71,6 +72,8 @@ class Node(_Extended):
             "taints",
             "resources",
             "locked",
+            "devices",
+            "counters",
         }
     )
 
@@ -114,6 +117,16 @@ class Node(_Extended):
         default=False,
         description="Nothing moves onto or off it (e.g. its pods hold more than its "
         "allocatable); capacity rules C3 are not checked on it.",
+    )
+    devices: list[Device] = Field(
+        default_factory=list,
+        max_length=MAX_DEVICES,
+        description="R1: its DRA devices (ResourceSlices naming it), as read.",
+    )
+    counters: list[CounterSet] = Field(
+        default_factory=list,
+        max_length=MAX_DEVICES,
+        description="R4: the shared counter sets of its DRA pools.",
     )
 
     @model_validator(mode="after")
@@ -460,5 +473,12 @@ class Gang(_Extended):
     then the number of its running pods (all or nothing).
     """
 
+    _quiet_defaults = frozenset({"level"})
+
     id: ItemId
     min_member: int = Field(ge=1, le=MAX_TASKS, description="Fewest pods it runs with.")
+    level: ItemId | None = Field(
+        default=None,
+        description="R9: the topology level all its pods share one domain of (a Workload "
+        "API PodGroup's topology constraint), when it states one.",
+    )

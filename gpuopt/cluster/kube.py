@@ -370,6 +370,7 @@ PinReason = Literal[
     "topology-spread",
     "not-ready",
     "host-port",
+    "dra-claim",
 ]
 
 __all__ = [

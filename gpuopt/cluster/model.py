@@ -53,6 +53,7 @@ from pydantic import Field, ValidatorFunctionWrapHandler, WrapValidator, model_v
 from typing_extensions import Self
 
 from gpuopt._model import IndexedModel
+from gpuopt.cluster.devices import MAX_DEVICES, Device, DeviceClass, ResourceClaim
 from gpuopt.cluster.fields import (
     _CONFIG,
     HP_PRIORITY,
@@ -107,7 +108,19 @@ class Cluster(IndexedModel, _Extended):
 
     model_config = _CONFIG
     document: ClassVar[str] = "a snapshot"
-    _quiet_defaults = frozenset({"levels", "pending", "now", "hp_priority", "budgets", "gangs"})
+    _quiet_defaults = frozenset(
+        {
+            "levels",
+            "pending",
+            "now",
+            "hp_priority",
+            "budgets",
+            "gangs",
+            "devices",
+            "device_classes",
+            "claims",
+        }
+    )
 
     name: str = "snapshot"
     levels: list[str] = Field(
@@ -136,6 +149,19 @@ class Cluster(IndexedModel, _Extended):
         default_factory=list,
         max_length=MAX_TASKS,
         description="C8: running gangs and their min_member (tasks name theirs in 'gang').",
+    )
+    devices: list[Device] = Field(
+        default_factory=list,
+        max_length=MAX_DEVICES,
+        description="R1: DRA devices of pools that reach several nodes (each lists them).",
+    )
+    device_classes: list[DeviceClass] = Field(
+        default_factory=list, max_length=10_000, description="R6: DRA DeviceClasses."
+    )
+    claims: list[ResourceClaim] = Field(
+        default_factory=list,
+        max_length=MAX_TASKS,
+        description="R7, R8: DRA ResourceClaims, allocated or not, and the pods using them.",
     )
     options: ClusterOptions = Field(default_factory=ClusterOptions)
 
@@ -202,7 +228,23 @@ class Cluster(IndexedModel, _Extended):
         check_unique("pending", (item.id for item in self.pending))
         check_unique("budgets", (budget.id for budget in self.budgets))
         check_unique("gangs", (gang.id for gang in self.gangs))
+        self._check_dra()
         return self
+
+    def _check_dra(self) -> None:
+        """R1, R9: DRA names are unique; a gang's level is a level of the cluster."""
+        check_unique("claims", (claim.id for claim in self.claims))
+        check_unique("device_classes", (item.name for item in self.device_classes))
+        for node in self.nodes:
+            check_unique(f"node {node.id!r}: devices", (device.key for device in node.devices))
+        check_unique("devices", (device.key for device in self.devices))
+        known = {*self.levels, NODE_LEVEL}
+        for gang in self.gangs:
+            if gang.level is not None and gang.level not in known:
+                raise ValueError(
+                    f"gang {gang.id!r}: level {gang.level!r} is not a topology level of the "
+                    f"cluster ({short(sorted(known), 120)})"
+                )
 
     def _check_levels(self) -> None:
         """C1: levels are distinct names; every node's domains are at known levels."""

@@ -58,6 +58,7 @@ from typing import Any
 
 import yaml
 
+from gpuopt.cluster.devices import accounting_only
 from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
 from gpuopt.cluster.model import Cluster, Task
 from gpuopt.defrag.solution import DefragResult
@@ -90,7 +91,8 @@ def _requests(task: Task, gpu_resource: str) -> dict[str, str]:
     if task.memory:
         requests["memory"] = f"{round(task.memory * 1024)}Ki"  # memory is in MiB
     for name, amount in sorted(task.resources.items()):
-        requests[name] = str(amount)
+        if not accounting_only(name):  # a DRA GPU is asked for as a GPU (above)
+            requests[name] = str(amount)
     return requests
 
 

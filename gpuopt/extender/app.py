@@ -5,7 +5,9 @@ Routes (``models/extender.md``; ``docs/kubernetes.md`` for the scheduler's side)
 - ``POST /filter``, ``POST /prioritize``, ``POST /preempt``: the verbs, JSON in
   and out as ``k8s.io/kube-scheduler/extender/v1`` writes it;
 - ``GET /healthz``: ``ok``, the process that answered (``worker``: with ``gpuopt serve
-  --workers N`` each worker answers for itself) and the snapshot served (JSON);
+  --workers N`` each worker answers for itself) and the snapshot served (JSON); with a
+  watched state (``gpuopt serve --kubeconfig``), the watch's health too, and 503 while a
+  kind is stale (L3 of ``models/live.md``), naming it;
 - ``GET /metrics``: Prometheus text: requests by verb and status, latency
   histograms, refusals by reason, snapshot reloads, pod fields not modelled.
 
@@ -311,14 +313,22 @@ class _App(Starlette):
         await super().__call__(scope, receive, send)
 
 
+#: What a watched state tells ``/healthz``: whether it may be trusted now, and its details.
+LiveHealth = Callable[[], tuple[bool, dict[str, Any]]]
+
+
 def create_app(
     extender: Extender,
     *,
     watch: SnapshotWatch | None = None,
     max_body: int = MAX_BODY,
     max_depth: int = MAX_DEPTH,
+    live: LiveHealth | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> Starlette:
-    """The ASGI app serving ``extender`` (``watch`` reloads its snapshot while it runs)."""
+    """The ASGI app serving ``extender`` (``watch`` reloads its snapshot while it runs;
+    ``live`` is the health of a watched state, for ``/healthz``; ``on_stop`` is called when
+    the app stops)."""
     metrics = _Metrics(extender, watch)
     limits = (max_body, max_depth)
 
@@ -331,6 +341,8 @@ def create_app(
         finally:
             if watch is not None:
                 watch.stop()
+            if on_stop is not None:
+                on_stop()
 
     def filter_(body: Any) -> Any:
         return extender.filter(read_args(body))
@@ -343,7 +355,15 @@ def create_app(
         return extender.preempt(read_preemption(body))
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse(_health(extender, watch))
+        answer = _health(extender, watch)
+        if live is None:
+            return JSONResponse(answer)
+        fresh, detail = live()
+        answer["watch"] = detail
+        answer["assumed"] = len(extender.assumed)
+        if not fresh:
+            answer["status"] = "stale"
+        return JSONResponse(answer, status_code=200 if fresh else 503)
 
     async def metrics_page(request: Request) -> Response:
         state = extender.state
@@ -368,6 +388,7 @@ def create_app(
     app.verbs = verbs
     app.state.extender = extender
     app.state.metrics = metrics
+    app.state.on_stop = on_stop
     return app
 
 
@@ -453,4 +474,4 @@ def _health(extender: Extender, watch: SnapshotWatch | None) -> dict[str, Any]:
     }
 
 
-__all__ = ["REFRESH_SECONDS", "SnapshotWatch", "create_app", "load_snapshot"]
+__all__ = ["REFRESH_SECONDS", "LiveHealth", "SnapshotWatch", "create_app", "load_snapshot"]

@@ -68,10 +68,12 @@ from gpuopt.extender.scores import (
 )
 from gpuopt.extender.state import State
 from gpuopt.extender.wire import (
+    MAX_SCORE,
     BadRequest,
     ExtenderArgs,
     PreemptionArgs,
     filter_result,
+    host_texts,
     node_name,
     preemption_result,
     priority_list,
@@ -83,6 +85,17 @@ log = logging.getLogger("gpuopt.extender")
 POD_CACHE = 256
 #: The filter's verdicts kept for the prioritize call that follows, at most this many pods.
 VERDICTS = 64
+#: Seconds a pod stays assumed on the node it scored best without the watch confirming
+#: the binding (L5 of ``models/live.md``), by default.
+ASSUME_TTL = 30.0
+
+
+@dataclass(frozen=True)
+class Assumed:
+    """A pod assumed on the node it scored best (L5), until ``deadline`` (the clock's)."""
+
+    task: Task
+    deadline: float
 
 
 @dataclass
@@ -114,6 +127,11 @@ class Extender:
         The clock victims' lost work is measured with (default: the wall clock, or the
         snapshot's ``now`` when that is later: no victim's work is lost before the time
         the snapshot was taken).
+    assume_ttl
+        Seconds a pod that prioritize scored stays assumed on its best node (L5 of
+        ``models/live.md``); None (the default): no pod is assumed, as before a watch.
+    clock
+        The clock of ``assume_ttl`` (default :func:`time.monotonic`; tests pass their own).
     """
 
     def __init__(
@@ -124,10 +142,17 @@ class Extender:
         reader_options: Mapping[str, Any] | None = None,
         now: Callable[[], float] | None = None,
         source: str = "snapshot",
+        assume_ttl: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.reader_options = dict(reader_options or {})
         self.now = now
         self.counts = Counts()
+        self.assume_ttl = assume_ttl
+        self.clock = clock
+        #: held while a verb answers and while the state changes in place (a watch's thread)
+        self.guard = threading.RLock()
+        self._assumed: dict[str, Assumed] = {}  # pod id -> its assumption (L5)
         self._lock = threading.Lock()
         self._version = 0
         self._state: State | None = None
@@ -153,15 +178,38 @@ class Extender:
     def workload(self, workload: Any) -> None:
         self._fragmentation = Fragmentation(workload)
 
-    def replace(self, cluster: Cluster, *, source: str = "snapshot") -> None:
-        """Serve ``cluster`` from now on (a refreshed snapshot)."""
-        with self._lock:
-            self._version += 1
-            state = State(cluster, self._version, source)
-            state.warm()
+    def replace(
+        self,
+        cluster: Cluster,
+        *,
+        source: str = "snapshot",
+        versions: Mapping[str, str] | None = None,
+    ) -> None:
+        """Serve ``cluster`` from now on (a refreshed snapshot, or a watched state read
+        again, whose nodes' ``resourceVersion`` are ``versions``). The state is built
+        before the requests are held; the pods still assumed (L5) are assumed on it."""
+        state = State(cluster, 0, source)
+        state.warm()
+        if versions is not None:
+            state.node_versions = dict(versions)
+        with self.guard:
+            with self._lock:
+                self._version += 1
+                state.version = self._version
+            for pod_id, assumed in list(self._assumed.items()):
+                task = assumed.task
+                if pod_id in state.by_id or task.node not in state.node_pos:
+                    del self._assumed[pod_id]  # bound (the watch saw it) or its node is gone
+                else:
+                    state.add(task)
             self._state = state
+            self.touched()
+
+    def touched(self) -> None:
+        """The state changed in place (a watched event): what was built from it goes."""
+        with self._lock:
             self._merged = None
-            self._fragmentation.clear()
+        self._fragmentation.clear()
 
     @property
     def state(self) -> State | None:
@@ -171,7 +219,7 @@ class Extender:
     def assume(self, task: Task) -> None:
         """Count ``task`` as running on the snapshot until the next refresh (E7): what a
         watcher of bindings calls between snapshots, and what the openb harness does."""
-        with self._lock:
+        with self.guard, self._lock:
             state = self._cache_state()
             if task.node not in state.node_pos:
                 raise ProblemError(f"assume: node {task.node!r} is not in the snapshot.")
@@ -183,13 +231,81 @@ class Extender:
 
     def forget(self, task_id: str) -> None:
         """Stop counting the task ``task_id`` (it ended) until the next refresh (E7)."""
-        with self._lock:
+        with self.guard, self._lock:
             state = self._cache_state()
             if task_id not in state.by_id:
                 raise ProblemError(f"forget: no task {task_id!r} runs.")
             state.drop(task_id)
             self._merged = None
             self._fragmentation.clear()
+
+    # ------------------------------------------------------------------ assumed (L5)
+
+    @property
+    def assumed(self) -> dict[str, str]:
+        """The pods assumed now (L5): pod id -> node."""
+        with self.guard:
+            return {pod_id: found.task.node for pod_id, found in self._assumed.items()}
+
+    def settle(self, pod_id: str) -> Task | None:
+        """The watch saw the pod ``pod_id`` bound, finished or deleted (L5): its assumption,
+        if any, is no longer counted (the watched task takes its place); returns it."""
+        with self.guard:
+            found = self._assumed.pop(pod_id, None)
+            if found is None:
+                return None
+            state = self._state
+            if state is not None and state.by_id.get(pod_id) is found.task:
+                state.drop(pod_id)
+                self.touched()
+            return found.task
+
+    def expire(self) -> int:
+        """Drop the assumptions older than ``assume_ttl`` (L5); returns how many."""
+        if not self._assumed:
+            return 0
+        with self.guard:
+            now = self.clock()
+            old = [pod_id for pod_id, found in self._assumed.items() if found.deadline <= now]
+            for pod_id in old:
+                self.settle(pod_id)
+            return len(old)
+
+    def _assume_best(
+        self, state: State, ask: Ask, positions: np.ndarray, scores: np.ndarray, passed: np.ndarray
+    ) -> None:
+        """Assume the pod on the node it scored best among those that passed, the first in
+        the request's order among equals (L5); a pod assumed before moves there.
+
+        Among equals that node alone keeps the best score, one more than the others (or
+        the others one less, at ``MAX_SCORE``): kube-scheduler picks at random among the
+        nodes it scores highest, and an assumption on a node it did not pick would count
+        the pod where it is not (``scores`` is changed in place)."""
+        if self.assume_ttl is None:
+            return
+        pod_id = ask.pending.id
+        base = self._state
+        self.settle(pod_id)  # a later prioritize replaces the assumption
+        if base is None or pod_id in base.by_id:
+            return  # no state to count it in, or the watch already sees it bound
+        allowed = np.flatnonzero(passed)
+        if not allowed.size:
+            return
+        best = allowed[int(np.argmax(scores[allowed]))]  # argmax: the first of the highest
+        node = str(state.names[int(positions[best])])
+        if node not in base.node_pos:
+            return  # a node only the request knows (full mode): the watch will bring it
+        top = int(scores[best])
+        equals = allowed[scores[allowed] == top]
+        if len(equals) > 1:
+            if top < MAX_SCORE:
+                scores[best] = top + 1
+            else:
+                scores[equals[equals != best]] = top - 1
+        task = ask.pending.as_task(node)
+        base.add(task)
+        self._assumed[pod_id] = Assumed(task, self.clock() + self.assume_ttl)
+        self.touched()
 
     def _cache_state(self) -> State:
         state = self._state
@@ -207,6 +323,12 @@ class Extender:
         from gpuopt.readers.kubectl import read_kubernetes
 
         nodes = args.nodes or []
+        base = self._state
+        if base is not None and base.node_versions and _all_known(nodes, base.node_versions):
+            # a watched state that has every node: it answers (L4); a node object of the
+            # request is the watch's or one a few milliseconds newer or older, and laying
+            # it over would build a whole state for every request while they differ
+            return base
         fresh: list[dict[str, Any]] = []
         keys: dict[str, str] = {}
         for i, obj in enumerate(nodes):
@@ -275,21 +397,37 @@ class Extender:
             reason="unknown-node",
         )
 
-    def _resolve(self, args: ExtenderArgs) -> tuple[State, Ask, np.ndarray]:
+    def _resolve(self, args: ExtenderArgs) -> tuple[State, Ask, np.ndarray, list[str]]:
+        """The state, the pod, the positions of the request's nodes the state knows, and the
+        names of those it does not (cache mode only: L6, each refused alone)."""
         state = self._cache_state() if args.node_names is not None else self._full_state(args)
         ask = self.ask(args.pod, state)
         names = args.names
         positions = state.positions(names)
+        unknown: list[str] = []
         if positions is None:
-            positions = self._positions(state, names)
-            state.remember(names, positions)
-        return state, ask, positions
+            node_pos = state.node_pos
+            try:
+                positions = np.fromiter(map(node_pos.__getitem__, names), np.int64, len(names))
+            except KeyError:
+                unknown = [name for name in names if name not in node_pos]
+                known = [name for name in names if name in node_pos]
+                positions = np.fromiter(map(node_pos.__getitem__, known), np.int64, len(known))
+            else:
+                state.remember(names, positions)
+        return state, ask, positions, unknown
 
     # ------------------------------------------------------------------ verbs
 
     def filter(self, args: ExtenderArgs) -> dict[str, Any]:
-        """``ExtenderFilterResult`` for ``args`` (E2-E4)."""
-        state, ask, positions = self._resolve(args)
+        """``ExtenderFilterResult`` for ``args`` (E2-E4; a node the state has not seen is
+        refused alone, L6)."""
+        with self.guard:
+            self.expire()
+            return self._filter(args)
+
+    def _filter(self, args: ExtenderArgs) -> dict[str, Any]:
+        state, ask, positions, unknown = self._resolve(args)
         found = fit(state, ask, positions)
         names = state.names
         passing = positions[found.passed]
@@ -305,6 +443,11 @@ class Extender:
         unresolvable: dict[str, str] = {}
         for pos, (why, hard) in found.reasons.items():
             (unresolvable if hard else failed)[names[pos]] = why
+        for name in unknown:
+            failed[name] = (
+                f"L6 the cluster state ({state.source}) has not seen node {name!r} yet; "
+                "it is answered once the state has read it."
+            )
         if args.nodes is None:
             return filter_result(passed, failed, unresolvable)
         keep = set(passed)
@@ -312,26 +455,35 @@ class Extender:
         return filter_result(passed, failed, unresolvable, nodes=objects, node_list=args.node_list)
 
     def scores(self, args: ExtenderArgs) -> list[tuple[str, int]]:
-        """Per candidate node its score, 0 to 10 (E5); a node the filter refuses gets 0."""
-        state, positions, scores = self._scored(args)
-        names = state.name_array[positions].tolist()
-        return list(zip(names, scores.tolist(), strict=True))
+        """Per candidate node its score, 0 to 10 (E5); a node the filter refuses gets 0, and
+        so does a node the state has not seen (L6, last)."""
+        with self.guard:
+            self.expire()
+            state, positions, scores, unknown = self._scored(args)
+            names = state.name_array[positions].tolist()
+            found = list(zip(names, scores.tolist(), strict=True))
+        return found + [(name, 0) for name in unknown]
 
     def priority_text(self, args: ExtenderArgs) -> str:
         """``HostPriorityList`` for ``args`` as JSON text: the text of
         ``json.dumps(self.prioritize(args), separators=(",", ":"))``, each node's entry
         picked from the state's :meth:`~gpuopt.extender.state.State.priority_texts`."""
-        state, positions, scores = self._scored(args)
-        return "[" + ",".join(state.priority_texts()[positions, scores].tolist()) + "]"
+        with self.guard:
+            self.expire()
+            state, positions, scores, unknown = self._scored(args)
+            texts = state.priority_texts()[positions, scores].tolist()
+        return "[" + ",".join([*texts, *(host_texts(name)[0] for name in unknown)]) + "]"
 
-    def _scored(self, args: ExtenderArgs) -> tuple[State, np.ndarray, np.ndarray]:
-        """The state, the candidate nodes' positions and their scores (0 to MAX_SCORE)."""
+    def _scored(self, args: ExtenderArgs) -> tuple[State, np.ndarray, np.ndarray, list[str]]:
+        """The state, the candidate nodes' positions, their scores (0 to MAX_SCORE) and the
+        nodes the state has not seen; the pod is assumed on the best (L5, when on)."""
         known = self._passed(args)
+        unknown: list[str] = []
         if known is not None:  # the nodes that passed this pod's filter, as kube-scheduler asks
             state, ask, positions = known
             passed = np.ones(len(positions), dtype=bool)
         else:
-            state, ask, positions = self._resolve(args)
+            state, ask, positions, unknown = self._resolve(args)
             passed = fit(state, ask, positions, explain=False).passed  # the verdicts only
         parts: list[tuple[float, np.ndarray]] = [
             (WEIGHTS["binpack"], binpack_scores(state, ask, positions))
@@ -343,7 +495,9 @@ class Extender:
         topology = topology_scores(state, ask, positions)
         if topology is not None:
             parts.append((WEIGHTS["topology"], topology))
-        return state, positions, combine(parts, passed)
+        scores = combine(parts, passed)
+        self._assume_best(state, ask, positions, scores, passed)
+        return state, positions, scores, unknown
 
     def _passed(self, args: ExtenderArgs) -> tuple[State, Ask, np.ndarray] | None:
         """The state, pod and node positions of ``args`` when its nodes are exactly those that
@@ -368,6 +522,11 @@ class Extender:
 
     def preempt(self, args: PreemptionArgs) -> dict[str, Any]:
         """``ExtenderPreemptionResult`` for ``args`` (E6)."""
+        with self.guard:
+            self.expire()
+            return self._preempt(args)
+
+    def _preempt(self, args: PreemptionArgs) -> dict[str, Any]:
         state = self._cache_state() if self._state is not None else None
         if state is None:
             raise BadRequest(
@@ -382,8 +541,11 @@ class Extender:
             self.counts.empty[reason] += 1
             log.info("preempt %s: no victims: %s", pod_id, EMPTY_REASONS[reason])
             return preemption_result({})
-        positions = self._positions(state, list(args.victims))
-        found = review(state, ask, args.victims, positions.tolist(), self._clock(state))
+        known = {node: v for node, v in args.victims.items() if node in state.node_pos}
+        positions = self._positions(state, list(known))
+        found = review(state, ask, known, positions.tolist(), self._clock(state))
+        for node in args.victims.keys() - known.keys():  # L6: the state has not seen it
+            found.dropped[node] = ("unknown-victim", f"node {node} is not in the state yet")
         for node, (reason, detail) in found.dropped.items():
             self.counts.dropped[reason] += 1
             log.debug("preempt %s: node %s dropped: %s", pod_id, node, detail)
@@ -408,6 +570,16 @@ def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     uid = str(metadata.get("uid") or "")
     version = str(metadata.get("resourceVersion") or "")
     return (uid, version) if uid and version else None
+
+
+def _all_known(nodes: Sequence[Mapping[str, Any]], versions: Mapping[str, str]) -> bool:
+    """Whether the watch has seen every node object of a request (``versions``: the
+    ``resourceVersion`` it holds per node name)."""
+    for obj in nodes:
+        metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+        if not isinstance(metadata, Mapping) or str(metadata.get("name")) not in versions:
+            return False
+    return True
 
 
 def _overlay_cluster(base: Cluster | None, nodes: list[Node]) -> Cluster:
@@ -453,4 +625,4 @@ def _overlay_cluster(base: Cluster | None, nodes: list[Node]) -> Cluster:
         ) from None
 
 
-__all__ = ["POD_CACHE", "VERDICTS", "Counts", "Extender"]
+__all__ = ["ASSUME_TTL", "POD_CACHE", "VERDICTS", "Assumed", "Counts", "Extender"]

@@ -24,7 +24,7 @@ from gpuopt.cluster.interconnect import (
     node_bandwidth,
 )
 from gpuopt.cluster.kube import PodAffinityTerm
-from gpuopt.cluster.model import Cluster, Node, Task, scaled
+from gpuopt.cluster.model import Cluster, Node, Pending, Task, scaled
 from gpuopt.cluster.rules import domain_of, placement_key, refusal
 from gpuopt.cluster.shares import MILLI, layout
 from gpuopt.extender.pod import Ask
@@ -94,6 +94,16 @@ class State:
     _level_domains: dict[str, list[str | None]] = field(init=False, default_factory=dict)
     #: the last node lists asked about and their positions, newest last
     _name_lists: list[tuple[list[str], np.ndarray]] = field(init=False, default_factory=list)
+    #: per placement key of :attr:`refusals`, a pod of that key (to judge a node that changes)
+    _refusal_pods: dict[str, Pending] = field(init=False, default_factory=dict)
+    #: node name -> its object's ``resourceVersion``, when the nodes come from a watch (L4):
+    #: a full-mode request naming these versions is answered on this state as it is
+    node_versions: dict[str, str] = field(init=False, default_factory=dict)
+    #: the position of each task of ``cluster.tasks``, by id
+    _task_index: dict[str, int] = field(init=False)
+    #: ``cluster.tasks`` once this state changed it: its own list, changed in place (the
+    #: list of the cluster it was given is never changed; None: not yet)
+    _tasks: list[Task] | None = field(init=False, default=None)
     lock: threading.Lock = field(init=False)
 
     def __post_init__(self) -> None:
@@ -132,6 +142,7 @@ class State:
             (task, term) for task in cluster.tasks for term in task.pod_anti_affinity
         ]
         self._fixed = dict(index.fixed)
+        self._task_index = {task.id: i for i, task in enumerate(cluster.tasks)}
         self.lock = threading.Lock()
 
     def _refresh(self, pos: int) -> None:
@@ -155,30 +166,115 @@ class State:
         self.by_id[task.id] = task
         if task.uid:
             self.by_uid[task.uid] = task
+        tasks = self._own_tasks()
+        self._task_index[task.id] = len(tasks)
+        tasks.append(task)
         self.task_node = np.append(self.task_node, pos)
-        self.anti_terms.extend((task, term) for term in task.pod_anti_affinity)
+        if task.pod_anti_affinity:
+            self.anti_terms = [*self.anti_terms, *((task, t) for t in task.pod_anti_affinity)]
         self._fixed = None
         self._groups = None
         self.changes += 1
-        self.cluster = Cluster.model_construct(
-            **{**dict(self.cluster), "tasks": [*self.cluster.tasks, task]}
-        )
+        self.cluster = Cluster.model_construct(**{**dict(self.cluster), "tasks": tasks})
+
+    def _own_tasks(self) -> list[Task]:
+        """``cluster.tasks`` as this state's own list (copied once: a 50,000-task list is
+        not copied on every binding)."""
+        if self._tasks is None:
+            self._tasks = list(self.cluster.tasks)
+        return self._tasks
 
     def drop(self, task_id: str) -> None:
-        """Stop counting the task ``task_id`` (it ended, E7)."""
+        """Stop counting the task ``task_id`` (it ended, E7). The last task takes its place
+        in ``cluster.tasks`` (the order of tasks means nothing; no pass over all of them)."""
         task = self.by_id.pop(task_id)
         pos = self.node_pos[task.node]
         self.on_node[pos] = [t for t in self.on_node[pos] if t.id != task_id]
         self._refresh(pos)
-        if task.uid:
-            self.by_uid.pop(task.uid, None)
+        if task.uid and self.by_uid.get(task.uid) is task:
+            del self.by_uid[task.uid]
         self._fixed = None
         self._groups = None
         self.changes += 1
-        self.anti_terms = [(t, term) for t, term in self.anti_terms if t.id != task_id]
-        tasks = [t for t in self.cluster.tasks if t.id != task_id]
-        self.task_node = np.array([self.node_pos[t.node] for t in tasks], dtype=np.int64)
+        if task.pod_anti_affinity:
+            self.anti_terms = [(t, term) for t, term in self.anti_terms if t.id != task_id]
+        tasks = self._own_tasks()
+        task_node = self.task_node.copy()  # a copy: a reader may hold the old arrays
+        at = self._task_index.pop(task_id)
+        last = tasks.pop()
+        task_node, moved = task_node[:-1], task_node[-1]
+        if last.id != task_id:
+            tasks[at] = last
+            task_node[at] = moved
+            self._task_index[last.id] = at
+        self.task_node = task_node
         self.cluster = Cluster.model_construct(**{**dict(self.cluster), "tasks": tasks})
+
+    def order(self, node: str, tasks: Sequence[Task]) -> None:
+        """Lay the node's tasks out in the order of ``tasks`` (those of its tasks not in it
+        after them): shares pack best fit, so what is left of each GPU depends on the order
+        the tasks are laid out in, which is the order they were read in (L4)."""
+        pos = self.node_pos[node]
+        now = self.on_node[pos]
+        first = {task.id for task in tasks}
+        wanted = [*tasks, *(task for task in now if task.id not in first)]
+        if [t.id for t in wanted] != [t.id for t in now]:
+            self.on_node[pos] = wanted
+            self._refresh(pos)
+            self.changes += 1
+
+    def set_node(self, node: Node) -> None:
+        """Serve ``node`` in place of the node of its name, or as a new last node (L4): the
+        arrays, positions, names, refusals and domains follow; what runs on it stays. The
+        caller dropped the tasks the node can no longer hold."""
+        pos = self.node_pos.get(node.id)
+        nodes = list(self.cluster.nodes)
+        if pos is None:
+            pos = len(nodes)
+            nodes.append(node)
+            self.node_pos[node.id] = pos
+            self.names.append(node.id)
+            self.name_array = np.append(self.name_array, np.array([node.id], dtype=object))
+            self.on_node.append([])
+            self.topologies.append(None)
+            for name in ("gpus", "cpus", "memory", "cpus_free", "memory_free"):
+                setattr(self, name, np.append(getattr(self, name), 0))
+            for name in ("free_whole", "best_share", "free_mask"):
+                setattr(self, name, np.append(getattr(self, name), 0))
+            self.left = np.vstack([self.left, np.full((1, self.left.shape[1]), -1, np.int64)])
+            if self._priority_texts is not None:
+                row = np.empty((1, MAX_SCORE + 1), dtype=object)
+                row[0] = host_texts(node.id)
+                self._priority_texts = np.vstack([self._priority_texts, row])
+        else:
+            nodes[pos] = node
+        if node.gpus > self.left.shape[1]:  # rows are as wide as the largest node
+            wider = np.full((len(nodes), node.gpus - self.left.shape[1]), -1, np.int64)
+            self.left = np.hstack([self.left, wider])
+        self.left[pos, :] = -1
+        self.cluster = Cluster.model_construct(**{**dict(self.cluster), "nodes": nodes})
+        self.gpus[pos] = node.gpus
+        self.cpus[pos] = scaled(node.cpus)
+        self.memory[pos] = -1 if node.memory is None else scaled(node.memory)
+        self.memory_free[pos] = -1
+        self.topologies[pos] = _topology(node)
+        self._refresh(pos)
+        for key, (sentences, mask) in list(self.refusals.items()):
+            if len(mask) < len(nodes):
+                mask = np.append(mask, False)
+            why = refusal(node, self._refusal_pods[key])
+            sentences = dict(sentences)  # a copy: an answer may be reading the old one
+            mask = mask.copy()
+            if why is None:
+                sentences.pop(pos, None)
+            else:
+                sentences[pos] = why
+            mask[pos] = why is not None
+            self.refusals[key] = (sentences, mask)
+        self.domains = {}
+        self._level_domains = {}
+        self._fixed = None
+        self.changes += 1
 
     @property
     def fixed(self) -> dict[str, str]:
@@ -269,8 +365,10 @@ class State:
         found = (sentences, mask)
         with self.lock:
             self.refusals[key] = found
+            self._refusal_pods[key] = ask.pending
             while len(self.refusals) > 512:
-                self.refusals.popitem(last=False)
+                gone, _ = self.refusals.popitem(last=False)
+                self._refusal_pods.pop(gone, None)
         return found
 
     def domain_codes(self, key: str) -> np.ndarray:

@@ -102,6 +102,28 @@ def test_the_core_gives_the_python_grid_with_every_option(
 
 
 @needs_core
+def test_the_core_gives_the_python_grid_when_the_search_starts_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A search that stalls after 3 rounds starts again from its best plan with seed + 1,
+    seed + 2, ... (``_search.STALL_ROUNDS``): the core's generators must be reseeded as
+    Python's are. Without the starts again (``RESEEDS = 0``) some grid differs, so the
+    draws after a reseed are compared, not only those before it."""
+    from gpuopt.allocation import _search
+
+    monkeypatch.setattr(_search, "STALL_ROUNDS", 3)
+    differs = 0
+    for number in range(6):
+        problem = random_case(number)
+        assert_same(problem, monkeypatch, search=60, seed=7)
+        again = greedy_grid(problem, search=60, seed=7)
+        with monkeypatch.context() as patch:
+            patch.setattr(_search, "RESEEDS", 0)
+            differs += greedy_grid(problem, search=60, seed=7) != again
+    assert differs > 0
+
+
+@needs_core
 @pytest.mark.slow
 @pytest.mark.parametrize("block", range(20))
 def test_the_core_gives_the_python_grid_on_a_thousand_instances(

@@ -225,10 +225,16 @@ def _guided_and_not(problem: object) -> tuple[float, float]:
 
 @pytest.mark.parametrize(("gpus", "tasks", "seed"), [(32, 24, 5), (64, 40, 6)])
 def test_the_lp_guided_plan_gains_where_the_orders_fall_short(
-    gpus: int, tasks: int, seed: int
+    gpus: int, tasks: int, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The step-capacity LP starts long low-priority tasks where the orders' earliest
     # starts run them into the peak (docs/benchmarks.md, the greedy guided by the LP).
+    # Measured at the search's base rounds and work: with WIDE_SEARCH times them (rule
+    # B4's range, both instances) the unguided search closes most of the gap itself
+    # (64 x 40 seed 6: 2,686.5 against the guided 2,701.3).
+    from gpuopt.allocation import greedy
+
+    monkeypatch.setattr(greedy, "WIDE_SEARCH", 1)
     problem = random_problem(seed, gpus=gpus, tasks=tasks, gpus_per_node=8)
     guided, unguided = _guided_and_not(problem)
     assert guided > 1.02 * unguided
@@ -258,11 +264,14 @@ def test_the_guide_is_on_up_to_guide_cells(monkeypatch: pytest.MonkeyPatch) -> N
     assert greedy_grid(problem, work=UNLIMITED) == unguided
 
 
-def test_the_mip_guide_places_a_large_task_whole() -> None:
+def test_the_mip_guide_places_a_large_task_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     # oversubscribed-32-s18: the LP spreads a 32-GPU task over several starts; placed whole
     # at its largest z it pushes the tasks beside its parts out (models/allocation.md 10.1,
     # item 5). The integer step MIP's plan, followed, is optimal: it meets the MIP's bound.
+    # The search's WIDE_SEARCH times the rounds (rule B4's range) bring the default from
+    # more than 5 % to 4.1 % below it; the search at its base rounds stays more than 5 %.
     import gpuopt
+    from gpuopt.allocation import greedy
     from gpuopt.allocation.bound import step_capacity_bound
     from gpuopt.allocation.stress import stress_problem
 
@@ -271,6 +280,9 @@ def test_the_mip_guide_places_a_large_task_whole() -> None:
     default = gpuopt.solve(problem, "greedy", work=UNLIMITED)
     guided = gpuopt.solve(problem, "greedy", guide="mip", work=UNLIMITED)
     assert gpuopt.violations(problem, guided) == []
+    assert default.objective < 0.97 * bound
+    monkeypatch.setattr(greedy, "WIDE_SEARCH", 1)
+    default = gpuopt.solve(problem, "greedy", work=UNLIMITED)
     assert default.objective < 0.95 * bound
     assert guided.objective == pytest.approx(bound, rel=1e-6)
 

@@ -67,3 +67,14 @@ def test_a_bound_placeholder_is_not_pinned_but_a_plain_pod_without_controller_is
     assert pinned[placeholder["metadata"]["name"]] is None
     assert pinned["plain"] == "no-controller"
     assert set(cluster.index.fixed) == {f"{plain['metadata']['namespace']}/plain"}
+
+
+def test_a_hold_asks_for_gpus_not_for_gpuopts_account_of_dra_gpus() -> None:
+    from gpuopt.calendar.emit import _quantities
+
+    # a DRA job's GPUs are counted twice in the calendar: as GPUs and, per DeviceClass,
+    # as dra.gpuopt.io/<class> (R2); a placeholder asks Kubernetes for the GPUs only
+    asked = _quantities(
+        ["gpu", "cpu", "dra.gpuopt.io/gpu.nvidia.com"], [2, 1000, 2], "nvidia.com/gpu"
+    )
+    assert asked == {"nvidia.com/gpu": "2", "cpu": "1000m"}

@@ -167,6 +167,43 @@ def test_snapshot_kubectl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert f"{len(snapshot.nodes)} nodes" in stdout
 
 
+def test_snapshot_kubectl_of_a_dra_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("cel", reason="the CEL library of the 'dra' extra")
+    folder = Path(__file__).parents[2] / "gpuopt" / "scenarios" / "kubernetes" / "dra"
+    out = tmp_path / "snap.json"
+    args = ["snapshot", "kubectl", str(folder / "dynamic-mig"), "--out", str(out)]
+    code, stdout, stderr = run(args, capsys)
+    assert code == 0
+    # the report on stderr states the devices as the fixture does; stdout the snapshot
+    assert "2 whole GPUs, 28 MIG placements; 1 GPUs offered on nodes" in stderr
+    assert "allocated devices: 4 MIG placements" in stderr
+    assert "1 nodes, 1 tasks" in stdout and "MIG" not in stdout
+    snapshot = load_cluster(out)
+    assert snapshot.nodes[0].gpus == 1 and len(snapshot.nodes[0].devices) == 30
+    code, _, stderr = run([*args, "--strict"], capsys)  # a stale slice is no problem
+    assert code == 0
+
+
+def test_snapshot_kubectl_strict_refuses_a_selector_it_cannot_evaluate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("cel", reason="the CEL library of the 'dra' extra")
+    folder = Path(__file__).parents[2] / "gpuopt" / "scenarios" / "kubernetes" / "dra"
+    broken = tmp_path / "broken-class.yaml"
+    broken.write_text(
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: broken}\n"
+        "spec:\n  selectors:\n  - cel: {expression: \"device.attributes['x.com'].a == 1\"}\n"
+    )
+    args = ["snapshot", "kubectl", str(folder / "nvidia-gpus"), str(broken)]
+    out = tmp_path / "snap.json"
+    code, _, stderr = run([*args, "--out", str(out)], capsys)
+    assert code == 0 and "1 CEL selectors cannot be evaluated" in stderr
+    said = refusal([*args, "--out", str(out), "--strict"], capsys)
+    assert "DeviceClass broken: CEL selector" in said
+
+
 def test_snapshot_openb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     nodes = tmp_path / "nodes.csv"
     nodes.write_text(

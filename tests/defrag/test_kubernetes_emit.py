@@ -327,3 +327,22 @@ def test_cli_emit_dir_writes_all_or_nothing(
         write_kubernetes_files(cluster, plan, other)
     assert len(calls) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.json", "plan"]
+
+
+def test_a_dra_pods_placeholder_asks_for_gpus_not_for_gpuopts_account_of_them() -> None:
+    # two DRA nodes; dra.gpuopt.io/<class> is how the reader counts a class's GPUs (R2)
+    account = "dra.gpuopt.io/gpu.nvidia.com"
+    cluster = Cluster.model_validate(
+        {
+            "nodes": [
+                {"id": "a", "gpus": 4, "cpus": 16, "resources": {account: 4}},
+                {"id": "b", "gpus": 4, "cpus": 16, "resources": {account: 4}},
+            ],
+            "tasks": [{"id": "ml/t", "node": "a", "gpus": 2, "cpus": 1, "resources": {account: 2}}],
+        }
+    )
+    plan = make_plan(cluster, "hand", [("ml/t", "a", "b")], seconds=0.0)
+    documents = [d for d in yaml.safe_load_all(kubernetes_yaml(cluster, plan)) if d is not None]
+    (hold,) = [d for d in documents if d["kind"] == "Pod"]
+    requests = hold["spec"]["containers"][0]["resources"]["requests"]
+    assert requests == {"nvidia.com/gpu": "2", "cpu": "1000m"}

@@ -62,6 +62,21 @@ def test_the_verbs_answer_in_the_go_field_names() -> None:
     assert call(app, "POST", "/filter", json=lower).json()["NodeNames"] == ["a"]
 
 
+def test_an_unknown_node_is_refused_alone() -> None:
+    # L6: the state has not seen 'ghost'; the other nodes are answered, no 400
+    app = create_app(Extender(snapshot()))
+    body = {"Pod": pod(), "NodeNames": ["a", "ghost"]}
+    found = call(app, "POST", "/filter", json=body)
+    assert found.status_code == 200
+    answer = found.json()
+    assert answer["NodeNames"] == ["a"]
+    assert list(answer["FailedNodes"]) == ["ghost"]
+    assert "has not seen node 'ghost'" in answer["FailedNodes"]["ghost"]
+    scores = call(app, "POST", "/prioritize", json=body).json()
+    assert [entry["Host"] for entry in scores] == ["a", "ghost"]
+    assert scores[1]["Score"] == 0
+
+
 BAD = {
     "malformed JSON": (b'{"Pod": ', 400, "not valid JSON"),
     "not UTF-8": (b'{"Pod": "\xff"}', 400, "not UTF-8"),
@@ -73,11 +88,6 @@ BAD = {
         json.dumps({"Pod": pod(), "NodeNames": "a"}).encode(),
         400,
         "NodeNames must be a list",
-    ),
-    "unknown node": (
-        json.dumps({"Pod": pod(), "NodeNames": ["a", "ghost"]}).encode(),
-        400,
-        "'ghost' is not in the snapshot",
     ),
     "nameless pod": (
         json.dumps({"Pod": {"metadata": {}}, "NodeNames": ["a"]}).encode(),
@@ -253,6 +263,43 @@ def test_serve_refuses_bad_flags_with_one_sentence(
     err = capsys.readouterr()
     assert err.out == "" and err.err.count("\n") == 1 and "gpus" in err.err
     assert main(["serve", "--port", "0"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--snapshot", "s.json", "--in-cluster"], "--snapshot and --kubeconfig/--in-cluster"),
+        (["--kubeconfig", "k", "--in-cluster"], "--kubeconfig and --in-cluster exclude"),
+        (["--context", "c"], "--context names a context of --kubeconfig"),
+        (["--in-cluster", "--workers", "2"], "--workers 2: a watched cluster is served by one"),
+        (["--kubeconfig", "missing-config"], "--kubeconfig: no such file 'missing-config'"),
+    ],
+)
+def test_serve_refuses_a_watch_with_bad_flags(
+    flags: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpuopt.cli import main
+
+    assert main(["serve", *flags]) == 2
+    found = capsys.readouterr()
+    assert found.out == "" and found.err.count("\n") == 1 and words in found.err
+
+
+def test_healthz_reports_a_watched_state_and_503_when_stale() -> None:
+    fresh = {"value": True}
+
+    def health() -> tuple[bool, dict[str, Any]]:
+        stale = [] if fresh["value"] else ["Pod"]
+        return fresh["value"], {"synced": True, "stale": stale}
+
+    app = create_app(Extender(snapshot(), assume_ttl=30.0), live=health)
+    answer = call(app, "GET", "/healthz")
+    assert answer.status_code == 200 and answer.json()["watch"]["stale"] == []
+    assert answer.json()["assumed"] == 0
+    fresh["value"] = False
+    answer = call(app, "GET", "/healthz")
+    assert answer.status_code == 503
+    assert answer.json()["status"] == "stale" and answer.json()["watch"]["stale"] == ["Pod"]
 
 
 def _raw(app: Any, path: str, body: bytes, root_path: str = "") -> list[dict[str, Any]]:

@@ -282,6 +282,11 @@ def test_preempt_drops_a_node_with_an_unknown_victim_and_respects_never() -> Non
     assert _preempt(snapshot, pod(gpus=8), {"n": ["uid-a", "uid-ghost"]}) == {}
     never = pod("nv", gpus=8, preemptionPolicy="Never")
     assert _preempt(snapshot, never, {"n": ["uid-a"]}) == {}
+    # a node the state has not seen (L6): dropped alone, the other node still answered
+    extender = Extender(snapshot)
+    kept = _reviewed(extender, pod("j", gpus=8), {"n": ["uid-a"], "joined": ["uid-x"]})
+    assert list(kept) == ["n"]
+    assert extender.counts.dropped == {"unknown-victim": 1}
 
 
 def _reviewed(
@@ -436,10 +441,10 @@ def test_assume_and_forget_count_bindings_between_snapshots() -> None:
         extender.forget("ml/x")
 
 
-def test_unknown_node_and_missing_snapshot_are_bad_requests() -> None:
+def test_an_unknown_node_is_refused_alone_and_a_missing_snapshot_is_a_bad_request() -> None:
     snapshot = cluster([node("n")])
-    with pytest.raises(BadRequest, match="'ghost' is not in the snapshot"):
-        Extender(snapshot).filter(read_args({"Pod": pod(), "NodeNames": ["n", "ghost"]}))
+    answer = Extender(snapshot).filter(read_args({"Pod": pod(), "NodeNames": ["n", "ghost"]}))
+    assert answer["NodeNames"] == ["n"] and list(answer["FailedNodes"]) == ["ghost"]  # L6
     with pytest.raises(BadRequest, match="no snapshot"):
         Extender().filter(read_args({"Pod": pod(), "NodeNames": ["n"]}))
     bound = pod()
@@ -464,3 +469,30 @@ def test_gpu_bandwidth_on_a_node_matrix() -> None:
     assert result["NodeNames"] == ["nvswitch"]
     assert result["FailedNodes"]["split"].startswith("N3")
     assert filtered(snapshot, pod("q", gpus=2))["NodeNames"] == ["split", "nvswitch"]
+
+
+def test_assumed_bindings_on_a_snapshot_last_until_a_reload_shows_the_pod_or_the_time_passes() -> (
+    None
+):
+    # gpuopt serve --snapshot --assume-ttl: no watch, so a reload or the clock settles them
+    now = [0.0]
+    snapshot = cluster([node("a"), node("b")])
+    extender = Extender(snapshot, assume_ttl=10.0, clock=lambda: now[0])
+    first, second = pod("f", gpus=2), pod("s", gpus=2)
+    for body in (first, second):
+        extender.prioritize(read_args({"Pod": body, "NodeNames": ["a", "b"]}))
+    assert extender.assumed == {"ml/f": "a", "ml/s": "a"}  # s scored a, fuller, best
+    assert extender.state is not None and extender.state.free_whole.tolist() == [4, 8]
+    # a reload that shows f bound (to b, as it happened) and not s: f settles, s stays
+    bound = cluster([node("a"), node("b")], [task("f", "b", gpus=2)])
+    extender.replace(bound)
+    assert extender.assumed == {"ml/s": "a"}
+    assert extender.state.free_whole.tolist() == [6, 6]
+    now[0] = 10.5
+    extender.filter(read_args({"Pod": pod("q"), "NodeNames": ["a"]}))
+    assert extender.assumed == {} and extender.state.free_whole.tolist() == [8, 6]
+    assert snapshot.tasks == [] and bound.tasks[0].id == "ml/f"  # the clusters given stay
+    # without assume_ttl (the default) nothing is assumed, as before
+    plain = Extender(cluster([node("a")]))
+    plain.prioritize(read_args({"Pod": first, "NodeNames": ["a"]}))
+    assert plain.assumed == {} and plain.state is not None and plain.state.cluster.tasks == []

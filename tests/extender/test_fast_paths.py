@@ -134,8 +134,12 @@ def test_filter_and_prioritize_answers() -> None:
 def test_unknown_nodes_are_named() -> None:
     extender = _extender()
     args = read_args({"Pod": _pod(), "NodeNames": ["roomy", "x", "y"]})
-    with pytest.raises(BadRequest, match=r"node 'x' and 1 more is not in the snapshot"):
-        extender.filter(args)
+    answer = extender.filter(args)  # L6: each refused alone, the others answered
+    assert answer["NodeNames"] == ["roomy"]
+    assert sorted(answer["FailedNodes"]) == ["x", "y"]
+    assert all("has not seen node" in why for why in answer["FailedNodes"].values())
+    # the same names again: not taken from the positions of a list seen before
+    assert extender.filter(args)["NodeNames"] == ["roomy"]
 
 
 def _selected_task_by_task(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuopt.cluster.model import Cluster, Task
+from gpuopt.cluster.model import Cluster, Node, Task
 from gpuopt.extender.pod import read_pod
 from gpuopt.extender.state import State, node_left
 from tests.extender.conftest import cluster, node, pod, task
@@ -83,3 +83,71 @@ def test_domain_codes_number_domains_in_node_order() -> None:
         ]
     )
     assert State(base, 0, "test").domain_codes("zone").tolist() == [0, 1, -1, 0]
+
+
+def test_a_node_changed_or_added_in_place_matches_a_state_built_afresh() -> None:
+    # L4: set_node replaces a node at its position or appends one; the arrays, names,
+    # positions and the refusals already cached follow
+    base = snapshot()
+    state = State(base, 0, "test")
+    ask = read_pod(pod(gpus=1), base, {})
+    assert state.refused(ask) == {}
+    texts = state.priority_texts()
+    state.add(Task.model_validate(task("x", "b", gpus=1, cpus=1)))
+    changes = state.changes
+    cordoned = base.nodes[0].model_copy(update={"unschedulable": True})
+    wide = Node.model_validate(node("d", gpus=16, cpus=32))
+    state.set_node(cordoned)
+    state.set_node(wide)
+    assert state.changes == changes + 2  # verdicts kept for the old state are not reused
+    grown = Cluster.model_validate(
+        {
+            **base.model_dump(),
+            "nodes": [
+                cordoned.model_dump(),
+                *(n.model_dump() for n in base.nodes[1:]),
+                node("d", 16, cpus=32),
+            ],
+            "tasks": [*(t.model_dump() for t in base.tasks), task("x", "b", gpus=1, cpus=1)],
+        }
+    )
+    fresh = State(grown, 0, "fresh")
+    assert state.names == fresh.names == ["a", "b", "c", "d"]
+    assert state.node_pos == fresh.node_pos
+    assert state.name_array.tolist() == ["a", "b", "c", "d"]
+    for name in ("gpus", "free_whole", "best_share", "free_mask", "cpus_free", "memory_free"):
+        assert getattr(state, name).tolist() == getattr(fresh, name).tolist(), name
+    assert state.left.shape == fresh.left.shape == (4, 16)  # rows widened for 16 GPUs
+    assert np.array_equal(state.left, fresh.left)
+    assert state.refused(ask) == {0: "K1: node a is cordoned (unschedulable)"}
+    assert state.priority_texts().shape == (4, texts.shape[1])
+    assert state.priority_texts()[3, 0] == '{"Host":"d","Score":0}'
+
+
+def test_order_lays_a_node_out_in_the_order_its_pods_were_read() -> None:
+    # a locked node holding more than it has (as the reader keeps an over-committed one):
+    # what is left of its GPUs depends on the order its tasks are laid out in
+    base = cluster(
+        [node("a", gpus=2, locked=True)], [task("s", "a", gpus=1), task("t", "a", gpus=2)]
+    )
+    state = State(base, 0, "test")
+    assert state.left.tolist() == [[0, 1000]]  # s on GPU 0, then t finds one GPU
+    s, t = state.on_node[0]
+    changes = state.changes
+    state.order("a", [t, s])
+    swapped = State(base.model_copy(update={"tasks": [base.tasks[1], base.tasks[0]]}), 0, "f")
+    assert [x.id for x in state.on_node[0]] == ["ml/t", "ml/s"]
+    assert state.left.tolist() == swapped.left.tolist() == [[0, 0]]
+    assert state.changes == changes + 1
+    state.order("a", [t, s])  # already so: nothing changes
+    assert state.changes == changes + 1
+
+
+def test_the_cluster_given_is_never_changed() -> None:
+    base = snapshot()
+    tasks = list(base.tasks)
+    state = State(base, 0, "test")
+    state.add(Task.model_validate(task("new", "a", gpus=1)))
+    state.drop("ml/t1")
+    assert base.tasks == tasks and len(state.cluster.tasks) == len(tasks)
+    assert [state.node_pos[t.node] for t in state.cluster.tasks] == state.task_node.tolist()

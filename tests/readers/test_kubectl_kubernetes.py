@@ -350,7 +350,7 @@ def test_report(read: tuple[Cluster, KubectlReport]) -> None:
     assert dict(report.unmodelled) == {
         "pod-limit": 7,
         "prefer-no-schedule": 1,
-        "toleration-seconds": 1,
+        # the worker's only timed toleration is the admission default (not-ready, 300 s): L6
         "preferred-node-affinity": 1,
         "scheduler": 2,
         "topology-spread": 3,

@@ -150,6 +150,20 @@ Pods
   ``priorityClassName``, ``minTaskMember``, ...) are counted as read but not
   modelled.
 
+Dynamic Resource Allocation and the Workload API
+------------------------------------------------
+* ResourceSlices, DeviceClasses, ResourceClaims, ResourceClaimTemplates and
+  DeviceTaintRules (``resource.k8s.io``) are read by :mod:`.dra` and resolved
+  by :mod:`.dra_finish` (rules R1-R9 of ``models/cluster.md``): devices on
+  their nodes (``Node.devices``, ``Node.counters``), classes and claims on the
+  cluster, a node's free and held whole DRA GPUs added to its ``gpus``, and a
+  pod's claims read as whole GPUs where that is unambiguous (else counted, and
+  a bound pod holding other devices pinned ``dra-claim``). CEL selectors are
+  evaluated by :mod:`gpuopt.cluster.cel` (extra ``dra``); one that cannot be
+  evaluated is reported, never guessed.
+* Workloads and PodGroups of ``scheduling.k8s.io`` are gangs (:mod:`.workloads`):
+  pods name them in ``spec.workloadRef`` or ``spec.schedulingGroup``.
+
 PodDisruptionBudgets and PriorityClasses
 ----------------------------------------
 * Budget ``id`` = ``"<namespace>/<name>"``, ``selector`` = ``spec.selector``,
@@ -181,8 +195,9 @@ One module per responsibility, in reading order: :mod:`.documents` (files and
 folders to objects), :mod:`.kinds` (which reader reads each kind, in which
 order), :mod:`.nodes`, :mod:`.pods` (with :mod:`.resources` for requests and
 GPU shares, :mod:`.affinity` for selector terms), :mod:`.objects`
-(PriorityClasses, volumes, claims, budgets), :mod:`.gangs`, then
-:mod:`.finish` (the cluster). They share one :class:`.context.Context` per
+(PriorityClasses, volumes, claims, budgets), :mod:`.gangs` and
+:mod:`.workloads`, :mod:`.dra` (DRA objects, kept in :mod:`.dra_state`), then
+:mod:`.finish` (the cluster, after :mod:`.dra_finish`). They share one :class:`.context.Context` per
 read; :mod:`.fields` gives typed access to an object's fields with errors
 naming it, :mod:`.quantities` the units, :mod:`.names` every key read, and
 :mod:`.report` the report.

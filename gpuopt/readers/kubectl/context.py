@@ -17,6 +17,7 @@ from typing import Any
 from gpuopt.cluster.kube import CRITICAL_PRIORITY, Budget, LabelSelector
 from gpuopt.cluster.model import Node, Pending, Task
 from gpuopt.errors import ProblemError, short
+from gpuopt.readers.kubectl.dra_state import DraState
 from gpuopt.readers.kubectl.names import GPU_NAME, KUBE_HP_PRIORITY, ZONE_LABEL
 from gpuopt.readers.kubectl.report import KubectlReport
 
@@ -115,6 +116,8 @@ class Context:
     #: is set to their rounded sum (:func:`.finish.lock_overcommitted`).
     memory_bytes: dict[str, Fraction] = field(default_factory=dict)
     pod_bytes: dict[str, Fraction] = field(default_factory=dict)
+    #: DRA objects and Workload API gangs (:mod:`.dra`, :mod:`.workloads`, :mod:`.dra_finish`).
+    dra: DraState = field(default_factory=DraState)
 
     def note(self, reason: str, name: str) -> None:
         """Count the object ``name`` under ``reason`` in the report."""

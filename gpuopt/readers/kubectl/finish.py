@@ -13,15 +13,17 @@ from collections.abc import Iterable
 from fractions import Fraction
 
 from gpuopt.cluster.kube import affinity_matches, selector_matches
-from gpuopt.cluster.model import Cluster, Node, Task, scaled
+from gpuopt.cluster.model import Cluster, Gang, Node, Task, scaled
 from gpuopt.errors import ProblemError, validate_object
 from gpuopt.readers.kubectl.context import Context
+from gpuopt.readers.kubectl.dra_finish import finish_dra
 from gpuopt.readers.kubectl.gangs import running_gangs
 
 
 def finish(ctx: Context, name: str, levels: list[str], hp_priority: int) -> Cluster:
     """The cluster: legacy groups, over-committed and misplaced pods settled, then validated."""
-    tasks = _settle_groups(ctx, ctx.tasks)
+    dra = finish_dra(ctx, ctx.tasks, ctx.pending)  # R1-R9: devices on nodes, claims on pods
+    tasks = _settle_groups(ctx, dra.tasks)
     nodes = _lock_overcommitted(ctx, tasks)
     settled = []
     for task in tasks:
@@ -50,13 +52,28 @@ def finish(ctx: Context, name: str, levels: list[str], hp_priority: int) -> Clus
         "levels": levels,
         "nodes": list(nodes.values()),
         "tasks": settled,
-        "pending": ctx.pending,
+        "pending": dra.pending,
         "budgets": ctx.budgets,
-        "gangs": running_gangs(ctx, settled),
+        "gangs": _gang_levels(ctx, running_gangs(ctx, settled), levels),
         "hp_priority": hp_priority,
         "now": max(ctx.times, default=None),
+        "devices": dra.devices,
+        "device_classes": dra.device_classes,
+        "claims": dra.claims,
     }
     return validate_object(Cluster, snapshot, what="a snapshot", source=None)
+
+
+def _gang_levels(ctx: Context, gangs: list[Gang], levels: list[str]) -> list[Gang]:
+    """R9: a gang keeps its level only when the cluster has it (else reported)."""
+    known = {*levels, "node"}
+    settled = []
+    for gang in gangs:
+        if gang.level is not None and gang.level not in known:
+            ctx.note("gang-topology", gang.id)
+            gang = gang.model_copy(update={"level": None})
+        settled.append(gang)
+    return settled
 
 
 def _settle_groups(ctx: Context, tasks: list[Task]) -> list[Task]:

@@ -15,18 +15,22 @@ from collections.abc import Mapping
 from gpuopt.cluster.model import MAX_TASKS, Gang, Task
 from gpuopt.errors import ProblemError, short
 from gpuopt.readers.kubectl.context import Context
-from gpuopt.readers.kubectl.documents import KubeObject
+from gpuopt.readers.kubectl.documents import KubeObject, api_group
 from gpuopt.readers.kubectl.fields import Reader, namespaced
 from gpuopt.readers.kubectl.names import (
     GANG_KEYS,
     KUEUE_GROUP_COUNT_ANNOTATION,
     UNMODELLED_GANG_PREFIXES,
 )
+from gpuopt.readers.kubectl.workloads import WORKLOAD_API, gang_level, read_workload_pod_group
 
 
 def read_pod_group(ctx: Context, obj: KubeObject) -> None:
     """A PodGroup (coscheduling or Volcano): its gang's ``min_member``; the other fields of
     its spec are counted as read but not modelled."""
+    if obj.api and api_group(obj.api) == WORKLOAD_API:
+        read_workload_pod_group(ctx, obj)
+        return
     reader = obj.reader
     _, _, _, gang_id = namespaced(reader, obj.item, "PodGroup")
     spec = reader.mapping(obj.item, "spec", "spec")
@@ -98,7 +102,12 @@ def running_gangs(ctx: Context, tasks: list[Task]) -> list[Gang]:
             continue
         if min_member > count:
             ctx.note("gang-short", gang_id)
-        gangs.append(Gang(id=gang_id, min_member=min_member))
+        level = gang_level(ctx, gang_id)
+        gangs.append(
+            Gang(id=gang_id, min_member=min_member)
+            if level is None
+            else Gang(id=gang_id, min_member=min_member, level=level)
+        )
     for gang_id in ctx.pod_groups:
         if gang_id not in running:
             ctx.note("gang-idle", gang_id)

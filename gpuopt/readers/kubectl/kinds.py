@@ -15,6 +15,13 @@ from collections.abc import Callable, Sequence
 from gpuopt.errors import ProblemError
 from gpuopt.readers.kubectl.context import Context
 from gpuopt.readers.kubectl.documents import KubeObject, api_group
+from gpuopt.readers.kubectl.dra import (
+    read_claim_template,
+    read_device_class,
+    read_device_taint_rule,
+    read_resource_claim,
+    read_resource_slice,
+)
 from gpuopt.readers.kubectl.gangs import read_pod_group
 from gpuopt.readers.kubectl.names import POD_GROUP_APIS
 from gpuopt.readers.kubectl.nodes import read_node
@@ -25,6 +32,7 @@ from gpuopt.readers.kubectl.objects import (
     read_volume,
 )
 from gpuopt.readers.kubectl.pods import read_pod
+from gpuopt.readers.kubectl.workloads import read_workload
 
 #: Kind -> (stage, its reader): stage 0 is read first.
 KINDS: dict[str, tuple[int, Callable[[Context, KubeObject], None]]] = {
@@ -32,6 +40,13 @@ KINDS: dict[str, tuple[int, Callable[[Context, KubeObject], None]]] = {
     "PersistentVolume": (0, read_volume),
     "PersistentVolumeClaim": (0, read_claim),
     "PodGroup": (0, read_pod_group),
+    # Dynamic Resource Allocation (resource.k8s.io) and the Workload API (scheduling.k8s.io)
+    "DeviceClass": (0, read_device_class),
+    "ResourceClaimTemplate": (0, read_claim_template),
+    "ResourceClaim": (0, read_resource_claim),
+    "DeviceTaintRule": (0, read_device_taint_rule),
+    "Workload": (0, read_workload),
+    "ResourceSlice": (1, read_resource_slice),
     "Node": (1, read_node),
     "Pod": (2, read_pod),
     "PodDisruptionBudget": (3, read_budget),
@@ -87,6 +102,11 @@ def unreadable(ctx: Context, obj: KubeObject, error: ProblemError) -> None:
     elif obj.kind == "PodDisruptionBudget":
         space = metadata.get("namespace")
         ctx.pinned_namespaces.add(space if isinstance(space, str) and space else "default")
+    elif obj.kind == "ResourceSlice":
+        spec = obj.item.get("spec")
+        node = spec.get("nodeName") if isinstance(spec, dict) else None
+        if isinstance(node, str) and node:
+            ctx.dra.locked_nodes.add(node)  # what the node offers is unknown
     elif obj.kind == "PodGroup":
         space, name = metadata.get("namespace"), metadata.get("name")
         if isinstance(name, str) and name:

@@ -72,7 +72,12 @@ KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_GROUP_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 #: API groups whose ``PodGroup`` objects are read: coscheduling (current and older) and Volcano.
 POD_GROUP_APIS = frozenset(
-    {"scheduling.x-k8s.io", "scheduling.sigs.k8s.io", "scheduling.volcano.sh"}
+    {
+        "scheduling.x-k8s.io",
+        "scheduling.sigs.k8s.io",
+        "scheduling.volcano.sh",
+        "scheduling.k8s.io",  # the Workload API's PodGroup (gpuopt.readers.kubectl.workloads)
+    }
 )
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 #: The keys of the required and the preferred terms of an affinity.

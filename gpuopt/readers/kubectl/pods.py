@@ -20,6 +20,7 @@ from gpuopt.errors import ProblemError, short
 from gpuopt.readers.kubectl.affinity import and_terms, label_selector, node_affinity, pod_terms
 from gpuopt.readers.kubectl.context import Context
 from gpuopt.readers.kubectl.documents import KubeObject
+from gpuopt.readers.kubectl.dra import pod_claims
 from gpuopt.readers.kubectl.fields import Reader, namespaced
 from gpuopt.readers.kubectl.gangs import pod_gang
 from gpuopt.readers.kubectl.names import (
@@ -34,6 +35,15 @@ from gpuopt.readers.kubectl.names import (
 )
 from gpuopt.readers.kubectl.quantities import cpus, requested_mebibytes
 from gpuopt.readers.kubectl.resources import pod_gpus, pod_requests
+from gpuopt.readers.kubectl.workloads import workload_gang
+
+#: The tolerations the DefaultTolerationSeconds admission plugin adds to every pod
+#: (``Exists``, ``NoExecute``, for :data:`DEFAULT_TOLERATION_SECONDS`): not counted as
+#: ``toleration-seconds`` (rule L6 of ``models/live.md``).
+DEFAULT_TOLERATION_KEYS = frozenset(
+    {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+)
+DEFAULT_TOLERATION_SECONDS = 300
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,9 @@ def read_pod(ctx: Context, obj: KubeObject) -> None:
     labels = reader.strings(metadata, "labels", "metadata.labels")
     annotations = reader.strings(metadata, "annotations", "metadata.annotations")
     gang, gang_key = pod_gang(ctx, reader, labels, annotations, namespace, pod_id)
+    if gang is None:  # the Workload API's gangs (PodGroups of scheduling.k8s.io)
+        gang = workload_gang(ctx, reader, spec, namespace, pod_id)
+    pod_claims(ctx, reader, spec, status, namespace, pod_id)  # DRA: resolved in .dra_finish
     requests = pod_requests(reader, spec)
     gpus, gpu_milli = pod_gpus(ctx, reader, requests, annotations, node, pod_id)
     priority, class_policy = pod_priority(ctx, reader, spec, labels, pod_id)
@@ -268,18 +281,35 @@ def pod_priority(
 def tolerations(
     ctx: Context, reader: Reader, spec: Mapping[str, Any], pod_id: str
 ) -> list[dict[str, str]]:
-    """The pod's tolerations; one with ``tolerationSeconds`` is left out (counted)."""
+    """The pod's tolerations; one with ``tolerationSeconds`` is left out (counted, unless
+    it is one the DefaultTolerationSeconds admission plugin adds to every pod: L6)."""
     tolerations = []
+    timed = False
     for position, item in enumerate(reader.objects(spec, "tolerations", "spec.tolerations")):
         path = f"spec.tolerations[{position}]"
         if item.get("tolerationSeconds") is not None:
             # tolerates a NoExecute taint only for a while: a pod moved there would be
             # evicted when the time runs out, so it does not tolerate it for planning
+            timed = timed or not admission_default(item)
             continue
         tolerations.append(reader.text_fields(item, ("key", "operator", "value", "effect"), path))
-    if any(item.get("tolerationSeconds") is not None for item in spec.get("tolerations") or ()):
+    if timed:
         ctx.report.unmodelled["toleration-seconds"] += 1
     return tolerations
+
+
+def admission_default(toleration: Mapping[str, Any]) -> bool:
+    """Whether ``toleration`` is one the DefaultTolerationSeconds admission plugin adds to
+    every pod (``node.kubernetes.io/not-ready`` or ``unreachable``, ``Exists``,
+    ``NoExecute``, 300 s): a fact of every pod, not a choice gpuopt leaves out (L6; it
+    stays uncounted as a toleration, and K1 never places a pod on a node not Ready)."""
+    return (
+        toleration.get("key") in DEFAULT_TOLERATION_KEYS
+        and toleration.get("operator") == "Exists"
+        and toleration.get("effect") == "NoExecute"
+        and toleration.get("tolerationSeconds") == DEFAULT_TOLERATION_SECONDS
+        and toleration.get("value") in (None, "")
+    )
 
 
 def hard_spread(ctx: Context, reader: Reader, spec: Mapping[str, Any], namespace: str) -> bool:
@@ -318,8 +348,6 @@ def count_unmodelled(
     scheduler = reader.text(spec, "schedulerName", "spec.schedulerName")
     if scheduler not in (None, "default-scheduler"):
         unmodelled["scheduler"] += 1
-    if spec.get("resourceClaims"):
-        unmodelled["resource-claims"] += 1
 
 
 def local_storage(

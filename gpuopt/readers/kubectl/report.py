@@ -27,6 +27,15 @@ _LINES: dict[str, str] = {
     "malformed-PersistentVolume": "skipped {n} malformed PersistentVolumes",
     "malformed-PodGroup": "skipped {n} malformed PodGroups (their gangs are all or nothing)",
     "malformed-item": "skipped {n} malformed list items",
+    "malformed-ResourceSlice": "skipped {n} malformed ResourceSlices (their nodes are locked: "
+    "what they offer is unknown)",
+    "malformed-DeviceClass": "skipped {n} malformed DeviceClasses (claims asking them map to no "
+    "GPUs)",
+    "malformed-ResourceClaim": "skipped {n} malformed ResourceClaims (their pods are pinned, or "
+    "wait without that demand)",
+    "malformed-ResourceClaimTemplate": "skipped {n} malformed ResourceClaimTemplates",
+    "malformed-DeviceTaintRule": "skipped {n} malformed DeviceTaintRules",
+    "malformed-Workload": "skipped {n} malformed Workloads (their gangs are all or nothing)",
     "kind-inferred": "{n} objects have no kind: their kind was taken from their fields",
     "duplicate": "skipped {n} objects read twice (the first copy is kept)",
     "done": "skipped {n} Succeeded or Failed pods",
@@ -94,6 +103,37 @@ _LINES: dict[str, str] = {
     "gang.scheduling.koordinator.sh/*): read as single pods, not as a gang",
     "gang-pending": "{n} waiting pods belong to a gang: read one by one as pending demand "
     "(place the gang with `gpuopt place --gang`)",
+    "gang-basic": "{n} pods belong to Workload API pod groups with the basic policy: read as "
+    "single pods",
+    "gang-topology": "{n} gangs have a topology constraint on a node label that is not a "
+    "topology level of the cluster (give it with --topology-label): read without a level",
+    # Dynamic Resource Allocation (gpuopt.readers.kubectl.dra_finish, rules R1-R9)
+    "dra-stale": "skipped {n} ResourceSlices of an older generation of their pool (only the "
+    "newest counts)",
+    "dra-incomplete": "{n} ResourceSlices belong to pools with fewer slices read than their "
+    "resourceSliceCount (the pool may be incomplete)",
+    "dra-unknown-node": "skipped {n} DRA devices of nodes that were not read",
+    "dra-shared-device": "{n} DRA devices belong to pools that reach several nodes "
+    "(nodeSelector, allNodes): kept on the cluster with the nodes they reach, no node's GPUs",
+    "dra-cel": "{n} CEL selectors cannot be evaluated: what they select is unknown (pods "
+    "whose claims use them get no GPUs from them and keep their place)",
+    "dra-taint-rule": "{n} DeviceTaintRules select devices that could not be evaluated: "
+    "their taints are not applied",
+    "dra-template-unread": "{n} waiting pods name ResourceClaimTemplates that were not read: "
+    "that demand is unknown",
+    "dra-claim-unread": "{n} pods use ResourceClaims that were not read: pinned (bound) or "
+    "without that demand (waiting)",
+    "dra-unallocated": "{n} bound pods use claims not read or not allocated: pinned (dra-claim)",
+    "dra-extended": "{n} pods hold a DRA-backed extended resource "
+    "(status.extendedResourceClaimStatus): counted by their resource request",
+    "dra-held-unread": "{n} DRA GPUs are allocated to claims that no bound pod of their node "
+    "accounts for: not offered",
+    "dra-cut": "{n} whole DRA GPUs have MIG placements allocated on them (their shared "
+    "counters are drawn): not offered as whole GPUs",
+    "dra-tainted": "{n} free DRA GPUs carry NoSchedule or NoExecute device taints: not offered",
+    "dra-no-extended": "{n} nodes offer DRA GPUs but no DeviceClass read serves a GPU extended "
+    "resource (extendedResourceName): a pod asking nvidia.com/gpu may still be placed on "
+    "them by gpuopt, which Kubernetes would not do",
 }
 _PROBLEMS = frozenset(
     {
@@ -107,6 +147,7 @@ _PROBLEMS = frozenset(
         "gang-min-member",
         "gang-size",
         "gang-conflict",
+        "dra-cel",
     }
 )
 #: Fields gpuopt reads but does not plan with (``{n}``: how many objects carry one).
@@ -120,10 +161,12 @@ _UNMODELLED: dict[str, str] = {
     "only gpuopt serve checks it)",
     "prefer-no-schedule": "PreferNoSchedule taints on {n} nodes",
     "toleration-seconds": "tolerationSeconds on {n} pods (such a toleration is not counted: "
-    "a pod moved there would be evicted when the time runs out)",
+    "a pod moved there would be evicted when the time runs out; the not-ready and "
+    "unreachable ones of 300 s that admission adds to every pod are not reported)",
     "pod-limit": "pod-count limits (status.allocatable.pods) of {n} nodes",
     "scheduler": "another scheduler (spec.schedulerName) on {n} pods",
-    "resource-claims": "dynamic resource claims (spec.resourceClaims) on {n} pods",
+    "resource-claims": "DRA claims on {n} pods that are not whole GPUs (MIG, shares, other "
+    "devices, allocationMode All, or constraints on a bound pod's devices)",
 }
 #: How many object names a report line quotes.
 _EXAMPLES = 3
@@ -148,6 +191,9 @@ class KubectlReport:
     unmodelled: Counter[str] = field(default_factory=Counter)
     ignored_kinds: Counter[str] = field(default_factory=Counter)
     group_fields: Counter[str] = field(default_factory=Counter)
+    #: DRA: objects, devices and claims counted (:func:`dra_lines`); ``unmodelled:<field>``
+    #: counts the objects carrying a DRA field read but not modelled.
+    dra: Counter[str] = field(default_factory=Counter)
     #: The first sentence said about each problem reason (shown in the summary).
     first: dict[str, str] = field(default_factory=dict)
 
@@ -185,6 +231,7 @@ class KubectlReport:
                 "PodGroup fields read but not modelled (a gang is modelled by spec.minMember "
                 f"only): {fields}"
             )
+        lines.extend(dra_lines(self.dra))
         if self.unmodelled:
             found = "; ".join(
                 text.format(n=self.unmodelled[key])
@@ -199,3 +246,63 @@ class KubectlReport:
     def summary(self) -> str:
         """The report for people: one block, one line per reason."""
         return "\n".join(self.lines())
+
+
+def dra_lines(counts: Counter[str]) -> list[str]:
+    """The report's DRA lines: devices by kind, GPUs offered, claims and what they hold."""
+    if not counts:
+        return []
+    lines = []
+    kinds = {
+        "gpu": "whole GPUs",
+        "mig": "MIG placements",
+        "share": "shareable GPUs (allowMultipleAllocations)",
+        "other": "other devices",
+        "unread": "devices not read",
+    }
+    if counts["slices"]:
+        devices = ", ".join(
+            f"{counts[f'devices:{kind}']} {text}"
+            for kind, text in kinds.items()
+            if counts[f"devices:{kind}"]
+        )
+        lines.append(
+            f"DRA: {counts['slices']} ResourceSlices in {counts['pools']} pools: "
+            f"{devices or 'no devices'}; {counts['gpus offered']} GPUs offered on nodes"
+        )
+    claims = [
+        f"{counts[key]} {text}"
+        for key, text in (
+            ("claims allocated", "allocated"),
+            ("claims waiting", "waiting"),
+            ("claims to be made from templates", "to be made from templates"),
+        )
+        if counts[key]
+    ]
+    if claims:
+        allocated = {**kinds, "share": "shares of shareable GPUs"}
+        held = ", ".join(
+            f"{counts[f'allocated:{kind}']} {text}"
+            for kind, text in allocated.items()
+            if counts[f"allocated:{kind}"]
+        )
+        lines.append(
+            "DRA claims: "
+            + ", ".join(claims)
+            + (f"; allocated devices: {held}" if held else "")
+            + f"; {counts['pods with claims']} pods use claims, "
+            f"{counts['pods mapped to GPUs']} of them read as whole GPUs"
+        )
+    if counts["tainted by rules"]:
+        lines.append(f"DRA: {counts['tainted by rules']} devices tainted by DeviceTaintRules")
+    unmodelled = sorted(
+        (key.partition(":")[2], count)
+        for key, count in counts.items()
+        if key.startswith("unmodelled:") and count
+    )
+    if unmodelled:
+        lines.append(
+            "DRA fields read but not modelled: "
+            + ", ".join(f"{name} on {count}" for name, count in unmodelled)
+        )
+    return lines

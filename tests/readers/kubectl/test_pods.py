@@ -123,6 +123,36 @@ def test_a_toleration_for_a_while_does_not_count() -> None:
     assert ctx.report.unmodelled["toleration-seconds"] == 1
 
 
+ADMISSION = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}
+
+
+def test_the_admission_defaults_are_not_reported() -> None:
+    # what DefaultTolerationSeconds adds to every pod: left out, and not counted (L6)
+    ctx = context()
+    spec = {
+        "tolerations": [
+            {**ADMISSION, "key": "node.kubernetes.io/not-ready", "tolerationSeconds": 300},
+            {**ADMISSION, "tolerationSeconds": 300},
+        ]
+    }
+    assert tolerations(ctx, READER, spec, "p") == []
+    assert ctx.report.unmodelled["toleration-seconds"] == 0
+    # the same key for another time, or with another effect, is the pod's own choice
+    for other in (
+        {**ADMISSION, "tolerationSeconds": 600},
+        {**ADMISSION, "key": "node.kubernetes.io/memory-pressure", "tolerationSeconds": 300},
+        {**ADMISSION, "operator": "Equal", "value": "x", "tolerationSeconds": 300},
+    ):
+        ctx = context()
+        assert (
+            tolerations(
+                ctx, READER, {"tolerations": [ADMISSION | {"tolerationSeconds": 300}, other]}, "p"
+            )
+            == []
+        )
+        assert ctx.report.unmodelled["toleration-seconds"] == 1, other
+
+
 def test_host_ports_and_conditions() -> None:
     assert host_ports({"hostNetwork": True})
     assert host_ports({"initContainers": [{"ports": [{"containerPort": 80, "hostPort": 8080}]}]})
