@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         allocation,
         calendar,
         check,
+        controller,
         defrag,
         estimate,
         forecast,
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         forecast,
         replay,
         serve,
+        controller,
     )
     for module in modules:
         module.add_commands(commands)

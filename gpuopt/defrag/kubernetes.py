@@ -67,6 +67,10 @@ from gpuopt.errors import ProblemError
 #: The placeholder's priority class: below every workload, never preempting.
 PLACEHOLDER_CLASS = "gpuopt-placeholder"
 PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.10"
+#: The label every placeholder carries (``app.kubernetes.io/managed-by``: ``gpuopt``).
+MANAGED_BY = ("app.kubernetes.io/managed-by", "gpuopt")
+#: The placeholder's annotation naming the pod (``namespace/name``) it holds room for.
+HOLD_FOR = "gpuopt.io/hold-for"
 #: Longest pod name Kubernetes accepts.
 MAX_NAME = 253
 
@@ -92,9 +96,10 @@ def _requests(task: Task, gpu_resource: str) -> dict[str, str]:
     return requests
 
 
-def _placeholder(task: Task, target: str, gpu_resource: str) -> dict[str, Any]:
+def placeholder_pod(task: Task, target: str, gpu_resource: str) -> dict[str, Any]:
+    """The placeholder Pod that holds room for ``task`` on node ``target`` (step 1, hold)."""
     namespace, name = _namespace_and_name(task)
-    hold = _hold_name(name)
+    hold = hold_name(name)
     requests = _requests(task, gpu_resource)
     # extended resources (GPUs among them) must have limits equal to requests
     limits = {k: v for k, v in requests.items() if k not in ("cpu", "memory")}
@@ -118,14 +123,14 @@ def _placeholder(task: Task, target: str, gpu_resource: str) -> dict[str, Any]:
         "metadata": {
             "name": hold,
             "namespace": namespace,
-            "labels": {"app.kubernetes.io/managed-by": "gpuopt"},
-            "annotations": {"gpuopt.io/hold-for": task.id},
+            "labels": {MANAGED_BY[0]: MANAGED_BY[1]},
+            "annotations": {HOLD_FOR: task.id},
         },
         "spec": spec,
     }
 
 
-def _hold_name(name: str) -> str:
+def hold_name(name: str) -> str:
     """The placeholder's name: a valid DNS-1123 subdomain of at most 253 characters."""
     return f"gpuopt-hold-{name}"[:MAX_NAME].rstrip("-.")
 
@@ -135,7 +140,7 @@ def _camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def _cordon_schedule(plan: DefragResult) -> dict[int, list[str]]:
+def cordon_schedule(plan: DefragResult) -> dict[int, list[str]]:
     """Wave -> the emptied nodes to cordon before it (a key past the last wave: after it).
 
     A node the plan empties is cordoned once no later move targets it, so that
@@ -149,7 +154,8 @@ def _cordon_schedule(plan: DefragResult) -> dict[int, list[str]]:
     return cordon_at
 
 
-def _priority_class() -> dict[str, Any]:
+def placeholder_class() -> dict[str, Any]:
+    """The placeholders' PriorityClass (:data:`PLACEHOLDER_CLASS`: lowest, never preempts)."""
     return {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
@@ -179,10 +185,10 @@ def kubernetes_steps(
     tasks = {task.id: task for task in cluster.tasks}
     yield (
         "the placeholders' priority class (lowest, never preempts): kubectl apply -f -",
-        _priority_class(),
+        placeholder_class(),
     )
     nodes = {node.id: node for node in cluster.nodes}
-    cordon_at = _cordon_schedule(plan)
+    cordon_at = cordon_schedule(plan)
     moved: dict[str, int] = {}
     wave = -1
     for number, move in enumerate(plan.moves, start=1):
@@ -201,7 +207,7 @@ def kubernetes_steps(
         resource = nodes[move.to].labels.get(GPU_RESOURCE_LABEL, gpu_resource)
         yield (
             f"{where} hold: kubectl apply -f - (a placeholder bound to {move.to})",
-            _placeholder(task, move.to, resource),
+            placeholder_pod(task, move.to, resource),
         )
         moved[task.id] = moved.get(task.id, 0) + 1
         if moved[task.id] > 1:  # its first move's replacement has a name of its own
@@ -225,7 +231,7 @@ def kubernetes_steps(
             )
         yield (
             f"{where} release: once the replacement of {task.id} runs, kubectl delete pod "
-            f"-n {namespace} {_hold_name(name)}",
+            f"-n {namespace} {hold_name(name)}",
             None,
         )
     for later in sorted(cordon_at):
@@ -318,7 +324,7 @@ def _wave_lines(
         task = tasks[move.task]
         namespace, name = _namespace_and_name(task)
         resource = nodes[move.to].labels.get(GPU_RESOURCE_LABEL, gpu_resource)
-        placeholder = _placeholder(task, move.to, resource)
+        placeholder = placeholder_pod(task, move.to, resource)
         holds.setdefault(move.wave, []).append(placeholder)
         lines = waves.setdefault(move.wave, [])
         hold = shlex.quote(placeholder["metadata"]["name"])
@@ -351,13 +357,13 @@ def _stages(
     """The stages of :data:`SCRIPT`, ``(stage, what it does, its lines)``, in order (and the
     ``wave-K.yaml`` of each wave, into ``files``)."""
     waves, holds, releases, lookups = found.evictions, found.holds, found.releases, found.lookups
-    cordon_at = _cordon_schedule(plan)
+    cordon_at = cordon_schedule(plan)
     last = max(waves, default=-1)
     after_last = sorted(node for wave, group in cordon_at.items() if wave > last for node in group)
     stages: list[tuple[str, str, list[str]]] = []  # (stage, what it does, its lines)
     for wave in sorted(waves):
         path = f"wave-{wave}.yaml"
-        files[path] = _yaml_stream([_priority_class(), *holds[wave]])
+        files[path] = _yaml_stream([placeholder_class(), *holds[wave]])
         body = [*lookups.get(wave, [])]
         if cordon_at.get(wave):
             body.append("$kubectl cordon " + " ".join(map(shlex.quote, cordon_at[wave])))
@@ -499,11 +505,17 @@ def write_kubernetes_files(
 
 
 __all__ = [
+    "HOLD_FOR",
+    "MANAGED_BY",
     "PLACEHOLDER_CLASS",
     "SCRIPT",
     "check_emit_folder",
+    "cordon_schedule",
+    "hold_name",
     "kubernetes_files",
     "kubernetes_steps",
     "kubernetes_yaml",
+    "placeholder_class",
+    "placeholder_pod",
     "write_kubernetes_files",
 ]
