@@ -16,7 +16,8 @@ it. Everything else lives in the subpackages, each reachable as an attribute
 - around them: :mod:`~gpuopt.planning` (rolling horizon),
   :mod:`~gpuopt.simulate` (replays of jobs, gangs and pods on one event loop),
   :mod:`~gpuopt.forecast`, :mod:`~gpuopt.estimate`, :mod:`~gpuopt.sharing`
-  (GPU sharing and FGD), :mod:`~gpuopt.extender` (kube-scheduler extender);
+  (GPU sharing and FGD), :mod:`~gpuopt.extender` (kube-scheduler extender),
+  :mod:`~gpuopt.live` (a watched cluster and a controller that acts);
 - data: :mod:`~gpuopt.readers` (kubectl, openb, traffic traces),
   :mod:`~gpuopt.io` (plain files); the command line: :mod:`~gpuopt.cli`.
 
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from gpuopt import forecast as forecast
     from gpuopt import gang as gang
     from gpuopt import io as io
+    from gpuopt import live as live
     from gpuopt import placement as placement
     from gpuopt import planning as planning
     from gpuopt import preemption as preemption
@@ -82,6 +84,7 @@ SUBPACKAGES: tuple[str, ...] = (
     "forecast",
     "gang",
     "io",
+    "live",
     "placement",
     "planning",
     "preemption",

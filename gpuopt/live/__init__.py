@@ -9,3 +9,41 @@ and assumes what the extender chose (L4-L6),
 :mod:`~gpuopt.live.fake` is an in-process API server for the tests. Needs the
 extra ``live`` (``pip install 'gpuopt[live]'``).
 """
+
+from gpuopt.live.api import (
+    Api,
+    ApiError,
+    Conflict,
+    Forbidden,
+    Gone,
+    KubeApi,
+    NotFound,
+    Resource,
+    TooManyRequests,
+)
+from gpuopt.live.cluster import LiveCluster
+from gpuopt.live.controller import Controller, ControllerOptions, ListedCluster
+from gpuopt.live.fake import FakeApiServer
+from gpuopt.live.lease import LeaderLease
+from gpuopt.live.watch import Sink, Store, Watcher
+
+__all__ = [
+    "Api",
+    "ApiError",
+    "Conflict",
+    "Controller",
+    "ControllerOptions",
+    "FakeApiServer",
+    "Forbidden",
+    "Gone",
+    "KubeApi",
+    "LeaderLease",
+    "ListedCluster",
+    "LiveCluster",
+    "NotFound",
+    "Resource",
+    "Sink",
+    "Store",
+    "TooManyRequests",
+    "Watcher",
+]
