@@ -3,11 +3,13 @@ Kubernetes clients compared (docs/live.md).
 
 Protocol. The fake API server (:mod:`gpuopt.live.fake`) runs in a subprocess of its
 own (``--serve``), seeded with ``--nodes`` nodes (8 GPUs, labels, conditions,
-addresses: about 2 KB of JSON each, no image list) and ``--pods`` pods bound
+addresses) and ``--pods`` pods bound
 round-robin (a Job's pod: owner, one container with GPU/CPU/memory requests and
 limits, env, mounts, the admission's default tolerations, Running and Ready with
-its conditions and container status: about 2.5 KB each), so that this process
-holds only the client and the sink. Then here:
+its conditions and container status, and the ``managedFields`` the API server
+records for it: about 5.3 KB each, 2.4 KB of it managedFields), so that this
+process holds only the client and the sink. Nodes carry 20 images and their
+managedFields too (about 7 KB each). Then here:
 
 1. **sync**: a :class:`~gpuopt.live.watch.Watcher` over every watched kind
    (``WATCHED``) through :class:`~gpuopt.live.api.KubeApi` (a kubeconfig pointing
@@ -87,6 +89,41 @@ def make_node(index: int) -> Obj:
                 "network.example.com/rack": f"rack-{index // 16}",
                 "network.example.com/switch": f"asw-{index // 32}",
             },
+            "managedFields": [
+                {
+                    "manager": manager,
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "time": ready_since,
+                    "fieldsType": "FieldsV1",
+                    **({"subresource": "status"} if manager == "kubelet" else {}),
+                    "fieldsV1": {
+                        "f:status": {
+                            "f:conditions": {
+                                f'k:{{"type":"{kind}"}}': {
+                                    ".": {},
+                                    **_fields("lastHeartbeatTime", "lastTransitionTime", "message"),
+                                    **_fields("reason", "status", "type"),
+                                }
+                                for kind in (
+                                    "DiskPressure",
+                                    "MemoryPressure",
+                                    "PIDPressure",
+                                    "Ready",
+                                )
+                            },
+                            **_fields(
+                                "allocatable", "capacity", "daemonEndpoints", "images", "nodeInfo"
+                            ),
+                        }
+                    }
+                    if manager == "kubelet"
+                    else {
+                        "f:metadata": {"f:labels": {".": {}, **_fields("network.example.com/rack")}}
+                    },
+                }
+                for manager in ("kubelet", "kubectl-label")
+            ],
             "annotations": {
                 "node.alpha.kubernetes.io/ttl": "0",
                 "volumes.kubernetes.io/controller-managed-attach-detach": "true",
@@ -146,6 +183,16 @@ def make_node(index: int) -> Obj:
                 {"type": "Hostname", "address": name},
             ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "images": [
+                {
+                    "names": [
+                        f"registry.example.com/ml/image-{image}@sha256:{image:064x}",
+                        f"registry.example.com/ml/image-{image}:2026.{image % 12 + 1}",
+                    ],
+                    "sizeBytes": 1_000_000_000 + 7919 * image,
+                }
+                for image in range(20)
+            ],
             "nodeInfo": {
                 "architecture": "amd64",
                 "bootID": f"boot-{index:08x}",
@@ -160,6 +207,118 @@ def make_node(index: int) -> Obj:
             },
         },
     }
+
+
+def _fields(*names: str) -> dict[str, Any]:
+    return {f"f:{name}": {} for name in names}
+
+
+def pod_managed_fields(job: str) -> list[Obj]:
+    """What the API server records for a Job pod (server-side apply's bookkeeping):
+    the Job controller's fields, the scheduler's condition and the kubelet's status."""
+    condition = {".": {}, **_fields("lastProbeTime", "lastTransitionTime", "status", "type")}
+    return [
+        {
+            "manager": "kube-controller-manager",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": "2026-12-06T07:59:58Z",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {
+                "f:metadata": {
+                    **_fields("generateName"),
+                    "f:annotations": {".": {}, **_fields("gpuopt.io/checkpoint")},
+                    "f:labels": {
+                        ".": {},
+                        **_fields(
+                            "app",
+                            "batch.kubernetes.io/controller-uid",
+                            "batch.kubernetes.io/job-name",
+                            "team",
+                        ),
+                    },
+                    "f:ownerReferences": {".": {}, f'k:{{"uid":"uid-{job}"}}': {}},
+                },
+                "f:spec": {
+                    "f:containers": {
+                        'k:{"name":"trainer"}': {
+                            ".": {},
+                            **_fields("args", "command", "image", "imagePullPolicy", "name"),
+                            "f:env": {
+                                ".": {},
+                                'k:{"name":"JOB_NAME"}': {".": {}, **_fields("name", "value")},
+                                'k:{"name":"NCCL_DEBUG"}': {".": {}, **_fields("name", "value")},
+                            },
+                            "f:resources": {
+                                ".": {},
+                                "f:limits": {".": {}, **_fields("memory", "nvidia.com/gpu")},
+                                "f:requests": {
+                                    ".": {},
+                                    **_fields("cpu", "memory", "nvidia.com/gpu"),
+                                },
+                            },
+                            **_fields("terminationMessagePath", "terminationMessagePolicy"),
+                            "f:volumeMounts": {
+                                ".": {},
+                                'k:{"mountPath":"/etc/train"}': {
+                                    ".": {},
+                                    **_fields("mountPath", "name"),
+                                },
+                            },
+                        }
+                    },
+                    **_fields(
+                        "dnsPolicy", "enableServiceLinks", "priorityClassName", "restartPolicy"
+                    ),
+                    **_fields("schedulerName", "securityContext", "terminationGracePeriodSeconds"),
+                    "f:tolerations": {},
+                    "f:volumes": {
+                        ".": {},
+                        'k:{"name":"config"}': {
+                            ".": {},
+                            "f:configMap": {".": {}, **_fields("defaultMode", "name")},
+                            "f:name": {},
+                        },
+                    },
+                },
+            },
+        },
+        {
+            "manager": "kube-scheduler",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": "2026-12-06T07:59:59Z",
+            "fieldsType": "FieldsV1",
+            "subresource": "status",
+            "fieldsV1": {
+                "f:status": {"f:conditions": {".": {}, 'k:{"type":"PodScheduled"}': condition}}
+            },
+        },
+        {
+            "manager": "kubelet",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": "2026-12-06T08:00:05Z",
+            "fieldsType": "FieldsV1",
+            "subresource": "status",
+            "fieldsV1": {
+                "f:status": {
+                    "f:conditions": {
+                        f'k:{{"type":"{kind}"}}': condition
+                        for kind in (
+                            "ContainersReady",
+                            "Initialized",
+                            "PodReadyToStartContainers",
+                            "Ready",
+                        )
+                    },
+                    **_fields("containerStatuses", "hostIP", "phase", "podIP", "startTime"),
+                    "f:hostIPs": {},
+                    "f:podIPs": {".": {}, 'k:{"ip":"10.0.0.2"}': {".": {}, "f:ip": {}}},
+                }
+            },
+        },
+    ]
 
 
 def pod_name(index: int) -> tuple[str, str]:
@@ -184,6 +343,7 @@ def make_pod(index: int, nodes: int) -> Obj:
                 "team": f"team-{index % 20}",
             },
             "annotations": {"gpuopt.io/checkpoint": "2026-12-06T09:00:00Z"},
+            "managedFields": pod_managed_fields(job),
             "ownerReferences": [
                 {
                     "apiVersion": "batch/v1",
@@ -422,6 +582,7 @@ def measure(
     *,
     seed: int = 0,
     trace: bool = False,
+    keep_managed_fields: bool = False,
 ) -> dict[str, Any]:
     """Sync, paced updates and a burst (module docstring); returns the figures."""
     rng = random.Random(seed)
@@ -435,7 +596,10 @@ def measure(
         if trace:
             tracemalloc.start()
         sink = Timed(sink_factory())
-        watcher = Watcher(api, sink, WATCHED)
+        if keep_managed_fields:
+            watcher = Watcher(api, sink, WATCHED, transform=None)
+        else:
+            watcher = Watcher(api, sink, WATCHED)
         started = time.perf_counter()
         watcher.start()
         if not watcher.wait_synced(600):
@@ -658,6 +822,9 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=2000, help="back-to-back updates")
     parser.add_argument("--sink", default="store", help="'store' or module:factory")
     parser.add_argument("--tracemalloc", action="store_true", help="Python's own memory count")
+    parser.add_argument(
+        "--keep-managed-fields", action="store_true", help="the sink gets metadata.managedFields"
+    )
     parser.add_argument("--clients", action="store_true", help="compare the clients instead")
     parser.add_argument("--churn", type=int, default=0, help="logged changes (--clients, --serve)")
     parser.add_argument("--seed", type=int, default=0)
@@ -677,6 +844,7 @@ def main() -> int:
             sink_factory(args.sink),
             seed=args.seed,
             trace=args.tracemalloc,
+            keep_managed_fields=args.keep_managed_fields,
         )
     print(json.dumps(result, indent=1))
     return 0

@@ -241,12 +241,15 @@ class WatchStream(Iterator[tuple[str, Obj]]):
         import urllib3
 
         while True:
+            if self._closed:
+                raise StopIteration
             try:
                 line = next(self._lines)
             except StopIteration:
                 self.close()
                 raise
-            except (urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+            # AttributeError: urllib3 reading a response closed under it by close()
+            except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as error:
                 if self._closed:  # close() from another thread: the stream ends
                     raise StopIteration from None
                 self.close()
@@ -564,3 +567,10 @@ def _client_modules() -> tuple[Any, Any]:
             f"the live cluster needs the Kubernetes client, which is not installed: {INSTALL}."
         ) from None
     return client, config
+
+
+if TYPE_CHECKING:
+
+    def _conforms(api: KubeApi) -> Api:
+        """mypy checks here that KubeApi is an Api."""
+        return api

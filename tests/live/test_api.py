@@ -207,6 +207,7 @@ def test_watch_yields_changes_and_bookmarks(api: KubeApi, server: FakeApiServer)
         if kind == "BOOKMARK":
             break
     stream.close()
+    assert list(stream) == []  # closed: nothing more, from the same thread too
     last = str(server.resource_version)
     assert [(kind, name) for kind, name, _ in seen] == [
         ("ADDED", "new"),

@@ -15,7 +15,7 @@ import pytest
 from gpuopt.errors import ProblemError
 from gpuopt.live.api import NODES, PDBS, PODS, KubeApi, Obj, Resource
 from gpuopt.live.fake import FakeApiServer
-from gpuopt.live.watch import Store, Watcher, differences, key_of
+from gpuopt.live.watch import Store, Watcher, differences, drop_managed_fields, key_of
 
 DEADLINE = 10.0
 
@@ -263,3 +263,21 @@ def test_differences_of_a_relist() -> None:
     events = [(kind, o["metadata"]["name"]) for kind, o in differences(before, after)]
     assert events == [("MODIFIED", "changed"), ("ADDED", "new"), ("DELETED", "gone")]
     assert differences(before, before.values()) == []
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_managed_fields_are_dropped_unless_asked(
+    api: KubeApi, server: FakeApiServer, keep: bool
+) -> None:
+    fields = [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {}}}]
+    server.put({"kind": "Node", "metadata": {"name": "n9", "managedFields": fields}})
+    store = Store()
+    watcher = Watcher(api, store, (NODES,), transform=None if keep else drop_managed_fields)
+    with watcher:
+        assert watcher.wait_synced(DEADLINE)
+        server.put({"kind": "Node", "metadata": {"name": "n8", "managedFields": fields}})
+        assert until(lambda: store.count("Node") == 4)
+    for name in ("n9", "n8"):  # listed, then watched
+        metadata = store.get("Node", name)["metadata"]  # type: ignore[index]
+        assert ("managedFields" in metadata) is keep
+        assert metadata["name"] == name
