@@ -32,9 +32,13 @@ is exercised through its client as it would be against a cluster:
   ``disruptionsAllowed``) is kept current, as the disruption controller does,
   from the pods its ``selector`` (``matchLabels`` and ``matchExpressions``)
   selects in its namespace; a pod is healthy when Running with its ``Ready``
-  condition ``True``. An eviction of a healthy pod that a selecting budget
-  does not allow (``disruptionsAllowed`` 0) is a 429 with a Status body;
-  otherwise the pod is deleted at once (no grace period: there is no kubelet).
+  condition ``True``. As the real server decides an eviction: a Pending,
+  Succeeded or Failed pod always goes; a healthy pod needs
+  ``disruptionsAllowed`` >= 1 in every budget that selects it; a running pod
+  that is not ready needs each such budget to be at its desired health or
+  ``unhealthyPodEvictionPolicy: AlwaysAllow``. A refusal is a 429 with a
+  Status body; otherwise the pod is deleted at once (no grace period: there
+  is no kubelet).
 
 Test hooks (each takes effect at once, from any thread):
 
@@ -594,15 +598,22 @@ class FakeApiServer:
             pod = self._store[PODS].get(key)
             if pod is None:
                 raise self._not_found(PODS, key[1])
-            if _healthy(pod):
+            phase = (pod.get("status") or {}).get("phase")
+            healthy = _healthy(pod)
+            if phase not in ("Pending", "Succeeded", "Failed"):
                 labels = pod["metadata"].get("labels") or {}
                 for (namespace, name), budget in self._store[PDBS].items():
-                    if namespace != key[0] or not selects(
-                        (budget.get("spec") or {}).get("selector"), labels
-                    ):
+                    spec = budget.get("spec") or {}
+                    if namespace != key[0] or not selects(spec.get("selector"), labels):
                         continue
                     status = budget.get("status") or self._budget_status(budget)
-                    if status["disruptionsAllowed"] < 1:
+                    if healthy:
+                        allowed = status["disruptionsAllowed"] >= 1
+                    else:  # an unready pod: unhealthyPodEvictionPolicy
+                        allowed = spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow" or (
+                            status["currentHealthy"] >= status["desiredHealthy"]
+                        )
+                    if not allowed:
                         raise _Failure(
                             429,
                             "Cannot evict pod as it would violate the pod's disruption budget.",

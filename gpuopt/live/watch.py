@@ -334,7 +334,9 @@ class Watcher:
                     delay = self.backoff[0]
                 if quick and not delivered and not self._stopping.is_set():
                     raise ProblemError(f"the watch of {resource.plural} ended at once, empty.")
-            except Gone:
+            except Gone as error:
+                if need_list:  # the list itself said 410: a failure like any other
+                    delay = self._fail(state, error, delay)
                 need_list = True
             except _SinkFailed as failure:
                 need_list = True
