@@ -323,6 +323,9 @@ class KubeApi:
     Make one with :meth:`from_kubeconfig` or :meth:`in_cluster`.
     """
 
+    #: objects per page of a list (``limit``); 0 lists all at once
+    page_size: int = 500
+
     def __init__(self, api_client: Any) -> None:
         self._client = api_client
         self._config = api_client.configuration
@@ -439,19 +442,34 @@ class KubeApi:
     # -- the protocol ------------------------------------------------------------------------
 
     def list(self, resource: Resource, *, namespace: str | None = None) -> tuple[list[Obj], str]:
-        """Every object of ``resource`` and the list's ``resourceVersion`` (see :class:`Api`)."""
-        body = self._json(
-            "GET",
-            resource.path(namespace),
-            verb="list",
-            what=self._what(resource, None, namespace),
-            read_timeout=300.0,
-        )
-        items: list[Obj] = body.get("items") or []
-        for item in items:
-            item["apiVersion"] = resource.api_version
-            item["kind"] = resource.kind
-        return items, str((body.get("metadata") or {}).get("resourceVersion", ""))
+        """Every object of ``resource`` and the list's ``resourceVersion`` (see :class:`Api`),
+        read in pages of :attr:`page_size` as client-go's informers read them (the pages
+        are one snapshot; the version is the first page's)."""
+        items: list[Obj] = []
+        version = ""
+        query: dict[str, str] = {"limit": str(self.page_size)} if self.page_size > 0 else {}
+        what = self._what(resource, None, namespace)
+        # one collector pause for the whole list: its objects are all kept
+        with gc_paused():
+            while True:
+                body = self._json(
+                    "GET",
+                    resource.path(namespace),
+                    verb="list",
+                    what=what,
+                    query=query or None,
+                    read_timeout=300.0,
+                )
+                metadata = body.get("metadata") or {}
+                version = version or str(metadata.get("resourceVersion", ""))
+                page: list[Obj] = body.get("items") or []
+                for item in page:
+                    item["apiVersion"] = resource.api_version
+                    item["kind"] = resource.kind
+                items.extend(page)
+                if not metadata.get("continue"):
+                    return items, version
+                query = dict(query, **{"continue": str(metadata["continue"])})
 
     def watch(
         self, resource: Resource, resource_version: str, *, timeout_seconds: int = 300

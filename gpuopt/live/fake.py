@@ -10,8 +10,9 @@ is exercised through its client as it would be against a cluster:
   ``metadata.resourceVersion``, ``uid`` and ``creationTimestamp``.
 - **List**: ``{"kind": "PodList", "apiVersion": "v1", "metadata":
   {"resourceVersion": ...}, "items": [...]}``, the items without ``kind`` and
-  ``apiVersion`` as the real server writes them (no label selection, no
-  pagination).
+  ``apiVersion`` as the real server writes them; ``limit`` and ``continue``
+  page it (``metadata.continue``, ``remainingItemCount``; the pages are one
+  snapshot); no label selection.
 - **Watch** (``?watch=1&resourceVersion=...``): one ``{"type": ..., "object":
   ...}`` line per change (chunked), a ``BOOKMARK`` (an object of ``kind``,
   ``apiVersion`` and ``metadata.resourceVersion`` only) every
@@ -240,6 +241,8 @@ class FakeApiServer:
         self._floor = 0  # a watch from a version below this one gets 410
         self._cut = 0  # drop_watches() generation
         self._watches = 0  # streams open now
+        # continue token -> (version, the list's objects, where the next page starts)
+        self._snapshots: dict[str, tuple[int, list[Obj], int]] = {}
         self._failures: list[tuple[int, float | None]] = []
         self._closing = False
         self._server: ThreadingHTTPServer | None = None
@@ -470,19 +473,50 @@ class FakeApiServer:
         with self._lock:
             return self._failures.pop(0) if self._failures else None
 
-    def list_body(self, resource: Resource, namespace: str | None) -> bytes:
-        with self._lock:
-            items = [
-                {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
-                for (obj_namespace, _), obj in self._store[resource].items()
-                if namespace is None or obj_namespace == namespace
-            ]
-            version = self._version
+    def list_body(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        limit: int = 0,
+        continue_token: str = "",
+    ) -> bytes:
+        """A list's JSON: every object, or a page of ``limit`` with a ``continue`` token
+        for the next (pages of one list are a consistent snapshot, as etcd's are)."""
+        if continue_token:
+            with self._lock:
+                snapshot = self._snapshots.get(continue_token)
+            if snapshot is None:
+                raise _Failure(410, "the provided continue parameter is too old", reason="Expired")
+            version, objects, start = snapshot
+        else:
+            with self._lock:
+                version = self._version
+                objects = [
+                    obj
+                    for (obj_namespace, _), obj in self._store[resource].items()
+                    if namespace is None or obj_namespace == namespace
+                ]
+            start = 0
+        end = len(objects) if limit <= 0 else min(len(objects), start + limit)
+        metadata: Obj = {"resourceVersion": str(version)}
+        if end < len(objects):
+            token = uuid.uuid4().hex
+            with self._lock:
+                self._snapshots[token] = (version, objects, end)
+            metadata["continue"] = token
+            metadata["remainingItemCount"] = len(objects) - end
+        if continue_token:
+            with self._lock:
+                self._snapshots.pop(continue_token, None)
         body = {
             "kind": f"{resource.kind}List",
             "apiVersion": resource.api_version,
-            "metadata": {"resourceVersion": str(version)},
-            "items": items,
+            "metadata": metadata,
+            "items": [
+                {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+                for obj in objects[start:end]
+            ],
         }
         return _dumps(body)
 
@@ -717,7 +751,11 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "GET" and name is None and query.get("watch") in ("1", "true"):
                 self._watch(resource, namespace, query)
             elif method == "GET" and name is None:
-                self._send(200, fake.list_body(resource, namespace))
+                limit = int(query.get("limit") or 0)
+                token = query.get("continue", "")
+                self._send(
+                    200, fake.list_body(resource, namespace, limit=limit, continue_token=token)
+                )
             elif method == "GET":
                 self._send_json(200, fake.get_object(resource, key))
             elif method == "POST" and name is None:

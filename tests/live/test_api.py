@@ -101,6 +101,22 @@ def test_list_fills_kind_and_gives_the_version(api: KubeApi, server: FakeApiServ
     assert api.list(PODS, namespace="other")[0] == []
 
 
+def test_list_reads_every_page(api: KubeApi, server: FakeApiServer) -> None:
+    for index in range(7):
+        server.put(running_pod(f"extra-{index}"))
+    api.page_size = 3  # 8 pods: pages of 3, 3 and 2
+    gets = server.requests.get("GET", 0)
+    items, version = api.list(PODS)
+    assert server.requests["GET"] - gets == 3
+    assert version == str(server.resource_version)
+    names = sorted(item["metadata"]["name"] for item in items)
+    assert names == sorted(["web-1"] + [f"extra-{index}" for index in range(7)])
+    assert {item["kind"] for item in items} == {"Pod"}
+    api.page_size = 0  # all at once
+    gets = server.requests["GET"]
+    assert len(api.list(PODS)[0]) == 8 and server.requests["GET"] - gets == 1
+
+
 def test_create_get_replace_patch_delete(api: KubeApi, server: FakeApiServer) -> None:
     lease = {"metadata": {"name": "gpuopt-controller", "namespace": "kube-system"}, "spec": {}}
     created = api.create(LEASES, lease)

@@ -324,3 +324,21 @@ def test_unready_and_finished_pods_follow_the_real_eviction_rules(server: FakeAp
     server.put(finished)
     assert call(server, "POST", "/api/v1/namespaces/team/pods/web-4/eviction", eviction)[0] == 201
     assert [p["metadata"]["name"] for p in server.objects(PODS)] == ["web-1"]
+
+
+def test_list_pages_are_one_snapshot(server: FakeApiServer) -> None:
+    server.put(pod("web-3"))
+    version = str(server.resource_version)
+    status, first, _ = call(server, "GET", "/api/v1/pods?limit=2")
+    assert status == 200 and len(first["items"]) == 2
+    assert first["metadata"]["remainingItemCount"] == 1
+    assert first["metadata"]["resourceVersion"] == version
+    server.put(pod("web-4"))  # after the first page: not in this list
+    token = first["metadata"]["continue"]
+    status, second, _ = call(server, "GET", f"/api/v1/pods?limit=2&continue={token}")
+    assert status == 200 and "continue" not in second["metadata"]
+    names = [item["metadata"]["name"] for item in first["items"] + second["items"]]
+    assert sorted(names) == ["web-1", "web-2", "web-3"]
+    # a token is good once; an unknown one is 410 Expired, as an old one is on the real server
+    status, body, _ = call(server, "GET", f"/api/v1/pods?limit=2&continue={token}")
+    assert (status, body["reason"]) == (410, "Expired")
