@@ -15,7 +15,7 @@ import json
 import os
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -441,10 +441,18 @@ class KubeApi:
 
     # -- the protocol ------------------------------------------------------------------------
 
-    def list(self, resource: Resource, *, namespace: str | None = None) -> tuple[list[Obj], str]:
+    def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        transform: Callable[[Obj], Obj] | None = None,
+    ) -> tuple[list[Obj], str]:
         """Every object of ``resource`` and the list's ``resourceVersion`` (see :class:`Api`),
         read in pages of :attr:`page_size` as client-go's informers read them (the pages
-        are one snapshot; the version is the first page's)."""
+        are one snapshot; the version is the first page's). ``transform`` (not part of
+        :class:`Api`) is applied to each object as its page arrives, so that what it drops
+        is freed before the next page is read (the watcher's ``drop_managed_fields``)."""
         items: list[Obj] = []
         version = ""
         query: dict[str, str] = {"limit": str(self.page_size)} if self.page_size > 0 else {}
@@ -466,7 +474,8 @@ class KubeApi:
                 for item in page:
                     item["apiVersion"] = resource.api_version
                     item["kind"] = resource.kind
-                items.extend(page)
+                items.extend(page if transform is None else map(transform, page))
+                del page, body
                 if not metadata.get("continue"):
                     return items, version
                 query = dict(query, **{"continue": str(metadata["continue"])})

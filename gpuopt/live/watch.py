@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpuopt.errors import ProblemError
-from gpuopt.live.api import WATCHED, Api, Gone, Obj, Resource, TooManyRequests
+from gpuopt.live.api import WATCHED, Api, Gone, KubeApi, Obj, Resource, TooManyRequests
 
 #: ``(namespace or "", name)``: an object's key within its kind.
 Key = tuple[str, str]
@@ -361,10 +361,13 @@ class Watcher:
         return min(delay * 2, self.backoff[1])
 
     def _list(self, state: _KindState) -> None:
-        items, version = self.api.list(state.resource)
+        if isinstance(self.api, KubeApi):  # it transforms page by page: a lower peak
+            items, version = self.api.list(state.resource, transform=self.transform)
+        else:
+            items, version = self.api.list(state.resource)
+            if self.transform is not None:
+                items = [self.transform(item) for item in items]
         self._contact(state)
-        if self.transform is not None:
-            items = [self.transform(item) for item in items]
         try:
             with self._sink_lock:
                 self.sink.replace(state.resource, items)
