@@ -17,7 +17,9 @@ managedFields too (about 7 KB each). Then here:
    or any ``module:factory`` that makes a sink); time from ``start()`` until
    ``wait_synced()``; the process's RSS growth over the sync (``/proc/self/status``,
    after a ``gc.collect()``) and, with ``--tracemalloc``, the memory Python
-   allocated and still holds (slower: sync time is then not reported);
+   allocated and still holds (slower: sync time is then not reported); the time
+   of one full collection of the cyclic collector with that state held, and with
+   ``--freeze`` the same after ``gc.freeze()``;
 2. **update latency, paced**: ``--updates`` times, one at a time, a random pod is
    changed on the server (a merge patch of one label through the API) and the
    time is taken from just before the patch is sent until the sink has applied
@@ -583,6 +585,7 @@ def measure(
     seed: int = 0,
     trace: bool = False,
     keep_managed_fields: bool = False,
+    freeze: bool = False,
 ) -> dict[str, Any]:
     """Sync, paced updates and a burst (module docstring); returns the figures."""
     rng = random.Random(seed)
@@ -614,6 +617,14 @@ def measure(
         else:
             result["sync_seconds"] = round(sync, 2)
         result["rss_growth_mib"] = round(rss_mib() - before, 1)
+        # what one full collection of the cyclic collector costs with this state held
+        # (it runs now and then on its own, in whatever thread allocates: a latency spike)
+        seconds, _ = timed(gc.collect)
+        result["gc_full_seconds"] = round(seconds, 3)
+        if freeze:
+            gc.freeze()  # the synced objects leave the collector's generations
+            seconds, _ = timed(gc.collect)
+            result["gc_full_after_freeze_seconds"] = round(seconds, 3)
         if isinstance(sink.sink, Store):
             result["held"] = {
                 kind: len(objects) for kind, objects in sink.sink.objects.items() if objects
@@ -830,6 +841,9 @@ def main() -> int:
     parser.add_argument("--sink", default="store", help="'store' or module:factory")
     parser.add_argument("--tracemalloc", action="store_true", help="Python's own memory count")
     parser.add_argument(
+        "--freeze", action="store_true", help="gc.freeze() after the sync (then the updates)"
+    )
+    parser.add_argument(
         "--keep-managed-fields", action="store_true", help="the sink gets metadata.managedFields"
     )
     parser.add_argument("--clients", action="store_true", help="compare the clients instead")
@@ -852,6 +866,7 @@ def main() -> int:
             seed=args.seed,
             trace=args.tracemalloc,
             keep_managed_fields=args.keep_managed_fields,
+            freeze=args.freeze,
         )
     print(json.dumps(result, indent=1))
     return 0
