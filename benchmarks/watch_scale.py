@@ -47,6 +47,7 @@ import importlib.metadata
 import json
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -701,11 +702,23 @@ def import_seconds(statement: str) -> float | None:
     return min(times)
 
 
-def installed(distribution: str) -> tuple[int, float]:
-    """(distributions, MiB on disk) of ``distribution`` and everything it requires."""
+#: gpuopt's own dependencies (pyproject.toml): what a client's install does not add
+GPUOPT_DEPENDENCIES = (
+    "numpy",
+    "pydantic",
+    "networkx",
+    "rich",
+    "matplotlib",
+    "pyyaml",
+    "ortools",
+    "highspy",
+)
+
+
+def closure(*distributions: str) -> set[str]:
+    """The names of ``distributions`` and everything they require, installed."""
     seen: set[str] = set()
-    todo = [distribution]
-    size = 0
+    todo = list(distributions)
     while todo:
         name = todo.pop().lower().replace("_", "-")
         if name in seen:
@@ -715,24 +728,22 @@ def installed(distribution: str) -> tuple[int, float]:
         except importlib.metadata.PackageNotFoundError:
             continue
         seen.add(name)
-        for file in dist.files or []:
+        for requirement in dist.requires or []:
+            if "extra ==" not in requirement:
+                todo.append(re.split(r"[\s;\[<>=!~(]", requirement, maxsplit=1)[0])
+    return seen
+
+
+def installed(distribution: str) -> tuple[int, float]:
+    """(distributions, MiB on disk) that ``distribution`` adds to gpuopt's own."""
+    names = closure(distribution) - closure(*GPUOPT_DEPENDENCIES)
+    size = 0
+    for name in names:
+        for file in importlib.metadata.distribution(name).files or []:
             path = Path(str(file.locate()))
             if path.is_file():
                 size += path.stat().st_size
-        for requirement in dist.requires or []:
-            if "extra ==" in requirement:
-                continue
-            todo.append(
-                requirement.split(";")[0]
-                .split("[")[0]
-                .split("<")[0]
-                .split(">")[0]
-                .split("=")[0]
-                .split("!")[0]
-                .split("~")[0]
-                .strip()
-            )
-    return len(seen), size / 2**20
+    return len(names), size / 2**20
 
 
 def timed(function: Callable[[], Any]) -> tuple[float, Any]:
@@ -751,21 +762,8 @@ def compare_clients(pods: int, churn: int) -> dict[str, Any]:
             result["installed"][name] = {"distributions": count, "mib": round(mib, 1)}
     with server_process(max(1, pods // 10), pods, churn=churn) as info:
         official = KubeApi.from_kubeconfig(info["kubeconfig"])
-        seconds, (items, _) = timed(lambda: official.list(PODS))
-        assert len(items) == pods
-        del items
-        result["list_raw_kubernetes"] = round(seconds, 2)
-
-        from kubernetes import client as kclient
-        from kubernetes import config as kconfig
-
-        configuration = kclient.Configuration()
-        kconfig.load_kube_config(info["kubeconfig"], client_configuration=configuration)
-        core = kclient.CoreV1Api(kclient.ApiClient(configuration))
-        seconds, typed = timed(lambda: core.list_pod_for_all_namespaces(_request_timeout=600).items)
-        assert len(typed) == pods
-        del typed
-        result["list_models_kubernetes"] = round(seconds, 2)
+        whole = KubeApi.from_kubeconfig(info["kubeconfig"])
+        whole.page_size = 0
 
         import lightkube
         from lightkube.config.kubeconfig import KubeConfig
@@ -780,10 +778,33 @@ def compare_clients(pods: int, churn: int) -> dict[str, Any]:
                 items: list[Obj] = orjson.loads(content)["items"]
             return items
 
-        seconds, raw = timed(lightkube_raw_list)
-        assert len(raw) == pods
-        del raw
-        result["list_raw_lightkube"] = round(seconds, 2)
+        # raw dicts: best of 3, the three ways taken in turn (the machine is shared)
+        raw_lists: dict[str, Callable[[], Any]] = {
+            "list_raw_kubernetes_pages_of_500": lambda: official.list(PODS)[0],
+            "list_raw_kubernetes_whole": lambda: whole.list(PODS)[0],
+            "list_raw_lightkube_whole": lightkube_raw_list,
+        }
+        best: dict[str, float] = {}
+        for _ in range(3):
+            for label, function in raw_lists.items():
+                gc.collect()
+                seconds, items = timed(function)
+                assert len(items) == pods
+                del items
+                best[label] = min(best.get(label, float("inf")), seconds)
+        result.update({label: round(seconds, 2) for label, seconds in best.items()})
+
+        from kubernetes import client as kclient
+        from kubernetes import config as kconfig
+
+        configuration = kclient.Configuration()
+        kconfig.load_kube_config(info["kubeconfig"], client_configuration=configuration)
+        core = kclient.CoreV1Api(kclient.ApiClient(configuration))
+        seconds, typed = timed(lambda: core.list_pod_for_all_namespaces(_request_timeout=600).items)
+        assert len(typed) == pods
+        del typed
+        result["list_models_kubernetes"] = round(seconds, 2)
+
         seconds, models = timed(lambda: list(light.list(Pod, namespace="*", chunk_size=0)))
         assert len(models) == pods
         del models
