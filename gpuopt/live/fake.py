@@ -793,10 +793,8 @@ class _Handler(BaseHTTPRequestHandler):
             version = int(version_text)
         except ValueError:
             raise _Failure(400, f"invalid resource version: {version_text!r}") from None
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        # the stream belongs to this drop_watches() generation before the client sees
+        # its headers: a drop that follows them always cuts it
         with fake._lock:
             cut = fake._cut
             fake._watches += 1
@@ -817,7 +815,13 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 pending = []
         try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
             self._stream(resource, namespace, pending, version, cut, bookmarks, timeout)
+        except OSError:
+            self.close_connection = True
         finally:
             with fake._lock:
                 fake._watches -= 1

@@ -239,13 +239,13 @@ def test_watch_from_a_compacted_version_is_gone(api: KubeApi, server: FakeApiSer
     server.put(running_pod("web-2"))
     server.compact()
     with pytest.raises(Gone, match="too old resource version"):
-        list(api.watch(PODS, version))
+        list(api.watch(PODS, version, timeout_seconds=60))
 
 
 def test_dropped_watch_raises_and_close_ends_it(api: KubeApi, server: FakeApiServer) -> None:
     _, version = api.list(PODS)
-    stream = api.watch(PODS, version)
-    server.drop_watches()
+    stream = api.watch(PODS, version, timeout_seconds=60)
+    server.drop_watches()  # the stream is open: its headers came
     with pytest.raises(ProblemError, match="broke off"):
         list(stream)
     # close() from another thread ends a stream that waits for events
