@@ -281,3 +281,29 @@ def test_managed_fields_are_dropped_unless_asked(
         metadata = store.get("Node", name)["metadata"]  # type: ignore[index]
         assert ("managedFields" in metadata) is keep
         assert metadata["name"] == name
+
+
+class ListOnlyApi:
+    """An Api that is not KubeApi: one list, then watches that wait and end empty."""
+
+    def __init__(self, items: list[Obj]) -> None:
+        self.items = items
+
+    def list(self, resource: Resource, *, namespace: str | None = None) -> tuple[list[Obj], str]:
+        return [dict(item) for item in self.items], "7"
+
+    def watch(
+        self, resource: Resource, resource_version: str, *, timeout_seconds: int = 300
+    ) -> Iterator[tuple[str, Obj]]:
+        time.sleep(0.05)
+        yield from ()
+
+
+def test_any_api_gets_the_transform_after_its_list() -> None:
+    fields = [{"manager": "kubelet"}]
+    api = ListOnlyApi([{"kind": "Node", "metadata": {"name": "n1", "managedFields": fields}}])
+    store = Store()
+    with Watcher(api, store, (NODES,), backoff=(0.05, 0.1)) as watcher:  # type: ignore[arg-type]
+        assert watcher.wait_synced(DEADLINE)
+        assert watcher.health()["Node"].resource_version == "7"
+    assert store.get("Node", "n1") == {"kind": "Node", "metadata": {"name": "n1"}}
