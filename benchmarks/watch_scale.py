@@ -468,20 +468,10 @@ def serve(nodes: int, pods: int, churn: int, seed: int) -> None:
     del objects
     churn_from = server.resource_version
     rng = random.Random(seed)
-    names = [
-        (pod["metadata"]["namespace"], pod["metadata"]["name"]) for pod in server.objects(PODS)
-    ]
-    for tick in range(churn):
-        namespace, name = names[rng.randrange(len(names))]
-        stored = server._store[PODS][(namespace, name)]  # a logged change, without a request
-        changed = dict(
-            stored,
-            metadata=dict(
-                stored["metadata"], labels={**stored["metadata"]["labels"], "tick": str(tick)}
-            ),
-        )
-        with server._lock:
-            server._write(PODS, "MODIFIED", changed)
+    for tick in range(churn):  # logged changes, made as another client would
+        pod = make_pod(rng.randrange(pods), nodes)
+        pod["metadata"]["labels"]["tick"] = str(tick)
+        server.put(pod)
     server.start()
     body = server.list_body(PODS, None)
     print(
