@@ -10,10 +10,13 @@ implementation over a maintained Kubernetes client is :class:`KubeApi`
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
@@ -191,6 +194,36 @@ def _loads(data: bytes) -> Any:
     return orjson.loads(data) if orjson is not None else json.loads(data)
 
 
+_gc_lock = threading.Lock()
+_gc_pausers = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside (threads nest: the last one out enables it
+    again). Parsing a list of 50,000 pods makes millions of dicts, lists and strings,
+    and the collector, triggered by each few hundred of them, would walk every one
+    again and again: 5 to 7 times the parse itself (docs/live.md)."""
+    global _gc_pausers, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pausers == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+#: A body at least this long is parsed with the collector paused.
+LARGE_BODY = 1 << 20
+
+
 def _dumps(obj: Any) -> bytes:
     if orjson is not None:
         return bytes(orjson.dumps(obj))
@@ -241,12 +274,15 @@ class WatchStream(Iterator[tuple[str, Obj]]):
         import urllib3
 
         while True:
+            if self._closed:
+                raise StopIteration
             try:
                 line = next(self._lines)
             except StopIteration:
                 self.close()
                 raise
-            except (urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+            # AttributeError: urllib3 reading a response closed under it by close()
+            except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as error:
                 if self._closed:  # close() from another thread: the stream ends
                     raise StopIteration from None
                 self.close()
@@ -286,6 +322,9 @@ class KubeApi:
 
     Make one with :meth:`from_kubeconfig` or :meth:`in_cluster`.
     """
+
+    #: objects per page of a list (``limit``); 0 lists all at once
+    page_size: int = 500
 
     def __init__(self, api_client: Any) -> None:
         self._client = api_client
@@ -390,6 +429,9 @@ class KubeApi:
     def _json(self, method: str, path: str, **kwargs: Any) -> Obj:
         response = self._request(method, path, **kwargs)
         data = response.data
+        if len(data) >= LARGE_BODY:
+            with gc_paused():
+                return _loads(data)  # type: ignore[no-any-return]
         return _loads(data) if data else {}
 
     @staticmethod
@@ -399,20 +441,44 @@ class KubeApi:
 
     # -- the protocol ------------------------------------------------------------------------
 
-    def list(self, resource: Resource, *, namespace: str | None = None) -> tuple[list[Obj], str]:
-        """Every object of ``resource`` and the list's ``resourceVersion`` (see :class:`Api`)."""
-        body = self._json(
-            "GET",
-            resource.path(namespace),
-            verb="list",
-            what=self._what(resource, None, namespace),
-            read_timeout=300.0,
-        )
-        items: list[Obj] = body.get("items") or []
-        for item in items:
-            item["apiVersion"] = resource.api_version
-            item["kind"] = resource.kind
-        return items, str((body.get("metadata") or {}).get("resourceVersion", ""))
+    def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        transform: Callable[[Obj], Obj] | None = None,
+    ) -> tuple[list[Obj], str]:
+        """Every object of ``resource`` and the list's ``resourceVersion`` (see :class:`Api`),
+        read in pages of :attr:`page_size` as client-go's informers read them (the pages
+        are one snapshot; the version is the first page's). ``transform`` (not part of
+        :class:`Api`) is applied to each object as its page arrives, so that what it drops
+        is freed before the next page is read (the watcher's ``drop_managed_fields``)."""
+        items: list[Obj] = []
+        version = ""
+        query: dict[str, str] = {"limit": str(self.page_size)} if self.page_size > 0 else {}
+        what = self._what(resource, None, namespace)
+        # one collector pause for the whole list: its objects are all kept
+        with gc_paused():
+            while True:
+                body = self._json(
+                    "GET",
+                    resource.path(namespace),
+                    verb="list",
+                    what=what,
+                    query=query or None,
+                    read_timeout=300.0,
+                )
+                metadata = body.get("metadata") or {}
+                version = version or str(metadata.get("resourceVersion", ""))
+                page: list[Obj] = body.get("items") or []
+                for item in page:
+                    item["apiVersion"] = resource.api_version
+                    item["kind"] = resource.kind
+                items.extend(page if transform is None else map(transform, page))
+                del page, body
+                if not metadata.get("continue"):
+                    return items, version
+                query = dict(query, **{"continue": str(metadata["continue"])})
 
     def watch(
         self, resource: Resource, resource_version: str, *, timeout_seconds: int = 300
@@ -564,3 +630,10 @@ def _client_modules() -> tuple[Any, Any]:
             f"the live cluster needs the Kubernetes client, which is not installed: {INSTALL}."
         ) from None
     return client, config
+
+
+if TYPE_CHECKING:
+
+    def _conforms(api: KubeApi) -> Api:
+        """mypy checks here that KubeApi is an Api."""
+        return api

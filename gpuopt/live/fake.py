@@ -10,8 +10,9 @@ is exercised through its client as it would be against a cluster:
   ``metadata.resourceVersion``, ``uid`` and ``creationTimestamp``.
 - **List**: ``{"kind": "PodList", "apiVersion": "v1", "metadata":
   {"resourceVersion": ...}, "items": [...]}``, the items without ``kind`` and
-  ``apiVersion`` as the real server writes them (no label selection, no
-  pagination).
+  ``apiVersion`` as the real server writes them; ``limit`` and ``continue``
+  page it (``metadata.continue``, ``remainingItemCount``; the pages are one
+  snapshot); no label selection.
 - **Watch** (``?watch=1&resourceVersion=...``): one ``{"type": ..., "object":
   ...}`` line per change (chunked), a ``BOOKMARK`` (an object of ``kind``,
   ``apiVersion`` and ``metadata.resourceVersion`` only) every
@@ -32,9 +33,13 @@ is exercised through its client as it would be against a cluster:
   ``disruptionsAllowed``) is kept current, as the disruption controller does,
   from the pods its ``selector`` (``matchLabels`` and ``matchExpressions``)
   selects in its namespace; a pod is healthy when Running with its ``Ready``
-  condition ``True``. An eviction of a healthy pod that a selecting budget
-  does not allow (``disruptionsAllowed`` 0) is a 429 with a Status body;
-  otherwise the pod is deleted at once (no grace period: there is no kubelet).
+  condition ``True``. As the real server decides an eviction: a Pending,
+  Succeeded or Failed pod always goes; a healthy pod needs
+  ``disruptionsAllowed`` >= 1 in every budget that selects it; a running pod
+  that is not ready needs each such budget to be at its desired health or
+  ``unhealthyPodEvictionPolicy: AlwaysAllow``. A refusal is a 429 with a
+  Status body; otherwise the pod is deleted at once (no grace period: there
+  is no kubelet).
 
 Test hooks (each takes effect at once, from any thread):
 
@@ -236,6 +241,8 @@ class FakeApiServer:
         self._floor = 0  # a watch from a version below this one gets 410
         self._cut = 0  # drop_watches() generation
         self._watches = 0  # streams open now
+        # continue token -> (version, the list's objects, where the next page starts)
+        self._snapshots: dict[str, tuple[int, list[Obj], int]] = {}
         self._failures: list[tuple[int, float | None]] = []
         self._closing = False
         self._server: ThreadingHTTPServer | None = None
@@ -466,19 +473,50 @@ class FakeApiServer:
         with self._lock:
             return self._failures.pop(0) if self._failures else None
 
-    def list_body(self, resource: Resource, namespace: str | None) -> bytes:
-        with self._lock:
-            items = [
-                {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
-                for (obj_namespace, _), obj in self._store[resource].items()
-                if namespace is None or obj_namespace == namespace
-            ]
-            version = self._version
+    def list_body(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        limit: int = 0,
+        continue_token: str = "",
+    ) -> bytes:
+        """A list's JSON: every object, or a page of ``limit`` with a ``continue`` token
+        for the next (pages of one list are a consistent snapshot, as etcd's are)."""
+        if continue_token:
+            with self._lock:
+                snapshot = self._snapshots.get(continue_token)
+            if snapshot is None:
+                raise _Failure(410, "the provided continue parameter is too old", reason="Expired")
+            version, objects, start = snapshot
+        else:
+            with self._lock:
+                version = self._version
+                objects = [
+                    obj
+                    for (obj_namespace, _), obj in self._store[resource].items()
+                    if namespace is None or obj_namespace == namespace
+                ]
+            start = 0
+        end = len(objects) if limit <= 0 else min(len(objects), start + limit)
+        metadata: Obj = {"resourceVersion": str(version)}
+        if end < len(objects):
+            token = uuid.uuid4().hex
+            with self._lock:
+                self._snapshots[token] = (version, objects, end)
+            metadata["continue"] = token
+            metadata["remainingItemCount"] = len(objects) - end
+        if continue_token:
+            with self._lock:
+                self._snapshots.pop(continue_token, None)
         body = {
             "kind": f"{resource.kind}List",
             "apiVersion": resource.api_version,
-            "metadata": {"resourceVersion": str(version)},
-            "items": items,
+            "metadata": metadata,
+            "items": [
+                {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+                for obj in objects[start:end]
+            ],
         }
         return _dumps(body)
 
@@ -594,15 +632,22 @@ class FakeApiServer:
             pod = self._store[PODS].get(key)
             if pod is None:
                 raise self._not_found(PODS, key[1])
-            if _healthy(pod):
+            phase = (pod.get("status") or {}).get("phase")
+            healthy = _healthy(pod)
+            if phase not in ("Pending", "Succeeded", "Failed"):
                 labels = pod["metadata"].get("labels") or {}
                 for (namespace, name), budget in self._store[PDBS].items():
-                    if namespace != key[0] or not selects(
-                        (budget.get("spec") or {}).get("selector"), labels
-                    ):
+                    spec = budget.get("spec") or {}
+                    if namespace != key[0] or not selects(spec.get("selector"), labels):
                         continue
                     status = budget.get("status") or self._budget_status(budget)
-                    if status["disruptionsAllowed"] < 1:
+                    if healthy:
+                        allowed = status["disruptionsAllowed"] >= 1
+                    else:  # an unready pod: unhealthyPodEvictionPolicy
+                        allowed = spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow" or (
+                            status["currentHealthy"] >= status["desiredHealthy"]
+                        )
+                    if not allowed:
                         raise _Failure(
                             429,
                             "Cannot evict pod as it would violate the pod's disruption budget.",
@@ -706,7 +751,11 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "GET" and name is None and query.get("watch") in ("1", "true"):
                 self._watch(resource, namespace, query)
             elif method == "GET" and name is None:
-                self._send(200, fake.list_body(resource, namespace))
+                limit = int(query.get("limit") or 0)
+                token = query.get("continue", "")
+                self._send(
+                    200, fake.list_body(resource, namespace, limit=limit, continue_token=token)
+                )
             elif method == "GET":
                 self._send_json(200, fake.get_object(resource, key))
             elif method == "POST" and name is None:
@@ -744,10 +793,8 @@ class _Handler(BaseHTTPRequestHandler):
             version = int(version_text)
         except ValueError:
             raise _Failure(400, f"invalid resource version: {version_text!r}") from None
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        # the stream belongs to this drop_watches() generation before the client sees
+        # its headers: a drop that follows them always cuts it
         with fake._lock:
             cut = fake._cut
             fake._watches += 1
@@ -768,7 +815,13 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 pending = []
         try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
             self._stream(resource, namespace, pending, version, cut, bookmarks, timeout)
+        except OSError:
+            self.close_connection = True
         finally:
             with fake._lock:
                 fake._watches -= 1

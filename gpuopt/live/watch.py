@@ -17,8 +17,10 @@ A :class:`Watcher` runs one thread per watched kind. Each thread:
    that ends cleanly at once with nothing in it counts as a failure, so a
    server that closes every watch is not hammered.
 
-The sink is called from these threads under one lock, so it never sees two
-calls at once. :meth:`Watcher.health` reports per kind whether it is synced and
+Every object goes through ``transform`` first (by default
+:func:`drop_managed_fields`, as client-go's informers are advised to). The
+sink is called from these threads under one lock, so it never sees two calls
+at once. :meth:`Watcher.health` reports per kind whether it is synced and
 stale (L3: nothing heard for ``stale_after`` seconds, or backing off).
 
 Example::
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpuopt.errors import ProblemError
-from gpuopt.live.api import WATCHED, Api, Gone, Obj, Resource, TooManyRequests
+from gpuopt.live.api import WATCHED, Api, Gone, KubeApi, Obj, Resource, TooManyRequests
 
 #: ``(namespace or "", name)``: an object's key within its kind.
 Key = tuple[str, str]
@@ -57,6 +59,20 @@ class Sink(Protocol):
     def apply(self, resource: Resource, kind: str, obj: Obj) -> None:
         """One change: ``kind`` is ``ADDED``, ``MODIFIED`` or ``DELETED``."""
         ...
+
+
+def drop_managed_fields(obj: Obj) -> Obj:
+    """``obj`` without ``metadata.managedFields`` (server-side apply's bookkeeping,
+    which the API server sends with every object and nothing in gpuopt reads:
+    a third of a pod's JSON), changed in place.
+
+    >>> drop_managed_fields({"metadata": {"name": "a", "managedFields": [{}]}})
+    {'metadata': {'name': 'a'}}
+    """
+    metadata = obj.get("metadata")
+    if metadata is not None:
+        metadata.pop("managedFields", None)
+    return obj
 
 
 def key_of(obj: Obj) -> Key:
@@ -189,6 +205,9 @@ class Watcher:
         First and longest wait after a failure, in seconds.
     timeout_seconds
         The ``timeoutSeconds`` of each watch request (the server ends the stream then).
+    transform
+        Applied to every object before the sink sees it (default: drop
+        ``metadata.managedFields``; None: objects as the server sent them).
     clock
         Seconds, for staleness and last contact (tests pass their own).
     """
@@ -202,6 +221,7 @@ class Watcher:
         stale_after: float = 60.0,
         backoff: tuple[float, float] = (0.5, 30.0),
         timeout_seconds: int = 300,
+        transform: Callable[[Obj], Obj] | None = drop_managed_fields,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         resources = tuple(resources)
@@ -225,6 +245,7 @@ class Watcher:
         self._sink_lock = threading.Lock()  # one sink call at a time
         self._stopping = threading.Event()
         self._synced = threading.Event()
+        self.transform = transform
         self._clock = clock
 
     # -- life --------------------------------------------------------------------------------
@@ -313,7 +334,9 @@ class Watcher:
                     delay = self.backoff[0]
                 if quick and not delivered and not self._stopping.is_set():
                     raise ProblemError(f"the watch of {resource.plural} ended at once, empty.")
-            except Gone:
+            except Gone as error:
+                if need_list:  # the list itself said 410: a failure like any other
+                    delay = self._fail(state, error, delay)
                 need_list = True
             except _SinkFailed as failure:
                 need_list = True
@@ -338,7 +361,12 @@ class Watcher:
         return min(delay * 2, self.backoff[1])
 
     def _list(self, state: _KindState) -> None:
-        items, version = self.api.list(state.resource)
+        if isinstance(self.api, KubeApi):  # it transforms page by page: a lower peak
+            items, version = self.api.list(state.resource, transform=self.transform)
+        else:
+            items, version = self.api.list(state.resource)
+            if self.transform is not None:
+                items = [self.transform(item) for item in items]
         self._contact(state)
         try:
             with self._sink_lock:
@@ -370,6 +398,8 @@ class Watcher:
             for kind, obj in stream:
                 version = (obj.get("metadata") or {}).get("resourceVersion")
                 if kind != "BOOKMARK":
+                    if self.transform is not None:
+                        obj = self.transform(obj)
                     try:
                         with self._sink_lock:
                             self.sink.apply(state.resource, kind, obj)

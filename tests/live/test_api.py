@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -28,6 +29,7 @@ from gpuopt.live.api import (
     Resource,
     TooManyRequests,
     api_error,
+    gc_paused,
 )
 from gpuopt.live.fake import FakeApiServer
 
@@ -99,6 +101,22 @@ def test_list_fills_kind_and_gives_the_version(api: KubeApi, server: FakeApiServ
     assert item["kind"] == "Pod" and item["apiVersion"] == "v1"
     assert item["metadata"]["name"] == "web-1"
     assert api.list(PODS, namespace="other")[0] == []
+
+
+def test_list_reads_every_page(api: KubeApi, server: FakeApiServer) -> None:
+    for index in range(7):
+        server.put(running_pod(f"extra-{index}"))
+    api.page_size = 3  # 8 pods: pages of 3, 3 and 2
+    gets = server.requests.get("GET", 0)
+    items, version = api.list(PODS)
+    assert server.requests["GET"] - gets == 3
+    assert version == str(server.resource_version)
+    names = sorted(item["metadata"]["name"] for item in items)
+    assert names == sorted(["web-1"] + [f"extra-{index}" for index in range(7)])
+    assert {item["kind"] for item in items} == {"Pod"}
+    api.page_size = 0  # all at once
+    gets = server.requests["GET"]
+    assert len(api.list(PODS)[0]) == 8 and server.requests["GET"] - gets == 1
 
 
 def test_create_get_replace_patch_delete(api: KubeApi, server: FakeApiServer) -> None:
@@ -207,6 +225,7 @@ def test_watch_yields_changes_and_bookmarks(api: KubeApi, server: FakeApiServer)
         if kind == "BOOKMARK":
             break
     stream.close()
+    assert list(stream) == []  # closed: nothing more, from the same thread too
     last = str(server.resource_version)
     assert [(kind, name) for kind, name, _ in seen] == [
         ("ADDED", "new"),
@@ -222,13 +241,13 @@ def test_watch_from_a_compacted_version_is_gone(api: KubeApi, server: FakeApiSer
     server.put(running_pod("web-2"))
     server.compact()
     with pytest.raises(Gone, match="too old resource version"):
-        list(api.watch(PODS, version))
+        list(api.watch(PODS, version, timeout_seconds=60))
 
 
 def test_dropped_watch_raises_and_close_ends_it(api: KubeApi, server: FakeApiServer) -> None:
     _, version = api.list(PODS)
-    stream = api.watch(PODS, version)
-    server.drop_watches()
+    stream = api.watch(PODS, version, timeout_seconds=60)
+    server.drop_watches()  # the stream is open: its headers came
     with pytest.raises(ProblemError, match="broke off"):
         list(stream)
     # close() from another thread ends a stream that waits for events
@@ -248,3 +267,20 @@ def test_unknown_resource_is_not_found(api: KubeApi) -> None:
     secrets = Resource("", "v1", "secrets", "Secret", True)
     with pytest.raises(NotFound, match="could not find the requested resource"):
         api.list(secrets)
+
+
+def test_gc_paused_nests_and_restores_the_collector() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause still holds
+    assert gc.isenabled()
+    gc.disable()  # a collector its owner turned off stays off
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -302,3 +302,43 @@ def test_unknown_kind_and_unstarted_url_are_refused() -> None:
         FakeApiServer([{"kind": "Secret", "metadata": {"name": "s"}}])
     with pytest.raises(ProblemError, match="not started"):
         _ = FakeApiServer().url
+
+
+def test_unready_and_finished_pods_follow_the_real_eviction_rules(server: FakeApiServer) -> None:
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction"}
+    server.put(pod("web-3", {"app": "web"}, ready=False))
+    server.put(budget("web", minAvailable=2))  # 2 healthy of 3: at its desired health
+    [stored] = server.objects(PDBS)
+    assert stored["status"]["currentHealthy"] == 2 and stored["status"]["disruptionsAllowed"] == 0
+    # a healthy pod may not go; the unready one may (IfHealthyBudget: the budget holds)
+    assert call(server, "POST", "/api/v1/namespaces/team/pods/web-1/eviction", eviction)[0] == 429
+    assert call(server, "POST", "/api/v1/namespaces/team/pods/web-3/eviction", eviction)[0] == 201
+    # below its desired health, an unready pod stays, unless the policy says AlwaysAllow
+    server.put(pod("web-2", {"app": "web"}, ready=False))
+    assert call(server, "POST", "/api/v1/namespaces/team/pods/web-2/eviction", eviction)[0] == 429
+    server.put(budget("web", minAvailable=2, unhealthyPodEvictionPolicy="AlwaysAllow"))
+    assert call(server, "POST", "/api/v1/namespaces/team/pods/web-2/eviction", eviction)[0] == 201
+    # a finished pod always goes
+    finished = pod("web-4", {"app": "web"})
+    finished["status"]["phase"] = "Succeeded"
+    server.put(finished)
+    assert call(server, "POST", "/api/v1/namespaces/team/pods/web-4/eviction", eviction)[0] == 201
+    assert [p["metadata"]["name"] for p in server.objects(PODS)] == ["web-1"]
+
+
+def test_list_pages_are_one_snapshot(server: FakeApiServer) -> None:
+    server.put(pod("web-3"))
+    version = str(server.resource_version)
+    status, first, _ = call(server, "GET", "/api/v1/pods?limit=2")
+    assert status == 200 and len(first["items"]) == 2
+    assert first["metadata"]["remainingItemCount"] == 1
+    assert first["metadata"]["resourceVersion"] == version
+    server.put(pod("web-4"))  # after the first page: not in this list
+    token = first["metadata"]["continue"]
+    status, second, _ = call(server, "GET", f"/api/v1/pods?limit=2&continue={token}")
+    assert status == 200 and "continue" not in second["metadata"]
+    names = [item["metadata"]["name"] for item in first["items"] + second["items"]]
+    assert sorted(names) == ["web-1", "web-2", "web-3"]
+    # a token is good once; an unknown one is 410 Expired, as an old one is on the real server
+    status, body, _ = call(server, "GET", f"/api/v1/pods?limit=2&continue={token}")
+    assert (status, body["reason"]) == (410, "Expired")

@@ -15,7 +15,7 @@ import pytest
 from gpuopt.errors import ProblemError
 from gpuopt.live.api import NODES, PDBS, PODS, KubeApi, Obj, Resource
 from gpuopt.live.fake import FakeApiServer
-from gpuopt.live.watch import Store, Watcher, differences, key_of
+from gpuopt.live.watch import Store, Watcher, differences, drop_managed_fields, key_of
 
 DEADLINE = 10.0
 
@@ -263,3 +263,47 @@ def test_differences_of_a_relist() -> None:
     events = [(kind, o["metadata"]["name"]) for kind, o in differences(before, after)]
     assert events == [("MODIFIED", "changed"), ("ADDED", "new"), ("DELETED", "gone")]
     assert differences(before, before.values()) == []
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_managed_fields_are_dropped_unless_asked(
+    api: KubeApi, server: FakeApiServer, keep: bool
+) -> None:
+    fields = [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {}}}]
+    server.put({"kind": "Node", "metadata": {"name": "n9", "managedFields": fields}})
+    store = Store()
+    watcher = Watcher(api, store, (NODES,), transform=None if keep else drop_managed_fields)
+    with watcher:
+        assert watcher.wait_synced(DEADLINE)
+        server.put({"kind": "Node", "metadata": {"name": "n8", "managedFields": fields}})
+        assert until(lambda: store.count("Node") == 4)
+    for name in ("n9", "n8"):  # listed, then watched
+        metadata = store.get("Node", name)["metadata"]  # type: ignore[index]
+        assert ("managedFields" in metadata) is keep
+        assert metadata["name"] == name
+
+
+class ListOnlyApi:
+    """An Api that is not KubeApi: one list, then watches that wait and end empty."""
+
+    def __init__(self, items: list[Obj]) -> None:
+        self.items = items
+
+    def list(self, resource: Resource, *, namespace: str | None = None) -> tuple[list[Obj], str]:
+        return [dict(item) for item in self.items], "7"
+
+    def watch(
+        self, resource: Resource, resource_version: str, *, timeout_seconds: int = 300
+    ) -> Iterator[tuple[str, Obj]]:
+        time.sleep(0.05)
+        yield from ()
+
+
+def test_any_api_gets_the_transform_after_its_list() -> None:
+    fields = [{"manager": "kubelet"}]
+    api = ListOnlyApi([{"kind": "Node", "metadata": {"name": "n1", "managedFields": fields}}])
+    store = Store()
+    with Watcher(api, store, (NODES,), backoff=(0.05, 0.1)) as watcher:  # type: ignore[arg-type]
+        assert watcher.wait_synced(DEADLINE)
+        assert watcher.health()["Node"].resource_version == "7"
+    assert store.get("Node", "n1") == {"kind": "Node", "metadata": {"name": "n1"}}
