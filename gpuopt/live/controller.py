@@ -617,7 +617,7 @@ class Controller:
         mine = {id(obj) for obj in own}
         kept = [obj for obj in objects if id(obj) not in mine]
         try:
-            wanted = calendar_holds(kept, self.source_options(), now=self.clock())
+            wanted = calendar_holds(kept, self._reader_options(), now=self.clock())
         except ProblemError as exc:
             report.notes.append(f"holds: no calendar: {exc}")
             return
@@ -669,7 +669,7 @@ class Controller:
             f"{created} to make, {deleted} to delete"
         )
 
-    def source_options(self) -> dict[str, Any]:
+    def _reader_options(self) -> dict[str, Any]:
         """The kubectl reader's options of the source (the CLI's flags), if it has them."""
         return dict(getattr(self.source, "reader_options", {}) or {})
 

@@ -857,3 +857,26 @@ def test_holds_need_a_source_that_keeps_its_objects() -> None:
     options = ControllerOptions(questions=("holds",))
     report = Controller(api, Bare(ListedCluster(api)), options).run_once()
     assert report.actions == [] and "keeps no listed objects" in report.notes[0]
+
+
+def test_a_hold_that_asks_for_other_room_is_made_again_next_period(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    server, api = served(big_job_waits())
+    holds_controller(api).run_once()
+    # node-1's hold asks for 2 GPUs now (as if the job's pods had changed): not the same hold
+    changed = calendar_pods(server)["gpuopt-hold-ml-big-node-1"]
+    changed["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "2"
+    server.put(changed)
+    report = holds_controller(api).run_once()
+    assert [(a.verb, a.name) for a in report.actions] == [("release", "gpuopt-hold-ml-big-node-1")]
+    assert "made again next period" in report.notes[0]
+    again = holds_controller(api).run_once()
+    assert [(a.verb, a.name) for a in again.actions] == [("hold", "gpuopt-hold-ml-big-node-1")]
+    requests = calendar_pods(server)["gpuopt-hold-ml-big-node-1"]["spec"]["containers"][0]
+    assert requests["resources"]["requests"]["nvidia.com/gpu"] == "4"
+    # the same quantity written another way ("4000m") is the same hold
+    same = calendar_pods(server)["gpuopt-hold-ml-big-node-0"]
+    same["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "4000m"
+    server.put(same)
+    assert holds_controller(api).run_once().actions == []
