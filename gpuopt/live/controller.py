@@ -428,11 +428,7 @@ class Controller:
         from gpuopt.defrag.pending import plan_for_pending
 
         cluster = self.source.snapshot()
-        own = {pod.id for pod in cluster.pending if _is_calendar_hold(pod.labels)}
-        if own:  # they wait for the room the calendar expects to free: no demand to move for
-            cluster = cluster.model_copy(
-                update={"pending": [pod for pod in cluster.pending if pod.id not in own]}
-            )
+        cluster = _calendar_holds_kept(cluster)
         plan, before, after = plan_for_pending(
             cluster, self.options.method, time_limit=self.options.time_limit
         )
@@ -887,6 +883,21 @@ def calendar_holds(
             obj["metadata"]["labels"][HOLD] = "true"
             found.append(obj)
     return found
+
+
+def _calendar_holds_kept(cluster: Cluster) -> Cluster:
+    """``cluster`` as ``defrag`` plans it: the controller's own calendar holds that wait are
+    no demand (they wait for the room the calendar expects to free), and those bound are
+    locked (a hold moved elsewhere would no longer hold its node)."""
+    waiting = [pod for pod in cluster.pending if not _is_calendar_hold(pod.labels)]
+    bound = {task.id for task in cluster.tasks if _is_calendar_hold(task.labels)}
+    if len(waiting) == len(cluster.pending) and not bound:
+        return cluster
+    tasks = [
+        task.model_copy(update={"locked": True}) if task.id in bound else task
+        for task in cluster.tasks
+    ]
+    return cluster.model_copy(update={"pending": waiting, "tasks": tasks})
 
 
 def _labels(obj: Obj) -> dict[str, str]:

@@ -880,3 +880,27 @@ def test_a_hold_that_asks_for_other_room_is_made_again_next_period(
     same["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "4000m"
     server.put(same)
     assert holds_controller(api).run_once().actions == []
+
+
+def test_defrag_never_moves_a_calendar_hold() -> None:
+    # fragmented() with every 4-GPU pod locked but w-a, which is a calendar hold of this
+    # controller's, bound to a: the one move that frees a node for big-1 is w-a onto b, and
+    # it would take the hold off the node it holds; so no move at all
+    objects = fragmented()
+    for obj in objects:
+        name = obj["metadata"]["name"]
+        if name in ("w-b", "w-c", "w-d"):
+            obj["metadata"]["annotations"] = {"gpuopt.io/locked": "true"}
+        if name == "w-a":
+            obj["metadata"]["labels"] = {
+                "app.kubernetes.io/managed-by": "gpuopt",
+                "gpuopt.io/role": "calendar-hold",
+                "gpuopt.io/holds-for": "ml.big-1",
+                HOLD: "true",
+            }
+    plan, _, _ = plan_for_pending(ListedCluster(MemoryApi(objects)).snapshot())
+    assert [m.task for m in plan.moves] == ["ml/w-a"]  # what defrag alone would do
+    api = MemoryApi(objects)
+    report = controller(api, mode="apply").run_once()
+    assert report.actions == [] and api.writes == []
+    assert report.notes == ["defrag: no moves (2 waiting pods fit nowhere)"]
