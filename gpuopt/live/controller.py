@@ -30,7 +30,8 @@ the API (:class:`gpuopt.live.api.Api`):
   is not compared (it moves by up to a tick as the clock does, and replacing a
   bound placeholder would give its room away). The controller's own holds are
   left out of the calendar's input (they are the last plan's output, not
-  workload or demand), and out of the demand ``defrag`` makes room for.
+  workload or demand), out of the demand ``defrag`` makes room for and out of
+  its release, and ``defrag`` never moves one (locked).
 
 **Release is left to the next period**: the controller does not wait for
 replacements. At the start of the next period (question ``defrag``) it
