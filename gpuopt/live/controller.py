@@ -35,7 +35,8 @@ the API (:class:`gpuopt.live.api.Api`):
 
 **Release is left to the next period**: the controller does not wait for
 replacements. At the start of the next period (question ``defrag``) it
-deletes every placeholder it made (label :data:`HOLD`; a placeholder of
+deletes every defragmentation placeholder it made (label :data:`HOLD`, not the
+calendar's role; a placeholder of
 ``gpuopt defrag --emit-dir`` run by hand is left alone) and uncordons every
 node it cordoned (label :data:`CORDONED`; only those), so that the
 replacements and then the waiting pods take the freed room. A period should
