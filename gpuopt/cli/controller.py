@@ -2,7 +2,7 @@
 
     gpuopt controller (--kubeconfig PATH [--context NAME] | --in-cluster)
         [--dry-run {client,server} | --apply] [--once] [--period S]
-        [--questions defrag,preempt] [--max-evictions N] [--method M] [--time-limit S]
+        [--questions defrag,preempt,holds] [--max-evictions N] [--method M] [--time-limit S]
         [--lease-name NAME] [--lease-namespace NS] [--identity ID]
         [kubectl reader flags] [--json] [--quiet]
 
@@ -40,7 +40,7 @@ period_type = number_type(float, lambda v: 0.1 <= v <= 86_400, "seconds from 0.1
 
 
 def questions_type(text: str) -> tuple[str, ...]:
-    """``defrag,preempt`` -> the questions, in the order given, each once."""
+    """``defrag,preempt,holds`` -> the questions, in the order given, each once."""
     from gpuopt.live.controller import QUESTIONS
 
     found: list[str] = []
@@ -163,12 +163,13 @@ def add_commands(commands: Any) -> None:
 
     parser = commands.add_parser(
         "controller",
-        help="act on a live cluster: defragment for waiting pods, preempt for high-priority ones",
+        help="act on a live cluster: defragment for waiting pods, preempt for high-priority "
+        "ones, hold nodes for waiting jobs",
         description="Every period: list the cluster, plan (defragmentation for the waiting "
-        "pods, preemption for waiting high-priority pods) and carry the plan out through the "
-        "API, wave by wave, each wave checked first: placeholder pods, the Eviction API, "
-        "cordons, an Event on every object touched. A client dry run by default. Needs the "
-        "extra 'live'. See docs/kubernetes.md.",
+        "pods, preemption for waiting high-priority pods, the job calendar's holds) and carry "
+        "the plan out through the API, wave by wave, each wave checked first: placeholder "
+        "pods, the Eviction API, cordons, an Event on every object touched. A client dry run "
+        "by default. Needs the extra 'live'. See docs/kubernetes.md.",
     )
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--kubeconfig", metavar="PATH", help="the kubeconfig file to use")
@@ -193,7 +194,9 @@ def add_commands(commands: Any) -> None:
         default=("defrag",),
         metavar="LIST",
         help="what to ask, comma separated: defrag (room for waiting pods), preempt (victims "
-        "for waiting high-priority pods); default defrag",
+        "for waiting high-priority pods), holds (the job calendar's placeholders, as gpuopt "
+        "calendar --emit kubernetes prints them, made and deleted to match its plan); default "
+        "defrag",
     )
     parser.add_argument(
         "--max-evictions",

@@ -17,10 +17,26 @@ the API (:class:`gpuopt.live.api.Api`):
   fits nowhere gets the preemption heuristic's node and victims
   (:class:`gpuopt.preemption.problem.PreemptionProblem`, as ``gpuopt calendar
   --preempt`` asks it), which are evicted together; a node is offered once.
+- ``holds``: the job calendar of the objects the source listed
+  (:class:`ListedObjects`), read as ``gpuopt calendar CLUSTER`` reads them
+  (:func:`calendar_holds`: the same reader, annotations, defaults and method,
+  tick 0 the controller's clock), and its placeholders
+  (:func:`gpuopt.calendar.emit.kubernetes_objects`' pods, not its Bindings:
+  kube-scheduler binds) made to match the plan: the controller's own calendar
+  holds (labels ``gpuopt.io/role=calendar-hold`` and :data:`HOLD`) the plan no
+  longer has are deleted (``release``), the missing ones created (``hold``),
+  the same ones left alone. A hold is the same when its namespace, name (the
+  job held for and the node), job and node and what it asks for are; its window
+  is not compared (it moves by up to a tick as the clock does, and replacing a
+  bound placeholder would give its room away). The controller's own holds are
+  left out of the calendar's input (they are the last plan's output, not
+  workload or demand), out of the demand ``defrag`` makes room for and out of
+  its release, and ``defrag`` never moves one (locked).
 
 **Release is left to the next period**: the controller does not wait for
 replacements. At the start of the next period (question ``defrag``) it
-deletes every placeholder it made (label :data:`HOLD`; a placeholder of
+deletes every defragmentation placeholder it made (label :data:`HOLD`, not the
+calendar's role; a placeholder of
 ``gpuopt defrag --emit-dir`` run by hand is left alone) and uncordons every
 node it cordoned (label :data:`CORDONED`; only those), so that the
 replacements and then the waiting pods take the freed room. A period should
@@ -89,13 +105,17 @@ from gpuopt.live.api import (
 from gpuopt.live.lease import LeaderLease, micro_time
 
 Mode = Literal["client", "server", "apply"]
-Question = Literal["defrag", "preempt"]
+Question = Literal["defrag", "preempt", "holds"]
 #: The questions the controller asks, in the order it asks them.
-QUESTIONS: tuple[Question, ...] = ("defrag", "preempt")
+QUESTIONS: tuple[Question, ...] = ("defrag", "preempt", "holds")
 #: The Events' ``reportingController``.
 REPORTING_CONTROLLER = "gpuopt.io/controller"
-#: The label of the placeholders the controller makes (released at the next period).
+#: The label of the placeholders the controller makes: a defragmentation's (released at the
+#: next period) and, with ``gpuopt.io/role=calendar-hold``, the job calendar's.
 HOLD = "gpuopt.io/controller-hold"
+#: The job calendar ``holds`` reads as ``gpuopt calendar`` does by default: 24 h of 5-minute ticks.
+CALENDAR_HORIZON = 24 * 3600.0
+CALENDAR_STEP = 300.0
 #: The label the controller puts on a node it cordons (and removes when it uncordons it).
 CORDONED = "gpuopt.io/cordoned-by-controller"
 #: What the API says when an eviction ends the period.
@@ -116,6 +136,16 @@ class BudgetStatus(Protocol):
 
     def disruptions_allowed(self) -> dict[str, int]:
         """Budget id (``namespace/name``) -> ``status.disruptionsAllowed`` at the last snapshot."""
+        ...
+
+
+@runtime_checkable
+class ListedObjects(Protocol):
+    """A source that also gives the objects of its last snapshot as the API server wrote
+    them (the job calendar reads annotations the cluster model does not keep)."""
+
+    def listed_objects(self) -> list[Obj]:
+        """The objects of the last snapshot, in the order listed."""
         ...
 
 
@@ -163,6 +193,10 @@ class ListedCluster:
         cluster, self.report = read_kubernetes({"kind": "List", "items": objects}, **options)
         self.objects = objects
         return cluster
+
+    def listed_objects(self) -> list[Obj]:
+        """The objects of the last snapshot (:attr:`objects`)."""
+        return self.objects
 
     def disruptions_allowed(self) -> dict[str, int]:
         """Budget id -> ``status.disruptionsAllowed``, of the budgets that report it."""
@@ -363,6 +397,8 @@ class Controller:
                 self._defrag()
             if "preempt" in self.options.questions:
                 self._preempt()
+            if "holds" in self.options.questions:
+                self._holds()
         except _Stop as stop:
             report.ended = str(stop)
         return report
@@ -394,6 +430,7 @@ class Controller:
         from gpuopt.defrag.pending import plan_for_pending
 
         cluster = self.source.snapshot()
+        cluster = _calendar_holds_kept(cluster)
         plan, before, after = plan_for_pending(
             cluster, self.options.method, time_limit=self.options.time_limit
         )
@@ -558,6 +595,82 @@ class Controller:
                 self._evict("preempt", tasks[move.task], note, number)
             cluster = self.source.snapshot()
 
+    def _holds(self) -> None:
+        """The job calendar's placeholders brought to its plan (L7): stale ones deleted,
+        missing ones created, the same ones left alone."""
+        from gpuopt.calendar.emit import HOLD_CLASS, HOLDS_FOR
+
+        report = self._report
+        if not isinstance(self.source, ListedObjects):
+            report.notes.append(
+                "holds: the source keeps no listed objects (the calendar reads their "
+                "annotations); not asked"
+            )
+            return
+        self.source.snapshot()
+        objects = self.source.listed_objects()
+        own = [
+            obj for obj in objects if obj.get("kind") == "Pod" and _is_calendar_hold(_labels(obj))
+        ]
+        mine = {id(obj) for obj in own}
+        kept = [obj for obj in objects if id(obj) not in mine]
+        try:
+            wanted = calendar_holds(kept, self._reader_options(), now=self.clock())
+        except ProblemError as exc:
+            report.notes.append(f"holds: no calendar: {exc}")
+            return
+        want = {_hold_key(obj): obj for obj in wanted}
+        have = {_hold_key(obj): obj for obj in own}
+        names_left: set[tuple[str, str]] = set()  # names a terminating or deleted hold still has
+        deleted = created = 0
+        for key in sorted(set(have) - set(want)):
+            obj = have[key]
+            namespace, name = key[0], key[1]
+            names_left.add((namespace, name))
+            if (obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue  # already going
+            job = (obj["metadata"].get("annotations") or {}).get(HOLDS_FOR, "?")
+            self._act(
+                "holds", "release", PODS, namespace, name,
+                f"the plan no longer holds {key[3]} for {job} with it",
+                partial(self.api.delete, PODS, name, namespace=namespace),
+            )  # fmt: skip
+            deleted += 1
+        missing = sorted(set(want) - set(have))
+        classes = {o["metadata"].get("name") for o in objects if o.get("kind") == "PriorityClass"}
+        if missing and HOLD_CLASS not in classes:
+            report.notes.append(
+                f"holds: {len(missing)} placeholders not made: their PriorityClass {HOLD_CLASS} "
+                "does not exist (create it once: gpuopt calendar --emit kubernetes prints it)"
+            )
+            missing = []
+        for key in missing:
+            obj = want[key]
+            namespace, name = key[0], key[1]
+            if (namespace, name) in names_left:
+                report.notes.append(
+                    f"holds: {namespace}/{name} changed; made again next period, once the old "
+                    "one has gone (a pod's name is free only then)"
+                )
+                continue
+            notes = obj["metadata"]["annotations"]
+            window = notes.get("gpuopt.io/hold-start", f"tick {notes['gpuopt.io/hold-start-tick']}")
+            end = notes.get("gpuopt.io/hold-end", f"tick {notes['gpuopt.io/hold-end-tick']}")
+            self._act(
+                "holds", "hold", PODS, namespace, name,
+                f"holds {key[3]} for {key[2]} from {window} to {end} (job calendar)",
+                partial(self.api.create, PODS, obj, namespace=namespace),
+            )  # fmt: skip
+            created += 1
+        report.notes.append(
+            f"holds: the plan holds {len(want)} placeholders; {len(set(want) & set(have))} kept, "
+            f"{created} to make, {deleted} to delete"
+        )
+
+    def _reader_options(self) -> dict[str, Any]:
+        """The kubectl reader's options of the source (the CLI's flags), if it has them."""
+        return dict(getattr(self.source, "reader_options", {}) or {})
+
     # ------------------------------------------------------------------ the check (L8)
     def _check_moves(
         self,
@@ -713,17 +826,147 @@ class Controller:
         }
 
 
+def calendar_holds(
+    objects: Sequence[Obj],
+    reader_options: Mapping[str, Any] | None = None,
+    *,
+    now: float | None = None,
+) -> list[Obj]:
+    """The placeholder pods of the job calendar of ``objects``, as ``gpuopt calendar CLUSTER
+    --emit kubernetes`` prints them, each labelled :data:`HOLD` as well.
+
+    The objects are read the way that command reads a cluster: announced pods released
+    (:func:`gpuopt.calendar.cluster.kubernetes_input`), the kubectl reader with
+    ``reader_options`` (its flags), the pods' annotations
+    (:func:`~gpuopt.calendar.cluster.pod_times`), the calendar of its defaults (24 h of
+    5-minute ticks from ``now``, None: the cluster's clock; objective ``delay``) and its
+    default method, the plan checked (C1-C7). The Bindings and the PriorityClass it would
+    print are left out: kube-scheduler binds, and the class is the operator's.
+
+    Raises
+    ------
+    ProblemError
+        For objects that cannot be read, a cluster without a clock, or a plan the checker
+        refuses (never expected).
+    """
+    from gpuopt.api import solve, violations
+    from gpuopt.calendar.cluster import (
+        CalendarReport,
+        from_cluster_report,
+        kubernetes_input,
+        pod_times,
+    )
+    from gpuopt.calendar.emit import kubernetes_objects
+    from gpuopt.readers.kubectl import read_kubernetes
+
+    options = {"name": "live", **(reader_options or {})}
+    sources, decoded, _ = kubernetes_input({"kind": "List", "items": list(objects)})
+    cluster, _ = read_kubernetes(*sources, **options)
+    times = pod_times(decoded, strict=bool(options.get("strict")), report=CalendarReport())
+    problem, _ = from_cluster_report(
+        cluster,
+        pods=times,
+        horizon=CALENDAR_HORIZON,
+        step=CALENDAR_STEP,
+        now=now,
+        objective="delay",
+        running_default=None,
+        gang_level=None,
+        class_weights={},
+    )
+    plan = solve(problem)
+    broken = violations(problem, plan)
+    if broken:
+        raise ProblemError(f"the calendar's plan breaks a rule: {broken[0]}")
+    moment = now if now is not None else cluster.now
+    found = []
+    for _, obj in kubernetes_objects(problem, plan, cluster=cluster, now=moment):
+        if obj is not None and obj["kind"] == "Pod":
+            obj["metadata"]["labels"][HOLD] = "true"
+            found.append(obj)
+    return found
+
+
+def _calendar_holds_kept(cluster: Cluster) -> Cluster:
+    """``cluster`` as ``defrag`` plans it: the controller's own calendar holds that wait are
+    no demand (they wait for the room the calendar expects to free), and those bound are
+    locked (a hold moved elsewhere would no longer hold its node)."""
+    waiting = [pod for pod in cluster.pending if not _is_calendar_hold(pod.labels)]
+    bound = {task.id for task in cluster.tasks if _is_calendar_hold(task.labels)}
+    if len(waiting) == len(cluster.pending) and not bound:
+        return cluster
+    tasks = [
+        task.model_copy(update={"locked": True}) if task.id in bound else task
+        for task in cluster.tasks
+    ]
+    return cluster.model_copy(update={"pending": waiting, "tasks": tasks})
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _is_calendar_hold(labels: Mapping[str, str]) -> bool:
+    """A job calendar placeholder this controller made (its marker, and the calendar's role)."""
+    from gpuopt.calendar.emit import ROLE, ROLE_LABEL
+
+    return (
+        labels.get(ROLE_LABEL) == ROLE
+        and labels.get(HOLD) == "true"
+        and labels.get(MANAGED_BY[0]) == MANAGED_BY[1]
+    )
+
+
+def _hold_key(obj: Obj) -> tuple[str, str, str, str, tuple[tuple[str, str], ...]]:
+    """A calendar hold's identity: namespace, name, job held for, node, and what it asks
+    for (quantities parsed: the API server writes them in its own form); not its window."""
+    from gpuopt.calendar.emit import HOLDS_FOR
+    from gpuopt.cluster.quantity import parse_quantity
+
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    job = str((metadata.get("annotations") or {}).get(HOLDS_FOR, ""))
+    node = spec.get("nodeName") or ""
+    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    for term in required.get("nodeSelectorTerms") or []:
+        for field_ in term.get("matchFields") or []:
+            if field_.get("key") == "metadata.name" and field_.get("values"):
+                node = str(field_["values"][0])
+    asks: dict[str, str] = {}
+    for container in spec.get("containers") or []:
+        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
+            try:
+                asks[name] = str(parse_quantity(value))
+            except (ProblemError, ValueError, TypeError):
+                asks[name] = str(value)
+    return (
+        str(metadata.get("namespace") or "default"),
+        str(metadata.get("name") or ""),
+        job,
+        node,
+        tuple(sorted(asks.items())),
+    )
+
+
 def _split(task_id: str) -> tuple[str, str]:
     namespace, _, name = task_id.rpartition("/")
     return namespace or "default", name
 
 
 def _is_hold(task: Task) -> bool:
-    """A placeholder the controller made (its label, and gpuopt's placeholder's)."""
-    return task.labels.get(HOLD) == "true" and task.labels.get(MANAGED_BY[0]) == MANAGED_BY[1]
+    """A defragmentation placeholder the controller made (its label, and gpuopt's
+    placeholder's; not a job calendar's hold, which ``holds`` keeps while its plan does)."""
+    return (
+        task.labels.get(HOLD) == "true"
+        and task.labels.get(MANAGED_BY[0]) == MANAGED_BY[1]
+        and not _is_calendar_hold(task.labels)
+    )
 
 
 __all__ = [
+    "CALENDAR_HORIZON",
+    "CALENDAR_STEP",
     "CORDONED",
     "HOLD",
     "QUESTIONS",
@@ -734,5 +977,7 @@ __all__ = [
     "Controller",
     "ControllerOptions",
     "ListedCluster",
+    "ListedObjects",
     "PeriodReport",
+    "calendar_holds",
 ]

@@ -165,3 +165,69 @@ def test_the_loop_ends_on_sigterm_and_gives_the_lease_up(
     (lease,) = api.of(LEASES)
     assert "holderIdentity" not in lease["spec"]
     assert signal.getsignal(signal.SIGTERM) == before  # the handler is given back
+
+
+def test_holds_are_the_placeholders_gpuopt_calendar_emits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An applied ``holds`` period makes exactly the pods ``gpuopt calendar --emit kubernetes``
+    prints for the objects the server holds (the calendar at the same clock), each with an
+    Event; a client dry run before it writes nothing and prints them."""
+    from functools import partial
+
+    import yaml
+
+    from gpuopt.live import controller as live
+    from gpuopt.live.api import NODES, POD_GROUPS, PRIORITY_CLASSES
+    from gpuopt.live.controller import HOLD
+    from gpuopt.live.fake import FakeApiServer
+    from tests.live.test_controller import NOW, big_job_waits
+
+    monkeypatch.setattr(live, "Controller", partial(live.Controller, clock=lambda: NOW))
+    with FakeApiServer(objects=big_job_waits()) as server:
+        listed = [
+            o for kind in (PRIORITY_CLASSES, POD_GROUPS, NODES, PODS) for o in server.objects(kind)
+        ]
+        (tmp_path / "cluster.json").write_text(json.dumps({"kind": "List", "items": listed}))
+        code, out, _ = run(
+            ["calendar", str(tmp_path / "cluster.json"), "--emit", "kubernetes", "--quiet",
+             "--now", str(NOW)],
+            capsys,
+        )  # fmt: skip
+        assert code == 0
+        emitted = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Pod"]
+        assert len(emitted) == 2  # node-0 and node-1, held for ml/big
+        config = str(server.write_kubeconfig(tmp_path / "config"))
+        command_line = ["controller", "--kubeconfig", config, "--once", "--questions", "holds"]
+        code, out, err = run(command_line, capsys)
+        assert code == 0 and set(server.requests) == {"GET"}  # a client dry run only reads
+        assert [line.split()[:4] for line in out.splitlines()] == [
+            ["would", "hold", "pod", f"ml/{pod['metadata']['name']}"] for pod in emitted
+        ]
+        assert "holds: the plan holds 2 placeholders; 0 kept, 2 to make, 0 to delete" in err
+        code, out, _ = run([*command_line, "--apply", "--json"], capsys)
+        assert code == 0
+        actions = [json.loads(line) for line in out.splitlines()]
+        assert [(a["verb"], a["outcome"], a["question"]) for a in actions] == [
+            ("hold", "done", "holds")
+        ] * 2
+        made = {
+            p["metadata"]["name"]: p
+            for p in server.objects(PODS)
+            if p["metadata"].get("labels", {}).get(HOLD) == "true"
+        }
+        for pod in emitted:
+            stored = made.pop(pod["metadata"]["name"])
+            for key in ("uid", "resourceVersion", "creationTimestamp"):  # the server's own
+                del stored["metadata"][key]
+            assert stored["metadata"]["labels"].pop(HOLD) == "true"  # the controller's marker
+            assert stored == pod
+        assert made == {}
+        events = server.objects(EVENTS)
+        assert sorted(e["regarding"]["name"] for e in events) == sorted(
+            p["metadata"]["name"] for p in emitted
+        )
+        # the next period: nothing to make, nothing to delete
+        code, out, err = run([*command_line, "--apply"], capsys)
+        assert code == 0 and out == ""
+        assert "0 actions (none); holds: the plan holds 2 placeholders; 2 kept" in err

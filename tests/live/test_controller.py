@@ -684,3 +684,223 @@ def test_fake_server_periods_until_every_waiting_pod_runs(
     assert [r.count("evict", "done") for r in reports] == [6, 4, 0, 0]
     assert [r.count("drop") for r in reports] == [2, 0, 0, 0]
     assert len(server.objects(EVENTS)) == 32
+
+
+# ---------------------------------------------------------------------- the job calendar's holds
+# Four 4-GPU nodes, each running one 4-GPU pod that ends (gpuopt.io/expected-end) 2, 3, 7
+# and 9 hours from now, and a waiting gang of two 4-GPU pods (8 GPUs on two nodes) with a
+# walltime of 4 hours. By hand: the two nodes that free first are node-0 (2 h) and node-1
+# (3 h), so the job starts in 3 h on node-0 and node-1, and both are held for it until then.
+
+NOW = 1_767_225_600.0  # the scenario's tick 0 (the calendar's clock here)
+
+
+def big_job_waits(*, with_class: bool = True) -> list[Obj]:
+    """The cluster above, as the API server would hold it, with a calendar hold someone
+    else made (no marker) that asks for a CPU on node-3."""
+    from gpuopt.allocation.problem import AllocationProblem
+    from gpuopt.calendar.emit import hold_class
+    from gpuopt.calendar.scenario import scenario_objects
+
+    running = [
+        {"id": f"r{k}", "kind": "training", "priority": 1, "gpus": 4, "duration": end + 1,
+         "arrival": 0, "running": {"start": -1, "first_gpu": 4 * k}}
+        for k, end in enumerate((2, 3, 7, 9))
+    ]  # fmt: skip
+    waiting = {"id": "big", "kind": "training", "priority": 5, "gpus": 8, "duration": 4}
+    problem = AllocationProblem.model_validate(
+        {"gpus": 16, "gpus_per_node": 4, "horizon": 24, "tasks": [*running, waiting]}
+    )
+    objects: list[Obj] = scenario_objects(problem, now=NOW, namespace="ml")["items"]
+    by_hand = pod("by-hand-hold", 0, "node-3", owned=False)
+    by_hand["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    by_hand["metadata"]["labels"] = {
+        "app.kubernetes.io/managed-by": "gpuopt",
+        "gpuopt.io/role": "calendar-hold",
+        "gpuopt.io/holds-for": "ml.other",
+    }
+    return [*objects, by_hand, *([hold_class()] if with_class else [])]
+
+
+def holds_controller(api: Any, mode: str = "apply", *questions: str) -> Controller:
+    options = ControllerOptions.model_validate({"questions": questions or ("holds",), "mode": mode})
+    return Controller(api, ListedCluster(api), options, clock=lambda: NOW)
+
+
+def calendar_pods(server: Any) -> dict[str, Obj]:
+    return {
+        p["metadata"]["name"]: p
+        for p in server.objects(PODS)
+        if p["metadata"].get("labels", {}).get("gpuopt.io/role") == "calendar-hold"
+    }
+
+
+def test_holds_client_and_server_dry_runs_write_nothing_and_print_the_holds(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    server, api = served(big_job_waits())
+    report = holds_controller(api, "client").run_once()
+    assert writes(server) == 0
+    assert [(a.verb, a.outcome, a.name) for a in report.actions] == [
+        ("hold", "would", "gpuopt-hold-ml-big-node-0"),
+        ("hold", "would", "gpuopt-hold-ml-big-node-1"),
+    ]
+    assert "from 2026-01-01T03:00:00Z" in report.actions[0].note  # 3 h from now
+    assert (
+        report.notes[-1] == "holds: the plan holds 2 placeholders; 0 kept, 2 to make, 0 to delete"
+    )
+    served_report = holds_controller(api, "server").run_once()
+    assert [a.outcome for a in served_report.actions] == ["dry-run", "dry-run"]
+    assert writes(server) == 4  # two pods and their two Events, each with dryRun=All
+    assert set(calendar_pods(server)) == {"by-hand-hold"} and server.objects(EVENTS) == []
+
+
+def test_holds_applied_run_makes_the_holds_then_keeps_them(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    server, api = served(big_job_waits())
+    first = holds_controller(api).run_once()
+    made = {a.name for a in first.actions if a.verb == "hold" and a.outcome == "done"}
+    assert made == {"gpuopt-hold-ml-big-node-0", "gpuopt-hold-ml-big-node-1"}
+    holds = calendar_pods(server)
+    assert set(holds) == made | {"by-hand-hold"}
+    for name in made:
+        labels = holds[name]["metadata"]["labels"]
+        assert labels[HOLD] == "true" and labels["gpuopt.io/holds-for"] == "ml.big"
+        (term,) = holds[name]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        assert term["matchFields"][0]["values"] == [f"node-{name[-1]}"]
+        assert "nodeName" not in holds[name]["spec"]  # kube-scheduler binds it
+    events = server.objects(EVENTS)
+    assert sorted(e["regarding"]["name"] for e in events) == sorted(made)
+    assert {e["action"] for e in events} == {"Hold"}
+    # nothing changed: the next period makes and deletes nothing (even a minute later)
+    later = Controller(
+        api, ListedCluster(api), ControllerOptions(questions=("holds",), mode="apply"),
+        clock=lambda: NOW + 60,
+    ).run_once()  # fmt: skip
+    assert later.actions == []
+    assert later.notes[-1].startswith("holds: the plan holds 2 placeholders; 2 kept")
+    assert len(server.objects(EVENTS)) == 2
+
+
+def test_holds_follow_a_pod_that_ends_early_and_go_when_the_job_starts(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    server, api = served(big_job_waits())
+    holds_controller(api).run_once()
+    # r2 ends now, 7 h early: node-2 is free now and node-0 in 2 h, so the job starts in 2 h
+    # on node-0 and node-2; node-1's hold is stale, node-0's stays
+    server.remove(PODS, "r2", "ml")
+    moved = holds_controller(api).run_once()
+    assert [(a.verb, a.outcome, a.name) for a in moved.actions] == [
+        ("release", "done", "gpuopt-hold-ml-big-node-1"),
+        ("hold", "done", "gpuopt-hold-ml-big-node-2"),
+    ]
+    assert set(calendar_pods(server)) == {
+        "by-hand-hold", "gpuopt-hold-ml-big-node-0", "gpuopt-hold-ml-big-node-2"
+    }  # fmt: skip
+    # r0 ends, and kube-scheduler binds the gang to node-0 and node-2: nothing waits
+    server.remove(PODS, "r0", "ml")
+    api.bind("ml", "big-0", "node-0")
+    api.bind("ml", "big-1", "node-2")
+    started = holds_controller(api).run_once()
+    assert sorted((a.verb, a.name) for a in started.actions) == [
+        ("release", "gpuopt-hold-ml-big-node-0"),
+        ("release", "gpuopt-hold-ml-big-node-2"),
+    ]
+    assert set(calendar_pods(server)) == {"by-hand-hold"}  # someone else's: never touched
+    assert len(server.objects(EVENTS)) == 2 + 2 + 2
+
+
+def test_holds_need_their_priority_class(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    server, api = served(big_job_waits(with_class=False))
+    report = holds_controller(api).run_once()
+    assert report.actions == [] and writes(server) == 0
+    assert report.notes[0] == (
+        "holds: 2 placeholders not made: their PriorityClass gpuopt-calendar-hold does not "
+        "exist (create it once: gpuopt calendar --emit kubernetes prints it)"
+    )
+
+
+def test_defrag_neither_releases_calendar_holds_nor_makes_room_for_them(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    server, api = served(big_job_waits())
+    holds_controller(api).run_once()
+    # r0 ends, and kube-scheduler binds node-0's hold there; node-1's still waits
+    server.remove(PODS, "r0", "ml")
+    api.bind("ml", "gpuopt-hold-ml-big-node-0", "node-0")
+    cluster = ListedCluster(api).snapshot()
+    assert "ml/gpuopt-hold-ml-big-node-0" in {t.id for t in cluster.tasks}
+    assert "ml/gpuopt-hold-ml-big-node-1" in {p.id for p in cluster.pending}
+    report = holds_controller(api, "apply", "defrag", "holds").run_once()
+    # the job still starts in 3 h on node-0 and node-1: no release of a calendar hold (the
+    # defragmentation's release is for its own), no move to make room for one
+    assert report.actions == []
+    assert report.notes[0] == "defrag: no moves (2 waiting pods fit nowhere)"  # the gang's two
+    assert len(calendar_pods(server)) == 3
+
+
+def test_holds_need_a_source_that_keeps_its_objects() -> None:
+    class Bare:
+        def __init__(self, inner: ListedCluster) -> None:
+            self.inner = inner
+
+        def snapshot(self) -> Cluster:
+            return self.inner.snapshot()
+
+    api = MemoryApi(fragmented())
+    options = ControllerOptions(questions=("holds",))
+    report = Controller(api, Bare(ListedCluster(api)), options).run_once()
+    assert report.actions == [] and "keeps no listed objects" in report.notes[0]
+
+
+def test_a_hold_that_asks_for_other_room_is_made_again_next_period(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    server, api = served(big_job_waits())
+    holds_controller(api).run_once()
+    # node-1's hold asks for 2 GPUs now (as if the job's pods had changed): not the same hold
+    changed = calendar_pods(server)["gpuopt-hold-ml-big-node-1"]
+    changed["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "2"
+    server.put(changed)
+    report = holds_controller(api).run_once()
+    assert [(a.verb, a.name) for a in report.actions] == [("release", "gpuopt-hold-ml-big-node-1")]
+    assert "made again next period" in report.notes[0]
+    again = holds_controller(api).run_once()
+    assert [(a.verb, a.name) for a in again.actions] == [("hold", "gpuopt-hold-ml-big-node-1")]
+    requests = calendar_pods(server)["gpuopt-hold-ml-big-node-1"]["spec"]["containers"][0]
+    assert requests["resources"]["requests"]["nvidia.com/gpu"] == "4"
+    # the same quantity written another way ("4000m") is the same hold
+    same = calendar_pods(server)["gpuopt-hold-ml-big-node-0"]
+    same["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "4000m"
+    server.put(same)
+    assert holds_controller(api).run_once().actions == []
+
+
+def test_defrag_never_moves_a_calendar_hold() -> None:
+    # fragmented() with every 4-GPU pod locked but w-a, which is a calendar hold of this
+    # controller's, bound to a: the one move that frees a node for big-1 is w-a onto b, and
+    # it would take the hold off the node it holds; so no move at all
+    objects = fragmented()
+    for obj in objects:
+        name = obj["metadata"]["name"]
+        if name in ("w-b", "w-c", "w-d"):
+            obj["metadata"]["annotations"] = {"gpuopt.io/locked": "true"}
+        if name == "w-a":
+            obj["metadata"]["labels"] = {
+                "app.kubernetes.io/managed-by": "gpuopt",
+                "gpuopt.io/role": "calendar-hold",
+                "gpuopt.io/holds-for": "ml.big-1",
+                HOLD: "true",
+            }
+    plan, _, _ = plan_for_pending(ListedCluster(MemoryApi(objects)).snapshot())
+    assert [m.task for m in plan.moves] == ["ml/w-a"]  # what defrag alone would do
+    api = MemoryApi(objects)
+    report = controller(api, mode="apply").run_once()
+    assert report.actions == [] and api.writes == []
+    assert report.notes == ["defrag: no moves (2 waiting pods fit nowhere)"]
