@@ -117,6 +117,7 @@ from gpuopt.cluster.model import Cluster, Pending, Task
 from gpuopt.cluster.rules import placement_key, refusal
 from gpuopt.cluster.shares import MILLI
 from gpuopt.errors import ProblemError, short
+from gpuopt.readers.kubectl.names import HOLDS_FOR_LABEL
 
 #: Pod annotations the calendar reads (Kubernetes input only: the cluster model has none).
 EXPECTED_END = "gpuopt.io/expected-end"
@@ -519,6 +520,7 @@ def from_cluster_report(
         raise ProblemError(f"default_walltime: {default_walltime!r} is not a positive duration.")
     times = pods or {}
     report = CalendarReport()
+    cluster = _without_holds(cluster, report)
     builder = _Builder(cluster, float(clock), float(step), ticks, times, report)
     levels = builder.levels()
     if gang_level is not None and gang_level != NODE_LEVEL and gang_level not in levels:
@@ -561,6 +563,20 @@ def from_cluster_report(
         objective=objective,
     )
     return problem, report
+
+
+def _without_holds(cluster: Cluster, report: CalendarReport) -> Cluster:
+    """``cluster`` without the placeholders of an earlier plan (F4: pods labelled
+    :data:`~gpuopt.readers.kubectl.names.HOLDS_FOR_LABEL`), each counted as
+    ``calendar-hold``."""
+    tasks = [t for t in cluster.tasks if HOLDS_FOR_LABEL not in t.labels]
+    pending = [p for p in cluster.pending if HOLDS_FOR_LABEL not in p.labels]
+    if len(tasks) == len(cluster.tasks) and len(pending) == len(cluster.pending):
+        return cluster
+    for item in [*cluster.tasks, *cluster.pending]:
+        if HOLDS_FOR_LABEL in item.labels:
+            report.note("calendar-hold", item.id)
+    return Cluster.model_construct(**{**dict(cluster), "tasks": tasks, "pending": pending})
 
 
 def waiting_jobs(cluster: Cluster) -> list[tuple[str, list[Pending]]]:

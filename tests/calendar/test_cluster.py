@@ -346,3 +346,23 @@ def test_a_pod_that_asks_for_nothing_is_left_out_and_counted() -> None:
     assert [job.id for job in problem.jobs] == ["ml/one"]
     assert report.notes["no-request"] == 1
     checked(problem)
+
+
+def test_placeholders_of_an_earlier_plan_are_left_out_and_counted() -> None:
+    """F4: a calendar hold from an earlier plan (label gpuopt.io/holds-for), bound or
+    waiting, is not read as a pod: the bound one leaves its node's GPUs free, the waiting
+    one is no job; the same cluster without them gives the same calendar."""
+    hold = {"gpuopt.io/holds-for": "ml.big"}
+    big = {"id": "ml/big", "gpus": 8}
+    held = cluster(
+        [big, {"id": "ml/hold-wait", "gpus": 8, "labels": hold}],
+        [{"id": "ml/hold-c", "node": "c", "gpus": 8, "labels": hold, "start_time": NOW}],
+    )
+    plain = cluster([big])
+    problem, report = build(held)
+    expected, _ = build(plain)
+    assert problem == expected
+    assert [job.id for job in problem.jobs] == ["ml/big"]
+    assert report.notes["calendar-hold"] == 2
+    assert sorted(report.examples["calendar-hold"]) == ["ml/hold-c", "ml/hold-wait"]
+    checked(problem)
