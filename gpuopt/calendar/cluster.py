@@ -573,9 +573,12 @@ def _without_holds(cluster: Cluster, report: CalendarReport) -> Cluster:
     pending = [p for p in cluster.pending if HOLDS_FOR_LABEL not in p.labels]
     if len(tasks) == len(cluster.tasks) and len(pending) == len(cluster.pending):
         return cluster
-    for item in [*cluster.tasks, *cluster.pending]:
-        if HOLDS_FOR_LABEL in item.labels:
-            report.note("calendar-hold", item.id)
+    for task in cluster.tasks:
+        if HOLDS_FOR_LABEL in task.labels:
+            report.note("calendar-hold", task.id)
+    for pod in cluster.pending:
+        if HOLDS_FOR_LABEL in pod.labels:
+            report.note("calendar-hold", pod.id)
     return Cluster.model_construct(**{**dict(cluster), "tasks": tasks, "pending": pending})
 
 

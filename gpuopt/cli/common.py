@@ -284,6 +284,47 @@ def add_quiet(parser: argparse.ArgumentParser, help: str = "print nothing") -> N
     parser.add_argument("--quiet", action="store_true", help=help)
 
 
+def add_cluster_flags(parser: argparse.ArgumentParser, kubeconfig: str, in_cluster: str) -> None:
+    """``--kubeconfig PATH`` or ``--in-cluster``, and ``--context NAME``: where the API
+    server of a live cluster is (``gpuopt serve``, ``gpuopt controller``; extra ``live``);
+    ``kubeconfig`` and ``in_cluster`` say what the command does with it. Checked by
+    :func:`check_cluster_flags`."""
+    parser.add_argument("--kubeconfig", metavar="PATH", help=kubeconfig)
+    parser.add_argument("--context", metavar="NAME", help="the kubeconfig's context to use")
+    parser.add_argument("--in-cluster", action="store_true", help=in_cluster)
+
+
+def check_cluster_flags(args: argparse.Namespace, *, required: bool) -> bool:
+    """Refuse :func:`add_cluster_flags`' flags that do not go together (one sentence each),
+    before anything connects; whether they name a cluster."""
+    from gpuopt.errors import ProblemError
+
+    if args.kubeconfig is not None and args.in_cluster:
+        raise ProblemError("--kubeconfig and --in-cluster exclude each other; give one.")
+    if args.context is not None and args.kubeconfig is None:
+        raise ProblemError("--context names a context of --kubeconfig; give --kubeconfig too.")
+    if args.kubeconfig is not None and not Path(args.kubeconfig).is_file():
+        raise ProblemError(f"--kubeconfig: no such file {args.kubeconfig!r}.")
+    named = args.kubeconfig is not None or bool(args.in_cluster)
+    if required and not named:
+        raise ProblemError("give --kubeconfig PATH or --in-cluster (where the API server is).")
+    return named
+
+
+def cluster_api(args: argparse.Namespace) -> Any:
+    """The API client (:class:`gpuopt.live.api.KubeApi`) of :func:`add_cluster_flags`' flags,
+    checked first by :func:`check_cluster_flags`."""
+    from gpuopt.errors import ProblemError
+
+    try:
+        from gpuopt.live.api import KubeApi
+    except ImportError as exc:  # pragma: no cover - the module itself imports no client
+        raise ProblemError(f"a live cluster needs the extra 'live' ({exc}).") from None
+    if args.in_cluster:
+        return KubeApi.in_cluster()
+    return KubeApi.from_kubeconfig(args.kubeconfig, args.context)
+
+
 def add_data(parser: argparse.ArgumentParser) -> None:
     """``--data``: the folder of the traces (:func:`gpuopt.io.data.trace_folder` finds them)."""
     parser.add_argument(

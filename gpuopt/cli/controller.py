@@ -27,10 +27,18 @@ import signal
 import socket
 import sys
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuopt.cli.common import EXIT_OK, add_quiet, add_time_limit, int_range, number_type
+from gpuopt.cli.common import (
+    EXIT_OK,
+    add_cluster_flags,
+    add_quiet,
+    add_time_limit,
+    check_cluster_flags,
+    cluster_api,
+    int_range,
+    number_type,
+)
 from gpuopt.errors import ProblemError, one_sentence_errors
 
 if TYPE_CHECKING:
@@ -61,22 +69,14 @@ def default_identity() -> str:
 
 
 def connect(args: argparse.Namespace) -> Api:
-    """The API client of the flags (:class:`gpuopt.live.api.KubeApi`)."""
-    from gpuopt.live.api import KubeApi
-
-    if args.kubeconfig is not None and not Path(args.kubeconfig).is_file():
-        raise ProblemError(f"--kubeconfig: no such file {args.kubeconfig!r}.")
-    if args.in_cluster:
-        return KubeApi.in_cluster()
-    return KubeApi.from_kubeconfig(args.kubeconfig, context=args.context)
+    """The API client of the flags (:func:`~gpuopt.cli.common.cluster_api`)."""
+    api: Api = cluster_api(args)
+    return api
 
 
 def check_flags(args: argparse.Namespace) -> None:
     """Refuse flags that do not go together, before connecting."""
-    if args.kubeconfig is None and not args.in_cluster:
-        raise ProblemError("give --kubeconfig PATH or --in-cluster (where the API server is).")
-    if args.context is not None and args.kubeconfig is None:
-        raise ProblemError("--context needs --kubeconfig (a context is one of its entries).")
+    check_cluster_flags(args, required=True)
     if args.identity is not None and not args.identity:
         raise ProblemError("--identity: give a non-empty name.")
 
@@ -171,10 +171,11 @@ def add_commands(commands: Any) -> None:
         "pods, the Eviction API, cordons, an Event on every object touched. A client dry run "
         "by default. Needs the extra 'live'. See docs/kubernetes.md.",
     )
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--kubeconfig", metavar="PATH", help="the kubeconfig file to use")
-    where.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
-    parser.add_argument("--context", metavar="NAME", help="the kubeconfig's context to use")
+    add_cluster_flags(
+        parser,
+        kubeconfig="act on the cluster of this kubeconfig (its current context, or --context)",
+        in_cluster="act on the cluster this pod runs in, with its service account",
+    )
     how = parser.add_mutually_exclusive_group()
     how.add_argument(
         "--dry-run",

@@ -30,7 +30,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpuopt.cli.common import EXIT_OK, add_quiet, int_range, number_type
+from gpuopt.cli.common import (
+    EXIT_OK,
+    add_cluster_flags,
+    add_quiet,
+    check_cluster_flags,
+    cluster_api,
+    int_range,
+    number_type,
+)
 from gpuopt.errors import ProblemError
 
 log = logging.getLogger("gpuopt.extender")
@@ -54,23 +62,18 @@ def build(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         raise ProblemError(str(exc)) from None
     from gpuopt.extender.engine import Extender
 
-    watched = args.kubeconfig is not None or args.in_cluster
+    watched = check_cluster_flags(args, required=False)
     if watched and args.snapshot is not None:
         raise ProblemError(
             "--snapshot and --kubeconfig/--in-cluster exclude each other: serve a file or "
             "watch a cluster."
         )
-    if args.kubeconfig is not None and args.in_cluster:
-        raise ProblemError("--kubeconfig and --in-cluster exclude each other; give one.")
-    if args.context is not None and args.kubeconfig is None:
-        raise ProblemError("--context names a context of --kubeconfig; give --kubeconfig too.")
     if watched and args.workers > 1:
         raise ProblemError(
             f"--workers {args.workers}: a watched cluster is served by one process; use 1."
         )
     for path, flag in (
         (args.snapshot, "--snapshot"),
-        (args.kubeconfig, "--kubeconfig"),
         (args.workload, "--workload"),
         (args.tls_cert, "--tls-cert"),
         (args.tls_key, "--tls-key"),
@@ -149,17 +152,13 @@ def watch_cluster(
     :class:`~gpuopt.live.cluster.LiveCluster`, the health of the watch for ``/healthz``
     and what stops it."""
     try:
-        from gpuopt.live.api import KubeApi
         from gpuopt.live.cluster import LiveCluster
         from gpuopt.live.watch import Watcher
     except ImportError as exc:
         raise ProblemError(
             f"watching a cluster needs the extra 'live' (pip install 'gpuopt[live]'; {exc})."
         ) from None
-    if args.kubeconfig is not None:
-        api = KubeApi.from_kubeconfig(args.kubeconfig, args.context)
-    else:
-        api = KubeApi.in_cluster()
+    api = cluster_api(args)
     live = LiveCluster(extender, reader_options=options)
     live.hold()  # the first lists are read once, together, when every kind is synced
     watcher = Watcher(api, live, served_kinds(api))
@@ -280,18 +279,12 @@ def add_commands(commands: Any) -> None:
         help="cluster snapshot (gpuopt snapshot ... --out FILE, or kubectl get ... -o json "
         "output), reloaded when the file changes; needed for nodeCacheCapable and preempt",
     )
-    serve.add_argument(
-        "--kubeconfig",
-        metavar="PATH",
-        help="watch the cluster of this kubeconfig (its current context, or --context) "
+    add_cluster_flags(
+        serve,
+        kubeconfig="watch the cluster of this kubeconfig (its current context, or --context) "
         "instead of reading a snapshot: nodes and pods kept current, pods assumed where "
         "they scored best until bound (needs the extra 'live')",
-    )
-    serve.add_argument("--context", metavar="NAME", help="the kubeconfig context to use")
-    serve.add_argument(
-        "--in-cluster",
-        action="store_true",
-        help="watch the cluster this pod runs in, with its service account",
+        in_cluster="watch the cluster this pod runs in, with its service account",
     )
     serve.add_argument(
         "--sync-timeout",

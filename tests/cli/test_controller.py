@@ -25,11 +25,11 @@ def api(monkeypatch: pytest.MonkeyPatch) -> MemoryApi:
     ("args", "words"),
     [
         ([], "give --kubeconfig PATH or --in-cluster"),
-        (["--in-cluster", "--context", "prod"], "--context needs --kubeconfig"),
+        (["--in-cluster", "--context", "prod"], "--context names a context of --kubeconfig"),
         (["--kubeconfig", "/no/such/file"], "--kubeconfig: no such file '/no/such/file'"),
         (["--in-cluster", "--questions", "defrag,calendar"], "unknown question 'calendar'"),
         (["--in-cluster", "--apply", "--dry-run", "server"], "not allowed with argument"),
-        (["--in-cluster", "--kubeconfig", "k"], "not allowed with argument"),
+        (["--in-cluster", "--kubeconfig", "k"], "--kubeconfig and --in-cluster exclude each"),
         (["--in-cluster", "--max-evictions", "-1"], "--max-evictions"),
         (["--in-cluster", "--period", "0"], "--period"),
         (["--in-cluster", "--method", "best"], "method 'best' is not known"),
