@@ -234,7 +234,8 @@ def test_mig_placements_conflict_through_counters() -> None:
             "r",
             "any",
             selectors=[
-                "device.attributes['x.io'].type == 'mig' && device.capacity['x.io'].size == quantity('2')"
+                "device.attributes['x.io'].type == 'mig' && "
+                "device.capacity['x.io'].size == quantity('2')"
             ],
         ),
     )
@@ -456,7 +457,7 @@ def random_case(rng: random.Random) -> tuple[DeviceNode, list[ResourceClaim]]:
     claims = []
     budget = rng.randint(1, 3)
     for number in range(rng.randint(1, 2)):
-        requests = []
+        requests: list[dict[str, Any]] = []
         for index in range(rng.randint(1, max(1, budget))):
             if rng.random() < 0.25:
                 requests.append({"name": f"r{index}", "first_available": [sub("x"), sub("y")]})
