@@ -565,3 +565,23 @@ def test_an_allocated_claim_pins_its_pod(mig_cluster: Cluster) -> None:
     assert fits(cluster, "no/such-pod", "other").fits  # no claim: devices do not refuse it
     with pytest.raises(ValueError, match="node_id"):
         fits(cluster, "mig-wait/wait-one-gpu", "missing")
+
+
+def test_diagnose_pending_shows_device_fit(
+    mig_cluster: Cluster,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuopt.cli import main
+
+    monkeypatch.setenv("COLUMNS", "400")  # one line per row: the reason is not folded
+
+    snapshot = tmp_path / "mig.json"
+    snapshot.write_text(mig_cluster.model_dump_json())
+    assert main(["diagnose", str(snapshot), "--pending"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "device fit of waiting pods' claims (DF1-DF8)" in out
+    # today's count of GPUs lets wait-eight-1g in (it asks no GPU of the model); device fit
+    # says which rule keeps it out
+    assert "1 node(s) (DF5 1), e.g. DF5: claim 'mig-wait/wait-eight-1g-devices'" in out
