@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from gpuopt.cluster.model import Cluster
 
 #: Device placements tried before the search gives up with ``unknown``.
-WORK_LIMIT = 200_000
+WORK_LIMIT = 50_000
 #: Taint effects that keep a device from a request that does not tolerate them (DF7).
 REFUSING_EFFECTS = ("NoSchedule", "NoExecute")
 
