@@ -1122,7 +1122,9 @@ def brute_force(
 def device_node(cluster: Cluster, node_id: str) -> DeviceNode:
     """:class:`DeviceNode` of a snapshot's node: its devices, the cluster pools' devices
     that reach it, its counter sets, and every claim allocated."""
-    node = next(item for item in cluster.nodes if item.id == node_id)
+    node = next((item for item in cluster.nodes if item.id == node_id), None)
+    if node is None:
+        raise ValueError(f"node_id: {node_id!r} is not a node of the cluster")
     reaching = tuple(device for device in cluster.devices if node_id in device.nodes)
     allocated = tuple(claim for claim in cluster.claims if claim.allocated)
     return DeviceNode(node_id, (*node.devices, *reaching), tuple(node.counters), allocated)
@@ -1142,12 +1144,10 @@ def fits(
     they are on (DF1). The other claims (made from templates, or waiting) are searched
     with :func:`device_fit`. A pod with no claim fits every node as far as devices go.
     """
-    if not any(node.id == node_id for node in cluster.nodes):
-        raise ValueError(f"node_id: {node_id!r} is not a node of the cluster")
+    here = device_node(cluster, node_id)  # ValueError for a node the cluster does not have
     mine = [
         claim for claim in cluster.claims if pod_id in claim.pods and not claim.extended_resource
     ]
-    here = device_node(cluster, node_id)
     keys = {device.key for device in here.devices}
     waiting = []
     for claim in mine:
