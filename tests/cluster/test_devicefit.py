@@ -585,3 +585,36 @@ def test_diagnose_pending_shows_device_fit(
     # today's count of GPUs lets wait-eight-1g in (it asks no GPU of the model); device fit
     # says which rule keeps it out
     assert "1 node(s) (DF5 1), e.g. DF5: claim 'mig-wait/wait-eight-1g-devices'" in out
+
+
+#: Each fixture's pods with claims, node by node, as its README and files say:
+#: nvidia-gpus: 2 GPUs, gpu-0 held by pod1; pod2 asks 1 (fits), gpu-test5's pod0 asks 2
+#: (one is free: DF4). scheduler-perf: a DeviceTaintRule taints every device NoSchedule
+#: and no pod tolerates it (DF7); test-dra-2's first alternative names a class that does
+#: not exist (unknown, never a guess). mixed: the DRA pod's allocated claim pins it to
+#: dra-node (DF1), the waiting one finds no DRA device on dp-node (DF3).
+FIXTURE_FITS = {
+    ("nvidia-gpus", "gpu-test1/pod2", "kind-dra-worker"): ("fits", None),
+    ("nvidia-gpus", "gpu-test5/pod0", "kind-dra-worker"): ("refused", "DF4"),
+    ("consumable-shares", "gpu-share-memory/memory-sharing-5f7b9-bbbbb", "kind-dra-worker"): (
+        "fits",
+        None,
+    ),
+    ("scheduler-perf", "default/test-dra-0", "scheduler-perf-dra-0"): ("refused", "DF7"),
+    ("scheduler-perf", "default/test-dra-2", "scheduler-perf-dra-3"): ("unknown", "DF2"),
+    ("mixed", "ml/dra-train", "dp-node"): ("refused", "DF1"),
+    ("mixed", "ml/dra-train", "dra-node"): ("fits", None),
+    ("mixed", "ml/dra-wait", "dp-node"): ("refused", "DF3"),
+    ("mixed", "ml/dra-wait", "dra-node"): ("fits", None),
+}
+
+
+def test_the_other_dra_fixtures() -> None:
+    from gpuopt.readers.kubectl import read_kubernetes
+
+    read: dict[str, Cluster] = {}
+    for (folder, pod, node), expected in FIXTURE_FITS.items():
+        if folder not in read:
+            read[folder], _ = read_kubernetes(ROOT / "gpuopt/scenarios/kubernetes/dra" / folder)
+        fit = fits(read[folder], pod, node)
+        assert (fit.status, fit.rule) == expected, (folder, pod, node, fit.reason)
