@@ -37,6 +37,7 @@ reason names the claim, the request and the device): never a guess.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections import defaultdict
@@ -55,8 +56,8 @@ from gpuopt.cluster.devices import (
     DeviceToleration,
     ResourceClaim,
     Version,
-    amount,
 )
+from gpuopt.cluster.devices import amount as _parse_amount
 
 if TYPE_CHECKING:
     from gpuopt.cluster.model import Cluster
@@ -67,6 +68,13 @@ WORK_LIMIT = 50_000
 REFUSING_EFFECTS = ("NoSchedule", "NoExecute")
 
 Status = Literal["fits", "refused", "unknown"]
+
+
+@functools.lru_cache(maxsize=65_536)
+def amount(text: str) -> Fraction:
+    """A quantity's exact value, remembered (the search and the checker read the same
+    few texts many times)."""
+    return _parse_amount(text)
 
 
 @dataclass(frozen=True)
