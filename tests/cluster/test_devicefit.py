@@ -618,3 +618,54 @@ def test_the_other_dra_fixtures() -> None:
             read[folder], _ = read_kubernetes(ROOT / "gpuopt/scenarios/kubernetes/dra" / folder)
         fit = fits(read[folder], pod, node)
         assert (fit.status, fit.rule) == expected, (folder, pod, node, fit.reason)
+
+
+def eight_gpu_node(cluster: Cluster) -> DeviceNode:
+    """gpu-1 of the dynamic-MIG fixture (a whole A100 and its 14 placements, one counter
+    set) copied eight times: an 8-GPU dynamic-MIG node with nothing allocated."""
+    node = cluster.nodes[0]
+    counter_set = next(item for item in node.counters if item.name == "gpu-1-counter-set")
+    devices, sets = [], []
+    for gpu in range(8):
+        for item in node.devices:
+            if not item.name.startswith("gpu-1"):
+                continue
+            data = item.model_dump()
+            data["name"] = item.name.replace("gpu-1", f"gpu-{gpu}")
+            data["attributes"]["parentUUID" if item.kind == "mig" else "uuid"] = f"GPU-{gpu}"
+            for consumed in data["consumes_counters"]:
+                consumed["counter_set"] = f"gpu-{gpu}-counter-set"
+            devices.append(Device.model_validate(data))
+        sets.append(
+            CounterSet.model_validate(
+                {**counter_set.model_dump(), "name": f"gpu-{gpu}-counter-set"}
+            )
+        )
+    return DeviceNode("big", tuple(devices), tuple(sets))
+
+
+def mig(name: str, profile: str, count: int = 1) -> dict[str, Any]:
+    selector = f"device.attributes['gpu.nvidia.com'].profile == '{profile}'"
+    return exactly(name, "mig.nvidia.com", count=count, selectors=[selector])
+
+
+def test_an_eight_gpu_mig_node(mig_cluster: Cluster) -> None:
+    node = eight_gpu_node(mig_cluster)
+    selection = Selection(mig_cluster.device_classes)
+    same_gpu = [{"match_attribute": "gpu.nvidia.com/parentUUID"}]
+    cases = {
+        # 8 GPUs x (98 SMs, 8 slices): 12 x 2g (28 SMs, 2 slices) + 5 x 3g (42, 4) fit as
+        # 5 GPUs of 3g@4-7 + 2g@0 + 2g@2 (98 SMs) and one GPU of 2 x 2g
+        "mixed": (claim("p/a", mig("a", "2g.10gb", 12), mig("b", "3g.20gb", 5)), "fits"),
+        # 16 x 3g take both 3g places of every GPU: no slice is left for a 2g
+        "full": (claim("p/b", mig("a", "3g.20gb", 16), mig("b", "2g.10gb")), "DF5"),
+        # 2g places on one GPU are 0-1, 2-3, 4-5: three at most share a parentUUID
+        "same": (claim("p/c", mig("a", "2g.10gb", 4), constraints=same_gpu), "DF8"),
+        "seven": (claim("p/d", mig("a", "7g.40gb", 8), mig("b", "1g.5gb")), "DF5"),
+    }
+    for name, (item, expected) in cases.items():
+        fit = device_fit(node, [item], selection)
+        assert (fit.status if fit.fits else fit.rule) == expected, (name, fit.reason)
+        assert fit.steps < 1_000, name  # well inside the work cap
+        if fit.fits:
+            assert violations(node, [item], selection, fit.picks) == []
