@@ -126,6 +126,38 @@ def show_pending(shown: Any, problem: Any, moves: Any | None) -> None:
     fitted = [sum(fit.node is not None for fit in column) for column in columns]
     later = f", {fitted[1]} after the plan" if moves is not None else ""
     shown.print(f"waiting pods that fit: {fitted[0]} now{later}")
+    if problem.claims:
+        show_device_fit(shown, problem)
+
+
+def show_device_fit(shown: Any, problem: Any) -> None:
+    """Each waiting pod with DRA claims to allocate: the nodes whose devices can serve every
+    claim now (rules DF1-DF8 of ``models/cluster.md``), or the rule that refuses."""
+    from collections import Counter
+
+    from rich.table import Table
+
+    from gpuopt.cluster.devicefit import Selection, fits
+
+    waiting = {pod for claim in problem.claims if claim.allocated is None for pod in claim.pods}
+    pods = [pod for pod in problem.pending if pod.id in waiting]
+    if not pods:
+        return
+    selection = Selection(problem.device_classes)
+    table = Table(title=f"{problem.name}: device fit of waiting pods' claims (DF1-DF8)")
+    for header in ("pod", "fits on", "not on"):
+        table.add_column(header, overflow="fold")
+    for pod in pods:
+        answers = {
+            node.id: fits(problem, pod.id, node.id, selection=selection) for node in problem.nodes
+        }
+        good = [node for node, fit in answers.items() if fit.fits]
+        bad = [fit for fit in answers.values() if not fit.fits]
+        rules = Counter(fit.rule if fit.status == "refused" else "unknown" for fit in bad)
+        summary = ", ".join(f"{rule} {count}" for rule, count in rules.most_common())
+        refused = f"{len(bad)} node(s) ({summary}), e.g. {bad[0].reason}" if bad else "-"
+        table.add_row(pod.id, ", ".join(good) or "-", refused)
+    shown.print(table)
 
 
 def load_cluster_file(path: str) -> Any:

@@ -1,0 +1,1209 @@
+"""Device fit (rules DF1-DF8 of ``models/cluster.md``): can a pod's claims be allocated on a node?
+
+Kubernetes' DRA allocator decides, for a pod whose ResourceClaims are not yet
+allocated, whether some devices of a node serve every request of every claim.
+This module decides the same question exactly, reports which rule refuses when
+none do, and checks any proposed allocation against the rules on its own:
+
+- :func:`device_fit` searches: each request (``exactly``, or the alternatives
+  of ``firstAvailable`` in order) gets ``count`` distinct devices (or, with
+  ``allocationMode: All``, every device it selects) such that DF1-DF8 hold.
+  Backtracking, requests in order of least slack (candidates minus count,
+  ``All`` first), devices of a request chosen as combinations (never the same
+  set twice in another order), and after each request a forward check that
+  every request left still has enough free candidates. A work cap (``steps``)
+  makes the answer ``unknown``, never a wrong yes.
+- :func:`violations` (the checker) judges a proposed allocation against every
+  rule from the raw facts, with no part of the search;
+  :func:`brute_force` enumerates every allocation of a tiny node and asks the
+  checker, so the tests can hold the search's yes and no to it.
+- :func:`fits` and :func:`fit_nodes` answer for a pod of a
+  :class:`~gpuopt.cluster.model.Cluster` snapshot.
+
+An expression that cannot be evaluated (R5), a DeviceClass not read, or a
+device drawing on a counter set not read makes the answer ``unknown`` (the
+reason names the claim, the request and the device): never a guess.
+
+>>> from gpuopt.cluster.devices import Device, DeviceClass, DeviceRequest, ResourceClaim
+>>> gpu = lambda name: Device(name=name, driver="gpu.example.com", pool="n1")
+>>> node = DeviceNode("n1", devices=(gpu("gpu-0"), gpu("gpu-1")))
+>>> want = lambda n: ResourceClaim(id="ns/c", requests=[DeviceRequest(
+...     name="gpus", exactly={"name": "gpus", "device_class": "any", "count": n})])
+>>> device_fit(node, [want(2)], [DeviceClass(name="any")]).status
+'fits'
+>>> device_fit(node, [want(3)], [DeviceClass(name="any")]).rule
+'DF3'
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Literal
+
+from gpuopt.cluster.cel import DeviceCel
+from gpuopt.cluster.devices import (
+    CounterSet,
+    Device,
+    DeviceCapacity,
+    DeviceClass,
+    DeviceSubRequest,
+    DeviceToleration,
+    ResourceClaim,
+    Version,
+)
+from gpuopt.cluster.devices import amount as _parse_amount
+
+if TYPE_CHECKING:
+    from gpuopt.cluster.model import Cluster
+
+#: Device placements tried before the search gives up with ``unknown``.
+WORK_LIMIT = 50_000
+#: Taint effects that keep a device from a request that does not tolerate them (DF7).
+REFUSING_EFFECTS = ("NoSchedule", "NoExecute")
+
+Status = Literal["fits", "refused", "unknown"]
+
+
+@functools.lru_cache(maxsize=65_536)
+def amount(text: str) -> Fraction:
+    """A quantity's exact value, remembered (the search and the checker read the same
+    few texts many times)."""
+    return _parse_amount(text)
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    """What a node offers to claims: its devices (its own and the cluster pools' devices
+    that reach it), its pools' counter sets, and every claim already allocated (only the
+    results naming these devices count)."""
+
+    name: str
+    devices: tuple[Device, ...] = ()
+    counters: tuple[CounterSet, ...] = ()
+    allocated: tuple[ResourceClaim, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One device allocated to one request: ``request`` is the request's name, or
+    ``request/alternative`` for a ``firstAvailable`` alternative (as Kubernetes writes
+    ``status.allocation``); ``consumed`` the capacity taken of a shareable device."""
+
+    claim: str
+    request: str
+    device: str
+    consumed: Mapping[str, Fraction] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The answer: ``fits`` with the picks, ``refused`` with the first rule that fails,
+    or ``unknown`` (an expression, a class or a counter set cannot be judged, or the work
+    cap was reached); ``reason`` is one sentence."""
+
+    status: Status
+    picks: tuple[Pick, ...] = ()
+    rule: str | None = None
+    reason: str = ""
+    steps: int = 0
+
+    @property
+    def fits(self) -> bool:
+        """Whether the claims fit (``unknown`` is not a yes)."""
+        return self.status == "fits"
+
+
+class Selection:
+    """DF2: which devices a DeviceClass and a request's selectors select, each CEL
+    expression evaluated once per device (class selectors first; the request's only on
+    devices the class selects, as Kubernetes does). Share one across nodes."""
+
+    def __init__(self, classes: Iterable[DeviceClass]) -> None:
+        self.classes = {item.name: item for item in classes}
+        self.cel = DeviceCel()
+        self._variables: dict[str, dict[str, Any]] = {}
+        self._answers: dict[tuple[str, str], bool | None] = {}
+
+    def _matches(self, expression: str, device: Device) -> bool | None:
+        key = (expression, device.key)
+        if key not in self._answers:
+            variable = self._variables.get(device.key)
+            if variable is None:
+                variable = self._variables[device.key] = device.cel()
+            self._answers[key] = self.cel.matches(expression, variable)
+        return self._answers[key]
+
+    def selects(self, sub: DeviceSubRequest, device: Device) -> bool | None:
+        """Whether ``sub``'s class and selectors select ``device`` (None: unknown)."""
+        found = self.classes.get(sub.device_class)
+        if found is None:
+            return None
+        for expression in [*found.selectors, *sub.selectors]:
+            answer = self._matches(expression, device)
+            if answer is not True:
+                return answer
+        return True
+
+
+# ---- semantics shared by the search and the checker (each tested on its own) ----
+
+
+def tolerates(tolerations: Sequence[DeviceToleration], key: str, value: str, effect: str) -> bool:
+    """DF7: whether a request's tolerations tolerate a device taint (Kubernetes'
+    ``ToleratesTaint``: an empty key matches every key, an empty effect every effect,
+    ``Exists`` any value, ``Equal`` (the default) the same value)."""
+    for toleration in tolerations:
+        if toleration.effect and toleration.effect != effect:
+            continue
+        if toleration.key and toleration.key != key:
+            continue
+        if toleration.operator == "Exists" or (toleration.value or "") == value:
+            return True
+    return False
+
+
+def untolerated(sub: DeviceSubRequest, device: Device) -> str | None:
+    """DF7: the first NoSchedule/NoExecute taint of ``device`` that ``sub`` does not
+    tolerate, as ``key=value:effect``."""
+    for taint in device.taints:
+        if taint.effect in REFUSING_EFFECTS and not tolerates(
+            sub.tolerations, taint.key, taint.value or "", taint.effect
+        ):
+            return f"{taint.key}={taint.value or ''}:{taint.effect}"
+    return None
+
+
+def attribute_value(device: Device, name: str) -> tuple[str, Any] | None:
+    """DF8: a device's attribute by its fully qualified name, with its type (Kubernetes'
+    ``lookupAttribute``: the name as written, else the bare name when the domain is the
+    driver's); None when it has none."""
+    found = device.attributes.get(name)
+    if found is None:
+        domain, _, bare = name.partition("/")
+        if bare and domain == device.driver:
+            found = device.attributes.get(bare)
+    if found is None:
+        return None
+    if isinstance(found, Version):
+        return ("version", found.version)
+    return (type(found).__name__, found)
+
+
+def _policy_amount(requested: Fraction | None, capacity: DeviceCapacity) -> Fraction:
+    """What one allocation consumes of one capacity (Kubernetes' calculateConsumedCapacity,
+    in exact arithmetic)."""
+    policy = capacity.request_policy
+    if requested is None:
+        if policy is not None and policy.default is not None:
+            return amount(policy.default)
+        return amount(capacity.value)
+    if policy is None:
+        return requested
+    if policy.min is not None:
+        low = amount(policy.min)
+        if requested < low:
+            return low
+        if policy.step is None:
+            return requested
+        step = amount(policy.step)
+        return low + step * math.ceil((requested - low) / step)
+    if policy.valid_values:
+        for valid in sorted(amount(text) for text in policy.valid_values):
+            if requested <= valid:
+                return valid
+    return requested
+
+
+def _violates_policy(value: Fraction, capacity: DeviceCapacity) -> bool:
+    policy = capacity.request_policy
+    if policy is None or (policy.default is not None and value == amount(policy.default)):
+        return False
+    if policy.min is not None or policy.max is not None or policy.step is not None:
+        if policy.max is not None and value > amount(policy.max):
+            return True
+        if policy.step is not None:
+            low = amount(policy.min) if policy.min is not None else Fraction(0)
+            return ((value - low) / amount(policy.step)).denominator != 1
+        return False
+    if policy.valid_values:
+        return value not in {amount(text) for text in policy.valid_values}
+    return False
+
+
+def consumption(sub: DeviceSubRequest, device: Device) -> dict[str, Fraction] | str:
+    """DF6: what ``sub`` takes of ``device``'s capacities, or why it cannot take it.
+
+    Every capacity the request names must exist on the device. A device that does not
+    allow multiple allocations is taken whole: each named amount must be at most its
+    capacity (the answer is then empty). A shareable device gives each capacity its
+    request policy's amount (the request rounded up to the range's step or the next valid
+    value; the default, else the whole capacity, when not named), refused when it breaks
+    the policy.
+    """
+    requested = {name: amount(text) for name, text in sub.capacity.items()}
+    for name in requested:
+        if name not in device.capacity:
+            return f"it has no capacity {name!r}"
+    if not device.allow_multiple_allocations:
+        for name, value in requested.items():
+            if value > amount(device.capacity[name].value):
+                return f"{name} {sub.capacity[name]} is more than its {device.capacity[name].value}"
+        return {}
+    taken = {}
+    for name, capacity in device.capacity.items():
+        value = _policy_amount(requested.get(name), capacity)
+        if _violates_policy(value, capacity):
+            return f"{name} {value} breaks its request policy"
+        taken[name] = value
+    return taken
+
+
+def _allocated_consumption(
+    claim: ResourceClaim, request: str, device: Device
+) -> dict[str, Fraction]:
+    """What an allocation already made takes of a shareable device: its
+    ``consumedCapacity``, else what its request asks by the device's policy (else all)."""
+    for result in claim.allocated or ():
+        if result.key == device.key and result.request == request and result.consumed_capacity:
+            return {name: amount(text) for name, text in result.consumed_capacity.items()}
+    base, _, alternative = request.partition("/")
+    for item in claim.requests:
+        if item.name != base:
+            continue
+        for sub in item.alternatives:
+            if not alternative or sub.name == alternative:
+                taken = consumption(sub, device)
+                if isinstance(taken, dict):
+                    return taken
+    return {name: amount(cap.value) for name, cap in device.capacity.items()}
+
+
+def _covers(constraint_requests: Sequence[str], request: str, name: str) -> bool:
+    """Whether a constraint naming ``constraint_requests`` covers the (sub)request
+    ``name`` of request ``request`` (empty: all; a request's name covers its
+    alternatives)."""
+    return not constraint_requests or request in constraint_requests or name in constraint_requests
+
+
+# ---- the node as it stands (allocated devices, counters) ----
+
+
+@dataclass
+class _Standing:
+    devices: list[Device]
+    index: dict[str, int]
+    in_use: list[bool]  # allocated and not shareable
+    drawn: list[bool]  # its counters are already drawn (allocated)
+    taken: list[dict[str, Fraction]]  # shareable: capacity already consumed
+    available: dict[tuple[str, str, str], dict[str, Fraction]]  # set -> counter -> left
+    overdrawn: set[tuple[str, str]]  # pools with a counter already below zero
+    unknown_draw: list[str | None]  # why a device's draw cannot be judged
+
+
+def _standing(node: DeviceNode) -> _Standing:
+    devices = list(node.devices)
+    index = {device.key: position for position, device in enumerate(devices)}
+    in_use = [False] * len(devices)
+    drawn = [False] * len(devices)
+    taken: list[dict[str, Fraction]] = [defaultdict(Fraction) for _ in devices]
+    for claim in node.allocated:
+        for result in claim.allocated or ():
+            position = index.get(result.key)
+            if position is None:
+                continue
+            device = devices[position]
+            drawn[position] = True
+            if device.allow_multiple_allocations:
+                for name, value in _allocated_consumption(claim, result.request, device).items():
+                    taken[position][name] += value
+            else:
+                in_use[position] = True
+    available = {
+        (item.driver, item.pool, item.name): {
+            name: amount(text) for name, text in item.counters.items()
+        }
+        for item in node.counters
+    }
+    unknown: list[str | None] = [None] * len(devices)
+    for position, device in enumerate(devices):
+        for consumed in device.consumes_counters:
+            found = available.get((device.driver, device.pool, consumed.counter_set))
+            missing = (
+                consumed.counter_set
+                if found is None
+                else next((name for name in consumed.counters if name not in found), None)
+            )
+            if missing is not None:
+                unknown[position] = f"it draws on counter {missing!r} of its pool, not read"
+    for position, device in enumerate(devices):
+        if not drawn[position]:
+            continue
+        for consumed in device.consumes_counters:
+            found = available.get((device.driver, device.pool, consumed.counter_set))
+            for name, text in consumed.counters.items():
+                if found is not None and name in found:
+                    found[name] -= amount(text)
+    overdrawn = {
+        (driver, pool)
+        for (driver, pool, _), counters in available.items()
+        if any(value < 0 for value in counters.values())
+    }
+    return _Standing(
+        devices, index, in_use, drawn, [dict(item) for item in taken], available, overdrawn, unknown
+    )
+
+
+# ---- the search ----
+
+
+@dataclass
+class _Alternative:
+    name: str  # "request" or "request/alternative"
+    sub: DeviceSubRequest
+    count: int  # for All: the number of devices it selects
+    every: bool  # allocationMode All
+    candidates: list[tuple[int, dict[str, Fraction]]]  # (device, capacity it takes)
+    constraints: list[int]  # the claim's constraints covering it
+
+
+@dataclass
+class _Unit:
+    claim: int
+    request: str
+    alternatives: list[_Alternative]
+    order: int
+
+
+class _Cap(Exception):
+    """The work cap was reached."""
+
+
+class _Search:
+    def __init__(
+        self,
+        standing: _Standing,
+        claims: Sequence[ResourceClaim],
+        units: list[_Unit],
+        limit: int,
+    ) -> None:
+        self.standing = standing
+        self.claims = claims
+        self.units = units
+        self.limit = limit
+        self.steps = 0
+        #: device -> (claim, admin access) of the picks holding it (devices taken whole)
+        self.holders: defaultdict[int, list[tuple[int, bool]]] = defaultdict(list)
+        self.added: defaultdict[int, defaultdict[str, Fraction]] = defaultdict(
+            lambda: defaultdict(Fraction)
+        )
+        self.drawing: defaultdict[int, int] = defaultdict(int)  # device -> picks drawing
+        self.counters: defaultdict[tuple[str, str, str], defaultdict[str, Fraction]] = defaultdict(
+            lambda: defaultdict(Fraction)
+        )
+        # per claim, per constraint: the matched value and its count, or the distinct values
+        self.matched: dict[tuple[int, int], list[Any]] = {}
+        self.distinct: defaultdict[tuple[int, int], set[Any]] = defaultdict(set)
+        self.chosen: list[tuple[int, _Alternative, list[tuple[int, dict[str, Fraction]]]]] = []
+
+    def _add(
+        self, unit: _Unit, alternative: _Alternative, device: int, take: Mapping[str, Fraction]
+    ) -> bool:
+        self.steps += 1
+        if self.steps > self.limit:
+            raise _Cap
+        standing = self.standing
+        item = standing.devices[device]
+        shareable = item.allow_multiple_allocations
+        admin = alternative.sub.admin_access
+        if not shareable:
+            holders = self.holders[device]
+            if admin:  # may share a device with other claims and allocations, not its own
+                if any(claim == unit.claim for claim, _ in holders):
+                    return False
+            elif holders or standing.in_use[device]:
+                return False
+        else:
+            extra = self.added[device]
+            for name, value in take.items():
+                limit = amount(item.capacity[name].value)
+                if standing.taken[device].get(name, Fraction(0)) + extra[name] + value > limit:
+                    return False
+        draws = (
+            bool(item.consumes_counters)
+            and not standing.drawn[device]
+            and not (shareable and self.drawing[device])
+        )
+        if draws:
+            if (item.driver, item.pool) in standing.overdrawn:
+                return False
+            for consumed in item.consumes_counters:
+                key = (item.driver, item.pool, consumed.counter_set)
+                left = standing.available[key]
+                now = self.counters[key]
+                for name, text in consumed.counters.items():
+                    if now[name] + amount(text) > left[name]:
+                        return False
+        claim = self.claims[unit.claim]
+        for position in alternative.constraints:
+            constraint = claim.constraints[position]
+            if constraint.match_attribute is not None:
+                have = attribute_value(item, constraint.match_attribute)
+                held = self.matched.get((unit.claim, position))
+                if have is None or (held is not None and held[1] > 0 and held[0] != have):
+                    return False
+            if constraint.distinct_attribute is not None:
+                have = attribute_value(item, constraint.distinct_attribute)
+                if have is None or have in self.distinct[unit.claim, position]:
+                    return False
+        # apply
+        if not shareable:
+            self.holders[device].append((unit.claim, admin))
+        else:
+            for name, value in take.items():
+                self.added[device][name] += value
+        if draws:
+            for consumed in item.consumes_counters:
+                key = (item.driver, item.pool, consumed.counter_set)
+                for name, text in consumed.counters.items():
+                    self.counters[key][name] += amount(text)
+        if shareable and item.consumes_counters and not standing.drawn[device]:
+            self.drawing[device] += 1
+        for position in alternative.constraints:
+            constraint = claim.constraints[position]
+            if constraint.match_attribute is not None:
+                have = attribute_value(item, constraint.match_attribute)
+                held = self.matched.setdefault((unit.claim, position), [have, 0])
+                if held[1] == 0:
+                    held[0] = have
+                held[1] += 1
+            if constraint.distinct_attribute is not None:
+                self.distinct[unit.claim, position].add(
+                    attribute_value(item, constraint.distinct_attribute)
+                )
+        return True
+
+    def _remove(
+        self, unit: _Unit, alternative: _Alternative, device: int, take: Mapping[str, Fraction]
+    ) -> None:
+        standing = self.standing
+        item = standing.devices[device]
+        shareable = item.allow_multiple_allocations
+        if not shareable:
+            self.holders[device].remove((unit.claim, alternative.sub.admin_access))
+        else:
+            for name, value in take.items():
+                self.added[device][name] -= value
+        if shareable and item.consumes_counters and not standing.drawn[device]:
+            self.drawing[device] -= 1
+        draws = (
+            bool(item.consumes_counters)
+            and not standing.drawn[device]
+            and not (shareable and self.drawing[device])
+        )
+        if draws:
+            for consumed in item.consumes_counters:
+                key = (item.driver, item.pool, consumed.counter_set)
+                for name, text in consumed.counters.items():
+                    self.counters[key][name] -= amount(text)
+        claim = self.claims[unit.claim]
+        for position in alternative.constraints:
+            constraint = claim.constraints[position]
+            if constraint.match_attribute is not None:
+                self.matched[unit.claim, position][1] -= 1
+            if constraint.distinct_attribute is not None:
+                self.distinct[unit.claim, position].discard(
+                    attribute_value(item, constraint.distinct_attribute)
+                )
+
+    def _room(self, start: int) -> bool:
+        """Forward check: every request from ``start`` on has an alternative with enough
+        candidates not taken whole yet."""
+        for unit in self.units[start:]:
+            if not any(
+                sum(
+                    1
+                    for device, _ in alternative.candidates
+                    if alternative.sub.admin_access
+                    or not self.holders[device]
+                    or self.standing.devices[device].allow_multiple_allocations
+                )
+                >= alternative.count
+                for alternative in unit.alternatives
+            ):
+                return False
+        return True
+
+    def run(self, start: int = 0) -> bool:
+        if start == len(self.units):
+            return True
+        unit = self.units[start]
+        for alternative in unit.alternatives:
+            picked: list[tuple[int, dict[str, Fraction]]] = []
+            if self._choose(unit, alternative, 0, picked, start):
+                return True
+        return False
+
+    def _choose(
+        self,
+        unit: _Unit,
+        alternative: _Alternative,
+        first: int,
+        picked: list[tuple[int, dict[str, Fraction]]],
+        start: int,
+    ) -> bool:
+        if len(picked) == alternative.count:
+            self.chosen.append((start, alternative, list(picked)))
+            if self._room(start + 1) and self.run(start + 1):
+                return True
+            self.chosen.pop()
+            return False
+        candidates = alternative.candidates
+        need = alternative.count - len(picked)
+        for position in range(first, len(candidates) - need + 1):
+            device, take = candidates[position]
+            if not self._add(unit, alternative, device, take):
+                if alternative.every:
+                    return False  # All: every device it selects, or none
+                continue
+            picked.append((device, take))
+            if self._choose(unit, alternative, position + 1, picked, start):
+                return True
+            picked.pop()
+            self._remove(unit, alternative, device, take)
+            if alternative.every:
+                return False
+        return False
+
+
+def _units(
+    standing: _Standing,
+    claims: Sequence[ResourceClaim],
+    selection: Selection,
+    node: str,
+) -> tuple[list[_Unit], Fit | None]:
+    """Every request with its alternatives' candidates (the rules a single device decides:
+    DF2, DF4 for devices allocated before, DF5 alone, DF6, DF7, DF8's attribute present),
+    or the answer when one request has no alternative with enough candidates (or one
+    cannot be judged)."""
+    units: list[_Unit] = []
+    for claim_index, claim in enumerate(claims):
+        for request in claim.requests:
+            exactly = request.exactly is not None
+            alternatives = []
+            shortfalls = []
+            for sub in request.alternatives:
+                name = request.name if exactly else f"{request.name}/{sub.name}"
+                constraints = [
+                    position
+                    for position, item in enumerate(claim.constraints)
+                    if _covers(item.requests, request.name, name)
+                ]
+                counts = dict.fromkeys(("DF2", "DF4", "DF6", "DF7", "DF5", "DF8"), 0)
+                candidates = []
+                every_ok = True
+                if sub.device_class not in selection.classes:
+                    return [], Fit(
+                        "unknown",
+                        rule="DF2",
+                        reason=f"DF2: claim {claim.id!r} request {name!r} names DeviceClass "
+                        f"{sub.device_class!r}, which was not read, so which devices it selects "
+                        "is unknown.",
+                    )
+                for position, device in enumerate(standing.devices):
+                    selected = selection.selects(sub, device)
+                    if selected is None:
+                        return [], Fit(
+                            "unknown",
+                            rule="DF2",
+                            reason=f"DF2: claim {claim.id!r} request {name!r}: a CEL selector "
+                            f"cannot be evaluated on device {device.key} of node {node!r}, so "
+                            "what it selects is unknown.",
+                        )
+                    if not selected:
+                        continue
+                    counts["DF2"] += 1
+                    if (
+                        standing.in_use[position]
+                        and not device.allow_multiple_allocations
+                        and not sub.admin_access
+                    ):
+                        every_ok = False
+                        continue
+                    counts["DF4"] += 1
+                    take = consumption(sub, device)
+                    if isinstance(take, str):
+                        every_ok = False
+                        continue
+                    if device.allow_multiple_allocations and any(
+                        standing.taken[position].get(key, Fraction(0)) + value
+                        > amount(device.capacity[key].value)
+                        for key, value in take.items()
+                    ):
+                        every_ok = False
+                        continue
+                    counts["DF6"] += 1
+                    if untolerated(sub, device) is not None:
+                        every_ok = False
+                        continue
+                    counts["DF7"] += 1
+                    if device.consumes_counters and not standing.drawn[position]:
+                        if standing.unknown_draw[position] is not None:
+                            return [], Fit(
+                                "unknown",
+                                rule="DF5",
+                                reason=f"DF5: claim {claim.id!r} request {name!r}: device "
+                                f"{device.key} of node {node!r} could serve it, but "
+                                f"{standing.unknown_draw[position]}.",
+                            )
+                        if (device.driver, device.pool) in standing.overdrawn or any(
+                            amount(text)
+                            > standing.available[device.driver, device.pool, consumed.counter_set][
+                                counter
+                            ]
+                            for consumed in device.consumes_counters
+                            for counter, text in consumed.counters.items()
+                        ):
+                            every_ok = False
+                            continue
+                    counts["DF5"] += 1
+                    if any(
+                        attribute_value(device, attribute) is None
+                        for item in (claim.constraints[index] for index in constraints)
+                        for attribute in (item.match_attribute, item.distinct_attribute)
+                        if attribute is not None
+                    ):
+                        every_ok = False
+                        continue
+                    counts["DF8"] += 1
+                    candidates.append((position, take))
+                every = sub.allocation_mode == "All"
+                count = counts["DF2"] if every else sub.count
+                if every and (not every_ok or count == 0):
+                    rule = next((label for label in counts if counts[label] < count), "DF3")
+                    shortfalls.append((rule, name, sub, count, counts))
+                    continue
+                if len(candidates) < count:
+                    rule = next((label for label in counts if counts[label] < count), "DF3")
+                    if rule == "DF2":
+                        rule = "DF3"  # too few devices of the class at all
+                    shortfalls.append((rule, name, sub, count, counts))
+                    continue
+                alternatives.append(_Alternative(name, sub, count, every, candidates, constraints))
+            if not alternatives:
+                rule, name, sub, count, counts = shortfalls[0]
+                return [], Fit(
+                    "refused",
+                    rule=rule,
+                    reason=_shortfall(claim, name, sub, count, counts, rule, node),
+                )
+            units.append(_Unit(claim_index, request.name, alternatives, len(units)))
+    return units, None
+
+
+_STAGES = {
+    "DF3": "are selected",
+    "DF4": "are not allocated already",
+    "DF6": "have the capacity it asks",
+    "DF7": "have no taint it does not tolerate",
+    "DF5": "fit their pool's counters",
+    "DF8": "have its constraints' attributes",
+}
+
+
+def _shortfall(
+    claim: ResourceClaim,
+    name: str,
+    sub: DeviceSubRequest,
+    count: int,
+    counts: Mapping[str, int],
+    rule: str,
+    node: str,
+) -> str:
+    if sub.allocation_mode == "All":
+        if count == 0:
+            return (
+                f"DF3: claim {claim.id!r} request {name!r} asks all devices of class "
+                f"{sub.device_class!r} and node {node!r} has none."
+            )
+        return (
+            f"{rule}: claim {claim.id!r} request {name!r} asks all {count} devices of class "
+            f"{sub.device_class!r} on node {node!r}, and only {counts[rule]} "
+            f"{_STAGES[rule]}."
+        )
+    stage = "DF2" if rule == "DF3" else rule
+    return (
+        f"{rule}: claim {claim.id!r} request {name!r} asks {count} device(s) of class "
+        f"{sub.device_class!r} and node {node!r} has {counts[stage]} that "
+        f"{_STAGES['DF3' if stage == 'DF2' else stage]}."
+    )
+
+
+def device_fit(
+    node: DeviceNode,
+    claims: Sequence[ResourceClaim],
+    classes: Iterable[DeviceClass] | Selection,
+    *,
+    work_limit: int = WORK_LIMIT,
+) -> Fit:
+    """Whether ``claims`` (not allocated yet) can all be allocated on ``node`` (DF1-DF8).
+
+    Parameters
+    ----------
+    node
+        The node's devices, counter sets and the claims already allocated.
+    claims
+        The pod's claims still to allocate (their ``allocated`` is ignored).
+    classes
+        The DeviceClasses read, or a :class:`Selection` shared across nodes.
+    work_limit
+        Device placements tried before the answer is ``unknown``.
+
+    Returns
+    -------
+    Fit
+        ``fits`` with one :class:`Pick` per device (requests of a ``firstAvailable``
+        request named ``request/alternative``, earlier alternatives preferred), or
+        ``refused`` naming the first rule that fails, or ``unknown``.
+    """
+    selection = classes if isinstance(classes, Selection) else Selection(classes)
+    standing = _standing(node)
+    units, answer = _units(standing, claims, selection, node.name)
+    if answer is not None:
+        return answer
+    units.sort(
+        key=lambda unit: (
+            not any(alternative.every for alternative in unit.alternatives),
+            min(
+                len(alternative.candidates) - alternative.count for alternative in unit.alternatives
+            ),
+            unit.order,
+        )
+    )
+    search = _Search(standing, claims, units, work_limit)
+    try:
+        found = search.run()
+    except _Cap:
+        return Fit(
+            "unknown",
+            rule=None,
+            reason=f"the search stopped after {work_limit} device placements on node "
+            f"{node.name!r} without an answer.",
+            steps=search.steps,
+        )
+    if found:
+        picks = [
+            Pick(
+                claim=claims[units[start].claim].id,
+                request=alternative.name,
+                device=standing.devices[device].key,
+                consumed=take,
+            )
+            for start, alternative, picked in search.chosen
+            for device, take in picked
+        ]
+        return Fit("fits", picks=tuple(picks), steps=search.steps)
+    return _why_not(node, claims, selection, work_limit, search.steps)
+
+
+def _why_not(
+    node: DeviceNode,
+    claims: Sequence[ResourceClaim],
+    selection: Selection,
+    work_limit: int,
+    steps: int,
+) -> Fit:
+    """The rule to name when every request has candidates but no combination works."""
+    standing = _standing(node)
+    for claim in claims:
+        if len(claims) > 1:
+            alone = device_fit(node, [claim], selection, work_limit=work_limit)
+            if alone.status != "fits":
+                return Fit(alone.status, rule=alone.rule, reason=alone.reason, steps=steps)
+        draws = any(device.consumes_counters for device in standing.devices)
+        rule = "DF8" if claim.constraints else ("DF5" if draws else "DF4")
+        what = {
+            "DF8": "its constraints",
+            "DF5": "the counters of their pools",
+            "DF4": "distinct devices",
+        }[rule]
+        if len(claims) == 1:
+            return Fit(
+                "refused",
+                rule=rule,
+                reason=f"{rule}: claim {claim.id!r} (request {claim.requests[0].name!r} and the "
+                f"rest) has devices for each request on node {node.name!r}, but none together "
+                f"that keep {what}.",
+                steps=steps,
+            )
+    draws = any(device.consumes_counters for device in standing.devices)
+    rule = "DF5" if draws else "DF4"
+    return Fit(
+        "refused",
+        rule=rule,
+        reason=f"{rule}: each claim of the pod fits node {node.name!r} alone (first "
+        f"{claims[0].id!r}, request {claims[0].requests[0].name!r}), but not all together.",
+        steps=steps,
+    )
+
+
+# ---- the checker and the brute force ----
+
+
+def violations(
+    node: DeviceNode,
+    claims: Sequence[ResourceClaim],
+    classes: Iterable[DeviceClass] | Selection,
+    picks: Sequence[Pick],
+) -> list[str]:
+    """Every rule DF1-DF8 a proposed allocation of ``claims`` on ``node`` breaks (one
+    sentence each, naming the rule, the claim and the request); empty when it is legal.
+
+    Independent of the search: it recomputes what is allocated, drawn and consumed from
+    ``node`` and judges the picks as a whole.
+    """
+    selection = classes if isinstance(classes, Selection) else Selection(classes)
+    found: list[str] = []
+    devices = {device.key: device for device in node.devices}
+    by_claim = {claim.id: claim for claim in claims}
+    # DF1: every pick names a claim, a (sub)request of it and a device of the node
+    per_request: defaultdict[tuple[str, str], list[Pick]] = defaultdict(list)
+    for pick in picks:
+        claim = by_claim.get(pick.claim)
+        if claim is None:
+            found.append(
+                f"DF1: pick of device {pick.device} names claim {pick.claim!r}, not the pod's."
+            )
+            continue
+        if pick.device not in devices:
+            found.append(
+                f"DF1: claim {pick.claim!r} request {pick.request!r} gets device {pick.device}, "
+                f"which is not on node {node.name!r}."
+            )
+            continue
+        per_request[pick.claim, pick.request].append(pick)
+    chosen: dict[tuple[str, str], tuple[str, DeviceSubRequest]] = {}
+    for claim in claims:
+        for request in claim.requests:
+            names = (
+                {request.name: request.exactly}
+                if request.exactly is not None
+                else {f"{request.name}/{sub.name}": sub for sub in request.first_available}
+            )
+            served = [name for name in names if per_request.get((claim.id, name))]
+            if len(served) != 1:
+                found.append(
+                    f"DF1: claim {claim.id!r} request {request.name!r} is served by "
+                    f"{len(served)} alternatives, not one."
+                )
+                continue
+            chosen[claim.id, request.name] = (served[0], names[served[0]])
+        known = {
+            (
+                claim.id,
+                request.name if request.exactly is not None else f"{request.name}/{sub.name}",
+            )
+            for request in claim.requests
+            for sub in request.alternatives
+        }
+        for pair in per_request:
+            if pair[0] == claim.id and pair not in known:
+                found.append(f"DF1: claim {claim.id!r} has no request {pair[1]!r}.")
+    # DF2, DF3, DF6 (per pick), DF7
+    for (claim_id, _), (name, sub) in chosen.items():
+        mine = per_request[claim_id, name]
+        keys = [pick.device for pick in mine]
+        selected = {
+            key for key, device in devices.items() if selection.selects(sub, device) is True
+        }
+        for key in keys:
+            answer = selection.selects(sub, devices[key])
+            if answer is not True:
+                word = "cannot be judged for" if answer is None else "does not select"
+                found.append(
+                    f"DF2: claim {claim_id!r} request {name!r}: its class and selectors "
+                    f"{word} device {key}."
+                )
+        if len(set(keys)) != len(keys):
+            found.append(f"DF3: claim {claim_id!r} request {name!r} gets one device twice.")
+        if sub.allocation_mode == "All":
+            if not selected or set(keys) != selected:
+                found.append(
+                    f"DF3: claim {claim_id!r} request {name!r} asks all {len(selected)} devices "
+                    f"it selects on node {node.name!r} (at least one) and gets {len(set(keys))}."
+                )
+        elif len(keys) != sub.count:
+            found.append(
+                f"DF3: claim {claim_id!r} request {name!r} asks {sub.count} device(s) and gets "
+                f"{len(keys)}."
+            )
+        for pick in mine:
+            device = devices[pick.device]
+            take = consumption(sub, device)
+            if isinstance(take, str):
+                found.append(
+                    f"DF6: claim {claim_id!r} request {name!r}: device {pick.device}: {take}."
+                )
+            elif dict(pick.consumed) and dict(pick.consumed) != take:
+                found.append(
+                    f"DF6: claim {claim_id!r} request {name!r}: device {pick.device} is said to "
+                    f"give {dict(pick.consumed)}, its policy gives {take}."
+                )
+            taint = untolerated(sub, device)
+            if taint is not None:
+                found.append(
+                    f"DF7: claim {claim_id!r} request {name!r}: device {pick.device} has taint "
+                    f"{taint}, not tolerated."
+                )
+    # DF4: distinct devices, none allocated before (shareable and admin access aside)
+    before: set[str] = set()
+    consumed: defaultdict[str, defaultdict[str, Fraction]] = defaultdict(
+        lambda: defaultdict(Fraction)
+    )
+    allocated_keys: set[str] = set()
+    for claim in node.allocated:
+        for result in claim.allocated or ():
+            held = devices.get(result.key)
+            if held is None:
+                continue
+            allocated_keys.add(result.key)
+            if held.allow_multiple_allocations:
+                for key, value in _allocated_consumption(claim, result.request, held).items():
+                    consumed[result.key][key] += value
+            else:
+                before.add(result.key)
+    holders: defaultdict[str, list[tuple[str, str, bool]]] = defaultdict(list)
+    for (claim_id, _), (name, sub) in chosen.items():
+        for pick in per_request[claim_id, name]:
+            holders[pick.device].append((claim_id, name, sub.admin_access))
+            device = devices[pick.device]
+            take = consumption(sub, device)
+            if device.allow_multiple_allocations and isinstance(take, dict):
+                for key, value in take.items():
+                    consumed[pick.device][key] += value
+    for key, users in holders.items():
+        if devices[key].allow_multiple_allocations:
+            continue
+        plain = [user for user in users if not user[2]]  # admin access may share it
+        if key in before and plain:
+            found.append(
+                f"DF4: claim {plain[0][0]!r} request {plain[0][1]!r} gets device {key}, which is "
+                "allocated already."
+            )
+        if (plain and len(users) > 1) or any(
+            sum(1 for user in users if user[0] == claim_id) > 1 for claim_id, _, _ in users
+        ):
+            found.append(
+                f"DF4: device {key} serves {len(users)} requests (claim {users[0][0]!r} request "
+                f"{users[0][1]!r} first), and it is not shareable."
+            )
+    # DF6: shareable devices' capacity, all allocations together
+    for key, taken in consumed.items():
+        if key not in holders:
+            continue
+        device = devices[key]
+        for name, value in taken.items():
+            if value > amount(device.capacity[name].value):
+                who = holders.get(key) or [("?", "?", False)]
+                found.append(
+                    f"DF6: device {key}'s {name} would be {value} consumed of "
+                    f"{device.capacity[name].value} (claim {who[0][0]!r} request {who[0][1]!r})."
+                )
+    # DF5: counters, every device drawing once
+    left: dict[tuple[str, str, str], dict[str, Fraction]] = {
+        (item.driver, item.pool, item.name): {k: amount(v) for k, v in item.counters.items()}
+        for item in node.counters
+    }
+    new = [key for key in holders if key not in allocated_keys]
+    for key in [*allocated_keys, *new]:
+        device = devices[key]
+        for consumption_ in device.consumes_counters:
+            counter_set = left.get((device.driver, device.pool, consumption_.counter_set))
+            for name, text in consumption_.counters.items():
+                if counter_set is None or name not in counter_set:
+                    if key in new:
+                        found.append(
+                            f"DF5: device {key} draws on counter {name!r} of set "
+                            f"{consumption_.counter_set!r}, which was not read."
+                        )
+                    continue
+                counter_set[name] -= amount(text)
+    pools_new = {
+        (devices[key].driver, devices[key].pool) for key in new if devices[key].consumes_counters
+    }
+    for (driver, pool, set_name), counters in left.items():
+        if (driver, pool) not in pools_new:
+            continue
+        for name, value in counters.items():
+            if value < 0:
+                found.append(
+                    f"DF5: counter {name!r} of set {driver}/{pool}/{set_name} on node "
+                    f"{node.name!r} is overdrawn by {-value}."
+                )
+    # DF8: constraints
+    for claim in claims:
+        for constraint in claim.constraints:
+            members = [
+                (name, pick.device)
+                for (claim_id, request_name), (name, _) in chosen.items()
+                if claim_id == claim.id and _covers(constraint.requests, request_name, name)
+                for pick in per_request[claim_id, name]
+            ]
+            for attribute, same in (
+                (constraint.match_attribute, True),
+                (constraint.distinct_attribute, False),
+            ):
+                if attribute is None:
+                    continue
+                values = [
+                    (name, key, attribute_value(devices[key], attribute)) for name, key in members
+                ]
+                missing = [item for item in values if item[2] is None]
+                if missing:
+                    found.append(
+                        f"DF8: claim {claim.id!r} request {missing[0][0]!r}: device "
+                        f"{missing[0][1]} has no attribute {attribute!r}."
+                    )
+                    continue
+                distinct_values = {item[2] for item in values}
+                if same and len(distinct_values) > 1:
+                    found.append(
+                        f"DF8: claim {claim.id!r}: the devices of request {values[0][0]!r} and "
+                        f"the rest differ in {attribute!r}."
+                    )
+                if not same and len(distinct_values) < len(values):
+                    found.append(
+                        f"DF8: claim {claim.id!r}: two devices of request {values[0][0]!r} and "
+                        f"the rest share a value of {attribute!r}."
+                    )
+    return found
+
+
+def brute_force(
+    node: DeviceNode,
+    claims: Sequence[ResourceClaim],
+    classes: Iterable[DeviceClass] | Selection,
+    *,
+    limit: int = 2_000_000,
+) -> Iterator[tuple[Pick, ...]]:
+    """Every legal allocation of ``claims`` on a tiny ``node``: each request's every
+    alternative and every set of devices of the right size (All: every non-empty set),
+    kept when :func:`violations` finds nothing. For tests; ``limit`` bounds the
+    assignments tried (ValueError beyond it)."""
+    selection = classes if isinstance(classes, Selection) else Selection(classes)
+    keys = [device.key for device in node.devices]
+    options: list[list[tuple[Pick, ...]]] = []
+    for claim in claims:
+        for request in claim.requests:
+            mine: list[tuple[Pick, ...]] = []
+            for sub in request.alternatives:
+                name = request.name if request.exactly is not None else f"{request.name}/{sub.name}"
+                sizes = range(1, len(keys) + 1) if sub.allocation_mode == "All" else [sub.count]
+                for size in sizes:
+                    for group in itertools.combinations(keys, size):
+                        devices = {device.key: device for device in node.devices}
+                        picks = []
+                        for key in group:
+                            take = consumption(sub, devices[key])
+                            picks.append(
+                                Pick(claim.id, name, key, take if isinstance(take, dict) else {})
+                            )
+                        mine.append(tuple(picks))
+            options.append(mine)
+    total = math.prod(len(item) for item in options)
+    if total > limit:
+        raise ValueError(f"brute_force: {total} assignments exceed limit {limit}")
+    for combination in itertools.product(*options):
+        picks_all = tuple(pick for group in combination for pick in group)
+        if not violations(node, claims, selection, picks_all):
+            yield picks_all
+
+
+# ---- a pod of a cluster snapshot ----
+
+
+def device_node(cluster: Cluster, node_id: str) -> DeviceNode:
+    """:class:`DeviceNode` of a snapshot's node: its devices, the cluster pools' devices
+    that reach it, its counter sets, and every claim allocated."""
+    node = next((item for item in cluster.nodes if item.id == node_id), None)
+    if node is None:
+        raise ValueError(f"node_id: {node_id!r} is not a node of the cluster")
+    reaching = tuple(device for device in cluster.devices if node_id in device.nodes)
+    allocated = tuple(claim for claim in cluster.claims if claim.allocated)
+    return DeviceNode(node_id, (*node.devices, *reaching), tuple(node.counters), allocated)
+
+
+def fits(
+    cluster: Cluster,
+    pod_id: str,
+    node_id: str,
+    *,
+    selection: Selection | None = None,
+    work_limit: int = WORK_LIMIT,
+) -> Fit:
+    """Whether pod ``pod_id``'s claims fit node ``node_id`` of a snapshot (DF1-DF8).
+
+    A claim of the pod already allocated keeps its devices: the pod fits only the node
+    they are on (DF1). The other claims (made from templates, or waiting) are searched
+    with :func:`device_fit`. A pod with no claim fits every node as far as devices go.
+    """
+    here = device_node(cluster, node_id)  # ValueError for a node the cluster does not have
+    mine = [
+        claim for claim in cluster.claims if pod_id in claim.pods and not claim.extended_resource
+    ]
+    keys = {device.key for device in here.devices}
+    waiting = []
+    for claim in mine:
+        if claim.allocated is None:
+            waiting.append(claim)
+            continue
+        elsewhere = next((result.key for result in claim.allocated if result.key not in keys), None)
+        if (claim.node is not None and claim.node != node_id) or elsewhere is not None:
+            return Fit(
+                "refused",
+                rule="DF1",
+                reason=f"DF1: claim {claim.id!r} request "
+                f"{claim.allocated[0].request if claim.allocated else '?'!r} is allocated on "
+                f"node {claim.node or '?'!r}"
+                + (f" (device {elsewhere})" if elsewhere else "")
+                + f", not on {node_id!r}.",
+            )
+    if not waiting:
+        return Fit("fits")
+    selection = selection or Selection(cluster.device_classes)
+    return device_fit(here, waiting, selection, work_limit=work_limit)
+
+
+def fit_nodes(cluster: Cluster, pod_id: str, *, work_limit: int = WORK_LIMIT) -> dict[str, Fit]:
+    """:func:`fits` of pod ``pod_id`` on every node of the snapshot, one CEL cache shared."""
+    selection = Selection(cluster.device_classes)
+    return {
+        node.id: fits(cluster, pod_id, node.id, selection=selection, work_limit=work_limit)
+        for node in cluster.nodes
+    }
+
+
+__all__ = [
+    "REFUSING_EFFECTS",
+    "WORK_LIMIT",
+    "DeviceNode",
+    "Fit",
+    "Pick",
+    "Selection",
+    "Status",
+    "attribute_value",
+    "brute_force",
+    "consumption",
+    "device_fit",
+    "device_node",
+    "fit_nodes",
+    "fits",
+    "tolerates",
+    "untolerated",
+    "violations",
+]
