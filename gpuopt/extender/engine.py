@@ -257,19 +257,28 @@ class Extender:
             state = self._state
             if state is not None and state.by_id.get(pod_id) is found.task:
                 state.drop(pod_id)
-                self.touched()
+                self._follow(found.task, None)
             return found.task
 
     def expire(self) -> int:
-        """Drop the assumptions older than ``assume_ttl`` (L5); returns how many."""
+        """Drop the assumptions older than ``assume_ttl`` (L5); returns how many.
+
+        Assumptions are kept in the order they were made (one made again goes last), so
+        while ``assume_ttl`` stays their deadlines are in that order and the search stops
+        at the first one still due: a request does not walk the thousands of assumptions
+        a burst leaves."""
         if not self._assumed:
             return 0
         with self.guard:
             now = self.clock()
-            old = [pod_id for pod_id, found in self._assumed.items() if found.deadline <= now]
-            for pod_id in old:
-                self.settle(pod_id)
-            return len(old)
+            gone = 0
+            while self._assumed:
+                pod_id, found = next(iter(self._assumed.items()))
+                if found.deadline > now:
+                    break
+                self.settle(pod_id)  # takes it out of _assumed
+                gone += 1
+            return gone
 
     def _assume_best(
         self, state: State, ask: Ask, positions: np.ndarray, scores: np.ndarray, passed: np.ndarray
@@ -305,7 +314,37 @@ class Extender:
         task = ask.pending.as_task(node)
         base.add(task)
         self._assumed[pod_id] = Assumed(task, self.clock() + self.assume_ttl)
-        self.touched()
+        self._follow(task, state)
+
+    def _follow(self, task: Task, judged: State | None) -> None:
+        """The state counted ``task`` (assumed on the state ``judged``, where it passed the
+        filter) or stopped counting it (``judged`` None): a full-mode request's state, the
+        state with the request's nodes laid over it, does the same in place instead of
+        being built again on the next request (it holds the state's tasks); what FGD built
+        from the state goes.
+
+        In place is what a build would give: an assumed pod fits the node it passed on, so
+        it locks no node, and a pod that stops on a node the overlay locked (its pods hold
+        more than the request's node has) may unlock it: that state is built again."""
+        with self._lock:
+            merged = self._merged
+            if merged is not None:
+                if judged is not None:
+                    keep = judged is merged
+                    if keep:
+                        merged.add(task)
+                else:
+                    pos = merged.node_pos.get(task.node)
+                    keep = (
+                        pos is not None
+                        and merged.by_id.get(task.id) is task
+                        and not merged.cluster.nodes[pos].locked
+                    )
+                    if keep:
+                        merged.drop(task.id)
+                if not keep:
+                    self._merged = None
+        self._fragmentation.clear()
 
     def _cache_state(self) -> State:
         state = self._state

@@ -263,8 +263,9 @@ def _pod_terms(
     for term in pending.pod_anti_affinity:
         codes = state.domain_codes(term.topology_key)[open_positions]
         taken = _selected(state, term, space)
-        for pos, code in zip(open_positions.tolist(), codes.tolist(), strict=True):
-            if code in taken and pos not in reasons:
+        near = open_positions[np.isin(codes, list(taken))] if taken else open_positions[:0]
+        for pos in near.tolist():
+            if pos not in reasons:
                 reasons[pos] = (
                     f"K5: the pod requires anti-affinity on {term.topology_key} with pods "
                     f"already in the domain of node {nodes[pos].id}",
@@ -289,8 +290,10 @@ def _pod_terms(
         home = int(codes[state.node_pos[owner.node]])
         if home < 0:
             continue
-        for pos in open_positions.tolist():
-            if int(codes[pos]) == home and pos not in reasons:
+        # the open nodes in the owner's domain, in the request's order (most running
+        # pods' terms close one node of a thousand: no loop over the others)
+        for pos in open_positions[codes[open_positions] == home].tolist():
+            if pos not in reasons:
                 reasons[pos] = (
                     f"K5: {owner.id} requires anti-affinity on {term.topology_key} with the "
                     f"pod, and runs in the domain of node {nodes[pos].id}",

@@ -173,9 +173,48 @@ class State:
         if task.pod_anti_affinity:
             self.anti_terms = [*self.anti_terms, *((task, t) for t in task.pod_anti_affinity)]
         self._fixed = None
-        self._groups = None
+        self._group_add(task, pos)
         self.changes += 1
         self.cluster = Cluster.model_construct(**{**dict(self.cluster), "tasks": tasks})
+
+    def _group_add(self, task: Task, pos: int) -> None:
+        """Count ``task`` (at node position ``pos``) in :meth:`label_groups`, once built: its
+        group gets it last, or a group of its own comes last (a new list: a reader may hold
+        the old one)."""
+        groups = self._groups
+        if groups is None:
+            return
+        space, labels = task.space, task.labels
+        groups = list(groups)
+        for i, group in enumerate(groups):
+            if group.space == space and group.labels == labels:
+                positions = np.append(group.positions, pos)
+                groups[i] = LabelGroup(space, group.labels, [*group.tasks, task], positions)
+                break
+        else:
+            groups.append(LabelGroup(space, dict(labels), [task], np.array([pos], np.int64)))
+        self._groups = groups
+
+    def _group_drop(self, task: Task) -> None:
+        """Stop counting ``task`` in :meth:`label_groups`, once built (a group left empty
+        goes, as a build would not have it)."""
+        groups = self._groups
+        if groups is None:
+            return
+        groups = list(groups)
+        for i, group in enumerate(groups):
+            if group.space == task.space and group.labels == task.labels:
+                keep = [t is not task for t in group.tasks]
+                if all(keep):
+                    continue
+                if not any(keep):
+                    del groups[i]
+                else:
+                    tasks = [t for t, kept in zip(group.tasks, keep, strict=True) if kept]
+                    positions = group.positions[np.array(keep, dtype=bool)]
+                    groups[i] = LabelGroup(group.space, group.labels, tasks, positions)
+                break
+        self._groups = groups
 
     def _own_tasks(self) -> list[Task]:
         """``cluster.tasks`` as this state's own list (copied once: a 50,000-task list is
@@ -194,7 +233,7 @@ class State:
         if task.uid and self.by_uid.get(task.uid) is task:
             del self.by_uid[task.uid]
         self._fixed = None
-        self._groups = None
+        self._group_drop(task)
         self.changes += 1
         if task.pod_anti_affinity:
             self.anti_terms = [(t, term) for t, term in self.anti_terms if t.id != task_id]
