@@ -256,9 +256,8 @@ def args_body(
     ``names`` (a JSON array, or a list of names): nodeCacheCapable (node names, no node
     objects), or with ``objects`` (name -> v1.Node JSON) full mode (the nodes' objects)."""
     if objects is not None:
-        if isinstance(names, bytes):
-            names = json.loads(names)
-        items = b",".join([objects[name] for name in names])
+        listed: list[str] = json.loads(names) if isinstance(names, bytes) else names
+        items = b",".join([objects[name] for name in listed])
         return b'{"Pod":' + pod + b',"NodeNames":null,"Nodes":{"items":[' + items + b"]}}"
     if not isinstance(names, bytes):
         names = json.dumps(names, separators=(",", ":")).encode()
