@@ -343,3 +343,21 @@ def test_prioritize_after_filter_scores_as_if_judged_afresh() -> None:
     bare = conftest.pod("q", gpus=4)
     extender.filter(read_args({"Pod": bare, "NodeNames": everyone}))
     assert extender._passed(read_args({"Pod": bare, "NodeNames": ["b"]})) is None
+
+
+def test_nesting_without_escapes_counts_as_the_alternation_did_on_random_bodies() -> None:
+    # bodies without a backslash take the array path: random runs of brackets, quotes
+    # (odd counts too: a string left open) and other bytes, against the reference count
+    rng = random.Random(32)
+    reference = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+    for _ in range(2_000):
+        body = bytes(rng.choice(b'[]{}"a ,:') for _ in range(rng.randrange(0, 40)))
+        brackets = reference.sub(b"", body).translate(
+            None, bytes(b for b in range(256) if b not in b"[]{}")
+        )
+        depth = 0
+        deepest = None
+        for c in brackets:
+            depth += 1 if c in b"[{" else -1
+            deepest = depth if deepest is None else max(deepest, depth)
+        assert nesting(body) == (deepest or 0), body
