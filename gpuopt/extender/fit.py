@@ -283,22 +283,46 @@ def _pod_terms(
                     f"not in the domain of node {nodes[pos].id}",
                     False,
                 )
-    for owner, term in state.anti_terms:
+    _running_terms(state, ask, open_positions, reasons)
+
+
+def _running_terms(
+    state: State, ask: Ask, positions: np.ndarray, reasons: dict[int, tuple[str, bool]]
+) -> None:
+    """K5's last part: the running pods' required anti-affinity terms that select the pod
+    close the nodes of their pod's domain. A node gets the sentence of the first such term
+    in ``state.anti_terms`` order, and the sentences go in as a loop over the terms, each
+    over the nodes in the request's order, would put them; the nodes are matched once per
+    topology key, not once per term (pods assumed in a burst bring many terms)."""
+    pending = ask.pending
+    space = pending.space
+    first: dict[str, dict[int, int]] = {}  # topology key -> domain code -> first term there
+    for index, (owner, term) in enumerate(state.anti_terms):
         if not term.selects(owner.space, space, pending.labels):
             continue
-        codes = state.domain_codes(term.topology_key)
-        home = int(codes[state.node_pos[owner.node]])
-        if home < 0:
-            continue
-        # the open nodes in the owner's domain, in the request's order (most running
-        # pods' terms close one node of a thousand: no loop over the others)
-        for pos in open_positions[codes[open_positions] == home].tolist():
-            if pos not in reasons:
-                reasons[pos] = (
-                    f"K5: {owner.id} requires anti-affinity on {term.topology_key} with the "
-                    f"pod, and runs in the domain of node {nodes[pos].id}",
-                    False,
-                )
+        home = int(state.domain_codes(term.topology_key)[state.node_pos[owner.node]])
+        if home >= 0:
+            first.setdefault(term.topology_key, {}).setdefault(home, index)
+    if not first:
+        return
+    winners: dict[int, tuple[int, int]] = {}  # node position -> (term index, request order)
+    listed = positions.tolist()
+    for key, homes in first.items():
+        codes = state.domain_codes(key)[positions]
+        near = np.flatnonzero(np.isin(codes, list(homes)))
+        for order, code in zip(near.tolist(), codes[near].tolist(), strict=True):
+            pos, index = listed[order], homes[code]
+            if pos not in winners or index < winners[pos][0]:
+                winners[pos] = (index, order)
+    nodes = state.cluster.nodes
+    for pos, (index, _) in sorted(winners.items(), key=lambda item: item[1]):
+        if pos not in reasons:
+            owner, term = state.anti_terms[index]
+            reasons[pos] = (
+                f"K5: {owner.id} requires anti-affinity on {term.topology_key} with the "
+                f"pod, and runs in the domain of node {nodes[pos].id}",
+                False,
+            )
 
 
 def refusal_after(state: State, ask: Ask, pos: int, removed: set[str]) -> str | None:
