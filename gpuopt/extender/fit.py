@@ -297,12 +297,15 @@ def _running_terms(
     pending = ask.pending
     space = pending.space
     first: dict[str, dict[int, int]] = {}  # topology key -> domain code -> first term there
-    for index, (owner, term) in enumerate(state.anti_terms):
-        if not term.selects(owner.space, space, pending.labels):
+    for group in state.term_groups():
+        term = group.term
+        if not term.selects(group.space, space, pending.labels):
             continue
-        home = int(state.domain_codes(term.topology_key)[state.node_pos[owner.node]])
-        if home >= 0:
-            first.setdefault(term.topology_key, {}).setdefault(home, index)
+        homes = state.domain_codes(term.topology_key)[group.positions]
+        there = first.setdefault(term.topology_key, {})
+        for home, index in zip(homes.tolist(), group.indices.tolist(), strict=True):
+            if home >= 0 and index < there.get(home, index + 1):
+                there[home] = index
     if not first:
         return
     winners: dict[int, tuple[int, int]] = {}  # node position -> (term index, request order)

@@ -46,6 +46,18 @@ class LabelGroup:
     positions: np.ndarray
 
 
+@dataclass(frozen=True)
+class TermGroup:
+    """Running pods' required anti-affinity terms alike for K5: one owner namespace, one
+    term (equal terms of several pods, as a burst of replicas brings), and per owner its
+    index in :attr:`State.anti_terms` and its node position."""
+
+    space: str
+    term: PodAffinityTerm
+    indices: np.ndarray
+    positions: np.ndarray
+
+
 @dataclass
 class State:
     """A cluster as the extender reads it: per-node arrays, built once per snapshot."""
@@ -104,6 +116,12 @@ class State:
     #: ``cluster.tasks`` once this state changed it: its own list, changed in place (the
     #: list of the cluster it was given is never changed; None: not yet)
     _tasks: list[Task] | None = field(init=False, default=None)
+    #: :meth:`term_groups`, with the :attr:`anti_terms` list it was built from
+    _term_groups: tuple[list[tuple[Task, PodAffinityTerm]], list[TermGroup]] | None = field(
+        init=False, default=None
+    )
+    #: id of a term of :attr:`anti_terms` -> the term and its JSON (what equal terms share)
+    _term_texts: dict[int, tuple[PodAffinityTerm, str]] = field(init=False, default_factory=dict)
     lock: threading.Lock = field(init=False)
 
     def __post_init__(self) -> None:
@@ -348,6 +366,32 @@ class State:
             self._groups = found
         return found
 
+    def term_groups(self) -> list[TermGroup]:
+        """:attr:`anti_terms` grouped by owner namespace and term (K5 asks each group whether
+        its term selects the pod: once, not once per running pod); built again only when
+        the terms change, each term written once."""
+        terms = self.anti_terms
+        cached = self._term_groups
+        if cached is not None and cached[0] is terms:
+            return cached[1]
+        known, texts = self._term_texts, {}
+        groups: dict[tuple[str, str], tuple[PodAffinityTerm, list[int], list[int]]] = {}
+        for index, (owner, term) in enumerate(terms):
+            found = known.get(id(term))
+            if found is None or found[0] is not term:
+                found = (term, term.model_dump_json())
+            texts[id(term)] = found
+            entry = groups.setdefault((owner.space, found[1]), (term, [], []))
+            entry[1].append(index)
+            entry[2].append(self.node_pos[owner.node])
+        built = [
+            TermGroup(space, term, np.array(indices, np.int64), np.array(where, np.int64))
+            for (space, _), (term, indices, where) in groups.items()
+        ]
+        self._term_texts = texts
+        self._term_groups = (terms, built)
+        return built
+
     def positions(self, names: list[str]) -> np.ndarray | None:
         """The positions of the nodes ``names``, when they are a list asked about lately
         (None: map them); the array is shared, not to be changed."""
@@ -465,4 +509,4 @@ def _topology(node: Node) -> GpuTopology | None:
     return gpu_topology(node_bandwidth(node))
 
 
-__all__ = ["LabelGroup", "State", "node_left"]
+__all__ = ["LabelGroup", "State", "TermGroup", "node_left"]
