@@ -39,6 +39,12 @@ service reads each shape's pod template once (about 120 templates);
 ``--unique-templates`` gives each pod a label of its own, so that every pod
 is read in full.
 
+``--full`` sends full-mode requests instead (``nodeCacheCapable: false``): each
+carries the nodes' v1.Node objects (labels, allocatable GPUs, CPUs and memory,
+Ready), and prioritize the objects of the nodes that passed. ``--assume-ttl
+SECONDS`` serves with it: each prioritized pod is assumed on its best node for
+that long (L5 of ``models/live.md``; the snapshot never confirms it).
+
 Latency is measured by the client (``time.perf_counter`` around each
 request); a pair's latency is the sum of its two requests. An error is a
 status other than 200, an answer that does not read (a filter answer with

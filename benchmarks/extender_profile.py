@@ -21,6 +21,8 @@ engine's own functions, and the handlers' time per request.
     python benchmarks/extender_profile.py --compare out/answers.jsonl   # the same bytes?
     python benchmarks/extender_profile.py --profile out/pairs.prof      # cProfile of the app
     python benchmarks/extender_profile.py --gap 8       # idle 8 ms before each pair
+    python benchmarks/extender_profile.py --assume-ttl 30   # pods assumed (L5)
+    python benchmarks/extender_profile.py --full --pairs 100    # v1.Node objects sent
 
 ``--capture`` writes, per request, the verb, the status and the answer's bytes; a later
 ``--compare`` with the same options sends the same requests and exits 1 at the first
