@@ -323,22 +323,29 @@ class Extender:
         being built again on the next request (it holds the state's tasks); what FGD built
         from the state goes.
 
-        In place is what a build would give: an assumed pod fits the node it passed on, so
-        it locks no node, and a pod that stops on a node the overlay locked (its pods hold
-        more than the request's node has) may unlock it: that state is built again."""
+        In place is what a build would give, except where the build locks or unlocks a
+        node (its pods hold more than the request's node has, counted as the kubectl
+        reader counts them: shares of one GPU as whole GPUs): a pod assumed onto such a
+        node, or stopping on a node the overlay locked, has the state built again."""
         with self._lock:
             merged = self._merged
             if merged is not None:
+                at = merged.node_pos.get(task.node)
                 if judged is not None:
-                    keep = judged is merged
+                    # a build locks a node whose pods hold more than it has as the reader
+                    # counts them (shares of a GPU as whole GPUs): then build it
+                    keep = (
+                        judged is merged
+                        and at is not None
+                        and not _over(merged.cluster.nodes[at], [*merged.on_node[at], task])
+                    )
                     if keep:
                         merged.add(task)
                 else:
-                    pos = merged.node_pos.get(task.node)
                     keep = (
-                        pos is not None
+                        at is not None
                         and merged.by_id.get(task.id) is task
-                        and not merged.cluster.nodes[pos].locked
+                        and not merged.cluster.nodes[at].locked
                     )
                     if keep:
                         merged.drop(task.id)
@@ -621,6 +628,28 @@ def _all_known(nodes: Sequence[Mapping[str, Any]], versions: Mapping[str, str]) 
     return True
 
 
+def _over(node: Node, tasks: Sequence[Task]) -> bool:
+    """Whether ``tasks`` hold more than ``node`` has of GPUs, CPUs, memory or an extended
+    resource, counted as the kubectl reader counts them (a share of a GPU as its GPUs)."""
+    use: Counter[str] = Counter()
+    for task in tasks:
+        use["gpus"] += task.gpus
+        use["cpus"] += scaled(task.cpus)
+        use["memory"] += scaled(task.memory or 0)
+        for name, amount in task.resources.items():
+            use[name] += amount
+    return (
+        use["gpus"] > node.gpus
+        or use["cpus"] > scaled(node.cpus)
+        or (node.memory is not None and use["memory"] > scaled(node.memory))
+        or any(
+            amount > node.resources.get(name, 0)
+            for name, amount in use.items()
+            if name not in ("gpus", "cpus", "memory")
+        )
+    )
+
+
 def _overlay_cluster(base: Cluster | None, nodes: list[Node]) -> Cluster:
     """``base`` with ``nodes`` in place of its nodes of the same name (others added, empty);
     a node whose snapshot pods now hold more than it has is locked, as the reader does."""
@@ -629,28 +658,12 @@ def _overlay_cluster(base: Cluster | None, nodes: list[Node]) -> Cluster:
         levels = list(dict.fromkeys(lv for n in nodes for lv in n.topology))
         return Cluster(nodes=nodes, levels=levels)
     merged = [fresh.pop(node.id, node) for node in base.nodes] + list(fresh.values())
-    held: dict[str, Counter[str]] = {}
+    held: dict[str, list[Task]] = {}
     for task in base.tasks:
-        use = held.setdefault(task.node, Counter())
-        use["gpus"] += task.gpus
-        use["cpus"] += scaled(task.cpus)
-        use["memory"] += scaled(task.memory or 0)
-        for name, amount in task.resources.items():
-            use[name] += amount
+        held.setdefault(task.node, []).append(task)
     locked = []
     for node in merged:
-        use = held.get(node.id, Counter())
-        over = (
-            use["gpus"] > node.gpus
-            or use["cpus"] > scaled(node.cpus)
-            or (node.memory is not None and use["memory"] > scaled(node.memory))
-            or any(
-                amount > node.resources.get(name, 0)
-                for name, amount in use.items()
-                if name not in ("gpus", "cpus", "memory")
-            )
-        )
-        lock = over and not node.locked
+        lock = _over(node, held.get(node.id, [])) and not node.locked
         locked.append(node.model_copy(update={"locked": True}) if lock else node)
     levels = list(dict.fromkeys([*base.levels, *(lv for n in locked for lv in n.topology)]))
     try:

@@ -572,3 +572,39 @@ def test_full_mode_with_assumptions_answers_as_a_state_built_for_each_request(
     assert any(len(assumed) < step for step, (_, _, assumed) in enumerate(answers["kept"]))
     assert any(result["FailedNodes"] for result, _, _ in answers["kept"])  # nodes filled up
     assert builds == {"kept": 1, "built": 14}  # kept: the overlay built for the first only
+
+
+def test_full_mode_assumed_shares_lock_a_node_as_a_build_would() -> None:
+    # the overlay locks a node whose pods hold more GPUs than it has, counting a share of
+    # one GPU as a GPU (as the kubectl reader does): shares assumed onto a 2-GPU node
+    # lock it from the third on, whether the state is kept in place or built again
+    snapshot = cluster([node("k", gpus=2), node("m", gpus=4)], [task("c", "k", gpus=1)])
+    objects = [
+        {
+            "metadata": {"name": name, "resourceVersion": "7"},
+            "spec": {},
+            "status": {
+                "allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(gpus)},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+        for name, gpus in (("k", 2), ("m", 4))
+    ]
+    kept, built = Extender(snapshot, assume_ttl=60.0), Extender(snapshot, assume_ttl=60.0)
+    answers: dict[str, list[Any]] = {"kept": [], "built": []}
+    for step in range(5):
+        share = {"alibabacloud.com/gpu-milli": "200", "alibabacloud.com/gpu-count": "1"}
+        body = pod(f"s{step}", gpus=0, annotations=share)
+        for name, extender in (("kept", kept), ("built", built)):
+            if name == "built":
+                extender.touched()
+            args = read_args({"Pod": body, "Nodes": {"items": objects}, "NodeNames": None})
+            result = extender.filter(args)
+            if name == "built":
+                extender.touched()
+            passed = result["Nodes"]["items"]
+            scores = extender.prioritize(read_args({"Pod": body, "Nodes": {"items": passed}}))
+            answers[name].append((result, scores, extender.assumed))
+    assert answers["kept"] == answers["built"]
+    locked = [r["FailedAndUnresolvableNodes"].get("k", "") for r, _, _ in answers["kept"]]
+    assert any("locked" in why for why in locked), locked
