@@ -323,35 +323,40 @@ class Extender:
         being built again on the next request (it holds the state's tasks); what FGD built
         from the state goes.
 
-        In place is what a build would give, except where the build locks or unlocks a
-        node (its pods hold more than the request's node has, counted as the kubectl
-        reader counts them: shares of one GPU as whole GPUs): a pod assumed onto such a
-        node, or stopping on a node the overlay locked, has the state built again."""
+        In place is what a build gives: where the build locks or unlocks a node (its pods
+        hold more than the request's node has, counted as the kubectl reader counts them:
+        shares of one GPU as whole GPUs), the node is locked or unlocked in place too."""
         with self._lock:
             merged = self._merged
-            if merged is not None:
-                at = merged.node_pos.get(task.node)
-                if judged is not None:
-                    # a build locks a node whose pods hold more than it has as the reader
-                    # counts them (shares of a GPU as whole GPUs): then build it
-                    keep = (
-                        judged is merged
-                        and at is not None
-                        and not _over(merged.cluster.nodes[at], [*merged.on_node[at], task])
-                    )
-                    if keep:
-                        merged.add(task)
-                else:
-                    keep = (
-                        at is not None
-                        and merged.by_id.get(task.id) is task
-                        and not merged.cluster.nodes[at].locked
-                    )
-                    if keep:
-                        merged.drop(task.id)
-                if not keep:
-                    self._merged = None
+            if merged is None:
+                pass
+            elif judged is not None and judged is merged and task.node in merged.node_pos:
+                merged.add(task)
+                self._relock(merged, task.node)
+            elif judged is None and merged.by_id.get(task.id) is task:
+                merged.drop(task.id)
+                self._relock(merged, task.node)
+            else:
+                self._merged = None
         self._fragmentation.clear()
+
+    def _relock(self, merged: State, name: str) -> None:
+        """Lock or unlock the node ``name`` of ``merged`` in place as
+        :func:`_overlay_cluster` would on a build: the request's node (or the state's,
+        when no request laid one over), locked when its pods hold more than it has."""
+        at = merged.node_pos[name]
+        laid = self._overlay.get(name)
+        base = self._state
+        if laid is not None:
+            source = laid[1]
+        elif base is not None and name in base.node_pos:
+            source = base.cluster.nodes[base.node_pos[name]]
+        else:
+            self._merged = None  # a node the build would not know: build it
+            return
+        lock = _over(source, merged.on_node[at]) and not source.locked
+        if merged.cluster.nodes[at].locked != (source.locked or lock):
+            merged.set_node(source.model_copy(update={"locked": True}) if lock else source)
 
     def _cache_state(self) -> State:
         state = self._state
