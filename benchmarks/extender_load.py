@@ -39,6 +39,12 @@ service reads each shape's pod template once (about 120 templates);
 ``--unique-templates`` gives each pod a label of its own, so that every pod
 is read in full.
 
+``--full`` sends full-mode requests instead (``nodeCacheCapable: false``): each
+carries the nodes' v1.Node objects (labels, allocatable GPUs, CPUs and memory,
+Ready), and prioritize the objects of the nodes that passed. ``--assume-ttl
+SECONDS`` serves with it: each prioritized pod is assumed on its best node for
+that long (L5 of ``models/live.md``; the snapshot never confirms it).
+
 Latency is measured by the client (``time.perf_counter`` around each
 request); a pair's latency is the sum of its two requests. An error is a
 status other than 200, an answer that does not read (a filter answer with
@@ -249,12 +255,52 @@ def with_uids(cluster: Cluster) -> Cluster:
 # --------------------------------------------------------------------------- the pods
 
 
-def args_body(pod: bytes, names: bytes | list[str]) -> bytes:
-    """The ``ExtenderArgs`` body of a filter or prioritize call (nodeCacheCapable: node names,
-    no node objects) for ``pod`` (its JSON) and ``names`` (a JSON array, or a list of names)."""
+def args_body(
+    pod: bytes, names: bytes | list[str], objects: dict[str, bytes] | None = None
+) -> bytes:
+    """The ``ExtenderArgs`` body of a filter or prioritize call for ``pod`` (its JSON) and
+    ``names`` (a JSON array, or a list of names): nodeCacheCapable (node names, no node
+    objects), or with ``objects`` (name -> v1.Node JSON) full mode (the nodes' objects)."""
+    if objects is not None:
+        listed: list[str] = json.loads(names) if isinstance(names, bytes) else names
+        items = b",".join([objects[name] for name in listed])
+        return b'{"Pod":' + pod + b',"NodeNames":null,"Nodes":{"items":[' + items + b"]}}"
     if not isinstance(names, bytes):
         names = json.dumps(names, separators=(",", ":")).encode()
     return b'{"Pod":' + pod + b',"NodeNames":' + names + b',"Nodes":null}'
+
+
+def passed_names(result: dict[str, Any]) -> list[str]:
+    """The names of the nodes a filter answer passed, in either mode."""
+    if result.get("Nodes") is not None:
+        return [item["metadata"]["name"] for item in result["Nodes"]["items"] or []]
+    return result.get("NodeNames") or []
+
+
+def node_objects(cluster: Cluster) -> dict[str, bytes]:
+    """Per node, a v1.Node as the API server writes it (what kube-scheduler sends in full
+    mode): its labels, allocatable GPUs, CPUs and memory, Ready; resourceVersion 1."""
+    objects = {}
+    for node in cluster.nodes:
+        allocatable = {"cpu": f"{node.cpus:g}", "nvidia.com/gpu": str(node.gpus), "pods": "110"}
+        if node.memory is not None:
+            allocatable["memory"] = f"{node.memory:g}Mi"
+        obj = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": node.id,
+                "resourceVersion": "1",
+                "labels": {"kubernetes.io/hostname": node.id, **node.labels},
+            },
+            "spec": {},
+            "status": {
+                "allocatable": allocatable,
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+        objects[node.id] = json.dumps(obj, separators=(",", ":")).encode()
+    return objects
 
 
 def pod_json(serial: int, shape: Shape, run: str, unique: bool = False) -> bytes:
@@ -597,15 +643,17 @@ async def drive(
     names_json: bytes,
     connections: int,
     kind: str = "httpx",
+    objects: dict[str, bytes] | None = None,
 ) -> Run:
-    """Launch ``rate / 2`` pairs a second for ``seconds``; pair k is about ``pods[choose[k]]``."""
+    """Launch ``rate / 2`` pairs a second for ``seconds``; pair k is about ``pods[choose[k]]``
+    (full mode with ``objects``, the nodes' v1.Node JSON by name)."""
     run = Run(rate=rate, seconds=seconds)
     interval = 2.0 / rate
     count = round(seconds * rate / 2)
     seen: set[int] = set()
 
     async def pair(post: Post, pod: bytes) -> None:
-        body = args_body(pod, names_json)
+        body = args_body(pod, names_json, objects)
         try:
             started = time.perf_counter()
             status, content = await post("/filter", body)
@@ -618,9 +666,9 @@ async def drive(
                 run.error("filter Error field")
                 return
             run.filter.append(took)
-            passed = result["NodeNames"] or []
+            passed = passed_names(result)
             run.passed.append(len(passed))
-            body = args_body(pod, passed)
+            body = args_body(pod, passed, objects)
             started = time.perf_counter()
             status, content = await post("/prioritize", body)
             elapsed = time.perf_counter() - started
@@ -820,6 +868,16 @@ def main() -> int:
         action="store_true",
         help="serve with --workload (the snapshot's typical workload: FGD's score too)",
     )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="full mode: the requests carry the nodes' v1.Node objects, not their names",
+    )
+    parser.add_argument(
+        "--assume-ttl",
+        type=float,
+        help="serve with --assume-ttl SECONDS (each prioritized pod assumed on its best node)",
+    )
     parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     parser.add_argument("--profile", help="run the service under cProfile, writing this file")
     parser.add_argument(
@@ -881,6 +939,9 @@ def main() -> int:
             extra = ["--workload", str(workload)]
         if args.workers > 1:
             extra += ["--workers", str(args.workers)]
+        if args.assume_ttl is not None:
+            extra += ["--assume-ttl", f"{args.assume_ttl:g}"]
+        objects = node_objects(cluster) if args.full else None
         names = [node.id for node in cluster.nodes]
         names_json = json.dumps(names, separators=(",", ":")).encode()
         print(f"snapshot: {what}; {len(cluster.tasks)} tasks; {machine}", file=sys.stderr)
@@ -899,6 +960,7 @@ def main() -> int:
                     names_json,
                     args.connections,
                     args.client,
+                    objects,
                 )
             )
             for number, rate in enumerate(rates):
@@ -926,6 +988,7 @@ def main() -> int:
                             names_json,
                             args.connections,
                             args.client,
+                            objects,
                         )
                     )
                 run.cpu_client = cpu_seconds() - cpu[0]
@@ -1009,6 +1072,8 @@ def main() -> int:
             "connections": args.connections,
             "client": args.client,
             "workers": args.workers,
+            "full": args.full,
+            "assume_ttl": args.assume_ttl,
             "targets_ms": {"pair_p50": args.target_p50, "pair_p99": args.target_p99},
             "sustainable_http_per_s": best,
             "runs": results,

@@ -21,6 +21,8 @@ engine's own functions, and the handlers' time per request.
     python benchmarks/extender_profile.py --compare out/answers.jsonl   # the same bytes?
     python benchmarks/extender_profile.py --profile out/pairs.prof      # cProfile of the app
     python benchmarks/extender_profile.py --gap 8       # idle 8 ms before each pair
+    python benchmarks/extender_profile.py --assume-ttl 30   # pods assumed (L5)
+    python benchmarks/extender_profile.py --full --pairs 100    # v1.Node objects sent
 
 ``--capture`` writes, per request, the verb, the status and the answer's bytes; a later
 ``--compare`` with the same options sends the same requests and exits 1 at the first
@@ -152,10 +154,15 @@ class AppClient:
 
 
 def pairs(
-    client: AppClient, pods: list[bytes], names_json: bytes, gap: float = 0.0
+    client: AppClient,
+    pods: list[bytes],
+    names_json: bytes,
+    gap: float = 0.0,
+    objects: dict[str, bytes] | None = None,
 ) -> tuple[list[tuple[str, int, bytes]], list[float], list[float]]:
     """Every pod's pair through the app, ``gap`` seconds apart (idle between pairs, as the
-    service is in an open loop): the answers and each verb's handler seconds."""
+    service is in an open loop): the answers and each verb's handler seconds (full mode
+    with ``objects``, the nodes' v1.Node JSON by name)."""
     answers: list[tuple[str, int, bytes]] = []
     filter_s: list[float] = []
     prioritize_s: list[float] = []
@@ -164,13 +171,13 @@ def pairs(
         for pod in pods:
             if gap > 0:
                 await asyncio.sleep(gap)
-            body = load.args_body(pod, names_json)
+            body = load.args_body(pod, names_json, objects)
             started = time.process_time()
             status, content = await client.post("/filter", body)
             filter_s.append(time.process_time() - started)
             answers.append(("filter", status, content))
-            passed = json.loads(content).get("NodeNames") or [] if status == 200 else []
-            body = load.args_body(pod, passed)
+            passed = load.passed_names(json.loads(content)) if status == 200 else []
+            body = load.args_body(pod, passed, objects)
             started = time.process_time()
             status, content = await client.post("/prioritize", body)
             prioritize_s.append(time.process_time() - started)
@@ -181,10 +188,14 @@ def pairs(
 
 
 def stages(
-    extender: Extender, pods: list[bytes], names_json: bytes, gap: float = 0.0
+    extender: Extender,
+    pods: list[bytes],
+    names_json: bytes,
+    gap: float = 0.0,
+    objects: dict[str, bytes] | None = None,
 ) -> dict[str, float]:
     """Median ms of each stage of a pair, on the engine's own functions (CPU time), the
-    process idle ``gap`` seconds before each pair."""
+    process idle ``gap`` seconds before each pair (full mode with ``objects``)."""
     from gpuopt.extender import wire
 
     timings: dict[str, list[float]] = {}
@@ -201,7 +212,7 @@ def stages(
     for pod in pods:
         if gap > 0:
             time.sleep(gap)
-        body = load.args_body(pod, names_json)
+        body = load.args_body(pod, names_json, objects)
         started = clock()
         decoded = wire.decode(body)
         started = lap("filter: JSON read", started)
@@ -213,8 +224,8 @@ def stages(
         started = lap("filter: rules + sentences", started)
         dumps(result)
         lap("filter: answer JSON", started)
-        passed = result["NodeNames"] or []
-        body = load.args_body(pod, passed)
+        passed = load.passed_names(result)
+        body = load.args_body(pod, passed, objects)
         started = clock()
         decoded = wire.decode(body)
         started = lap("prioritize: JSON read", started)
@@ -249,6 +260,16 @@ def main() -> int:
     parser.add_argument("--capture", help="write every answer here (JSON lines)")
     parser.add_argument("--compare", help="compare every answer with this capture")
     parser.add_argument("--profile", help="cProfile the pairs through the app; write it here")
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="full mode: the requests carry the nodes' v1.Node objects, not their names",
+    )
+    parser.add_argument(
+        "--assume-ttl",
+        type=float,
+        help="assume each prioritized pod on its best node for this many seconds (L5)",
+    )
     args = parser.parse_args()
     cluster, shapes, what = snapshot(args)
     rng = random.Random(args.seed)
@@ -257,13 +278,15 @@ def main() -> int:
     names_json = json.dumps([n.id for n in cluster.nodes], separators=(",", ":")).encode()
     print(f"snapshot: {what}; {len(cluster.tasks)} tasks; {args.pairs} pairs", file=sys.stderr)
 
-    client = AppClient(create_app(Extender(cluster)))
-    pairs(client, pods[:20], names_json)  # warm: imports, caches of the snapshot
-    client = AppClient(create_app(Extender(cluster)))
+    objects = load.node_objects(cluster) if args.full else None
+    options = {} if args.assume_ttl is None else {"assume_ttl": args.assume_ttl}
+    client = AppClient(create_app(Extender(cluster, **options)))
+    pairs(client, pods[:20], names_json, 0.0, objects)  # warm: imports, caches of the snapshot
+    client = AppClient(create_app(Extender(cluster, **options)))
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
         profiler.enable()
-    answers, filter_s, prioritize_s = pairs(client, pods, names_json, args.gap / 1000)
+    answers, filter_s, prioritize_s = pairs(client, pods, names_json, args.gap / 1000, objects)
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
@@ -293,7 +316,8 @@ def main() -> int:
         f"{1000 * statistics.median(pair_s):.2f} "
         f"({1000 * sorted(pair_s)[int(0.99 * len(pair_s))]:.2f})"
     )
-    for name, ms in stages(Extender(cluster), pods, names_json, args.gap / 1000).items():
+    extender = Extender(cluster, **options)
+    for name, ms in stages(extender, pods, names_json, args.gap / 1000, objects).items():
         print(f"  {name}: {ms:.3f} ms")
     return 0
 

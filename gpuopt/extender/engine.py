@@ -257,19 +257,28 @@ class Extender:
             state = self._state
             if state is not None and state.by_id.get(pod_id) is found.task:
                 state.drop(pod_id)
-                self.touched()
+                self._follow(found.task, None)
             return found.task
 
     def expire(self) -> int:
-        """Drop the assumptions older than ``assume_ttl`` (L5); returns how many."""
+        """Drop the assumptions older than ``assume_ttl`` (L5); returns how many.
+
+        Assumptions are kept in the order they were made (one made again goes last), so
+        while ``assume_ttl`` stays their deadlines are in that order and the search stops
+        at the first one still due: a request does not walk the thousands of assumptions
+        a burst leaves."""
         if not self._assumed:
             return 0
         with self.guard:
             now = self.clock()
-            old = [pod_id for pod_id, found in self._assumed.items() if found.deadline <= now]
-            for pod_id in old:
-                self.settle(pod_id)
-            return len(old)
+            gone = 0
+            while self._assumed:
+                pod_id, found = next(iter(self._assumed.items()))
+                if found.deadline > now:
+                    break
+                self.settle(pod_id)  # takes it out of _assumed
+                gone += 1
+            return gone
 
     def _assume_best(
         self, state: State, ask: Ask, positions: np.ndarray, scores: np.ndarray, passed: np.ndarray
@@ -305,7 +314,49 @@ class Extender:
         task = ask.pending.as_task(node)
         base.add(task)
         self._assumed[pod_id] = Assumed(task, self.clock() + self.assume_ttl)
-        self.touched()
+        self._follow(task, state)
+
+    def _follow(self, task: Task, judged: State | None) -> None:
+        """The state counted ``task`` (assumed on the state ``judged``, where it passed the
+        filter) or stopped counting it (``judged`` None): a full-mode request's state, the
+        state with the request's nodes laid over it, does the same in place instead of
+        being built again on the next request (it holds the state's tasks); what FGD built
+        from the state goes.
+
+        In place is what a build gives: where the build locks or unlocks a node (its pods
+        hold more than the request's node has, counted as the kubectl reader counts them:
+        shares of one GPU as whole GPUs), the node is locked or unlocked in place too."""
+        with self._lock:
+            merged = self._merged
+            if merged is None:
+                pass
+            elif judged is not None and judged is merged and task.node in merged.node_pos:
+                merged.add(task)
+                self._relock(merged, task.node)
+            elif judged is None and merged.by_id.get(task.id) is task:
+                merged.drop(task.id)
+                self._relock(merged, task.node)
+            else:
+                self._merged = None
+        self._fragmentation.clear()
+
+    def _relock(self, merged: State, name: str) -> None:
+        """Lock or unlock the node ``name`` of ``merged`` in place as
+        :func:`_overlay_cluster` would on a build: the request's node (or the state's,
+        when no request laid one over), locked when its pods hold more than it has."""
+        at = merged.node_pos[name]
+        laid = self._overlay.get(name)
+        base = self._state
+        if laid is not None:
+            source = laid[1]
+        elif base is not None and name in base.node_pos:
+            source = base.cluster.nodes[base.node_pos[name]]
+        else:
+            self._merged = None  # a node the build would not know: build it
+            return
+        lock = _over(source, merged.on_node[at]) and not source.locked
+        if merged.cluster.nodes[at].locked != (source.locked or lock):
+            merged.set_node(source.model_copy(update={"locked": True}) if lock else source)
 
     def _cache_state(self) -> State:
         state = self._state
@@ -582,6 +633,28 @@ def _all_known(nodes: Sequence[Mapping[str, Any]], versions: Mapping[str, str]) 
     return True
 
 
+def _over(node: Node, tasks: Sequence[Task]) -> bool:
+    """Whether ``tasks`` hold more than ``node`` has of GPUs, CPUs, memory or an extended
+    resource, counted as the kubectl reader counts them (a share of a GPU as its GPUs)."""
+    use: Counter[str] = Counter()
+    for task in tasks:
+        use["gpus"] += task.gpus
+        use["cpus"] += scaled(task.cpus)
+        use["memory"] += scaled(task.memory or 0)
+        for name, amount in task.resources.items():
+            use[name] += amount
+    return (
+        use["gpus"] > node.gpus
+        or use["cpus"] > scaled(node.cpus)
+        or (node.memory is not None and use["memory"] > scaled(node.memory))
+        or any(
+            amount > node.resources.get(name, 0)
+            for name, amount in use.items()
+            if name not in ("gpus", "cpus", "memory")
+        )
+    )
+
+
 def _overlay_cluster(base: Cluster | None, nodes: list[Node]) -> Cluster:
     """``base`` with ``nodes`` in place of its nodes of the same name (others added, empty);
     a node whose snapshot pods now hold more than it has is locked, as the reader does."""
@@ -590,28 +663,12 @@ def _overlay_cluster(base: Cluster | None, nodes: list[Node]) -> Cluster:
         levels = list(dict.fromkeys(lv for n in nodes for lv in n.topology))
         return Cluster(nodes=nodes, levels=levels)
     merged = [fresh.pop(node.id, node) for node in base.nodes] + list(fresh.values())
-    held: dict[str, Counter[str]] = {}
+    held: dict[str, list[Task]] = {}
     for task in base.tasks:
-        use = held.setdefault(task.node, Counter())
-        use["gpus"] += task.gpus
-        use["cpus"] += scaled(task.cpus)
-        use["memory"] += scaled(task.memory or 0)
-        for name, amount in task.resources.items():
-            use[name] += amount
+        held.setdefault(task.node, []).append(task)
     locked = []
     for node in merged:
-        use = held.get(node.id, Counter())
-        over = (
-            use["gpus"] > node.gpus
-            or use["cpus"] > scaled(node.cpus)
-            or (node.memory is not None and use["memory"] > scaled(node.memory))
-            or any(
-                amount > node.resources.get(name, 0)
-                for name, amount in use.items()
-                if name not in ("gpus", "cpus", "memory")
-            )
-        )
-        lock = over and not node.locked
+        lock = _over(node, held.get(node.id, [])) and not node.locked
         locked.append(node.model_copy(update={"locked": True}) if lock else node)
     levels = list(dict.fromkeys([*base.levels, *(lv for n in locked for lv in n.topology)]))
     try:

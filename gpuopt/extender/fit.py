@@ -263,8 +263,9 @@ def _pod_terms(
     for term in pending.pod_anti_affinity:
         codes = state.domain_codes(term.topology_key)[open_positions]
         taken = _selected(state, term, space)
-        for pos, code in zip(open_positions.tolist(), codes.tolist(), strict=True):
-            if code in taken and pos not in reasons:
+        near = open_positions[np.isin(codes, list(taken))] if taken else open_positions[:0]
+        for pos in near.tolist():
+            if pos not in reasons:
                 reasons[pos] = (
                     f"K5: the pod requires anti-affinity on {term.topology_key} with pods "
                     f"already in the domain of node {nodes[pos].id}",
@@ -282,20 +283,49 @@ def _pod_terms(
                     f"not in the domain of node {nodes[pos].id}",
                     False,
                 )
-    for owner, term in state.anti_terms:
-        if not term.selects(owner.space, space, pending.labels):
+    _running_terms(state, ask, open_positions, reasons)
+
+
+def _running_terms(
+    state: State, ask: Ask, positions: np.ndarray, reasons: dict[int, tuple[str, bool]]
+) -> None:
+    """K5's last part: the running pods' required anti-affinity terms that select the pod
+    close the nodes of their pod's domain. A node gets the sentence of the first such term
+    in ``state.anti_terms`` order, and the sentences go in as a loop over the terms, each
+    over the nodes in the request's order, would put them; the nodes are matched once per
+    topology key, not once per term (pods assumed in a burst bring many terms)."""
+    pending = ask.pending
+    space = pending.space
+    first: dict[str, dict[int, int]] = {}  # topology key -> domain code -> first term there
+    for group in state.term_groups():
+        term = group.term
+        if not term.selects(group.space, space, pending.labels):
             continue
-        codes = state.domain_codes(term.topology_key)
-        home = int(codes[state.node_pos[owner.node]])
-        if home < 0:
-            continue
-        for pos in open_positions.tolist():
-            if int(codes[pos]) == home and pos not in reasons:
-                reasons[pos] = (
-                    f"K5: {owner.id} requires anti-affinity on {term.topology_key} with the "
-                    f"pod, and runs in the domain of node {nodes[pos].id}",
-                    False,
-                )
+        homes = state.domain_codes(term.topology_key)[group.positions]
+        there = first.setdefault(term.topology_key, {})
+        for home, index in zip(homes.tolist(), group.indices.tolist(), strict=True):
+            if home >= 0 and index < there.get(home, index + 1):
+                there[home] = index
+    if not first:
+        return
+    winners: dict[int, tuple[int, int]] = {}  # node position -> (term index, request order)
+    listed = positions.tolist()
+    for key, homes in first.items():
+        codes = state.domain_codes(key)[positions]
+        near = np.flatnonzero(np.isin(codes, list(homes)))
+        for order, code in zip(near.tolist(), codes[near].tolist(), strict=True):
+            pos, index = listed[order], homes[code]
+            if pos not in winners or index < winners[pos][0]:
+                winners[pos] = (index, order)
+    nodes = state.cluster.nodes
+    for pos, (index, _) in sorted(winners.items(), key=lambda item: item[1]):
+        if pos not in reasons:
+            owner, term = state.anti_terms[index]
+            reasons[pos] = (
+                f"K5: {owner.id} requires anti-affinity on {term.topology_key} with the "
+                f"pod, and runs in the domain of node {nodes[pos].id}",
+                False,
+            )
 
 
 def refusal_after(state: State, ask: Ask, pos: int, removed: set[str]) -> str | None:

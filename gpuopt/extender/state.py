@@ -46,6 +46,18 @@ class LabelGroup:
     positions: np.ndarray
 
 
+@dataclass(frozen=True)
+class TermGroup:
+    """Running pods' required anti-affinity terms alike for K5: one owner namespace, one
+    term (equal terms of several pods, as a burst of replicas brings), and per owner its
+    index in :attr:`State.anti_terms` and its node position."""
+
+    space: str
+    term: PodAffinityTerm
+    indices: np.ndarray
+    positions: np.ndarray
+
+
 @dataclass
 class State:
     """A cluster as the extender reads it: per-node arrays, built once per snapshot."""
@@ -104,6 +116,12 @@ class State:
     #: ``cluster.tasks`` once this state changed it: its own list, changed in place (the
     #: list of the cluster it was given is never changed; None: not yet)
     _tasks: list[Task] | None = field(init=False, default=None)
+    #: :meth:`term_groups`, with the :attr:`anti_terms` list it was built from
+    _term_groups: tuple[list[tuple[Task, PodAffinityTerm]], list[TermGroup]] | None = field(
+        init=False, default=None
+    )
+    #: id of a term of :attr:`anti_terms` -> the term and its JSON (what equal terms share)
+    _term_texts: dict[int, tuple[PodAffinityTerm, str]] = field(init=False, default_factory=dict)
     lock: threading.Lock = field(init=False)
 
     def __post_init__(self) -> None:
@@ -173,9 +191,48 @@ class State:
         if task.pod_anti_affinity:
             self.anti_terms = [*self.anti_terms, *((task, t) for t in task.pod_anti_affinity)]
         self._fixed = None
-        self._groups = None
+        self._group_add(task, pos)
         self.changes += 1
         self.cluster = Cluster.model_construct(**{**dict(self.cluster), "tasks": tasks})
+
+    def _group_add(self, task: Task, pos: int) -> None:
+        """Count ``task`` (at node position ``pos``) in :meth:`label_groups`, once built: its
+        group gets it last, or a group of its own comes last (a new list: a reader may hold
+        the old one)."""
+        groups = self._groups
+        if groups is None:
+            return
+        space, labels = task.space, task.labels
+        groups = list(groups)
+        for i, group in enumerate(groups):
+            if group.space == space and group.labels == labels:
+                positions = np.append(group.positions, pos)
+                groups[i] = LabelGroup(space, group.labels, [*group.tasks, task], positions)
+                break
+        else:
+            groups.append(LabelGroup(space, dict(labels), [task], np.array([pos], np.int64)))
+        self._groups = groups
+
+    def _group_drop(self, task: Task) -> None:
+        """Stop counting ``task`` in :meth:`label_groups`, once built (a group left empty
+        goes, as a build would not have it)."""
+        groups = self._groups
+        if groups is None:
+            return
+        groups = list(groups)
+        for i, group in enumerate(groups):
+            if group.space == task.space and group.labels == task.labels:
+                keep = [t is not task for t in group.tasks]
+                if all(keep):
+                    continue
+                if not any(keep):
+                    del groups[i]
+                else:
+                    tasks = [t for t, kept in zip(group.tasks, keep, strict=True) if kept]
+                    positions = group.positions[np.array(keep, dtype=bool)]
+                    groups[i] = LabelGroup(group.space, group.labels, tasks, positions)
+                break
+        self._groups = groups
 
     def _own_tasks(self) -> list[Task]:
         """``cluster.tasks`` as this state's own list (copied once: a 50,000-task list is
@@ -194,7 +251,7 @@ class State:
         if task.uid and self.by_uid.get(task.uid) is task:
             del self.by_uid[task.uid]
         self._fixed = None
-        self._groups = None
+        self._group_drop(task)
         self.changes += 1
         if task.pod_anti_affinity:
             self.anti_terms = [(t, term) for t, term in self.anti_terms if t.id != task_id]
@@ -308,6 +365,32 @@ class State:
             ]
             self._groups = found
         return found
+
+    def term_groups(self) -> list[TermGroup]:
+        """:attr:`anti_terms` grouped by owner namespace and term (K5 asks each group whether
+        its term selects the pod: once, not once per running pod); built again only when
+        the terms change, each term written once."""
+        terms = self.anti_terms
+        cached = self._term_groups
+        if cached is not None and cached[0] is terms:
+            return cached[1]
+        known, texts = self._term_texts, {}
+        groups: dict[tuple[str, str], tuple[PodAffinityTerm, list[int], list[int]]] = {}
+        for index, (owner, term) in enumerate(terms):
+            found = known.get(id(term))
+            if found is None or found[0] is not term:
+                found = (term, term.model_dump_json())
+            texts[id(term)] = found
+            entry = groups.setdefault((owner.space, found[1]), (term, [], []))
+            entry[1].append(index)
+            entry[2].append(self.node_pos[owner.node])
+        built = [
+            TermGroup(space, term, np.array(indices, np.int64), np.array(where, np.int64))
+            for (space, _), (term, indices, where) in groups.items()
+        ]
+        self._term_texts = texts
+        self._term_groups = (terms, built)
+        return built
 
     def positions(self, names: list[str]) -> np.ndarray | None:
         """The positions of the nodes ``names``, when they are a list asked about lately
@@ -426,4 +509,4 @@ def _topology(node: Node) -> GpuTopology | None:
     return gpu_topology(node_bandwidth(node))
 
 
-__all__ = ["LabelGroup", "State", "node_left"]
+__all__ = ["LabelGroup", "State", "TermGroup", "node_left"]

@@ -54,6 +54,19 @@ class BadRequest(ValueError):
 def nesting(body: bytes) -> int:
     """The deepest nesting of arrays and objects in the JSON text ``body`` (strings are
     skipped; the count runs at C speed, so a deep body is refused before it is parsed)."""
+    if b"\\" not in body:
+        # no escape: each string runs from a quote to the next, and a bracket is in one
+        # when an odd number of quotes come before it (a full-mode request: its thousand
+        # node objects took 7 ms through the expression, 1 ms here)
+        codes = np.frombuffer(body, dtype=np.uint8)
+        quotes = np.flatnonzero(codes == ord('"'))
+        if len(quotes) % 2 == 0:  # else a string is left open: the expression's reading
+            opens = (codes == ord("[")) | (codes == ord("{"))
+            at = np.flatnonzero(opens | (codes == ord("]")) | (codes == ord("}")))
+            at = at[np.searchsorted(quotes, at) % 2 == 0]
+            if not at.size:
+                return 0
+            return int(np.cumsum(np.where(opens[at], 1, -1)).max())
     brackets = _STRINGS.sub(b"", body).translate(None, _NOT_BRACKETS)
     if not brackets:
         return 0

@@ -10,6 +10,7 @@ from gpuopt.cluster.model import Cluster, Task
 from gpuopt.errors import ProblemError
 from gpuopt.extender.check import filter_violations, preemption_violations, score_violations
 from gpuopt.extender.engine import Extender
+from gpuopt.extender.state import State
 from gpuopt.extender.wire import BadRequest, read_args, read_preemption
 from tests.extender.conftest import NOW, cluster, node, pod, task
 
@@ -496,3 +497,114 @@ def test_assumed_bindings_on_a_snapshot_last_until_a_reload_shows_the_pod_or_the
     plain = Extender(cluster([node("a")]))
     plain.prioritize(read_args({"Pod": first, "NodeNames": ["a"]}))
     assert plain.assumed == {} and plain.state is not None and plain.state.cluster.tasks == []
+
+
+def test_assumptions_expire_in_deadline_order_and_one_made_again_is_renewed() -> None:
+    now = [0.0]
+    extender = Extender(cluster([node("a"), node("b")]), assume_ttl=10.0, clock=lambda: now[0])
+    first, second = pod("f", gpus=1), pod("s", gpus=1)
+
+    def scored(body: dict[str, Any]) -> None:
+        extender.prioritize(read_args({"Pod": body, "NodeNames": ["a", "b"]}))
+
+    scored(first)  # f due at 10
+    now[0] = 5.0
+    scored(second)  # s due at 15
+    now[0] = 6.0
+    scored(first)  # f again: due at 16, after s
+    now[0] = 15.5
+    assert extender.expire() == 1 and set(extender.assumed) == {"ml/f"}
+    now[0] = 16.0
+    assert extender.expire() == 1 and extender.assumed == {}
+    assert extender.state is not None and extender.state.free_whole.tolist() == [8, 8]
+
+
+def test_full_mode_with_assumptions_answers_as_a_state_built_for_each_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the state a full-mode request lays its nodes over follows each assumption in place;
+    # the same requests answered on a state built afresh each time give the same answers
+    import gpuopt.extender.engine as engine
+
+    builds = {"kept": 0, "built": 0}
+    current = ["kept"]
+
+    def counted(*given: Any) -> Any:
+        builds[current[0]] += 1
+        return State(*given)
+
+    monkeypatch.setattr(engine, "State", counted)
+    now = [0.0]
+    snapshot = cluster(
+        [node("n", gpus=4), node("m"), node("k", gpus=2)],
+        [task("a", "n", gpus=2), task("b", "m", gpus=3), task("c", "k", gpus=1)],
+    )
+    objects = [
+        {
+            "metadata": {"name": name, "resourceVersion": "7"},
+            "spec": {},
+            "status": {
+                "allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(gpus)},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+        for name, gpus in (("n", 4), ("m", 8), ("k", 2))
+    ]
+    kept = Extender(snapshot, assume_ttl=10.0, clock=lambda: now[0])
+    built = Extender(snapshot, assume_ttl=10.0, clock=lambda: now[0])
+    answers: dict[str, list[Any]] = {"kept": [], "built": []}
+    builds.update(kept=0, built=0)  # the snapshots' states are built: count what follows
+    for step, gpus in enumerate([1, 2, 1, 4, 1, 2, 1]):
+        now[0] = 3.0 * step  # the first pods' assumptions end on the way
+        body = pod(f"p{step}", gpus=gpus)
+        for name, extender in (("kept", kept), ("built", built)):
+            current[0] = name
+            if name == "built":
+                extender.touched()  # built again, as for every request before
+            args = read_args({"Pod": body, "Nodes": {"items": objects}, "NodeNames": None})
+            result = extender.filter(args)
+            passed = result["Nodes"]["items"]
+            if name == "built":
+                extender.touched()
+            scores = extender.prioritize(read_args({"Pod": body, "Nodes": {"items": passed}}))
+            answers[name].append((result, scores, extender.assumed))
+    assert answers["kept"] == answers["built"]
+    assert any(len(assumed) < step for step, (_, _, assumed) in enumerate(answers["kept"]))
+    assert any(result["FailedNodes"] for result, _, _ in answers["kept"])  # nodes filled up
+    assert builds == {"kept": 1, "built": 14}  # kept: the overlay built for the first only
+
+
+def test_full_mode_assumed_shares_lock_a_node_as_a_build_would() -> None:
+    # the overlay locks a node whose pods hold more GPUs than it has, counting a share of
+    # one GPU as a GPU (as the kubectl reader does): shares assumed onto a 2-GPU node
+    # lock it from the third on, whether the state is kept in place or built again
+    snapshot = cluster([node("k", gpus=2), node("m", gpus=4)], [task("c", "k", gpus=1)])
+    objects = [
+        {
+            "metadata": {"name": name, "resourceVersion": "7"},
+            "spec": {},
+            "status": {
+                "allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(gpus)},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+        for name, gpus in (("k", 2), ("m", 4))
+    ]
+    kept, built = Extender(snapshot, assume_ttl=60.0), Extender(snapshot, assume_ttl=60.0)
+    answers: dict[str, list[Any]] = {"kept": [], "built": []}
+    for step in range(5):
+        share = {"alibabacloud.com/gpu-milli": "200", "alibabacloud.com/gpu-count": "1"}
+        body = pod(f"s{step}", gpus=0, annotations=share)
+        for name, extender in (("kept", kept), ("built", built)):
+            if name == "built":
+                extender.touched()
+            args = read_args({"Pod": body, "Nodes": {"items": objects}, "NodeNames": None})
+            result = extender.filter(args)
+            if name == "built":
+                extender.touched()
+            passed = result["Nodes"]["items"]
+            scores = extender.prioritize(read_args({"Pod": body, "Nodes": {"items": passed}}))
+            answers[name].append((result, scores, extender.assumed))
+    assert answers["kept"] == answers["built"]
+    locked = [r["FailedAndUnresolvableNodes"].get("k", "") for r, _, _ in answers["kept"]]
+    assert any("locked" in why for why in locked), locked

@@ -14,7 +14,8 @@ from gpuopt.cluster.kube import LabelSelector, PodAffinityTerm
 from gpuopt.cluster.model import Cluster, Task
 from gpuopt.extender import wire
 from gpuopt.extender.engine import Extender
-from gpuopt.extender.fit import _selected, fit
+from gpuopt.extender.fit import _running_terms, _selected, fit
+from gpuopt.extender.pod import read_pod
 from gpuopt.extender.state import State
 from gpuopt.extender.wire import (
     BadRequest,
@@ -201,6 +202,76 @@ def test_k5_domains_by_label_group_are_those_of_each_task() -> None:
     assert _selected(state, term, "default") == set()
 
 
+def _running_terms_term_by_term(
+    state: State, ask: Any, positions: np.ndarray, reasons: dict[int, tuple[str, bool]]
+) -> None:
+    """K5's running pods' terms, one term and one node at a time (before the grouping)."""
+    pending = ask.pending
+    nodes = state.cluster.nodes
+    for owner, term in state.anti_terms:
+        if not term.selects(owner.space, pending.space, pending.labels):
+            continue
+        codes = state.domain_codes(term.topology_key)
+        home = int(codes[state.node_pos[owner.node]])
+        if home < 0:
+            continue
+        for pos in positions.tolist():
+            if int(codes[pos]) == home and pos not in reasons:
+                reasons[pos] = (
+                    f"K5: {owner.id} requires anti-affinity on {term.topology_key} with the "
+                    f"pod, and runs in the domain of node {nodes[pos].id}",
+                    False,
+                )
+
+
+def test_k5_running_terms_close_the_nodes_a_loop_over_terms_and_nodes_closes() -> None:
+    # many running pods with anti-affinity terms on two keys (assumed in a burst), nodes
+    # named in random order with duplicates, some refused already: the same sentences, in
+    # the same order
+    rng = random.Random(34)
+    nodes = [
+        {"id": f"n{i}", "gpus": 8, "cpus": 64, "labels": {"zone": f"z{i % 4}"} if i % 5 else {}}
+        for i in range(20)
+    ]
+    state = Extender(Cluster(nodes=nodes)).state
+    assert state is not None
+    for k in range(40):
+        key = rng.choice(["kubernetes.io/hostname", "zone"])
+        labels = rng.choice([{"app": "a"}, {"app": "b"}])
+        term = PodAffinityTerm(selector=LabelSelector(match_labels=labels), topology_key=key)
+        state.add(
+            Task(
+                id=f"t{k}",
+                node=f"n{rng.randrange(20)}",
+                gpus=0,
+                cpus=1,
+                namespace=rng.choice(["default", "team"]),
+                pod_anti_affinity=[term],
+            )
+        )
+    checked = 0
+    for trial in range(60):
+        labels = rng.choice([{}, {"app": "a"}, {"app": "b"}])
+        space = rng.choice(["default", "team"])
+        ask = conftest_ask(state, labels, space)
+        positions = np.array([rng.randrange(20) for _ in range(25)], dtype=np.int64)
+        refused = {pos: ("C3: earlier", False) for pos in rng.sample(range(20), 3)}
+        expected = dict(refused)
+        _running_terms_term_by_term(state, ask, positions, expected)
+        found = dict(refused)
+        _running_terms(state, ask, positions, found)
+        assert list(found.items()) == list(expected.items()), trial
+        checked += len(expected) > len(refused)
+    assert checked > 30  # most trials close some node
+
+
+def conftest_ask(state: State, labels: dict[str, str], space: str) -> Any:
+    """A one-GPU pod with ``labels`` in namespace ``space``, as the extender reads it."""
+    body = conftest.pod("q", gpus=1, labels=labels)
+    body["metadata"]["namespace"] = space
+    return read_pod(body, state.cluster, {})
+
+
 @pytest.mark.parametrize(
     "value",
     [
@@ -343,3 +414,21 @@ def test_prioritize_after_filter_scores_as_if_judged_afresh() -> None:
     bare = conftest.pod("q", gpus=4)
     extender.filter(read_args({"Pod": bare, "NodeNames": everyone}))
     assert extender._passed(read_args({"Pod": bare, "NodeNames": ["b"]})) is None
+
+
+def test_nesting_without_escapes_counts_as_the_alternation_did_on_random_bodies() -> None:
+    # bodies without a backslash take the array path: random runs of brackets, quotes
+    # (odd counts too: a string left open) and other bytes, against the reference count
+    rng = random.Random(32)
+    reference = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+    for _ in range(2_000):
+        body = bytes(rng.choice(b'[]{}"a ,:') for _ in range(rng.randrange(0, 40)))
+        brackets = reference.sub(b"", body).translate(
+            None, bytes(b for b in range(256) if b not in b"[]{}")
+        )
+        depth = 0
+        deepest = None
+        for c in brackets:
+            depth += 1 if c in b"[{" else -1
+            deepest = depth if deepest is None else max(deepest, depth)
+        assert nesting(body) == (deepest or 0), body

@@ -151,3 +151,49 @@ def test_the_cluster_given_is_never_changed() -> None:
     state.drop("ml/t1")
     assert base.tasks == tasks and len(state.cluster.tasks) == len(tasks)
     assert [state.node_pos[t.node] for t in state.cluster.tasks] == state.task_node.tolist()
+
+
+def groups_of(
+    state: State,
+) -> set[tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], tuple[int, ...]]]:
+    """The label groups as comparable values: namespace, labels, task ids, node positions
+    (each group's tasks and positions sorted together; the order of groups means nothing)."""
+    found = set()
+    for group in state.label_groups():
+        pairs = sorted(zip((t.id for t in group.tasks), group.positions.tolist(), strict=True))
+        found.add(
+            (
+                group.space,
+                tuple(sorted(group.labels.items())),
+                tuple(task_id for task_id, _ in pairs),
+                tuple(pos for _, pos in pairs),
+            )
+        )
+    return found
+
+
+def test_label_groups_follow_add_and_drop_as_a_build_would() -> None:
+    web = {"app": "web"}
+    base = cluster(
+        [node("a"), node("b")],
+        [task("w1", "a", labels=web), task("w2", "b", labels=web), task("x", "b")],
+    )
+    state = State(base, 0, "test")
+    assert len(state.label_groups()) == 2  # built before the changes: they follow it
+    added = [
+        Task.model_validate(task("w3", "b", labels=web)),  # into an existing group
+        Task.model_validate(task("db", "a", labels={"app": "db"})),  # a new group
+        Task.model_validate(task("other", "a", labels=web, namespace="other")),  # namespace
+    ]
+    for extra in added:
+        state.add(extra)
+    tasks = [*base.tasks, *added]
+    fresh = State(base.model_copy(update={"tasks": tasks}), 0, "fresh")
+    assert groups_of(state) == groups_of(fresh)
+    assert len(groups_of(state)) == 4
+    for gone in ("ml/w1", "ml/db", "ml/x"):  # one of a group, the last of two groups
+        state.drop(gone)
+        tasks = [t for t in tasks if t.id != gone]
+        fresh = State(base.model_copy(update={"tasks": tasks}), 0, "fresh")
+        assert groups_of(state) == groups_of(fresh), gone
+    assert len(groups_of(state)) == 2  # db's and x's groups went with their last task
