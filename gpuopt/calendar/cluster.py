@@ -117,7 +117,6 @@ from gpuopt.cluster.model import Cluster, Pending, Task
 from gpuopt.cluster.rules import placement_key, refusal
 from gpuopt.cluster.shares import MILLI
 from gpuopt.errors import ProblemError, short
-from gpuopt.readers.kubectl.names import HOLDS_FOR_LABEL
 
 #: Pod annotations the calendar reads (Kubernetes input only: the cluster model has none).
 EXPECTED_END = "gpuopt.io/expected-end"
@@ -569,6 +568,8 @@ def _without_holds(cluster: Cluster, report: CalendarReport) -> Cluster:
     """``cluster`` without the placeholders of an earlier plan (F4: pods labelled
     :data:`~gpuopt.readers.kubectl.names.HOLDS_FOR_LABEL`), each counted as
     ``calendar-hold``."""
+    from gpuopt.readers.kubectl.names import HOLDS_FOR_LABEL  # not at import gpuopt's time
+
     tasks = [t for t in cluster.tasks if HOLDS_FOR_LABEL not in t.labels]
     pending = [p for p in cluster.pending if HOLDS_FOR_LABEL not in p.labels]
     if len(tasks) == len(cluster.tasks) and len(pending) == len(cluster.pending):
