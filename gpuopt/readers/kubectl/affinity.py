@@ -47,9 +47,15 @@ def node_terms(
     affinity, or a PersistentVolume's ``nodeAffinity.required``)."""
     section = reader.mapping(parent, field, path)
     required = reader.mapping(section, key, f"{path}.{key}")
-    path = f"{path}.{key}.nodeSelectorTerms"
+    return selector_terms(reader, required, f"{path}.{key}")
+
+
+def selector_terms(reader: Reader, selector: Mapping[str, Any], path: str) -> list[Any]:
+    """The terms (ORed) of a ``NodeSelector`` (``{"nodeSelectorTerms": [...]}``) at
+    ``path``, each as the cluster model's ``match_expressions`` and ``match_fields``."""
+    path = f"{path}.nodeSelectorTerms"
     terms = []
-    for position, term in enumerate(reader.objects(required, "nodeSelectorTerms", path)):
+    for position, term in enumerate(reader.objects(selector, "nodeSelectorTerms", path)):
         where = f"{path}[{position}]"
         terms.append(
             {

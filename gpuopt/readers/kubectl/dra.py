@@ -27,7 +27,7 @@ from gpuopt.cluster.devices import (
     ResourceClaim,
 )
 from gpuopt.errors import short
-from gpuopt.readers.kubectl.affinity import requirements
+from gpuopt.readers.kubectl.affinity import selector_terms
 from gpuopt.readers.kubectl.context import Context
 from gpuopt.readers.kubectl.documents import KubeObject
 from gpuopt.readers.kubectl.dra_state import PodClaimRef, SliceRead, TaintRule
@@ -86,21 +86,11 @@ def _unmodelled(ctx: Context, what: str) -> None:
 
 
 def node_selector_terms(reader: Reader, selector: Mapping[str, Any], path: str) -> list[Any]:
-    """The terms (ORed) of a ``NodeSelector`` (``{"nodeSelectorTerms": [...]}``)."""
-    path = f"{path}.nodeSelectorTerms"
-    terms = []
-    for position, term in enumerate(reader.objects(selector, "nodeSelectorTerms", path)):
-        where = f"{path}[{position}]"
-        terms.append(
-            {
-                "match_expressions": requirements(
-                    reader, term, "matchExpressions", f"{where}.matchExpressions"
-                ),
-                "match_fields": requirements(reader, term, "matchFields", f"{where}.matchFields"),
-            }
-        )
+    """The terms (ORed) of a ``NodeSelector`` (``{"nodeSelectorTerms": [...]}``); one at
+    least."""
+    terms = selector_terms(reader, selector, path)
     if not terms:
-        reader.fail(f"{path} is empty (a node selector needs a term)")
+        reader.fail(f"{path}.nodeSelectorTerms is empty (a node selector needs a term)")
     return terms
 
 
