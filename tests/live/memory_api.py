@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from gpuopt.live.api import LEASES, PODS, Conflict, NotFound, Obj, Resource, TooManyRequests
+from gpuopt.live.fake import merge_patch
 
 Key = tuple[str, str | None, str]
 
@@ -146,19 +146,6 @@ class MemoryApi:
         if not dry_run:
             del self.objects[self._key(PODS, namespace, name)]
             self.version += 1
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 # ---------------------------------------------------------------------- objects
