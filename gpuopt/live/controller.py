@@ -28,9 +28,9 @@ the API (:class:`gpuopt.live.api.Api`):
   the same ones left alone. A hold is the same when its namespace, name (the
   job held for and the node), job and node and what it asks for are; its window
   is not compared (it moves by up to a tick as the clock does, and replacing a
-  bound placeholder would give its room away). The controller's own holds are
-  left out of the calendar's input (they are the last plan's output, not
-  workload or demand), out of the demand ``defrag`` makes room for and out of
+  bound placeholder would give its room away). Every calendar hold is left out
+  of the calendar's input (F4: they are the last plan's output, not workload or
+  demand); the controller's own are also left out of the demand ``defrag`` makes room for and out of
   its release, and ``defrag`` never moves one (locked).
 
 **Release is left to the next period**: the controller does not wait for
@@ -612,10 +612,9 @@ class Controller:
         own = [
             obj for obj in objects if obj.get("kind") == "Pod" and _is_calendar_hold(_labels(obj))
         ]
-        mine = {id(obj) for obj in own}
-        kept = [obj for obj in objects if id(obj) not in mine]
         try:
-            wanted = calendar_holds(kept, self._reader_options(), now=self.clock())
+            # the calendar leaves every earlier plan's placeholder out of its input (F4)
+            wanted = calendar_holds(objects, self._reader_options(), now=self.clock())
         except ProblemError as exc:
             report.notes.append(f"holds: no calendar: {exc}")
             return
