@@ -13,10 +13,11 @@ none do, and checks any proposed allocation against the rules on its own:
   set twice in another order), and after each request a forward check that
   every request left still has enough free candidates. A work cap (``steps``)
   makes the answer ``unknown``, never a wrong yes.
-- :func:`violations` (the checker) judges a proposed allocation against every
-  rule from the raw facts, with no part of the search;
-  :func:`brute_force` enumerates every allocation of a tiny node and asks the
-  checker, so the tests can hold the search's yes and no to it.
+- :func:`gpuopt.cluster.devicecheck.violations` (the checker, in a module of its
+  own) judges a proposed allocation against every rule from the raw facts, with
+  no part of the search; :func:`gpuopt.cluster.devicecheck.brute_force`
+  enumerates every allocation of a tiny node and asks the checker, so the tests
+  can hold the search's yes and no to it.
 - :func:`fits` and :func:`fit_nodes` answer for a pod of a
   :class:`~gpuopt.cluster.model.Cluster` snapshot.
 
@@ -38,10 +39,9 @@ reason names the claim, the request and the device): never a guess.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
@@ -264,7 +264,7 @@ def consumption(sub: DeviceSubRequest, device: Device) -> dict[str, Fraction] | 
     return taken
 
 
-def _allocated_consumption(
+def allocated_consumption(
     claim: ResourceClaim, request: str, device: Device
 ) -> dict[str, Fraction]:
     """What an allocation already made takes of a shareable device: its
@@ -284,7 +284,7 @@ def _allocated_consumption(
     return {name: amount(cap.value) for name, cap in device.capacity.items()}
 
 
-def _covers(constraint_requests: Sequence[str], request: str, name: str) -> bool:
+def covers(constraint_requests: Sequence[str], request: str, name: str) -> bool:
     """Whether a constraint naming ``constraint_requests`` covers the (sub)request
     ``name`` of request ``request`` (empty: all; a request's name covers its
     alternatives)."""
@@ -320,7 +320,7 @@ def _standing(node: DeviceNode) -> _Standing:
             device = devices[position]
             drawn[position] = True
             if device.allow_multiple_allocations:
-                for name, value in _allocated_consumption(claim, result.request, device).items():
+                for name, value in allocated_consumption(claim, result.request, device).items():
                     taken[position][name] += value
             else:
                 in_use[position] = True
@@ -602,7 +602,7 @@ def _units(
                 constraints = [
                     position
                     for position, item in enumerate(claim.constraints)
-                    if _covers(item.requests, request.name, name)
+                    if covers(item.requests, request.name, name)
                 ]
                 counts = dict.fromkeys(("DF2", "DF4", "DF6", "DF7", "DF5", "DF8"), 0)
                 candidates = []
@@ -852,278 +852,6 @@ def _why_not(
     )
 
 
-# ---- the checker and the brute force ----
-
-
-def violations(
-    node: DeviceNode,
-    claims: Sequence[ResourceClaim],
-    classes: Iterable[DeviceClass] | Selection,
-    picks: Sequence[Pick],
-) -> list[str]:
-    """Every rule DF1-DF8 a proposed allocation of ``claims`` on ``node`` breaks (one
-    sentence each, naming the rule, the claim and the request); empty when it is legal.
-
-    Independent of the search: it recomputes what is allocated, drawn and consumed from
-    ``node`` and judges the picks as a whole.
-    """
-    selection = classes if isinstance(classes, Selection) else Selection(classes)
-    found: list[str] = []
-    devices = {device.key: device for device in node.devices}
-    by_claim = {claim.id: claim for claim in claims}
-    # DF1: every pick names a claim, a (sub)request of it and a device of the node
-    per_request: defaultdict[tuple[str, str], list[Pick]] = defaultdict(list)
-    for pick in picks:
-        claim = by_claim.get(pick.claim)
-        if claim is None:
-            found.append(
-                f"DF1: pick of device {pick.device} names claim {pick.claim!r}, not the pod's."
-            )
-            continue
-        if pick.device not in devices:
-            found.append(
-                f"DF1: claim {pick.claim!r} request {pick.request!r} gets device {pick.device}, "
-                f"which is not on node {node.name!r}."
-            )
-            continue
-        per_request[pick.claim, pick.request].append(pick)
-    chosen: dict[tuple[str, str], tuple[str, DeviceSubRequest]] = {}
-    for claim in claims:
-        for request in claim.requests:
-            names = (
-                {request.name: request.exactly}
-                if request.exactly is not None
-                else {f"{request.name}/{sub.name}": sub for sub in request.first_available}
-            )
-            served = [name for name in names if per_request.get((claim.id, name))]
-            if len(served) != 1:
-                found.append(
-                    f"DF1: claim {claim.id!r} request {request.name!r} is served by "
-                    f"{len(served)} alternatives, not one."
-                )
-                continue
-            chosen[claim.id, request.name] = (served[0], names[served[0]])
-        known = {
-            (
-                claim.id,
-                request.name if request.exactly is not None else f"{request.name}/{sub.name}",
-            )
-            for request in claim.requests
-            for sub in request.alternatives
-        }
-        for pair in per_request:
-            if pair[0] == claim.id and pair not in known:
-                found.append(f"DF1: claim {claim.id!r} has no request {pair[1]!r}.")
-    # DF2, DF3, DF6 (per pick), DF7
-    for (claim_id, _), (name, sub) in chosen.items():
-        mine = per_request[claim_id, name]
-        keys = [pick.device for pick in mine]
-        selected = {
-            key for key, device in devices.items() if selection.selects(sub, device) is True
-        }
-        for key in keys:
-            answer = selection.selects(sub, devices[key])
-            if answer is not True:
-                word = "cannot be judged for" if answer is None else "does not select"
-                found.append(
-                    f"DF2: claim {claim_id!r} request {name!r}: its class and selectors "
-                    f"{word} device {key}."
-                )
-        if len(set(keys)) != len(keys):
-            found.append(f"DF3: claim {claim_id!r} request {name!r} gets one device twice.")
-        if sub.allocation_mode == "All":
-            if not selected or set(keys) != selected:
-                found.append(
-                    f"DF3: claim {claim_id!r} request {name!r} asks all {len(selected)} devices "
-                    f"it selects on node {node.name!r} (at least one) and gets {len(set(keys))}."
-                )
-        elif len(keys) != sub.count:
-            found.append(
-                f"DF3: claim {claim_id!r} request {name!r} asks {sub.count} device(s) and gets "
-                f"{len(keys)}."
-            )
-        for pick in mine:
-            device = devices[pick.device]
-            take = consumption(sub, device)
-            if isinstance(take, str):
-                found.append(
-                    f"DF6: claim {claim_id!r} request {name!r}: device {pick.device}: {take}."
-                )
-            elif dict(pick.consumed) and dict(pick.consumed) != take:
-                found.append(
-                    f"DF6: claim {claim_id!r} request {name!r}: device {pick.device} is said to "
-                    f"give {dict(pick.consumed)}, its policy gives {take}."
-                )
-            taint = untolerated(sub, device)
-            if taint is not None:
-                found.append(
-                    f"DF7: claim {claim_id!r} request {name!r}: device {pick.device} has taint "
-                    f"{taint}, not tolerated."
-                )
-    # DF4: distinct devices, none allocated before (shareable and admin access aside)
-    before: set[str] = set()
-    consumed: defaultdict[str, defaultdict[str, Fraction]] = defaultdict(
-        lambda: defaultdict(Fraction)
-    )
-    allocated_keys: set[str] = set()
-    for claim in node.allocated:
-        for result in claim.allocated or ():
-            held = devices.get(result.key)
-            if held is None:
-                continue
-            allocated_keys.add(result.key)
-            if held.allow_multiple_allocations:
-                for key, value in _allocated_consumption(claim, result.request, held).items():
-                    consumed[result.key][key] += value
-            else:
-                before.add(result.key)
-    holders: defaultdict[str, list[tuple[str, str, bool]]] = defaultdict(list)
-    for (claim_id, _), (name, sub) in chosen.items():
-        for pick in per_request[claim_id, name]:
-            holders[pick.device].append((claim_id, name, sub.admin_access))
-            device = devices[pick.device]
-            take = consumption(sub, device)
-            if device.allow_multiple_allocations and isinstance(take, dict):
-                for key, value in take.items():
-                    consumed[pick.device][key] += value
-    for key, users in holders.items():
-        if devices[key].allow_multiple_allocations:
-            continue
-        plain = [user for user in users if not user[2]]  # admin access may share it
-        if key in before and plain:
-            found.append(
-                f"DF4: claim {plain[0][0]!r} request {plain[0][1]!r} gets device {key}, which is "
-                "allocated already."
-            )
-        if (plain and len(users) > 1) or any(
-            sum(1 for user in users if user[0] == claim_id) > 1 for claim_id, _, _ in users
-        ):
-            found.append(
-                f"DF4: device {key} serves {len(users)} requests (claim {users[0][0]!r} request "
-                f"{users[0][1]!r} first), and it is not shareable."
-            )
-    # DF6: shareable devices' capacity, all allocations together
-    for key, taken in consumed.items():
-        if key not in holders:
-            continue
-        device = devices[key]
-        for name, value in taken.items():
-            if value > amount(device.capacity[name].value):
-                who = holders.get(key) or [("?", "?", False)]
-                found.append(
-                    f"DF6: device {key}'s {name} would be {value} consumed of "
-                    f"{device.capacity[name].value} (claim {who[0][0]!r} request {who[0][1]!r})."
-                )
-    # DF5: counters, every device drawing once
-    left: dict[tuple[str, str, str], dict[str, Fraction]] = {
-        (item.driver, item.pool, item.name): {k: amount(v) for k, v in item.counters.items()}
-        for item in node.counters
-    }
-    new = [key for key in holders if key not in allocated_keys]
-    for key in [*allocated_keys, *new]:
-        device = devices[key]
-        for consumption_ in device.consumes_counters:
-            counter_set = left.get((device.driver, device.pool, consumption_.counter_set))
-            for name, text in consumption_.counters.items():
-                if counter_set is None or name not in counter_set:
-                    if key in new:
-                        found.append(
-                            f"DF5: device {key} draws on counter {name!r} of set "
-                            f"{consumption_.counter_set!r}, which was not read."
-                        )
-                    continue
-                counter_set[name] -= amount(text)
-    pools_new = {
-        (devices[key].driver, devices[key].pool) for key in new if devices[key].consumes_counters
-    }
-    for (driver, pool, set_name), counters in left.items():
-        if (driver, pool) not in pools_new:
-            continue
-        for name, value in counters.items():
-            if value < 0:
-                found.append(
-                    f"DF5: counter {name!r} of set {driver}/{pool}/{set_name} on node "
-                    f"{node.name!r} is overdrawn by {-value}."
-                )
-    # DF8: constraints
-    for claim in claims:
-        for constraint in claim.constraints:
-            members = [
-                (name, pick.device)
-                for (claim_id, request_name), (name, _) in chosen.items()
-                if claim_id == claim.id and _covers(constraint.requests, request_name, name)
-                for pick in per_request[claim_id, name]
-            ]
-            for attribute, same in (
-                (constraint.match_attribute, True),
-                (constraint.distinct_attribute, False),
-            ):
-                if attribute is None:
-                    continue
-                values = [
-                    (name, key, attribute_value(devices[key], attribute)) for name, key in members
-                ]
-                missing = [item for item in values if item[2] is None]
-                if missing:
-                    found.append(
-                        f"DF8: claim {claim.id!r} request {missing[0][0]!r}: device "
-                        f"{missing[0][1]} has no attribute {attribute!r}."
-                    )
-                    continue
-                distinct_values = {item[2] for item in values}
-                if same and len(distinct_values) > 1:
-                    found.append(
-                        f"DF8: claim {claim.id!r}: the devices of request {values[0][0]!r} and "
-                        f"the rest differ in {attribute!r}."
-                    )
-                if not same and len(distinct_values) < len(values):
-                    found.append(
-                        f"DF8: claim {claim.id!r}: two devices of request {values[0][0]!r} and "
-                        f"the rest share a value of {attribute!r}."
-                    )
-    return found
-
-
-def brute_force(
-    node: DeviceNode,
-    claims: Sequence[ResourceClaim],
-    classes: Iterable[DeviceClass] | Selection,
-    *,
-    limit: int = 2_000_000,
-) -> Iterator[tuple[Pick, ...]]:
-    """Every legal allocation of ``claims`` on a tiny ``node``: each request's every
-    alternative and every set of devices of the right size (All: every non-empty set),
-    kept when :func:`violations` finds nothing. For tests; ``limit`` bounds the
-    assignments tried (ValueError beyond it)."""
-    selection = classes if isinstance(classes, Selection) else Selection(classes)
-    keys = [device.key for device in node.devices]
-    options: list[list[tuple[Pick, ...]]] = []
-    for claim in claims:
-        for request in claim.requests:
-            mine: list[tuple[Pick, ...]] = []
-            for sub in request.alternatives:
-                name = request.name if request.exactly is not None else f"{request.name}/{sub.name}"
-                sizes = range(1, len(keys) + 1) if sub.allocation_mode == "All" else [sub.count]
-                for size in sizes:
-                    for group in itertools.combinations(keys, size):
-                        devices = {device.key: device for device in node.devices}
-                        picks = []
-                        for key in group:
-                            take = consumption(sub, devices[key])
-                            picks.append(
-                                Pick(claim.id, name, key, take if isinstance(take, dict) else {})
-                            )
-                        mine.append(tuple(picks))
-            options.append(mine)
-    total = math.prod(len(item) for item in options)
-    if total > limit:
-        raise ValueError(f"brute_force: {total} assignments exceed limit {limit}")
-    for combination in itertools.product(*options):
-        picks_all = tuple(pick for group in combination for pick in group)
-        if not violations(node, claims, selection, picks_all):
-            yield picks_all
-
-
 # ---- a pod of a cluster snapshot ----
 
 
@@ -1196,14 +924,14 @@ __all__ = [
     "Pick",
     "Selection",
     "Status",
+    "allocated_consumption",
     "attribute_value",
-    "brute_force",
     "consumption",
+    "covers",
     "device_fit",
     "device_node",
     "fit_nodes",
     "fits",
     "tolerates",
     "untolerated",
-    "violations",
 ]
