@@ -40,6 +40,10 @@ MAX_DEVICES = 100_000
 #: The prefix of the extended resource that stands for a whole-GPU DeviceClass's GPUs
 #: (R2): gpuopt's own accounting, never a name to ask Kubernetes for.
 DRA_RESOURCE_PREFIX = "dra.gpuopt.io/"
+#: R2: a device plugin's whole GPUs, counted apart from DRA's where nodes offer DRA GPUs and
+#: no DeviceClass serves the GPU extended resource (so that a pod asking ``nvidia.com/gpu``
+#: goes only where a device plugin offers it). No DeviceClass can have this name.
+PLUGIN_GPUS = DRA_RESOURCE_PREFIX + "(device-plugin)"
 #: The ``type`` attribute NVIDIA's driver gives a whole GPU, a MIG placement, a channel.
 GPU_TYPE = "gpu"
 MIG_TYPE = "mig"
@@ -349,6 +353,7 @@ class ResourceClaim(_Extended):
 
 __all__ = [
     "DRA_RESOURCE_PREFIX",
+    "PLUGIN_GPUS",
     "GPU_TYPE",
     "MAX_DEVICES",
     "MIG_TYPE",

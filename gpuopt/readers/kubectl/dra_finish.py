@@ -31,6 +31,7 @@ from typing import Any
 from gpuopt.cluster.cel import CelError, DeviceCel
 from gpuopt.cluster.devices import (
     DRA_RESOURCE_PREFIX,
+    PLUGIN_GPUS,
     CounterSet,
     Device,
     DeviceClass,
@@ -439,6 +440,7 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
     drawn = _consumed(claims.values(), by_key)
     allocated = {result.key for claim in claims.values() for result in claim.allocated or ()}
     nodes = {}
+    plugin = {node_id: node.gpus for node_id, node in ctx.nodes.items()}  # a device plugin's
     for node_id, node in ctx.nodes.items():
         devices = [by_key[device.key] for device in on_node.get(node_id, ())]
         sets = counter_sets.get(node_id, [])
@@ -479,14 +481,24 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
             update["resources"] = {**node.resources, **_class_resources(by_class)}
         nodes[node_id] = node.model_copy(update=update)
     ctx.nodes.update(nodes)
-    serves_gpus = any(
+    serves_gpus = bool(dra.extended_claims) or any(  # a claim made for it shows it served
         item.extended_resource_name is not None and ctx.options.is_gpu(item.extended_resource_name)
         for item in dra.classes.values()
     )
-    if not serves_gpus:  # R2: the methods cannot tell a device plugin's GPUs from these yet
+    # R2: with no DeviceClass serving the GPU extended resource, a pod asking it takes only a
+    # device plugin's GPUs: those are counted apart (PLUGIN_GPUS), on nodes and on pods
+    apart = not serves_gpus and any(
+        device.kind == "gpu" for node in nodes.values() for device in node.devices
+    )
+    if apart:
         for node_id, node in nodes.items():
-            if any(key.startswith(DRA_RESOURCE_PREFIX) for key in node.resources):
-                ctx.note("dra-no-extended", node_id)
+            if any(device.kind == "gpu" for device in node.devices):
+                ctx.note("dra-plugin-apart", node_id)
+        for node_id, count in plugin.items():
+            if count:
+                node = ctx.nodes[node_id]
+                resources = {**node.resources, PLUGIN_GPUS: count}
+                ctx.nodes[node_id] = node.model_copy(update={"resources": resources})
     # R7: demand of waiting pods and of bound pods
     settled_tasks = []
     for task in tasks:
@@ -506,9 +518,15 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
                 dra.counts["pods mapped to GPUs"] += 1
             else:
                 ctx.report.unmodelled["resource-claims"] += 1
+        if apart and task.gpus:
+            _plugin_gpus(ctx, task, update)
         settled_tasks.append(task.model_copy(update=update) if update else task)
     settled_pending = []
     for item in pending:
+        if apart and item.gpus:
+            plugin_update: dict[str, Any] = {}
+            _plugin_gpus(ctx, item, plugin_update)
+            item = item.model_copy(update=plugin_update) if plugin_update else item
         ids = claims_of.get(item.id)
         if not ids:
             settled_pending.append(item)
@@ -536,6 +554,16 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
         device_classes=list(dra.classes.values()),
         claims=list(claims.values()),
     )
+
+
+def _plugin_gpus(ctx: Context, pod: Task | Pending, update: dict[str, Any]) -> None:
+    """R2: the device plugin's GPUs a pod asks (before its claims' are added), counted
+    apart. A share of a GPU is not: it is noted, and may still be placed on a DRA node."""
+    if pod.gpu_milli is not None:
+        ctx.note("dra-plugin-share", pod.id)
+        return
+    resources = update.get("resources", pod.resources)
+    update["resources"] = {**resources, PLUGIN_GPUS: pod.gpus}
 
 
 def _narrowed(claim: ResourceClaim) -> bool:

@@ -131,9 +131,11 @@ _LINES: dict[str, str] = {
     "dra-cut": "{n} whole DRA GPUs have MIG placements allocated on them (their shared "
     "counters are drawn): not offered as whole GPUs",
     "dra-tainted": "{n} free DRA GPUs carry NoSchedule or NoExecute device taints: not offered",
-    "dra-no-extended": "{n} nodes offer DRA GPUs but no DeviceClass read serves a GPU extended "
-    "resource (extendedResourceName): a pod asking nvidia.com/gpu may still be placed on "
-    "them by gpuopt, which Kubernetes would not do",
+    "dra-plugin-apart": "{n} nodes offer DRA GPUs and no DeviceClass read serves a GPU "
+    "extended resource (extendedResourceName): a pod asking nvidia.com/gpu takes only a "
+    "device plugin's GPUs (counted apart as dra.gpuopt.io/(device-plugin))",
+    "dra-plugin-share": "{n} pods ask a share of a device plugin's GPU beside DRA GPUs: "
+    "gpuopt may place them on a DRA node's GPUs, which Kubernetes would not do",
 }
 _PROBLEMS = frozenset(
     {

@@ -137,6 +137,32 @@ def test_mixed_cluster_keeps_each_kind_of_gpu_to_its_pods() -> None:
     assert cluster.admits(pending["ml/dp-wait"]) == [True, True]
 
 
+def test_mixed_cluster_without_a_class_serving_nvidia_gpu_keeps_device_plugin_pods_apart(
+    tmp_path: Path,
+) -> None:
+    # the same cluster, but no DeviceClass serves nvidia.com/gpu: Kubernetes then gives a pod
+    # asking nvidia.com/gpu only a device plugin's GPUs, so dra-node is not for dp-wait (R2)
+    import shutil
+
+    folder = tmp_path / "mixed"
+    shutil.copytree(FIXTURES / "mixed", folder)
+    classes = folder / "deviceclasses.yaml"
+    text = classes.read_text()
+    assert "  extendedResourceName: nvidia.com/gpu\n" in text
+    classes.write_text(text.replace("  extendedResourceName: nvidia.com/gpu\n", ""))
+    cluster, report = read_kubernetes(folder)
+    nodes = {node.id: node for node in cluster.nodes}
+    assert nodes["dp-node"].resources == {"dra.gpuopt.io/(device-plugin)": 8}
+    assert nodes["dra-node"].resources == {"dra.gpuopt.io/gpu.nvidia.com": 4}
+    tasks = {task.id: task for task in cluster.tasks}
+    assert tasks["ml/dp-train"].resources == {"dra.gpuopt.io/(device-plugin)": 2}
+    assert tasks["ml/dra-train"].resources == {"dra.gpuopt.io/gpu.nvidia.com": 2}
+    pending = {item.id: item for item in cluster.pending}
+    assert cluster.admits(pending["ml/dp-wait"]) == [True, False]
+    assert cluster.admits(pending["ml/dra-wait"]) == [False, True]
+    assert report.reasons["dra-plugin-apart"] == ["dra-node"]
+
+
 def test_workload_api_gangs() -> None:
     cluster, report = read("workloads", topology_labels=["rack=topology.kubernetes.io/rack"])
     gangs = {gang.id: (gang.min_member, gang.level) for gang in cluster.gangs}
