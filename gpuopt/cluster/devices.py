@@ -353,10 +353,10 @@ class ResourceClaim(_Extended):
 
 __all__ = [
     "DRA_RESOURCE_PREFIX",
-    "PLUGIN_GPUS",
     "GPU_TYPE",
     "MAX_DEVICES",
     "MIG_TYPE",
+    "PLUGIN_GPUS",
     "AllocatedDevice",
     "AttributeValue",
     "CounterConsumption",
