@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 from gpuopt.calendar.emit import HOLD_CLASS, HOLD_PRIORITY, HOLDS_FOR, kubernetes_objects
 from gpuopt.calendar.greedy import solve_heuristic
 from tests.calendar import two_nodes
@@ -78,3 +81,85 @@ def test_a_hold_asks_for_gpus_not_for_gpuopts_account_of_dra_gpus() -> None:
         ["gpu", "cpu", "dra.gpuopt.io/gpu.nvidia.com"], [2, 1000, 2], "nvidia.com/gpu"
     )
     assert asked == {"nvidia.com/gpu": "2", "cpu": "1000m"}
+
+
+def _dra_calendar(extended_resource: str | None) -> list[tuple[str, dict[str, Any] | None]]:
+    """A DRA node of 2 GPUs held for an hour by a running pod's claim, and a pod waiting for
+    both through a template: the calendar holds n1 for it from the hour on (tick 12)."""
+    from gpuopt.api import solve, violations
+    from gpuopt.calendar.cluster import CalendarReport, from_cluster_report, pod_times
+    from gpuopt.readers.kubectl import read_kubernetes
+    from tests.readers.kubectl.dra_objects import (
+        GPU_CLASS,
+        claim,
+        exactly,
+        gpu,
+        node,
+        pod,
+        resource_slice,
+        running,
+        template,
+    )
+
+    klass: Any = copy.deepcopy(GPU_CLASS)
+    if extended_resource is not None:
+        klass["spec"]["extendedResourceName"] = extended_resource
+    busy = running("busy", "busy-gpu-x1", template="pair")
+    busy["metadata"]["annotations"] = {"gpuopt.io/expected-end": "3600"}
+    waiting = pod("wait", "pair")
+    objects = [
+        node(),
+        resource_slice("s", [gpu("gpu-0"), gpu("gpu-1")]),
+        klass,
+        template("pair", exactly(2)),
+        claim("busy-gpu-x1", ["gpu-0", "gpu-1"], ["ml/busy"]),
+        busy,
+        waiting,
+    ]
+    listed = {"kind": "List", "items": objects}
+    cluster, _ = read_kubernetes(listed)
+    times = pod_times([listed], strict=True, report=CalendarReport())
+    problem, _ = from_cluster_report(
+        cluster, pods=times, horizon=24 * 3600, step=300, now=0, objective="delay",
+        running_default=None, gang_level=None, class_weights={},
+    )  # fmt: skip
+    plan = solve(problem)
+    assert violations(problem, plan) == []
+    return kubernetes_objects(problem, plan, cluster=cluster, now=0)
+
+
+def test_a_hold_on_dra_gpus_asks_them_by_a_claim_template_when_no_class_serves_nvidia_gpu() -> None:
+    objects = [item for _, item in _dra_calendar(None) if item is not None]
+    kinds = [item["kind"] for item in objects]
+    assert kinds == ["PriorityClass", "ResourceClaimTemplate", "Pod"]
+    made, hold = objects[1], objects[2]
+    # the template asks what the job's own claim asks: 2 devices of the whole-GPU class
+    requests = made["spec"]["spec"]["devices"]["requests"]
+    assert requests == [
+        {
+            "name": "gpus",
+            "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount",
+                        "count": 2},
+        }
+    ]  # fmt: skip
+    assert made["metadata"]["name"] == hold["metadata"]["name"]
+    assert made["metadata"]["labels"] == hold["metadata"]["labels"]
+    spec = hold["spec"]
+    assert spec["resourceClaims"] == [
+        {"name": "gpus", "resourceClaimTemplateName": made["metadata"]["name"]}
+    ]
+    resources = spec["containers"][0]["resources"]
+    assert resources["claims"] == [{"name": "gpus"}]
+    # no nvidia.com/gpu: this node has no device plugin, so that request would never fit
+    assert "nvidia.com/gpu" not in resources["requests"]
+    assert hold["metadata"]["annotations"]["gpuopt.io/hold-start-tick"] == "12"  # the hour
+
+
+def test_a_hold_on_dra_gpus_asks_the_extended_resource_a_class_serves() -> None:
+    objects = [item for _, item in _dra_calendar("example.com/gpu") if item is not None]
+    assert [item["kind"] for item in objects] == ["PriorityClass", "Pod"]
+    resources = objects[1]["spec"]["containers"][0]["resources"]
+    assert resources["requests"]["example.com/gpu"] == "2"
+    assert resources["limits"] == {"example.com/gpu": "2"}
+    assert "nvidia.com/gpu" not in resources["requests"]
+    assert "resourceClaims" not in objects[1]["spec"]
