@@ -54,7 +54,9 @@ The mapping
   required level: the annotation ``gpuopt.io/required-level`` of its pods,
   else ``gang_level`` (a single pod has none). A job that asks for nothing
   (no GPU, CPU, memory or extended resource) fits anywhere at any time and is
-  left out (reported: ``no-request``).
+  left out (reported: ``no-request``), and so is a job with a pod whose
+  ResourceClaims are not whole GPUs (R7: MIG placements, shares; or already
+  allocated): the calendar plans GPU counts, not devices (``device-claims``).
 * **Eligibility** (C5, F5): the nodes :func:`gpuopt.cluster.rules.refusal` admits
   the pod to (K1 Ready, not cordoned, not locked, not MIG single; K2 taints;
   K3 node selector and required node affinity). K4 is the capacity rule C1
@@ -112,6 +114,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gpuopt.calendar.problem import MAX_AMOUNT, MAX_TICKS, CalendarProblem, Objective
+from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX, accounting_only
 from gpuopt.cluster.fields import NODE_LEVEL, SWITCH_LEVEL, priority_value, scaled
 from gpuopt.cluster.model import Cluster, Pending, Task
 from gpuopt.cluster.rules import placement_key, refusal
@@ -543,6 +546,11 @@ def from_cluster_report(
         )
         for job_id, members in groups
     ]
+    on_devices = _device_waiting(cluster)
+    left_out = {job_id for job_id, pods in groups if any(pod.id in on_devices for pod in pods)}
+    for job_id in sorted(left_out):
+        report.note("device-claims", job_id)
+    jobs = [job for job in jobs if job["id"] not in left_out]
     for job in [job for job in jobs if not any(job["use"])]:
         # a pod that asks for nothing fits anywhere at any time: nothing to plan (F4)
         report.note("no-request", job["id"])
@@ -581,6 +589,43 @@ def _without_holds(cluster: Cluster, report: CalendarReport) -> Cluster:
         if HOLDS_FOR_LABEL in pod.labels:
             report.note("calendar-hold", pod.id)
     return Cluster.model_construct(**{**dict(cluster), "tasks": tasks, "pending": pending})
+
+
+def _device_waiting(cluster: Cluster) -> set[str]:
+    """F4: the waiting pods whose ResourceClaims are not whole GPUs by rule R7 of
+    ``models/cluster.md`` (MIG placements, shares, ``All``, capacity or admin access), or
+    are allocated already (DF1: such a pod may run only where its devices are). The
+    calendar plans GPU counts, not devices: their jobs are left out (``device-claims``)."""
+    waiting = {pod.id: pod for pod in cluster.pending}
+    out: set[str] = set()
+    for claim in cluster.claims:
+        if claim.extended_resource:  # counted by the pod's own request
+            continue
+        for pod_id in claim.pods:
+            pod = waiting.get(pod_id)
+            if pod is None or pod_id in out:
+                continue
+            if claim.allocated is not None or any(
+                sub.allocation_mode != "ExactCount"
+                or sub.capacity
+                or sub.admin_access
+                or f"{DRA_RESOURCE_PREFIX}{sub.device_class}" not in pod.resources
+                for request in claim.requests
+                for sub in request.alternatives
+            ):
+                out.add(pod_id)
+    return out
+
+
+def scheduler_binds(cluster: Cluster) -> set[str]:
+    """F8, G10: the waiting pods only kube-scheduler may bind: those with DRA claims (it
+    allocates them as it binds; a Binding would leave them unallocated) or DRA GPUs."""
+    with_claims = {pod for claim in cluster.claims for pod in claim.pods}
+    return {
+        pod.id
+        for pod in cluster.pending
+        if pod.id in with_claims or any(accounting_only(name) for name in pod.resources)
+    }
 
 
 def waiting_jobs(cluster: Cluster) -> list[tuple[str, list[Pending]]]:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gpuopt.allocation.problem import AllocationProblem
-from gpuopt.calendar.cluster import tick_time, waiting_jobs
+from gpuopt.calendar.cluster import scheduler_binds, tick_time, waiting_jobs
 from gpuopt.calendar.problem import CalendarProblem
 from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX, PLUGIN_GPUS, accounting_only
 from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
@@ -153,7 +153,8 @@ def kubernetes_objects(
        its DRA GPUs asked by their class's extended resource, else by a
        ResourceClaimTemplate written just before it (:func:`_device_asks`);
     3. per pod of a job that starts now (:func:`gpuopt.calendar.solution.binds`) a
-       ``Binding`` of the pod to its node (pods of a gang in the order the cluster
+       ``Binding`` of the pod to its node (a pod with DRA claims: a comment, since only
+       the scheduler allocates claims as it binds) (pods of a gang in the order the cluster
        lists them, one node each, as the plan lists them); a calendar read without a
        cluster knows no pods: a comment names the job and its nodes.
     """
@@ -261,6 +262,7 @@ def kubernetes_objects(
                 },
             )
         )
+    on_devices = scheduler_binds(cluster) if cluster is not None else set()
     for job, chosen in binds(plan):
         pods = members.get(job, [])
         if not pods:
@@ -269,8 +271,18 @@ def kubernetes_objects(
             )
             continue
         for pod, node_id in zip(pods, chosen, strict=True):
+            if pod.id in on_devices:
+                out.append((_scheduler_note(pod.id, node_id), None))
+                continue
             out.append(binding(pod.id, node_id, pod.space))
     return out
+
+
+def _scheduler_note(pod_id: str, node: str) -> str:
+    return (
+        f"starts now: {pod_id} on {node}; no Binding: kube-scheduler binds it as it "
+        "allocates its ResourceClaims (a Binding would leave them unallocated)"
+    )
 
 
 def binding(pod_id: str, node: str, namespace: str | None = None) -> tuple[str, dict[str, Any]]:
@@ -378,6 +390,9 @@ def grid_actions(
         for m, pod_id in enumerate(pods):
             gpu = first + m * per
             node = report.row[gpu // size]
+            if pod_id in report.scheduler_binds:
+                out.append((_scheduler_note(pod_id, node), None))
+                continue
             comment, item = binding(pod_id, node)
             out.append((f"{comment} (GPUs {gpu % size}-{gpu % size + per - 1} of it)", item))
     return out

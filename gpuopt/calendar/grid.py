@@ -127,6 +127,7 @@ from gpuopt.calendar.cluster import (
     from_cluster_report,
     kubernetes_input,
     pod_times,
+    scheduler_binds,
     waiting_jobs,
 )
 from gpuopt.calendar.facts import (
@@ -167,6 +168,8 @@ class GridReport:
     pods: dict[str, list[str]] = field(default_factory=dict)
     #: Each realtime task's Deployment ``(namespace, name)`` and GPUs per replica (G5).
     deployments: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+    #: The waiting pods only kube-scheduler may bind (DRA claims: G10 prints no Binding).
+    scheduler_binds: set[str] = field(default_factory=set)
 
     def note(self, reason: str, who: str, *, ignored: bool = False) -> None:
         """Count ``reason`` for ``who`` (the first one is kept as its example)."""
@@ -700,6 +703,8 @@ class _Row:
             job: [pod.id for pod in pods]
             for job, pods in (waiting_jobs(cluster) if cluster is not None else [])
         }
+        if cluster is not None:
+            self.report.scheduler_binds = scheduler_binds(cluster)
         out = []
         for job in calendar.jobs:
             gpus = job.use[0] * job.members

@@ -163,3 +163,51 @@ def test_a_hold_on_dra_gpus_asks_the_extended_resource_a_class_serves() -> None:
     assert resources["limits"] == {"example.com/gpu": "2"}
     assert "nvidia.com/gpu" not in resources["requests"]
     assert "resourceClaims" not in objects[1]["spec"]
+
+
+def test_a_dra_pod_that_starts_now_is_left_to_kube_scheduler_and_a_mig_pod_is_left_out() -> None:
+    """Two free DRA GPUs: a pod waiting for one through a template starts now, with no
+    Binding (only the scheduler allocates claims as it binds); a pod waiting for a MIG
+    placement is not planned at all (the calendar plans GPU counts), and is reported."""
+    from gpuopt.calendar.cluster import CalendarReport, from_cluster_report, pod_times
+    from gpuopt.readers.kubectl import read_kubernetes
+    from tests.readers.kubectl.dra_objects import (
+        GPU_CLASS,
+        exactly,
+        gpu,
+        node,
+        pod,
+        resource_slice,
+        template,
+    )  # fmt: skip
+
+    mig_class: Any = copy.deepcopy(GPU_CLASS)
+    mig_class["metadata"]["name"] = "mig.nvidia.com"
+    mig_class["spec"]["selectors"][0]["cel"]["expression"] = (
+        "device.attributes['gpu.nvidia.com'].type == 'mig'"
+    )
+    objects = [
+        node(),
+        resource_slice("s", [gpu("gpu-0"), gpu("gpu-1")]),
+        GPU_CLASS,
+        mig_class,
+        template("one", exactly(1)),
+        template("slice", exactly(1, "mig.nvidia.com")),
+        pod("whole", "one"),
+        pod("sliced", "slice"),
+    ]
+    listed = {"kind": "List", "items": objects}
+    cluster, _ = read_kubernetes(listed)
+    report = CalendarReport()
+    times = pod_times([listed], strict=True, report=report)
+    problem, report = from_cluster_report(
+        cluster, pods=times, horizon=3600, step=300, now=0, objective="delay",
+        running_default=None, gang_level=None, class_weights={},
+    )  # fmt: skip
+    assert [job.id for job in problem.jobs] == ["ml/whole"]
+    assert report.notes["device-claims"] == 1
+    plan = solve_heuristic(problem)
+    found = kubernetes_objects(problem, plan, cluster=cluster, now=0)
+    assert [item["kind"] for _, item in found if item is not None] == ["PriorityClass"]
+    (note,) = [comment for comment, item in found if item is None]
+    assert note.startswith("starts now: ml/whole on n1; no Binding")

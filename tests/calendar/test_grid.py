@@ -461,3 +461,33 @@ def test_node_gpus_chooses_the_row_and_counts_the_rest() -> None:
     assert report.row == ["a", "b"]
     with pytest.raises(ProblemError, match=r"node_gpus: no node has 16 GPUs"):
         grid_from_kubernetes(objects, GridSettings(node_gpus=16))
+
+
+def test_what_to_do_now_leaves_a_pod_with_dra_claims_to_kube_scheduler() -> None:
+    """A DRA node of 4 GPUs and a pod waiting for 2 through a claim template: the grid starts
+    it now on the node, but prints no Binding (a bound pod's claims would stay unallocated:
+    only the scheduler allocates them as it binds)."""
+    from gpuopt.calendar.emit import grid_actions
+    from tests.readers.kubectl.dra_objects import GPU_CLASS, exactly, gpu, resource_slice, template
+    from tests.readers.kubectl.dra_objects import pod as dra_pod
+
+    dra_node = node("a", 0)
+    dra_node["metadata"]["name"] = "n1"
+    waiting = dra_pod("wait", "pair")
+    waiting["metadata"]["annotations"] = {"gpuopt.io/walltime": "1h"}
+    objects = cluster(
+        dra_node,
+        resource_slice("s", [gpu(f"gpu-{k}") for k in range(4)]),
+        GPU_CLASS,
+        template("pair", exactly(2)),
+        waiting,
+    )
+    grid, report = grid_from_kubernetes(objects, GridSettings(horizon=2 * 3600))
+    assert grid.gpus == 4 and [task.id for task in grid.tasks] == ["ml/wait"]
+    plan = gpuopt.solve(grid)
+    assert violations(grid, plan) == []
+    assert "ml/wait" in list(plan.grid[0])
+    assert report.scheduler_binds == {"ml/wait"}
+    ((comment, item),) = grid_actions(grid, plan, report)
+    assert item is None
+    assert "ml/wait on n1; no Binding: kube-scheduler binds it" in comment
