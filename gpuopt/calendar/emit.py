@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.calendar.cluster import scheduler_binds, tick_time, waiting_jobs
 from gpuopt.calendar.problem import CalendarProblem
-from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX, PLUGIN_GPUS, accounting_only
+from gpuopt.cluster.devices import accounting_only, claim_template, device_asks
 from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
 from gpuopt.cluster.model import Cluster, Pending
 from gpuopt.errors import ProblemError
@@ -74,49 +74,6 @@ def _quantities(resources: Sequence[str], use: Sequence[int], gpu_resource: str)
     return out
 
 
-def _device_asks(
-    resources: Sequence[str], use: Sequence[int], cluster: Cluster | None
-) -> tuple[int, dict[str, int], dict[str, int]]:
-    """R2 reversed for a hold's DRA GPUs (``dra.gpuopt.io/<class>`` in ``use``): the GPUs
-    among ``use``'s that are DRA's, the extended resources that ask them of a class that
-    serves one (``extendedResourceName``), and the counts per class a ResourceClaim must ask."""
-    classes = {item.name: item for item in cluster.device_classes} if cluster is not None else {}
-    dra = 0
-    extended: dict[str, int] = {}
-    claimed: dict[str, int] = {}
-    for name, amount in zip(resources, use, strict=True):
-        if amount <= 0 or not accounting_only(name) or name == PLUGIN_GPUS:
-            continue
-        dra += amount
-        klass = classes.get(name.removeprefix(DRA_RESOURCE_PREFIX))
-        if klass is not None and klass.extended_resource_name is not None:
-            served = klass.extended_resource_name
-            extended[served] = extended.get(served, 0) + amount
-        else:
-            claimed[name.removeprefix(DRA_RESOURCE_PREFIX)] = amount
-    return dra, extended, claimed
-
-
-def _claim_template(
-    name: str, namespace: str, labels: dict[str, str], claimed: dict[str, int]
-) -> dict[str, Any]:
-    """F8: the ResourceClaimTemplate of a hold on DRA GPUs: ``count`` devices of each
-    whole-GPU class, one request per class (its claim goes with the placeholder)."""
-    requests = [
-        {
-            "name": f"gpus-{number}" if len(claimed) > 1 else "gpus",
-            "exactly": {"deviceClassName": klass, "allocationMode": "ExactCount", "count": count},
-        }
-        for number, (klass, count) in enumerate(sorted(claimed.items()))
-    ]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-        "spec": {"spec": {"devices": {"requests": requests}}},
-    }
-
-
 def hold_class(name: str = HOLD_CLASS) -> dict[str, Any]:
     """The placeholders' PriorityClass object."""
     return {
@@ -151,7 +108,7 @@ def kubernetes_objects(
        as a label value) and ``gpuopt.io/role: calendar-hold``, annotated with the
        job id and the hold's start and end (RFC 3339 when ``now`` is known, and ticks);
        its DRA GPUs asked by their class's extended resource, else by a
-       ResourceClaimTemplate written just before it (:func:`_device_asks`);
+       ResourceClaimTemplate written just before it (:func:`~gpuopt.cluster.devices.device_asks`);
     3. per pod of a job that starts now (:func:`gpuopt.calendar.solution.binds`) a
        ``Binding`` of the pod to its node (a pod with DRA claims: a comment, since only
        the scheduler allocates claims as it binds) (pods of a gang in the order the cluster
@@ -177,7 +134,7 @@ def kubernetes_objects(
         pods = members.get(hold.job, [])
         namespace = pods[0].space if pods else "default"
         requests = _quantities(problem.resources, hold.use, gpu_resource)
-        dra, extended, claimed = _device_asks(problem.resources, hold.use, cluster)
+        dra, extended, claimed = device_asks(problem.resources, hold.use, cluster)
         if dra:  # the hold's DRA GPUs: by the class's extended resource, or by a claim
             left = int(requests.pop(gpu_resource, "0")) - dra
             for served, count in extended.items():
@@ -243,7 +200,7 @@ def kubernetes_objects(
                 (
                     f"the devices of hold {hold.node} for {hold.job} (before its pod): "
                     "kubectl apply -f -",
-                    _claim_template(name, namespace, labels, claimed),
+                    claim_template(name, namespace, labels, claimed),
                 )
             )
         out.append(

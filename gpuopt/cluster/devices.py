@@ -21,7 +21,7 @@ methods plan with today, is ``models/cluster.md`` (R1-R9).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Annotated, Any, Literal
 
@@ -351,6 +351,52 @@ class ResourceClaim(_Extended):
     )
 
 
+def device_asks(
+    resources: Sequence[str], use: Sequence[int], cluster: Any
+) -> tuple[int, dict[str, int], dict[str, int]]:
+    """R2 reversed, for an object written for Kubernetes (a placeholder) that asks ``use``
+    of ``resources``: how many of its GPUs are DRA's (its ``dra.gpuopt.io/<class>``
+    amounts), the extended resources that ask them of a class that serves one
+    (``extendedResourceName``), and the count per class a ResourceClaim must ask.
+    ``cluster`` (a :class:`~gpuopt.cluster.model.Cluster` or None) gives the classes."""
+    classes = {item.name: item for item in cluster.device_classes} if cluster is not None else {}
+    dra = 0
+    extended: dict[str, int] = {}
+    claimed: dict[str, int] = {}
+    for name, amount in zip(resources, use, strict=True):
+        if amount <= 0 or not accounting_only(name) or name == PLUGIN_GPUS:
+            continue
+        dra += amount
+        klass = classes.get(name.removeprefix(DRA_RESOURCE_PREFIX))
+        if klass is not None and klass.extended_resource_name is not None:
+            served = klass.extended_resource_name
+            extended[served] = extended.get(served, 0) + amount
+        else:
+            claimed[name.removeprefix(DRA_RESOURCE_PREFIX)] = amount
+    return dra, extended, claimed
+
+
+def claim_template(
+    name: str, namespace: str, labels: dict[str, str], claimed: dict[str, int]
+) -> dict[str, Any]:
+    """The ResourceClaimTemplate of a placeholder on DRA GPUs: ``count`` devices of each
+    whole-GPU class of ``claimed``, one request per class (the claim made from it goes with
+    the placeholder pod)."""
+    requests = [
+        {
+            "name": f"gpus-{number}" if len(claimed) > 1 else "gpus",
+            "exactly": {"deviceClassName": klass, "allocationMode": "ExactCount", "count": count},
+        }
+        for number, (klass, count) in enumerate(sorted(claimed.items()))
+    ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {"spec": {"devices": {"requests": requests}}},
+    }
+
+
 __all__ = [
     "DRA_RESOURCE_PREFIX",
     "GPU_TYPE",
@@ -374,4 +420,6 @@ __all__ = [
     "Version",
     "accounting_only",
     "amount",
+    "claim_template",
+    "device_asks",
 ]

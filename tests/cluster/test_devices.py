@@ -67,3 +67,38 @@ def test_the_cluster_checks_names_and_gang_levels() -> None:
         }
     )
     assert cluster.gangs[0].level == "rack"
+
+
+def test_device_asks_splits_dra_gpus_by_how_each_class_is_served() -> None:
+    from types import SimpleNamespace
+
+    from gpuopt.cluster.devices import DeviceClass, claim_template, device_asks
+
+    classes = [
+        DeviceClass(name="served", extended_resource_name="example.com/gpu"),
+        DeviceClass(name="plain"),
+    ]
+    cluster = SimpleNamespace(device_classes=classes)
+    resources = [
+        "gpu",
+        "dra.gpuopt.io/served",
+        "dra.gpuopt.io/plain",
+        "dra.gpuopt.io/(device-plugin)",
+    ]
+    # 7 GPUs: 2 through 'served' (its extended resource), 3 through 'plain' (a claim), and
+    # 2 of a device plugin (asked as GPUs: the device-plugin account is not a DRA class)
+    assert device_asks(resources, [7, 2, 3, 2], cluster) == (
+        5,
+        {"example.com/gpu": 2},
+        {"plain": 3},
+    )
+    # without the cluster's classes every DRA class is asked through a claim
+    assert device_asks(resources, [7, 2, 3, 2], None) == (5, {}, {"served": 2, "plain": 3})
+    made = claim_template("hold-x", "ml", {"a": "b"}, {"plain": 3, "other": 1})
+    requests = made["spec"]["spec"]["devices"]["requests"]
+    assert [
+        (r["name"], r["exactly"]["deviceClassName"], r["exactly"]["count"]) for r in requests
+    ] == [
+        ("gpus-0", "other", 1),
+        ("gpus-1", "plain", 3),
+    ]
