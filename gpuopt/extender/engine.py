@@ -46,8 +46,10 @@ from typing import Any
 
 import numpy as np
 
+from gpuopt.cluster.devices import ResourceClaim
 from gpuopt.cluster.model import Cluster, Node, Task, scaled
 from gpuopt.errors import ProblemError
+from gpuopt.extender.claims import Choice, assumed_claims
 
 # ``X as X``: names that lived here before the decisions were split, still importable from here
 from gpuopt.extender.fit import Fit as Fit
@@ -64,6 +66,7 @@ from gpuopt.extender.scores import (
     Fragmentation,
     binpack_scores,
     combine,
+    device_scores,
     topology_scores,
 )
 from gpuopt.extender.state import State
@@ -96,6 +99,8 @@ class Assumed:
 
     task: Task
     deadline: float
+    #: its claims allocated on the devices chosen for it (E10)
+    claims: tuple[ResourceClaim, ...] = ()
 
 
 @dataclass
@@ -202,6 +207,8 @@ class Extender:
                     del self._assumed[pod_id]  # bound (the watch saw it) or its node is gone
                 else:
                     state.add(task)
+                    if assumed.claims:
+                        state.assume_claims(pod_id, assumed.claims)
             self._state = state
             self.touched()
 
@@ -255,6 +262,11 @@ class Extender:
             if found is None:
                 return None
             state = self._state
+            if state is not None:
+                state.forget_claims(pod_id)
+            merged = self._merged
+            if merged is not None:
+                merged.forget_claims(pod_id)
             if state is not None and state.by_id.get(pod_id) is found.task:
                 state.drop(pod_id)
                 self._follow(found.task, None)
@@ -281,7 +293,13 @@ class Extender:
             return gone
 
     def _assume_best(
-        self, state: State, ask: Ask, positions: np.ndarray, scores: np.ndarray, passed: np.ndarray
+        self,
+        state: State,
+        ask: Ask,
+        positions: np.ndarray,
+        scores: np.ndarray,
+        passed: np.ndarray,
+        choices: Mapping[int, Choice] | None = None,
     ) -> None:
         """Assume the pod on the node it scored best among those that passed, the first in
         the request's order among equals (L5); a pod assumed before moves there.
@@ -313,7 +331,17 @@ class Extender:
                 scores[equals[equals != best]] = top - 1
         task = ask.pending.as_task(node)
         base.add(task)
-        self._assumed[pod_id] = Assumed(task, self.clock() + self.assume_ttl)
+        held: tuple[ResourceClaim, ...] = ()
+        choice = (choices or {}).get(int(positions[best]))
+        if choice is not None and choice.picks:  # E10: its devices are taken too
+            from gpuopt.extender.claims import resolve
+
+            claims = resolve(state, ask.pending, ask.claim_refs).claims
+            held = assumed_claims(state, ask.pending, claims, choice, int(positions[best]))
+            base.assume_claims(pod_id, held)
+            if state is not base:
+                state.assume_claims(pod_id, held)
+        self._assumed[pod_id] = Assumed(task, self.clock() + self.assume_ttl, held)
         self._follow(task, state)
 
     def _follow(self, task: Task, judged: State | None) -> None:
@@ -546,8 +574,20 @@ class Extender:
         topology = topology_scores(state, ask, positions)
         if topology is not None:
             parts.append((WEIGHTS["topology"], topology))
+        choices: dict[int, Choice] = {}
+        if ask.claim_refs:  # E9
+            devices, choices = device_scores(state, ask, positions, passed)
+            parts.append((WEIGHTS["devices"], devices))
+            for pos, choice in choices.items():
+                picked = ", ".join(pick.device for pick in choice.picks)
+                log.debug(
+                    "prioritize %s: node %s devices %s",
+                    ask.pending.id,
+                    state.names[pos],
+                    picked or "(allocated)",
+                )
         scores = combine(parts, passed)
-        self._assume_best(state, ask, positions, scores, passed)
+        self._assume_best(state, ask, positions, scores, passed, choices)
         return state, positions, scores, unknown
 
     def _passed(self, args: ExtenderArgs) -> tuple[State, Ask, np.ndarray] | None:
