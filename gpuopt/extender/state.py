@@ -345,6 +345,7 @@ class State:
         self._level_domains = {}
         self._fixed = None
         self._device_nodes = {}  # its devices may have changed (E8)
+        self._selection = None  # CEL answers are kept by device key
         self._reaching = None
         self._held = None
         self.changes += 1
