@@ -930,6 +930,46 @@ def servable_devices(node: DeviceNode) -> dict[str, Fraction]:
     return found
 
 
+def servable_costs(node: DeviceNode) -> dict[str, Fraction]:
+    """What taking each device of ``node`` alone would remove from :func:`servable`: the
+    device's own part, and every servable device whose counters no longer fit beside
+    its draw (a MIG placement cuts its whole GPU and the placements overlapping it).
+    One pass over the devices drawing on each counter set; for ordering a search, not
+    for judging (a shareable device is counted as taken whole)."""
+    standing = _standing(node)
+    worth = servable_devices(node)
+    draws: list[dict[tuple[str, str, str], dict[str, Fraction]]] = []
+    by_set: defaultdict[tuple[str, str, str], list[int]] = defaultdict(list)
+    for position, device in enumerate(standing.devices):
+        drawn: dict[tuple[str, str, str], dict[str, Fraction]] = {}
+        if not standing.drawn[position] and standing.unknown_draw[position] is None:
+            for consumed in device.consumes_counters:
+                key = (device.driver, device.pool, consumed.counter_set)
+                drawn[key] = {name: amount(text) for name, text in consumed.counters.items()}
+                by_set[key].append(position)
+        draws.append(drawn)
+    costs: dict[str, Fraction] = {}
+    for position, device in enumerate(standing.devices):
+        cost = worth.get(device.key, Fraction(0))
+        cut: set[int] = set()
+        for key, mine in draws[position].items():
+            left = standing.available.get(key, {})
+            for other in by_set[key]:
+                if other == position or other in cut:
+                    continue
+                if standing.devices[other].key not in worth:
+                    continue
+                theirs = draws[other][key]
+                if any(
+                    value + theirs.get(name, Fraction(0)) > left.get(name, Fraction(0))
+                    for name, value in mine.items()
+                ):
+                    cut.add(other)
+        cost += sum((worth[standing.devices[other].key] for other in cut), Fraction(0))
+        costs[device.key] = cost
+    return costs
+
+
 # ---- a pod of a cluster snapshot ----
 
 
@@ -1012,6 +1052,7 @@ __all__ = [
     "fit_nodes",
     "fits",
     "servable",
+    "servable_costs",
     "servable_devices",
     "tolerates",
     "untolerated",

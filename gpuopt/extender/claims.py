@@ -33,9 +33,9 @@ from gpuopt.cluster.devicefit import (
     claims_fit,
     device_fit,
     servable,
-    servable_devices,
+    servable_costs,
 )
-from gpuopt.cluster.devices import AllocatedDevice, Device, ResourceClaim
+from gpuopt.cluster.devices import AllocatedDevice, ResourceClaim
 from gpuopt.errors import ProblemError
 from gpuopt.extender.wire import BadRequest
 
@@ -45,9 +45,9 @@ if TYPE_CHECKING:
     from gpuopt.readers.kubectl.dra_state import PodClaimRef
 
 #: Device orders tried per node when choosing devices (E9): the search's first set in
-#: each; the node's devices beyond ``ORDERED_DEVICES`` are not ranked one by one.
-ORDERS = 3
-ORDERED_DEVICES = 96
+#: each (least cost first, then the node's order: the search's plain answer, then the
+#: node's order reversed).
+ORDERS = 2
 
 
 def claim_refs(pod: Mapping[str, Any]) -> tuple[PodClaimRef, ...]:
@@ -145,34 +145,6 @@ class Choice:
         return self.before - self.after
 
 
-def _with(node: DeviceNode, picks: Sequence[Device], pod_id: str) -> DeviceNode:
-    """``node`` with the devices ``picks`` allocated whole (their shareable capacity all
-    taken) to one claim of pod ``pod_id``: what taking each costs, for ordering."""
-    if not picks:
-        return node
-    taken = ResourceClaim.model_construct(
-        id=f"{pod_id}#chosen",
-        requests=[],
-        constraints=[],
-        allocated=[
-            AllocatedDevice.model_construct(
-                request="cost",
-                driver=device.driver,
-                pool=device.pool,
-                device=device.name,
-                consumed_capacity={},
-                share_id=None,
-            )
-            for device in picks
-        ],
-        node=node.name,
-        pods=[pod_id],
-        template=None,
-        extended_resource=False,
-    )
-    return DeviceNode(node.name, node.devices, node.counters, (*node.allocated, taken))
-
-
 def _claims_with_picks(
     claims: Sequence[ResourceClaim], picks: Sequence[Pick], node: DeviceNode, pod_id: str
 ) -> tuple[ResourceClaim, ...]:
@@ -220,22 +192,22 @@ def choose_devices(
     count), the node's order, and its reverse. None when the claims do not fit."""
     node = state.device_node(pos, without=pending.id)
     waiting = [claim for claim in claims if claim.allocated is None]
-    first = claims_fit(node, claims, selection)
+    own = pending.id in state.assumed_claims
+    ids = tuple(claim.id for claim in claims)
+    first = None if own else state.fits.get((pending.id, pos, ids))  # the filter's, if kept
+    if first is None:
+        first = claims_fit(node, claims, selection)
     if not first.fits:
         return None
-    before = servable(node)
+    if own:
+        before = servable(node)
+        cost = servable_costs(node)
+    else:
+        before, cost = state.servable(pos)
     if not waiting:
         return Choice(node.name, (), before, before)
     devices = list(node.devices)
-    sequences: list[list[Device]] = []
-    if len(devices) <= ORDERED_DEVICES and orders >= 1:
-        cost = {}
-        for device in devices:
-            alone = servable_devices(_with(node, [device], pending.id))
-            cost[device.key] = before - sum(alone.values(), Fraction(0))
-        sequences.append(sorted(devices, key=lambda device: cost[device.key]))
-    sequences.append(devices)
-    sequences.append(devices[::-1])
+    sequences = [sorted(devices, key=lambda device: cost[device.key]), devices, devices[::-1]]
     best: Choice | None = None
     tried: set[tuple[str, ...]] = set()
     for sequence in sequences[: max(1, orders)]:
@@ -274,7 +246,6 @@ def assumed_claims(
 
 
 __all__ = [
-    "ORDERED_DEVICES",
     "ORDERS",
     "Choice",
     "Resolved",

@@ -32,6 +32,10 @@ class Fit:
     reasons: dict[int, tuple[str, bool]]  # position -> (sentence, unresolvable)
 
 
+#: Device-fit answers a state keeps for prioritize (E9) before it forgets them all.
+FITS_KEPT = 65_536
+
+
 def _nodes_word(count: int) -> str:
     return "1 GPU" if count == 1 else f"{count} GPUs"
 
@@ -252,9 +256,13 @@ def _device_rules(
         return
     selection = state.selection()
     pod_id = ask.pending.id
+    if len(state.fits) > FITS_KEPT:
+        state.fits = {}
+    ids = tuple(claim.id for claim in resolved.claims)
     for pos in positions.tolist():
         node = state.device_node(pos, without=pod_id)
         answer = claims_fit(node, resolved.claims, selection)
+        state.fits[pod_id, pos, ids] = answer  # for prioritize (E9), until the devices change
         if answer.fits:
             continue
         if answer.status == "unknown":

@@ -20,6 +20,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from gpuopt.cluster.fields import ItemId, KubeName, Moment
 from gpuopt.cluster.model import Cluster, Pending, priority_value
 from gpuopt.errors import ProblemError
+from gpuopt.extender.claims import claim_refs
 from gpuopt.extender.wire import BadRequest
 
 if TYPE_CHECKING:
@@ -99,8 +100,6 @@ def read_pod(
             )
     level = annotations.get(LEVEL_ANNOTATION) if isinstance(annotations, dict) else None
     hp = cluster.hp_priority if cluster is not None else read.hp_priority
-    from gpuopt.extender.claims import claim_refs
-
     refs = claim_refs(item)
     ignored = tuple(
         sorted(

@@ -14,10 +14,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
-from gpuopt.cluster.devicefit import DeviceNode, Selection
+from gpuopt.cluster.devicefit import DeviceNode, Selection, servable, servable_costs
+from gpuopt.cluster.devicefit import Fit as DeviceFit
 from gpuopt.cluster.devices import Device, ResourceClaim
 from gpuopt.cluster.interconnect import (
     MAX_TOPOLOGY_GPUS,
@@ -130,6 +132,15 @@ class State:
     #: :meth:`device_node`'s answers, :meth:`claims_by_id`, :meth:`claim_templates`, the
     #: allocated claims by device key, and the :class:`Selection` (E8), built on first use
     _device_nodes: dict[int, DeviceNode] = field(init=False, default_factory=dict)
+    #: per node position, its servable count and each device's cost (E9), on first use
+    _servable: dict[int, tuple[Fraction, dict[str, Fraction]]] = field(
+        init=False, default_factory=dict
+    )
+    #: (pod id, node position, its claims' ids) -> claims_fit's answer (E8), so that
+    #: prioritize does not search again what its filter searched
+    fits: dict[tuple[str, int, tuple[str, ...]], DeviceFit] = field(
+        init=False, default_factory=dict
+    )
     _claims_by_id: dict[str, ResourceClaim] | None = field(init=False, default=None)
     _templates: dict[str, ResourceClaim] | None = field(init=False, default=None)
     _held: dict[str, list[ResourceClaim]] | None = field(init=False, default=None)
@@ -345,6 +356,8 @@ class State:
         self._level_domains = {}
         self._fixed = None
         self._device_nodes = {}  # its devices may have changed (E8)
+        self._servable = {}
+        self.fits = {}
         self._selection = None  # CEL answers are kept by device key
         self._reaching = None
         self._held = None
@@ -578,6 +591,16 @@ class State:
             self._device_nodes[pos] = found
         return found
 
+    def servable(self, pos: int) -> tuple[Fraction, dict[str, Fraction]]:
+        """The node at ``pos``'s servable count and each device's cost (E9:
+        :func:`~gpuopt.cluster.devicefit.servable`, :func:`~.servable_costs`), once per
+        node until its devices or their allocations change."""
+        found = self._servable.get(pos)
+        if found is None:
+            node = self.device_node(pos)
+            found = self._servable[pos] = (servable(node), servable_costs(node))
+        return found
+
     def assume_claims(self, pod_id: str, claims: tuple[ResourceClaim, ...]) -> None:
         """Count ``claims`` (allocated on the devices chosen for pod ``pod_id``) as taken
         (E10), until :meth:`forget_claims`."""
@@ -591,6 +614,8 @@ class State:
 
     def _devices_changed(self) -> None:
         self._device_nodes = {}
+        self._servable = {}
+        self.fits = {}
         self._held = None
         self.changes += 1
 
