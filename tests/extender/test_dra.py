@@ -22,6 +22,7 @@ from gpuopt.cluster.devicecheck import brute_force, violations
 from gpuopt.cluster.devicefit import DeviceNode, device_node, fits, servable
 from gpuopt.cluster.devices import ResourceClaim
 from gpuopt.cluster.model import Cluster, Node
+from gpuopt.extender.check import filter_violations
 from gpuopt.extender.claims import choose_devices, resolve
 from gpuopt.extender.engine import Extender
 from gpuopt.extender.wire import ExtenderArgs
@@ -83,6 +84,9 @@ def test_each_fixture_filter_and_prioritize_keep_device_fit(folder: str) -> None
         assert state is not None
         ask = extender.ask(pod, state)
         claims = resolve(state, ask.pending, ask.claim_refs).claims
+        if not pod["spec"].get("nodeName"):  # the checker places it: a running pod is there
+            # the extender's own checker (E2-E4 and E8, node by node, no cache)
+            assert filter_violations(cluster, ask, names, answer) == [], (folder, pod_id(pod))
         for name in names:
             judged = fits(cluster, pod_id(pod), name)  # the snapshot's own claims
             if name in answer["NodeNames"]:
@@ -150,6 +154,8 @@ def test_random_dra_nodes_against_brute_force() -> None:
             "status": {"phase": "Pending"},
         }
         answer = extender.filter(args(pod, ["n1", "n2"]))
+        ask = extender.ask(pod, extender.state)
+        assert filter_violations(cluster, ask, ["n1", "n2"], answer) == [], case
         legal = next(brute_force(here, claims, CLASSES), None)
         assert ("n1" in answer["NodeNames"]) == (legal is not None), (case, answer)
         assert "n2" not in answer["NodeNames"]  # no devices at all
@@ -159,7 +165,6 @@ def test_random_dra_nodes_against_brute_force() -> None:
         passed_count += 1
         state = extender.state
         assert state is not None
-        ask = extender.ask(pod, state)
         choice = choose_devices(state, ask.pending, claims, 0, state.selection())
         assert choice is not None
         found = violations(here, claims, CLASSES, choice.picks)
