@@ -9,7 +9,10 @@ seven 1g.5gb, one whole GPU, 4g + 3g, ...), each asked about every node, in turn
 ``--rounds`` times (a new uid each time, so nothing is cached from the last pair).
 
 It prints the median time of a filter and of a prioritize over all nodes, and per node,
-per pod, with assumed bindings off (every pair sees the same cluster).
+per pod, with assumed bindings off (every pair sees the same cluster); then, per pod,
+what the devices E9 chooses take from the servable count of the nodes (``lost``,
+``models/extender.md``) against the set the search finds in the node's own order (what
+a DRA scheduler takes today: the first devices that fit), summed over the nodes.
 
     python benchmarks/extender_dra.py --nodes 50 --rounds 5
 """
@@ -89,15 +92,78 @@ def cluster_of(nodes: int, seed: int) -> Cluster:
                 )
         made.append(Node(id=name, gpus=0, cpus=64, memory=512_000, devices=devices, counters=sets))
     templates = [claim for claim in base.claims if claim.template is not None]
-    return Cluster(nodes=made, claims=[*claims, *templates], device_classes=base.device_classes)
+    small = [
+        ResourceClaim.model_validate(
+            {
+                "id": f"bench/{profile}",
+                "requests": [
+                    {
+                        "name": "mig",
+                        "exactly": {
+                            "name": "mig",
+                            "device_class": "mig.nvidia.com",
+                            "selectors": [
+                                f"device.attributes['gpu.nvidia.com'].profile == '{profile}'"
+                            ],
+                        },
+                    }
+                ],
+            }
+        )
+        for profile in SMALL
+    ]
+    return Cluster(
+        nodes=made, claims=[*claims, *templates, *small], device_classes=base.device_classes
+    )
+
+
+#: Profiles of the one-placement claims (``bench/<profile>``) the last pods name.
+SMALL = ("1g.5gb", "2g.10gb")
 
 
 def pods() -> list[dict[str, Any]]:
-    return [
+    """The waiting pods of the fixture, then one pod per claim of :data:`SMALL`."""
+    found = [
         item
         for item in yaml.safe_load_all(WAITING.read_text())
         if item and item.get("kind") == "Pod"
     ]
+    for profile in SMALL:
+        found.append(
+            {
+                "kind": "Pod",
+                "metadata": {"name": f"one-{profile}", "namespace": "bench"},
+                "spec": {
+                    "containers": [{"name": "c"}],
+                    "resourceClaims": [{"name": "mig", "resourceClaimName": profile}],
+                },
+                "status": {"phase": "Pending"},
+            }
+        )
+    return found
+
+
+def _lost(extender: Extender, pod: dict[str, Any], names: list[str]) -> tuple[int, int]:
+    """Servable devices lost over the nodes ``names``: E9's choice, and the search's set in
+    the node's order."""
+    from gpuopt.cluster.devicefit import DeviceNode, servable
+    from gpuopt.extender.claims import _with_claims, choose_devices, resolve
+
+    state = extender.state
+    assert state is not None
+    ask = extender.ask(pod, state)
+    claims = resolve(state, ask.pending, ask.claim_refs).claims
+    chosen = plain = 0
+    for name in names:
+        pos = state.node_pos[name]
+        choice = choose_devices(state, ask.pending, claims, pos, state.selection())
+        first = choose_devices(state, ask.pending, claims, pos, state.selection(), orders=0)
+        assert choice is not None and first is not None
+        chosen += int(choice.lost)
+        node: DeviceNode = state.device_node(pos)
+        after = servable(_with_claims(node, list(claims), first.picks, ask.pending.id))
+        plain += int(servable(node) - after)
+    return chosen, plain
 
 
 def main() -> None:
@@ -117,7 +183,10 @@ def main() -> None:
     for pod in pods():
         filters, scores, passed = [], [], 0
         for round_ in range(options.rounds):
-            item = {**pod, "metadata": {**pod["metadata"], "uid": f"u-{round_}"}}
+            item = {
+                **pod,
+                "metadata": {**pod["metadata"], "uid": f"{pod['metadata']['name']}-{round_}"},
+            }
             item["metadata"]["resourceVersion"] = "1"
             args = ExtenderArgs(pod=item, node_names=names, nodes=None, node_list=None)
             start = time.perf_counter()
@@ -132,10 +201,12 @@ def main() -> None:
             scores.append(time.perf_counter() - start)
         filter_ms = statistics.median(filters) * 1e3
         score_ms = statistics.median(scores) * 1e3
+        lost = _lost(extender, item, answer["NodeNames"])
         print(
             f"{pod['metadata']['name']:>16}: filter {filter_ms:7.1f} ms "
             f"({filter_ms / len(names):.2f} per node), {passed:3d} pass; prioritize "
-            f"{score_ms:7.1f} ms ({score_ms / max(passed, 1):.2f} per node passed)"
+            f"{score_ms:7.1f} ms ({score_ms / max(passed, 1):.2f} per node passed); "
+            f"lost {lost[0]} (E9) vs {lost[1]} (first fit)"
         )
 
 

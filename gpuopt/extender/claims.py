@@ -208,6 +208,8 @@ def choose_devices(
         return Choice(node.name, (), before, before)
     devices = list(node.devices)
     sequences = [sorted(devices, key=lambda device: cost[device.key]), devices, devices[::-1]]
+    if orders <= 0:  # the search's plain answer alone (the node's order)
+        sequences = [devices]
     best: Choice | None = None
     tried: set[tuple[str, ...]] = set()
     for sequence in sequences[: max(1, orders)]:
