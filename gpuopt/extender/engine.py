@@ -158,6 +158,9 @@ class Extender:
         #: held while a verb answers and while the state changes in place (a watch's thread)
         self.guard = threading.RLock()
         self._assumed: dict[str, Assumed] = {}  # pod id -> its assumption (L5)
+        #: pod id -> the assumption of a pod settled whose claims are still counted (E10):
+        #: until the state shows them allocated, or its deadline
+        self._claims_kept: dict[str, Assumed] = {}
         self._lock = threading.Lock()
         self._version = 0
         self._state: State | None = None
@@ -205,12 +208,31 @@ class Extender:
                 task = assumed.task
                 if pod_id in state.by_id or task.node not in state.node_pos:
                     del self._assumed[pod_id]  # bound (the watch saw it) or its node is gone
+                    if assumed.claims and task.node in state.node_pos:
+                        self._claims_kept[pod_id] = assumed
                 else:
                     state.add(task)
-                    if assumed.claims:
-                        state.assume_claims(pod_id, assumed.claims)
+                    self._carry_claims(state, pod_id, assumed)
+            now = self.clock()
+            for pod_id, assumed in list(self._claims_kept.items()):
+                if assumed.deadline <= now or not self._carry_claims(state, pod_id, assumed):
+                    del self._claims_kept[pod_id]
             self._state = state
             self.touched()
+
+    @staticmethod
+    def _carry_claims(state: State, pod_id: str, assumed: Assumed) -> bool:
+        """Count on ``state`` the claims of ``assumed`` that ``state`` does not show
+        allocated yet (E10); whether any is still counted."""
+        known = state.claims_by_id()
+        waiting = tuple(
+            claim
+            for claim in assumed.claims
+            if claim.id not in known or known[claim.id].allocated is None
+        )
+        if waiting:
+            state.assume_claims(pod_id, waiting)
+        return bool(waiting)
 
     def touched(self) -> None:
         """The state changed in place (a watched event): what was built from it goes."""
@@ -262,15 +284,25 @@ class Extender:
             if found is None:
                 return None
             state = self._state
-            if state is not None:
-                state.forget_claims(pod_id)
-            merged = self._merged
-            if merged is not None:
-                merged.forget_claims(pod_id)
+            if found.claims and found.deadline > self.clock():
+                # E10: the claims stay counted until a read shows them allocated (the watch
+                # may show the pod bound before its claims' status) or the deadline
+                self._claims_kept[pod_id] = found
+            else:
+                self._forget_claims(pod_id)
             if state is not None and state.by_id.get(pod_id) is found.task:
                 state.drop(pod_id)
                 self._follow(found.task, None)
             return found.task
+
+    def _forget_claims(self, pod_id: str) -> None:
+        """Stop counting the claims assumed for ``pod_id`` (E10), on the state and on a
+        full-mode request's state."""
+        self._claims_kept.pop(pod_id, None)
+        if self._state is not None:
+            self._state.forget_claims(pod_id)
+        if self._merged is not None:
+            self._merged.forget_claims(pod_id)
 
     def expire(self) -> int:
         """Drop the assumptions older than ``assume_ttl`` (L5); returns how many.
@@ -279,11 +311,14 @@ class Extender:
         while ``assume_ttl`` stays their deadlines are in that order and the search stops
         at the first one still due: a request does not walk the thousands of assumptions
         a burst leaves."""
-        if not self._assumed:
+        if not self._assumed and not self._claims_kept:
             return 0
         with self.guard:
             now = self.clock()
             gone = 0
+            for pod_id, kept in list(self._claims_kept.items()):
+                if kept.deadline <= now:
+                    self._forget_claims(pod_id)
             while self._assumed:
                 pod_id, found = next(iter(self._assumed.items()))
                 if found.deadline > now:
@@ -313,6 +348,7 @@ class Extender:
         pod_id = ask.pending.id
         base = self._state
         self.settle(pod_id)  # a later prioritize replaces the assumption
+        self._forget_claims(pod_id)
         if base is None or pod_id in base.by_id:
             return  # no state to count it in, or the watch already sees it bound
         allowed = np.flatnonzero(passed)

@@ -192,3 +192,40 @@ def test_a_server_without_dra_is_watched_without_it(tmp_path: Path) -> None:
             assert call(app, "POST", "/filter", json=body).json()["NodeNames"] == ["a"]
         finally:
             app.state.on_stop()
+
+
+def test_assumed_devices_stay_taken_until_the_claim_shows_allocated() -> None:
+    """E10 on a watched state: the pod's chosen devices count from prioritize on; when the
+    watch shows the pod bound before its claim's allocation, they still count; once a
+    read shows the claim allocated, the claim itself holds them."""
+    from gpuopt.live.api import PODS
+
+    now = [0.0]
+    live = LiveCluster(rebuild_after=3600, assume_ttl=30.0, clock=lambda: now[0])
+    objects = [*mixed_objects(), claim_obj("two", 2), claim_obj("one", 1)]
+    for resource in WATCHED:
+        live.replace(resource, [obj for obj in objects if obj["kind"] == resource.kind])
+    live.flush()
+    first, second = new_pod("two"), new_pod("one")
+    first["metadata"].update(name="first", uid="u-first")
+    second["metadata"].update(name="second", uid="u-second")
+    names = ["dp-node", "dra-node"]
+    args = ExtenderArgs(pod=first, node_names=names, nodes=None, node_list=None)
+    assert live.extender.filter(args)["NodeNames"] == ["dra-node"]  # gpu-2 and gpu-3
+    live.extender.scores(args)
+    assert live.extender.assumed == {"ml/first": "dra-node"}
+    assert filtered(live, second)["NodeNames"] == []  # E10: gpu-2, gpu-3 assumed taken
+    bound = copy.deepcopy(first)
+    bound["spec"]["nodeName"] = "dra-node"
+    bound["status"] = {"phase": "Running"}
+    live.apply(PODS, "ADDED", bound)  # the watch sees it bound, the claim not yet
+    assert live.extender.assumed == {}
+    # the node settled in place offers no devices until the full read (never a wrong yes)
+    assert filtered(live, second)["NodeNames"] == []
+    assert live.flush()  # read whole: the claim is not allocated in what was read
+    assert filtered(live, second)["NodeNames"] == []  # its chosen devices still count
+    live.apply(RESOURCE_CLAIMS, "MODIFIED", claim_obj("two", 2, ["gpu-2", "gpu-3"]))
+    assert live.flush()
+    state = live.extender.state
+    assert state is not None and state.assumed_claims == {}  # the claim holds them now
+    assert filtered(live, second)["NodeNames"] == []
