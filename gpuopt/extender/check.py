@@ -22,10 +22,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gpuopt.cluster.devicefit import DeviceNode, Selection, claims_fit, device_node
 from gpuopt.cluster.interconnect import MAX_TOPOLOGY_GPUS, node_bandwidth
 from gpuopt.cluster.model import Cluster, Node, Task, priority_value
 from gpuopt.cluster.rules import PodTerms, budget_allowance, refusal
 from gpuopt.cluster.shares import MILLI, layout
+from gpuopt.extender.claims import Resolved, resolve
 from gpuopt.extender.pod import Ask
 from gpuopt.extender.wire import MAX_SCORE
 from gpuopt.placement.node.problem import NodeRequest
@@ -42,7 +44,8 @@ class Judge:
         self.ask = ask
         gone = set(removed)
         self.gone = gone
-        self._selection: Any = None
+        self._selection: Selection | None = None
+        self._resolved: Resolved | None = None  # the pod's claims, found once
         self.tasks = [task for task in cluster.tasks if task.id not in gone]
         self.nodes = {node.id: node for node in cluster.nodes}
         self.on: dict[str, list[Task]] = {}
@@ -98,11 +101,12 @@ class Judge:
         own, the stopped pods' claims given back."""
         if not self.ask.claim_refs:
             return None
-        from gpuopt.cluster.devicefit import DeviceNode, Selection, claims_fit, device_node
-        from gpuopt.extender.claims import resolve
         from gpuopt.extender.state import State
 
-        resolved = resolve(State(self.cluster, 0, "check"), self.ask.pending, self.ask.claim_refs)
+        if self._resolved is None:
+            state = State(self.cluster, 0, "check")
+            self._resolved = resolve(state, self.ask.pending, self.ask.claim_refs)
+        resolved = self._resolved
         if resolved.missing is not None:
             return resolved.missing
         here = device_node(self.cluster, node_id)
