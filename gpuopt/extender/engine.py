@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuopt.cluster.devices import ResourceClaim
+from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX, ResourceClaim
 from gpuopt.cluster.model import Cluster, Node, Task, scaled
 from gpuopt.errors import ProblemError
 from gpuopt.extender.claims import Choice, assumed_claims
@@ -413,6 +413,8 @@ class Extender:
         base = self._state
         if laid is not None:
             source = laid[1]
+            if base is not None and name in base.node_pos:
+                source = _with_devices(source, base.cluster.nodes[base.node_pos[name]])
         elif base is not None and name in base.node_pos:
             source = base.cluster.nodes[base.node_pos[name]]
         else:
@@ -476,6 +478,8 @@ class Extender:
             )
             self._version += 1
             merged = self._merged = State(cluster, self._version, "request")
+            if base is not None and base.assumed_claims:  # E10: they count here too
+                merged.assumed_claims = dict(base.assumed_claims)
             return merged
 
     # ------------------------------------------------------------------ the pod
@@ -731,6 +735,24 @@ def _over(node: Node, tasks: Sequence[Task]) -> bool:
     )
 
 
+def _with_devices(fresh: Node, known: Node) -> Node:
+    """The request's node ``fresh`` with the DRA facts of the snapshot's node ``known``
+    (E8): a v1.Node carries no devices, so its devices, counter sets, GPUs (R2 counts
+    its free DRA GPUs among them) and ``dra.gpuopt.io/<class>`` resources are the
+    snapshot's."""
+    if not (known.devices or known.counters):
+        return fresh
+    dra = {k: v for k, v in known.resources.items() if k.startswith(DRA_RESOURCE_PREFIX)}
+    return fresh.model_copy(
+        update={
+            "devices": known.devices,
+            "counters": known.counters,
+            "gpus": max(fresh.gpus, known.gpus),
+            "resources": {**fresh.resources, **dra},
+        }
+    )
+
+
 def _overlay_cluster(base: Cluster | None, nodes: list[Node]) -> Cluster:
     """``base`` with ``nodes`` in place of its nodes of the same name (others added, empty);
     a node whose snapshot pods now hold more than it has is locked, as the reader does."""
@@ -738,7 +760,9 @@ def _overlay_cluster(base: Cluster | None, nodes: list[Node]) -> Cluster:
     if base is None:  # no snapshot: the nodes are taken as empty
         levels = list(dict.fromkeys(lv for n in nodes for lv in n.topology))
         return Cluster(nodes=nodes, levels=levels)
-    merged = [fresh.pop(node.id, node) for node in base.nodes] + list(fresh.values())
+    merged = [
+        _with_devices(fresh.pop(node.id), node) if node.id in fresh else node for node in base.nodes
+    ] + list(fresh.values())
     held: dict[str, list[Task]] = {}
     for task in base.tasks:
         held.setdefault(task.node, []).append(task)

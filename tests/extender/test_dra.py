@@ -333,3 +333,39 @@ def test_the_http_app_on_a_dra_fixture() -> None:
     assert found["FailedAndUnresolvableNodes"]["dp-node"].startswith("DF3")
     scores = {entry["Host"]: entry["Score"] for entry in asyncio.run(post("/prioritize"))}
     assert scores["dp-node"] == 0 and set(scores) == {"dp-node", "dra-node"}
+
+
+def test_full_mode_keeps_device_fit_and_assumed_devices() -> None:
+    """Full mode (v1.Node objects in the request, laid over the snapshot): the devices
+    are the snapshot's (a v1.Node has none), and devices assumed for one pod count for the
+    next (E10), on the state built for the request."""
+    cluster, _ = read_kubernetes(DRA / "mixed")
+    extender = Extender(cluster, assume_ttl=30.0, clock=lambda: 0.0)
+    objects = [
+        item
+        for document in yaml.safe_load_all((DRA / "mixed/cluster.yaml").read_text())
+        if document
+        for item in (document["items"] if document["kind"] == "List" else [document])
+    ]
+    nodes = [item for item in objects if item["kind"] == "Node"]
+    template = next(
+        p for p in pods_with_claims(DRA / "mixed") if p["metadata"]["name"] == "dra-wait"
+    )
+
+    def full(name: str) -> ExtenderArgs:
+        pod = yaml.safe_load(yaml.safe_dump(template))
+        pod["metadata"].update(name=name, uid=f"u-{name}", resourceVersion="1")
+        return ExtenderArgs(pod=pod, node_names=None, nodes=nodes, node_list={})
+
+    def passed(answer: dict[str, Any]) -> list[str]:
+        return [item["metadata"]["name"] for item in (answer["Nodes"] or {}).get("items") or []]
+
+    # dra-node: gpu-0 and gpu-1 held by dra-train, gpu-2 and gpu-3 free
+    for name in ("a", "b"):
+        args = full(name)
+        assert passed(extender.filter(args)) == ["dra-node"], name
+        extender.scores(args)
+    assert extender.assumed == {"ml/a": "dra-node", "ml/b": "dra-node"}
+    third = extender.filter(full("c"))
+    assert passed(third) == []
+    assert third["FailedNodes"]["dra-node"].startswith("DF")  # both free GPUs assumed taken
