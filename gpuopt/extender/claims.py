@@ -8,9 +8,9 @@
   template makes (a waiting pod's). A claim or template the state does not
   have is named in one sentence (E8: the pod is refused on every node, not
   unresolvable).
-- :func:`judge` is the filter's device rule (E8): DF1-DF8 on each node by
-  :func:`~gpuopt.cluster.devicefit.claims_fit`, one
-  :class:`~gpuopt.cluster.devicefit.Selection` per request.
+- The filter's device rule (E8, :mod:`gpuopt.extender.fit`) asks
+  :func:`~gpuopt.cluster.devicefit.claims_fit` on each node, with the state's
+  one :class:`~gpuopt.cluster.devicefit.Selection`.
 - :func:`choose_devices` is E9: among a few device sets the search finds on a
   node (the node's devices in a few orders), the one that leaves the most of
   the node servable (:func:`~gpuopt.cluster.devicefit.servable`).
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from gpuopt.cluster.devicefit import (
     DeviceNode,
-    Fit,
     Pick,
     Selection,
     claims_fit,
@@ -113,20 +112,6 @@ def resolve(state: State, pending: Pending, refs: Sequence[PodClaimRef]) -> Reso
                 f"cluster state ({state.source}) yet; the pod is answered once it is.",
             )
     return Resolved(tuple(ctx.dra.claims[claim_id] for claim_id in ids))
-
-
-def judge(
-    state: State,
-    pending: Pending,
-    claims: Sequence[ResourceClaim],
-    positions: Sequence[int],
-    selection: Selection,
-) -> dict[int, Fit]:
-    """E8: DF1-DF8 for the pod's ``claims`` on each node at ``positions``."""
-    return {
-        pos: claims_fit(state.device_node(pos, without=pending.id), claims, selection)
-        for pos in positions
-    }
 
 
 @dataclass(frozen=True)
@@ -254,6 +239,5 @@ __all__ = [
     "assumed_claims",
     "choose_devices",
     "claim_refs",
-    "judge",
     "resolve",
 ]
