@@ -25,6 +25,10 @@ full-mode request laid over it. It is plain Python with no HTTP in it;
   binpack (fullest first, whole free nodes kept for whole-node jobs), FGD's
   fragmentation change for the configured workload, and the pod's
   preferred topology level.
+- :mod:`gpuopt.extender.claims`, a pod's **DRA claims** (E8-E10): found in the
+  state by the kubectl reader's resolver, judged on each node by device fit
+  (DF1-DF8, a rule of the filter), devices chosen per node by what they leave
+  servable (a part of the score), and the chosen devices assumed taken.
 - :mod:`gpuopt.extender.preempt`, **preempt** (E6): per node, the victim set
   kube-scheduler proposes is kept only as far as gpuopt agrees: never a pod
   at or above the pod's priority or one the model never stops (K8, as
