@@ -215,16 +215,19 @@ def served_kinds(api: Any) -> list[Any]:
     """The watched kinds (``WATCHED``) the API server serves: PodGroups are a custom
     resource (``scheduling.x-k8s.io``) most clusters do not have, and a kind that
     cannot be listed would never sync (a 404 on its list: left out, logged)."""
-    from gpuopt.live.api import POD_GROUPS, WATCHED, ApiError, NotFound
+    from gpuopt.live.api import DRA, POD_GROUPS, WATCHED, ApiError, NotFound
 
     kinds = list(WATCHED)
-    try:
-        api.list(POD_GROUPS)
-    except NotFound:
-        kinds.remove(POD_GROUPS)
-        log.info("PodGroups (%s) are not served here: not watched", POD_GROUPS.api_version)
-    except ApiError:
-        pass  # another failure: the watch backs off and tries again (L2)
+    for optional in (POD_GROUPS, *DRA):  # DRA: resource.k8s.io/v1 from Kubernetes 1.34
+        try:
+            api.list(optional)
+        except NotFound:
+            kinds.remove(optional)
+            log.info(
+                "%s (%s) are not served here: not watched", optional.plural, optional.api_version
+            )
+        except ApiError:
+            pass  # another failure: the watch backs off and tries again (L2)
     return kinds
 
 

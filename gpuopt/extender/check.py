@@ -22,10 +22,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gpuopt.cluster.devicefit import DeviceNode, Selection, claims_fit, device_node
 from gpuopt.cluster.interconnect import MAX_TOPOLOGY_GPUS, node_bandwidth
 from gpuopt.cluster.model import Cluster, Node, Task, priority_value
 from gpuopt.cluster.rules import PodTerms, budget_allowance, refusal
 from gpuopt.cluster.shares import MILLI, layout
+from gpuopt.extender.claims import Resolved, resolve
 from gpuopt.extender.pod import Ask
 from gpuopt.extender.wire import MAX_SCORE
 from gpuopt.placement.node.problem import NodeRequest
@@ -41,6 +43,9 @@ class Judge:
         self.cluster = cluster
         self.ask = ask
         gone = set(removed)
+        self.gone = gone
+        self._selection: Selection | None = None
+        self._resolved: Resolved | None = None  # the pod's claims, found once
         self.tasks = [task for task in cluster.tasks if task.id not in gone]
         self.nodes = {node.id: node for node in cluster.nodes}
         self.on: dict[str, list[Task]] = {}
@@ -86,7 +91,38 @@ class Judge:
                 return f"N3: no {self.ask.gpus} free GPUs at {self.ask.min_bandwidth:g} GB/s"
         broken = self.terms.move(pending.id, WAITING, node_id)  # K5
         self.terms.move(pending.id, node_id, WAITING)
-        return broken[0] if broken else None
+        if broken:
+            return broken[0]
+        return self._devices(node_id)
+
+    def _devices(self, node_id: str) -> str | None:
+        """E8: the pod's claims on the node as the snapshot's own pieces read it: the node
+        by :func:`~gpuopt.cluster.devicefit.device_node` (no cache), a selection of its
+        own, the stopped pods' claims given back."""
+        if not self.ask.claim_refs:
+            return None
+        from gpuopt.extender.state import State
+
+        if self._resolved is None:
+            state = State(self.cluster, 0, "check")
+            self._resolved = resolve(state, self.ask.pending, self.ask.claim_refs)
+        resolved = self._resolved
+        if resolved.missing is not None:
+            return resolved.missing
+        here = device_node(self.cluster, node_id)
+        kept = tuple(
+            claim
+            for claim in here.allocated
+            if claim.allocated and (not claim.pods or set(claim.pods) - self.gone)
+        )
+        if self._selection is None:
+            self._selection = Selection(self.cluster.device_classes)
+        answer = claims_fit(
+            DeviceNode(here.name, here.devices, here.counters, kept),
+            resolved.claims,
+            self._selection,
+        )
+        return None if answer.fits else answer.reason or answer.status
 
 
 def _brute_force(matrix: Sequence[Sequence[float]], used: list[int], request: NodeRequest) -> Any:

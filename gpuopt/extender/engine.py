@@ -25,6 +25,10 @@ full-mode request laid over it. It is plain Python with no HTTP in it;
   binpack (fullest first, whole free nodes kept for whole-node jobs), FGD's
   fragmentation change for the configured workload, and the pod's
   preferred topology level.
+- :mod:`gpuopt.extender.claims`, a pod's **DRA claims** (E8-E10): found in the
+  state by the kubectl reader's resolver, judged on each node by device fit
+  (DF1-DF8, a rule of the filter), devices chosen per node by what they leave
+  servable (a part of the score), and the chosen devices assumed taken.
 - :mod:`gpuopt.extender.preempt`, **preempt** (E6): per node, the victim set
   kube-scheduler proposes is kept only as far as gpuopt agrees: never a pod
   at or above the pod's priority or one the model never stops (K8, as
@@ -46,8 +50,10 @@ from typing import Any
 
 import numpy as np
 
+from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX, ResourceClaim
 from gpuopt.cluster.model import Cluster, Node, Task, scaled
 from gpuopt.errors import ProblemError
+from gpuopt.extender.claims import Choice, assumed_claims
 
 # ``X as X``: names that lived here before the decisions were split, still importable from here
 from gpuopt.extender.fit import Fit as Fit
@@ -64,6 +70,7 @@ from gpuopt.extender.scores import (
     Fragmentation,
     binpack_scores,
     combine,
+    device_scores,
     topology_scores,
 )
 from gpuopt.extender.state import State
@@ -96,6 +103,8 @@ class Assumed:
 
     task: Task
     deadline: float
+    #: its claims allocated on the devices chosen for it (E10)
+    claims: tuple[ResourceClaim, ...] = ()
 
 
 @dataclass
@@ -153,6 +162,9 @@ class Extender:
         #: held while a verb answers and while the state changes in place (a watch's thread)
         self.guard = threading.RLock()
         self._assumed: dict[str, Assumed] = {}  # pod id -> its assumption (L5)
+        #: pod id -> the assumption of a pod settled whose claims are still counted (E10):
+        #: until the state shows them allocated, or its deadline
+        self._claims_kept: dict[str, Assumed] = {}
         self._lock = threading.Lock()
         self._version = 0
         self._state: State | None = None
@@ -200,10 +212,31 @@ class Extender:
                 task = assumed.task
                 if pod_id in state.by_id or task.node not in state.node_pos:
                     del self._assumed[pod_id]  # bound (the watch saw it) or its node is gone
+                    if assumed.claims and task.node in state.node_pos:
+                        self._claims_kept[pod_id] = assumed
                 else:
                     state.add(task)
+                    self._carry_claims(state, pod_id, assumed)
+            now = self.clock()
+            for pod_id, assumed in list(self._claims_kept.items()):
+                if assumed.deadline <= now or not self._carry_claims(state, pod_id, assumed):
+                    del self._claims_kept[pod_id]
             self._state = state
             self.touched()
+
+    @staticmethod
+    def _carry_claims(state: State, pod_id: str, assumed: Assumed) -> bool:
+        """Count on ``state`` the claims of ``assumed`` that ``state`` does not show
+        allocated yet (E10); whether any is still counted."""
+        known = state.claims_by_id()
+        waiting = tuple(
+            claim
+            for claim in assumed.claims
+            if claim.id not in known or known[claim.id].allocated is None
+        )
+        if waiting:
+            state.assume_claims(pod_id, waiting)
+        return bool(waiting)
 
     def touched(self) -> None:
         """The state changed in place (a watched event): what was built from it goes."""
@@ -255,10 +288,25 @@ class Extender:
             if found is None:
                 return None
             state = self._state
+            if found.claims and found.deadline > self.clock():
+                # E10: the claims stay counted until a read shows them allocated (the watch
+                # may show the pod bound before its claims' status) or the deadline
+                self._claims_kept[pod_id] = found
+            else:
+                self._forget_claims(pod_id)
             if state is not None and state.by_id.get(pod_id) is found.task:
                 state.drop(pod_id)
                 self._follow(found.task, None)
             return found.task
+
+    def _forget_claims(self, pod_id: str) -> None:
+        """Stop counting the claims assumed for ``pod_id`` (E10), on the state and on a
+        full-mode request's state."""
+        self._claims_kept.pop(pod_id, None)
+        if self._state is not None:
+            self._state.forget_claims(pod_id)
+        if self._merged is not None:
+            self._merged.forget_claims(pod_id)
 
     def expire(self) -> int:
         """Drop the assumptions older than ``assume_ttl`` (L5); returns how many.
@@ -267,11 +315,14 @@ class Extender:
         while ``assume_ttl`` stays their deadlines are in that order and the search stops
         at the first one still due: a request does not walk the thousands of assumptions
         a burst leaves."""
-        if not self._assumed:
+        if not self._assumed and not self._claims_kept:
             return 0
         with self.guard:
             now = self.clock()
             gone = 0
+            for pod_id, kept in list(self._claims_kept.items()):
+                if kept.deadline <= now:
+                    self._forget_claims(pod_id)
             while self._assumed:
                 pod_id, found = next(iter(self._assumed.items()))
                 if found.deadline > now:
@@ -281,7 +332,13 @@ class Extender:
             return gone
 
     def _assume_best(
-        self, state: State, ask: Ask, positions: np.ndarray, scores: np.ndarray, passed: np.ndarray
+        self,
+        state: State,
+        ask: Ask,
+        positions: np.ndarray,
+        scores: np.ndarray,
+        passed: np.ndarray,
+        choices: Mapping[int, Choice] | None = None,
     ) -> None:
         """Assume the pod on the node it scored best among those that passed, the first in
         the request's order among equals (L5); a pod assumed before moves there.
@@ -295,6 +352,7 @@ class Extender:
         pod_id = ask.pending.id
         base = self._state
         self.settle(pod_id)  # a later prioritize replaces the assumption
+        self._forget_claims(pod_id)
         if base is None or pod_id in base.by_id:
             return  # no state to count it in, or the watch already sees it bound
         allowed = np.flatnonzero(passed)
@@ -313,7 +371,17 @@ class Extender:
                 scores[equals[equals != best]] = top - 1
         task = ask.pending.as_task(node)
         base.add(task)
-        self._assumed[pod_id] = Assumed(task, self.clock() + self.assume_ttl)
+        held: tuple[ResourceClaim, ...] = ()
+        choice = (choices or {}).get(int(positions[best]))
+        if choice is not None and choice.picks:  # E10: its devices are taken too
+            from gpuopt.extender.claims import resolve
+
+            claims = resolve(state, ask.pending, ask.claim_refs).claims
+            held = assumed_claims(state, ask.pending, claims, choice, int(positions[best]))
+            base.assume_claims(pod_id, held)
+            if state is not base:
+                state.assume_claims(pod_id, held)
+        self._assumed[pod_id] = Assumed(task, self.clock() + self.assume_ttl, held)
         self._follow(task, state)
 
     def _follow(self, task: Task, judged: State | None) -> None:
@@ -349,6 +417,8 @@ class Extender:
         base = self._state
         if laid is not None:
             source = laid[1]
+            if base is not None and name in base.node_pos:
+                source = _with_devices(source, base.cluster.nodes[base.node_pos[name]])
         elif base is not None and name in base.node_pos:
             source = base.cluster.nodes[base.node_pos[name]]
         else:
@@ -412,6 +482,8 @@ class Extender:
             )
             self._version += 1
             merged = self._merged = State(cluster, self._version, "request")
+            if base is not None and base.assumed_claims:  # E10: they count here too
+                merged.assumed_claims = dict(base.assumed_claims)
             return merged
 
     # ------------------------------------------------------------------ the pod
@@ -546,8 +618,20 @@ class Extender:
         topology = topology_scores(state, ask, positions)
         if topology is not None:
             parts.append((WEIGHTS["topology"], topology))
+        choices: dict[int, Choice] = {}
+        if ask.claim_refs:  # E9
+            devices, choices = device_scores(state, ask, positions, passed)
+            parts.append((WEIGHTS["devices"], devices))
+            for pos, choice in choices.items():
+                picked = ", ".join(pick.device for pick in choice.picks)
+                log.debug(
+                    "prioritize %s: node %s devices %s",
+                    ask.pending.id,
+                    state.names[pos],
+                    picked or "(allocated)",
+                )
         scores = combine(parts, passed)
-        self._assume_best(state, ask, positions, scores, passed)
+        self._assume_best(state, ask, positions, scores, passed, choices)
         return state, positions, scores, unknown
 
     def _passed(self, args: ExtenderArgs) -> tuple[State, Ask, np.ndarray] | None:
@@ -655,6 +739,24 @@ def _over(node: Node, tasks: Sequence[Task]) -> bool:
     )
 
 
+def _with_devices(fresh: Node, known: Node) -> Node:
+    """The request's node ``fresh`` with the DRA facts of the snapshot's node ``known``
+    (E8): a v1.Node carries no devices, so its devices, counter sets, GPUs (R2 counts
+    its free DRA GPUs among them) and ``dra.gpuopt.io/<class>`` resources are the
+    snapshot's."""
+    if not (known.devices or known.counters):
+        return fresh
+    dra = {k: v for k, v in known.resources.items() if k.startswith(DRA_RESOURCE_PREFIX)}
+    return fresh.model_copy(
+        update={
+            "devices": known.devices,
+            "counters": known.counters,
+            "gpus": max(fresh.gpus, known.gpus),
+            "resources": {**fresh.resources, **dra},
+        }
+    )
+
+
 def _overlay_cluster(base: Cluster | None, nodes: list[Node]) -> Cluster:
     """``base`` with ``nodes`` in place of its nodes of the same name (others added, empty);
     a node whose snapshot pods now hold more than it has is locked, as the reader does."""
@@ -662,7 +764,9 @@ def _overlay_cluster(base: Cluster | None, nodes: list[Node]) -> Cluster:
     if base is None:  # no snapshot: the nodes are taken as empty
         levels = list(dict.fromkeys(lv for n in nodes for lv in n.topology))
         return Cluster(nodes=nodes, levels=levels)
-    merged = [fresh.pop(node.id, node) for node in base.nodes] + list(fresh.values())
+    merged = [
+        _with_devices(fresh.pop(node.id), node) if node.id in fresh else node for node in base.nodes
+    ] + list(fresh.values())
     held: dict[str, list[Task]] = {}
     for task in base.tasks:
         held.setdefault(task.node, []).append(task)

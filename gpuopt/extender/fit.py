@@ -18,6 +18,7 @@ import numpy as np
 from gpuopt.cluster.kube import PodAffinityTerm
 from gpuopt.cluster.model import scaled
 from gpuopt.cluster.shares import MILLI
+from gpuopt.extender.claims import resolve
 from gpuopt.extender.pod import Ask
 from gpuopt.extender.state import State, node_left
 
@@ -29,6 +30,10 @@ class Fit:
     positions: np.ndarray
     passed: np.ndarray
     reasons: dict[int, tuple[str, bool]]  # position -> (sentence, unresolvable)
+
+
+#: Device-fit answers a state keeps for prioritize (E9) before it forgets them all.
+FITS_KEPT = 65_536
 
 
 def _nodes_word(count: int) -> str:
@@ -54,6 +59,11 @@ def fit(state: State, ask: Ask, positions: np.ndarray, *, explain: bool = True) 
     _extended_rules(state, ask, positions, reasons, open_, explain)
     _gpu_rules(state, ask, positions, reasons, open_, explain)
     _size_rules(state, ask, positions, reasons, open_, explain)
+    if ask.claim_refs:  # E8 (a pod without claims pays this test alone)
+        before = len(reasons)
+        _device_rules(state, ask, positions[open_], reasons)
+        if len(reasons) > before:
+            _close(positions, reasons, open_)
     before = len(reasons)
     _pod_terms(state, ask, positions[open_], reasons)
     if len(reasons) > before:
@@ -229,6 +239,42 @@ def _size_rules(
         )
 
 
+def _device_rules(
+    state: State, ask: Ask, positions: np.ndarray, reasons: dict[int, tuple[str, bool]]
+) -> None:
+    """E8: the pod's DRA claims on each node at ``positions`` (DF1-DF8 by
+    :func:`~gpuopt.cluster.devicefit.claims_fit`, one CEL selection for every node): a
+    node passes only on *fits*. *Refused* is unresolvable when the claims do not fit the
+    node with nothing allocated either (or DF1: allocated on another node); *unknown*
+    and a claim the state does not have refuse, resolvable (it may appear)."""
+    from gpuopt.cluster.devicefit import DeviceNode, claims_fit
+
+    resolved = resolve(state, ask.pending, ask.claim_refs)
+    if resolved.missing is not None:
+        for pos in positions.tolist():
+            reasons[pos] = (resolved.missing, False)
+        return
+    selection = state.selection()
+    pod_id = ask.pending.id
+    if len(state.fits) > FITS_KEPT:
+        state.fits = {}
+    ids = tuple(claim.id for claim in resolved.claims)
+    for pos in positions.tolist():
+        node = state.device_node(pos, without=pod_id)
+        answer = claims_fit(node, resolved.claims, selection)
+        state.fits[pod_id, pos, ids] = answer  # for prioritize (E9), until the devices change
+        if answer.fits:
+            continue
+        if answer.status == "unknown":
+            reasons[pos] = (f"E8: node {state.names[pos]}: {answer.reason}", False)
+            continue
+        hard = answer.rule == "DF1"
+        if not hard:
+            empty = DeviceNode(node.name, node.devices, node.counters, ())
+            hard = claims_fit(empty, resolved.claims, selection).status == "refused"
+        reasons[pos] = (answer.reason, hard)
+
+
 def _selected(
     state: State, term: PodAffinityTerm, space: str, exclude: Iterable[str] = ()
 ) -> set[int]:
@@ -385,6 +431,20 @@ def refusal_after(state: State, ask: Ask, pos: int, removed: set[str]) -> str | 
         home = int(codes[state.node_pos[owner.node]])
         if home >= 0 and int(codes[pos]) == home:
             return f"K5: {owner.id} requires anti-affinity on {term.topology_key} with the pod"
+    if ask.claim_refs:  # E8 with the claims only the removed pods hold given back
+        from gpuopt.cluster.devicefit import DeviceNode, claims_fit
+
+        resolved = resolve(state, pending, ask.claim_refs)
+        if resolved.missing is not None:
+            return resolved.missing
+        here = state.device_node(pos, without=pending.id)
+        kept = tuple(
+            claim for claim in here.allocated if not claim.pods or set(claim.pods) - removed
+        )
+        freed = DeviceNode(here.name, here.devices, here.counters, kept)
+        answer = claims_fit(freed, resolved.claims, state.selection())
+        if not answer.fits:
+            return answer.reason
     return None
 
 

@@ -13,14 +13,18 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from gpuopt.cluster.fields import ItemId, KubeName, Moment
 from gpuopt.cluster.model import Cluster, Pending, priority_value
 from gpuopt.errors import ProblemError
+from gpuopt.extender.claims import claim_refs
 from gpuopt.extender.wire import BadRequest
+
+if TYPE_CHECKING:
+    from gpuopt.readers.kubectl.dra_state import PodClaimRef
 
 #: Pod annotation: the lowest bandwidth (GB/s) every pair of its GPUs must reach (N3).
 BANDWIDTH_ANNOTATION = "gpuopt.io/min-gpu-bandwidth"
@@ -38,6 +42,8 @@ class Ask:
     level: str | None
     #: the reader's report keys for fields of this pod that are not modelled (counted)
     ignored: tuple[str, ...]
+    #: its ``spec.resourceClaims`` entries (E8), resolved against the state per request
+    claim_refs: tuple[PodClaimRef, ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -94,13 +100,21 @@ def read_pod(
             )
     level = annotations.get(LEVEL_ANNOTATION) if isinstance(annotations, dict) else None
     hp = cluster.hp_priority if cluster is not None else read.hp_priority
-    ignored = tuple(sorted(key for key, count in report.unmodelled.items() if count))
+    refs = claim_refs(item)
+    ignored = tuple(
+        sorted(
+            key
+            for key, count in report.unmodelled.items()
+            if count and not (refs and key == "resource-claims")  # judged by E8 here
+        )
+    )
     return Ask(
         pending=pending,
         priority=priority_value(pending.priority, hp),
         min_bandwidth=bandwidth,
         level=level if isinstance(level, str) and level else None,
         ignored=ignored,
+        claim_refs=refs,
     )
 
 

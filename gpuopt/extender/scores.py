@@ -18,14 +18,16 @@ import numpy as np
 from gpuopt.cluster.model import scaled
 from gpuopt.cluster.shares import MILLI
 from gpuopt.errors import ProblemError
+from gpuopt.extender.claims import Choice, choose_devices, resolve
 from gpuopt.extender.pod import Ask
 from gpuopt.extender.state import State
 from gpuopt.extender.wire import MAX_SCORE
 
 log = logging.getLogger("gpuopt.extender")
 
-#: Score weights (E5): binpack, fragmentation (with a workload), topology (with a level).
-WEIGHTS = {"binpack": 1.0, "fragmentation": 2.0, "topology": 1.0}
+#: Score weights (E5): binpack, fragmentation (with a workload), topology (with a level),
+#: and the devices chosen for a pod with DRA claims (E9).
+WEIGHTS = {"binpack": 1.0, "fragmentation": 2.0, "topology": 1.0, "devices": 2.0}
 
 
 def binpack_scores(state: State, ask: Ask, positions: np.ndarray) -> np.ndarray:
@@ -132,6 +134,34 @@ class Fragmentation:
         return np.asarray(found, dtype=np.float64) / 100.0
 
 
+def device_scores(
+    state: State, ask: Ask, positions: np.ndarray, passed: np.ndarray
+) -> tuple[np.ndarray, dict[int, Choice]]:
+    """E9 in [0, 1] for a pod with DRA claims: per node that passed, the devices
+    :func:`~gpuopt.extender.claims.choose_devices` chooses there and what they take from
+    the node's servable count (:attr:`Choice.lost`); a node scores the least of those
+    over the candidates divided by its own (1: it costs the least; 1 where nothing is
+    lost), 0 where nothing was chosen. Also the choices, by node position."""
+    found = np.zeros(len(positions))
+    choices: dict[int, Choice] = {}
+    resolved = resolve(state, ask.pending, ask.claim_refs)
+    if resolved.missing is not None:
+        return found, choices
+    selection = state.selection()
+    lost: dict[int, float] = {}
+    for order, pos in enumerate(positions.tolist()):
+        if not passed[order]:
+            continue
+        choice = choose_devices(state, ask.pending, resolved.claims, pos, selection)
+        if choice is not None:
+            choices[pos] = choice
+            lost[order] = float(choice.lost)
+    least = min(lost.values(), default=0.0)
+    for order, cost in lost.items():
+        found[order] = 1.0 if cost <= 0 else least / cost
+    return found, choices
+
+
 def combine(parts: list[tuple[float, np.ndarray]], passed: np.ndarray) -> np.ndarray:
     """``round(10 * sum_i w_i s_i / sum_i w_i)`` per node over the ``(w_i, s_i)`` that apply;
     0 where the filter refused the node (``passed`` False)."""
@@ -141,4 +171,11 @@ def combine(parts: list[tuple[float, np.ndarray]], passed: np.ndarray) -> np.nda
     return scores
 
 
-__all__ = ["WEIGHTS", "Fragmentation", "binpack_scores", "combine", "topology_scores"]
+__all__ = [
+    "WEIGHTS",
+    "Fragmentation",
+    "binpack_scores",
+    "combine",
+    "device_scores",
+    "topology_scores",
+]

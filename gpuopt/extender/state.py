@@ -14,9 +14,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
+from gpuopt.cluster.devicefit import DeviceNode, Selection, servable, servable_costs
+from gpuopt.cluster.devicefit import Fit as DeviceFit
+from gpuopt.cluster.devices import Device, ResourceClaim
 from gpuopt.cluster.interconnect import (
     MAX_TOPOLOGY_GPUS,
     GpuTopology,
@@ -122,6 +126,26 @@ class State:
     )
     #: id of a term of :attr:`anti_terms` -> the term and its JSON (what equal terms share)
     _term_texts: dict[int, tuple[PodAffinityTerm, str]] = field(init=False, default_factory=dict)
+    #: pod id -> its claims allocated on the devices prioritize chose for it (E10), counted
+    #: as taken until the watch shows the pod bound
+    assumed_claims: dict[str, tuple[ResourceClaim, ...]] = field(init=False, default_factory=dict)
+    #: :meth:`device_node`'s answers, :meth:`claims_by_id`, :meth:`claim_templates`, the
+    #: allocated claims by device key, and the :class:`Selection` (E8), built on first use
+    _device_nodes: dict[int, DeviceNode] = field(init=False, default_factory=dict)
+    #: per node position, its servable count and each device's cost (E9), on first use
+    _servable: dict[int, tuple[Fraction, dict[str, Fraction]]] = field(
+        init=False, default_factory=dict
+    )
+    #: (pod id, node position, its claims' ids) -> claims_fit's answer (E8), so that
+    #: prioritize does not search again what its filter searched
+    fits: dict[tuple[str, int, tuple[str, ...]], DeviceFit] = field(
+        init=False, default_factory=dict
+    )
+    _claims_by_id: dict[str, ResourceClaim] | None = field(init=False, default=None)
+    _templates: dict[str, ResourceClaim] | None = field(init=False, default=None)
+    _held: dict[str, list[ResourceClaim]] | None = field(init=False, default=None)
+    _selection: Selection | None = field(init=False, default=None)
+    _reaching: dict[str, list[Device]] | None = field(init=False, default=None)
     lock: threading.Lock = field(init=False)
 
     def __post_init__(self) -> None:
@@ -331,6 +355,12 @@ class State:
         self.domains = {}
         self._level_domains = {}
         self._fixed = None
+        self._device_nodes = {}  # its devices may have changed (E8)
+        self._servable = {}
+        self.fits = {}
+        self._selection = None  # CEL answers are kept by device key
+        self._reaching = None
+        self._held = None
         self.changes += 1
 
     @property
@@ -490,6 +520,104 @@ class State:
                 used[pos] = sum(task.resources.get(name, 0) for task in tasks)
             found = self.extras[name] = np.asarray(offered - used)
         return found
+
+    # ------------------------------------------------------------------ DRA (E8-E10)
+
+    def claims_by_id(self) -> dict[str, ResourceClaim]:
+        """The cluster's ResourceClaims by id (once per state)."""
+        found = self._claims_by_id
+        if found is None:
+            found = self._claims_by_id = {claim.id: claim for claim in self.cluster.claims}
+        return found
+
+    def claim_templates(self) -> dict[str, ResourceClaim]:
+        """The ResourceClaimTemplates the state knows, by id (``<namespace>/<name>``): the
+        snapshot keeps a template as the claims it made from it for its waiting pods
+        (``template``), each the template's requests and constraints."""
+        found = self._templates
+        if found is None:
+            found = {}
+            for claim in self.cluster.claims:
+                if claim.template is None:
+                    continue
+                template_id = f"{claim.id.partition('/')[0]}/{claim.template}"
+                if template_id not in found:
+                    found[template_id] = claim.model_copy(
+                        update={"id": template_id, "template": None, "pods": []}
+                    )
+            self._templates = found
+        return found
+
+    def selection(self) -> Selection:
+        """DF2's selection for this state's DeviceClasses: each CEL expression evaluated
+        once per device, for every request and node (E8)."""
+        found = self._selection
+        if found is None:
+            found = self._selection = Selection(self.cluster.device_classes)
+        return found
+
+    def device_node(self, pos: int, *, without: str | None = None) -> DeviceNode:
+        """The node at ``pos`` as DF1-DF8 read it: its devices and the cluster pools'
+        devices that reach it, its counter sets, and the claims allocated on them (the
+        cluster's and the assumed ones, E10; ``without``: not those assumed for that pod)."""
+        own = without is not None and without in self.assumed_claims
+        found = None if own else self._device_nodes.get(pos)
+        if found is not None:
+            return found
+        if self._held is None:
+            held: dict[str, list[ResourceClaim]] = {}
+            every = [*self.cluster.claims, *(c for cs in self.assumed_claims.values() for c in cs)]
+            for claim in every:
+                for result in claim.allocated or ():
+                    mine = held.setdefault(result.key, [])
+                    if not mine or mine[-1] is not claim:
+                        mine.append(claim)
+            self._held = held
+            reaching: dict[str, list[Device]] = {}
+            for device in self.cluster.devices:
+                for node_id in device.nodes:
+                    reaching.setdefault(node_id, []).append(device)
+            self._reaching = reaching
+        node = self.cluster.nodes[pos]
+        devices = (*node.devices, *(self._reaching or {}).get(node.id, ()))
+        skip = {id(c) for c in self.assumed_claims.get(without, ())} if own and without else set()
+        allocated: dict[int, ResourceClaim] = {}
+        for device in devices:
+            for claim in self._held.get(device.key, ()):
+                if id(claim) not in allocated and id(claim) not in skip:
+                    allocated[id(claim)] = claim
+        found = DeviceNode(node.id, devices, tuple(node.counters), tuple(allocated.values()))
+        if not own:
+            self._device_nodes[pos] = found
+        return found
+
+    def servable(self, pos: int) -> tuple[Fraction, dict[str, Fraction]]:
+        """The node at ``pos``'s servable count and each device's cost (E9:
+        :func:`~gpuopt.cluster.devicefit.servable`, :func:`~.servable_costs`), once per
+        node until its devices or their allocations change."""
+        found = self._servable.get(pos)
+        if found is None:
+            node = self.device_node(pos)
+            found = self._servable[pos] = (servable(node), servable_costs(node))
+        return found
+
+    def assume_claims(self, pod_id: str, claims: tuple[ResourceClaim, ...]) -> None:
+        """Count ``claims`` (allocated on the devices chosen for pod ``pod_id``) as taken
+        (E10), until :meth:`forget_claims`."""
+        self.assumed_claims[pod_id] = claims
+        self._devices_changed()
+
+    def forget_claims(self, pod_id: str) -> None:
+        """Stop counting the claims assumed for pod ``pod_id`` (E10)."""
+        if self.assumed_claims.pop(pod_id, None) is not None:
+            self._devices_changed()
+
+    def _devices_changed(self) -> None:
+        self._device_nodes = {}
+        self._servable = {}
+        self.fits = {}
+        self._held = None
+        self.changes += 1
 
 
 def node_left(node: Node, tasks: Sequence[Task]) -> list[int]:

@@ -115,9 +115,34 @@ POD_GROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event", True)
 
+RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
+DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
+RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
+RESOURCE_CLAIM_TEMPLATES = Resource(
+    "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
+)
+#: Dynamic Resource Allocation's kinds (``resource.k8s.io/v1``, Kubernetes 1.34 on): what
+#: the extender's device fit reads (E8 of ``models/extender.md``); a server without them
+#: (a 404 on their list) is watched without them.
+DRA: tuple[Resource, ...] = (
+    DEVICE_CLASSES,
+    RESOURCE_SLICES,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+)
+
 #: What the watched cluster state lists and watches (L2), in the kubectl reader's
-#: order (classes, volumes, claims and PodGroups before nodes, pods, budgets).
-WATCHED: tuple[Resource, ...] = (PRIORITY_CLASSES, PVS, PVCS, POD_GROUPS, NODES, PODS, PDBS)
+#: order (classes, volumes, claims, PodGroups and DRA objects before nodes, pods, budgets).
+WATCHED: tuple[Resource, ...] = (
+    PRIORITY_CLASSES,
+    PVS,
+    PVCS,
+    POD_GROUPS,
+    *DRA,
+    NODES,
+    PODS,
+    PDBS,
+)
 
 
 class Api(Protocol):

@@ -116,14 +116,23 @@ def for_watch(**options: Any) -> LiveCluster:
 VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields", "generation"})
 
 
-def meaning(obj: Mapping[str, Any]) -> dict[str, Any]:
+#: Kinds whose ``status`` the reader reads (a ResourceClaim's allocation and users).
+READ_STATUS = frozenset({"ResourceClaim"})
+
+
+def meaning(obj: Mapping[str, Any], kind: str | None = None) -> dict[str, Any]:
     """What the readers of the kinds other than nodes and pods read of ``obj``: all but its
     ``status`` and :data:`VOLATILE_METADATA` (a budget's status, kept current by the
-    disruption controller as pods come and go, changes nothing the reader reads)."""
+    disruption controller as pods come and go, changes nothing the reader reads); the
+    status too for the kinds of :data:`READ_STATUS`."""
     metadata = obj.get("metadata")
     if isinstance(metadata, Mapping):
         metadata = {k: v for k, v in metadata.items() if k not in VOLATILE_METADATA}
-    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": metadata}
+    keep_status = (kind or obj.get("kind")) in READ_STATUS
+    return {
+        **{k: v for k, v in obj.items() if keep_status or k != "status"},
+        "metadata": metadata,
+    }
 
 
 def key_of(kind: str, obj: Mapping[str, Any]) -> str:
@@ -258,7 +267,7 @@ class LiveCluster:
                 changed = [
                     key
                     for key, item in fresh.items()
-                    if key not in held or meaning(held[key]) != meaning(item)
+                    if key not in held or meaning(held[key], kind) != meaning(item, kind)
                 ]
                 self.objects[kind] = fresh
                 if gone or changed:
@@ -307,7 +316,7 @@ class LiveCluster:
                 self._next += 1
         self.extender.expire()
         if kind not in (PODS.kind, NODES.kind):
-            if before is None or after is None or meaning(before) != meaning(after):
+            if before is None or after is None or meaning(before, kind) != meaning(after, kind):
                 self._dirty()
             return
         with self.extender.guard:  # no answer reads a node half changed
@@ -593,6 +602,11 @@ class LiveCluster:
             self._dirty()
             return
         (fresh,) = done.nodes
+        last = self._nodes.get(name)
+        if last is not None and (last.devices or last.counters) and not fresh.devices:
+            # DRA devices come from ResourceSlices, which one node's part does not read:
+            # until the full read, the node offers none (refused by E8, never a wrong yes)
+            self._dirty()
         extender = self.extender
         with extender.guard:
             state = extender.state
