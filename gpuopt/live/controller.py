@@ -73,6 +73,7 @@ before every write; dry runs take no Lease (they change nothing).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -94,9 +95,11 @@ from gpuopt.live.api import (
     EVENTS,
     NODES,
     PODS,
+    RESOURCE_CLAIM_TEMPLATES,
     WATCHED,
     Api,
     ApiError,
+    Conflict,
     NotFound,
     Obj,
     Resource,
@@ -618,8 +621,11 @@ class Controller:
         except ProblemError as exc:
             report.notes.append(f"holds: no calendar: {exc}")
             return
-        want = {_hold_key(obj): obj for obj in wanted}
-        have = {_hold_key(obj): obj for obj in own}
+        # F8: a hold on DRA GPUs comes with the ResourceClaimTemplate its pod names
+        made = _templates(wanted)
+        listed = _templates(objects)
+        want = {_hold_key(obj, made): obj for obj in wanted if obj.get("kind") == "Pod"}
+        have = {_hold_key(obj, listed): obj for obj in own}
         names_left: set[tuple[str, str]] = set()  # names a terminating or deleted hold still has
         deleted = created = 0
         for key in sorted(set(have) - set(want)):
@@ -632,7 +638,7 @@ class Controller:
             self._act(
                 "holds", "release", PODS, namespace, name,
                 f"the plan no longer holds {key[3]} for {job} with it",
-                partial(self.api.delete, PODS, name, namespace=namespace),
+                partial(self._release_hold, obj, listed),
             )  # fmt: skip
             deleted += 1
         missing = sorted(set(want) - set(have))
@@ -658,13 +664,52 @@ class Controller:
             self._act(
                 "holds", "hold", PODS, namespace, name,
                 f"holds {key[3]} for {key[2]} from {window} to {end} (job calendar)",
-                partial(self.api.create, PODS, obj, namespace=namespace),
+                partial(self._make_hold, obj, made),
             )  # fmt: skip
             created += 1
         report.notes.append(
             f"holds: the plan holds {len(want)} placeholders; {len(set(want) & set(have))} kept, "
             f"{created} to make, {deleted} to delete"
         )
+
+    def _make_hold(
+        self, pod: Obj, templates: Mapping[tuple[str, str], Obj], *, dry_run: bool
+    ) -> None:
+        """F8: a hold's ResourceClaimTemplate (one an earlier period left is replaced), then
+        its pod."""
+        namespace = pod["metadata"]["namespace"]
+        for key in _template_names(pod):
+            template = templates.get(key)
+            if template is None:
+                continue
+            try:
+                self.api.create(
+                    RESOURCE_CLAIM_TEMPLATES, template, namespace=namespace, dry_run=dry_run
+                )
+            except Conflict:  # left by a hold deleted before it (a release that failed)
+                self.api.delete(
+                    RESOURCE_CLAIM_TEMPLATES, key[1], namespace=namespace, dry_run=dry_run
+                )
+                self.api.create(
+                    RESOURCE_CLAIM_TEMPLATES, template, namespace=namespace, dry_run=dry_run
+                )
+        self.api.create(PODS, pod, namespace=namespace, dry_run=dry_run)
+
+    def _release_hold(
+        self, pod: Obj, templates: Mapping[tuple[str, str], Obj], *, dry_run: bool
+    ) -> None:
+        """A hold's pod deleted, then the ResourceClaimTemplate it names if this controller
+        made it (the claim made from it goes with the pod)."""
+        namespace = pod["metadata"]["namespace"]
+        self.api.delete(PODS, pod["metadata"]["name"], namespace=namespace, dry_run=dry_run)
+        for key in _template_names(pod):
+            template = templates.get(key)
+            if template is None or not _is_calendar_hold(_labels(template)):
+                continue
+            with contextlib.suppress(NotFound):
+                self.api.delete(
+                    RESOURCE_CLAIM_TEMPLATES, key[1], namespace=namespace, dry_run=dry_run
+                )
 
     def _reader_options(self) -> dict[str, Any]:
         """The kubectl reader's options of the source (the CLI's flags), if it has them."""
@@ -880,10 +925,29 @@ def calendar_holds(
     moment = now if now is not None else cluster.now
     found = []
     for _, obj in kubernetes_objects(problem, plan, cluster=cluster, now=moment):
-        if obj is not None and obj["kind"] == "Pod":
+        if obj is not None and obj["kind"] in ("Pod", "ResourceClaimTemplate"):
             obj["metadata"]["labels"][HOLD] = "true"
             found.append(obj)
     return found
+
+
+def _templates(objects: Sequence[Obj]) -> dict[tuple[str, str], Obj]:
+    """The ResourceClaimTemplates among ``objects`` by (namespace, name)."""
+    return {
+        (str(obj["metadata"].get("namespace") or "default"), str(obj["metadata"]["name"])): obj
+        for obj in objects
+        if obj.get("kind") == "ResourceClaimTemplate"
+    }
+
+
+def _template_names(pod: Obj) -> list[tuple[str, str]]:
+    """(namespace, name) of the ResourceClaimTemplates a pod names."""
+    namespace = str(pod["metadata"].get("namespace") or "default")
+    return [
+        (namespace, str(claim["resourceClaimTemplateName"]))
+        for claim in (pod.get("spec") or {}).get("resourceClaims") or []
+        if claim.get("resourceClaimTemplateName")
+    ]
 
 
 def _calendar_holds_kept(cluster: Cluster) -> Cluster:
@@ -916,9 +980,12 @@ def _is_calendar_hold(labels: Mapping[str, str]) -> bool:
     )
 
 
-def _hold_key(obj: Obj) -> tuple[str, str, str, str, tuple[tuple[str, str], ...]]:
+def _hold_key(
+    obj: Obj, templates: Mapping[tuple[str, str], Obj]
+) -> tuple[str, str, str, str, tuple[tuple[str, str], ...]]:
     """A calendar hold's identity: namespace, name, job held for, node, and what it asks
-    for (quantities parsed: the API server writes them in its own form); not its window."""
+    for (quantities parsed: the API server writes them in its own form; the devices of
+    each class the ResourceClaimTemplates it names ask, in ``templates``); not its window."""
     from gpuopt.calendar.emit import HOLDS_FOR
     from gpuopt.cluster.quantity import parse_quantity
 
@@ -939,6 +1006,15 @@ def _hold_key(obj: Obj) -> tuple[str, str, str, str, tuple[tuple[str, str], ...]
                 asks[name] = str(parse_quantity(value))
             except (ProblemError, ValueError, TypeError):
                 asks[name] = str(value)
+    for key in _template_names(obj):
+        template = templates.get(key)
+        inner = ((template or {}).get("spec") or {}).get("spec") or {}
+        for request in (inner.get("devices") or {}).get("requests") or []:
+            exactly = request.get("exactly") or {}
+            device = f"devices:{exactly.get('deviceClassName', '?')}"
+            asks[device] = str(int(asks.get(device, "0")) + int(exactly.get("count", 1)))
+        if template is None:
+            asks[f"template:{key[1]}"] = "missing"
     return (
         str(metadata.get("namespace") or "default"),
         str(metadata.get("name") or ""),

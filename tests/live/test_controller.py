@@ -7,6 +7,7 @@ a node holding another) free two nodes, and then both waiting pods fit.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -904,3 +905,81 @@ def test_defrag_never_moves_a_calendar_hold() -> None:
     report = controller(api, mode="apply").run_once()
     assert report.actions == [] and api.writes == []
     assert report.notes == ["defrag: no moves (2 waiting pods fit nowhere)"]
+
+
+def dra_job_waits() -> list[Obj]:
+    """A DRA node of 2 GPUs (no DeviceClass serves nvidia.com/gpu) held for an hour by a
+    running pod's claim, and a pod waiting for both through a claim template: by hand, the
+    calendar holds n1 for the waiting pod from the hour on, through a ResourceClaimTemplate
+    of 2 devices of the class (F8)."""
+    from gpuopt.calendar.emit import hold_class
+    from tests.readers.kubectl.dra_objects import (
+        GPU_CLASS,
+        claim,
+        exactly,
+        gpu,
+        node,
+        pod,
+        resource_slice,
+        running,
+        template,
+    )
+
+    busy = running("busy", "busy-gpu-x1", template="pair")
+    busy["metadata"]["annotations"] = {"gpuopt.io/expected-end": str(int(NOW + 3600))}
+    objects: list[Obj] = [
+        node(),
+        resource_slice("s", [gpu("gpu-0"), gpu("gpu-1")]),
+        GPU_CLASS,
+        template("pair", exactly(2)),
+        claim("busy-gpu-x1", ["gpu-0", "gpu-1"], ["ml/busy"]),
+        busy,
+        pod("wait", "pair"),
+        hold_class(),
+    ]
+    for obj in objects:  # made before the calendar's clock (the fake server stamps its own)
+        obj["metadata"]["creationTimestamp"] = "2025-12-31T23:00:00Z"
+    return copy.deepcopy(objects)
+
+
+def test_a_hold_on_dra_gpus_is_made_with_its_claim_template_and_goes_with_it(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    from gpuopt.live.api import RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
+
+    pytest.importorskip("cel", reason="the CEL library of the 'dra' extra")
+    server, api = served(dra_job_waits())
+    first = holds_controller(api).run_once()
+    assert [(a.verb, a.outcome, a.name) for a in first.actions] == [
+        ("hold", "done", "gpuopt-hold-ml-wait-n1")
+    ]
+    (made,) = [
+        t for t in server.objects(RESOURCE_CLAIM_TEMPLATES)
+        if t["metadata"]["name"] == "gpuopt-hold-ml-wait-n1"
+    ]  # fmt: skip
+    (request,) = made["spec"]["spec"]["devices"]["requests"]
+    assert (request["exactly"]["deviceClassName"], request["exactly"]["count"]) == (
+        "gpu.nvidia.com",
+        2,
+    )
+    assert made["metadata"]["labels"][HOLD] == "true"
+    hold = calendar_pods(server)["gpuopt-hold-ml-wait-n1"]
+    assert hold["spec"]["resourceClaims"] == [
+        {"name": "gpus", "resourceClaimTemplateName": "gpuopt-hold-ml-wait-n1"}
+    ]
+    assert "nvidia.com/gpu" not in hold["spec"]["containers"][0]["resources"]["requests"]
+    # nothing changed: kept, template and all (its devices are part of what it asks)
+    again = holds_controller(api).run_once()
+    assert again.actions == []
+    assert again.notes[-1].startswith("holds: the plan holds 1 placeholders; 1 kept")
+    # busy ends now (its claim goes with it): the pod starts now, so the hold goes, and so
+    # does its template; the job's own template is never touched
+    server.remove(PODS, "busy", "ml")
+    server.remove(RESOURCE_CLAIMS, "busy-gpu-x1", "ml")
+    gone = holds_controller(api).run_once()
+    assert [(a.verb, a.outcome, a.name) for a in gone.actions] == [
+        ("release", "done", "gpuopt-hold-ml-wait-n1")
+    ]
+    assert "gpuopt-hold-ml-wait-n1" not in calendar_pods(server)
+    names = {t["metadata"]["name"] for t in server.objects(RESOURCE_CLAIM_TEMPLATES)}
+    assert names == {"pair"}
