@@ -16,10 +16,13 @@ uncordoned once the plan is done, so the freed room takes new pods. A pod
 moved twice is evicted the second time under its replacement's name, which
 the step says how to look up. A placeholder asks for the GPUs under the
 target node's resource name (``gpuopt.io/gpu-resource``, set by the reader
-for ``amd.com/gpu`` and the like). Waves come from the plan (rule D7: moves of a
-wave touch distinct nodes; K7: no wave evicts more pods of a budget than it
-allows), so a wave's steps may run together and the next wave starts when
-the previous one's replacements run.
+for ``amd.com/gpu`` and the like); its DRA GPUs (rule R2 of ``models/cluster.md``)
+by their class's extended resource, or through a ResourceClaimTemplate of its own
+written just before it, and then it goes through kube-scheduler (required node
+affinity on the target), which allocates claims as it binds. Waves come
+from the plan (rule D7: moves of a wave touch distinct nodes; K7: no wave
+evicts more pods of a budget than it allows), so a wave's steps may run
+together and the next wave starts when the previous one's replacements run.
 
 The output is a YAML stream: every document is preceded by a comment that
 says which step it is and the ``kubectl`` command that applies it; steps
@@ -58,7 +61,7 @@ from typing import Any
 
 import yaml
 
-from gpuopt.cluster.devices import accounting_only
+from gpuopt.cluster.devices import accounting_only, claim_template, device_asks
 from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
 from gpuopt.cluster.model import Cluster, Task
 from gpuopt.defrag.solution import DefragResult
@@ -82,10 +85,22 @@ def _namespace_and_name(task: Task) -> tuple[str, str]:
     return namespace, name
 
 
-def _requests(task: Task, gpu_resource: str) -> dict[str, str]:
+def _dra_asks(task: Task, cluster: Any) -> tuple[int, dict[str, int], dict[str, int]]:
+    """How ``task``'s DRA GPUs are asked of Kubernetes (:func:`device_asks`)."""
+    if not any(accounting_only(name) for name in task.resources):
+        return 0, {}, {}
+    names = ["gpu", *task.resources]
+    return device_asks(names, [task.gpus, *task.resources.values()], cluster)
+
+
+def _requests(task: Task, gpu_resource: str, cluster: Any = None) -> dict[str, str]:
     requests: dict[str, str] = {}
-    if task.gpus:
-        requests[gpu_resource] = str(task.gpus)
+    dra, extended, _ = _dra_asks(task, cluster)
+    gpus = task.gpus - dra + extended.pop(gpu_resource, 0)
+    if gpus:
+        requests[gpu_resource] = str(gpus)
+    for name, count in extended.items():  # a DRA class's own extended resource
+        requests[name] = str(count)
     if task.cpus:
         requests["cpu"] = f"{round(task.cpus * 1000)}m"
     if task.memory:
@@ -96,11 +111,35 @@ def _requests(task: Task, gpu_resource: str) -> dict[str, str]:
     return requests
 
 
-def placeholder_pod(task: Task, target: str, gpu_resource: str) -> dict[str, Any]:
-    """The placeholder Pod that holds room for ``task`` on node ``target`` (step 1, hold)."""
+def placeholder_objects(
+    task: Task, target: str, gpu_resource: str, cluster: Any = None
+) -> list[dict[str, Any]]:
+    """What holds room for ``task`` on node ``target`` (step 1, hold): the placeholder Pod,
+    after the ResourceClaimTemplate of the DRA GPUs it asks by a claim
+    (:func:`placeholder_pod`)."""
+    pod = placeholder_pod(task, target, gpu_resource, cluster)
+    _, _, claimed = _dra_asks(task, cluster)
+    if not claimed:
+        return [pod]
+    metadata = pod["metadata"]
+    made = claim_template(metadata["name"], metadata["namespace"], metadata["labels"], claimed)
+    return [made, pod]
+
+
+def placeholder_pod(
+    task: Task, target: str, gpu_resource: str, cluster: Any = None
+) -> dict[str, Any]:
+    """The placeholder Pod that holds room for ``task`` on node ``target`` (step 1, hold).
+
+    A task with DRA GPUs (``dra.gpuopt.io/<class>``, rule R2) asks them by the class's
+    extended resource, or else through a ResourceClaimTemplate of its own name
+    (:func:`placeholder_objects` writes it; ``cluster`` gives the classes), and goes
+    through kube-scheduler (required node affinity, not ``nodeName``), which allocates
+    claims as it binds."""
     namespace, name = _namespace_and_name(task)
     hold = hold_name(name)
-    requests = _requests(task, gpu_resource)
+    requests = _requests(task, gpu_resource, cluster)
+    dra, _, claimed = _dra_asks(task, cluster)
     # extended resources (GPUs among them) must have limits equal to requests
     limits = {k: v for k, v in requests.items() if k not in ("cpu", "memory")}
     resources: dict[str, Any] = {"requests": requests}
@@ -112,6 +151,17 @@ def placeholder_pod(task: Task, target: str, gpu_resource: str) -> dict[str, Any
         "terminationGracePeriodSeconds": 0,
         "containers": [{"name": "hold", "image": PLACEHOLDER_IMAGE, "resources": resources}],
     }
+    if dra:
+        del spec["nodeName"]
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [target]}]}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+            }
+        }
+    if claimed:
+        spec["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": hold}]
+        resources["claims"] = [{"name": "gpus"}]
     if task.tolerations:
         spec["tolerations"] = [
             {_camel(k): v for k, v in t.model_dump(exclude_none=True).items()}
@@ -205,10 +255,9 @@ def kubernetes_steps(
         namespace, name = _namespace_and_name(task)
         where = f"wave {move.wave}, move {number} ({task.id} {move.source} -> {move.to})"
         resource = nodes[move.to].labels.get(GPU_RESOURCE_LABEL, gpu_resource)
-        yield (
-            f"{where} hold: kubectl apply -f - (a placeholder bound to {move.to})",
-            placeholder_pod(task, move.to, resource),
-        )
+        for item in placeholder_objects(task, move.to, resource, cluster):
+            what = "a placeholder bound to" if item["kind"] == "Pod" else "its devices' claim on"
+            yield (f"{where} hold: kubectl apply -f - ({what} {move.to})", item)
         moved[task.id] = moved.get(task.id, 0) + 1
         if moved[task.id] > 1:  # its first move's replacement has a name of its own
             yield (
@@ -324,13 +373,18 @@ def _wave_lines(
         task = tasks[move.task]
         namespace, name = _namespace_and_name(task)
         resource = nodes[move.to].labels.get(GPU_RESOURCE_LABEL, gpu_resource)
-        placeholder = placeholder_pod(task, move.to, resource)
-        holds.setdefault(move.wave, []).append(placeholder)
+        *made, placeholder = placeholder_objects(task, move.to, resource, cluster)
+        holds.setdefault(move.wave, []).extend([*made, placeholder])
         lines = waves.setdefault(move.wave, [])
         hold = shlex.quote(placeholder["metadata"]["name"])
         releases.setdefault(move.wave, []).append(
             f"$kubectl delete pod -n {shlex.quote(namespace)} {hold} --ignore-not-found"
         )
+        if made:  # the claim made from it goes with the pod
+            releases[move.wave].append(
+                f"$kubectl delete resourceclaimtemplate -n {shlex.quote(namespace)} {hold} "
+                "--ignore-not-found"
+            )
         where = f"move {number}: {task.id} {move.source} -> {move.to}"
         if task.id in moved:  # its replacement from an earlier move has a name of its own
             variable = f"replacement_{number}"
@@ -516,6 +570,7 @@ __all__ = [
     "kubernetes_steps",
     "kubernetes_yaml",
     "placeholder_class",
+    "placeholder_objects",
     "placeholder_pod",
     "write_kubernetes_files",
 ]

@@ -85,10 +85,11 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gpuopt.cluster.devices import accounting_only
 from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
-from gpuopt.cluster.model import Cluster, Task, priority_value
+from gpuopt.cluster.model import Cluster, Pending, Task, priority_value
 from gpuopt.cluster.rules import budget_allowance
-from gpuopt.defrag.kubernetes import MANAGED_BY, cordon_schedule, placeholder_pod
+from gpuopt.defrag.kubernetes import MANAGED_BY, cordon_schedule, placeholder_objects
 from gpuopt.defrag.solution import Move, apply_plan, violations
 from gpuopt.errors import ProblemError
 from gpuopt.live.api import (
@@ -411,13 +412,19 @@ class Controller:
         """The next period's half of a plan: delete the placeholders made before and
         uncordon the nodes cordoned before."""
         cluster = self.source.snapshot()
-        for task in cluster.tasks:
+        placed: list[Task | Pending] = [*cluster.tasks, *cluster.pending]
+        for task in placed:  # a hold on DRA GPUs may not be bound yet
             if _is_hold(task):
                 namespace, name = _split(task.id)
                 note = "the period that made it is over; its room goes to the replacement"
+                # a hold on DRA GPUs named the ResourceClaimTemplate of its own name
+                named = [(namespace, name)] if any(map(accounting_only, task.resources)) else []
+                pod = {"metadata": {"namespace": namespace, "name": name}, "spec": {
+                    "resourceClaims": [{"resourceClaimTemplateName": n} for _, n in named]
+                }}  # fmt: skip
                 self._act(
                     "defrag", "release", PODS, namespace, name, note,
-                    partial(self.api.delete, PODS, name, namespace=namespace),
+                    partial(self._release_hold, pod, {key: _OURS for key in named}),
                 )  # fmt: skip
         for node in cluster.nodes:
             if node.labels.get(CORDONED) == "true":
@@ -486,9 +493,10 @@ class Controller:
             for move in kept:
                 task = tasks[move.task]
                 resource = nodes[move.to].labels.get(GPU_RESOURCE_LABEL, self.options.gpu_resource)
-                hold = placeholder_pod(task, move.to, resource)
-                hold["metadata"]["labels"][HOLD] = "true"
-                self._hold_and_evict(task, move, hold)
+                *made, hold = placeholder_objects(task, move.to, resource, now)
+                for item in (*made, hold):  # the pod after its ResourceClaimTemplate, if any
+                    item["metadata"]["labels"][HOLD] = "true"
+                self._hold_and_evict(task, move, hold, _templates(made))
         for later in sorted(cordon_at):
             self._cordon(self.source.snapshot(), cordon_at[later], abandoned, None)
         self._uncordon_abandoned(abandoned)
@@ -506,7 +514,9 @@ class Controller:
                 partial(self.api.patch, NODES, node_id, patch),
             )  # fmt: skip
 
-    def _hold_and_evict(self, task: Task, move: Move, hold: Obj) -> None:
+    def _hold_and_evict(
+        self, task: Task, move: Move, hold: Obj, templates: Mapping[tuple[str, str], Obj]
+    ) -> None:
         if self._left <= 0:
             raise _Stop("no evictions left this period (--max-evictions)")
         namespace, _ = _split(task.id)
@@ -514,7 +524,7 @@ class Controller:
         self._act(
             "defrag", "hold", PODS, namespace, hold["metadata"]["name"],
             f"holds the room of {task.id} on {move.to} ({where})",
-            partial(self.api.create, PODS, hold, namespace=namespace),
+            partial(self._make_hold, hold, templates),
             wave=move.wave,
         )  # fmt: skip
         try:
@@ -524,7 +534,7 @@ class Controller:
             self._act(
                 "defrag", "release", PODS, namespace, hold["metadata"]["name"],
                 f"the eviction of {task.id} was refused",
-                partial(self.api.delete, PODS, hold["metadata"]["name"], namespace=namespace),
+                partial(self._release_hold, hold, templates),
                 wave=move.wave,
             )  # fmt: skip
             raise
@@ -704,8 +714,8 @@ class Controller:
         self.api.delete(PODS, pod["metadata"]["name"], namespace=namespace, dry_run=dry_run)
         for key in _template_names(pod):
             template = templates.get(key)
-            if template is None or not _is_calendar_hold(_labels(template)):
-                continue
+            if template is None or _labels(template).get(HOLD) != "true":
+                continue  # not one this controller made
             with contextlib.suppress(NotFound):
                 self.api.delete(
                     RESOURCE_CLAIM_TEMPLATES, key[1], namespace=namespace, dry_run=dry_run
@@ -931,6 +941,10 @@ def calendar_holds(
     return found
 
 
+#: A ResourceClaimTemplate known to be this controller's (a defragmentation hold's, by name).
+_OURS: Obj = {"metadata": {"labels": {HOLD: "true"}}}
+
+
 def _templates(objects: Sequence[Obj]) -> dict[tuple[str, str], Obj]:
     """The ResourceClaimTemplates among ``objects`` by (namespace, name)."""
     return {
@@ -1029,7 +1043,7 @@ def _split(task_id: str) -> tuple[str, str]:
     return namespace or "default", name
 
 
-def _is_hold(task: Task) -> bool:
+def _is_hold(task: Task | Pending) -> bool:
     """A defragmentation placeholder the controller made (its label, and gpuopt's
     placeholder's; not a job calendar's hold, which ``holds`` keeps while its plan does)."""
     return (

@@ -112,7 +112,7 @@ def _dra_calendar(extended_resource: str | None) -> list[tuple[str, dict[str, An
         resource_slice("s", [gpu("gpu-0"), gpu("gpu-1")]),
         klass,
         template("pair", exactly(2)),
-        claim("busy-gpu-x1", ["gpu-0", "gpu-1"], ["ml/busy"]),
+        claim("busy-gpu-x1", ["gpu-0", "gpu-1"], ["busy"], count=2),
         busy,
         waiting,
     ]

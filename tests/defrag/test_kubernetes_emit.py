@@ -329,8 +329,11 @@ def test_cli_emit_dir_writes_all_or_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.json", "plan"]
 
 
-def test_a_dra_pods_placeholder_asks_for_gpus_not_for_gpuopts_account_of_them() -> None:
-    # two DRA nodes; dra.gpuopt.io/<class> is how the reader counts a class's GPUs (R2)
+def test_a_dra_pods_placeholder_asks_its_gpus_by_a_claim_not_by_gpuopts_account() -> None:
+    # two DRA nodes; dra.gpuopt.io/<class> is how the reader counts a class's GPUs (R2).
+    # No class is known to serve an extended resource: the placeholder asks the 2 GPUs by a
+    # ResourceClaimTemplate of its name, written before it, and goes through kube-scheduler
+    # (which alone allocates claims), held to b by required node affinity
     account = "dra.gpuopt.io/gpu.nvidia.com"
     cluster = Cluster.model_validate(
         {
@@ -343,6 +346,33 @@ def test_a_dra_pods_placeholder_asks_for_gpus_not_for_gpuopts_account_of_them() 
     )
     plan = make_plan(cluster, "hand", [("ml/t", "a", "b")], seconds=0.0)
     documents = [d for d in yaml.safe_load_all(kubernetes_yaml(cluster, plan)) if d is not None]
+    kinds = [d["kind"] for d in documents]
+    assert kinds.index("ResourceClaimTemplate") == kinds.index("Pod") - 1
+    (made,) = [d for d in documents if d["kind"] == "ResourceClaimTemplate"]
+    (hold,) = [d for d in documents if d["kind"] == "Pod"]
+    requests = hold["spec"]["containers"][0]["resources"]["requests"]
+    assert requests == {"cpu": "1000m"}
+    assert made["metadata"]["name"] == hold["metadata"]["name"]
+    (request,) = made["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"] == {
+        "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 2
+    }  # fmt: skip
+    assert hold["spec"]["resourceClaims"] == [
+        {"name": "gpus", "resourceClaimTemplateName": made["metadata"]["name"]}
+    ]
+    assert "nodeName" not in hold["spec"]
+    (term,) = hold["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert term["matchFields"][0]["values"] == ["b"]
+    # a class serving nvidia.com/gpu: asked as nvidia.com/gpu, no claim
+    served = Cluster.model_validate(
+        {**cluster.model_dump(), "device_classes": [
+            {"name": "gpu.nvidia.com", "extended_resource_name": "nvidia.com/gpu"}
+        ]}
+    )  # fmt: skip
+    documents = [d for d in yaml.safe_load_all(kubernetes_yaml(served, plan)) if d is not None]
+    assert "ResourceClaimTemplate" not in [d["kind"] for d in documents]
     (hold,) = [d for d in documents if d["kind"] == "Pod"]
     requests = hold["spec"]["containers"][0]["resources"]["requests"]
     assert requests == {"nvidia.com/gpu": "2", "cpu": "1000m"}

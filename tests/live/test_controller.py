@@ -932,7 +932,7 @@ def dra_job_waits() -> list[Obj]:
         resource_slice("s", [gpu("gpu-0"), gpu("gpu-1")]),
         GPU_CLASS,
         template("pair", exactly(2)),
-        claim("busy-gpu-x1", ["gpu-0", "gpu-1"], ["ml/busy"]),
+        claim("busy-gpu-x1", ["gpu-0", "gpu-1"], ["busy"], count=2),
         busy,
         pod("wait", "pair"),
         hold_class(),
@@ -983,3 +983,72 @@ def test_a_hold_on_dra_gpus_is_made_with_its_claim_template_and_goes_with_it(
     assert "gpuopt-hold-ml-wait-n1" not in calendar_pods(server)
     names = {t["metadata"]["name"] for t in server.objects(RESOURCE_CLAIM_TEMPLATES)}
     assert names == {"pair"}
+
+
+def dra_pair_waits() -> list[Obj]:
+    """Two DRA nodes of 4 GPUs (pools n1 and n2; no DeviceClass serves nvidia.com/gpu), each
+    running a 2-GPU pod of a ReplicaSet through a template's claim, and a pod waiting for 4
+    GPUs: by hand, one move (a pod to the other node) frees a whole node for it."""
+    from tests.readers.kubectl.dra_objects import GPU_CLASS, claim, exactly, gpu, node, pod
+    from tests.readers.kubectl.dra_objects import template as claim_template_obj
+
+    objects: list[Obj] = [GPU_CLASS, claim_template_obj("pair", exactly(2))]
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs",
+             "controller": True}  # fmt: skip
+    for number, name in enumerate(("n1", "n2")):
+        objects.append(node(name))
+        objects.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{name}-slice"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": name,
+                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [gpu(f"gpu-{k}") for k in range(4)]},
+        })  # fmt: skip
+        made = claim(f"p{number}-gpu-x", ["gpu-0", "gpu-1"], [f"p{number}"], count=2)
+        made["status"]["allocation"]["devices"]["results"] = [
+            {**result, "pool": name}
+            for result in made["status"]["allocation"]["devices"]["results"]
+        ]
+        objects.append(made)
+        running = pod(f"p{number}", "pair", name)
+        running["metadata"]["ownerReferences"] = [owner]
+        running["status"]["resourceClaimStatuses"] = [
+            {"name": "gpu", "resourceClaimName": f"p{number}-gpu-x"}
+        ]
+        objects.append(running)
+    objects.append(claim_template_obj("four", exactly(4)))
+    objects.append(pod("wait", "four"))
+    return copy.deepcopy(objects)
+
+
+def test_a_defrag_hold_on_dra_gpus_goes_through_the_scheduler_with_its_claim_template(
+    served: Callable[[list[Obj]], tuple[Any, ReplicaSets]],
+) -> None:
+    from gpuopt.live.api import RESOURCE_CLAIM_TEMPLATES
+
+    pytest.importorskip("cel", reason="the CEL library of the 'dra' extra")
+    server, wrapped = served(dra_pair_waits())
+    api = wrapped.api  # the pods are DRA's: no ReplicaSet double, the eviction is enough
+    options = ControllerOptions(questions=("defrag",), mode="apply", max_evictions=5)
+    report = Controller(api, ListedCluster(api), options).run_once()
+    done = [(a.verb, a.outcome) for a in report.actions if a.kind == "Pod"]
+    assert done == [("hold", "done"), ("evict", "done")]
+    (hold_name,) = [a.name for a in report.actions if a.verb == "hold"]
+    hold = api.get(PODS, hold_name, "ml")
+    assert "nodeName" not in hold["spec"]  # kube-scheduler binds it and allocates its claim
+    target = hold["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"][0]["matchFields"][0]["values"]
+    assert target in (["n1"], ["n2"])
+    made = api.get(RESOURCE_CLAIM_TEMPLATES, hold_name, "ml")
+    (request,) = made["spec"]["spec"]["devices"]["requests"]
+    assert (request["exactly"]["deviceClassName"], request["exactly"]["count"]) == (
+        "gpu.nvidia.com",
+        2,
+    )
+    assert "nvidia.com/gpu" not in hold["spec"]["containers"][0]["resources"]["requests"]
+    # the next period releases the hold, bound or not yet, and its template with it
+    later = Controller(api, ListedCluster(api), options).run_once()
+    assert ("release", "done", hold_name) in [(a.verb, a.outcome, a.name) for a in later.actions]
+    names = {t["metadata"]["name"] for t in server.objects(RESOURCE_CLAIM_TEMPLATES)}
+    assert names == {"pair", "four"}
