@@ -304,9 +304,9 @@ def search_scale(gpus: int, cells: int) -> int:
 
 #: Rule B6 (models/allocation.md 10.2): the best plan at the end of the sequence is searched
 #: once more (a second search from it, its seed :data:`AGAIN_SEED` further on) when it is
-#: more than this fraction below the trivial bound (every task at its arrival, realtime
-#: served in full: :func:`trivial_bound`); within it, the plan is within it of the
-#: optimum too, and the issue's bar (5 % below the optimum) holds without the search.
+#: more than this fraction below the best bound the run knows (the step-capacity LP's,
+#: which rule B4's guide solves, or :func:`trivial_bound`); within it, the plan is within
+#: it of the optimum too, and the issue's bar (5 % below the optimum) holds without it.
 AGAIN_GAP = 0.05
 #: The second search's seed is the run's ``seed`` plus this (rule B6); its rounds start again
 #: from ``seed + AGAIN_SEED + 1`` on after a stall, as the first search's from ``seed + 1``.
@@ -322,10 +322,17 @@ def trivial_bound(steps: _Steps, pending: list[int]) -> float:
 
 def again_wanted(steps: _Steps, board: Any, pending: list[int]) -> bool:
     """Whether rule B6 searches ``board`` once more: it is more than :data:`AGAIN_GAP` below
-    :func:`trivial_bound` (a rule of the plan, never of the budget: rule B1)."""
+    the best bound the run knows, the step-capacity LP's (solved by rule B4's guide) or
+    :func:`trivial_bound`, whichever is lower. A rule of the plan, not of the budget, which
+    only stops it as it stops every stage (rule B1)."""
     if steps.budget.spent():
         return False
-    bound = trivial_bound(steps, pending)
+    if math.isfinite(steps.bound):  # (at most the trivial bound: it drops the LP's rows)
+        bound = steps.bound
+    else:
+        if steps.trivial is None:
+            steps.trivial = trivial_bound(steps, pending)
+        bound = steps.trivial
     return bound > 0 and board.objective < (1 - AGAIN_GAP) * bound
 
 
@@ -439,6 +446,8 @@ class _Steps:
         self.index = index
         self.core = core
         self.scale = 1  # the search's work and rounds, times (search_scale)
+        self.trivial: float | None = None  # trivial_bound, once asked for (rule B6)
+        self.bound = math.inf  # the step-capacity LP's bound, once a guide solved it (rule B6)
         self._base: Board | None = None
         if core is None:
             self._base, self.realtime_order = _base_board(index)
@@ -604,6 +613,7 @@ def _guided_plan(
     relaxed = step_capacity_bound(
         problem, integer=integer, time_limit=min(left, cap), starts=True, presolve=presolve
     )
+    steps.bound = min(steps.bound, relaxed.bound)  # (inf when the LP stopped early)
     if not relaxed.starts:
         return None
     guided = steps.guided(first_order, relaxed.starts)
