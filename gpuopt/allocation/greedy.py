@@ -303,11 +303,12 @@ def search_scale(gpus: int, cells: int) -> int:
     return WIDE_SEARCH if guide_first(gpus, cells) else 1
 
 
-#: Rule B6 (models/allocation.md 10.2): the best plan at the end of the sequence is searched
-#: once more (a second search from it, its seed :data:`AGAIN_SEED` further on) when it is
-#: more than this fraction below the best bound the run knows (the step-capacity LP's,
-#: which rule B4's guide solves, or :func:`trivial_bound`); within it, the plan is within
-#: it of the optimum too, and the issue's bar (5 % below the optimum) holds without it.
+#: Rule B6 (models/allocation.md 10.2): in rule B4's range, each end of the sequence (each
+#: plan improved, searched and made exact) is searched once more, from itself, with the seed
+#: :data:`AGAIN_SEED` further on, when it is more than this fraction below the best bound
+#: the run knows (the step-capacity LP's, which rule B4's guide solves, or
+#: :func:`trivial_bound`); within it, the plan is within it of the optimum too, and the
+#: issue's bar (5 % below the optimum) holds without more search.
 AGAIN_GAP = 0.05
 #: The second search's seed is the run's ``seed`` plus this (rule B6); its rounds start again
 #: from ``seed + AGAIN_SEED + 1`` on after a stall, as the first search's from ``seed + 1``.
