@@ -44,7 +44,8 @@ from the starts the step-capacity LP chose (``models/allocation.md`` section
 leaves out the long, cheap tasks that the orders start early. From
 ``GUIDE_FIRST_GPUS`` GPUs on (up to ``GUIDE_FIRST_CELLS``) that plan is built
 right after the orders' and the better of the two is searched first (section
-10.2, rule B4); below, after the orders' plan is searched. Last, a
+10.2, rule B4), and each end still more than ``AGAIN_GAP`` below the LP's bound is
+searched once more from itself (rule B6); below, after the orders' plan is searched. Last, a
 ruin-and-recreate search
 (``models/allocation.md`` section 10.1) moves several tasks at once: it
 clears the way for a task left out or started late, then frees seeded random
@@ -84,7 +85,7 @@ from gpuopt.allocation._guides import (
     _guided,
     _guided_orders,
 )
-from gpuopt.allocation._search import SEARCH_ROUNDS, _search
+from gpuopt.allocation._search import SEARCH_ROUNDS, _best_value, _search
 from gpuopt.allocation._swap import _improve
 from gpuopt.allocation.bound import step_capacity_bound
 from gpuopt.allocation.problem import AllocationIndex, AllocationProblem
@@ -241,6 +242,13 @@ def greedy_grid(
                 ends.append(plan)
             if not improve and len(ends) > 1:
                 ends = ends[1:]
+        if early and search and pending and not settled:
+            # rule B6 (section 10.2), in rule B4's range: each end that may be more than
+            # AGAIN_GAP below the optimum is searched once more, from itself, with another seed
+            again = (swaps, search, seed + AGAIN_SEED)
+            for number, end in enumerate(ends):
+                if again_wanted(steps, end, pending):
+                    ends[number] = _finish(steps, end, pending, again, shown, "again")
         best = max(ends, key=lambda board: board.objective)
     return steps.grid(best)
 
@@ -293,6 +301,41 @@ def search_scale(gpus: int, cells: int) -> int:
     ``gpus`` GPUs with ``cells`` new tasks x steps gets: :data:`WIDE_SEARCH` in rule B4's
     range (:func:`guide_first`), else 1."""
     return WIDE_SEARCH if guide_first(gpus, cells) else 1
+
+
+#: Rule B6 (models/allocation.md 10.2): in rule B4's range, each end of the sequence (each
+#: plan improved, searched and made exact) is searched once more, from itself, with the seed
+#: :data:`AGAIN_SEED` further on, when it is more than this fraction below the best bound
+#: the run knows (the step-capacity LP's, which rule B4's guide solves, or
+#: :func:`trivial_bound`); within it, the plan is within it of the optimum too, and the
+#: issue's bar (5 % below the optimum) holds without more search.
+AGAIN_GAP = 0.05
+#: The second search's seed is the run's ``seed`` plus this (rule B6); its rounds start again
+#: from ``seed + AGAIN_SEED + 1`` on after a stall, as the first search's from ``seed + 1``.
+AGAIN_SEED = 1_000
+
+
+def trivial_bound(steps: _Steps, pending: list[int]) -> float:
+    """The objective with every pending task at its arrival on its best model and realtime
+    served in full (section 6): no plan does better (``_search._at_best``'s test)."""
+    base = steps.base
+    return base.value + sum(_best_value(base, b) for b in pending)
+
+
+def again_wanted(steps: _Steps, board: Any, pending: list[int]) -> bool:
+    """Whether rule B6 searches ``board`` once more: it is more than :data:`AGAIN_GAP` below
+    the best bound the run knows, the step-capacity LP's (solved by rule B4's guide) or
+    :func:`trivial_bound`, whichever is lower. A rule of the plan, not of the budget, which
+    only stops it as it stops every stage (rule B1)."""
+    if steps.budget.spent():
+        return False
+    if math.isfinite(steps.bound):  # (at most the trivial bound: it drops the LP's rows)
+        bound = steps.bound
+    else:
+        if steps.trivial is None:
+            steps.trivial = trivial_bound(steps, pending)
+        bound = steps.trivial
+    return bound > 0 and board.objective < (1 - AGAIN_GAP) * bound
 
 
 def guide_first(gpus: int, cells: int) -> bool:
@@ -357,7 +400,7 @@ def _finish(
     curves made exact (:func:`_exact_realtime`), each stage while the budget lasts;
     ``settings`` is (swap attempts, search rounds, seed)."""
     swaps, search, seed = settings
-    label = f" ({kind}-guided)" if kind else ""
+    label = f" ({kind}-guided)" if kind in ("LP", "MIP") else f" ({kind})" if kind else ""
     index = steps.index
     if len(board.starts) < index.num_batch:
         board = steps.improve(board, pending, swaps, shown, label)
@@ -405,6 +448,8 @@ class _Steps:
         self.index = index
         self.core = core
         self.scale = 1  # the search's work and rounds, times (search_scale)
+        self.trivial: float | None = None  # trivial_bound, once asked for (rule B6)
+        self.bound = math.inf  # the step-capacity LP's bound, once a guide solved it (rule B6)
         self._base: Board | None = None
         if core is None:
             self._base, self.realtime_order = _base_board(index)
@@ -570,6 +615,7 @@ def _guided_plan(
     relaxed = step_capacity_bound(
         problem, integer=integer, time_limit=min(left, cap), starts=True, presolve=presolve
     )
+    steps.bound = min(steps.bound, relaxed.bound)  # (inf when the LP stopped early)
     if not relaxed.starts:
         return None
     guided = steps.guided(first_order, relaxed.starts)
