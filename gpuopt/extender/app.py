@@ -376,7 +376,8 @@ def create_app(
 
     verbs = {
         "/filter": _verb("filter", filter_, metrics, limits),
-        "/prioritize": _verb("prioritize", prioritize, metrics, limits),
+        # L5: the assumption of the pod is counted once its answer is sent
+        "/prioritize": _verb("prioritize", prioritize, metrics, limits, after=extender.flush),
         "/preempt": _verb("preempt", preempt, metrics, limits),
     }
     routes = [
@@ -393,11 +394,17 @@ def create_app(
 
 
 def _verb(
-    name: str, answer: Callable[[Any], Any], metrics: _Metrics, limits: tuple[int, int]
+    name: str,
+    answer: Callable[[Any], Any],
+    metrics: _Metrics,
+    limits: tuple[int, int],
+    *,
+    after: Callable[[], None] | None = None,
 ) -> ASGIApp:
     """The handler of verb ``name`` (an ASGI app): read the body (within ``limits``: bytes,
-    nesting), answer it as JSON, and count and log every refusal and failure."""
-    return _Verb(name, answer, metrics, limits)
+    nesting), answer it as JSON, and count and log every refusal and failure; ``after``
+    runs once the answer is sent."""
+    return _Verb(name, answer, metrics, limits, after)
 
 
 class _Verb:
@@ -405,10 +412,16 @@ class _Verb:
     app, a function as a request handler)."""
 
     def __init__(
-        self, name: str, answer: Callable[[Any], Any], metrics: _Metrics, limits: tuple[int, int]
+        self,
+        name: str,
+        answer: Callable[[Any], Any],
+        metrics: _Metrics,
+        limits: tuple[int, int],
+        after: Callable[[], None] | None = None,
     ) -> None:
         self.name = name
         self.answer = answer
+        self.after = after
         self.metrics = metrics
         self.max_body, self.max_depth = limits
         self.latency: Any = None  # the histogram's series of this verb, made when first used
@@ -447,6 +460,8 @@ class _Verb:
             counter = self.answered[status] = metrics.requests.labels(name, str(status))
         counter.inc()
         await response(scope, receive, send)
+        if self.after is not None:
+            self.after()
 
 
 def _health(extender: Extender, watch: SnapshotWatch | None) -> dict[str, Any]:

@@ -119,6 +119,30 @@ class Counts:
     empty: Counter[str] = field(default_factory=Counter)
 
 
+class _Guard:
+    """The extender's re-entrant lock: taking it runs first the count left pending by the
+    last prioritize (:meth:`Extender.flush`), so nothing reads the state without it."""
+
+    def __init__(self, owner: Extender) -> None:
+        self._lock = threading.RLock()
+        self._owner = owner
+
+    def __enter__(self) -> _Guard:
+        self._lock.acquire()
+        pending = self._owner._pending
+        if pending is not None:
+            self._owner._pending = None
+            try:
+                pending()
+            except BaseException:
+                self._lock.release()
+                raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
 class Extender:
     """Filter, prioritize and preempt against a snapshot (see the module docstring).
 
@@ -159,8 +183,10 @@ class Extender:
         self.counts = Counts()
         self.assume_ttl = assume_ttl
         self.clock = clock
-        #: held while a verb answers and while the state changes in place (a watch's thread)
-        self.guard = threading.RLock()
+        #: held while a verb answers and while the state changes in place (a watch's thread);
+        #: taking it first counts the assumption the last prioritize left to count (L5)
+        self.guard = _Guard(self)
+        self._pending: Callable[[], None] | None = None
         self._assumed: dict[str, Assumed] = {}  # pod id -> its assumption (L5)
         #: pod id -> the assumption of a pod settled whose claims are still counted (E10):
         #: until the state shows them allocated, or its deadline
@@ -369,20 +395,36 @@ class Extender:
                 scores[best] = top + 1
             else:
                 scores[equals[equals != best]] = top - 1
-        task = ask.pending.as_task(node)
-        base.add(task)
-        held: tuple[ResourceClaim, ...] = ()
+        deadline = self.clock() + self.assume_ttl
         choice = (choices or {}).get(int(positions[best]))
-        if choice is not None and choice.picks:  # E10: its devices are taken too
-            from gpuopt.extender.claims import resolve
 
-            claims = resolve(state, ask.pending, ask.claim_refs).claims
-            held = assumed_claims(state, ask.pending, claims, choice, int(positions[best]))
-            base.assume_claims(pod_id, held)
-            if state is not base:
-                state.assume_claims(pod_id, held)
-        self._assumed[pod_id] = Assumed(task, self.clock() + self.assume_ttl, held)
-        self._follow(task, state)
+        def count() -> None:
+            # the state counts the pod: after the answer is sent (flush), or when the guard
+            # is next taken, whichever comes first, so every later answer counts it
+            if pod_id in base.by_id or self._state is not base:
+                return  # the watch saw it bound meanwhile, or a new state came
+            task = ask.pending.as_task(node)
+            base.add(task)
+            held: tuple[ResourceClaim, ...] = ()
+            if choice is not None and choice.picks:  # E10: its devices are taken too
+                from gpuopt.extender.claims import resolve
+
+                claims = resolve(state, ask.pending, ask.claim_refs).claims
+                held = assumed_claims(state, ask.pending, claims, choice, int(positions[best]))
+                base.assume_claims(pod_id, held)
+                if state is not base:
+                    state.assume_claims(pod_id, held)
+            self._assumed[pod_id] = Assumed(task, deadline, held)
+            self._follow(task, state)
+
+        self._pending = count
+
+    def flush(self) -> None:
+        """Count the assumption the last prioritize decided (L5) now: the service calls it
+        once the answer is sent, so that the answer does not wait for it; every verb and
+        change of the state counts it first anyway (the guard)."""
+        with self.guard:
+            pass
 
     def _follow(self, task: Task, judged: State | None) -> None:
         """The state counted ``task`` (assumed on the state ``judged``, where it passed the
