@@ -272,7 +272,9 @@ class Extender:
 
     @property
     def state(self) -> State | None:
-        """The snapshot's state (None before one is given)."""
+        """The snapshot's state (None before one is given), counting every assumption."""
+        if self._pending is not None:
+            self.flush()
         return self._state
 
     def assume(self, task: Task) -> None:

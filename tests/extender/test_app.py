@@ -344,3 +344,30 @@ def test_a_verb_answers_alike_without_and_through_the_router(verb: str, body: by
         assert direct == routed
         assert direct[0]["type"] == "http.response.start"
     assert _raw(create_app(Extender(snapshot())), f"/{verb}", good)[0]["status"] == 200
+
+
+def test_prioritize_sends_its_answer_before_it_counts_the_assumed_pod() -> None:
+    # L5: the service counts the assumption once the answer is sent, not before
+    extender = Extender(snapshot(), assume_ttl=30.0)
+    app = create_app(extender)
+    counted_when_sent: list[bool] = []
+    body = json.dumps({"Pod": pod("f", gpus=2), "NodeNames": ["a", "b"]}).encode()
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/prioritize", "raw_path": b"/prioritize",
+        "query_string": b"", "root_path": "",
+        "headers": [(b"host", b"x"), (b"content-length", str(len(body)).encode())],
+        "client": ("127.0.0.1", 5), "server": ("127.0.0.1", 80),
+    }  # fmt: skip
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":  # what is counted as the body leaves
+            counted_when_sent.append("ml/f" in extender._assumed)
+
+    asyncio.run(app(scope, receive, send))
+    assert counted_when_sent == [False]
+    assert "ml/f" in extender._assumed and extender._pending is None  # counted right after

@@ -608,3 +608,21 @@ def test_full_mode_assumed_shares_lock_a_node_as_a_build_would() -> None:
     assert answers["kept"] == answers["built"]
     locked = [r["FailedAndUnresolvableNodes"].get("k", "") for r, _, _ in answers["kept"]]
     assert any("locked" in why for why in locked), locked
+
+
+def test_an_assumption_is_counted_after_its_answer_and_before_anything_else_reads_the_state() -> (
+    None
+):
+    # L5: prioritize decides the node and answers; the pod is counted afterwards (the
+    # service counts it once the answer is sent), and before any later answer or read
+    extender = Extender(cluster([node("a"), node("b")]), assume_ttl=10.0)
+    answer = extender.prioritize(read_args({"Pod": pod("f", gpus=2), "NodeNames": ["a", "b"]}))
+    best = max(answer, key=lambda entry: entry["Score"])["Host"]
+    # the next pod's filter and scores see the first on its node, as when counted at once
+    second = extender.prioritize(read_args({"Pod": pod("s", gpus=6), "NodeNames": ["a", "b"]}))
+    scores = {entry["Host"]: entry["Score"] for entry in second}
+    other = "b" if best == "a" else "a"
+    assert scores[best] > scores[other]  # binpack: the node with f on it is fuller
+    assert extender.assumed == {"ml/f": best, "ml/s": best}
+    state = extender.state
+    assert state is not None and sorted(state.free_whole.tolist()) == [0, 8]
