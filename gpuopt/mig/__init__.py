@@ -1,0 +1,1 @@
+"""Dynamic MIG layout: which MIG placements to allocate so waiting claims fit and few GPUs are cut."""
