@@ -61,7 +61,9 @@ def read_cluster(paths: list[str], *, strict: bool) -> Any:
     return cluster
 
 
-def allocations(problem: Any, result: Any, templates: dict[str, str | None]) -> list[dict[str, Any]]:
+def allocations(
+    problem: Any, result: Any, templates: dict[str, str | None]
+) -> list[dict[str, Any]]:
     """Per claim served: its node and ``status.allocation.devices.results`` (the device keys
     ``driver/pool/name`` split as Kubernetes writes them)."""
     index = problem.index

@@ -118,8 +118,11 @@ def _node_gpus(cluster: Cluster, node_id: str) -> tuple[list[dict[str, Any]], di
         counters = sets[key]
         factors: dict[str, Fraction] = {}
         for name, value in counters.items():
-            drawn = [amount(d.consumes_counters[0].counters[name]) for d in devices
-                     if name in d.consumes_counters[0].counters]
+            drawn = [
+                amount(d.consumes_counters[0].counters[name])
+                for d in devices
+                if name in d.consumes_counters[0].counters
+            ]
             factors[name], _ = _scaled([max(value, Fraction(0)), *drawn])
         model = next(
             (str(d.attribute("productName")) for d in devices if d.attribute("productName")), None
@@ -293,7 +296,9 @@ def from_cluster(cluster: Cluster, *, name: str | None = None) -> MigRead:
             continue
         pods.append({"id": pod.id, "claims": data, "nodes": admitted})
         templates.update({claim.id: claim.template for claim in claims})
-    problem = MigProblem(name=name or cluster.name or "mig", gpus=gpus, pods=pods)
+    problem = MigProblem.model_validate(
+        {"name": name or cluster.name or "mig", "gpus": gpus, "pods": pods}
+    )
     return MigRead(problem, skipped, templates)
 
 

@@ -85,7 +85,9 @@ class MigModel:
                         takes = []
                         for node in nodes:
                             for p in index.free.get((node, alternative.profile), []):
-                                take = model.new_bool_var(f"take[{claim.id},{request.name},{a},{p}]")
+                                take = model.new_bool_var(
+                                    f"take[{claim.id},{request.name},{a},{p}]"
+                                )
                                 self.take[claim.id, request.name, a, p] = take
                                 self.uses[p].append(take)
                                 takes.append(take)
@@ -128,7 +130,12 @@ class MigModel:
         for g in range(index.gpus):
             if index.cut_before[g]:
                 continue
-            takes = [take for p in index.members[g] if not index.whole[p] for take in self.uses.get(p, [])]
+            takes = [
+                take
+                for p in index.members[g]
+                if not index.whole[p]
+                for take in self.uses.get(p, [])
+            ]
             if takes:
                 cut = self.cut[g] = self.model.new_bool_var(f"cut[{g}]")
                 for take in takes:
@@ -175,7 +182,9 @@ class MigModel:
         taken = {(pick.claim, pick.request, index.device_of[pick.device]) for pick in picks}
         values: dict[Any, int] = {}
         claim_pod = {claim.id: q for q, pod in enumerate(self.problem.pods) for claim in pod.claims}
-        pod_node = {claim_pod[pick.claim]: index.node[index.device_of[pick.device]] for pick in picks}
+        pod_node = {
+            claim_pod[pick.claim]: index.node[index.device_of[pick.device]] for pick in picks
+        }
         for q, var in self.serve.items():
             values[var] = int(q in pod_node)
         for (q, node), var in self.at.items():
@@ -190,10 +199,10 @@ class MigModel:
             if value:
                 chosen_alt.add((claim, request, a))
                 claim_gpu.add((claim, index.gpu[p]))
-        for key, var in self.alt.items():
-            values[var] = int(key in chosen_alt)
-        for key, var in self.on.items():
-            values[var] = int(key in claim_gpu)
+        for alt_key, var in self.alt.items():
+            values[var] = int(alt_key in chosen_alt)
+        for on_key, var in self.on.items():
+            values[var] = int(on_key in claim_gpu)
         used = {p for _, _, p in taken}
         for g, var in self.cut.items():
             values[var] = int(any(p in used and not index.whole[p] for p in index.members[g]))

@@ -78,7 +78,7 @@ def gpu(gpu_id: str, node: str, model: str = "A100-80GB", *, whole: bool = True)
     and its whole device when ``whole``, none in use.
 
     >>> [item.device for item in gpu("g0", "n0", "A100-40GB").placements][:3]
-    ['g0-mig-19-0-1', 'g0-mig-19-1-1', 'g0-mig-19-2-1']
+    ['g0', 'g0-mig-19-0-1', 'g0-mig-19-1-1']
     """
     table = MODELS[model]
     counters = {"multiprocessors": table.multiprocessors, "memory": table.memory}
@@ -101,7 +101,9 @@ def gpu(gpu_id: str, node: str, model: str = "A100-80GB", *, whole: bool = True)
                     draws=draws,
                 )
             )
-    return MigGpu(id=gpu_id, node=node, model=table.product, counters=counters, placements=placements)
+    return MigGpu(
+        id=gpu_id, node=node, model=table.product, counters=counters, placements=placements
+    )
 
 
 def _running_layout(rng: random.Random, item: MigGpu, busy: float) -> MigGpu:
@@ -214,7 +216,7 @@ def random_problem(
                 "claims": [{"id": f"{pod_id}-claim", "requests": requests, "same_gpu": same}],
             }
         )
-    return MigProblem(name=f"mig-{seed}", gpus=node, pods=pods)
+    return MigProblem.model_validate({"name": f"mig-{seed}", "gpus": node, "pods": pods})
 
 
 __all__ = ["MODELS", "GpuModel", "Profile", "gpu", "random_problem"]

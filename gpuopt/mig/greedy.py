@@ -202,7 +202,8 @@ def _cost(layout: Layout, taken: Sequence[tuple[str, str, int]]) -> tuple[int, i
         1
         for g in gpus
         if not index.cut_before[g]
-        and layout.cut_by[g] == sum(1 for _, _, p in taken if index.gpu[p] == g and not index.whole[p])
+        and layout.cut_by[g]
+        == sum(1 for _, _, p in taken if index.gpu[p] == g and not index.whole[p])
         and layout.cut_by[g] > 0
     )
     return newly, -sum(layout.open_on(g) for g in gpus)
@@ -345,9 +346,20 @@ def solve_heuristic(problem: MigProblem, *, improve: bool = True) -> MigResult:
     if improve:
         best = _improve(problem, best)
     return make_result(
-        problem, "heuristic", best, seconds=time.perf_counter() - started,
+        problem,
+        "heuristic",
+        best,
+        seconds=time.perf_counter() - started,
         notes=[heuristic_note("heuristic")],
     )
 
 
-__all__ = ["REPACKS", "WORK_LIMIT", "Layout", "layout_order", "slice_order", "solve_first_fit", "solve_heuristic"]
+__all__ = [
+    "REPACKS",
+    "WORK_LIMIT",
+    "Layout",
+    "layout_order",
+    "slice_order",
+    "solve_first_fit",
+    "solve_heuristic",
+]

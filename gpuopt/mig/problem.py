@@ -133,7 +133,7 @@ class MigProblem(IndexedModel):
     ...     {"id": "p", "claims": [{"id": "c", "requests": [
     ...         {"name": "r", "alternatives": [{"profile": "3g.40gb", "count": 2}]}]}]}])
     >>> len(problem.gpus[0].placements), problem.index.gpus
-    (20, 1)
+    (19, 1)
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)

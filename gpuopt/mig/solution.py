@@ -306,7 +306,12 @@ def pod_options(problem: MigProblem, pod: MigPod) -> Iterator[tuple[MigPick, ...
                     name = request.alternative_name(alternative)
                     free = index.free.get((node, alternative.profile), [])
                     for group in itertools.combinations(free, alternative.count):
-                        mine.append(tuple(MigPick(claim=claim.id, request=name, device=index.keys[p]) for p in group))
+                        mine.append(
+                            tuple(
+                                MigPick(claim=claim.id, request=name, device=index.keys[p])
+                                for p in group
+                            )
+                        )
                 per_request.append(mine)
         for combination in itertools.product(*per_request):
             yield tuple(pick for group in combination for pick in group)
