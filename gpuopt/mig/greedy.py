@@ -26,12 +26,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from gpuopt.mig.problem import MigPod, MigProblem
+from gpuopt.mig.problem import MigClaim, MigPod, MigProblem
 from gpuopt.mig.solution import MigPick, MigResult, evaluate, make_result
 from gpuopt.result import heuristic_note
 
 #: Device steps the search may take for one pod on one node before giving up.
-WORK_LIMIT = 20_000
+WORK_LIMIT = 5_000
 
 #: Node repacks the local improvement tries at most.
 REPACKS = 200
@@ -51,6 +51,19 @@ class Layout:
         self.cut = list(index.cut_before)
         self.cut_by = [0] * index.gpus  # MIG placements taken by the plan, per GPU
         self.picks: list[MigPick] = []
+        self._closes: dict[tuple[int, tuple[int, ...]], dict[int, int]] = {}
+        self._open: dict[tuple[int, tuple[int, ...]], int] = {}
+        # (gpu, profile) -> counter -> the least any placement of the profile draws there
+        self.least: dict[tuple[int, str], dict[int, int]] = {}
+        for p in range(index.placements):
+            key = (index.gpu[p], index.profile[p])
+            drawn = index.draws[p]
+            known = self.least.get(key)
+            if known is None:
+                self.least[key] = dict(drawn)
+            else:
+                for k in list(known):
+                    known[k] = min(known[k], drawn.get(k, 0))
 
     def fits(self, p: int) -> bool:
         """Whether placement ``p`` is free and its draws fit what its GPU has left."""
@@ -82,17 +95,65 @@ class Layout:
             self.cut[g] = index.cut_before[g] or self.cut_by[g] > 0
 
     def open_on(self, g: int) -> int:
-        """Placements of GPU ``g`` that could still be allocated, one at a time."""
-        return sum(1 for p in self.index.members[g] if self.fits(p))
+        """Placements of GPU ``g`` whose draws fit what it has left (remembered per GPU and
+        what it has left; a placement in use draws what is gone, so it never fits)."""
+        key = (g, tuple(self.left[g]))
+        found = self._open.get(key)
+        if found is None:
+            row = self.left[g]
+            found = self._open[key] = sum(
+                1
+                for p in self.index.members[g]
+                if all(value <= row[k] for k, value in self.index.draws[p].items())
+            )
+        return found
+
+    def could_hold(self, g: int, claim: MigClaim) -> bool:
+        """Whether GPU ``g`` has left, counter by counter, what ``claim``'s cheapest
+        alternatives draw at least (a necessary condition, to prune the search)."""
+        need: dict[int, int] = {}
+        for request in claim.requests:
+            cheapest: dict[int, int] | None = None
+            for alternative in request.alternatives:
+                least = self.least.get((g, alternative.profile))
+                if least is None:
+                    continue
+                drawn = {k: alternative.count * value for k, value in least.items()}
+                if cheapest is None:
+                    cheapest = drawn
+                else:
+                    cheapest = {k: min(v, drawn.get(k, 0)) for k, v in cheapest.items()}
+            if cheapest is None:
+                return False
+            for k, value in cheapest.items():
+                need[k] = need.get(k, 0) + value
+        row = self.left[g]
+        return all(value <= row[k] for k, value in need.items())
 
     def closes(self, p: int) -> int:
-        """How many open placements of ``p``'s GPU allocating ``p`` closes (``p`` included)."""
-        g = self.index.gpu[p]
-        before = self.open_on(g)
-        self.take(p)
-        after = self.open_on(g)
-        self.release(p)
-        return before - after
+        """How many placements of ``p``'s GPU whose draws fit what is left stop fitting when
+        ``p`` is allocated (``p`` included); remembered per GPU and what it has left."""
+        index = self.index
+        g = index.gpu[p]
+        key = (g, tuple(self.left[g]))
+        known = self._closes.get(key)
+        if known is None:
+            known = self._closes[key] = {}
+        found = known.get(p)
+        if found is None:
+            row = self.left[g]
+            after = list(row)
+            for k, value in index.draws[p].items():
+                after[k] -= value
+            found = 0
+            for other in index.members[g]:
+                draws = index.draws[other].items()
+                if all(value <= row[k] for k, value in draws) and not all(
+                    value <= after[k] for k, value in draws
+                ):
+                    found += 1
+            known[p] = found
+        return found
 
     def place(self, pod: MigPod, node: int, order: Order) -> list[tuple[str, str, int]] | None:
         """Take devices for every request of ``pod`` on ``node`` (backtracking, devices in
@@ -101,14 +162,37 @@ class Layout:
         chosen: list[tuple[str, str, int]] = []
         gpu_of_claim: dict[str, int] = {}
         steps = [0]
+        here = [g for g in range(self.index.gpus) if self._on(g, node)]
+        allowed: dict[str, set[int]] = {}
+        for claim in pod.claims:
+            if claim.same_gpu:
+                allowed[claim.id] = {g for g in here if self.could_hold(g, claim)}
+                if not allowed[claim.id]:
+                    return None
+
+        def enough(v: int) -> bool:
+            """Forward check: request ``v`` still has an alternative with enough devices."""
+            _, request = units[v]
+            for alternative in request.alternatives:
+                free = self.index.free.get((node, alternative.profile), [])
+                if sum(1 for p in free if self.fits(p)) >= alternative.count:
+                    return True
+            return False
 
         def serve(u: int) -> bool:
             if u == len(units):
                 return True
+            if not all(enough(v) for v in range(u, len(units))):
+                return False
             claim, request = units[u]
             for alternative in request.alternatives:
                 free = self.index.free.get((node, alternative.profile), [])
-                candidates = order(self, [p for p in free if self.fits(p)])
+                fitting = [p for p in free if self.fits(p)]
+                if claim.same_gpu:
+                    fitting = [p for p in fitting if self.index.gpu[p] in allowed[claim.id]]
+                if len(fitting) < alternative.count:
+                    continue
+                candidates = order(self, fitting)
                 name = request.alternative_name(alternative)
                 if pick(u, candidates, 0, alternative.count, name, claim.id, claim.same_gpu):
                     return True
@@ -151,6 +235,11 @@ class Layout:
         if serve(0):
             return chosen
         return None
+
+    def _on(self, g: int, node: int) -> bool:
+        """Whether GPU ``g`` is on ``node``."""
+        members = self.index.members[g]
+        return bool(members) and self.index.node[members[0]] == node
 
     def keep(self, taken: Sequence[tuple[str, str, int]]) -> None:
         """Record what :meth:`place` took as picks."""
