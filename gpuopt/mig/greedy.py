@@ -382,6 +382,64 @@ def _improve(problem: MigProblem, picks: list[MigPick]) -> list[MigPick]:
     return best
 
 
+def _replace(problem: MigProblem, picks: list[MigPick]) -> list[MigPick]:
+    """Move: each served pod in turn is taken out and placed again where the whole answer
+    scores best (a pod of one device: every free device of its profiles is tried; else the
+    greedy's devices on each node); kept when the score rises. Two passes."""
+    index = problem.index
+    claim_pod = {claim.id: q for q, pod in enumerate(problem.pods) for claim in pod.claims}
+    best = list(picks)
+    best_score = evaluate(problem, best).score
+    for _ in range(2):
+        moved = False
+        for q, pod in enumerate(problem.pods):
+            mine = [pick for pick in best if claim_pod[pick.claim] == q]
+            if not mine:
+                continue
+            others = [pick for pick in best if claim_pod[pick.claim] != q]
+            layout = Layout(problem)
+            for pick in others:
+                layout.take(index.device_of[pick.device])
+            options: list[list[MigPick]] = []
+            single = len(pod.claims) == 1 and len(pod.claims[0].requests) == 1
+            request = pod.claims[0].requests[0]
+            if single and all(alt.count == 1 for alt in request.alternatives):
+                for node in index.pod_nodes[q]:
+                    for alternative in request.alternatives:
+                        for p in index.free.get((node, alternative.profile), []):
+                            if layout.fits(p):
+                                name = request.alternative_name(alternative)
+                                options.append(
+                                    [
+                                        MigPick(
+                                            claim=pod.claims[0].id,
+                                            request=name,
+                                            device=index.keys[p],
+                                        )
+                                    ]
+                                )
+            else:
+                for node in index.pod_nodes[q]:
+                    taken = layout.place(pod, node, layout_order)
+                    if taken is not None:
+                        layout.undo(taken)
+                        options.append(
+                            [
+                                MigPick(claim=claim, request=name, device=index.keys[p])
+                                for claim, name, p in taken
+                            ]
+                        )
+            for option in options:
+                trial = others + option
+                score = evaluate(problem, trial).score
+                if score > best_score:
+                    best, best_score, moved = trial, score, True
+        if not moved:
+            break
+    order = {pod.id: q for q, pod in enumerate(problem.pods)}
+    return sorted(best, key=lambda pick: order[problem.pods[claim_pod[pick.claim]].id])
+
+
 def solve_first_fit(problem: MigProblem) -> MigResult:
     """First fit, as Kubernetes' DRA allocator chooses devices today (no scoring).
 
@@ -413,7 +471,8 @@ def solve_heuristic(problem: MigProblem, *, improve: bool = True) -> MigResult:
     problem
         The GPUs and the waiting pods.
     improve
-        Whether to run the local improvement (repacking a node with a pod left out).
+        Whether to run the local improvements (repacking a node with a pod left out,
+        then moving each served pod to where the answer scores best).
 
     Examples
     --------
@@ -433,7 +492,7 @@ def solve_heuristic(problem: MigProblem, *, improve: bool = True) -> MigResult:
         candidates.append(_greedy(problem, order).picks)
     best = max(candidates, key=lambda picks: evaluate(problem, picks).score)
     if improve:
-        best = _improve(problem, best)
+        best = _replace(problem, _improve(problem, best))
     return make_result(
         problem,
         "heuristic",
