@@ -108,6 +108,17 @@ class Layout:
             )
         return found
 
+    def share(self, profile: str, count: int) -> float:
+        """What ``count`` devices of ``profile`` take of a GPU: the mean over its counters of
+        the least a placement draws over the capacity (for ordering alternatives)."""
+        for g in range(self.index.gpus):
+            least = self.least.get((g, profile))
+            if least is not None:
+                capacity = self.index.capacity[g]
+                shares = [v / capacity[k] for k, v in least.items() if capacity[k]]
+                return count * sum(shares) / max(1, len(capacity))
+        return float("inf")
+
     def could_hold(self, g: int, claim: MigClaim) -> bool:
         """Whether GPU ``g`` has left, counter by counter, what ``claim``'s cheapest
         alternatives draw at least (a necessary condition, to prune the search)."""
@@ -155,9 +166,13 @@ class Layout:
             known[p] = found
         return found
 
-    def place(self, pod: MigPod, node: int, order: Order) -> list[tuple[str, str, int]] | None:
+    def place(
+        self, pod: MigPod, node: int, order: Order, *, smallest: bool = False
+    ) -> list[tuple[str, str, int]] | None:
         """Take devices for every request of ``pod`` on ``node`` (backtracking, devices in
-        ``order``); the ``(claim, request name, placement)`` taken, or None (nothing taken)."""
+        ``order``; alternatives in the request's order, or the smallest first with
+        ``smallest``); the ``(claim, request name, placement)`` taken, or None (nothing
+        taken)."""
         units = [(claim, request) for claim in pod.claims for request in claim.requests]
         chosen: list[tuple[str, str, int]] = []
         gpu_of_claim: dict[str, int] = {}
@@ -185,7 +200,12 @@ class Layout:
             if not all(enough(v) for v in range(u, len(units))):
                 return False
             claim, request = units[u]
-            for alternative in request.alternatives:
+            alternatives = request.alternatives
+            if smallest and len(alternatives) > 1:
+                alternatives = sorted(
+                    alternatives, key=lambda alt: self.share(alt.profile, alt.count)
+                )
+            for alternative in alternatives:
                 free = self.index.free.get((node, alternative.profile), [])
                 fitting = [p for p in free if self.fits(p)]
                 if claim.same_gpu:
@@ -306,7 +326,7 @@ def _greedy(problem: MigProblem, pods: Sequence[int], layout: Layout | None = No
         pod = problem.pods[q]
         best: tuple[tuple[int, int], int] | None = None
         for node in index.pod_nodes[q]:
-            taken = layout.place(pod, node, layout_order)
+            taken = layout.place(pod, node, layout_order, smallest=True)
             if taken is None:
                 continue
             cost = _cost(layout, taken)
@@ -314,7 +334,7 @@ def _greedy(problem: MigProblem, pods: Sequence[int], layout: Layout | None = No
             if best is None or cost < best[0]:
                 best = (cost, node)
         if best is not None:
-            taken = layout.place(pod, best[1], layout_order)
+            taken = layout.place(pod, best[1], layout_order, smallest=True)
             if taken is not None:  # the same search again: it finds the same devices
                 layout.keep(taken)
     return layout
@@ -420,7 +440,7 @@ def _replace(problem: MigProblem, picks: list[MigPick]) -> list[MigPick]:
                                 )
             else:
                 for node in index.pod_nodes[q]:
-                    taken = layout.place(pod, node, layout_order)
+                    taken = layout.place(pod, node, layout_order, smallest=True)
                     if taken is not None:
                         layout.undo(taken)
                         options.append(
