@@ -340,64 +340,60 @@ def _greedy(problem: MigProblem, pods: Sequence[int], layout: Layout | None = No
     return layout
 
 
-def _pod_size(problem: MigProblem, pod: MigPod) -> float:
-    """Share of a GPU's counters the pod's smallest alternatives draw (for ordering)."""
-    index = problem.index
-    total = 0.0
-    for claim in pod.claims:
-        for request in claim.requests:
-            shares = []
-            for alternative in request.alternatives:
-                devices = [
-                    p
-                    for (node, profile), items in index.free.items()
-                    if profile == alternative.profile
-                    for p in items[:1]
-                ]
-                if devices:
-                    p = devices[0]
-                    g = index.gpu[p]
-                    share = max(
-                        (value / index.capacity[g][k] for k, value in index.draws[p].items()),
-                        default=0.0,
-                    )
-                    shares.append(share * alternative.count)
-            total += min(shares, default=0.0)
-    return total
+def _pod_size(layout: Layout, pod: MigPod) -> float:
+    """Share of a GPU the pod's smallest alternatives take (:meth:`Layout.share`, summed)."""
+    return sum(
+        min(layout.share(alt.profile, alt.count) for alt in request.alternatives)
+        for claim in pod.claims
+        for request in claim.requests
+    )
+
+
+def _sizes(problem: MigProblem) -> list[float]:
+    """:func:`_pod_size` of every pod (``inf`` for a pod asking a profile no GPU has)."""
+    layout = Layout(problem)
+    return [_pod_size(layout, pod) for pod in problem.pods]
 
 
 def _improve(problem: MigProblem, picks: list[MigPick]) -> list[MigPick]:
-    """Repack: for each pod left out, per node, place it first and the node's pods after it;
-    keep the result when the score rises (at most :data:`REPACKS` repacks)."""
+    """Repack: for each pod left out, per node, place it first and the node's pods after it
+    (largest first), or all of them largest first; keep the result when the score rises
+    (at most :data:`REPACKS` repacks)."""
     best = list(picks)
     best_score = evaluate(problem, best).score
     index = problem.index
     claim_pod = {claim.id: q for q, pod in enumerate(problem.pods) for claim in pod.claims}
+    sizes = _sizes(problem)
     tries = 0
     for q in range(len(problem.pods)):
         served = {claim_pod[pick.claim] for pick in best}
         if q in served:
             continue
         for node in index.pod_nodes[q]:
-            tries += 1
-            if tries > REPACKS:
-                return best
             here = {
                 claim_pod[pick.claim]
                 for pick in best
                 if index.node[index.device_of[pick.device]] == node
             }
             kept = [pick for pick in best if claim_pod[pick.claim] not in here]
-            layout = Layout(problem)
-            for pick in kept:
-                layout.take(index.device_of[pick.device])
-            layout.picks = list(kept)
-            others = sorted(here, key=lambda k: -_pod_size(problem, problem.pods[k]))
+            others = sorted(here, key=lambda k: -sizes[k])
             rest = [k for k in range(len(problem.pods)) if k not in served and k != q]
-            _greedy(problem, [q, *others, *rest], layout)
-            score = evaluate(problem, layout.picks).score
-            if score > best_score:
-                best, best_score = layout.picks, score
+            together = sorted([q, *here], key=lambda k: (-sizes[k], k))
+            improved = False
+            for order in ([q, *others, *rest], [*together, *rest]):
+                tries += 1
+                if tries > REPACKS:
+                    return best
+                layout = Layout(problem)
+                for pick in kept:
+                    layout.take(index.device_of[pick.device])
+                layout.picks = list(kept)
+                _greedy(problem, order, layout)
+                score = evaluate(problem, layout.picks).score
+                if score > best_score:
+                    best, best_score, improved = layout.picks, score, True
+                    break
+            if improved:
                 break
     return best
 
@@ -504,9 +500,8 @@ def solve_heuristic(problem: MigProblem, *, improve: bool = True) -> MigResult:
     """
     started = time.perf_counter()
     arrival = list(range(len(problem.pods)))
-    largest = sorted(
-        arrival, key=lambda q: (-problem.pods[q].weight, -_pod_size(problem, problem.pods[q]), q)
-    )
+    sizes = _sizes(problem)
+    largest = sorted(arrival, key=lambda q: (-problem.pods[q].weight, -sizes[q], q))
     candidates = [_first_fit(problem)]
     for order in (arrival, largest):
         candidates.append(_greedy(problem, order).picks)
