@@ -15,10 +15,12 @@ and gives up on a pod after :data:`WORK_LIMIT` device steps.
 - :func:`solve_heuristic` (the default): devices ordered to cut few GPUs and
   keep placements open (a device on a GPU cut already before one on a fresh
   GPU; then the fewest placements it closes on its GPU; then the fullest GPU,
-  best fit); each pod goes to the node where it costs least. Pods in two orders
-  (arrival, and heaviest and largest first); then a local improvement that
-  repacks a node with a pod left out; the best of these and of first fit by
-  the score is kept, so it never serves less weight than first fit.
+  best fit), a request's smallest alternative first; each pod goes to the node
+  where it costs least. Pods in two orders (arrival, and heaviest and largest
+  first); then two local improvements: a repack of a node with a pod left out,
+  and a move of each served pod to where the answer scores best. The best of
+  these and of first fit by the score is kept, so it never serves less weight
+  than first fit.
 """
 
 from __future__ import annotations
