@@ -107,3 +107,157 @@ def random_tiny(seed: int) -> MigProblem:
             data["nodes"] = [rng.choice(nodes)]
         pods.append(data)
     return tiny_problem(gpus, pods)
+
+
+def as_cluster(problem: MigProblem) -> Any:
+    """``problem`` written as a snapshot with DRA facts, the way NVIDIA's driver publishes
+    dynamic MIG: per GPU a counter set and its devices (``type``, ``profile``,
+    ``parentUUID``), the devices in use allocated to one running claim, each waiting pod's
+    claims with a profile selector (``firstAvailable`` kept, ``same_gpu`` as
+    ``matchAttribute`` on ``parentUUID``). One node per node of the problem."""
+    from gpuopt.cluster.model import Cluster
+
+    driver = "gpu.nvidia.com"
+    nodes: dict[str, dict[str, Any]] = {}
+    used: list[dict[str, str]] = []
+    for g, item in enumerate(problem.gpus):
+        node = nodes.setdefault(
+            item.node, {"id": item.node, "gpus": 0, "cpus": 64, "devices": [], "counters": []}
+        )
+        counter_set = f"{item.id}-set"
+        node["counters"].append(
+            {
+                "driver": driver,
+                "pool": item.node,
+                "name": counter_set,
+                "counters": {k: str(v) for k, v in item.counters.items()},
+            }
+        )
+        for placement in item.placements:
+            attributes: dict[str, Any] = {"type": "gpu" if placement.whole else "mig"}
+            if placement.whole:
+                attributes["uuid"] = f"uuid-{g}"
+            else:
+                attributes |= {"profile": placement.profile, "parentUUID": f"uuid-{g}"}
+            node["devices"].append(
+                {
+                    "name": placement.device,
+                    "driver": driver,
+                    "pool": item.node,
+                    "attributes": attributes,
+                    "consumes_counters": [
+                        {
+                            "counter_set": counter_set,
+                            "counters": {k: str(v) for k, v in placement.draws.items()},
+                        }
+                    ],
+                }
+            )
+            if placement.in_use:
+                used.append(
+                    {
+                        "request": "r",
+                        "driver": driver,
+                        "pool": item.node,
+                        "device": placement.device,
+                    }
+                )
+    claims: list[dict[str, Any]] = []
+    if used:
+        claims.append(
+            {
+                "id": "running/claim",
+                "requests": [
+                    {"name": "r", "exactly": {"name": "r", "device_class": "mig.nvidia.com"}}
+                ],
+                "allocated": used,
+                "node": problem.gpus[0].node,
+            }
+        )
+    pending = []
+    for pod in problem.pods:
+        pending.append({"id": pod.id, "gpus": 0})
+        for claim in pod.claims:
+            requests = []
+            for request in claim.requests:
+                subs = []
+                for alternative in request.alternatives:
+                    sub: dict[str, Any] = {
+                        "name": alternative.name or request.name,
+                        "count": alternative.count,
+                    }
+                    if alternative.profile == WHOLE_GPU:
+                        sub["device_class"] = "gpu.nvidia.com"
+                    else:
+                        sub["device_class"] = "mig.nvidia.com"
+                        sub["selectors"] = [
+                            f"device.attributes['{driver}'].profile == '{alternative.profile}'"
+                        ]
+                    subs.append(sub)
+                if len(subs) == 1 and request.alternatives[0].name is None:
+                    requests.append({"name": request.name, "exactly": subs[0]})
+                else:
+                    requests.append({"name": request.name, "first_available": subs})
+            constraints = [{"match_attribute": f"{driver}/parentUUID"}] if claim.same_gpu else []
+            claims.append(
+                {"id": claim.id, "requests": requests, "constraints": constraints, "pods": [pod.id]}
+            )
+    classes = [
+        {
+            "name": "gpu.nvidia.com",
+            "selectors": [
+                f"device.driver == '{driver}' && device.attributes['{driver}'].type == 'gpu'"
+            ],
+        },
+        {
+            "name": "mig.nvidia.com",
+            "selectors": [
+                f"device.driver == '{driver}' && device.attributes['{driver}'].type == 'mig'"
+            ],
+        },
+    ]
+    return Cluster.model_validate(
+        {
+            "name": problem.name,
+            "nodes": list(nodes.values()),
+            "pending": pending,
+            "claims": claims,
+            "device_classes": classes,
+        }
+    )
+
+
+def assert_device_fit(cluster: Any, problem: MigProblem, result: Any) -> None:
+    """Every served pod's picks pass the DF checker (``gpuopt.cluster.devicecheck``) on
+    its node's DeviceNode, pod after pod, each one's claims allocated before the next."""
+    from gpuopt.cluster.devicecheck import violations as device_violations
+    from gpuopt.cluster.devicefit import DeviceNode, Pick, Selection, device_node
+    from gpuopt.cluster.devices import AllocatedDevice
+
+    selection = Selection(cluster.device_classes)
+    index = problem.index
+    claims = {claim.id: claim for claim in cluster.claims}
+    allocated: dict[str, list[Any]] = {}
+    for pod in problem.pods:
+        mine = [claims[claim.id] for claim in pod.claims]
+        ids = {claim.id for claim in mine}
+        picks = [p for p in result.picks if p.claim in ids]
+        if not picks:
+            continue
+        node_id = index.node_ids[index.node[index.device_of[picks[0].device]]]
+        here = device_node(cluster, node_id)
+        before = allocated.setdefault(node_id, list(here.allocated))
+        node = DeviceNode(here.name, here.devices, here.counters, tuple(before))
+        found = [Pick(claim=p.claim, request=p.request, device=p.device) for p in picks]
+        broken = device_violations(node, mine, selection, found)
+        assert broken == [], (pod.id, broken)
+        for claim in mine:
+            results = []
+            for p in picks:
+                if p.claim == claim.id:
+                    driver, pool_and_name = p.device.split("/", 1)
+                    pool, name = pool_and_name.rsplit("/", 1)
+                    results.append(
+                        AllocatedDevice(request=p.request, driver=driver, pool=pool, device=name)
+                    )
+            before.append(claim.model_copy(update={"allocated": results}))

@@ -14,15 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from gpuopt.cluster.devicecheck import violations as device_violations
-from gpuopt.cluster.devicefit import DeviceNode, Pick, Selection, device_node
-from gpuopt.cluster.devices import AllocatedDevice
 from gpuopt.cluster.model import Cluster
 from gpuopt.mig.cluster import from_cluster
 from gpuopt.mig.cpsat import solve_cpsat
+from gpuopt.mig.generator import random_problem
 from gpuopt.mig.greedy import solve_first_fit, solve_heuristic
-from gpuopt.mig.problem import MigProblem
-from gpuopt.mig.solution import MigResult, violations
+from gpuopt.mig.solution import violations
+from tests.mig.helpers import as_cluster, assert_device_fit
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "gpuopt/scenarios/kubernetes/dra/dynamic-mig"
@@ -37,38 +35,6 @@ def cluster() -> Cluster:
 
     found, _ = read_kubernetes(FIXTURE, WAITING)
     return found
-
-
-def assert_device_fit(cluster: Cluster, problem: MigProblem, result: MigResult) -> None:
-    """Every served pod's picks pass the DF checker on the node's DeviceNode (DF1-DF8),
-    one pod at a time on top of the pods served before it."""
-    selection = Selection(cluster.device_classes)
-    here = device_node(cluster, NODE)
-    claims = {claim.id: claim for claim in cluster.claims}
-    allocated = list(here.allocated)
-    for pod in problem.pods:
-        mine = [claims[claim.id] for claim in pod.claims]
-        picks = [
-            Pick(claim=p.claim, request=p.request, device=p.device)
-            for p in result.picks
-            if p.claim in {c.id for c in mine}
-        ]
-        if not picks:
-            continue
-        node = DeviceNode(here.name, here.devices, here.counters, tuple(allocated))
-        assert device_violations(node, mine, selection, picks) == [], pod.id
-        for claim in mine:  # served: allocated before the next pod
-            results = [
-                AllocatedDevice(
-                    request=p.request,
-                    driver="gpu.nvidia.com",
-                    pool=NODE,
-                    device=p.device.rsplit("/", 1)[-1],
-                )
-                for p in picks
-                if p.claim == claim.id
-            ]
-            allocated.append(claim.model_copy(update={"allocated": results}))
 
 
 def test_the_fixture_reads_as_two_gpus_and_eight_waiting_pods(cluster: Cluster) -> None:
@@ -182,3 +148,27 @@ def test_the_device_fit_check_above_can_fail(cluster: Cluster) -> None:
     assert any(item.startswith("M5:") for item in violations(problem, bad))
     with pytest.raises(AssertionError):
         assert_device_fit(cluster, problem, bad)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_dynamic_mig_clusters_read_back_and_pass_the_df_checker(seed: int) -> None:
+    # a generated node written as the driver publishes it, read back by M0: the same
+    # devices, the same devices in use, the same pods; every method's answer passes both
+    # checkers (M1-M7 on the problem, DF1-DF8 on the node) and the methods keep their order
+    problem = random_problem(seed, gpus=2 + 2 * (seed % 2))
+    cluster = as_cluster(problem)
+    read = from_cluster(cluster)
+    assert read.skipped == {}
+    again = read.problem
+    assert [p.device.rsplit("/", 1)[-1] for g in again.gpus for p in g.placements] == [
+        p.device for g in problem.gpus for p in g.placements
+    ]
+    assert again.index.in_use == problem.index.in_use
+    assert [pod.id for pod in again.pods] == [pod.id for pod in problem.pods]
+    scores = []
+    for solve in (solve_first_fit, solve_heuristic, solve_cpsat):
+        result = solve(again)
+        assert violations(again, result) == [], result.method
+        assert_device_fit(cluster, again, result)
+        scores.append(result.metrics.weight_served)
+    assert scores[0] <= scores[1] <= scores[2]
