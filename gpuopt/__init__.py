@@ -11,7 +11,8 @@ it. Everything else lives in the subpackages, each reachable as an attribute
 ``import gpuopt`` stays light:
 
 - problems: :mod:`~gpuopt.allocation`, :mod:`~gpuopt.defrag`,
-  :mod:`~gpuopt.placement`, :mod:`~gpuopt.preemption`, :mod:`~gpuopt.gang`;
+  :mod:`~gpuopt.placement`, :mod:`~gpuopt.preemption`, :mod:`~gpuopt.gang`,
+  :mod:`~gpuopt.mig` (dynamic MIG layouts);
 - what they share: :mod:`~gpuopt.cluster` (the snapshot), :mod:`~gpuopt.solvers`;
 - around them: :mod:`~gpuopt.planning` (rolling horizon),
   :mod:`~gpuopt.simulate` (replays of jobs, gangs and pods on one event loop),
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from gpuopt import gang as gang
     from gpuopt import io as io
     from gpuopt import live as live
+    from gpuopt import mig as mig
     from gpuopt import placement as placement
     from gpuopt import planning as planning
     from gpuopt import preemption as preemption
@@ -85,6 +87,7 @@ SUBPACKAGES: tuple[str, ...] = (
     "gang",
     "io",
     "live",
+    "mig",
     "placement",
     "planning",
     "preemption",

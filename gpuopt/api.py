@@ -46,6 +46,13 @@ from gpuopt.gang.problem import GangProblem
 from gpuopt.gang.solution import GangResult
 from gpuopt.gang.solution import evaluate as gang_evaluate
 from gpuopt.gang.solution import violations as gang_violations
+from gpuopt.mig.cpsat import solve_cpsat as mig_cpsat
+from gpuopt.mig.greedy import solve_first_fit as mig_first_fit
+from gpuopt.mig.greedy import solve_heuristic as mig_heuristic
+from gpuopt.mig.problem import MigProblem
+from gpuopt.mig.solution import MigResult
+from gpuopt.mig.solution import evaluate as mig_evaluate
+from gpuopt.mig.solution import violations as mig_violations
 from gpuopt.options import OPTIONS, check_option
 from gpuopt.placement.node.greedy import solve_binpack, solve_spread
 from gpuopt.placement.node.problem import NodePlacementProblem
@@ -98,6 +105,7 @@ METHODS: dict[type, dict[str, Solver]] = {
         "cpsat": calendar_cpsat,
         "milp": calendar_milp,
     },
+    MigProblem: {"heuristic": mig_heuristic, "first-fit": mig_first_fit, "cpsat": mig_cpsat},
 }
 
 #: problem type -> old name -> method name: the names of earlier releases, still
@@ -111,6 +119,7 @@ ALIASES: dict[type, dict[str, str]] = {
     PreemptionProblem: PREEMPTION_ALIASES,
     GangProblem: {"exact": "cpsat"},
     CalendarProblem: {},
+    MigProblem: {},
 }
 
 #: problem type -> (the problem's independent checker, its evaluator or None).
@@ -124,6 +133,7 @@ CHECKERS: dict[type, tuple[Callable[[Any, Any], list[str]], Callable[[Any, Any],
     PreemptionProblem: (preemption_violations, preemption_evaluate),
     GangProblem: (gang_violations, gang_evaluate),
     CalendarProblem: (calendar_violations, calendar_evaluate),
+    MigProblem: (mig_violations, mig_evaluate),
 }
 
 #: problem type -> what its answer is called in messages.
@@ -135,6 +145,7 @@ ANSWER_NAMES: dict[type, str] = {
     PreemptionProblem: "decision",
     GangProblem: "answer",
     CalendarProblem: "plan",
+    MigProblem: "layout",
 }
 
 
@@ -300,6 +311,8 @@ def solve(
 def solve(problem: Cluster, method: str | None = ..., **options: Any) -> DefragResult: ...
 @overload
 def solve(problem: CalendarProblem, method: str | None = ..., **options: Any) -> CalendarPlan: ...
+@overload
+def solve(problem: MigProblem, method: str | None = ..., **options: Any) -> MigResult: ...
 
 
 def solve(
@@ -309,7 +322,8 @@ def solve(
     | NodePlacementProblem
     | PreemptionProblem
     | GangProblem
-    | CalendarProblem,
+    | CalendarProblem
+    | MigProblem,
     method: str | None = None,
     *,
     time_limit: float | None = None,
@@ -345,7 +359,10 @@ def solve(
         (:class:`gpuopt.calendar.CalendarProblem`): ``"heuristic"``, the
         baselines ``"conservative"`` and ``"fifo"``, and the exact ``"cpsat"``
         and ``"milp"`` (one time-indexed model), which start from the heuristic
-        and report a bound.
+        and report a bound. Dynamic MIG layouts (:class:`gpuopt.mig.MigProblem`):
+        ``"heuristic"``, the baseline ``"first-fit"`` (a DRA scheduler's choice
+        today) and the exact ``"cpsat"``, which starts from the heuristic and
+        reports a bound on the score.
         The names of earlier releases are still accepted (:data:`ALIASES`:
         ``"greedy"``, ``"ipc"``, ``"binpack"``, and ``"exact"`` for
         preemption's ``"dp"`` and the gangs' ``"cpsat"``); the result carries

@@ -91,6 +91,7 @@ SENSE = {
     "PreemptionProblem": "min",
     "GangProblem": "min",
     "CalendarProblem": "min",
+    "MigProblem": "max",
 }
 
 
@@ -147,6 +148,10 @@ def _gap_instances(kind: str) -> list[tuple[str, Any]]:
         from tests.calendar import two_nodes
 
         return [("two-nodes", two_nodes())]
+    if kind == "MigProblem":
+        from gpuopt.mig.generator import random_problem
+
+        return [(f"mig-{seed}", random_problem(seed, gpus=2)) for seed in (0, 1)]
     raise AssertionError(f"no instances for {kind}: add some so the gap rule covers it")
 
 

@@ -29,6 +29,7 @@ AGREED = {
     "PreemptionProblem": (["heuristic", "dp"], {"exact": "dp"}),
     "GangProblem": (["heuristic", "cpsat"], {"exact": "cpsat"}),
     "CalendarProblem": (["heuristic", "conservative", "fifo", "cpsat", "milp"], {}),
+    "MigProblem": (["heuristic", "first-fit", "cpsat"], {}),
 }
 
 
