@@ -1,7 +1,7 @@
 """A pod's DRA claims as the extender judges them (``models/extender.md``, E8-E10).
 
-- :func:`claim_refs` reads a request pod's ``spec.resourceClaims`` and
-  ``status.resourceClaimStatuses`` with the kubectl reader's own function.
+- :func:`gpuopt.extender.pod.claim_refs` reads a request pod's ``spec.resourceClaims``
+  and ``status.resourceClaimStatuses`` with the kubectl reader's own function.
 - :func:`resolve` finds the claims those entries name in the state's cluster,
   with the reader's resolver (``gpuopt.readers.kubectl.dra_finish``): a claim
   named, a claim made for the pod (its status names it), or the claim a
@@ -20,10 +20,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuopt.cluster.devicefit import (
     DeviceNode,
@@ -35,8 +35,6 @@ from gpuopt.cluster.devicefit import (
     servable_costs,
 )
 from gpuopt.cluster.devices import AllocatedDevice, ResourceClaim
-from gpuopt.errors import ProblemError
-from gpuopt.extender.wire import BadRequest
 
 if TYPE_CHECKING:
     from gpuopt.cluster.model import Pending
@@ -47,37 +45,6 @@ if TYPE_CHECKING:
 #: each (least cost first, then the node's order: the search's plain answer, then the
 #: node's order reversed).
 ORDERS = 2
-
-
-def claim_refs(pod: Mapping[str, Any]) -> tuple[PodClaimRef, ...]:
-    """The entries of a v1.Pod's ``spec.resourceClaims`` (each naming its claim, from
-    ``resourceClaimName`` or ``status.resourceClaimStatuses``, or its template), read by
-    the kubectl reader's :func:`~gpuopt.readers.kubectl.dra.pod_claims`; empty (and
-    nothing read) for a pod with none."""
-    spec = pod.get("spec")
-    if not isinstance(spec, dict) or not spec.get("resourceClaims"):
-        return ()
-    from gpuopt.readers.kubectl.context import Context, KubectlOptions
-    from gpuopt.readers.kubectl.dra import pod_claims
-    from gpuopt.readers.kubectl.fields import Reader
-
-    metadata = pod.get("metadata") or {}
-    namespace = str(metadata.get("namespace") or "default")
-    pod_id = f"{namespace}/{metadata.get('name')}"
-    status = pod.get("status")
-    ctx = Context(KubectlOptions(strict=True))
-    try:
-        pod_claims(
-            ctx,
-            Reader(f"Pod {pod_id}"),
-            spec,
-            status if isinstance(status, dict) else {},
-            namespace,
-            pod_id,
-        )
-    except ProblemError as exc:
-        raise BadRequest(f"Pod: {exc}", reason="pod") from None
-    return tuple(ctx.dra.pod_claims.get(pod_id, ()))
 
 
 @dataclass(frozen=True)
@@ -91,18 +58,18 @@ class Resolved:
 
 def resolve(state: State, pending: Pending, refs: Sequence[PodClaimRef]) -> Resolved:
     """The claims of the pod ``pending`` whose entries are ``refs``, found in ``state``
-    by the reader's resolver (``dra_finish._claims``): a claim the pod names, or the one
+    by the reader's resolver (``dra_finish.resolve_claims``): a claim the pod names, or the one
     its status says was made for it, must be in the state; a template's claim is made
     from the template (as Kubernetes makes it, named ``<pod>-<entry>``), when the state
     knows the template (:meth:`~gpuopt.extender.state.State.claim_templates`)."""
     from gpuopt.readers.kubectl.context import Context, KubectlOptions
-    from gpuopt.readers.kubectl.dra_finish import _claims
+    from gpuopt.readers.kubectl.dra_finish import resolve_claims
 
     ctx = Context(KubectlOptions())
     ctx.dra.claims = dict(state.claims_by_id())
     ctx.dra.templates = dict(state.claim_templates())
     ctx.dra.pod_claims = {pending.id: list(refs)}
-    ids = _claims(ctx, [pending]).get(pending.id, [])
+    ids = resolve_claims(ctx, [pending]).get(pending.id, [])
     for ref, claim_id in zip(refs, ids, strict=True):
         if not claim_id:
             what = f"claim {ref.claim!r}" if ref.claim is not None else f"template {ref.template!r}"
@@ -238,6 +205,5 @@ __all__ = [
     "Resolved",
     "assumed_claims",
     "choose_devices",
-    "claim_refs",
     "resolve",
 ]

@@ -20,7 +20,6 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from gpuopt.cluster.fields import ItemId, KubeName, Moment
 from gpuopt.cluster.model import Cluster, Pending, priority_value
 from gpuopt.errors import ProblemError
-from gpuopt.extender.claims import claim_refs
 from gpuopt.extender.wire import BadRequest
 
 if TYPE_CHECKING:
@@ -30,6 +29,37 @@ if TYPE_CHECKING:
 BANDWIDTH_ANNOTATION = "gpuopt.io/min-gpu-bandwidth"
 #: Pod annotation: the topology level its gang prefers to share (a level of the snapshot).
 LEVEL_ANNOTATION = "gpuopt.io/preferred-level"
+
+
+def claim_refs(pod: Mapping[str, Any]) -> tuple[PodClaimRef, ...]:
+    """The entries of a v1.Pod's ``spec.resourceClaims`` (each naming its claim, from
+    ``resourceClaimName`` or ``status.resourceClaimStatuses``, or its template), read by
+    the kubectl reader's :func:`~gpuopt.readers.kubectl.dra.pod_claims`; empty (and
+    nothing read) for a pod with none."""
+    spec = pod.get("spec")
+    if not isinstance(spec, dict) or not spec.get("resourceClaims"):
+        return ()
+    from gpuopt.readers.kubectl.context import Context, KubectlOptions
+    from gpuopt.readers.kubectl.dra import pod_claims
+    from gpuopt.readers.kubectl.fields import Reader
+
+    metadata = pod.get("metadata") or {}
+    namespace = str(metadata.get("namespace") or "default")
+    pod_id = f"{namespace}/{metadata.get('name')}"
+    status = pod.get("status")
+    ctx = Context(KubectlOptions(strict=True))
+    try:
+        pod_claims(
+            ctx,
+            Reader(f"Pod {pod_id}"),
+            spec,
+            status if isinstance(status, dict) else {},
+            namespace,
+            pod_id,
+        )
+    except ProblemError as exc:
+        raise BadRequest(f"Pod: {exc}", reason="pod") from None
+    return tuple(ctx.dra.pod_claims.get(pod_id, ()))
 
 
 @dataclass(frozen=True)
@@ -233,6 +263,7 @@ __all__ = [
     "TEMPLATES",
     "Ask",
     "Templates",
+    "claim_refs",
     "read_pod",
     "renamed",
     "template_key",

@@ -222,7 +222,7 @@ def _attach(
     return on_node, counters, shared
 
 
-def _claims(ctx: Context, pods: Iterable[Task | Pending]) -> dict[str, list[str]]:
+def resolve_claims(ctx: Context, pods: Iterable[Task | Pending]) -> dict[str, list[str]]:
     """R7: every pod's claims by id; the claim a waiting pod's template will make is made
     here from the template (``template`` set). Adds the pods to each claim's users."""
     dra = ctx.dra
@@ -351,7 +351,7 @@ def finish_dra(ctx: Context, tasks: list[Task], pending: list[Pending]) -> DraFa
     on_node, counter_sets, shared = _attach(ctx, slices)
     every = [device for devices in on_node.values() for device in devices] + shared
     selection = _Selection(ctx, every)  # taints do not change what CEL sees of a device
-    claims_of = _claims(ctx, [*tasks, *pending])
+    claims_of = resolve_claims(ctx, [*tasks, *pending])
     selection.precompute(
         [
             *(expression for item in dra.classes.values() for expression in item.selectors),
