@@ -321,7 +321,11 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
             "min_node_gpus": rng.choice((0, 0, 0, gpus_per_node, largest)),
             "seed": rng.randrange(1000),
         }
-        problem = _kubernetes(rng, Cluster.model_validate(data))
+        problem = _dra(f"defrag/{method}", number, _kubernetes(rng, Cluster.model_validate(data)))
+        largest = max((node.gpus for node in problem.nodes), default=0)
+        if problem.options.min_node_gpus > largest:  # DRA GPUs cut, shared or tainted
+            options_now = problem.options.model_copy(update={"min_node_gpus": largest})
+            problem = problem.model_copy(update={"options": options_now})
         options: dict[str, Any] = {}
         if exact:
             options = _exact_options(rng, number)
@@ -334,7 +338,7 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
         shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, {len(problem.tasks)} tasks"
         if problem.budgets or any(node.taints for node in problem.nodes):
             shape += ", Kubernetes rules"
-        return Instance(problem, options, shape)
+        return Instance(problem, options, shape + _dra_shape(problem))
 
     return build
 
@@ -438,13 +442,16 @@ def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
                 if rng.random() < 0.2:
                     task["cpus"] = task["cpus"] / 2
         problem = PreemptionProblem.model_validate(data)
+        cluster = _dra(f"preemption/{method}", number, problem.cluster)
+        if cluster is not problem.cluster:
+            problem = PreemptionProblem.model_validate({**data, "cluster": cluster})
         options: dict[str, Any] = {}
         if method == "dp" and rng.random() < 0.3:
             options["enumerate_limit"] = rng.choice((4, 10))  # the subset enumeration path
         if exact:
             options = {"time_limit": EXACT_TIME_LIMIT, "threads": 1, "seed": number % 7}
         shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, {problem.request.priority}"
-        return Instance(problem, options, shape)
+        return Instance(problem, options, shape + _dra_shape(problem.cluster))
 
     return build
 
@@ -476,11 +483,16 @@ def _gang_case(method: str) -> Callable[[random.Random, int], Instance]:
                 min_runtime=rng.choice((0.0, 0.0, 600.0)),
             ),
         )
+        cluster = _dra(f"gang/{method}", number, problem.cluster)
+        if cluster is not problem.cluster:
+            problem = type(problem).model_validate(
+                {**problem.model_dump(mode="json", exclude={"cluster"}), "cluster": cluster}
+            )
         options = (
             {"time_limit": EXACT_TIME_LIMIT, "threads": 1, "seed": number % 7} if exact else {}
         )
         shape = f"{size} {domains} domains x {nodes_per_domain} nodes"
-        return Instance(problem, options, shape)
+        return Instance(problem, options, shape + _dra_shape(problem.cluster))
 
     return build
 
@@ -509,6 +521,37 @@ def _kubernetes(rng: random.Random, cluster: Any) -> Any:
     return with_kubernetes(cluster, seed, facts)
 
 
+def _dra(case: str, number: int, cluster: Any) -> Any:
+    """Half the clusters of a case carry DRA facts (:func:`gpuopt.cluster.dragen.with_dra`).
+
+    Drawn from a generator of their own, seeded with ``"<case>:<number>:dra"`` (the old
+    name of a renamed case), so the instance's own draws, and the half without DRA
+    facts, are what they were before DRA facts were added.
+    """
+    rng = random.Random(f"{_SEEDED_AS.get(case, case)}:{number}:dra")
+    if rng.random() < 0.5:
+        return cluster
+    from gpuopt.cluster.dragen import DraFacts, with_dra
+
+    facts = DraFacts(
+        nodes=rng.uniform(0.2, 1.0),
+        mig=rng.uniform(0.0, 0.6),
+        shared=rng.uniform(0.0, 0.5),
+        apart=rng.uniform(0.0, 0.3),
+        selector=rng.uniform(0.0, 0.2),
+        cut=rng.uniform(0.0, 0.5),
+        tainted=rng.uniform(0.0, 0.2),
+        waiting=rng.randint(0, 4),
+    )
+    return with_dra(cluster, rng.randrange(2**31), facts)
+
+
+def _dra_shape(cluster: Any) -> str:
+    """The shape label's note of DRA facts (empty without)."""
+    nodes = sum(bool(node.devices) for node in cluster.nodes)
+    return f", DRA on {nodes} nodes, {len(cluster.claims)} claims" if cluster.claims else ""
+
+
 def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
     def build(rng: random.Random, number: int) -> Instance:
         from gpuopt.cluster.kube import Toleration
@@ -532,7 +575,7 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
             kind = rng.choice(("nvswitch", "nvlink-pairs", "pcie-two-numa", None))
             if kind is not None:
                 row["interconnect"] = kind
-        cluster = _kubernetes(rng, Cluster.model_validate(data))
+        cluster = _dra(f"node/{method}", number, _kubernetes(rng, Cluster.model_validate(data)))
         request = Request(
             gpus=rng.choice([g for g in (1, 2, 3, 4, 8, 16) if g <= gpus_per_node]),
             cpus=rng.choice((0.0, 4.0, 16.0)),
@@ -548,7 +591,7 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
             whole_node=rng.random() < 0.1,
         )
         shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, request {request}"
-        return Instance(problem, {}, shape)
+        return Instance(problem, {}, shape + _dra_shape(cluster))
 
     return build
 
