@@ -24,11 +24,11 @@ from gpuopt.cluster.devicefit import (
     Pick,
     Selection,
     allocated_consumption,
-    device_fit,
     amount,
     attribute_value,
     consumption,
     covers,
+    device_fit,
     untolerated,
 )
 from gpuopt.cluster.devices import (

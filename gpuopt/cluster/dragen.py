@@ -374,18 +374,13 @@ class _Writer:
         requests = [_request("gpus", GPU_CLASS, task.gpus)]
         if rng.random() < facts.selector:
             product = _attributes(place.node, 0)["productName"]["string"]
+            expression = f"device.attributes['{DRIVER}'].productName == '{product}'"
             requests = [
                 _request(
                     "gpus",
                     GPU_CLASS,
                     task.gpus,
-                    selectors=[
-                        {
-                            "cel": {
-                                "expression": f"device.attributes['{DRIVER}'].productName == '{product}'"
-                            }
-                        }
-                    ],
+                    selectors=[{"cel": {"expression": expression}}],
                 )
             ]
         spec = {"devices": {"requests": requests}}
