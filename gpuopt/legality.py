@@ -444,7 +444,11 @@ def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
         problem = PreemptionProblem.model_validate(data)
         cluster = _dra(f"preemption/{method}", number, problem.cluster)
         if cluster is not problem.cluster:
-            problem = PreemptionProblem.model_validate({**data, "cluster": cluster})
+            largest = max(node.gpus for node in cluster.nodes)  # DRA GPUs cut, shared, tainted
+            request_data = {**data["request"], "gpus": min(data["request"]["gpus"], largest)}
+            problem = PreemptionProblem.model_validate(
+                {**data, "cluster": cluster, "request": request_data}
+            )
         options: dict[str, Any] = {}
         if method == "dp" and rng.random() < 0.3:
             options["enumerate_limit"] = rng.choice((4, 10))  # the subset enumeration path
@@ -556,7 +560,7 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
     def build(rng: random.Random, number: int) -> Instance:
         from gpuopt.cluster.kube import Toleration
         from gpuopt.cluster.model import Cluster
-        from gpuopt.cluster.request import Request
+        from gpuopt.cluster.request import Request, pending_request
         from gpuopt.defrag.generator import random_snapshot
         from gpuopt.placement.node.problem import NodePlacementProblem
 
@@ -584,11 +588,19 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
             if rng.random() < 0.5
             else [],
         )
+        waiting = [
+            pod.id for pod in cluster.pending if any(pod.id in c.pods for c in cluster.claims)
+        ]
+        pending = None
+        if waiting and rng.random() < 0.6:  # DRA half only: a waiting pod with claims asks
+            pending = rng.choice(waiting)
+            request = pending_request(cluster, pending)[0]
         problem = NodePlacementProblem.from_cluster(
             cluster,
             request,
             min_bandwidth=rng.choice((0.0, 0.0, 16.0, 32.0, 300.0)),
             whole_node=rng.random() < 0.1,
+            pending=pending,
         )
         shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, request {request}"
         return Instance(problem, {}, shape + _dra_shape(cluster))
