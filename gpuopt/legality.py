@@ -449,6 +449,7 @@ def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
             problem = PreemptionProblem.model_validate(
                 {**data, "cluster": cluster, "request": request_data}
             )
+            problem = _waiting_dra_request(rng, problem)
         options: dict[str, Any] = {}
         if method == "dp" and rng.random() < 0.3:
             options["enumerate_limit"] = rng.choice((4, 10))  # the subset enumeration path
@@ -458,6 +459,27 @@ def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
         return Instance(problem, options, shape + _dra_shape(problem.cluster))
 
     return build
+
+
+def _waiting_dra_request(rng: random.Random, problem: Any) -> Any:
+    """Most of the time, the preemption question of a waiting pod with DRA claims of the
+    cluster (an HP request), when one may use some node; else ``problem``."""
+    from gpuopt.cluster.request import pending_request
+    from gpuopt.errors import ProblemError
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    cluster = problem.cluster
+    waiting = [pod.id for pod in cluster.pending if any(pod.id in c.pods for c in cluster.claims)]
+    if not waiting or rng.random() >= 0.6:
+        return problem
+    pod = rng.choice(waiting)
+    request = pending_request(cluster, pod)[0]
+    try:
+        return PreemptionProblem.from_cluster(
+            cluster, request, priority="HP", now=problem.now, pending=pod
+        )
+    except ProblemError:  # its claims fit no node, or it is larger than every node
+        return problem
 
 
 def _gang_case(method: str) -> Callable[[random.Random, int], Instance]:

@@ -362,23 +362,29 @@ class DeviceLedger:
         """The claims pod ``pod`` uses (not those made for an extended resource)."""
         return self._claims.get(pod, [])
 
-    def node(self, node_id: str) -> DeviceNode:
-        """Node ``node_id``'s devices, counter sets and every claim allocated now."""
+    def node(self, node_id: str, released: Iterable[str] = ()) -> DeviceNode:
+        """Node ``node_id``'s devices, counter sets and every claim allocated now (but the
+        claims of the pods ``released``, as if they had stopped)."""
         devices, counters = self._devices[node_id]
-        return DeviceNode(node_id, devices, counters, tuple(self.allocated.values()))
+        gone = {claim.id for pod in released for claim in self.claims_of(pod)}
+        allocated = tuple(claim for key, claim in self.allocated.items() if key not in gone)
+        return DeviceNode(node_id, devices, counters, allocated)
 
     def release(self, pod: str) -> None:
         """Pod ``pod`` stops: its claims' devices are free."""
         for claim in self.claims_of(pod):
             self.allocated.pop(claim.id, None)
 
-    def fit(self, claims: Sequence[ResourceClaim], node_id: str) -> tuple[list[str], list[Pick]]:
-        """Whether ``claims`` (allocated anew) fit node ``node_id`` now: the reasons they do
+    def fit(
+        self, claims: Sequence[ResourceClaim], node_id: str, released: Iterable[str] = ()
+    ) -> tuple[list[str], list[Pick]]:
+        """Whether ``claims`` (allocated anew) fit node ``node_id`` now, with the claims of
+        the pods ``released`` freed first (a preemption's victims): the reasons they do
         not (empty: they fit) and the picks."""
         if not claims:
             return [], []
         fresh = [claim.model_copy(update={"allocated": None, "node": None}) for claim in claims]
-        here = self.node(node_id)
+        here = self.node(node_id, released)
         answer = device_fit(here, fresh, self.selection)
         if not answer.fits:
             reason = answer.reason or f"the claims on node {node_id!r} are {answer.status}."

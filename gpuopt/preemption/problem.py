@@ -40,6 +40,7 @@ from pydantic_core import InitErrorDetails
 
 from gpuopt._compat import moved_names
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel, old_form_reader
+from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX
 from gpuopt.cluster.items import Node as ClusterNode
 from gpuopt.cluster.items import Task as ClusterTask
 from gpuopt.cluster.model import (
@@ -460,6 +461,14 @@ class Scope:
         """The scope of ``request`` asked with priority ``rank`` (None: as the cluster's
         ``hp_priority``) in ``cluster``; it has no node when K1-K4 admit none."""
         allowed = cluster.admits(request)
+        # K8: the tasks below the request's priority are the LP class of this question (every
+        # task is HP to a request that never preempts)
+        if request.preemption_policy == "Never":
+            threshold = MIN_PRIORITY
+        else:
+            threshold = cluster.hp_priority if rank is None else rank
+        if request.claims:  # DF1-DF8: only nodes where the request's claims can fit
+            allowed = _devices_admit(cluster, request, allowed, threshold)
         nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
         columns = task_columns(cluster)
         if len(nodes) == len(cluster.nodes):
@@ -473,12 +482,6 @@ class Scope:
         if request.gpu_milli is not None:
             held = _share_view(cluster, cluster.index.task_gpus, request.gpu_milli)
             facts = ClusterFacts(fixed=facts.fixed, task_gpus=held)
-        # K8: the tasks below the request's priority are the LP class of this question (every
-        # task is HP to a request that never preempts)
-        if request.preemption_policy == "Never":
-            threshold = MIN_PRIORITY
-        else:
-            threshold = cluster.hp_priority if rank is None else rank
         return cls(
             nodes=nodes,
             tasks=tasks,
@@ -554,6 +557,62 @@ class TaskColumns:
     node_gpus: np.ndarray
     node_cpus: np.ndarray
     node_preemptions: np.ndarray
+
+
+def counted_claims(request: ClusterRequest) -> bool:
+    """Whether the request's DRA claims ask only whole GPUs that its GPU count and its
+    ``dra.gpuopt.io/<class>`` resources stand for (R7): exact counts of the classes it
+    requests as resources, with no selector, constraint, capacity, toleration or admin
+    access."""
+    classes = {
+        name.removeprefix(DRA_RESOURCE_PREFIX)
+        for name in request.resources
+        if name.startswith(DRA_RESOURCE_PREFIX)
+    }
+    return all(
+        not claim.constraints
+        and all(
+            sub.device_class in classes
+            and sub.allocation_mode == "ExactCount"
+            and not (sub.selectors or sub.capacity or sub.tolerations or sub.admin_access)
+            for item in claim.requests
+            for sub in item.alternatives
+        )
+        for claim in request.claims
+    )
+
+
+def _devices_admit(
+    cluster: Cluster, request: ClusterRequest, allowed: list[bool], threshold: int
+) -> list[bool]:
+    """``allowed`` narrowed to the nodes where the request's claims can fit (DF1-DF8).
+
+    Claims that ask only counted whole GPUs (:func:`counted_claims`) may use a node
+    where they fit once every task the request may stop there has released its
+    claims: the victims are chosen by GPU count, and each GPU they free is a device the
+    claims can take. Other claims (constraints, selectors, MIG placements, shares) use
+    only nodes where they fit already, so no choice of victims can break them (fewer
+    allocations never make claims fit less).
+    """
+    from gpuopt.cluster.devicecheck import DeviceLedger
+
+    ledger = DeviceLedger(cluster)
+    counted = counted_claims(request)
+    facts = ClusterFacts.of(cluster)
+    on: dict[str, list[str]] = {}
+    for task in cluster.tasks:
+        stoppable = task.id not in facts.fixed and (
+            priority_value(task.priority, cluster.hp_priority) < threshold
+        )
+        if stoppable:
+            on.setdefault(task.node, []).append(task.id)
+    narrowed = []
+    for node, ok in zip(cluster.nodes, allowed, strict=True):
+        if ok:
+            released = on.get(node.id, []) if counted else []
+            ok = not ledger.fit(request.claims, node.id, released)[0]
+        narrowed.append(ok)
+    return narrowed
 
 
 def task_columns(cluster: Cluster) -> TaskColumns:
