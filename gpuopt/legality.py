@@ -461,6 +461,22 @@ def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
     return build
 
 
+def _gang_claim(rng: random.Random, gpus: int) -> dict[str, Any]:
+    """A gang pod's claim of ``gpus`` whole GPUs of the DRA generator's class, sometimes all
+    under one PCIe root."""
+    from gpuopt.cluster.dragen import GPU_CLASS
+
+    claim: dict[str, Any] = {
+        "id": "gang/gpus",
+        "requests": [
+            {"name": "gpus", "exactly": {"name": "gpus", "device_class": GPU_CLASS, "count": gpus}}
+        ],
+    }
+    if gpus > 1 and rng.random() < 0.3:
+        claim["constraints"] = [{"match_attribute": "resource.kubernetes.io/pcieRoot"}]
+    return claim
+
+
 def _waiting_dra_request(rng: random.Random, problem: Any) -> Any:
     """Most of the time, the preemption question of a waiting pod with DRA claims of the
     cluster (an HP request), when one may use some node; else ``problem``."""
@@ -511,9 +527,10 @@ def _gang_case(method: str) -> Callable[[random.Random, int], Instance]:
         )
         cluster = _dra(f"gang/{method}", number, problem.cluster)
         if cluster is not problem.cluster:
-            problem = type(problem).model_validate(
-                {**problem.model_dump(mode="json", exclude={"cluster"}), "cluster": cluster}
-            )
+            data = problem.model_dump(mode="json", exclude={"cluster"})
+            if rng.random() < 0.6:  # DRA half only: each pod asks its GPUs by a claim
+                data["request"]["claims"] = [_gang_claim(rng, data["request"]["gpus"])]
+            problem = type(problem).model_validate({**data, "cluster": cluster})
         options = (
             {"time_limit": EXACT_TIME_LIMIT, "threads": 1, "seed": number % 7} if exact else {}
         )

@@ -40,7 +40,6 @@ from pydantic_core import InitErrorDetails
 
 from gpuopt._compat import moved_names
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel, old_form_reader
-from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX
 from gpuopt.cluster.items import Node as ClusterNode
 from gpuopt.cluster.items import Task as ClusterTask
 from gpuopt.cluster.model import (
@@ -559,21 +558,13 @@ class TaskColumns:
     node_preemptions: np.ndarray
 
 
-def counted_claims(request: ClusterRequest) -> bool:
-    """Whether the request's DRA claims ask only whole GPUs that its GPU count and its
-    ``dra.gpuopt.io/<class>`` resources stand for (R7): exact counts of the classes it
-    requests as resources, with no selector, constraint, capacity, toleration or admin
-    access."""
-    classes = {
-        name.removeprefix(DRA_RESOURCE_PREFIX)
-        for name in request.resources
-        if name.startswith(DRA_RESOURCE_PREFIX)
-    }
+def _plain_claims(request: ClusterRequest) -> bool:
+    """Whether the request's DRA claims ask only exact counts of devices of classes, with
+    no selector, constraint, capacity, toleration or admin access."""
     return all(
         not claim.constraints
         and all(
-            sub.device_class in classes
-            and sub.allocation_mode == "ExactCount"
+            sub.allocation_mode == "ExactCount"
             and not (sub.selectors or sub.capacity or sub.tolerations or sub.admin_access)
             for item in claim.requests
             for sub in item.alternatives
@@ -587,17 +578,20 @@ def _devices_admit(
 ) -> list[bool]:
     """``allowed`` narrowed to the nodes where the request's claims can fit (DF1-DF8).
 
-    Claims that ask only counted whole GPUs (:func:`counted_claims`) may use a node
-    where they fit once every task the request may stop there has released its
-    claims: the victims are chosen by GPU count, and each GPU they free is a device the
-    claims can take. Other claims (constraints, selectors, MIG placements, shares) use
+    Claims that ask only counts of whole GPUs (:func:`_plain_claims`, and every device of
+    the node their classes select is a whole GPU without a refusing taint) may use a node
+    where they fit once every task the request may stop there has released its claims:
+    the victims are chosen by GPU count, and each GPU they free is a device the claims can
+    take. Other claims (constraints, selectors, MIG placements, shares, tainted GPUs) use
     only nodes where they fit already, so no choice of victims can break them (fewer
     allocations never make claims fit less).
     """
     from gpuopt.cluster.devicecheck import DeviceLedger
+    from gpuopt.cluster.devicefit import REFUSING_EFFECTS
 
     ledger = DeviceLedger(cluster)
-    counted = counted_claims(request)
+    plain = _plain_claims(request)
+    subs = [sub for claim in request.claims for item in claim.requests for sub in item.alternatives]
     facts = ClusterFacts.of(cluster)
     on: dict[str, list[str]] = {}
     for task in cluster.tasks:
@@ -608,9 +602,14 @@ def _devices_admit(
             on.setdefault(task.node, []).append(task.id)
     narrowed = []
     for node, ok in zip(cluster.nodes, allowed, strict=True):
-        if ok:
-            released = on.get(node.id, []) if counted else []
-            ok = not ledger.fit(request.claims, node.id, released)[0]
+        if ok and ledger.fit(request.claims, node.id)[0]:
+            counted = plain and all(
+                device.kind == "gpu"
+                and not any(taint.effect in REFUSING_EFFECTS for taint in device.taints)
+                for device in ledger.node(node.id).devices
+                if any(ledger.selection.selects(sub, device) is not False for sub in subs)
+            )
+            ok = counted and not ledger.fit(request.claims, node.id, on.get(node.id, []))[0]
         narrowed.append(ok)
     return narrowed
 
