@@ -45,6 +45,8 @@ from typing import Any
 EXACT_TIME_LIMIT = 2.0
 #: Failures described per case (the lowest-numbered; every failing number is kept).
 KEPT_EXAMPLES = 5
+#: What an instance's shape says when it carries DRA facts (:func:`_dra`).
+DRA_MARK = ", DRA on "
 
 
 @dataclass(frozen=True)
@@ -86,9 +88,11 @@ class Tally:
     slowest: float = 0.0
     examples: list[dict[str, Any]] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)  # every illegal or failing instance
+    dra: int = 0  # instances with DRA facts (devices, claims; :func:`_dra`)
 
     def add(self, outcome: Outcome) -> None:
         self.instances += 1
+        self.dra += DRA_MARK in outcome.shape
         self.illegal += bool(outcome.violations)
         self.errors += outcome.error is not None
         if outcome.status is not None:
@@ -110,6 +114,7 @@ class Tally:
 
     def merge(self, other: Tally) -> None:
         self.instances += other.instances
+        self.dra += other.dra
         self.illegal += other.illegal
         self.errors += other.errors
         self.statuses.update(other.statuses)
@@ -132,11 +137,13 @@ class Tally:
             slowest=float(data["slowest_seconds"]),
             examples=list(data["examples"]),
             failed=[int(k) for k in data.get("failed_instances", [])],
+            dra=int(data.get("with_dra", 0)),
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "instances": self.instances,
+            "with_dra": self.dra,
             "illegal": self.illegal,
             "errors": self.errors,
             "statuses": dict(sorted(self.statuses.items())),
@@ -592,7 +599,7 @@ def _dra(case: str, number: int, cluster: Any) -> Any:
 def _dra_shape(cluster: Any) -> str:
     """The shape label's note of DRA facts (empty without)."""
     nodes = sum(bool(node.devices) for node in cluster.nodes)
-    return f", DRA on {nodes} nodes, {len(cluster.claims)} claims" if cluster.claims else ""
+    return f"{DRA_MARK}{nodes} nodes, {len(cluster.claims)} claims" if nodes else ""
 
 
 def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
