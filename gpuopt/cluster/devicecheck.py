@@ -349,9 +349,24 @@ class DeviceLedger:
             for pod in claim.pods:
                 self._claims[pod].append(claim)
         self._devices: dict[str, tuple[tuple[Device, ...], tuple[CounterSet, ...]]] = {}
+        self._seen_by: defaultdict[str, list[str]] = defaultdict(list)  # device -> nodes
         for node in cluster.nodes:
             reaching = tuple(device for device in cluster.devices if node.id in device.nodes)
             self._devices[node.id] = ((*node.devices, *reaching), tuple(node.counters))
+            for device in self._devices[node.id][0]:
+                self._seen_by[device.key].append(node.id)
+        self._touching: defaultdict[str, set[str]] = defaultdict(set)  # node -> claims there
+        for claim in self.allocated.values():
+            self._touch(claim, add=True)
+
+    def _touch(self, claim: ResourceClaim, *, add: bool) -> None:
+        """Note (or forget) that ``claim``'s allocation holds devices each node sees."""
+        for result in claim.allocated or ():
+            for node_id in self._seen_by.get(result.key, ()):
+                if add:
+                    self._touching[node_id].add(claim.id)
+                else:
+                    self._touching[node_id].discard(claim.id)
 
     @property
     def active(self) -> bool:
@@ -367,13 +382,19 @@ class DeviceLedger:
         claims of the pods ``released``, as if they had stopped)."""
         devices, counters = self._devices[node_id]
         gone = {claim.id for pod in released for claim in self.claims_of(pod)}
-        allocated = tuple(claim for key, claim in self.allocated.items() if key not in gone)
+        allocated = tuple(
+            self.allocated[key]
+            for key in sorted(self._touching.get(node_id, ()))
+            if key not in gone
+        )
         return DeviceNode(node_id, devices, counters, allocated)
 
     def release(self, pod: str) -> None:
         """Pod ``pod`` stops: its claims' devices are free."""
         for claim in self.claims_of(pod):
-            self.allocated.pop(claim.id, None)
+            held = self.allocated.pop(claim.id, None)
+            if held is not None:
+                self._touch(held, add=False)
 
     def fit(
         self, claims: Sequence[ResourceClaim], node_id: str, released: Iterable[str] = ()
@@ -412,9 +433,13 @@ class DeviceLedger:
                 for pick in picks
                 if pick.claim == claim.id
             ]
+            held = self.allocated.pop(claim.id, None)
+            if held is not None:
+                self._touch(held, add=False)
             self.allocated[claim.id] = claim.model_copy(
                 update={"allocated": results, "node": node_id}
             )
+            self._touch(self.allocated[claim.id], add=True)
 
     def move(self, pod: str, node_id: str) -> list[str]:
         """Pod ``pod`` moves to node ``node_id`` with its claims: why they cannot go or do

@@ -102,6 +102,9 @@ class DraFacts:
         Share of free devices with a ``NoSchedule`` device taint.
     waiting
         Waiting pods with claims.
+    max_nodes
+        At most this many DRA nodes (the first drawn), so that a large snapshot is read
+        in about a second.
     """
 
     nodes: float = 0.5
@@ -112,6 +115,7 @@ class DraFacts:
     cut: float = 0.3
     tainted: float = 0.1
     waiting: int = 3
+    max_nodes: int = 64
 
 
 def _attributes(node: Node, index: int) -> dict[str, Any]:
@@ -519,7 +523,7 @@ def with_dra(cluster: Cluster, seed: int, facts: DraFacts | None = None) -> Clus
     facts = DraFacts() if facts is None else facts
     check_arguments(
         dataclasses.asdict(facts),
-        whole={"waiting": (0, 1000)},
+        whole={"waiting": (0, 1000), "max_nodes": (0, 100_000)},
         numbers={
             name: (0.0, 1.0)
             for name in ("nodes", "mig", "shared", "apart", "selector", "cut", "tainted")
@@ -537,7 +541,7 @@ def with_dra(cluster: Cluster, seed: int, facts: DraFacts | None = None) -> Clus
             and not node.locked
             and not any(task.gpu_milli is not None or task.gpu_indices for task in on[node.id])
         )
-        if not eligible or rng.random() >= facts.nodes:
+        if not eligible or rng.random() >= facts.nodes or len(chosen) >= facts.max_nodes:
             continue
         place = _DraNode(node, mig=rng.random() < facts.mig)
         place.free = list(range(node.gpus))
