@@ -10,7 +10,7 @@ exact methods). Instances are checked in chunks on ``--workers`` processes
 (default: one per core). Reported per case: instances, illegal outputs (the
 checker found a violation), errors (the method or the generator raised), the
 instances with DRA facts (half the cluster-side ones: DRA nodes, claims, waiting
-pods with claims; ``gpuopt.cluster.dragen``), the
+pods with claims; ``gpuopt.dragen``), the
 statuses returned, mean and slowest seconds per instance (solve and check),
 and the first few failures (every failing instance number is in the JSON),
 which ``gpuopt.legality.check(case, k)`` reproduces. With ``--json`` the

@@ -471,7 +471,7 @@ def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
 def _gang_claim(rng: random.Random, gpus: int) -> dict[str, Any]:
     """A gang pod's claim of ``gpus`` whole GPUs of the DRA generator's class, sometimes all
     under one PCIe root."""
-    from gpuopt.cluster.dragen import GPU_CLASS
+    from gpuopt.dragen import GPU_CLASS
 
     claim: dict[str, Any] = {
         "id": "gang/gpus",
@@ -572,7 +572,7 @@ def _kubernetes(rng: random.Random, cluster: Any) -> Any:
 
 
 def _dra(case: str, number: int, cluster: Any) -> Any:
-    """Half the clusters of a case carry DRA facts (:func:`gpuopt.cluster.dragen.with_dra`).
+    """Half the clusters of a case carry DRA facts (:func:`gpuopt.dragen.with_dra`).
 
     Drawn from a generator of their own, seeded with ``"<case>:<number>:dra"`` (the old
     name of a renamed case), so the instance's own draws, and the half without DRA
@@ -581,7 +581,7 @@ def _dra(case: str, number: int, cluster: Any) -> Any:
     rng = random.Random(f"{_SEEDED_AS.get(case, case)}:{number}:dra")
     if rng.random() < 0.5:
         return cluster
-    from gpuopt.cluster.dragen import DraFacts, with_dra
+    from gpuopt.dragen import DraFacts, with_dra
 
     facts = DraFacts(
         nodes=rng.uniform(0.2, 1.0),

@@ -166,7 +166,7 @@ def test_a_moving_pods_claims_must_fit_the_targets_devices() -> None:
     # DF1-DF8: b has two GPUs by count and resource, but its second device carries a
     # NoSchedule taint p's claim does not tolerate; c's two are free and untainted
     from gpuopt.defrag.solution import Move
-    from tests.cluster.test_dragen import dra_cluster
+    from tests.test_dragen import dra_cluster
 
     cluster = dra_cluster()
     onto_b = violations(cluster, [Move(task="p", source="a", to="b")])

@@ -96,7 +96,7 @@ def test_a_gangs_claims_must_fit_each_nodes_devices_together() -> None:
     # two free GPUs but one device carries an untolerated taint, c's are free
     from gpuopt.api import solve
     from gpuopt.gang.problem import DEVICE_COLUMN
-    from tests.cluster.test_dragen import dra_cluster, two_gpus
+    from tests.test_dragen import dra_cluster, two_gpus
 
     claim = two_gpus("gang/gpus", [])
     problem = GangProblem.model_validate(

@@ -178,7 +178,7 @@ def test_a_request_with_claims_needs_them_to_fit_after_the_victims() -> None:
     from gpuopt.cluster.devices import ResourceClaim
     from gpuopt.cluster.request import Request
     from gpuopt.preemption.problem import PreemptionProblem
-    from tests.cluster.test_dragen import dra_cluster, two_gpus
+    from tests.test_dragen import dra_cluster, two_gpus
 
     full = dra_cluster()
     cluster = full.model_copy(update={"nodes": full.nodes[:2]})

@@ -84,7 +84,7 @@ def test_a_request_with_claims_goes_only_where_they_fit() -> None:
     from gpuopt.cluster.devices import ResourceClaim
     from gpuopt.cluster.request import Request
     from gpuopt.placement.node.problem import NodePlacementProblem, admitted_nodes, usable_nodes
-    from tests.cluster.test_dragen import dra_cluster, two_gpus
+    from tests.test_dragen import dra_cluster, two_gpus
 
     cluster = dra_cluster()
     claim = ResourceClaim.model_validate(two_gpus("ns/w-gpus", ["ns/w"]))

@@ -1,5 +1,8 @@
 """Seeded DRA facts on a cluster snapshot: nodes whose GPUs are devices in ResourceSlices.
 
+A module above the readers (it reads what it writes with the kubectl reader), used by
+the legality sweep (:mod:`gpuopt.legality`) and the tests.
+
 :func:`with_dra` turns some nodes of a snapshot into DRA nodes the way NVIDIA's
 DRA driver publishes them, with the pods on them holding their GPUs through
 ResourceClaims, and adds pods that wait with claims. It writes the Kubernetes
@@ -57,6 +60,7 @@ from gpuopt._generator import seeded_random
 from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX
 from gpuopt.cluster.model import Cluster, Node, Task
 from gpuopt.errors import check_arguments
+from gpuopt.readers.kubectl import read_kubernetes
 
 #: The driver of every device made here.
 DRIVER = "gpu.nvidia.com"
@@ -518,8 +522,6 @@ def with_dra(cluster: Cluster, seed: int, facts: DraFacts | None = None) -> Clus
         DeviceClasses and waiting pods. Nodes that could not become DRA nodes and their
         pods are as they were.
     """
-    from gpuopt.readers.kubectl import read_kubernetes
-
     facts = DraFacts() if facts is None else facts
     check_arguments(
         dataclasses.asdict(facts),

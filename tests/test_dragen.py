@@ -1,4 +1,4 @@
-"""DRA facts on random snapshots (gpuopt/cluster/dragen.py) and the ledger the checkers
+"""DRA facts on random snapshots (gpuopt/dragen.py) and the ledger the checkers
 replay claims with (DeviceLedger in gpuopt/cluster/devicecheck.py).
 
 ``dra_cluster`` is a hand-made snapshot the checkers' tests share: three nodes of two
@@ -16,9 +16,9 @@ import pytest
 from gpuopt.cluster.cel import available
 from gpuopt.cluster.devicecheck import DeviceLedger, violations
 from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX, ResourceClaim
-from gpuopt.cluster.dragen import DraFacts, with_dra
 from gpuopt.cluster.model import Cluster
 from gpuopt.defrag.generator import random_snapshot
+from gpuopt.dragen import DraFacts, with_dra
 
 RESOURCE = f"{DRA_RESOURCE_PREFIX}gpu"
 
