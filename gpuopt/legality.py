@@ -15,7 +15,12 @@ switches, tasks, horizon, node sizes, fill, shares of locked / HP / selector /
 anti-affinity tasks, budgets, method options), then the problem's own
 generator (:mod:`gpuopt.allocation.generator`,
 :mod:`gpuopt.defrag.generator`, :mod:`gpuopt.placement.switch.generator`,
-:mod:`gpuopt.preemption.generator`) with a seed drawn from it. Heuristics see
+:mod:`gpuopt.preemption.generator`) with a seed drawn from it. Half the
+instances of the cluster-side cases (defrag, node, preemption, gang) carry DRA
+facts (:func:`gpuopt.dragen.with_dra`), drawn from a generator of their own
+(``"<case>:<k>:dra"``) so that the other half are the instances they were; on
+that half node placement and preemption may ask for a waiting pod with claims
+and a gang's pods ask their GPUs by a claim. Heuristics see
 instances from tiny to medium; the exact methods tiny to small ones, with
 ``threads=1`` and a short time limit (:data:`EXACT_TIME_LIMIT`), so that a
 sweep of thousands finishes in reasonable time. Every output goes through its

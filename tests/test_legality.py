@@ -196,24 +196,26 @@ UNCHANGED = {
 }
 
 
+@pytest.mark.slow  # about 15 s: 120 instances built, DRA snapshots read by the reader
 def test_half_the_cluster_instances_carry_dra_facts() -> None:
     for case in CLUSTER_CASES:
-        built = [instance(case, k) for k in range(12)]
+        built = [instance(case, k) for k in range(30)]
         with_dra = sum(", DRA on " in item.shape for item in built)
-        assert 2 <= with_dra <= 10, (case, with_dra)
+        assert 6 <= with_dra <= 24, (case, with_dra)  # 9 to 15 drawn
     for (case, number), shape in UNCHANGED.items():
         assert instance(case, number).shape == shape
 
 
+@pytest.mark.slow  # about 30 s: 25 defragmentation plans
 def test_dra_instances_move_and_place_pods_with_claims() -> None:
     # the DF checks are exercised: DRA pods move in defrag plans, and waiting pods with
     # claims are asked for by node placement
     moved = 0
-    for number in range(20):
-        built = instance("defrag/onehop", number)
+    for number in range(25):
+        built = instance("defrag/heuristic", number)
         claimed = {pod for claim in built.problem.claims for pod in claim.pods}
         if claimed:
-            plan = solve(built.problem, "onehop", **built.options)
+            plan = solve(built.problem, "heuristic", **built.options)
             assert defrag_violations(built.problem, plan) == []
             moved += sum(move.task in claimed for move in plan.moves)
     assert moved > 0
