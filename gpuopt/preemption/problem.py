@@ -40,6 +40,7 @@ from pydantic_core import InitErrorDetails
 
 from gpuopt._compat import moved_names
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel, old_form_reader
+from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX
 from gpuopt.cluster.items import Node as ClusterNode
 from gpuopt.cluster.items import Task as ClusterTask
 from gpuopt.cluster.model import (
@@ -459,6 +460,18 @@ class Scope:
     def of(cls, cluster: Cluster, request: ClusterRequest, rank: int | None) -> Scope:
         """The scope of ``request`` asked with priority ``rank`` (None: as the cluster's
         ``hp_priority``) in ``cluster``; it has no node when K1-K4 admit none."""
+        if request.claims:
+            # the dra.gpuopt.io/<class> resources stand for the claims, which are judged by
+            # the devices, victims included (_devices_admit), not as free now (K4)
+            request = request.model_copy(
+                update={
+                    "resources": {
+                        name: amount
+                        for name, amount in request.resources.items()
+                        if not name.startswith(DRA_RESOURCE_PREFIX)
+                    }
+                }
+            )
         allowed = cluster.admits(request)
         # K8: the tasks below the request's priority are the LP class of this question (every
         # task is HP to a request that never preempts)
@@ -578,13 +591,15 @@ def _devices_admit(
 ) -> list[bool]:
     """``allowed`` narrowed to the nodes where the request's claims can fit (DF1-DF8).
 
-    Claims that ask only counts of whole GPUs (:func:`_plain_claims`, and every device of
-    the node their classes select is a whole GPU without a refusing taint) may use a node
-    where they fit once every task the request may stop there has released its claims:
-    the victims are chosen by GPU count, and each GPU they free is a device the claims can
-    take. Other claims (constraints, selectors, MIG placements, shares, tainted GPUs) use
-    only nodes where they fit already, so no choice of victims can break them (fewer
-    allocations never make claims fit less).
+    Claims that ask only counts of whole GPUs (:func:`_plain_claims`, every device of the
+    node their classes select is a whole GPU without a refusing taint, and the node's GPUs
+    are all such devices, none of a device plugin) may use a node where they fit once
+    every task the request may stop there has released its claims: the victims are
+    chosen by GPU count, and each GPU they free is a device the claims can take (their
+    ``dra.gpuopt.io/<class>`` resources are judged so too, not as free now). Other
+    claims (constraints, selectors, MIG placements, shares, tainted GPUs) use only nodes
+    where they fit already, so no choice of victims can break them (fewer allocations
+    never make claims fit less).
     """
     from gpuopt.cluster.devicecheck import DeviceLedger
     from gpuopt.cluster.devicefit import REFUSING_EFFECTS
@@ -603,11 +618,16 @@ def _devices_admit(
     narrowed = []
     for node, ok in zip(cluster.nodes, allowed, strict=True):
         if ok and ledger.fit(request.claims, node.id)[0]:
-            counted = plain and all(
-                device.kind == "gpu"
-                and not any(taint.effect in REFUSING_EFFECTS for taint in device.taints)
-                for device in ledger.node(node.id).devices
-                if any(ledger.selection.selects(sub, device) is not False for sub in subs)
+            devices = ledger.node(node.id).devices
+            counted = (
+                plain
+                and node.gpus <= sum(device.kind == "gpu" for device in devices)
+                and all(
+                    device.kind == "gpu"
+                    and not any(taint.effect in REFUSING_EFFECTS for taint in device.taints)
+                    for device in devices
+                    if any(ledger.selection.selects(sub, device) is not False for sub in subs)
+                )
             )
             ok = counted and not ledger.fit(request.claims, node.id, on.get(node.id, []))[0]
         narrowed.append(ok)
@@ -836,7 +856,8 @@ def preemption_view(cluster: Cluster, request: PreemptionRequest, now: float) ->
 
     It holds the nodes ``request`` may use by rules K1-K4 (NotReady, cordoned,
     locked, untolerated taints, its selector or node affinity, extended
-    resources it asks for not free now: victims are chosen for GPUs and CPUs)
+    resources it asks for not free now: victims are chosen for GPUs and CPUs;
+    for a request with DRA claims, the nodes where they can fit, DF1-DF8)
     and their tasks, in the cluster's order. A task is of the HP class when its
     integer priority is at or above the request's ``rank`` (else the cluster's
     ``hp_priority``; every task for a request that never preempts, K8) or the
