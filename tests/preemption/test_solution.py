@@ -178,7 +178,7 @@ def test_a_request_with_claims_needs_them_to_fit_after_the_victims() -> None:
     from gpuopt.cluster.devices import ResourceClaim
     from gpuopt.cluster.request import Request
     from gpuopt.preemption.problem import PreemptionProblem
-    from tests.test_dragen import dra_cluster, two_gpus
+    from tests.test_dragen import RESOURCE, dra_cluster, two_gpus
 
     full = dra_cluster()
     cluster = full.model_copy(update={"nodes": full.nodes[:2]})
@@ -203,3 +203,10 @@ def test_a_request_with_claims_needs_them_to_fit_after_the_victims() -> None:
     asked = PreemptionProblem.from_cluster(countless, request, priority="HP")
     found = violations(asked, no_victims)
     assert [text[:3] for text in found] == ["DF4"], found
+    # as a waiting pod asks (pending_request): its class resource too, which p holds on a
+    # now; judged by the claims with p's freed (not as free now), a is still the answer
+    resource = Request(gpus=2, claims=[claim], resources={RESOURCE: 2})
+    as_waiting = PreemptionProblem.from_cluster(cluster, resource, priority="HP")
+    decided = solve(as_waiting, "dp")
+    assert (decided.node, decided.victims) == ("a", ["p"])
+    assert violations(as_waiting, decided) == []
