@@ -9,6 +9,8 @@ heuristics, tiny to small with ``threads=1`` and a short time limit for the
 exact methods). Instances are checked in chunks on ``--workers`` processes
 (default: one per core). Reported per case: instances, illegal outputs (the
 checker found a violation), errors (the method or the generator raised), the
+instances with DRA facts (half the cluster-side ones: DRA nodes, claims, waiting
+pods with claims; ``gpuopt.dragen``), the
 statuses returned, mean and slowest seconds per instance (solve and check),
 and the first few failures (every failing instance number is in the JSON),
 which ``gpuopt.legality.check(case, k)`` reproduces. With ``--json`` the
@@ -203,13 +205,15 @@ def main(argv: list[str] | None = None) -> int:
         f"({args.workers} workers, {wall / 60:.1f} min; exact methods threads=1, "
         f"{EXACT_TIME_LIMIT:g} s limit)"
     )
-    for column in ("method", "instances", "illegal", "errors", "statuses", "mean ms", "max s"):
+    columns = ("method", "instances", "with DRA", "illegal", "errors", "statuses", "mean ms")
+    for column in (*columns, "max s"):
         table.add_column(column, justify="left" if column in ("method", "statuses") else "right")
     for case, tally in tallies.items():
         statuses = ", ".join(f"{k} {v}" for k, v in sorted(tally.statuses.items()))
         table.add_row(
             case,
             f"{tally.instances:,}",
+            f"{tally.dra:,}",
             str(tally.illegal),
             str(tally.errors),
             statuses,

@@ -15,7 +15,12 @@ switches, tasks, horizon, node sizes, fill, shares of locked / HP / selector /
 anti-affinity tasks, budgets, method options), then the problem's own
 generator (:mod:`gpuopt.allocation.generator`,
 :mod:`gpuopt.defrag.generator`, :mod:`gpuopt.placement.switch.generator`,
-:mod:`gpuopt.preemption.generator`) with a seed drawn from it. Heuristics see
+:mod:`gpuopt.preemption.generator`) with a seed drawn from it. Half the
+instances of the cluster-side cases (defrag, node, preemption, gang) carry DRA
+facts (:func:`gpuopt.dragen.with_dra`), drawn from a generator of their own
+(``"<case>:<k>:dra"``) so that the other half are the instances they were; on
+that half node placement and preemption may ask for a waiting pod with claims
+and a gang's pods ask their GPUs by a claim. Heuristics see
 instances from tiny to medium; the exact methods tiny to small ones, with
 ``threads=1`` and a short time limit (:data:`EXACT_TIME_LIMIT`), so that a
 sweep of thousands finishes in reasonable time. Every output goes through its
@@ -45,6 +50,8 @@ from typing import Any
 EXACT_TIME_LIMIT = 2.0
 #: Failures described per case (the lowest-numbered; every failing number is kept).
 KEPT_EXAMPLES = 5
+#: What an instance's shape says when it carries DRA facts (:func:`_dra`).
+DRA_MARK = ", DRA on "
 
 
 @dataclass(frozen=True)
@@ -86,9 +93,11 @@ class Tally:
     slowest: float = 0.0
     examples: list[dict[str, Any]] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)  # every illegal or failing instance
+    dra: int = 0  # instances with DRA facts (devices, claims; :func:`_dra`)
 
     def add(self, outcome: Outcome) -> None:
         self.instances += 1
+        self.dra += DRA_MARK in outcome.shape
         self.illegal += bool(outcome.violations)
         self.errors += outcome.error is not None
         if outcome.status is not None:
@@ -110,6 +119,7 @@ class Tally:
 
     def merge(self, other: Tally) -> None:
         self.instances += other.instances
+        self.dra += other.dra
         self.illegal += other.illegal
         self.errors += other.errors
         self.statuses.update(other.statuses)
@@ -132,11 +142,13 @@ class Tally:
             slowest=float(data["slowest_seconds"]),
             examples=list(data["examples"]),
             failed=[int(k) for k in data.get("failed_instances", [])],
+            dra=int(data.get("with_dra", 0)),
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "instances": self.instances,
+            "with_dra": self.dra,
             "illegal": self.illegal,
             "errors": self.errors,
             "statuses": dict(sorted(self.statuses.items())),
@@ -321,7 +333,11 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
             "min_node_gpus": rng.choice((0, 0, 0, gpus_per_node, largest)),
             "seed": rng.randrange(1000),
         }
-        problem = _kubernetes(rng, Cluster.model_validate(data))
+        problem = _dra(f"defrag/{method}", number, _kubernetes(rng, Cluster.model_validate(data)))
+        largest = max((node.gpus for node in problem.nodes), default=0)
+        if problem.options.min_node_gpus > largest:  # DRA GPUs cut, shared or tainted
+            options_now = problem.options.model_copy(update={"min_node_gpus": largest})
+            problem = problem.model_copy(update={"options": options_now})
         options: dict[str, Any] = {}
         if exact:
             options = _exact_options(rng, number)
@@ -334,7 +350,7 @@ def _defrag_case(method: str) -> Callable[[random.Random, int], Instance]:
         shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, {len(problem.tasks)} tasks"
         if problem.budgets or any(node.taints for node in problem.nodes):
             shape += ", Kubernetes rules"
-        return Instance(problem, options, shape)
+        return Instance(problem, options, shape + _dra_shape(problem))
 
     return build
 
@@ -438,15 +454,60 @@ def _preemption_case(method: str) -> Callable[[random.Random, int], Instance]:
                 if rng.random() < 0.2:
                     task["cpus"] = task["cpus"] / 2
         problem = PreemptionProblem.model_validate(data)
+        cluster = _dra(f"preemption/{method}", number, problem.cluster)
+        if cluster is not problem.cluster:
+            largest = max(node.gpus for node in cluster.nodes)  # DRA GPUs cut, shared, tainted
+            request_data = {**data["request"], "gpus": min(data["request"]["gpus"], largest)}
+            problem = PreemptionProblem.model_validate(
+                {**data, "cluster": cluster, "request": request_data}
+            )
+            problem = _waiting_dra_request(rng, problem)
         options: dict[str, Any] = {}
         if method == "dp" and rng.random() < 0.3:
             options["enumerate_limit"] = rng.choice((4, 10))  # the subset enumeration path
         if exact:
             options = {"time_limit": EXACT_TIME_LIMIT, "threads": 1, "seed": number % 7}
         shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, {problem.request.priority}"
-        return Instance(problem, options, shape)
+        return Instance(problem, options, shape + _dra_shape(problem.cluster))
 
     return build
+
+
+def _gang_claim(rng: random.Random, gpus: int) -> dict[str, Any]:
+    """A gang pod's claim of ``gpus`` whole GPUs of the DRA generator's class, sometimes all
+    under one PCIe root."""
+    from gpuopt.dragen import GPU_CLASS
+
+    claim: dict[str, Any] = {
+        "id": "gang/gpus",
+        "requests": [
+            {"name": "gpus", "exactly": {"name": "gpus", "device_class": GPU_CLASS, "count": gpus}}
+        ],
+    }
+    if gpus > 1 and rng.random() < 0.3:
+        claim["constraints"] = [{"match_attribute": "resource.kubernetes.io/pcieRoot"}]
+    return claim
+
+
+def _waiting_dra_request(rng: random.Random, problem: Any) -> Any:
+    """Most of the time, the preemption question of a waiting pod with DRA claims of the
+    cluster (an HP request), when one may use some node; else ``problem``."""
+    from gpuopt.cluster.request import pending_request
+    from gpuopt.errors import ProblemError
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    cluster = problem.cluster
+    waiting = [pod.id for pod in cluster.pending if any(pod.id in c.pods for c in cluster.claims)]
+    if not waiting or rng.random() >= 0.6:
+        return problem
+    pod = rng.choice(waiting)
+    request = pending_request(cluster, pod)[0]
+    try:
+        return PreemptionProblem.from_cluster(
+            cluster, request, priority="HP", now=problem.now, pending=pod
+        )
+    except ProblemError:  # its claims fit no node, or it is larger than every node
+        return problem
 
 
 def _gang_case(method: str) -> Callable[[random.Random, int], Instance]:
@@ -476,11 +537,17 @@ def _gang_case(method: str) -> Callable[[random.Random, int], Instance]:
                 min_runtime=rng.choice((0.0, 0.0, 600.0)),
             ),
         )
+        cluster = _dra(f"gang/{method}", number, problem.cluster)
+        if cluster is not problem.cluster:
+            data = problem.model_dump(mode="json", exclude={"cluster"})
+            if rng.random() < 0.6:  # DRA half only: each pod asks its GPUs by a claim
+                data["request"]["claims"] = [_gang_claim(rng, data["request"]["gpus"])]
+            problem = type(problem).model_validate({**data, "cluster": cluster})
         options = (
             {"time_limit": EXACT_TIME_LIMIT, "threads": 1, "seed": number % 7} if exact else {}
         )
         shape = f"{size} {domains} domains x {nodes_per_domain} nodes"
-        return Instance(problem, options, shape)
+        return Instance(problem, options, shape + _dra_shape(problem.cluster))
 
     return build
 
@@ -509,11 +576,42 @@ def _kubernetes(rng: random.Random, cluster: Any) -> Any:
     return with_kubernetes(cluster, seed, facts)
 
 
+def _dra(case: str, number: int, cluster: Any) -> Any:
+    """Half the clusters of a case carry DRA facts (:func:`gpuopt.dragen.with_dra`).
+
+    Drawn from a generator of their own, seeded with ``"<case>:<number>:dra"`` (the old
+    name of a renamed case), so the instance's own draws, and the half without DRA
+    facts, are what they were before DRA facts were added.
+    """
+    rng = random.Random(f"{_SEEDED_AS.get(case, case)}:{number}:dra")
+    if rng.random() < 0.5:
+        return cluster
+    from gpuopt.dragen import DraFacts, with_dra
+
+    facts = DraFacts(
+        nodes=rng.uniform(0.2, 1.0),
+        mig=rng.uniform(0.0, 0.6),
+        shared=rng.uniform(0.0, 0.5),
+        apart=rng.uniform(0.0, 0.3),
+        selector=rng.uniform(0.0, 0.2),
+        cut=rng.uniform(0.0, 0.5),
+        tainted=rng.uniform(0.0, 0.2),
+        waiting=rng.randint(0, 4),
+    )
+    return with_dra(cluster, rng.randrange(2**31), facts)
+
+
+def _dra_shape(cluster: Any) -> str:
+    """The shape label's note of DRA facts (empty without)."""
+    nodes = sum(bool(node.devices) for node in cluster.nodes)
+    return f"{DRA_MARK}{nodes} nodes, {len(cluster.claims)} claims" if nodes else ""
+
+
 def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
     def build(rng: random.Random, number: int) -> Instance:
         from gpuopt.cluster.kube import Toleration
         from gpuopt.cluster.model import Cluster
-        from gpuopt.cluster.request import Request
+        from gpuopt.cluster.request import Request, pending_request
         from gpuopt.defrag.generator import random_snapshot
         from gpuopt.placement.node.problem import NodePlacementProblem
 
@@ -532,7 +630,7 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
             kind = rng.choice(("nvswitch", "nvlink-pairs", "pcie-two-numa", None))
             if kind is not None:
                 row["interconnect"] = kind
-        cluster = _kubernetes(rng, Cluster.model_validate(data))
+        cluster = _dra(f"node/{method}", number, _kubernetes(rng, Cluster.model_validate(data)))
         request = Request(
             gpus=rng.choice([g for g in (1, 2, 3, 4, 8, 16) if g <= gpus_per_node]),
             cpus=rng.choice((0.0, 4.0, 16.0)),
@@ -541,14 +639,22 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
             if rng.random() < 0.5
             else [],
         )
+        waiting = [
+            pod.id for pod in cluster.pending if any(pod.id in c.pods for c in cluster.claims)
+        ]
+        pending = None
+        if waiting and rng.random() < 0.6:  # DRA half only: a waiting pod with claims asks
+            pending = rng.choice(waiting)
+            request = pending_request(cluster, pending)[0]
         problem = NodePlacementProblem.from_cluster(
             cluster,
             request,
             min_bandwidth=rng.choice((0.0, 0.0, 16.0, 32.0, 300.0)),
             whole_node=rng.random() < 0.1,
+            pending=pending,
         )
         shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, request {request}"
-        return Instance(problem, {}, shape)
+        return Instance(problem, {}, shape + _dra_shape(cluster))
 
     return build
 

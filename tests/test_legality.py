@@ -178,3 +178,46 @@ def test_generator_keeps_realtime_initial_within_the_cluster() -> None:
     for seed in range(40):
         problem = random_problem(seed, gpus=1, tasks=4, realtime=3, horizon=4)
         assert sum(t.initial_gpus for t in problem.tasks if t.is_realtime) <= 1
+
+
+# --------------------------------------------------------------------------- DRA facts
+#: Cluster-side cases: half their instances carry DRA facts (gpuopt.legality._dra).
+CLUSTER_CASES = [
+    case for case in CASES if case.split("/")[0] in ("defrag", "node", "preemption", "gang")
+]
+#: Instances without DRA facts as they were before DRA facts were added (their shapes, from
+#: the sweep of commit bfbe848): the DRA half is drawn from a generator of its own.
+UNCHANGED = {
+    ("defrag/heuristic", 2): "small 11 nodes x 1 GPUs, 13 tasks",
+    ("defrag/heuristic", 6): "small 36 nodes x 4 GPUs, 43 tasks, Kubernetes rules",
+    ("node/spread", 2): "medium 289 nodes x 16 GPUs, request 2G4C64M",
+    ("preemption/dp", 2): "small 41 nodes x 4 GPUs, HP",
+    ("gang/heuristic", 2): "small 3 domains x 4 nodes",
+}
+
+
+@pytest.mark.slow  # about 15 s: 120 instances built, DRA snapshots read by the reader
+def test_half_the_cluster_instances_carry_dra_facts() -> None:
+    for case in CLUSTER_CASES:
+        built = [instance(case, k) for k in range(30)]
+        with_dra = sum(", DRA on " in item.shape for item in built)
+        assert 6 <= with_dra <= 24, (case, with_dra)  # 9 to 15 drawn
+    for (case, number), shape in UNCHANGED.items():
+        assert instance(case, number).shape == shape
+
+
+@pytest.mark.slow  # about 30 s: 25 defragmentation plans
+def test_dra_instances_move_and_place_pods_with_claims() -> None:
+    # the DF checks are exercised: DRA pods move in defrag plans, and waiting pods with
+    # claims are asked for by node placement
+    moved = 0
+    for number in range(25):
+        built = instance("defrag/heuristic", number)
+        claimed = {pod for claim in built.problem.claims for pod in claim.pods}
+        if claimed:
+            plan = solve(built.problem, "heuristic", **built.options)
+            assert defrag_violations(built.problem, plan) == []
+            moved += sum(move.task in claimed for move in plan.moves)
+    assert moved > 0
+    asked = [instance("node/spread", k).problem.request for k in range(20)]
+    assert any(request.claims for request in asked)

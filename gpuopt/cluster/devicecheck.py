@@ -17,6 +17,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from gpuopt.cluster.devicefit import (
     DeviceNode,
@@ -27,9 +28,20 @@ from gpuopt.cluster.devicefit import (
     attribute_value,
     consumption,
     covers,
+    device_fit,
     untolerated,
 )
-from gpuopt.cluster.devices import DeviceClass, DeviceSubRequest, ResourceClaim
+from gpuopt.cluster.devices import (
+    AllocatedDevice,
+    CounterSet,
+    Device,
+    DeviceClass,
+    DeviceSubRequest,
+    ResourceClaim,
+)
+
+if TYPE_CHECKING:
+    from gpuopt.cluster.model import Cluster
 
 
 def violations(
@@ -301,4 +313,153 @@ def brute_force(
             yield picks_all
 
 
-__all__ = ["brute_force", "violations"]
+def _quantity(value: Fraction) -> str:
+    """A consumed amount as a quantity text (a whole number, else in millis, rounded up)."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{math.ceil(value * 1000)}m"
+
+
+class DeviceLedger:
+    """The claims allocated on a snapshot's devices, kept up to date while an answer is
+    replayed: for the checkers of the methods that move, place or stop pods (DF1-DF8).
+
+    A pod that moves takes its claims with it, whole (DF1's exception): they are
+    searched anew on the target (:func:`~gpuopt.cluster.devicefit.device_fit`) with the
+    devices allocated at that moment (make-before-break: its own old allocation still
+    counts), the picks confirmed by :func:`violations`, and then its claims are
+    allocated there. A pod that stops releases its claims' devices. A claim several pods
+    share cannot go with one of them.
+
+    >>> from gpuopt.cluster.model import Cluster
+    >>> ledger = DeviceLedger(Cluster(nodes=[{"id": "n1", "gpus": 0, "cpus": 1}]))
+    >>> ledger.move("p", "n1"), ledger.claims_of("p")
+    ([], [])
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.selection = Selection(cluster.device_classes)
+        self.allocated: dict[str, ResourceClaim] = {
+            claim.id: claim for claim in cluster.claims if claim.allocated
+        }
+        self._claims: defaultdict[str, list[ResourceClaim]] = defaultdict(list)
+        for claim in cluster.claims:
+            if claim.extended_resource:  # the pod's GPU count stands for it
+                continue
+            for pod in claim.pods:
+                self._claims[pod].append(claim)
+        self._devices: dict[str, tuple[tuple[Device, ...], tuple[CounterSet, ...]]] = {}
+        self._seen_by: defaultdict[str, list[str]] = defaultdict(list)  # device -> nodes
+        for node in cluster.nodes:
+            reaching = tuple(device for device in cluster.devices if node.id in device.nodes)
+            self._devices[node.id] = ((*node.devices, *reaching), tuple(node.counters))
+            for device in self._devices[node.id][0]:
+                self._seen_by[device.key].append(node.id)
+        self._touching: defaultdict[str, set[str]] = defaultdict(set)  # node -> claims there
+        for claim in self.allocated.values():
+            self._touch(claim, add=True)
+
+    def _touch(self, claim: ResourceClaim, *, add: bool) -> None:
+        """Note (or forget) that ``claim``'s allocation holds devices each node sees."""
+        for result in claim.allocated or ():
+            for node_id in self._seen_by.get(result.key, ()):
+                if add:
+                    self._touching[node_id].add(claim.id)
+                else:
+                    self._touching[node_id].discard(claim.id)
+
+    @property
+    def active(self) -> bool:
+        """Whether any pod has claims (a snapshot without DRA pays nothing)."""
+        return bool(self._claims)
+
+    def claims_of(self, pod: str) -> list[ResourceClaim]:
+        """The claims pod ``pod`` uses (not those made for an extended resource)."""
+        return self._claims.get(pod, [])
+
+    def node(self, node_id: str, released: Iterable[str] = ()) -> DeviceNode:
+        """Node ``node_id``'s devices, counter sets and every claim allocated now (but the
+        claims of the pods ``released``, as if they had stopped)."""
+        devices, counters = self._devices[node_id]
+        gone = {claim.id for pod in released for claim in self.claims_of(pod)}
+        allocated = tuple(
+            self.allocated[key]
+            for key in sorted(self._touching.get(node_id, ()))
+            if key not in gone
+        )
+        return DeviceNode(node_id, devices, counters, allocated)
+
+    def release(self, pod: str) -> None:
+        """Pod ``pod`` stops: its claims' devices are free."""
+        for claim in self.claims_of(pod):
+            held = self.allocated.pop(claim.id, None)
+            if held is not None:
+                self._touch(held, add=False)
+
+    def fit(
+        self, claims: Sequence[ResourceClaim], node_id: str, released: Iterable[str] = ()
+    ) -> tuple[list[str], list[Pick]]:
+        """Whether ``claims`` (allocated anew) fit node ``node_id`` now, with the claims of
+        the pods ``released`` freed first (a preemption's victims): the reasons they do
+        not (empty: they fit) and the picks."""
+        if not claims:
+            return [], []
+        fresh = [claim.model_copy(update={"allocated": None, "node": None}) for claim in claims]
+        here = self.node(node_id, released)
+        answer = device_fit(here, fresh, self.selection)
+        if not answer.fits:
+            reason = answer.reason or f"the claims on node {node_id!r} are {answer.status}."
+            if not reason.startswith("DF"):  # unknown (the work cap): never taken for a yes
+                reason = f"{answer.rule or 'DF1'}: cannot be judged: {reason}"
+            return [reason], []
+        return violations(here, fresh, self.selection, answer.picks), list(answer.picks)
+
+    def allocate(
+        self, claims: Sequence[ResourceClaim], node_id: str, picks: Sequence[Pick]
+    ) -> None:
+        """Record ``picks`` as the allocation of ``claims`` on node ``node_id``."""
+        devices = {device.key: device for device in self._devices[node_id][0]}
+        for claim in claims:
+            results = [
+                AllocatedDevice(
+                    request=pick.request,
+                    driver=devices[pick.device].driver,
+                    pool=devices[pick.device].pool,
+                    device=devices[pick.device].name,
+                    consumed_capacity={
+                        name: _quantity(value) for name, value in pick.consumed.items()
+                    },
+                )
+                for pick in picks
+                if pick.claim == claim.id
+            ]
+            held = self.allocated.pop(claim.id, None)
+            if held is not None:
+                self._touch(held, add=False)
+            self.allocated[claim.id] = claim.model_copy(
+                update={"allocated": results, "node": node_id}
+            )
+            self._touch(self.allocated[claim.id], add=True)
+
+    def move(self, pod: str, node_id: str) -> list[str]:
+        """Pod ``pod`` moves to node ``node_id`` with its claims: why they cannot go or do
+        not fit there (empty: they do, and are now allocated there)."""
+        claims = self.claims_of(pod)
+        if not claims:
+            return []
+        shared = [claim for claim in claims if len(claim.pods) > 1]
+        if shared:
+            self.release(pod)
+            others = ", ".join(other for other in shared[0].pods if other != pod)
+            return [
+                f"DF1: claim {shared[0].id!r} is shared with pod(s) {others} and stays on its "
+                "devices; it cannot move with one pod."
+            ]
+        found, picks = self.fit(claims, node_id)
+        self.release(pod)
+        if not found:
+            self.allocate(claims, node_id, picks)
+        return found
+
+
+__all__ = ["DeviceLedger", "brute_force", "violations"]

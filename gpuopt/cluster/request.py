@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from gpuopt.cluster.devices import ResourceClaim
 from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, Toleration
 from gpuopt.cluster.model import (
     MAX_AMOUNT,
@@ -76,6 +77,12 @@ class Request(BaseModel):
     resources: dict[str, int] = Field(
         default_factory=dict,
         description="K4: extended resources it requests (RDMA, hugepages, ...), as integers.",
+    )
+    claims: list[ResourceClaim] = Field(
+        default_factory=list,
+        max_length=256,
+        description="DF1-DF8: the DRA claims it waits with (not allocated yet); a node "
+        "serves it only where they fit.",
     )
 
     @model_validator(mode="after")
@@ -203,8 +210,9 @@ def pending_request(cluster: Cluster, pod_id: str) -> tuple[Request, Priority]:
     """What the cluster's waiting pod ``pod_id`` asks for, as a request, and its priority.
 
     The request keeps the pod's node selector, tolerations, required node
-    affinity and preemption policy, so the views judge nodes by its rules
-    (K1-K3, K8).
+    affinity, preemption policy and DRA claims (those not made for an extended
+    resource, whose GPUs its count already asks), so the views judge nodes by its
+    rules (K1-K3, K8, DF1-DF8).
 
     Raises
     ------
@@ -223,6 +231,11 @@ def pending_request(cluster: Cluster, pod_id: str) -> tuple[Request, Priority]:
                 node_affinity=pod.node_affinity,
                 preemption_policy=pod.preemption_policy,
                 resources=pod.resources,
+                claims=[
+                    claim
+                    for claim in cluster.claims
+                    if pod_id in claim.pods and not claim.extended_resource
+                ],
             )
             return request, pod.priority
     known = ", ".join(repr(pod.id) for pod in cluster.pending[:5]) or "none"

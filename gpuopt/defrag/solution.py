@@ -5,8 +5,10 @@ Execution is make-before-break: while a task moves, its new instance starts on
 the target while the old one still holds the source, so the target needs room
 at that moment. :func:`violations` replays the moves in order, knows nothing
 about the methods, and reports every breach of the rules D1-D8 of
-``models/defrag.md`` and of the Kubernetes rules K1-K7 of
-``models/cluster.md``; :func:`evaluate` recomputes the metrics.
+``models/defrag.md``, of the Kubernetes rules K1-K7 and of the device-fit rules
+DF1-DF8 of ``models/cluster.md`` (a moving pod's DRA claims go with it, whole,
+and must fit the target's devices as the plan has left them); :func:`evaluate`
+recomputes the metrics.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt._compat import old_result_names
 from gpuopt._model import MAX_ID_LENGTH
+from gpuopt.cluster.devicecheck import DeviceLedger
 from gpuopt.cluster.model import Node, Objective, Task
 from gpuopt.cluster.rules import PodTerms, budget_allowance, budget_cover, refusal
 from gpuopt.cluster.shares import MILLI, Devices, layout, share_of
@@ -251,7 +254,7 @@ def _as_moves(plan: DefragResult | Sequence[Move]) -> list[Move]:
 
 
 def violations(problem: Cluster, plan: DefragResult | Sequence[Move]) -> list[str]:
-    """Every breach of D1-D8 (``models/defrag.md``) and K1-K7 (``models/cluster.md``).
+    """Every breach of D1-D8 (``models/defrag.md``), K1-K7 and DF1-DF8 (``models/cluster.md``).
 
     The plan is replayed in order. Returns an empty list when the plan is
     legal. Each message starts with its rule label, e.g. ``"D3: move 4 (t7
@@ -279,6 +282,7 @@ class _MoveCheck:
     terms: PodTerms
     group_on: dict[str, Counter[str]]  # node -> anti-affinity group -> tasks there
     moved_in_group: dict[str, set[str]]  # group -> its tasks the plan moves
+    devices: DeviceLedger  # DF1-DF8: the claims allocated, as the plan moves their pods
 
     @classmethod
     def start(cls, problem: Cluster) -> _MoveCheck:
@@ -293,6 +297,7 @@ class _MoveCheck:
             terms=PodTerms(problem),
             group_on=group_on,
             moved_in_group=defaultdict(set),
+            devices=DeviceLedger(problem),
         )
 
     def move(self, label: str, move: Move) -> list[str]:
@@ -317,6 +322,10 @@ class _MoveCheck:
             found.extend(
                 f"{text[:3]} {label}: {text[4:]}"
                 for text in self.terms.move(task.id, move.source, move.to)
+            )
+        if self.devices.active:  # DF1-DF8: its claims go with it and fit the target
+            found.extend(
+                f"{text[:3]} {label}: {text[5:]}" for text in self.devices.move(task.id, move.to)
             )
         cpus, memory = scaled(task.cpus), _memory_of(task.memory)
         self.state.add(task.id, move.to, cpus, memory)

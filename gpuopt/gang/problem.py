@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import IndexedModel
+from gpuopt.cluster.devices import ResourceClaim
 from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, Toleration
 from gpuopt.cluster.model import (
     MAX_AMOUNT,
@@ -92,6 +93,12 @@ class GangRequest(BaseModel):
         default_factory=dict, description="K4: extended resources per pod, as integers."
     )
     preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+    claims: list[ResourceClaim] = Field(
+        default_factory=list,
+        max_length=32,
+        description="DF1-DF8: the DRA claims of one pod (each pod gets its own, as from a "
+        "template); the pods on a node need their claims to fit its devices together.",
+    )
 
     @model_validator(mode="after")
     def _check_request(self) -> GangRequest:
@@ -295,6 +302,12 @@ class GangIndex:
         preferred = None if request.preferred is None else Domains.build(cluster, request.preferred)
         sliced = None if request.slice is None else Domains.build(cluster, request.slice.level)
         admitted = _admitted(cluster, request, (required, preferred, sliced))
+        if request.claims:  # DF1-DF8 as one more column: pods whose claims fit together
+            fitting = device_pods(cluster, request, admitted)
+            node_free = np.column_stack([node_free, fitting]).astype(np.int64)
+            task_hold = np.column_stack([task_hold, np.zeros(len(task_hold))]).astype(np.int64)
+            pod_need = np.append(pod_need, 1).astype(np.int64)
+            names = [*names, DEVICE_COLUMN]
         priorities, cost, candidate = _task_costs(problem)
         gang_ids, task_gang, members, allowance = _running_gangs(cluster)
         closable = np.array([bool(candidate[m].all()) for m in members], dtype=bool)
@@ -435,6 +448,43 @@ def _running_gangs(
     return gang_ids, task_gang, members, allowance
 
 
+#: The column of :class:`GangIndex` that counts pods by their DRA claims.
+DEVICE_COLUMN = "pods whose DRA claims fit"
+
+
+def pod_claims(request: GangRequest, pods: int) -> list[ResourceClaim]:
+    """The claims of ``pods`` pods of the gang: each pod's own copy of the request's
+    claims (``<claim>#<k>``, as a template makes one claim per pod)."""
+    return [
+        claim.model_copy(update={"id": f"{claim.id}#{k}", "allocated": None, "node": None})
+        for k in range(pods)
+        for claim in request.claims
+    ]
+
+
+def device_pods(cluster: Cluster, request: GangRequest, admitted: np.ndarray) -> np.ndarray:
+    """Per node, how many of the gang's pods have claims that fit its devices together with
+    what is allocated now (DF1-DF8; at most ``pods`` and the node's GPUs over a pod's; 0
+    where not admitted). Fitting is monotone: if ``k`` pods' claims fit, so do fewer.
+
+    Victims' devices are not counted as freed (a node's pods by devices are those that fit
+    now), so no choice of victims can break the claims.
+    """
+    from gpuopt.cluster.devicecheck import DeviceLedger
+
+    ledger = DeviceLedger(cluster)
+    fitting = np.zeros(len(cluster.nodes), dtype=np.int64)
+    for pos, node in enumerate(cluster.nodes):
+        if not admitted[pos]:
+            continue
+        most = min(request.pods, node.gpus // request.gpus if request.gpus else request.pods)
+        pods = 0
+        while pods < most and not ledger.fit(pod_claims(request, pods + 1), node.id)[0]:
+            pods += 1
+        fitting[pos] = pods
+    return fitting
+
+
 def capacity(free: np.ndarray, need: np.ndarray, admitted: np.ndarray) -> np.ndarray:
     """Pods of ``need`` each node holds with ``free`` (nodes x resources); 0 where not admitted."""
     with np.errstate(divide="ignore"):
@@ -445,6 +495,7 @@ def capacity(free: np.ndarray, need: np.ndarray, admitted: np.ndarray) -> np.nda
 
 
 __all__ = [
+    "DEVICE_COLUMN",
     "MAX_PODS",
     "Domains",
     "GangIndex",
@@ -454,4 +505,6 @@ __all__ = [
     "Slice",
     "TieBreak",
     "capacity",
+    "device_pods",
+    "pod_claims",
 ]

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gpuopt._compat import old_result_names
 from gpuopt.cluster.model import NODE_LEVEL, SCALE
 from gpuopt.errors import short
-from gpuopt.gang.problem import GangIndex, GangOptions, GangProblem, GangRequest
+from gpuopt.gang.problem import GangIndex, GangOptions, GangProblem, GangRequest, pod_claims
 from gpuopt.result import Result, Sense, Status, relative_gap
 
 
@@ -267,6 +267,17 @@ def violations(problem: GangProblem, answer: GangResult) -> list[str]:
                     f"G3: node {node_id} holds {count[node]} pods needing {wanted} {name} "
                     f"but has {have} after the victims stop"
                 )
+    if request.claims:  # DF1-DF8: each node's pods' claims fit together, victims' freed
+        from gpuopt.cluster.devicecheck import DeviceLedger
+
+        ledger = DeviceLedger(problem.cluster)
+        for node in np.flatnonzero(count):
+            node_id = index.node_ids[node]
+            released = [
+                index.task_ids[t] for t in np.flatnonzero(stopped & (index.task_node == node))
+            ]
+            claims = pod_claims(request, int(count[node]))
+            broken.extend(ledger.fit(claims, node_id, released)[0])
     hosts = count > 0
     required = index.required.of_node[hosts]
     if len(set(required.tolist())) > 1 or (required < 0).any():

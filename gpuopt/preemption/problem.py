@@ -40,6 +40,7 @@ from pydantic_core import InitErrorDetails
 
 from gpuopt._compat import moved_names
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel, old_form_reader
+from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX
 from gpuopt.cluster.items import Node as ClusterNode
 from gpuopt.cluster.items import Task as ClusterTask
 from gpuopt.cluster.model import (
@@ -459,7 +460,27 @@ class Scope:
     def of(cls, cluster: Cluster, request: ClusterRequest, rank: int | None) -> Scope:
         """The scope of ``request`` asked with priority ``rank`` (None: as the cluster's
         ``hp_priority``) in ``cluster``; it has no node when K1-K4 admit none."""
+        if request.claims:
+            # the dra.gpuopt.io/<class> resources stand for the claims, which are judged by
+            # the devices, victims included (_devices_admit), not as free now (K4)
+            request = request.model_copy(
+                update={
+                    "resources": {
+                        name: amount
+                        for name, amount in request.resources.items()
+                        if not name.startswith(DRA_RESOURCE_PREFIX)
+                    }
+                }
+            )
         allowed = cluster.admits(request)
+        # K8: the tasks below the request's priority are the LP class of this question (every
+        # task is HP to a request that never preempts)
+        if request.preemption_policy == "Never":
+            threshold = MIN_PRIORITY
+        else:
+            threshold = cluster.hp_priority if rank is None else rank
+        if request.claims:  # DF1-DF8: only nodes where the request's claims can fit
+            allowed = _devices_admit(cluster, request, allowed, threshold)
         nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
         columns = task_columns(cluster)
         if len(nodes) == len(cluster.nodes):
@@ -473,12 +494,6 @@ class Scope:
         if request.gpu_milli is not None:
             held = _share_view(cluster, cluster.index.task_gpus, request.gpu_milli)
             facts = ClusterFacts(fixed=facts.fixed, task_gpus=held)
-        # K8: the tasks below the request's priority are the LP class of this question (every
-        # task is HP to a request that never preempts)
-        if request.preemption_policy == "Never":
-            threshold = MIN_PRIORITY
-        else:
-            threshold = cluster.hp_priority if rank is None else rank
         return cls(
             nodes=nodes,
             tasks=tasks,
@@ -554,6 +569,69 @@ class TaskColumns:
     node_gpus: np.ndarray
     node_cpus: np.ndarray
     node_preemptions: np.ndarray
+
+
+def _plain_claims(request: ClusterRequest) -> bool:
+    """Whether the request's DRA claims ask only exact counts of devices of classes, with
+    no selector, constraint, capacity, toleration or admin access."""
+    return all(
+        not claim.constraints
+        and all(
+            sub.allocation_mode == "ExactCount"
+            and not (sub.selectors or sub.capacity or sub.tolerations or sub.admin_access)
+            for item in claim.requests
+            for sub in item.alternatives
+        )
+        for claim in request.claims
+    )
+
+
+def _devices_admit(
+    cluster: Cluster, request: ClusterRequest, allowed: list[bool], threshold: int
+) -> list[bool]:
+    """``allowed`` narrowed to the nodes where the request's claims can fit (DF1-DF8).
+
+    Claims that ask only counts of whole GPUs (:func:`_plain_claims`, every device of the
+    node their classes select is a whole GPU without a refusing taint, and the node's GPUs
+    are all such devices, none of a device plugin) may use a node where they fit once
+    every task the request may stop there has released its claims: the victims are
+    chosen by GPU count, and each GPU they free is a device the claims can take (their
+    ``dra.gpuopt.io/<class>`` resources are judged so too, not as free now). Other
+    claims (constraints, selectors, MIG placements, shares, tainted GPUs) use only nodes
+    where they fit already, so no choice of victims can break them (fewer allocations
+    never make claims fit less).
+    """
+    from gpuopt.cluster.devicecheck import DeviceLedger
+    from gpuopt.cluster.devicefit import REFUSING_EFFECTS
+
+    ledger = DeviceLedger(cluster)
+    plain = _plain_claims(request)
+    subs = [sub for claim in request.claims for item in claim.requests for sub in item.alternatives]
+    facts = ClusterFacts.of(cluster)
+    on: dict[str, list[str]] = {}
+    for task in cluster.tasks:
+        stoppable = task.id not in facts.fixed and (
+            priority_value(task.priority, cluster.hp_priority) < threshold
+        )
+        if stoppable:
+            on.setdefault(task.node, []).append(task.id)
+    narrowed = []
+    for node, ok in zip(cluster.nodes, allowed, strict=True):
+        if ok and ledger.fit(request.claims, node.id)[0]:
+            devices = ledger.node(node.id).devices
+            counted = (
+                plain
+                and node.gpus <= sum(device.kind == "gpu" for device in devices)
+                and all(
+                    device.kind == "gpu"
+                    and not any(taint.effect in REFUSING_EFFECTS for taint in device.taints)
+                    for device in devices
+                    if any(ledger.selection.selects(sub, device) is not False for sub in subs)
+                )
+            )
+            ok = counted and not ledger.fit(request.claims, node.id, on.get(node.id, []))[0]
+        narrowed.append(ok)
+    return narrowed
 
 
 def task_columns(cluster: Cluster) -> TaskColumns:
@@ -778,7 +856,8 @@ def preemption_view(cluster: Cluster, request: PreemptionRequest, now: float) ->
 
     It holds the nodes ``request`` may use by rules K1-K4 (NotReady, cordoned,
     locked, untolerated taints, its selector or node affinity, extended
-    resources it asks for not free now: victims are chosen for GPUs and CPUs)
+    resources it asks for not free now: victims are chosen for GPUs and CPUs;
+    for a request with DRA claims, the nodes where they can fit, DF1-DF8)
     and their tasks, in the cluster's order. A task is of the HP class when its
     integer priority is at or above the request's ``rank`` (else the cluster's
     ``hp_priority``; every task for a request that never preempts, K8) or the

@@ -3,8 +3,10 @@
 A decision names the node the request goes to and the LP tasks stopped to
 make room (``victims``). :func:`violations` knows nothing about the methods:
 it rebuilds the state from the problem's own fields and reports every breach
-of the rules P1-P7 of ``models/preemption.md``; :func:`evaluate` recomputes
-the cost of a victim set.
+of the rules P1-P7 of ``models/preemption.md`` and, for a request with DRA
+claims, of DF1-DF8 of ``models/cluster.md`` (its claims fit the node's devices
+once the victims' claims are freed); :func:`evaluate` recomputes the cost of a
+victim set.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import ClassVar, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from gpuopt._compat import old_result_names
+from gpuopt.cluster.devicecheck import DeviceLedger
 from gpuopt.cluster.items import Node, Task
 from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.errors import ProblemError, short
@@ -161,6 +164,11 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
             f"P3: node {node.id} lacks CPUs for the request (needs {request.cpus:g}, "
             f"has {cpus_after / SCALE:g} free after the victims)"
         )
+
+    # DF1-DF8: the request's claims fit the node's devices once the victims' are freed.
+    if request.claims:
+        released = [task.id for task in victims]
+        found.extend(DeviceLedger(problem.cluster).fit(request.claims, node.id, released)[0])
 
     # P4: the cost is the victims' work to redo.
     now = scaled(problem.now)

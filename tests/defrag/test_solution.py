@@ -160,3 +160,25 @@ def test_emptying_a_node_below_min_node_gpus_is_d8() -> None:
     assert broken == [
         "D8: the plan empties 1 node(s) with fewer GPUs than min_node_gpus=8, e.g. small (2 GPUs)"
     ]
+
+
+def test_a_moving_pods_claims_must_fit_the_targets_devices() -> None:
+    # DF1-DF8: b has two GPUs by count and resource, but its second device carries a
+    # NoSchedule taint p's claim does not tolerate; c's two are free and untainted
+    from gpuopt.defrag.solution import Move
+    from tests.test_dragen import dra_cluster
+
+    cluster = dra_cluster()
+    onto_b = violations(cluster, [Move(task="p", source="a", to="b")])
+    assert [text[:3] for text in onto_b] == ["DF7"], onto_b
+    assert "move 1 (p a->b)" in onto_b[0]
+    assert violations(cluster, [Move(task="p", source="a", to="c")]) == []
+    # the replay follows the claim: p's move to c frees a's GPUs (it can come back) and
+    # its return frees c's (it can go again); a replay that left the claim on a's
+    # devices would refuse the return (DF4)
+    there_and_back = [
+        Move(task="p", source="a", to="c", wave=0),
+        Move(task="p", source="c", to="a", wave=1),
+        Move(task="p", source="a", to="c", wave=2),
+    ]
+    assert violations(cluster, there_and_back) == []

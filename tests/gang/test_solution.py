@@ -89,3 +89,31 @@ def test_gap() -> None:
     assert gap_of(10.0, 8.0) == pytest.approx(0.2)
     assert gap_of(0.0, 0.0) == 0.0
     assert gap_of(5.0, None) is None
+
+
+def test_a_gangs_claims_must_fit_each_nodes_devices_together() -> None:
+    # DF1-DF8: each pod asks two whole GPUs by a claim; a's are held by p (LP), b shows
+    # two free GPUs but one device carries an untolerated taint, c's are free
+    from gpuopt.api import solve
+    from gpuopt.gang.problem import DEVICE_COLUMN
+    from tests.test_dragen import dra_cluster, two_gpus
+
+    claim = two_gpus("gang/gpus", [])
+    problem = GangProblem.model_validate(
+        {
+            "cluster": dra_cluster().model_dump(mode="json"),
+            "request": {"id": "g", "pods": 1, "gpus": 2, "claims": [claim]},
+            "options": {"preemption": False},
+        }
+    )
+    assert problem.index.resource_names[-1] == DEVICE_COLUMN
+    assert problem.index.node_free[:, -1].tolist() == [0, 0, 1]  # pods by devices, now
+    answer = solve(problem, "heuristic")
+    assert answer.nodes == ["c"] and violations(problem, answer) == []
+    on_b = answer.model_copy(update={"nodes": ["b"], "topology": []})
+    found = violations(problem, on_b)
+    assert any(text.startswith("DF7") for text in found), found
+    # two pods on c: each pod's claim alone fits, both together do not (c has two GPUs)
+    two = problem.model_copy(update={"request": problem.request.model_copy(update={"pods": 2})})
+    both_on_c = answer.model_copy(update={"nodes": ["c", "c"], "topology": []})
+    assert any(text.startswith("DF") for text in violations(two, both_on_c))

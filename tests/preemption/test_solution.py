@@ -169,3 +169,44 @@ def test_decision_json(tmp_path: Path, full: PreemptionProblem) -> None:
     assert "no node" in decide(node=None).summary()
     with pytest.raises(ProblemError, match="method"):
         parse_decision({"method": "magic", "node": None})
+
+
+def test_a_request_with_claims_needs_them_to_fit_after_the_victims() -> None:
+    # DF1-DF8 with the victims' claims freed: an HP pod waiting with a claim of two whole
+    # GPUs; only a (p holds its GPUs, p is LP) and b (a tainted device) are left
+    from gpuopt.api import solve
+    from gpuopt.cluster.devices import ResourceClaim
+    from gpuopt.cluster.request import Request
+    from gpuopt.preemption.problem import PreemptionProblem
+    from tests.test_dragen import RESOURCE, dra_cluster, two_gpus
+
+    full = dra_cluster()
+    cluster = full.model_copy(update={"nodes": full.nodes[:2]})
+    claim = ResourceClaim.model_validate(two_gpus("ns/w-gpus", ["ns/w"]))
+    request = Request(gpus=2, claims=[claim])
+    problem = PreemptionProblem.from_cluster(cluster, request, priority="HP")
+    decision = solve(problem, "dp")
+    assert (decision.node, decision.victims) == ("a", ["p"])
+    assert violations(problem, decision) == []
+    # b is left out (its claim cannot take the tainted device), and a without victims
+    # breaks DF4 as well as P3
+    assert [n.id for n in problem.nodes] == ["a"]
+    no_victims = decision.model_copy(
+        update={"victims": [], "preempted": False, "stage": 1, "cost": 0.0}
+    )
+    assert sorted(text.split(":")[0] for text in violations(problem, no_victims)) == ["DF4", "P3"]
+    # a snapshot written by hand whose p counts no GPU though its claim holds both: by
+    # count a has room without victims, by devices it has none
+    countless = cluster.model_copy(
+        update={"tasks": [cluster.tasks[0].model_copy(update={"gpus": 0, "resources": {}})]}
+    )
+    asked = PreemptionProblem.from_cluster(countless, request, priority="HP")
+    found = violations(asked, no_victims)
+    assert [text[:3] for text in found] == ["DF4"], found
+    # as a waiting pod asks (pending_request): its class resource too, which p holds on a
+    # now; judged by the claims with p's freed (not as free now), a is still the answer
+    resource = Request(gpus=2, claims=[claim], resources={RESOURCE: 2})
+    as_waiting = PreemptionProblem.from_cluster(cluster, resource, priority="HP")
+    decided = solve(as_waiting, "dp")
+    assert (decided.node, decided.victims) == ("a", ["p"])
+    assert violations(as_waiting, decided) == []

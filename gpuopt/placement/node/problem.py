@@ -369,11 +369,25 @@ class NodePlacementProblem(IndexedModel):
         return cls(name=cluster.name, cluster=cluster, request=fields)
 
 
-def usable_nodes(cluster: Cluster, request: Request) -> list[ClusterNode]:
-    """The nodes of ``cluster`` that ``request`` may use: with GPUs, and admitted by rules
-    K1-K4 (:func:`~gpuopt.cluster.rules.admitted`), in cluster order."""
+def admitted_nodes(cluster: Cluster, request: Request) -> list[ClusterNode]:
+    """The nodes of ``cluster`` with GPUs that rules K1-K4 admit ``request`` to
+    (:func:`~gpuopt.cluster.rules.admitted`), in cluster order."""
     allowed = cluster.admits(request)
     return [node for pos, node in enumerate(cluster.nodes) if node.gpus > 0 and allowed[pos]]
+
+
+def usable_nodes(cluster: Cluster, request: Request) -> list[ClusterNode]:
+    """The nodes of ``cluster`` that ``request`` may use: with GPUs, admitted by rules
+    K1-K4 (:func:`admitted_nodes`) and, for a request with DRA claims, where its claims
+    fit the devices left free (DF1-DF8,
+    :meth:`~gpuopt.cluster.devicecheck.DeviceLedger.fit`), in cluster order."""
+    nodes = admitted_nodes(cluster, request)
+    if not request.claims:
+        return nodes
+    from gpuopt.cluster.devicecheck import DeviceLedger
+
+    ledger = DeviceLedger(cluster)
+    return [node for node in nodes if not ledger.fit(request.claims, node.id)[0]]
 
 
 def node_use(cluster: Cluster) -> dict[str, tuple[list[int], list[int] | None]]:
@@ -618,6 +632,7 @@ __all__ = [
     "NodeIndex",
     "NodePlacementProblem",
     "NodeRequest",
+    "admitted_nodes",
     "cluster_node_rows",
     "gpu_left_of",
     "load_node_problem",

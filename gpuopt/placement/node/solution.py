@@ -14,7 +14,11 @@ about the heuristic, :func:`~gpuopt.placement.node.greedy.place`):
   ``min_pair_bandwidth`` reports the lowest pair;
 - **N4** the request's CPUs and memory fit what the node has free (memory is
   not checked on a node that states none);
-- **N5** the placement is empty only when no node can take the request.
+- **N5** the placement is empty only when no node can take the request;
+- **DF1-DF8** (``models/cluster.md``) for a request with DRA claims (a waiting
+  pod's, ``--pending``): its claims can be allocated on the node's devices left
+  free by the claims allocated there (:class:`~gpuopt.cluster.devicecheck.DeviceLedger`),
+  and N5 counts only nodes where they can.
 
 The nodes "in the problem" are the cluster's nodes with GPUs that rules K1-K4
 admit the request to; what each uses is summed from the cluster's tasks.
@@ -34,15 +38,16 @@ from typing import Any, ClassVar, Literal
 from pydantic import ConfigDict, Field
 
 from gpuopt._compat import old_result_names
+from gpuopt.cluster.devicecheck import DeviceLedger
 from gpuopt.cluster.interconnect import node_bandwidth
 from gpuopt.cluster.model import SCALE, Cluster, scaled
 from gpuopt.cluster.shares import MILLI
 from gpuopt.placement.node.problem import (
     NodePlacementProblem,
     NodeRequest,
+    admitted_nodes,
     gpu_left_of,
     node_use,
-    usable_nodes,
 )
 from gpuopt.result import Result
 
@@ -136,7 +141,7 @@ def _checked_nodes(problem: NodePlacementProblem) -> list[_CheckedNode]:
             if node.memory is None
             else scaled(node.memory) - memory.get(node.id, 0),
         )
-        for node in usable_nodes(cluster, problem.request)
+        for node in admitted_nodes(cluster, problem.request)
     ]
 
 
@@ -225,16 +230,23 @@ def violations(problem: NodePlacementProblem, placement: NodePlacementResult) ->
     node = next((n for n in nodes if n.id == placement.node), None)
     if node is None:
         return [*found, f"N1: node {placement.node!r} is not in the problem"]
-    return found + _node_violations(problem, node, placement)
+    found.extend(_node_violations(problem, node, placement))
+    if request.claims:  # DF1-DF8: the request's claims fit the devices the node has free
+        reasons, _ = DeviceLedger(problem.cluster).fit(request.claims, node.id)
+        found.extend(reasons)
+    return found
 
 
 def _empty_violations(problem: NodePlacementProblem) -> list[str]:
     """N5: the first node that could take the request, if any (brute force, memoised)."""
     request = problem.request
     answers: dict[tuple[str, tuple[int, ...], tuple[int, ...]], tuple[int, ...] | None] = {}
+    ledger = DeviceLedger(problem.cluster) if request.claims else None
     for node in _checked_nodes(problem):
         if not _resources_fit(node, request):
             continue
+        if ledger is not None and ledger.fit(request.claims, node.id)[0]:
+            continue  # DF1-DF8: its claims do not fit there
         key = (repr(node.bandwidth), tuple(sorted(node.used_gpus)), tuple(node.gpu_left or ()))
         if key not in answers:
             answers[key] = gpus_that_fit(node.bandwidth, node.used_gpus, request, node.gpu_left)

@@ -75,3 +75,29 @@ def test_checker_text_names_the_pair() -> None:
     assert found == [
         "N3: GPUs [0, 4] of node 'n1' have 16 GB/s between 0 and 4, below min_bandwidth=32"
     ]
+
+
+def test_a_request_with_claims_goes_only_where_they_fit() -> None:
+    # DF1-DF8: a waiting pod's claim of two whole GPUs; b shows two free GPUs but one
+    # device carries an untolerated taint, a's are held by p, c's are free
+    from gpuopt.api import solve
+    from gpuopt.cluster.devices import ResourceClaim
+    from gpuopt.cluster.request import Request
+    from gpuopt.placement.node.problem import NodePlacementProblem, admitted_nodes, usable_nodes
+    from tests.test_dragen import dra_cluster, two_gpus
+
+    cluster = dra_cluster()
+    claim = ResourceClaim.model_validate(two_gpus("ns/w-gpus", ["ns/w"]))
+    problem = NodePlacementProblem.from_cluster(cluster, Request(gpus=2, claims=[claim]))
+    assert [n.id for n in admitted_nodes(cluster, problem.request)] == ["a", "b", "c"]
+    assert [n.id for n in usable_nodes(cluster, problem.request)] == ["c"]
+    placed = solve(problem, "heuristic")
+    assert placed.node == "c" and violations(problem, placed) == []
+    on_b = placed.model_copy(update={"node": "b"})
+    assert [text[:3] for text in violations(problem, on_b)] == ["DF7"]
+    # N5 counts only nodes where the claims fit: with c gone the empty answer is right,
+    # though b still shows two free GPUs
+    no_c = cluster.model_copy(update={"nodes": cluster.nodes[:2]})
+    smaller = NodePlacementProblem.from_cluster(no_c, Request(gpus=2, claims=[claim]))
+    empty = solve(smaller, "heuristic")
+    assert empty.node is None and violations(smaller, empty) == []
