@@ -114,7 +114,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gpuopt.calendar.problem import MAX_AMOUNT, MAX_TICKS, CalendarProblem, Objective
-from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX, accounting_only
+from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX, PLUGIN_GPUS, accounting_only
 from gpuopt.cluster.fields import NODE_LEVEL, SWITCH_LEVEL, priority_value, scaled
 from gpuopt.cluster.model import Cluster, Pending, Task
 from gpuopt.cluster.rules import placement_key, refusal
@@ -619,12 +619,23 @@ def _device_waiting(cluster: Cluster) -> set[str]:
 
 def scheduler_binds(cluster: Cluster) -> set[str]:
     """F8, G10: the waiting pods only kube-scheduler may bind: those with DRA claims (it
-    allocates them as it binds; a Binding would leave them unallocated) or DRA GPUs."""
+    allocates them as it binds; a Binding would leave them unallocated) or DRA GPUs (a
+    device plugin's GPUs counted apart, ``PLUGIN_GPUS``, are not DRA's)."""
     with_claims = {pod for claim in cluster.claims for pod in claim.pods}
     return {
         pod.id
         for pod in cluster.pending
-        if pod.id in with_claims or any(accounting_only(name) for name in pod.resources)
+        if pod.id in with_claims
+        or any(accounting_only(name) and name != PLUGIN_GPUS for name in pod.resources)
+    }
+
+
+def dra_gpu_nodes(cluster: Cluster) -> set[str]:
+    """F8, G10: the nodes whose GPUs include DRA devices. A pod asking GPUs there is
+    kube-scheduler's to bind even without a claim: where a DeviceClass serves the GPU
+    extended resource, only the scheduler makes the claim that gives them (KEP-5004)."""
+    return {
+        node.id for node in cluster.nodes if any(device.kind == "gpu" for device in node.devices)
     }
 
 

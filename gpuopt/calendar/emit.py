@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gpuopt.allocation.problem import AllocationProblem
-from gpuopt.calendar.cluster import scheduler_binds, tick_time, waiting_jobs
+from gpuopt.calendar.cluster import dra_gpu_nodes, scheduler_binds, tick_time, waiting_jobs
 from gpuopt.calendar.problem import CalendarProblem
 from gpuopt.cluster.devices import accounting_only, claim_template, device_asks
 from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
@@ -220,6 +220,7 @@ def kubernetes_objects(
             )
         )
     on_devices = scheduler_binds(cluster) if cluster is not None else set()
+    dra_nodes = dra_gpu_nodes(cluster) if cluster is not None else set()
     for job, chosen in binds(plan):
         pods = members.get(job, [])
         if not pods:
@@ -228,7 +229,7 @@ def kubernetes_objects(
             )
             continue
         for pod, node_id in zip(pods, chosen, strict=True):
-            if pod.id in on_devices:
+            if pod.id in on_devices or (pod.gpus and node_id in dra_nodes):
                 out.append((_scheduler_note(pod.id, node_id), None))
                 continue
             out.append(binding(pod.id, node_id, pod.space))
@@ -238,7 +239,8 @@ def kubernetes_objects(
 def _scheduler_note(pod_id: str, node: str) -> str:
     return (
         f"starts now: {pod_id} on {node}; no Binding: kube-scheduler binds it as it "
-        "allocates its ResourceClaims (a Binding would leave them unallocated)"
+        "allocates its ResourceClaims or the node's DRA GPUs (a Binding would leave them "
+        "unallocated)"
     )
 
 
@@ -347,7 +349,7 @@ def grid_actions(
         for m, pod_id in enumerate(pods):
             gpu = first + m * per
             node = report.row[gpu // size]
-            if pod_id in report.scheduler_binds:
+            if pod_id in report.scheduler_binds or node in report.dra_nodes:
                 out.append((_scheduler_note(pod_id, node), None))
                 continue
             comment, item = binding(pod_id, node)

@@ -124,6 +124,7 @@ from gpuopt.calendar.cluster import (
     NOT_BEFORE,
     CalendarReport,
     PodTimes,
+    dra_gpu_nodes,
     from_cluster_report,
     kubernetes_input,
     pod_times,
@@ -170,6 +171,8 @@ class GridReport:
     deployments: dict[str, tuple[str, str, int]] = field(default_factory=dict)
     #: The waiting pods only kube-scheduler may bind (DRA claims: G10 prints no Binding).
     scheduler_binds: set[str] = field(default_factory=set)
+    #: The nodes whose GPUs include DRA devices (G10: no Binding of a GPU pod there).
+    dra_nodes: set[str] = field(default_factory=set)
 
     def note(self, reason: str, who: str, *, ignored: bool = False) -> None:
         """Count ``reason`` for ``who`` (the first one is kept as its example)."""
@@ -705,6 +708,7 @@ class _Row:
         }
         if cluster is not None:
             self.report.scheduler_binds = scheduler_binds(cluster)
+            self.report.dra_nodes = dra_gpu_nodes(cluster)
         out = []
         for job in calendar.jobs:
             gpus = job.use[0] * job.members

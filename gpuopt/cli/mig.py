@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,9 +112,12 @@ def run_mig(args: argparse.Namespace) -> int:
         return {} if args.threads is None else {"threads": args.threads}
 
     def show(shown: Any, problem: Any, result: Any) -> None:
+        data = allocations(problem, result, read["found"].templates) if args.json else None
+        if args.json == "-":  # the allocations on stdout, instead of the table
+            sys.stdout.write(json.dumps(data, indent=1) + "\n")
+            return
         show_layout(shown, problem, result, read["found"].skipped)
         if args.json:
-            data = allocations(problem, result, read["found"].templates)
             write_text(args.json, json.dumps(data, indent=1) + "\n")
 
     if args.time_limit is not None and args.method not in (None, "cpsat"):
@@ -189,7 +193,11 @@ def add_commands(commands: Any) -> None:
     )
     add_time_limit(parser, "cpsat: seconds for the whole call (default 10)")
     add_threads(parser, "cpsat: solver workers (default 1)")
-    add_json(parser, "write per claim the node and status.allocation.devices.results to this file")
+    add_json(
+        parser,
+        "write per claim the node and status.allocation.devices.results to this file "
+        "(-: to stdout, instead of the table)",
+    )
     add_out(parser, "write the result (JSON) to this file")
     parser.add_argument(
         "--strict",

@@ -151,7 +151,11 @@ def placeholder_pod(
         "terminationGracePeriodSeconds": 0,
         "containers": [{"name": "hold", "image": PLACEHOLDER_IMAGE, "resources": resources}],
     }
-    if dra:
+    target_node = (
+        next((node for node in cluster.nodes if node.id == target), None) if cluster else None
+    )
+    on_dra = target_node is not None and any(d.kind == "gpu" for d in target_node.devices)
+    if dra or (on_dra and task.gpus):  # a DRA node's GPUs are given by the scheduler only
         del spec["nodeName"]
         term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [target]}]}
         spec["affinity"] = {

@@ -12,7 +12,7 @@
   :func:`~gpuopt.cluster.devicefit.claims_fit` on each node, with the state's
   one :class:`~gpuopt.cluster.devicefit.Selection`.
 - :func:`choose_devices` is E9: among a few device sets the search finds on a
-  node (the node's devices in a few orders), the one that leaves the most of
+  node (the node's devices in :data:`ORDERS` orders), the one that leaves the most of
   the node servable (:func:`~gpuopt.cluster.devicefit.servable`).
 - :func:`assumed_claims` writes the chosen devices as allocated claims (E10):
   what the state counts as taken until the watch confirms the binding.
@@ -42,8 +42,7 @@ if TYPE_CHECKING:
     from gpuopt.readers.kubectl.dra_state import PodClaimRef
 
 #: Device orders tried per node when choosing devices (E9): the search's first set in
-#: each (least cost first, then the node's order: the search's plain answer, then the
-#: node's order reversed).
+#: each (least cost first, then the node's own order: the search's plain answer).
 ORDERS = 2
 
 

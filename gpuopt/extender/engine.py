@@ -406,6 +406,11 @@ class Extender:
             if pod_id in base.by_id or self._state is not base:
                 return  # the watch saw it bound meanwhile, or a new state came
             task = ask.pending.as_task(node)
+            if choice is not None and choice.picks:  # E10: its whole GPUs count as GPUs too
+                kinds = {d.key: d.kind for d in state.device_node(int(positions[best])).devices}
+                whole = sum(kinds.get(pick.device) == "gpu" for pick in choice.picks)
+                if whole:
+                    task = task.model_copy(update={"gpus": task.gpus + whole})
             base.add(task)
             held: tuple[ResourceClaim, ...] = ()
             if choice is not None and choice.picks:  # E10: its devices are taken too

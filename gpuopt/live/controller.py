@@ -85,7 +85,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpuopt.cluster.devices import accounting_only
+from gpuopt.cluster.devices import PLUGIN_GPUS, accounting_only
 from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
 from gpuopt.cluster.model import Cluster, Pending, Task, priority_value
 from gpuopt.cluster.rules import budget_allowance
@@ -418,7 +418,8 @@ class Controller:
                 namespace, name = _split(task.id)
                 note = "the period that made it is over; its room goes to the replacement"
                 # a hold on DRA GPUs named the ResourceClaimTemplate of its own name
-                named = [(namespace, name)] if any(map(accounting_only, task.resources)) else []
+                dra = any(accounting_only(k) and k != PLUGIN_GPUS for k in task.resources)
+                named = [(namespace, name)] if dra else []
                 pod = {"metadata": {"namespace": namespace, "name": name}, "spec": {
                     "resourceClaims": [{"resourceClaimTemplateName": n} for _, n in named]
                 }}  # fmt: skip

@@ -211,3 +211,52 @@ def test_a_dra_pod_that_starts_now_is_left_to_kube_scheduler_and_a_mig_pod_is_le
     assert [item["kind"] for _, item in found if item is not None] == ["PriorityClass"]
     (note,) = [comment for comment, item in found if item is None]
     assert note.startswith("starts now: ml/whole on n1; no Binding")
+
+
+def _mixed_objects(*, served: bool) -> list[tuple[str, dict[str, Any] | None]]:
+    """The DRA fixture 'mixed' (a device-plugin node, a DRA node; a waiting pod of each
+    kind), its class serving nvidia.com/gpu or (``served`` False) not, planned now."""
+    from pathlib import Path
+
+    import yaml
+
+    from gpuopt.calendar.cluster import CalendarReport, from_cluster_report, pod_times
+    from gpuopt.readers.kubectl import read_kubernetes
+
+    folder = Path(__file__).parents[2] / "gpuopt/scenarios/kubernetes/dra/mixed"
+    items: list[Any] = []
+    for path in sorted(folder.glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if document:
+                items.extend(document["items"] if document["kind"] == "List" else [document])
+    if not served:
+        for item in items:
+            if item["kind"] == "DeviceClass":
+                item["spec"].pop("extendedResourceName", None)
+    listed = {"kind": "List", "items": items}
+    cluster, _ = read_kubernetes(listed)
+    times = pod_times([listed], strict=False, report=CalendarReport())
+    problem, _ = from_cluster_report(
+        cluster, pods=times, horizon=3600, step=300, now=0, objective="delay",
+        running_default=None, gang_level=None, class_weights={},
+    )  # fmt: skip
+    return kubernetes_objects(problem, solve_heuristic(problem), cluster=cluster, now=0)
+
+
+def test_no_binding_of_a_gpu_pod_onto_dra_gpus_and_a_binding_of_a_device_plugin_pod() -> None:
+    # served: dp-wait asks nvidia.com/gpu, which dra-node gives only through a claim the
+    # scheduler makes (KEP-5004): started there, it gets a comment, never a Binding
+    found = _mixed_objects(served=True)
+    bindings = [item for _, item in found if item is not None and item["kind"] == "Binding"]
+    notes = [comment for comment, item in found if item is None]
+    assert bindings == []
+    assert any(note.startswith("starts now: ml/dp-wait on dra-node") for note in notes)
+    # not served: dp-wait takes only the device plugin's GPUs (counted apart), on dp-node,
+    # and is bound there; dra-wait's claim is the scheduler's
+    found = _mixed_objects(served=False)
+    bindings = [item for _, item in found if item is not None and item["kind"] == "Binding"]
+    assert [(b["metadata"]["name"], b["target"]["name"]) for b in bindings] == [
+        ("dp-wait", "dp-node")
+    ]
+    notes = [comment for comment, item in found if item is None]
+    assert any(note.startswith("starts now: ml/dra-wait on dra-node") for note in notes)

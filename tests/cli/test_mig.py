@@ -64,6 +64,17 @@ def test_first_fit_json_is_the_allocation_kubernetes_writes(
     assert json.loads(out_file.read_text())["method"] == "first-fit"
 
 
+def test_json_dash_writes_the_allocations_to_stdout_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no file named '-' may appear
+    code, out, err = run(["mig", FIXTURE, WAITING, "--json", "-"], capsys)
+    assert (code, err) == (0, "")
+    (claim,) = json.loads(out)  # the JSON alone: no table around it
+    assert (claim["claim"], claim["node"]) == ("mig-wait/wait-one-gpu-devices", "kind-dra-worker")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cpsat_reports_its_bound(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("ortools")
     code, out, _ = run(["mig", FIXTURE, WAITING, "--method", "cpsat", "--time-limit", "5"], capsys)

@@ -376,3 +376,25 @@ def test_a_dra_pods_placeholder_asks_its_gpus_by_a_claim_not_by_gpuopts_account(
     (hold,) = [d for d in documents if d["kind"] == "Pod"]
     requests = hold["spec"]["containers"][0]["resources"]["requests"]
     assert requests == {"nvidia.com/gpu": "2", "cpu": "1000m"}
+
+
+def test_a_placeholder_on_a_dra_node_goes_through_the_scheduler() -> None:
+    # mixed: dp-train (nvidia.com/gpu from a device plugin) moved onto dra-node, whose
+    # GPUs are DRA devices the class serves as nvidia.com/gpu: only kube-scheduler makes
+    # the claim that gives them (KEP-5004), so the placeholder is not bound by nodeName
+    from pathlib import Path
+
+    from gpuopt.readers.kubectl import read_kubernetes
+
+    pytest.importorskip("cel", reason="the CEL library of the 'dra' extra")
+    folder = Path(__file__).parents[2] / "gpuopt/scenarios/kubernetes/dra/mixed"
+    cluster, _ = read_kubernetes(folder)
+    plan = make_plan(cluster, "hand", [("ml/dp-train", "dp-node", "dra-node")], seconds=0.0)
+    documents = [d for d in yaml.safe_load_all(kubernetes_yaml(cluster, plan)) if d is not None]
+    (hold,) = [d for d in documents if d["kind"] == "Pod"]
+    assert "nodeName" not in hold["spec"]
+    (term,) = hold["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert term["matchFields"][0]["values"] == ["dra-node"]
+    assert hold["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "2"

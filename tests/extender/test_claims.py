@@ -359,3 +359,24 @@ def test_full_mode_keeps_device_fit_and_assumed_devices() -> None:
     third = extender.filter(full("c"))
     assert passed(third) == []
     assert third["FailedNodes"]["dra-node"].startswith("DF")  # both free GPUs assumed taken
+
+
+def test_an_assumed_pods_whole_dra_gpus_count_as_gpus_for_the_next_pod() -> None:
+    # mixed: dra-node has 4 DRA GPUs, dra-train holds 2; dra-wait's claim takes one more.
+    # Once it is assumed there (E10), a pod asking 2 nvidia.com/gpu (the class serves
+    # them on dra-node) finds 1 GPU left there: refused, as the devices say
+    cluster, _ = read_kubernetes(DRA / "mixed")
+    extender = Extender(cluster, assume_ttl=30.0)
+    pod = next(p for p in pods_with_claims(DRA / "mixed") if p["metadata"]["name"] == "dra-wait")
+    extender.prioritize(args(pod, ["dra-node"]))
+    assert extender.assumed == {"ml/dra-wait": "dra-node"}
+    state = extender.state
+    assert state is not None
+    assert state.free_whole[state.node_pos["dra-node"]] == 1
+    two = {
+        "metadata": {"namespace": "ml", "name": "two", "uid": "two"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+        "status": {"phase": "Pending"},
+    }
+    answer = extender.filter(args(two, ["dra-node"]))
+    assert answer["NodeNames"] == [], answer

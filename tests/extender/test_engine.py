@@ -610,9 +610,7 @@ def test_full_mode_assumed_shares_lock_a_node_as_a_build_would() -> None:
     assert any("locked" in why for why in locked), locked
 
 
-def test_an_assumption_is_counted_after_its_answer_and_before_anything_else_reads_the_state() -> (
-    None
-):
+def test_every_later_answer_and_read_counts_an_assumption_made_after_its_answer() -> None:
     # L5: prioritize decides the node and answers; the pod is counted afterwards (the
     # service counts it once the answer is sent), and before any later answer or read
     extender = Extender(cluster([node("a"), node("b")]), assume_ttl=10.0)
