@@ -18,8 +18,9 @@ the step says how to look up. A placeholder asks for the GPUs under the
 target node's resource name (``gpuopt.io/gpu-resource``, set by the reader
 for ``amd.com/gpu`` and the like); its DRA GPUs (rule R2 of ``models/cluster.md``)
 by their class's extended resource, or through a ResourceClaimTemplate of its own
-written just before it, and then it goes through kube-scheduler (required node
-affinity on the target), which allocates claims as it binds. Waves come
+written just before it; such a placeholder, and any asking GPUs of a node whose
+GPUs are DRA devices, goes through kube-scheduler (required node affinity on the
+target), which allocates claims as it binds. Waves come
 from the plan (rule D7: moves of a wave touch distinct nodes; K7: no wave
 evicts more pods of a budget than it allows), so a wave's steps may run
 together and the next wave starts when the previous one's replacements run.
