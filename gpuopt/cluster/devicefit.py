@@ -1002,27 +1002,8 @@ def fits(
     mine = [
         claim for claim in cluster.claims if pod_id in claim.pods and not claim.extended_resource
     ]
-    keys = {device.key for device in here.devices}
-    waiting = []
-    for claim in mine:
-        if claim.allocated is None:
-            waiting.append(claim)
-            continue
-        elsewhere = next((result.key for result in claim.allocated if result.key not in keys), None)
-        if (claim.node is not None and claim.node != node_id) or elsewhere is not None:
-            return Fit(
-                "refused",
-                rule="DF1",
-                reason=f"DF1: claim {claim.id!r} request "
-                f"{claim.allocated[0].request if claim.allocated else '?'!r} is allocated on "
-                f"node {claim.node or '?'!r}"
-                + (f" (device {elsewhere})" if elsewhere else "")
-                + f", not on {node_id!r}.",
-            )
-    if not waiting:
-        return Fit("fits")
     selection = selection or Selection(cluster.device_classes)
-    return device_fit(here, waiting, selection, work_limit=work_limit)
+    return claims_fit(here, mine, selection, work_limit=work_limit)
 
 
 def fit_nodes(cluster: Cluster, pod_id: str, *, work_limit: int = WORK_LIMIT) -> dict[str, Fit]:
