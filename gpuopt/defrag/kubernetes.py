@@ -152,10 +152,8 @@ def placeholder_pod(
         "terminationGracePeriodSeconds": 0,
         "containers": [{"name": "hold", "image": PLACEHOLDER_IMAGE, "resources": resources}],
     }
-    target_node = (
-        next((node for node in cluster.nodes if node.id == target), None) if cluster else None
-    )
-    on_dra = target_node is not None and any(d.kind == "gpu" for d in target_node.devices)
+    at = cluster.index.node_pos.get(target) if cluster is not None else None
+    on_dra = at is not None and any(d.kind == "gpu" for d in cluster.nodes[at].devices)
     if dra or (on_dra and task.gpus):  # a DRA node's GPUs are given by the scheduler only
         del spec["nodeName"]
         term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [target]}]}

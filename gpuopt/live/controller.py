@@ -419,13 +419,9 @@ class Controller:
                 note = "the period that made it is over; its room goes to the replacement"
                 # a hold on DRA GPUs named the ResourceClaimTemplate of its own name
                 dra = any(accounting_only(k) and k != PLUGIN_GPUS for k in task.resources)
-                named = [(namespace, name)] if dra else []
-                pod = {"metadata": {"namespace": namespace, "name": name}, "spec": {
-                    "resourceClaims": [{"resourceClaimTemplateName": n} for _, n in named]
-                }}  # fmt: skip
                 self._act(
                     "defrag", "release", PODS, namespace, name, note,
-                    partial(self._release_hold, pod, {key: _OURS for key in named}),
+                    partial(self._delete_hold, namespace, name, [name] if dra else []),
                 )  # fmt: skip
         for node in cluster.nodes:
             if node.labels.get(CORDONED) == "true":
@@ -709,17 +705,26 @@ class Controller:
     def _release_hold(
         self, pod: Obj, templates: Mapping[tuple[str, str], Obj], *, dry_run: bool
     ) -> None:
-        """A hold's pod deleted, then the ResourceClaimTemplate it names if this controller
-        made it (the claim made from it goes with the pod)."""
-        namespace = pod["metadata"]["namespace"]
-        self.api.delete(PODS, pod["metadata"]["name"], namespace=namespace, dry_run=dry_run)
-        for key in _template_names(pod):
-            template = templates.get(key)
-            if template is None or _labels(template).get(HOLD) != "true":
-                continue  # not one this controller made
+        """A hold's pod deleted, then the ResourceClaimTemplates it names that this
+        controller made (the claim made from one goes with the pod)."""
+        ours = [
+            key[1]
+            for key in _template_names(pod)
+            if _labels(templates.get(key) or {}).get(HOLD) == "true"
+        ]
+        meta = pod["metadata"]
+        self._delete_hold(meta["namespace"], meta["name"], ours, dry_run=dry_run)
+
+    def _delete_hold(
+        self, namespace: str, name: str, templates: Sequence[str], *, dry_run: bool
+    ) -> None:
+        """The hold pod ``name`` deleted, then its ResourceClaimTemplates ``templates``
+        (one already gone is no error)."""
+        self.api.delete(PODS, name, namespace=namespace, dry_run=dry_run)
+        for template in templates:
             with contextlib.suppress(NotFound):
                 self.api.delete(
-                    RESOURCE_CLAIM_TEMPLATES, key[1], namespace=namespace, dry_run=dry_run
+                    RESOURCE_CLAIM_TEMPLATES, template, namespace=namespace, dry_run=dry_run
                 )
 
     def _reader_options(self) -> dict[str, Any]:
@@ -940,10 +945,6 @@ def calendar_holds(
             obj["metadata"]["labels"][HOLD] = "true"
             found.append(obj)
     return found
-
-
-#: A ResourceClaimTemplate known to be this controller's (a defragmentation hold's, by name).
-_OURS: Obj = {"metadata": {"labels": {HOLD: "true"}}}
 
 
 def _templates(objects: Sequence[Obj]) -> dict[tuple[str, str], Obj]:
