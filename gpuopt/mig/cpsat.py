@@ -23,14 +23,12 @@ import time
 from collections import defaultdict
 from typing import Any
 
-import numpy as np
-
 from gpuopt.mig.greedy import solve_heuristic
 from gpuopt.mig.problem import MigProblem
 from gpuopt.mig.solution import MigPick, MigResult, make_result, weights
 from gpuopt.result import Status
 from gpuopt.solvers import require
-from gpuopt.solvers.cpsat import CpsatOutcome
+from gpuopt.solvers.cpsat import run_cpsat
 from gpuopt.solvers.deadline import Deadline
 
 #: Default seconds of the whole call.
@@ -300,31 +298,6 @@ class MigModel:
         return found
 
 
-def _run(mig: MigModel, deadline: Deadline, *, seed: int, threads: int, log: bool) -> CpsatOutcome:
-    """Solve with the time left; linearization level 2 (CP-SAT adds the LP relaxation of
-    every row: on 8-GPU nodes it proves in under a second what level 1 does not in 10)."""
-    cp_model = mig.cp_model
-    solver = cp_model.CpSolver()
-    params = solver.parameters
-    left = deadline.remaining()
-    if left is not None:
-        params.max_time_in_seconds = max(0.01, left)
-    params.num_workers = max(1, threads)
-    params.random_seed = seed
-    params.log_search_progress = log
-    params.linearization_level = 2
-    code = solver.solve(mig.model)
-    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return CpsatOutcome(
-            status="optimal" if code == cp_model.OPTIMAL else "time_limit",
-            values=np.asarray(solver.response_proto.solution, dtype=np.int64),
-            bound=float(solver.best_objective_bound),
-        )
-    if code == cp_model.INFEASIBLE:
-        return CpsatOutcome(status="infeasible", values=None, bound=None)
-    return CpsatOutcome(status="time_limit", values=None, bound=None)
-
-
 def solve_cpsat(
     problem: MigProblem,
     *,
@@ -366,7 +339,12 @@ def solve_cpsat(
     start = initial if initial is not None else solve_heuristic(problem)
     mig = MigModel(problem)
     mig.hint(start.picks)
-    outcome = _run(mig, deadline, seed=seed, threads=threads, log=log)
+    # linearization level 2: CP-SAT adds the LP relaxation of every row (on 8-GPU nodes it
+    # proves in under a second what level 1 does not in 10)
+    outcome = run_cpsat(
+        mig.cp_model, mig.model, deadline, seed=seed, threads=threads, log=log,
+        linearization_level=2,
+    )  # fmt: skip
     status = Status.OPTIMAL if outcome.status == "optimal" else Status.TIME_LIMIT
     picks = list(start.picks)
     bound = outcome.bound

@@ -139,8 +139,10 @@ def run_cpsat(
     progress: SearchProgress | None = None,
     scale: float = 1.0,
     offset: float = 0.0,
+    linearization_level: int | None = None,
 ) -> CpsatOutcome:
-    """Solve ``model`` with the time left before ``deadline``, ``threads`` workers and ``seed``.
+    """Solve ``model`` with the time left before ``deadline``, ``threads`` workers and ``seed``
+    (and CP-SAT's ``linearization_level`` when given; None: its default).
 
     The status is ``optimal``, ``time_limit`` (a solution but the search was
     cut short, or no solution before the limit) or ``infeasible``.
@@ -157,6 +159,8 @@ def run_cpsat(
     params.num_workers = max(1, threads)
     params.random_seed = seed
     params.log_search_progress = log
+    if linearization_level is not None:
+        params.linearization_level = linearization_level
     with gpuopt.progress.search("CP-SAT", progress, left) as report:
         callback = None if report is None else _reporter(cp_model, solver, report, scale, offset)
         code = solver.solve(model, callback)
