@@ -146,7 +146,8 @@ def pods() -> list[dict[str, Any]]:
 def _lost(extender: Extender, pod: dict[str, Any], names: list[str]) -> tuple[int, int]:
     """Servable devices lost over the nodes ``names``: E9's choice, and the search's set in
     the node's order."""
-    from gpuopt.cluster.devicefit import DeviceNode, servable
+    from gpuopt.cluster.devicefit import DeviceNode
+    from gpuopt.cluster.servable import servable
     from gpuopt.extender.claims import _with_claims, choose_devices, resolve
 
     state = extender.state

@@ -13,7 +13,7 @@
   one :class:`~gpuopt.cluster.devicefit.Selection`.
 - :func:`choose_devices` is E9: among a few device sets the search finds on a
   node (the node's devices in :data:`ORDERS` orders), the one that leaves the most of
-  the node servable (:func:`~gpuopt.cluster.devicefit.servable`).
+  the node servable (:func:`~gpuopt.cluster.servable.servable`).
 - :func:`assumed_claims` writes the chosen devices as allocated claims (E10):
   what the state counts as taken until the watch confirms the binding.
 """
@@ -31,10 +31,9 @@ from gpuopt.cluster.devicefit import (
     Selection,
     claims_fit,
     device_fit,
-    servable,
-    servable_costs,
 )
 from gpuopt.cluster.devices import AllocatedDevice, ResourceClaim
+from gpuopt.cluster.servable import servable, servable_costs
 
 if TYPE_CHECKING:
     from gpuopt.cluster.model import Pending
@@ -83,7 +82,7 @@ def resolve(state: State, pending: Pending, refs: Sequence[PodClaimRef]) -> Reso
 @dataclass(frozen=True)
 class Choice:
     """E9: the devices chosen on one node, and the node's servable count before and after
-    them (:func:`~gpuopt.cluster.devicefit.servable`)."""
+    them (:func:`~gpuopt.cluster.servable.servable`)."""
 
     node: str
     picks: tuple[Pick, ...]
@@ -137,7 +136,7 @@ def choose_devices(
     orders: int = ORDERS,
 ) -> Choice | None:
     """E9: the device set for the pod's waiting ``claims`` on the node at ``pos`` that
-    leaves the most of the node servable (:func:`~gpuopt.cluster.devicefit.servable`),
+    leaves the most of the node servable (:func:`~gpuopt.cluster.servable.servable`),
     among the first sets the search finds with the node's devices in ``orders`` orders:
     least cost first (a device's cost: what taking it alone removes from the servable
     count), the node's order, and its reverse. None when the claims do not fit."""

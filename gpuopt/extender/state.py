@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from gpuopt.cluster.devicefit import DeviceNode, Selection, servable, servable_costs
+from gpuopt.cluster.devicefit import DeviceNode, Selection
 from gpuopt.cluster.devicefit import Fit as DeviceFit
 from gpuopt.cluster.devices import Device, ResourceClaim
 from gpuopt.cluster.interconnect import (
@@ -30,6 +30,7 @@ from gpuopt.cluster.interconnect import (
 from gpuopt.cluster.kube import PodAffinityTerm
 from gpuopt.cluster.model import Cluster, Node, Pending, Task, scaled
 from gpuopt.cluster.rules import domain_of, placement_key, refusal
+from gpuopt.cluster.servable import servable, servable_costs
 from gpuopt.cluster.shares import MILLI, layout
 from gpuopt.extender.pod import Ask
 from gpuopt.extender.wire import MAX_SCORE, host_texts
@@ -593,7 +594,7 @@ class State:
 
     def servable(self, pos: int) -> tuple[Fraction, dict[str, Fraction]]:
         """The node at ``pos``'s servable count and each device's cost (E9:
-        :func:`~gpuopt.cluster.devicefit.servable`, :func:`~.servable_costs`), once per
+        :func:`~gpuopt.cluster.servable.servable`, :func:`~.servable_costs`), once per
         node until its devices or their allocations change."""
         found = self._servable.get(pos)
         if found is None:

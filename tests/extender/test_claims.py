@@ -19,9 +19,10 @@ import yaml
 
 from gpuopt.cluster.cel import available
 from gpuopt.cluster.devicecheck import brute_force, violations
-from gpuopt.cluster.devicefit import DeviceNode, device_node, fits, servable
+from gpuopt.cluster.devicefit import DeviceNode, device_node, fits
 from gpuopt.cluster.devices import ResourceClaim
 from gpuopt.cluster.model import Cluster, Node
+from gpuopt.cluster.servable import servable
 from gpuopt.extender.check import filter_violations
 from gpuopt.extender.claims import choose_devices, resolve
 from gpuopt.extender.engine import Extender
