@@ -106,6 +106,15 @@ from gpuopt.live.api import (
     Resource,
     TooManyRequests,
 )
+from gpuopt.live.holds import (
+    HOLD,
+    calendar_holds,
+    hold_key,
+    is_calendar_hold,
+    labels_of,
+    template_names,
+    templates_by_name,
+)
 from gpuopt.live.lease import LeaderLease, micro_time
 
 Mode = Literal["client", "server", "apply"]
@@ -114,12 +123,6 @@ Question = Literal["defrag", "preempt", "holds"]
 QUESTIONS: tuple[Question, ...] = ("defrag", "preempt", "holds")
 #: The Events' ``reportingController``.
 REPORTING_CONTROLLER = "gpuopt.io/controller"
-#: The label of the placeholders the controller makes: a defragmentation's (released at the
-#: next period) and, with ``gpuopt.io/role=calendar-hold``, the job calendar's.
-HOLD = "gpuopt.io/controller-hold"
-#: The job calendar ``holds`` reads as ``gpuopt calendar`` does by default: 24 h of 5-minute ticks.
-CALENDAR_HORIZON = 24 * 3600.0
-CALENDAR_STEP = 300.0
 #: The label the controller puts on a node it cordons (and removes when it uncordons it).
 CORDONED = "gpuopt.io/cordoned-by-controller"
 #: What the API says when an eviction ends the period.
@@ -493,7 +496,7 @@ class Controller:
                 *made, hold = placeholder_objects(task, move.to, resource, now)
                 for item in (*made, hold):  # the pod after its ResourceClaimTemplate, if any
                     item["metadata"]["labels"][HOLD] = "true"
-                self._hold_and_evict(task, move, hold, _templates(made))
+                self._hold_and_evict(task, move, hold, templates_by_name(made))
         for later in sorted(cordon_at):
             self._cordon(self.source.snapshot(), cordon_at[later], abandoned, None)
         self._uncordon_abandoned(abandoned)
@@ -620,7 +623,7 @@ class Controller:
         self.source.snapshot()
         objects = self.source.listed_objects()
         own = [
-            obj for obj in objects if obj.get("kind") == "Pod" and _is_calendar_hold(_labels(obj))
+            obj for obj in objects if obj.get("kind") == "Pod" and is_calendar_hold(labels_of(obj))
         ]
         try:
             # the calendar leaves every earlier plan's placeholder out of its input (F4)
@@ -629,10 +632,10 @@ class Controller:
             report.notes.append(f"holds: no calendar: {exc}")
             return
         # F8: a hold on DRA GPUs comes with the ResourceClaimTemplate its pod names
-        made = _templates(wanted)
-        listed = _templates(objects)
-        want = {_hold_key(obj, made): obj for obj in wanted if obj.get("kind") == "Pod"}
-        have = {_hold_key(obj, listed): obj for obj in own}
+        made = templates_by_name(wanted)
+        listed = templates_by_name(objects)
+        want = {hold_key(obj, made): obj for obj in wanted if obj.get("kind") == "Pod"}
+        have = {hold_key(obj, listed): obj for obj in own}
         names_left: set[tuple[str, str]] = set()  # names a terminating or deleted hold still has
         deleted = created = 0
         for key in sorted(set(have) - set(want)):
@@ -685,7 +688,7 @@ class Controller:
         """F8: a hold's ResourceClaimTemplate (one an earlier period left is replaced), then
         its pod."""
         namespace = pod["metadata"]["namespace"]
-        for key in _template_names(pod):
+        for key in template_names(pod):
             template = templates.get(key)
             if template is None:
                 continue
@@ -709,8 +712,8 @@ class Controller:
         controller made (the claim made from one goes with the pod)."""
         ours = [
             key[1]
-            for key in _template_names(pod)
-            if _labels(templates.get(key) or {}).get(HOLD) == "true"
+            for key in template_names(pod)
+            if labels_of(templates.get(key) or {}).get(HOLD) == "true"
         ]
         meta = pod["metadata"]
         self._delete_hold(meta["namespace"], meta["name"], ours, dry_run=dry_run)
@@ -886,92 +889,12 @@ class Controller:
         }
 
 
-def calendar_holds(
-    objects: Sequence[Obj],
-    reader_options: Mapping[str, Any] | None = None,
-    *,
-    now: float | None = None,
-) -> list[Obj]:
-    """The placeholder pods of the job calendar of ``objects``, as ``gpuopt calendar CLUSTER
-    --emit kubernetes`` prints them, each labelled :data:`HOLD` as well.
-
-    The objects are read the way that command reads a cluster: announced pods released
-    (:func:`gpuopt.calendar.cluster.kubernetes_input`), the kubectl reader with
-    ``reader_options`` (its flags), the pods' annotations
-    (:func:`~gpuopt.calendar.cluster.pod_times`), the calendar of its defaults (24 h of
-    5-minute ticks from ``now``, None: the cluster's clock; objective ``delay``) and its
-    default method, the plan checked (C1-C7). The Bindings and the PriorityClass it would
-    print are left out: kube-scheduler binds, and the class is the operator's.
-
-    Raises
-    ------
-    ProblemError
-        For objects that cannot be read, a cluster without a clock, or a plan the checker
-        refuses (never expected).
-    """
-    from gpuopt.api import solve, violations
-    from gpuopt.calendar.cluster import (
-        CalendarReport,
-        from_cluster_report,
-        kubernetes_input,
-        pod_times,
-    )
-    from gpuopt.calendar.emit import kubernetes_objects
-    from gpuopt.readers.kubectl import read_kubernetes
-
-    options = {"name": "live", **(reader_options or {})}
-    sources, decoded, _ = kubernetes_input({"kind": "List", "items": list(objects)})
-    cluster, _ = read_kubernetes(*sources, **options)
-    times = pod_times(decoded, strict=bool(options.get("strict")), report=CalendarReport())
-    problem, _ = from_cluster_report(
-        cluster,
-        pods=times,
-        horizon=CALENDAR_HORIZON,
-        step=CALENDAR_STEP,
-        now=now,
-        objective="delay",
-        running_default=None,
-        gang_level=None,
-        class_weights={},
-    )
-    plan = solve(problem)
-    broken = violations(problem, plan)
-    if broken:
-        raise ProblemError(f"the calendar's plan breaks a rule: {broken[0]}")
-    moment = now if now is not None else cluster.now
-    found = []
-    for _, obj in kubernetes_objects(problem, plan, cluster=cluster, now=moment):
-        if obj is not None and obj["kind"] in ("Pod", "ResourceClaimTemplate"):
-            obj["metadata"]["labels"][HOLD] = "true"
-            found.append(obj)
-    return found
-
-
-def _templates(objects: Sequence[Obj]) -> dict[tuple[str, str], Obj]:
-    """The ResourceClaimTemplates among ``objects`` by (namespace, name)."""
-    return {
-        (str(obj["metadata"].get("namespace") or "default"), str(obj["metadata"]["name"])): obj
-        for obj in objects
-        if obj.get("kind") == "ResourceClaimTemplate"
-    }
-
-
-def _template_names(pod: Obj) -> list[tuple[str, str]]:
-    """(namespace, name) of the ResourceClaimTemplates a pod names."""
-    namespace = str(pod["metadata"].get("namespace") or "default")
-    return [
-        (namespace, str(claim["resourceClaimTemplateName"]))
-        for claim in (pod.get("spec") or {}).get("resourceClaims") or []
-        if claim.get("resourceClaimTemplateName")
-    ]
-
-
 def _calendar_holds_kept(cluster: Cluster) -> Cluster:
     """``cluster`` as ``defrag`` plans it: the controller's own calendar holds that wait are
     no demand (they wait for the room the calendar expects to free), and those bound are
     locked (a hold moved elsewhere would no longer hold its node)."""
-    waiting = [pod for pod in cluster.pending if not _is_calendar_hold(pod.labels)]
-    bound = {task.id for task in cluster.tasks if _is_calendar_hold(task.labels)}
+    waiting = [pod for pod in cluster.pending if not is_calendar_hold(pod.labels)]
+    bound = {task.id for task in cluster.tasks if is_calendar_hold(task.labels)}
     if len(waiting) == len(cluster.pending) and not bound:
         return cluster
     tasks = [
@@ -979,65 +902,6 @@ def _calendar_holds_kept(cluster: Cluster) -> Cluster:
         for task in cluster.tasks
     ]
     return cluster.model_copy(update={"pending": waiting, "tasks": tasks})
-
-
-def _labels(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def _is_calendar_hold(labels: Mapping[str, str]) -> bool:
-    """A job calendar placeholder this controller made (its marker, and the calendar's role)."""
-    from gpuopt.calendar.emit import ROLE, ROLE_LABEL
-
-    return (
-        labels.get(ROLE_LABEL) == ROLE
-        and labels.get(HOLD) == "true"
-        and labels.get(MANAGED_BY[0]) == MANAGED_BY[1]
-    )
-
-
-def _hold_key(
-    obj: Obj, templates: Mapping[tuple[str, str], Obj]
-) -> tuple[str, str, str, str, tuple[tuple[str, str], ...]]:
-    """A calendar hold's identity: namespace, name, job held for, node, and what it asks
-    for (quantities parsed: the API server writes them in its own form; the devices of
-    each class the ResourceClaimTemplates it names ask, in ``templates``); not its window."""
-    from gpuopt.calendar.emit import HOLDS_FOR
-    from gpuopt.cluster.quantity import parse_quantity
-
-    metadata = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    job = str((metadata.get("annotations") or {}).get(HOLDS_FOR, ""))
-    node = spec.get("nodeName") or ""
-    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    for term in required.get("nodeSelectorTerms") or []:
-        for field_ in term.get("matchFields") or []:
-            if field_.get("key") == "metadata.name" and field_.get("values"):
-                node = str(field_["values"][0])
-    asks: dict[str, str] = {}
-    for container in spec.get("containers") or []:
-        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
-            try:
-                asks[name] = str(parse_quantity(value))
-            except (ProblemError, ValueError, TypeError):
-                asks[name] = str(value)
-    for key in _template_names(obj):
-        template = templates.get(key)
-        inner = ((template or {}).get("spec") or {}).get("spec") or {}
-        for request in (inner.get("devices") or {}).get("requests") or []:
-            exactly = request.get("exactly") or {}
-            device = f"devices:{exactly.get('deviceClassName', '?')}"
-            asks[device] = str(int(asks.get(device, "0")) + int(exactly.get("count", 1)))
-        if template is None:
-            asks[f"template:{key[1]}"] = "missing"
-    return (
-        str(metadata.get("namespace") or "default"),
-        str(metadata.get("name") or ""),
-        job,
-        node,
-        tuple(sorted(asks.items())),
-    )
 
 
 def _split(task_id: str) -> tuple[str, str]:
@@ -1051,15 +915,12 @@ def _is_hold(task: Task | Pending) -> bool:
     return (
         task.labels.get(HOLD) == "true"
         and task.labels.get(MANAGED_BY[0]) == MANAGED_BY[1]
-        and not _is_calendar_hold(task.labels)
+        and not is_calendar_hold(task.labels)
     )
 
 
 __all__ = [
-    "CALENDAR_HORIZON",
-    "CALENDAR_STEP",
     "CORDONED",
-    "HOLD",
     "QUESTIONS",
     "REPORTING_CONTROLLER",
     "Action",
@@ -1070,5 +931,4 @@ __all__ = [
     "ListedCluster",
     "ListedObjects",
     "PeriodReport",
-    "calendar_holds",
 ]
