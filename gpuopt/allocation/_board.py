@@ -30,12 +30,18 @@ class Budget:
     plan so far: a larger budget runs the same sequence further, so it never ends worse.
     """
 
-    __slots__ = ("deadline", "limit", "work")
+    __slots__ = ("deadline", "limit", "target", "work")
 
     def __init__(self, limit: float = math.inf, deadline: float = math.inf) -> None:
         self.work = 0
         self.limit = limit
         self.deadline = deadline
+        # the objective at which the search stops (rule B7: within GAP_TOLERANCE of a bound)
+        self.target = math.inf
+
+    def reached(self, objective: float) -> bool:
+        """Whether ``objective`` is at the run's target (rule B7): the search stops there."""
+        return objective >= self.target
 
     def spent(self) -> bool:
         """Whether the work or the time is used up."""

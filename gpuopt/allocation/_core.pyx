@@ -822,7 +822,7 @@ cdef CoreBoard _make_room(CoreBoard board, _Search s, int64_t budget, int64_t* s
     nm = _movers(board, s, movers)
     for j in range(nm):
         u = movers[j]
-        if room.spent():
+        if room.spent() or _objective(board) >= board.budget.target:
             break
         if board.placed[u] and board.start_of[u] <= st.arrival[u]:
             continue
@@ -991,7 +991,8 @@ cdef CoreBoard _ruin_and_recreate(CoreBoard board, _Search s, int64_t rounds, ob
     budget *= scale
     current = best
     for r in range(rounds):
-        if placements >= budget or board.budget.spent():
+        if (placements >= budget or board.budget.spent()
+                or _objective(best) >= board.budget.target):
             break
         if stalled >= s.k.stall_rounds:  # again from the best plan, with the next seed
             if reseeds >= s.k.reseeds:
@@ -1049,7 +1050,7 @@ cdef CoreBoard _restarts(CoreBoard board, CoreBoard base, _Search s, int64_t bud
     nm = _movers(board, s, movers)
     for j in range(nm):
         u = movers[j]
-        if board.budget.spent():
+        if board.budget.spent() or _objective(best) >= board.budget.target:
             break
         n = _positions(board, u, room, -1, s, s.k.restart_tries, &options)
         if n < 0:
@@ -1090,7 +1091,7 @@ cpdef CoreBoard search(CoreBoard board, CoreBoard base, list pending, int64_t ro
     cdef bint settled
     found = _ruin_and_recreate(board, s, rounds, seed, scale)
     budget = _scaled(s.k.restart_work, board)
-    if s.n > budget:
+    if s.n > budget or _objective(found) >= board.budget.target:
         return found
     most = _most(board, s)
     settled = _at_best(found, s, most)

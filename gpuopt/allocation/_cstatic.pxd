@@ -4,7 +4,7 @@ from libc.stdint cimport int64_t, uint64_t
 
 cdef class Budget:
     cdef public int64_t work, rounds
-    cdef public double limit, deadline
+    cdef public double limit, deadline, target
     cpdef bint spent(self)
 
 

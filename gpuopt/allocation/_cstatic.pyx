@@ -32,6 +32,11 @@ cdef class Budget:
         self.rounds = 0  # ruin-and-recreate rounds run (for the progress display)
         self.limit = limit
         self.deadline = deadline
+        self.target = INF  # the objective at which the search stops (rule B7)
+
+    def reached(self, double objective):
+        """Whether ``objective`` is at the run's target (rule B7): the search stops there."""
+        return objective >= self.target
 
     cpdef bint spent(self):
         """Whether the work or the time is used up."""

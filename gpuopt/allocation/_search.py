@@ -335,8 +335,8 @@ def _restarts(board: Board, base: Board, pending: list[int], budget: int) -> Boa
     orders = [sorted(pending, key=lambda b, key=key: key(index, b)) for key in ORDERS]  # type: ignore[misc]
     best = board
     for u in _movers(board, pending):
-        if board.budget.spent():
-            break  # (the survey would find positions no rebuild may try)
+        if board.budget.spent() or board.budget.reached(best.objective):
+            break  # (the survey would find positions no rebuild may try; rule B7's target)
         options = _positions(board, u, room)
         if options is None:
             break
@@ -366,8 +366,8 @@ def _make_room(board: Board, pending: list[int], budget: int) -> tuple[Board, in
     Returns the best board and the placements spent."""
     room = _Room(_scaled(ROOM_WORK, board), budget, board.budget)
     for u in _movers(board, pending):
-        if room.spent():
-            break  # (the survey would find positions no move may try)
+        if room.spent() or board.budget.reached(board.objective):
+            break  # (the survey would find positions no move may try; rule B7's target)
         if board.starts.get(u, (np.inf, 0))[0] <= board.batch.arrival[u]:
             continue  # an earlier try moved it to its arrival
         options = _positions(board, u, room)
@@ -411,7 +411,9 @@ def _search(
     the grid)."""
     found = _ruin_and_recreate(board, pending, rounds, seed, shown, label, scale)
     budget = _scaled(RESTART_WORK, board)
-    if len(pending) > budget or _at_best(found, {b: _best_value(board, b) for b in pending}):
+    if len(pending) > budget or board.budget.reached(found.objective):
+        return found  # not one rebuild fits the budget (lns does this work), or at the target
+    if _at_best(found, {b: _best_value(board, b) for b in pending}):
         return found  # not one rebuild fits the budget (lns does this work), or none does better
     if board.budget.spent():
         return found
@@ -452,7 +454,7 @@ def _ruin_and_recreate(
     stalled = done = reseeds = 0
     shown.update(description=f"heuristic: ruin and recreate{label}", completed=0, total=rounds)
     for _ in range(rounds):
-        if placements >= budget or board.budget.spent():
+        if placements >= budget or board.budget.spent() or board.budget.reached(best.objective):
             break
         if stalled >= STALL_ROUNDS:  # stalled: again from the best plan, with the next seed
             if reseeds >= RESEEDS:

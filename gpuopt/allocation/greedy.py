@@ -313,6 +313,10 @@ AGAIN_GAP = 0.05
 #: The second search's seed is the run's ``seed`` plus this (rule B6); its rounds start again
 #: from ``seed + AGAIN_SEED + 1`` on after a stall, as the first search's from ``seed + 1``.
 AGAIN_SEED = 1_000
+#: Rule B7 (models/allocation.md 10.2): in rule B4's range, once a plan is within this
+#: fraction of the step-capacity LP's bound (which the guide of rule B4 solves), it is
+#: within it of the optimum, and the search stops there (0: never).
+GAP_TOLERANCE = 0.01
 
 
 def trivial_bound(steps: _Steps, pending: list[int]) -> float:
@@ -364,10 +368,13 @@ def _guide_first(
     )
     if guided is not None:
         starts.append((guided, "LP"))
+    if GAP_TOLERANCE and math.isfinite(steps.bound) and steps.bound > 0:
+        # rule B7: within GAP_TOLERANCE of the LP's bound, no search goes on
+        steps.budget.target = (1 - GAP_TOLERANCE) * steps.bound
     ends: list[tuple[int, Any]] = []
     # the better start first (ties: the orders' plan, the sort is stable)
     for number, (board, kind) in sorted(enumerate(starts), key=lambda it: -it[1][0].objective):
-        if ends and steps.budget.spent():
+        if ends and (steps.budget.spent() or steps.budget.reached(ends[0][1].objective)):
             break
         ends.append((number, _finish(steps, board, pending, settings, shown, kind)))
     return [end for _, end in sorted(ends, key=lambda it: it[0])]

@@ -212,6 +212,7 @@ def test_rule_b6_searches_again_only_the_ends_far_below_the_bound(
         return finish(steps, board, pending, *rest)  # type: ignore[arg-type]
 
     monkeypatch.setattr(greedy, "_finish", spy)
+    monkeypatch.setattr(greedy, "GAP_TOLERANCE", 0.0)  # rule B7 off (its own test below)
     near = random_problem(0, gpus=64, tasks=30, gpus_per_node=8, realtime=3)
     grid = greedy_grid(near)
     near_bound = step_capacity_bound(near).bound
@@ -241,3 +242,53 @@ def test_rule_b6_closes_big_jobs_64_s10(monkeypatch: pytest.MonkeyPatch) -> None
     assert 0.95 * optimum <= objective(problem) <= optimum + 0.1
     monkeypatch.setattr(greedy, "AGAIN_GAP", 1.0)
     assert objective(problem) < 0.95 * optimum
+
+
+def test_rule_b7_stops_the_search_within_the_gap_tolerance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rule B7 (section 10.2): in rule B4's range, once a plan is within GAP_TOLERANCE of
+    the step-capacity LP's bound, the search stops and the other end is not searched. On
+    64 x 30 seed 0 the first end gets there: one end searched, and the plan is within the
+    tolerance of the bound computed here on its own (so of the optimum); without the rule
+    both ends are searched, for at most that much more."""
+    from gpuopt.allocation import greedy
+    from gpuopt.allocation.bound import step_capacity_bound
+
+    kinds: list[str] = []
+    finish = greedy._finish
+
+    def spy(steps: object, board: object, pending: object, *rest: object) -> object:
+        kinds.append(str(rest[-1]))
+        return finish(steps, board, pending, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(greedy, "_finish", spy)
+    problem = random_problem(0, gpus=64, tasks=30, gpus_per_node=8, realtime=3)
+    bound = step_capacity_bound(problem).bound
+    stopped = evaluate(problem, greedy_grid(problem)).objective
+    tolerance = greedy.GAP_TOLERANCE
+    assert len(kinds) == 1
+    assert stopped >= (1 - tolerance) * bound
+    monkeypatch.setattr(greedy, "GAP_TOLERANCE", 0.0)
+    kinds.clear()
+    searched = evaluate(problem, greedy_grid(problem)).objective
+    assert sorted(kinds) == ["", "LP"]
+    assert stopped <= searched + 1e-6 <= bound + 1e-6
+    assert searched - stopped <= tolerance * bound
+
+
+def test_rule_b7_keeps_rule_b1_and_both_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule B7 is a rule of the plan and the bound, not of the budget: where it stops the
+    search (64 x 30 seed 0), a larger work budget still never gives a worse plan (rule B1),
+    and the compiled core and the Python modules check the target at the same places (the
+    same grid under every budget)."""
+    problem = random_problem(0, gpus=64, tasks=30, gpus_per_node=8, realtime=3)
+    values = [objective(problem, work=work) for work in [*BUDGETS[:-1], 80_000, None]]
+    assert values == sorted(values)
+    if _accel.compiled() is None:
+        return
+    for work in (3_000, "auto", None):
+        compiled = greedy_grid(problem, work=work)
+        monkeypatch.setenv(_accel.PURE_PYTHON, "1")
+        assert greedy_grid(problem, work=work) == compiled
+        monkeypatch.delenv(_accel.PURE_PYTHON)
