@@ -45,7 +45,8 @@ leaves out the long, cheap tasks that the orders start early. From
 ``GUIDE_FIRST_GPUS`` GPUs on (up to ``GUIDE_FIRST_CELLS``) that plan is built
 right after the orders' and the better of the two is searched first (section
 10.2, rule B4), and each end still more than ``AGAIN_GAP`` below the LP's bound is
-searched once more from itself (rule B6); below, after the orders' plan is searched. Last, a
+searched once more from itself (rule B6), and no search goes on once a plan is within
+``GAP_TOLERANCE`` of that bound (rule B7); below, after the orders' plan is searched. Last, a
 ruin-and-recreate search
 (``models/allocation.md`` section 10.1) moves several tasks at once: it
 clears the way for a task left out or started late, then frees seeded random
