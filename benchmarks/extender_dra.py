@@ -148,7 +148,7 @@ def _lost(extender: Extender, pod: dict[str, Any], names: list[str]) -> tuple[in
     the node's order."""
     from gpuopt.cluster.devicefit import DeviceNode
     from gpuopt.cluster.servable import servable
-    from gpuopt.extender.claims import _with_claims, choose_devices, resolve
+    from gpuopt.extender.claims import _claims_with_picks, choose_devices, resolve
 
     state = extender.state
     assert state is not None
@@ -162,7 +162,9 @@ def _lost(extender: Extender, pod: dict[str, Any], names: list[str]) -> tuple[in
         assert choice is not None and first is not None
         chosen += int(choice.lost)
         node: DeviceNode = state.device_node(pos)
-        after = servable(_with_claims(node, list(claims), first.picks, ask.pending.id))
+        made = _claims_with_picks(list(claims), first.picks, node, ask.pending.id)
+        taken = DeviceNode(node.name, node.devices, node.counters, (*node.allocated, *made))
+        after = servable(taken)
         plain += int(servable(node) - after)
     return chosen, plain
 

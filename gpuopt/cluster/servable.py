@@ -10,9 +10,19 @@ They read the node as the search does (its allocations and counters).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from gpuopt.cluster.devicefit import REFUSING_EFFECTS, DeviceNode, _standing, amount
+from gpuopt.cluster.devicefit import (
+    REFUSING_EFFECTS,
+    DeviceNode,
+    _Standing,
+    _standing,
+    allocated_consumption,
+    amount,
+)
+from gpuopt.cluster.devices import Device, ResourceClaim
 
 
 def servable(node: DeviceNode) -> Fraction:
@@ -30,30 +40,50 @@ def servable_devices(node: DeviceNode) -> dict[str, Fraction]:
     GPU takes that GPU and every placement overlapping it out of the count; a whole GPU
     left uncut keeps all of them in.
     """
-    standing = _standing(node)
+    return _parts(_standing(node))
+
+
+def _parts(standing: _Standing) -> dict[str, Fraction]:
+    """:func:`servable_devices` of the node that ``standing`` reads."""
     found: dict[str, Fraction] = {}
     for position, device in enumerate(standing.devices):
-        if standing.in_use[position] or standing.unknown_draw[position] is not None:
-            continue
-        if any(taint.effect in REFUSING_EFFECTS for taint in device.taints):
-            continue
-        cut = (device.driver, device.pool) in standing.overdrawn or any(
+        part = _part(standing, position)
+        if part is not None:
+            found[device.key] = part
+    return found
+
+
+def _part(standing: _Standing, position: int) -> Fraction | None:
+    """The device at ``position``'s part of the servable count, None when it has none."""
+    device = standing.devices[position]
+    if standing.in_use[position] or standing.unknown_draw[position] is not None:
+        return None
+    if any(taint.effect in REFUSING_EFFECTS for taint in device.taints):
+        return None
+    if not standing.drawn[position] and (
+        (device.driver, device.pool) in standing.overdrawn
+        or any(
             amount(text)
             > standing.available[device.driver, device.pool, consumed.counter_set][counter]
             for consumed in device.consumes_counters
             for counter, text in consumed.counters.items()
         )
-        if cut and not standing.drawn[position]:
-            continue
-        shares = [
-            max(Fraction(0), 1 - standing.taken[position].get(name, Fraction(0)) / value)
-            for name, capacity in device.capacity.items()
-            if (value := amount(capacity.value)) > 0
-        ]
-        found[device.key] = (
-            min(shares) if device.allow_multiple_allocations and shares else Fraction(1)
-        )
-    return found
+    ):
+        return None  # cut: its own draw no longer fits what its counters have left
+    if device.allow_multiple_allocations:
+        return _share_left(standing.taken[position], device)
+    return Fraction(1)
+
+
+def _share_left(taken: dict[str, Fraction], device: Device) -> Fraction:
+    """The smallest share of a shareable ``device``'s capacities still free (1 without
+    capacities), ``taken`` being what its allocations hold of each."""
+    shares = [
+        max(Fraction(0), 1 - taken.get(name, Fraction(0)) / value)
+        for name, capacity in device.capacity.items()
+        if (value := amount(capacity.value)) > 0
+    ]
+    return min(shares) if shares else Fraction(1)
 
 
 def servable_costs(node: DeviceNode) -> dict[str, Fraction]:
@@ -96,4 +126,103 @@ def servable_costs(node: DeviceNode) -> dict[str, Fraction]:
     return costs
 
 
-__all__ = ["servable", "servable_costs", "servable_devices"]
+@dataclass
+class Servable:
+    """E9's measure of one node, kept to judge device sets on it without reading the whole
+    node again: its servable count (:func:`servable`), each device's part
+    (:func:`servable_devices`) and cost (:func:`servable_costs`), and :meth:`after`, the
+    count once some claims are allocated on it."""
+
+    node: DeviceNode
+    total: Fraction
+    parts: dict[str, Fraction]
+    costs: dict[str, Fraction]
+    _standing: _Standing = field(repr=False)
+    _by_set: dict[tuple[str, str, str], list[int]] = field(repr=False)
+    _by_pool: dict[tuple[str, str], list[int]] = field(repr=False)
+
+    @classmethod
+    def of(cls, node: DeviceNode) -> Servable:
+        """The measure of ``node``."""
+        standing = _standing(node)
+        parts = _parts(standing)
+        by_set: defaultdict[tuple[str, str, str], list[int]] = defaultdict(list)
+        by_pool: defaultdict[tuple[str, str], list[int]] = defaultdict(list)
+        for position, device in enumerate(standing.devices):
+            by_pool[device.driver, device.pool].append(position)
+            for consumed in device.consumes_counters:
+                by_set[device.driver, device.pool, consumed.counter_set].append(position)
+        return cls(
+            node,
+            sum(parts.values(), Fraction(0)),
+            parts,
+            servable_costs(node),
+            standing,
+            dict(by_set),
+            dict(by_pool),
+        )
+
+    def after(self, claims: Sequence[ResourceClaim]) -> Fraction:
+        """:func:`servable` of the node with ``claims`` allocated on it too (their results
+        naming its devices count, as in :class:`~gpuopt.cluster.devicefit.DeviceNode`):
+        only the devices they take and those drawing on a counter set they draw from (or
+        in a pool they overdraw) are judged again; every other device keeps its part."""
+        before = self._standing
+        in_use, drawn = list(before.in_use), list(before.drawn)
+        taken = list(before.taken)
+        available = dict(before.available)
+        touched: set[int] = set()
+        for claim in claims:
+            for result in claim.allocated or ():
+                position = before.index.get(result.key)
+                if position is None:
+                    continue
+                touched.add(position)
+                device = before.devices[position]
+                if device.allow_multiple_allocations:
+                    mine = dict(taken[position])
+                    for name, value in allocated_consumption(claim, result.request, device).items():
+                        mine[name] = mine.get(name, Fraction(0)) + value
+                    taken[position] = mine
+                else:
+                    in_use[position] = True
+                if drawn[position]:
+                    continue  # (its counters are drawn once, as _standing draws them)
+                drawn[position] = True
+                for consumed in device.consumes_counters:
+                    key = (device.driver, device.pool, consumed.counter_set)
+                    found = available.get(key)
+                    if found is None:
+                        continue
+                    left = dict(found)
+                    for name, text in consumed.counters.items():
+                        if name in left:
+                            left[name] -= amount(text)
+                    available[key] = left
+                    touched.update(self._by_set.get(key, ()))
+        overdrawn = set(before.overdrawn)
+        for key, counters in available.items():
+            pool = key[:2]
+            if pool in overdrawn or counters is before.available.get(key):
+                continue  # (already overdrawn, or no claim drew on this set)
+            if any(value < 0 for value in counters.values()):
+                overdrawn.add(pool)
+                touched.update(self._by_pool.get(pool, ()))
+        if not touched:
+            return self.total
+        standing = replace(
+            before,
+            in_use=in_use,
+            drawn=drawn,
+            taken=taken,
+            available=available,
+            overdrawn=overdrawn,
+        )
+        total = self.total
+        for position in touched:
+            was = self.parts.get(before.devices[position].key, Fraction(0))
+            total += (_part(standing, position) or Fraction(0)) - was
+        return total
+
+
+__all__ = ["Servable", "servable", "servable_costs", "servable_devices"]

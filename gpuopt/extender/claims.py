@@ -33,7 +33,7 @@ from gpuopt.cluster.devicefit import (
     device_fit,
 )
 from gpuopt.cluster.devices import AllocatedDevice, ResourceClaim
-from gpuopt.cluster.servable import servable, servable_costs
+from gpuopt.cluster.servable import Servable
 
 if TYPE_CHECKING:
     from gpuopt.cluster.model import Pending
@@ -149,11 +149,8 @@ def choose_devices(
         first = claims_fit(node, claims, selection)
     if not first.fits:
         return None
-    if own:
-        before = servable(node)
-        cost = servable_costs(node)
-    else:
-        before, cost = state.servable(pos)
+    measure = Servable.of(node) if own else state.servable(pos)
+    before, cost = measure.total, measure.costs
     if not waiting:
         return Choice(node.name, (), before, before)
     devices = list(node.devices)
@@ -174,18 +171,11 @@ def choose_devices(
         if key in tried:
             continue
         tried.add(key)
-        after = servable(_with_claims(node, waiting, found.picks, pending.id))
+        after = measure.after(_claims_with_picks(waiting, found.picks, node, pending.id))
         choice = Choice(node.name, found.picks, before, after)
         if best is None or choice.after > best.after:
             best = choice
     return best
-
-
-def _with_claims(
-    node: DeviceNode, claims: Sequence[ResourceClaim], picks: Sequence[Pick], pod_id: str
-) -> DeviceNode:
-    made = _claims_with_picks(claims, picks, node, pod_id)
-    return DeviceNode(node.name, node.devices, node.counters, (*node.allocated, *made))
 
 
 def assumed_claims(

@@ -14,7 +14,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import numpy as np
 
@@ -30,7 +29,7 @@ from gpuopt.cluster.interconnect import (
 from gpuopt.cluster.kube import PodAffinityTerm
 from gpuopt.cluster.model import Cluster, Node, Pending, Task, scaled
 from gpuopt.cluster.rules import domain_of, placement_key, refusal
-from gpuopt.cluster.servable import servable, servable_costs
+from gpuopt.cluster.servable import Servable
 from gpuopt.cluster.shares import MILLI, layout
 from gpuopt.extender.pod import Ask
 from gpuopt.extender.wire import MAX_SCORE, host_texts
@@ -133,8 +132,9 @@ class State:
     #: :meth:`device_node`'s answers, :meth:`claims_by_id`, :meth:`claim_templates`, the
     #: allocated claims by device key, and the :class:`Selection` (E8), built on first use
     _device_nodes: dict[int, DeviceNode] = field(init=False, default_factory=dict)
-    #: per node position, its servable count and each device's cost (E9), on first use
-    _servable: dict[int, tuple[Fraction, dict[str, Fraction]]] = field(
+    #: per node position, E9's measure of it (its servable count, each device's part and
+    #: cost), on first use
+    _servable: dict[int, Servable] = field(
         init=False, default_factory=dict
     )
     #: (pod id, node position, its claims' ids) -> claims_fit's answer (E8), so that
@@ -592,14 +592,13 @@ class State:
             self._device_nodes[pos] = found
         return found
 
-    def servable(self, pos: int) -> tuple[Fraction, dict[str, Fraction]]:
-        """The node at ``pos``'s servable count and each device's cost (E9:
-        :func:`~gpuopt.cluster.servable.servable`, :func:`~.servable_costs`), once per
+    def servable(self, pos: int) -> Servable:
+        """E9's measure of the node at ``pos`` (:class:`~gpuopt.cluster.servable.Servable`:
+        its servable count, each device's cost, the count after more claims), once per
         node until its devices or their allocations change."""
         found = self._servable.get(pos)
         if found is None:
-            node = self.device_node(pos)
-            found = self._servable[pos] = (servable(node), servable_costs(node))
+            found = self._servable[pos] = Servable.of(self.device_node(pos))
         return found
 
     def assume_claims(self, pod_id: str, claims: tuple[ResourceClaim, ...]) -> None:
