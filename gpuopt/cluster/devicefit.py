@@ -77,6 +77,22 @@ def amount(text: str) -> Fraction:
     return _parse_amount(text)
 
 
+#: An exact amount: an int where it is integral (it adds and compares faster than a
+#: Fraction, and mixes with one exactly), else a Fraction.
+Number = int | Fraction
+
+
+def _number(value: Fraction) -> Number:
+    """``value`` as an int when it is integral, else itself (the same exact value)."""
+    return value.numerator if value.denominator == 1 else value
+
+
+@functools.lru_cache(maxsize=65_536)
+def quick_amount(text: str) -> Number:
+    """:func:`amount` as a :data:`Number` (for the counters the search adds and compares)."""
+    return _number(amount(text))
+
+
 @dataclass(frozen=True)
 class DeviceNode:
     """What a node offers to claims: its devices (its own and the cluster pools' devices
@@ -304,6 +320,7 @@ class _Standing:
     available: dict[tuple[str, str, str], dict[str, Fraction]]  # set -> counter -> left
     overdrawn: set[tuple[str, str]]  # pools with a counter already below zero
     unknown_draw: list[str | None]  # why a device's draw cannot be judged
+    left: dict[tuple[str, str, str], dict[str, Number]]  # available, as Numbers
 
 
 def _standing(node: DeviceNode) -> _Standing:
@@ -355,8 +372,26 @@ def _standing(node: DeviceNode) -> _Standing:
         if any(value < 0 for value in counters.values())
     }
     return _Standing(
-        devices, index, in_use, drawn, [dict(item) for item in taken], available, overdrawn, unknown
+        devices,
+        index,
+        in_use,
+        drawn,
+        [dict(item) for item in taken],
+        available,
+        overdrawn,
+        unknown,
+        numbers(available),
     )
+
+
+def numbers(
+    available: Mapping[tuple[str, str, str], Mapping[str, Fraction]],
+) -> dict[tuple[str, str, str], dict[str, Number]]:
+    """What counter sets have left, as :data:`Number` values."""
+    return {
+        key: {name: _number(value) for name, value in counters.items()}
+        for key, counters in available.items()
+    }
 
 
 # ---- the search ----
@@ -403,9 +438,13 @@ class _Search:
             lambda: defaultdict(Fraction)
         )
         self.drawing: defaultdict[int, int] = defaultdict(int)  # device -> picks drawing
-        self.counters: defaultdict[tuple[str, str, str], defaultdict[str, Fraction]] = defaultdict(
-            lambda: defaultdict(Fraction)
+        # what the picks draw of each counter set, against what it has left (both exact:
+        # an integral amount as an int, which adds and compares faster than a Fraction)
+        self.counters: defaultdict[tuple[str, str, str], defaultdict[str, Number]] = defaultdict(
+            lambda: defaultdict(int)
         )
+        self.left = standing.left
+        self._draws: dict[int, list[tuple[tuple[str, str, str], str, Number]]] = {}
         # per claim, per constraint: the matched value and its count, or the distinct values
         self.matched: dict[tuple[int, int], list[Any]] = {}
         self.distinct: defaultdict[tuple[int, int], set[Any]] = defaultdict(set)
@@ -442,13 +481,9 @@ class _Search:
         if draws:
             if (item.driver, item.pool) in standing.overdrawn:
                 return False
-            for consumed in item.consumes_counters:
-                key = (item.driver, item.pool, consumed.counter_set)
-                left = standing.available[key]
-                now = self.counters[key]
-                for name, text in consumed.counters.items():
-                    if now[name] + amount(text) > left[name]:
-                        return False
+            for key, name, drawn in self.draws(device):
+                if self.counters[key][name] + drawn > self.left[key][name]:
+                    return False
         claim = self.claims[unit.claim]
         for position in alternative.constraints:
             constraint = claim.constraints[position]
@@ -468,10 +503,8 @@ class _Search:
             for name, value in take.items():
                 self.added[device][name] += value
         if draws:
-            for consumed in item.consumes_counters:
-                key = (item.driver, item.pool, consumed.counter_set)
-                for name, text in consumed.counters.items():
-                    self.counters[key][name] += amount(text)
+            for key, name, drawn in self.draws(device):
+                self.counters[key][name] += drawn
         if shareable and item.consumes_counters and not standing.drawn[device]:
             self.drawing[device] += 1
         for position in alternative.constraints:
@@ -487,6 +520,18 @@ class _Search:
                     attribute_value(item, constraint.distinct_attribute)
                 )
         return True
+
+    def draws(self, device: int) -> list[tuple[tuple[str, str, str], str, Number]]:
+        """What the device at ``device`` draws: (counter set, counter, amount), once."""
+        found = self._draws.get(device)
+        if found is None:
+            item = self.standing.devices[device]
+            found = self._draws[device] = [
+                ((item.driver, item.pool, consumed.counter_set), name, quick_amount(text))
+                for consumed in item.consumes_counters
+                for name, text in consumed.counters.items()
+            ]
+        return found
 
     def _remove(
         self, unit: _Unit, alternative: _Alternative, device: int, take: Mapping[str, Fraction]
@@ -507,10 +552,8 @@ class _Search:
             and not (shareable and self.drawing[device])
         )
         if draws:
-            for consumed in item.consumes_counters:
-                key = (item.driver, item.pool, consumed.counter_set)
-                for name, text in consumed.counters.items():
-                    self.counters[key][name] -= amount(text)
+            for key, name, drawn in self.draws(device):
+                self.counters[key][name] -= drawn
         claim = self.claims[unit.claim]
         for position in alternative.constraints:
             constraint = claim.constraints[position]
@@ -662,8 +705,8 @@ def _units(
                                 f"{standing.unknown_draw[position]}.",
                             )
                         if (device.driver, device.pool) in standing.overdrawn or any(
-                            amount(text)
-                            > standing.available[device.driver, device.pool, consumed.counter_set][
+                            quick_amount(text)
+                            > standing.left[device.driver, device.pool, consumed.counter_set][
                                 counter
                             ]
                             for consumed in device.consumes_counters

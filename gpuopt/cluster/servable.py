@@ -21,6 +21,8 @@ from gpuopt.cluster.devicefit import (
     _standing,
     allocated_consumption,
     amount,
+    numbers,
+    quick_amount,
 )
 from gpuopt.cluster.devices import Device, ResourceClaim
 
@@ -63,8 +65,8 @@ def _part(standing: _Standing, position: int) -> Fraction | None:
     if not standing.drawn[position] and (
         (device.driver, device.pool) in standing.overdrawn
         or any(
-            amount(text)
-            > standing.available[device.driver, device.pool, consumed.counter_set][counter]
+            quick_amount(text)
+            > standing.left[device.driver, device.pool, consumed.counter_set][counter]
             for consumed in device.consumes_counters
             for counter, text in consumed.counters.items()
         )
@@ -137,6 +139,7 @@ class Servable:
     total: Fraction
     parts: dict[str, Fraction]
     costs: dict[str, Fraction]
+    by_cost: tuple[Device, ...]  # the node's devices, least cost first (ties: its order)
     _standing: _Standing = field(repr=False)
     _by_set: dict[tuple[str, str, str], list[int]] = field(repr=False)
     _by_pool: dict[tuple[str, str], list[int]] = field(repr=False)
@@ -152,11 +155,13 @@ class Servable:
             by_pool[device.driver, device.pool].append(position)
             for consumed in device.consumes_counters:
                 by_set[device.driver, device.pool, consumed.counter_set].append(position)
+        costs = servable_costs(node)
         return cls(
             node,
             sum(parts.values(), Fraction(0)),
             parts,
-            servable_costs(node),
+            costs,
+            tuple(sorted(node.devices, key=lambda device: costs[device.key])),
             standing,
             dict(by_set),
             dict(by_pool),
@@ -210,6 +215,10 @@ class Servable:
                 touched.update(self._by_pool.get(pool, ()))
         if not touched:
             return self.total
+        changed = {
+            key: value for key, value in available.items() if value is not before.available.get(key)
+        }
+        fast = {**before.left, **numbers(changed)}
         standing = replace(
             before,
             in_use=in_use,
@@ -217,6 +226,7 @@ class Servable:
             taken=taken,
             available=available,
             overdrawn=overdrawn,
+            left=fast,
         )
         total = self.total
         for position in touched:

@@ -150,11 +150,11 @@ def choose_devices(
     if not first.fits:
         return None
     measure = Servable.of(node) if own else state.servable(pos)
-    before, cost = measure.total, measure.costs
+    before = measure.total
     if not waiting:
         return Choice(node.name, (), before, before)
     devices = list(node.devices)
-    sequences = [sorted(devices, key=lambda device: cost[device.key]), devices, devices[::-1]]
+    sequences = [list(measure.by_cost), devices, devices[::-1]]
     if orders <= 0:  # the search's plain answer alone (the node's order)
         sequences = [devices]
     best: Choice | None = None

@@ -134,9 +134,7 @@ class State:
     _device_nodes: dict[int, DeviceNode] = field(init=False, default_factory=dict)
     #: per node position, E9's measure of it (its servable count, each device's part and
     #: cost), on first use
-    _servable: dict[int, Servable] = field(
-        init=False, default_factory=dict
-    )
+    _servable: dict[int, Servable] = field(init=False, default_factory=dict)
     #: (pod id, node position, its claims' ids) -> claims_fit's answer (E8), so that
     #: prioritize does not search again what its filter searched
     fits: dict[tuple[str, int, tuple[str, ...]], DeviceFit] = field(
