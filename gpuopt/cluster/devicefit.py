@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -323,7 +324,23 @@ class _Standing:
     left: dict[tuple[str, str, str], dict[str, Number]]  # available, as Numbers
 
 
+#: :func:`_standing` of each DeviceNode still alive (by its id; an entry goes when its node
+#: is freed): a node is read once however many searches and measures ask about it (the
+#: extender keeps its nodes between requests). No caller changes a standing.
+_STANDINGS: dict[int, _Standing] = {}
+
+
 def _standing(node: DeviceNode) -> _Standing:
+    """How ``node`` stands (its allocations and counters), read once per node."""
+    key = id(node)
+    found = _STANDINGS.get(key)
+    if found is None:
+        found = _STANDINGS[key] = _read_standing(node)
+        weakref.finalize(node, _STANDINGS.pop, key, None)
+    return found
+
+
+def _read_standing(node: DeviceNode) -> _Standing:
     devices = list(node.devices)
     index = {device.key: position for position, device in enumerate(devices)}
     in_use = [False] * len(devices)

@@ -501,3 +501,24 @@ def test_an_eight_gpu_mig_node(mig_cluster: Cluster) -> None:
         assert fit.steps < 1_000, name  # well inside the work cap
         if fit.fits:
             assert violations(node, [item], selection, fit.picks) == []
+
+
+def test_a_node_is_read_once_and_forgotten_with_it() -> None:
+    """The search and E9's measure read a node's allocations and counters once per
+    node (``devicefit._STANDINGS``), and the reading goes when the node does, so a
+    long-lived extender does not keep every node it ever built."""
+    import gc
+
+    from gpuopt.cluster import devicefit
+
+    device = Device.model_validate(
+        {"name": "gpu-0", "driver": "gpu.example.com", "pool": "n", "attributes": {}}
+    )
+    node = devicefit.DeviceNode("n", (device,))
+    first = devicefit._standing(node)
+    assert devicefit._standing(node) is first
+    assert devicefit._standing(devicefit.DeviceNode("n", (device,))) is not first  # another node
+    key = id(node)
+    del node, first
+    gc.collect()
+    assert key not in devicefit._STANDINGS
