@@ -194,6 +194,22 @@ def test_the_trivial_bound_is_above_the_step_capacity_bound(number: int) -> None
     assert bound >= objective(problem) - 1e-6
 
 
+def _finished_kinds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The kind of each plan the greedy finishes (improved, searched, made exact) from now on
+    ("" the orders' plan, "LP" the guide's, "again" rule B6's second search), in order."""
+    from gpuopt.allocation import greedy
+
+    kinds: list[str] = []
+    finish = greedy._finish
+
+    def spy(steps: object, board: object, pending: object, *rest: object) -> object:
+        kinds.append(str(rest[-1]))
+        return finish(steps, board, pending, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(greedy, "_finish", spy)
+    return kinds
+
+
 def test_rule_b6_searches_again_only_the_ends_far_below_the_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -204,14 +220,7 @@ def test_rule_b6_searches_again_only_the_ends_far_below_the_bound(
     from gpuopt.allocation import greedy
     from gpuopt.allocation.bound import step_capacity_bound
 
-    kinds: list[str] = []
-    finish = greedy._finish
-
-    def spy(steps: object, board: object, pending: object, *rest: object) -> object:
-        kinds.append(str(rest[-1]))
-        return finish(steps, board, pending, *rest)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(greedy, "_finish", spy)
+    kinds = _finished_kinds(monkeypatch)
     monkeypatch.setattr(greedy, "GAP_TOLERANCE", 0.0)  # rule B7 off (its own test below)
     near = random_problem(0, gpus=64, tasks=30, gpus_per_node=8, realtime=3)
     grid = greedy_grid(near)
@@ -255,14 +264,7 @@ def test_rule_b7_stops_the_search_within_the_gap_tolerance(
     from gpuopt.allocation import greedy
     from gpuopt.allocation.bound import step_capacity_bound
 
-    kinds: list[str] = []
-    finish = greedy._finish
-
-    def spy(steps: object, board: object, pending: object, *rest: object) -> object:
-        kinds.append(str(rest[-1]))
-        return finish(steps, board, pending, *rest)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(greedy, "_finish", spy)
+    kinds = _finished_kinds(monkeypatch)
     problem = random_problem(0, gpus=64, tasks=30, gpus_per_node=8, realtime=3)
     bound = step_capacity_bound(problem).bound
     stopped = evaluate(problem, greedy_grid(problem)).objective
