@@ -23,6 +23,8 @@ the checker compare without tolerance.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar, Literal, cast
@@ -252,7 +254,7 @@ class PreemptionProblem(IndexedModel):
         if not self.cluster.nodes:
             raise ValueError("cluster.nodes: list should have at least 1 item")
         if not self.nodes:
-            raise ValueError(no_usable_node(self.cluster))
+            raise ValueError(no_usable_node(self.cluster, self.scope.refusals))
         if self.cluster.now is not None and self.cluster.now != self.now:
             raise ValueError(
                 f"cluster.now {self.cluster.now:g} differs from now {self.now:g} (give one clock)"
@@ -381,7 +383,7 @@ class PreemptionProblem(IndexedModel):
         rank = priority_value(priority, cluster.hp_priority)
         scope = Scope.of(cluster, shape, rank)
         if not scope.nodes:
-            raise ProblemError(f"{no_usable_node(cluster)}.")
+            raise ProblemError(f"{no_usable_node(cluster, scope.refusals)}.")
         for task in scope.tasks:
             if task.checkpoint is None:
                 raise ProblemError(
@@ -455,6 +457,9 @@ class Scope:
     threshold: int
     #: each of ``tasks``' position in the cluster's tasks
     task_at: np.ndarray
+    #: when no node is in reach, per node of the cluster the first rule it fails (K1-K4,
+    #: DF1-DF8; None for a node without GPUs that none refuses); else empty
+    refusals: tuple[str | None, ...] = ()
 
     @classmethod
     def of(cls, cluster: Cluster, request: ClusterRequest, rank: int | None) -> Scope:
@@ -462,7 +467,7 @@ class Scope:
         ``hp_priority``) in ``cluster``; it has no node when K1-K4 admit none."""
         if request.claims:
             # the dra.gpuopt.io/<class> resources stand for the claims, which are judged by
-            # the devices, victims included (_devices_admit), not as free now (K4)
+            # the devices, victims included (_devices_refusals), not as free now (K4)
             request = request.model_copy(
                 update={
                     "resources": {
@@ -479,9 +484,16 @@ class Scope:
             threshold = MIN_PRIORITY
         else:
             threshold = cluster.hp_priority if rank is None else rank
+        refused: list[str | None] = [None] * len(cluster.nodes)
         if request.claims:  # DF1-DF8: only nodes where the request's claims can fit
-            allowed = _devices_admit(cluster, request, allowed, threshold)
+            refused = _devices_refusals(cluster, request, allowed, threshold)
+            allowed = [ok and why is None for ok, why in zip(allowed, refused, strict=True)]
         nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
+        if not nodes:
+            refused = [
+                why if why is not None else _refusal(cluster, node, request)
+                for node, why in zip(cluster.nodes, refused, strict=True)
+            ]
         columns = task_columns(cluster)
         if len(nodes) == len(cluster.nodes):
             tasks, task_at = cluster.tasks, np.arange(len(cluster.tasks), dtype=np.int64)
@@ -502,6 +514,7 @@ class Scope:
             facts=facts,
             threshold=threshold,
             task_at=task_at,
+            refusals=tuple(refused) if not nodes else (),
         )
 
     def is_hp(self, cluster: Cluster, task: ClusterTask) -> bool:
@@ -586,10 +599,26 @@ def _plain_claims(request: ClusterRequest) -> bool:
     )
 
 
-def _devices_admit(
+def _refusal(cluster: Cluster, node: ClusterNode, request: ClusterRequest) -> str | None:
+    """Why K1-K3 or, for its extended resources, K4 keep ``request`` from ``node`` (None:
+    they do not)."""
+    from gpuopt.cluster.rules import refusal, short_of
+
+    found = refusal(node, request)
+    if found is None and request.resources:
+        used: Counter[str] = Counter()
+        for task in cluster.tasks:
+            if task.node == node.id and task.resources:
+                used.update(task.resources)
+        found = short_of(node.id, node.resources, used, request.resources)
+    return found
+
+
+def _devices_refusals(
     cluster: Cluster, request: ClusterRequest, allowed: list[bool], threshold: int
-) -> list[bool]:
-    """``allowed`` narrowed to the nodes where the request's claims can fit (DF1-DF8).
+) -> list[str | None]:
+    """Per node that ``allowed`` admits, why the request's claims cannot fit there
+    (DF1-DF8; None: they can, and for the nodes ``allowed`` refuses).
 
     Claims that ask only counts of whole GPUs (:func:`_plain_claims`, every device of the
     node their classes select is a whole GPU without a refusing taint, and the node's GPUs
@@ -615,9 +644,11 @@ def _devices_admit(
         )
         if stoppable:
             on.setdefault(task.node, []).append(task.id)
-    narrowed = []
+    found: list[str | None] = []
     for node, ok in zip(cluster.nodes, allowed, strict=True):
-        if ok and ledger.fit(request.claims, node.id)[0]:
+        now = ledger.fit(request.claims, node.id)[0] if ok else []
+        reason = None
+        if now:
             devices = ledger.node(node.id).devices
             counted = (
                 plain
@@ -629,9 +660,14 @@ def _devices_admit(
                     if any(ledger.selection.selects(sub, device) is not False for sub in subs)
                 )
             )
-            ok = counted and not ledger.fit(request.claims, node.id, on.get(node.id, []))[0]
-        narrowed.append(ok)
-    return narrowed
+            if not counted:
+                reason = now[0]  # (they must fit as the node stands)
+            else:
+                freed = ledger.fit(request.claims, node.id, on.get(node.id, []))[0]
+                if freed:
+                    reason = f"{freed[0].rstrip('.')} (with the pods it may stop there released)"
+        found.append(reason)
+    return found
 
 
 def task_columns(cluster: Cluster) -> TaskColumns:
@@ -673,12 +709,22 @@ def _build_task_columns(cluster: Cluster) -> TaskColumns:
     )
 
 
-def no_usable_node(cluster: Cluster) -> str:
-    """The sentence (without its full stop) saying that K1-K4 admit a request nowhere."""
+def no_usable_node(cluster: Cluster, reasons: Sequence[str | None] = ()) -> str:
+    """The sentence (without its full stop) saying that no node may take a request: by
+    the Kubernetes rules K1-K4, or where its claims cannot fit (DF1-DF8); ``reasons``, per
+    node, the first rule it fails (:meth:`Scope.refusals`), the first three named."""
+    named = [reason for reason in reasons if reason]
+    if not named:
+        return (
+            f"request: no node of {len(cluster.nodes)} may take it by the Kubernetes rules "
+            "K1-K4 (every node is NotReady, cordoned, locked, tainted against it, outside "
+            "its selector or node affinity, or short of an extended resource it asks for)"
+        )
+    more = f"; and {len(named) - 3} more" if len(named) > 3 else ""
     return (
-        f"request: no node of {len(cluster.nodes)} may take it by the Kubernetes rules "
-        "K1-K4 (every node is NotReady, cordoned, locked, tainted against it, outside "
-        "its selector or node affinity, or short of an extended resource it asks for)"
+        f"request: no node of {len(cluster.nodes)} may take it: "
+        + "; ".join(reason.rstrip(".") for reason in named[:3])
+        + more
     )
 
 

@@ -524,3 +524,24 @@ def test_a_held_cluster_decides_as_a_fresh_one(seed: int) -> None:
             expected.victims,
             expected.cost,
         )
+
+
+def test_a_request_no_node_admits_is_told_why_each_node_refuses() -> None:
+    """When K1-K4 keep a request from every node, the one sentence names each node's
+    first refusal (not only the list of rules it might be)."""
+    from gpuopt.cluster.model import Cluster
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    cluster = Cluster(
+        now=100,
+        nodes=[
+            {"id": "n1", "gpus": 8, "cpus": 64, "taints": [{"key": "gpu", "effect": "NoSchedule"}]},
+            {"id": "n2", "gpus": 8, "cpus": 64, "unschedulable": True},
+        ],
+    )
+    with pytest.raises(ProblemError) as caught:
+        PreemptionProblem.from_cluster(cluster, "4G8C")
+    assert str(caught.value) == (
+        "request: no node of 2 may take it: K2: node n1 has the taint gpu:NoSchedule, which "
+        "the pod does not tolerate; K1: node n2 is cordoned (unschedulable)."
+    )

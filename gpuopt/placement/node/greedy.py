@@ -27,7 +27,13 @@ import numpy.typing as npt
 
 from gpuopt.cluster.model import scaled
 from gpuopt.cluster.shares import MILLI
-from gpuopt.placement.node.problem import NO_MEMORY, NodeIndex, NodePlacementProblem, NodeRequest
+from gpuopt.placement.node.problem import (
+    NO_MEMORY,
+    NodeIndex,
+    NodePlacementProblem,
+    NodeRequest,
+    left_out,
+)
 from gpuopt.placement.node.solution import POLICIES, NodePlacementResult, Policy
 from gpuopt.result import Status
 
@@ -98,7 +104,7 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
         method="heuristic" if policy == "binpack" else policy,
         status=Status.INFEASIBLE,
         node=None,
-        reason=_why_not(index, request),
+        reason=_why_not(index, request, left_out(problem.cluster, request)),
         request=request.id,
         policy=policy,
         job=request,
@@ -276,11 +282,28 @@ def _nodes(mask: npt.NDArray[np.bool_], singular: str, plural: str) -> str:
     return f"1 node {singular}" if count == 1 else f"{count} nodes {plural}"
 
 
-def _why_not(index: NodeIndex, request: NodeRequest) -> str:
-    """Which filter each node fails (the first in the order GPUs, bandwidth, CPU, memory)."""
+def _left_out(reasons: list[str]) -> str:
+    """The nodes left out of the view, by the first rule each fails (:func:`left_out`): each
+    sentence when there are at most three, else a count per rule with its first sentence."""
+    if len(reasons) <= 3:
+        return "; ".join(reasons)
+    by_rule: dict[str, list[str]] = {}
+    for reason in reasons:
+        by_rule.setdefault(reason.split(":", 1)[0], []).append(reason)
+    return "; ".join(
+        f"{len(found)} nodes by {rule} (the first: {found[0]})" if len(found) > 1 else found[0]
+        for rule, found in by_rule.items()
+    )
+
+
+def _why_not(index: NodeIndex, request: NodeRequest, refused: list[str] | None = None) -> str:
+    """Which filter each node fails (the first in the order GPUs, bandwidth, CPU, memory),
+    and why the nodes ``refused`` (rules K1-K4, device fit) are left out."""
     head = f"no node can take {request.id!r}"
     if not index.node_ids:
-        return f"{head}: there are no nodes"
+        if refused:
+            return f"{head}: every node with GPUs is left out: {_left_out(refused)}"
+        return f"{head}: there are no nodes with GPUs"
     gpu_ok, _ = _gpu_count_filter(index, request)
     causes: list[str] = []
     if request.whole_node:
@@ -318,6 +341,8 @@ def _why_not(index: NodeIndex, request: NodeRequest) -> str:
     no_memory = linked & cpu_ok & ~_memory_filter(index, request)
     if no_memory.any():
         causes.append(f"{_nodes(no_memory, 'lacks', 'lack')} memory ({request.memory:g} needed)")
+    if refused:
+        causes.append(f"left out: {_left_out(refused)}")
     return f"{head}: " + ", ".join(causes)
 
 

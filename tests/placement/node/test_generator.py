@@ -49,7 +49,10 @@ def test_bad_arguments_are_one_sentence(arguments: dict[str, object], words: str
 
 def test_no_nodes_fit_nothing() -> None:
     result = place(random_node_problem(0, nodes=0))
-    assert result.node is None and result.reason == "no node can take 'job': there are no nodes"
+    assert (
+        result.node is None
+        and result.reason == "no node can take 'job': there are no nodes with GPUs"
+    )
 
 
 def test_both_policies_are_legal_on_every_feature() -> None:

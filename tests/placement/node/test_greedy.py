@@ -105,7 +105,10 @@ def test_null_reasons_name_every_failed_filter() -> None:
         "with pairwise bandwidth >= 32 GB/s, 1 node lacks CPUs (32 needed), "
         "1 node lacks memory (256 needed)"
     )
-    assert legal(problem_of([], gpus=1)).reason == "no node can take 'job': there are no nodes"
+    assert (
+        legal(problem_of([], gpus=1)).reason
+        == "no node can take 'job': there are no nodes with GPUs"
+    )
 
 
 def test_one_gpu_has_no_pair_bandwidth() -> None:

@@ -101,3 +101,41 @@ def test_a_request_with_claims_goes_only_where_they_fit() -> None:
     smaller = NodePlacementProblem.from_cluster(no_c, Request(gpus=2, claims=[claim]))
     empty = solve(smaller, "heuristic")
     assert empty.node is None and violations(smaller, empty) == []
+    # and it says why each node is left out: a's GPUs are held (DF1), b's carry a taint
+    assert empty.reason is not None and empty.reason.startswith(
+        "no node can take 'job': every node with GPUs is left out: DF"
+    )
+    assert "node 'a'" in empty.reason and "node 'b'" in empty.reason
+
+
+def test_an_empty_answer_says_why_each_node_is_left_out() -> None:
+    """K1-K3 and K4 refuse nodes before the GPU filters see them; the empty answer names
+    each (not "there are no nodes"), and beside nodes that fail the GPU filter too."""
+    from gpuopt.api import solve
+    from gpuopt.cluster.model import Cluster
+    from gpuopt.placement.node.problem import NodePlacementProblem
+
+    cluster = Cluster(
+        nodes=[
+            {
+                "id": "tainted",
+                "gpus": 8,
+                "cpus": 64,
+                "taints": [{"key": "gpu", "effect": "NoSchedule"}],
+            },
+            {"id": "cordoned", "gpus": 8, "cpus": 64, "unschedulable": True},
+            {"id": "small", "gpus": 2, "cpus": 64},
+            {"id": "cpu-only", "gpus": 0, "cpus": 64},
+        ]
+    )
+    found = solve(NodePlacementProblem.from_cluster(cluster, "4G"), "heuristic")
+    assert found.node is None
+    assert found.reason == (
+        "no node can take 'job': 1 node has fewer than 4 free GPUs, left out: "
+        "K2: node tainted has the taint gpu:NoSchedule, which the pod does not tolerate; "
+        "K1: node cordoned is cordoned (unschedulable)"
+    )
+    alone = cluster.model_copy(update={"nodes": cluster.nodes[:2]})
+    found = solve(NodePlacementProblem.from_cluster(alone, "1G"), "heuristic")
+    assert found.reason is not None
+    assert found.reason.startswith("no node can take 'job': every node with GPUs is left out: K2")
