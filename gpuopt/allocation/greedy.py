@@ -457,7 +457,7 @@ class _Steps:
         self.core = core
         self.scale = 1  # the search's work and rounds, times (search_scale)
         self.trivial: float | None = None  # trivial_bound, once asked for (rule B6)
-        self.bound = math.inf  # the step-capacity LP's bound, once a guide solved it (rule B6)
+        self.bound = math.inf  # the step-capacity LP's bound, once a guide solved it (B6, B7)
         self._base: Board | None = None
         if core is None:
             self._base, self.realtime_order = _base_board(index)

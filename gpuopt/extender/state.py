@@ -145,6 +145,8 @@ class State:
     _held: dict[str, list[ResourceClaim]] | None = field(init=False, default=None)
     _selection: Selection | None = field(init=False, default=None)
     _reaching: dict[str, list[Device]] | None = field(init=False, default=None)
+    #: device key -> the positions of the nodes in :attr:`_device_nodes` that offer it
+    _key_nodes: dict[str, set[int]] = field(init=False, default_factory=dict)
     lock: threading.Lock = field(init=False)
 
     def __post_init__(self) -> None:
@@ -355,6 +357,7 @@ class State:
         self._level_domains = {}
         self._fixed = None
         self._device_nodes = {}  # its devices may have changed (E8)
+        self._key_nodes = {}
         self._servable = {}
         self.fits = {}
         self._selection = None  # CEL answers are kept by device key
@@ -588,6 +591,8 @@ class State:
         found = DeviceNode(node.id, devices, tuple(node.counters), tuple(allocated.values()))
         if not own:
             self._device_nodes[pos] = found
+            for device in devices:
+                self._key_nodes.setdefault(device.key, set()).add(pos)
         return found
 
     def servable(self, pos: int) -> Servable:
@@ -602,19 +607,38 @@ class State:
     def assume_claims(self, pod_id: str, claims: tuple[ResourceClaim, ...]) -> None:
         """Count ``claims`` (allocated on the devices chosen for pod ``pod_id``) as taken
         (E10), until :meth:`forget_claims`."""
+        before = self.assumed_claims.get(pod_id, ())
         self.assumed_claims[pod_id] = claims
-        self._devices_changed()
+        self._claims_changed(before, claims)
 
     def forget_claims(self, pod_id: str) -> None:
         """Stop counting the claims assumed for pod ``pod_id`` (E10)."""
-        if self.assumed_claims.pop(pod_id, None) is not None:
-            self._devices_changed()
+        before = self.assumed_claims.pop(pod_id, None)
+        if before is not None:
+            self._claims_changed(before, ())
 
-    def _devices_changed(self) -> None:
-        self._device_nodes = {}
-        self._servable = {}
-        self.fits = {}
-        self._held = None
+    def _claims_changed(
+        self, gone: Sequence[ResourceClaim], added: Sequence[ResourceClaim]
+    ) -> None:
+        """Claims ``gone`` no longer and ``added`` now allocated (assumed, E10): what was
+        read of the nodes offering their devices is read again, the other nodes' stays."""
+        keys = {result.key for claim in (*gone, *added) for result in claim.allocated or ()}
+        if self._held is not None:
+            for claim in gone:
+                for result in claim.allocated or ():
+                    mine = self._held.get(result.key, [])
+                    self._held[result.key] = [other for other in mine if other is not claim]
+            for claim in added:
+                for result in claim.allocated or ():
+                    mine = self._held.setdefault(result.key, [])
+                    if not mine or mine[-1] is not claim:
+                        mine.append(claim)
+        changed = set().union(*(self._key_nodes.get(key, ()) for key in keys))
+        for pos in changed:
+            self._device_nodes.pop(pos, None)
+            self._servable.pop(pos, None)
+        if changed:
+            self.fits = {key: fit for key, fit in self.fits.items() if key[1] not in changed}
         self.changes += 1
 
 

@@ -381,3 +381,59 @@ def test_an_assumed_pods_whole_dra_gpus_count_as_gpus_for_the_next_pod() -> None
     }
     answer = extender.filter(args(two, ["dra-node"]))
     assert answer["NodeNames"] == [], answer
+
+
+def test_an_assumption_reads_again_only_the_nodes_offering_its_devices() -> None:
+    """E10 with E9's measures kept per node: assuming (or forgetting) a pod's claims reads
+    again the node that offers their devices and keeps every other node's reading, and
+    what it reads is what a state built afresh with the same assumption reads."""
+    from gpuopt.cluster.devicefit import device_fit
+    from gpuopt.defrag.generator import random_snapshot
+    from gpuopt.dragen import DraFacts, with_dra
+    from tests.cluster.test_servable import _allocated
+
+    base = random_snapshot(5, nodes=6, gpus_per_node=8, fill=0.5)
+    cluster = with_dra(base, 5, DraFacts(nodes=1.0, mig=0.5, shared=0.5, waiting=4))
+    state = Extender(cluster, assume_ttl=None).state
+    assert state is not None
+    positions = [pos for pos, node in enumerate(cluster.nodes) if node.devices]
+    assert len(positions) >= 3
+    read = {pos: state.device_node(pos) for pos in positions}
+    measures = {pos: state.servable(pos) for pos in positions}
+    waiting = [
+        ResourceClaim.model_validate(
+            {
+                "id": f"ns/{item.name}",
+                "requests": [{"name": "r", "exactly": {"name": "r", "device_class": item.name}}],
+            }
+        )
+        for item in cluster.device_classes
+    ]
+    made, target = None, -1
+    for pos in positions:
+        for claim in waiting:
+            fit = device_fit(read[pos], [claim], state.selection())
+            if fit.fits and fit.picks:
+                made, target = _allocated(claim, fit.picks, read[pos]), pos
+                break
+        if made is not None:
+            break
+    assert made is not None
+    state.assume_claims("ns/taker", (made,))
+    fresh = Extender(cluster, assume_ttl=None).state
+    assert fresh is not None
+    fresh.assume_claims("ns/taker", (made,))
+    for pos in positions:
+        node = state.device_node(pos)
+        if pos == target:
+            assert node is not read[pos] and made.id in {c.id for c in node.allocated}
+        else:
+            assert node is read[pos] and state.servable(pos) is measures[pos]
+        again = fresh.device_node(pos)
+        assert {c.id for c in node.allocated} == {c.id for c in again.allocated}
+        assert state.servable(pos).total == fresh.servable(pos).total
+    state.forget_claims("ns/taker")
+    assert {c.id for c in state.device_node(target).allocated} == {
+        c.id for c in read[target].allocated
+    }
+    assert state.servable(target).total == measures[target].total
