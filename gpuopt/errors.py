@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from numbers import Integral, Real
@@ -100,22 +101,42 @@ def check_arguments(
 
 
 def problem_error_from(exc: ValidationError, *, source: str | None = None) -> ProblemError:
-    """Turn the first pydantic validation error into a one-sentence ``ProblemError``."""
-    first = exc.errors(include_url=False)[0]
+    """Turn the first pydantic validation error into a one-sentence ``ProblemError``.
+
+    An unknown field comes before a missing one, since a misspelled field is both: the
+    sentence names the unknown field and, where a missing field of the same object is
+    close to it, asks whether that was meant.
+    """
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    unknown = [error for error in errors if error.get("type") == "extra_forbidden"]
+    if unknown and first.get("type") == "missing":
+        first = unknown[0]
     message = str(first.get("msg", "is invalid"))
     kind = first.get("type", "")
+    told = 1  # errors the sentence tells of
     if kind == "value_error" and message.startswith("Value error, "):
         # Our own model validators already phrase a whole sentence.
         text = message.removeprefix("Value error, ")
     else:
-        loc = _format_loc(tuple(first.get("loc", ())))
+        where = tuple(first.get("loc", ()))
+        loc = _format_loc(where)
         if kind == "missing":
             text = f"{loc} is required"
         elif kind == "extra_forbidden":
             text = f"{loc} is not a known field"
+            missing = [
+                str(error["loc"][-1])
+                for error in errors
+                if error.get("type") == "missing" and tuple(error.get("loc", ()))[:-1] == where[:-1]
+            ]
+            close = difflib.get_close_matches(str(where[-1]) if where else "", missing, n=1)
+            if close:
+                text += f" (did you mean {close[0]!r}, which is required?)"
+                told = 2
         else:
             text = f"{loc}: {message[:1].lower() + message[1:]} (got {short(first.get('input'))})"
-    count = exc.error_count()
+    count = exc.error_count() - told + 1
     if count > 1:
         text += f" (and {count - 1} more problem{'s' if count > 2 else ''})"
     if source:
