@@ -77,15 +77,20 @@ def solve_cpsat(
 
     Examples
     --------
+    A gang of two whole nodes and a half-node job: the small job first and the gang
+    after it waits 2 ticks in all, the other order 3. The options may come as one
+    object (keywords given as well override it):
+
     >>> from gpuopt.calendar.problem import CalendarProblem
     >>> problem = CalendarProblem(
-    ...     nodes=[{"id": "a", "capacity": [8]}],
-    ...     jobs=[{"id": "long", "use": [8], "duration": 5},
-    ...           {"id": "short", "use": [8], "duration": 1}],
-    ...     horizon=10)
-    >>> plan = solve_cpsat(problem)
+    ...     nodes=[{"id": "a", "capacity": [8]}, {"id": "b", "capacity": [8]}],
+    ...     jobs=[{"id": "gang", "use": [8], "members": 2, "duration": 3},
+    ...           {"id": "small", "use": [4], "duration": 2}],
+    ...     horizon=8)
+    >>> exact = CalendarExactOptions(formulation="nodes")
+    >>> plan = solve_cpsat(problem, exact, time_limit=5.0)
     >>> plan.status, plan.objective, sorted((s.job, s.start) for s in plan.starts)
-    ('optimal', 1.0, [('long', 1), ('short', 0)])
+    ('optimal', 2.0, [('gang', 2), ('small', 0)])
     """
     require("ortools.sat.python.cp_model", "cpsat")
     chosen = CALENDAR_KEYWORDS.resolve(options, settings)
