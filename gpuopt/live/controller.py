@@ -429,11 +429,7 @@ class Controller:
         for node in cluster.nodes:
             if node.labels.get(CORDONED) == "true":
                 note = "the plan that cordoned it is over; the freed room takes new pods"
-                patch = {"spec": {"unschedulable": None}, "metadata": {"labels": {CORDONED: None}}}
-                self._act(
-                    "defrag", "uncordon", NODES, None, node.id, note,
-                    partial(self.api.patch, NODES, node.id, patch),
-                )  # fmt: skip
+                self._set_cordon(node.id, False, note, None)
 
     def _defrag(self) -> None:
         """Room for the waiting pods, wave by wave (L7, L8)."""
