@@ -89,6 +89,26 @@ def check_generator(
     )
 
 
+def check_facts(facts: Any, whole: Mapping[str, tuple[int, int]]) -> None:
+    """One-sentence ``ProblemError`` for the first field of ``facts`` (a dataclass of a
+    generator's shares and counts) out of range: every ``float`` field is a share, a
+    number from 0 to 1, and the fields in ``whole`` are integers within their bounds.
+
+    >>> @dataclasses.dataclass
+    ... class Facts:
+    ...     tainted: float = 0.1
+    ...     services: int = 3
+    >>> check_facts(Facts(tainted=1.5), whole={"services": (0, 1000)})
+    Traceback (most recent call last):
+    ...
+    gpuopt.errors.ProblemError: tainted must be a number from 0 to 1 (got 1.5).
+    """
+    shares = [item.name for item in dataclasses.fields(facts) if item.type in ("float", float)]
+    check_arguments(
+        dataclasses.asdict(facts), whole=dict(whole), numbers=dict.fromkeys(shares, (0.0, 1.0))
+    )
+
+
 def beta_parameters(mean: float, concentration: float) -> tuple[float, float]:
     """``(alpha, beta)`` of a Beta distribution with this ``mean`` (each at least 0.05).
 
@@ -120,6 +140,7 @@ __all__ = [
     "TASK_SIZES",
     "WHOLE_PARAMETERS",
     "beta_parameters",
+    "check_facts",
     "check_generator",
     "seeded_random",
     "task_size",

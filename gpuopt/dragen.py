@@ -56,10 +56,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from gpuopt._generator import seeded_random
+from gpuopt._generator import check_facts, seeded_random
 from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX
 from gpuopt.cluster.model import Cluster, Node, Task
-from gpuopt.errors import check_arguments
 from gpuopt.readers.kubectl import read_kubernetes
 
 #: The driver of every device made here.
@@ -523,14 +522,7 @@ def with_dra(cluster: Cluster, seed: int, facts: DraFacts | None = None) -> Clus
         pods are as they were.
     """
     facts = DraFacts() if facts is None else facts
-    check_arguments(
-        dataclasses.asdict(facts),
-        whole={"waiting": (0, 1000), "max_nodes": (0, 100_000)},
-        numbers={
-            name: (0.0, 1.0)
-            for name in ("nodes", "mig", "shared", "apart", "selector", "cut", "tainted")
-        },
-    )
+    check_facts(facts, whole={"waiting": (0, 1000), "max_nodes": (0, 100_000)})
     rng = seeded_random(seed)
     on: defaultdict[str, list[Task]] = defaultdict(list)
     for task in cluster.tasks:

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from gpuopt.calendar.milp import (
-    TIME_LIMIT,
+    CALENDAR_KEYWORDS,
+    CalendarExactOptions,
     CalendarRows,
-    Formulation,
     Outcome,
     solve_calendar,
 )
@@ -57,15 +57,9 @@ def build_model(rows: CalendarRows) -> tuple[Any, Any, list[Any]]:
     return cp_model, model, variables
 
 
+@CALENDAR_KEYWORDS.signature
 def solve_cpsat(
-    problem: CalendarProblem,
-    *,
-    time_limit: float | None = TIME_LIMIT,
-    initial: CalendarPlan | None = None,
-    seed: int = 0,
-    threads: int = 1,
-    log: bool = False,
-    formulation: Formulation = "auto",
+    problem: CalendarProblem, options: CalendarExactOptions | None = None, **settings: Any
 ) -> CalendarPlan:
     """The calendar's exact model (X1-X9) solved by CP-SAT, hinted with the heuristic's plan.
 
@@ -73,16 +67,8 @@ def solve_cpsat(
     ----------
     problem
         The calendar.
-    time_limit
-        Seconds of the whole call (heuristic, model, solver, checks).
-    initial
-        A plan to start from (default: the heuristic's); a plan that breaks a
-        rule is not used.
     seed, threads, log
         CP-SAT's seed, workers and search log (on stderr).
-    formulation
-        ``"nodes"`` (exact), ``"pools"`` (a relaxation: its bound, its order
-        re-placed) or ``"auto"`` (:mod:`gpuopt.calendar.milp`).
 
     Returns
     -------
@@ -91,17 +77,24 @@ def solve_cpsat(
 
     Examples
     --------
+    A gang of two whole nodes and a half-node job: the small job first and the gang
+    after it waits 2 ticks in all, the other order 3. The options may come as one
+    object (keywords given as well override it):
+
     >>> from gpuopt.calendar.problem import CalendarProblem
     >>> problem = CalendarProblem(
-    ...     nodes=[{"id": "a", "capacity": [8]}],
-    ...     jobs=[{"id": "long", "use": [8], "duration": 5},
-    ...           {"id": "short", "use": [8], "duration": 1}],
-    ...     horizon=10)
-    >>> plan = solve_cpsat(problem)
+    ...     nodes=[{"id": "a", "capacity": [8]}, {"id": "b", "capacity": [8]}],
+    ...     jobs=[{"id": "gang", "use": [8], "members": 2, "duration": 3},
+    ...           {"id": "small", "use": [4], "duration": 2}],
+    ...     horizon=8)
+    >>> exact = CalendarExactOptions(formulation="nodes")
+    >>> plan = solve_cpsat(problem, exact, time_limit=5.0)
     >>> plan.status, plan.objective, sorted((s.job, s.start) for s in plan.starts)
-    ('optimal', 1.0, [('long', 1), ('short', 0)])
+    ('optimal', 2.0, [('gang', 2), ('small', 0)])
     """
     require("ortools.sat.python.cp_model", "cpsat")
+    chosen = CALENDAR_KEYWORDS.resolve(options, settings)
+    seed, threads, log = chosen.seed, chosen.threads, chosen.log
 
     def run(rows: CalendarRows, deadline: Deadline, start: np.ndarray) -> Outcome:
         cp_model, model, _ = build_model(rows)
@@ -113,14 +106,7 @@ def solve_cpsat(
         values = None if outcome.values is None else outcome.values.astype(float)
         return Outcome(outcome.status, values, bound)
 
-    return solve_calendar(
-        problem,
-        "cpsat",
-        run,
-        time_limit=time_limit,
-        initial=initial,
-        formulation=formulation,
-    )
+    return solve_calendar(problem, "cpsat", run, chosen)
 
 
 __all__ = ["build_model", "solve_cpsat"]

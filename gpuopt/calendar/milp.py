@@ -57,10 +57,12 @@ import numpy as np
 from gpuopt.calendar.greedy import order, place_all, solve_heuristic
 from gpuopt.calendar.problem import CalendarProblem
 from gpuopt.calendar.solution import CalendarPlan, JobStart, evaluate, violations
+from gpuopt.options import Keywords
 from gpuopt.result import Status, relative_gap
 from gpuopt.solvers import require
 from gpuopt.solvers.deadline import Deadline, DeadlineExceeded
 from gpuopt.solvers.highs import GrowingRows, row_family, solve_rows
+from gpuopt.solvers.run import ExactOptions
 
 #: The formulations of the nodes (module docstring).
 Formulation = Literal["auto", "nodes", "pools"]
@@ -77,6 +79,33 @@ INTEGER_GAP = {"mip_rel_gap": 0.0, "mip_abs_gap": 0.99}
 OPTIMAL_GAP = 1e-6
 
 Row = tuple[list[int], list[float]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalendarExactOptions(ExactOptions):
+    """How an exact calendar method runs (:func:`solve_milp`, :func:`solve_cpsat
+    <gpuopt.calendar.cpsat.solve_cpsat>`).
+
+    Attributes
+    ----------
+    time_limit
+        Seconds of the whole call (heuristic, model, solver, checks).
+    initial
+        A plan to start from (default: the heuristic's); a plan that breaks a
+        rule is not used.
+    formulation
+        ``"nodes"`` (exact), ``"pools"`` (a relaxation: its bound, its order
+        re-placed) or ``"auto"`` (:mod:`gpuopt.calendar.milp`).
+    """
+
+    formulation: Formulation = "auto"
+
+
+#: The keywords of both calendar backends: time limit, start, seed, threads, log and
+#: formulation.
+CALENDAR_KEYWORDS = Keywords.of(
+    CalendarExactOptions, omit=("warm", "progress"), time_limit=TIME_LIMIT
+)
 
 
 @dataclass
@@ -589,12 +618,11 @@ def solve_calendar(
     problem: CalendarProblem,
     method: str,
     run: Runner,
-    *,
-    time_limit: float | None,
-    initial: CalendarPlan | None,
-    formulation: Formulation,
+    chosen: CalendarExactOptions,
 ) -> CalendarPlan:
-    """Build the rows, run the solver from the starting plan, return the best legal plan."""
+    """Build the rows, run the solver from the starting plan, return the best legal plan
+    (``chosen``: the time limit, start and formulation; ``run`` uses the rest)."""
+    time_limit, initial, formulation = chosen.time_limit, chosen.initial, chosen.formulation
     if formulation not in FORMULATIONS:
         from gpuopt.errors import ProblemError
 
@@ -698,15 +726,9 @@ def _alone_value(problem: CalendarProblem, alone: Sequence[int]) -> float:
     )
 
 
+@CALENDAR_KEYWORDS.signature
 def solve_milp(
-    problem: CalendarProblem,
-    *,
-    time_limit: float | None = TIME_LIMIT,
-    initial: CalendarPlan | None = None,
-    seed: int = 0,
-    threads: int = 1,
-    log: bool = False,
-    formulation: Formulation = "auto",
+    problem: CalendarProblem, options: CalendarExactOptions | None = None, **settings: Any
 ) -> CalendarPlan:
     """The calendar's exact model (X1-X9) solved by HiGHS from the heuristic's plan.
 
@@ -714,16 +736,8 @@ def solve_milp(
     ----------
     problem
         The calendar.
-    time_limit
-        Seconds of the whole call (heuristic, model, solver, checks).
-    initial
-        A plan to start from (default: the heuristic's); a plan that breaks a
-        rule is not used.
     seed, threads, log
         HiGHS's seed, threads and log (on stderr).
-    formulation
-        ``"nodes"`` (exact), ``"pools"`` (a relaxation: its bound, its order
-        re-placed) or ``"auto"`` (module docstring).
 
     Returns
     -------
@@ -743,6 +757,7 @@ def solve_milp(
     ('optimal', 1.0, [('long', 1), ('short', 0)])
     """
     require("highspy", "milp")
+    chosen = CALENDAR_KEYWORDS.resolve(options, settings)
     weights = problem.index.weight
     integral = bool(np.all(weights == np.round(weights)))
 
@@ -750,10 +765,10 @@ def solve_milp(
         values, status, bound = solve_rows(
             rows,
             deadline.remaining(),
-            seed,
-            threads,
+            chosen.seed,
+            chosen.threads,
             start,
-            log,
+            chosen.log,
             None,
             INTEGER_GAP if integral else None,
         )
@@ -762,21 +777,16 @@ def solve_milp(
             return Outcome("infeasible", None, None)
         return Outcome("optimal" if status == "optimal" else "time_limit", values, lower)
 
-    return solve_calendar(
-        problem,
-        "milp",
-        run,
-        time_limit=time_limit,
-        initial=initial,
-        formulation=formulation,
-    )
+    return solve_calendar(problem, "milp", run, chosen)
 
 
 __all__ = [
+    "CALENDAR_KEYWORDS",
     "FORMULATIONS",
     "MAX_COLUMNS",
     "NODE_COLUMNS",
     "TIME_LIMIT",
+    "CalendarExactOptions",
     "CalendarRows",
     "Formulation",
     "NodeClass",

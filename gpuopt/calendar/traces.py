@@ -49,6 +49,7 @@ from typing import Literal
 
 from gpuopt.errors import ProblemError
 from gpuopt.io.csvfile import open_csv
+from gpuopt.io.files import unreadable
 
 #: A trace file format: ALCF ThetaGPU CSV, Helios CSV or SWF.
 TraceFormat = Literal["thetagpu", "helios", "swf"]
@@ -295,14 +296,8 @@ def read_swf(path: str | Path, *, strict: bool = False) -> Trace:
     found = _Collector(path, strict)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise ProblemError(f"{path}: no such file.") from None
-    except IsADirectoryError:
-        raise ProblemError(f"{path}: is a folder, not an SWF file.") from None
-    except UnicodeDecodeError:
-        raise ProblemError(f"{path}: cannot be read as UTF-8 text.") from None
-    except OSError as exc:
-        raise ProblemError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise unreadable(path, exc, "an SWF") from None
     for number, line in enumerate(lines, start=1):
         text = line.strip()
         if not text or text.startswith(";"):

@@ -112,20 +112,21 @@ def _semver(text: str) -> dict[str, str]:
     return {SEMVER_KEY: text}
 
 
-def _is_quantity(text: Any) -> bool:
-    try:
-        _amount(text)
-    except CelError:
-        return False
-    return True
+def _test_of(parse: Callable[[Any], Any]) -> Callable[[Any], bool]:
+    """CEL's ``isX(text)`` for the parser ``parse`` of ``X``: whether it reads ``text``."""
+
+    def test(text: Any) -> bool:
+        try:
+            parse(text)
+        except CelError:
+            return False
+        return True
+
+    return test
 
 
-def _is_semver(text: Any) -> bool:
-    try:
-        _version(text)
-    except CelError:
-        return False
-    return True
+_is_quantity = _test_of(_amount)
+_is_semver = _test_of(_version)
 
 
 #: The Kubernetes CEL extensions DRA selectors use, by name.

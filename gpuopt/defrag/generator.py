@@ -11,14 +11,18 @@ share of locked tasks. The same arguments always give the same snapshot.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from gpuopt._generator import beta_parameters, check_generator, seeded_random, task_size
+from gpuopt._generator import (
+    beta_parameters,
+    check_facts,
+    check_generator,
+    seeded_random,
+    task_size,
+)
 from gpuopt.defrag.problem import MAX_NODE_GPUS, MAX_NODES, Cluster
-from gpuopt.errors import check_arguments
 
 #: Weights of the task sizes :data:`gpuopt._generator.TASK_SIZES` (1, 2, 4 and 8 GPUs).
 SIZE_WEIGHTS = (0.35, 0.3, 0.2, 0.15)
@@ -249,25 +253,7 @@ def with_kubernetes(problem: Cluster, seed: int, facts: KubeFacts | None = None)
     True
     """
     facts = KubeFacts() if facts is None else facts
-    check_arguments(
-        dataclasses.asdict(facts),
-        whole={"services": (0, 1000), "rdma_per_node": (0, 1000)},
-        numbers={
-            name: (0.0, 1.0)
-            for name in (
-                "tainted",
-                "cordoned",
-                "not_ready",
-                "tolerating",
-                "affinity",
-                "replicas",
-                "zone_spread",
-                "pod_affinity",
-                "pinned",
-                "extended",
-            )
-        },
-    )
+    check_facts(facts, whole={"services": (0, 1000), "rdma_per_node": (0, 1000)})
     tainted, cordoned, not_ready = facts.tainted, facts.cordoned, facts.not_ready
     tolerating, affinity, pod_affinity = facts.tolerating, facts.affinity, facts.pod_affinity
     services, replicas, zone_spread = facts.services, facts.replicas, facts.zone_spread

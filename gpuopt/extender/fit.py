@@ -47,69 +47,70 @@ def fit(state: State, ask: Ask, positions: np.ndarray, *, explain: bool = True) 
     leave their sentences empty: what a caller that only needs ``passed`` (the scores)
     asks, since writing a sentence per failed node is most of the filter's work.
     """
-    reasons: dict[int, tuple[str, bool]] = {}
     # per entry of positions: not refused yet (the rules run on the arrays of these)
-    open_ = np.ones(len(positions), dtype=bool)
+    judged = _Judged(positions, np.ones(len(positions), dtype=bool), {}, explain)
+    reasons = judged.reasons
     refused, refused_nodes = state.refused_mask(ask)  # K1-K3
     if refused:
         hit = refused_nodes[positions]
         for pos in positions[hit].tolist():
             reasons[pos] = (refused[pos], True)
-        open_ &= ~hit
-    _extended_rules(state, ask, positions, reasons, open_, explain)
-    _gpu_rules(state, ask, positions, reasons, open_, explain)
-    _size_rules(state, ask, positions, reasons, open_, explain)
+        judged.open_ &= ~hit
+    _extended_rules(state, ask, judged)
+    _gpu_rules(state, ask, judged)
+    _size_rules(state, ask, judged)
     if ask.claim_refs:  # E8 (a pod without claims pays this test alone)
         before = len(reasons)
-        _device_rules(state, ask, positions[open_], reasons)
+        _device_rules(state, ask, positions[judged.open_], reasons)
         if len(reasons) > before:
-            _close(positions, reasons, open_)
+            judged.close()
     before = len(reasons)
-    _pod_terms(state, ask, positions[open_], reasons)
+    _pod_terms(state, ask, positions[judged.open_], reasons)
     if len(reasons) > before:
-        _close(positions, reasons, open_)
-    return Fit(positions=positions, passed=open_, reasons=reasons)
+        judged.close()
+    return Fit(positions=positions, passed=judged.open_, reasons=reasons)
 
 
-def _close(positions: np.ndarray, reasons: dict[int, tuple[str, bool]], open_: np.ndarray) -> None:
-    """Mark closed in ``open_`` every entry of ``positions`` that has a reason (after a rule
-    that judged node by node)."""
-    open_ &= ~np.isin(positions, np.fromiter(reasons, dtype=np.int64, count=len(reasons)))
+@dataclass
+class _Judged:
+    """The nodes :func:`fit` judges, rule after rule: their ``positions``, which are still
+    ``open_`` (no rule broken yet), the ``reasons`` of the others, and whether sentences
+    are written (``explain``)."""
+
+    positions: np.ndarray
+    open_: np.ndarray
+    reasons: dict[int, tuple[str, bool]]  # position -> (sentence, unresolvable)
+    explain: bool
+
+    def close(self) -> None:
+        """Close every open entry that has a reason (after a rule that judged node by
+        node)."""
+        reasons = self.reasons
+        self.open_ &= ~np.isin(
+            self.positions, np.fromiter(reasons, dtype=np.int64, count=len(reasons))
+        )
+
+    def fail(
+        self, mask: np.ndarray, why: Callable[[list[int]], list[str]], static: np.ndarray | bool
+    ) -> None:
+        """Give each open node of ``positions[mask]`` the reason ``why`` writes for it
+        (``why(nodes)``: one sentence per node; empty sentences unless ``explain``), and
+        close it."""
+        hit = mask & self.open_
+        if not hit.any():
+            return
+        self.open_ &= ~hit
+        failed = self.positions[hit].tolist()
+        hard = np.broadcast_to(np.asarray(static, dtype=bool), mask.shape)[hit].tolist()
+        sentences = why(failed) if self.explain else [""] * len(failed)
+        self.reasons.update(zip(failed, zip(sentences, hard, strict=True), strict=True))
 
 
-def _fail(
-    reasons: dict[int, tuple[str, bool]],
-    positions: np.ndarray,
-    open_: np.ndarray,
-    mask: np.ndarray,
-    why: Callable[[list[int]], list[str]],
-    static: np.ndarray | bool,
-    explain: bool = True,
-) -> None:
-    """Give each node of ``positions[mask]`` without a reason yet (``open_``) the reason
-    ``why`` writes for it (``why(nodes)``: one sentence per node; empty sentences unless
-    ``explain``), and close it."""
-    hit = mask & open_
-    if not hit.any():
-        return
-    open_ &= ~hit
-    failed = positions[hit].tolist()
-    hard = np.broadcast_to(np.asarray(static, dtype=bool), mask.shape)[hit].tolist()
-    sentences = why(failed) if explain else [""] * len(failed)
-    reasons.update(zip(failed, zip(sentences, hard, strict=True), strict=True))
-
-
-def _extended_rules(
-    state: State,
-    ask: Ask,
-    positions: np.ndarray,
-    reasons: dict[int, tuple[str, bool]],
-    open_: np.ndarray,
-    explain: bool = True,
-) -> None:
+def _extended_rules(state: State, ask: Ask, judged: _Judged) -> None:
     """K4: each extended resource the pod asks for must be free on the node."""
     nodes = state.cluster.nodes
     names = state.names
+    positions = judged.positions
     for name, amount in ask.pending.resources.items():  # K4
         everywhere = state.extra_free(name)
         free = everywhere[positions]
@@ -125,19 +126,13 @@ def _extended_rules(
                 for pos, left in zip(failed, free[failed].tolist(), strict=True)
             ]
 
-        _fail(reasons, positions, open_, free < amount, short, capacity < amount, explain)
+        judged.fail(free < amount, short, capacity < amount)
 
 
-def _gpu_rules(
-    state: State,
-    ask: Ask,
-    positions: np.ndarray,
-    reasons: dict[int, tuple[str, bool]],
-    open_: np.ndarray,
-    explain: bool = True,
-) -> None:
+def _gpu_rules(state: State, ask: Ask, judged: _Judged) -> None:
     """C7 for a share of a GPU, else C3 for whole GPUs and N3 for their bandwidth."""
     names = state.names
+    positions = judged.positions
     gpus = state.gpus[positions]
     milli = ask.milli
     if milli is not None:  # C7
@@ -150,7 +145,7 @@ def _gpu_rules(
             ]
 
         best = state.best_share[positions]
-        _fail(reasons, positions, open_, best < milli, no_share, gpus == 0, explain)
+        judged.fail(best < milli, no_share, gpus == 0)
     elif ask.gpus > 0:  # C3 whole GPUs
         wanted = ask.gpus
 
@@ -161,12 +156,12 @@ def _gpu_rules(
             ]
 
         free = state.free_whole[positions]
-        _fail(reasons, positions, open_, free < wanted, few_gpus, gpus < wanted, explain)
+        judged.fail(free < wanted, few_gpus, gpus < wanted)
         if ask.min_bandwidth > 0 and ask.gpus >= 2:  # N3
-            before = len(reasons)
-            _bandwidth_rule(state, ask, positions[open_], reasons)
-            if len(reasons) > before:
-                _close(positions, reasons, open_)
+            before = len(judged.reasons)
+            _bandwidth_rule(state, ask, positions[judged.open_], judged.reasons)
+            if len(judged.reasons) > before:
+                judged.close()
 
 
 def _bandwidth_rule(
@@ -187,16 +182,10 @@ def _bandwidth_rule(
             )
 
 
-def _size_rules(
-    state: State,
-    ask: Ask,
-    positions: np.ndarray,
-    reasons: dict[int, tuple[str, bool]],
-    open_: np.ndarray,
-    explain: bool = True,
-) -> None:
+def _size_rules(state: State, ask: Ask, judged: _Judged) -> None:
     """C3 for CPUs and memory: the node must have what the pod asks for free."""
     names = state.names
+    positions = judged.positions
     pending = ask.pending
     cpus = scaled(pending.cpus)
 
@@ -207,15 +196,7 @@ def _size_rules(
             for pos, free in zip(failed, state.cpus_free[failed].tolist(), strict=True)
         ]
 
-    _fail(
-        reasons,
-        positions,
-        open_,
-        state.cpus_free[positions] < cpus,
-        few_cpus,
-        state.cpus[positions] < cpus,
-        explain,
-    )
+    judged.fail(state.cpus_free[positions] < cpus, few_cpus, state.cpus[positions] < cpus)
     if pending.memory:
         memory = scaled(pending.memory)
         free_memory = state.memory_free[positions]
@@ -228,14 +209,11 @@ def _size_rules(
                 for pos, free in zip(failed, state.memory_free[failed].tolist(), strict=True)
             ]
 
-        _fail(
-            reasons,
-            positions,
-            open_,
+        node_memory = state.memory[positions]
+        judged.fail(
             (free_memory >= 0) & (free_memory < memory),
             little_memory,
-            (state.memory[positions] >= 0) & (state.memory[positions] < memory),
-            explain,
+            (node_memory >= 0) & (node_memory < memory),
         )
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gpuopt.errors import ProblemError
+from gpuopt.io.files import unreadable
 
 
 @contextlib.contextmanager
@@ -36,16 +37,10 @@ def open_csv(path: str | Path, *, encoding: str = "utf-8") -> Iterator[TextIO]:
             yield handle
     except ProblemError:
         raise
-    except FileNotFoundError:
-        raise ProblemError(f"{path}: no such file.") from None
-    except IsADirectoryError:
-        raise ProblemError(f"{path}: is a folder, not a CSV file.") from None
-    except UnicodeDecodeError:
-        raise ProblemError(f"{path}: cannot be read as UTF-8 text.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise unreadable(path, exc, "a CSV") from None
     except csv.Error as exc:
         raise ProblemError(f"{path}: not a valid CSV file ({exc}).") from None
-    except OSError as exc:
-        raise ProblemError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
     except ValueError as exc:  # a NUL byte in the path
         raise ProblemError(f"{path}: cannot be read ({exc}).") from None
 

@@ -62,6 +62,22 @@ def write_with(path: str | Path, writer: Callable[[Path], None]) -> None:
         writer(temporary)
 
 
+def unreadable(path: Path, error: OSError | UnicodeDecodeError, kind: str) -> ProblemError:
+    """The one-sentence error for a ``kind`` file (``"a CSV"``) at ``path`` that reading
+    failed on with ``error``.
+
+    >>> str(unreadable(Path("jobs.swf"), IsADirectoryError(), "an SWF"))
+    'jobs.swf: is a folder, not an SWF file.'
+    """
+    if isinstance(error, FileNotFoundError):
+        return ProblemError(f"{path}: no such file.")
+    if isinstance(error, IsADirectoryError):
+        return ProblemError(f"{path}: is a folder, not {kind} file.")
+    if isinstance(error, UnicodeDecodeError):
+        return ProblemError(f"{path}: cannot be read as UTF-8 text.")
+    return ProblemError(f"{path}: cannot be read ({error.strerror or error}).")
+
+
 def _reject_constant(name: str) -> float:
     # The json module accepts NaN and Infinity by default; our inputs never should.
     raise ValueError(f"{name} is not a valid number")

@@ -429,11 +429,7 @@ class Controller:
         for node in cluster.nodes:
             if node.labels.get(CORDONED) == "true":
                 note = "the plan that cordoned it is over; the freed room takes new pods"
-                patch = {"spec": {"unschedulable": None}, "metadata": {"labels": {CORDONED: None}}}
-                self._act(
-                    "defrag", "uncordon", NODES, None, node.id, note,
-                    partial(self.api.patch, NODES, node.id, patch),
-                )  # fmt: skip
+                self._set_cordon(node.id, False, note, None)
 
     def _defrag(self) -> None:
         """Room for the waiting pods, wave by wave (L7, L8)."""
@@ -506,13 +502,22 @@ class Controller:
         cordoned = {
             a.name for a in self._report.actions if a.verb == "cordon" and a.outcome != "refused"
         }
-        patch = {"spec": {"unschedulable": None}, "metadata": {"labels": {CORDONED: None}}}
         for node_id in sorted(cordoned & abandoned):
-            self._act(
-                "defrag", "uncordon", NODES, None, node_id,
-                "a move out of it was dropped: it will not be emptied",
-                partial(self.api.patch, NODES, node_id, patch),
-            )  # fmt: skip
+            self._set_cordon(
+                node_id, False, "a move out of it was dropped: it will not be emptied", None
+            )
+
+    def _set_cordon(self, node_id: str, cordon: bool, reason: str, wave: int | None) -> None:
+        """Cordon ``node_id`` with the label that says the controller did it, or uncordon it
+        and drop the label (a merge patch's None removes a field)."""
+        patch = {
+            "spec": {"unschedulable": True if cordon else None},
+            "metadata": {"labels": {CORDONED: "true" if cordon else None}},
+        }
+        self._act(
+            "defrag", "cordon" if cordon else "uncordon", NODES, None, node_id, reason,
+            partial(self.api.patch, NODES, node_id, patch), wave=wave,
+        )  # fmt: skip
 
     def _hold_and_evict(
         self, task: Task, move: Move, hold: Obj, templates: Mapping[tuple[str, str], Obj]
@@ -521,22 +526,19 @@ class Controller:
             raise _Stop("no evictions left this period (--max-evictions)")
         namespace, _ = _split(task.id)
         where = f"move {move.source} -> {move.to}"
-        self._act(
-            "defrag", "hold", PODS, namespace, hold["metadata"]["name"],
-            f"holds the room of {task.id} on {move.to} ({where})",
-            partial(self._make_hold, hold, templates),
-            wave=move.wave,
-        )  # fmt: skip
+
+        def on_hold(verb: str, reason: str, do: Callable[..., None]) -> None:
+            self._act(
+                "defrag", verb, PODS, namespace, hold["metadata"]["name"], reason,
+                partial(do, hold, templates), wave=move.wave,
+            )  # fmt: skip
+
+        on_hold("hold", f"holds the room of {task.id} on {move.to} ({where})", self._make_hold)
         try:
             self._evict("defrag", task, f"{where} (make-before-break)", move.wave)
         except _Stop:
             # the eviction was refused: the room held for it serves nothing
-            self._act(
-                "defrag", "release", PODS, namespace, hold["metadata"]["name"],
-                f"the eviction of {task.id} was refused",
-                partial(self._release_hold, hold, templates),
-                wave=move.wave,
-            )  # fmt: skip
+            on_hold("release", f"the eviction of {task.id} was refused", self._release_hold)
             raise
 
     def _cordon(
@@ -547,13 +549,9 @@ class Controller:
             node = nodes.get(node_id)
             if node_id in skip or node is None or node.unschedulable:
                 continue  # not emptied after all, gone, or cordoned by someone else: left alone
-            patch = {"spec": {"unschedulable": True}, "metadata": {"labels": {CORDONED: "true"}}}
-            self._act(
-                "defrag", "cordon", NODES, None, node_id,
-                "the plan empties it: no replacement may return to it",
-                partial(self.api.patch, NODES, node_id, patch),
-                wave=wave,
-            )  # fmt: skip
+            self._set_cordon(
+                node_id, True, "the plan empties it: no replacement may return to it", wave
+            )
 
     def _preempt(self) -> None:
         """Victims for the waiting high-priority pods that fit nowhere (K8)."""

@@ -472,13 +472,16 @@ def solve_first_fit(problem: MigProblem) -> MigResult:
     """
     started = time.perf_counter()
     picks = _first_fit(problem)
-    return make_result(
-        problem,
-        "first-fit",
-        picks,
-        seconds=time.perf_counter() - started,
-        notes=[heuristic_note("first-fit")],
-    )
+    return _heuristic_result(problem, "first-fit", picks, started)
+
+
+def _heuristic_result(
+    problem: MigProblem, method: str, picks: Sequence[MigPick], started: float
+) -> MigResult:
+    """The answer of the heuristic ``method`` (with the note that says it proves no
+    bound), timed from ``started`` (``time.perf_counter``)."""
+    seconds = time.perf_counter() - started
+    return make_result(problem, method, picks, seconds=seconds, notes=[heuristic_note(method)])
 
 
 def solve_heuristic(problem: MigProblem, *, improve: bool = True) -> MigResult:
@@ -510,13 +513,7 @@ def solve_heuristic(problem: MigProblem, *, improve: bool = True) -> MigResult:
     best = max(candidates, key=lambda picks: evaluate(problem, picks).score)
     if improve:
         best = _replace(problem, _improve(problem, best))
-    return make_result(
-        problem,
-        "heuristic",
-        best,
-        seconds=time.perf_counter() - started,
-        notes=[heuristic_note("heuristic")],
-    )
+    return _heuristic_result(problem, "heuristic", best, started)
 
 
 __all__ = [

@@ -48,6 +48,11 @@ GPU_CLASS = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.
         ("device.attributes['gpu.nvidia.com'].numa == 1", True),
         ("'profile' in device.attributes['gpu.nvidia.com']", False),
         ("device.allowMultipleAllocations", False),
+        # Kubernetes' library tests: a quantity needs a number, a semver all three parts
+        ('isQuantity("40Gi")', True),
+        ('isQuantity("forty")', False),
+        ('isSemver("1.2.3")', True),
+        ('isSemver("1.2")', False),
     ],
 )
 def test_selectors_as_kubernetes_evaluates_them(expression: str, expected: bool) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuopt.errors import ProblemError
-from gpuopt.io.files import atomic_path, read_json, write_text_atomic, write_with
+from gpuopt.io.files import atomic_path, read_json, unreadable, write_text_atomic, write_with
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
@@ -91,3 +91,26 @@ def test_good_json_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "ok.json"
     write_text_atomic(path, '{"pair": "\\ud83d\\ude00", "n": [1, 2.5, null]}')
     assert read_json(path) == {"pair": "\U0001f600", "n": [1, 2.5, None]}
+
+
+def test_unreadable_names_the_cause_of_each_real_failure(tmp_path: Path) -> None:
+    """The sentence for each failure a reader meets, made by really reading (not by hand)."""
+    caught: list[OSError | UnicodeDecodeError] = []
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"caf\xe9")
+    for path in (tmp_path / "absent.swf", tmp_path, latin):
+        try:
+            path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            caught.append(exc)
+    sentences = [str(unreadable(Path("f.swf"), exc, "an SWF")) for exc in caught]
+    assert sentences == [
+        "f.swf: no such file.",
+        "f.swf: is a folder, not an SWF file.",
+        "f.swf: cannot be read as UTF-8 text.",
+    ]
+    other = PermissionError(13, "Permission denied")
+    assert (
+        str(unreadable(Path("f.csv"), other, "a CSV"))
+        == "f.csv: cannot be read (Permission denied)."
+    )

@@ -502,8 +502,25 @@ def node_view(cluster: Cluster, request: Request) -> NodeIndex:
     )
 
 
-@dataclass(frozen=True)
-class ClusterNodeRows:
+@dataclass(frozen=True, kw_only=True)
+class NodeColumns:
+    """What :class:`ClusterNodeRows` keeps of every node of a cluster and :class:`NodeIndex`
+    of the nodes one request may use, one row per node: GPUs, free GPUs as a bit mask and
+    a count, free CPUs and memory in thousandths (``node_memory_free`` is -1 where a node
+    states no memory).
+    """
+
+    node_gpus: npt.NDArray[np.int64]
+    node_free_mask: npt.NDArray[np.int64]
+    node_free_gpus: npt.NDArray[np.int64]
+    node_cpus_free: npt.NDArray[np.int64]
+    node_memory_free: npt.NDArray[np.int64]
+    #: thousandths each GPU has left (C7), one row per node, -1 past a node's GPUs
+    node_left: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterNodeRows(NodeColumns):
     """:class:`NodeIndex`'s columns for every node of a cluster, in cluster order, which
     :func:`node_view` takes rows of (built once per cluster by :func:`cluster_node_rows`).
 
@@ -516,12 +533,6 @@ class ClusterNodeRows:
     kinds: list[GpuTopology]
     node_kind: npt.NDArray[np.int64]
     kind_label: list[str]
-    node_gpus: npt.NDArray[np.int64]
-    node_free_mask: npt.NDArray[np.int64]
-    node_free_gpus: npt.NDArray[np.int64]
-    node_cpus_free: npt.NDArray[np.int64]
-    node_memory_free: npt.NDArray[np.int64]
-    node_left: npt.NDArray[np.int64]
 
 
 def cluster_node_rows(cluster: Cluster) -> ClusterNodeRows:
@@ -596,15 +607,14 @@ def _build_node_rows(cluster: Cluster) -> ClusterNodeRows:
     )
 
 
-@dataclass(frozen=True)
-class NodeIndex:
-    """Numpy view of the nodes: positions, free GPUs as bit masks, resources as integers.
+@dataclass(frozen=True, kw_only=True)
+class NodeIndex(NodeColumns):
+    """Numpy view of the nodes: positions, free GPUs as bit masks, resources as integers
+    (the columns of :class:`NodeColumns`).
 
     ``node_topology[i]`` indexes ``topologies`` (one
     :class:`~gpuopt.cluster.interconnect.GpuTopology` per topology id, shared
-    with :func:`~gpuopt.cluster.interconnect.gpu_topology`'s cache); CPUs and memory
-    are in thousandths; ``node_memory_free`` is -1 where a node states no
-    memory.
+    with :func:`~gpuopt.cluster.interconnect.gpu_topology`'s cache).
     """
 
     node_ids: list[str]
@@ -612,13 +622,6 @@ class NodeIndex:
     topology_ids: list[str]
     topologies: list[GpuTopology]
     node_topology: npt.NDArray[np.int64]
-    node_gpus: npt.NDArray[np.int64]
-    node_free_mask: npt.NDArray[np.int64]
-    node_free_gpus: npt.NDArray[np.int64]
-    node_cpus_free: npt.NDArray[np.int64]
-    node_memory_free: npt.NDArray[np.int64]
-    #: thousandths each GPU has left (C7), one row per node, -1 past a node's GPUs
-    node_left: npt.NDArray[np.int64]
     #: share (thousandths) -> :meth:`share_gpu`'s answer, filled on first use
     shares: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict)
 
@@ -662,6 +665,7 @@ __all__ = [
     "MAX_NODES",
     "NO_MEMORY",
     "ClusterNodeRows",
+    "NodeColumns",
     "NodeIndex",
     "NodePlacementProblem",
     "NodeRequest",
