@@ -288,8 +288,8 @@ DECORATED = _decorated()
 def test_the_scan_finds_every_backend_with_options() -> None:
     # by hand: allocation (greedy_grid, solve_greedy, milp, cpsat), defrag (ipc, milp,
     # cpsat), gang (milp, cpsat), switch placement (milp, cpsat), preemption (milp,
-    # cpsat) and the two readers (kubectl, openb)
-    assert len(DECORATED) == 15
+    # cpsat), the calendar (milp, cpsat) and the two readers (kubectl, openb)
+    assert len(DECORATED) == 17
     assert allocation_milp in DECORATED and read_openb in DECORATED
 
 

@@ -67,8 +67,6 @@ def solve_cpsat(
     ----------
     problem
         The calendar.
-    seed, threads, log
-        CP-SAT's seed, workers and search log (on stderr).
 
     Returns
     -------

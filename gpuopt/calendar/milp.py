@@ -736,8 +736,6 @@ def solve_milp(
     ----------
     problem
         The calendar.
-    seed, threads, log
-        HiGHS's seed, threads and log (on stderr).
 
     Returns
     -------
