@@ -281,10 +281,10 @@ def print_schedule(shown: Any, problem: Any, schedule: Any) -> None:
             title=f"schedule: {problem.horizon} steps of {minutes} min; start and end as step "
             "(hours from the plan's start); end is the step by which a task finishes",
             title_justify="left",
-            box=box.SIMPLE_HEAD,  # the lines of gpuopt bench: no edge, one column apart
+            box=box.SIMPLE_HEAD,  # the lines of gpuopt bench: no edge
             show_edge=False,
             pad_edge=False,
-            collapse_padding=True,
+            padding=0,  # one column apart (the box's own), so the six columns fit 80
         )
         columns = ("task", "kind", "status", "start", "end", "GPUs", "note")
         for column in columns[: 7 if with_notes else 6]:

@@ -76,7 +76,8 @@ class PreemptionResult(Result):
     def summary(self) -> str:
         if self.node is None:
             return f"{self.method}: no node can make room ({self.seconds * 1000:.3f} ms)"
-        stopped = f"stops {len(self.victims)} LP tasks" if self.victims else "no preemption"
+        count = len(self.victims)
+        stopped = f"stops {count} LP task{'' if count == 1 else 's'}" if count else "no preemption"
         return (
             f"{self.method}: node {self.node}, stage {self.stage}, {stopped}, "
             f"cost {self.cost:g} GPU x time units lost ({self.seconds * 1000:.3f} ms)"
