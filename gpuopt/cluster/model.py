@@ -238,6 +238,14 @@ class Cluster(IndexedModel, _Extended):
         for node in self.nodes:
             check_unique(f"node {node.id!r}: devices", (device.key for device in node.devices))
         check_unique("devices", (device.key for device in self.devices))
+        # R1: a device (driver, pool, name) is one device, on one node or in the cluster's pools
+        check_unique(
+            "devices of nodes and cluster",
+            (
+                *(device.key for node in self.nodes for device in node.devices),
+                *(device.key for device in self.devices),
+            ),
+        )
         known = {*self.levels, NODE_LEVEL}
         for gang in self.gangs:
             if gang.level is not None and gang.level not in known:

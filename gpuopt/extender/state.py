@@ -591,8 +591,8 @@ class State:
         found = DeviceNode(node.id, devices, tuple(node.counters), tuple(allocated.values()))
         if not own:
             self._device_nodes[pos] = found
-            for device in devices:
-                self._key_nodes.setdefault(device.key, set()).add(pos)
+        for device in devices:  # (a read without a pod's own claims too: fits keeps it)
+            self._key_nodes.setdefault(device.key, set()).add(pos)
         return found
 
     def servable(self, pos: int) -> Servable:

@@ -458,7 +458,7 @@ class Scope:
     #: each of ``tasks``' position in the cluster's tasks
     task_at: np.ndarray
     #: when no node is in reach, per node of the cluster the first rule it fails (K1-K4,
-    #: DF1-DF8; None for a node without GPUs that none refuses); else empty
+    #: DF1-DF8, the node named; None for a node no rule refuses); else empty
     refusals: tuple[str | None, ...] = ()
 
     @classmethod
@@ -490,8 +490,12 @@ class Scope:
             allowed = [ok and why is None for ok, why in zip(allowed, refused, strict=True)]
         nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
         if not nodes:
+            used: dict[str, Counter[str]] = {}
+            for task in cluster.tasks:
+                if task.resources:
+                    used.setdefault(task.node, Counter()).update(task.resources)
             refused = [
-                why if why is not None else _refusal(cluster, node, request)
+                why if why is not None else _refusal(node, request, used.get(node.id))
                 for node, why in zip(cluster.nodes, refused, strict=True)
             ]
         columns = task_columns(cluster)
@@ -599,18 +603,14 @@ def _plain_claims(request: ClusterRequest) -> bool:
     )
 
 
-def _refusal(cluster: Cluster, node: ClusterNode, request: ClusterRequest) -> str | None:
+def _refusal(node: ClusterNode, request: ClusterRequest, used: Counter[str] | None) -> str | None:
     """Why K1-K3 or, for its extended resources, K4 keep ``request`` from ``node`` (None:
-    they do not)."""
+    they do not); ``used``: the extended resources its pods hold."""
     from gpuopt.cluster.rules import refusal, short_of
 
     found = refusal(node, request)
     if found is None and request.resources:
-        used: Counter[str] = Counter()
-        for task in cluster.tasks:
-            if task.node == node.id and task.resources:
-                used.update(task.resources)
-        found = short_of(node.id, node.resources, used, request.resources)
+        found = short_of(node.id, node.resources, used or Counter(), request.resources)
     return found
 
 
@@ -661,11 +661,14 @@ def _devices_refusals(
                 )
             )
             if not counted:
-                reason = now[0]  # (they must fit as the node stands)
+                reason = f"node {node.id}: {now[0]}"  # (they must fit as the node stands)
             else:
-                freed = ledger.fit(request.claims, node.id, on.get(node.id, []))[0]
+                victims = on.get(node.id, [])
+                freed = ledger.fit(request.claims, node.id, victims)[0]
                 if freed:
-                    reason = f"{freed[0].rstrip('.')} (with the pods it may stop there released)"
+                    reason = f"node {node.id}: {freed[0]}"
+                    if victims:
+                        reason = f"{reason.rstrip('.')} (with the pods it may stop there released)"
         found.append(reason)
     return found
 

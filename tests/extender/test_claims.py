@@ -437,3 +437,43 @@ def test_an_assumption_reads_again_only_the_nodes_offering_its_devices() -> None
         c.id for c in read[target].allocated
     }
     assert state.servable(target).total == measures[target].total
+
+
+def test_an_assumption_drops_the_verdicts_of_a_pod_read_without_its_own_claims() -> None:
+    """A filter of an assumed pod reads each node without that pod's claims, and keeps its
+    verdict; when another pod is then assumed on that node's devices, the verdict must go
+    (it was made with those devices free), as prioritize would reuse its picks."""
+    from gpuopt.cluster.devicefit import claims_fit, device_fit
+    from gpuopt.defrag.generator import random_snapshot
+    from gpuopt.dragen import DraFacts, with_dra
+    from tests.cluster.test_servable import _allocated
+
+    base = random_snapshot(5, nodes=6, gpus_per_node=8, fill=0.5)
+    cluster = with_dra(base, 5, DraFacts(nodes=1.0, mig=0.5, shared=0.5, waiting=4))
+    probe = Extender(cluster, assume_ttl=None).state  # finds the claims and picks
+    state = Extender(cluster, assume_ttl=None).state  # reads a node only where told
+    assert probe is not None and state is not None
+    one = [
+        ResourceClaim.model_validate(
+            {
+                "id": f"ns/{item.name}",
+                "requests": [{"name": "r", "exactly": {"name": "r", "device_class": item.name}}],
+            }
+        )
+        for item in cluster.device_classes
+    ]
+    fitting = [
+        (pos, claim)
+        for pos, node in enumerate(cluster.nodes)
+        if node.devices
+        for claim in one
+        if device_fit(probe.device_node(pos), [claim], probe.selection()).fits
+    ]
+    (first, asked), (other, taken) = fitting[0], next(f for f in fitting if f[0] != fitting[0][0])
+    mine = device_fit(probe.device_node(first), [asked], probe.selection())
+    state.assume_claims("ns/x", (_allocated(asked, mine.picks, probe.device_node(first)),))
+    here = state.device_node(other, without="ns/x")  # as the filter reads it for ns/x
+    state.fits["ns/x", other, (taken.id,)] = claims_fit(here, [taken], state.selection())
+    theirs = device_fit(probe.device_node(other), [taken], probe.selection())
+    state.assume_claims("ns/z", (_allocated(taken, theirs.picks, probe.device_node(other)),))
+    assert ("ns/x", other, (taken.id,)) not in state.fits

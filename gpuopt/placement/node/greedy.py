@@ -19,6 +19,7 @@ and its ``reason`` says which filter each node failed.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -285,11 +286,13 @@ def _nodes(mask: npt.NDArray[np.bool_], singular: str, plural: str) -> str:
 def _left_out(reasons: list[str]) -> str:
     """The nodes left out of the view, by the first rule each fails (:func:`left_out`): each
     sentence when there are at most three, else a count per rule with its first sentence."""
+    reasons = [reason.rstrip(".") for reason in reasons]
     if len(reasons) <= 3:
         return "; ".join(reasons)
     by_rule: dict[str, list[str]] = {}
     for reason in reasons:
-        by_rule.setdefault(reason.split(":", 1)[0], []).append(reason)
+        rule = re.search(r"\b(K\d+|DF\d+)\b", reason)
+        by_rule.setdefault(rule.group(1) if rule else reason, []).append(reason)
     return "; ".join(
         f"{len(found)} nodes by {rule} (the first: {found[0]})" if len(found) > 1 else found[0]
         for rule, found in by_rule.items()

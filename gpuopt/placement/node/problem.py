@@ -418,7 +418,7 @@ def left_out(cluster: Cluster, request: Request) -> list[str]:
 
                 ledger = DeviceLedger(cluster)
             reasons = ledger.fit(request.claims, node.id)[0]
-            reason = reasons[0] if reasons else None
+            reason = f"node {node.id}: {reasons[0]}" if reasons else None
         found.append(reason or f"node {node.id} is left out")
     return found
 

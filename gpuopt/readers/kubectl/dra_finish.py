@@ -203,8 +203,20 @@ def _attach(
     on_node: defaultdict[str, list[Device]] = defaultdict(list)
     counters: defaultdict[str, list[CounterSet]] = defaultdict(list)
     shared: list[Device] = []
+    seen: set[str] = set()
     for found in slices:
         for device in found.devices:
+            if device.key in seen:  # R1: a device is named once in its pool
+                ctx.problem(
+                    "dra-duplicate-device",
+                    device.key,
+                    ProblemError(
+                        f"ResourceSlice {found.name!r}: device {device.key!r} is published "
+                        "twice in its pool (two slices of its newest generation name it)."
+                    ),
+                )
+                continue
+            seen.add(device.key)
             place = found.device_places.get(device.name, found.place)
             if place[0] == "node":
                 if place[1] in ctx.nodes:

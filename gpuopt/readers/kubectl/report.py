@@ -131,6 +131,8 @@ _LINES: dict[str, str] = {
     "dra-cut": "{n} whole DRA GPUs have MIG placements allocated on them (their shared "
     "counters are drawn): not offered as whole GPUs",
     "dra-tainted": "{n} free DRA GPUs carry NoSchedule or NoExecute device taints: not offered",
+    "dra-duplicate-device": "{n} DRA devices are published twice in their pool (the same "
+    "driver, pool and name in two slices of its newest generation): the first is kept",
     "dra-plugin-apart": "{n} nodes offer DRA GPUs and no DeviceClass read serves a GPU "
     "extended resource (extendedResourceName): a pod asking nvidia.com/gpu takes only a "
     "device plugin's GPUs (counted apart as dra.gpuopt.io/(device-plugin))",
@@ -150,6 +152,7 @@ _PROBLEMS = frozenset(
         "gang-size",
         "gang-conflict",
         "dra-cel",
+        "dra-duplicate-device",
     }
 )
 #: Fields gpuopt reads but does not plan with (``{n}``: how many objects carry one).

@@ -103,9 +103,9 @@ def test_a_request_with_claims_goes_only_where_they_fit() -> None:
     assert empty.node is None and violations(smaller, empty) == []
     # and it says why each node is left out: a's GPUs are held (DF1), b's carry a taint
     assert empty.reason is not None and empty.reason.startswith(
-        "no node can take 'job': every node with GPUs is left out: DF"
+        "no node can take 'job': every node with GPUs is left out: node a: DF4"
     )
-    assert "node 'a'" in empty.reason and "node 'b'" in empty.reason
+    assert "; node b: DF7" in empty.reason
 
 
 def test_an_empty_answer_says_why_each_node_is_left_out() -> None:

@@ -39,6 +39,32 @@ def test_only_the_newest_generation_of_a_pool_counts() -> None:
     assert cluster.nodes[0].gpus == 2
 
 
+def test_a_device_published_twice_in_its_pool_is_kept_once_and_reported() -> None:
+    # two slices of one pool's generation both list gpu-1, one on the node and one for
+    # every node: one device (R1), so the first is kept, and --strict refuses the input
+    first = resource_slice("a", [gpu("gpu-0"), gpu("gpu-1")])
+    second = resource_slice("b", [gpu("gpu-1")], allNodes=True)
+    for found in (first, second):
+        found["spec"]["pool"]["resourceSliceCount"] = 2
+    cluster, report = read(node(), first, second, GPU_CLASS)
+    assert [device.name for device in cluster.nodes[0].devices] == ["gpu-0", "gpu-1"]
+    assert cluster.devices == []
+    assert report.reasons["dra-duplicate-device"] == ["gpu.nvidia.com/pool-1/gpu-1"]
+    with pytest.raises(ProblemError, match="published twice"):
+        read(node(), first, second, GPU_CLASS, strict=True)
+
+
+def test_a_cluster_names_each_device_once() -> None:
+    from gpuopt.cluster.model import Cluster
+
+    device = {"name": "g0", "driver": "d", "pool": "p"}
+    with pytest.raises(ValueError, match="devices of nodes and cluster: id 'd/p/g0'"):
+        Cluster(
+            nodes=[{"id": "n", "gpus": 0, "cpus": 8, "devices": [device]}],
+            devices=[{**device, "nodes": ["n"]}],
+        )
+
+
 def test_a_pool_with_slices_missing_is_reported() -> None:
     found = resource_slice("half", [gpu("gpu-0")])
     found["spec"]["pool"]["resourceSliceCount"] = 2
