@@ -172,19 +172,24 @@ class Asking(PodSpec, Protocol):
 def admitted(cluster: Cluster, request: Asking) -> list[bool]:
     """Per node: may ``request`` go there now by rules K1-K3 and, for its extended
     resources, K4 (GPUs, CPUs and memory are the views' own business)?"""
+    return [why is None for why in refusals(cluster, request)]
+
+
+def refusals(cluster: Cluster, request: Asking) -> list[str | None]:
+    """Per node, why rules K1-K3 or, for its extended resources, K4 keep ``request`` from
+    it (:func:`refusal`, :func:`short_of`; None: they do not)."""
     used: defaultdict[str, Counter[str]] = defaultdict(Counter)
     if request.resources:
         for task in cluster.tasks:
             if task.resources:
                 used[task.node].update(task.resources)
-    return [
-        refusal(node, request) is None
-        and (
-            not request.resources
-            or short_of(node.id, node.resources, used[node.id], request.resources) is None
-        )
-        for node in cluster.nodes
-    ]
+    found = []
+    for node in cluster.nodes:
+        why = refusal(node, request)
+        if why is None and request.resources:
+            why = short_of(node.id, node.resources, used[node.id], request.resources)
+        found.append(why)
+    return found
 
 
 def placement_key(pod: PodSpec) -> str:

@@ -23,7 +23,6 @@ the checker compare without tolerance.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -490,13 +489,11 @@ class Scope:
             allowed = [ok and why is None for ok, why in zip(allowed, refused, strict=True)]
         nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
         if not nodes:
-            used: dict[str, Counter[str]] = {}
-            for task in cluster.tasks:
-                if task.resources:
-                    used.setdefault(task.node, Counter()).update(task.resources)
+            from gpuopt.cluster.rules import refusals
+
             refused = [
-                why if why is not None else _refusal(node, request, used.get(node.id))
-                for node, why in zip(cluster.nodes, refused, strict=True)
+                device if device is not None else rule
+                for device, rule in zip(refused, refusals(cluster, request), strict=True)
             ]
         columns = task_columns(cluster)
         if len(nodes) == len(cluster.nodes):
@@ -601,17 +598,6 @@ def _plain_claims(request: ClusterRequest) -> bool:
         )
         for claim in request.claims
     )
-
-
-def _refusal(node: ClusterNode, request: ClusterRequest, used: Counter[str] | None) -> str | None:
-    """Why K1-K3 or, for its extended resources, K4 keep ``request`` from ``node`` (None:
-    they do not); ``used``: the extended resources its pods hold."""
-    from gpuopt.cluster.rules import refusal, short_of
-
-    found = refusal(node, request)
-    if found is None and request.resources:
-        found = short_of(node.id, node.resources, used or Counter(), request.resources)
-    return found
 
 
 def _devices_refusals(

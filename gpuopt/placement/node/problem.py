@@ -393,33 +393,24 @@ def usable_nodes(cluster: Cluster, request: Request) -> list[ClusterNode]:
 def left_out(cluster: Cluster, request: Request) -> list[str]:
     """Why each node with GPUs that ``request`` may not use is left out of its view
     (:func:`usable_nodes`), one sentence per node in cluster order: the first of rules
-    K1-K3 (:func:`~gpuopt.cluster.rules.refusal`), K4 for its extended resources, or
-    device fit (DF1-DF8) for its claims."""
-    from gpuopt.cluster.rules import refusal, short_of
+    K1-K3 or K4 for its extended resources (:func:`~gpuopt.cluster.rules.refusals`), else
+    device fit (DF1-DF8) for its claims, the node named."""
+    from gpuopt.cluster.rules import refusals
 
-    usable = {node.id for node in usable_nodes(cluster, request)}
-    used: dict[str, Counter[str]] = {}
-    for task in cluster.tasks:
-        if task.resources:
-            used.setdefault(task.node, Counter()).update(task.resources)
     ledger = None
     found = []
-    for node in cluster.nodes:
-        if node.gpus <= 0 or node.id in usable:
+    for node, why in zip(cluster.nodes, refusals(cluster, request), strict=True):
+        if node.gpus <= 0:
             continue
-        reason = refusal(node, request)
-        if reason is None and request.resources:
-            reason = short_of(
-                node.id, node.resources, used.get(node.id, Counter()), request.resources
-            )
-        if reason is None and request.claims:
+        if why is None and request.claims:
             if ledger is None:
                 from gpuopt.cluster.devicecheck import DeviceLedger
 
                 ledger = DeviceLedger(cluster)
             reasons = ledger.fit(request.claims, node.id)[0]
-            reason = f"node {node.id}: {reasons[0]}" if reasons else None
-        found.append(reason or f"node {node.id} is left out")
+            why = f"node {node.id}: {reasons[0]}" if reasons else None
+        if why is not None:
+            found.append(why)
     return found
 
 
