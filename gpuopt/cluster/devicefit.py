@@ -323,6 +323,18 @@ class _Standing:
     unknown_draw: list[str | None]  # why a device's draw cannot be judged
     left: dict[tuple[str, str, str], dict[str, Number]]  # available, as Numbers
 
+    def cut(self, position: int) -> bool:
+        """Whether the device at ``position`` could not draw its counters now: its pool is
+        overdrawn, or its own draw exceeds what a counter set has left (DF5)."""
+        device = self.devices[position]
+        if (device.driver, device.pool) in self.overdrawn:
+            return True
+        return any(
+            quick_amount(text) > self.left[device.driver, device.pool, consumed.counter_set][name]
+            for consumed in device.consumes_counters
+            for name, text in consumed.counters.items()
+        )
+
 
 #: :func:`_standing` of each DeviceNode still alive (by its id; an entry goes when its node
 #: is freed): a node is read once however many searches and measures ask about it (the
@@ -721,14 +733,7 @@ def _units(
                                 f"{device.key} of node {node!r} could serve it, but "
                                 f"{standing.unknown_draw[position]}.",
                             )
-                        if (device.driver, device.pool) in standing.overdrawn or any(
-                            quick_amount(text)
-                            > standing.left[device.driver, device.pool, consumed.counter_set][
-                                counter
-                            ]
-                            for consumed in device.consumes_counters
-                            for counter, text in consumed.counters.items()
-                        ):
+                        if standing.cut(position):
                             every_ok = False
                             continue
                     counts["DF5"] += 1

@@ -22,7 +22,6 @@ from gpuopt.cluster.devicefit import (
     allocated_consumption,
     amount,
     numbers,
-    quick_amount,
 )
 from gpuopt.cluster.devices import Device, ResourceClaim
 
@@ -62,15 +61,7 @@ def _part(standing: _Standing, position: int) -> Fraction | None:
         return None
     if any(taint.effect in REFUSING_EFFECTS for taint in device.taints):
         return None
-    if not standing.drawn[position] and (
-        (device.driver, device.pool) in standing.overdrawn
-        or any(
-            quick_amount(text)
-            > standing.left[device.driver, device.pool, consumed.counter_set][counter]
-            for consumed in device.consumes_counters
-            for counter, text in consumed.counters.items()
-        )
-    ):
+    if not standing.drawn[position] and standing.cut(position):
         return None  # cut: its own draw no longer fits what its counters have left
     if device.allow_multiple_allocations:
         return _share_left(standing.taken[position], device)
@@ -95,7 +86,11 @@ def servable_costs(node: DeviceNode) -> dict[str, Fraction]:
     One pass over the devices drawing on each counter set; for ordering a search, not
     for judging (a shareable device is counted as taken whole)."""
     standing = _standing(node)
-    worth = servable_devices(node)
+    return _costs(standing, _parts(standing))
+
+
+def _costs(standing: _Standing, worth: dict[str, Fraction]) -> dict[str, Fraction]:
+    """:func:`servable_costs` of the node ``standing`` reads, whose parts are ``worth``."""
     draws: list[dict[tuple[str, str, str], dict[str, Fraction]]] = []
     by_set: defaultdict[tuple[str, str, str], list[int]] = defaultdict(list)
     for position, device in enumerate(standing.devices):
@@ -155,7 +150,7 @@ class Servable:
             by_pool[device.driver, device.pool].append(position)
             for consumed in device.consumes_counters:
                 by_set[device.driver, device.pool, consumed.counter_set].append(position)
-        costs = servable_costs(node)
+        costs = _costs(standing, parts)
         return cls(
             node,
             sum(parts.values(), Fraction(0)),

@@ -570,10 +570,7 @@ class State:
             held: dict[str, list[ResourceClaim]] = {}
             every = [*self.cluster.claims, *(c for cs in self.assumed_claims.values() for c in cs)]
             for claim in every:
-                for result in claim.allocated or ():
-                    mine = held.setdefault(result.key, [])
-                    if not mine or mine[-1] is not claim:
-                        mine.append(claim)
+                _hold(held, claim)
             self._held = held
             reaching: dict[str, list[Device]] = {}
             for device in self.cluster.devices:
@@ -629,10 +626,7 @@ class State:
                     mine = self._held.get(result.key, [])
                     self._held[result.key] = [other for other in mine if other is not claim]
             for claim in added:
-                for result in claim.allocated or ():
-                    mine = self._held.setdefault(result.key, [])
-                    if not mine or mine[-1] is not claim:
-                        mine.append(claim)
+                _hold(self._held, claim)
         changed = set().union(*(self._key_nodes.get(key, ()) for key in keys))
         for pos in changed:
             self._device_nodes.pop(pos, None)
@@ -640,6 +634,14 @@ class State:
         if changed:
             self.fits = {key: fit for key, fit in self.fits.items() if key[1] not in changed}
         self.changes += 1
+
+
+def _hold(held: dict[str, list[ResourceClaim]], claim: ResourceClaim) -> None:
+    """Count ``claim`` as holding each device its results name (once per device)."""
+    for result in claim.allocated or ():
+        mine = held.setdefault(result.key, [])
+        if not mine or mine[-1] is not claim:
+            mine.append(claim)
 
 
 def node_left(node: Node, tasks: Sequence[Task]) -> list[int]:
