@@ -89,34 +89,12 @@ def _dra_calendar(extended_resource: str | None) -> list[tuple[str, dict[str, An
     from gpuopt.api import solve, violations
     from gpuopt.calendar.cluster import CalendarReport, from_cluster_report, pod_times
     from gpuopt.readers.kubectl import read_kubernetes
-    from tests.readers.kubectl.dra_objects import (
-        GPU_CLASS,
-        claim,
-        exactly,
-        gpu,
-        node,
-        pod,
-        resource_slice,
-        running,
-        template,
-    )
+    from tests.readers.kubectl.dra_objects import GPU_CLASS, held_pair
 
     klass: Any = copy.deepcopy(GPU_CLASS)
     if extended_resource is not None:
         klass["spec"]["extendedResourceName"] = extended_resource
-    busy = running("busy", "busy-gpu-x1", template="pair")
-    busy["metadata"]["annotations"] = {"gpuopt.io/expected-end": "3600"}
-    waiting = pod("wait", "pair")
-    objects = [
-        node(),
-        resource_slice("s", [gpu("gpu-0"), gpu("gpu-1")]),
-        klass,
-        template("pair", exactly(2)),
-        claim("busy-gpu-x1", ["gpu-0", "gpu-1"], ["busy"], count=2),
-        busy,
-        waiting,
-    ]
-    listed = {"kind": "List", "items": objects}
+    listed = {"kind": "List", "items": held_pair("3600", klass)}
     cluster, _ = read_kubernetes(listed)
     times = pod_times([listed], strict=True, report=CalendarReport())
     problem, _ = from_cluster_report(

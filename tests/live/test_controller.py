@@ -913,30 +913,9 @@ def dra_job_waits() -> list[Obj]:
     calendar holds n1 for the waiting pod from the hour on, through a ResourceClaimTemplate
     of 2 devices of the class (F8)."""
     from gpuopt.calendar.emit import hold_class
-    from tests.readers.kubectl.dra_objects import (
-        GPU_CLASS,
-        claim,
-        exactly,
-        gpu,
-        node,
-        pod,
-        resource_slice,
-        running,
-        template,
-    )
+    from tests.readers.kubectl.dra_objects import held_pair
 
-    busy = running("busy", "busy-gpu-x1", template="pair")
-    busy["metadata"]["annotations"] = {"gpuopt.io/expected-end": str(int(NOW + 3600))}
-    objects: list[Obj] = [
-        node(),
-        resource_slice("s", [gpu("gpu-0"), gpu("gpu-1")]),
-        GPU_CLASS,
-        template("pair", exactly(2)),
-        claim("busy-gpu-x1", ["gpu-0", "gpu-1"], ["busy"], count=2),
-        busy,
-        pod("wait", "pair"),
-        hold_class(),
-    ]
+    objects: list[Obj] = [*held_pair(str(int(NOW + 3600))), hold_class()]
     for obj in objects:  # made before the calendar's clock (the fake server stamps its own)
         obj["metadata"]["creationTimestamp"] = "2025-12-31T23:00:00Z"
     return copy.deepcopy(objects)

@@ -138,3 +138,21 @@ def exactly(count: int = 1, device_class: str = "gpu.nvidia.com", **more: Any) -
 
 def read(*items: dict[str, Any], **options: Any) -> Any:
     return read_kubernetes({"kind": "List", "items": list(items)}, **options)
+
+
+def held_pair(expected_end: str, device_class: dict[str, Any] = GPU_CLASS) -> list[dict[str, Any]]:
+    """Node n1 with 2 DRA GPUs of ``device_class``, both held by the running pod ``busy``
+    (through its claim made from template ``pair``) until ``expected_end`` (its
+    ``gpuopt.io/expected-end`` annotation), and the pod ``wait`` asking both through the
+    same template."""
+    busy = running("busy", "busy-gpu-x1", template="pair")
+    busy["metadata"]["annotations"] = {"gpuopt.io/expected-end": expected_end}
+    return [
+        node(),
+        resource_slice("s", [gpu("gpu-0"), gpu("gpu-1")]),
+        device_class,
+        template("pair", exactly(2)),
+        claim("busy-gpu-x1", ["gpu-0", "gpu-1"], ["busy"], count=2),
+        busy,
+        pod("wait", "pair"),
+    ]
