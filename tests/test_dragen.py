@@ -178,7 +178,8 @@ def test_with_dra_reads_what_the_claims_hold() -> None:
 def _picks(claim: ResourceClaim) -> list[Any]:
     from fractions import Fraction
 
-    from gpuopt.cluster.devicefit import Pick, amount
+    from gpuopt.cluster.devicefit import Pick
+    from gpuopt.cluster.devicerules import amount
 
     return [
         Pick(

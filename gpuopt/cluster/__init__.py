@@ -8,8 +8,9 @@ and their field rules), ``request.py`` (request shapes), ``shares.py`` (GPU
 shares), ``kube.py`` / ``rules.py`` (Kubernetes placement facts and rules
 K1-K7), ``interconnect.py`` (how a node's GPUs are joined), ``devices.py``,
 ``cel.py`` and ``quantity.py`` (Dynamic Resource Allocation devices, claims and
-their CEL selectors, rules R1-R9), ``devicefit.py`` and ``devicecheck.py``
-(whether a pod's claims fit a node's devices, DF1-DF8, and the checker), each
+their CEL selectors, rules R1-R9), ``devicerules.py``, ``devicefit.py`` and
+``devicecheck.py`` (what one device gives one request, whether a pod's claims fit a
+node's devices, DF1-DF8, and the checker), ``servable.py`` (E9's measure), each
 imported from its module; the formal model is ``models/cluster.md``.
 """
 

@@ -4,8 +4,9 @@ Kept apart from the search (:mod:`gpuopt.cluster.devicefit`) so that the
 tests can hold one to the other: :func:`violations` judges a proposed
 allocation of a pod's claims on a node from the node's raw facts (what is
 allocated, drawn and consumed), sharing with the search only the rules for one
-device against one request (:func:`~gpuopt.cluster.devicefit.consumption`,
-:func:`~gpuopt.cluster.devicefit.untolerated`, ...), each tested by hand;
+device against one request (:mod:`gpuopt.cluster.devicerules`:
+:func:`~gpuopt.cluster.devicerules.consumption`,
+:func:`~gpuopt.cluster.devicerules.untolerated`, ...), each tested by hand;
 :func:`brute_force` enumerates every allocation of a tiny node and keeps those
 the checker accepts.
 """
@@ -19,16 +20,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from gpuopt.cluster.devicefit import (
-    DeviceNode,
-    Pick,
-    Selection,
+from gpuopt.cluster.devicefit import DeviceNode, Pick, Selection, device_fit
+from gpuopt.cluster.devicerules import (
     allocated_consumption,
     amount,
     attribute_value,
     consumption,
     covers,
-    device_fit,
     untolerated,
 )
 from gpuopt.cluster.devices import (

@@ -14,15 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from gpuopt.cluster.devicefit import (
-    REFUSING_EFFECTS,
-    DeviceNode,
-    _Standing,
-    _standing,
-    allocated_consumption,
-    amount,
-    numbers,
-)
+from gpuopt.cluster.devicefit import DeviceNode, _Standing, _standing, numbers
+from gpuopt.cluster.devicerules import REFUSING_EFFECTS, allocated_consumption, amount
 from gpuopt.cluster.devices import Device, ResourceClaim
 
 

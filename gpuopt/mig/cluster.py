@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from gpuopt.cluster.devicefit import REFUSING_EFFECTS, Selection, amount, device_node
+from gpuopt.cluster.devicefit import Selection, device_node
+from gpuopt.cluster.devicerules import REFUSING_EFFECTS, amount
 from gpuopt.cluster.devices import Device, DeviceSubRequest, ResourceClaim
 from gpuopt.cluster.rules import refusal
 from gpuopt.mig.problem import WHOLE_GPU, MigProblem

@@ -617,7 +617,7 @@ def _devices_refusals(
     never make claims fit less).
     """
     from gpuopt.cluster.devicecheck import DeviceLedger
-    from gpuopt.cluster.devicefit import REFUSING_EFFECTS
+    from gpuopt.cluster.devicerules import REFUSING_EFFECTS
 
     ledger = DeviceLedger(cluster)
     plain = _plain_claims(request)
