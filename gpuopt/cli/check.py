@@ -128,15 +128,15 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
     if kind == "decision":
         decision = parse_decision(answer, source=where)
         asked = decision.request
-        if asked is None or asked.gpus == 0:
+        if asked is None or (asked.gpus == 0 and asked.pending is None):
             raise ProblemError(f"{where}: the decision does not say which request it decides.")
-        # the request is a cluster request: its shape and rules (a share, a selector, ...)
-        shape = Request.model_validate(
-            {name: getattr(asked, name) for name in Request.model_fields}
-        )
         priority: Priority = asked.priority
         if asked.pending is not None:  # asked for a waiting pod: its rules too
             shape, priority = pending_request(cluster, asked.pending)
+        else:  # a cluster request: its shape and rules (a share, a selector, ...)
+            shape = Request.model_validate(
+                {name: getattr(asked, name) for name in Request.model_fields}
+            )
         preemption = PreemptionProblem.from_cluster(
             cluster,
             shape,
@@ -151,11 +151,12 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
         job = placement.job
         if job is None:
             raise ProblemError(f"{where}: the placement does not say what it placed (job).")
-        asked_shape = Request(
-            gpus=job.gpus, gpu_milli=job.gpu_milli, cpus=job.cpus, memory=job.memory or None
-        )
         if job.pending is not None:  # placed for a waiting pod: its rules too
             asked_shape = pending_request(cluster, job.pending)[0]
+        else:
+            asked_shape = Request(
+                gpus=job.gpus, gpu_milli=job.gpu_milli, cpus=job.cpus, memory=job.memory or None
+            )
         return node_question(cluster, asked_shape, job), placement
     result = _parse(TopologyResult, answer, args)
     if result.level is None:

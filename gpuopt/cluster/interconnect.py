@@ -198,9 +198,11 @@ class GpuTopology:
 
     def __init__(self, bandwidth: npt.ArrayLike) -> None:
         matrix = np.array(bandwidth, dtype=np.float64)
+        if matrix.size == 0:  # no GPUs at all: a node whose devices only serve claims
+            matrix = matrix.reshape(0, 0)
         if matrix.ndim != 2:
             raise ValueError(f"bandwidth must be a square matrix, not of shape {matrix.shape}.")
-        error = bandwidth_error(matrix.tolist())
+        error = None if matrix.size == 0 else bandwidth_error(matrix.tolist())
         if error is not None:
             raise ValueError(f"bandwidth {error}.")
         np.fill_diagonal(matrix, 0.0)
@@ -362,9 +364,12 @@ def mask_of(gpus: Iterable[int]) -> int:
 
 def node_bandwidth(node: Any) -> list[list[float]]:
     """A cluster node's GPU-to-GPU bandwidth matrix: its ``bandwidth`` when given, else
-    its ``interconnect``'s (:func:`interconnect_matrix`; none named: every pair alike)."""
+    its ``interconnect``'s (:func:`interconnect_matrix`; none named: every pair alike);
+    empty for a node with no whole GPU to offer."""
     if node.bandwidth is not None:
         return list(node.bandwidth)
+    if node.gpus == 0:
+        return []
     return interconnect_matrix(node.interconnect, node.gpus)
 
 
@@ -382,6 +387,8 @@ def gpu_topology(bandwidth: npt.ArrayLike | GpuTopology) -> GpuTopology:
     if isinstance(bandwidth, GpuTopology):
         return bandwidth
     matrix = np.asarray(bandwidth, dtype=np.float64)
+    if matrix.size == 0:
+        matrix = matrix.reshape(0, 0)
     key = _matrix_key(matrix) if matrix.ndim == 2 else b""
     found = _TOPOLOGIES.get(key)
     if found is not None:

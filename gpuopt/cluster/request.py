@@ -49,6 +49,10 @@ def _number(value: float) -> str:
 class Request(BaseModel):
     """A request shape: ``gpus`` GPUs with ``cpus`` CPUs (and ``memory``) on one node.
 
+    ``gpus = 0`` takes no whole GPU of the node: a request whose devices are all asked
+    by its DRA ``claims`` (MIG placements, shares, other devices: R7 counts no whole GPU
+    for them), or one for CPUs alone.
+
     ``same_asw = N`` asks for ``N`` copies of the shape under one access switch
     (a gang); ``node_selector``, ``node_affinity`` and ``tolerations``
     restrict the nodes like a task's (rules K1-K3: closed nodes are never
@@ -57,7 +61,7 @@ class Request(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
-    gpus: int = Field(ge=1, le=MAX_NODE_GPUS)
+    gpus: int = Field(ge=0, le=MAX_NODE_GPUS)
     cpus: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     memory: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
     gpu_milli: int | None = share_field(
@@ -203,6 +207,11 @@ def _gpu_count(text: str, gpus: str | None) -> tuple[int, int | None]:
         )
     if len(gpus) > 18:  # int() refuses 4,300 digits; no node has 10**18 GPUs anyway
         raise ProblemError(f"request {short(text)} asks for more GPUs than any node can have.")
+    if int(gpus) == 0:  # (a request of claims only is a waiting pod's: --pending)
+        raise ProblemError(
+            f"request {short(text)}: gpus is 0, but a request text asks at least 1 GPU "
+            f"or a share (the form is {REQUEST_FORM})."
+        )
     return int(gpus), share
 
 
@@ -212,17 +221,29 @@ def pending_request(cluster: Cluster, pod_id: str) -> tuple[Request, Priority]:
     The request keeps the pod's node selector, tolerations, required node
     affinity, preemption policy and DRA claims (those not made for an extended
     resource, whose GPUs its count already asks), so the views judge nodes by its
-    rules (K1-K3, K8, DF1-DF8).
+    rules (K1-K3, K8, DF1-DF8). A pod whose devices all come through claims that are
+    not whole GPUs (a MIG placement, a share: R7) asks ``gpus = 0``.
 
     Raises
     ------
     ProblemError
-        When the cluster has no waiting pod of that id.
+        When the cluster has no waiting pod of that id, or the pod asks neither a GPU
+        nor a device claim.
     """
     for pod in cluster.pending:
         if pod.id == pod_id:
+            claims = [
+                claim
+                for claim in cluster.claims
+                if pod_id in claim.pods and not claim.extended_resource
+            ]
+            if pod.gpus == 0 and not claims:
+                raise ProblemError(
+                    f"pending: the waiting pod {pod_id!r} asks for no GPU and no DRA claim, "
+                    "so it is not GPU demand gpuopt places."
+                )
             request = Request(
-                gpus=max(pod.gpus, 1),
+                gpus=pod.gpus,
                 gpu_milli=pod.gpu_milli,
                 cpus=pod.cpus,
                 memory=pod.memory,
@@ -231,11 +252,7 @@ def pending_request(cluster: Cluster, pod_id: str) -> tuple[Request, Priority]:
                 node_affinity=pod.node_affinity,
                 preemption_policy=pod.preemption_policy,
                 resources=pod.resources,
-                claims=[
-                    claim
-                    for claim in cluster.claims
-                    if pod_id in claim.pods and not claim.extended_resource
-                ],
+                claims=claims,
             )
             return request, pod.priority
     known = ", ".join(repr(pod.id) for pod in cluster.pending[:5]) or "none"

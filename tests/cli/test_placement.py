@@ -322,6 +322,42 @@ def test_place_for_a_waiting_pod(tmp_path: Path, capsys: Any) -> None:
     assert main(["check", str(path), str(out)]) == 0
 
 
+def test_place_and_preempt_for_a_pod_of_claims_only(tmp_path: Path, capsys: Any) -> None:
+    """A pod waiting for one MIG placement (tests/placement/node/fixtures/mig-cut.yaml) on a
+    node that offers no whole GPU: placed there with no GPU, and preempting nobody."""
+    root = Path(__file__).resolve().parents[2]
+    folder = root / "gpuopt/scenarios/kubernetes/dra/dynamic-mig"
+    extra = root / "tests/placement/node/fixtures/mig-cut.yaml"
+    snapshot = tmp_path / "cut.json"
+    assert main(["snapshot", "kubectl", str(folder), str(extra), "--out", str(snapshot)]) == 0
+    data = json.loads(snapshot.read_text())
+    for task in data["tasks"]:  # the pods read state no start (the preemption prices work)
+        task["start_time"] = 0.0
+    snapshot.write_text(json.dumps(data))
+    out = tmp_path / "placement.json"
+    assert main(["place", str(snapshot), "--pending", "mig-cut/waiter", "--out", str(out)]) == 0
+    placement = json.loads(out.read_text())
+    assert (placement["node"], placement["gpus"], placement["job"]["gpus"]) == (
+        "kind-dra-worker",
+        [],
+        0,
+    )
+    assert main(["check", str(snapshot), str(out)]) == 0
+    decision = tmp_path / "decision.json"
+    asked = ["preempt", str(snapshot), "--pending", "mig-cut/waiter", "--now", "100"]
+    assert main([*asked, "--out", str(decision)]) == 0
+    answer = json.loads(decision.read_text())
+    assert (answer["node"], answer["victims"], answer["request"]["gpus"]) == (
+        "kind-dra-worker",
+        [],
+        0,
+    )
+    assert main(["check", str(snapshot), str(decision)]) == 0
+    capsys.readouterr()
+    assert main(["place", str(snapshot), "--pending", "mig-cut/big"]) == 0
+    assert "DF5" in capsys.readouterr().out
+
+
 def test_pending_flags_are_refused_clearly(tmp_path: Path, capsys: Any) -> None:
     path = write(tmp_path)
     assert main(["preempt", str(path), "--pending", "nope"]) == 2

@@ -244,6 +244,8 @@ def rank_nodes(
 
 def _gpu_set(index: NodeIndex, node_pos: int, request: NodeRequest) -> tuple[int, ...] | None:
     """The GPUs the request gets on a node that passes the count filter, or None."""
+    if request.gpus == 0:
+        return ()  # its devices are its claims', which the view's nodes all fit
     if request.gpu_milli is not None:
         gpu = int(index.share_gpu(request.gpu_milli)[node_pos])
         return None if gpu < 0 else (gpu,)
@@ -260,6 +262,8 @@ def _why(index: NodeIndex, request: NodeRequest, policy: Policy, node_pos: int, 
     left = int(index.node_free_gpus[node_pos]) - taken
     link = f" at >= {request.min_bandwidth:g} GB/s" if request.min_bandwidth > 0 else ""
     what = "a whole-node job" if request.whole_node else f"{request.gpus} GPUs{link}"
+    if request.gpus == 0:
+        what = "its DRA claims (no whole GPU)"
     order = "fullest" if policy == "binpack" else "emptiest"
     if request.gpu_milli is not None:
         gpu = int(index.share_gpu(request.gpu_milli)[node_pos])
@@ -270,7 +274,7 @@ def _why(index: NodeIndex, request: NodeRequest, policy: Policy, node_pos: int, 
     kept = (
         policy == "binpack"
         and not request.whole_node
-        and index.node_free_gpus[node_pos] == index.node_gpus[node_pos]
+        and 0 < index.node_gpus[node_pos] == index.node_free_gpus[node_pos]
     )
     if kept:
         text += " (a whole free node: no partly used node fits)"
@@ -305,7 +309,8 @@ def _why_not(index: NodeIndex, request: NodeRequest, refused: list[str] | None =
     head = f"no node can take {request.id!r}"
     if not index.node_ids:
         if refused:
-            return f"{head}: every node with GPUs is left out: {_left_out(refused)}"
+            nodes = "every node" if request.gpus == 0 else "every node with GPUs"
+            return f"{head}: {nodes} is left out: {_left_out(refused)}"
         return f"{head}: there are no nodes with GPUs"
     gpu_ok, _ = _gpu_count_filter(index, request)
     causes: list[str] = []

@@ -61,11 +61,12 @@ class NodeRequest(WrittenRequest):
     ``gpus`` GPUs (or a share of one, ``gpu_milli``), ``cpus`` and ``memory``
     on one node; ``node_selector``, ``node_affinity`` and ``tolerations``
     restrict the nodes (K1-K4). ``whole_node`` asks for a node none of whose
-    GPUs is in use, and takes all of its GPUs (at least ``gpus``).
+    GPUs is in use, and takes all of its GPUs (at least ``gpus``). ``gpus = 0``
+    with DRA claims takes no whole GPU: only a node where the claims fit.
     """
 
     id: str = Field(default="job", min_length=1, max_length=MAX_ID_LENGTH)
-    gpus: int = Field(ge=1, le=MAX_TOPOLOGY_GPUS)
+    gpus: int = Field(ge=0, le=MAX_TOPOLOGY_GPUS)
     memory: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     min_bandwidth: float = Field(default=0.0, ge=0, le=MAX_BANDWIDTH)
     whole_node: bool = False
@@ -92,6 +93,16 @@ class NodeRequest(WrittenRequest):
     def _check_whole_share(self) -> NodeRequest:
         if self.gpu_milli is not None and self.whole_node:
             raise ValueError(f"request {self.id!r}: a share of a GPU cannot ask for a whole node")
+        if self.gpus == 0 and not self.claims:
+            raise ValueError(
+                f"request {self.id!r}: gpus is 0 and it has no DRA claims; a placement asks "
+                "at least 1 GPU, or devices through a waiting pod's claims"
+            )
+        if self.gpus == 0 and self.whole_node:
+            raise ValueError(
+                f"request {self.id!r}: a request of DRA claims only (gpus=0) cannot ask "
+                "for a whole node"
+            )
         return self
 
 
@@ -355,6 +366,10 @@ class NodePlacementProblem(IndexedModel):
             raise ProblemError(
                 f"request {shape.shape}: a share of a GPU cannot ask for a whole node."
             )
+        if shape.gpus == 0 and whole_node:
+            raise ProblemError(
+                "request: a request of DRA claims only (no whole GPU) cannot ask for a whole node."
+            )
         for node in usable_nodes(cluster, shape):
             if node.gpus > MAX_TOPOLOGY_GPUS:
                 raise ProblemError(
@@ -371,9 +386,19 @@ class NodePlacementProblem(IndexedModel):
 
 def admitted_nodes(cluster: Cluster, request: Request) -> list[ClusterNode]:
     """The nodes of ``cluster`` with GPUs that rules K1-K4 admit ``request`` to
-    (:func:`~gpuopt.cluster.rules.admitted`), in cluster order."""
+    (:func:`~gpuopt.cluster.rules.admitted`), in cluster order; for a request of DRA
+    claims only (``gpus = 0``), also those with no whole GPU to offer (their devices may
+    still hold the claims: a GPU cut by MIG placements, R4)."""
     allowed = cluster.admits(request)
-    return [node for pos, node in enumerate(cluster.nodes) if node.gpus > 0 and allowed[pos]]
+    return [
+        node for pos, node in enumerate(cluster.nodes) if allowed[pos] and _may_serve(node, request)
+    ]
+
+
+def _may_serve(node: ClusterNode, request: Request) -> bool:
+    """Whether ``node`` is in a view of ``request`` before rules K1-K4 and device fit: it
+    has GPUs, or the request asks only claims and the node has devices."""
+    return node.gpus > 0 or (request.gpus == 0 and bool(node.devices))
 
 
 def usable_nodes(cluster: Cluster, request: Request) -> list[ClusterNode]:
@@ -400,7 +425,7 @@ def left_out(cluster: Cluster, request: Request) -> list[str]:
     ledger = None
     found = []
     for node, why in zip(cluster.nodes, refusals(cluster, request), strict=True):
-        if node.gpus <= 0:
+        if not _may_serve(node, request):
             continue
         if why is None and request.claims:
             if ledger is None:
@@ -554,7 +579,7 @@ def _build_node_rows(cluster: Cluster) -> ClusterNodeRows:
             if node.bandwidth is not None
             else f"{node.interconnect or 'uniform'}-{node.gpus}"
         )
-        if not 0 < node.gpus <= MAX_TOPOLOGY_GPUS:
+        if not 0 <= node.gpus <= MAX_TOPOLOGY_GPUS:
             node_kind.append(-1)
             continue
         key = (node.interconnect, node.gpus)

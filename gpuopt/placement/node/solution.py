@@ -95,7 +95,7 @@ class NodePlacementResult(Result):
             if self.min_pair_bandwidth is not None
             else ""
         )
-        where = f"GPUs {', '.join(map(str, self.gpus))}"
+        where = f"GPUs {', '.join(map(str, self.gpus))}" if self.gpus else "no whole GPU"
         if self.job is not None and self.job.gpu_milli is not None:
             where = f"a {self.job.gpu_milli / MILLI:g} share of GPU {self.gpus[0]}"
         return (

@@ -203,6 +203,11 @@ class TopologyProblem(IndexedModel):
                     f"request {shape.shape}: a share of a GPU is placed at the node level "
                     "(--level node), which picks its GPU."
                 )
+            if shape.gpus == 0:
+                raise ProblemError(
+                    "request: a request of DRA claims only (no whole GPU) is placed at the "
+                    "node level (--level node), where its claims are fitted to devices."
+                )
             job_list: list[Any] = [
                 {
                     "id": job_id,

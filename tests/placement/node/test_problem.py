@@ -100,7 +100,7 @@ def changed(**changes: Any) -> dict[str, Any]:
         ({"nodes__0__used_memory": 2048}, "used_memory=2048 exceeds memory=1024"),
         ({"nodes__0__memory": None}, "used_memory=128 is given but memory is not"),
         ({"nodes__0__cpus": -1}, "nodes[0].cpus"),
-        ({"request__gpus": 0}, "request.gpus"),
+        ({"request__gpus": 0}, "request 'job': gpus is 0 and it has no DRA claims"),
         ({"request__gpus": 17}, "request.gpus"),
         ({"request__min_bandwidth": -1}, "request.min_bandwidth"),
         ({"request__gpus": 2.5}, "request.gpus"),
@@ -338,3 +338,62 @@ def test_the_view_of_a_held_cluster_is_the_node_by_node_view(seed: int) -> None:
         assert problem.index.node_ids == expected["node_ids"]
     assert "node-placement" in cluster.views
     assert "views" not in cluster.model_copy(update={"name": "copy"}).__dict__
+
+
+# ---- a pod whose devices all come through DRA claims (a MIG placement): gpus = 0 ----
+
+MIG_FOLDER = Path(__file__).resolve().parents[3] / "gpuopt/scenarios/kubernetes/dra/dynamic-mig"
+MIG_CUT = Path(__file__).with_name("fixtures") / "mig-cut.yaml"
+
+
+@pytest.fixture(scope="module")
+def mig_cut() -> Any:
+    """gpu-0 full of MIG placements, gpu-1 holding one 1g.5gb (fixtures/mig-cut.yaml): the
+    node offers no whole GPU, and gpu-1 has room for six more 1g.5gb but no 7g.40gb."""
+    from gpuopt.readers.kubectl import read_kubernetes
+
+    return read_kubernetes(MIG_FOLDER, MIG_CUT)[0]
+
+
+def test_a_claims_only_pod_asks_no_whole_gpu_and_goes_where_its_claims_fit(mig_cut: Any) -> None:
+    from gpuopt.cluster.request import pending_request
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.node.solution import violations
+
+    assert [(node.id, node.gpus) for node in mig_cut.nodes] == [("kind-dra-worker", 0)]
+    request, _ = pending_request(mig_cut, "mig-cut/waiter")
+    assert request.gpus == 0 and [claim.id for claim in request.claims] == ["mig-cut/waiter-mig"]
+    problem = NodePlacementProblem.from_cluster(mig_cut, request, pending="mig-cut/waiter")
+    placed = legal(problem)  # the heuristic's answer, held to the checker
+    assert (placed.node, placed.gpus) == ("kind-dra-worker", [])
+    assert "no whole GPU" in placed.summary()
+    # the checker holds it to N2 (no GPU taken) and to its claims' fit (DF1-DF8)
+    taking = placed.model_copy(update={"gpus": [0]})
+    assert any(v.startswith("N1") or v.startswith("N2") for v in violations(problem, taking))
+    big, _ = pending_request(mig_cut, "mig-cut/big")  # a 7g.40gb: no GPU is untouched
+    refused = NodePlacementProblem.from_cluster(mig_cut, big)
+    answer = legal(refused)
+    assert answer.node is None
+    assert "every node is left out" in answer.reason and "DF5" in answer.reason
+    wrong = answer.model_copy(update={"node": "kind-dra-worker", "gpus": []})
+    assert any("DF" in v for v in violations(refused, wrong))
+
+
+def test_a_request_of_no_gpu_needs_claims_and_no_whole_node(mig_cut: Any) -> None:
+    from gpuopt.cluster.request import Request, parse_request, pending_request
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.switch.problem import TopologyProblem
+
+    with pytest.raises(ProblemError, match="'0G8C': gpus is 0, but a request text asks"):
+        parse_request("0G8C")
+    assert Request(gpus=0, cpus=2).shape == "0G2C"  # CPUs alone, as preemption's requests
+    request, _ = pending_request(mig_cut, "mig-cut/waiter")
+    with pytest.raises(ProblemError, match=r"claims only .* whole node"):
+        NodePlacementProblem.from_cluster(mig_cut, request, whole_node=True)
+    with pytest.raises(ProblemError, match=r"claims only .* node level"):
+        TopologyProblem.from_cluster(mig_cut, request, level="node")
+    data = mig_cut.model_dump(mode="json", exclude_none=True)
+    data["pending"].append({"id": "mig-cut/cpu", "gpus": 0, "cpus": 2})
+    cpu_only = type(mig_cut).model_validate(data)
+    with pytest.raises(ProblemError, match="no GPU and no DRA claim"):
+        pending_request(cpu_only, "mig-cut/cpu")
