@@ -5,7 +5,8 @@ view of them the methods read), ``solution.py`` (decision, checker, cost),
 ``greedy.py`` (stage 1, shared, and the cheapest-first heuristic), ``dp.py``
 (the exact dynamic programme: minimum-cost cover per node and across nodes),
 ``model.py`` (the labelled rows of the model of the whole decision) solved by
-``milp.py`` (HiGHS) and ``cpsat.py`` (CP-SAT),
+``milp.py`` (HiGHS) and ``cpsat.py`` (CP-SAT), ``devices.py`` (rule P12: victims
+that free the devices a request's DRA claims need, for every method),
 ``generator.py`` (seeded random states); the formal model is
 ``models/preemption.md``.
 """

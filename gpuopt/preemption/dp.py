@@ -44,6 +44,7 @@ import numpy as np
 
 import gpuopt.progress
 from gpuopt.errors import ProblemError, short
+from gpuopt.preemption.devices import widen
 from gpuopt.preemption.greedy import (
     Deficits,
     cheapest_first_prefixes,
@@ -355,7 +356,16 @@ def solve_dp(
     found = None
     if node is None and index.request_hp:
         found = stage_two_exact(index, enumerate_limit=enumerate_limit)
-    return decide(problem, "dp", node, found, started=started)
+    decision = decide(problem, "dp", node, found, started=started)
+    return widen(problem, decision, cover=exact_cover, exact=True, method="dp", started=started)
+
+
+def exact_cover(
+    gpus: list[int], cpus: list[int], costs: list[int], need_gpus: int, need_cpus: int
+) -> tuple[int, ...] | None:
+    """:func:`cheapest_cover`'s chosen items (the exact methods' cover of P12), or None."""
+    found = cheapest_cover(gpus, cpus, costs, need_gpus, need_cpus)
+    return None if found is None else found.chosen
 
 
 #: The function's name before the exact methods were named by backend (``dp``, ``milp``,
@@ -369,6 +379,7 @@ __all__ = [
     "MAX_ENUMERATE",
     "Cover",
     "cheapest_cover",
+    "exact_cover",
     "lower_bounds",
     "solve_dp",
     "solve_exact",

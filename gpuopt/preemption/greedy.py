@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuopt.preemption.devices import cheapest_first, widen
 from gpuopt.preemption.problem import Holding, PreemptionIndex, PreemptionProblem
 from gpuopt.preemption.solution import Method, PreemptionResult, make_decision
 
@@ -196,6 +197,16 @@ def solve_heuristic(problem: PreemptionProblem) -> PreemptionResult:
     ('b', ['new'], 40.0, 2)
     """
     started = time.perf_counter()
+    decision = heuristic_decision(problem)
+    return widen(
+        problem, decision, cover=cheapest_first, exact=False, method="heuristic", started=started
+    )
+
+
+def heuristic_decision(problem: PreemptionProblem) -> PreemptionResult:
+    """:func:`solve_heuristic` over the methods' view alone, its device nodes (P12) left
+    out: the start of the exact models."""
+    started = time.perf_counter()
     index = problem.index
     node = stage_one(index)
     found = stage_two_heuristic(index) if node is None and index.request_hp else None
@@ -226,6 +237,7 @@ __all__ = [
     "Deficits",
     "cheapest_first_prefixes",
     "decide",
+    "heuristic_decision",
     "holding",
     "lex_first",
     "solve_heuristic",

@@ -18,6 +18,7 @@ backends only say how one level is solved.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -27,7 +28,9 @@ import numpy as np
 
 from gpuopt.cluster.model import SCALE
 from gpuopt.options import Keywords
-from gpuopt.preemption.greedy import Deficits, solve_heuristic
+from gpuopt.preemption.devices import widen
+from gpuopt.preemption.dp import exact_cover
+from gpuopt.preemption.greedy import Deficits, heuristic_decision
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import PreemptionResult, make_decision, violations
 from gpuopt.result import Status
@@ -398,9 +401,11 @@ def solve_by(
 ) -> PreemptionResult:
     """:func:`solve_model` with a backend's settings (:data:`MODEL_KEYWORDS`, as one object or
     as keywords, the keywords overriding it) handed to ``levels`` for each model."""
+    started = time.perf_counter()
     run = MODEL_KEYWORDS.resolve(options, settings)
     backend = partial(levels, seed=run.seed, threads=run.threads, log=run.log)
-    return solve_model(problem, method, backend, time_limit=run.time_limit, warm=run.warm)
+    decision = solve_model(problem, method, backend, time_limit=run.time_limit, warm=run.warm)
+    return widen(problem, decision, cover=exact_cover, exact=True, method=method, started=started)
 
 
 def solve_model(
@@ -421,7 +426,7 @@ def solve_model(
     bound on the cost (None when the cost level had none).
     """
     deadline = Deadline(time_limit)
-    heuristic = solve_heuristic(problem)
+    heuristic = heuristic_decision(problem)
     rows = PreemptionRows.build(problem)
     if rows.num_cols == 0:  # no node has room or can make room (P7): nothing to solve
         return make_decision(problem, method, None, stage=None, seconds=deadline.elapsed())

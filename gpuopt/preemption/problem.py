@@ -459,6 +459,10 @@ class Scope:
     #: when no node is in reach, per node of the cluster the first rule it fails (K1-K4,
     #: DF1-DF8, the node named; None for a node no rule refuses); else empty
     refusals: tuple[str | None, ...] = ()
+    #: P12: the nodes of ``nodes`` where the request's claims (not counted whole GPUs) fit
+    #: only once some of the tasks it may stop there free their devices; the methods' view
+    #: leaves them out, and :mod:`gpuopt.preemption.devices` chooses their victims
+    device_nodes: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, cluster: Cluster, request: ClusterRequest, rank: int | None) -> Scope:
@@ -484,8 +488,9 @@ class Scope:
         else:
             threshold = cluster.hp_priority if rank is None else rank
         refused: list[str | None] = [None] * len(cluster.nodes)
+        device_nodes: frozenset[str] = frozenset()
         if request.claims:  # DF1-DF8: only nodes where the request's claims can fit
-            refused = _devices_refusals(cluster, request, allowed, threshold)
+            refused, device_nodes = _devices_refusals(cluster, request, allowed, threshold)
             allowed = [ok and why is None for ok, why in zip(allowed, refused, strict=True)]
         nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
         if not nodes:
@@ -516,6 +521,25 @@ class Scope:
             threshold=threshold,
             task_at=task_at,
             refusals=tuple(refused) if not nodes else (),
+            device_nodes=device_nodes,
+        )
+
+    def without_device_nodes(self) -> Scope:
+        """This scope without its :attr:`device_nodes` and their tasks: what the methods see."""
+        if not self.device_nodes:
+            return self
+        kept = [node.id not in self.device_nodes for node in self.nodes]
+        on_kept = np.array([task.node not in self.device_nodes for task in self.tasks], bool)
+        positions = np.flatnonzero(on_kept)
+        tasks = [self.tasks[pos] for pos in positions.tolist()]
+        return Scope(
+            nodes=[node for node, ok in zip(self.nodes, kept, strict=True) if ok],
+            tasks=tasks,
+            task_pos={task.id: pos for pos, task in enumerate(tasks)},
+            task_gpus=self.task_gpus[positions],
+            facts=self.facts,
+            threshold=self.threshold,
+            task_at=self.task_at[positions],
         )
 
     def is_hp(self, cluster: Cluster, task: ClusterTask) -> bool:
@@ -523,7 +547,10 @@ class Scope:
         return priority_value(task.priority, cluster.hp_priority) >= self.threshold
 
     def view(self, cluster: Cluster, request: PreemptionRequest, now: float) -> PreemptionIndex:
-        """The array view of this scope at time ``now`` (see :func:`preemption_view`)."""
+        """The array view of this scope at time ``now`` (see :func:`preemption_view`), its
+        :attr:`device_nodes` left out (P12)."""
+        if self.device_nodes:
+            return self.without_device_nodes().view(cluster, request, now)
         nodes, tasks, at = self.nodes, self.tasks, self.task_at
         columns = task_columns(cluster)
         node_ids = [node.id for node in nodes]
@@ -602,19 +629,20 @@ def _plain_claims(request: ClusterRequest) -> bool:
 
 def _devices_refusals(
     cluster: Cluster, request: ClusterRequest, allowed: list[bool], threshold: int
-) -> list[str | None]:
+) -> tuple[list[str | None], frozenset[str]]:
     """Per node that ``allowed`` admits, why the request's claims cannot fit there
-    (DF1-DF8; None: they can, and for the nodes ``allowed`` refuses).
+    (DF1-DF8; None: they can, and for the nodes ``allowed`` refuses), and the device nodes
+    of rule P12.
 
-    Claims that ask only counts of whole GPUs (:func:`_plain_claims`, every device of the
-    node their classes select is a whole GPU without a refusing taint, and the node's GPUs
-    are all such devices, none of a device plugin) may use a node where they fit once
-    every task the request may stop there has released its claims: the victims are
-    chosen by GPU count, and each GPU they free is a device the claims can take (their
-    ``dra.gpuopt.io/<class>`` resources are judged so too, not as free now). Other
-    claims (constraints, selectors, MIG placements, shares, tainted GPUs) use only nodes
-    where they fit already, so no choice of victims can break them (fewer allocations
-    never make claims fit less).
+    Every node where the claims fit once every task the request may stop there has
+    released its claims is kept (fewer allocations never make claims fit less). Claims
+    that ask only counts of whole GPUs (:func:`_plain_claims`, every device of the node
+    their classes select is a whole GPU without a refusing taint, and the node's GPUs are
+    all such devices, none of a device plugin) are served by victims chosen by GPU count:
+    each GPU they free is a device the claims can take (their ``dra.gpuopt.io/<class>``
+    resources are judged so too, not as free now). Other claims (constraints, selectors,
+    MIG placements, shares, tainted GPUs) on a node where they do not fit now make it a
+    device node (P12): its victims must free the very devices they need.
     """
     from gpuopt.cluster.devicecheck import DeviceLedger
     from gpuopt.cluster.devicerules import REFUSING_EFFECTS
@@ -631,32 +659,33 @@ def _devices_refusals(
         if stoppable:
             on.setdefault(task.node, []).append(task.id)
     found: list[str | None] = []
+    device_nodes: set[str] = set()
     for node, ok in zip(cluster.nodes, allowed, strict=True):
         now = ledger.fit(request.claims, node.id)[0] if ok else []
         reason = None
         if now:
-            devices = ledger.node(node.id).devices
-            counted = (
-                plain
-                and node.gpus <= sum(device.kind == "gpu" for device in devices)
-                and all(
-                    device.kind == "gpu"
-                    and not any(taint.effect in REFUSING_EFFECTS for taint in device.taints)
-                    for device in devices
-                    if any(ledger.selection.selects(sub, device) is not False for sub in subs)
-                )
-            )
-            if not counted:
-                reason = f"node {node.id}: {now[0]}"  # (they must fit as the node stands)
+            victims = on.get(node.id, [])
+            freed = ledger.fit(request.claims, node.id, victims)[0] if victims else now
+            if freed:
+                reason = f"node {node.id}: {freed[0]}"
+                if victims:
+                    reason = f"{reason.rstrip('.')} (with the pods it may stop there released)"
             else:
-                victims = on.get(node.id, [])
-                freed = ledger.fit(request.claims, node.id, victims)[0]
-                if freed:
-                    reason = f"node {node.id}: {freed[0]}"
-                    if victims:
-                        reason = f"{reason.rstrip('.')} (with the pods it may stop there released)"
+                devices = ledger.node(node.id).devices
+                counted = (
+                    plain
+                    and node.gpus <= sum(device.kind == "gpu" for device in devices)
+                    and all(
+                        device.kind == "gpu"
+                        and not any(taint.effect in REFUSING_EFFECTS for taint in device.taints)
+                        for device in devices
+                        if any(ledger.selection.selects(sub, device) is not False for sub in subs)
+                    )
+                )
+                if not counted:
+                    device_nodes.add(node.id)
         found.append(reason)
-    return found
+    return found, frozenset(device_nodes)
 
 
 def task_columns(cluster: Cluster) -> TaskColumns:

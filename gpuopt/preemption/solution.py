@@ -190,10 +190,22 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
         )
 
     # P6: nobody is preempted when some node has room already.
-    room_now = room.room_now()
-    if decision.victims and room_now:
-        found.append(f"P6: victims are stopped but node {room_now[0]} has room without preemption")
+    room_now = _room_now(problem, room) if decision.victims else None
+    if room_now is not None:
+        found.append(f"P6: victims are stopped but node {room_now} has room without preemption")
     return found
+
+
+def _room_now(problem: PreemptionProblem, room: _Room) -> str | None:
+    """The first node with room without preemption: the GPUs and CPUs free, and the
+    request's claims fitting as the node stands (DF1-DF8; P12: not every node with the
+    GPUs has the devices); None when there is none."""
+    claims = problem.request.claims
+    ledger = DeviceLedger(problem.cluster) if claims else None
+    for node in room.room_now():
+        if ledger is None or not ledger.fit(claims, node)[0]:
+            return node
+    return None
 
 
 @dataclass(frozen=True)
@@ -262,9 +274,9 @@ def _null_decision(
     if decision.stage is not None:
         found.append(f"P5: no node is chosen but stage is {decision.stage}, not null")
     # P7: null only when nothing can make room.
-    room_now = room.room_now()
-    if room_now:
-        found.append(f"P7: no node is chosen but node {room_now[0]} has room without preemption")
+    room_now = _room_now(problem, room)
+    if room_now is not None:
+        found.append(f"P7: no node is chosen but node {room_now} has room without preemption")
     elif problem.request.priority == "HP":
         by_preemption = room.room_by_preemption()
         if by_preemption:
