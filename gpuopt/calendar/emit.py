@@ -236,6 +236,16 @@ def kubernetes_objects(
     return out
 
 
+def _not_bound(pod_id: str, node: str, allowed: frozenset[str]) -> str:
+    """G10: the comment for a pod the plan starts on a node it may not use."""
+    where = ", ".join(sorted(allowed)[:3]) + (" ..." if len(allowed) > 3 else "")
+    return (
+        f"not bound: {pod_id}: the time grid starts it on {node}, which it may not use "
+        f"(rules K1-K3, or its DRA claims do not fit there; it may use: {where or 'no node'}); "
+        "the grid does not plan eligibility, so kube-scheduler places it (or use gpuopt calendar)"
+    )
+
+
 def _scheduler_note(pod_id: str, node: str) -> str:
     return (
         f"starts now: {pod_id} on {node}; no Binding: kube-scheduler binds it as it "
@@ -349,6 +359,10 @@ def grid_actions(
         for m, pod_id in enumerate(pods):
             gpu = first + m * per
             node = report.row[gpu // size]
+            allowed = report.eligible.get(pod_id)
+            if allowed is not None and node not in allowed:  # G10
+                out.append((_not_bound(pod_id, node, allowed), None))
+                continue
             if pod_id in report.scheduler_binds or node in report.dra_nodes:
                 out.append((_scheduler_note(pod_id, node), None))
                 continue

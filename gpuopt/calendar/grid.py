@@ -173,6 +173,9 @@ class GridReport:
     scheduler_binds: set[str] = field(default_factory=set)
     #: The nodes whose GPUs include DRA devices (G10: no Binding of a GPU pod there).
     dra_nodes: set[str] = field(default_factory=set)
+    #: G10: per waiting pod the grid does not plan eligibility for, the nodes it may use
+    #: (rules K1-K3 and, for a pod with DRA claims, where they fit now): no Binding elsewhere.
+    eligible: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def note(self, reason: str, who: str, *, ignored: bool = False) -> None:
         """Count ``reason`` for ``who`` (the first one is kept as its example)."""
@@ -695,6 +698,31 @@ class _Row:
             taken.update(range(found, found + size))
         return firsts
 
+    def _record_eligible(
+        self,
+        cluster: Cluster,
+        job_id: str,
+        pods: Sequence[str],
+        eligible: Sequence[str] | None,
+        covered: set[str],
+    ) -> None:
+        """G10: keep, for each of ``pods`` that may not use every row node ``covered``, the
+        nodes it may use (``eligible``: rules K1-K3; with DRA claims, where they fit now,
+        counted ``device-fit`` where that leaves out more)."""
+        allowed = set(covered if eligible is None else eligible)
+        for pod in pods:
+            claims = [claim for claim in cluster.claims if pod in claim.pods and not claim.node]
+            mine = allowed
+            if claims:
+                from gpuopt.cluster.devicecheck import DeviceLedger
+
+                ledger = DeviceLedger(cluster)
+                mine = {node for node in allowed if not ledger.fit(claims, node)[0]}
+                if covered & allowed - mine:
+                    self.report.note("device-fit", job_id, ignored=True)
+            if not covered <= mine:
+                self.report.eligible[pod] = frozenset(mine)
+
     # ------------------------------------------------------------------ G4
     def waiting(
         self, cluster: Cluster | None, facts: Mapping[str, PodFacts], now: float
@@ -737,6 +765,8 @@ class _Row:
             covered = {n for n in self.offset if models is None or self.model[n] in models}
             if job.eligible is not None and not covered <= set(job.eligible):
                 self.report.note("eligibility", job.id, ignored=True)
+            if cluster is not None:
+                self._record_eligible(cluster, job.id, pods, job.eligible, covered)
             if job.level is not None:
                 self.report.note("topology-level", job.id, ignored=True)
             if any(amount > 0 for amount in job.use[1:]):

@@ -415,6 +415,35 @@ def test_what_to_do_now_binds_a_gangs_pods_to_whole_nodes() -> None:
     assert all("kubectl create --raw /api/v1/namespaces/ml/pods/" in c for c, _ in actions)
 
 
+def test_what_to_do_now_binds_no_pod_to_a_node_it_may_not_use() -> None:
+    """G10: node a is tainted (NoSchedule) and b is full all day, so the time grid, which
+    does not plan eligibility, starts the waiting pod on a; a Binding would put it where
+    kube-scheduler never would, so the pod gets a comment naming the nodes it may use."""
+    from gpuopt.calendar.emit import grid_actions
+
+    tainted = node("a", 4)
+    tainted["spec"] = {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}
+    objects = cluster(
+        tainted,
+        node("b", 4),
+        pod(
+            "full",
+            4,
+            nodeName="b",
+            status={"phase": "Running", "startTime": "2026-01-01T00:00:00Z"},
+        ),
+        pod("wait", 4, {"gpuopt.io/walltime": "1h", VALUE: "5"}),
+    )
+    grid, report = grid_from_kubernetes(objects, GridSettings(horizon=4 * 3600))
+    assert report.ignored["eligibility"] == 1
+    plan = gpuopt.solve(grid)
+    assert [cell for cell in plan.grid[0]] == ["ml/wait"] * 4 + ["ml/full"] * 4
+    actions = grid_actions(grid, plan, report)
+    assert [item for _, item in actions] == [None]
+    assert actions[0][0].startswith("not bound: ml/wait: the time grid starts it on a,")
+    assert "it may use: b" in actions[0][0]
+
+
 def test_what_to_do_now_scales_a_service_to_its_first_step() -> None:
     """One 4-GPU node, a service of 2-GPU replicas wanting 4 GPUs (value 9) and initially 2,
     swap limit 2, and a 2-GPU pod worth 1: the service's 4 GPUs are worth more, so at step 0
