@@ -356,6 +356,8 @@ def run_bench(args: argparse.Namespace) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if BASELINE not in methods:
         methods.insert(0, BASELINE)
+    from gpuopt.io.files import check_writable
+
     check_output_folder(args.json, "--json")
     valid = allocation_methods()
     renamed = ALIASES[AllocationProblem]
@@ -368,7 +370,13 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.plot_dir:
         if Path(args.plot_dir).exists() and not Path(args.plot_dir).is_dir():
             raise ProblemError(f"--plot-dir: {args.plot_dir} exists and is not a folder.")
-        Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ProblemError(
+                f"--plot-dir: cannot make the folder {args.plot_dir} ({error.strerror or error})."
+            ) from None
+        check_writable(args.plot_dir, f"--plot-dir {args.plot_dir}")
     shown = console(args.quiet)
     from gpuopt.progress import task
 

@@ -345,11 +345,14 @@ def check_output_folder(path: str | None, flag: str, *, picture: bool = False) -
 
     if not path:
         return
+    from gpuopt.io.files import check_writable
+
     target = Path(path)
     if not target.resolve().parent.is_dir():
         raise ProblemError(f"{flag}: the folder of {path} does not exist.")
     if target.is_dir():
         raise ProblemError(f"{flag}: {path} is a folder, not a file.")
+    check_writable(target.resolve().parent, f"{flag} {path}")
     if picture:
         from matplotlib.backend_bases import FigureCanvasBase
 

@@ -67,6 +67,7 @@ from gpuopt.cluster.kube import GPU_RESOURCE_LABEL
 from gpuopt.cluster.model import Cluster, Task
 from gpuopt.defrag.solution import DefragResult
 from gpuopt.errors import ProblemError
+from gpuopt.io.files import check_writable
 
 #: The placeholder's priority class: below every workload, never preempting.
 PLACEHOLDER_CLASS = "gpuopt-placeholder"
@@ -526,6 +527,7 @@ def check_emit_folder(folder: str | Path) -> None:
         raise ProblemError(
             f"--emit-dir: {folder} exists and is not an empty folder; give a new one."
         )
+    check_writable(path.resolve().parent, f"--emit-dir {folder}")
 
 
 def write_kubernetes_files(

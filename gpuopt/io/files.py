@@ -25,9 +25,12 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise ProblemError(f"{target}: the folder {directory} does not exist.")
-    handle, temporary = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=target.suffix or ".tmp", dir=directory
-    )
+    try:
+        handle, temporary = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=target.suffix or ".tmp", dir=directory
+        )
+    except OSError as error:
+        raise ProblemError(f"{target}: {_cannot_write(directory, error)}.") from None
     os.close(handle)
     try:
         yield Path(temporary)
@@ -37,6 +40,23 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def _cannot_write(folder: Path, error: OSError) -> str:
+    return f"cannot write in the folder {folder} ({error.strerror or error})"
+
+
+def check_writable(folder: str | Path, what: str) -> None:
+    """Fail with one sentence naming ``what`` (a flag and its path) unless a file can be
+    created in ``folder`` (a read-only mount or a folder of another user's: the check
+    creates and removes one empty file, as the atomic writers would)."""
+    directory = Path(folder)
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".gpuopt-write-check.", dir=directory)
+    except OSError as error:
+        raise ProblemError(f"{what}: {_cannot_write(directory, error)}.") from None
+    os.close(handle)
+    os.unlink(probe)
 
 
 def _read_umask() -> int:

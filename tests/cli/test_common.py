@@ -54,6 +54,43 @@ def test_skeleton_checks_outputs_before_any_work(tmp_path: Path) -> None:
         common.solve_command(args, build=never, show=show)
 
 
+@pytest.mark.parametrize("extra", [[], ["--plot", "p.png"], ["--emit-dir", "objects"]])
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_work(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+) -> None:
+    """A folder that exists but takes no file (a read-only mount): exit 2, one sentence
+    naming the option, no traceback, and nothing written (not even the other outputs)."""
+    import tempfile
+
+    from gpuopt.cluster.model import Cluster
+
+    cluster = tmp_path / "c.json"
+    cluster.write_text(Cluster(nodes=[{"id": "a", "gpus": 8, "cpus": 8}]).to_json())
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    real = tempfile.mkstemp
+
+    def refused(*args: Any, dir: Any = None, **kwargs: Any) -> tuple[int, str]:
+        if dir is not None and Path(dir).resolve() == blocked.resolve():
+            raise PermissionError(13, "Permission denied")
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    out = tmp_path / "plan.json"
+    if extra:  # the other output is the blocked one
+        extra = [extra[0], str(blocked / extra[1])]
+    else:
+        out = blocked / "plan.json"
+    assert main(["defrag", str(cluster), "--out", str(out), *extra]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write in the folder" in err and "Traceback" not in err
+    assert (extra[0] if extra else "--out") in err
+    assert not out.exists() and list(blocked.iterdir()) == []
+
+
 def test_skeleton_refuses_an_illegal_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

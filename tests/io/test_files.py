@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from gpuopt.errors import ProblemError
-from gpuopt.io.files import atomic_path, read_json, unreadable, write_text_atomic, write_with
+from gpuopt.io.files import (
+    atomic_path,
+    check_writable,
+    read_json,
+    unreadable,
+    write_text_atomic,
+    write_with,
+)
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
@@ -38,6 +45,36 @@ def test_a_write_replaces_the_file_with_ordinary_permissions(tmp_path: Path) -> 
         temporary.write_text("new")
         assert path.read_text() == "é\n"  # not yet replaced
     assert path.read_text() == "new"
+
+
+def refuse_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder that exists but where no file can be made (a read-only mount, another
+    user's folder: root writes anywhere, so the refusal is the system call's)."""
+    import tempfile
+
+    def refused(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+
+
+def test_a_folder_that_cannot_be_written_is_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refuse_files(monkeypatch)
+    with pytest.raises(ProblemError) as caught:
+        write_text_atomic(tmp_path / "out.txt", "x")
+    assert str(caught.value) == (
+        f"{tmp_path / 'out.txt'}: cannot write in the folder {tmp_path} (Permission denied)."
+    )
+    with pytest.raises(ProblemError, match=r"^--out x.json: cannot write in the folder"):
+        check_writable(tmp_path, "--out x.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_write_check_leaves_nothing(tmp_path: Path) -> None:
+    check_writable(tmp_path, "--out x.json")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_missing_folder_is_named(tmp_path: Path) -> None:
