@@ -117,7 +117,11 @@ def solve_exact(problem: Cluster, solver: ExactSolver, run: DefragExactOptions) 
     problem, objective = resolve(problem)
     budgets = budgeted(problem, max_moves, group_budget)
     columns = model_columns(budgets)
-    if columns > model.MAX_COLUMNS:  # ipc's own heuristic runs inside: no separate start
+    if columns > model.MAX_COLUMNS:
+        # the partitions run ipc again with exact parts; the default heuristic's own plan
+        # (its full partitions) is the start they must not fall below
+        if initial is None and warm:
+            initial = solve_ipc(budgets, seed=seed, time_limit=deadline.remaining())
         return solve_partitions(budgets, solver, columns, deadline, seed, initial)
     problem, start = prepare(problem, initial, warm, seed, max_moves, group_budget, deadline)
     slots = None
@@ -155,8 +159,8 @@ def solve_partitions(
     would still be too large (the columns grow about with the square of the
     nodes: a partition's tasks grow with its nodes); each gets an equal share
     of half the time left (the other half: later rounds and the plan). The
-    plan is never worse than ``start`` (the ``initial`` plan, or ipc's with its
-    own partitions).
+    plan is never worse than ``start`` (the ``initial`` plan, else the default
+    heuristic's, which :func:`solve_exact` runs first unless ``warm`` is off).
     """
     num_nodes = problem.index.num_nodes
     fitting = num_nodes * math.sqrt(model.MAX_COLUMNS / columns) / 2

@@ -252,6 +252,21 @@ def test_partitions_too_large_for_the_model_keep_the_heuristic(
     assert plan.status == "feasible" and "partitions of at most 2 nodes" in plan.notes[0]
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_partitions_never_fall_below_the_default_heuristic(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above MAX_COLUMNS the exact method solves ipc's partitions (here of at most 2 nodes,
+    which alone empty fewer nodes than the default heuristic's own partitions): its plan is
+    still at least the default heuristic's (the README's "never worse than the heuristic")."""
+    snapshot = random_snapshot(seed, nodes=40, fill=0.6)
+    default = solve_ipc(snapshot, seed=0)
+    monkeypatch.setattr(model, "MAX_COLUMNS", 3)
+    plan = solve_milp(snapshot, time_limit=10)
+    assert_legal(snapshot, plan)
+    assert exact.plan_score(plan) >= exact.plan_score(default)
+
+
 def test_small_nodes_keep_a_task_in_the_exact_model() -> None:
     # Without the option the optimum is 2 (s1 and o1 move onto big: 2 + 1 + 5 = 8 GPUs).
     # X7: with min_node_gpus 8 the 2-GPU node "small" keeps s1, so only one 8-GPU node
