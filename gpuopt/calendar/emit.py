@@ -100,7 +100,8 @@ def kubernetes_objects(
 
     1. the placeholders' PriorityClass (:func:`hold_class`), unless ``priority_class``
        names an existing one to use instead;
-    2. per hold (:func:`gpuopt.calendar.solution.holds`) a placeholder pod: the hold's
+    2. the Bindings of item 4;
+    3. per hold (:func:`gpuopt.calendar.solution.holds`) a placeholder pod: the hold's
        amounts as requests (GPUs under the node's resource name, label
        ``gpuopt.io/gpu-resource``, else ``nvidia.com/gpu``, also as limits), pinned
        to the node by required node affinity on ``metadata.name``, with the
@@ -109,7 +110,7 @@ def kubernetes_objects(
        job id and the hold's start and end (RFC 3339 when ``now`` is known, and ticks);
        its DRA GPUs asked by their class's extended resource, else by a
        ResourceClaimTemplate written just before it (:func:`~gpuopt.cluster.devices.device_asks`);
-    3. per pod of a job that starts now (:func:`gpuopt.calendar.solution.binds`) a
+    4. per pod of a job that starts now (:func:`gpuopt.calendar.solution.binds`) a
        ``Binding`` of the pod to its node (a pod with DRA claims: a comment, since only
        the scheduler allocates claims as it binds) (pods of a gang in the order the cluster
        lists them, one node each, as the plan lists them); a calendar read without a
@@ -124,6 +125,7 @@ def kubernetes_objects(
     nodes = {node.id: node for node in cluster.nodes} if cluster is not None else {}
     members: dict[str, list[Pending]] = dict(waiting_jobs(cluster)) if cluster is not None else {}
     step = problem.step
+    first_hold = len(out)
     for hold in holds(problem, plan):
         node = nodes.get(hold.node)
         gpu_resource = (
@@ -219,6 +221,7 @@ def kubernetes_objects(
                 },
             )
         )
+    after_holds = len(out)
     on_devices = scheduler_binds(cluster) if cluster is not None else set()
     dra_nodes = dra_gpu_nodes(cluster) if cluster is not None else set()
     for job, chosen in binds(plan):
@@ -233,7 +236,9 @@ def kubernetes_objects(
                 out.append((_scheduler_note(pod.id, node_id), None))
                 continue
             out.append(binding(pod.id, node_id, pod.space))
-    return out
+    # the Bindings before the placeholders: a placeholder applied first could take the room
+    # of a job's pods on their node before they are bound
+    return out[:first_hold] + out[after_holds:] + out[first_hold:after_holds]
 
 
 def _not_bound(pod_id: str, node: str, allowed: frozenset[str]) -> str:
@@ -309,8 +314,8 @@ def kubernetes_yaml(
     bound = sum(1 for _, item in found if item is not None and item["kind"] == "Binding")
     header = (
         f"# gpuopt calendar ({plan.method}): holds {len(holds(problem, plan))}, "
-        f"pods to bind now {bound}. Apply the PriorityClass and the placeholders; "
-        "re-run every period and replace the placeholders labelled "
+        f"pods to bind now {bound}. Apply in this order (the PriorityClass, the Bindings, "
+        "then the placeholders); re-run every period and replace the placeholders labelled "
         f"{ROLE_LABEL}={ROLE}."
     )
     return json_stream(header, found)

@@ -563,8 +563,9 @@ def add_generate(commands: Any) -> None:
     generate.add_argument(
         "--models",
         action="store_true",
-        help="GPU models: two or three pools with speed factors, and tasks that accept some "
-        "models only or have speeds of their own (models/allocation.md section 15)",
+        help="GPU models: two or three pools of whole nodes (fewer when the GPUs are fewer "
+        "nodes) with speed factors, and tasks that accept some models only or have speeds "
+        "of their own (models/allocation.md section 15)",
     )
     generate.add_argument(
         "--load",

@@ -278,10 +278,16 @@ def summary_lines(rows: Sequence[BenchRow], methods: Sequence[str]) -> list[str]
     lines = []
     others = [m for m in methods if m != BASELINE]
     for method in others:
-        gains = [row.gain(method) for row in rows]
+        every = [row.gain(method) for row in rows]
+        gains = [gain for gain in every if gain != float("inf")]  # "n/a": FIFO's value is 0
+        left = len(every) - len(gains)
+        skipped = f" ({left} n/a scenario{'s' if left != 1 else ''} left out)" if left else ""
+        if not gains:
+            lines.append(f"{method} value vs FIFO: n/a in every scenario (FIFO's value is 0)")
+            continue
         lines.append(
             f"{method} value vs FIFO: mean {statistics.fmean(gains):+.1%}, "
-            f"median {statistics.median(gains):+.1%}, lowest {min(gains):+.1%}"
+            f"median {statistics.median(gains):+.1%}, lowest {min(gains):+.1%}{skipped}"
         )
     for method in [BASELINE, *others]:
         gaps = [g for g in (row.gap_to_bound(method) for row in rows) if g is not None]

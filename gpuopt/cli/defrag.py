@@ -355,10 +355,19 @@ def run_snapshot(args: argparse.Namespace) -> int:
 
         # an empty --nodes or --pods is a bad path, not "use the default"
         nodes, pods = args.nodes, args.pods
-        if nodes is None or pods is None:
-            folder = trace_folder("openb", args.data)
-            nodes = folder / "openb_node_list_gpu_node.csv" if nodes is None else nodes
-            pods = folder / "openb_pod_list_default.csv" if pods is None else pods
+
+        def in_data(name: str | None, default: str) -> Path | str:
+            """The default, or a bare file name not in the working folder, from the openb
+            trace's folder (a path, or a name found here, as given)."""
+            if name is None:
+                return trace_folder("openb", args.data) / default
+            if name and Path(name).name == name and not Path(name).exists():
+                found = trace_folder("openb", args.data) / name
+                return found if found.exists() else name
+            return name
+
+        nodes = in_data(nodes, "openb_node_list_gpu_node.csv")
+        pods = in_data(pods, "openb_pod_list_default.csv")
         problem, report = read_openb(
             nodes,
             pods,
@@ -586,7 +595,11 @@ def add_snapshot(commands: Any) -> None:
 
 def add_openb_options(snap: argparse.ArgumentParser) -> None:
     """The flags of ``snapshot openb`` (``gpuopt.readers.openb.read_openb``'s options)."""
-    snap.add_argument("--nodes", help="openb node CSV (default: the GPU node list)")
+    snap.add_argument(
+        "--nodes",
+        help="openb node CSV: a path, or a file name of the openb trace's folder under "
+        "--data (default: openb_node_list_gpu_node.csv there)",
+    )
     snap.add_argument(
         "--no-workload",
         action="store_true",
@@ -594,7 +607,11 @@ def add_openb_options(snap: argparse.ArgumentParser) -> None:
         "covering 95 %% of the pods) as the snapshot's options.workload, which makes "
         "defrag maximise their slots (default: record it)",
     )
-    snap.add_argument("--pods", help="openb pod CSV (default: openb_pod_list_default.csv)")
+    snap.add_argument(
+        "--pods",
+        help="openb pod CSV: a path, or a file name of the openb trace's folder under "
+        "--data (default: openb_pod_list_default.csv there)",
+    )
     snap.add_argument(
         "--at",
         type=float,

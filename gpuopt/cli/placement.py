@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from gpuopt.cli.calendar import moment
 from gpuopt.cli.common import (
     SolveCommand,
     add_out,
@@ -380,9 +381,10 @@ def preempt_flags(preempt: argparse.ArgumentParser) -> None:
     )
     preempt.add_argument(
         "--now",
-        type=float,
-        help="the clock, in the unit of the tasks' start and checkpoint times "
-        "(default: the snapshot's now)",
+        type=moment,
+        help="the clock, in the unit of the tasks' start and checkpoint times: a number, "
+        "or for a Kubernetes snapshot (Unix seconds) an RFC 3339 time such as "
+        "2026-03-01T12:00:00Z (default: the snapshot's now)",
     )
     add_out(preempt, "write the decision JSON here")
 

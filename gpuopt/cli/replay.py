@@ -323,7 +323,9 @@ def add_commands(commands: Any) -> None:
         choices=list(QUEUE_POLICIES),
         required=True,
         help="fifo (strict order), easy (EASY backfill: only the queue's head holds a "
-        "reservation) or conservative (every waiting job holds one)",
+        "reservation), conservative (every waiting job holds one) or calendar (gpuopt's "
+        "calendar heuristic re-plans every waiting job at each event, R6d of "
+        "models/calendar.md)",
     )
     jobs.add_argument(
         "--format",

@@ -120,3 +120,28 @@ def test_format_seconds() -> None:
         "35.0 s",
         "125 s",
     ]
+
+
+def test_a_scenario_where_fifo_earns_nothing_is_left_out_of_the_mean(
+    rows: list[BenchRow],
+) -> None:
+    """A scenario where FIFO's value is 0 gives "n/a" in the table, so the closing line
+    leaves it out of the mean and the median (it used to show "mean +inf%")."""
+    from gpuopt.cli.bench_table import summary_lines
+
+    first = rows[0]
+    fifo = first.results["fifo"]
+    none = first.results["fifo"].model_copy(
+        update={"metrics": fifo.metrics.model_copy(update={"value": 0.0})}
+    )
+    zero = BenchRow(
+        problem=first.problem, source=first.source, results={**first.results, "fifo": none}
+    )
+    zero.median_seconds.update(first.median_seconds)
+    lines = summary_lines([zero, *rows[1:]], ["fifo", "heuristic"])
+    line = next(line for line in lines if line.startswith("heuristic value vs FIFO"))
+    assert "inf" not in line and line.endswith("(1 n/a scenario left out)")
+    gains = [row.gain("heuristic") for row in rows[1:]]
+    assert f"lowest {min(gains):+.1%}" in line
+    alone = summary_lines([zero], ["fifo", "heuristic"])
+    assert alone[0] == "heuristic value vs FIFO: n/a in every scenario (FIFO's value is 0)"

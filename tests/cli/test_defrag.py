@@ -249,6 +249,29 @@ def test_snapshot_openb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert code == 2 and "missing.csv" in stderr and not (tmp_path / "x.json").exists()
 
 
+def test_snapshot_openb_finds_a_file_name_in_the_data_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bare --pods/--nodes name that is not in the working folder is the openb trace
+    folder's file of that name (as the defaults are); a path is taken as given."""
+    openb = tmp_path / "data" / "alibaba-openb-gpu-2023"  # docs/data.md's folder name
+    openb.mkdir(parents=True)
+    (openb / "openb_node_list_gpu_node.csv").write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,4,T4\n"
+    )
+    (openb / "other_pods.csv").write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,4000,1024,1,1000\n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args = ["snapshot", "openb", "--data", str(tmp_path / "data"), "--out", "s.json"]
+    code, stdout, _ = run([*args, "--pods", "other_pods.csv"], capsys)
+    assert code == 0 and "1 placed" in stdout
+    code, _, stderr = run([*args, "--pods", "nowhere.csv"], capsys)
+    assert code == 2 and "nowhere.csv" in stderr
+
+
 def test_snapshot_openb_refuses_an_empty_cluster(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
