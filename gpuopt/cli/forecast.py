@@ -44,7 +44,12 @@ coverage_share = number_type(float, lambda v: 0 < v <= 1, "a share in (0, 1] suc
 
 def run_realtime(args: argparse.Namespace) -> int:
     """``gpuopt forecast realtime HISTORY``: the forecast (and GPUs), to ``--out`` or stdout."""
-    from gpuopt.forecast.realtime import forecast_hourly, forecast_interval, gpus_for
+    from gpuopt.forecast.realtime import (
+        forecast_hourly,
+        forecast_interval,
+        gpus_for,
+        shortfall,
+    )
     from gpuopt.readers.traffic import read_hourly_csv
 
     check_outputs(args)
@@ -107,6 +112,11 @@ def run_realtime(args: argparse.Namespace) -> int:
             maximum=args.maximum,
         )
         payload["gpus"] = gpus
+        short = shortfall(forecast if upper is None else upper, gpus, args.per_gpu, margin)
+        if any(short):
+            payload["short"] = short
+            if not args.quiet:
+                _say_short(short)
     text = json.dumps(payload) + "\n"
     if not args.out:
         sys.stdout.write(text)
@@ -122,6 +132,18 @@ def run_realtime(args: argparse.Namespace) -> int:
         line += f"; GPUs {min(gpus)} to {max(gpus)}, {sum(gpus):,} GPU-hours"
     shown.print(line)
     return EXIT_OK
+
+
+def _say_short(short: list[int]) -> None:
+    """On stderr, the hours the curve cannot cover (``--maximum`` caps it, or ``--max-swap``
+    cannot ramp from ``--initial`` in time): the sized forecast asks more there."""
+    hours = sum(1 for gpus in short if gpus)
+    print(
+        f"short: the GPU curve is below the sized forecast in {hours} of {len(short)} hours "
+        f"({sum(short):,} GPU-hours, at most {max(short)} GPUs in one hour), as --maximum, "
+        '--max-swap and --initial allow; the JSON\'s "short" lists them per hour',
+        file=sys.stderr,
+    )
 
 
 def add_commands(commands: Any) -> None:

@@ -770,8 +770,7 @@ def gpus_for(
         raise ProblemError(f"maximum {cap} is below minimum {floor}.")
     if values.size == 0:
         return []
-    raw = values * (1.0 + headroom) / per_gpu
-    need = np.maximum(np.ceil(raw - 1e-9), floor)  # 1e-9: 3 * 0.1 / 0.1 is 3, not 4
+    need = _need(values, per_gpu, headroom, floor)
     if cap is not None:
         need = np.minimum(need, cap)
     if not np.all(need < 2**62):
@@ -780,6 +779,30 @@ def gpus_for(
     if swap is None:
         return [int(g) for g in gpus]
     return _ramp(gpus, swap, start)
+
+
+def _need(values: np.ndarray, per_gpu: float, headroom: float, floor: int) -> np.ndarray:
+    """``need[t] = max(minimum, ceil(forecast[t] * (1 + headroom) / per_gpu))``, as floats."""
+    raw = values * (1.0 + headroom) / per_gpu
+    return np.maximum(np.ceil(raw - 1e-9), floor)  # 1e-9: 3 * 0.1 / 0.1 is 3, not 4
+
+
+def shortfall(
+    forecast: Sequence[float] | np.ndarray,
+    gpus: Sequence[int],
+    per_gpu: float,
+    headroom: float = 0.2,
+    minimum: int = 0,
+) -> list[int]:
+    """Per step, the GPUs a curve ``gpus`` (:func:`gpus_for`'s) lacks against the sized
+    forecast, ``max(0, need[t] - gpus[t])``: nonzero where ``maximum`` caps it or where
+    ``max_swap`` cannot ramp from ``initial`` in time.
+
+    >>> shortfall([50, 50], [3, 5], per_gpu=10, headroom=0.0)
+    [2, 0]
+    """
+    need = _need(_rates(forecast), per_gpu, headroom, minimum)
+    return [max(0, int(n) - int(g)) for n, g in zip(need.tolist(), gpus, strict=True)]
 
 
 def _rates(forecast: Sequence[float] | np.ndarray) -> np.ndarray:

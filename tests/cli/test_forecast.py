@@ -87,6 +87,21 @@ def test_forecast_and_gpus_written(run: Runner, tmp_path: Path) -> None:
     assert "192 hours (0 missing)" in stdout and "GPUs 1 to 4" in stdout
 
 
+def test_hours_the_curve_cannot_cover_are_said(run: Runner, tmp_path: Path) -> None:
+    """The sized forecast asks 1, 4 and 2 GPUs (DAY / 10); --maximum 3 leaves the ten
+    hours of 4 one GPU short each: said on stderr and listed as "short" in the JSON."""
+    history, out = history_csv(tmp_path / "h.csv"), tmp_path / "out.json"
+    asked = ["forecast", "realtime", str(history), "--per-gpu", "10", "--headroom", "0"]
+    code, _, stderr = run([*asked, "--maximum", "3", "--out", str(out)])
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert data["gpus"] == [1] * 8 + [3] * 10 + [2] * 6
+    assert data["short"] == [0] * 8 + [1] * 10 + [0] * 6
+    assert "below the sized forecast in 10 of 24 hours (10 GPU-hours" in stderr
+    code, _, stderr = run([*asked, "--out", str(out)])  # no cap: covered, nothing said
+    assert code == 0 and "short" not in json.loads(out.read_text()) and "short" not in stderr
+
+
 def test_forecast_to_stdout_with_model_and_horizon(run: Runner, tmp_path: Path) -> None:
     history = history_csv(tmp_path / "h.csv", days=2)
     code, stdout, _ = run(
