@@ -246,7 +246,7 @@ class Cluster(IndexedModel, _Extended):
                 *(device.key for device in self.devices),
             ),
         )
-        known = {*self.levels, NODE_LEVEL}
+        known = {*self.level_names, NODE_LEVEL}
         for gang in self.gangs:
             if gang.level is not None and gang.level not in known:
                 raise ValueError(
@@ -331,6 +331,15 @@ class Cluster(IndexedModel, _Extended):
                     f"task {out[0].id!r}: no GPU of node {node.id!r} has room for it beside "
                     "the GPUs its tasks name (gpu_indices)"
                 )
+
+    @property
+    def level_names(self) -> list[str]:
+        """The topology levels a question may name, coarsest first: :attr:`levels`, or
+        where none are given and nodes state the legacy ``asw``, ``switch`` (the level
+        :meth:`domains` reads it as)."""
+        if self.levels or not any(node.asw is not None for node in self.nodes):
+            return list(self.levels)
+        return [SWITCH_LEVEL]
 
     def domains(self, level: str) -> list[str | None]:
         """Each node's domain at ``level``, in node order (None where a node states none).

@@ -157,7 +157,7 @@ class GangProblem(IndexedModel):
 
     @model_validator(mode="after")
     def _check_problem(self) -> GangProblem:
-        known = [*self.cluster.levels, NODE_LEVEL]
+        known = [*self.cluster.level_names, NODE_LEVEL]
         request = self.request
         rank = {level: pos for pos, level in enumerate(known)}
         for name, level in (

@@ -124,7 +124,7 @@ def key_of(problem: GangProblem, count: np.ndarray, victims: Iterable[int]) -> G
 def topology_of(problem: GangProblem, count: np.ndarray) -> list[DomainUse]:
     """The domains holding pods at every level from the required one down to ``node``."""
     cluster = problem.cluster
-    levels = [*cluster.levels, NODE_LEVEL]
+    levels = [*cluster.level_names, NODE_LEVEL]
     required = problem.request.required
     start = 0 if required is None else levels.index(required)
     uses = []

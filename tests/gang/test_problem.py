@@ -105,3 +105,25 @@ def test_round_trip() -> None:
     problem = _problem({"pods": 2, "gpus": 2, "required": "rack", "preferred": "node"})
     again = GangProblem.model_validate_json(problem.to_json())
     assert again == problem
+
+
+def test_a_gang_may_require_the_legacy_switch_level() -> None:
+    """Nodes that state only the legacy ``asw`` (as openb snapshots do) have the level
+    ``switch`` that switch-level placement reads: a gang may require it. Four 8-GPU nodes,
+    two per switch, s1's first node busy: two 8-GPU pods fit only under s2."""
+    import gpuopt
+
+    nodes = [
+        {"id": f"n{i}", "gpus": 8, "cpus": 64, "asw": "s1" if i < 2 else "s2"} for i in range(4)
+    ]
+    busy = {"id": "t", "node": "n0", "gpus": 8, "cpus": 8, "start_time": 0}
+    cluster = Cluster(now=100, nodes=nodes, tasks=[busy])
+    assert cluster.levels == [] and cluster.level_names == ["switch"]
+    problem = GangProblem.model_validate(
+        {"cluster": cluster, "request": {"id": "g", "pods": 2, "gpus": 8, "required": "switch"}}
+    )
+    answer = gpuopt.solve(problem)
+    assert gpuopt.violations(problem, answer) == []
+    assert sorted(answer.nodes) == ["n2", "n3"] and answer.victims == []
+    plain = Cluster(nodes=[{"id": "a", "gpus": 8, "cpus": 8}])
+    assert plain.level_names == []  # no asw: no switch level to name
