@@ -91,30 +91,21 @@ def test_victims_free_the_gpu_a_mig_placement_needs(
             assert (decision.status, decision.bound) == ("optimal", least), method
 
 
+def stopping(victims: list[str], cost: float) -> PreemptionResult:
+    """A decision for node kind-dra-worker that stops ``victims``."""
+    return PreemptionResult(
+        method="dp", node="kind-dra-worker", victims=victims, cost=cost, preempted=True, stage=2
+    )
+
+
 def test_the_checker_wants_the_devices_freed_and_no_needless_victims(cluster: Any) -> None:
     problem = question(cluster, "train/urgent")
-    cpu_only = PreemptionResult(
-        method="dp",
-        node="kind-dra-worker",
-        victims=["train/lp-cpu"],
-        cost=0.0,
-        preempted=True,
-        stage=2,
-    )
-    assert any(v.startswith("DF") for v in violations(problem, cpu_only))
+    assert any(v.startswith("DF") for v in violations(problem, stopping(["train/lp-cpu"], 0.0)))
     nobody = PreemptionResult(method="dp", node="kind-dra-worker", stage=1)
     assert any(v.startswith("DF") for v in violations(problem, nobody))
     # P6 reads the devices too: the node has the CPUs free, not the 1g.5gb, so stopping
     # lp-0 is no needless preemption
-    freed = PreemptionResult(
-        method="dp",
-        node="kind-dra-worker",
-        victims=["train/lp-0"],
-        cost=1000.0,
-        preempted=True,
-        stage=2,
-    )
-    assert violations(problem, freed) == []
+    assert violations(problem, stopping(["train/lp-0"], 1000.0)) == []
 
 
 def test_device_victims_are_each_needed(cluster: Any) -> None:
