@@ -77,13 +77,16 @@ def cheapest_first(
 
 def device_victims(problem: PreemptionProblem, node_id: str, candidates: list[Task]) -> list[Task]:
     """``D_n`` of P12: the tasks of ``candidates`` (those the request may stop on the node)
-    whose release the claims need, found by releasing all and taking them back, the most
-    costly first, while the claims still fit. Empty when the claims fit already."""
+    whose release the claims need, found by releasing all that hold devices there and
+    taking them back, the most costly first, while the claims still fit (a task holding no
+    device there cannot change the fit). Empty when the claims fit already."""
     ledger = DeviceLedger(problem.cluster)
     claims = problem.request.claims
-    cost = {task.id: _cost(problem, task) for task in candidates}
-    released = [task.id for task in candidates]
-    for task in sorted(candidates, key=lambda task: -cost[task.id]):
+    holders = _holders(problem, node_id)
+    holding = [task for task in candidates if task.id in holders]
+    cost = {task.id: _cost(problem, task) for task in holding}
+    released = [task.id for task in holding]
+    for task in sorted(holding, key=lambda task: -cost[task.id]):
         trial = [other for other in released if other != task.id]
         if not ledger.fit(claims, node_id, trial)[0]:
             released = trial
@@ -146,12 +149,7 @@ def _least(
     released device can change that)."""
     least = cover(*columns, need_gpus, need_cpus) if need_gpus or need_cpus else ()
     by_room = sum(columns[2][item] for item in least or ())
-    holders = {
-        pod
-        for claim in problem.cluster.claims
-        if claim.node == node_id and claim.allocated
-        for pod in claim.pods
-    }
+    holders = _holders(problem, node_id)
     held = [cost for task, cost in zip(candidates, columns[2], strict=True) if task.id in holders]
     return max(by_room, min(held, default=0))
 
@@ -239,6 +237,17 @@ def _proof(
     least = min(own, *(option.bound for option in options))
     cost = round(decision.cost * SCALE)
     return (Status.OPTIMAL if cost <= least else Status.FEASIBLE), least / SCALE
+
+
+def _holders(problem: PreemptionProblem, node_id: str) -> set[str]:
+    """The pods holding a claim allocated on node ``node_id`` or on no one node (devices
+    of the cluster's pools, which the node may reach too)."""
+    return {
+        pod
+        for claim in problem.cluster.claims
+        if claim.allocated and claim.node in (node_id, None)
+        for pod in claim.pods
+    }
 
 
 def _cost(problem: PreemptionProblem, task: Task) -> int:
