@@ -647,7 +647,8 @@ def _node_case(method: str) -> Callable[[random.Random, int], Instance]:
             cluster,
             request,
             min_bandwidth=rng.choice((0.0, 0.0, 16.0, 32.0, 300.0)),
-            whole_node=rng.random() < 0.1,
+            # (a pod of claims only, gpus = 0, takes no whole GPU: never a whole node)
+            whole_node=rng.random() < 0.1 and request.gpus > 0,
             pending=pending,
         )
         shape = f"{size} {nodes} nodes x {gpus_per_node} GPUs, request {request}"
