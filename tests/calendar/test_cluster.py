@@ -8,6 +8,7 @@ the calendar's checker.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -366,3 +367,77 @@ def test_placeholders_of_an_earlier_plan_are_left_out_and_counted() -> None:
     assert report.notes["calendar-hold"] == 2
     assert sorted(report.examples["calendar-hold"]) == ["ml/hold-c", "ml/hold-wait"]
     checked(problem)
+
+
+def test_a_snapshot_keeps_the_times_the_calendar_reads() -> None:
+    """calendar(kubectl objects) == calendar(the snapshot of them): the reader keeps each
+    pod's gpuopt.io annotations, activeDeadlineSeconds and priorityClassName in the
+    cluster model, and its JSON keeps them. By hand, now 12:00 and ticks of 5 minutes:
+    run ends at 14:00 (annotation, tick 24); timed started 11:00 with a 2 h deadline,
+    ends 13:00 (tick 12); wait reserves 3 h (36 ticks); gold's class weighs 7."""
+    from gpuopt.cluster.model import parse_cluster
+    from gpuopt.readers.kubectl import read_kubernetes
+
+    def pod(name: str, *, node: str | None = None, **meta: Any) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "4"}}}]
+        }
+        spec.update(meta.pop("spec", {}))
+        status: dict[str, Any] = {"phase": "Pending"}
+        if node is not None:
+            spec["nodeName"] = node
+            status = {"phase": "Running", "startTime": "2026-03-02T11:00:00Z"}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": "ml",
+                **meta,
+                "creationTimestamp": "2026-03-02T11:00:00Z",
+            },
+            "spec": spec,
+            "status": status,
+        }
+
+    listing = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "n1"},
+                "status": {
+                    "allocatable": {"cpu": "96", "memory": "1000Gi", "nvidia.com/gpu": "8"},
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "lastHeartbeatTime": "2026-03-02T12:00:00Z",
+                        }
+                    ],
+                },
+            },
+            pod("run", node="n1", annotations={"gpuopt.io/expected-end": "2026-03-02T14:00:00Z"}),
+            pod("timed", node="n1", spec={"activeDeadlineSeconds": 7200}),
+            pod("wait", annotations={"gpuopt.io/walltime": "3h", "other.io/x": "kept out"}),
+            pod("gold", spec={"priorityClassName": "gold"}),
+        ],
+    }
+    cluster, _ = read_kubernetes(listing)
+    snapshot = parse_cluster(json.loads(cluster.to_json()))  # as gpuopt snapshot writes it
+    assert snapshot.pending[0].annotations == {"gpuopt.io/walltime": "3h"}
+    options: dict[str, Any] = {"horizon": 86400.0, "step": 300.0, "class_weights": {"gold": 7}}
+    from_objects, objects_report = from_cluster_report(
+        cluster, pods=pod_times([listing]), **options
+    )
+    from_snapshot, snapshot_report = from_cluster_report(snapshot, **options)
+    assert from_snapshot == from_objects
+    assert snapshot_report.to_dict() == objects_report.to_dict()
+    assert {p.id: p.end for p in from_snapshot.running} == {"ml/run": 24, "ml/timed": 12}
+    jobs = {job.id: job for job in from_snapshot.jobs}
+    assert (jobs["ml/wait"].duration, jobs["ml/gold"].weight) == (36, 7.0)
+    plan = checked(from_snapshot)
+    assert plan.starts == checked(from_objects).starts
+    assert plan.start_of("ml/wait").start == 24  # after run, which holds 4 GPUs until 14:00
