@@ -19,7 +19,7 @@ names, one sentence each, every rule of ``models/calendar.md`` broken (C1-C7);
 from __future__ import annotations
 
 from collections import Counter
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -65,6 +65,12 @@ class CalendarPlan(Result):
 
     starts: list[JobStart] = Field(default_factory=list)
     step: float = Field(default=1.0, description="Seconds per tick of the problem planned.")
+    calendar: dict[str, Any] | None = Field(
+        default=None,
+        description="How the calendar was built from a cluster: the keywords of "
+        "gpuopt.calendar.cluster.from_cluster_report (horizon and step in seconds, now, ...), "
+        "so that gpuopt check rebuilds it; None for a calendar problem given as it is.",
+    )
 
     def start_of(self, job: str) -> JobStart:
         """The :class:`JobStart` of ``job``."""

@@ -82,6 +82,8 @@ class Read:
         self.report: Any = None
         self.kube_report: Any = None
         self.now: float | None = None
+        #: The keywords the calendar was built with from a cluster (None: a calendar problem).
+        self.built: dict[str, Any] | None = None
 
 
 #: Flags that only apply to a calendar built from a cluster.
@@ -151,6 +153,7 @@ def read_calendar(args: argparse.Namespace, read: Read) -> Any:
     problem, report = _build(cluster, options, args)
     read.cluster, read.report = cluster, report
     read.now = args.now if args.now is not None else cluster.now
+    read.built = {**options, "now": read.now}
     return problem
 
 
@@ -193,11 +196,19 @@ def run_calendar(args: argparse.Namespace) -> int:
                 print("\n".join(read.report.lines()), file=sys.stderr)
         return problem
 
+    def solver(problem: Any, method: str, **options: Any) -> Any:
+        """:func:`gpuopt.solve`, the plan saying how its calendar was built (for check)."""
+        from gpuopt.api import solve
+
+        plan = solve(problem, method, **options)
+        return plan if read.built is None else plan.model_copy(update={"calendar": read.built})
+
     return solve_command(
         args,
         build=build,
         options=lambda problem: given,
         show=lambda shown, problem, plan: show_calendar(args, read, shown, problem, plan),
+        solver=solver,
     )
 
 
