@@ -600,6 +600,9 @@ def from_cluster_report(
     running = builder.running(extended, running_default)
     needs_node = any(job["level"] == NODE_LEVEL for job in jobs)
     nodes = builder.nodes(extended, levels, running, with_node=needs_node)
+    for job in jobs:
+        if job["id"] in builder.uneven:
+            job["simplified"] = _uneven_note(job, builder.uneven[job["id"]], nodes)
     # CalendarProblem(...), not .parse: pydantic runs a model's after-validators twice when
     # model_validate goes through a custom __init__ (IndexedModel's); same one-sentence errors
     problem = CalendarProblem(
@@ -612,6 +615,55 @@ def from_cluster_report(
         objective=objective,
     )
     return problem, report
+
+
+def _uneven_note(job: dict[str, Any], uses: list[list[int]], nodes: list[dict[str, Any]]) -> str:
+    """F4's simplification for a gang whose pods ask for different uses, in one sentence:
+    it is planned at its largest pod's use; and, where its eligible nodes of one domain
+    cannot hold that even when idle but do hold its pods' own uses (first fit, largest
+    pods first), that it is refused because of the simplification."""
+    use, members = job["use"], len(uses)
+    eligible = job["eligible"]
+    level = job["level"]
+    domains: dict[str | None, list[list[int]]] = {}
+    for node in nodes:
+        if eligible is not None and node["id"] not in eligible:
+            continue
+        if level is not None and level not in node["domains"]:
+            continue
+        domains.setdefault(node["domains"].get(level), []).append(list(node["capacity"]))
+
+    def largest(capacities: list[list[int]]) -> int:
+        return sum(
+            min(c // u for c, u in zip(capacity, use, strict=True) if u > 0)
+            for capacity in capacities
+        )
+
+    def own(capacities: list[list[int]]) -> bool:
+        free = [list(capacity) for capacity in capacities]
+        for pod in sorted(uses, reverse=True):
+            spot = next(
+                (room for room in free if all(u <= r for u, r in zip(pod, room, strict=True))),
+                None,
+            )
+            if spot is None:
+                return False
+            spot[:] = [r - u for r, u in zip(spot, pod, strict=True)]
+        return True
+
+    note = (
+        f"F4 (gang-uneven): its {members} pods are planned at its largest pod's use "
+        f"({use[0]} GPUs each, {members * use[0]} in all; its pods ask for "
+        f"{sum(pod[0] for pod in uses)})"
+    )
+    if any(own(c) for c in domains.values()) and not any(
+        largest(c) >= members for c in domains.values()
+    ):
+        note += (
+            ", which its eligible nodes cannot hold even when idle while its pods' own uses "
+            "fit them: it is refused because of that simplification"
+        )
+    return note
 
 
 def _without_holds(cluster: Cluster, report: CalendarReport) -> Cluster:
@@ -708,6 +760,8 @@ class _Builder:
         self.ticks = ticks
         self.times = times
         self.report = report
+        #: F4: per gang whose pods ask for different uses, each pod's use.
+        self.uneven: dict[str, list[list[int]]] = {}
         self._eligible: dict[str, list[str]] = {}
         self._common: dict[tuple[str, ...], list[str]] = {}
 
@@ -869,6 +923,7 @@ class _Builder:
         use = [max(column) for column in zip(*uses, strict=True)]
         if any(row != use for row in uses):
             report.note("gang-uneven", job_id)
+            self.uneven[job_id] = uses
         eligible = self.eligible_all(members)
         if not eligible:
             report.note("no-eligible-node", job_id)

@@ -441,3 +441,56 @@ def test_a_snapshot_keeps_the_times_the_calendar_reads() -> None:
     plan = checked(from_snapshot)
     assert plan.starts == checked(from_objects).starts
     assert plan.start_of("ml/wait").start == 24  # after run, which holds 4 GPUs until 14:00
+
+
+def mpi_gang(nodes: int) -> Cluster:
+    """``nodes`` idle 8-GPU nodes and an MPIJob-shaped gang: a launcher without GPU (2 CPUs)
+    and two workers of 8 GPUs (16 CPUs each)."""
+    return Cluster.model_validate(
+        {
+            "now": NOW,
+            "nodes": [
+                {"id": f"n{k}", "gpus": 8, "cpus": 64, "memory": 512_000} for k in range(nodes)
+            ],
+            "tasks": [],
+            "pending": [
+                {"id": "ml/launcher", "gpus": 0, "cpus": 2, "gang": "ml/mpi"},
+                {"id": "ml/worker-0", "gpus": 8, "cpus": 16, "gang": "ml/mpi"},
+                {"id": "ml/worker-1", "gpus": 8, "cpus": 16, "gang": "ml/mpi"},
+            ],
+        }
+    )
+
+
+def test_an_uneven_gang_refused_by_f4_says_so_in_its_reason() -> None:
+    """F4 plans the three pods at the largest one's use, 8 GPUs and 16 CPUs: 24 GPUs on two
+    8-GPU nodes never fit, though the pods' own uses do (a worker on each node, the
+    launcher beside either). Every method's plan says, for this job, that the
+    simplification refused it; on three nodes it starts now and says nothing."""
+    problem, report = build(mpi_gang(2))
+    (job,) = problem.jobs
+    assert (job.members, job.use[:2]) == (3, [8, 16_000])
+    assert report.notes["gang-uneven"] == 1
+    for method in METHODS[CalendarProblem]:
+        (start,) = checked(problem, method).starts
+        assert start.start is None, method
+        assert start.reason is not None and start.reason.endswith(
+            "F4 (gang-uneven): its 3 pods are planned at its largest pod's use (8 GPUs each, "
+            "24 in all; its pods ask for 16), which its eligible nodes cannot hold even when "
+            "idle while its pods' own uses fit them: it is refused because of that "
+            "simplification"
+        ), (method, start.reason)
+    problem, _ = build(mpi_gang(3))
+    (start,) = checked(problem).starts
+    assert (start.start, start.reason) == (0, None)
+
+
+def test_an_uneven_gang_that_waits_for_room_is_not_said_refused_by_f4() -> None:
+    """On three nodes held past the horizon by running pods the gang gets no start for lack
+    of room, not because of F4: its reason names the simplification, not a refusal."""
+    busy = mpi_gang(3).model_dump()
+    busy["tasks"] = [{"id": f"ml/run-{k}", "node": f"n{k}", "gpus": 8} for k in range(3)]
+    problem, _ = build(Cluster.model_validate(busy))
+    (start,) = checked(problem).starts
+    assert start.start is None and start.reason is not None
+    assert "F4 (gang-uneven)" in start.reason and "refused" not in start.reason
