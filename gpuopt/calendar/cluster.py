@@ -9,10 +9,13 @@ F1-F7; the Kubernetes output F8 is :mod:`gpuopt.calendar.emit`, what to stop now
 :func:`from_cluster_report` returns with it a :class:`CalendarReport` that
 counts, by source, where every expected end, walltime and submit tick came
 from, and every field that decides where or when a pod may run but is not
-planned with. The cluster model carries no annotations, so what only a
-Kubernetes object says (the ``gpuopt.io/*`` annotations below,
-``spec.activeDeadlineSeconds``, ``spec.priorityClassName``) is read from the
-same kubectl input by :func:`pod_times`, one :class:`PodTimes` per pod id.
+planned with. What a pod says of its time (the ``gpuopt.io/*`` annotations
+below, ``spec.activeDeadlineSeconds``, ``spec.priorityClassName``) the cluster
+model keeps as each task's and waiting pod's ``annotations``,
+``active_deadline`` and ``priority_class``, so a ``gpuopt snapshot`` of kubectl
+output keeps it too; :func:`cluster_times` reads it from the model and
+:func:`pod_times` from the kubectl objects alike, one :class:`PodTimes` per pod
+id.
 
 The mapping
 -----------
@@ -306,31 +309,69 @@ expected_runtime=None, extender=())}
             continue
         pod = f"{metadata.get('namespace') or 'default'}/{name}"
         notes = metadata.get("annotations") or {}
-        notes = notes if isinstance(notes, Mapping) else {}
-
-        def read(key: str, parse: Any, pod: str = pod, notes: Mapping[str, Any] = notes) -> Any:
-            return reader.read(notes, key, parse, owner=f"pod {pod}", who=pod)
-
-        walltime = read(WALLTIME, parse_duration)
-        if walltime is None:
-            walltime = read(MAX_RUNTIME, parse_duration)
         deadline = spec.get("activeDeadlineSeconds")
-        level = notes.get(REQUIRED_LEVEL)
-        found[pod] = PodTimes(
-            expected_end=read(EXPECTED_END, parse_time),
-            walltime=walltime,
-            active_deadline=float(deadline)
+        named = spec.get("priorityClassName")
+        found[pod] = _times_of(
+            reader,
+            pod,
+            notes if isinstance(notes, Mapping) else {},
+            float(deadline)
             if isinstance(deadline, int) and not isinstance(deadline, bool) and deadline > 0
             else None,
-            priority_class=spec.get("priorityClassName")
-            if isinstance(spec.get("priorityClassName"), str)
-            else None,
-            required_level=level if isinstance(level, str) and level else None,
-            not_before=read(NOT_BEFORE, parse_time),
-            expected_runtime=read(EXPECTED_RUNTIME, parse_duration),
-            extender=tuple(key for key in EXTENDER_ANNOTATIONS if key in notes),
+            named if isinstance(named, str) else None,
         )
     return found
+
+
+def cluster_times(
+    cluster: Cluster, *, strict: bool = False, report: CalendarReport | None = None
+) -> dict[str, PodTimes]:
+    """Per running task and waiting pod of ``cluster`` what it says of its time: the
+    :class:`PodTimes` of its ``annotations``, ``active_deadline`` and ``priority_class``
+    (the kubectl reader keeps them, and so does a ``gpuopt snapshot`` of its output), read
+    as :func:`pod_times` reads the kubectl objects themselves: the calendar of a snapshot
+    is the calendar of the cluster it was taken from.
+
+    >>> from gpuopt.cluster.model import Cluster
+    >>> cluster = Cluster(nodes=[{"id": "n", "gpus": 8}], tasks=[], pending=[
+    ...     {"id": "ml/p", "gpus": 1, "annotations": {"gpuopt.io/walltime": "2h"}}])
+    >>> cluster_times(cluster)["ml/p"].walltime
+    7200.0
+    """
+    reader = AnnotationReader(report, strict)
+    pods: list[Task | Pending] = [*cluster.tasks, *cluster.pending]
+    return {
+        pod.id: _times_of(reader, pod.id, pod.annotations, pod.active_deadline, pod.priority_class)
+        for pod in pods
+    }
+
+
+def _times_of(
+    reader: AnnotationReader,
+    pod: str,
+    notes: Mapping[str, Any],
+    active_deadline: float | None,
+    priority_class: str | None,
+) -> PodTimes:
+    """One pod's :class:`PodTimes` from its annotations and the two spec fields."""
+
+    def read(key: str, parse: Any) -> Any:
+        return reader.read(notes, key, parse, owner=f"pod {pod}", who=pod)
+
+    walltime = read(WALLTIME, parse_duration)
+    if walltime is None:
+        walltime = read(MAX_RUNTIME, parse_duration)
+    level = notes.get(REQUIRED_LEVEL)
+    return PodTimes(
+        expected_end=read(EXPECTED_END, parse_time),
+        walltime=walltime,
+        active_deadline=active_deadline,
+        priority_class=priority_class,
+        required_level=level if isinstance(level, str) and level else None,
+        not_before=read(NOT_BEFORE, parse_time),
+        expected_runtime=read(EXPECTED_RUNTIME, parse_duration),
+        extender=tuple(key for key in EXTENDER_ANNOTATIONS if key in notes),
+    )
 
 
 def release_announced(objects: Iterable[Any]) -> tuple[list[Any], int]:
@@ -484,7 +525,8 @@ def from_cluster_report(
     objective
         C8's ``"delay"`` or ``"slowdown"``.
     pods
-        :func:`pod_times` of the Kubernetes input, by pod id (default: none).
+        :func:`pod_times` of the Kubernetes input, by pod id (default: the cluster's own,
+        :func:`cluster_times`).
     default_walltime
         Seconds a waiting pod reserves when nothing states its walltime.
     running_default
@@ -520,8 +562,8 @@ def from_cluster_report(
         raise ProblemError("now: the snapshot states no clock; give now (--now T).")
     if not (math.isfinite(default_walltime) and default_walltime > 0):
         raise ProblemError(f"default_walltime: {default_walltime!r} is not a positive duration.")
-    times = pods or {}
     report = CalendarReport()
+    times = pods if pods is not None else cluster_times(cluster, report=report)
     cluster = _without_holds(cluster, report)
     builder = _Builder(cluster, float(clock), float(step), ticks, times, report)
     levels = builder.levels()
@@ -558,6 +600,9 @@ def from_cluster_report(
     running = builder.running(extended, running_default)
     needs_node = any(job["level"] == NODE_LEVEL for job in jobs)
     nodes = builder.nodes(extended, levels, running, with_node=needs_node)
+    for job in jobs:
+        if job["id"] in builder.uneven:
+            job["simplified"] = _uneven_note(job, builder.uneven[job["id"]], nodes)
     # CalendarProblem(...), not .parse: pydantic runs a model's after-validators twice when
     # model_validate goes through a custom __init__ (IndexedModel's); same one-sentence errors
     problem = CalendarProblem(
@@ -570,6 +615,55 @@ def from_cluster_report(
         objective=objective,
     )
     return problem, report
+
+
+def _uneven_note(job: dict[str, Any], uses: list[list[int]], nodes: list[dict[str, Any]]) -> str:
+    """F4's simplification for a gang whose pods ask for different uses, in one sentence:
+    it is planned at its largest pod's use; and, where its eligible nodes of one domain
+    cannot hold that even when idle but do hold its pods' own uses (first fit, largest
+    pods first), that it is refused because of the simplification."""
+    use, members = job["use"], len(uses)
+    eligible = job["eligible"]
+    level = job["level"]
+    domains: dict[str | None, list[list[int]]] = {}
+    for node in nodes:
+        if eligible is not None and node["id"] not in eligible:
+            continue
+        if level is not None and level not in node["domains"]:
+            continue
+        domains.setdefault(node["domains"].get(level), []).append(list(node["capacity"]))
+
+    def largest(capacities: list[list[int]]) -> int:
+        return sum(
+            min(c // u for c, u in zip(capacity, use, strict=True) if u > 0)
+            for capacity in capacities
+        )
+
+    def own(capacities: list[list[int]]) -> bool:
+        free = [list(capacity) for capacity in capacities]
+        for pod in sorted(uses, reverse=True):
+            spot = next(
+                (room for room in free if all(u <= r for u, r in zip(pod, room, strict=True))),
+                None,
+            )
+            if spot is None:
+                return False
+            spot[:] = [r - u for r, u in zip(spot, pod, strict=True)]
+        return True
+
+    note = (
+        f"F4 (gang-uneven): its {members} pods are planned at its largest pod's use "
+        f"({use[0]} GPUs each, {members * use[0]} in all; its pods ask for "
+        f"{sum(pod[0] for pod in uses)})"
+    )
+    if any(own(c) for c in domains.values()) and not any(
+        largest(c) >= members for c in domains.values()
+    ):
+        note += (
+            ", which its eligible nodes cannot hold even when idle while its pods' own uses "
+            "fit them: it is refused because of that simplification"
+        )
+    return note
 
 
 def _without_holds(cluster: Cluster, report: CalendarReport) -> Cluster:
@@ -666,6 +760,8 @@ class _Builder:
         self.ticks = ticks
         self.times = times
         self.report = report
+        #: F4: per gang whose pods ask for different uses, each pod's use.
+        self.uneven: dict[str, list[list[int]]] = {}
         self._eligible: dict[str, list[str]] = {}
         self._common: dict[tuple[str, ...], list[str]] = {}
 
@@ -827,6 +923,7 @@ class _Builder:
         use = [max(column) for column in zip(*uses, strict=True)]
         if any(row != use for row in uses):
             report.note("gang-uneven", job_id)
+            self.uneven[job_id] = uses
         eligible = self.eligible_all(members)
         if not eligible:
             report.note("no-eligible-node", job_id)
@@ -961,6 +1058,7 @@ __all__ = [
     "WALLTIME",
     "CalendarReport",
     "PodTimes",
+    "cluster_times",
     "from_cluster",
     "from_cluster_report",
     "parse_duration",

@@ -433,6 +433,9 @@ def _plan(
             starts.append(JobStart(job=job, start=None, reason=reason))
         else:
             starts.append(JobStart(job=job, start=start, nodes=[index.node_ids[n] for n in nodes]))
+        if starts[-1].start is None and problem.jobs[j].simplified:  # F4, said per job
+            reason = f"{starts[-1].reason}; {problem.jobs[j].simplified}"
+            starts[-1] = starts[-1].model_copy(update={"reason": reason})
     plan = CalendarPlan(
         method=method,
         status=Status.HEURISTIC,

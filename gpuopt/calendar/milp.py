@@ -560,8 +560,13 @@ class CalendarRows(GrowingRows):
 
 def _reason(rows: CalendarRows, j: int, method: str) -> str:
     if not rows.index.candidates[j]:
-        return "no node may run it (C5)"
-    return f"it does not start before the horizon ({rows.index.horizon} ticks) in {method}'s plan"
+        reason = "no node may run it (C5)"
+    else:
+        reason = (
+            f"it does not start before the horizon ({rows.index.horizon} ticks) in {method}'s plan"
+        )
+    simplified = rows.problem.jobs[j].simplified  # F4, said per job
+    return reason if not simplified else f"{reason}; {simplified}"
 
 
 class GridTooFine(Exception):

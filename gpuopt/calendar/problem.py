@@ -93,7 +93,9 @@ class CalendarJob(BaseModel):
     (C2). ``weight`` is its priority weight in the objective (C8), ``priority``
     its priority value (higher first, H1). ``expected`` is its expected runtime
     in ticks when known (``duration`` is what the plan reserves: the walltime, or
-    the runtime band's upper end); ``queue`` is carried, not planned with.
+    the runtime band's upper end); ``queue`` is carried, not planned with;
+    ``simplified`` says what the calendar simplified for it (F4), added to the reason
+    of a job without a start.
     """
 
     model_config = _CONFIG
@@ -109,6 +111,12 @@ class CalendarJob(BaseModel):
     level: str | None = None
     expected: int | None = Field(default=None, ge=1, le=MAX_TICKS)
     queue: str | None = None
+    simplified: str | None = Field(
+        default=None,
+        max_length=1000,
+        description="What the calendar simplified for this job (F4: a gang's pods planned at "
+        "its largest pod's use), said with the reason when it gets no start.",
+    )
 
 
 class CalendarProblem(IndexedModel):

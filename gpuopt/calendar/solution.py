@@ -19,8 +19,9 @@ names, one sentence each, every rule of ``models/calendar.md`` broken (C1-C7);
 from __future__ import annotations
 
 from collections import Counter
-from typing import ClassVar
+from typing import Any, ClassVar
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt.calendar.problem import CalendarJob, CalendarProblem
@@ -64,6 +65,12 @@ class CalendarPlan(Result):
 
     starts: list[JobStart] = Field(default_factory=list)
     step: float = Field(default=1.0, description="Seconds per tick of the problem planned.")
+    calendar: dict[str, Any] | None = Field(
+        default=None,
+        description="How the calendar was built from a cluster: the keywords of "
+        "gpuopt.calendar.cluster.from_cluster_report (horizon and step in seconds, now, ...), "
+        "so that gpuopt check rebuilds it; None for a calendar problem given as it is.",
+    )
 
     def start_of(self, job: str) -> JobStart:
         """The :class:`JobStart` of ``job``."""
@@ -214,20 +221,19 @@ def violations(
         problems.extend(_overfull(problem, n, items))
     if plan.method == "fifo":
         problems.extend(_submit_order(problem, plan))
+    board = _Board(problem, intervals)
     if plan.method == "easy":
-        problems.extend(_easy_rules(problem, plan, intervals))
+        problems.extend(_easy_rules(problem, plan, board))
     if work_conserving:
         for job_id in later:
             job = jobs[job_id]
-            if job.submit <= 0 and job.weight > 0 and _fits_now(problem, intervals, job):
+            if job.submit <= 0 and job.weight > 0 and board.fits_now(job):
                 tick = plan.start_of(job_id).start
                 problems.append(f"C6: job {job_id} starts at tick {tick} but fits from now.")
     return problems
 
 
-def _easy_rules(
-    problem: CalendarProblem, plan: CalendarPlan, intervals: list[list[Interval]]
-) -> list[str]:
+def _easy_rules(problem: CalendarProblem, plan: CalendarPlan, board: _Board) -> list[str]:
     """easy (H7): only the queue of now (submit <= 0) starts; at most one job (the head)
     starts later; a job that waits fits nowhere now beside everything else (EASY starts
     every job that does: in submit order before the head, as backfill after it)."""
@@ -243,7 +249,7 @@ def _easy_rules(
     if len(heads) > 1:
         found.append(f"easy: {len(heads)} jobs hold a later start: {[j.id for j in heads]}.")
     for job in queue:
-        if starts.get(job.id) is None and job.eligible != [] and _fits_now(problem, intervals, job):
+        if starts.get(job.id) is None and job.eligible != [] and board.fits_now(job):
             found.append(f"easy: job {job.id} waits but fits from now beside everything else.")
     return found
 
@@ -279,17 +285,105 @@ def _overfull(problem: CalendarProblem, node: int, items: list[Interval]) -> lis
     return found
 
 
-def _fits_now(problem: CalendarProblem, intervals: list[list[Interval]], job: CalendarJob) -> bool:
-    """Whether all of the job's pods fit over ``[0, duration)`` on its eligible nodes of
-    one domain of its level, beside everything else in the plan."""
-    room: Counter[str | None] = Counter()
-    for n, node in enumerate(problem.nodes):
-        if job.eligible is not None and node.id not in job.eligible:
-            continue
-        domain = None if job.level is None else node.domains.get(job.level)
-        if job.level is not None and domain is None:
-            continue
-        others = [item for item in intervals[n] if item[3] != job.id]
+class _Board:
+    """The plan's use of every node from now on, read by C6 and easy's rule (H7).
+
+    Per node the use at tick 0 and at every later start of an interval, in one flat
+    array of all nodes (node by node, ticks rising), and its running maximum: the most
+    a node gives over ``[0, d)`` is that maximum at its last tick before ``d`` (the use
+    rises only where an interval starts). One search per job then answers every node
+    at once; a node where the job itself has pods is counted without them, interval by
+    interval.
+    """
+
+    def __init__(self, problem: CalendarProblem, intervals: list[list[Interval]]) -> None:
+        self.problem = problem
+        self.intervals = intervals
+        resources = len(problem.resources)
+        self.capacity = np.array([node.capacity for node in problem.nodes], dtype=np.int64)
+        self.capacity = self.capacity.reshape(len(problem.nodes), resources)
+        self.node_of = {node.id: n for n, node in enumerate(problem.nodes)}
+        self.where: dict[str, set[int]] = {}  # interval name -> nodes it is on
+        last = max((e for items in intervals for _, e, _, _ in items), default=0)
+        self.span = max(last, problem.horizon, *(j.duration for j in problem.jobs), 0) + 2
+        keys: list[np.ndarray] = []
+        peaks: list[np.ndarray] = []
+        for n, items in enumerate(intervals):
+            for _, _, _, who in items:
+                self.where.setdefault(who, set()).add(n)
+            live = [(b, e, use) for b, e, use, _ in items if e > b and e > 0]
+            ticks = np.array(sorted({0} | {b for b, _, _ in live if b > 0}), dtype=np.int64)
+            use = np.zeros((len(ticks), resources), dtype=np.int64)
+            if live:
+                begin = np.array([max(b, 0) for b, _, _ in live], dtype=np.int64)
+                end = np.array([e for _, e, _ in live], dtype=np.int64)
+                amounts = np.array([u for _, _, u in live], dtype=np.int64).reshape(-1, resources)
+                order = np.argsort(begin, kind="stable")
+                started = np.cumsum(amounts[order], axis=0)
+                ended_order = np.argsort(end, kind="stable")
+                ended = np.cumsum(amounts[ended_order], axis=0)
+                zero = np.zeros((1, resources), dtype=np.int64)
+                started = np.vstack([zero, started])
+                ended = np.vstack([zero, ended])
+                use = (
+                    started[np.searchsorted(begin[order], ticks, side="right")]
+                    - ended[np.searchsorted(end[ended_order], ticks, side="right")]
+                )
+            keys.append(n * self.span + ticks)
+            peaks.append(np.maximum.accumulate(use, axis=0))
+        self.keys = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
+        self.peaks = (
+            np.vstack(peaks) if peaks else np.zeros((0, resources), dtype=np.int64)
+        ).reshape(-1, resources)
+        self.domains: dict[str, tuple[np.ndarray, list[str]]] = {}
+
+    def _domain_codes(self, level: str) -> tuple[np.ndarray, list[str]]:
+        """Per node the index of its domain of ``level`` (-1: none), and the names."""
+        if level not in self.domains:
+            codes = np.full(len(self.problem.nodes), -1, dtype=np.int64)
+            seen: dict[str, int] = {}
+            for n, node in enumerate(self.problem.nodes):
+                domain = node.domains.get(level)
+                if domain is not None:
+                    codes[n] = seen.setdefault(domain, len(seen))
+            self.domains[level] = (codes, list(seen))
+        return self.domains[level]
+
+    def fits_now(self, job: CalendarJob) -> bool:
+        """Whether all of the job's pods fit over ``[0, duration)`` on its eligible nodes
+        of one domain of its level, beside everything else in the plan."""
+        count = len(self.problem.nodes)
+        if count == 0:
+            return False
+        need = np.array(job.use, dtype=np.int64)
+        asked = need > 0
+        if not asked.any():
+            return False  # no resource bounds the pods: none is counted as fitting
+        queries = np.arange(count, dtype=np.int64) * self.span + job.duration
+        most = self.peaks[np.searchsorted(self.keys, queries, side="left") - 1]
+        left = np.maximum(0, self.capacity - most)[:, asked] // need[asked]
+        fit = left.min(axis=1)
+        for n in self.where.get(job.id, ()):
+            fit[n] = self._fit_without(job, n)
+        allowed = np.ones(count, dtype=bool)
+        if job.eligible is not None:
+            allowed[:] = False
+            allowed[[self.node_of[n] for n in job.eligible if n in self.node_of]] = True
+        if job.level is None:
+            return int(fit[allowed].sum()) >= job.members
+        codes, names = self._domain_codes(job.level)
+        allowed &= codes >= 0
+        if not names or not allowed.any():
+            return False
+        room = np.zeros(len(names), dtype=np.int64)
+        np.add.at(room, codes[allowed], fit[allowed])
+        return bool(room.max() >= job.members)
+
+    def _fit_without(self, job: CalendarJob, n: int) -> int:
+        """The job's pods that fit node ``n`` over ``[0, duration)`` beside everything
+        else in the plan but its own pods."""
+        node = self.problem.nodes[n]
+        others = [item for item in self.intervals[n] if item[3] != job.id]
         fit: int | None = None
         for at in {0} | {b for b, _, _, _ in others if 0 < b < job.duration}:
             for r, need in enumerate(job.use):
@@ -298,8 +392,7 @@ def _fits_now(problem: CalendarProblem, intervals: list[list[Interval]], job: Ca
                 used = sum(use[r] for b, e, use, _ in others if b <= at < e)
                 here = max(0, node.capacity[r] - used) // need
                 fit = here if fit is None else min(fit, here)
-        room[domain] += fit or 0
-    return any(count >= job.members for count in room.values())
+        return fit or 0
 
 
 __all__ = [

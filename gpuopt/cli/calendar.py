@@ -82,6 +82,8 @@ class Read:
         self.report: Any = None
         self.kube_report: Any = None
         self.now: float | None = None
+        #: The keywords the calendar was built with from a cluster (None: a calendar problem).
+        self.built: dict[str, Any] | None = None
 
 
 #: Flags that only apply to a calendar built from a cluster.
@@ -124,13 +126,12 @@ def read_calendar(args: argparse.Namespace, read: Read) -> Any:
             )
         read.now = args.now
         return CalendarProblem.parse(raw, source=args.snapshot)
-    decoded: list[Any] | None = None
     if kube:
         from gpuopt.calendar.cluster import kubernetes_input
         from gpuopt.cli.defrag import kubectl_options
         from gpuopt.readers.kubectl import read_kubernetes
 
-        sources, decoded, _ = kubernetes_input(raw if raw is not None else args.snapshot)
+        sources, _, _ = kubernetes_input(raw if raw is not None else args.snapshot)
         cluster, read.kube_report = read_kubernetes(
             *sources, name=path.stem or None, **kubectl_options(args)
         )
@@ -149,26 +150,25 @@ def read_calendar(args: argparse.Namespace, read: Read) -> Any:
         options["default_walltime"] = args.default_walltime
     if args.hp_weight is not None:
         options["hp_weight"] = args.hp_weight
-    problem, report = _build(cluster, options, decoded, args)
+    problem, report = _build(cluster, options, args)
     read.cluster, read.report = cluster, report
     read.now = args.now if args.now is not None else cluster.now
+    read.built = {**options, "now": read.now}
     return problem
 
 
 def _build(
     cluster: Any,
     options: dict[str, Any],
-    decoded: list[Any] | None,
     args: argparse.Namespace,
 ) -> tuple[Any, Any]:
-    """The calendar of ``cluster`` and its report; the pods' annotations are read from the
-    ``decoded`` kubectl input (None: a gpuopt snapshot, which has none)."""
-    from gpuopt.calendar.cluster import CalendarReport, from_cluster_report, pod_times
+    """The calendar of ``cluster`` and its report; the pods' times are read from the
+    cluster model (:func:`~gpuopt.calendar.cluster.cluster_times`), which keeps them from
+    kubectl output and in a ``gpuopt snapshot`` alike."""
+    from gpuopt.calendar.cluster import CalendarReport, cluster_times, from_cluster_report
 
     report = CalendarReport()
-    times: dict[str, Any] = {}
-    if decoded is not None:
-        times = pod_times(decoded, strict=args.strict, report=report)
+    times = cluster_times(cluster, strict=args.strict, report=report)
     problem, built = from_cluster_report(cluster, pods=times, **options)
     built.ignored.update(report.ignored)
     built.examples.update({k: v for k, v in report.examples.items() if k not in built.examples})
@@ -196,11 +196,19 @@ def run_calendar(args: argparse.Namespace) -> int:
                 print("\n".join(read.report.lines()), file=sys.stderr)
         return problem
 
+    def solver(problem: Any, method: str, **options: Any) -> Any:
+        """:func:`gpuopt.solve`, the plan saying how its calendar was built (for check)."""
+        from gpuopt.api import solve
+
+        plan = solve(problem, method, **options)
+        return plan if read.built is None else plan.model_copy(update={"calendar": read.built})
+
     return solve_command(
         args,
         build=build,
         options=lambda problem: given,
         show=lambda shown, problem, plan: show_calendar(args, read, shown, problem, plan),
+        solver=solver,
     )
 
 

@@ -1,18 +1,24 @@
 """``gpuopt check``: an answer against its input, with the problem's independent checker.
 
 The input's shape says which problem it is: a scenario (allocation), a
-cluster snapshot (with ``nodes``), or an older state file (``switches``, or
-``nodes`` with a ``request``). With a cluster, the answer's shape says which
-question it answers — a migration plan (``moves``), a node-level placement
-(``gpus`` on a ``node``), a switch-level placement (``placements``) or a
-preemption decision (``victims``) — and the answer names what was asked (its
-request, level and clock), so the question's view of the cluster is rebuilt
-and the answer checked against it with :func:`gpuopt.violations`.
+cluster snapshot (with ``nodes``), a calendar problem (with ``horizon`` and
+``jobs``), or an older state file (``switches``, or ``nodes`` with a
+``request``). With a cluster, the answer's shape says which question it
+answers — a migration plan (``moves``), a node-level placement (``gpus`` on a
+``node``), a switch-level placement (``placements``), a preemption decision
+(``victims``), a calendar plan (``starts``) or a MIG layout (``picks`` and
+``served``) — and the answer names what was asked (its request, level and
+clock; a calendar plan its ``calendar``: horizon, step, now, ...), so the
+question's view of the cluster is rebuilt and the answer checked against it
+with :func:`gpuopt.violations`. A calendar plan or a MIG layout is also
+checked against the Kubernetes objects themselves, read with the reader's
+defaults.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 from typing import Any
 
 from gpuopt.cli.common import EXIT_OK, add_quiet, console, print_violations
@@ -21,12 +27,14 @@ from gpuopt.errors import ProblemError
 #: What ``check`` takes, for its messages.
 INPUTS = (
     "a scenario, a cluster snapshot or Kubernetes objects (an allocation result is checked "
-    "against their time grid), or a switch-level or preemption state file"
+    "against their time grid), a calendar problem, or a switch-level or preemption state file"
 )
 ANSWERS = (
-    "an allocation result or grid, a migration plan, a placement, a preemption decision "
-    "or a gang answer"
+    "an allocation result or grid, a migration plan, a placement, a preemption decision, "
+    "a gang answer, a calendar plan or a MIG layout"
 )
+#: Answers checked against a cluster rebuilt from Kubernetes objects as well as a snapshot.
+OBJECT_ANSWERS = ("calendar", "mig")
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -40,13 +48,25 @@ def run_check(args: argparse.Namespace) -> int:
     kubernetes = path.is_dir() or path.suffix in (".yaml", ".yml")
     raw = None if kubernetes else read_json(args.scenario)
     if kubernetes or (isinstance(raw, dict) and ("apiVersion" in raw or "items" in raw)):
-        if not (isinstance(answer, dict) and "grid" in answer):
+        if isinstance(answer, dict) and "grid" in answer:
+            return check_allocation(args, None, answer)
+        kind = answer_kind(answer, args.result)
+        if kind not in OBJECT_ANSWERS:
             raise ProblemError(
                 f"{args.scenario}: Kubernetes objects are checked against an allocation result "
-                "of their time grid; for another answer, gpuopt snapshot kubectl makes a "
-                "cluster snapshot of them."
+                "of their time grid, a calendar plan or a MIG layout; for another answer, "
+                "gpuopt snapshot kubectl makes a cluster snapshot of them."
             )
-        return check_allocation(args, None, answer)
+        problem, result = object_question(args, kubernetes_cluster(args), answer, kind)
+        return report(args, problem, result)
+    if isinstance(raw, dict) and "horizon" in raw and "jobs" in raw:  # a calendar problem
+        from gpuopt.calendar.problem import CalendarProblem
+
+        if answer_kind(answer, args.result) != "calendar":
+            raise ProblemError(f"{args.result}: a calendar problem takes a calendar plan.")
+        refuse_clock_flags(args)
+        problem = CalendarProblem.parse(raw, source=args.scenario)
+        return report(args, problem, calendar_plan(answer, args.result))
     # a snapshot, a switch-level state, or a preemption state (old file or over a cluster)
     if isinstance(raw, dict) and ("nodes" in raw or "switches" in raw or "cluster" in raw):
         if "nodes" in raw and isinstance(answer, dict) and "grid" in answer:
@@ -61,6 +81,10 @@ def answer_kind(answer: Any, source: str) -> str:
     if isinstance(answer, dict):
         if "moves" in answer:
             return "plan"
+        if "starts" in answer:
+            return "calendar"
+        if "picks" in answer and "served" in answer:
+            return "mig"
         if "topology" in answer and "victims" in answer:
             return "gang"
         if "victims" in answer:
@@ -110,6 +134,8 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
         problem = parse_preemption_state(raw, source=args.scenario)
         return problem, parse_decision(answer, source=where)
     cluster = parse_cluster(raw, source=args.scenario)
+    if kind in OBJECT_ANSWERS:
+        return object_question(args, cluster, answer, kind)
     if kind == "gang":
         return gang_question(cluster, answer, where)
     if kind == "plan":
@@ -165,6 +191,70 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
     return switch_level, result
 
 
+def kubernetes_cluster(args: argparse.Namespace) -> Any:
+    """The cluster of the Kubernetes objects ``args.scenario``, read as ``gpuopt calendar``
+    and ``gpuopt mig`` read them (the reader's defaults, announced pods released)."""
+    from gpuopt.calendar.cluster import kubernetes_input
+    from gpuopt.readers.kubectl import read_kubernetes
+
+    sources, _, _ = kubernetes_input(args.scenario)
+    cluster, _ = read_kubernetes(*sources, strict=args.strict)
+    return cluster
+
+
+def object_question(
+    args: argparse.Namespace, cluster: Any, answer: Any, kind: str
+) -> tuple[Any, Any]:
+    """The problem a calendar plan or a MIG layout answers, rebuilt from ``cluster``: the
+    calendar with the keywords the plan says it was built with (its ``calendar``: horizon,
+    step, now, ...), the MIG layout problem as ``gpuopt mig`` makes it (rule M0)."""
+    from gpuopt.calendar.cluster import (
+        CalendarReport,
+        cluster_times,
+        from_cluster_report,
+    )
+    from gpuopt.mig.cluster import from_cluster as mig_problem
+    from gpuopt.mig.solution import MigResult
+
+    if kind == "mig":
+        return mig_problem(cluster).problem, _parse(MigResult, answer, args)
+    refuse_clock_flags(args)
+    plan = calendar_plan(answer, args.result)
+    if plan.calendar is None:
+        raise ProblemError(
+            f"{args.result}: a calendar plan without its calendar field (how it was built: "
+            "horizon, step, now) cannot be checked against a cluster; gpuopt calendar --out "
+            "writes it, or check the plan against its calendar problem."
+        )
+    known = set(inspect.signature(from_cluster_report).parameters) - {"cluster", "pods"}
+    unknown = sorted(set(plan.calendar) - known)
+    if unknown:
+        raise ProblemError(
+            f"{args.result}: calendar.{unknown[0]} is not a keyword the calendar is built with."
+        )
+    times = cluster_times(cluster, strict=args.strict, report=CalendarReport())
+    problem, _ = from_cluster_report(cluster, pods=times, **plan.calendar)
+    return problem, plan
+
+
+def calendar_plan(answer: Any, source: str) -> Any:
+    """The :class:`~gpuopt.calendar.solution.CalendarPlan` of a decoded answer."""
+    from gpuopt.calendar.solution import CalendarPlan
+    from gpuopt.errors import validate_object
+
+    return validate_object(CalendarPlan, answer, what="a calendar plan", source=source)
+
+
+def refuse_clock_flags(args: argparse.Namespace) -> None:
+    """A calendar plan states its own horizon, step and clock: a flag giving one is refused."""
+    for flag in ("horizon", "step", "now", "node_gpus"):
+        if getattr(args, flag, None) is not None:
+            raise ProblemError(
+                f"--{flag.replace('_', '-')}: a calendar plan states its own horizon, step and "
+                "clock; the flag applies to an allocation result."
+            )
+
+
 def _parse(model: Any, data: Any, args: argparse.Namespace) -> Any:
     from gpuopt.errors import validate_object
 
@@ -174,8 +264,12 @@ def _parse(model: Any, data: Any, args: argparse.Namespace) -> Any:
 def report(args: argparse.Namespace, problem: Any, result: Any) -> int:
     """Check ``result`` with :func:`gpuopt.violations`; print what it achieves when legal."""
     from gpuopt.api import answer_name, violations
+    from gpuopt.calendar.solution import CalendarPlan
+    from gpuopt.calendar.solution import evaluate as calendar_objective
     from gpuopt.defrag.solution import DefragResult
     from gpuopt.defrag.solution import evaluate as plan_metrics
+    from gpuopt.mig.solution import MigResult
+    from gpuopt.mig.solution import evaluate as mig_metrics
 
     broken = violations(problem, result)
     shown = console(args.quiet)
@@ -186,6 +280,19 @@ def report(args: argparse.Namespace, problem: Any, result: Any) -> int:
         shown.print(
             f"legal; {metrics.moves} moves in {metrics.waves} waves empty {metrics.emptied} "
             f"nodes, fragmented nodes {metrics.fragmented_before} -> {metrics.fragmented_after}"
+        )
+    elif isinstance(result, CalendarPlan):  # the objective recomputed (C8)
+        started = sum(1 for start in result.starts if start.start is not None)
+        shown.print(
+            f"legal calendar plan; {started} of {len(problem.jobs)} jobs start within the "
+            f"horizon ({problem.horizon} ticks of {problem.step:g} s), objective "
+            f"{calendar_objective(problem, result):g}"
+        )
+    elif isinstance(result, MigResult):  # what it achieves, recomputed
+        layout = mig_metrics(problem, result)
+        shown.print(
+            f"legal MIG layout; {layout.pods_served} of {len(problem.pods)} pods served, "
+            f"{layout.gpus_cut} GPUs cut ({layout.newly_cut} newly)"
         )
     else:
         shown.print(f"legal {answer_name(problem)}; {result.summary()}")
@@ -263,7 +370,7 @@ def add_commands(commands: Any) -> None:
     check = commands.add_parser(
         "check",
         help="check an answer against its input: an allocation result against its scenario, or "
-        "a plan, placement or decision against its cluster snapshot",
+        "a plan, placement, decision, calendar plan or MIG layout against its cluster snapshot",
     )
     check.add_argument("scenario", help=f"the input: {INPUTS}")
     check.add_argument("result", help=f"the answer: {ANSWERS}")

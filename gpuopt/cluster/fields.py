@@ -195,6 +195,42 @@ def share_field(description: str) -> Any:
     return Field(default=None, ge=1, le=999, description=description)
 
 
+#: The prefix of the pod annotations a snapshot keeps (``annotations`` of a task or a
+#: waiting pod): gpuopt's own, which the calendar reads its times from.
+ANNOTATION_PREFIX = "gpuopt.io/"
+
+
+def annotations_field() -> Any:
+    """The ``annotations`` of a task or a waiting pod: its ``gpuopt.io/`` annotations as
+    written, which the job calendar reads (expected end, walltime, ...)."""
+    return Field(
+        default_factory=dict,
+        max_length=1000,
+        description="The pod's gpuopt.io/ annotations, as written (the job calendar reads "
+        "its expected end, walltime and other times from them: models/calendar.md F3, F6).",
+    )
+
+
+def active_deadline_field() -> Any:
+    """The ``active_deadline`` of a task or a waiting pod: Kubernetes'
+    ``spec.activeDeadlineSeconds``."""
+    return Field(
+        default=None,
+        gt=0,
+        le=MAX_TIME,
+        description="Seconds it may run from its start (spec.activeDeadlineSeconds).",
+    )
+
+
+def priority_class_field() -> Any:
+    """The ``priority_class`` of a task or a waiting pod: its PriorityClass name."""
+    return Field(
+        default=None,
+        description="Its PriorityClass name (spec.priorityClassName; the job calendar's "
+        "weights are per class).",
+    )
+
+
 def check_share(owner: str, gpus: int, gpu_milli: int | None) -> None:
     """C7: a share is of one GPU."""
     if gpu_milli is not None and gpus != 1:

@@ -31,8 +31,11 @@ from gpuopt.cluster.fields import (
     _check_resources,
     _check_selector,
     _Extended,
+    active_deadline_field,
+    annotations_field,
     check_share,
     namespace_of,
+    priority_class_field,
     share_field,
 )
 from gpuopt.cluster.kube import (
@@ -197,6 +200,9 @@ class Task(_Extended):
             "pinned",
             "gang",
             "uid",
+            "annotations",
+            "active_deadline",
+            "priority_class",
         }
     )
 
@@ -259,6 +265,9 @@ class Task(_Extended):
         default=None,
         description="Kubernetes metadata.uid (the scheduler names preemption victims by it).",
     )
+    annotations: dict[str, str] = annotations_field()
+    active_deadline: float | None = active_deadline_field()
+    priority_class: KubeName | None = priority_class_field()
 
     @model_validator(mode="after")
     def _check_task(self) -> Task:
@@ -306,6 +315,9 @@ class Pending(_Extended):
             "pod_anti_affinity",
             "gang",
             "uid",
+            "annotations",
+            "active_deadline",
+            "priority_class",
         }
     )
 
@@ -342,6 +354,9 @@ class Pending(_Extended):
         default=None, description="The gang it names (read one by one by the methods)."
     )
     uid: KubeName | None = Field(default=None, description="Kubernetes metadata.uid.")
+    annotations: dict[str, str] = annotations_field()
+    active_deadline: float | None = active_deadline_field()
+    priority_class: KubeName | None = priority_class_field()
 
     @property
     def space(self) -> str:

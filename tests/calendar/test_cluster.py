@@ -8,6 +8,7 @@ the calendar's checker.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -366,3 +367,130 @@ def test_placeholders_of_an_earlier_plan_are_left_out_and_counted() -> None:
     assert report.notes["calendar-hold"] == 2
     assert sorted(report.examples["calendar-hold"]) == ["ml/hold-c", "ml/hold-wait"]
     checked(problem)
+
+
+def test_a_snapshot_keeps_the_times_the_calendar_reads() -> None:
+    """calendar(kubectl objects) == calendar(the snapshot of them): the reader keeps each
+    pod's gpuopt.io annotations, activeDeadlineSeconds and priorityClassName in the
+    cluster model, and its JSON keeps them. By hand, now 12:00 and ticks of 5 minutes:
+    run ends at 14:00 (annotation, tick 24); timed started 11:00 with a 2 h deadline,
+    ends 13:00 (tick 12); wait reserves 3 h (36 ticks); gold's class weighs 7."""
+    from gpuopt.cluster.model import parse_cluster
+    from gpuopt.readers.kubectl import read_kubernetes
+
+    def pod(name: str, *, node: str | None = None, **meta: Any) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "4"}}}]
+        }
+        spec.update(meta.pop("spec", {}))
+        status: dict[str, Any] = {"phase": "Pending"}
+        if node is not None:
+            spec["nodeName"] = node
+            status = {"phase": "Running", "startTime": "2026-03-02T11:00:00Z"}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": "ml",
+                **meta,
+                "creationTimestamp": "2026-03-02T11:00:00Z",
+            },
+            "spec": spec,
+            "status": status,
+        }
+
+    listing = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "n1"},
+                "status": {
+                    "allocatable": {"cpu": "96", "memory": "1000Gi", "nvidia.com/gpu": "8"},
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "lastHeartbeatTime": "2026-03-02T12:00:00Z",
+                        }
+                    ],
+                },
+            },
+            pod("run", node="n1", annotations={"gpuopt.io/expected-end": "2026-03-02T14:00:00Z"}),
+            pod("timed", node="n1", spec={"activeDeadlineSeconds": 7200}),
+            pod("wait", annotations={"gpuopt.io/walltime": "3h", "other.io/x": "kept out"}),
+            pod("gold", spec={"priorityClassName": "gold"}),
+        ],
+    }
+    cluster, _ = read_kubernetes(listing)
+    snapshot = parse_cluster(json.loads(cluster.to_json()))  # as gpuopt snapshot writes it
+    assert snapshot.pending[0].annotations == {"gpuopt.io/walltime": "3h"}
+    options: dict[str, Any] = {"horizon": 86400.0, "step": 300.0, "class_weights": {"gold": 7}}
+    from_objects, objects_report = from_cluster_report(
+        cluster, pods=pod_times([listing]), **options
+    )
+    from_snapshot, snapshot_report = from_cluster_report(snapshot, **options)
+    assert from_snapshot == from_objects
+    assert snapshot_report.to_dict() == objects_report.to_dict()
+    assert {p.id: p.end for p in from_snapshot.running} == {"ml/run": 24, "ml/timed": 12}
+    jobs = {job.id: job for job in from_snapshot.jobs}
+    assert (jobs["ml/wait"].duration, jobs["ml/gold"].weight) == (36, 7.0)
+    plan = checked(from_snapshot)
+    assert plan.starts == checked(from_objects).starts
+    assert plan.start_of("ml/wait").start == 24  # after run, which holds 4 GPUs until 14:00
+
+
+def mpi_gang(nodes: int) -> Cluster:
+    """``nodes`` idle 8-GPU nodes and an MPIJob-shaped gang: a launcher without GPU (2 CPUs)
+    and two workers of 8 GPUs (16 CPUs each)."""
+    return Cluster.model_validate(
+        {
+            "now": NOW,
+            "nodes": [
+                {"id": f"n{k}", "gpus": 8, "cpus": 64, "memory": 512_000} for k in range(nodes)
+            ],
+            "tasks": [],
+            "pending": [
+                {"id": "ml/launcher", "gpus": 0, "cpus": 2, "gang": "ml/mpi"},
+                {"id": "ml/worker-0", "gpus": 8, "cpus": 16, "gang": "ml/mpi"},
+                {"id": "ml/worker-1", "gpus": 8, "cpus": 16, "gang": "ml/mpi"},
+            ],
+        }
+    )
+
+
+def test_an_uneven_gang_refused_by_f4_says_so_in_its_reason() -> None:
+    """F4 plans the three pods at the largest one's use, 8 GPUs and 16 CPUs: 24 GPUs on two
+    8-GPU nodes never fit, though the pods' own uses do (a worker on each node, the
+    launcher beside either). Every method's plan says, for this job, that the
+    simplification refused it; on three nodes it starts now and says nothing."""
+    problem, report = build(mpi_gang(2))
+    (job,) = problem.jobs
+    assert (job.members, job.use[:2]) == (3, [8, 16_000])
+    assert report.notes["gang-uneven"] == 1
+    for method in METHODS[CalendarProblem]:
+        (start,) = checked(problem, method).starts
+        assert start.start is None, method
+        assert start.reason is not None and start.reason.endswith(
+            "F4 (gang-uneven): its 3 pods are planned at its largest pod's use (8 GPUs each, "
+            "24 in all; its pods ask for 16), which its eligible nodes cannot hold even when "
+            "idle while its pods' own uses fit them: it is refused because of that "
+            "simplification"
+        ), (method, start.reason)
+    problem, _ = build(mpi_gang(3))
+    (start,) = checked(problem).starts
+    assert (start.start, start.reason) == (0, None)
+
+
+def test_an_uneven_gang_that_waits_for_room_is_not_said_refused_by_f4() -> None:
+    """On three nodes held past the horizon by running pods the gang gets no start for lack
+    of room, not because of F4: its reason names the simplification, not a refusal."""
+    busy = mpi_gang(3).model_dump()
+    busy["tasks"] = [{"id": f"ml/run-{k}", "node": f"n{k}", "gpus": 8} for k in range(3)]
+    problem, _ = build(Cluster.model_validate(busy))
+    (start,) = checked(problem).starts
+    assert start.start is None and start.reason is not None
+    assert "F4 (gang-uneven)" in start.reason and "refused" not in start.reason

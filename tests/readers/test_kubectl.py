@@ -59,6 +59,7 @@ def test_fixture_gives_the_expected_snapshot() -> None:
         "namespace": "ml",
         "labels": {"gpuopt.io/priority": "HP", "gpuopt.io/anti-affinity": "train"},
         "pinned": "no-controller",  # a bare pod: nothing would recreate it
+        "annotations": {"gpuopt.io/locked": "true"},  # gpuopt.io/ annotations kept as written
     }
     assert tasks["serve/infer-1"] == {
         "id": "serve/infer-1",

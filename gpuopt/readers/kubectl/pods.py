@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from gpuopt.cluster.fields import ANNOTATION_PREFIX
 from gpuopt.cluster.kube import LabelSelector
 from gpuopt.cluster.model import Pending, Task
 from gpuopt.errors import ProblemError, short
@@ -123,6 +124,7 @@ def read_pod(ctx: Context, obj: KubeObject) -> None:
     uid = reader.text(metadata, "uid", "metadata.uid")
     if uid:
         pod["uid"] = uid
+    pod.update(_time_fields(reader, spec, annotations))
     terms, unresolved = pod_terms(ctx, reader, affinity, pod_id)
     count_unmodelled(ctx, reader, spec, affinity)
     spread = hard_spread(ctx, reader, spec, namespace) if node is not None else False
@@ -153,6 +155,25 @@ def read_pod(ctx: Context, obj: KubeObject) -> None:
         _pending(ctx, read, pod)
     else:
         _bound(ctx, read, pod, node)
+
+
+def _time_fields(
+    reader: Reader, spec: Mapping[str, Any], annotations: Mapping[str, str]
+) -> dict[str, Any]:
+    """What the job calendar reads of a pod's time, kept as written: its ``gpuopt.io/``
+    annotations, ``activeDeadlineSeconds`` and ``priorityClassName`` (the calendar reads
+    them the same from a snapshot as from kubectl output: models/calendar.md F3, F6)."""
+    fields: dict[str, Any] = {}
+    kept = {key: value for key, value in annotations.items() if key.startswith(ANNOTATION_PREFIX)}
+    if kept:
+        fields["annotations"] = kept
+    deadline = spec.get("activeDeadlineSeconds")
+    if isinstance(deadline, int) and not isinstance(deadline, bool) and deadline > 0:
+        fields["active_deadline"] = float(deadline)
+    name = reader.text(spec, "priorityClassName", "spec.priorityClassName")
+    if name:
+        fields["priority_class"] = name
+    return fields
 
 
 def _pending(ctx: Context, read: _PodRead, pod: dict[str, Any]) -> None:
