@@ -155,7 +155,8 @@ def _least(
     """A lower bound on the cost of any legal victim set on device node ``node_id``: the
     larger of the cheapest cover of its GPU and CPU deficits alone (P3) and the cheapest
     task holding a device there (the claims do not fit as the node stands, and only a
-    released device can change that)."""
+    released device can change that), with the gang it breaks when stopped (P13: every
+    victim set holding it holds that gang)."""
     least = cover(*columns, need_gpus, need_cpus) if need_gpus or need_cpus else ()
     by_room = sum(columns[2][item] for item in least or ())
     holders = {
@@ -164,7 +165,12 @@ def _least(
         if claim.node == node_id and claim.allocated
         for pod in claim.pods
     }
-    held = [cost for task, cost in zip(candidates, columns[2], strict=True) if task.id in holders]
+    everywhere = {task.id: task for task in problem.cluster.tasks}
+    held = []
+    for task in candidates:
+        if task.id in holders:
+            stops = close_gangs(problem.cluster, {task.id}, problem.stoppable) or {task.id}
+            held.append(sum(_cost(problem, everywhere[stop]) for stop in stops))
     return max(by_room, min(held, default=0))
 
 
