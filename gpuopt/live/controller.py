@@ -589,7 +589,12 @@ class Controller:
                 )
                 continue
             now = self.source.snapshot()
-            stops = [Move(task=v, source=decision.node, to=decision.node) for v in decision.victims]
+            # a gang closed whole (P13 of models/preemption.md) stops members on other nodes
+            runs_on = {task.id: task.node for task in cluster.tasks}
+            stops = [
+                Move(task=v, source=runs_on.get(v, decision.node), to=runs_on.get(v, decision.node))
+                for v in decision.victims
+            ]
             kept, dropped = self._check_moves(now, stops, below=rank, moving=False)
             if dropped:
                 for move, reason in dropped:

@@ -7,6 +7,7 @@ view of them the methods read), ``solution.py`` (decision, checker, cost),
 ``model.py`` (the labelled rows of the model of the whole decision) solved by
 ``milp.py`` (HiGHS) and ``cpsat.py`` (CP-SAT), ``devices.py`` (rule P12: victims
 that free the devices a request's DRA claims need, for every method),
+``gangs.py`` (rule P13: what stopping a member of a running gang stops),
 ``generator.py`` (seeded random states); the formal model is
 ``models/preemption.md``.
 """

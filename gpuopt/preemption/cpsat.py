@@ -1,10 +1,11 @@
 """The model of the whole decision (``models/preemption.md``, P11) solved with CP-SAT.
 
-The columns, the labelled rows M1-M3 and the levels L1-L6 are in
+The columns, the labelled rows M1-M4 and the levels L1-L6 are in
 :mod:`gpuopt.preemption.model`, shared with HiGHS
 (:mod:`gpuopt.preemption.milp`). Here every column is a Boolean named after
-what it decides (``y_<node>``, ``x_<task>``), every row one linear
-constraint (all coefficients are integers: GPUs, milli-CPUs, costs in units),
+what it decides (``y_<node>``, ``x_<task>``, ``x_gang:<gang>`` for a gang
+stopped whole), every row one linear constraint (all coefficients are
+integers: GPUs, milli-CPUs, costs in units),
 and each level an integer objective, hinted on every variable from the
 previous level's solution (the heuristic's decision for L1).
 """
@@ -36,9 +37,9 @@ class CpsatLevels:
         index = rows.problem.index
         self.variables: list[Any] = [
             *(self.model.new_bool_var(f"y_{index.node_ids[n]}") for n in rows.nodes.tolist()),
-            *(self.model.new_bool_var(f"x_{index.task_ids[t]}") for t in rows.tasks.tolist()),
+            *(self.model.new_bool_var(f"x_{index.items.label(i)}") for i in rows.items.tolist()),
         ]
-        add_rows(self.model, self.variables, rows.families)  # M1-M3
+        add_rows(self.model, self.variables, rows.families)  # M1-M4
 
     def solve(self, level: Level, start: np.ndarray | None, deadline: Deadline) -> Solved:
         """Minimise ``level``, hinted from ``start``; CP-SAT's bound is a lower bound."""

@@ -14,6 +14,8 @@ method hands its decision to :func:`widen`, which weighs every device node again
 - then the cheapest set of the node's other stoppable tasks covering the GPUs and CPUs
   still lacking (``cover``: the heuristic's cheapest-first prefix, the exact methods'
   minimum-cost cover);
+- a gang these victims stop beyond its allowance stops whole, all its members counted
+  (P13; the node is left out when such a gang has a member that may not stop);
 - the decision with the lowest cost wins, the methods' own on ties; a device node is never
   a stage-1 node (its claims do not fit now), so a decision without preemption stands.
 
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from gpuopt.cluster.devicecheck import DeviceLedger
 from gpuopt.cluster.items import Task
 from gpuopt.cluster.model import SCALE, scaled
+from gpuopt.preemption.gangs import close_gangs
 from gpuopt.preemption.problem import PreemptionProblem, checkpoint_of
 from gpuopt.preemption.solution import PreemptionResult
 from gpuopt.result import Status
@@ -102,7 +105,12 @@ def device_option(
     else 0."""
     node = next(node for node in problem.nodes if node.id == node_id)
     on = [task for task in problem.tasks if task.node == node_id]
-    candidates = [task for task in on if problem.stoppable(task)]
+    # a member of a gang that cannot stop whole and may lose none never stops (P13)
+    candidates = [
+        task
+        for task in on
+        if problem.stoppable(task) and close_gangs(problem.cluster, {task.id}, problem.stoppable)
+    ]
     need_gpus = problem.request.gpus - node.gpus + sum(problem.gpus_of(t) for t in on)
     need_cpus = scaled(problem.request.cpus) - scaled(node.cpus) + sum(scaled(t.cpus) for t in on)
     columns = (
@@ -125,7 +133,11 @@ def device_option(
             problem, node_id, candidates, columns, max(0, need_gpus), max(0, need_cpus), cover
         )
     chosen = {*(task.id for task in first), *(candidates[rest[item]].id for item in extra)}
-    victims = [task for task in candidates if task.id in chosen]
+    closed = close_gangs(problem.cluster, chosen, problem.stoppable)  # P13
+    if closed is None:
+        return None
+    victims = [task for task in problem.cluster.tasks if task.id in closed]
+    victims.sort(key=lambda task: task.node != node_id)  # the node's own first
     return DeviceOption(
         node=node_id,
         victims=[task.id for task in victims],
@@ -146,11 +158,17 @@ def _least(
     """A lower bound on the cost of any legal victim set on device node ``node_id``: the
     larger of the cheapest cover of its GPU and CPU deficits alone (P3) and the cheapest
     task holding a device there (the claims do not fit as the node stands, and only a
-    released device can change that)."""
+    released device can change that), with the gang it breaks when stopped (P13: every
+    victim set holding it holds that gang)."""
     least = cover(*columns, need_gpus, need_cpus) if need_gpus or need_cpus else ()
     by_room = sum(columns[2][item] for item in least or ())
     holders = _holders(problem, node_id)
-    held = [cost for task, cost in zip(candidates, columns[2], strict=True) if task.id in holders]
+    everywhere = {task.id: task for task in problem.cluster.tasks}
+    held = []
+    for task in candidates:
+        if task.id in holders:
+            stops = close_gangs(problem.cluster, {task.id}, problem.stoppable) or {task.id}
+            held.append(sum(_cost(problem, everywhere[stop]) for stop in stops))
     return max(by_room, min(held, default=0))
 
 
@@ -251,8 +269,9 @@ def _holders(problem: PreemptionProblem, node_id: str) -> set[str]:
 
 
 def _cost(problem: PreemptionProblem, task: Task) -> int:
-    """``w_t`` (P4) in thousandths."""
-    return problem.gpus_of(task) * (scaled(problem.now) - scaled(checkpoint_of(task)))
+    """``w_t`` (P4) in thousandths (of any task of the cluster: a closed gang's members run
+    on other nodes too, P13)."""
+    return problem.held_gpus(task) * (scaled(problem.now) - scaled(checkpoint_of(task)))
 
 
 __all__ = ["Cover", "DeviceOption", "cheapest_first", "device_option", "device_victims", "widen"]

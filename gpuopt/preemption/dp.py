@@ -6,7 +6,8 @@ The same decision comes from the model of the whole decision
 or CP-SAT (:mod:`gpuopt.preemption.cpsat`); this programme is the fast one.
 Stage 1 is shared with the heuristic (P8 is a lexicographic minimum, solved
 exactly by :func:`~gpuopt.preemption.greedy.stage_one`). Stage 2 (P10) is, on
-each node, a two-dimensional covering knapsack: choose LP tasks whose GPUs
+each node, a two-dimensional covering knapsack: choose items (LP tasks, and
+running gangs stopped whole, P13: :mod:`gpuopt.preemption.gangs`) whose GPUs
 and CPUs cover what the node lacks, at minimum cost, then fewest victims,
 then fewest freed GPUs and CPUs (best fit), then the set whose tasks come
 first in input order. Across nodes the smallest (cost, victims, free GPUs
@@ -37,6 +38,7 @@ the tests (``models/preemption.md``, P10).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -72,7 +74,7 @@ MAX_COVER_CELLS = 2_000_000
 
 @dataclass(frozen=True)
 class Cover:
-    """The best victim set of one node: its key (cost, count, GPUs, CPUs) and the chosen items.
+    """The best victim set of one node: its key (cost, pods, GPUs, CPUs) and the chosen items.
 
     ``chosen`` are indices into the item lists given to :func:`cheapest_cover`.
     """
@@ -84,6 +86,11 @@ class Cover:
     chosen: tuple[int, ...]
 
 
+#: A gang's group of items (P13): the members' indices, how many of them may be chosen
+#: alone, and the index of the gang's closure (exclusive with them), or -1.
+ItemGroup = tuple[tuple[int, ...], int, int]
+
+
 def cheapest_cover(
     gpus: list[int],
     cpus: list[int],
@@ -93,12 +100,17 @@ def cheapest_cover(
     *,
     bound: int | None = None,
     enumerate_limit: int = ENUMERATE_LIMIT,
+    counts: list[int] | None = None,
+    groups: Sequence[ItemGroup] = (),
 ) -> Cover | None:
     """The exact best subset of items whose GPUs and CPUs cover both needs (P10).
 
-    Minimises (cost, number of items, GPUs, CPUs), then prefers the set
-    whose items come first in list order (the lexicographically smallest
-    sorted indices among sets of equal size). Returns None when no subset of
+    Minimises (cost, pods stopped, GPUs, CPUs), then prefers the set whose
+    items come first in list order (the lexicographically smallest sorted
+    indices among sets that tie). ``counts`` are the pods each item stops
+    (default 1 each: a task; a gang's closure stops all its members, P13);
+    ``groups`` are the gangs' groups, of which at most ``allowance`` members
+    are chosen, and none with the closure. Returns None when no subset of
     cost at most ``bound`` covers the needs.
 
     Examples
@@ -108,8 +120,23 @@ def cheapest_cover(
 
     >>> cheapest_cover([1, 4], [0, 0], [100, 400], need_gpus=4, need_cpus=0)
     Cover(cost=400, count=1, gpus=4, cpus=0, chosen=(1,))
+
+    A gang of two 2-GPU members that allows one stop, and its closure (cost 500, 3 pods):
+
+    >>> cheapest_cover([2, 2, 4], [0, 0, 0], [100, 100, 500], 4, 0, counts=[1, 1, 3],
+    ...                groups=[((0, 1), 1, 2)])
+    Cover(cost=500, count=3, gpus=4, cpus=0, chosen=(2,))
     """
-    question = CoverQuestion(gpus, cpus, costs, need_gpus, need_cpus, bound)
+    question = CoverQuestion(
+        gpus,
+        cpus,
+        costs,
+        need_gpus,
+        need_cpus,
+        bound,
+        [1] * len(gpus) if counts is None else counts,
+        list(groups),
+    )
     if len(gpus) <= min(enumerate_limit, MAX_ENUMERATE):
         return _enumerate(question)
     return _dynamic_programme(question)
@@ -124,21 +151,31 @@ class CoverQuestion(NamedTuple):
     need_gpus: int
     need_cpus: int
     bound: int | None
+    counts: list[int]
+    groups: list[ItemGroup]
 
 
 def _enumerate(question: CoverQuestion) -> Cover | None:
     """All 2^k subsets at once: column ``mask`` holds item ``i`` when bit ``k - 1 - i`` is set.
 
-    With that bit order, among sets of equal size the one whose items come
-    first has the larger mask, so the last column of a tie wins.
+    Among sets that tie, the one whose items come first has the larger mask
+    (no set that ties is a part of another: every item stops a pod), so the
+    last column of a tie wins.
     """
-    gpus, cpus, costs, need_gpus, need_cpus, bound = question
+    gpus, cpus, costs, need_gpus, need_cpus, bound, counts, groups = question
     count = len(gpus)
-    sums = np.zeros((4, 1), dtype=np.int64)  # rows: cost, items, GPUs, CPUs
+    sums = np.zeros((4, 1), dtype=np.int64)  # rows: cost, pods, GPUs, CPUs
     for item in reversed(range(count)):  # item k - 1 becomes bit 0
-        step = np.array([[costs[item]], [1], [gpus[item]], [cpus[item]]], dtype=np.int64)
+        step = np.array([[costs[item]], [counts[item]], [gpus[item]], [cpus[item]]], np.int64)
         sums = np.concatenate([sums, sums + step], axis=1)
-    masks = np.flatnonzero((sums[2] >= need_gpus) & (sums[3] >= need_cpus))
+    every = np.arange(sums.shape[1], dtype=np.int64)
+    legal = (sums[2] >= need_gpus) & (sums[3] >= need_cpus)
+    for members, allowance, closure in groups:
+        alone = sum((every >> (count - 1 - item)) & 1 for item in members)
+        legal &= np.asarray(alone <= allowance)
+        if closure >= 0:
+            legal &= ~(((every >> (count - 1 - closure)) & 1 == 1) & (np.asarray(alone) > 0))
+    masks = np.flatnonzero(legal)
     if bound is not None:
         masks = masks[sums[0, masks] <= bound]
     if len(masks) == 0:
@@ -154,36 +191,67 @@ def _enumerate(question: CoverQuestion) -> Cover | None:
     return Cover(cost, items, freed_gpus, freed_cpus, chosen)
 
 
+#: One cell of the dynamic programme: (cost, pods, GPUs, CPUs, -mask).
+_Key = tuple[int, int, int, int, int]
+
+
 def _dynamic_programme(question: CoverQuestion) -> Cover | None:
     """Exact DP over covered (GPUs, CPUs), each capped at its need.
 
     Two partial sets that cover the same capped amounts can be completed by
-    the same later items, and the key (cost, items, GPUs, CPUs, -mask) is a
+    the same later items, and the key (cost, pods, GPUs, CPUs, -mask) is a
     sum, so adding the same items keeps their order: only the best partial
-    set of each cell is kept. Items are added in list order and item ``i``
-    is bit ``k - 1 - i`` of ``mask``, so later items only add lower bits.
+    set of each cell is kept. Item ``i`` is bit ``k - 1 - i`` of ``mask``.
+    A gang's group (P13) is added as one block: its closure, or up to
+    ``allowance`` of its members, counted in the block by one more index
+    (sets in the same cell with as many members taken are completed alike).
     There are at most ``(need_gpus + 1) * (need_cpus + 1)`` cells, and in
     practice far fewer (only reachable sums).
     """
-    gpus, cpus, costs, need_gpus, need_cpus, bound = question
+    gpus, cpus, costs, need_gpus, need_cpus, bound, counts, groups = question
     count = len(gpus)
-    # cell -> (cost, items, GPUs, CPUs, -mask)
-    cells: dict[tuple[int, int], tuple[int, int, int, int, int]] = {(0, 0): (0, 0, 0, 0, 0)}
-    for item in range(count):
+    grouped = {item for members, _, closure in groups for item in (*members, closure)}
+
+    def add(
+        cells: dict[tuple[int, int], _Key], item: int, into: dict[tuple[int, int], _Key]
+    ) -> None:
         item_gpus, item_cpus, item_cost = gpus[item], cpus[item], costs[item]
         if item_gpus == 0 and item_cpus == 0:
-            continue  # covers nothing, so it never improves a key
+            return  # covers nothing, so it never improves a key
         bit = 1 << (count - 1 - item)
-        updated = dict(cells)
         for (got_gpus, got_cpus), key in cells.items():
             cost = key[0] + item_cost
             if bound is not None and cost > bound:
                 continue
             cell = (min(got_gpus + item_gpus, need_gpus), min(got_cpus + item_cpus, need_cpus))
-            candidate = (cost, key[1] + 1, key[2] + item_gpus, key[3] + item_cpus, key[4] - bit)
-            held = updated.get(cell)
+            candidate = (
+                cost, key[1] + counts[item], key[2] + item_gpus, key[3] + item_cpus, key[4] - bit
+            )  # fmt: skip
+            held = into.get(cell)
             if held is None or candidate < held:
-                updated[cell] = candidate
+                into[cell] = candidate
+
+    cells: dict[tuple[int, int], _Key] = {(0, 0): (0, 0, 0, 0, 0)}
+    for item in range(count):
+        if item not in grouped:
+            updated = dict(cells)
+            add(cells, item, updated)
+            cells = updated
+    for members, allowance, closure in groups:
+        updated = dict(cells)
+        if closure >= 0:
+            add(cells, closure, updated)
+        layers = [cells]  # layers[j]: the sets with j members of the group taken
+        for item in members:
+            for taken in range(min(len(layers), allowance) - 1, -1, -1):
+                if taken + 1 == len(layers):
+                    layers.append({})
+                add(layers[taken], item, layers[taken + 1])
+        for layer in layers[1:]:
+            for cell, key in layer.items():
+                held = updated.get(cell)
+                if held is None or key < held:
+                    updated[cell] = key
         cells = updated
     best = cells.get((need_gpus, need_cpus))
     if best is None:
@@ -207,26 +275,31 @@ def lower_bounds(index: PreemptionIndex, deficits: Deficits) -> np.ndarray:
     bound is an exact integer; the CPU bound is computed in floating point
     and rounded down after a safety margin.
     """
+    items = index.items
     by_gpus = index.lp_by_age
     start = by_gpus.start[deficits.nodes]
     target = by_gpus.cum_gpus[start] + deficits.gpus
-    # The task crossing the target is the one before the first prefix that reaches it.
+    # The item crossing the target is the one before the first prefix that reaches it.
     crossing = np.maximum(np.searchsorted(by_gpus.cum_gpus, target) - 1, start)
-    last = by_gpus.tasks[np.minimum(crossing, max(len(by_gpus.tasks) - 1, 0))]
-    rate = index.task_age[last] if len(by_gpus.tasks) else np.zeros_like(target)
+    last = by_gpus.items[np.minimum(crossing, max(len(by_gpus.items) - 1, 0))]
+    if len(by_gpus.items):
+        # its part, r * cost / gpus rounded down, in integers (a task's is r * age, exact)
+        part_cost, part_gpus = items.cost[last], np.maximum(items.gpus[last], 1)
+        rest = target - by_gpus.cum_gpus[crossing]
+        part = (part_cost // part_gpus) * rest + ((part_cost % part_gpus) * rest) // part_gpus
+    else:
+        part = np.zeros_like(target)
     gpu_bound = np.where(
-        deficits.gpus > 0,
-        by_gpus.cum_cost[crossing]
-        - by_gpus.cum_cost[start]
-        + (target - by_gpus.cum_gpus[crossing]) * rate,
-        0,
+        deficits.gpus > 0, by_gpus.cum_cost[crossing] - by_gpus.cum_cost[start] + part, 0
     )
+    if items.closures:  # prices of closures are fractions, ordered in floating point
+        gpu_bound = np.floor(gpu_bound * (1 - _FLOAT_MARGIN)).astype(np.int64)
     by_cpus = index.lp_by_cpu_price
     start = by_cpus.start[deficits.nodes]
     target = by_cpus.cum_cpus[start] + deficits.cpus
     crossing = np.maximum(np.searchsorted(by_cpus.cum_cpus, target) - 1, start)
-    last = by_cpus.tasks[np.minimum(crossing, max(len(by_cpus.tasks) - 1, 0))]
-    price = index.task_cpu_price[last] if len(by_cpus.tasks) else np.zeros(len(target))
+    last = by_cpus.items[np.minimum(crossing, max(len(by_cpus.items) - 1, 0))]
+    price = index.item_cpu_price[last] if len(by_cpus.items) else np.zeros(len(target))
     with np.errstate(invalid="ignore"):  # inf * 0 where the deficit is 0 (masked below)
         fractional = (by_cpus.cum_cost[crossing] - by_cpus.cum_cost[start]) + (
             target - by_cpus.cum_cpus[crossing]
@@ -238,10 +311,11 @@ def lower_bounds(index: PreemptionIndex, deficits: Deficits) -> np.ndarray:
 
 
 def _check_cells(
-    index: PreemptionIndex, node: int, tasks: np.ndarray, need_gpus: int, need_cpus: int
+    index: PreemptionIndex, node: int, mine: np.ndarray, need_gpus: int, need_cpus: int
 ) -> None:
     """Refuse a node whose dynamic programme could exceed :data:`MAX_COVER_CELLS` cells."""
-    useful = int(np.count_nonzero((index.task_gpus[tasks] > 0) | (index.task_cpus[tasks] > 0)))
+    items = index.items
+    useful = int(np.count_nonzero((items.gpus[mine] > 0) | (items.cpus[mine] > 0)))
     cells = (need_gpus + 1) * (need_cpus + 1)
     if useful < 63:
         cells = min(cells, 2**useful)
@@ -253,20 +327,33 @@ def _check_cells(
         )
 
 
+def node_groups(index: PreemptionIndex, mine: np.ndarray) -> list[ItemGroup]:
+    """The gangs' groups (P13) among the items ``mine`` (sorted item positions of one node),
+    as indices into ``mine``."""
+    local = {int(item): k for k, item in enumerate(mine.tolist())}
+    found: list[ItemGroup] = []
+    for number in sorted({int(g) for g in index.items.group[mine].tolist() if g >= 0}):
+        group = index.items.groups[number]
+        members = tuple(local[m] for m in group.members if m in local)
+        found.append((members, group.allowance, local.get(group.closure, -1)))
+    return found
+
+
 def stage_two_exact(
     index: PreemptionIndex, *, enumerate_limit: int = ENUMERATE_LIMIT
 ) -> tuple[int, list[int]] | None:
-    """The node and victims of P10, or None when no node can make room by preemption."""
+    """The node and items of P10, or None when no node can make room by preemption."""
     deficits = Deficits.of(index)
     if len(deficits.nodes) == 0:
         return None
-    _, upper, _, _ = cheapest_first_prefixes(index, deficits)
+    upper = cheapest_first_prefixes(index, deficits).cost
     bound = int(upper.min())
     lower = lower_bounds(index, deficits)
     hopeful = np.flatnonzero(lower <= bound)
     hopeful = hopeful[np.argsort(lower[hopeful], kind="stable")]  # node order within a bound
     best_key: tuple[int, int, int, int, int] | None = None
-    best_victims: list[int] = []
+    best_items: list[int] = []
+    items = index.items
     with gpuopt.progress.task("preemption exact: nodes", total=len(hopeful)) as shown:
         for searched, entry in enumerate(hopeful.tolist()):
             if lower[entry] > bound:
@@ -275,18 +362,20 @@ def stage_two_exact(
                 shown.update(completed=searched, incumbent=bound, bound=float(lower[entry]))
             node = int(deficits.nodes[entry])
             need_gpus, need_cpus = int(deficits.gpus[entry]), int(deficits.cpus[entry])
-            segments = index.lp_by_cost(holding(need_gpus, need_cpus))  # tasks that can help
-            tasks = np.sort(segments.tasks[segments.start[node] : segments.end[node]])
-            if len(tasks) > min(enumerate_limit, MAX_ENUMERATE):
-                _check_cells(index, node, tasks, need_gpus, need_cpus)
+            segments = index.lp_by_cost(holding(need_gpus, need_cpus))  # items that can help
+            mine = np.sort(segments.items[segments.start[node] : segments.end[node]])
+            if len(mine) > min(enumerate_limit, MAX_ENUMERATE):
+                _check_cells(index, node, mine, need_gpus, need_cpus)
             cover = cheapest_cover(
-                index.task_gpus[tasks].tolist(),
-                index.task_cpus[tasks].tolist(),
-                index.task_cost[tasks].tolist(),
+                items.gpus[mine].tolist(),
+                items.cpus[mine].tolist(),
+                items.cost[mine].tolist(),
                 need_gpus,
                 need_cpus,
                 bound=bound,
                 enumerate_limit=enumerate_limit,
+                counts=items.count[mine].tolist(),
+                groups=node_groups(index, mine) if node in items.grouped_nodes else (),
             )
             if cover is None:
                 continue
@@ -299,11 +388,11 @@ def stage_two_exact(
             )
             if best_key is None or key < best_key:
                 best_key = key
-                best_victims = [int(tasks[item]) for item in cover.chosen]
+                best_items = [int(mine[item]) for item in cover.chosen]
                 bound = cover.cost
     if best_key is None:  # unreachable: the heuristic's node has a cover within its bound
         raise AssertionError("no exact cover within the heuristic's cost")
-    return best_key[4], best_victims
+    return best_key[4], best_items
 
 
 def solve_dp(
@@ -378,9 +467,11 @@ __all__ = [
     "MAX_COVER_CELLS",
     "MAX_ENUMERATE",
     "Cover",
+    "ItemGroup",
     "cheapest_cover",
     "exact_cover",
     "lower_bounds",
+    "node_groups",
     "solve_dp",
     "solve_exact",
     "stage_two_exact",

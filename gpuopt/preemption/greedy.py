@@ -13,7 +13,11 @@ from the node's own LP segment, and LP requests stop after stage 1; P3 the
 prefix covers both deficits by construction; P4/P5 ``make_decision``
 computes the cost and the flags from the victims; P6 stage 2 runs only when
 stage 1 found nothing; P7 a node qualifies exactly when all its LP tasks
-cover the deficits, so ``node`` is null only when none does.
+cover the deficits, so ``node`` is null only when none does. P13 the
+prefixes run over items (:mod:`gpuopt.preemption.gangs`): a gang stopped
+beyond its allowance is one item stopping every member at the whole gang's
+cost, and a node holding a gang's group is walked item by item under its
+rule.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuopt.preemption.devices import cheapest_first, widen
+from gpuopt.preemption.gangs import feasible_cover, group_cover
 from gpuopt.preemption.problem import Holding, PreemptionIndex, PreemptionProblem
-from gpuopt.preemption.solution import Method, PreemptionResult, make_decision
+from gpuopt.preemption.solution import Method, PreemptionResult, item_decision, make_decision
 
 
 def lex_first(keys: Sequence[np.ndarray]) -> int:
@@ -73,9 +78,10 @@ def stage_one(index: PreemptionIndex) -> int | None:
 class Deficits:
     """The nodes that can make room by preemption and what each lacks (P7).
 
-    ``nodes`` are the positions of the nodes whose free capacity plus all
-    their LP tasks hold the request; ``gpus`` and ``cpus`` are what they lack
-    without preemption (0 when nothing is lacking in that resource).
+    ``nodes`` are the positions of the nodes whose free capacity plus what
+    their items free at most hold the request (P13: a gang that cannot be
+    closed frees at most its allowance); ``gpus`` and ``cpus`` are what they
+    lack without preemption (0 when nothing is lacking in that resource).
     """
 
     nodes: np.ndarray
@@ -86,9 +92,14 @@ class Deficits:
     def of(cls, index: PreemptionIndex) -> Deficits:
         need_gpus = index.request_gpus - index.node_free_gpus
         need_cpus = index.request_cpus - index.node_free_cpus
-        nodes = np.flatnonzero(
-            (index.node_lp_gpus >= need_gpus) & (index.node_lp_cpus >= need_cpus)
-        )
+        can = (index.node_lp_gpus >= need_gpus) & (index.node_lp_cpus >= need_cpus)
+        items = index.items
+        for node in items.unsure_nodes():
+            if can[node]:  # the sums counted every member of a group: search its choices
+                mine = np.flatnonzero(items.node == node).tolist()
+                wanted = max(0, int(need_gpus[node])), max(0, int(need_cpus[node]))
+                can[node] = feasible_cover(items, mine, *wanted) is not None
+        nodes = np.flatnonzero(can)
         return cls(
             nodes=nodes,
             gpus=np.maximum(need_gpus[nodes], 0),
@@ -120,19 +131,34 @@ def _groups(deficits: Deficits) -> list[tuple[Holding, np.ndarray]]:
     return [(kind, entries) for kind, entries in groups if len(entries)]
 
 
-def cheapest_first_prefixes(
-    index: PreemptionIndex, deficits: Deficits
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For each node of ``deficits``: the length, cost, GPUs and CPUs of its covering prefix.
+@dataclass(frozen=True)
+class Prefixes:
+    """Per node of a :class:`Deficits`: the heuristic's cover (P9), its length in items, its
+    cost (thousandths), the pods it stops, and the GPUs and CPUs it frees; ``chosen`` holds
+    the items of the entries of nodes with a gang's group (P13), whose cover is no prefix."""
 
-    The prefix is the shortest run of the node's helpful LP tasks in
+    length: np.ndarray
+    cost: np.ndarray
+    count: np.ndarray
+    gpus: np.ndarray
+    cpus: np.ndarray
+    chosen: dict[int, list[int]]
+
+
+def cheapest_first_prefixes(index: PreemptionIndex, deficits: Deficits) -> Prefixes:
+    """For each node of ``deficits``: the heuristic's cover of its deficits (P9).
+
+    The cover is the shortest run of the node's helpful items in
     :meth:`PreemptionIndex.lp_by_cost` order whose GPUs and CPUs cover both
-    deficits (P9); all nodes are handled at once with binary searches in the
-    cluster-wide prefix sums (once per kind of deficit). Costs are in
-    thousandths.
+    deficits; all nodes are handled at once with binary searches in the
+    cluster-wide prefix sums (once per kind of deficit). A node holding a
+    gang's group (P13) is walked item by item (:func:`group_cover`). Costs
+    are in thousandths.
     """
     size = len(deficits.nodes)
-    length, cost, gpus, cpus = (np.zeros(size, dtype=np.int64) for _ in range(4))
+    length, cost, count, gpus, cpus = (np.zeros(size, dtype=np.int64) for _ in range(5))
+    chosen: dict[int, list[int]] = {}
+    grouped = index.items.grouped_nodes
     for kind, entries in _groups(deficits):
         segments = index.lp_by_cost(kind)
         start = segments.start[deficits.nodes[entries]]
@@ -149,35 +175,55 @@ def cheapest_first_prefixes(
         )
         length[entries] = stop - start
         cost[entries] = segments.cum_cost[stop] - segments.cum_cost[start]
+        count[entries] = segments.cum_count[stop] - segments.cum_count[start]
         gpus[entries] = segments.cum_gpus[stop] - segments.cum_gpus[start]
         cpus[entries] = segments.cum_cpus[stop] - segments.cum_cpus[start]
-    return length, cost, gpus, cpus
+        if grouped:
+            mine = np.isin(deficits.nodes[entries], sorted(grouped))
+            for entry in entries[mine].tolist():
+                node = int(deficits.nodes[entry])
+                items = index.items
+                order = segments.items[segments.start[node] : segments.end[node]].tolist()
+                found = group_cover(
+                    items, order, int(deficits.gpus[entry]), int(deficits.cpus[entry])
+                )
+                if found is None:  # unreachable: Deficits keeps only nodes with a cover
+                    raise AssertionError(f"no cover of node {index.node_ids[node]}")
+                chosen[entry] = found
+                length[entry] = len(found)
+                cost[entry] = int(items.cost[found].sum()) if found else 0
+                count[entry] = int(items.count[found].sum()) if found else 0
+                gpus[entry] = int(items.gpus[found].sum()) if found else 0
+                cpus[entry] = int(items.cpus[found].sum()) if found else 0
+    return Prefixes(length, cost, count, gpus, cpus, chosen)
 
 
-def stage_two_heuristic(index: PreemptionIndex) -> tuple[int, np.ndarray] | None:
-    """The node and victims of P9, or None when no node can make room by preemption.
+def stage_two_heuristic(index: PreemptionIndex) -> tuple[int, list[int]] | None:
+    """The node and items of P9, or None when no node can make room by preemption.
 
     Among the nodes that can make room, the cheapest covering prefix wins;
-    ties go to fewer victims, then best fit afterwards (fewest free GPUs,
-    then fewest free CPUs after placement), then node order.
+    ties go to fewer victims (pods stopped), then best fit afterwards (fewest
+    free GPUs, then fewest free CPUs after placement), then node order.
     """
     deficits = Deficits.of(index)
     if len(deficits.nodes) == 0:
         return None
-    length, cost, gpus, cpus = cheapest_first_prefixes(index, deficits)
+    prefixes = cheapest_first_prefixes(index, deficits)
     nodes = deficits.nodes
     # Free capacity after placement differs from the freed one by a per-node constant.
     keys = (
-        cost,
-        length,
-        index.node_free_gpus[nodes] + gpus,
-        index.node_free_cpus[nodes] + cpus,
+        prefixes.cost,
+        prefixes.count,
+        index.node_free_gpus[nodes] + prefixes.gpus,
+        index.node_free_cpus[nodes] + prefixes.cpus,
     )
     best = lex_first(keys)
     node = int(nodes[best])
+    if best in prefixes.chosen:
+        return node, prefixes.chosen[best]
     segments = index.lp_by_cost(holding(int(deficits.gpus[best]), int(deficits.cpus[best])))
     start = int(segments.start[node])
-    return node, segments.tasks[start : start + int(length[best])]
+    return node, segments.items[start : start + int(prefixes.length[best])].tolist()
 
 
 def solve_heuristic(problem: PreemptionProblem) -> PreemptionResult:
@@ -221,7 +267,7 @@ def decide(
     *,
     started: float,
 ) -> PreemptionResult:
-    """Stage one's ``node`` (P8), else stage two's ``found`` (node, victims), else no node.
+    """Stage one's ``node`` (P8), else stage two's ``found`` (node, items: P13), else no node.
 
     ``seconds`` counts from ``started`` (``time.perf_counter``).
     """
@@ -230,11 +276,12 @@ def decide(
         return make_decision(problem, method, node, stage=1, seconds=seconds)
     if found is None:
         return make_decision(problem, method, None, stage=None, seconds=seconds)
-    return make_decision(problem, method, found[0], found[1], stage=2, seconds=seconds)
+    return item_decision(problem, method, found[0], found[1], seconds=seconds)
 
 
 __all__ = [
     "Deficits",
+    "Prefixes",
     "cheapest_first_prefixes",
     "decide",
     "heuristic_decision",

@@ -1,6 +1,6 @@
 """The model of the whole decision (``models/preemption.md``, P11) solved with HiGHS.
 
-The columns, the labelled rows M1-M3 and the levels L1-L6 are in
+The columns, the labelled rows M1-M4 and the levels L1-L6 are in
 :mod:`gpuopt.preemption.model`, shared with CP-SAT
 (:mod:`gpuopt.preemption.cpsat`); this module says how HiGHS takes one level:
 the rows straight to highspy (:func:`gpuopt.solvers.highs.solve_rows`), the

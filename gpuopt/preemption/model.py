@@ -3,9 +3,10 @@
 One description, backend-neutral, fed to HiGHS (:mod:`gpuopt.preemption.milp`)
 and to CP-SAT (:mod:`gpuopt.preemption.cpsat`): one model, never two
 formulations. Columns are ``y[n]`` (the request goes to node ``n``; one per
-node that has room or, for an HP request, can make room) and ``x[t]`` (LP
-task ``t`` is stopped; one per LP task holding GPUs or CPUs on a node of a
-``y`` column, none for an LP request). The rows M1-M3 are built by one
+node that has room or, for an HP request, can make room) and ``x[i]`` (item
+``i`` is stopped: an LP task, or a running gang closed whole, P13; one per
+item holding GPUs or CPUs on a node of a ``y`` column, none for an LP
+request). The rows M1-M4 are built by one
 private method each, citing its label; the objective is the lexicographic
 key of P8 and P10, solved as a sequence of integer levels (L1-L6), each
 earlier level's value kept as a row (M0) before the next is minimised, so
@@ -32,7 +33,12 @@ from gpuopt.preemption.devices import widen
 from gpuopt.preemption.dp import exact_cover
 from gpuopt.preemption.greedy import Deficits, heuristic_decision
 from gpuopt.preemption.problem import PreemptionProblem
-from gpuopt.preemption.solution import PreemptionResult, make_decision, violations
+from gpuopt.preemption.solution import (
+    PreemptionResult,
+    item_decision,
+    make_decision,
+    violations,
+)
 from gpuopt.result import Status
 from gpuopt.solvers.deadline import Deadline
 from gpuopt.solvers.highs import RowCounts, RowFamily, csr_family
@@ -90,19 +96,21 @@ class Backend(Protocol):
 
 @dataclass
 class PreemptionRows(RowCounts):
-    """Columns and labelled rows (M1-M3) of the model of one decision, and its levels.
+    """Columns and labelled rows (M1-M4) of the model of one decision, and its levels.
 
     Column ``j < num_y`` is ``y[nodes[j]]``; column ``num_y + k`` is
-    ``x[tasks[k]]``, whose node is the ``y`` column ``task_y[k]``. Tasks and
-    nodes are positions of the index view, in input order. Costs are counted
-    in units of ``cost_unit`` thousandths (the greatest common divisor of the
-    victims' costs), which keeps the coefficients small and exact.
+    ``x[items[k]]``, whose node is the ``y`` column ``item_y[k]``. Items
+    (:attr:`~gpuopt.preemption.problem.PreemptionIndex.items`: LP tasks and gangs'
+    closures, P13) and nodes are positions of the index view, in its order.
+    Costs are counted in units of ``cost_unit`` thousandths (the greatest
+    common divisor of the items' costs), which keeps the coefficients small
+    and exact.
     """
 
     problem: PreemptionProblem
     nodes: np.ndarray
-    tasks: np.ndarray
-    task_y: np.ndarray
+    items: np.ndarray
+    item_y: np.ndarray
     cost_unit: int
     col_lower: np.ndarray
     col_upper: np.ndarray
@@ -117,7 +125,7 @@ class PreemptionRows(RowCounts):
 
     @property
     def num_x(self) -> int:
-        return int(self.tasks.size)
+        return int(self.items.size)
 
     @classmethod
     def build(cls, problem: PreemptionProblem) -> PreemptionRows:
@@ -127,23 +135,24 @@ class PreemptionRows(RowCounts):
             index.node_free_cpus >= index.request_cpus
         )
         hosts = room.copy()
-        tasks = np.zeros(0, dtype=np.int64)
+        found = index.items
+        items = np.zeros(0, dtype=np.int64)
         if index.request_hp:  # an LP request never preempts (P2)
             hosts[Deficits.of(index).nodes] = True
-            lp = np.flatnonzero(~index.task_hp & hosts[index.task_node])
-            helps = (index.task_gpus[lp] > 0) | (index.task_cpus[lp] > 0)
-            tasks = lp[helps]  # a task holding nothing never lowers the key (P10)
+            on_hosts = np.flatnonzero(hosts[found.node])
+            helps = (found.gpus[on_hosts] > 0) | (found.cpus[on_hosts] > 0)
+            items = on_hosts[helps]  # an item holding nothing never lowers the key (P10)
         nodes = np.flatnonzero(hosts)
         y_of_node = np.full(index.num_nodes, -1, dtype=np.int64)
         y_of_node[nodes] = np.arange(nodes.size)
-        costs = index.task_cost[tasks]
+        costs = found.cost[items]
         unit = math.gcd(*(int(c) for c in costs)) if costs.size else 1
-        num = nodes.size + tasks.size
+        num = nodes.size + items.size
         rows = cls(
             problem=problem,
             nodes=nodes,
-            tasks=tasks,
-            task_y=y_of_node[index.task_node[tasks]],
+            items=items,
+            item_y=y_of_node[found.node[items]],
             cost_unit=max(unit, 1),
             col_lower=np.zeros(num),
             col_upper=np.ones(num),
@@ -156,10 +165,13 @@ class PreemptionRows(RowCounts):
                 rows._m2_victims_on_the_node(),
                 *rows._m3_room(),
             ]
+            gangs = rows._m4_gangs()
+            if gangs is not None:
+                rows.families.append(gangs)
         return rows
 
     def x_col(self, k: np.ndarray | int) -> np.ndarray | int:
-        """The column of ``x[tasks[k]]``."""
+        """The column of ``x[items[k]]``."""
         return self.num_y + k
 
     def _m1_one_node(self) -> RowFamily:
@@ -169,37 +181,67 @@ class PreemptionRows(RowCounts):
         )
 
     def _m2_victims_on_the_node(self) -> RowFamily:
-        """M2 (P2): only LP tasks of the chosen node stop, ``x[t] - y[h(t)] <= 0``.
+        """M2 (P2): only items of the chosen node stop, ``x[i] - y[h(i)] <= 0``.
 
-        Only LP tasks have ``x`` columns (none for an LP request), so HP tasks
-        never stop.
+        Only items (LP tasks, closures of gangs whose members are all LP) have
+        ``x`` columns (none for an LP request), so HP tasks never stop.
         """
         count = self.num_x
-        cols = np.column_stack([np.asarray(self.x_col(np.arange(count))), self.task_y]).ravel()
+        cols = np.column_stack([np.asarray(self.x_col(np.arange(count))), self.item_y]).ravel()
         coefs = np.tile([1.0, -1.0], count)
         return csr_family("m2", cols, coefs, np.full(count, 2), -math.inf, 0.0)
 
     def _m3_room(self) -> list[RowFamily]:
-        """M3 (P3): the victims cover the node's deficits, ``sum_{h(t)=n} g_t x[t] >= D^G_n y[n]``
-        and ``sum_{h(t)=n} c_t x[t] >= D^C_n y[n]`` (milli-CPUs); rows only where ``D > 0``."""
+        """M3 (P3): the victims cover the node's deficits, ``sum_{h(i)=n} g_i x[i] >= D^G_n y[n]``
+        and ``sum_{h(i)=n} c_i x[i] >= D^C_n y[n]`` (milli-CPUs; an item's amounts on its
+        node); rows only where ``D > 0``."""
         index = self.problem.index
+        found = index.items
         need = {
-            "m3_gpus": (index.request_gpus - index.node_free_gpus[self.nodes], index.task_gpus),
-            "m3_cpus": (index.request_cpus - index.node_free_cpus[self.nodes], index.task_cpus),
+            "m3_gpus": (index.request_gpus - index.node_free_gpus[self.nodes], found.gpus),
+            "m3_cpus": (index.request_cpus - index.node_free_cpus[self.nodes], found.cpus),
         }
         families = []
         for label, (deficit, amount) in need.items():
             short = np.flatnonzero(deficit > 0)
-            mine = np.flatnonzero(deficit[self.task_y] > 0)
-            # one row per short node: its tasks' x columns, then its y column last
-            row = np.concatenate([self.task_y[mine], short])
+            mine = np.flatnonzero(deficit[self.item_y] > 0)
+            # one row per short node: its items' x columns, then its y column last
+            row = np.concatenate([self.item_y[mine], short])
             last = np.concatenate([np.zeros(mine.size), np.ones(short.size)])
             cols = np.concatenate([np.asarray(self.x_col(mine)), short])
-            coefs = np.concatenate([amount[self.tasks[mine]], -deficit[short]]).astype(float)
+            coefs = np.concatenate([amount[self.items[mine]], -deficit[short]]).astype(float)
             order = np.lexsort((last, row))
             counts = np.bincount(row, minlength=self.num_y)[short]
             families.append(csr_family(label, cols[order], coefs[order], counts, 0.0, math.inf))
         return families
+
+    def _m4_gangs(self) -> RowFamily | None:
+        """M4 (P13): per group of a gang on a node, at most ``a_k`` of its members stop alone,
+        and none with its closure: ``sum x[members] + a_k x[closure] <= a_k`` (None: no
+        group)."""
+        found = self.problem.index.items
+        column = {int(item): int(self.x_col(k)) for k, item in enumerate(self.items.tolist())}
+        cols: list[int] = []
+        coefs: list[float] = []
+        counts: list[int] = []
+        uppers: list[float] = []
+        for group in found.groups:
+            members = [column[m] for m in group.members if m in column]
+            closure = column.get(group.closure)
+            if len(members) <= group.allowance and closure is None:
+                continue  # the allowance covers every member with a column
+            row = members + ([closure] if closure is not None else [])
+            cols += row
+            coefs += [1.0] * len(members) + (
+                [float(group.allowance)] if closure is not None else []
+            )
+            counts.append(len(row))
+            uppers.append(float(group.allowance))
+        if not counts:
+            return None
+        return csr_family(
+            "m4", np.array(cols), np.array(coefs), np.array(counts), -math.inf, np.array(uppers)
+        )
 
     # ------------------------------------------------------------------ levels
     def _on_x(self, values: np.ndarray) -> np.ndarray:
@@ -208,12 +250,12 @@ class PreemptionRows(RowCounts):
         return objective
 
     def first_levels(self) -> list[Level]:
-        """L1 the victims' cost (P4, in ``cost_unit``), L2 their number (P6: 0 exactly when
-        some node has room, which makes the decision stage 1)."""
-        index = self.problem.index
+        """L1 the victims' cost (P4, in ``cost_unit``), L2 their number, the pods stopped (P6:
+        0 exactly when some node has room, which makes the decision stage 1)."""
+        found = self.problem.index.items
         return [
-            Level("L1", "cost", self._on_x(index.task_cost[self.tasks] // self.cost_unit)),
-            Level("L2", "victims", self._on_x(np.ones(self.num_x, dtype=np.int64))),
+            Level("L1", "cost", self._on_x(found.cost[self.items] // self.cost_unit)),
+            Level("L2", "victims", self._on_x(found.count[self.items])),
         ]
 
     def stage_one_levels(self) -> list[Level]:
@@ -238,12 +280,13 @@ class PreemptionRows(RowCounts):
     def stage_two_levels(self) -> list[Level]:
         """L3 free GPUs after placement, L4 free CPUs after (P10's best fit), L5 node order."""
         index = self.problem.index
+        found = index.items
         levels = []
         for label, name, free, asked, held in (
-            ("L3", "free GPUs after", index.node_free_gpus, index.request_gpus, index.task_gpus),
-            ("L4", "free CPUs after", index.node_free_cpus, index.request_cpus, index.task_cpus),
+            ("L3", "free GPUs after", index.node_free_gpus, index.request_gpus, found.gpus),
+            ("L4", "free CPUs after", index.node_free_cpus, index.request_cpus, found.cpus),
         ):
-            objective = self._on_x(held[self.tasks])
+            objective = self._on_x(held[self.items])
             objective[: self.num_y] = free[self.nodes] - asked
             levels.append(Level(label, name, objective))
         order = np.zeros(self.num_cols, dtype=np.int64)
@@ -252,10 +295,10 @@ class PreemptionRows(RowCounts):
         return levels
 
     def set_levels(self, y: int) -> list[Level]:
-        """L6 (P10's last key): on node ``y``, the victim set whose tasks come first in input
-        order: bit ``2**(m-1-j)`` for the ``j``-th of ``m`` tasks, maximised (minimised
-        negated), in chunks of :data:`SET_BITS` tasks (lexicographic chunk by chunk)."""
-        mine = np.flatnonzero(self.task_y == y)  # tasks are in input order
+        """L6 (P10's last key): on node ``y``, the item set whose items come first in item
+        order: bit ``2**(m-1-j)`` for the ``j``-th of ``m`` items, maximised (minimised
+        negated), in chunks of :data:`SET_BITS` items (lexicographic chunk by chunk)."""
+        mine = np.flatnonzero(self.item_y == y)  # items are in item order
         levels = []
         for first in range(0, mine.size, SET_BITS):
             chunk = mine[first : first + SET_BITS]
@@ -263,7 +306,7 @@ class PreemptionRows(RowCounts):
             objective = np.zeros(self.num_cols, dtype=np.int64)
             objective[np.asarray(self.x_col(chunk))] = -weights
             levels.append(
-                Level("L6", f"victim set, tasks {first + 1}-{first + chunk.size}", objective)
+                Level("L6", f"victim set, items {first + 1}-{first + chunk.size}", objective)
             )
         return levels
 
@@ -278,19 +321,23 @@ class PreemptionRows(RowCounts):
             return None
         values = np.zeros(self.num_cols)
         values[int(where[0])] = 1.0
-        column = {int(t): int(self.x_col(k)) for k, t in enumerate(self.tasks.tolist())}
-        for victim in decision.victims:
-            col = column.get(index.task_pos[victim])
-            if col is not None:
-                values[col] = 1.0
+        victims = set(decision.victims)
+        found = index.items
+        chosen = {int(item) for item in self.items.tolist() if set(found.stops(item)) <= victims}
+        for group in found.groups:  # a closure taken stops its members: they are not items
+            if group.closure in chosen:
+                chosen -= set(group.members)
+        for k, item in enumerate(self.items.tolist()):
+            if item in chosen:
+                values[int(self.x_col(k))] = 1.0
         return values
 
     def read(self, values: np.ndarray) -> tuple[int, list[int]]:
-        """The node position and victim positions (input order) of a solution."""
+        """The node position and item positions (item order) of a solution."""
         chosen = np.rint(values).astype(np.int64)
         y = int(np.argmax(chosen[: self.num_y]))
-        victims = self.tasks[np.flatnonzero(chosen[self.num_y :])]
-        return int(self.nodes[y]), sorted(int(t) for t in victims)
+        items = self.items[np.flatnonzero(chosen[self.num_y :])]
+        return int(self.nodes[y]), sorted(int(item) for item in items)
 
 
 def level_value(level: Level, values: np.ndarray) -> int:
@@ -333,7 +380,7 @@ def solve_levels(
     """Minimise the levels one after the other, each kept as a row (M0) for the next.
 
     L1 and L2 first; L3' when no victim is needed (stage 1), else L3-L5, then the
-    node is fixed and L6 runs on its tasks. A level is not solved when the
+    node is fixed and L6 runs on its items. A level is not solved when the
     best solution so far is 0 on it and its coefficients are all nonnegative
     (no ``x`` column, or a start that stops nobody on L1 and L2). Each solve
     starts from the best solution so far (``start`` first), which is kept
@@ -380,7 +427,7 @@ def solve_levels(
         elif level.label == "L5":
             y = int(np.argmax(np.rint(values[: rows.num_y])))
             backend.fix(np.array([y]), 1)
-            others = np.flatnonzero(rows.task_y != y)
+            others = np.flatnonzero(rows.item_y != y)
             backend.fix(np.asarray(rows.x_col(others)), 0)
             pending += rows.set_levels(y)
     return Outcome(values, "optimal", cost_bound, notes)
@@ -436,9 +483,11 @@ def solve_model(
     values = outcome.values
     decision = None
     if values is not None:
-        node, victims = rows.read(values)
-        decision = make_decision(
-            problem, method, node, victims, stage=2 if victims else 1, seconds=0.0
+        node, items = rows.read(values)
+        decision = (
+            item_decision(problem, method, node, items, seconds=0.0)
+            if items
+            else make_decision(problem, method, node, stage=1, seconds=0.0)
         )
         if violations(problem, decision):  # a solver's rounding gone wrong: never returned
             notes.append(f"the solver's answer broke {violations(problem, decision)[0]}")

@@ -58,6 +58,7 @@ from gpuopt.cluster.model import (
 from gpuopt.cluster.request import Request as ClusterRequest
 from gpuopt.cluster.request import WrittenRequest, as_request
 from gpuopt.errors import ProblemError
+from gpuopt.preemption.gangs import Items, gang_facts, gang_items, task_items
 
 #: Largest state the model accepts: like a defragmentation snapshot, a state
 #: costs a few KB of memory per task, so these keep it within a few GB.
@@ -318,6 +319,11 @@ class PreemptionProblem(IndexedModel):
         scope = self.scope
         return int(scope.task_gpus[scope.task_pos[task.id]])
 
+    def held_gpus(self, task: ClusterTask) -> int:
+        """The GPUs any task of the cluster holds in this question (as :meth:`gpus_of` for
+        the tasks it sees; a gang's members may run on nodes it does not see, P13)."""
+        return int(self.scope.facts.task_gpus[task_columns(self.cluster).pos[task.id]])
+
     def outranks(self, task: ClusterTask) -> bool:
         """Whether ``task``'s priority puts it out of the request's reach (the HP class here)."""
         return self.scope.is_hp(self.cluster, task)
@@ -568,6 +574,25 @@ class Scope:
         rows = np.array([columns.node_pos[node_id] for node_id in node_ids], dtype=np.int64)
         renumber = np.full(len(cluster.nodes), -1, dtype=np.int64)
         renumber[rows] = np.arange(len(rows), dtype=np.int64)
+        cost = gpus * age
+        renumbered = renumber[columns.node[at]]
+        if columns.in_gang[at].any():
+            stoppable = columns.priority < self.threshold
+            if fixed:
+                stoppable &= np.array([task_id not in fixed for task_id in columns.ids], bool)
+            gangs = gang_facts(
+                cluster,
+                stoppable,
+                self.facts.task_gpus,
+                columns.checkpoint,
+                columns.no_checkpoint,
+                scaled(now),
+            )
+            items = gang_items(
+                cluster, gangs, at, renumbered, gpus, columns.cpus[at], cost, task_hp, task_ids
+            )
+        else:
+            items = task_items(renumbered, gpus, columns.cpus[at], cost, task_hp, task_ids)
         return PreemptionIndex(
             node_ids=node_ids,
             node_pos=node_pos,
@@ -576,15 +601,16 @@ class Scope:
             node_preemptions=columns.node_preemptions[rows],
             task_ids=task_ids,
             task_pos=task_pos,
-            task_node=renumber[columns.node[at]],
+            task_node=renumbered,
             task_gpus=gpus,
             task_cpus=columns.cpus[at],
             task_hp=task_hp,
             task_age=age,
-            task_cost=gpus * age,
+            task_cost=cost,
             request_gpus=request.gpus,
             request_cpus=scaled(request.cpus),
             request_hp=request.priority == "HP",
+            items=items,
         )
 
 
@@ -606,6 +632,8 @@ class TaskColumns:
     checkpoint: np.ndarray
     checkpoint_time: np.ndarray
     no_checkpoint: np.ndarray
+    #: whether the task belongs to a running gang (C8)
+    in_gang: np.ndarray
     node_pos: dict[str, int]
     node_gpus: np.ndarray
     node_cpus: np.ndarray
@@ -720,6 +748,7 @@ def _build_task_columns(cluster: Cluster) -> TaskColumns:
         checkpoint=scaled_array(known),
         checkpoint_time=np.where(no_checkpoint, np.nan, np.array(known, dtype=np.float64)),
         no_checkpoint=no_checkpoint,
+        in_gang=np.array([task.gang is not None for task in tasks], dtype=bool),
         node_pos=node_pos,
         node_gpus=np.array([node.gpus for node in nodes], dtype=np.int64),
         node_cpus=scaled_array([node.cpus for node in nodes]),
@@ -760,35 +789,41 @@ def _share_view(cluster: Cluster, held: np.ndarray, milli: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LPSegments:
-    """The LP tasks sorted by node, then by a per-node order, with prefix sums.
+    """The LP items (P13: tasks, and gangs closed whole) sorted by node, then by a per-node
+    order, with prefix sums.
 
-    Entries ``start[n]:end[n]`` of ``tasks`` are the LP tasks of node ``n`` in
-    that order. ``cum_gpus``, ``cum_cpus`` and ``cum_cost`` have one entry more
-    than ``tasks`` (a leading 0): the sum over the first ``j`` LP tasks of node
-    ``n`` is ``cum[start[n] + j] - cum[start[n]]``. The sums run over the whole
-    cluster, which validation keeps inside int64 (``MAX_TOTAL_COST``).
+    Entries ``start[n]:end[n]`` of ``items`` are the items of node ``n`` in that order
+    (positions in :attr:`PreemptionIndex.items`). ``cum_gpus``, ``cum_cpus``, ``cum_cost``
+    and ``cum_count`` (pods stopped) have one entry more than ``items`` (a leading 0): the
+    sum over the first ``j`` items of node ``n`` is ``cum[start[n] + j] - cum[start[n]]``.
+    The sums run over the whole cluster, whose task costs validation keeps inside int64
+    (``MAX_TOTAL_COST``); a gang's closure adds its whole cost again on each node it has
+    members on (int64 holds twice ``MAX_TOTAL_COST``; real costs are far below it).
     """
 
-    tasks: np.ndarray
+    items: np.ndarray
     start: np.ndarray
     end: np.ndarray
     cum_gpus: np.ndarray
     cum_cpus: np.ndarray
     cum_cost: np.ndarray
+    cum_count: np.ndarray
 
     @classmethod
     def build(cls, index: PreemptionIndex, order: np.ndarray) -> LPSegments:
-        tasks = order.astype(np.int64)
-        nodes = index.task_node[tasks]
+        items = order.astype(np.int64)
+        found = index.items
+        nodes = found.node[items]
         positions = np.arange(index.num_nodes)
         zero = np.zeros(1, dtype=np.int64)
         return cls(
-            tasks=tasks,
+            items=items,
             start=np.searchsorted(nodes, positions, side="left"),
             end=np.searchsorted(nodes, positions, side="right"),
-            cum_gpus=np.concatenate([zero, np.cumsum(index.task_gpus[tasks])]),
-            cum_cpus=np.concatenate([zero, np.cumsum(index.task_cpus[tasks])]),
-            cum_cost=np.concatenate([zero, np.cumsum(index.task_cost[tasks])]),
+            cum_gpus=np.concatenate([zero, np.cumsum(found.gpus[items])]),
+            cum_cpus=np.concatenate([zero, np.cumsum(found.cpus[items])]),
+            cum_cost=np.concatenate([zero, np.cumsum(found.cost[items])]),
+            cum_count=np.concatenate([zero, np.cumsum(found.count[items])]),
         )
 
 
@@ -799,10 +834,12 @@ class PreemptionIndex(NodesAndTasks):
     CPUs are milli-CPUs; ``task_age`` is ``now - last_checkpoint`` and
     ``task_cost`` is ``gpus * task_age``, both in thousandths of the time
     unit. The request's fields are ``request_gpus``, ``request_cpus``
-    (milli-CPUs) and ``request_hp``. What the methods derive from the state
-    alone (free capacity, node classes, the LP tasks in their three per-node
-    orders with prefix sums) is cached, built on first use, so a decision only
-    does the work that depends on the request's size.
+    (milli-CPUs) and ``request_hp``. ``items`` are what the methods may stop
+    (P13: the LP tasks, a running gang's members within its allowance, and
+    gangs closed whole). What the methods derive from the state alone (free
+    capacity, node classes, the items in their three per-node orders with
+    prefix sums) is cached, built on first use, so a decision only does the
+    work that depends on the request's size.
     """
 
     node_ids: list[str]
@@ -821,6 +858,7 @@ class PreemptionIndex(NodesAndTasks):
     request_gpus: int
     request_cpus: int
     request_hp: bool
+    items: Items
     _lp_segments: dict[str, LPSegments] = field(default_factory=dict, repr=False, compare=False)
 
     def _per_node(self, values: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -842,13 +880,19 @@ class PreemptionIndex(NodesAndTasks):
         return free
 
     @cached_property
+    def _freeable(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.items.freeable(self.num_nodes)
+
+    @cached_property
     def node_lp_gpus(self) -> np.ndarray:
-        """GPUs held by the LP tasks of each node (what preempting all of them frees)."""
-        return self._per_node(self.task_gpus, ~self.task_hp)
+        """GPUs the items of each node free at most (stopping all its LP tasks, P13: but the
+        members of a gang that cannot be closed beyond its allowance; an over-estimate on
+        :meth:`Items.unsure_nodes`)."""
+        return self._freeable[0]
 
     @cached_property
     def node_lp_cpus(self) -> np.ndarray:
-        return self._per_node(self.task_cpus, ~self.task_hp)
+        return self._freeable[1]
 
     @cached_property
     def node_class(self) -> np.ndarray:
@@ -868,50 +912,63 @@ class PreemptionIndex(NodesAndTasks):
 
     @cached_property
     def _lp_cost_order(self) -> np.ndarray:
-        lp = np.flatnonzero(~self.task_hp)
-        order = np.lexsort(
-            (lp, -self.task_cpus[lp], -self.task_gpus[lp], self.task_cost[lp], self.task_node[lp])
-        )
-        ordered: np.ndarray = lp[order]
-        return ordered
+        items = self.items
+        every = np.arange(items.size)
+        order: np.ndarray = np.lexsort((every, -items.cpus, -items.gpus, items.cost, items.node))
+        return order
 
     def lp_by_cost(self, holding: Holding = "any") -> LPSegments:
-        """LP tasks per node by cost, then more GPUs, more CPUs, input order (P9).
+        """Items per node by cost, then more GPUs, more CPUs, item order (P9).
 
-        Only the tasks that can help are kept: those holding GPUs
+        Only the items that can help are kept: those holding GPUs
         (``holding="gpus"``), CPUs (``"cpus"``) or either (``"any"``). Each of
         the three is built once, by filtering one sorted order.
         """
         segments = self._lp_segments.get(holding)
         if segments is None:
             order = self._lp_cost_order
-            gpus, cpus = self.task_gpus[order] > 0, self.task_cpus[order] > 0
+            gpus, cpus = self.items.gpus[order] > 0, self.items.cpus[order] > 0
             keep = {"gpus": gpus, "cpus": cpus, "any": gpus | cpus}[holding]
             segments = self._lp_segments[holding] = LPSegments.build(self, order[keep])
         return segments
 
     def _lp_sorted_by(self, key: np.ndarray) -> LPSegments:
-        """LP tasks per node in increasing ``key`` (ties: task order)."""
-        lp = np.flatnonzero(~self.task_hp)
-        order = np.lexsort((lp, key[lp], self.task_node[lp]))
-        return LPSegments.build(self, lp[order])
+        """Items per node in increasing ``key`` (ties: item order)."""
+        every = np.arange(self.items.size)
+        order = np.lexsort((every, key, self.items.node))
+        return LPSegments.build(self, order)
+
+    @cached_property
+    def item_gpu_price(self) -> np.ndarray:
+        """Cost per GPU of each item: a task's age (an exact integer), and with a gang's
+        closure among the items, every item's cost over its GPUs in floating point
+        (infinite for an item without GPUs)."""
+        items = self.items
+        if not items.closures:
+            ages: np.ndarray = self.task_age[items.task]
+            return ages
+        with np.errstate(divide="ignore", invalid="ignore"):
+            price = items.cost / items.gpus
+        return np.where(items.gpus > 0, price, np.inf)
 
     @cached_property
     def lp_by_age(self) -> LPSegments:
-        """LP tasks per node by age (cost per GPU), for the exact method's lower bound (P10)."""
-        return self._lp_sorted_by(self.task_age)
+        """Items per node by cost per GPU (a task's age), for the exact method's lower bound
+        (P10)."""
+        return self._lp_sorted_by(self.item_gpu_price)
 
     @cached_property
-    def task_cpu_price(self) -> np.ndarray:
-        """Cost per milli-CPU of each task (infinite for a task without CPUs)."""
+    def item_cpu_price(self) -> np.ndarray:
+        """Cost per milli-CPU of each item (infinite for an item without CPUs)."""
+        items = self.items
         with np.errstate(divide="ignore", invalid="ignore"):
-            price = self.task_cost / self.task_cpus
-        return np.where(self.task_cpus > 0, price, np.inf)
+            price = items.cost / items.cpus
+        return np.where(items.cpus > 0, price, np.inf)
 
     @cached_property
     def lp_by_cpu_price(self) -> LPSegments:
-        """LP tasks per node by cost per CPU, for the exact method's lower bound (P10)."""
-        return self._lp_sorted_by(self.task_cpu_price)
+        """Items per node by cost per CPU, for the exact method's lower bound (P10)."""
+        return self._lp_sorted_by(self.item_cpu_price)
 
 
 def preemption_view(cluster: Cluster, request: PreemptionRequest, now: float) -> PreemptionIndex:

@@ -3,7 +3,8 @@
 A decision names the node the request goes to and the LP tasks stopped to
 make room (``victims``). :func:`violations` knows nothing about the methods:
 it rebuilds the state from the problem's own fields and reports every breach
-of the rules P1-P7 of ``models/preemption.md`` and, for a request with DRA
+of the rules P1-P7 and P13 (a running gang stopped below its ``min_member``
+stops whole) of ``models/preemption.md`` and, for a request with DRA
 claims, of DF1-DF8 of ``models/cluster.md`` (its claims fit the node's devices
 once the victims' claims are freed); :func:`evaluate` recomputes the cost of a
 victim set.
@@ -11,6 +12,7 @@ victim set.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -85,14 +87,16 @@ class PreemptionResult(Result):
 
 
 def _milli_cost(problem: PreemptionProblem, victims: Iterable[str]) -> int:
-    tasks = {t.id: t for t in problem.tasks}
+    # every task of the cluster: a closed gang's members may run on nodes the question
+    # does not see (P13)
+    tasks = {t.id: t for t in problem.cluster.tasks}
     now = scaled(problem.now)
     total = 0
     for victim in victims:
         task = tasks.get(victim)
         if task is None:
             raise ProblemError(f"victim {short(victim)} is not a task of the state.")
-        total += problem.gpus_of(task) * (now - scaled(checkpoint_of(task)))
+        total += problem.held_gpus(task) * (now - scaled(checkpoint_of(task)))
     return total
 
 
@@ -123,7 +127,7 @@ def evaluate(problem: PreemptionProblem, victims: PreemptionResult | Iterable[st
 
 
 def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[str]:
-    """Every breach of P1-P7 (``models/preemption.md``) by ``decision``.
+    """Every breach of P1-P7 and P13 (``models/preemption.md``) by ``decision``.
 
     Returns an empty list when the decision is legal. Each message starts with
     its rule label, e.g. ``"P3: node n1 lacks GPUs for the request (needs 4,
@@ -149,7 +153,8 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
         return [f"P1: node {short(decision.node)} is not in the state"]
     request = problem.request
     found: list[str] = []
-    victims = _victims(problem, decision, room, node.id, found)
+    stopped = _victims(problem, decision, room, node.id, found)
+    victims = [task for task in stopped if task.node == node.id]
     counts = Counter(decision.victims)
 
     # P3: the request fits once the victims are gone.
@@ -171,10 +176,10 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
         released = [task.id for task in victims]
         found.extend(DeviceLedger(problem.cluster).fit(request.claims, node.id, released)[0])
 
-    # P4: the cost is the victims' work to redo.
+    # P4: the cost is the victims' work to redo (P13: every member of a gang they close).
     now = scaled(problem.now)
-    cost = sum(problem.gpus_of(t) * (now - scaled(checkpoint_of(t))) for t in victims) / SCALE
-    if len(victims) == len(counts) and not math.isclose(
+    cost = sum(problem.held_gpus(t) * (now - scaled(checkpoint_of(t))) for t in stopped) / SCALE
+    if len(stopped) == len(counts) and not math.isclose(
         decision.cost, cost, rel_tol=1e-9, abs_tol=1e-9
     ):
         found.append(f"P4: cost is {decision.cost:g} but the victims' cost is {cost:g}")
@@ -211,7 +216,12 @@ def _room_now(problem: PreemptionProblem, room: _Room) -> str | None:
 @dataclass(frozen=True)
 class _Room:
     """What the checker rebuilds from the problem's own fields: per node id, the free GPUs
-    and milli-CPUs and those its LP tasks hold, and the request's milli-CPUs."""
+    and milli-CPUs and those its LP tasks may free, and the request's milli-CPUs.
+
+    ``lp_gpus`` and ``lp_cpus`` count the LP tasks outside gangs and the members of gangs
+    whose every member may stop (P13: stopping them all closes the gang); ``limited`` holds,
+    per node, the (GPUs, milli-CPUs) of the LP members of each gang that has a member that
+    may not stop, with how many of them may stop (its allowance)."""
 
     nodes: dict[str, Node]
     tasks: dict[str, Task]
@@ -219,6 +229,7 @@ class _Room:
     free_cpus: dict[str, int]
     lp_gpus: dict[str, int]
     lp_cpus: dict[str, int]
+    limited: dict[str, list[tuple[list[tuple[int, int]], int]]]
     wanted_gpus: int
     wanted_cpus: int
 
@@ -229,12 +240,27 @@ class _Room:
         free_cpus = {n.id: scaled(n.cpus) for n in problem.nodes}
         lp_gpus = dict.fromkeys(nodes, 0)
         lp_cpus = dict.fromkeys(nodes, 0)
+        gangs = _Gangs.of(problem)
+        everywhere = {task.id: task for task in problem.cluster.tasks}
+        closable = {
+            gang: all(problem.stoppable(everywhere[m]) for m in members)
+            for gang, members in gangs.members.items()
+        }
+        held_back: dict[tuple[str, str], list[tuple[int, int]]] = {}
         for held in problem.tasks:
             free_gpus[held.node] -= problem.gpus_of(held)
             free_cpus[held.node] -= scaled(held.cpus)
-            if problem.stoppable(held):
-                lp_gpus[held.node] += problem.gpus_of(held)
-                lp_cpus[held.node] += scaled(held.cpus)
+            if not problem.stoppable(held):
+                continue
+            if held.gang is not None and not closable[held.gang]:
+                pair = (problem.gpus_of(held), scaled(held.cpus))
+                held_back.setdefault((held.node, held.gang), []).append(pair)
+                continue
+            lp_gpus[held.node] += problem.gpus_of(held)
+            lp_cpus[held.node] += scaled(held.cpus)
+        limited: dict[str, list[tuple[list[tuple[int, int]], int]]] = {}
+        for (node_id, gang), amounts in held_back.items():
+            limited.setdefault(node_id, []).append((amounts, gangs.allowance[gang]))
         return cls(
             nodes=nodes,
             tasks={t.id: t for t in problem.tasks},
@@ -242,6 +268,7 @@ class _Room:
             free_cpus=free_cpus,
             lp_gpus=lp_gpus,
             lp_cpus=lp_cpus,
+            limited=limited,
             wanted_gpus=problem.request.gpus,
             wanted_cpus=scaled(problem.request.cpus),
         )
@@ -255,13 +282,21 @@ class _Room:
         ]
 
     def room_by_preemption(self) -> list[str]:
-        """The nodes that have room once all their LP tasks are stopped."""
-        return [
-            n
-            for n in self.nodes
-            if self.free_gpus[n] + self.lp_gpus[n] >= self.wanted_gpus
-            and self.free_cpus[n] + self.lp_cpus[n] >= self.wanted_cpus
-        ]
+        """The nodes that have room once LP tasks are stopped: all of them, but at most its
+        allowance of the members of a gang that cannot stop whole (P13)."""
+        found = []
+        for n in self.nodes:
+            points = {(self.free_gpus[n] + self.lp_gpus[n], self.free_cpus[n] + self.lp_cpus[n])}
+            for amounts, allowance in self.limited.get(n, []):
+                size = min(allowance, len(amounts))
+                points = {
+                    (gpus + sum(a[0] for a in chosen), cpus + sum(a[1] for a in chosen))
+                    for gpus, cpus in points
+                    for chosen in itertools.combinations(amounts, size)
+                }
+            if any(g >= self.wanted_gpus and c >= self.wanted_cpus for g, c in points):
+                found.append(n)
+        return found
 
 
 def _null_decision(
@@ -294,17 +329,28 @@ def _victims(
     node_id: str,
     found: list[str],
 ) -> list[Task]:
-    """P2: the victims that are distinct LP tasks on node ``node_id`` (none for an LP
-    request); every breach is added to ``found``."""
+    """P2 and P13: the victims that are distinct LP tasks on node ``node_id`` or members of
+    a gang the victims close (none for an LP request); every breach is added to ``found``."""
+    everywhere = {task.id: task for task in problem.cluster.tasks}
+    gangs = _Gangs.of(problem)
+    listed = set(decision.victims)
+    closed = {
+        gang
+        for gang, members in gangs.members.items()
+        if len(listed & set(members)) > gangs.allowance[gang]
+    }
     victims: list[Task] = []
     for victim, count in Counter(decision.victims).items():
-        task = room.tasks.get(victim)
+        task = everywhere.get(victim)
         if count > 1:
             found.append(f"P2: victim {short(victim)} is listed {count} times")
         if task is None:
             found.append(f"P2: victim {short(victim)} is not a task of the state")
             continue
-        if task.node != node_id:
+        if task.node != node_id and not (
+            task.gang in closed
+            and any(everywhere[m].node == node_id for m in gangs.members[task.gang])
+        ):
             found.append(f"P2: victim {short(victim)} runs on {task.node}, not on {node_id}")
             continue
         if not problem.stoppable(task):
@@ -316,9 +362,43 @@ def _victims(
             )
             continue
         victims.append(task)
+    # P13: a gang stopped beyond its allowance stops whole
+    for gang in sorted(closed):
+        members = gangs.members[gang]
+        left = [m for m in members if m not in listed]
+        if left:
+            stops = len(members) - len(left)
+            found.append(
+                f"P13: victims stop {stops} of the {len(members)} pods of gang {gang!r}, more "
+                f"than the {gangs.allowance[gang]} it may lose (min_member "
+                f"{len(members) - gangs.allowance[gang]}), so {', '.join(left)} stop too but "
+                "are not victims"
+            )
     if problem.request.priority == "LP" and decision.victims:
         found.append("P2: an LP request never preempts, but victims are listed")
     return victims
+
+
+@dataclass(frozen=True)
+class _Gangs:
+    """The running gangs as the checker reads them from the cluster (C8): per gang, its
+    members' ids in cluster order and how many of them may stop without stopping it."""
+
+    members: dict[str, list[str]]
+    allowance: dict[str, int]
+
+    @classmethod
+    def of(cls, problem: PreemptionProblem) -> _Gangs:
+        cluster = problem.cluster
+        members: dict[str, list[str]] = {}
+        for task in cluster.tasks:
+            if task.gang is not None:
+                members.setdefault(task.gang, []).append(task.id)
+        least = {gang.id: gang.min_member for gang in cluster.gangs}
+        allowance = {
+            gang: max(0, len(ids) - least.get(gang, len(ids))) for gang, ids in members.items()
+        }
+        return cls(members=members, allowance=allowance)
 
 
 def make_decision(
@@ -362,6 +442,39 @@ def make_decision(
     )
 
 
+def item_decision(
+    problem: PreemptionProblem,
+    method: Method,
+    node: int,
+    items: Iterable[int],
+    *,
+    seconds: float,
+) -> PreemptionResult:
+    """A stage-2 :class:`PreemptionResult` from a node position and the positions of the
+    items chosen there (P13: :attr:`~gpuopt.preemption.problem.PreemptionIndex.items`; a
+    gang's closure stops every member, on every node, and costs all their work)."""
+    index = problem.index
+    found = index.items
+    chosen = [int(item) for item in items]
+    cost = int(found.cost[chosen].sum()) if chosen else 0
+    proven = method == "dp"  # dp; milp and cpsat set their solver's proof
+    victims = found.victims(chosen)
+    return PreemptionResult(
+        method=method,
+        status=Status.OPTIMAL if proven else Status.HEURISTIC,
+        objective=cost / SCALE,
+        bound=cost / SCALE if proven else None,
+        node=index.node_ids[node],
+        victims=victims,
+        cost=cost / SCALE,
+        preempted=bool(victims),
+        stage=2 if victims else 1,
+        seconds=seconds,
+        request=problem.request,
+        now=problem.now,
+    )
+
+
 parse_decision = PreemptionResult.parse
 load_decision = PreemptionResult.load
 
@@ -374,6 +487,7 @@ __all__ = [
     "PreemptionResult",
     "Stage",
     "evaluate",
+    "item_decision",
     "load_decision",
     "make_decision",
     "parse_decision",

@@ -11,7 +11,7 @@ import gpuopt
 from gpuopt.calendar.cluster import from_cluster_report, parse_time, pod_times
 from gpuopt.calendar.stop import preemptions
 from gpuopt.readers.kubectl import read_kubernetes
-from tests.cli.test_calendar import NOW, fixture_objects, kube_pod
+from tests.cli.test_calendar import NOW, fixture_objects, kube_node, kube_pod
 
 
 def stops(objects: dict[str, Any]) -> list[dict[str, Any]]:
@@ -46,4 +46,32 @@ def test_a_node_named_for_an_earlier_job_is_not_offered_again() -> None:
         "n2",
         ["train/r2"],
         14400,
+    )
+
+
+def test_a_running_gang_below_its_min_member_stops_whole() -> None:
+    """Newcomer review 08: gang ml/g (no PodGroup listed: all 3 pods or none, C8) runs g-0
+    (8 GPUs, n0) and g-1, g-2 (4 + 4, n1) since 10:00; ml/solo (8 GPUs, n2) since 06:00;
+    ml/urgent (8 GPUs) waits at 12:00. Stopping g-0 stops g-1 and g-2 too (P13 of
+    models/preemption.md): 8 x 7,200 + 4 x 7,200 + 4 x 7,200 = 115,200 GPU-s, below
+    solo's 8 x 21,600 = 172,800; n0 and n1 tie, n0 comes first."""
+    gang = {"scheduling.x-k8s.io/pod-group": "g"}
+    ten = "2026-03-02T10:00:00Z"
+    objects = {
+        "kind": "List",
+        "items": [
+            kube_node("n0", "r1"), kube_node("n1", "r1"), kube_node("n2", "r2"),
+            kube_pod("ml/g-0", 8, node="n0", labels=gang, start=ten),
+            kube_pod("ml/g-1", 4, node="n1", labels=gang, start=ten),
+            kube_pod("ml/g-2", 4, node="n1", labels=gang, start=ten),
+            kube_pod("ml/solo", 8, node="n2", start="2026-03-02T06:00:00Z"),
+            kube_pod("ml/urgent", 8, spec={"priority": 1_000_000}),
+        ],
+    }  # fmt: skip
+    (item,) = stops(objects)
+    assert (item["job"], item["node"], item["stop"], item["lost_work"]) == (
+        "ml/urgent",
+        "n0",
+        ["ml/g-0", "ml/g-1", "ml/g-2"],
+        115200,
     )

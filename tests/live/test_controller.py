@@ -287,6 +287,21 @@ def test_preemption_evicts_the_heuristics_victims_below_the_waiting_pod() -> Non
     assert pod_names(api) == {"hi", "vip"}
 
 
+def test_preemption_evicts_every_member_of_a_gang_it_closes() -> None:
+    """Gang g (no PodGroup listed: all or nothing, C8) runs g-0 on a and g-1, g-2 on b; the
+    waiting 8-GPU pod takes a or b, either way the gang falls below its 3 pods (P13 of
+    models/preemption.md): all three are evicted, g-1 and g-2 from b, not a."""
+    gang = {"scheduling.x-k8s.io/pod-group": "g"}
+    members = [pod("g-0", 8, "a"), pod("g-1", 4, "b"), pod("g-2", 4, "b")]
+    for obj in members:
+        obj["metadata"]["labels"].update(gang)
+    api = MemoryApi([node("a"), node("b"), *members, pod("vip", 8, app="vip", priority=1_200_000)])
+    assert ListedCluster(api).snapshot().tasks[0].gang == "ml/g"
+    report = controller(api, mode="apply", questions=("preempt",)).run_once()
+    assert sorted(a.name for a in report.actions if a.verb == "evict") == ["g-0", "g-1", "g-2"]
+    assert pod_names(api) == {"vip"}
+
+
 def test_preemption_is_dropped_whole_when_a_victim_fails_the_check() -> None:
     objects = [
         node("a"),

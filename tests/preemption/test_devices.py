@@ -128,3 +128,40 @@ def test_cheapest_first_covers_or_says_none() -> None:
     assert cheapest_first([2, 2, 4], [0, 0, 0], [10, 20, 15], 4, 0) == [0, 2]
     assert cheapest_first([1], [0], [5], 2, 0) is None
     assert cheapest_first([0, 0], [500, 800], [3, 1], 0, 1000) == [1, 0]
+
+
+def test_device_victims_close_the_gang_they_break(cluster: Any) -> None:
+    """lp-0 joins gang train/g (no PodGroup: all or nothing, C8) with g-far, 2 GPUs on
+    another node (no devices there: out of the question's scope) since the same start.
+    Freeing the GPU the 1g.5gb needs stops lp-0, so g-far too (P13): 1 x 1,000 + 2 x 1,000
+    = 3,000 GPU-s, whatever the method; lp-0 alone is refused."""
+    from gpuopt import solve
+
+    far = cluster.nodes[0].model_copy(update={"id": "far", "gpus": 8, "labels": {}})
+    lp0 = next(task for task in cluster.tasks if task.id == "train/lp-0")
+    g_far = lp0.model_copy(
+        update={"id": "train/g-far", "node": "far", "gpus": 2, "gang": "train/g"}
+    )
+    tasks = [
+        task.model_copy(update={"gang": "train/g"}) if task.id == "train/lp-0" else task
+        for task in cluster.tasks
+    ]
+    ganged = cluster.model_copy(update={"nodes": [*cluster.nodes, far], "tasks": [*tasks, g_far]})
+    problem = question(ganged, "train/urgent")
+    assert problem.scope.device_nodes == {"kind-dra-worker"}
+    assert [node.id for node in problem.nodes] == ["kind-dra-worker"]
+    for method in METHODS:
+        decision = solve(problem, method=method)
+        assert violations(problem, decision) == [], method
+        assert (decision.node, sorted(decision.victims), decision.cost) == (
+            "kind-dra-worker",
+            ["train/g-far", "train/lp-0"],
+            3000.0,
+        ), method
+        if method != "heuristic":  # the bound: lp-0, the only device holder, with its gang
+            assert (decision.status, decision.bound) == ("optimal", 3000.0), method
+    alone = PreemptionResult(
+        method="dp", node="kind-dra-worker", victims=["train/lp-0"], cost=1000.0,
+        preempted=True, stage=2,
+    )  # fmt: skip
+    assert [v[:4] for v in violations(problem, alone)] == ["P13:"]

@@ -121,7 +121,7 @@ def test_rows_by_hand() -> None:
     rows = PreemptionRows.build(problem)
     index = problem.index
     assert [index.node_ids[n] for n in rows.nodes] == ["b"]
-    assert [index.task_ids[t] for t in rows.tasks] == ["b1", "b2"]
+    assert index.items.victims(rows.items.tolist()) == ["b1", "b2"]
     # costs 40 and 60 (thousandths: 40,000 and 60,000): in units of their gcd, 20,000
     assert rows.cost_unit == 20_000
     matrix, lower, upper, labels = dense(rows)
@@ -149,8 +149,10 @@ def test_feasible_assignments_are_the_legal_decisions(part: int) -> None:
         from_rows = set()
         if rows.num_cols:
             for values in assignments(rows):
-                node_pos, victims = rows.read(values)
-                from_rows.add((node_pos, tuple(victims)))
+                node_pos, items = rows.read(values)
+                from_rows.add(
+                    (node_pos, tuple(index.task_pos[v] for v in index.items.victims(items)))
+                )
         legal = set()
         for position, held in enumerate(problem.nodes):
             lp = [
@@ -181,13 +183,13 @@ def test_levels_reach_the_brute_force_decision(part: int) -> None:
         backend = BruteBackend(rows)
         outcome = solve_levels(rows, backend, None, Deadline(None))
         assert outcome.status == "optimal" and outcome.values is not None, seed
-        node_pos, victims = rows.read(outcome.values)
+        node_pos, items = rows.read(outcome.values)
         index = problem.index
-        got = (index.node_ids[node_pos], [index.task_ids[t] for t in victims])
+        got = (index.node_ids[node_pos], index.items.victims(items))
         assert got == expected[:2], seed
         assert outcome.cost_bound == round(evaluate(problem, got[1]) * 1000), seed
-        stage_two += bool(victims)
-        assert ("L6" in backend.calls) == bool(victims), seed  # the set levels: stage 2 only
+        stage_two += bool(items)
+        assert ("L6" in backend.calls) == bool(items), seed  # the set levels: stage 2 only
     assert stage_two >= 8  # the states exercise preemption (9, 17 and 18 of 50)
 
 
@@ -248,7 +250,7 @@ class FirstFitBackend(BruteBackend):
         singles = []
         for k in range(rows.num_x):
             values = np.zeros(rows.num_cols)
-            values[rows.task_y[k]] = 1
+            values[rows.item_y[k]] = 1
             values[rows.num_y + k] = 1
             sums = matrix @ values
             if np.all((sums >= lower) & (sums <= upper)):
@@ -266,7 +268,7 @@ def test_costs_are_counted_in_their_common_unit() -> None:
     # the generator's checkpoints are whole time units: costs are multiples of 1,000
     problem = random_state(0, nodes=40, contended=True)
     rows = PreemptionRows.build(problem)
-    costs = problem.index.task_cost[rows.tasks]
+    costs = problem.index.items.cost[rows.items]
     assert rows.cost_unit % 1000 == 0
     assert np.all(costs % rows.cost_unit == 0)
     assert np.gcd.reduce(costs // rows.cost_unit) == 1
