@@ -14,6 +14,7 @@ from fractions import Fraction
 
 from gpuopt.cluster.kube import affinity_matches, selector_matches
 from gpuopt.cluster.model import Cluster, Gang, Node, Task, scaled
+from gpuopt.cluster.shares import gpus_needed, layout, on_sharing_nodes
 from gpuopt.errors import ProblemError, validate_object
 from gpuopt.readers.kubectl.context import Context
 from gpuopt.readers.kubectl.dra_finish import finish_dra
@@ -105,6 +106,7 @@ def _lock_overcommitted(ctx: Context, tasks: Iterable[Task]) -> dict[str, Node]:
         held["CPUs"] += scaled(task.cpus)
         held["memory"] += scaled(task.memory or 0)
         held.update(task.resources)
+    unpacked = _pack_shares(ctx, tasks, used)
     nodes = dict(ctx.nodes)
     held_bytes: defaultdict[str, Fraction] = defaultdict(Fraction)
     for task in tasks:
@@ -137,9 +139,34 @@ def _lock_overcommitted(ctx: Context, tasks: Iterable[Task]) -> dict[str, Node]:
                 f"{limit / unit:g}."
             )
             ctx.problem("overcommitted", node_id, error)
+        elif node_id in unpacked:
+            error = ProblemError(
+                f"node {node_id!r}: its GPU shares could not be laid out on its {node.gpus} "
+                "GPUs by rule C7."
+            )
+            ctx.problem("overcommitted", node_id, error)
         elif node_id in ctx.locked_nodes:
             ctx.note("unreadable-pod", node_id)
         else:
             continue
         nodes[node_id] = node.model_copy(update={"locked": True})
     return nodes
+
+
+def _pack_shares(ctx: Context, tasks: list[Task], used: dict[str, Counter[str]]) -> set[str]:
+    """C7: on nodes with GPU shares, the GPUs in use are the shares packed, not one per
+    share pod (the cluster's C3 counts the same); returns the nodes whose shares fit in no
+    more GPUs than they have yet were not laid out (the exact search's step cap)."""
+    unpacked = set()
+    for node_id, on_node in on_sharing_nodes(tasks).items():
+        node = ctx.nodes.get(node_id)
+        if node is None:
+            continue
+        devices, out = layout(node.gpus, on_node)
+        if not out:
+            used[node_id]["GPUs"] = devices.used
+            continue
+        used[node_id]["GPUs"] = gpus_needed(on_node)
+        if used[node_id]["GPUs"] <= node.gpus:
+            unpacked.add(node_id)
+    return unpacked
