@@ -760,3 +760,62 @@ def test_zonal_volumes_and_host_ports_keep_their_pods_where_kubernetes_would() -
 
     plan = gpuopt.solve(cluster, "ipc")
     assert all(m.to != "n2" for m in plan.moves if m.task == "data/db-0")
+
+
+def test_a_waiting_pod_is_placed_only_where_its_zonal_disk_reaches() -> None:
+    """Review finding 01: the emptier node n1 is in zone za, the disk in zb (n2 only)."""
+    from gpuopt.cluster.request import pending_request
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.node.solution import violations
+
+    def node(name: str, zone: str) -> dict[str, Any]:
+        return {
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}},
+            "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"}},
+        }
+
+    zone_b = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zb"]}
+    items = [
+        node("n1", "za"),
+        node("n2", "zb"),
+        {
+            "kind": "PersistentVolume",
+            "metadata": {"name": "pv-b"},
+            "spec": {
+                "nodeAffinity": {
+                    "required": {"nodeSelectorTerms": [{"matchExpressions": [zone_b]}]}
+                }
+            },
+        },
+        {
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "ml"},
+            "spec": {"volumeName": "pv-b"},
+        },
+        {
+            "kind": "Pod",
+            "metadata": {"name": "fill", "namespace": "ml"},
+            "spec": {
+                "nodeName": "n2",
+                "containers": [{"resources": {"requests": {"nvidia.com/gpu": "3"}}}],
+            },
+            "status": {"phase": "Running"},
+        },
+        {
+            "kind": "Pod",
+            "metadata": {"name": "zonal", "namespace": "ml"},
+            "spec": {
+                "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}],
+                "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}],
+            },
+            "status": {"phase": "Pending"},
+        },
+    ]
+    cluster, _ = read_kubernetes({"kind": "List", "items": items})
+    request, _ = pending_request(cluster, "ml/zonal")
+    problem = NodePlacementProblem.from_cluster(cluster, request, pending="ml/zonal")
+    placed = gpuopt.solve(problem, "heuristic")
+    assert placed.node == "n2" and not violations(problem, placed)
+    elsewhere = placed.model_copy(update={"node": "n1", "gpus": [0]})
+    assert violations(problem, elsewhere)
