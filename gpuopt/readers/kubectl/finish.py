@@ -23,6 +23,7 @@ from gpuopt.readers.kubectl.gangs import running_gangs
 
 def finish(ctx: Context, name: str, levels: list[str], hp_priority: int) -> Cluster:
     """The cluster: legacy groups, over-committed and misplaced pods settled, then validated."""
+    _host_ports(ctx)  # K9, before anything counts resources
     dra = finish_dra(ctx, ctx.tasks, ctx.pending)  # R1-R9: devices on nodes, claims on pods
     tasks = _settle_groups(ctx, dra.tasks)
     nodes = _lock_overcommitted(ctx, tasks)
@@ -63,6 +64,38 @@ def finish(ctx: Context, name: str, levels: list[str], hp_priority: int) -> Clus
         "claims": dra.claims,
     }
     return validate_object(Cluster, snapshot, what="a snapshot", source=None)
+
+
+def _host_ports(ctx: Context) -> None:
+    """K9: a host port a waiting pod binds is an extended resource (K4) of its own: the
+    waiting pod asks 1, every running pod that binds it holds 1, and every node offers
+    one (or as many as its pods hold, so none is over-committed by it). Only ports some
+    waiting pod asks are counted; running pods that bind ports are pinned (host-port)."""
+    asked = {name for pod in ctx.pending for name in ctx.host_ports.get(pod.id, ())}
+    if not asked:
+        return
+    held: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    tasks = []
+    for task in ctx.tasks:
+        ports = asked & ctx.host_ports.get(task.id, set())
+        if ports:
+            held[task.node].update(ports)
+            task = task.model_copy(
+                update={"resources": {**task.resources, **dict.fromkeys(ports, 1)}}
+            )
+        tasks.append(task)
+    ctx.tasks = tasks
+    for node_id, node in ctx.nodes.items():
+        offered = {name: max(1, held[node_id][name]) for name in sorted(asked)}
+        ctx.nodes[node_id] = node.model_copy(update={"resources": {**node.resources, **offered}})
+    pending = []
+    for pod in ctx.pending:
+        ports = ctx.host_ports.get(pod.id, set())
+        if ports:
+            ctx.note("host-port-pending", pod.id)
+            pod = pod.model_copy(update={"resources": {**pod.resources, **dict.fromkeys(ports, 1)}})
+        pending.append(pod)
+    ctx.pending = pending
 
 
 def _gang_levels(ctx: Context, gangs: list[Gang], levels: list[str]) -> list[Gang]:

@@ -125,6 +125,9 @@ def read_pod(ctx: Context, obj: KubeObject) -> None:
     if uid:
         pod["uid"] = uid
     pod.update(_time_fields(reader, spec, annotations))
+    ports = port_resources(spec)
+    if ports:  # K9: settled by .finish once every pod is read
+        ctx.host_ports[pod_id] = ports
     terms, unresolved = pod_terms(ctx, reader, affinity, pod_id)
     count_unmodelled(ctx, reader, spec, affinity)
     spread = hard_spread(ctx, reader, spec, namespace) if node is not None else False
@@ -462,6 +465,30 @@ def host_ports(spec: Mapping[str, Any]) -> bool:
         if isinstance(container, dict)
         for port in container.get("ports") or ()
     )
+
+
+#: K9: the extended resource that stands for one host port of a node (``<protocol>-<port>``).
+HOST_PORT_RESOURCE = "hostport.gpuopt.io/{protocol}-{port}"
+
+
+def port_resources(spec: Mapping[str, Any]) -> set[str]:
+    """The host ports the pod's containers (and init containers) bind, each as its K9
+    resource name (protocol TCP unless stated; the host IP is not read: any two pods
+    binding one port and protocol clash, which is stricter than kube-scheduler's
+    NodePorts filter for pods bound to different addresses, never looser)."""
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    found = set()
+    for container in containers:
+        if not isinstance(container, dict):
+            continue
+        for port in container.get("ports") or ():
+            if not isinstance(port, dict):
+                continue
+            number = port.get("hostPort")
+            if isinstance(number, int) and not isinstance(number, bool) and number > 0:
+                protocol = port.get("protocol") or "TCP"
+                found.add(HOST_PORT_RESOURCE.format(protocol=protocol, port=number))
+    return found
 
 
 def condition(status: Mapping[str, Any], kind: str) -> str | None:

@@ -42,6 +42,9 @@ _LINES: dict[str, str] = {
     "unbound": "skipped {n} unbound pods that are neither Pending nor alive",
     "volume-affinity": "{n} pods mount volumes reachable from some nodes only (zonal disks, "
     "local volumes): their node affinity includes the volumes'",
+    "host-port-pending": "{n} waiting pods bind host ports: each port is an extended resource "
+    "hostport.gpuopt.io/<protocol>-<port> of one per node, held by the running pods that bind "
+    "it (K9), so they go only where the port is free",
     "gated": "skipped {n} waiting pods with schedulingGates (the scheduler does not consider "
     "them yet, so they are not pending demand)",
     "unknown-node": "skipped {n} pods bound to nodes that were not read",

@@ -221,3 +221,21 @@ def test_a_waiting_pod_goes_only_where_its_bound_volumes_reach() -> None:
     assert reach == {"ml/zonal": ["b"], "ml/local": ["c"], "ml/later": ["a", "b", "c"]}
     assert ctx.report.reasons["volume-affinity"] == ["ml/zonal", "ml/local"]
     assert ctx.report.unmodelled["pending-volume"] == 1
+
+
+def test_host_ports_are_read_as_k9_resources() -> None:
+    from gpuopt.readers.kubectl.pods import port_resources
+
+    spec = {
+        "containers": [
+            {"ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 9090}]},
+            {"ports": [{"hostPort": 53, "protocol": "UDP"}, {"hostPort": 8080}]},
+        ],
+        "initContainers": [{"ports": [{"hostPort": 9000, "protocol": "TCP"}]}],
+    }
+    assert port_resources(spec) == {
+        "hostport.gpuopt.io/TCP-8080",
+        "hostport.gpuopt.io/UDP-53",
+        "hostport.gpuopt.io/TCP-9000",
+    }
+    assert port_resources({"hostNetwork": True, "containers": [{"name": "c"}]}) == set()
