@@ -364,13 +364,27 @@ def mask_of(gpus: Iterable[int]) -> int:
 
 def node_bandwidth(node: Any) -> list[list[float]]:
     """A cluster node's GPU-to-GPU bandwidth matrix: its ``bandwidth`` when given, else
-    its ``interconnect``'s (:func:`interconnect_matrix`; none named: every pair alike);
-    empty for a node with no whole GPU to offer."""
+    its ``interconnect``'s (:func:`interconnect_matrix`; none named: every pair alike, a
+    matrix that promises no GB/s, :func:`bandwidth_known`); empty for a node with no whole
+    GPU to offer."""
     if node.bandwidth is not None:
         return list(node.bandwidth)
     if node.gpus == 0:
         return []
     return interconnect_matrix(node.interconnect, node.gpus)
+
+
+def bandwidth_known(node: Any) -> bool:
+    """Whether a cluster node's GPU-to-GPU bandwidth is known: it states ``bandwidth``, or
+    an ``interconnect`` whose matrix holds for its GPU count (``nvswitch``; ``nvlink-pairs``
+    and ``pcie-two-numa`` of an even count). Otherwise :func:`node_bandwidth`'s matrix
+    (every pair alike) only says that no pair is better placed than another: it promises
+    no GB/s."""
+    if node.bandwidth is not None:
+        return True
+    if node.interconnect == "nvswitch":
+        return True
+    return node.interconnect in ("pcie-two-numa", "nvlink-pairs") and node.gpus % 2 == 0
 
 
 _TOPOLOGIES: dict[bytes, GpuTopology] = {}
@@ -470,6 +484,7 @@ __all__ = [
     "FreeGpus",
     "GpuTopology",
     "bandwidth_error",
+    "bandwidth_known",
     "best_gpu_set",
     "feasible_sets",
     "gpu_topology",

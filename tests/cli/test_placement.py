@@ -17,8 +17,8 @@ from gpuopt.cluster.model import Cluster
 from gpuopt.gang.generator import random_gang_problem
 from tests.cli.conftest import run
 
-#: Two racks of two nodes. n1 and n3 have 4 free GPUs each; n2 runs an HP task; n4 is idle
-#: but its 8 GPUs are on PCIe in two NUMA halves. Clock at 1000 s; tasks started at 400-900.
+#: Two racks of two NVSwitch nodes. n1 and n3 have 4 free GPUs each; n2 runs an HP task; n4 is
+#: idle but its 8 GPUs are on PCIe in two NUMA halves. Clock at 1000 s; tasks started at 400-900.
 CLUSTER: dict[str, Any] = {
     "name": "tiny",
     "levels": ["rack", "switch"],
@@ -29,6 +29,7 @@ CLUSTER: dict[str, Any] = {
             "gpus": 8,
             "cpus": 64,
             "memory": 512,
+            "interconnect": "nvswitch",
             "topology": {"rack": f"r{(i + 1) // 2}", "switch": f"s{i}"},
         }
         for i in (1, 2, 3)

@@ -230,3 +230,17 @@ def test_sixteen_gpus() -> None:
     assert sets == brute_force_sets(matrix, free, 4, 32.0)
     assert (found is None) == (not sets) and (found is None or found in sets)
     assert best_gpu_set(hgx_nvswitch(16), 0xFFFF, 8, 450.0) == tuple(range(8))
+
+
+def test_bandwidth_known_only_where_a_matrix_is_stated_or_named_for_the_count() -> None:
+    from gpuopt.cluster.interconnect import bandwidth_known
+    from gpuopt.cluster.items import Node
+
+    def known(**fields: Any) -> bool:
+        return bandwidth_known(Node.model_validate({"id": "n", "cpus": 8, **fields}))
+
+    assert not known(gpus=8)  # no interconnect: every pair alike, no GB/s promised
+    assert known(gpus=8, interconnect="nvswitch")
+    assert known(gpus=8, interconnect="pcie-two-numa")
+    assert not known(gpus=3, interconnect="nvlink-pairs")  # no two equal halves
+    assert known(gpus=2, bandwidth=[[0, 5], [5, 0]])

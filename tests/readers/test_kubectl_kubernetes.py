@@ -760,3 +760,114 @@ def test_zonal_volumes_and_host_ports_keep_their_pods_where_kubernetes_would() -
 
     plan = gpuopt.solve(cluster, "ipc")
     assert all(m.to != "n2" for m in plan.moves if m.task == "data/db-0")
+
+
+def test_a_waiting_pod_is_placed_only_where_its_zonal_disk_reaches() -> None:
+    """Review finding 01: the emptier node n1 is in zone za, the disk in zb (n2 only)."""
+    from gpuopt.cluster.request import pending_request
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.node.solution import violations
+
+    def node(name: str, zone: str) -> dict[str, Any]:
+        return {
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}},
+            "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"}},
+        }
+
+    zone_b = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zb"]}
+    items = [
+        node("n1", "za"),
+        node("n2", "zb"),
+        {
+            "kind": "PersistentVolume",
+            "metadata": {"name": "pv-b"},
+            "spec": {
+                "nodeAffinity": {
+                    "required": {"nodeSelectorTerms": [{"matchExpressions": [zone_b]}]}
+                }
+            },
+        },
+        {
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "ml"},
+            "spec": {"volumeName": "pv-b"},
+        },
+        {
+            "kind": "Pod",
+            "metadata": {"name": "fill", "namespace": "ml"},
+            "spec": {
+                "nodeName": "n2",
+                "containers": [{"resources": {"requests": {"nvidia.com/gpu": "3"}}}],
+            },
+            "status": {"phase": "Running"},
+        },
+        {
+            "kind": "Pod",
+            "metadata": {"name": "zonal", "namespace": "ml"},
+            "spec": {
+                "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}],
+                "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}],
+            },
+            "status": {"phase": "Pending"},
+        },
+    ]
+    cluster, _ = read_kubernetes({"kind": "List", "items": items})
+    request, _ = pending_request(cluster, "ml/zonal")
+    problem = NodePlacementProblem.from_cluster(cluster, request, pending="ml/zonal")
+    placed = gpuopt.solve(problem, "heuristic")
+    assert placed.node == "n2" and not violations(problem, placed)
+    elsewhere = placed.model_copy(update={"node": "n1", "gpus": [0]})
+    assert violations(problem, elsewhere)
+
+
+def test_a_waiting_pod_goes_only_where_its_host_port_is_free() -> None:
+    """Review finding 02 (K9): web-1 on n1 holds port 8080; n1 is the fullest node, n2 free."""
+    from gpuopt.cluster.request import pending_request
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.node.solution import violations
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    def pod(name: str, node: str | None, gpus: str, port: int | None) -> dict[str, Any]:
+        container: dict[str, Any] = {"resources": {"requests": {"nvidia.com/gpu": gpus}}}
+        if port is not None:
+            container["ports"] = [{"containerPort": 80, "hostPort": port}]
+        spec: dict[str, Any] = {"containers": [container]}
+        if node is not None:
+            spec["nodeName"] = node
+        owner = [{"kind": "Job", "name": name, "controller": True}]
+        return {
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml", "ownerReferences": owner},
+            "spec": spec,
+            "status": {"phase": "Running", "startTime": "2026-03-02T10:00:00Z"}
+            if node
+            else {"phase": "Pending"},
+        }
+
+    nodes = [
+        {
+            "kind": "Node",
+            "metadata": {"name": n},
+            "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"}},
+        }
+        for n in ("n1", "n2")
+    ]
+    items = [
+        *nodes,
+        pod("web-1", "n1", "2", 8080),
+        pod("wait", None, "1", 8080),
+        pod("free", None, "1", None),
+    ]
+    cluster, report = read_kubernetes({"kind": "List", "items": items})
+    assert "1 waiting pods bind host ports" in report.summary()
+    request, _ = pending_request(cluster, "ml/wait")
+    problem = NodePlacementProblem.from_cluster(cluster, request, pending="ml/wait")
+    placed = gpuopt.solve(problem, "heuristic")
+    assert placed.node == "n2" and not violations(problem, placed)
+    assert violations(problem, placed.model_copy(update={"node": "n1", "gpus": [2]}))
+    decision = gpuopt.solve(PreemptionProblem.from_cluster(cluster, request), "heuristic")
+    assert decision.node == "n2"
+    # a pod binding no port still goes to the fullest node (binpack)
+    free, _ = pending_request(cluster, "ml/free")
+    assert gpuopt.solve(NodePlacementProblem.from_cluster(cluster, free), "heuristic").node == "n1"

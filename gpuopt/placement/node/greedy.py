@@ -10,8 +10,10 @@ How each rule of :mod:`gpuopt.placement.node.solution` holds by construction:
 N1 and N2, the GPU set is taken from the node's free GPUs (or, for a share,
 the GPU with the least thousandths left that holds it) and has exactly the
 size asked (all of a free node for ``whole_node``); N3, only sets whose every
-pair reaches ``min_bandwidth`` are candidates, and ``min_pair_bandwidth`` is
-read from the same table; N4, the CPU and memory filters come before the
+pair reaches ``min_bandwidth`` are candidates, a node whose interconnect is
+unknown is out of the view when a pair is asked a bandwidth, and
+``min_pair_bandwidth`` is read from the same table (not reported for such a
+node); N4, the CPU and memory filters come before the
 ranking; N5, the filters are exact (every GPU subset of a node is
 enumerated), so an empty placement means that no node can take the request,
 and its ``reason`` says which filter each node failed.
@@ -94,7 +96,9 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
             method="heuristic" if policy == "binpack" else policy,
             node=node_id,
             gpus=list(gpus),
-            min_pair_bandwidth=topology.min_pair_bandwidth(gpus),
+            min_pair_bandwidth=topology.min_pair_bandwidth(gpus)
+            if index.node_bandwidth_known[node_pos]
+            else None,  # N3: an unknown interconnect's matrix promises no GB/s
             reason=_why(index, request, policy, int(node_pos), len(gpus)),
             request=request.id,
             policy=policy,

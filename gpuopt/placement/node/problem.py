@@ -36,6 +36,7 @@ from gpuopt.cluster.interconnect import (
     MAX_TOPOLOGY_GPUS,
     GpuTopology,
     bandwidth_error,
+    bandwidth_known,
     gpu_topology,
     mask_of,
     node_bandwidth,
@@ -401,12 +402,37 @@ def _may_serve(node: ClusterNode, request: Request) -> bool:
     return node.gpus > 0 or (request.gpus == 0 and bool(node.devices))
 
 
+def asks_pairs(request: Request, node_gpus: int) -> bool:
+    """Whether ``request`` asks a GPU pair of a node of ``node_gpus`` GPUs for a bandwidth
+    (N3: ``min_bandwidth`` above 0 and two or more GPUs, ``gpus`` or the node's for a
+    whole-node request; never a share)."""
+    if getattr(request, "min_bandwidth", 0.0) <= 0 or request.gpu_milli is not None:
+        return False
+    return (node_gpus if getattr(request, "whole_node", False) else request.gpus) >= 2
+
+
+def _unknown_link(node: ClusterNode, request: Request) -> str | None:
+    """N3: why ``node``, whose interconnect is unknown, cannot be promised the request's
+    ``min_bandwidth`` (None: its bandwidth is known, or no pair is asked)."""
+    if bandwidth_known(node) or not asks_pairs(request, node.gpus):
+        return None
+    named = f"interconnect {node.interconnect!r}" if node.interconnect else "interconnect"
+    count = f" of {node.gpus} GPUs" if node.interconnect else ""
+    return (
+        f"N3: node {node.id}: its GPUs' {named}{count} is unknown (no bandwidth stated), so "
+        f"min_bandwidth={getattr(request, 'min_bandwidth', 0.0):g} GB/s cannot be promised"
+    )
+
+
 def usable_nodes(cluster: Cluster, request: Request) -> list[ClusterNode]:
     """The nodes of ``cluster`` that ``request`` may use: with GPUs, admitted by rules
-    K1-K4 (:func:`admitted_nodes`) and, for a request with DRA claims, where its claims
-    fit the devices left free (DF1-DF8,
-    :meth:`~gpuopt.cluster.devicecheck.DeviceLedger.fit`), in cluster order."""
-    nodes = admitted_nodes(cluster, request)
+    K1-K4 (:func:`admitted_nodes`), whose bandwidth is known when the request asks a pair
+    for one (N3), and, for a request with DRA claims, where its claims fit the devices
+    left free (DF1-DF8, :meth:`~gpuopt.cluster.devicecheck.DeviceLedger.fit`), in cluster
+    order."""
+    nodes = [
+        node for node in admitted_nodes(cluster, request) if _unknown_link(node, request) is None
+    ]
     if not request.claims:
         return nodes
     from gpuopt.cluster.devicecheck import DeviceLedger
@@ -419,7 +445,8 @@ def left_out(cluster: Cluster, request: Request) -> list[str]:
     """Why each node with GPUs that ``request`` may not use is left out of its view
     (:func:`usable_nodes`), one sentence per node in cluster order: the first of rules
     K1-K3 or K4 for its extended resources (:func:`~gpuopt.cluster.rules.refusals`), else
-    device fit (DF1-DF8) for its claims, the node named."""
+    an unknown interconnect where a GPU pair is asked a bandwidth (N3), else device fit
+    (DF1-DF8) for its claims, the node named."""
     from gpuopt.cluster.rules import refusals
 
     ledger = None
@@ -427,6 +454,8 @@ def left_out(cluster: Cluster, request: Request) -> list[str]:
     for node, why in zip(cluster.nodes, refusals(cluster, request), strict=True):
         if not _may_serve(node, request):
             continue
+        if why is None:
+            why = _unknown_link(node, request)
         if why is None and request.claims:
             if ledger is None:
                 from gpuopt.cluster.devicecheck import DeviceLedger
@@ -515,6 +544,7 @@ def node_view(cluster: Cluster, request: Request) -> NodeIndex:
         node_cpus_free=every.node_cpus_free[rows],
         node_memory_free=every.node_memory_free[rows],
         node_left=every.node_left[rows, :width],
+        node_bandwidth_known=every.node_bandwidth_known[rows],
     )
 
 
@@ -523,7 +553,7 @@ class NodeColumns:
     """What :class:`ClusterNodeRows` keeps of every node of a cluster and :class:`NodeIndex`
     of the nodes one request may use, one row per node: GPUs, free GPUs as a bit mask and
     a count, free CPUs and memory in thousandths (``node_memory_free`` is -1 where a node
-    states no memory).
+    states no memory), and whether its bandwidth is known.
     """
 
     node_gpus: npt.NDArray[np.int64]
@@ -533,6 +563,9 @@ class NodeColumns:
     node_memory_free: npt.NDArray[np.int64]
     #: thousandths each GPU has left (C7), one row per node, -1 past a node's GPUs
     node_left: npt.NDArray[np.int64]
+    #: whether a node's bandwidth is known (:func:`~gpuopt.cluster.interconnect.bandwidth_known`;
+    #: else its matrix promises no GB/s and no ``min_pair_bandwidth`` is reported)
+    node_bandwidth_known: npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -620,6 +653,7 @@ def _build_node_rows(cluster: Cluster) -> ClusterNodeRows:
             stated, node_memory - index.node_used_memory.astype(np.int64), NO_MEMORY
         ),
         node_left=left,
+        node_bandwidth_known=np.array([bandwidth_known(node) for node in nodes], dtype=bool),
     )
 
 

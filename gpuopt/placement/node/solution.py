@@ -11,7 +11,10 @@ about the heuristic, :func:`~gpuopt.placement.node.greedy.place`):
   request all GPUs of a node none of whose GPUs is in use (at least
   ``request.gpus`` of them);
 - **N3** every pair of its GPUs has at least ``min_bandwidth``, and
-  ``min_pair_bandwidth`` reports the lowest pair;
+  ``min_pair_bandwidth`` reports the lowest pair; on a node whose interconnect
+  is unknown (:func:`~gpuopt.cluster.interconnect.bandwidth_known`) no pair is
+  promised any bandwidth (a pair there meets no ``min_bandwidth`` above 0) and
+  none is reported;
 - **N4** the request's CPUs and memory fit what the node has free (memory is
   not checked on a node that states none);
 - **N5** the placement is empty only when no node can take the request;
@@ -39,7 +42,7 @@ from pydantic import ConfigDict, Field
 
 from gpuopt._compat import old_result_names
 from gpuopt.cluster.devicecheck import DeviceLedger
-from gpuopt.cluster.interconnect import node_bandwidth
+from gpuopt.cluster.interconnect import bandwidth_known, node_bandwidth
 from gpuopt.cluster.model import SCALE, Cluster, scaled
 from gpuopt.cluster.shares import MILLI
 from gpuopt.placement.node.problem import (
@@ -64,7 +67,8 @@ class NodePlacementResult(Result):
     infeasible when no node can take the request (the filters are exact).
 
     ``min_pair_bandwidth`` is the lowest bandwidth between two of ``gpus``
-    (None for fewer than two GPUs or no placement). ``reason`` says why this
+    (None for fewer than two GPUs, a node whose interconnect is unknown, or no
+    placement). ``reason`` says why this
     node, or which filter every node failed.
     """
 
@@ -115,6 +119,8 @@ class _CheckedNode:
 
     id: str
     bandwidth: list[list[float]]
+    #: its bandwidth is known (else ``bandwidth`` is every pair alike and promises no GB/s)
+    known: bool
     used_gpus: list[int]
     gpu_left: list[int] | None
     cpus_free: int  # thousandths
@@ -134,6 +140,7 @@ def _checked_nodes(problem: NodePlacementProblem) -> list[_CheckedNode]:
         _CheckedNode(
             id=node.id,
             bandwidth=node_bandwidth(node),
+            known=bandwidth_known(node),
             used_gpus=use[node.id][0],
             gpu_left=use[node.id][1],
             cpus_free=scaled(node.cpus) - cpus.get(node.id, 0),
@@ -247,9 +254,12 @@ def _empty_violations(problem: NodePlacementProblem) -> list[str]:
             continue
         if ledger is not None and ledger.fit(request.claims, node.id)[0]:
             continue  # DF1-DF8: its claims do not fit there
-        key = (repr(node.bandwidth), tuple(sorted(node.used_gpus)), tuple(node.gpu_left or ()))
+        bandwidth = node.bandwidth
+        if not node.known:  # N3: no pair is promised any bandwidth
+            bandwidth = [[0.0] * len(row) for row in bandwidth]
+        key = (repr(bandwidth), tuple(sorted(node.used_gpus)), tuple(node.gpu_left or ()))
         if key not in answers:
-            answers[key] = gpus_that_fit(node.bandwidth, node.used_gpus, request, node.gpu_left)
+            answers[key] = gpus_that_fit(bandwidth, node.used_gpus, request, node.gpu_left)
         gpus = answers[key]
         if gpus is not None:
             return [
@@ -299,7 +309,14 @@ def _node_violations(
     if outside:
         return found
     lowest = _pair_minimum(bandwidth, distinct)
-    if lowest is not None and lowest < request.min_bandwidth:
+    if not node.known and lowest is not None:  # N3: an unknown interconnect promises no GB/s
+        if request.min_bandwidth > 0:
+            found.append(
+                f"N3: GPUs {gpus} of node {node.id!r}: its interconnect is unknown, so no "
+                f"pair can be promised min_bandwidth={request.min_bandwidth:g}"
+            )
+        lowest = None
+    elif lowest is not None and lowest < request.min_bandwidth:
         first, second = min(
             itertools.combinations(distinct, 2), key=lambda pair: bandwidth[pair[0]][pair[1]]
         )

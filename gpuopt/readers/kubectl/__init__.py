@@ -94,7 +94,12 @@ Pods
   ``spec.preemptionPolicy``, else the class's.
 * ``tolerations``, ``node_selector`` = ``spec.nodeSelector``,
   ``node_affinity`` = every term of the required node affinity (all
-  operators, ``matchFields`` on ``metadata.name``), ``pod_affinity`` and
+  operators, ``matchFields`` on ``metadata.name``), ANDed with the node
+  affinity of the PersistentVolumes its bound claims use (a waiting pod's
+  unbound claims add nothing, counted ``pending-volume``),
+  ``resources`` of a waiting pod also ask 1 of
+  ``hostport.gpuopt.io/<protocol>-<port>`` per host port it binds (rule K9:
+  every node offers one, the running pods binding it hold one), ``pod_affinity`` and
   ``pod_anti_affinity`` = the required terms (``labelSelector``,
   ``namespaces``, ``topologyKey``; ``namespaceSelector: {}`` is every
   namespace). A term without ``labelSelector`` selects no pod and is dropped.

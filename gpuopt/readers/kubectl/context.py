@@ -103,6 +103,8 @@ class Context:
     tasks: list[Task] = field(default_factory=list)
     pending: list[Pending] = field(default_factory=list)
     budgets: list[Budget] = field(default_factory=list)
+    #: Pod id -> the host ports its containers bind (K9: ``hostport.gpuopt.io/<protocol>-<port>``).
+    host_ports: dict[str, set[str]] = field(default_factory=dict)
     #: Namespaces whose pods are pinned because a budget of theirs could not be read.
     pinned_namespaces: set[str] = field(default_factory=set)
     #: (namespace, selector) of every DoNotSchedule topology spread constraint read.

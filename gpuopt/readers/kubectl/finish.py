@@ -14,6 +14,7 @@ from fractions import Fraction
 
 from gpuopt.cluster.kube import affinity_matches, selector_matches
 from gpuopt.cluster.model import Cluster, Gang, Node, Task, scaled
+from gpuopt.cluster.shares import gpus_needed, layout, on_sharing_nodes
 from gpuopt.errors import ProblemError, validate_object
 from gpuopt.readers.kubectl.context import Context
 from gpuopt.readers.kubectl.dra_finish import finish_dra
@@ -22,6 +23,7 @@ from gpuopt.readers.kubectl.gangs import running_gangs
 
 def finish(ctx: Context, name: str, levels: list[str], hp_priority: int) -> Cluster:
     """The cluster: legacy groups, over-committed and misplaced pods settled, then validated."""
+    _host_ports(ctx)  # K9, before anything counts resources
     dra = finish_dra(ctx, ctx.tasks, ctx.pending)  # R1-R9: devices on nodes, claims on pods
     tasks = _settle_groups(ctx, dra.tasks)
     nodes = _lock_overcommitted(ctx, tasks)
@@ -62,6 +64,38 @@ def finish(ctx: Context, name: str, levels: list[str], hp_priority: int) -> Clus
         "claims": dra.claims,
     }
     return validate_object(Cluster, snapshot, what="a snapshot", source=None)
+
+
+def _host_ports(ctx: Context) -> None:
+    """K9: a host port a waiting pod binds is an extended resource (K4) of its own: the
+    waiting pod asks 1, every running pod that binds it holds 1, and every node offers
+    one (or as many as its pods hold, so none is over-committed by it). Only ports some
+    waiting pod asks are counted; running pods that bind ports are pinned (host-port)."""
+    asked = {name for pod in ctx.pending for name in ctx.host_ports.get(pod.id, ())}
+    if not asked:
+        return
+    held: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    tasks = []
+    for task in ctx.tasks:
+        ports = asked & ctx.host_ports.get(task.id, set())
+        if ports:
+            held[task.node].update(ports)
+            task = task.model_copy(
+                update={"resources": {**task.resources, **dict.fromkeys(ports, 1)}}
+            )
+        tasks.append(task)
+    ctx.tasks = tasks
+    for node_id, node in ctx.nodes.items():
+        offered = {name: max(1, held[node_id][name]) for name in sorted(asked)}
+        ctx.nodes[node_id] = node.model_copy(update={"resources": {**node.resources, **offered}})
+    pending = []
+    for pod in ctx.pending:
+        ports = ctx.host_ports.get(pod.id, set())
+        if ports:
+            ctx.note("host-port-pending", pod.id)
+            pod = pod.model_copy(update={"resources": {**pod.resources, **dict.fromkeys(ports, 1)}})
+        pending.append(pod)
+    ctx.pending = pending
 
 
 def _gang_levels(ctx: Context, gangs: list[Gang], levels: list[str]) -> list[Gang]:
@@ -105,6 +139,7 @@ def _lock_overcommitted(ctx: Context, tasks: Iterable[Task]) -> dict[str, Node]:
         held["CPUs"] += scaled(task.cpus)
         held["memory"] += scaled(task.memory or 0)
         held.update(task.resources)
+    unpacked = _pack_shares(ctx, tasks, used)
     nodes = dict(ctx.nodes)
     held_bytes: defaultdict[str, Fraction] = defaultdict(Fraction)
     for task in tasks:
@@ -137,9 +172,34 @@ def _lock_overcommitted(ctx: Context, tasks: Iterable[Task]) -> dict[str, Node]:
                 f"{limit / unit:g}."
             )
             ctx.problem("overcommitted", node_id, error)
+        elif node_id in unpacked:
+            error = ProblemError(
+                f"node {node_id!r}: its GPU shares could not be laid out on its {node.gpus} "
+                "GPUs by rule C7."
+            )
+            ctx.problem("overcommitted", node_id, error)
         elif node_id in ctx.locked_nodes:
             ctx.note("unreadable-pod", node_id)
         else:
             continue
         nodes[node_id] = node.model_copy(update={"locked": True})
     return nodes
+
+
+def _pack_shares(ctx: Context, tasks: list[Task], used: dict[str, Counter[str]]) -> set[str]:
+    """C7: on nodes with GPU shares, the GPUs in use are the shares packed, not one per
+    share pod (the cluster's C3 counts the same); returns the nodes whose shares fit in no
+    more GPUs than they have yet were not laid out (the exact search's step cap)."""
+    unpacked = set()
+    for node_id, on_node in on_sharing_nodes(tasks).items():
+        node = ctx.nodes.get(node_id)
+        if node is None:
+            continue
+        devices, out = layout(node.gpus, on_node)
+        if not out:
+            used[node_id]["GPUs"] = devices.used
+            continue
+        used[node_id]["GPUs"] = gpus_needed(on_node)
+        if used[node_id]["GPUs"] <= node.gpus:
+            unpacked.add(node_id)
+    return unpacked

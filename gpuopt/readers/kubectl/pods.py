@@ -125,6 +125,9 @@ def read_pod(ctx: Context, obj: KubeObject) -> None:
     if uid:
         pod["uid"] = uid
     pod.update(_time_fields(reader, spec, annotations))
+    ports = port_resources(spec)
+    if ports:  # K9: settled by .finish once every pod is read
+        ctx.host_ports[pod_id] = ports
     terms, unresolved = pod_terms(ctx, reader, affinity, pod_id)
     count_unmodelled(ctx, reader, spec, affinity)
     spread = hard_spread(ctx, reader, spec, namespace) if node is not None else False
@@ -188,6 +191,13 @@ def _pending(ctx: Context, read: _PodRead, pod: dict[str, Any]) -> None:
     if any(read.terms.values()):
         ctx.report.unmodelled["pending-pod-affinity"] += 1
         pod.update(read.terms)  # kept: the scheduler extender checks them (K5)
+    volume_terms, unknown = pending_volume_terms(ctx, read)
+    merged = and_terms([pod["node_affinity"], *volume_terms]) if volume_terms else None
+    if merged is not None:  # a pod goes where its node affinity AND its volumes allow
+        pod["node_affinity"] = merged
+        ctx.note("volume-affinity", read.pod_id)
+    if unknown or (volume_terms and merged is None):
+        ctx.report.unmodelled["pending-volume"] += 1
     if gang is not None:
         pod["gang"] = gang
     ctx.pending.append(reader.model(Pending, pod))
@@ -383,19 +393,9 @@ def local_storage(
             return True, volume_terms
         if volume.get("emptyDir") is not None and not ctx.options.allow_emptydir:
             return True, volume_terms
-        claim_field = volume.get("persistentVolumeClaim")
-        if claim_field is not None:
-            path = f"spec.volumes[{position}].persistentVolumeClaim"
-            claim = reader.text(
-                reader.mapping(volume, "persistentVolumeClaim", path),
-                "claimName",
-                f"{path}.claimName",
-            )
-        elif volume.get("ephemeral") is not None:
-            claim = f"{name}-{volume.get('name')}"  # the claim a generic ephemeral volume gets
-        else:
+        claimed, volume_name = claim_volume(ctx, reader, volume, position, namespace, name)
+        if not claimed:
             continue
-        volume_name = ctx.claims.get((namespace, claim or ""))
         if volume_name in ctx.volume_affinity:
             volume_terms.append(ctx.volume_affinity[volume_name])
         local = ctx.local_volumes.get(volume_name or "")
@@ -406,6 +406,50 @@ def local_storage(
         ctx.note("claim-pinned" if ctx.options.pin_unresolved_claims else "claim", pod_id)
         return ctx.options.pin_unresolved_claims, volume_terms
     return False, volume_terms
+
+
+def claim_volume(
+    ctx: Context,
+    reader: Reader,
+    volume: Mapping[str, Any],
+    position: int,
+    namespace: str,
+    name: str,
+) -> tuple[bool, str | None]:
+    """Whether ``volume`` (``spec.volumes[position]`` of pod ``name``) is a
+    PersistentVolumeClaim (or a generic ephemeral volume's), and the
+    PersistentVolume its claim is bound to (None: unbound, or the claim not read)."""
+    claim_field = volume.get("persistentVolumeClaim")
+    if claim_field is not None:
+        path = f"spec.volumes[{position}].persistentVolumeClaim"
+        claim = reader.text(
+            reader.mapping(volume, "persistentVolumeClaim", path), "claimName", f"{path}.claimName"
+        )
+    elif volume.get("ephemeral") is not None:
+        claim = f"{name}-{volume.get('name')}"  # the claim a generic ephemeral volume gets
+    else:
+        return False, None
+    return True, ctx.claims.get((namespace, claim or ""))
+
+
+def pending_volume_terms(ctx: Context, read: _PodRead) -> tuple[list[list[Any]], bool]:
+    """K3 for a waiting pod, as kube-scheduler's VolumeBinding filter: the node affinity
+    terms of the PersistentVolumes its bound claims use (a zonal disk, a ``local`` volume
+    pinned to its node), and whether a claim's reach is unknown (unbound, as with
+    ``WaitForFirstConsumer``, or its claim or volume not read)."""
+    terms: list[list[Any]] = []
+    unknown = False
+    for position, volume in enumerate(read.reader.objects(read.spec, "volumes", "spec.volumes")):
+        claimed, volume_name = claim_volume(
+            ctx, read.reader, volume, position, read.namespace, read.name
+        )
+        if not claimed:
+            continue
+        if volume_name in ctx.volume_affinity:
+            terms.append(ctx.volume_affinity[volume_name])
+        elif volume_name is None or volume_name not in ctx.local_volumes:
+            unknown = True
+    return terms, unknown
 
 
 def host_ports(spec: Mapping[str, Any]) -> bool:
@@ -421,6 +465,30 @@ def host_ports(spec: Mapping[str, Any]) -> bool:
         if isinstance(container, dict)
         for port in container.get("ports") or ()
     )
+
+
+#: K9: the extended resource that stands for one host port of a node (``<protocol>-<port>``).
+HOST_PORT_RESOURCE = "hostport.gpuopt.io/{protocol}-{port}"
+
+
+def port_resources(spec: Mapping[str, Any]) -> set[str]:
+    """The host ports the pod's containers (and init containers) bind, each as its K9
+    resource name (protocol TCP unless stated; the host IP is not read: any two pods
+    binding one port and protocol clash, which is stricter than kube-scheduler's
+    NodePorts filter for pods bound to different addresses, never looser)."""
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    found = set()
+    for container in containers:
+        if not isinstance(container, dict):
+            continue
+        for port in container.get("ports") or ():
+            if not isinstance(port, dict):
+                continue
+            number = port.get("hostPort")
+            if isinstance(number, int) and not isinstance(number, bool) and number > 0:
+                protocol = port.get("protocol") or "TCP"
+                found.add(HOST_PORT_RESOURCE.format(protocol=protocol, port=number))
+    return found
 
 
 def condition(status: Mapping[str, Any], kind: str) -> str | None:

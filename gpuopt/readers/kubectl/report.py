@@ -40,8 +40,11 @@ _LINES: dict[str, str] = {
     "duplicate": "skipped {n} objects read twice (the first copy is kept)",
     "done": "skipped {n} Succeeded or Failed pods",
     "unbound": "skipped {n} unbound pods that are neither Pending nor alive",
-    "volume-affinity": "{n} pods mount volumes reachable from some nodes only (zonal disks): "
-    "their node affinity includes the volumes'",
+    "volume-affinity": "{n} pods mount volumes reachable from some nodes only (zonal disks, "
+    "local volumes): their node affinity includes the volumes'",
+    "host-port-pending": "{n} waiting pods bind host ports: each port is an extended resource "
+    "hostport.gpuopt.io/<protocol>-<port> of one per node, held by the running pods that bind "
+    "it (K9), so they go only where the port is free",
     "gated": "skipped {n} waiting pods with schedulingGates (the scheduler does not consider "
     "them yet, so they are not pending demand)",
     "unknown-node": "skipped {n} pods bound to nodes that were not read",
@@ -162,6 +165,9 @@ _UNMODELLED: dict[str, str] = {
     "preferred-pod-affinity": "preferred pod (anti-)affinity on {n} pods",
     "label-keys": "matchLabelKeys/mismatchLabelKeys of pod (anti-)affinity on {n} pods "
     "(terms read without them)",
+    "pending-volume": "the volumes of {n} pending pods whose reach is unknown (a "
+    "PersistentVolumeClaim not bound, as with WaitForFirstConsumer, or its claim or volume not "
+    "read) or too many node affinity terms to join: placed as if every node reaches them",
     "pending-pod-affinity": "required pod (anti-)affinity of {n} pending pods (kept; "
     "only gpuopt serve checks it)",
     "prefer-no-schedule": "PreferNoSchedule taints on {n} nodes",

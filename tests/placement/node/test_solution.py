@@ -139,3 +139,47 @@ def test_an_empty_answer_says_why_each_node_is_left_out() -> None:
     found = solve(NodePlacementProblem.from_cluster(alone, "1G"), "heuristic")
     assert found.reason is not None
     assert found.reason.startswith("no node can take 'job': every node with GPUs is left out: K2")
+
+
+def test_an_unknown_interconnect_promises_no_bandwidth() -> None:
+    # by hand: "plain" states no interconnect, so no pair of its GPUs is promised any GB/s;
+    # "numa" (PCIe, two halves of 4) has 32 GB/s inside a half: 2 GPUs at >= 32 fit only there
+    from gpuopt.cluster.model import Cluster
+    from gpuopt.placement.node.problem import NodePlacementProblem, left_out
+
+    cluster = Cluster(
+        nodes=[
+            {"id": "plain", "gpus": 8, "cpus": 64},
+            {"id": "odd", "gpus": 3, "cpus": 64, "interconnect": "pcie-two-numa"},
+            {"id": "numa", "gpus": 8, "cpus": 64, "interconnect": "pcie-two-numa"},
+        ],
+        tasks=[{"id": "t", "node": "numa", "gpus": 2, "cpus": 8}],
+    )
+    linked = NodePlacementProblem.from_cluster(cluster, "2G", min_bandwidth=32)
+    placed = legal(linked)
+    assert (placed.node, placed.gpus, placed.min_pair_bandwidth) == ("numa", [2, 3], 32.0)
+    assert [why.split(":")[:2] for why in left_out(cluster, linked.request)] == [
+        ["N3", " node plain"],
+        ["N3", " node odd"],
+    ]
+    # the checker: a pair on the unknown node breaks N3, and so does a made-up slowest pair
+    only(violations(linked, placed.model_copy(update={"node": "plain", "gpus": [0, 1]})), "N3")
+    full = Cluster(
+        nodes=[{"id": "plain", "gpus": 8, "cpus": 64}],
+        tasks=[],
+    )
+    refused = NodePlacementProblem.from_cluster(full, "8G", min_bandwidth=400)
+    answer = legal(refused)  # N5 agrees: no node can promise 400 GB/s
+    assert answer.node is None and "interconnect is unknown" in answer.reason
+    # without min_bandwidth the unknown node serves as before, and no slowest pair is told
+    free = NodePlacementProblem.from_cluster(full, "8G")
+    anywhere = legal(free)
+    assert (anywhere.node, anywhere.gpus, anywhere.min_pair_bandwidth) == (
+        "plain",
+        list(range(8)),
+        None,
+    )
+    assert "slowest pair" not in anywhere.summary()
+    only(violations(free, anywhere.model_copy(update={"min_pair_bandwidth": 450.0})), "N3")
+    one = NodePlacementProblem.from_cluster(full, "1G", min_bandwidth=400)
+    assert legal(one).node == "plain"  # one GPU: no pair to promise

@@ -70,3 +70,81 @@ def test_the_clock_is_the_latest_time_read() -> None:
     ctx.times.extend([100.0, 250.0, 175.0])
     assert finish(ctx, "test", ["zone"], 1000).now == 250.0
     assert finish(ctx_with([{"id": "a"}], []), "test", ["zone"], 1000).now is None
+
+
+def test_shares_count_as_rule_c7_packs_them() -> None:
+    # C7, by hand: 500 + 500 fill one GPU; 700 + 500 + 500 need two (700 alone, 500 + 500);
+    # 600 + 600 cannot share one GPU, so a 1-GPU node holding them is over-committed
+    ctx = ctx_with(
+        [{"id": "halves", "gpus": 1}, {"id": "three", "gpus": 2}, {"id": "over", "gpus": 1}],
+        [
+            {"id": "h1", "node": "halves", "gpu_milli": 500},
+            {"id": "h2", "node": "halves", "gpu_milli": 500},
+            {"id": "t1", "node": "three", "gpu_milli": 500},
+            {"id": "t2", "node": "three", "gpu_milli": 700},
+            {"id": "t3", "node": "three", "gpu_milli": 500},
+            {"id": "o1", "node": "over", "gpu_milli": 600},
+            {"id": "o2", "node": "over", "gpu_milli": 600},
+        ],
+    )
+    cluster = finish(ctx, "test", ["zone"], 1000)
+    assert [(node.id, node.locked) for node in cluster.nodes] == [
+        ("halves", False),
+        ("three", False),
+        ("over", True),
+    ]
+    assert ctx.report.reasons == {"overcommitted": ["over"]}
+    assert ctx.report.first["overcommitted"] == "node 'over': its pods hold 2 GPUs but it has 1."
+
+
+def test_a_share_beside_whole_gpus_takes_a_gpu_of_its_own() -> None:
+    # two whole GPUs and a 300 share on a 3-GPU node use all three GPUs; a third whole GPU
+    # pod makes four: over-committed
+    fits = ctx_with(
+        [{"id": "a", "gpus": 3}],
+        [{"id": "w", "node": "a", "gpus": 2}, {"id": "s", "node": "a", "gpu_milli": 300}],
+    )
+    assert not finish(fits, "test", ["zone"], 1000).nodes[0].locked
+    over = ctx_with(
+        [{"id": "a", "gpus": 3}],
+        [
+            {"id": "w", "node": "a", "gpus": 3},
+            {"id": "s", "node": "a", "gpu_milli": 300},
+        ],
+    )
+    assert finish(over, "test", ["zone"], 1000).nodes[0].locked
+    assert over.report.first["overcommitted"] == "node 'a': its pods hold 4 GPUs but it has 3."
+
+
+def test_a_host_port_a_waiting_pod_asks_is_one_per_node_held_by_its_running_pods() -> None:
+    from gpuopt.cluster.model import Pending
+
+    port, other = "hostport.gpuopt.io/TCP-8080", "hostport.gpuopt.io/TCP-9090"
+    ctx = ctx_with(
+        [{"id": "a"}, {"id": "b"}, {"id": "c"}],
+        [
+            {"id": "web-1", "node": "a", "pinned": "host-port"},
+            {"id": "web-2", "node": "c", "pinned": "host-port"},  # another address, same port
+            {"id": "web-3", "node": "c", "pinned": "host-port"},
+            {"id": "dns", "node": "b", "pinned": "host-port"},  # a port no waiting pod asks
+        ],
+    )
+    ctx.pending = [Pending.model_validate({"id": "wait", "gpus": 1, "cpus": 1})]
+    ctx.host_ports = {
+        "web-1": {port},
+        "web-2": {port},
+        "web-3": {port},
+        "dns": {other},
+        "wait": {port},
+    }
+    cluster = finish(ctx, "test", ["zone"], 1000)
+    assert [node.resources for node in cluster.nodes] == [{port: 1}, {port: 1}, {port: 2}]
+    assert {task.id: task.resources for task in cluster.tasks} == {
+        "web-1": {port: 1},
+        "web-2": {port: 1},
+        "web-3": {port: 1},
+        "dns": {},
+    }
+    assert cluster.pending[0].resources == {port: 1}
+    assert not any(node.locked for node in cluster.nodes)
+    assert ctx.report.reasons == {"host-port-pending": ["wait"]}

@@ -6,11 +6,13 @@ from typing import Any
 
 import pytest
 
+from gpuopt.cluster.kube import affinity_matches
 from gpuopt.errors import ProblemError
 from gpuopt.readers.kubectl.context import Context, PriorityClass
 from gpuopt.readers.kubectl.documents import KubeObject
 from gpuopt.readers.kubectl.fields import Reader
 from gpuopt.readers.kubectl.nodes import read_node
+from gpuopt.readers.kubectl.objects import read_claim, read_volume
 from gpuopt.readers.kubectl.pods import condition, host_ports, pod_priority, read_pod, tolerations
 from tests.readers.kubectl.conftest import context
 
@@ -161,3 +163,79 @@ def test_host_ports_and_conditions() -> None:
     assert condition(status, "Ready") == "False"
     assert condition(status, "PodScheduled") is None
     assert condition({}, "Ready") is None
+
+
+def volume_on(ctx: Context, claim: str, volume: str | None, spec: dict[str, Any]) -> None:
+    """A claim ``ml/<claim>`` bound to ``volume`` (None: unbound), and that volume."""
+    pvc = {"metadata": {"name": claim, "namespace": "ml"}, "spec": {}}
+    if volume is not None:
+        pvc["spec"] = {"volumeName": volume}
+        read_volume(
+            ctx,
+            KubeObject("PersistentVolume", {"metadata": {"name": volume}, "spec": spec}, READER),
+        )
+    read_claim(ctx, KubeObject("PersistentVolumeClaim", pvc, READER))
+
+
+def required(key: str, *values: str) -> dict[str, Any]:
+    expression = {"key": key, "operator": "In", "values": list(values)}
+    return {"required": {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}}
+
+
+def test_a_waiting_pod_goes_only_where_its_bound_volumes_reach() -> None:
+    # kube-scheduler's VolumeBinding: a bound claim's volume node affinity is required (K3);
+    # by hand, of nodes (a, z1), (b, z2), (c, z2): the zonal disk (z2) and the pod's own
+    # affinity (not c) leave b; the local volume pinned to c leaves c; an unbound claim
+    # (WaitForFirstConsumer) leaves every node, counted as not modelled
+    ctx = with_node()
+    volume_on(ctx, "zonal", "pv-z2", {"csi": {}, "nodeAffinity": required("zone", "z2")})
+    volume_on(ctx, "ssd", "pv-c", {"local": {}, "nodeAffinity": required("host", "c")})
+    volume_on(ctx, "later", None, {})
+    not_c = {"key": "host", "operator": "NotIn", "values": ["c"]}
+    own = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [not_c]}]
+            }
+        }
+    }
+
+    def mounting(name: str, claim: str, **spec: Any) -> dict[str, Any]:
+        volumes = [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]
+        return pod(name, volumes=[{"name": "tmp", "emptyDir": {}}, *volumes], **spec)
+
+    read(ctx, mounting("zonal", "zonal", affinity=own))
+    read(ctx, mounting("local", "ssd"))
+    read(ctx, mounting("later", "later"))
+    nodes = {
+        "a": {"zone": "z1", "host": "a"},
+        "b": {"zone": "z2", "host": "b"},
+        "c": {"zone": "z2", "host": "c"},
+    }
+    reach = {
+        pending.id: [
+            n for n, labels in nodes.items() if affinity_matches(pending.node_affinity, n, labels)
+        ]
+        for pending in ctx.pending
+    }
+    assert reach == {"ml/zonal": ["b"], "ml/local": ["c"], "ml/later": ["a", "b", "c"]}
+    assert ctx.report.reasons["volume-affinity"] == ["ml/zonal", "ml/local"]
+    assert ctx.report.unmodelled["pending-volume"] == 1
+
+
+def test_host_ports_are_read_as_k9_resources() -> None:
+    from gpuopt.readers.kubectl.pods import port_resources
+
+    spec = {
+        "containers": [
+            {"ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 9090}]},
+            {"ports": [{"hostPort": 53, "protocol": "UDP"}, {"hostPort": 8080}]},
+        ],
+        "initContainers": [{"ports": [{"hostPort": 9000, "protocol": "TCP"}]}],
+    }
+    assert port_resources(spec) == {
+        "hostport.gpuopt.io/TCP-8080",
+        "hostport.gpuopt.io/UDP-53",
+        "hostport.gpuopt.io/TCP-9000",
+    }
+    assert port_resources({"hostNetwork": True, "containers": [{"name": "c"}]}) == set()
