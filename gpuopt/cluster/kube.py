@@ -1,7 +1,7 @@
 """Kubernetes placement facts of the cluster model, and the rules that judge them.
 
 These are the fields of Kubernetes objects that decide where a pod may run
-(rules K1-K8 of ``models/cluster.md``): node readiness and cordons, taints and
+(rules K1-K9 of ``models/cluster.md``): node readiness and cordons, taints and
 tolerations, required node affinity, required pod (anti-)affinity with a
 topology key, extended resources, and PodDisruptionBudgets. Each type mirrors
 its Kubernetes API type (``core/v1`` and ``policy/v1``) with snake-case field
