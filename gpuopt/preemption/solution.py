@@ -425,21 +425,8 @@ def make_decision(
         )
     positions = [int(victim) for victim in victims]
     cost = int(index.task_cost[positions].sum()) if positions else 0
-    proven = method == "dp"  # dp; milp and cpsat set their solver's proof
-    return PreemptionResult(
-        method=method,
-        status=Status.OPTIMAL if proven else Status.HEURISTIC,
-        objective=cost / SCALE,
-        bound=cost / SCALE if proven else None,
-        node=index.node_ids[node],
-        victims=[index.task_ids[victim] for victim in positions],
-        cost=cost / SCALE,
-        preempted=bool(positions),
-        stage=stage,
-        seconds=seconds,
-        request=problem.request,
-        now=problem.now,
-    )
+    ids = [index.task_ids[victim] for victim in positions]
+    return _decided(problem, method, node, ids, cost, stage=stage, seconds=seconds)
 
 
 def item_decision(
@@ -453,22 +440,37 @@ def item_decision(
     """A stage-2 :class:`PreemptionResult` from a node position and the positions of the
     items chosen there (P13: :attr:`~gpuopt.preemption.problem.PreemptionIndex.items`; a
     gang's closure stops every member, on every node, and costs all their work)."""
-    index = problem.index
-    found = index.items
+    found = problem.index.items
     chosen = [int(item) for item in items]
     cost = int(found.cost[chosen].sum()) if chosen else 0
-    proven = method == "dp"  # dp; milp and cpsat set their solver's proof
     victims = found.victims(chosen)
+    stage: Stage = 2 if victims else 1
+    return _decided(problem, method, node, victims, cost, stage=stage, seconds=seconds)
+
+
+def _decided(
+    problem: PreemptionProblem,
+    method: Method,
+    node: int,
+    victims: list[str],
+    cost: int,
+    *,
+    stage: Stage | None,
+    seconds: float,
+) -> PreemptionResult:
+    """The result for node position ``node`` stopping ``victims`` at ``cost`` thousandths
+    (optimal and bounded for ``dp``; milp and cpsat set their solver's proof)."""
+    proven = method == "dp"
     return PreemptionResult(
         method=method,
         status=Status.OPTIMAL if proven else Status.HEURISTIC,
         objective=cost / SCALE,
         bound=cost / SCALE if proven else None,
-        node=index.node_ids[node],
+        node=problem.index.node_ids[node],
         victims=victims,
         cost=cost / SCALE,
         preempted=bool(victims),
-        stage=2 if victims else 1,
+        stage=stage,
         seconds=seconds,
         request=problem.request,
         now=problem.now,
