@@ -333,7 +333,7 @@ def cluster_times(
     is the calendar of the cluster it was taken from.
 
     >>> from gpuopt.cluster.model import Cluster
-    >>> cluster = Cluster(nodes=[{"id": "n", "gpus": 8}], tasks=[], pending=[
+    >>> cluster = Cluster(nodes=[{"id": "n", "gpus": 8, "cpus": 8}], tasks=[], pending=[
     ...     {"id": "ml/p", "gpus": 1, "annotations": {"gpuopt.io/walltime": "2h"}}])
     >>> cluster_times(cluster)["ml/p"].walltime
     7200.0
