@@ -700,23 +700,22 @@ class _Row:
 
     def _record_eligible(
         self,
-        cluster: Cluster,
         job_id: str,
         pods: Sequence[str],
         eligible: Sequence[str] | None,
         covered: set[str],
+        waiting_claims: Mapping[str, list[Any]],
+        ledger: Any,
     ) -> None:
         """G10: keep, for each of ``pods`` that may not use every row node ``covered``, the
-        nodes it may use (``eligible``: rules K1-K3; with DRA claims, where they fit now,
-        counted ``device-fit`` where that leaves out more)."""
+        nodes it may use (``eligible``: rules K1-K3; with DRA claims, ``waiting_claims``,
+        where they fit now on the cluster's ``ledger``, counted ``device-fit`` where that
+        leaves out more)."""
         allowed = set(covered if eligible is None else eligible)
         for pod in pods:
-            claims = [claim for claim in cluster.claims if pod in claim.pods and not claim.node]
+            claims = waiting_claims.get(pod)
             mine = allowed
             if claims:
-                from gpuopt.cluster.devicecheck import DeviceLedger
-
-                ledger = DeviceLedger(cluster)
                 mine = {node for node in allowed if not ledger.fit(claims, node)[0]}
                 if covered & allowed - mine:
                     self.report.note("device-fit", job_id, ignored=True)
@@ -734,9 +733,19 @@ class _Row:
             job: [pod.id for pod in pods]
             for job, pods in (waiting_jobs(cluster) if cluster is not None else [])
         }
+        waiting_claims: dict[str, list[Any]] = {}
         if cluster is not None:
             self.report.scheduler_binds = scheduler_binds(cluster)
             self.report.dra_nodes = dra_gpu_nodes(cluster)
+            for claim in cluster.claims:  # G10: the claims still to be allocated, per pod
+                if not claim.node:
+                    for pod in claim.pods:
+                        waiting_claims.setdefault(pod, []).append(claim)
+        ledger = None
+        if cluster is not None and waiting_claims:
+            from gpuopt.cluster.devicecheck import DeviceLedger
+
+            ledger = DeviceLedger(cluster)
         out = []
         for job in calendar.jobs:
             gpus = job.use[0] * job.members
@@ -766,7 +775,7 @@ class _Row:
             if job.eligible is not None and not covered <= set(job.eligible):
                 self.report.note("eligibility", job.id, ignored=True)
             if cluster is not None:
-                self._record_eligible(cluster, job.id, pods, job.eligible, covered)
+                self._record_eligible(job.id, pods, job.eligible, covered, waiting_claims, ledger)
             if job.level is not None:
                 self.report.note("topology-level", job.id, ignored=True)
             if any(amount > 0 for amount in job.use[1:]):
