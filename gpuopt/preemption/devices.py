@@ -78,14 +78,21 @@ def cheapest_first(
     return chosen if need_gpus <= 0 and need_cpus <= 0 else None
 
 
-def device_victims(problem: PreemptionProblem, node_id: str, candidates: list[Task]) -> list[Task]:
+def device_victims(
+    problem: PreemptionProblem,
+    node_id: str,
+    candidates: list[Task],
+    holders: set[str] | None = None,
+) -> list[Task]:
     """``D_n`` of P12: the tasks of ``candidates`` (those the request may stop on the node)
-    whose release the claims need, found by releasing all that hold devices there and
-    taking them back, the most costly first, while the claims still fit (a task holding no
-    device there cannot change the fit). Empty when the claims fit already."""
+    whose release the claims need, found by releasing all that hold devices there
+    (``holders``, default :func:`_holders`) and taking them back, the most costly first,
+    while the claims still fit (a task holding no device there cannot change the fit).
+    Empty when the claims fit already."""
     ledger = DeviceLedger(problem.cluster)
     claims = problem.request.claims
-    holders = _holders(problem, node_id)
+    if holders is None:
+        holders = _holders(problem, node_id)
     holding = [task for task in candidates if task.id in holders]
     cost = {task.id: _cost(problem, task) for task in holding}
     released = [task.id for task in holding]
@@ -118,7 +125,8 @@ def device_option(
         [scaled(task.cpus) for task in candidates],
         [_cost(problem, task) for task in candidates],
     )
-    first = device_victims(problem, node_id, candidates)
+    holders = _holders(problem, node_id)
+    first = device_victims(problem, node_id, candidates, holders)
     rest = [pos for pos, task in enumerate(candidates) if task not in first]
     freed_gpus = sum(problem.gpus_of(task) for task in first)
     freed_cpus = sum(scaled(task.cpus) for task in first)
@@ -130,7 +138,7 @@ def device_option(
     bound = 0
     if exact:
         bound = _least(
-            problem, node_id, candidates, columns, max(0, need_gpus), max(0, need_cpus), cover
+            problem, holders, candidates, columns, max(0, need_gpus), max(0, need_cpus), cover
         )
     chosen = {*(task.id for task in first), *(candidates[rest[item]].id for item in extra)}
     closed = close_gangs(problem.cluster, chosen, problem.stoppable)  # P13
@@ -148,21 +156,20 @@ def device_option(
 
 def _least(
     problem: PreemptionProblem,
-    node_id: str,
+    holders: set[str],
     candidates: list[Task],
     columns: tuple[list[int], list[int], list[int]],
     need_gpus: int,
     need_cpus: int,
     cover: Cover,
 ) -> int:
-    """A lower bound on the cost of any legal victim set on device node ``node_id``: the
-    larger of the cheapest cover of its GPU and CPU deficits alone (P3) and the cheapest
-    task holding a device there (the claims do not fit as the node stands, and only a
-    released device can change that), with the gang it breaks when stopped (P13: every
-    victim set holding it holds that gang)."""
+    """A lower bound on the cost of any legal victim set on a device node whose device
+    holders are ``holders``: the larger of the cheapest cover of its GPU and CPU deficits
+    alone (P3) and the cheapest task holding a device there (the claims do not fit as
+    the node stands, and only a released device can change that), with the gang it
+    breaks when stopped (P13: every victim set holding it holds that gang)."""
     least = cover(*columns, need_gpus, need_cpus) if need_gpus or need_cpus else ()
     by_room = sum(columns[2][item] for item in least or ())
-    holders = _holders(problem, node_id)
     everywhere = {task.id: task for task in problem.cluster.tasks}
     held = []
     for task in candidates:
