@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuopt.allocation.problem import MAX_STEPS
-from gpuopt.calendar.cluster import AnnotationReader, kube_objects, parse_time
+from gpuopt.calendar.podtimes import AnnotationReader, kube_objects, parse_time
 from gpuopt.errors import ProblemError, short
 
 #: Annotations the grid reads (G3-G5).

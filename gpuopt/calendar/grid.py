@@ -121,13 +121,9 @@ from gpuopt.allocation.problem import (
 )
 from gpuopt.calendar.cluster import (
     DEFAULT_WALLTIME,
-    NOT_BEFORE,
     CalendarReport,
-    PodTimes,
     dra_gpu_nodes,
     from_cluster_report,
-    kubernetes_input,
-    pod_times,
     scheduler_binds,
     waiting_jobs,
 )
@@ -139,6 +135,7 @@ from gpuopt.calendar.facts import (
     parse_speeds,
     read_grid_facts,
 )
+from gpuopt.calendar.podtimes import NOT_BEFORE, PodTimes, kubernetes_input, pod_times
 from gpuopt.calendar.problem import CalendarProblem
 from gpuopt.cluster.model import Cluster
 from gpuopt.errors import ProblemError, short
@@ -298,7 +295,7 @@ def grid_from_cluster(
     :func:`grid_from_kubernetes` read), through its calendar (G1-G8).
 
     ``times``, ``facts`` and ``services`` are what only Kubernetes objects say
-    (:func:`~gpuopt.calendar.cluster.pod_times`,
+    (:func:`~gpuopt.calendar.podtimes.pod_times`,
     :func:`~gpuopt.calendar.facts.read_grid_facts`; a snapshot has none), and
     ``report`` is filled in.
     """

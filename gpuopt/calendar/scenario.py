@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gpuopt.allocation.problem import AllocationProblem, model_duration
-from gpuopt.calendar.cluster import EXPECTED_END, NOT_BEFORE, WALLTIME, tick_time
+from gpuopt.calendar.cluster import tick_time
 from gpuopt.calendar.facts import (
     DEADLINE,
     DEMAND,
@@ -22,6 +22,7 @@ from gpuopt.calendar.facts import (
     PRODUCT_LABEL,
     VALUE,
 )
+from gpuopt.calendar.podtimes import EXPECTED_END, NOT_BEFORE, WALLTIME
 from gpuopt.errors import ProblemError
 
 #: The GPU resource :func:`scenario_objects` writes, and the gang label.

@@ -37,7 +37,7 @@ DEFAULT_STEP = "5m"
 
 def duration(text: str) -> float:
     """An argparse ``type``: seconds of ``90m``, ``4h``, ``2d`` or a number of seconds."""
-    from gpuopt.calendar.cluster import parse_duration
+    from gpuopt.calendar.podtimes import parse_duration
 
     try:
         seconds = parse_duration(text)
@@ -52,7 +52,7 @@ def duration(text: str) -> float:
 
 def moment(text: str) -> float:
     """An argparse ``type``: Unix seconds of a number or an RFC 3339 time."""
-    from gpuopt.calendar.cluster import parse_time
+    from gpuopt.calendar.podtimes import parse_time
 
     try:
         return parse_time(text)
@@ -127,7 +127,7 @@ def read_calendar(args: argparse.Namespace, read: Read) -> Any:
         read.now = args.now
         return CalendarProblem.parse(raw, source=args.snapshot)
     if kube:
-        from gpuopt.calendar.cluster import kubernetes_input
+        from gpuopt.calendar.podtimes import kubernetes_input
         from gpuopt.cli.defrag import kubectl_options
         from gpuopt.readers.kubectl import read_kubernetes
 
@@ -163,9 +163,10 @@ def _build(
     args: argparse.Namespace,
 ) -> tuple[Any, Any]:
     """The calendar of ``cluster`` and its report; the pods' times are read from the
-    cluster model (:func:`~gpuopt.calendar.cluster.cluster_times`), which keeps them from
+    cluster model (:func:`~gpuopt.calendar.podtimes.cluster_times`), which keeps them from
     kubectl output and in a ``gpuopt snapshot`` alike."""
-    from gpuopt.calendar.cluster import CalendarReport, cluster_times, from_cluster_report
+    from gpuopt.calendar.cluster import CalendarReport, from_cluster_report
+    from gpuopt.calendar.podtimes import cluster_times
 
     report = CalendarReport()
     times = cluster_times(cluster, strict=args.strict, report=report)

@@ -194,7 +194,7 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
 def kubernetes_cluster(args: argparse.Namespace) -> Any:
     """The cluster of the Kubernetes objects ``args.scenario``, read as ``gpuopt calendar``
     and ``gpuopt mig`` read them (the reader's defaults, announced pods released)."""
-    from gpuopt.calendar.cluster import kubernetes_input
+    from gpuopt.calendar.podtimes import kubernetes_input
     from gpuopt.readers.kubectl import read_kubernetes
 
     sources, _, _ = kubernetes_input(args.scenario)
@@ -208,11 +208,8 @@ def object_question(
     """The problem a calendar plan or a MIG layout answers, rebuilt from ``cluster``: the
     calendar with the keywords the plan says it was built with (its ``calendar``: horizon,
     step, now, ...), the MIG layout problem as ``gpuopt mig`` makes it (rule M0)."""
-    from gpuopt.calendar.cluster import (
-        CalendarReport,
-        cluster_times,
-        from_cluster_report,
-    )
+    from gpuopt.calendar.cluster import CalendarReport, from_cluster_report
+    from gpuopt.calendar.podtimes import cluster_times
     from gpuopt.mig.cluster import from_cluster as mig_problem
     from gpuopt.mig.solution import MigResult
 

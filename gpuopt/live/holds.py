@@ -34,9 +34,9 @@ def calendar_holds(
     --emit kubernetes`` prints them, each labelled :data:`HOLD` as well.
 
     The objects are read the way that command reads a cluster: announced pods released
-    (:func:`gpuopt.calendar.cluster.kubernetes_input`), the kubectl reader with
+    (:func:`gpuopt.calendar.podtimes.kubernetes_input`), the kubectl reader with
     ``reader_options`` (its flags), the pods' annotations
-    (:func:`~gpuopt.calendar.cluster.pod_times`), the calendar of its defaults (24 h of
+    (:func:`~gpuopt.calendar.podtimes.pod_times`), the calendar of its defaults (24 h of
     5-minute ticks from ``now``, None: the cluster's clock; objective ``delay``) and its
     default method, the plan checked (C1-C7). The Bindings and the PriorityClass it would
     print are left out: kube-scheduler binds, and the class is the operator's.
@@ -48,13 +48,9 @@ def calendar_holds(
         refuses (never expected).
     """
     from gpuopt.api import solve, violations
-    from gpuopt.calendar.cluster import (
-        CalendarReport,
-        from_cluster_report,
-        kubernetes_input,
-        pod_times,
-    )
+    from gpuopt.calendar.cluster import CalendarReport, from_cluster_report
     from gpuopt.calendar.emit import kubernetes_objects
+    from gpuopt.calendar.podtimes import kubernetes_input, pod_times
     from gpuopt.readers.kubectl import read_kubernetes
 
     options = {"name": "live", **(reader_options or {})}

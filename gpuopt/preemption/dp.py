@@ -54,7 +54,8 @@ from gpuopt.preemption.greedy import (
     holding,
     stage_one,
 )
-from gpuopt.preemption.problem import PreemptionIndex, PreemptionProblem
+from gpuopt.preemption.index import PreemptionIndex
+from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import PreemptionResult
 
 #: Nodes with at most this many LP tasks are solved by enumerating all subsets; by

@@ -30,7 +30,8 @@ import numpy as np
 
 from gpuopt.preemption.devices import cheapest_first, widen
 from gpuopt.preemption.gangs import feasible_cover, group_cover
-from gpuopt.preemption.problem import Holding, PreemptionIndex, PreemptionProblem
+from gpuopt.preemption.index import Holding, PreemptionIndex
+from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import Method, PreemptionResult, item_decision, make_decision
 
 

@@ -100,7 +100,7 @@ class PreemptionRows(RowCounts):
 
     Column ``j < num_y`` is ``y[nodes[j]]``; column ``num_y + k`` is
     ``x[items[k]]``, whose node is the ``y`` column ``item_y[k]``. Items
-    (:attr:`~gpuopt.preemption.problem.PreemptionIndex.items`: LP tasks and gangs'
+    (:attr:`~gpuopt.preemption.index.PreemptionIndex.items`: LP tasks and gangs'
     closures, P13) and nodes are positions of the index view, in its order.
     Costs are counted in units of ``cost_unit`` thousandths (the greatest
     common divisor of the items' costs), which keeps the coefficients small

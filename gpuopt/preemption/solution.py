@@ -438,7 +438,7 @@ def item_decision(
     seconds: float,
 ) -> PreemptionResult:
     """A stage-2 :class:`PreemptionResult` from a node position and the positions of the
-    items chosen there (P13: :attr:`~gpuopt.preemption.problem.PreemptionIndex.items`; a
+    items chosen there (P13: :attr:`~gpuopt.preemption.index.PreemptionIndex.items`; a
     gang's closure stops every member, on every node, and costs all their work)."""
     found = problem.index.items
     chosen = [int(item) for item in items]

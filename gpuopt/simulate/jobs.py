@@ -71,7 +71,8 @@ from gpuopt.cluster.interconnect import MAX_TOPOLOGY_GPUS, GpuTopology, gpu_topo
 from gpuopt.defrag.problem import scaled
 from gpuopt.placement.node.greedy import rank_nodes
 from gpuopt.preemption.greedy import Deficits, stage_one
-from gpuopt.preemption.problem import PreemptionIndex, PreemptionProblem
+from gpuopt.preemption.index import PreemptionIndex
+from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.simulate.events import ARRIVAL, END, Event, EventQueue, Simulation, run
 
 Placement = Literal["spread", "binpack"]

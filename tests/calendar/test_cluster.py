@@ -15,14 +15,8 @@ import pytest
 
 import gpuopt
 from gpuopt.api import METHODS
-from gpuopt.calendar.cluster import (
-    CalendarReport,
-    PodTimes,
-    from_cluster,
-    from_cluster_report,
-    parse_duration,
-    pod_times,
-)
+from gpuopt.calendar.cluster import CalendarReport, from_cluster, from_cluster_report
+from gpuopt.calendar.podtimes import PodTimes, pod_times
 from gpuopt.calendar.problem import CalendarProblem
 from gpuopt.calendar.solution import holds, violations
 from gpuopt.cluster.model import Cluster
@@ -259,58 +253,6 @@ def test_fields_not_planned_with_are_counted() -> None:
     }
     assert any("ml/aff" in line for line in report.lines())
     checked(problem)
-
-
-def test_pod_times_reads_annotations_and_counts_or_refuses_bad_ones() -> None:
-    listing = {
-        "kind": "List",
-        "items": [
-            {
-                "kind": "Pod",
-                "metadata": {
-                    "name": "p",
-                    "namespace": "ml",
-                    "annotations": {
-                        "gpuopt.io/expected-end": "1970-01-02T00:00:00Z",
-                        "gpuopt.io/max-runtime": "90m",
-                        "gpuopt.io/required-level": "rack",
-                    },
-                },
-                "spec": {"activeDeadlineSeconds": 600, "priorityClassName": "batch"},
-            },
-            {
-                "kind": "Pod",
-                "metadata": {"name": "q", "annotations": {"gpuopt.io/walltime": "soon"}},
-                "spec": {},
-            },
-            {"kind": "Node", "metadata": {"name": "n"}, "spec": {}},
-        ],
-    }
-    report = CalendarReport()
-    found = pod_times([listing], report=report)
-    assert found["ml/p"] == PodTimes(
-        expected_end=86400.0,
-        walltime=5400.0,
-        active_deadline=600.0,
-        priority_class="batch",
-        required_level="rack",
-    )
-    assert found["default/q"].walltime is None and report.ignored["bad-annotation"] == 1
-    with pytest.raises(ProblemError, match=r"pod default/q: annotation gpuopt\.io/walltime"):
-        pod_times([listing], strict=True)
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"), [("45", 45.0), ("2m", 120.0), ("1.5h", 5400.0), ("1d", 86400.0)]
-)
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("text", ["", "h", "-1m", "3x", "1e999"])
-def test_parse_duration_refuses(text: str) -> None:
-    with pytest.raises(ProblemError, match="is not a duration"):
-        parse_duration(text)
 
 
 def test_clock_and_grid_are_required() -> None:

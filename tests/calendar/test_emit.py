@@ -87,7 +87,8 @@ def _dra_calendar(extended_resource: str | None) -> list[tuple[str, dict[str, An
     """A DRA node of 2 GPUs held for an hour by a running pod's claim, and a pod waiting for
     both through a template: the calendar holds n1 for it from the hour on (tick 12)."""
     from gpuopt.api import solve, violations
-    from gpuopt.calendar.cluster import CalendarReport, from_cluster_report, pod_times
+    from gpuopt.calendar.cluster import CalendarReport, from_cluster_report
+    from gpuopt.calendar.podtimes import pod_times
     from gpuopt.readers.kubectl import read_kubernetes
     from tests.readers.kubectl.dra_objects import GPU_CLASS, held_pair
 
@@ -147,7 +148,8 @@ def test_a_dra_pod_that_starts_now_is_left_to_kube_scheduler_and_a_mig_pod_is_le
     """Two free DRA GPUs: a pod waiting for one through a template starts now, with no
     Binding (only the scheduler allocates claims as it binds); a pod waiting for a MIG
     placement is not planned at all (the calendar plans GPU counts), and is reported."""
-    from gpuopt.calendar.cluster import CalendarReport, from_cluster_report, pod_times
+    from gpuopt.calendar.cluster import CalendarReport, from_cluster_report
+    from gpuopt.calendar.podtimes import pod_times
     from gpuopt.readers.kubectl import read_kubernetes
     from tests.readers.kubectl.dra_objects import (
         GPU_CLASS,
@@ -198,7 +200,8 @@ def _mixed_objects(*, served: bool) -> list[tuple[str, dict[str, Any] | None]]:
 
     import yaml
 
-    from gpuopt.calendar.cluster import CalendarReport, from_cluster_report, pod_times
+    from gpuopt.calendar.cluster import CalendarReport, from_cluster_report
+    from gpuopt.calendar.podtimes import pod_times
     from gpuopt.readers.kubectl import read_kubernetes
 
     folder = Path(__file__).parents[2] / "gpuopt/scenarios/kubernetes/dra/mixed"

@@ -19,9 +19,10 @@ import gpuopt
 from gpuopt.allocation.generator import ScenarioDetails, random_problem
 from gpuopt.allocation.problem import AllocationProblem, load_problem
 from gpuopt.allocation.solution import violations
-from gpuopt.calendar.cluster import NOT_BEFORE, from_cluster_report, kubernetes_input, pod_times
+from gpuopt.calendar.cluster import from_cluster_report
 from gpuopt.calendar.facts import DEMAND, GPU_INDICES, KIND, MAX_SWAP, VALUE
 from gpuopt.calendar.grid import GridSettings, grid_from_kubernetes
+from gpuopt.calendar.podtimes import NOT_BEFORE, kubernetes_input, pod_times
 from gpuopt.calendar.scenario import scenario_objects
 from gpuopt.errors import ProblemError
 from gpuopt.readers.kubectl import read_kubernetes

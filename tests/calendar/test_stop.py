@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import gpuopt
-from gpuopt.calendar.cluster import from_cluster_report, parse_time, pod_times
+from gpuopt.calendar.cluster import from_cluster_report
+from gpuopt.calendar.podtimes import parse_time, pod_times
 from gpuopt.calendar.stop import preemptions
 from gpuopt.readers.kubectl import read_kubernetes
 from tests.cli.test_calendar import NOW, fixture_objects, kube_node, kube_pod

@@ -10,9 +10,9 @@ import pytest
 
 import gpuopt
 from gpuopt.errors import ProblemError
-from gpuopt.preemption.problem import HP_NODE, IDLE, LP_NODE, load_state, parse_state
+from gpuopt.preemption.index import LP_NODE
+from gpuopt.preemption.problem import load_state, parse_state
 from gpuopt.preemption.solution import PreemptionResult
-from tests.preemption import node, state, task
 
 
 def state_dict(**changes: Any) -> dict[str, Any]:
@@ -59,31 +59,6 @@ def test_defaults() -> None:
     assert problem.nodes[0].preemptions == 0
     assert problem.tasks[0].cpus == 0 and problem.request.cpus == 0
     assert problem.index.task_cost.tolist() == [0]
-
-
-def test_node_classes_and_ranks() -> None:
-    problem = state(
-        [node("hp"), node("lp"), node("idle"), node("mixed")],
-        [
-            task("a", "hp", 1, priority="HP"),
-            task("b", "lp", 1),
-            task("c", "mixed", 1),
-            task("d", "mixed", 1, priority="HP"),
-        ],
-        1,
-    )
-    assert problem.index.node_class.tolist() == [HP_NODE, LP_NODE, IDLE, HP_NODE]
-    assert problem.index.node_class_rank.tolist() == [0, 2, 1, 0]  # an HP request
-
-
-def test_cpus_are_compared_exactly() -> None:
-    # 0.1 + 0.2 > 0.3 in binary floating point, but not in milli-CPUs.
-    problem = state(
-        [node("n1", gpus=2, cpus=0.3)],
-        [task("a", "n1", 1, cpus=0.1), task("b", "n1", 1, cpus=0.2)],
-        0,
-    )
-    assert problem.index.node_free_cpus.tolist() == [0]
 
 
 def bad(data: Any) -> str:
