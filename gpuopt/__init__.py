@@ -32,23 +32,39 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from gpuopt import progress
 from gpuopt._compat import OLD_RESULT_NAMES, old_result_names
-from gpuopt.allocation import AllocationProblem, AllocationResult, load_problem, parse_problem
-from gpuopt.api import METHODS, evaluate, options_of, solve, violations
-from gpuopt.cluster import Cluster, Request, load_cluster, parse_cluster, parse_request
-from gpuopt.cluster.model import DEPRECATED_NAMES, deprecated_name
-from gpuopt.defrag import DefragResult
 from gpuopt.errors import ProblemError, ProblemTypeError
-from gpuopt.gang import GangProblem, GangResult
-from gpuopt.placement import (
-    NodePlacementProblem,
-    NodePlacementResult,
-    TopologyProblem,
-    TopologyResult,
-)
-from gpuopt.preemption import PreemptionProblem, PreemptionResult
-from gpuopt.result import Result, Status
+
+#: The top-level names, each imported from its module on first use (``gpuopt.solve`` imports
+#: every method; ``import gpuopt``, and the command line's start, import none of them).
+NAMES: dict[str, str] = {
+    "progress": "gpuopt.progress",
+    "AllocationProblem": "gpuopt.allocation",
+    "AllocationResult": "gpuopt.allocation",
+    "load_problem": "gpuopt.allocation",
+    "parse_problem": "gpuopt.allocation",
+    "METHODS": "gpuopt.api",
+    "evaluate": "gpuopt.api",
+    "options_of": "gpuopt.api",
+    "solve": "gpuopt.api",
+    "violations": "gpuopt.api",
+    "Cluster": "gpuopt.cluster",
+    "Request": "gpuopt.cluster",
+    "load_cluster": "gpuopt.cluster",
+    "parse_cluster": "gpuopt.cluster",
+    "parse_request": "gpuopt.cluster",
+    "DefragResult": "gpuopt.defrag",
+    "GangProblem": "gpuopt.gang",
+    "GangResult": "gpuopt.gang",
+    "NodePlacementProblem": "gpuopt.placement",
+    "NodePlacementResult": "gpuopt.placement",
+    "TopologyProblem": "gpuopt.placement",
+    "TopologyResult": "gpuopt.placement",
+    "PreemptionProblem": "gpuopt.preemption",
+    "PreemptionResult": "gpuopt.preemption",
+    "Result": "gpuopt.result",
+    "Status": "gpuopt.result",
+}
 
 # What the lazy attributes below are, for type checkers. Not the command line:
 # gpuopt.cli.app reads __version__ from here, and the two must not import each other.
@@ -66,10 +82,24 @@ if TYPE_CHECKING:
     from gpuopt import placement as placement
     from gpuopt import planning as planning
     from gpuopt import preemption as preemption
+    from gpuopt import progress as progress
     from gpuopt import readers as readers
     from gpuopt import sharing as sharing
     from gpuopt import simulate as simulate
     from gpuopt import solvers as solvers
+    from gpuopt.allocation import AllocationProblem, AllocationResult, load_problem, parse_problem
+    from gpuopt.api import METHODS, evaluate, options_of, solve, violations
+    from gpuopt.cluster import Cluster, Request, load_cluster, parse_cluster, parse_request
+    from gpuopt.defrag import DefragResult
+    from gpuopt.gang import GangProblem, GangResult
+    from gpuopt.placement import (
+        NodePlacementProblem,
+        NodePlacementResult,
+        TopologyProblem,
+        TopologyResult,
+    )
+    from gpuopt.preemption import PreemptionProblem, PreemptionResult
+    from gpuopt.result import Result, Status
 
 #: The version of this gpuopt.
 __version__ = "0.1.0"
@@ -102,8 +132,16 @@ def __getattr__(name: str) -> Any:
     """A subpackage, imported on first use (``gpuopt.planning`` after ``import gpuopt``), or an
     old name of the cluster model (``DefragProblem``) or of a result (``MigrationPlan``),
     with a ``DeprecationWarning``."""
+    where = NAMES.get(name)
+    if where is not None:
+        found = importlib.import_module(where)
+        value = found if where == f"gpuopt.{name}" else getattr(found, name)
+        globals()[name] = value  # the next use is a plain attribute
+        return value
     if name in SUBPACKAGES:
         return importlib.import_module(f"gpuopt.{name}")
+    from gpuopt.cluster.model import DEPRECATED_NAMES, deprecated_name
+
     if name in DEPRECATED_NAMES:  # old names of the cluster model, one release
         return deprecated_name("gpuopt", name)
     if name in OLD_RESULT_NAMES:  # old names of the results, one release
@@ -113,7 +151,7 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     """The module's names and its subpackages, imported or not."""
-    return sorted(set(globals()) | set(SUBPACKAGES))
+    return sorted(set(globals()) | set(NAMES) | set(SUBPACKAGES))
 
 
 __all__ = [

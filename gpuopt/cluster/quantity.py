@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 from gpuopt.errors import short
 
@@ -76,6 +77,14 @@ def parse_quantity(value: str | int | float) -> Fraction:
         return Fraction(repr(value))
     if not isinstance(value, str):
         raise ValueError(f"{short(value)} is not a Kubernetes quantity")
+    return _parse_text(value)
+
+
+@lru_cache(maxsize=8192)
+def _parse_text(value: str) -> Fraction:
+    """:func:`parse_quantity` of a string. A cluster writes the same few quantities on
+    thousands of devices, nodes and pods, and a Fraction is slow to build, so the values
+    are kept (Fractions are immutable; a text that is no quantity raises every time)."""
     match = _QUANTITY.fullmatch(value.strip())
     if match is None:
         raise ValueError(f"{short(value)} is not a Kubernetes quantity")
