@@ -183,6 +183,15 @@ def score_violations(names: Sequence[str], result: Sequence[Mapping[str, Any]]) 
     return found
 
 
+def _gangs(cluster: Cluster) -> dict[str, list[Task]]:
+    """The running gangs' members, by gang (C8)."""
+    members: dict[str, list[Task]] = {}
+    for task in cluster.tasks:
+        if task.gang is not None:
+            members.setdefault(task.gang, []).append(task)
+    return members
+
+
 def preemption_violations(
     cluster: Cluster,
     ask: Ask,
@@ -191,11 +200,15 @@ def preemption_violations(
 ) -> list[str]:
     """Breaches of E6 in an ``ExtenderPreemptionResult`` (``proposed``: node -> victim UIDs
     the scheduler sent): kept nodes were proposed, victims are among the proposed ones,
-    below the pod's priority and movable, they make room, and none of them is needed."""
+    below the pod's priority and movable, they make room, none of them is needed, and
+    none stops a running gang beyond its allowance that has a member never stopped (P13:
+    stopping it there stops every member)."""
     found: list[str] = []
     by_uid = {task.uid: task for task in cluster.tasks if task.uid}
     fixed = cluster.index.fixed
     budgets = budget_allowance(cluster)
+    minimum = {gang.id: gang.min_member for gang in cluster.gangs}
+    gangs = _gangs(cluster)
     for node, entry in (result.get("NodeNameToMetaVictims") or {}).items():
         if node not in proposed:
             found.append(f"E6: node {node} was not proposed")
@@ -218,6 +231,19 @@ def preemption_violations(
             if Judge(cluster, ask, rest).why_not(node) is None:
                 found.append(f"E6: on node {node} victim {task.id} is not needed")
         ids = {t.id for t in victims}
+        for gang, members in gangs.items():
+            stopped = len(ids & {t.id for t in members})
+            if stopped <= max(0, len(members) - minimum.get(gang, len(members))):
+                continue
+            for task in members:
+                if task.id in fixed or (
+                    priority_value(task.priority, cluster.hp_priority) >= ask.priority
+                ):
+                    found.append(
+                        f"E6: on node {node} the victims stop gang {gang} below its "
+                        f"min_member, but its member {task.id} is never stopped (P13)"
+                    )
+                    break
         violations = sum(max(0, len(ids & set(members)) - n) for _, members, n in budgets)
         if entry.get("NumPDBViolations") != violations:
             found.append(

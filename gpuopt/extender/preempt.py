@@ -5,7 +5,10 @@ agrees with: never a pod at or above the pod's priority or one the model
 never stops (K8, as ``gpuopt preempt``), shrunk by :func:`cheapest_victims`
 to the subset of least PodDisruptionBudget violations, then least lost
 work (GPUs x time since the last checkpoint), then fewest pods, that still
-makes room (judged by :func:`gpuopt.extender.fit.refusal_after`).
+makes room (judged by :func:`gpuopt.extender.fit.refusal_after`). A subset that
+stops more members of a running gang than its allowance stops the whole gang (P13 of
+``models/preemption.md``): it is priced at every member's lost work and pods, and is
+allowed only when every member may be stopped (E6.3).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ DROP_REASONS = {
     "higher-priority": "needed victims not of lower priority",
     "budget": "budget exhausted",
     "protected": "needed victims never stopped (K8)",
+    "gang": "needed victims stop a gang with a member never stopped (P13)",
 }
 #: Why a request got no victims on any node: label -> words of the log line.
 EMPTY_REASONS = {
@@ -62,6 +66,82 @@ def budget_violations(chosen: Iterable[Task], allowance: Allowance) -> int:
     return sum(max(0, len(ids & members) - allowed) for _, members, allowed in allowance)
 
 
+def lost_work(task: Task, now: float) -> float:
+    """``gpus * (now - last checkpoint)`` (else the start time); infinite with neither."""
+    checkpoint = task.checkpoint
+    if checkpoint is None:
+        return math.inf
+    return task.gpus * max(0.0, now - checkpoint)
+
+
+@dataclass(frozen=True)
+class RunningGang:
+    """A running gang (C8) as the review prices it (P13): how many members may stop alone
+    (``allowance``), the lost work and pods of stopping it whole, and the first member that
+    may not be stopped (None when every member may)."""
+
+    allowance: int
+    loss: float
+    pods: int
+    blocker: str | None
+
+
+def running_gangs(
+    cluster: Cluster, ask: Ask, fixed: Mapping[str, str], now: float
+) -> dict[str, RunningGang]:
+    """Every running gang of ``cluster`` by id, for a pod asking with ``ask``'s priority: a
+    member may be stopped when it is below that priority and not fixed (K8)."""
+    listed = {gang.id: gang.min_member for gang in cluster.gangs}
+    members: dict[str, list[Task]] = {}
+    for task in cluster.tasks:
+        if task.gang is not None:
+            members.setdefault(task.gang, []).append(task)
+    hp = cluster.hp_priority
+    found = {}
+    for gang, tasks in members.items():
+        blocker = next(
+            (
+                t.id
+                for t in tasks
+                if t.id in fixed or priority_value(t.priority, hp) >= ask.priority
+            ),
+            None,
+        )
+        found[gang] = RunningGang(
+            allowance=max(0, len(tasks) - listed.get(gang, len(tasks))),
+            loss=sum(lost_work(t, now) for t in tasks),
+            pods=len(tasks),
+            blocker=blocker,
+        )
+    return found
+
+
+def gang_cost(
+    chosen: Iterable[Task], gangs: Mapping[str, RunningGang], now: float
+) -> tuple[float, int] | None:
+    """The lost work and pods of stopping ``chosen`` (P13: a gang stopped beyond its
+    allowance counts every member), or None when that would stop a gang a member of which
+    may not be stopped."""
+    loss, pods = 0.0, 0
+    per_gang: Counter[str] = Counter()
+    mine: dict[str, float] = {}
+    for task in chosen:
+        work = lost_work(task, now)
+        if task.gang is not None and task.gang in gangs:
+            per_gang[task.gang] += 1
+            mine[task.gang] = mine.get(task.gang, 0.0) + work
+        loss += work
+        pods += 1
+    for gang, count in per_gang.items():
+        facts = gangs[gang]
+        if count > facts.allowance:
+            if facts.blocker is not None:
+                return None
+            loss += facts.loss - mine[gang]
+            pods += facts.pods - count
+    return loss, pods
+
+
 def cheapest_victims(
     state: State,
     ask: Ask,
@@ -69,22 +149,23 @@ def cheapest_victims(
     allowed: Sequence[Task],
     allowance: Allowance,
     now: float,
+    gangs: Mapping[str, RunningGang] | None = None,
 ) -> list[Task] | None:
     """The subset of ``allowed`` of least (budget violations, lost work, pods) after which the
-    pod fits on the node at ``pos`` (E6.3), or None when none does.
+    pod fits on the node at ``pos`` (E6.3), or None when none does. With ``gangs``
+    (:func:`running_gangs`), a subset is priced and allowed as :func:`gang_cost` says.
 
     Exhaustive up to :data:`EXACT_VICTIMS` victims; above, cheapest first until the pod
-    fits, then each victim dropped again, most expensive first, while it still fits.
+    fits, then each victim dropped again, most expensive first, while it still fits (a
+    victim that would stop a gang that may not stop is passed over).
     """
+    gangs = gangs or {}
 
-    def loss(task: Task) -> float:
-        checkpoint = task.checkpoint
-        if checkpoint is None:
-            return math.inf
-        return task.gpus * max(0.0, now - checkpoint)
-
-    def key(chosen: Sequence[Task]) -> tuple[int, float, int]:
-        return (budget_violations(chosen, allowance), sum(loss(t) for t in chosen), len(chosen))
+    def key(chosen: Sequence[Task]) -> tuple[int, float, int] | None:
+        cost = gang_cost(chosen, gangs, now)
+        if cost is None:
+            return None
+        return (budget_violations(chosen, allowance), cost[0], cost[1])
 
     def fits(chosen: Sequence[Task]) -> bool:
         return refusal_after(state, ask, pos, {t.id for t in chosen}) is None
@@ -95,19 +176,20 @@ def cheapest_victims(
         for size in range(len(allowed) + 1):
             for subset in itertools.combinations(allowed, size):
                 k = key(subset)
-                if best_key is not None and k >= best_key:
+                if k is None or (best_key is not None and k >= best_key):
                     continue
                 if fits(subset):
                     best, best_key = list(subset), k
         return best
     chosen: list[Task] = []
-    for task in sorted(allowed, key=lambda t: (loss(t), t.id)):
+    for task in sorted(allowed, key=lambda t: (lost_work(t, now), t.id)):
         if fits(chosen):
             break
-        chosen.append(task)
+        if key([*chosen, task]) is not None:
+            chosen.append(task)
     if not fits(chosen):
         return None
-    for task in sorted(chosen, key=lambda t: (-loss(t), t.id)):  # shrink
+    for task in sorted(chosen, key=lambda t: (-lost_work(t, now), t.id)):  # shrink
         trial = [t for t in chosen if t is not task]
         if fits(trial):
             chosen = trial
@@ -152,7 +234,12 @@ def _proposed_tasks(
 
 
 def _why_no_room(
-    state: State, ask: Ask, pos: int, proposed: list[Task], allowed: list[Task]
+    state: State,
+    ask: Ask,
+    pos: int,
+    proposed: list[Task],
+    allowed: list[Task],
+    gangs: Mapping[str, RunningGang],
 ) -> tuple[str, str]:
     """Why no subset of the ``allowed`` victims makes room on the node at ``pos``: the pod
     would not fit even with every ``proposed`` victim stopped (``no-room``), else the kind of
@@ -164,6 +251,22 @@ def _why_no_room(
     everyone = refusal_after(state, ask, pos, {t.id for t in proposed})
     if everyone is not None:
         return "no-room", f"stopping every proposed victim leaves no room ({everyone})"
+    if refusal_after(state, ask, pos, {t.id for t in allowed}) is None:
+        # the allowed victims make room, but every subset that does stops a gang beyond its
+        # allowance that has a member gpuopt never stops (P13)
+        blocked = sorted(
+            {
+                f"{t.gang} ({facts.blocker})"
+                for t in allowed
+                if t.gang is not None
+                and (facts := gangs.get(t.gang)) is not None
+                and facts.blocker is not None
+            }
+        )
+        return "gang", (
+            f"room on node {node} stops gangs that have members gpuopt does not stop: "
+            + ", ".join(blocked)
+        )
     hp = state.cluster.hp_priority
     kinds: dict[str, list[Task]] = {"higher-priority": [], "budget": [], "protected": []}
     chosen = {t.id for t in allowed}
@@ -197,6 +300,7 @@ def review(
     """E6 on every node of ``proposals`` (at ``positions`` in ``state``)."""
     found = Review()
     allowance = budget_allowances(state.cluster)
+    gangs = running_gangs(state.cluster, ask, state.fixed, now)
     hp = state.cluster.hp_priority
     for pos, (node, (uids, pods, _)) in zip(positions, proposals.items(), strict=True):
         tasks = _proposed_tasks(state, node, uids, pods)
@@ -211,9 +315,9 @@ def review(
             for t in tasks
             if t.id not in state.fixed and priority_value(t.priority, hp) < ask.priority
         ]
-        choice = cheapest_victims(state, ask, pos, allowed, allowance, now)
+        choice = cheapest_victims(state, ask, pos, allowed, allowance, now, gangs)
         if choice is None:
-            found.dropped[node] = _why_no_room(state, ask, pos, tasks, allowed)
+            found.dropped[node] = _why_no_room(state, ask, pos, tasks, allowed, gangs)
             continue
         if not choice:  # kube-scheduler refuses a node without victims (E6)
             found.dropped[node] = (
@@ -232,8 +336,12 @@ __all__ = [
     "EXACT_VICTIMS",
     "Allowance",
     "Review",
+    "RunningGang",
     "budget_allowances",
     "budget_violations",
     "cheapest_victims",
+    "gang_cost",
+    "lost_work",
     "review",
+    "running_gangs",
 ]

@@ -48,3 +48,25 @@ def test_the_checker_catches_wrong_answers() -> None:
     daemon = {"NodeNameToMetaVictims": {"ok": {"Pods": [{"UID": "uid-daemon"}]}}}
     found = preemption_violations(snapshot, ask, {"ok": ["uid-daemon"]}, daemon)
     assert any("never stopped (daemonset)" in v for v in found)
+
+
+def test_the_checker_refuses_breaking_a_gang_it_may_not_stop_whole() -> None:
+    # g-0 on busy and g-1 on other are all or nothing (min_member 2); g-1 is above the pod's
+    # priority: stopping g-0 would stop g-1 too (P13), so the answer is refused
+    def snapshot(min_member: int):
+        return cluster(
+            [node("busy"), node("other")],
+            [
+                task("g-0", "busy", gpus=8, gang="g"),
+                task("g-1", "other", gpus=8, gang="g", priority=5_000),
+            ],
+            gangs=[{"id": "g", "min_member": min_member}],
+        )
+
+    result = {"NodeNameToMetaVictims": {"busy": {"Pods": [{"UID": "uid-g-0"}]}}}
+    for min_member, expected in ((2, 1), (1, 0)):
+        state = snapshot(min_member)
+        extender = Extender(state)
+        ask = extender.ask(pod(gpus=2), extender.state)
+        breaches = preemption_violations(state, ask, {"busy": ["uid-g-0"]}, result)
+        assert len([b for b in breaches if "gang g" in b]) == expected, breaches

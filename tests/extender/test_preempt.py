@@ -15,6 +15,7 @@ from gpuopt.extender.preempt import (
     budget_violations,
     cheapest_victims,
     review,
+    running_gangs,
 )
 from gpuopt.extender.state import State
 from tests.extender.conftest import NOW, cluster, node, pod, task
@@ -148,3 +149,130 @@ def test_review_keeps_lower_priority_victims_and_says_why_others_go() -> None:
 
 def test_an_empty_review_summary() -> None:
     assert Review().summary() == "0/0 nodes"
+
+
+def gang_cluster(min_member: int, *, vip_member: bool = False) -> Cluster:
+    # node n (8 GPUs) runs g-0 (2 GPUs, lost work 2 x 100 = 200), solo (2 GPUs, 2 x 250 = 500)
+    # and fill (4 GPUs, above the pod's priority); g-1 and g-2 (2 GPUs, 200 each) run on m
+    member = {"gang": "g"}
+    return cluster(
+        [node("n"), node("m")],
+        [
+            task("g-0", "n", gpus=2, last_checkpoint=NOW - 100, **member),
+            task("solo", "n", gpus=2, last_checkpoint=NOW - 250),
+            task("fill", "n", gpus=4, priority=5_000),
+            task("g-1", "m", gpus=2, last_checkpoint=NOW - 100, **member),
+            task(
+                "g-2",
+                "m",
+                gpus=2,
+                last_checkpoint=NOW - 100,
+                priority=5_000 if vip_member else 10,
+                **member,
+            ),
+        ],
+        gangs=[{"id": "g", "min_member": min_member}],
+    )
+
+
+def review_of(snapshot: Cluster, gpus: int = 2) -> Review:
+    state = State(snapshot, 0, "test")
+    ask = read_pod(pod(gpus=gpus), snapshot, {})
+    return review(state, ask, {"n": (["uid-g-0", "uid-solo"], None, 0)}, [0], NOW)
+
+
+def test_a_gang_stopped_below_its_min_member_costs_every_member() -> None:
+    # all or nothing (min_member 3): stopping g-0 stops g-1 and g-2 too, 600 of lost work
+    # and 3 pods, more than solo's 500: solo goes (alone, g-0 would have looked cheaper)
+    assert review_of(gang_cluster(3)).kept == {"n": (["uid-solo"], 0)}
+    # a gang that runs with 2 of its 3 pods lets g-0 stop alone: 200
+    assert review_of(gang_cluster(2)).kept == {"n": (["uid-g-0"], 0)}
+
+
+def test_a_gang_with_a_member_never_stopped_is_not_broken() -> None:
+    # g-2 is above the pod's priority: the gang may not stop whole, so g-0 may not stop; a
+    # 2-GPU pod still gets solo, a 4-GPU pod needs g-0 too and the node is dropped
+    snapshot = gang_cluster(3, vip_member=True)
+    assert review_of(snapshot).kept == {"n": (["uid-solo"], 0)}
+    found = review_of(snapshot, gpus=4)
+    assert found.kept == {}
+    reason, detail = found.dropped["n"]
+    assert reason == "gang" and "g (ml/g-2)" in detail
+    # with a min_member of 2, g-0 stops alone and the 4-GPU pod gets both
+    assert review_of(gang_cluster(2, vip_member=True), gpus=4).kept == {
+        "n": (["uid-g-0", "uid-solo"], 0)
+    }
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_gang_prices_against_a_brute_force(seed: int) -> None:
+    # random members of two gangs and lone tasks on one node, other members elsewhere: the
+    # chosen set is legal (P13) and no legal fitting set is cheaper, priced from scratch
+    import random
+
+    rng = random.Random(seed)
+    gangs = {"a": rng.randint(1, 3), "b": rng.randint(1, 3)}  # min_member
+    local, remote = [], []
+    for i in range(rng.randint(3, 7)):
+        gang = rng.choice([None, "a", "b"])
+        fields = {"gang": gang} if gang else {}
+        local.append(
+            task(
+                f"t{i}",
+                "n",
+                gpus=rng.randint(1, 2),
+                last_checkpoint=NOW - rng.choice((50, 100, 300)),
+                **fields,
+            )
+        )
+    for gang in gangs:
+        for j in range(rng.randint(0, 2)):
+            vip = rng.random() < 0.2
+            remote.append(
+                task(
+                    f"{gang}{j}",
+                    "m",
+                    gpus=1,
+                    last_checkpoint=NOW - 70,
+                    priority=5_000 if vip else 10,
+                    gang=gang,
+                )
+            )
+    held = sum(t["gpus"] for t in local)
+    snapshot = cluster(
+        [node("n", gpus=held + 1), node("m")],
+        local + remote,
+        gangs=[{"id": g, "min_member": m} for g, m in gangs.items()],
+    )
+    want = rng.randint(2, held + 1)
+    state = State(snapshot, 0, "test")
+    ask = read_pod(pod(gpus=want), snapshot, {})
+    on_n = [t for t in snapshot.tasks if t.node == "n"]
+    members = {g: [t for t in snapshot.tasks if t.gang == g] for g in gangs}
+
+    def priced(chosen: tuple[Task, ...]) -> tuple[float, int] | None:
+        loss = {t.id: t.gpus * (NOW - (t.checkpoint or 0)) for t in snapshot.tasks}
+        stopped = {t.id for t in chosen}
+        for g, tasks in members.items():
+            if len([t for t in tasks if t.id in stopped]) > max(0, len(tasks) - gangs[g]):
+                if any(t.priority >= 100 for t in tasks):
+                    return None
+                stopped |= {t.id for t in tasks}
+        return (sum(loss[i] for i in stopped), len(stopped))
+
+    best = min(
+        (
+            cost
+            for size in range(len(on_n) + 1)
+            for subset in itertools.combinations(on_n, size)
+            if sum(t.gpus for t in subset) + 1 >= want and (cost := priced(subset)) is not None
+        ),
+        default=None,
+    )
+    chosen = cheapest_victims(
+        state, ask, 0, on_n, [], NOW, running_gangs(snapshot, ask, state.fixed, NOW)
+    )
+    if best is None:
+        assert chosen is None
+    else:
+        assert chosen is not None and priced(tuple(chosen)) == best
