@@ -115,6 +115,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from gpuopt._compat import moved_names
 from gpuopt.calendar.podtimes import (
     REQUIRED_LEVEL,
     PodTimes,
@@ -765,3 +766,7 @@ __all__ = [
     "tick_time",
     "waiting_jobs",
 ]
+
+#: The pod-time reading moved to :mod:`gpuopt.calendar.podtimes`: its other names resolve
+#: from here for one release, with a ``DeprecationWarning``.
+__getattr__ = moved_names(__name__, "gpuopt.calendar.podtimes")

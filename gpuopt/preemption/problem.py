@@ -856,12 +856,19 @@ __all__ = [
     "task_columns",
 ]
 
+#: The array view's names moved to :mod:`gpuopt.preemption.index` (one release, with a
+#: ``DeprecationWarning``).
+_INDEX_NAMES = ("HP_NODE", "IDLE", "LP_NODE", "Holding", "LPSegments")
+
 #: The state's own node and task records are gone (the problem's data is a Cluster): the
 #: old names resolve to the cluster's items, and the old ``Request`` to
 #: :class:`PreemptionRequest` (a cluster request), one release, with a ``DeprecationWarning``.
 __getattr__ = moved_names(
     __name__,
     "gpuopt.cluster.items",
-    {"Request": f"{__name__}.PreemptionRequest"},
-    names={"Node", "Task", "Request"},
+    {
+        "Request": f"{__name__}.PreemptionRequest",
+        **{name: f"gpuopt.preemption.index.{name}" for name in _INDEX_NAMES},
+    },
+    names={"Node", "Task", "Request", *_INDEX_NAMES},
 )
