@@ -13,6 +13,7 @@ from typing import Any
 
 from gpuopt.allocation.problem import MAX_STEPS
 from gpuopt.calendar.podtimes import AnnotationReader, kube_objects, parse_time
+from gpuopt.cluster.model import Cluster, Pending, Task
 from gpuopt.errors import ProblemError, short
 
 #: Annotations the grid reads (G3-G5).
@@ -160,6 +161,41 @@ def _gpus_of(spec: Any) -> int:
     return total
 
 
+def _pod_facts(
+    notes: AnnotationReader, annotations: Mapping[str, Any], owner: str, position: int
+) -> PodFacts:
+    """One pod's :class:`PodFacts` from its annotations."""
+    indices = notes.read(annotations, GPU_INDICES, _counts, owner=owner)
+    return PodFacts(
+        position=position,
+        kind=notes.read(annotations, KIND, _kind, owner=owner),
+        value=notes.read(annotations, VALUE, _number, owner=owner),
+        deadline=notes.read(annotations, DEADLINE, parse_time, owner=owner),
+        gpu_indices=None if indices is None else tuple(indices),
+        speeds=notes.read(annotations, MODEL_SPEEDS, parse_speeds, owner=owner),
+    )
+
+
+def cluster_facts(cluster: Cluster, report: Any, *, strict: bool = False) -> dict[str, PodFacts]:
+    """The :class:`PodFacts` of every running task and waiting pod of ``cluster``, read from
+    the ``annotations`` the cluster model keeps (a ``gpuopt snapshot`` of kubectl output keeps
+    them), as :func:`read_grid_facts` reads the pods themselves; positions in the
+    cluster's order, tasks first. ``report`` counts a bad annotation (``bad-annotation``).
+
+    >>> from gpuopt.cluster.model import Cluster, Pending, Task
+    >>> cluster = Cluster(nodes=[{"id": "n", "gpus": 8, "cpus": 8}], tasks=[], pending=[
+    ...     {"id": "ml/p", "gpus": 1, "annotations": {"gpuopt.io/kind": "batch_inference"}}])
+    >>> cluster_facts(cluster, None)["ml/p"].kind
+    'batch_inference'
+    """
+    notes = AnnotationReader(report, strict)
+    pods: list[Task | Pending] = [*cluster.tasks, *cluster.pending]
+    return {
+        pod.id: _pod_facts(notes, pod.annotations, f"pod {pod.id}", position)
+        for position, pod in enumerate(pods)
+    }
+
+
 def read_grid_facts(
     decoded: Sequence[Any], report: Any, *, strict: bool = False
 ) -> tuple[dict[str, PodFacts], list[Service], list[Any]]:
@@ -218,16 +254,8 @@ def read_grid_facts(
             if any(service.picks(namespace, labels) for service in services):
                 report.service_pods += 1
                 continue
-            owner = f"pod {namespace}/{name}"
-            indices = notes.read(annotations, GPU_INDICES, _counts, owner=owner)
-            facts[f"{namespace}/{name}"] = PodFacts(
-                position=position,
-                kind=notes.read(annotations, KIND, _kind, owner=owner),
-                value=notes.read(annotations, VALUE, _number, owner=owner),
-                deadline=notes.read(annotations, DEADLINE, parse_time, owner=owner),
-                gpu_indices=None if indices is None else tuple(indices),
-                speeds=notes.read(annotations, MODEL_SPEEDS, parse_speeds, owner=owner),
-            )
+            pod = f"{namespace}/{name}"
+            facts[pod] = _pod_facts(notes, annotations, f"pod {pod}", position)
         kept.append(item)
     report.services = len(services)
     return facts, services, kept

@@ -132,10 +132,17 @@ from gpuopt.calendar.facts import (
     GPU_SPEED_LABEL,
     PodFacts,
     Service,
+    cluster_facts,
     parse_speeds,
     read_grid_facts,
 )
-from gpuopt.calendar.podtimes import NOT_BEFORE, PodTimes, kubernetes_input, pod_times
+from gpuopt.calendar.podtimes import (
+    NOT_BEFORE,
+    PodTimes,
+    cluster_times,
+    kubernetes_input,
+    pod_times,
+)
 from gpuopt.calendar.problem import CalendarProblem
 from gpuopt.cluster.model import Cluster
 from gpuopt.errors import ProblemError, short
@@ -290,17 +297,26 @@ def grid_from_cluster(
     facts: Mapping[str, PodFacts] | None = None,
     services: Sequence[Service] = (),
     report: GridReport | None = None,
+    strict: bool = False,
 ) -> AllocationProblem:
     """The allocation scenario of ``cluster`` (a ``gpuopt snapshot``, or what
     :func:`grid_from_kubernetes` read), through its calendar (G1-G8).
 
-    ``times``, ``facts`` and ``services`` are what only Kubernetes objects say
+    ``times`` and ``facts`` are what the pods' annotations say
     (:func:`~gpuopt.calendar.podtimes.pod_times`,
-    :func:`~gpuopt.calendar.facts.read_grid_facts`; a snapshot has none), and
-    ``report`` is filled in.
+    :func:`~gpuopt.calendar.facts.read_grid_facts`); without them they are read from
+    the annotations the cluster model keeps (:func:`~gpuopt.calendar.podtimes.cluster_times`,
+    :func:`~gpuopt.calendar.facts.cluster_facts`; ``strict`` refuses a bad one), so the
+    grid of a ``gpuopt snapshot`` of kubectl output is the grid of that output.
+    ``services`` are the realtime services of annotated Deployments, which only the
+    Kubernetes objects carry; ``report`` is filled in.
     """
     given = settings if settings is not None else GridSettings()
     report = report if report is not None else GridReport()
+    if times is None:
+        times = cluster_times(cluster, strict=strict, report=report.calendar)
+    if facts is None:
+        facts = cluster_facts(cluster, report, strict=strict)
     calendar, built = from_cluster_report(
         cluster,
         horizon=given.horizon,

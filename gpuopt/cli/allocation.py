@@ -139,7 +139,12 @@ def _grid(path: str, raw: Any, args: argparse.Namespace | None, kept: dict[str, 
     )
     if raw is not None and "nodes" in raw and not _kubernetes(raw):
         report = GridReport()
-        problem = grid_from_cluster(parse_cluster(raw, source=path), settings, report=report)
+        problem = grid_from_cluster(
+            parse_cluster(raw, source=path),
+            settings,
+            report=report,
+            strict=bool(_flag(args, "strict")),
+        )
     else:
         problem, report = grid_from_kubernetes(
             raw if raw is not None else path, settings, strict=bool(_flag(args, "strict"))

@@ -521,3 +521,40 @@ def test_what_to_do_now_leaves_a_pod_with_dra_claims_to_kube_scheduler() -> None
     ((comment, item),) = grid_actions(grid, plan, report)
     assert item is None
     assert "ml/wait on n1; no Binding: kube-scheduler binds it" in comment
+
+
+def test_a_snapshot_gives_the_grid_of_the_objects_it_was_taken_from() -> None:
+    """The pods' grid annotations (gpu-indices, kind, value, deadline) and time annotations
+    (expected-end, walltime) are kept in a ``gpuopt snapshot`` (the cluster model's
+    ``annotations``), so the grid of the snapshot is the grid of the kubectl objects."""
+    from gpuopt.calendar.grid import GridReport, grid_from_cluster
+    from gpuopt.cluster.model import Cluster
+
+    objects = cluster(
+        node("a", 4),
+        node("b", 4),
+        pod(
+            "old",
+            2,
+            {GPU_INDICES: "2,3", "gpuopt.io/expected-end": "2026-01-01T03:00:00Z"},
+            nodeName="a",
+            status={"phase": "Running", "startTime": "2025-12-31T22:30:00Z"},
+        ),
+        pod("three", 3, {"gpuopt.io/walltime": "90m", VALUE: "4", KIND: "quantization"}),
+        pod("due", 2, {"gpuopt.io/deadline": "2026-01-01T04:00:00Z", "gpuopt.io/walltime": "2h"}),
+        pod("bad", 1, {VALUE: "lots"}),
+    )
+    settings = GridSettings(horizon=6 * 3600)
+    direct, _ = grid_from_kubernetes(objects, settings)
+    read, _ = read_kubernetes(objects)
+    snapshot = Cluster.model_validate_json(read.to_json())
+    report = GridReport()
+    again = grid_from_cluster(snapshot, settings, report=report)
+    same_tasks(direct, again)
+    tasks = {task.id: task for task in again.tasks}
+    assert tasks["ml/old"].running is not None and tasks["ml/old"].running.first_gpu == 2
+    assert (tasks["ml/three"].priority, tasks["ml/three"].kind) == (4.0, "quantization")
+    assert tasks["ml/due"].deadline == 4
+    assert report.ignored["bad-annotation"] == 1  # counted, and read as absent
+    with pytest.raises(ProblemError, match=r"pod ml/bad: annotation gpuopt\.io/value"):
+        grid_from_cluster(snapshot, settings, strict=True)
