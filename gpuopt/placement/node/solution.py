@@ -44,6 +44,7 @@ from gpuopt._compat import old_result_names
 from gpuopt.cluster.devicecheck import DeviceLedger
 from gpuopt.cluster.interconnect import bandwidth_known, node_bandwidth
 from gpuopt.cluster.model import SCALE, Cluster, scaled
+from gpuopt.cluster.rules import refusals
 from gpuopt.cluster.shares import MILLI
 from gpuopt.placement.node.problem import (
     NodePlacementProblem,
@@ -125,6 +126,19 @@ class _CheckedNode:
     gpu_left: list[int] | None
     cpus_free: int  # thousandths
     memory_free: int | None  # thousandths; None: the node states no memory
+
+
+def _not_admitted(problem: NodePlacementProblem, node_id: str) -> str:
+    """Why the placement's node is none the request may use: the rule that keeps the request
+    from it (K1-K4), it has no GPU, or it is not a node of the cluster."""
+    cluster: Cluster = problem.cluster
+    pos = cluster.index.node_pos.get(node_id)
+    if pos is None:
+        return f"N1: node {node_id!r} is not in the problem"
+    why = refusals(cluster, problem.request)[pos]
+    if why is not None:
+        return f"N1: the request may not use node {node_id!r}: {why}"
+    return f"N1: node {node_id!r} has no GPU and no device for the request"
 
 
 def _checked_nodes(problem: NodePlacementProblem) -> list[_CheckedNode]:
@@ -236,7 +250,7 @@ def violations(problem: NodePlacementProblem, placement: NodePlacementResult) ->
     nodes = _checked_nodes(problem)
     node = next((n for n in nodes if n.id == placement.node), None)
     if node is None:
-        return [*found, f"N1: node {placement.node!r} is not in the problem"]
+        return [*found, _not_admitted(problem, placement.node)]
     found.extend(_node_violations(problem, node, placement))
     if request.claims:  # DF1-DF8: the request's claims fit the devices the node has free
         reasons, _ = DeviceLedger(problem.cluster).fit(request.claims, node.id)

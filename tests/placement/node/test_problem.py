@@ -196,7 +196,13 @@ def test_nodes_the_request_may_not_use_are_outside_the_view_and_the_checker() ->
     assert problem.index.node_ids == [n.id for n in problem.nodes] == ["open"]
     assert legal(problem).node == "open"
     wrong = NodePlacementResult(node="closed", gpus=[0], request="job")
-    assert violations(problem, wrong) == ["N1: node 'closed' is not in the problem"]
+    assert violations(problem, wrong) == [
+        "N1: the request may not use node 'closed': K1: node closed is cordoned (unschedulable)"
+    ]
+    cpu = NodePlacementResult(node="cpu", gpus=[0], request="job")
+    assert violations(problem, cpu) == ["N1: node 'cpu' has no GPU and no device for the request"]
+    nowhere = NodePlacementResult(node="gone", gpus=[0], request="job")
+    assert violations(problem, nowhere) == ["N1: node 'gone' is not in the problem"]
 
 
 def test_old_record_names_warn() -> None:
