@@ -3,8 +3,9 @@
 Each command module (``allocation``, ``check``, ``defrag``, ...) has
 ``add_commands(commands)``; :func:`build_parser` imports them (here, not at
 the top, so that ``gpuopt.cli.common`` loads without them) and calls them in
-the order of ``gpuopt --help``. To add a command, write a module beside them
-and add it to that list; a command that solves a problem is a
+the order of ``gpuopt --help`` (:data:`MODULES`); :func:`main` builds only the
+module of the command it runs (:data:`COMMAND_MODULES`). To add a command, write
+a module beside them and add it to both; a command that solves a problem is a
 :class:`gpuopt.cli.common.SolveCommand` in the module's ``SOLVE_COMMANDS``
 (its ``run`` built on :func:`gpuopt.cli.common.solve_command`), which the
 module's ``add_commands`` hands to :func:`gpuopt.cli.common.add_solve_commands`.
@@ -13,6 +14,7 @@ module's ``add_commands`` hands to :func:`gpuopt.cli.common.add_solve_commands`.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
@@ -25,47 +27,67 @@ from gpuopt.cli.common import (
 )
 from gpuopt.errors import ProblemError
 
+#: The command modules of ``gpuopt.cli``, in the order of ``gpuopt --help``.
+MODULES = (
+    "allocation",
+    "check",
+    "defrag",
+    "placement",
+    "mig",
+    "planning",
+    "calendar",
+    "estimate",
+    "forecast",
+    "replay",
+    "serve",
+    "controller",
+)
+#: Each command's module (what that module's ``add_commands`` adds): :func:`main` builds the
+#: parser of the one module a command needs, so that a command does not wait for the
+#: imports of every other (readers, the extender, the live cluster). A test holds this to
+#: what the modules add.
+COMMAND_MODULES = {
+    "allocate": "allocation",
+    "bench": "allocation",
+    "generate": "allocation",
+    "check": "check",
+    "defrag": "defrag",
+    "diagnose": "defrag",
+    "snapshot": "defrag",
+    "place": "placement",
+    "topology": "placement",
+    "preempt": "placement",
+    "mig": "mig",
+    "rolling": "planning",
+    "calendar": "calendar",
+    "estimate": "estimate",
+    "calibrate": "estimate",
+    "forecast": "forecast",
+    "replay": "replay",
+    "serve": "serve",
+    "controller": "controller",
+}
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of every ``gpuopt`` command (each sets ``run`` to its function)."""
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every ``gpuopt`` command (each sets ``run`` to its function), or with
+    ``command`` (a key of :data:`COMMAND_MODULES`) of the commands of its module only."""
     from gpuopt import __version__
-    from gpuopt.cli import (
-        allocation,
-        calendar,
-        check,
-        controller,
-        defrag,
-        estimate,
-        forecast,
-        mig,
-        placement,
-        planning,
-        replay,
-        serve,
-    )
 
     parser = Parser(
         prog="gpuopt", description="Decide how a shared GPU cluster's capacity is spent."
     )
     parser.add_argument("--version", action="version", version=f"gpuopt {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    modules = (
-        allocation,
-        check,
-        defrag,
-        placement,
-        mig,
-        planning,
-        calendar,
-        estimate,
-        forecast,
-        replay,
-        serve,
-        controller,
-    )
-    for module in modules:
-        module.add_commands(commands)
+    for name in MODULES if command is None else (COMMAND_MODULES[command],):
+        importlib.import_module(f"gpuopt.cli.{name}").add_commands(commands)
     return parser
+
+
+def _command(argv: Sequence[str] | None) -> str | None:
+    """The command ``argv`` runs when it names one first (else None: the whole parser)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    return words[0] if words and words[0] in COMMAND_MODULES else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -75,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     traceback, nothing written); Ctrl-C exits with 130, nothing written.
     """
     try:
-        parser = build_parser()
+        parser = build_parser(_command(argv))
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # usage errors (exit 2), --help and --version (exit 0)
@@ -93,4 +115,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
-__all__ = ["build_parser", "main"]
+__all__ = ["COMMAND_MODULES", "MODULES", "build_parser", "main"]

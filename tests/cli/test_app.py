@@ -134,3 +134,28 @@ def test_console_script_has_no_traceback(tmp_path: Path) -> None:
         == "gpuopt: error: " + f"{scenario}: task 'x': demand is required for a realtime task.\n"
     )
     assert done.stdout == ""
+
+
+def test_each_command_is_built_from_its_own_module() -> None:
+    """main builds only the module of the command it runs (COMMAND_MODULES): each module adds
+    exactly the commands the table gives it, and every command of the whole parser is there."""
+    from gpuopt.cli.app import COMMAND_MODULES, MODULES, build_parser
+
+    def commands(parser: argparse.ArgumentParser) -> list[str]:
+        [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        return list(sub.choices)
+
+    assert set(COMMAND_MODULES.values()) == set(MODULES)
+    assert sorted(commands(build_parser())) == sorted(COMMAND_MODULES)
+    for command, module in COMMAND_MODULES.items():
+        mine = sorted(c for c, m in COMMAND_MODULES.items() if m == module)
+        assert sorted(commands(build_parser(command))) == mine, command
+
+
+def test_a_command_runs_with_its_module_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuopt.cli.app import main
+
+    assert main(["generate", "--gpus", "8", "--tasks", "3", "--seed", "1"]) == 0
+    assert '"tasks"' in capsys.readouterr().out
+    assert main(["nonsense"]) == 2  # an unknown command gets the whole parser's message
+    assert "invalid choice" in capsys.readouterr().err
