@@ -1,152 +1,254 @@
 """One entry point for every problem: :func:`solve`, :func:`violations` and :func:`evaluate`.
 
-Each dispatches on the problem's type through a plain table
-(:data:`METHODS`, :data:`CHECKERS`), so one call serves allocation,
-defragmentation (the :class:`~gpuopt.cluster.Cluster` itself), switch- and
-node-level placement and preemption.
+Each dispatches on the problem's type through one table of import paths
+(:data:`KINDS`, read as :data:`METHODS`, :data:`ALIASES` and :data:`CHECKERS`),
+so one call serves allocation, defragmentation (the
+:class:`~gpuopt.cluster.Cluster` itself), switch- and node-level placement,
+preemption, gangs, calendars and MIG layouts, and imports the modules of its own
+problem only.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
-from collections.abc import Callable, Mapping
-from typing import Any, overload
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any, overload
 
 import gpuopt.progress
-from gpuopt.allocation.cpsat import solve_cpsat
-from gpuopt.allocation.fifo import solve_fifo
-from gpuopt.allocation.greedy import solve_greedy
-from gpuopt.allocation.lns import solve_lns
-from gpuopt.allocation.milp import solve_milp
-from gpuopt.allocation.problem import AllocationProblem
-from gpuopt.allocation.solution import AllocationResult
-from gpuopt.allocation.solution import evaluate as allocation_evaluate
-from gpuopt.allocation.solution import violations as allocation_violations
-from gpuopt.calendar.cpsat import solve_cpsat as calendar_cpsat
-from gpuopt.calendar.greedy import solve_conservative as calendar_conservative
-from gpuopt.calendar.greedy import solve_easy as calendar_easy
-from gpuopt.calendar.greedy import solve_fifo as calendar_fifo
-from gpuopt.calendar.greedy import solve_heuristic as calendar_heuristic
-from gpuopt.calendar.milp import solve_milp as calendar_milp
-from gpuopt.calendar.problem import CalendarProblem
-from gpuopt.calendar.solution import CalendarPlan
-from gpuopt.calendar.solution import evaluate as calendar_evaluate
-from gpuopt.calendar.solution import violations as calendar_violations
-from gpuopt.defrag.methods import ALIASES as DEFRAG_ALIASES
-from gpuopt.defrag.methods import METHODS as DEFRAG_METHODS
-from gpuopt.defrag.problem import Cluster
-from gpuopt.defrag.solution import DefragResult
-from gpuopt.defrag.solution import evaluate as defrag_evaluate
-from gpuopt.defrag.solution import violations as defrag_violations
 from gpuopt.errors import ProblemError, ProblemTypeError, short
-from gpuopt.gang.cpsat import solve_cpsat as gang_cpsat
-from gpuopt.gang.greedy import solve_heuristic as gang_heuristic
-from gpuopt.gang.milp import solve_milp as gang_milp
-from gpuopt.gang.problem import GangProblem
-from gpuopt.gang.solution import GangResult
-from gpuopt.gang.solution import evaluate as gang_evaluate
-from gpuopt.gang.solution import violations as gang_violations
-from gpuopt.mig.cpsat import solve_cpsat as mig_cpsat
-from gpuopt.mig.greedy import solve_first_fit as mig_first_fit
-from gpuopt.mig.greedy import solve_heuristic as mig_heuristic
-from gpuopt.mig.problem import MigProblem
-from gpuopt.mig.solution import MigResult
-from gpuopt.mig.solution import evaluate as mig_evaluate
-from gpuopt.mig.solution import violations as mig_violations
 from gpuopt.options import OPTIONS, check_option
-from gpuopt.placement.node.greedy import solve_binpack, solve_spread
-from gpuopt.placement.node.problem import NodePlacementProblem
-from gpuopt.placement.node.solution import NodePlacementResult
-from gpuopt.placement.node.solution import violations as node_violations
-from gpuopt.placement.switch.cpsat import solve_cpsat as topology_cpsat
-from gpuopt.placement.switch.greedy import solve_greedy as topology_greedy
-from gpuopt.placement.switch.milp import solve_milp as topology_milp
-from gpuopt.placement.switch.problem import TopologyProblem
-from gpuopt.placement.switch.solution import TopologyResult
-from gpuopt.placement.switch.solution import violations as topology_violations
-from gpuopt.preemption.cpsat import solve_cpsat as preemption_cpsat
-from gpuopt.preemption.dp import solve_exact
-from gpuopt.preemption.greedy import solve_heuristic
-from gpuopt.preemption.milp import solve_milp as preemption_milp
-from gpuopt.preemption.problem import PreemptionProblem
-from gpuopt.preemption.solution import ALIASES as PREEMPTION_ALIASES
-from gpuopt.preemption.solution import PreemptionResult
-from gpuopt.preemption.solution import evaluate as preemption_evaluate
-from gpuopt.preemption.solution import violations as preemption_violations
-from gpuopt.result import Result
+
+if TYPE_CHECKING:
+    from gpuopt.allocation.problem import AllocationProblem
+    from gpuopt.allocation.solution import AllocationResult
+    from gpuopt.calendar.problem import CalendarProblem
+    from gpuopt.calendar.solution import CalendarPlan
+    from gpuopt.defrag.problem import Cluster
+    from gpuopt.defrag.solution import DefragResult
+    from gpuopt.gang.problem import GangProblem
+    from gpuopt.gang.solution import GangResult
+    from gpuopt.mig.problem import MigProblem
+    from gpuopt.mig.solution import MigResult
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.node.solution import NodePlacementResult
+    from gpuopt.placement.switch.problem import TopologyProblem
+    from gpuopt.placement.switch.solution import TopologyResult
+    from gpuopt.preemption.problem import PreemptionProblem
+    from gpuopt.preemption.solution import PreemptionResult
+    from gpuopt.result import Result
 
 Solver = Callable[..., Any]
 
+
+@dataclass(frozen=True, eq=False)
+class Kind:
+    """One problem type of :func:`solve`, as import paths (``"module:name"``), so that the
+    table is read without importing any method: a call imports the modules of its own
+    problem only (the command line starts without the others).
+
+    ``methods``: method name -> its function, the first the default (every problem's
+    ``"heuristic"``), or the path of such a dict; ``aliases``: old name -> method name, or
+    the path of such a dict; ``checker`` and ``evaluator`` (or None) take
+    ``(problem, result)``; ``answer`` is what an answer is called in messages.
+    """
+
+    problem: str
+    methods: Mapping[str, str] | str
+    aliases: Mapping[str, str] | str
+    checker: str
+    evaluator: str | None
+    answer: str
+
+
+def _load(path: str) -> Any:
+    """The object at ``path`` (``"module:name"``), importing its module."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+#: The problem types, in the order :func:`solve` tries them: the one table of what it
+#: dispatches on (:data:`METHODS`, :data:`ALIASES`, :data:`CHECKERS` and
+#: :data:`ANSWER_NAMES` are read from it, each kind's modules imported on first use).
+KINDS: tuple[Kind, ...] = (
+    Kind(
+        "gpuopt.allocation.problem:AllocationProblem",
+        {
+            "heuristic": "gpuopt.allocation.greedy:solve_greedy",
+            "fifo": "gpuopt.allocation.fifo:solve_fifo",
+            "cpsat": "gpuopt.allocation.cpsat:solve_cpsat",
+            "milp": "gpuopt.allocation.milp:solve_milp",
+            "lns": "gpuopt.allocation.lns:solve_lns",
+        },
+        {"greedy": "heuristic"},
+        "gpuopt.allocation.solution:violations",
+        "gpuopt.allocation.solution:evaluate",
+        "grid",
+    ),
+    Kind(
+        "gpuopt.cluster.model:Cluster",
+        "gpuopt.defrag.methods:METHODS",
+        "gpuopt.defrag.methods:ALIASES",
+        "gpuopt.defrag.solution:violations",
+        "gpuopt.defrag.solution:evaluate",
+        "plan",
+    ),
+    Kind(
+        "gpuopt.placement.switch.problem:TopologyProblem",
+        {
+            "heuristic": "gpuopt.placement.switch.greedy:solve_greedy",
+            "milp": "gpuopt.placement.switch.milp:solve_milp",
+            "cpsat": "gpuopt.placement.switch.cpsat:solve_cpsat",
+        },
+        {"greedy": "heuristic"},
+        "gpuopt.placement.switch.solution:violations",
+        None,
+        "placement",
+    ),
+    Kind(
+        "gpuopt.placement.node.problem:NodePlacementProblem",
+        {
+            "heuristic": "gpuopt.placement.node.greedy:solve_binpack",
+            "spread": "gpuopt.placement.node.greedy:solve_spread",
+        },
+        {"binpack": "heuristic"},
+        "gpuopt.placement.node.solution:violations",
+        None,
+        "placement",
+    ),
+    Kind(
+        "gpuopt.preemption.problem:PreemptionProblem",
+        {
+            "heuristic": "gpuopt.preemption.greedy:solve_heuristic",
+            "dp": "gpuopt.preemption.dp:solve_exact",
+            "milp": "gpuopt.preemption.milp:solve_milp",
+            "cpsat": "gpuopt.preemption.cpsat:solve_cpsat",
+        },
+        "gpuopt.preemption.solution:ALIASES",
+        "gpuopt.preemption.solution:violations",
+        "gpuopt.preemption.solution:evaluate",
+        "decision",
+    ),
+    Kind(
+        "gpuopt.gang.problem:GangProblem",
+        {
+            "heuristic": "gpuopt.gang.greedy:solve_heuristic",
+            "cpsat": "gpuopt.gang.cpsat:solve_cpsat",
+            "milp": "gpuopt.gang.milp:solve_milp",
+        },
+        {"exact": "cpsat"},
+        "gpuopt.gang.solution:violations",
+        "gpuopt.gang.solution:evaluate",
+        "answer",
+    ),
+    Kind(
+        "gpuopt.calendar.problem:CalendarProblem",
+        {
+            "heuristic": "gpuopt.calendar.greedy:solve_heuristic",
+            "conservative": "gpuopt.calendar.greedy:solve_conservative",
+            "easy": "gpuopt.calendar.greedy:solve_easy",
+            "fifo": "gpuopt.calendar.greedy:solve_fifo",
+            "cpsat": "gpuopt.calendar.cpsat:solve_cpsat",
+            "milp": "gpuopt.calendar.milp:solve_milp",
+        },
+        {},
+        "gpuopt.calendar.solution:violations",
+        "gpuopt.calendar.solution:evaluate",
+        "plan",
+    ),
+    Kind(
+        "gpuopt.mig.problem:MigProblem",
+        {
+            "heuristic": "gpuopt.mig.greedy:solve_heuristic",
+            "first-fit": "gpuopt.mig.greedy:solve_first_fit",
+            "cpsat": "gpuopt.mig.cpsat:solve_cpsat",
+        },
+        {},
+        "gpuopt.mig.solution:violations",
+        "gpuopt.mig.solution:evaluate",
+        "layout",
+    ),
+)
+
+
+#: The defragmentation kind (its problem is the cluster itself; ``initial`` is a plan).
+DEFRAG = KINDS[1]
+
+
+def _is_defrag_result(value: object) -> bool:
+    from gpuopt.defrag.solution import DefragResult
+
+    return isinstance(value, DefragResult)
+
+
+@cache
+def _methods(kind: Kind) -> dict[str, Solver]:
+    if isinstance(kind.methods, str):
+        return dict(_load(kind.methods))
+    return {name: _load(path) for name, path in kind.methods.items()}
+
+
+@cache
+def _aliases(kind: Kind) -> dict[str, str]:
+    return dict(_load(kind.aliases) if isinstance(kind.aliases, str) else kind.aliases)
+
+
+@cache
+def _checkers(
+    kind: Kind,
+) -> tuple[Callable[[Any, Any], list[str]], Callable[[Any, Any], Any] | None]:
+    return _load(kind.checker), None if kind.evaluator is None else _load(kind.evaluator)
+
+
+class _Table(Mapping[type, Any]):
+    """A table by problem type read from :data:`KINDS`: a kind's entry is imported when it
+    is looked up, every kind's when the table is iterated."""
+
+    def __init__(self, entry: Callable[[Kind], Any]) -> None:
+        self._entry = entry
+
+    def __getitem__(self, problem_type: type) -> Any:
+        for kind in KINDS:
+            if _is_kind(problem_type, kind):
+                return self._entry(kind)
+        raise KeyError(problem_type)
+
+    def __iter__(self) -> Iterator[type]:
+        return (_load(kind.problem) for kind in KINDS)
+
+    def __len__(self) -> int:
+        return len(KINDS)
+
+
+def _is_kind(problem_type: type, kind: Kind) -> bool:
+    """Whether ``problem_type`` is ``kind``'s problem class (a class not imported yet is
+    not: ``problem_type`` itself is)."""
+    module, _, name = kind.problem.partition(":")
+    found = sys.modules.get(module)
+    return found is not None and getattr(found, name, None) is problem_type
+
+
 #: problem type -> method name -> function(problem, **options). The first is the
 #: default, and is every problem's ``"heuristic"``.
-METHODS: dict[type, dict[str, Solver]] = {
-    AllocationProblem: {
-        "heuristic": solve_greedy,
-        "fifo": solve_fifo,
-        "cpsat": solve_cpsat,
-        "milp": solve_milp,
-        "lns": solve_lns,
-    },
-    Cluster: dict(DEFRAG_METHODS),
-    TopologyProblem: {"heuristic": topology_greedy, "milp": topology_milp, "cpsat": topology_cpsat},
-    NodePlacementProblem: {"heuristic": solve_binpack, "spread": solve_spread},
-    PreemptionProblem: {
-        "heuristic": solve_heuristic,
-        "dp": solve_exact,
-        "milp": preemption_milp,
-        "cpsat": preemption_cpsat,
-    },
-    GangProblem: {"heuristic": gang_heuristic, "cpsat": gang_cpsat, "milp": gang_milp},
-    CalendarProblem: {
-        "heuristic": calendar_heuristic,
-        "conservative": calendar_conservative,
-        "easy": calendar_easy,
-        "fifo": calendar_fifo,
-        "cpsat": calendar_cpsat,
-        "milp": calendar_milp,
-    },
-    MigProblem: {"heuristic": mig_heuristic, "first-fit": mig_first_fit, "cpsat": mig_cpsat},
-}
+METHODS: Mapping[type, dict[str, Solver]] = _Table(_methods)
 
 #: problem type -> old name -> method name: the names of earlier releases, still
 #: accepted wherever a method is named (:func:`solve`, the CLI's ``--method``, JSON
-#: inputs) and answered under the new name. The one alias table: add entries here.
-ALIASES: dict[type, dict[str, str]] = {
-    AllocationProblem: {"greedy": "heuristic"},
-    Cluster: DEFRAG_ALIASES,
-    TopologyProblem: {"greedy": "heuristic"},
-    NodePlacementProblem: {"binpack": "heuristic"},
-    PreemptionProblem: PREEMPTION_ALIASES,
-    GangProblem: {"exact": "cpsat"},
-    CalendarProblem: {},
-    MigProblem: {},
-}
+#: inputs) and answered under the new name. The one alias table: add entries to :data:`KINDS`.
+ALIASES: Mapping[type, dict[str, str]] = _Table(_aliases)
 
 #: problem type -> (the problem's independent checker, its evaluator or None).
 #: A checker takes ``(problem, result)`` and returns rule breaches (empty when
 #: legal); an evaluator recomputes what the result claims, from the problem alone.
-CHECKERS: dict[type, tuple[Callable[[Any, Any], list[str]], Callable[[Any, Any], Any] | None]] = {
-    AllocationProblem: (allocation_violations, allocation_evaluate),
-    Cluster: (defrag_violations, defrag_evaluate),
-    TopologyProblem: (topology_violations, None),
-    NodePlacementProblem: (node_violations, None),
-    PreemptionProblem: (preemption_violations, preemption_evaluate),
-    GangProblem: (gang_violations, gang_evaluate),
-    CalendarProblem: (calendar_violations, calendar_evaluate),
-    MigProblem: (mig_violations, mig_evaluate),
-}
+CHECKERS: Mapping[
+    type, tuple[Callable[[Any, Any], list[str]], Callable[[Any, Any], Any] | None]
+] = _Table(_checkers)
 
 #: problem type -> what its answer is called in messages.
-ANSWER_NAMES: dict[type, str] = {
-    AllocationProblem: "grid",
-    Cluster: "plan",
-    TopologyProblem: "placement",
-    NodePlacementProblem: "placement",
-    PreemptionProblem: "decision",
-    GangProblem: "answer",
-    CalendarProblem: "plan",
-    MigProblem: "layout",
-}
+ANSWER_NAMES: Mapping[type, str] = _Table(lambda kind: kind.answer)
 
 
 #: Options checked by :func:`solve` before any method runs: name -> (accept, what it must be).
@@ -165,11 +267,16 @@ def check_options(options: dict[str, Any]) -> None:
             raise ProblemError(message)
 
 
-def _problem_type(problem: object) -> type:
-    for problem_type in METHODS:
-        if isinstance(problem, problem_type):
-            return problem_type
-    known = ", ".join(t.__name__ for t in METHODS)
+def _kind(problem: object) -> Kind:
+    """The kind of ``problem``: the first of :data:`KINDS` whose class it is an instance of
+    (a class not imported yet has no instances, and stays unimported)."""
+    for kind in KINDS:
+        module, _, name = kind.problem.partition(":")
+        found = sys.modules.get(module)
+        problem_type = getattr(found, name, None) if found is not None else None
+        if problem_type is not None and isinstance(problem, problem_type):
+            return kind
+    known = ", ".join(kind.problem.partition(":")[2] for kind in KINDS)
     hint = " (build one from a dict with, e.g., AllocationProblem(**data))"
     raise ProblemTypeError(
         f"problem: expected one of {known}, got {type(problem).__name__}"
@@ -180,12 +287,12 @@ def _problem_type(problem: object) -> type:
 
 def methods_for(problem: object) -> dict[str, Solver]:
     """The methods that can solve ``problem``, by name (the new names; see :data:`ALIASES`)."""
-    return METHODS[_problem_type(problem)]
+    return _methods(_kind(problem))
 
 
 def aliases_for(problem: object) -> dict[str, str]:
     """The old method names ``problem`` still accepts: old name -> method name."""
-    return ALIASES.get(_problem_type(problem), {})
+    return _aliases(_kind(problem))
 
 
 def method_name(problem: object, method: str | None) -> str:
@@ -240,10 +347,12 @@ def method_function(problem: object, method: str | None) -> Solver:
 
 def answer_name(problem: object) -> str:
     """What an answer to ``problem`` is called: ``"grid"``, ``"plan"``, ``"placement"``, ..."""
-    return ANSWER_NAMES[_problem_type(problem)]
+    return _kind(problem).answer
 
 
 def _result_grid(result: Any) -> Any:
+    from gpuopt.allocation.solution import AllocationResult
+
     return result.grid if isinstance(result, AllocationResult) else result
 
 
@@ -261,7 +370,7 @@ def violations(problem: object, result: Any) -> list[str]:
     >>> violations(problem, solve(problem)), violations(problem, [["a", None]])[0][:3]
     ([], 'A2:')
     """
-    check, _ = CHECKERS[_problem_type(problem)]
+    check, _ = _checkers(_kind(problem))
     return check(problem, result)
 
 
@@ -278,14 +387,17 @@ def evaluate(problem: object, result: Any) -> Any:
     ValueError
         For a problem type without an evaluator.
     """
-    problem_type = _problem_type(problem)
-    _, measure = CHECKERS[problem_type]
+    kind = _kind(problem)
+    _, measure = _checkers(kind)
     if measure is None:
-        raise ValueError(f"{problem_type.__name__} results have no evaluator; use violations.")
-    if isinstance(problem, AllocationProblem):
+        raise ValueError(f"{type(problem).__name__} results have no evaluator; use violations.")
+    if kind is KINDS[0]:  # allocation
         result = _result_grid(result)
-    elif isinstance(problem, Cluster) and isinstance(result, DefragResult):
-        result = result.moves
+    elif kind is DEFRAG:
+        from gpuopt.defrag.solution import DefragResult
+
+        if isinstance(result, DefragResult):
+            result = result.moves
     return measure(problem, result)
 
 
@@ -403,7 +515,7 @@ def solve(
     accepted = inspect.signature(function).parameters
     given = {"time_limit": time_limit, "seed": seed, "initial": initial, **options}
     check_options(given)
-    if isinstance(problem, Cluster) and not isinstance(initial, (DefragResult, type(None))):
+    if _kind(problem) is DEFRAG and initial is not None and not _is_defrag_result(initial):
         raise ProblemError(f"initial must be a DefragResult (got {type(initial).__name__}).")
     call = _method_keywords(method, accepted, given, options)
     limit = call.get("time_limit", getattr(accepted.get("time_limit"), "default", None))

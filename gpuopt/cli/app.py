@@ -71,7 +71,8 @@ COMMAND_MODULES = {
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every ``gpuopt`` command (each sets ``run`` to its function), or with
-    ``command`` (a key of :data:`COMMAND_MODULES`) of the commands of its module only."""
+    ``command`` (a key of :data:`COMMAND_MODULES`) of the commands of its module only
+    (``"--version"``: of none)."""
     from gpuopt import __version__
 
     parser = Parser(
@@ -79,6 +80,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpuopt {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    if command == "--version":
+        return parser  # it answers before any command is needed
     for name in MODULES if command is None else (COMMAND_MODULES[command],):
         importlib.import_module(f"gpuopt.cli.{name}").add_commands(commands)
     return parser
@@ -87,6 +90,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def _command(argv: Sequence[str] | None) -> str | None:
     """The command ``argv`` runs when it names one first (else None: the whole parser)."""
     words = list(sys.argv[1:] if argv is None else argv)
+    if words == ["--version"]:
+        return "--version"
     return words[0] if words and words[0] in COMMAND_MODULES else None
 
 

@@ -7,6 +7,7 @@ neither can be understood, tested or moved without the other.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -17,6 +18,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "gpuopt"
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+IMPORT_PATH = re.compile(r"(gpuopt(?:\.\w+)+):\w+")
 
 
 def import_graph() -> nx.DiGraph:
@@ -33,6 +37,12 @@ def import_graph() -> nx.DiGraph:
                 for alias in node.names:
                     submodule = f"{node.module}.{alias.name}"
                     targets.append(submodule if submodule in modules else node.module)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                # an import by path, "gpuopt.module:name" (gpuopt.api's KINDS, the CLI's
+                # SolveCommand.problems), is an import of that module
+                found = IMPORT_PATH.fullmatch(node.value)
+                if found is not None:
+                    targets.append(found.group(1))
             graph.add_edges_from((name, target) for target in targets if target in modules)
     graph.remove_edges_from(nx.selfloop_edges(graph))
     return graph
