@@ -123,7 +123,7 @@ from gpuopt.calendar.podtimes import (
 )
 from gpuopt.calendar.problem import MAX_AMOUNT, MAX_TICKS, CalendarProblem, Objective
 from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX, PLUGIN_GPUS, accounting_only
-from gpuopt.cluster.fields import NODE_LEVEL, SWITCH_LEVEL, priority_value, scaled
+from gpuopt.cluster.fields import NODE_LEVEL, SWITCH_LEVEL, offered, priority_value, scaled
 from gpuopt.cluster.model import Cluster, Pending, Task
 from gpuopt.cluster.rules import placement_key, refusal
 from gpuopt.cluster.shares import MILLI
@@ -504,7 +504,7 @@ class _Builder:
                 node.gpus,
                 scaled(node.cpus),
                 memory,
-                *(node.resources.get(name, 0) for name in extended),
+                *(offered(node.resources, name) for name in extended),
             ]
             if node.locked:
                 self.report.note("locked-node", node.id)

@@ -11,7 +11,7 @@ first snapshot format out of its JSON while they are at their default.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -68,6 +68,22 @@ Amount = Annotated[float, Field(ge=0, le=MAX_AMOUNT)]
 Moment = Annotated[float, Field(ge=0, le=MAX_TIME)]
 #: A Kubernetes name (a namespace).
 KubeName = Annotated[str, Field(min_length=1, max_length=MAX_KEY)]
+
+
+#: K9: the extended resources that stand for one host port of a node,
+#: ``hostport.gpuopt.io/<protocol>-<port>``: every node offers one of each (more only where
+#: its pods already hold more), listed or not.
+HOST_PORT_PREFIX = "hostport.gpuopt.io/"
+
+
+def offered(resources: Mapping[str, int], name: str) -> int:
+    """How much of extended resource ``name`` a node with allocatable ``resources`` offers
+    (K4): what it lists, else one of a host port (K9), else none.
+
+    >>> offered({}, "hostport.gpuopt.io/TCP-8080"), offered({"example.com/fpga": 2}, "x/y")
+    (1, 0)
+    """
+    return resources.get(name, 1 if name.startswith(HOST_PORT_PREFIX) else 0)
 
 
 def scaled(amount: float) -> int:

@@ -80,6 +80,7 @@ from gpuopt.cluster.fields import (
     check_share,
     check_unique,
     is_hp,
+    offered,
     priority_value,
     scaled,
     share_field,
@@ -219,10 +220,10 @@ class Cluster(IndexedModel, _Extended):
         check_node_use(unlocked, gpus, cpus, memory)
         for node in unlocked:
             for name, amount in extra[node.id].items():
-                if amount > node.resources.get(name, 0):
+                if amount > offered(node.resources, name):
                     raise ValueError(
                         f"node {node.id!r}: its tasks hold {amount} {name} but it has "
-                        f"{node.resources.get(name, 0)} (a node whose pods hold more than it "
+                        f"{offered(node.resources, name)} (a node whose pods hold more than it "
                         "has must be locked)"
                     )
         check_unique("pending", (item.id for item in self.pending))

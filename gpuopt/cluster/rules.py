@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gpuopt.cluster.fields import offered as offered_amount
 from gpuopt.cluster.kube import (
     HOSTNAME_KEY,
     MIG_LABEL,
@@ -153,10 +154,11 @@ def short_of(
 ) -> str | None:
     """K4 for extended resources: why ``node_id`` lacks room for ``wanted`` (None: it has it).
 
-    ``offered`` is its allocatable, ``used`` what its pods hold.
+    ``offered`` is its allocatable (a host port it does not list: one, K9), ``used`` what
+    its pods hold.
     """
     for name, amount in wanted.items():
-        free = offered.get(name, 0) - used.get(name, 0)
+        free = offered_amount(offered, name) - used.get(name, 0)
         if amount > free:
             return f"K4: node {node_id} lacks {name} (needs {amount}, has {free})"
     return None

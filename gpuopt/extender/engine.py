@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX, ResourceClaim
+from gpuopt.cluster.fields import offered
 from gpuopt.cluster.model import Cluster, Node, Task, scaled
 from gpuopt.errors import ProblemError
 from gpuopt.extender.claims import Choice, assumed_claims
@@ -781,7 +782,7 @@ def _over(node: Node, tasks: Sequence[Task]) -> bool:
         or use["cpus"] > scaled(node.cpus)
         or (node.memory is not None and use["memory"] > scaled(node.memory))
         or any(
-            amount > node.resources.get(name, 0)
+            amount > offered(node.resources, name)
             for name, amount in use.items()
             if name not in ("gpus", "cpus", "memory")
         )

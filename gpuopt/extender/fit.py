@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuopt.cluster.fields import offered
 from gpuopt.cluster.kube import PodAffinityTerm
 from gpuopt.cluster.model import scaled
 from gpuopt.cluster.shares import MILLI
@@ -115,7 +116,7 @@ def _extended_rules(state: State, ask: Ask, judged: _Judged) -> None:
         everywhere = state.extra_free(name)
         free = everywhere[positions]
         capacity = np.array(
-            [nodes[p].resources.get(name, 0) for p in positions.tolist()], dtype=np.int64
+            [offered(nodes[p].resources, name) for p in positions.tolist()], dtype=np.int64
         )
 
         def short(
@@ -362,7 +363,7 @@ def refusal_after(state: State, ask: Ask, pos: int, removed: set[str]) -> str | 
         return why
     tasks = [task for task in state.on_node[pos] if task.id not in removed]
     for name, amount in pending.resources.items():
-        free = node.resources.get(name, 0) - sum(t.resources.get(name, 0) for t in tasks)
+        free = offered(node.resources, name) - sum(t.resources.get(name, 0) for t in tasks)
         if free < amount:
             return f"K4: node {node.id} has {free} {name} free; the pod asks for {amount}"
     left = node_left(node, tasks)

@@ -20,6 +20,7 @@ import numpy as np
 from gpuopt.cluster.devicefit import DeviceNode, Selection
 from gpuopt.cluster.devicefit import Fit as DeviceFit
 from gpuopt.cluster.devices import Device, ResourceClaim
+from gpuopt.cluster.fields import offered as offered_amount
 from gpuopt.cluster.interconnect import (
     MAX_TOPOLOGY_GPUS,
     GpuTopology,
@@ -516,7 +517,7 @@ class State:
         found = self.extras.get(name)
         if found is None:
             nodes = self.cluster.nodes
-            offered = np.array([n.resources.get(name, 0) for n in nodes], dtype=np.int64)
+            offered = np.array([offered_amount(n.resources, name) for n in nodes], dtype=np.int64)
             used = np.zeros(len(offered), dtype=np.int64)
             for pos, tasks in enumerate(self.on_node):
                 used[pos] = sum(task.resources.get(name, 0) for task in tasks)

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import IndexedModel
 from gpuopt.cluster.devices import ResourceClaim
+from gpuopt.cluster.fields import offered
 from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, Toleration
 from gpuopt.cluster.model import (
     MAX_AMOUNT,
@@ -347,7 +348,7 @@ def _room(
     task_extra = np.zeros((view.num_tasks, len(names)), dtype=np.int64)
     for col, name in enumerate(names):
         for pos, node in enumerate(cluster.nodes):
-            node_extra[pos, col] = node.resources.get(name, 0)
+            node_extra[pos, col] = offered(node.resources, name)
         for pos, task in enumerate(cluster.tasks):
             task_extra[pos, col] = task.resources.get(name, 0)
     if names:

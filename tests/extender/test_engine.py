@@ -624,3 +624,24 @@ def test_every_later_answer_and_read_counts_an_assumption_made_after_its_answer(
     assert extender.assumed == {"ml/f": best, "ml/s": best}
     state = extender.state
     assert state is not None and sorted(state.free_whole.tolist()) == [0, 8]
+
+
+def test_a_host_port_is_free_on_every_node_where_no_pod_binds_it() -> None:
+    """K9 for a pod the extender reads after the snapshot: a node offers one of every host
+    port, listed or not; solo holds TCP 8080 on n0 (as the kubectl reader records it)."""
+    port = "hostport.gpuopt.io/TCP-8080"
+    snapshot = cluster(
+        [node("n0", resources={port: 1}), node("n1")],
+        [task("solo", "n0", gpus=1, resources={port: 1}, pinned="host-port")],
+    )
+
+    def binding(number: int) -> dict[str, Any]:
+        body = pod(gpus=1)
+        body["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": number}]
+        return body
+
+    taken = filtered(snapshot, binding(8080))
+    assert taken["NodeNames"] == ["n1"]
+    assert "K4: node n0 has 0 hostport.gpuopt.io/TCP-8080 free" in taken["FailedNodes"]["n0"]
+    assert not taken.get("FailedAndUnresolvableNodes")  # stopping solo frees it
+    assert filtered(snapshot, binding(9090))["NodeNames"] == ["n0", "n1"]  # no pod binds it

@@ -67,27 +67,31 @@ def finish(ctx: Context, name: str, levels: list[str], hp_priority: int) -> Clus
 
 
 def _host_ports(ctx: Context) -> None:
-    """K9: a host port a waiting pod binds is an extended resource (K4) of its own: the
-    waiting pod asks 1, every running pod that binds it holds 1, and every node offers
-    one (or as many as its pods hold, so none is over-committed by it). Only ports some
-    waiting pod asks are counted; running pods that bind ports are pinned (host-port)."""
+    """K9: a host port is an extended resource (K4) of its own: every running pod that
+    binds it holds 1, a waiting pod that binds it asks 1, and every node offers one
+    (:func:`~gpuopt.cluster.fields.offered`), or as many as its pods hold, so none is
+    over-committed by it. Nodes list the ports their pods hold and those a waiting pod
+    asks; a pod read later (the extender's) finds one of any other port on every node.
+    Running pods that bind ports are pinned (host-port)."""
     asked = {name for pod in ctx.pending for name in ctx.host_ports.get(pod.id, ())}
-    if not asked:
-        return
     held: defaultdict[str, Counter[str]] = defaultdict(Counter)
     tasks = []
     for task in ctx.tasks:
-        ports = asked & ctx.host_ports.get(task.id, set())
+        ports = ctx.host_ports.get(task.id, set())
         if ports:
             held[task.node].update(ports)
             task = task.model_copy(
-                update={"resources": {**task.resources, **dict.fromkeys(ports, 1)}}
+                update={"resources": {**task.resources, **dict.fromkeys(sorted(ports), 1)}}
             )
         tasks.append(task)
     ctx.tasks = tasks
     for node_id, node in ctx.nodes.items():
-        offered = {name: max(1, held[node_id][name]) for name in sorted(asked)}
-        ctx.nodes[node_id] = node.model_copy(update={"resources": {**node.resources, **offered}})
+        names = sorted(asked | set(held[node_id]))
+        if names:
+            offered = {name: max(1, held[node_id][name]) for name in names}
+            ctx.nodes[node_id] = node.model_copy(
+                update={"resources": {**node.resources, **offered}}
+            )
     pending = []
     for pod in ctx.pending:
         ports = ctx.host_ports.get(pod.id, set())

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from gpuopt.cluster.fields import ANNOTATION_PREFIX
+from gpuopt.cluster.fields import ANNOTATION_PREFIX, HOST_PORT_PREFIX
 from gpuopt.cluster.kube import LabelSelector
 from gpuopt.cluster.model import Pending, Task
 from gpuopt.errors import ProblemError, short
@@ -468,7 +468,7 @@ def host_ports(spec: Mapping[str, Any]) -> bool:
 
 
 #: K9: the extended resource that stands for one host port of a node (``<protocol>-<port>``).
-HOST_PORT_RESOURCE = "hostport.gpuopt.io/{protocol}-{port}"
+HOST_PORT_RESOURCE = HOST_PORT_PREFIX + "{protocol}-{port}"
 
 
 def port_resources(spec: Mapping[str, Any]) -> set[str]:

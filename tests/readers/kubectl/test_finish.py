@@ -116,7 +116,7 @@ def test_a_share_beside_whole_gpus_takes_a_gpu_of_its_own() -> None:
     assert over.report.first["overcommitted"] == "node 'a': its pods hold 4 GPUs but it has 3."
 
 
-def test_a_host_port_a_waiting_pod_asks_is_one_per_node_held_by_its_running_pods() -> None:
+def test_a_host_port_is_one_per_node_held_by_its_running_pods() -> None:
     from gpuopt.cluster.model import Pending
 
     port, other = "hostport.gpuopt.io/TCP-8080", "hostport.gpuopt.io/TCP-9090"
@@ -126,7 +126,9 @@ def test_a_host_port_a_waiting_pod_asks_is_one_per_node_held_by_its_running_pods
             {"id": "web-1", "node": "a", "pinned": "host-port"},
             {"id": "web-2", "node": "c", "pinned": "host-port"},  # another address, same port
             {"id": "web-3", "node": "c", "pinned": "host-port"},
-            {"id": "dns", "node": "b", "pinned": "host-port"},  # a port no waiting pod asks
+            # a port no waiting pod asks: held too, so a pod read later (the extender's) finds
+            # it taken on b and free elsewhere
+            {"id": "dns", "node": "b", "pinned": "host-port"},
         ],
     )
     ctx.pending = [Pending.model_validate({"id": "wait", "gpus": 1, "cpus": 1})]
@@ -138,12 +140,16 @@ def test_a_host_port_a_waiting_pod_asks_is_one_per_node_held_by_its_running_pods
         "wait": {port},
     }
     cluster = finish(ctx, "test", ["zone"], 1000)
-    assert [node.resources for node in cluster.nodes] == [{port: 1}, {port: 1}, {port: 2}]
+    assert [node.resources for node in cluster.nodes] == [
+        {port: 1},
+        {port: 1, other: 1},
+        {port: 2},
+    ]
     assert {task.id: task.resources for task in cluster.tasks} == {
         "web-1": {port: 1},
         "web-2": {port: 1},
         "web-3": {port: 1},
-        "dns": {},
+        "dns": {other: 1},
     }
     assert cluster.pending[0].resources == {port: 1}
     assert not any(node.locked for node in cluster.nodes)
