@@ -39,6 +39,7 @@ DROP_REASONS = {
     "budget": "budget exhausted",
     "protected": "needed victims never stopped (K8)",
     "gang": "needed victims stop a gang with a member never stopped (P13)",
+    "costlier": "victims lose more work than on another proposed node",
 }
 #: Why a request got no victims on any node: label -> words of the log line.
 EMPTY_REASONS = {
@@ -301,6 +302,7 @@ def review(
     found = Review()
     allowance = budget_allowances(state.cluster)
     gangs = running_gangs(state.cluster, ask, state.fixed, now)
+    costs: dict[str, tuple[int, float, int]] = {}
     hp = state.cluster.hp_priority
     for pos, (node, (uids, pods, _)) in zip(positions, proposals.items(), strict=True):
         tasks = _proposed_tasks(state, node, uids, pods)
@@ -327,7 +329,29 @@ def review(
             continue
         choice.sort(key=lambda t: (-priority_value(t.priority, hp), t.id))  # most important first
         found.kept[node] = ([t.uid or t.id for t in choice], budget_violations(choice, allowance))
+        cost = gang_cost(choice, gangs, now)
+        assert cost is not None  # cheapest_victims keeps only sets that may stop
+        costs[node] = (found.kept[node][1], *cost)
+    _keep_the_cheapest(found, costs)
     return found
+
+
+def _keep_the_cheapest(found: Review, costs: dict[str, tuple[int, float, int]]) -> None:
+    """E6.6: of the nodes kept, only those of least (budget violations, lost work, pods): the
+    answer replaces kube-scheduler's candidates, and its own choice among them (latest
+    started victims first) does not weigh GPUs or the gangs a victim breaks (P13)."""
+    if len(costs) < 2:
+        return
+    best = min(costs, key=lambda node: (costs[node], node))
+    for node, cost in costs.items():
+        if cost > costs[best]:
+            del found.kept[node]
+            found.dropped[node] = (
+                "costlier",
+                f"victims on node {node} lose {cost[1]:,.0f} GPU-seconds of work in "
+                f"{cost[2]} pods ({cost[0]} budget violations), more than on node {best} "
+                f"({costs[best][1]:,.0f} in {costs[best][2]}, {costs[best][0]})",
+            )
 
 
 __all__ = [

@@ -272,10 +272,14 @@ def test_preempt_never_stops_a_pinned_or_budget_protected_pod() -> None:
     # n: freeing 4 GPUs is not enough without the DaemonSet pod; m: nor without the pod
     # whose budget allows no disruption (K8); k: both pods, one past their budget
     assert kept == {"k": {"Pods": [{"UID": "uid-s1"}, {"UID": "uid-s2"}], "NumPDBViolations": 1}}
-    kept = _preempt(snapshot, pod("q", gpus=4), proposed)
-    assert kept["m"] == {"Pods": [{"UID": "uid-plain"}], "NumPDBViolations": 0}
-    assert kept["n"] == {"Pods": [{"UID": "uid-free"}], "NumPDBViolations": 0}
-    assert kept["k"]["NumPDBViolations"] == 0 and len(kept["k"]["Pods"]) == 1
+    # each node alone (E6.3): the victims gpuopt agrees with there
+    alone = {node: _preempt(snapshot, pod("q", gpus=4), {node: proposed[node]}) for node in "nmk"}
+    assert alone["m"] == {"m": {"Pods": [{"UID": "uid-plain"}], "NumPDBViolations": 0}}
+    assert alone["n"] == {"n": {"Pods": [{"UID": "uid-free"}], "NumPDBViolations": 0}}
+    assert alone["k"]["k"]["NumPDBViolations"] == 0 and len(alone["k"]["k"]["Pods"]) == 1
+    # together (E6.5): only the node whose victims lose least work, free's 4 x 500 GPU-s
+    # (plain: 4 x 5,000; s1 or s2: 4 x 1,000)
+    assert _preempt(snapshot, pod("q", gpus=4), proposed) == alone["n"]
 
 
 def test_preempt_drops_a_node_with_an_unknown_victim_and_respects_never() -> None:

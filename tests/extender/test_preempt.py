@@ -276,3 +276,29 @@ def test_gang_prices_against_a_brute_force(seed: int) -> None:
         assert chosen is None
     else:
         assert chosen is not None and priced(tuple(chosen)) == best
+
+
+def test_of_the_proposed_nodes_only_the_cheapest_is_kept() -> None:
+    # finding 03 of the second review: a 4-pod all-or-nothing gang on n0..n3 (8 GPUs each,
+    # 3,600 s of work: 4 x 28,800 GPU-s) and solo on n4 (8 GPUs, 7,200 s: 57,600 GPU-s);
+    # kube-scheduler proposes g-0 on n0 and solo on n4, and alone it would take n0, whose
+    # victim started last. Only n4 is answered.
+    snapshot = cluster(
+        [node(f"n{i}") for i in range(5)],
+        [
+            *(
+                task(f"g-{i}", f"n{i}", gpus=8, last_checkpoint=NOW - 3_600, gang="g")
+                for i in range(4)
+            ),
+            task("solo", "n4", gpus=8, last_checkpoint=NOW - 7_200),
+        ],
+        gangs=[{"id": "g", "min_member": 4}],
+    )
+    state = State(snapshot, 0, "test")
+    ask = read_pod(pod(gpus=8), snapshot, {})
+    proposals = {"n0": (["uid-g-0"], None, 0), "n4": (["uid-solo"], None, 0)}
+    found = review(state, ask, proposals, [0, 4], NOW)
+    assert found.kept == {"n4": (["uid-solo"], 0)}
+    reason, detail = found.dropped["n0"]
+    assert reason == "costlier" and "115,200 GPU-seconds of work in 4 pods" in detail
+    assert "57,600 in 1" in detail
