@@ -649,7 +649,14 @@ class Extender:
 
     def _scored(self, args: ExtenderArgs) -> tuple[State, np.ndarray, np.ndarray, list[str]]:
         """The state, the candidate nodes' positions, their scores (0 to MAX_SCORE) and the
-        nodes the state has not seen; the pod is assumed on the best (L5, when on)."""
+        nodes the state has not seen; the pod is assumed on the best (L5, when on). A pod
+        assumed before is no longer counted while it is scored again (E7: the new answer
+        replaces its assumption), so it is not judged against itself."""
+        if self.assume_ttl is not None:
+            own = _pod_id(args.pod)
+            if own in self._assumed or own in self._claims_kept:
+                self.settle(own)
+                self._forget_claims(own)
         known = self._passed(args)
         unknown: list[str] = []
         if known is not None:  # the nodes that passed this pod's filter, as kube-scheduler asks
@@ -746,6 +753,13 @@ class Extender:
         snapshot = state.cluster.now
         wall = time.time()
         return wall if snapshot is None or snapshot < wall else float(snapshot)
+
+
+def _pod_id(pod: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a v1.Pod, as the pod reader names it."""
+    found_meta = pod.get("metadata")
+    metadata: Mapping[str, Any] = found_meta if isinstance(found_meta, dict) else {}
+    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
 
 
 def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str] | None:

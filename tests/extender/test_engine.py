@@ -649,3 +649,19 @@ def test_a_host_port_is_free_on_every_node_where_no_pod_binds_it() -> None:
     assert "K4: node n0 has 0 hostport.gpuopt.io/TCP-8080 free" in taken["FailedNodes"]["n0"]
     assert not taken.get("FailedAndUnresolvableNodes")  # stopping solo frees it
     assert filtered(snapshot, binding(9090))["NodeNames"] == ["n0", "n1"]  # no pod binds it
+
+
+def test_a_pod_scored_again_is_not_judged_against_its_own_assumption() -> None:
+    # E7: n0 has 7 GPUs free (solo holds 1), n1 8; a 4-GPU pod scores n0 best (fuller) and is
+    # assumed there; scored again (a retry inside assume_ttl) it must get the same scores,
+    # not n0 as if 4 more of its GPUs were taken by another pod
+    snapshot = cluster([node("n0"), node("n1")], [task("solo", "n0", gpus=1)])
+    extender = Extender(snapshot, assume_ttl=60.0, clock=lambda: 0.0)
+    body = pod("a", gpus=4)
+    args = read_args({"Pod": body, "NodeNames": ["n0", "n1"]})
+    first = extender.prioritize(args)
+    assert extender.assumed == {"ml/a": "n0"}
+    for _ in range(2):
+        assert extender.prioritize(args) == first
+        assert extender.assumed == {"ml/a": "n0"}
+    assert extender.state is not None and extender.state.free_whole.tolist() == [3, 8]
