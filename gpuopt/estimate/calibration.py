@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -106,18 +107,26 @@ def public_runs() -> dict[str, list[dict[str, Any]]]:
 
 
 # --------------------------------------------------------------------------- history
-#: Columns of a history CSV that hold numbers (the rest are names).
-_INT_COLUMNS = ("seq_len", "layers", "hidden", "global_batch", "lora_rank", "gpus", "vocab")
-_FLOAT_COLUMNS = (
-    "params_b",
-    "tokens_b",
-    "dataset_tokens_b",
-    "epochs",
-    "trainable_fraction",
-    "generation_share",
-    "reward_params_b",
-    "mfu",
-)
+def _field_types() -> dict[str, type]:
+    """Each training-job field that holds a number or a yes/no, by name: its type (``int``,
+    ``float`` or ``bool``), read from :class:`TrainingJob` itself, so that every field may
+    be a column of a history CSV."""
+    found: dict[str, type] = {}
+    for name, info in TrainingJob.model_fields.items():
+        kinds = {info.annotation, *typing.get_args(info.annotation)}
+        for kind in (bool, int, float):  # bool first: it is an int too
+            if kind in kinds:
+                found[name] = kind
+                break
+    return found
+
+
+#: Columns of a history CSV that hold numbers or yes/no (the rest are names).
+_TYPES = _field_types()
+_INT_COLUMNS = tuple(name for name, kind in _TYPES.items() if kind is int)
+_FLOAT_COLUMNS = tuple(name for name, kind in _TYPES.items() if kind is float)
+_BOOL_COLUMNS = tuple(name for name, kind in _TYPES.items() if kind is bool)
+_YES_NO = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 #: Columns that hold the outcome rather than a feature of the job.
 _TARGET_COLUMNS = ("gpu_hours", "duration_hours")
 
@@ -140,6 +149,13 @@ def read_history(path: str | Path) -> list[dict[str, Any]]:
             if key is None or text is None or text.strip() == "":
                 continue
             key, text = key.strip(), text.strip()
+            if key in _BOOL_COLUMNS:
+                if text.lower() not in _YES_NO:
+                    raise ProblemError(
+                        f"{path}: line {number}: {key} must be true or false (got {short(text)})."
+                    )
+                record[key] = _YES_NO[text.lower()]
+                continue
             if key not in _INT_COLUMNS + _FLOAT_COLUMNS + _TARGET_COLUMNS:
                 record[key] = text
                 continue

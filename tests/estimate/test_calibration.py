@@ -240,3 +240,32 @@ def test_gpu_types_seen_with_one_variant_only_keep_their_factor() -> None:
     assert fitted.gpu_factor.get("L40S-48GB", 1.0) == 1.0
     assert fitted.variant_factor["lora-dpo"] == pytest.approx(2.0, rel=1e-6)
     assert fitted.gpu_factor["H100-80GB"] == pytest.approx(1.4, rel=1e-3)
+
+
+def test_the_published_runs_read_back_from_a_csv(tmp_path: Path) -> None:
+    """Every numeric or yes/no training-job field may be a column (finding 01 of the second
+    review: micro_batch and overhead_hours were read as text and refused): the package's
+    own runs, written as a CSV, read back as the same numbers and calibrate."""
+    import csv
+
+    from gpuopt.estimate.calibration import fit, public_runs, read_history
+
+    runs = public_runs()["training"]
+    columns = sorted({key for run in runs for key in run})
+    path = tmp_path / "history.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        for run in runs:
+            writer.writerow(
+                {k: str(v).lower() if isinstance(v, bool) else v for k, v in run.items()}
+            )
+    history = read_history(path)
+    assert history == [{k: v for k, v in run.items()} for run in runs]
+    assert fit(history).report["rows"] == len(runs) == fit(runs).report["rows"]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("params_b,activation_checkpointing\n7,maybe\n", encoding="utf-8")
+    with pytest.raises(
+        ProblemError, match="line 2: activation_checkpointing must be true or false"
+    ):
+        read_history(bad)
