@@ -69,6 +69,21 @@ class StepResult:
     replanned: bool
 
 
+def _check_forecasts(now: int, forecasts: Mapping[str, Sequence[float]]) -> None:
+    """Every forecast value is a finite number of GPUs of at least 0 (one sentence naming the
+    service, the step and the value)."""
+    for service, values in forecasts.items():
+        for offset, value in enumerate(values):
+            number = (
+                value if isinstance(value, int | float) and not isinstance(value, bool) else None
+            )
+            if number is None or not math.isfinite(number) or number < 0:
+                raise ProblemError(
+                    f"demand forecast of {service!r}: {value!r} at step {now + offset} is not "
+                    "a number of GPUs of at least 0"
+                )
+
+
 @dataclass
 class RollingPlanner:
     """Holds the cluster state and re-plans the window ahead at every step.
@@ -164,15 +179,30 @@ class RollingPlanner:
         ``demand_forecasts[r]`` is realtime service ``r``'s demand for steps
         ``now, now+1, ...`` (at least the window); a realtime task arrives
         like any other (its ``demand`` field is then ignored in favour of the
-        forecasts).
+        forecasts). A step that raises changes nothing: it may be given again.
         """
         if now != len(self.rows):
             raise ProblemError(f"step {now}: the planner is at step {len(self.rows)}")
+        _check_forecasts(now, demand_forecasts)
+        seen: set[str] = set()
         for task in arrivals:
-            if task.id in self.known:
+            if task.id in self.known or task.id in seen:
                 raise ProblemError(f"task {task.id!r} arrived twice")
+            seen.add(task.id)
+        for task in arrivals:
             self.known[task.id] = task
             self.arrived[task.id] = now
+        kept = (self._plan, self._replans)
+        try:
+            return self._step(now, demand_forecasts)
+        except BaseException:  # nothing of a refused step stays: it may be given again
+            for task in arrivals:
+                del self.known[task.id]
+                del self.arrived[task.id]
+            self._plan, self._replans = kept  # a commit (_commit) is the step's last change
+            raise
+
+    def _step(self, now: int, demand_forecasts: Mapping[str, Sequence[float]]) -> StepResult:
         due = self._plan is None or (now - self._plan.now) % self.replan_every == 0
         if not due and self._plan is not None and self._plan.plan is not None:
             offset = now - self._plan.now

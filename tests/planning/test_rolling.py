@@ -240,3 +240,33 @@ def test_followed_plan_is_the_committed_one(number: int) -> None:
 
     outcome = check("rolling/greedy", number)
     assert outcome.error is None and outcome.violations == []
+
+
+@pytest.mark.parametrize(
+    ("forecasts", "message"),
+    [
+        ({}, "needs a demand forecast of 6 steps at step 0"),
+        ({"chat": [float("nan")] * 6}, "'chat': nan at step 0 is not a number of GPUs"),
+        ({"chat": [2, 2, -3, 2, 2, 2]}, "'chat': -3 at step 2 is not a number of GPUs"),
+    ],
+)
+def test_a_refused_step_changes_nothing(forecasts: dict, message: str) -> None:
+    """Finding 02 of the second review: a step refused for its forecasts recorded its
+    arrivals, so giving it again said 'arrived twice'. Now the same step, given again with
+    good forecasts, commits what a planner that never saw the bad call commits."""
+    chat = Task(id="chat", kind="realtime", priority=9, max_swap=2, initial=2, demand=[2] * 6)
+    sft = Task(id="sft", kind="training", priority=5, gpus=4, duration=3)
+
+    def fresh() -> RollingPlanner:
+        return RollingPlanner(AllocationProblem(gpus=8, horizon=6, tasks=[]))
+
+    planner = fresh()
+    with pytest.raises(ProblemError, match=re.escape(message)):
+        planner.step(0, [chat, sft], forecasts)
+    assert planner.known == {} and planner.arrived == {} and planner.rows == []
+    good = {"chat": [2] * 6}
+    assert (
+        planner.step(0, [chat, sft], good).committed == fresh().step(0, [chat, sft], good).committed
+    )
+    with pytest.raises(ProblemError, match="arrived twice"):
+        fresh().step(0, [sft, sft], good)
