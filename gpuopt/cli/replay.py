@@ -143,12 +143,20 @@ def run_jobs(args: argparse.Namespace) -> int:
         policy=args.policy,
         walltime=args.walltime,
     )
-    if not args.quiet and trace.skipped:
+    if not args.quiet and result.skipped:  # the reader's rows and the replay's jobs (R2)
         counts = ", ".join(
-            f"{count:,} {cause.replace('_', ' ')}" for cause, count in trace.skipped.items()
+            f"{count:,} {cause.replace('_', ' ')}" for cause, count in result.skipped.items()
         )
         first = f"; first bad row: {trace.first_bad}" if trace.first_bad else ""
         print(f"{args.trace}: rows skipped: {counts}{first}", file=sys.stderr)
+    stated = {job.id: job.nodes for job in trace.jobs}
+    reshaped = sum(1 for job in result.jobs if stated.get(job.id, 0) not in (0, len(job.nodes)))
+    if not args.quiet and reshaped:
+        print(
+            f"{args.trace}: {reshaped:,} jobs ran on another number of nodes than the trace's "
+            f"node_num (R3: a job of g GPUs runs on ceil(g / {args.gpus_per_node}) nodes)",
+            file=sys.stderr,
+        )
     broken = violations(
         result.jobs, node_count=args.nodes, gpus_per_node=args.gpus_per_node, policy=args.policy
     )

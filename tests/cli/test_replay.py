@@ -261,3 +261,21 @@ def test_replay_jobs_bad_input_is_one_sentence(
         captured = capsys.readouterr()
         assert captured.out == "" and message in captured.err
         assert captured.err.startswith("gpuopt: error: ") and captured.err.count("\n") == 1
+
+
+def test_replay_jobs_says_what_it_skipped_and_where_it_changed_node_num(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # job 1: 8 GPUs over 4 nodes in the trace, one 8-GPU node here (R3); job 3: 64 GPUs, larger
+    # than the 2 x 8 cluster (R2, skipped): both said on stderr
+    trace = tmp_path / "h.csv"
+    trace.write_text(
+        "u_id,user,gpu_num,cpu_num,node_num,interval,run_time,wall_time,new_status\n"
+        "1,1,8,8,4,0,3600,0,Pass\n2,1,4,4,1,10,3600,0,Pass\n3,1,64,8,8,10,3600,0,Pass\n",
+        encoding="utf-8",
+    )
+    argv = ["replay", "jobs", str(trace), "--format", "helios", "--nodes", "2"]
+    assert main([*argv, "--gpus-per-node", "8", "--policy", "easy"]) == 0
+    err = capsys.readouterr().err
+    assert "rows skipped: 1 too large" in err
+    assert "1 jobs ran on another number of nodes than the trace's node_num" in err
