@@ -50,6 +50,13 @@ seconds_type = number_type(float, lambda v: 0.1 <= v <= 86_400, "seconds from 0.
 
 
 def _check_file(path: str | None, flag: str) -> None:
+    if path is not None and Path(path).is_dir():
+        hint = (
+            f"; make one with gpuopt snapshot kubectl {path} --out snapshot.json and serve that"
+            if flag == "--snapshot"
+            else ""
+        )
+        raise ProblemError(f"{flag}: {path!r} is a folder, and it takes one file{hint}.")
     if path is not None and not Path(path).is_file():
         raise ProblemError(f"{flag}: no such file {path!r}.")
 
@@ -327,8 +334,8 @@ def add_commands(commands: Any) -> None:
         default=1,
         metavar="N",
         help="answer up to N requests at once from N worker processes over the snapshot read "
-        "once (forked; each reloads it when the file changes; /metrics counts per worker); "
-        "default 1. Linux and macOS",
+        "once (forked; each reloads it when the file changes; /metrics counts and "
+        "--assume-ttl's assumptions are per worker); default 1. Linux and macOS",
     )
     serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
     serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")

@@ -28,6 +28,7 @@ names it: ``worker``, its process id). Needs ``os.fork`` (Linux, macOS).
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -80,7 +81,13 @@ def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise ProblemError(f"--port: cannot listen on {host}:{port} ({exc.strerror}).") from None
+        # a host that does not resolve or is no address of this machine is --host's fault
+        flag = (
+            "--host"
+            if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
+            else "--port"
+        )
+        raise ProblemError(f"{flag}: cannot listen on {host}:{port} ({exc.strerror}).") from None
     sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock

@@ -257,6 +257,10 @@ def test_serve_refuses_bad_flags_with_one_sentence(
     assert main(["serve", "--snapshot", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err
     assert err.strip() == f"gpuopt: error: --snapshot: no such file '{tmp_path / 'missing.json'}'."
+    assert main(["serve", "--snapshot", str(tmp_path)]) == 2  # a folder: say how to serve it
+    err = capsys.readouterr().err
+    assert f"--snapshot: '{tmp_path}' is a folder, and it takes one file" in err
+    assert "gpuopt snapshot kubectl" in err
     bad = tmp_path / "bad.json"
     bad.write_text('{"nodes": [{"id": "n", "gpus": -1, "cpus": 1}]}')
     assert main(["serve", "--snapshot", str(bad)]) == 2

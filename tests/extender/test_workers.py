@@ -185,3 +185,7 @@ def test_workers_flag_is_checked(snapshot: Path, capsys: pytest.CaptureFixture[s
     assert code == 2
     assert err.strip().startswith(f"gpuopt: error: --port: cannot listen on 127.0.0.1:{port}")
     assert err.count("\n") == 1
+    # an address this machine does not have (TEST-NET-3) is --host's fault, not --port's
+    code = main(["serve", "--snapshot", str(snapshot), "--host", "203.0.113.7", "--port", "8999"])
+    assert code == 2
+    assert capsys.readouterr().err.startswith("gpuopt: error: --host: cannot listen on 203.0.113.7")
