@@ -59,6 +59,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -69,6 +70,7 @@ import gpuopt.progress
 from gpuopt.api import solve
 from gpuopt.cluster.interconnect import MAX_TOPOLOGY_GPUS, GpuTopology, gpu_topology
 from gpuopt.defrag.problem import scaled
+from gpuopt.errors import ProblemError
 from gpuopt.placement.node.greedy import rank_nodes
 from gpuopt.preemption.greedy import Deficits, stage_one
 from gpuopt.preemption.index import PreemptionIndex
@@ -360,7 +362,9 @@ def replay(
     ------
     ValueError
         For a node of more than 16 GPUs, or whose GPU count differs from its
-        topology's, or an unknown ``policy.victims``.
+        topology's, or an unknown ``policy.victims``;
+        :class:`~gpuopt.errors.ProblemError` (a ``ValueError``) for what
+        :func:`check_replay_input` refuses.
 
     Examples
     --------
@@ -391,11 +395,47 @@ def _replay(
         raise ValueError(
             f"victims {policy.victims!r} is not known; choose one of heuristic, dp, random."
         )
+    check_replay_input(nodes, jobs, policy)
     simulation = run(_JobReplay(nodes, jobs, policy, bandwidth or {}, progress))
     leaked = [n.id for i, n in enumerate(nodes) if simulation.state.free[i] != (1 << n.gpus) - 1]
     if leaked or simulation.finished != len(jobs):
         raise RuntimeError(f"replay ended with busy nodes {leaked[:3]} or unfinished jobs")
     return simulation.metrics(time.perf_counter() - started)
+
+
+def check_replay_input(nodes: Sequence[ClusterNode], jobs: Sequence[Job], policy: Policy) -> None:
+    """Refuse, in one sentence naming the field and value, what the replay cannot run: no
+    node, ids given twice, a placement it does not know, a job whose times are not finite
+    and at least 0 (its duration above 0), or that no node could ever hold."""
+    if not nodes:
+        raise ProblemError("nodes: the replay needs at least one node.")
+    if policy.placement not in ("spread", "binpack"):
+        raise ProblemError(
+            f"placement {policy.placement!r} is not known; choose one of spread, binpack."
+        )
+    for what, ids in (("node", [n.id for n in nodes]), ("job", [j.id for j in jobs])):
+        twice = next((i for i, count in Counter(ids).items() if count > 1), None)
+        if twice is not None:
+            raise ProblemError(f"{what} id {twice!r} is given twice.")
+    most_gpus = max(n.gpus for n in nodes)
+    most_cpus = max(n.cpus for n in nodes)
+    for job in jobs:
+        if not (math.isfinite(job.arrival) and job.arrival >= 0):
+            raise ProblemError(
+                f"job {job.id!r}: arrival {job.arrival!r} is not a time of 0 or more."
+            )
+        if not (math.isfinite(job.duration) and job.duration > 0):
+            raise ProblemError(f"job {job.id!r}: duration {job.duration!r} is not above 0.")
+        if not 0 <= job.gpus <= most_gpus:
+            raise ProblemError(
+                f"job {job.id!r}: gpus {job.gpus!r} is not from 0 to the largest node's "
+                f"{most_gpus}."
+            )
+        if not (math.isfinite(job.cpus) and 0 <= job.cpus <= most_cpus):
+            raise ProblemError(
+                f"job {job.id!r}: cpus {job.cpus!r} is not from 0 to the largest node's "
+                f"{most_cpus:g}."
+            )
 
 
 def _new_state(
@@ -721,4 +761,12 @@ class _JobReplay(Simulation):
         )
 
 
-__all__ = ["PREEMPTION_METHODS", "ClusterNode", "Job", "Metrics", "Policy", "replay"]
+__all__ = [
+    "PREEMPTION_METHODS",
+    "ClusterNode",
+    "Job",
+    "Metrics",
+    "Policy",
+    "check_replay_input",
+    "replay",
+]

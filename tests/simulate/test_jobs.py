@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from gpuopt.errors import ProblemError
 from gpuopt.planning.workload import bandwidths, generate_jobs
 from gpuopt.simulate.jobs import ClusterNode, Job, Policy, replay
 
@@ -145,3 +148,59 @@ def test_the_figures_of_the_replay_before_it_moved_onto_the_shared_loop() -> Non
     assert metrics.mean_fragmented_nodes == pytest.approx(3.3516530631868067, rel=1e-12)
     assert metrics.lp_mean_completion_hours == pytest.approx(3.7378266700365117, rel=1e-12)
     assert metrics.eight_gpu_on_arrival == pytest.approx(0.3917525773195876, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "jobs", "policy", "message"),
+    [
+        ([], [Job("a", 0, 60, 1, 8, hp=False)], Policy("p"), "needs at least one node"),
+        (
+            [ClusterNode("n0", 8, 64)],
+            [Job("a", 0, 60, 16, 8, hp=False)],
+            Policy("p"),
+            "job 'a': gpus 16 is not from 0 to the largest node's 8",
+        ),
+        (
+            [ClusterNode("n0", 8, 64)],
+            [Job("a", 0, 60, 1, 800, hp=False)],
+            Policy("p"),
+            "job 'a': cpus 800 is not from 0 to the largest node's 64",
+        ),
+        (
+            [ClusterNode("n0", 8, 64)],
+            [Job("a", 0, -5, 1, 8, hp=False)],
+            Policy("p"),
+            "job 'a': duration -5 is not above 0",
+        ),
+        (
+            [ClusterNode("n0", 8, 64)],
+            [Job("a", float("nan"), 60, 1, 8, hp=False)],
+            Policy("p"),
+            "job 'a': arrival nan",
+        ),
+        (
+            [ClusterNode("n0", 8, 64)],
+            [Job("a", 0, 60, 1, 8, hp=False)] * 2,
+            Policy("p"),
+            "job id 'a' is given twice",
+        ),
+        (
+            [ClusterNode("n0", 8, 64)] * 2,
+            [Job("a", 0, 60, 1, 8, hp=False)],
+            Policy("p"),
+            "node id 'n0' is given twice",
+        ),
+        (
+            [ClusterNode("n0", 8, 64)],
+            [Job("a", 0, 60, 1, 8, hp=False)],
+            Policy("p", placement="zzz"),  # type: ignore[arg-type]
+            "placement 'zzz' is not known",
+        ),
+    ],
+)
+def test_what_the_replay_cannot_run_is_refused_in_one_sentence(
+    nodes: list, jobs: list, policy: Policy, message: str
+) -> None:
+    # finding 06 of the second review: these ran (or failed at the end naming nothing)
+    with pytest.raises(ProblemError, match=re.escape(message)):
+        replay(nodes, jobs, policy)
