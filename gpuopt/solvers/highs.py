@@ -182,24 +182,37 @@ def use_threads(highspy: Any, threads: int) -> None:
     _SCHEDULER_THREADS[:] = [threads]
 
 
-def report_progress(highs: Any, progress: Progress) -> None:
-    """Call ``progress(seconds, incumbent, bound)`` when HiGHS's incumbent or bound moves."""
+def report_progress(highs: Any, progress: Progress) -> list[BaseException]:
+    """Call ``progress(seconds, incumbent, bound)`` when HiGHS's incumbent or bound moves.
+
+    An exception ``progress`` raises stops the search (HiGHS's user interrupt) and is
+    returned in the list, for the caller to raise once HiGHS has returned: raised inside
+    HiGHS's callback it would be lost, and the solve would end as an error."""
     last: list[tuple[float, float]] = []
+    raised: list[BaseException] = []
 
     def on_event(event: Any) -> None:
+        if raised:
+            event.interrupt()
+            return
         data = event.data_out
         incumbent, bound = float(data.mip_primal_bound), float(data.mip_dual_bound)
         if last and last[-1] == (incumbent, bound):
             return
         last[:] = [(incumbent, bound)]
-        progress(
-            float(data.running_time),
-            incumbent if math.isfinite(incumbent) else None,
-            bound if math.isfinite(bound) else None,
-        )
+        try:
+            progress(
+                float(data.running_time),
+                incumbent if math.isfinite(incumbent) else None,
+                bound if math.isfinite(bound) else None,
+            )
+        except BaseException as exc:  # the caller's: raised again after run()
+            raised.append(exc)
+            event.interrupt()
 
     highs.cbMipImprovingSolution.subscribe(on_event)
     highs.cbMipInterrupt.subscribe(on_event)
+    return raised
 
 
 def solve_rows(
@@ -280,10 +293,13 @@ def solve_rows(
         if left <= overhead:  # passing the model took longer than estimated
             return None, "time_limit", None
         highs.setOptionValue("time_limit", left - overhead)
+    raised: list[BaseException] = []
     with gpuopt.progress.search("HiGHS", progress, left) as report, solver_output(log):
         if report is not None:
-            report_progress(highs, report)
+            raised = report_progress(highs, report)
         highs.run()
+    if raised:  # the progress callback's own error, as CP-SAT's callbacks raise it
+        raise raised[0]
     model_status = highs.getModelStatus()
     info = highs.getInfo()
     found = info.primal_solution_status == 2  # kSolutionStatusFeasible

@@ -89,3 +89,25 @@ def test_growing_rows_start_empty_and_keep_the_subclass_fields_positional() -> N
     first.cost = np.zeros(1)
     assert (first.num_cols, first.nonzeros) == (1, 1)
     assert (second.families, second.num_cols) == ([], 0)  # nothing shared between models
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_an_error_of_the_progress_callback_is_raised(
+    isolate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 10 of the second review: raised inside HiGHS's callback the error was lost and
+    the solve ended as status "error"; it stops the search and is raised, in this process
+    and from a child alike, as CP-SAT's callbacks raise it."""
+    if isolate:
+        monkeypatch.setattr(highs, "ISOLATE_NONZEROS", 1)
+    model, _, _ = knapsacks(0)
+    calls: list[tuple[float, float | None, float | None]] = []
+
+    def progress(seconds: float, incumbent: float | None, bound: float | None) -> None:
+        calls.append((seconds, incumbent, bound))
+        raise RuntimeError("the dashboard is down")
+
+    start = np.zeros(model.cost.size)
+    with pytest.raises(RuntimeError, match="the dashboard is down"):
+        solve_rows(model, 60.0, seed=0, threads=1, start=start, log=False, progress=progress)
+    assert len(calls) == 1  # the search stopped at the first error
