@@ -53,7 +53,8 @@ class Kind:
     ``methods``: method name -> its function, the first the default (every problem's
     ``"heuristic"``), or the path of such a dict; ``aliases``: old name -> method name, or
     the path of such a dict; ``checker`` and ``evaluator`` (or None) take
-    ``(problem, result)``; ``answer`` is what an answer is called in messages.
+    ``(problem, result)``; ``answer`` is what an answer is called in messages, ``result``
+    the class of the methods' answers.
     """
 
     problem: str
@@ -62,6 +63,7 @@ class Kind:
     checker: str
     evaluator: str | None
     answer: str
+    result: str
 
 
 def _load(path: str) -> Any:
@@ -87,6 +89,7 @@ KINDS: tuple[Kind, ...] = (
         "gpuopt.allocation.solution:violations",
         "gpuopt.allocation.solution:evaluate",
         "grid",
+        "gpuopt.allocation.solution:AllocationResult",
     ),
     Kind(
         "gpuopt.cluster.model:Cluster",
@@ -95,6 +98,7 @@ KINDS: tuple[Kind, ...] = (
         "gpuopt.defrag.solution:violations",
         "gpuopt.defrag.solution:evaluate",
         "plan",
+        "gpuopt.defrag.solution:DefragResult",
     ),
     Kind(
         "gpuopt.placement.switch.problem:TopologyProblem",
@@ -107,6 +111,7 @@ KINDS: tuple[Kind, ...] = (
         "gpuopt.placement.switch.solution:violations",
         None,
         "placement",
+        "gpuopt.placement.switch.solution:TopologyResult",
     ),
     Kind(
         "gpuopt.placement.node.problem:NodePlacementProblem",
@@ -118,6 +123,7 @@ KINDS: tuple[Kind, ...] = (
         "gpuopt.placement.node.solution:violations",
         None,
         "placement",
+        "gpuopt.placement.node.solution:NodePlacementResult",
     ),
     Kind(
         "gpuopt.preemption.problem:PreemptionProblem",
@@ -131,6 +137,7 @@ KINDS: tuple[Kind, ...] = (
         "gpuopt.preemption.solution:violations",
         "gpuopt.preemption.solution:evaluate",
         "decision",
+        "gpuopt.preemption.solution:PreemptionResult",
     ),
     Kind(
         "gpuopt.gang.problem:GangProblem",
@@ -143,6 +150,7 @@ KINDS: tuple[Kind, ...] = (
         "gpuopt.gang.solution:violations",
         "gpuopt.gang.solution:evaluate",
         "answer",
+        "gpuopt.gang.solution:GangResult",
     ),
     Kind(
         "gpuopt.calendar.problem:CalendarProblem",
@@ -158,6 +166,7 @@ KINDS: tuple[Kind, ...] = (
         "gpuopt.calendar.solution:violations",
         "gpuopt.calendar.solution:evaluate",
         "plan",
+        "gpuopt.calendar.solution:CalendarPlan",
     ),
     Kind(
         "gpuopt.mig.problem:MigProblem",
@@ -170,6 +179,7 @@ KINDS: tuple[Kind, ...] = (
         "gpuopt.mig.solution:violations",
         "gpuopt.mig.solution:evaluate",
         "layout",
+        "gpuopt.mig.solution:MigResult",
     ),
 )
 
@@ -350,6 +360,19 @@ def answer_name(problem: object) -> str:
     return _kind(problem).answer
 
 
+def _check_result(kind: Kind, problem: object, result: Any) -> None:
+    """A result of another problem's method is refused in one sentence (a problem's own
+    result, or plain data such as a grid or a list of moves, goes to its checker)."""
+    from gpuopt.result import Result
+
+    expected = _load(kind.result)
+    if isinstance(result, Result) and not isinstance(result, expected):
+        raise ProblemTypeError(
+            f"result: {type(result).__name__} is not the {kind.answer} of "
+            f"{type(problem).__name__} (its methods answer with {expected.__name__})."
+        )
+
+
 def _result_grid(result: Any) -> Any:
     from gpuopt.allocation.solution import AllocationResult
 
@@ -370,7 +393,9 @@ def violations(problem: object, result: Any) -> list[str]:
     >>> violations(problem, solve(problem)), violations(problem, [["a", None]])[0][:3]
     ([], 'A2:')
     """
-    check, _ = _checkers(_kind(problem))
+    kind = _kind(problem)
+    _check_result(kind, problem, result)
+    check, _ = _checkers(kind)
     return check(problem, result)
 
 
@@ -388,6 +413,7 @@ def evaluate(problem: object, result: Any) -> Any:
         For a problem type without an evaluator.
     """
     kind = _kind(problem)
+    _check_result(kind, problem, result)
     _, measure = _checkers(kind)
     if measure is None:
         raise ValueError(f"{type(problem).__name__} results have no evaluator; use violations.")

@@ -259,3 +259,33 @@ def test_gap_is_recomputed_and_notes_follow_the_bound(tiny: gpuopt.AllocationPro
     assert greedy.notes == ["no bound: the heuristic computes none"]  # not shared
     unbounded = bounded.model_copy(update={"bound": None, "status": "time_limit"})
     assert unbounded.notes == ["no bound: cpsat stopped at its time limit before proving one"]
+
+
+def test_a_result_of_another_problem_is_refused_in_one_sentence() -> None:
+    # finding 09.6 of the second review: a TypeError or AttributeError naming nothing
+    from importlib.resources import files
+
+    from gpuopt.calendar.problem import CalendarProblem
+    from gpuopt.errors import ProblemTypeError
+
+    grid_problem = gpuopt.load_problem(files("gpuopt") / "scenarios" / "mixed-control.json")
+    grid = gpuopt.solve(grid_problem)
+    calendar = CalendarProblem(
+        nodes=[{"id": "a", "capacity": [8]}],
+        jobs=[{"id": "j", "use": [8], "duration": 2}],
+        horizon=10,
+    )
+    plan = gpuopt.solve(calendar)
+    expected = (
+        "result: CalendarPlan is not the grid of AllocationProblem "
+        "(its methods answer with AllocationResult)."
+    )
+    with pytest.raises(ProblemTypeError) as caught:
+        gpuopt.violations(grid_problem, plan)
+    assert str(caught.value) == expected
+    with pytest.raises(
+        ProblemTypeError, match="AllocationResult is not the plan of CalendarProblem"
+    ):
+        gpuopt.evaluate(calendar, grid)
+    assert gpuopt.violations(grid_problem, grid) == [] == gpuopt.violations(calendar, plan)
+    assert gpuopt.violations(grid_problem, grid.grid) == []  # its grid as plain data still goes
