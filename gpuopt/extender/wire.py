@@ -191,13 +191,23 @@ def read_args(body: Any) -> ExtenderArgs:
     node_list = None
     if names is None:
         node_list = _object(listed, "Nodes")
-        items = node_list.get("items")
+        items = field(node_list, "items")
         if items is None:
             items = []
         if not isinstance(items, list):
             raise BadRequest("Nodes.items must be a list of v1.Node objects.", reason="field")
         nodes = [_object(item, f"Nodes.items[{i}]") for i, item in enumerate(items)]
-        node_list = {key: value for key, value in node_list.items() if key != "items"}
+        seen: set[str] = set()
+        for i, item in enumerate(nodes):
+            name = node_name(item, f"Nodes.items[{i}]")
+            if name in seen:
+                raise BadRequest(f"Nodes.items names node {name!r} twice.", reason="field")
+            seen.add(name)
+        node_list = {
+            key: value
+            for key, value in node_list.items()
+            if not (isinstance(key, str) and key.lower() == "items")
+        }
     return ExtenderArgs(
         pod=pod,
         node_names=None if names is None else _names(names, "NodeNames"),

@@ -190,3 +190,18 @@ def test_answers_are_compact_json_in_go_field_order(extender: Extender) -> None:
     text = call(create_app(extender), "/filter", body).text
     assert text.startswith('{"Nodes":null,"NodeNames":[],"FailedNodes":{"gpu-node-1":')
     assert text.endswith(',"Error":""}')
+
+
+def test_a_node_list_is_read_as_go_reads_it_and_names_each_node_once() -> None:
+    # finding 09.3/09.4 of the second review: "Items" (Go's decoder matches keys without
+    # regard to case) was read as no nodes; a node named twice passed twice
+    from gpuopt.extender.wire import BadRequest, read_args
+
+    def node(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}}
+
+    pod = {"metadata": {"name": "p"}}
+    args = read_args({"Pod": pod, "Nodes": {"Items": [node("a"), node("b")], "kind": "NodeList"}})
+    assert args.names == ["a", "b"] and args.node_list == {"kind": "NodeList"}
+    with pytest.raises(BadRequest, match=r"Nodes\.items names node 'a' twice"):
+        read_args({"Pod": pod, "Nodes": {"items": [node("a"), node("a")]}})
