@@ -345,6 +345,10 @@ def check_output_folder(path: str | None, flag: str, *, picture: bool = False) -
 
     if not path:
         return
+    if path == "-":  # the commands that write to stdout say so and do not ask here
+        raise ProblemError(
+            f"{flag}: '-' is not stdout for this command; name a file (./- for one named '-')."
+        )
     from gpuopt.io.files import check_writable
 
     target = Path(path)

@@ -186,3 +186,28 @@ def test_solve_commands_of_every_module_are_the_parsers_of_gpuopt() -> None:
         assert made.get_default("run") is command.run
         assert [action.dest for action in made._actions[1:3]] == [command.source[0], "method"]
         assert made._actions[-1].dest == "quiet"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["generate", "--gpus", "8", "--tasks", "3", "--out", "-"],
+        ["allocate", "gpuopt/scenarios/mixed-control.json", "--out", "-"],
+    ],
+)
+def test_out_dash_is_refused_where_it_is_not_stdout(
+    argv: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # finding 09.8 of the second review: these wrote a file named "-" silently, while
+    # replay openb and mig --json take "-" for stdout
+    from gpuopt.cli import main
+
+    root = Path(__file__).parents[2]
+    argv = [str(root / a) if a.startswith("gpuopt/") else a for a in argv]
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert "--out: '-' is not stdout for this command" in capsys.readouterr().err
+    assert not (tmp_path / "-").exists()
