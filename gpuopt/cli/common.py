@@ -248,9 +248,12 @@ def add_out(
     parser.add_argument("--out", required=required, metavar=metavar, help=help)
 
 
-def add_json(parser: argparse.ArgumentParser, help: str) -> None:
-    """``--json``: figures as JSON, checked before any work, written atomically."""
+def add_json(parser: argparse.ArgumentParser, help: str, *, stdout: bool = False) -> None:
+    """``--json``: figures as JSON, checked before any work, written atomically; with
+    ``stdout``, ``--json -`` prints them instead (the command does)."""
     parser.add_argument("--json", help=help)
+    if stdout:
+        parser.set_defaults(stdout_outputs=("json",))
 
 
 def add_plot(parser: argparse.ArgumentParser, help: str) -> None:
@@ -371,8 +374,11 @@ def check_output_folder(path: str | None, flag: str, *, picture: bool = False) -
 
 def check_outputs(args: argparse.Namespace) -> None:
     """Check every output flag the command has (:data:`OUTPUT_FLAGS`), in that order."""
+    printed = getattr(args, "stdout_outputs", ())  # outputs whose "-" is stdout
     for dest, (flag, picture) in OUTPUT_FLAGS.items():
-        check_output_folder(getattr(args, dest, None), flag, picture=picture)
+        path = getattr(args, dest, None)
+        if not (dest in printed and path == "-"):
+            check_output_folder(path, flag, picture=picture)
 
 
 def write_text(path: str, text: str) -> None:

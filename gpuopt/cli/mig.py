@@ -197,6 +197,7 @@ def add_commands(commands: Any) -> None:
         parser,
         "write per claim the node and status.allocation.devices.results to this file "
         "(-: to stdout, instead of the table)",
+        stdout=True,
     )
     add_out(parser, "write the result (JSON) to this file")
     parser.add_argument(
