@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -352,9 +353,13 @@ def check_output_folder(path: str | None, flag: str, *, picture: bool = False) -
         raise ProblemError(
             f"{flag}: '-' is not stdout for this command; name a file (./- for one named '-')."
         )
-    from gpuopt.io.files import check_writable
+    from gpuopt.io.files import check_writable, is_special
 
     target = Path(path)
+    if is_special(target):  # /dev/null, a pipe: written into (the atomic writer knows)
+        if not os.access(target, os.W_OK):
+            raise ProblemError(f"{flag}: {path} cannot be written.")
+        return
     if not target.resolve().parent.is_dir():
         raise ProblemError(f"{flag}: the folder of {path} does not exist.")
     if target.is_dir():

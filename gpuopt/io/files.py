@@ -6,6 +6,8 @@ import contextlib
 import json
 import os
 import re
+import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,21 +27,40 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise ProblemError(f"{target}: the folder {directory} does not exist.")
+    # a device or a pipe (/dev/null, /dev/stdout, a FIFO) is written into, never replaced:
+    # renaming onto /dev/null would put a plain file in its place
+    special = is_special(target)
+    where = Path(tempfile.gettempdir()) if special else directory
     try:
         handle, temporary = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=target.suffix or ".tmp", dir=directory
+            prefix=f".{target.name}.", suffix=target.suffix or ".tmp", dir=where
         )
     except OSError as error:
-        raise ProblemError(f"{target}: {_cannot_write(directory, error)}.") from None
+        raise ProblemError(f"{target}: {_cannot_write(where, error)}.") from None
     os.close(handle)
     try:
         yield Path(temporary)
+        if special:
+            with open(temporary, "rb") as source, open(target, "wb") as sink:
+                shutil.copyfileobj(source, sink)
+            os.unlink(temporary)
+            return
         os.chmod(temporary, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs are ordinary files
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def is_special(path: Path) -> bool:
+    """Whether ``path`` exists and is neither a regular file nor a folder (a device such as
+    ``/dev/null``, a pipe, a socket): an output there is written into, not replaced."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def _cannot_write(folder: Path, error: OSError) -> str:

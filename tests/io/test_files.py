@@ -151,3 +151,28 @@ def test_unreadable_names_the_cause_of_each_real_failure(tmp_path: Path) -> None
         str(unreadable(Path("f.csv"), other, "a CSV"))
         == "f.csv: cannot be read (Permission denied)."
     )
+
+
+def test_a_device_is_written_into_never_replaced(tmp_path: Path) -> None:
+    """``--out /dev/null`` as root renamed a plain file onto /dev/null (a reviewer's run left
+    the machine without one). A device, here a null device of our own, stays a device, and
+    no temporary is left beside it or in the temporary folder's place of it."""
+    import stat
+    import threading
+
+    null = tmp_path / "null"
+    try:
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except (PermissionError, OSError):
+        pytest.skip("making a device needs root")
+    write_text_atomic(null, "nothing to keep\n")
+    assert stat.S_ISCHR(null.stat().st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["null"]
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    read: list[str] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_text()), daemon=True)
+    reader.start()
+    write_text_atomic(fifo, "through the pipe\n")
+    reader.join(timeout=10)
+    assert read == ["through the pipe\n"] and stat.S_ISFIFO(fifo.stat().st_mode)
