@@ -41,7 +41,12 @@ The conventions (CONTRIBUTING.md, section 2, states them for writers):
   - ``slow``: takes more than about 10 s; the block's test is marked
     ``slow`` (left out by the default ``python -m pytest``, run by
     ``python -m pytest -m slow`` and by ``.ci/run``);
-  - ``data, slow``: both.
+  - ``data, slow``: both;
+  - ``alone`` (with ``slow``): the block uses no file an earlier block of its
+    page makes, so a run of the slow blocks (``pytest -m slow``, the second
+    run of ``.ci/run``) leaves out the blocks that are not slow unless a later
+    slow block without ``alone`` may need their files (they ran, and were
+    checked, in the first run).
 
   A block skipped, or left out as slow or for want of data, made nothing the
   later blocks can use: a block that uses such a block's files carries its
@@ -82,7 +87,7 @@ from tests.contracts.markdown_blocks import (
 COPIED = ("gpuopt", "benchmarks", "docs", "models", "tools")
 #: Seconds one block may take before the run counts as hung.
 BLOCK_TIMEOUT = 1800
-FLAGS = frozenset({"data", "slow"})
+FLAGS = frozenset({"data", "slow", "alone"})
 #: (path, the block's whole text) -> why it fails today; see the module docstring. These
 #: blocks are never run (one installs a package): a changed block no longer matches its
 #: entry, and test_every_known_broken_entry_names_a_block asks to remove the entry.
@@ -96,6 +101,7 @@ class Rules:
     skip: str | None = None  # the reason, when the block is not run
     data: bool = False
     slow: bool = False
+    alone: bool = False
 
 
 def rules_of(block: Block) -> Rules:
@@ -112,9 +118,11 @@ def rules_of(block: Block) -> Rules:
     if not flags <= FLAGS:
         raise ValueError(
             f"{block.where}: 'docs-test: {text}' is not a rule; use 'skip: REASON', "
-            "'data', 'slow' or 'data, slow'."
+            "'data', 'slow' or 'data, slow' (and 'alone' beside 'slow')."
         )
-    return Rules(data="data" in flags, slow="slow" in flags)
+    if "alone" in flags and "slow" not in flags:
+        raise ValueError(f"{block.where}: 'docs-test: {text}': 'alone' goes with 'slow'.")
+    return Rules(data="data" in flags, slow="slow" in flags, alone="alone" in flags)
 
 
 BLOCKS = [
@@ -195,6 +203,15 @@ def _run_in(
     """The loop of :func:`run_blocks`: each block's outcome; the groups it started."""
     outcomes: list[dict[str, str]] = []
     failed: str | None = None
+    # with the slow blocks, a block that is not slow runs only for the files a later slow
+    # block may use: one not marked alone
+    feeds = -1
+    if slow:
+        for number, block in enumerate(blocks):
+            with contextlib.suppress(ValueError):  # its own test reports a bad rule
+                found = rules_of(block)
+                if found.slow and not found.alone:
+                    feeds = number
     for number, block in enumerate(blocks):
         rules = rules_of(block)
         if rules.skip is not None:
@@ -206,6 +223,10 @@ def _run_in(
             continue
         if rules.slow and not slow:
             outcomes.append({"state": "left-out", "why": "slow", "seconds": "0"})
+            continue
+        if slow and not rules.slow and number > feeds:
+            why = "not slow, and no later slow block uses its files"
+            outcomes.append({"state": "left-out", "why": why, "seconds": "0"})
             continue
         if rules.data and data is None:
             why = (
@@ -412,7 +433,7 @@ def test_the_runner_shares_a_folder_stops_at_an_error_and_hides_the_data(tmp_pat
     assert ran[3]["stdout"] == "alibaba-openb-gpu-2023\n"
     assert ran[4]["stdout"] == "no data here\n"
     assert ran[5]["why"].startswith("exit code 1")
-    without_data = run_blocks(blocks[3:4], slow=True, data=None)
+    without_data = run_blocks(blocks[3:4], slow=False, data=None)
     assert without_data[0]["state"] == "skip"
     assert "GPUOPT_DATA" in without_data[0]["why"]
     assert run_blocks(blocks[1:2], slow=True)[0]["stdout"] == "slow\n"
@@ -430,3 +451,33 @@ def test_gpuopt_on_the_path_is_this_checkout() -> None:
     printed, code = outcome["stdout"].splitlines()
     assert Path(printed) == ROOT / "gpuopt" / "__init__.py"
     assert code == "2"  # a missing file is bad input: exit 2 (README, "Command line")
+
+
+def test_a_run_of_the_slow_blocks_leaves_out_what_no_slow_block_needs() -> None:
+    """``alone``: a slow block that uses no earlier block's files; the blocks that are not
+    slow then run only before a slow block without it."""
+    sources = [
+        ("", "echo made > made.txt\n"),
+        ("slow, alone", "echo alone\n"),
+        ("", "echo between\n"),
+        ("slow", "cat made.txt\n"),
+        ("", "echo after\n"),
+    ]
+    blocks = [
+        Block("y.md", 10 * n + 1, "bash", source, directive=rules or None)
+        for n, (rules, source) in enumerate(sources)
+    ]
+    ran = run_blocks(blocks, slow=True)
+    assert [outcome["state"] for outcome in ran] == ["ok", "ok", "ok", "ok", "left-out"]
+    assert ran[3]["stdout"] == "made\n"  # the block it needs ran
+    alone = run_blocks([blocks[0], blocks[1], blocks[4]], slow=True)
+    assert [outcome["state"] for outcome in alone] == ["left-out", "ok", "left-out"]
+    assert [outcome["state"] for outcome in run_blocks(blocks, slow=False)] == [
+        "ok",
+        "left-out",
+        "ok",
+        "left-out",
+        "ok",
+    ]
+    with pytest.raises(ValueError, match="'alone' goes with 'slow'"):
+        rules_of(Block("y.md", 1, "bash", "true\n", directive="alone"))
