@@ -47,7 +47,9 @@ The mapping
   estimators need a job description that a pod does not carry);
   ``running_default`` seconds after ``start_time`` (when given); else it runs
   past the horizon (end = horizon). An end at or before now is one tick from
-  now (reported: ``overdue``). Counted by source in
+  now (reported: ``overdue``); a running pod whose ``start_time`` is after
+  now (a ``now`` before the cluster's clock) runs from tick 0 (reported:
+  ``starts-after-now``). Counted by source in
   :attr:`CalendarReport.running_end`.
 * **Waiting pods** (F4): a pod without a gang is one job of one pod; the waiting
   pods of one gang (``Pending.gang``) are one job of as many pods (C2), each
@@ -149,7 +151,7 @@ class CalendarReport:
     duration came from (``annotation``, ``active-deadline``, ``default``);
     ``submit``: waiting jobs by where their submit tick came from (``since``,
     ``unknown``: tick 0); ``notes``: simplifications (``share-as-whole``,
-    ``gang-uneven``, ``overdue``, ``locked-node``, ``no-memory``,
+    ``gang-uneven``, ``overdue``, ``starts-after-now``, ``locked-node``, ``no-memory``,
     ``no-eligible-node``); ``ignored``: fields that decide where or when a pod
     may run but are not planned with, by field.
     """
@@ -532,6 +534,9 @@ class _Builder:
         out: list[dict[str, Any]] = []
         ends: dict[str, int] = {}
         for task in self.cluster.tasks:
+            if task.start_time is not None and task.start_time > self.now:
+                # a running pod that starts after "now": a --now before the cluster's clock
+                self.report.note("starts-after-now", task.id)
             end, source = self._end(task, running_default)
             self.report.running_end[source] += 1
             ends[task.id] = end

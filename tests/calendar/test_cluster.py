@@ -436,3 +436,19 @@ def test_an_uneven_gang_that_waits_for_room_is_not_said_refused_by_f4() -> None:
     (start,) = checked(problem).starts
     assert start.start is None and start.reason is not None
     assert "F4 (gang-uneven)" in start.reason and "refused" not in start.reason
+
+
+def test_a_now_before_a_running_pods_start_is_reported() -> None:
+    # finding 09.7 of the second review: --now years before the running pods started was
+    # taken without a word; the pod runs from tick 0 and the calendar says so
+    running = Cluster(
+        now=10_000.0,
+        nodes=[{"id": "a", "gpus": 8, "cpus": 64}],
+        tasks=[{"id": "ml/t", "node": "a", "gpus": 8, "cpus": 8, "start_time": 9_000.0}],
+        pending=[],
+    )
+    _, early = from_cluster_report(running, horizon=3600, step=60, now=5_000.0)
+    assert early.notes["starts-after-now"] == 1
+    assert any("starts-after-now on 1 (ml/t)" in line for line in early.lines())
+    _, fine = from_cluster_report(running, horizon=3600, step=60)
+    assert "starts-after-now" not in fine.notes
