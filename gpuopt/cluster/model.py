@@ -605,6 +605,29 @@ DEPRECATED_NAMES = {
 }
 
 
+def gang_allowance(cluster: Cluster) -> dict[str, tuple[list[Task], int]]:
+    """C8: each running gang's members (cluster order) and how many of them may stop
+    before the gang stops whole, ``max(0, members - min_member)`` (a gang the cluster does
+    not list is all or nothing: 0).
+
+    >>> cluster = Cluster(nodes=[{"id": "n", "gpus": 8, "cpus": 8}], tasks=[
+    ...     {"id": f"g-{i}", "node": "n", "gpus": 1, "gang": "g"} for i in range(3)],
+    ...     gangs=[{"id": "g", "min_member": 2}])
+    >>> [(gang, [t.id for t in tasks], allowed) for gang, (tasks, allowed)
+    ...  in gang_allowance(cluster).items()]
+    [('g', ['g-0', 'g-1', 'g-2'], 1)]
+    """
+    listed = {gang.id: gang.min_member for gang in cluster.gangs}
+    members: dict[str, list[Task]] = {}
+    for task in cluster.tasks:
+        if task.gang is not None:
+            members.setdefault(task.gang, []).append(task)
+    return {
+        gang: (tasks, max(0, len(tasks) - listed.get(gang, len(tasks))))
+        for gang, tasks in members.items()
+    }
+
+
 def deprecated_name(module: str, name: str) -> Any:
     """The object an old name stands for, with a ``DeprecationWarning`` naming the new one.
 
@@ -679,6 +702,7 @@ __all__ = [
     "check_share",
     "check_unique",
     "deprecated_name",
+    "gang_allowance",
     "is_hp",
     "load_cluster",
     "old_names",

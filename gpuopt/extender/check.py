@@ -24,7 +24,7 @@ from typing import Any
 
 from gpuopt.cluster.devicefit import DeviceNode, Selection, claims_fit, device_node
 from gpuopt.cluster.interconnect import MAX_TOPOLOGY_GPUS, node_bandwidth
-from gpuopt.cluster.model import Cluster, Node, Task, priority_value
+from gpuopt.cluster.model import Cluster, Node, Task, gang_allowance, priority_value
 from gpuopt.cluster.rules import PodTerms, budget_allowance, refusal
 from gpuopt.cluster.shares import MILLI, layout
 from gpuopt.extender.claims import Resolved, resolve
@@ -183,15 +183,6 @@ def score_violations(names: Sequence[str], result: Sequence[Mapping[str, Any]]) 
     return found
 
 
-def _gangs(cluster: Cluster) -> dict[str, list[Task]]:
-    """The running gangs' members, by gang (C8)."""
-    members: dict[str, list[Task]] = {}
-    for task in cluster.tasks:
-        if task.gang is not None:
-            members.setdefault(task.gang, []).append(task)
-    return members
-
-
 def preemption_violations(
     cluster: Cluster,
     ask: Ask,
@@ -207,8 +198,7 @@ def preemption_violations(
     by_uid = {task.uid: task for task in cluster.tasks if task.uid}
     fixed = cluster.index.fixed
     budgets = budget_allowance(cluster)
-    minimum = {gang.id: gang.min_member for gang in cluster.gangs}
-    gangs = _gangs(cluster)
+    gangs = gang_allowance(cluster)
     for node, entry in (result.get("NodeNameToMetaVictims") or {}).items():
         if node not in proposed:
             found.append(f"E6: node {node} was not proposed")
@@ -231,9 +221,8 @@ def preemption_violations(
             if Judge(cluster, ask, rest).why_not(node) is None:
                 found.append(f"E6: on node {node} victim {task.id} is not needed")
         ids = {t.id for t in victims}
-        for gang, members in gangs.items():
-            stopped = len(ids & {t.id for t in members})
-            if stopped <= max(0, len(members) - minimum.get(gang, len(members))):
+        for gang, (members, allowed) in gangs.items():
+            if len(ids & {t.id for t in members}) <= allowed:
                 continue
             for task in members:
                 if task.id in fixed or (

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuopt.cluster.model import Cluster, Task, priority_value
+from gpuopt.cluster.model import Cluster, Task, gang_allowance, priority_value
 from gpuopt.cluster.rules import budget_allowance
 from gpuopt.extender.fit import refusal_after
 from gpuopt.extender.pod import Ask
@@ -92,14 +92,9 @@ def running_gangs(
 ) -> dict[str, RunningGang]:
     """Every running gang of ``cluster`` by id, for a pod asking with ``ask``'s priority: a
     member may be stopped when it is below that priority and not fixed (K8)."""
-    listed = {gang.id: gang.min_member for gang in cluster.gangs}
-    members: dict[str, list[Task]] = {}
-    for task in cluster.tasks:
-        if task.gang is not None:
-            members.setdefault(task.gang, []).append(task)
     hp = cluster.hp_priority
     found = {}
-    for gang, tasks in members.items():
+    for gang, (tasks, allowance) in gang_allowance(cluster).items():
         blocker = next(
             (
                 t.id
@@ -109,7 +104,7 @@ def running_gangs(
             None,
         )
         found[gang] = RunningGang(
-            allowance=max(0, len(tasks) - listed.get(gang, len(tasks))),
+            allowance=allowance,
             loss=sum(lost_work(t, now) for t in tasks),
             pods=len(tasks),
             blocker=blocker,

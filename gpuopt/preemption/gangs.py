@@ -34,7 +34,7 @@ from functools import cached_property
 import numpy as np
 
 from gpuopt.cluster.items import Task
-from gpuopt.cluster.model import Cluster
+from gpuopt.cluster.model import Cluster, gang_allowance
 from gpuopt.errors import ProblemError
 
 
@@ -162,14 +162,12 @@ def gang_facts(
 ) -> GangFacts:
     """The :class:`GangFacts` of ``cluster``; ``stoppable``, ``gpus``, ``checkpoint`` and
     ``no_checkpoint`` per cluster task (GPUs as the question counts them, C7)."""
-    listed = {gang.id: gang.min_member for gang in cluster.gangs}
+    position = cluster.index.task_pos
     members: dict[str, list[int]] = {}
-    for pos, task in enumerate(cluster.tasks):
-        if task.gang is not None:
-            members.setdefault(task.gang, []).append(pos)
     allowance, closable, cost = {}, {}, {}
-    for gang, where in members.items():
-        allowance[gang] = max(0, len(where) - listed.get(gang, len(where)))
+    for gang, (tasks, allowed) in gang_allowance(cluster).items():
+        where = members[gang] = [position[task.id] for task in tasks]
+        allowance[gang] = allowed
         closable[gang] = bool(stoppable[where].all())
         known = not bool(no_checkpoint[where].any())
         cost[gang] = int((gpus[where] * (now - checkpoint[where])).sum()) if known else None
@@ -361,15 +359,9 @@ def close_gangs(
 ) -> set[str] | None:
     """``chosen`` (task ids) with every member of each gang they stop beyond its allowance
     (P13), or None when such a gang has a member that may not stop."""
-    listed = {gang.id: gang.min_member for gang in cluster.gangs}
-    members: dict[str, list[Task]] = {}
-    for task in cluster.tasks:
-        if task.gang is not None:
-            members.setdefault(task.gang, []).append(task)
     closed = set(chosen)
-    for gang, tasks in members.items():
-        stopped = sum(task.id in chosen for task in tasks)
-        if stopped > max(0, len(tasks) - listed.get(gang, len(tasks))):
+    for tasks, allowed in gang_allowance(cluster).values():
+        if sum(task.id in chosen for task in tasks) > allowed:
             if not all(stoppable(task) for task in tasks):
                 return None
             closed.update(task.id for task in tasks)
