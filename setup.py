@@ -21,7 +21,7 @@ else:
                     extra_compile_args=["-O2"],
                     optional=True,
                 )
-                for name in ("_crandom", "_cstatic", "_cboard", "_core", "_crealtime")
+                for name in ("_crandom", "_cstatic", "_cboard", "_core", "_crealtime", "_cbound")
             ]
             + [
                 Extension(

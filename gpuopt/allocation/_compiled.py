@@ -1,7 +1,8 @@
 """The compiled greedy core in one namespace: the extension modules Cython builds from
-``_crandom.pyx``, ``_cstatic.pyx``, ``_cboard.pyx``, ``_core.pyx`` and ``_crealtime.pyx``
-(``setup.py``); ``packing_capacity`` is the B3 packing of :mod:`gpuopt.allocation.bound`
-in C.
+``_crandom.pyx``, ``_cstatic.pyx``, ``_cboard.pyx``, ``_core.pyx``, ``_crealtime.pyx`` and
+``_cbound.pyx`` (``setup.py``); ``packing_capacity`` is the B3 packing of
+:mod:`gpuopt.allocation.bound` in C, ``batch_columns`` and ``fragmentation_rows`` the LP
+guide's model.
 
 Importing this module fails with ``ImportError`` where they are not built (a bare
 checkout); :mod:`gpuopt.allocation._accel` then runs the Python modules.
@@ -10,6 +11,7 @@ checkout); :mod:`gpuopt.allocation._accel` then runs the Python modules.
 from __future__ import annotations
 
 from gpuopt.allocation._cboard import CoreBoard, base_board, grid_of  # type: ignore[import-not-found]
+from gpuopt.allocation._cbound import batch_columns, fragmentation_rows  # type: ignore[import-not-found]
 from gpuopt.allocation._core import (  # type: ignore[import-not-found]
     construct,
     guided,
@@ -36,7 +38,9 @@ __all__ = [
     "Realtime",
     "Static",
     "base_board",
+    "batch_columns",
     "construct",
+    "fragmentation_rows",
     "grid_of",
     "guided",
     "improve",

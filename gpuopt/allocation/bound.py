@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuopt.allocation._accel import compiled
+from gpuopt.allocation._accel import compiled, core_for
 from gpuopt.allocation._board import Board, free_runs
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.errors import ProblemError
@@ -218,6 +218,9 @@ def _batch_columns(index: Any, board: Board, model_rows: int) -> _BatchColumns:
     batch = index.batch
     horizon = index.horizon
     ways = _ways(index, board, model_rows)
+    core = core_for(index)
+    if core is not None and not model_rows:  # the same arrays in C (_cbound.batch_columns)
+        return _BatchColumns(horizon, 0, *core.batch_columns(*_core_arguments(index, board, ways)))
     owner = np.array([way[0] for way in ways], dtype=np.int64)
     model = np.array([way[1] for way in ways], dtype=np.int64)
     duration = np.array([way[2] for way in ways], dtype=np.int64)
@@ -306,6 +309,24 @@ def _batch_columns(index: Any, board: Board, model_rows: int) -> _BatchColumns:
         row_index=row_index,
         values=values,
         tasks=tasks,
+    )
+
+
+def _core_arguments(index: Any, board: Board, ways: list[Any]) -> tuple[Any, ...]:
+    """The arguments of the compiled ``batch_columns``: the ways, the batch's sizes,
+    arrivals and priorities, the room and busy GPUs per step, and the weights' prefix sums
+    (summed by numpy, as the numpy path sums them, so the costs are the same numbers)."""
+    batch = index.batch
+    return (
+        ways,
+        np.asarray(batch.size, dtype=np.int64),
+        np.asarray(batch.arrival, dtype=np.int64),
+        np.asarray(batch.priority, dtype=np.float64),
+        np.asarray(board.room, dtype=np.int64),
+        board.busy,
+        np.concatenate(([0.0], np.cumsum(index.weights))),
+        board.gpus,
+        index.horizon,
     )
 
 
@@ -547,6 +568,9 @@ def _add_fragmentation_rows(
     gpus = board.gpus
     if gpus > CUT_GPUS or not batch.count:
         return 0
+    core = core_for(board.index)
+    if core is not None and not batch.model_rows:  # the same rows in C (_cbound)
+        return _add_compiled_rows(highs, core, board, batch, capacity)
     sizes = batch.sizes
     steps = np.arange(board.horizon)
     active = (batch.starts[None, :] <= steps[:, None]) & (steps[:, None] < batch.ends[None, :])
@@ -593,6 +617,31 @@ def _add_fragmentation_rows(
         sizes[index].astype(np.float64),
     )
     return len(rows_upper)
+
+
+def _add_compiled_rows(
+    highs: Any, core: Any, board: Board, batch: _BatchColumns, capacity: np.ndarray
+) -> int:
+    """:func:`_add_fragmentation_rows` for a plain problem of at most 64 GPUs: the same rows,
+    built by the compiled core (``_cbound.fragmentation_rows``)."""
+    rows = core.fragmentation_rows(
+        batch.starts,
+        batch.ends,
+        batch.sizes,
+        batch.legal_by_size,
+        board.busy,
+        np.asarray(capacity, dtype=np.float64),
+        board.gpus,
+        board.horizon,
+    )
+    if rows is None:
+        return 0
+    upper, row_starts, entries, values = rows
+    inf = importlib.import_module("highspy").kHighsInf
+    highs.addRows(
+        len(upper), np.full(len(upper), -inf), upper, len(entries), row_starts, entries, values
+    )
+    return len(upper)
 
 
 def _model_capacity(problem: AllocationProblem) -> np.ndarray:

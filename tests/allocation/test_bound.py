@@ -210,9 +210,17 @@ def _bound_cases() -> list[AllocationProblem]:
 
 
 @pytest.mark.parametrize("number", range(6))
-def test_the_columns_built_at_once_are_the_columns_one_by_one(number: int) -> None:
-    """The batch columns are built with numpy over every start at once (the guide's hot
-    path); they are the columns of section 13 taken one task, model and start at a time."""
+@pytest.mark.parametrize("path", ["numpy", "compiled"])
+def test_the_columns_built_at_once_are_the_columns_one_by_one(
+    number: int, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch columns are built with numpy over every start at once, or in C for a plain
+    problem of at most 64 GPUs (the guide's hot path); both are the columns of section 13
+    taken one task, model and start at a time."""
+    if path == "numpy":
+        monkeypatch.setattr(bound, "core_for", lambda index: None)
+    elif compiled() is None:
+        pytest.skip("the compiled core is not built")
     problem = _bound_cases()[number]
     index = problem.index
     board = Board(index)
@@ -291,6 +299,69 @@ def test_the_compiled_packing_is_the_python_packing(seed: int) -> None:
             blocks.append((size, legal & rng.getrandbits(gpus) if rng.random() < 0.3 else legal))
         expected = bound._packing_capacity(busy, blocks, gpus)
         assert core.packing_capacity(busy, blocks, gpus) == expected
+
+
+class _Rows:
+    """A stand-in for HiGHS that keeps what ``addRows`` was given."""
+
+    given: tuple[object, ...] = ()
+
+    def addRows(self, *arguments: object) -> None:
+        self.given = arguments
+
+
+def _guide_model(
+    problem: AllocationProblem, numpy_path: bool, monkeypatch: pytest.MonkeyPatch
+) -> tuple[bound._BatchColumns, int, tuple[object, ...]]:
+    """The guide's batch columns and B3 rows of ``problem``, on the numpy path or not."""
+    with monkeypatch.context() as patched:
+        if numpy_path:
+            patched.setattr(bound, "core_for", lambda index: None)
+        index = problem.index
+        board = Board(index)
+        board.pin_running()
+        capacity = np.array(board.room, dtype=np.float64)
+        if index.num_realtime:
+            board.reserve(index.realtime_floor.sum(axis=0))
+        batch = bound._batch_columns(index, board, 0)
+        rows = _Rows()
+        added = bound._add_fragmentation_rows(rows, board, batch, capacity)
+    return batch, added, rows.given
+
+
+@pytest.mark.skipif(compiled() is None, reason="the compiled core is not built")
+@pytest.mark.parametrize("seed", range(8))
+def test_the_compiled_guide_model_is_the_numpy_model(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For a plain problem of at most 64 GPUs the LP guide's columns and B3 rows are built
+    in C (``_cbound``): the same arrays, of the same types and in the same order, as the
+    numpy path's, so HiGHS solves the same model and the guide gives the same plans."""
+    shapes = [
+        dict(gpus=8, tasks=10, realtime=1),
+        dict(gpus=16, tasks=20, gpus_per_node=8, realtime=2, align_blocks=True),
+        dict(gpus=32, tasks=30, gpus_per_node=8, realtime=2),
+        dict(gpus=64, tasks=30, gpus_per_node=8, realtime=3, align_blocks=True),
+    ]
+    problems = [random_problem(seed, **shape) for shape in shapes]  # type: ignore[arg-type]
+    families = ["aligned-running-low", "nodes", "realtime-swap", "mixed"]
+    problems += [stress_problem(seed, gpus, family) for gpus in (16, 64) for family in families]
+    b3_rows = 0
+    for problem in problems:
+        fast, fast_added, fast_rows = _guide_model(problem, False, monkeypatch)
+        slow, slow_added, slow_rows = _guide_model(problem, True, monkeypatch)
+        for name in ("costs", "sizes", "starts", "ends", "owners", "col_starts", "row_index"):
+            got, expected = getattr(fast, name), getattr(slow, name)
+            assert got.dtype == expected.dtype and np.array_equal(got, expected), name
+        assert np.array_equal(fast.values, slow.values)
+        assert list(fast.legal_by_size.items()) == list(slow.legal_by_size.items())
+        assert fast.tasks == slow.tasks
+        assert fast_added == slow_added
+        b3_rows += fast_added
+        for got, expected in zip(fast_rows, slow_rows, strict=True):
+            got, expected = np.asarray(got), np.asarray(expected)
+            assert got.dtype == expected.dtype and np.array_equal(got, expected)
+    assert b3_rows > 0  # the rows were compared, not only their absence
 
 
 def test_every_solve_gets_its_own_time_limit() -> None:

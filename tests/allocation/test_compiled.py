@@ -23,6 +23,7 @@ def test_every_name_is_its_extension_modules_own() -> None:
         "_crandom": ("pairwise_sum", "rng_draws", "rng_state"),
         "_cstatic": ("Budget", "Static", "packing_capacity", "realtime_curves_of"),
         "_crealtime": ("Realtime",),
+        "_cbound": ("batch_columns", "fragmentation_rows"),
     }
     for module, names in homes.items():
         extension = importlib.import_module(f"gpuopt.allocation.{module}")
