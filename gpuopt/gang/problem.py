@@ -38,6 +38,7 @@ from gpuopt.cluster.model import (
     Cluster,
     ItemId,
     Priority,
+    gang_allowance,
     priority_value,
     scaled,
 )
@@ -427,26 +428,18 @@ def _task_costs(problem: GangProblem) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def _running_gangs(
     cluster: Cluster,
 ) -> tuple[list[str], np.ndarray, list[np.ndarray], np.ndarray]:
-    """The running gangs: their ids, each task's gang (-1: none), members and allowance."""
-    listed = {gang.id: gang.min_member for gang in cluster.gangs}
-    gang_pos: dict[str, int] = {}
-    task_gang = np.array(
-        [
-            -1 if t.gang is None else gang_pos.setdefault(t.gang, len(gang_pos))
-            for t in cluster.tasks
-        ],
-        dtype=np.int64,
-    ).reshape(cluster.index.num_tasks)
-    gang_ids = list(gang_pos)
-    members = [np.flatnonzero(task_gang == k) for k in range(len(gang_ids))]
-    allowance = np.array(
-        [
-            max(0, len(members[k]) - listed.get(gang_id, len(members[k])))
-            for k, gang_id in enumerate(gang_ids)
-        ],
-        dtype=np.int64,
-    )
-    return gang_ids, task_gang, members, allowance
+    """The running gangs (C8, :func:`~gpuopt.cluster.model.gang_allowance`) as arrays: their
+    ids, each task's gang (-1: none), each gang's members' positions and its allowance."""
+    gangs = gang_allowance(cluster)
+    position = {id(task): pos for pos, task in enumerate(cluster.tasks)}
+    task_gang = np.full(cluster.index.num_tasks, -1, dtype=np.int64)
+    members = []
+    for k, (tasks, _allowed) in enumerate(gangs.values()):
+        at = np.array([position[id(task)] for task in tasks], dtype=np.int64)
+        task_gang[at] = k
+        members.append(at)
+    allowance = np.array([allowed for _tasks, allowed in gangs.values()], dtype=np.int64)
+    return list(gangs), task_gang, members, allowance
 
 
 #: The column of :class:`GangIndex` that counts pods by their DRA claims.
