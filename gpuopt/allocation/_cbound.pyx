@@ -2,8 +2,8 @@
 # cython: initializedcheck=False, nonecheck=False
 """The step-capacity LP's model in C for the greedy's LP guide (models/allocation.md
 section 13; section 10.2, rule B4): the z columns of the new batch tasks
-(``bound._batch_columns``) and the B3 rows (``bound._add_fragmentation_rows``) of a plain
-problem of at most 64 GPUs, the same arrays in the same order, so HiGHS is handed the same
+(``bound._batch_columns``), the B3 rows (``bound._add_fragmentation_rows``) and their
+packing (``bound._packing_capacity``) of a plain problem of at most 64 GPUs, the same arrays in the same order, so HiGHS is handed the same
 model and the guide gives the same plans (``tests/allocation/test_bound.py`` compares
 them). The numpy path stays for GPU models and more GPUs, and where the core is not built.
 """
@@ -131,8 +131,8 @@ def batch_columns(
 
 cdef int _packing(uint64_t busy, int64_t* block_size, uint64_t* block_legal, int blocks,
                   int gpus) noexcept:
-    """``_cstatic.packing_capacity`` on C arrays: the most GPUs disjoint legal blocks cover
-    without touching ``busy``."""
+    """``bound._packing_capacity`` on C arrays (the same dynamic programme, the same integer):
+    the most GPUs disjoint legal blocks cover without touching ``busy``."""
     cdef uint64_t free_ = ~busy & _ones(gpus)
     cdef uint64_t firsts[64]
     cdef int sizes[64]
@@ -156,6 +156,19 @@ cdef int _packing(uint64_t busy, int64_t* block_size, uint64_t* block_legal, int
                 value = best[first] + sizes[j]
         best[end] = value
     return best[gpus]
+
+
+def packing_capacity(uint64_t busy, list blocks, int gpus):
+    """``bound._packing_capacity`` in C for at most 64 GPUs (the same dynamic programme, the
+    same integer): the most GPUs disjoint legal blocks cover without touching ``busy``;
+    ``blocks`` pairs a size with the bitmask of its legal first GPUs."""
+    cdef int count = len(blocks), j
+    cdef int64_t[:] block_size = np.empty(max(count, 1), dtype=np.int64)
+    cdef uint64_t[:] block_legal = np.empty(max(count, 1), dtype=np.uint64)
+    for j in range(count):
+        block_size[j] = blocks[j][0]
+        block_legal[j] = <uint64_t>blocks[j][1]
+    return _packing(busy, &block_size[0], &block_legal[0], count, gpus)
 
 
 def fragmentation_rows(

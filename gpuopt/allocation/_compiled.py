@@ -11,7 +11,11 @@ checkout); :mod:`gpuopt.allocation._accel` then runs the Python modules.
 from __future__ import annotations
 
 from gpuopt.allocation._cboard import CoreBoard, base_board, grid_of  # type: ignore[import-not-found]
-from gpuopt.allocation._cbound import batch_columns, fragmentation_rows  # type: ignore[import-not-found]
+from gpuopt.allocation._cbound import (  # type: ignore[import-not-found]
+    batch_columns,
+    fragmentation_rows,
+    packing_capacity,
+)
 from gpuopt.allocation._core import (  # type: ignore[import-not-found]
     construct,
     guided,
@@ -28,7 +32,6 @@ from gpuopt.allocation._crealtime import Realtime  # type: ignore[import-not-fou
 from gpuopt.allocation._cstatic import (  # type: ignore[import-not-found]
     Budget,
     Static,
-    packing_capacity,
     realtime_curves_of,
 )
 

@@ -484,32 +484,3 @@ cdef Counts _computed_curves(Static st, int64_t* capacity):
 cdef list _by_rank(list tasks, int64_t* rank):
     """``sorted(tasks, key=ORDERS[k])`` as ``tasks`` sorted by their rank in that order."""
     return sorted(tasks, key=lambda b: rank[b])
-
-
-def packing_capacity(uint64_t busy, list blocks, int gpus):
-    """``bound._packing_capacity`` in C for at most 64 GPUs (the same dynamic programme, the
-    same integer): the most GPUs disjoint legal blocks cover without touching ``busy``;
-    ``blocks`` pairs a size with the bitmask of its legal first GPUs."""
-    cdef uint64_t free_ = ~busy & _ones(gpus)
-    cdef uint64_t firsts[64]
-    cdef int sizes[64]
-    cdef int usable = 0, end, k, first, value
-    cdef int best[65]
-    cdef uint64_t runs
-    for size, legal in blocks:
-        if usable == 64:
-            break
-        runs = _free_runs(free_, size) & <uint64_t>legal
-        if runs:
-            sizes[usable] = size
-            firsts[usable] = runs
-            usable += 1
-    best[0] = 0
-    for end in range(1, gpus + 1):
-        value = best[end - 1]
-        for k in range(usable):
-            first = end - sizes[k]
-            if first >= 0 and (firsts[k] >> first) & 1 and best[first] + sizes[k] > value:
-                value = best[first] + sizes[k]
-        best[end] = value
-    return best[gpus]

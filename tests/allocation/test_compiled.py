@@ -21,9 +21,9 @@ def test_every_name_is_its_extension_modules_own() -> None:
         "_cboard": ("CoreBoard", "base_board", "grid_of"),
         "_core": ("construct", "guided", "improve", "search", "supported"),
         "_crandom": ("pairwise_sum", "rng_draws", "rng_state"),
-        "_cstatic": ("Budget", "Static", "packing_capacity", "realtime_curves_of"),
+        "_cstatic": ("Budget", "Static", "realtime_curves_of"),
         "_crealtime": ("Realtime",),
-        "_cbound": ("batch_columns", "fragmentation_rows"),
+        "_cbound": ("batch_columns", "fragmentation_rows", "packing_capacity"),
     }
     for module, names in homes.items():
         extension = importlib.import_module(f"gpuopt.allocation.{module}")
