@@ -15,14 +15,45 @@ found, and goes on without it (with a warning) where none is.
 from __future__ import annotations
 
 import os
+import warnings
+from importlib.util import find_spec
 from types import ModuleType
 from typing import Any
+
+#: The core's extension modules (setup.py builds them from ``<name>.pyx``).
+EXTENSIONS = ("_crandom", "_cstatic", "_cboard", "_core", "_crealtime", "_cbound")
+
+
+def _stale(missing: list[str]) -> None:
+    """Warn when some of the core's modules are built and others not: a checkout built
+    before a module was added (``pip install -e .`` then, not again since) would otherwise
+    run the Python modules silently, several times slower."""
+    warnings.warn(
+        "gpuopt: the compiled greedy core is out of date (built without "
+        + ", ".join(f"gpuopt.allocation.{name}" for name in missing)
+        + "), so the slower Python modules run; rebuild it with `pip install -e .` "
+        "(or `python setup.py build_ext --inplace`) in the checkout",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+
+
+def _found(name: str) -> bool:
+    """Whether the core's module ``name`` is built (its extension file is there)."""
+    try:
+        return find_spec(f"gpuopt.allocation.{name}") is not None
+    except (ImportError, ValueError, AttributeError):  # (hidden from imports)
+        return False
+
 
 _compiled: ModuleType | None
 try:  # built by pip install (setup.py); absent in a bare checkout
     from gpuopt.allocation import _compiled
 except ImportError:  # pragma: no cover - depends on the install
     _compiled = None
+    _built = [name for name in EXTENSIONS if _found(name)]
+    if _built:
+        _stale([name for name in EXTENSIONS if name not in _built])
 
 #: The environment variable that forces the pure-Python greedy.
 PURE_PYTHON = "GPUOPT_PURE_PYTHON"

@@ -47,6 +47,7 @@ from gpuopt.allocation._board import Board, free_runs
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.errors import ProblemError
 from gpuopt.solvers.deadline import Deadline
+from gpuopt.solvers.highs import use_threads
 from gpuopt.solvers.quiet import solver_output
 
 
@@ -119,6 +120,7 @@ def step_capacity_bound(
     # HiGHS compares its time limit with its clock of every run the object made
     highs.setOptionValue("time_limit", highs.getRunTime() + float(time_limit))
     highs.setOptionValue("threads", int(threads))
+    use_threads(importlib.import_module("highspy"), int(threads))  # (one count per process)
     highs.setOptionValue("presolve", "choose" if presolve else "off")
     model.pass_to(highs)
     num_rows = model.num_row + _add_fragmentation_rows(highs, board, batch, capacity)

@@ -176,8 +176,10 @@ _SCHEDULER_THREADS: list[int] = []  # thread count of HiGHS's process-wide sched
 
 def use_threads(highspy: Any, threads: int) -> None:
     """HiGHS keeps one scheduler per process and refuses a run asking for another thread
-    count; reset it when the count changes."""
-    if _SCHEDULER_THREADS and _SCHEDULER_THREADS[0] != threads:
+    count; reset it when the count changes, and at the first call (a run made before
+    without this function may have set another count). Every HiGHS run of gpuopt calls it
+    first: the MILPs, the step LP (the greedy's guide) and the greedy's exact curves."""
+    if not _SCHEDULER_THREADS or _SCHEDULER_THREADS[0] != threads:
         highspy.Highs.resetGlobalScheduler(True)
     _SCHEDULER_THREADS[:] = [threads]
 

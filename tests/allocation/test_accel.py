@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from gpuopt.allocation import _accel
@@ -30,3 +35,30 @@ def test_the_core_runs_unless_told_not_to(value: str, monkeypatch: pytest.Monkey
     monkeypatch.setenv(_accel.PURE_PYTHON, value)
     plain = random_problem(0, gpus=64, tasks=20, gpus_per_node=8)
     assert _accel.core_for(plain.index) is _accel.compiled()
+
+
+@pytest.mark.skipif(_accel.compiled() is None, reason="the compiled core is not built")
+def test_a_core_built_before_a_module_was_added_is_reported() -> None:
+    """A checkout built before one of the core's modules existed (here: one hidden from
+    imports) runs the Python modules, and says so on stderr with how to rebuild, instead of
+    running them silently."""
+    hide = "import sys; sys.modules['gpuopt.allocation._cbound'] = None; "
+    check = "from gpuopt.allocation import _accel; print(_accel.compiled() is None)"
+    done = subprocess.run(
+        [sys.executable, "-c", hide + check], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
+    assert "gpuopt.allocation._cbound" in done.stderr and "pip install -e ." in done.stderr
+    whole = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, timeout=120
+    )
+    assert (whole.stdout.strip(), whole.stderr) == ("False", "")
+
+
+def test_the_core_lists_every_module_setup_builds() -> None:
+    """``_accel.EXTENSIONS`` (what the stale-build check looks for) is setup.py's list."""
+    setup = (Path(__file__).parents[2] / "setup.py").read_text()
+    built = re.search(r"for name in \(([^)]*)\)", setup)
+    assert built is not None
+    assert tuple(re.findall(r'"(\w+)"', built.group(1))) == _accel.EXTENSIONS

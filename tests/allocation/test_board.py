@@ -10,6 +10,9 @@ import pytest
 from gpuopt.allocation import _board
 from gpuopt.allocation._board import Board, exact_curves, realtime_curves, running_count
 from gpuopt.allocation.generator import ScenarioDetails, random_problem
+from gpuopt.allocation.stress import stress_problem
+from gpuopt.solvers.highs import use_threads
+from gpuopt.solvers.quiet import solver_output
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -121,3 +124,37 @@ def test_exact_curves_equal_the_brute_force_optimum(
     assert board.realtime_penalty(found) == pytest.approx(optimum, abs=1e-9)
     greedy = realtime_curves(index, index.demand, list(range(count)), capacity)
     assert board.realtime_penalty(found) <= board.realtime_penalty(greedy) + 1e-9
+
+
+def _solve_with_threads(threads: int) -> str:
+    """A one-column LP solved by a HiGHS object of its own with ``threads`` threads, as an
+    exact method's run would; its model status."""
+    highspy = pytest.importorskip("highspy")
+    with solver_output():
+        highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("threads", threads)
+    use_threads(highspy, threads)
+    one = np.array([1.0])
+    highs.passModel(
+        1, 1, 1, 1, -1, 0.0, one, np.zeros(1), one, np.array([-highspy.kHighsInf]), one,
+        np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), one, np.zeros(1, dtype=np.int32),
+    )  # fmt: skip
+    highs.run()
+    return str(highs.modelStatusToString(highs.getModelStatus()))
+
+
+def test_exact_curves_and_other_highs_runs_share_the_process() -> None:
+    """HiGHS keeps one thread count per process and refuses a run asking for another: the
+    exact curves (1 thread) still solve after a run with 2 threads (an exact method's), and
+    a run with 2 threads still solves after them (``use_threads`` resets the scheduler)."""
+    pytest.importorskip("highspy")
+    problem = stress_problem(43, 16, "realtime-swap")
+    index = problem.index
+    capacity = np.maximum(np.full(index.horizon, index.gpus // 2), index.realtime_floor.sum(axis=0))
+    expected = Board(index).realtime_penalty(_board._exact_curves_glop(index, capacity))
+    for _ in range(2):
+        assert _solve_with_threads(2) == "Optimal"
+        found = exact_curves(index, capacity)
+        assert found is not None
+        assert Board(index).realtime_penalty(found) == pytest.approx(expected, abs=1e-9)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import pytest
 
@@ -40,5 +41,34 @@ def test_python_text_printed_before_keeps_its_place(capfd: pytest.CaptureFixture
 def test_an_exception_restores_fd_1(capfd: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(RuntimeError), solver_output():
         raise RuntimeError
+    os.write(1, b"visible\n")
+    assert capfd.readouterr().out == "visible\n"
+
+
+def test_blocks_overlapping_in_threads_restore_fd_1(capfd: pytest.CaptureFixture[str]) -> None:
+    """Two threads' blocks that overlap (the first ends while the second runs: two threads
+    each making its first HiGHS object) leave descriptor 1 on stdout after both, and keep
+    it silenced while either runs."""
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with solver_output():
+            first_in.set()
+            second_in.wait(5)
+            os.write(1, b"first banner\n")
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with solver_output():
+            second_in.set()
+            first_out.wait(5)
+            os.write(1, b"second banner\n")  # after the first block ended: still silenced
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
     os.write(1, b"visible\n")
     assert capfd.readouterr().out == "visible\n"
