@@ -15,6 +15,14 @@ import numpy as np
 from gpuopt.allocation._cbits cimport _free_runs, _ones
 
 
+cdef void _check(int gpus, int horizon, Py_ssize_t busy, Py_ssize_t steps) except *:
+    """The lengths the loops below trust (bounds and wraparound checks are off)."""
+    if not 1 <= gpus <= 64:
+        raise ValueError(f"the compiled step LP handles 1-64 GPUs (got {gpus})")
+    if horizon < 0 or busy < horizon or steps < horizon:
+        raise ValueError(f"{horizon} steps expected of the busy masks and room ({busy}, {steps})")
+
+
 def batch_columns(
     list ways,
     int64_t[:] size,
@@ -33,6 +41,9 @@ def batch_columns(
     sums them). Returns ``(costs, sizes, starts, ends, owners, legal_by_size,
     col_starts, row_index, values, tasks)``."""
     cdef int W = len(ways)
+    _check(gpus, horizon, len(busy), room.shape[0])
+    if cumulative.shape[0] < horizon + 1:
+        raise ValueError(f"batch_columns: {horizon + 1} prefix sums expected")
     cdef int64_t[:] w_owner = np.empty(W, dtype=np.int64)
     cdef int64_t[:] w_duration = np.empty(W, dtype=np.int64)
     cdef int64_t[:] w_last = np.empty(W, dtype=np.int64)
@@ -44,6 +55,8 @@ def batch_columns(
     cdef int64_t s, e, k, b
     for w in range(W):
         way = ways[w]
+        if not 0 <= way[0] < min(size.shape[0], arrival.shape[0], priority.shape[0]):
+            raise ValueError(f"batch_columns: way {w} names task {way[0]}, not in the batch")
         w_owner[w] = way[0]
         w_duration[w] = way[2]
         w_last[w] = way[3]
@@ -186,6 +199,9 @@ def fragmentation_rows(
     HiGHS's ``addRows``, or None when there are none."""
     cdef int n = starts.shape[0]
     cdef int B = len(legal_by_size)
+    _check(gpus, horizon, len(busy), capacity.shape[0])
+    if ends.shape[0] != n or sizes.shape[0] != n:
+        raise ValueError("fragmentation_rows: starts, ends and sizes differ in length")
     cdef int64_t[:] block_size = np.empty(max(B, 1), dtype=np.int64)
     cdef uint64_t[:] block_legal = np.empty(max(B, 1), dtype=np.uint64)
     cdef int64_t[:] threshold_of = np.array(sorted(legal_by_size), dtype=np.int64)

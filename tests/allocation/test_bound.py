@@ -375,3 +375,31 @@ def test_every_solve_gets_its_own_time_limit() -> None:
     while clock() - began < 0.3:
         assert step_capacity_bound(problem, starts=True, time_limit=0.2).status == "optimal"
     assert step_capacity_bound(problem, integer=True, time_limit=0.2).bound < math.inf
+
+
+@pytest.mark.skipif(compiled() is None, reason="the compiled core is not built")
+def test_the_compiled_guide_model_refuses_arguments_it_cannot_trust() -> None:
+    """The C loops run without bounds checks, so lengths that do not match the horizon, more
+    than 64 GPUs or a way naming no task are refused with a ValueError, never read past."""
+    core = compiled()
+    assert core is not None
+    ints = lambda *values: np.array(values, dtype=np.int64)  # noqa: E731
+    way = [(0, 0, 3, 2, 1, 1.0)]
+    good = (way, ints(1), ints(0), np.array([1.0]), ints(8, 8, 8), [0, 0, 0], np.zeros(4), 8, 3)
+    assert core.batch_columns(*good)[-1] == 1  # one task with columns
+    for position, bad in [
+        (5, []),  # no busy masks
+        (4, ints(8)),  # room for one step of three
+        (6, np.zeros(2)),  # too few prefix sums
+        (7, 65),  # more GPUs than one word holds
+        (0, [(3, 0, 3, 2, 1, 1.0)]),  # a way naming task 3 of a batch of 1
+    ]:
+        arguments = list(good)
+        arguments[position] = bad
+        with pytest.raises(ValueError):
+            core.batch_columns(*arguments)
+    starts, ends, sizes = ints(0), ints(3), ints(1)
+    with pytest.raises(ValueError):
+        core.fragmentation_rows(starts, ends, sizes, {1: 1}, [0], np.zeros(3), 8, 3)
+    with pytest.raises(ValueError):
+        core.fragmentation_rows(starts, ends, ints(1, 1), {1: 1}, [0, 0, 0], np.zeros(3), 8, 3)
