@@ -62,3 +62,13 @@ def test_the_core_lists_every_module_setup_builds() -> None:
     built = re.search(r"for name in \(([^)]*)\)", setup)
     assert built is not None
     assert tuple(re.findall(r'"(\w+)"', built.group(1))) == _accel.EXTENSIONS
+
+
+def test_the_source_distribution_carries_the_cython_sources() -> None:
+    """Every ``.pyx`` and ``.pxd`` of the package matches a pattern of MANIFEST.in, so a wheel
+    built from the source distribution builds the core (setup.py compiles the ``.pyx``)."""
+    root = Path(__file__).parents[2]
+    patterns = re.findall(r"^include (.+)$", (root / "MANIFEST.in").read_text(), re.MULTILINE)
+    included = {path for line in patterns for word in line.split() for path in root.glob(word)}
+    sources = set(root.glob("gpuopt/**/*.pyx")) | set(root.glob("gpuopt/**/*.pxd"))
+    assert sources and sources <= included
