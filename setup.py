@@ -5,11 +5,19 @@ compiler is found, the install goes on and the pure-Python greedy runs (the same
 slower); ``gpuopt.allocation._accel`` chooses at run time.
 """
 
+import sys
+
 from setuptools import Extension, setup
 
 try:
     from Cython.Build import cythonize
 except ImportError:  # pragma: no cover - Cython is a build requirement (pyproject.toml)
+    # (reached only without build isolation, where Cython is not installed)
+    print(
+        "gpuopt: Cython is not installed, so the compiled greedy core is not built and the "
+        "Python modules run; `pip install Cython` and install gpuopt again to build it",
+        file=sys.stderr,
+    )
     extensions = []
 else:
     try:
