@@ -47,8 +47,7 @@ from gpuopt.allocation._board import Board, free_runs
 from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.errors import ProblemError
 from gpuopt.solvers.deadline import Deadline
-from gpuopt.solvers.highs import use_threads
-from gpuopt.solvers.quiet import solver_output
+from gpuopt.solvers.highs import thread_highs, use_threads
 
 
 @dataclass(frozen=True)
@@ -141,21 +140,11 @@ _SOLVERS = threading.local()
 
 
 def _solver() -> Any:
-    """This thread's HiGHS object, its model cleared (its options are set by the caller):
-    making one and freeing it after a solve costs about 0.3 ms, as much as building the
-    guide's model (``benchmarks/allocation_guide_lp.py``). Its clock (``getRunTime``) is
+    """This thread's HiGHS object for the step LP, its model cleared (its options are set by
+    the caller; :func:`~gpuopt.solvers.highs.thread_highs`). Its clock (``getRunTime``) is
     the sum of all its runs, which its ``time_limit`` is compared with: the caller adds
     it."""
-    highs = getattr(_SOLVERS, "highs", None)
-    if highs is None:
-        highspy: Any = importlib.import_module("highspy")
-        with solver_output(False):  # HiGHS prints its banner when the object is made
-            highs = highspy.Highs()
-        highs.setOptionValue("output_flag", False)
-        _SOLVERS.highs = highs
-    else:
-        highs.clearModel()  # (the model, the solution and the basis of the last solve)
-    return highs
+    return thread_highs(_SOLVERS)
 
 
 @dataclass

@@ -431,11 +431,11 @@ def _running_gangs(
     """The running gangs (C8, :func:`~gpuopt.cluster.model.gang_allowance`) as arrays: their
     ids, each task's gang (-1: none), each gang's members' positions and its allowance."""
     gangs = gang_allowance(cluster)
-    position = {id(task): pos for pos, task in enumerate(cluster.tasks)}
+    position = cluster.index.task_pos
     task_gang = np.full(cluster.index.num_tasks, -1, dtype=np.int64)
     members = []
     for k, (tasks, _allowed) in enumerate(gangs.values()):
-        at = np.array([position[id(task)] for task in tasks], dtype=np.int64)
+        at = np.array([position[task.id] for task in tasks], dtype=np.int64)
         task_gang[at] = k
         members.append(at)
     allowance = np.array([allowed for _tasks, allowed in gangs.values()], dtype=np.int64)

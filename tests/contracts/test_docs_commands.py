@@ -406,6 +406,14 @@ def test_a_rule_that_is_not_documented_is_refused(comment: str) -> None:
         rules_of(block)
 
 
+def _blocks(page: str, sources: list[tuple[str, str]]) -> list[Block]:
+    """Bash blocks of ``page``, one per ``(rules, source)``, ten lines apart."""
+    return [
+        Block(page, 10 * n + 1, "bash", source, directive=rules or None)
+        for n, (rules, source) in enumerate(sources)
+    ]
+
+
 def test_the_runner_shares_a_folder_stops_at_an_error_and_hides_the_data(tmp_path: Path) -> None:
     """One folder per file, stdin closed, ``bash -e``, the data only for data blocks.
 
@@ -422,10 +430,7 @@ def test_the_runner_shares_a_folder_stops_at_an_error_and_hides_the_data(tmp_pat
         ("skip: a reason", "echo skipped\n"),
         ("", "echo never either\n"),
     ]
-    blocks = [
-        Block("x.md", 10 * n + 1, "bash", source, directive=rules or None)
-        for n, (rules, source) in enumerate(sources)
-    ]
+    blocks = _blocks("x.md", sources)
     ran = run_blocks(blocks, slow=False, data=tmp_path)
     states = [outcome["state"] for outcome in ran]
     assert states == ["ok", "left-out", "ok", "ok", "ok", "error", "skip", "not-run"]
@@ -463,10 +468,7 @@ def test_a_run_of_the_slow_blocks_leaves_out_what_no_slow_block_needs() -> None:
         ("slow", "cat made.txt\n"),
         ("", "echo after\n"),
     ]
-    blocks = [
-        Block("y.md", 10 * n + 1, "bash", source, directive=rules or None)
-        for n, (rules, source) in enumerate(sources)
-    ]
+    blocks = _blocks("y.md", sources)
     ran = run_blocks(blocks, slow=True)
     assert [outcome["state"] for outcome in ran] == ["ok", "ok", "ok", "ok", "left-out"]
     assert ran[3]["stdout"] == "made\n"  # the block it needs ran
