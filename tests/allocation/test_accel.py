@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.machinery
+import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,11 +62,108 @@ def test_a_core_built_before_a_module_was_added_is_reported() -> None:
 
 
 def test_the_core_lists_every_module_setup_builds() -> None:
-    """``_accel.EXTENSIONS`` (what the stale-build check looks for) is setup.py's list."""
+    """``_accel.EXTENSIONS`` (what the stale-build check looks for) and
+    ``_accel.COMPILED_PYTHON`` (what the outdated-source check and the doctest collection
+    look at) are setup.py's lists of ``.pyx`` and ``.py`` modules."""
     setup = (Path(__file__).parents[2] / "setup.py").read_text()
-    built = re.search(r"for name in \(([^)]*)\)", setup)
-    assert built is not None
-    assert tuple(re.findall(r'"(\w+)"', built.group(1))) == _accel.EXTENSIONS
+    lists = re.findall(r"for name in \(([^)]*)\)", setup)
+    assert [tuple(re.findall(r'"(\w+)"', names)) for names in lists] == [
+        _accel.EXTENSIONS,
+        _accel.COMPILED_PYTHON,
+    ]
+    assert '[f"gpuopt/allocation/{name}.py"]' in setup  # (the second list: .py sources)
+    for name in _accel.COMPILED_PYTHON:
+        assert (Path(_accel.__file__).parent / f"{name}.py").is_file()
+
+
+SOURCE_GRIDS = Path(__file__).with_name("source_grids.py")
+needs_compiled_sources = pytest.mark.skipif(
+    _accel.compiled_sources() != list(_accel.COMPILED_PYTHON),
+    reason="the Python modules are not compiled (pip install -e .)",
+)
+
+
+def _grids(first: int, stop: int, *source: str) -> dict[str, Any]:
+    environment = {**os.environ, _accel.PURE_PYTHON: "1"}
+    done = subprocess.run(
+        [sys.executable, str(SOURCE_GRIDS), str(first), str(stop), *source],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=environment,
+    )
+    assert done.returncode == 0, done.stderr
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+def _same_from_source_and_compiled(first: int, stop: int) -> None:
+    compiled, source = _grids(first, stop), _grids(first, stop, "--source")
+    assert all(not name.endswith(".py") for name in compiled["files"].values())
+    assert set(source["files"].values()) == {f"{name}.py" for name in _accel.COMPILED_PYTHON}
+    assert len(compiled["grids"]) == stop - first
+    assert compiled["grids"] == source["grids"]
+
+
+@needs_compiled_sources
+def test_the_compiled_python_modules_give_their_sources_grids() -> None:
+    """The board, construction, search and swap pass compiled (``COMPILED_PYTHON``) give
+    the grids their source files give, imported as source in a process of their own: on
+    the greedy's Python path (``GPUOPT_PURE_PYTHON``) at 8 to 128 GPUs, with nodes, GPU
+    models, realtime services, running tasks and deadlines (7 shapes x 3)."""
+    _same_from_source_and_compiled(0, 21)
+
+
+@needs_compiled_sources
+@pytest.mark.slow
+@pytest.mark.parametrize("block", range(2))
+def test_the_compiled_python_modules_give_their_sources_grids_on_more_instances(
+    block: int,
+) -> None:
+    _same_from_source_and_compiled(100 + 70 * block, 170 + 70 * block)
+
+
+@needs_compiled_sources
+def test_an_edited_source_of_a_compiled_module_is_reported(tmp_path: Path) -> None:
+    """In a checkout, a compiled module whose source changed after the build would run
+    instead of the change: the import says so on stderr, with how to rebuild. Here in a
+    copy of the built package (beside a ``setup.py``, as in a checkout) whose
+    ``_board.py`` is made newer than its compiled module, then older."""
+    root = Path(_accel.__file__).parents[2]
+    copy = tmp_path / "checkout"
+    shutil.copytree(root / "gpuopt", copy / "gpuopt", ignore=shutil.ignore_patterns("*.c"))
+    (copy / "setup.py").write_text("")
+    found = importlib.machinery.FileFinder(
+        str(copy / "gpuopt" / "allocation"),
+        (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
+    ).find_spec("_board")
+    assert found is not None and found.origin is not None
+    module, source = Path(found.origin), copy / "gpuopt" / "allocation" / "_board.py"
+    os.utime(module, (1_000_000_000, 1_000_000_000))
+    os.utime(source, (1_000_000_100, 1_000_000_100))  # edited after the build
+    check = "from gpuopt.allocation._accel import outdated_sources as o; print(o())"
+    environment = {**os.environ, "PYTHONPATH": str(copy)}
+    done = subprocess.run(
+        [sys.executable, "-c", check],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+        cwd=copy,
+    )
+    assert done.stdout.strip() == "['_board']", done.stderr
+    assert "gpuopt/allocation/_board.py changed after it was compiled" in done.stderr
+    assert "pip install -e ." in done.stderr
+    os.utime(source, (1_000_000_000 - 10, 1_000_000_000 - 10))  # built after the edit
+    done = subprocess.run(
+        [sys.executable, "-c", check],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+        cwd=copy,
+    )
+    assert (done.stdout.strip(), done.stderr) == ("[]", "")
 
 
 def test_the_source_distribution_carries_the_cython_sources() -> None:
