@@ -174,3 +174,19 @@ def test_the_source_distribution_carries_the_cython_sources() -> None:
     included = {path for line in patterns for word in line.split() for path in root.glob(word)}
     sources = set(root.glob("gpuopt/**/*.pyx")) | set(root.glob("gpuopt/**/*.pxd"))
     assert sources and sources <= included
+
+
+def test_the_generated_c_is_left_out_of_the_install() -> None:
+    """Every package folder that holds Cython sources excludes its generated C from the
+    installed files, keyed by its own package name (setuptools applies an exclusion to the
+    package that holds the files; a pattern ``allocation/*.c`` under ``gpuopt`` did not
+    reach ``gpuopt.allocation``, and the wheel carried the C of every module)."""
+    tomllib = pytest.importorskip("tomllib")  # (Python 3.11 on)
+    root = Path(__file__).parents[2]
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    excluded = setuptools["exclude-package-data"]
+    compiled = {path.parent for path in root.glob("gpuopt/**/*.pyx")}
+    compiled |= {root / "gpuopt" / "allocation"} if _accel.COMPILED_PYTHON else set()
+    for folder in compiled:
+        package = ".".join(folder.relative_to(root).parts)
+        assert "*.c" in excluded.get(package, []), package
