@@ -143,26 +143,19 @@ def test_an_edited_source_of_a_compiled_module_is_reported(tmp_path: Path) -> No
     os.utime(source, (1_000_000_100, 1_000_000_100))  # edited after the build
     check = "from gpuopt.allocation._accel import outdated_sources as o; print(o())"
     environment = {**os.environ, "PYTHONPATH": str(copy)}
-    done = subprocess.run(
-        [sys.executable, "-c", check],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=environment,
-        cwd=copy,
-    )
+
+    def imported() -> subprocess.CompletedProcess[str]:
+        run = [sys.executable, "-c", check]
+        return subprocess.run(
+            run, capture_output=True, text=True, timeout=120, env=environment, cwd=copy
+        )
+
+    done = imported()
     assert done.stdout.strip() == "['_board']", done.stderr
     assert "gpuopt/allocation/_board.py changed after it was compiled" in done.stderr
     assert "pip install -e ." in done.stderr
     os.utime(source, (1_000_000_000 - 10, 1_000_000_000 - 10))  # built after the edit
-    done = subprocess.run(
-        [sys.executable, "-c", check],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=environment,
-        cwd=copy,
-    )
+    done = imported()
     assert (done.stdout.strip(), done.stderr) == ("[]", "")
 
 
