@@ -40,7 +40,13 @@ else:
                     ["gpuopt/calendar/_cplan.pyx"],
                     extra_compile_args=["-O2"],
                     optional=True,
-                )
+                ),
+                Extension(
+                    "gpuopt.defrag._cslots",
+                    ["gpuopt/defrag/_cslots.pyx"],
+                    extra_compile_args=["-O2"],
+                    optional=True,
+                ),
             ],
             quiet=True,
         ) + cythonize(  # the same Python source, compiled: its annotations stay annotations

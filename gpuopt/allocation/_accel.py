@@ -18,12 +18,14 @@ Their source runs where they are not built (a bare checkout); both give the same
 
 from __future__ import annotations
 
-import os
 import warnings
 from importlib.util import find_spec
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from gpuopt._native import PURE_PYTHON as PURE_PYTHON  # (tests set it through here)
+from gpuopt._native import pure_python
 
 #: The core's extension modules (setup.py builds them from ``<name>.pyx``).
 EXTENSIONS = ("_crandom", "_cstatic", "_cboard", "_core", "_crealtime", "_cbound")
@@ -106,13 +108,10 @@ except ImportError:  # pragma: no cover - depends on the install
     if _built:
         _stale([name for name in EXTENSIONS if name not in _built])
 
-#: The environment variable that forces the pure-Python greedy.
-PURE_PYTHON = "GPUOPT_PURE_PYTHON"
-
 
 def compiled() -> ModuleType | None:
     """The compiled core, or None when it is not built or ``GPUOPT_PURE_PYTHON`` is set."""
-    if _compiled is None or os.environ.get(PURE_PYTHON, "") not in ("", "0"):
+    if _compiled is None or pure_python():
         return None
     core: ModuleType = _compiled
     return core

@@ -48,8 +48,6 @@ The methods differ only in the order (H1):
 
 from __future__ import annotations
 
-import importlib
-import os
 import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
@@ -57,6 +55,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from gpuopt._native import compiled
 from gpuopt.calendar.problem import CalendarIndex, CalendarProblem
 from gpuopt.calendar.solution import CalendarPlan, JobStart
 from gpuopt.result import Status, heuristic_note
@@ -71,8 +70,6 @@ SIZE_EXPONENT = 0.5
 Rule = Literal["heuristic", "conservative", "fifo", "objective", "easy"]
 
 _NEVER = 1 << 62
-#: The environment variable that forces the Python loops, the allocation greedy's too.
-PURE_PYTHON = "GPUOPT_PURE_PYTHON"
 
 
 def order(index: CalendarIndex, rule: Rule = "heuristic", step: float = 1.0) -> list[int]:
@@ -379,13 +376,9 @@ def place_all(
 def _core() -> object | None:
     """The compiled placement loop, or None where it was not built or
     ``GPUOPT_PURE_PYTHON`` is set (as for the allocation greedy)."""
-    if _FORCE_PYTHON or os.environ.get(PURE_PYTHON, "") not in ("", "0"):
+    if _FORCE_PYTHON:
         return None
-    try:
-        module: object = importlib.import_module("gpuopt.calendar._cplan")
-    except ImportError:  # pragma: no cover - no C compiler at install time
-        return None
-    return module
+    return compiled("gpuopt.calendar._cplan")
 
 
 #: Tests set this to run the Python loop where the compiled one is built.

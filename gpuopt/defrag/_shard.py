@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuopt._native import compiled
 from gpuopt.defrag.exact import NO_LIMIT, ExactSolver, budgeted, solve_from
 from gpuopt.defrag.problem import SCALE, Cluster
 from gpuopt.defrag.solution import make_plan
@@ -112,8 +113,21 @@ class _State:
     #: read it on every placement)
     open: np.ndarray = field(init=False)
 
+    #: ``_cslots.Targets`` over this state's arrays where it is built and no extended
+    #: resource is asked, else None (the numpy expressions of :meth:`targets` run)
+    _targets_c: Any = field(init=False, default=None)
+
     def __post_init__(self) -> None:
         self.open = ~self.blocked & (self.count > 0)
+        module = compiled("gpuopt.defrag._cslots")
+        if module is not None and not self.free_extra.shape[1]:
+            self._targets_c = module.Targets(
+                self.shard.selector_masks,
+                self.open,
+                self.free_gpus,
+                self.free_cpus,
+                self.free_memory,
+            )
 
     def block(self, node: int, blocked: bool) -> None:
         """Set whether ``node`` is blocked (never a target), keeping :attr:`open` current."""
@@ -180,12 +194,21 @@ class _State:
     def targets(self, task: int, forbidden: set[int]) -> np.ndarray:
         """Boolean mask of nodes that may receive ``task`` now (D3, D4, D5, K4)."""
         shard = self.shard
-        mask: np.ndarray = shard.selector_masks[shard.task_selector[task]] & self.open
-        mask &= self.free_gpus >= shard.task_gpus[task]
-        mask &= self.free_cpus >= shard.task_cpus[task]
-        mask &= self.free_memory >= shard.task_memory[task]
-        if self.free_extra.shape[1]:
-            mask &= _has_room(self.free_extra, shard.task_extra[task])
+        mask: np.ndarray
+        if self._targets_c is not None:  # the same mask in one pass (no extended resources)
+            mask = self._targets_c(
+                shard.task_selector[task],
+                shard.task_gpus[task],
+                shard.task_cpus[task],
+                shard.task_memory[task],
+            )
+        else:
+            mask = shard.selector_masks[shard.task_selector[task]] & self.open
+            mask &= self.free_gpus >= shard.task_gpus[task]
+            mask &= self.free_cpus >= shard.task_cpus[task]
+            mask &= self.free_memory >= shard.task_memory[task]
+            if self.free_extra.shape[1]:
+                mask &= _has_room(self.free_extra, shard.task_extra[task])
         mask[self.task_node[task]] = False
         for node in forbidden:
             mask[node] = False
@@ -216,11 +239,14 @@ class _State:
         slots = shard.slots
         assert slots is not None and self.partial is not None and self.value_now is not None
         now = self.value_now[candidates]
-        after = slots.node_values(
-            self.free_gpus[candidates] - shard.task_gpus[task],
-            self.free_cpus[candidates] - shard.task_cpus[task],
-            self.partial[candidates] + slots.task_slots[task],
+        after = slots.moved_values(
+            self.free_gpus,
+            self.free_cpus,
+            self.partial,
             candidates,
+            shard.task_gpus[task],
+            shard.task_cpus[task],
+            task,
         )
         lost: np.ndarray = now - after
         return lost
@@ -628,13 +654,15 @@ def _raise_slots(
             # the source without the task and each candidate with it, in one call: rows are
             # independent, so this is the source's gain and the candidates' loss at once
             nodes = np.concatenate(([source], candidates))
-            sign = np.full(nodes.size, -1, dtype=np.int64)
-            sign[0] = 1
-            values = slots.node_values(
-                state.free_gpus[nodes] + sign * shard.task_gpus[task],
-                state.free_cpus[nodes] + sign * shard.task_cpus[task],
-                state.partial[nodes] - sign[:, None] * slots.task_slots[task],
+            values = slots.moved_values(
+                state.free_gpus,
+                state.free_cpus,
+                state.partial,
                 nodes,
+                shard.task_gpus[task],
+                shard.task_cpus[task],
+                task,
+                first_leaves=True,
             )
             gain = int(values[0] - state.value_now[source])
             change = gain - (state.value_now[candidates] - values[1:])

@@ -35,9 +35,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
+from gpuopt._native import compiled
 from gpuopt.cluster.admits import shape_admits
 from gpuopt.cluster.model import Cluster, Objective
 from gpuopt.cluster.shares import MILLI, Devices
@@ -234,9 +236,70 @@ class SlotModel:
         partial: np.ndarray,
         nodes: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Integer-weighted slots of each node (see :meth:`slots`)."""
+        """Integer-weighted slots of each node (see :meth:`slots`): in C where
+        ``gpuopt.defrag._cslots`` is built (the same integers in one pass; IPC asks this
+        tens of thousands of times a call), else ``slots(...) @ weights``."""
+        kernel = self._kernel
+        if kernel is not None:
+            found: np.ndarray = kernel.node_values(free_gpus, free_cpus, partial, nodes)
+            return found
         values: np.ndarray = self.slots(free_gpus, free_cpus, partial, nodes) @ self.weights
         return values
+
+    def moved_values(
+        self,
+        free_gpus: np.ndarray,
+        free_cpus: np.ndarray,
+        partial: np.ndarray,
+        nodes: np.ndarray,
+        gpus: int,
+        cpus: int,
+        task: int,
+        *,
+        first_leaves: bool = False,
+    ) -> np.ndarray:
+        """:meth:`node_values` of ``nodes`` (positions in the full arrays given) once task
+        ``task`` (``gpus`` GPUs, ``cpus`` milli-CPUs and its ``task_slots``) is added to
+        each; with ``first_leaves`` the first of them (its node now) loses it instead. In C
+        where ``gpuopt.defrag._cslots`` is built (no arrays gathered), else numpy."""
+        kernel = self._kernel
+        if kernel is not None:
+            found: np.ndarray = kernel.moved_values(
+                free_gpus,
+                free_cpus,
+                partial,
+                nodes,
+                gpus,
+                cpus,
+                self.task_slots[task],
+                first_leaves,
+            )
+            return found
+        sign = np.ones(nodes.size, dtype=np.int64)
+        if first_leaves:
+            sign[0] = -1
+        return self.node_values(
+            free_gpus[nodes] - sign * gpus,
+            free_cpus[nodes] - sign * cpus,
+            partial[nodes] + sign[:, None] * self.task_slots[task],
+            nodes,
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What pickles (a shard sent to a worker process): the fields, without the C
+        kernel (:attr:`_kernel`, built again where it is used)."""
+        state = dict(self.__dict__)
+        state.pop("_kernel", None)
+        return state
+
+    @cached_property
+    def _kernel(self) -> Any:
+        """This model's factors, admissions and weights in C (``_cslots.Slots``), or None
+        without the compiled module (or with ``GPUOPT_PURE_PYTHON`` set)."""
+        module = compiled("gpuopt.defrag._cslots")
+        if module is None:
+            return None
+        return module.Slots(self._factors, self.admit, self.weights)
 
     def value(self, free_gpus: np.ndarray, free_cpus: np.ndarray, partial: np.ndarray) -> int:
         """Integer-weighted slots ``sum weights * slots`` of these nodes."""
