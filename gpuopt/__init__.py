@@ -33,7 +33,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from gpuopt._compat import OLD_RESULT_NAMES, old_result_names
+from gpuopt._native import prefer_sources
 from gpuopt.errors import ProblemError, ProblemTypeError
+
+prefer_sources()  # (GPUOPT_PURE_PYTHON, or an edited source in a checkout: the source runs)
 
 #: The top-level names, each imported from its module on first use (``gpuopt.solve`` imports
 #: every method; ``import gpuopt``, and the command line's start, import none of them).

@@ -12,28 +12,28 @@ environment forces the Python one (to debug it, or to compare). A checkout used 
 found, and goes on without it (with a warning) where none is.
 
 ``pip install`` also compiles some of the Python modules themselves
-(:data:`COMPILED_PYTHON`), from the same source: the "Python" path then runs compiled.
-Their source runs where they are not built (a bare checkout); both give the same grids.
+(:data:`COMPILED_PYTHON`), from the same source: the "Python" path then runs compiled,
+except under ``GPUOPT_PURE_PYTHON`` set before ``gpuopt`` is imported (then their source
+runs: see :mod:`gpuopt._native`). Their source runs where they are not built (a bare
+checkout); both give the same grids.
 """
 
 from __future__ import annotations
 
 import warnings
 from importlib.util import find_spec
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from gpuopt._native import COMPILED_SOURCES, built_module, pure_python
 from gpuopt._native import PURE_PYTHON as PURE_PYTHON  # (tests set it through here)
-from gpuopt._native import pure_python
 
 #: The core's extension modules (setup.py builds them from ``<name>.pyx``).
 EXTENSIONS = ("_crandom", "_cstatic", "_cboard", "_core", "_crealtime", "_cbound")
-#: The Python modules setup.py also compiles, from their own source as it is (Cython, no C
-#: types added: the same plans, ``tests/allocation/test_accel.py``). The board and the
-#: greedy's construction, search and swap pass: what runs above 64 GPUs, 20-30 % faster
-#: compiled. Where one is built, Python imports the compiled module instead of the source.
-COMPILED_PYTHON = ("_board", "_construction", "_search", "_swap")
+#: The Python modules setup.py also compiles from their own source, by their names here
+#: (``gpuopt._native.COMPILED_SOURCES`` says which, once; it also imports them from their
+#: source under ``GPUOPT_PURE_PYTHON`` or where a source was edited after the build).
+COMPILED_PYTHON = tuple(name.rpartition(".")[2] for name in COMPILED_SOURCES)
 
 
 def _stale(missing: list[str]) -> None:
@@ -42,7 +42,7 @@ def _stale(missing: list[str]) -> None:
     run the Python modules silently, several times slower."""
     warnings.warn(
         "gpuopt: the compiled greedy core is out of date (built without "
-        + ", ".join(f"gpuopt.allocation.{name}" for name in missing)
+        + ", ".join(name if "." in name else f"gpuopt.allocation.{name}" for name in missing)
         + "), so the slower Python modules run; rebuild it with `pip install -e .` "
         "(or `python setup.py build_ext --inplace`) in the checkout",
         RuntimeWarning,
@@ -60,7 +60,7 @@ def _found(name: str) -> bool:
 
 def compiled_sources() -> list[str]:
     """Those of :data:`COMPILED_PYTHON` that import as compiled modules (none in a bare
-    checkout, all after ``pip install``)."""
+    checkout or under ``GPUOPT_PURE_PYTHON``, all after ``pip install``)."""
     found = []
     for name in COMPILED_PYTHON:
         spec = find_spec(f"gpuopt.allocation.{name}")
@@ -68,36 +68,6 @@ def compiled_sources() -> list[str]:
             found.append(name)
     return found
 
-
-def outdated_sources() -> list[str]:
-    """The compiled modules of :data:`COMPILED_PYTHON` whose source was changed after they
-    were built, in a checkout (where ``setup.py`` is beside the package): the compiled
-    module, not the edited source, would run. An install from a wheel has no ``setup.py``
-    beside the package and is not checked (its files are written in no set order)."""
-    package = Path(__file__).parent
-    if not (package.parents[1] / "setup.py").is_file():
-        return []
-    outdated = []
-    for name in compiled_sources():
-        spec = find_spec(f"gpuopt.allocation.{name}")
-        assert spec is not None and spec.origin is not None
-        source = package / f"{name}.py"
-        if source.is_file() and source.stat().st_mtime > Path(spec.origin).stat().st_mtime:
-            outdated.append(name)
-    return outdated
-
-
-_outdated = outdated_sources()
-if _outdated:
-    warnings.warn(
-        "gpuopt: "
-        + ", ".join(f"gpuopt/allocation/{name}.py" for name in _outdated)
-        + " changed after it was compiled, and the compiled module runs, not the change; "
-        "rebuild with `pip install -e .` (or `python setup.py build_ext --inplace`) in the "
-        "checkout",
-        RuntimeWarning,
-        stacklevel=2,
-    )
 
 _compiled: ModuleType | None
 try:  # built by pip install (setup.py); absent in a bare checkout
@@ -107,6 +77,10 @@ except ImportError:  # pragma: no cover - depends on the install
     _built = [name for name in EXTENSIONS if _found(name)]
     if _built:
         _stale([name for name in EXTENSIONS if name not in _built])
+else:  # the core is built: so should the compiled Python modules be (setup.py's second list)
+    _uncompiled = [name for name in COMPILED_SOURCES if built_module(name) is None]
+    if _uncompiled:
+        _stale(_uncompiled)
 
 
 def compiled() -> ModuleType | None:

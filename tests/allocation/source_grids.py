@@ -1,21 +1,21 @@
 """Prints the greedy's grids on random instances, with the Python modules that ``pip
 install`` compiles (``_accel.COMPILED_PYTHON``) imported either as built or, with
-``--source``, from their source files; run as a script by ``test_accel.py``.
+``--source``, from their source files (``GPUOPT_PURE_PYTHON`` set before ``gpuopt`` is
+imported); run as a script by ``test_accel.py``.
 
     python tests/allocation/source_grids.py FIRST STOP [--source]
 
 Prints one JSON object: which files the modules came from, and a digest of each grid of
-instances ``FIRST`` to ``STOP - 1`` (the greedy's Python path: ``GPUOPT_PURE_PYTHON`` is
-set by the caller, so the same modules run at every size).
+instances ``FIRST`` to ``STOP - 1``, on the greedy's Python path either way
+(``GPUOPT_PURE_PYTHON`` set once ``gpuopt`` is imported: the same modules run at every
+size, the compiled core is not called).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -31,34 +31,14 @@ SHAPES = [
 ]
 
 
-class _Source(importlib.abc.MetaPathFinder):
-    """Finds the compiled Python modules' source files before the compiled modules."""
-
-    def __init__(self, names: tuple[str, ...]) -> None:
-        spec = importlib.util.find_spec("gpuopt")
-        assert spec is not None and spec.origin is not None
-        self.folder = Path(spec.origin).parent / "allocation"
-        self.names = names
-
-    def find_spec(self, fullname: str, path: object = None, target: object = None):  # type: ignore[no-untyped-def]
-        package, _, name = fullname.rpartition(".")
-        if package != "gpuopt.allocation" or name not in self.names:
-            return None
-        return importlib.util.spec_from_file_location(fullname, self.folder / f"{name}.py")
-
-
 def main() -> None:
     first, stop = int(sys.argv[1]), int(sys.argv[2])
-    if "--source" in sys.argv:
-        # (the list, read from _accel's source: importing _accel would import the package)
-        from ast import literal_eval
+    # GPUOPT_PURE_PYTHON set before gpuopt is imported: the four from their source
+    # (gpuopt._native); set after it: the compiled modules, on the same Python path
+    os.environ["GPUOPT_PURE_PYTHON"] = "1" if "--source" in sys.argv else "0"
+    import gpuopt  # noqa: F401
 
-        spec = importlib.util.find_spec("gpuopt")
-        assert spec is not None and spec.origin is not None
-        text = (Path(spec.origin).parent / "allocation" / "_accel.py").read_text()
-        names = literal_eval(text.split("COMPILED_PYTHON = ", 1)[1].split("\n", 1)[0])
-        sys.meta_path.insert(0, _Source(names))
-
+    os.environ["GPUOPT_PURE_PYTHON"] = "1"
     from gpuopt.allocation import _accel
     from gpuopt.allocation.generator import ScenarioDetails, random_problem
     from gpuopt.allocation.greedy import greedy_grid

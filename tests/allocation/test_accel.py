@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from gpuopt import _native
 from gpuopt.allocation import _accel
 from gpuopt.allocation.generator import random_problem
 from gpuopt.allocation.greedy import greedy_grid
@@ -124,10 +125,10 @@ def test_the_compiled_python_modules_give_their_sources_grids_on_more_instances(
 
 
 @needs_compiled_sources
-def test_an_edited_source_of_a_compiled_module_is_reported(tmp_path: Path) -> None:
-    """In a checkout, a compiled module whose source changed after the build would run
-    instead of the change: the import says so on stderr, with how to rebuild. Here in a
-    copy of the built package (beside a ``setup.py``, as in a checkout) whose
+def test_an_edited_source_of_a_compiled_module_runs_and_is_reported(tmp_path: Path) -> None:
+    """In a checkout, a compiled module whose source changed after the build is imported
+    from its source (the edit runs), and the import says so on stderr with how to rebuild.
+    Here in a copy of the built package (beside a ``setup.py``, as in a checkout) whose
     ``_board.py`` is made newer than its compiled module, then older."""
     root = Path(_accel.__file__).parents[2]
     copy = tmp_path / "checkout"
@@ -141,8 +142,12 @@ def test_an_edited_source_of_a_compiled_module_is_reported(tmp_path: Path) -> No
     module, source = Path(found.origin), copy / "gpuopt" / "allocation" / "_board.py"
     os.utime(module, (1_000_000_000, 1_000_000_000))
     os.utime(source, (1_000_000_100, 1_000_000_100))  # edited after the build
-    check = "from gpuopt.allocation._accel import outdated_sources as o; print(o())"
+    check = (
+        "import gpuopt.allocation._board as board, gpuopt.allocation._search as search; "
+        "print(board.__file__.endswith('.py'), search.__file__.endswith('.py'))"
+    )
     environment = {**os.environ, "PYTHONPATH": str(copy)}
+    environment.pop(_accel.PURE_PYTHON, None)
 
     def imported() -> subprocess.CompletedProcess[str]:
         run = [sys.executable, "-c", check]
@@ -151,12 +156,39 @@ def test_an_edited_source_of_a_compiled_module_is_reported(tmp_path: Path) -> No
         )
 
     done = imported()
-    assert done.stdout.strip() == "['_board']", done.stderr
-    assert "gpuopt/allocation/_board.py changed after it was compiled" in done.stderr
-    assert "pip install -e ." in done.stderr
+    assert done.stdout.split() == ["True", "False"], done.stderr
+    assert "gpuopt/allocation/_board.py is newer than its compiled module" in done.stderr
+    assert "the source runs" in done.stderr and "pip install -e ." in done.stderr
     os.utime(source, (1_000_000_000 - 10, 1_000_000_000 - 10))  # built after the edit
     done = imported()
-    assert (done.stdout.strip(), done.stderr) == ("[]", "")
+    assert (done.stdout.split(), done.stderr) == (["False", "False"], "")
+
+
+def test_pure_python_imports_the_sources() -> None:
+    """``GPUOPT_PURE_PYTHON`` set before ``gpuopt`` is imported: the compiled Python modules
+    are imported from their source, so a debugger, a profiler or coverage sees their lines
+    (and nothing is said on stderr: it was asked for)."""
+    check = (
+        "import inspect, gpuopt.allocation._board as board; "
+        "print(board.__file__.endswith('.py'), len(inspect.getsource(board.free_runs)) > 0)"
+    )
+    environment = {**os.environ, _accel.PURE_PYTHON: "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, timeout=120, env=environment
+    )
+    assert (done.stdout.split(), done.stderr) == (["True", "True"], "")
+
+
+@pytest.mark.skipif(_accel.compiled() is None, reason="the compiled core is not built")
+def test_where_the_core_is_built_the_python_modules_are_compiled_too() -> None:
+    """An install that built the core compiled the four Python modules too: a source
+    Cython cannot compile would lose its module silently otherwise (setup.py goes on, and
+    says why only under ``pip install -v``). In a checkout a source edited since the build
+    runs as source, by design (``gpuopt._native.outdated_sources``)."""
+    outdated = {name.rpartition(".")[2] for name in _native.outdated_sources()}
+    if _native.pure_python():
+        pytest.skip("GPUOPT_PURE_PYTHON: the sources are imported, as asked")
+    assert set(_accel.compiled_sources()) | outdated == set(_accel.COMPILED_PYTHON)
 
 
 def test_the_source_distribution_carries_the_cython_sources() -> None:
