@@ -116,14 +116,6 @@ def test_the_compiled_python_modules_give_their_sources_grids() -> None:
 
 
 @needs_compiled_sources
-@pytest.mark.slow
-def test_the_compiled_python_modules_give_their_sources_grids_on_more_instances() -> None:
-    """49 more (7 shapes x 7; about 25 s). The 3,120 instances of docs/benchmarks.md ("The
-    Python modules above 64 GPUs compiled as they are") were compared by hand."""
-    _same_from_source_and_compiled(100, 149)
-
-
-@needs_compiled_sources
 def test_an_edited_source_of_a_compiled_module_runs_and_is_reported(tmp_path: Path) -> None:
     """In a checkout, a compiled module whose source changed after the build is imported
     from its source (the edit runs), and the import says so on stderr with how to rebuild.
