@@ -17,10 +17,11 @@ ctypedef long long i64
 
 cdef class Slots:
     """A :class:`~gpuopt.defrag.workload.SlotModel`'s per-shape factors, admissions and
-    weights, held for :meth:`node_values`."""
+    weights, held for :meth:`node_values` and :meth:`moved_values`."""
 
     cdef const i64[:] gpu_times, gpu_div, gpu_add, cpu_times, cpu_div, cpu_add, weights
     cdef const unsigned char[:, :] admit
+    cdef i64[:] no_task  # a task of no slots (node_values: nothing added)
     cdef Py_ssize_t shapes
 
     def __init__(self, factors, admit, weights):
@@ -29,18 +30,40 @@ cdef class Slots:
         self.admit = admit
         self.weights = weights
         self.shapes = weights.shape[0]
+        self.no_task = np.zeros(self.shapes, dtype=np.int64)
         for array in factors:
             if array.shape[0] != self.shapes:
                 raise ValueError("every factor must have one entry per shape")
         if admit.shape[1] != self.shapes:
             raise ValueError("admit must have one column per shape")
 
+    cdef i64 _value(self, Py_ssize_t node, i64 free_gpus, i64 free_cpus,
+                    const i64[:, :] partial, Py_ssize_t row, const i64[:] slots,
+                    i64 sign) noexcept:
+        """One node's weighted slots: ``sum_k weights[k] * admit[node, k] * min((gpus *
+        a_k) // b_k + partial[row, k] + sign * slots[k] + c_k, (cpus * d_k) // e_k + f_k)``
+        with ``gpus`` and ``cpus`` the free amounts floored at 0 (int64, wrapping as
+        numpy's)."""
+        cdef i64 gpus = free_gpus if free_gpus > 0 else 0
+        cdef i64 cpus = free_cpus if free_cpus > 0 else 0
+        cdef i64 total = 0, by_gpu, by_cpu
+        cdef Py_ssize_t k
+        for k in range(self.shapes):
+            if not self.admit[node, k]:
+                continue
+            by_gpu = (gpus * self.gpu_times[k]) // self.gpu_div[k]
+            by_gpu += partial[row, k] + sign * slots[k]
+            by_gpu += self.gpu_add[k]
+            by_cpu = (cpus * self.cpu_times[k]) // self.cpu_div[k] + self.cpu_add[k]
+            total += (by_gpu if by_gpu < by_cpu else by_cpu) * self.weights[k]
+        return total
+
     def node_values(self, const i64[:] free_gpus, const i64[:] free_cpus,
                     const i64[:, :] partial, nodes=None):
-        """``SlotModel.node_values``: per row, ``sum_k weights[k] * admit[node, k] *
-        min((gpus * a_k) // b_k + partial[k] + c_k, (cpus * d_k) // e_k + f_k)``, with
-        ``gpus`` and ``cpus`` the free amounts floored at 0 (int64, wrapping as numpy's)."""
-        cdef Py_ssize_t n = free_gpus.shape[0], i, k, row
+        """``SlotModel.node_values``: each row's weighted slots (:meth:`_value`); the
+        arguments are those nodes' rows (``nodes``: their rows of ``admit``; without it,
+        every node's)."""
+        cdef Py_ssize_t n = free_gpus.shape[0], i
         cdef const i64[:] rows
         cdef bint all_rows = nodes is None
         if free_cpus.shape[0] != n or partial.shape[0] != n or partial.shape[1] != self.shapes:
@@ -57,22 +80,10 @@ cdef class Slots:
                     raise ValueError(f"node {rows[i]} is not a row of admit")
         out = np.empty(n, dtype=np.int64)
         cdef i64[:] values = out
-        cdef i64 gpus, cpus, by_gpu, by_cpu, total
         for i in range(n):
-            row = i if all_rows else rows[i]
-            gpus = free_gpus[i] if free_gpus[i] > 0 else 0
-            cpus = free_cpus[i] if free_cpus[i] > 0 else 0
-            total = 0
-            for k in range(self.shapes):
-                if not self.admit[row, k]:
-                    continue
-                by_gpu = (gpus * self.gpu_times[k]) // self.gpu_div[k] + partial[i, k]
-                by_gpu += self.gpu_add[k]
-                by_cpu = (cpus * self.cpu_times[k]) // self.cpu_div[k] + self.cpu_add[k]
-                total += (by_gpu if by_gpu < by_cpu else by_cpu) * self.weights[k]
-            values[i] = total
+            values[i] = self._value(i if all_rows else rows[i], free_gpus[i], free_cpus[i],
+                                    partial, i, self.no_task, 0)
         return out
-
 
     def moved_values(self, const i64[:] free_gpus, const i64[:] free_cpus,
                      const i64[:, :] partial, const i64[:] nodes, i64 gpus, i64 cpus,
@@ -83,8 +94,8 @@ cdef class Slots:
         the first node has the task taken away instead (its source). The numpy expression
         it replaces: ``node_values(free_gpus[nodes] - sign * gpus, free_cpus[nodes] - sign
         * cpus, partial[nodes] + sign[:, None] * slots, nodes)``."""
-        cdef Py_ssize_t n = nodes.shape[0], i, k, node, count = free_gpus.shape[0]
-        cdef i64 sign, free_g, free_c, g, c, by_gpu, by_cpu, total
+        cdef Py_ssize_t n = nodes.shape[0], i, node, count = free_gpus.shape[0]
+        cdef i64 sign
         if free_cpus.shape[0] != count or partial.shape[0] != count \
                 or partial.shape[1] != self.shapes or slots.shape[0] != self.shapes:
             raise ValueError("free_gpus, free_cpus and partial must have one row per node")
@@ -96,21 +107,10 @@ cdef class Slots:
         for i in range(n):
             node = nodes[i]
             sign = -1 if (first_leaves and i == 0) else 1
-            free_g = free_gpus[node] - sign * gpus
-            free_c = free_cpus[node] - sign * cpus
-            g = free_g if free_g > 0 else 0
-            c = free_c if free_c > 0 else 0
-            total = 0
-            for k in range(self.shapes):
-                if not self.admit[node, k]:
-                    continue
-                by_gpu = (g * self.gpu_times[k]) // self.gpu_div[k]
-                by_gpu += partial[node, k] + sign * slots[k]
-                by_gpu += self.gpu_add[k]
-                by_cpu = (c * self.cpu_times[k]) // self.cpu_div[k] + self.cpu_add[k]
-                total += (by_gpu if by_gpu < by_cpu else by_cpu) * self.weights[k]
-            values[i] = total
+            values[i] = self._value(node, free_gpus[node] - sign * gpus,
+                                    free_cpus[node] - sign * cpus, partial, node, slots, sign)
         return out
+
 
 cdef class Targets:
     """``_State.targets``' mask without extended resources, over the state's own arrays
