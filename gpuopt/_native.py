@@ -108,10 +108,11 @@ def prefer_sources() -> list[str]:
     """Import from their source those of :data:`COMPILED_SOURCES` that should run so: all
     under :func:`pure_python`, else those of :func:`outdated_sources` (with a warning).
     Called once, when ``gpuopt`` is imported (before any of them is); returns the names."""
-    names = list(COMPILED_SOURCES) if pure_python() else outdated_sources()
+    asked = pure_python()
+    names = list(COMPILED_SOURCES) if asked else outdated_sources()
     if names and not any(isinstance(finder, _Sources) for finder in sys.meta_path):
         sys.meta_path.insert(0, _Sources(names))
-    if names and not pure_python():
+    if names and not asked:
         warnings.warn(
             "gpuopt: "
             + ", ".join(str(source_of(name).relative_to(_PACKAGE.parent)) for name in names)

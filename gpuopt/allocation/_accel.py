@@ -37,12 +37,12 @@ COMPILED_PYTHON = tuple(name.rpartition(".")[2] for name in COMPILED_SOURCES)
 
 
 def _stale(missing: list[str]) -> None:
-    """Warn when some of the core's modules are built and others not: a checkout built
-    before a module was added (``pip install -e .`` then, not again since) would otherwise
-    run the Python modules silently, several times slower."""
+    """Warn when some of the core's modules (``missing``: full names) are built and others
+    not: a checkout built before a module was added (``pip install -e .`` then, not again
+    since) would otherwise run the Python modules silently, several times slower."""
     warnings.warn(
         "gpuopt: the compiled greedy core is out of date (built without "
-        + ", ".join(name if "." in name else f"gpuopt.allocation.{name}" for name in missing)
+        + ", ".join(missing)
         + "), so the slower Python modules run; rebuild it with `pip install -e .` "
         "(or `python setup.py build_ext --inplace`) in the checkout",
         RuntimeWarning,
@@ -76,7 +76,7 @@ except ImportError:  # pragma: no cover - depends on the install
     _compiled = None
     _built = [name for name in EXTENSIONS if _found(name)]
     if _built:
-        _stale([name for name in EXTENSIONS if name not in _built])
+        _stale([f"gpuopt.allocation.{name}" for name in EXTENSIONS if name not in _built])
 else:  # the core is built: so should the compiled Python modules be (setup.py's second list)
     _uncompiled = [name for name in COMPILED_SOURCES if built_module(name) is None]
     if _uncompiled:
