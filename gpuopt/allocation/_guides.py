@@ -92,21 +92,32 @@ def _guided(base: Board, order: list[int], starts: dict[int, tuple[int, float]])
 EXACT_CURVES_CELLS = 256
 
 
-def _exact_realtime(board: Any) -> Any:
+def _exact_realtime(board: Any, known: dict[bytes, Any] | None = None) -> Any:
     """The realtime curves of least penalty for the batch plan as it stands (an LP,
     :func:`exact_curves`), when they beat the greedy's own curves, which serve the services
     one after another (section 10, A4). The batch blocks stay; only the counts change.
 
     ``board`` is a Python board or the compiled core's (``CoreBoard``: its ``capacity``,
-    ``penalty_of`` and ``with_curves`` do the same as the lines for a Python board)."""
+    ``penalty_of`` and ``with_curves`` do the same as the lines for a Python board).
+    ``known``, one run's memo: the LP's answer for each capacity it was solved for. The
+    LP depends on the problem and the capacity alone, and a run's ends often leave the
+    same capacity (two ends that meet, a search again that finds nothing better), so
+    the same LP is not solved twice."""
     index = board.index
     if board.penalty <= 0 or index.num_realtime * index.horizon > EXACT_CURVES_CELLS:
         return board
     core = not isinstance(board, Board)
     capacity = board.capacity() if core else np.array(board.room) + board.reserved
-    exact = exact_curves(index, capacity)
+    key = np.asarray(capacity, dtype=np.int64).tobytes()
+    if known is not None and key in known:
+        exact = known[key]
+    else:
+        exact = exact_curves(index, capacity)
+        if known is not None:
+            known[key] = exact
     if exact is None:
         return board
+    exact = exact.copy()  # (the memo's array stays as solved, whatever a board does)
     penalty = board.penalty_of(exact) if core else board.realtime_penalty(exact)
     if penalty >= board.penalty - 1e-9:
         return board

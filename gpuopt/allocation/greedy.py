@@ -421,7 +421,7 @@ def _finish(
             budget.close()  # (no stage after this one runs: see greedy_grid)
             return board
         budget.work += LP_WORK * cells
-        board = _exact_realtime(board)  # (a core board stays one)
+        board = _exact_realtime(board, steps.curves)  # (a core board stays one)
     return board
 
 
@@ -458,6 +458,7 @@ class _Steps:
         self.scale = 1  # the search's work and rounds, times (search_scale)
         self.trivial: float | None = None  # trivial_bound, once asked for (rule B6)
         self.bound = math.inf  # the step-capacity LP's bound, once a guide solved it (B6, B7)
+        self.curves: dict[bytes, Any] = {}  # the exact curves' LP by capacity (_exact_realtime)
         self._base: Board | None = None
         if core is None:
             self._base, self.realtime_order = _base_board(index)

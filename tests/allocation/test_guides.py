@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from gpuopt.allocation import _guides
+from gpuopt.allocation._board import exact_curves
 from gpuopt.allocation._construction import ORDERS, _construct
 from gpuopt.allocation._guides import _exact_realtime, _guided
 from gpuopt.allocation.bound import step_capacity_bound
@@ -69,3 +71,31 @@ def test_exact_realtime_from_the_floor_reaches_the_least_penalty(seed: int) -> N
     checked(problem, exact)
     assert exact.penalty <= board.penalty + 1e-6
     assert exact.starts == board.starts
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_realtime_solves_one_capacity_once_and_gives_the_same_board(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one run's memo: the same capacity is not solved again, and the board it gives is
+    # the one the LP gives without the memo (its counts are the board's own: changing
+    # them leaves the memo as solved)
+    problem = contended(seed)
+    base, pending = base_board(problem)
+    board = _construct(base, sorted(pending, key=lambda b: ORDERS[0](problem.index, b)))
+    floor = board.copy()
+    floor.set_realtime(problem.index.realtime_floor.copy())
+    alone = _exact_realtime(floor)
+    solved = []
+    monkeypatch.setattr(
+        _guides,
+        "exact_curves",
+        lambda index, capacity: solved.append(1) or exact_curves(index, capacity),
+    )
+    known: dict[bytes, object] = {}
+    first = _exact_realtime(floor, known)
+    first.counts[...] = 0
+    again = _exact_realtime(floor, known)
+    assert len(solved) == 1 and len(known) == 1
+    assert (again.counts == alone.counts).all()
+    assert checked(problem, again) == pytest.approx(checked(problem, alone))
