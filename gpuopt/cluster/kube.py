@@ -371,6 +371,7 @@ PinReason = Literal[
     "not-ready",
     "host-port",
     "dra-claim",
+    "do-not-evict",
 ]
 
 __all__ = [

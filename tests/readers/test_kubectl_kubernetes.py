@@ -17,6 +17,9 @@ import yaml
 import gpuopt
 from gpuopt.cli import main
 from gpuopt.cluster.model import Cluster
+from gpuopt.cluster.request import pending_request
+from gpuopt.defrag.pending import plan_for_pending
+from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.errors import ProblemError
 from gpuopt.readers.kubectl import KubectlReport, read_kubectl, read_kubernetes
 
@@ -871,3 +874,45 @@ def test_a_waiting_pod_goes_only_where_its_host_port_is_free() -> None:
     # a pod binding no port still goes to the fullest node (binpack)
     free, _ = pending_request(cluster, "ml/free")
     assert gpuopt.solve(NodePlacementProblem.from_cluster(cluster, free), "heuristic").node == "n1"
+
+
+def test_a_pod_marked_do_not_evict_is_pinned_and_no_plan_moves_or_stops_it() -> None:
+    # two 8-GPU nodes, a 2-GPU pod on each; a waiting 8-GPU pod fits only once one of them
+    # moves: each pod carries one of the annotations by which an operator forbids voluntary
+    # eviction, so neither may move (defragmentation) nor stop (preemption): nothing fits
+    marks = {
+        "w1": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+        "w2": {"karpenter.sh/do-not-disrupt": "True"},
+    }
+    items = [node("n1", **{"nvidia.com/gpu": "8"}), node("n2", **{"nvidia.com/gpu": "8"})]
+    for name, where in (("w1", "n1"), ("w2", "n2")):
+        item = pod(name, where, **{"nvidia.com/gpu": "2"})
+        item["metadata"]["annotations"] = marks[name]
+        item["status"]["startTime"] = "2026-12-01T10:00:00Z"
+        items.append(item)
+    free = pod("w3", "n1", **{"nvidia.com/gpu": "1"})
+    free["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    free["status"]["startTime"] = "2026-12-01T10:00:00Z"
+    items.append(free)
+    big = pod("big", None, **{"nvidia.com/gpu": "8"})
+    big["spec"]["priority"] = 1_000_000_000
+    items.append(big)
+    cluster, report = read_kubernetes(listing(*items))
+    pinned = {task.id: task.pinned for task in cluster.tasks}
+    assert pinned == {"ns/w1": "do-not-evict", "ns/w2": "do-not-evict", "ns/w3": None}
+    assert report.pinned["do-not-evict"] == 2
+    for method in ("heuristic", "cpsat"):
+        plan, _, after = plan_for_pending(cluster, method, time_limit=10)
+        assert not {move.task for move in plan.moves} & {"ns/w1", "ns/w2"}, method
+        assert not gpuopt.violations(cluster, plan)
+        assert [fit.node for fit in after] == [None]  # 8 GPUs free nowhere without them
+    request, priority = pending_request(cluster, "ns/big")
+    problem = PreemptionProblem.from_cluster(
+        cluster,
+        request,
+        priority=priority,
+        now=cluster.tasks[0].start_time + 7200,
+        pending="ns/big",
+    )
+    decision = gpuopt.solve(problem, "heuristic")
+    assert decision.node is None and not gpuopt.violations(problem, decision)

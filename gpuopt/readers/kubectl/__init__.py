@@ -123,7 +123,10 @@ Pods
   with ``pin_unresolved_claims``), ``pod-affinity`` (see above),
   ``misplaced`` (its node no longer matches its node selector or required
   node affinity; reported), ``budget`` (a PodDisruptionBudget of its
-  namespace could not be read). ``locked`` = annotation ``gpuopt.io/locked``
+  namespace could not be read), ``do-not-evict`` (annotated as no voluntary
+  disruption may evict it: ``cluster-autoscaler.kubernetes.io/safe-to-evict:
+  "false"``, ``karpenter.sh/do-not-disrupt: "true"`` or
+  ``descheduler.alpha.kubernetes.io/prevent-eviction: "true"``, any case). ``locked`` = annotation ``gpuopt.io/locked``
   is ``"true"`` (any case).
 * ``anti_affinity`` = the legacy label ``gpuopt.io/anti-affinity``; a second
   pod of one group on a node loses it (reported).

@@ -80,6 +80,15 @@ POD_GROUP_APIS = frozenset(
     }
 )
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+#: Annotations by which an operator marks a pod that voluntary disruption must not evict,
+#: and the value that says so (any case): cluster-autoscaler's scale-down, Karpenter's
+#: consolidation and the descheduler honour them. A bound pod so marked is pinned
+#: ``do-not-evict`` (K6): a move or a stop is such a disruption.
+DO_NOT_EVICT_ANNOTATIONS = {
+    "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+    "karpenter.sh/do-not-disrupt": "true",
+    "descheduler.alpha.kubernetes.io/prevent-eviction": "true",
+}
 #: The keys of the required and the preferred terms of an affinity.
 TERMS = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"

@@ -25,6 +25,7 @@ from gpuopt.readers.kubectl.dra import pod_claims
 from gpuopt.readers.kubectl.fields import Reader, namespaced
 from gpuopt.readers.kubectl.gangs import pod_gang
 from gpuopt.readers.kubectl.names import (
+    DO_NOT_EVICT_ANNOTATIONS,
     DONE_PHASES,
     HOLDS_FOR_LABEL,
     KUEUE_GROUP_COUNT_ANNOTATION,
@@ -275,6 +276,10 @@ def _pin_reasons(ctx: Context, read: _PodRead) -> tuple[dict[str, bool], list[li
         "pod-affinity": read.unresolved,
         "topology-spread": read.spread,
         "host-port": host_ports(read.spec),
+        "do-not-evict": any(
+            annotations.get(key, "").lower() == value
+            for key, value in DO_NOT_EVICT_ANNOTATIONS.items()
+        ),
     }
     return reasons, volume_terms
 
