@@ -46,8 +46,11 @@ The mapping
   after ``start_time``; an estimator's duration (none applies: the project's
   estimators need a job description that a pod does not carry);
   ``running_default`` seconds after ``start_time`` (when given); else it runs
-  past the horizon (end = horizon). An end at or before now is one tick from
-  now (reported: ``overdue``); a running pod whose ``start_time`` is after
+  past the horizon (end = horizon). A terminating pod (``deletion_time``,
+  ``metadata.deletionTimestamp``) ends by then at the latest: its kubelet stops
+  it when its grace period ends (source ``terminating`` where that is earlier).
+  An end at or before now is one tick from now (reported: ``overdue``); a
+  running pod whose ``start_time`` is after
   now (a ``now`` before the cluster's clock) runs from tick 0 (reported:
   ``starts-after-now``). Counted by source in
   :attr:`CalendarReport.running_end`.
@@ -572,6 +575,15 @@ class _Builder:
 
     def _end(self, task: Task, running_default: float | None) -> tuple[int, str]:
         """C4: a running pod's end tick and where it came from (see the module docstring)."""
+        end, source = self._stated_end(task, running_default)
+        if task.deletion_time is not None:  # terminating: stopped by then at the latest
+            by = self.tick_of_end(task.deletion_time, task.id)
+            if by < end:
+                return by, "terminating"
+        return end, source
+
+    def _stated_end(self, task: Task, running_default: float | None) -> tuple[int, str]:
+        """C4: the end a running pod's fields state, and where it came from."""
         times = self.times.get(task.id, PodTimes())
         if times.expected_end is not None:
             return self.tick_of_end(times.expected_end, task.id), "annotation"

@@ -189,6 +189,7 @@ class Task(_Extended):
         {
             "gpu_indices",
             "start_time",
+            "deletion_time",
             "last_checkpoint",
             "namespace",
             "labels",
@@ -231,6 +232,11 @@ class Task(_Extended):
         default=None, description="Group: at most one task of it per node."
     )
     start_time: Moment | None = None
+    deletion_time: Moment | None = Field(
+        default=None,
+        description="Kubernetes metadata.deletionTimestamp: the pod is terminating, and "
+        "its kubelet stops it by then at the latest (the end of its grace period).",
+    )
     last_checkpoint: Moment | None = Field(
         default=None,
         description="Time of its last checkpoint (work since then is lost when it stops); "

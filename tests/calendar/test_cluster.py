@@ -187,6 +187,32 @@ def test_expected_end_from_each_source_in_order() -> None:
     assert report.running_end["horizon"] == 2
 
 
+def test_a_terminating_pod_ends_by_its_deletion_time_at_the_latest() -> None:
+    # deletionTimestamp is when the kubelet stops the pod (its grace period's end): a pod
+    # stating no end, or a later one, ends there; an earlier stated end still wins
+    tasks = [
+        # no end stated: past the horizon, but terminating at NOW + 30 s -> tick 1
+        {"id": "killed", "node": "b", "gpus": 4, "start_time": NOW - 50, "deletion_time": NOW + 30},
+        # its annotation says NOW + 600 s (tick 10), its deletion NOW + 300 s -> tick 5
+        {"id": "later", "node": "c", "gpus": 1, "start_time": NOW - 50, "deletion_time": NOW + 300},
+        # its annotation says NOW + 120 s (tick 2), before its deletion at NOW + 900 s
+        {
+            "id": "sooner",
+            "node": "c",
+            "gpus": 1,
+            "start_time": NOW - 50,
+            "deletion_time": NOW + 900,
+        },
+    ]
+    times = {
+        "later": PodTimes(expected_end=NOW + 600),
+        "sooner": PodTimes(expected_end=NOW + 120),
+    }
+    problem, report = build(cluster([], tasks), pods=times)
+    assert {pod.id: pod.end for pod in problem.running} == {"killed": 1, "later": 5, "sooner": 2}
+    assert dict(report.running_end) == {"terminating": 2, "annotation": 1}
+
+
 def test_running_shares_hold_their_gpu_until_the_last_of_them_ends() -> None:
     tasks = [
         {"id": "s1", "node": "b", "gpus": 1, "gpu_milli": 500, "gpu_indices": [3]},

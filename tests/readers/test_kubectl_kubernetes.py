@@ -19,8 +19,8 @@ from gpuopt.cli import main
 from gpuopt.cluster.model import Cluster
 from gpuopt.cluster.request import pending_request
 from gpuopt.defrag.pending import plan_for_pending
-from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.errors import ProblemError
+from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.readers.kubectl import KubectlReport, read_kubectl, read_kubernetes
 
 FOLDER = Path(__file__).parent / "fixtures" / "kubernetes"
@@ -916,3 +916,20 @@ def test_a_pod_marked_do_not_evict_is_pinned_and_no_plan_moves_or_stops_it() -> 
     )
     decision = gpuopt.solve(problem, "heuristic")
     assert decision.node is None and not gpuopt.violations(problem, decision)
+
+
+def test_a_terminating_pod_keeps_its_deletion_time() -> None:
+    # metadata.deletionTimestamp: pinned (terminating, K6) and its kubelet's deadline kept
+    # for the calendar (models/calendar.md F3); a pod not terminating has none
+    going = pod("going", **{"nvidia.com/gpu": "2"})
+    going["metadata"]["deletionTimestamp"] = "1970-01-01T01:00:30Z"
+    items = [
+        node("n1", **{"nvidia.com/gpu": "8"}),
+        going,
+        pod("staying", **{"nvidia.com/gpu": "1"}),
+    ]
+    cluster, _ = read_kubernetes(listing(*items))
+    tasks = {task.id: task for task in cluster.tasks}
+    assert tasks["ns/going"].pinned == "terminating"
+    assert tasks["ns/going"].deletion_time == 3630.0
+    assert tasks["ns/staying"].deletion_time is None

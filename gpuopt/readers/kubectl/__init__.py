@@ -126,8 +126,8 @@ Pods
   namespace could not be read), ``do-not-evict`` (annotated as no voluntary
   disruption may evict it: ``cluster-autoscaler.kubernetes.io/safe-to-evict:
   "false"``, ``karpenter.sh/do-not-disrupt: "true"`` or
-  ``descheduler.alpha.kubernetes.io/prevent-eviction: "true"``, any case). ``locked`` = annotation ``gpuopt.io/locked``
-  is ``"true"`` (any case).
+  ``descheduler.alpha.kubernetes.io/prevent-eviction: "true"``, any case).
+  ``locked`` = annotation ``gpuopt.io/locked`` is ``"true"`` (any case).
 * ``anti_affinity`` = the legacy label ``gpuopt.io/anti-affinity``; a second
   pod of one group on a node loses it (reported).
 * ``gang`` (rule C8) = ``"<namespace>/<group>"``, the group named by the first

@@ -224,6 +224,10 @@ def _bound(ctx: Context, read: _PodRead, pod: dict[str, Any], node: str) -> None
     if started is not None:
         pod["start_time"] = started
         ctx.times.append(started)
+    if read.deleting:  # (the calendar ends it there: models/calendar.md F3)
+        deleted = reader.time(read.metadata, "deletionTimestamp", "metadata.deletionTimestamp")
+        if deleted is not None:
+            pod["deletion_time"] = deleted
     group = read.labels.get(options.group_label)
     if group:
         pod["anti_affinity"] = group
