@@ -933,3 +933,12 @@ def test_a_terminating_pod_keeps_its_deletion_time() -> None:
     assert tasks["ns/going"].pinned == "terminating"
     assert tasks["ns/going"].deletion_time == 3630.0
     assert tasks["ns/staying"].deletion_time is None
+
+
+def test_a_nominated_node_is_counted_as_read_but_not_modelled() -> None:
+    waiting = pod("urgent", None, **{"nvidia.com/gpu": "4"})
+    waiting["status"]["nominatedNodeName"] = "n1"
+    items = [node("n1", **{"nvidia.com/gpu": "8"}), waiting, pod("other", None)]
+    _, report = read_kubernetes(listing(*items))
+    assert report.unmodelled["nominated-node"] == 1
+    assert "status.nominatedNodeName of 1 pending pods" in report.summary()

@@ -189,6 +189,8 @@ def _pending(ctx: Context, read: _PodRead, pod: dict[str, Any]) -> None:
     if since is not None:
         pod["since"] = since
         ctx.times.append(since)
+    if reader.text(read.status, "nominatedNodeName", "status.nominatedNodeName"):
+        ctx.report.unmodelled["nominated-node"] += 1
     if any(read.terms.values()):
         ctx.report.unmodelled["pending-pod-affinity"] += 1
         pod.update(read.terms)  # kept: the scheduler extender checks them (K5)

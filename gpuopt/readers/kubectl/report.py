@@ -170,6 +170,9 @@ _UNMODELLED: dict[str, str] = {
     "read) or too many node affinity terms to join: placed as if every node reaches them",
     "pending-pod-affinity": "required pod (anti-)affinity of {n} pending pods (kept; "
     "only gpuopt serve checks it)",
+    "nominated-node": "status.nominatedNodeName of {n} pending pods (kube-scheduler holds "
+    "room there for them against pods of lower or equal priority; gpuopt does not, so a plan "
+    "may give that room away)",
     "prefer-no-schedule": "PreferNoSchedule taints on {n} nodes",
     "toleration-seconds": "tolerationSeconds on {n} pods (such a toleration is not counted: "
     "a pod moved there would be evicted when the time runs out; the not-ready and "
