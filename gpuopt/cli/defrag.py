@@ -243,8 +243,8 @@ def show_defrag(shown: Any, problem: Any, plan: Any) -> None:
     shown.print(f"{problem.name}: {plan.summary()} [{plan.status}]")
     for note in plan.notes:
         shown.print(f"  note: {note}")
-    if problem.index.fixed:
-        shown.print(f"  kept in place: {describe_fixed(problem.index.fixed)}")
+    if problem.index.kept:
+        shown.print(f"  kept in place: {describe_fixed(problem.index.kept)}")
 
 
 # --------------------------------------------------------------------------- diagnose
@@ -399,10 +399,10 @@ def run_snapshot(args: argparse.Namespace) -> int:
             print(kube_report.summary(), file=sys.stderr)
     write_text(args.out, problem.to_json(indent=None) + "\n")
     shown.print(f"{problem.name}: {len(problem.nodes)} nodes, {len(problem.tasks)} tasks")
-    if problem.index.fixed:  # pinned by the reader, and what the rules keep in place on top
+    if problem.index.kept:  # pinned by the reader, and what the rules keep in place on top
         from gpuopt.cluster.rules import describe_fixed
 
-        shown.print(f"  never moved: {describe_fixed(problem.index.fixed)}")
+        shown.print(f"  never moved: {describe_fixed(problem.index.kept)}")
     return EXIT_OK
 
 

@@ -450,8 +450,11 @@ class ClusterIndex(NodesAndTasks):
     resource_names: list[str]
     node_extra: np.ndarray
     task_extra: np.ndarray
-    #: Tasks never moved (``task_locked``) with the reason (``gpuopt.cluster.rules.constraints``).
+    #: Tasks never moved nor stopped, with the reason (``gpuopt.cluster.rules.constraints``).
     fixed: dict[str, str]
+    #: Tasks never moved (``task_locked``), with the reason: ``fixed`` and running gangs'
+    #: members (``gang``, C8).
+    kept: dict[str, str]
     #: C7: each task's share of one GPU in thousandths (1000: whole GPUs).
     task_milli: np.ndarray
     #: C7: the GPUs of each node that runs a share, laid out (other nodes: none).
@@ -529,7 +532,7 @@ class ClusterIndex(NodesAndTasks):
             task_memory=np.array(
                 [0 if t.memory is None else scaled(t.memory) for t in tasks], dtype=np.int64
             ),
-            task_locked=np.array([t.id in rules.fixed for t in tasks], dtype=bool),
+            task_locked=np.array([t.id in rules.kept for t in tasks], dtype=bool),
             task_hp=np.array([problem.is_hp(t.priority) for t in tasks], dtype=bool),
             task_group=task_group,
             group_ids=list(group_pos),
@@ -541,6 +544,7 @@ class ClusterIndex(NodesAndTasks):
             node_extra=node_extra,
             task_extra=task_extra,
             fixed=rules.fixed,
+            kept=rules.kept,
             task_milli=np.array([share_of(t) for t in tasks], dtype=np.int64),
             devices=rules.devices,
         )

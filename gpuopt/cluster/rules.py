@@ -95,6 +95,8 @@ class Task(PodSpec, Holder, Protocol):
     def pod_affinity(self) -> list[PodAffinityTerm]: ...
     @property
     def pod_anti_affinity(self) -> list[PodAffinityTerm]: ...
+    @property
+    def gang(self) -> str | None: ...
 
 
 class Pending(Protocol):
@@ -373,8 +375,12 @@ class Constraints:
     masks: list[list[bool]]
     #: Per task: its anti-affinity group (explicit or from a hostname anti-affinity), or None.
     task_group: list[str | None]
-    #: Tasks never moved, with the reason.
+    #: Tasks never moved nor stopped, with the reason.
     fixed: dict[str, str] = field(default_factory=dict)
+    #: Tasks never moved, with the reason: ``fixed``, and the members of running gangs
+    #: (``gang``, C8): a move evicts its pod, and a member evicted stops its gang (P2) or
+    #: makes every rank restart, so only preemption, which stops a gang whole, takes them.
+    kept: dict[str, str] = field(default_factory=dict)
     #: C7: the GPUs of each node that runs a GPU share, laid out (other nodes: none).
     devices: dict[str, Devices] = field(default_factory=dict)
 
@@ -395,6 +401,8 @@ def constraints(cluster: Cluster) -> Constraints:
     - K4 is not here: the methods plan every extended resource in the index
       (``resource_names``, ``node_extra``, ``task_extra``) like CPUs.
     - K7: the pods of a budget that allows no disruption are fixed.
+    - C8: the members of a running gang of two or more pods are kept (``kept``:
+      never moved; preemption may still stop the gang whole, P2).
     - C7: a GPU share that shares its GPU with another task is fixed
       (``shared-gpu``): the methods move a share only when it is alone on its
       GPU, as a one-GPU task, so that a move frees exactly what they count;
@@ -427,6 +435,11 @@ def constraints(cluster: Cluster) -> Constraints:
             for task_id in tasks:
                 fixed.setdefault(task_id, "shared-gpu")
     groups = _groups(cluster, fixed)
+    kept = dict(fixed)
+    running = Counter(task.gang for task in cluster.tasks if task.gang is not None)
+    for task in cluster.tasks:
+        if task.gang is not None and running[task.gang] > 1:
+            kept.setdefault(task.id, "gang")
     keys: dict[str, int] = {}
     first: list[Task] = []  # the first task of each class
     task_class: list[int] = []
@@ -442,6 +455,7 @@ def constraints(cluster: Cluster) -> Constraints:
         masks=_masks(cluster, first),
         task_group=groups,
         fixed=fixed,
+        kept=kept,
         devices=devices,
     )
 

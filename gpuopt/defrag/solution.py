@@ -283,6 +283,7 @@ class _MoveCheck:
     group_on: dict[str, Counter[str]]  # node -> anti-affinity group -> tasks there
     moved_in_group: dict[str, set[str]]  # group -> its tasks the plan moves
     devices: DeviceLedger  # DF1-DF8: the claims allocated, as the plan moves their pods
+    gang_size: Counter[str]  # C8: running gang -> its members running
 
     @classmethod
     def start(cls, problem: Cluster) -> _MoveCheck:
@@ -298,6 +299,7 @@ class _MoveCheck:
             group_on=group_on,
             moved_in_group=defaultdict(set),
             devices=DeviceLedger(problem),
+            gang_size=Counter(t.gang for t in problem.tasks if t.gang is not None),
         )
 
     def move(self, label: str, move: Move) -> list[str]:
@@ -354,6 +356,11 @@ class _MoveCheck:
             found.append(f"D2: {label}: the task is locked")
         if task.pinned is not None:
             found.append(f"K6: {label}: the task is pinned ({task.pinned})")
+        if task.gang is not None and self.gang_size[task.gang] > 1:
+            found.append(
+                f"C8: {label}: the task is a member of the running gang {task.gang} (a move "
+                "evicts it, which stops its gang: P2)"
+            )
         if self.nodes[move.source].locked:
             found.append(f"K6: {label}: its node {move.source} is locked")
         if not self.nodes[move.source].ready:

@@ -10,7 +10,7 @@ import gpuopt
 from gpuopt.cli import main
 from gpuopt.defrag.pending import fit_pending, plan_for_pending
 from gpuopt.defrag.problem import Cluster
-from gpuopt.defrag.solution import apply_plan
+from gpuopt.defrag.solution import apply_plan, make_plan
 
 HALF = {"gpus": 4, "cpus": 8}
 
@@ -67,3 +67,45 @@ def test_cli_for_pending_and_diagnose_pending(tmp_path: Path, capsys: Any) -> No
     assert "waiting pods that fit: 1 now, 2 after the plan" in capsys.readouterr().out
     assert main(["diagnose", str(path)]) == 2
     assert "give --request SHAPE, --pending, --workload, or several" in capsys.readouterr().err
+
+
+def gang_cluster(members: int) -> Cluster:
+    """Two 8-GPU nodes, a 4-GPU pod of the gang ``ml/ddp`` on each (``members`` of them in
+    the gang: 2, or 1 with the other pod on its own), and a waiting 8-GPU pod: it fits
+    once one of the two moves to the other node."""
+    return Cluster(
+        nodes=[{"id": n, "gpus": 8, "cpus": 64} for n in ("n1", "n2")],
+        tasks=[
+            {"id": "ddp-0", "node": "n1", "gpus": 4, "gang": "ml/ddp", "start_time": 0.0},
+            {
+                "id": "ddp-1",
+                "node": "n2",
+                "gpus": 4,
+                "gang": "ml/ddp" if members == 2 else None,
+                "start_time": 0.0,
+            },
+        ],
+        gangs=[{"id": "ml/ddp", "min_member": members}],
+        pending=[{"id": "big", "gpus": 8}],
+    )
+
+
+def test_no_plan_moves_a_member_of_a_running_gang() -> None:
+    # C8: a move evicts the pod, which stops its gang (P2): the members of a running gang
+    # of two are kept in place (index.kept), so nothing can make room for the 8-GPU pod;
+    # preemption may still stop the gang whole (index.fixed does not hold them)
+    cluster = gang_cluster(2)
+    assert cluster.index.kept == {"ddp-0": "gang", "ddp-1": "gang"}
+    assert cluster.index.fixed == {}
+    for method in ("heuristic", "onehop", "cpsat", "milp"):
+        plan, _, after = plan_for_pending(cluster, method, time_limit=10)
+        assert plan.moves == [], method
+        assert [fit.node for fit in after] == [None]
+    moved = make_plan(cluster, "heuristic", [("ddp-0", "n1", "n2")], seconds=0.0)
+    assert any(v.startswith("C8: move 1") for v in gpuopt.violations(cluster, moved))
+    # a gang of one pod is a pod like any other: one move makes room
+    alone = gang_cluster(1)
+    assert alone.index.kept == {}
+    plan, _, after = plan_for_pending(alone, "heuristic")
+    assert len(plan.moves) == 1 and not gpuopt.violations(alone, plan)
+    assert [fit.node for fit in after] != [None]
