@@ -7,7 +7,12 @@ on the fullest node that can take it by the Kubernetes rules (K1-K3: an open
 node it tolerates and matches; K4: room for its GPUs, CPUs, memory and
 extended resources); the room one takes is no longer free for the next. This
 is how a scheduler would bind them in one pass, so "fits" means "fits
-together with the waiting pods before it".
+together with the waiting pods before it". The waiting pods of one gang
+(``Pending.gang``) fit all together or not at all (C8, as coscheduling binds
+them): when the first of them comes, it and the others are bound together,
+and if fewer than the gang needs fit, none is, and their room stays free for
+the pods after them. A gang needs all its waiting pods, or, when the cluster
+lists it with pods running already, what its ``min_member`` still lacks.
 
 :func:`plan_for_pending` plans defragmentation for the pods that do not fit:
 it runs a method on the cluster with the tasks locked on every node that
@@ -79,8 +84,73 @@ def fit_pending(cluster: Cluster) -> list[PendingFit]:
         ),
     )
     found: dict[int, PendingFit] = {}
+    members: dict[str, list[int]] = {}
     for position in order:
-        pod = cluster.pending[position]
+        gang = cluster.pending[position].gang
+        if gang is not None:
+            members.setdefault(gang, []).append(position)
+    needed = _gang_needs(cluster, members)
+    room = _Room(devices, free_cpus, free_memory, free_extra)
+    for position in order:
+        if position in found:
+            continue
+        gang = cluster.pending[position].gang
+        if gang is None or needed[gang] <= 1:
+            found[position] = room.bind(cluster, cluster.pending[position])
+            continue
+        # the gang's waiting pods, together: all bound, or none (their room given back)
+        saved = room.copy()
+        fits = {at: room.bind(cluster, cluster.pending[at]) for at in members[gang]}
+        placed = sum(fit.node is not None for fit in fits.values())
+        if placed >= needed[gang]:
+            found.update(fits)
+            continue
+        room = saved
+        why = (
+            f"its gang {gang} needs {needed[gang]} of its waiting pods together and only "
+            f"{placed} fit"
+        )
+        for at in members[gang]:
+            found[at] = PendingFit(cluster.pending[at], None, why)
+    return [found[position] for position in range(len(cluster.pending))]
+
+
+def _gang_needs(cluster: Cluster, members: dict[str, list[int]]) -> dict[str, int]:
+    """How many waiting pods of each gang must fit together: all of them, or what the
+    ``min_member`` of a gang the cluster lists still lacks beside its running pods."""
+    listed = {gang.id: gang.min_member for gang in cluster.gangs}
+    running = Counter(task.gang for task in cluster.tasks if task.gang is not None)
+    return {
+        gang: min(len(at), max(0, listed[gang] - running[gang])) if gang in listed else len(at)
+        for gang, at in members.items()
+    }
+
+
+@dataclass
+class _Room:
+    """What the waiting pods bound so far leave free on each node."""
+
+    devices: dict[str, Devices]
+    cpus: dict[str, int]
+    memory: dict[str, int | None]
+    extra: dict[str, Counter[str]]
+
+    def copy(self) -> _Room:
+        return _Room(
+            {node: devices.copy() for node, devices in self.devices.items()},
+            dict(self.cpus),
+            dict(self.memory),
+            {node: Counter(extra) for node, extra in self.extra.items()},
+        )
+
+    def bind(self, cluster: Cluster, pod: Pending) -> PendingFit:
+        """``pod`` on the fullest node that takes it (its room then taken), or why none."""
+        devices, free_cpus, free_memory, free_extra = (
+            self.devices,
+            self.cpus,
+            self.memory,
+            self.extra,
+        )
         cpus = scaled(pod.cpus)
         memory = 0 if pod.memory is None else scaled(pod.memory)
         best: str | None = None
@@ -102,16 +172,14 @@ def fit_pending(cluster: Cluster) -> list[PendingFit]:
             if best is None or devices[node.id].free < devices[best].free:
                 best = node.id
         if best is None:
-            found[position] = PendingFit(pod, None, _reason(why, len(cluster.nodes)))
-            continue
+            return PendingFit(pod, None, _reason(why, len(cluster.nodes)))
         devices[best].take(pod.id, pod.gpus, pod.gpu_milli or MILLI)
         free_cpus[best] -= cpus
         room = free_memory[best]
         if room is not None:
             free_memory[best] = room - memory
         free_extra[best].subtract(pod.resources)
-        found[position] = PendingFit(pod, best)
-    return [found[position] for position in range(len(cluster.pending))]
+        return PendingFit(pod, best)
 
 
 def _devices(cluster: Cluster) -> dict[str, Devices]:

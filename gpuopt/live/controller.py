@@ -568,9 +568,18 @@ class Controller:
             if f.node is None and priority_value(f.pod.priority, high) >= high
         ]
         waiting.sort(key=lambda pod: -priority_value(pod.priority, high))
+        gangs = Counter(pod.gang for pod in cluster.pending if pod.gang is not None)
         taken: set[str] = set()
         for number, pod in enumerate(waiting):
             rank = priority_value(pod.priority, high)
+            if pod.gang is not None and gangs[pod.gang] > 1:
+                # room for one pod of a waiting gang starts none of it (C8): not asked
+                self._report.notes.append(
+                    f"preempt: {pod.id} is one of {gangs[pod.gang]} waiting pods of the gang "
+                    f"{pod.gang}; room for a whole gang is `gpuopt preempt --gang`'s question, "
+                    "not asked here"
+                )
+                continue
             try:
                 request, priority = pending_request(cluster, pod.id)
                 question = PreemptionProblem.from_cluster(

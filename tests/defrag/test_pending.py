@@ -109,3 +109,36 @@ def test_no_plan_moves_a_member_of_a_running_gang() -> None:
     plan, _, after = plan_for_pending(alone, "heuristic")
     assert len(plan.moves) == 1 and not gpuopt.violations(alone, plan)
     assert [fit.node for fit in after] != [None]
+
+
+def waiting_gang_cluster(nodes: int) -> Cluster:
+    """``nodes`` 8-GPU nodes, a movable 4-GPU pod on each of the first two, and a waiting
+    gang of two 8-GPU pods (``ml/big``)."""
+    return Cluster(
+        nodes=[{"id": f"n{k}", "gpus": 8, "cpus": 64} for k in range(nodes)],
+        tasks=[{"id": f"w{k}", "node": f"n{k}", "gpus": 4} for k in range(2)],
+        pending=[{"id": f"big-{k}", "gpus": 8, "gang": "ml/big"} for k in range(2)]
+        + [{"id": "small", "gpus": 4, "priority": "LP"}],
+    )
+
+
+def test_a_waiting_gang_fits_whole_or_not_at_all() -> None:
+    # two nodes: 8 GPUs free in all, so the gang's two 8-GPU pods never fit together;
+    # bound one by one, a move would have made room for one of them
+    two = waiting_gang_cluster(2)
+    fits = {fit.pod.id: fit for fit in fit_pending(two)}
+    assert fits["big-0"].node is None and fits["big-1"].node is None
+    assert "needs 2 of its waiting pods together and only 0 fit" in (fits["big-0"].reason or "")
+    assert fits["small"].node is not None  # the gang's room is not held for nothing
+    for method in ("heuristic", "cpsat"):
+        plan, _, after = plan_for_pending(two, method, time_limit=10)
+        assert plan.moves == [], method  # no move for half a gang
+    # three nodes: one is free, and one move frees another: the gang fits after it
+    three = waiting_gang_cluster(3)
+    before = {fit.pod.id: fit.node for fit in fit_pending(three)}
+    assert before["big-0"] is None and before["big-1"] is None  # 1 of 2 alone: neither
+    plan, _, after = plan_for_pending(three, "heuristic")
+    assert len(plan.moves) == 1 and not gpuopt.violations(three, plan)
+    placed = {fit.pod.id: fit.node for fit in after}
+    assert placed["big-0"] is not None and placed["big-1"] is not None
+    assert placed["big-0"] != placed["big-1"]

@@ -302,6 +302,22 @@ def test_preemption_evicts_every_member_of_a_gang_it_closes() -> None:
     assert pod_names(api) == {"vip"}
 
 
+def test_no_eviction_makes_room_for_part_of_a_waiting_gang() -> None:
+    """A waiting gang of three 8-GPU pods (high priority) on two nodes can never start:
+    neither preemption (room for one of its pods) nor defragmentation (a move that fits
+    one of them) evicts anything for it, and the report says why."""
+    gang = {"scheduling.x-k8s.io/pod-group": "big"}
+    waiting = [pod(f"big-{k}", 8, priority=1_500_000) for k in range(3)]
+    for obj in waiting:
+        obj["metadata"]["labels"].update(gang)
+    objects = [node("a"), node("b"), pod("lo-1", 4, "a"), pod("lo-2", 4, "b"), *waiting]
+    api = MemoryApi(objects)
+    report = controller(api, mode="apply", questions=("preempt", "defrag")).run_once()
+    assert report.count("evict") == 0
+    assert any("one of 3 waiting pods of the gang ml/big" in note for note in report.notes)
+    assert pod_names(api) == {"lo-1", "lo-2", "big-0", "big-1", "big-2"}
+
+
 def test_preemption_is_dropped_whole_when_a_victim_fails_the_check() -> None:
     objects = [
         node("a"),
