@@ -130,7 +130,7 @@ from gpuopt.calendar.problem import MAX_AMOUNT, MAX_TICKS, CalendarProblem, Obje
 from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX, PLUGIN_GPUS, accounting_only
 from gpuopt.cluster.fields import NODE_LEVEL, SWITCH_LEVEL, offered, priority_value, scaled
 from gpuopt.cluster.model import Cluster, Pending, Task
-from gpuopt.cluster.rules import placement_key, refusal
+from gpuopt.cluster.rules import placement_key, refusal, term_refusals
 from gpuopt.cluster.shares import MILLI
 from gpuopt.errors import ProblemError, short
 
@@ -607,7 +607,10 @@ class _Builder:
         return found
 
     def eligible_all(self, members: Sequence[Pending]) -> list[str]:
-        """C5: the nodes every pod of ``members`` may use, in node order (remembered)."""
+        """C5: the nodes every pod of ``members`` may use, in node order (remembered), less
+        those K5 refuses one of them against the pods running now (their required pod
+        (anti-)affinity, and the running pods' anti-affinity that selects them:
+        :func:`~gpuopt.cluster.rules.term_refusals`)."""
         key = tuple(sorted({placement_key(pod) for pod in members}))
         found = self._common.get(key)
         if found is None:
@@ -616,7 +619,10 @@ class _Builder:
                 allowed &= set(self.eligible(pod))
             found = [node.id for node in self.cluster.nodes if node.id in allowed]
             self._common[key] = found
-        return list(found)
+        refused: set[str] = set()
+        for pod in members:
+            refused.update(term_refusals(self.cluster, pod))
+        return [node for node in found if node not in refused]
 
     def job(
         self,
@@ -748,7 +754,8 @@ class _Builder:
         report = self.report
         for pod, pod_times in zip(members, times, strict=True):
             if pod.pod_affinity or pod.pod_anti_affinity:
-                report.note("pod-affinity (K5)", pod.id, ignored=True)
+                # (judged against the pods running now, not against the jobs it plans)
+                report.note("pod-affinity (K5) between planned jobs", pod.id, ignored=True)
             if pod.preemption_policy == "PreemptLowerPriority":
                 report.note("preemption (K8)", pod.id, ignored=True)
             for key in pod_times.extender:

@@ -87,7 +87,7 @@ from gpuopt.cluster.fields import (
 )
 from gpuopt.cluster.items import ClusterOptions, Gang, Node, Objective, Pending, Task, WorkloadShape
 from gpuopt.cluster.kube import Budget, affinity_matches, selector_matches
-from gpuopt.cluster.rules import Asking, admitted, constraints, placement_key
+from gpuopt.cluster.rules import Asking, admitted, constraints, placement_key, term_key
 from gpuopt.cluster.shares import MILLI, Devices, gpus_needed, layout, on_sharing_nodes, share_of
 from gpuopt.errors import short
 
@@ -378,8 +378,13 @@ class Cluster(IndexedModel, _Extended):
     def admits(self, request: Asking) -> list[bool]:
         """:func:`~gpuopt.cluster.rules.admitted` (per node: may ``request`` go there by K1-K4),
         remembered per kind of request: the verdicts read only the cluster and the request's
-        node selector, node affinity, tolerations and extended resources."""
-        key = (placement_key(request), tuple(sorted(request.resources.items())))
+        node selector, node affinity, tolerations and extended resources, and, for a request
+        that stands for a pod, its namespace, labels and pod terms (K5)."""
+        key = (
+            placement_key(request),
+            tuple(sorted(request.resources.items())),
+            term_key(request),
+        )
         found: dict[Any, list[bool]] = self.views.setdefault("admits", {})
         verdicts = found.get(key)
         if verdicts is None:

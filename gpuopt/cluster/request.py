@@ -22,7 +22,13 @@ from pydantic import (
 )
 
 from gpuopt.cluster.devices import ResourceClaim
-from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, Toleration
+from gpuopt.cluster.fields import KubeName
+from gpuopt.cluster.kube import (
+    NodeSelectorTerm,
+    PodAffinityTerm,
+    SelectorValue,
+    Toleration,
+)
 from gpuopt.cluster.model import (
     MAX_AMOUNT,
     MAX_NODE_GPUS,
@@ -88,6 +94,22 @@ class Request(BaseModel):
         description="DF1-DF8: the DRA claims it waits with (not allocated yet); a node "
         "serves it only where they fit.",
     )
+    namespace: KubeName | None = Field(
+        default=None,
+        description="K5: the namespace of the waiting pod it stands for (None: a shape, "
+        "which no pod (anti-)affinity term judges).",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="K5: the labels of the waiting pod it stands for."
+    )
+    pod_affinity: list[PodAffinityTerm] = Field(
+        default_factory=list, max_length=1000, description="K5: its required pod affinity."
+    )
+    pod_anti_affinity: list[PodAffinityTerm] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="K5: its required pod anti-affinity.",
+    )
 
     @model_validator(mode="after")
     def _check_selector(self) -> Request:
@@ -96,6 +118,11 @@ class Request(BaseModel):
             if isinstance(wanted, list) and not wanted:
                 raise ValueError(f"request: node_selector.{key} is an empty list")
         return self
+
+    @property
+    def space(self) -> str:
+        """The namespace of the pod it stands for ('default' for a shape)."""
+        return self.namespace or "default"
 
     @property
     def shape(self) -> str:
@@ -253,6 +280,10 @@ def pending_request(cluster: Cluster, pod_id: str) -> tuple[Request, Priority]:
                 preemption_policy=pod.preemption_policy,
                 resources=pod.resources,
                 claims=claims,
+                namespace=pod.space,
+                labels=pod.labels,
+                pod_affinity=pod.pod_affinity,
+                pod_anti_affinity=pod.pod_anti_affinity,
             )
             return request, pod.priority
     known = ", ".join(repr(pod.id) for pod in cluster.pending[:5]) or "none"

@@ -23,7 +23,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from gpuopt.cluster.fields import offered as offered_amount
 from gpuopt.cluster.kube import (
@@ -181,18 +181,140 @@ def admitted(cluster: Cluster, request: Asking) -> list[bool]:
 
 def refusals(cluster: Cluster, request: Asking) -> list[str | None]:
     """Per node, why rules K1-K3 or, for its extended resources, K4 keep ``request`` from
-    it (:func:`refusal`, :func:`short_of`; None: they do not)."""
+    it (:func:`refusal`, :func:`short_of`; None: they do not), and, for a request that
+    stands for a waiting pod (its ``namespace`` set), K5 (:func:`term_refusals`)."""
     used: defaultdict[str, Counter[str]] = defaultdict(Counter)
     if request.resources:
         for task in cluster.tasks:
             if task.resources:
                 used[task.node].update(task.resources)
+    terms = term_refusals(cluster, cast(Arriving, request)) if _is_pod(request) else {}
     found = []
     for node in cluster.nodes:
         why = refusal(node, request)
         if why is None and request.resources:
             why = short_of(node.id, node.resources, used[node.id], request.resources)
+        if why is None:
+            why = terms.get(node.id)
         found.append(why)
+    return found
+
+
+class Arriving(Protocol):
+    """A waiting pod as K5 judges it: its namespace, labels and required pod terms."""
+
+    @property
+    def space(self) -> str: ...
+    @property
+    def labels(self) -> dict[str, str]: ...
+    @property
+    def pod_affinity(self) -> list[PodAffinityTerm]: ...
+    @property
+    def pod_anti_affinity(self) -> list[PodAffinityTerm]: ...
+
+
+def _is_pod(request: Any) -> bool:
+    """Whether ``request`` stands for a pod: a waiting pod, or a request read from one (its
+    ``namespace`` set; a request shape has none)."""
+    return hasattr(request, "id") or getattr(request, "namespace", None) is not None
+
+
+def term_key(request: Any) -> str:
+    """One key per distinct (namespace, labels, required pod terms) of a request that stands
+    for a pod: requests alike for K5 (:func:`term_refusals`); '' for a request shape."""
+    if not _is_pod(request):
+        return ""
+    return json.dumps(
+        [
+            request.space,
+            sorted(request.labels.items()),
+            [term.model_dump(mode="json") for term in request.pod_affinity],
+            [term.model_dump(mode="json") for term in request.pod_anti_affinity],
+        ],
+        sort_keys=True,
+    )
+
+
+#: The key of the running pods' required anti-affinity terms in a cluster's ``views``.
+_ANTI_TERMS = "k5-anti-terms"
+
+
+def term_refusals(cluster: Cluster, pod: Arriving) -> dict[str, str]:
+    """K5 for a waiting ``pod`` arriving now, as kube-scheduler's InterPodAffinity filter
+    judges it against the running pods: node id -> why, for each node it refuses (the
+    others are open). A node is refused when a term of the pod's required anti-affinity
+    selects a running pod in the node's domain, when a term of its required affinity
+    selects none there (unless no running pod matches it and it selects the pod itself:
+    the first of a group goes anywhere), or when a running pod's required anti-affinity
+    term selects the pod and that pod is in the node's domain (symmetry). A node without
+    the term's topology label is no domain: refused by affinity, open to anti-affinity.
+
+    >>> from gpuopt.cluster.model import Cluster
+    >>> term = {"selector": {"match_labels": {"app": "web"}},
+    ...         "topology_key": "kubernetes.io/hostname"}
+    >>> cluster = Cluster(nodes=[{"id": "a", "gpus": 8, "cpus": 8},
+    ...                          {"id": "b", "gpus": 8, "cpus": 8}],
+    ...     tasks=[{"id": "ns/web-0", "node": "a", "gpus": 1, "labels": {"app": "web"},
+    ...             "pod_anti_affinity": [term]}],
+    ...     pending=[{"id": "ns/web-1", "gpus": 1, "labels": {"app": "web"}}])
+    >>> found = term_refusals(cluster, cluster.pending[0])
+    >>> list(found), found["a"][:50]
+    (['a'], 'K5: the running pod ns/web-0 requires anti-affinit')
+    """
+    views = getattr(cluster, "views", None)
+    holders = None if views is None else views.get(_ANTI_TERMS)
+    if holders is None:
+        holders = [(task, term) for task in cluster.tasks for term in task.pod_anti_affinity]
+        if views is not None:
+            views[_ANTI_TERMS] = holders
+    selecting = [
+        (task, term) for task, term in holders if term.selects(task.space, pod.space, pod.labels)
+    ]
+    if not (pod.pod_affinity or pod.pod_anti_affinity or selecting):
+        return {}
+    nodes = {node.id: node for node in cluster.nodes}
+    found: dict[str, str] = {}
+
+    def close(key: str, domains: set[str], why: str) -> None:
+        for node in cluster.nodes:
+            if node.id not in found and domain_of(node, key) in domains:
+                found[node.id] = why.format(node=node.id)
+
+    def held(term: PodAffinityTerm) -> set[str]:
+        """The domains at the term's key of the running pods the pod's term selects."""
+        return {
+            domain
+            for task in cluster.tasks
+            if term.selects(pod.space, task.space, task.labels)
+            and (domain := domain_of(nodes[task.node], term.topology_key)) is not None
+        }
+
+    for task, term in selecting:
+        domain = domain_of(nodes[task.node], term.topology_key)
+        if domain is not None:
+            close(
+                term.topology_key,
+                {domain},
+                f"K5: the running pod {task.id} requires anti-affinity on {term.topology_key} "
+                "with this pod, and it runs in the domain of node {node}",
+            )
+    for term in pod.pod_anti_affinity:
+        close(
+            term.topology_key,
+            held(term),
+            f"K5: the pod requires anti-affinity on {term.topology_key} with running pods "
+            "in the domain of node {node}",
+        )
+    for term in pod.pod_affinity:
+        domains = held(term)
+        if not domains and term.selects(pod.space, pod.space, pod.labels):
+            continue  # the first pod of a group that selects itself goes anywhere
+        for node in cluster.nodes:
+            if node.id not in found and domain_of(node, term.topology_key) not in domains:
+                found[node.id] = (
+                    f"K5: the pod requires affinity on {term.topology_key} with running pods "
+                    f"that are not in the domain of node {node.id}"
+                )
     return found
 
 

@@ -1,27 +1,28 @@
 """Waiting pods: which fit now, which a plan makes fit, and plans made for them.
 
 A cluster's ``pending`` requests (unbound Pending pods, queued jobs) are the
-demand a defragmentation plan should make room for. :func:`fit_pending`
-places them one by one, highest priority first (then longest waiting), each
-on the fullest node that can take it by the Kubernetes rules (K1-K3: an open
-node it tolerates and matches; K4: room for its GPUs, CPUs, memory and
-extended resources); the room one takes is no longer free for the next. This
-is how a scheduler would bind them in one pass, so "fits" means "fits
-together with the waiting pods before it". The waiting pods of one gang
-(``Pending.gang``) fit all together or not at all (C8, as coscheduling binds
-them): when the first of them comes, it and the others are bound together,
-and if fewer than the gang needs fit, none is, and their room stays free for
-the pods after them. A gang needs all its waiting pods, or, when the cluster
-lists it with pods running already, what its ``min_member`` still lacks.
+demand a defragmentation plan should make room for. :func:`fit_pending` places
+them one by one, highest priority first (then longest waiting), each on the
+fullest node that can take it by the Kubernetes rules (K1-K3: an open node it
+tolerates and matches; K4: room for its GPUs, CPUs, memory and extended
+resources; K5: its required pod (anti-)affinity and the running pods'
+anti-affinity that selects it, against the pods running now); the room one takes is
+no longer free for the next. This is how a scheduler would bind them in one
+pass, so "fits" means "fits together with the waiting pods before it". The
+waiting pods of one gang (``Pending.gang``) fit all together or not at all
+(C8, as coscheduling binds them): when the first of them comes, it and the
+others are bound together, and if fewer than the gang needs fit, none is, and
+their room stays free for the pods after them. A gang needs all its waiting
+pods, or, when the cluster lists it with pods running already, what its
+``min_member`` still lacks.
 
 :func:`plan_for_pending` plans defragmentation for the pods that do not fit:
-it runs a method on the cluster with the tasks locked on every node that
-none of them could use once empty (too small, or closed to them by rules
-K1-K3: such nodes still take tasks, they are just never emptied for
-nothing), then keeps the shortest
-prefix of the plan after which the waiting pods fit best (more of the
-highest priority first, then more pods), so no move is made that the
-waiting pods do not need.
+it runs a method on the cluster with the tasks locked on every node that none
+of them could use once empty (too small, or closed to them by rules K1-K3:
+such nodes still take tasks, they are just never emptied for nothing), then
+keeps the shortest prefix of the plan after which the waiting pods fit best
+(more of the highest priority first, then more pods), so no move is made that
+the waiting pods do not need.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
-from gpuopt.cluster.rules import refusal
+from gpuopt.cluster.rules import refusal, term_refusals
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.defrag.solution import DefragResult, apply_plan, make_plan
 from gpuopt.errors import ProblemError
@@ -155,8 +156,9 @@ class _Room:
         memory = 0 if pod.memory is None else scaled(pod.memory)
         best: str | None = None
         why: Counter[str] = Counter()
+        terms = term_refusals(cluster, pod)  # K5 against the running pods
         for node in cluster.nodes:
-            refused = refusal(node, pod)
+            refused = refusal(node, pod) or terms.get(node.id)
             if refused is not None:
                 why[refused.split(":")[0]] += 1
                 continue
@@ -204,6 +206,7 @@ def _reason(why: Counter[str], nodes: int) -> str:
         "K2": "an untolerated taint",
         "K3": "its selector or node affinity",
         "K4": "too little free room",
+        "K5": "pod (anti-)affinity",
     }
     parts = [f"{count} {names.get(rule, rule)}" for rule, count in why.most_common()]
     return f"no node of {nodes} takes it: " + ", ".join(parts) if parts else "no nodes"

@@ -273,7 +273,7 @@ def test_fields_not_planned_with_are_counted() -> None:
     times = {"ml/bw": PodTimes(extender=("gpuopt.io/min-gpu-bandwidth",))}
     problem, report = build(cluster(pending), pods=times)
     assert dict(report.ignored) == {
-        "pod-affinity (K5)": 1,
+        "pod-affinity (K5) between planned jobs": 1,
         "preemption (K8)": 1,
         "gpuopt.io/min-gpu-bandwidth": 1,
     }

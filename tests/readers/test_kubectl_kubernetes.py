@@ -18,7 +18,7 @@ import gpuopt
 from gpuopt.cli import main
 from gpuopt.cluster.model import Cluster
 from gpuopt.cluster.request import pending_request
-from gpuopt.defrag.pending import plan_for_pending
+from gpuopt.defrag.pending import fit_pending, plan_for_pending
 from gpuopt.errors import ProblemError
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.readers.kubectl import KubectlReport, read_kubectl, read_kubernetes
@@ -942,3 +942,55 @@ def test_a_nominated_node_is_counted_as_read_but_not_modelled() -> None:
     _, report = read_kubernetes(listing(*items))
     assert report.unmodelled["nominated-node"] == 1
     assert "status.nominatedNodeName of 1 pending pods" in report.summary()
+
+
+def test_a_waiting_pod_keeps_pod_anti_affinity_both_ways() -> None:
+    """Review finding 09 (K5): llm-serve-0 runs on n1 with a required anti-affinity against
+    app=llm-serve on the hostname. A waiting replica with the label (and no term of its own)
+    may not go to n1, the fullest node, nor may one whose own term selects it; a pod
+    without the label may. Node placement, its checker, preemption, the fit of waiting
+    pods and the calendar all keep it."""
+    from gpuopt.calendar.cluster import from_cluster
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.node.solution import violations
+
+    term = {
+        "labelSelector": {"matchLabels": {"app": "llm-serve"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    serving = pod("llm-serve-0", "n1", **{"nvidia.com/gpu": "2"})
+    serving["metadata"]["labels"] = {"app": "llm-serve"}
+    serving["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    serving["status"]["startTime"] = "2026-12-01T10:00:00Z"
+    replica = pod("llm-serve-1", None, **{"nvidia.com/gpu": "2"})
+    replica["metadata"]["labels"] = {"app": "llm-serve"}
+    own = pod("probe", None, **{"nvidia.com/gpu": "1"})
+    own["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    other = pod("other", None, **{"nvidia.com/gpu": "2"})
+    nodes = []
+    for name in ("n1", "n2"):
+        item = node(name, **{"nvidia.com/gpu": "4"})
+        item["metadata"]["labels"] = {"kubernetes.io/hostname": name}
+        nodes.append(item)
+    cluster, _ = read_kubernetes(listing(*nodes, serving, replica, own, other))
+    for pod_id, expected in (("ns/llm-serve-1", "n2"), ("ns/probe", "n2"), ("ns/other", "n1")):
+        request, _ = pending_request(cluster, pod_id)
+        problem = NodePlacementProblem.from_cluster(cluster, request, pending=pod_id)
+        placed = gpuopt.solve(problem, "heuristic")
+        assert placed.node == expected, pod_id
+        assert not violations(problem, placed)
+        on_n1 = violations(problem, placed.model_copy(update={"node": "n1", "gpus": [2, 3]}))
+        assert bool(on_n1) == (expected == "n2"), pod_id
+        assert all("K5: " in v for v in on_n1), on_n1
+    fits = {fit.pod.id: fit.node for fit in fit_pending(cluster)}
+    assert fits["ns/llm-serve-1"] != "n1" and fits["ns/probe"] != "n1"
+    calendar = from_cluster(
+        cluster, now=cluster.tasks[0].start_time + 60, horizon=3600.0, step=60.0
+    )
+    jobs = {job.id: job for job in calendar.jobs}
+    assert "n1" not in jobs["ns/llm-serve-1"].eligible and "n1" not in jobs["ns/probe"].eligible
+    assert "n1" in jobs["ns/other"].eligible

@@ -168,8 +168,9 @@ _UNMODELLED: dict[str, str] = {
     "pending-volume": "the volumes of {n} pending pods whose reach is unknown (a "
     "PersistentVolumeClaim not bound, as with WaitForFirstConsumer, or its claim or volume not "
     "read) or too many node affinity terms to join: placed as if every node reaches them",
-    "pending-pod-affinity": "required pod (anti-)affinity of {n} pending pods (kept; "
-    "only gpuopt serve checks it)",
+    "pending-pod-affinity": "required pod (anti-)affinity of {n} pending pods (kept: "
+    "place, preempt, the fit of waiting pods, the calendar and gpuopt serve judge it against "
+    "the running pods; the calendar not between the jobs it plans)",
     "nominated-node": "status.nominatedNodeName of {n} pending pods (kube-scheduler holds "
     "room there for them against pods of lower or equal priority; gpuopt does not, so a plan "
     "may give that room away)",
