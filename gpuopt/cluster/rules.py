@@ -216,7 +216,7 @@ class Arriving(Protocol):
 def _is_pod(request: Any) -> bool:
     """Whether ``request`` stands for a pod: a waiting pod, or a request read from one (its
     ``namespace`` set; a request shape has none)."""
-    return hasattr(request, "id") or getattr(request, "namespace", None) is not None
+    return getattr(request, "namespace", None) is not None and hasattr(request, "pod_affinity")
 
 
 def term_key(request: Any) -> str:
