@@ -60,7 +60,9 @@ The mapping
   differ: ``gang-uneven``), eligible on the nodes every one of them is
   (C5), priority and weight their highest, submit their earliest. Its
   required level: the annotation ``gpuopt.io/required-level`` of its pods,
-  else ``gang_level`` (a single pod has none). A job that asks for nothing
+  else the level of its gang in the cluster's ``gangs`` (a Workload API
+  PodGroup's topology constraint, R9), else ``gang_level`` (a single pod has
+  none). A job that asks for nothing
   (no GPU, CPU, memory or extended resource) fits anywhere at any time and is
   left out (reported: ``no-request``), and so is a job with a pod whose
   ResourceClaims are not whole GPUs (R7: MIG placements, shares; or already
@@ -728,8 +730,11 @@ class _Builder:
             raise ProblemError(
                 f"job {job_id}: its pods name different {REQUIRED_LEVEL} values {short(named)}."
             )
+        listed = next((g for g in self.cluster.gangs if g.id == members[0].gang), None)
         if named:
             level: str | None = named[0]
+        elif listed is not None and listed.level is not None:
+            level = listed.level  # its PodGroup's topology constraint (R9)
         elif members[0].gang is not None:
             level = gang_level
         else:

@@ -484,7 +484,9 @@ class ClusterOptions(_Extended):
 
 
 class Gang(_Extended):
-    """C8: a running gang (a job of several pods, all or nothing down to ``min_member``).
+    """C8: a gang (a job of several pods, all or nothing down to ``min_member``), running
+    or waiting (its pods among the cluster's ``pending``: then ``min_member`` and
+    ``level`` are what its waiting pods must start with).
 
     Stopping pods of it so that fewer than ``min_member`` keep running stops
     every pod of it (``models/gang.md``, P2). ``min_member`` may exceed the

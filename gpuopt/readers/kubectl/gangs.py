@@ -87,8 +87,11 @@ def pod_gang(
 def running_gangs(ctx: Context, tasks: list[Task]) -> list[Gang]:
     """The running gangs and their ``min_member``: a PodGroup's ``spec.minMember``, else
     a Kueue group's size; a gang with neither is left out of the list (all or nothing,
-    reported). PodGroups with no running pod are left out too (reported)."""
+    reported). A PodGroup with no running pod is listed when pods of it wait (its
+    ``min_member`` and topology level are the waiting gang's: the calendar and the fit of
+    waiting pods read them), else left out (reported)."""
     running = Counter(task.gang for task in tasks if task.gang is not None)
+    waiting = {pod.gang for pod in ctx.pending if pod.gang is not None}
     gangs = []
     for gang_id, count in running.items():
         if gang_id in ctx.pod_groups:
@@ -108,9 +111,19 @@ def running_gangs(ctx: Context, tasks: list[Task]) -> list[Gang]:
             if level is None
             else Gang(id=gang_id, min_member=min_member, level=level)
         )
-    for gang_id in ctx.pod_groups:
-        if gang_id not in running:
+    for gang_id, min_member in ctx.pod_groups.items():
+        if gang_id in running:
+            continue
+        if gang_id not in waiting or min_member is None:
             ctx.note("gang-idle", gang_id)
+            continue
+        ctx.note("gang-waiting", gang_id)
+        level = gang_level(ctx, gang_id)
+        gangs.append(
+            Gang(id=gang_id, min_member=min_member)
+            if level is None
+            else Gang(id=gang_id, min_member=min_member, level=level)
+        )
     return gangs
 
 

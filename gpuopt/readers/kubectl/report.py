@@ -100,7 +100,9 @@ _LINES: dict[str, str] = {
     "(order: " + ", ".join(key for _, key in GANG_KEYS) + ")",
     "gang-short": "{n} gangs run fewer pods than their min_member (still starting, or pods "
     "lost): stopping any of them stops them all",
-    "gang-idle": "skipped {n} PodGroups with no running pod (nothing of them runs to be stopped)",
+    "gang-idle": "skipped {n} PodGroups with no pod running or waiting",
+    "gang-waiting": "{n} PodGroups of waiting pods only: listed with their minMember and "
+    "topology level for the waiting gang",
     "gang-key-ignored": "{n} pods name a gang only by keys not modelled (lightweight "
     "coscheduling pod-group.scheduling.sigs.k8s.io/name, Koordinator "
     "gang.scheduling.koordinator.sh/*): read as single pods, not as a gang",

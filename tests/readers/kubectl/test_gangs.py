@@ -63,7 +63,7 @@ def test_volcano_podgroup_annotation_idle_group_and_waiting_pod() -> None:
     assert report.reasons == {
         "pending": ["research/sweep-worker-2"],
         "gang-pending": ["research/sweep-worker-2"],  # pending demand has no gang: said so
-        "gang-idle": ["research/eval-9a2e"],  # no running pod: not listed
+        "gang-idle": ["research/eval-9a2e"],  # no pod running or waiting: not listed
     }
     assert report.problems == 0
     assert dict(report.group_fields) == {
@@ -74,7 +74,9 @@ def test_volcano_podgroup_annotation_idle_group_and_waiting_pod() -> None:
     }
     lines = report.lines()
     assert any("gpuopt place --gang" in line for line in lines)
-    assert any(line.startswith("skipped 1 PodGroups with no running pod") for line in lines)
+    assert any(
+        line.startswith("skipped 1 PodGroups with no pod running or waiting") for line in lines
+    )
 
 
 def test_kueue_group_unlisted_gang_and_conflicting_keys() -> None:

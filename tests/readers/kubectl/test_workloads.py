@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+import gpuopt
 from gpuopt.errors import ProblemError
 from gpuopt.readers.kubectl import read_kubernetes
 
@@ -104,3 +105,62 @@ def test_other_schedulers_pod_groups_are_still_read_as_before() -> None:
     member["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "pg"}
     cluster, _ = read(volcano, member)
     assert [(gang.id, gang.min_member) for gang in cluster.gangs] == [("ml/pg", 2)]
+
+
+def test_a_waiting_gang_keeps_its_pod_groups_topology_level_and_min_count() -> None:
+    """Review finding 05: a PodGroup whose pods all wait was skipped, so the calendar
+    planned its gang across racks and without its minCount. Two racks of two 8-GPU
+    nodes; n1 (rack r1) and n3 (rack r2) free, n2 busy 2 h, n4 busy 4 h: a gang of two
+    8-GPU pods bound to one rack starts on n1 and n2 in 2 h, not on n1 and n3 now."""
+    from gpuopt.calendar.cluster import from_cluster
+
+    def node(name: str, rack: str) -> dict[str, Any]:
+        labels = {"example.com/rack": rack, "kubernetes.io/hostname": name}
+        return {
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "8"}},
+        }
+
+    def busy(name: str, where: str, hours: int) -> dict[str, Any]:
+        item = pod(name, nodeName=where)
+        item["spec"]["containers"] = [
+            {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "8"}}}
+        ]
+        item["metadata"]["annotations"] = {
+            "gpuopt.io/expected-end": f"1970-01-01T{1 + hours:02d}:00:00Z"
+        }
+        item["status"]["startTime"] = "1970-01-01T00:00:00Z"
+        return item
+
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "big", "namespace": "ml"},
+        "spec": {
+            "schedulingPolicy": {"gang": {"minCount": 2}},
+            "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]},
+        },
+    }
+    waiting = []
+    for name in ("big-0", "big-1"):
+        item = pod(name, schedulingGroup={"podGroupName": "big"})
+        del item["spec"]["nodeName"]
+        item["spec"]["containers"] = [
+            {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "8"}}}
+        ]
+        item["status"] = {"phase": "Pending"}
+        waiting.append(item)
+    nodes = [node("n1", "r1"), node("n2", "r1"), node("n3", "r2"), node("n4", "r2")]
+    items = [*nodes, busy("b2", "n2", 2), busy("b4", "n4", 4), group, *waiting]
+    cluster, report = read_kubernetes(
+        {"kind": "List", "items": items}, topology_labels=["rack=example.com/rack"]
+    )
+    assert [(g.id, g.min_member, g.level) for g in cluster.gangs] == [("ml/big", 2, "rack")]
+    assert report.count("gang-waiting") == 1
+    problem = from_cluster(cluster, now=3600.0, horizon=8 * 3600.0, step=600.0)
+    [job] = problem.jobs
+    assert job.level == "rack"
+    plan = gpuopt.solve(problem, "heuristic")
+    [start] = plan.starts
+    assert start.start == 12 and sorted(start.nodes) == ["n1", "n2"]  # 2 h of 10 min ticks
