@@ -74,11 +74,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     ``command`` (a key of :data:`COMMAND_MODULES`) of the commands of its module only
     (``"--version"``: of none)."""
     from gpuopt import __version__
+    from gpuopt._native import built_module, pure_python
 
     parser = Parser(
         prog="gpuopt", description="Decide how a shared GPU cluster's capacity is spent."
     )
-    parser.add_argument("--version", action="version", version=f"gpuopt {__version__}")
+    # (whether the greedy's compiled core was built: without a C compiler at install time
+    # the Python modules run, the same plans 10-20 times slower)
+    core = "off (GPUOPT_PURE_PYTHON)" if pure_python() else "yes"
+    if built_module("gpuopt.allocation._core") is None:
+        core = "not built: the Python modules run, 10-20x slower; install with a C compiler"
+    parser.add_argument(
+        "--version", action="version", version=f"gpuopt {__version__} (compiled core: {core})"
+    )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     if command == "--version":
         return parser  # it answers before any command is needed

@@ -377,7 +377,8 @@ def preempt_flags(preempt: argparse.ArgumentParser) -> None:
     preempt.add_argument(
         "--priority",
         help="the request's priority: HP (default), LP, or an integer (HP at or above the "
-        "cluster's hp_priority, default 1000)",
+        "cluster's hp_priority: 1000 unless the snapshot states one; 1,000,000 in a kubectl "
+        "snapshot)",
     )
     preempt.add_argument(
         "--now",
@@ -402,7 +403,8 @@ SOLVE_COMMANDS = (
         ),
         default_method=None,
         method_help="node level: heuristic (default: binpack, fullest node first, whole nodes "
-        "kept) or spread; switch level: heuristic (default: minimum entropy) or the exact milp; "
+        "kept) or spread; switch level: heuristic (default: minimum entropy) or the exact milp "
+        "or cpsat; "
         "--gang: heuristic (default) or the exact cpsat",
         run=run_place,
         flags=place_flags,
@@ -412,7 +414,8 @@ SOLVE_COMMANDS = (
         help="place the jobs of a switch-level state file (same as place --level switch)",
         source=("state", "state JSON: switches (free GPUs or nodes) and jobs"),
         problems=("gpuopt.placement.switch.problem:TopologyProblem",),
-        method_help="heuristic (default: minimum entropy, largest job first) or the exact milp",
+        method_help="heuristic (default: minimum entropy, largest job first) or the exact milp "
+        "or cpsat",
         run=run_topology,
         flags=topology_flags,
     ),

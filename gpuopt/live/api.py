@@ -372,9 +372,11 @@ class KubeApi:
                 client_configuration=configuration,
                 persist_config=False,
             )
-        except (config.ConfigException, OSError, ValueError, TypeError) as error:
+        except (config.ConfigException, OSError, ValueError, TypeError, AttributeError) as error:
             where = "the default kubeconfig" if path is None else f"kubeconfig {str(path)!r}"
             reason = str(error).rstrip(".").replace("\n", " ")
+            if isinstance(error, (TypeError, AttributeError)):  # the client met no mapping
+                reason = "it is not a kubeconfig (a YAML mapping of clusters, contexts, users)"
             raise ProblemError(f"cannot read {where} (context {context!r}): {reason}.") from None
         return cls._from_configuration(client, configuration)
 

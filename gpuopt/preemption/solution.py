@@ -79,7 +79,9 @@ class PreemptionResult(Result):
         if self.node is None:
             return f"{self.method}: no node can make room ({self.seconds * 1000:.3f} ms)"
         count = len(self.victims)
-        stopped = f"stops {count} LP task{'' if count == 1 else 's'}" if count else "no preemption"
+        # (victims are below the request's priority: with integer priorities that may be the
+        # cluster's HP class too, so they are not called LP here)
+        stopped = f"stops {count} task{'' if count == 1 else 's'}" if count else "no preemption"
         return (
             f"{self.method}: node {self.node}, stage {self.stage}, {stopped}, "
             f"cost {self.cost:g} GPU x time units lost ({self.seconds * 1000:.3f} ms)"

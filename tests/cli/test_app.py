@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuopt.cli.app import build_parser
+from gpuopt.cli.app import build_parser, main
 from tests.cli.conftest import MIXED, run
 
 #: (command, option) -> why its help need not state its default. Empty today: every
@@ -159,3 +159,18 @@ def test_a_command_runs_with_its_module_alone(capsys: pytest.CaptureFixture[str]
     assert '"tasks"' in capsys.readouterr().out
     assert main(["nonsense"]) == 2  # an unknown command gets the whole parser's message
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_version_says_whether_the_compiled_core_runs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuopt._native import built_module
+
+    assert main(["--version"]) == 0
+    built = built_module("gpuopt.allocation._core") is not None
+    said = capsys.readouterr().out
+    assert said.startswith("gpuopt ") and ("compiled core: yes" in said) == built
+    monkeypatch.setenv("GPUOPT_PURE_PYTHON", "1")
+    assert main(["--version"]) == 0
+    said = capsys.readouterr().out
+    assert ("compiled core: off" in said) == built

@@ -165,7 +165,7 @@ def test_decision_json(tmp_path: Path, full: PreemptionProblem) -> None:
     path = tmp_path / "decision.json"
     path.write_text(decision.to_json())
     assert load_decision(path) == decision
-    assert "stops 1 LP task," in decision.summary()
+    assert "stops 1 task," in decision.summary()
     assert "no node" in decide(node=None).summary()
     with pytest.raises(ProblemError, match="method"):
         parse_decision({"method": "magic", "node": None})
