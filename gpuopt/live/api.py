@@ -112,6 +112,16 @@ PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", T
 PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", False)
 PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
 POD_GROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True)
+#: The other gang kinds the kubectl reader reads (Volcano's PodGroups, the coscheduling
+#: plugin's before v0.24, the Workload API's Workloads and PodGroups): the listed state
+#: (the controller) lists them too, each where the server serves it (a 404 skips it). The
+#: watched state keeps one kind per name, so it watches ``POD_GROUPS`` alone.
+OTHER_GANG_KINDS: tuple[Resource, ...] = (
+    Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", True),
+    Resource("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup", True),
+    Resource("scheduling.k8s.io", "v1alpha1", "workloads", "Workload", True),
+    Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True),
+)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event", True)
 
@@ -142,6 +152,13 @@ WATCHED: tuple[Resource, ...] = (
     NODES,
     PODS,
     PDBS,
+)
+#: What the listed cluster state lists (the controller): the watched kinds and the other
+#: gang kinds, in the kubectl reader's order.
+LISTED: tuple[Resource, ...] = (
+    *WATCHED[: WATCHED.index(POD_GROUPS) + 1],
+    *OTHER_GANG_KINDS,
+    *WATCHED[WATCHED.index(POD_GROUPS) + 1 :],
 )
 
 

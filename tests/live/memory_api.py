@@ -32,14 +32,20 @@ class MemoryApi:
         self.on_write: Callable[[str, Obj | str], None] | None = None
         from gpuopt.live.api import EVENTS, NODES, PDBS, PRIORITY_CLASSES
 
+        from gpuopt.live.api import LISTED
+
         for resource in (NODES, PODS, PDBS, PRIORITY_CLASSES, LEASES, EVENTS):
             self.kinds[resource.kind] = resource
+        # the gang kinds, by API version and kind (one kind, PodGroup, has several groups)
+        grouped = {(r.api_version, r.kind): r for r in LISTED}
         for obj in objects or []:
-            self._store(self.kinds[obj["kind"]], copy.deepcopy(obj))
+            found = grouped.get((obj.get("apiVersion", ""), obj["kind"]))
+            self._store(found or self.kinds[obj["kind"]], copy.deepcopy(obj))
 
     # ------------------------------------------------------------------ helpers
     def _key(self, resource: Resource, namespace: str | None, name: str) -> Key:
-        return (resource.plural, namespace if resource.namespaced else None, name)
+        kind = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+        return (kind, namespace if resource.namespaced else None, name)
 
     def _store(self, resource: Resource, obj: Obj) -> Obj:
         self.version += 1
@@ -58,8 +64,10 @@ class MemoryApi:
         self.writes.append((verb, resource.plural, where, dry_run))
 
     def of(self, resource: Resource) -> list[Obj]:
-        """The stored objects of ``resource``."""
-        return [obj for key, obj in self.objects.items() if key[0] == resource.plural]
+        """The stored objects of ``resource`` (of its API group: kinds of one plural in
+        several groups, such as PodGroups, stay apart)."""
+        kind = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+        return [obj for key, obj in self.objects.items() if key[0] == kind]
 
     def real_writes(self, *verbs: str) -> list[tuple[str, str, str, bool]]:
         """The writes not made in dry run (of ``verbs``, when given)."""

@@ -318,6 +318,31 @@ def test_no_eviction_makes_room_for_part_of_a_waiting_gang() -> None:
     assert pod_names(api) == {"lo-1", "lo-2", "big-0", "big-1", "big-2"}
 
 
+def test_the_listed_state_reads_every_gang_kind_the_reader_reads() -> None:
+    """Review finding 10: the controller listed only scheduling.x-k8s.io PodGroups, so a
+    Volcano or Workload API gang lost its minMember (and became all or nothing)."""
+    members = [pod("v-0", 4, "a"), pod("v-1", 4, "b"), pod("w-0", 4, "a"), pod("w-1", 4, "b")]
+    for obj in members[:2]:
+        obj["metadata"]["annotations"] = {"scheduling.volcano.sh/group-name": "vg"}
+    for obj in members[2:]:
+        obj["spec"]["schedulingGroup"] = {"podGroupName": "wg"}
+    volcano = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "vg", "namespace": "ml"},
+        "spec": {"minMember": 1},
+    }
+    workload = {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "wg", "namespace": "ml"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}},
+    }
+    api = MemoryApi([node("a"), node("b"), *members, volcano, workload])
+    gangs = {gang.id: gang.min_member for gang in ListedCluster(api).snapshot().gangs}
+    assert gangs == {"ml/vg": 1, "ml/wg": 1}
+
+
 def test_preemption_is_dropped_whole_when_a_victim_fails_the_check() -> None:
     objects = [
         node("a"),
