@@ -30,9 +30,7 @@ class MemoryApi:
         self.refuse_evictions: set[str] = set()
         self.conflicts = 0
         self.on_write: Callable[[str, Obj | str], None] | None = None
-        from gpuopt.live.api import EVENTS, NODES, PDBS, PRIORITY_CLASSES
-
-        from gpuopt.live.api import LISTED
+        from gpuopt.live.api import EVENTS, LISTED, NODES, PDBS, PRIORITY_CLASSES
 
         for resource in (NODES, PODS, PDBS, PRIORITY_CLASSES, LEASES, EVENTS):
             self.kinds[resource.kind] = resource
