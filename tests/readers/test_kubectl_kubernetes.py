@@ -994,3 +994,18 @@ def test_a_waiting_pod_keeps_pod_anti_affinity_both_ways() -> None:
     jobs = {job.id: job for job in calendar.jobs}
     assert "n1" not in jobs["ns/llm-serve-1"].eligible and "n1" not in jobs["ns/probe"].eligible
     assert "n1" in jobs["ns/other"].eligible
+
+
+def test_a_waiting_pod_with_a_bad_creation_time_stays_demand() -> None:
+    # review finding 11f: it was skipped as a malformed pod "whose node is locked"; a
+    # waiting pod has no node, and a bad creationTimestamp only loses its waiting time
+    bad = pod("late", None, **{"nvidia.com/gpu": "1"})
+    bad["metadata"]["creationTimestamp"] = "yesterday"
+    broken = pod("broken", None, cpu="lots")
+    cluster, report = read_kubernetes(listing(node("n1", **{"nvidia.com/gpu": "8"}), bad, broken))
+    assert [(p.id, p.since) for p in cluster.pending] == [("ns/late", None)]
+    assert report.count("waiting-since") == 1
+    assert report.count("malformed-waiting-Pod") == 1 and report.count("malformed-Pod") == 0
+    assert "skipped 1 malformed waiting pods (left out of the demand)" in report.summary()
+    with pytest.raises(ProblemError, match="creationTimestamp"):
+        read_kubernetes(listing(node("n1", **{"nvidia.com/gpu": "8"}), bad), strict=True)

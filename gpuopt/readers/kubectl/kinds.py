@@ -91,7 +91,12 @@ def read_objects(ctx: Context, objects: Sequence[KubeObject]) -> None:
 
 def unreadable(ctx: Context, obj: KubeObject, error: ProblemError) -> None:
     """A malformed object: counted (or refused), with what it implies."""
-    ctx.problem(f"malformed-{obj.kind}", obj.reader.where, error)
+    spec = obj.item.get("spec")
+    bound = isinstance(spec, dict) and isinstance(spec.get("nodeName"), str)
+    waiting = obj.kind == "Pod" and not bound
+    ctx.problem(
+        "malformed-waiting-Pod" if waiting else f"malformed-{obj.kind}", obj.reader.where, error
+    )
     metadata = obj.item.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
     if obj.kind == "Pod":

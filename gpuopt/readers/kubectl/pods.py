@@ -185,7 +185,11 @@ def _pending(ctx: Context, read: _PodRead, pod: dict[str, Any]) -> None:
     reader, spec, metadata, gang = read.reader, read.spec, read.metadata, read.gang
     policy = reader.text(spec, "preemptionPolicy", "spec.preemptionPolicy")
     pod["preemption_policy"] = policy or read.class_policy or "PreemptLowerPriority"
-    since = reader.time(metadata, "creationTimestamp", "metadata.creationTimestamp")
+    try:
+        since = reader.time(metadata, "creationTimestamp", "metadata.creationTimestamp")
+    except ProblemError as error:  # a waiting pod is demand still: since an unknown time
+        ctx.problem("waiting-since", read.pod_id, error)
+        since = None
     if since is not None:
         pod["since"] = since
         ctx.times.append(since)

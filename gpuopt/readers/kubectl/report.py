@@ -20,6 +20,9 @@ _LINES: dict[str, str] = {
     "malformed-Node": "skipped {n} malformed nodes",
     "malformed-Pod": "skipped {n} malformed pods (their nodes are locked: what they hold is "
     "unknown)",
+    "malformed-waiting-Pod": "skipped {n} malformed waiting pods (left out of the demand)",
+    "waiting-since": "{n} waiting pods with an unreadable metadata.creationTimestamp (read as "
+    "waiting since an unknown time)",
     "malformed-PodDisruptionBudget": "skipped {n} malformed PodDisruptionBudgets (the pods of "
     "their namespaces are pinned: budget)",
     "malformed-PriorityClass": "skipped {n} malformed PriorityClasses",
@@ -106,8 +109,9 @@ _LINES: dict[str, str] = {
     "gang-key-ignored": "{n} pods name a gang only by keys not modelled (lightweight "
     "coscheduling pod-group.scheduling.sigs.k8s.io/name, Koordinator "
     "gang.scheduling.koordinator.sh/*): read as single pods, not as a gang",
-    "gang-pending": "{n} waiting pods belong to a gang: read one by one as pending demand "
-    "(place the gang with `gpuopt place --gang`)",
+    "gang-pending": "{n} waiting pods belong to a gang: the calendar and the fit of waiting "
+    "pods take each gang whole, node placement and preemption one pod at a time (place the "
+    "gang with `gpuopt place --gang`)",
     "gang-basic": "{n} pods belong to Workload API pod groups with the basic policy: read as "
     "single pods",
     "gang-topology": "{n} gangs have a topology constraint on a node label that is not a "
@@ -158,6 +162,7 @@ _PROBLEMS = frozenset(
         "gang-conflict",
         "dra-cel",
         "dra-duplicate-device",
+        "waiting-since",
     }
 )
 #: Fields gpuopt reads but does not plan with (``{n}``: how many objects carry one).
