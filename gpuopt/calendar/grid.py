@@ -702,6 +702,21 @@ class _Row:
                 None,
             )
             if found is None:
+                odd = [
+                    (other.id, other.use[0])
+                    for _, (other, *_rest) in blocks
+                    if other.node == pod.node and not is_power_of_two(other.use[0])
+                ]
+                if odd:  # rounded up to a power of two (A3): no stated GPUs can help
+                    said = ", ".join(
+                        f"{short(who)} holds {gpus}, a block of {1 << (gpus - 1).bit_length()}"
+                        for who, gpus in odd
+                    )
+                    raise ProblemError(
+                        f"node {short(pod.node)}: its running pods do not fit in legal blocks "
+                        f"(A3: a power of two of GPUs) once {said}; plan this cluster with "
+                        "`gpuopt calendar`, which keeps running pods as they are."
+                    )
                 raise ProblemError(
                     f"node {short(pod.node)}: its running pods' GPUs do not fit in legal "
                     f"blocks (pod {short(pod.id)} holds {pod.use[0]}); state their GPUs with "

@@ -253,6 +253,29 @@ def test_hand_built_cluster() -> None:
     assert violations(grid, plan) == []
 
 
+def test_a_pod_no_legal_block_holds_is_named_with_why() -> None:
+    """Review finding 07: a 6-GPU pod beside a 2-GPU pod on an 8-GPU node takes a block of 8
+    (A3); the error names it and why, not the 2-GPU pod placed last with advice to state
+    GPU indices, which no indices could follow. Two 2-GPU pods fit (indices assumed)."""
+    running = {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}
+    odd = cluster(
+        node("a", 8),
+        node("b", 8),
+        pod("serve", 2, nodeName="a", status=running),
+        pod("sweep", 6, nodeName="a", status=running),
+    )
+    with pytest.raises(ProblemError, match=r"node 'a': .*'ml/sweep' holds 6, a block of 8"):
+        grid_from_kubernetes(odd)
+    even = cluster(
+        node("a", 8),
+        node("b", 8),
+        pod("serve", 2, nodeName="a", status=running),
+        pod("sweep", 4, nodeName="a", status=running),
+    )
+    grid, _ = grid_from_kubernetes(even)
+    assert sorted(t.id for t in grid.tasks) == ["ml/serve", "ml/sweep"]
+
+
 def test_uneven_nodes_are_refused() -> None:
     with pytest.raises(ProblemError, match=r"nodes: 'b' has 8 GPUs and 'a' 4; the time grid needs"):
         grid_from_kubernetes(cluster(node("a", 4), node("b", 8)))
