@@ -179,10 +179,9 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
             raise ProblemError(f"{where}: the placement does not say what it placed (job).")
         if job.pending is not None:  # placed for a waiting pod: its rules too
             asked_shape = pending_request(cluster, job.pending)[0]
-        else:
-            asked_shape = Request(
-                gpus=job.gpus, gpu_milli=job.gpu_milli, cpus=job.cpus, memory=job.memory or None
-            )
+        else:  # its shape and rules (selector, tolerations, affinity, resources, claims)
+            fields = {name: getattr(job, name) for name in Request.model_fields}
+            asked_shape = Request.model_validate({**fields, "memory": job.memory or None})
         return node_question(cluster, asked_shape, job), placement
     result = _parse(TopologyResult, answer, args)
     if result.level is None:

@@ -249,6 +249,19 @@ def add_out(
     parser.add_argument("--out", required=required, metavar=metavar, help=help)
 
 
+def add_toleration(parser: argparse.ArgumentParser) -> None:
+    """``--toleration``: a taint ``--request`` tolerates (K2), repeatable."""
+    parser.add_argument(
+        "--toleration",
+        action="append",
+        default=[],
+        metavar="KEY[=VALUE][:EFFECT]",
+        help="a taint the --request shape tolerates, as a pod's toleration (repeatable): KEY "
+        "alone tolerates every value and effect of it, e.g. nvidia.com/gpu, which GPU node "
+        "pools often carry (GKE, AKS); default: none",
+    )
+
+
 def add_json(parser: argparse.ArgumentParser, help: str, *, stdout: bool = False) -> None:
     """``--json``: figures as JSON, checked before any work, written atomically; with
     ``stdout``, ``--json -`` prints them instead (the command does)."""

@@ -20,6 +20,7 @@ from gpuopt.cli.common import (
     add_solve_commands,
     add_threads,
     add_time_limit,
+    add_toleration,
     add_workers,
     check_outputs,
     console,
@@ -278,7 +279,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
 
                 write_text(args.out, json.dumps({"workload": fragmentation}, indent=1) + "\n")
             return EXIT_OK
-    request = parse_request(args.request, same_asw=args.same_asw)
+    request = parse_request(args.request, same_asw=args.same_asw, tolerations=args.toleration)
     if plan is not None:
         results = diagnose_plan(problem, plan, request)
     else:
@@ -549,6 +550,7 @@ def add_diagnose(commands: Any) -> None:
         help="request shape <GPUs>G[<CPUs>C][<memory>M], e.g. 8G64C or 4G32C256M "
         "(memory in the snapshot's unit)",
     )
+    add_toleration(diag)
     diag.add_argument(
         "--same-asw",
         type=positive_int,

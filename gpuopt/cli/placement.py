@@ -21,6 +21,7 @@ from gpuopt.cli.common import (
     add_out,
     add_solve_commands,
     add_time_limit,
+    add_toleration,
     read_input,
     solve_command,
 )
@@ -62,12 +63,19 @@ def cluster_or_state(
 def asked_request(args: argparse.Namespace, cluster: Any) -> tuple[Any, Any]:
     """``--request SHAPE`` (priority from ``--priority``) or ``--pending ID``: the waiting
     pod's shape, rules and priority; ``(request, priority or None)``."""
-    from gpuopt.cluster.request import pending_request
+    from gpuopt.cluster.request import parse_request, pending_request
 
+    tolerations = getattr(args, "toleration", [])
     if args.pending is None:
+        if tolerations and args.request is not None:
+            return parse_request(args.request, tolerations=tolerations), None
+        if tolerations:
+            raise ProblemError("--toleration: it applies to a --request shape.")
         return args.request, None
     if args.request is not None:
         raise ProblemError("give --request or --pending, not both.")
+    if tolerations:
+        raise ProblemError("--toleration: a waiting pod states its own tolerations (--pending).")
     if getattr(args, "priority", None) is not None:
         raise ProblemError("--priority: a waiting pod states its own priority (--pending).")
     request, priority = pending_request(cluster, args.pending)
@@ -312,6 +320,7 @@ def add_request(parser: argparse.ArgumentParser) -> None:
         "instead of --request: its shape, tolerations, node selector and affinity, priority "
         "and preemption policy (default: none)",
     )
+    add_toleration(parser)
     parser.add_argument(
         "--id",
         default="job",

@@ -7,7 +7,7 @@ is written as a shape text, read by :func:`parse_request`.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, ClassVar, Literal
 
@@ -146,6 +146,7 @@ def parse_request(
     *,
     same_asw: int = 1,
     node_selector: Mapping[str, SelectorValue] | None = None,
+    tolerations: Sequence[str] = (),
 ) -> Request:
     """Read a request shape such as ``"8G64C"``, ``"8G64C256M"`` or ``"4G"``.
 
@@ -160,6 +161,8 @@ def parse_request(
         Copies of the shape needed under one access switch.
     node_selector
         Labels a node must carry, as in a task's ``node_selector``.
+    tolerations
+        Taints it tolerates (K2), each ``KEY[=VALUE][:EFFECT]`` (:func:`parse_toleration`).
 
     Returns
     -------
@@ -190,6 +193,7 @@ def parse_request(
         "cpus": float(amounts.get("C", "0")),
         "same_asw": same_asw,
         "node_selector": dict(node_selector or {}),
+        "tolerations": [parse_toleration(item) for item in tolerations],
     }
     if share is not None:
         data["gpu_milli"] = share
@@ -290,6 +294,34 @@ def pending_request(cluster: Cluster, pod_id: str) -> tuple[Request, Priority]:
     raise ProblemError(
         f"pending: the cluster has no waiting pod {pod_id!r} (its waiting pods: {known})."
     )
+
+
+def parse_toleration(text: str) -> Toleration:
+    """A toleration written ``KEY[=VALUE][:EFFECT]``: without a value it tolerates every
+    value of the key (``Exists``), without an effect every effect.
+
+    >>> parse_toleration("nvidia.com/gpu").model_dump(exclude_none=True)
+    {'key': 'nvidia.com/gpu', 'operator': 'Exists'}
+    >>> parse_toleration("dedicated=ml:NoSchedule").model_dump(exclude_none=True)
+    {'key': 'dedicated', 'operator': 'Equal', 'value': 'ml', 'effect': 'NoSchedule'}
+    """
+    rest, colon, effect = text.rpartition(":") if ":" in text else (text, "", "")
+    key, equals, value = rest.partition("=")
+    effects = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+    if not key or (colon and effect not in effects) or (equals and not value):
+        raise ProblemError(
+            f"toleration {short(text)} is not KEY[=VALUE][:EFFECT] with EFFECT one of "
+            f"{', '.join(effects)} (e.g. nvidia.com/gpu or dedicated=ml:NoSchedule)."
+        )
+    data: dict[str, Any] = {"key": key, "operator": "Equal" if equals else "Exists"}
+    if equals:
+        data["value"] = value
+    if colon:
+        data["effect"] = effect
+    try:
+        return Toleration.model_validate(data)
+    except ValidationError as exc:
+        raise problem_error_from(exc, source=f"toleration {short(text)}") from None
 
 
 def as_request(request: Request | str) -> Request:

@@ -762,10 +762,16 @@ def no_usable_node(cluster: Cluster, reasons: Sequence[str | None] = ()) -> str:
             "its selector or node affinity, or short of an extended resource it asks for)"
         )
     more = f"; and {len(named) - 3} more" if len(named) > 3 else ""
+    hint = (
+        " (a request tolerates only the taints it states: tolerations, or --toleration KEY)"
+        if any(reason.startswith("K2") for reason in named)
+        else ""
+    )
     return (
         f"request: no node of {len(cluster.nodes)} may take it: "
         + "; ".join(reason.rstrip(".") for reason in named[:3])
         + more
+        + hint
     )
 
 

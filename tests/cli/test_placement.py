@@ -536,3 +536,43 @@ def test_gang_refuses_a_shape(files: tuple[Path, Path], capsys: pytest.CaptureFi
     cluster, request = files
     assert main(["place", str(cluster), "--gang", str(request), "--request", "4G"]) == 2
     assert "--request" in capsys.readouterr().err
+
+
+def test_a_request_shape_tolerates_the_taints_it_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review finding 06: GPU node pools often carry the taint nvidia.com/gpu, which every
+    GPU pod tolerates; a --request shape tolerates it only with --toleration."""
+    tainted = {
+        "now": 1000.0,
+        "nodes": [
+            {
+                "id": f"n{i}",
+                "gpus": 8,
+                "cpus": 64,
+                "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+            }
+            for i in (1, 2)
+        ],
+        "tasks": [{"id": "a", "node": "n1", "gpus": 4, "cpus": 8, "start_time": 900.0}],
+    }
+    path = tmp_path / "tainted.json"
+    path.write_text(json.dumps(tainted))
+    out_path = tmp_path / "placed.json"
+    code, out, _ = run(["place", str(path), "--request", "4G"], capsys)
+    assert code == 0 and "fits no node" in out and "K2" in out
+    for flag in ("nvidia.com/gpu", "nvidia.com/gpu=present:NoSchedule"):
+        code, _, err = run(
+            ["place", str(path), "--request", "4G", "--toleration", flag, "--out", str(out_path)],
+            capsys,
+        )
+        assert code == 0, err
+        assert json.loads(out_path.read_text())["node"] == "n1"  # the fullest that fits
+        code, _, err = run(["check", str(path), str(out_path)], capsys)
+        assert code == 0, err
+    code, out, _ = run(
+        ["place", str(path), "--request", "4G", "--toleration", "nvidia.com/gpu=other"], capsys
+    )
+    assert code == 0 and "fits no node" in out  # another value does not tolerate it
+    code, _, err = run(["diagnose", str(path), "--request", "4G", "--toleration", "x:Soon"], capsys)
+    assert code == 2 and "toleration 'x:Soon' is not KEY[=VALUE][:EFFECT]" in err

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import gpuopt
+from gpuopt.cluster.request import parse_request
 from gpuopt.errors import ProblemError
 from gpuopt.preemption.index import LP_NODE
 from gpuopt.preemption.problem import load_state, parse_state
@@ -518,5 +519,9 @@ def test_a_request_no_node_admits_is_told_why_each_node_refuses() -> None:
         PreemptionProblem.from_cluster(cluster, "4G8C")
     assert str(caught.value) == (
         "request: no node of 2 may take it: K2: node n1 has the taint gpu:NoSchedule, which "
-        "the pod does not tolerate; K1: node n2 is cordoned (unschedulable)."
+        "the pod does not tolerate; K1: node n2 is cordoned (unschedulable) (a request "
+        "tolerates only the taints it states: tolerations, or --toleration KEY)."
     )
+    # tolerating the taint opens n1
+    tolerant = parse_request("4G8C", tolerations=["gpu"])
+    assert PreemptionProblem.from_cluster(cluster, tolerant).request.tolerations[0].key == "gpu"
