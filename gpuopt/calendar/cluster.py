@@ -66,7 +66,8 @@ The mapping
   (no GPU, CPU, memory or extended resource) fits anywhere at any time and is
   left out (reported: ``no-request``), and so is a job with a pod whose
   ResourceClaims are not whole GPUs (R7: MIG placements, shares; or already
-  allocated): the calendar plans GPU counts, not devices (``device-claims``).
+  allocated) or choose among the devices (CEL selectors, device tolerations,
+  constraints): the calendar plans GPU counts, not devices (``device-claims``).
 * **Eligibility** (C5, F5): the nodes :func:`gpuopt.cluster.rules.refusal` admits
   the pod to (K1 Ready, not cordoned, not locked, not MIG single; K2 taints;
   K3 node selector and required node affinity). K4 is the capacity rule C1
@@ -403,8 +404,10 @@ def _without_holds(cluster: Cluster, report: CalendarReport) -> Cluster:
 def _device_waiting(cluster: Cluster) -> set[str]:
     """F4: the waiting pods whose ResourceClaims are not whole GPUs by rule R7 of
     ``models/cluster.md`` (MIG placements, shares, ``All``, capacity or admin access), or
-    are allocated already (DF1: such a pod may run only where its devices are). The
-    calendar plans GPU counts, not devices: their jobs are left out (``device-claims``)."""
+    are allocated already (DF1: such a pod may run only where its devices are), or choose
+    among the devices (CEL selectors, device tolerations, constraints: DF3-DF7 tell which
+    nodes may hold them, a count per node does not). The calendar plans GPU counts, not
+    devices: their jobs are left out (``device-claims``)."""
     waiting = {pod.id: pod for pod in cluster.pending}
     out: set[str] = set()
     for claim in cluster.claims:
@@ -414,13 +417,19 @@ def _device_waiting(cluster: Cluster) -> set[str]:
             pod = waiting.get(pod_id)
             if pod is None or pod_id in out:
                 continue
-            if claim.allocated is not None or any(
-                sub.allocation_mode != "ExactCount"
-                or sub.capacity
-                or sub.admin_access
-                or f"{DRA_RESOURCE_PREFIX}{sub.device_class}" not in pod.resources
-                for request in claim.requests
-                for sub in request.alternatives
+            if (
+                claim.allocated is not None
+                or claim.constraints
+                or any(
+                    sub.allocation_mode != "ExactCount"
+                    or sub.capacity
+                    or sub.admin_access
+                    or sub.selectors  # (which devices they select: not a count per node)
+                    or sub.tolerations
+                    or f"{DRA_RESOURCE_PREFIX}{sub.device_class}" not in pod.resources
+                    for request in claim.requests
+                    for sub in request.alternatives
+                )
             ):
                 out.add(pod_id)
     return out

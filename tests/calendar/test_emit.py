@@ -173,8 +173,25 @@ def test_a_dra_pod_that_starts_now_is_left_to_kube_scheduler_and_a_mig_pod_is_le
         mig_class,
         template("one", exactly(1)),
         template("slice", exactly(1, "mig.nvidia.com")),
+        # review finding 04: a CEL selector chooses among the devices, which a GPU count
+        # per node cannot judge: left out, not planned on a node it selects nothing of
+        template(
+            "h100",
+            exactly(
+                1,
+                selectors=[
+                    {
+                        "cel": {
+                            "expression": "device.attributes['gpu.nvidia.com'].productName"
+                            " == 'NVIDIA H100 80GB HBM3'"
+                        }
+                    }
+                ],
+            ),
+        ),
         pod("whole", "one"),
         pod("sliced", "slice"),
+        pod("picky", "h100"),
     ]
     listed = {"kind": "List", "items": objects}
     cluster, _ = read_kubernetes(listed)
@@ -185,7 +202,7 @@ def test_a_dra_pod_that_starts_now_is_left_to_kube_scheduler_and_a_mig_pod_is_le
         running_default=None, gang_level=None, class_weights={},
     )  # fmt: skip
     assert [job.id for job in problem.jobs] == ["ml/whole"]
-    assert report.notes["device-claims"] == 1
+    assert report.notes["device-claims"] == 2
     plan = solve_heuristic(problem)
     found = kubernetes_objects(problem, plan, cluster=cluster, now=0)
     assert [item["kind"] for _, item in found if item is not None] == ["PriorityClass"]
