@@ -24,6 +24,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from gpuopt.cluster.model import Objective
+from gpuopt.cluster.shares import MILLI
 from gpuopt.defrag.model import (
     MAX_COLUMNS,
     ROWS_SECONDS_PER_PAIR,
@@ -50,6 +51,9 @@ ExactSolver = Literal["milp", "cpsat"]
 
 #: Unlimited memory (a node that states none) as an integer that never binds.
 NO_LIMIT = np.int64(2**62)
+#: Share of the time left after the model's rows are built that the solver leaves unused,
+#: for ordering its moves into waves (:func:`order_moves`) and measuring the plan.
+ORDER_SHARE = 0.1
 #: Variables created between two deadline checks.
 _CHUNK = 4096
 
@@ -174,9 +178,19 @@ def finish_exact(
     if rows is None and problem.options.chosen_objective == "workload":
         maximises = "workload"
     bound: int | float | None = primary_bound
+    notes: list[str] = []
     if primary_bound is not None and rows is not None and rows.slots is not None:
         bound = rows.workload_bound(primary_bound)
-    notes: list[str] = []
+        index = problem.index
+        movable_shares = (index.task_milli < MILLI) & ~index.task_locked
+        if movable_shares.any():  # a moved share: a whole GPU in the model, best fit laid out
+            bound = None
+            status = "feasible" if status == "optimal" else status  # (optimal for the model)
+            notes.append(
+                "no bound: the model counts a moved GPU share as a whole GPU, the C7 layout "
+                "the objective reports puts it best fit on a partly used GPU, so the model's "
+                "bound is not one on the objective"
+            )
     moves: list[tuple[str, str, str]] | None = None
     if values is not None and rows is not None:
         try:
@@ -209,16 +223,12 @@ def finish_exact(
             if laid_out is not None and abs(counted - laid_out) > 1e-6:
                 notes.append(
                     f"the model counts {counted:.4g} workload slots after the plan, the C7 "
-                    f"layout {laid_out:.4g} (moved shares go best fit onto partly used GPUs); "
-                    "the bound is on the model's count"
+                    f"layout {laid_out:.4g} (moved shares go best fit onto partly used GPUs)"
                 )
                 if plan.status == "optimal":
                     plan = plan.model_copy(update={"status": "feasible"})
-    if rows is not None and rows.slots is not None:
-        score = _model_score(problem, rows.slots)
-    else:
-        score = plan_score
-    if plan is None or score(plan) < score(start):
+    # (scored by the objective the plan reports: for the workload, the C7 layout's count)
+    if plan is None or plan_score(plan) < plan_score(start):
         if values is not None and plan is not None:
             notes.append(f"the {start.method} start was better than the solver's plan; kept it")
         plan = make_plan(
@@ -233,19 +243,6 @@ def finish_exact(
     return plan.model_copy(
         update={"seconds": time.perf_counter() - deadline.started, "notes": notes}
     )
-
-
-def _model_score(problem: Cluster, slots: SlotModel) -> Any:
-    """Plans scored by X9's count of the workload slots (the model's), then fewest moves."""
-    index = problem.index
-
-    def score(plan: DefragResult) -> tuple[float, int]:
-        final = index.task_node.copy()
-        for move in plan.moves:
-            final[index.task_pos[move.task]] = index.node_pos[move.to]
-        return float(slots.placement_value(problem, final)), -plan.metrics.moves
-
-    return score
 
 
 def plan_score(plan: DefragResult) -> tuple[float, int]:
@@ -401,13 +398,16 @@ def solve_from(
         rows = DefragRows.build(
             problem, max_moves=options.max_moves, group_budget=options.group_budget, slots=slots
         )
+    # the solver stops with ORDER_SHARE of the time left unused: ordering its moves (and the
+    # plan's metrics) needs it, and a solver that ran to the deadline lost its plan there
+    solving = deadline.part(1 - ORDER_SHARE)
     if solver == "cpsat":
-        solved = _solve_cpsat(rows, start, deadline, seed, threads, hinted, log)
-    elif rows is None or deadline.expired():
+        solved = _solve_cpsat(rows, start, solving, seed, threads, hinted, log)
+    elif rows is None or solving.expired():
         solved = Solved(None, "time_limit", None)
     else:
         start_values = rows.start_values(start) if hinted else None
-        solved = _solve_lexicographic(rows, deadline, seed, threads, start_values, log, progress)
+        solved = _solve_lexicographic(rows, solving, seed, threads, start_values, log, progress)
     return finish_exact(problem, solver, start, rows, solved, deadline)
 
 

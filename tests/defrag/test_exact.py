@@ -194,6 +194,38 @@ def test_warm_start_is_never_lost(method: exact.ExactSolver) -> None:
         ]
 
 
+@pytest.mark.parametrize("method", ["milp", "cpsat"])
+def test_a_solver_that_runs_to_its_limit_leaves_time_to_order_its_moves(
+    method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fuzz finding: a solver given all the time left used it, ordering its moves then met
+    the deadline at once, and its better plan was thrown away for the start. Here the
+    solver finds CHAIN's optimum and then keeps running to its own deadline: the plan
+    still comes back, ordered, within the call's limit."""
+    rows = DefragRows.build(CHAIN)
+    best = rows.start_values(solve_ipc(CHAIN))
+    limits: list[float | None] = []
+
+    def to_the_end(rows: Any, deadline: Deadline, *args: Any, **kwargs: Any) -> exact.Solved:
+        limits.append(deadline.limit)
+        while not deadline.expired():
+            pass  # a solver improving until its time limit
+        return exact.Solved(best, "time_limit", 1)
+
+    name = "_solve_cpsat" if method == "cpsat" else "_solve_lexicographic"
+    if method == "cpsat":
+        monkeypatch.setattr(
+            exact, name, lambda rows, start, deadline, *a: to_the_end(rows, deadline)
+        )
+    else:
+        monkeypatch.setattr(exact, name, lambda rows, deadline, *a: to_the_end(rows, deadline))
+    stay = make_plan(CHAIN, "ipc", [], seconds=0.0)  # a start the solver beats
+    plan = exact.solve_from(CHAIN, stay, solver=method, deadline=Deadline(0.5))
+    assert limits and limits[0] is not None and limits[0] <= 0.5 * (1 - exact.ORDER_SHARE)
+    assert_legal(CHAIN, plan)
+    assert (plan.metrics.emptied, plan.metrics.moves) == (1, 2)
+
+
 # --------------------------------------------------------------------------- too large
 def test_capacity_bound_by_hand() -> None:
     # HALVES: 24 GPUs, 12 used, 12 free: one 8-GPU node fits in them, two (16) do not

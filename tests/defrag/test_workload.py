@@ -141,9 +141,16 @@ def test_exact_models_reach_the_brute_force_optimum(name: str, method: str) -> N
     plan = gpuopt.solve(problem, method, time_limit=30, threads=1)
     assert_legal(problem, plan)
     assert plan.maximises == "workload"
-    assert plan.status == "optimal"
     assert plan.objective == pytest.approx(best)
     assert plan.metrics.moves == fewest
+    index = problem.index
+    if ((index.task_milli < 1000) & ~index.task_locked).any():
+        # a movable GPU share: the model counts it moved as a whole GPU, the layout the
+        # objective reports best fit, so the model's bound bounds no objective (fuzzed: a
+        # legal plan beat it); the optimum is reached all the same, and not called proven
+        assert (plan.status, plan.bound) == ("feasible", None)
+        return
+    assert plan.status == "optimal"
     assert plan.bound is not None and plan.bound >= best - 1e-6
     assert plan.bound == pytest.approx(best)  # weights are exact at 1e-4: no rounding slack
 
