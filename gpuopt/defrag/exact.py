@@ -157,6 +157,9 @@ class Solved(NamedTuple):
     values: np.ndarray | None
     status: Status
     emptied_bound: int | None
+    #: False when the solver never ran: the time left was too short to build or load its
+    #: model (by the estimates of ``gpuopt.solvers.deadline``)
+    ran: bool = True
 
 
 def finish_exact(
@@ -173,12 +176,17 @@ def finish_exact(
     model was built). Ordering the moves stops at the ``deadline`` (the start
     is kept then, with status ``time_limit``); seconds count from its start.
     """
-    values, status, primary_bound = solved
+    values, status, primary_bound, ran = solved
     maximises: Objective = "emptied" if rows is None else rows.objective
     if rows is None and problem.options.chosen_objective == "workload":
         maximises = "workload"
     bound: int | float | None = primary_bound
     notes: list[str] = []
+    if not ran:
+        notes.append(
+            f"no bound: {method} did not run, the time limit left too little time to build "
+            "and solve its model; the start is returned"
+        )
     if primary_bound is not None and rows is not None and rows.slots is not None:
         bound = rows.workload_bound(primary_bound)
         index = problem.index
@@ -404,7 +412,7 @@ def solve_from(
     if solver == "cpsat":
         solved = _solve_cpsat(rows, start, solving, seed, threads, hinted, log)
     elif rows is None or solving.expired():
-        solved = Solved(None, "time_limit", None)
+        solved = Solved(None, "time_limit", None, ran=False)
     else:
         start_values = rows.start_values(start) if hinted else None
         solved = _solve_lexicographic(rows, solving, seed, threads, start_values, log, progress)
@@ -437,7 +445,7 @@ def _solve_cpsat(
             )
         solver_limit(deadline, "cpsat", nonzeros, len(variables))
     except DeadlineExceeded:
-        return Solved(None, "time_limit", None)  # the start comes back with status time_limit
+        return Solved(None, "time_limit", None, ran=False)  # the start, status time_limit
     outcome = run_cpsat(cp_model, model, deadline, seed=seed, threads=threads, log=log)
     # never infeasible for a valid snapshot: staying put is legal
     if outcome.values is None or outcome.bound is None:
