@@ -33,6 +33,9 @@ from gpuopt.solvers.deadline import Deadline
 
 #: Default seconds of the whole call.
 TIME_LIMIT = 10.0
+#: The share of the time limit the warm start's improvements may take (the heuristic's
+#: repacks and moves stop there; CP-SAT gets the rest).
+WARM_SHARE = 0.5
 
 
 class MigModel:
@@ -336,7 +339,22 @@ def solve_cpsat(
     """
     started = time.perf_counter()
     deadline = Deadline(time_limit)
-    start = initial if initial is not None else solve_heuristic(problem)
+    if initial is None:  # the warm start's improvements get at most WARM_SHARE of the limit
+        start = solve_heuristic(problem, deadline=deadline.part(WARM_SHARE))
+    else:
+        start = initial
+    if deadline.expired():  # its warm start took the time: no model is built
+        return make_result(
+            problem,
+            "cpsat",
+            start.picks,
+            status=Status.TIME_LIMIT,
+            seconds=time.perf_counter() - started,
+            notes=[
+                "no bound: cpsat did not run, its warm start (the heuristic) took the time "
+                "limit; the heuristic's answer is returned"
+            ],
+        )
     mig = MigModel(problem)
     mig.hint(start.picks)
     # linearization level 2: CP-SAT adds the LP relaxation of every row (on 8-GPU nodes it
@@ -365,4 +383,4 @@ def solve_cpsat(
     )
 
 
-__all__ = ["TIME_LIMIT", "MigModel", "solve_cpsat"]
+__all__ = ["TIME_LIMIT", "WARM_SHARE", "MigModel", "solve_cpsat"]

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from gpuopt.mig.problem import MigClaim, MigPod, MigProblem
 from gpuopt.mig.solution import MigPick, MigResult, evaluate, make_result
 from gpuopt.result import heuristic_note
+from gpuopt.solvers.deadline import Deadline
 
 #: Device steps the search may take for one pod on one node before giving up.
 WORK_LIMIT = 5_000
@@ -357,10 +358,12 @@ def _sizes(problem: MigProblem) -> list[float]:
     return [_pod_size(layout, pod) for pod in problem.pods]
 
 
-def _improve(problem: MigProblem, picks: list[MigPick]) -> list[MigPick]:
+def _improve(
+    problem: MigProblem, picks: list[MigPick], deadline: Deadline | None = None
+) -> list[MigPick]:
     """Repack: for each pod left out, per node, place it first and the node's pods after it
     (largest first), or all of them largest first; keep the result when the score rises
-    (at most :data:`REPACKS` repacks)."""
+    (at most :data:`REPACKS` repacks, and none after ``deadline``)."""
     best = list(picks)
     best_score = evaluate(problem, best).score
     index = problem.index
@@ -384,7 +387,7 @@ def _improve(problem: MigProblem, picks: list[MigPick]) -> list[MigPick]:
             improved = False
             for order in ([q, *others, *rest], [*together, *rest]):
                 tries += 1
-                if tries > REPACKS:
+                if tries > REPACKS or (deadline is not None and deadline.expired()):
                     return best
                 layout = Layout(problem)
                 for pick in kept:
@@ -400,10 +403,13 @@ def _improve(problem: MigProblem, picks: list[MigPick]) -> list[MigPick]:
     return best
 
 
-def _replace(problem: MigProblem, picks: list[MigPick]) -> list[MigPick]:
+def _replace(
+    problem: MigProblem, picks: list[MigPick], deadline: Deadline | None = None
+) -> list[MigPick]:
     """Move: each served pod in turn is taken out and placed again where the whole answer
     scores best (a pod of one device: every free device of its profiles is tried; else the
-    greedy's devices on each node); kept when the score rises. Two passes."""
+    greedy's devices on each node); kept when the score rises. Two passes (none after
+    ``deadline``)."""
     index = problem.index
     claim_pod = {claim.id: q for q, pod in enumerate(problem.pods) for claim in pod.claims}
     best = list(picks)
@@ -411,6 +417,8 @@ def _replace(problem: MigProblem, picks: list[MigPick]) -> list[MigPick]:
     for _ in range(2):
         moved = False
         for q, pod in enumerate(problem.pods):
+            if deadline is not None and deadline.expired():
+                return best
             mine = [pick for pick in best if claim_pod[pick.claim] == q]
             if not mine:
                 continue
@@ -484,7 +492,9 @@ def _heuristic_result(
     return make_result(problem, method, picks, seconds=seconds, notes=[heuristic_note(method)])
 
 
-def solve_heuristic(problem: MigProblem, *, improve: bool = True) -> MigResult:
+def solve_heuristic(
+    problem: MigProblem, *, improve: bool = True, deadline: Deadline | None = None
+) -> MigResult:
     """The MIG layout heuristic (see the module docstring); never below first fit.
 
     Parameters
@@ -494,6 +504,9 @@ def solve_heuristic(problem: MigProblem, *, improve: bool = True) -> MigResult:
     improve
         Whether to run the local improvements (repacking a node with a pod left out,
         then moving each served pod to where the answer scores best).
+    deadline
+        When the improvements stop at the latest (an exact method's time limit, whose
+        warm start this is); without one, their counts alone bound them.
 
     Examples
     --------
@@ -512,7 +525,7 @@ def solve_heuristic(problem: MigProblem, *, improve: bool = True) -> MigResult:
         candidates.append(_greedy(problem, order).picks)
     best = max(candidates, key=lambda picks: evaluate(problem, picks).score)
     if improve:
-        best = _replace(problem, _improve(problem, best))
+        best = _replace(problem, _improve(problem, best, deadline), deadline)
     return _heuristic_result(problem, "heuristic", best, started)
 
 

@@ -49,3 +49,20 @@ def test_a_given_start_is_kept_when_the_solver_has_no_time() -> None:
     assert violations(problem, result) == []
     assert result.metrics.score >= start.metrics.score
     assert result.status in ("time_limit", "optimal")
+
+
+def test_a_time_limit_its_warm_start_uses_up_returns_that_start() -> None:
+    """Fuzz finding: the warm start's improvements ran past any time limit (0.5-0.8 s on
+    30 pods at 0.01 s). Past its deadline the heuristic keeps its constructions' best (never
+    below first fit), and CP-SAT, left no time, returns it, legal, saying it did not run."""
+    from gpuopt.solvers.deadline import Deadline
+
+    problem = random_problem(3, gpus=8, load=3.0)
+    cut = solve_heuristic(problem, deadline=Deadline(0.0))
+    assert not violations(problem, cut)
+    assert cut.metrics.score >= solve_first_fit(problem).metrics.score
+    assert cut.metrics.score <= solve_heuristic(problem).metrics.score
+    answer = solve_cpsat(problem, time_limit=0.0)
+    assert not violations(problem, answer)
+    assert answer.status == "time_limit" and answer.picks == cut.picks
+    assert any("did not run" in note for note in answer.notes)
