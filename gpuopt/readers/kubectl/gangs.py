@@ -105,12 +105,7 @@ def running_gangs(ctx: Context, tasks: list[Task]) -> list[Gang]:
             continue
         if min_member > count:
             ctx.note("gang-short", gang_id)
-        level = gang_level(ctx, gang_id)
-        gangs.append(
-            Gang(id=gang_id, min_member=min_member)
-            if level is None
-            else Gang(id=gang_id, min_member=min_member, level=level)
-        )
+        gangs.append(_listed(ctx, gang_id, min_member))
     for gang_id, min_member in ctx.pod_groups.items():
         if gang_id in running:
             continue
@@ -118,13 +113,17 @@ def running_gangs(ctx: Context, tasks: list[Task]) -> list[Gang]:
             ctx.note("gang-idle", gang_id)
             continue
         ctx.note("gang-waiting", gang_id)
-        level = gang_level(ctx, gang_id)
-        gangs.append(
-            Gang(id=gang_id, min_member=min_member)
-            if level is None
-            else Gang(id=gang_id, min_member=min_member, level=level)
-        )
+        gangs.append(_listed(ctx, gang_id, min_member))
     return gangs
+
+
+def _listed(ctx: Context, gang_id: str, min_member: int) -> Gang:
+    """The gang as the cluster lists it: its ``min_member`` and, where its PodGroup states
+    one, its topology level (R9)."""
+    level = gang_level(ctx, gang_id)
+    if level is None:
+        return Gang(id=gang_id, min_member=min_member)
+    return Gang(id=gang_id, min_member=min_member, level=level)
 
 
 def _group_count(ctx: Context, gang_id: str) -> int | None:
