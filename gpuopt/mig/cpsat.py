@@ -23,7 +23,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from gpuopt.mig.greedy import solve_heuristic
+from gpuopt.mig.greedy import warm_start
 from gpuopt.mig.problem import MigProblem
 from gpuopt.mig.solution import MigPick, MigResult, make_result, weights
 from gpuopt.result import Status
@@ -332,6 +332,7 @@ def solve_cpsat(
     Examples
     --------
     >>> from gpuopt.mig.generator import random_problem
+    >>> from gpuopt.mig.greedy import solve_heuristic
     >>> problem = random_problem(1)
     >>> exact = solve_cpsat(problem, time_limit=5)
     >>> exact.status, exact.objective >= solve_heuristic(problem).objective
@@ -340,7 +341,7 @@ def solve_cpsat(
     started = time.perf_counter()
     deadline = Deadline(time_limit)
     if initial is None:  # the warm start's improvements get at most WARM_SHARE of the limit
-        start = solve_heuristic(problem, deadline=deadline.part(WARM_SHARE))
+        start = warm_start(problem, improve=True, deadline=deadline.part(WARM_SHARE))
     else:
         start = initial
     if deadline.expired():  # its warm start took the time: no model is built

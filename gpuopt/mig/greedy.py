@@ -492,9 +492,7 @@ def _heuristic_result(
     return make_result(problem, method, picks, seconds=seconds, notes=[heuristic_note(method)])
 
 
-def solve_heuristic(
-    problem: MigProblem, *, improve: bool = True, deadline: Deadline | None = None
-) -> MigResult:
+def solve_heuristic(problem: MigProblem, *, improve: bool = True) -> MigResult:
     """The MIG layout heuristic (see the module docstring); never below first fit.
 
     Parameters
@@ -504,9 +502,6 @@ def solve_heuristic(
     improve
         Whether to run the local improvements (repacking a node with a pod left out,
         then moving each served pod to where the answer scores best).
-    deadline
-        When the improvements stop at the latest (an exact method's time limit, whose
-        warm start this is); without one, their counts alone bound them.
 
     Examples
     --------
@@ -516,6 +511,13 @@ def solve_heuristic(
     >>> ours.metrics.weight_served >= first.metrics.weight_served
     True
     """
+    return warm_start(problem, improve=improve, deadline=None)
+
+
+def warm_start(problem: MigProblem, *, improve: bool, deadline: Deadline | None) -> MigResult:
+    """:func:`solve_heuristic`, its improvements stopped at ``deadline`` at the latest (an
+    exact method's time limit, whose warm start it is; None: their counts alone bound
+    them). Past the deadline it is its constructions' best, never below first fit."""
     started = time.perf_counter()
     arrival = list(range(len(problem.pods)))
     sizes = _sizes(problem)
@@ -537,4 +539,5 @@ __all__ = [
     "slice_order",
     "solve_first_fit",
     "solve_heuristic",
+    "warm_start",
 ]

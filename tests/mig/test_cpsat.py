@@ -55,10 +55,11 @@ def test_a_time_limit_its_warm_start_uses_up_returns_that_start() -> None:
     """Fuzz finding: the warm start's improvements ran past any time limit (0.5-0.8 s on
     30 pods at 0.01 s). Past its deadline the heuristic keeps its constructions' best (never
     below first fit), and CP-SAT, left no time, returns it, legal, saying it did not run."""
+    from gpuopt.mig.greedy import warm_start
     from gpuopt.solvers.deadline import Deadline
 
     problem = random_problem(3, gpus=8, load=3.0)
-    cut = solve_heuristic(problem, deadline=Deadline(0.0))
+    cut = warm_start(problem, improve=True, deadline=Deadline(0.0))
     assert not violations(problem, cut)
     assert cut.metrics.score >= solve_first_fit(problem).metrics.score
     assert cut.metrics.score <= solve_heuristic(problem).metrics.score
