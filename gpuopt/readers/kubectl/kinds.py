@@ -92,24 +92,20 @@ def read_objects(ctx: Context, objects: Sequence[KubeObject]) -> None:
 def unreadable(ctx: Context, obj: KubeObject, error: ProblemError) -> None:
     """A malformed object: counted (or refused), with what it implies."""
     spec = obj.item.get("spec")
-    bound = isinstance(spec, dict) and isinstance(spec.get("nodeName"), str)
-    waiting = obj.kind == "Pod" and not bound
+    node = spec.get("nodeName") if isinstance(spec, dict) else None  # (a pod's, a slice's)
+    waiting = obj.kind == "Pod" and not isinstance(node, str)
     ctx.problem(
         "malformed-waiting-Pod" if waiting else f"malformed-{obj.kind}", obj.reader.where, error
     )
     metadata = obj.item.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
     if obj.kind == "Pod":
-        spec = obj.item.get("spec")
-        node = spec.get("nodeName") if isinstance(spec, dict) else None
         if isinstance(node, str) and node:
             ctx.locked_nodes.add(node)
     elif obj.kind == "PodDisruptionBudget":
         space = metadata.get("namespace")
         ctx.pinned_namespaces.add(space if isinstance(space, str) and space else "default")
     elif obj.kind == "ResourceSlice":
-        spec = obj.item.get("spec")
-        node = spec.get("nodeName") if isinstance(spec, dict) else None
         if isinstance(node, str) and node:
             ctx.dra.locked_nodes.add(node)  # what the node offers is unknown
     elif obj.kind == "PodGroup":
