@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import argparse
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuopt.cli.common import EXIT_OK, add_quiet, console, print_violations
 from gpuopt.errors import ProblemError
+
+if TYPE_CHECKING:
+    from gpuopt.cluster.model import Priority
+    from gpuopt.cluster.request import Request
 
 #: What ``check`` takes, for its messages.
 INPUTS = (
@@ -109,11 +113,24 @@ def kind_of(data: Any) -> str:
     return f"a JSON {type(data).__name__}"
 
 
+def _asked_again(cluster: Any, asked: Any) -> tuple[Request, Priority | None]:
+    """The request an answer says it answered (a decision's ``request``, a placement's
+    ``job``), asked of ``cluster`` again: the waiting pod's, its rules and priority too
+    (``pending``), else the shape and rules it records (a share, a selector, tolerations,
+    affinity, resources, claims), with no priority of its own (None)."""
+    from gpuopt.cluster.request import Request, pending_request
+
+    if asked.pending is not None:
+        return pending_request(cluster, asked.pending)
+    return Request.model_validate(
+        {name: getattr(asked, name) for name in Request.model_fields}
+    ), None
+
+
 def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[Any, Any]:
     """The problem the answer answers (rebuilt from the cluster), and the answer."""
     from gpuopt.cli.placement import node_question
-    from gpuopt.cluster.model import Priority, parse_cluster
-    from gpuopt.cluster.request import Request, pending_request
+    from gpuopt.cluster.model import parse_cluster
     from gpuopt.defrag.solution import parse_plan
     from gpuopt.placement.node.solution import NodePlacementResult
     from gpuopt.placement.switch.problem import TopologyProblem, parse_state
@@ -156,13 +173,9 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
         asked = decision.request
         if asked is None or (asked.gpus == 0 and asked.pending is None):
             raise ProblemError(f"{where}: the decision does not say which request it decides.")
-        priority: Priority = asked.priority
-        if asked.pending is not None:  # asked for a waiting pod: its rules too
-            shape, priority = pending_request(cluster, asked.pending)
-        else:  # a cluster request: its shape and rules (a share, a selector, ...)
-            shape = Request.model_validate(
-                {name: getattr(asked, name) for name in Request.model_fields}
-            )
+        shape, priority = _asked_again(cluster, asked)
+        if priority is None:
+            priority = asked.priority
         preemption = PreemptionProblem.from_cluster(
             cluster,
             shape,
@@ -177,12 +190,7 @@ def cluster_question(args: argparse.Namespace, raw: Any, answer: Any) -> tuple[A
         job = placement.job
         if job is None:
             raise ProblemError(f"{where}: the placement does not say what it placed (job).")
-        if job.pending is not None:  # placed for a waiting pod: its rules too
-            asked_shape = pending_request(cluster, job.pending)[0]
-        else:  # its shape and rules (selector, tolerations, affinity, resources, claims)
-            fields = {name: getattr(job, name) for name in Request.model_fields}
-            asked_shape = Request.model_validate({**fields, "memory": job.memory or None})
-        return node_question(cluster, asked_shape, job), placement
+        return node_question(cluster, _asked_again(cluster, job)[0], job), placement
     result = _parse(TopologyResult, answer, args)
     if result.level is None:
         raise ProblemError(f"{where}: the placement does not say which topology level it used.")
