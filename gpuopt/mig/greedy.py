@@ -358,9 +358,7 @@ def _sizes(problem: MigProblem) -> list[float]:
     return [_pod_size(layout, pod) for pod in problem.pods]
 
 
-def _improve(
-    problem: MigProblem, picks: list[MigPick], deadline: Deadline | None = None
-) -> list[MigPick]:
+def _improve(problem: MigProblem, picks: list[MigPick], deadline: Deadline) -> list[MigPick]:
     """Repack: for each pod left out, per node, place it first and the node's pods after it
     (largest first), or all of them largest first; keep the result when the score rises
     (at most :data:`REPACKS` repacks, and none after ``deadline``)."""
@@ -387,7 +385,7 @@ def _improve(
             improved = False
             for order in ([q, *others, *rest], [*together, *rest]):
                 tries += 1
-                if tries > REPACKS or (deadline is not None and deadline.expired()):
+                if tries > REPACKS or deadline.expired():
                     return best
                 layout = Layout(problem)
                 for pick in kept:
@@ -403,9 +401,7 @@ def _improve(
     return best
 
 
-def _replace(
-    problem: MigProblem, picks: list[MigPick], deadline: Deadline | None = None
-) -> list[MigPick]:
+def _replace(problem: MigProblem, picks: list[MigPick], deadline: Deadline) -> list[MigPick]:
     """Move: each served pod in turn is taken out and placed again where the whole answer
     scores best (a pod of one device: every free device of its profiles is tried; else the
     greedy's devices on each node); kept when the score rises. Two passes (none after
@@ -417,7 +413,7 @@ def _replace(
     for _ in range(2):
         moved = False
         for q, pod in enumerate(problem.pods):
-            if deadline is not None and deadline.expired():
+            if deadline.expired():
                 return best
             mine = [pick for pick in best if claim_pod[pick.claim] == q]
             if not mine:
@@ -511,13 +507,13 @@ def solve_heuristic(problem: MigProblem, *, improve: bool = True) -> MigResult:
     >>> ours.metrics.weight_served >= first.metrics.weight_served
     True
     """
-    return warm_start(problem, improve=improve, deadline=None)
+    return warm_start(problem, improve=improve, deadline=Deadline(None))
 
 
-def warm_start(problem: MigProblem, *, improve: bool, deadline: Deadline | None) -> MigResult:
+def warm_start(problem: MigProblem, *, improve: bool, deadline: Deadline) -> MigResult:
     """:func:`solve_heuristic`, its improvements stopped at ``deadline`` at the latest (an
-    exact method's time limit, whose warm start it is; None: their counts alone bound
-    them). Past the deadline it is its constructions' best, never below first fit."""
+    exact method's time limit, whose warm start it is; without a limit their counts alone
+    bound them). Past the deadline it is its constructions' best, never below first fit."""
     started = time.perf_counter()
     arrival = list(range(len(problem.pods)))
     sizes = _sizes(problem)
