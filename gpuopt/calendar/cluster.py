@@ -535,11 +535,15 @@ class _Builder:
 
     # ---------------------------------------------------------------- running pods
     def tick_of_end(self, end: float, who: str) -> int:
-        """C4: the tick a running pod ending at Unix second ``end`` leaves at (at least 1)."""
-        ticks = math.ceil((end - self.now) / self.step)
-        if ticks < 1:
+        """C4: the tick a running pod ending at Unix second ``end`` leaves at (at least 1;
+        an end at or before now is counted ``overdue``)."""
+        if math.ceil((end - self.now) / self.step) < 1:
             self.report.note("overdue", who)
-        return min(self.ticks, max(1, ticks))
+        return self._tick(end)
+
+    def _tick(self, end: float) -> int:
+        """:meth:`tick_of_end` without counting anything."""
+        return min(self.ticks, max(1, math.ceil((end - self.now) / self.step)))
 
     def running(
         self, extended: Sequence[str], running_default: float | None
@@ -587,25 +591,25 @@ class _Builder:
     def _end(self, task: Task, running_default: float | None) -> tuple[int, str]:
         """C4: a running pod's end tick and where it came from (see the module docstring)."""
         end, source = self._stated_end(task, running_default)
-        if task.deletion_time is not None:  # terminating: stopped by then at the latest
-            by = self.tick_of_end(task.deletion_time, task.id)
-            if by < end:
-                return by, "terminating"
-        return end, source
+        by = self.ticks if end is None else self._tick(end)
+        deleted = task.deletion_time  # terminating: stopped by then at the latest
+        if deleted is not None and self._tick(deleted) < by:
+            end, source = deleted, "terminating"
+        # (one end converted and counted, overdue or not: the one taken)
+        return (self.ticks if end is None else self.tick_of_end(end, task.id)), source
 
-    def _stated_end(self, task: Task, running_default: float | None) -> tuple[int, str]:
-        """C4: the end a running pod's fields state, and where it came from."""
+    def _stated_end(self, task: Task, running_default: float | None) -> tuple[float | None, str]:
+        """C4: the end (Unix seconds; None: past the horizon) a running pod's fields state,
+        and where it came from."""
         times = self.times.get(task.id, PodTimes())
         if times.expected_end is not None:
-            return self.tick_of_end(times.expected_end, task.id), "annotation"
+            return times.expected_end, "annotation"
         if times.active_deadline is not None and task.start_time is not None:
-            return self.tick_of_end(task.start_time + times.active_deadline, task.id), (
-                "active-deadline"
-            )
+            return task.start_time + times.active_deadline, "active-deadline"
         if running_default is not None:
             start = task.start_time if task.start_time is not None else self.now
-            return self.tick_of_end(start + running_default, task.id), "assumed"
-        return self.ticks, "horizon"
+            return start + running_default, "assumed"
+        return None, "horizon"
 
     # ---------------------------------------------------------------- waiting jobs
     def eligible(self, pod: Pending) -> list[str]:

@@ -211,6 +211,14 @@ def test_a_terminating_pod_ends_by_its_deletion_time_at_the_latest() -> None:
     problem, report = build(cluster([], tasks), pods=times)
     assert {pod.id: pod.end for pod in problem.running} == {"killed": 1, "later": 5, "sooner": 2}
     assert dict(report.running_end) == {"terminating": 2, "annotation": 1}
+    assert report.notes["overdue"] == 0
+    # both its stated end and its deletion past: one tick away, counted overdue once
+    late = [
+        {"id": "late", "node": "b", "gpus": 1, "start_time": NOW - 50, "deletion_time": NOW - 5}
+    ]
+    problem, report = build(cluster([], late), pods={"late": PodTimes(expected_end=NOW - 10)})
+    assert [pod.end for pod in problem.running] == [1]
+    assert report.notes["overdue"] == 1
 
 
 def test_running_shares_hold_their_gpu_until_the_last_of_them_ends() -> None:
