@@ -488,6 +488,8 @@ class _Builder:
         self.uneven: dict[str, list[list[int]]] = {}
         self._eligible: dict[str, list[str]] = {}
         self._common: dict[tuple[str, ...], list[str]] = {}
+        #: The gangs the cluster lists (C8, R9: min_member and level), by id.
+        self.gangs = {gang.id: gang for gang in cluster.gangs}
 
     # ---------------------------------------------------------------- topology
     def levels(self) -> list[str]:
@@ -743,7 +745,7 @@ class _Builder:
             raise ProblemError(
                 f"job {job_id}: its pods name different {REQUIRED_LEVEL} values {short(named)}."
             )
-        listed = next((g for g in self.cluster.gangs if g.id == members[0].gang), None)
+        listed = self.gangs.get(members[0].gang or "")
         if named:
             level: str | None = named[0]
         elif listed is not None and listed.level is not None:
@@ -780,7 +782,7 @@ class _Builder:
                 report.note(key, pod.id, ignored=True)
         gang = members[0].gang
         if gang is not None:
-            listed = next((g for g in self.cluster.gangs if g.id == gang), None)
+            listed = self.gangs.get(gang)
             if listed is not None and listed.min_member < len(members):
                 report.note("gang min_member", job_id, ignored=True)
 
