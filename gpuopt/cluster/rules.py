@@ -76,13 +76,22 @@ class Node(Protocol):
     def gpus(self) -> int: ...
 
 
-class Task(PodSpec, Holder, Protocol):
-    @property
-    def node(self) -> str: ...
+class Arriving(Protocol):
+    """A pod as K5 judges it, waiting or running: its namespace, labels, required terms."""
+
     @property
     def space(self) -> str: ...
     @property
     def labels(self) -> dict[str, str]: ...
+    @property
+    def pod_affinity(self) -> list[PodAffinityTerm]: ...
+    @property
+    def pod_anti_affinity(self) -> list[PodAffinityTerm]: ...
+
+
+class Task(PodSpec, Holder, Arriving, Protocol):
+    @property
+    def node(self) -> str: ...
     @property
     def locked(self) -> bool: ...
     @property
@@ -91,10 +100,6 @@ class Task(PodSpec, Holder, Protocol):
     def resources(self) -> dict[str, int]: ...
     @property
     def anti_affinity(self) -> str | None: ...
-    @property
-    def pod_affinity(self) -> list[PodAffinityTerm]: ...
-    @property
-    def pod_anti_affinity(self) -> list[PodAffinityTerm]: ...
     @property
     def gang(self) -> str | None: ...
 
@@ -198,19 +203,6 @@ def refusals(cluster: Cluster, request: Asking) -> list[str | None]:
             why = terms.get(node.id)
         found.append(why)
     return found
-
-
-class Arriving(Protocol):
-    """A waiting pod as K5 judges it: its namespace, labels and required pod terms."""
-
-    @property
-    def space(self) -> str: ...
-    @property
-    def labels(self) -> dict[str, str]: ...
-    @property
-    def pod_affinity(self) -> list[PodAffinityTerm]: ...
-    @property
-    def pod_anti_affinity(self) -> list[PodAffinityTerm]: ...
 
 
 def _is_pod(request: Any) -> bool:
