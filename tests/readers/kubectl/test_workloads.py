@@ -28,6 +28,20 @@ def pod(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
+def pod_group(name: str, min_count: int, topology_key: str | None = None) -> dict[str, Any]:
+    """A scheduling.k8s.io/v1alpha2 PodGroup of namespace ml, gang policy, and a topology
+    constraint on ``topology_key`` when one is given."""
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+    if topology_key is not None:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": spec,
+    }
+
+
 def read(*items: dict[str, Any], **options: Any) -> Any:
     return read_kubernetes({"kind": "List", "items": [NODE, *items]}, **options)
 
@@ -62,15 +76,7 @@ def test_replicated_groups_are_one_gang_per_replica_key() -> None:
 
 
 def test_pod_group_of_scheduling_k8s_io_with_a_topology_level() -> None:
-    group = {
-        "apiVersion": "scheduling.k8s.io/v1alpha2",
-        "kind": "PodGroup",
-        "metadata": {"name": "pg", "namespace": "ml"},
-        "spec": {
-            "schedulingPolicy": {"gang": {"minCount": 2}},
-            "schedulingConstraints": {"topology": [{"key": "example.com/block"}]},
-        },
-    }
+    group = pod_group("pg", 2, "example.com/block")
     pods = [pod(name, schedulingGroup={"podGroupName": "pg"}) for name in ("a", "b")]
     cluster, _ = read(group, *pods, topology_labels=["block=example.com/block"])
     assert [(gang.id, gang.min_member, gang.level) for gang in cluster.gangs] == [
@@ -79,12 +85,7 @@ def test_pod_group_of_scheduling_k8s_io_with_a_topology_level() -> None:
 
 
 def test_a_bad_min_count_is_all_or_nothing_or_refused() -> None:
-    group = {
-        "apiVersion": "scheduling.k8s.io/v1alpha2",
-        "kind": "PodGroup",
-        "metadata": {"name": "pg", "namespace": "ml"},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": 0}}},
-    }
+    group = pod_group("pg", 0)
     member = pod("a", schedulingGroup={"podGroupName": "pg"})
     cluster, report = read(group, member)
     assert cluster.tasks[0].gang == "ml/pg"
@@ -133,15 +134,7 @@ def test_a_waiting_gang_keeps_its_pod_groups_topology_level_and_min_count() -> N
         item["status"]["startTime"] = "1970-01-01T00:00:00Z"
         return item
 
-    group = {
-        "apiVersion": "scheduling.k8s.io/v1alpha2",
-        "kind": "PodGroup",
-        "metadata": {"name": "big", "namespace": "ml"},
-        "spec": {
-            "schedulingPolicy": {"gang": {"minCount": 2}},
-            "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]},
-        },
-    }
+    group = pod_group("big", 2, "example.com/rack")
     waiting = []
     for name in ("big-0", "big-1"):
         item = pod(name, schedulingGroup={"podGroupName": "big"})
