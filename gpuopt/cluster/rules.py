@@ -310,6 +310,11 @@ def term_refusals(cluster: Cluster, pod: Arriving) -> dict[str, str]:
     return found
 
 
+def gang_sizes(tasks: Iterable[Task]) -> Counter[str]:
+    """C8: each running gang's members running, by gang id."""
+    return Counter(task.gang for task in tasks if task.gang is not None)
+
+
 def placement_key(pod: PodSpec) -> str:
     """One key per distinct (node selector, node affinity, tolerations): pods alike for K1-K3."""
     if not pod.node_selector and not pod.node_affinity and not pod.tolerations:
@@ -550,7 +555,7 @@ def constraints(cluster: Cluster) -> Constraints:
                 fixed.setdefault(task_id, "shared-gpu")
     groups = _groups(cluster, fixed)
     kept = dict(fixed)
-    running = Counter(task.gang for task in cluster.tasks if task.gang is not None)
+    running = gang_sizes(cluster.tasks)
     for task in cluster.tasks:
         if task.gang is not None and running[task.gang] > 1:
             kept.setdefault(task.id, "gang")
@@ -702,6 +707,7 @@ __all__ = [
     "describe_fixed",
     "domain_of",
     "fixed_counts",
+    "gang_sizes",
     "placement_key",
     "refusal",
 ]

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
-from gpuopt.cluster.rules import refusal, term_refusals
+from gpuopt.cluster.rules import gang_sizes, refusal, term_refusals
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.defrag.solution import DefragResult, apply_plan, make_plan
 from gpuopt.errors import ProblemError
@@ -120,7 +120,7 @@ def _gang_needs(cluster: Cluster, members: dict[str, list[int]]) -> dict[str, in
     """How many waiting pods of each gang must fit together: all of them, or what the
     ``min_member`` of a gang the cluster lists still lacks beside its running pods."""
     listed = {gang.id: gang.min_member for gang in cluster.gangs}
-    running = Counter(task.gang for task in cluster.tasks if task.gang is not None)
+    running = gang_sizes(cluster.tasks)
     return {
         gang: min(len(at), max(0, listed[gang] - running[gang])) if gang in listed else len(at)
         for gang, at in members.items()

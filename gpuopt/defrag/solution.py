@@ -24,7 +24,7 @@ from gpuopt._compat import old_result_names
 from gpuopt._model import MAX_ID_LENGTH
 from gpuopt.cluster.devicecheck import DeviceLedger
 from gpuopt.cluster.model import Node, Objective, Task
-from gpuopt.cluster.rules import PodTerms, budget_allowance, budget_cover, refusal
+from gpuopt.cluster.rules import PodTerms, budget_allowance, budget_cover, gang_sizes, refusal
 from gpuopt.cluster.shares import MILLI, Devices, layout, share_of
 from gpuopt.defrag.problem import Cluster, scaled, selector_matches
 from gpuopt.result import Result
@@ -299,7 +299,7 @@ class _MoveCheck:
             group_on=group_on,
             moved_in_group=defaultdict(set),
             devices=DeviceLedger(problem),
-            gang_size=Counter(t.gang for t in problem.tasks if t.gang is not None),
+            gang_size=gang_sizes(problem.tasks),
         )
 
     def move(self, label: str, move: Move) -> list[str]:

@@ -9,10 +9,10 @@ or nothing and left out of the cluster's list (reported).
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 
 from gpuopt.cluster.model import MAX_TASKS, Gang, Task
+from gpuopt.cluster.rules import gang_sizes
 from gpuopt.errors import ProblemError, short
 from gpuopt.readers.kubectl.context import Context
 from gpuopt.readers.kubectl.documents import KubeObject, api_group
@@ -90,7 +90,7 @@ def running_gangs(ctx: Context, tasks: list[Task]) -> list[Gang]:
     reported). A PodGroup with no running pod is listed when pods of it wait (its
     ``min_member`` and topology level are the waiting gang's: the calendar and the fit of
     waiting pods read them), else left out (reported)."""
-    running = Counter(task.gang for task in tasks if task.gang is not None)
+    running = gang_sizes(tasks)
     waiting = {pod.gang for pod in ctx.pending if pod.gang is not None}
     gangs = []
     for gang_id, count in running.items():
