@@ -7,7 +7,9 @@
 ``topology`` is the older name of ``place --level switch`` for state files.
 With ``--gang REQUEST.json`` both ask about a gang (``models/gang.md``): ``place``
 finds room for all its pods inside one domain without stopping anything,
-``preempt`` stops the cheapest victims (gang closures included) when it must.
+``preempt`` stops the cheapest victims (gang closures included) when it must. A
+``--pending`` pod of a waiting gang that needs more of its pods than that one is asked
+as its gang (all of them or none, C8).
 """
 
 from __future__ import annotations
@@ -109,9 +111,44 @@ def build_gang(args: argparse.Namespace, path: str, *, preemption: bool) -> Any:
     )
 
 
+def pending_gang(args: argparse.Namespace, cluster: Any, path: str, *, preemption: bool) -> Any:
+    """The gang problem of ``--pending ID`` when that waiting pod is one of a waiting gang that
+    needs more than it (:func:`~gpuopt.gang.problem.waiting_gang`: all of its waiting pods
+    or none, C8), else None. The flags of one pod's question are refused for it."""
+    from gpuopt.cluster.model import parse_cluster
+    from gpuopt.gang.problem import GangProblem, waiting_gang
+
+    if args.pending is None:
+        return None
+    request = waiting_gang(cluster, args.pending)
+    if request is None:
+        return None
+    level = getattr(args, "level", None)
+    for flag, given in (
+        ("--min-bandwidth", getattr(args, "min_bandwidth", None)),
+        ("--whole-node", getattr(args, "whole_node", False)),
+        ("--one-switch", getattr(args, "one_switch", False)),
+        (f"--level {level}", level not in (None, NODE_LEVEL)),
+    ):
+        if given:
+            raise ProblemError(
+                f"{flag}: the waiting pod {args.pending!r} is one of the {request.pods} pods "
+                f"gang {request.id!r} needs together, asked as the gang, to which {flag} does "
+                "not apply."
+            )
+    if preemption and args.now is not None:  # the gang's victims cost from this clock
+        cluster = parse_cluster({**read_input(path, "cluster"), "now": args.now}, source=path)
+    options = {"preemption": preemption, "min_runtime": getattr(args, "min_runtime", 0.0)}
+    return GangProblem.parse(
+        {"cluster": cluster, "request": request, "options": options}, source=path
+    )
+
+
 def show_gang(shown: Any, problem: Any, answer: Any) -> None:
-    """The gang answer's summary, its domains and its victims."""
+    """The gang answer's summary, what was asked, its domains and its victims."""
     shown.print(answer.summary())
+    asked = problem.request
+    shown.print(f"  gang {asked.id}: {asked.pods} pods of {asked.gpus} GPUs")
     for use in answer.topology:
         if use.level != NODE_LEVEL:
             shown.print(f"  {use.level} {use.domain}: {use.pods} pods")
@@ -137,6 +174,9 @@ def build_placement(args: argparse.Namespace) -> Any:
     )
     if not isinstance(cluster, Cluster):  # a switch-level state file with its jobs
         return cluster
+    gang = pending_gang(args, cluster, args.cluster, preemption=False)
+    if gang is not None:
+        return gang
     level = args.level or NODE_LEVEL
     request, _ = asked_request(args, cluster)
     if level == NODE_LEVEL:
@@ -199,9 +239,14 @@ def run_place(args: argparse.Namespace) -> int:
 
 
 def show_place(shown: Any, problem: Any, result: Any) -> None:
-    """A node-level placement's node and GPUs, or a switch-level placement's switches."""
+    """A node-level placement's node and GPUs, a switch-level placement's switches, or the
+    gang answer of a ``--pending`` pod's gang."""
+    from gpuopt.gang.problem import GangProblem
     from gpuopt.placement.node.solution import NodePlacementResult
 
+    if isinstance(problem, GangProblem):
+        show_gang(shown, problem, result)
+        return
     if not isinstance(result, NodePlacementResult):
         show_topology(shown, problem, result)
         return
@@ -261,6 +306,11 @@ def build_preemption(args: argparse.Namespace) -> Any:
     )
     if not isinstance(cluster, Cluster):  # a preemption state file with its request and clock
         return cluster
+    gang = pending_gang(args, cluster, args.state, preemption=True)
+    if gang is not None:
+        return gang
+    if args.min_runtime:
+        raise ProblemError("--min-runtime applies to a gang (--gang REQUEST.json).")
     request, priority = asked_request(args, cluster)
     return PreemptionProblem.from_cluster(
         cluster,
@@ -290,13 +340,17 @@ def run_preempt(args: argparse.Namespace) -> int:
         return solve_command(
             args, build=lambda: build_gang(args, args.state, preemption=True), show=show_gang
         )
-    if args.min_runtime:
-        raise ProblemError("--min-runtime applies to a gang (--gang REQUEST.json).")
     return solve_command(args, build=lambda: build_preemption(args), show=show_preempt)
 
 
 def show_preempt(shown: Any, problem: Any, decision: Any) -> None:
-    """The decision's summary and its victims."""
+    """The decision's summary and its victims (or the gang answer of a ``--pending`` pod's
+    gang)."""
+    from gpuopt.gang.problem import GangProblem
+
+    if isinstance(problem, GangProblem):
+        show_gang(shown, problem, decision)
+        return
     shown.print(decision.summary())
     if decision.victims:
         shown.print(f"  victims: {', '.join(decision.victims)}")

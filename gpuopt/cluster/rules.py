@@ -111,6 +111,13 @@ class Pending(Protocol):
     def labels(self) -> dict[str, str]: ...
 
 
+class Gang(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def min_member(self) -> int: ...
+
+
 class Cluster(Protocol):
     @property
     def nodes(self) -> Sequence[Node]: ...
@@ -313,6 +320,20 @@ def term_refusals(cluster: Cluster, pod: Arriving) -> dict[str, str]:
 def gang_sizes(tasks: Iterable[Task]) -> Counter[str]:
     """C8: each running gang's members running, by gang id."""
     return Counter(task.gang for task in tasks if task.gang is not None)
+
+
+def gang_needs(
+    gangs: Iterable[Gang], tasks: Iterable[Task], members: Mapping[str, Sequence[Any]]
+) -> dict[str, int]:
+    """C8: how many of its waiting pods (``members``, by gang id) each waiting gang needs
+    to start together: all of them, or what the ``min_member`` of a gang listed in
+    ``gangs`` still lacks beside its running pods among ``tasks``."""
+    listed = {gang.id: gang.min_member for gang in gangs}
+    running = gang_sizes(tasks)
+    return {
+        gang: min(len(at), max(0, listed[gang] - running[gang])) if gang in listed else len(at)
+        for gang, at in members.items()
+    }
 
 
 def placement_key(pod: PodSpec) -> str:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
-from gpuopt.cluster.rules import gang_sizes, refusal, term_refusals
+from gpuopt.cluster.rules import gang_needs, refusal, term_refusals
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.defrag.solution import DefragResult, apply_plan, make_plan
 from gpuopt.errors import ProblemError
@@ -90,7 +90,7 @@ def fit_pending(cluster: Cluster) -> list[PendingFit]:
         gang = cluster.pending[position].gang
         if gang is not None:
             members.setdefault(gang, []).append(position)
-    needed = _gang_needs(cluster, members)
+    needed = gang_needs(cluster.gangs, cluster.tasks, members)
     room = _Room(devices, free_cpus, free_memory, free_extra)
     for position in order:
         if position in found:
@@ -114,17 +114,6 @@ def fit_pending(cluster: Cluster) -> list[PendingFit]:
         for at in members[gang]:
             found[at] = PendingFit(cluster.pending[at], None, why)
     return [found[position] for position in range(len(cluster.pending))]
-
-
-def _gang_needs(cluster: Cluster, members: dict[str, list[int]]) -> dict[str, int]:
-    """How many waiting pods of each gang must fit together: all of them, or what the
-    ``min_member`` of a gang the cluster lists still lacks beside its running pods."""
-    listed = {gang.id: gang.min_member for gang in cluster.gangs}
-    running = gang_sizes(cluster.tasks)
-    return {
-        gang: min(len(at), max(0, listed[gang] - running[gang])) if gang in listed else len(at)
-        for gang, at in members.items()
-    }
 
 
 @dataclass

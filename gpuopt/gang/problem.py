@@ -42,8 +42,8 @@ from gpuopt.cluster.model import (
     priority_value,
     scaled,
 )
-from gpuopt.cluster.rules import refusal
-from gpuopt.errors import short
+from gpuopt.cluster.rules import gang_needs, refusal
+from gpuopt.errors import ProblemError, short
 
 #: Most pods of one gang request.
 MAX_PODS = 100_000
@@ -488,6 +488,88 @@ def capacity(free: np.ndarray, need: np.ndarray, admitted: np.ndarray) -> np.nda
     return result
 
 
+#: The fields of a waiting pod a gang request takes from it, which all its gang's waiting
+#: pods must share (a gang request is ``pods`` copies of one pod shape).
+_SHAPE = (
+    "gpus",
+    "gpu_milli",
+    "cpus",
+    "memory",
+    "priority",
+    "node_selector",
+    "tolerations",
+    "node_affinity",
+    "resources",
+    "preemption_policy",
+)
+
+
+def waiting_gang(cluster: Cluster, pod_id: str) -> GangRequest | None:
+    """The gang request that the cluster's waiting pod ``pod_id`` is one pod of: its gang's
+    waiting pods that must start together (C8: all of them, or what the ``min_member`` of a
+    listed gang still lacks beside its running pods), inside the gang's stated topology
+    level (R9); None when the pod has no gang, or its gang needs one pod more at most (a
+    question of one pod). Its id is the gang's.
+
+    Raises
+    ------
+    ProblemError
+        When the gang's waiting pods differ in their shape (a gang request asks copies of
+        one pod), ask a share of a GPU, state required pod (anti-)affinity, or share a DRA
+        claim, none of which a gang request carries: ``--gang REQUEST.json`` asks such a
+        gang as the user states it.
+    """
+    pod = next((pod for pod in cluster.pending if pod.id == pod_id), None)
+    if pod is None or pod.gang is None:
+        return None
+    gang = pod.gang
+    members = [other for other in cluster.pending if other.gang == gang]
+    needed = gang_needs(cluster.gangs, cluster.tasks, {gang: members})[gang]
+    if needed <= 1:
+        return None
+    where = f"pending: the waiting pod {short(pod_id)} is one of gang {short(gang)}'s"
+    ask = "ask for the gang with --gang REQUEST.json"
+    for other in members:
+        for name in _SHAPE:
+            if getattr(other, name) != getattr(pod, name):
+                raise ProblemError(
+                    f"{where} {len(members)} waiting pods, whose {name} differs "
+                    f"({short(other.id)} states {getattr(other, name)!r}): {ask}."
+                )
+        if other.pod_affinity or other.pod_anti_affinity:
+            raise ProblemError(
+                f"{where} waiting pods, and {short(other.id)} states required pod "
+                f"(anti-)affinity, which a gang request does not carry: {ask}."
+            )
+    if pod.gpu_milli is not None or pod.gpus < 1:
+        raise ProblemError(f"{where} waiting pods, which ask no whole GPU: {ask}.")
+    names = {other.id for other in members}
+    claims = [
+        claim for claim in cluster.claims if pod_id in claim.pods and not claim.extended_resource
+    ]
+    for claim in cluster.claims:
+        if len(names & set(claim.pods)) > 1:
+            raise ProblemError(
+                f"{where} waiting pods, which share the DRA claim {short(claim.id)}: {ask}."
+            )
+    level = next((listed.level for listed in cluster.gangs if listed.id == gang), None)
+    return GangRequest(
+        id=gang,
+        pods=needed,
+        gpus=pod.gpus,
+        cpus=pod.cpus,
+        memory=pod.memory,
+        priority=pod.priority,
+        required=level,
+        node_selector=pod.node_selector,
+        tolerations=pod.tolerations,
+        node_affinity=pod.node_affinity,
+        resources=pod.resources,
+        preemption_policy=pod.preemption_policy,
+        claims=claims,
+    )
+
+
 __all__ = [
     "DEVICE_COLUMN",
     "MAX_PODS",
@@ -501,4 +583,6 @@ __all__ = [
     "capacity",
     "device_pods",
     "pod_claims",
+    "waiting_gang",
 ]
+

@@ -67,8 +67,11 @@ class GangResult(Result):
         """One line: where the gang goes, what it stops, and the status."""
         if self.nodes is None:
             return f"{self.method}: the gang cannot run ({self.status})"
-        top = self.topology[0] if self.topology else None
-        where = f"in {top.level} {top.domain}" if top is not None else "placed"
+        top = [use for use in self.topology if use.level == self.topology[0].level]
+        if len(top) == 1:
+            where = f"in {top[0].level} {top[0].domain}"
+        else:  # (none: no level above the nodes; several: the gang spans them)
+            where = f"in {len(top)} domains of {top[0].level}" if top else "placed"
         pods, nodes, victims = len(self.nodes), len(set(self.nodes)), len(self.victims)
         return (
             f"{self.method}: {pods} pod{'s' * (pods != 1)} {where} on {nodes} "

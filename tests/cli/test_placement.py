@@ -576,3 +576,56 @@ def test_a_request_shape_tolerates_the_taints_it_is_given(
     assert code == 0 and "fits no node" in out  # another value does not tolerate it
     code, _, err = run(["diagnose", str(path), "--request", "4G", "--toleration", "x:Soon"], capsys)
     assert code == 2 and "toleration 'x:Soon' is not KEY[=VALUE][:EFFECT]" in err
+
+
+def waiting_gang_cluster(min_member: int = 2, **second: Any) -> dict[str, Any]:
+    """CLUSTER with a waiting gang ml/train of two 8-GPU pods (the second one changed by
+    ``second``): only n4 has 8 free GPUs, so one pod fits and the gang does not."""
+    pods = [
+        {"id": "ml/train-0", "gpus": 8, "cpus": 8, "priority": 5000, "gang": "ml/train"},
+        {"id": "ml/train-1", "gpus": 8, "cpus": 8, "priority": 5000, "gang": "ml/train",
+         **second},
+    ]  # fmt: skip
+    return {**CLUSTER, "pending": pods, "gangs": [{"id": "ml/train", "min_member": min_member}]}
+
+
+def test_a_waiting_pod_of_a_gang_is_asked_as_its_gang(tmp_path: Path, capsys: Any) -> None:
+    """Review finding (stop 49, left): ``--pending`` of one pod of a waiting gang answered for
+    that pod alone: ``place`` put it on n4, where its gang can never start (C8)."""
+    path, out = tmp_path / "cluster.json", tmp_path / "answer.json"
+    path.write_text(json.dumps(waiting_gang_cluster()))
+    assert main(["place", str(path), "--pending", "ml/train-0", "--out", str(out)]) == 0
+    answer = json.loads(out.read_text())
+    assert answer["request"]["id"] == "ml/train" and answer["request"]["pods"] == 2
+    assert answer["status"] == "infeasible"  # 8 free GPUs on n4 alone, no preemption
+    assert main(["check", str(path), str(out)]) == 0, capsys.readouterr()
+    # preempt: n4 and one more node, freed by stopping the LP tasks that lose the least work
+    # (a on n1: 4 GPUs x 100 s; c and d on n3: 2 x 500 + 2 x 50)
+    assert main(["preempt", str(path), "--pending", "ml/train-1", "--out", str(out)]) == 0
+    answer = json.loads(out.read_text())
+    assert answer["victims"] == ["a"] and sorted(answer["nodes"]) == ["n1", "n4"]
+    shown = capsys.readouterr().out
+    assert "gang ml/train: 2 pods of 8 GPUs" in shown
+    assert "2 pods in 2 domains of rack on 2 nodes, 1 victim" in shown  # (r1 and r2)
+    assert main(["check", str(path), str(out)]) == 0, capsys.readouterr()
+    # one pod of it running already: min_member 2 needs one more, a question of one pod
+    running = waiting_gang_cluster()
+    running["tasks"] = [*CLUSTER["tasks"], {"id": "ml/train-r", "node": "n2", "gpus": 0,
+                                            "cpus": 1, "gang": "ml/train", "start_time": 0.0}]
+    path.write_text(json.dumps(running))
+    assert main(["place", str(path), "--pending", "ml/train-0", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["node"] == "n4"
+
+
+def test_a_waiting_gang_whose_pods_differ_is_refused_with_the_field(
+    tmp_path: Path, capsys: Any
+) -> None:
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(waiting_gang_cluster(gpus=4)))
+    assert main(["place", str(path), "--pending", "ml/train-0"]) == 2
+    err = capsys.readouterr().err
+    assert "gpus differs" in err and "ml/train-1" in err and "--gang" in err
+    assert "Traceback" not in err
+    path.write_text(json.dumps(waiting_gang_cluster()))
+    assert main(["place", str(path), "--pending", "ml/train-0", "--whole-node"]) == 2
+    assert "--whole-node" in capsys.readouterr().err
