@@ -249,14 +249,14 @@ def add_out(
     parser.add_argument("--out", required=required, metavar=metavar, help=help)
 
 
-def add_toleration(parser: argparse.ArgumentParser) -> None:
-    """``--toleration``: a taint ``--request`` tolerates (K2), repeatable."""
+def add_toleration(parser: argparse.ArgumentParser, what: str = "the --request shape") -> None:
+    """``--toleration``: a taint ``what`` tolerates (K2), repeatable."""
     parser.add_argument(
         "--toleration",
         action="append",
         default=[],
         metavar="KEY[=VALUE][:EFFECT]",
-        help="a taint the --request shape tolerates, as a pod's toleration (repeatable): KEY "
+        help=f"a taint {what} tolerates, as a pod's toleration (repeatable): KEY "
         "alone tolerates every value and effect of it, e.g. nvidia.com/gpu, which GPU node "
         "pools often carry (GKE, AKS); default: none",
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -272,7 +272,9 @@ def run_diagnose(args: argparse.Namespace) -> int:
             return EXIT_OK
     fragmentation: dict[str, Any] = {}
     if args.workload is not None:
-        fragmentation = show_workload(console(args.quiet), problem, plan, args.workload)
+        fragmentation = show_workload(
+            console(args.quiet), problem, plan, args.workload, args.toleration
+        )
         if args.request is None:
             if args.out:
                 import json
@@ -305,10 +307,18 @@ def run_diagnose(args: argparse.Namespace) -> int:
 
 
 def show_workload(
-    shown: Console, problem: Cluster, plan: DefragResult | None, source: str
+    shown: Console,
+    problem: Cluster,
+    plan: DefragResult | None,
+    source: str,
+    tolerations: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Print the workload-aware fragmentation (now, and after ``plan``); return it as JSON."""
+    """Print the workload-aware fragmentation (now, and after ``plan``), its shapes
+    tolerating ``tolerations`` (``--toleration`` texts) beside their own; return it as
+    JSON."""
     from rich.table import Table
+
+    from gpuopt.cluster.request import parse_toleration
 
     from gpuopt.cluster.workload import Workload
     from gpuopt.defrag.solution import apply_plan
@@ -330,6 +340,7 @@ def show_workload(
                 "diagnose --workload: the snapshot carries no workload and no waiting pods; "
                 "give a workload file (--workload FILE)."
             )
+    workload = workload.tolerating([parse_toleration(text) for text in tolerations])
     reports = {"now": workload_fragmentation(problem, workload)}
     if plan is not None:
         reports["after"] = workload_fragmentation(apply_plan(problem, plan), workload)
@@ -550,7 +561,7 @@ def add_diagnose(commands: Any) -> None:
         help="request shape <GPUs>G[<CPUs>C][<memory>M], e.g. 8G64C or 4G32C256M "
         "(memory in the snapshot's unit)",
     )
-    add_toleration(diag)
+    add_toleration(diag, "the --request shape and the --workload shapes")
     diag.add_argument(
         "--same-asw",
         type=positive_int,

@@ -29,13 +29,18 @@ def node_model(node: Any) -> str | None:
 def shape_admits(cluster: Cluster, workload: Workload) -> np.ndarray:
     """Per shape and node (shapes x nodes): may a request of the shape go there?
 
-    Rules K1-K3 for a request without selector or tolerations (the same for
-    every shape), and the shape's GPU models.
+    Rules K1-K3 for a request without selector, with the shape's tolerations (none
+    unless the workload states them), and the shape's GPU models.
     """
-    open_nodes = np.array(admitted(cluster, Request(gpus=1)), dtype=bool)
+    opened: dict[tuple[Any, ...], np.ndarray] = {}
     models = [node_model(node) for node in cluster.nodes]
     out = np.zeros((len(workload), len(cluster.nodes)), dtype=bool)
     for row, shape in enumerate(workload.shapes):
+        tolerations = workload.tolerations_of(row)
+        if tolerations not in opened:
+            request = Request(gpus=1, tolerations=list(tolerations))
+            opened[tolerations] = np.array(admitted(cluster, request), dtype=bool)
+        open_nodes = opened[tolerations]
         if shape.models:
             allowed = set(shape.models)
             out[row] = open_nodes & np.array([m in allowed for m in models], dtype=bool)

@@ -402,7 +402,7 @@ class Pending(_Extended):
 class WorkloadShape(_Extended):
     """One shape of a target workload (``gpuopt.cluster.workload``'s JSON list item)."""
 
-    _quiet_defaults = frozenset({"memory_mib"})
+    _quiet_defaults = frozenset({"memory_mib", "tolerations"})
 
     cpu_milli: int = Field(ge=0, le=10**12, description="CPU in thousandths of a core.")
     gpu_milli: int = Field(
@@ -415,6 +415,11 @@ class WorkloadShape(_Extended):
     weight: float = Field(gt=0, le=1e12, description="Relative frequency.")
     memory_mib: int = Field(
         default=0, ge=0, le=10**12, description="Memory it asks for, in MiB (0: none stated)."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="K2: the taints its pods tolerate (none: a tainted node is closed to it).",
     )
 
 
@@ -472,7 +477,8 @@ class ClusterOptions(_Extended):
         from gpuopt.cluster.workload import Workload
 
         return Workload.from_json(
-            json.dumps([item.model_dump() for item in self.workload]), source="options.workload"
+            json.dumps([item.model_dump(exclude_none=True) for item in self.workload]),
+            source="options.workload",
         )
 
     @property

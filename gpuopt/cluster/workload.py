@@ -15,7 +15,11 @@ JSON
 A workload file is a JSON list of objects ``{"cpu_milli": int, "gpu_milli":
 int, "gpus": int, "models": [str, ...], "weight": number, "memory_mib": int}``;
 ``models`` may be left out (any model), ``memory_mib`` too (no memory asked),
-weights are relative (they are divided by their sum).
+weights are relative (they are divided by their sum). A shape may also state
+``tolerations`` (a list of Kubernetes tolerations, ``{"key", "operator", "value",
+"effect"}``): its pods may go to nodes with the taints they tolerate (K2); without,
+a node with a NoSchedule or NoExecute taint is closed to it, as to a pod without
+tolerations. FGD's workloads state none.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from gpuopt.cluster.kube import Toleration
 from gpuopt.errors import ProblemError, short
 
 #: Thousandths of a GPU in one GPU.
@@ -135,8 +142,15 @@ class Workload:
     frequencies: tuple[float, ...]
     #: Memory (MiB) each shape asks for, or empty: FGD's workload states none.
     memory_mib: tuple[int, ...] = ()
+    #: The tolerations each shape's pods carry (K2), or empty: none for every shape.
+    tolerations: tuple[tuple[Toleration, ...], ...] = ()
 
     def __post_init__(self) -> None:
+        if self.tolerations and len(self.tolerations) != len(self.shapes):
+            raise ProblemError(
+                f"workload: {len(self.shapes)} shapes but {len(self.tolerations)} toleration "
+                "lists."
+            )
         if self.memory_mib and len(self.memory_mib) != len(self.shapes):
             raise ProblemError(
                 f"workload: {len(self.shapes)} shapes but {len(self.memory_mib)} memory amounts."
@@ -171,9 +185,27 @@ class Workload:
     def __len__(self) -> int:
         return len(self.shapes)
 
+    def tolerations_of(self, position: int) -> tuple[Toleration, ...]:
+        """The tolerations the pods of shape ``position`` carry (K2; none when unstated)."""
+        return self.tolerations[position] if self.tolerations else ()
+
+    def tolerating(self, extra: Sequence[Toleration]) -> Workload:
+        """This workload with ``extra`` tolerations added to every shape (``--toleration``)."""
+        if not extra:
+            return self
+        rows = tuple(
+            (*self.tolerations_of(at), *(t for t in extra if t not in self.tolerations_of(at)))
+            for at in range(len(self))
+        )
+        return Workload(self.shapes, self.frequencies, self.memory_mib, rows)
+
     @classmethod
     def from_weights(
-        cls, shapes: Sequence[Shape], weights: Sequence[float], memory_mib: Sequence[int] = ()
+        cls,
+        shapes: Sequence[Shape],
+        weights: Sequence[float],
+        memory_mib: Sequence[int] = (),
+        tolerations: Sequence[tuple[Toleration, ...]] = (),
     ) -> Workload:
         """The workload with frequencies proportional to ``weights`` (all above 0)."""
         if len(shapes) != len(weights):
@@ -184,7 +216,9 @@ class Workload:
             if not (math.isfinite(weight) and weight > 0):
                 raise ProblemError(f"workload: every weight must be above 0 (got {weight}).")
         total = math.fsum(weights)
-        return cls(tuple(shapes), tuple(w / total for w in weights), tuple(memory_mib))
+        return cls(
+            tuple(shapes), tuple(w / total for w in weights), tuple(memory_mib), tuple(tolerations)
+        )
 
     def with_memory(self, pods: Iterable[tuple[Shape, int]]) -> Workload:
         """This workload with each shape's memory: the median of ``pods``' (shape, MiB) of it.
@@ -202,7 +236,7 @@ class Workload:
         medians = tuple(
             int(statistics.median(seen[shape])) if shape in seen else 0 for shape in self.shapes
         )
-        return Workload(self.shapes, self.frequencies, medians)
+        return Workload(self.shapes, self.frequencies, medians, self.tolerations)
 
     def to_json(self) -> str:
         """The workload as a JSON list (see the module docstring); weights are the frequencies."""
@@ -222,6 +256,9 @@ class Workload:
         ]
         for row, memory in zip(rows, self.memory_mib, strict=False):
             row["memory_mib"] = memory
+        for row, tolerations in zip(rows, self.tolerations, strict=False):
+            if tolerations:
+                row["tolerations"] = [t.model_dump(mode="json", exclude_none=True) for t in tolerations]
         return rows
 
     @classmethod
@@ -240,8 +277,9 @@ class Workload:
             raise ProblemError(f"{source}: expected a non-empty JSON list of shapes.")
         shapes: list[Shape] = []
         weights: list[float] = []
-        known = {"cpu_milli", "gpu_milli", "gpus", "models", "weight", "memory_mib"}
+        known = {"cpu_milli", "gpu_milli", "gpus", "models", "weight", "memory_mib", "tolerations"}
         memory: list[int] = []
+        tolerations: list[tuple[Toleration, ...]] = []
         for position, row in enumerate(data):
             where = f"{source}: item {position}"
             if not isinstance(row, dict):
@@ -263,8 +301,14 @@ class Workload:
                 memory.append(row.get("memory_mib", 0))
             except ProblemError as exc:
                 raise ProblemError(f"{where}: {str(exc).removeprefix('shape: ')}") from None
+            tolerations.append(_tolerations(row.get("tolerations", []), where))
         try:
-            return cls.from_weights(shapes, weights, memory if any(memory) else ())
+            return cls.from_weights(
+                shapes,
+                weights,
+                memory if any(memory) else (),
+                tolerations if any(tolerations) else (),
+            )
         except ProblemError as exc:
             raise ProblemError(f"{source}: {str(exc).removeprefix('workload: ')}") from None
 
@@ -279,6 +323,22 @@ class Workload:
         except (OSError, UnicodeDecodeError) as exc:
             raise ProblemError(f"{path}: cannot read the workload file ({exc}).") from None
         return cls.from_json(text, source=str(path))
+
+
+def _tolerations(items: Any, where: str) -> tuple[Toleration, ...]:
+    """A shape's ``tolerations`` list, each a Kubernetes toleration."""
+    if not isinstance(items, list):
+        raise ProblemError(f"{where}: tolerations must be a list of tolerations.")
+    found = []
+    for number, item in enumerate(items):
+        try:
+            found.append(Toleration.model_validate(item))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(part) for part in first["loc"])
+            at = f"tolerations[{number}]" + (f".{field}" if field else "")
+            raise ProblemError(f"{where}: {at}: {first['msg']}.") from None
+    return tuple(found)
 
 
 def typical_workload(shapes: Iterable[Shape], coverage: float = 0.95) -> Workload:

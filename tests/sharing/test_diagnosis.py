@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpuopt.errors import ProblemError
 from gpuopt.cli import main
+from gpuopt.cluster.kube import Toleration
 from gpuopt.cluster.model import Cluster
 from gpuopt.cluster.workload import Shape, Workload
 from gpuopt.sharing.diagnosis import workload_fragmentation
@@ -35,6 +37,46 @@ def test_a_tainted_node_counts_all_its_idle_gpu() -> None:
     )
     assert (open_nodes.fragmented_gpus, closed.fragmented_gpus) == (0.3, 1.3)
     assert closed.idle_gpus == 2.3
+
+
+GPU_TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+
+
+def test_a_shape_tolerates_what_it_states(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review finding (stop 49, left): on GPU nodes tainted nvidia.com/gpu, which every GPU
+    pod tolerates, a shape without tolerations counted every idle GPU as fragment."""
+    tainted = [{**node, "taints": GPU_TAINT} for node in NODES]
+    snapshot = Cluster.model_validate({"nodes": tainted, "tasks": TASKS})
+    assert workload_fragmentation(snapshot, HALF).fragmented_gpus == 2.3  # all idle: closed
+    tolerant = HALF.tolerating([Toleration(key="nvidia.com/gpu", operator="Exists")])
+    assert workload_fragmentation(snapshot, tolerant).fragmented_gpus == 0.3  # as untainted
+    # the JSON list states them per shape, and reads them back
+    again = Workload.from_json(tolerant.to_json())
+    assert again == tolerant and "tolerations" in tolerant.to_json()
+    with pytest.raises(ProblemError, match=r"item 0: tolerations\[0\]"):
+        Workload.from_json('[{"cpu_milli": 1, "gpu_milli": 0, "gpus": 0, "weight": 1, '
+                           '"tolerations": [{"operator": "Equal"}]}]')
+    # the waiting pods' shapes carry the tolerations they all carry
+    pending = [
+        {"id": f"p{k}", "gpus": 1, "cpus": 4, "tolerations": TOLERATE} for k in range(2)
+    ]
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps({"nodes": tainted, "tasks": TASKS, "pending": pending}))
+    out = tmp_path / "diag.json"
+    assert main(["diagnose", str(path), "--workload", "--out", str(out), "--quiet"]) == 0
+    # (whole GPUs: the 0.3 left beside the share on a is fragment, the rest serves them;
+    # without their tolerations all 2.3 idle GPUs would be)
+    assert json.loads(out.read_text())["workload"]["now"]["fragmented_gpus"] == 0.3
+    # a workload file without them, and --toleration for its shapes
+    half = tmp_path / "half.json"
+    half.write_text(HALF.to_json())
+    asked = ["diagnose", str(path), "--workload", str(half), "--out", str(out), "--quiet"]
+    assert main(asked) == 0
+    assert json.loads(out.read_text())["workload"]["now"]["fragmented_gpus"] == 2.3
+    assert main([*asked, "--toleration", "nvidia.com/gpu"]) == 0
+    assert json.loads(out.read_text())["workload"]["now"]["fragmented_gpus"] == 0.3
+    capsys.readouterr()
 
 
 def test_memory_counts_when_the_workload_states_it() -> None:
