@@ -319,7 +319,6 @@ def show_workload(
     from rich.table import Table
 
     from gpuopt.cluster.request import parse_toleration
-
     from gpuopt.cluster.workload import Workload
     from gpuopt.defrag.solution import apply_plan
     from gpuopt.defrag.workload import pending_workload

@@ -148,8 +148,7 @@ class Workload:
     def __post_init__(self) -> None:
         if self.tolerations and len(self.tolerations) != len(self.shapes):
             raise ProblemError(
-                f"workload: {len(self.shapes)} shapes but {len(self.tolerations)} toleration "
-                "lists."
+                f"workload: {len(self.shapes)} shapes but {len(self.tolerations)} toleration lists."
             )
         if self.memory_mib and len(self.memory_mib) != len(self.shapes):
             raise ProblemError(
@@ -258,7 +257,9 @@ class Workload:
             row["memory_mib"] = memory
         for row, tolerations in zip(rows, self.tolerations, strict=False):
             if tolerations:
-                row["tolerations"] = [t.model_dump(mode="json", exclude_none=True) for t in tolerations]
+                row["tolerations"] = [
+                    t.model_dump(mode="json", exclude_none=True) for t in tolerations
+                ]
         return rows
 
     @classmethod

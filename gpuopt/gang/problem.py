@@ -585,4 +585,3 @@ __all__ = [
     "pod_claims",
     "waiting_gang",
 ]
-

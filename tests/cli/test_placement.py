@@ -610,8 +610,17 @@ def test_a_waiting_pod_of_a_gang_is_asked_as_its_gang(tmp_path: Path, capsys: An
     assert main(["check", str(path), str(out)]) == 0, capsys.readouterr()
     # one pod of it running already: min_member 2 needs one more, a question of one pod
     running = waiting_gang_cluster()
-    running["tasks"] = [*CLUSTER["tasks"], {"id": "ml/train-r", "node": "n2", "gpus": 0,
-                                            "cpus": 1, "gang": "ml/train", "start_time": 0.0}]
+    running["tasks"] = [
+        *CLUSTER["tasks"],
+        {
+            "id": "ml/train-r",
+            "node": "n2",
+            "gpus": 0,
+            "cpus": 1,
+            "gang": "ml/train",
+            "start_time": 0.0,
+        },
+    ]
     path.write_text(json.dumps(running))
     assert main(["place", str(path), "--pending", "ml/train-0", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["node"] == "n4"

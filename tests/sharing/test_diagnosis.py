@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuopt.errors import ProblemError
 from gpuopt.cli import main
 from gpuopt.cluster.kube import Toleration
 from gpuopt.cluster.model import Cluster
 from gpuopt.cluster.workload import Shape, Workload
+from gpuopt.errors import ProblemError
 from gpuopt.sharing.diagnosis import workload_fragmentation
 
 NODES = [
@@ -43,7 +43,9 @@ GPU_TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule
 TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
 
 
-def test_a_shape_tolerates_what_it_states(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_shape_tolerates_what_it_states(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Review finding (stop 49, left): on GPU nodes tainted nvidia.com/gpu, which every GPU
     pod tolerates, a shape without tolerations counted every idle GPU as fragment."""
     tainted = [{**node, "taints": GPU_TAINT} for node in NODES]
@@ -55,12 +57,12 @@ def test_a_shape_tolerates_what_it_states(tmp_path: Path, capsys: pytest.Capture
     again = Workload.from_json(tolerant.to_json())
     assert again == tolerant and "tolerations" in tolerant.to_json()
     with pytest.raises(ProblemError, match=r"item 0: tolerations\[0\]"):
-        Workload.from_json('[{"cpu_milli": 1, "gpu_milli": 0, "gpus": 0, "weight": 1, '
-                           '"tolerations": [{"operator": "Equal"}]}]')
+        Workload.from_json(
+            '[{"cpu_milli": 1, "gpu_milli": 0, "gpus": 0, "weight": 1, '
+            '"tolerations": [{"operator": "Equal"}]}]'
+        )
     # the waiting pods' shapes carry the tolerations they all carry
-    pending = [
-        {"id": f"p{k}", "gpus": 1, "cpus": 4, "tolerations": TOLERATE} for k in range(2)
-    ]
+    pending = [{"id": f"p{k}", "gpus": 1, "cpus": 4, "tolerations": TOLERATE} for k in range(2)]
     path = tmp_path / "snap.json"
     path.write_text(json.dumps({"nodes": tainted, "tasks": TASKS, "pending": pending}))
     out = tmp_path / "diag.json"
