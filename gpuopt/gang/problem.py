@@ -42,6 +42,7 @@ from gpuopt.cluster.model import (
     priority_value,
     scaled,
 )
+from gpuopt.cluster.request import pending_request
 from gpuopt.cluster.rules import gang_needs, refusal
 from gpuopt.errors import ProblemError, short
 
@@ -504,6 +505,21 @@ _SHAPE = (
 )
 
 
+#: What a gang request takes of :func:`~gpuopt.cluster.request.pending_request`'s request
+#: for one of its pods.
+_ONE_POD = (
+    "gpus",
+    "cpus",
+    "memory",
+    "node_selector",
+    "tolerations",
+    "node_affinity",
+    "resources",
+    "preemption_policy",
+    "claims",
+)
+
+
 def waiting_gang(cluster: Cluster, pod_id: str) -> GangRequest | None:
     """The gang request that the cluster's waiting pod ``pod_id`` is one pod of: its gang's
     waiting pods that must start together (C8: all of them, or what the ``min_member`` of a
@@ -544,30 +560,15 @@ def waiting_gang(cluster: Cluster, pod_id: str) -> GangRequest | None:
     if pod.gpu_milli is not None or pod.gpus < 1:
         raise ProblemError(f"{where} waiting pods, which ask no whole GPU: {ask}.")
     names = {other.id for other in members}
-    claims = [
-        claim for claim in cluster.claims if pod_id in claim.pods and not claim.extended_resource
-    ]
     for claim in cluster.claims:
         if len(names & set(claim.pods)) > 1:
             raise ProblemError(
                 f"{where} waiting pods, which share the DRA claim {short(claim.id)}: {ask}."
             )
+    request, priority = pending_request(cluster, pod_id)  # (its shape, rules and claims)
     level = next((listed.level for listed in cluster.gangs if listed.id == gang), None)
-    return GangRequest(
-        id=gang,
-        pods=needed,
-        gpus=pod.gpus,
-        cpus=pod.cpus,
-        memory=pod.memory,
-        priority=pod.priority,
-        required=level,
-        node_selector=pod.node_selector,
-        tolerations=pod.tolerations,
-        node_affinity=pod.node_affinity,
-        resources=pod.resources,
-        preemption_policy=pod.preemption_policy,
-        claims=claims,
-    )
+    shape = {name: getattr(request, name) for name in _ONE_POD}
+    return GangRequest(id=gang, pods=needed, priority=priority, required=level, **shape)
 
 
 __all__ = [
