@@ -219,13 +219,15 @@ def watch_cluster(
 
 
 def served_kinds(api: Any) -> list[Any]:
-    """The watched kinds (``WATCHED``) the API server serves: PodGroups are a custom
-    resource (``scheduling.x-k8s.io``) most clusters do not have, and a kind that
-    cannot be listed would never sync (a 404 on its list: left out, logged)."""
-    from gpuopt.live.api import DRA, POD_GROUPS, WATCHED, ApiError, NotFound
+    """The watched kinds (``WATCHED``) the API server serves: the gang kinds are custom
+    resources (PodGroups of scheduler-plugins or Volcano) or alpha APIs (the Workload API)
+    most clusters do not have, and a kind that cannot be listed would never sync (a 404
+    on its list: left out, logged)."""
+    from gpuopt.live.api import DRA, OTHER_GANG_KINDS, POD_GROUPS, WATCHED, ApiError, NotFound
 
     kinds = list(WATCHED)
-    for optional in (POD_GROUPS, *DRA):  # DRA: resource.k8s.io/v1 from Kubernetes 1.34
+    # DRA: resource.k8s.io/v1 from Kubernetes 1.34
+    for optional in (POD_GROUPS, *OTHER_GANG_KINDS, *DRA):
         try:
             api.list(optional)
         except NotFound:

@@ -91,6 +91,15 @@ class Resource:
     namespaced: bool
 
     @property
+    def name(self) -> str:
+        """The key the watched state, its health and the listed state keep this kind's
+        objects under: the kind, or ``Kind.group`` for a kind another group names too
+        (the PodGroups of :data:`OTHER_GANG_KINDS` beside :data:`POD_GROUPS`)."""
+        if self.kind == POD_GROUPS.kind and self != POD_GROUPS:
+            return f"{self.kind}.{self.group}"
+        return self.kind
+
+    @property
     def api_version(self) -> str:
         """``v1`` or ``group/version``, as an object's ``apiVersion`` says it."""
         return self.version if not self.group else f"{self.group}/{self.version}"
@@ -113,9 +122,9 @@ PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", False)
 PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
 POD_GROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True)
 #: The other gang kinds the kubectl reader reads (Volcano's PodGroups, the coscheduling
-#: plugin's before v0.24, the Workload API's Workloads and PodGroups): the listed state
-#: (the controller) lists them too, each where the server serves it (a 404 skips it). The
-#: watched state keeps one kind per name, so it watches ``POD_GROUPS`` alone.
+#: plugin's before v0.24, the Workload API's Workloads and PodGroups): the watched and the
+#: listed states read them too, each where the server serves it (a 404 leaves it out),
+#: kept apart from ``POD_GROUPS`` by :attr:`Resource.name`.
 OTHER_GANG_KINDS: tuple[Resource, ...] = (
     Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", True),
     Resource("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup", True),
@@ -141,24 +150,19 @@ DRA: tuple[Resource, ...] = (
     RESOURCE_CLAIMS,
 )
 
-#: What the watched cluster state lists and watches (L2), in the kubectl reader's
-#: order (classes, volumes, claims, PodGroups and DRA objects before nodes, pods, budgets).
+#: What the watched cluster state lists and watches (L2), and what the listed state (the
+#: controller) lists, in the kubectl reader's order (classes, volumes, claims, gangs and
+#: DRA objects before nodes, pods, budgets).
 WATCHED: tuple[Resource, ...] = (
     PRIORITY_CLASSES,
     PVS,
     PVCS,
     POD_GROUPS,
+    *OTHER_GANG_KINDS,
     *DRA,
     NODES,
     PODS,
     PDBS,
-)
-#: What the listed cluster state lists (the controller): the watched kinds and the other
-#: gang kinds, in the kubectl reader's order.
-LISTED: tuple[Resource, ...] = (
-    *WATCHED[: WATCHED.index(POD_GROUPS) + 1],
-    *OTHER_GANG_KINDS,
-    *WATCHED[WATCHED.index(POD_GROUPS) + 1 :],
 )
 
 

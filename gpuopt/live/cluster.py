@@ -217,8 +217,9 @@ class LiveCluster:
             )
         self.extender = extender
         self.rebuild_after = rebuild_after
-        #: kind -> ``namespace/name`` -> the object as the server wrote it
-        self.objects: dict[str, dict[str, Obj]] = {r.kind: {} for r in WATCHED}
+        #: kind (its :attr:`~gpuopt.live.api.Resource.name`) -> ``namespace/name`` -> the
+        #: object as the server wrote it
+        self.objects: dict[str, dict[str, Obj]] = {r.name: {} for r in WATCHED}
         #: full reads done, and events answered in place
         self.rebuilds = 0
         self.in_place = 0
@@ -242,7 +243,7 @@ class LiveCluster:
         #: kinds not listed yet while held until every kind is (hold_until_listed)
         self._unlisted: set[str] = set()
         if hold_until_listed:
-            self._unlisted = {r.kind for r in WATCHED}
+            self._unlisted = {r.name for r in WATCHED}
             self.hold()
 
     # ------------------------------------------------------------------ the sink
@@ -250,7 +251,7 @@ class LiveCluster:
     def replace(self, resource: Resource, items: list[Obj]) -> None:
         """The whole current set of ``resource``'s kind (a list or a re-list), as the
         differences from what is held: gone objects deleted, others added or changed."""
-        kind = resource.kind
+        kind = resource.name
         fresh = {key_of(kind, item): trimmed(item) for item in items}
         with self._lock:
             if self._held:
@@ -290,15 +291,15 @@ class LiveCluster:
         obj = trimmed(obj)
         with self._lock:
             if self._held:
-                key = key_of(resource.kind, obj)
-                objects = self.objects.setdefault(resource.kind, {})
+                key = key_of(resource.name, obj)
+                objects = self.objects.setdefault(resource.name, {})
                 if kind == "DELETED":
                     objects.pop(key, None)
                 else:
                     objects[key] = obj
                 self._due = self._due or time.monotonic()
                 return
-            self._apply(resource.kind, kind, obj)
+            self._apply(resource.name, kind, obj)
 
     def _apply(self, kind: str, event: str, obj: Obj) -> None:
         key = key_of(kind, obj)
@@ -429,7 +430,7 @@ class LiveCluster:
         items = [
             KubeObject(r.kind, obj, reader.at(f"{r.kind} {key}"), api_of(obj))
             for r in WATCHED
-            for key, obj in self.objects.get(r.kind, {}).items()
+            for key, obj in self.objects.get(r.name, {}).items()
         ]
         read_objects(ctx, items)
         read = dict(ctx.nodes)  # as read: finish settles some nodes' memory in ctx.nodes

@@ -94,10 +94,10 @@ from gpuopt.defrag.solution import Move, apply_plan, violations
 from gpuopt.errors import ProblemError
 from gpuopt.live.api import (
     EVENTS,
-    LISTED,
     NODES,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
+    WATCHED,
     Api,
     ApiError,
     Conflict,
@@ -157,8 +157,8 @@ class ListedObjects(Protocol):
 
 
 class ListedCluster:
-    """The cluster listed from the API server: every kind of :data:`gpuopt.live.api.LISTED`
-    (the watched kinds and every gang kind the kubectl reader reads), read by the kubectl
+    """The cluster listed from the API server: every kind of :data:`gpuopt.live.api.WATCHED`
+    (every gang kind the kubectl reader reads among them), read by the kubectl
     reader (the poll form of the watched state).
 
     Parameters
@@ -176,7 +176,7 @@ class ListedCluster:
         api: Api,
         reader_options: Mapping[str, Any] | None = None,
         *,
-        resources: Sequence[Resource] = LISTED,
+        resources: Sequence[Resource] = WATCHED,
     ) -> None:
         self.api = api
         self.reader_options = dict(reader_options or {})

@@ -90,10 +90,15 @@ except ImportError:  # pragma: no cover - exercised only without orjson
 from gpuopt.errors import ProblemError
 from gpuopt.live.api import EVENTS, LEASES, PDBS, PODS, WATCHED, Obj, Resource
 
-#: The kinds the server stores, by ``(group, plural)`` and by ``kind``.
+#: The kinds the server stores, by ``(group, plural)``, by ``kind`` and by
+#: ``(apiVersion, kind)``.
 KINDS: tuple[Resource, ...] = (*WATCHED, LEASES, EVENTS)
 _BY_PATH: dict[tuple[str, str], Resource] = {(r.group, r.plural): r for r in KINDS}
-_BY_KIND: dict[str, Resource] = {r.kind: r for r in KINDS}
+#: (by ``kind`` alone: the first of a kind several groups name, ``POD_GROUPS``' PodGroup)
+_BY_KIND: dict[str, Resource] = {}
+for _resource in reversed(KINDS):
+    _BY_KIND[_resource.kind] = _resource
+_BY_VERSION: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in KINDS}
 
 _REASONS: dict[int, str] = {
     400: "BadRequest",
@@ -380,9 +385,10 @@ class FakeApiServer:
     @staticmethod
     def _resource_of(obj: Obj) -> Resource:
         kind = obj.get("kind")
-        if kind not in _BY_KIND:
+        found = _BY_VERSION.get((str(obj.get("apiVersion")), str(kind))) or _BY_KIND.get(str(kind))
+        if found is None:
             raise ProblemError(f"the fake API server does not store kind {kind!r}.")
-        return _BY_KIND[kind]
+        return found
 
     @staticmethod
     def _key(resource: Resource, obj: Obj) -> Key:

@@ -125,7 +125,7 @@ class Store:
     def replace(self, resource: Resource, items: list[Obj]) -> None:
         """Take the whole set of ``resource``, applying what changed."""
         with self._lock:
-            before = self.objects.setdefault(resource.kind, {})
+            before = self.objects.setdefault(resource.name, {})
             for kind, obj in differences(before, items):
                 self._apply(resource, kind, obj)
             self.replaced += 1
@@ -136,7 +136,7 @@ class Store:
             self._apply(resource, kind, obj)
 
     def _apply(self, resource: Resource, kind: str, obj: Obj) -> None:
-        objects = self.objects.setdefault(resource.kind, {})
+        objects = self.objects.setdefault(resource.name, {})
         if kind == "DELETED":
             objects.pop(key_of(obj), None)
         else:
@@ -293,7 +293,7 @@ class Watcher:
         now = self._clock()
         with self._lock:
             return {
-                resource.kind: KindHealth(
+                resource.name: KindHealth(
                     synced=state.synced,
                     stale=state.backing_off
                     or state.last_contact is None

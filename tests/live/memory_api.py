@@ -30,12 +30,12 @@ class MemoryApi:
         self.refuse_evictions: set[str] = set()
         self.conflicts = 0
         self.on_write: Callable[[str, Obj | str], None] | None = None
-        from gpuopt.live.api import EVENTS, LISTED, NODES, PDBS, PRIORITY_CLASSES
+        from gpuopt.live.api import EVENTS, NODES, PDBS, PRIORITY_CLASSES, WATCHED
 
         for resource in (NODES, PODS, PDBS, PRIORITY_CLASSES, LEASES, EVENTS):
             self.kinds[resource.kind] = resource
         # the gang kinds, by API version and kind (one kind, PodGroup, has several groups)
-        grouped = {(r.api_version, r.kind): r for r in LISTED}
+        grouped = {(r.api_version, r.kind): r for r in WATCHED}
         for obj in objects or []:
             found = grouped.get((obj.get("apiVersion", ""), obj["kind"]))
             self._store(found or self.kinds[obj["kind"]], copy.deepcopy(obj))

@@ -532,3 +532,38 @@ def test_a_status_the_reader_does_not_read_changes_nothing() -> None:
     live.apply(NODES, "MODIFIED", beat)
     assert state.changes == changes and state.node_versions["a"] == "7"
     assert_same(live)
+
+
+def test_every_gang_kind_is_watched_and_kept_apart() -> None:
+    """Review finding (stop 49, left): the watched state kept objects by kind, and PodGroup
+    is the kind of three groups, so it watched scheduling.x-k8s.io's alone and lost Volcano
+    gangs (their minMember, their members kept together)."""
+    from pathlib import Path
+
+    import yaml
+
+    from gpuopt.live.api import POD_GROUPS, WATCHED
+
+    fixture = Path(__file__).parents[1] / "readers" / "fixtures" / "gangs" / "volcano.yaml"
+    items = yaml.safe_load(fixture.read_text())["items"]
+    by_version = {(r.api_version, r.kind): r for r in WATCHED}
+    volcano = [i for i in items if i["apiVersion"].startswith("scheduling.volcano.sh")]
+    assert volcano and all((i["apiVersion"], i["kind"]) in by_version for i in items
+                           if i["kind"] == "PodGroup")  # fmt: skip
+    live = for_watch(rebuild_after=3600)
+    for resource in WATCHED:
+        kind = (resource.api_version, resource.kind)
+        live.replace(resource, [i for i in items if (i["apiVersion"], i["kind"]) == kind])
+    # the gangs as a fresh read of the same objects finds them (L4)
+    cluster, _ = read_kubernetes({"kind": "List", "items": items})
+    snapshot = live.snapshot()
+    assert snapshot.gangs == cluster.gangs and snapshot.gangs
+    # (sweep-5f1c's minMember, 2; eval-9a2e has no pod, running or waiting: not a gang)
+    assert {gang.id: gang.min_member for gang in snapshot.gangs} == {"research/sweep-5f1c": 2}
+    # a scheduler-plugins PodGroup of the same namespace and name as a Volcano one: both
+    # kept, each under its kind's name
+    twin = copy.deepcopy(volcano[0])
+    twin["apiVersion"] = POD_GROUPS.api_version
+    live.replace(POD_GROUPS, [twin])
+    kept = {name: len(objects) for name, objects in live.objects.items() if objects}
+    assert kept["PodGroup"] == 1 and kept["PodGroup.scheduling.volcano.sh"] == len(volcano)

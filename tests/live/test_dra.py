@@ -179,7 +179,9 @@ def test_a_server_without_dra_is_watched_without_it(tmp_path: Path) -> None:
 
     with FakeApiServer(objects=[node_obj("a")]) as server:
         config = server.write_kubeconfig(tmp_path / "config")
-        server.fail_next(5, 404)  # PodGroups, then the four DRA kinds: not served
+        # the five gang kinds (PodGroups of three groups, the Workload API's two kinds),
+        # then the four DRA kinds: not served
+        server.fail_next(9, 404)
         args = build_parser().parse_args(
             ["serve", "--kubeconfig", str(config), "--sync-timeout", "10", "--quiet"]
         )
