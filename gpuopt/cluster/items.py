@@ -320,6 +320,7 @@ class Pending(_Extended):
             "pod_affinity",
             "pod_anti_affinity",
             "gang",
+            "nominated_node",
             "uid",
             "annotations",
             "active_deadline",
@@ -357,7 +358,14 @@ class Pending(_Extended):
         description="K5: required pod anti-affinity (checked by the scheduler extender only).",
     )
     gang: ItemId | None = Field(
-        default=None, description="The gang it names (read one by one by the methods)."
+        default=None,
+        description="C8: the gang it names (its waiting pods start together or not at all).",
+    )
+    nominated_node: ItemId | None = Field(
+        default=None,
+        description="K10: status.nominatedNodeName, the node kube-scheduler holds room on "
+        "for it (after preempting there): it is bound there first when it fits, before the "
+        "waiting pods of its priority and below.",
     )
     uid: KubeName | None = Field(default=None, description="Kubernetes metadata.uid.")
     annotations: dict[str, str] = annotations_field()

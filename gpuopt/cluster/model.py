@@ -227,6 +227,13 @@ class Cluster(IndexedModel, _Extended):
                         "has must be locked)"
                     )
         check_unique("pending", (item.id for item in self.pending))
+        known_nodes = {node.id for node in self.nodes}
+        for pod in self.pending:
+            if pod.nominated_node is not None and pod.nominated_node not in known_nodes:
+                raise ValueError(
+                    f"pending {pod.id!r}: nominated_node {pod.nominated_node!r} is not a node "
+                    "of the cluster"
+                )
         check_unique("budgets", (budget.id for budget in self.budgets))
         check_unique("gangs", (gang.id for gang in self.gangs))
         self._check_dra()

@@ -8,7 +8,9 @@ tolerates and matches; K4: room for its GPUs, CPUs, memory and extended
 resources; K5: its required pod (anti-)affinity and the running pods'
 anti-affinity that selects it, against the pods running now); the room one takes is
 no longer free for the next. This is how a scheduler would bind them in one
-pass, so "fits" means "fits together with the waiting pods before it". The
+pass, so "fits" means "fits together with the waiting pods before it". A pod
+nominated to a node (K10: kube-scheduler preempted there for it) comes first among
+the pods of its priority and goes to that node whenever it takes it. The
 waiting pods of one gang (``Pending.gang``) fit all together or not at all
 (C8, as coscheduling binds them): when the first of them comes, it and the
 others are bound together, and if fewer than the gang needs fit, none is, and
@@ -80,6 +82,7 @@ def fit_pending(cluster: Cluster) -> list[PendingFit]:
         range(len(cluster.pending)),
         key=lambda i: (
             -priority_value(cluster.pending[i].priority, cluster.hp_priority),
+            cluster.pending[i].nominated_node is None,  # K10: a nominated pod first
             cluster.pending[i].since if cluster.pending[i].since is not None else float("inf"),
             i,
         ),
@@ -160,6 +163,9 @@ class _Room:
             ):
                 why["K4"] += 1
                 continue
+            if node.id == pod.nominated_node:  # K10: its nominated node, when it takes it
+                best = node.id
+                break
             if best is None or devices[node.id].free < devices[best].free:
                 best = node.id
         if best is None:

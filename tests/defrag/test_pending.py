@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import gpuopt
 from gpuopt.cli import main
 from gpuopt.defrag.pending import fit_pending, plan_for_pending
@@ -142,3 +144,36 @@ def test_a_waiting_gang_fits_whole_or_not_at_all() -> None:
     placed = {fit.pod.id: fit.node for fit in after}
     assert placed["big-0"] is not None and placed["big-1"] is not None
     assert placed["big-0"] != placed["big-1"]
+
+
+def test_a_nominated_pod_goes_first_and_to_its_node() -> None:
+    """K10: kube-scheduler preempted on n1 for 'late' (status.nominatedNodeName) and holds
+    the room there against pods of its priority and below: it is bound first among them,
+    and on n1 although n0 is fuller. Without the nomination, 'early' (waiting longer)
+    takes the fullest node that fits first."""
+    nodes = [{"id": "n0", "gpus": 8, "cpus": 64}, {"id": "n1", "gpus": 8, "cpus": 64}]
+    tasks = [{"id": "t", "node": "n0", "gpus": 4}]
+    pending = [
+        {"id": "early", "gpus": 4, "priority": 10, "since": 0.0},
+        {"id": "late", "gpus": 8, "priority": 10, "since": 50.0},
+    ]
+    plain = Cluster(nodes=nodes, tasks=tasks, pending=pending)
+    assert {f.pod.id: f.node for f in fit_pending(plain)} == {"early": "n0", "late": "n1"}
+    wide = [{**pending[0], "gpus": 8}, pending[1]]  # both 8 GPUs: room for one, on n1
+    before = {f.pod.id: f.node for f in fit_pending(Cluster(nodes=nodes, tasks=tasks,
+                                                             pending=wide))}  # fmt: skip
+    assert before == {"early": "n1", "late": None}
+    nominated = [wide[0], {**wide[1], "nominated_node": "n1"}]
+    after = {f.pod.id: f.node for f in fit_pending(Cluster(nodes=nodes, tasks=tasks,
+                                                            pending=nominated))}  # fmt: skip
+    assert after == {"early": None, "late": "n1"}
+    # to its node although a fuller one fits: n0 has 4 free, n1 8, a 4-GPU pod nominated to n1
+    small = [{"id": "late", "gpus": 4, "priority": 10, "nominated_node": "n1"}]
+    assert [f.node for f in fit_pending(Cluster(nodes=nodes, tasks=tasks, pending=small))] == ["n1"]
+    # a pod of higher priority may take the room first (kube-scheduler lets it)
+    urgent = [{"id": "urgent", "gpus": 8, "priority": 99}, nominated[1]]
+    found = {f.pod.id: f.node for f in fit_pending(Cluster(nodes=nodes, tasks=tasks,
+                                                            pending=urgent))}  # fmt: skip
+    assert found == {"urgent": "n1", "late": None}
+    with pytest.raises(ValueError, match="nominated_node 'n9' is not a node of the cluster"):
+        Cluster(nodes=nodes, pending=[{"id": "p", "gpus": 1, "nominated_node": "n9"}])

@@ -935,13 +935,17 @@ def test_a_terminating_pod_keeps_its_deletion_time() -> None:
     assert tasks["ns/staying"].deletion_time is None
 
 
-def test_a_nominated_node_is_counted_as_read_but_not_modelled() -> None:
+def test_a_nominated_node_is_kept_for_the_fit_and_counted_where_not_modelled() -> None:
     waiting = pod("urgent", None, **{"nvidia.com/gpu": "4"})
     waiting["status"]["nominatedNodeName"] = "n1"
-    items = [node("n1", **{"nvidia.com/gpu": "8"}), waiting, pod("other", None)]
-    _, report = read_kubernetes(listing(*items))
-    assert report.unmodelled["nominated-node"] == 1
-    assert "status.nominatedNodeName of 1 pending pods" in report.summary()
+    lost = pod("lost", None, **{"nvidia.com/gpu": "4"})
+    lost["status"]["nominatedNodeName"] = "gone"  # a node that was not read
+    items = [node("n1", **{"nvidia.com/gpu": "8"}), waiting, lost, pod("other", None)]
+    cluster, report = read_kubernetes(listing(*items))
+    nominated = {pod.id: pod.nominated_node for pod in cluster.pending}
+    assert nominated["ns/urgent"] == "n1" and nominated["ns/lost"] is None
+    assert report.unmodelled["nominated-node"] == 2
+    assert "status.nominatedNodeName of 2 pending pods" in report.summary()
 
 
 def test_a_waiting_pod_keeps_pod_anti_affinity_both_ways() -> None:

@@ -193,8 +193,11 @@ def _pending(ctx: Context, read: _PodRead, pod: dict[str, Any]) -> None:
     if since is not None:
         pod["since"] = since
         ctx.times.append(since)
-    if reader.text(read.status, "nominatedNodeName", "status.nominatedNodeName"):
+    nominated = reader.text(read.status, "nominatedNodeName", "status.nominatedNodeName")
+    if nominated:
         ctx.report.unmodelled["nominated-node"] += 1
+        if nominated in ctx.nodes:  # (a node not read: nominated nowhere gpuopt knows)
+            pod["nominated_node"] = nominated
     if any(read.terms.values()):
         ctx.report.unmodelled["pending-pod-affinity"] += 1
         pod.update(read.terms)  # kept: the scheduler extender checks them (K5)
