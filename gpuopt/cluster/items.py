@@ -364,8 +364,8 @@ class Pending(_Extended):
     nominated_node: ItemId | None = Field(
         default=None,
         description="K10: status.nominatedNodeName, the node kube-scheduler holds room on "
-        "for it (after preempting there): it is bound there first when it fits, before the "
-        "waiting pods of its priority and below.",
+        "for it (after preempting there) against pods of its priority and below: node "
+        "placement and preemption leave that room to it, and it is tried there first.",
     )
     uid: KubeName | None = Field(default=None, description="Kubernetes metadata.uid.")
     annotations: dict[str, str] = annotations_field()

@@ -35,6 +35,8 @@ from gpuopt.cluster.model import (
     Cluster,
     Priority,
     check_share,
+    priority_value,
+    scaled,
     share_field,
 )
 from gpuopt.errors import ProblemError, problem_error_from, short
@@ -294,6 +296,44 @@ def pending_request(cluster: Cluster, pod_id: str) -> tuple[Request, Priority]:
     raise ProblemError(
         f"pending: the cluster has no waiting pod {pod_id!r} (its waiting pods: {known})."
     )
+
+
+def nominated_room(
+    cluster: Cluster, asking: str | None, rank: int | None = None
+) -> dict[str, tuple[int, int, int]]:
+    """K10: per node, the GPUs, CPUs and memory (thousandths) that the waiting pods
+    nominated to it (``Pending.nominated_node``) hold there against the waiting pod
+    ``asking``: those of its priority (or of ``rank``, an integer priority, when given)
+    and above, not itself. A request that stands for no waiting pod and states no rank
+    counts as the lowest priority, so every nomination holds against it. A nominated
+    share of a GPU (``gpu_milli``) holds its CPUs and memory, not a GPU.
+
+    >>> cluster = Cluster(nodes=[{"id": "n", "gpus": 8, "cpus": 64}], pending=[
+    ...     {"id": "a", "gpus": 4, "cpus": 2, "priority": 10, "nominated_node": "n"},
+    ...     {"id": "b", "gpus": 2, "priority": 5}])
+    >>> nominated_room(cluster, None), nominated_room(cluster, "b"), nominated_room(cluster, "a")
+    ({'n': (4, 2000, 0)}, {'n': (4, 2000, 0)}, {})
+    """
+    pods = cluster.pending
+    floor: int | None = rank
+    if floor is None and asking is not None:
+        me = next((pod for pod in pods if pod.id == asking), None)
+        if me is not None:
+            floor = priority_value(me.priority, cluster.hp_priority)
+    held: dict[str, tuple[int, int, int]] = {}
+    for pod in pods:
+        node = pod.nominated_node
+        if node is None or pod.id == asking:
+            continue
+        if floor is not None and priority_value(pod.priority, cluster.hp_priority) < floor:
+            continue  # (a pod of higher priority may take its room)
+        gpus, cpus, memory = held.get(node, (0, 0, 0))
+        held[node] = (
+            gpus + (pod.gpus if pod.gpu_milli is None else 0),
+            cpus + scaled(pod.cpus),
+            memory + scaled(pod.memory or 0.0),
+        )
+    return held
 
 
 def parse_toleration(text: str) -> Toleration:

@@ -55,7 +55,7 @@ from gpuopt.cluster.model import (
     scaled,
 )
 from gpuopt.cluster.request import Request as ClusterRequest
-from gpuopt.cluster.request import WrittenRequest, as_request
+from gpuopt.cluster.request import WrittenRequest, as_request, nominated_room
 from gpuopt.errors import ProblemError
 from gpuopt.preemption.gangs import gang_facts, gang_items, task_items
 from gpuopt.preemption.index import PreemptionIndex
@@ -403,6 +403,20 @@ class PreemptionProblem(IndexedModel):
         return self.scope.view(self.cluster, self.request, self.now)
 
 
+def held_room(cluster: Cluster, request: PreemptionRequest) -> dict[str, tuple[int, int]]:
+    """K10: per node, the GPUs and CPUs (thousandths) the waiting pods nominated to it hold
+    there against ``request`` (those of its ``rank`` and above, not the waiting pod it
+    stands for), for each of the two it asks (a request that asks no CPUs is not kept
+    from a node by CPUs held there, as in kube-scheduler)."""
+    rank = request.rank
+    if rank is None:  # (the class it states: HP at the cluster's hp_priority)
+        rank = priority_value(request.priority, cluster.hp_priority)
+    return {
+        node: (gpus if request.gpus > 0 else 0, cpus if request.cpus > 0 else 0)
+        for node, (gpus, cpus, _) in nominated_room(cluster, request.pending, rank).items()
+    }
+
+
 @dataclass(frozen=True)
 class ClusterFacts:
     """What the cluster says of its tasks that preemption reads: the fixed ones, with why
@@ -587,11 +601,19 @@ class Scope:
             )
         else:
             items = task_items(renumbered, gpus, columns.cpus[at], cost, task_hp, task_ids)
+        node_gpus, node_cpus = columns.node_gpus[rows], columns.node_cpus[rows]
+        held = held_room(cluster, request)  # K10: room nominated waiting pods hold
+        if held:
+            for node_id, (gpus_held, cpus_held) in held.items():
+                row = node_pos.get(node_id)
+                if row is not None:
+                    node_gpus[row] = max(0, node_gpus[row] - gpus_held)
+                    node_cpus[row] = max(0, node_cpus[row] - cpus_held)
         return PreemptionIndex(
             node_ids=node_ids,
             node_pos=node_pos,
-            node_gpus=columns.node_gpus[rows],
-            node_cpus=columns.node_cpus[rows],
+            node_gpus=node_gpus,
+            node_cpus=node_cpus,
             node_preemptions=columns.node_preemptions[rows],
             task_ids=task_ids,
             task_pos=task_pos,

@@ -26,7 +26,12 @@ from gpuopt.cluster.devicecheck import DeviceLedger
 from gpuopt.cluster.items import Node, Task
 from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.errors import ProblemError, short
-from gpuopt.preemption.problem import PreemptionProblem, PreemptionRequest, checkpoint_of
+from gpuopt.preemption.problem import (
+    PreemptionProblem,
+    PreemptionRequest,
+    checkpoint_of,
+    held_room,
+)
 from gpuopt.result import Result, Sense, Status
 
 Method = Literal["heuristic", "dp", "milp", "cpsat"]
@@ -248,6 +253,10 @@ class _Room:
             gang: all(problem.stoppable(everywhere[m]) for m in members)
             for gang, members in gangs.members.items()
         }
+        for node_id, (gpus, cpus) in held_room(problem.cluster, problem.request).items():
+            if node_id in nodes:  # K10: room the nominated waiting pods hold stays theirs
+                free_gpus[node_id] -= gpus
+                free_cpus[node_id] -= cpus
         held_back: dict[tuple[str, str], list[tuple[int, int]]] = {}
         for held in problem.tasks:
             free_gpus[held.node] -= problem.gpus_of(held)

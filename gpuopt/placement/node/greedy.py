@@ -86,7 +86,13 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
     gpu_ok, taken = _gpu_count_filter(index, request)
     fits = gpu_ok & _cpu_filter(index, request) & _memory_filter(index, request)
     candidates = np.flatnonzero(fits)
-    for node_pos in candidates[_rank(index, request, policy, taken, candidates)]:
+    order = candidates[_rank(index, request, policy, taken, candidates)]
+    nominated = _nominated(problem)
+    if nominated is not None and nominated in index.node_pos:
+        # K10: kube-scheduler tries a waiting pod's nominated node before any other
+        at = index.node_pos[nominated]
+        order = np.concatenate(([at], order[order != at])) if at in order else order
+    for node_pos in order:
         gpus = _gpu_set(index, int(node_pos), request)
         if gpus is None:
             continue
@@ -99,7 +105,10 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
             min_pair_bandwidth=topology.min_pair_bandwidth(gpus)
             if index.node_bandwidth_known[node_pos]
             else None,  # N3: an unknown interconnect's matrix promises no GB/s
-            reason=_why(index, request, policy, int(node_pos), len(gpus)),
+            reason=_why(index, request, policy, int(node_pos), len(gpus))
+            if node_id != nominated
+            else f"its nominated node (status.nominatedNodeName, K10), which fits {request.gpus} "
+            "GPUs",
             request=request.id,
             policy=policy,
             job=request,
@@ -115,6 +124,15 @@ def place(problem: NodePlacementProblem, policy: Policy = "binpack") -> NodePlac
         job=request,
         seconds=time.perf_counter() - started,
     )
+
+
+def _nominated(problem: NodePlacementProblem) -> str | None:
+    """The node the waiting pod the request stands for is nominated to (K10), if any."""
+    asking = problem.request.pending
+    if asking is None:
+        return None
+    pod = next((pod for pod in problem.cluster.pending if pod.id == asking), None)
+    return None if pod is None else pod.nominated_node
 
 
 def solve_binpack(problem: NodePlacementProblem) -> NodePlacementResult:
@@ -141,7 +159,8 @@ def _gpu_count_filter(
         chosen = index.share_gpu(request.gpu_milli)
         ok = chosen >= 0
         left = index.node_left[np.arange(chosen.size), np.maximum(chosen, 0)]
-        return ok, (ok & (left == MILLI)).astype(np.int64)
+        taken = (ok & (left == MILLI)).astype(np.int64)
+        return ok & (index.node_free_gpus >= taken), taken  # (K10 may hold the free GPUs)
     if request.whole_node:
         ok = _completely_free(index) & (index.node_gpus >= request.gpus)
         return ok, index.node_gpus

@@ -43,7 +43,7 @@ from gpuopt.cluster.interconnect import (
 )
 from gpuopt.cluster.items import Node as ClusterNode
 from gpuopt.cluster.model import Cluster, HeldCluster, check_unique, scaled
-from gpuopt.cluster.request import Request, WrittenRequest, as_request
+from gpuopt.cluster.request import Request, WrittenRequest, as_request, nominated_room
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.errors import ProblemError
 
@@ -532,6 +532,21 @@ def node_view(cluster: Cluster, request: Request) -> NodeIndex:
     first_rows = rows[first[order]]
     node_gpus = every.node_gpus[rows]
     width = max(int(node_gpus.max(initial=0)), 1)
+    free_gpus = every.node_free_gpus[rows]
+    cpus_free = every.node_cpus_free[rows]
+    memory_free = every.node_memory_free[rows]
+    # K10: what the waiting pods nominated to a node hold there against this request
+    held = nominated_room(cluster, getattr(request, "pending", None))
+    where = {node.id: pos for pos, node in enumerate(nodes)} if held else {}
+    for node_id, (gpus, cpus, memory) in held.items():
+        at = where.get(node_id)
+        if at is None:
+            continue
+        # (at least 0: a request that asks none of a resource fits, as in kube-scheduler)
+        free_gpus[at] = max(0, free_gpus[at] - gpus)
+        cpus_free[at] = max(0, cpus_free[at] - cpus)
+        if memory_free[at] != NO_MEMORY:
+            memory_free[at] = max(0, memory_free[at] - memory)
     return NodeIndex(
         node_ids=[node.id for node in nodes],
         node_pos={node.id: pos for pos, node in enumerate(nodes)},
@@ -540,9 +555,9 @@ def node_view(cluster: Cluster, request: Request) -> NodeIndex:
         node_topology=renumber[kinds] if len(rows) else np.zeros(0, dtype=np.int64),
         node_gpus=node_gpus,
         node_free_mask=every.node_free_mask[rows],
-        node_free_gpus=every.node_free_gpus[rows],
-        node_cpus_free=every.node_cpus_free[rows],
-        node_memory_free=every.node_memory_free[rows],
+        node_free_gpus=free_gpus,
+        node_cpus_free=cpus_free,
+        node_memory_free=memory_free,
         node_left=every.node_left[rows, :width],
         node_bandwidth_known=every.node_bandwidth_known[rows],
     )

@@ -18,6 +18,11 @@ about the heuristic, :func:`~gpuopt.placement.node.greedy.place`):
 - **N4** the request's CPUs and memory fit what the node has free (memory is
   not checked on a node that states none);
 - **N5** the placement is empty only when no node can take the request;
+- **N6** (K10 of ``models/cluster.md``) the waiting pods nominated to the node
+  (``status.nominatedNodeName``) of the priority of the waiting pod the request
+  stands for and above (every one, for a request shape) keep their GPUs, CPUs and
+  memory there: what the node has free after the placement covers them, for each
+  resource the request asks;
 - **DF1-DF8** (``models/cluster.md``) for a request with DRA claims (a waiting
   pod's, ``--pending``): its claims can be allocated on the node's devices left
   free by the claims allocated there (:class:`~gpuopt.cluster.devicecheck.DeviceLedger`),
@@ -44,6 +49,7 @@ from gpuopt._compat import old_result_names
 from gpuopt.cluster.devicecheck import DeviceLedger
 from gpuopt.cluster.interconnect import bandwidth_known, node_bandwidth
 from gpuopt.cluster.model import SCALE, Cluster, scaled
+from gpuopt.cluster.request import nominated_room
 from gpuopt.cluster.rules import refusals
 from gpuopt.cluster.shares import MILLI
 from gpuopt.placement.node.problem import (
@@ -126,6 +132,8 @@ class _CheckedNode:
     gpu_left: list[int] | None
     cpus_free: int  # thousandths
     memory_free: int | None  # thousandths; None: the node states no memory
+    #: N6: the GPUs, CPUs and memory (thousandths) nominated waiting pods hold there
+    held: tuple[int, int, int] = (0, 0, 0)
 
 
 def _not_admitted(problem: NodePlacementProblem, node_id: str) -> str:
@@ -150,6 +158,7 @@ def _checked_nodes(problem: NodePlacementProblem) -> list[_CheckedNode]:
         cpus[task.node] = cpus.get(task.node, 0) + scaled(task.cpus)
         memory[task.node] = memory.get(task.node, 0) + scaled(task.memory or 0.0)
     use = node_use(cluster)
+    held = nominated_room(cluster, problem.request.pending)
     return [
         _CheckedNode(
             id=node.id,
@@ -161,9 +170,39 @@ def _checked_nodes(problem: NodePlacementProblem) -> list[_CheckedNode]:
             memory_free=None
             if node.memory is None
             else scaled(node.memory) - memory.get(node.id, 0),
+            held=held.get(node.id, (0, 0, 0)),
         )
         for node in admitted_nodes(cluster, problem.request)
     ]
+
+
+def _held_violations(node: _CheckedNode, request: NodeRequest, gpus: Sequence[int]) -> list[str]:
+    """N6: what the nominated waiting pods hold on ``node`` (K10) stays free after the
+    request takes ``gpus`` there, for each resource the request asks."""
+    held_gpus, held_cpus, held_memory = node.held
+    found = []
+    size = len(node.bandwidth)
+    taken = len(set(gpus) - set(node.used_gpus))  # (a share on a used GPU takes no free one)
+    free = size - len(set(node.used_gpus))
+    if held_gpus and taken and free - taken < held_gpus:
+        found.append(
+            f"N6: node {node.id!r} keeps {free - taken} free GPUs, fewer than the {held_gpus} "
+            "its nominated waiting pods hold (K10)"
+        )
+    cpus = scaled(request.cpus)
+    if held_cpus and cpus and node.cpus_free - cpus < held_cpus:
+        found.append(
+            f"N6: node {node.id!r} keeps {(node.cpus_free - cpus) / SCALE:g} free CPUs, fewer "
+            f"than the {held_cpus / SCALE:g} its nominated waiting pods hold (K10)"
+        )
+    memory = scaled(request.memory)
+    left = None if node.memory_free is None else node.memory_free - memory
+    if held_memory and memory and left is not None and left < held_memory:
+        found.append(
+            f"N6: node {node.id!r} keeps {left / SCALE:g} free memory, less than the "
+            f"{held_memory / SCALE:g} its nominated waiting pods hold (K10)"
+        )
+    return found
 
 
 def _resources_fit(node: _CheckedNode, request: NodeRequest) -> bool:
@@ -252,6 +291,7 @@ def violations(problem: NodePlacementProblem, placement: NodePlacementResult) ->
     if node is None:
         return [*found, _not_admitted(problem, placement.node)]
     found.extend(_node_violations(problem, node, placement))
+    found.extend(_held_violations(node, request, placement.gpus))
     if request.claims:  # DF1-DF8: the request's claims fit the devices the node has free
         reasons, _ = DeviceLedger(problem.cluster).fit(request.claims, node.id)
         found.extend(reasons)
@@ -275,7 +315,7 @@ def _empty_violations(problem: NodePlacementProblem) -> list[str]:
         if key not in answers:
             answers[key] = gpus_that_fit(bandwidth, node.used_gpus, request, node.gpu_left)
         gpus = answers[key]
-        if gpus is not None:
+        if gpus is not None and not _held_violations(node, request, gpus):
             return [
                 f"N5: the placement is empty but node {node.id!r} can take the request "
                 f"(GPUs {list(gpus)})"
