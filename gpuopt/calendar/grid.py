@@ -37,10 +37,13 @@ The mapping (G1-G11)
 * **G3 running pods**: each keeps its GPUs until the calendar's end (C4, F3),
   as a running task that started at ``floor((startTime - now) / step)``
   (0 when unknown), ending one step past the horizon when no end is stated.
-  Its block: the GPUs of ``gpuopt.io/gpu-indices`` (or a snapshot's
-  ``gpu_indices``) when they form a legal block, else the lowest
-  legal block left on its node, largest pods first (counted:
-  ``gpu-indices-assumed``). The running pods of one gang that fill
+  Its blocks: the GPUs of ``gpuopt.io/gpu-indices`` (or a snapshot's
+  ``gpu_indices``) when they form legal blocks (one, or the fewest aligned
+  power-of-two blocks they cut into), else the lowest legal blocks left on
+  its node, largest pods first (counted: ``gpu-indices-assumed``); a pod of
+  a GPU count that is no power of two is cut into blocks of its binary
+  digits (6 = 4 + 2), each a running task (``pod#2``, ...; counted:
+  ``running-split``), which hold exactly its GPUs. The running pods of one gang that fill
   consecutive whole nodes are one multi-node task. Running shares are the
   calendar's whole GPUs (F3).
 * **G4 waiting jobs** (a pod, or a gang's pods, F4; one whose pod asks for
@@ -358,6 +361,28 @@ def grid_from_cluster(
 
 
 # ---------------------------------------------------------------------------- building
+def _powers(gpus: int) -> list[int]:
+    """``gpus`` as distinct powers of two, largest first (6 -> [4, 2])."""
+    return [1 << bit for bit in range(gpus.bit_length() - 1, -1, -1) if gpus >> bit & 1]
+
+
+def _aligned_runs(gpus: Sequence[int]) -> list[tuple[int, int]]:
+    """Sorted distinct GPU positions cut into the fewest aligned power-of-two blocks, as
+    (first, size), in order: [0..5] -> [(0, 4), (4, 2)], [2, 3, 4] -> [(2, 2), (4, 1)]."""
+    runs: list[tuple[int, int]] = []
+    held = set(gpus)
+    at = 0
+    ordered = sorted(held)
+    while at < len(ordered):
+        first = ordered[at]
+        size = 1
+        while first % (2 * size) == 0 and all(g in held for g in range(first, first + 2 * size)):
+            size *= 2
+        runs.append((first, size))
+        at += size
+    return runs
+
+
 def _task_id(item_id: str) -> str:
     return item_id.removeprefix("default/")
 
@@ -591,7 +616,7 @@ class _Row:
             else:
                 blocks += [(pod.id, [pod]) for pod in pods]
         blocks += [(pod.id, [pod]) for pod in singles]
-        firsts = self._place(blocks, tasks, facts)
+        parts = self._place(blocks, tasks, facts)
         out = []
         for block_id, pods in blocks:
             starts = []
@@ -605,30 +630,47 @@ class _Row:
             end = max(max(pod.end, ends.get(pod.id, 0)) for pod in pods)
             if end >= self.calendar.horizon and not any(pod.id in ends for pod in pods):
                 end = self.calendar.horizon + 1  # no stated end: it runs past the horizon
-            gpus = sum(pod.use[0] for pod in pods) if len(pods) > 1 else pods[0].use[0]
             found = [facts[pod.id] for pod in pods if pod.id in facts]
             position = min((f.position for f in found), default=math.inf)
-            task: dict[str, Any] = {
-                "id": _task_id(block_id),
-                "kind": next((f.kind for f in found if f.kind), "training"),
-                "priority": next((f.value for f in found if f.value is not None), 1.0),
-                "gpus": self._rounded(gpus, block_id),
-                "duration": max(1, end - start),
-                "running": {"start": start, "first_gpu": firsts[block_id]},
-            }
-            own = next((dict(f.speeds) for f in found if f.speeds), None)
-            if own is not None:
-                task["models"] = self._known(own, block_id)
-            if self.speed_of(pods[0].node, own) != 1.0:
-                # M2: it runs ceil(d / v) steps on its model; d is its work, the walltime
-                stated = [walltimes[pod.id] for pod in pods if pod.id in walltimes]
-                if stated:
-                    task["duration"] = max(stated)
-                else:  # no work stated: it ends when stated, at speed 1 on its model
-                    self.report.note("running-speed-assumed", block_id)
-                    task["models"] = {**(task.get("models") or {}), self.model[pods[0].node]: 1.0}
-            out.append((position, task))
+            for number, (first, size) in enumerate(parts[block_id], start=1):
+                part = "" if number == 1 else f"#{number}"  # (G3: a pod split in blocks)
+                task = self._running_task(pods, found, block_id, part, size, end - start, walltimes)
+                task["running"] = {"start": start, "first_gpu": first}
+                out.append((position, task))
         return out
+
+    def _running_task(
+        self,
+        pods: Sequence[Any],
+        found: Sequence[PodFacts],
+        block_id: str,
+        part: str,
+        gpus: int,
+        duration: int,
+        walltimes: Mapping[str, int],
+    ) -> dict[str, Any]:
+        """One running task of G3: ``gpus`` GPUs of the running block ``block_id`` (a pod,
+        or a gang on whole nodes), ``part`` the suffix of a pod's second block on."""
+        task: dict[str, Any] = {
+            "id": _task_id(block_id) + part,
+            "kind": next((f.kind for f in found if f.kind), "training"),
+            "priority": next((f.value for f in found if f.value is not None), 1.0),
+            "gpus": gpus,
+            "duration": max(1, duration),
+        }
+        own = next((dict(f.speeds) for f in found if f.speeds), None)
+        if own is not None:
+            task["models"] = self._known(own, block_id)
+        if self.speed_of(pods[0].node, own) != 1.0:
+            # M2: it runs ceil(d / v) steps on its model; d is its work, the walltime
+            stated = [walltimes[pod.id] for pod in pods if pod.id in walltimes]
+            if stated:
+                task["duration"] = max(stated)
+            else:  # no work stated: it ends when stated, at speed 1 on its model
+                if not part:
+                    self.report.note("running-speed-assumed", block_id)
+                task["models"] = {**(task.get("models") or {}), self.model[pods[0].node]: 1.0}
+        return task
 
     def _known(self, speeds: Mapping[str, float], who: str) -> dict[str, float] | None:
         """A pod's own speeds for the row's models (G11); the others are counted."""
@@ -654,77 +696,73 @@ class _Row:
         blocks: Sequence[tuple[str, list[Any]]],
         tasks: Mapping[str, Any],
         facts: Mapping[str, PodFacts],
-    ) -> dict[str, int]:
-        """The first GPU of every running block: stated indices when legal, else packed."""
-        firsts: dict[str, int] = {}
+    ) -> dict[str, list[tuple[int, int]]]:
+        """The legal blocks (first GPU, size) of every running block: a gang on whole nodes
+        is one; a pod's stated GPUs, cut into the fewest aligned power-of-two blocks (A3),
+        when those are legal and free; else its GPUs cut the same way by size (6 = 4 + 2,
+        counted ``running-split``) and packed into the lowest legal free blocks of its node,
+        largest first (``gpu-indices-assumed``)."""
+        placed: dict[str, list[tuple[int, int]]] = {}
         taken: set[int] = set()
         unplaced: list[tuple[str, list[Any]]] = []
         for block_id, pods in blocks:
             if len(pods) > 1:  # a gang on whole consecutive nodes
                 first = min(self.offset[pod.node] for pod in pods)
-                firsts[block_id] = first
+                placed[block_id] = [(first, len(pods) * self.size)]
                 taken.update(range(first, first + len(pods) * self.size))
                 continue
             pod = pods[0]
             stated = facts[pod.id].gpu_indices if pod.id in facts else None
             if stated is None and pod.id in tasks and tasks[pod.id].gpu_indices is not None:
                 stated = tuple(tasks[pod.id].gpu_indices)
-            size = pod.use[0]
             gpus = (
-                sorted(self.offset[pod.node] + index for index in stated)
+                sorted({self.offset[pod.node] + index for index in stated})
                 if stated is not None and max(stated, default=self.size) < self.size
                 else None
             )
+            cut = None
+            if gpus is not None and len(gpus) == pod.use[0]:
+                whole = gpus == list(range(gpus[0], gpus[0] + len(gpus)))
+                one = whole and is_power_of_two(len(gpus)) and self.legal(gpus[0], len(gpus))
+                cut = [(gpus[0], len(gpus))] if one else _aligned_runs(gpus)
             if (
-                gpus is not None
-                and len(gpus) == size
-                and is_power_of_two(size)
-                and gpus == list(range(gpus[0], gpus[0] + size))
-                and self.legal(gpus[0], size)
-                and taken.isdisjoint(gpus)
+                cut is not None
+                and all(self.legal(first, size) for first, size in cut)
+                and taken.isdisjoint(gpus or ())
             ):
-                firsts[block_id] = gpus[0]
-                taken.update(gpus)
+                placed[block_id] = cut
+                taken.update(gpus or ())
+                if len(cut) > 1:
+                    self.report.note("running-split", pod.id)
             else:
                 unplaced.append((block_id, pods))
         unplaced.sort(key=lambda pair: -pair[1][0].use[0])
         for block_id, pods in unplaced:
             pod = pods[0]
-            size = self._rounded(pod.use[0], pod.id)
             self.report.note("gpu-indices-assumed", pod.id)
+            sizes = _powers(pod.use[0])
+            if len(sizes) > 1:
+                self.report.note("running-split", pod.id)
             base = self.offset[pod.node]
-            found = next(
-                (
-                    f
-                    for f in range(base, base + self.size - size + 1)
-                    if self.legal(f, size) and taken.isdisjoint(range(f, f + size))
-                ),
-                None,
-            )
-            if found is None:
-                odd = [
-                    (other.id, other.use[0])
-                    for _, (other, *_rest) in blocks
-                    if other.node == pod.node and not is_power_of_two(other.use[0])
-                ]
-                if odd:  # rounded up to a power of two (A3): no stated GPUs can help
-                    said = ", ".join(
-                        f"{short(who)} holds {gpus}, a block of {1 << (gpus - 1).bit_length()}"
-                        for who, gpus in odd
-                    )
-                    raise ProblemError(
-                        f"node {short(pod.node)}: its running pods do not fit in legal blocks "
-                        f"(A3: a power of two of GPUs) once {said}; plan this cluster with "
-                        "`gpuopt calendar`, which keeps running pods as they are."
-                    )
-                raise ProblemError(
-                    f"node {short(pod.node)}: its running pods' GPUs do not fit in legal "
-                    f"blocks (pod {short(pod.id)} holds {pod.use[0]}); state their GPUs with "
-                    f"{GPU_INDICES}."
+            placed[block_id] = []
+            for size in sizes:
+                found = next(
+                    (
+                        f
+                        for f in range(base, base + self.size - size + 1)
+                        if self.legal(f, size) and taken.isdisjoint(range(f, f + size))
+                    ),
+                    None,
                 )
-            firsts[block_id] = found
-            taken.update(range(found, found + size))
-        return firsts
+                if found is None:
+                    raise ProblemError(
+                        f"node {short(pod.node)}: its running pods' GPUs do not fit in legal "
+                        f"blocks (pod {short(pod.id)} holds {pod.use[0]}); state their GPUs with "
+                        f"{GPU_INDICES}."
+                    )
+                placed[block_id].append((found, size))
+                taken.update(range(found, found + size))
+        return placed
 
     def _record_eligible(
         self,

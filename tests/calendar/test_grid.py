@@ -253,27 +253,43 @@ def test_hand_built_cluster() -> None:
     assert violations(grid, plan) == []
 
 
-def test_a_pod_no_legal_block_holds_is_named_with_why() -> None:
-    """Review finding 07: a 6-GPU pod beside a 2-GPU pod on an 8-GPU node takes a block of 8
-    (A3); the error names it and why, not the 2-GPU pod placed last with advice to state
-    GPU indices, which no indices could follow. Two 2-GPU pods fit (indices assumed)."""
+def test_a_running_pod_of_no_power_of_two_is_cut_into_legal_blocks() -> None:
+    """Review finding 07 and after: a 6-GPU pod beside a 2-GPU pod on an 8-GPU node was
+    rounded to a block of 8 (A3) and the cluster refused. Its GPUs are cut into the fewest
+    aligned power-of-two blocks instead (6 = 4 + 2, G3), which hold exactly its GPUs: the
+    grid's running tasks hold 8 GPUs of node a, the pods' 8."""
     running = {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}
     odd = cluster(
         node("a", 8),
         node("b", 8),
         pod("serve", 2, nodeName="a", status=running),
         pod("sweep", 6, nodeName="a", status=running),
+        pod("wait", 8),
     )
-    with pytest.raises(ProblemError, match=r"node 'a': .*'ml/sweep' holds 6, a block of 8"):
-        grid_from_kubernetes(odd)
-    even = cluster(
+    grid, report = grid_from_kubernetes(odd)
+    held = {t.id: (t.running.first_gpu, t.gpus) for t in grid.tasks if t.running is not None}
+    assert held == {"ml/sweep": (0, 4), "ml/sweep#2": (4, 2), "ml/serve": (6, 2)}
+    assert report.notes["running-split"] == 1
+    plan = gpuopt.solve(grid)
+    assert violations(grid, plan) == []
+    # stated GPUs are kept where they are: 1-2 one block (the grid does not align blocks
+    # unless asked), 4-7 another
+    stated = cluster(
         node("a", 8),
-        node("b", 8),
-        pod("serve", 2, nodeName="a", status=running),
-        pod("sweep", 4, nodeName="a", status=running),
+        pod("left", 2, {GPU_INDICES: "1,2"}, nodeName="a", status=running),
+        pod("right", 4, {GPU_INDICES: "4,5,6,7"}, nodeName="a", status=running),
     )
-    grid, _ = grid_from_kubernetes(even)
-    assert sorted(t.id for t in grid.tasks) == ["ml/serve", "ml/sweep"]
+    grid, report = grid_from_kubernetes(stated)
+    held = {t.id: (t.running.first_gpu, t.gpus) for t in grid.tasks if t.running is not None}
+    assert held == {"ml/left": (1, 2), "ml/right": (4, 4)}
+    grid, report = grid_from_kubernetes(stated, GridSettings(align_blocks=True))
+    held = {t.id: (t.running.first_gpu, t.gpus) for t in grid.tasks if t.running is not None}
+    assert held == {"ml/left": (1, 1), "ml/left#2": (2, 1), "ml/right": (4, 4)}
+    assert report.notes["running-split"] == 1 and violations(grid, gpuopt.solve(grid)) == []
+    # a pod no legal block holds beside stated ones is named: GPUs 0 and 3 are free, apart
+    cramped = cluster(*stated["items"], pod("mid", 2, nodeName="a", status=running))
+    with pytest.raises(ProblemError, match=r"node 'a': .*pod 'ml/mid' holds 2\); state their"):
+        grid_from_kubernetes(cramped)
 
 
 def test_uneven_nodes_are_refused() -> None:
