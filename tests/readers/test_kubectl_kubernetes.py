@@ -1013,3 +1013,18 @@ def test_a_waiting_pod_with_a_bad_creation_time_stays_demand() -> None:
     assert "skipped 1 malformed waiting pods (left out of the demand)" in report.summary()
     with pytest.raises(ProblemError, match="creationTimestamp"):
         read_kubernetes(listing(node("n1", **{"nvidia.com/gpu": "8"}), bad), strict=True)
+
+
+def test_a_terminating_pod_with_a_bad_deletion_time_stays_a_task() -> None:
+    # it was skipped as a malformed pod (its node locked) when only its deletionTimestamp
+    # was unreadable: it still holds its GPUs, pinned terminating, with no end from it
+    going = pod("going", "n1", **{"nvidia.com/gpu": "2"})
+    going["metadata"]["deletionTimestamp"] = "soon"
+    items = listing(node("n1", **{"nvidia.com/gpu": "8"}), going)
+    cluster, report = read_kubernetes(items)
+    task = cluster.tasks[0]
+    assert (task.id, task.pinned, task.deletion_time) == ("ns/going", "terminating", None)
+    assert report.count("deleting-since") == 1 and report.count("malformed-Pod") == 0
+    assert not cluster.nodes[0].locked
+    with pytest.raises(ProblemError, match="deletionTimestamp"):
+        read_kubernetes(items, strict=True)

@@ -234,7 +234,11 @@ def _bound(ctx: Context, read: _PodRead, pod: dict[str, Any], node: str) -> None
         pod["start_time"] = started
         ctx.times.append(started)
     if read.deleting:  # (the calendar ends it there: models/calendar.md F3)
-        deleted = reader.time(read.metadata, "deletionTimestamp", "metadata.deletionTimestamp")
+        try:
+            deleted = reader.time(read.metadata, "deletionTimestamp", "metadata.deletionTimestamp")
+        except ProblemError as error:  # terminating still (pinned): its end is unknown
+            ctx.problem("deleting-since", pod_id, error)
+            deleted = None
         if deleted is not None:
             pod["deletion_time"] = deleted
     group = read.labels.get(options.group_label)

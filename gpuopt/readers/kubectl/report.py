@@ -23,6 +23,8 @@ _LINES: dict[str, str] = {
     "malformed-waiting-Pod": "skipped {n} malformed waiting pods (left out of the demand)",
     "waiting-since": "{n} waiting pods with an unreadable metadata.creationTimestamp (read as "
     "waiting since an unknown time)",
+    "deleting-since": "{n} terminating pods with an unreadable metadata.deletionTimestamp (kept "
+    "running, pinned terminating, with no stated end from it)",
     "malformed-PodDisruptionBudget": "skipped {n} malformed PodDisruptionBudgets (the pods of "
     "their namespaces are pinned: budget)",
     "malformed-PriorityClass": "skipped {n} malformed PriorityClasses",
@@ -163,6 +165,7 @@ _PROBLEMS = frozenset(
         "dra-cel",
         "dra-duplicate-device",
         "waiting-since",
+        "deleting-since",
     }
 )
 #: Fields gpuopt reads but does not plan with (``{n}``: how many objects carry one).
