@@ -46,6 +46,9 @@ class Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line on stderr and exit code 2."""
 
     def error(self, message: str) -> Any:  # one line, exit 2, as for every bad input
+        flag = re.fullmatch(r"argument (--[\w-]+)(?:/-\w)?: expected one argument", message)
+        if flag is not None:  # (a value argparse took for an option: "--request -1G")
+            message += f" (a value that starts with '-' is written {flag[1]}=VALUE)"
         self.exit(EXIT_BAD_INPUT, f"gpuopt: error: {message}\n")
 
 
