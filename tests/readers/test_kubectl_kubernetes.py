@@ -1028,3 +1028,40 @@ def test_a_terminating_pod_with_a_bad_deletion_time_stays_a_task() -> None:
     assert not cluster.nodes[0].locked
     with pytest.raises(ProblemError, match="deletionTimestamp"):
         read_kubernetes(items, strict=True)
+
+
+def test_a_pod_resized_in_place_counts_as_kube_scheduler_counts_it() -> None:
+    """KEP-1287: kube-scheduler counts a running container's request as the largest of the
+    spec's (desired, unless the resize is Infeasible), the actual (status resources) and
+    the allocated amounts, per resource; the cases of component-helpers' tests."""
+
+    def resized(name: str, spec_cpu: str, actual: str | None, allocated: str | None,
+                infeasible: bool = False) -> dict[str, Any]:  # fmt: skip
+        item = pod(name, "n1", cpu=spec_cpu)
+        item["spec"]["containers"][0]["name"] = "main"
+        state: dict[str, Any] = {"name": "main"}
+        if actual is not None:
+            state["resources"] = {"requests": {"cpu": actual}}
+        if allocated is not None:
+            state["allocatedResources"] = {"cpu": allocated}
+        item["status"]["containerStatuses"] = [state]
+        if infeasible:
+            item["status"]["conditions"] = [
+                *item["status"].get("conditions", []),
+                {"type": "PodResizePending", "status": "True", "reason": "Infeasible"},
+            ]
+        return item
+
+    items = [
+        node("n1", cpu="64"),
+        resized("down", "2", "6", None),  # resized down, not yet actuated: 6
+        resized("up", "4", "2", None),  # no resize status: the desired 4
+        resized("infeasible", "4", "2", None, infeasible=True),  # 2
+        resized("moving", "6", "2", "4", infeasible=True),  # infeasible & in progress: 4
+        resized("three-way", "3", "1", "5"),  # 5
+        pod("plain", "n1", cpu="7"),  # no status: the spec
+    ]
+    cluster, _ = read_kubernetes(listing(*items))
+    found = {task.id.split("/")[1]: task.cpus for task in cluster.tasks}
+    assert found == {"down": 6, "up": 4, "infeasible": 2, "moving": 4, "three-way": 5,
+                     "plain": 7}  # fmt: skip

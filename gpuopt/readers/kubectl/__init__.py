@@ -70,7 +70,11 @@ Pods
 * Requests as the scheduler counts them: per container ``requests[r]``, else
   ``limits[r]``, else 0; the sum over containers plus sidecar init containers
   (``restartPolicy: Always``), raised to the largest ordinary init container
-  (plus the sidecars started before it), plus ``spec.overhead``. ``gpus`` =
+  (plus the sidecars started before it), plus ``spec.overhead``; for a bound
+  pod being resized in place, each container's and sidecar's request is the
+  largest of the spec's (unless the resize is ``Infeasible``),
+  ``status.containerStatuses[].resources.requests`` and ``allocatedResources``,
+  as kube-scheduler counts it. ``gpus`` =
   the GPU resources (whole), ``cpus`` in cores, ``memory`` in MiB,
   ``resources`` = every other request above zero as an integer, rounded up.
 * Shares of one GPU: a pod that requests no GPU resource but has the KAI

@@ -101,7 +101,7 @@ def read_pod(ctx: Context, obj: KubeObject) -> None:
     if gang is None:  # the Workload API's gangs (PodGroups of scheduling.k8s.io)
         gang = workload_gang(ctx, reader, spec, namespace, pod_id)
     pod_claims(ctx, reader, spec, status, namespace, pod_id)  # DRA: resolved in .dra_finish
-    requests = pod_requests(reader, spec)
+    requests = pod_requests(reader, spec, status if node is not None else None)
     gpus, gpu_milli = pod_gpus(ctx, reader, requests, annotations, node, pod_id)
     priority, class_policy = pod_priority(ctx, reader, spec, labels, pod_id)
     affinity = reader.mapping(spec, "affinity", "spec.affinity")
@@ -236,8 +236,8 @@ def _bound(ctx: Context, read: _PodRead, pod: dict[str, Any], node: str) -> None
     if read.deleting:  # (the calendar ends it there: models/calendar.md F3)
         try:
             deleted = reader.time(read.metadata, "deletionTimestamp", "metadata.deletionTimestamp")
-        except ProblemError as error:  # terminating still (pinned): its end is unknown
-            ctx.problem("deleting-since", pod_id, error)
+        except ProblemError as unreadable:  # terminating still (pinned): its end is unknown
+            ctx.problem("deleting-since", pod_id, unreadable)
             deleted = None
         if deleted is not None:
             pod["deletion_time"] = deleted

@@ -1,7 +1,9 @@
 """What a pod requests, as the scheduler counts it: resources, whole GPUs, shares of one GPU.
 
 Per container ``requests[r]``, else ``limits[r]``; the sum over containers and
-sidecars, raised to the largest init container, plus ``spec.overhead``. A pod
+sidecars, raised to the largest init container, plus ``spec.overhead``; a bound pod
+resized in place counts, per container and sidecar, the largest of the desired, actual
+and allocated amounts (KEP-1287, as kube-scheduler). A pod
 asking for a share of one GPU (KAI Scheduler's annotations, Alibaba's
 ``gpu-milli``, GPU memory resources) is read as ``gpus=1`` with ``gpu_milli``.
 """
@@ -40,13 +42,79 @@ def container_requests(
     return amounts
 
 
-def pod_requests(reader: Reader, spec: Mapping[str, Any]) -> dict[str, Fraction]:
-    """The pod's requests as the scheduler counts them (containers, init containers, overhead)."""
+def _resized(
+    reader: Reader,
+    status: Mapping[str, Any],
+    field: str,
+) -> tuple[dict[str, dict[str, Fraction]], bool]:
+    """In-place resize (KEP-1287): per container name in ``status.<field>``, the larger of
+    what its ``resources.requests`` (actual) and ``allocatedResources`` state, per
+    resource; and whether a resize is infeasible (``PodResizePending`` with reason
+    ``Infeasible``, or the older ``status.resize: Infeasible``), when the spec's desired
+    requests do not count."""
+    found: dict[str, dict[str, Fraction]] = {}
+    for position, state in enumerate(reader.objects(status, field, f"status.{field}")):
+        name = state.get("name")
+        if not isinstance(name, str):
+            continue
+        path = f"status.{field}[{position}]"
+        amounts: dict[str, Fraction] = {}
+        actual = reader.mapping(
+            reader.mapping(state, "resources", f"{path}.resources"),
+            "requests",
+            f"{path}.resources.requests",
+        )
+        allocated = reader.mapping(state, "allocatedResources", f"{path}.allocatedResources")
+        for where, table in (("resources.requests", actual), ("allocatedResources", allocated)):
+            for key, value in table.items():
+                amount = reader.quantity(value, f"{path}.{where}.{key}")
+                amounts[key] = max(amounts.get(key, Fraction(0)), amount)
+        found[name] = amounts
+    conditions = reader.objects(status, "conditions", "status.conditions")
+    infeasible = status.get("resize") == "Infeasible" or any(
+        c.get("type") == "PodResizePending"
+        and c.get("status") == "True"
+        and c.get("reason") == "Infeasible"
+        for c in conditions
+    )
+    return found, infeasible
+
+
+def _observed(
+    desired: dict[str, Fraction],
+    container: Mapping[str, Any],
+    states: Mapping[str, dict[str, Fraction]],
+    infeasible: bool,
+) -> dict[str, Fraction]:
+    """A running container's requests as kube-scheduler counts them during an in-place
+    resize: per resource the largest of the desired (the spec's, unless the resize is
+    infeasible), the actual and the allocated amounts."""
+    state = states.get(str(container.get("name")))
+    if state is None:
+        return desired
+    base = {} if infeasible else dict(desired)
+    for key, amount in state.items():
+        base[key] = max(base.get(key, Fraction(0)), amount)
+    return base
+
+
+def pod_requests(
+    reader: Reader, spec: Mapping[str, Any], status: Mapping[str, Any] | None = None
+) -> dict[str, Fraction]:
+    """The pod's requests as the scheduler counts them (containers, init containers,
+    overhead); with a bound pod's ``status``, its containers' and sidecars' as an in-place
+    resize leaves them (the largest of desired, actual and allocated per resource, as
+    kube-scheduler's ``PodRequests(UseStatusResources)``)."""
+    states: dict[str, dict[str, Fraction]] = {}
+    sidecar_states: dict[str, dict[str, Fraction]] = {}
+    infeasible = False
+    if status:
+        states, infeasible = _resized(reader, status, "containerStatuses")
+        sidecar_states, _ = _resized(reader, status, "initContainerStatuses")
     total: defaultdict[str, Fraction] = defaultdict(Fraction)
     for position, container in enumerate(reader.objects(spec, "containers", "spec.containers")):
-        for key, value in container_requests(
-            reader, container, f"spec.containers[{position}]"
-        ).items():
+        amounts = container_requests(reader, container, f"spec.containers[{position}]")
+        for key, value in _observed(amounts, container, states, infeasible).items():
             total[key] += value
     sidecars: defaultdict[str, Fraction] = defaultdict(Fraction)
     init_peak: defaultdict[str, Fraction] = defaultdict(Fraction)
@@ -54,6 +122,8 @@ def pod_requests(reader: Reader, spec: Mapping[str, Any]) -> dict[str, Fraction]
     for position, container in enumerate(init_containers):
         amounts = container_requests(reader, container, f"spec.initContainers[{position}]")
         sidecar = container.get("restartPolicy") == "Always"
+        if sidecar:  # (a sidecar is resized as a container; an ordinary init container not)
+            amounts = _observed(amounts, container, sidecar_states, infeasible)
         for key in {*amounts, *sidecars}:
             amount = amounts.get(key, Fraction(0))
             if sidecar:
