@@ -1065,3 +1065,33 @@ def test_a_pod_resized_in_place_counts_as_kube_scheduler_counts_it() -> None:
     found = {task.id.split("/")[1]: task.cpus for task in cluster.tasks}
     assert found == {"down": 6, "up": 4, "infeasible": 2, "moving": 4, "three-way": 5,
                      "plain": 7}  # fmt: skip
+
+
+def test_match_label_keys_join_the_selector_as_the_api_server_merges_them() -> None:
+    """KEP-3633: a required anti-affinity with matchLabelKeys [pod-template-hash] selects
+    only the pods of its own revision; mismatchLabelKeys [team] only other teams' pods. A
+    key the pod lacks is ignored."""
+    term = {
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "topologyKey": "kubernetes.io/hostname",
+        "matchLabelKeys": ["pod-template-hash", "absent"],
+        "mismatchLabelKeys": ["team"],
+    }
+    waiting = pod("web-new", None, **{"nvidia.com/gpu": "1"})
+    waiting["metadata"]["labels"] = {"app": "web", "pod-template-hash": "v2", "team": "a"}
+    waiting["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    cluster, report = read_kubernetes(listing(node("n1", **{"nvidia.com/gpu": "8"}), waiting))
+    [read] = cluster.pending[0].pod_anti_affinity
+    assert [(e.key, e.operator, e.values) for e in read.selector.match_expressions] == [
+        ("pod-template-hash", "In", ["v2"]),
+        ("team", "NotIn", ["a"]),
+    ]
+    assert "label-keys" not in report.unmodelled
+    old = {"app": "web", "pod-template-hash": "v1", "team": "b"}
+    same = {"app": "web", "pod-template-hash": "v2", "team": "b"}
+    mine = {"app": "web", "pod-template-hash": "v2", "team": "a"}
+    assert not read.selects("ns", "ns", old)  # another revision
+    assert read.selects("ns", "ns", same)
+    assert not read.selects("ns", "ns", mine)  # its own team

@@ -69,9 +69,17 @@ def selector_terms(reader: Reader, selector: Mapping[str, Any], path: str) -> li
 
 
 def pod_terms(
-    ctx: Context, reader: Reader, affinity: Mapping[str, Any], pod_id: str
+    ctx: Context,
+    reader: Reader,
+    affinity: Mapping[str, Any],
+    pod_id: str,
+    labels: Mapping[str, str],
 ) -> tuple[dict[str, list[Any]], bool]:
-    """Its required pod affinity and anti-affinity terms, and whether one needs Namespaces."""
+    """Its required pod affinity and anti-affinity terms, and whether one needs Namespaces.
+    A term's ``matchLabelKeys`` and ``mismatchLabelKeys`` join its label selector as the
+    API server merges them (KEP-3633): ``key In (value)`` and ``key NotIn (value)`` with
+    the pod's own value of each key it has (a key it lacks is ignored); a selector the
+    server merged already gets the same requirement again, which changes nothing."""
     found: dict[str, list[Any]] = {}
     unresolved = dropped = False
     for kind, field_name in (
@@ -93,16 +101,21 @@ def pod_terms(
             if namespace_selector is not None:
                 selector = reader.mapping(term, "namespaceSelector", f"{where}.namespaceSelector")
                 unresolved = unresolved or any(selector.values())
+            selector = label_selector(reader, term, "labelSelector", f"{where}.labelSelector")
+            for field, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
+                for key in reader.texts(term, field, f"{where}.{field}"):
+                    if key in labels:
+                        selector["match_expressions"].append(
+                            {"key": key, "operator": operator, "values": [labels[key]]}
+                        )
             entry: dict[str, Any] = {
-                "selector": label_selector(reader, term, "labelSelector", f"{where}.labelSelector"),
+                "selector": selector,
                 "topology_key": topology_key,
                 "all_namespaces": namespace_selector is not None,
             }
             namespaces = reader.texts(term, "namespaces", f"{where}.namespaces")
             if namespaces:
                 entry["namespaces"] = namespaces
-            if term.get("matchLabelKeys") or term.get("mismatchLabelKeys"):
-                ctx.report.unmodelled["label-keys"] += 1
             terms.append(entry)
         found[field_name] = terms
     if dropped:

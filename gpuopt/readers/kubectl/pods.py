@@ -129,7 +129,7 @@ def read_pod(ctx: Context, obj: KubeObject) -> None:
     ports = port_resources(spec)
     if ports:  # K9: settled by .finish once every pod is read
         ctx.host_ports[pod_id] = ports
-    terms, unresolved = pod_terms(ctx, reader, affinity, pod_id)
+    terms, unresolved = pod_terms(ctx, reader, affinity, pod_id, labels)
     count_unmodelled(ctx, reader, spec, affinity)
     spread = hard_spread(ctx, reader, spec, namespace) if node is not None else False
     if gpu_milli is not None:

@@ -173,8 +173,6 @@ _UNMODELLED: dict[str, str] = {
     "topology-spread": "topologySpreadConstraints on {n} pods",
     "preferred-node-affinity": "preferred node affinity on {n} pods",
     "preferred-pod-affinity": "preferred pod (anti-)affinity on {n} pods",
-    "label-keys": "matchLabelKeys/mismatchLabelKeys of pod (anti-)affinity on {n} pods "
-    "(terms read without them)",
     "pending-volume": "the volumes of {n} pending pods whose reach is unknown (a "
     "PersistentVolumeClaim not bound, as with WaitForFirstConsumer, or its claim or volume not "
     "read) or too many node affinity terms to join: placed as if every node reaches them",
