@@ -44,6 +44,7 @@ from gpuopt.cluster.kube import (
     PinReason,
     PodAffinityTerm,
     SelectorValue,
+    SpreadConstraint,
     Taint,
     Toleration,
 )
@@ -321,6 +322,7 @@ class Pending(_Extended):
             "pod_anti_affinity",
             "gang",
             "nominated_node",
+            "topology_spread",
             "uid",
             "annotations",
             "active_deadline",
@@ -350,12 +352,18 @@ class Pending(_Extended):
     pod_affinity: list[PodAffinityTerm] = Field(
         default_factory=list,
         max_length=1000,
-        description="K5: required pod affinity (checked by the scheduler extender only).",
+        description="K5: required pod affinity (judged against the running pods).",
     )
     pod_anti_affinity: list[PodAffinityTerm] = Field(
         default_factory=list,
         max_length=1000,
-        description="K5: required pod anti-affinity (checked by the scheduler extender only).",
+        description="K5: required pod anti-affinity (judged against the running pods).",
+    )
+    topology_spread: list[SpreadConstraint] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="K11: its DoNotSchedule topology spread constraints (judged against the "
+        "running pods).",
     )
     gang: ItemId | None = Field(
         default=None,

@@ -282,6 +282,32 @@ class PodAffinityTerm(BaseModel):
         return self.selector.matches(labels)
 
 
+class SpreadConstraint(BaseModel):
+    """K11: a ``whenUnsatisfiable: DoNotSchedule`` topology spread constraint of a waiting
+    pod (``spec.topologySpreadConstraints[]``).
+
+    The pods it counts are those of the pod's namespace whose labels ``selector``
+    matches (no pod without one), per domain of ``topology_key`` among the nodes
+    eligible for it (with the label; matching the pod's node selector and required
+    node affinity unless ``node_affinity_policy`` is ``Ignore``; with taints it
+    tolerates when ``node_taints_policy`` is ``Honor``); a node may take the pod when
+    its domain's count, plus one if the pod matches its own selector, is at most
+    ``max_skew`` above the fewest of any eligible domain (0 when there are fewer than
+    ``min_domains`` domains).
+    """
+
+    model_config = _CONFIG
+
+    max_skew: int = Field(default=1, ge=1, le=2**31 - 1)
+    topology_key: str = Field(default=HOSTNAME_KEY, min_length=1, max_length=MAX_KEY)
+    selector: LabelSelector | None = Field(
+        default=None, description="The pods it counts (None: none, as Kubernetes' null)."
+    )
+    min_domains: int | None = Field(default=None, ge=1, le=2**31 - 1)
+    node_affinity_policy: Literal["Honor", "Ignore"] = "Honor"
+    node_taints_policy: Literal["Honor", "Ignore"] = "Ignore"
+
+
 class Budget(BaseModel):
     """A PodDisruptionBudget (``policy/v1``): how many of the pods it selects may be down at once.
 

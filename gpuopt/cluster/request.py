@@ -27,6 +27,7 @@ from gpuopt.cluster.kube import (
     NodeSelectorTerm,
     PodAffinityTerm,
     SelectorValue,
+    SpreadConstraint,
     Toleration,
 )
 from gpuopt.cluster.model import (
@@ -111,6 +112,11 @@ class Request(BaseModel):
         default_factory=list,
         max_length=1000,
         description="K5: its required pod anti-affinity.",
+    )
+    topology_spread: list[SpreadConstraint] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="K11: its DoNotSchedule topology spread constraints.",
     )
 
     @model_validator(mode="after")
@@ -290,6 +296,7 @@ def pending_request(cluster: Cluster, pod_id: str) -> tuple[Request, Priority]:
                 labels=pod.labels,
                 pod_affinity=pod.pod_affinity,
                 pod_anti_affinity=pod.pod_anti_affinity,
+                topology_spread=pod.topology_spread,
             )
             return request, pod.priority
     known = ", ".join(repr(pod.id) for pod in cluster.pending[:5]) or "none"

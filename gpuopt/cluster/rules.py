@@ -194,13 +194,19 @@ def admitted(cluster: Cluster, request: Asking) -> list[bool]:
 def refusals(cluster: Cluster, request: Asking) -> list[str | None]:
     """Per node, why rules K1-K3 or, for its extended resources, K4 keep ``request`` from
     it (:func:`refusal`, :func:`short_of`; None: they do not), and, for a request that
-    stands for a waiting pod (its ``namespace`` set), K5 (:func:`term_refusals`)."""
+    stands for a waiting pod (its ``namespace`` set), K5 (:func:`term_refusals`) and K11
+    (:func:`spread_refusals`)."""
     used: defaultdict[str, Counter[str]] = defaultdict(Counter)
     if request.resources:
         for task in cluster.tasks:
             if task.resources:
                 used[task.node].update(task.resources)
-    terms = term_refusals(cluster, cast(Arriving, request)) if _is_pod(request) else {}
+    terms: dict[str, str] = {}
+    if _is_pod(request):  # K5 and K11 for a request that stands for a waiting pod
+        terms = {
+            **spread_refusals(cluster, request),
+            **term_refusals(cluster, cast(Arriving, request)),
+        }
     found = []
     for node in cluster.nodes:
         why = refusal(node, request)
@@ -229,9 +235,94 @@ def term_key(request: Any) -> str:
             sorted(request.labels.items()),
             [term.model_dump(mode="json") for term in request.pod_affinity],
             [term.model_dump(mode="json") for term in request.pod_anti_affinity],
+            [c.model_dump(mode="json") for c in getattr(request, "topology_spread", ())],
+            # (K11 also reads the node selector, affinity and tolerations: placement_key)
         ],
         sort_keys=True,
     )
+
+
+def spread_refusals(cluster: Cluster, pod: Any) -> dict[str, str]:
+    """K11 for a waiting ``pod`` arriving now, as kube-scheduler's PodTopologySpread filter
+    judges its DoNotSchedule constraints (``topology_spread``) against the running pods:
+    node id -> why, for each node it refuses.
+
+    Per constraint, the nodes eligible for counting are those with the topology key's
+    label that match the pod's node selector and required node affinity (unless
+    ``node_affinity_policy`` is ``Ignore``) and, when ``node_taints_policy`` is ``Honor``,
+    whose taints it tolerates; each of their domains counts the running pods of the pod's
+    namespace that the constraint's selector matches (terminating pods not counted). A node
+    without the label is refused; another when its domain's count, plus one if the pod
+    matches its own selector, exceeds the fewest of an eligible domain (0 while there are
+    fewer domains than ``min_domains``) by more than ``max_skew``.
+
+    >>> from gpuopt.cluster.model import Cluster
+    >>> spread = {"max_skew": 1, "topology_key": "zone",
+    ...           "selector": {"match_labels": {"app": "web"}}}
+    >>> cluster = Cluster(nodes=[
+    ...     {"id": "a", "gpus": 8, "cpus": 8, "labels": {"zone": "z1"}},
+    ...     {"id": "b", "gpus": 8, "cpus": 8, "labels": {"zone": "z2"}},
+    ...     {"id": "c", "gpus": 8, "cpus": 8}],
+    ...     tasks=[{"id": "ns/web-0", "node": "a", "gpus": 1, "labels": {"app": "web"}}],
+    ...     pending=[{"id": "ns/web-1", "gpus": 1, "labels": {"app": "web"},
+    ...               "topology_spread": [spread]}])
+    >>> sorted(spread_refusals(cluster, cluster.pending[0]))
+    ['a', 'c']
+    """
+    constraints = getattr(pod, "topology_spread", None)
+    if not constraints:
+        return {}
+    found: dict[str, str] = {}
+    for constraint in constraints:
+        key = constraint.topology_key
+        counts: Counter[str] = Counter()
+        eligible: set[str] = set()
+        for node in cluster.nodes:
+            domain = domain_of(node, key)
+            if domain is None:
+                continue
+            if constraint.node_affinity_policy == "Honor" and not (
+                selector_matches(pod.node_selector, node.labels)
+                and affinity_matches(pod.node_affinity, node.id, node.labels)
+            ):
+                continue
+            if constraint.node_taints_policy == "Honor" and untolerated(
+                pod.tolerations, node.taints
+            ):
+                continue
+            eligible.add(node.id)
+            counts[domain] += 0  # (an eligible domain without a matching pod counts 0)
+        domains = {node.id: domain_of(node, key) for node in cluster.nodes}
+        for task in cluster.tasks:
+            if (
+                task.node in eligible
+                and task.pinned != "terminating"
+                and task.space == pod.space
+                and constraint.selector is not None
+                and constraint.selector.matches(task.labels)
+            ):
+                counts[str(domains[task.node])] += 1
+        fewest = min(counts.values(), default=0)
+        if constraint.min_domains is not None and len(counts) < constraint.min_domains:
+            fewest = 0
+        own = int(constraint.selector is not None and constraint.selector.matches(pod.labels))
+        for node in cluster.nodes:
+            if node.id in found:
+                continue
+            domain = domains[node.id]
+            if domain is None:
+                found[node.id] = (
+                    f"K11: node {node.id} has no label {key}, which the pod's topology "
+                    "spread constraint spreads over"
+                )
+                continue
+            skew = counts.get(domain, 0) + own - fewest
+            if skew > constraint.max_skew:
+                found[node.id] = (
+                    f"K11: the pod's topology spread constraint on {key} would leave a skew "
+                    f"of {skew} in {domain} (max_skew {constraint.max_skew})"
+                )
+    return found
 
 
 #: The key of the running pods' required anti-affinity terms in a cluster's ``views``.

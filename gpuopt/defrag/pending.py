@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
-from gpuopt.cluster.rules import gang_needs, refusal, term_refusals
+from gpuopt.cluster.rules import gang_needs, refusal, spread_refusals, term_refusals
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.defrag.solution import DefragResult, apply_plan, make_plan
 from gpuopt.errors import ProblemError
@@ -148,7 +148,8 @@ class _Room:
         memory = 0 if pod.memory is None else scaled(pod.memory)
         best: str | None = None
         why: Counter[str] = Counter()
-        terms = term_refusals(cluster, pod)  # K5 against the running pods
+        # K5 and K11 against the running pods
+        terms = {**spread_refusals(cluster, pod), **term_refusals(cluster, pod)}
         for node in cluster.nodes:
             refused = refusal(node, pod) or terms.get(node.id)
             if refused is not None:
@@ -202,6 +203,7 @@ def _reason(why: Counter[str], nodes: int) -> str:
         "K3": "its selector or node affinity",
         "K4": "too little free room",
         "K5": "pod (anti-)affinity",
+        "K11": "its topology spread",
     }
     parts = [f"{count} {names.get(rule, rule)}" for rule, count in why.most_common()]
     return f"no node of {nodes} takes it: " + ", ".join(parts) if parts else "no nodes"

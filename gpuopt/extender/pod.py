@@ -131,13 +131,14 @@ def read_pod(
     level = annotations.get(LEVEL_ANNOTATION) if isinstance(annotations, dict) else None
     hp = cluster.hp_priority if cluster is not None else read.hp_priority
     refs = claim_refs(item)
-    ignored = tuple(
-        sorted(
-            key
-            for key, count in report.unmodelled.items()
-            if count and not (refs and key == "resource-claims")  # judged by E8 here
-        )
-    )
+    unmodelled = {
+        key
+        for key, count in report.unmodelled.items()
+        if count and not (refs and key == "resource-claims")  # judged by E8 here
+    }
+    if pending.topology_spread:  # K11: kube-scheduler's own filter judges it, not this one
+        unmodelled.add("topology-spread")
+    ignored = tuple(sorted(unmodelled))
     return Ask(
         pending=pending,
         priority=priority_value(pending.priority, hp),

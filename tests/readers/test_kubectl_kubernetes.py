@@ -373,7 +373,7 @@ def test_report(read: tuple[Cluster, KubectlReport]) -> None:
         "2 not-running, 1 terminating, 1 pod-affinity, 1 misplaced, 1 mirror, 1 critical"
     ) in lines
     assert lines[-1].startswith("read but not modelled")
-    assert "topologySpreadConstraints on 3 pods" in lines[-1]
+    assert "topologySpreadConstraints on 3 running pods" in lines[-1]
 
 
 def test_the_plans_of_every_fast_method_are_legal(read: tuple[Cluster, KubectlReport]) -> None:
@@ -1095,3 +1095,36 @@ def test_match_label_keys_join_the_selector_as_the_api_server_merges_them() -> N
     assert not read.selects("ns", "ns", old)  # another revision
     assert read.selects("ns", "ns", same)
     assert not read.selects("ns", "ns", mine)  # its own team
+
+
+def test_a_waiting_pods_hard_spread_is_kept_and_its_soft_one_counted() -> None:
+    waiting = pod("web-9", None, **{"nvidia.com/gpu": "1"})
+    waiting["metadata"]["labels"] = {"app": "web", "pod-template-hash": "v2"}
+    waiting["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 2,
+            "topologyKey": "zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "matchLabelKeys": ["pod-template-hash"],
+            "minDomains": 3,
+            "nodeTaintsPolicy": "Honor",
+        },
+        {"maxSkew": 1, "topologyKey": "rack"},  # no selector: it counts no pod
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"},
+    ]
+    cluster, report = read_kubernetes(listing(node("n1", **{"nvidia.com/gpu": "8"}), waiting))
+    first, second = cluster.pending[0].topology_spread
+    assert (first.max_skew, first.topology_key, first.min_domains) == (2, "zone", 3)
+    assert (first.node_affinity_policy, first.node_taints_policy) == ("Honor", "Honor")
+    assert first.selector is not None and first.selector.match_labels == {"app": "web"}
+    assert [(e.key, e.values) for e in first.selector.match_expressions] == [
+        ("pod-template-hash", ["v2"])
+    ]
+    assert (second.topology_key, second.selector) == ("rack", None)
+    assert report.unmodelled["spread-preference"] == 1
+    assert "topology-spread" not in report.unmodelled  # (a running pod's would count)
+    bad = copy.deepcopy(waiting)
+    bad["spec"]["topologySpreadConstraints"] = [{"maxSkew": 0, "topologyKey": "zone"}]
+    with pytest.raises(ProblemError, match=r"topologySpreadConstraints\[0\].maxSkew"):
+        read_kubernetes(listing(node("n1", **{"nvidia.com/gpu": "8"}), bad), strict=True)

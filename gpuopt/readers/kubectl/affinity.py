@@ -102,12 +102,7 @@ def pod_terms(
                 selector = reader.mapping(term, "namespaceSelector", f"{where}.namespaceSelector")
                 unresolved = unresolved or any(selector.values())
             selector = label_selector(reader, term, "labelSelector", f"{where}.labelSelector")
-            for field, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
-                for key in reader.texts(term, field, f"{where}.{field}"):
-                    if key in labels:
-                        selector["match_expressions"].append(
-                            {"key": key, "operator": operator, "values": [labels[key]]}
-                        )
+            _label_keys(reader, term, selector, labels, where)
             entry: dict[str, Any] = {
                 "selector": selector,
                 "topology_key": topology_key,
@@ -121,6 +116,67 @@ def pod_terms(
     if dropped:
         ctx.note("null-selector", pod_id)
     return found, unresolved
+
+
+def _label_keys(
+    reader: Reader,
+    term: Mapping[str, Any],
+    selector: dict[str, Any],
+    labels: Mapping[str, str],
+    where: str,
+) -> None:
+    """Join a term's ``matchLabelKeys`` (``key In``) and ``mismatchLabelKeys`` (``key
+    NotIn``) to ``selector`` with the pod's own value of each key it has, as the API server
+    and kube-scheduler merge them (a key the pod lacks is ignored)."""
+    for field, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
+        for key in reader.texts(term, field, f"{where}.{field}"):
+            if key in labels:
+                selector["match_expressions"].append(
+                    {"key": key, "operator": operator, "values": [labels[key]]}
+                )
+
+
+def spread_constraints(
+    reader: Reader, spec: Mapping[str, Any], labels: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """K11: a waiting pod's ``whenUnsatisfiable: DoNotSchedule`` topology spread
+    constraints, in the cluster model's form (``matchLabelKeys`` joined to the selector);
+    the ``ScheduleAnyway`` ones are preferences, left out (counted by the caller). A
+    constraint without a label selector counts no pod."""
+    found = []
+    path = "spec.topologySpreadConstraints"
+    for position, constraint in enumerate(reader.objects(spec, "topologySpreadConstraints", path)):
+        where = f"{path}[{position}]"
+        if constraint.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+            continue
+        key = reader.text(constraint, "topologyKey", f"{where}.topologyKey")
+        if key is None:
+            reader.fail(f"{where}.topologyKey is missing")
+        entry: dict[str, Any] = {"topology_key": key}
+        skew = constraint.get("maxSkew", 1)
+        if isinstance(skew, bool) or not isinstance(skew, int) or skew < 1:
+            reader.fail(f"{where}.maxSkew must be a whole number of at least 1 (got {skew!r})")
+        entry["max_skew"] = skew
+        if constraint.get("labelSelector") is not None:  # (none: it counts no pod)
+            selector = label_selector(reader, constraint, "labelSelector", f"{where}.labelSelector")
+            _label_keys(reader, constraint, selector, labels, where)
+            entry["selector"] = selector
+        domains = constraint.get("minDomains")
+        if domains is not None:
+            if isinstance(domains, bool) or not isinstance(domains, int) or domains < 1:
+                reader.fail(f"{where}.minDomains must be a whole number of at least 1")
+            entry["min_domains"] = domains
+        for field, name in (
+            ("nodeAffinityPolicy", "node_affinity_policy"),
+            ("nodeTaintsPolicy", "node_taints_policy"),
+        ):
+            policy = reader.text(constraint, field, f"{where}.{field}")
+            if policy is not None:
+                if policy not in ("Honor", "Ignore"):
+                    reader.fail(f"{where}.{field} must be Honor or Ignore (got {policy!r})")
+                entry[name] = policy
+        found.append(entry)
+    return found
 
 
 def label_selector(

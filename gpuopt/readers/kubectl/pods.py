@@ -18,7 +18,13 @@ from gpuopt.cluster.fields import ANNOTATION_PREFIX, HOST_PORT_PREFIX
 from gpuopt.cluster.kube import LabelSelector
 from gpuopt.cluster.model import Pending, Task
 from gpuopt.errors import ProblemError, short
-from gpuopt.readers.kubectl.affinity import and_terms, label_selector, node_affinity, pod_terms
+from gpuopt.readers.kubectl.affinity import (
+    and_terms,
+    label_selector,
+    node_affinity,
+    pod_terms,
+    spread_constraints,
+)
 from gpuopt.readers.kubectl.context import Context
 from gpuopt.readers.kubectl.documents import KubeObject
 from gpuopt.readers.kubectl.dra import pod_claims
@@ -130,7 +136,7 @@ def read_pod(ctx: Context, obj: KubeObject) -> None:
     if ports:  # K9: settled by .finish once every pod is read
         ctx.host_ports[pod_id] = ports
     terms, unresolved = pod_terms(ctx, reader, affinity, pod_id, labels)
-    count_unmodelled(ctx, reader, spec, affinity)
+    count_unmodelled(ctx, reader, spec, affinity, waiting=node is None)
     spread = hard_spread(ctx, reader, spec, namespace) if node is not None else False
     if gpu_milli is not None:
         pod["gpu_milli"] = gpu_milli
@@ -201,6 +207,9 @@ def _pending(ctx: Context, read: _PodRead, pod: dict[str, Any]) -> None:
     if any(read.terms.values()):
         ctx.report.unmodelled["pending-pod-affinity"] += 1
         pod.update(read.terms)  # kept: the scheduler extender checks them (K5)
+    spread = spread_constraints(reader, spec, read.labels)
+    if spread:  # K11: judged against the running pods
+        pod["topology_spread"] = spread
     volume_terms, unknown = pending_volume_terms(ctx, read)
     merged = and_terms([pod["node_affinity"], *volume_terms]) if volume_terms else None
     if merged is not None:  # a pod goes where its node affinity AND its volumes allow
@@ -386,12 +395,24 @@ def hard_spread(ctx: Context, reader: Reader, spec: Mapping[str, Any], namespace
 
 
 def count_unmodelled(
-    ctx: Context, reader: Reader, spec: Mapping[str, Any], affinity: Mapping[str, Any]
+    ctx: Context,
+    reader: Reader,
+    spec: Mapping[str, Any],
+    affinity: Mapping[str, Any],
+    *,
+    waiting: bool,
 ) -> None:
-    """Count the fields of a pod that gpuopt reads but does not plan with."""
+    """Count the fields of a pod that gpuopt reads but does not plan with (a waiting pod's
+    DoNotSchedule spread constraints are planned with, K11)."""
     unmodelled = ctx.report.unmodelled
-    if spec.get("topologySpreadConstraints"):
+    constraints = spec.get("topologySpreadConstraints") or ()
+    if not waiting and constraints:
         unmodelled["topology-spread"] += 1
+    elif any(
+        isinstance(c, Mapping) and c.get("whenUnsatisfiable") == "ScheduleAnyway"
+        for c in constraints
+    ):
+        unmodelled["spread-preference"] += 1
     if (affinity.get("nodeAffinity") or {}).get(PREFERRED):
         unmodelled["preferred-node-affinity"] += 1
     if any(

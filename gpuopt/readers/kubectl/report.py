@@ -170,7 +170,10 @@ _PROBLEMS = frozenset(
 )
 #: Fields gpuopt reads but does not plan with (``{n}``: how many objects carry one).
 _UNMODELLED: dict[str, str] = {
-    "topology-spread": "topologySpreadConstraints on {n} pods",
+    "topology-spread": "topologySpreadConstraints on {n} running pods (a DoNotSchedule one "
+    "pins the pod and the pods it counts)",
+    "spread-preference": "ScheduleAnyway topologySpreadConstraints on {n} waiting pods (their "
+    "DoNotSchedule ones are kept, K11)",
     "preferred-node-affinity": "preferred node affinity on {n} pods",
     "preferred-pod-affinity": "preferred pod (anti-)affinity on {n} pods",
     "pending-volume": "the volumes of {n} pending pods whose reach is unknown (a "

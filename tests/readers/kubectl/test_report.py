@@ -46,5 +46,6 @@ def test_unmodelled_fields_and_other_kinds_are_listed() -> None:
     assert "ignored objects of other kinds: 3 Service" in lines
     assert lines[-1] == (
         "read but not modelled (preferences or facts gpuopt does not plan): "
-        "topologySpreadConstraints on 1 pods; another scheduler (spec.schedulerName) on 2 pods"
+        "topologySpreadConstraints on 1 running pods (a DoNotSchedule one pins the pod and "
+        "the pods it counts); another scheduler (spec.schedulerName) on 2 pods"
     )
