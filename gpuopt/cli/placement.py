@@ -15,6 +15,7 @@ as its gang (all of them or none, C8).
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from gpuopt.cli.calendar import moment
@@ -120,7 +121,9 @@ def pending_gang(args: argparse.Namespace, cluster: Any, path: str, *, preemptio
 
     if args.pending is None:
         return None
-    request = waiting_gang(cluster, args.pending)
+    request, alone = waiting_gang(cluster, args.pending)
+    if alone is not None and not getattr(args, "quiet", False):
+        print(f"gpuopt: note: {alone}.", file=sys.stderr)
     if request is None:
         return None
     level = getattr(args, "level", None)
@@ -129,6 +132,9 @@ def pending_gang(args: argparse.Namespace, cluster: Any, path: str, *, preemptio
         ("--whole-node", getattr(args, "whole_node", False)),
         ("--one-switch", getattr(args, "one_switch", False)),
         (f"--level {level}", level not in (None, NODE_LEVEL)),
+        ("--priority", getattr(args, "priority", None) is not None),
+        ("--id", getattr(args, "id", "job") not in ("job", args.pending)),
+        ("--method spread", getattr(args, "method", None) == "spread"),
     ):
         if given:
             raise ProblemError(
@@ -288,8 +294,8 @@ def show_topology(shown: Any, problem: Any, result: Any) -> None:
 # --------------------------------------------------------------------------- preempt
 def build_preemption(args: argparse.Namespace) -> Any:
     """The preemption problem: of a cluster for ``--request``, or a state file with its request."""
-    from gpuopt.cluster.model import Cluster
-    from gpuopt.preemption.problem import PreemptionProblem, parse_state
+    from gpuopt.cluster.model import Cluster, priority_value
+    from gpuopt.preemption.problem import PreemptionProblem, awaits_victims, parse_state
 
     asked = (
         args.request is not None
@@ -305,6 +311,8 @@ def build_preemption(args: argparse.Namespace) -> Any:
         flags="--request, --pending, --priority or --now" if asked else None,
     )
     if not isinstance(cluster, Cluster):  # a preemption state file with its request and clock
+        if args.min_runtime:
+            raise ProblemError("--min-runtime applies to a gang (--gang REQUEST.json).")
         return cluster
     gang = pending_gang(args, cluster, args.state, preemption=True)
     if gang is not None:
@@ -312,6 +320,17 @@ def build_preemption(args: argparse.Namespace) -> Any:
     if args.min_runtime:
         raise ProblemError("--min-runtime applies to a gang (--gang REQUEST.json).")
     request, priority = asked_request(args, cluster)
+    rank = priority_value(
+        priority if priority is not None else parse_priority(args.priority or "HP"),
+        cluster.hp_priority,
+    )
+    waiting_on = None if args.pending is None else awaits_victims(cluster, args.pending, rank)
+    if waiting_on is not None and not args.quiet:
+        print(
+            f"gpuopt: note: {args.pending} is nominated to {waiting_on}, where pods it "
+            "preempted still terminate: kube-scheduler stops nobody else for it (K10).",
+            file=sys.stderr,
+        )
     return PreemptionProblem.from_cluster(
         cluster,
         request,

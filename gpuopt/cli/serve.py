@@ -223,7 +223,15 @@ def served_kinds(api: Any) -> list[Any]:
     resources (PodGroups of scheduler-plugins or Volcano) or alpha APIs (the Workload API)
     most clusters do not have, and a kind that cannot be listed would never sync (a 404
     on its list: left out, logged)."""
-    from gpuopt.live.api import DRA, OTHER_GANG_KINDS, POD_GROUPS, WATCHED, ApiError, NotFound
+    from gpuopt.live.api import (
+        DRA,
+        OTHER_GANG_KINDS,
+        POD_GROUPS,
+        WATCHED,
+        ApiError,
+        Forbidden,
+        NotFound,
+    )
 
     kinds = list(WATCHED)
     # DRA: resource.k8s.io/v1 from Kubernetes 1.34
@@ -234,6 +242,16 @@ def served_kinds(api: Any) -> list[Any]:
             kinds.remove(optional)
             log.info(
                 "%s (%s) are not served here: not watched", optional.plural, optional.api_version
+            )
+        except Forbidden:  # an optional kind the service account may not read: said, left out
+            kinds.remove(optional)
+            log.warning(
+                "%s (%s) may not be listed by this service account: not watched (grant get, "
+                "list and watch on %s of the API group %r to read them; docs/live.md)",
+                optional.plural,
+                optional.api_version,
+                optional.plural,
+                optional.group,
             )
         except ApiError:
             pass  # another failure: the watch backs off and tries again (L2)

@@ -416,13 +416,14 @@ def gang_sizes(tasks: Iterable[Task]) -> Counter[str]:
 def gang_needs(
     gangs: Iterable[Gang], tasks: Iterable[Task], members: Mapping[str, Sequence[Any]]
 ) -> dict[str, int]:
-    """C8: how many of its waiting pods (``members``, by gang id) each waiting gang needs
-    to start together: all of them, or what the ``min_member`` of a gang listed in
-    ``gangs`` still lacks beside its running pods among ``tasks``."""
+    """C8: how many waiting pods (``members``, by gang id) each waiting gang needs to
+    start together: all of them, or what the ``min_member`` of a gang listed in ``gangs``
+    still lacks beside its running pods among ``tasks`` (more than its waiting pods when it
+    has too few pods to start: coscheduling and Volcano keep it waiting then)."""
     listed = {gang.id: gang.min_member for gang in gangs}
     running = gang_sizes(tasks)
     return {
-        gang: min(len(at), max(0, listed[gang] - running[gang])) if gang in listed else len(at)
+        gang: max(0, listed[gang] - running[gang]) if gang in listed else len(at)
         for gang, at in members.items()
     }
 

@@ -332,6 +332,8 @@ def _tolerations(items: Any, where: str) -> tuple[Toleration, ...]:
         raise ProblemError(f"{where}: tolerations must be a list of tolerations.")
     found = []
     for number, item in enumerate(items):
+        if isinstance(item, dict):  # (how long a NoExecute taint is tolerated: not placement)
+            item = {key: value for key, value in item.items() if key != "tolerationSeconds"}
         try:
             found.append(Toleration.model_validate(item))
         except ValidationError as exc:

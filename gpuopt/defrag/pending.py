@@ -10,7 +10,10 @@ anti-affinity that selects it, against the pods running now); the room one takes
 no longer free for the next. This is how a scheduler would bind them in one
 pass, so "fits" means "fits together with the waiting pods before it". A pod
 nominated to a node (K10: kube-scheduler preempted there for it) comes first among
-the pods of its priority and goes to that node whenever it takes it. The
+the pods of its priority and goes to that node whenever it takes it; when it does not
+fit yet (its victims still terminating), its room there stays held against the pods
+after it. A gang with fewer pods, running and waiting, than its ``min_member`` does not
+fit (coscheduling and Volcano keep it waiting). The
 waiting pods of one gang (``Pending.gang``) fit all together or not at all
 (C8, as coscheduling binds them): when the first of them comes, it and the
 others are bound together, and if fewer than the gang needs fit, none is, and
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
@@ -98,9 +101,20 @@ def fit_pending(cluster: Cluster) -> list[PendingFit]:
     for position in order:
         if position in found:
             continue
-        gang = cluster.pending[position].gang
+        pod = cluster.pending[position]
+        gang = pod.gang
+        if gang is not None and needed[gang] > len(members[gang]):
+            why = (
+                f"its gang {gang} needs {needed[gang]} waiting pods to start (its min_member) "
+                f"and has {len(members[gang])}"
+            )
+            for at in members[gang]:
+                found[at] = PendingFit(cluster.pending[at], None, why)
+            continue
         if gang is None or needed[gang] <= 1:
-            found[position] = room.bind(cluster, cluster.pending[position])
+            found[position] = room.bind(cluster, pod)
+            if found[position].node is None and pod.nominated_node is not None:
+                room.hold(pod)  # K10: its room stays held against the pods after it
             continue
         # the gang's waiting pods, together: all bound, or none (their room given back)
         saved = room.copy()
@@ -127,6 +141,8 @@ class _Room:
     cpus: dict[str, int]
     memory: dict[str, int | None]
     extra: dict[str, Counter[str]]
+    #: K10: per node, the GPUs, CPUs and memory of nominated pods that did not fit yet
+    held: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
     def copy(self) -> _Room:
         return _Room(
@@ -134,6 +150,37 @@ class _Room:
             dict(self.cpus),
             dict(self.memory),
             {node: Counter(extra) for node, extra in self.extra.items()},
+            dict(self.held),
+        )
+
+    def hold(self, pod: Pending) -> None:
+        """K10: the room of ``pod``, nominated to a node it does not fit yet (its victims
+        still terminating), held there against the pods bound after it (of its priority
+        and below: the order)."""
+        node = str(pod.nominated_node)
+        gpus, cpus, memory = self.held.get(node, (0, 0, 0))
+        self.held[node] = (
+            gpus + (pod.gpus if pod.gpu_milli is None else 0),
+            cpus + scaled(pod.cpus),
+            memory + (0 if pod.memory is None else scaled(pod.memory)),
+        )
+
+    def _held_fit(self, node: str, pod: Pending, chosen: tuple[int, ...]) -> bool:
+        """Whether what ``pod`` takes on ``node`` (its GPUs ``chosen``) leaves the room held
+        there (K10), for each resource it asks."""
+        held = self.held.get(node)
+        if held is None:
+            return True
+        gpus, cpus, memory = held
+        devices = self.devices[node]
+        taken = sum(1 for gpu in chosen if devices.left[gpu] == MILLI)
+        room = self.memory[node]
+        return (
+            not (gpus and taken and devices.free - taken < gpus)
+            and not (cpus and pod.cpus and self.cpus[node] - scaled(pod.cpus) < cpus)
+            and not (
+                memory and pod.memory and room is not None and room - scaled(pod.memory) < memory
+            )
         )
 
     def bind(self, cluster: Cluster, pod: Pending) -> PendingFit:
@@ -156,13 +203,17 @@ class _Room:
                 why[refused.split(":")[0]] += 1
                 continue
             room = free_memory[node.id]
+            chosen = devices[node.id].choose(pod.gpus, pod.gpu_milli or MILLI)
             if (
-                devices[node.id].choose(pod.gpus, pod.gpu_milli or MILLI) is None
+                chosen is None
                 or free_cpus[node.id] < cpus
                 or (room is not None and room < memory)
                 or any(free_extra[node.id][r] < amount for r, amount in pod.resources.items())
             ):
                 why["K4"] += 1
+                continue
+            if not self._held_fit(node.id, pod, chosen):
+                why["K10"] += 1
                 continue
             if node.id == pod.nominated_node:  # K10: its nominated node, when it takes it
                 best = node.id
@@ -204,6 +255,7 @@ def _reason(why: Counter[str], nodes: int) -> str:
         "K4": "too little free room",
         "K5": "pod (anti-)affinity",
         "K11": "its topology spread",
+        "K10": "room nominated waiting pods hold",
     }
     parts = [f"{count} {names.get(rule, rule)}" for rule, count in why.most_common()]
     return f"no node of {nodes} takes it: " + ", ".join(parts) if parts else "no nodes"

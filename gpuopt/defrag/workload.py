@@ -41,7 +41,7 @@ import numpy as np
 
 from gpuopt._native import compiled
 from gpuopt.cluster.admits import shape_admits
-from gpuopt.cluster.kube import Toleration
+from gpuopt.cluster.kube import Toleration, tolerates
 from gpuopt.cluster.model import Cluster, Objective
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.cluster.workload import MAX_GPUS, Shape, Workload
@@ -68,28 +68,38 @@ def check_workload(workload: Workload) -> None:
 def pending_workload(cluster: Cluster) -> Workload | None:
     """The waiting pods' shapes weighted by how many wait (None: nobody waits).
 
-    A waiting pod asks for whole GPUs (``Pending`` has no share); a shape carries the
-    tolerations every waiting pod of it carries (K2: the GPU taints GPU pods tolerate
-    leave the tainted GPU nodes open to it); the pods' node selectors and affinity are
+    A waiting pod's shape is its CPUs and GPUs (a share of one GPU as its thousandths); a
+    shape tolerates each taint of the cluster's nodes that every waiting pod of it
+    tolerates (K2: the GPU taints GPU pods tolerate leave the tainted GPU nodes open to
+    it), as a toleration of exactly that taint; the pods' node selectors and affinity are
     not part of a shape; pods of more than 8 GPUs (the most a shape has) or asking for
     nothing are left out.
     """
     counts: Counter[Shape] = Counter()
-    first: dict[Shape, tuple[Toleration, ...]] = {}  # (the order of the first pod's list)
-    held: dict[Shape, set[Toleration]] = {}
+    pods: dict[Shape, list[Any]] = {}
     for pod in cluster.pending:
         shape = _shape_of(pod)
         if shape is None:
             continue
         counts[shape] += 1
-        if shape in held:
-            held[shape] &= set(pod.tolerations)
-        else:
-            first[shape], held[shape] = tuple(pod.tolerations), set(pod.tolerations)
+        pods.setdefault(shape, []).append(pod)
     if not counts:
         return None
+    taints = list(dict.fromkeys(taint for node in cluster.nodes for taint in node.taints))
     shapes = list(counts)
-    kept = [tuple(t for t in first[shape] if t in held[shape]) for shape in shapes]
+    kept = [
+        tuple(
+            Toleration(
+                key=taint.key,
+                operator="Exists" if taint.value is None else "Equal",
+                value=taint.value,
+                effect=taint.effect,
+            )
+            for taint in taints
+            if all(tolerates(pod.tolerations, taint) for pod in pods[shape])
+        )
+        for shape in shapes
+    ]
     return Workload.from_weights(
         shapes, [float(counts[s]) for s in shapes], (), kept if any(kept) else ()
     )
@@ -99,6 +109,8 @@ def _shape_of(pod: Any) -> Shape | None:
     """A waiting pod's shape (None: it has none, :func:`pending_workload`)."""
     if pod.gpus > MAX_GPUS or not (pod.gpus or pod.cpus):
         return None
+    if pod.gpu_milli is not None:  # a share of one GPU
+        return Shape(round(pod.cpus * 1000), pod.gpu_milli, 1)
     return Shape(round(pod.cpus * 1000), MILLI if pod.gpus else 0, pod.gpus)
 
 

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import IndexedModel
 from gpuopt.cluster.devices import ResourceClaim
-from gpuopt.cluster.fields import offered
-from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, Toleration
+from gpuopt.cluster.fields import KubeName, offered
+from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, SpreadConstraint, Toleration
 from gpuopt.cluster.model import (
     MAX_AMOUNT,
     MAX_NODE_GPUS,
@@ -42,8 +42,9 @@ from gpuopt.cluster.model import (
     priority_value,
     scaled,
 )
+from gpuopt.cluster.request import Request as ClusterRequest
 from gpuopt.cluster.request import pending_request
-from gpuopt.cluster.rules import gang_needs, refusal
+from gpuopt.cluster.rules import gang_needs, refusal, spread_refusals, term_refusals
 from gpuopt.errors import ProblemError, short
 
 #: Most pods of one gang request.
@@ -101,6 +102,20 @@ class GangRequest(BaseModel):
         max_length=32,
         description="DF1-DF8: the DRA claims of one pod (each pod gets its own, as from a "
         "template); the pods on a node need their claims to fit its devices together.",
+    )
+    namespace: KubeName | None = Field(
+        default=None,
+        description="K5, K11: the namespace of its pods (None: no running pod's required "
+        "anti-affinity selects them, and no spread constraint counts for them).",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="K5, K11: the labels of its pods."
+    )
+    topology_spread: list[SpreadConstraint] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="K11: each pod's DoNotSchedule topology spread constraints, judged for "
+        "each pod against the running pods (not between the gang's own pods).",
     )
 
     @model_validator(mode="after")
@@ -383,10 +398,15 @@ def _admitted(
     cluster: Cluster, request: GangRequest, levels: tuple[Domains | None, ...]
 ) -> np.ndarray:
     """Per node: whether the request's pods may run there (G2), inside every level it names."""
+    refused: dict[str, str] = {}
+    if request.namespace is not None:  # K5 and K11 for each pod, against the running pods
+        pod = one_pod(request)
+        refused = {**spread_refusals(cluster, pod), **term_refusals(cluster, pod)}
     admitted = np.array(
         [
             refusal(node, request) is None
             and (request.gpu_model is None or node.gpu_model == request.gpu_model)
+            and node.id not in refused
             for node in cluster.nodes
         ],
         dtype=bool,
@@ -395,6 +415,21 @@ def _admitted(
         if domains is not None:
             admitted &= domains.of_node >= 0
     return admitted
+
+
+def one_pod(request: GangRequest) -> ClusterRequest:
+    """One pod of the gang as a cluster request (K5 and K11 judge it as a waiting pod)."""
+    return ClusterRequest(
+        gpus=request.gpus,
+        cpus=request.cpus,
+        memory=request.memory,
+        node_selector=request.node_selector,
+        tolerations=request.tolerations,
+        node_affinity=request.node_affinity,
+        namespace=request.namespace,
+        labels=request.labels,
+        topology_spread=request.topology_spread,
+    )
 
 
 def _task_costs(problem: GangProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -494,6 +529,7 @@ def capacity(free: np.ndarray, need: np.ndarray, admitted: np.ndarray) -> np.nda
 _SHAPE = (
     "gpus",
     "gpu_milli",
+    "topology_spread",
     "cpus",
     "memory",
     "priority",
@@ -517,58 +553,85 @@ _ONE_POD = (
     "resources",
     "preemption_policy",
     "claims",
+    "namespace",
+    "labels",
+    "topology_spread",
 )
 
 
-def waiting_gang(cluster: Cluster, pod_id: str) -> GangRequest | None:
+def waiting_gang(cluster: Cluster, pod_id: str) -> tuple[GangRequest | None, str | None]:
     """The gang request that the cluster's waiting pod ``pod_id`` is one pod of: its gang's
     waiting pods that must start together (C8: all of them, or what the ``min_member`` of a
     listed gang still lacks beside its running pods), inside the gang's stated topology
-    level (R9); None when the pod has no gang, or its gang needs one pod more at most (a
-    question of one pod). Its id is the gang's.
+    level (R9), each pod judged by K5 and K11 against the running pods; its id is the
+    gang's. ``(None, None)`` when the pod has no gang, or its gang needs one pod more at
+    most (a question of one pod); ``(None, why)`` when the gang's pods ask what a gang
+    request cannot carry (shares of a GPU, DRA claims alone): the pod's own question, and
+    why it is asked alone.
 
     Raises
     ------
     ProblemError
-        When the gang's waiting pods differ in their shape (a gang request asks copies of
-        one pod), ask a share of a GPU, state required pod (anti-)affinity, or share a DRA
-        claim, none of which a gang request carries: ``--gang REQUEST.json`` asks such a
-        gang as the user states it.
+        When the gang cannot start (fewer pods, running and waiting, than its
+        ``min_member``), or its waiting pods differ in their shape (a gang request asks
+        copies of one pod), state required pod (anti-)affinity, share a DRA claim, or are
+        refused different nodes by the running pods' anti-affinity or their spread
+        constraints: ``--gang REQUEST.json`` asks such a gang as the user states it.
     """
     pod = next((pod for pod in cluster.pending if pod.id == pod_id), None)
     if pod is None or pod.gang is None:
-        return None
+        return None, None
     gang = pod.gang
     members = [other for other in cluster.pending if other.gang == gang]
     needed = gang_needs(cluster.gangs, cluster.tasks, {gang: members})[gang]
+    where = (
+        f"pending: the waiting pod {short(pod_id)} is one of {len(members)} of gang {short(gang)}"
+    )
+    if needed > len(members):  # coscheduling and Volcano keep such a gang waiting
+        raise ProblemError(
+            f"{where}, which needs {needed} more pods to start (its min_member) and has "
+            f"{len(members)} waiting: it cannot start until its other pods are created."
+        )
     if needed <= 1:
-        return None
-    where = f"pending: the waiting pod {short(pod_id)} is one of gang {short(gang)}'s"
+        return None, None
+    if pod.gpu_milli is not None or pod.gpus < 1:
+        return None, (
+            f"the waiting pods of gang {gang} ask shares of a GPU or DRA claims alone, which "
+            f"a gang request does not carry: answered for {pod_id} alone"
+        )
     ask = "ask for the gang with --gang REQUEST.json"
     for other in members:
         for name in _SHAPE:
             if getattr(other, name) != getattr(pod, name):
                 raise ProblemError(
-                    f"{where} {len(members)} waiting pods, whose {name} differs "
-                    f"({short(other.id)} states {getattr(other, name)!r}): {ask}."
+                    f"{where}, whose waiting pods differ in {name} ({short(other.id)} states "
+                    f"{getattr(other, name)!r}): {ask}."
                 )
         if other.pod_affinity or other.pod_anti_affinity:
             raise ProblemError(
-                f"{where} waiting pods, and {short(other.id)} states required pod "
-                f"(anti-)affinity, which a gang request does not carry: {ask}."
+                f"{where}, and {short(other.id)} states required pod (anti-)affinity, which "
+                f"a gang request does not carry: {ask}."
             )
-    if pod.gpu_milli is not None or pod.gpus < 1:
-        raise ProblemError(f"{where} waiting pods, which ask no whole GPU: {ask}.")
     names = {other.id for other in members}
     for claim in cluster.claims:
         if len(names & set(claim.pods)) > 1:
             raise ProblemError(
-                f"{where} waiting pods, which share the DRA claim {short(claim.id)}: {ask}."
+                f"{where}, whose waiting pods share the DRA claim {short(claim.id)}: {ask}."
             )
+    refused = [
+        sorted({**spread_refusals(cluster, other), **term_refusals(cluster, other)})
+        for other in members
+    ]
+    if any(nodes != refused[0] for nodes in refused):
+        raise ProblemError(
+            f"{where}, whose waiting pods the running pods' required anti-affinity or their "
+            f"spread constraints refuse different nodes (their labels differ): {ask}."
+        )
     request, priority = pending_request(cluster, pod_id)  # (its shape, rules and claims)
     level = next((listed.level for listed in cluster.gangs if listed.id == gang), None)
     shape = {name: getattr(request, name) for name in _ONE_POD}
-    return GangRequest(id=gang, pods=needed, priority=priority, required=level, **shape)
+    gang_request = GangRequest(id=gang, pods=needed, priority=priority, required=level, **shape)
+    return gang_request, None
 
 
 __all__ = [

@@ -350,9 +350,15 @@ class LiveCluster:
 
     def waiting(self) -> list[Pending]:
         """The pods without a node, waiting to be scheduled (the controller's demand), in
-        the order they were seen."""
+        the order they were seen; a nomination to a node that is gone is dropped, as a fresh
+        read drops it (K10)."""
         with self._lock:
-            return list(self._pending.values())
+            return [
+                pod
+                if pod.nominated_node is None or pod.nominated_node in self._nodes
+                else pod.model_copy(update={"nominated_node": None})
+                for pod in self._pending.values()
+            ]
 
     def hold(self) -> None:
         """Keep what the watch sends without reading it until :meth:`flush` (the first

@@ -380,6 +380,8 @@ class PreemptionProblem(IndexedModel):
         if clock is None:
             raise ProblemError("now: the cluster states no clock; give now (--now T).")
         rank = priority_value(priority, cluster.hp_priority)
+        if pending is not None and awaits_victims(cluster, pending, rank) is not None:
+            shape = shape.model_copy(update={"preemption_policy": "Never"})  # (K10)
         scope = Scope.of(cluster, shape, rank)
         if not scope.nodes:
             raise ProblemError(f"{no_usable_node(cluster, scope.refusals)}.")
@@ -403,16 +405,37 @@ class PreemptionProblem(IndexedModel):
         return self.scope.view(self.cluster, self.request, self.now)
 
 
+def awaits_victims(cluster: Cluster, pending: str, rank: int) -> str | None:
+    """K10: the nominated node of the waiting pod ``pending`` when a pod of lower priority
+    than ``rank`` still terminates there (its victims of an earlier preemption): then
+    kube-scheduler preempts nobody else for it (``PodEligibleToPreemptOthers``) and it
+    waits, as a pod whose ``preemptionPolicy`` is ``Never``; None otherwise."""
+    pod = next((pod for pod in cluster.pending if pod.id == pending), None)
+    node = None if pod is None else pod.nominated_node
+    if node is None:
+        return None
+    for task in cluster.tasks:
+        if (
+            task.node == node
+            and (task.deletion_time is not None or task.pinned == "terminating")
+            and priority_value(task.priority, cluster.hp_priority) < rank
+        ):
+            return node
+    return None
+
+
 def held_room(cluster: Cluster, request: PreemptionRequest) -> dict[str, tuple[int, int]]:
     """K10: per node, the GPUs and CPUs (thousandths) the waiting pods nominated to it hold
     there against ``request`` (those of its ``rank`` and above, not the waiting pod it
     stands for), for each of the two it asks (a request that asks no CPUs is not kept
-    from a node by CPUs held there, as in kube-scheduler)."""
+    from a node by CPUs held there, as in kube-scheduler; a share of a GPU is not kept by
+    GPUs held, as node placement puts it on a used GPU where one has room)."""
     rank = request.rank
     if rank is None:  # (the class it states: HP at the cluster's hp_priority)
         rank = priority_value(request.priority, cluster.hp_priority)
+    whole = request.gpus > 0 and request.gpu_milli is None  # (a share: on a used GPU, as place)
     return {
-        node: (gpus if request.gpus > 0 else 0, cpus if request.cpus > 0 else 0)
+        node: (gpus if whole else 0, cpus if request.cpus > 0 else 0)
         for node, (gpus, cpus, _) in nominated_room(cluster, request.pending, rank).items()
     }
 

@@ -633,8 +633,63 @@ def test_a_waiting_gang_whose_pods_differ_is_refused_with_the_field(
     path.write_text(json.dumps(waiting_gang_cluster(gpus=4)))
     assert main(["place", str(path), "--pending", "ml/train-0"]) == 2
     err = capsys.readouterr().err
-    assert "gpus differs" in err and "ml/train-1" in err and "--gang" in err
-    assert "Traceback" not in err
+    assert "differ in gpus" in err and "ml/train-1" in err and "--gang" in err
+    assert "Traceback" not in err and "'s" not in err
     path.write_text(json.dumps(waiting_gang_cluster()))
     assert main(["place", str(path), "--pending", "ml/train-0", "--whole-node"]) == 2
     assert "--whole-node" in capsys.readouterr().err
+    # review s50 F8: the flags of one pod's question are refused for a gang too
+    for flag in (["--method", "spread"], ["--id", "mine"]):
+        assert main(["place", str(path), "--pending", "ml/train-0", *flag]) == 2
+        assert flag[0] in capsys.readouterr().err
+    assert main(["preempt", str(path), "--pending", "ml/train-0", "--priority", "5"]) == 2
+    assert "--priority" in capsys.readouterr().err
+
+
+def test_a_gang_pod_is_kept_from_the_nodes_running_pods_refuse_it(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """Review s50 F1: a running pod's required anti-affinity against app=train on n4 keeps
+    the gang's pods off n4 (K5 the other way), as it kept the one pod off it before."""
+    guarded = waiting_gang_cluster(app="x")  # (labels set below)
+    for pending in guarded["pending"]:
+        pending["labels"] = {"app": "train"}
+    guard = {"id": "ml/guard", "node": "n4", "gpus": 0, "cpus": 1, "start_time": 0.0,
+             "pod_anti_affinity": [{"selector": {"match_labels": {"app": "train"}}}]}  # fmt: skip
+    guarded["tasks"] = [*CLUSTER["tasks"], guard]
+    for pending in guarded["pending"]:
+        pending.pop("app", None)
+    path, out = tmp_path / "cluster.json", tmp_path / "answer.json"
+    path.write_text(json.dumps(guarded))
+    assert main(["preempt", str(path), "--pending", "ml/train-0", "--out", str(out)]) == 0
+    answer = json.loads(out.read_text())
+    assert "n4" not in answer["nodes"]  # n1 and n3, each freed by stopping LP tasks
+    assert main(["check", str(path), str(out)]) == 0, capsys.readouterr()
+
+
+def test_a_gang_short_of_its_min_member_is_said_to_wait(tmp_path: Path, capsys: Any) -> None:
+    """Review s50 F4: min_member 3 with two waiting pods and none running: coscheduling and
+    Volcano keep it waiting; the fit of waiting pods says so too."""
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(waiting_gang_cluster(min_member=3)))
+    assert main(["place", str(path), "--pending", "ml/train-0"]) == 2
+    assert "cannot start until its other pods are created" in capsys.readouterr().err
+    snapshot = Cluster.model_validate(waiting_gang_cluster(min_member=3))
+    from gpuopt.defrag.pending import fit_pending
+
+    fits = fit_pending(snapshot)
+    assert [f.node for f in fits] == [None, None]
+    assert "needs 3 waiting pods to start" in (fits[0].reason or "")
+
+
+def test_a_gang_of_shares_is_answered_for_the_pod_alone_with_a_note(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """Review s50 F7: a gang request has no share of a GPU: the pod's own question, said so."""
+    path = tmp_path / "cluster.json"
+    shares = waiting_gang_cluster(gpus=1, gpu_milli=500)
+    shares["pending"][0].update(gpus=1, gpu_milli=500)
+    path.write_text(json.dumps(shares))
+    assert main(["place", str(path), "--pending", "ml/train-0"]) == 0
+    captured = capsys.readouterr()
+    assert "answered for ml/train-0 alone" in captured.err and "fits" not in captured.err

@@ -177,3 +177,23 @@ def test_a_nominated_pod_goes_first_and_to_its_node() -> None:
     assert found == {"urgent": "n1", "late": None}
     with pytest.raises(ValueError, match="nominated_node 'n9' is not a node of the cluster"):
         Cluster(nodes=nodes, pending=[{"id": "p", "gpus": 1, "nominated_node": "n9"}])
+
+
+def test_a_nominated_pod_that_does_not_fit_yet_holds_its_room() -> None:
+    """Review s50 F2 (K10): P was nominated to n1, where its victim v still terminates; a pod
+    of lower priority does not take the 2 GPUs left there (kube-scheduler counts P on n1
+    when it filters Q), one of higher priority may."""
+    nodes = [{"id": "n0", "gpus": 8, "cpus": 64}, {"id": "n1", "gpus": 8, "cpus": 64}]
+    tasks = [
+        {"id": "full", "node": "n0", "gpus": 8},
+        {"id": "v", "node": "n1", "gpus": 6, "deletion_time": 100.0, "pinned": "terminating"},
+    ]
+    held = {"id": "P", "gpus": 8, "priority": 10, "nominated_node": "n1"}
+    for priority, node in ((5, None), (10, None), (20, "n1")):
+        cluster = Cluster(
+            nodes=nodes, tasks=tasks, pending=[held, {"id": "Q", "gpus": 2, "priority": priority}]
+        )
+        fits = {fit.pod.id: fit for fit in fit_pending(cluster)}
+        assert fits["P"].node is None and fits["Q"].node == node, priority
+        if node is None:
+            assert "room nominated waiting pods hold" in (fits["Q"].reason or "")

@@ -567,3 +567,20 @@ def test_every_gang_kind_is_watched_and_kept_apart() -> None:
     live.replace(POD_GROUPS, [twin])
     kept = {name: len(objects) for name, objects in live.objects.items() if objects}
     assert kept["PodGroup"] == 1 and kept["PodGroup.scheduling.volcano.sh"] == len(volcano)
+
+
+def test_a_nomination_to_a_node_that_is_gone_is_dropped() -> None:
+    """Review s50 F6 (K10): a waiting pod read while its nominated node existed kept the
+    nomination after the node was deleted, and snapshot() refused the cluster; a fresh
+    read drops it."""
+    live = LiveCluster(rebuild_after=3600)
+    live.apply(NODES, "ADDED", node_obj("a"))
+    live.apply(NODES, "ADDED", node_obj("b"))
+    waiting = pod_obj("w")
+    waiting["status"] = {**waiting.get("status", {}), "nominatedNodeName": "b"}
+    live.apply(PODS, "ADDED", waiting)
+    assert [p.nominated_node for p in live.snapshot().pending] == ["b"]
+    live.apply(NODES, "DELETED", node_obj("b"))
+    assert [p.nominated_node for p in live.snapshot().pending] == [None]
+    cluster, _ = read_kubernetes({"kind": "List", "items": [node_obj("a"), waiting]})
+    assert [p.nominated_node for p in cluster.pending] == [None]

@@ -139,3 +139,30 @@ def test_a_server_that_does_not_answer_is_one_sentence(
         assert main(["serve", "--kubeconfig", str(config), "--sync-timeout", "0.5"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--sync-timeout 0.5: the watch did not list" in err
+
+
+def test_an_optional_kind_the_account_may_not_read_is_left_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Review s50 F5: with the RBAC of an older release, listing Volcano's PodGroups is 403;
+    the kind was kept, never synced, and serve gave up at --sync-timeout."""
+    from gpuopt.cli.serve import served_kinds
+    from gpuopt.live.api import OTHER_GANG_KINDS, WATCHED, Forbidden, NotFound
+
+    volcano, sigs = OTHER_GANG_KINDS[0], OTHER_GANG_KINDS[1]
+
+    class Api:
+        def list(self, resource: Any, **_: Any) -> tuple[list[Any], str]:
+            if resource == volcano:
+                raise Forbidden("list podgroups: 403")
+            if resource == sigs:
+                raise NotFound("list podgroups: 404")
+            return [], "1"
+
+    with caplog.at_level("INFO"):
+        kinds = served_kinds(Api())
+    assert volcano not in kinds and sigs not in kinds
+    assert [k for k in WATCHED if k not in (volcano, sigs)] == kinds
+    assert "grant get, list and watch on podgroups of the API group 'scheduling.volcano.sh'" in (
+        caplog.text
+    )

@@ -36,3 +36,69 @@ def test_victims_are_found_beside_the_nominated_room() -> None:
     wrong = gpuopt.solve(PreemptionProblem.from_cluster(SNAPSHOT, "8G8C", priority=200))
     broken = gpuopt.violations(problem, wrong)
     assert any(v.startswith("P3: node n0 lacks GPUs") for v in broken), broken
+
+
+def test_a_nominated_pod_whose_victims_still_terminate_stops_nobody_else() -> None:
+    """Review s50 F3: kube-scheduler's PodEligibleToPreemptOthers: a pod nominated to n1,
+    where a pod of lower priority still terminates, preempts nobody; it waits."""
+    cluster = Cluster(
+        now=1000.0,
+        nodes=[{"id": "n0", "gpus": 8, "cpus": 64}, {"id": "n1", "gpus": 8, "cpus": 64}],
+        tasks=[
+            {"id": "u", "node": "n0", "gpus": 8, "priority": 1, "start_time": 900.0},
+            {
+                "id": "v",
+                "node": "n1",
+                "gpus": 6,
+                "priority": 1,
+                "start_time": 100.0,
+                "deletion_time": 1010.0,
+                "pinned": "terminating",
+            },
+        ],  # fmt: skip
+        pending=[{"id": "P", "gpus": 8, "priority": 100, "nominated_node": "n1"}],
+    )
+    from gpuopt.cluster.request import pending_request
+
+    request, _ = pending_request(cluster, "P")
+    problem = PreemptionProblem.from_cluster(cluster, request, priority=100, pending="P")
+    decision = gpuopt.solve(problem, "heuristic")
+    assert decision.victims == [] and decision.node is None
+    assert gpuopt.violations(problem, decision) == []
+    # once v is gone, its nomination alone stops nobody from preempting
+    done = cluster.model_copy(update={"tasks": cluster.tasks[:1]})
+    problem = PreemptionProblem.from_cluster(done, request, priority=100, pending="P")
+    assert gpuopt.solve(problem, "heuristic").node == "n1"  # (free now)
+
+
+def test_a_share_is_not_kept_from_a_used_gpu_by_a_nomination() -> None:
+    """Review s50 F9: P holds n1's GPUs for itself; a waiting share of lower priority goes
+    on n1's half-used GPU, which P's room does not include, in place and preempt alike."""
+    cluster = Cluster(
+        now=1000.0,
+        nodes=[{"id": "n1", "gpus": 8, "cpus": 64}],
+        tasks=[
+            {"id": "b", "node": "n1", "gpus": 7, "priority": 1, "start_time": 0.0},
+            {
+                "id": "h",
+                "node": "n1",
+                "gpus": 1,
+                "gpu_milli": 500,
+                "priority": 1,
+                "start_time": 0.0,
+            },
+        ],  # fmt: skip
+        pending=[
+            {"id": "P", "gpus": 8, "priority": 50, "nominated_node": "n1"},
+            {"id": "w", "gpus": 1, "gpu_milli": 300, "priority": 5},
+        ],
+    )
+    from gpuopt.cluster.request import pending_request
+    from gpuopt.placement.node.problem import NodePlacementProblem
+
+    request, _ = pending_request(cluster, "w")
+    placed = gpuopt.solve(NodePlacementProblem.from_cluster(cluster, request, pending="w"))
+    problem = PreemptionProblem.from_cluster(cluster, request, priority=5, pending="w")
+    decided = gpuopt.solve(problem, "heuristic")
+    assert placed.node == decided.node == "n1" and decided.victims == []
+    assert gpuopt.violations(problem, decided) == []

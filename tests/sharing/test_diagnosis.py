@@ -134,3 +134,32 @@ def test_a_shape_asking_no_cpu_has_no_cpu_limit() -> None:
     target = TargetArrays.build(Workload((Shape(0, 250, 1),), (1.0,)), [""])
     left = np.array([[1000, -1, -1, -1, -1, -1, -1, -1]])
     assert slot_matrix(target, NodeRows(left, np.array([2]), np.array([0]))).tolist() == [[4]]
+
+
+def test_the_waiting_pods_shapes_tolerate_what_each_of_their_pods_tolerates() -> None:
+    """Review s50 F10: two pods of one shape tolerate the GPU taint as Exists and as
+    Exists:NoSchedule; both tolerate it, so the shape does (it carried neither before, as
+    the two tolerations are not equal). A waiting share is a share shape, not a whole GPU."""
+    from gpuopt.defrag.workload import pending_workload
+
+    tainted = [{**node, "taints": GPU_TAINT} for node in NODES]
+    pending = [
+        {"id": "p0", "gpus": 1, "cpus": 4, "tolerations": TOLERATE},
+        {"id": "p1", "gpus": 1, "cpus": 4,
+         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+        {"id": "s", "gpus": 1, "gpu_milli": 250, "cpus": 1},
+    ]  # fmt: skip
+    snapshot = Cluster.model_validate({"nodes": tainted, "tasks": TASKS, "pending": pending})
+    workload = pending_workload(snapshot)
+    assert workload is not None
+    assert [str(shape) for shape in workload.shapes] == [
+        "cpu 4000m, 1x1000m GPU",
+        "cpu 1000m, 1x250m GPU",
+    ]
+    assert [[t.key for t in row] for row in workload.tolerations] == [["nvidia.com/gpu"], []]
+    # a NoExecute toleration's tolerationSeconds is read and left aside
+    read = Workload.from_json(
+        '[{"cpu_milli": 1, "gpu_milli": 0, "gpus": 0, "weight": 1, "tolerations": [{"key": '
+        '"k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]}]'
+    )
+    assert read.tolerations[0][0].effect == "NoExecute"

@@ -353,7 +353,10 @@ def _why_not(index: NodeIndex, request: NodeRequest, refused: list[str] | None =
     else:
         short = ~gpu_ok
         if short.any():
-            causes.append(f"{_nodes(short, 'has', 'have')} fewer than {request.gpus} free GPUs")
+            held = " (K10: less the room nominated waiting pods hold)" if index.held else ""
+            causes.append(
+                f"{_nodes(short, 'has', 'have')} fewer than {request.gpus} free GPUs{held}"
+            )
     linked = np.array(
         [ok and _gpu_set(index, pos, request) is not None for pos, ok in enumerate(gpu_ok)],
         dtype=bool,

@@ -560,6 +560,7 @@ def node_view(cluster: Cluster, request: Request) -> NodeIndex:
         node_memory_free=memory_free,
         node_left=every.node_left[rows, :width],
         node_bandwidth_known=every.node_bandwidth_known[rows],
+        held=any(node_id in where for node_id in held),
     )
 
 
@@ -689,6 +690,9 @@ class NodeIndex(NodeColumns):
     node_topology: npt.NDArray[np.int64]
     #: share (thousandths) -> :meth:`share_gpu`'s answer, filled on first use
     shares: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict)
+    #: K10: whether waiting pods nominated to some of these nodes hold room there (the free
+    #: columns are net of it)
+    held: bool = False
 
     def share_gpu(self, milli: int) -> npt.NDArray[np.int64]:
         """Per node, the GPU a share of ``milli`` thousandths takes (best fit: the least left

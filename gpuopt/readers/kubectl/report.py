@@ -111,9 +111,8 @@ _LINES: dict[str, str] = {
     "gang-key-ignored": "{n} pods name a gang only by keys not modelled (lightweight "
     "coscheduling pod-group.scheduling.sigs.k8s.io/name, Koordinator "
     "gang.scheduling.koordinator.sh/*): read as single pods, not as a gang",
-    "gang-pending": "{n} waiting pods belong to a gang: the calendar and the fit of waiting "
-    "pods take each gang whole, node placement and preemption one pod at a time (place the "
-    "gang with `gpuopt place --gang`)",
+    "gang-pending": "{n} waiting pods belong to a gang: the calendar, the fit of waiting "
+    "pods and place/preempt --pending take each gang whole",
     "gang-basic": "{n} pods belong to Workload API pod groups with the basic policy: read as "
     "single pods",
     "gang-topology": "{n} gangs have a topology constraint on a node label that is not a "

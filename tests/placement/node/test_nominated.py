@@ -37,6 +37,7 @@ def test_nominated_room_is_held_against_lower_and_equal_priority() -> None:
         problem = asked(snapshot, pod)
         answer = place(problem)
         assert answer.node is None, pod  # n0 has 4 free, n1's 8 are held for 'big'
+        assert "K10" in (answer.reason or ""), answer.reason  # (review s50 D3)
         assert violations(problem, answer) == []  # N5 holds: no node may take it
         # by hand on n1: N6 says why not
         by_hand = NodePlacementResult(

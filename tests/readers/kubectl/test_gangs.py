@@ -73,7 +73,7 @@ def test_volcano_podgroup_annotation_idle_group_and_waiting_pod() -> None:
         "spec.queue": 2,
     }
     lines = report.lines()
-    assert any("gpuopt place --gang" in line for line in lines)
+    assert any("place/preempt --pending take each gang whole" in line for line in lines)
     assert any(
         line.startswith("skipped 1 PodGroups with no pod running or waiting") for line in lines
     )
