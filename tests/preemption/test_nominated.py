@@ -55,7 +55,7 @@ def test_a_nominated_pod_whose_victims_still_terminate_stops_nobody_else() -> No
                 "deletion_time": 1010.0,
                 "pinned": "terminating",
             },
-        ],  # fmt: skip
+        ],
         pending=[{"id": "P", "gpus": 8, "priority": 100, "nominated_node": "n1"}],
     )
     from gpuopt.cluster.request import pending_request
@@ -87,7 +87,7 @@ def test_a_share_is_not_kept_from_a_used_gpu_by_a_nomination() -> None:
                 "priority": 1,
                 "start_time": 0.0,
             },
-        ],  # fmt: skip
+        ],
         pending=[
             {"id": "P", "gpus": 8, "priority": 50, "nominated_node": "n1"},
             {"id": "w", "gpus": 1, "gpu_milli": 300, "priority": 5},
