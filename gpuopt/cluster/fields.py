@@ -238,6 +238,12 @@ def active_deadline_field() -> Any:
     )
 
 
+def spread_field(description: str) -> Any:
+    """The ``topology_spread`` of a waiting pod, a request or a gang's pods (K11): their
+    DoNotSchedule topology spread constraints."""
+    return Field(default_factory=list, max_length=1000, description=description)
+
+
 def priority_class_field() -> Any:
     """The ``priority_class`` of a task or a waiting pod: its PriorityClass name."""
     return Field(

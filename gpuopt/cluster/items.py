@@ -37,6 +37,7 @@ from gpuopt.cluster.fields import (
     namespace_of,
     priority_class_field,
     share_field,
+    spread_field,
 )
 from gpuopt.cluster.kube import (
     HOSTNAME_KEY,
@@ -359,11 +360,8 @@ class Pending(_Extended):
         max_length=1000,
         description="K5: required pod anti-affinity (judged against the running pods).",
     )
-    topology_spread: list[SpreadConstraint] = Field(
-        default_factory=list,
-        max_length=1000,
-        description="K11: its DoNotSchedule topology spread constraints (judged against the "
-        "running pods).",
+    topology_spread: list[SpreadConstraint] = spread_field(
+        "K11: its DoNotSchedule topology spread constraints (judged against the running pods)."
     )
     gang: ItemId | None = Field(
         default=None,

@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from gpuopt.cluster.devices import ResourceClaim
-from gpuopt.cluster.fields import KubeName
+from gpuopt.cluster.fields import KubeName, spread_field
 from gpuopt.cluster.kube import (
     NodeSelectorTerm,
     PodAffinityTerm,
@@ -113,10 +113,8 @@ class Request(BaseModel):
         max_length=1000,
         description="K5: its required pod anti-affinity.",
     )
-    topology_spread: list[SpreadConstraint] = Field(
-        default_factory=list,
-        max_length=1000,
-        description="K11: its DoNotSchedule topology spread constraints.",
+    topology_spread: list[SpreadConstraint] = spread_field(
+        "K11: its DoNotSchedule topology spread constraints."
     )
 
     @model_validator(mode="after")

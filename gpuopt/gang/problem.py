@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import IndexedModel
 from gpuopt.cluster.devices import ResourceClaim
-from gpuopt.cluster.fields import KubeName, offered
+from gpuopt.cluster.fields import KubeName, offered, spread_field
 from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, SpreadConstraint, Toleration
 from gpuopt.cluster.model import (
     MAX_AMOUNT,
@@ -111,11 +111,9 @@ class GangRequest(BaseModel):
     labels: dict[str, str] = Field(
         default_factory=dict, description="K5, K11: the labels of its pods."
     )
-    topology_spread: list[SpreadConstraint] = Field(
-        default_factory=list,
-        max_length=1000,
-        description="K11: each pod's DoNotSchedule topology spread constraints, judged for "
-        "each pod against the running pods (not between the gang's own pods).",
+    topology_spread: list[SpreadConstraint] = spread_field(
+        "K11: each pod's DoNotSchedule topology spread constraints, judged for each pod "
+        "against the running pods (not between the gang's own pods)."
     )
 
     @model_validator(mode="after")
