@@ -272,13 +272,28 @@ def spread_refusals(cluster: Cluster, pod: Any) -> dict[str, str]:
     constraints = getattr(pod, "topology_spread", None)
     if not constraints:
         return {}
+    views = getattr(cluster, "views", None)
+    key = None
+    if views is not None:  # (the replicas of one template share their verdicts)
+        key = json.dumps(
+            [
+                pod.space,
+                sorted(pod.labels.items()),
+                [c.model_dump(mode="json") for c in constraints],
+                placement_key(pod),
+            ],
+            sort_keys=True,
+        )
+        memo = views.setdefault(_SPREAD_VERDICTS, {})
+        if key in memo:
+            return dict(memo[key])
     found: dict[str, str] = {}
     for constraint in constraints:
-        key = constraint.topology_key
+        topology = constraint.topology_key
         counts: Counter[str] = Counter()
         eligible: set[str] = set()
         for node in cluster.nodes:
-            domain = domain_of(node, key)
+            domain = domain_of(node, topology)
             if domain is None:
                 continue
             if constraint.node_affinity_policy == "Honor" and not (
@@ -292,7 +307,7 @@ def spread_refusals(cluster: Cluster, pod: Any) -> dict[str, str]:
                 continue
             eligible.add(node.id)
             counts[domain] += 0  # (an eligible domain without a matching pod counts 0)
-        domains = {node.id: domain_of(node, key) for node in cluster.nodes}
+        domains = {node.id: domain_of(node, topology) for node in cluster.nodes}
         for task in cluster.tasks:
             if (
                 task.node in eligible
@@ -312,17 +327,29 @@ def spread_refusals(cluster: Cluster, pod: Any) -> dict[str, str]:
             domain = domains[node.id]
             if domain is None:
                 found[node.id] = (
-                    f"K11: node {node.id} has no label {key}, which the pod's topology "
+                    f"K11: node {node.id} has no label {topology}, which the pod's topology "
                     "spread constraint spreads over"
                 )
                 continue
             skew = counts.get(domain, 0) + own - fewest
             if skew > constraint.max_skew:
                 found[node.id] = (
-                    f"K11: the pod's topology spread constraint on {key} would leave a skew "
-                    f"of {skew} in {domain} (max_skew {constraint.max_skew})"
+                    f"K11: the pod's topology spread constraint on {topology} would leave a "
+                    f"skew of {skew} in {domain} (max_skew {constraint.max_skew})"
                 )
+    if views is not None and key is not None:
+        memo = views[_SPREAD_VERDICTS]
+        if len(memo) >= _MAX_SPREAD_VERDICTS:
+            memo.clear()
+        memo[key] = dict(found)
     return found
+
+
+#: The key of :func:`spread_refusals`' verdicts in a cluster's ``views``, and how many it
+#: keeps (a waiting pod's spread constraints are judged against the running pods, which a
+#: cluster's ``views`` last as long as).
+_SPREAD_VERDICTS = "k11-spread-verdicts"
+_MAX_SPREAD_VERDICTS = 4096
 
 
 #: The key of the running pods' required anti-affinity terms in a cluster's ``views``.
