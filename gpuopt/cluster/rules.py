@@ -242,19 +242,23 @@ def term_key(request: Any) -> str:
     )
 
 
-def spread_refusals(cluster: Cluster, pod: Any) -> dict[str, str]:
+def spread_refusals(
+    cluster: Cluster, pod: Any, bound: Sequence[tuple[Any, str]] = ()
+) -> dict[str, str]:
     """K11 for a waiting ``pod`` arriving now, as kube-scheduler's PodTopologySpread filter
     judges its DoNotSchedule constraints (``topology_spread``) against the running pods:
     node id -> why, for each node it refuses.
 
-    Per constraint, the nodes eligible for counting are those with the topology key's
-    label that match the pod's node selector and required node affinity (unless
-    ``node_affinity_policy`` is ``Ignore``) and, when ``node_taints_policy`` is ``Honor``,
-    whose taints it tolerates; each of their domains counts the running pods of the pod's
-    namespace that the constraint's selector matches (terminating pods not counted). A node
-    without the label is refused; another when its domain's count, plus one if the pod
-    matches its own selector, exceeds the fewest of an eligible domain (0 while there are
-    fewer domains than ``min_domains``) by more than ``max_skew``.
+    Per constraint, the nodes eligible for counting are those with the labels of every
+    constraint's topology key that match the pod's node selector and required node
+    affinity (unless ``node_affinity_policy`` is ``Ignore``) and, when
+    ``node_taints_policy`` is ``Honor``, whose taints it tolerates; each of their domains
+    counts the running pods (and the waiting pods ``bound`` so far, as (pod, node)) of the
+    pod's namespace that the constraint's selector matches (terminating pods not counted;
+    an empty selector counts none, though the pod matches it itself). A node without the
+    label is refused; another when its domain's count, plus one if the pod matches its own
+    selector, exceeds the fewest of an eligible domain (0 while there are fewer domains
+    than ``min_domains``) by more than ``max_skew``.
 
     >>> from gpuopt.cluster.model import Cluster
     >>> spread = {"max_skew": 1, "topology_key": "zone",
@@ -272,7 +276,7 @@ def spread_refusals(cluster: Cluster, pod: Any) -> dict[str, str]:
     constraints = getattr(pod, "topology_spread", None)
     if not constraints:
         return {}
-    views = getattr(cluster, "views", None)
+    views = None if bound else getattr(cluster, "views", None)
     key = None
     if views is not None:  # (the replicas of one template share their verdicts)
         key = json.dumps(
@@ -288,14 +292,14 @@ def spread_refusals(cluster: Cluster, pod: Any) -> dict[str, str]:
         if key in memo:
             return dict(memo[key])
     found: dict[str, str] = {}
+    keys = [constraint.topology_key for constraint in constraints]
+    labelled = [node for node in cluster.nodes if all(domain_of(node, k) for k in keys)]
     for constraint in constraints:
         topology = constraint.topology_key
         counts: Counter[str] = Counter()
         eligible: set[str] = set()
-        for node in cluster.nodes:
+        for node in labelled:  # (kube-scheduler counts nodes with every key only)
             domain = domain_of(node, topology)
-            if domain is None:
-                continue
             if constraint.node_affinity_policy == "Honor" and not (
                 selector_matches(pod.node_selector, node.labels)
                 and affinity_matches(pod.node_affinity, node.id, node.labels)
@@ -306,17 +310,26 @@ def spread_refusals(cluster: Cluster, pod: Any) -> dict[str, str]:
             ):
                 continue
             eligible.add(node.id)
-            counts[domain] += 0  # (an eligible domain without a matching pod counts 0)
+            counts[str(domain)] += 0  # (an eligible domain without a matching pod counts 0)
         domains = {node.id: domain_of(node, topology) for node in cluster.nodes}
-        for task in cluster.tasks:
-            if (
-                task.node in eligible
-                and task.pinned != "terminating"
-                and task.space == pod.space
-                and constraint.selector is not None
-                and constraint.selector.matches(task.labels)
-            ):
-                counts[str(domains[task.node])] += 1
+        selector = constraint.selector
+        if selector is not None and (selector.match_labels or selector.match_expressions):
+            for task in cluster.tasks:
+                if (
+                    task.node in eligible
+                    and task.pinned != "terminating"
+                    and getattr(task, "deletion_time", None) is None
+                    and task.space == pod.space
+                    and selector.matches(task.labels)
+                ):
+                    counts[str(domains[task.node])] += 1
+            for other, node_id in bound:
+                if (
+                    node_id in eligible
+                    and other.space == pod.space
+                    and selector.matches(other.labels)
+                ):
+                    counts[str(domains[node_id])] += 1
         fewest = min(counts.values(), default=0)
         if constraint.min_domains is not None and len(counts) < constraint.min_domains:
             fewest = 0

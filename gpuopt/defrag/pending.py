@@ -143,6 +143,8 @@ class _Room:
     extra: dict[str, Counter[str]]
     #: K10: per node, the GPUs, CPUs and memory of nominated pods that did not fit yet
     held: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    #: the waiting pods bound so far, with their nodes (K11 counts them)
+    bound: list[tuple[Pending, str]] = field(default_factory=list)
 
     def copy(self) -> _Room:
         return _Room(
@@ -151,6 +153,7 @@ class _Room:
             dict(self.memory),
             {node: Counter(extra) for node, extra in self.extra.items()},
             dict(self.held),
+            list(self.bound),
         )
 
     def hold(self, pod: Pending) -> None:
@@ -195,8 +198,8 @@ class _Room:
         memory = 0 if pod.memory is None else scaled(pod.memory)
         best: str | None = None
         why: Counter[str] = Counter()
-        # K5 and K11 against the running pods
-        terms = {**spread_refusals(cluster, pod), **term_refusals(cluster, pod)}
+        # K5 against the running pods, K11 against them and the waiting pods bound before
+        terms = {**spread_refusals(cluster, pod, self.bound), **term_refusals(cluster, pod)}
         for node in cluster.nodes:
             refused = refusal(node, pod) or terms.get(node.id)
             if refused is not None:
@@ -228,6 +231,7 @@ class _Room:
         if room is not None:
             free_memory[best] = room - memory
         free_extra[best].subtract(pod.resources)
+        self.bound.append((pod, best))
         return PendingFit(pod, best)
 
 

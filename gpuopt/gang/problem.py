@@ -562,10 +562,11 @@ def waiting_gang(cluster: Cluster, pod_id: str) -> tuple[GangRequest | None, str
     waiting pods that must start together (C8: all of them, or what the ``min_member`` of a
     listed gang still lacks beside its running pods), inside the gang's stated topology
     level (R9), each pod judged by K5 and K11 against the running pods; its id is the
-    gang's. ``(None, None)`` when the pod has no gang, or its gang needs one pod more at
-    most (a question of one pod); ``(None, why)`` when the gang's pods ask what a gang
-    request cannot carry (shares of a GPU, DRA claims alone): the pod's own question, and
-    why it is asked alone.
+    gang's, with a note when the pods' spread constraints count each other (not judged
+    between the gang's pods). ``(None, None)`` when the pod has no gang, or its gang needs
+    one pod more at most (a question of one pod); ``(None, why)`` when the gang's pods ask
+    what a gang request cannot carry (shares of a GPU, DRA claims alone): the pod's own
+    question, and why it is asked alone.
 
     Raises
     ------
@@ -629,7 +630,16 @@ def waiting_gang(cluster: Cluster, pod_id: str) -> tuple[GangRequest | None, str
     level = next((listed.level for listed in cluster.gangs if listed.id == gang), None)
     shape = {name: getattr(request, name) for name in _ONE_POD}
     gang_request = GangRequest(id=gang, pods=needed, priority=priority, required=level, **shape)
-    return gang_request, None
+    counted = any(
+        c.selector is not None and c.selector.matches(pod.labels) for c in pod.topology_spread
+    )
+    note = (
+        f"the spread constraints of gang {gang}'s pods count the gang's own pods, which the "
+        "gang's question does not: each pod is judged against the running pods only"
+        if counted
+        else None
+    )
+    return gang_request, note
 
 
 __all__ = [

@@ -56,6 +56,7 @@ from gpuopt.cluster.model import (
 )
 from gpuopt.cluster.request import Request as ClusterRequest
 from gpuopt.cluster.request import WrittenRequest, as_request, nominated_room
+from gpuopt.cluster.rules import refusal
 from gpuopt.errors import ProblemError
 from gpuopt.preemption.gangs import gang_facts, gang_items, task_items
 from gpuopt.preemption.index import PreemptionIndex
@@ -412,8 +413,11 @@ def awaits_victims(cluster: Cluster, pending: str, rank: int) -> str | None:
     waits, as a pod whose ``preemptionPolicy`` is ``Never``; None otherwise."""
     pod = next((pod for pod in cluster.pending if pod.id == pending), None)
     node = None if pod is None else pod.nominated_node
-    if node is None:
+    if pod is None or node is None:
         return None
+    at = cluster.index.node_pos.get(node)
+    if at is None or refusal(cluster.nodes[at], pod) is not None:
+        return None  # (a nominated node that no longer takes it: it may preempt again)
     for task in cluster.tasks:
         if (
             task.node == node

@@ -83,3 +83,44 @@ def test_placement_and_its_checker_and_the_fit_keep_it() -> None:
     wrong = answer.model_copy(update={"node": "a", "gpus": [0]})
     assert any("K11" in v for v in gpuopt.violations(problem, wrong))
     assert [fit.node for fit in fit_pending(cluster)] in (["c"], ["d"])
+
+
+def test_nodes_count_only_with_every_constraints_key() -> None:
+    """Review s50b 1: kube-scheduler counts a node only when it has the label of every
+    constraint's key; e (no zone) is no hostname domain of 0 pods that drags the fewest
+    down. Pod w2 spreads by zone and by hostname; a (z1) and b (z2) run one web pod each."""
+    zone = {"topology_key": "zone", "selector": WEB, "max_skew": 1}
+    host = {"topology_key": "kubernetes.io/hostname", "selector": WEB, "max_skew": 1}
+    nodes = [
+        {"id": "a", "gpus": 8, "cpus": 64, "labels": {"zone": "z1", "kubernetes.io/hostname": "a"}},
+        {"id": "b", "gpus": 8, "cpus": 64, "labels": {"zone": "z2", "kubernetes.io/hostname": "b"}},
+        {"id": "e", "gpus": 8, "cpus": 64, "labels": {"kubernetes.io/hostname": "e"}},
+    ]  # fmt: skip
+    waiting = {"id": "ns/w2", "gpus": 1, "labels": {"app": "web"}, "topology_spread": [zone, host]}
+    cluster = Cluster(nodes=nodes, tasks=[web("w0", "a"), web("w1", "b")], pending=[waiting])
+    # hostname domains a (1) and b (1) only: e has no zone, so it is not counted (and is
+    # refused by the zone constraint); skew on a: 1 + 1 - 1 = 1
+    assert sorted(spread_refusals(cluster, cluster.pending[0])) == ["e"]
+
+
+def test_an_empty_selector_counts_no_pod_but_the_pod_itself() -> None:
+    """Review s50b 2: countPodsMatchSelector counts nothing for an empty selector; the pod
+    matches it itself (self-match 1): skew 0 + 1 - 0 = 1 everywhere."""
+    spread = {"topology_key": "zone", "selector": {}}
+    cluster = zones(web("w0", "a"), web("w1", "a"), spread=spread)
+    assert sorted(spread_refusals(cluster, cluster.pending[0])) == ["e"]
+
+
+def test_the_fit_counts_the_waiting_pods_bound_before() -> None:
+    """Review s50b 3: two waiting replicas spread one per zone; the second does not go to
+    the zone the first took."""
+    spread = {"topology_key": "zone", "selector": WEB}
+    twin = {"id": "ns/web-8", "gpus": 1, "labels": {"app": "web"}, "topology_spread": [spread]}
+    cluster = zones(spread=spread)
+    cluster = Cluster(
+        nodes=cluster.nodes[:3], pending=[cluster.pending[0].model_dump(), twin]
+    )  # (zones z1: a, b; z2: c)
+    placed = [fit.node for fit in fit_pending(cluster)]
+    assert None not in placed
+    zone_of = {"a": "z1", "b": "z1", "c": "z2"}
+    assert {zone_of[str(node)] for node in placed} == {"z1", "z2"}

@@ -102,3 +102,34 @@ def test_a_share_is_not_kept_from_a_used_gpu_by_a_nomination() -> None:
     decided = gpuopt.solve(problem, "heuristic")
     assert placed.node == decided.node == "n1" and decided.victims == []
     assert gpuopt.violations(problem, decided) == []
+
+
+def test_a_nominated_node_that_no_longer_takes_the_pod_does_not_hold_it_back() -> None:
+    """Review s50b 6: kube-scheduler lets a nominated pod preempt again when its nominated
+    node can no longer take it (here cordoned)."""
+    cluster = Cluster(
+        now=1000.0,
+        nodes=[
+            {"id": "n0", "gpus": 8, "cpus": 64},
+            {"id": "n1", "gpus": 8, "cpus": 64, "unschedulable": True},
+        ],
+        tasks=[
+            {"id": "u", "node": "n0", "gpus": 8, "priority": 1, "start_time": 900.0},
+            {
+                "id": "v",
+                "node": "n1",
+                "gpus": 6,
+                "priority": 1,
+                "start_time": 100.0,
+                "deletion_time": 1010.0,
+                "pinned": "terminating",
+            },
+        ],
+        pending=[{"id": "P", "gpus": 8, "priority": 100, "nominated_node": "n1"}],
+    )
+    from gpuopt.cluster.request import pending_request
+
+    request, _ = pending_request(cluster, "P")
+    problem = PreemptionProblem.from_cluster(cluster, request, priority=100, pending="P")
+    decision = gpuopt.solve(problem, "heuristic")
+    assert (decision.node, decision.victims) == ("n0", ["u"])

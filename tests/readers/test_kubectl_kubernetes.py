@@ -1059,12 +1059,13 @@ def test_a_pod_resized_in_place_counts_as_kube_scheduler_counts_it() -> None:
         resized("infeasible", "4", "2", None, infeasible=True),  # 2
         resized("moving", "6", "2", "4", infeasible=True),  # infeasible & in progress: 4
         resized("three-way", "3", "1", "5"),  # 5
+        resized("allocated-only", "4", None, "6", infeasible=True),  # no status resources: 4
         pod("plain", "n1", cpu="7"),  # no status: the spec
     ]
     cluster, _ = read_kubernetes(listing(*items))
     found = {task.id.split("/")[1]: task.cpus for task in cluster.tasks}
     assert found == {"down": 6, "up": 4, "infeasible": 2, "moving": 4, "three-way": 5,
-                     "plain": 7}  # fmt: skip
+                     "allocated-only": 4, "plain": 7}  # fmt: skip
 
 
 def test_match_label_keys_join_the_selector_as_the_api_server_merges_them() -> None:
@@ -1124,7 +1125,12 @@ def test_a_waiting_pods_hard_spread_is_kept_and_its_soft_one_counted() -> None:
     assert (second.topology_key, second.selector) == ("rack", None)
     assert report.unmodelled["spread-preference"] == 1
     assert "topology-spread" not in report.unmodelled  # (a running pod's would count)
-    bad = copy.deepcopy(waiting)
-    bad["spec"]["topologySpreadConstraints"] = [{"maxSkew": 0, "topologyKey": "zone"}]
-    with pytest.raises(ProblemError, match=r"topologySpreadConstraints\[0\].maxSkew"):
-        read_kubernetes(listing(node("n1", **{"nvidia.com/gpu": "8"}), bad), strict=True)
+    for constraint, message in (
+        ({"maxSkew": 0, "topologyKey": "zone"}, r"\[0\].maxSkew .*got 0"),
+        ({"minDomains": 0, "topologyKey": "zone"}, r"\[0\].minDomains .*got 0"),
+        ({"topologyKey": "zone", "whenUnsatisfiable": "Maybe"}, r"whenUnsatisfiable .*'Maybe'"),
+    ):
+        bad = copy.deepcopy(waiting)
+        bad["spec"]["topologySpreadConstraints"] = [constraint]
+        with pytest.raises(ProblemError, match=message):
+            read_kubernetes(listing(node("n1", **{"nvidia.com/gpu": "8"}), bad), strict=True)

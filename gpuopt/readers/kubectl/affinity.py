@@ -147,7 +147,12 @@ def spread_constraints(
     path = "spec.topologySpreadConstraints"
     for position, constraint in enumerate(reader.objects(spec, "topologySpreadConstraints", path)):
         where = f"{path}[{position}]"
-        if constraint.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+        when = constraint.get("whenUnsatisfiable", "DoNotSchedule")
+        if when not in ("DoNotSchedule", "ScheduleAnyway"):
+            reader.fail(
+                f"{where}.whenUnsatisfiable must be DoNotSchedule or ScheduleAnyway (got {when!r})"
+            )
+        if when != "DoNotSchedule":
             continue
         key = reader.text(constraint, "topologyKey", f"{where}.topologyKey")
         if key is None:
@@ -164,7 +169,9 @@ def spread_constraints(
         domains = constraint.get("minDomains")
         if domains is not None:
             if isinstance(domains, bool) or not isinstance(domains, int) or domains < 1:
-                reader.fail(f"{where}.minDomains must be a whole number of at least 1")
+                reader.fail(
+                    f"{where}.minDomains must be a whole number of at least 1 (got {domains!r})"
+                )
             entry["min_domains"] = domains
         for field, name in (
             ("nodeAffinityPolicy", "node_affinity_policy"),

@@ -55,8 +55,8 @@ def _resized(
     found: dict[str, dict[str, Fraction]] = {}
     for position, state in enumerate(reader.objects(status, field, f"status.{field}")):
         name = state.get("name")
-        if not isinstance(name, str):
-            continue
+        if not isinstance(name, str) or state.get("resources") is None:
+            continue  # (kube-scheduler reads a status only when it states resources)
         path = f"status.{field}[{position}]"
         amounts: dict[str, Fraction] = {}
         actual = reader.mapping(
