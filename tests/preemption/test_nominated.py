@@ -38,12 +38,15 @@ def test_victims_are_found_beside_the_nominated_room() -> None:
     assert any(v.startswith("P3: node n0 lacks GPUs") for v in broken), broken
 
 
-def test_a_nominated_pod_whose_victims_still_terminate_stops_nobody_else() -> None:
-    """Review s50 F3: kube-scheduler's PodEligibleToPreemptOthers: a pod nominated to n1,
-    where a pod of lower priority still terminates, preempts nobody; it waits."""
-    cluster = Cluster(
+def awaiting(*, cordoned: bool) -> Cluster:
+    """P (priority 100) nominated to n1, where its victim v (priority 1) still terminates;
+    u (priority 1) runs on n0; n1 cordoned or not."""
+    return Cluster(
         now=1000.0,
-        nodes=[{"id": "n0", "gpus": 8, "cpus": 64}, {"id": "n1", "gpus": 8, "cpus": 64}],
+        nodes=[
+            {"id": "n0", "gpus": 8, "cpus": 64},
+            {"id": "n1", "gpus": 8, "cpus": 64, "unschedulable": cordoned},
+        ],
         tasks=[
             {"id": "u", "node": "n0", "gpus": 8, "priority": 1, "start_time": 900.0},
             {
@@ -58,6 +61,12 @@ def test_a_nominated_pod_whose_victims_still_terminate_stops_nobody_else() -> No
         ],
         pending=[{"id": "P", "gpus": 8, "priority": 100, "nominated_node": "n1"}],
     )
+
+
+def test_a_nominated_pod_whose_victims_still_terminate_stops_nobody_else() -> None:
+    """Review s50 F3: kube-scheduler's PodEligibleToPreemptOthers: a pod nominated to n1,
+    where a pod of lower priority still terminates, preempts nobody; it waits."""
+    cluster = awaiting(cordoned=False)
     from gpuopt.cluster.request import pending_request
 
     request, _ = pending_request(cluster, "P")
@@ -107,26 +116,7 @@ def test_a_share_is_not_kept_from_a_used_gpu_by_a_nomination() -> None:
 def test_a_nominated_node_that_no_longer_takes_the_pod_does_not_hold_it_back() -> None:
     """Review s50b 6: kube-scheduler lets a nominated pod preempt again when its nominated
     node can no longer take it (here cordoned)."""
-    cluster = Cluster(
-        now=1000.0,
-        nodes=[
-            {"id": "n0", "gpus": 8, "cpus": 64},
-            {"id": "n1", "gpus": 8, "cpus": 64, "unschedulable": True},
-        ],
-        tasks=[
-            {"id": "u", "node": "n0", "gpus": 8, "priority": 1, "start_time": 900.0},
-            {
-                "id": "v",
-                "node": "n1",
-                "gpus": 6,
-                "priority": 1,
-                "start_time": 100.0,
-                "deletion_time": 1010.0,
-                "pinned": "terminating",
-            },
-        ],
-        pending=[{"id": "P", "gpus": 8, "priority": 100, "nominated_node": "n1"}],
-    )
+    cluster = awaiting(cordoned=True)
     from gpuopt.cluster.request import pending_request
 
     request, _ = pending_request(cluster, "P")
