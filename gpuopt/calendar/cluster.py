@@ -133,7 +133,7 @@ from gpuopt.calendar.problem import MAX_AMOUNT, MAX_TICKS, CalendarProblem, Obje
 from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX, PLUGIN_GPUS, accounting_only
 from gpuopt.cluster.fields import NODE_LEVEL, SWITCH_LEVEL, offered, priority_value, scaled
 from gpuopt.cluster.model import Cluster, Pending, Task
-from gpuopt.cluster.rules import placement_key, refusal, spread_refusals, term_refusals
+from gpuopt.cluster.rules import arrival_refusals, placement_key, refusal
 from gpuopt.cluster.shares import MILLI
 from gpuopt.errors import ProblemError, short
 
@@ -638,8 +638,7 @@ class _Builder:
             self._common[key] = found
         refused: set[str] = set()
         for pod in members:
-            refused.update(spread_refusals(self.cluster, pod))  # K11, then K5
-            refused.update(term_refusals(self.cluster, pod))
+            refused.update(arrival_refusals(self.cluster, pod))  # K11 and K5
         return [node for node in found if node not in refused]
 
     def job(

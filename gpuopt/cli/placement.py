@@ -310,20 +310,22 @@ def build_preemption(args: argparse.Namespace) -> Any:
         state=parse_state,
         flags="--request, --pending, --priority or --now" if asked else None,
     )
-    if not isinstance(cluster, Cluster):  # a preemption state file with its request and clock
-        if args.min_runtime:
-            raise ProblemError("--min-runtime applies to a gang (--gang REQUEST.json).")
-        return cluster
-    gang = pending_gang(args, cluster, args.state, preemption=True)
+    # (a state file names its own request and clock)
+    gang = (
+        pending_gang(args, cluster, args.state, preemption=True)
+        if isinstance(cluster, Cluster)
+        else None
+    )
+    if args.min_runtime and gang is None:
+        raise ProblemError("--min-runtime applies to a gang (--gang REQUEST.json).")
     if gang is not None:
         return gang
-    if args.min_runtime:
-        raise ProblemError("--min-runtime applies to a gang (--gang REQUEST.json).")
+    if not isinstance(cluster, Cluster):
+        return cluster
     request, priority = asked_request(args, cluster)
-    rank = priority_value(
-        priority if priority is not None else parse_priority(args.priority or "HP"),
-        cluster.hp_priority,
-    )
+    if priority is None:
+        priority = parse_priority(args.priority or "HP")
+    rank = priority_value(priority, cluster.hp_priority)
     waiting_on = None if args.pending is None else awaits_victims(cluster, args.pending, rank)
     if waiting_on is not None and not args.quiet:
         print(
@@ -334,7 +336,7 @@ def build_preemption(args: argparse.Namespace) -> Any:
     return PreemptionProblem.from_cluster(
         cluster,
         request,
-        priority=priority if priority is not None else parse_priority(args.priority or "HP"),
+        priority=priority,
         now=args.now,
         request_id=args.id,
         pending=args.pending,

@@ -332,13 +332,33 @@ def nominated_room(
             continue
         if floor is not None and priority_value(pod.priority, cluster.hp_priority) < floor:
             continue  # (a pod of higher priority may take its room)
-        gpus, cpus, memory = held.get(node, (0, 0, 0))
-        held[node] = (
-            gpus + (pod.gpus if pod.gpu_milli is None else 0),
-            cpus + scaled(pod.cpus),
-            memory + scaled(pod.memory or 0.0),
-        )
+        held[node] = add_held(held.get(node, (0, 0, 0)), pod)
     return held
+
+
+def add_held(held: tuple[int, int, int], pod: Any) -> tuple[int, int, int]:
+    """K10: ``held`` (GPUs, CPUs and memory in thousandths) with what the nominated waiting
+    ``pod`` holds added: its whole GPUs (a share holds none), CPUs and memory."""
+    gpus, cpus, memory = held
+    return (
+        gpus + (pod.gpus if pod.gpu_milli is None else 0),
+        cpus + scaled(pod.cpus),
+        memory + scaled(pod.memory or 0.0),
+    )
+
+
+def held_short(
+    held: tuple[int, int, int], left: tuple[int, int, int | None], asked: tuple[int, int, int]
+) -> list[int]:
+    """K10: which of GPUs, CPUs and memory (0, 1, 2) a node would keep less of than the
+    nominated waiting pods hold there (``held``), with ``left`` free after a request that
+    takes ``asked`` of each (a resource it does not ask, or a node stating no memory, is
+    not judged, as in kube-scheduler)."""
+    return [
+        at
+        for at in range(3)
+        if held[at] and asked[at] and (kept := left[at]) is not None and kept < held[at]
+    ]
 
 
 def parse_toleration(text: str) -> Toleration:

@@ -23,7 +23,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from gpuopt.cluster.fields import offered as offered_amount
 from gpuopt.cluster.kube import (
@@ -201,12 +201,7 @@ def refusals(cluster: Cluster, request: Asking) -> list[str | None]:
         for task in cluster.tasks:
             if task.resources:
                 used[task.node].update(task.resources)
-    terms: dict[str, str] = {}
-    if _is_pod(request):  # K5 and K11 for a request that stands for a waiting pod
-        terms = {
-            **spread_refusals(cluster, request),
-            **term_refusals(cluster, cast(Arriving, request)),
-        }
+    terms = arrival_refusals(cluster, request) if _is_pod(request) else {}
     found = []
     for node in cluster.nodes:
         why = refusal(node, request)
@@ -240,6 +235,22 @@ def term_key(request: Any) -> str:
         ],
         sort_keys=True,
     )
+
+
+def arrival_refusals(
+    cluster: Cluster, pod: Any, bound: Sequence[tuple[Any, str]] = ()
+) -> dict[str, str]:
+    """Node id -> why, for each node a waiting ``pod`` arriving now may not go to by K11
+    (:func:`spread_refusals`, counting the waiting pods ``bound`` before it too) or K5
+    (:func:`term_refusals`, said first where both refuse)."""
+    return {**spread_refusals(cluster, pod, bound), **term_refusals(cluster, pod)}
+
+
+def terminating(task: Any) -> bool:
+    """Whether a running ``task`` is being deleted (``deletion_time`` stated, or pinned
+    ``terminating`` by the reader): kube-scheduler counts it for no spread and waits for it
+    after preempting."""
+    return getattr(task, "deletion_time", None) is not None or task.pinned == "terminating"
 
 
 def spread_refusals(
@@ -317,8 +328,7 @@ def spread_refusals(
             for task in cluster.tasks:
                 if (
                     task.node in eligible
-                    and task.pinned != "terminating"
-                    and getattr(task, "deletion_time", None) is None
+                    and not terminating(task)
                     and task.space == pod.space
                     and selector.matches(task.labels)
                 ):
@@ -333,7 +343,7 @@ def spread_refusals(
         fewest = min(counts.values(), default=0)
         if constraint.min_domains is not None and len(counts) < constraint.min_domains:
             fewest = 0
-        own = int(constraint.selector is not None and constraint.selector.matches(pod.labels))
+        own = int(selector is not None and selector.matches(pod.labels))
         for node in cluster.nodes:
             if node.id in found:
                 continue

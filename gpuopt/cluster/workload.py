@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpuopt.cluster.kube import Toleration
-from gpuopt.errors import ProblemError, short
+from gpuopt.errors import ProblemError, problem_error_from, short
 
 #: Thousandths of a GPU in one GPU.
 MILLI = 1000
@@ -337,10 +337,7 @@ def _tolerations(items: Any, where: str) -> tuple[Toleration, ...]:
         try:
             found.append(Toleration.model_validate(item))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(part) for part in first["loc"])
-            at = f"tolerations[{number}]" + (f".{field}" if field else "")
-            raise ProblemError(f"{where}: {at}: {first['msg']}.") from None
+            raise problem_error_from(exc, source=f"{where}: tolerations[{number}]") from None
     return tuple(found)
 
 

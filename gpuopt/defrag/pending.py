@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
-from gpuopt.cluster.rules import gang_needs, refusal, spread_refusals, term_refusals
+from gpuopt.cluster.request import add_held, held_short
+from gpuopt.cluster.rules import arrival_refusals, gang_needs, refusal
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.defrag.solution import DefragResult, apply_plan, make_plan
 from gpuopt.errors import ProblemError
@@ -161,12 +162,7 @@ class _Room:
         still terminating), held there against the pods bound after it (of its priority
         and below: the order)."""
         node = str(pod.nominated_node)
-        gpus, cpus, memory = self.held.get(node, (0, 0, 0))
-        self.held[node] = (
-            gpus + (pod.gpus if pod.gpu_milli is None else 0),
-            cpus + scaled(pod.cpus),
-            memory + (0 if pod.memory is None else scaled(pod.memory)),
-        )
+        self.held[node] = add_held(self.held.get(node, (0, 0, 0)), pod)
 
     def _held_fit(self, node: str, pod: Pending, chosen: tuple[int, ...]) -> bool:
         """Whether what ``pod`` takes on ``node`` (its GPUs ``chosen``) leaves the room held
@@ -174,17 +170,16 @@ class _Room:
         held = self.held.get(node)
         if held is None:
             return True
-        gpus, cpus, memory = held
         devices = self.devices[node]
         taken = sum(1 for gpu in chosen if devices.left[gpu] == MILLI)
+        cpus, memory = scaled(pod.cpus), scaled(pod.memory or 0.0)
         room = self.memory[node]
-        return (
-            not (gpus and taken and devices.free - taken < gpus)
-            and not (cpus and pod.cpus and self.cpus[node] - scaled(pod.cpus) < cpus)
-            and not (
-                memory and pod.memory and room is not None and room - scaled(pod.memory) < memory
-            )
+        left = (
+            devices.free - taken,
+            self.cpus[node] - cpus,
+            None if room is None else room - memory,
         )
+        return not held_short(held, left, (taken, cpus, memory))
 
     def bind(self, cluster: Cluster, pod: Pending) -> PendingFit:
         """``pod`` on the fullest node that takes it (its room then taken), or why none."""
@@ -199,7 +194,7 @@ class _Room:
         best: str | None = None
         why: Counter[str] = Counter()
         # K5 against the running pods, K11 against them and the waiting pods bound before
-        terms = {**spread_refusals(cluster, pod, self.bound), **term_refusals(cluster, pod)}
+        terms = arrival_refusals(cluster, pod, self.bound)
         for node in cluster.nodes:
             refused = refusal(node, pod) or terms.get(node.id)
             if refused is not None:

@@ -44,7 +44,7 @@ from gpuopt.cluster.model import (
 )
 from gpuopt.cluster.request import Request as ClusterRequest
 from gpuopt.cluster.request import pending_request
-from gpuopt.cluster.rules import gang_needs, refusal, spread_refusals, term_refusals
+from gpuopt.cluster.rules import arrival_refusals, gang_needs, refusal
 from gpuopt.errors import ProblemError, short
 
 #: Most pods of one gang request.
@@ -398,8 +398,7 @@ def _admitted(
     """Per node: whether the request's pods may run there (G2), inside every level it names."""
     refused: dict[str, str] = {}
     if request.namespace is not None:  # K5 and K11 for each pod, against the running pods
-        pod = one_pod(request)
-        refused = {**spread_refusals(cluster, pod), **term_refusals(cluster, pod)}
+        refused = arrival_refusals(cluster, one_pod(request))
     admitted = np.array(
         [
             refusal(node, request) is None
@@ -617,10 +616,7 @@ def waiting_gang(cluster: Cluster, pod_id: str) -> tuple[GangRequest | None, str
             raise ProblemError(
                 f"{where}, whose waiting pods share the DRA claim {short(claim.id)}: {ask}."
             )
-    refused = [
-        sorted({**spread_refusals(cluster, other), **term_refusals(cluster, other)})
-        for other in members
-    ]
+    refused = [sorted(arrival_refusals(cluster, other)) for other in members]
     if any(nodes != refused[0] for nodes in refused):
         raise ProblemError(
             f"{where}, whose waiting pods the running pods' required anti-affinity or their "

@@ -56,7 +56,7 @@ from gpuopt.cluster.model import (
 )
 from gpuopt.cluster.request import Request as ClusterRequest
 from gpuopt.cluster.request import WrittenRequest, as_request, nominated_room
-from gpuopt.cluster.rules import refusal
+from gpuopt.cluster.rules import refusal, terminating
 from gpuopt.errors import ProblemError
 from gpuopt.preemption.gangs import gang_facts, gang_items, task_items
 from gpuopt.preemption.index import PreemptionIndex
@@ -421,7 +421,7 @@ def awaits_victims(cluster: Cluster, pending: str, rank: int) -> str | None:
     for task in cluster.tasks:
         if (
             task.node == node
-            and (task.deletion_time is not None or task.pinned == "terminating")
+            and terminating(task)
             and priority_value(task.priority, cluster.hp_priority) < rank
         ):
             return node

@@ -49,7 +49,7 @@ from gpuopt._compat import old_result_names
 from gpuopt.cluster.devicecheck import DeviceLedger
 from gpuopt.cluster.interconnect import bandwidth_known, node_bandwidth
 from gpuopt.cluster.model import SCALE, Cluster, scaled
-from gpuopt.cluster.request import nominated_room
+from gpuopt.cluster.request import held_short, nominated_room
 from gpuopt.cluster.rules import refusals
 from gpuopt.cluster.shares import MILLI
 from gpuopt.placement.node.problem import (
@@ -178,31 +178,21 @@ def _checked_nodes(problem: NodePlacementProblem) -> list[_CheckedNode]:
 
 def _held_violations(node: _CheckedNode, request: NodeRequest, gpus: Sequence[int]) -> list[str]:
     """N6: what the nominated waiting pods hold on ``node`` (K10) stays free after the
-    request takes ``gpus`` there, for each resource the request asks."""
-    held_gpus, held_cpus, held_memory = node.held
-    found = []
-    size = len(node.bandwidth)
+    request takes ``gpus`` there, for each resource it asks."""
     taken = len(set(gpus) - set(node.used_gpus))  # (a share on a used GPU takes no free one)
-    free = size - len(set(node.used_gpus))
-    if held_gpus and taken and free - taken < held_gpus:
-        found.append(
-            f"N6: node {node.id!r} keeps {free - taken} free GPUs, fewer than the {held_gpus} "
-            "its nominated waiting pods hold (K10)"
-        )
-    cpus = scaled(request.cpus)
-    if held_cpus and cpus and node.cpus_free - cpus < held_cpus:
-        found.append(
-            f"N6: node {node.id!r} keeps {(node.cpus_free - cpus) / SCALE:g} free CPUs, fewer "
-            f"than the {held_cpus / SCALE:g} its nominated waiting pods hold (K10)"
-        )
-    memory = scaled(request.memory)
-    left = None if node.memory_free is None else node.memory_free - memory
-    if held_memory and memory and left is not None and left < held_memory:
-        found.append(
-            f"N6: node {node.id!r} keeps {left / SCALE:g} free memory, less than the "
-            f"{held_memory / SCALE:g} its nominated waiting pods hold (K10)"
-        )
-    return found
+    free = len(node.bandwidth) - len(set(node.used_gpus))
+    cpus, memory = scaled(request.cpus), scaled(request.memory)
+    left = (
+        free - taken,
+        node.cpus_free - cpus,
+        None if node.memory_free is None else node.memory_free - memory,
+    )
+    said = ((1, "GPUs, fewer"), (SCALE, "CPUs, fewer"), (SCALE, "memory, less"))
+    return [
+        f"N6: node {node.id!r} keeps {(left[at] or 0) / said[at][0]:g} free {said[at][1]} than "
+        f"the {node.held[at] / said[at][0]:g} its nominated waiting pods hold (K10)"
+        for at in held_short(node.held, left, (taken, cpus, memory))
+    ]
 
 
 def _resources_fit(node: _CheckedNode, request: NodeRequest) -> bool:
