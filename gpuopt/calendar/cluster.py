@@ -625,9 +625,9 @@ class _Builder:
 
     def eligible_all(self, members: Sequence[Pending]) -> list[str]:
         """C5: the nodes every pod of ``members`` may use, in node order (remembered), less
-        those K5 refuses one of them against the pods running now (their required pod
-        (anti-)affinity, and the running pods' anti-affinity that selects them:
-        :func:`~gpuopt.cluster.rules.term_refusals`)."""
+        those K5 or K11 refuses one of them against the pods running now (their required pod
+        (anti-)affinity, the running pods' anti-affinity that selects them, their spread
+        constraints: :func:`~gpuopt.cluster.rules.arrival_refusals`)."""
         key = tuple(sorted({placement_key(pod) for pod in members}))
         found = self._common.get(key)
         if found is None:
