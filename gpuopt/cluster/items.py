@@ -192,6 +192,7 @@ class Task(_Extended):
             "gpu_indices",
             "start_time",
             "deletion_time",
+            "disruption",
             "last_checkpoint",
             "namespace",
             "labels",
@@ -238,6 +239,13 @@ class Task(_Extended):
         default=None,
         description="Kubernetes metadata.deletionTimestamp: the pod is terminating, and "
         "its kubelet stops it by then at the latest (the end of its grace period).",
+    )
+    disruption: str | None = Field(
+        default=None,
+        max_length=128,
+        description="The reason of its Kubernetes DisruptionTarget condition, when that is "
+        "True: PreemptionByScheduler when kube-scheduler preempted it (K10), "
+        "EvictionByEvictionAPI, DeletionByTaintManager, ...",
     )
     last_checkpoint: Moment | None = Field(
         default=None,

@@ -246,6 +246,11 @@ def arrival_refusals(
     return {**spread_refusals(cluster, pod, bound), **term_refusals(cluster, pod)}
 
 
+#: The reason of the DisruptionTarget condition kube-scheduler writes on a pod it preempts
+#: (``Task.disruption``, K10).
+PREEMPTED_BY_SCHEDULER = "PreemptionByScheduler"
+
+
 def terminating(task: Any) -> bool:
     """Whether a running ``task`` is being deleted (``deletion_time`` stated, or pinned
     ``terminating`` by the reader): kube-scheduler counts it for no spread and waits for it

@@ -56,7 +56,7 @@ from gpuopt.cluster.model import (
 )
 from gpuopt.cluster.request import Request as ClusterRequest
 from gpuopt.cluster.request import WrittenRequest, as_request, nominated_room
-from gpuopt.cluster.rules import refusal, terminating
+from gpuopt.cluster.rules import PREEMPTED_BY_SCHEDULER, refusal, terminating
 from gpuopt.errors import ProblemError
 from gpuopt.preemption.gangs import gang_facts, gang_items, task_items
 from gpuopt.preemption.index import PreemptionIndex
@@ -408,9 +408,11 @@ class PreemptionProblem(IndexedModel):
 
 def awaits_victims(cluster: Cluster, pending: str, rank: int) -> str | None:
     """K10: the nominated node of the waiting pod ``pending`` when a pod of lower priority
-    than ``rank`` still terminates there (its victims of an earlier preemption): then
-    kube-scheduler preempts nobody else for it (``PodEligibleToPreemptOthers``) and it
-    waits, as a pod whose ``preemptionPolicy`` is ``Never``; None otherwise."""
+    than ``rank`` still terminates there because kube-scheduler preempted it (its
+    ``DisruptionTarget`` condition True with reason ``PreemptionByScheduler``: the victims
+    of an earlier preemption): then kube-scheduler preempts nobody else for it
+    (``PodEligibleToPreemptOthers``) and it waits, as a pod whose ``preemptionPolicy`` is
+    ``Never``; None otherwise (a pod deleted for another reason does not stop it)."""
     pod = next((pod for pod in cluster.pending if pod.id == pending), None)
     node = None if pod is None else pod.nominated_node
     if pod is None or node is None:
@@ -422,6 +424,7 @@ def awaits_victims(cluster: Cluster, pending: str, rank: int) -> str | None:
         if (
             task.node == node
             and terminating(task)
+            and task.disruption == PREEMPTED_BY_SCHEDULER
             and priority_value(task.priority, cluster.hp_priority) < rank
         ):
             return node

@@ -38,9 +38,10 @@ def test_victims_are_found_beside_the_nominated_room() -> None:
     assert any(v.startswith("P3: node n0 lacks GPUs") for v in broken), broken
 
 
-def awaiting(*, cordoned: bool) -> Cluster:
-    """P (priority 100) nominated to n1, where its victim v (priority 1) still terminates;
-    u (priority 1) runs on n0; n1 cordoned or not."""
+def awaiting(*, cordoned: bool, disruption: str | None = "PreemptionByScheduler") -> Cluster:
+    """P (priority 100) nominated to n1, where its victim v (priority 1) still terminates
+    (deleted with the DisruptionTarget reason ``disruption``); u (priority 1) runs on n0;
+    n1 cordoned or not."""
     return Cluster(
         now=1000.0,
         nodes=[
@@ -57,6 +58,7 @@ def awaiting(*, cordoned: bool) -> Cluster:
                 "start_time": 100.0,
                 "deletion_time": 1010.0,
                 "pinned": "terminating",
+                "disruption": disruption,
             },
         ],
         pending=[{"id": "P", "gpus": 8, "priority": 100, "nominated_node": "n1"}],
@@ -78,6 +80,21 @@ def test_a_nominated_pod_whose_victims_still_terminate_stops_nobody_else() -> No
     done = cluster.model_copy(update={"tasks": cluster.tasks[:1]})
     problem = PreemptionProblem.from_cluster(done, request, priority=100, pending="P")
     assert gpuopt.solve(problem, "heuristic").node == "n1"  # (free now)
+
+
+def test_only_pods_the_scheduler_preempted_hold_a_nominated_pod_back() -> None:
+    """kube-scheduler's podTerminatingByPreemption: a terminating pod of lower priority on
+    the nominated node holds the pod back only when its DisruptionTarget condition says
+    PreemptionByScheduler; one evicted or deleted otherwise does not, and P preempts u."""
+    from gpuopt.cluster.request import pending_request
+
+    for disruption in (None, "EvictionByEvictionAPI", "DeletionByTaintManager"):
+        cluster = awaiting(cordoned=False, disruption=disruption)
+        request, _ = pending_request(cluster, "P")
+        problem = PreemptionProblem.from_cluster(cluster, request, priority=100, pending="P")
+        decision = gpuopt.solve(problem, "heuristic")
+        assert (decision.node, decision.victims) == ("n0", ["u"]), disruption
+        assert gpuopt.violations(problem, decision) == []
 
 
 def test_a_share_is_not_kept_from_a_used_gpu_by_a_nomination() -> None:

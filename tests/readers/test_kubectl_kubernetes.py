@@ -935,6 +935,37 @@ def test_a_terminating_pod_keeps_its_deletion_time() -> None:
     assert tasks["ns/staying"].deletion_time is None
 
 
+def test_who_stops_a_pod_is_read_from_its_disruption_target_condition() -> None:
+    # K10: kube-scheduler marks the pods it preempts (DisruptionTarget True, reason
+    # PreemptionByScheduler) and waits only for those; False or absent: no disruption
+    def stopped(name: str, status: str, reason: str | None) -> dict[str, Any]:
+        found = pod(name, **{"nvidia.com/gpu": "1"})
+        found["metadata"]["deletionTimestamp"] = "1970-01-01T01:00:30Z"
+        condition = {"type": "DisruptionTarget", "status": status}
+        if reason is not None:
+            condition["reason"] = reason
+        found["status"]["conditions"] = [{"type": "Ready", "status": "True"}, condition]
+        return found
+
+    items = [
+        node("n1", **{"nvidia.com/gpu": "8"}),
+        stopped("preempted", "True", "PreemptionByScheduler"),
+        stopped("evicted", "True", "EvictionByEvictionAPI"),
+        stopped("cleared", "False", "PreemptionByScheduler"),
+        stopped("unsaid", "True", None),
+        pod("running", **{"nvidia.com/gpu": "1"}),
+    ]
+    cluster, _ = read_kubernetes(listing(*items))
+    found = {task.id: task.disruption for task in cluster.tasks}
+    assert found == {
+        "ns/preempted": "PreemptionByScheduler",
+        "ns/evicted": "EvictionByEvictionAPI",
+        "ns/cleared": None,
+        "ns/unsaid": "",
+        "ns/running": None,
+    }
+
+
 def test_a_nominated_node_is_kept_for_the_fit_and_counted_where_not_modelled() -> None:
     waiting = pod("urgent", None, **{"nvidia.com/gpu": "4"})
     waiting["status"]["nominatedNodeName"] = "n1"

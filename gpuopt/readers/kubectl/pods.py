@@ -250,6 +250,9 @@ def _bound(ctx: Context, read: _PodRead, pod: dict[str, Any], node: str) -> None
             deleted = None
         if deleted is not None:
             pod["deletion_time"] = deleted
+    disruption = disruption_reason(read.status)
+    if disruption is not None:  # (K10: who stops it; a pod preempted awaits its end)
+        pod["disruption"] = disruption
     group = read.labels.get(options.group_label)
     if group:
         pod["anti_affinity"] = group
@@ -532,6 +535,18 @@ def port_resources(spec: Mapping[str, Any]) -> set[str]:
                 protocol = port.get("protocol") or "TCP"
                 found.add(HOST_PORT_RESOURCE.format(protocol=protocol, port=number))
     return found
+
+
+def disruption_reason(status: Mapping[str, Any]) -> str | None:
+    """The reason of a pod's ``DisruptionTarget`` condition when its status is True ('' when
+    it states none), None otherwise."""
+    for found in status.get("conditions") or ():
+        if isinstance(found, dict) and found.get("type") == "DisruptionTarget":
+            if found.get("status") != "True":
+                return None
+            reason = found.get("reason")
+            return reason[:128] if isinstance(reason, str) else ""
+    return None
 
 
 def condition(status: Mapping[str, Any], kind: str) -> str | None:
