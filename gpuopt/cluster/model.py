@@ -382,22 +382,23 @@ class Cluster(IndexedModel, _Extended):
         copy.__dict__.pop("views", None)
         return copy
 
-    def admits(self, request: Asking) -> list[bool]:
-        """:func:`~gpuopt.cluster.rules.admitted` (per node: may ``request`` go there by K1-K4),
-        remembered per kind of request: the verdicts read only the cluster and the request's
-        node selector, node affinity, tolerations and extended resources, and, for a request
-        that stands for a pod, its namespace, labels and pod terms (K5)."""
+    def admits(self, request: Asking, *, arrival: bool = True) -> list[bool]:
+        """:func:`~gpuopt.cluster.rules.admitted` (per node: may ``request`` go there by K1-K4,
+        and by K5 and K11 unless ``arrival`` is False), remembered per kind of request: the
+        verdicts read only the cluster and the request's node selector, node affinity,
+        tolerations and extended resources, and, for a request that stands for a pod, its
+        namespace, labels, pod terms (K5) and spread constraints (K11)."""
         key = (
             placement_key(request),
             tuple(sorted(request.resources.items())),
-            term_key(request),
+            term_key(request) if arrival else "",
         )
         found: dict[Any, list[bool]] = self.views.setdefault("admits", {})
         verdicts = found.get(key)
         if verdicts is None:
             if len(found) >= MAX_REMEMBERED:
                 found.clear()
-            verdicts = found[key] = admitted(self, request)
+            verdicts = found[key] = admitted(self, request, arrival=arrival)
         return list(verdicts)
 
 

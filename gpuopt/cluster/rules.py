@@ -33,6 +33,7 @@ from gpuopt.cluster.kube import (
     NodeSelectorTerm,
     PodAffinityTerm,
     SelectorValue,
+    SpreadConstraint,
     Taint,
     Toleration,
     affinity_matches,
@@ -185,23 +186,24 @@ class Asking(PodSpec, Protocol):
     def resources(self) -> dict[str, int]: ...
 
 
-def admitted(cluster: Cluster, request: Asking) -> list[bool]:
+def admitted(cluster: Cluster, request: Asking, *, arrival: bool = True) -> list[bool]:
     """Per node: may ``request`` go there now by rules K1-K3 and, for its extended
-    resources, K4 (GPUs, CPUs and memory are the views' own business)?"""
-    return [why is None for why in refusals(cluster, request)]
+    resources, K4 (GPUs, CPUs and memory are the views' own business), and K5 and K11
+    unless ``arrival`` is False (:func:`refusals`)?"""
+    return [why is None for why in refusals(cluster, request, arrival=arrival)]
 
 
-def refusals(cluster: Cluster, request: Asking) -> list[str | None]:
+def refusals(cluster: Cluster, request: Asking, *, arrival: bool = True) -> list[str | None]:
     """Per node, why rules K1-K3 or, for its extended resources, K4 keep ``request`` from
     it (:func:`refusal`, :func:`short_of`; None: they do not), and, for a request that
-    stands for a waiting pod (its ``namespace`` set), K5 (:func:`term_refusals`) and K11
-    (:func:`spread_refusals`)."""
+    stands for a waiting pod (its ``namespace`` set) unless ``arrival`` is False, K5
+    (:func:`term_refusals`) and K11 (:func:`spread_refusals`)."""
     used: defaultdict[str, Counter[str]] = defaultdict(Counter)
     if request.resources:
         for task in cluster.tasks:
             if task.resources:
                 used[task.node].update(task.resources)
-    terms = arrival_refusals(cluster, request) if _is_pod(request) else {}
+    terms = arrival_refusals(cluster, request) if arrival and is_pod(request) else {}
     found = []
     for node in cluster.nodes:
         why = refusal(node, request)
@@ -213,7 +215,7 @@ def refusals(cluster: Cluster, request: Asking) -> list[str | None]:
     return found
 
 
-def _is_pod(request: Any) -> bool:
+def is_pod(request: Any) -> bool:
     """Whether ``request`` stands for a pod: a waiting pod, or a request read from one (its
     ``namespace`` set; a request shape has none)."""
     return getattr(request, "namespace", None) is not None and hasattr(request, "pod_affinity")
@@ -222,7 +224,7 @@ def _is_pod(request: Any) -> bool:
 def term_key(request: Any) -> str:
     """One key per distinct (namespace, labels, required pod terms) of a request that stands
     for a pod: requests alike for K5 (:func:`term_refusals`); '' for a request shape."""
-    if not _is_pod(request):
+    if not is_pod(request):
         return ""
     return json.dumps(
         [
@@ -307,70 +309,113 @@ def spread_refusals(
         memo = views.setdefault(_SPREAD_VERDICTS, {})
         if key in memo:
             return dict(memo[key])
-    found: dict[str, str] = {}
-    keys = [constraint.topology_key for constraint in constraints]
-    labelled = [node for node in cluster.nodes if all(domain_of(node, k) for k in keys)]
-    for constraint in constraints:
-        topology = constraint.topology_key
-        counts: Counter[str] = Counter()
-        eligible: set[str] = set()
-        for node in labelled:  # (kube-scheduler counts nodes with every key only)
-            domain = domain_of(node, topology)
-            if constraint.node_affinity_policy == "Honor" and not (
-                selector_matches(pod.node_selector, node.labels)
-                and affinity_matches(pod.node_affinity, node.id, node.labels)
-            ):
-                continue
-            if constraint.node_taints_policy == "Honor" and untolerated(
-                pod.tolerations, node.taints
-            ):
-                continue
-            eligible.add(node.id)
-            counts[str(domain)] += 0  # (an eligible domain without a matching pod counts 0)
-        domains = {node.id: domain_of(node, topology) for node in cluster.nodes}
-        selector = constraint.selector
-        if selector is not None and (selector.match_labels or selector.match_expressions):
-            for task in cluster.tasks:
-                if (
-                    task.node in eligible
-                    and not terminating(task)
-                    and task.space == pod.space
-                    and selector.matches(task.labels)
-                ):
-                    counts[str(domains[task.node])] += 1
-            for other, node_id in bound:
-                if (
-                    node_id in eligible
-                    and other.space == pod.space
-                    and selector.matches(other.labels)
-                ):
-                    counts[str(domains[node_id])] += 1
-        fewest = min(counts.values(), default=0)
-        if constraint.min_domains is not None and len(counts) < constraint.min_domains:
-            fewest = 0
-        own = int(selector is not None and selector.matches(pod.labels))
-        for node in cluster.nodes:
-            if node.id in found:
-                continue
-            domain = domains[node.id]
-            if domain is None:
-                found[node.id] = (
-                    f"K11: node {node.id} has no label {topology}, which the pod's topology "
-                    "spread constraint spreads over"
-                )
-                continue
-            skew = counts.get(domain, 0) + own - fewest
-            if skew > constraint.max_skew:
-                found[node.id] = (
-                    f"K11: the pod's topology spread constraint on {topology} would leave a "
-                    f"skew of {skew} in {domain} (max_skew {constraint.max_skew})"
-                )
+    judge = Spread(cluster, pod, bound)
+    found = {node.id: why for node in cluster.nodes if (why := judge.refusal(node)) is not None}
     if views is not None and key is not None:
         memo = views[_SPREAD_VERDICTS]
         if len(memo) >= _MAX_SPREAD_VERDICTS:
             memo.clear()
         memo[key] = dict(found)
     return found
+
+
+@dataclass
+class _Counted:
+    """One DoNotSchedule constraint of :class:`Spread`: the nodes eligible for counting,
+    the matching pods per eligible domain, the fewest, and whether the pod matches its
+    own selector."""
+
+    constraint: SpreadConstraint
+    eligible: set[str]
+    counts: Counter[str]
+    fewest: int
+    own: int
+
+
+class Spread:
+    """K11 for one waiting ``pod`` (:func:`spread_refusals` states the rule): the counts of
+    each of its DoNotSchedule constraints, built once, judging one node at a time as the
+    cluster stands or with some of that node's running pods gone (kube-scheduler's
+    preemption removes the pods it may stop from a node before it filters it)."""
+
+    def __init__(self, cluster: Cluster, pod: Any, bound: Sequence[tuple[Any, str]] = ()) -> None:
+        self.pod = pod
+        self.counted: list[_Counted] = []
+        constraints = getattr(pod, "topology_spread", None) or ()
+        keys = [constraint.topology_key for constraint in constraints]
+        labelled = [node for node in cluster.nodes if all(domain_of(node, k) for k in keys)]
+        for constraint in constraints:
+            topology = constraint.topology_key
+            counts: Counter[str] = Counter()
+            eligible: set[str] = set()
+            for node in labelled:  # (kube-scheduler counts nodes with every key only)
+                if constraint.node_affinity_policy == "Honor" and not (
+                    selector_matches(pod.node_selector, node.labels)
+                    and affinity_matches(pod.node_affinity, node.id, node.labels)
+                ):
+                    continue
+                if constraint.node_taints_policy == "Honor" and untolerated(
+                    pod.tolerations, node.taints
+                ):
+                    continue
+                eligible.add(node.id)
+                counts[str(domain_of(node, topology))] += 0  # (an eligible domain counts 0)
+            selector = constraint.selector
+            if selector is not None and (selector.match_labels or selector.match_expressions):
+                domains = {node.id: domain_of(node, topology) for node in labelled}
+                for task in cluster.tasks:
+                    if task.node in eligible and self.counts(constraint, task):
+                        counts[str(domains[task.node])] += 1
+                for other, node_id in bound:
+                    if (
+                        node_id in eligible
+                        and other.space == pod.space
+                        and selector.matches(other.labels)
+                    ):
+                        counts[str(domains[node_id])] += 1
+            fewest = min(counts.values(), default=0)
+            if constraint.min_domains is not None and len(counts) < constraint.min_domains:
+                fewest = 0
+            own = int(selector is not None and selector.matches(pod.labels))
+            self.counted.append(_Counted(constraint, eligible, counts, fewest, own))
+
+    def counts(self, constraint: SpreadConstraint, task: Task) -> bool:
+        """Whether ``constraint`` counts the running ``task`` (on an eligible node): of the
+        pod's namespace, not terminating, its labels matched by a selector that is not
+        empty."""
+        selector = constraint.selector
+        return (
+            selector is not None
+            and bool(selector.match_labels or selector.match_expressions)
+            and not terminating(task)
+            and task.space == self.pod.space
+            and selector.matches(task.labels)
+        )
+
+    def refusal(self, node: Node, gone: Sequence[Task] = ()) -> str | None:
+        """Why K11 keeps the pod from ``node`` once its running pods ``gone`` are gone
+        (None: it does not)."""
+        for counted in self.counted:
+            constraint = counted.constraint
+            topology = constraint.topology_key
+            domain = domain_of(node, topology)
+            if domain is None:
+                return (
+                    f"K11: node {node.id} has no label {topology}, which the pod's topology "
+                    "spread constraint spreads over"
+                )
+            count, fewest = counted.counts.get(domain, 0), counted.fewest
+            if gone and node.id in counted.eligible:
+                count -= sum(self.counts(constraint, task) for task in gone)
+                if constraint.min_domains is None or len(counted.counts) >= constraint.min_domains:
+                    fewest = min(fewest, count)
+            skew = count + counted.own - fewest
+            if skew > constraint.max_skew:
+                return (
+                    f"K11: the pod's topology spread constraint on {topology} would leave a "
+                    f"skew of {skew} in {domain} (max_skew {constraint.max_skew})"
+                )
+        return None
 
 
 #: The key of :func:`spread_refusals`' verdicts in a cluster's ``views``, and how many it
@@ -406,61 +451,140 @@ def term_refusals(cluster: Cluster, pod: Arriving) -> dict[str, str]:
     >>> list(found), found["a"][:50]
     (['a'], 'K5: the running pod ns/web-0 requires anti-affinit')
     """
-    views = getattr(cluster, "views", None)
-    holders = None if views is None else views.get(_ANTI_TERMS)
-    if holders is None:
-        holders = [(task, term) for task in cluster.tasks for term in task.pod_anti_affinity]
-        if views is not None:
-            views[_ANTI_TERMS] = holders
-    selecting = [
-        (task, term) for task, term in holders if term.selects(task.space, pod.space, pod.labels)
-    ]
-    if not (pod.pod_affinity or pod.pod_anti_affinity or selecting):
+    judge = Terms(cluster, pod)
+    if not judge:
         return {}
-    nodes = {node.id: node for node in cluster.nodes}
-    found: dict[str, str] = {}
+    return {node.id: why for node in cluster.nodes if (why := judge.refusal(node)) is not None}
 
-    def close(key: str, domains: set[str], why: str) -> None:
-        for node in cluster.nodes:
-            if node.id not in found and domain_of(node, key) in domains:
-                found[node.id] = why.format(node=node.id)
 
-    def held(term: PodAffinityTerm) -> set[str]:
-        """The domains at the term's key of the running pods the pod's term selects."""
-        return {
-            domain
-            for task in cluster.tasks
-            if term.selects(pod.space, task.space, task.labels)
-            and (domain := domain_of(nodes[task.node], term.topology_key)) is not None
-        }
+class Terms:
+    """K5 for one waiting ``pod`` (:func:`term_refusals` states the rule): the running pods
+    its terms select and those whose anti-affinity selects it, counted per domain once,
+    judging one node at a time as the cluster stands or with some of that node's running
+    pods gone (kube-scheduler's preemption removes the pods it may stop from a node before
+    it filters it). False when no term applies."""
 
-    for task, term in selecting:
-        domain = domain_of(nodes[task.node], term.topology_key)
-        if domain is not None:
-            close(
-                term.topology_key,
-                {domain},
-                f"K5: the running pod {task.id} requires anti-affinity on {term.topology_key} "
-                "with this pod, and it runs in the domain of node {node}",
+    def __init__(self, cluster: Cluster, pod: Arriving) -> None:
+        self.pod = pod
+        views = getattr(cluster, "views", None)
+        holders = None if views is None else views.get(_ANTI_TERMS)
+        if holders is None:
+            holders = [(task, term) for task in cluster.tasks for term in task.pod_anti_affinity]
+            if views is not None:
+                views[_ANTI_TERMS] = holders
+        #: the running pods whose anti-affinity term selects the pod, by (key, domain), in
+        #: the order of the cluster's tasks
+        self.selecting: dict[tuple[str, str], list[tuple[int, Task]]] = {}
+        self.keys: list[str] = []
+        self.anti: list[tuple[PodAffinityTerm, Counter[str]]] = []
+        self.affinity: list[tuple[PodAffinityTerm, Counter[str]]] = []
+        selecting = [
+            (task, term)
+            for task, term in holders
+            if term.selects(task.space, pod.space, pod.labels)
+        ]
+        self.applies = bool(pod.pod_affinity or pod.pod_anti_affinity or selecting)
+        if not self.applies:
+            return
+        nodes = {node.id: node for node in cluster.nodes}
+        for order, (task, term) in enumerate(selecting):
+            domain = domain_of(nodes[task.node], term.topology_key)
+            if domain is not None:
+                self.selecting.setdefault((term.topology_key, domain), []).append((order, task))
+        self.keys = list(dict.fromkeys(key for key, _ in self.selecting))
+        for terms, kept in ((pod.pod_anti_affinity, self.anti), (pod.pod_affinity, self.affinity)):
+            for term in terms:
+                held: Counter[str] = Counter()
+                for task in cluster.tasks:
+                    if term.selects(pod.space, task.space, task.labels):
+                        domain = domain_of(nodes[task.node], term.topology_key)
+                        if domain is not None:
+                            held[domain] += 1
+                kept.append((term, held))
+
+    def __bool__(self) -> bool:
+        return self.applies
+
+    def refusal(self, node: Node, gone: Sequence[Task] = ()) -> str | None:
+        """Why K5 keeps the pod from ``node`` once its running pods ``gone`` are gone (None:
+        it does not): a running pod's anti-affinity first, then the pod's anti-affinity,
+        then its affinity."""
+        if not self.applies:
+            return None
+        pod, left = self.pod, {task.id for task in gone}
+        first: tuple[int, Task, str] | None = None
+        for key in self.keys:
+            domain = domain_of(node, key)
+            for order, task in self.selecting.get((key, domain), ()) if domain else ():
+                if task.id not in left:
+                    if first is None or order < first[0]:
+                        first = (order, task, key)
+                    break
+        if first is not None:
+            return (
+                f"K5: the running pod {first[1].id} requires anti-affinity on {first[2]} "
+                f"with this pod, and it runs in the domain of node {node.id}"
             )
-    for term in pod.pod_anti_affinity:
-        close(
-            term.topology_key,
-            held(term),
-            f"K5: the pod requires anti-affinity on {term.topology_key} with running pods "
-            "in the domain of node {node}",
-        )
-    for term in pod.pod_affinity:
-        domains = held(term)
-        if not domains and term.selects(pod.space, pod.space, pod.labels):
-            continue  # the first pod of a group that selects itself goes anywhere
-        for node in cluster.nodes:
-            if node.id not in found and domain_of(node, term.topology_key) not in domains:
-                found[node.id] = (
+        for term, held in self.anti:
+            domain = domain_of(node, term.topology_key)
+            if domain is not None and held[domain] - self._gone(term, gone) > 0:
+                return (
+                    f"K5: the pod requires anti-affinity on {term.topology_key} with running "
+                    f"pods in the domain of node {node.id}"
+                )
+        for term, held in self.affinity:
+            domain = domain_of(node, term.topology_key)
+            lost = self._gone(term, gone) if domain is not None else 0
+            if sum(held.values()) - lost == 0 and term.selects(pod.space, pod.space, pod.labels):
+                continue  # the first pod of a group that selects itself goes anywhere
+            if domain is None or held[domain] - lost <= 0:
+                return (
                     f"K5: the pod requires affinity on {term.topology_key} with running pods "
                     f"that are not in the domain of node {node.id}"
                 )
-    return found
+        return None
+
+    def touches(self, task: Task) -> bool:
+        """Whether the running ``task`` counts in a verdict of K5: a term of the pod selects
+        it, or its anti-affinity selects the pod."""
+        pod = self.pod
+        return any(
+            term.selects(pod.space, task.space, task.labels)
+            for term, _ in (*self.anti, *self.affinity)
+        ) or any(task is other for found in self.selecting.values() for _, other in found)
+
+    def _gone(self, term: PodAffinityTerm, gone: Sequence[Task]) -> int:
+        """How many of the running pods ``gone`` (of one node) ``term`` of the pod selects."""
+        pod = self.pod
+        return sum(term.selects(pod.space, task.space, task.labels) for task in gone)
+
+
+class Arrival:
+    """K5 then K11 for one waiting ``pod`` (:class:`Terms`, :class:`Spread`), judging one
+    node at a time, as the cluster stands or once some of that node's running pods are
+    gone: kube-scheduler's preemption filters a node after removing the pods it may stop
+    there (``SelectVictimsOnNode``). False when neither rule applies to the pod."""
+
+    def __init__(self, cluster: Cluster, pod: Any) -> None:
+        self.terms = Terms(cluster, pod)
+        self.spread = Spread(cluster, pod)
+
+    def __bool__(self) -> bool:
+        return bool(self.terms) or bool(self.spread.counted)
+
+    def refusal(self, node: Node, gone: Sequence[Task] = ()) -> str | None:
+        """Why K5 or K11 keeps the pod from ``node`` once its running pods ``gone`` are
+        gone (K5 said first, as :func:`arrival_refusals`); None: neither does."""
+        return self.terms.refusal(node, gone) or self.spread.refusal(node, gone)
+
+    def touches(self, task: Task) -> bool:
+        """Whether the running ``task`` counts in a verdict: its being gone can change one
+        (a pod the pod's terms select, one whose anti-affinity selects the pod, one a
+        spread constraint counts)."""
+        return self.terms.touches(task) or any(
+            task.node in counted.eligible and self.spread.counts(counted.constraint, task)
+            for counted in self.spread.counted
+        )
 
 
 def gang_sizes(tasks: Iterable[Task]) -> Counter[str]:

@@ -5,8 +5,9 @@ view of them the methods read), ``solution.py`` (decision, checker, cost),
 ``greedy.py`` (stage 1, shared, and the cheapest-first heuristic), ``dp.py``
 (the exact dynamic programme: minimum-cost cover per node and across nodes),
 ``model.py`` (the labelled rows of the model of the whole decision) solved by
-``milp.py`` (HiGHS) and ``cpsat.py`` (CP-SAT), ``devices.py`` (rule P12: victims
-that free the devices a request's DRA claims need, for every method),
+``milp.py`` (HiGHS) and ``cpsat.py`` (CP-SAT), ``devices.py`` (rules P12 and P14:
+victims that free the devices a request's DRA claims need, or lift the pod
+(anti-)affinity or topology spread that refuses it, for every method),
 ``gangs.py`` (rule P13: what stopping a member of a running gang stops),
 ``generator.py`` (seeded random states); the formal model is
 ``models/preemption.md``.

@@ -1,4 +1,9 @@
-"""Rule P12 (``models/preemption.md``): victims that free the devices a request's claims need.
+"""Rules P12 and P14 (``models/preemption.md``): victims that free the devices a request's
+claims need, or lift the pod rules (K5, K11) that refuse it on a node.
+
+Rule P14 keeps a node that K5 or K11 refuse as it stands and take once the tasks the
+request may stop there are gone (a *rule node*, :attr:`Scope.rule_nodes`); its victims are
+chosen below as a device node's, with the rules as its needs.
 
 A request whose DRA claims are not counted whole GPUs (a MIG placement, a share, a
 constraint such as one ``pcieRoot``, a selector) may fit on a node only once some of the
@@ -26,13 +31,15 @@ victim set there covers them); the status is ``optimal`` when the decision's cos
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpuopt.cluster.devicecheck import DeviceLedger
-from gpuopt.cluster.items import Task
+from gpuopt.cluster.items import Node, Task
 from gpuopt.cluster.model import SCALE, scaled
+from gpuopt.cluster.rules import Arrival
 from gpuopt.preemption.gangs import close_gangs
 from gpuopt.preemption.problem import PreemptionProblem, checkpoint_of
 from gpuopt.preemption.solution import PreemptionResult
@@ -78,29 +85,90 @@ def cheapest_first(
     return chosen if need_gpus <= 0 and need_cpus <= 0 else None
 
 
+@dataclass(frozen=True)
+class _Needs:
+    """What a weighed node needs its victims to free: the devices of the request's claims
+    (P12) and the rules K5 and K11 (P14), with the tasks whose release can matter to each
+    (their holders: every legal victim set holds one of each kind the node needs)."""
+
+    problem: PreemptionProblem
+    node: Node
+    devices: set[str] | None
+    ledger: DeviceLedger | None
+    rules: Arrival | None
+
+    @classmethod
+    def of(cls, problem: PreemptionProblem, node: Node) -> _Needs:
+        scope = problem.scope
+        devices, ledger = None, None
+        if node.id in scope.device_nodes:
+            devices, ledger = _holders(problem, node.id), DeviceLedger(problem.cluster)
+        rules = problem.arrival if node.id in scope.rule_nodes else None
+        return cls(problem, node, devices, ledger, rules)
+
+    def holds(self, task: Task) -> bool:
+        """Whether releasing ``task`` can change whether the node takes the request."""
+        return (self.devices is not None and task.id in self.devices) or (
+            self.rules is not None and self.rules.touches(task)
+        )
+
+    def met(self, released: list[Task]) -> bool:
+        """Whether the node takes the request once ``released`` are gone (DF1-DF8, K5,
+        K11)."""
+        if self.ledger is not None:
+            ids = [task.id for task in released]
+            if self.ledger.fit(self.problem.request.claims, self.node.id, ids)[0]:
+                return False
+        return self.rules is None or self.rules.refusal(self.node, released) is None
+
+    def least(self, candidates: list[Task]) -> int:
+        """The cheapest victims any legal victim set here holds for these needs: per kind
+        the node needs, its cheapest holder (with the gang it breaks when stopped, P13:
+        every victim set holding it holds that gang); the larger of the kinds."""
+        problem = self.problem
+        everywhere = {task.id: task for task in problem.cluster.tasks}
+
+        def cheapest(kind: Callable[[Task], bool]) -> int:
+            found = []
+            for task in candidates:
+                if kind(task):
+                    stops = close_gangs(problem.cluster, {task.id}, problem.stoppable) or {task.id}
+                    found.append(sum(_cost(problem, everywhere[stop]) for stop in stops))
+            return min(found, default=0)
+
+        least = 0
+        if self.devices is not None:
+            devices = self.devices
+            least = cheapest(lambda task: task.id in devices)
+        if self.rules is not None:
+            rules = self.rules
+            least = max(least, cheapest(rules.touches))
+        return least
+
+
 def device_victims(
     problem: PreemptionProblem,
     node_id: str,
     candidates: list[Task],
-    holders: set[str] | None = None,
+    needs: _Needs | None = None,
 ) -> list[Task]:
-    """``D_n`` of P12: the tasks of ``candidates`` (those the request may stop on the node)
-    whose release the claims need, found by releasing all that hold devices there
-    (``holders``, default :func:`_holders`) and taking them back, the most costly first,
-    while the claims still fit (a task holding no device there cannot change the fit).
-    Empty when the claims fit already."""
-    ledger = DeviceLedger(problem.cluster)
-    claims = problem.request.claims
-    if holders is None:
-        holders = _holders(problem, node_id)
-    holding = [task for task in candidates if task.id in holders]
+    """``D_n`` of P12 and P14: the tasks of ``candidates`` (those the request may stop on
+    the node) whose release the node's needs (its claims' devices, K5 and K11) need, found
+    by releasing all that can matter there (their holders) and taking them back, the most
+    costly first, while the needs are still met (a task holding nothing that matters cannot
+    change them). Empty when they are met already."""
+    if needs is None:
+        node = next(node for node in problem.nodes if node.id == node_id)
+        needs = _Needs.of(problem, node)
+    holding = [task for task in candidates if needs.holds(task)]
     cost = {task.id: _cost(problem, task) for task in holding}
-    released = [task.id for task in holding]
+    released = list(holding)
     for task in sorted(holding, key=lambda task: -cost[task.id]):
-        trial = [other for other in released if other != task.id]
-        if not ledger.fit(claims, node_id, trial)[0]:
+        trial = [other for other in released if other.id != task.id]
+        if needs.met(trial):
             released = trial
-    return [task for task in candidates if task.id in released]
+    kept = {task.id for task in released}
+    return [task for task in candidates if task.id in kept]
 
 
 def device_option(
@@ -125,22 +193,29 @@ def device_option(
         [scaled(task.cpus) for task in candidates],
         [_cost(problem, task) for task in candidates],
     )
-    holders = _holders(problem, node_id)
-    first = device_victims(problem, node_id, candidates, holders)
-    rest = [pos for pos, task in enumerate(candidates) if task not in first]
-    freed_gpus = sum(problem.gpus_of(task) for task in first)
-    freed_cpus = sum(scaled(task.cpus) for task in first)
-    gpus, cpus, costs = ([column[pos] for pos in rest] for column in columns)
-    still_gpus, still_cpus = max(0, need_gpus - freed_gpus), max(0, need_cpus - freed_cpus)
-    extra = cover(gpus, cpus, costs, still_gpus, still_cpus) if still_gpus or still_cpus else ()
-    if extra is None:
-        return None
-    bound = 0
-    if exact:
-        bound = _least(
-            problem, holders, candidates, columns, max(0, need_gpus), max(0, need_cpus), cover
+    needs = _Needs.of(problem, node)
+    holding = [task for task in candidates if needs.holds(task)]
+    if exact and len(holding) <= EXHAUSTIVE_HOLDERS and not any(t.gang for t in candidates):
+        best = _every_holder_set(
+            problem, needs, holding, candidates, columns, cover, need_gpus, need_cpus
         )
-    chosen = {*(task.id for task in first), *(candidates[rest[item]].id for item in extra)}
+        if best is None:
+            return None
+        first, extra_ids, bound = best
+        chosen = {*(task.id for task in first), *extra_ids}
+    else:
+        first = device_victims(problem, node_id, candidates, needs)
+        covering = _cover_rest(candidates, first, columns, cover, need_gpus, need_cpus)
+        if covering is None:
+            return None
+        extra_ids = covering
+        bound = 0
+        if exact:  # any legal victim set covers the deficits (P3) and meets the needs
+            short = (max(0, need_gpus), max(0, need_cpus))
+            least = cover(*columns, *short) if any(short) else ()
+            by_room = sum(columns[2][item] for item in least or ())
+            bound = max(by_room, needs.least(candidates))
+        chosen = {*(task.id for task in first), *extra_ids}
     closed = close_gangs(problem.cluster, chosen, problem.stoppable)  # P13
     if closed is None:
         return None
@@ -154,29 +229,61 @@ def device_option(
     )
 
 
-def _least(
-    problem: PreemptionProblem,
-    holders: set[str],
+#: P12, P14: up to this many tasks whose release can matter on a weighed node, an exact
+#: method tries every set of them (2**10 sets at most) with the cheapest cover of the rest
+EXHAUSTIVE_HOLDERS = 10
+
+
+def _cover_rest(
     candidates: list[Task],
+    first: list[Task],
     columns: tuple[list[int], list[int], list[int]],
+    cover: Cover,
     need_gpus: int,
     need_cpus: int,
+) -> list[str] | None:
+    """The ids of the ``candidates`` outside ``first`` that ``cover`` chooses to cover the
+    GPUs and CPUs still lacking once ``first`` are gone (P3); None when they cannot."""
+    taken = {task.id for task in first}
+    rest = [pos for pos, task in enumerate(candidates) if task.id not in taken]
+    freed_gpus = sum(columns[0][pos] for pos, task in enumerate(candidates) if task.id in taken)
+    freed_cpus = sum(columns[1][pos] for pos, task in enumerate(candidates) if task.id in taken)
+    gpus, cpus, costs = ([column[pos] for pos in rest] for column in columns)
+    still = (max(0, need_gpus - freed_gpus), max(0, need_cpus - freed_cpus))
+    extra = cover(gpus, cpus, costs, *still) if any(still) else ()
+    if extra is None:
+        return None
+    return [candidates[rest[item]].id for item in extra]
+
+
+def _every_holder_set(
+    problem: PreemptionProblem,
+    needs: _Needs,
+    holding: list[Task],
+    candidates: list[Task],
+    columns: tuple[list[int], list[int], list[int]],
     cover: Cover,
-) -> int:
-    """A lower bound on the cost of any legal victim set on a device node whose device
-    holders are ``holders``: the larger of the cheapest cover of its GPU and CPU deficits
-    alone (P3) and the cheapest task holding a device there (the claims do not fit as
-    the node stands, and only a released device can change that), with the gang it
-    breaks when stopped (P13: every victim set holding it holds that gang)."""
-    least = cover(*columns, need_gpus, need_cpus) if need_gpus or need_cpus else ()
-    by_room = sum(columns[2][item] for item in least or ())
-    everywhere = {task.id: task for task in problem.cluster.tasks}
-    held = []
-    for task in candidates:
-        if task.id in holders:
-            stops = close_gangs(problem.cluster, {task.id}, problem.stoppable) or {task.id}
-            held.append(sum(_cost(problem, everywhere[stop]) for stop in stops))
-    return max(by_room, min(held, default=0))
+    need_gpus: int,
+    need_cpus: int,
+) -> tuple[list[Task], list[str], int] | None:
+    """The exact methods' decision on a weighed node with few holders and no gang: every
+    set of ``holding`` that meets the node's needs, with the minimum-cost cover of what it
+    leaves lacking among the other candidates; the cheapest (holders, cover ids, cost), its
+    cost a proven least (every legal victim set is such a set and a cover), or None."""
+    cost = {task.id: _cost(problem, task) for task in candidates}
+    best: tuple[list[Task], list[str], int] | None = None
+    for size in range(len(holding) + 1):
+        for chosen in itertools.combinations(holding, size):
+            first = list(chosen)
+            if not needs.met(first):
+                continue
+            extra = _cover_rest(candidates, first, columns, cover, need_gpus, need_cpus)
+            if extra is None:
+                continue
+            total = sum(cost[task.id] for task in first) + sum(cost[task] for task in extra)
+            if best is None or total < best[2]:
+                best = (first, extra, total)
+    return best
 
 
 def widen(
@@ -199,13 +306,13 @@ def widen(
             request=problem.request,
             now=problem.now,
         )
-    scope = problem.scope
-    if not scope.device_nodes or problem.request.priority != "HP" or base.stage == 1:
+    aside = problem.scope.weighed_nodes
+    if not aside or problem.request.priority != "HP" or base.stage == 1:
         return base
     found = [
         device_option(problem, node.id, cover, exact=exact)
         for node in problem.nodes
-        if node.id in scope.device_nodes
+        if node.id in aside
     ]
     options = [option for option in found if option is not None]
     seconds = time.perf_counter() - started
@@ -225,10 +332,15 @@ def widen(
                 "stage": 2,
             }
         )
+    weighed = [
+        f"P12: {sum(o.node in problem.scope.device_nodes for o in options)} node(s) where the "
+        "claims fit once chosen victims free their devices were weighed",
+        f"P14: {sum(o.node in problem.scope.rule_nodes for o in options)} node(s) that pod "
+        "(anti-)affinity or topology spread admits once chosen victims are gone were weighed",
+    ]
     notes = [
         *(base.notes if decision is base else ()),
-        f"P12: {len(options)} node(s) where the claims fit once chosen victims free their "
-        "devices were weighed",
+        *(note for note in weighed if not note.startswith(("P12: 0 ", "P14: 0 "))),
     ]
     status, bound = Status.HEURISTIC, None
     if exact:

@@ -56,7 +56,13 @@ from gpuopt.cluster.model import (
 )
 from gpuopt.cluster.request import Request as ClusterRequest
 from gpuopt.cluster.request import WrittenRequest, as_request, nominated_room
-from gpuopt.cluster.rules import PREEMPTED_BY_SCHEDULER, refusal, terminating
+from gpuopt.cluster.rules import (
+    PREEMPTED_BY_SCHEDULER,
+    Arrival,
+    is_pod,
+    refusal,
+    terminating,
+)
 from gpuopt.errors import ProblemError
 from gpuopt.preemption.gangs import gang_facts, gang_items, task_items
 from gpuopt.preemption.index import PreemptionIndex
@@ -331,6 +337,7 @@ class PreemptionProblem(IndexedModel):
         """A copy whose views (index, scope) are rebuilt on first use."""
         copy = super().model_copy(update=update, deep=deep)
         copy.__dict__.pop("scope", None)
+        copy.__dict__.pop("arrival", None)
         return copy
 
     @classmethod
@@ -399,6 +406,12 @@ class PreemptionProblem(IndexedModel):
         # cls(...), not cls.parse: pydantic runs a model's after-validators twice when
         # model_validate goes through a custom __init__ (IndexedModel's); same errors
         return cls(now=float(clock), cluster=cluster, request=asked)
+
+    @cached_property
+    def arrival(self) -> Arrival | None:
+        """K5 and K11 of the request (P14), built once; None for a request that stands for
+        no pod (a shape), which they do not judge."""
+        return Arrival(self.cluster, self.request) if is_pod(self.request) else None
 
     @cached_property
     def index(self) -> PreemptionIndex:
@@ -507,6 +520,10 @@ class Scope:
     #: only once some of the tasks it may stop there free their devices; the methods' view
     #: leaves them out, and :mod:`gpuopt.preemption.devices` chooses their victims
     device_nodes: frozenset[str] = frozenset()
+    #: P14: the nodes of ``nodes`` that K5 or K11 refuse the request as they stand and take
+    #: it once some of the tasks it may stop there are gone; left out of the methods' view
+    #: like ``device_nodes``, and their victims chosen the same way
+    rule_nodes: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, cluster: Cluster, request: ClusterRequest, rank: int | None) -> Scope:
@@ -536,6 +553,10 @@ class Scope:
         if request.claims:  # DF1-DF8: only nodes where the request's claims can fit
             refused, device_nodes = _devices_refusals(cluster, request, allowed, threshold)
             allowed = [ok and why is None for ok, why in zip(allowed, refused, strict=True)]
+        rule_nodes: frozenset[str] = frozenset()
+        held: dict[str, str] = {}
+        if threshold > MIN_PRIORITY and is_pod(request):  # P14: K5 and K11 after victims
+            allowed, rule_nodes, held = _rule_nodes(cluster, request, allowed, threshold)
         nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
         if not nodes:
             from gpuopt.cluster.rules import refusals
@@ -553,9 +574,11 @@ class Scope:
             tasks = [cluster.tasks[pos] for pos in task_at.tolist()]
             task_pos = {columns.ids[at]: pos for pos, at in enumerate(task_at.tolist())}
         facts = ClusterFacts.of(cluster)
+        if held:
+            facts = ClusterFacts(fixed={**facts.fixed, **held}, task_gpus=facts.task_gpus)
         if request.gpu_milli is not None:
-            held = _share_view(cluster, cluster.index.task_gpus, request.gpu_milli)
-            facts = ClusterFacts(fixed=facts.fixed, task_gpus=held)
+            shares = _share_view(cluster, cluster.index.task_gpus, request.gpu_milli)
+            facts = ClusterFacts(fixed=facts.fixed, task_gpus=shares)
         return cls(
             nodes=nodes,
             tasks=tasks,
@@ -566,14 +589,22 @@ class Scope:
             task_at=task_at,
             refusals=tuple(refused) if not nodes else (),
             device_nodes=device_nodes,
+            rule_nodes=rule_nodes,
         )
 
-    def without_device_nodes(self) -> Scope:
-        """This scope without its :attr:`device_nodes` and their tasks: what the methods see."""
-        if not self.device_nodes:
+    @property
+    def weighed_nodes(self) -> frozenset[str]:
+        """The nodes whose victims are chosen apart from the methods' view (P12, P14)."""
+        return self.device_nodes | self.rule_nodes
+
+    def without_weighed_nodes(self) -> Scope:
+        """This scope without its :attr:`weighed_nodes` and their tasks: what the methods
+        see."""
+        aside = self.weighed_nodes
+        if not aside:
             return self
-        kept = [node.id not in self.device_nodes for node in self.nodes]
-        on_kept = np.array([task.node not in self.device_nodes for task in self.tasks], bool)
+        kept = [node.id not in aside for node in self.nodes]
+        on_kept = np.array([task.node not in aside for task in self.tasks], bool)
         positions = np.flatnonzero(on_kept)
         tasks = [self.tasks[pos] for pos in positions.tolist()]
         return Scope(
@@ -592,9 +623,9 @@ class Scope:
 
     def view(self, cluster: Cluster, request: PreemptionRequest, now: float) -> PreemptionIndex:
         """The array view of this scope at time ``now`` (see :func:`preemption_view`), its
-        :attr:`device_nodes` left out (P12)."""
-        if self.device_nodes:
-            return self.without_device_nodes().view(cluster, request, now)
+        :attr:`weighed_nodes` left out (P12, P14)."""
+        if self.weighed_nodes:
+            return self.without_weighed_nodes().view(cluster, request, now)
         nodes, tasks, at = self.nodes, self.tasks, self.task_at
         columns = task_columns(cluster)
         node_ids = [node.id for node in nodes]
@@ -724,14 +755,10 @@ def _devices_refusals(
     ledger = DeviceLedger(cluster)
     plain = _plain_claims(request)
     subs = [sub for claim in request.claims for item in claim.requests for sub in item.alternatives]
-    facts = ClusterFacts.of(cluster)
-    on: dict[str, list[str]] = {}
-    for task in cluster.tasks:
-        stoppable = task.id not in facts.fixed and (
-            priority_value(task.priority, cluster.hp_priority) < threshold
-        )
-        if stoppable:
-            on.setdefault(task.node, []).append(task.id)
+    on = {
+        node: [task.id for task in tasks]
+        for node, tasks in _stoppable_on(cluster, threshold).items()
+    }
     found: list[str | None] = []
     device_nodes: set[str] = set()
     for node, ok in zip(cluster.nodes, allowed, strict=True):
@@ -760,6 +787,53 @@ def _devices_refusals(
                     device_nodes.add(node.id)
         found.append(reason)
     return found, frozenset(device_nodes)
+
+
+def _stoppable_on(cluster: Cluster, threshold: int) -> dict[str, list[ClusterTask]]:
+    """Per node id, the tasks below ``threshold`` that the cluster does not fix: those a
+    request of that priority may stop there (its LP class, K8)."""
+    facts = ClusterFacts.of(cluster)
+    on: dict[str, list[ClusterTask]] = {}
+    for task in cluster.tasks:
+        if task.id not in facts.fixed and (
+            priority_value(task.priority, cluster.hp_priority) < threshold
+        ):
+            on.setdefault(task.node, []).append(task)
+    return on
+
+
+def _rule_nodes(
+    cluster: Cluster, request: ClusterRequest, allowed: list[bool], threshold: int
+) -> tuple[list[bool], frozenset[str], dict[str, str]]:
+    """P14: ``allowed`` with the nodes added that K5 or K11 refuse the request as they
+    stand and admit once every task it may stop there is gone (its rule nodes, returned
+    too), and the tasks fixed for it (reason ``pod-affinity``): those it may stop on a node
+    whose required pod affinity (K5) holds only through them.
+
+    As kube-scheduler's preemption (``SelectVictimsOnNode``): it removes every pod of lower
+    priority from a node and filters the node then; a node the filters still refuse is no
+    candidate, a node with room needs no preemption (a node where only the pods it would
+    remove satisfy the pod's affinity takes it without victims or not at all)."""
+    judge = Arrival(cluster, request)
+    if not judge:
+        return allowed, frozenset(), {}
+    on = _stoppable_on(cluster, threshold)
+    found, rule_nodes, held = list(allowed), set(), dict[str, str]()
+    plain: list[bool] | None = None  # K1-K4 alone
+    for pos, node in enumerate(cluster.nodes):
+        gone = on.get(node.id)
+        if not gone:
+            continue
+        if allowed[pos]:
+            if judge.terms.affinity and judge.terms.refusal(node, gone) is not None:
+                held.update((task.id, "pod-affinity") for task in gone)
+            continue
+        if plain is None:
+            plain = cluster.admits(request, arrival=False)
+        if plain[pos] and judge.refusal(node, gone) is None:
+            found[pos] = True
+            rule_nodes.add(node.id)
+    return found, frozenset(rule_nodes), held
 
 
 def task_columns(cluster: Cluster) -> TaskColumns:

@@ -183,6 +183,13 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
         released = [task.id for task in victims]
         found.extend(DeviceLedger(problem.cluster).fit(request.claims, node.id, released)[0])
 
+    # P14: K5 and K11 take the request on the node once the victims are gone (as
+    # kube-scheduler's preemption filters a node with the pods it stops removed).
+    if problem.arrival is not None:
+        why = problem.arrival.refusal(node, victims)
+        if why is not None:
+            found.append(f"P14: {why}")
+
     # P4: the cost is the victims' work to redo (P13: every member of a gang they close).
     now = scaled(problem.now)
     cost = sum(problem.held_gpus(t) * (now - scaled(checkpoint_of(t))) for t in stopped) / SCALE
@@ -209,14 +216,17 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
 
 
 def _room_now(problem: PreemptionProblem, room: _Room) -> str | None:
-    """The first node with room without preemption: the GPUs and CPUs free, and the
-    request's claims fitting as the node stands (DF1-DF8; P12: not every node with the
-    GPUs has the devices); None when there is none."""
+    """The first node with room without preemption: the GPUs and CPUs free, the request's
+    claims fitting as the node stands (DF1-DF8; P12: not every node with the GPUs has the
+    devices) and K5 and K11 taking it there (P14); None when there is none."""
     claims = problem.request.claims
     ledger = DeviceLedger(problem.cluster) if claims else None
     for node in room.room_now():
-        if ledger is None or not ledger.fit(claims, node)[0]:
-            return node
+        if ledger is not None and ledger.fit(claims, node)[0]:
+            continue
+        if problem.arrival is not None and problem.arrival.refusal(room.nodes[node]):
+            continue
+        return node
     return None
 
 

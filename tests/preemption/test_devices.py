@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import gpuopt
 from gpuopt.preemption.devices import cheapest_first, device_victims
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.solution import PreemptionResult, evaluate, violations
@@ -165,3 +166,191 @@ def test_device_victims_close_the_gang_they_break(cluster: Any) -> None:
         preempted=True, stage=2,
     )  # fmt: skip
     assert [v[:4] for v in violations(problem, alone)] == ["P13:"]
+
+
+# --- P14: pod (anti-)affinity and topology spread judged once the victims are gone -------
+
+HOST = "kubernetes.io/hostname"
+
+
+def arrival_cluster(**pending: Any) -> Any:
+    """n0 (zone a): cheap LP pods c (app=cache, 2 GPUs, 100 s of work) and w0, w1 (app=web,
+    1 GPU each, 200 s); n1 (zone b): x (LP, 8 GPUs, 900 s lost when stopped); n2 (zone
+    b): h, HP, 8 GPUs. The waiting pod p (priority 100, 4 GPUs) states ``pending``."""
+    from gpuopt.cluster.model import Cluster
+
+    def task(name: str, node: str, gpus: int, start: float, app: str | None, prio: int) -> Any:
+        labels = {"app": app} if app else {}
+        return {"id": f"ns/{name}", "node": node, "gpus": gpus, "priority": prio,
+                "start_time": start, "labels": labels}  # fmt: skip
+
+    return Cluster(
+        now=1000.0,
+        nodes=[
+            {"id": f"n{k}", "gpus": 8, "cpus": 64, "labels": {HOST: f"n{k}", "zone": zone}}
+            for k, zone in enumerate("abb")
+        ],
+        tasks=[
+            task("c", "n0", 2, 900.0, "cache", 1),
+            task("w0", "n0", 1, 800.0, "web", 1),
+            task("w1", "n0", 1, 800.0, "web", 1),
+            task("x", "n1", 8, 100.0, None, 1),
+            task("h", "n2", 8, 0.0, None, 1000),
+        ],
+        pending=[{"id": "ns/p", "gpus": 4, "priority": 100, **pending}],
+    )
+
+
+def arrival_question(cluster: Any) -> PreemptionProblem:
+    from gpuopt.cluster.request import pending_request
+
+    request, priority = pending_request(cluster, "ns/p")
+    return PreemptionProblem.from_cluster(cluster, request, priority=priority, pending="ns/p")
+
+
+def anti(app: str, key: str = HOST) -> dict[str, Any]:
+    return {"selector": {"match_labels": {"app": app}}, "topology_key": key}
+
+
+@pytest.mark.parametrize(
+    ("pending", "victims"),
+    [
+        # K5: its anti-affinity with the cache pod: stop c (200) rather than x (7,200)
+        ({"pod_anti_affinity": [anti("cache")]}, ["ns/c"]),
+        # K11: web spread over zones (max skew 1): zone a holds 2 web pods against none in
+        # zone b, so both must go (400) before p, itself web, may join zone a
+        (
+            {
+                "labels": {"app": "web"},
+                "topology_spread": [
+                    {
+                        "max_skew": 1,
+                        "topology_key": "zone",
+                        "selector": {"match_labels": {"app": "web"}},
+                    }
+                ],
+            },
+            ["ns/w0", "ns/w1"],
+        ),
+    ],
+)
+def test_victims_that_lift_a_pod_rule_are_chosen_as_kube_scheduler_does(
+    pending: dict[str, Any], victims: list[str]
+) -> None:
+    """kube-scheduler's preemption removes a node's pods of lower priority, then filters
+    the node (InterPodAffinity, PodTopologySpread): n0 refuses p as it stands and takes it
+    without the victims. Every method finds the least cost a brute force over every victim
+    set finds under the checker."""
+    problem = arrival_question(arrival_cluster(**pending))
+    assert problem.scope.rule_nodes == {"n0"}
+    least = brute_force(problem)
+    for method in METHODS:
+        decision = gpuopt.solve(problem, method)
+        assert decision.node == "n0" and sorted(decision.victims) == victims, method
+        assert violations(problem, decision) == [], method
+        assert decision.cost == least, method
+        if method != "heuristic":
+            assert decision.status == "optimal", method
+
+
+def test_the_checker_judges_pod_rules_after_the_victims() -> None:
+    problem = arrival_question(arrival_cluster(pod_anti_affinity=[anti("cache")]))
+    # n0 has room (4 GPUs free) but the cache pod's presence refuses p there
+    as_is = PreemptionResult(method="dp", node="n0", stage=1)
+    assert any(v.startswith("P14: K5") for v in violations(problem, as_is))
+    wrong = PreemptionResult(
+        method="dp", node="n0", victims=["ns/w0"], cost=200.0, preempted=True, stage=2
+    )
+    assert any(v.startswith("P14: K5") for v in violations(problem, wrong))
+    # stopping x on n1 is legal (n0 has no room P6 counts: K5 refuses p there)
+    other = PreemptionResult(
+        method="dp", node="n1", victims=["ns/x"], cost=7200.0, preempted=True, stage=2
+    )
+    assert violations(problem, other) == []
+
+
+def test_no_preemption_where_only_the_pods_it_would_stop_meet_its_affinity() -> None:
+    """kube-scheduler removes every pod of lower priority from a node before filtering:
+    when those alone satisfy the pod's required affinity, preemption cannot help there
+    (here: p needs the cache pod's host, and only stopping w0, w1 and c makes room; x's
+    node has no cache pod), so p waits."""
+    cluster = arrival_cluster(pod_affinity=[anti("cache")])
+    cluster = cluster.model_copy(
+        update={"pending": [cluster.pending[0].model_copy(update={"gpus": 8})]}
+    )
+    problem = arrival_question(cluster)
+    assert problem.scope.facts.fixed["ns/c"] == "pod-affinity"
+    for method in METHODS:
+        decision = gpuopt.solve(problem, method)
+        assert decision.node is None and violations(problem, decision) == [], method
+
+
+def random_arrival(seed: int) -> Any:
+    """A small random cluster: 3 nodes over 2 zones, 3-6 pods of apps a/b (some HP), and a
+    waiting pod with a random mix of anti-affinity, affinity and zone spread."""
+    import random
+
+    from gpuopt.cluster.model import Cluster
+
+    rng = random.Random(seed)
+    nodes = [
+        {"id": f"n{k}", "gpus": 4, "cpus": 16, "labels": {HOST: f"n{k}", "zone": "ab"[k % 2]}}
+        for k in range(3)
+    ]
+    free = {node["id"]: 4 for node in nodes}
+    tasks = []
+    for k in range(rng.randint(3, 6)):
+        node = rng.choice([n for n, left in free.items() if left] or ["n0"])
+        if not free[node]:
+            break
+        gpus = rng.randint(1, free[node])
+        free[node] -= gpus
+        tasks.append({
+            "id": f"ns/t{k}", "node": node, "gpus": gpus, "start_time": float(rng.randint(0, 900)),
+            "priority": rng.choice([1, 1, 1, 500]), "labels": {"app": rng.choice("ab")},
+        })  # fmt: skip
+    pending: dict[str, Any] = {"id": "ns/p", "gpus": rng.randint(1, 4), "priority": 100,
+                               "labels": {"app": rng.choice("ab")}}  # fmt: skip
+    kinds = rng.sample(["anti", "affinity", "spread"], rng.randint(1, 2))
+    if "anti" in kinds:
+        pending["pod_anti_affinity"] = [anti(rng.choice("ab"), rng.choice([HOST, "zone"]))]
+    if "affinity" in kinds:
+        pending["pod_affinity"] = [anti(rng.choice("ab"), rng.choice([HOST, "zone"]))]
+    if "spread" in kinds:
+        pending["topology_spread"] = [{"max_skew": 1, "topology_key": rng.choice([HOST, "zone"]),
+                                       "selector": {"match_labels": {"app": "a"}}}]  # fmt: skip
+    return Cluster(now=1000.0, nodes=nodes, tasks=tasks, pending=[pending])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pod_rules_after_victims_on_random_clusters(seed: int) -> None:
+    """Every method's decision passes the checker; the exact methods' cost is the least a
+    brute force over every victim set finds under it (or none when it finds none). A
+    cluster where the rules refuse every node even without the pods it may stop is a
+    problem error (no node may take it), said before any method runs."""
+    from gpuopt.errors import ProblemError
+
+    try:
+        problem = arrival_question(random_arrival(seed))
+    except ProblemError as error:
+        assert "no node of 3 may take it" in str(error)
+        return
+    stoppable = [task.id for task in problem.tasks if problem.stoppable(task)]
+    best: float | None = None
+    for size in range(len(stoppable) + 1):
+        for victims in itertools.combinations(stoppable, size):
+            for node in problem.nodes:
+                decision = PreemptionResult(
+                    method="dp", node=node.id, victims=list(victims),
+                    cost=evaluate(problem, victims), preempted=bool(victims),
+                    stage=2 if victims else 1,
+                )  # fmt: skip
+                if not violations(problem, decision):
+                    best = decision.cost if best is None else min(best, decision.cost)
+    for method in METHODS:
+        decision = gpuopt.solve(problem, method)
+        assert violations(problem, decision) == [], (method, decision)
+        if best is None:
+            assert decision.node is None, method
+        elif method != "heuristic":
+            assert decision.node is not None and decision.cost == best, method
