@@ -281,7 +281,7 @@ def _every_holder_set(
             if extra is None:
                 continue
             total = sum(cost[task.id] for task in first) + sum(cost[task] for task in extra)
-            if best is None or total < best[2]:
+            if best is None or total < best[2]:  # (ties: the fewest holders, found first)
                 best = (first, extra, total)
     return best
 
