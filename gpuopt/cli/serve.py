@@ -222,7 +222,9 @@ def served_kinds(api: Any) -> list[Any]:
     """The watched kinds (``WATCHED``) the API server serves: the gang kinds are custom
     resources (PodGroups of scheduler-plugins or Volcano) or alpha APIs (the Workload API)
     most clusters do not have, and a kind that cannot be listed would never sync (a 404
-    on its list: left out, logged)."""
+    on its list: left out, logged), nor one that can be listed and not watched (a 403 on
+    its list or its watch: left out, logged with the RBAC rule to add; it would stay
+    stale, and the service unhealthy, for good)."""
     from gpuopt.live.api import (
         DRA,
         OTHER_GANG_KINDS,
@@ -237,7 +239,8 @@ def served_kinds(api: Any) -> list[Any]:
     # DRA: resource.k8s.io/v1 from Kubernetes 1.34
     for optional in (POD_GROUPS, *OTHER_GANG_KINDS, *DRA):
         try:
-            api.list(optional)
+            _, version = api.list(optional)
+            api.watch(optional, version, timeout_seconds=1).close()  # (may it watch too?)
         except NotFound:
             kinds.remove(optional)
             log.info(
@@ -246,8 +249,9 @@ def served_kinds(api: Any) -> list[Any]:
         except Forbidden:  # an optional kind the service account may not read: said, left out
             kinds.remove(optional)
             log.warning(
-                "%s (%s) may not be listed by this service account: not watched (grant get, "
-                "list and watch on %s of the API group %r to read them; docs/live.md)",
+                "%s (%s) may not be listed or watched by this service account: not watched "
+                "(grant get, list and watch on %s of the API group %r to read them; "
+                "docs/live.md)",
                 optional.plural,
                 optional.api_version,
                 optional.plural,

@@ -149,7 +149,12 @@ def test_an_optional_kind_the_account_may_not_read_is_left_out(
     from gpuopt.cli.serve import served_kinds
     from gpuopt.live.api import OTHER_GANG_KINDS, WATCHED, Forbidden, NotFound
 
-    volcano, sigs = OTHER_GANG_KINDS[0], OTHER_GANG_KINDS[1]
+    volcano, sigs, workloads = OTHER_GANG_KINDS[0], OTHER_GANG_KINDS[1], OTHER_GANG_KINDS[2]
+    watched: list[Any] = []
+
+    class Stream:
+        def close(self) -> None:
+            pass
 
     class Api:
         def list(self, resource: Any, **_: Any) -> tuple[list[Any], str]:
@@ -159,10 +164,20 @@ def test_an_optional_kind_the_account_may_not_read_is_left_out(
                 raise NotFound("list podgroups: 404")
             return [], "1"
 
+        def watch(self, resource: Any, version: str, **_: Any) -> Stream:
+            # review s50 F5, second case: get and list granted, watch not (a kind read
+            # once and stale for good, the service unhealthy)
+            watched.append(resource)
+            if resource == workloads:
+                raise Forbidden("watch workloads: 403")
+            return Stream()
+
     with caplog.at_level("INFO"):
         kinds = served_kinds(Api())
-    assert volcano not in kinds and sigs not in kinds
-    assert [k for k in WATCHED if k not in (volcano, sigs)] == kinds
+    gone = (volcano, sigs, workloads)
+    assert not set(gone) & set(kinds)
+    assert [k for k in WATCHED if k not in gone] == kinds
+    assert workloads in watched and volcano not in watched
     assert "grant get, list and watch on podgroups of the API group 'scheduling.volcano.sh'" in (
         caplog.text
     )
