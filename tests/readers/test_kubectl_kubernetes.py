@@ -690,6 +690,24 @@ def test_a_hard_topology_spread_pins_its_pod_and_the_pods_it_counts() -> None:
         "ml/soft": None,
         "ml/free": None,
     }
+    # read as a waiting pod's: matchLabelKeys join the selector (the other version's web
+    # pod is not counted, so not pinned), and a constraint without a selector counts none
+    keyed = pod("keyed", "a", "web", "DoNotSchedule")
+    keyed["metadata"]["labels"]["version"] = "v2"
+    keyed["spec"]["topologySpreadConstraints"][0]["matchLabelKeys"] = ["version"]
+    old = pod("old", "b", "web")
+    old["metadata"]["labels"]["version"] = "v1"
+    bare = pod("bare", "b", "db", "DoNotSchedule")
+    del bare["spec"]["topologySpreadConstraints"][0]["labelSelector"]
+    items = [*nodes, keyed, old, bare, pod("db", "a", "db")]
+    cluster, _ = read_kubernetes({"kind": "List", "items": items})
+    pinned = {task.id: task.pinned for task in cluster.tasks}
+    assert pinned == {
+        "ml/keyed": "topology-spread",
+        "ml/old": None,
+        "ml/bare": "topology-spread",
+        "ml/db": None,
+    }
 
 
 def test_zonal_volumes_and_host_ports_keep_their_pods_where_kubernetes_would() -> None:

@@ -20,7 +20,6 @@ from gpuopt.cluster.model import Pending, Task
 from gpuopt.errors import ProblemError, short
 from gpuopt.readers.kubectl.affinity import (
     and_terms,
-    label_selector,
     node_affinity,
     pod_terms,
     spread_constraints,
@@ -137,7 +136,7 @@ def read_pod(ctx: Context, obj: KubeObject) -> None:
         ctx.host_ports[pod_id] = ports
     terms, unresolved = pod_terms(ctx, reader, affinity, pod_id, labels)
     count_unmodelled(ctx, reader, spec, affinity, waiting=node is None)
-    spread = hard_spread(ctx, reader, spec, namespace) if node is not None else False
+    spread = hard_spread(ctx, reader, spec, namespace, labels) if node is not None else False
     if gpu_milli is not None:
         pod["gpu_milli"] = gpu_milli
     read = _PodRead(
@@ -377,24 +376,22 @@ def admission_default(toleration: Mapping[str, Any]) -> bool:
     )
 
 
-def hard_spread(ctx: Context, reader: Reader, spec: Mapping[str, Any], namespace: str) -> bool:
-    """Note the pod's DoNotSchedule spread constraints; True when it has one.
+def hard_spread(
+    ctx: Context, reader: Reader, spec: Mapping[str, Any], namespace: str, labels: Mapping[str, str]
+) -> bool:
+    """Note a running pod's DoNotSchedule spread constraints (read as a waiting pod's,
+    :func:`~gpuopt.readers.kubectl.affinity.spread_constraints`: ``matchLabelKeys`` joined,
+    a constraint without a selector counting no pod); True when it has one.
 
-    gpuopt does not plan with spreads yet; the pod and every pod its
+    gpuopt does not plan moves with spreads yet; the pod and every pod its
     constraints select are pinned (:func:`.finish.finish`), so no move changes a
     count the constraint compares and the rule keeps holding.
     """
-    hard = False
-    for position, constraint in enumerate(
-        reader.objects(spec, "topologySpreadConstraints", "spec.topologySpreadConstraints")
-    ):
-        if constraint.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
-            continue
-        hard = True
-        path = f"spec.topologySpreadConstraints[{position}].labelSelector"
-        selector = label_selector(reader, constraint, "labelSelector", path)
-        ctx.spread.append((namespace, reader.model(LabelSelector, selector)))
-    return hard
+    constraints = spread_constraints(reader, spec, labels)
+    for constraint in constraints:
+        if "selector" in constraint:
+            ctx.spread.append((namespace, reader.model(LabelSelector, constraint["selector"])))
+    return bool(constraints)
 
 
 def count_unmodelled(
