@@ -243,9 +243,9 @@ def arrival_refusals(
     cluster: Cluster, pod: Any, bound: Sequence[tuple[Any, str]] = ()
 ) -> dict[str, str]:
     """Node id -> why, for each node a waiting ``pod`` arriving now may not go to by K11
-    (:func:`spread_refusals`, counting the waiting pods ``bound`` before it too) or K5
-    (:func:`term_refusals`, said first where both refuse)."""
-    return {**spread_refusals(cluster, pod, bound), **term_refusals(cluster, pod)}
+    (:func:`spread_refusals`) or K5 (:func:`term_refusals`, said first where both refuse),
+    counting the waiting pods ``bound`` before it (as (pod, node)) with the running pods."""
+    return {**spread_refusals(cluster, pod, bound), **term_refusals(cluster, pod, bound)}
 
 
 #: The reason of the DisruptionTarget condition kube-scheduler writes on a pod it preempts
@@ -429,7 +429,9 @@ _MAX_SPREAD_VERDICTS = 4096
 _ANTI_TERMS = "k5-anti-terms"
 
 
-def term_refusals(cluster: Cluster, pod: Arriving) -> dict[str, str]:
+def term_refusals(
+    cluster: Cluster, pod: Arriving, bound: Sequence[tuple[Any, str]] = ()
+) -> dict[str, str]:
     """K5 for a waiting ``pod`` arriving now, as kube-scheduler's InterPodAffinity filter
     judges it against the running pods: node id -> why, for each node it refuses (the
     others are open). A node is refused when a term of the pod's required anti-affinity
@@ -438,6 +440,8 @@ def term_refusals(cluster: Cluster, pod: Arriving) -> dict[str, str]:
     the first of a group goes anywhere), or when a running pod's required anti-affinity
     term selects the pod and that pod is in the node's domain (symmetry). A node without
     the term's topology label is no domain: refused by affinity, open to anti-affinity.
+    The waiting pods ``bound`` before it (as (pod, node), in the fit of waiting pods) count
+    as running pods there: kube-scheduler, placing one pod at a time, sees them.
 
     >>> from gpuopt.cluster.model import Cluster
     >>> term = {"selector": {"match_labels": {"app": "web"}},
@@ -451,7 +455,7 @@ def term_refusals(cluster: Cluster, pod: Arriving) -> dict[str, str]:
     >>> list(found), found["a"][:50]
     (['a'], 'K5: the running pod ns/web-0 requires anti-affinit')
     """
-    judge = Terms(cluster, pod)
+    judge = Terms(cluster, pod, bound)
     if not judge:
         return {}
     return {node.id: why for node in cluster.nodes if (why := judge.refusal(node)) is not None}
@@ -464,7 +468,9 @@ class Terms:
     pods gone (kube-scheduler's preemption removes the pods it may stop from a node before
     it filters it). False when no term applies."""
 
-    def __init__(self, cluster: Cluster, pod: Arriving) -> None:
+    def __init__(
+        self, cluster: Cluster, pod: Arriving, bound: Sequence[tuple[Any, str]] = ()
+    ) -> None:
         self.pod = pod
         views = getattr(cluster, "views", None)
         holders = None if views is None else views.get(_ANTI_TERMS)
@@ -472,32 +478,40 @@ class Terms:
             holders = [(task, term) for task in cluster.tasks for term in task.pod_anti_affinity]
             if views is not None:
                 views[_ANTI_TERMS] = holders
-        #: the running pods whose anti-affinity term selects the pod, by (key, domain), in
-        #: the order of the cluster's tasks
-        self.selecting: dict[tuple[str, str], list[tuple[int, Task]]] = {}
+        #: the pods whose anti-affinity term selects the pod, by (key, domain), in the order
+        #: of the cluster's tasks, then of the waiting pods ``bound`` (with whether it waits)
+        self.selecting: dict[tuple[str, str], list[tuple[int, Any, bool]]] = {}
         self.keys: list[str] = []
         self.anti: list[tuple[PodAffinityTerm, Counter[str]]] = []
         self.affinity: list[tuple[PodAffinityTerm, Counter[str]]] = []
         selecting = [
-            (task, term)
+            (task, term, task.node, False)
             for task, term in holders
             if term.selects(task.space, pod.space, pod.labels)
+        ]
+        selecting += [
+            (other, term, node_id, True)
+            for other, node_id in bound
+            for term in other.pod_anti_affinity
+            if term.selects(other.space, pod.space, pod.labels)
         ]
         self.applies = bool(pod.pod_affinity or pod.pod_anti_affinity or selecting)
         if not self.applies:
             return
         nodes = {node.id: node for node in cluster.nodes}
-        for order, (task, term) in enumerate(selecting):
-            domain = domain_of(nodes[task.node], term.topology_key)
+        for order, (task, term, node_id, waits) in enumerate(selecting):
+            domain = domain_of(nodes[node_id], term.topology_key)
             if domain is not None:
-                self.selecting.setdefault((term.topology_key, domain), []).append((order, task))
+                key = (term.topology_key, domain)
+                self.selecting.setdefault(key, []).append((order, task, waits))
         self.keys = list(dict.fromkeys(key for key, _ in self.selecting))
+        placed = [(task, task.node) for task in cluster.tasks] + list(bound)
         for terms, kept in ((pod.pod_anti_affinity, self.anti), (pod.pod_affinity, self.affinity)):
             for term in terms:
                 held: Counter[str] = Counter()
-                for task in cluster.tasks:
+                for task, node_id in placed:
                     if term.selects(pod.space, task.space, task.labels):
-                        domain = domain_of(nodes[task.node], term.topology_key)
+                        domain = domain_of(nodes[node_id], term.topology_key)
                         if domain is not None:
                             held[domain] += 1
                 kept.append((term, held))
@@ -512,17 +526,23 @@ class Terms:
         if not self.applies:
             return None
         pod, left = self.pod, {task.id for task in gone}
-        first: tuple[int, Task, str] | None = None
+        first: tuple[int, Any, bool, str] | None = None
         for key in self.keys:
             domain = domain_of(node, key)
-            for order, task in self.selecting.get((key, domain), ()) if domain else ():
-                if task.id not in left:
+            for order, task, waits in self.selecting.get((key, domain), ()) if domain else ():
+                if waits or task.id not in left:
                     if first is None or order < first[0]:
-                        first = (order, task, key)
+                        first = (order, task, waits, key)
                     break
         if first is not None:
+            _, task, waits, key = first
+            if waits:
+                return (
+                    f"K5: the waiting pod {task.id}, placed before it, requires anti-affinity "
+                    f"on {key} with this pod in the domain of node {node.id}"
+                )
             return (
-                f"K5: the running pod {first[1].id} requires anti-affinity on {first[2]} "
+                f"K5: the running pod {task.id} requires anti-affinity on {key} "
                 f"with this pod, and it runs in the domain of node {node.id}"
             )
         for term, held in self.anti:
@@ -551,7 +571,7 @@ class Terms:
         return any(
             term.selects(pod.space, task.space, task.labels)
             for term, _ in (*self.anti, *self.affinity)
-        ) or any(task is other for found in self.selecting.values() for _, other in found)
+        ) or any(task is other for found in self.selecting.values() for _, other, _ in found)
 
     def _gone(self, term: PodAffinityTerm, gone: Sequence[Task]) -> int:
         """How many of the running pods ``gone`` (of one node) ``term`` of the pod selects."""

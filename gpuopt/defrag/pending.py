@@ -193,7 +193,7 @@ class _Room:
         memory = 0 if pod.memory is None else scaled(pod.memory)
         best: str | None = None
         why: Counter[str] = Counter()
-        # K5 against the running pods, K11 against them and the waiting pods bound before
+        # K5 and K11 against the running pods and the waiting pods bound before
         terms = arrival_refusals(cluster, pod, self.bound)
         for node in cluster.nodes:
             refused = refusal(node, pod) or terms.get(node.id)

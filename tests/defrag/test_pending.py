@@ -197,3 +197,26 @@ def test_a_nominated_pod_that_does_not_fit_yet_holds_its_room() -> None:
         assert fits["P"].node is None and fits["Q"].node == node, priority
         if node is None:
             assert "room nominated waiting pods hold" in (fits["Q"].reason or "")
+
+
+def test_waiting_replicas_keep_their_anti_affinity_between_them() -> None:
+    """kube-scheduler places one pod at a time and sees the ones it placed: three waiting
+    replicas whose required anti-affinity on the hostname selects each other take three
+    nodes, and with two nodes the third waits (K5 against the waiting pods bound before),
+    though each node has room for all three."""
+    term = {"selector": {"match_labels": {"app": "web"}}, "topology_key": "kubernetes.io/hostname"}
+    replicas = [
+        {"id": f"ns/web-{k}", "gpus": 1, "labels": {"app": "web"}, "pod_anti_affinity": [term]}
+        for k in range(3)
+    ]
+    for count in (3, 2):
+        nodes = [
+            {"id": n, "gpus": 8, "cpus": 8, "labels": {"kubernetes.io/hostname": n}}
+            for n in "abc"[:count]
+        ]
+        fits = fit_pending(Cluster.model_validate({"nodes": nodes, "pending": replicas}))
+        placed = [fit.node for fit in fits if fit.node is not None]
+        assert len(placed) == len(set(placed)) == count
+        if count == 2:
+            (waiting,) = [fit for fit in fits if fit.node is None]
+            assert waiting.reason == "no node of 2 takes it: 2 pod (anti-)affinity"
