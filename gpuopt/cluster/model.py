@@ -46,7 +46,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, cast
 
 import numpy as np
 from pydantic import Field, ValidatorFunctionWrapHandler, WrapValidator, model_validator
@@ -634,15 +634,18 @@ def gang_allowance(cluster: Cluster) -> dict[str, tuple[list[Task], int]]:
     ...  in gang_allowance(cluster).items()]
     [('g', ['g-0', 'g-1', 'g-2'], 1)]
     """
-    listed = {gang.id: gang.min_member for gang in cluster.gangs}
-    members: dict[str, list[Task]] = {}
-    for task in cluster.tasks:
-        if task.gang is not None:
-            members.setdefault(task.gang, []).append(task)
-    return {
-        gang: (tasks, max(0, len(tasks) - listed.get(gang, len(tasks))))
-        for gang, tasks in members.items()
-    }
+    found = cluster.views.get("gang-allowance")  # (a frozen cluster's gangs do not change)
+    if found is None:
+        listed = {gang.id: gang.min_member for gang in cluster.gangs}
+        members: dict[str, list[Task]] = {}
+        for task in cluster.tasks:
+            if task.gang is not None:
+                members.setdefault(task.gang, []).append(task)
+        found = cluster.views["gang-allowance"] = {
+            gang: (tasks, max(0, len(tasks) - listed.get(gang, len(tasks))))
+            for gang, tasks in members.items()
+        }
+    return cast(dict[str, tuple[list[Task], int]], found)
 
 
 def deprecated_name(module: str, name: str) -> Any:

@@ -23,7 +23,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from gpuopt.cluster.fields import offered as offered_amount
 from gpuopt.cluster.kube import (
@@ -425,6 +425,9 @@ _SPREAD_VERDICTS = "k11-spread-verdicts"
 _MAX_SPREAD_VERDICTS = 4096
 
 
+#: The key of :meth:`Arrival.of`'s judges in a cluster's ``views``.
+_ARRIVAL_JUDGES = "k5-k11-judges"
+
 #: The key of the running pods' required anti-affinity terms in a cluster's ``views``.
 _ANTI_TERMS = "k5-anti-terms"
 
@@ -588,6 +591,23 @@ class Arrival:
     def __init__(self, cluster: Cluster, pod: Any) -> None:
         self.terms = Terms(cluster, pod)
         self.spread = Spread(cluster, pod)
+
+    @classmethod
+    def of(cls, cluster: Cluster, pod: Any) -> Arrival:
+        """The judge of ``pod`` in ``cluster``, remembered in the cluster's ``views`` for the
+        pods alike (the same namespace, labels, pod terms, spread constraints and placement
+        rules: the replicas of one template)."""
+        views = getattr(cluster, "views", None)
+        if views is None:
+            return cls(cluster, pod)
+        memo = views.setdefault(_ARRIVAL_JUDGES, {})
+        key = (term_key(pod), placement_key(pod))
+        found = memo.get(key)
+        if found is None:
+            if len(memo) >= _MAX_SPREAD_VERDICTS:
+                memo.clear()
+            found = memo[key] = cls(cluster, pod)
+        return cast(Arrival, found)
 
     def __bool__(self) -> bool:
         return bool(self.terms) or bool(self.spread.counted)

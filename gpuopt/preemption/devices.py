@@ -41,7 +41,7 @@ from gpuopt.cluster.items import Node, Task
 from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.cluster.rules import Arrival
 from gpuopt.preemption.gangs import close_gangs
-from gpuopt.preemption.problem import PreemptionProblem, checkpoint_of
+from gpuopt.preemption.problem import PreemptionProblem, checkpoint_of, task_columns
 from gpuopt.preemption.solution import PreemptionResult
 from gpuopt.result import Status
 
@@ -158,8 +158,7 @@ def device_victims(
     costly first, while the needs are still met (a task holding nothing that matters cannot
     change them). Empty when they are met already."""
     if needs is None:
-        node = next(node for node in problem.nodes if node.id == node_id)
-        needs = _Needs.of(problem, node)
+        needs = _Needs.of(problem, problem.on_node[node_id][0])
     holding = [task for task in candidates if needs.holds(task)]
     cost = {task.id: _cost(problem, task) for task in holding}
     released = list(holding)
@@ -172,14 +171,18 @@ def device_victims(
 
 
 def device_option(
-    problem: PreemptionProblem, node_id: str, cover: Cover, *, exact: bool
+    problem: PreemptionProblem,
+    node_id: str,
+    cover: Cover,
+    *,
+    exact: bool,
+    budget: list[int] | None = None,
 ) -> DeviceOption | None:
     """The decision of P12 on device node ``node_id``, or None when its stoppable tasks
     cannot also cover the GPUs and CPUs the request lacks there. With ``exact`` (``cover``
     is then a minimum-cost cover), the bound is the cheapest cover of those deficits alone;
     else 0."""
-    node = next(node for node in problem.nodes if node.id == node_id)
-    on = [task for task in problem.tasks if task.node == node_id]
+    node, on = problem.on_node[node_id]
     # a member of a gang that cannot stop whole and may lose none never stops (P13)
     candidates = [
         task
@@ -195,7 +198,15 @@ def device_option(
     )
     needs = _Needs.of(problem, node)
     holding = [task for task in candidates if needs.holds(task)]
-    if exact and len(holding) <= EXHAUSTIVE_HOLDERS and not any(t.gang for t in candidates):
+    sets = 2 ** len(holding)
+    if (
+        exact
+        and len(holding) <= EXHAUSTIVE_HOLDERS
+        and (budget is None or sets <= budget[0])
+        and not any(t.gang for t in candidates)
+    ):
+        if budget is not None:
+            budget[0] -= sets
         best = _every_holder_set(
             problem, needs, holding, candidates, columns, cover, need_gpus, need_cpus
         )
@@ -219,7 +230,8 @@ def device_option(
     closed = close_gangs(problem.cluster, chosen, problem.stoppable)  # P13
     if closed is None:
         return None
-    victims = [task for task in problem.cluster.tasks if task.id in closed]
+    positions = task_columns(problem.cluster).pos
+    victims = [problem.cluster.tasks[at] for at in sorted(positions[task] for task in closed)]
     victims.sort(key=lambda task: task.node != node_id)  # the node's own first
     return DeviceOption(
         node=node_id,
@@ -232,6 +244,9 @@ def device_option(
 #: P12, P14: up to this many tasks whose release can matter on a weighed node, an exact
 #: method tries every set of them (2**10 sets at most) with the cheapest cover of the rest
 EXHAUSTIVE_HOLDERS = 10
+#: ... and up to this many sets over all weighed nodes of one question (then, node by node,
+#: the heuristic's holders with the bound of the cheapest holder of each need)
+EXHAUSTIVE_SETS = 2**14
 
 
 def _cover_rest(
@@ -309,8 +324,9 @@ def widen(
     aside = problem.scope.weighed_nodes
     if not aside or problem.request.priority != "HP" or base.stage == 1:
         return base
+    budget = [EXHAUSTIVE_SETS]  # (the sets the exact methods may still try, all nodes)
     found = [
-        device_option(problem, node.id, cover, exact=exact)
+        device_option(problem, node.id, cover, exact=exact, budget=budget)
         for node in problem.nodes
         if node.id in aside
     ]

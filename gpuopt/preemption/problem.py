@@ -46,6 +46,7 @@ from gpuopt.cluster.items import Node as ClusterNode
 from gpuopt.cluster.items import Task as ClusterTask
 from gpuopt.cluster.model import (
     MAX_NODE_GPUS,
+    MAX_REMEMBERED,
     MIN_PRIORITY,
     SCALE,
     Cluster,
@@ -60,7 +61,9 @@ from gpuopt.cluster.rules import (
     PREEMPTED_BY_SCHEDULER,
     Arrival,
     is_pod,
+    placement_key,
     refusal,
+    term_key,
     terminating,
 )
 from gpuopt.errors import ProblemError
@@ -333,11 +336,22 @@ class PreemptionProblem(IndexedModel):
         """Whether ``task`` is of the LP class here: below the request's reach, not fixed."""
         return task.id not in self.scope.facts.fixed and not self.outranks(task)
 
+    @cached_property
+    def on_node(self) -> dict[str, tuple[ClusterNode, list[ClusterTask]]]:
+        """Per id of :attr:`nodes`, the node and its tasks (cluster order), built once."""
+        found: dict[str, tuple[ClusterNode, list[ClusterTask]]] = {
+            node.id: (node, []) for node in self.nodes
+        }
+        for task in self.tasks:
+            found[task.node][1].append(task)
+        return found
+
     def model_copy(self, *, update: Any = None, deep: bool = False) -> PreemptionProblem:
-        """A copy whose views (index, scope) are rebuilt on first use."""
+        """A copy whose views (index, scope and the others built once) are rebuilt on first
+        use."""
         copy = super().model_copy(update=update, deep=deep)
-        copy.__dict__.pop("scope", None)
-        copy.__dict__.pop("arrival", None)
+        for name in ("scope", "arrival", "index", "on_node"):
+            copy.__dict__.pop(name, None)
         return copy
 
     @classmethod
@@ -411,7 +425,7 @@ class PreemptionProblem(IndexedModel):
     def arrival(self) -> Arrival | None:
         """K5 and K11 of the request (P14), built once; None for a request that stands for
         no pod (a shape), which they do not judge."""
-        return Arrival(self.cluster, self.request) if is_pod(self.request) else None
+        return Arrival.of(self.cluster, self.request) if is_pod(self.request) else None
 
     @cached_property
     def index(self) -> PreemptionIndex:
@@ -814,7 +828,13 @@ def _rule_nodes(
     priority from a node and filters the node then; a node the filters still refuse is no
     candidate, a node with room needs no preemption (a node where only the pods it would
     remove satisfy the pod's affinity takes it without victims or not at all)."""
-    judge = Arrival(cluster, request)
+    key = None
+    if not request.claims:  # (the verdicts read the rules and the priority, not the shape)
+        key = (term_key(request), placement_key(request), tuple(allowed), threshold)
+        found = cluster.views.setdefault(_RULE_NODES, {}).get(key)
+        if found is not None:
+            return list(found[0]), found[1], dict(found[2])
+    judge = Arrival.of(cluster, request)
     if not judge:
         return allowed, frozenset(), {}
     on = _stoppable_on(cluster, threshold)
@@ -833,7 +853,16 @@ def _rule_nodes(
         if plain[pos] and judge.refusal(node, gone) is None:
             found[pos] = True
             rule_nodes.add(node.id)
+    if key is not None:
+        memo = cluster.views[_RULE_NODES]
+        if len(memo) >= MAX_REMEMBERED:
+            memo.clear()
+        memo[key] = (tuple(found), frozenset(rule_nodes), dict(held))
     return found, frozenset(rule_nodes), held
+
+
+#: The key of :func:`_rule_nodes`' verdicts in a cluster's ``views``.
+_RULE_NODES = "p14-rule-nodes"
 
 
 def task_columns(cluster: Cluster) -> TaskColumns:
