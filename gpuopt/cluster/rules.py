@@ -486,7 +486,7 @@ class Terms:
         self.selecting: dict[tuple[str, str], list[tuple[int, Any, bool]]] = {}
         self.keys: list[str] = []
         self.anti: list[tuple[PodAffinityTerm, Counter[str]]] = []
-        self.affinity: list[tuple[PodAffinityTerm, Counter[str]]] = []
+        self.affinity: list[PodAffinityTerm] = list(pod.pod_affinity)
         selecting = [
             (task, term, task.node, False)
             for task, term in holders
@@ -509,15 +509,23 @@ class Terms:
                 self.selecting.setdefault(key, []).append((order, task, waits))
         self.keys = list(dict.fromkeys(key for key, _ in self.selecting))
         placed = [(task, task.node) for task in cluster.tasks] + list(bound)
-        for terms, kept in ((pod.pod_anti_affinity, self.anti), (pod.pod_affinity, self.affinity)):
-            for term in terms:
-                held: Counter[str] = Counter()
-                for task, node_id in placed:
-                    if term.selects(pod.space, task.space, task.labels):
-                        domain = domain_of(nodes[node_id], term.topology_key)
-                        if domain is not None:
-                            held[domain] += 1
-                kept.append((term, held))
+        for term in pod.pod_anti_affinity:
+            held: Counter[str] = Counter()
+            for task, node_id in placed:
+                if term.selects(pod.space, task.space, task.labels):
+                    domain = domain_of(nodes[node_id], term.topology_key)
+                    if domain is not None:
+                        held[domain] += 1
+            self.anti.append((term, held))
+        # required affinity counts only the pods every term selects (kube-scheduler's
+        # affinityCounts), per term's (key, domain)
+        self.pairs: Counter[tuple[str, str]] = Counter()
+        for task, node_id in placed:
+            if self._all(task):
+                for term in pod.pod_affinity:
+                    domain = domain_of(nodes[node_id], term.topology_key)
+                    if domain is not None:
+                        self.pairs[term.topology_key, domain] += 1
 
     def __bool__(self) -> bool:
         return self.applies
@@ -555,17 +563,47 @@ class Terms:
                     f"K5: the pod requires anti-affinity on {term.topology_key} with running "
                     f"pods in the domain of node {node.id}"
                 )
-        for term, held in self.affinity:
-            domain = domain_of(node, term.topology_key)
-            lost = self._gone(term, gone) if domain is not None else 0
-            if sum(held.values()) - lost == 0 and term.selects(pod.space, pod.space, pod.labels):
-                continue  # the first pod of a group that selects itself goes anywhere
-            if domain is None or held[domain] - lost <= 0:
-                return (
-                    f"K5: the pod requires affinity on {term.topology_key} with running pods "
-                    f"that are not in the domain of node {node.id}"
-                )
+        if pod.pod_affinity:
+            return self._affinity_refusal(node, gone)
         return None
+
+    def _all(self, task: Any) -> bool:
+        """Whether every required affinity term of the pod selects ``task``."""
+        pod = self.pod
+        return all(term.selects(pod.space, task.space, task.labels) for term in pod.pod_affinity)
+
+    def _affinity_refusal(self, node: Node, gone: Sequence[Task]) -> str | None:
+        """The pod's required affinity on ``node`` once ``gone`` are gone, as kube-scheduler's
+        ``satisfyPodAffinity``: the node has every term's key, and each term's domain there
+        holds a pod that every term selects; or no such pod runs anywhere and the pod itself
+        matches every term (the first pod of a group that selects itself)."""
+        pod = self.pod
+        lost = sum(self._all(task) for task in gone)
+        pairs = self.pairs
+        if lost:
+            pairs = Counter(pairs)
+            for term in pod.pod_affinity:
+                domain = domain_of(node, term.topology_key)
+                if domain is not None:
+                    pairs[term.topology_key, domain] -= lost
+        failed = None
+        for term in pod.pod_affinity:
+            domain = domain_of(node, term.topology_key)
+            if domain is None:  # (every key must be on the node, first pod or not)
+                return (
+                    f"K5: the pod requires affinity on {term.topology_key}, a label node "
+                    f"{node.id} does not have"
+                )
+            if failed is None and pairs[term.topology_key, domain] <= 0:
+                failed = term
+        if failed is None:
+            return None
+        if not any(count > 0 for count in pairs.values()) and self._all(pod):
+            return None  # the first pod of a group that selects itself goes anywhere
+        return (
+            f"K5: the pod requires affinity on {failed.topology_key} with running pods "
+            f"that are not in the domain of node {node.id}"
+        )
 
     def touches(self, task: Task) -> bool:
         """Whether the running ``task`` counts in a verdict of K5: a term of the pod selects
@@ -573,7 +611,7 @@ class Terms:
         pod = self.pod
         return any(
             term.selects(pod.space, task.space, task.labels)
-            for term, _ in (*self.anti, *self.affinity)
+            for term in (*(term for term, _ in self.anti), *self.affinity)
         ) or any(task is other for found in self.selecting.values() for _, other, _ in found)
 
     def _gone(self, term: PodAffinityTerm, gone: Sequence[Task]) -> int:

@@ -52,13 +52,16 @@ Cover = Callable[[list[int], list[int], list[int], int, int], Sequence[int] | No
 
 @dataclass(frozen=True)
 class DeviceOption:
-    """One device node's decision (P12): its victims, their cost and a lower bound on the
-    cost of any legal victim set there, in thousandths."""
+    """One weighed node's decision (P12, P14): its victims, their cost and a lower bound on
+    the cost of any legal victim set there, in thousandths. Not ``legal`` when the victims
+    found break a gang that cannot stop whole (P13) though a legal set may exist: then only
+    its bound counts (for an exact method's proof)."""
 
     node: str
     victims: list[str]
     cost: int
     bound: int
+    legal: bool = True
 
 
 def cheapest_first(
@@ -198,22 +201,21 @@ def device_option(
     )
     needs = _Needs.of(problem, node)
     holding = [task for task in candidates if needs.holds(task)]
+    if not needs.met(holding):
+        return None  # (not even with every task that may stop gone: no legal set here)
     sets = 2 ** len(holding)
-    if (
-        exact
-        and len(holding) <= EXHAUSTIVE_HOLDERS
-        and (budget is None or sets <= budget[0])
-        and not any(t.gang for t in candidates)
-    ):
+    if exact and len(holding) <= EXHAUSTIVE_HOLDERS and (budget is None or sets <= budget[0]):
         if budget is not None:
             budget[0] -= sets
-        best = _every_holder_set(
+        found, least = _every_holder_set(
             problem, needs, holding, candidates, columns, cover, need_gpus, need_cpus
         )
-        if best is None:
-            return None
-        first, extra_ids, bound = best
-        chosen = {*(task.id for task in first), *extra_ids}
+        if least is None:
+            return None  # (proven: no legal victim set here)
+        bound = least
+        if found is None:  # (each cover found breaks a gang: the bound alone counts)
+            return DeviceOption(node_id, [], 0, bound, legal=False)
+        chosen = found
     else:
         first = device_victims(problem, node_id, candidates, needs)
         covering = _cover_rest(candidates, first, columns, cover, need_gpus, need_cpus)
@@ -223,13 +225,13 @@ def device_option(
         bound = 0
         if exact:  # any legal victim set covers the deficits (P3) and meets the needs
             short = (max(0, need_gpus), max(0, need_cpus))
-            least = cover(*columns, *short) if any(short) else ()
-            by_room = sum(columns[2][item] for item in least or ())
+            cheapest = cover(*columns, *short) if any(short) else ()
+            by_room = sum(columns[2][item] for item in cheapest or ())
             bound = max(by_room, needs.least(candidates))
         chosen = {*(task.id for task in first), *extra_ids}
     closed = close_gangs(problem.cluster, chosen, problem.stoppable)  # P13
-    if closed is None:
-        return None
+    if closed is None:  # (these break a gang; another set might not: no proof of none)
+        return DeviceOption(node_id, [], 0, bound, legal=False) if exact else None
     positions = task_columns(problem.cluster).pos
     victims = [problem.cluster.tasks[at] for at in sorted(positions[task] for task in closed)]
     victims.sort(key=lambda task: task.node != node_id)  # the node's own first
@@ -280,25 +282,44 @@ def _every_holder_set(
     cover: Cover,
     need_gpus: int,
     need_cpus: int,
-) -> tuple[list[Task], list[str], int] | None:
-    """The exact methods' decision on a weighed node with few holders and no gang: every
-    set of ``holding`` that meets the node's needs, with the minimum-cost cover of what it
-    leaves lacking among the other candidates; the cheapest (holders, cover ids, cost), its
-    cost a proven least (every legal victim set is such a set and a cover), or None."""
-    cost = {task.id: _cost(problem, task) for task in candidates}
-    best: tuple[list[Task], list[str], int] | None = None
+) -> tuple[set[str] | None, int | None]:
+    """The exact methods' decision on a weighed node with few holders: every set ``S`` of
+    ``holding`` that meets the node's needs, closed under P13 (``C``: the gangs it breaks
+    stop whole), with the minimum-cost cover of what ``C`` leaves lacking among the other
+    candidates, and that cover closed too. Returns the cheapest legal victim set found
+    (None: none) and a lower bound on any legal set here (None: there is none): the least,
+    over the sets ``S``, of ``C``'s cost plus its cover's (every legal victim set holds such
+    a ``C`` and a cover of the rest; without gangs it is the cheapest set's cost, a
+    proof)."""
+    cluster, stoppable = problem.cluster, problem.stoppable
+    everywhere = {task.id: task for task in cluster.tasks}
+
+    def worth(ids: set[str]) -> int:
+        return sum(_cost(problem, everywhere[task]) for task in ids)
+
+    best: tuple[set[str] | None, int] = (None, 0)
+    least: int | None = None
     for size in range(len(holding) + 1):
         for chosen in itertools.combinations(holding, size):
             first = list(chosen)
             if not needs.met(first):
                 continue
-            extra = _cover_rest(candidates, first, columns, cover, need_gpus, need_cpus)
+            closed = close_gangs(cluster, {task.id for task in first}, stoppable)
+            if closed is None:
+                continue  # (a gang it breaks may not stop whole: so may no superset)
+            freed = [task for task in candidates if task.id in closed]
+            extra = _cover_rest(candidates, freed, columns, cover, need_gpus, need_cpus)
             if extra is None:
                 continue
-            total = sum(cost[task.id] for task in first) + sum(cost[task] for task in extra)
-            if best is None or total < best[2]:  # (ties: the fewest holders, found first)
-                best = (first, extra, total)
-    return best
+            lower = worth(closed) + worth(set(extra))
+            least = lower if least is None else min(least, lower)
+            victims = close_gangs(cluster, closed | set(extra), stoppable)
+            if victims is None:
+                continue
+            total = worth(victims)
+            if best[0] is None or total < best[1]:  # (ties: the fewest holders, found first)
+                best = (victims, total)
+    return best[0], least
 
 
 def widen(
@@ -330,14 +351,15 @@ def widen(
         for node in problem.nodes
         if node.id in aside
     ]
-    options = [option for option in found if option is not None]
+    weighed = [option for option in found if option is not None]
+    options = [option for option in weighed if option.legal]
     seconds = time.perf_counter() - started
-    if not options:
+    if not options and not (exact and weighed):
         return base.model_copy(update={"seconds": seconds})
-    best = min(options, key=lambda option: (option.cost, len(option.victims)))
+    best = min(options, key=lambda option: (option.cost, len(option.victims)), default=None)
     base_cost = None if base.node is None else round(base.cost * SCALE)
     decision = base
-    if base_cost is None or best.cost < base_cost:
+    if best is not None and (base_cost is None or best.cost < base_cost):
         decision = base.model_copy(
             update={
                 "node": best.node,
@@ -348,7 +370,7 @@ def widen(
                 "stage": 2,
             }
         )
-    weighed = [
+    said = [
         f"P12: {sum(o.node in problem.scope.device_nodes for o in options)} node(s) where the "
         "claims fit once chosen victims free their devices were weighed",
         f"P14: {sum(o.node in problem.scope.rule_nodes for o in options)} node(s) that pod "
@@ -356,11 +378,11 @@ def widen(
     ]
     notes = [
         *(base.notes if decision is base else ()),
-        *(note for note in weighed if not note.startswith(("P12: 0 ", "P14: 0 "))),
+        *(note for note in said if not note.startswith(("P12: 0 ", "P14: 0 "))),
     ]
     status, bound = Status.HEURISTIC, None
     if exact:
-        status, bound = _proof(base, base_cost, options, decision)
+        status, bound = _proof(base, base_cost, weighed, decision)
     return decision.model_copy(
         update={
             "method": method,
@@ -378,7 +400,9 @@ def _proof(
     options: list[DeviceOption],
     decision: PreemptionResult,
 ) -> tuple[Status, float | None]:
-    """The status and bound of an exact method's decision widened by P12."""
+    """The status and bound of an exact method's decision widened by P12 and P14
+    (``options``: every weighed node's, those not legal by their bound alone; a decision
+    without a node while such a node may hold a legal set proves nothing)."""
     if base.status == Status.INFEASIBLE:
         own: float | None = float("inf")  # proven: no node of the view can make room
     elif base.status == Status.OPTIMAL and base_cost is not None:
@@ -388,6 +412,8 @@ def _proof(
     if own is None:
         return (base.status if base.status != Status.OPTIMAL else Status.FEASIBLE), None
     least = min(own, *(option.bound for option in options))
+    if decision.node is None:  # (only nodes whose victims broke a gang were weighed)
+        return Status.FEASIBLE, least / SCALE
     cost = round(decision.cost * SCALE)
     return (Status.OPTIMAL if cost <= least else Status.FEASIBLE), least / SCALE
 

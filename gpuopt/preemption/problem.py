@@ -67,7 +67,7 @@ from gpuopt.cluster.rules import (
     terminating,
 )
 from gpuopt.errors import ProblemError
-from gpuopt.preemption.gangs import gang_facts, gang_items, task_items
+from gpuopt.preemption.gangs import close_gangs, gang_facts, gang_items, task_items
 from gpuopt.preemption.index import PreemptionIndex
 
 #: Largest state the model accepts: like a defragmentation snapshot, a state
@@ -564,13 +564,18 @@ class Scope:
             threshold = cluster.hp_priority if rank is None else rank
         refused: list[str | None] = [None] * len(cluster.nodes)
         device_nodes: frozenset[str] = frozenset()
+        arriving = threshold > MIN_PRIORITY and is_pod(request)  # P14: K5 and K11 after victims
+        plain: list[bool] | None = None  # K1-K4 (and DF1-DF8 with victims), not K5 or K11
         if request.claims:  # DF1-DF8: only nodes where the request's claims can fit
-            refused, device_nodes = _devices_refusals(cluster, request, allowed, threshold)
+            # (judged on the nodes K5 and K11 refuse too: victims may lift those, P14)
+            base = cluster.admits(request, arrival=False) if arriving else allowed
+            refused, device_nodes = _devices_refusals(cluster, request, base, threshold)
             allowed = [ok and why is None for ok, why in zip(allowed, refused, strict=True)]
+            plain = [ok and why is None for ok, why in zip(base, refused, strict=True)]
         rule_nodes: frozenset[str] = frozenset()
         held: dict[str, str] = {}
-        if threshold > MIN_PRIORITY and is_pod(request):  # P14: K5 and K11 after victims
-            allowed, rule_nodes, held = _rule_nodes(cluster, request, allowed, threshold)
+        if arriving:
+            allowed, rule_nodes, held = _rule_nodes(cluster, request, allowed, threshold, plain)
         nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
         if not nodes:
             from gpuopt.cluster.rules import refusals
@@ -803,26 +808,46 @@ def _devices_refusals(
     return found, frozenset(device_nodes)
 
 
-def _stoppable_on(cluster: Cluster, threshold: int) -> dict[str, list[ClusterTask]]:
-    """Per node id, the tasks below ``threshold`` that the cluster does not fix: those a
-    request of that priority may stop there (its LP class, K8)."""
+def _stoppable_on(
+    cluster: Cluster, threshold: int, *, fixed_too: bool = False
+) -> dict[str, list[ClusterTask]]:
+    """Per node id, the tasks below ``threshold`` that the cluster does not fix and that may
+    stop alone or with their gang (P13: not a member of a gang that cannot stop whole and
+    may lose none): those a request of that priority may stop there (its LP class, K8).
+    With ``fixed_too``, every task below ``threshold`` (those kube-scheduler's preemption
+    removes from a node before it filters it, whatever keeps gpuopt from stopping them)."""
     facts = ClusterFacts.of(cluster)
+    hp = cluster.hp_priority
+
+    def stoppable(task: ClusterTask) -> bool:
+        return task.id not in facts.fixed and priority_value(task.priority, hp) < threshold
+
     on: dict[str, list[ClusterTask]] = {}
     for task in cluster.tasks:
-        if task.id not in facts.fixed and (
-            priority_value(task.priority, cluster.hp_priority) < threshold
+        if fixed_too:
+            if priority_value(task.priority, hp) >= threshold:
+                continue
+        elif not stoppable(task) or (
+            task.gang is not None and close_gangs(cluster, {task.id}, stoppable) is None
         ):
-            on.setdefault(task.node, []).append(task)
+            continue
+        on.setdefault(task.node, []).append(task)
     return on
 
 
 def _rule_nodes(
-    cluster: Cluster, request: ClusterRequest, allowed: list[bool], threshold: int
+    cluster: Cluster,
+    request: ClusterRequest,
+    allowed: list[bool],
+    threshold: int,
+    plain: list[bool] | None = None,
 ) -> tuple[list[bool], frozenset[str], dict[str, str]]:
     """P14: ``allowed`` with the nodes added that K5 or K11 refuse the request as they
     stand and admit once every task it may stop there is gone (its rule nodes, returned
     too), and the tasks fixed for it (reason ``pod-affinity``): those it may stop on a node
-    whose required pod affinity (K5) holds only through them.
+    whose required pod affinity (K5) holds only through pods of lower priority there.
+    ``plain``: per node, whether K1-K4 (and its claims, with victims) admit the request
+    (default: :meth:`Cluster.admits` without K5 and K11).
 
     As kube-scheduler's preemption (``SelectVictimsOnNode``): it removes every pod of lower
     priority from a node and filters the node then; a node the filters still refuse is no
@@ -838,15 +863,16 @@ def _rule_nodes(
     if not judge:
         return allowed, frozenset(), {}
     on = _stoppable_on(cluster, threshold)
+    lower = _stoppable_on(cluster, threshold, fixed_too=True) if judge.terms.affinity else {}
     found, rule_nodes, held = list(allowed), set(), dict[str, str]()
-    plain: list[bool] | None = None  # K1-K4 alone
     for pos, node in enumerate(cluster.nodes):
+        if allowed[pos]:
+            gone = lower.get(node.id)
+            if gone and judge.terms.refusal(node, gone) is not None:
+                held.update((task.id, "pod-affinity") for task in on.get(node.id, ()))
+            continue
         gone = on.get(node.id)
         if not gone:
-            continue
-        if allowed[pos]:
-            if judge.terms.affinity and judge.terms.refusal(node, gone) is not None:
-                held.update((task.id, "pod-affinity") for task in gone)
             continue
         if plain is None:
             plain = cluster.admits(request, arrival=False)

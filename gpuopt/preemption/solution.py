@@ -26,6 +26,7 @@ from gpuopt.cluster.devicecheck import DeviceLedger
 from gpuopt.cluster.items import Node, Task
 from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.errors import ProblemError, short
+from gpuopt.preemption.gangs import close_gangs
 from gpuopt.preemption.problem import (
     PreemptionProblem,
     PreemptionRequest,
@@ -334,13 +335,28 @@ def _null_decision(
     if room_now is not None:
         found.append(f"P7: no node is chosen but node {room_now} has room without preemption")
     elif problem.request.priority == "HP":
-        by_preemption = room.room_by_preemption()
+        by_preemption = [node for node in room.room_by_preemption() if _lifted(problem, node)]
         if by_preemption:
             found.append(
                 f"P7: no node is chosen but node {by_preemption[0]} has room once its "
                 "LP tasks are stopped"
             )
     return found
+
+
+def _lifted(problem: PreemptionProblem, node_id: str) -> bool:
+    """P14 for P7: whether K5 and K11 take the request on ``node_id`` once every task it may
+    stop there (alone or with its gang, P13) is gone."""
+    if problem.arrival is None:
+        return True
+    node, on = problem.on_node[node_id]
+    gone = [
+        task
+        for task in on
+        if problem.stoppable(task)
+        and close_gangs(problem.cluster, {task.id}, problem.stoppable) is not None
+    ]
+    return problem.arrival.refusal(node, gone) is None
 
 
 def _victims(

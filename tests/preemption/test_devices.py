@@ -286,8 +286,9 @@ def test_no_preemption_where_only_the_pods_it_would_stop_meet_its_affinity() -> 
 
 
 def random_arrival(seed: int) -> Any:
-    """A small random cluster: 3 nodes over 2 zones, 3-6 pods of apps a/b (some HP), and a
-    waiting pod with a random mix of anti-affinity, affinity and zone spread."""
+    """A small random cluster: 3 nodes over 2 zones, 3-6 pods of apps a/b (some HP, some in
+    a running gang g of min_member 2), and a waiting pod with a random mix of anti-affinity,
+    affinity and zone spread."""
     import random
 
     from gpuopt.cluster.model import Cluster
@@ -309,6 +310,8 @@ def random_arrival(seed: int) -> Any:
             "id": f"ns/t{k}", "node": node, "gpus": gpus, "start_time": float(rng.randint(0, 900)),
             "priority": rng.choice([1, 1, 1, 500]), "labels": {"app": rng.choice("ab")},
         })  # fmt: skip
+        if rng.random() < 0.3:
+            tasks[-1]["gang"] = "g"
     pending: dict[str, Any] = {"id": "ns/p", "gpus": rng.randint(1, 4), "priority": 100,
                                "labels": {"app": rng.choice("ab")}}  # fmt: skip
     kinds = rng.sample(["anti", "affinity", "spread"], rng.randint(1, 2))
@@ -319,13 +322,15 @@ def random_arrival(seed: int) -> Any:
     if "spread" in kinds:
         pending["topology_spread"] = [{"max_skew": 1, "topology_key": rng.choice([HOST, "zone"]),
                                        "selector": {"match_labels": {"app": "a"}}}]  # fmt: skip
-    return Cluster(now=1000.0, nodes=nodes, tasks=tasks, pending=[pending])
+    gangs = [{"id": "g", "min_member": 2}] if any("gang" in task for task in tasks) else []
+    return Cluster(now=1000.0, nodes=nodes, tasks=tasks, pending=[pending], gangs=gangs)
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(60))
 def test_pod_rules_after_victims_on_random_clusters(seed: int) -> None:
     """Every method's decision passes the checker; the exact methods' cost is the least a
-    brute force over every victim set finds under it (or none when it finds none). A
+    brute force over every victim set finds under it (or none when it finds none; a gang's
+    members on other nodes among the sets). A
     cluster where the rules refuse every node even without the pods it may stop is a
     problem error (no node may take it), said before any method runs."""
     from gpuopt.errors import ProblemError
@@ -335,7 +340,7 @@ def test_pod_rules_after_victims_on_random_clusters(seed: int) -> None:
     except ProblemError as error:
         assert "no node of 3 may take it" in str(error)
         return
-    stoppable = [task.id for task in problem.tasks if problem.stoppable(task)]
+    stoppable = [task.id for task in problem.cluster.tasks if problem.stoppable(task)]
     best: float | None = None
     for size in range(len(stoppable) + 1):
         for victims in itertools.combinations(stoppable, size):
@@ -354,3 +359,103 @@ def test_pod_rules_after_victims_on_random_clusters(seed: int) -> None:
             assert decision.node is None, method
         elif method != "heuristic":
             assert decision.node is not None and decision.cost == best, method
+            assert decision.status == "optimal" and decision.bound == best, method
+
+
+def test_a_node_both_rules_and_devices_refuse_needs_both_freed(cluster: Any) -> None:
+    """Review s51 F1: the MIG pod's node K5 refuses as it stands (its anti-affinity selects
+    lp-cpu there) is judged for its devices too: its victims lift K5 and free the GPU the
+    MIG placement needs, and the exact methods' cost is the brute force's."""
+    from gpuopt.cluster.kube import PodAffinityTerm
+
+    tasks = [
+        task.model_copy(update={"labels": {**task.labels, "app": "x"}})
+        if task.id == "train/lp-cpu"
+        else task
+        for task in cluster.tasks
+    ]
+    term = PodAffinityTerm(selector={"match_labels": {"app": "x"}}, topology_key=HOST)
+    pending = [
+        pod.model_copy(update={"pod_anti_affinity": [term]}) if pod.id == "train/urgent" else pod
+        for pod in cluster.pending
+    ]
+    problem = question(
+        cluster.model_copy(update={"tasks": tasks, "pending": pending}), "train/urgent"
+    )
+    assert problem.scope.rule_nodes and problem.scope.rule_nodes <= problem.scope.device_nodes
+    least = brute_force(problem)
+    for method in METHODS:
+        decision = gpuopt.solve(problem, method)
+        assert violations(problem, decision) == [], method
+        assert sorted(decision.victims) == ["train/lp-0", "train/lp-cpu"], method
+        if method != "heuristic":
+            assert decision.cost == least and decision.status == "optimal", method
+
+
+def test_affinity_held_by_any_pod_of_lower_priority_rules_out_preemption() -> None:
+    """Review s51 F4: kube-scheduler removes every pod of lower priority from a node before
+    it filters it, a pod a budget protects too; p's affinity needs the cache pod's host,
+    so preemption cannot help there, and p waits."""
+    from gpuopt.cluster.model import Cluster
+
+    cluster = Cluster(
+        now=1000.0,
+        nodes=[{"id": f"n{k}", "gpus": 8, "cpus": 64, "labels": {HOST: f"n{k}"}} for k in range(2)],
+        tasks=[
+            {
+                "id": "ns/cache",
+                "node": "n0",
+                "gpus": 1,
+                "priority": 1,
+                "start_time": 900.0,
+                "labels": {"app": "cache"},
+            },
+            {"id": "ns/w0", "node": "n0", "gpus": 7, "priority": 1, "start_time": 900.0},
+            {"id": "ns/x", "node": "n1", "gpus": 8, "priority": 1, "start_time": 0.0},
+        ],
+        budgets=[
+            {
+                "id": "pdb",
+                "namespace": "ns",
+                "selector": {"match_labels": {"app": "cache"}},
+                "min_available": 1,
+            }
+        ],
+        pending=[{"id": "ns/p", "gpus": 4, "priority": 100, "pod_affinity": [anti("cache")]}],
+    )
+    problem = arrival_question(cluster)
+    assert problem.scope.facts.fixed["ns/w0"] == "pod-affinity"
+    for method in METHODS:
+        decision = gpuopt.solve(problem, method)
+        assert decision.node is None and violations(problem, decision) == [], method
+
+
+def test_required_affinity_counts_only_pods_every_term_selects() -> None:
+    """Review s51 F7: kube-scheduler's affinityCounts hold only the pods that match all of
+        the pod's affinity terms: one pod per term on n0 is not enough, one pod matching both
+        on n1 is; the first pod of a group still needs every term's key on its node (the node
+    "bare" has no zone; the hostname is every node's)."""
+    from gpuopt.cluster.model import Cluster
+    from gpuopt.cluster.rules import term_refusals
+
+    both = [anti("a"), {"selector": {"match_labels": {"tier": "x"}}, "topology_key": HOST}]
+    cluster = Cluster(
+        nodes=[{"id": n, "gpus": 8, "cpus": 64, "labels": {"zone": "z1"}} for n in ("n0", "n1")]
+        + [{"id": "bare", "gpus": 8, "cpus": 64}],
+        tasks=[
+            {"id": "ns/a", "node": "n0", "gpus": 1, "labels": {"app": "a"}},
+            {"id": "ns/b", "node": "n0", "gpus": 1, "labels": {"tier": "x"}},
+            {"id": "ns/ab", "node": "n1", "gpus": 1, "labels": {"app": "a", "tier": "x"}},
+        ],
+        pending=[
+            {"id": "ns/p", "gpus": 1, "pod_affinity": both},
+            {
+                "id": "ns/first",
+                "gpus": 1,
+                "labels": {"app": "z"},
+                "pod_affinity": [anti("z", "zone")],
+            },
+        ],
+    )
+    assert sorted(term_refusals(cluster, cluster.pending[0])) == ["bare", "n0"]
+    assert sorted(term_refusals(cluster, cluster.pending[1])) == ["bare"]
