@@ -129,14 +129,14 @@ class _Needs:
         the node needs, its cheapest holder (with the gang it breaks when stopped, P13:
         every victim set holding it holds that gang); the larger of the kinds."""
         problem = self.problem
-        everywhere = {task.id: task for task in problem.cluster.tasks}
+        tasks, at = problem.cluster.tasks, task_columns(problem.cluster).pos
 
         def cheapest(kind: Callable[[Task], bool]) -> int:
             found = []
             for task in candidates:
                 if kind(task):
                     stops = close_gangs(problem.cluster, {task.id}, problem.stoppable) or {task.id}
-                    found.append(sum(_cost(problem, everywhere[stop]) for stop in stops))
+                    found.append(sum(_cost(problem, tasks[at[stop]]) for stop in stops))
             return min(found, default=0)
 
         least = 0
@@ -227,7 +227,19 @@ def device_option(
             short = (max(0, need_gpus), max(0, need_cpus))
             cheapest = cover(*columns, *short) if any(short) else ()
             by_room = sum(columns[2][item] for item in cheapest or ())
-            bound = max(by_room, needs.least(candidates))
+            # the holders no legal set can spare (the needs fail with all the others gone),
+            # with the cheapest cover of what they leave lacking
+            spared = {task.id: task for task in holding}
+            needed = [
+                task
+                for task in holding
+                if not needs.met([other for other in spared.values() if other is not task])
+            ]
+            rest = _cover_rest(candidates, needed, columns, cover, need_gpus, need_cpus)
+            forced = sum(_cost(problem, task) for task in needed)
+            forced += sum(columns[2][pos] for pos, task in enumerate(candidates)
+                          if rest is not None and task.id in rest)  # fmt: skip
+            bound = max(by_room, needs.least(candidates), forced)
         chosen = {*(task.id for task in first), *extra_ids}
     closed = close_gangs(problem.cluster, chosen, problem.stoppable)  # P13
     if closed is None:  # (these break a gang; another set might not: no proof of none)
@@ -248,7 +260,7 @@ def device_option(
 EXHAUSTIVE_HOLDERS = 10
 #: ... and up to this many sets over all weighed nodes of one question (then, node by node,
 #: the heuristic's holders with the bound of the cheapest holder of each need)
-EXHAUSTIVE_SETS = 2**14
+EXHAUSTIVE_SETS = 2**12
 
 
 def _cover_rest(
@@ -292,10 +304,10 @@ def _every_holder_set(
     a ``C`` and a cover of the rest; without gangs it is the cheapest set's cost, a
     proof)."""
     cluster, stoppable = problem.cluster, problem.stoppable
-    everywhere = {task.id: task for task in cluster.tasks}
+    at = task_columns(cluster).pos
 
     def worth(ids: set[str]) -> int:
-        return sum(_cost(problem, everywhere[task]) for task in ids)
+        return sum(_cost(problem, cluster.tasks[at[task]]) for task in ids)
 
     best: tuple[set[str] | None, int] = (None, 0)
     least: int | None = None
