@@ -564,7 +564,7 @@ class Terms:
                     f"pods in the domain of node {node.id}"
                 )
         if pod.pod_affinity:
-            return self._affinity_refusal(node, gone)
+            return self.affinity_refusal(node, gone)
         return None
 
     def _all(self, task: Any) -> bool:
@@ -572,7 +572,7 @@ class Terms:
         pod = self.pod
         return all(term.selects(pod.space, task.space, task.labels) for term in pod.pod_affinity)
 
-    def _affinity_refusal(self, node: Node, gone: Sequence[Task]) -> str | None:
+    def affinity_refusal(self, node: Node, gone: Sequence[Task] = ()) -> str | None:
         """The pod's required affinity on ``node`` once ``gone`` are gone, as kube-scheduler's
         ``satisfyPodAffinity``: the node has every term's key, and each term's domain there
         holds a pod that every term selects; or no such pod runs anywhere and the pod itself

@@ -445,7 +445,7 @@ def awaits_victims(cluster: Cluster, pending: str, rank: int) -> str | None:
     if pod is None or node is None:
         return None
     at = cluster.index.node_pos.get(node)
-    if at is None or refusal(cluster.nodes[at], pod) is not None:
+    if at is None or _unresolvable(cluster, pod, cluster.nodes[at]):
         return None  # (a nominated node that no longer takes it: it may preempt again)
     for task in cluster.tasks:
         if (
@@ -456,6 +456,18 @@ def awaits_victims(cluster: Cluster, pending: str, rank: int) -> str | None:
         ):
             return node
     return None
+
+
+def _unresolvable(cluster: Cluster, pod: Any, node: ClusterNode) -> bool:
+    """Whether ``node`` refuses the waiting ``pod`` in a way no preemption can mend
+    (kube-scheduler's ``UnschedulableAndUnresolvable``): K1-K3, its required pod affinity
+    (K5; its anti-affinity and spread skews are resolvable), a spread constraint's key the
+    node lacks (K11)."""
+    if refusal(node, pod) is not None:
+        return True
+    if pod.pod_affinity and Arrival.of(cluster, pod).terms.affinity_refusal(node) is not None:
+        return True
+    return any(node.label(constraint.topology_key) is None for constraint in pod.topology_spread)
 
 
 def held_room(cluster: Cluster, request: PreemptionRequest) -> dict[str, tuple[int, int]]:

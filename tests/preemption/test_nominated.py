@@ -140,3 +140,27 @@ def test_a_nominated_node_that_no_longer_takes_the_pod_does_not_hold_it_back() -
     problem = PreemptionProblem.from_cluster(cluster, request, priority=100, pending="P")
     decision = gpuopt.solve(problem, "heuristic")
     assert (decision.node, decision.victims) == ("n0", ["u"])
+
+
+def test_a_nominated_node_without_a_spread_key_does_not_hold_the_pod_back() -> None:
+    """Review s51 F7: kube-scheduler lets a nominated pod preempt again when its nominated
+    node refuses it in a way preemption cannot mend (UnschedulableAndUnresolvable): here n1
+    lacks the zone label its spread constraint counts by."""
+    cluster = awaiting(cordoned=False)
+    spread = {"max_skew": 1, "topology_key": "zone", "selector": {"match_labels": {"a": "b"}}}
+    nodes = [
+        cluster.nodes[0].model_copy(update={"labels": {"zone": "z0"}}),
+        cluster.nodes[1],
+    ]
+    from gpuopt.cluster.kube import SpreadConstraint
+
+    constraint = SpreadConstraint.model_validate(spread)
+    pending = [cluster.pending[0].model_copy(update={"topology_spread": [constraint]})]
+    cluster = cluster.model_copy(update={"nodes": nodes, "pending": pending})
+    from gpuopt.cluster.request import pending_request
+
+    request, _ = pending_request(cluster, "P")
+    problem = PreemptionProblem.from_cluster(cluster, request, priority=100, pending="P")
+    decision = gpuopt.solve(problem, "heuristic")
+    assert (decision.node, decision.victims) == ("n0", ["u"])
+    assert gpuopt.violations(problem, decision) == []
