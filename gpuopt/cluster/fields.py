@@ -75,6 +75,10 @@ KubeName = Annotated[str, Field(min_length=1, max_length=MAX_KEY)]
 #: its pods already hold more), listed or not.
 HOST_PORT_PREFIX = "hostport.gpuopt.io/"
 
+#: K12: the extended resource that stands for a node's pod slots (Kubernetes'
+#: ``status.allocatable.pods``): every pod holds or asks one.
+POD_SLOTS = "pods"
+
 
 def offered(resources: Mapping[str, int], name: str) -> int:
     """How much of extended resource ``name`` a node with allocatable ``resources`` offers

@@ -350,8 +350,8 @@ def test_report(read: tuple[Cluster, KubectlReport]) -> None:
         "mirror": 1,
         "critical": 1,
     }
+    assert report.count("pod-limit") == 0  # (K12: 26 pods, 110 slots a node)
     assert dict(report.unmodelled) == {
-        "pod-limit": 7,
         "prefer-no-schedule": 1,
         # the worker's only timed toleration is the admission default (not-ready, 300 s): L6
         "preferred-node-affinity": 1,
@@ -1183,3 +1183,40 @@ def test_a_waiting_pods_hard_spread_is_kept_and_its_soft_one_counted() -> None:
         bad["spec"]["topologySpreadConstraints"] = [constraint]
         with pytest.raises(ProblemError, match=message):
             read_kubernetes(listing(node("n1", **{"nvidia.com/gpu": "8"}), bad), strict=True)
+
+
+def test_a_pod_count_limit_a_plan_could_reach_is_kept() -> None:
+    """K12 (kube-scheduler's NodeResourcesFit, "Too many pods"): n1 may hold 3 pods and
+    holds 3 (one with a GPU, two CPU-only sidecars of a DaemonSet-like kind); n2 may hold
+    110. A waiting 1-GPU pod fits n1's GPUs but not its pod slots: every way of placing it
+    sends it to n2, and a move onto n1 is refused by the checker."""
+    from gpuopt.cluster.request import pending_request
+    from gpuopt.defrag.pending import fit_pending
+    from gpuopt.defrag.solution import make_plan
+    from gpuopt.placement.node.problem import NodePlacementProblem
+
+    items = [
+        node("n1", pods="3", **{"nvidia.com/gpu": "8"}),
+        node("n2", pods="110", **{"nvidia.com/gpu": "8"}),
+        pod("a", "n1", **{"nvidia.com/gpu": "1"}),
+        pod("b", "n1", cpu="1"),
+        pod("c", "n1", cpu="1"),
+        pod("d", "n2", **{"nvidia.com/gpu": "7"}),
+        pod("w", None, **{"nvidia.com/gpu": "1"}),
+    ]
+    cluster, report = read_kubernetes(listing(*items))
+    assert report.count("pod-limit") == 1  # n1: no free slot, three pods could come
+    assert {node.id: node.resources.get("pods") for node in cluster.nodes} == {"n1": 3, "n2": 110}
+    assert all(task.resources.get("pods") == 1 for task in cluster.tasks)
+    assert cluster.pending[0].resources == {"pods": 1}
+    assert [fit.node for fit in fit_pending(cluster)] == ["n2"]
+    request, _ = pending_request(cluster, "ns/w")
+    placed = gpuopt.solve(NodePlacementProblem.from_cluster(cluster, request, pending="ns/w"))
+    assert placed.node == "n2"
+    plan = make_plan(cluster, "greedy", [("ns/d", "n2", "n1")], seconds=0.0)
+    broken = gpuopt.violations(cluster, plan)
+    assert any("lacks pods" in why for why in broken), broken
+    # the same cluster with slots to spare on n1: the limit is left out
+    items[0] = node("n1", pods="110", **{"nvidia.com/gpu": "8"})
+    cluster, report = read_kubernetes(listing(*items))
+    assert report.count("pod-limit") == 0 and not cluster.nodes[0].resources

@@ -105,6 +105,9 @@ class Context:
     budgets: list[Budget] = field(default_factory=list)
     #: Pod id -> the host ports its containers bind (K9: ``hostport.gpuopt.io/<protocol>-<port>``).
     host_ports: dict[str, set[str]] = field(default_factory=dict)
+    #: K12: each node's pod-count limit (``status.allocatable.pods``), settled by
+    #: :func:`.finish.finish` once every pod is read
+    pod_limits: dict[str, int] = field(default_factory=dict)
     #: Namespaces whose pods are pinned because a budget of theirs could not be read.
     pinned_namespaces: set[str] = field(default_factory=set)
     #: (namespace, selector) of every DoNotSchedule topology spread constraint read.

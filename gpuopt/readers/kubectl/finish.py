@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from fractions import Fraction
 
+from gpuopt.cluster.fields import POD_SLOTS
 from gpuopt.cluster.kube import affinity_matches, selector_matches
 from gpuopt.cluster.model import Cluster, Gang, Node, Task, scaled
 from gpuopt.cluster.shares import gpus_needed, layout, on_sharing_nodes
@@ -24,6 +25,7 @@ from gpuopt.readers.kubectl.gangs import running_gangs
 def finish(ctx: Context, name: str, levels: list[str], hp_priority: int) -> Cluster:
     """The cluster: legacy groups, over-committed and misplaced pods settled, then validated."""
     _host_ports(ctx)  # K9, before anything counts resources
+    _pod_slots(ctx)  # K12, likewise
     dra = finish_dra(ctx, ctx.tasks, ctx.pending)  # R1-R9: devices on nodes, claims on pods
     tasks = _settle_groups(ctx, dra.tasks)
     nodes = _lock_overcommitted(ctx, tasks)
@@ -100,6 +102,44 @@ def _host_ports(ctx: Context) -> None:
             pod = pod.model_copy(update={"resources": {**pod.resources, **dict.fromkeys(ports, 1)}})
         pending.append(pod)
     ctx.pending = pending
+
+
+def _pod_slots(ctx: Context) -> None:
+    """K12: a node's pod-count limit (``status.allocatable.pods``, kube-scheduler's
+    NodeResourcesFit "Too many pods") is the extended resource ``pods`` (K4) of its own
+    when a plan could reach it: when some node has fewer free pod slots than the pods that
+    could come to it (the waiting pods and the running pods of other nodes that may move).
+    Then every node offers its limit (a node without one: more than could come), every
+    running pod holds one and every waiting pod asks one; a limit no plan can reach is
+    left out (it changes no answer). A node holding more pods than its limit is locked with
+    the other over-committed nodes."""
+    limits = ctx.pod_limits
+    if not limits:
+        return
+    running = Counter(task.node for task in ctx.tasks)
+    movable = Counter(task.node for task in ctx.tasks if not task.fixed)
+    coming = sum(movable.values()) + len(ctx.pending)
+    reached = [
+        node_id
+        for node_id, limit in limits.items()
+        if node_id in ctx.nodes and limit - running[node_id] < coming - movable[node_id]
+    ]
+    if not reached:
+        return
+    for node_id in reached:
+        ctx.note("pod-limit", node_id)
+    for node_id, node in ctx.nodes.items():
+        offered = limits.get(node_id, running[node_id] + coming)
+        ctx.nodes[node_id] = node.model_copy(
+            update={"resources": {**node.resources, POD_SLOTS: offered}}
+        )
+    ctx.tasks = [
+        task.model_copy(update={"resources": {**task.resources, POD_SLOTS: 1}})
+        for task in ctx.tasks
+    ]
+    ctx.pending = [
+        pod.model_copy(update={"resources": {**pod.resources, POD_SLOTS: 1}}) for pod in ctx.pending
+    ]
 
 
 def _gang_levels(ctx: Context, gangs: list[Gang], levels: list[str]) -> list[Gang]:

@@ -55,8 +55,8 @@ def read_node(ctx: Context, obj: KubeObject) -> None:
         resources[key] = math.floor(amount)
         if resources[key] > MAX_RESOURCE:
             reader.fail(f"{path} is more than {MAX_RESOURCE}")
-    if "pods" in amounts:
-        ctx.report.unmodelled["pod-limit"] += 1
+    if "pods" in amounts:  # K12: settled once every pod is read (.finish)
+        ctx.pod_limits[name] = math.floor(amounts["pods"][0])
     if any(key.startswith(MIG_PREFIX) and amount > 0 for key, amount in resources.items()):
         ctx.note("mig-profiles", name)
     product = labels.get(GPU_PRODUCT_LABEL)

@@ -50,6 +50,9 @@ _LINES: dict[str, str] = {
     "host-port-pending": "{n} waiting pods bind host ports: each port is an extended resource "
     "hostport.gpuopt.io/<protocol>-<port> of one per node, held by the running pods that bind "
     "it (K9), so they go only where the port is free",
+    "pod-limit": "{n} nodes have fewer free pod slots (status.allocatable.pods) than pods "
+    "that could come to them: every node's limit is the extended resource pods (K12), one "
+    "for each running or waiting pod",
     "gated": "skipped {n} waiting pods with schedulingGates (the scheduler does not consider "
     "them yet, so they are not pending demand)",
     "unknown-node": "skipped {n} pods bound to nodes that were not read",
@@ -189,7 +192,6 @@ _UNMODELLED: dict[str, str] = {
     "toleration-seconds": "tolerationSeconds on {n} pods (such a toleration is not counted: "
     "a pod moved there would be evicted when the time runs out; the not-ready and "
     "unreachable ones of 300 s that admission adds to every pod are not reported)",
-    "pod-limit": "pod-count limits (status.allocatable.pods) of {n} nodes",
     "scheduler": "another scheduler (spec.schedulerName) on {n} pods",
     "resource-claims": "DRA claims on {n} pods that are not whole GPUs (MIG, shares, other "
     "devices, allocationMode All, or constraints on a bound pod's devices)",

@@ -41,7 +41,7 @@ def test_allocatable_gives_gpus_cpus_memory_and_extended_resources() -> None:
     assert (found.gpus, found.cpus, found.memory) == (8, 95.5, 512 * 1024.0)
     assert found.resources == {"rdma/hca": 4}
     assert found.ready and not found.locked
-    assert ctx.report.unmodelled["pod-limit"] == 1
+    assert ctx.pod_limits == {"n1": 110}  # (K12: the resource pods only where reachable)
     assert ctx.report.reasons == {}
 
 
