@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from gpuopt.cluster.fields import POD_SLOTS
 from gpuopt.cluster.model import Cluster, Node, Pending, Task
 from gpuopt.errors import ProblemError, validate_object
 from gpuopt.extender.engine import ASSUME_TTL, Extender
@@ -231,6 +232,8 @@ class LiveCluster:
         self._timer: threading.Timer | None = None
         self._reads: dict[str, _PodRead] = {}  # pod id -> as read (absent: read when needed)
         self._pending: dict[str, Pending] = {}  # pod id -> the waiting pod
+        self._pod_slots = False  # K12 on in the last full read
+        self._slot_events: int | None = None  # events before K12 could turn (None: never)
         #: pod id -> its place among the pod objects (a fresh read reads them in that order)
         self._order: dict[str, int] = {}
         self._next = 0
@@ -320,6 +323,11 @@ class LiveCluster:
             if before is None or after is None or meaning(before, kind) != meaning(after, kind):
                 self._dirty()
             return
+        if self._slot_events is not None or (kind == NODES.kind and _limit(after)):
+            self._slot_events = (self._slot_events or 0) - 1
+            if self._slot_events < 0 or (kind == NODES.kind and (before is None or after is None)):
+                self._slot_events = None
+                self._dirty()  # (K12 may turn: a full read decides, as a fresh one would)
         with self.extender.guard:  # no answer reads a node half changed
             if kind == PODS.kind:
                 self._pod(key, before, after)
@@ -444,6 +452,14 @@ class LiveCluster:
         ctx.nodes = read
         self._ctx = ctx
         self._base = cluster
+        self._pod_slots = bool(ctx.pod_slots_on)  # K12 on (a limit a plan could reach)
+        # each pod or node event moves K12's margin by at most 2: a full read re-decides it
+        # before the events could have crossed it (L4: as a fresh read would)
+        margin = ctx.pod_slot_margin
+        self._slot_events = None
+        if margin is not None:
+            distance = -margin if margin < 0 else margin + 1  # (on below 0)
+            self._slot_events = (distance + 1) // 2 - 1
         self._nodes = {node.id: node for node in cluster.nodes}
         self._node_tasks = {node.id: [] for node in cluster.nodes}
         for task in cluster.tasks:
@@ -505,7 +521,11 @@ class LiveCluster:
             if new_node is not None:
                 self._pods_on.setdefault(new_node, {})[key] = None
             if read.pending is not None:
-                self._pending[key] = read.pending
+                pending = read.pending
+                if self._pod_slots:  # K12 as the full read decided: every pod asks one
+                    slots = {**pending.resources, POD_SLOTS: 1}
+                    pending = pending.model_copy(update={"resources": slots})
+                self._pending[key] = pending
         if read is None or read.pending is None:  # bound, finished or deleted: L5 settles
             self.extender.settle(key)
         spread = (old_read is not None and old_read.wide) or (read is not None and read.wide)
@@ -588,6 +608,9 @@ class LiveCluster:
         part.nodes = {name: node}
         if name in ctx.memory_bytes:
             part.memory_bytes = {name: ctx.memory_bytes[name]}
+        if name in ctx.pod_limits:  # K12, as the full read decided it for every node
+            part.pod_limits = {name: ctx.pod_limits[name]}
+        part.pod_slots_on = self._pod_slots
         part.pinned_namespaces = ctx.pinned_namespaces
         part.spread = ctx.spread
         part.pod_groups = ctx.pod_groups
@@ -666,3 +689,9 @@ __all__ = [
     "trimmed",
     "wide",
 ]
+
+
+def _limit(obj: Obj | None) -> bool:
+    """Whether a Node object states a pod-count limit (K12)."""
+    status = (obj or {}).get("status") or {}
+    return "pods" in (status.get("allocatable") or {}) or "pods" in (status.get("capacity") or {})

@@ -584,3 +584,26 @@ def test_a_nomination_to_a_node_that_is_gone_is_dropped() -> None:
     assert [p.nominated_node for p in live.snapshot().pending] == [None]
     cluster, _ = read_kubernetes({"kind": "List", "items": [node_obj("a"), waiting]})
     assert [p.nominated_node for p in cluster.pending] == [None]
+
+
+def test_a_pod_count_limit_turns_on_as_a_fresh_read_decides() -> None:
+    """K12 in the watched state: node a may hold 2 pods. With one pod and nothing waiting,
+    no plan can reach the limit (left out); pods arriving make it reachable, and the state
+    reads everything again within rebuild_after, as a fresh read would have it (L4)."""
+    live = LiveCluster(rebuild_after=0)
+    small = node_obj("a")
+    small["status"]["allocatable"]["pods"] = "2"
+    live.apply(NODES, "ADDED", small)
+    live.apply(NODES, "ADDED", node_obj("b"))
+    live.apply(PODS, "ADDED", pod_obj("x", "a"))
+    assert not any("pods" in node.resources for node in live.snapshot().nodes)
+    assert_same(live)
+    for name in ("w1", "w2", "y"):  # two waiting, one more on b: a could be reached
+        live.apply(PODS, "ADDED", pod_obj(name, "b" if name == "y" else None))
+        assert_same(live)
+    snap = live.snapshot()
+    assert {node.id: node.resources.get("pods") for node in snap.nodes} == {
+        "a": 2,
+        "b": 110,
+    }
+    assert all(pod.resources.get("pods") == 1 for pod in live.waiting())

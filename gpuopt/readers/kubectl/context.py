@@ -108,6 +108,13 @@ class Context:
     #: K12: each node's pod-count limit (``status.allocatable.pods``), settled by
     #: :func:`.finish.finish` once every pod is read
     pod_limits: dict[str, int] = field(default_factory=dict)
+    #: K12 decided already (a watched cluster settling one node as its full read decided):
+    #: None, the limits a plan could reach decide
+    pod_slots_on: bool | None = None
+    #: K12: how far the read is from turning it on or off: the least, over the nodes with a
+    #: limit, of their free slots plus their pods that may move, less the pods that could
+    #: come (on below 0); None without limits
+    pod_slot_margin: int | None = None
     #: Namespaces whose pods are pinned because a budget of theirs could not be read.
     pinned_namespaces: set[str] = field(default_factory=set)
     #: (namespace, selector) of every DoNotSchedule topology spread constraint read.

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from fractions import Fraction
 
-from gpuopt.cluster.fields import POD_SLOTS
+from gpuopt.cluster.fields import MAX_RESOURCE, POD_SLOTS
 from gpuopt.cluster.kube import affinity_matches, selector_matches
 from gpuopt.cluster.model import Cluster, Gang, Node, Task, scaled
 from gpuopt.cluster.shares import gpus_needed, layout, on_sharing_nodes
@@ -108,28 +108,31 @@ def _pod_slots(ctx: Context) -> None:
     """K12: a node's pod-count limit (``status.allocatable.pods``, kube-scheduler's
     NodeResourcesFit "Too many pods") is the extended resource ``pods`` (K4) of its own
     when a plan could reach it: when some node has fewer free pod slots than the pods that
-    could come to it (the waiting pods and the running pods of other nodes that may move).
-    Then every node offers its limit (a node without one: more than could come), every
+    could come to it (the waiting pods and the running pods of other nodes that may move),
+    or as ``pod_slots_on`` says. Then every node offers its limit (a node without one: no
+    limit), every
     running pod holds one and every waiting pod asks one; a limit no plan can reach is
     left out (it changes no answer). A node holding more pods than its limit is locked with
     the other over-committed nodes."""
     limits = ctx.pod_limits
-    if not limits:
+    if ctx.pod_slots_on is None:
+        running = Counter(task.node for task in ctx.tasks)
+        movable = Counter(task.node for task in ctx.tasks if not task.fixed)
+        coming = sum(movable.values()) + len(ctx.pending)
+        margins = {
+            node_id: limit - running[node_id] + movable[node_id] - coming
+            for node_id, limit in limits.items()
+            if node_id in ctx.nodes
+        }
+        for node_id, margin in margins.items():
+            if margin < 0:  # (fewer free slots than the pods that could come)
+                ctx.note("pod-limit", node_id)
+        ctx.pod_slot_margin = min(margins.values(), default=None)
+        ctx.pod_slots_on = ctx.pod_slot_margin is not None and ctx.pod_slot_margin < 0
+    if not ctx.pod_slots_on:
         return
-    running = Counter(task.node for task in ctx.tasks)
-    movable = Counter(task.node for task in ctx.tasks if not task.fixed)
-    coming = sum(movable.values()) + len(ctx.pending)
-    reached = [
-        node_id
-        for node_id, limit in limits.items()
-        if node_id in ctx.nodes and limit - running[node_id] < coming - movable[node_id]
-    ]
-    if not reached:
-        return
-    for node_id in reached:
-        ctx.note("pod-limit", node_id)
     for node_id, node in ctx.nodes.items():
-        offered = limits.get(node_id, running[node_id] + coming)
+        offered = limits.get(node_id, MAX_RESOURCE)  # (no limit stated: none)
         ctx.nodes[node_id] = node.model_copy(
             update={"resources": {**node.resources, POD_SLOTS: offered}}
         )
