@@ -43,7 +43,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from gpuopt.cluster.fields import POD_SLOTS
 from gpuopt.cluster.model import Cluster, Node, Pending, Task
 from gpuopt.errors import ProblemError, validate_object
 from gpuopt.extender.engine import ASSUME_TTL, Extender
@@ -52,7 +51,7 @@ from gpuopt.readers.kubectl import KUBECTL_KEYWORDS
 from gpuopt.readers.kubectl.context import Context, KubectlOptions
 from gpuopt.readers.kubectl.documents import KubeObject, api_of
 from gpuopt.readers.kubectl.fields import Reader
-from gpuopt.readers.kubectl.finish import finish
+from gpuopt.readers.kubectl.finish import finish, one_slot
 from gpuopt.readers.kubectl.kinds import read_objects
 
 log = logging.getLogger("gpuopt.live")
@@ -500,6 +499,8 @@ class LiveCluster:
         reader = Reader(NAME).at(f"Pod {pod_id(obj)}")
         read_objects(ctx, [KubeObject("Pod", obj, reader, api_of(obj))])
         task = ctx.tasks[0] if ctx.tasks else None
+        if task is not None and self._pod_slots:  # (K12: once, not at every settle)
+            task = one_slot(task)
         self._seen(ctx.times)
         return _PodRead(
             task=task,
@@ -523,8 +524,7 @@ class LiveCluster:
             if read.pending is not None:
                 pending = read.pending
                 if self._pod_slots:  # K12 as the full read decided: every pod asks one
-                    slots = {**pending.resources, POD_SLOTS: 1}
-                    pending = pending.model_copy(update={"resources": slots})
+                    pending = one_slot(pending)
                 self._pending[key] = pending
         if read is None or read.pending is None:  # bound, finished or deleted: L5 settles
             self.extender.settle(key)

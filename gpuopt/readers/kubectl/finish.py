@@ -11,15 +11,18 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from fractions import Fraction
+from typing import TypeVar
 
 from gpuopt.cluster.fields import MAX_RESOURCE, POD_SLOTS
 from gpuopt.cluster.kube import affinity_matches, selector_matches
-from gpuopt.cluster.model import Cluster, Gang, Node, Task, scaled
+from gpuopt.cluster.model import Cluster, Gang, Node, Pending, Task, scaled
 from gpuopt.cluster.shares import gpus_needed, layout, on_sharing_nodes
 from gpuopt.errors import ProblemError, validate_object
 from gpuopt.readers.kubectl.context import Context
 from gpuopt.readers.kubectl.dra_finish import finish_dra
 from gpuopt.readers.kubectl.gangs import running_gangs
+
+_P = TypeVar("_P", Task, Pending)
 
 
 def finish(ctx: Context, name: str, levels: list[str], hp_priority: int) -> Cluster:
@@ -136,13 +139,21 @@ def _pod_slots(ctx: Context) -> None:
         ctx.nodes[node_id] = node.model_copy(
             update={"resources": {**node.resources, POD_SLOTS: offered}}
         )
-    ctx.tasks = [
-        task.model_copy(update={"resources": {**task.resources, POD_SLOTS: 1}})
-        for task in ctx.tasks
-    ]
-    ctx.pending = [
-        pod.model_copy(update={"resources": {**pod.resources, POD_SLOTS: 1}}) for pod in ctx.pending
-    ]
+    ctx.tasks = [one_slot(task) for task in ctx.tasks]
+    ctx.pending = [one_slot(pod) for pod in ctx.pending]
+
+
+#: The resources of a pod that asks for no extended resource, once K12 is on (one object
+#: for all of them: models are frozen and nothing changes their fields in place).
+_SLOT_ONLY = {POD_SLOTS: 1}
+
+
+def one_slot(pod: _P) -> _P:
+    """``pod`` (a task or a waiting pod) holding or asking one pod slot (K12)."""
+    if pod.resources.get(POD_SLOTS) == 1:
+        return pod
+    slots = {**pod.resources, POD_SLOTS: 1} if pod.resources else _SLOT_ONLY
+    return pod.model_copy(update={"resources": slots})
 
 
 def _gang_levels(ctx: Context, gangs: list[Gang], levels: list[str]) -> list[Gang]:
