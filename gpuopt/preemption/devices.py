@@ -37,11 +37,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpuopt.cluster.devicecheck import DeviceLedger
+from gpuopt.cluster.fields import POD_SLOTS
 from gpuopt.cluster.items import Node, Task
 from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.cluster.rules import Arrival
 from gpuopt.preemption.gangs import close_gangs
-from gpuopt.preemption.problem import PreemptionProblem, checkpoint_of, task_columns
+from gpuopt.preemption.problem import (
+    PreemptionProblem,
+    checkpoint_of,
+    slot_short,
+    task_columns,
+)
 from gpuopt.preemption.solution import PreemptionResult
 from gpuopt.result import Status
 
@@ -99,6 +105,8 @@ class _Needs:
     devices: set[str] | None
     ledger: DeviceLedger | None
     rules: Arrival | None
+    #: K12: how many of its tasks must go for the pod slots the request asks (0: none)
+    slots: int = 0
 
     @classmethod
     def of(cls, problem: PreemptionProblem, node: Node) -> _Needs:
@@ -107,17 +115,26 @@ class _Needs:
         if node.id in scope.device_nodes:
             devices, ledger = _holders(problem, node.id), DeviceLedger(problem.cluster)
         rules = problem.arrival if node.id in scope.rule_nodes else None
-        return cls(problem, node, devices, ledger, rules)
+        slots = 0
+        if node.id in scope.slot_nodes:
+            asked = problem.request.resources.get(POD_SLOTS, 0)
+            slots = slot_short(problem.cluster, node, asked)
+        return cls(problem, node, devices, ledger, rules, slots)
 
     def holds(self, task: Task) -> bool:
-        """Whether releasing ``task`` can change whether the node takes the request."""
-        return (self.devices is not None and task.id in self.devices) or (
-            self.rules is not None and self.rules.touches(task)
+        """Whether releasing ``task`` can change whether the node takes the request (with
+        pod slots short, any task)."""
+        return (
+            self.slots > 0
+            or (self.devices is not None and task.id in self.devices)
+            or (self.rules is not None and self.rules.touches(task))
         )
 
     def met(self, released: list[Task]) -> bool:
         """Whether the node takes the request once ``released`` are gone (DF1-DF8, K5,
-        K11)."""
+        K11, K12)."""
+        if len(released) < self.slots:
+            return False
         if self.ledger is not None:
             ids = [task.id for task in released]
             if self.ledger.fit(self.problem.request.claims, self.node.id, ids)[0]:
@@ -140,9 +157,12 @@ class _Needs:
             return min(found, default=0)
 
         least = 0
+        if self.slots:  # (any legal set stops at least that many of them)
+            costs = sorted(_cost(problem, task) for task in candidates)
+            least = sum(costs[: self.slots])
         if self.devices is not None:
             devices = self.devices
-            least = cheapest(lambda task: task.id in devices)
+            least = max(least, cheapest(lambda task: task.id in devices))
         if self.rules is not None:
             rules = self.rules
             least = max(least, cheapest(rules.touches))
@@ -387,6 +407,8 @@ def widen(
         "claims fit once chosen victims free their devices were weighed",
         f"P14: {sum(o.node in problem.scope.rule_nodes for o in options)} node(s) that pod "
         "(anti-)affinity or topology spread admits once chosen victims are gone were weighed",
+        f"P14: {sum(o.node in problem.scope.slot_nodes for o in options)} node(s) whose pod "
+        "slots (K12) chosen victims free were weighed",
     ]
     notes = [
         *(base.notes if decision is base else ()),

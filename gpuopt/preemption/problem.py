@@ -42,6 +42,7 @@ from pydantic_core import InitErrorDetails
 from gpuopt._compat import moved_names
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel, old_form_reader
 from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX
+from gpuopt.cluster.fields import POD_SLOTS
 from gpuopt.cluster.items import Node as ClusterNode
 from gpuopt.cluster.items import Task as ClusterTask
 from gpuopt.cluster.model import (
@@ -550,6 +551,9 @@ class Scope:
     #: it once some of the tasks it may stop there are gone; left out of the methods' view
     #: like ``device_nodes``, and their victims chosen the same way
     rule_nodes: frozenset[str] = frozenset()
+    #: P14 for K12: the nodes of ``nodes`` whose pod slots (``pods``) are all held now and
+    #: free enough once some of the tasks it may stop there are gone; weighed likewise
+    slot_nodes: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, cluster: Cluster, request: ClusterRequest, rank: int | None) -> Scope:
@@ -567,13 +571,24 @@ class Scope:
                     }
                 }
             )
-        allowed = cluster.admits(request)
         # K8: the tasks below the request's priority are the LP class of this question (every
         # task is HP to a request that never preempts)
         if request.preemption_policy == "Never":
             threshold = MIN_PRIORITY
         else:
             threshold = cluster.hp_priority if rank is None else rank
+        slots = request.resources.get(POD_SLOTS, 0) if threshold > MIN_PRIORITY else 0
+        if slots:  # K12: judged with the victims (slot_short), not as free now (K4)
+            request = request.model_copy(
+                update={
+                    "resources": {
+                        name: amount
+                        for name, amount in request.resources.items()
+                        if name != POD_SLOTS
+                    }
+                }
+            )
+        allowed = cluster.admits(request)
         refused: list[str | None] = [None] * len(cluster.nodes)
         device_nodes: frozenset[str] = frozenset()
         arriving = threshold > MIN_PRIORITY and is_pod(request)  # P14: K5 and K11 after victims
@@ -588,6 +603,9 @@ class Scope:
         held: dict[str, str] = {}
         if arriving:
             allowed, rule_nodes, held = _rule_nodes(cluster, request, allowed, threshold, plain)
+        slot_nodes: frozenset[str] = frozenset()
+        if slots:
+            allowed, slot_nodes = _slot_nodes(cluster, slots, allowed, threshold)
         nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
         if not nodes:
             from gpuopt.cluster.rules import refusals
@@ -621,12 +639,13 @@ class Scope:
             refusals=tuple(refused) if not nodes else (),
             device_nodes=device_nodes,
             rule_nodes=rule_nodes,
+            slot_nodes=slot_nodes,
         )
 
     @property
     def weighed_nodes(self) -> frozenset[str]:
         """The nodes whose victims are chosen apart from the methods' view (P12, P14)."""
-        return self.device_nodes | self.rule_nodes
+        return self.device_nodes | self.rule_nodes | self.slot_nodes
 
     def without_weighed_nodes(self) -> Scope:
         """This scope without its :attr:`weighed_nodes` and their tasks: what the methods
@@ -897,6 +916,50 @@ def _rule_nodes(
             memo.clear()
         memo[key] = (tuple(found), frozenset(rule_nodes), dict(held))
     return found, frozenset(rule_nodes), held
+
+
+def slot_short(cluster: Cluster, node: ClusterNode, slots: int, gone: int = 0) -> int:
+    """K12: how many more pod slots ``node`` needs for a pod asking ``slots`` once ``gone``
+    of its tasks are gone (0: it has them; a node stating no limit always has)."""
+    limit = node.resources.get(POD_SLOTS)
+    if limit is None:
+        return 0
+    held = len(_tasks_on(cluster).get(node.id, ())) - gone
+    return max(0, held + slots - limit)
+
+
+def _tasks_on(cluster: Cluster) -> dict[str, list[ClusterTask]]:
+    """Per node id, its tasks (once per cluster, in its ``views``)."""
+    found = cluster.views.get("tasks-on")
+    if found is None:
+        found = {}
+        for task in cluster.tasks:
+            found.setdefault(task.node, []).append(task)
+        cluster.views["tasks-on"] = found
+    return cast(dict[str, list[ClusterTask]], found)
+
+
+def _slot_nodes(
+    cluster: Cluster, slots: int, allowed: list[bool], threshold: int
+) -> tuple[list[bool], frozenset[str]]:
+    """K12 with victims (P14): of the nodes ``allowed``, those whose pod slots are short now
+    are slot nodes where enough tasks it may stop are there to free them, refused where
+    not (``allowed`` updated)."""
+    on: dict[str, list[ClusterTask]] | None = None
+    found, short_nodes = list(allowed), set()
+    for pos, node in enumerate(cluster.nodes):
+        if not allowed[pos]:
+            continue
+        short = slot_short(cluster, node, slots)
+        if not short:
+            continue
+        if on is None:
+            on = _stoppable_on(cluster, threshold)
+        if len(on.get(node.id, ())) >= short:
+            short_nodes.add(node.id)
+        else:
+            found[pos] = False
+    return found, frozenset(short_nodes)
 
 
 #: The key of :func:`_rule_nodes`' verdicts in a cluster's ``views``.

@@ -23,6 +23,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from gpuopt._compat import old_result_names
 from gpuopt.cluster.devicecheck import DeviceLedger
+from gpuopt.cluster.fields import POD_SLOTS
 from gpuopt.cluster.items import Node, Task
 from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.errors import ProblemError, short
@@ -32,6 +33,7 @@ from gpuopt.preemption.problem import (
     PreemptionRequest,
     checkpoint_of,
     held_room,
+    slot_short,
 )
 from gpuopt.result import Result, Sense, Status
 
@@ -185,11 +187,17 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
         found.extend(DeviceLedger(problem.cluster).fit(request.claims, node.id, released)[0])
 
     # P14: K5 and K11 take the request on the node once the victims are gone (as
-    # kube-scheduler's preemption filters a node with the pods it stops removed).
+    # kube-scheduler's preemption filters a node with the pods it stops removed), and its
+    # pod slots (K12) are free then.
     if problem.arrival is not None:
         why = problem.arrival.refusal(node, victims)
         if why is not None:
             found.append(f"P14: {why}")
+    lacking = slot_short(problem.cluster, node, _asked_slots(problem), len(victims))
+    if lacking:
+        found.append(
+            f"P14: K12: node {node.id} lacks {lacking} pod slot(s) (pods) after the victims"
+        )
 
     # P4: the cost is the victims' work to redo (P13: every member of a gang they close).
     now = scaled(problem.now)
@@ -224,6 +232,8 @@ def _room_now(problem: PreemptionProblem, room: _Room) -> str | None:
     ledger = DeviceLedger(problem.cluster) if claims else None
     for node in room.room_now():
         if ledger is not None and ledger.fit(claims, node)[0]:
+            continue
+        if slot_short(problem.cluster, room.nodes[node], _asked_slots(problem)):
             continue
         if problem.arrival is not None and problem.arrival.refusal(room.nodes[node]):
             continue
@@ -345,10 +355,8 @@ def _null_decision(
 
 
 def _lifted(problem: PreemptionProblem, node_id: str) -> bool:
-    """P14 for P7: whether K5 and K11 take the request on ``node_id`` once every task it may
-    stop there (alone or with its gang, P13) is gone."""
-    if problem.arrival is None:
-        return True
+    """P14 for P7: whether K5, K11 and K12 take the request on ``node_id`` once every task
+    it may stop there (alone or with its gang, P13) is gone."""
     node, on = problem.on_node[node_id]
     gone = [
         task
@@ -356,7 +364,14 @@ def _lifted(problem: PreemptionProblem, node_id: str) -> bool:
         if problem.stoppable(task)
         and close_gangs(problem.cluster, {task.id}, problem.stoppable) is not None
     ]
-    return problem.arrival.refusal(node, gone) is None
+    if slot_short(problem.cluster, node, _asked_slots(problem), len(gone)):
+        return False
+    return problem.arrival is None or problem.arrival.refusal(node, gone) is None
+
+
+def _asked_slots(problem: PreemptionProblem) -> int:
+    """K12: the pod slots the request asks (a shape asks none)."""
+    return problem.request.resources.get(POD_SLOTS, 0)
 
 
 def _victims(

@@ -459,3 +459,38 @@ def test_required_affinity_counts_only_pods_every_term_selects() -> None:
     )
     assert sorted(term_refusals(cluster, cluster.pending[0])) == ["bare", "n0"]
     assert sorted(term_refusals(cluster, cluster.pending[1])) == ["bare"]
+
+
+def test_victims_free_the_pod_slot_a_full_node_lacks() -> None:
+    """K12 with victims (P14): n0 holds its limit of 3 pods (GPUs to spare), n1's GPUs are
+    all held by x; kube-scheduler's preemption counts the pods it removes, so stopping the
+    cheapest pod of n0 makes room (100 lost), not x (7,200)."""
+    from gpuopt.cluster.model import Cluster
+
+    def task(name: str, node: str, gpus: int, start: float) -> dict[str, Any]:
+        return {"id": f"ns/{name}", "node": node, "gpus": gpus, "priority": 1,
+                "start_time": start, "resources": {"pods": 1}}  # fmt: skip
+
+    cluster = Cluster(
+        now=1000.0,
+        nodes=[
+            {"id": "n0", "gpus": 8, "cpus": 64, "resources": {"pods": 3}},
+            {"id": "n1", "gpus": 8, "cpus": 64, "resources": {"pods": 110}},
+        ],
+        tasks=[
+            task("a", "n0", 1, 900.0),
+            task("b", "n0", 1, 500.0),
+            task("c", "n0", 1, 0.0),
+            task("x", "n1", 8, 100.0),
+        ],
+        pending=[{"id": "ns/p", "gpus": 4, "priority": 100, "resources": {"pods": 1}}],
+    )
+    problem = arrival_question(cluster)
+    assert problem.scope.slot_nodes == {"n0"}
+    least = brute_force(problem)
+    for method in METHODS:
+        decision = gpuopt.solve(problem, method)
+        assert (decision.node, decision.victims) == ("n0", ["ns/a"]), method
+        assert violations(problem, decision) == [] and decision.cost == least == 100, method
+    as_is = PreemptionResult(method="dp", node="n0", stage=1)
+    assert any(v.startswith("P14: K12: node n0 lacks 1") for v in violations(problem, as_is))
