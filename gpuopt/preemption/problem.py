@@ -559,18 +559,6 @@ class Scope:
     def of(cls, cluster: Cluster, request: ClusterRequest, rank: int | None) -> Scope:
         """The scope of ``request`` asked with priority ``rank`` (None: as the cluster's
         ``hp_priority``) in ``cluster``; it has no node when K1-K4 admit none."""
-        if request.claims:
-            # the dra.gpuopt.io/<class> resources stand for the claims, which are judged by
-            # the devices, victims included (_devices_refusals), not as free now (K4)
-            request = request.model_copy(
-                update={
-                    "resources": {
-                        name: amount
-                        for name, amount in request.resources.items()
-                        if not name.startswith(DRA_RESOURCE_PREFIX)
-                    }
-                }
-            )
         # K8: the tasks below the request's priority are the LP class of this question (every
         # task is HP to a request that never preempts)
         if request.preemption_policy == "Never":
@@ -578,16 +566,18 @@ class Scope:
         else:
             threshold = cluster.hp_priority if rank is None else rank
         slots = request.resources.get(POD_SLOTS, 0) if threshold > MIN_PRIORITY else 0
-        if slots:  # K12: judged with the victims (slot_short), not as free now (K4)
-            request = request.model_copy(
-                update={
-                    "resources": {
-                        name: amount
-                        for name, amount in request.resources.items()
-                        if name != POD_SLOTS
-                    }
-                }
-            )
+        # judged with the victims, not as free now (K4): the dra.gpuopt.io/<class> resources,
+        # which stand for the claims (by the devices, _devices_refusals), and the pod slots
+        # (K12, _slot_nodes)
+        later = {
+            name
+            for name in request.resources
+            if (request.claims and name.startswith(DRA_RESOURCE_PREFIX))
+            or (slots and name == POD_SLOTS)
+        }
+        if later:
+            kept = {name: n for name, n in request.resources.items() if name not in later}
+            request = request.model_copy(update={"resources": kept})
         allowed = cluster.admits(request)
         refused: list[str | None] = [None] * len(cluster.nodes)
         device_nodes: frozenset[str] = frozenset()
@@ -924,19 +914,9 @@ def slot_short(cluster: Cluster, node: ClusterNode, slots: int, gone: int = 0) -
     limit = node.resources.get(POD_SLOTS)
     if limit is None:
         return 0
-    held = len(_tasks_on(cluster).get(node.id, ())) - gone
+    index = cluster.index
+    held = int(index.node_task_count[index.node_pos[node.id]]) - gone
     return max(0, held + slots - limit)
-
-
-def _tasks_on(cluster: Cluster) -> dict[str, list[ClusterTask]]:
-    """Per node id, its tasks (once per cluster, in its ``views``)."""
-    found = cluster.views.get("tasks-on")
-    if found is None:
-        found = {}
-        for task in cluster.tasks:
-            found.setdefault(task.node, []).append(task)
-        cluster.views["tasks-on"] = found
-    return cast(dict[str, list[ClusterTask]], found)
 
 
 def _slot_nodes(
