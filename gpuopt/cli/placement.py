@@ -295,7 +295,8 @@ def show_topology(shown: Any, problem: Any, result: Any) -> None:
 def build_preemption(args: argparse.Namespace) -> Any:
     """The preemption problem: of a cluster for ``--request``, or a state file with its request."""
     from gpuopt.cluster.model import Cluster, priority_value
-    from gpuopt.preemption.problem import PreemptionProblem, awaits_victims, parse_state
+    from gpuopt.preemption.problem import PreemptionProblem, parse_state
+    from gpuopt.preemption.scope import awaits_victims
 
     asked = (
         args.request is not None

@@ -8,7 +8,7 @@ chosen below as a device node's, with the rules as its needs.
 A request whose DRA claims are not counted whole GPUs (a MIG placement, a share, a
 constraint such as one ``pcieRoot``, a selector) may fit on a node only once some of the
 tasks it may stop there have released their claims: a *device node* of the problem's
-scope (:attr:`~gpuopt.preemption.problem.Scope.device_nodes`). Victims chosen by GPU count
+scope (:attr:`~gpuopt.preemption.scope.Scope.device_nodes`). Victims chosen by GPU count
 need not free the right devices, so the methods' view leaves those nodes out, and each
 method hands its decision to :func:`widen`, which weighs every device node against it:
 
@@ -42,12 +42,8 @@ from gpuopt.cluster.items import Node, Task
 from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.cluster.rules import Arrival
 from gpuopt.preemption.gangs import close_gangs
-from gpuopt.preemption.problem import (
-    PreemptionProblem,
-    checkpoint_of,
-    slot_short,
-    task_columns,
-)
+from gpuopt.preemption.problem import PreemptionProblem
+from gpuopt.preemption.scope import checkpoint_of, slot_short, task_columns
 from gpuopt.preemption.solution import PreemptionResult
 from gpuopt.result import Status
 

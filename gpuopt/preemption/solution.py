@@ -28,13 +28,8 @@ from gpuopt.cluster.items import Node, Task
 from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.errors import ProblemError, short
 from gpuopt.preemption.gangs import close_gangs
-from gpuopt.preemption.problem import (
-    PreemptionProblem,
-    PreemptionRequest,
-    checkpoint_of,
-    held_room,
-    slot_short,
-)
+from gpuopt.preemption.problem import PreemptionProblem, PreemptionRequest
+from gpuopt.preemption.scope import checkpoint_of, held_room, slot_short
 from gpuopt.result import Result, Sense, Status
 
 Method = Literal["heuristic", "dp", "milp", "cpsat"]

@@ -298,32 +298,6 @@ def test_old_record_names_warn_and_name_the_cluster_items() -> None:
         assert found is getattr(items, name)
 
 
-@pytest.mark.parametrize(
-    ("node", "tasks"),
-    [
-        ({}, [{"locked": True}, {"pinned": "daemonset"}, {}]),  # read from the tasks alone
-        ({"locked": True}, [{}, {"locked": True}, {}]),  # node-locked: read from the index
-        ({}, [{"gpus": 1, "gpu_milli": 500}, {"gpus": 1, "gpu_milli": 300}, {}]),  # shared-gpu
-    ],
-)
-def test_cluster_facts_are_the_cluster_index(
-    node: dict[str, Any], tasks: list[dict[str, Any]]
-) -> None:
-    from gpuopt.cluster.model import Cluster
-    from gpuopt.preemption.problem import ClusterFacts
-
-    cluster = Cluster(
-        nodes=[{"id": "n1", "gpus": 8, "cpus": 8, **node}],
-        tasks=[
-            {"id": f"t{k}", "node": "n1", "gpus": 2, "last_checkpoint": 0, **fields}
-            for k, fields in enumerate(tasks)
-        ],
-    )
-    facts = ClusterFacts.of(cluster)
-    assert facts.fixed == cluster.index.fixed and facts.fixed  # every case fixes some task
-    assert facts.task_gpus.tolist() == cluster.index.task_gpus.tolist()
-
-
 # ------------------------------------------- the caller's cluster, the view, the old name
 
 
