@@ -130,10 +130,11 @@ from gpuopt.calendar.podtimes import (
     cluster_times,
 )
 from gpuopt.calendar.problem import MAX_AMOUNT, MAX_TICKS, CalendarProblem, Objective
+from gpuopt.cluster.arrival import arrival_refusals
 from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX, PLUGIN_GPUS, accounting_only
 from gpuopt.cluster.fields import NODE_LEVEL, SWITCH_LEVEL, offered, priority_value, scaled
 from gpuopt.cluster.model import Cluster, Pending, Task
-from gpuopt.cluster.rules import arrival_refusals, placement_key, refusal
+from gpuopt.cluster.rules import placement_key, refusal
 from gpuopt.cluster.shares import MILLI
 from gpuopt.errors import ProblemError, short
 
@@ -627,7 +628,7 @@ class _Builder:
         """C5: the nodes every pod of ``members`` may use, in node order (remembered), less
         those K5 or K11 refuses one of them against the pods running now (their required pod
         (anti-)affinity, the running pods' anti-affinity that selects them, their spread
-        constraints: :func:`~gpuopt.cluster.rules.arrival_refusals`)."""
+        constraints: :func:`~gpuopt.cluster.arrival.arrival_refusals`)."""
         key = tuple(sorted({placement_key(pod) for pod in members}))
         found = self._common.get(key)
         if found is None:

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from gpuopt.cluster.arrival import admitted
 from gpuopt.cluster.model import Cluster
 from gpuopt.cluster.request import Request
-from gpuopt.cluster.rules import admitted
 from gpuopt.cluster.workload import Workload
 
 #: The label that names a node's GPU model when ``gpu_model`` is not set (openb's).

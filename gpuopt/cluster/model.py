@@ -53,6 +53,7 @@ from pydantic import Field, ValidatorFunctionWrapHandler, WrapValidator, model_v
 from typing_extensions import Self
 
 from gpuopt._model import IndexedModel
+from gpuopt.cluster.arrival import admitted
 from gpuopt.cluster.devices import MAX_DEVICES, Device, DeviceClass, ResourceClaim
 from gpuopt.cluster.fields import (
     _CONFIG,
@@ -87,7 +88,7 @@ from gpuopt.cluster.fields import (
 )
 from gpuopt.cluster.items import ClusterOptions, Gang, Node, Objective, Pending, Task, WorkloadShape
 from gpuopt.cluster.kube import Budget, affinity_matches, selector_matches
-from gpuopt.cluster.rules import Asking, admitted, constraints, placement_key, term_key
+from gpuopt.cluster.rules import Asking, constraints, placement_key, term_key
 from gpuopt.cluster.shares import MILLI, Devices, gpus_needed, layout, on_sharing_nodes, share_of
 from gpuopt.errors import short
 
@@ -383,7 +384,7 @@ class Cluster(IndexedModel, _Extended):
         return copy
 
     def admits(self, request: Asking, *, arrival: bool = True) -> list[bool]:
-        """:func:`~gpuopt.cluster.rules.admitted` (per node: may ``request`` go there by K1-K4,
+        """:func:`~gpuopt.cluster.arrival.admitted` (per node: may ``request`` go there by K1-K4,
         and by K5 and K11 unless ``arrival`` is False), remembered per kind of request: the
         verdicts read only the cluster and the request's node selector, node affinity,
         tolerations and extended resources, and, for a request that stands for a pod, its

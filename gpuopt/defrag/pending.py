@@ -37,9 +37,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuopt.cluster.arrival import arrival_refusals
 from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
 from gpuopt.cluster.request import add_held, held_short
-from gpuopt.cluster.rules import arrival_refusals, gang_needs, refusal
+from gpuopt.cluster.rules import gang_needs, refusal
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.defrag.solution import DefragResult, apply_plan, make_plan
 from gpuopt.errors import ProblemError

@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import IndexedModel
+from gpuopt.cluster.arrival import arrival_refusals
 from gpuopt.cluster.devices import ResourceClaim
 from gpuopt.cluster.fields import KubeName, offered, spread_field
 from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, SpreadConstraint, Toleration
@@ -44,7 +45,7 @@ from gpuopt.cluster.model import (
 )
 from gpuopt.cluster.request import Request as ClusterRequest
 from gpuopt.cluster.request import pending_request
-from gpuopt.cluster.rules import arrival_refusals, gang_needs, refusal
+from gpuopt.cluster.rules import gang_needs, refusal
 from gpuopt.errors import ProblemError, short
 
 #: Most pods of one gang request.

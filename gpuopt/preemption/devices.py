@@ -36,11 +36,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from gpuopt.cluster.arrival import Arrival
 from gpuopt.cluster.devicecheck import DeviceLedger
 from gpuopt.cluster.fields import POD_SLOTS
 from gpuopt.cluster.items import Node, Task
 from gpuopt.cluster.model import SCALE, scaled
-from gpuopt.cluster.rules import Arrival
 from gpuopt.preemption.gangs import close_gangs
 from gpuopt.preemption.problem import PreemptionProblem
 from gpuopt.preemption.scope import checkpoint_of, slot_short, task_columns

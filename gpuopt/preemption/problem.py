@@ -40,6 +40,7 @@ from pydantic_core import InitErrorDetails
 
 from gpuopt._compat import moved_names
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel, old_form_reader
+from gpuopt.cluster.arrival import Arrival
 from gpuopt.cluster.items import Node as ClusterNode
 from gpuopt.cluster.items import Task as ClusterTask
 from gpuopt.cluster.model import (
@@ -53,10 +54,7 @@ from gpuopt.cluster.model import (
 )
 from gpuopt.cluster.request import Request as ClusterRequest
 from gpuopt.cluster.request import WrittenRequest, as_request
-from gpuopt.cluster.rules import (
-    Arrival,
-    is_pod,
-)
+from gpuopt.cluster.rules import is_pod
 from gpuopt.errors import ProblemError
 from gpuopt.preemption.index import PreemptionIndex
 from gpuopt.preemption.scope import (

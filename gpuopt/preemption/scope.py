@@ -18,6 +18,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
+from gpuopt.cluster.arrival import Arrival
 from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX
 from gpuopt.cluster.fields import POD_SLOTS, Priority
 from gpuopt.cluster.items import Node as ClusterNode
@@ -34,7 +35,6 @@ from gpuopt.cluster.request import Request as ClusterRequest
 from gpuopt.cluster.request import nominated_room
 from gpuopt.cluster.rules import (
     PREEMPTED_BY_SCHEDULER,
-    Arrival,
     is_pod,
     placement_key,
     refusal,
@@ -228,7 +228,7 @@ class Scope:
             allowed, slot_nodes = _slot_nodes(cluster, slots, allowed, threshold)
         nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
         if not nodes:
-            from gpuopt.cluster.rules import refusals
+            from gpuopt.cluster.arrival import refusals
 
             refused = [
                 device if device is not None else rule

@@ -6,16 +6,10 @@ from typing import Any
 
 import pytest
 
+from gpuopt.cluster.arrival import admitted
 from gpuopt.cluster.model import Cluster, Node, Pending, Task
 from gpuopt.cluster.request import Request
-from gpuopt.cluster.rules import (
-    admitted,
-    budget_allowance,
-    budget_cover,
-    placement_key,
-    refusal,
-    short_of,
-)
+from gpuopt.cluster.rules import budget_allowance, budget_cover, placement_key, refusal, short_of
 
 
 def node(**fields: Any) -> Node:

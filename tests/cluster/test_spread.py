@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import gpuopt
+from gpuopt.cluster.arrival import spread_refusals
 from gpuopt.cluster.model import Cluster
 from gpuopt.cluster.request import pending_request
-from gpuopt.cluster.rules import spread_refusals
 from gpuopt.defrag.pending import fit_pending
 from gpuopt.placement.node.problem import NodePlacementProblem
 

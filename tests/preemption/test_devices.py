@@ -435,8 +435,8 @@ def test_required_affinity_counts_only_pods_every_term_selects() -> None:
         the pod's affinity terms: one pod per term on n0 is not enough, one pod matching both
         on n1 is; the first pod of a group still needs every term's key on its node (the node
     "bare" has no zone; the hostname is every node's)."""
+    from gpuopt.cluster.arrival import term_refusals
     from gpuopt.cluster.model import Cluster
-    from gpuopt.cluster.rules import term_refusals
 
     both = [anti("a"), {"selector": {"match_labels": {"tier": "x"}}, "topology_key": HOST}]
     cluster = Cluster(

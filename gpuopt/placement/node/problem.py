@@ -387,7 +387,7 @@ class NodePlacementProblem(IndexedModel):
 
 def admitted_nodes(cluster: Cluster, request: Request) -> list[ClusterNode]:
     """The nodes of ``cluster`` with GPUs that rules K1-K4 admit ``request`` to
-    (:func:`~gpuopt.cluster.rules.admitted`), in cluster order; for a request of DRA
+    (:func:`~gpuopt.cluster.arrival.admitted`), in cluster order; for a request of DRA
     claims only (``gpus = 0``), also those with no whole GPU to offer (their devices may
     still hold the claims: a GPU cut by MIG placements, R4)."""
     allowed = cluster.admits(request)
@@ -444,10 +444,10 @@ def usable_nodes(cluster: Cluster, request: Request) -> list[ClusterNode]:
 def left_out(cluster: Cluster, request: Request) -> list[str]:
     """Why each node with GPUs that ``request`` may not use is left out of its view
     (:func:`usable_nodes`), one sentence per node in cluster order: the first of rules
-    K1-K3 or K4 for its extended resources (:func:`~gpuopt.cluster.rules.refusals`), else
+    K1-K3 or K4 for its extended resources (:func:`~gpuopt.cluster.arrival.refusals`), else
     an unknown interconnect where a GPU pair is asked a bandwidth (N3), else device fit
     (DF1-DF8) for its claims, the node named."""
-    from gpuopt.cluster.rules import refusals
+    from gpuopt.cluster.arrival import refusals
 
     ledger = None
     found = []

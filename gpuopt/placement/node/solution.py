@@ -46,11 +46,11 @@ from typing import Any, ClassVar, Literal
 from pydantic import ConfigDict, Field
 
 from gpuopt._compat import old_result_names
+from gpuopt.cluster.arrival import refusals
 from gpuopt.cluster.devicecheck import DeviceLedger
 from gpuopt.cluster.interconnect import bandwidth_known, node_bandwidth
 from gpuopt.cluster.model import SCALE, Cluster, scaled
 from gpuopt.cluster.request import held_short, nominated_room
-from gpuopt.cluster.rules import refusals
 from gpuopt.cluster.shares import MILLI
 from gpuopt.placement.node.problem import (
     NodePlacementProblem,

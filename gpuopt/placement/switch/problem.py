@@ -26,6 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import MAX_ID_LENGTH, IndexedModel
+from gpuopt.cluster.arrival import admitted
 from gpuopt.cluster.model import (
     SCALE,
     SWITCH_LEVEL,
@@ -34,7 +35,6 @@ from gpuopt.cluster.model import (
     scaled,
 )
 from gpuopt.cluster.request import Request, as_request
-from gpuopt.cluster.rules import admitted
 from gpuopt.errors import ProblemError
 
 MAX_GPUS = 1_000_000

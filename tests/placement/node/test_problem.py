@@ -253,9 +253,9 @@ def test_from_cluster_names_a_bad_request_in_one_sentence() -> None:
 def _reference_view(cluster: Any, request: Any) -> dict[str, Any]:
     """node_view as it was written before issue 32, node by node (the independent reason
     for the per-cluster rows): what each column must hold."""
+    from gpuopt.cluster.arrival import admitted
     from gpuopt.cluster.fields import scaled
     from gpuopt.cluster.interconnect import gpu_topology, mask_of, node_bandwidth
-    from gpuopt.cluster.rules import admitted
     from gpuopt.placement.node.problem import NO_MEMORY, gpu_left_of, node_use
 
     allowed = admitted(cluster, request)
