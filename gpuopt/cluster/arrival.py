@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from gpuopt.cluster.fields import priority_value
 from gpuopt.cluster.kube import (
     PodAffinityTerm,
     SpreadConstraint,
@@ -51,13 +52,22 @@ def refusals(cluster: Cluster, request: Asking, *, arrival: bool = True) -> list
     """Per node, why rules K1-K3 or, for its extended resources, K4 keep ``request`` from
     it (:func:`refusal`, :func:`short_of`; None: they do not), and, for a request that
     stands for a waiting pod (its ``namespace`` set) unless ``arrival`` is False, K5
-    (:func:`term_refusals`) and K11 (:func:`spread_refusals`)."""
+    (:func:`term_refusals`) and K11 (:func:`spread_refusals`), on a node where waiting pods
+    are nominated also with them counted as running there (:func:`nominated_beside`)."""
     used: defaultdict[str, Counter[str]] = defaultdict(Counter)
     if request.resources:
         for task in cluster.tasks:
             if task.resources:
                 used[task.node].update(task.resources)
-    terms = arrival_refusals(cluster, request) if arrival and is_pod(request) else {}
+    terms: dict[str, str] = {}
+    if arrival and is_pod(request):
+        terms = arrival_refusals(cluster, request)
+        judge = Arrival.of(cluster, request)
+        for node in cluster.nodes:  # K5/K11 counting the pods nominated there (K10)
+            if node.id in judge.beside and node.id not in terms:
+                why = judge.refusal(node)
+                if why is not None:
+                    terms[node.id] = why
     found = []
     for node in cluster.nodes:
         why = refusal(node, request)
@@ -197,6 +207,36 @@ class Spread:
             own = int(selector is not None and selector.matches(pod.labels))
             self.counted.append(_Counted(constraint, eligible, counts, fewest, own))
 
+    def plus(self, node: Node, others: Sequence[Any]) -> Spread:
+        """These counts with the waiting pods ``others`` counted as running on ``node``: the
+        same judge as ``Spread(cluster, pod, [(other, node.id) for other in others])``, built
+        from this one without a pass over the running pods."""
+        pod = self.pod
+        copy = object.__new__(Spread)
+        copy.pod, copy.counted = pod, []
+        for counted in self.counted:
+            constraint = counted.constraint
+            selector = constraint.selector
+            added = 0
+            if (
+                node.id in counted.eligible
+                and selector is not None
+                and (selector.match_labels or selector.match_expressions)
+            ):
+                added = sum(
+                    other.space == pod.space and selector.matches(other.labels) for other in others
+                )
+            if not added:
+                copy.counted.append(counted)
+                continue
+            counts = Counter(counted.counts)
+            counts[str(domain_of(node, constraint.topology_key))] += added
+            fewest = min(counts.values(), default=0)
+            if constraint.min_domains is not None and len(counts) < constraint.min_domains:
+                fewest = 0
+            copy.counted.append(_Counted(constraint, counted.eligible, counts, fewest, counted.own))
+        return copy
+
     def counts(self, constraint: SpreadConstraint, task: Task) -> bool:
         """Whether ``constraint`` counts the running ``task`` (on an eligible node): of the
         pod's namespace, not terminating, its labels matched by a selector that is not
@@ -245,6 +285,9 @@ _MAX_SPREAD_VERDICTS = 4096
 
 #: The key of :meth:`Arrival.of`'s judges in a cluster's ``views``.
 _ARRIVAL_JUDGES = "k5-k11-judges"
+
+#: The key of the waiting pods nominated to a node in a cluster's ``views``.
+_NOMINATED = "k10-nominated"
 
 #: The key of the running pods' required anti-affinity terms in a cluster's ``views``.
 _ANTI_TERMS = "k5-anti-terms"
@@ -317,6 +360,8 @@ class Terms:
             if term.selects(other.space, pod.space, pod.labels)
         ]
         self.applies = bool(pod.pod_affinity or pod.pod_anti_affinity or selecting)
+        self.pairs: Counter[tuple[str, str]] = Counter()
+        self._next = len(selecting)  # (the order of a pod counted later, :meth:`plus`)
         if not self.applies:
             return
         nodes = {node.id: node for node in cluster.nodes}
@@ -337,7 +382,6 @@ class Terms:
             self.anti.append((term, held))
         # required affinity counts only the pods every term selects (kube-scheduler's
         # affinityCounts), per term's (key, domain)
-        self.pairs: Counter[tuple[str, str]] = Counter()
         for task, node_id in placed:
             if self._all(task):
                 for term in pod.pod_affinity:
@@ -347,6 +391,46 @@ class Terms:
 
     def __bool__(self) -> bool:
         return self.applies
+
+    def plus(self, node: Node, others: Sequence[Any]) -> Terms:
+        """These counts with the waiting pods ``others`` counted as running on ``node``: the
+        same judge as ``Terms(cluster, pod, [(other, node.id) for other in others])``, built
+        from this one without a pass over the running pods (what kube-scheduler's
+        ``AddPod`` does when it filters a node with the pods nominated there)."""
+        pod = self.pod
+        copy = object.__new__(Terms)
+        copy.pod, copy.affinity = pod, self.affinity
+        copy.selecting = {key: list(found) for key, found in self.selecting.items()}
+        copy.keys = list(self.keys)
+        copy.anti = [(term, Counter(held)) for term, held in self.anti]
+        copy.pairs = Counter(self.pairs)
+        order, selects = self._next, False
+        for other in others:
+            for term in other.pod_anti_affinity:
+                if term.selects(other.space, pod.space, pod.labels):
+                    selects = True
+                    domain = domain_of(node, term.topology_key)
+                    if domain is not None:
+                        key = (term.topology_key, domain)
+                        copy.selecting.setdefault(key, []).append((order, other, True))
+                        if term.topology_key not in copy.keys:
+                            copy.keys.append(term.topology_key)
+                    order += 1
+        copy._next = order
+        copy.applies = self.applies or selects
+        for term, held in copy.anti:
+            domain = domain_of(node, term.topology_key)
+            if domain is not None:
+                held[domain] += sum(
+                    term.selects(pod.space, other.space, other.labels) for other in others
+                )
+        together = sum(self._all(other) for other in others)
+        if together:
+            for term in pod.pod_affinity:
+                domain = domain_of(node, term.topology_key)
+                if domain is not None:
+                    copy.pairs[term.topology_key, domain] += together
+        return copy
 
     def refusal(self, node: Node, gone: Sequence[Task] = ()) -> str | None:
         """Why K5 keeps the pod from ``node`` once its running pods ``gone`` are gone (None:
@@ -367,8 +451,8 @@ class Terms:
             _, task, waits, key = first
             if waits:
                 return (
-                    f"K5: the waiting pod {task.id}, placed before it, requires anti-affinity "
-                    f"on {key} with this pod in the domain of node {node.id}"
+                    f"K5: the waiting pod {task.id}, counted there before it, requires "
+                    f"anti-affinity on {key} with this pod in the domain of node {node.id}"
                 )
             return (
                 f"K5: the running pod {task.id} requires anti-affinity on {key} "
@@ -438,40 +522,120 @@ class Terms:
         return sum(term.selects(pod.space, task.space, task.labels) for task in gone)
 
 
+def nominated_pods(cluster: Any, asking: str | None, rank: int | None = None) -> list[Any]:
+    """K10: the waiting pods nominated to a node (``nominated_node``) that kube-scheduler
+    counts there when it judges the waiting pod ``asking`` (``addGENominatedPods``): those
+    of its priority (or of ``rank``, an integer priority, when given) and above, not itself.
+    A request that stands for no waiting pod and states no rank counts as the lowest
+    priority, so every nomination counts against it."""
+    views = getattr(cluster, "views", None)
+    nominated = None if views is None else views.get(_NOMINATED)
+    if nominated is None:
+        nominated = [pod for pod in cluster.pending if pod.nominated_node is not None]
+        if views is not None:
+            views[_NOMINATED] = nominated
+    if not nominated:
+        return []
+    floor: int | None = rank
+    if floor is None and asking is not None:
+        me = next((pod for pod in cluster.pending if pod.id == asking), None)
+        if me is not None:
+            floor = priority_value(me.priority, cluster.hp_priority)
+    return [
+        pod
+        for pod in nominated
+        if pod.id != asking
+        and (floor is None or priority_value(pod.priority, cluster.hp_priority) >= floor)
+    ]
+
+
+def nominated_beside(cluster: Any, pod: Any) -> dict[str, list[Any]]:
+    """Per node, the waiting pods nominated there (:func:`nominated_pods`) that count as
+    running there when ``pod``, a request that stands for a waiting pod, is judged on that
+    node by K5 and K11: kube-scheduler filters a node with them added (and again without;
+    the node must pass both). Its ``pending`` and ``rank`` decide which count, as for the
+    room they hold (K10); empty for a request shape."""
+    if not getattr(cluster, "pending", None) or not is_pod(pod):
+        return {}
+    found: dict[str, list[Any]] = {}
+    for other in nominated_pods(cluster, getattr(pod, "pending", None), getattr(pod, "rank", None)):
+        found.setdefault(other.nominated_node, []).append(other)
+    return found
+
+
 class Arrival:
     """K5 then K11 for one waiting ``pod`` (:class:`Terms`, :class:`Spread`), judging one
     node at a time, as the cluster stands or once some of that node's running pods are
     gone: kube-scheduler's preemption filters a node after removing the pods it may stop
     there (``SelectVictimsOnNode``). False when neither rule applies to the pod."""
 
-    def __init__(self, cluster: Cluster, pod: Any) -> None:
+    def __init__(
+        self, cluster: Cluster, pod: Any, beside: dict[str, list[Any]] | None = None
+    ) -> None:
         self.terms = Terms(cluster, pod)
         self.spread = Spread(cluster, pod)
+        #: per node, the waiting pods nominated there that count as running there when
+        #: the node is judged (:func:`nominated_beside`); only where they can change a
+        #: verdict: they add pods, which lifts no anti-affinity or spread refusal and
+        #: breaks no affinity, so the pod must have anti-affinity or spread constraints,
+        #: or one of them anti-affinity
+        found = nominated_beside(cluster, pod) if beside is None else beside
+        if not (
+            pod.pod_anti_affinity
+            or getattr(pod, "topology_spread", None)
+            or any(other.pod_anti_affinity for pods in found.values() for other in pods)
+        ):
+            found = {}
+        self.beside = found
+        self._with: dict[str, tuple[Terms, Spread]] = {}
 
     @classmethod
     def of(cls, cluster: Cluster, pod: Any) -> Arrival:
         """The judge of ``pod`` in ``cluster``, remembered in the cluster's ``views`` for the
         pods alike (the same namespace, labels, pod terms, spread constraints and placement
-        rules: the replicas of one template)."""
+        rules: the replicas of one template; and the same waiting pods nominated beside
+        it)."""
         views = getattr(cluster, "views", None)
+        beside = nominated_beside(cluster, pod)
         if views is None:
-            return cls(cluster, pod)
+            return cls(cluster, pod, beside)
         memo = views.setdefault(_ARRIVAL_JUDGES, {})
-        key = (term_key(pod), placement_key(pod))
+        key = (
+            term_key(pod),
+            placement_key(pod),
+            tuple((node, tuple(other.id for other in pods)) for node, pods in beside.items()),
+        )
         found = memo.get(key)
         if found is None:
             if len(memo) >= _MAX_SPREAD_VERDICTS:
                 memo.clear()
-            found = memo[key] = cls(cluster, pod)
+            found = memo[key] = cls(cluster, pod, beside)
         return cast(Arrival, found)
 
     def __bool__(self) -> bool:
-        return bool(self.terms) or bool(self.spread.counted)
+        return bool(self.terms) or bool(self.spread.counted) or bool(self.beside)
 
     def refusal(self, node: Node, gone: Sequence[Task] = ()) -> str | None:
         """Why K5 or K11 keeps the pod from ``node`` once its running pods ``gone`` are
-        gone (K5 said first, as :func:`arrival_refusals`); None: neither does."""
-        return self.terms.refusal(node, gone) or self.spread.refusal(node, gone)
+        gone (K5 said first, as :func:`arrival_refusals`); None: neither does. As
+        kube-scheduler filters a node (``RunFilterPluginsWithNominatedPods``), the verdict
+        must hold both without and with the waiting pods nominated there counted as
+        running there (:attr:`beside`)."""
+        why = self.terms.refusal(node, gone) or self.spread.refusal(node, gone)
+        if why is not None or node.id not in self.beside:
+            return why
+        judges = self._with.get(node.id)
+        if judges is None:
+            others = self.beside[node.id]
+            judges = self._with[node.id] = (
+                self.terms.plus(node, others),
+                self.spread.plus(node, others),
+            )
+        why = judges[0].refusal(node, gone) or judges[1].refusal(node, gone)
+        if why is None:
+            return None
+        names = ", ".join(other.id for other in self.beside[node.id][:3])
+        return f"{why.rstrip('.')} (counting the pods nominated to node {node.id}: {names})"
 
     def touches(self, task: Task) -> bool:
         """Whether the running ``task`` counts in a verdict: its being gone can change one

@@ -53,7 +53,7 @@ from pydantic import Field, ValidatorFunctionWrapHandler, WrapValidator, model_v
 from typing_extensions import Self
 
 from gpuopt._model import IndexedModel
-from gpuopt.cluster.arrival import admitted
+from gpuopt.cluster.arrival import admitted, nominated_beside
 from gpuopt.cluster.devices import MAX_DEVICES, Device, DeviceClass, ResourceClaim
 from gpuopt.cluster.fields import (
     _CONFIG,
@@ -388,11 +388,14 @@ class Cluster(IndexedModel, _Extended):
         and by K5 and K11 unless ``arrival`` is False), remembered per kind of request: the
         verdicts read only the cluster and the request's node selector, node affinity,
         tolerations and extended resources, and, for a request that stands for a pod, its
-        namespace, labels, pod terms (K5) and spread constraints (K11)."""
+        namespace, labels, pod terms (K5) and spread constraints (K11), and the waiting pods
+        nominated beside it (:func:`~gpuopt.cluster.arrival.nominated_beside`)."""
+        beside = nominated_beside(self, request) if arrival else {}
         key = (
             placement_key(request),
             tuple(sorted(request.resources.items())),
             term_key(request) if arrival else "",
+            tuple((node, tuple(pod.id for pod in pods)) for node, pods in beside.items()),
         )
         found: dict[Any, list[bool]] = self.views.setdefault("admits", {})
         verdicts = found.get(key)

@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from gpuopt.cluster.arrival import nominated_pods
 from gpuopt.cluster.devices import ResourceClaim
 from gpuopt.cluster.fields import KubeName, spread_field
 from gpuopt.cluster.kube import (
@@ -36,7 +37,6 @@ from gpuopt.cluster.model import (
     Cluster,
     Priority,
     check_share,
-    priority_value,
     scaled,
     share_field,
 )
@@ -319,19 +319,9 @@ def nominated_room(
     >>> nominated_room(cluster, None), nominated_room(cluster, "b"), nominated_room(cluster, "a")
     ({'n': (4, 2000, 0)}, {'n': (4, 2000, 0)}, {})
     """
-    pods = cluster.pending
-    floor: int | None = rank
-    if floor is None and asking is not None:
-        me = next((pod for pod in pods if pod.id == asking), None)
-        if me is not None:
-            floor = priority_value(me.priority, cluster.hp_priority)
     held: dict[str, tuple[int, int, int]] = {}
-    for pod in pods:
-        node = pod.nominated_node
-        if node is None or pod.id == asking:
-            continue
-        if floor is not None and priority_value(pod.priority, cluster.hp_priority) < floor:
-            continue  # (a pod of higher priority may take its room)
+    for pod in nominated_pods(cluster, asking, rank):  # (a pod of higher priority may take
+        node = pod.nominated_node  # the room of one of lower priority)
         held[node] = add_held(held.get(node, (0, 0, 0)), pod)
     return held
 

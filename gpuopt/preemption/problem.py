@@ -23,6 +23,7 @@ the checker compare without tolerance.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from functools import cached_property
 from typing import Any, ClassVar
@@ -401,7 +402,14 @@ class PreemptionProblem(IndexedModel):
         rank = priority_value(priority, cluster.hp_priority)
         if pending is not None and awaits_victims(cluster, pending, rank) is not None:
             shape = shape.model_copy(update={"preemption_policy": "Never"})  # (K10)
-        scope = Scope.of(cluster, shape, rank)
+        asked = shape.model_dump(exclude_defaults=True)
+        asked.update(id=request_id, priority="HP", rank=rank, pending=pending)
+        # the request itself (which nominated pods count beside it reads its pending, K10);
+        # one that does not validate is reported by cls below, as before
+        probe: ClusterRequest = shape
+        with contextlib.suppress(ValidationError):
+            probe = PreemptionRequest.model_validate(asked)
+        scope = Scope.of(cluster, probe, rank)
         if not scope.nodes:
             raise ProblemError(f"{no_usable_node(cluster, scope.refusals)}.")
         for task in scope.tasks:
@@ -412,8 +420,6 @@ class PreemptionProblem(IndexedModel):
                 )
         if cluster.now is not None and cluster.now != clock:
             cluster = cluster.model_copy(update={"now": float(clock)})
-        asked = shape.model_dump(exclude_defaults=True)
-        asked.update(id=request_id, priority="HP", rank=rank, pending=pending)
         # cls(...), not cls.parse: pydantic runs a model's after-validators twice when
         # model_validate goes through a custom __init__ (IndexedModel's); same errors
         return cls(now=float(clock), cluster=cluster, request=asked)

@@ -504,13 +504,19 @@ def _rule_nodes(
     priority from a node and filters the node then; a node the filters still refuse is no
     candidate, a node with room needs no preemption (a node where only the pods it would
     remove satisfy the pod's affinity takes it without victims or not at all)."""
+    judge = Arrival.of(cluster, request)
     key = None
     if not request.claims:  # (the verdicts read the rules and the priority, not the shape)
-        key = (term_key(request), placement_key(request), tuple(allowed), threshold)
+        key = (
+            term_key(request),
+            placement_key(request),
+            tuple(allowed),
+            threshold,
+            tuple((node, tuple(pod.id for pod in pods)) for node, pods in judge.beside.items()),
+        )
         found = cluster.views.setdefault(_RULE_NODES, {}).get(key)
         if found is not None:
             return list(found[0]), found[1], dict(found[2])
-    judge = Arrival.of(cluster, request)
     if not judge:
         return allowed, frozenset(), {}
     on = _stoppable_on(cluster, threshold)

@@ -98,3 +98,82 @@ def test_replicas_bound_before_count_for_anti_affinity() -> None:
     first, second = cluster.pending
     assert term_refusals(cluster, second) == {}
     assert sorted(term_refusals(cluster, second, [(first, "n1")])) == ["n1"]
+
+
+def random_pods(seed: int) -> tuple[Cluster, Any, list[Any]]:
+    """A small random cluster (hosts in zones a-c, one node without a zone), running pods
+    with random labels, namespaces and anti-affinity, and waiting pods: the first is
+    judged, the others are counted beside it."""
+    import random
+
+    rng = random.Random(seed)
+    apps = ["web", "db", "cache"]
+
+    def term() -> dict[str, Any]:
+        key = rng.choice([HOST, "zone"])
+        return {"selector": {"match_labels": {"app": rng.choice(apps)}}, "topology_key": key}
+
+    def pod(name: str) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "id": f"{rng.choice(['ns', 'other'])}/{name}",
+            "gpus": 1,
+            "labels": {"app": rng.choice(apps)},
+        }
+        if rng.random() < 0.4:
+            found["pod_anti_affinity"] = [term()]
+        return found
+
+    nodes = []
+    for k in range(rng.randint(3, 6)):
+        labels = {HOST: f"n{k}"}
+        if k or rng.random() < 0.5:
+            labels["zone"] = rng.choice("abc")
+        nodes.append({"id": f"n{k}", "gpus": 8, "cpus": 8, "labels": labels})
+    tasks = [{**pod(f"t{k}"), "node": rng.choice(nodes)["id"]} for k in range(rng.randint(0, 10))]
+    judged = pod("p")
+    judged["id"] = "ns/p"
+    if rng.random() < 0.6:
+        judged["pod_anti_affinity"] = [term() for _ in range(rng.randint(1, 2))]
+    if rng.random() < 0.4:
+        judged["pod_affinity"] = [term()]
+    if rng.random() < 0.6:
+        judged["topology_spread"] = [
+            {
+                "max_skew": rng.randint(1, 2),
+                "topology_key": rng.choice([HOST, "zone"]),
+                "selector": {"match_labels": {"app": rng.choice(apps)}},
+                **({"min_domains": 4} if rng.random() < 0.2 else {}),
+            }
+        ]
+    others = [pod(f"q{k}") for k in range(rng.randint(1, 3))]
+    cluster = Cluster(nodes=nodes, tasks=tasks, pending=[judged, *others])
+    return cluster, cluster.pending[0], list(cluster.pending[1:])
+
+
+def test_counting_pods_beside_a_node_is_building_the_judges_with_them() -> None:
+    """:meth:`Terms.plus` and :meth:`Spread.plus` (how nominated pods are counted on their
+    node) give every verdict that judges built over the running pods and those pods as
+    bound there give: on every node with the pods beside, and with every subset of that
+    node's running pods gone, on 300 random clusters."""
+    from itertools import combinations
+
+    from gpuopt.cluster.arrival import Spread, Terms
+
+    compared = refused = 0
+    for seed in range(300):
+        cluster, pod, others = random_pods(seed)
+        terms, spread = Terms(cluster, pod), Spread(cluster, pod)
+        for node in cluster.nodes:
+            bound = [(other, node.id) for other in others]
+            full = (Terms(cluster, pod, bound), Spread(cluster, pod, bound))
+            quick = (terms.plus(node, others), spread.plus(node, others))
+            assert bool(full[0]) == bool(quick[0]), seed
+            mine = [task for task in cluster.tasks if task.node == node.id]
+            for size in range(len(mine) + 1):
+                for gone in combinations(mine, size):
+                    for built, added in zip(full, quick, strict=True):
+                        expected = built.refusal(node, gone)
+                        assert added.refusal(node, gone) == expected, (seed, node.id, gone)
+                        compared += 1
+                        refused += expected is not None
+    assert compared > 3000 and refused > 300  # (both verdicts are exercised)

@@ -164,3 +164,52 @@ def test_a_nominated_node_without_a_spread_key_does_not_hold_the_pod_back() -> N
     decision = gpuopt.solve(problem, "heuristic")
     assert (decision.node, decision.victims) == ("n0", ["u"])
     assert gpuopt.violations(problem, decision) == []
+
+
+def test_a_nominated_pod_beside_keeps_its_node_refused_after_the_victims() -> None:
+    """P14 with K10: x (priority 1, 8 GPUs, 100 s lost) fills n0, y (priority 1, 8 GPUs,
+    900 s lost) fills n1; 'db' (priority 150, app=db, CPUs only) is nominated to n0. p
+    (priority 100, 4 GPUs) avoids app=db on its host: kube-scheduler filters n0 with 'db'
+    counted there, and stopping x does not remove it, so p's victim is y on n1 although x
+    costs less. Without the nomination, x is stopped."""
+    avoid = {"selector": {"match_labels": {"app": "db"}},
+             "topology_key": "kubernetes.io/hostname"}  # fmt: skip
+
+    def snapshot(nominated: str | None) -> Cluster:
+        return Cluster(
+            now=1000.0,
+            nodes=[{"id": f"n{k}", "gpus": 8, "cpus": 64,
+                    "labels": {"kubernetes.io/hostname": f"n{k}"}} for k in range(2)],
+            tasks=[
+                {"id": "ns/x", "node": "n0", "gpus": 8, "priority": 1, "start_time": 900.0},
+                {"id": "ns/y", "node": "n1", "gpus": 8, "priority": 1, "start_time": 100.0},
+            ],
+            pending=[
+                {"id": "ns/db", "gpus": 0, "cpus": 1, "priority": 150, "labels": {"app": "db"},
+                 "nominated_node": nominated},
+                {"id": "ns/p", "gpus": 4, "priority": 100, "pod_anti_affinity": [avoid]},
+            ],
+        )  # fmt: skip
+
+    from gpuopt.cluster.request import pending_request
+
+    for nominated, node, victims in (("n0", "n1", ["ns/y"]), (None, "n0", ["ns/x"])):
+        cluster = snapshot(nominated)
+        request, priority = pending_request(cluster, "ns/p")
+        problem = PreemptionProblem.from_cluster(cluster, request, priority=priority,
+                                                 pending="ns/p")  # fmt: skip
+        for method in ("heuristic", "dp", "milp", "cpsat"):
+            decision = gpuopt.solve(problem, method)
+            assert (decision.node, decision.victims) == (node, victims), (nominated, method)
+            assert gpuopt.violations(problem, decision) == [], (nominated, method)
+    # the checker refuses x stopped on n0 while 'db' is nominated there: n0 is out of the
+    # question (K5 refuses it as it stands, and its victims do not lift that: no rule node)
+    cluster = snapshot("n0")
+    request, priority = pending_request(cluster, "ns/p")
+    problem = PreemptionProblem.from_cluster(cluster, request, priority=priority, pending="ns/p")
+    wrong = gpuopt.solve(
+        PreemptionProblem.from_cluster(snapshot(None), request, priority=priority, pending="ns/p")
+    )
+    broken = gpuopt.violations(problem, wrong)
+    assert broken == ["P1: node 'n0' is not in the state"]
+    assert [node.id for node in problem.nodes] == ["n1"] and not problem.scope.rule_nodes

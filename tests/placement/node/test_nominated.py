@@ -95,3 +95,70 @@ def test_a_nominated_pod_is_tried_on_its_node_first() -> None:
     assert violations(problem, answer) == []
     free = Cluster(nodes=NODES, tasks=TASKS, pending=[{"id": "p", "gpus": 4, "priority": 10}])
     assert place(asked(free, "p")).node == "n0"
+
+
+# --- K5 and K11 with the pods nominated to a node counted there ------------------------
+
+HOST = "kubernetes.io/hostname"
+AVOID_DB = {"selector": {"match_labels": {"app": "db"}}, "topology_key": HOST}
+
+
+def beside(db: dict[str, Any], *pods: dict[str, Any]) -> Cluster:
+    """n0 and n1 empty (8 GPUs each, zones a and b); 'db' nominated to n0 states ``db``."""
+    nodes = [
+        {"id": f"n{k}", "gpus": 8, "cpus": 64, "labels": {HOST: f"n{k}", "zone": zone}}
+        for k, zone in enumerate("ab")
+    ]
+    nominated = {"id": "ns/db", "gpus": 2, "priority": 100, "nominated_node": "n0", **db}
+    return Cluster(nodes=nodes, pending=[nominated, *pods])
+
+
+def test_a_nominated_pod_counts_for_the_anti_affinity_of_pods_beside_it() -> None:
+    """kube-scheduler filters n0 for p with 'db' (nominated there, of p's priority or above)
+    added as if running there: p's anti-affinity against app=db refuses n0, so p goes to n1
+    (n0 has room: 6 GPUs after the 2 'db' holds). A pod of higher priority than 'db' does
+    not see it; nor does any pod once 'db' is not nominated."""
+    snapshot = beside(
+        {"labels": {"app": "db"}},
+        {"id": "ns/p", "gpus": 4, "priority": 50, "pod_anti_affinity": [AVOID_DB]},
+        {"id": "ns/vip", "gpus": 4, "priority": 500, "pod_anti_affinity": [AVOID_DB]},
+    )
+    problem = asked(snapshot, "ns/p", "4G")
+    answer = place(problem)
+    assert answer.node == "n1" and violations(problem, answer) == []
+    on_n0 = NodePlacementResult(
+        method="x", node="n0", gpus=[2, 3, 4, 5], min_pair_bandwidth=None, request="ns/p"
+    )
+    broken = violations(problem, on_n0)
+    assert any("K5" in v and "nominated to node n0: ns/db" in v for v in broken), broken
+    vip = asked(snapshot, "ns/vip", "4G")
+    assert [node.id for node in vip.nodes] == ["n0", "n1"]
+    alone = Cluster(nodes=snapshot.nodes, pending=[snapshot.pending[0].model_copy(
+        update={"nominated_node": None}), snapshot.pending[1]])  # fmt: skip
+    assert [node.id for node in asked(alone, "ns/p", "4G").nodes] == ["n0", "n1"]
+
+
+def test_a_nominated_pods_anti_affinity_keeps_pods_it_selects_away() -> None:
+    """The symmetric case: 'db' avoids app=web on its host, so the web pod p may not join
+    it on n0."""
+    snapshot = beside(
+        {"pod_anti_affinity": [{"selector": {"match_labels": {"app": "web"}},
+                                "topology_key": HOST}]},
+        {"id": "ns/p", "gpus": 1, "priority": 50, "labels": {"app": "web"}},
+    )  # fmt: skip
+    assert [node.id for node in asked(snapshot, "ns/p", "1G").nodes] == ["n1"]
+
+
+def test_a_nominated_pod_counts_in_its_zone_for_a_spread() -> None:
+    """p (app=web) spreads over zones with max skew 1; 'db' is a web pod nominated to n0
+    (zone a). Judging n0 with it: 1 + 1 - 0 = 2 > 1, refused; n1 (zone b): 0 + 1 - 0 = 1."""
+    spread = {"max_skew": 1, "topology_key": "zone",
+              "selector": {"match_labels": {"app": "web"}}}  # fmt: skip
+    snapshot = beside(
+        {"labels": {"app": "web"}},
+        {"id": "ns/p", "gpus": 1, "priority": 50, "labels": {"app": "web"},
+         "topology_spread": [spread]},
+    )  # fmt: skip
+    problem = asked(snapshot, "ns/p", "1G")
+    assert [node.id for node in problem.nodes] == ["n1"]
+    assert place(problem).node == "n1"
