@@ -23,7 +23,7 @@ from pydantic import (
 
 from gpuopt.cluster.arrival import nominated_pods
 from gpuopt.cluster.devices import ResourceClaim
-from gpuopt.cluster.fields import KubeName, spread_field
+from gpuopt.cluster.fields import POD_SLOTS, KubeName, spread_field
 from gpuopt.cluster.kube import (
     NodeSelectorTerm,
     PodAffinityTerm,
@@ -379,9 +379,29 @@ def parse_toleration(text: str) -> Toleration:
         raise problem_error_from(exc, source=f"toleration {short(text)}") from None
 
 
-def as_request(request: Request | str) -> Request:
-    """``request`` itself, or the shape text read by :func:`parse_request`."""
-    return parse_request(request) if isinstance(request, str) else request
+def as_request(request: Request | str, cluster: Cluster | None = None) -> Request:
+    """``request`` itself, or the shape text read by :func:`parse_request`; asked of
+    ``cluster`` where it keeps pod-count limits (K12: some node offers ``pods``), one that
+    states no pod slot asks one, as every pod takes one."""
+    found = parse_request(request) if isinstance(request, str) else request
+    if cluster is None or POD_SLOTS in found.resources or not keeps_pod_slots(cluster):
+        return found
+    return found.model_copy(update={"resources": {**found.resources, POD_SLOTS: 1}})
+
+
+def keeps_pod_slots(cluster: Cluster) -> bool:
+    """K12: whether some node of ``cluster`` offers pod slots (the extended resource
+    ``pods``; the kubectl reader keeps them where a plan could reach a limit)."""
+    found = cluster.views.get(_KEEPS_POD_SLOTS)
+    if found is None:
+        found = cluster.views[_KEEPS_POD_SLOTS] = any(
+            POD_SLOTS in node.resources for node in cluster.nodes
+        )
+    return bool(found)
+
+
+#: The key of :func:`keeps_pod_slots`' answer in a cluster's ``views``.
+_KEEPS_POD_SLOTS = "k12-pod-slots"
 
 
 class WrittenRequest(Request):

@@ -395,7 +395,7 @@ class PreemptionProblem(IndexedModel):
         >>> problem.request.priority, problem.request.rank, problem.index.task_cost.tolist()
         ('HP', 5000, [480000])
         """
-        shape = as_request(request)
+        shape = as_request(request, cluster)
         clock = now if now is not None else cluster.now
         if clock is None:
             raise ProblemError("now: the cluster states no clock; give now (--now T).")

@@ -365,7 +365,8 @@ def _lifted(problem: PreemptionProblem, node_id: str) -> bool:
 
 
 def _asked_slots(problem: PreemptionProblem) -> int:
-    """K12: the pod slots the request asks (a shape asks none)."""
+    """K12: the pod slots the request asks (one where the cluster keeps them, a shape's
+    too: :func:`~gpuopt.cluster.request.as_request`)."""
     return problem.request.resources.get(POD_SLOTS, 0)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gpuopt.cluster.model import Cluster
@@ -92,3 +94,56 @@ def test_an_unknown_waiting_pod_is_named_with_the_known_ones() -> None:
     assert str(caught.value) == (
         "pending: the cluster has no waiting pod 'ml/q' (its waiting pods: 'ml/p')."
     )
+
+
+def test_a_shape_asks_a_pod_slot_where_the_cluster_keeps_them() -> None:
+    """K12: n0 offers 3 pod slots and runs 3 pods (its GPUs half free), n1 offers 110 and
+    runs one. A shape stands for one pod: asked of this cluster it takes a slot, so node
+    placement leaves n0 out (best fit would take it), the checker refuses n0, and
+    preemption of the same shape stops the cheapest pod of n0 or finds n1. Without slots
+    on the nodes the shape asks none."""
+    import gpuopt
+    from gpuopt.placement.node.greedy import place
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.placement.node.solution import NodePlacementResult, violations
+
+    def pod(name: str, node: str, gpus: int) -> dict[str, Any]:
+        return {"id": name, "node": node, "gpus": gpus, "cpus": 1, "priority": 1,
+                "start_time": 0.0, "resources": {"pods": 1}}  # fmt: skip
+
+    cluster = Cluster(
+        now=10.0,
+        nodes=[
+            {"id": "n0", "gpus": 8, "cpus": 64, "resources": {"pods": 3}},
+            {"id": "n1", "gpus": 8, "cpus": 64, "resources": {"pods": 110}},
+        ],
+        tasks=[pod("a", "n0", 1), pod("b", "n0", 1), pod("c", "n0", 2), pod("d", "n1", 1)],
+    )
+    assert as_request("2G", cluster).resources == {"pods": 1}
+    assert as_request("2G").resources == {}
+    problem = NodePlacementProblem.from_cluster(cluster, "2G")
+    assert [node.id for node in problem.nodes] == ["n1"]
+    answer = place(problem)
+    assert answer.node == "n1" and violations(problem, answer) == []
+    on_n0 = NodePlacementResult(
+        method="x", node="n0", gpus=[4, 5], min_pair_bandwidth=None, request=problem.request.id
+    )
+    assert violations(problem, on_n0)
+    plain = Cluster(
+        nodes=[{"id": n["id"], "gpus": 8, "cpus": 64} for n in cluster.model_dump()["nodes"]],
+        tasks=[{k: v for k, v in t.items() if k != "resources"} for t in
+               cluster.model_dump()["tasks"]],
+    )  # fmt: skip
+    assert as_request("2G", plain).resources == {}
+    assert place(NodePlacementProblem.from_cluster(plain, "2G")).node == "n0"
+    # preemption of an 8-GPU shape: n1's free 7 GPUs do not hold it; n0 needs a slot
+    # and 8 GPUs: stopping a, b, c frees both (each started at 0: cost 4 GPUs x 10 s), n1
+    # needs d stopped (1 GPU x 10 s): the cheaper
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    question = PreemptionProblem.from_cluster(cluster, "8G", priority=100)
+    assert question.request.resources == {"pods": 1}
+    for method in ("heuristic", "dp", "milp", "cpsat"):
+        decision = gpuopt.solve(question, method)
+        assert (decision.node, decision.victims) == ("n1", ["d"]), method
+        assert gpuopt.violations(question, decision) == [], method

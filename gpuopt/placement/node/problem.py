@@ -362,7 +362,7 @@ class NodePlacementProblem(IndexedModel):
         >>> problem.index.node_free_mask.tolist(), place(problem).gpus
         ([252], [2, 3])
         """
-        shape = as_request(request)
+        shape = as_request(request, cluster)
         if shape.gpu_milli is not None and whole_node:
             raise ProblemError(
                 f"request {shape.shape}: a share of a GPU cannot ask for a whole node."

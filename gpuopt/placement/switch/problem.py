@@ -197,7 +197,7 @@ class TopologyProblem(IndexedModel):
             raise ProblemError(f"{exc}.") from None
         shape: Request = Request(gpus=1)  # jobs as a list: no pod rules beyond K1
         if isinstance(jobs, (Request, str)):
-            shape = as_request(jobs)
+            shape = as_request(jobs, cluster)
             if shape.gpu_milli is not None:
                 raise ProblemError(
                     f"request {shape.shape}: a share of a GPU is placed at the node level "
