@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuopt.cluster.arrival import arrival_refusals
+from gpuopt.cluster.arrival import Spread, Terms, arrival_refusals
 from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
 from gpuopt.cluster.request import add_held, held_short
 from gpuopt.cluster.rules import gang_needs, refusal
@@ -147,6 +147,9 @@ class _Room:
     held: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     #: the waiting pods bound so far, with their nodes (K11 counts them)
     bound: list[tuple[Pending, str]] = field(default_factory=list)
+    #: K10: per node, the nominated pods that did not fit yet: counted there for K5 and
+    #: K11 when a pod after them is judged on that node (as kube-scheduler's filters do)
+    waiting: dict[str, list[Pending]] = field(default_factory=dict)
 
     def copy(self) -> _Room:
         return _Room(
@@ -156,6 +159,7 @@ class _Room:
             {node: Counter(extra) for node, extra in self.extra.items()},
             dict(self.held),
             list(self.bound),
+            {node: list(pods) for node, pods in self.waiting.items()},
         )
 
     def hold(self, pod: Pending) -> None:
@@ -164,6 +168,28 @@ class _Room:
         and below: the order)."""
         node = str(pod.nominated_node)
         self.held[node] = add_held(self.held.get(node, (0, 0, 0)), pod)
+        self.waiting.setdefault(node, []).append(pod)
+
+    def _beside(self, cluster: Cluster, pod: Pending, terms: dict[str, str]) -> None:
+        """K5 and K11 on each node where nominated pods wait (:meth:`hold`), judged with them
+        counted there too (the node must take ``pod`` with and without them); ``terms``
+        (node id -> why) updated."""
+        judges: tuple[Terms, Spread] | None = None
+        nodes = cluster.index.node_pos
+        for node_id, pods in self.waiting.items():
+            if node_id in terms:
+                continue
+            if judges is None:
+                judges = (Terms(cluster, pod, self.bound), Spread(cluster, pod, self.bound))
+            node = cluster.nodes[nodes[node_id]]
+            why = judges[0].plus(node, pods).refusal(node) or judges[1].plus(node, pods).refusal(
+                node
+            )
+            if why is not None:
+                names = ", ".join(other.id for other in pods[:3])
+                terms[node_id] = (
+                    f"{why.rstrip('.')} (counting the pods nominated to node {node_id}: {names})"
+                )
 
     def _held_fit(self, node: str, pod: Pending, chosen: tuple[int, ...]) -> bool:
         """Whether what ``pod`` takes on ``node`` (its GPUs ``chosen``) leaves the room held
@@ -196,6 +222,8 @@ class _Room:
         why: Counter[str] = Counter()
         # K5 and K11 against the running pods and the waiting pods bound before
         terms = arrival_refusals(cluster, pod, self.bound)
+        if self.waiting:  # (and the nominated pods that wait, on their nodes)
+            self._beside(cluster, pod, terms)
         for node in cluster.nodes:
             refused = refusal(node, pod) or terms.get(node.id)
             if refused is not None:

@@ -199,6 +199,32 @@ def test_a_nominated_pod_that_does_not_fit_yet_holds_its_room() -> None:
             assert "room nominated waiting pods hold" in (fits["Q"].reason or "")
 
 
+def test_a_nominated_pod_that_does_not_fit_yet_counts_for_the_pods_beside_it() -> None:
+    """K10 with K5: P (priority 10, app=db, CPUs only) is nominated to n1, whose CPUs its
+    victim v still holds, so P does not fit yet; Q (priority 5, 1 GPU, no CPUs, so P's held
+    CPUs do not keep it out) avoids app=db on its host. kube-scheduler filters n1 for Q with
+    P counted there: Q goes to n0 (which has more free GPUs, so best fit alone would pick
+    n1). Without P's label, Q takes n1."""
+    host = "kubernetes.io/hostname"
+    nodes = [  # (n0 has too few CPUs for P)
+        {"id": f"n{k}", "gpus": 8, "cpus": 16 + 48 * k, "labels": {host: f"n{k}"}} for k in range(2)
+    ]
+    tasks = [
+        {"id": "ns/used", "node": "n0", "gpus": 1, "cpus": 1},
+        {"id": "ns/v", "node": "n1", "gpus": 1, "cpus": 60, "deletion_time": 100.0,
+         "pinned": "terminating"},
+        {"id": "ns/w", "node": "n1", "gpus": 1, "cpus": 1},
+    ]  # fmt: skip
+    avoid = {"selector": {"match_labels": {"app": "db"}}, "topology_key": host}
+    for labels, node in (({"app": "db"}, "n0"), ({"app": "web"}, "n1")):
+        held = {"id": "ns/P", "gpus": 0, "cpus": 32, "priority": 10, "labels": labels,
+                "nominated_node": "n1"}  # fmt: skip
+        pod = {"id": "ns/Q", "gpus": 1, "priority": 5, "pod_anti_affinity": [avoid]}
+        fits = {fit.pod.id: fit for fit in fit_pending(Cluster(nodes=nodes, tasks=tasks,
+                                                               pending=[held, pod]))}  # fmt: skip
+        assert fits["ns/P"].node is None and fits["ns/Q"].node == node, labels
+
+
 def test_waiting_replicas_keep_their_anti_affinity_between_them() -> None:
     """kube-scheduler places one pod at a time and sees the ones it placed: three waiting
     replicas whose required anti-affinity on the hostname selects each other take three
