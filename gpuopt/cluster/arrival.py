@@ -210,7 +210,9 @@ class Spread:
     def plus(self, node: Node, others: Sequence[Any]) -> Spread:
         """These counts with the waiting pods ``others`` counted as running on ``node``: the
         same judge as ``Spread(cluster, pod, [(other, node.id) for other in others])``, built
-        from this one without a pass over the running pods."""
+        from this one without a pass over the running pods, except that an empty selector
+        counts them (kube-scheduler's ``AddPod`` matches it, as every selector, against
+        their labels; its count of the pods on a node counts none for it)."""
         pod = self.pod
         copy = object.__new__(Spread)
         copy.pod, copy.counted = pod, []
@@ -218,11 +220,9 @@ class Spread:
             constraint = counted.constraint
             selector = constraint.selector
             added = 0
-            if (
-                node.id in counted.eligible
-                and selector is not None
-                and (selector.match_labels or selector.match_expressions)
-            ):
+            # (an empty selector too: kube-scheduler's AddPod matches it against the pod's
+            # labels, though its count of the running pods counts none for it)
+            if node.id in counted.eligible and selector is not None:
                 added = sum(
                     other.space == pod.space and selector.matches(other.labels) for other in others
                 )

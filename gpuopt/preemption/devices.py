@@ -43,7 +43,7 @@ from gpuopt.cluster.items import Node, Task
 from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.preemption.gangs import close_gangs
 from gpuopt.preemption.problem import PreemptionProblem
-from gpuopt.preemption.scope import checkpoint_of, slot_short, task_columns
+from gpuopt.preemption.scope import checkpoint_of, slot_short, slots_of, task_columns
 from gpuopt.preemption.solution import PreemptionResult
 from gpuopt.result import Status
 
@@ -101,7 +101,7 @@ class _Needs:
     devices: set[str] | None
     ledger: DeviceLedger | None
     rules: Arrival | None
-    #: K12: how many of its tasks must go for the pod slots the request asks (0: none)
+    #: K12: how many pod slots its tasks must free for the request (0: none)
     slots: int = 0
 
     @classmethod
@@ -119,9 +119,9 @@ class _Needs:
 
     def holds(self, task: Task) -> bool:
         """Whether releasing ``task`` can change whether the node takes the request (with
-        pod slots short, any task)."""
+        pod slots short, any task that holds one)."""
         return (
-            self.slots > 0
+            (self.slots > 0 and slots_of(task) > 0)
             or (self.devices is not None and task.id in self.devices)
             or (self.rules is not None and self.rules.touches(task))
         )
@@ -129,7 +129,7 @@ class _Needs:
     def met(self, released: list[Task]) -> bool:
         """Whether the node takes the request once ``released`` are gone (DF1-DF8, K5,
         K11, K12)."""
-        if len(released) < self.slots:
+        if sum(map(slots_of, released)) < self.slots:
             return False
         if self.ledger is not None:
             ids = [task.id for task in released]
@@ -153,9 +153,11 @@ class _Needs:
             return min(found, default=0)
 
         least = 0
-        if self.slots:  # (any legal set stops at least that many of them)
-            costs = sorted(_cost(problem, task) for task in candidates)
-            least = sum(costs[: self.slots])
+        if self.slots:  # (any legal set stops at least that many of the tasks holding slots)
+            holding = [task for task in candidates if slots_of(task) > 0]
+            most = max(map(slots_of, holding), default=1)
+            costs = sorted(_cost(problem, task) for task in holding)
+            least = sum(costs[: -(-self.slots // most)])
         if self.devices is not None:
             devices = self.devices
             least = max(least, cheapest(lambda task: task.id in devices))

@@ -13,6 +13,7 @@ The rules are written in ``models/preemption.md``.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -510,6 +511,7 @@ def _rule_nodes(
         key = (
             term_key(request),
             placement_key(request),
+            tuple(sorted(request.resources.items())),
             tuple(allowed),
             threshold,
             tuple((node, tuple(pod.id for pod in pods)) for node, pods in judge.beside.items()),
@@ -544,15 +546,30 @@ def _rule_nodes(
     return found, frozenset(rule_nodes), held
 
 
-def slot_short(cluster: Cluster, node: ClusterNode, slots: int, gone: int = 0) -> int:
-    """K12: how many more pod slots ``node`` needs for a pod asking ``slots`` once ``gone``
-    of its tasks are gone (0: it has them; a node stating no limit always has)."""
+def slots_of(task: ClusterTask) -> int:
+    """K12: the pod slots ``task`` holds (``pods`` among its resources: one on a cluster the
+    kubectl reader keeps them on), as K4 counts them everywhere."""
+    return task.resources.get(POD_SLOTS, 0)
+
+
+def slot_short(cluster: Cluster, node: ClusterNode, slots: int, freed: int = 0) -> int:
+    """K12: how many more pod slots ``node`` needs for a pod asking ``slots`` once its tasks
+    that hold ``freed`` slots are gone (0: it has them; a node stating no limit always
+    has). The slots held are those its tasks state (:func:`slots_of`), as K4 counts them."""
     limit = node.resources.get(POD_SLOTS)
     if limit is None:
         return 0
-    index = cluster.index
-    held = int(index.node_task_count[index.node_pos[node.id]]) - gone
-    return max(0, held + slots - limit)
+    held = cluster.views.get(_SLOTS_HELD)
+    if held is None:
+        held = cluster.views[_SLOTS_HELD] = Counter()
+        for task in cluster.tasks:
+            if task.resources:
+                held[task.node] += slots_of(task)
+    return max(0, held[node.id] - freed + slots - limit)
+
+
+#: The key of the pod slots each node's tasks hold in a cluster's ``views``.
+_SLOTS_HELD = "k12-slots-held"
 
 
 def _slot_nodes(
@@ -571,7 +588,7 @@ def _slot_nodes(
             continue
         if on is None:
             on = _stoppable_on(cluster, threshold)
-        if len(on.get(node.id, ())) >= short:
+        if sum(slots_of(task) for task in on.get(node.id, ())) >= short:
             short_nodes.add(node.id)
         else:
             found[pos] = False
@@ -664,5 +681,6 @@ __all__ = [
     "held_room",
     "scaled_array",
     "slot_short",
+    "slots_of",
     "task_columns",
 ]

@@ -29,7 +29,7 @@ from gpuopt.cluster.model import SCALE, scaled
 from gpuopt.errors import ProblemError, short
 from gpuopt.preemption.gangs import close_gangs
 from gpuopt.preemption.problem import PreemptionProblem, PreemptionRequest
-from gpuopt.preemption.scope import checkpoint_of, held_room, slot_short
+from gpuopt.preemption.scope import checkpoint_of, held_room, slot_short, slots_of
 from gpuopt.result import Result, Sense, Status
 
 Method = Literal["heuristic", "dp", "milp", "cpsat"]
@@ -188,7 +188,7 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
         why = problem.arrival.refusal(node, victims)
         if why is not None:
             found.append(f"P14: {why}")
-    lacking = slot_short(problem.cluster, node, _asked_slots(problem), len(victims))
+    lacking = slot_short(problem.cluster, node, _asked_slots(problem), sum(map(slots_of, victims)))
     if lacking:
         found.append(
             f"P14: K12: node {node.id} lacks {lacking} pod slot(s) (pods) after the victims"
@@ -359,7 +359,7 @@ def _lifted(problem: PreemptionProblem, node_id: str) -> bool:
         if problem.stoppable(task)
         and close_gangs(problem.cluster, {task.id}, problem.stoppable) is not None
     ]
-    if slot_short(problem.cluster, node, _asked_slots(problem), len(gone)):
+    if slot_short(problem.cluster, node, _asked_slots(problem), sum(map(slots_of, gone))):
         return False
     return problem.arrival is None or problem.arrival.refusal(node, gone) is None
 

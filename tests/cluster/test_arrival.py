@@ -177,3 +177,28 @@ def test_counting_pods_beside_a_node_is_building_the_judges_with_them() -> None:
                         compared += 1
                         refused += expected is not None
     assert compared > 3000 and refused > 300  # (both verdicts are exercised)
+
+
+def test_a_nominated_pod_counts_for_an_empty_spread_selector() -> None:
+    """Review s52 F1: kube-scheduler's AddPod matches an empty selector ({}) against a
+    nominated pod's labels (it matches every pod), though its count of the pods on a node
+    counts none for it. 'db' (priority 100) is nominated to n0 (zone a); p (priority 50)
+    spreads over zones with max skew 1 and an empty selector, matching itself: on n0 with
+    'db' counted, 1 + 1 - 0 = 2 > 1, refused; n1 (zone b): 0 + 1 - 0 = 1."""
+    spread = {"max_skew": 1, "topology_key": "zone", "selector": {}}
+    nodes = [
+        {"id": f"n{k}", "gpus": 8, "cpus": 64, "labels": {HOST: f"n{k}", "zone": zone}}
+        for k, zone in enumerate("ab")
+    ]
+    cluster = Cluster(
+        nodes=nodes,
+        tasks=[{"id": "ns/t", "node": "n0", "gpus": 4, "cpus": 1, "labels": {"app": "x"}}],
+        pending=[
+            {"id": "ns/db", "gpus": 1, "priority": 100, "labels": {"app": "db"},
+             "nominated_node": "n0"},
+            {"id": "ns/p", "gpus": 1, "priority": 50, "labels": {"app": "web"},
+             "topology_spread": [spread]},
+        ],
+    )  # fmt: skip
+    request, _ = pending_request(cluster, "ns/p")  # (no rank: every nomination counts)
+    assert admitted(cluster, request) == [False, True]

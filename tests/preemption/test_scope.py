@@ -140,3 +140,59 @@ def test_nominated_pods_hold_their_room_against_lower_requests_only() -> None:
     assert held(101) == {}
     assert held(50, gpus=1, gpu_milli=500) == {"n0": (0, 8000)}
     assert held(50, cpus=0) == {"n0": (6, 0)}
+
+
+def test_rule_nodes_are_remembered_apart_for_each_extended_resource() -> None:
+    """Review s52 F2: two pod requests alike but for an extended resource n0 does not offer
+    (example.com/fpga), asked of one cluster: the second must not get the first's verdict
+    that n0 is a rule node (its anti-affinity lifted by stopping x there), since K4 keeps it
+    from n0."""
+    from gpuopt.cluster.request import Request
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    def snapshot() -> Cluster:
+        return Cluster(
+            now=1000.0,
+            nodes=[
+                {"id": "n0", "gpus": 8, "cpus": 64, "labels": {HOST: "n0"}},
+                {"id": "n1", "gpus": 8, "cpus": 64, "labels": {HOST: "n1"},
+                 "resources": {"example.com/fpga": 1}},
+            ],
+            tasks=[
+                {"id": "ns/x", "node": "n0", "gpus": 8, "priority": 1, "start_time": 990.0,
+                 "labels": {"app": "db"}},
+                {"id": "ns/y", "node": "n1", "gpus": 8, "priority": 1, "start_time": 0.0},
+            ],
+        )  # fmt: skip
+
+    avoid = [{"selector": {"match_labels": {"app": "db"}}, "topology_key": HOST}]
+    plain = Request(gpus=4, namespace="ns", pod_anti_affinity=avoid)
+    fpga = plain.model_copy(update={"resources": {"example.com/fpga": 1}})
+    shared = snapshot()
+    assert PreemptionProblem.from_cluster(shared, plain, priority=100).scope.rule_nodes == {"n0"}
+    for cluster in (snapshot(), shared):
+        asked = PreemptionProblem.from_cluster(cluster, fpga, priority=100)
+        assert [node.id for node in asked.nodes] == ["n1"] and not asked.scope.rule_nodes
+
+
+def test_pod_slots_are_the_ones_the_tasks_hold() -> None:
+    """Review s52 F6: K12 counts the slots the tasks state (``pods``), as K4 does in node
+    placement: n0 offers 3 and runs 3 tasks of which one states its slot, so 2 are free for
+    node placement and preemption alike; a task stating none frees none when stopped."""
+    from gpuopt.placement.node.problem import NodePlacementProblem
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    cluster = Cluster(
+        now=10.0,
+        nodes=[{"id": "n0", "gpus": 8, "cpus": 64, "resources": {"pods": 3}}],
+        tasks=[
+            {"id": t, "node": "n0", "gpus": 1, "priority": 1, "start_time": 0.0,
+             "resources": {"pods": 1} if t == "a" else {}}
+            for t in "abc"
+        ],
+    )  # fmt: skip
+    n0 = cluster.nodes[0]
+    assert [slot_short(cluster, n0, asked) for asked in (1, 2, 3)] == [0, 0, 1]
+    assert slot_short(cluster, n0, 3, 1) == 0
+    assert [node.id for node in NodePlacementProblem.from_cluster(cluster, "1G").nodes] == ["n0"]
+    assert [node.id for node in PreemptionProblem.from_cluster(cluster, "1G").nodes] == ["n0"]
