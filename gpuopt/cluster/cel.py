@@ -11,8 +11,10 @@ taken for an answer (``models/cluster.md``, R5).
 
 The library is ``common-expression-language`` (the ``cel`` module, the Rust
 ``cel`` crate behind a Python binding; extra ``dra``); ``docs/kubernetes.md``
-says why. Kubernetes adds two libraries to standard CEL that DRA selectors
-use, and they are provided here as functions:
+says why. Selectors of the common form (:func:`plain_selector`: the driver and
+attributes equal to literals, ``allowMultipleAllocations``) are answered here where
+the answer is certain, with or without the library. Kubernetes adds two libraries to
+standard CEL that DRA selectors use, and they are provided here as functions:
 
 * quantities: ``quantity("40Gi")``, ``isQuantity``, and the methods
   ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``add``, ``sub``,
@@ -150,8 +152,92 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 
 
+_LITERAL = r"""'[^'\\\n\r]*'|"[^"\\\n\r]*"|-?\d{1,18}|true|false"""
+_ATOM = re.compile(
+    rf"""\s*(?:(?P<multiple>!?)\s*device\.allowMultipleAllocations"""
+    rf"""|device\.driver\s*==\s*(?P<driver>{_LITERAL})"""
+    rf"""|device\.attributes\[\s*(?P<domain>'[^'\\\n\r]*'|"[^"\\\n\r]*")\s*\]\.(?P<name>[A-Za-z_]\w*)"""
+    rf"""\s*==\s*(?P<value>{_LITERAL}))\s*(?:&&|$)"""
+)
+
+
+def _literal(text: str) -> str | int | bool:
+    """A CEL literal of :data:`_LITERAL`: a string without escapes or line breaks, an int of
+    at most 18 digits (within CEL's 64 bits), a bool."""
+    if text[0] in "'\"":
+        return text[1:-1]
+    if text in ("true", "false"):
+        return text == "true"
+    return int(text)
+
+
+def plain_selector(expression: str) -> list[tuple[str, Any, Any]] | None:
+    """The atoms of a selector of the common form, or None for any other expression: a
+    conjunction (``&&``) of ``device.driver == 'x'``,
+    ``device.attributes['domain'].name == <literal>`` (a string without escapes, an int,
+    ``true`` or ``false``) and ``device.allowMultipleAllocations`` or its negation. Each atom
+    is ``("driver", value, None)``, ``("attribute", (domain, name), value)`` or
+    ``("multiple", wanted, None)``.
+
+    >>> plain_selector("device.driver == 'gpu.nvidia.com' && "
+    ...                "device.attributes['gpu.nvidia.com'].type == 'gpu'")
+    [('driver', 'gpu.nvidia.com', None), ('attribute', ('gpu.nvidia.com', 'type'), 'gpu')]
+    >>> plain_selector("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('1Gi')) > 0")
+    """
+    atoms: list[tuple[str, Any, Any]] = []
+    at, text = 0, expression.strip()
+    if not text:
+        return None
+    while at < len(text):
+        found = _ATOM.match(text, at)
+        if found is None or found.end() == at:
+            return None
+        if found["driver"] is not None:
+            atoms.append(("driver", _literal(found["driver"]), None))
+        elif found["domain"] is not None:
+            where = (found["domain"][1:-1], found["name"])
+            atoms.append(("attribute", where, _literal(found["value"])))
+        else:
+            atoms.append(("multiple", not found["multiple"], None))
+        at = found.end()
+        if text.endswith("&&") and at >= len(text):
+            return None
+    return atoms
+
+
+def _plain_answer(atoms: list[tuple[str, Any, Any]], device: Mapping[str, Any]) -> bool | None:
+    """The answer of a :func:`plain_selector` on ``device``, as CEL gives it; None where this
+    cannot tell it for certain (a missing domain or attribute, a value of another type: the
+    library decides those, and the errors), unless an atom is false (CEL's ``&&`` is false
+    whenever one side is)."""
+    unknown = False
+    for kind, first, second in atoms:
+        if kind == "driver":
+            value, wanted = device.get("driver"), first
+        elif kind == "multiple":
+            value, wanted = device.get("allowMultipleAllocations"), first
+        else:
+            value = device.get("attributes", {}).get(first[0], {}).get(first[1], _MISSING)
+            wanted = second
+        if type(value) is not type(wanted):
+            unknown = True
+            continue
+        if value != wanted:
+            return False
+    return None if unknown else True
+
+
+#: An attribute a device does not have (:func:`_plain_answer`).
+_MISSING = object()
+
+
 class DeviceCel:
     """Compiles DRA selector expressions once and evaluates them on devices.
+
+    A selector of the common form (:func:`plain_selector`: the driver, attributes equal to
+    literals, ``allowMultipleAllocations``; DeviceClasses of NVIDIA's DRA driver are such)
+    is answered here, without the library, wherever its answer is certain; every other
+    expression, and those answers that are not certain, go to the library.
 
     >>> from gpuopt.cluster.cel import DeviceCel, available
     >>> device = {"driver": "gpu.nvidia.com", "attributes": {"gpu.nvidia.com": {"type": "gpu"}},
@@ -163,11 +249,15 @@ class DeviceCel:
     True
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, plain: bool = True) -> None:
+        """``plain``: answer the selectors of the common form here (False: every one by the
+        library, as the tests compare)."""
+        self.plain = plain
         self._programs: dict[str, Any] = {}
         self._errors: dict[str, str] = {}
         self._context: Any = None
         self._device: Mapping[str, Any] | None = None
+        self._plain: dict[str, list[tuple[str, Any, Any]] | None] = {}
 
     def compile(self, expression: str) -> Any:
         """The compiled program of ``expression``; :class:`CelError` when it does not compile."""
@@ -202,6 +292,17 @@ class DeviceCel:
         Raises :class:`CelError` when it cannot be evaluated, including a result
         that is not a boolean (Kubernetes refuses such a selector).
         """
+        if not self.plain:
+            pass
+        elif expression not in self._plain:
+            if len(self._plain) >= _MAX_PROGRAMS:
+                self._plain.clear()
+            self._plain[expression] = plain_selector(expression)
+        atoms = self._plain.get(expression)
+        if atoms is not None:
+            answer = _plain_answer(atoms, device)
+            if answer is not None:
+                return answer
         program = self.compile(expression)  # raises CelError when the library is missing
         import cel
 
@@ -263,4 +364,12 @@ def device_variable(
     }
 
 
-__all__ = ["FUNCTIONS", "CelError", "DeviceCel", "available", "device_variable", "quantity"]
+__all__ = [
+    "FUNCTIONS",
+    "CelError",
+    "DeviceCel",
+    "available",
+    "device_variable",
+    "plain_selector",
+    "quantity",
+]

@@ -82,3 +82,58 @@ def test_short_circuit_keeps_other_drivers_devices_out() -> None:
         "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
     )
     assert DeviceCel().evaluate(expression, channel) is False
+
+
+def test_plain_selectors_are_answered_as_the_library_answers_them() -> None:
+    """:func:`plain_selector`'s answers (the driver, attributes equal to literals,
+    allowMultipleAllocations, joined by &&) are the library's on 3,000 random devices and
+    selectors: values of every type, missing domains and attributes, other drivers; where
+    it cannot be sure it leaves the answer, and the error, to the library."""
+    import random
+
+    from gpuopt.cluster.cel import plain_selector
+
+    rng = random.Random(5)
+    domains = ["gpu.nvidia.com", "example.com"]
+    names = ["type", "index", "ready", "model"]
+    values: list[object] = ["gpu", "mig", "", "a b", 0, 7, -3, True, False]
+
+    def literal(value: object) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, int):
+            return str(value)
+        return rng.choice(["'{}'", '"{}"']).format(value)
+
+    def atom() -> str:
+        kind = rng.random()
+        if kind < 0.25:
+            return f"device.driver == {literal(rng.choice(domains))}"
+        if kind < 0.4:
+            return rng.choice(["", "!", "! "]) + "device.allowMultipleAllocations"
+        domain, name = rng.choice(domains), rng.choice(names)
+        return f"device.attributes[{literal(domain)}].{name} == {literal(rng.choice(values))}"
+
+    plain, library = DeviceCel(), DeviceCel(plain=False)
+    decided = 0
+    for _ in range(3000):
+        attributes = {
+            f"{domain}/{name}" if domain != "gpu.nvidia.com" else name: rng.choice(values)
+            for domain in domains
+            for name in names
+            if rng.random() < 0.6
+        }
+        device = device_variable(rng.choice(domains), attributes, {}, rng.random() < 0.5)
+        expression = " && ".join(atom() for _ in range(rng.randint(1, 3)))
+        assert plain_selector(expression) is not None, expression
+        try:
+            expected: bool | str = library.evaluate(expression, device)
+        except CelError:
+            expected = "error"
+        try:
+            got: bool | str = plain.evaluate(expression, device)
+        except CelError:
+            got = "error"
+        assert got == expected, (expression, device)
+        decided += expected != "error"
+    assert decided > 1500

@@ -94,12 +94,38 @@ def test_cel_that_cannot_be_evaluated_is_reported_and_never_guessed() -> None:
         read(*items, pod("p", "t"), strict=True)
 
 
-def test_without_the_cel_library_every_selector_is_reported(monkeypatch: Any) -> None:
+def test_without_the_cel_library_every_selector_it_must_answer_is_reported(
+    monkeypatch: Any,
+) -> None:
+    """Without the library, a selector of the common form (the driver and attributes equal
+    to literals, as NVIDIA's DeviceClasses) is still answered (gpuopt.cluster.cel's
+    plain_selector); any other is reported and its pod's demand is not guessed."""
     monkeypatch.setitem(sys.modules, "cel", None)  # import cel fails
-    cluster, report = read(
+    cluster, _ = read(
         node(),
         resource_slice("s", [gpu("gpu-0")]),
         GPU_CLASS,
+        template("t", exactly()),
+        pod("p", "t"),
+    )
+    assert cluster.pending[0].gpus == 1
+    by_memory = {
+        **GPU_CLASS,
+        "spec": {
+            "selectors": [
+                {
+                    "cel": {
+                        "expression": "device.capacity['gpu.nvidia.com'].memory."
+                        "compareTo(quantity('1Gi')) > 0"
+                    }
+                }
+            ]
+        },
+    }
+    cluster, report = read(
+        node(),
+        resource_slice("s", [gpu("gpu-0")]),
+        by_memory,
         template("t", exactly()),
         pod("p", "t"),
     )
