@@ -645,3 +645,17 @@ class Arrival:
             task.node in counted.eligible and self.spread.counts(counted.constraint, task)
             for counted in self.spread.counted
         )
+
+
+__all__ = [
+    "Arrival",
+    "Spread",
+    "Terms",
+    "admitted",
+    "arrival_refusals",
+    "nominated_beside",
+    "nominated_pods",
+    "refusals",
+    "spread_refusals",
+    "term_refusals",
+]

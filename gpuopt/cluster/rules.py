@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gpuopt._compat import moved_names
 from gpuopt.cluster.fields import offered as offered_amount
 from gpuopt.cluster.kube import (
     HOSTNAME_KEY,
@@ -640,3 +641,20 @@ __all__ = [
     "placement_key",
     "refusal",
 ]
+
+#: A pod arriving now is judged in :mod:`gpuopt.cluster.arrival`: the old names resolve
+#: there for one release, with a ``DeprecationWarning``.
+__getattr__ = moved_names(
+    __name__,
+    "gpuopt.cluster.arrival",
+    names={
+        "Arrival",
+        "Spread",
+        "Terms",
+        "admitted",
+        "arrival_refusals",
+        "refusals",
+        "spread_refusals",
+        "term_refusals",
+    },
+)

@@ -519,6 +519,10 @@ __all__ = [
 #: ``DeprecationWarning``).
 _INDEX_NAMES = ("HP_NODE", "IDLE", "LP_NODE", "Holding", "LPSegments")
 
+#: What one question sees of a cluster moved to :mod:`gpuopt.preemption.scope` (the names
+#: problem.py does not import itself; one release, with a ``DeprecationWarning``).
+_SCOPE_NAMES = ("held_room", "slot_short")
+
 #: The state's own node and task records are gone (the problem's data is a Cluster): the
 #: old names resolve to the cluster's items, and the old ``Request`` to
 #: :class:`PreemptionRequest` (a cluster request), one release, with a ``DeprecationWarning``.
@@ -528,6 +532,7 @@ __getattr__ = moved_names(
     {
         "Request": f"{__name__}.PreemptionRequest",
         **{name: f"gpuopt.preemption.index.{name}" for name in _INDEX_NAMES},
+        **{name: f"gpuopt.preemption.scope.{name}" for name in _SCOPE_NAMES},
     },
-    names={"Node", "Task", "Request", *_INDEX_NAMES},
+    names={"Node", "Task", "Request", *_INDEX_NAMES, *_SCOPE_NAMES},
 )

@@ -42,3 +42,24 @@ def test_old_names_are_not_exported() -> None:
 def test_an_unknown_name_is_still_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'DefragPlan'"):
         _ = gpuopt.defrag.DefragPlan  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("gpuopt.cluster.rules.term_refusals", "gpuopt.cluster.arrival.term_refusals"),
+        ("gpuopt.cluster.rules.refusals", "gpuopt.cluster.arrival.refusals"),
+        ("gpuopt.cluster.rules.Arrival", "gpuopt.cluster.arrival.Arrival"),
+        ("gpuopt.preemption.problem.held_room", "gpuopt.preemption.scope.held_room"),
+        ("gpuopt.preemption.problem.slot_short", "gpuopt.preemption.scope.slot_short"),
+    ],
+)
+def test_moved_code_keeps_its_old_path_for_a_release(old: str, new: str) -> None:
+    """The judges of a pod arriving now moved to gpuopt.cluster.arrival, and what one
+    preemption question sees of a cluster to gpuopt.preemption.scope: the old paths give
+    the same object, with a warning naming the new one."""
+    old_module, _, name = old.rpartition(".")
+    new_module = new.rpartition(".")[0]
+    with pytest.warns(DeprecationWarning, match=rf"{old} is deprecated: use {new}, the same"):
+        found = getattr(importlib.import_module(old_module), name)
+    assert found is getattr(importlib.import_module(new_module), name)
