@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gpuopt._model import IndexedModel
 from gpuopt.cluster.arrival import arrival_refusals
 from gpuopt.cluster.devices import ResourceClaim
-from gpuopt.cluster.fields import KubeName, offered, spread_field
+from gpuopt.cluster.fields import POD_SLOTS, KubeName, offered, spread_field
 from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, SpreadConstraint, Toleration
 from gpuopt.cluster.model import (
     MAX_AMOUNT,
@@ -44,7 +44,7 @@ from gpuopt.cluster.model import (
     scaled,
 )
 from gpuopt.cluster.request import Request as ClusterRequest
-from gpuopt.cluster.request import pending_request
+from gpuopt.cluster.request import keeps_pod_slots, pending_request
 from gpuopt.cluster.rules import gang_needs, refusal
 from gpuopt.errors import ProblemError, short
 
@@ -313,8 +313,9 @@ class GangIndex:
         """The view of ``problem``: free room per node, the tasks' costs and the gangs."""
         cluster, request = problem.cluster, problem.request
         view = cluster.index
-        names = sorted(request.resources)
-        node_free, task_hold, pod_need = _room(cluster, request, names)
+        asked = pod_resources(cluster, request)
+        names = sorted(asked)
+        node_free, task_hold, pod_need = _room(cluster, request, asked)
         required = Domains.build(cluster, request.required)
         preferred = None if request.preferred is None else Domains.build(cluster, request.preferred)
         sliced = None if request.slice is None else Domains.build(cluster, request.slice.level)
@@ -353,10 +354,21 @@ class GangIndex:
         )
 
 
+def pod_resources(cluster: Cluster, request: GangRequest) -> dict[str, int]:
+    """The extended resources one pod of the gang asks (K4): its ``resources``, and one pod
+    slot where the cluster keeps them and it states none (K12: every pod takes one, as a
+    request shape's, :func:`~gpuopt.cluster.request.as_request`)."""
+    if POD_SLOTS in request.resources or not keeps_pod_slots(cluster):
+        return dict(request.resources)
+    return {**request.resources, POD_SLOTS: 1}
+
+
 def _room(
-    cluster: Cluster, request: GangRequest, names: list[str]
+    cluster: Cluster, request: GangRequest, asked: dict[str, int]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Free room per node, what each task holds, and one pod's need, in the same columns."""
+    """Free room per node, what each task holds, and one pod's need (``asked``, its extended
+    resources), in the same columns."""
+    names = sorted(asked)
     view = cluster.index
     unchecked = 2**62  # memory of a node that states none: never binds
     used_extra = np.zeros((view.num_nodes, len(names)), dtype=np.int64)
@@ -386,7 +398,7 @@ def _room(
             request.gpus,
             scaled(request.cpus),
             0 if request.memory is None else scaled(request.memory),
-            *(request.resources[name] for name in names),
+            *(asked[name] for name in names),
         ],
         dtype=np.int64,
     )

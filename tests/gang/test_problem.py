@@ -127,3 +127,34 @@ def test_a_gang_may_require_the_legacy_switch_level() -> None:
     assert sorted(answer.nodes) == ["n2", "n3"] and answer.victims == []
     plain = Cluster(nodes=[{"id": "a", "gpus": 8, "cpus": 8}])
     assert plain.level_names == []  # no asw: no switch level to name
+
+
+def test_a_gang_pod_asks_a_pod_slot_where_the_cluster_keeps_them() -> None:
+    """Review s52 F4 (K12): n0 offers 3 pod slots and runs 3 pods (2 of its 8 GPUs free), n1
+    has 1 GPU free. A 1-pod gang of 2 GPUs written by hand (no ``pods`` stated) takes a slot
+    as every pod does: without preemption no node holds it; with it, one pod of n0 stops
+    to free the slot (n1 lacks GPUs either way)."""
+    import gpuopt
+
+    def task(name: str, node: str, gpus: int) -> dict[str, Any]:
+        return {"id": name, "node": node, "gpus": gpus, "cpus": 1, "start_time": 0.0,
+                "resources": {"pods": 1}}  # fmt: skip
+
+    cluster = Cluster(
+        now=100.0,
+        nodes=[
+            {"id": "n0", "gpus": 8, "cpus": 64, "resources": {"pods": 3}},
+            {"id": "n1", "gpus": 8, "cpus": 64, "resources": {"pods": 110}},
+        ],
+        tasks=[task("a", "n0", 2), task("b", "n0", 2), task("c", "n0", 2), task("d", "n1", 7)],
+    )
+    request = {"id": "g", "pods": 1, "gpus": 2}
+    still = GangProblem.model_validate(
+        {"cluster": cluster, "request": request, "options": {"preemption": False}}
+    )
+    assert still.index.node_capacity.tolist() == [0, 0]
+    moving = GangProblem.model_validate({"cluster": cluster, "request": request})
+    for method in ("heuristic", "cpsat"):
+        answer = gpuopt.solve(moving, method)
+        assert answer.nodes == ["n0"] and len(answer.victims) == 1, method
+        assert gpuopt.violations(moving, answer) == [], method
