@@ -59,6 +59,11 @@ def refusals(cluster: Cluster, request: Asking, *, arrival: bool = True) -> list
         for task in cluster.tasks:
             if task.resources:
                 used[task.node].update(task.resources)
+        # K10: the waiting pods nominated to a node hold their extended resources (their pod
+        # slot among them, K12) there against the request, as kube-scheduler counts them
+        for other in held_by_nominated(cluster, request):
+            if other.resources:
+                used[other.nominated_node].update(other.resources)
     terms: dict[str, str] = {}
     if arrival and is_pod(request):
         terms = arrival_refusals(cluster, request)
@@ -549,6 +554,15 @@ def nominated_pods(cluster: Any, asking: str | None, rank: int | None = None) ->
     ]
 
 
+def held_by_nominated(cluster: Any, request: Any) -> list[Any]:
+    """K10: the waiting pods nominated to a node whose room holds against ``request`` (as
+    :func:`nominated_pods`, by its ``pending`` and ``rank``; a request shape: every one)."""
+    if not getattr(cluster, "pending", None):
+        return []
+    pending, rank = getattr(request, "pending", None), getattr(request, "rank", None)
+    return nominated_pods(cluster, pending, rank)
+
+
 def nominated_beside(cluster: Any, pod: Any) -> dict[str, list[Any]]:
     """Per node, the waiting pods nominated there (:func:`nominated_pods`) that count as
     running there when ``pod``, a request that stands for a waiting pod, is judged on that
@@ -653,6 +667,7 @@ __all__ = [
     "Terms",
     "admitted",
     "arrival_refusals",
+    "held_by_nominated",
     "nominated_beside",
     "nominated_pods",
     "refusals",

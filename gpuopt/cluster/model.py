@@ -53,7 +53,7 @@ from pydantic import Field, ValidatorFunctionWrapHandler, WrapValidator, model_v
 from typing_extensions import Self
 
 from gpuopt._model import IndexedModel
-from gpuopt.cluster.arrival import admitted, nominated_beside
+from gpuopt.cluster.arrival import admitted, held_by_nominated, nominated_beside
 from gpuopt.cluster.devices import MAX_DEVICES, Device, DeviceClass, ResourceClaim
 from gpuopt.cluster.fields import (
     _CONFIG,
@@ -389,13 +389,16 @@ class Cluster(IndexedModel, _Extended):
         verdicts read only the cluster and the request's node selector, node affinity,
         tolerations and extended resources, and, for a request that stands for a pod, its
         namespace, labels, pod terms (K5) and spread constraints (K11), and the waiting pods
-        nominated beside it (:func:`~gpuopt.cluster.arrival.nominated_beside`)."""
+        nominated beside it (:func:`~gpuopt.cluster.arrival.nominated_beside`) or holding
+        their extended resources against it (K10)."""
         beside = nominated_beside(self, request) if arrival else {}
+        held = held_by_nominated(self, request) if request.resources else []
         key = (
             placement_key(request),
             tuple(sorted(request.resources.items())),
             term_key(request) if arrival else "",
             tuple((node, tuple(pod.id for pod in pods)) for node, pods in beside.items()),
+            tuple(pod.id for pod in held),
         )
         found: dict[Any, list[bool]] = self.views.setdefault("admits", {})
         verdicts = found.get(key)

@@ -168,6 +168,7 @@ class _Room:
         and below: the order)."""
         node = str(pod.nominated_node)
         self.held[node] = add_held(self.held.get(node, (0, 0, 0)), pod)
+        self.extra[node].subtract(pod.resources)  # (its extended resources and pod slot too)
         self.waiting.setdefault(node, []).append(pod)
 
     def _beside(self, cluster: Cluster, pod: Pending, terms: dict[str, str]) -> None:

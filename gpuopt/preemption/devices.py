@@ -114,7 +114,7 @@ class _Needs:
         slots = 0
         if node.id in scope.slot_nodes:
             asked = problem.request.resources.get(POD_SLOTS, 0)
-            slots = slot_short(problem.cluster, node, asked)
+            slots = slot_short(problem.cluster, node, asked, 0, problem.request)
         return cls(problem, node, devices, ledger, rules, slots)
 
     def holds(self, task: Task) -> bool:

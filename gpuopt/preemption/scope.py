@@ -19,7 +19,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from gpuopt.cluster.arrival import Arrival
+from gpuopt.cluster.arrival import Arrival, held_by_nominated
 from gpuopt.cluster.devices import DRA_RESOURCE_PREFIX
 from gpuopt.cluster.fields import POD_SLOTS, Priority
 from gpuopt.cluster.items import Node as ClusterNode
@@ -226,7 +226,7 @@ class Scope:
             allowed, rule_nodes, held = _rule_nodes(cluster, request, allowed, threshold, plain)
         slot_nodes: frozenset[str] = frozenset()
         if slots:
-            allowed, slot_nodes = _slot_nodes(cluster, slots, allowed, threshold)
+            allowed, slot_nodes = _slot_nodes(cluster, slots, allowed, threshold, request)
         nodes = [node for node, ok in zip(cluster.nodes, allowed, strict=True) if ok]
         if not nodes:
             from gpuopt.cluster.arrival import refusals
@@ -552,10 +552,14 @@ def slots_of(task: ClusterTask) -> int:
     return task.resources.get(POD_SLOTS, 0)
 
 
-def slot_short(cluster: Cluster, node: ClusterNode, slots: int, freed: int = 0) -> int:
+def slot_short(
+    cluster: Cluster, node: ClusterNode, slots: int, freed: int = 0, request: Any = None
+) -> int:
     """K12: how many more pod slots ``node`` needs for a pod asking ``slots`` once its tasks
     that hold ``freed`` slots are gone (0: it has them; a node stating no limit always
-    has). The slots held are those its tasks state (:func:`slots_of`), as K4 counts them."""
+    has). The slots held are those its tasks state (:func:`slots_of`), as K4 counts them,
+    and, for ``request``, those of the waiting pods nominated there that hold their room
+    against it (K10: no victims, kube-scheduler counts them on the node)."""
     limit = node.resources.get(POD_SLOTS)
     if limit is None:
         return 0
@@ -565,7 +569,14 @@ def slot_short(cluster: Cluster, node: ClusterNode, slots: int, freed: int = 0) 
         for task in cluster.tasks:
             if task.resources:
                 held[task.node] += slots_of(task)
-    return max(0, held[node.id] - freed + slots - limit)
+    nominated = 0
+    if request is not None:
+        nominated = sum(
+            slots_of(other)
+            for other in held_by_nominated(cluster, request)
+            if other.nominated_node == node.id
+        )
+    return max(0, held[node.id] + nominated - freed + slots - limit)
 
 
 #: The key of the pod slots each node's tasks hold in a cluster's ``views``.
@@ -573,7 +584,7 @@ _SLOTS_HELD = "k12-slots-held"
 
 
 def _slot_nodes(
-    cluster: Cluster, slots: int, allowed: list[bool], threshold: int
+    cluster: Cluster, slots: int, allowed: list[bool], threshold: int, request: Any
 ) -> tuple[list[bool], frozenset[str]]:
     """K12 with victims (P14): of the nodes ``allowed``, those whose pod slots are short now
     are slot nodes where enough tasks it may stop are there to free them, refused where
@@ -583,7 +594,7 @@ def _slot_nodes(
     for pos, node in enumerate(cluster.nodes):
         if not allowed[pos]:
             continue
-        short = slot_short(cluster, node, slots)
+        short = slot_short(cluster, node, slots, request=request)
         if not short:
             continue
         if on is None:

@@ -188,7 +188,8 @@ def violations(problem: PreemptionProblem, decision: PreemptionResult) -> list[s
         why = problem.arrival.refusal(node, victims)
         if why is not None:
             found.append(f"P14: {why}")
-    lacking = slot_short(problem.cluster, node, _asked_slots(problem), sum(map(slots_of, victims)))
+    freed = sum(map(slots_of, victims))
+    lacking = slot_short(problem.cluster, node, _asked_slots(problem), freed, problem.request)
     if lacking:
         found.append(
             f"P14: K12: node {node.id} lacks {lacking} pod slot(s) (pods) after the victims"
@@ -228,7 +229,7 @@ def _room_now(problem: PreemptionProblem, room: _Room) -> str | None:
     for node in room.room_now():
         if ledger is not None and ledger.fit(claims, node)[0]:
             continue
-        if slot_short(problem.cluster, room.nodes[node], _asked_slots(problem)):
+        if slot_short(problem.cluster, room.nodes[node], _asked_slots(problem), 0, problem.request):
             continue
         if problem.arrival is not None and problem.arrival.refusal(room.nodes[node]):
             continue
@@ -359,7 +360,8 @@ def _lifted(problem: PreemptionProblem, node_id: str) -> bool:
         if problem.stoppable(task)
         and close_gangs(problem.cluster, {task.id}, problem.stoppable) is not None
     ]
-    if slot_short(problem.cluster, node, _asked_slots(problem), sum(map(slots_of, gone))):
+    freed = sum(map(slots_of, gone))
+    if slot_short(problem.cluster, node, _asked_slots(problem), freed, problem.request):
         return False
     return problem.arrival is None or problem.arrival.refusal(node, gone) is None
 

@@ -246,3 +246,26 @@ def test_waiting_replicas_keep_their_anti_affinity_between_them() -> None:
         if count == 2:
             (waiting,) = [fit for fit in fits if fit.node is None]
             assert waiting.reason == "no node of 2 takes it: 2 pod (anti-)affinity"
+
+
+def test_a_nominated_pod_that_does_not_fit_yet_holds_its_pod_slot() -> None:
+    """K10 with K12: P (priority 10, 10 CPUs, one slot) is nominated to n1, whose CPUs its
+    victim v still holds, and fits nowhere yet; n1 offers 2 slots and runs v. Q (priority
+    5, 1 GPU, no CPUs, one slot) would take n1 (the fuller, 6 GPUs free against 7), but
+    not its last slot, which P holds: it goes to n0."""
+    nodes = [
+        {"id": "n0", "gpus": 8, "cpus": 64, "resources": {"pods": 110}},
+        {"id": "n1", "gpus": 8, "cpus": 64, "resources": {"pods": 2}},
+    ]
+    tasks = [
+        {"id": "full", "node": "n0", "gpus": 1, "cpus": 60, "resources": {"pods": 1}},
+        {"id": "v", "node": "n1", "gpus": 2, "cpus": 60, "deletion_time": 100.0,
+         "pinned": "terminating", "resources": {"pods": 1}},
+    ]  # fmt: skip
+    held = {"id": "P", "gpus": 0, "cpus": 10, "priority": 10, "nominated_node": "n1",
+            "resources": {"pods": 1}}  # fmt: skip
+    queued = {"id": "Q", "gpus": 1, "priority": 5, "resources": {"pods": 1}}
+    for pending, node in (([held, queued], "n0"), ([queued], "n1")):
+        fits = {fit.pod.id: fit for fit in fit_pending(Cluster(nodes=nodes, tasks=tasks,
+                                                               pending=pending))}  # fmt: skip
+        assert fits["Q"].node == node and ("P" not in fits or fits["P"].node is None)

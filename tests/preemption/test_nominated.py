@@ -213,3 +213,41 @@ def test_a_nominated_pod_beside_keeps_its_node_refused_after_the_victims() -> No
     broken = gpuopt.violations(problem, wrong)
     assert broken == ["P1: node 'n0' is not in the state"]
     assert [node.id for node in problem.nodes] == ["n1"] and not problem.scope.rule_nodes
+
+
+def test_a_nominated_pod_holds_its_pod_slot() -> None:
+    """Review s52 F5 (K10 with K12): n0 offers 3 pod slots and runs a and b; 'big'
+    (priority 100, one slot) is nominated to n0, so kube-scheduler counts 3 pods there for
+    a pod of lower priority. A shape (one slot) of rank 50 finds n0 full: node placement
+    leaves it out, and preemption stops a (the cheaper of n0's pods, 100 lost) to free a slot
+    (n1's GPUs are all held by d, 900 lost). At rank 200 'big' holds nothing against it:
+    n0 has a slot and room, no victim."""
+    from gpuopt.placement.node.greedy import place
+    from gpuopt.placement.node.problem import NodePlacementProblem
+
+    def task(name: str, node: str, gpus: int, start: float) -> dict[str, object]:
+        return {"id": name, "node": node, "gpus": gpus, "priority": 1, "start_time": start,
+                "resources": {"pods": 1}}  # fmt: skip
+
+    cluster = Cluster(
+        now=1000.0,
+        nodes=[
+            {"id": "n0", "gpus": 8, "cpus": 64, "resources": {"pods": 3}},
+            {"id": "n1", "gpus": 8, "cpus": 64, "resources": {"pods": 110}},
+        ],
+        tasks=[task("a", "n0", 1, 900.0), task("b", "n0", 1, 500.0), task("d", "n1", 8, 900.0)],
+        pending=[{"id": "big", "gpus": 1, "priority": 100, "resources": {"pods": 1},
+                  "nominated_node": "n0"}],
+    )  # fmt: skip
+    placing = NodePlacementProblem.from_cluster(cluster, "1G")
+    assert [node.id for node in placing.nodes] == ["n1"]  # (K4: n0's slots held)
+    assert place(placing).node is None  # (n1's GPUs are all held)
+    low = PreemptionProblem.from_cluster(cluster, "1G", priority=50)
+    assert low.scope.slot_nodes == {"n0"}
+    for method in ("heuristic", "dp", "milp", "cpsat"):
+        decision = gpuopt.solve(low, method)
+        assert (decision.node, decision.victims) == ("n0", ["a"]), method
+        assert gpuopt.violations(low, decision) == [], method
+    as_is = gpuopt.solve(PreemptionProblem.from_cluster(cluster, "1G", priority=200))
+    assert (as_is.node, as_is.victims) == ("n0", [])
+    assert any("K12" in v for v in gpuopt.violations(low, as_is))
