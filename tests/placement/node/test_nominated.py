@@ -162,3 +162,21 @@ def test_a_nominated_pod_counts_in_its_zone_for_a_spread() -> None:
     problem = asked(snapshot, "ns/p", "1G")
     assert [node.id for node in problem.nodes] == ["n1"]
     assert place(problem).node == "n1"
+
+
+def test_a_nominated_pod_holds_its_host_port() -> None:
+    """K10 with K9: 'big' (priority 100) binding host port 8080 is nominated to n0; a
+    request for the same port (a shape: the lowest priority) may not take n0, as
+    kube-scheduler's NodePorts filter counts the nominated pod there; another port may."""
+    from gpuopt.cluster.request import parse_request
+
+    port = "hostport.gpuopt.io/tcp-8080"
+    snapshot = Cluster(
+        nodes=NODES,
+        pending=[{"id": "big", "gpus": 1, "priority": 100, "resources": {port: 1},
+                  "nominated_node": "n0"}],
+    )  # fmt: skip
+    for asked, nodes in ((port, ["n1"]), ("hostport.gpuopt.io/tcp-9090", ["n0", "n1"])):
+        shape = parse_request("1G").model_copy(update={"resources": {asked: 1}})
+        problem = NodePlacementProblem.from_cluster(snapshot, shape)
+        assert [node.id for node in problem.nodes] == nodes, asked
