@@ -82,12 +82,20 @@ POD_SLOTS = "pods"
 
 def offered(resources: Mapping[str, int], name: str) -> int:
     """How much of extended resource ``name`` a node with allocatable ``resources`` offers
-    (K4): what it lists, else one of a host port (K9), else none.
+    (K4): what it lists, else one of a host port (K9), else no limit of pod slots (K12: a
+    node that states no pod-count limit has none), else none.
 
     >>> offered({}, "hostport.gpuopt.io/TCP-8080"), offered({"example.com/fpga": 2}, "x/y")
     (1, 0)
+    >>> offered({}, "pods") == MAX_RESOURCE
+    True
     """
-    return resources.get(name, 1 if name.startswith(HOST_PORT_PREFIX) else 0)
+    found = resources.get(name)
+    if found is not None:
+        return found
+    if name == POD_SLOTS:
+        return MAX_RESOURCE
+    return 1 if name.startswith(HOST_PORT_PREFIX) else 0
 
 
 def scaled(amount: float) -> int:

@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuopt.cluster.arrival import Spread, Terms, arrival_refusals
+from gpuopt.cluster.fields import POD_SLOTS, offered
 from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
-from gpuopt.cluster.request import add_held, held_short
+from gpuopt.cluster.request import add_held, held_short, keeps_pod_slots
 from gpuopt.cluster.rules import gang_needs, refusal
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.defrag.solution import DefragResult, apply_plan, make_plan
@@ -81,6 +82,10 @@ def fit_pending(cluster: Cluster) -> list[PendingFit]:
         for p, n in enumerate(cluster.nodes)
     }
     free_extra: dict[str, Counter[str]] = {n.id: Counter(n.resources) for n in cluster.nodes}
+    slots = keeps_pod_slots(cluster)
+    if slots:  # (K12: a node that states no pod-count limit has none)
+        for node in cluster.nodes:
+            free_extra[node.id][POD_SLOTS] = offered(node.resources, POD_SLOTS)
     for task in cluster.tasks:
         free_extra[task.node].subtract(task.resources)
     order = sorted(
@@ -99,7 +104,7 @@ def fit_pending(cluster: Cluster) -> list[PendingFit]:
         if gang is not None:
             members.setdefault(gang, []).append(position)
     needed = gang_needs(cluster.gangs, cluster.tasks, members)
-    room = _Room(devices, free_cpus, free_memory, free_extra)
+    room = _Room(devices, free_cpus, free_memory, free_extra, slots=slots)
     for position in order:
         if position in found:
             continue
@@ -150,6 +155,8 @@ class _Room:
     #: K10: per node, the nominated pods that did not fit yet: counted there for K5 and
     #: K11 when a pod after them is judged on that node (as kube-scheduler's filters do)
     waiting: dict[str, list[Pending]] = field(default_factory=dict)
+    #: K12: whether the cluster keeps pod slots (every pod then asks one)
+    slots: bool = False
 
     def copy(self) -> _Room:
         return _Room(
@@ -160,6 +167,7 @@ class _Room:
             dict(self.held),
             list(self.bound),
             {node: list(pods) for node, pods in self.waiting.items()},
+            self.slots,
         )
 
     def hold(self, pod: Pending) -> None:
@@ -168,8 +176,15 @@ class _Room:
         and below: the order)."""
         node = str(pod.nominated_node)
         self.held[node] = add_held(self.held.get(node, (0, 0, 0)), pod)
-        self.extra[node].subtract(pod.resources)  # (its extended resources and pod slot too)
+        self.extra[node].subtract(self.asks(pod))  # (its extended resources and slot too)
         self.waiting.setdefault(node, []).append(pod)
+
+    def asks(self, pod: Pending) -> dict[str, int]:
+        """The extended resources ``pod`` asks (K4): its own, and one pod slot where the
+        cluster keeps them and it states none (K12: every pod takes one)."""
+        if self.slots and POD_SLOTS not in pod.resources:
+            return {**pod.resources, POD_SLOTS: 1}
+        return pod.resources
 
     def _beside(self, cluster: Cluster, pod: Pending, terms: dict[str, str]) -> None:
         """K5 and K11 on each node where nominated pods wait (:meth:`hold`), judged with them
@@ -219,6 +234,7 @@ class _Room:
         )
         cpus = scaled(pod.cpus)
         memory = 0 if pod.memory is None else scaled(pod.memory)
+        asked = self.asks(pod)
         best: str | None = None
         why: Counter[str] = Counter()
         # K5 and K11 against the running pods and the waiting pods bound before
@@ -236,7 +252,7 @@ class _Room:
                 chosen is None
                 or free_cpus[node.id] < cpus
                 or (room is not None and room < memory)
-                or any(free_extra[node.id][r] < amount for r, amount in pod.resources.items())
+                or any(free_extra[node.id][r] < amount for r, amount in asked.items())
             ):
                 why["K4"] += 1
                 continue
@@ -255,7 +271,7 @@ class _Room:
         room = free_memory[best]
         if room is not None:
             free_memory[best] = room - memory
-        free_extra[best].subtract(pod.resources)
+        free_extra[best].subtract(asked)
         self.bound.append((pod, best))
         return PendingFit(pod, best)
 

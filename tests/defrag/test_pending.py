@@ -269,3 +269,18 @@ def test_a_nominated_pod_that_does_not_fit_yet_holds_its_pod_slot() -> None:
         fits = {fit.pod.id: fit for fit in fit_pending(Cluster(nodes=nodes, tasks=tasks,
                                                                pending=pending))}  # fmt: skip
         assert fits["Q"].node == node and ("P" not in fits or fits["P"].node is None)
+
+
+def test_every_waiting_pod_takes_a_pod_slot_where_the_cluster_keeps_them() -> None:
+    """K12 on a cluster written by hand: n0 offers one pod slot (and is the fuller node),
+    n1 states no limit (it has none). Two waiting pods that state no slot each take one,
+    as every pod does: the first goes to n0, the second finds n0's slot taken and goes to
+    n1, not beside it."""
+    nodes = [
+        {"id": "n0", "gpus": 8, "cpus": 64, "resources": {"pods": 1}},
+        {"id": "n1", "gpus": 8, "cpus": 64},
+    ]
+    tasks = [{"id": "t", "node": "n0", "gpus": 1}]  # n0 the fuller: 7 free against 8
+    pending = [{"id": f"p{k}", "gpus": 1, "priority": 5} for k in range(2)]
+    fits = fit_pending(Cluster(nodes=nodes, tasks=tasks, pending=pending))
+    assert [fit.node for fit in fits] == ["n0", "n1"]
