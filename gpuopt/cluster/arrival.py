@@ -66,13 +66,11 @@ def refusals(cluster: Cluster, request: Asking, *, arrival: bool = True) -> list
                 used[other.nominated_node].update(other.resources)
     terms: dict[str, str] = {}
     if arrival and is_pod(request):
-        terms = arrival_refusals(cluster, request)
-        judge = Arrival.of(cluster, request)
-        for node in cluster.nodes:  # K5/K11 counting the pods nominated there (K10)
-            if node.id in judge.beside and node.id not in terms:
-                why = judge.refusal(node)
-                if why is not None:
-                    terms[node.id] = why
+        if nominated_beside(cluster, request):  # (K10: judged with them counted there too)
+            judge = Arrival.of(cluster, request)
+            terms = {node.id: why for node in cluster.nodes if (why := judge.refusal(node))}
+        else:
+            terms = arrival_refusals(cluster, request)
     found = []
     for node in cluster.nodes:
         why = refusal(node, request)
@@ -165,6 +163,14 @@ class _Counted:
     own: int
 
 
+def _fewest(constraint: SpreadConstraint, counts: Counter[str]) -> int:
+    """The fewest pods of an eligible domain that ``constraint`` counts (``counts``), 0 while
+    there are fewer domains than its ``min_domains``."""
+    if constraint.min_domains is not None and len(counts) < constraint.min_domains:
+        return 0
+    return min(counts.values(), default=0)
+
+
 class Spread:
     """K11 for one waiting ``pod`` (:func:`spread_refusals` states the rule): the counts of
     each of its DoNotSchedule constraints, built once, judging one node at a time as the
@@ -206,11 +212,10 @@ class Spread:
                         and selector.matches(other.labels)
                     ):
                         counts[str(domains[node_id])] += 1
-            fewest = min(counts.values(), default=0)
-            if constraint.min_domains is not None and len(counts) < constraint.min_domains:
-                fewest = 0
             own = int(selector is not None and selector.matches(pod.labels))
-            self.counted.append(_Counted(constraint, eligible, counts, fewest, own))
+            self.counted.append(
+                _Counted(constraint, eligible, counts, _fewest(constraint, counts), own)
+            )
 
     def plus(self, node: Node, others: Sequence[Any]) -> Spread:
         """These counts with the waiting pods ``others`` counted as running on ``node``: the
@@ -236,9 +241,7 @@ class Spread:
                 continue
             counts = Counter(counted.counts)
             counts[str(domain_of(node, constraint.topology_key))] += added
-            fewest = min(counts.values(), default=0)
-            if constraint.min_domains is not None and len(counts) < constraint.min_domains:
-                fewest = 0
+            fewest = _fewest(constraint, counts)
             copy.counted.append(_Counted(constraint, counted.eligible, counts, fewest, counted.own))
         return copy
 
@@ -569,10 +572,10 @@ def nominated_beside(cluster: Any, pod: Any) -> dict[str, list[Any]]:
     node by K5 and K11: kube-scheduler filters a node with them added (and again without;
     the node must pass both). Its ``pending`` and ``rank`` decide which count, as for the
     room they hold (K10); empty for a request shape."""
-    if not getattr(cluster, "pending", None) or not is_pod(pod):
+    if not is_pod(pod):
         return {}
     found: dict[str, list[Any]] = {}
-    for other in nominated_pods(cluster, getattr(pod, "pending", None), getattr(pod, "rank", None)):
+    for other in held_by_nominated(cluster, pod):
         found.setdefault(other.nominated_node, []).append(other)
     return found
 

@@ -186,7 +186,7 @@ def plain_selector(expression: str) -> list[tuple[str, Any, Any]] | None:
     """
     atoms: list[tuple[str, Any, Any]] = []
     at, text = 0, expression.strip()
-    if not text:
+    if not text or text.endswith("&&"):
         return None
     while at < len(text):
         found = _ATOM.match(text, at)
@@ -200,8 +200,6 @@ def plain_selector(expression: str) -> list[tuple[str, Any, Any]] | None:
         else:
             atoms.append(("multiple", not found["multiple"], None))
         at = found.end()
-        if text.endswith("&&") and at >= len(text):
-            return None
     return atoms
 
 
@@ -286,19 +284,21 @@ class DeviceCel:
         self._programs[expression] = program
         return program
 
+    def _plain_atoms(self, expression: str) -> list[tuple[str, Any, Any]] | None:
+        """:func:`plain_selector` of ``expression``, parsed once."""
+        if expression not in self._plain:
+            if len(self._plain) >= _MAX_PROGRAMS:
+                self._plain.clear()
+            self._plain[expression] = plain_selector(expression)
+        return self._plain[expression]
+
     def evaluate(self, expression: str, device: Mapping[str, Any]) -> bool:
         """``expression`` on ``device`` (the CEL ``device`` variable, see :func:`device_variable`).
 
         Raises :class:`CelError` when it cannot be evaluated, including a result
         that is not a boolean (Kubernetes refuses such a selector).
         """
-        if not self.plain:
-            pass
-        elif expression not in self._plain:
-            if len(self._plain) >= _MAX_PROGRAMS:
-                self._plain.clear()
-            self._plain[expression] = plain_selector(expression)
-        atoms = self._plain.get(expression)
+        atoms = self._plain_atoms(expression) if self.plain else None
         if atoms is not None:
             answer = _plain_answer(atoms, device)
             if answer is not None:

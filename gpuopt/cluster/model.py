@@ -53,7 +53,7 @@ from pydantic import Field, ValidatorFunctionWrapHandler, WrapValidator, model_v
 from typing_extensions import Self
 
 from gpuopt._model import IndexedModel
-from gpuopt.cluster.arrival import admitted, held_by_nominated, nominated_beside
+from gpuopt.cluster.arrival import admitted, held_by_nominated
 from gpuopt.cluster.devices import MAX_DEVICES, Device, DeviceClass, ResourceClaim
 from gpuopt.cluster.fields import (
     _CONFIG,
@@ -391,13 +391,12 @@ class Cluster(IndexedModel, _Extended):
         namespace, labels, pod terms (K5) and spread constraints (K11), and the waiting pods
         nominated beside it (:func:`~gpuopt.cluster.arrival.nominated_beside`) or holding
         their extended resources against it (K10)."""
-        beside = nominated_beside(self, request) if arrival else {}
-        held = held_by_nominated(self, request) if request.resources else []
+        # (the nominated pods that hold room against it: K4 counts them, K5/K11 beside it)
+        held = held_by_nominated(self, request) if arrival or request.resources else []
         key = (
             placement_key(request),
             tuple(sorted(request.resources.items())),
             term_key(request) if arrival else "",
-            tuple((node, tuple(pod.id for pod in pods)) for node, pods in beside.items()),
             tuple(pod.id for pod in held),
         )
         found: dict[Any, list[bool]] = self.views.setdefault("admits", {})

@@ -386,7 +386,16 @@ def as_request(request: Request | str, cluster: Cluster | None = None) -> Reques
     found = parse_request(request) if isinstance(request, str) else request
     if cluster is None or POD_SLOTS in found.resources or not keeps_pod_slots(cluster):
         return found
-    return found.model_copy(update={"resources": {**found.resources, POD_SLOTS: 1}})
+    return found.model_copy(update={"resources": with_pod_slot(found.resources, True)})
+
+
+def with_pod_slot(resources: Mapping[str, int], kept: bool) -> dict[str, int]:
+    """K12: the extended resources a pod asks, ``resources`` and one pod slot where the
+    cluster keeps them (``kept``, :func:`keeps_pod_slots`) and it states none: every pod
+    takes one (a request shape, a gang's pod, a waiting pod written by hand)."""
+    if kept and POD_SLOTS not in resources:
+        return {**resources, POD_SLOTS: 1}
+    return dict(resources)
 
 
 def keeps_pod_slots(cluster: Cluster) -> bool:

@@ -40,7 +40,7 @@ from typing import Any
 from gpuopt.cluster.arrival import Spread, Terms, arrival_refusals
 from gpuopt.cluster.fields import POD_SLOTS, offered
 from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
-from gpuopt.cluster.request import add_held, held_short, keeps_pod_slots
+from gpuopt.cluster.request import add_held, held_short, keeps_pod_slots, with_pod_slot
 from gpuopt.cluster.rules import gang_needs, refusal
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.defrag.solution import DefragResult, apply_plan, make_plan
@@ -176,15 +176,10 @@ class _Room:
         and below: the order)."""
         node = str(pod.nominated_node)
         self.held[node] = add_held(self.held.get(node, (0, 0, 0)), pod)
-        self.extra[node].subtract(self.asks(pod))  # (its extended resources and slot too)
+        self.extra[node].subtract(
+            with_pod_slot(pod.resources, self.slots)
+        )  # (its extended resources and slot too)
         self.waiting.setdefault(node, []).append(pod)
-
-    def asks(self, pod: Pending) -> dict[str, int]:
-        """The extended resources ``pod`` asks (K4): its own, and one pod slot where the
-        cluster keeps them and it states none (K12: every pod takes one)."""
-        if self.slots and POD_SLOTS not in pod.resources:
-            return {**pod.resources, POD_SLOTS: 1}
-        return pod.resources
 
     def _beside(self, cluster: Cluster, pod: Pending, terms: dict[str, str]) -> None:
         """K5 and K11 on each node where nominated pods wait (:meth:`hold`), judged with them
@@ -234,7 +229,7 @@ class _Room:
         )
         cpus = scaled(pod.cpus)
         memory = 0 if pod.memory is None else scaled(pod.memory)
-        asked = self.asks(pod)
+        asked = with_pod_slot(pod.resources, self.slots)  # (K4, K12)
         best: str | None = None
         why: Counter[str] = Counter()
         # K5 and K11 against the running pods and the waiting pods bound before

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gpuopt._model import IndexedModel
 from gpuopt.cluster.arrival import arrival_refusals
 from gpuopt.cluster.devices import ResourceClaim
-from gpuopt.cluster.fields import POD_SLOTS, KubeName, offered, spread_field
+from gpuopt.cluster.fields import KubeName, offered, spread_field
 from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, SpreadConstraint, Toleration
 from gpuopt.cluster.model import (
     MAX_AMOUNT,
@@ -44,7 +44,7 @@ from gpuopt.cluster.model import (
     scaled,
 )
 from gpuopt.cluster.request import Request as ClusterRequest
-from gpuopt.cluster.request import keeps_pod_slots, pending_request
+from gpuopt.cluster.request import keeps_pod_slots, pending_request, with_pod_slot
 from gpuopt.cluster.rules import gang_needs, refusal
 from gpuopt.errors import ProblemError, short
 
@@ -313,7 +313,7 @@ class GangIndex:
         """The view of ``problem``: free room per node, the tasks' costs and the gangs."""
         cluster, request = problem.cluster, problem.request
         view = cluster.index
-        asked = pod_resources(cluster, request)
+        asked = with_pod_slot(request.resources, keeps_pod_slots(cluster))  # (K4, K12)
         names = sorted(asked)
         node_free, task_hold, pod_need = _room(cluster, request, asked)
         required = Domains.build(cluster, request.required)
@@ -352,15 +352,6 @@ class GangIndex:
             gang_allowance=allowance,
             gang_closable=closable,
         )
-
-
-def pod_resources(cluster: Cluster, request: GangRequest) -> dict[str, int]:
-    """The extended resources one pod of the gang asks (K4): its ``resources``, and one pod
-    slot where the cluster keeps them and it states none (K12: every pod takes one, as a
-    request shape's, :func:`~gpuopt.cluster.request.as_request`)."""
-    if POD_SLOTS in request.resources or not keeps_pod_slots(cluster):
-        return dict(request.resources)
-    return {**request.resources, POD_SLOTS: 1}
 
 
 def _room(
