@@ -91,6 +91,14 @@ class Running(BaseModel):
 
     start: int = Field(ge=-MAX_STEPS, le=0, description="Step at which it started (<= 0).")
     first_gpu: int = Field(ge=0, le=MAX_GPUS, description="First GPU of its block.")
+    part_of: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_ID_LENGTH,
+        description="The running task whose pod this block belongs to as well: a pod whose "
+        "GPUs form several legal blocks is one running task per block (a cluster's time "
+        "grid, G3); the metrics count the pod once.",
+    )
 
 
 class Pool(BaseModel):
@@ -358,8 +366,33 @@ class AllocationProblem(IndexedModel):
                 self._check_running_pool(task)
             self._check_durations(task)
         self._check_running_overlap()
+        self._check_running_parts()
         self._check_realtime_ramp_down()
         return self
+
+    def _check_running_parts(self) -> None:
+        """``running.part_of`` names another running task, itself no part, started at the
+        same step and running as many steps."""
+        running = {task.id: task for task in self.tasks if task.running is not None}
+        for task in self.tasks:
+            if task.running is None or task.running.part_of is None:
+                continue
+            found = running.get(task.running.part_of)
+            name = f"task {task.id!r}: running.part_of {short(task.running.part_of)}"
+            if found is None or found.running is None or task.running.part_of == task.id:
+                raise ValueError(f"{name} is not another running task of the scenario")
+            whole = found.running
+            if whole.part_of is not None:
+                raise ValueError(f"{name} is itself a part of {short(whole.part_of)}")
+            if whole.start != task.running.start:
+                raise ValueError(
+                    f"{name} started at step {whole.start}, this block at {task.running.start}"
+                )
+            if found.duration != task.duration:
+                raise ValueError(
+                    f"{name} runs {found.duration} steps, this block {task.duration} (one pod "
+                    "ends at once)"
+                )
 
     def _check_pools(self) -> None:
         """Section 15: pools cover the cluster in whole nodes; speeds name pools' models."""

@@ -43,7 +43,8 @@ The mapping (G1-G11)
   its node, largest pods first (counted: ``gpu-indices-assumed``); a pod of
   a GPU count that is no power of two is cut into blocks of its binary
   digits (6 = 4 + 2), each a running task (``pod#2``, ...; counted:
-  ``running-split``), which hold exactly its GPUs. The running pods of one gang that fill
+  ``running-split``; the further blocks name the first in ``running.part_of``, so the
+  metrics count the pod once), which hold exactly its GPUs. The running pods of one gang that fill
   consecutive whole nodes are one multi-node task. Running shares are the
   calendar's whole GPUs (F3).
 * **G4 waiting jobs** (a pod, or a gang's pods, F4; one whose pod asks for
@@ -636,6 +637,8 @@ class _Row:
                 part = "" if number == 1 else f"#{number}"  # (G3: a pod split in blocks)
                 task = self._running_task(pods, found, block_id, part, size, end - start, walltimes)
                 task["running"] = {"start": start, "first_gpu": first}
+                if part:  # the pod counts once in the metrics (running.part_of)
+                    task["running"]["part_of"] = _task_id(block_id)
                 out.append((position, task))
         return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -226,16 +226,29 @@ def show_allocation(args: argparse.Namespace, shown: Any, problem: Any, result: 
         f"{result.seconds * 1000:.2f} ms"
         + (f", bound {result.bound:,.2f}, gap {result.gap:.2%}" if result.gap is not None else "")
     )
-    for line in left_out_lines(result.schedule):
+    for line in left_out_lines(result.schedule, parts=block_parts(problem)):
         shown.print(line)
 
 
-def left_out_lines(schedule: Any, *, most: int = 8) -> list[str]:
-    """What the plan leaves out: a count, then one line per reason with the task ids."""
+def block_parts(problem: Any) -> dict[str, str]:
+    """Task id -> the running task it is a further block of (``running.part_of``)."""
+    return {
+        task.id: task.running.part_of
+        for task in problem.tasks
+        if task.running is not None and task.running.part_of is not None
+    }
+
+
+def left_out_lines(
+    schedule: Any, *, most: int = 8, parts: Mapping[str, str] | None = None
+) -> list[str]:
+    """What the plan leaves out: a count, then one line per reason with the task ids; a
+    running pod cut into blocks (``parts``: block id -> its first block's) counts once."""
     from gpuopt.allocation.schedule import REASON_TEXT, left_out_groups
 
     groups = left_out_groups(schedule)
-    batch = sum(entry.kind != "realtime" for entry in schedule)
+    parts = parts or {}
+    batch = sum(entry.kind != "realtime" and entry.id not in parts for entry in schedule)
     if not groups:
         return [f"left out: none of {batch} batch tasks"]
     total = sum(len(ids) for ids in groups.values())
@@ -259,6 +272,7 @@ def print_schedule(shown: Any, problem: Any, schedule: Any) -> None:
     from rich.table import Table
 
     minutes = problem.step_minutes
+    parts = block_parts(problem)
 
     def at(step: int | None) -> str:
         return "-" if step is None else f"{step} ({step * minutes / 60:g} h)"
@@ -278,6 +292,8 @@ def print_schedule(shown: Any, problem: Any, schedule: Any) -> None:
             )
         elif entry.left_out:
             note = f"{entry.reason}: {entry.detail}"
+        elif entry.id in parts:
+            note = f"a further block of {parts[entry.id]} (one pod)"
         rows.append((entry.id, entry.kind, entry.status, at(entry.start), at(entry.end), gpus))
         notes.append(note)
 

@@ -417,7 +417,10 @@ class RollingPlanner:
                 model = scenario.pools[scenario.pool_of(first)].model if scenario.pools else ""
                 if start + durations[model] <= now:
                     continue  # finished
-                row["running"] = {"start": start - now, "first_gpu": first}
+                held: dict[str, Any] = {"start": start - now, "first_gpu": first}
+                if task.running is not None and task.running.part_of is not None:
+                    held["part_of"] = task.running.part_of  # (they end together)
+                row["running"] = held
             else:
                 if task.deadline is not None:
                     if task.deadline - now < min(durations.values()):

@@ -14,6 +14,16 @@ from gpuopt.allocation.problem import AllocationProblem, load_problem, parse_pro
 from gpuopt.errors import ProblemError
 
 TRAIN = {"id": "t", "kind": "training", "priority": 3, "gpus": 2, "duration": 3}
+
+
+def block(task_id: str, first: int, part_of: str | None = None, start: int = 0) -> dict[str, Any]:
+    """A running one-GPU task, a further block of ``part_of`` when given."""
+    running: dict[str, Any] = {"start": start, "first_gpu": first}
+    if part_of is not None:
+        running["part_of"] = part_of
+    return {**TRAIN, "id": task_id, "gpus": 1, "running": running}
+
+
 RT = {"id": "r", "kind": "realtime", "priority": 9, "demand": [1] * 4, "max_swap": 1}
 
 
@@ -134,6 +144,26 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "decay above one": ({"gpus": 4, "decay": 1.5, "tasks": []}, "decay"),
     "tasks not a list": ({"gpus": 4, "tasks": {"id": "x"}}, "tasks"),
     "empty id": (scenario({**TRAIN, "id": ""}), "tasks[0].id"),
+    "part of no running task": (
+        scenario(block("a", 0), block("b", 1, "c")),
+        "task 'b': running.part_of 'c' is not another running task of the scenario",
+    ),
+    "part of itself": (
+        scenario(block("t", 0, "t")),
+        "task 't': running.part_of 't' is not another running task",
+    ),
+    "part of a part": (
+        scenario(block("a", 0), block("b", 1, "a"), block("c", 2, "b")),
+        "task 'c': running.part_of 'b' is itself a part of 'a'",
+    ),
+    "part started at another step": (
+        scenario(block("a", 0, start=-1), block("b", 1, "a")),
+        "task 'b': running.part_of 'a' started at step -1, this block at 0",
+    ),
+    "part running longer": (
+        scenario(block("a", 0), {**block("b", 1, "a"), "duration": 4}),
+        "task 'b': running.part_of 'a' runs 3 steps, this block 4 (one pod ends at once)",
+    ),
 }
 
 

@@ -182,6 +182,34 @@ def test_running_task_must_keep_its_block() -> None:
     assert evaluate(problem, kept).metrics.completed == 1
 
 
+def test_a_running_pod_cut_into_blocks_counts_once() -> None:
+    """A pod of 3 GPUs held as blocks of 2 and 1 (``part_of``) finishing at step 3: one
+    task completed and scheduled, the value and utilization of both blocks."""
+    whole = {"id": "p", "kind": "training", "priority": 1, "gpus": 2, "duration": 4}
+    part = {**whole, "id": "p#2", "gpus": 1}
+    grid = [["p", "p", "p#2", N]] * 3 + [[N] * 4]
+    problem = make_problem(
+        [
+            {**whole, "running": {"start": -1, "first_gpu": 0}},
+            {**part, "running": {"start": -1, "first_gpu": 2, "part_of": "p"}},
+        ]
+    )
+    assert violations(problem, grid) == []
+    metrics = evaluate(problem, grid).metrics
+    assert (metrics.completed, metrics.scheduled) == (1, 1)
+    assert metrics.value == 9 and metrics.utilization == pytest.approx(9 / 16)
+    apart = make_problem(  # the same blocks as two tasks: two of each
+        [
+            {**whole, "running": {"start": -1, "first_gpu": 0}},
+            {**part, "running": {"start": -1, "first_gpu": 2}},
+        ]
+    )
+    assert (evaluate(apart, grid).metrics.completed, evaluate(apart, grid).metrics.scheduled) == (
+        2,
+        2,
+    )
+
+
 def test_result_json_round_trip(tiny: AllocationProblem) -> None:
     result = make_result(tiny, LEGAL, method="hand", seconds=0.0)
     again = load_result(result.to_json())

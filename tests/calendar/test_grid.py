@@ -270,8 +270,12 @@ def test_a_running_pod_of_no_power_of_two_is_cut_into_legal_blocks() -> None:
     held = {t.id: (t.running.first_gpu, t.gpus) for t in grid.tasks if t.running is not None}
     assert held == {"ml/sweep": (0, 4), "ml/sweep#2": (4, 2), "ml/serve": (6, 2)}
     assert report.notes["running-split"] == 1
+    parts = {t.id: t.running.part_of for t in grid.tasks if t.running is not None}
+    assert parts == {"ml/sweep": None, "ml/sweep#2": "ml/sweep", "ml/serve": None}
     plan = gpuopt.solve(grid)
     assert violations(grid, plan) == []
+    # three pods run in the plan (serve, sweep and the waiting one on node b): sweep once
+    assert plan.metrics.scheduled == 3
     # stated GPUs are kept where they are: 1-2 one block (the grid does not align blocks
     # unless asked), 4-7 another
     stated = cluster(

@@ -372,6 +372,44 @@ def test_allocate_plans_a_cluster_snapshot_as_its_time_grid(
         assert LONG_ID not in row
 
 
+def test_allocate_counts_a_running_pod_cut_into_blocks_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A running 6-GPU pod beside a 2-GPU one on an 8-GPU node is held as blocks of 4 and 2
+    (G3): the summary counts three pods, and the table marks the second block as the
+    first one's."""
+    import yaml
+
+    def gpu_pod(name: str, gpus: int, **spec: str) -> dict[str, object]:
+        running = {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {
+                **spec,
+                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
+            },
+            "status": running if spec else {"phase": "Pending"},
+        }
+
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "a"},
+        "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"}},
+    }
+    items = [node, gpu_pod("serve", 2, nodeName="a"), gpu_pod("sweep", 6, nodeName="a")]
+    items.append(gpu_pod("wait", 8))
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    code, out, err = run(["allocate", str(path), "--report", "--now", "0"], capsys)
+    assert code == 0, err
+    assert "running-split x1" in err
+    assert "ml/sweep#2: a further block of ml/sweep (one pod)" in out
+    assert "left out: 1 of 3 batch tasks" in out  # the waiting pod: the node is full
+
+
 def test_allocate_work_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``--work``: the heuristic's budget; 0 gives the first order's plan, a larger budget
     never a worse plan, ``none`` no limit; other methods and bad values are refused."""
