@@ -116,6 +116,12 @@ class Request(BaseModel):
     topology_spread: list[SpreadConstraint] = spread_field(
         "K11: its DoNotSchedule topology spread constraints."
     )
+    pending: str | None = Field(
+        default=None,
+        description="The cluster's waiting pod it stands for (None: a shape): its own "
+        "nomination never counts against it (K10), and a check rebuilds the question with "
+        "the pod's rules.",
+    )
 
     @model_validator(mode="after")
     def _check_selector(self) -> Request:
@@ -295,6 +301,7 @@ def pending_request(cluster: Cluster, pod_id: str) -> tuple[Request, Priority]:
                 pod_affinity=pod.pod_affinity,
                 pod_anti_affinity=pod.pod_anti_affinity,
                 topology_spread=pod.topology_spread,
+                pending=pod_id,
             )
             return request, pod.priority
     known = ", ".join(repr(pod.id) for pod in cluster.pending[:5]) or "none"

@@ -156,9 +156,6 @@ class PreemptionRequest(WrittenRequest):
         description="The integer priority asked for: the tasks below it are the ones an HP "
         "request may stop (None: below the cluster's hp_priority).",
     )
-    pending: str | None = Field(
-        default=None, description="The cluster's waiting pod it stands for, if any."
-    )
 
     #: The fields the old preemption ``Request`` wrote, always, in its order; the cluster
     #: request's other fields (selector, tolerations, ...) only when they differ from

@@ -71,11 +71,6 @@ class NodeRequest(WrittenRequest):
     memory: float = Field(default=0.0, ge=0, le=MAX_AMOUNT)
     min_bandwidth: float = Field(default=0.0, ge=0, le=MAX_BANDWIDTH)
     whole_node: bool = False
-    pending: str | None = Field(
-        default=None,
-        description="The cluster's waiting pod it stands for, so a check can rebuild the "
-        "question with the pod's rules.",
-    )
 
     #: The fields the old ``GpuRequest`` wrote, in its order; the cluster request's other
     #: fields (selector, tolerations, ...) are written only when they differ from their default.

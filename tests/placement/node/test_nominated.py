@@ -180,3 +180,17 @@ def test_a_nominated_pod_holds_its_host_port() -> None:
         shape = parse_request("1G").model_copy(update={"resources": {asked: 1}})
         problem = NodePlacementProblem.from_cluster(snapshot, shape)
         assert [node.id for node in problem.nodes] == nodes, asked
+
+
+def test_a_request_read_from_a_waiting_pod_does_not_hold_its_own_nomination_back() -> None:
+    """Review s52 F3: the request :func:`pending_request` reads names its pod, so 'big'
+    (nominated to n1 for all 8 GPUs) goes to n1 through the API without ``pending=``; a
+    request shape of the same size stays held back there (n0 has 4 free)."""
+    snapshot = cluster()
+    request = pending_request(snapshot, "big")[0]
+    assert request.pending == "big"
+    problem = NodePlacementProblem.from_cluster(snapshot, request)
+    answer = place(problem)
+    assert answer.node == "n1" and violations(problem, answer) == []
+    shape = NodePlacementProblem.from_cluster(snapshot, "8G8C")
+    assert place(shape).node is None
