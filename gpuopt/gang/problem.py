@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt._model import IndexedModel
-from gpuopt.cluster.arrival import arrival_refusals
+from gpuopt.cluster.arrival import arrival_refusals, nominated_pods
 from gpuopt.cluster.devices import ResourceClaim
 from gpuopt.cluster.fields import KubeName, offered, spread_field
 from gpuopt.cluster.kube import NodeSelectorTerm, SelectorValue, SpreadConstraint, Toleration
@@ -44,7 +44,7 @@ from gpuopt.cluster.model import (
     scaled,
 )
 from gpuopt.cluster.request import Request as ClusterRequest
-from gpuopt.cluster.request import keeps_pod_slots, pending_request, with_pod_slot
+from gpuopt.cluster.request import add_held, keeps_pod_slots, pending_request, with_pod_slot
 from gpuopt.cluster.rules import gang_needs, refusal
 from gpuopt.errors import ProblemError, short
 
@@ -381,6 +381,17 @@ def _room(
             node_extra - used_extra,
         ]
     ).astype(np.int64)
+    # K10: the waiting pods nominated to a node hold their room there against the gang's pods
+    # (those of the gang's priority and above, not its own), before and after any victims
+    position = {node_id: pos for pos, node_id in enumerate(view.node_ids)}
+    for pod in _holding(cluster, request):
+        pos = position.get(pod.nominated_node, -1)
+        if pos < 0:
+            continue
+        gpus, cpus, memory_held = add_held((0, 0, 0), pod)
+        node_free[pos, :3] -= (gpus, cpus, memory_held if view.node_memory[pos] >= 0 else 0)
+        for col, name in enumerate(names):
+            node_free[pos, 3 + col] -= pod.resources.get(name, 0)
     task_hold = np.column_stack(
         [view.task_gpus, view.task_cpus, view.task_memory, task_extra]
     ).astype(np.int64)
@@ -394,6 +405,15 @@ def _room(
         dtype=np.int64,
     )
     return node_free, task_hold, pod_need
+
+
+def _holding(cluster: Cluster, request: GangRequest) -> list[Any]:
+    """K10: the waiting pods nominated to a node that hold their room there against the
+    gang's pods: those of the gang's priority and above, not the gang's own pods."""
+    if not cluster.pending:
+        return []
+    rank = priority_value(request.priority, cluster.hp_priority)
+    return [pod for pod in nominated_pods(cluster, None, rank) if pod.gang != request.id]
 
 
 def _admitted(

@@ -158,3 +158,34 @@ def test_a_gang_pod_asks_a_pod_slot_where_the_cluster_keeps_them() -> None:
         answer = gpuopt.solve(moving, method)
         assert answer.nodes == ["n0"] and len(answer.victims) == 1, method
         assert gpuopt.violations(moving, answer) == [], method
+
+
+def test_nominated_room_is_held_against_the_gangs_pods() -> None:
+    """K10: 'big' (priority 10) is nominated to b for 3 GPUs and 20 CPUs of its 4 GPUs and
+    32 CPUs, and 'mine', a pod of the gang itself, to c. Against a gang of 1-GPU pods of
+    priority 5, b holds 1 pod (3 GPUs held) and c 4 (its own pod holds nothing against it);
+    against a gang of priority 20, b holds 4 again. A gang of 14 pods then fits only above
+    big's priority (13 places against 16)."""
+    import gpuopt
+
+    pending = [
+        {"id": "big", "gpus": 3, "cpus": 20, "priority": 10, "nominated_node": "b"},
+        {"id": "mine", "gpus": 2, "priority": 5, "nominated_node": "c", "gang": "j"},
+    ]
+    cluster = tiny_cluster(pending=pending)
+
+    def gang(priority: int, pods: int) -> GangProblem:
+        request = {"id": "j", "pods": pods, "gpus": 1, "cpus": 2, "priority": priority}
+        return GangProblem.model_validate(
+            {"cluster": cluster, "request": request, "options": {"preemption": False}}
+        )
+
+    assert gang(5, 1).index.node_capacity.tolist() == [4, 1, 4, 4]
+    assert gang(20, 1).index.node_capacity.tolist() == [4, 4, 4, 4]
+    for method in ("heuristic", "cpsat"):
+        low = gang(5, 14)
+        refused = gpuopt.solve(low, method)
+        assert refused.nodes is None and refused.status == "infeasible", method
+        high = gang(20, 14)
+        answer = gpuopt.solve(high, method)
+        assert len(answer.nodes) == 14 and gpuopt.violations(high, answer) == [], method

@@ -34,7 +34,7 @@ from gpuopt.cluster.model import (
     check_unique,
     scaled,
 )
-from gpuopt.cluster.request import Request, as_request
+from gpuopt.cluster.request import Request, as_request, nominated_room
 from gpuopt.errors import ProblemError
 
 MAX_GPUS = 1_000_000
@@ -173,7 +173,10 @@ class TopologyProblem(IndexedModel):
         CPUs are spread evenly over its GPUs (``cpus_per_gpu``); a request's
         node selector, node affinity and tolerations leave out the nodes they
         exclude, and nodes that are NotReady, cordoned or locked are left out
-        for every job (rules K1-K3 of ``models/cluster.md``).
+        for every job (rules K1-K3 of ``models/cluster.md``). The GPUs and CPUs that
+        waiting pods nominated to a node hold there are not free (K10: against a
+        request of the waiting pod it stands for, those of its priority and above;
+        against a shape or a list of jobs, every nomination).
 
         Raises
         ------
@@ -239,6 +242,9 @@ def _switch_rows(
     """Domain -> its node rows, for :meth:`TopologyProblem.from_cluster` (K1-K4)."""
     index = cluster.index
     allowed = admitted(cluster, shape)  # K1-K3, and K4 for extended resources
+    # K10: the room of the waiting pods nominated to a node is held there against the jobs
+    # (each stands for no waiting pod: the lowest priority, so every nomination holds)
+    held = nominated_room(cluster, shape.pending) if cluster.pending else {}
     switches: dict[str, list[dict[str, Any]]] = {}
     for pos, (node, domain) in enumerate(zip(cluster.nodes, domains, strict=True)):
         if domain is None:
@@ -248,12 +254,14 @@ def _switch_rows(
             )
         if not allowed[pos]:
             continue
+        gpus, cpus, _memory = held.get(node.id, (0, 0, 0))
         switches.setdefault(domain, []).append(
             {
                 "id": node.id,
                 "gpus": node.gpus,
-                "free_gpus": node.gpus - int(index.node_used_gpus[pos]),
-                "free_cpus": (scaled(node.cpus) - int(index.node_used_cpus[pos])) / SCALE,
+                "free_gpus": max(0, node.gpus - int(index.node_used_gpus[pos]) - gpus),
+                "free_cpus": max(0, scaled(node.cpus) - int(index.node_used_cpus[pos]) - cpus)
+                / SCALE,
             }
         )
     return switches

@@ -187,8 +187,8 @@ _UNMODELLED: dict[str, str] = {
     "nominated-node": "status.nominatedNodeName of {n} pending pods (kube-scheduler holds "
     "room there for them against pods of lower or equal priority, and counts them there for "
     "those pods' pod (anti-)affinity and spread; kept, K10, by the fit of waiting pods, node "
-    "placement and preemption; the calendar, switch-level and gang placement and gpuopt serve "
-    "do not hold that room)",
+    "placement and preemption; switch-level and gang placement hold the room but do not count "
+    "them for affinity and spread; the calendar and gpuopt serve do not hold that room)",
     "prefer-no-schedule": "PreferNoSchedule taints on {n} nodes",
     "toleration-seconds": "tolerationSeconds on {n} pods (such a toleration is not counted: "
     "a pod moved there would be evicted when the time runs out; the not-ready and "

@@ -44,3 +44,47 @@ def test_bad_states(data: dict[str, Any], expected: str) -> None:
     with pytest.raises(ProblemError, match=None) as caught:
         parse_state(data, source="state.json")
     assert expected in str(caught.value)
+
+
+def test_nominated_room_is_not_free_at_the_switch_level() -> None:
+    """K10: 'big' (priority 10) is nominated to n1 for 6 GPUs and 40 CPUs, so n1 offers a
+    shape 2 GPUs and 24 CPUs, and a whole-node job none of its nodes; for 'big' itself, or a
+    pod of higher priority, n1 is free again, and one of lower priority sees it held."""
+    import gpuopt
+    from gpuopt.cluster.model import Cluster
+    from gpuopt.cluster.request import pending_request
+    from gpuopt.placement.switch.problem import TopologyProblem
+    from gpuopt.placement.switch.solution import violations
+
+    nodes = [
+        {"id": f"n{i}", "gpus": 8, "cpus": 64, "asw": "s1" if i < 2 else "s2"} for i in range(3)
+    ]
+    tasks = [{"id": "t", "node": "n0", "gpus": 4, "cpus": 4}]
+    pending = [
+        {"id": "big", "gpus": 6, "cpus": 40, "priority": 10, "nominated_node": "n1"},
+        {"id": "vip", "gpus": 4, "priority": 20},
+        {"id": "low", "gpus": 4, "priority": 1},
+    ]
+    cluster = Cluster(nodes=nodes, tasks=tasks, pending=pending)
+
+    def free(problem: TopologyProblem) -> dict[str, tuple[int, float | None]]:
+        return {n.id: (n.free_gpus, n.free_cpus) for s in problem.switches for n in s.nodes}
+
+    shape = TopologyProblem.from_cluster(cluster, "4G16C")
+    assert free(shape) == {"n0": (4, 60.0), "n1": (2, 24.0), "n2": (8, 64.0)}
+    assert [s.capacity for s in shape.switches] == [6, 8]
+    for pod, n1 in (("big", (8, 64.0)), ("vip", (8, 64.0)), ("low", (2, 24.0))):
+        request = pending_request(cluster, pod)[0]
+        assert free(TopologyProblem.from_cluster(cluster, request))["n1"] == n1, pod
+    # two whole nodes: n1 and n2 are idle, but n1's room is held, so only n2 is whole
+    for method in ("heuristic", "milp"):
+        whole = TopologyProblem.from_cluster(cluster, "16G", whole_nodes=True)
+        assert gpuopt.solve(whole, method).unplaced == ["job"], method
+        one = TopologyProblem.from_cluster(cluster, "8G", whole_nodes=True)
+        answer = gpuopt.solve(one, method)
+        assert answer.nodes == {"job": {"n2": 8}} and violations(one, answer) == [], method
+    # without the nomination both are whole, and the 16 GPUs fit
+    plain = Cluster(nodes=nodes, tasks=tasks)
+    free16 = TopologyProblem.from_cluster(plain, "16G", whole_nodes=True)
+    answer = gpuopt.solve(free16)
+    assert answer.nodes == {"job": {"n1": 8, "n2": 8}} and violations(free16, answer) == []
