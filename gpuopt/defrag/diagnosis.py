@@ -7,9 +7,11 @@ For a request shape (GPUs, CPUs, optional memory, optional node selector and
     It belongs to a copy of the request that fits now.
 ``stranded``
     Its node has too few free GPUs left for one more copy (``f mod G`` GPUs).
-``cpu_starved`` / ``memory_starved``
-    Its node has enough free GPUs for more copies but not the CPUs (memory)
-    to go with them; the GPUs go to the tightest of the two resources.
+``cpu_starved`` / ``memory_starved`` / ``resource_starved``
+    Its node has enough free GPUs for more copies but not the CPUs (memory;
+    the extended resources a copy asks: its pod slot where the cluster keeps
+    pod-count limits, K12, and the request's own, K4) to go with them; the GPUs
+    go to the tightest of the three (a tie to CPUs, then memory).
 ``topology``
     ``same_asw = N > 1``: the copies a switch could host are not a multiple of
     ``N``; the GPUs of the left-over copies cannot form a group.
@@ -22,10 +24,11 @@ For a request shape (GPUs, CPUs, optional memory, optional node selector and
     the request's node selector or node affinity excludes it.
 
 so that ``idle_gpus == usable + stranded + cpu_starved + memory_starved +
-topology + excluded + mig_slices`` holds exactly. Per node with ``f`` free GPUs and
-``k_gpu = f // G``, ``k_cpu = free_cpus // C``, ``k_mem = free_memory // M``
-(a resource the request does not ask for, or a node without stated memory,
-never binds) and ``k = min(k_gpu, k_cpu, k_mem)`` copies: ``usable = k*G``,
+resource_starved + topology + excluded + mig_slices`` holds exactly. Per node with ``f``
+free GPUs and ``k_gpu = f // G``, ``k_cpu = free_cpus // C``, ``k_mem = free_memory //
+M``, ``k_res`` the least over the extended resources ``ρ`` a copy asks of ``free_ρ //
+need_ρ`` (a resource the request does not ask for, or a node without stated memory,
+never binds) and ``k = min(k_gpu, k_cpu, k_mem, k_res)`` copies: ``usable = k*G``,
 starved ``= (k_gpu - k)*G``, ``stranded = f - k_gpu*G``. With ``same_asw = N``
 the copies of each access switch ``s`` (a node without ``asw`` is a switch of
 its own) are grouped: ``K_s = sum k``, ``(K_s // N)*N`` copies stay usable and
@@ -51,6 +54,7 @@ Examples
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,9 +62,17 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpuopt.cluster.fields import offered
 from gpuopt.cluster.kube import MIG_LABEL
 from gpuopt.cluster.model import Cluster, scaled
-from gpuopt.cluster.request import REQUEST_FORM, Request, as_request, parse_request
+from gpuopt.cluster.request import (
+    REQUEST_FORM,
+    Request,
+    as_request,
+    keeps_pod_slots,
+    parse_request,
+    with_pod_slot,
+)
 from gpuopt.cluster.rules import refusal
 from gpuopt.cluster.shares import MILLI
 from gpuopt.defrag.solution import DefragResult, Move, apply_plan
@@ -70,7 +82,7 @@ IntArray = npt.NDArray[np.int64]
 
 
 class Counts(BaseModel):
-    """Idle GPUs by cause: ``idle_gpus`` is the sum of the seven classes."""
+    """Idle GPUs by cause: ``idle_gpus`` is the sum of the eight classes."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -79,6 +91,11 @@ class Counts(BaseModel):
     stranded: int = Field(description="Too few free GPUs on the node for one more copy.")
     cpu_starved: int = Field(description="GPUs free but the node's free CPUs are not enough.")
     memory_starved: int = Field(description="GPUs free but the node's free memory is not.")
+    resource_starved: int = Field(
+        default=0,
+        description="GPUs free but not the node's free extended resources a copy asks: its "
+        "pod slot where the cluster keeps pod-count limits (K12), the request's own (K4).",
+    )
     topology: int = Field(description="Copies that cannot form a same_asw group on their switch.")
     excluded: int = Field(
         description="Free GPUs on nodes the request may not use (rules K1-K3): its node "
@@ -173,7 +190,7 @@ def diagnose(problem: Cluster, request: Request | str, *, detail: bool = False) 
     -------
     Diagnosis
         ``idle_gpus == usable + stranded + cpu_starved + memory_starved +
-        topology + excluded + mig_slices`` holds exactly.
+        resource_starved + topology + excluded + mig_slices`` holds exactly.
 
     Examples
     --------
@@ -221,6 +238,7 @@ def diagnose(problem: Cluster, request: Request | str, *, detail: bool = False) 
         stranded=totals["stranded"],
         cpu_starved=totals["cpu_starved"],
         memory_starved=totals["memory_starved"],
+        resource_starved=totals["resource_starved"],
         topology=totals["topology"],
         excluded=totals["excluded"],
         mig_slices=totals["mig_slices"],
@@ -251,6 +269,7 @@ def _per_node(problem: Cluster, request: Request) -> dict[str, np.ndarray]:
         k_mem = np.where(index.node_memory >= 0, free_memory // need_memory, k_gpu)
     else:
         k_mem = k_gpu
+    k_res = _resource_copies(problem, request, k_gpu)
     sliced = np.array(  # MIG single strategy: the "GPUs" are slices, never whole GPUs
         [node.labels.get(MIG_LABEL) == "single" for node in problem.nodes], dtype=bool
     ).reshape(n)
@@ -260,20 +279,47 @@ def _per_node(problem: Cluster, request: Request) -> dict[str, np.ndarray]:
         ).reshape(n)
         & ~sliced
     )
-    k = np.minimum(k_gpu, np.minimum(k_cpu, k_mem))
+    k = np.minimum(np.minimum(k_gpu, k_res), np.minimum(k_cpu, k_mem))
     starved = (k_gpu - k) * size
-    cpu_binds = k_cpu <= k_mem  # a tie goes to CPU
+    cpu_binds = (k_cpu <= k_mem) & (k_cpu <= k_res)  # a tie goes to CPU, then memory
+    memory_binds = ~cpu_binds & (k_mem <= k_res)
     none = np.zeros(n, dtype=np.int64)
     return {
         "slots": np.where(admitted, k, none),
         "stranded": np.where(admitted, free - k_gpu * size, none),
         "cpu_starved": np.where(admitted & cpu_binds, starved, none),
-        "memory_starved": np.where(admitted & ~cpu_binds, starved, none),
+        "memory_starved": np.where(admitted & memory_binds, starved, none),
+        "resource_starved": np.where(admitted & ~cpu_binds & ~memory_binds, starved, none),
         "excluded": np.where(admitted | sliced, none, free),
         "mig_slices": np.where(sliced, free, none),
         "idle_gpus": free,
         "nodes": np.ones(n, dtype=np.int64),
     }
+
+
+def _resource_copies(problem: Cluster, request: Request, k_gpu: IntArray) -> IntArray:
+    """Per node, the copies of ``request`` its free extended resources hold (K4): a pod
+    slot per copy where the cluster keeps pod-count limits (K12), and the request's own;
+    ``k_gpu`` where a copy asks none."""
+    asked = {
+        name: need
+        for name, need in with_pod_slot(request.resources, keeps_pod_slots(problem)).items()
+        if need > 0
+    }
+    if not asked:
+        return k_gpu
+    used: dict[str, Counter[str]] = {}
+    for task in problem.tasks:
+        if task.resources:
+            used.setdefault(task.node, Counter()).update(task.resources)
+    copies = [
+        min(
+            max(0, offered(node.resources, name) - used.get(node.id, Counter())[name]) // need
+            for name, need in asked.items()
+        )
+        for node in problem.nodes
+    ]
+    return np.array(copies, dtype=np.int64).reshape(len(problem.nodes))
 
 
 _COUNT_FIELDS = (
@@ -283,6 +329,7 @@ _COUNT_FIELDS = (
     "stranded",
     "cpu_starved",
     "memory_starved",
+    "resource_starved",
     "topology",
     "excluded",
     "mig_slices",
@@ -334,6 +381,7 @@ TABLE_ROWS: tuple[tuple[str, str], ...] = (
     ("  stranded", "stranded"),
     ("  CPU-starved", "cpu_starved"),
     ("  memory-starved", "memory_starved"),
+    ("  short of pod slots or other resources", "resource_starved"),
     ("  topology", "topology"),
     ("  excluded (selector, taint, closed)", "excluded"),
     ("  MIG slices (not whole GPUs)", "mig_slices"),

@@ -30,6 +30,7 @@ CAUSES = (
     "stranded",
     "cpu_starved",
     "memory_starved",
+    "resource_starved",
     "topology",
     "excluded",
     "mig_slices",
@@ -189,6 +190,35 @@ def test_starved_gpus_go_to_the_tightest_resource() -> None:
     # Both short: CPUs allow no copy, memory one: all eight GPUs go to CPU.
     both = snapshot(nodes, [{"id": "t", "node": "a", "gpus": 0, "cpus": 12, "memory": 32}])
     assert causes(diagnose(both, "4G8C32M")) == {"cpu_starved": 8}
+
+
+def test_pod_slots_and_extended_resources_starve_gpus() -> None:
+    """K12 and K4: a copy asks a pod slot where some node offers them. a (8 free GPUs)
+    has 1 slot left of 3: one 2-GPU copy, 6 GPUs short of slots; b states no limit: four
+    copies. With the shape asking 2 of an FPGA a offers 3 of (1 held), one copy there
+    too; on b, which offers none, every GPU is short of it."""
+    nodes = [
+        {"id": "a", "gpus": 8, "cpus": 64, "resources": {"pods": 3, "example.com/fpga": 3}},
+        {"id": "b", "gpus": 8, "cpus": 64},
+    ]
+    tasks = [
+        {"id": "t0", "node": "a", "gpus": 0, "resources": {"pods": 1, "example.com/fpga": 1}},
+        {"id": "t1", "node": "a", "gpus": 0, "resources": {"pods": 1}},
+    ]
+    problem = snapshot(nodes, tasks)
+    d = diagnose(problem, "2G")
+    assert_split(d)
+    assert causes(d) == {"usable": 10, "resource_starved": 6}
+    assert d.requests_servable == 5
+    fpga = diagnose(problem, Request(gpus=2, resources={"example.com/fpga": 2}))
+    assert_split(fpga)
+    assert causes(fpga) == {"usable": 2, "resource_starved": 14}
+    # the tie goes to CPUs: 4 free CPUs on a (one 4-CPU copy), one slot left
+    tight = snapshot(
+        [{"id": "a", "gpus": 8, "cpus": 8, "resources": {"pods": 2}}],
+        [{"id": "t", "node": "a", "gpus": 0, "cpus": 4, "resources": {"pods": 1}}],
+    )
+    assert causes(diagnose(tight, "2G4C")) == {"usable": 2, "cpu_starved": 6}
 
 
 def test_topology_same_asw() -> None:
@@ -372,9 +402,24 @@ def reference(problem: Cluster, request: Request) -> dict[str, int]:
         if request.memory and node.memory is not None:
             free_mem = round(node.memory * 1000) - sum(round((t.memory or 0) * 1000) for t in mine)
             k_mem = free_mem // round(request.memory * 1000)
-        k = min(k_gpu, k_cpu, k_mem)
+        # K4 and K12: a copy asks the request's extended resources and, where some node
+        # offers pod slots, one slot; a node that lists no slots has no limit
+        asked = dict(request.resources)
+        if any("pods" in other.resources for other in problem.nodes):
+            asked.setdefault("pods", 1)
+        k_res = k_gpu
+        for name, need in asked.items():
+            if need > 0:
+                limit = node.resources.get(name, 10**9 if name == "pods" else 0)
+                left = limit - sum(t.resources.get(name, 0) for t in mine)
+                k_res = min(k_res, max(0, left) // need)
+        k = min(k_gpu, k_cpu, k_mem, k_res)
         out["stranded"] += free - k_gpu * request.gpus
-        out["cpu_starved" if k_cpu <= k_mem else "memory_starved"] += (k_gpu - k) * request.gpus
+        if k_cpu <= k_mem and k_cpu <= k_res:
+            tightest = "cpu_starved"
+        else:
+            tightest = "memory_starved" if k_mem <= k_res else "resource_starved"
+        out[tightest] += (k_gpu - k) * request.gpus
         switch = node.asw if node.asw is not None else f"\0{node.id}"
         slots_of[switch] = slots_of.get(switch, 0) + k
     group = request.same_asw
@@ -400,8 +445,14 @@ def snapshots(draw: st.DrawFn) -> Cluster:
             node["memory"] = float(draw(st.integers(0, 128)))
         if draw(st.booleans()):
             node["labels"] = {"zone": draw(st.sampled_from(["z1", "z2"]))}
+        if draw(st.booleans()):  # pod-count limits (K12) and an extended resource (K4)
+            node["resources"] = {
+                name: draw(st.integers(0, 4))
+                for name in draw(st.sets(st.sampled_from(["pods", "example.com/fpga"])))
+            }
         nodes.append(node)
         gpus, cpus, memory = node["gpus"], node["cpus"], node.get("memory", 1000.0)
+        left = dict(node.get("resources", {}))
         for _ in range(draw(st.integers(0, 4))):
             task: dict[str, Any] = {
                 "id": f"t{len(tasks)}",
@@ -412,6 +463,16 @@ def snapshots(draw: st.DrawFn) -> Cluster:
             }
             if task["gpus"] == 1 and draw(st.booleans()):
                 task["gpu_milli"] = draw(st.integers(1, 999))
+            if draw(st.booleans()):  # within what the node offers (a node stating no
+                # pods has no limit; one stating no FPGA has none)
+                offer = node.get("resources", {})
+                taken = {name: 1 for name in ("pods", "example.com/fpga") if left.get(name, 1)}
+                if "example.com/fpga" not in offer or not draw(st.booleans()):
+                    taken.pop("example.com/fpga", None)
+                for name in taken:
+                    if name in left:
+                        left[name] -= 1
+                task["resources"] = taken
             gpus, cpus, memory = gpus - task["gpus"], cpus - task["cpus"], memory - task["memory"]
             tasks.append(task)
     return snapshot(nodes, tasks)
@@ -425,6 +486,7 @@ def requests(draw: st.DrawFn) -> Request:
         memory=draw(st.none() | st.integers(0, 48).map(float)),
         same_asw=draw(st.integers(1, 3)),
         node_selector=draw(st.sampled_from([{}, {"zone": "z1"}, {"zone": ["z1", "z2"]}])),
+        resources=draw(st.sampled_from([{}, {"example.com/fpga": 1}, {"example.com/fpga": 2}])),
     )
 
 
