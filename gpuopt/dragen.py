@@ -587,12 +587,9 @@ def _graft(cluster: Cluster, read: Cluster, namespace_of: dict[str, str]) -> Clu
         if node is None:
             continue
         row["gpus"] = node.gpus
-        row["devices"] = [
-            device.model_dump(mode="json", exclude_none=True) for device in node.devices
-        ]
-        row["counters"] = [
-            item.model_dump(mode="json", exclude_none=True) for item in node.counters
-        ]
+        # (the reader's objects as they are: validated once, not dumped and read again)
+        row["devices"] = list(node.devices)
+        row["counters"] = list(node.counters)
         dra = {k: v for k, v in node.resources.items() if k.startswith(DRA_RESOURCE_PREFIX)}
         row["resources"] = {**row.get("resources", {}), **dra}
     for row in data["tasks"]:
@@ -606,20 +603,13 @@ def _graft(cluster: Cluster, read: Cluster, namespace_of: dict[str, str]) -> Clu
         row["resources"] = {**row.get("resources", {}), **dra}
         if task.pinned is not None and row.get("pinned") is None and not row.get("locked"):
             row["pinned"] = task.pinned
-    data["pending"] = [
-        *data.get("pending", []),
-        *(item.model_dump(mode="json", exclude_none=True) for item in read.pending),
+    data["pending"] = [*data.get("pending", []), *read.pending]
+    data["device_classes"] = list(read.device_classes)
+    data["claims"] = [
+        claim.model_copy(update={"pods": [read_id.get(pod, pod) for pod in claim.pods]})
+        for claim in read.claims
     ]
-    data["device_classes"] = [
-        item.model_dump(mode="json", exclude_none=True) for item in read.device_classes
-    ]
-    claims = []
-    for claim in read.claims:
-        row = claim.model_dump(mode="json", exclude_none=True)
-        row["pods"] = [read_id.get(pod, pod) for pod in claim.pods]
-        claims.append(row)
-    data["claims"] = claims
-    data["devices"] = [device.model_dump(mode="json", exclude_none=True) for device in read.devices]
+    data["devices"] = list(read.devices)
     return Cluster.model_validate(data)
 
 
