@@ -10,6 +10,7 @@ import pytest
 from gpuopt.errors import ProblemError
 from gpuopt.io.files import (
     atomic_path,
+    bulk_read,
     check_writable,
     read_json,
     unreadable,
@@ -176,3 +177,27 @@ def test_a_device_is_written_into_never_replaced(tmp_path: Path) -> None:
     write_text_atomic(fifo, "through the pipe\n")
     reader.join(timeout=10)
     assert read == ["through the pipe\n"] and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_bulk_read_pauses_the_cycle_collector_and_restores_it() -> None:
+    """The collector is off inside, and after as it was before, also after an error and
+    when it was off already (a read inside another)."""
+    import gc
+
+    assert gc.isenabled()
+    with bulk_read():
+        assert not gc.isenabled()
+        with bulk_read():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ProblemError), bulk_read():
+        raise ProblemError("bad input.")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with bulk_read():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

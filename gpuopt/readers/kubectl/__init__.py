@@ -223,6 +223,7 @@ from typing import Any
 
 from gpuopt.cluster.model import Cluster
 from gpuopt.errors import ProblemError
+from gpuopt.io.files import bulk_read
 from gpuopt.options import Keywords
 from gpuopt.readers.kubectl.context import Context, KubectlOptions
 from gpuopt.readers.kubectl.documents import Source, add_document, documents
@@ -306,14 +307,15 @@ def read_kubernetes(
         raise ProblemError("kubectl input: give at least one file, folder or object.")
     options = KUBECTL_KEYWORDS.resolve(options, settings)
     ctx = Context(options)
-    objects = [
-        found
-        for source in sources
-        for document_reader, data in documents(source)
-        for found in add_document(ctx, document_reader, data)
-    ]
-    read_objects(ctx, objects)
-    return _finish_cluster(ctx, options, sources[0]), ctx.report
+    with bulk_read():
+        objects = [
+            found
+            for source in sources
+            for document_reader, data in documents(source)
+            for found in add_document(ctx, document_reader, data)
+        ]
+        read_objects(ctx, objects)
+        return _finish_cluster(ctx, options, sources[0]), ctx.report
 
 
 def _finish_cluster(ctx: Context, options: KubectlOptions, first: Source) -> Cluster:
