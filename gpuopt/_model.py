@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError, model_validator
 from typing_extensions import Self
 
 from gpuopt.errors import one_sentence_errors, problem_error_from, validate_object
-from gpuopt.io.files import bulk_read, read_json
+from gpuopt.io.files import gc_paused, read_json
 
 #: Longest id (of a node, task, switch, job, ...) a problem accepts: a Kubernetes
 #: ``namespace/name`` (63 + 1 + 253 characters) fits, and messages quoting ids stay short.
@@ -111,7 +111,7 @@ class Document(BaseModel):
         ProblemError
             When the file is missing, is not JSON, or does not describe a valid document.
         """
-        with bulk_read():
+        with gc_paused():
             return cls.parse(read_json(path), source=str(path))
 
 

@@ -10,18 +10,16 @@ implementation over a maintained Kubernetes client is :class:`KubeApi`
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import random
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
 from gpuopt.errors import ProblemError
+from gpuopt.io.files import gc_paused
 
 if TYPE_CHECKING:
     import urllib3
@@ -238,32 +236,6 @@ _ERRORS: dict[int, type[ApiError]] = {
 
 def _loads(data: bytes) -> Any:
     return orjson.loads(data) if orjson is not None else json.loads(data)
-
-
-_gc_lock = threading.Lock()
-_gc_pausers = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside (threads nest: the last one out enables it
-    again). Parsing a list of 50,000 pods makes millions of dicts, lists and strings,
-    and the collector, triggered by each few hundred of them, would walk every one
-    again and again: 5 to 7 times the parse itself (docs/live.md)."""
-    global _gc_pausers, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pausers == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pausers += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pausers -= 1
-            if _gc_pausers == 0 and _gc_was_enabled:
-                gc.enable()
 
 
 #: A body at least this long is parsed with the collector paused.

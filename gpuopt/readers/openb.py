@@ -111,7 +111,7 @@ from gpuopt.cluster.model import MAX_AMOUNT, MAX_NODE_GPUS, Cluster
 from gpuopt.cluster.shares import MILLI, Devices
 from gpuopt.errors import ProblemError, short, validate_object
 from gpuopt.io.csvfile import finite_number, open_csv
-from gpuopt.io.files import bulk_read
+from gpuopt.io.files import gc_paused
 from gpuopt.options import Keywords
 
 if TYPE_CHECKING:
@@ -599,7 +599,7 @@ def read_openb(
     """
     started = time.perf_counter()
     run = OPENB_KEYWORDS.resolve(options, settings)
-    with bulk_read():  # (hundreds of thousands of objects that live on)
+    with gc_paused():  # (hundreds of thousands of objects that live on)
         nodes = _read_nodes(nodes_csv, run.asw_size)
         pods, has_times = _read_pods(pods_csv)
         if run.at is not None and not has_times:

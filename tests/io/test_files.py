@@ -10,8 +10,8 @@ import pytest
 from gpuopt.errors import ProblemError
 from gpuopt.io.files import (
     atomic_path,
-    bulk_read,
     check_writable,
+    gc_paused,
     read_json,
     unreadable,
     write_text_atomic,
@@ -179,24 +179,24 @@ def test_a_device_is_written_into_never_replaced(tmp_path: Path) -> None:
     assert read == ["through the pipe\n"] and stat.S_ISFIFO(fifo.stat().st_mode)
 
 
-def test_bulk_read_pauses_the_cycle_collector_and_restores_it() -> None:
+def test_gc_paused_pauses_the_cycle_collector_and_restores_it() -> None:
     """The collector is off inside, and after as it was before, also after an error and
     when it was off already (a read inside another)."""
     import gc
 
     assert gc.isenabled()
-    with bulk_read():
+    with gc_paused():
         assert not gc.isenabled()
-        with bulk_read():
+        with gc_paused():
             assert not gc.isenabled()
         assert not gc.isenabled()
     assert gc.isenabled()
-    with pytest.raises(ProblemError), bulk_read():
+    with pytest.raises(ProblemError), gc_paused():
         raise ProblemError("bad input.")
     assert gc.isenabled()
     gc.disable()
     try:
-        with bulk_read():
+        with gc_paused():
             pass
         assert not gc.isenabled()
     finally:

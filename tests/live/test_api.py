@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import sys
 import threading
 import time
@@ -29,7 +28,6 @@ from gpuopt.live.api import (
     Resource,
     TooManyRequests,
     api_error,
-    gc_paused,
 )
 from gpuopt.live.fake import FakeApiServer
 
@@ -267,20 +265,3 @@ def test_unknown_resource_is_not_found(api: KubeApi) -> None:
     secrets = Resource("", "v1", "secrets", "Secret", True)
     with pytest.raises(NotFound, match="could not find the requested resource"):
         api.list(secrets)
-
-
-def test_gc_paused_nests_and_restores_the_collector() -> None:
-    assert gc.isenabled()
-    with gc_paused():
-        assert not gc.isenabled()
-        with gc_paused():
-            assert not gc.isenabled()
-        assert not gc.isenabled()  # the outer pause still holds
-    assert gc.isenabled()
-    gc.disable()  # a collector its owner turned off stays off
-    try:
-        with gc_paused():
-            pass
-        assert not gc.isenabled()
-    finally:
-        gc.enable()

@@ -223,7 +223,7 @@ from typing import Any
 
 from gpuopt.cluster.model import Cluster
 from gpuopt.errors import ProblemError
-from gpuopt.io.files import bulk_read
+from gpuopt.io.files import gc_paused
 from gpuopt.options import Keywords
 from gpuopt.readers.kubectl.context import Context, KubectlOptions
 from gpuopt.readers.kubectl.documents import Source, add_document, documents
@@ -307,7 +307,7 @@ def read_kubernetes(
         raise ProblemError("kubectl input: give at least one file, folder or object.")
     options = KUBECTL_KEYWORDS.resolve(options, settings)
     ctx = Context(options)
-    with bulk_read():
+    with gc_paused():
         objects = [
             found
             for source in sources
