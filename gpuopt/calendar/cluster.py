@@ -53,7 +53,9 @@ The mapping
   running pod whose ``start_time`` is after
   now (a ``now`` before the cluster's clock) runs from tick 0 (reported:
   ``starts-after-now``). Counted by source in
-  :attr:`CalendarReport.running_end`.
+  :attr:`CalendarReport.running_end`. A waiting pod nominated to a node (K10), of
+  no gang and with no ResourceClaim, that the fit of waiting pods binds there now
+  runs there from now for its walltime (reported: ``nominated-bound``).
 * **Waiting pods** (F4): a pod without a gang is one job of one pod; the waiting
   pods of one gang (``Pending.gang``) are one job of as many pods (C2), each
   using the most any of them asks for per resource (reported where they
@@ -119,7 +121,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -282,6 +284,7 @@ def from_cluster_report(
     report = CalendarReport()
     times = pods if pods is not None else cluster_times(cluster, report=report)
     cluster = _without_holds(cluster, report)
+    cluster, times = _bind_nominated(cluster, times, float(clock), default_walltime, report)
     builder = _Builder(cluster, float(clock), float(step), ticks, times, report)
     levels = builder.levels()
     if gang_level is not None and gang_level != NODE_LEVEL and gang_level not in levels:
@@ -400,6 +403,47 @@ def _without_holds(cluster: Cluster, report: CalendarReport) -> Cluster:
         if HOLDS_FOR_LABEL in pod.labels:
             report.note("calendar-hold", pod.id)
     return Cluster.model_construct(**{**dict(cluster), "tasks": tasks, "pending": pending})
+
+
+def _bind_nominated(
+    cluster: Cluster,
+    times: Mapping[str, PodTimes],
+    now: float,
+    default_walltime: float,
+    report: CalendarReport,
+) -> tuple[Cluster, Mapping[str, PodTimes]]:
+    """F3 (K10): a waiting pod nominated to a node, of no gang and with no ResourceClaim,
+    that the fit of waiting pods (:func:`~gpuopt.defrag.pending.fit_pending`: kube-scheduler's
+    order, the pods of higher priority first, a nominated pod first among its own) binds
+    on that node now, runs there from ``now`` for its walltime (F6's): kube-scheduler binds
+    it there, and its room is not the other jobs'. Each is counted ``nominated-bound``; a
+    nominated pod that does not fit there yet stays a waiting job."""
+    if not any(pod.nominated_node is not None and pod.gang is None for pod in cluster.pending):
+        return cluster, times
+    from gpuopt.defrag.pending import fit_pending  # (defrag imports the calendar's users)
+
+    with_claims = {pod for claim in cluster.claims for pod in claim.pods}
+    goes = {fit.pod.id: fit.node for fit in fit_pending(cluster)}
+    bound: list[Task] = []
+    known = dict(times)
+    for pod in cluster.pending:
+        if (
+            pod.nominated_node is None
+            or pod.gang is not None
+            or pod.id in with_claims
+            or goes.get(pod.id) != pod.nominated_node
+        ):
+            continue
+        own = known.get(pod.id, PodTimes())
+        walltime, _source = _Builder._walltime([own], default_walltime)
+        known[pod.id] = replace(own, expected_end=now + walltime)
+        bound.append(pod.as_task(pod.nominated_node, start_time=now))
+        report.note("nominated-bound", pod.id)
+    if not bound:
+        return cluster, times
+    ids = {task.id for task in bound}
+    pending = [pod for pod in cluster.pending if pod.id not in ids]
+    return cluster.model_copy(update={"tasks": [*cluster.tasks, *bound], "pending": pending}), known
 
 
 def _device_waiting(cluster: Cluster) -> set[str]:

@@ -486,3 +486,31 @@ def test_a_now_before_a_running_pods_start_is_reported() -> None:
     assert any("starts-after-now on 1 (ml/t)" in line for line in early.lines())
     _, fine = from_cluster_report(running, horizon=3600, step=60)
     assert "starts-after-now" not in fine.notes
+
+
+def test_a_nominated_pod_that_fits_on_its_node_is_bound_there_from_now() -> None:
+    """F3 (K10): c and e are full past the horizon. 'big' (priority 10) is nominated to b,
+    where it fits: kube-scheduler binds it there, so it runs on b for its walltime (1 h,
+    60 ticks) and 'early', waiting longer but not nominated, starts on b after it. 'stuck'
+    is nominated to c, where it does not fit yet (its victims still terminating): a job."""
+    full = [
+        {"id": f"ml/full-{n}", "node": n, "gpus": 8, "start_time": NOW - 60} for n in ("c", "e")
+    ]
+    pending = [
+        {"id": "ml/early", "gpus": 8, "since": NOW - 3600},
+        {"id": "ml/big", "gpus": 8, "priority": 10, "nominated_node": "b", "since": NOW - 60},
+        {"id": "ml/stuck", "gpus": 8, "priority": 10, "nominated_node": "c", "since": NOW},
+    ]
+    problem, report = build(cluster(pending, full))
+    assert report.notes["nominated-bound"] == 1
+    bound = {pod.id: (pod.node, pod.end) for pod in problem.running if pod.id == "ml/big"}
+    assert bound == {"ml/big": ("b", 60)}
+    assert sorted(job.id for job in problem.jobs) == ["ml/early", "ml/stuck"]
+    for method in METHODS[CalendarProblem]:
+        plan = checked(problem, method)  # (C1: nothing else on b while 'big' runs)
+        starts = [start.start for start in plan.starts if start.start is not None]
+        assert starts and min(starts) == 60, method
+    # without the nomination, 'early' (waiting longest) is planned on b now
+    plain = [{**pod, "nominated_node": None} for pod in pending]
+    problem, report = build(cluster(plain, full))
+    assert report.notes["nominated-bound"] == 0 and len(problem.jobs) == 3

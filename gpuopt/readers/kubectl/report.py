@@ -188,7 +188,9 @@ _UNMODELLED: dict[str, str] = {
     "room there for them against pods of lower or equal priority, and counts them there for "
     "those pods' pod (anti-)affinity and spread; kept, K10, by the fit of waiting pods, node "
     "placement and preemption; switch-level and gang placement hold the room but do not count "
-    "them for affinity and spread; the calendar and gpuopt serve do not hold that room)",
+    "them for affinity and spread; the calendar binds one that fits on its node now there, "
+    "and does not hold the room of one that does not fit yet; gpuopt serve leaves it to "
+    "kube-scheduler's filters)",
     "prefer-no-schedule": "PreferNoSchedule taints on {n} nodes",
     "toleration-seconds": "tolerationSeconds on {n} pods (such a toleration is not counted: "
     "a pod moved there would be evicted when the time runs out; the not-ready and "
