@@ -413,31 +413,36 @@ def _bind_nominated(
     report: CalendarReport,
 ) -> tuple[Cluster, Mapping[str, PodTimes]]:
     """F3 (K10): a waiting pod nominated to a node, of no gang and with no ResourceClaim,
-    that the fit of waiting pods (:func:`~gpuopt.defrag.pending.fit_pending`: kube-scheduler's
-    order, the pods of higher priority first, a nominated pod first among its own) binds
-    on that node now, runs there from ``now`` for its walltime (F6's): kube-scheduler binds
-    it there, and its room is not the other jobs'. Each is counted ``nominated-bound``; a
-    nominated pod that does not fit there yet stays a waiting job."""
+    that the fit of these pods (:func:`~gpuopt.defrag.pending.fit_pending`: kube-scheduler's
+    order, the pods of higher priority first) binds on that node now, runs there from
+    ``now`` for its walltime (F6's): kube-scheduler binds it there, and its room is not the
+    other jobs'. Each is counted ``nominated-bound``; a nominated pod that does not fit
+    there yet stays a waiting job. (The other waiting pods are the calendar's jobs: the fit
+    leaves them out, so a pod of higher priority planned now does not take the room.)"""
     if not any(pod.nominated_node is not None and pod.gang is None for pod in cluster.pending):
         return cluster, times
     from gpuopt.defrag.pending import fit_pending  # (defrag imports the calendar's users)
 
     with_claims = {pod for claim in cluster.claims for pod in claim.pods}
-    goes = {fit.pod.id: fit.node for fit in fit_pending(cluster)}
+    nominated = [
+        pod
+        for pod in cluster.pending
+        if pod.nominated_node is not None and pod.gang is None and pod.id not in with_claims
+    ]
+    # (the nominated pods alone, in kube-scheduler's order: a waiting pod of higher priority
+    # that is not nominated is one of the calendar's jobs, planned beside them)
+    alone = cluster.model_copy(update={"pending": nominated})
+    goes = {fit.pod.id: fit.node for fit in fit_pending(alone, nominated_only=True)}
     bound: list[Task] = []
     known = dict(times)
-    for pod in cluster.pending:
-        if (
-            pod.nominated_node is None
-            or pod.gang is not None
-            or pod.id in with_claims
-            or goes.get(pod.id) != pod.nominated_node
-        ):
+    for pod in nominated:
+        node = goes.get(pod.id)
+        if node is None or node != pod.nominated_node:
             continue
         own = known.get(pod.id, PodTimes())
         walltime, _source = _Builder._walltime([own], default_walltime)
         known[pod.id] = replace(own, expected_end=now + walltime)
-        bound.append(pod.as_task(pod.nominated_node, start_time=now))
+        bound.append(pod.as_task(node, start_time=now))
         report.note("nominated-bound", pod.id)
     if not bound:
         return cluster, times

@@ -39,7 +39,7 @@ from typing import Any
 
 from gpuopt.cluster.arrival import Spread, Terms, arrival_refusals
 from gpuopt.cluster.fields import POD_SLOTS, offered
-from gpuopt.cluster.model import Cluster, Pending, priority_value, scaled
+from gpuopt.cluster.model import Cluster, Node, Pending, priority_value, scaled
 from gpuopt.cluster.request import add_held, held_short, keeps_pod_slots, with_pod_slot
 from gpuopt.cluster.rules import gang_needs, refusal
 from gpuopt.cluster.shares import MILLI, Devices
@@ -59,8 +59,11 @@ class PendingFit:
     reason: str | None = None
 
 
-def fit_pending(cluster: Cluster) -> list[PendingFit]:
+def fit_pending(cluster: Cluster, *, nominated_only: bool = False) -> list[PendingFit]:
     """Bind the waiting pods one by one (highest priority first) where they fit now.
+
+    With ``nominated_only`` a pod nominated to a node is tried there alone (whether
+    kube-scheduler binds it there now: the calendar's F3).
 
     Examples
     --------
@@ -119,13 +122,16 @@ def fit_pending(cluster: Cluster) -> list[PendingFit]:
                 found[at] = PendingFit(cluster.pending[at], None, why)
             continue
         if gang is None or needed[gang] <= 1:
-            found[position] = room.bind(cluster, pod)
+            found[position] = room.bind(cluster, pod, nominated_only=nominated_only)
             if found[position].node is None and pod.nominated_node is not None:
                 room.hold(pod)  # K10: its room stays held against the pods after it
             continue
         # the gang's waiting pods, together: all bound, or none (their room given back)
         saved = room.copy()
-        fits = {at: room.bind(cluster, cluster.pending[at]) for at in members[gang]}
+        fits = {
+            at: room.bind(cluster, cluster.pending[at], nominated_only=nominated_only)
+            for at in members[gang]
+        }
         placed = sum(fit.node is not None for fit in fits.values())
         if placed >= needed[gang]:
             found.update(fits)
@@ -219,14 +225,10 @@ class _Room:
         )
         return not held_short(held, left, (taken, cpus, memory))
 
-    def bind(self, cluster: Cluster, pod: Pending) -> PendingFit:
-        """``pod`` on the fullest node that takes it (its room then taken), or why none."""
-        devices, free_cpus, free_memory, free_extra = (
-            self.devices,
-            self.cpus,
-            self.memory,
-            self.extra,
-        )
+    def bind(self, cluster: Cluster, pod: Pending, *, nominated_only: bool = False) -> PendingFit:
+        """``pod`` on the fullest node that takes it (its room then taken), or why none; a
+        nominated pod on its nominated node whenever that takes it (K10), and with
+        ``nominated_only`` on no other."""
         cpus = scaled(pod.cpus)
         memory = 0 if pod.memory is None else scaled(pod.memory)
         asked = with_pod_slot(pod.resources, self.slots)  # (K4, K12)
@@ -236,39 +238,58 @@ class _Room:
         terms = arrival_refusals(cluster, pod, self.bound)
         if self.waiting:  # (and the nominated pods that wait, on their nodes)
             self._beside(cluster, pod, terms)
-        for node in cluster.nodes:
-            refused = refusal(node, pod) or terms.get(node.id)
-            if refused is not None:
-                why[refused.split(":")[0]] += 1
-                continue
-            room = free_memory[node.id]
-            chosen = devices[node.id].choose(pod.gpus, pod.gpu_milli or MILLI)
-            if (
-                chosen is None
-                or free_cpus[node.id] < cpus
-                or (room is not None and room < memory)
-                or any(free_extra[node.id][r] < amount for r, amount in asked.items())
-            ):
-                why["K4"] += 1
-                continue
-            if not self._held_fit(node.id, pod, chosen):
-                why["K10"] += 1
-                continue
-            if node.id == pod.nominated_node:  # K10: its nominated node, when it takes it
-                best = node.id
-                break
-            if best is None or devices[node.id].free < devices[best].free:
-                best = node.id
+        nodes: Sequence[Node] = cluster.nodes
+        if pod.nominated_node is not None:  # K10: its nominated node first, when it takes it
+            own = [node for node in cluster.nodes if node.id == pod.nominated_node]
+            if own and self._refused(pod, own[0], terms, cpus, memory, asked) is None:
+                best = own[0].id
+            elif nominated_only:
+                nodes = own
         if best is None:
-            return PendingFit(pod, None, _reason(why, len(cluster.nodes)))
-        devices[best].take(pod.id, pod.gpus, pod.gpu_milli or MILLI)
-        free_cpus[best] -= cpus
-        room = free_memory[best]
+            for node in nodes:
+                refused = self._refused(pod, node, terms, cpus, memory, asked)
+                if refused is not None:
+                    why[refused] += 1
+                    continue
+                if best is None or self.devices[node.id].free < self.devices[best].free:
+                    best = node.id
+        if best is None:
+            return PendingFit(pod, None, _reason(why, len(nodes)))
+        self.devices[best].take(pod.id, pod.gpus, pod.gpu_milli or MILLI)
+        self.cpus[best] -= cpus
+        room = self.memory[best]
         if room is not None:
-            free_memory[best] = room - memory
-        free_extra[best].subtract(asked)
+            self.memory[best] = room - memory
+        self.extra[best].subtract(asked)
         self.bound.append((pod, best))
         return PendingFit(pod, best)
+
+    def _refused(
+        self,
+        pod: Pending,
+        node: Node,
+        terms: dict[str, str],
+        cpus: int,
+        memory: int,
+        asked: dict[str, int],
+    ) -> str | None:
+        """The rule that keeps ``pod`` (asking ``cpus``, ``memory`` and ``asked``) off
+        ``node`` now (K1-K5, K11, K10), or None when the node takes it."""
+        refused = refusal(node, pod) or terms.get(node.id)
+        if refused is not None:
+            return refused.split(":")[0]
+        room = self.memory[node.id]
+        chosen = self.devices[node.id].choose(pod.gpus, pod.gpu_milli or MILLI)
+        if (
+            chosen is None
+            or self.cpus[node.id] < cpus
+            or (room is not None and room < memory)
+            or any(self.extra[node.id][r] < amount for r, amount in asked.items())
+        ):
+            return "K4"
+        if not self._held_fit(node.id, pod, chosen):
+            return "K10"
+        return None
 
 
 def _devices(cluster: Cluster) -> dict[str, Devices]:
