@@ -191,8 +191,10 @@ class GridReport:
         self.examples.setdefault(reason, who)
 
     def lines(self) -> list[str]:
-        """One line per count, for a person (the calendar's lines first)."""
-        out = self.calendar.lines()
+        """One line per count, for a person: the kubectl reader's (what it read, and every
+        object it skipped or simplified, with the first message), then the calendar's."""
+        out = [] if self.kube is None else self.kube.lines()
+        out += self.calendar.lines()
         if self.services or self.service_pods:
             out.append(
                 f"grid: {self.services} realtime service(s) from Deployments, "
@@ -215,6 +217,16 @@ class GridReport:
             "service_pods": self.service_pods,
             "announced": self.announced,
         }
+
+
+def _skipped_nodes(report: GridReport) -> str:
+    """`` (N nodes were skipped as malformed; first: ...)`` when the kubectl reader skipped
+    any (so the error says why none is left), else nothing."""
+    kube = report.kube
+    if kube is None or not kube.count("malformed-Node"):
+        return ""
+    first = kube.first.get("malformed-Node", "").rstrip(".")
+    return f" ({kube.count('malformed-Node')} nodes were skipped as malformed; first: {first})"
 
 
 @dataclass(frozen=True)
@@ -499,10 +511,12 @@ class _Row:
             else:
                 self.nodes.append(node)
         if not self.nodes:
+            skipped = _skipped_nodes(report)
             raise ProblemError(
-                "nodes: no node has a GPU, so the time grid has no row."
+                f"nodes: no node has a GPU{skipped}, so the time grid has no row."
                 if node_gpus is None
-                else f"node_gpus: no node has {node_gpus} GPUs, so the time grid has no row."
+                else f"node_gpus: no node has {node_gpus} GPUs{skipped}, so the time grid "
+                "has no row."
             )
         first = self.nodes[0]
         self.size = first.capacity[0]

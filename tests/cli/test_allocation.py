@@ -487,3 +487,35 @@ def test_check_takes_a_clusters_allocation_result_against_its_time_grid(
     broken.write_text(json.dumps(plan))
     assert main(["check", str(path), str(broken), "--quiet"]) == 1
     capsys.readouterr()
+
+
+def test_allocate_on_a_cluster_reports_the_objects_it_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A node with a bad quantity is skipped and said so on stderr, with the field and
+    value (new-user trial 2026-12-08: the grid's report left the reader's lines out); when
+    no node is left, the error says why."""
+    import yaml
+
+    def gpu_node(name: str, memory: str) -> dict[str, object]:
+        allocatable = {"nvidia.com/gpu": "8", "cpu": "64", "memory": memory}
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name},
+            "status": {"allocatable": allocatable},
+        }
+
+    path = tmp_path / "cluster.yaml"
+    items = [gpu_node("good", "512Gi"), gpu_node("bad", "1000Gx")]
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    code, out, err = run(["allocate", str(path), "--now", "0"], capsys)
+    assert code == 0, err
+    assert "skipped 1 malformed nodes (items[1] (Node 'bad'))" in err
+    assert "status.allocatable.memory: '1000Gx' is not a Kubernetes quantity" in err
+    items = [gpu_node("bad", "1000Gx"), gpu_node("worse", "2Tx")]
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    code, out, err = run(["allocate", str(path), "--now", "0"], capsys)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.startswith("gpuopt: error: nodes: no node has a GPU (2 nodes were skipped")
+    assert "'1000Gx' is not a Kubernetes quantity), so the time grid has no row." in err
