@@ -251,6 +251,33 @@ def _not_bound(pod_id: str, node: str, allowed: frozenset[str]) -> str:
     )
 
 
+def _short_of(report: GridReport, room: dict[str, list[int]], pod_id: str, node: str) -> list[str]:
+    """G10: the resources but GPUs (the grid plans those) of which ``node`` has too little
+    left now for ``pod_id`` (``room``: what the pods bound before it left; taken when none
+    is short)."""
+    asks, left = report.asks.get(pod_id), room.get(node)
+    if asks is None or left is None:
+        return []
+    short = [
+        report.resources[r]
+        for r in range(1, min(len(asks), len(left)))
+        if asks[r] > 0 and left[r] < asks[r]
+    ]
+    if not short:
+        for r, amount in enumerate(asks[: len(left)]):
+            left[r] -= amount
+    return short
+
+
+def _no_room(pod_id: str, node: str, short: list[str]) -> str:
+    """G10: the comment for a pod the plan starts on a node without the room it asks now."""
+    return (
+        f"not bound: {pod_id}: the time grid starts it on {node}, which has too little "
+        f"{' and '.join(short)} free for it now (K4; the grid plans GPUs, not "
+        f"{', '.join(short)}), so kube-scheduler places it (or use gpuopt calendar)"
+    )
+
+
 def _scheduler_note(pod_id: str, node: str) -> str:
     return (
         f"starts now: {pod_id} on {node}; no Binding: kube-scheduler binds it as it "
@@ -335,6 +362,7 @@ def grid_actions(
     size = grid.gpus_per_node or grid.gpus
     first_row = list(result.grid[0]) if len(result.grid) else []
     out: list[tuple[str, dict[str, Any] | None]] = []
+    room = {node: list(left) for node, left in report.room.items()}  # (taken as pods bind)
     for task in grid.tasks:
         held = [g for g, cell in enumerate(first_row) if cell == task.id]
         if task.kind == "realtime":
@@ -370,6 +398,10 @@ def grid_actions(
                 continue
             if pod_id in report.scheduler_binds or node in report.dra_nodes:
                 out.append((_scheduler_note(pod_id, node), None))
+                continue
+            short_of = _short_of(report, room, pod_id, node)
+            if short_of:  # G10: K4, which the grid does not plan for CPUs, memory and the rest
+                out.append((_no_room(pod_id, node, short_of), None))
                 continue
             comment, item = binding(pod_id, node)
             out.append((f"{comment} (GPUs {gpu % size}-{gpu % size + per - 1} of it)", item))

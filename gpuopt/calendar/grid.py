@@ -184,6 +184,12 @@ class GridReport:
     #: G10: per waiting pod the grid does not plan eligibility for, the nodes it may use
     #: (rules K1-K3 and, for a pod with DRA claims, where they fit now): no Binding elsewhere.
     eligible: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: G10: the calendar's resources (GPUs first), each node's room in them now (its
+    #: allocatable less its running pods', F2-F3), and what each waiting pod asks (F4): a
+    #: Binding only where the room is there (the grid plans GPUs alone).
+    resources: list[str] = field(default_factory=list)
+    room: dict[str, list[int]] = field(default_factory=dict)
+    asks: dict[str, list[int]] = field(default_factory=dict)
 
     def note(self, reason: str, who: str, *, ignored: bool = False) -> None:
         """Count ``reason`` for ``who`` (the first one is kept as its example)."""
@@ -805,6 +811,19 @@ class _Row:
             if not covered <= mine:
                 self.report.eligible[pod] = frozenset(mine)
 
+    def _record_room(self) -> None:
+        """G10: each node's room now in every resource of the calendar: its capacity less the
+        running pods that hold it at tick 0."""
+        calendar = self.calendar
+        self.report.resources = list(calendar.resources)
+        room = {node.id: list(node.capacity) for node in calendar.nodes}
+        for pod in calendar.running:
+            left = room.get(pod.node)
+            if left is not None and pod.end > 0:
+                for r, amount in enumerate(pod.use):
+                    left[r] -= amount
+        self.report.room = room
+
     # ------------------------------------------------------------------ G4
     def waiting(
         self, cluster: Cluster | None, facts: Mapping[str, PodFacts], now: float
@@ -829,6 +848,8 @@ class _Row:
             from gpuopt.cluster.devicecheck import DeviceLedger
 
             ledger = DeviceLedger(cluster)
+        if cluster is not None:
+            self._record_room()
         out = []
         for job in calendar.jobs:
             gpus = job.use[0] * job.members
@@ -850,6 +871,8 @@ class _Row:
             pods = members.get(job.id, [job.id])
             found = [facts[pod] for pod in pods if pod in facts]
             self.report.pods[_task_id(job.id)] = pods
+            for pod in pods:
+                self.report.asks[pod] = list(job.use)
             models = self.models_of(job.eligible)
             if models == []:
                 self.report.note("no-eligible-row-node", job.id)

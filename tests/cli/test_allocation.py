@@ -519,3 +519,38 @@ def test_allocate_on_a_cluster_reports_the_objects_it_skipped(
     assert code == 2 and out == "" and "Traceback" not in err
     assert err.startswith("gpuopt: error: nodes: no node has a GPU (2 nodes were skipped")
     assert "'1000Gx' is not a Kubernetes quantity), so the time grid has no row." in err
+
+
+def test_allocate_emits_no_binding_where_the_node_lacks_the_cpus_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """G10 and K4 (new-user trial 2026-12-08): one 8-GPU node with 8 CPUs, 5 held by a
+    running pod. 'big' (4 GPUs, 4 CPUs) and 'small' (2 GPUs, 2 CPUs) both start now in the
+    grid, which plans GPUs alone: 'big' gets a comment (3 CPUs free), 'small' a Binding."""
+    import yaml
+
+    def pod(name: str, gpus: int, cpus: int, **spec: str) -> dict[str, object]:
+        limits = {"nvidia.com/gpu": gpus, "cpu": cpus}
+        running = {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {**spec, "containers": [{"name": "c", "resources": {"limits": limits}}]},
+            "status": running if spec else {"phase": "Pending"},
+        }
+
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "a"},
+        "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "8", "memory": "64Gi"}},
+    }
+    items = [node, pod("cpu-hog", 0, 5, nodeName="a"), pod("big", 4, 4), pod("small", 2, 2)]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    code, out, err = run(["allocate", str(path), "--now", "0", "--emit", "kubernetes"], capsys)
+    assert code == 0, err
+    assert "# not bound: ml/big: the time grid starts it on a, which has too little cpu free" in out
+    bindings = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert [(b["metadata"]["name"], b["target"]["name"]) for b in bindings] == [("small", "a")]
