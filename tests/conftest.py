@@ -10,6 +10,16 @@ from gpuopt.allocation.problem import AllocationProblem
 from gpuopt.allocation.solution import AllocationResult, evaluate, violations
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """With pytest-xdist's workers (``-n``) and no ``--dist`` given, the tests of one
+    ``xdist_group`` run in one worker (``loadgroup``). Set here, not in ``addopts``, so
+    that a run without the plugin (``-p no:xdist``, or plain pytest) still starts."""
+    option = config.option
+    if getattr(option, "numprocesses", None) and getattr(option, "dist", "no") == "no":
+        option.dist = "loadgroup"
+
+
 def make_problem(tasks: list[dict[str, Any]], **fields: Any) -> AllocationProblem:
     """A problem from task dicts; unspecified top-level fields take small defaults."""
     data: dict[str, Any] = {

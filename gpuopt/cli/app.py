@@ -80,10 +80,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="gpuopt", description="Decide how a shared GPU cluster's capacity is spent."
     )
     # (whether the greedy's compiled core was built: without a C compiler at install time
-    # the Python modules run, the same plans 10-20 times slower)
+    # the Python modules run, the same plans 50-150 times slower)
     core = "off (GPUOPT_PURE_PYTHON)" if pure_python() else "yes"
     if built_module("gpuopt.allocation._core") is None:
-        core = "not built: the Python modules run, 10-20x slower; install with a C compiler"
+        core = "not built: the Python modules run, 50-150x slower; install with a C compiler"
     parser.add_argument(
         "--version", action="version", version=f"gpuopt {__version__} (compiled core: {core})"
     )
