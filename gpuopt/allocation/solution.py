@@ -2,14 +2,16 @@
 
 :func:`violations` checks any grid against the five rules of DESIGN.md section
 1 (labels A1..A5 of ``models/allocation.md``), and a result's schedule against
-its grid (S1..S4, built in :mod:`gpuopt.allocation.schedule`); :func:`evaluate`
-computes the objective and metrics exactly as defined there. Neither knows
+its grid (S1..S4, built in :mod:`gpuopt.allocation.schedule`) and its stated
+objective and metrics against its grid's (S5); :func:`evaluate` computes the
+objective and metrics exactly as defined there. Neither knows
 anything about the methods that produced the grid.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -166,7 +168,10 @@ def violations(
     ["A5: task 'a' changes GPUs from [0, 2) to [0, 1) at step 1"]
     """
     if isinstance(solution, AllocationResult):
-        return result_violations(problem, solution.grid, solution.schedule)
+        # (the metrics it was given: a result written before a metric existed states none)
+        metrics = solution.metrics.model_dump(exclude_unset=True)
+        stated = {"objective": solution.objective, "metrics": metrics}
+        return result_violations(problem, solution.grid, solution.schedule, stated)
     return _grid_violations(problem, solution)
 
 
@@ -174,12 +179,44 @@ def result_violations(
     problem: AllocationProblem,
     grid: Sequence[Sequence[Any]],
     schedule: Sequence[ScheduleEntry] | None,
+    stated: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """A1..A5 on ``grid``, then S1..S4 on ``schedule`` against it (None: no schedule to check)."""
+    """A1..A5 on ``grid``, then S1..S4 on ``schedule`` against it (None: no schedule to
+    check), then S5 on the figures a result states (``stated``: its ``objective`` and
+    ``metrics``, as written; None or absent: none to check)."""
     found = _grid_violations(problem, grid)
-    # S1-S4: a schedule is read against a grid of the right shape only
-    if schedule is not None and not _shape_violations(problem, grid):
-        found.extend(schedule_violations(problem, grid, schedule))
+    # S1-S5: a schedule and figures are read against a grid of the right shape only
+    if not _shape_violations(problem, grid):
+        if schedule is not None:
+            found.extend(schedule_violations(problem, grid, schedule))
+        if stated:
+            found.extend(_stated_violations(problem, grid, stated))
+    return found
+
+
+def _stated_violations(
+    problem: AllocationProblem, grid: Sequence[Sequence[Any]], stated: Mapping[str, Any]
+) -> list[str]:
+    """S5: the ``objective`` and the ``metrics`` a result states are those :func:`evaluate`
+    reads off its grid (numbers within a millionth, relative)."""
+    evaluation = evaluate(problem, grid)
+    truth: dict[str, Any] = {"objective": evaluation.objective}
+    truth.update({f"metrics.{k}": v for k, v in evaluation.metrics.model_dump().items()})
+    given: dict[str, Any] = {"objective": stated.get("objective")}
+    metrics = stated.get("metrics")
+    if isinstance(metrics, Mapping):
+        given.update({f"metrics.{k}": v for k, v in metrics.items() if f"metrics.{k}" in truth})
+    found = []
+    for name, value in given.items():
+        if value is None:
+            continue
+        actual = truth[name]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isclose(value, actual, rel_tol=1e-6, abs_tol=1e-6)
+        ):
+            found.append(f"S5: the result states {name} {value!r} but its grid's is {actual:,.6g}")
     return found
 
 

@@ -323,7 +323,8 @@ def check_allocation(args: argparse.Namespace, raw: Any, data: Any, *, cluster: 
             f"scenario, got {kind_of(data)}."
         )
     schedule = read_schedule(args, data)
-    broken = result_violations(problem, grid, schedule)  # A1-A5, then S1-S4
+    stated = data if isinstance(data, dict) else None  # (its objective and metrics: S5)
+    broken = result_violations(problem, grid, schedule, stated)  # A1-A5, then S1-S5
     shown = console(args.quiet)
     if broken:
         return print_violations(shown, broken)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gpuopt.allocation.problem import AllocationProblem
@@ -10,6 +12,7 @@ from gpuopt.allocation.solution import (
     evaluate,
     load_result,
     make_result,
+    result_violations,
     violations,
 )
 from tests.conftest import make_problem
@@ -227,3 +230,23 @@ def test_result_json_round_trip(tiny: AllocationProblem) -> None:
         "metrics",
     }
     assert "objective 6.0" in again.summary()
+
+
+def test_a_result_states_the_figures_of_its_grid(tiny: AllocationProblem) -> None:
+    """S5: a result whose stated objective or metrics differ from its grid's is caught; one
+    written before a metric existed (none stated) is not."""
+    result = make_result(tiny, LEGAL, method="by-hand", seconds=0.0)
+    assert violations(tiny, result) == []
+    data = json.loads(result.to_json())
+    assert result_violations(tiny, LEGAL, None, data) == []
+    lying = {**data, "objective": 999}
+    assert result_violations(tiny, LEGAL, None, lying) == [
+        "S5: the result states objective 999 but its grid's is 6"
+    ]
+    more = {**data, "metrics": {**data["metrics"], "completed": 3}}
+    assert result_violations(tiny, LEGAL, None, more) == [
+        "S5: the result states metrics.completed 3 but its grid's is 1"
+    ]
+    assert any(v.startswith("S5") for v in violations(tiny, AllocationResult.model_validate(lying)))
+    older = {**data, "metrics": {k: v for k, v in data["metrics"].items() if k != "scheduled"}}
+    assert violations(tiny, AllocationResult.model_validate(older)) == []
