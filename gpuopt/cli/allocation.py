@@ -413,6 +413,9 @@ def run_bench(args: argparse.Namespace) -> int:
         )
     from gpuopt.cli.bench_table import print_bench
 
+    if args.json:  # the files first: a table cut short (a closed pipe) leaves them written
+        payload = {"methods": methods, "repeat": args.repeat, "rows": [r.to_dict() for r in rows]}
+        write_text(args.json, json.dumps(payload, indent=1) + "\n")
     print_bench(
         shown, rows, methods, wide=args.wide, repeat=args.repeat, time_limit=args.time_limit
     )
@@ -425,9 +428,6 @@ def run_bench(args: argparse.Namespace) -> int:
             plot_results(row.problem, pictured, Path(args.plot_dir) / f"{row.source.stem}.png")
         if not args.quiet:
             print(f"pictures: {args.plot_dir}/<scenario file>.png", file=sys.stderr)
-    if args.json:
-        payload = {"methods": methods, "repeat": args.repeat, "rows": [r.to_dict() for r in rows]}
-        write_text(args.json, json.dumps(payload, indent=1) + "\n")
     return EXIT_OK
 
 
