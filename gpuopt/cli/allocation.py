@@ -108,7 +108,28 @@ def load_scenario(
                 "flag applies to a cluster."
             )
         return AllocationProblem.parse(raw, source=path)
+    if file.is_dir():
+        _refuse_scenario_folder(file)
     return _grid(path, raw, args, kept if kept is not None else {})
+
+
+def _refuse_scenario_folder(folder: Path) -> None:
+    """A folder is read as a cluster's Kubernetes objects: one holding allocation scenarios
+    (a ``.json`` with ``tasks`` and no Kubernetes ``kind``) is refused with a sentence that
+    says so, not with what the cluster reader finds missing."""
+    from gpuopt.io.files import read_json
+
+    for file in sorted(folder.glob("*.json")):
+        try:
+            data = read_json(file)
+        except ProblemError:
+            continue  # (the cluster reader names it)
+        if isinstance(data, dict) and "tasks" in data and not _kubernetes(data):
+            raise ProblemError(
+                f"{folder}: a folder is read as a cluster's Kubernetes objects, but "
+                f"{file.name} is an allocation scenario; give one scenario file (gpuopt "
+                f"bench --scenarios {folder} runs them all)."
+            )
 
 
 def _kubernetes(raw: dict[str, Any]) -> bool:

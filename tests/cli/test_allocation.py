@@ -554,3 +554,18 @@ def test_allocate_emits_no_binding_where_the_node_lacks_the_cpus_now(
     assert "# not bound: ml/big: the time grid starts it on a, which has too little cpu free" in out
     bindings = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert [(b["metadata"]["name"], b["target"]["name"]) for b in bindings] == [("small", "a")]
+
+
+def test_allocate_refuses_a_folder_of_scenarios_with_a_sentence_that_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder is read as a cluster's objects; one of scenario files is refused naming one
+    (new-user trial 2026-12-08: the error spoke of a missing clock)."""
+    shutil.copy(MIXED, tmp_path / "mixed.json")
+    code, out, err = run(["allocate", str(tmp_path)], capsys)
+    assert code == 2 and out == ""
+    assert err == (
+        f"gpuopt: error: {tmp_path}: a folder is read as a cluster's Kubernetes objects, but "
+        f"mixed.json is an allocation scenario; give one scenario file (gpuopt bench "
+        f"--scenarios {tmp_path} runs them all).\n"
+    )
