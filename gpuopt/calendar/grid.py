@@ -104,7 +104,7 @@ The mapping (G1-G11)
 ...      "arrival": 1}])
 >>> grid, report = grid_from_kubernetes(scenario_objects(scenario))
 >>> [task.id for task in grid.tasks], grid.tasks[1].running, grid.tasks[2].arrival
-(['chat', 'train', 'eval'], Running(start=-1, first_gpu=4), 1)
+(['chat', 'train', 'eval'], Running(start=-1, first_gpu=4, part_of=None), 1)
 """
 
 from __future__ import annotations
