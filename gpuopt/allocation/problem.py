@@ -372,7 +372,7 @@ class AllocationProblem(IndexedModel):
 
     def _check_running_parts(self) -> None:
         """``running.part_of`` names another running task, itself no part, started at the
-        same step and running as many steps."""
+        same step, running as many steps, on a pool of the same GPU model."""
         running = {task.id: task for task in self.tasks if task.running is not None}
         for task in self.tasks:
             if task.running is None or task.running.part_of is None:
@@ -393,6 +393,14 @@ class AllocationProblem(IndexedModel):
                     f"{name} runs {found.duration} steps, this block {task.duration} (one pod "
                     "ends at once)"
                 )
+            if self.pools:  # (M2: on pools of other models the blocks would end apart)
+                mine = self.pools[self.pool_of(task.running.first_gpu)].model
+                theirs = self.pools[self.pool_of(whole.first_gpu)].model
+                if mine != theirs:
+                    raise ValueError(
+                        f"{name} runs on GPU model {short(theirs)}, this block on "
+                        f"{short(mine)} (one pod's blocks share a node, so a model)"
+                    )
 
     def _check_pools(self) -> None:
         """Section 15: pools cover the cluster in whole nodes; speeds name pools' models."""

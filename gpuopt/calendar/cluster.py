@@ -413,12 +413,14 @@ def _bind_nominated(
     report: CalendarReport,
 ) -> tuple[Cluster, Mapping[str, PodTimes]]:
     """F3 (K10): a waiting pod nominated to a node, of no gang and with no ResourceClaim,
-    that the fit of these pods (:func:`~gpuopt.defrag.pending.fit_pending`: kube-scheduler's
-    order, the pods of higher priority first) binds on that node now, runs there from
-    ``now`` for its walltime (F6's): kube-scheduler binds it there, and its room is not the
-    other jobs'. Each is counted ``nominated-bound``; a nominated pod that does not fit
-    there yet stays a waiting job. (The other waiting pods are the calendar's jobs: the fit
-    leaves them out, so a pod of higher priority planned now does not take the room.)"""
+    that the fit of waiting pods (:func:`~gpuopt.defrag.pending.fit_pending`: kube-scheduler's
+    order, the pods of higher priority first, a nominated pod first among its own and on its
+    node whenever that takes it) binds on that node now, runs there from ``now`` for its
+    walltime (F6's): kube-scheduler binds it there, and its room is not the other jobs'.
+    Each is counted ``nominated-bound``; a nominated pod that does not fit there yet stays a
+    waiting job. The fit runs on the nominated pods and the waiting pods of higher priority
+    than the least of them, which alone come before one of them (lower ones come after:
+    its room is held against them)."""
     if not any(pod.nominated_node is not None and pod.gang is None for pod in cluster.pending):
         return cluster, times
     from gpuopt.defrag.pending import fit_pending  # (defrag imports the calendar's users)
@@ -429,10 +431,19 @@ def _bind_nominated(
         for pod in cluster.pending
         if pod.nominated_node is not None and pod.gang is None and pod.id not in with_claims
     ]
-    # (the nominated pods alone, in kube-scheduler's order: a waiting pod of higher priority
-    # that is not nominated is one of the calendar's jobs, planned beside them)
-    alone = cluster.model_copy(update={"pending": nominated})
-    goes = {fit.pod.id: fit.node for fit in fit_pending(alone, nominated_only=True)}
+    if not nominated:
+        return cluster, times
+    hp = cluster.hp_priority
+    floor = min(priority_value(pod.priority, hp) for pod in nominated)
+    ahead = {
+        pod.id
+        for pod in cluster.pending
+        if pod.nominated_node is not None or priority_value(pod.priority, hp) > floor
+    }
+    gangs = {pod.gang for pod in cluster.pending if pod.id in ahead and pod.gang is not None}
+    first = [pod for pod in cluster.pending if pod.id in ahead or pod.gang in gangs]
+    fits = fit_pending(cluster.model_copy(update={"pending": first}))
+    goes = {fit.pod.id: fit.node for fit in fits}
     bound: list[Task] = []
     known = dict(times)
     for pod in nominated:

@@ -253,20 +253,23 @@ def _not_bound(pod_id: str, node: str, allowed: frozenset[str]) -> str:
 
 def _short_of(report: GridReport, room: dict[str, list[int]], pod_id: str, node: str) -> list[str]:
     """G10: the resources but GPUs (the grid plans those) of which ``node`` has too little
-    left now for ``pod_id`` (``room``: what the pods bound before it left; taken when none
-    is short)."""
+    left now for ``pod_id`` (``room``: what the pods bound before it left)."""
     asks, left = report.asks.get(pod_id), room.get(node)
     if asks is None or left is None:
         return []
-    short = [
+    return [
         report.resources[r]
         for r in range(1, min(len(asks), len(left)))
         if asks[r] > 0 and left[r] < asks[r]
     ]
-    if not short:
+
+
+def _take(report: GridReport, room: dict[str, list[int]], pod_id: str, node: str) -> None:
+    """G10: ``pod_id``'s requests taken from what ``node`` has left in ``room``."""
+    asks, left = report.asks.get(pod_id), room.get(node)
+    if asks is not None and left is not None:
         for r, amount in enumerate(asks[: len(left)]):
             left[r] -= amount
-    return short
 
 
 def _no_room(pod_id: str, node: str, short: list[str]) -> str:
@@ -397,12 +400,14 @@ def grid_actions(
                 out.append((_not_bound(pod_id, node, allowed), None))
                 continue
             if pod_id in report.scheduler_binds or node in report.dra_nodes:
+                _take(report, room, pod_id, node)  # (kube-scheduler binds it: room it takes)
                 out.append((_scheduler_note(pod_id, node), None))
                 continue
             short_of = _short_of(report, room, pod_id, node)
             if short_of:  # G10: K4, which the grid does not plan for CPUs, memory and the rest
                 out.append((_no_room(pod_id, node, short_of), None))
                 continue
+            _take(report, room, pod_id, node)
             comment, item = binding(pod_id, node)
             out.append((f"{comment} (GPUs {gpu % size}-{gpu % size + per - 1} of it)", item))
     return out

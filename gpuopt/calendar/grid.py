@@ -618,6 +618,8 @@ class _Row:
         """Every running pod with GPUs as a running task (G3, G11), with its input position."""
         step = self.calendar.step
         tasks = {task.id: task for task in cluster.tasks} if cluster is not None else {}
+        # (F3: a nominated waiting pod the calendar binds starts now)
+        nominated = {p.id for p in cluster.pending if p.nominated_node} if cluster else set()
         gangs: dict[str, list[Any]] = {}
         singles = []
         for pod in self.calendar.running:
@@ -645,6 +647,8 @@ class _Row:
                 source = tasks.get(pod.id)
                 if source is not None and source.start_time is not None:
                     starts.append(min(0, math.floor(_tick(source.start_time, now, step))))
+                elif source is None and pod.id in nominated:
+                    starts.append(0)
             start = max(-MAX_STEPS, min(starts)) if starts else 0
             if not starts:
                 self.report.note("start-unknown", block_id)

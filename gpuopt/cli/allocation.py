@@ -108,9 +108,12 @@ def load_scenario(
                 "flag applies to a cluster."
             )
         return AllocationProblem.parse(raw, source=path)
-    if file.is_dir():
-        _refuse_scenario_folder(file)
-    return _grid(path, raw, args, kept if kept is not None else {})
+    try:
+        return _grid(path, raw, args, kept if kept is not None else {})
+    except ProblemError:
+        if file.is_dir():  # (read as a cluster first: a cluster's folder is parsed once)
+            _refuse_scenario_folder(file)
+        raise
 
 
 def _refuse_scenario_folder(folder: Path) -> None:

@@ -118,6 +118,7 @@ class Request(BaseModel):
     )
     pending: str | None = Field(
         default=None,
+        exclude_if=lambda value: value is None,
         description="The cluster's waiting pod it stands for (None: a shape): its own "
         "nomination never counts against it (K10), and a check rebuilds the question with "
         "the pod's rules.",
@@ -431,7 +432,12 @@ class WrittenRequest(Request):
     def _old_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         fields = type(self).model_fields
-        written = {name: data[name] for name in self._written if name in data}
+        # (a field of the old form left out while unset, ``pending``, is written as it was)
+        written = {
+            name: data[name] if name in data else getattr(self, name)
+            for name in self._written
+            if name in data or (name in fields and getattr(self, name) is None)
+        }
         for name, value in data.items():
             if name not in written and getattr(self, name) != fields[name].get_default(
                 call_default_factory=True

@@ -59,11 +59,8 @@ class PendingFit:
     reason: str | None = None
 
 
-def fit_pending(cluster: Cluster, *, nominated_only: bool = False) -> list[PendingFit]:
+def fit_pending(cluster: Cluster) -> list[PendingFit]:
     """Bind the waiting pods one by one (highest priority first) where they fit now.
-
-    With ``nominated_only`` a pod nominated to a node is tried there alone (whether
-    kube-scheduler binds it there now: the calendar's F3).
 
     Examples
     --------
@@ -122,16 +119,13 @@ def fit_pending(cluster: Cluster, *, nominated_only: bool = False) -> list[Pendi
                 found[at] = PendingFit(cluster.pending[at], None, why)
             continue
         if gang is None or needed[gang] <= 1:
-            found[position] = room.bind(cluster, pod, nominated_only=nominated_only)
+            found[position] = room.bind(cluster, pod)
             if found[position].node is None and pod.nominated_node is not None:
                 room.hold(pod)  # K10: its room stays held against the pods after it
             continue
         # the gang's waiting pods, together: all bound, or none (their room given back)
         saved = room.copy()
-        fits = {
-            at: room.bind(cluster, cluster.pending[at], nominated_only=nominated_only)
-            for at in members[gang]
-        }
+        fits = {at: room.bind(cluster, cluster.pending[at]) for at in members[gang]}
         placed = sum(fit.node is not None for fit in fits.values())
         if placed >= needed[gang]:
             found.update(fits)
@@ -225,10 +219,10 @@ class _Room:
         )
         return not held_short(held, left, (taken, cpus, memory))
 
-    def bind(self, cluster: Cluster, pod: Pending, *, nominated_only: bool = False) -> PendingFit:
+    def bind(self, cluster: Cluster, pod: Pending) -> PendingFit:
         """``pod`` on the fullest node that takes it (its room then taken), or why none; a
-        nominated pod on its nominated node whenever that takes it (K10), and with
-        ``nominated_only`` on no other."""
+        nominated pod on its nominated node whenever that takes it (K10: kube-scheduler
+        tries it first)."""
         cpus = scaled(pod.cpus)
         memory = 0 if pod.memory is None else scaled(pod.memory)
         asked = with_pod_slot(pod.resources, self.slots)  # (K4, K12)
@@ -238,15 +232,12 @@ class _Room:
         terms = arrival_refusals(cluster, pod, self.bound)
         if self.waiting:  # (and the nominated pods that wait, on their nodes)
             self._beside(cluster, pod, terms)
-        nodes: Sequence[Node] = cluster.nodes
         if pod.nominated_node is not None:  # K10: its nominated node first, when it takes it
             own = [node for node in cluster.nodes if node.id == pod.nominated_node]
             if own and self._refused(pod, own[0], terms, cpus, memory, asked) is None:
                 best = own[0].id
-            elif nominated_only:
-                nodes = own
         if best is None:
-            for node in nodes:
+            for node in cluster.nodes:
                 refused = self._refused(pod, node, terms, cpus, memory, asked)
                 if refused is not None:
                     why[refused] += 1
@@ -254,7 +245,7 @@ class _Room:
                 if best is None or self.devices[node.id].free < self.devices[best].free:
                     best = node.id
         if best is None:
-            return PendingFit(pod, None, _reason(why, len(nodes)))
+            return PendingFit(pod, None, _reason(why, len(cluster.nodes)))
         self.devices[best].take(pod.id, pod.gpus, pod.gpu_milli or MILLI)
         self.cpus[best] -= cpus
         room = self.memory[best]

@@ -393,6 +393,8 @@ class PreemptionProblem(IndexedModel):
         ('HP', 5000, [480000])
         """
         shape = as_request(request, cluster)
+        if pending is None:  # (a request read from a waiting pod names it: K10)
+            pending = shape.pending
         clock = now if now is not None else cluster.now
         if clock is None:
             raise ProblemError("now: the cluster states no clock; give now (--now T).")

@@ -160,6 +160,15 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
         scenario(block("a", 0, start=-1), block("b", 1, "a")),
         "task 'b': running.part_of 'a' started at step -1, this block at 0",
     ),
+    "part on another model": (
+        scenario(
+            block("a", 0),
+            block("b", 2, "a"),
+            gpus=4,
+            pools=[{"model": "fast", "gpus": 2}, {"model": "slow", "gpus": 2}],
+        ),
+        "task 'b': running.part_of 'a' runs on GPU model 'fast', this block on 'slow'",
+    ),
     "part running longer": (
         scenario(block("a", 0), {**block("b", 1, "a"), "duration": 4}),
         "task 'b': running.part_of 'a' runs 3 steps, this block 4 (one pod ends at once)",

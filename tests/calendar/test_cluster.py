@@ -514,3 +514,34 @@ def test_a_nominated_pod_that_fits_on_its_node_is_bound_there_from_now() -> None
     plain = [{**pod, "nominated_node": None} for pod in pending]
     problem, report = build(cluster(plain, full))
     assert report.notes["nominated-bound"] == 0 and len(problem.jobs) == 3
+
+
+def test_a_nominated_pod_is_bound_only_where_kube_scheduler_would_bind_it() -> None:
+    """F3 in kube-scheduler's order (review s53 R1, R2): c and e are full. 'vip' (priority
+    100, not nominated) is scheduled before 'big' (10, nominated to b) and takes b, so 'big'
+    is not bound there. 'x' (20, nominated to c, which is full) is filtered on every node
+    after its own and binds b, before 'y' (10, nominated to b)."""
+    full = [
+        {"id": f"ml/full-{n}", "node": n, "gpus": 8, "start_time": NOW - 60} for n in ("c", "e")
+    ]
+    first = [
+        {"id": "ml/vip", "gpus": 8, "priority": 100, "since": NOW - 10},
+        {"id": "ml/big", "gpus": 8, "priority": 10, "nominated_node": "b", "since": NOW - 60},
+    ]
+    problem, report = build(cluster(first, full))
+    assert report.notes["nominated-bound"] == 0 and len(problem.jobs) == 2
+    second = [
+        {"id": "ml/x", "gpus": 8, "priority": 20, "nominated_node": "c", "since": NOW - 30},
+        {"id": "ml/y", "gpus": 8, "priority": 10, "nominated_node": "b", "since": NOW - 60},
+    ]
+    problem, report = build(cluster(second, full))
+    assert report.notes["nominated-bound"] == 0
+    assert "ml/y" not in {pod.id for pod in problem.running}
+    # and a waiting pod of lower priority than 'big' does not take its room
+    third = [
+        {"id": "ml/low", "gpus": 8, "priority": 1, "since": NOW - 999},
+        {"id": "ml/big", "gpus": 8, "priority": 10, "nominated_node": "b", "since": NOW - 60},
+    ]
+    problem, report = build(cluster(third, full))
+    assert report.notes["nominated-bound"] == 1
+    assert [pod.node for pod in problem.running if pod.id == "ml/big"] == ["b"]

@@ -108,6 +108,12 @@ class Job(BaseModel):
     )
     cpus_per_gpu: float = Field(default=0.0, ge=0, le=1e6)
     priority: float = Field(default=1.0, gt=0, le=1e9)
+    pending: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="The cluster's waiting pod it stands for: from a cluster, the room of "
+        "its own nomination and of those below its priority is free to it (K10).",
+    )
 
 
 class TopologyProblem(IndexedModel):
@@ -218,11 +224,14 @@ class TopologyProblem(IndexedModel):
                     "one_switch": one_switch,
                     "whole_nodes": whole_nodes,
                     "cpus_per_gpu": shape.cpus / shape.gpus,
+                    **({"pending": shape.pending} if shape.pending is not None else {}),
                 }
             ]
         else:
             job_list = list(jobs)
-        switches = _switch_rows(cluster, shape, domains, level)
+        named = {_pending_of(job) for job in job_list}
+        asking = named.pop() if len(named) == 1 else None  # (one waiting pod, or none)
+        switches = _switch_rows(cluster, shape, domains, level, asking)
         return cls(
             name=cluster.name,
             level=level,
@@ -236,15 +245,25 @@ class TopologyProblem(IndexedModel):
         return TopologyIndex.build(self)
 
 
+def _pending_of(job: Any) -> str | None:
+    """The waiting pod a job (a :class:`Job` or its dict) stands for, if any."""
+    return job.get("pending") if isinstance(job, dict) else getattr(job, "pending", None)
+
+
 def _switch_rows(
-    cluster: Cluster, shape: Request, domains: Sequence[str | None], level: str
+    cluster: Cluster,
+    shape: Request,
+    domains: Sequence[str | None],
+    level: str,
+    asking: str | None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Domain -> its node rows, for :meth:`TopologyProblem.from_cluster` (K1-K4)."""
     index = cluster.index
     allowed = admitted(cluster, shape)  # K1-K3, and K4 for extended resources
-    # K10: the room of the waiting pods nominated to a node is held there against the jobs
-    # (each stands for no waiting pod: the lowest priority, so every nomination holds)
-    held = nominated_room(cluster, shape.pending) if cluster.pending else {}
+    # K10: the room of the waiting pods nominated to a node is held there against the jobs:
+    # against a waiting pod's, those of its priority and above but its own; against jobs that
+    # stand for no waiting pod (or for several), every nomination (the lowest priority)
+    held = nominated_room(cluster, asking) if cluster.pending else {}
     switches: dict[str, list[dict[str, Any]]] = {}
     for pos, (node, domain) in enumerate(zip(cluster.nodes, domains, strict=True)):
         if domain is None:

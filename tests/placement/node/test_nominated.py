@@ -194,3 +194,26 @@ def test_a_request_read_from_a_waiting_pod_does_not_hold_its_own_nomination_back
     assert answer.node == "n1" and violations(problem, answer) == []
     shape = NodePlacementProblem.from_cluster(snapshot, "8G8C")
     assert place(shape).node is None
+
+
+def test_preemption_of_a_request_read_from_a_waiting_pod_keeps_its_own_nomination_free() -> None:
+    """Review s53 R3: 'p' (4 GPUs, priority 100) is nominated to n, where t (priority 0)
+    holds 4 of 8 GPUs: the 4 free ones are p's own room, so it stops nobody, through the
+    API without ``pending=`` as with it."""
+    import gpuopt
+    from gpuopt.preemption.problem import PreemptionProblem
+
+    snapshot = Cluster(
+        now=1000,
+        nodes=[{"id": "n", "gpus": 8, "cpus": 64}],
+        tasks=[{"id": "t", "node": "n", "gpus": 4, "cpus": 4, "priority": 0, "start_time": 0}],
+        pending=[{"id": "p", "gpus": 4, "cpus": 4, "priority": 100, "nominated_node": "n"}],
+    )
+    request, priority = pending_request(snapshot, "p")
+    for given in (None, "p"):
+        problem = PreemptionProblem.from_cluster(
+            snapshot, request, priority=priority, pending=given
+        )
+        decision = gpuopt.solve(problem)
+        assert (decision.node, decision.victims) == ("n", []), given
+        assert gpuopt.violations(problem, decision) == []

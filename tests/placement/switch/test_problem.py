@@ -88,3 +88,34 @@ def test_nominated_room_is_not_free_at_the_switch_level() -> None:
     free16 = TopologyProblem.from_cluster(plain, "16G", whole_nodes=True)
     answer = gpuopt.solve(free16)
     assert answer.nodes == {"job": {"n1": 8, "n2": 8}} and violations(free16, answer) == []
+
+
+def test_a_switch_placement_of_a_waiting_pod_is_asked_again_with_its_pod() -> None:
+    """Review s53 R4: 'big' placed at the switch level goes to n1, the room of its own
+    nomination; its job names it (``pending``), so the question rebuilt from the result's
+    jobs (as ``gpuopt check`` rebuilds it) frees the same room and finds it legal."""
+    import gpuopt
+    from gpuopt.cluster.model import Cluster
+    from gpuopt.cluster.request import pending_request
+    from gpuopt.placement.switch.problem import TopologyProblem
+    from gpuopt.placement.switch.solution import violations
+
+    nodes = [
+        {"id": f"n{i}", "gpus": 8, "cpus": 64, "asw": "s1" if i < 2 else "s2"} for i in range(3)
+    ]
+    tasks = [
+        {"id": "t0", "node": "n0", "gpus": 4, "cpus": 4},
+        {"id": "t2", "node": "n2", "gpus": 4, "cpus": 4},
+    ]
+    pending = [{"id": "big", "gpus": 6, "cpus": 40, "priority": 10, "nominated_node": "n1"}]
+    snapshot = Cluster(nodes=nodes, tasks=tasks, pending=pending)
+    request = pending_request(snapshot, "big")[0]
+    asked = TopologyProblem.from_cluster(snapshot, request, job_id="big")
+    result = gpuopt.solve(asked)
+    assert result.nodes == {"big": {"n1": 6}} and result.jobs[0].pending == "big"
+    again = TopologyProblem.from_cluster(snapshot, list(result.jobs), level=result.level)
+    assert violations(again, result) == []
+    # a shape of the same size finds 2 free GPUs on n1 (6 held), so it is split
+    shape = TopologyProblem.from_cluster(snapshot, "6G", job_id="big")
+    placed = gpuopt.solve(shape)
+    assert placed.nodes["big"].get("n1", 0) <= 2 and violations(shape, placed) == []
