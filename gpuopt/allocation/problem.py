@@ -427,6 +427,16 @@ class AllocationProblem(IndexedModel):
                 )
 
     @property
+    def parts(self) -> dict[str, str]:
+        """Task id -> the running task whose pod it is a further block of
+        (``running.part_of``): the metrics and summaries count that pod once."""
+        return {
+            task.id: task.running.part_of
+            for task in self.tasks
+            if task.running is not None and task.running.part_of is not None
+        }
+
+    @property
     def model_names(self) -> tuple[str, ...]:
         """The GPU models of the pools, in order of their first pool (``("",)``: no pools)."""
         if self.pools is None:

@@ -436,10 +436,9 @@ def evaluate(problem: AllocationProblem, grid: Sequence[Sequence[Any]]) -> Evalu
         penalty_w = float(realtime_priority @ (short @ weights))
     completed = 0
     scheduled = 0
-    tasks = problem.tasks
+    parts = problem.parts
     for b in range(index.num_batch):
-        running = tasks[int(index.batch_idx[b])].running
-        if running is not None and running.part_of is not None:
+        if index.ids[int(index.batch_idx[b])] in parts:
             continue  # a further block of a running pod: the pod counts once (its first block)
         occupied = np.flatnonzero(batch_counts[b])
         if occupied.size == 0:

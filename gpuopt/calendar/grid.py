@@ -820,12 +820,10 @@ class _Row:
         running pods that hold it at tick 0."""
         calendar = self.calendar
         self.report.resources = list(calendar.resources)
+        used = calendar.use_now()
         room = {node.id: list(node.capacity) for node in calendar.nodes}
-        for pod in calendar.running:
-            left = room.get(pod.node)
-            if left is not None and pod.end > 0:
-                for r, amount in enumerate(pod.use):
-                    left[r] -= amount
+        for node_id, held in used.items():
+            room[node_id] = [have - taken for have, taken in zip(room[node_id], held, strict=True)]
         self.report.room = room
 
     # ------------------------------------------------------------------ G4

@@ -155,6 +155,16 @@ class CalendarProblem(IndexedModel):
     objective: Objective = "delay"
     utilisation: float = Field(default=0.0, ge=0, le=1e9)
 
+    def use_now(self) -> dict[str, list[int]]:
+        """Per node (those with some), what the running pods hold at tick 0, by resource."""
+        load: dict[str, list[int]] = {}
+        for pod in self.running:
+            if pod.end > 0:
+                row = load.setdefault(pod.node, [0] * len(self.resources))
+                for r, amount in enumerate(pod.use):
+                    row[r] += amount
+        return load
+
     @model_validator(mode="after")
     def _check(self) -> CalendarProblem:
         width = len(self.resources)
@@ -165,7 +175,6 @@ class CalendarProblem(IndexedModel):
             known.add(node.id)
             _amounts(f"nodes[{node.id}].capacity", node.capacity, width)
         seen: set[str] = set()
-        load: dict[str, list[int]] = {}
         for pod in self.running:
             if pod.id in seen:
                 raise ValueError(f"running: id {short(pod.id)} appears twice")
@@ -173,12 +182,8 @@ class CalendarProblem(IndexedModel):
             if pod.node not in known:
                 raise ValueError(f"running[{pod.id}].node: {short(pod.node)} is not a node id")
             _amounts(f"running[{pod.id}].use", pod.use, width)
-            if pod.end > 0:
-                row = load.setdefault(pod.node, [0] * width)
-                for r, amount in enumerate(pod.use):
-                    row[r] += amount
         capacity = {node.id: node.capacity for node in self.nodes}
-        for node_id, row in load.items():
+        for node_id, row in self.use_now().items():
             for r, amount in enumerate(row):
                 if amount > capacity[node_id][r]:
                     raise ValueError(

@@ -250,17 +250,8 @@ def show_allocation(args: argparse.Namespace, shown: Any, problem: Any, result: 
         f"{result.seconds * 1000:.2f} ms"
         + (f", bound {result.bound:,.2f}, gap {result.gap:.2%}" if result.gap is not None else "")
     )
-    for line in left_out_lines(result.schedule, parts=block_parts(problem)):
+    for line in left_out_lines(result.schedule, parts=problem.parts):
         shown.print(line)
-
-
-def block_parts(problem: Any) -> dict[str, str]:
-    """Task id -> the running task it is a further block of (``running.part_of``)."""
-    return {
-        task.id: task.running.part_of
-        for task in problem.tasks
-        if task.running is not None and task.running.part_of is not None
-    }
 
 
 def left_out_lines(
@@ -296,7 +287,7 @@ def print_schedule(shown: Any, problem: Any, schedule: Any) -> None:
     from rich.table import Table
 
     minutes = problem.step_minutes
-    parts = block_parts(problem)
+    parts = problem.parts
 
     def at(step: int | None) -> str:
         return "-" if step is None else f"{step} ({step * minutes / 60:g} h)"
